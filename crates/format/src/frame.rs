@@ -1,0 +1,329 @@
+//! The 64-byte frame header, used on the wire and as the header of every log record.
+//!
+//! ```text
+//! off len field
+//!   0   4 header_checksum  CRC32C of bytes 4..64
+//!   4   4 body_checksum    CRC32C of the body (0 for an empty body; unchecked for Pad)
+//!   8   2 magic            0x4A4D ("MJ" in memory)
+//!  10   1 version          PROTOCOL_VERSION
+//!  11   1 kind             FrameKind
+//!  12   1 flags            bit 0: END (last frame of a group)
+//!  13   1 reserved         0
+//!  14   2 lane             lane index
+//!  16   4 body_len         bytes of body that follow the header
+//!  20   4 frame_index      index of this frame within its group, from 0
+//!  24   8 epoch            configuration number of the sender
+//!  32   8 seq              group sequence number (Data, Ack)
+//!  40   8 offset           region offset of the body (Data)
+//!  48   8 session          random id of the primary's session
+//!  56   8 log_pos          absolute position of this record in its lane's log (0 on the wire)
+//! ```
+
+use crate::bytes::{put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
+use crate::checksum::crc32c;
+use crate::PROTOCOL_VERSION;
+use std::fmt;
+
+/// Size of a [`FrameHeader`] in bytes, on the wire and in a log.
+pub const FRAME_HEADER_SIZE: usize = 64;
+/// The header's magic number.
+pub const FRAME_MAGIC: u16 = 0x4A4D;
+/// Flag: this frame is the last of its group.
+pub const FLAG_END: u8 = 1;
+
+/// What a frame carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum FrameKind {
+    /// Bytes of a group, to be written at `offset` in the region.
+    Data = 1,
+    /// The receiver has the whole group `seq` in its log.
+    Ack = 2,
+    /// Handshake: the connecting side introduces itself.
+    Hello = 3,
+    /// Handshake: the accepting side's nonce and proof.
+    Challenge = 4,
+    /// Handshake: the connecting side's proof.
+    Proof = 5,
+    /// Handshake: accepted; the body says where to resume.
+    Welcome = 6,
+    /// Handshake or session: refused; the body says why.
+    Refuse = 7,
+    /// Log only: filler up to the end of the log's memory.
+    Pad = 8,
+    /// Administrative request (status, read).
+    Request = 9,
+    /// Reply to a [`FrameKind::Request`].
+    Reply = 10,
+}
+
+impl FrameKind {
+    /// Decodes a kind byte.
+    pub fn from_u8(v: u8) -> Option<FrameKind> {
+        Some(match v {
+            1 => FrameKind::Data,
+            2 => FrameKind::Ack,
+            3 => FrameKind::Hello,
+            4 => FrameKind::Challenge,
+            5 => FrameKind::Proof,
+            6 => FrameKind::Welcome,
+            7 => FrameKind::Refuse,
+            8 => FrameKind::Pad,
+            9 => FrameKind::Request,
+            10 => FrameKind::Reply,
+            _ => return None,
+        })
+    }
+}
+
+/// A decoded frame header. Encoding computes the header checksum; decoding verifies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameHeader {
+    pub body_checksum: u32,
+    pub kind: FrameKind,
+    pub flags: u8,
+    pub lane: u16,
+    pub body_len: u32,
+    pub frame_index: u32,
+    pub epoch: u64,
+    pub seq: u64,
+    pub offset: u64,
+    pub session: u64,
+    pub log_pos: u64,
+}
+
+/// Why 64 bytes are not a valid frame header. These are the peer's (or the medium's) fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    HeaderChecksum { stored: u32, computed: u32 },
+    Magic { found: u16 },
+    Version { found: u8, expected: u8 },
+    Kind { found: u8 },
+    Reserved,
+    Flags { found: u8 },
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            FrameError::HeaderChecksum { stored, computed } => write!(
+                f,
+                "frame header checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
+            ),
+            FrameError::Magic { found } => {
+                write!(
+                    f,
+                    "not a Mojim frame: magic {found:#06x}, expected {FRAME_MAGIC:#06x}"
+                )
+            }
+            FrameError::Version { found, expected } => write!(
+                f,
+                "protocol version {found} is not supported; this build speaks version {expected}"
+            ),
+            FrameError::Kind { found } => write!(f, "unknown frame kind {found}"),
+            FrameError::Reserved => write!(f, "reserved frame header bytes are not zero"),
+            FrameError::Flags { found } => write!(f, "unknown frame flags {found:#04x}"),
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+impl FrameHeader {
+    /// A header of `kind` with every other field zero.
+    pub const fn new(kind: FrameKind) -> FrameHeader {
+        FrameHeader {
+            body_checksum: 0,
+            kind,
+            flags: 0,
+            lane: 0,
+            body_len: 0,
+            frame_index: 0,
+            epoch: 0,
+            seq: 0,
+            offset: 0,
+            session: 0,
+            log_pos: 0,
+        }
+    }
+
+    /// Whether this frame ends its group.
+    pub fn is_end(&self) -> bool {
+        self.flags & FLAG_END != 0
+    }
+
+    /// Writes the header, with its checksum, into `out`.
+    pub fn encode(&self, out: &mut [u8; FRAME_HEADER_SIZE]) {
+        put_u32(out, 4, self.body_checksum);
+        put_u16(out, 8, FRAME_MAGIC);
+        out[10] = PROTOCOL_VERSION;
+        out[11] = self.kind as u8;
+        out[12] = self.flags;
+        out[13] = 0;
+        put_u16(out, 14, self.lane);
+        put_u32(out, 16, self.body_len);
+        put_u32(out, 20, self.frame_index);
+        put_u64(out, 24, self.epoch);
+        put_u64(out, 32, self.seq);
+        put_u64(out, 40, self.offset);
+        put_u64(out, 48, self.session);
+        put_u64(out, 56, self.log_pos);
+        let crc = crc32c(&out[4..]);
+        put_u32(out, 0, crc);
+    }
+
+    /// The encoded header.
+    pub fn to_bytes(&self) -> [u8; FRAME_HEADER_SIZE] {
+        let mut out = [0u8; FRAME_HEADER_SIZE];
+        self.encode(&mut out);
+        out
+    }
+
+    /// Decodes and verifies a header. The body, if any, is checked separately with
+    /// [`FrameHeader::check_body`].
+    pub fn decode(b: &[u8; FRAME_HEADER_SIZE]) -> Result<FrameHeader, FrameError> {
+        let stored = u32_at(b, 0);
+        let computed = crc32c(&b[4..]);
+        if stored != computed {
+            return Err(FrameError::HeaderChecksum { stored, computed });
+        }
+        let magic = u16_at(b, 8);
+        if magic != FRAME_MAGIC {
+            return Err(FrameError::Magic { found: magic });
+        }
+        if b[10] != PROTOCOL_VERSION {
+            return Err(FrameError::Version {
+                found: b[10],
+                expected: PROTOCOL_VERSION,
+            });
+        }
+        let kind = FrameKind::from_u8(b[11]).ok_or(FrameError::Kind { found: b[11] })?;
+        if b[12] & !FLAG_END != 0 {
+            return Err(FrameError::Flags { found: b[12] });
+        }
+        if b[13] != 0 {
+            return Err(FrameError::Reserved);
+        }
+        Ok(FrameHeader {
+            body_checksum: u32_at(b, 4),
+            kind,
+            flags: b[12],
+            lane: u16_at(b, 14),
+            body_len: u32_at(b, 16),
+            frame_index: u32_at(b, 20),
+            epoch: u64_at(b, 24),
+            seq: u64_at(b, 32),
+            offset: u64_at(b, 40),
+            session: u64_at(b, 48),
+            log_pos: u64_at(b, 56),
+        })
+    }
+
+    /// Whether `body` matches the header's body length and checksum.
+    pub fn check_body(&self, body: &[u8]) -> Result<(), BodyError> {
+        if body.len() != self.body_len as usize {
+            return Err(BodyError::Length {
+                header: self.body_len,
+                actual: body.len(),
+            });
+        }
+        let computed = crc32c(body);
+        if computed != self.body_checksum {
+            return Err(BodyError::Checksum {
+                stored: self.body_checksum,
+                computed,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Why a body does not match its header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyError {
+    Length { header: u32, actual: usize },
+    Checksum { stored: u32, computed: u32 },
+}
+
+impl fmt::Display for BodyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            BodyError::Length { header, actual } => {
+                write!(f, "frame body is {actual} bytes, header says {header}")
+            }
+            BodyError::Checksum { stored, computed } => write!(
+                f,
+                "frame body checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BodyError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const _: () = assert!(FRAME_HEADER_SIZE == 64);
+
+    fn kind() -> impl Strategy<Value = FrameKind> {
+        (1u8..=10).prop_map(|k| FrameKind::from_u8(k).expect("1..=10 are kinds"))
+    }
+
+    prop_compose! {
+        fn header()(kind in kind(), end in any::<bool>(), lane in any::<u16>(),
+                    body_len in any::<u32>(), frame_index in any::<u32>(), epoch in any::<u64>(),
+                    seq in any::<u64>(), offset in any::<u64>(), session in any::<u64>(),
+                    log_pos in any::<u64>(), body_checksum in any::<u32>()) -> FrameHeader {
+            FrameHeader { body_checksum, kind, flags: if end { FLAG_END } else { 0 }, lane,
+                          body_len, frame_index, epoch, seq, offset, session, log_pos }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(h in header()) {
+            let bytes = h.to_bytes();
+            prop_assert_eq!(FrameHeader::decode(&bytes), Ok(h));
+        }
+
+        #[test]
+        fn any_single_bit_flip_is_caught(h in header(), bit in 0usize..512) {
+            let mut bytes = h.to_bytes();
+            bytes[bit / 8] ^= 1 << (bit % 8);
+            prop_assert!(FrameHeader::decode(&bytes).is_err());
+        }
+
+        #[test]
+        fn body_checksum_round_trip(body in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let mut h = FrameHeader::new(FrameKind::Data);
+            h.body_len = body.len() as u32;
+            h.body_checksum = crc32c(&body);
+            prop_assert!(h.check_body(&body).is_ok());
+            if !body.is_empty() {
+                let mut bad = body.clone();
+                bad[0] ^= 0x80;
+                prop_assert!(h.check_body(&bad).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn wrong_version_is_named() {
+        let mut bytes = FrameHeader::new(FrameKind::Hello).to_bytes();
+        bytes[10] = 9;
+        let crc = crc32c(&bytes[4..]);
+        bytes[0..4].copy_from_slice(&crc.to_le_bytes());
+        let err = FrameHeader::decode(&bytes).unwrap_err();
+        assert_eq!(
+            err,
+            FrameError::Version {
+                found: 9,
+                expected: PROTOCOL_VERSION
+            }
+        );
+        assert!(err.to_string().contains("version 9"));
+    }
+}

@@ -1,0 +1,387 @@
+//! Bodies of the handshake and administrative frames. Each follows a [`crate::FrameHeader`]
+//! whose kind names it. Layouts are in `docs/FORMAT.md`.
+
+use crate::bytes::{put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
+use std::fmt;
+
+/// Bytes in a nonce and in a proof (HMAC-SHA256).
+pub const NONCE_SIZE: usize = 32;
+pub const PROOF_SIZE: usize = 32;
+pub const HELLO_SIZE: usize = 96;
+pub const CHALLENGE_SIZE: usize = NONCE_SIZE + PROOF_SIZE;
+pub const WELCOME_SIZE: usize = 32;
+pub const REQUEST_SIZE: usize = 24;
+/// Longest refusal message accepted.
+pub const REFUSE_MAX: usize = 2048;
+
+/// Malformed handshake body: the peer's fault.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BodyFormatError {
+    Size {
+        kind: &'static str,
+        expected: usize,
+        found: usize,
+    },
+    Field {
+        kind: &'static str,
+        field: &'static str,
+        value: u64,
+    },
+}
+
+impl fmt::Display for BodyFormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BodyFormatError::Size {
+                kind,
+                expected,
+                found,
+            } => {
+                write!(f, "{kind} body is {found} bytes, expected {expected}")
+            }
+            BodyFormatError::Field { kind, field, value } => {
+                write!(f, "{kind} has an invalid {field}: {value}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BodyFormatError {}
+
+fn exact<'a, const N: usize>(
+    kind: &'static str,
+    b: &'a [u8],
+) -> Result<&'a [u8; N], BodyFormatError> {
+    b.try_into().map_err(|_| BodyFormatError::Size {
+        kind,
+        expected: N,
+        found: b.len(),
+    })
+}
+
+/// Who is connecting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PeerRole {
+    /// A primary opening one lane of its session.
+    Primary = 1,
+    /// An operator's tool (status, reads).
+    Admin = 2,
+}
+
+/// The connecting side's introduction.
+///
+/// ```text
+/// off len field
+///   0   1 role          PeerRole
+///   1   1 reserved      0
+///   2   2 lane          lane this connection carries
+///   4   2 lanes         lanes in the session
+///   6   2 reserved      0
+///   8  16 region_uuid
+///  24   8 region_size   bytes in the data area
+///  32   8 epoch
+///  40   8 session       random id shared by the session's lanes
+///  48  32 nonce         random, fresh per connection
+///  80   4 max_frame     largest body the sender will put in a Data frame
+///  84  12 reserved      0
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hello {
+    pub role: PeerRole,
+    pub lane: u16,
+    pub lanes: u16,
+    pub region_uuid: [u8; 16],
+    pub region_size: u64,
+    pub epoch: u64,
+    pub session: u64,
+    pub nonce: [u8; NONCE_SIZE],
+    pub max_frame: u32,
+}
+
+impl Hello {
+    pub fn encode(&self) -> [u8; HELLO_SIZE] {
+        let mut b = [0u8; HELLO_SIZE];
+        b[0] = self.role as u8;
+        put_u16(&mut b, 2, self.lane);
+        put_u16(&mut b, 4, self.lanes);
+        b[8..24].copy_from_slice(&self.region_uuid);
+        put_u64(&mut b, 24, self.region_size);
+        put_u64(&mut b, 32, self.epoch);
+        put_u64(&mut b, 40, self.session);
+        b[48..80].copy_from_slice(&self.nonce);
+        put_u32(&mut b, 80, self.max_frame);
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Hello, BodyFormatError> {
+        let b = exact::<HELLO_SIZE>("Hello", b)?;
+        let role = match b[0] {
+            1 => PeerRole::Primary,
+            2 => PeerRole::Admin,
+            v => {
+                return Err(BodyFormatError::Field {
+                    kind: "Hello",
+                    field: "role",
+                    value: v as u64,
+                })
+            }
+        };
+        if b[1] != 0 || b[6..8] != [0, 0] || b[84..].iter().any(|&x| x != 0) {
+            return Err(BodyFormatError::Field {
+                kind: "Hello",
+                field: "reserved bytes",
+                value: 0,
+            });
+        }
+        let mut region_uuid = [0u8; 16];
+        region_uuid.copy_from_slice(&b[8..24]);
+        let mut nonce = [0u8; NONCE_SIZE];
+        nonce.copy_from_slice(&b[48..80]);
+        Ok(Hello {
+            role,
+            lane: u16_at(b, 2),
+            lanes: u16_at(b, 4),
+            region_uuid,
+            region_size: u64_at(b, 24),
+            epoch: u64_at(b, 32),
+            session: u64_at(b, 40),
+            nonce,
+            max_frame: u32_at(b, 80),
+        })
+    }
+}
+
+/// The accepting side's nonce and its proof of the secret.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Challenge {
+    pub nonce: [u8; NONCE_SIZE],
+    pub proof: [u8; PROOF_SIZE],
+}
+
+impl Challenge {
+    pub fn encode(&self) -> [u8; CHALLENGE_SIZE] {
+        let mut b = [0u8; CHALLENGE_SIZE];
+        b[..NONCE_SIZE].copy_from_slice(&self.nonce);
+        b[NONCE_SIZE..].copy_from_slice(&self.proof);
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Challenge, BodyFormatError> {
+        let b = exact::<CHALLENGE_SIZE>("Challenge", b)?;
+        let mut c = Challenge {
+            nonce: [0; NONCE_SIZE],
+            proof: [0; PROOF_SIZE],
+        };
+        c.nonce.copy_from_slice(&b[..NONCE_SIZE]);
+        c.proof.copy_from_slice(&b[NONCE_SIZE..]);
+        Ok(c)
+    }
+}
+
+/// The connecting side's proof of the secret.
+pub fn decode_proof(b: &[u8]) -> Result<[u8; PROOF_SIZE], BodyFormatError> {
+    Ok(*exact::<PROOF_SIZE>("Proof", b)?)
+}
+
+/// Accepted: where the session resumes.
+///
+/// ```text
+/// off len field
+///   0   8 next_seq      first sequence number this session assigns
+///   8   8 log_capacity  bytes of record space in each lane's log
+///  16   4 max_frame     largest Data body the receiver accepts
+///  20   4 reserved      0
+///  24   8 epoch         the receiver's epoch
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Welcome {
+    pub next_seq: u64,
+    pub log_capacity: u64,
+    pub max_frame: u32,
+    pub epoch: u64,
+}
+
+impl Welcome {
+    pub fn encode(&self) -> [u8; WELCOME_SIZE] {
+        let mut b = [0u8; WELCOME_SIZE];
+        put_u64(&mut b, 0, self.next_seq);
+        put_u64(&mut b, 8, self.log_capacity);
+        put_u32(&mut b, 16, self.max_frame);
+        put_u64(&mut b, 24, self.epoch);
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Welcome, BodyFormatError> {
+        let b = exact::<WELCOME_SIZE>("Welcome", b)?;
+        if u32_at(b, 20) != 0 {
+            return Err(BodyFormatError::Field {
+                kind: "Welcome",
+                field: "reserved bytes",
+                value: 0,
+            });
+        }
+        Ok(Welcome {
+            next_seq: u64_at(b, 0),
+            log_capacity: u64_at(b, 8),
+            max_frame: u32_at(b, 16),
+            epoch: u64_at(b, 24),
+        })
+    }
+}
+
+/// Why a connection was refused. The body of a Refuse frame is a `u32` code followed by a
+/// UTF-8 message naming the values involved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum RefuseCode {
+    Version = 1,
+    Secret = 2,
+    Region = 3,
+    Epoch = 4,
+    Busy = 5,
+    Malformed = 6,
+    Storage = 7,
+    Other = 8,
+}
+
+impl RefuseCode {
+    pub fn from_u32(v: u32) -> RefuseCode {
+        match v {
+            1 => RefuseCode::Version,
+            2 => RefuseCode::Secret,
+            3 => RefuseCode::Region,
+            4 => RefuseCode::Epoch,
+            5 => RefuseCode::Busy,
+            6 => RefuseCode::Malformed,
+            7 => RefuseCode::Storage,
+            _ => RefuseCode::Other,
+        }
+    }
+}
+
+/// Encodes a refusal body into `out`, returning its length.
+pub fn encode_refuse(code: RefuseCode, message: &str, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&(code as u32).to_le_bytes());
+    let msg = message.as_bytes();
+    out.extend_from_slice(&msg[..msg.len().min(REFUSE_MAX - 4)]);
+}
+
+/// Decodes a refusal body.
+pub fn decode_refuse(b: &[u8]) -> Result<(RefuseCode, String), BodyFormatError> {
+    if b.len() < 4 || b.len() > REFUSE_MAX {
+        return Err(BodyFormatError::Size {
+            kind: "Refuse",
+            expected: 4,
+            found: b.len(),
+        });
+    }
+    Ok((
+        RefuseCode::from_u32(u32_at(b, 0)),
+        String::from_utf8_lossy(&b[4..]).into_owned(),
+    ))
+}
+
+/// An administrative request.
+///
+/// ```text
+/// off len field
+///   0   4 op        1 = status (reply: JSON), 2 = read (reply: bytes)
+///   4   4 reserved  0
+///   8   8 offset    read: region offset
+///  16   8 len       read: bytes
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    Status,
+    Read { offset: u64, len: u64 },
+}
+
+impl Request {
+    pub fn encode(&self) -> [u8; REQUEST_SIZE] {
+        let mut b = [0u8; REQUEST_SIZE];
+        match *self {
+            Request::Status => put_u32(&mut b, 0, 1),
+            Request::Read { offset, len } => {
+                put_u32(&mut b, 0, 2);
+                put_u64(&mut b, 8, offset);
+                put_u64(&mut b, 16, len);
+            }
+        }
+        b
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Request, BodyFormatError> {
+        let b = exact::<REQUEST_SIZE>("Request", b)?;
+        if u32_at(b, 4) != 0 {
+            return Err(BodyFormatError::Field {
+                kind: "Request",
+                field: "reserved bytes",
+                value: 0,
+            });
+        }
+        match u32_at(b, 0) {
+            1 => Ok(Request::Status),
+            2 => Ok(Request::Read {
+                offset: u64_at(b, 8),
+                len: u64_at(b, 16),
+            }),
+            op => Err(BodyFormatError::Field {
+                kind: "Request",
+                field: "op",
+                value: op as u64,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn hello_round_trip(admin in any::<bool>(), lane in any::<u16>(), lanes in any::<u16>(),
+                            uuid in any::<[u8; 16]>(), size in any::<u64>(), epoch in any::<u64>(),
+                            session in any::<u64>(), nonce in any::<[u8; 32]>(), mf in any::<u32>()) {
+            let h = Hello { role: if admin { PeerRole::Admin } else { PeerRole::Primary }, lane,
+                            lanes, region_uuid: uuid, region_size: size, epoch, session, nonce,
+                            max_frame: mf };
+            prop_assert_eq!(Hello::decode(&h.encode()), Ok(h));
+        }
+
+        #[test]
+        fn welcome_round_trip(a in any::<u64>(), b in any::<u64>(), c in any::<u32>(), d in any::<u64>()) {
+            let w = Welcome { next_seq: a, log_capacity: b, max_frame: c, epoch: d };
+            prop_assert_eq!(Welcome::decode(&w.encode()), Ok(w));
+        }
+
+        #[test]
+        fn request_round_trip(offset in any::<u64>(), len in any::<u64>()) {
+            let r = Request::Read { offset, len };
+            prop_assert_eq!(Request::decode(&r.encode()), Ok(r));
+        }
+
+        #[test]
+        fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = Hello::decode(&bytes);
+            let _ = Challenge::decode(&bytes);
+            let _ = Welcome::decode(&bytes);
+            let _ = Request::decode(&bytes);
+            let _ = decode_refuse(&bytes);
+            let _ = decode_proof(&bytes);
+        }
+    }
+
+    #[test]
+    fn refuse_round_trip() {
+        let mut v = Vec::new();
+        encode_refuse(RefuseCode::Region, "region size 10 != 20", &mut v);
+        assert_eq!(
+            decode_refuse(&v).unwrap(),
+            (RefuseCode::Region, "region size 10 != 20".into())
+        );
+    }
+}

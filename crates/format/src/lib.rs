@@ -1,0 +1,20 @@
+//! Mojim's wire and on-media formats.
+//!
+//! Every format here is fixed-width little-endian with a version and CRC32C checksums, and is
+//! described byte by byte in `docs/FORMAT.md`. One header type, [`FrameHeader`], is used both on
+//! the wire and inside the mirror's redo log, so that a log record is self-validating no matter
+//! who wrote its bytes.
+#![forbid(unsafe_code)]
+
+pub mod checksum;
+pub mod frame;
+pub mod handshake;
+pub mod log;
+pub mod region;
+
+mod bytes;
+
+pub use frame::{FrameError, FrameHeader, FrameKind, FRAME_HEADER_SIZE};
+
+/// The protocol version spoken by this build. A peer with another version is refused.
+pub const PROTOCOL_VERSION: u8 = 1;
