@@ -1,0 +1,176 @@
+//! Which complete group to apply next, and when.
+//!
+//! Complete groups arrive per lane in increasing sequence order; the checkpointer applies them
+//! to the data area in global sequence order, one gap-free step at a time while running. Only
+//! [`Checkpointer::next_any`] (used when a session is sealed or a log recovered) skips gaps.
+
+use std::collections::VecDeque;
+
+/// A complete group in a lane's log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupRef {
+    pub seq: u64,
+    pub lane: u16,
+    /// Position of its first record.
+    pub start_pos: u64,
+    /// Position just past its last record.
+    pub end_pos: u64,
+    /// Bytes of data it writes.
+    pub bytes: u64,
+}
+
+/// When to checkpoint: the paper's `CHECKPOINT_THRESH`, idleness, and full logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckpointPolicy {
+    /// Apply once this many complete groups wait.
+    pub thresh: usize,
+}
+
+impl CheckpointPolicy {
+    pub fn due(&self, ready: usize, idle: bool, log_full: bool) -> bool {
+        ready > 0 && (ready >= self.thresh || idle || log_full)
+    }
+}
+
+/// Complete groups waiting to be applied.
+#[derive(Clone, Debug)]
+pub struct Checkpointer {
+    applied_seq: u64,
+    lanes: Vec<VecDeque<GroupRef>>,
+    waiting: usize,
+}
+
+impl Checkpointer {
+    /// `queue_capacity` bounds the groups one lane may hold; it is allocated here, once.
+    pub fn new(lanes: usize, applied_seq: u64, queue_capacity: usize) -> Checkpointer {
+        Checkpointer {
+            applied_seq,
+            lanes: (0..lanes)
+                .map(|_| VecDeque::with_capacity(queue_capacity))
+                .collect(),
+            waiting: 0,
+        }
+    }
+
+    pub fn applied_seq(&self) -> u64 {
+        self.applied_seq
+    }
+
+    /// Groups waiting, whether or not they can be applied yet.
+    pub fn waiting(&self) -> usize {
+        self.waiting
+    }
+
+    /// Highest sequence number waiting, if any.
+    pub fn highest_waiting(&self) -> Option<u64> {
+        self.lanes
+            .iter()
+            .filter_map(|q| q.back().map(|g| g.seq))
+            .max()
+    }
+
+    /// Records a complete group. Groups of one lane must come in increasing order.
+    pub fn push(&mut self, g: GroupRef) {
+        let q = &mut self.lanes[g.lane as usize];
+        if let Some(last) = q.back() {
+            assert!(
+                g.seq > last.seq && g.start_pos >= last.end_pos,
+                "lane order broken: {last:?} then {g:?}"
+            );
+        }
+        assert!(
+            g.seq > self.applied_seq,
+            "group {} already applied (applied_seq {})",
+            g.seq,
+            self.applied_seq
+        );
+        q.push_back(g);
+        self.waiting += 1;
+    }
+
+    /// The group that comes right after the applied prefix, if it is here.
+    pub fn next(&self) -> Option<GroupRef> {
+        let want = self.applied_seq + 1;
+        self.lanes
+            .iter()
+            .filter_map(|q| q.front())
+            .find(|g| g.seq == want)
+            .copied()
+    }
+
+    /// The lowest waiting group, gap or not (for sealing and recovery).
+    pub fn next_any(&self) -> Option<GroupRef> {
+        self.lanes
+            .iter()
+            .filter_map(|q| q.front())
+            .min_by_key(|g| g.seq)
+            .copied()
+    }
+
+    /// Marks `g` (the front of its lane, as returned by `next` or `next_any`) applied.
+    pub fn applied(&mut self, g: GroupRef) {
+        let front = self.lanes[g.lane as usize].pop_front();
+        assert_eq!(
+            front,
+            Some(g),
+            "applied a group that was not at the front of its lane"
+        );
+        assert!(g.seq > self.applied_seq);
+        self.applied_seq = g.seq;
+        self.waiting -= 1;
+    }
+
+    /// Drops every waiting group.
+    pub fn clear(&mut self) {
+        for q in &mut self.lanes {
+            self.waiting -= q.len();
+            q.clear();
+        }
+    }
+
+    /// Moves the applied watermark forward over a gap that will never be filled.
+    pub fn skip_to(&mut self, seq: u64) {
+        assert_eq!(self.waiting, 0, "skip_to with groups waiting");
+        self.applied_seq = self.applied_seq.max(seq);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(seq: u64, lane: u16, pos: u64) -> GroupRef {
+        GroupRef {
+            seq,
+            lane,
+            start_pos: pos,
+            end_pos: pos + 128,
+            bytes: 10,
+        }
+    }
+
+    #[test]
+    fn applies_in_global_order_across_lanes() {
+        let mut c = Checkpointer::new(2, 0, 8);
+        c.push(g(2, 1, 0));
+        assert_eq!(c.next(), None, "waits for 1");
+        c.push(g(1, 0, 0));
+        c.push(g(3, 0, 128));
+        assert_eq!(c.waiting(), 3);
+        let mut order = vec![];
+        while let Some(x) = c.next() {
+            c.applied(x);
+            order.push(x.seq);
+        }
+        assert_eq!(order, vec![1, 2, 3]);
+        assert_eq!(c.applied_seq(), 3);
+    }
+
+    #[test]
+    fn policy() {
+        let p = CheckpointPolicy { thresh: 4 };
+        assert!(!p.due(0, true, true));
+        assert!(!p.due(3, false, false));
+        assert!(p.due(3, true, false) && p.due(3, false, true) && p.due(4, false, false));
+    }
+}
