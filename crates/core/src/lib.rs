@@ -9,6 +9,7 @@ pub mod auth;
 pub mod checkpoint;
 pub mod encode;
 pub mod handshake;
+pub mod lane;
 pub mod log_space;
 pub mod receive;
 pub mod recovery;

@@ -1,0 +1,216 @@
+//! One lane on the receiving side: frame checks, log placement and group completion together,
+//! so the daemon and the simulator run the same logic.
+
+use crate::checkpoint::GroupRef;
+use crate::encode::SessionTag;
+use crate::log_space::{LogSpace, Placement};
+use crate::receive::{Accepted, LaneReceiver, Violation};
+use mojim_format::log::record_size;
+use mojim_format::FRAME_HEADER_SIZE;
+
+/// Receive state and log space of one lane.
+#[derive(Clone, Debug)]
+pub struct MirrorLane {
+    lane: u16,
+    receiver: Option<LaneReceiver>,
+    space: LogSpace,
+    /// First position and data bytes of the group being received.
+    open: Option<(u64, u64)>,
+    /// Highest sequence number accepted on this lane in this session.
+    max_seq: u64,
+}
+
+/// A checked frame with the place its record goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    pub accepted: Accepted,
+    pub placement: Placement,
+    /// Bytes the record occupies.
+    pub size: u64,
+}
+
+impl MirrorLane {
+    /// A lane whose log holds `[tail, head)` and no session yet.
+    pub fn new(lane: u16, capacity: u64, tail: u64, head: u64) -> MirrorLane {
+        MirrorLane {
+            lane,
+            receiver: None,
+            space: LogSpace::new(capacity, tail, head),
+            open: None,
+            max_seq: 0,
+        }
+    }
+
+    pub fn space(&self) -> &LogSpace {
+        &self.space
+    }
+
+    pub fn max_seq(&self) -> u64 {
+        self.max_seq
+    }
+
+    /// Starts a session on this lane. Any group left open by an earlier session must have been
+    /// discarded.
+    pub fn begin(&mut self, tag: SessionTag, region_size: u64, max_frame: u32, first_seq: u64) {
+        assert_eq!(tag.lane, self.lane);
+        assert!(self.open.is_none(), "begin with an open group");
+        self.receiver = Some(LaneReceiver::new(tag, region_size, max_frame, first_seq));
+        self.max_seq = 0;
+    }
+
+    /// Checks a header. On success the record's place is returned, or `Ok(None)` with nothing
+    /// changed when the log has no room until the tail moves: call again after a checkpoint.
+    pub fn on_header(
+        &mut self,
+        bytes: &[u8; FRAME_HEADER_SIZE],
+    ) -> Result<Option<Slot>, Violation> {
+        let receiver = self.receiver.as_mut().expect("on_header outside a session");
+        // Check on a copy so that a frame that must wait for room is checked again unchanged.
+        let mut probe = receiver.clone();
+        let accepted = probe.on_header(bytes)?;
+        let size = record_size(accepted.header.body_len as u64);
+        let Some(placement) = self.space.place(size) else {
+            return Ok(None);
+        };
+        *receiver = probe;
+        Ok(Some(Slot {
+            accepted,
+            placement,
+            size,
+        }))
+    }
+
+    /// The record of `slot` is in the log and its body verified: advance the head. Returns the
+    /// group if this record completed it.
+    pub fn commit(&mut self, slot: &Slot) -> Option<GroupRef> {
+        let h = &slot.accepted.header;
+        self.space.advance_head(slot.placement.pos + slot.size);
+        self.max_seq = self.max_seq.max(h.seq);
+        let (start, bytes) = self.open.get_or_insert((slot.placement.pos, 0));
+        *bytes += h.body_len as u64;
+        let (start, bytes) = (*start, *bytes);
+        if slot.accepted.ends_group {
+            self.open = None;
+            return Some(GroupRef {
+                seq: h.seq,
+                lane: self.lane,
+                start_pos: start,
+                end_pos: self.space.head(),
+                bytes,
+            });
+        }
+        None
+    }
+
+    /// Ends the session: the open group, if any, is dropped and its space reused. Returns the
+    /// sequence number of the dropped group.
+    pub fn end_session(&mut self) -> Option<u64> {
+        let dropped = self.receiver.take().and_then(|r| r.open_group());
+        if let Some((start, _)) = self.open.take() {
+            self.space.rewind_head(start);
+        }
+        dropped
+    }
+
+    /// Space before `to` has been applied and may be reused.
+    pub fn release(&mut self, to: u64) {
+        self.space.advance_tail(to);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encode::{data_header, FramePlan};
+
+    #[test]
+    fn group_completes_and_session_end_rewinds() {
+        let tag = SessionTag {
+            session: 1,
+            epoch: 1,
+            lane: 0,
+        };
+        let mut l = MirrorLane::new(0, 1024, 0, 0);
+        l.begin(tag, 1 << 20, 256, 1);
+        let h0 = data_header(
+            tag,
+            1,
+            FramePlan {
+                offset: 0,
+                len: 10,
+                frame_index: 0,
+                end: false,
+            },
+            &[0; 10],
+        );
+        let s = l.on_header(&h0).unwrap().unwrap();
+        assert_eq!(l.commit(&s), None);
+        let h1 = data_header(
+            tag,
+            1,
+            FramePlan {
+                offset: 10,
+                len: 10,
+                frame_index: 1,
+                end: true,
+            },
+            &[0; 10],
+        );
+        let s = l.on_header(&h1).unwrap().unwrap();
+        let g = l.commit(&s).unwrap();
+        assert_eq!((g.seq, g.start_pos, g.end_pos, g.bytes), (1, 0, 256, 20));
+        let h2 = data_header(
+            tag,
+            2,
+            FramePlan {
+                offset: 0,
+                len: 10,
+                frame_index: 0,
+                end: false,
+            },
+            &[0; 10],
+        );
+        let s = l.on_header(&h2).unwrap().unwrap();
+        l.commit(&s);
+        assert_eq!(l.end_session(), Some(2));
+        assert_eq!(l.space().head(), 256);
+    }
+
+    #[test]
+    fn full_log_waits_without_changing_state() {
+        let tag = SessionTag {
+            session: 1,
+            epoch: 1,
+            lane: 0,
+        };
+        let mut l = MirrorLane::new(0, 256, 0, 0);
+        l.begin(tag, 1 << 20, 256, 1);
+        let h = data_header(
+            tag,
+            1,
+            FramePlan {
+                offset: 0,
+                len: 100,
+                frame_index: 0,
+                end: true,
+            },
+            &[0; 100],
+        );
+        let s = l.on_header(&h).unwrap().unwrap();
+        let g = l.commit(&s).unwrap();
+        let h2 = data_header(
+            tag,
+            2,
+            FramePlan {
+                offset: 0,
+                len: 100,
+                frame_index: 0,
+                end: true,
+            },
+            &[0; 100],
+        );
+        assert_eq!(l.on_header(&h2).unwrap(), None);
+        l.release(g.end_pos);
+        assert!(l.on_header(&h2).unwrap().is_some());
+    }
+}
