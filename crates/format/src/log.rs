@@ -206,19 +206,22 @@ pub fn scan(area: &[u8], tail: u64, max_body: u32) -> impl Iterator<Item = Recor
     })
 }
 
-/// Writes a Pad record at `pos` filling the rest of the area's current lap.
-pub fn write_pad(area: &mut [u8], pos: u64) {
-    let cap = area.len() as u64;
-    let at = (pos % cap) as usize;
-    let room = cap - pos % cap;
+/// The header of a Pad record at `pos` filling the rest of the current lap of a record area of
+/// `capacity` bytes.
+pub fn pad_header(capacity: u64, pos: u64) -> [u8; FRAME_HEADER_SIZE] {
+    let room = capacity - pos % capacity;
     assert!(room >= FRAME_HEADER_SIZE as u64 && room % RECORD_ALIGN == 0);
     let mut h = FrameHeader::new(FrameKind::Pad);
     h.body_len = (room - FRAME_HEADER_SIZE as u64) as u32;
     h.log_pos = pos;
-    let hb: &mut [u8; FRAME_HEADER_SIZE] = (&mut area[at..at + FRAME_HEADER_SIZE])
-        .try_into()
-        .expect("64-byte slice");
-    h.encode(hb);
+    h.to_bytes()
+}
+
+/// Writes a Pad record at `pos` filling the rest of the area's current lap.
+pub fn write_pad(area: &mut [u8], pos: u64) {
+    let at = (pos % area.len() as u64) as usize;
+    let h = pad_header(area.len() as u64, pos);
+    area[at..at + FRAME_HEADER_SIZE].copy_from_slice(&h);
 }
 
 #[cfg(test)]

@@ -1,0 +1,311 @@
+//! Region and log files: a mapped file with its format header checked.
+
+use crate::flush::Persistence;
+use crate::map::{MapError, MappedFile};
+use mojim_format::log::{LogHeader, LOG_HEADER_SIZE, TAIL_POS_OFFSET};
+use mojim_format::region::{RegionHeader, APPLIED_SEQ_OFFSET, EPOCH_OFFSET, REGION_HEADER_SIZE};
+use std::io::{self, Read};
+use std::path::Path;
+
+fn corrupt(path: &Path, what: impl std::fmt::Display) -> MapError {
+    MapError {
+        path: path.to_path_buf(),
+        op: "validate",
+        source: io::Error::new(io::ErrorKind::InvalidData, what.to_string()),
+    }
+}
+
+/// A region file: header page, then the data area.
+pub struct RegionFile {
+    map: MappedFile,
+    header: RegionHeader,
+}
+
+impl RegionFile {
+    /// Creates a zeroed region of `size` data bytes.
+    pub fn create(path: &Path, region_uuid: [u8; 16], size: u64) -> Result<RegionFile, MapError> {
+        let map = MappedFile::create(path, REGION_HEADER_SIZE as u64 + size)?;
+        let header = RegionHeader {
+            region_uuid,
+            size,
+            map_addr: 0,
+        };
+        let mut page = [0u8; 128];
+        header.encode(&mut page);
+        map.write(0, &page);
+        map.persist(0, page.len()).map_err(|e| MapError {
+            path: path.to_path_buf(),
+            op: "persist",
+            source: e,
+        })?;
+        Ok(RegionFile { map, header })
+    }
+
+    /// Opens a region and checks its header against the file's length.
+    pub fn open(path: &Path) -> Result<RegionFile, MapError> {
+        let map = MappedFile::open(path)?;
+        if map.len() < REGION_HEADER_SIZE {
+            return Err(corrupt(
+                path,
+                format!(
+                    "file is {} bytes, shorter than the region header",
+                    map.len()
+                ),
+            ));
+        }
+        let header = RegionHeader::decode(map.bytes(0, 128)).map_err(|e| corrupt(path, e))?;
+        let expected = REGION_HEADER_SIZE as u64 + header.size;
+        if map.len() as u64 != expected {
+            return Err(corrupt(
+                path,
+                format!(
+                    "file is {} bytes but its header says {} data bytes (expected {expected})",
+                    map.len(),
+                    header.size
+                ),
+            ));
+        }
+        Ok(RegionFile { map, header })
+    }
+
+    pub fn uuid(&self) -> [u8; 16] {
+        self.header.region_uuid
+    }
+
+    /// Bytes in the data area.
+    pub fn size(&self) -> u64 {
+        self.header.size
+    }
+
+    pub fn path(&self) -> &Path {
+        self.map.path()
+    }
+
+    pub fn persistence(&self) -> Persistence {
+        self.map.persistence()
+    }
+
+    pub fn applied_seq(&self) -> u64 {
+        self.map.load(APPLIED_SEQ_OFFSET)
+    }
+
+    /// Records that every group up to `seq` is in the data area (after persisting it).
+    pub fn set_applied_seq(&self, seq: u64) -> io::Result<()> {
+        self.map.store(APPLIED_SEQ_OFFSET, seq);
+        self.map.persist_counter(APPLIED_SEQ_OFFSET)
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.map.load(EPOCH_OFFSET)
+    }
+
+    pub fn set_epoch(&self, epoch: u64) -> io::Result<()> {
+        self.map.store(EPOCH_OFFSET, epoch);
+        self.map.persist_counter(EPOCH_OFFSET)
+    }
+
+    fn at(&self, offset: u64, len: usize) -> usize {
+        assert!(
+            offset
+                .checked_add(len as u64)
+                .is_some_and(|e| e <= self.header.size),
+            "data access at {offset} len {len} outside region of {} bytes",
+            self.header.size
+        );
+        REGION_HEADER_SIZE + offset as usize
+    }
+
+    pub fn read(&self, offset: u64, out: &mut [u8]) {
+        self.map.read(self.at(offset, out.len()), out)
+    }
+
+    pub fn write(&self, offset: u64, data: &[u8]) {
+        self.map.write(self.at(offset, data.len()), data)
+    }
+
+    /// A view of data bytes (see [`MappedFile::bytes`]).
+    pub fn bytes(&self, offset: u64, len: usize) -> &[u8] {
+        self.map.bytes(self.at(offset, len), len)
+    }
+
+    pub fn persist(&self, offset: u64, len: usize) -> io::Result<()> {
+        self.map.persist(self.at(offset, len), len)
+    }
+
+    /// Address of data byte 0.
+    pub fn data_ptr(&self) -> *mut u8 {
+        self.map.as_ptr().wrapping_add(REGION_HEADER_SIZE)
+    }
+}
+
+// The static header is what `RegionHeader::encode` writes; the counters live after it.
+const _: () = assert!(APPLIED_SEQ_OFFSET >= 64 && EPOCH_OFFSET + 8 <= 128);
+const _: () = assert!(TAIL_POS_OFFSET >= 64 && TAIL_POS_OFFSET + 8 <= 128);
+
+/// One lane's log file: header page, then the circular record area.
+pub struct LogFile {
+    map: MappedFile,
+    header: LogHeader,
+}
+
+impl LogFile {
+    pub fn create(
+        path: &Path,
+        region_uuid: [u8; 16],
+        lane: u16,
+        capacity: u64,
+    ) -> Result<LogFile, MapError> {
+        let map = MappedFile::create(path, LOG_HEADER_SIZE as u64 + capacity)?;
+        let header = LogHeader {
+            region_uuid,
+            lane,
+            capacity,
+        };
+        let mut page = [0u8; 128];
+        header.encode(&mut page);
+        map.write(0, &page);
+        map.persist(0, page.len()).map_err(|e| MapError {
+            path: path.to_path_buf(),
+            op: "persist",
+            source: e,
+        })?;
+        Ok(LogFile { map, header })
+    }
+
+    pub fn open(path: &Path) -> Result<LogFile, MapError> {
+        let map = MappedFile::open(path)?;
+        if map.len() < LOG_HEADER_SIZE {
+            return Err(corrupt(
+                path,
+                format!("file is {} bytes, shorter than the log header", map.len()),
+            ));
+        }
+        let header = LogHeader::decode(map.bytes(0, 128)).map_err(|e| corrupt(path, e))?;
+        if map.len() as u64 != LOG_HEADER_SIZE as u64 + header.capacity {
+            return Err(corrupt(
+                path,
+                format!(
+                    "file is {} bytes but its header says capacity {}",
+                    map.len(),
+                    header.capacity
+                ),
+            ));
+        }
+        Ok(LogFile { map, header })
+    }
+
+    pub fn header(&self) -> &LogHeader {
+        &self.header
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.header.capacity
+    }
+
+    pub fn path(&self) -> &Path {
+        self.map.path()
+    }
+
+    pub fn persistence(&self) -> Persistence {
+        self.map.persistence()
+    }
+
+    /// Position of the oldest record not yet applied.
+    pub fn tail(&self) -> u64 {
+        self.map.load(TAIL_POS_OFFSET)
+    }
+
+    /// Releases the records before `pos` (after their groups are persistent in the data area).
+    pub fn set_tail(&self, pos: u64) -> io::Result<()> {
+        self.map.store(TAIL_POS_OFFSET, pos);
+        self.map.persist_counter(TAIL_POS_OFFSET)
+    }
+
+    /// The whole record area, for scanning and applying records that no lane is writing.
+    pub fn area(&self) -> &[u8] {
+        self.map
+            .bytes(LOG_HEADER_SIZE, self.header.capacity as usize)
+    }
+
+    fn at(&self, pos: u64, len: usize) -> usize {
+        let cap = self.header.capacity;
+        let off = pos % cap;
+        assert!(
+            off + len as u64 <= cap,
+            "record at {pos} len {len} crosses the end of the log"
+        );
+        LOG_HEADER_SIZE + off as usize
+    }
+
+    /// Writes bytes at log position `pos`.
+    pub fn write_at(&self, pos: u64, data: &[u8]) {
+        self.map.write(self.at(pos, data.len()), data)
+    }
+
+    /// Receives `len` bytes from `src` straight into the log at `pos`.
+    pub fn recv_at(&self, pos: u64, len: usize, src: &mut impl Read) -> io::Result<()> {
+        self.map.read_exact_from(self.at(pos, len), len, src)
+    }
+
+    /// Bytes at log position `pos`.
+    pub fn bytes_at(&self, pos: u64, len: usize) -> &[u8] {
+        self.map.bytes(self.at(pos, len), len)
+    }
+
+    /// Makes the records in `[from, to)` persistent (never across the end of the area: the
+    /// range is split at the wrap).
+    pub fn persist(&self, from: u64, to: u64) -> io::Result<()> {
+        let cap = self.header.capacity;
+        let mut pos = from;
+        while pos < to {
+            let room = cap - pos % cap;
+            let n = room.min(to - pos);
+            self.map.persist(self.at(pos, n as usize), n as usize)?;
+            pos += n;
+        }
+        Ok(())
+    }
+
+    /// Writes a Pad record at `pos`.
+    pub fn write_pad(&self, pos: u64) {
+        let hb = mojim_format::log::pad_header(self.header.capacity, pos);
+        self.write_at(pos, &hb);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn region_and_log_round_trip() {
+        let dir = std::env::temp_dir().join(format!("mojim-files-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let r = RegionFile::create(&dir.join("r"), [1; 16], 8192).unwrap();
+        r.write(8190, b"xy");
+        r.set_applied_seq(5).unwrap();
+        drop(r);
+        let r = RegionFile::open(&dir.join("r")).unwrap();
+        assert_eq!((r.size(), r.applied_seq(), r.uuid()), (8192, 5, [1; 16]));
+        assert_eq!(r.bytes(8190, 2), b"xy");
+
+        let l = LogFile::create(&dir.join("l"), [1; 16], 2, 1024).unwrap();
+        l.write_pad(960);
+        let pad = mojim_format::log::record_at(l.area(), 960, 1 << 20).unwrap();
+        assert_eq!(pad.header.kind, mojim_format::FrameKind::Pad);
+        assert_eq!(
+            mojim_format::log::scan(l.area(), 960, 1 << 20).count(),
+            0,
+            "pads are skipped"
+        );
+        l.set_tail(64).unwrap();
+        drop(l);
+        let l = LogFile::open(&dir.join("l")).unwrap();
+        assert_eq!((l.tail(), l.capacity(), l.header().lane), (64, 1024, 2));
+
+        std::fs::write(dir.join("short"), b"MOJIMRGN").unwrap();
+        assert!(RegionFile::open(&dir.join("short")).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
