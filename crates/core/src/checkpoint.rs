@@ -38,6 +38,8 @@ pub struct Checkpointer {
     applied_seq: u64,
     lanes: Vec<VecDeque<GroupRef>>,
     waiting: usize,
+    /// Per-lane cursors for [`Checkpointer::plan`], allocated once.
+    cursors: Vec<usize>,
 }
 
 impl Checkpointer {
@@ -49,6 +51,7 @@ impl Checkpointer {
                 .map(|_| VecDeque::with_capacity(queue_capacity))
                 .collect(),
             waiting: 0,
+            cursors: vec![0; lanes],
         }
     }
 
@@ -105,6 +108,31 @@ impl Checkpointer {
             .filter_map(|q| q.front())
             .min_by_key(|g| g.seq)
             .copied()
+    }
+
+    /// Lists, in order, up to `max` groups that would be applied next: the gap-free run after
+    /// the applied prefix, or with `allow_gaps` every waiting group. Nothing changes until each
+    /// is passed to [`Checkpointer::applied`].
+    pub fn plan(&mut self, allow_gaps: bool, max: usize, out: &mut Vec<GroupRef>) {
+        out.clear();
+        self.cursors.fill(0);
+        let mut seq = self.applied_seq;
+        while out.len() < max {
+            let fronts = self
+                .lanes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, q)| q.get(self.cursors[i]).map(|g| (i, *g)));
+            let pick = if allow_gaps {
+                fronts.min_by_key(|(_, g)| g.seq)
+            } else {
+                fronts.into_iter().find(|(_, g)| g.seq == seq + 1)
+            };
+            let Some((i, g)) = pick else { break };
+            self.cursors[i] += 1;
+            seq = g.seq;
+            out.push(g);
+        }
     }
 
     /// Marks `g` (the front of its lane, as returned by `next` or `next_any`) applied.
@@ -164,6 +192,23 @@ mod tests {
         }
         assert_eq!(order, vec![1, 2, 3]);
         assert_eq!(c.applied_seq(), 3);
+    }
+
+    #[test]
+    fn plan_follows_order_and_gaps_only_when_allowed() {
+        let mut c = Checkpointer::new(2, 0, 8);
+        c.push(g(1, 0, 0));
+        c.push(g(2, 1, 0));
+        c.push(g(4, 1, 128));
+        let mut out = Vec::new();
+        c.plan(false, 10, &mut out);
+        assert_eq!(out.iter().map(|g| g.seq).collect::<Vec<_>>(), vec![1, 2]);
+        c.plan(true, 10, &mut out);
+        assert_eq!(out.iter().map(|g| g.seq).collect::<Vec<_>>(), vec![1, 2, 4]);
+        for x in out.clone() {
+            c.applied(x);
+        }
+        assert_eq!((c.applied_seq(), c.waiting()), (4, 0));
     }
 
     #[test]

@@ -24,6 +24,13 @@ pub enum RangeError {
     GroupTooLarge { bytes: u64, limit: u64 },
     /// More ranges than the configured limit.
     TooManyRanges { count: usize, limit: usize },
+    /// A pointer range that is not inside the mapped region.
+    Pointer {
+        addr: usize,
+        len: usize,
+        base: usize,
+        size: u64,
+    },
 }
 
 impl fmt::Display for RangeError {
@@ -42,6 +49,10 @@ impl fmt::Display for RangeError {
                 f,
                 "group needs {bytes} bytes of log space but at most {limit} fit in one lane's log; \
                  split it or raise log_capacity"
+            ),
+            RangeError::Pointer { addr, len, base, size } => write!(
+                f,
+                "pointer range {addr:#x}+{len} is not inside the region mapped at {base:#x} ({size} bytes)"
             ),
             RangeError::TooManyRanges { count, limit } => write!(
                 f,

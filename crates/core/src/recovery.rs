@@ -60,6 +60,10 @@ pub fn recover(
     for (lane, log) in lanes.iter().enumerate() {
         let lane = lane as u16;
         let mut head = log.tail;
+        if log.area.is_empty() {
+            out.heads.push(head);
+            continue;
+        }
         let mut open: Option<Open> = None;
         let in_bounds = |r: &Record| {
             r.header

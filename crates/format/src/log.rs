@@ -154,6 +154,9 @@ impl Record {
 /// when the bytes there are not a valid record of this lap: the end of the log.
 pub fn record_at(area: &[u8], pos: u64, max_body: u32) -> Option<Record> {
     let cap = area.len() as u64;
+    if cap == 0 {
+        return None;
+    }
     let at = (pos % cap) as usize;
     let room = cap - pos % cap;
     if room < FRAME_HEADER_SIZE as u64 {
@@ -195,7 +198,7 @@ pub fn scan(area: &[u8], tail: u64, max_body: u32) -> impl Iterator<Item = Recor
     let cap = area.len() as u64;
     let mut pos = tail;
     std::iter::from_fn(move || loop {
-        if pos - tail >= cap {
+        if pos.wrapping_sub(tail) >= cap {
             return None;
         }
         let rec = record_at(area, pos, max_body)?;

@@ -1,1 +1,40 @@
+//! Mojim: replicated persistent memory in user space.
+//!
+//! An application maps a region and uses it with ordinary loads and stores. At sync points
+//! ([`Primary::msync`], [`Primary::gmsync`]) exactly the named bytes go to a mirror, atomically,
+//! in one round trip. The mirror keeps a crash-safe redo log per lane and checkpoints it into its
+//! own copy ([`mirror`]).
+//!
+//! ```no_run
+//! use mojim::{Primary, PrimaryOptions, Config};
+//! let cfg = Config::load("mojim.toml".as_ref())?;
+//! let region = Primary::open(&PrimaryOptions::from_config(&cfg, false)?)?;
+//! region.write(0, b"hello")?;
+//! region.msync(0, 5)?; // in the mirror's log when this returns (mode `sync`)
+//! # Ok::<(), mojim::Error>(())
+//! ```
 #![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod bench;
+pub mod config;
+mod connect;
+pub mod demo;
+pub mod error;
+pub mod mirror;
+mod net;
+pub mod primary;
+mod random;
+pub mod size;
+
+pub use config::{Config, Limits, Mode, RegionId, Secret};
+pub use error::{Error, Result};
+pub use mirror::{Mirror, MirrorHandle, MirrorOptions};
+pub use mojim_core::Range;
+pub use primary::{Primary, PrimaryOptions, PrimaryStatus, Ticket};
+
+/// Creates a region file for a primary.
+pub fn create_region(path: &std::path::Path, id: RegionId) -> Result<()> {
+    mojim_region::RegionFile::create(path, id.uuid, id.size)?;
+    Ok(())
+}

@@ -72,7 +72,12 @@ impl MappedFile {
         )
         .map_err(|e| err(path, "create")(e.into()))?;
         let file = File::from(fd);
-        file.set_len(len).map_err(err(path, "size"))?;
+        // Reserve every block now, so that a full file system is an error here and not a
+        // SIGBUS on a later store into the mapping.
+        if let Err(e) = rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, len) {
+            let _ = std::fs::remove_file(path);
+            return Err(err(path, "allocate")(e.into()));
+        }
         Self::map(file, path, len)
     }
 

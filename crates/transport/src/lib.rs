@@ -1,1 +1,54 @@
+//! The transport under Mojim's lanes.
+//!
+//! A lane needs only an ordered, reliable byte stream in both directions, vectored sends (one
+//! `writev` of headers and region bytes per group) and exact receives (a body straight into a
+//! log slot). TCP is the implementation here; nothing above this trait knows which one it has.
 #![forbid(unsafe_code)]
+
+mod tcp;
+
+pub use tcp::{TcpConn, TcpListenerExt, TcpTransport};
+
+use std::io::{self, IoSlice, Read, Write};
+use std::time::Duration;
+
+/// One connection of a lane.
+pub trait Conn: Read + Write + Send + Sized + 'static {
+    /// Sends every byte of `bufs`, in order, advancing the slices as it goes.
+    fn send_all_vectored(&mut self, mut bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
+        IoSlice::advance_slices(&mut bufs, 0);
+        while !bufs.is_empty() {
+            match self.write_vectored(bufs) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// A second handle on the same connection, so that one thread can send while another
+    /// receives.
+    fn try_clone(&self) -> io::Result<Self>;
+
+    /// The peer's address, for logs and errors.
+    fn peer(&self) -> String;
+
+    /// Closes both directions; the peer and any thread blocked on this connection see it end.
+    fn shutdown(&self);
+
+    /// Bounds how long a receive may block (`None`: forever).
+    fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()>;
+}
+
+/// Makes connections and accepts them.
+pub trait Transport: Send + Sync + 'static {
+    type Conn: Conn;
+    type Listener: Send + 'static;
+
+    fn connect(&self, addr: &str, timeout: Duration) -> io::Result<Self::Conn>;
+    fn listen(&self, addr: &str) -> io::Result<Self::Listener>;
+    fn accept(&self, listener: &Self::Listener) -> io::Result<Self::Conn>;
+    fn local_addr(&self, listener: &Self::Listener) -> io::Result<String>;
+}

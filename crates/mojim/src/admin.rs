@@ -1,0 +1,88 @@
+//! An operator's connection to a node: status and consistent reads.
+
+use crate::config::{RegionId, Secret};
+use crate::connect::{connect, Intro};
+use crate::error::{Error, Result};
+use crate::mirror::MirrorStatus;
+use crate::net::{read_frame, send};
+use mojim_format::handshake::{decode_refuse, PeerRole, Request};
+use mojim_format::FrameKind;
+use mojim_transport::{TcpConn, TcpTransport};
+use std::time::Duration;
+
+/// An authenticated operator's connection.
+pub struct AdminClient {
+    conn: TcpConn,
+    addr: String,
+    body: Vec<u8>,
+}
+
+impl AdminClient {
+    pub fn connect(addr: &str, secret: &Secret, timeout: Duration) -> Result<AdminClient> {
+        let intro = Intro {
+            role: PeerRole::Admin,
+            region: RegionId {
+                uuid: [0; 16],
+                size: 0,
+            },
+            epoch: 0,
+            session: 0,
+            lane: 0,
+            lanes: 0,
+            max_frame: 0,
+        };
+        let (conn, _) = connect(&TcpTransport, addr, timeout, secret, &intro)?;
+        Ok(AdminClient {
+            conn,
+            addr: addr.to_string(),
+            body: Vec::new(),
+        })
+    }
+
+    fn call(&mut self, req: Request, max_reply: usize) -> Result<Vec<u8>> {
+        send(&mut self.conn, FrameKind::Request, 0, &req.encode())
+            .map_err(Error::io(format!("send to {}", self.addr)))?;
+        let h = read_frame(&mut self.conn, max_reply + 64, &mut self.body).map_err(|e| {
+            Error::io(format!("reply from {}", self.addr))(std::io::Error::other(e.to_string()))
+        })?;
+        match h.kind {
+            FrameKind::Reply => Ok(std::mem::take(&mut self.body)),
+            FrameKind::Refuse => {
+                let (code, message) = decode_refuse(&self.body)
+                    .unwrap_or((mojim_format::handshake::RefuseCode::Other, String::new()));
+                Err(Error::Refused {
+                    peer: self.addr.clone(),
+                    code,
+                    message,
+                })
+            }
+            k => Err(Error::io(format!("reply from {}", self.addr))(
+                std::io::Error::other(format!("unexpected {k:?} frame")),
+            )),
+        }
+    }
+
+    pub fn status(&mut self) -> Result<MirrorStatus> {
+        let b = self.call(Request::Status, 1 << 20)?;
+        serde_json::from_slice(&b).map_err(|e| Error::io("decode status")(std::io::Error::other(e)))
+    }
+
+    /// Reads `len` bytes at `offset` of the node's data area, consistently.
+    pub fn read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(len as usize);
+        let mut at = offset;
+        let end = offset.checked_add(len).ok_or_else(|| {
+            Error::Range(mojim_core::encode::RangeError::OutOfBounds {
+                offset,
+                len,
+                region_size: 0,
+            })
+        })?;
+        while at < end {
+            let n = (end - at).min(crate::mirror::MAX_READ);
+            out.extend_from_slice(&self.call(Request::Read { offset: at, len: n }, n as usize)?);
+            at += n;
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,457 @@
+//! The configuration file (`mojim.toml`) and the settings derived from it.
+//!
+//! Every limit is read here, once, at start-up; nothing on the data path reads configuration.
+
+use crate::error::{Error, Result};
+use crate::size::{format_size, parse_size};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// Environment variable that supplies the cluster secret (it wins over the file).
+pub const SECRET_ENV: &str = "MOJIM_SECRET";
+/// Default port of a mirror.
+pub const DEFAULT_PORT: u16 = 7420;
+
+/// When a sync point returns, and which copies it guarantees (DESIGN.md's mode table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Locally persisted; no mirror.
+    Unreplicated,
+    /// Locally persisted; sent in the background (bounded window); the mirror may lag.
+    Async,
+    /// In the mirror's log; the primary's own copy is not flushed.
+    Sync,
+    /// In the mirror's log and locally persisted: survives both failing at once.
+    SyncFlush,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 4] = [Mode::Unreplicated, Mode::Async, Mode::Sync, Mode::SyncFlush];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Unreplicated => "unreplicated",
+            Mode::Async => "async",
+            Mode::Sync => "sync",
+            Mode::SyncFlush => "sync-flush",
+        }
+    }
+
+    pub fn replicated(self) -> bool {
+        self != Mode::Unreplicated
+    }
+
+    /// Whether the primary flushes its own copy at each sync point.
+    pub fn flushes_locally(self) -> bool {
+        matches!(self, Mode::Unreplicated | Mode::Async | Mode::SyncFlush)
+    }
+
+    /// Whether a sync point waits for the mirror's acknowledgement.
+    pub fn waits_for_mirror(self) -> bool {
+        matches!(self, Mode::Sync | Mode::SyncFlush)
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                format!("unknown mode {s:?}; choose one of unreplicated, async, sync, sync-flush")
+            })
+    }
+}
+
+/// The file, as written by people (`mojim init` writes a commented one).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    pub region: RegionSection,
+    #[serde(default)]
+    pub primary: PrimarySection,
+    #[serde(default)]
+    pub mirror: MirrorSection,
+    #[serde(default)]
+    pub limits: LimitsSection,
+    #[serde(default)]
+    pub security: SecuritySection,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionSection {
+    pub uuid: String,
+    pub size: String,
+    #[serde(default = "default_region_path")]
+    pub path: String,
+}
+
+fn default_region_path() -> String {
+    "region.mojim".into()
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PrimarySection {
+    pub mirror: String,
+    pub mode: String,
+    pub lanes: u16,
+    pub async_window: u32,
+    pub connect_timeout_ms: u64,
+}
+
+impl Default for PrimarySection {
+    fn default() -> Self {
+        PrimarySection {
+            mirror: format!("127.0.0.1:{DEFAULT_PORT}"),
+            mode: "sync".into(),
+            lanes: 2,
+            async_window: 256,
+            connect_timeout_ms: 5000,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MirrorSection {
+    pub listen: String,
+    pub dir: String,
+    pub log_dir: String,
+    pub log_capacity: String,
+    pub checkpoint_thresh: u32,
+    pub checkpoint_idle_ms: u64,
+    pub max_lanes: u16,
+}
+
+impl Default for MirrorSection {
+    fn default() -> Self {
+        MirrorSection {
+            listen: format!("127.0.0.1:{DEFAULT_PORT}"),
+            dir: "mirror".into(),
+            log_dir: String::new(),
+            log_capacity: "64MiB".into(),
+            checkpoint_thresh: 1,
+            checkpoint_idle_ms: 2,
+            max_lanes: 16,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsSection {
+    pub max_frame: String,
+    pub max_ranges: u32,
+}
+
+impl Default for LimitsSection {
+    fn default() -> Self {
+        LimitsSection {
+            max_frame: "64KiB".into(),
+            max_ranges: 1024,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecuritySection {
+    pub secret: String,
+    pub insecure: bool,
+}
+
+/// Who the region is: shared by every replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionId {
+    pub uuid: [u8; 16],
+    pub size: u64,
+}
+
+/// Settings shared by both roles.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub max_frame: u32,
+    pub max_ranges: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_frame: 64 << 10,
+            max_ranges: 1024,
+        }
+    }
+}
+
+/// The cluster secret, or the explicit choice to run without one.
+#[derive(Clone)]
+pub struct Secret(pub Vec<u8>);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secret({} bytes)", self.0.len())
+    }
+}
+
+impl Secret {
+    /// Resolves the secret: `MOJIM_SECRET`, else the file's, else none (allowed only when
+    /// `insecure`).
+    pub fn resolve(from_file: &str, insecure: bool) -> Result<Secret> {
+        let env = std::env::var(SECRET_ENV).unwrap_or_default();
+        let s = if !env.is_empty() {
+            env
+        } else {
+            from_file.to_string()
+        };
+        if s.is_empty() && !insecure {
+            return Err(Error::Config(format!(
+                "no cluster secret: set `secret` in [security], or the {SECRET_ENV} environment variable, \
+                 or pass --insecure to run without authentication"
+            )));
+        }
+        Ok(Secret(s.into_bytes()))
+    }
+}
+
+/// Parses a UUID written as 32 hex digits, with or without dashes.
+pub fn parse_uuid(s: &str) -> Result<[u8; 16]> {
+    let hex: String = s.chars().filter(|c| *c != '-').collect();
+    let bad = || Error::Config(format!("region uuid {s:?} is not 32 hex digits"));
+    if hex.len() != 32 {
+        return Err(bad());
+    }
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+pub fn format_uuid(u: &[u8; 16]) -> String {
+    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// A fresh random UUID (version 4).
+pub fn random_uuid() -> [u8; 16] {
+    let mut u = [0u8; 16];
+    crate::random::fill(&mut u);
+    u[6] = (u[6] & 0x0f) | 0x40;
+    u[8] = (u[8] & 0x3f) | 0x80;
+    u
+}
+
+fn size_field(section: &str, key: &str, v: &str) -> Result<u64> {
+    parse_size(v).map_err(|e| Error::Config(format!("[{section}] {key}: {e}")))
+}
+
+/// A loaded configuration file with paths resolved against its folder.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub file: ConfigFile,
+    pub base: PathBuf,
+}
+
+impl Config {
+    /// Reads and checks a configuration file.
+    pub fn load(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))?;
+        let file: ConfigFile =
+            toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let c = Config { file, base };
+        c.region_id()?;
+        c.limits()?;
+        Ok(c)
+    }
+
+    pub fn resolve(&self, p: &str) -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base.join(p)
+        }
+    }
+
+    pub fn region_id(&self) -> Result<RegionId> {
+        let size = size_field("region", "size", &self.file.region.size)?;
+        if size == 0 {
+            return Err(Error::Config(
+                "[region] size must be more than 0 bytes".into(),
+            ));
+        }
+        Ok(RegionId {
+            uuid: parse_uuid(&self.file.region.uuid)?,
+            size,
+        })
+    }
+
+    pub fn limits(&self) -> Result<Limits> {
+        let max_frame = size_field("limits", "max_frame", &self.file.limits.max_frame)?;
+        if !(64..=(16 << 20)).contains(&max_frame) {
+            return Err(Error::Config(format!(
+                "[limits] max_frame {} is outside 64 B .. 16 MiB",
+                format_size(max_frame)
+            )));
+        }
+        if self.file.limits.max_ranges == 0 {
+            return Err(Error::Config(
+                "[limits] max_ranges must be at least 1".into(),
+            ));
+        }
+        Ok(Limits {
+            max_frame: max_frame as u32,
+            max_ranges: self.file.limits.max_ranges as usize,
+        })
+    }
+
+    pub fn secret(&self, insecure_flag: bool) -> Result<Secret> {
+        Secret::resolve(
+            &self.file.security.secret,
+            insecure_flag || self.file.security.insecure,
+        )
+    }
+
+    pub fn mode(&self) -> Result<Mode> {
+        self.file
+            .primary
+            .mode
+            .parse()
+            .map_err(|e| Error::Config(format!("[primary] mode: {e}")))
+    }
+
+    pub fn log_capacity(&self) -> Result<u64> {
+        let c = size_field("mirror", "log_capacity", &self.file.mirror.log_capacity)?;
+        if c < (64 << 10) || c % 4096 != 0 {
+            return Err(Error::Config(format!(
+                "[mirror] log_capacity {} must be a multiple of 4 KiB and at least 64 KiB",
+                format_size(c)
+            )));
+        }
+        Ok(c)
+    }
+}
+
+/// The text `mojim init` writes.
+pub fn template(uuid: &[u8; 16], size: u64, secret: &str, listen: &str) -> String {
+    format!(
+        r#"# Mojim configuration. Every node of the cluster uses a copy of this file:
+# [region] and the secret must match on all of them.
+
+[region]
+# Identity of the region; replicas refuse a peer with another uuid.
+uuid = "{uuid}"
+# Bytes in the data area (units: B, KiB, MiB, GiB; K = KB = KiB).
+size = "{size}"
+# The region file the primary's application maps (relative to this file).
+path = "region.mojim"
+
+[primary]
+# Where the mirror listens.
+mirror = "{listen}"
+# When msync/gmsync return: unreplicated | async | sync | sync-flush.
+mode = "sync"
+# Connections to the mirror; a thread keeps to one lane.
+lanes = 2
+# async: groups a lane may have in flight before a sync point waits.
+async_window = 256
+connect_timeout_ms = 5000
+
+[mirror]
+listen = "{listen}"
+# Folder of the mirror's data area (relative to this file).
+dir = "mirror"
+# Folder of the redo logs; empty means `dir`. Put it on memory (e.g. /dev/shm) for speed.
+log_dir = ""
+# Bytes of records per lane's circular log.
+log_capacity = "64MiB"
+# Checkpoint after this many complete groups (the paper's CHECKPOINT_THRESH), when idle
+# for checkpoint_idle_ms, and when a log is full.
+checkpoint_thresh = 1
+checkpoint_idle_ms = 2
+# Most lanes a primary may open.
+max_lanes = 16
+
+[limits]
+# Largest frame body; longer ranges are split into several frames.
+max_frame = "64KiB"
+# Most ranges in one gmsync.
+max_ranges = 1024
+
+[security]
+# Shared cluster secret (HMAC-SHA256 challenge-response). The MOJIM_SECRET environment
+# variable overrides it. With no secret, nodes refuse to start unless insecure = true or
+# --insecure is given.
+secret = "{secret}"
+insecure = false
+"#,
+        uuid = format_uuid(uuid),
+        size = format_size(size),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_parses_and_uuid_round_trips() {
+        let u = random_uuid();
+        let text = template(&u, 1 << 30, "s", "127.0.0.1:7420");
+        let file: ConfigFile = toml::from_str(&text).unwrap();
+        let c = Config {
+            file,
+            base: PathBuf::from("/x"),
+        };
+        assert_eq!(
+            c.region_id().unwrap(),
+            RegionId {
+                uuid: u,
+                size: 1 << 30
+            }
+        );
+        assert_eq!(c.mode().unwrap(), Mode::Sync);
+        assert_eq!(c.limits().unwrap().max_frame, 65536);
+        assert_eq!(c.resolve("region.mojim"), PathBuf::from("/x/region.mojim"));
+        assert_eq!(parse_uuid(&format_uuid(&u)).unwrap(), u);
+    }
+
+    #[test]
+    fn errors_name_the_setting() {
+        let mut file: ConfigFile = toml::from_str(&template(&[0; 16], 4096, "", "a:1")).unwrap();
+        file.primary.mode = "fast".into();
+        file.limits.max_frame = "1GiB".into();
+        let c = Config {
+            file,
+            base: PathBuf::new(),
+        };
+        assert!(c.mode().unwrap_err().to_string().contains("\"fast\""));
+        assert!(c
+            .limits()
+            .unwrap_err()
+            .to_string()
+            .contains("max_frame 1GiB"));
+        assert!(parse_uuid("xyz").unwrap_err().to_string().contains("xyz"));
+    }
+}

@@ -1,0 +1,96 @@
+//! Mojim's errors, typed by whose fault they are.
+
+use mojim_core::encode::RangeError;
+use mojim_core::handshake::HandshakeError;
+use mojim_core::receive::Violation;
+use mojim_format::handshake::RefuseCode;
+use mojim_region::MapError;
+use std::fmt;
+use std::io;
+
+/// Everything that can go wrong in Mojim's API and daemon.
+#[derive(Debug)]
+pub enum Error {
+    /// The caller asked for something impossible (bad range, too large a group): nothing was
+    /// sent, nothing changed.
+    Range(RangeError),
+    /// The configuration is wrong; the message names the setting and the fix.
+    Config(String),
+    /// The peer refused us and said why.
+    Refused {
+        peer: String,
+        code: RefuseCode,
+        message: String,
+    },
+    /// The handshake with the peer failed.
+    Handshake {
+        peer: String,
+        source: HandshakeError,
+    },
+    /// The peer broke the protocol.
+    PeerMisbehaved { peer: String, violation: Violation },
+    /// The replication session is gone; groups not acknowledged before this are not durable on
+    /// the mirror. Reopen the region to start a new session.
+    MirrorLost { reason: String },
+    /// A system call failed.
+    Io { op: String, source: io::Error },
+    /// A region or log file could not be mapped or is not valid.
+    Storage(MapError),
+}
+
+impl Error {
+    pub(crate) fn io(op: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+        let op = op.into();
+        move |source| Error::Io { op, source }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Range(e) => write!(f, "{e}"),
+            Error::Config(m) => write!(f, "configuration: {m}"),
+            Error::Refused { peer, code, message } => {
+                write!(f, "{peer} refused the connection ({code:?}): {message}")
+            }
+            Error::Handshake { peer, source } => write!(f, "handshake with {peer} failed: {source}"),
+            Error::PeerMisbehaved { peer, violation } => {
+                write!(f, "{peer} broke the protocol: {violation}")
+            }
+            Error::MirrorLost { reason } => write!(
+                f,
+                "replication to the mirror failed ({reason}); groups not acknowledged are not durable \
+                 on the mirror; reopen the region to reconnect"
+            ),
+            Error::Io { op, source } => write!(f, "{op}: {source}"),
+            Error::Storage(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Range(e) => Some(e),
+            Error::Handshake { source, .. } => Some(source),
+            Error::PeerMisbehaved { violation, .. } => Some(violation),
+            Error::Io { source, .. } => Some(source),
+            Error::Storage(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<RangeError> for Error {
+    fn from(e: RangeError) -> Error {
+        Error::Range(e)
+    }
+}
+
+impl From<MapError> for Error {
+    fn from(e: MapError) -> Error {
+        Error::Storage(e)
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

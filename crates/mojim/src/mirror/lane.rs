@@ -1,0 +1,153 @@
+//! A data lane: frames from the primary go straight into the lane's log, and each group is
+//! acknowledged once it is whole there and persistent.
+
+use super::Shared;
+use mojim_core::encode::{ack_header, SessionTag};
+use mojim_core::lane::Slot;
+use mojim_core::receive::Violation;
+use mojim_format::handshake::{encode_refuse, RefuseCode};
+use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
+use mojim_region::LogFile;
+use mojim_transport::Conn;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Why a lane stopped.
+pub(crate) enum LaneEnd {
+    /// The peer closed or the connection failed.
+    Closed(String),
+    /// The peer broke the protocol.
+    Violation(Violation),
+    /// This node could not store what it received.
+    Storage(String),
+}
+
+impl LaneEnd {
+    pub fn describe(&self) -> String {
+        match self {
+            LaneEnd::Closed(m) => m.clone(),
+            LaneEnd::Violation(v) => format!("protocol violation: {v}"),
+            LaneEnd::Storage(m) => format!("storage failure: {m}"),
+        }
+    }
+}
+
+fn lock<X>(m: &std::sync::Mutex<X>) -> std::sync::MutexGuard<'_, X> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The log of `lane`, created (and its space reserved) on first use.
+fn log_of<'a>(s: &'a Shared, lane: u16) -> Result<&'a LogFile, String> {
+    let cell = &s.logs[lane as usize];
+    if let Some(l) = cell.get() {
+        return Ok(l);
+    }
+    let path = s.opts.log_path(lane);
+    let cap = lock(&s.lanes[lane as usize]).space().capacity();
+    match LogFile::create(&path, s.opts.region.uuid, lane, cap) {
+        Ok(l) => {
+            let _ = cell.set(l);
+            Ok(cell.get().expect("just set"))
+        }
+        Err(e) => Err(format!(
+            "cannot create the log for lane {lane} ({cap} bytes): {e}"
+        )),
+    }
+}
+
+/// Receives the lane until it ends.
+pub(crate) fn run<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
+    let end = receive(s, conn, tag);
+    if let LaneEnd::Storage(msg) = &end {
+        // Tell the primary why before closing: its sync fails with this message.
+        let mut body = Vec::new();
+        encode_refuse(RefuseCode::Storage, msg, &mut body);
+        let _ = crate::net::send(conn, FrameKind::Refuse, 0, &body);
+    }
+    end
+}
+
+fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
+    let lane_no = tag.lane;
+    let lane = &s.lanes[lane_no as usize];
+    let mut log: Option<&LogFile> = None;
+    let mut hb = [0u8; FRAME_HEADER_SIZE];
+    loop {
+        if let Err(e) = conn.read_exact(&mut hb) {
+            return LaneEnd::Closed(if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                "end of stream".into()
+            } else {
+                e.to_string()
+            });
+        }
+        let slot = loop {
+            match lock(lane).on_header(&hb) {
+                Err(v) => return LaneEnd::Violation(v),
+                Ok(Some(slot)) => break slot,
+                Ok(None) => wait_for_space(s),
+            }
+            if s.shutdown.load(Ordering::SeqCst) {
+                return LaneEnd::Closed("shutting down".into());
+            }
+        };
+        let log = match log {
+            Some(l) => l,
+            None => match log_of(s, lane_no) {
+                Ok(l) => *log.insert(l),
+                Err(m) => return LaneEnd::Storage(m),
+            },
+        };
+        if let Err(end) = store(log, conn, &slot) {
+            return end;
+        }
+        let h = &slot.accepted.header;
+        s.stats
+            .bytes_received
+            .fetch_add(h.body_len as u64, Ordering::Relaxed);
+        let done = lock(lane).commit(&slot);
+        if let Some(g) = done {
+            if let Err(e) = log.persist(g.start_pos, g.end_pos) {
+                return LaneEnd::Storage(format!("persist log of lane {lane_no}: {e}"));
+            }
+            s.stats.groups_received.fetch_add(1, Ordering::Relaxed);
+            s.stats
+                .last_received_seq
+                .fetch_max(g.seq, Ordering::Relaxed);
+            super::apply::push(s, g);
+            let ack = ack_header(tag, g.seq);
+            if let Err(e) = crate::net::write_frame(conn, &ack, &[]) {
+                return LaneEnd::Closed(format!("send ack: {e}"));
+            }
+        }
+    }
+}
+
+/// Writes one record: pad if needed, the body straight from the socket, then the header.
+fn store<C: Conn>(log: &LogFile, conn: &mut C, slot: &Slot) -> Result<(), LaneEnd> {
+    let pos = slot.placement.pos;
+    if let Some(pad) = slot.placement.pad_at {
+        log.write_pad(pad);
+    }
+    let h = slot.accepted.header;
+    let len = h.body_len as usize;
+    if let Err(e) = log.recv_at(pos + FRAME_HEADER_SIZE as u64, len, conn) {
+        return Err(LaneEnd::Closed(format!("receive frame body: {e}")));
+    }
+    // The body is checked where it landed, before the header that makes it a record is written.
+    if let Err(e) = h.check_body(log.bytes_at(pos + FRAME_HEADER_SIZE as u64, len)) {
+        return Err(LaneEnd::Violation(Violation::Body(e)));
+    }
+    let mut stamped = h;
+    stamped.log_pos = pos;
+    let bytes = stamped.to_bytes();
+    log.write_at(pos, &bytes);
+    debug_assert_eq!(FrameHeader::decode(&bytes).map(|x| x.log_pos), Ok(pos));
+    Ok(())
+}
+
+fn wait_for_space(s: &Shared) {
+    let mut c = lock(&s.ckpt);
+    c.log_full = true;
+    s.ckpt_cv.notify_all();
+    let _ = s.space_cv.wait_timeout(c, Duration::from_millis(5));
+}

@@ -1,0 +1,421 @@
+//! The mirror: receives groups on its lanes into crash-safe redo logs, acknowledges each group
+//! once it is whole in a log, and checkpoints complete groups into its data area in sequence
+//! order.
+//!
+//! Threads: one acceptor; one per connection (handshake, then a data lane or an operator's
+//! requests); one checkpointer. The replication logic itself is `mojim_core`'s.
+
+mod accept;
+mod apply;
+mod lane;
+mod session;
+mod status;
+
+pub use accept::MAX_READ;
+pub use status::{LaneStatus, MirrorStatus};
+
+use crate::config::{Config, Limits, RegionId, Secret};
+use crate::error::{Error, Result};
+use mojim_core::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
+use mojim_core::lane::MirrorLane;
+use mojim_core::recovery::{self, LaneLog};
+use mojim_region::{LogFile, RegionFile};
+use mojim_transport::{TcpTransport, Transport};
+use session::SessionSlot;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Most lanes a mirror serves (a session's lanes are a bit set in one word).
+pub const MAX_LANES: u16 = 64;
+/// Largest frame body any configuration allows; records are checked against it on recovery,
+/// so that a smaller `max_frame` set later does not hide records written before.
+pub(crate) const MAX_FRAME_LIMIT: u32 = 16 << 20;
+/// Complete groups one lane may hold before its receiver waits for the checkpointer.
+const QUEUE_PER_LANE: usize = 65536;
+
+/// How to run a mirror.
+#[derive(Clone, Debug)]
+pub struct MirrorOptions {
+    pub dir: PathBuf,
+    pub log_dir: PathBuf,
+    pub listen: String,
+    pub region: RegionId,
+    pub secret: Secret,
+    pub limits: Limits,
+    pub log_capacity: u64,
+    pub checkpoint_thresh: usize,
+    pub checkpoint_idle: Duration,
+    pub max_lanes: u16,
+}
+
+impl MirrorOptions {
+    pub fn from_config(cfg: &Config, insecure: bool) -> Result<MirrorOptions> {
+        let m = &cfg.file.mirror;
+        if !(1..=MAX_LANES).contains(&m.max_lanes) {
+            return Err(Error::Config(format!(
+                "[mirror] max_lanes = {} must be between 1 and {MAX_LANES}",
+                m.max_lanes
+            )));
+        }
+        if m.checkpoint_thresh == 0 {
+            return Err(Error::Config(
+                "[mirror] checkpoint_thresh must be at least 1".into(),
+            ));
+        }
+        let dir = cfg.resolve(&m.dir);
+        Ok(MirrorOptions {
+            log_dir: if m.log_dir.is_empty() {
+                dir.clone()
+            } else {
+                cfg.resolve(&m.log_dir)
+            },
+            dir,
+            listen: m.listen.clone(),
+            region: cfg.region_id()?,
+            secret: cfg.secret(insecure)?,
+            limits: cfg.limits()?,
+            log_capacity: cfg.log_capacity()?,
+            checkpoint_thresh: m.checkpoint_thresh as usize,
+            checkpoint_idle: Duration::from_millis(m.checkpoint_idle_ms.max(1)),
+            max_lanes: m.max_lanes,
+        })
+    }
+
+    pub fn data_path(&self) -> PathBuf {
+        self.dir.join("data.mojim")
+    }
+
+    pub fn log_path(&self, lane: u16) -> PathBuf {
+        self.log_dir.join(format!("lane-{lane}.log"))
+    }
+}
+
+/// What restart recovery found and did.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct RecoveryReport {
+    pub groups_applied: usize,
+    pub groups_discarded: usize,
+    pub bytes_applied: u64,
+    pub applied_seq: u64,
+    pub micros: u64,
+}
+
+/// Counters for `mojim status`.
+#[derive(Default)]
+pub(crate) struct Stats {
+    pub groups_received: AtomicU64,
+    pub bytes_received: AtomicU64,
+    pub last_received_seq: AtomicU64,
+    pub violations: AtomicU64,
+    pub sessions: AtomicU64,
+}
+
+pub(crate) struct Ckpt {
+    pub cp: Checkpointer,
+    pub log_full: bool,
+    pub waiting_bytes: u64,
+    pub batch: Vec<GroupRef>,
+}
+
+pub(crate) struct Shared {
+    pub opts: MirrorOptions,
+    pub region: RegionFile,
+    /// Held for writing while a group is being applied, for reading by readers.
+    pub data_lock: RwLock<()>,
+    /// Serialises appliers (the checkpointer thread and session sealing).
+    pub apply_lock: Mutex<()>,
+    pub logs: Vec<OnceLock<LogFile>>,
+    pub lanes: Vec<Mutex<MirrorLane>>,
+    pub ckpt: Mutex<Ckpt>,
+    pub ckpt_cv: Condvar,
+    pub space_cv: Condvar,
+    pub policy: CheckpointPolicy,
+    pub session: Mutex<SessionSlot>,
+    pub session_cv: Condvar,
+    pub epoch: AtomicU64,
+    /// Highest sequence number seen in any log or session; a new session starts after it.
+    pub max_seq_seen: AtomicU64,
+    pub stats: Stats,
+    pub shutdown: AtomicBool,
+    pub started: Instant,
+    pub recovery: RecoveryReport,
+    pub listen_addr: OnceLock<String>,
+}
+
+/// A mirror whose files are open and recovered, not yet serving.
+pub struct Mirror {
+    shared: Arc<Shared>,
+}
+
+/// A serving mirror.
+pub struct MirrorHandle {
+    shared: Arc<Shared>,
+    addr: String,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Mirror {
+    /// Opens (or creates) the data area and the logs, and runs restart recovery.
+    pub fn open(opts: MirrorOptions) -> Result<Mirror> {
+        let t0 = Instant::now();
+        for d in [&opts.dir, &opts.log_dir] {
+            std::fs::create_dir_all(d)
+                .map_err(Error::io(format!("create folder {}", d.display())))?;
+        }
+        let data_path = opts.data_path();
+        let region = if data_path.exists() {
+            RegionFile::open(&data_path)?
+        } else {
+            RegionFile::create(&data_path, opts.region.uuid, opts.region.size)?
+        };
+        if region.uuid() != opts.region.uuid || region.size() != opts.region.size {
+            return Err(Error::Config(format!(
+                "{} holds region {} of {} bytes, but the configuration names region {} of {} bytes; \
+                 point [mirror] dir at this region's folder or remove it",
+                data_path.display(),
+                crate::config::format_uuid(&region.uuid()),
+                region.size(),
+                crate::config::format_uuid(&opts.region.uuid),
+                opts.region.size
+            )));
+        }
+        let mut logs = Vec::new();
+        for lane in 0..opts.max_lanes {
+            let cell = OnceLock::new();
+            let p = opts.log_path(lane);
+            if p.exists() {
+                let log = LogFile::open(&p)?;
+                if log.header().region_uuid != opts.region.uuid || log.header().lane != lane {
+                    return Err(Error::Config(format!(
+                        "{} belongs to another region or lane; move it away",
+                        p.display()
+                    )));
+                }
+                let _ = cell.set(log);
+            }
+            logs.push(cell);
+        }
+        let applied_seq = region.applied_seq();
+        let found = {
+            let views: Vec<LaneLog<'_>> = logs
+                .iter()
+                .map(|c| match c.get() {
+                    Some(l) => LaneLog {
+                        area: l.area(),
+                        tail: l.tail(),
+                    },
+                    None => LaneLog { area: &[], tail: 0 },
+                })
+                .collect();
+            recovery::recover(&views, applied_seq, MAX_FRAME_LIMIT, opts.region.size)
+        };
+        let mut report = RecoveryReport {
+            groups_discarded: found.discarded.len(),
+            ..Default::default()
+        };
+        for g in &found.groups {
+            let log = logs[g.lane as usize]
+                .get()
+                .expect("a log with groups exists");
+            recovery::for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
+                region.write(off, body);
+            });
+            recovery::for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
+                let _ = region.persist(off, body.len());
+            });
+            report.groups_applied += 1;
+            report.bytes_applied += g.bytes;
+        }
+        let applied = found
+            .groups
+            .last()
+            .map_or(applied_seq, |g| g.seq.max(applied_seq));
+        region
+            .set_applied_seq(applied)
+            .map_err(Error::io("persist applied sequence"))?;
+        let mut lanes = Vec::new();
+        for (lane, cell) in logs.iter().enumerate() {
+            let (cap, head) = match cell.get() {
+                Some(l) => {
+                    let head = found.heads[lane];
+                    l.set_tail(head)
+                        .map_err(Error::io(format!("persist tail of {}", l.path().display())))?;
+                    (l.capacity(), head)
+                }
+                None => (opts.log_capacity, 0),
+            };
+            lanes.push(Mutex::new(MirrorLane::new(lane as u16, cap, head, head)));
+        }
+        for d in &found.discarded {
+            tracing::warn!(
+                lane = d.lane,
+                seq = d.seq,
+                frames = d.frames,
+                "recovery discarded an incomplete group"
+            );
+        }
+        report.applied_seq = applied;
+        report.micros = t0.elapsed().as_micros() as u64;
+        if report.groups_applied > 0 || report.groups_discarded > 0 {
+            tracing::info!(?report, "recovered logs");
+        }
+        let epoch = region.epoch().max(1);
+        let shared = Shared {
+            policy: CheckpointPolicy {
+                thresh: opts.checkpoint_thresh,
+            },
+            ckpt: Mutex::new(Ckpt {
+                cp: Checkpointer::new(
+                    opts.max_lanes as usize,
+                    applied,
+                    QUEUE_PER_LANE.min(1 << 16),
+                ),
+                log_full: false,
+                waiting_bytes: 0,
+                batch: Vec::with_capacity(256),
+            }),
+            opts,
+            region,
+            data_lock: RwLock::new(()),
+            apply_lock: Mutex::new(()),
+            logs,
+            lanes,
+            ckpt_cv: Condvar::new(),
+            space_cv: Condvar::new(),
+            session: Mutex::new(SessionSlot::default()),
+            session_cv: Condvar::new(),
+            epoch: AtomicU64::new(epoch),
+            max_seq_seen: AtomicU64::new(found.max_seq.max(applied)),
+            stats: Stats::default(),
+            shutdown: AtomicBool::new(false),
+            started: Instant::now(),
+            recovery: report,
+            listen_addr: OnceLock::new(),
+        };
+        Ok(Mirror {
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// What recovery did when this mirror was opened.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.shared.recovery
+    }
+
+    /// Starts serving on `opts.listen` over TCP.
+    pub fn serve(self) -> Result<MirrorHandle> {
+        self.serve_with(TcpTransport)
+    }
+
+    /// Starts serving over any transport.
+    pub fn serve_with<T: Transport>(self, transport: T) -> Result<MirrorHandle> {
+        let shared = self.shared;
+        let listener = transport
+            .listen(&shared.opts.listen)
+            .map_err(Error::io(format!("listen on {}", shared.opts.listen)))?;
+        let addr = transport
+            .local_addr(&listener)
+            .map_err(Error::io("local address"))?;
+        let _ = shared.listen_addr.set(addr.clone());
+        let mut threads = Vec::new();
+        let s = shared.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("mojim-checkpoint".into())
+                .spawn(move || apply::checkpointer_loop(&s))
+                .map_err(Error::io("spawn checkpointer"))?,
+        );
+        let s = shared.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("mojim-accept".into())
+                .spawn(move || accept::accept_loop(s, transport, listener))
+                .map_err(Error::io("spawn acceptor"))?,
+        );
+        tracing::info!(%addr, region = %crate::config::format_uuid(&shared.opts.region.uuid), "mirror serving");
+        Ok(MirrorHandle {
+            shared,
+            addr,
+            threads,
+        })
+    }
+}
+
+impl MirrorHandle {
+    /// The address the mirror listens on.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Copies data-area bytes; never returns bytes of a partly applied group.
+    pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<()> {
+        read_consistent(&self.shared, offset, out)
+    }
+
+    pub fn status(&self) -> MirrorStatus {
+        status::status(&self.shared)
+    }
+
+    /// Applies every complete group now (gap-free prefix only).
+    pub fn checkpoint(&self) {
+        apply::apply_ready(&self.shared, false);
+    }
+
+    /// Blocks until the process is asked to stop.
+    pub fn wait(mut self) {
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+
+    /// Stops serving, seals any session, and returns.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        session::end_current(&self.shared);
+        // Wake the acceptor with a connection of our own.
+        let _ = std::net::TcpStream::connect_timeout(
+            &self
+                .addr
+                .parse()
+                .unwrap_or_else(|_| ([127, 0, 0, 1], 0).into()),
+            Duration::from_millis(200),
+        );
+        self.shared.ckpt_cv.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        apply::apply_ready(&self.shared, false);
+    }
+}
+
+impl Drop for MirrorHandle {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.stop();
+        }
+    }
+}
+
+pub(crate) fn read_consistent(shared: &Shared, offset: u64, out: &mut [u8]) -> Result<()> {
+    let size = shared.region.size();
+    if offset
+        .checked_add(out.len() as u64)
+        .is_none_or(|e| e > size)
+    {
+        return Err(Error::Range(mojim_core::encode::RangeError::OutOfBounds {
+            offset,
+            len: out.len() as u64,
+            region_size: size,
+        }));
+    }
+    let _r = shared.data_lock.read().unwrap_or_else(|p| p.into_inner());
+    shared.region.read(offset, out);
+    Ok(())
+}

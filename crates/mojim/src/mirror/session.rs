@@ -1,0 +1,196 @@
+//! The primary's session: which connection carries which lane, where its sequence numbers
+//! start, and sealing when it ends.
+//!
+//! A session is all the lanes of one primary's handshake. When any of them ends (end of
+//! stream, error, protocol violation, a newer session, shutdown), the whole session ends: every
+//! lane drops its open group, every complete group is applied in sequence order (across gaps,
+//! as recovery would), and the next session starts after the highest sequence number seen.
+
+use super::{apply, Shared};
+use mojim_core::encode::SessionTag;
+use mojim_core::handshake::Refusal;
+use mojim_format::handshake::{Hello, RefuseCode, Welcome};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+pub(crate) struct Session {
+    pub id: u64,
+    pub lanes: u16,
+    pub epoch: u64,
+    pub next_seq: u64,
+    pub max_frame: u32,
+    joined: u64,
+    active: usize,
+    ended: bool,
+    /// Handles to close each joined lane's connection from another thread.
+    closers: Vec<Box<dyn Fn() + Send>>,
+    pub peer: String,
+}
+
+#[derive(Default)]
+pub(crate) struct SessionSlot {
+    pub current: Option<Session>,
+}
+
+fn lock(s: &Shared) -> std::sync::MutexGuard<'_, SessionSlot> {
+    s.session.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Joins lane `hello.lane` to its session, creating the session (and ending another) as
+/// needed. `closer` closes this lane's connection.
+pub(crate) fn join(
+    s: &Shared,
+    hello: &Hello,
+    peer: &str,
+    closer: Box<dyn Fn() + Send>,
+) -> Result<(Welcome, SessionTag, u32), Refusal> {
+    let mut slot = lock(s);
+    loop {
+        if s.shutdown.load(Ordering::SeqCst) {
+            return Err(Refusal {
+                code: RefuseCode::Busy,
+                message: "the mirror is shutting down".into(),
+            });
+        }
+        match &mut slot.current {
+            Some(cur) if cur.id == hello.session && !cur.ended => break,
+            Some(cur) => {
+                if !cur.ended {
+                    tracing::warn!(old = %cur.peer, new = %peer, "a new primary session replaces the current one");
+                    end_locked(cur);
+                }
+                slot = s
+                    .session_cv
+                    .wait_timeout(slot, Duration::from_millis(50))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            None => {
+                let epoch = s.epoch.load(Ordering::SeqCst);
+                if hello.epoch > epoch {
+                    s.epoch.store(hello.epoch, Ordering::SeqCst);
+                    if let Err(e) = s.region.set_epoch(hello.epoch) {
+                        return Err(Refusal {
+                            code: RefuseCode::Storage,
+                            message: format!("cannot persist epoch: {e}"),
+                        });
+                    }
+                }
+                let applied = s.region.applied_seq();
+                let next_seq = s.max_seq_seen.load(Ordering::SeqCst).max(applied) + 1;
+                slot.current = Some(Session {
+                    id: hello.session,
+                    lanes: hello.lanes,
+                    epoch: hello.epoch.max(epoch),
+                    next_seq,
+                    max_frame: hello.max_frame.clamp(64, s.opts.limits.max_frame),
+                    joined: 0,
+                    active: 0,
+                    ended: false,
+                    closers: Vec::new(),
+                    peer: peer.to_string(),
+                });
+                s.stats.sessions.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(%peer, session = format!("{:#x}", hello.session), lanes = hello.lanes, next_seq, "primary session begins");
+                break;
+            }
+        }
+    }
+    let cur = slot.current.as_mut().expect("session present");
+    let bit = 1u64 << hello.lane;
+    if hello.lanes != cur.lanes || cur.joined & bit != 0 {
+        return Err(Refusal {
+            code: RefuseCode::Malformed,
+            message: format!(
+                "lane {} of {} does not fit session {:#x} ({} lanes, lane already joined: {})",
+                hello.lane,
+                hello.lanes,
+                cur.id,
+                cur.lanes,
+                cur.joined & bit != 0
+            ),
+        });
+    }
+    cur.joined |= bit;
+    cur.active += 1;
+    cur.closers.push(closer);
+    let tag = SessionTag {
+        session: cur.id,
+        epoch: cur.epoch,
+        lane: hello.lane,
+    };
+    {
+        let mut lane = s.lanes[hello.lane as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        lane.begin(tag, s.region.size(), cur.max_frame, cur.next_seq);
+    }
+    let welcome = Welcome {
+        next_seq: cur.next_seq,
+        log_capacity: s.lanes[hello.lane as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .space()
+            .capacity(),
+        max_frame: cur.max_frame,
+        epoch: cur.epoch,
+    };
+    Ok((welcome, tag, cur.max_frame))
+}
+
+fn end_locked(cur: &mut Session) {
+    cur.ended = true;
+    for close in &cur.closers {
+        close();
+    }
+}
+
+/// A lane's connection is done. The last lane out seals the session.
+pub(crate) fn leave(s: &Shared, session: u64, reason: &str) {
+    let mut slot = lock(s);
+    let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else {
+        return;
+    };
+    if !cur.ended {
+        tracing::info!(session = format!("{session:#x}"), %reason, "primary session ends");
+        end_locked(cur);
+    }
+    cur.active -= 1;
+    if cur.active > 0 {
+        return;
+    }
+    let lanes = cur.lanes;
+    for lane in 0..lanes {
+        let mut l = s.lanes[lane as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(seq) = l.end_session() {
+            tracing::info!(
+                lane,
+                seq,
+                "dropped the incomplete group of the ended session"
+            );
+        }
+        s.max_seq_seen.fetch_max(l.max_seq(), Ordering::SeqCst);
+    }
+    apply::seal(s);
+    slot.current = None;
+    s.session_cv.notify_all();
+}
+
+/// Ends the current session, if any (shutdown).
+pub(crate) fn end_current(s: &Shared) {
+    let mut slot = lock(s);
+    if let Some(cur) = slot.current.as_mut() {
+        end_locked(cur);
+    }
+    s.session_cv.notify_all();
+}
+
+/// The session's id, peer and lane count, for status.
+pub(crate) fn describe(s: &Shared) -> Option<(u64, String, u16, u64)> {
+    lock(s)
+        .current
+        .as_ref()
+        .map(|c| (c.id, c.peer.clone(), c.lanes, c.next_seq))
+}

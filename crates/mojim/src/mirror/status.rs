@@ -1,0 +1,80 @@
+//! What `mojim status` shows.
+
+use super::{session, Shared};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::Ordering;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LaneStatus {
+    pub lane: u16,
+    pub log_capacity: u64,
+    pub log_used: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MirrorStatus {
+    pub role: String,
+    pub listen: String,
+    pub region_uuid: String,
+    pub region_size: u64,
+    pub epoch: u64,
+    pub session: Option<String>,
+    pub primary: Option<String>,
+    pub session_lanes: u16,
+    pub lanes: Vec<LaneStatus>,
+    pub last_received_seq: u64,
+    pub applied_seq: u64,
+    pub lag_groups: usize,
+    pub lag_bytes: u64,
+    pub groups_received: u64,
+    pub bytes_received: u64,
+    pub violations: u64,
+    pub sessions: u64,
+    pub data_persistence: String,
+    pub recovery: super::RecoveryReport,
+    pub uptime_s: f64,
+}
+
+pub(crate) fn status(s: &Shared) -> MirrorStatus {
+    let sess = session::describe(s);
+    let (lag_groups, lag_bytes, applied) = {
+        let c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
+        (c.cp.waiting(), c.waiting_bytes, c.cp.applied_seq())
+    };
+    let lanes = s
+        .lanes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| s.logs[*i].get().is_some())
+        .map(|(i, l)| {
+            let l = l.lock().unwrap_or_else(|p| p.into_inner());
+            LaneStatus {
+                lane: i as u16,
+                log_capacity: l.space().capacity(),
+                log_used: l.space().used(),
+            }
+        })
+        .collect();
+    MirrorStatus {
+        role: "mirror".into(),
+        listen: s.listen_addr.get().cloned().unwrap_or_default(),
+        region_uuid: crate::config::format_uuid(&s.opts.region.uuid),
+        region_size: s.opts.region.size,
+        epoch: s.epoch.load(Ordering::SeqCst),
+        session: sess.as_ref().map(|x| format!("{:#x}", x.0)),
+        primary: sess.as_ref().map(|x| x.1.clone()),
+        session_lanes: sess.as_ref().map_or(0, |x| x.2),
+        lanes,
+        last_received_seq: s.stats.last_received_seq.load(Ordering::Relaxed),
+        applied_seq: applied,
+        lag_groups,
+        lag_bytes,
+        groups_received: s.stats.groups_received.load(Ordering::Relaxed),
+        bytes_received: s.stats.bytes_received.load(Ordering::Relaxed),
+        violations: s.stats.violations.load(Ordering::Relaxed),
+        sessions: s.stats.sessions.load(Ordering::Relaxed),
+        data_persistence: s.region.persistence().name().into(),
+        recovery: s.recovery.clone(),
+        uptime_s: s.started.elapsed().as_secs_f64(),
+    }
+}

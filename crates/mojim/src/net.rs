@@ -1,0 +1,73 @@
+//! Whole frames over a connection: for the handshake and administrative traffic. The data path
+//! reads headers and bodies itself, straight into log slots.
+
+use mojim_format::checksum::crc32c;
+use mojim_format::frame::{BodyError, FrameError};
+use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
+use mojim_transport::Conn;
+use std::fmt;
+use std::io::{self, IoSlice, Read};
+
+/// A frame could not be read.
+#[derive(Debug)]
+pub enum ReadError {
+    Io(io::Error),
+    Frame(FrameError),
+    Body(BodyError),
+    TooLarge { len: u32, max: usize },
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Io(e) => write!(f, "{e}"),
+            ReadError::Frame(e) => write!(f, "{e}"),
+            ReadError::Body(e) => write!(f, "{e}"),
+            ReadError::TooLarge { len, max } => {
+                write!(f, "frame body of {len} bytes exceeds the limit of {max}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// Reads one frame, its body into `body` (at most `max_body` bytes), both checked.
+pub fn read_frame(
+    c: &mut impl Read,
+    max_body: usize,
+    body: &mut Vec<u8>,
+) -> Result<FrameHeader, ReadError> {
+    let mut hb = [0u8; FRAME_HEADER_SIZE];
+    c.read_exact(&mut hb).map_err(ReadError::Io)?;
+    let h = FrameHeader::decode(&hb).map_err(ReadError::Frame)?;
+    if h.body_len as usize > max_body {
+        return Err(ReadError::TooLarge {
+            len: h.body_len,
+            max: max_body,
+        });
+    }
+    body.clear();
+    body.resize(h.body_len as usize, 0);
+    c.read_exact(body).map_err(ReadError::Io)?;
+    h.check_body(body).map_err(ReadError::Body)?;
+    Ok(h)
+}
+
+/// Sends a header and body as one frame.
+pub fn write_frame(
+    c: &mut impl Conn,
+    header: &[u8; FRAME_HEADER_SIZE],
+    body: &[u8],
+) -> io::Result<()> {
+    c.send_all_vectored(&mut [IoSlice::new(header), IoSlice::new(body)])
+}
+
+/// Sends a frame of `kind` with `body`, every other header field zero but `seq`.
+pub fn send(c: &mut impl Conn, kind: FrameKind, seq: u64, body: &[u8]) -> io::Result<()> {
+    let mut h = FrameHeader::new(kind);
+    h.body_len = body.len() as u32;
+    h.body_checksum = crc32c(body);
+    h.seq = seq;
+    write_frame(c, &h.to_bytes(), body)
+}
