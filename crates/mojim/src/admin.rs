@@ -21,10 +21,7 @@ impl AdminClient {
     pub fn connect(addr: &str, secret: &Secret, timeout: Duration) -> Result<AdminClient> {
         let intro = Intro {
             role: PeerRole::Admin,
-            region: RegionId {
-                uuid: [0; 16],
-                size: 0,
-            },
+            region: RegionId { uuid: [0; 16], size: 0 },
             epoch: 0,
             session: 0,
             lane: 0,
@@ -32,11 +29,7 @@ impl AdminClient {
             max_frame: 0,
         };
         let (conn, _) = connect(&TcpTransport, addr, timeout, secret, &intro)?;
-        Ok(AdminClient {
-            conn,
-            addr: addr.to_string(),
-            body: Vec::new(),
-        })
+        Ok(AdminClient { conn, addr: addr.to_string(), body: Vec::new() })
     }
 
     fn call(&mut self, req: Request, max_reply: usize) -> Result<Vec<u8>> {
@@ -50,15 +43,11 @@ impl AdminClient {
             FrameKind::Refuse => {
                 let (code, message) = decode_refuse(&self.body)
                     .unwrap_or((mojim_format::handshake::RefuseCode::Other, String::new()));
-                Err(Error::Refused {
-                    peer: self.addr.clone(),
-                    code,
-                    message,
-                })
+                Err(Error::Refused { peer: self.addr.clone(), code, message })
             }
-            k => Err(Error::io(format!("reply from {}", self.addr))(
-                std::io::Error::other(format!("unexpected {k:?} frame")),
-            )),
+            k => Err(Error::io(format!("reply from {}", self.addr))(std::io::Error::other(format!(
+                "unexpected {k:?} frame"
+            )))),
         }
     }
 
@@ -72,11 +61,7 @@ impl AdminClient {
         let mut out = Vec::with_capacity(len as usize);
         let mut at = offset;
         let end = offset.checked_add(len).ok_or_else(|| {
-            Error::Range(mojim_core::encode::RangeError::OutOfBounds {
-                offset,
-                len,
-                region_size: 0,
-            })
+            Error::Range(mojim_core::encode::RangeError::OutOfBounds { offset, len, region_size: 0 })
         })?;
         while at < end {
             let n = (end - at).min(crate::mirror::MAX_READ);

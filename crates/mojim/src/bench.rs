@@ -1,1 +1,416 @@
-//! bench
+//! `mojim bench`: the paper's microbenchmark. Threads persist random `size`-byte ranges of a
+//! region and the latency of each sync point is recorded. Several modes run side by side in one
+//! invocation (`--mode sync,tcp-rtt,unreplicated`), so that ratios come from one run on the same
+//! machine at the same time.
+
+use crate::child::ChildNode;
+use crate::config::{random_uuid, template, Config, Limits, Mode, RegionId, Secret};
+use crate::error::{Error, Result};
+use crate::primary::{Primary, PrimaryOptions};
+use crate::size::{format_size, parse_size};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Options of `mojim bench`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct BenchArgs {
+    /// Modes to run, comma-separated, one after another in this run: unreplicated, async,
+    /// sync, sync-flush, and tcp-rtt (a raw ping-pong of the same size over TCP, no protocol).
+    #[arg(long, default_value = "sync", value_delimiter = ',')]
+    pub mode: Vec<String>,
+    /// Bytes per sync point.
+    #[arg(long, default_value = "4096", value_parser = parse_size)]
+    pub size: u64,
+    /// Bytes in the benchmark region (the paper used 4 GiB).
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
+    pub region_size: u64,
+    /// Application threads, each on its own part of the region.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Lanes (connections to the mirror); default: one per thread.
+    #[arg(long)]
+    pub lanes: Option<u16>,
+    /// Sync points per mode, over all threads.
+    #[arg(long, default_value_t = 20000)]
+    pub ops: u64,
+    /// Run each mode for this many seconds instead of --ops.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Sync points per thread before measuring.
+    #[arg(long, default_value_t = 500)]
+    pub warmup: u64,
+    /// Use this running mirror instead of starting one (needs --config for its region and secret).
+    #[arg(long, requires = "config")]
+    pub mirror: Option<String>,
+    /// Configuration of the region to use with --mirror.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Run `unreplicated` on a region file at this path on an ordinary disk (msync(2) to the
+    /// disk): the paper's S-unreplicated comparison. Reported as mode `unreplicated-disk`.
+    #[arg(long)]
+    pub disk_file: Option<PathBuf>,
+    /// Folder for the benchmark's region and mirror files (memory-backed by default).
+    #[arg(long, default_value = "/dev/shm")]
+    pub dir: PathBuf,
+    /// Print one JSON object per result instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One measured configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchResult {
+    pub mode: String,
+    pub size: u64,
+    pub threads: usize,
+    pub lanes: u16,
+    pub ops: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub ops_per_s: f64,
+    pub mb_per_s: f64,
+}
+
+/// What to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Mode(Mode),
+    TcpRtt,
+    DiskFile,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Mode(m) => m.name(),
+            Kind::TcpRtt => "tcp-rtt",
+            Kind::DiskFile => "unreplicated-disk",
+        }
+    }
+}
+
+fn parse_kinds(a: &BenchArgs) -> Result<Vec<Kind>> {
+    let mut out = Vec::new();
+    for m in &a.mode {
+        let m = m.trim();
+        out.push(match m {
+            "tcp-rtt" => Kind::TcpRtt,
+            _ => {
+                Kind::Mode(m.parse().map_err(|e: String| Error::Config(format!("--mode: {e}; or tcp-rtt")))?)
+            }
+        });
+    }
+    if a.disk_file.is_some() {
+        out.push(Kind::DiskFile);
+    }
+    Ok(out)
+}
+
+/// A small, fast, seeded generator for offsets.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
+
+/// Files and processes of one benchmark run, removed when dropped.
+struct Setup {
+    dir: Option<PathBuf>,
+    region_path: PathBuf,
+    mirror_addr: Option<String>,
+    secret: Secret,
+    limits: Limits,
+    mirror: Option<ChildNode>,
+    echo: Option<ChildNode>,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        self.mirror.take();
+        self.echo.take();
+        if let Some(d) = &self.dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+fn exe() -> Result<PathBuf> {
+    std::env::current_exe().map_err(Error::io("find the mojim executable"))
+}
+
+fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
+    let needs_mirror = kinds.iter().any(|k| matches!(k, Kind::Mode(m) if m.replicated()));
+    let needs_echo = kinds.contains(&Kind::TcpRtt);
+    let mut s = if let (Some(addr), Some(cfg)) = (&a.mirror, &a.config) {
+        let cfg = Config::load(cfg)?;
+        Setup {
+            dir: None,
+            region_path: cfg.resolve(&cfg.file.region.path),
+            mirror_addr: Some(addr.clone()),
+            secret: cfg.secret(false)?,
+            limits: cfg.limits()?,
+            mirror: None,
+            echo: None,
+        }
+    } else {
+        let dir = a.dir.join(format!("mojim-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(Error::io(format!("create {}", dir.display())))?;
+        let mut s = Setup {
+            dir: Some(dir.clone()),
+            region_path: dir.join("region.mojim"),
+            mirror_addr: None,
+            secret: Secret(b"bench".to_vec()),
+            limits: Limits::default(),
+            mirror: None,
+            echo: None,
+        };
+        let id = RegionId { uuid: random_uuid(), size: a.region_size };
+        crate::create_region(&s.region_path, id)?;
+        if needs_mirror {
+            let cfg = dir.join("mojim.toml");
+            std::fs::write(&cfg, template(&id.uuid, id.size, "bench", "127.0.0.1:0"))
+                .map_err(Error::io("write config"))?;
+            let exe = exe()?;
+            let child = ChildNode::spawn(
+                &exe,
+                &["serve", "--config", cfg.to_str().unwrap_or_default(), "--listen", "127.0.0.1:0"],
+            )?;
+            s.mirror_addr = Some(child.addr().to_string());
+            s.mirror = Some(child);
+        }
+        s
+    };
+    if needs_echo {
+        s.echo = Some(ChildNode::spawn(&exe()?, &["echo", "--listen", "127.0.0.1:0"])?);
+    }
+    Ok(s)
+}
+
+/// Runs the benchmark and prints its results.
+pub fn run(a: &BenchArgs) -> Result<()> {
+    let results = measure(a)?;
+    print(&results, a.json);
+    Ok(())
+}
+
+/// Runs the benchmark and returns its results.
+pub fn measure(a: &BenchArgs) -> Result<Vec<BenchResult>> {
+    let kinds = parse_kinds(a)?;
+    if a.threads == 0 || a.threads > 256 {
+        return Err(Error::Config(format!("--threads {} must be between 1 and 256", a.threads)));
+    }
+    if a.size == 0 || a.size.saturating_mul(a.threads as u64) > a.region_size {
+        return Err(Error::Config(format!(
+            "--size {} times --threads {} must be more than 0 and fit in --region-size {}",
+            a.size,
+            a.threads,
+            format_size(a.region_size)
+        )));
+    }
+    let s = setup(a, &kinds)?;
+    let mut out = Vec::new();
+    for k in kinds {
+        if !a.json {
+            eprintln!("bench: {} ({} B, {} threads)...", k.name(), a.size, a.threads);
+        }
+        out.push(match k {
+            Kind::TcpRtt => tcp_rtt(a, s.echo.as_ref().expect("echo started").addr())?,
+            Kind::Mode(m) => sync_points(a, &s, m, &s.region_path, k)?,
+            Kind::DiskFile => {
+                let p = a.disk_file.clone().expect("disk file given");
+                let _ = std::fs::remove_file(&p);
+                crate::create_region(&p, RegionId { uuid: random_uuid(), size: a.region_size })?;
+                let r = sync_points(a, &s, Mode::Unreplicated, &p, k);
+                let _ = std::fs::remove_file(&p);
+                r?
+            }
+        });
+    }
+    Ok(out)
+}
+
+fn lanes(a: &BenchArgs) -> u16 {
+    a.lanes.unwrap_or(a.threads.min(64) as u16).max(1)
+}
+
+/// Runs `op` on every thread until the op budget or the duration runs out.
+fn drive<S: Send>(
+    a: &BenchArgs,
+    kind: Kind,
+    states: Vec<S>,
+    op: impl Fn(&mut S, &mut XorShift) -> Result<()> + Sync,
+) -> Result<BenchResult> {
+    let per_thread = a.ops.div_ceil(a.threads as u64).max(1);
+    let deadline = a.duration.map(Duration::from_secs_f64);
+    let start_gate = std::sync::Barrier::new(a.threads);
+    let t0 = std::sync::Mutex::new(None::<Instant>);
+    let hists: Vec<Result<(Histogram<u64>, u64)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = states
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut st)| {
+                let op = &op;
+                let gate = &start_gate;
+                let t0 = &t0;
+                scope.spawn(move || -> Result<(Histogram<u64>, u64)> {
+                    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15 ^ (i as u64 + 1) * 0x1234_5678_9ABC_DEF1);
+                    for _ in 0..a.warmup {
+                        op(&mut st, &mut rng)?;
+                    }
+                    let mut h = Histogram::<u64>::new(3).expect("3 significant figures is valid");
+                    gate.wait();
+                    let start =
+                        *t0.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(Instant::now);
+                    let mut n = 0u64;
+                    loop {
+                        let t = Instant::now();
+                        op(&mut st, &mut rng)?;
+                        h.record(t.elapsed().as_nanos() as u64).ok();
+                        n += 1;
+                        match deadline {
+                            Some(d) => {
+                                if n % 64 == 0 && start.elapsed() >= d {
+                                    break;
+                                }
+                            }
+                            None => {
+                                if n >= per_thread {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    Ok((h, n))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(Error::Config("benchmark thread panicked".into()))))
+            .collect()
+    });
+    let wall = t0.lock().unwrap_or_else(|p| p.into_inner()).map(|t| t.elapsed()).unwrap_or_default();
+    let mut all = Histogram::<u64>::new(3).expect("valid");
+    let mut ops = 0;
+    for r in hists {
+        let (h, n) = r?;
+        all.add(&h).ok();
+        ops += n;
+    }
+    let secs = wall.as_secs_f64().max(1e-9);
+    Ok(BenchResult {
+        mode: kind.name().into(),
+        size: a.size,
+        threads: a.threads,
+        lanes: if matches!(kind, Kind::Mode(m) if m.replicated()) { lanes(a) } else { 0 },
+        ops,
+        mean_us: all.mean() / 1000.0,
+        p50_us: all.value_at_quantile(0.5) as f64 / 1000.0,
+        p99_us: all.value_at_quantile(0.99) as f64 / 1000.0,
+        ops_per_s: ops as f64 / secs,
+        mb_per_s: ops as f64 * a.size as f64 / secs / 1e6,
+    })
+}
+
+fn sync_points(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path, kind: Kind) -> Result<BenchResult> {
+    let opts = PrimaryOptions {
+        region_path: region.to_path_buf(),
+        mode,
+        mirror: s.mirror_addr.clone().unwrap_or_default(),
+        lanes: lanes(a),
+        secret: s.secret.clone(),
+        limits: s.limits.clone(),
+        async_window: 256,
+        connect_timeout: Duration::from_secs(5),
+    };
+    let p = Primary::open(&opts)?;
+    let part = p.size() / a.threads as u64;
+    let slots = (part / a.size).max(1);
+    let states: Vec<(u64, u64)> = (0..a.threads as u64).map(|t| (t * part, 0u64)).collect();
+    let r = drive(a, kind, states, |(base, counter), rng| {
+        let off = *base + (rng.next() % slots) * a.size;
+        *counter += 1;
+        let stamp = counter.to_le_bytes();
+        p.write(off, &stamp[..stamp.len().min(a.size as usize)])?;
+        p.msync(off, a.size)
+    })?;
+    p.close()?;
+    Ok(r)
+}
+
+fn tcp_rtt(a: &BenchArgs, addr: &str) -> Result<BenchResult> {
+    let mut states = Vec::new();
+    for _ in 0..a.threads {
+        let mut c = TcpStream::connect(addr).map_err(Error::io(format!("connect to {addr}")))?;
+        c.set_nodelay(true).map_err(Error::io("nodelay"))?;
+        c.write_all(&a.size.to_le_bytes()).map_err(Error::io("send size"))?;
+        states.push((c, vec![0x5Au8; a.size as usize], [0u8; 64]));
+    }
+    drive(a, Kind::TcpRtt, states, |(c, buf, reply), _| {
+        c.write_all(buf).map_err(Error::io("ping"))?;
+        c.read_exact(reply).map_err(Error::io("pong"))
+    })
+}
+
+/// The other end of `tcp-rtt`: per connection, reads a size, then for each message of that
+/// size answers with 64 bytes (the size of an acknowledgement).
+pub fn echo_server(listen: &str) -> Result<()> {
+    let l = TcpListener::bind(listen).map_err(Error::io(format!("listen on {listen}")))?;
+    println!("serving on {}", l.local_addr().map_err(Error::io("local address"))?);
+    let _ = std::io::stdout().flush();
+    for c in l.incoming() {
+        let Ok(mut c) = c else { continue };
+        std::thread::spawn(move || -> std::io::Result<()> {
+            c.set_nodelay(true)?;
+            let mut sz = [0u8; 8];
+            c.read_exact(&mut sz)?;
+            let size = u64::from_le_bytes(sz).min(64 << 20) as usize;
+            let mut buf = vec![0u8; size];
+            let reply = [0u8; 64];
+            loop {
+                c.read_exact(&mut buf)?;
+                c.write_all(&reply)?;
+            }
+        });
+    }
+    Ok(())
+}
+
+/// Prints results as a table with side-by-side ratios, or as JSON lines.
+pub fn print(results: &[BenchResult], json: bool) {
+    if json {
+        for r in results {
+            println!("{}", serde_json::to_string(r).unwrap_or_default());
+        }
+        return;
+    }
+    println!(
+        "{:<18} {:>7} {:>7} {:>5} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9}",
+        "mode", "size", "threads", "lanes", "ops", "mean_us", "p50_us", "p99_us", "ops/s", "MB/s"
+    );
+    for r in results {
+        println!(
+            "{:<18} {:>7} {:>7} {:>5} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>11.0} {:>9.1}",
+            r.mode, r.size, r.threads, r.lanes, r.ops, r.mean_us, r.p50_us, r.p99_us, r.ops_per_s, r.mb_per_s
+        );
+    }
+    let find = |m: &str| results.iter().find(|r| r.mode == m);
+    if let (Some(s), Some(t)) = (find("sync"), find("tcp-rtt")) {
+        println!("sync p50 / tcp-rtt p50 = {:.2}", s.p50_us / t.p50_us);
+    }
+    if let (Some(s), Some(d)) = (find("sync"), find("unreplicated-disk")) {
+        println!("sync p50 / unreplicated-disk p50 = {:.2}", s.p50_us / d.p50_us);
+    }
+}

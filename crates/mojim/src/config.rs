@@ -67,9 +67,7 @@ impl FromStr for Mode {
         Mode::ALL
             .into_iter()
             .find(|m| m.name() == s)
-            .ok_or_else(|| {
-                format!("unknown mode {s:?}; choose one of unreplicated, async, sync, sync-flush")
-            })
+            .ok_or_else(|| format!("unknown mode {s:?}; choose one of unreplicated, async, sync, sync-flush"))
     }
 }
 
@@ -158,10 +156,7 @@ pub struct LimitsSection {
 
 impl Default for LimitsSection {
     fn default() -> Self {
-        LimitsSection {
-            max_frame: "64KiB".into(),
-            max_ranges: 1024,
-        }
+        LimitsSection { max_frame: "64KiB".into(), max_ranges: 1024 }
     }
 }
 
@@ -188,10 +183,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            max_frame: 64 << 10,
-            max_ranges: 1024,
-        }
+        Limits { max_frame: 64 << 10, max_ranges: 1024 }
     }
 }
 
@@ -210,11 +202,7 @@ impl Secret {
     /// `insecure`).
     pub fn resolve(from_file: &str, insecure: bool) -> Result<Secret> {
         let env = std::env::var(SECRET_ENV).unwrap_or_default();
-        let s = if !env.is_empty() {
-            env
-        } else {
-            from_file.to_string()
-        };
+        let s = if !env.is_empty() { env } else { from_file.to_string() };
         if s.is_empty() && !insecure {
             return Err(Error::Config(format!(
                 "no cluster secret: set `secret` in [security], or the {SECRET_ENV} environment variable, \
@@ -241,14 +229,7 @@ pub fn parse_uuid(s: &str) -> Result<[u8; 16]> {
 
 pub fn format_uuid(u: &[u8; 16]) -> String {
     let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
 }
 
 /// A fresh random UUID (version 4).
@@ -297,14 +278,9 @@ impl Config {
     pub fn region_id(&self) -> Result<RegionId> {
         let size = size_field("region", "size", &self.file.region.size)?;
         if size == 0 {
-            return Err(Error::Config(
-                "[region] size must be more than 0 bytes".into(),
-            ));
+            return Err(Error::Config("[region] size must be more than 0 bytes".into()));
         }
-        Ok(RegionId {
-            uuid: parse_uuid(&self.file.region.uuid)?,
-            size,
-        })
+        Ok(RegionId { uuid: parse_uuid(&self.file.region.uuid)?, size })
     }
 
     pub fn limits(&self) -> Result<Limits> {
@@ -316,29 +292,17 @@ impl Config {
             )));
         }
         if self.file.limits.max_ranges == 0 {
-            return Err(Error::Config(
-                "[limits] max_ranges must be at least 1".into(),
-            ));
+            return Err(Error::Config("[limits] max_ranges must be at least 1".into()));
         }
-        Ok(Limits {
-            max_frame: max_frame as u32,
-            max_ranges: self.file.limits.max_ranges as usize,
-        })
+        Ok(Limits { max_frame: max_frame as u32, max_ranges: self.file.limits.max_ranges as usize })
     }
 
     pub fn secret(&self, insecure_flag: bool) -> Result<Secret> {
-        Secret::resolve(
-            &self.file.security.secret,
-            insecure_flag || self.file.security.insecure,
-        )
+        Secret::resolve(&self.file.security.secret, insecure_flag || self.file.security.insecure)
     }
 
     pub fn mode(&self) -> Result<Mode> {
-        self.file
-            .primary
-            .mode
-            .parse()
-            .map_err(|e| Error::Config(format!("[primary] mode: {e}")))
+        self.file.primary.mode.parse().map_err(|e| Error::Config(format!("[primary] mode: {e}")))
     }
 
     pub fn log_capacity(&self) -> Result<u64> {
@@ -420,17 +384,8 @@ mod tests {
         let u = random_uuid();
         let text = template(&u, 1 << 30, "s", "127.0.0.1:7420");
         let file: ConfigFile = toml::from_str(&text).unwrap();
-        let c = Config {
-            file,
-            base: PathBuf::from("/x"),
-        };
-        assert_eq!(
-            c.region_id().unwrap(),
-            RegionId {
-                uuid: u,
-                size: 1 << 30
-            }
-        );
+        let c = Config { file, base: PathBuf::from("/x") };
+        assert_eq!(c.region_id().unwrap(), RegionId { uuid: u, size: 1 << 30 });
         assert_eq!(c.mode().unwrap(), Mode::Sync);
         assert_eq!(c.limits().unwrap().max_frame, 65536);
         assert_eq!(c.resolve("region.mojim"), PathBuf::from("/x/region.mojim"));
@@ -442,16 +397,9 @@ mod tests {
         let mut file: ConfigFile = toml::from_str(&template(&[0; 16], 4096, "", "a:1")).unwrap();
         file.primary.mode = "fast".into();
         file.limits.max_frame = "1GiB".into();
-        let c = Config {
-            file,
-            base: PathBuf::new(),
-        };
+        let c = Config { file, base: PathBuf::new() };
         assert!(c.mode().unwrap_err().to_string().contains("\"fast\""));
-        assert!(c
-            .limits()
-            .unwrap_err()
-            .to_string()
-            .contains("max_frame 1GiB"));
+        assert!(c.limits().unwrap_err().to_string().contains("max_frame 1GiB"));
         assert!(parse_uuid("xyz").unwrap_err().to_string().contains("xyz"));
     }
 }

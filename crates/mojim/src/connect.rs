@@ -28,11 +28,8 @@ pub fn connect<T: Transport>(
     secret: &Secret,
     intro: &Intro,
 ) -> Result<(T::Conn, Welcome)> {
-    let mut conn = transport
-        .connect(addr, timeout)
-        .map_err(Error::io(format!("connect to {addr}")))?;
-    conn.set_recv_timeout(Some(timeout))
-        .map_err(Error::io("set timeout"))?;
+    let mut conn = transport.connect(addr, timeout).map_err(Error::io(format!("connect to {addr}")))?;
+    conn.set_recv_timeout(Some(timeout)).map_err(Error::io("set timeout"))?;
     let mut nonce = [0u8; NONCE_SIZE];
     crate::random::fill(&mut nonce);
     let hello = Hello {
@@ -49,33 +46,23 @@ pub fn connect<T: Transport>(
     let hs = ClientHandshake::new(&hello, &secret.0);
     let peer = addr.to_string();
     let fail = |source: HandshakeError| match source {
-        HandshakeError::Refused { code, message } => Error::Refused {
-            peer: peer.clone(),
-            code,
-            message,
-        },
-        source => Error::Handshake {
-            peer: peer.clone(),
-            source,
-        },
+        HandshakeError::Refused { code, message } => Error::Refused { peer: peer.clone(), code, message },
+        source => Error::Handshake { peer: peer.clone(), source },
     };
     let out = hs.hello();
-    write_frame(&mut conn, &out.header, &out.body)
-        .map_err(Error::io(format!("send Hello to {addr}")))?;
+    write_frame(&mut conn, &out.header, &out.body).map_err(Error::io(format!("send Hello to {addr}")))?;
     let mut body = Vec::with_capacity(REFUSE_MAX);
     let h = read_frame(&mut conn, REFUSE_MAX, &mut body).map_err(|e| Error::Io {
         op: format!("handshake with {addr}"),
         source: std::io::Error::other(e.to_string()),
     })?;
     let proof = hs.on_challenge(&h, &body).map_err(fail)?;
-    write_frame(&mut conn, &proof.header, &proof.body)
-        .map_err(Error::io(format!("send Proof to {addr}")))?;
+    write_frame(&mut conn, &proof.header, &proof.body).map_err(Error::io(format!("send Proof to {addr}")))?;
     let h = read_frame(&mut conn, REFUSE_MAX, &mut body).map_err(|e| Error::Io {
         op: format!("handshake with {addr}"),
         source: std::io::Error::other(e.to_string()),
     })?;
     let welcome = hs.on_verdict(&h, &body).map_err(fail)?;
-    conn.set_recv_timeout(None)
-        .map_err(Error::io("clear timeout"))?;
+    conn.set_recv_timeout(None).map_err(Error::io("clear timeout"))?;
     Ok((conn, welcome))
 }

@@ -17,16 +17,9 @@ pub enum Error {
     /// The configuration is wrong; the message names the setting and the fix.
     Config(String),
     /// The peer refused us and said why.
-    Refused {
-        peer: String,
-        code: RefuseCode,
-        message: String,
-    },
+    Refused { peer: String, code: RefuseCode, message: String },
     /// The handshake with the peer failed.
-    Handshake {
-        peer: String,
-        source: HandshakeError,
-    },
+    Handshake { peer: String, source: HandshakeError },
     /// The peer broke the protocol.
     PeerMisbehaved { peer: String, violation: Violation },
     /// The replication session is gone; groups not acknowledged before this are not durable on

@@ -17,6 +17,7 @@
 
 pub mod admin;
 pub mod bench;
+pub mod child;
 pub mod config;
 mod connect;
 pub mod demo;

@@ -1,1 +1,266 @@
-fn main() {}
+//! The `mojim` command: initialise a region, run a mirror, inspect it, demo and benchmark.
+
+use clap::{Args, Parser, Subcommand};
+use mojim::admin::AdminClient;
+use mojim::config::{random_uuid, template, Config, DEFAULT_PORT};
+use mojim::size::parse_size;
+use mojim::{Error, Mirror, MirrorOptions};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Replicated persistent memory: map a region, sync ranges to a mirror at memory speed.
+#[derive(Parser)]
+#[command(name = "mojim", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a region file and a commented configuration file beside it.
+    Init(InitArgs),
+    /// Run a node in the mirror role (the daemon).
+    Serve(ServeArgs),
+    /// Show a node's role, epoch, lanes, log fill, sequence numbers and lag.
+    Status(StatusArgs),
+    /// Print bytes of a node's data area, never a partly applied group.
+    Cat(CatArgs),
+    /// Start a mirror on loopback, run the paper's Fig. 1 workload, verify, and clean up.
+    Demo(mojim::demo::DemoArgs),
+    /// The paper's microbenchmark: persist random ranges and report latency and throughput.
+    Bench(mojim::bench::BenchArgs),
+    /// Raw TCP echo server used by `bench --mode tcp-rtt` (prints `serving on ADDR`).
+    #[command(hide = true)]
+    Echo {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+    },
+}
+
+#[derive(Args)]
+struct InitArgs {
+    /// Folder for mojim.toml and region.mojim (created if missing).
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+    /// Bytes in the region's data area (B, KiB, MiB, GiB).
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
+    size: u64,
+    /// Address the mirror listens on, written as both [mirror] listen and [primary] mirror.
+    #[arg(long, default_value_t = format!("127.0.0.1:{DEFAULT_PORT}"))]
+    listen: String,
+    /// Cluster secret to write into the file (default: 32 random hex digits).
+    #[arg(long)]
+    secret: Option<String>,
+    /// Overwrite an existing mojim.toml (never an existing region file).
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Args)]
+struct ConfigArgs {
+    /// Configuration file.
+    #[arg(long, short, default_value = "mojim.toml")]
+    config: PathBuf,
+    /// Run without a cluster secret (no authentication). Never on a shared network.
+    #[arg(long)]
+    insecure: bool,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Listen address, instead of [mirror] listen (use port 0 for any free port).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Data folder, instead of [mirror] dir.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Log folder, instead of [mirror] log_dir.
+    #[arg(long)]
+    log_dir: Option<PathBuf>,
+    /// Checkpoint after this many complete groups, instead of [mirror] checkpoint_thresh.
+    #[arg(long)]
+    checkpoint_thresh: Option<usize>,
+}
+
+#[derive(Args)]
+struct AddrArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Node to ask, instead of [mirror] listen.
+    #[arg(long)]
+    addr: Option<String>,
+}
+
+#[derive(Args)]
+struct StatusArgs {
+    #[command(flatten)]
+    target: AddrArgs,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct CatArgs {
+    #[command(flatten)]
+    target: AddrArgs,
+    /// First byte to print.
+    #[arg(long, value_parser = parse_size)]
+    offset: u64,
+    /// Bytes to print.
+    #[arg(long, value_parser = parse_size)]
+    len: u64,
+    /// Print a hex dump instead of raw bytes.
+    #[arg(long)]
+    hex: bool,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MOJIM_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Init(a) => init(a),
+        Command::Serve(a) => serve(a),
+        Command::Status(a) => status(a),
+        Command::Cat(a) => cat(a),
+        Command::Demo(a) => mojim::demo::run(&a),
+        Command::Bench(a) => mojim::bench::run(&a),
+        Command::Echo { listen } => mojim::bench::echo_server(&listen),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mojim: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init(a: InitArgs) -> mojim::Result<()> {
+    std::fs::create_dir_all(&a.dir)
+        .map_err(|e| Error::Io { op: format!("create {}", a.dir.display()), source: e })?;
+    let cfg_path = a.dir.join("mojim.toml");
+    if cfg_path.exists() && !a.force {
+        return Err(Error::Config(format!("{} exists; pass --force to overwrite it", cfg_path.display())));
+    }
+    let region_path = a.dir.join("region.mojim");
+    if region_path.exists() {
+        return Err(Error::Config(format!(
+            "{} exists; a region file is never overwritten: remove it or choose another --dir",
+            region_path.display()
+        )));
+    }
+    let secret = a.secret.unwrap_or_else(|| {
+        let u = random_uuid();
+        u.iter().map(|b| format!("{b:02x}")).collect()
+    });
+    let uuid = random_uuid();
+    mojim::create_region(&region_path, mojim::RegionId { uuid, size: a.size })?;
+    std::fs::write(&cfg_path, template(&uuid, a.size, &secret, &a.listen))
+        .map_err(|e| Error::Io { op: format!("write {}", cfg_path.display()), source: e })?;
+    println!("created {} and {}", region_path.display(), cfg_path.display());
+    println!("copy {} to the mirror and run: mojim serve --config mojim.toml", cfg_path.display());
+    Ok(())
+}
+
+fn serve(a: ServeArgs) -> mojim::Result<()> {
+    // A panic means a broken invariant: stop the whole daemon; the logs make restart safe.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        std::process::abort();
+    }));
+    let cfg = Config::load(&a.config.config)?;
+    let mut opts = MirrorOptions::from_config(&cfg, a.config.insecure)?;
+    if opts.secret.0.is_empty() {
+        tracing::warn!("running without a cluster secret (--insecure): any peer may connect");
+    }
+    if let Some(l) = a.listen {
+        opts.listen = l;
+    }
+    if let Some(d) = a.dir {
+        if a.log_dir.is_none() && opts.log_dir == opts.dir {
+            opts.log_dir = d.clone();
+        }
+        opts.dir = d;
+    }
+    if let Some(d) = a.log_dir {
+        opts.log_dir = d;
+    }
+    if let Some(t) = a.checkpoint_thresh {
+        opts.checkpoint_thresh = t.max(1);
+    }
+    let mirror = Mirror::open(opts)?;
+    let handle = mirror.serve()?;
+    println!("serving on {}", handle.addr());
+    let _ = std::io::stdout().flush();
+    handle.wait();
+    Ok(())
+}
+
+fn admin(t: &AddrArgs) -> mojim::Result<AdminClient> {
+    let cfg = Config::load(&t.config.config)?;
+    let secret = cfg.secret(t.config.insecure)?;
+    let addr = t.addr.clone().unwrap_or_else(|| cfg.file.mirror.listen.clone());
+    AdminClient::connect(&addr, &secret, Duration::from_secs(5))
+}
+
+fn status(a: StatusArgs) -> mojim::Result<()> {
+    let st = admin(&a.target)?.status()?;
+    if a.json {
+        println!("{}", serde_json::to_string(&st).unwrap_or_default());
+        return Ok(());
+    }
+    println!("role            {}", st.role);
+    println!("listen          {}", st.listen);
+    println!(
+        "region          {} ({} bytes, data area on {})",
+        st.region_uuid, st.region_size, st.data_persistence
+    );
+    println!("epoch           {}", st.epoch);
+    match (&st.session, &st.primary) {
+        (Some(s), Some(p)) => println!("session         {s} from {p}, {} lanes", st.session_lanes),
+        _ => println!("session         none"),
+    }
+    println!("last received   {}", st.last_received_seq);
+    println!("last applied    {}", st.applied_seq);
+    println!("lag             {} groups, {} bytes", st.lag_groups, st.lag_bytes);
+    println!("received        {} groups, {} bytes", st.groups_received, st.bytes_received);
+    println!("violations      {}", st.violations);
+    for l in &st.lanes {
+        let pct = if l.log_capacity > 0 { 100.0 * l.log_used as f64 / l.log_capacity as f64 } else { 0.0 };
+        println!(
+            "lane {:<3}        log {:>12} / {:>12} bytes ({pct:.1}%)",
+            l.lane, l.log_used, l.log_capacity
+        );
+    }
+    println!(
+        "recovery        {} groups applied, {} discarded, {} µs",
+        st.recovery.groups_applied, st.recovery.groups_discarded, st.recovery.micros
+    );
+    Ok(())
+}
+
+fn cat(a: CatArgs) -> mojim::Result<()> {
+    let bytes = admin(&a.target)?.read(a.offset, a.len)?;
+    let mut out = std::io::stdout().lock();
+    let w = if a.hex {
+        bytes.chunks(16).enumerate().try_for_each(|(i, c)| {
+            let hex: Vec<String> = c.iter().map(|b| format!("{b:02x}")).collect();
+            writeln!(out, "{:012x}  {}", a.offset + 16 * i as u64, hex.join(" "))
+        })
+    } else {
+        out.write_all(&bytes)
+    };
+    w.map_err(|e| Error::Io { op: "write to stdout".into(), source: e })
+}

@@ -33,19 +33,12 @@ impl fmt::Display for ReadError {
 impl std::error::Error for ReadError {}
 
 /// Reads one frame, its body into `body` (at most `max_body` bytes), both checked.
-pub fn read_frame(
-    c: &mut impl Read,
-    max_body: usize,
-    body: &mut Vec<u8>,
-) -> Result<FrameHeader, ReadError> {
+pub fn read_frame(c: &mut impl Read, max_body: usize, body: &mut Vec<u8>) -> Result<FrameHeader, ReadError> {
     let mut hb = [0u8; FRAME_HEADER_SIZE];
     c.read_exact(&mut hb).map_err(ReadError::Io)?;
     let h = FrameHeader::decode(&hb).map_err(ReadError::Frame)?;
     if h.body_len as usize > max_body {
-        return Err(ReadError::TooLarge {
-            len: h.body_len,
-            max: max_body,
-        });
+        return Err(ReadError::TooLarge { len: h.body_len, max: max_body });
     }
     body.clear();
     body.resize(h.body_len as usize, 0);
@@ -55,11 +48,7 @@ pub fn read_frame(
 }
 
 /// Sends a header and body as one frame.
-pub fn write_frame(
-    c: &mut impl Conn,
-    header: &[u8; FRAME_HEADER_SIZE],
-    body: &[u8],
-) -> io::Result<()> {
+pub fn write_frame(c: &mut impl Conn, header: &[u8; FRAME_HEADER_SIZE], body: &[u8]) -> io::Result<()> {
     c.send_all_vectored(&mut [IoSlice::new(header), IoSlice::new(body)])
 }
 

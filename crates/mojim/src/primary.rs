@@ -9,9 +9,7 @@
 use crate::config::{Config, Limits, Mode, RegionId, Secret};
 use crate::connect::{connect, Intro};
 use crate::error::{Error, Result};
-use mojim_core::encode::{
-    self, check_group, data_header, GroupLimits, GroupShape, RangeError, SessionTag,
-};
+use mojim_core::encode::{self, check_group, data_header, GroupLimits, GroupShape, RangeError, SessionTag};
 use mojim_core::Range;
 use mojim_format::handshake::{decode_refuse, PeerRole, REFUSE_MAX};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
@@ -46,10 +44,7 @@ impl PrimaryOptions {
         let p = &cfg.file.primary;
         let mode = cfg.mode()?;
         if mode.replicated() && !(1..=256).contains(&p.lanes) {
-            return Err(Error::Config(format!(
-                "[primary] lanes = {} must be between 1 and 256",
-                p.lanes
-            )));
+            return Err(Error::Config(format!("[primary] lanes = {} must be between 1 and 256", p.lanes)));
         }
         if p.async_window == 0 || p.async_window > 65536 {
             return Err(Error::Config(format!(
@@ -62,11 +57,7 @@ impl PrimaryOptions {
             mode,
             mirror: p.mirror.clone(),
             lanes: p.lanes,
-            secret: if mode.replicated() {
-                cfg.secret(insecure)?
-            } else {
-                Secret(Vec::new())
-            },
+            secret: if mode.replicated() { cfg.secret(insecure)? } else { Secret(Vec::new()) },
             limits: cfg.limits()?,
             async_window: p.async_window,
             connect_timeout: Duration::from_millis(p.connect_timeout_ms),
@@ -169,10 +160,7 @@ impl<T: Transport> Primary<T> {
     /// As [`Primary::open`], over any transport.
     pub fn open_with(transport: T, opts: &PrimaryOptions) -> Result<Primary<T>> {
         let region = RegionFile::open(&opts.region_path)?;
-        let id = RegionId {
-            uuid: region.uuid(),
-            size: region.size(),
-        };
+        let id = RegionId { uuid: region.uuid(), size: region.size() };
         let epoch = region.epoch().max(1);
         let session = crate::random::u64() | 1;
         let mut max_frame = opts.limits.max_frame;
@@ -190,13 +178,8 @@ impl<T: Transport> Primary<T> {
                     lanes: opts.lanes,
                     max_frame: opts.limits.max_frame,
                 };
-                let (conn, welcome) = connect(
-                    &transport,
-                    &opts.mirror,
-                    opts.connect_timeout,
-                    &opts.secret,
-                    &intro,
-                )?;
+                let (conn, welcome) =
+                    connect(&transport, &opts.mirror, opts.connect_timeout, &opts.secret, &intro)?;
                 if lane == 0 {
                     next_seq = welcome.next_seq;
                 } else if welcome.next_seq != next_seq {
@@ -282,11 +265,7 @@ impl<T: Transport> Primary<T> {
     fn check(&self, offset: u64, len: u64) -> Result<()> {
         let size = self.region.size();
         if offset.checked_add(len).is_none_or(|e| e > size) {
-            return Err(Error::Range(RangeError::OutOfBounds {
-                offset,
-                len,
-                region_size: size,
-            }));
+            return Err(Error::Range(RangeError::OutOfBounds { offset, len, region_size: size }));
         }
         Ok(())
     }
@@ -318,19 +297,10 @@ impl<T: Transport> Primary<T> {
         let addr = ptr as usize;
         let size = self.region.size();
         match addr.checked_sub(base) {
-            Some(off)
-                if (off as u64)
-                    .checked_add(len as u64)
-                    .is_some_and(|e| e <= size) =>
-            {
+            Some(off) if (off as u64).checked_add(len as u64).is_some_and(|e| e <= size) => {
                 Ok(Range::new(off as u64, len as u64))
             }
-            _ => Err(Error::Range(RangeError::Pointer {
-                addr,
-                len,
-                base,
-                size,
-            })),
+            _ => Err(Error::Range(RangeError::Pointer { addr, len, base, size })),
         }
     }
 
@@ -344,9 +314,7 @@ impl<T: Transport> Primary<T> {
             return Ok(Ticket { lane: 0, seq: 0 });
         }
         if let Some(reason) = self.failed.get() {
-            return Err(Error::MirrorLost {
-                reason: reason.clone(),
-            });
+            return Err(Error::MirrorLost { reason: reason.clone() });
         }
         if shape.frames == 0 {
             return Ok(Ticket { lane: 0, seq: 0 });
@@ -358,10 +326,7 @@ impl<T: Transport> Primary<T> {
             self.flush_local(ranges)?;
         }
         if self.mode == Mode::Async && behind != 0 {
-            self.wait(Ticket {
-                lane: lane.index,
-                seq: behind,
-            })?;
+            self.wait(Ticket { lane: lane.index, seq: behind })?;
         }
         Ok(ticket)
     }
@@ -377,28 +342,17 @@ impl<T: Transport> Primary<T> {
 
     fn flush_local(&self, ranges: &[Range]) -> Result<()> {
         for r in ranges.iter().filter(|r| r.len > 0) {
-            self.region
-                .persist(r.offset, r.len as usize)
-                .map_err(Error::io("persist region range"))?;
+            self.region.persist(r.offset, r.len as usize).map_err(Error::io("persist region range"))?;
         }
         Ok(())
     }
 
-    fn send_group(
-        &self,
-        lane: &Lane<T::Conn>,
-        ranges: &[Range],
-        shape: GroupShape,
-    ) -> Result<(Ticket, u64)> {
+    fn send_group(&self, lane: &Lane<T::Conn>, ranges: &[Range], shape: GroupShape) -> Result<(Ticket, u64)> {
         let mut tx = lock(&lane.tx);
         let tx = &mut *tx;
         // Assigned under the lane's lock: a lane's groups go out in sequence order.
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        let tag = SessionTag {
-            session: self.session,
-            epoch: self.epoch,
-            lane: lane.index,
-        };
+        let tag = SessionTag { session: self.session, epoch: self.epoch, lane: lane.index };
         let mut plans = encode::frames(ranges, self.limits.max_frame, shape);
         let mut bodies: [&[u8]; BATCH] = [&[]; BATCH];
         loop {
@@ -425,13 +379,7 @@ impl<T: Transport> Primary<T> {
         tx.last_sent = seq;
         let behind = std::mem::replace(&mut tx.window[tx.window_at], seq);
         tx.window_at = (tx.window_at + 1) % tx.window.len();
-        Ok((
-            Ticket {
-                lane: lane.index,
-                seq,
-            },
-            behind,
-        ))
+        Ok((Ticket { lane: lane.index, seq }, behind))
     }
 
     fn wait_acked(&self, lane: &Lane<T::Conn>, seq: u64) -> Result<()> {
@@ -441,9 +389,7 @@ impl<T: Transport> Primary<T> {
                 return Ok(());
             }
             if let Some(reason) = self.failed.get() {
-                return Err(Error::MirrorLost {
-                    reason: reason.clone(),
-                });
+                return Err(Error::MirrorLost { reason: reason.clone() });
             }
             if !w.reader_busy {
                 break;
@@ -463,9 +409,7 @@ impl<T: Transport> Primary<T> {
         let mut rx = lock(&lane.rx);
         while lane.acked.load(Ordering::Acquire) < seq {
             if let Some(reason) = self.failed.get() {
-                return Err(Error::MirrorLost {
-                    reason: reason.clone(),
-                });
+                return Err(Error::MirrorLost { reason: reason.clone() });
             }
             let mut hb = [0u8; FRAME_HEADER_SIZE];
             if let Err(e) = rx.read_exact(&mut hb) {
@@ -474,21 +418,16 @@ impl<T: Transport> Primary<T> {
             let h = match FrameHeader::decode(&hb) {
                 Ok(h) => h,
                 Err(e) => {
-                    return Err(self.fail(format!(
-                        "bad frame from {} on lane {}: {e}",
-                        self.mirror, lane.index
-                    )))
+                    return Err(
+                        self.fail(format!("bad frame from {} on lane {}: {e}", self.mirror, lane.index))
+                    )
                 }
             };
             match h.kind {
                 FrameKind::Ack => {
                     let prev = lane.acked.load(Ordering::Acquire);
                     let next = self.next_seq.load(Ordering::Relaxed);
-                    if h.session != self.session
-                        || h.lane != lane.index
-                        || h.seq <= prev
-                        || h.seq >= next
-                    {
+                    if h.session != self.session || h.lane != lane.index || h.seq <= prev || h.seq >= next {
                         return Err(self.fail(format!(
                             "mirror {} acknowledged group {} on lane {} (session {:#x}), expected a group in {}..{} of session {:#x}",
                             self.mirror, h.seq, h.lane, h.session, prev + 1, next, self.session
@@ -501,21 +440,15 @@ impl<T: Transport> Primary<T> {
                 }
                 FrameKind::Refuse if (h.body_len as usize) <= REFUSE_MAX => {
                     let mut body = vec![0u8; h.body_len as usize];
-                    let msg = match rx
-                        .read_exact(&mut body)
-                        .ok()
-                        .and_then(|_| decode_refuse(&body).ok())
-                    {
+                    let msg = match rx.read_exact(&mut body).ok().and_then(|_| decode_refuse(&body).ok()) {
                         Some((code, m)) => format!("mirror refused the session ({code:?}): {m}"),
                         None => "mirror refused the session".to_string(),
                     };
                     return Err(self.fail(msg));
                 }
                 k => {
-                    return Err(self.fail(format!(
-                        "unexpected {k:?} frame from {} on lane {}",
-                        self.mirror, lane.index
-                    )))
+                    return Err(self
+                        .fail(format!("unexpected {k:?} frame from {} on lane {}", self.mirror, lane.index)))
                 }
             }
         }
@@ -530,9 +463,7 @@ impl<T: Transport> Primary<T> {
             let _w = lock(&lane.waiters);
             lane.cv.notify_all();
         }
-        Error::MirrorLost {
-            reason: self.failed.get().cloned().unwrap_or_default(),
-        }
+        Error::MirrorLost { reason: self.failed.get().cloned().unwrap_or_default() }
     }
 
     /// Waits until every group sent so far is acknowledged (in `async` mode, the mirror has
@@ -563,11 +494,7 @@ impl<T: Transport> Primary<T> {
             session: self.session,
             epoch: self.epoch,
             next_seq: self.next_seq.load(Ordering::Relaxed),
-            acked_seq: self
-                .lanes
-                .iter()
-                .map(|l| l.acked.load(Ordering::Relaxed))
-                .collect(),
+            acked_seq: self.lanes.iter().map(|l| l.acked.load(Ordering::Relaxed)).collect(),
             failed: self.failed.get().cloned(),
         }
     }

@@ -2,8 +2,7 @@
 
 use mojim::config::random_uuid;
 use mojim::{
-    create_region, Limits, Mirror, MirrorOptions, Mode, Primary, PrimaryOptions, Range, RegionId,
-    Secret,
+    create_region, Limits, Mirror, MirrorOptions, Mode, Primary, PrimaryOptions, Range, RegionId, Secret,
 };
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,10 +21,7 @@ fn mirror_opts(dir: &Path, id: RegionId) -> MirrorOptions {
         listen: "127.0.0.1:0".into(),
         region: id,
         secret: Secret(b"test-secret".to_vec()),
-        limits: Limits {
-            max_frame: 4096,
-            max_ranges: 64,
-        },
+        limits: Limits { max_frame: 4096, max_ranges: 64 },
         log_capacity: 1 << 20,
         checkpoint_thresh: 1,
         checkpoint_idle: Duration::from_millis(1),
@@ -40,10 +36,7 @@ fn primary_opts(dir: &Path, addr: &str, mode: Mode, lanes: u16) -> PrimaryOption
         mirror: addr.into(),
         lanes,
         secret: Secret(b"test-secret".to_vec()),
-        limits: Limits {
-            max_frame: 4096,
-            max_ranges: 64,
-        },
+        limits: Limits { max_frame: 4096, max_ranges: 64 },
         async_window: 16,
         connect_timeout: Duration::from_secs(5),
     }
@@ -52,30 +45,20 @@ fn primary_opts(dir: &Path, addr: &str, mode: Mode, lanes: u16) -> PrimaryOption
 #[test]
 fn msync_reaches_the_mirror_in_every_mode() {
     let dir = tmpdir("modes");
-    let id = RegionId {
-        uuid: random_uuid(),
-        size: 1 << 20,
-    };
+    let id = RegionId { uuid: random_uuid(), size: 1 << 20 };
     create_region(&dir.join("region.mojim"), id).unwrap();
-    let m = Mirror::open(mirror_opts(&dir, id))
-        .unwrap()
-        .serve()
-        .unwrap();
-    for (i, mode) in [Mode::Sync, Mode::SyncFlush, Mode::Async]
-        .into_iter()
-        .enumerate()
-    {
+    let m = Mirror::open(mirror_opts(&dir, id)).unwrap().serve().unwrap();
+    for (i, mode) in [Mode::Sync, Mode::SyncFlush, Mode::Async].into_iter().enumerate() {
         let p = Primary::open(&primary_opts(&dir, m.addr(), mode, 2)).unwrap();
         let off = i as u64 * 10_000;
         let data: Vec<u8> = (0..9000u32).map(|x| (x % 251) as u8 ^ i as u8).collect();
         p.write(off, &data).unwrap();
-        p.gmsync(&[Range::new(off, 5000), Range::new(off + 5000, 4000)])
-            .unwrap();
+        p.gmsync(&[Range::new(off, 5000), Range::new(off + 5000, 4000)]).unwrap();
         p.close().unwrap();
         m.checkpoint();
         let mut got = vec![0u8; data.len()];
         m.read(off, &mut got).unwrap();
-        assert_eq!(got, data, "mode {mode}");
+        assert!(got == data, "mode {mode}: mirror differs from primary; status {:?}", m.status());
     }
     let st = m.status();
     assert_eq!(st.sessions, 3);
@@ -86,24 +69,14 @@ fn msync_reaches_the_mirror_in_every_mode() {
 #[test]
 fn out_of_range_msync_is_refused_and_changes_nothing() {
     let dir = tmpdir("range");
-    let id = RegionId {
-        uuid: random_uuid(),
-        size: 1 << 16,
-    };
+    let id = RegionId { uuid: random_uuid(), size: 1 << 16 };
     create_region(&dir.join("region.mojim"), id).unwrap();
-    let m = Mirror::open(mirror_opts(&dir, id))
-        .unwrap()
-        .serve()
-        .unwrap();
+    let m = Mirror::open(mirror_opts(&dir, id)).unwrap().serve().unwrap();
     let p = Primary::open(&primary_opts(&dir, m.addr(), Mode::Sync, 1)).unwrap();
     let e = p.msync(1 << 16, 1).unwrap_err().to_string();
     assert!(e.contains("outside the region"), "{e}");
     assert!(p.msync(u64::MAX, 2).is_err());
-    assert!(p
-        .msync_ptr(std::ptr::null(), 1)
-        .unwrap_err()
-        .to_string()
-        .contains("not inside the region"));
+    assert!(p.msync_ptr(std::ptr::null(), 1).unwrap_err().to_string().contains("not inside the region"));
     // The session still works.
     p.write(0, b"ok").unwrap();
     p.msync(0, 2).unwrap();

@@ -25,11 +25,7 @@ impl RegionFile {
     /// Creates a zeroed region of `size` data bytes.
     pub fn create(path: &Path, region_uuid: [u8; 16], size: u64) -> Result<RegionFile, MapError> {
         let map = MappedFile::create(path, REGION_HEADER_SIZE as u64 + size)?;
-        let header = RegionHeader {
-            region_uuid,
-            size,
-            map_addr: 0,
-        };
+        let header = RegionHeader { region_uuid, size, map_addr: 0 };
         let mut page = [0u8; 128];
         header.encode(&mut page);
         map.write(0, &page);
@@ -47,10 +43,7 @@ impl RegionFile {
         if map.len() < REGION_HEADER_SIZE {
             return Err(corrupt(
                 path,
-                format!(
-                    "file is {} bytes, shorter than the region header",
-                    map.len()
-                ),
+                format!("file is {} bytes, shorter than the region header", map.len()),
             ));
         }
         let header = RegionHeader::decode(map.bytes(0, 128)).map_err(|e| corrupt(path, e))?;
@@ -106,9 +99,7 @@ impl RegionFile {
 
     fn at(&self, offset: u64, len: usize) -> usize {
         assert!(
-            offset
-                .checked_add(len as u64)
-                .is_some_and(|e| e <= self.header.size),
+            offset.checked_add(len as u64).is_some_and(|e| e <= self.header.size),
             "data access at {offset} len {len} outside region of {} bytes",
             self.header.size
         );
@@ -149,18 +140,9 @@ pub struct LogFile {
 }
 
 impl LogFile {
-    pub fn create(
-        path: &Path,
-        region_uuid: [u8; 16],
-        lane: u16,
-        capacity: u64,
-    ) -> Result<LogFile, MapError> {
+    pub fn create(path: &Path, region_uuid: [u8; 16], lane: u16, capacity: u64) -> Result<LogFile, MapError> {
         let map = MappedFile::create(path, LOG_HEADER_SIZE as u64 + capacity)?;
-        let header = LogHeader {
-            region_uuid,
-            lane,
-            capacity,
-        };
+        let header = LogHeader { region_uuid, lane, capacity };
         let mut page = [0u8; 128];
         header.encode(&mut page);
         map.write(0, &page);
@@ -175,20 +157,13 @@ impl LogFile {
     pub fn open(path: &Path) -> Result<LogFile, MapError> {
         let map = MappedFile::open(path)?;
         if map.len() < LOG_HEADER_SIZE {
-            return Err(corrupt(
-                path,
-                format!("file is {} bytes, shorter than the log header", map.len()),
-            ));
+            return Err(corrupt(path, format!("file is {} bytes, shorter than the log header", map.len())));
         }
         let header = LogHeader::decode(map.bytes(0, 128)).map_err(|e| corrupt(path, e))?;
         if map.len() as u64 != LOG_HEADER_SIZE as u64 + header.capacity {
             return Err(corrupt(
                 path,
-                format!(
-                    "file is {} bytes but its header says capacity {}",
-                    map.len(),
-                    header.capacity
-                ),
+                format!("file is {} bytes but its header says capacity {}", map.len(), header.capacity),
             ));
         }
         Ok(LogFile { map, header })
@@ -223,17 +198,13 @@ impl LogFile {
 
     /// The whole record area, for scanning and applying records that no lane is writing.
     pub fn area(&self) -> &[u8] {
-        self.map
-            .bytes(LOG_HEADER_SIZE, self.header.capacity as usize)
+        self.map.bytes(LOG_HEADER_SIZE, self.header.capacity as usize)
     }
 
     fn at(&self, pos: u64, len: usize) -> usize {
         let cap = self.header.capacity;
         let off = pos % cap;
-        assert!(
-            off + len as u64 <= cap,
-            "record at {pos} len {len} crosses the end of the log"
-        );
+        assert!(off + len as u64 <= cap, "record at {pos} len {len} crosses the end of the log");
         LOG_HEADER_SIZE + off as usize
     }
 
@@ -294,11 +265,7 @@ mod tests {
         l.write_pad(960);
         let pad = mojim_format::log::record_at(l.area(), 960, 1 << 20).unwrap();
         assert_eq!(pad.header.kind, mojim_format::FrameKind::Pad);
-        assert_eq!(
-            mojim_format::log::scan(l.area(), 960, 1 << 20).count(),
-            0,
-            "pads are skipped"
-        );
+        assert_eq!(mojim_format::log::scan(l.area(), 960, 1 << 20).count(), 0, "pads are skipped");
         l.set_tail(64).unwrap();
         drop(l);
         let l = LogFile::open(&dir.join("l")).unwrap();

@@ -55,11 +55,7 @@ unsafe impl Send for MappedFile {}
 unsafe impl Sync for MappedFile {}
 
 fn err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> MapError + 'a {
-    move |source| MapError {
-        path: path.to_path_buf(),
-        op,
-        source,
-    }
+    move |source| MapError { path: path.to_path_buf(), op, source }
 }
 
 impl MappedFile {
@@ -83,18 +79,14 @@ impl MappedFile {
 
     /// Opens and maps an existing file.
     pub fn open(path: &Path) -> Result<MappedFile, MapError> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(err(path, "open"))?;
+        let file =
+            std::fs::OpenOptions::new().read(true).write(true).open(path).map_err(err(path, "open"))?;
         let len = file.metadata().map_err(err(path, "stat"))?.len();
         Self::map(file, path, len)
     }
 
     fn map(file: File, path: &Path, len: u64) -> Result<MappedFile, MapError> {
-        let len = usize::try_from(len)
-            .map_err(|_| err(path, "map")(io::Error::other("file too large")))?;
+        let len = usize::try_from(len).map_err(|_| err(path, "map")(io::Error::other("file too large")))?;
         if len == 0 {
             return Err(err(path, "map")(io::Error::other("file is empty")));
         }
@@ -106,7 +98,7 @@ impl MappedFile {
                 std::ptr::null_mut(),
                 len,
                 prot,
-                MapFlags::SHARED_VALIDATE | MapFlags::SYNC,
+                MapFlags::SHARED_VALIDATE | MapFlags::SYNC | MapFlags::POPULATE,
                 file.as_fd(),
                 0,
             )
@@ -120,32 +112,18 @@ impl MappedFile {
                         std::ptr::null_mut(),
                         len,
                         prot,
-                        MapFlags::SHARED,
+                        MapFlags::SHARED | MapFlags::POPULATE,
                         file.as_fd(),
                         0,
                     )
                 }
                 .map_err(|e| err(path, "map")(e.into()))?;
-                let fs =
-                    rustix::fs::fstatfs(file.as_fd()).map_err(|e| err(path, "statfs")(e.into()))?;
+                let fs = rustix::fs::fstatfs(file.as_fd()).map_err(|e| err(path, "statfs")(e.into()))?;
                 let memory = fs.f_type as u64 == TMPFS_MAGIC;
-                (
-                    p,
-                    if memory {
-                        Persistence::Memory
-                    } else {
-                        Persistence::File
-                    },
-                )
+                (p, if memory { Persistence::Memory } else { Persistence::File })
             }
         };
-        Ok(MappedFile {
-            ptr: ptr.cast(),
-            len,
-            persistence,
-            path: path.to_path_buf(),
-            _file: file,
-        })
+        Ok(MappedFile { ptr: ptr.cast(), len, persistence, path: path.to_path_buf(), _file: file })
     }
 
     pub fn len(&self) -> usize {
@@ -193,12 +171,7 @@ impl MappedFile {
     }
 
     /// Fills bytes of the mapping from `src`, straight from the socket into the mapping.
-    pub fn read_exact_from(
-        &self,
-        offset: usize,
-        len: usize,
-        src: &mut impl Read,
-    ) -> io::Result<()> {
+    pub fn read_exact_from(&self, offset: usize, len: usize, src: &mut impl Read) -> io::Result<()> {
         self.check(offset, len);
         // SAFETY: bounds checked above. The caller owns `[offset, offset + len)` for the
         // duration of the call (a lane writes only between its log's head and the next
@@ -239,10 +212,8 @@ impl MappedFile {
                 let start = offset & !(PAGE - 1);
                 let end = (offset + len).next_multiple_of(PAGE).min(self.len);
                 // SAFETY: `[start, end)` lies within the mapping and is page-aligned at start.
-                unsafe {
-                    rustix::mm::msync(self.ptr.add(start).cast(), end - start, MsyncFlags::SYNC)
-                }
-                .map_err(io::Error::from)
+                unsafe { rustix::mm::msync(self.ptr.add(start).cast(), end - start, MsyncFlags::SYNC) }
+                    .map_err(io::Error::from)
             }
         }
     }
@@ -274,8 +245,7 @@ mod tests {
     use super::*;
 
     fn tmp(name: &str) -> PathBuf {
-        let d =
-            std::env::temp_dir().join(format!("mojim-region-test-{}-{name}", std::process::id()));
+        let d = std::env::temp_dir().join(format!("mojim-region-test-{}-{name}", std::process::id()));
         let _ = std::fs::remove_file(&d);
         d
     }
@@ -293,10 +263,7 @@ mod tests {
         m.read(100, &mut b);
         assert_eq!(&b, b"hello");
         assert_eq!(m.load(8), 77);
-        assert!(
-            MappedFile::create(&p, 8192).is_err(),
-            "create refuses an existing file"
-        );
+        assert!(MappedFile::create(&p, 8192).is_err(), "create refuses an existing file");
         std::fs::remove_file(&p).unwrap();
     }
 

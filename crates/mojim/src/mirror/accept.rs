@@ -3,9 +3,7 @@
 use super::{lane, session, status, Shared};
 use crate::net::{read_frame, send, write_frame};
 use mojim_core::handshake::{Identity, Refusal, ServerHandshake};
-use mojim_format::handshake::{
-    encode_refuse, PeerRole, RefuseCode, Request, NONCE_SIZE, REFUSE_MAX,
-};
+use mojim_format::handshake::{encode_refuse, PeerRole, RefuseCode, Request, NONCE_SIZE, REFUSE_MAX};
 use mojim_format::FrameKind;
 use mojim_transport::{Conn, Transport};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,9 +42,8 @@ pub(crate) fn accept_loop<T: Transport>(s: Arc<Shared>, transport: T, listener: 
         pending.fetch_add(1, Ordering::SeqCst);
         let s = s.clone();
         let p = pending.clone();
-        let spawned = std::thread::Builder::new()
-            .name("mojim-conn".into())
-            .spawn(move || serve_conn(&s, conn, &p));
+        let spawned =
+            std::thread::Builder::new().name("mojim-conn".into()).spawn(move || serve_conn(&s, conn, &p));
         if let Err(e) = spawned {
             tracing::error!(error = %e, "cannot spawn a connection thread");
         }
@@ -103,11 +100,7 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, pending: &AtomicUsize) {
                 tracing::warn!(%peer, lane = tag.lane, violation = %v, "closing lane: protocol violation");
             }
             conn.shutdown();
-            session::leave(
-                s,
-                tag.session,
-                &format!("lane {}: {}", tag.lane, end.describe()),
-            );
+            session::leave(s, tag.session, &format!("lane {}: {}", tag.lane, end.describe()));
         }
     }
 }
@@ -117,21 +110,14 @@ fn handshake<C: Conn>(
     conn: &mut C,
     peer: &str,
 ) -> Result<mojim_format::handshake::Hello, String> {
-    conn.set_recv_timeout(Some(HANDSHAKE_TIMEOUT))
-        .map_err(|e| e.to_string())?;
+    conn.set_recv_timeout(Some(HANDSHAKE_TIMEOUT)).map_err(|e| e.to_string())?;
     let mut nonce = [0u8; NONCE_SIZE];
     crate::random::fill(&mut nonce);
     let mut hs = ServerHandshake::new(&s.opts.secret.0, nonce);
     let mut body = Vec::with_capacity(256);
     let h = read_frame(conn, 256, &mut body).map_err(|e| {
         if let crate::net::ReadError::Frame(mojim_format::FrameError::Version { .. }) = e {
-            refuse(
-                conn,
-                &Refusal {
-                    code: RefuseCode::Version,
-                    message: e.to_string(),
-                },
-            );
+            refuse(conn, &Refusal { code: RefuseCode::Version, message: e.to_string() });
         }
         format!("bad Hello: {e}")
     })?;
@@ -185,14 +171,10 @@ fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str) {
             }
             Request::Read { offset, len } => {
                 if len > MAX_READ {
-                    Err(format!(
-                        "read of {len} bytes is over the limit of {MAX_READ}; read in pieces"
-                    ))
+                    Err(format!("read of {len} bytes is over the limit of {MAX_READ}; read in pieces"))
                 } else {
                     let mut out = vec![0u8; len as usize];
-                    super::read_consistent(s, offset, &mut out)
-                        .map(|_| out)
-                        .map_err(|e| e.to_string())
+                    super::read_consistent(s, offset, &mut out).map(|_| out).map_err(|e| e.to_string())
                 }
             }
         };

@@ -1,27 +1,55 @@
 //! Checkpointing: complete groups from the logs into the data area, in sequence order.
+//!
+//! Two steps. *Apply* copies a group's records into the data area (readers see it from then
+//! on). *Reclaim* makes applied groups persistent in the data area, then records the applied
+//! sequence number, then frees their log space; until then the log still holds them, so a crash
+//! in between only means recovery applies them again, in order, to the same result.
 
-use super::{Shared, MAX_FRAME_LIMIT};
+use super::{Ckpt, Shared, MAX_FRAME_LIMIT};
 use mojim_core::checkpoint::GroupRef;
 use mojim_core::recovery::for_each_write;
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
+/// Applied groups that wait for one reclaim, at most.
+pub(crate) const RECLAIM_BATCH: usize = 64;
+
 fn lock<X>(m: &std::sync::Mutex<X>) -> MutexGuard<'_, X> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Records a complete, acknowledged-to-be group and wakes the checkpointer when due.
-pub(crate) fn push(s: &Shared, g: GroupRef) {
+fn reclaim_due(c: &Ckpt) -> bool {
+    c.unreleased.len() >= RECLAIM_BATCH || c.log_full
+}
+
+/// Records a complete, acknowledged group.
+///
+/// When `checkpoint_thresh` groups wait, the lane thread that pushed the last one applies them
+/// itself, after its acknowledgement is on the wire: the copy overlaps the primary's round trip
+/// and costs no thread wake-up. The checkpointer thread reclaims, and covers idleness and full
+/// logs.
+/// Returns whether a checkpoint is due: then the caller runs [`apply_inline`].
+pub(crate) fn push(s: &Shared, g: GroupRef) -> bool {
     let mut c = lock(&s.ckpt);
     c.cp.push(g);
     c.waiting_bytes += g.bytes;
-    if s.policy.due(c.cp.waiting(), false, c.log_full) {
-        s.ckpt_cv.notify_one();
+    s.policy.due(c.cp.waiting(), false, c.log_full)
+}
+
+/// Applies on the calling lane thread, unless another applier is busy (it will see the work).
+pub(crate) fn apply_inline(s: &Shared) {
+    if let Ok(guard) = s.apply_lock.try_lock() {
+        apply_locked(s, false, &guard);
+        drop(guard);
+        let mut c = lock(&s.ckpt);
+        if c.sleeping && reclaim_due(&c) {
+            c.sleeping = false;
+            s.ckpt_cv.notify_one();
+        }
     }
 }
 
-/// The checkpointer thread: applies when `checkpoint_thresh` groups wait, when idle, and when
-/// a log is full.
+/// The checkpointer thread.
 pub(crate) fn checkpointer_loop(s: &Shared) {
     let idle = s.opts.checkpoint_idle;
     loop {
@@ -31,29 +59,35 @@ pub(crate) fn checkpointer_loop(s: &Shared) {
                 if s.shutdown.load(Ordering::SeqCst) {
                     return;
                 }
-                if s.policy.due(c.cp.waiting(), false, c.log_full) {
+                if s.policy.due(c.cp.waiting(), false, c.log_full) || reclaim_due(&c) {
                     break;
                 }
-                let before = c.cp.waiting();
-                let (g, timeout) = s
-                    .ckpt_cv
-                    .wait_timeout(c, idle)
-                    .unwrap_or_else(|p| p.into_inner());
+                let before = (c.cp.waiting(), c.unreleased.len());
+                c.sleeping = true;
+                let (g, timeout) = s.ckpt_cv.wait_timeout(c, idle).unwrap_or_else(|p| p.into_inner());
                 c = g;
-                // Idle: nothing new arrived for a whole interval.
-                if timeout.timed_out() && c.cp.waiting() == before && before > 0 {
+                c.sleeping = false;
+                // Idle: nothing changed for a whole interval, and something is pending.
+                let now = (c.cp.waiting(), c.unreleased.len());
+                if timeout.timed_out() && now == before && (now.0 > 0 || now.1 > 0) {
                     break;
                 }
             }
             c.log_full = false;
         }
-        apply_ready(s, false);
+        checkpoint(s, false);
     }
 }
 
+/// Applies what can be applied and reclaims it.
+pub(crate) fn checkpoint(s: &Shared, allow_gaps: bool) {
+    let guard = lock(&s.apply_lock);
+    apply_locked(s, allow_gaps, &guard);
+    reclaim_locked(s, &guard);
+}
+
 /// Applies waiting groups: the gap-free run (running), or all of them (sealing).
-pub(crate) fn apply_ready(s: &Shared, allow_gaps: bool) -> usize {
-    let _applier = lock(&s.apply_lock);
+fn apply_locked(s: &Shared, allow_gaps: bool, _applier: &MutexGuard<'_, ()>) -> usize {
     let mut total = 0;
     loop {
         let mut batch = {
@@ -62,58 +96,59 @@ pub(crate) fn apply_ready(s: &Shared, allow_gaps: bool) -> usize {
             c.cp.plan(allow_gaps, 256, &mut batch);
             batch
         };
-        if batch.is_empty() {
-            lock(&s.ckpt).batch = batch;
-            return total;
-        }
-        for g in &batch {
-            apply_one(s, g);
-        }
-        let last = batch.last().expect("non-empty").seq;
-        if let Err(e) = s.region.set_applied_seq(last) {
-            // The data is applied but the watermark is not persistent: recovery would apply
-            // these groups again, which is idempotent in order. Keep going, loudly.
-            tracing::error!(error = %e, "cannot persist the applied sequence number");
-        }
+        let n = batch.len();
         {
-            let mut c = lock(&s.ckpt);
+            let _w = s.data_lock.write().unwrap_or_else(|p| p.into_inner());
             for g in &batch {
-                c.cp.applied(*g);
-                c.waiting_bytes -= g.bytes;
+                let log = s.logs[g.lane as usize].get().expect("a group's log exists");
+                for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| s.region.write(off, body));
             }
         }
-        release(s, &batch);
-        total += batch.len();
-        batch.clear();
-        lock(&s.ckpt).batch = batch;
-        s.space_cv.notify_all();
-    }
-}
-
-fn apply_one(s: &Shared, g: &GroupRef) {
-    let log = s.logs[g.lane as usize].get().expect("a group's log exists");
-    {
-        let _w = s.data_lock.write().unwrap_or_else(|p| p.into_inner());
-        for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
-            s.region.write(off, body)
-        });
-    }
-    for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
-        if let Err(e) = s.region.persist(off, body.len()) {
-            tracing::error!(error = %e, offset = off, "cannot persist the data area");
+        let mut c = lock(&s.ckpt);
+        for g in &batch {
+            c.cp.applied(*g);
+            c.waiting_bytes -= g.bytes;
+            c.unreleased.push(*g);
         }
-    });
+        batch.clear();
+        c.batch = batch;
+        total += n;
+        if n == 0 {
+            return total;
+        }
+    }
 }
 
-/// Frees log space up to the end of the last applied group of each lane in `batch`.
-fn release(s: &Shared, batch: &[GroupRef]) {
+/// Persists applied groups, records the watermark, frees their log space.
+fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
+    let mut done = std::mem::take(&mut lock(&s.ckpt).unreleased);
+    if let Some(last) = done.last().copied() {
+        for g in &done {
+            let log = s.logs[g.lane as usize].get().expect("a group's log exists");
+            for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
+                if let Err(e) = s.region.persist(off, body.len()) {
+                    tracing::error!(error = %e, offset = off, "cannot persist the data area");
+                }
+            });
+        }
+        if let Err(e) = s.region.set_applied_seq(last.seq) {
+            // The log keeps these groups until a later reclaim succeeds.
+            tracing::error!(error = %e, "cannot persist the applied sequence number");
+        } else {
+            release(s, &done);
+        }
+    }
+    done.clear();
+    // Only appliers push to `unreleased`, and this one holds the apply lock.
+    let previous = std::mem::replace(&mut lock(&s.ckpt).unreleased, done);
+    assert!(previous.is_empty(), "groups applied during a reclaim");
+    s.space_cv.notify_all();
+}
+
+/// Frees log space up to the end of the last reclaimed group of each lane in `done`.
+fn release(s: &Shared, done: &[GroupRef]) {
     for lane in 0..s.lanes.len() {
-        let Some(end) = batch
-            .iter()
-            .rev()
-            .find(|g| g.lane as usize == lane)
-            .map(|g| g.end_pos)
-        else {
+        let Some(end) = done.iter().rev().find(|g| g.lane as usize == lane).map(|g| g.end_pos) else {
             continue;
         };
         let log = s.logs[lane].get().expect("a group's log exists");
@@ -127,7 +162,7 @@ fn release(s: &Shared, batch: &[GroupRef]) {
 /// Applies everything left by an ended session, across gaps, and moves the watermark past
 /// every sequence number it used.
 pub(crate) fn seal(s: &Shared) {
-    apply_ready(s, true);
+    checkpoint(s, true);
     let max = s.max_seq_seen.load(Ordering::SeqCst);
     let _applier = lock(&s.apply_lock);
     let mut c = lock(&s.ckpt);

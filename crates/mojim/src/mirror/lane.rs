@@ -49,9 +49,7 @@ fn log_of<'a>(s: &'a Shared, lane: u16) -> Result<&'a LogFile, String> {
             let _ = cell.set(l);
             Ok(cell.get().expect("just set"))
         }
-        Err(e) => Err(format!(
-            "cannot create the log for lane {lane} ({cap} bytes): {e}"
-        )),
+        Err(e) => Err(format!("cannot create the log for lane {lane} ({cap} bytes): {e}")),
     }
 }
 
@@ -101,22 +99,22 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             return end;
         }
         let h = &slot.accepted.header;
-        s.stats
-            .bytes_received
-            .fetch_add(h.body_len as u64, Ordering::Relaxed);
+        s.stats.bytes_received.fetch_add(h.body_len as u64, Ordering::Relaxed);
         let done = lock(lane).commit(&slot);
         if let Some(g) = done {
             if let Err(e) = log.persist(g.start_pos, g.end_pos) {
                 return LaneEnd::Storage(format!("persist log of lane {lane_no}: {e}"));
             }
             s.stats.groups_received.fetch_add(1, Ordering::Relaxed);
-            s.stats
-                .last_received_seq
-                .fetch_max(g.seq, Ordering::Relaxed);
-            super::apply::push(s, g);
-            let ack = ack_header(tag, g.seq);
-            if let Err(e) = crate::net::write_frame(conn, &ack, &[]) {
+            s.stats.last_received_seq.fetch_max(g.seq, Ordering::Relaxed);
+            // The group is whole and persistent in the log: queue it for the checkpointer,
+            // acknowledge it, and only then apply, off the primary's critical path.
+            let due = super::apply::push(s, g);
+            if let Err(e) = crate::net::write_frame(conn, &ack_header(tag, g.seq), &[]) {
                 return LaneEnd::Closed(format!("send ack: {e}"));
+            }
+            if due {
+                super::apply::apply_inline(s);
             }
         }
     }
@@ -148,6 +146,7 @@ fn store<C: Conn>(log: &LogFile, conn: &mut C, slot: &Slot) -> Result<(), LaneEn
 fn wait_for_space(s: &Shared) {
     let mut c = lock(&s.ckpt);
     c.log_full = true;
+    c.sleeping = false;
     s.ckpt_cv.notify_all();
     let _ = s.space_cv.wait_timeout(c, Duration::from_millis(5));
 }

@@ -61,17 +61,11 @@ impl MirrorOptions {
             )));
         }
         if m.checkpoint_thresh == 0 {
-            return Err(Error::Config(
-                "[mirror] checkpoint_thresh must be at least 1".into(),
-            ));
+            return Err(Error::Config("[mirror] checkpoint_thresh must be at least 1".into()));
         }
         let dir = cfg.resolve(&m.dir);
         Ok(MirrorOptions {
-            log_dir: if m.log_dir.is_empty() {
-                dir.clone()
-            } else {
-                cfg.resolve(&m.log_dir)
-            },
+            log_dir: if m.log_dir.is_empty() { dir.clone() } else { cfg.resolve(&m.log_dir) },
             dir,
             listen: m.listen.clone(),
             region: cfg.region_id()?,
@@ -116,8 +110,12 @@ pub(crate) struct Stats {
 pub(crate) struct Ckpt {
     pub cp: Checkpointer,
     pub log_full: bool,
+    /// The checkpointer is waiting for work (only then is it worth a wake-up).
+    pub sleeping: bool,
     pub waiting_bytes: u64,
     pub batch: Vec<GroupRef>,
+    /// Applied, not yet persistent in the data area nor released from the log.
+    pub unreleased: Vec<GroupRef>,
 }
 
 pub(crate) struct Shared {
@@ -162,8 +160,7 @@ impl Mirror {
     pub fn open(opts: MirrorOptions) -> Result<Mirror> {
         let t0 = Instant::now();
         for d in [&opts.dir, &opts.log_dir] {
-            std::fs::create_dir_all(d)
-                .map_err(Error::io(format!("create folder {}", d.display())))?;
+            std::fs::create_dir_all(d).map_err(Error::io(format!("create folder {}", d.display())))?;
         }
         let data_path = opts.data_path();
         let region = if data_path.exists() {
@@ -203,23 +200,15 @@ impl Mirror {
             let views: Vec<LaneLog<'_>> = logs
                 .iter()
                 .map(|c| match c.get() {
-                    Some(l) => LaneLog {
-                        area: l.area(),
-                        tail: l.tail(),
-                    },
+                    Some(l) => LaneLog { area: l.area(), tail: l.tail() },
                     None => LaneLog { area: &[], tail: 0 },
                 })
                 .collect();
             recovery::recover(&views, applied_seq, MAX_FRAME_LIMIT, opts.region.size)
         };
-        let mut report = RecoveryReport {
-            groups_discarded: found.discarded.len(),
-            ..Default::default()
-        };
+        let mut report = RecoveryReport { groups_discarded: found.discarded.len(), ..Default::default() };
         for g in &found.groups {
-            let log = logs[g.lane as usize]
-                .get()
-                .expect("a log with groups exists");
+            let log = logs[g.lane as usize].get().expect("a log with groups exists");
             recovery::for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
                 region.write(off, body);
             });
@@ -229,20 +218,14 @@ impl Mirror {
             report.groups_applied += 1;
             report.bytes_applied += g.bytes;
         }
-        let applied = found
-            .groups
-            .last()
-            .map_or(applied_seq, |g| g.seq.max(applied_seq));
-        region
-            .set_applied_seq(applied)
-            .map_err(Error::io("persist applied sequence"))?;
+        let applied = found.groups.last().map_or(applied_seq, |g| g.seq.max(applied_seq));
+        region.set_applied_seq(applied).map_err(Error::io("persist applied sequence"))?;
         let mut lanes = Vec::new();
         for (lane, cell) in logs.iter().enumerate() {
             let (cap, head) = match cell.get() {
                 Some(l) => {
                     let head = found.heads[lane];
-                    l.set_tail(head)
-                        .map_err(Error::io(format!("persist tail of {}", l.path().display())))?;
+                    l.set_tail(head).map_err(Error::io(format!("persist tail of {}", l.path().display())))?;
                     (l.capacity(), head)
                 }
                 None => (opts.log_capacity, 0),
@@ -264,18 +247,14 @@ impl Mirror {
         }
         let epoch = region.epoch().max(1);
         let shared = Shared {
-            policy: CheckpointPolicy {
-                thresh: opts.checkpoint_thresh,
-            },
+            policy: CheckpointPolicy { thresh: opts.checkpoint_thresh },
             ckpt: Mutex::new(Ckpt {
-                cp: Checkpointer::new(
-                    opts.max_lanes as usize,
-                    applied,
-                    QUEUE_PER_LANE.min(1 << 16),
-                ),
+                cp: Checkpointer::new(opts.max_lanes as usize, applied, QUEUE_PER_LANE.min(1 << 16)),
                 log_full: false,
+                sleeping: false,
                 waiting_bytes: 0,
                 batch: Vec::with_capacity(256),
+                unreleased: Vec::with_capacity(4 * apply::RECLAIM_BATCH + 256),
             }),
             opts,
             region,
@@ -295,9 +274,7 @@ impl Mirror {
             recovery: report,
             listen_addr: OnceLock::new(),
         };
-        Ok(Mirror {
-            shared: Arc::new(shared),
-        })
+        Ok(Mirror { shared: Arc::new(shared) })
     }
 
     /// What recovery did when this mirror was opened.
@@ -316,9 +293,7 @@ impl Mirror {
         let listener = transport
             .listen(&shared.opts.listen)
             .map_err(Error::io(format!("listen on {}", shared.opts.listen)))?;
-        let addr = transport
-            .local_addr(&listener)
-            .map_err(Error::io("local address"))?;
+        let addr = transport.local_addr(&listener).map_err(Error::io("local address"))?;
         let _ = shared.listen_addr.set(addr.clone());
         let mut threads = Vec::new();
         let s = shared.clone();
@@ -336,11 +311,7 @@ impl Mirror {
                 .map_err(Error::io("spawn acceptor"))?,
         );
         tracing::info!(%addr, region = %crate::config::format_uuid(&shared.opts.region.uuid), "mirror serving");
-        Ok(MirrorHandle {
-            shared,
-            addr,
-            threads,
-        })
+        Ok(MirrorHandle { shared, addr, threads })
     }
 }
 
@@ -361,7 +332,7 @@ impl MirrorHandle {
 
     /// Applies every complete group now (gap-free prefix only).
     pub fn checkpoint(&self) {
-        apply::apply_ready(&self.shared, false);
+        apply::checkpoint(&self.shared, false);
     }
 
     /// Blocks until the process is asked to stop.
@@ -381,17 +352,14 @@ impl MirrorHandle {
         session::end_current(&self.shared);
         // Wake the acceptor with a connection of our own.
         let _ = std::net::TcpStream::connect_timeout(
-            &self
-                .addr
-                .parse()
-                .unwrap_or_else(|_| ([127, 0, 0, 1], 0).into()),
+            &self.addr.parse().unwrap_or_else(|_| ([127, 0, 0, 1], 0).into()),
             Duration::from_millis(200),
         );
         self.shared.ckpt_cv.notify_all();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        apply::apply_ready(&self.shared, false);
+        apply::checkpoint(&self.shared, false);
     }
 }
 
@@ -405,10 +373,7 @@ impl Drop for MirrorHandle {
 
 pub(crate) fn read_consistent(shared: &Shared, offset: u64, out: &mut [u8]) -> Result<()> {
     let size = shared.region.size();
-    if offset
-        .checked_add(out.len() as u64)
-        .is_none_or(|e| e > size)
-    {
+    if offset.checked_add(out.len() as u64).is_none_or(|e| e > size) {
         return Err(Error::Range(mojim_core::encode::RangeError::OutOfBounds {
             offset,
             len: out.len() as u64,

@@ -47,10 +47,7 @@ pub(crate) fn join(
     let mut slot = lock(s);
     loop {
         if s.shutdown.load(Ordering::SeqCst) {
-            return Err(Refusal {
-                code: RefuseCode::Busy,
-                message: "the mirror is shutting down".into(),
-            });
+            return Err(Refusal { code: RefuseCode::Busy, message: "the mirror is shutting down".into() });
         }
         match &mut slot.current {
             Some(cur) if cur.id == hello.session && !cur.ended => break,
@@ -114,15 +111,9 @@ pub(crate) fn join(
     cur.joined |= bit;
     cur.active += 1;
     cur.closers.push(closer);
-    let tag = SessionTag {
-        session: cur.id,
-        epoch: cur.epoch,
-        lane: hello.lane,
-    };
+    let tag = SessionTag { session: cur.id, epoch: cur.epoch, lane: hello.lane };
     {
-        let mut lane = s.lanes[hello.lane as usize]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut lane = s.lanes[hello.lane as usize].lock().unwrap_or_else(|p| p.into_inner());
         lane.begin(tag, s.region.size(), cur.max_frame, cur.next_seq);
     }
     let welcome = Welcome {
@@ -161,15 +152,9 @@ pub(crate) fn leave(s: &Shared, session: u64, reason: &str) {
     }
     let lanes = cur.lanes;
     for lane in 0..lanes {
-        let mut l = s.lanes[lane as usize]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut l = s.lanes[lane as usize].lock().unwrap_or_else(|p| p.into_inner());
         if let Some(seq) = l.end_session() {
-            tracing::info!(
-                lane,
-                seq,
-                "dropped the incomplete group of the ended session"
-            );
+            tracing::info!(lane, seq, "dropped the incomplete group of the ended session");
         }
         s.max_seq_seen.fetch_max(l.max_seq(), Ordering::SeqCst);
     }
@@ -189,8 +174,5 @@ pub(crate) fn end_current(s: &Shared) {
 
 /// The session's id, peer and lane count, for status.
 pub(crate) fn describe(s: &Shared) -> Option<(u64, String, u16, u64)> {
-    lock(s)
-        .current
-        .as_ref()
-        .map(|c| (c.id, c.peer.clone(), c.lanes, c.next_seq))
+    lock(s).current.as_ref().map(|c| (c.id, c.peer.clone(), c.lanes, c.next_seq))
 }

@@ -48,11 +48,7 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         .filter(|(i, _)| s.logs[*i].get().is_some())
         .map(|(i, l)| {
             let l = l.lock().unwrap_or_else(|p| p.into_inner());
-            LaneStatus {
-                lane: i as u16,
-                log_capacity: l.space().capacity(),
-                log_used: l.space().used(),
-            }
+            LaneStatus { lane: i as u16, log_capacity: l.space().capacity(), log_used: l.space().used() }
         })
         .collect();
     MirrorStatus {

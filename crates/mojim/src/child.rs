@@ -1,0 +1,78 @@
+//! A mirror (or echo server) in a child process, for the demo, the benchmark and tests.
+
+use crate::error::{Error, Result};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// A child process that prints `serving on ADDR` when ready; killed on drop.
+pub struct ChildNode {
+    child: Child,
+    addr: String,
+}
+
+impl ChildNode {
+    /// Runs `exe args...` and waits for its ready line.
+    pub fn spawn(exe: &Path, args: &[&str]) -> Result<ChildNode> {
+        let mut child = Command::new(exe)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(Error::io(format!("start {}", exe.display())))?;
+        let out = child.stdout.take().expect("stdout is piped");
+        let mut line = String::new();
+        let mut reader = BufReader::new(out);
+        loop {
+            line.clear();
+            let n = reader.read_line(&mut line).map_err(Error::io("read child output"))?;
+            if n == 0 {
+                let status = child.wait().map_err(Error::io("wait for child"))?;
+                return Err(Error::Io {
+                    op: format!("start {} {}", exe.display(), args.join(" ")),
+                    source: std::io::Error::other(format!("exited ({status}) before it was ready")),
+                });
+            }
+            if let Some(addr) = line.trim().strip_prefix("serving on ") {
+                let addr = addr.to_string();
+                // Keep draining stdout so the child never blocks on a full pipe.
+                std::thread::spawn(move || {
+                    let mut sink = String::new();
+                    while reader.read_line(&mut sink).is_ok_and(|n| n > 0) {
+                        sink.clear();
+                    }
+                });
+                return Ok(ChildNode { child, addr });
+            }
+        }
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills the child with SIGKILL and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Asks the child to stop (SIGTERM) and waits for it.
+    pub fn stop(&mut self) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32);
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ChildNode {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
