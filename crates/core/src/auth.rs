@@ -25,51 +25,23 @@ fn mac(secret: &[u8], label: &[u8], hello: &[u8], nonces: &[&[u8; NONCE_SIZE]]) 
 }
 
 /// The accepting side's proof.
-pub fn server_proof(
-    secret: &[u8],
-    hello: &[u8],
-    server_nonce: &[u8; NONCE_SIZE],
-) -> [u8; PROOF_SIZE] {
-    mac(secret, SERVER_LABEL, hello, &[server_nonce])
-        .finalize()
-        .into_bytes()
-        .into()
+pub fn server_proof(secret: &[u8], hello: &[u8], server_nonce: &[u8; NONCE_SIZE]) -> [u8; PROOF_SIZE] {
+    mac(secret, SERVER_LABEL, hello, &[server_nonce]).finalize().into_bytes().into()
 }
 
 /// The connecting side's proof.
-pub fn client_proof(
-    secret: &[u8],
-    hello: &[u8],
-    server_nonce: &[u8; NONCE_SIZE],
-) -> [u8; PROOF_SIZE] {
-    mac(secret, CLIENT_LABEL, hello, &[server_nonce])
-        .finalize()
-        .into_bytes()
-        .into()
+pub fn client_proof(secret: &[u8], hello: &[u8], server_nonce: &[u8; NONCE_SIZE]) -> [u8; PROOF_SIZE] {
+    mac(secret, CLIENT_LABEL, hello, &[server_nonce]).finalize().into_bytes().into()
 }
 
 /// Checks a server proof in constant time.
-pub fn verify_server(
-    secret: &[u8],
-    hello: &[u8],
-    server_nonce: &[u8; NONCE_SIZE],
-    proof: &[u8],
-) -> bool {
-    mac(secret, SERVER_LABEL, hello, &[server_nonce])
-        .verify_slice(proof)
-        .is_ok()
+pub fn verify_server(secret: &[u8], hello: &[u8], server_nonce: &[u8; NONCE_SIZE], proof: &[u8]) -> bool {
+    mac(secret, SERVER_LABEL, hello, &[server_nonce]).verify_slice(proof).is_ok()
 }
 
 /// Checks a client proof in constant time.
-pub fn verify_client(
-    secret: &[u8],
-    hello: &[u8],
-    server_nonce: &[u8; NONCE_SIZE],
-    proof: &[u8],
-) -> bool {
-    mac(secret, CLIENT_LABEL, hello, &[server_nonce])
-        .verify_slice(proof)
-        .is_ok()
+pub fn verify_client(secret: &[u8], hello: &[u8], server_nonce: &[u8; NONCE_SIZE], proof: &[u8]) -> bool {
+    mac(secret, CLIENT_LABEL, hello, &[server_nonce]).verify_slice(proof).is_ok()
 }
 
 #[cfg(test)]
@@ -83,10 +55,7 @@ mod tests {
         let p = server_proof(b"s3cret", &hello, &n);
         assert!(verify_server(b"s3cret", &hello, &n, &p));
         assert!(!verify_server(b"other", &hello, &n, &p));
-        assert!(
-            !verify_client(b"s3cret", &hello, &n, &p),
-            "a server proof is not a client proof"
-        );
+        assert!(!verify_client(b"s3cret", &hello, &n, &p), "a server proof is not a client proof");
         let mut n2 = n;
         n2[0] ^= 1;
         assert!(!verify_server(b"s3cret", &hello, &n2, &p));

@@ -47,9 +47,7 @@ impl Checkpointer {
     pub fn new(lanes: usize, applied_seq: u64, queue_capacity: usize) -> Checkpointer {
         Checkpointer {
             applied_seq,
-            lanes: (0..lanes)
-                .map(|_| VecDeque::with_capacity(queue_capacity))
-                .collect(),
+            lanes: (0..lanes).map(|_| VecDeque::with_capacity(queue_capacity)).collect(),
             waiting: 0,
             cursors: vec![0; lanes],
         }
@@ -66,10 +64,7 @@ impl Checkpointer {
 
     /// Highest sequence number waiting, if any.
     pub fn highest_waiting(&self) -> Option<u64> {
-        self.lanes
-            .iter()
-            .filter_map(|q| q.back().map(|g| g.seq))
-            .max()
+        self.lanes.iter().filter_map(|q| q.back().map(|g| g.seq)).max()
     }
 
     /// Records a complete group. Groups of one lane must come in increasing order.
@@ -94,20 +89,12 @@ impl Checkpointer {
     /// The group that comes right after the applied prefix, if it is here.
     pub fn next(&self) -> Option<GroupRef> {
         let want = self.applied_seq + 1;
-        self.lanes
-            .iter()
-            .filter_map(|q| q.front())
-            .find(|g| g.seq == want)
-            .copied()
+        self.lanes.iter().filter_map(|q| q.front()).find(|g| g.seq == want).copied()
     }
 
     /// The lowest waiting group, gap or not (for sealing and recovery).
     pub fn next_any(&self) -> Option<GroupRef> {
-        self.lanes
-            .iter()
-            .filter_map(|q| q.front())
-            .min_by_key(|g| g.seq)
-            .copied()
+        self.lanes.iter().filter_map(|q| q.front()).min_by_key(|g| g.seq).copied()
     }
 
     /// Lists, in order, up to `max` groups that would be applied next: the gap-free run after
@@ -118,11 +105,8 @@ impl Checkpointer {
         self.cursors.fill(0);
         let mut seq = self.applied_seq;
         while out.len() < max {
-            let fronts = self
-                .lanes
-                .iter()
-                .enumerate()
-                .filter_map(|(i, q)| q.get(self.cursors[i]).map(|g| (i, *g)));
+            let fronts =
+                self.lanes.iter().enumerate().filter_map(|(i, q)| q.get(self.cursors[i]).map(|g| (i, *g)));
             let pick = if allow_gaps {
                 fronts.min_by_key(|(_, g)| g.seq)
             } else {
@@ -138,11 +122,7 @@ impl Checkpointer {
     /// Marks `g` (the front of its lane, as returned by `next` or `next_any`) applied.
     pub fn applied(&mut self, g: GroupRef) {
         let front = self.lanes[g.lane as usize].pop_front();
-        assert_eq!(
-            front,
-            Some(g),
-            "applied a group that was not at the front of its lane"
-        );
+        assert_eq!(front, Some(g), "applied a group that was not at the front of its lane");
         assert!(g.seq > self.applied_seq);
         self.applied_seq = g.seq;
         self.waiting -= 1;
@@ -168,13 +148,7 @@ mod tests {
     use super::*;
 
     fn g(seq: u64, lane: u16, pos: u64) -> GroupRef {
-        GroupRef {
-            seq,
-            lane,
-            start_pos: pos,
-            end_pos: pos + 128,
-            bytes: 10,
-        }
+        GroupRef { seq, lane, start_pos: pos, end_pos: pos + 128, bytes: 10 }
     }
 
     #[test]

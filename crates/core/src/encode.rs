@@ -15,32 +15,19 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RangeError {
     /// `offset + len` is past the end of the region (or overflows).
-    OutOfBounds {
-        offset: u64,
-        len: u64,
-        region_size: u64,
-    },
+    OutOfBounds { offset: u64, len: u64, region_size: u64 },
     /// The group needs more log space than one lane's log can hold at once.
     GroupTooLarge { bytes: u64, limit: u64 },
     /// More ranges than the configured limit.
     TooManyRanges { count: usize, limit: usize },
     /// A pointer range that is not inside the mapped region.
-    Pointer {
-        addr: usize,
-        len: usize,
-        base: usize,
-        size: u64,
-    },
+    Pointer { addr: usize, len: usize, base: usize, size: u64 },
 }
 
 impl fmt::Display for RangeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            RangeError::OutOfBounds {
-                offset,
-                len,
-                region_size,
-            } => write!(
+            RangeError::OutOfBounds { offset, len, region_size } => write!(
                 f,
                 "range offset {offset} len {len} is outside the region (size {region_size}); \
                  offset + len must be at most {region_size}"
@@ -54,10 +41,9 @@ impl fmt::Display for RangeError {
                 f,
                 "pointer range {addr:#x}+{len} is not inside the region mapped at {base:#x} ({size} bytes)"
             ),
-            RangeError::TooManyRanges { count, limit } => write!(
-                f,
-                "group has {count} ranges, the limit is {limit}; split it or raise max_ranges"
-            ),
+            RangeError::TooManyRanges { count, limit } => {
+                write!(f, "group has {count} ranges, the limit is {limit}; split it or raise max_ranges")
+            }
         }
     }
 }
@@ -93,17 +79,10 @@ pub fn max_group_log_bytes(capacity: u64, max_frame: u32) -> u64 {
 /// Checks every range of a group and measures it.
 pub fn check_group(ranges: &[Range], limits: &GroupLimits) -> Result<GroupShape, RangeError> {
     if ranges.len() > limits.max_ranges {
-        return Err(RangeError::TooManyRanges {
-            count: ranges.len(),
-            limit: limits.max_ranges,
-        });
+        return Err(RangeError::TooManyRanges { count: ranges.len(), limit: limits.max_ranges });
     }
     let mf = limits.max_frame as u64;
-    let mut shape = GroupShape {
-        frames: 0,
-        bytes: 0,
-        log_bytes: 0,
-    };
+    let mut shape = GroupShape { frames: 0, bytes: 0, log_bytes: 0 };
     for r in ranges {
         let end = r.offset.checked_add(r.len);
         if end.is_none_or(|e| e > limits.region_size) {
@@ -123,10 +102,7 @@ pub fn check_group(ranges: &[Range], limits: &GroupLimits) -> Result<GroupShape,
         shape.log_bytes += full * record_size(mf) + if rest != 0 { record_size(rest) } else { 0 };
     }
     if shape.log_bytes > limits.max_group_log_bytes {
-        return Err(RangeError::GroupTooLarge {
-            bytes: shape.log_bytes,
-            limit: limits.max_group_log_bytes,
-        });
+        return Err(RangeError::GroupTooLarge { bytes: shape.log_bytes, limit: limits.max_group_log_bytes });
     }
     Ok(shape)
 }
@@ -141,11 +117,7 @@ pub struct FramePlan {
 }
 
 /// Iterates over the frames of a checked group, in order.
-pub fn frames(
-    ranges: &[Range],
-    max_frame: u32,
-    shape: GroupShape,
-) -> impl Iterator<Item = FramePlan> + '_ {
+pub fn frames(ranges: &[Range], max_frame: u32, shape: GroupShape) -> impl Iterator<Item = FramePlan> + '_ {
     let mf = max_frame as u64;
     let mut index = 0u32;
     ranges
@@ -158,12 +130,7 @@ pub fn frames(
         .map(move |(offset, len)| {
             let frame_index = index;
             index += 1;
-            FramePlan {
-                offset,
-                len,
-                frame_index,
-                end: frame_index + 1 == shape.frames,
-            }
+            FramePlan { offset, len, frame_index, end: frame_index + 1 == shape.frames }
         })
 }
 
@@ -176,12 +143,7 @@ pub struct SessionTag {
 }
 
 /// The header of one Data frame carrying `body`.
-pub fn data_header(
-    tag: SessionTag,
-    seq: u64,
-    plan: FramePlan,
-    body: &[u8],
-) -> [u8; FRAME_HEADER_SIZE] {
+pub fn data_header(tag: SessionTag, seq: u64, plan: FramePlan, body: &[u8]) -> [u8; FRAME_HEADER_SIZE] {
     assert_eq!(body.len(), plan.len as usize);
     let mut h = FrameHeader::new(FrameKind::Data);
     h.body_checksum = crc32c(body);
@@ -212,42 +174,23 @@ mod tests {
     use proptest::prelude::*;
 
     fn limits() -> GroupLimits {
-        GroupLimits {
-            region_size: 1 << 20,
-            max_frame: 4096,
-            max_ranges: 64,
-            max_group_log_bytes: 1 << 19,
-        }
+        GroupLimits { region_size: 1 << 20, max_frame: 4096, max_ranges: 64, max_group_log_bytes: 1 << 19 }
     }
 
     #[test]
     fn out_of_bounds_and_overflow_are_refused() {
         let l = limits();
-        assert!(matches!(
-            check_group(&[Range::new(1 << 20, 1)], &l),
-            Err(RangeError::OutOfBounds { .. })
-        ));
-        assert!(matches!(
-            check_group(&[Range::new(u64::MAX, 2)], &l),
-            Err(RangeError::OutOfBounds { .. })
-        ));
+        assert!(matches!(check_group(&[Range::new(1 << 20, 1)], &l), Err(RangeError::OutOfBounds { .. })));
+        assert!(matches!(check_group(&[Range::new(u64::MAX, 2)], &l), Err(RangeError::OutOfBounds { .. })));
         assert!(check_group(&[Range::new((1 << 20) - 1, 1)], &l).is_ok());
-        let e = check_group(&[Range::new(1 << 20, 5)], &l)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("offset 1048576") && e.contains("size 1048576"),
-            "{e}"
-        );
+        let e = check_group(&[Range::new(1 << 20, 5)], &l).unwrap_err().to_string();
+        assert!(e.contains("offset 1048576") && e.contains("size 1048576"), "{e}");
     }
 
     #[test]
     fn too_large_is_refused() {
         let l = limits();
-        assert!(matches!(
-            check_group(&[Range::new(0, 1 << 20)], &l),
-            Err(RangeError::GroupTooLarge { .. })
-        ));
+        assert!(matches!(check_group(&[Range::new(0, 1 << 20)], &l), Err(RangeError::GroupTooLarge { .. })));
     }
 
     proptest! {

@@ -29,10 +29,7 @@ fn frame<const N: usize>(kind: FrameKind, body: [u8; N]) -> Outgoing<N> {
     let mut h = FrameHeader::new(kind);
     h.body_len = N as u32;
     h.body_checksum = mojim_format::checksum::crc32c(&body);
-    Outgoing {
-        header: h.to_bytes(),
-        body,
-    }
+    Outgoing { header: h.to_bytes(), body }
 }
 
 /// Why the connecting side gave up.
@@ -79,10 +76,7 @@ fn expect(h: &FrameHeader, body: &[u8], kind: FrameKind) -> Result<(), Handshake
         return Err(HandshakeError::Refused { code, message });
     }
     if h.kind != kind {
-        return Err(HandshakeError::Unexpected {
-            expected: kind,
-            found: h.kind,
-        });
+        return Err(HandshakeError::Unexpected { expected: kind, found: h.kind });
     }
     Ok(())
 }
@@ -95,10 +89,7 @@ pub struct ClientHandshake {
 
 impl ClientHandshake {
     pub fn new(hello: &Hello, secret: &[u8]) -> ClientHandshake {
-        ClientHandshake {
-            hello: hello.encode(),
-            secret: secret.to_vec(),
-        }
+        ClientHandshake { hello: hello.encode(), secret: secret.to_vec() }
     }
 
     /// The Hello frame.
@@ -107,20 +98,13 @@ impl ClientHandshake {
     }
 
     /// Checks the Challenge and answers with the Proof frame.
-    pub fn on_challenge(
-        &self,
-        h: &FrameHeader,
-        body: &[u8],
-    ) -> Result<Outgoing<PROOF_SIZE>, HandshakeError> {
+    pub fn on_challenge(&self, h: &FrameHeader, body: &[u8]) -> Result<Outgoing<PROOF_SIZE>, HandshakeError> {
         expect(h, body, FrameKind::Challenge)?;
         let c = Challenge::decode(body).map_err(HandshakeError::Body)?;
         if !auth::verify_server(&self.secret, &self.hello, &c.nonce, &c.proof) {
             return Err(HandshakeError::PeerSecret);
         }
-        Ok(frame(
-            FrameKind::Proof,
-            auth::client_proof(&self.secret, &self.hello, &c.nonce),
-        ))
+        Ok(frame(FrameKind::Proof, auth::client_proof(&self.secret, &self.hello, &c.nonce)))
     }
 
     /// Reads the verdict.
@@ -166,11 +150,7 @@ pub struct ServerHandshake {
 impl ServerHandshake {
     /// `nonce` must be fresh randomness for this connection.
     pub fn new(secret: &[u8], nonce: [u8; NONCE_SIZE]) -> ServerHandshake {
-        ServerHandshake {
-            secret: secret.to_vec(),
-            nonce,
-            hello: None,
-        }
+        ServerHandshake { secret: secret.to_vec(), nonce, hello: None }
     }
 
     /// Takes the Hello (its header already decoded, so the version matched) and answers with
@@ -186,37 +166,20 @@ impl ServerHandshake {
                 message: format!("expected Hello, got {:?}", h.kind),
             });
         }
-        let hello = Hello::decode(body).map_err(|e| Refusal {
-            code: RefuseCode::Malformed,
-            message: e.to_string(),
-        })?;
+        let hello = Hello::decode(body)
+            .map_err(|e| Refusal { code: RefuseCode::Malformed, message: e.to_string() })?;
         let mut raw = [0u8; HELLO_SIZE];
         raw.copy_from_slice(body);
         let proof = auth::server_proof(&self.secret, &raw, &self.nonce);
         self.hello = Some((hello, raw));
-        Ok(frame(
-            FrameKind::Challenge,
-            Challenge {
-                nonce: self.nonce,
-                proof,
-            }
-            .encode(),
-        ))
+        Ok(frame(FrameKind::Challenge, Challenge { nonce: self.nonce, proof }.encode()))
     }
 
     /// Takes the Proof. On success the peer is authenticated and its Hello is returned; a
     /// primary's Hello is also checked against `me`.
-    pub fn on_proof(
-        &mut self,
-        h: &FrameHeader,
-        body: &[u8],
-        me: &Identity,
-    ) -> Result<Hello, Refusal> {
+    pub fn on_proof(&mut self, h: &FrameHeader, body: &[u8], me: &Identity) -> Result<Hello, Refusal> {
         let Some((hello, raw)) = self.hello.take() else {
-            return Err(Refusal {
-                code: RefuseCode::Malformed,
-                message: "Proof before Hello".into(),
-            });
+            return Err(Refusal { code: RefuseCode::Malformed, message: "Proof before Hello".into() });
         };
         if h.kind != FrameKind::Proof {
             return Err(Refusal {
@@ -224,10 +187,8 @@ impl ServerHandshake {
                 message: format!("expected Proof, got {:?}", h.kind),
             });
         }
-        let proof = decode_proof(body).map_err(|e| Refusal {
-            code: RefuseCode::Malformed,
-            message: e.to_string(),
-        })?;
+        let proof = decode_proof(body)
+            .map_err(|e| Refusal { code: RefuseCode::Malformed, message: e.to_string() })?;
         if !auth::verify_client(&self.secret, &raw, &self.nonce, &proof) {
             return Err(Refusal {
                 code: RefuseCode::Secret,
@@ -299,12 +260,7 @@ mod tests {
         }
     }
 
-    const ME: Identity = Identity {
-        region_uuid: [3; 16],
-        region_size: 1 << 20,
-        epoch: 1,
-        max_lanes: 8,
-    };
+    const ME: Identity = Identity { region_uuid: [3; 16], region_size: 1 << 20, epoch: 1, max_lanes: 8 };
 
     fn run(client_secret: &[u8], server_secret: &[u8], h: Hello) -> Result<Hello, String> {
         let c = ClientHandshake::new(&h, client_secret);
@@ -331,25 +287,9 @@ mod tests {
 
     #[test]
     fn region_mismatch_names_both_values() {
-        let e = run(
-            b"k",
-            b"k",
-            Hello {
-                region_size: 4096,
-                ..hello()
-            },
-        )
-        .unwrap_err();
+        let e = run(b"k", b"k", Hello { region_size: 4096, ..hello() }).unwrap_err();
         assert!(e.contains("4096") && e.contains("1048576"), "{e}");
-        let e = run(
-            b"k",
-            b"k",
-            Hello {
-                epoch: 0,
-                ..hello()
-            },
-        )
-        .unwrap_err();
+        let e = run(b"k", b"k", Hello { epoch: 0, ..hello() }).unwrap_err();
         assert!(e.contains("epoch 0") && e.contains("epoch 1"), "{e}");
     }
 }

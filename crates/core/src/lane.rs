@@ -60,10 +60,7 @@ impl MirrorLane {
 
     /// Checks a header. On success the record's place is returned, or `Ok(None)` with nothing
     /// changed when the log has no room until the tail moves: call again after a checkpoint.
-    pub fn on_header(
-        &mut self,
-        bytes: &[u8; FRAME_HEADER_SIZE],
-    ) -> Result<Option<Slot>, Violation> {
+    pub fn on_header(&mut self, bytes: &[u8; FRAME_HEADER_SIZE]) -> Result<Option<Slot>, Violation> {
         let receiver = self.receiver.as_mut().expect("on_header outside a session");
         // Check on a copy so that a frame that must wait for room is checked again unchanged.
         let mut probe = receiver.clone();
@@ -73,11 +70,7 @@ impl MirrorLane {
             return Ok(None);
         };
         *receiver = probe;
-        Ok(Some(Slot {
-            accepted,
-            placement,
-            size,
-        }))
+        Ok(Some(Slot { accepted, placement, size }))
     }
 
     /// The record of `slot` is in the log and its body verified: advance the head. Returns the
@@ -125,51 +118,17 @@ mod tests {
 
     #[test]
     fn group_completes_and_session_end_rewinds() {
-        let tag = SessionTag {
-            session: 1,
-            epoch: 1,
-            lane: 0,
-        };
+        let tag = SessionTag { session: 1, epoch: 1, lane: 0 };
         let mut l = MirrorLane::new(0, 1024, 0, 0);
         l.begin(tag, 1 << 20, 256, 1);
-        let h0 = data_header(
-            tag,
-            1,
-            FramePlan {
-                offset: 0,
-                len: 10,
-                frame_index: 0,
-                end: false,
-            },
-            &[0; 10],
-        );
+        let h0 = data_header(tag, 1, FramePlan { offset: 0, len: 10, frame_index: 0, end: false }, &[0; 10]);
         let s = l.on_header(&h0).unwrap().unwrap();
         assert_eq!(l.commit(&s), None);
-        let h1 = data_header(
-            tag,
-            1,
-            FramePlan {
-                offset: 10,
-                len: 10,
-                frame_index: 1,
-                end: true,
-            },
-            &[0; 10],
-        );
+        let h1 = data_header(tag, 1, FramePlan { offset: 10, len: 10, frame_index: 1, end: true }, &[0; 10]);
         let s = l.on_header(&h1).unwrap().unwrap();
         let g = l.commit(&s).unwrap();
         assert_eq!((g.seq, g.start_pos, g.end_pos, g.bytes), (1, 0, 256, 20));
-        let h2 = data_header(
-            tag,
-            2,
-            FramePlan {
-                offset: 0,
-                len: 10,
-                frame_index: 0,
-                end: false,
-            },
-            &[0; 10],
-        );
+        let h2 = data_header(tag, 2, FramePlan { offset: 0, len: 10, frame_index: 0, end: false }, &[0; 10]);
         let s = l.on_header(&h2).unwrap().unwrap();
         l.commit(&s);
         assert_eq!(l.end_session(), Some(2));
@@ -178,37 +137,13 @@ mod tests {
 
     #[test]
     fn full_log_waits_without_changing_state() {
-        let tag = SessionTag {
-            session: 1,
-            epoch: 1,
-            lane: 0,
-        };
+        let tag = SessionTag { session: 1, epoch: 1, lane: 0 };
         let mut l = MirrorLane::new(0, 256, 0, 0);
         l.begin(tag, 1 << 20, 256, 1);
-        let h = data_header(
-            tag,
-            1,
-            FramePlan {
-                offset: 0,
-                len: 100,
-                frame_index: 0,
-                end: true,
-            },
-            &[0; 100],
-        );
+        let h = data_header(tag, 1, FramePlan { offset: 0, len: 100, frame_index: 0, end: true }, &[0; 100]);
         let s = l.on_header(&h).unwrap().unwrap();
         let g = l.commit(&s).unwrap();
-        let h2 = data_header(
-            tag,
-            2,
-            FramePlan {
-                offset: 0,
-                len: 100,
-                frame_index: 0,
-                end: true,
-            },
-            &[0; 100],
-        );
+        let h2 = data_header(tag, 2, FramePlan { offset: 0, len: 100, frame_index: 0, end: true }, &[0; 100]);
         assert_eq!(l.on_header(&h2).unwrap(), None);
         l.release(g.end_pos);
         assert!(l.on_header(&h2).unwrap().is_some());

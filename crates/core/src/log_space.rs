@@ -22,14 +22,10 @@ pub struct LogSpace {
 
 impl LogSpace {
     pub fn new(capacity: u64, tail: u64, head: u64) -> LogSpace {
-        assert!(capacity > 0 && capacity % RECORD_ALIGN == 0);
+        assert!(capacity > 0 && capacity.is_multiple_of(RECORD_ALIGN));
         assert!(tail <= head && head - tail <= capacity);
-        assert!(tail % RECORD_ALIGN == 0 && head % RECORD_ALIGN == 0);
-        LogSpace {
-            capacity,
-            head,
-            tail,
-        }
+        assert!(tail.is_multiple_of(RECORD_ALIGN) && head.is_multiple_of(RECORD_ALIGN));
+        LogSpace { capacity, head, tail }
     }
 
     pub fn capacity(&self) -> u64 {
@@ -51,21 +47,13 @@ impl LogSpace {
     /// Where a record of `size` bytes would go, or `None` if it does not fit until the tail
     /// moves.
     pub fn place(&self, size: u64) -> Option<Placement> {
-        assert!(
-            size % RECORD_ALIGN == 0 && size >= FRAME_HEADER_SIZE as u64 && size <= self.capacity
-        );
+        assert!(size.is_multiple_of(RECORD_ALIGN) && size >= FRAME_HEADER_SIZE as u64 && size <= self.capacity);
         let free = self.capacity - self.used();
         let room = self.capacity - self.head % self.capacity;
         if size <= room {
-            (size <= free).then_some(Placement {
-                pad_at: None,
-                pos: self.head,
-            })
+            (size <= free).then_some(Placement { pad_at: None, pos: self.head })
         } else {
-            (room + size <= free).then_some(Placement {
-                pad_at: Some(self.head),
-                pos: self.head + room,
-            })
+            (room + size <= free).then_some(Placement { pad_at: Some(self.head), pos: self.head + room })
         }
     }
 
@@ -96,26 +84,14 @@ mod tests {
     fn pads_at_the_end_of_a_lap_and_fills_up() {
         let mut s = LogSpace::new(1024, 0, 0);
         let p = s.place(512).unwrap();
-        assert_eq!(
-            p,
-            Placement {
-                pad_at: None,
-                pos: 0
-            }
-        );
+        assert_eq!(p, Placement { pad_at: None, pos: 0 });
         s.advance_head(512);
         s.advance_head(512 + 384);
         // 128 bytes of room left in the lap, 128 free: a 256-byte record does not fit.
         assert_eq!(s.place(256), None);
         s.advance_tail(512);
         let p = s.place(256).unwrap();
-        assert_eq!(
-            p,
-            Placement {
-                pad_at: Some(896),
-                pos: 1024
-            }
-        );
+        assert_eq!(p, Placement { pad_at: Some(896), pos: 1024 });
         s.advance_head(1280);
         assert_eq!(s.used(), 768);
     }

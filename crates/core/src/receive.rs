@@ -11,42 +11,15 @@ use std::fmt;
 pub enum Violation {
     Frame(FrameError),
     Body(BodyError),
-    Kind {
-        found: FrameKind,
-    },
-    Lane {
-        found: u16,
-        expected: u16,
-    },
-    Epoch {
-        found: u64,
-        expected: u64,
-    },
-    Session {
-        found: u64,
-        expected: u64,
-    },
-    BodyLen {
-        found: u32,
-        max: u32,
-    },
-    OutOfBounds {
-        offset: u64,
-        len: u32,
-        region_size: u64,
-    },
-    Seq {
-        found: u64,
-        expected_at_least: u64,
-    },
-    SeqInGroup {
-        found: u64,
-        expected: u64,
-    },
-    FrameIndex {
-        found: u32,
-        expected: u32,
-    },
+    Kind { found: FrameKind },
+    Lane { found: u16, expected: u16 },
+    Epoch { found: u64, expected: u64 },
+    Session { found: u64, expected: u64 },
+    BodyLen { found: u32, max: u32 },
+    OutOfBounds { offset: u64, len: u32, region_size: u64 },
+    Seq { found: u64, expected_at_least: u64 },
+    SeqInGroup { found: u64, expected: u64 },
+    FrameIndex { found: u32, expected: u32 },
 }
 
 impl fmt::Display for Violation {
@@ -67,18 +40,16 @@ impl fmt::Display for Violation {
             Violation::BodyLen { found, max } => {
                 write!(f, "frame body of {found} bytes is empty or over the limit of {max}")
             }
-            Violation::OutOfBounds { offset, len, region_size } => write!(
-                f,
-                "frame writes offset {offset} len {len}, outside the region of {region_size} bytes"
-            ),
+            Violation::OutOfBounds { offset, len, region_size } => {
+                write!(f, "frame writes offset {offset} len {len}, outside the region of {region_size} bytes")
+            }
             Violation::Seq { found, expected_at_least } => write!(
                 f,
                 "group sequence {found} is not after the lane's last group (expected >= {expected_at_least})"
             ),
-            Violation::SeqInGroup { found, expected } => write!(
-                f,
-                "frame of group {found} arrived before group {expected} ended"
-            ),
+            Violation::SeqInGroup { found, expected } => {
+                write!(f, "frame of group {found} arrived before group {expected} ended")
+            }
             Violation::FrameIndex { found, expected } => {
                 write!(f, "frame index {found} where {expected} was expected")
             }
@@ -111,13 +82,7 @@ pub struct Accepted {
 impl LaneReceiver {
     /// A lane of session `tag` whose first group is at least `first_seq`.
     pub fn new(tag: SessionTag, region_size: u64, max_frame: u32, first_seq: u64) -> LaneReceiver {
-        LaneReceiver {
-            tag,
-            region_size,
-            max_frame,
-            min_seq: first_seq,
-            open: None,
-        }
+        LaneReceiver { tag, region_size, max_frame, min_seq: first_seq, open: None }
     }
 
     /// Sequence number of the open group, if a group is partly received.
@@ -132,33 +97,18 @@ impl LaneReceiver {
             return Err(Violation::Kind { found: h.kind });
         }
         if h.lane != self.tag.lane {
-            return Err(Violation::Lane {
-                found: h.lane,
-                expected: self.tag.lane,
-            });
+            return Err(Violation::Lane { found: h.lane, expected: self.tag.lane });
         }
         if h.epoch != self.tag.epoch {
-            return Err(Violation::Epoch {
-                found: h.epoch,
-                expected: self.tag.epoch,
-            });
+            return Err(Violation::Epoch { found: h.epoch, expected: self.tag.epoch });
         }
         if h.session != self.tag.session {
-            return Err(Violation::Session {
-                found: h.session,
-                expected: self.tag.session,
-            });
+            return Err(Violation::Session { found: h.session, expected: self.tag.session });
         }
         if h.body_len == 0 || h.body_len > self.max_frame {
-            return Err(Violation::BodyLen {
-                found: h.body_len,
-                max: self.max_frame,
-            });
+            return Err(Violation::BodyLen { found: h.body_len, max: self.max_frame });
         }
-        if h.offset
-            .checked_add(h.body_len as u64)
-            .is_none_or(|e| e > self.region_size)
-        {
+        if h.offset.checked_add(h.body_len as u64).is_none_or(|e| e > self.region_size) {
             return Err(Violation::OutOfBounds {
                 offset: h.offset,
                 len: h.body_len,
@@ -168,30 +118,18 @@ impl LaneReceiver {
         match self.open {
             Some((seq, index)) => {
                 if h.seq != seq {
-                    return Err(Violation::SeqInGroup {
-                        found: h.seq,
-                        expected: seq,
-                    });
+                    return Err(Violation::SeqInGroup { found: h.seq, expected: seq });
                 }
                 if h.frame_index != index {
-                    return Err(Violation::FrameIndex {
-                        found: h.frame_index,
-                        expected: index,
-                    });
+                    return Err(Violation::FrameIndex { found: h.frame_index, expected: index });
                 }
             }
             None => {
                 if h.seq < self.min_seq || h.seq == u64::MAX {
-                    return Err(Violation::Seq {
-                        found: h.seq,
-                        expected_at_least: self.min_seq,
-                    });
+                    return Err(Violation::Seq { found: h.seq, expected_at_least: self.min_seq });
                 }
                 if h.frame_index != 0 {
-                    return Err(Violation::FrameIndex {
-                        found: h.frame_index,
-                        expected: 0,
-                    });
+                    return Err(Violation::FrameIndex { found: h.frame_index, expected: 0 });
                 }
             }
         }
@@ -202,10 +140,7 @@ impl LaneReceiver {
         } else {
             self.open = Some((h.seq, h.frame_index + 1));
         }
-        Ok(Accepted {
-            header: h,
-            ends_group,
-        })
+        Ok(Accepted { header: h, ends_group })
     }
 }
 
@@ -214,25 +149,11 @@ mod tests {
     use super::*;
     use crate::encode::{data_header, FramePlan};
 
-    const TAG: SessionTag = SessionTag {
-        session: 42,
-        epoch: 1,
-        lane: 0,
-    };
+    const TAG: SessionTag = SessionTag { session: 42, epoch: 1, lane: 0 };
 
     fn hdr(seq: u64, index: u32, offset: u64, len: u32, end: bool) -> [u8; 64] {
         let body = vec![7u8; len as usize];
-        data_header(
-            TAG,
-            seq,
-            FramePlan {
-                offset,
-                len,
-                frame_index: index,
-                end,
-            },
-            &body,
-        )
+        data_header(TAG, seq, FramePlan { offset, len, frame_index: index, end }, &body)
     }
 
     #[test]
@@ -246,42 +167,20 @@ mod tests {
     #[test]
     fn rejects_each_kind_of_violation() {
         let mut r = LaneReceiver::new(TAG, 1 << 20, 4096, 3);
-        assert!(matches!(
-            r.on_header(&hdr(2, 0, 0, 10, true)),
-            Err(Violation::Seq { .. })
-        ));
-        assert!(matches!(
-            r.on_header(&hdr(3, 1, 0, 10, true)),
-            Err(Violation::FrameIndex { .. })
-        ));
-        assert!(matches!(
-            r.on_header(&hdr(3, 0, 1 << 20, 1, true)),
-            Err(Violation::OutOfBounds { .. })
-        ));
+        assert!(matches!(r.on_header(&hdr(2, 0, 0, 10, true)), Err(Violation::Seq { .. })));
+        assert!(matches!(r.on_header(&hdr(3, 1, 0, 10, true)), Err(Violation::FrameIndex { .. })));
+        assert!(matches!(r.on_header(&hdr(3, 0, 1 << 20, 1, true)), Err(Violation::OutOfBounds { .. })));
         assert!(matches!(
             r.on_header(&hdr(3, 0, u64::MAX - 2, 10, true)),
             Err(Violation::OutOfBounds { .. })
         ));
         r.on_header(&hdr(3, 0, 0, 10, false)).unwrap();
-        assert!(matches!(
-            r.on_header(&hdr(4, 0, 0, 10, true)),
-            Err(Violation::SeqInGroup { .. })
-        ));
+        assert!(matches!(r.on_header(&hdr(4, 0, 0, 10, true)), Err(Violation::SeqInGroup { .. })));
         let mut bad = hdr(3, 1, 0, 10, true);
         bad[30] ^= 1;
         assert!(matches!(r.on_header(&bad), Err(Violation::Frame(_))));
         let other = SessionTag { session: 43, ..TAG };
-        let h = data_header(
-            other,
-            3,
-            FramePlan {
-                offset: 0,
-                len: 1,
-                frame_index: 1,
-                end: true,
-            },
-            &[0],
-        );
+        let h = data_header(other, 3, FramePlan { offset: 0, len: 1, frame_index: 1, end: true }, &[0]);
         assert!(matches!(r.on_header(&h), Err(Violation::Session { .. })));
     }
 }

@@ -46,16 +46,8 @@ struct Open {
 /// position) and writes inside a region of `region_size` bytes; a group only counts if its
 /// frames are consecutive, of one session and sequence number, numbered from 0, and the last
 /// one carries END. Never panics, whatever the bytes.
-pub fn recover(
-    lanes: &[LaneLog<'_>],
-    applied_seq: u64,
-    max_body: u32,
-    region_size: u64,
-) -> Recovered {
-    let mut out = Recovered {
-        max_seq: applied_seq,
-        ..Recovered::default()
-    };
+pub fn recover(lanes: &[LaneLog<'_>], applied_seq: u64, max_body: u32, region_size: u64) -> Recovered {
+    let mut out = Recovered { max_seq: applied_seq, ..Recovered::default() };
     let mut seen: Vec<u64> = Vec::new();
     for (lane, log) in lanes.iter().enumerate() {
         let lane = lane as u16;
@@ -66,62 +58,36 @@ pub fn recover(
         }
         let mut open: Option<Open> = None;
         let in_bounds = |r: &Record| {
-            r.header
-                .offset
-                .checked_add(r.header.body_len as u64)
-                .is_some_and(|e| e <= region_size)
+            r.header.offset.checked_add(r.header.body_len as u64).is_some_and(|e| e <= region_size)
         };
         for rec in scan(log.area, log.tail, max_body).take_while(in_bounds) {
             let h = rec.header;
             out.max_seq = out.max_seq.max(h.seq);
-            let continues = open.as_ref().is_some_and(|o| {
-                o.seq == h.seq && o.session == h.session && o.next_index == h.frame_index
-            });
+            let continues = open
+                .as_ref()
+                .is_some_and(|o| o.seq == h.seq && o.session == h.session && o.next_index == h.frame_index);
             if !continues {
                 if let Some(o) = open.take() {
-                    out.discarded.push(Discarded {
-                        lane,
-                        seq: o.seq,
-                        frames: o.next_index,
-                    });
+                    out.discarded.push(Discarded { lane, seq: o.seq, frames: o.next_index });
                 }
                 if h.frame_index != 0 {
-                    out.discarded.push(Discarded {
-                        lane,
-                        seq: h.seq,
-                        frames: 1,
-                    });
+                    out.discarded.push(Discarded { lane, seq: h.seq, frames: 1 });
                     continue;
                 }
-                open = Some(Open {
-                    seq: h.seq,
-                    session: h.session,
-                    start: rec.pos,
-                    next_index: 0,
-                    bytes: 0,
-                });
+                open = Some(Open { seq: h.seq, session: h.session, start: rec.pos, next_index: 0, bytes: 0 });
             }
             let o = open.as_mut().expect("opened above");
             o.next_index += 1;
             o.bytes += h.body_len as u64;
             if h.is_end() {
-                let g = GroupRef {
-                    seq: o.seq,
-                    lane,
-                    start_pos: o.start,
-                    end_pos: rec.end_pos(),
-                    bytes: o.bytes,
-                };
+                let g =
+                    GroupRef { seq: o.seq, lane, start_pos: o.start, end_pos: rec.end_pos(), bytes: o.bytes };
                 open = None;
                 head = g.end_pos;
                 if g.seq <= applied_seq {
                     out.already_applied += 1;
                 } else if seen.contains(&g.seq) {
-                    out.discarded.push(Discarded {
-                        lane,
-                        seq: g.seq,
-                        frames: 0,
-                    });
+                    out.discarded.push(Discarded { lane, seq: g.seq, frames: 0 });
                 } else {
                     seen.push(g.seq);
                     out.groups.push(g);
@@ -129,11 +95,7 @@ pub fn recover(
             }
         }
         if let Some(o) = open {
-            out.discarded.push(Discarded {
-                lane,
-                seq: o.seq,
-                frames: o.next_index,
-            });
+            out.discarded.push(Discarded { lane, seq: o.seq, frames: o.next_index });
         }
         out.heads.push(head);
     }
@@ -150,10 +112,7 @@ pub fn for_each_write(area: &[u8], g: &GroupRef, max_body: u32, mut write: impl 
         let rec = mojim_format::log::record_at(area, pos, max_body)
             .unwrap_or_else(|| panic!("record at {pos} of group {} no longer valid", g.seq));
         if rec.header.kind == mojim_format::FrameKind::Data {
-            assert_eq!(
-                rec.header.seq, g.seq,
-                "record at {pos} belongs to another group"
-            );
+            assert_eq!(rec.header.seq, g.seq, "record at {pos} belongs to another group");
             let body = &area[rec.body_at..rec.body_at + rec.header.body_len as usize];
             write(rec.header.offset, body);
         }
@@ -175,17 +134,10 @@ mod tests {
 
     impl TestLog {
         fn new(cap: usize) -> TestLog {
-            TestLog {
-                area: vec![0; cap],
-                space: LogSpace::new(cap as u64, 0, 0),
-            }
+            TestLog { area: vec![0; cap], space: LogSpace::new(cap as u64, 0, 0) }
         }
         fn put(&mut self, session: u64, seq: u64, index: u32, offset: u64, body: &[u8], end: bool) {
-            let tag = SessionTag {
-                session,
-                epoch: 1,
-                lane: 0,
-            };
+            let tag = SessionTag { session, epoch: 1, lane: 0 };
             let size = record_size(body.len() as u64);
             let p = self.space.place(size).expect("room");
             if let Some(pad) = p.pad_at {
@@ -196,12 +148,7 @@ mod tests {
             let mut hb = data_header(
                 tag,
                 seq,
-                FramePlan {
-                    offset,
-                    len: body.len() as u32,
-                    frame_index: index,
-                    end,
-                },
+                FramePlan { offset, len: body.len() as u32, frame_index: index, end },
                 body,
             );
             let mut h = mojim_format::FrameHeader::decode(&hb).unwrap();
@@ -226,32 +173,13 @@ mod tests {
         l1.put(9, 4, 0, 6, b"G", true);
         l1.put(9, 5, 0, 7, b"H", false);
         let r = recover(
-            &[
-                LaneLog {
-                    area: &l0.area,
-                    tail: 0,
-                },
-                LaneLog {
-                    area: &l1.area,
-                    tail: 0,
-                },
-            ],
+            &[LaneLog { area: &l0.area, tail: 0 }, LaneLog { area: &l1.area, tail: 0 }],
             0,
             4096,
             100,
         );
-        assert_eq!(
-            r.groups.iter().map(|g| g.seq).collect::<Vec<_>>(),
-            vec![1, 2, 3, 4]
-        );
-        assert_eq!(
-            r.discarded,
-            vec![Discarded {
-                lane: 1,
-                seq: 5,
-                frames: 1
-            }]
-        );
+        assert_eq!(r.groups.iter().map(|g| g.seq).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+        assert_eq!(r.discarded, vec![Discarded { lane: 1, seq: 5, frames: 1 }]);
         assert_eq!(r.max_seq, 5);
         assert_eq!(r.heads[1], 2 * record_size(1));
         let mut data = [0u8; 8];
@@ -270,15 +198,7 @@ mod tests {
         l0.put(1, 1, 0, 0, b"x", true);
         l0.put(1, 2, 0, 0, b"y", false); // torn: session 1 ended here
         l0.put(2, 2, 1, 0, b"z", true); // a later session's frame 1 of seq 2 must not complete it
-        let r = recover(
-            &[LaneLog {
-                area: &l0.area,
-                tail: 0,
-            }],
-            1,
-            4096,
-            100,
-        );
+        let r = recover(&[LaneLog { area: &l0.area, tail: 0 }], 1, 4096, 100);
         assert!(r.groups.is_empty());
         assert_eq!(r.already_applied, 1);
         assert_eq!(r.discarded.len(), 2);
@@ -293,42 +213,14 @@ mod tests {
         }
         let mut flipped = l0.area.clone();
         flipped[(2 * record_size(50) + 70) as usize] ^= 4;
-        let r = recover(
-            &[LaneLog {
-                area: &flipped,
-                tail: 0,
-            }],
-            0,
-            4096,
-            100,
-        );
+        let r = recover(&[LaneLog { area: &flipped, tail: 0 }], 0, 4096, 100);
         assert_eq!(r.groups.len(), 2);
         let mut truncated = l0.area.clone();
         truncated[(3 * record_size(50)) as usize..].fill(0);
-        let r = recover(
-            &[LaneLog {
-                area: &truncated,
-                tail: 0,
-            }],
-            0,
-            4096,
-            100,
-        );
+        let r = recover(&[LaneLog { area: &truncated, tail: 0 }], 0, 4096, 100);
         assert_eq!(r.groups.len(), 3);
         // A record writing past the region's end is not trusted either.
-        let r = recover(
-            &[LaneLog {
-                area: &l0.area,
-                tail: 0,
-            }],
-            0,
-            4096,
-            52,
-        );
-        assert_eq!(
-            r.groups.len(),
-            2,
-            "offsets 1 and 2 fit in 52 bytes, 3 does not"
-        );
+        let r = recover(&[LaneLog { area: &l0.area, tail: 0 }], 0, 4096, 52);
+        assert_eq!(r.groups.len(), 2, "offsets 1 and 2 fit in 52 bytes, 3 does not");
     }
 }

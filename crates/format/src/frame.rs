@@ -106,20 +106,15 @@ pub enum FrameError {
 impl fmt::Display for FrameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            FrameError::HeaderChecksum { stored, computed } => write!(
-                f,
-                "frame header checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
-            ),
-            FrameError::Magic { found } => {
-                write!(
-                    f,
-                    "not a Mojim frame: magic {found:#06x}, expected {FRAME_MAGIC:#06x}"
-                )
+            FrameError::HeaderChecksum { stored, computed } => {
+                write!(f, "frame header checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")
             }
-            FrameError::Version { found, expected } => write!(
-                f,
-                "protocol version {found} is not supported; this build speaks version {expected}"
-            ),
+            FrameError::Magic { found } => {
+                write!(f, "not a Mojim frame: magic {found:#06x}, expected {FRAME_MAGIC:#06x}")
+            }
+            FrameError::Version { found, expected } => {
+                write!(f, "protocol version {found} is not supported; this build speaks version {expected}")
+            }
             FrameError::Kind { found } => write!(f, "unknown frame kind {found}"),
             FrameError::Reserved => write!(f, "reserved frame header bytes are not zero"),
             FrameError::Flags { found } => write!(f, "unknown frame flags {found:#04x}"),
@@ -192,10 +187,7 @@ impl FrameHeader {
             return Err(FrameError::Magic { found: magic });
         }
         if b[10] != PROTOCOL_VERSION {
-            return Err(FrameError::Version {
-                found: b[10],
-                expected: PROTOCOL_VERSION,
-            });
+            return Err(FrameError::Version { found: b[10], expected: PROTOCOL_VERSION });
         }
         let kind = FrameKind::from_u8(b[11]).ok_or(FrameError::Kind { found: b[11] })?;
         if b[12] & !FLAG_END != 0 {
@@ -222,17 +214,11 @@ impl FrameHeader {
     /// Whether `body` matches the header's body length and checksum.
     pub fn check_body(&self, body: &[u8]) -> Result<(), BodyError> {
         if body.len() != self.body_len as usize {
-            return Err(BodyError::Length {
-                header: self.body_len,
-                actual: body.len(),
-            });
+            return Err(BodyError::Length { header: self.body_len, actual: body.len() });
         }
         let computed = crc32c(body);
         if computed != self.body_checksum {
-            return Err(BodyError::Checksum {
-                stored: self.body_checksum,
-                computed,
-            });
+            return Err(BodyError::Checksum { stored: self.body_checksum, computed });
         }
         Ok(())
     }
@@ -251,10 +237,9 @@ impl fmt::Display for BodyError {
             BodyError::Length { header, actual } => {
                 write!(f, "frame body is {actual} bytes, header says {header}")
             }
-            BodyError::Checksum { stored, computed } => write!(
-                f,
-                "frame body checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
-            ),
+            BodyError::Checksum { stored, computed } => {
+                write!(f, "frame body checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")
+            }
         }
     }
 }
@@ -317,13 +302,7 @@ mod tests {
         let crc = crc32c(&bytes[4..]);
         bytes[0..4].copy_from_slice(&crc.to_le_bytes());
         let err = FrameHeader::decode(&bytes).unwrap_err();
-        assert_eq!(
-            err,
-            FrameError::Version {
-                found: 9,
-                expected: PROTOCOL_VERSION
-            }
-        );
+        assert_eq!(err, FrameError::Version { found: 9, expected: PROTOCOL_VERSION });
         assert!(err.to_string().contains("version 9"));
     }
 }

@@ -17,26 +17,14 @@ pub const REFUSE_MAX: usize = 2048;
 /// Malformed handshake body: the peer's fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BodyFormatError {
-    Size {
-        kind: &'static str,
-        expected: usize,
-        found: usize,
-    },
-    Field {
-        kind: &'static str,
-        field: &'static str,
-        value: u64,
-    },
+    Size { kind: &'static str, expected: usize, found: usize },
+    Field { kind: &'static str, field: &'static str, value: u64 },
 }
 
 impl fmt::Display for BodyFormatError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BodyFormatError::Size {
-                kind,
-                expected,
-                found,
-            } => {
+            BodyFormatError::Size { kind, expected, found } => {
                 write!(f, "{kind} body is {found} bytes, expected {expected}")
             }
             BodyFormatError::Field { kind, field, value } => {
@@ -48,15 +36,8 @@ impl fmt::Display for BodyFormatError {
 
 impl std::error::Error for BodyFormatError {}
 
-fn exact<'a, const N: usize>(
-    kind: &'static str,
-    b: &'a [u8],
-) -> Result<&'a [u8; N], BodyFormatError> {
-    b.try_into().map_err(|_| BodyFormatError::Size {
-        kind,
-        expected: N,
-        found: b.len(),
-    })
+fn exact<'a, const N: usize>(kind: &'static str, b: &'a [u8]) -> Result<&'a [u8; N], BodyFormatError> {
+    b.try_into().map_err(|_| BodyFormatError::Size { kind, expected: N, found: b.len() })
 }
 
 /// Who is connecting.
@@ -119,20 +100,10 @@ impl Hello {
         let role = match b[0] {
             1 => PeerRole::Primary,
             2 => PeerRole::Admin,
-            v => {
-                return Err(BodyFormatError::Field {
-                    kind: "Hello",
-                    field: "role",
-                    value: v as u64,
-                })
-            }
+            v => return Err(BodyFormatError::Field { kind: "Hello", field: "role", value: v as u64 }),
         };
         if b[1] != 0 || b[6..8] != [0, 0] || b[84..].iter().any(|&x| x != 0) {
-            return Err(BodyFormatError::Field {
-                kind: "Hello",
-                field: "reserved bytes",
-                value: 0,
-            });
+            return Err(BodyFormatError::Field { kind: "Hello", field: "reserved bytes", value: 0 });
         }
         let mut region_uuid = [0u8; 16];
         region_uuid.copy_from_slice(&b[8..24]);
@@ -169,10 +140,7 @@ impl Challenge {
 
     pub fn decode(b: &[u8]) -> Result<Challenge, BodyFormatError> {
         let b = exact::<CHALLENGE_SIZE>("Challenge", b)?;
-        let mut c = Challenge {
-            nonce: [0; NONCE_SIZE],
-            proof: [0; PROOF_SIZE],
-        };
+        let mut c = Challenge { nonce: [0; NONCE_SIZE], proof: [0; PROOF_SIZE] };
         c.nonce.copy_from_slice(&b[..NONCE_SIZE]);
         c.proof.copy_from_slice(&b[NONCE_SIZE..]);
         Ok(c)
@@ -215,11 +183,7 @@ impl Welcome {
     pub fn decode(b: &[u8]) -> Result<Welcome, BodyFormatError> {
         let b = exact::<WELCOME_SIZE>("Welcome", b)?;
         if u32_at(b, 20) != 0 {
-            return Err(BodyFormatError::Field {
-                kind: "Welcome",
-                field: "reserved bytes",
-                value: 0,
-            });
+            return Err(BodyFormatError::Field { kind: "Welcome", field: "reserved bytes", value: 0 });
         }
         Ok(Welcome {
             next_seq: u64_at(b, 0),
@@ -271,16 +235,9 @@ pub fn encode_refuse(code: RefuseCode, message: &str, out: &mut Vec<u8>) {
 /// Decodes a refusal body.
 pub fn decode_refuse(b: &[u8]) -> Result<(RefuseCode, String), BodyFormatError> {
     if b.len() < 4 || b.len() > REFUSE_MAX {
-        return Err(BodyFormatError::Size {
-            kind: "Refuse",
-            expected: 4,
-            found: b.len(),
-        });
+        return Err(BodyFormatError::Size { kind: "Refuse", expected: 4, found: b.len() });
     }
-    Ok((
-        RefuseCode::from_u32(u32_at(b, 0)),
-        String::from_utf8_lossy(&b[4..]).into_owned(),
-    ))
+    Ok((RefuseCode::from_u32(u32_at(b, 0)), String::from_utf8_lossy(&b[4..]).into_owned()))
 }
 
 /// An administrative request.
@@ -315,23 +272,12 @@ impl Request {
     pub fn decode(b: &[u8]) -> Result<Request, BodyFormatError> {
         let b = exact::<REQUEST_SIZE>("Request", b)?;
         if u32_at(b, 4) != 0 {
-            return Err(BodyFormatError::Field {
-                kind: "Request",
-                field: "reserved bytes",
-                value: 0,
-            });
+            return Err(BodyFormatError::Field { kind: "Request", field: "reserved bytes", value: 0 });
         }
         match u32_at(b, 0) {
             1 => Ok(Request::Status),
-            2 => Ok(Request::Read {
-                offset: u64_at(b, 8),
-                len: u64_at(b, 16),
-            }),
-            op => Err(BodyFormatError::Field {
-                kind: "Request",
-                field: "op",
-                value: op as u64,
-            }),
+            2 => Ok(Request::Read { offset: u64_at(b, 8), len: u64_at(b, 16) }),
+            op => Err(BodyFormatError::Field { kind: "Request", field: "op", value: op as u64 }),
         }
     }
 }
@@ -379,9 +325,6 @@ mod tests {
     fn refuse_round_trip() {
         let mut v = Vec::new();
         encode_refuse(RefuseCode::Region, "region size 10 != 20", &mut v);
-        assert_eq!(
-            decode_refuse(&v).unwrap(),
-            (RefuseCode::Region, "region size 10 != 20".into())
-        );
+        assert_eq!(decode_refuse(&v).unwrap(), (RefuseCode::Region, "region size 10 != 20".into()));
     }
 }

@@ -63,19 +63,14 @@ impl fmt::Display for LogHeaderError {
         match self {
             LogHeaderError::Magic => write!(f, "not a Mojim log file (bad magic)"),
             LogHeaderError::Version { found } => {
-                write!(
-                    f,
-                    "log format version {found} is not supported (expected {LOG_VERSION})"
-                )
+                write!(f, "log format version {found} is not supported (expected {LOG_VERSION})")
             }
-            LogHeaderError::Checksum { stored, computed } => write!(
-                f,
-                "log header checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
-            ),
-            LogHeaderError::Capacity { capacity } => write!(
-                f,
-                "log capacity {capacity} is not a non-zero multiple of {RECORD_ALIGN}"
-            ),
+            LogHeaderError::Checksum { stored, computed } => {
+                write!(f, "log header checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")
+            }
+            LogHeaderError::Capacity { capacity } => {
+                write!(f, "log capacity {capacity} is not a non-zero multiple of {RECORD_ALIGN}")
+            }
         }
     }
 }
@@ -110,16 +105,12 @@ impl LogHeader {
             return Err(LogHeaderError::Checksum { stored, computed });
         }
         let capacity = u64_at(page, 40);
-        if capacity == 0 || capacity % RECORD_ALIGN != 0 {
+        if capacity == 0 || !capacity.is_multiple_of(RECORD_ALIGN) {
             return Err(LogHeaderError::Capacity { capacity });
         }
         let mut region_uuid = [0u8; 16];
         region_uuid.copy_from_slice(&page[16..32]);
-        Ok(LogHeader {
-            region_uuid,
-            lane: u16_at(page, 32),
-            capacity,
-        })
+        Ok(LogHeader { region_uuid, lane: u16_at(page, 32), capacity })
     }
 }
 
@@ -179,17 +170,11 @@ pub fn record_at(area: &[u8], pos: u64, max_body: u32) -> Option<Record> {
                 return None;
             }
             let body_at = at + FRAME_HEADER_SIZE;
-            header
-                .check_body(&area[body_at..body_at + header.body_len as usize])
-                .ok()?;
+            header.check_body(&area[body_at..body_at + header.body_len as usize]).ok()?;
         }
         _ => return None,
     }
-    Some(Record {
-        header,
-        pos,
-        body_at: at + FRAME_HEADER_SIZE,
-    })
+    Some(Record { header, pos, body_at: at + FRAME_HEADER_SIZE })
 }
 
 /// Iterates over the valid records from `tail` on, stopping at the first invalid one or after a
@@ -213,7 +198,7 @@ pub fn scan(area: &[u8], tail: u64, max_body: u32) -> impl Iterator<Item = Recor
 /// `capacity` bytes.
 pub fn pad_header(capacity: u64, pos: u64) -> [u8; FRAME_HEADER_SIZE] {
     let room = capacity - pos % capacity;
-    assert!(room >= FRAME_HEADER_SIZE as u64 && room % RECORD_ALIGN == 0);
+    assert!(room >= FRAME_HEADER_SIZE as u64 && room.is_multiple_of(RECORD_ALIGN));
     let mut h = FrameHeader::new(FrameKind::Pad);
     h.body_len = (room - FRAME_HEADER_SIZE as u64) as u32;
     h.log_pos = pos;
@@ -255,20 +240,13 @@ mod tests {
     #[test]
     fn header_round_trip_and_corruption() {
         let mut page = vec![0u8; LOG_HEADER_SIZE];
-        let h = LogHeader {
-            region_uuid: [7; 16],
-            lane: 3,
-            capacity: 4096,
-        };
+        let h = LogHeader { region_uuid: [7; 16], lane: 3, capacity: 4096 };
         h.encode(&mut page);
         set_tail_pos(&mut page, 12345);
         assert_eq!(LogHeader::decode(&page), Ok(h));
         assert_eq!(tail_pos(&page), 12345);
         page[20] ^= 1;
-        assert!(matches!(
-            LogHeader::decode(&page),
-            Err(LogHeaderError::Checksum { .. })
-        ));
+        assert!(matches!(LogHeader::decode(&page), Err(LogHeaderError::Checksum { .. })));
     }
 
     #[test]
@@ -284,10 +262,7 @@ mod tests {
         let found: Vec<u64> = scan(&area, tail, 1 << 20).map(|r| r.header.seq).collect();
         assert!(found.is_empty() || found.windows(2).all(|w| w[1] == w[0] + 1));
         let recs: Vec<Record> = scan(&area, pos - 3 * record_size(100), 1 << 20).collect();
-        assert_eq!(
-            recs.iter().map(|r| r.header.seq).collect::<Vec<_>>(),
-            vec![18, 19, 20]
-        );
+        assert_eq!(recs.iter().map(|r| r.header.seq).collect::<Vec<_>>(), vec![18, 19, 20]);
     }
 
     #[test]

@@ -44,14 +44,12 @@ impl fmt::Display for RegionHeaderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RegionHeaderError::Magic => write!(f, "not a Mojim region file (bad magic)"),
-            RegionHeaderError::Version { found } => write!(
-                f,
-                "region format version {found} is not supported (expected {REGION_VERSION})"
-            ),
-            RegionHeaderError::Checksum { stored, computed } => write!(
-                f,
-                "region header checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
-            ),
+            RegionHeaderError::Version { found } => {
+                write!(f, "region format version {found} is not supported (expected {REGION_VERSION})")
+            }
+            RegionHeaderError::Checksum { stored, computed } => {
+                write!(f, "region header checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")
+            }
         }
     }
 }
@@ -87,11 +85,7 @@ impl RegionHeader {
         }
         let mut region_uuid = [0u8; 16];
         region_uuid.copy_from_slice(&page[16..32]);
-        Ok(RegionHeader {
-            region_uuid,
-            size: u64_at(page, 32),
-            map_addr: u64_at(page, 40),
-        })
+        Ok(RegionHeader { region_uuid, size: u64_at(page, 32), map_addr: u64_at(page, 40) })
     }
 }
 
@@ -118,11 +112,7 @@ mod tests {
     #[test]
     fn round_trip_and_counters() {
         let mut page = vec![0u8; REGION_HEADER_SIZE];
-        let h = RegionHeader {
-            region_uuid: [9; 16],
-            size: 1 << 30,
-            map_addr: 0,
-        };
+        let h = RegionHeader { region_uuid: [9; 16], size: 1 << 30, map_addr: 0 };
         h.encode(&mut page);
         set_applied_seq(&mut page, 77);
         set_epoch(&mut page, 3);

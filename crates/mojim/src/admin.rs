@@ -60,7 +60,7 @@ impl AdminClient {
     pub fn read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(len as usize);
         let mut at = offset;
-        let end = offset.checked_add(len).ok_or_else(|| {
+        let end = offset.checked_add(len).ok_or({
             Error::Range(mojim_core::encode::RangeError::OutOfBounds { offset, len, region_size: 0 })
         })?;
         while at < end {

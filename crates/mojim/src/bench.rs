@@ -265,7 +265,7 @@ fn drive<S: Send>(
                 let gate = &start_gate;
                 let t0 = &t0;
                 scope.spawn(move || -> Result<(Histogram<u64>, u64)> {
-                    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15 ^ (i as u64 + 1) * 0x1234_5678_9ABC_DEF1);
+                    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15 ^ ((i as u64 + 1) * 0x1234_5678_9ABC_DEF1));
                     for _ in 0..a.warmup {
                         op(&mut st, &mut rng)?;
                     }
@@ -281,7 +281,7 @@ fn drive<S: Send>(
                         n += 1;
                         match deadline {
                             Some(d) => {
-                                if n % 64 == 0 && start.elapsed() >= d {
+                                if n.is_multiple_of(64) && start.elapsed() >= d {
                                     break;
                                 }
                             }

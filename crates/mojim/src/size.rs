@@ -21,7 +21,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// Formats a size with the largest exact binary unit.
 pub fn format_size(n: u64) -> String {
     for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if n >= 1 << shift && n % (1 << shift) == 0 {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
             return format!("{}{unit}", n >> shift);
         }
     }

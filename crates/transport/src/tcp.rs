@@ -15,10 +15,7 @@ impl TcpConn {
     /// Wraps an accepted or connected stream.
     pub fn new(stream: TcpStream) -> io::Result<TcpConn> {
         stream.set_nodelay(true)?;
-        let peer = stream
-            .peer_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_else(|_| "unknown".into());
+        let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "unknown".into());
         Ok(TcpConn { stream, peer })
     }
 }
@@ -43,10 +40,7 @@ impl Write for TcpConn {
 
 impl Conn for TcpConn {
     fn try_clone(&self) -> io::Result<TcpConn> {
-        Ok(TcpConn {
-            stream: self.stream.try_clone()?,
-            peer: self.peer.clone(),
-        })
+        Ok(TcpConn { stream: self.stream.try_clone()?, peer: self.peer.clone() })
     }
 
     fn peer(&self) -> String {
@@ -82,10 +76,8 @@ impl Transport for TcpTransport {
     type Listener = TcpListener;
 
     fn connect(&self, addr: &str, timeout: Duration) -> io::Result<TcpConn> {
-        let mut last = io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("address {addr:?} resolves to nothing"),
-        );
+        let mut last =
+            io::Error::new(io::ErrorKind::InvalidInput, format!("address {addr:?} resolves to nothing"));
         for a in addr.to_socket_addrs()? {
             match TcpStream::connect_timeout(&a, timeout) {
                 Ok(s) => return TcpConn::new(s),
@@ -127,8 +119,7 @@ mod tests {
         let mut c = t.connect(&addr, Duration::from_secs(5)).unwrap();
         let a = vec![1u8; 100_000];
         let b = vec![2u8; 200_000];
-        c.send_all_vectored(&mut [IoSlice::new(&a), IoSlice::new(&b)])
-            .unwrap();
+        c.send_all_vectored(&mut [IoSlice::new(&a), IoSlice::new(&b)]).unwrap();
         let got = h.join().unwrap();
         assert!(got[..100_000].iter().all(|&x| x == 1) && got[100_000..].iter().all(|&x| x == 2));
     }

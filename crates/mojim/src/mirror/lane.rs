@@ -37,7 +37,7 @@ fn lock<X>(m: &std::sync::Mutex<X>) -> std::sync::MutexGuard<'_, X> {
 }
 
 /// The log of `lane`, created (and its space reserved) on first use.
-fn log_of<'a>(s: &'a Shared, lane: u16) -> Result<&'a LogFile, String> {
+fn log_of(s: &Shared, lane: u16) -> Result<&LogFile, String> {
     let cell = &s.logs[lane as usize];
     if let Some(l) = cell.get() {
         return Ok(l);

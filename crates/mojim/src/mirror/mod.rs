@@ -33,8 +33,9 @@ pub const MAX_LANES: u16 = 64;
 /// Largest frame body any configuration allows; records are checked against it on recovery,
 /// so that a smaller `max_frame` set later does not hide records written before.
 pub(crate) const MAX_FRAME_LIMIT: u32 = 16 << 20;
-/// Complete groups one lane may hold before its receiver waits for the checkpointer.
-const QUEUE_PER_LANE: usize = 65536;
+/// Complete groups per lane the checkpointer's queues hold before they grow (a lane's log
+/// bounds them in the end: a group takes at least 128 bytes of it).
+const QUEUE_PER_LANE: usize = 1024;
 
 /// How to run a mirror.
 #[derive(Clone, Debug)]
@@ -249,7 +250,7 @@ impl Mirror {
         let shared = Shared {
             policy: CheckpointPolicy { thresh: opts.checkpoint_thresh },
             ckpt: Mutex::new(Ckpt {
-                cp: Checkpointer::new(opts.max_lanes as usize, applied, QUEUE_PER_LANE.min(1 << 16)),
+                cp: Checkpointer::new(opts.max_lanes as usize, applied, QUEUE_PER_LANE),
                 log_full: false,
                 sleeping: false,
                 waiting_bytes: 0,
