@@ -136,6 +136,14 @@ impl Checkpointer {
         }
     }
 
+    /// Starts a new session after every sequence number seen so far (complete or not) and
+    /// returns its first sequence number. Nothing may be waiting: the previous session was
+    /// sealed, or recovery applied everything.
+    pub fn resume(&mut self, max_seq_seen: u64) -> u64 {
+        self.skip_to(max_seq_seen);
+        self.applied_seq + 1
+    }
+
     /// Moves the applied watermark forward over a gap that will never be filled.
     pub fn skip_to(&mut self, seq: u64) {
         assert_eq!(self.waiting, 0, "skip_to with groups waiting");
@@ -183,6 +191,15 @@ mod tests {
             c.applied(x);
         }
         assert_eq!((c.applied_seq(), c.waiting()), (4, 0));
+    }
+
+    #[test]
+    fn resume_skips_past_dropped_groups() {
+        let mut c = Checkpointer::new(1, 185, 8);
+        assert_eq!(c.resume(187), 188, "groups 186 and 187 were dropped: start after them");
+        c.push(g(188, 0, 0));
+        assert_eq!(c.next().map(|g| g.seq), Some(188));
+        assert_eq!(Checkpointer::new(1, 9, 8).resume(3), 10);
     }
 
     #[test]

@@ -47,7 +47,9 @@ impl LogSpace {
     /// Where a record of `size` bytes would go, or `None` if it does not fit until the tail
     /// moves.
     pub fn place(&self, size: u64) -> Option<Placement> {
-        assert!(size.is_multiple_of(RECORD_ALIGN) && size >= FRAME_HEADER_SIZE as u64 && size <= self.capacity);
+        assert!(
+            size.is_multiple_of(RECORD_ALIGN) && size >= FRAME_HEADER_SIZE as u64 && size <= self.capacity
+        );
         let free = self.capacity - self.used();
         let room = self.capacity - self.head % self.capacity;
         if size <= room {

@@ -159,14 +159,8 @@ fn release(s: &Shared, done: &[GroupRef]) {
     }
 }
 
-/// Applies everything left by an ended session, across gaps, and moves the watermark past
-/// every sequence number it used.
+/// Applies everything left by an ended session, across gaps (the next session resumes after
+/// every sequence number this one used: see `Checkpointer::resume`).
 pub(crate) fn seal(s: &Shared) {
     checkpoint(s, true);
-    let max = s.max_seq_seen.load(Ordering::SeqCst);
-    let _applier = lock(&s.apply_lock);
-    let mut c = lock(&s.ckpt);
-    if c.cp.waiting() == 0 {
-        c.cp.skip_to(max);
-    }
 }

@@ -73,8 +73,12 @@ pub(crate) fn join(
                         });
                     }
                 }
-                let applied = s.region.applied_seq();
-                let next_seq = s.max_seq_seen.load(Ordering::SeqCst).max(applied) + 1;
+                // Start after every sequence number the logs or earlier sessions used, and move
+                // the checkpointer past the dropped ones, or it would wait for them forever.
+                let next_seq = {
+                    let mut c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
+                    c.cp.resume(s.max_seq_seen.load(Ordering::SeqCst))
+                };
                 slot.current = Some(Session {
                     id: hello.session,
                     lanes: hello.lanes,

@@ -1,0 +1,595 @@
+//! The mirror: per lane a log area run by [`MirrorLane`], a [`Checkpointer`] that applies
+//! complete groups to the data area, and restart recovery. Split by what a crash keeps
+//! ([`Durable`]) and what it loses ([`Volatile`]), so a crash is simply dropping the latter.
+
+use super::model::{GroupId, Model, Writes};
+use super::net::WireFrame;
+use super::rng::Rng;
+use super::{Check, Sabotage, SimConfig, SimReport};
+use crate::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
+use crate::encode::{ack_header, SessionTag};
+use crate::lane::{MirrorLane, Slot};
+use crate::log_space::LogSpace;
+use crate::receive::Violation;
+use crate::recovery::{for_each_write, recover, LaneLog};
+use mojim_format::checksum::crc32c;
+use mojim_format::log::{record_at, write_pad};
+use mojim_format::FRAME_HEADER_SIZE;
+
+/// Complete groups one lane's queue is sized for.
+const QUEUE_CAPACITY: usize = 64;
+
+/// What survives a crash: the log areas, each lane's persisted tail, the data area and the
+/// sequence number of the last group applied to it.
+pub(super) struct Durable {
+    pub areas: Vec<Vec<u8>>,
+    pub tails: Vec<u64>,
+    pub data: Vec<u8>,
+    pub applied_seq: u64,
+}
+
+/// What a crash loses.
+struct Volatile {
+    lanes: Vec<MirrorLane>,
+    ckpt: Checkpointer,
+    /// The current session's tag per lane, if one is open.
+    tags: Option<Vec<SessionTag>>,
+    /// Highest sequence number this mirror has seen in a log or a session.
+    highest_seq: u64,
+    /// Lanes whose next frame waits for log space.
+    blocked: Vec<bool>,
+    last_activity: u64,
+}
+
+/// Where a crash interrupts the mirror.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CrashPoint {
+    /// During normal running: a record may be half received, a group half applied.
+    Running,
+    /// While sealing an ended session.
+    Sealing,
+    /// A clean stop, nothing in progress.
+    Clean,
+}
+
+/// What became of a delivered frame.
+pub(super) enum Delivered {
+    /// The log has no room; the frame stays at the front of its stream.
+    Waiting,
+    /// The record is in the log; `ack` is to be sent back if the frame completed a group.
+    Stored { ack: Option<[u8; FRAME_HEADER_SIZE]> },
+    /// The frame broke a rule: the lane closes.
+    Rejected(Violation),
+}
+
+/// Everything a refused frame must leave unchanged.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Snapshot {
+    data_crc: u32,
+    applied_seq: u64,
+    tails: Vec<u64>,
+    space: LogSpace,
+    waiting: usize,
+    committed_log_crc: u32,
+}
+
+/// One write to persistent memory made while applying a batch of groups, in order.
+#[derive(Clone, Copy, Debug)]
+enum PersistStep {
+    /// Frame write `.1` of group `.0` of the batch into the data area.
+    Data(usize, usize),
+    /// The watermark: every group of the batch is applied.
+    AppliedSeq(u64),
+    Tail(u16, u64),
+}
+
+/// A batch of groups read back from the logs, and the writes that make it durable.
+struct ApplyPlan {
+    groups: Vec<(GroupId, Writes)>,
+    steps: Vec<PersistStep>,
+}
+
+pub(super) struct Mirror {
+    cfg: SimConfig,
+    pub durable: Durable,
+    vol: Volatile,
+}
+
+impl Mirror {
+    pub fn new(cfg: &SimConfig) -> Mirror {
+        let n = cfg.lanes as usize;
+        let durable = Durable {
+            areas: vec![vec![0; cfg.log_capacity as usize]; n],
+            tails: vec![0; n],
+            data: vec![0; cfg.region_size as usize],
+            applied_seq: 0,
+        };
+        let vol = Volatile::fresh(cfg, &durable, &vec![0; n], 0);
+        Mirror { cfg: cfg.clone(), durable, vol }
+    }
+
+    fn policy(&self) -> CheckpointPolicy {
+        CheckpointPolicy { thresh: self.cfg.checkpoint_thresh }
+    }
+
+    /// Handshake: the primary resumes at the returned sequence number, after everything this
+    /// mirror has applied or seen.
+    pub fn begin_session(&mut self, session: u64, epoch: u64) -> Check<u64> {
+        let v = &mut self.vol;
+        if v.ckpt.waiting() != 0 || v.tags.is_some() {
+            return Err("session begun while another is open".into());
+        }
+        let next_seq = v.ckpt.applied_seq().max(v.highest_seq) + 1;
+        // The primary resumes at `next_seq`: numbers below it that were never applied never will
+        // be (dropped or torn groups), so the running checkpointer must not wait for them.
+        if self.cfg.sabotage != Sabotage::GapAfterRestart {
+            v.ckpt.skip_to(next_seq - 1);
+        }
+        let tags: Vec<SessionTag> =
+            (0..self.cfg.lanes).map(|lane| SessionTag { session, epoch, lane }).collect();
+        for (lane, tag) in v.lanes.iter_mut().zip(&tags) {
+            lane.begin(*tag, self.cfg.region_size, self.cfg.max_frame, next_seq);
+        }
+        v.tags = Some(tags);
+        v.blocked.fill(false);
+        Ok(next_seq)
+    }
+
+    /// The session ended (a lane disconnected or misbehaved): drop open groups, then apply every
+    /// complete group, gaps or not, and move the watermark past everything seen.
+    pub fn end_session(&mut self, model: &mut Model, report: &mut SimReport) -> Check<()> {
+        self.vol.tags = None;
+        for lane in &mut self.vol.lanes {
+            if let Some(seq) = lane.end_session() {
+                self.vol.highest_seq = self.vol.highest_seq.max(seq);
+                report.groups_dropped += 1;
+            }
+        }
+        while let Some(batch) = self.next_batch(true) {
+            self.apply(&batch, model)?;
+        }
+        let highest = self.vol.highest_seq;
+        self.vol.ckpt.skip_to(highest);
+        self.vol.blocked.fill(false);
+        self.check_consistent()
+    }
+
+    /// Receives one frame on `lane`: check, place, write pad, body and header, commit.
+    pub fn deliver(&mut self, lane: usize, frame: &WireFrame, now: u64) -> Check<Delivered> {
+        let v = &mut self.vol;
+        let tag = v.tags.as_ref().ok_or("frame delivered to the mirror outside a session")?[lane];
+        let slot = match v.lanes[lane].on_header(&frame.header) {
+            Err(violation) => return Ok(Delivered::Rejected(violation)),
+            Ok(None) => {
+                v.blocked[lane] = true;
+                return Ok(Delivered::Waiting);
+            }
+            Ok(Some(slot)) => slot,
+        };
+        v.blocked[lane] = false;
+        v.last_activity = now;
+        check_placement(lane, &slot, v.lanes[lane].space())?;
+        let area = &mut self.durable.areas[lane];
+        if let Some(pad) = slot.placement.pad_at {
+            write_pad(area, pad);
+        }
+        let at = (slot.placement.pos % area.len() as u64) as usize;
+        let body_at = at + FRAME_HEADER_SIZE;
+        let len = slot.accepted.header.body_len as usize;
+        // The body is received straight into its slot and checked there, as the daemon does; a
+        // bad body is left behind the head, where no header vouches for it.
+        let n = len.min(frame.body.len());
+        area[body_at..body_at + n].copy_from_slice(&frame.body[..n]);
+        area[body_at + n..body_at + len].fill(0);
+        if let Err(e) = slot.accepted.header.check_body(&area[body_at..body_at + len]) {
+            return Ok(Delivered::Rejected(Violation::Body(e)));
+        }
+        let mut h = slot.accepted.header;
+        h.log_pos = slot.placement.pos;
+        area[at..at + FRAME_HEADER_SIZE].copy_from_slice(&h.to_bytes());
+        // Paired check: the record reads back as the record just accepted.
+        match record_at(area, slot.placement.pos, self.cfg.max_frame) {
+            Some(rec) if rec.header == h && rec.end_pos() == slot.placement.pos + slot.size => {}
+            other => {
+                return Err(format!(
+                    "record written at {} on lane {lane} reads back as {other:?}",
+                    slot.placement.pos
+                ))
+            }
+        }
+        v.highest_seq = v.highest_seq.max(h.seq);
+        let done = v.lanes[lane].commit(&slot);
+        if let Some(g) = done {
+            if g.seq != h.seq || usize::from(g.lane) != lane || g.end_pos != h.log_pos + slot.size {
+                return Err(format!("commit of {h:?} returned a wrong group {g:?}"));
+            }
+            v.ckpt.push(g);
+        }
+        let ack = match self.cfg.sabotage {
+            // Broken on purpose: acknowledges a group when its first frame is in the log.
+            Sabotage::AckBeforeEnd => (h.frame_index == 0).then(|| ack_header(tag, h.seq)),
+            _ => done.map(|g| ack_header(tag, g.seq)),
+        };
+        Ok(Delivered::Stored { ack })
+    }
+
+    /// Applies every group that may be applied now, if the policy says it is time. Returns how
+    /// many were applied.
+    pub fn checkpoint(&mut self, now: u64, force_idle: bool, model: &mut Model) -> Check<usize> {
+        let idle = force_idle || now.saturating_sub(self.vol.last_activity) >= self.cfg.idle_ticks;
+        let log_full = self.vol.blocked.iter().any(|&b| b);
+        if !self.policy().due(self.vol.ckpt.waiting(), idle, log_full) {
+            return Ok(0);
+        }
+        let mut applied = 0;
+        while let Some(batch) = self.next_batch(false) {
+            self.apply(&batch, model)?;
+            applied += batch.len();
+        }
+        Ok(applied)
+    }
+
+    /// The next groups to apply, in order: the gap-free run while running, or the lowest
+    /// waiting ones when sealing or recovering. One at a time with `next`/`next_any`, or in
+    /// batches with `plan`, as the daemon does.
+    fn next_batch(&mut self, allow_gaps: bool) -> Option<Vec<GroupRef>> {
+        let ckpt = &mut self.vol.ckpt;
+        let batch = match self.cfg.apply_batch {
+            0 => if allow_gaps { ckpt.next_any() } else { ckpt.next() }.into_iter().collect(),
+            max => {
+                let mut out = Vec::with_capacity(max);
+                ckpt.plan(allow_gaps, max, &mut out);
+                out
+            }
+        };
+        (!batch.is_empty()).then_some(batch)
+    }
+
+    /// Reads group `g` back from its log, checking it against what the checkpointer claims.
+    fn read_group(&self, g: &GroupRef) -> Check<(GroupId, Writes)> {
+        let area = &self.durable.areas[g.lane as usize];
+        let first = record_at(area, g.start_pos, self.cfg.max_frame).ok_or_else(|| {
+            format!("group {} on lane {} has no valid record at its start {}", g.seq, g.lane, g.start_pos)
+        })?;
+        if first.header.seq != g.seq {
+            return Err(format!(
+                "group {} on lane {} starts with a record of group {}",
+                g.seq, g.lane, first.header.seq
+            ));
+        }
+        let mut writes: Writes = Vec::new();
+        for_each_write(area, g, self.cfg.max_frame, |offset, body| {
+            writes.push((offset, body.to_vec()));
+        });
+        let bytes: u64 = writes.iter().map(|w| w.1.len() as u64).sum();
+        if bytes != g.bytes {
+            return Err(format!("group {} claims {} bytes, its records write {bytes}", g.seq, g.bytes));
+        }
+        Ok(((first.header.session, g.seq), writes))
+    }
+
+    /// Lays out the persistent writes of applying `batch`, in the daemon's order: all the data,
+    /// then the watermark, then each lane's tail.
+    fn plan(&self, batch: &[GroupRef]) -> Check<ApplyPlan> {
+        let mut groups = Vec::with_capacity(batch.len());
+        let mut data = Vec::new();
+        for (i, g) in batch.iter().enumerate() {
+            let (id, writes) = self.read_group(g)?;
+            data.extend((0..writes.len()).map(|w| PersistStep::Data(i, w)));
+            groups.push((id, writes));
+        }
+        let last = batch.last().expect("batches are not empty");
+        let mut meta = vec![PersistStep::AppliedSeq(last.seq)];
+        for lane in 0..self.cfg.lanes {
+            if let Some(g) = batch.iter().rev().find(|g| g.lane == lane) {
+                meta.push(PersistStep::Tail(lane, g.end_pos));
+            }
+        }
+        let steps = if self.cfg.sabotage == Sabotage::TailBeforeData {
+            // Broken on purpose: the watermark is persisted before the data it vouches for.
+            meta.into_iter().chain(data).collect()
+        } else {
+            data.into_iter().chain(meta).collect()
+        };
+        Ok(ApplyPlan { groups, steps })
+    }
+
+    fn persist(&mut self, plan: &ApplyPlan, step: PersistStep, model: &mut Model) -> Check<()> {
+        match step {
+            PersistStep::Data(g, w) => {
+                let (offset, bytes) = &plan.groups[g].1[w];
+                let at = *offset as usize;
+                self.durable.data[at..at + bytes.len()].copy_from_slice(bytes);
+            }
+            PersistStep::AppliedSeq(seq) => {
+                self.durable.applied_seq = seq;
+                for (id, writes) in &plan.groups {
+                    model.applied(*id, writes)?;
+                }
+            }
+            PersistStep::Tail(lane, pos) => self.durable.tails[lane as usize] = pos,
+        }
+        Ok(())
+    }
+
+    /// Applies `batch` (as returned by [`Mirror::next_batch`]) and releases its log space.
+    fn apply(&mut self, batch: &[GroupRef], model: &mut Model) -> Check<()> {
+        let plan = self.plan(batch)?;
+        for &step in &plan.steps {
+            self.persist(&plan, step, model)?;
+        }
+        for g in batch {
+            self.vol.ckpt.applied(*g);
+            self.vol.lanes[g.lane as usize].release(g.end_pos);
+        }
+        model.check_data(&self.durable.data)
+    }
+
+    /// The mirror crashes at `point`: the record being received, the group being applied, or
+    /// the seal in progress may be left half done. Then it restarts and recovers from its logs.
+    pub fn crash(
+        &mut self,
+        point: CrashPoint,
+        fronts: &[(usize, WireFrame)],
+        rng: &mut Rng,
+        model: &mut Model,
+        report: &mut SimReport,
+    ) -> Check<()> {
+        let faults = self.cfg.faults;
+        match point {
+            CrashPoint::Running => {
+                if !fronts.is_empty() && rng.chance_pct(faults.torn_write_pct) {
+                    let (lane, frame) = &fronts[rng.index(fronts.len())];
+                    if self.vol.tags.is_some() {
+                        if let Ok(Some(slot)) = self.vol.lanes[*lane].on_header(&frame.header) {
+                            check_placement(*lane, &slot, self.vol.lanes[*lane].space())?;
+                            self.torn_write(*lane, &slot, frame, rng);
+                            report.torn_writes += 1;
+                        }
+                    }
+                }
+                if rng.chance_pct(faults.torn_apply_pct) {
+                    if let Some(batch) = self.next_batch(false) {
+                        self.torn_apply(&batch, rng, model)?;
+                        report.torn_applies += 1;
+                    }
+                }
+            }
+            CrashPoint::Sealing => {
+                // The session ended and the seal got part of the way: open groups dropped, some
+                // groups applied across gaps, the next one perhaps half applied.
+                for lane in &mut self.vol.lanes {
+                    lane.end_session();
+                }
+                for _ in 0..rng.index(self.vol.ckpt.waiting() + 1) {
+                    let Some(batch) = self.next_batch(true) else { break };
+                    self.apply(&batch, model)?;
+                }
+                if rng.chance_pct(faults.torn_apply_pct) {
+                    if let Some(batch) = self.next_batch(true) {
+                        self.torn_apply(&batch, rng, model)?;
+                        report.torn_applies += 1;
+                    }
+                }
+            }
+            CrashPoint::Clean => {}
+        }
+        self.restart(point != CrashPoint::Clean, rng, model, report)
+    }
+
+    /// Writes part of a record: a random prefix in write order (pad, body, header), or a random
+    /// subset of its cache lines, as persistent memory may keep after a crash.
+    fn torn_write(&mut self, lane: usize, slot: &Slot, frame: &WireFrame, rng: &mut Rng) {
+        let area = &mut self.durable.areas[lane];
+        let cap = area.len();
+        let mut bytes: Vec<(usize, u8)> = Vec::new();
+        if let Some(pad) = slot.placement.pad_at {
+            let mut scratch = area.clone();
+            write_pad(&mut scratch, pad);
+            let at = (pad % cap as u64) as usize;
+            bytes.extend((at..at + FRAME_HEADER_SIZE).map(|i| (i, scratch[i])));
+        }
+        let at = (slot.placement.pos % cap as u64) as usize;
+        let len = slot.accepted.header.body_len as usize;
+        bytes.extend(frame.body.iter().take(len).enumerate().map(|(i, &b)| (at + FRAME_HEADER_SIZE + i, b)));
+        let mut h = slot.accepted.header;
+        h.log_pos = slot.placement.pos;
+        bytes.extend(h.to_bytes().iter().enumerate().map(|(i, &b)| (at + i, b)));
+        if rng.chance_pct(50) {
+            let keep = rng.index(bytes.len() + 1);
+            bytes.truncate(keep);
+        } else {
+            let lines = cap / 64;
+            let kept: Vec<bool> = (0..lines).map(|_| rng.chance_pct(50)).collect();
+            bytes.retain(|&(i, _)| kept[i / 64]);
+        }
+        for (i, b) in bytes {
+            area[i] = b;
+        }
+    }
+
+    /// Makes a random prefix of the persistent writes of applying `batch`, the last one partial.
+    fn torn_apply(&mut self, batch: &[GroupRef], rng: &mut Rng, model: &mut Model) -> Check<()> {
+        let plan = self.plan(batch)?;
+        let done = rng.index(plan.steps.len());
+        for &step in &plan.steps[..done] {
+            self.persist(&plan, step, model)?;
+        }
+        if let PersistStep::Data(g, w) = plan.steps[done] {
+            let (offset, bytes) = &plan.groups[g].1[w];
+            let keep = rng.index(bytes.len());
+            let at = *offset as usize;
+            self.durable.data[at..at + keep].copy_from_slice(&bytes[..keep]);
+        }
+        Ok(())
+    }
+
+    /// Restart: everything volatile is rebuilt from the durable state by recovery. With
+    /// `faults`, the restart itself may crash while applying, and starts over.
+    fn restart(
+        &mut self,
+        faults: bool,
+        rng: &mut Rng,
+        model: &mut Model,
+        report: &mut SimReport,
+    ) -> Check<()> {
+        let mut attempts = 0;
+        'restart: loop {
+            attempts += 1;
+            let heads = self.recover_logs(report)?;
+            let waiting = self.vol.ckpt.waiting();
+            let interrupt = (faults
+                && attempts <= 3
+                && waiting > 0
+                && rng.chance_pct(self.cfg.faults.recovery_crash_pct))
+            .then(|| rng.index(waiting));
+            let mut applied = 0;
+            while let Some(batch) = self.next_batch(true) {
+                if interrupt.is_some_and(|at| at < applied + batch.len()) {
+                    self.torn_apply(&batch, rng, model)?;
+                    report.torn_applies += 1;
+                    report.crashes += 1;
+                    report.recovery_crashes += 1;
+                    continue 'restart;
+                }
+                self.apply(&batch, model)?;
+                applied += batch.len();
+            }
+            // Everything before each head is applied (or a discarded duplicate): resume there.
+            for (lane, &head) in heads.iter().enumerate() {
+                self.durable.tails[lane] = head;
+                self.vol.lanes[lane] = MirrorLane::new(lane as u16, self.cfg.log_capacity, head, head);
+            }
+            model.check_data(&self.durable.data)?;
+            return self.check_consistent();
+        }
+    }
+
+    /// Scans the logs and rebuilds the volatile state with the complete groups waiting to be
+    /// applied. Returns where each lane resumes.
+    fn recover_logs(&mut self, report: &mut SimReport) -> Check<Vec<u64>> {
+        let n = self.cfg.lanes as usize;
+        let d = &self.durable;
+        let (groups, heads, max_seq) = if self.cfg.sabotage == Sabotage::SkipRecovery {
+            // Broken on purpose: the logs are ignored.
+            (Vec::new(), d.tails.clone(), d.applied_seq)
+        } else {
+            let logs: Vec<LaneLog<'_>> =
+                d.areas.iter().zip(&d.tails).map(|(area, &tail)| LaneLog { area, tail }).collect();
+            let r = recover(&logs, d.applied_seq, self.cfg.max_frame, self.cfg.region_size);
+            report.groups_recovered += r.groups.len() as u64;
+            report.groups_discarded += r.discarded.len() as u64;
+            (r.groups, r.heads, r.max_seq)
+        };
+        if heads.len() != n {
+            return Err(format!("recovery returned {} heads for {n} lanes", heads.len()));
+        }
+        for (lane, (&head, &tail)) in heads.iter().zip(&d.tails).enumerate() {
+            if head < tail || head - tail > self.cfg.log_capacity {
+                return Err(format!("recovery put lane {lane}'s head at {head}, tail is {tail}"));
+            }
+        }
+        if max_seq < d.applied_seq {
+            return Err(format!("recovery's max_seq {max_seq} is below applied_seq {}", d.applied_seq));
+        }
+        self.vol = Volatile::fresh(&self.cfg, d, &heads, max_seq);
+        let mut last = self.durable.applied_seq;
+        for g in groups {
+            if g.seq <= last {
+                return Err(format!(
+                    "recovery returned group {} after {last} (applied_seq {})",
+                    g.seq, self.durable.applied_seq
+                ));
+            }
+            last = g.seq;
+            self.vol.ckpt.push(g);
+        }
+        Ok(heads)
+    }
+
+    /// What a refused frame must not change.
+    pub fn snapshot(&self, lane: usize) -> Snapshot {
+        let space = *self.vol.lanes[lane].space();
+        let area = &self.durable.areas[lane];
+        let cap = area.len() as u64;
+        let (tail, used) = (space.tail() % cap, space.used());
+        let first = used.min(cap - tail);
+        let crc = crc32c(&area[tail as usize..(tail + first) as usize]);
+        let crc = mojim_format::checksum::crc32c_append(crc, &area[..(used - first) as usize]);
+        Snapshot {
+            data_crc: crc32c(&self.durable.data),
+            applied_seq: self.durable.applied_seq,
+            tails: self.durable.tails.clone(),
+            space,
+            waiting: self.vol.ckpt.waiting(),
+            committed_log_crc: crc,
+        }
+    }
+
+    /// Cheap cross-checks between the durable state and the volatile one.
+    pub fn check_consistent(&self) -> Check<()> {
+        for (lane, l) in self.vol.lanes.iter().enumerate() {
+            if l.space().tail() != self.durable.tails[lane] {
+                return Err(format!(
+                    "lane {lane}: log space tail {} but persisted tail {}",
+                    l.space().tail(),
+                    self.durable.tails[lane]
+                ));
+            }
+        }
+        if self.vol.ckpt.applied_seq() < self.durable.applied_seq {
+            return Err(format!(
+                "checkpointer applied_seq {} behind the persisted {}",
+                self.vol.ckpt.applied_seq(),
+                self.durable.applied_seq
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether any lane waits for log space.
+    pub fn any_blocked(&self) -> bool {
+        self.vol.blocked.iter().any(|&b| b)
+    }
+
+    /// Complete groups waiting to be applied.
+    pub fn waiting(&self) -> usize {
+        self.vol.ckpt.waiting()
+    }
+}
+
+impl Volatile {
+    fn fresh(cfg: &SimConfig, d: &Durable, heads: &[u64], highest_seq: u64) -> Volatile {
+        let n = cfg.lanes as usize;
+        Volatile {
+            lanes: (0..n)
+                .map(|l| MirrorLane::new(l as u16, cfg.log_capacity, d.tails[l], heads[l]))
+                .collect(),
+            ckpt: Checkpointer::new(n, d.applied_seq, QUEUE_CAPACITY),
+            tags: None,
+            highest_seq,
+            blocked: vec![false; n],
+            last_activity: 0,
+        }
+    }
+}
+
+/// The core placed a record: check, independently of it, that the record (and its pad) lie in
+/// free space of one lap, so that nothing unapplied is overwritten.
+fn check_placement(lane: usize, slot: &Slot, space: &LogSpace) -> Check<()> {
+    let cap = space.capacity();
+    let (pos, size) = (slot.placement.pos, slot.size);
+    let start = slot.placement.pad_at.unwrap_or(pos);
+    let fits_lap = pos % cap + size <= cap;
+    let pad_ok = slot.placement.pad_at.is_none_or(|p| p + (cap - p % cap) == pos);
+    if start != space.head() || !fits_lap || !pad_ok || pos + size - space.tail() > cap {
+        return Err(format!(
+            "lane {lane}: record of {size} bytes placed at {pos} (pad {:?}) with head {} tail {} \
+             capacity {cap}: it would overwrite unapplied records or wrap",
+            slot.placement.pad_at,
+            space.head(),
+            space.tail()
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,367 @@
+//! A deterministic, seeded simulator of one primary and one mirror.
+//!
+//! The simulator runs the production core ([`crate::encode`], [`crate::lane`],
+//! [`crate::checkpoint`], [`crate::recovery`]) the way the daemon does, on a simulated network
+//! and simulated persistent memory, with faults:
+//!
+//! - **Network.** Per lane, one ordered, reliable stream each way; delays and interleavings
+//!   across lanes are random. A fault is a disconnect, which ends the whole session: the mirror
+//!   drops open groups and seals (applies every complete group, across gaps), the primary fails
+//!   every unacknowledged group, and a new session begins at the sequence number the mirror
+//!   names.
+//! - **Mirror crashes.** Volatile state is lost; the log areas, persisted tails, data area and
+//!   applied sequence number survive. The record being received and the group being applied may
+//!   be torn. On restart [`crate::recovery::recover`] runs and the complete groups are applied.
+//! - **Bad input.** Bit flips, random bytes, wrong fields with valid checksums, and frames of
+//!   earlier sessions are slipped into the streams; each must be refused and change nothing.
+//!
+//! Alongside it keeps its own model (every group issued, with its bytes; which were acknowledged
+//! and which applied) and checks the invariants of `DESIGN.md` continuously: the data area is
+//! always the fold of whole applied groups in sequence order (2), every acknowledged group is
+//! applied after every seal and every recovery (1), refused frames change nothing (4, 5).
+//!
+//! Everything is driven by one [`Rng`] seeded from [`SimConfig::seed`]; time is a step counter.
+//! A failure names the seed, and `MOJIM_SIM_SEED=<seed> cargo test -p mojim-core --test sim`
+//! replays it.
+
+mod mirror;
+mod model;
+mod net;
+mod primary;
+mod rng;
+mod world;
+
+pub use rng::Rng;
+
+use mojim_format::log::record_size;
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+
+/// Inside the simulator, a failed check is a message; [`run`] adds the seed and the trace.
+type Check<T> = Result<T, String>;
+
+/// A deliberately broken mirror, to prove that the checks catch what they claim to. Never set it
+/// outside tests of the simulator itself.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Sabotage {
+    /// The mirror behaves as the daemon does.
+    #[default]
+    None,
+    /// Acknowledges a group as soon as its first frame is in the log (invariant 1 must fail
+    /// when the session ends before the group is complete).
+    AckBeforeEnd,
+    /// Ignores its logs on restart (acknowledged groups not yet applied are lost).
+    SkipRecovery,
+    /// Persists the applied sequence number and the tail before the data (a crash in the middle
+    /// of an apply leaves a torn group visible).
+    TailBeforeData,
+    /// Leaves the checkpointer's watermark where it was when a session begins after the one
+    /// named to the primary. After a restart whose logs held sequence numbers past the last
+    /// applied group (dropped or torn groups), the running checkpointer then waits for a number
+    /// that never comes: the logs fill and the lanes stall (a liveness failure).
+    GapAfterRestart,
+}
+
+/// How often faults happen: per step in parts per million, or per crash in percent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultRates {
+    pub disconnect_ppm: u32,
+    pub crash_ppm: u32,
+    /// Bit flips, random frames and wrong fields.
+    pub garbage_ppm: u32,
+    /// Frames of an earlier session delivered to the current one.
+    pub stale_ppm: u32,
+    /// Chance that a crash tears the record being received.
+    pub torn_write_pct: u32,
+    /// Chance that a crash interrupts the group being applied.
+    pub torn_apply_pct: u32,
+    /// Chance that the mirror crashes while sealing an ended session.
+    pub seal_crash_pct: u32,
+    /// Chance that a restart crashes again while applying recovered groups.
+    pub recovery_crash_pct: u32,
+}
+
+impl FaultRates {
+    /// No faults at all.
+    pub const NONE: FaultRates = FaultRates {
+        disconnect_ppm: 0,
+        crash_ppm: 0,
+        garbage_ppm: 0,
+        stale_ppm: 0,
+        torn_write_pct: 0,
+        torn_apply_pct: 0,
+        seal_crash_pct: 0,
+        recovery_crash_pct: 0,
+    };
+}
+
+/// The shape of one simulated run. [`SimConfig::new`] derives everything from the seed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimConfig {
+    pub seed: u64,
+    /// Random steps before the final drain.
+    pub steps: u64,
+    /// Lanes, 1..=16.
+    pub lanes: u16,
+    pub region_size: u64,
+    /// Bytes of each lane's log area (a multiple of 64).
+    pub log_capacity: u64,
+    pub max_frame: u32,
+    pub max_ranges: usize,
+    /// Chance that a range is large (up to three frames) rather than small (up to one).
+    pub large_range_pct: u32,
+    /// The checkpointer applies once this many groups wait (`CHECKPOINT_THRESH`).
+    pub checkpoint_thresh: usize,
+    /// Steps without a frame after which the mirror counts as idle.
+    pub idle_ticks: u64,
+    /// Groups the primary may have outstanding (sync points from many threads).
+    pub window: usize,
+    /// Groups the checkpointer applies as one batch with [`crate::checkpoint::Checkpointer::plan`]
+    /// (data, then the watermark, then the tails, as the daemon does); 0 applies one group at a
+    /// time with `next` and `next_any`.
+    pub apply_batch: usize,
+    pub faults: FaultRates,
+    pub sabotage: Sabotage,
+}
+
+impl SimConfig {
+    /// Random steps per run when nothing else is asked for.
+    pub const DEFAULT_STEPS: u64 = 3000;
+
+    /// A configuration drawn from `seed`: lanes, sizes, thresholds and fault rates all vary.
+    pub fn new(seed: u64) -> SimConfig {
+        let mut r = Rng::new(seed ^ 0x6D6F_6A69_6D2D_7369);
+        let lanes = r.between(1, 4) as u16;
+        let region_size = [2048u64, 8192, 65536][r.index(3)];
+        let max_frame = r.between(64, 1024) as u32;
+        let rec = record_size(u64::from(max_frame));
+        let min_cap = (8 * rec).max(4096).div_ceil(64);
+        // Small logs fill up and push back on the primary; large ones hold many groups.
+        let max_cap = if r.chance_pct(50) { 2 * min_cap } else { 16384 / 64 };
+        let log_capacity = r.between(min_cap, max_cap) * 64;
+        // Some runs are calm (long sessions), some stormy.
+        let storm = r.between(0, 4) as u32;
+        SimConfig {
+            seed,
+            steps: SimConfig::DEFAULT_STEPS,
+            lanes,
+            region_size,
+            log_capacity,
+            max_frame,
+            max_ranges: 4,
+            large_range_pct: r.between(5, 70) as u32,
+            checkpoint_thresh: r.between(1, 10) as usize,
+            idle_ticks: r.between(2, 30),
+            window: r.between(1, 16) as usize,
+            apply_batch: if r.chance_pct(30) { 0 } else { r.between(1, 8) as usize },
+            faults: FaultRates {
+                disconnect_ppm: 50 + 600 * storm,
+                crash_ppm: 30 + 300 * storm,
+                garbage_ppm: 50 + 700 * storm,
+                stale_ppm: 50 + 500 * storm,
+                torn_write_pct: 70,
+                torn_apply_pct: 50,
+                seal_crash_pct: 1 + 4 * storm,
+                recovery_crash_pct: 25,
+            },
+            sabotage: Sabotage::None,
+        }
+    }
+
+    pub fn with_steps(mut self, steps: u64) -> SimConfig {
+        self.steps = steps;
+        self
+    }
+
+    pub fn with_sabotage(mut self, sabotage: Sabotage) -> SimConfig {
+        self.sabotage = sabotage;
+        self
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let limit = crate::encode::max_group_log_bytes(self.log_capacity, self.max_frame);
+        let smallest = self.max_ranges as u64 * record_size(1);
+        if !(1..=16).contains(&self.lanes)
+            || self.region_size == 0
+            || self.max_frame == 0
+            || self.max_ranges == 0
+            || self.window == 0
+            || self.checkpoint_thresh == 0
+            || !self.log_capacity.is_multiple_of(64)
+            || limit < smallest
+        {
+            return Err(format!(
+                "invalid simulator configuration {self:?}: a group of {} one-byte ranges needs \
+                 {smallest} bytes of log, the limit is {limit}",
+                self.max_ranges
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What one run did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SimReport {
+    pub seed: u64,
+    pub lanes: u16,
+    pub steps: u64,
+    pub groups_sent: u64,
+    pub groups_acked: u64,
+    /// Groups the application was told are not durable.
+    pub groups_failed: u64,
+    pub groups_applied: u64,
+    /// Open groups the mirror dropped when a session ended.
+    pub groups_dropped: u64,
+    pub groups_recovered: u64,
+    /// Incomplete groups recovery found and discarded.
+    pub groups_discarded: u64,
+    pub sessions: u64,
+    pub disconnects: u64,
+    /// Crashes injected (the clean restart at the end of a run is not counted).
+    pub crashes: u64,
+    /// Crashes during a seal, and during a restart's recovery (both also in `crashes`).
+    pub seal_crashes: u64,
+    pub recovery_crashes: u64,
+    pub torn_writes: u64,
+    pub torn_applies: u64,
+    pub violations_injected: u64,
+    pub violations_detected: u64,
+    pub stale_injected: u64,
+    pub replays_injected: u64,
+    pub log_full_waits: u64,
+}
+
+impl SimReport {
+    /// Adds `other`'s counts to these (for totals over many seeds).
+    pub fn add(&mut self, other: &SimReport) {
+        self.steps += other.steps;
+        self.groups_sent += other.groups_sent;
+        self.groups_acked += other.groups_acked;
+        self.groups_failed += other.groups_failed;
+        self.groups_applied += other.groups_applied;
+        self.groups_dropped += other.groups_dropped;
+        self.groups_recovered += other.groups_recovered;
+        self.groups_discarded += other.groups_discarded;
+        self.sessions += other.sessions;
+        self.disconnects += other.disconnects;
+        self.crashes += other.crashes;
+        self.seal_crashes += other.seal_crashes;
+        self.recovery_crashes += other.recovery_crashes;
+        self.torn_writes += other.torn_writes;
+        self.torn_applies += other.torn_applies;
+        self.violations_injected += other.violations_injected;
+        self.violations_detected += other.violations_detected;
+        self.stale_injected += other.stale_injected;
+        self.replays_injected += other.replays_injected;
+        self.log_full_waits += other.log_full_waits;
+    }
+}
+
+impl fmt::Display for SimReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} steps: groups sent {} acked {} failed {} applied {} (dropped {}, recovered {}, \
+             discarded {}); sessions {}, disconnects {}, crashes {} ({} sealing, {} recovering), torn writes {}, torn \
+             applies {}, bad frames injected {} (stale {}, replayed {}) refused {}, log-full waits {}",
+            self.steps,
+            self.groups_sent,
+            self.groups_acked,
+            self.groups_failed,
+            self.groups_applied,
+            self.groups_dropped,
+            self.groups_recovered,
+            self.groups_discarded,
+            self.sessions,
+            self.disconnects,
+            self.crashes,
+            self.seal_crashes,
+            self.recovery_crashes,
+            self.torn_writes,
+            self.torn_applies,
+            self.violations_injected,
+            self.stale_injected,
+            self.replays_injected,
+            self.violations_detected,
+            self.log_full_waits
+        )
+    }
+}
+
+/// A broken invariant (or a panic in the core), with what is needed to replay it.
+#[derive(Clone, Debug)]
+pub struct SimFailure {
+    pub seed: u64,
+    /// The configuration of the failed run.
+    pub config: Box<SimConfig>,
+    /// Simulated time of the failure.
+    pub step: u64,
+    pub message: String,
+    /// The last events before the failure, oldest first.
+    pub trace: Vec<String>,
+}
+
+impl fmt::Display for SimFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "simulation with seed {} failed at step {}: {}", self.seed, self.step, self.message)?;
+        let steps = match self.config.steps {
+            SimConfig::DEFAULT_STEPS => String::new(),
+            steps => format!(" MOJIM_SIM_STEPS={steps}"),
+        };
+        let sabotage = match self.config.sabotage {
+            Sabotage::None => String::new(),
+            s => format!(" (with Sabotage::{s:?})"),
+        };
+        writeln!(
+            f,
+            "replay: MOJIM_SIM_SEED={}{steps} cargo test -p mojim-core --test sim{sabotage}",
+            self.seed
+        )?;
+        let c = &self.config;
+        writeln!(
+            f,
+            "config: {} lanes, region {} B, log {} B, max_frame {}, thresh {}, idle {}, batch {}, window {}, {:?}",
+            c.lanes,
+            c.region_size,
+            c.log_capacity,
+            c.max_frame,
+            c.checkpoint_thresh,
+            c.idle_ticks,
+            c.apply_batch,
+            c.window,
+            c.faults
+        )?;
+        write!(f, "last events:")?;
+        for event in &self.trace {
+            write!(f, "\n  {event}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SimFailure {}
+
+/// Runs one simulation. A panic inside the core (a failed assertion) is reported as a failure
+/// too, with the seed.
+pub fn run(config: SimConfig) -> Result<SimReport, SimFailure> {
+    let seed = config.seed;
+    if let Err(message) = config.validate() {
+        return Err(SimFailure { seed, config: Box::new(config), step: 0, message, trace: Vec::new() });
+    }
+    let mut world = world::World::new(config.clone());
+    let outcome = panic::catch_unwind(AssertUnwindSafe(|| world.run()));
+    let message = match outcome {
+        Ok(Ok(())) => return Ok(world.report),
+        Ok(Err(message)) => message,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic".into());
+            format!("panic: {what}")
+        }
+    };
+    Err(SimFailure { seed, config: Box::new(config), step: world.now, message, trace: world.trace.into() })
+}
