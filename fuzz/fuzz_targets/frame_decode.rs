@@ -15,8 +15,7 @@
 use libfuzzer_sys::fuzz_target;
 use mojim_format::checksum::crc32c;
 use mojim_format::handshake::{
-    decode_proof, decode_refuse, encode_refuse, Challenge, Hello, RefuseCode, Request, Welcome,
-    REFUSE_MAX,
+    decode_proof, decode_refuse, encode_refuse, Challenge, Hello, Request, Welcome, REFUSE_MAX,
 };
 use mojim_format::{FrameHeader, FRAME_HEADER_SIZE};
 

@@ -26,6 +26,9 @@ use std::fmt;
 
 /// Size of a [`FrameHeader`] in bytes, on the wire and in a log.
 pub const FRAME_HEADER_SIZE: usize = 64;
+// One header, 64 bytes, everywhere: on the wire and as a log record's first cache line.
+const _: () = assert!(FRAME_HEADER_SIZE == 64 && FRAME_HEADER_SIZE as u64 % crate::log::RECORD_ALIGN == 0);
+
 /// The header's magic number.
 pub const FRAME_MAGIC: u16 = 0x4A4D;
 /// Flag: this frame is the last of its group.
@@ -250,8 +253,6 @@ impl std::error::Error for BodyError {}
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    const _: () = assert!(FRAME_HEADER_SIZE == 64);
 
     fn kind() -> impl Strategy<Value = FrameKind> {
         (1u8..=10).prop_map(|k| FrameKind::from_u8(k).expect("1..=10 are kinds"))

@@ -224,18 +224,25 @@ impl RefuseCode {
     }
 }
 
-/// Encodes a refusal body into `out`, returning its length.
+/// Encodes a refusal body into `out`; a message too long is cut at a character boundary.
 pub fn encode_refuse(code: RefuseCode, message: &str, out: &mut Vec<u8>) {
     out.clear();
     out.extend_from_slice(&(code as u32).to_le_bytes());
-    let msg = message.as_bytes();
-    out.extend_from_slice(&msg[..msg.len().min(REFUSE_MAX - 4)]);
+    let mut end = message.len().min(REFUSE_MAX - 4);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.extend_from_slice(&message.as_bytes()[..end]);
 }
 
-/// Decodes a refusal body.
+/// Decodes a refusal body. Unknown codes read as [`RefuseCode::Other`] and bytes that are not
+/// UTF-8 as U+FFFD: a refusal is for people to read.
 pub fn decode_refuse(b: &[u8]) -> Result<(RefuseCode, String), BodyFormatError> {
-    if b.len() < 4 || b.len() > REFUSE_MAX {
+    if b.len() < 4 {
         return Err(BodyFormatError::Size { kind: "Refuse", expected: 4, found: b.len() });
+    }
+    if b.len() > REFUSE_MAX {
+        return Err(BodyFormatError::Size { kind: "Refuse", expected: REFUSE_MAX, found: b.len() });
     }
     Ok((RefuseCode::from_u32(u32_at(b, 0)), String::from_utf8_lossy(&b[4..]).into_owned()))
 }
@@ -275,7 +282,8 @@ impl Request {
             return Err(BodyFormatError::Field { kind: "Request", field: "reserved bytes", value: 0 });
         }
         match u32_at(b, 0) {
-            1 => Ok(Request::Status),
+            1 if b[8..].iter().all(|&x| x == 0) => Ok(Request::Status),
+            1 => Err(BodyFormatError::Field { kind: "Request", field: "status padding", value: 0 }),
             2 => Ok(Request::Read { offset: u64_at(b, 8), len: u64_at(b, 16) }),
             op => Err(BodyFormatError::Field { kind: "Request", field: "op", value: op as u64 }),
         }
@@ -319,6 +327,21 @@ mod tests {
             let _ = decode_refuse(&bytes);
             let _ = decode_proof(&bytes);
         }
+    }
+
+    #[test]
+    fn long_refusals_are_cut_on_a_character_boundary() {
+        let mut v = Vec::new();
+        encode_refuse(RefuseCode::Other, &("a".to_owned() + &"é".repeat(1100)), &mut v);
+        assert!(v.len() <= REFUSE_MAX);
+        assert!(std::str::from_utf8(&v[4..]).is_ok());
+    }
+
+    #[test]
+    fn status_request_padding_must_be_zero() {
+        let mut b = Request::Status.encode();
+        b[8] = 0xff;
+        assert!(Request::decode(&b).is_err());
     }
 
     #[test]

@@ -1,12 +1,14 @@
 //! The lane redo log: a file header page followed by a circular record area.
 //!
-//! Records sit at absolute, ever-growing *positions*; a record at position `p` lives at byte
-//! `p % capacity` of the record area. A record is a [`FrameHeader`] (kind `Data` or `Pad`, with
-//! `log_pos == p`) followed by its body, padded to [`RECORD_ALIGN`]. A record never wraps: when
-//! one does not fit before the end of the area, a `Pad` record fills the rest. A record is valid
-//! iff its header checksum, its `log_pos` and (for `Data`) its body checksum all agree, so a
-//! reader finds every record of the current lap by scanning from the log's tail, whoever wrote
-//! the bytes, and stale records of an older lap never pass for new ones.
+//! Records sit at absolute, ever-growing *positions*, multiples of [`RECORD_ALIGN`]; a record at
+//! position `p` lives at byte `p % capacity` of the record area. A record is a [`FrameHeader`]
+//! (kind `Data` or `Pad`, with `log_pos == p`) followed by its body, padded to
+//! [`RECORD_ALIGN`]. A record never wraps: when one does not fit before the end of the area, a
+//! `Pad` record fills the rest. A record is valid iff its header checksum and `log_pos` agree,
+//! it is a `Data` record with a body of 1 to `max_body` bytes whose checksum agrees and which
+//! fits before the end of the area, or a `Pad` record ending exactly at the end of the area. A
+//! reader thus finds every record of the current lap by scanning from the log's tail, whoever
+//! wrote the bytes, and stale records of an older lap never pass for new ones.
 //!
 //! File header (first [`LOG_HEADER_SIZE`] bytes):
 //! ```text
@@ -145,7 +147,7 @@ impl Record {
 /// when the bytes there are not a valid record of this lap: the end of the log.
 pub fn record_at(area: &[u8], pos: u64, max_body: u32) -> Option<Record> {
     let cap = area.len() as u64;
-    if cap == 0 {
+    if cap == 0 || pos % RECORD_ALIGN != 0 {
         return None;
     }
     let at = (pos % cap) as usize;
@@ -159,6 +161,8 @@ pub fn record_at(area: &[u8], pos: u64, max_body: u32) -> Option<Record> {
         return None;
     }
     let size = record_size(header.body_len as u64);
+    // Positions near the top of the u64 range are corrupt tails, not logs.
+    pos.checked_add(size)?;
     match header.kind {
         FrameKind::Pad => {
             if size != room {
@@ -177,8 +181,8 @@ pub fn record_at(area: &[u8], pos: u64, max_body: u32) -> Option<Record> {
     Some(Record { header, pos, body_at: at + FRAME_HEADER_SIZE })
 }
 
-/// Iterates over the valid records from `tail` on, stopping at the first invalid one or after a
-/// full lap. Pad records are skipped.
+/// Iterates over the valid records from `tail` on, stopping at the first invalid one or at one
+/// that would end more than a lap after `tail`. Pad records are skipped.
 pub fn scan(area: &[u8], tail: u64, max_body: u32) -> impl Iterator<Item = Record> + '_ {
     let cap = area.len() as u64;
     let mut pos = tail;
@@ -187,6 +191,9 @@ pub fn scan(area: &[u8], tail: u64, max_body: u32) -> impl Iterator<Item = Recor
             return None;
         }
         let rec = record_at(area, pos, max_body)?;
+        if rec.end_pos() - tail > cap {
+            return None;
+        }
         pos = rec.end_pos();
         if rec.header.kind == FrameKind::Data {
             return Some(rec);
@@ -234,7 +241,7 @@ mod tests {
         area[at + 64..at + 64 + body.len()].copy_from_slice(body);
         let hb: &mut [u8; 64] = (&mut area[at..at + 64]).try_into().unwrap();
         h.encode(hb);
-        pos + size
+        pos.wrapping_add(size)
     }
 
     #[test]
@@ -263,6 +270,38 @@ mod tests {
         assert!(found.is_empty() || found.windows(2).all(|w| w[1] == w[0] + 1));
         let recs: Vec<Record> = scan(&area, pos - 3 * record_size(100), 1 << 20).collect();
         assert_eq!(recs.iter().map(|r| r.header.seq).collect::<Vec<_>>(), vec![18, 19, 20]);
+    }
+
+    #[test]
+    fn a_tail_near_the_top_of_the_range_ends_the_scan() {
+        let mut area = vec![0u8; 256];
+        let tail = 0xFFFF_FFFF_FFFF_FF00u64;
+        let pos = put(&mut area, tail, 1, &[1; 10], true);
+        put(&mut area, pos, 2, &[2; 64], true);
+        // Whatever is found, nothing overflows.
+        assert!(scan(&area, tail, 1000).count() <= 2);
+    }
+
+    #[test]
+    fn a_record_may_not_reach_past_one_lap() {
+        // Capacity 128, tail 64: a Pad at 64 and a Data record at 128 whose body would cover
+        // the Pad's bytes at the tail.
+        let mut area = vec![0u8; 128];
+        write_pad(&mut area, 64);
+        let pos = put(&mut area, 128, 7, &[9; 64], true);
+        assert_eq!(pos, 256);
+        // The Data record overwrote the Pad header, so the scan from 64 finds nothing valid at
+        // 64; scanning from 128 finds the record, which ends exactly one lap later.
+        assert_eq!(scan(&area, 128, 1000).count(), 1);
+        assert_eq!(scan(&area, 64, 1000).count(), 0);
+    }
+
+    #[test]
+    fn unaligned_positions_are_not_records() {
+        let mut area = vec![0u8; 1024];
+        put(&mut area, 0, 1, &[1; 8], true);
+        assert!(record_at(&area, 0, 100).is_some());
+        assert!(record_at(&area, 8, 100).is_none());
     }
 
     #[test]
