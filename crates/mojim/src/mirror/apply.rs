@@ -33,6 +33,11 @@ pub(crate) fn push(s: &Shared, g: GroupRef) -> bool {
     let mut c = lock(&s.ckpt);
     c.cp.push(g);
     c.waiting_bytes += g.bytes;
+    if c.parked {
+        // The checkpointer sleeps without a timer while nothing is pending; start its timer.
+        c.parked = false;
+        s.ckpt_cv.notify_one();
+    }
     s.policy.due(c.cp.waiting(), false, c.log_full)
 }
 
@@ -64,12 +69,20 @@ pub(crate) fn checkpointer_loop(s: &Shared) {
                 }
                 let before = (c.cp.waiting(), c.unreleased.len());
                 c.sleeping = true;
-                let (g, timeout) = s.ckpt_cv.wait_timeout(c, idle).unwrap_or_else(|p| p.into_inner());
-                c = g;
+                c.parked = before == (0, 0);
+                let timed_out = if c.parked {
+                    c = s.ckpt_cv.wait(c).unwrap_or_else(|p| p.into_inner());
+                    false
+                } else {
+                    let (g, t) = s.ckpt_cv.wait_timeout(c, idle).unwrap_or_else(|p| p.into_inner());
+                    c = g;
+                    t.timed_out()
+                };
                 c.sleeping = false;
+                c.parked = false;
                 // Idle: nothing changed for a whole interval, and something is pending.
                 let now = (c.cp.waiting(), c.unreleased.len());
-                if timeout.timed_out() && now == before && (now.0 > 0 || now.1 > 0) {
+                if timed_out && now == before && (now.0 > 0 || now.1 > 0) {
                     break;
                 }
             }

@@ -113,6 +113,8 @@ pub(crate) struct Ckpt {
     pub log_full: bool,
     /// The checkpointer is waiting for work (only then is it worth a wake-up).
     pub sleeping: bool,
+    /// ... and with no timer, because nothing is pending.
+    pub parked: bool,
     pub waiting_bytes: u64,
     pub batch: Vec<GroupRef>,
     /// Applied, not yet persistent in the data area nor released from the log.
@@ -253,6 +255,7 @@ impl Mirror {
                 cp: Checkpointer::new(opts.max_lanes as usize, applied, QUEUE_PER_LANE),
                 log_full: false,
                 sleeping: false,
+                parked: false,
                 waiting_bytes: 0,
                 batch: Vec::with_capacity(256),
                 unreleased: Vec::with_capacity(4 * apply::RECLAIM_BATCH + 256),
@@ -356,7 +359,11 @@ impl MirrorHandle {
             &self.addr.parse().unwrap_or_else(|_| ([127, 0, 0, 1], 0).into()),
             Duration::from_millis(200),
         );
-        self.shared.ckpt_cv.notify_all();
+        {
+            // Under the lock: the checkpointer checks `shutdown` and parks atomically.
+            let _c = self.shared.ckpt.lock().unwrap_or_else(|p| p.into_inner());
+            self.shared.ckpt_cv.notify_all();
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
