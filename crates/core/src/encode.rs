@@ -70,10 +70,14 @@ pub struct GroupLimits {
 }
 
 /// The largest log footprint of one group on a log of `capacity` bytes holding bodies of at
-/// most `max_frame`: half the log, less one record, so that a whole group always fits behind
-/// the worst pad once everything before it has been applied.
+/// most `max_frame`: the log less one record, so that a whole group fits behind the worst pad
+/// once everything before it has been applied.
+///
+/// Why that is enough: every group below the lowest incomplete sequence number is complete, so
+/// the checkpointer can apply it and empty the logs up to that group; the group then has the
+/// whole log to itself, and its records plus one pad (shorter than a record) fit in it.
 pub fn max_group_log_bytes(capacity: u64, max_frame: u32) -> u64 {
-    (capacity / 2).saturating_sub(record_size(max_frame as u64))
+    capacity.saturating_sub(record_size(max_frame as u64))
 }
 
 /// Checks every range of a group and measures it.

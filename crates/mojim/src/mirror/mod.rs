@@ -162,6 +162,16 @@ impl Mirror {
     /// Opens (or creates) the data area and the logs, and runs restart recovery.
     pub fn open(opts: MirrorOptions) -> Result<Mirror> {
         let t0 = Instant::now();
+        let frame_record = mojim_format::log::record_size(opts.limits.max_frame as u64);
+        if opts.log_capacity < 2 * frame_record || opts.log_capacity % 4096 != 0 {
+            return Err(Error::Config(format!(
+                "[mirror] log_capacity {} is too small for [limits] max_frame {}: a lane's log must be a \
+                 multiple of 4 KiB holding at least 2 full frames ({} bytes); raise log_capacity or lower max_frame",
+                crate::size::format_size(opts.log_capacity),
+                crate::size::format_size(opts.limits.max_frame as u64),
+                (2 * frame_record).next_multiple_of(4096)
+            )));
+        }
         for d in [&opts.dir, &opts.log_dir] {
             std::fs::create_dir_all(d).map_err(Error::io(format!("create folder {}", d.display())))?;
         }

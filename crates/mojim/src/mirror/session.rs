@@ -84,7 +84,7 @@ pub(crate) fn join(
                     lanes: hello.lanes,
                     epoch: hello.epoch.max(epoch),
                     next_seq,
-                    max_frame: hello.max_frame.clamp(64, s.opts.limits.max_frame),
+                    max_frame: session_max_frame(s, hello.max_frame),
                     joined: 0,
                     active: 0,
                     ended: false,
@@ -131,6 +131,19 @@ pub(crate) fn join(
         epoch: cur.epoch,
     };
     Ok((welcome, tag, cur.max_frame))
+}
+
+/// The largest frame body of a session: what both sides allow, and small enough that a group of
+/// one full frame fits every lane's log (a log made earlier may be smaller than configured).
+fn session_max_frame(s: &Shared, asked: u32) -> u32 {
+    let smallest_log = s
+        .lanes
+        .iter()
+        .map(|l| l.lock().unwrap_or_else(|p| p.into_inner()).space().capacity())
+        .min()
+        .unwrap_or(s.opts.log_capacity);
+    let fits = (smallest_log / 2).saturating_sub(mojim_format::FRAME_HEADER_SIZE as u64) / 64 * 64;
+    asked.min(s.opts.limits.max_frame).min(fits.min(u32::MAX as u64) as u32).max(64)
 }
 
 fn end_locked(cur: &mut Session) {

@@ -1,0 +1,262 @@
+//! Shared pieces of the multi-process tests: a temporary cluster folder with a configuration
+//! and a region file, a mirror in a child process, a seeded random generator, waiting for the
+//! mirror to catch up, and comparing images without printing megabytes.
+#![allow(dead_code)] // Each test binary uses a different part of this module.
+
+use mojim::admin::AdminClient;
+use mojim::child::ChildNode;
+use mojim::config::{random_uuid, template, ConfigFile};
+use mojim::mirror::MirrorStatus;
+use mojim::{Config, PrimaryOptions, Secret};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The cluster secret of every test configuration.
+pub const SECRET: &str = "multiprocess-test-secret";
+/// How long any single wait in these tests may take before it is a failure.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// The `mojim` binary built for this test run.
+pub fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_mojim"))
+}
+
+/// Where test folders go: `MOJIM_TEST_DIR` if set, else `/dev/shm` (memory: no disk flush per
+/// acknowledgement, so the tests measure the protocol and not the disk), else the system's
+/// temporary folder.
+pub fn test_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("MOJIM_TEST_DIR") {
+        return PathBuf::from(d);
+    }
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() && std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly()) {
+        return shm.to_path_buf();
+    }
+    std::env::temp_dir()
+}
+
+/// A folder removed when dropped; named after the process and the test so parallel tests and
+/// parallel runs never share one.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(test: &str) -> TempDir {
+        let d = test_root().join(format!("mojim-mp-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("create the test folder");
+        TempDir(d)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The seed of a randomised test: `MOJIM_TEST_SEED` if set, else fresh. Printed, so that a
+/// failure can be replayed (libtest shows a failing test's output).
+pub fn seed(test: &str) -> u64 {
+    let s = match std::env::var("MOJIM_TEST_SEED") {
+        Ok(v) => v.parse().expect("MOJIM_TEST_SEED is a u64"),
+        Err(_) => {
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            t.as_nanos() as u64 ^ (std::process::id() as u64) << 32
+        }
+    };
+    println!("{test}: seed {s} (replay with MOJIM_TEST_SEED={s})");
+    s
+}
+
+/// SplitMix64: small, seedable, good enough to choose offsets and fill buffers.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        assert!(lo <= hi);
+        lo + self.next_u64() % (hi - lo + 1)
+    }
+
+    pub fn chance(&mut self, one_in: u64) -> bool {
+        self.next_u64().is_multiple_of(one_in)
+    }
+
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            let v = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        self.fill(&mut v);
+        v
+    }
+}
+
+/// A test cluster: a folder with `mojim.toml` and the primary's region file, and at most one
+/// mirror child process serving from `<folder>/mirror`.
+pub struct Cluster {
+    /// Dropped (killed) before the folder is removed.
+    pub mirror: Option<ChildNode>,
+    pub cfg_path: PathBuf,
+    pub cfg: Config,
+    pub dir: TempDir,
+}
+
+impl Cluster {
+    /// Writes a configuration for a region of `size` bytes (from `mojim init`'s template, then
+    /// `edit`), and creates the primary's region file.
+    pub fn new(test: &str, size: u64, edit: impl FnOnce(&mut ConfigFile)) -> Cluster {
+        let dir = TempDir::new(test);
+        let cfg_path = dir.path().join("mojim.toml");
+        let uuid = random_uuid();
+        let mut file: ConfigFile =
+            toml::from_str(&template(&uuid, size, SECRET, "127.0.0.1:0")).expect("the template parses");
+        edit(&mut file);
+        std::fs::write(&cfg_path, toml::to_string(&file).expect("a configuration serialises"))
+            .expect("write mojim.toml");
+        let cfg = Config::load(&cfg_path).expect("load the test configuration");
+        let region_id = cfg.region_id().expect("region id");
+        mojim::create_region(&cfg.resolve(&cfg.file.region.path), region_id).expect("create the region");
+        Cluster { mirror: None, cfg_path, cfg, dir }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.cfg.region_id().expect("region id").size
+    }
+
+    pub fn secret(&self) -> Secret {
+        self.cfg.secret(false).expect("the test configuration has a secret")
+    }
+
+    /// Starts (or restarts, from the same folder) the mirror; recovery runs before it serves.
+    pub fn start_mirror(&mut self) -> &ChildNode {
+        self.start_mirror_with(&[])
+    }
+
+    pub fn start_mirror_with(&mut self, extra: &[&str]) -> &ChildNode {
+        assert!(self.mirror.is_none(), "a mirror is already running");
+        let cfg = self.cfg_path.to_str().expect("utf-8 path");
+        let mut args = vec!["serve", "--config", cfg, "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let child = ChildNode::spawn(exe(), &args).expect("start the mirror");
+        self.mirror.insert(child)
+    }
+
+    /// SIGKILLs the mirror.
+    pub fn kill_mirror(&mut self) {
+        if let Some(mut m) = self.mirror.take() {
+            m.kill();
+        }
+    }
+
+    pub fn mirror_addr(&self) -> String {
+        self.mirror.as_ref().expect("the mirror runs").addr().to_string()
+    }
+
+    /// Primary options from the configuration, aimed at the running mirror.
+    pub fn primary_options(&self) -> PrimaryOptions {
+        let mut o = PrimaryOptions::from_config(&self.cfg, false).expect("primary options");
+        o.mirror = self.mirror_addr();
+        o
+    }
+
+    pub fn admin(&self) -> AdminClient {
+        AdminClient::connect(&self.mirror_addr(), &self.secret(), Duration::from_secs(5))
+            .expect("admin connection to the mirror")
+    }
+}
+
+/// Polls until the mirror has applied every group it received, and returns that status.
+pub fn wait_applied(admin: &mut AdminClient) -> MirrorStatus {
+    let t0 = Instant::now();
+    loop {
+        let st = admin.status().expect("mirror status");
+        if st.lag_groups == 0 && st.applied_seq >= st.last_received_seq {
+            return st;
+        }
+        assert!(t0.elapsed() < WAIT, "the mirror did not catch up within {WAIT:?}: {st:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Polls `status` until `done` holds for it.
+pub fn wait_status(
+    admin: &mut AdminClient,
+    what: &str,
+    done: impl Fn(&MirrorStatus) -> bool,
+) -> MirrorStatus {
+    let t0 = Instant::now();
+    loop {
+        let st = admin.status().expect("mirror status");
+        if done(&st) {
+            return st;
+        }
+        assert!(t0.elapsed() < WAIT, "waited {WAIT:?} for {what}: {st:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The mirror's whole data area, read consistently in pieces.
+pub fn mirror_image(admin: &mut AdminClient, size: u64) -> Vec<u8> {
+    const PIECE: u64 = 4 << 20;
+    let mut out = Vec::with_capacity(size as usize);
+    let mut at = 0;
+    while at < size {
+        let n = PIECE.min(size - at);
+        out.extend_from_slice(&admin.read(at, n).expect("read the mirror's data area"));
+        at += n;
+    }
+    out
+}
+
+/// The first offset where `a` and `b` differ (or where the shorter ends).
+pub fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
+    let n = a.len().min(b.len());
+    // Compare in blocks first: fast even in debug builds.
+    let mut at = 0;
+    while at < n {
+        let end = (at + 4096).min(n);
+        if a[at..end] != b[at..end] {
+            return (at..end).find(|&i| a[i] != b[i]);
+        }
+        at = end;
+    }
+    (a.len() != b.len()).then_some(n)
+}
+
+/// Panics naming the first differing offset and a few bytes around it, never the whole images.
+pub fn assert_same_image(what: &str, expected: &[u8], actual: &[u8]) {
+    if let Some(at) = first_difference(expected, actual) {
+        let from = at.saturating_sub(8);
+        let window = |v: &[u8]| format!("{:02x?}", &v[from.min(v.len())..(at + 24).min(v.len())]);
+        let differing = expected.iter().zip(actual).filter(|(a, b)| a != b).count();
+        panic!(
+            "{what}: images differ first at offset {at} ({differing} bytes differ; sizes {} and {});\n\
+             expected from {from}: {}\n  actual from {from}: {}",
+            expected.len(),
+            actual.len(),
+            window(expected),
+            window(actual)
+        );
+    }
+}
