@@ -27,7 +27,8 @@ use std::fmt;
 /// Size of a [`FrameHeader`] in bytes, on the wire and in a log.
 pub const FRAME_HEADER_SIZE: usize = 64;
 // One header, 64 bytes, everywhere: on the wire and as a log record's first cache line.
-const _: () = assert!(FRAME_HEADER_SIZE == 64 && FRAME_HEADER_SIZE as u64 % crate::log::RECORD_ALIGN == 0);
+const _: () =
+    assert!(FRAME_HEADER_SIZE == 64 && (FRAME_HEADER_SIZE as u64).is_multiple_of(crate::log::RECORD_ALIGN));
 
 /// The header's magic number.
 pub const FRAME_MAGIC: u16 = 0x4A4D;

@@ -147,7 +147,7 @@ impl Record {
 /// when the bytes there are not a valid record of this lap: the end of the log.
 pub fn record_at(area: &[u8], pos: u64, max_body: u32) -> Option<Record> {
     let cap = area.len() as u64;
-    if cap == 0 || pos % RECORD_ALIGN != 0 {
+    if cap == 0 || !pos.is_multiple_of(RECORD_ALIGN) {
         return None;
     }
     let at = (pos % cap) as usize;

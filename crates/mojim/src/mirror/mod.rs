@@ -163,7 +163,7 @@ impl Mirror {
     pub fn open(opts: MirrorOptions) -> Result<Mirror> {
         let t0 = Instant::now();
         let frame_record = mojim_format::log::record_size(opts.limits.max_frame as u64);
-        if opts.log_capacity < 2 * frame_record || opts.log_capacity % 4096 != 0 {
+        if opts.log_capacity < 2 * frame_record || !opts.log_capacity.is_multiple_of(4096) {
             return Err(Error::Config(format!(
                 "[mirror] log_capacity {} is too small for [limits] max_frame {}: a lane's log must be a \
                  multiple of 4 KiB holding at least 2 full frames ({} bytes); raise log_capacity or lower max_frame",
