@@ -9,9 +9,10 @@ use crate::error::{Error, Result};
 use crate::primary::{Primary, PrimaryOptions};
 use crate::size::{format_size, parse_size};
 use hdrhistogram::Histogram;
+use mojim_transport::{Conn, TcpConn, TcpTransport, Transport};
 use serde::Serialize;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -56,6 +57,14 @@ pub struct BenchArgs {
     /// Folder for the benchmark's region and mirror files (memory-backed by default).
     #[arg(long, default_value = "/dev/shm")]
     pub dir: PathBuf,
+    /// Poll for the next message this many microseconds before sleeping, on both ends of every
+    /// connection (the primary's lanes, the local mirror's lanes, and tcp-rtt's ping-pong alike).
+    #[arg(long, default_value_t = 0)]
+    pub busy_poll_us: u64,
+    /// Run the whole list of modes this many times, interleaved, and report for each mode the
+    /// round with the median p50 (this machine is shared and noisy).
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
     /// Print one JSON object per result instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -183,9 +192,18 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
             std::fs::write(&cfg, template(&id.uuid, id.size, "bench", "127.0.0.1:0"))
                 .map_err(Error::io("write config"))?;
             let exe = exe()?;
+            let poll = a.busy_poll_us.to_string();
             let child = ChildNode::spawn(
                 &exe,
-                &["serve", "--config", cfg.to_str().unwrap_or_default(), "--listen", "127.0.0.1:0"],
+                &[
+                    "serve",
+                    "--config",
+                    cfg.to_str().unwrap_or_default(),
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--busy-poll-us",
+                    &poll,
+                ],
             )?;
             s.mirror_addr = Some(child.addr().to_string());
             s.mirror = Some(child);
@@ -193,7 +211,9 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         s
     };
     if needs_echo {
-        s.echo = Some(ChildNode::spawn(&exe()?, &["echo", "--listen", "127.0.0.1:0"])?);
+        let poll = a.busy_poll_us.to_string();
+        s.echo =
+            Some(ChildNode::spawn(&exe()?, &["echo", "--listen", "127.0.0.1:0", "--busy-poll-us", &poll])?);
     }
     Ok(s)
 }
@@ -219,26 +239,48 @@ pub fn measure(a: &BenchArgs) -> Result<Vec<BenchResult>> {
             format_size(a.region_size)
         )));
     }
-    let s = setup(a, &kinds)?;
-    let mut out = Vec::new();
-    for k in kinds {
-        if !a.json {
-            eprintln!("bench: {} ({} B, {} threads)...", k.name(), a.size, a.threads);
-        }
-        out.push(match k {
-            Kind::TcpRtt => tcp_rtt(a, s.echo.as_ref().expect("echo started").addr())?,
-            Kind::Mode(m) => sync_points(a, &s, m, &s.region_path, k)?,
-            Kind::DiskFile => {
-                let p = a.disk_file.clone().expect("disk file given");
-                let _ = std::fs::remove_file(&p);
-                crate::create_region(&p, RegionId { uuid: random_uuid(), size: a.region_size })?;
-                let r = sync_points(a, &s, Mode::Unreplicated, &p, k);
-                let _ = std::fs::remove_file(&p);
-                r?
-            }
-        });
+    if a.repeat == 0 {
+        return Err(Error::Config("--repeat must be at least 1".into()));
     }
-    Ok(out)
+    let s = setup(a, &kinds)?;
+    let mut rounds: Vec<Vec<BenchResult>> = vec![Vec::new(); kinds.len()];
+    for round in 0..a.repeat {
+        for (i, &k) in kinds.iter().enumerate() {
+            if !a.json {
+                eprintln!(
+                    "bench: {} ({} B, {} threads), round {} of {}...",
+                    k.name(),
+                    a.size,
+                    a.threads,
+                    round + 1,
+                    a.repeat
+                );
+            }
+            rounds[i].push(measure_one(a, &s, k)?);
+        }
+    }
+    Ok(rounds.into_iter().map(median).collect())
+}
+
+/// The result whose p50 is the median of a mode's rounds (all its figures come from that round).
+fn median(mut rs: Vec<BenchResult>) -> BenchResult {
+    rs.sort_by(|x, y| x.p50_us.total_cmp(&y.p50_us));
+    rs.swap_remove(rs.len() / 2)
+}
+
+fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
+    Ok(match k {
+        Kind::TcpRtt => tcp_rtt(a, s.echo.as_ref().expect("echo started").addr())?,
+        Kind::Mode(m) => sync_points(a, s, m, &s.region_path, k)?,
+        Kind::DiskFile => {
+            let p = a.disk_file.clone().expect("disk file given");
+            let _ = std::fs::remove_file(&p);
+            crate::create_region(&p, RegionId { uuid: random_uuid(), size: a.region_size })?;
+            let r = sync_points(a, s, Mode::Unreplicated, &p, k);
+            let _ = std::fs::remove_file(&p);
+            r?
+        }
+    })
 }
 
 fn lanes(a: &BenchArgs) -> u16 {
@@ -334,6 +376,7 @@ fn sync_points(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path, kind: Kind) 
         limits: s.limits.clone(),
         async_window: 256,
         connect_timeout: Duration::from_secs(5),
+        busy_poll: Duration::from_micros(a.busy_poll_us),
     };
     let p = Primary::open(&opts)?;
     let part = p.size() / a.threads as u64;
@@ -353,8 +396,10 @@ fn sync_points(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path, kind: Kind) 
 fn tcp_rtt(a: &BenchArgs, addr: &str) -> Result<BenchResult> {
     let mut states = Vec::new();
     for _ in 0..a.threads {
-        let mut c = TcpStream::connect(addr).map_err(Error::io(format!("connect to {addr}")))?;
-        c.set_nodelay(true).map_err(Error::io("nodelay"))?;
+        let mut c = TcpTransport
+            .connect(addr, Duration::from_secs(5))
+            .map_err(Error::io(format!("connect to {addr}")))?;
+        c.set_busy_poll(Duration::from_micros(a.busy_poll_us));
         c.write_all(&a.size.to_le_bytes()).map_err(Error::io("send size"))?;
         states.push((c, vec![0x5Au8; a.size as usize], [0u8; 64]));
     }
@@ -366,14 +411,15 @@ fn tcp_rtt(a: &BenchArgs, addr: &str) -> Result<BenchResult> {
 
 /// The other end of `tcp-rtt`: per connection, reads a size, then for each message of that
 /// size answers with 64 bytes (the size of an acknowledgement).
-pub fn echo_server(listen: &str) -> Result<()> {
+pub fn echo_server(listen: &str, busy_poll_us: u64) -> Result<()> {
     let l = TcpListener::bind(listen).map_err(Error::io(format!("listen on {listen}")))?;
     println!("serving on {}", l.local_addr().map_err(Error::io("local address"))?);
     let _ = std::io::stdout().flush();
     for c in l.incoming() {
-        let Ok(mut c) = c else { continue };
+        let Ok(c) = c else { continue };
         std::thread::spawn(move || -> std::io::Result<()> {
-            c.set_nodelay(true)?;
+            let mut c = TcpConn::new(c)?;
+            c.set_busy_poll(Duration::from_micros(busy_poll_us));
             let mut sz = [0u8; 8];
             c.read_exact(&mut sz)?;
             let size = u64::from_le_bytes(sz).min(64 << 20) as usize;

@@ -107,6 +107,7 @@ pub struct PrimarySection {
     pub lanes: u16,
     pub async_window: u32,
     pub connect_timeout_ms: u64,
+    pub busy_poll_us: u64,
 }
 
 impl Default for PrimarySection {
@@ -117,6 +118,7 @@ impl Default for PrimarySection {
             lanes: 2,
             async_window: 256,
             connect_timeout_ms: 5000,
+            busy_poll_us: 0,
         }
     }
 }
@@ -131,6 +133,7 @@ pub struct MirrorSection {
     pub checkpoint_thresh: u32,
     pub checkpoint_idle_ms: u64,
     pub max_lanes: u16,
+    pub busy_poll_us: u64,
 }
 
 impl Default for MirrorSection {
@@ -143,6 +146,7 @@ impl Default for MirrorSection {
             checkpoint_thresh: 1,
             checkpoint_idle_ms: 2,
             max_lanes: 16,
+            busy_poll_us: 0,
         }
     }
 }
@@ -341,6 +345,9 @@ lanes = 2
 # async: groups a lane may have in flight before a sync point waits.
 async_window = 256
 connect_timeout_ms = 5000
+# Poll for the mirror's acknowledgement this long before sleeping (0: sleep at once). Polling
+# spends a core per waiting thread to skip the wake-up of a sleeping one.
+busy_poll_us = 0
 
 [mirror]
 listen = "{listen}"
@@ -356,6 +363,8 @@ checkpoint_thresh = 1
 checkpoint_idle_ms = 2
 # Most lanes a primary may open.
 max_lanes = 16
+# Poll each lane for the next frame this long before sleeping (0: sleep at once).
+busy_poll_us = 0
 
 [limits]
 # Largest frame body; longer ranges are split into several frames.

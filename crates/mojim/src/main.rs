@@ -37,6 +37,8 @@ enum Command {
     Echo {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: String,
+        #[arg(long, default_value_t = 0)]
+        busy_poll_us: u64,
     },
 }
 
@@ -85,6 +87,9 @@ struct ServeArgs {
     /// Checkpoint after this many complete groups, instead of [mirror] checkpoint_thresh.
     #[arg(long)]
     checkpoint_thresh: Option<usize>,
+    /// Poll each lane this many microseconds before sleeping, instead of [mirror] busy_poll_us.
+    #[arg(long)]
+    busy_poll_us: Option<u64>,
 }
 
 #[derive(Args)]
@@ -135,7 +140,7 @@ fn main() -> ExitCode {
         Command::Cat(a) => cat(a),
         Command::Demo(a) => mojim::demo::run(&a),
         Command::Bench(a) => mojim::bench::run(&a),
-        Command::Echo { listen } => mojim::bench::echo_server(&listen),
+        Command::Echo { listen, busy_poll_us } => mojim::bench::echo_server(&listen, busy_poll_us),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -199,6 +204,9 @@ fn serve(a: ServeArgs) -> mojim::Result<()> {
     }
     if let Some(t) = a.checkpoint_thresh {
         opts.checkpoint_thresh = t.max(1);
+    }
+    if let Some(us) = a.busy_poll_us {
+        opts.busy_poll = Duration::from_micros(us);
     }
     let mirror = Mirror::open(opts)?;
     let handle = mirror.serve()?;

@@ -36,6 +36,8 @@ pub struct PrimaryOptions {
     pub limits: Limits,
     pub async_window: u32,
     pub connect_timeout: Duration,
+    /// Poll for acknowledgements this long before sleeping.
+    pub busy_poll: Duration,
 }
 
 impl PrimaryOptions {
@@ -61,6 +63,7 @@ impl PrimaryOptions {
             limits: cfg.limits()?,
             async_window: p.async_window,
             connect_timeout: Duration::from_millis(p.connect_timeout_ms),
+            busy_poll: Duration::from_micros(p.busy_poll_us),
         })
     }
 }
@@ -192,7 +195,8 @@ impl<T: Transport> Primary<T> {
                 }
                 max_frame = max_frame.min(welcome.max_frame);
                 log_capacity = log_capacity.min(welcome.log_capacity);
-                let rx = conn.try_clone().map_err(Error::io("clone connection"))?;
+                let mut rx = conn.try_clone().map_err(Error::io("clone connection"))?;
+                rx.set_busy_poll(opts.busy_poll);
                 let ctl = conn.try_clone().map_err(Error::io("clone connection"))?;
                 lanes.push(Lane {
                     index: lane,

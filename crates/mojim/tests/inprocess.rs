@@ -26,6 +26,7 @@ fn mirror_opts(dir: &Path, id: RegionId) -> MirrorOptions {
         checkpoint_thresh: 1,
         checkpoint_idle: Duration::from_millis(1),
         max_lanes: 8,
+        busy_poll: Duration::ZERO,
     }
 }
 
@@ -39,6 +40,7 @@ fn primary_opts(dir: &Path, addr: &str, mode: Mode, lanes: u16) -> PrimaryOption
         limits: Limits { max_frame: 4096, max_ranges: 64 },
         async_window: 16,
         connect_timeout: Duration::from_secs(5),
+        busy_poll: Duration::ZERO,
     }
 }
 

@@ -38,6 +38,10 @@ pub trait Conn: Read + Write + Send + Sized + 'static {
     /// Closes both directions; the peer and any thread blocked on this connection see it end.
     fn shutdown(&self);
 
+    /// Before a receive sleeps, poll for data for up to `spin` (0: never). Polling trades a
+    /// core for the wake-up latency of a sleeping thread, as the paper's lanes do.
+    fn set_busy_poll(&mut self, spin: Duration);
+
     /// Bounds how long a receive may block (`None`: forever).
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()>;
 }

@@ -1,14 +1,16 @@
 //! TCP lanes: `TCP_NODELAY`, one connection per lane.
 
 use crate::{Conn, Transport};
+use rustix::event::{PollFd, PollFlags};
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A lane over TCP.
 pub struct TcpConn {
     stream: TcpStream,
     peer: String,
+    busy_poll: Duration,
 }
 
 impl TcpConn {
@@ -16,12 +18,35 @@ impl TcpConn {
     pub fn new(stream: TcpStream) -> io::Result<TcpConn> {
         stream.set_nodelay(true)?;
         let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "unknown".into());
-        Ok(TcpConn { stream, peer })
+        Ok(TcpConn { stream, peer, busy_poll: Duration::ZERO })
+    }
+
+    /// Polls for readability for up to `busy_poll` (see [`Conn::set_busy_poll`]). `poll(2)` with
+    /// no timeout reads the socket's state without taking its lock, so polling does not slow
+    /// down the delivery it waits for (a `recv` loop would contend with it).
+    fn wait_readable(&self) {
+        let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+        let start = Instant::now();
+        loop {
+            let mut fds = [PollFd::new(&self.stream, PollFlags::IN)];
+            match rustix::event::poll(&mut fds, Some(&zero)) {
+                Ok(0) | Err(rustix::io::Errno::INTR) => {}
+                // Readable, closed or failed: the read that follows tells which.
+                _ => return,
+            }
+            if start.elapsed() >= self.busy_poll {
+                return;
+            }
+            std::hint::spin_loop();
+        }
     }
 }
 
 impl Read for TcpConn {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if !self.busy_poll.is_zero() && !buf.is_empty() {
+            self.wait_readable();
+        }
         self.stream.read(buf)
     }
 }
@@ -40,7 +65,11 @@ impl Write for TcpConn {
 
 impl Conn for TcpConn {
     fn try_clone(&self) -> io::Result<TcpConn> {
-        Ok(TcpConn { stream: self.stream.try_clone()?, peer: self.peer.clone() })
+        Ok(TcpConn { stream: self.stream.try_clone()?, peer: self.peer.clone(), busy_poll: self.busy_poll })
+    }
+
+    fn set_busy_poll(&mut self, spin: Duration) {
+        self.busy_poll = spin;
     }
 
     fn peer(&self) -> String {

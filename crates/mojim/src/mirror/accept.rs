@@ -88,6 +88,7 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, pending: &AtomicUsize) {
                     return;
                 }
             };
+            conn.set_busy_poll(s.opts.busy_poll);
             if let Err(e) = send(&mut conn, FrameKind::Welcome, 0, &welcome.encode())
                 .and_then(|_| conn.set_recv_timeout(None))
             {

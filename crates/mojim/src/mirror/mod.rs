@@ -50,6 +50,8 @@ pub struct MirrorOptions {
     pub checkpoint_thresh: usize,
     pub checkpoint_idle: Duration,
     pub max_lanes: u16,
+    /// Poll each lane this long before its thread sleeps.
+    pub busy_poll: Duration,
 }
 
 impl MirrorOptions {
@@ -76,6 +78,7 @@ impl MirrorOptions {
             checkpoint_thresh: m.checkpoint_thresh as usize,
             checkpoint_idle: Duration::from_millis(m.checkpoint_idle_ms.max(1)),
             max_lanes: m.max_lanes,
+            busy_poll: Duration::from_micros(m.busy_poll_us),
         })
     }
 
