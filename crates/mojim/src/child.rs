@@ -14,7 +14,12 @@ pub struct ChildNode {
 impl ChildNode {
     /// Runs `exe args...` and waits for its ready line.
     pub fn spawn(exe: &Path, args: &[&str]) -> Result<ChildNode> {
-        let mut child = Command::new(exe)
+        let mut cmd = Command::new(exe);
+        // A helper process speaks up only for warnings, unless the user asked for more.
+        if std::env::var_os("MOJIM_LOG").is_none() {
+            cmd.env("MOJIM_LOG", "warn");
+        }
+        let mut child = cmd
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
