@@ -15,6 +15,29 @@ fn corrupt(path: &Path, what: impl std::fmt::Display) -> MapError {
     }
 }
 
+/// Creates and maps a file of `len` bytes whose first 128 bytes `encode` fills, persistently.
+fn create_with_header(path: &Path, len: u64, encode: impl FnOnce(&mut [u8])) -> Result<MappedFile, MapError> {
+    let map = MappedFile::create(path, len)?;
+    let mut page = [0u8; 128];
+    encode(&mut page);
+    map.write(0, &page);
+    map.persist(0, page.len()).map_err(|e| MapError {
+        path: path.to_path_buf(),
+        op: "persist",
+        source: e,
+    })?;
+    Ok(map)
+}
+
+/// Maps an existing file that must be at least a header page long.
+fn open_with_header(path: &Path, header_size: usize, what: &str) -> Result<MappedFile, MapError> {
+    let map = MappedFile::open(path)?;
+    if map.len() < header_size {
+        return Err(corrupt(path, format!("file is {} bytes, shorter than the {what} header", map.len())));
+    }
+    Ok(map)
+}
+
 /// A region file: header page, then the data area.
 pub struct RegionFile {
     map: MappedFile,
@@ -24,28 +47,14 @@ pub struct RegionFile {
 impl RegionFile {
     /// Creates a zeroed region of `size` data bytes.
     pub fn create(path: &Path, region_uuid: [u8; 16], size: u64) -> Result<RegionFile, MapError> {
-        let map = MappedFile::create(path, REGION_HEADER_SIZE as u64 + size)?;
         let header = RegionHeader { region_uuid, size, map_addr: 0 };
-        let mut page = [0u8; 128];
-        header.encode(&mut page);
-        map.write(0, &page);
-        map.persist(0, page.len()).map_err(|e| MapError {
-            path: path.to_path_buf(),
-            op: "persist",
-            source: e,
-        })?;
+        let map = create_with_header(path, REGION_HEADER_SIZE as u64 + size, |page| header.encode(page))?;
         Ok(RegionFile { map, header })
     }
 
     /// Opens a region and checks its header against the file's length.
     pub fn open(path: &Path) -> Result<RegionFile, MapError> {
-        let map = MappedFile::open(path)?;
-        if map.len() < REGION_HEADER_SIZE {
-            return Err(corrupt(
-                path,
-                format!("file is {} bytes, shorter than the region header", map.len()),
-            ));
-        }
+        let map = open_with_header(path, REGION_HEADER_SIZE, "region")?;
         let header = RegionHeader::decode(map.bytes(0, 128)).map_err(|e| corrupt(path, e))?;
         let expected = REGION_HEADER_SIZE as u64 + header.size;
         if map.len() as u64 != expected {
@@ -141,24 +150,13 @@ pub struct LogFile {
 
 impl LogFile {
     pub fn create(path: &Path, region_uuid: [u8; 16], lane: u16, capacity: u64) -> Result<LogFile, MapError> {
-        let map = MappedFile::create(path, LOG_HEADER_SIZE as u64 + capacity)?;
         let header = LogHeader { region_uuid, lane, capacity };
-        let mut page = [0u8; 128];
-        header.encode(&mut page);
-        map.write(0, &page);
-        map.persist(0, page.len()).map_err(|e| MapError {
-            path: path.to_path_buf(),
-            op: "persist",
-            source: e,
-        })?;
+        let map = create_with_header(path, LOG_HEADER_SIZE as u64 + capacity, |page| header.encode(page))?;
         Ok(LogFile { map, header })
     }
 
     pub fn open(path: &Path) -> Result<LogFile, MapError> {
-        let map = MappedFile::open(path)?;
-        if map.len() < LOG_HEADER_SIZE {
-            return Err(corrupt(path, format!("file is {} bytes, shorter than the log header", map.len())));
-        }
+        let map = open_with_header(path, LOG_HEADER_SIZE, "log")?;
         let header = LogHeader::decode(map.bytes(0, 128)).map_err(|e| corrupt(path, e))?;
         if map.len() as u64 != LOG_HEADER_SIZE as u64 + header.capacity {
             return Err(corrupt(
