@@ -57,6 +57,9 @@ pub struct BenchArgs {
     /// Folder for the benchmark's region and mirror files (memory-backed by default).
     #[arg(long, default_value = "/dev/shm")]
     pub dir: PathBuf,
+    /// Folder on a disk for the `sync-disk` mirror's data area (its logs stay in --dir).
+    #[arg(long, default_value = "/var/tmp")]
+    pub disk_dir: PathBuf,
     /// Poll for the next message this many microseconds before sleeping, on both ends of every
     /// connection (the primary's lanes, the local mirror's lanes, and tcp-rtt's ping-pong alike).
     #[arg(long, default_value_t = 0)]
@@ -142,12 +145,28 @@ struct Setup {
     secret: Secret,
     limits: Limits,
     mirror: Option<ChildNode>,
+    /// A second mirror whose data area is on disk, for `sync-disk`.
+    disk_mirror: Option<ChildNode>,
+    disk_dir: Option<PathBuf>,
     echo: Option<ChildNode>,
+}
+
+impl Setup {
+    fn mirror_for(&self, mode: Mode) -> String {
+        match (mode, &self.disk_mirror) {
+            (Mode::SyncDisk, Some(m)) => m.addr().to_string(),
+            _ => self.mirror_addr.clone().unwrap_or_default(),
+        }
+    }
 }
 
 impl Drop for Setup {
     fn drop(&mut self) {
         self.mirror.take();
+        self.disk_mirror.take();
+        if let Some(d) = &self.disk_dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
         self.echo.take();
         if let Some(d) = &self.dir {
             let _ = std::fs::remove_dir_all(d);
@@ -171,6 +190,8 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
             secret: cfg.secret(false)?,
             limits: cfg.limits()?,
             mirror: None,
+            disk_mirror: None,
+            disk_dir: None,
             echo: None,
         }
     } else {
@@ -183,30 +204,32 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
             secret: Secret(b"bench".to_vec()),
             limits: Limits::default(),
             mirror: None,
+            disk_mirror: None,
+            disk_dir: None,
             echo: None,
         };
         let id = RegionId { uuid: random_uuid(), size: a.region_size };
         crate::create_region(&s.region_path, id)?;
+        let cfg = dir.join("mojim.toml");
+        std::fs::write(&cfg, template(&id.uuid, id.size, "bench", "127.0.0.1:0"))
+            .map_err(Error::io("write config"))?;
+        let cfg = cfg.to_str().unwrap_or_default().to_string();
+        let poll = a.busy_poll_us.to_string();
+        let serve = ["serve", "--config", &cfg, "--listen", "127.0.0.1:0", "--busy-poll-us", &poll];
         if needs_mirror {
-            let cfg = dir.join("mojim.toml");
-            std::fs::write(&cfg, template(&id.uuid, id.size, "bench", "127.0.0.1:0"))
-                .map_err(Error::io("write config"))?;
-            let exe = exe()?;
-            let poll = a.busy_poll_us.to_string();
-            let child = ChildNode::spawn(
-                &exe,
-                &[
-                    "serve",
-                    "--config",
-                    cfg.to_str().unwrap_or_default(),
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--busy-poll-us",
-                    &poll,
-                ],
-            )?;
+            let child = ChildNode::spawn(&exe()?, &serve)?;
             s.mirror_addr = Some(child.addr().to_string());
             s.mirror = Some(child);
+        }
+        if kinds.contains(&Kind::Mode(Mode::SyncDisk)) {
+            // The data area on disk, the logs on memory beside the other mirror's.
+            let disk = a.disk_dir.join(format!("mojim-bench-{}-disk", std::process::id()));
+            s.disk_dir = Some(disk.clone());
+            let logs = dir.join("disk-mirror-logs");
+            let (disk, logs) = (disk.to_str().unwrap_or_default(), logs.to_str().unwrap_or_default());
+            let mut args = serve.to_vec();
+            args.extend(["--data", "disk", "--dir", disk, "--log-dir", logs]);
+            s.disk_mirror = Some(ChildNode::spawn(&exe()?, &args)?);
         }
         s
     };
@@ -370,7 +393,7 @@ fn sync_points(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path, kind: Kind) 
     let opts = PrimaryOptions {
         region_path: region.to_path_buf(),
         mode,
-        mirror: s.mirror_addr.clone().unwrap_or_default(),
+        mirror: s.mirror_for(mode),
         lanes: lanes(a),
         secret: s.secret.clone(),
         limits: s.limits.clone(),

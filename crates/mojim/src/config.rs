@@ -26,10 +26,12 @@ pub enum Mode {
     Sync,
     /// In the mirror's log and locally persisted: survives both failing at once.
     SyncFlush,
+    /// As `sync`, against a mirror whose data area is on disk (`[mirror] data = "disk"`).
+    SyncDisk,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 4] = [Mode::Unreplicated, Mode::Async, Mode::Sync, Mode::SyncFlush];
+    pub const ALL: [Mode; 5] = [Mode::Unreplicated, Mode::Async, Mode::Sync, Mode::SyncFlush, Mode::SyncDisk];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -37,6 +39,7 @@ impl Mode {
             Mode::Async => "async",
             Mode::Sync => "sync",
             Mode::SyncFlush => "sync-flush",
+            Mode::SyncDisk => "sync-disk",
         }
     }
 
@@ -51,7 +54,7 @@ impl Mode {
 
     /// Whether a sync point waits for the mirror's acknowledgement.
     pub fn waits_for_mirror(self) -> bool {
-        matches!(self, Mode::Sync | Mode::SyncFlush)
+        matches!(self, Mode::Sync | Mode::SyncFlush | Mode::SyncDisk)
     }
 }
 
@@ -64,10 +67,9 @@ impl fmt::Display for Mode {
 impl FromStr for Mode {
     type Err = String;
     fn from_str(s: &str) -> Result<Mode, String> {
-        Mode::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| format!("unknown mode {s:?}; choose one of unreplicated, async, sync, sync-flush"))
+        Mode::ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| {
+            format!("unknown mode {s:?}; choose one of unreplicated, async, sync, sync-flush, sync-disk")
+        })
     }
 }
 
@@ -134,6 +136,7 @@ pub struct MirrorSection {
     pub checkpoint_idle_ms: u64,
     pub max_lanes: u16,
     pub busy_poll_us: u64,
+    pub data: String,
 }
 
 impl Default for MirrorSection {
@@ -147,6 +150,7 @@ impl Default for MirrorSection {
             checkpoint_idle_ms: 2,
             max_lanes: 16,
             busy_poll_us: 0,
+            data: "memory".into(),
         }
     }
 }
@@ -338,7 +342,8 @@ path = "region.mojim"
 [primary]
 # Where the mirror listens.
 mirror = "{listen}"
-# When msync/gmsync return: unreplicated | async | sync | sync-flush.
+# When msync/gmsync return: unreplicated | async | sync | sync-flush | sync-disk
+# (sync-disk is sync against a mirror with [mirror] data = "disk").
 mode = "sync"
 # Connections to the mirror; a thread keeps to one lane.
 lanes = 2
@@ -365,6 +370,9 @@ checkpoint_idle_ms = 2
 max_lanes = 16
 # Poll each lane for the next frame this long before sleeping (0: sleep at once).
 busy_poll_us = 0
+# Where the data area lives: "memory" (mapped; checkpoints are stores and cache-line
+# write-backs) or "disk" (sync-disk: checkpoints are pwrite + fdatasync; logs stay in log_dir).
+data = "memory"
 
 [limits]
 # Largest frame body; longer ranges are split into several frames.

@@ -145,6 +145,7 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         config: Some(cfg_path.clone()),
         disk_file: None,
         dir: dir.clone(),
+        disk_dir: dir.clone(),
         busy_poll_us: 0,
         repeat: 1,
         json: false,

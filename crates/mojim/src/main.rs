@@ -90,6 +90,9 @@ struct ServeArgs {
     /// Poll each lane this many microseconds before sleeping, instead of [mirror] busy_poll_us.
     #[arg(long)]
     busy_poll_us: Option<u64>,
+    /// Where the data area lives, instead of [mirror] data: memory or disk.
+    #[arg(long)]
+    data: Option<mojim::mirror::DataPlacement>,
 }
 
 #[derive(Args)]
@@ -207,6 +210,9 @@ fn serve(a: ServeArgs) -> mojim::Result<()> {
     }
     if let Some(us) = a.busy_poll_us {
         opts.busy_poll = Duration::from_micros(us);
+    }
+    if let Some(d) = a.data {
+        opts.data = d;
     }
     let mirror = Mirror::open(opts)?;
     let handle = mirror.serve()?;

@@ -26,6 +26,7 @@ fn mirror_opts(dir: &Path, id: RegionId) -> MirrorOptions {
         checkpoint_thresh: 1,
         checkpoint_idle: Duration::from_millis(1),
         max_lanes: 8,
+        data: mojim::mirror::DataPlacement::Memory,
         busy_poll: Duration::ZERO,
     }
 }

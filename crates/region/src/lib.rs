@@ -5,10 +5,12 @@
 //! files, possibly other processes); all access from safe code goes through bounds-checked
 //! methods here.
 
+mod disk;
 mod files;
 mod flush;
 mod map;
 
+pub use disk::DiskRegion;
 pub use files::{LogFile, RegionFile};
 pub use flush::{persist_cache_lines, Persistence};
 pub use map::{MapError, MappedFile};

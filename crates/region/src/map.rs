@@ -54,7 +54,7 @@ unsafe impl Send for MappedFile {}
 // `bytes`, whose contract is documented there.
 unsafe impl Sync for MappedFile {}
 
-fn err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> MapError + 'a {
+pub(crate) fn err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> MapError + 'a {
     move |source| MapError { path: path.to_path_buf(), op, source }
 }
 

@@ -114,7 +114,12 @@ fn apply_locked(s: &Shared, allow_gaps: bool, _applier: &MutexGuard<'_, ()>) -> 
             let _w = s.data_lock.write().unwrap_or_else(|p| p.into_inner());
             for g in &batch {
                 let log = s.logs[g.lane as usize].get().expect("a group's log exists");
-                for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| s.region.write(off, body));
+                for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
+                    if let Err(e) = s.region.write(off, body) {
+                        // Reclaim will find the data area failing too and keep the log.
+                        tracing::error!(error = %e, offset = off, "cannot write the data area");
+                    }
+                });
             }
         }
         let mut c = lock(&s.ckpt);
@@ -136,19 +141,31 @@ fn apply_locked(s: &Shared, allow_gaps: bool, _applier: &MutexGuard<'_, ()>) -> 
 fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
     let mut done = std::mem::take(&mut lock(&s.ckpt).unreleased);
     if let Some(last) = done.last().copied() {
-        for g in &done {
-            let log = s.logs[g.lane as usize].get().expect("a group's log exists");
-            for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
-                if let Err(e) = s.region.persist(off, body.len()) {
-                    tracing::error!(error = %e, offset = off, "cannot persist the data area");
-                }
-            });
+        let mut result = Ok(());
+        if s.region.persists_ranges() {
+            for g in &done {
+                let log = s.logs[g.lane as usize].get().expect("a group's log exists");
+                for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
+                    if result.is_ok() {
+                        result = s.region.persist(off, body.len());
+                    }
+                });
+            }
         }
-        if let Err(e) = s.region.set_applied_seq(last.seq) {
-            // The log keeps these groups until a later reclaim succeeds.
-            tracing::error!(error = %e, "cannot persist the applied sequence number");
-        } else {
-            release(s, &done);
+        let result = result.and_then(|_| s.region.sync()).and_then(|_| s.region.set_applied_seq(last.seq));
+        match result {
+            Ok(()) if s.storage_failed.get().is_none() => release(s, &done),
+            Ok(()) => {}
+            Err(e) => {
+                // Never retry a failed flush: keep every group in the log (recovery replays them
+                // on restart) and refuse new data, so nothing more is acknowledged.
+                let msg = format!(
+                    "the data area {} failed: {e}; restart the mirror to recover from its logs",
+                    s.opts.data_path().display()
+                );
+                tracing::error!("{msg}");
+                let _ = s.storage_failed.set(msg);
+            }
         }
     }
     done.clear();

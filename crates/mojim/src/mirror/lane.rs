@@ -78,6 +78,9 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
                 e.to_string()
             });
         }
+        if let Some(msg) = s.storage_failed.get() {
+            return LaneEnd::Storage(msg.clone());
+        }
         let slot = loop {
             match lock(lane).on_header(&hb) {
                 Err(v) => return LaneEnd::Violation(v),

@@ -7,11 +7,14 @@
 
 mod accept;
 mod apply;
+mod data;
 mod lane;
 mod session;
 mod status;
 
 pub use accept::MAX_READ;
+use data::DataArea;
+pub use data::DataPlacement;
 pub use status::{LaneStatus, MirrorStatus};
 
 use crate::config::{Config, Limits, RegionId, Secret};
@@ -19,7 +22,7 @@ use crate::error::{Error, Result};
 use mojim_core::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
 use mojim_core::lane::MirrorLane;
 use mojim_core::recovery::{self, LaneLog};
-use mojim_region::{LogFile, RegionFile};
+use mojim_region::LogFile;
 use mojim_transport::{TcpTransport, Transport};
 use session::SessionSlot;
 use std::path::PathBuf;
@@ -50,6 +53,8 @@ pub struct MirrorOptions {
     pub checkpoint_thresh: usize,
     pub checkpoint_idle: Duration,
     pub max_lanes: u16,
+    /// Where the data area lives: memory (mapped) or disk (`sync-disk`).
+    pub data: DataPlacement,
     /// Poll each lane this long before its thread sleeps.
     pub busy_poll: Duration,
 }
@@ -79,6 +84,7 @@ impl MirrorOptions {
             checkpoint_idle: Duration::from_millis(m.checkpoint_idle_ms.max(1)),
             max_lanes: m.max_lanes,
             busy_poll: Duration::from_micros(m.busy_poll_us),
+            data: m.data.parse().map_err(|e: String| Error::Config(format!("[mirror] data: {e}")))?,
         })
     }
 
@@ -126,7 +132,7 @@ pub(crate) struct Ckpt {
 
 pub(crate) struct Shared {
     pub opts: MirrorOptions,
-    pub region: RegionFile,
+    pub region: DataArea,
     /// Held for writing while a group is being applied, for reading by readers.
     pub data_lock: RwLock<()>,
     /// Serialises appliers (the checkpointer thread and session sealing).
@@ -147,6 +153,8 @@ pub(crate) struct Shared {
     pub started: Instant,
     pub recovery: RecoveryReport,
     pub listen_addr: OnceLock<String>,
+    /// Set when the data area failed: no log space is freed and no data accepted after it.
+    pub storage_failed: OnceLock<String>,
 }
 
 /// A mirror whose files are open and recovered, not yet serving.
@@ -179,11 +187,7 @@ impl Mirror {
             std::fs::create_dir_all(d).map_err(Error::io(format!("create folder {}", d.display())))?;
         }
         let data_path = opts.data_path();
-        let region = if data_path.exists() {
-            RegionFile::open(&data_path)?
-        } else {
-            RegionFile::create(&data_path, opts.region.uuid, opts.region.size)?
-        };
+        let region = DataArea::open_or_create(&data_path, opts.region.uuid, opts.region.size, opts.data)?;
         if region.uuid() != opts.region.uuid || region.size() != opts.region.size {
             return Err(Error::Config(format!(
                 "{} holds region {} of {} bytes, but the configuration names region {} of {} bytes; \
@@ -211,7 +215,7 @@ impl Mirror {
             }
             logs.push(cell);
         }
-        let applied_seq = region.applied_seq();
+        let applied_seq = region.applied_seq()?;
         let found = {
             let views: Vec<LaneLog<'_>> = logs
                 .iter()
@@ -223,17 +227,24 @@ impl Mirror {
             recovery::recover(&views, applied_seq, MAX_FRAME_LIMIT, opts.region.size)
         };
         let mut report = RecoveryReport { groups_discarded: found.discarded.len(), ..Default::default() };
+        let mut failed: Option<std::io::Error> = None;
         for g in &found.groups {
             let log = logs[g.lane as usize].get().expect("a log with groups exists");
             recovery::for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
-                region.write(off, body);
-            });
-            recovery::for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
-                let _ = region.persist(off, body.len());
+                if let Err(e) = region.write(off, body).and_then(|_| region.persist(off, body.len())) {
+                    failed.get_or_insert(e);
+                }
             });
             report.groups_applied += 1;
             report.bytes_applied += g.bytes;
         }
+        if let Some(e) = failed {
+            return Err(Error::Io {
+                op: format!("apply recovered groups to {}", data_path.display()),
+                source: e,
+            });
+        }
+        region.sync().map_err(Error::io(format!("sync {}", data_path.display())))?;
         let applied = found.groups.last().map_or(applied_seq, |g| g.seq.max(applied_seq));
         region.set_applied_seq(applied).map_err(Error::io("persist applied sequence"))?;
         let mut lanes = Vec::new();
@@ -261,7 +272,7 @@ impl Mirror {
         if report.groups_applied > 0 || report.groups_discarded > 0 {
             tracing::info!(?report, "recovered logs");
         }
-        let epoch = region.epoch().max(1);
+        let epoch = region.epoch()?.max(1);
         let shared = Shared {
             policy: CheckpointPolicy { thresh: opts.checkpoint_thresh },
             ckpt: Mutex::new(Ckpt {
@@ -290,6 +301,7 @@ impl Mirror {
             started: Instant::now(),
             recovery: report,
             listen_addr: OnceLock::new(),
+            storage_failed: OnceLock::new(),
         };
         Ok(Mirror { shared: Arc::new(shared) })
     }
@@ -402,6 +414,5 @@ pub(crate) fn read_consistent(shared: &Shared, offset: u64, out: &mut [u8]) -> R
         }));
     }
     let _r = shared.data_lock.read().unwrap_or_else(|p| p.into_inner());
-    shared.region.read(offset, out);
-    Ok(())
+    shared.region.read(offset, out).map_err(Error::io("read the data area"))
 }

@@ -31,6 +31,8 @@ pub struct MirrorStatus {
     pub violations: u64,
     pub sessions: u64,
     pub data_persistence: String,
+    /// Why the data area stopped accepting checkpoints, if it did.
+    pub storage_failed: Option<String>,
     pub recovery: super::RecoveryReport,
     pub uptime_s: f64,
 }
@@ -69,7 +71,8 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         bytes_received: s.stats.bytes_received.load(Ordering::Relaxed),
         violations: s.stats.violations.load(Ordering::Relaxed),
         sessions: s.stats.sessions.load(Ordering::Relaxed),
-        data_persistence: s.region.persistence().name().into(),
+        data_persistence: s.region.persistence().into(),
+        storage_failed: s.storage_failed.get().cloned(),
         recovery: s.recovery.clone(),
         uptime_s: s.started.elapsed().as_secs_f64(),
     }
