@@ -9,7 +9,11 @@ use std::collections::VecDeque;
 /// A complete group in a lane's log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GroupRef {
+    /// The group's sequence number; for a void group (see [`GroupRef::void`]) the last of the
+    /// numbers it covers.
     pub seq: u64,
+    /// The first sequence number it covers: `seq`, or less for a void group.
+    pub first_seq: u64,
     pub lane: u16,
     /// Position of its first record.
     pub start_pos: u64,
@@ -17,6 +21,19 @@ pub struct GroupRef {
     pub end_pos: u64,
     /// Bytes of data it writes.
     pub bytes: u64,
+}
+
+impl GroupRef {
+    /// A group of data: covers just `seq`.
+    pub fn data(seq: u64, lane: u16, start_pos: u64, end_pos: u64, bytes: u64) -> GroupRef {
+        GroupRef { seq, first_seq: seq, lane, start_pos, end_pos, bytes }
+    }
+
+    /// Sequence numbers `first ..= last` that will never carry data, at log position `pos` of
+    /// `lane` (no records).
+    pub fn void(first: u64, last: u64, lane: u16, pos: u64) -> GroupRef {
+        GroupRef { seq: last, first_seq: first, lane, start_pos: pos, end_pos: pos, bytes: 0 }
+    }
 }
 
 /// When to checkpoint: the paper's `CHECKPOINT_THRESH`, idleness, and full logs.
@@ -77,8 +94,9 @@ impl Checkpointer {
             );
         }
         assert!(
-            g.seq > self.applied_seq,
-            "group {} already applied (applied_seq {})",
+            g.first_seq > self.applied_seq && g.first_seq <= g.seq,
+            "group {}..={} already applied (applied_seq {})",
+            g.first_seq,
             g.seq,
             self.applied_seq
         );
@@ -89,7 +107,7 @@ impl Checkpointer {
     /// The group that comes right after the applied prefix, if it is here.
     pub fn next(&self) -> Option<GroupRef> {
         let want = self.applied_seq + 1;
-        self.lanes.iter().filter_map(|q| q.front()).find(|g| g.seq == want).copied()
+        self.lanes.iter().filter_map(|q| q.front()).find(|g| g.first_seq == want).copied()
     }
 
     /// The lowest waiting group, gap or not (for sealing and recovery).
@@ -110,7 +128,7 @@ impl Checkpointer {
             let pick = if allow_gaps {
                 fronts.min_by_key(|(_, g)| g.seq)
             } else {
-                fronts.into_iter().find(|(_, g)| g.seq == seq + 1)
+                fronts.into_iter().find(|(_, g)| g.first_seq == seq + 1)
             };
             let Some((i, g)) = pick else { break };
             self.cursors[i] += 1;
@@ -136,11 +154,13 @@ impl Checkpointer {
         }
     }
 
-    /// Starts a new session after every sequence number seen so far (complete or not) and
-    /// returns its first sequence number. Nothing may be waiting: the previous session was
-    /// sealed, or recovery applied everything.
-    pub fn resume(&mut self, max_seq_seen: u64) -> u64 {
-        self.skip_to(max_seq_seen);
+    /// The first sequence number of a new session: right after the applied prefix. Nothing
+    /// may be waiting (the previous session was sealed, or recovery applied everything), so the
+    /// checkpointer waits for exactly that number next. Numbers of groups dropped unfinished are
+    /// used again; their stale records belong to another session and recovery never joins them
+    /// to new ones.
+    pub fn resume(&self) -> u64 {
+        assert_eq!(self.waiting, 0, "resume with groups waiting");
         self.applied_seq + 1
     }
 
@@ -156,7 +176,7 @@ mod tests {
     use super::*;
 
     fn g(seq: u64, lane: u16, pos: u64) -> GroupRef {
-        GroupRef { seq, lane, start_pos: pos, end_pos: pos + 128, bytes: 10 }
+        GroupRef::data(seq, lane, pos, pos + 128, 10)
     }
 
     #[test]
@@ -194,12 +214,25 @@ mod tests {
     }
 
     #[test]
-    fn resume_skips_past_dropped_groups() {
+    fn resume_starts_right_after_the_applied_prefix() {
         let mut c = Checkpointer::new(1, 185, 8);
-        assert_eq!(c.resume(187), 188, "groups 186 and 187 were dropped: start after them");
-        c.push(g(188, 0, 0));
-        assert_eq!(c.next().map(|g| g.seq), Some(188));
-        assert_eq!(Checkpointer::new(1, 9, 8).resume(3), 10);
+        assert_eq!(c.resume(), 186);
+        c.push(g(186, 0, 0));
+        assert_eq!(c.next().map(|g| g.seq), Some(186));
+    }
+
+    #[test]
+    fn void_groups_are_applied_in_order() {
+        let mut c = Checkpointer::new(1, 4, 8);
+        c.push(GroupRef::void(5, 7, 0, 0));
+        c.push(g(8, 0, 0));
+        let mut out = Vec::new();
+        c.plan(false, 10, &mut out);
+        assert_eq!(out.iter().map(|g| (g.first_seq, g.seq)).collect::<Vec<_>>(), vec![(5, 7), (8, 8)]);
+        for x in out.clone() {
+            c.applied(x);
+        }
+        assert_eq!(c.applied_seq(), 8);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::encode::SessionTag;
 use crate::log_space::{LogSpace, Placement};
 use crate::receive::{Accepted, LaneReceiver, Violation};
 use mojim_format::log::record_size;
-use mojim_format::FRAME_HEADER_SIZE;
+use mojim_format::{FrameKind, FRAME_HEADER_SIZE};
 
 /// Receive state and log space of one lane.
 #[derive(Clone, Debug)]
@@ -60,11 +60,18 @@ impl MirrorLane {
 
     /// Checks a header. On success the record's place is returned, or `Ok(None)` with nothing
     /// changed when the log has no room until the tail moves: call again after a checkpoint.
+    /// A Skip frame takes no room: its slot has size 0 and [`MirrorLane::commit`] turns it into
+    /// a void group.
     pub fn on_header(&mut self, bytes: &[u8; FRAME_HEADER_SIZE]) -> Result<Option<Slot>, Violation> {
         let receiver = self.receiver.as_mut().expect("on_header outside a session");
         // Check on a copy so that a frame that must wait for room is checked again unchanged.
         let mut probe = receiver.clone();
         let accepted = probe.on_header(bytes)?;
+        if accepted.header.kind == FrameKind::Skip {
+            *receiver = probe;
+            let placement = Placement { pad_at: None, pos: self.space.head() };
+            return Ok(Some(Slot { accepted, placement, size: 0 }));
+        }
         let size = record_size(accepted.header.body_len as u64);
         let Some(placement) = self.space.place(size) else {
             return Ok(None);
@@ -77,20 +84,18 @@ impl MirrorLane {
     /// group if this record completed it.
     pub fn commit(&mut self, slot: &Slot) -> Option<GroupRef> {
         let h = &slot.accepted.header;
-        self.space.advance_head(slot.placement.pos + slot.size);
         self.max_seq = self.max_seq.max(h.seq);
+        if h.kind == FrameKind::Skip {
+            assert!(self.open.is_none(), "a skip inside a group");
+            return Some(GroupRef::void(h.offset, h.seq, self.lane, self.space.head()));
+        }
+        self.space.advance_head(slot.placement.pos + slot.size);
         let (start, bytes) = self.open.get_or_insert((slot.placement.pos, 0));
         *bytes += h.body_len as u64;
         let (start, bytes) = (*start, *bytes);
         if slot.accepted.ends_group {
             self.open = None;
-            return Some(GroupRef {
-                seq: h.seq,
-                lane: self.lane,
-                start_pos: start,
-                end_pos: self.space.head(),
-                bytes,
-            });
+            return Some(GroupRef::data(h.seq, self.lane, start, self.space.head(), bytes));
         }
         None
     }

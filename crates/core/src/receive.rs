@@ -93,7 +93,7 @@ impl LaneReceiver {
     /// Checks a header and, if it is acceptable, advances the lane's state.
     pub fn on_header(&mut self, bytes: &[u8; FRAME_HEADER_SIZE]) -> Result<Accepted, Violation> {
         let h = FrameHeader::decode(bytes).map_err(Violation::Frame)?;
-        if h.kind != FrameKind::Data {
+        if h.kind != FrameKind::Data && h.kind != FrameKind::Skip {
             return Err(Violation::Kind { found: h.kind });
         }
         if h.lane != self.tag.lane {
@@ -104,6 +104,9 @@ impl LaneReceiver {
         }
         if h.session != self.tag.session {
             return Err(Violation::Session { found: h.session, expected: self.tag.session });
+        }
+        if h.kind == FrameKind::Skip {
+            return self.on_skip(h);
         }
         if h.body_len == 0 || h.body_len > self.max_frame {
             return Err(Violation::BodyLen { found: h.body_len, max: self.max_frame });
@@ -142,6 +145,22 @@ impl LaneReceiver {
         }
         Ok(Accepted { header: h, ends_group })
     }
+
+    /// A Skip voids sequence numbers `offset ..= seq`, between groups, starting exactly at the
+    /// next one expected.
+    fn on_skip(&mut self, h: FrameHeader) -> Result<Accepted, Violation> {
+        if h.body_len != 0 {
+            return Err(Violation::BodyLen { found: h.body_len, max: 0 });
+        }
+        if let Some((seq, _)) = self.open {
+            return Err(Violation::SeqInGroup { found: h.seq, expected: seq });
+        }
+        if h.offset < self.min_seq || h.seq < h.offset || h.seq == u64::MAX {
+            return Err(Violation::Seq { found: h.offset, expected_at_least: self.min_seq });
+        }
+        self.min_seq = h.seq + 1;
+        Ok(Accepted { header: h, ends_group: true })
+    }
 }
 
 #[cfg(test)]
@@ -162,6 +181,29 @@ mod tests {
         assert!(!r.on_header(&hdr(1, 0, 0, 10, false)).unwrap().ends_group);
         assert!(r.on_header(&hdr(1, 1, 100, 10, true)).unwrap().ends_group);
         assert!(r.on_header(&hdr(5, 0, 0, 10, true)).unwrap().ends_group);
+    }
+
+    fn skip(first: u64, last: u64) -> [u8; 64] {
+        let mut h = mojim_format::FrameHeader::new(FrameKind::Skip);
+        h.lane = TAG.lane;
+        h.epoch = TAG.epoch;
+        h.session = TAG.session;
+        h.offset = first;
+        h.seq = last;
+        h.to_bytes()
+    }
+
+    #[test]
+    fn skips_void_sequence_numbers_between_groups() {
+        let mut r = LaneReceiver::new(TAG, 1 << 20, 4096, 1);
+        r.on_header(&hdr(1, 0, 0, 10, true)).unwrap();
+        assert!(r.on_header(&skip(2, 4)).unwrap().ends_group);
+        assert!(matches!(r.on_header(&hdr(4, 0, 0, 10, true)), Err(Violation::Seq { .. })));
+        r.on_header(&hdr(5, 0, 0, 10, false)).unwrap();
+        assert!(matches!(r.on_header(&skip(6, 6)), Err(Violation::SeqInGroup { .. })), "not inside a group");
+        r.on_header(&hdr(5, 1, 0, 10, true)).unwrap();
+        assert!(matches!(r.on_header(&skip(5, 9)), Err(Violation::Seq { .. })), "not backwards");
+        assert!(matches!(r.on_header(&skip(7, 6)), Err(Violation::Seq { .. })), "not empty");
     }
 
     #[test]

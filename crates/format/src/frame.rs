@@ -59,6 +59,9 @@ pub enum FrameKind {
     Request = 9,
     /// Reply to a [`FrameKind::Request`].
     Reply = 10,
+    /// Wire only, no body: sequence numbers `offset ..= seq` will never carry a group (they were
+    /// dropped upstream); the receiver's checkpointer moves past them in order.
+    Skip = 11,
 }
 
 impl FrameKind {
@@ -75,6 +78,7 @@ impl FrameKind {
             8 => FrameKind::Pad,
             9 => FrameKind::Request,
             10 => FrameKind::Reply,
+            11 => FrameKind::Skip,
             _ => return None,
         })
     }
@@ -256,7 +260,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn kind() -> impl Strategy<Value = FrameKind> {
-        (1u8..=10).prop_map(|k| FrameKind::from_u8(k).expect("1..=10 are kinds"))
+        (1u8..=11).prop_map(|k| FrameKind::from_u8(k).expect("1..=11 are kinds"))
     }
 
     prop_compose! {

@@ -112,19 +112,20 @@ impl Mirror {
         CheckpointPolicy { thresh: self.cfg.checkpoint_thresh }
     }
 
-    /// Handshake: the primary resumes at the returned sequence number, after everything this
-    /// mirror has applied or seen.
+    /// Handshake: the primary resumes at the returned sequence number, right after everything
+    /// this mirror has applied (as the daemon does, through `Checkpointer::resume`).
     pub fn begin_session(&mut self, session: u64, epoch: u64) -> Check<u64> {
         let v = &mut self.vol;
         if v.ckpt.waiting() != 0 || v.tags.is_some() {
             return Err("session begun while another is open".into());
         }
-        let next_seq = v.ckpt.applied_seq().max(v.highest_seq) + 1;
-        // The primary resumes at `next_seq`: numbers below it that were never applied never will
-        // be (dropped or torn groups), so the running checkpointer must not wait for them.
-        if self.cfg.sabotage != Sabotage::GapAfterRestart {
-            v.ckpt.skip_to(next_seq - 1);
-        }
+        let next_seq = if self.cfg.sabotage == Sabotage::GapAfterRestart {
+            // The bug this sabotage stands for: resuming past numbers the checkpointer still
+            // waits for.
+            v.ckpt.applied_seq().max(v.highest_seq) + 1
+        } else {
+            v.ckpt.resume()
+        };
         let tags: Vec<SessionTag> =
             (0..self.cfg.lanes).map(|lane| SessionTag { session, epoch, lane }).collect();
         for (lane, tag) in v.lanes.iter_mut().zip(&tags) {
@@ -148,8 +149,6 @@ impl Mirror {
         while let Some(batch) = self.next_batch(true) {
             self.apply(&batch, model)?;
         }
-        let highest = self.vol.highest_seq;
-        self.vol.ckpt.skip_to(highest);
         self.vol.blocked.fill(false);
         self.check_consistent()
     }

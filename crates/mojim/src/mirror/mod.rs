@@ -146,8 +146,6 @@ pub(crate) struct Shared {
     pub session: Mutex<SessionSlot>,
     pub session_cv: Condvar,
     pub epoch: AtomicU64,
-    /// Highest sequence number seen in any log or session; a new session starts after it.
-    pub max_seq_seen: AtomicU64,
     pub stats: Stats,
     pub shutdown: AtomicBool,
     pub started: Instant,
@@ -295,7 +293,6 @@ impl Mirror {
             session: Mutex::new(SessionSlot::default()),
             session_cv: Condvar::new(),
             epoch: AtomicU64::new(epoch),
-            max_seq_seen: AtomicU64::new(found.max_seq.max(applied)),
             stats: Stats::default(),
             shutdown: AtomicBool::new(false),
             started: Instant::now(),

@@ -73,11 +73,11 @@ pub(crate) fn join(
                         });
                     }
                 }
-                // Start after every sequence number the logs or earlier sessions used, and move
-                // the checkpointer past the dropped ones, or it would wait for them forever.
+                // Start right after the applied prefix: the checkpointer waits for exactly that
+                // number (numbers of dropped groups are used again).
                 let next_seq = {
-                    let mut c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
-                    c.cp.resume(s.max_seq_seen.load(Ordering::SeqCst))
+                    let c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
+                    c.cp.resume()
                 };
                 slot.current = Some(Session {
                     id: hello.session,
@@ -173,7 +173,6 @@ pub(crate) fn leave(s: &Shared, session: u64, reason: &str) {
         if let Some(seq) = l.end_session() {
             tracing::info!(lane, seq, "dropped the incomplete group of the ended session");
         }
-        s.max_seq_seen.fetch_max(l.max_seq(), Ordering::SeqCst);
     }
     apply::seal(s);
     slot.current = None;
