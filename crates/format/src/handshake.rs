@@ -48,6 +48,8 @@ pub enum PeerRole {
     Primary = 1,
     /// An operator's tool (status, reads).
     Admin = 2,
+    /// A mirror feeding this node as its backup (the secondary tier); otherwise as `Primary`.
+    Mirror = 3,
 }
 
 /// The connecting side's introduction.
@@ -100,6 +102,7 @@ impl Hello {
         let role = match b[0] {
             1 => PeerRole::Primary,
             2 => PeerRole::Admin,
+            3 => PeerRole::Mirror,
             v => return Err(BodyFormatError::Field { kind: "Hello", field: "role", value: v as u64 }),
         };
         if b[1] != 0 || b[6..8] != [0, 0] || b[84..].iter().any(|&x| x != 0) {

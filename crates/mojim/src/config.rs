@@ -137,6 +137,9 @@ pub struct MirrorSection {
     pub max_lanes: u16,
     pub busy_poll_us: u64,
     pub data: String,
+    pub backups: Vec<String>,
+    pub secondary_tier_thresh: String,
+    pub secondary_rate_limit: String,
 }
 
 impl Default for MirrorSection {
@@ -151,6 +154,9 @@ impl Default for MirrorSection {
             max_lanes: 16,
             busy_poll_us: 0,
             data: "memory".into(),
+            backups: Vec::new(),
+            secondary_tier_thresh: "40MiB".into(),
+            secondary_rate_limit: String::new(),
         }
     }
 }
@@ -313,6 +319,19 @@ impl Config {
         self.file.primary.mode.parse().map_err(|e| Error::Config(format!("[primary] mode: {e}")))
     }
 
+    /// `[mirror] secondary_rate_limit` in bytes per second, if set.
+    pub fn secondary_rate_limit(&self) -> Result<Option<u64>> {
+        let v = self.file.mirror.secondary_rate_limit.trim();
+        if v.is_empty() {
+            return Ok(None);
+        }
+        parse_rate(v).map(Some).map_err(|e| Error::Config(format!("[mirror] secondary_rate_limit: {e}")))
+    }
+
+    pub fn secondary_tier_thresh(&self) -> Result<u64> {
+        size_field("mirror", "secondary_tier_thresh", &self.file.mirror.secondary_tier_thresh)
+    }
+
     pub fn log_capacity(&self) -> Result<u64> {
         let c = size_field("mirror", "log_capacity", &self.file.mirror.log_capacity)?;
         if c < (64 << 10) || c % 4096 != 0 {
@@ -322,6 +341,16 @@ impl Config {
             )));
         }
         Ok(c)
+    }
+}
+
+/// Parses a rate such as `100MiB/s` into bytes per second.
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let size = t.strip_suffix("/s").ok_or_else(|| format!("{s:?} is not a rate; write e.g. 100MiB/s"))?;
+    match parse_size(size)? {
+        0 => Err(format!("rate {s:?} must be more than 0")),
+        n => Ok(n),
     }
 }
 
@@ -373,6 +402,15 @@ busy_poll_us = 0
 # Where the data area lives: "memory" (mapped; checkpoints are stores and cache-line
 # write-backs) or "disk" (sync-disk: checkpoints are pwrite + fdatasync; logs stay in log_dir).
 data = "memory"
+# Backups this mirror feeds in the background (the secondary tier): each runs `mojim serve`
+# with this same configuration file and its own listen address and dir.
+backups = []
+# Bytes logged here but not yet at every backup above which this mirror stops acknowledging
+# new groups until forwarding catches up (the paper's SECONDARY_TIER_THRESH).
+secondary_tier_thresh = "40MiB"
+# Cap on the bytes per second sent to each backup, e.g. "100MiB/s" (empty: no cap), to model a
+# slower secondary network.
+secondary_rate_limit = ""
 
 [limits]
 # Largest frame body; longer ranges are split into several frames.
@@ -407,6 +445,13 @@ mod tests {
         assert_eq!(c.limits().unwrap().max_frame, 65536);
         assert_eq!(c.resolve("region.mojim"), PathBuf::from("/x/region.mojim"));
         assert_eq!(parse_uuid(&format_uuid(&u)).unwrap(), u);
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("100MiB/s"), Ok(100 << 20));
+        assert!(parse_rate("100MiB").unwrap_err().contains("100MiB/s"));
+        assert!(parse_rate("0/s").is_err());
     }
 
     #[test]

@@ -27,6 +27,9 @@ fn mirror_opts(dir: &Path, id: RegionId) -> MirrorOptions {
         checkpoint_idle: Duration::from_millis(1),
         max_lanes: 8,
         data: mojim::mirror::DataPlacement::Memory,
+        backups: Vec::new(),
+        secondary_tier_thresh: 40 << 20,
+        secondary_rate_limit: None,
         busy_poll: Duration::ZERO,
     }
 }

@@ -71,7 +71,7 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, pending: &AtomicUsize) {
     };
     match hello.role {
         PeerRole::Admin => admin(s, &mut conn, &peer),
-        PeerRole::Primary => {
+        PeerRole::Primary | PeerRole::Mirror => {
             let closer = match conn.try_clone() {
                 Ok(c) => Box::new(move || c.shutdown()) as Box<dyn Fn() + Send>,
                 Err(e) => {

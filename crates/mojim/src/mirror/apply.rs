@@ -122,6 +122,14 @@ fn apply_locked(s: &Shared, allow_gaps: bool, _applier: &MutexGuard<'_, ()>) -> 
                 });
             }
         }
+        if let Some(f) = &s.forward {
+            let mut st = super::forward::lock(f);
+            for g in &batch {
+                st.push(g);
+            }
+            drop(st);
+            f.cv.notify_all();
+        }
         let mut c = lock(&s.ckpt);
         for g in &batch {
             c.cp.applied(*g);
@@ -154,7 +162,13 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
         }
         let result = result.and_then(|_| s.region.sync()).and_then(|_| s.region.set_applied_seq(last.seq));
         match result {
-            Ok(()) if s.storage_failed.get().is_none() => release(s, &done),
+            Ok(()) if s.storage_failed.get().is_none() => {
+                // With backups, a group's log space waits until every backup has it.
+                let upto = s.forward.as_ref().map_or(u64::MAX, |f| super::forward::lock(f).min_acked());
+                let n = done.iter().take_while(|g| g.seq <= upto).count();
+                release(s, &done[..n]);
+                done.drain(..n);
+            }
             Ok(()) => {}
             Err(e) => {
                 // Never retry a failed flush: keep every group in the log (recovery replays them
@@ -168,8 +182,11 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
             }
         }
     }
-    done.clear();
-    // Only appliers push to `unreleased`, and this one holds the apply lock.
+    if s.storage_failed.get().is_some() {
+        done.clear();
+    }
+    // Only appliers push to `unreleased`, and this one holds the apply lock; what is left of
+    // `done` (waiting for backups) stays first.
     let previous = std::mem::replace(&mut lock(&s.ckpt).unreleased, done);
     assert!(previous.is_empty(), "groups applied during a reclaim");
     s.space_cv.notify_all();

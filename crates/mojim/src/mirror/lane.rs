@@ -98,8 +98,10 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
                 Err(m) => return LaneEnd::Storage(m),
             },
         };
-        if let Err(end) = store(log, conn, &slot) {
-            return end;
+        if slot.size > 0 {
+            if let Err(end) = store(log, conn, &slot) {
+                return end;
+            }
         }
         let h = &slot.accepted.header;
         s.stats.bytes_received.fetch_add(h.body_len as u64, Ordering::Relaxed);
@@ -113,6 +115,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             // The group is whole and persistent in the log: queue it for the checkpointer,
             // acknowledge it, and only then apply, off the primary's critical path.
             let due = super::apply::push(s, g);
+            super::forward::wait_below_thresh(s);
             if let Err(e) = crate::net::write_frame(conn, &ack_header(tag, g.seq), &[]) {
                 return LaneEnd::Closed(format!("send ack: {e}"));
             }

@@ -8,6 +8,7 @@
 mod accept;
 mod apply;
 mod data;
+mod forward;
 mod lane;
 mod session;
 mod status;
@@ -15,6 +16,7 @@ mod status;
 pub use accept::MAX_READ;
 use data::DataArea;
 pub use data::DataPlacement;
+pub use forward::BackupStatus;
 pub use status::{LaneStatus, MirrorStatus};
 
 use crate::config::{Config, Limits, RegionId, Secret};
@@ -55,6 +57,12 @@ pub struct MirrorOptions {
     pub max_lanes: u16,
     /// Where the data area lives: memory (mapped) or disk (`sync-disk`).
     pub data: DataPlacement,
+    /// Backups this node feeds (the secondary tier).
+    pub backups: Vec<String>,
+    /// Bytes logged but not yet at every backup above which new groups are not acknowledged.
+    pub secondary_tier_thresh: u64,
+    /// Bytes per second per backup link, if capped.
+    pub secondary_rate_limit: Option<u64>,
     /// Poll each lane this long before its thread sleeps.
     pub busy_poll: Duration,
 }
@@ -85,6 +93,9 @@ impl MirrorOptions {
             max_lanes: m.max_lanes,
             busy_poll: Duration::from_micros(m.busy_poll_us),
             data: m.data.parse().map_err(|e: String| Error::Config(format!("[mirror] data: {e}")))?,
+            backups: m.backups.clone(),
+            secondary_tier_thresh: cfg.secondary_tier_thresh()?,
+            secondary_rate_limit: cfg.secondary_rate_limit()?,
         })
     }
 
@@ -153,6 +164,10 @@ pub(crate) struct Shared {
     pub listen_addr: OnceLock<String>,
     /// Set when the data area failed: no log space is freed and no data accepted after it.
     pub storage_failed: OnceLock<String>,
+    /// Feeding backups, when this node has any.
+    pub forward: Option<forward::Forward>,
+    /// A mirror feeds this node: it is a backup.
+    pub is_backup: AtomicBool,
 }
 
 /// A mirror whose files are open and recovered, not yet serving.
@@ -222,11 +237,14 @@ impl Mirror {
                     None => LaneLog { area: &[], tail: 0 },
                 })
                 .collect();
-            recovery::recover(&views, applied_seq, MAX_FRAME_LIMIT, opts.region.size)
+            // A node with backups keeps applied groups in its logs until every backup has them:
+            // find those too, to forward them again.
+            let since = if opts.backups.is_empty() { applied_seq } else { 0 };
+            recovery::recover(&views, since, MAX_FRAME_LIMIT, opts.region.size)
         };
         let mut report = RecoveryReport { groups_discarded: found.discarded.len(), ..Default::default() };
         let mut failed: Option<std::io::Error> = None;
-        for g in &found.groups {
+        for g in found.groups.iter().filter(|g| g.seq > applied_seq) {
             let log = logs[g.lane as usize].get().expect("a log with groups exists");
             recovery::for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
                 if let Err(e) = region.write(off, body).and_then(|_| region.persist(off, body.len())) {
@@ -245,18 +263,32 @@ impl Mirror {
         region.sync().map_err(Error::io(format!("sync {}", data_path.display())))?;
         let applied = found.groups.last().map_or(applied_seq, |g| g.seq.max(applied_seq));
         region.set_applied_seq(applied).map_err(Error::io("persist applied sequence"))?;
+        let keep = !opts.backups.is_empty();
         let mut lanes = Vec::new();
         for (lane, cell) in logs.iter().enumerate() {
-            let (cap, head) = match cell.get() {
+            let (cap, tail, head) = match cell.get() {
                 Some(l) => {
                     let head = found.heads[lane];
-                    l.set_tail(head).map_err(Error::io(format!("persist tail of {}", l.path().display())))?;
-                    (l.capacity(), head)
+                    let tail = if keep { l.tail() } else { head };
+                    l.set_tail(tail).map_err(Error::io(format!("persist tail of {}", l.path().display())))?;
+                    (l.capacity(), tail, head)
                 }
-                None => (opts.log_capacity, 0),
+                None => (opts.log_capacity, 0, 0),
             };
-            lanes.push(Mutex::new(MirrorLane::new(lane as u16, cap, head, head)));
+            lanes.push(Mutex::new(MirrorLane::new(lane as u16, cap, tail, head)));
         }
+        // Everything before the first group still in the logs reached every backup.
+        let forward = keep.then(|| {
+            let base = found.groups.first().map_or(applied, |g| g.first_seq - 1);
+            let f = forward::Forward::new(&opts.backups, base);
+            let mut st = forward::lock(&f);
+            for g in &found.groups {
+                st.push(g);
+            }
+            drop(st);
+            f
+        });
+        let retained: Vec<GroupRef> = if keep { found.groups.clone() } else { Vec::new() };
         for d in &found.discarded {
             tracing::warn!(
                 lane = d.lane,
@@ -280,7 +312,11 @@ impl Mirror {
                 parked: false,
                 waiting_bytes: 0,
                 batch: Vec::with_capacity(256),
-                unreleased: Vec::with_capacity(4 * apply::RECLAIM_BATCH + 256),
+                unreleased: {
+                    let mut v = Vec::with_capacity(4 * apply::RECLAIM_BATCH + 256 + retained.len());
+                    v.extend_from_slice(&retained);
+                    v
+                },
             }),
             opts,
             region,
@@ -299,6 +335,8 @@ impl Mirror {
             recovery: report,
             listen_addr: OnceLock::new(),
             storage_failed: OnceLock::new(),
+            forward,
+            is_backup: AtomicBool::new(false),
         };
         Ok(Mirror { shared: Arc::new(shared) })
     }
@@ -329,6 +367,7 @@ impl Mirror {
                 .spawn(move || apply::checkpointer_loop(&s))
                 .map_err(Error::io("spawn checkpointer"))?,
         );
+        threads.extend(forward::start(&shared).map_err(Error::io("spawn forwarders"))?);
         let s = shared.clone();
         threads.push(
             std::thread::Builder::new()

@@ -112,6 +112,9 @@ pub(crate) fn join(
             ),
         });
     }
+    if hello.role == mojim_format::handshake::PeerRole::Mirror {
+        s.is_backup.store(true, Ordering::SeqCst);
+    }
     cur.joined |= bit;
     cur.active += 1;
     cur.closers.push(closer);

@@ -34,10 +34,16 @@ pub struct MirrorStatus {
     /// Why the data area stopped accepting checkpoints, if it did.
     pub storage_failed: Option<String>,
     pub recovery: super::RecoveryReport,
+    /// The backups this node feeds.
+    pub backups: Vec<super::BackupStatus>,
+    /// Times lanes waited for forwarding to catch up (`secondary_tier_thresh`), and how long.
+    pub stalls: u64,
+    pub stalled_ms: f64,
     pub uptime_s: f64,
 }
 
 pub(crate) fn status(s: &Shared) -> MirrorStatus {
+    let fwd = s.forward.as_ref().map(super::forward::lock);
     let sess = session::describe(s);
     let (lag_groups, lag_bytes, applied) = {
         let c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
@@ -54,7 +60,7 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         })
         .collect();
     MirrorStatus {
-        role: "mirror".into(),
+        role: if s.is_backup.load(Ordering::SeqCst) { "backup" } else { "mirror" }.into(),
         listen: s.listen_addr.get().cloned().unwrap_or_default(),
         region_uuid: crate::config::format_uuid(&s.opts.region.uuid),
         region_size: s.opts.region.size,
@@ -74,6 +80,9 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         data_persistence: s.region.persistence().into(),
         storage_failed: s.storage_failed.get().cloned(),
         recovery: s.recovery.clone(),
+        backups: fwd.as_ref().map(|st| st.links()).unwrap_or_default(),
+        stalls: fwd.as_ref().map_or(0, |st| st.stalls),
+        stalled_ms: fwd.as_ref().map_or(0.0, |st| st.stalled_micros as f64 / 1000.0),
         uptime_s: s.started.elapsed().as_secs_f64(),
     }
 }

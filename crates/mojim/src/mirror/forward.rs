@@ -1,0 +1,335 @@
+//! The secondary tier: a mirror feeds its backups in the background.
+//!
+//! Every group the checkpointer applies joins the forward queue, in sequence order. One thread
+//! per backup sends the queue's groups over an authenticated lane, straight from this node's
+//! log (the records keep their checksums; only the session fields of their headers change), and
+//! sequence numbers that carry no group here go as Skip frames, so the backup applies exactly the
+//! groups this node applied, in the same order: its data area is always this node's as of some
+//! earlier sequence number. A group leaves the queue, and its log space may be reused, once every
+//! backup has acknowledged it. When the queue and the groups not yet applied hold more than
+//! `secondary_tier_thresh` bytes, lanes stop acknowledging new groups until forwarding catches
+//! up (the paper's stall).
+
+use super::Shared;
+use crate::config::RegionId;
+use crate::connect::{connect, Intro};
+use mojim_core::checkpoint::GroupRef;
+use mojim_format::handshake::PeerRole;
+use mojim_format::log::record_at;
+use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
+use mojim_transport::{Conn, TcpTransport};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::io::IoSlice;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Frames written per `writev`.
+const BATCH: usize = 32;
+/// How long to wait before connecting again to a backup that failed.
+const RETRY: Duration = Duration::from_millis(200);
+
+/// One backup link, as status shows it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct BackupStatus {
+    pub addr: String,
+    pub connected: bool,
+    /// Highest sequence number the backup acknowledged.
+    pub acked_seq: u64,
+    /// Groups and bytes applied here but not yet acknowledged by this backup.
+    pub lag_groups: usize,
+    pub lag_bytes: u64,
+    pub error: Option<String>,
+}
+
+#[derive(Default)]
+pub(crate) struct FwdState {
+    /// Applied groups not yet acknowledged by every backup, in sequence order.
+    pub queue: VecDeque<GroupRef>,
+    pub queue_bytes: u64,
+    /// The highest sequence number every backup has (groups up to it left the queue).
+    pub base: u64,
+    pub links: Vec<BackupStatus>,
+    /// Times a lane waited for forwarding to catch up, and for how long in all.
+    pub stalls: u64,
+    pub stalled_micros: u64,
+}
+
+pub(crate) struct Forward {
+    pub state: Mutex<FwdState>,
+    pub cv: Condvar,
+}
+
+pub(crate) fn lock(f: &Forward) -> MutexGuard<'_, FwdState> {
+    f.state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Forward {
+    /// Forwarding state for `backups`, whose queue starts after `base`.
+    pub fn new(backups: &[String], base: u64) -> Forward {
+        let links = backups.iter().map(|a| BackupStatus { addr: a.clone(), ..Default::default() }).collect();
+        Forward { state: Mutex::new(FwdState { base, links, ..Default::default() }), cv: Condvar::new() }
+    }
+}
+
+impl FwdState {
+    /// The highest sequence number every backup has acknowledged.
+    pub fn min_acked(&self) -> u64 {
+        self.links.iter().map(|l| l.acked_seq).min().unwrap_or(u64::MAX).max(self.base)
+    }
+
+    /// Queues applied groups for the backups.
+    pub fn push(&mut self, g: &GroupRef) {
+        if let Some(last) = self.queue.back() {
+            assert!(g.first_seq > last.seq, "forward queue out of order: {last:?} then {g:?}");
+        }
+        self.queue_bytes += g.bytes;
+        self.queue.push_back(*g);
+    }
+
+    /// Drops the groups every backup has.
+    fn trim(&mut self) {
+        let min = self.min_acked();
+        while self.queue.front().is_some_and(|g| g.seq <= min) {
+            let g = self.queue.pop_front().expect("front exists");
+            self.queue_bytes -= g.bytes;
+            self.base = g.seq;
+        }
+    }
+
+    fn lag_of(&self, acked: u64) -> (usize, u64) {
+        self.queue.iter().filter(|g| g.seq > acked).fold((0, 0), |(n, b), g| (n + 1, b + g.bytes))
+    }
+
+    /// Status of every link.
+    pub fn links(&self) -> Vec<BackupStatus> {
+        self.links
+            .iter()
+            .map(|l| {
+                let (lag_groups, lag_bytes) = self.lag_of(l.acked_seq);
+                BackupStatus { lag_groups, lag_bytes, ..l.clone() }
+            })
+            .collect()
+    }
+}
+
+/// Starts one thread per backup.
+pub(crate) fn start(s: &Arc<Shared>) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+    let mut threads = Vec::new();
+    for i in 0..s.opts.backups.len() {
+        let s = s.clone();
+        threads.push(
+            std::thread::Builder::new().name(format!("mojim-fwd-{i}")).spawn(move || link_loop(&s, i))?,
+        );
+    }
+    Ok(threads)
+}
+
+/// Waits, before a lane acknowledges a group, while more than `secondary_tier_thresh` bytes
+/// are not yet at every backup.
+pub(crate) fn wait_below_thresh(s: &Shared) {
+    let Some(f) = &s.forward else { return };
+    let over = |st: &FwdState| {
+        let waiting = s.ckpt.lock().unwrap_or_else(|p| p.into_inner()).waiting_bytes;
+        st.queue_bytes + waiting > s.opts.secondary_tier_thresh
+    };
+    let mut st = lock(f);
+    if !over(&st) {
+        return;
+    }
+    let t0 = Instant::now();
+    st.stalls += 1;
+    drop(st);
+    // What waits to be applied cannot be forwarded yet: apply it now.
+    super::apply::apply_inline(s);
+    let mut st = lock(f);
+    while over(&st) && !s.shutdown.load(Ordering::SeqCst) {
+        st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
+    }
+    st.stalled_micros += t0.elapsed().as_micros() as u64;
+}
+
+fn set_link(s: &Shared, i: usize, edit: impl FnOnce(&mut BackupStatus)) {
+    let f = s.forward.as_ref().expect("forwarding is on");
+    edit(&mut lock(f).links[i]);
+}
+
+fn link_loop(s: &Shared, i: usize) {
+    let addr = s.opts.backups[i].clone();
+    while !s.shutdown.load(Ordering::SeqCst) {
+        if let Err(e) = serve_link(s, i, &addr) {
+            if !s.shutdown.load(Ordering::SeqCst) {
+                tracing::warn!(backup = %addr, error = %e, "backup link down; retrying");
+            }
+            set_link(s, i, |l| {
+                l.connected = false;
+                l.error = Some(e);
+            });
+        }
+        std::thread::sleep(RETRY);
+    }
+}
+
+/// One connection to a backup: handshake, catch up from where it is, then follow the queue.
+fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
+    let f = s.forward.as_ref().expect("forwarding is on");
+    let epoch = s.epoch.load(Ordering::SeqCst);
+    let intro = Intro {
+        role: PeerRole::Mirror,
+        region: RegionId { uuid: s.opts.region.uuid, size: s.opts.region.size },
+        epoch,
+        session: crate::random::u64() | 1,
+        lane: 0,
+        lanes: 1,
+        max_frame: super::MAX_FRAME_LIMIT,
+    };
+    let (mut conn, welcome) = connect(&TcpTransport, addr, Duration::from_secs(5), &s.opts.secret, &intro)
+        .map_err(|e| e.to_string())?;
+    let have = welcome.next_seq - 1;
+    {
+        let mut st = lock(f);
+        if have < st.base {
+            return Err(format!(
+                "the backup has groups up to {have} but this node keeps groups only after {}; \
+                 copy this node's data area to the backup to bring it back",
+                st.base
+            ));
+        }
+        let l = &mut st.links[i];
+        l.connected = true;
+        l.error = None;
+        l.acked_seq = have;
+        st.trim();
+    }
+    f.cv.notify_all();
+    tracing::info!(backup = %addr, from = have + 1, "feeding backup");
+    let tag = Tag { session: intro.session, epoch, max_frame: welcome.max_frame };
+    let mut acks = conn.try_clone().map_err(|e| e.to_string())?;
+    let closer = conn.try_clone().map_err(|e| e.to_string())?;
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(move || read_acks(s, i, &mut acks));
+        let sent = send_loop(s, &mut conn, &tag, have);
+        closer.shutdown();
+        let read = reader.join().unwrap_or_else(|_| Err("ack reader panicked".into()));
+        sent.and(read)
+    })
+}
+
+struct Tag {
+    session: u64,
+    epoch: u64,
+    max_frame: u32,
+}
+
+/// Sends queued groups after `sent`, in order, until the connection fails or the node stops.
+fn send_loop<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, mut sent: u64) -> Result<(), String> {
+    let f = s.forward.as_ref().expect("forwarding is on");
+    let rate = s.opts.secondary_rate_limit;
+    let (mut budget_start, mut budget_bytes) = (Instant::now(), 0u64);
+    loop {
+        let next = {
+            let mut st = lock(f);
+            loop {
+                if s.shutdown.load(Ordering::SeqCst) {
+                    return Ok(());
+                }
+                if let Some(g) = st.queue.iter().find(|g| g.seq > sent) {
+                    break *g;
+                }
+                st = f.cv.wait_timeout(st, Duration::from_millis(50)).unwrap_or_else(|p| p.into_inner()).0;
+            }
+        };
+        let first = next.first_seq.max(sent + 1);
+        if next.bytes == 0 {
+            send_skip(conn, tag, first, next.seq)?;
+        } else {
+            if first < next.seq {
+                send_skip(conn, tag, first, next.seq - 1)?;
+            }
+            send_group(s, conn, tag, &next)?;
+        }
+        sent = next.seq;
+        if let Some(rate) = rate {
+            budget_bytes += next.bytes + FRAME_HEADER_SIZE as u64;
+            let due = Duration::from_secs_f64(budget_bytes as f64 / rate as f64);
+            let spent = budget_start.elapsed();
+            if due > spent {
+                std::thread::sleep(due - spent);
+            } else if spent > Duration::from_secs(1) {
+                // Do not bank more than a second of idle time.
+                (budget_start, budget_bytes) = (Instant::now(), 0);
+            }
+        }
+    }
+}
+
+fn send_skip<C: Conn>(conn: &mut C, tag: &Tag, first: u64, last: u64) -> Result<(), String> {
+    let mut h = FrameHeader::new(FrameKind::Skip);
+    h.epoch = tag.epoch;
+    h.session = tag.session;
+    h.offset = first;
+    h.seq = last;
+    conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]).map_err(|e| format!("send skip: {e}"))
+}
+
+/// Sends one group's records straight from this node's log.
+fn send_group<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, g: &GroupRef) -> Result<(), String> {
+    let log = s.logs[g.lane as usize].get().expect("a group's log exists");
+    let area = log.area();
+    let mut headers = [[0u8; FRAME_HEADER_SIZE]; BATCH];
+    let mut bodies: [&[u8]; BATCH] = [&[]; BATCH];
+    let mut pos = g.start_pos;
+    while pos < g.end_pos {
+        let mut n = 0;
+        while n < BATCH && pos < g.end_pos {
+            let rec = record_at(area, pos, super::MAX_FRAME_LIMIT)
+                .unwrap_or_else(|| panic!("record at {pos} of group {} no longer valid", g.seq));
+            pos = rec.end_pos();
+            if rec.header.kind != FrameKind::Data {
+                continue;
+            }
+            assert!(rec.header.body_len <= tag.max_frame, "a frame larger than the backup accepts");
+            let mut h = rec.header;
+            h.lane = 0;
+            h.epoch = tag.epoch;
+            h.session = tag.session;
+            h.log_pos = 0;
+            headers[n] = h.to_bytes();
+            bodies[n] = &area[rec.body_at..rec.body_at + h.body_len as usize];
+            n += 1;
+        }
+        let mut iov = [IoSlice::new(&[]); 2 * BATCH];
+        for k in 0..n {
+            iov[2 * k] = IoSlice::new(&headers[k]);
+            iov[2 * k + 1] = IoSlice::new(bodies[k]);
+        }
+        conn.send_all_vectored(&mut iov[..2 * n]).map_err(|e| format!("send group {}: {e}", g.seq))?;
+    }
+    Ok(())
+}
+
+/// Reads the backup's acknowledgements; each moves the link forward and may free queue space.
+fn read_acks<C: Conn>(s: &Shared, i: usize, conn: &mut C) -> Result<(), String> {
+    let f = s.forward.as_ref().expect("forwarding is on");
+    loop {
+        let mut hb = [0u8; FRAME_HEADER_SIZE];
+        if let Err(e) = conn.read_exact(&mut hb) {
+            f.cv.notify_all();
+            return if s.shutdown.load(Ordering::SeqCst) { Ok(()) } else { Err(format!("read ack: {e}")) };
+        }
+        let h = FrameHeader::decode(&hb).map_err(|e| format!("bad frame from backup: {e}"))?;
+        if h.kind != FrameKind::Ack {
+            return Err(format!("unexpected {:?} frame from backup", h.kind));
+        }
+        {
+            let mut st = lock(f);
+            let l = &mut st.links[i];
+            if h.seq > l.acked_seq {
+                l.acked_seq = h.seq;
+            }
+            st.trim();
+        }
+        f.cv.notify_all();
+    }
+}

@@ -1,0 +1,219 @@
+//! The secondary tier: a mirror feeds backups in the background. A backup's data area is always
+//! the primary's image as of some sequence number (a snapshot), under concurrent load, across a
+//! backup restart, and while `secondary_tier_thresh` stalls the primary behind a slow link.
+
+mod common;
+
+use common::{first_difference, mirror_image, Cluster, Rng, WAIT};
+use mojim::admin::AdminClient;
+use mojim::child::ChildNode;
+use mojim::{Primary, Range};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One acknowledged group: its sequence number and what it wrote.
+struct Group {
+    seq: u64,
+    writes: Vec<(u64, Vec<u8>)>,
+}
+
+/// Starts a backup: `mojim serve` with the cluster's configuration in a folder of its own.
+fn start_backup(c: &Cluster, name: &str) -> ChildNode {
+    let dir = c.dir.path().join(name);
+    let cfg = c.cfg_path.to_str().expect("utf-8");
+    let args = ["serve", "--config", cfg, "--listen", "127.0.0.1:0", "--dir", dir.to_str().expect("utf-8")];
+    ChildNode::spawn(common::exe(), &args).expect("start a backup")
+}
+
+/// Points the mirror's configuration at `backups` (the mirror reads it when it starts).
+fn feed(c: &mut Cluster, backups: &[&ChildNode], edit: impl FnOnce(&mut mojim::config::ConfigFile)) {
+    c.cfg.file.mirror.backups = backups.iter().map(|b| b.addr().to_string()).collect();
+    edit(&mut c.cfg.file);
+    std::fs::write(&c.cfg_path, toml::to_string(&c.cfg.file).expect("serialise")).expect("write mojim.toml");
+}
+
+fn admin(node: &ChildNode, c: &Cluster) -> AdminClient {
+    AdminClient::connect(node.addr(), &c.secret(), Duration::from_secs(5)).expect("admin connection")
+}
+
+/// Random groups from `threads` threads, each in its own part of the region; returns every
+/// acknowledged group.
+fn load(p: &Primary, threads: u64, groups: usize, seed: u64, size: u64) -> Vec<Group> {
+    let done = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let done = &done;
+            s.spawn(move || {
+                let mut rng = Rng::new(seed ^ ((t + 1) * 0x9E37_79B9));
+                let part = size / threads;
+                for _ in 0..groups {
+                    let mut writes = Vec::new();
+                    for _ in 0..rng.range(1, 4) {
+                        let len = rng.range(1, 3000);
+                        let off = t * part + rng.range(0, part - len);
+                        let bytes = rng.bytes(len as usize);
+                        p.write(off, &bytes).expect("write");
+                        writes.push((off, bytes));
+                    }
+                    let ranges: Vec<Range> = writes.iter().map(|(o, b)| Range::new(*o, b.len() as u64)).collect();
+                    let t = p.persist(&ranges).expect("persist");
+                    p.wait(t).expect("wait");
+                    done.lock().expect("lock").push(Group { seq: t.seq(), writes });
+                }
+            });
+        }
+    });
+    let mut all = done.into_inner().expect("lock");
+    all.sort_by_key(|g| g.seq);
+    all
+}
+
+/// The sequence number `k` in `from ..= to` such that `image` is exactly the groups up to `k`
+/// applied in order to a zero region, if there is one.
+fn snapshot_of(groups: &[Group], image: &[u8], from: u64, to: u64) -> Option<u64> {
+    let mut model = vec![0u8; image.len()];
+    let mut i = 0;
+    for k in 0..=to {
+        while i < groups.len() && groups[i].seq <= k {
+            for (off, b) in &groups[i].writes {
+                model[*off as usize..*off as usize + b.len()].copy_from_slice(b);
+            }
+            i += 1;
+        }
+        if k >= from && model == image {
+            return Some(k);
+        }
+    }
+    None
+}
+
+fn wait_caught_up(m: &mut AdminClient) -> mojim::mirror::MirrorStatus {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let st = m.status().expect("status");
+        let caught_up = st.lag_groups == 0
+            && st.backups.iter().all(|b| b.connected && b.lag_groups == 0 && b.acked_seq >= st.applied_seq);
+        if caught_up {
+            return st;
+        }
+        assert!(Instant::now() < deadline, "backups did not catch up: {st:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_backup_is_always_a_snapshot_of_the_primary() {
+    let mut c = Cluster::new("backup-snapshot", 1 << 20, |f| {
+        f.primary.lanes = 2;
+        f.mirror.log_capacity = "1MiB".into();
+        f.limits.max_frame = "4KiB".into();
+    });
+    let backup = start_backup(&c, "backup");
+    feed(&mut c, &[&backup], |_| {});
+    c.start_mirror();
+    let p = Primary::open(&c.primary_options()).expect("open the primary");
+    let size = c.size();
+    let mut b = admin(&backup, &c);
+    let seed = common::seed("backup-snapshot");
+    // Snapshots are taken while the load runs, then checked against the groups.
+    let mut shots: Vec<(u64, Vec<u8>, u64)> = Vec::new();
+    let groups = std::thread::scope(|s| {
+        let h = s.spawn(|| load(&p, 3, 300, seed, size));
+        while !h.is_finished() {
+            // The image holds the groups applied when it was read: at least those applied
+            // before, at most those received by the time it was read.
+            let before = b.status().expect("status").applied_seq;
+            let image = b.read(0, size).expect("read the backup");
+            let after = b.status().expect("status").last_received_seq;
+            shots.push((before, image, after));
+            std::thread::sleep(Duration::from_millis(15));
+        }
+        h.join().expect("load")
+    });
+    let mut m = c.admin();
+    let st = wait_caught_up(&mut m);
+    assert_eq!(st.backups.len(), 1);
+    let last = groups.last().expect("groups").seq;
+    shots.push((last, b.read(0, size).expect("read the backup"), last));
+    assert!(b.status().expect("status").role == "backup");
+    for (before, image, after) in &shots {
+        assert!(
+            snapshot_of(&groups, image, *before, *after).is_some(),
+            "a backup image read between applied_seq {before} and received seq {after} is not the primary's \
+             groups up to any of those sequence numbers; seed {seed}"
+        );
+    }
+    assert!(shots.len() > 2, "the load ran long enough to take snapshots while it ran");
+    let mut primary = vec![0u8; size as usize];
+    p.read(0, &mut primary).expect("read");
+    assert_eq!(first_difference(&primary, &mirror_image(&mut b, size)), None);
+}
+
+#[test]
+fn a_restarted_backup_catches_up() {
+    let mut c = Cluster::new("backup-restart", 1 << 20, |f| {
+        f.primary.lanes = 2;
+        f.mirror.log_capacity = "4MiB".into();
+    });
+    let mut backup = start_backup(&c, "backup");
+    feed(&mut c, &[&backup], |_| {});
+    c.start_mirror();
+    let p = Primary::open(&c.primary_options()).expect("open the primary");
+    let size = c.size();
+    let seed = common::seed("backup-restart");
+    load(&p, 2, 100, seed, size);
+    let addr = backup.addr().to_string();
+    backup.kill();
+    // The mirror keeps acknowledging (the lag stays under the threshold) and keeps the groups.
+    load(&p, 2, 100, seed ^ 1, size);
+    let lagging = c.admin().status().expect("status");
+    assert!(!lagging.backups[0].connected || lagging.backups[0].lag_groups > 0, "{lagging:?}");
+    // Back on the same address, from the same folder: it recovers, then catches up.
+    let dir = c.dir.path().join("backup");
+    let cfg = c.cfg_path.to_str().expect("utf-8");
+    let args = ["serve", "--config", cfg, "--listen", &addr, "--dir", dir.to_str().expect("utf-8")];
+    let backup = ChildNode::spawn(common::exe(), &args).expect("restart the backup");
+    let mut m = c.admin();
+    wait_caught_up(&mut m);
+    let mut primary = vec![0u8; size as usize];
+    p.read(0, &mut primary).expect("read");
+    let mut b = admin(&backup, &c);
+    assert_eq!(first_difference(&primary, &mirror_image(&mut b, size)), None, "seed {seed}");
+}
+
+#[test]
+fn a_slow_backup_link_stalls_the_primary_past_the_threshold_and_releases_it() {
+    let mut c = Cluster::new("backup-stall", 1 << 20, |f| {
+        f.primary.lanes = 1;
+        f.mirror.log_capacity = "4MiB".into();
+    });
+    let backup = start_backup(&c, "backup");
+    feed(&mut c, &[&backup], |f| {
+        f.mirror.secondary_tier_thresh = "64KiB".into();
+        f.mirror.secondary_rate_limit = "1MiB/s".into();
+    });
+    c.start_mirror();
+    let p = Primary::open(&c.primary_options()).expect("open the primary");
+    // 64 groups of 16 KiB = 1 MiB through a 1 MiB/s link with 64 KiB of slack: about a second,
+    // most of it spent stalled.
+    let t0 = Instant::now();
+    let data = vec![0xA5u8; 16 << 10];
+    for i in 0..64u64 {
+        p.write(i * (16 << 10), &data).expect("write");
+        p.msync(i * (16 << 10), 16 << 10).expect("msync");
+    }
+    let took = t0.elapsed();
+    let mut m = c.admin();
+    let st = wait_caught_up(&mut m);
+    assert!(st.stalls > 0, "the threshold never stalled a lane: {st:?}");
+    assert!(took >= Duration::from_millis(500), "1 MiB through a 1 MiB/s link took only {took:?}");
+    // Released: once the backup caught up, a sync point goes through without a new stall.
+    p.write(0, b"released").expect("write");
+    p.msync(0, 8).expect("msync");
+    assert_eq!(m.status().expect("status").stalls, st.stalls, "stalled below the threshold");
+    let mut b = admin(&backup, &c);
+    let mut primary = vec![0u8; c.size() as usize];
+    p.read(0, &mut primary).expect("read");
+    wait_caught_up(&mut m);
+    assert_eq!(first_difference(&primary, &mirror_image(&mut b, c.size())), None);
+}
