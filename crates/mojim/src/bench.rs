@@ -400,6 +400,7 @@ fn sync_points(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path, kind: Kind) 
         async_window: 256,
         connect_timeout: Duration::from_secs(5),
         busy_poll: Duration::from_micros(a.busy_poll_us),
+        broadcast: Vec::new(),
     };
     let p = Primary::open(&opts)?;
     let part = p.size() / a.threads as u64;

@@ -110,6 +110,7 @@ pub struct PrimarySection {
     pub async_window: u32,
     pub connect_timeout_ms: u64,
     pub busy_poll_us: u64,
+    pub broadcast: Vec<String>,
 }
 
 impl Default for PrimarySection {
@@ -121,6 +122,7 @@ impl Default for PrimarySection {
             async_window: 256,
             connect_timeout_ms: 5000,
             busy_poll_us: 0,
+            broadcast: Vec::new(),
         }
     }
 }
@@ -140,6 +142,7 @@ pub struct MirrorSection {
     pub backups: Vec<String>,
     pub secondary_tier_thresh: String,
     pub secondary_rate_limit: String,
+    pub chain: bool,
 }
 
 impl Default for MirrorSection {
@@ -157,6 +160,7 @@ impl Default for MirrorSection {
             backups: Vec::new(),
             secondary_tier_thresh: "40MiB".into(),
             secondary_rate_limit: String::new(),
+            chain: false,
         }
     }
 }
@@ -382,6 +386,9 @@ connect_timeout_ms = 5000
 # Poll for the mirror's acknowledgement this long before sleeping (0: sleep at once). Polling
 # spends a core per waiting thread to skip the wake-up of a sleeping one.
 busy_poll_us = 0
+# Baseline for comparison only (the paper's E-broadcast): more mirrors to send every group to,
+# each waited for like the mirror above.
+broadcast = []
 
 [mirror]
 listen = "{listen}"
@@ -411,6 +418,9 @@ secondary_tier_thresh = "40MiB"
 # Cap on the bytes per second sent to each backup, e.g. "100MiB/s" (empty: no cap), to model a
 # slower secondary network.
 secondary_rate_limit = ""
+# Baseline for comparison only (the paper's E-chain): acknowledge a group only once every
+# backup has it, so the primary waits for the whole chain.
+chain = false
 
 [limits]
 # Largest frame body; longer ranges are split into several frames.

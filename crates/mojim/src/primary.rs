@@ -24,6 +24,8 @@ use std::time::Duration;
 
 /// Frames written per `writev`.
 const BATCH: usize = 32;
+/// Most replicas a broadcasting primary sends to.
+const MAX_REPLICAS: usize = 8;
 
 /// How to open a region as primary.
 #[derive(Clone, Debug)]
@@ -38,6 +40,9 @@ pub struct PrimaryOptions {
     pub connect_timeout: Duration,
     /// Poll for acknowledgements this long before sleeping.
     pub busy_poll: Duration,
+    /// More mirrors to send every group to and wait for, besides `mirror` (the broadcast
+    /// baseline, for comparison only).
+    pub broadcast: Vec<String>,
 }
 
 impl PrimaryOptions {
@@ -64,6 +69,7 @@ impl PrimaryOptions {
             async_window: p.async_window,
             connect_timeout: Duration::from_millis(p.connect_timeout_ms),
             busy_poll: Duration::from_micros(p.busy_poll_us),
+            broadcast: p.broadcast.clone(),
         })
     }
 }
@@ -125,7 +131,10 @@ pub struct Primary<T: Transport = TcpTransport> {
     region: RegionFile,
     mode: Mode,
     limits: GroupLimits,
+    /// `replicas` × `lanes_per_replica` lanes: replica r's lane l at `r * lanes_per_replica + l`.
     lanes: Box<[Lane<T::Conn>]>,
+    lanes_per_replica: usize,
+    replicas: usize,
     next_seq: AtomicU64,
     session: u64,
     epoch: u64,
@@ -170,7 +179,16 @@ impl<T: Transport> Primary<T> {
         let mut lanes = Vec::new();
         let mut next_seq = 1;
         let mut log_capacity = u64::MAX;
-        if opts.mode.replicated() {
+        let targets: Vec<&String> = std::iter::once(&opts.mirror).chain(&opts.broadcast).collect();
+        if targets.len() > MAX_REPLICAS {
+            return Err(Error::Config(format!(
+                "[primary] broadcast names {} mirrors; at most {} are supported",
+                opts.broadcast.len(),
+                MAX_REPLICAS - 1
+            )));
+        }
+        let replicas = if opts.mode.replicated() { targets.len() } else { 0 };
+        for (r, target) in targets.iter().take(replicas).enumerate() {
             for lane in 0..opts.lanes {
                 let intro = Intro {
                     role: PeerRole::Primary,
@@ -182,14 +200,15 @@ impl<T: Transport> Primary<T> {
                     max_frame: opts.limits.max_frame,
                 };
                 let (conn, welcome) =
-                    connect(&transport, &opts.mirror, opts.connect_timeout, &opts.secret, &intro)?;
-                if lane == 0 {
+                    connect(&transport, target, opts.connect_timeout, &opts.secret, &intro)?;
+                if lane == 0 && r == 0 {
                     next_seq = welcome.next_seq;
                 } else if welcome.next_seq != next_seq {
                     return Err(Error::MirrorLost {
                         reason: format!(
-                            "lane {lane} was told to start at group {} but lane 0 at {next_seq}: another primary is connecting",
-                            welcome.next_seq
+                            "{target} lane {lane} was told to start at group {} but {} lane 0 at {next_seq}: \
+                             another primary is connecting, or the broadcast mirrors hold different groups",
+                            welcome.next_seq, opts.mirror
                         ),
                     });
                 }
@@ -230,6 +249,8 @@ impl<T: Transport> Primary<T> {
             mode: opts.mode,
             limits,
             lanes: lanes.into_boxed_slice(),
+            lanes_per_replica: opts.lanes as usize,
+            replicas,
             next_seq: AtomicU64::new(next_seq),
             session,
             epoch,
@@ -323,14 +344,14 @@ impl<T: Transport> Primary<T> {
         if shape.frames == 0 {
             return Ok(Ticket { lane: 0, seq: 0 });
         }
-        let lane = &self.lanes[thread_no() % self.lanes.len()];
+        let lane = thread_no() % self.lanes_per_replica;
         let (ticket, behind) = self.send_group(lane, ranges, shape)?;
         if self.mode.flushes_locally() {
             // Overlaps the local flush with the network round trip.
             self.flush_local(ranges)?;
         }
         if self.mode == Mode::Async && behind != 0 {
-            self.wait(Ticket { lane: lane.index, seq: behind })?;
+            self.wait(Ticket { lane: lane as u16, seq: behind })?;
         }
         Ok(ticket)
     }
@@ -341,7 +362,10 @@ impl<T: Transport> Primary<T> {
         if ticket.seq == 0 {
             return Ok(());
         }
-        self.wait_acked(&self.lanes[ticket.lane as usize], ticket.seq)
+        for r in 0..self.replicas {
+            self.wait_acked(&self.lanes[r * self.lanes_per_replica + ticket.lane as usize], ticket.seq)?;
+        }
+        Ok(())
     }
 
     fn flush_local(&self, ranges: &[Range]) -> Result<()> {
@@ -351,12 +375,32 @@ impl<T: Transport> Primary<T> {
         Ok(())
     }
 
-    fn send_group(&self, lane: &Lane<T::Conn>, ranges: &[Range], shape: GroupShape) -> Result<(Ticket, u64)> {
-        let mut tx = lock(&lane.tx);
-        let tx = &mut *tx;
-        // Assigned under the lane's lock: a lane's groups go out in sequence order.
+    /// Sends a group on lane `l` of every replica.
+    fn send_group(&self, l: usize, ranges: &[Range], shape: GroupShape) -> Result<(Ticket, u64)> {
+        let mut guards: [Option<MutexGuard<'_, Tx<T::Conn>>>; MAX_REPLICAS] = Default::default();
+        for (r, g) in guards.iter_mut().enumerate().take(self.replicas) {
+            *g = Some(lock(&self.lanes[r * self.lanes_per_replica + l].tx));
+        }
+        // Assigned under the lanes' locks: a lane's groups go out in sequence order.
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        let tag = SessionTag { session: self.session, epoch: self.epoch, lane: lane.index };
+        let mut behind = 0;
+        for tx in guards.iter_mut().take(self.replicas) {
+            let tx = tx.as_mut().expect("locked above");
+            behind = self.send_frames(tx, l as u16, seq, ranges, shape)?;
+        }
+        Ok((Ticket { lane: l as u16, seq }, behind))
+    }
+
+    /// Writes a group's frames on one lane; returns the group `async_window` groups back.
+    fn send_frames(
+        &self,
+        tx: &mut Tx<T::Conn>,
+        lane: u16,
+        seq: u64,
+        ranges: &[Range],
+        shape: GroupShape,
+    ) -> Result<u64> {
+        let tag = SessionTag { session: self.session, epoch: self.epoch, lane };
         let mut plans = encode::frames(ranges, self.limits.max_frame, shape);
         let mut bodies: [&[u8]; BATCH] = [&[]; BATCH];
         loop {
@@ -377,13 +421,13 @@ impl<T: Transport> Primary<T> {
                 iov[2 * i + 1] = IoSlice::new(bodies[i]);
             }
             if let Err(e) = tx.conn.send_all_vectored(&mut iov[..2 * n]) {
-                return Err(self.fail(format!("send on lane {}: {e}", lane.index)));
+                return Err(self.fail(format!("send on lane {lane}: {e}")));
             }
         }
         tx.last_sent = seq;
         let behind = std::mem::replace(&mut tx.window[tx.window_at], seq);
         tx.window_at = (tx.window_at + 1) % tx.window.len();
-        Ok((Ticket { lane: lane.index, seq }, behind))
+        Ok(behind)
     }
 
     fn wait_acked(&self, lane: &Lane<T::Conn>, seq: u64) -> Result<()> {

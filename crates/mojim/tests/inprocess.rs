@@ -30,6 +30,7 @@ fn mirror_opts(dir: &Path, id: RegionId) -> MirrorOptions {
         backups: Vec::new(),
         secondary_tier_thresh: 40 << 20,
         secondary_rate_limit: None,
+        chain: false,
         busy_poll: Duration::ZERO,
     }
 }
@@ -45,6 +46,7 @@ fn primary_opts(dir: &Path, addr: &str, mode: Mode, lanes: u16) -> PrimaryOption
         async_window: 16,
         connect_timeout: Duration::from_secs(5),
         busy_poll: Duration::ZERO,
+        broadcast: Vec::new(),
     }
 }
 

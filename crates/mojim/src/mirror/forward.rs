@@ -150,6 +150,16 @@ pub(crate) fn wait_below_thresh(s: &Shared) {
     st.stalled_micros += t0.elapsed().as_micros() as u64;
 }
 
+/// The chain baseline: waits until every backup has group `seq`.
+pub(crate) fn wait_forwarded(s: &Shared, seq: u64) {
+    let Some(f) = &s.forward else { return };
+    super::apply::apply_inline(s);
+    let mut st = lock(f);
+    while st.min_acked() < seq && !s.shutdown.load(Ordering::SeqCst) {
+        st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
+    }
+}
+
 fn set_link(s: &Shared, i: usize, edit: impl FnOnce(&mut BackupStatus)) {
     let f = s.forward.as_ref().expect("forwarding is on");
     edit(&mut lock(f).links[i]);

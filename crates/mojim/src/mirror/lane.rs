@@ -116,6 +116,9 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             // acknowledge it, and only then apply, off the primary's critical path.
             let due = super::apply::push(s, g);
             super::forward::wait_below_thresh(s);
+            if s.opts.chain {
+                super::forward::wait_forwarded(s, g.seq);
+            }
             if let Err(e) = crate::net::write_frame(conn, &ack_header(tag, g.seq), &[]) {
                 return LaneEnd::Closed(format!("send ack: {e}"));
             }

@@ -63,6 +63,8 @@ pub struct MirrorOptions {
     pub secondary_tier_thresh: u64,
     /// Bytes per second per backup link, if capped.
     pub secondary_rate_limit: Option<u64>,
+    /// Acknowledge a group only once every backup has it (the chain baseline).
+    pub chain: bool,
     /// Poll each lane this long before its thread sleeps.
     pub busy_poll: Duration,
 }
@@ -96,6 +98,7 @@ impl MirrorOptions {
             backups: m.backups.clone(),
             secondary_tier_thresh: cfg.secondary_tier_thresh()?,
             secondary_rate_limit: cfg.secondary_rate_limit()?,
+            chain: m.chain,
         })
     }
 
