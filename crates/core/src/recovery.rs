@@ -80,8 +80,7 @@ pub fn recover(lanes: &[LaneLog<'_>], applied_seq: u64, max_body: u32, region_si
             o.next_index += 1;
             o.bytes += h.body_len as u64;
             if h.is_end() {
-                let g =
-                    GroupRef::data(o.seq, lane, o.start, rec.end_pos(), o.bytes);
+                let g = GroupRef::data(o.seq, lane, o.start, rec.end_pos(), o.bytes);
                 open = None;
                 head = g.end_pos;
                 if g.seq <= applied_seq {
