@@ -244,7 +244,8 @@ fn send_loop<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, mut sent: u64) -> Res
                 if s.shutdown.load(Ordering::SeqCst) {
                     return Ok(());
                 }
-                if let Some(g) = st.queue.iter().find(|g| g.seq > sent) {
+                let at = st.queue.partition_point(|g| g.seq <= sent);
+                if let Some(g) = st.queue.get(at) {
                     break *g;
                 }
                 st = f.cv.wait_timeout(st, Duration::from_millis(50)).unwrap_or_else(|p| p.into_inner()).0;
@@ -299,7 +300,13 @@ fn send_group<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, g: &GroupRef) -> Res
             if rec.header.kind != FrameKind::Data {
                 continue;
             }
-            assert!(rec.header.body_len <= tag.max_frame, "a frame larger than the backup accepts");
+            if rec.header.body_len > tag.max_frame {
+                return Err(format!(
+                    "group {} has a frame of {} bytes but the backup accepts at most {}; \
+                     give every node the same [limits] max_frame",
+                    g.seq, rec.header.body_len, tag.max_frame
+                ));
+            }
             let mut h = rec.header;
             h.lane = 0;
             h.epoch = tag.epoch;
