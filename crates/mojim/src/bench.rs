@@ -68,6 +68,13 @@ pub struct BenchArgs {
     /// round with the median p50 (this machine is shared and noisy).
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
+    /// Start the local mirror with this checkpoint_thresh (complete groups between checkpoints).
+    #[arg(long, conflicts_with = "mirror")]
+    pub checkpoint_thresh: Option<usize>,
+    #[command(flatten)]
+    pub transact: crate::transact::TransactArgs,
+    #[command(flatten)]
+    pub matrix: crate::matrix::MatrixArgs,
     /// Print one JSON object per result instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -124,10 +131,10 @@ fn parse_kinds(a: &BenchArgs) -> Result<Vec<Kind>> {
 }
 
 /// A small, fast, seeded generator for offsets.
-struct XorShift(u64);
+pub(crate) struct XorShift(pub(crate) u64);
 
 impl XorShift {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -195,7 +202,11 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
             echo: None,
         }
     } else {
-        let dir = a.dir.join(format!("mojim-bench-{}", std::process::id()));
+        // Named after the process and a count, so that sessions of one process never share one.
+        static SESSIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("mojim-bench-{}-{n}", std::process::id());
+        let dir = a.dir.join(&name);
         std::fs::create_dir_all(&dir).map_err(Error::io(format!("create {}", dir.display())))?;
         let mut s = Setup {
             dir: Some(dir.clone()),
@@ -215,7 +226,11 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
             .map_err(Error::io("write config"))?;
         let cfg = cfg.to_str().unwrap_or_default().to_string();
         let poll = a.busy_poll_us.to_string();
-        let serve = ["serve", "--config", &cfg, "--listen", "127.0.0.1:0", "--busy-poll-us", &poll];
+        let thresh = a.checkpoint_thresh.map(|t| t.to_string());
+        let mut serve = vec!["serve", "--config", &cfg, "--listen", "127.0.0.1:0", "--busy-poll-us", &poll];
+        if let Some(t) = &thresh {
+            serve.extend(["--checkpoint-thresh", t.as_str()]);
+        }
         if needs_mirror {
             let child = ChildNode::spawn(&exe()?, &serve)?;
             s.mirror_addr = Some(child.addr().to_string());
@@ -223,7 +238,7 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         }
         if kinds.contains(&Kind::Mode(Mode::SyncDisk)) {
             // The data area on disk, the logs on memory beside the other mirror's.
-            let disk = a.disk_dir.join(format!("mojim-bench-{}-disk", std::process::id()));
+            let disk = a.disk_dir.join(format!("{name}-disk"));
             s.disk_dir = Some(disk.clone());
             let logs = dir.join("disk-mirror-logs");
             let (disk, logs) = (disk.to_str().unwrap_or_default(), logs.to_str().unwrap_or_default());
@@ -241,8 +256,14 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
     Ok(s)
 }
 
-/// Runs the benchmark and prints its results.
+/// Runs the benchmark (or, with `--transact` or `--matrix`, those) and prints its results.
 pub fn run(a: &BenchArgs) -> Result<()> {
+    if a.matrix.matrix.is_some() {
+        return crate::matrix::run(a);
+    }
+    if a.transact.transact {
+        return crate::transact::run(a);
+    }
     let results = measure(a)?;
     print(&results, a.json);
     Ok(())
@@ -250,7 +271,60 @@ pub fn run(a: &BenchArgs) -> Result<()> {
 
 /// Runs the benchmark and returns its results.
 pub fn measure(a: &BenchArgs) -> Result<Vec<BenchResult>> {
-    let kinds = parse_kinds(a)?;
+    Session::start(a)?.measure(a)
+}
+
+/// A benchmark's region, mirrors and echo server, started once for the modes of `--mode` and
+/// measured against as often as wanted (`--matrix` varies size, threads and lanes between
+/// measurements); its processes are stopped and its files removed when it is dropped.
+pub struct Session {
+    setup: Setup,
+}
+
+impl Session {
+    /// Creates the region and starts what the modes of `a.mode` need.
+    pub fn start(a: &BenchArgs) -> Result<Session> {
+        let kinds = parse_kinds(a)?;
+        Ok(Session { setup: setup(a, &kinds)? })
+    }
+
+    /// Measures the modes of `a.mode`, each of which needs what this session started.
+    pub fn measure(&self, a: &BenchArgs) -> Result<Vec<BenchResult>> {
+        let kinds = parse_kinds(a)?;
+        for &k in &kinds {
+            self.check_started(k)?;
+        }
+        measure_with(a, &self.setup, &kinds)
+    }
+
+    /// Opens the session's region as a primary in `mode` (lanes as for `a`), for benchmarks
+    /// that drive the region themselves, such as Transact.
+    pub fn open_primary(&self, a: &BenchArgs, mode: Mode) -> Result<Primary> {
+        self.check_started(Kind::Mode(mode))?;
+        Primary::open(&primary_options(a, &self.setup, mode, &self.setup.region_path))
+    }
+
+    fn check_started(&self, k: Kind) -> Result<()> {
+        let s = &self.setup;
+        let started = match k {
+            Kind::Mode(Mode::SyncDisk) if s.dir.is_some() => s.disk_mirror.is_some(),
+            Kind::Mode(m) => !m.replicated() || s.mirror_addr.is_some(),
+            Kind::TcpRtt => s.echo.is_some(),
+            Kind::DiskFile => true,
+        };
+        if started {
+            Ok(())
+        } else {
+            Err(Error::Config(format!(
+                "mode {} needs a mirror or echo server that this benchmark session did not start; \
+                 start the session with that mode in --mode",
+                k.name()
+            )))
+        }
+    }
+}
+
+fn measure_with(a: &BenchArgs, s: &Setup, kinds: &[Kind]) -> Result<Vec<BenchResult>> {
     if a.threads == 0 || a.threads > 256 {
         return Err(Error::Config(format!("--threads {} must be between 1 and 256", a.threads)));
     }
@@ -265,7 +339,6 @@ pub fn measure(a: &BenchArgs) -> Result<Vec<BenchResult>> {
     if a.repeat == 0 {
         return Err(Error::Config("--repeat must be at least 1".into()));
     }
-    let s = setup(a, &kinds)?;
     let mut rounds: Vec<Vec<BenchResult>> = vec![Vec::new(); kinds.len()];
     for round in 0..a.repeat {
         for (i, &k) in kinds.iter().enumerate() {
@@ -279,7 +352,7 @@ pub fn measure(a: &BenchArgs) -> Result<Vec<BenchResult>> {
                     a.repeat
                 );
             }
-            rounds[i].push(measure_one(a, &s, k)?);
+            rounds[i].push(measure_one(a, s, k)?);
         }
     }
     Ok(rounds.into_iter().map(median).collect())
@@ -389,8 +462,8 @@ fn drive<S: Send>(
     })
 }
 
-fn sync_points(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path, kind: Kind) -> Result<BenchResult> {
-    let opts = PrimaryOptions {
+fn primary_options(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path) -> PrimaryOptions {
+    PrimaryOptions {
         region_path: region.to_path_buf(),
         mode,
         mirror: s.mirror_for(mode),
@@ -401,8 +474,11 @@ fn sync_points(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path, kind: Kind) 
         connect_timeout: Duration::from_secs(5),
         busy_poll: Duration::from_micros(a.busy_poll_us),
         broadcast: Vec::new(),
-    };
-    let p = Primary::open(&opts)?;
+    }
+}
+
+fn sync_points(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path, kind: Kind) -> Result<BenchResult> {
+    let p = Primary::open(&primary_options(a, s, mode, region))?;
     let part = p.size() / a.threads as u64;
     let slots = (part / a.size).max(1);
     let states: Vec<(u64, u64)> = (0..a.threads as u64).map(|t| (t * part, 0u64)).collect();

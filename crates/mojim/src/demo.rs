@@ -148,6 +148,9 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         disk_dir: dir.clone(),
         busy_poll_us: 0,
         repeat: 1,
+        checkpoint_thresh: None,
+        transact: Default::default(),
+        matrix: Default::default(),
         json: false,
     };
     println!();

@@ -22,11 +22,14 @@ pub mod config;
 mod connect;
 pub mod demo;
 pub mod error;
+pub mod matrix;
 pub mod mirror;
 mod net;
+pub mod plot;
 pub mod primary;
 mod random;
 pub mod size;
+pub mod transact;
 
 pub use config::{Config, Limits, Mode, RegionId, Secret};
 pub use error::{Error, Result};

@@ -31,7 +31,7 @@ enum Command {
     /// Start a mirror on loopback, run the paper's Fig. 1 workload, verify, and clean up.
     Demo(mojim::demo::DemoArgs),
     /// The paper's microbenchmark: persist random ranges and report latency and throughput.
-    Bench(mojim::bench::BenchArgs),
+    Bench(Box<mojim::bench::BenchArgs>),
     /// Raw TCP echo server used by `bench --mode tcp-rtt` (prints `serving on ADDR`).
     #[command(hide = true)]
     Echo {

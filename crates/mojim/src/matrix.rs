@@ -1,0 +1,1161 @@
+//! `mojim bench --matrix OUT_DIR`: the shapes of the Mojim paper's evaluation (§6.2, §6.3) and
+//! the Transact microbenchmark, measured on this machine in one run and written as one CSV file
+//! per experiment, PNG plots and a `summary.md` with the tables and the key ratios.
+//!
+//! | experiment | paper | varies | modes |
+//! |---|---|---|---|
+//! | `schemes` | Table 1, Figs. 4–5 | scheme, at 4 KiB | [`SCHEMES`] |
+//! | `sizes` | Fig. 8 | bytes per sync point, 8 B … 12 KiB | unreplicated, async, sync |
+//! | `threads` | Fig. 9 | threads 1 … N, with 1, 2 and 4 lanes | sync (and unreplicated, async) |
+//! | `checkpoint` | §6.3.3 | the mirror's checkpoint_thresh, 1 … 10000 | sync |
+//! | `transact` | Kokolis et al. §7.1 | epochs × writes per epoch | no-sm, sm-rc, sm-ob |
+//!
+//! One mirror (and a disk mirror and an echo server, for the schemes that need them) is started
+//! for the whole run; only the checkpoint experiment starts one mirror per threshold.
+
+use crate::bench::{BenchArgs, BenchResult, Session};
+use crate::error::{Error, Result};
+use crate::plot::{self, Axis, Legend, Series};
+use crate::transact::{self, Strategy, Transact, TransactArgs, TransactResult};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Options of `mojim bench --matrix`. `Default` is "not asked for" (no OUT_DIR), with no
+/// experiments: callers that run the matrix take clap's defaults.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct MatrixArgs {
+    /// Run the paper's evaluation matrix (Table 1 schemes, Figs. 8 and 9, checkpoint_thresh,
+    /// Transact) and write CSV files, PNG plots and summary.md into this folder.
+    #[arg(long, value_name = "OUT_DIR", conflicts_with = "mirror")]
+    pub matrix: Option<PathBuf>,
+    /// Sync points per measured point of the matrix (--ops for each point).
+    #[arg(long, default_value_t = 2000)]
+    pub matrix_ops: u64,
+    /// Bytes in the matrix's regions (instead of --region-size): small enough that a short run
+    /// is not dominated by first-touch page faults, large enough to defeat the CPU caches.
+    #[arg(long, default_value = "64MiB", value_parser = crate::size::parse_size)]
+    pub matrix_region_size: u64,
+    /// Most application threads in the threads experiment (threads 1 … N).
+    #[arg(long, default_value_t = 4)]
+    pub matrix_threads: usize,
+    /// Experiments to run, comma-separated: schemes, sizes, threads, checkpoint, transact.
+    #[arg(long, value_delimiter = ',', default_value = "schemes,sizes,threads,checkpoint,transact")]
+    pub matrix_experiments: Vec<String>,
+    /// The mirror's checkpoint_thresh values in the checkpoint experiment.
+    #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000,10000")]
+    pub matrix_checkpoints: Vec<usize>,
+}
+
+/// The experiments, in the order they run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Experiment {
+    Schemes,
+    Sizes,
+    Threads,
+    Checkpoint,
+    Transact,
+}
+
+impl Experiment {
+    pub const ALL: [Experiment; 5] = [
+        Experiment::Schemes,
+        Experiment::Sizes,
+        Experiment::Threads,
+        Experiment::Checkpoint,
+        Experiment::Transact,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Experiment::Schemes => "schemes",
+            Experiment::Sizes => "sizes",
+            Experiment::Threads => "threads",
+            Experiment::Checkpoint => "checkpoint",
+            Experiment::Transact => "transact",
+        }
+    }
+
+    fn parse(s: &str) -> Result<Experiment> {
+        Experiment::ALL.into_iter().find(|e| e.name() == s.trim()).ok_or_else(|| {
+            Error::Config(format!(
+                "--matrix-experiments: unknown experiment {s:?}; choose from schemes, sizes, threads, checkpoint, transact"
+            ))
+        })
+    }
+}
+
+/// One scheme of the paper's Table 1: its name there and the `--mode` that measures it here.
+#[derive(Clone, Copy, Debug)]
+pub struct Scheme {
+    pub paper: &'static str,
+    pub mode: &'static str,
+}
+
+/// `--mode` of `unreplicated` on an ordinary disk file (`bench --disk-file`).
+const DISK_MODE: &str = "unreplicated-disk";
+
+/// The schemes of Table 1 that exist here, one line each, in the order of the paper's figures.
+pub const SCHEMES: &[Scheme] = &[
+    Scheme { paper: "S-unreplicated on a disk file (msync(2))", mode: DISK_MODE },
+    Scheme { paper: "S-unreplicated on tmpfs (clwb)", mode: "unreplicated" },
+    Scheme { paper: "M-async", mode: "async" },
+    Scheme { paper: "M-sync", mode: "sync" },
+    Scheme { paper: "M-syncflush", mode: "sync-flush" },
+    Scheme { paper: "M-syncdisk", mode: "sync-disk" },
+    Scheme { paper: "raw TCP round trip (reference)", mode: "tcp-rtt" },
+    // TODO(bench): one line each once `bench --mode` can start a backup, a chain or a second
+    // mirror (the library has them: `[mirror] backups`, `chain`, `[primary] broadcast`), e.g.
+    // Scheme { paper: "M-syncsec", mode: "sync-sec" },
+];
+
+/// Schemes of the paper's Table 1 (Figs. 6–7) that `mojim bench` cannot start yet; named in
+/// summary.md.
+pub const PENDING_SCHEMES: &[&str] = &[
+    "M-syncsec (mirror + backup, two-tier)",
+    "M-syncsec-eth (backup over a rate-limited link)",
+    "E-chain (chain replication)",
+    "E-broadcast (primary broadcasts to two secondaries)",
+];
+
+/// Bytes per sync point in the sizes experiment (Fig. 8).
+pub const SIZES: [u64; 7] = [8, 64, 256, 1024, 4096, 8192, 12288];
+/// Modes of the sizes experiment.
+pub const SIZE_MODES: [&str; 3] = ["unreplicated", "async", "sync"];
+/// Lane counts of the threads experiment (Fig. 9).
+pub const LANES: [u16; 3] = [1, 2, 4];
+/// Modes measured beside sync in the threads experiment (one lane per thread).
+pub const THREAD_REFERENCE_MODES: [&str; 2] = ["unreplicated", "async"];
+
+/// The files a run of every experiment writes into OUT_DIR, sorted by name.
+pub const FILES: [&str; 13] = [
+    "checkpoint.csv",
+    "checkpoint_latency.png",
+    "schemes.csv",
+    "schemes_latency.png",
+    "schemes_throughput.png",
+    "sizes.csv",
+    "sizes_latency.png",
+    "summary.md",
+    "threads.csv",
+    "threads_throughput.png",
+    "transact.csv",
+    "transact_slowdown.png",
+    "transact_speedup.png",
+];
+
+/// One unit of work: what it measures; its weight on the progress bar is the modes it runs.
+#[derive(Clone, Debug, PartialEq)]
+enum Step {
+    Schemes,
+    Size(u64),
+    Threads { threads: usize, lanes: Option<u16> },
+    Checkpoint(usize),
+    Transact { epochs: u32, writes: u32 },
+}
+
+impl Step {
+    fn label(&self) -> String {
+        match self {
+            Step::Schemes => format!("Table 1: {} schemes at 4 KiB", SCHEMES.len()),
+            Step::Size(s) => format!("sizes: {} B", s),
+            Step::Threads { threads, lanes: Some(l) } => {
+                format!("threads: sync, {threads} threads, {l} lane(s)")
+            }
+            Step::Threads { threads, lanes: None } => {
+                format!("threads: unreplicated and async, {threads} threads")
+            }
+            Step::Checkpoint(t) => format!("checkpoint: checkpoint_thresh {t}"),
+            Step::Transact { epochs, writes } => format!("transact: {epochs} epochs × {writes} writes"),
+        }
+    }
+
+    fn weight(&self) -> u64 {
+        match self {
+            Step::Schemes => SCHEMES.len() as u64,
+            Step::Size(_) => SIZE_MODES.len() as u64,
+            Step::Threads { lanes: Some(_), .. } | Step::Checkpoint(_) => 1,
+            Step::Threads { lanes: None, .. } => THREAD_REFERENCE_MODES.len() as u64,
+            Step::Transact { .. } => Strategy::ALL.len() as u64,
+        }
+    }
+}
+
+fn plan(m: &MatrixArgs, t: &TransactArgs, experiments: &[Experiment]) -> Vec<Step> {
+    let mut steps = Vec::new();
+    for &e in experiments {
+        match e {
+            Experiment::Schemes => steps.push(Step::Schemes),
+            Experiment::Sizes => steps.extend(SIZES.map(Step::Size)),
+            Experiment::Threads => {
+                for threads in 1..=m.matrix_threads {
+                    steps.extend(LANES.map(|l| Step::Threads { threads, lanes: Some(l) }));
+                    steps.push(Step::Threads { threads, lanes: None });
+                }
+            }
+            Experiment::Checkpoint => steps.extend(m.matrix_checkpoints.iter().map(|&c| Step::Checkpoint(c))),
+            Experiment::Transact => {
+                for &writes in &t.writes {
+                    steps.extend(t.epochs.iter().map(|&epochs| Step::Transact { epochs, writes }));
+                }
+            }
+        }
+    }
+    steps
+}
+
+/// Everything a matrix run measured.
+#[derive(Clone, Debug, Default)]
+pub struct MatrixResults {
+    pub schemes: Vec<BenchResult>,
+    pub sizes: Vec<BenchResult>,
+    pub threads: Vec<BenchResult>,
+    /// `(checkpoint_thresh, result)`.
+    pub checkpoint: Vec<(usize, BenchResult)>,
+    pub transact: Vec<TransactResult>,
+    /// Points that failed: which and why.
+    pub failures: Vec<String>,
+}
+
+/// How the results were made, for summary.md.
+#[derive(Clone, Debug, Default)]
+pub struct RunInfo {
+    pub command: String,
+    pub date: String,
+    pub machine: String,
+    pub ops: u64,
+    pub repeat: usize,
+    pub transactions: u64,
+    pub seconds: f64,
+}
+
+fn check(a: &BenchArgs, experiments: &[Experiment]) -> Result<()> {
+    let m = &a.matrix;
+    if m.matrix_ops == 0 {
+        return Err(Error::Config("--matrix-ops must be at least 1".into()));
+    }
+    if m.matrix_threads == 0 || m.matrix_threads > 64 {
+        return Err(Error::Config(format!("--matrix-threads {} must be between 1 and 64", m.matrix_threads)));
+    }
+    if experiments.contains(&Experiment::Checkpoint)
+        && (m.matrix_checkpoints.is_empty() || m.matrix_checkpoints.contains(&0))
+    {
+        return Err(Error::Config(format!(
+            "--matrix-checkpoints {:?}: give at least one, each at least 1",
+            m.matrix_checkpoints
+        )));
+    }
+    let biggest = SIZES[SIZES.len() - 1].max(4096 * m.matrix_threads as u64);
+    if m.matrix_region_size < biggest {
+        return Err(Error::Config(format!(
+            "--matrix-region-size {} must be at least {biggest} bytes",
+            m.matrix_region_size
+        )));
+    }
+    if experiments.contains(&Experiment::Transact) {
+        transact::check_args(&a.transact, m.matrix_region_size)?;
+    }
+    Ok(())
+}
+
+/// The arguments of one measured point: `a` with the matrix's op budget, quiet.
+fn point_args(a: &BenchArgs) -> BenchArgs {
+    let mut p = a.clone();
+    p.ops = a.matrix.matrix_ops;
+    p.region_size = a.matrix.matrix_region_size;
+    p.duration = None;
+    p.warmup = a.warmup.min(a.matrix.matrix_ops / 4);
+    // measure() prints its per-round progress lines only for table output.
+    p.json = true;
+    p.size = 4096;
+    p.threads = 1;
+    p.lanes = None;
+    p.checkpoint_thresh = None;
+    // Only the schemes experiment measures `unreplicated` on a disk file.
+    p.disk_file = None;
+    p
+}
+
+/// The modes the shared session must start for `experiments` (all but checkpoint's).
+fn session_modes(experiments: &[Experiment]) -> Vec<String> {
+    let mut modes: Vec<&str> = Vec::new();
+    for e in experiments {
+        let add: Vec<&str> = match e {
+            Experiment::Schemes => SCHEMES.iter().map(|s| s.mode).filter(|&m| m != DISK_MODE).collect(),
+            Experiment::Sizes => SIZE_MODES.to_vec(),
+            Experiment::Threads => {
+                let mut v = THREAD_REFERENCE_MODES.to_vec();
+                v.push("sync");
+                v
+            }
+            Experiment::Checkpoint => Vec::new(),
+            Experiment::Transact => vec!["sync"],
+        };
+        for m in add {
+            if !modes.contains(&m) {
+                modes.push(m);
+            }
+        }
+    }
+    if modes.is_empty() {
+        modes.push("unreplicated");
+    }
+    modes.into_iter().map(String::from).collect()
+}
+
+/// `mojim bench --matrix OUT_DIR`: runs the plan with a progress bar and writes the files.
+pub fn run(a: &BenchArgs) -> Result<()> {
+    let Some(out) = a.matrix.matrix.clone() else {
+        return Err(Error::Config("bench --matrix needs an output folder".into()));
+    };
+    let experiments: Vec<Experiment> =
+        a.matrix.matrix_experiments.iter().map(|s| Experiment::parse(s)).collect::<Result<_>>()?;
+    check(a, &experiments)?;
+    std::fs::create_dir_all(&out).map_err(Error::io(format!("create {}", out.display())))?;
+    let t0 = Instant::now();
+    let base = point_args(a);
+    let disk_file = a
+        .disk_file
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("/var/tmp/mojim-matrix-{}.region", std::process::id())));
+    let steps = plan(&a.matrix, &a.transact, &experiments);
+    let pb = ProgressBar::new(steps.iter().map(Step::weight).sum());
+    // The template is a constant known to be valid; fall back to the default bar regardless.
+    let style = ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} (eta {eta}) {msg}")
+        .map(|s| s.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    pb.set_style(style);
+    pb.enable_steady_tick(Duration::from_millis(250));
+    pb.set_message("starting the mirrors");
+
+    let mut sa = base.clone();
+    sa.mode = session_modes(&experiments);
+    let session = Session::start(&sa)?;
+    let mut res = MatrixResults::default();
+    let mut first_error = None;
+    let mut transact: Option<Transact> = None;
+    for step in &steps {
+        pb.set_message(step.label());
+        if let Err(e) = run_step(&base, &disk_file, &session, &mut transact, step, &mut res) {
+            pb.println(format!("failed: {}: {e}", step.label()));
+            res.failures.push(format!("{}: {e}", step.label()));
+            first_error.get_or_insert(e);
+        }
+        pb.inc(step.weight());
+    }
+    if let Some(t) = transact.take() {
+        if let Err(e) = t.close() {
+            res.failures.push(format!("transact: close: {e}"));
+            first_error.get_or_insert(e);
+        }
+    }
+    drop(session);
+    pb.finish_and_clear();
+
+    let info = RunInfo {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        date: utc_date(),
+        machine: machine(),
+        ops: a.matrix.matrix_ops,
+        repeat: a.repeat.max(1),
+        transactions: a.transact.transactions,
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    let files = write_all(&out, &res, &info)?;
+    println!("{}", key_ratios(&res));
+    println!("wrote {} files to {} in {:.0} s:", files.len(), out.display(), info.seconds);
+    for f in &files {
+        println!("  {}", f.display());
+    }
+    match first_error {
+        Some(e) => {
+            eprintln!(
+                "bench --matrix: {} points failed (listed in summary.md); the first:",
+                res.failures.len()
+            );
+            Err(e)
+        }
+        None => Ok(()),
+    }
+}
+
+fn run_step(
+    base: &BenchArgs,
+    disk_file: &Path,
+    session: &Session,
+    transact: &mut Option<Transact>,
+    step: &Step,
+    res: &mut MatrixResults,
+) -> Result<()> {
+    let mut a = base.clone();
+    match *step {
+        Step::Schemes => {
+            a.mode = SCHEMES.iter().map(|s| s.mode).filter(|&m| m != DISK_MODE).map(String::from).collect();
+            if SCHEMES.iter().any(|s| s.mode == DISK_MODE) {
+                a.disk_file = Some(disk_file.to_path_buf());
+            }
+            let mut rs = session.measure(&a)?;
+            // In the order of SCHEMES, which is the order of the paper's figures.
+            rs.sort_by_key(|r| SCHEMES.iter().position(|s| s.mode == r.mode));
+            res.schemes = rs;
+        }
+        Step::Size(size) => {
+            a.mode = SIZE_MODES.map(String::from).to_vec();
+            a.size = size;
+            res.sizes.extend(session.measure(&a)?);
+        }
+        Step::Threads { threads, lanes } => {
+            a.threads = threads;
+            a.lanes = lanes;
+            a.mode = match lanes {
+                Some(_) => vec!["sync".into()],
+                None => THREAD_REFERENCE_MODES.map(String::from).to_vec(),
+            };
+            res.threads.extend(session.measure(&a)?);
+        }
+        Step::Checkpoint(thresh) => {
+            a.mode = vec!["sync".into()];
+            a.checkpoint_thresh = Some(thresh);
+            let own = Session::start(&a)?;
+            res.checkpoint.extend(own.measure(&a)?.into_iter().map(|r| (thresh, r)));
+        }
+        Step::Transact { epochs, writes } => {
+            let t = match transact {
+                Some(t) => t,
+                None => transact.insert(Transact::open(session, &a)?),
+            };
+            res.transact.extend(t.measure(&a, epochs, writes)?);
+        }
+    }
+    Ok(())
+}
+
+// ---- CSV ------------------------------------------------------------------------------------
+
+const BENCH_COLUMNS: &str = "ops,mean_us,p50_us,p99_us,ops_per_s,MB_per_s";
+
+fn bench_columns(r: &BenchResult) -> String {
+    format!("{},{:.3},{:.3},{:.3},{:.1},{:.3}", r.ops, r.mean_us, r.p50_us, r.p99_us, r.ops_per_s, r.mb_per_s)
+}
+
+fn paper_name(mode: &str) -> &'static str {
+    SCHEMES.iter().find(|s| s.mode == mode).map_or("", |s| s.paper)
+}
+
+/// Table 1: one row per scheme.
+pub fn schemes_csv(rs: &[BenchResult]) -> String {
+    let mut s = format!("scheme,paper_name,size_B,threads,lanes,{BENCH_COLUMNS}\n");
+    for r in rs {
+        let _ = writeln!(
+            s,
+            "{},\"{}\",{},{},{},{}",
+            r.mode,
+            paper_name(&r.mode),
+            r.size,
+            r.threads,
+            r.lanes,
+            bench_columns(r)
+        );
+    }
+    s
+}
+
+/// Fig. 8: one row per mode and size.
+pub fn sizes_csv(rs: &[BenchResult]) -> String {
+    let mut s = format!("mode,size_B,{BENCH_COLUMNS}\n");
+    for r in rs {
+        let _ = writeln!(s, "{},{},{}", r.mode, r.size, bench_columns(r));
+    }
+    s
+}
+
+/// Fig. 9: one row per mode, threads and lanes.
+pub fn threads_csv(rs: &[BenchResult]) -> String {
+    let mut s = format!("mode,threads,lanes,size_B,{BENCH_COLUMNS}\n");
+    for r in rs {
+        let _ = writeln!(s, "{},{},{},{},{}", r.mode, r.threads, r.lanes, r.size, bench_columns(r));
+    }
+    s
+}
+
+/// §6.3.3: one row per checkpoint_thresh.
+pub fn checkpoint_csv(rs: &[(usize, BenchResult)]) -> String {
+    let mut s = format!("checkpoint_thresh_groups,mode,size_B,{BENCH_COLUMNS}\n");
+    for (t, r) in rs {
+        let _ = writeln!(s, "{t},{},{},{}", r.mode, r.size, bench_columns(r));
+    }
+    s
+}
+
+/// Transact: one row per strategy, epochs and writes.
+pub fn transact_csv(rs: &[TransactResult]) -> String {
+    let mut s = String::from(
+        "strategy,epochs_per_tx,writes_per_epoch,write_B,transactions,mean_us,p50_us,p99_us,slowdown_vs_no_sm_x\n",
+    );
+    for r in rs {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{:.3},{:.3},{:.3},{:.3}",
+            r.strategy,
+            r.epochs,
+            r.writes,
+            transact::LINE,
+            r.transactions,
+            r.mean_us,
+            r.p50_us,
+            r.p99_us,
+            r.slowdown
+        );
+    }
+    s
+}
+
+// ---- summary.md -----------------------------------------------------------------------------
+
+/// A figure with about three significant digits.
+fn num(v: f64) -> String {
+    if !v.is_finite() {
+        "–".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn find<'a>(rs: &'a [BenchResult], mode: &str) -> Option<&'a BenchResult> {
+    rs.iter().find(|r| r.mode == mode)
+}
+
+/// The ratios the matrix is for, one line each (only those whose inputs were measured).
+pub fn key_ratios(res: &MatrixResults) -> String {
+    let mut s = String::new();
+    let t = &res.schemes;
+    if let (Some(y), Some(d)) = (find(t, "sync"), find(t, DISK_MODE)) {
+        let _ = writeln!(
+            s,
+            "- sync / unreplicated-disk: mean {} , p50 {} (paper, M-sync vs S-unreplicated: 0.55–0.60)",
+            num(y.mean_us / d.mean_us),
+            num(y.p50_us / d.p50_us)
+        );
+    }
+    if let (Some(y), Some(r)) = (find(t, "sync"), find(t, "tcp-rtt")) {
+        let _ = writeln!(
+            s,
+            "- sync p50 / tcp-rtt p50: {} (a raw round trip of the same size)",
+            num(y.p50_us / r.p50_us)
+        );
+    }
+    if let (Some(d), Some(y)) = (find(t, "sync-disk"), find(t, "sync")) {
+        let _ = writeln!(
+            s,
+            "- sync-disk mean / sync mean: {} (paper: the disk adds 1–10 %)",
+            num(d.mean_us / y.mean_us)
+        );
+    }
+    if let (Some(x), Some(u)) = (find(t, "async"), find(t, "unreplicated")) {
+        let _ = writeln!(s, "- async mean / unreplicated (tmpfs) mean: {}", num(x.mean_us / u.mean_us));
+    }
+    let ups: Vec<(u32, f64)> = transact::speedups(&res.transact)
+        .into_iter()
+        .filter(|&(e, w, _)| w == 1 && e >= 8)
+        .map(|(e, _, x)| (e, x))
+        .collect();
+    if let Some((e, lowest)) = transact::key_speedup(&res.transact) {
+        let each: Vec<String> = ups.iter().map(|(e, x)| format!("{e}: {}×", num(*x))).collect();
+        let _ = writeln!(
+            s,
+            "- Transact, ordered pipelining (sm-ob) vs a round trip per fence (sm-rc), 1 write per epoch, \
+             ≥ 8 epochs: at least {}× (lowest at {e} epochs; by epochs {}); target ≥ 3×: {}",
+            num(lowest),
+            each.join(", "),
+            if lowest >= 3.0 { "met" } else { "NOT met" }
+        );
+    }
+    if !res.checkpoint.is_empty() {
+        let (lo, hi) = res
+            .checkpoint
+            .iter()
+            .fold((f64::INFINITY, 0f64), |(lo, hi), (_, r)| (lo.min(r.mean_us), hi.max(r.mean_us)));
+        let _ = writeln!(
+            s,
+            "- checkpoint_thresh: slowest / fastest mean sync latency over thresholds {}: {} (paper: no effect)",
+            res.checkpoint.iter().map(|(t, _)| t.to_string()).collect::<Vec<_>>().join(", "),
+            num(hi / lo)
+        );
+    }
+    if s.is_empty() {
+        s.push_str("- (nothing measured that a key ratio needs)\n");
+    }
+    s
+}
+
+/// summary.md: how the run was made, the key ratios, and one table per experiment.
+pub fn summary_md(res: &MatrixResults, info: &RunInfo) -> String {
+    let mut s = String::from("# mojim bench --matrix\n\n");
+    let _ = writeln!(s, "- date (UTC): {}", info.date);
+    let _ = writeln!(s, "- machine: {}", info.machine);
+    let _ = writeln!(s, "- command: `{}`", info.command);
+    let _ = writeln!(
+        s,
+        "- {} sync points per point; {} transactions per Transact point; {} round(s) per point, the \
+         median reported; took {:.0} s",
+        info.ops, info.transactions, info.repeat, info.seconds
+    );
+    s.push_str("\nThe machine is shared and noisy: compare ratios within one run, not across runs.\n");
+    s.push_str("\n## Key ratios\n\n");
+    s.push_str(&key_ratios(res));
+
+    if !res.schemes.is_empty() {
+        s.push_str("\n## Table 1 schemes, 4 KiB sync points (Figs. 4–5): `schemes.csv`\n\n");
+        s.push_str("| scheme (paper) | mode | mean µs | p50 µs | p99 µs | ops/s | MB/s |\n|---|---|---:|---:|---:|---:|---:|\n");
+        for r in &res.schemes {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {:.0} | {} |",
+                paper_name(&r.mode),
+                r.mode,
+                num(r.mean_us),
+                num(r.p50_us),
+                num(r.p99_us),
+                r.ops_per_s,
+                num(r.mb_per_s)
+            );
+        }
+        s.push_str("\nNot measured yet (`mojim bench` cannot start them yet): ");
+        s.push_str(&PENDING_SCHEMES.join("; "));
+        s.push_str(".\n");
+    }
+
+    if !res.sizes.is_empty() {
+        s.push_str("\n## Sync point size, mean latency in µs (Fig. 8): `sizes.csv`\n\n");
+        let modes = distinct(res.sizes.iter().map(|r| r.mode.as_str()));
+        let _ = writeln!(s, "| size | {} |", modes.join(" | "));
+        let _ = writeln!(s, "|---:|{}", "---:|".repeat(modes.len()));
+        for size in distinct(res.sizes.iter().map(|r| r.size)) {
+            let cells: Vec<String> = modes
+                .iter()
+                .map(|m| {
+                    res.sizes
+                        .iter()
+                        .find(|r| r.size == size && r.mode == *m)
+                        .map_or("–".into(), |r| num(r.mean_us))
+                })
+                .collect();
+            let _ = writeln!(s, "| {} | {} |", plot::bytes(size as f64), cells.join(" | "));
+        }
+    }
+
+    if !res.threads.is_empty() {
+        s.push_str(
+            "\n## Threads and lanes, throughput in MB/s of 4 KiB sync points (Fig. 9): `threads.csv`\n\n",
+        );
+        let cols = distinct(res.threads.iter().map(thread_series));
+        let _ = writeln!(s, "| threads | {} |", cols.join(" | "));
+        let _ = writeln!(s, "|---:|{}", "---:|".repeat(cols.len()));
+        for t in distinct(res.threads.iter().map(|r| r.threads)) {
+            let cells: Vec<String> = cols
+                .iter()
+                .map(|c| {
+                    res.threads
+                        .iter()
+                        .find(|r| r.threads == t && thread_series(r) == *c)
+                        .map_or("–".into(), |r| num(r.mb_per_s))
+                })
+                .collect();
+            let _ = writeln!(s, "| {t} | {} |", cells.join(" | "));
+        }
+    }
+
+    if !res.checkpoint.is_empty() {
+        s.push_str("\n## The mirror's checkpoint_thresh, sync at 4 KiB (§6.3.3): `checkpoint.csv`\n\n");
+        s.push_str("| checkpoint_thresh | mean µs | p50 µs | p99 µs | ops/s |\n|---:|---:|---:|---:|---:|\n");
+        for (t, r) in &res.checkpoint {
+            let _ = writeln!(
+                s,
+                "| {t} | {} | {} | {} | {:.0} |",
+                num(r.mean_us),
+                num(r.p50_us),
+                num(r.p99_us),
+                r.ops_per_s
+            );
+        }
+    }
+
+    if !res.transact.is_empty() {
+        s.push_str(
+            "\n## Transact: mean transaction latency in µs and slowdown over no-sm: `transact.csv`\n\n",
+        );
+        s.push_str(
+            "| epochs | writes | no-sm µs | sm-rc µs | sm-ob µs | sm-rc slowdown | sm-ob slowdown | sm-rc / sm-ob |\n\
+             |---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
+        let get = |st: Strategy, e: u32, w: u32| {
+            res.transact.iter().find(|r| r.strategy == st.name() && r.epochs == e && r.writes == w)
+        };
+        for w in distinct(res.transact.iter().map(|r| r.writes)) {
+            for e in distinct(res.transact.iter().filter(|r| r.writes == w).map(|r| r.epochs)) {
+                let (n, rc, ob) =
+                    (get(Strategy::NoSm, e, w), get(Strategy::SmRc, e, w), get(Strategy::SmOb, e, w));
+                let f = |r: Option<&TransactResult>, v: fn(&TransactResult) -> f64| {
+                    r.map_or("–".into(), |r| num(v(r)))
+                };
+                let ratio = match (rc, ob) {
+                    (Some(rc), Some(ob)) => num(rc.mean_us / ob.mean_us),
+                    _ => "–".into(),
+                };
+                let _ = writeln!(
+                    s,
+                    "| {e} | {w} | {} | {} | {} | {}× | {}× | {ratio}× |",
+                    f(n, |r| r.mean_us),
+                    f(rc, |r| r.mean_us),
+                    f(ob, |r| r.mean_us),
+                    f(rc, |r| r.slowdown),
+                    f(ob, |r| r.slowdown)
+                );
+            }
+        }
+    }
+
+    if !res.failures.is_empty() {
+        s.push_str("\n## Failed points\n\n");
+        for f in &res.failures {
+            let _ = writeln!(s, "- {f}");
+        }
+    }
+    s
+}
+
+fn thread_series(r: &BenchResult) -> String {
+    if r.mode == "sync" {
+        format!("sync, {} lane{}", r.lanes, if r.lanes == 1 { "" } else { "s" })
+    } else {
+        r.mode.clone()
+    }
+}
+
+/// The distinct values, in first-seen order.
+fn distinct<T: PartialEq>(it: impl Iterator<Item = T>) -> Vec<T> {
+    let mut v = Vec::new();
+    for x in it {
+        if !v.contains(&x) {
+            v.push(x);
+        }
+    }
+    v
+}
+
+// ---- files ----------------------------------------------------------------------------------
+
+/// Writes the CSV file and plots of every experiment that has results, and summary.md;
+/// returns the paths written.
+pub fn write_all(out: &Path, res: &MatrixResults, info: &RunInfo) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut put = |name: &str, text: String| -> Result<()> {
+        let p = out.join(name);
+        std::fs::write(&p, text).map_err(Error::io(format!("write {}", p.display())))?;
+        files.push(p);
+        Ok(())
+    };
+    if !res.schemes.is_empty() {
+        put("schemes.csv", schemes_csv(&res.schemes))?;
+    }
+    if !res.sizes.is_empty() {
+        put("sizes.csv", sizes_csv(&res.sizes))?;
+    }
+    if !res.threads.is_empty() {
+        put("threads.csv", threads_csv(&res.threads))?;
+    }
+    if !res.checkpoint.is_empty() {
+        put("checkpoint.csv", checkpoint_csv(&res.checkpoint))?;
+    }
+    if !res.transact.is_empty() {
+        put("transact.csv", transact_csv(&res.transact))?;
+    }
+    put("summary.md", summary_md(res, info))?;
+    files.extend(plots(out, res)?);
+    Ok(files)
+}
+
+/// Draws the plots of every experiment that has results; returns the paths written.
+pub fn plots(out: &Path, res: &MatrixResults) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    if !res.schemes.is_empty() {
+        let bars = |v: fn(&BenchResult) -> f64| -> Vec<(String, f64)> {
+            res.schemes.iter().map(|r| (r.mode.clone(), v(r))).collect()
+        };
+        let p = out.join("schemes_latency.png");
+        plot::bars(
+            &p,
+            "Mean latency of a 4 KiB sync point, by scheme (paper Fig. 4)",
+            &Axis::log("mean latency (µs, log scale)"),
+            &bars(|r| r.mean_us),
+            " µs",
+        )?;
+        files.push(p);
+        let p = out.join("schemes_throughput.png");
+        plot::bars(
+            &p,
+            "Throughput of 4 KiB sync points, one thread, by scheme (paper Fig. 5)",
+            &Axis::log("throughput (MB/s, log scale)"),
+            &bars(|r| r.mb_per_s),
+            " MB/s",
+        )?;
+        files.push(p);
+    }
+    if !res.sizes.is_empty() {
+        let series: Vec<Series> = distinct(res.sizes.iter().map(|r| r.mode.clone()))
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| Series {
+                points: res
+                    .sizes
+                    .iter()
+                    .filter(|r| r.mode == m)
+                    .map(|r| (r.size as f64, r.mean_us))
+                    .collect(),
+                label: m,
+                color: i,
+                dashed: false,
+            })
+            .collect();
+        let p = out.join("sizes_latency.png");
+        plot::lines(
+            &p,
+            "Mean sync point latency by size (paper Fig. 8)",
+            &Axis::log("bytes per sync point (log scale)").with_format(plot::bytes),
+            &Axis::log("mean latency (µs, log scale)"),
+            &series,
+            Legend::UpperLeft,
+            None,
+        )?;
+        files.push(p);
+    }
+    if !res.threads.is_empty() {
+        let series: Vec<Series> = distinct(res.threads.iter().map(thread_series))
+            .into_iter()
+            .enumerate()
+            .map(|(i, name)| Series {
+                points: res
+                    .threads
+                    .iter()
+                    .filter(|r| thread_series(r) == name)
+                    .map(|r| (r.threads as f64, r.mb_per_s))
+                    .collect(),
+                dashed: !name.starts_with("sync"),
+                label: name,
+                color: i,
+            })
+            .collect();
+        let p = out.join("threads_throughput.png");
+        plot::lines(
+            &p,
+            "Throughput of 4 KiB sync points by threads and lanes (paper Fig. 9)",
+            &Axis::linear("application threads"),
+            &Axis::log("throughput (MB/s, log scale)"),
+            &series,
+            Legend::UpperLeft,
+            None,
+        )?;
+        files.push(p);
+    }
+    if !res.checkpoint.is_empty() {
+        let pick = |label: &str, color, v: fn(&BenchResult) -> f64| Series {
+            label: label.into(),
+            points: res.checkpoint.iter().map(|(t, r)| (*t as f64, v(r))).collect(),
+            color,
+            dashed: false,
+        };
+        let series =
+            [pick("mean", 0, |r| r.mean_us), pick("p50", 1, |r| r.p50_us), pick("p99", 2, |r| r.p99_us)];
+        let p = out.join("checkpoint_latency.png");
+        plot::lines(
+            &p,
+            "sync latency by the mirror's checkpoint_thresh, 4 KiB (paper §6.3.3)",
+            &Axis::log("checkpoint_thresh (groups between checkpoints, log scale)"),
+            &Axis::log("latency (µs, log scale)"),
+            &series,
+            Legend::UpperLeft,
+            None,
+        )?;
+        files.push(p);
+    }
+    if !res.transact.is_empty() {
+        let writes = distinct(res.transact.iter().map(|r| r.writes));
+        let mut series = Vec::new();
+        for (st, dashed) in [(Strategy::SmRc, false), (Strategy::SmOb, true)] {
+            for (i, &w) in writes.iter().enumerate() {
+                series.push(Series {
+                    label: format!("{} W={w}", st.name()),
+                    points: res
+                        .transact
+                        .iter()
+                        .filter(|r| r.strategy == st.name() && r.writes == w)
+                        .map(|r| (r.epochs as f64, r.slowdown))
+                        .collect(),
+                    color: i,
+                    dashed,
+                });
+            }
+        }
+        let p = out.join("transact_slowdown.png");
+        plot::lines(
+            &p,
+            "Transact: slowdown over no-sm (solid: sm-rc, dashed: sm-ob; W = writes per epoch)",
+            &Axis::log("epochs per transaction (log scale)"),
+            &Axis::log("mean transaction latency / no-sm's (log scale)"),
+            &series,
+            Legend::UpperLeft,
+            None,
+        )?;
+        files.push(p);
+        let ups = transact::speedups(&res.transact);
+        let series: Vec<Series> = writes
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| Series {
+                label: format!("W={w} writes per epoch"),
+                points: ups.iter().filter(|u| u.1 == w).map(|u| (u.0 as f64, u.2)).collect(),
+                color: i,
+                dashed: false,
+            })
+            .collect();
+        let p = out.join("transact_speedup.png");
+        plot::lines(
+            &p,
+            "Transact: ordered pipelining vs a round trip per fence (sm-rc / sm-ob mean)",
+            &Axis::log("epochs per transaction (log scale)"),
+            &Axis::linear("sm-rc mean / sm-ob mean (×)"),
+            &series,
+            Legend::UpperLeft,
+            Some((3.0, "target 3× (W=1, E ≥ 8)")),
+        )?;
+        files.push(p);
+    }
+    Ok(files)
+}
+
+// ---- the run's circumstances ----------------------------------------------------------------
+
+/// Cores, CPU model, memory and kernel, from /proc (what is there).
+fn machine() -> String {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpu = read("/proc/cpuinfo")
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let mem_gib = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("MemTotal:").and_then(|v| v.trim().trim_end_matches(" kB").parse::<u64>().ok())
+        })
+        .map_or(String::new(), |kb| format!(", {:.0} GiB", kb as f64 / (1024.0 * 1024.0)));
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{cores} cores ({cpu}){mem_gib}, Linux {}", read("/proc/sys/kernel/osrelease").trim())
+}
+
+/// Today's date and time in UTC, `YYYY-MM-DD HH:MM`.
+fn utc_date() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", rest / 3600, rest % 3600 / 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bench(mode: &str, size: u64, threads: usize, lanes: u16, mean: f64) -> BenchResult {
+        BenchResult {
+            mode: mode.into(),
+            size,
+            threads,
+            lanes,
+            ops: 100,
+            mean_us: mean,
+            p50_us: mean * 0.9,
+            p99_us: mean * 3.0,
+            ops_per_s: 1e6 / mean * threads as f64,
+            mb_per_s: size as f64 / mean * threads as f64,
+        }
+    }
+
+    fn tx(s: Strategy, e: u32, w: u32, mean: f64, base: f64) -> TransactResult {
+        TransactResult {
+            strategy: s.name().into(),
+            epochs: e,
+            writes: w,
+            transactions: 10,
+            mean_us: mean,
+            p50_us: mean,
+            p99_us: mean * 2.0,
+            slowdown: mean / base,
+        }
+    }
+
+    /// Results shaped like a real run, made up.
+    fn fake() -> MatrixResults {
+        let mut r = MatrixResults::default();
+        for (m, mean) in [
+            (DISK_MODE, 900.0),
+            ("unreplicated", 0.7),
+            ("async", 9.0),
+            ("sync", 120.0),
+            ("sync-flush", 125.0),
+            ("sync-disk", 130.0),
+            ("tcp-rtt", 115.0),
+        ] {
+            r.schemes.push(bench(m, 4096, 1, if m.starts_with("sync") { 1 } else { 0 }, mean));
+        }
+        for &size in &SIZES {
+            for (m, mean) in [("unreplicated", 0.5), ("async", 8.0), ("sync", 100.0)] {
+                r.sizes.push(bench(m, size, 1, 1, mean + size as f64 / 1000.0));
+            }
+        }
+        for t in 1..=2 {
+            for l in LANES {
+                r.threads.push(bench("sync", 4096, t, l, 120.0 / t as f64));
+            }
+            r.threads.push(bench("unreplicated", 4096, t, 0, 0.7));
+            r.threads.push(bench("async", 4096, t, t as u16, 9.0));
+        }
+        for c in [1, 10, 100] {
+            r.checkpoint.push((c, bench("sync", 4096, 1, 1, 120.0 + c as f64 / 10.0)));
+        }
+        for w in [1, 2] {
+            for e in [1, 8, 16] {
+                let base = 0.2 * (e * w) as f64;
+                r.transact.push(tx(Strategy::NoSm, e, w, base, base));
+                r.transact.push(tx(Strategy::SmRc, e, w, 100.0 * e as f64, base));
+                r.transact.push(tx(Strategy::SmOb, e, w, 100.0 + 10.0 * e as f64, base));
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn csv_files_have_a_header_with_units_and_one_row_per_result() {
+        let r = fake();
+        let s = schemes_csv(&r.schemes);
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(
+            lines[0],
+            "scheme,paper_name,size_B,threads,lanes,ops,mean_us,p50_us,p99_us,ops_per_s,MB_per_s"
+        );
+        assert_eq!(lines.len(), 1 + r.schemes.len());
+        assert!(lines[1].starts_with(
+            "unreplicated-disk,\"S-unreplicated on a disk file (msync(2))\",4096,1,0,100,900.000,"
+        ));
+        let cols = lines[0].split(',').count();
+        for l in &lines[1..] {
+            assert_eq!(l.split(',').count(), cols, "{l}");
+        }
+        // So that a naive split on commas reads the files right.
+        assert!(SCHEMES.iter().all(|s| !s.paper.contains([',', '"']) && !s.mode.contains([',', '"'])));
+        let s = sizes_csv(&r.sizes);
+        assert!(s.starts_with("mode,size_B,ops,mean_us,"));
+        assert_eq!(s.lines().count(), 1 + SIZES.len() * 3);
+        assert!(threads_csv(&r.threads).starts_with("mode,threads,lanes,size_B,ops,"));
+        let s = checkpoint_csv(&r.checkpoint);
+        assert_eq!(
+            s.lines().nth(2).map(|l| l.split(',').take(2).collect::<Vec<_>>()),
+            Some(vec!["10", "sync"])
+        );
+        let s = transact_csv(&r.transact);
+        assert!(s.starts_with("strategy,epochs_per_tx,writes_per_epoch,write_B,transactions,mean_us,"));
+        assert!(s.contains("\nsm-rc,8,1,64,10,800.000,800.000,1600.000,500.000\n"), "{s}");
+    }
+
+    #[test]
+    fn the_summary_has_every_table_and_the_key_ratios() {
+        let r = fake();
+        let info =
+            RunInfo { command: "mojim bench --matrix out".into(), ops: 100, repeat: 1, ..RunInfo::default() };
+        let s = summary_md(&r, &info);
+        for needle in [
+            "- command: `mojim bench --matrix out`",
+            "sync / unreplicated-disk: mean 0.13 , p50 0.13",
+            "sync p50 / tcp-rtt p50: 1.04",
+            "sync-disk mean / sync mean: 1.08",
+            // W=1: 800/180 = 4.44 at 8 epochs, 1600/260 = 6.15 at 16 epochs.
+            "at least 4.44× (lowest at 8 epochs; by epochs 8: 4.44×, 16: 6.15×); target ≥ 3×: met",
+            "## Table 1 schemes",
+            "| M-sync | sync | 120 | 108 | 360 |",
+            "Not measured yet (`mojim bench` cannot start them yet): M-syncsec",
+            "| size | unreplicated | async | sync |",
+            "| 4 KiB | 4.60 | 12.1 | 104 |",
+            "| threads | sync, 1 lane | sync, 2 lanes | sync, 4 lanes | unreplicated | async |",
+            "| 10 | 121 |",
+            "| 8 | 1 | 1.60 | 800 | 180 | 500× | 112× | 4.44× |",
+        ] {
+            assert!(s.contains(needle), "summary.md lacks {needle:?}:\n{s}");
+        }
+        assert!(!s.contains("Failed points"));
+        let mut failed = r.clone();
+        failed.failures.push("sizes: 8 B: boom".into());
+        failed.transact.retain(|t| t.strategy != "sm-ob");
+        let s = summary_md(&failed, &info);
+        assert!(s.contains("## Failed points\n\n- sizes: 8 B: boom"), "{s}");
+        assert!(!s.contains("target ≥ 3×"), "no key speedup without sm-ob");
+        assert!(summary_md(&MatrixResults::default(), &info).contains("nothing measured"));
+    }
+
+    #[test]
+    fn write_all_writes_every_csv_plot_and_the_summary() {
+        let dir = std::env::temp_dir().join(format!("mojim-matrix-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create a temporary folder");
+        let files = write_all(&dir, &fake(), &RunInfo::default()).expect("write the matrix files");
+        let mut names: Vec<String> =
+            files.iter().map(|p| p.file_name().unwrap_or_default().to_string_lossy().into_owned()).collect();
+        names.sort();
+        assert_eq!(names, FILES.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        for f in &files {
+            let bytes = std::fs::read(f).expect("read back");
+            if f.extension().is_some_and(|e| e == "png") {
+                assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 10_000, "{}", f.display());
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_plan_covers_every_experiment_and_options_are_checked() {
+        let m = MatrixArgs {
+            matrix: Some("x".into()),
+            matrix_ops: 10,
+            matrix_region_size: 1 << 20,
+            matrix_threads: 2,
+            matrix_experiments: vec![],
+            matrix_checkpoints: vec![1, 100],
+        };
+        let t = TransactArgs { transact: false, epochs: vec![1, 8], writes: vec![1, 2], transactions: 3 };
+        let steps = plan(&m, &t, &Experiment::ALL);
+        assert_eq!(steps[0], Step::Schemes);
+        assert_eq!(steps.iter().filter(|s| matches!(s, Step::Size(_))).count(), SIZES.len());
+        assert_eq!(steps.iter().filter(|s| matches!(s, Step::Threads { .. })).count(), 2 * (LANES.len() + 1));
+        assert_eq!(steps.iter().filter(|s| matches!(s, Step::Checkpoint(_))).count(), 2);
+        assert_eq!(steps.last(), Some(&Step::Transact { epochs: 8, writes: 2 }));
+        assert!(steps.iter().all(|s| !s.label().is_empty() && s.weight() >= 1));
+        assert_eq!(session_modes(&[Experiment::Transact]), vec!["sync".to_string()]);
+        let all = session_modes(&Experiment::ALL);
+        assert!(all.contains(&"sync-disk".to_string()) && !all.contains(&DISK_MODE.to_string()), "{all:?}");
+        assert!(Experiment::parse("sizes").is_ok());
+        assert!(Experiment::parse("size").unwrap_err().to_string().contains("\"size\""));
+    }
+}

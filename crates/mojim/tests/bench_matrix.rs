@@ -1,0 +1,137 @@
+//! `mojim bench --transact` and `mojim bench --matrix`, run as a user would, with tiny settings:
+//! the numbers are not checked (a debug build on a shared machine), the shape of the output is.
+
+mod common;
+
+use common::TempDir;
+use std::process::Command;
+use std::time::Instant;
+
+fn mojim(args: &[&str]) -> String {
+    let t0 = Instant::now();
+    let out = Command::new(common::exe()).args(args).output().expect("run mojim");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "mojim {} failed ({}):\n{stderr}", args.join(" "), out.status);
+    println!("mojim {} took {:.1} s", args.join(" "), t0.elapsed().as_secs_f64());
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+#[test]
+fn transact_reports_every_strategy_at_every_epochs_and_writes() {
+    let dir = TempDir::new("transact");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let out = mojim(&[
+        "bench",
+        "--transact",
+        "--epochs",
+        "1,8",
+        "--writes",
+        "1,2",
+        "--transactions",
+        "5",
+        "--region-size",
+        "1MiB",
+        "--dir",
+        d,
+        "--json",
+    ]);
+    let rows: Vec<serde_json::Value> =
+        out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    assert_eq!(rows.len(), 2 * 2 * 3, "{out}");
+    for e in [1, 8] {
+        for w in [1, 2] {
+            for s in ["no-sm", "sm-rc", "sm-ob"] {
+                let r = rows
+                    .iter()
+                    .find(|r| r["epochs"] == e && r["writes"] == w && r["strategy"] == s)
+                    .unwrap_or_else(|| panic!("no row for {s} at {e} epochs × {w} writes in\n{out}"));
+                assert_eq!(r["transactions"], 5, "{r}");
+                let mean = r["mean_us"].as_f64().expect("mean_us is a number");
+                assert!(mean > 0.0, "{r}");
+                let slowdown = r["slowdown"].as_f64().expect("slowdown is a number");
+                if s == "no-sm" {
+                    assert!((slowdown - 1.0).abs() < 1e-9, "no-sm is the baseline: {r}");
+                }
+            }
+        }
+    }
+    // The table form ends with the ratios.
+    let table = mojim(&[
+        "bench",
+        "--transact",
+        "--epochs",
+        "8",
+        "--writes",
+        "1",
+        "--transactions",
+        "3",
+        "--region-size",
+        "1MiB",
+        "--dir",
+        d,
+    ]);
+    assert!(table.contains("sm-rc mean / sm-ob mean"), "{table}");
+    assert!(table.contains("target ≥ 3×"), "{table}");
+}
+
+#[test]
+fn bad_transact_options_are_refused_before_anything_starts() {
+    let out = Command::new(common::exe())
+        .args(["bench", "--transact", "--epochs", "0", "--region-size", "1MiB"])
+        .output()
+        .expect("run mojim");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--epochs [0]"), "{err}");
+}
+
+#[test]
+fn matrix_with_tiny_settings_writes_every_file() {
+    let dir = TempDir::new("matrix");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let out_dir = dir.path().join("out");
+    let disk_file = format!("/var/tmp/mojim-test-{}-matrix.region", std::process::id());
+    let out = mojim(&[
+        "bench",
+        "--matrix",
+        out_dir.to_str().expect("utf-8 path"),
+        "--matrix-ops",
+        "20",
+        "--warmup",
+        "2",
+        "--matrix-region-size",
+        "1MiB",
+        "--matrix-threads",
+        "2",
+        "--matrix-checkpoints",
+        "1,10",
+        "--epochs",
+        "1,8",
+        "--writes",
+        "1",
+        "--transactions",
+        "3",
+        "--dir",
+        d,
+        "--disk-file",
+        &disk_file,
+    ]);
+    let mut names: Vec<String> = std::fs::read_dir(&out_dir)
+        .expect("the output folder exists")
+        .map(|e| e.expect("a folder entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, mojim::matrix::FILES.to_vec(), "{out}");
+    let summary = std::fs::read_to_string(out_dir.join("summary.md")).expect("read summary.md");
+    assert!(summary.contains("## Key ratios"), "{summary}");
+    assert!(summary.contains("sync / unreplicated-disk"), "{summary}");
+    assert!(!summary.contains("Failed points"), "{summary}");
+    let sizes = std::fs::read_to_string(out_dir.join("sizes.csv")).expect("read sizes.csv");
+    assert_eq!(sizes.lines().count(), 1 + 7 * 3, "{sizes}");
+    let transact = std::fs::read_to_string(out_dir.join("transact.csv")).expect("read transact.csv");
+    assert_eq!(transact.lines().count(), 1 + 2 * 3, "{transact}");
+    assert!(!std::path::Path::new(&disk_file).exists(), "the disk file is removed after the run");
+    // Nothing of the benchmark's own is left in --dir but the output folder.
+    let left: Vec<_> = std::fs::read_dir(dir.path()).expect("read the test folder").collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+}
