@@ -4,6 +4,7 @@
 //! machine at the same time.
 
 use crate::child::ChildNode;
+use crate::cluster::{LocalCluster, Shape, Topology};
 use crate::config::{random_uuid, template, Config, Limits, Mode, RegionId, Secret};
 use crate::error::{Error, Result};
 use crate::primary::{Primary, PrimaryOptions};
@@ -20,7 +21,10 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args, Clone, Debug)]
 pub struct BenchArgs {
     /// Modes to run, comma-separated, one after another in this run: unreplicated, async,
-    /// sync, sync-flush, and tcp-rtt (a raw ping-pong of the same size over TCP, no protocol).
+    /// sync, sync-flush, sync-disk, tcp-rtt (a raw ping-pong of the same size over TCP, no
+    /// protocol), and the schemes sync-backup (sync with backups fed in the background),
+    /// sync-backup-slow (the same over rate-limited backup links), chain and broadcast, each on a
+    /// cluster of its own.
     #[arg(long, default_value = "sync", value_delimiter = ',')]
     pub mode: Vec<String>,
     /// Bytes per sync point.
@@ -68,6 +72,16 @@ pub struct BenchArgs {
     /// round with the median p50 (this machine is shared and noisy).
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
+    /// Start this many local backups behind (two-tier, chain) or beside (broadcast) the local
+    /// mirror; the pseudo-modes sync-backup, sync-backup-slow, chain and broadcast use at least 1.
+    #[arg(long, default_value_t = 0, conflicts_with = "mirror")]
+    pub backups: usize,
+    /// How the local mirror and its backups are arranged for the replicated modes.
+    #[arg(long, value_enum, default_value = "two-tier")]
+    pub topology: Topology,
+    /// Cap each backup link at this rate, e.g. 100MiB/s (sync-backup-slow: default 100MiB/s).
+    #[arg(long)]
+    pub secondary_rate_limit: Option<String>,
     /// Start the local mirror with this checkpoint_thresh (complete groups between checkpoints).
     #[arg(long, conflicts_with = "mirror")]
     pub checkpoint_thresh: Option<usize>,
@@ -93,6 +107,9 @@ pub struct BenchResult {
     pub p99_us: f64,
     pub ops_per_s: f64,
     pub mb_per_s: f64,
+    /// Replicas besides the mirror.
+    pub backups: usize,
+    pub topology: String,
 }
 
 /// What to measure.
@@ -101,7 +118,17 @@ enum Kind {
     Mode(Mode),
     TcpRtt,
     DiskFile,
+    /// `sync` on a cluster of its own: a topology, and whether its backup links are slow.
+    Scheme(Topology, bool),
 }
+
+/// The pseudo-modes naming a [`Kind::Scheme`].
+const SCHEME_NAMES: [(&str, Topology, bool); 4] = [
+    ("sync-backup", Topology::TwoTier, false),
+    ("sync-backup-slow", Topology::TwoTier, true),
+    ("chain", Topology::Chain, false),
+    ("broadcast", Topology::Broadcast, false),
+];
 
 impl Kind {
     fn name(self) -> &'static str {
@@ -109,6 +136,9 @@ impl Kind {
             Kind::Mode(m) => m.name(),
             Kind::TcpRtt => "tcp-rtt",
             Kind::DiskFile => "unreplicated-disk",
+            Kind::Scheme(t, slow) => {
+                SCHEME_NAMES.iter().find(|s| s.1 == t && s.2 == slow).map_or("scheme", |s| s.0)
+            }
         }
     }
 }
@@ -119,6 +149,10 @@ fn parse_kinds(a: &BenchArgs) -> Result<Vec<Kind>> {
         let m = m.trim();
         out.push(match m {
             "tcp-rtt" => Kind::TcpRtt,
+            _ if SCHEME_NAMES.iter().any(|s| s.0 == m) => {
+                let s = SCHEME_NAMES.iter().find(|s| s.0 == m).expect("found");
+                Kind::Scheme(s.1, s.2)
+            }
             _ => {
                 Kind::Mode(m.parse().map_err(|e: String| Error::Config(format!("--mode: {e}; or tcp-rtt")))?)
             }
@@ -151,7 +185,10 @@ struct Setup {
     mirror_addr: Option<String>,
     secret: Secret,
     limits: Limits,
-    mirror: Option<ChildNode>,
+    /// The local mirror (and its backups) of the plain modes.
+    main: Option<LocalCluster>,
+    /// The clusters of the schemes.
+    schemes: Vec<(Kind, LocalCluster)>,
     /// A second mirror whose data area is on disk, for `sync-disk`.
     disk_mirror: Option<ChildNode>,
     disk_dir: Option<PathBuf>,
@@ -165,11 +202,16 @@ impl Setup {
             _ => self.mirror_addr.clone().unwrap_or_default(),
         }
     }
+
+    fn scheme(&self, k: Kind) -> Option<&LocalCluster> {
+        self.schemes.iter().find(|(s, _)| *s == k).map(|(_, c)| c)
+    }
 }
 
 impl Drop for Setup {
     fn drop(&mut self) {
-        self.mirror.take();
+        self.main.take();
+        self.schemes.clear();
         self.disk_mirror.take();
         if let Some(d) = &self.disk_dir {
             let _ = std::fs::remove_dir_all(d);
@@ -196,7 +238,8 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
             mirror_addr: Some(addr.clone()),
             secret: cfg.secret(false)?,
             limits: cfg.limits()?,
-            mirror: None,
+            main: None,
+            schemes: Vec::new(),
             disk_mirror: None,
             disk_dir: None,
             echo: None,
@@ -214,16 +257,17 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
             mirror_addr: None,
             secret: Secret(b"bench".to_vec()),
             limits: Limits::default(),
-            mirror: None,
+            main: None,
+            schemes: Vec::new(),
             disk_mirror: None,
             disk_dir: None,
             echo: None,
         };
         let id = RegionId { uuid: random_uuid(), size: a.region_size };
         crate::create_region(&s.region_path, id)?;
+        let base = template(&id.uuid, id.size, "bench", "127.0.0.1:0");
         let cfg = dir.join("mojim.toml");
-        std::fs::write(&cfg, template(&id.uuid, id.size, "bench", "127.0.0.1:0"))
-            .map_err(Error::io("write config"))?;
+        std::fs::write(&cfg, &base).map_err(Error::io("write config"))?;
         let cfg = cfg.to_str().unwrap_or_default().to_string();
         let poll = a.busy_poll_us.to_string();
         let thresh = a.checkpoint_thresh.map(|t| t.to_string());
@@ -231,10 +275,34 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         if let Some(t) = &thresh {
             serve.extend(["--checkpoint-thresh", t.as_str()]);
         }
+        let shape = |topology, backups, rate_limit| Shape {
+            topology,
+            backups,
+            rate_limit,
+            checkpoint_thresh: a.checkpoint_thresh,
+            busy_poll_us: a.busy_poll_us,
+        };
         if needs_mirror {
-            let child = ChildNode::spawn(&exe()?, &serve)?;
-            s.mirror_addr = Some(child.addr().to_string());
-            s.mirror = Some(child);
+            let main = shape(a.topology, a.backups, a.secondary_rate_limit.clone());
+            let c = LocalCluster::start(&exe()?, &base, &dir, "main", &main)?;
+            s.mirror_addr = Some(c.mirror.addr().to_string());
+            s.main = Some(c);
+        }
+        for &k in kinds {
+            if let Kind::Scheme(topology, slow) = k {
+                if s.scheme(k).is_some() {
+                    continue;
+                }
+                let rate = slow.then(|| a.secondary_rate_limit.clone().unwrap_or_else(|| "100MiB/s".into()));
+                let c = LocalCluster::start(
+                    &exe()?,
+                    &base,
+                    &dir,
+                    k.name(),
+                    &shape(topology, a.backups.max(1), rate),
+                )?;
+                s.schemes.push((k, c));
+            }
         }
         if kinds.contains(&Kind::Mode(Mode::SyncDisk)) {
             // The data area on disk, the logs on memory beside the other mirror's.
@@ -311,6 +379,7 @@ impl Session {
             Kind::Mode(m) => !m.replicated() || s.mirror_addr.is_some(),
             Kind::TcpRtt => s.echo.is_some(),
             Kind::DiskFile => true,
+            Kind::Scheme(..) => s.scheme(k).is_some(),
         };
         if started {
             Ok(())
@@ -365,9 +434,10 @@ fn median(mut rs: Vec<BenchResult>) -> BenchResult {
 }
 
 fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
-    Ok(match k {
+    let mut r = match k {
         Kind::TcpRtt => tcp_rtt(a, s.echo.as_ref().expect("echo started").addr())?,
         Kind::Mode(m) => sync_points(a, s, m, &s.region_path, k)?,
+        Kind::Scheme(..) => sync_points(a, s, Mode::Sync, &s.region_path, k)?,
         Kind::DiskFile => {
             let p = a.disk_file.clone().expect("disk file given");
             let _ = std::fs::remove_file(&p);
@@ -376,7 +446,15 @@ fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
             let _ = std::fs::remove_file(&p);
             r?
         }
-    })
+    };
+    (r.backups, r.topology) = match k {
+        Kind::Scheme(t, _) => (a.backups.max(1), t.name().into()),
+        Kind::Mode(m) if m.replicated() && m != Mode::SyncDisk && a.backups > 0 => {
+            (a.backups, a.topology.name().into())
+        }
+        _ => (0, "none".into()),
+    };
+    Ok(r)
 }
 
 fn lanes(a: &BenchArgs) -> u16 {
@@ -452,13 +530,19 @@ fn drive<S: Send>(
         mode: kind.name().into(),
         size: a.size,
         threads: a.threads,
-        lanes: if matches!(kind, Kind::Mode(m) if m.replicated()) { lanes(a) } else { 0 },
+        lanes: if matches!(kind, Kind::Mode(m) if m.replicated()) || matches!(kind, Kind::Scheme(..)) {
+            lanes(a)
+        } else {
+            0
+        },
         ops,
         mean_us: all.mean() / 1000.0,
         p50_us: all.value_at_quantile(0.5) as f64 / 1000.0,
         p99_us: all.value_at_quantile(0.99) as f64 / 1000.0,
         ops_per_s: ops as f64 / secs,
         mb_per_s: ops as f64 * a.size as f64 / secs / 1e6,
+        backups: 0,
+        topology: "none".into(),
     })
 }
 
@@ -478,7 +562,17 @@ fn primary_options(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path) -> Prima
 }
 
 fn sync_points(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path, kind: Kind) -> Result<BenchResult> {
-    let p = Primary::open(&primary_options(a, s, mode, region))?;
+    let mut opts = primary_options(a, s, mode, region);
+    let cluster = match kind {
+        Kind::Scheme(..) => s.scheme(kind),
+        Kind::Mode(m) if m.replicated() && m != Mode::SyncDisk => s.main.as_ref(),
+        _ => None,
+    };
+    if let Some(c) = cluster {
+        opts.mirror = c.mirror.addr().to_string();
+        opts.broadcast = c.broadcast.clone();
+    }
+    let p = Primary::open(&opts)?;
     let part = p.size() / a.threads as u64;
     let slots = (part / a.size).max(1);
     let states: Vec<(u64, u64)> = (0..a.threads as u64).map(|t| (t * part, 0u64)).collect();

@@ -18,6 +18,7 @@
 pub mod admin;
 pub mod bench;
 pub mod child;
+pub mod cluster;
 pub mod config;
 mod connect;
 pub mod demo;
