@@ -82,6 +82,10 @@ pub struct BenchArgs {
     /// Cap each backup link at this rate, e.g. 100MiB/s (sync-backup-slow: default 100MiB/s).
     #[arg(long)]
     pub secondary_rate_limit: Option<String>,
+    /// The local mirrors' secondary_tier_thresh (bytes not yet at every backup above which the
+    /// mirror stalls the primary), e.g. 40MiB.
+    #[arg(long)]
+    pub secondary_tier_thresh: Option<String>,
     /// Start the local mirror with this checkpoint_thresh (complete groups between checkpoints).
     #[arg(long, conflicts_with = "mirror")]
     pub checkpoint_thresh: Option<usize>,
@@ -279,6 +283,7 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
             topology,
             backups,
             rate_limit,
+            secondary_tier_thresh: a.secondary_tier_thresh.clone(),
             checkpoint_thresh: a.checkpoint_thresh,
             busy_poll_us: a.busy_poll_us,
         };

@@ -37,6 +37,8 @@ pub struct Shape {
     pub backups: usize,
     /// Cap on each backup link, e.g. `100MiB/s`.
     pub rate_limit: Option<String>,
+    /// The mirror's `secondary_tier_thresh`, e.g. `40MiB`.
+    pub secondary_tier_thresh: Option<String>,
     pub checkpoint_thresh: Option<usize>,
     pub busy_poll_us: u64,
 }
@@ -83,6 +85,9 @@ impl LocalCluster {
                 f.mirror.chain = shape.topology == Topology::Chain;
                 if let Some(r) = &shape.rate_limit {
                     f.mirror.secondary_rate_limit = r.clone();
+                }
+                if let Some(t) = &shape.secondary_tier_thresh {
+                    f.mirror.secondary_tier_thresh = t.clone();
                 }
                 let p = dir.join(format!("{name}-mirror.toml"));
                 let text =

@@ -151,6 +151,7 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         backups: 0,
         topology: crate::cluster::Topology::TwoTier,
         secondary_rate_limit: None,
+        secondary_tier_thresh: None,
         checkpoint_thresh: None,
         transact: Default::default(),
         matrix: Default::default(),

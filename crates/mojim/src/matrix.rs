@@ -8,6 +8,7 @@
 //! | `sizes` | Fig. 8 | bytes per sync point, 8 B … 12 KiB | unreplicated, async, sync |
 //! | `threads` | Fig. 9 | threads 1 … N, with 1, 2 and 4 lanes | sync (and unreplicated, async) |
 //! | `checkpoint` | §6.3.3 | the mirror's checkpoint_thresh, 1 … 10000 | sync |
+//! | `secondary` | §6.3.3 | the mirror's secondary_tier_thresh, 40 KiB … 400 MiB | sync-backup-slow |
 //! | `transact` | Kokolis et al. §7.1 | epochs × writes per epoch | no-sm, sm-rc, sm-ob |
 //!
 //! One mirror (and a disk mirror and an echo server, for the schemes that need them) is started
@@ -40,12 +41,24 @@ pub struct MatrixArgs {
     /// Most application threads in the threads experiment (threads 1 … N).
     #[arg(long, default_value_t = 4)]
     pub matrix_threads: usize,
-    /// Experiments to run, comma-separated: schemes, sizes, threads, checkpoint, transact.
-    #[arg(long, value_delimiter = ',', default_value = "schemes,sizes,threads,checkpoint,transact")]
+    /// Experiments to run, comma-separated: schemes, sizes, threads, checkpoint, secondary,
+    /// transact.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "schemes,sizes,threads,checkpoint,secondary,transact"
+    )]
     pub matrix_experiments: Vec<String>,
     /// The mirror's checkpoint_thresh values in the checkpoint experiment.
     #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000,10000")]
     pub matrix_checkpoints: Vec<usize>,
+    /// The mirror's secondary_tier_thresh values in the secondary experiment (bytes).
+    #[arg(long, value_delimiter = ',', value_parser = crate::size::parse_size,
+          default_value = "40KiB,400KiB,4MiB,40MiB,400MiB")]
+    pub matrix_secondary: Vec<u64>,
+    /// The backup link's rate in the secondary experiment.
+    #[arg(long, default_value = "20MiB/s")]
+    pub matrix_secondary_rate: String,
 }
 
 /// The experiments, in the order they run.
@@ -55,15 +68,17 @@ pub enum Experiment {
     Sizes,
     Threads,
     Checkpoint,
+    Secondary,
     Transact,
 }
 
 impl Experiment {
-    pub const ALL: [Experiment; 5] = [
+    pub const ALL: [Experiment; 6] = [
         Experiment::Schemes,
         Experiment::Sizes,
         Experiment::Threads,
         Experiment::Checkpoint,
+        Experiment::Secondary,
         Experiment::Transact,
     ];
 
@@ -73,6 +88,7 @@ impl Experiment {
             Experiment::Sizes => "sizes",
             Experiment::Threads => "threads",
             Experiment::Checkpoint => "checkpoint",
+            Experiment::Secondary => "secondary",
             Experiment::Transact => "transact",
         }
     }
@@ -80,7 +96,7 @@ impl Experiment {
     fn parse(s: &str) -> Result<Experiment> {
         Experiment::ALL.into_iter().find(|e| e.name() == s.trim()).ok_or_else(|| {
             Error::Config(format!(
-                "--matrix-experiments: unknown experiment {s:?}; choose from schemes, sizes, threads, checkpoint, transact"
+                "--matrix-experiments: unknown experiment {s:?}; choose from schemes, sizes, threads, checkpoint, secondary, transact"
             ))
         })
     }
@@ -124,12 +140,14 @@ pub const LANES: [u16; 3] = [1, 2, 4];
 pub const THREAD_REFERENCE_MODES: [&str; 2] = ["unreplicated", "async"];
 
 /// The files a run of every experiment writes into OUT_DIR, sorted by name.
-pub const FILES: [&str; 13] = [
+pub const FILES: [&str; 15] = [
     "checkpoint.csv",
     "checkpoint_latency.png",
     "schemes.csv",
     "schemes_latency.png",
     "schemes_throughput.png",
+    "secondary.csv",
+    "secondary_latency.png",
     "sizes.csv",
     "sizes_latency.png",
     "summary.md",
@@ -147,6 +165,7 @@ enum Step {
     Size(u64),
     Threads { threads: usize, lanes: Option<u16> },
     Checkpoint(usize),
+    Secondary(u64),
     Transact { epochs: u32, writes: u32 },
 }
 
@@ -162,6 +181,7 @@ impl Step {
                 format!("threads: unreplicated and async, {threads} threads")
             }
             Step::Checkpoint(t) => format!("checkpoint: checkpoint_thresh {t}"),
+            Step::Secondary(t) => format!("secondary: secondary_tier_thresh {}", plot::bytes(*t as f64)),
             Step::Transact { epochs, writes } => format!("transact: {epochs} epochs × {writes} writes"),
         }
     }
@@ -170,7 +190,7 @@ impl Step {
         match self {
             Step::Schemes => SCHEMES.len() as u64,
             Step::Size(_) => SIZE_MODES.len() as u64,
-            Step::Threads { lanes: Some(_), .. } | Step::Checkpoint(_) => 1,
+            Step::Threads { lanes: Some(_), .. } | Step::Checkpoint(_) | Step::Secondary(_) => 1,
             Step::Threads { lanes: None, .. } => THREAD_REFERENCE_MODES.len() as u64,
             Step::Transact { .. } => Strategy::ALL.len() as u64,
         }
@@ -190,6 +210,7 @@ fn plan(m: &MatrixArgs, t: &TransactArgs, experiments: &[Experiment]) -> Vec<Ste
                 }
             }
             Experiment::Checkpoint => steps.extend(m.matrix_checkpoints.iter().map(|&c| Step::Checkpoint(c))),
+            Experiment::Secondary => steps.extend(m.matrix_secondary.iter().map(|&t| Step::Secondary(t))),
             Experiment::Transact => {
                 for &writes in &t.writes {
                     steps.extend(t.epochs.iter().map(|&epochs| Step::Transact { epochs, writes }));
@@ -208,6 +229,8 @@ pub struct MatrixResults {
     pub threads: Vec<BenchResult>,
     /// `(checkpoint_thresh, result)`.
     pub checkpoint: Vec<(usize, BenchResult)>,
+    /// `(secondary_tier_thresh in bytes, result)`.
+    pub secondary: Vec<(usize, BenchResult)>,
     pub transact: Vec<TransactResult>,
     /// Points that failed: which and why.
     pub failures: Vec<String>,
@@ -284,7 +307,7 @@ fn session_modes(experiments: &[Experiment]) -> Vec<String> {
                 v.push("sync");
                 v
             }
-            Experiment::Checkpoint => Vec::new(),
+            Experiment::Checkpoint | Experiment::Secondary => Vec::new(),
             Experiment::Transact => vec!["sync"],
         };
         for m in add {
@@ -415,6 +438,13 @@ fn run_step(
             let own = Session::start(&a)?;
             res.checkpoint.extend(own.measure(&a)?.into_iter().map(|r| (thresh, r)));
         }
+        Step::Secondary(thresh) => {
+            a.mode = vec!["sync-backup-slow".into()];
+            a.secondary_tier_thresh = Some(thresh.to_string());
+            a.secondary_rate_limit = Some(a.matrix.matrix_secondary_rate.clone());
+            let own = Session::start(&a)?;
+            res.secondary.extend(own.measure(&a)?.into_iter().map(|r| (thresh as usize, r)));
+        }
         Step::Transact { epochs, writes } => {
             let t = match transact {
                 Some(t) => t,
@@ -470,6 +500,15 @@ pub fn threads_csv(rs: &[BenchResult]) -> String {
     let mut s = format!("mode,threads,lanes,size_B,{BENCH_COLUMNS}\n");
     for r in rs {
         let _ = writeln!(s, "{},{},{},{},{}", r.mode, r.threads, r.lanes, r.size, bench_columns(r));
+    }
+    s
+}
+
+/// §6.3.3: one row per secondary_tier_thresh.
+pub fn secondary_csv(rs: &[(usize, BenchResult)]) -> String {
+    let mut s = format!("secondary_tier_thresh_B,mode,size_B,{BENCH_COLUMNS}\n");
+    for (t, r) in rs {
+        let _ = writeln!(s, "{t},{},{},{}", r.mode, r.size, bench_columns(r));
     }
     s
 }
@@ -682,6 +721,27 @@ pub fn summary_md(res: &MatrixResults, info: &RunInfo) -> String {
         }
     }
 
+    if !res.secondary.is_empty() {
+        s.push_str(
+            "\n## The mirror's secondary_tier_thresh, sync + backup over a slow link at 4 KiB (§6.3.3): \
+             `secondary.csv`\n\n",
+        );
+        s.push_str(
+            "| secondary_tier_thresh | mean µs | p50 µs | p99 µs | ops/s |\n|---:|---:|---:|---:|---:|\n",
+        );
+        for (t, r) in &res.secondary {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {:.0} |",
+                plot::bytes(*t as f64),
+                num(r.mean_us),
+                num(r.p50_us),
+                num(r.p99_us),
+                r.ops_per_s
+            );
+        }
+    }
+
     if !res.transact.is_empty() {
         s.push_str(
             "\n## Transact: mean transaction latency in µs and slowdown over no-sm: `transact.csv`\n\n",
@@ -768,6 +828,9 @@ pub fn write_all(out: &Path, res: &MatrixResults, info: &RunInfo) -> Result<Vec<
     }
     if !res.checkpoint.is_empty() {
         put("checkpoint.csv", checkpoint_csv(&res.checkpoint))?;
+    }
+    if !res.secondary.is_empty() {
+        put("secondary.csv", secondary_csv(&res.secondary))?;
     }
     if !res.transact.is_empty() {
         put("transact.csv", transact_csv(&res.transact))?;
@@ -873,6 +936,27 @@ pub fn plots(out: &Path, res: &MatrixResults) -> Result<Vec<PathBuf>> {
             &p,
             "sync latency by the mirror's checkpoint_thresh, 4 KiB (paper §6.3.3)",
             &Axis::log("checkpoint_thresh (groups between checkpoints, log scale)"),
+            &Axis::log("latency (µs, log scale)"),
+            &series,
+            Legend::UpperLeft,
+            None,
+        )?;
+        files.push(p);
+    }
+    if !res.secondary.is_empty() {
+        let pick = |label: &str, color, v: fn(&BenchResult) -> f64| Series {
+            label: label.into(),
+            points: res.secondary.iter().map(|(t, r)| (*t as f64, v(r))).collect(),
+            color,
+            dashed: false,
+        };
+        let series =
+            [pick("mean", 0, |r| r.mean_us), pick("p50", 1, |r| r.p50_us), pick("p99", 2, |r| r.p99_us)];
+        let p = out.join("secondary_latency.png");
+        plot::lines(
+            &p,
+            "sync + backup over a slow link, by secondary_tier_thresh, 4 KiB (paper §6.3.3)",
+            &Axis::log("secondary_tier_thresh (bytes, log scale)").with_format(plot::bytes),
             &Axis::log("latency (µs, log scale)"),
             &series,
             Legend::UpperLeft,
@@ -1036,6 +1120,9 @@ mod tests {
         for c in [1, 10, 100] {
             r.checkpoint.push((c, bench("sync", 4096, 1, 1, 120.0 + c as f64 / 10.0)));
         }
+        for t in [40 << 10, 4 << 20, 400 << 20] {
+            r.secondary.push((t, bench("sync-backup-slow", 4096, 1, 1, 200.0 - (t >> 20) as f64 / 4.0)));
+        }
         for w in [1, 2] {
             for e in [1, 8, 16] {
                 let base = 0.2 * (e * w) as f64;
@@ -1141,6 +1228,8 @@ mod tests {
             matrix_threads: 2,
             matrix_experiments: vec![],
             matrix_checkpoints: vec![1, 100],
+            matrix_secondary: vec![40 << 10],
+            matrix_secondary_rate: "20MiB/s".into(),
         };
         let t = TransactArgs { transact: false, epochs: vec![1, 8], writes: vec![1, 2], transactions: 3 };
         let steps = plan(&m, &t, &Experiment::ALL);
