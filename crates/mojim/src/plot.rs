@@ -347,7 +347,9 @@ pub fn bars(path: &Path, title: &str, y: &Axis, bars: &[(String, f64)], unit: &s
     let (ylo, yhi) = value_range(y, ymin, ymax, 0.1);
     let n = bars.len();
     let yticks: Vec<f64> = ticks(y, ylo, yhi).into_iter().map(|v| y.plotted(v)).collect();
-    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
+    // Wide enough that every bar's name fits under it.
+    let width = SIZE.0.max(140 * n as u32 + 120);
+    let root = BitMapBackend::new(path, (width, SIZE.1)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, (FAMILY, 26))
