@@ -195,6 +195,8 @@ struct Setup {
     schemes: Vec<(Kind, LocalCluster)>,
     /// A second mirror whose data area is on disk, for `sync-disk`.
     disk_mirror: Option<ChildNode>,
+    /// How the disk mirror was started, to restart it.
+    disk_args: Vec<String>,
     disk_dir: Option<PathBuf>,
     echo: Option<ChildNode>,
 }
@@ -245,6 +247,7 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
             main: None,
             schemes: Vec::new(),
             disk_mirror: None,
+            disk_args: Vec::new(),
             disk_dir: None,
             echo: None,
         }
@@ -264,6 +267,7 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
             main: None,
             schemes: Vec::new(),
             disk_mirror: None,
+            disk_args: Vec::new(),
             disk_dir: None,
             echo: None,
         };
@@ -318,6 +322,7 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
             let mut args = serve.to_vec();
             args.extend(["--data", "disk", "--dir", disk, "--log-dir", logs]);
             s.disk_mirror = Some(ChildNode::spawn(&exe()?, &args)?);
+            s.disk_args = args.iter().map(|a| a.to_string()).collect();
         }
         s
     };
@@ -429,6 +434,16 @@ fn measure_with(a: &BenchArgs, s: &Setup, kinds: &[Kind]) -> Result<Vec<BenchRes
             rounds[i].push(measure_one(a, s, k)?);
         }
     }
+    if kinds.contains(&Kind::Mode(Mode::SyncDisk)) && s.disk_mirror.is_some() && !a.json {
+        match disk_recovery(a, s) {
+            Ok((micros, groups)) => eprintln!(
+                "bench: sync-disk mirror killed (SIGKILL) and restarted: recovery applied {groups} groups \
+                 from its logs to the disk data area in {:.1} ms",
+                micros as f64 / 1000.0
+            ),
+            Err(e) => eprintln!("bench: sync-disk recovery not measured: {e}"),
+        }
+    }
     Ok(rounds.into_iter().map(median).collect())
 }
 
@@ -460,6 +475,41 @@ fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
         _ => (0, "none".into()),
     };
     Ok(r)
+}
+
+/// Kills the disk mirror mid-stream, restarts it from its folders, and reads how long its
+/// recovery took and how many groups it re-applied.
+fn disk_recovery(a: &BenchArgs, s: &Setup) -> Result<(u64, usize)> {
+    let mirror = s.disk_mirror.as_ref().expect("checked").addr().to_string();
+    let mut opts = primary_options(a, s, Mode::SyncDisk, &s.region_path);
+    opts.mirror = mirror;
+    opts.lanes = 1;
+    let p = Primary::open(&opts)?;
+    // Groups the mirror has in its log but has not yet made durable on disk: recovery's work.
+    let page = vec![0x5Au8; 4096];
+    for i in 0..64u64 {
+        p.write(i * 4096, &page)?;
+        p.msync(i * 4096, 4096)?;
+    }
+    // A crash, not a shutdown: SIGKILL. (The session's handle on the process reaps it later.)
+    let killed = s.disk_mirror.as_ref().expect("checked").pid();
+    let pid = rustix::process::Pid::from_raw(killed as i32).ok_or_else(|| Error::Config("no pid".into()))?;
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL)
+        .map_err(|e| Error::io("kill the disk mirror")(e.into()))?;
+    drop(p);
+    // Gone once it is a zombie (its parent, this process, reaps it later).
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{killed}/stat"))
+            .map_or(true, |st| st.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+    };
+    while !gone() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let args: Vec<&str> = s.disk_args.iter().map(String::as_str).collect();
+    let restarted = ChildNode::spawn(&exe()?, &args)?;
+    let mut admin = crate::admin::AdminClient::connect(restarted.addr(), &s.secret, Duration::from_secs(5))?;
+    let st = admin.status()?;
+    Ok((st.recovery.micros, st.recovery.groups_applied))
 }
 
 fn lanes(a: &BenchArgs) -> u16 {
