@@ -506,20 +506,56 @@ pub fn threads_csv(rs: &[BenchResult]) -> String {
 
 /// §6.3.3: one row per secondary_tier_thresh.
 pub fn secondary_csv(rs: &[(usize, BenchResult)]) -> String {
-    let mut s = format!("secondary_tier_thresh_B,mode,size_B,{BENCH_COLUMNS}\n");
+    sweep_csv("secondary_tier_thresh_B", rs)
+}
+
+/// §6.3.3: one row per checkpoint_thresh.
+pub fn checkpoint_csv(rs: &[(usize, BenchResult)]) -> String {
+    sweep_csv("checkpoint_thresh_groups", rs)
+}
+
+/// One row per value of a swept setting, named `column`.
+fn sweep_csv(column: &str, rs: &[(usize, BenchResult)]) -> String {
+    let mut s = format!("{column},mode,size_B,{BENCH_COLUMNS}\n");
     for (t, r) in rs {
         let _ = writeln!(s, "{t},{},{},{}", r.mode, r.size, bench_columns(r));
     }
     s
 }
 
-/// §6.3.3: one row per checkpoint_thresh.
-pub fn checkpoint_csv(rs: &[(usize, BenchResult)]) -> String {
-    let mut s = format!("checkpoint_thresh_groups,mode,size_B,{BENCH_COLUMNS}\n");
+/// A summary.md table of a swept setting: one row per value, as `label` writes it.
+fn sweep_table(
+    s: &mut String,
+    heading: &str,
+    name: &str,
+    rs: &[(usize, BenchResult)],
+    label: fn(usize) -> String,
+) {
+    s.push_str(heading);
+    let _ = writeln!(s, "| {name} | mean µs | p50 µs | p99 µs | ops/s |\n|---:|---:|---:|---:|---:|");
     for (t, r) in rs {
-        let _ = writeln!(s, "{t},{},{},{}", r.mode, r.size, bench_columns(r));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.0} |",
+            label(*t),
+            num(r.mean_us),
+            num(r.p50_us),
+            num(r.p99_us),
+            r.ops_per_s
+        );
     }
-    s
+}
+
+/// A latency plot (mean, p50, p99) over a swept setting on a log scale.
+fn sweep_plot(path: &Path, title: &str, x: &Axis, rs: &[(usize, BenchResult)]) -> Result<()> {
+    let pick = |label: &str, color, v: fn(&BenchResult) -> f64| Series {
+        label: label.into(),
+        points: rs.iter().map(|(t, r)| (*t as f64, v(r))).collect(),
+        color,
+        dashed: false,
+    };
+    let series = [pick("mean", 0, |r| r.mean_us), pick("p50", 1, |r| r.p50_us), pick("p99", 2, |r| r.p99_us)];
+    plot::lines(path, title, x, &Axis::log("latency (µs, log scale)"), &series, Legend::UpperLeft, None)
 }
 
 /// Transact: one row per strategy, epochs and writes.
@@ -707,39 +743,14 @@ pub fn summary_md(res: &MatrixResults, info: &RunInfo) -> String {
     }
 
     if !res.checkpoint.is_empty() {
-        s.push_str("\n## The mirror's checkpoint_thresh, sync at 4 KiB (§6.3.3): `checkpoint.csv`\n\n");
-        s.push_str("| checkpoint_thresh | mean µs | p50 µs | p99 µs | ops/s |\n|---:|---:|---:|---:|---:|\n");
-        for (t, r) in &res.checkpoint {
-            let _ = writeln!(
-                s,
-                "| {t} | {} | {} | {} | {:.0} |",
-                num(r.mean_us),
-                num(r.p50_us),
-                num(r.p99_us),
-                r.ops_per_s
-            );
-        }
+        let h = "\n## The mirror's checkpoint_thresh, sync at 4 KiB (§6.3.3): `checkpoint.csv`\n\n";
+        sweep_table(&mut s, h, "checkpoint_thresh", &res.checkpoint, |t| t.to_string());
     }
 
     if !res.secondary.is_empty() {
-        s.push_str(
-            "\n## The mirror's secondary_tier_thresh, sync + backup over a slow link at 4 KiB (§6.3.3): \
-             `secondary.csv`\n\n",
-        );
-        s.push_str(
-            "| secondary_tier_thresh | mean µs | p50 µs | p99 µs | ops/s |\n|---:|---:|---:|---:|---:|\n",
-        );
-        for (t, r) in &res.secondary {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {:.0} |",
-                plot::bytes(*t as f64),
-                num(r.mean_us),
-                num(r.p50_us),
-                num(r.p99_us),
-                r.ops_per_s
-            );
-        }
+        let h = "\n## The mirror's secondary_tier_thresh, sync + backup over a slow link at 4 KiB (§6.3.3): \
+                 `secondary.csv`\n\n";
+        sweep_table(&mut s, h, "secondary_tier_thresh", &res.secondary, |t| plot::bytes(t as f64));
     }
 
     if !res.transact.is_empty() {
@@ -923,44 +934,22 @@ pub fn plots(out: &Path, res: &MatrixResults) -> Result<Vec<PathBuf>> {
         files.push(p);
     }
     if !res.checkpoint.is_empty() {
-        let pick = |label: &str, color, v: fn(&BenchResult) -> f64| Series {
-            label: label.into(),
-            points: res.checkpoint.iter().map(|(t, r)| (*t as f64, v(r))).collect(),
-            color,
-            dashed: false,
-        };
-        let series =
-            [pick("mean", 0, |r| r.mean_us), pick("p50", 1, |r| r.p50_us), pick("p99", 2, |r| r.p99_us)];
         let p = out.join("checkpoint_latency.png");
-        plot::lines(
+        sweep_plot(
             &p,
             "sync latency by the mirror's checkpoint_thresh, 4 KiB (paper §6.3.3)",
             &Axis::log("checkpoint_thresh (groups between checkpoints, log scale)"),
-            &Axis::log("latency (µs, log scale)"),
-            &series,
-            Legend::UpperLeft,
-            None,
+            &res.checkpoint,
         )?;
         files.push(p);
     }
     if !res.secondary.is_empty() {
-        let pick = |label: &str, color, v: fn(&BenchResult) -> f64| Series {
-            label: label.into(),
-            points: res.secondary.iter().map(|(t, r)| (*t as f64, v(r))).collect(),
-            color,
-            dashed: false,
-        };
-        let series =
-            [pick("mean", 0, |r| r.mean_us), pick("p50", 1, |r| r.p50_us), pick("p99", 2, |r| r.p99_us)];
         let p = out.join("secondary_latency.png");
-        plot::lines(
+        sweep_plot(
             &p,
             "sync + backup over a slow link, by secondary_tier_thresh, 4 KiB (paper §6.3.3)",
             &Axis::log("secondary_tier_thresh (bytes, log scale)").with_format(plot::bytes),
-            &Axis::log("latency (µs, log scale)"),
-            &series,
-            Legend::UpperLeft,
-            None,
+            &res.secondary,
         )?;
         files.push(p);
     }
