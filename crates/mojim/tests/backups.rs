@@ -266,3 +266,41 @@ fn chain_and_broadcast_deliver_identical_final_images() {
         );
     }
 }
+
+#[test]
+fn a_wiped_backup_is_reported_and_does_not_stall_the_primary() {
+    let mut c = Cluster::new("backup-wiped", 1 << 20, |f| f.primary.lanes = 1);
+    let mut backup = start_backup(&c, "backup");
+    feed(&mut c, &[&backup], |f| f.mirror.secondary_tier_thresh = "64KiB".into());
+    c.start_mirror();
+    let p = Primary::open(&c.primary_options()).expect("open the primary");
+    let size = c.size();
+    load(&p, 1, 50, common::seed("backup-wiped"), size);
+    let mut m = c.admin();
+    wait_caught_up(&mut m);
+    // The backup loses everything and comes back empty on the same address.
+    let addr = backup.addr().to_string();
+    backup.kill();
+    let dir = c.dir.path().join("backup");
+    std::fs::remove_dir_all(&dir).expect("wipe the backup");
+    let cfg = c.cfg_path.to_str().expect("utf-8");
+    let args = ["serve", "--config", cfg, "--listen", &addr, "--dir", dir.to_str().expect("utf-8")];
+    let _backup = ChildNode::spawn(common::exe(), &args).expect("restart the backup empty");
+    // Far more than the threshold goes through: the wiped backup does not hold the log back.
+    let data = vec![0x3Cu8; 16 << 10];
+    for i in 0..32u64 {
+        p.write(i * (16 << 10), &data).expect("write");
+        p.msync(i * (16 << 10), 16 << 10).expect("msync");
+    }
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let st = m.status().expect("status");
+        let b = &st.backups[0];
+        if b.needs_copy {
+            assert!(b.error.as_deref().is_some_and(|e| e.contains("copy")), "{st:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the wiped backup was never reported: {st:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -41,6 +41,9 @@ pub struct BackupStatus {
     pub lag_groups: usize,
     pub lag_bytes: u64,
     pub error: Option<String>,
+    /// The backup lacks groups this node no longer keeps: it needs a full copy, and until then
+    /// it does not hold back this node's log.
+    pub needs_copy: bool,
 }
 
 #[derive(Default)]
@@ -76,7 +79,13 @@ impl Forward {
 impl FwdState {
     /// The highest sequence number every backup has acknowledged.
     pub fn min_acked(&self) -> u64 {
-        self.links.iter().map(|l| l.acked_seq).min().unwrap_or(u64::MAX).max(self.base)
+        self.links
+            .iter()
+            .filter(|l| !l.needs_copy)
+            .map(|l| l.acked_seq)
+            .min()
+            .unwrap_or(u64::MAX)
+            .max(self.base)
     }
 
     /// Queues applied groups for the backups.
@@ -86,6 +95,9 @@ impl FwdState {
         }
         self.queue_bytes += g.bytes;
         self.queue.push_back(*g);
+        // A group no backup waits for (all of them need a full copy) leaves at once; a backup
+        // that is merely down still holds it.
+        self.trim();
     }
 
     /// Drops the groups every backup has.
@@ -200,6 +212,8 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
     {
         let mut st = lock(f);
         if have < st.base {
+            st.links[i].needs_copy = true;
+            st.trim();
             return Err(format!(
                 "the backup has groups up to {have} but this node keeps groups only after {}; \
                  copy this node's data area to the backup to bring it back",
@@ -209,6 +223,7 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
         let l = &mut st.links[i];
         l.connected = true;
         l.error = None;
+        l.needs_copy = false;
         l.acked_seq = have;
         st.trim();
     }
