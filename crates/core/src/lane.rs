@@ -141,6 +141,28 @@ mod tests {
     }
 
     #[test]
+    fn a_skip_takes_no_room_and_becomes_a_void_group() {
+        let tag = SessionTag { session: 1, epoch: 1, lane: 0 };
+        let mut l = MirrorLane::new(0, 1024, 0, 0);
+        l.begin(tag, 1 << 20, 256, 5);
+        let mut h = mojim_format::FrameHeader::new(FrameKind::Skip);
+        h.epoch = 1;
+        h.session = 1;
+        h.offset = 5;
+        h.seq = 7;
+        let s = l.on_header(&h.to_bytes()).unwrap().unwrap();
+        assert_eq!(s.size, 0);
+        let g = l.commit(&s).unwrap();
+        assert_eq!((g.first_seq, g.seq, g.start_pos, g.end_pos, g.bytes), (5, 7, 0, 0, 0));
+        assert_eq!(l.space().used(), 0);
+        // The next group must come after the void numbers.
+        let early = data_header(tag, 7, FramePlan { offset: 0, len: 1, frame_index: 0, end: true }, &[0]);
+        assert!(l.on_header(&early).is_err());
+        let next = data_header(tag, 8, FramePlan { offset: 0, len: 1, frame_index: 0, end: true }, &[0]);
+        assert!(l.on_header(&next).unwrap().is_some());
+    }
+
+    #[test]
     fn full_log_waits_without_changing_state() {
         let tag = SessionTag { session: 1, epoch: 1, lane: 0 };
         let mut l = MirrorLane::new(0, 256, 0, 0);
