@@ -202,6 +202,23 @@ struct Setup {
 }
 
 impl Setup {
+    /// A setup with its region and nothing started yet.
+    fn new(dir: Option<PathBuf>, region_path: PathBuf, secret: Secret, limits: Limits) -> Setup {
+        Setup {
+            dir,
+            region_path,
+            mirror_addr: None,
+            secret,
+            limits,
+            main: None,
+            schemes: Vec::new(),
+            disk_mirror: None,
+            disk_args: Vec::new(),
+            disk_dir: None,
+            echo: None,
+        }
+    }
+
     fn mirror_for(&self, mode: Mode) -> String {
         match (mode, &self.disk_mirror) {
             (Mode::SyncDisk, Some(m)) => m.addr().to_string(),
@@ -238,19 +255,9 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
     let needs_echo = kinds.contains(&Kind::TcpRtt);
     let mut s = if let (Some(addr), Some(cfg)) = (&a.mirror, &a.config) {
         let cfg = Config::load(cfg)?;
-        Setup {
-            dir: None,
-            region_path: cfg.resolve(&cfg.file.region.path),
-            mirror_addr: Some(addr.clone()),
-            secret: cfg.secret(false)?,
-            limits: cfg.limits()?,
-            main: None,
-            schemes: Vec::new(),
-            disk_mirror: None,
-            disk_args: Vec::new(),
-            disk_dir: None,
-            echo: None,
-        }
+        let mut s = Setup::new(None, cfg.resolve(&cfg.file.region.path), cfg.secret(false)?, cfg.limits()?);
+        s.mirror_addr = Some(addr.clone());
+        s
     } else {
         // Named after the process and a count, so that sessions of one process never share one.
         static SESSIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -258,19 +265,12 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         let name = format!("mojim-bench-{}-{n}", std::process::id());
         let dir = a.dir.join(&name);
         std::fs::create_dir_all(&dir).map_err(Error::io(format!("create {}", dir.display())))?;
-        let mut s = Setup {
-            dir: Some(dir.clone()),
-            region_path: dir.join("region.mojim"),
-            mirror_addr: None,
-            secret: Secret(b"bench".to_vec()),
-            limits: Limits::default(),
-            main: None,
-            schemes: Vec::new(),
-            disk_mirror: None,
-            disk_args: Vec::new(),
-            disk_dir: None,
-            echo: None,
-        };
+        let mut s = Setup::new(
+            Some(dir.clone()),
+            dir.join("region.mojim"),
+            Secret(b"bench".to_vec()),
+            Limits::default(),
+        );
         let id = RegionId { uuid: random_uuid(), size: a.region_size };
         crate::create_region(&s.region_path, id)?;
         let base = template(&id.uuid, id.size, "bench", "127.0.0.1:0");
