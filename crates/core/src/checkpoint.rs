@@ -164,6 +164,13 @@ impl Checkpointer {
         self.applied_seq + 1
     }
 
+    /// Starts over at `seq`, forward or back: the data area was replaced wholesale (a full copy
+    /// begins) and the groups before it are no longer this copy's history.
+    pub fn reset_to(&mut self, seq: u64) {
+        assert_eq!(self.waiting, 0, "reset_to with groups waiting");
+        self.applied_seq = seq;
+    }
+
     /// Moves the applied watermark forward over a gap that will never be filled.
     pub fn skip_to(&mut self, seq: u64) {
         assert_eq!(self.waiting, 0, "skip_to with groups waiting");

@@ -257,6 +257,7 @@ mod tests {
             session: 77,
             nonce: [5; 32],
             max_frame: 65536,
+            generation: 0,
         }
     }
 

@@ -67,7 +67,8 @@ impl MirrorLane {
         // Check on a copy so that a frame that must wait for room is checked again unchanged.
         let mut probe = receiver.clone();
         let accepted = probe.on_header(bytes)?;
-        if accepted.header.kind == FrameKind::Skip {
+        if accepted.header.kind != FrameKind::Data {
+            // Skips and control frames take no log room; only a Skip becomes a (void) group.
             *receiver = probe;
             let placement = Placement { pad_at: None, pos: self.space.head() };
             return Ok(Some(Slot { accepted, placement, size: 0 }));
@@ -84,6 +85,9 @@ impl MirrorLane {
     /// group if this record completed it.
     pub fn commit(&mut self, slot: &Slot) -> Option<GroupRef> {
         let h = &slot.accepted.header;
+        if !matches!(h.kind, FrameKind::Data | FrameKind::Skip) {
+            return None;
+        }
         self.max_seq = self.max_seq.max(h.seq);
         if h.kind == FrameKind::Skip {
             assert!(self.open.is_none(), "a skip inside a group");

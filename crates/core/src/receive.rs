@@ -93,7 +93,15 @@ impl LaneReceiver {
     /// Checks a header and, if it is acceptable, advances the lane's state.
     pub fn on_header(&mut self, bytes: &[u8; FRAME_HEADER_SIZE]) -> Result<Accepted, Violation> {
         let h = FrameHeader::decode(bytes).map_err(Violation::Frame)?;
-        if h.kind != FrameKind::Data && h.kind != FrameKind::Skip {
+        if !matches!(
+            h.kind,
+            FrameKind::Data
+                | FrameKind::Skip
+                | FrameKind::Heartbeat
+                | FrameKind::CopyBegin
+                | FrameKind::Copy
+                | FrameKind::CopyEnd
+        ) {
             return Err(Violation::Kind { found: h.kind });
         }
         if h.lane != self.tag.lane {
@@ -105,8 +113,12 @@ impl LaneReceiver {
         if h.session != self.tag.session {
             return Err(Violation::Session { found: h.session, expected: self.tag.session });
         }
-        if h.kind == FrameKind::Skip {
-            return self.on_skip(h);
+        match h.kind {
+            FrameKind::Skip => return self.on_skip(h),
+            FrameKind::Heartbeat | FrameKind::CopyBegin | FrameKind::Copy | FrameKind::CopyEnd => {
+                return self.on_control(h)
+            }
+            _ => {}
         }
         if h.body_len == 0 || h.body_len > self.max_frame {
             return Err(Violation::BodyLen { found: h.body_len, max: self.max_frame });
@@ -144,6 +156,29 @@ impl LaneReceiver {
             self.open = Some((h.seq, h.frame_index + 1));
         }
         Ok(Accepted { header: h, ends_group })
+    }
+
+    /// Heartbeats and copy frames come between groups. A Copy carries region bytes (checked like
+    /// a Data frame's); the others have no body. `ends_group` is false: they belong to no group.
+    fn on_control(&mut self, h: FrameHeader) -> Result<Accepted, Violation> {
+        if let Some((seq, _)) = self.open {
+            return Err(Violation::SeqInGroup { found: h.seq, expected: seq });
+        }
+        if h.kind == FrameKind::Copy {
+            if h.body_len == 0 || h.body_len > self.max_frame {
+                return Err(Violation::BodyLen { found: h.body_len, max: self.max_frame });
+            }
+            if h.offset.checked_add(h.body_len as u64).is_none_or(|e| e > self.region_size) {
+                return Err(Violation::OutOfBounds {
+                    offset: h.offset,
+                    len: h.body_len,
+                    region_size: self.region_size,
+                });
+            }
+        } else if h.body_len != 0 {
+            return Err(Violation::BodyLen { found: h.body_len, max: 0 });
+        }
+        Ok(Accepted { header: h, ends_group: false })
     }
 
     /// A Skip voids sequence numbers `offset ..= seq`, between groups, starting exactly at the
@@ -204,6 +239,41 @@ mod tests {
         r.on_header(&hdr(5, 1, 0, 10, true)).unwrap();
         assert!(matches!(r.on_header(&skip(5, 9)), Err(Violation::Seq { .. })), "not backwards");
         assert!(matches!(r.on_header(&skip(7, 6)), Err(Violation::Seq { .. })), "not empty");
+    }
+
+    fn control(kind: FrameKind, offset: u64, body_len: u32) -> [u8; 64] {
+        let mut h = mojim_format::FrameHeader::new(kind);
+        h.lane = TAG.lane;
+        h.epoch = TAG.epoch;
+        h.session = TAG.session;
+        h.offset = offset;
+        h.body_len = body_len;
+        h.to_bytes()
+    }
+
+    #[test]
+    fn control_frames_come_between_groups_and_are_checked() {
+        let mut r = LaneReceiver::new(TAG, 1 << 20, 4096, 1);
+        for k in [FrameKind::Heartbeat, FrameKind::CopyBegin, FrameKind::CopyEnd] {
+            assert!(!r.on_header(&control(k, 0, 0)).unwrap().ends_group);
+            assert!(matches!(r.on_header(&control(k, 0, 1)), Err(Violation::BodyLen { .. })), "{k:?}");
+        }
+        assert!(r.on_header(&control(FrameKind::Copy, 4096, 4096)).is_ok());
+        assert!(matches!(r.on_header(&control(FrameKind::Copy, 0, 0)), Err(Violation::BodyLen { .. })));
+        assert!(matches!(r.on_header(&control(FrameKind::Copy, 0, 4097)), Err(Violation::BodyLen { .. })));
+        assert!(matches!(
+            r.on_header(&control(FrameKind::Copy, (1 << 20) - 1, 2)),
+            Err(Violation::OutOfBounds { .. })
+        ));
+        r.on_header(&hdr(1, 0, 0, 10, false)).unwrap();
+        assert!(matches!(
+            r.on_header(&control(FrameKind::Heartbeat, 0, 0)),
+            Err(Violation::SeqInGroup { .. })
+        ));
+        let mut stale = mojim_format::FrameHeader::new(FrameKind::Heartbeat);
+        stale.session = TAG.session;
+        stale.epoch = TAG.epoch - 1;
+        assert!(matches!(r.on_header(&stale.to_bytes()), Err(Violation::Epoch { .. })));
     }
 
     #[test]

@@ -13,8 +13,8 @@
 //!  16   4 body_len         bytes of body that follow the header
 //!  20   4 frame_index      index of this frame within its group, from 0
 //!  24   8 epoch            configuration number of the sender
-//!  32   8 seq              group sequence number (Data, Ack)
-//!  40   8 offset           region offset of the body (Data)
+//!  32   8 seq              group sequence number (Data, Ack, Skip); see FrameKind for others
+//!  40   8 offset           region offset of the body (Data, Copy); see FrameKind for others
 //!  48   8 session          random id of the primary's session
 //!  56   8 log_pos          absolute position of this record in its lane's log (0 on the wire)
 //! ```
@@ -62,6 +62,21 @@ pub enum FrameKind {
     /// Wire only, no body: sequence numbers `offset ..= seq` will never carry a group (they were
     /// dropped upstream); the receiver's checkpointer moves past them in order.
     Skip = 11,
+    /// No body, between groups, both directions: the sender is alive. A receiver that hears
+    /// nothing on a lane for its heartbeat timeout declares the peer failed. A receiver of
+    /// data answers each Heartbeat with one.
+    Heartbeat = 12,
+    /// No body, between groups: a resynchronisation of this lane's session starts. `offset` is
+    /// the kind (1 log catch-up, 2 bitmap, 3 full copy), `seq` the bytes the whole copy sends.
+    /// Until every lane sent CopyEnd the receiver's data area is inconsistent and groups wait.
+    CopyBegin = 13,
+    /// Between groups, after CopyBegin: `body_len` bytes of the sender's current region content
+    /// at `offset`, written straight into the receiver's data area.
+    Copy = 14,
+    /// No body: this lane's part of the copy is over. `offset` is the generation id the
+    /// receiver takes once every lane of the session sent one, `seq` the one before it. The
+    /// receiver answers with CopyEnd once the copy is persistent.
+    CopyEnd = 15,
 }
 
 impl FrameKind {
@@ -79,6 +94,10 @@ impl FrameKind {
             9 => FrameKind::Request,
             10 => FrameKind::Reply,
             11 => FrameKind::Skip,
+            12 => FrameKind::Heartbeat,
+            13 => FrameKind::CopyBegin,
+            14 => FrameKind::Copy,
+            15 => FrameKind::CopyEnd,
             _ => return None,
         })
     }
@@ -260,7 +279,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn kind() -> impl Strategy<Value = FrameKind> {
-        (1u8..=11).prop_map(|k| FrameKind::from_u8(k).expect("1..=11 are kinds"))
+        (1u8..=15).prop_map(|k| FrameKind::from_u8(k).expect("1..=15 are kinds"))
     }
 
     prop_compose! {

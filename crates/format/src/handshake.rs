@@ -9,8 +9,10 @@ pub const NONCE_SIZE: usize = 32;
 pub const PROOF_SIZE: usize = 32;
 pub const HELLO_SIZE: usize = 96;
 pub const CHALLENGE_SIZE: usize = NONCE_SIZE + PROOF_SIZE;
-pub const WELCOME_SIZE: usize = 32;
+pub const WELCOME_SIZE: usize = 64;
 pub const REQUEST_SIZE: usize = 24;
+/// Longest JSON body of an operator's command.
+pub const COMMAND_MAX: usize = 4096;
 /// Longest refusal message accepted.
 pub const REFUSE_MAX: usize = 2048;
 
@@ -67,7 +69,8 @@ pub enum PeerRole {
 ///  40   8 session       random id shared by the session's lanes
 ///  48  32 nonce         random, fresh per connection
 ///  80   4 max_frame     largest body the sender will put in a Data frame
-///  84  12 reserved      0
+///  84   4 reserved      0
+///  88   8 generation    id of the history the sender's copy follows (0: unknown)
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hello {
@@ -80,6 +83,7 @@ pub struct Hello {
     pub session: u64,
     pub nonce: [u8; NONCE_SIZE],
     pub max_frame: u32,
+    pub generation: u64,
 }
 
 impl Hello {
@@ -94,6 +98,7 @@ impl Hello {
         put_u64(&mut b, 40, self.session);
         b[48..80].copy_from_slice(&self.nonce);
         put_u32(&mut b, 80, self.max_frame);
+        put_u64(&mut b, 88, self.generation);
         b
     }
 
@@ -105,7 +110,7 @@ impl Hello {
             3 => PeerRole::Mirror,
             v => return Err(BodyFormatError::Field { kind: "Hello", field: "role", value: v as u64 }),
         };
-        if b[1] != 0 || b[6..8] != [0, 0] || b[84..].iter().any(|&x| x != 0) {
+        if b[1] != 0 || b[6..8] != [0, 0] || b[84..88].iter().any(|&x| x != 0) {
             return Err(BodyFormatError::Field { kind: "Hello", field: "reserved bytes", value: 0 });
         }
         let mut region_uuid = [0u8; 16];
@@ -122,6 +127,7 @@ impl Hello {
             session: u64_at(b, 40),
             nonce,
             max_frame: u32_at(b, 80),
+            generation: u64_at(b, 88),
         })
     }
 }
@@ -163,14 +169,21 @@ pub fn decode_proof(b: &[u8]) -> Result<[u8; PROOF_SIZE], BodyFormatError> {
 ///   8   8 log_capacity  bytes of record space in each lane's log
 ///  16   4 max_frame     largest Data body the receiver accepts
 ///  20   4 reserved      0
-///  24   8 epoch         the receiver's epoch
+///  24   8 epoch           the receiver's epoch
+///  32   8 generation      id of the history the receiver's copy follows (0: unknown)
+///  40   8 prev_generation the generation before it (0: none)
+///  48   4 flags           bit 0: the receiver's data area is inconsistent (a copy did not finish)
+///  52  12 reserved        0
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Welcome {
     pub next_seq: u64,
     pub log_capacity: u64,
     pub max_frame: u32,
     pub epoch: u64,
+    pub generation: u64,
+    pub prev_generation: u64,
+    pub inconsistent: bool,
 }
 
 impl Welcome {
@@ -180,12 +193,15 @@ impl Welcome {
         put_u64(&mut b, 8, self.log_capacity);
         put_u32(&mut b, 16, self.max_frame);
         put_u64(&mut b, 24, self.epoch);
+        put_u64(&mut b, 32, self.generation);
+        put_u64(&mut b, 40, self.prev_generation);
+        put_u32(&mut b, 48, self.inconsistent as u32);
         b
     }
 
     pub fn decode(b: &[u8]) -> Result<Welcome, BodyFormatError> {
         let b = exact::<WELCOME_SIZE>("Welcome", b)?;
-        if u32_at(b, 20) != 0 {
+        if u32_at(b, 20) != 0 || b[52..].iter().any(|&x| x != 0) {
             return Err(BodyFormatError::Field { kind: "Welcome", field: "reserved bytes", value: 0 });
         }
         Ok(Welcome {
@@ -193,6 +209,13 @@ impl Welcome {
             log_capacity: u64_at(b, 8),
             max_frame: u32_at(b, 16),
             epoch: u64_at(b, 24),
+            generation: u64_at(b, 32),
+            prev_generation: u64_at(b, 40),
+            inconsistent: match u32_at(b, 48) {
+                0 => false,
+                1 => true,
+                v => return Err(BodyFormatError::Field { kind: "Welcome", field: "flags", value: v as u64 }),
+            },
         })
     }
 }
@@ -254,40 +277,71 @@ pub fn decode_refuse(b: &[u8]) -> Result<(RefuseCode, String), BodyFormatError> 
 ///
 /// ```text
 /// off len field
-///   0   4 op        1 = status (reply: JSON), 2 = read (reply: bytes)
+///   0   4 op        1 = status (reply: JSON), 2 = read (reply: bytes),
+///                   3 = command (reply: JSON; the command follows as UTF-8 JSON)
 ///   4   4 reserved  0
-///   8   8 offset    read: region offset
-///  16   8 len       read: bytes
+///   8   8 offset    read: region offset; otherwise 0
+///  16   8 len       read: bytes; command: bytes of JSON that follow (at most COMMAND_MAX)
+///  24   …           command: the JSON
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
     Status,
     Read { offset: u64, len: u64 },
+    Command(String),
 }
 
 impl Request {
-    pub fn encode(&self) -> [u8; REQUEST_SIZE] {
-        let mut b = [0u8; REQUEST_SIZE];
-        match *self {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; REQUEST_SIZE];
+        match self {
             Request::Status => put_u32(&mut b, 0, 1),
             Request::Read { offset, len } => {
                 put_u32(&mut b, 0, 2);
-                put_u64(&mut b, 8, offset);
-                put_u64(&mut b, 16, len);
+                put_u64(&mut b, 8, *offset);
+                put_u64(&mut b, 16, *len);
+            }
+            Request::Command(json) => {
+                put_u32(&mut b, 0, 3);
+                put_u64(&mut b, 16, json.len() as u64);
+                b.extend_from_slice(json.as_bytes());
             }
         }
         b
     }
 
     pub fn decode(b: &[u8]) -> Result<Request, BodyFormatError> {
-        let b = exact::<REQUEST_SIZE>("Request", b)?;
-        if u32_at(b, 4) != 0 {
+        if b.len() < REQUEST_SIZE {
+            return Err(BodyFormatError::Size { kind: "Request", expected: REQUEST_SIZE, found: b.len() });
+        }
+        let (head, rest) = b.split_at(REQUEST_SIZE);
+        if u32_at(head, 4) != 0 {
             return Err(BodyFormatError::Field { kind: "Request", field: "reserved bytes", value: 0 });
         }
-        match u32_at(b, 0) {
-            1 if b[8..].iter().all(|&x| x == 0) => Ok(Request::Status),
+        let op = u32_at(head, 0);
+        if op != 3 && !rest.is_empty() {
+            return Err(BodyFormatError::Size { kind: "Request", expected: REQUEST_SIZE, found: b.len() });
+        }
+        match op {
+            1 if head[8..].iter().all(|&x| x == 0) => Ok(Request::Status),
             1 => Err(BodyFormatError::Field { kind: "Request", field: "status padding", value: 0 }),
-            2 => Ok(Request::Read { offset: u64_at(b, 8), len: u64_at(b, 16) }),
+            2 => Ok(Request::Read { offset: u64_at(head, 8), len: u64_at(head, 16) }),
+            3 => {
+                let len = u64_at(head, 16);
+                if u64_at(head, 8) != 0 || len > COMMAND_MAX as u64 || len != rest.len() as u64 {
+                    return Err(BodyFormatError::Field {
+                        kind: "Request",
+                        field: "command length",
+                        value: len,
+                    });
+                }
+                let json = std::str::from_utf8(rest).map_err(|_| BodyFormatError::Field {
+                    kind: "Request",
+                    field: "command UTF-8",
+                    value: 0,
+                })?;
+                Ok(Request::Command(json.to_string()))
+            }
             op => Err(BodyFormatError::Field { kind: "Request", field: "op", value: op as u64 }),
         }
     }
@@ -305,20 +359,24 @@ mod tests {
                             session in any::<u64>(), nonce in any::<[u8; 32]>(), mf in any::<u32>()) {
             let h = Hello { role: if admin { PeerRole::Admin } else { PeerRole::Primary }, lane,
                             lanes, region_uuid: uuid, region_size: size, epoch, session, nonce,
-                            max_frame: mf };
+                            max_frame: mf, generation: size ^ epoch };
             prop_assert_eq!(Hello::decode(&h.encode()), Ok(h));
         }
 
         #[test]
-        fn welcome_round_trip(a in any::<u64>(), b in any::<u64>(), c in any::<u32>(), d in any::<u64>()) {
-            let w = Welcome { next_seq: a, log_capacity: b, max_frame: c, epoch: d };
+        fn welcome_round_trip(a in any::<u64>(), b in any::<u64>(), c in any::<u32>(), d in any::<u64>(),
+                              g in any::<u64>(), p in any::<u64>(), i in any::<bool>()) {
+            let w = Welcome { next_seq: a, log_capacity: b, max_frame: c, epoch: d, generation: g,
+                              prev_generation: p, inconsistent: i };
             prop_assert_eq!(Welcome::decode(&w.encode()), Ok(w));
         }
 
         #[test]
-        fn request_round_trip(offset in any::<u64>(), len in any::<u64>()) {
+        fn request_round_trip(offset in any::<u64>(), len in any::<u64>(), cmd in ".{0,200}") {
             let r = Request::Read { offset, len };
             prop_assert_eq!(Request::decode(&r.encode()), Ok(r));
+            let c = Request::Command(cmd);
+            prop_assert_eq!(Request::decode(&c.encode()), Ok(c));
         }
 
         #[test]
@@ -345,6 +403,13 @@ mod tests {
         let mut b = Request::Status.encode();
         b[8] = 0xff;
         assert!(Request::decode(&b).is_err());
+        let mut c = Request::Command("{}".into()).encode();
+        c.push(b' ');
+        assert!(Request::decode(&c).is_err(), "length must match");
+        let mut long = Request::Command("x".repeat(COMMAND_MAX + 1)).encode();
+        assert!(Request::decode(&long).is_err(), "over the limit");
+        long.truncate(REQUEST_SIZE);
+        assert!(Request::decode(&long).is_err());
     }
 
     #[test]

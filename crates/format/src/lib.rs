@@ -17,4 +17,4 @@ mod bytes;
 pub use frame::{FrameError, FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 
 /// The protocol version spoken by this build. A peer with another version is refused.
-pub const PROTOCOL_VERSION: u8 = 1;
+pub const PROTOCOL_VERSION: u8 = 2;

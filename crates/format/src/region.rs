@@ -11,6 +11,13 @@
 //!  48  16 reserved         0
 //!  64   8 applied_seq      highest group applied to the data area (updated in place)
 //!  72   8 epoch            highest epoch this copy has seen (updated in place)
+//!  80   8 generation       id of the history this copy follows (0: unknown) (updated in place)
+//!  88   8 prev_generation  the generation before it (0: none) (updated in place)
+//!  96   8 flags            bit 0 INCONSISTENT: a copy into this data area began and is not
+//!                          finished; bit 1 PRIMARY: an application writes this copy as
+//!                          primary, its node serves no data sessions (updated in place)
+//! 104   8 copy_until       the copy is finished once applied_seq reaches this (0: not known
+//!                          yet, the sender has not ended it) (updated in place)
 //! ```
 //! The data area starts at [`REGION_HEADER_SIZE`], so it is page-aligned.
 
@@ -23,6 +30,15 @@ pub const REGION_VERSION: u32 = 1;
 pub const REGION_HEADER_SIZE: usize = 4096;
 pub const APPLIED_SEQ_OFFSET: usize = 64;
 pub const EPOCH_OFFSET: usize = 72;
+pub const GENERATION_OFFSET: usize = 80;
+pub const PREV_GENERATION_OFFSET: usize = 88;
+pub const FLAGS_OFFSET: usize = 96;
+pub const COPY_UNTIL_OFFSET: usize = 104;
+/// Region flag: a copy into the data area began and did not finish.
+pub const FLAG_INCONSISTENT: u64 = 1;
+/// Region flag: this copy is a primary's (an application writes it); its node serves no
+/// data sessions until demoted.
+pub const FLAG_PRIMARY: u64 = 2;
 
 /// The static part of a region header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,8 +75,8 @@ impl std::error::Error for RegionHeaderError {}
 impl RegionHeader {
     /// Writes the static fields and zero counters into `page`.
     pub fn encode(&self, page: &mut [u8]) {
-        assert!(page.len() >= EPOCH_OFFSET + 8);
-        page[..EPOCH_OFFSET + 8].fill(0);
+        assert!(page.len() >= COPY_UNTIL_OFFSET + 8);
+        page[..COPY_UNTIL_OFFSET + 8].fill(0);
         page[0..8].copy_from_slice(&REGION_MAGIC);
         put_u32(page, 8, REGION_VERSION);
         page[16..32].copy_from_slice(&self.region_uuid);

@@ -27,6 +27,7 @@ impl AdminClient {
             lane: 0,
             lanes: 0,
             max_frame: 0,
+            generation: 0,
         };
         let (conn, _) = connect(&TcpTransport, addr, timeout, secret, &intro)?;
         Ok(AdminClient { conn, addr: addr.to_string(), body: Vec::new() })

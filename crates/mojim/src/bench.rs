@@ -613,6 +613,7 @@ fn primary_options(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path) -> Prima
         connect_timeout: Duration::from_secs(5),
         busy_poll: Duration::from_micros(a.busy_poll_us),
         broadcast: Vec::new(),
+        failure: Default::default(),
     }
 }
 

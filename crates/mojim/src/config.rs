@@ -86,6 +86,77 @@ pub struct ConfigFile {
     pub limits: LimitsSection,
     #[serde(default)]
     pub security: SecuritySection,
+    #[serde(default)]
+    pub cluster: ClusterSection,
+}
+
+/// Failure detection and what a primary does without its mirror.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterSection {
+    /// A side that sent nothing on a link for this long sends a heartbeat.
+    pub heartbeat_interval_ms: u64,
+    /// A side that heard nothing on a link for this long declares the peer failed.
+    pub heartbeat_timeout_ms: u64,
+    /// "block": sync points fail while the mirror is lost; "degrade": they return once the
+    /// primary's own copy is persistent, and changed chunks go to a dirty bitmap.
+    pub on_mirror_loss: String,
+    /// How often a primary without its mirror tries to reconnect.
+    pub reconnect_ms: u64,
+    /// Bytes per bit of the primary's dirty bitmap.
+    pub dirty_chunk: String,
+    /// Records in the primary's metadata log (32 bytes each).
+    pub metadata_log_records: u64,
+}
+
+impl Default for ClusterSection {
+    fn default() -> Self {
+        ClusterSection {
+            heartbeat_interval_ms: 100,
+            heartbeat_timeout_ms: 1000,
+            on_mirror_loss: "block".into(),
+            reconnect_ms: 200,
+            dirty_chunk: "64KiB".into(),
+            metadata_log_records: 1 << 16,
+        }
+    }
+}
+
+/// What a primary does when it loses its mirror.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnMirrorLoss {
+    /// Fail closed: sync points fail until the mirror is back and caught up.
+    Block,
+    /// Keep going on the local copy and record what changed, to resend later.
+    Degrade,
+}
+
+impl FromStr for OnMirrorLoss {
+    type Err = String;
+    fn from_str(s: &str) -> Result<OnMirrorLoss, String> {
+        match s {
+            "block" => Ok(OnMirrorLoss::Block),
+            "degrade" => Ok(OnMirrorLoss::Degrade),
+            _ => Err(format!("unknown policy {s:?}; choose block or degrade")),
+        }
+    }
+}
+
+/// Heartbeat settings of a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub interval: std::time::Duration,
+    pub timeout: std::time::Duration,
+}
+
+impl Default for Heartbeat {
+    fn default() -> Self {
+        Heartbeat {
+            interval: std::time::Duration::from_millis(100),
+            timeout: std::time::Duration::from_millis(1000),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -323,6 +394,40 @@ impl Config {
         self.file.primary.mode.parse().map_err(|e| Error::Config(format!("[primary] mode: {e}")))
     }
 
+    pub fn heartbeat(&self) -> Result<Heartbeat> {
+        let c = &self.file.cluster;
+        if c.heartbeat_interval_ms == 0 || c.heartbeat_timeout_ms < 2 * c.heartbeat_interval_ms {
+            return Err(Error::Config(format!(
+                "[cluster] heartbeat_timeout_ms = {} must be at least twice heartbeat_interval_ms = {} (and the \
+                 interval more than 0)",
+                c.heartbeat_timeout_ms, c.heartbeat_interval_ms
+            )));
+        }
+        Ok(Heartbeat {
+            interval: std::time::Duration::from_millis(c.heartbeat_interval_ms),
+            timeout: std::time::Duration::from_millis(c.heartbeat_timeout_ms),
+        })
+    }
+
+    pub fn on_mirror_loss(&self) -> Result<OnMirrorLoss> {
+        self.file
+            .cluster
+            .on_mirror_loss
+            .parse()
+            .map_err(|e| Error::Config(format!("[cluster] on_mirror_loss: {e}")))
+    }
+
+    pub fn dirty_chunk(&self) -> Result<u64> {
+        let c = size_field("cluster", "dirty_chunk", &self.file.cluster.dirty_chunk)?;
+        if c < 4096 || !c.is_power_of_two() {
+            return Err(Error::Config(format!(
+                "[cluster] dirty_chunk {} must be a power of two of at least 4 KiB",
+                format_size(c)
+            )));
+        }
+        Ok(c)
+    }
+
     /// `[mirror] secondary_rate_limit` in bytes per second, if set.
     pub fn secondary_rate_limit(&self) -> Result<Option<u64>> {
         let v = self.file.mirror.secondary_rate_limit.trim();
@@ -427,6 +532,22 @@ chain = false
 max_frame = "64KiB"
 # Most ranges in one gmsync.
 max_ranges = 1024
+
+[cluster]
+# A side that sent nothing on a link for heartbeat_interval_ms sends a heartbeat; a side that
+# heard nothing for heartbeat_timeout_ms declares its peer failed.
+heartbeat_interval_ms = 100
+heartbeat_timeout_ms = 1000
+# What the primary does when it loses its mirror (it first makes its own copy persistent):
+# "block" fails sync points until the mirror is back and caught up; "degrade" keeps going on
+# the local copy and records changed chunks in a dirty bitmap, resent when the mirror returns.
+on_mirror_loss = "block"
+# How often a primary without its mirror tries to reconnect.
+reconnect_ms = 200
+# Bytes per bit of the dirty bitmap, and records (32 bytes each) of the metadata log that
+# remembers the ranges of recent groups for a fast catch-up.
+dirty_chunk = "64KiB"
+metadata_log_records = 65536
 
 [security]
 # Shared cluster secret (HMAC-SHA256 challenge-response). The MOJIM_SECRET environment

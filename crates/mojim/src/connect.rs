@@ -18,6 +18,8 @@ pub struct Intro {
     pub lane: u16,
     pub lanes: u16,
     pub max_frame: u32,
+    /// The history the sender's copy follows (0: unknown or not applicable).
+    pub generation: u64,
 }
 
 /// Connects to `addr` and completes the handshake.
@@ -42,6 +44,7 @@ pub fn connect<T: Transport>(
         session: intro.session,
         nonce,
         max_frame: intro.max_frame,
+        generation: intro.generation,
     };
     let hs = ClientHandshake::new(&hello, &secret.0);
     let peer = addr.to_string();

@@ -23,8 +23,12 @@ pub enum Error {
     /// The peer broke the protocol.
     PeerMisbehaved { peer: String, violation: Violation },
     /// The replication session is gone; groups not acknowledged before this are not durable on
-    /// the mirror. Reopen the region to start a new session.
+    /// the mirror. The primary reconnects by itself.
     MirrorLost { reason: String },
+    /// A peer is at a newer epoch: this node was replaced as primary and must not write.
+    Fenced { epoch: u64, peer: String, peer_epoch: u64 },
+    /// This copy and the peer's have histories that cannot be reconciled automatically.
+    Diverged { peer: String, message: String },
     /// A system call failed.
     Io { op: String, source: io::Error },
     /// A region or log file could not be mapped or is not valid.
@@ -32,6 +36,11 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the peer could not be reached at all (as opposed to refusing us).
+    pub fn is_peer_unreachable(&self) -> bool {
+        matches!(self, Error::Io { .. } | Error::MirrorLost { .. })
+    }
+
     pub(crate) fn io(op: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
         let op = op.into();
         move |source| Error::Io { op, source }
@@ -52,9 +61,15 @@ impl fmt::Display for Error {
             }
             Error::MirrorLost { reason } => write!(
                 f,
-                "replication to the mirror failed ({reason}); groups not acknowledged are not durable \
-                 on the mirror; reopen the region to reconnect"
+                "the mirror is lost ({reason}); groups not acknowledged are not durable on the mirror; \
+                 the primary reconnects by itself"
             ),
+            Error::Fenced { epoch, peer, peer_epoch } => write!(
+                f,
+                "fenced: this primary is at epoch {epoch} but {peer} is at epoch {peer_epoch}: another node \
+                 was promoted; restart the application on the current primary"
+            ),
+            Error::Diverged { peer, message } => write!(f, "{peer}: {message}"),
             Error::Io { op, source } => write!(f, "{op}: {source}"),
             Error::Storage(e) => write!(f, "{e}"),
         }

@@ -1,5 +1,6 @@
 //! kill -9 of the mirror while groups flow, then a restart from the same folder: the recovered
-//! data area holds every acknowledged group, and every other group wholly or not at all.
+//! data area holds every acknowledged group, and every other group wholly or not at all; and
+//! the next primary's session resends (log catch-up) every group the mirror lacks.
 //!
 //! Each group owns fresh ranges, never reused, 2 or 3 of them in separate zones of the region,
 //! filled with a pattern of its own whose bytes are never zero. So a range in the recovered
@@ -40,7 +41,8 @@ enum Fate {
     Unknown,
     /// Acknowledged, or found whole after an earlier restart: must be whole forever.
     Durable,
-    /// Found absent after an earlier restart: must stay absent.
+    /// Found absent after an earlier restart. The primary's region holds it, so the next
+    /// primary's session must resend it (log catch-up): whole from then on.
     Absent,
 }
 
@@ -171,7 +173,7 @@ fn verify(image: &[u8], groups: &mut [Group], seed: u64, round: usize) -> (usize
         let all_absent = found.iter().all(|f| *f == Found::Absent);
         let ok = match g.fate {
             Fate::Durable => all_whole,
-            Fate::Absent => all_absent,
+            Fate::Absent => all_whole,
             Fate::Unknown => all_whole || all_absent,
         };
         assert!(
@@ -185,7 +187,7 @@ fn verify(image: &[u8], groups: &mut [Group], seed: u64, round: usize) -> (usize
             found,
             match g.fate {
                 Fate::Durable => "an acknowledged group is not whole",
-                Fate::Absent => "a group absent after an earlier recovery came back",
+                Fate::Absent => "a group the primary holds was not resent when it reconnected",
                 Fate::Unknown => "an unacknowledged group is torn",
             }
         );

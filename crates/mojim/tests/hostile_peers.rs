@@ -32,6 +32,7 @@ fn hello_body(c: &Cluster, rng: &mut Rng) -> [u8; HELLO_SIZE] {
         session: rng.next_u64() | 1,
         nonce,
         max_frame: 4096,
+        generation: 0,
     }
     .encode()
 }

@@ -32,6 +32,9 @@ fn mirror_opts(dir: &Path, id: RegionId) -> MirrorOptions {
         secondary_rate_limit: None,
         chain: false,
         busy_poll: Duration::ZERO,
+        heartbeat: Default::default(),
+        dirty_chunk: 64 << 10,
+        metadata_log_records: 4096,
     }
 }
 
@@ -47,6 +50,7 @@ fn primary_opts(dir: &Path, addr: &str, mode: Mode, lanes: u16) -> PrimaryOption
         connect_timeout: Duration::from_secs(5),
         busy_poll: Duration::ZERO,
         broadcast: Vec::new(),
+        failure: Default::default(),
     }
 }
 

@@ -5,7 +5,10 @@
 //! mapped region file, so one can be opened either way.
 
 use crate::map::{err, MapError};
-use mojim_format::region::{RegionHeader, APPLIED_SEQ_OFFSET, EPOCH_OFFSET, REGION_HEADER_SIZE};
+use mojim_format::region::{
+    RegionHeader, APPLIED_SEQ_OFFSET, COPY_UNTIL_OFFSET, EPOCH_OFFSET, FLAGS_OFFSET, GENERATION_OFFSET,
+    PREV_GENERATION_OFFSET, REGION_HEADER_SIZE,
+};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -119,6 +122,33 @@ impl DiskRegion {
     pub fn set_epoch(&self, epoch: u64) -> io::Result<()> {
         self.file.write_all_at(&epoch.to_le_bytes(), EPOCH_OFFSET as u64)?;
         self.file.sync_data()
+    }
+
+    /// See `RegionFile::generation`.
+    pub fn generation(&self) -> io::Result<(u64, u64)> {
+        Ok((self.counter(GENERATION_OFFSET)?, self.counter(PREV_GENERATION_OFFSET)?))
+    }
+
+    /// Two adjacent header counters, durably.
+    fn set_pair(&self, at: usize, first: u64, second: u64) -> io::Result<()> {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&first.to_le_bytes());
+        b[8..].copy_from_slice(&second.to_le_bytes());
+        self.file.write_all_at(&b, at as u64)?;
+        self.file.sync_data()
+    }
+
+    pub fn set_generation(&self, current: u64, prev: u64) -> io::Result<()> {
+        self.set_pair(GENERATION_OFFSET, current, prev)
+    }
+
+    /// See `RegionFile::copy_state`.
+    pub fn copy_state(&self) -> io::Result<(u64, u64)> {
+        Ok((self.counter(FLAGS_OFFSET)?, self.counter(COPY_UNTIL_OFFSET)?))
+    }
+
+    pub fn set_copy_state(&self, flags: u64, copy_until: u64) -> io::Result<()> {
+        self.set_pair(FLAGS_OFFSET, flags, copy_until)
     }
 }
 

@@ -3,7 +3,10 @@
 use crate::flush::Persistence;
 use crate::map::{MapError, MappedFile};
 use mojim_format::log::{LogHeader, LOG_HEADER_SIZE, TAIL_POS_OFFSET};
-use mojim_format::region::{RegionHeader, APPLIED_SEQ_OFFSET, EPOCH_OFFSET, REGION_HEADER_SIZE};
+use mojim_format::region::{
+    RegionHeader, APPLIED_SEQ_OFFSET, COPY_UNTIL_OFFSET, EPOCH_OFFSET, FLAGS_OFFSET, GENERATION_OFFSET,
+    PREV_GENERATION_OFFSET, REGION_HEADER_SIZE,
+};
 use std::io::{self, Read};
 use std::path::Path;
 
@@ -104,6 +107,28 @@ impl RegionFile {
     pub fn set_epoch(&self, epoch: u64) -> io::Result<()> {
         self.map.store(EPOCH_OFFSET, epoch);
         self.map.persist_counter(EPOCH_OFFSET)
+    }
+
+    /// The id of the history this copy follows, and the one before it (0: none).
+    pub fn generation(&self) -> (u64, u64) {
+        (self.map.load(GENERATION_OFFSET), self.map.load(PREV_GENERATION_OFFSET))
+    }
+
+    pub fn set_generation(&self, current: u64, prev: u64) -> io::Result<()> {
+        self.map.store(PREV_GENERATION_OFFSET, prev);
+        self.map.store(GENERATION_OFFSET, current);
+        self.map.persist(GENERATION_OFFSET, 16)
+    }
+
+    /// Header flags (`mojim_format::region::FLAG_*`) and the sequence number that ends a copy.
+    pub fn copy_state(&self) -> (u64, u64) {
+        (self.map.load(FLAGS_OFFSET), self.map.load(COPY_UNTIL_OFFSET))
+    }
+
+    pub fn set_copy_state(&self, flags: u64, copy_until: u64) -> io::Result<()> {
+        self.map.store(COPY_UNTIL_OFFSET, copy_until);
+        self.map.store(FLAGS_OFFSET, flags);
+        self.map.persist(FLAGS_OFFSET, 16)
     }
 
     fn at(&self, offset: u64, len: usize) -> usize {

@@ -5,12 +5,16 @@
 //! files, possibly other processes); all access from safe code goes through bounds-checked
 //! methods here.
 
+mod dirty;
 mod disk;
 mod files;
 mod flush;
 mod map;
+mod meta_ring;
 
+pub use dirty::DirtyMap;
 pub use disk::DiskRegion;
 pub use files::{LogFile, RegionFile};
 pub use flush::{persist_cache_lines, Persistence};
 pub use map::{MapError, MappedFile};
+pub use meta_ring::MetaRing;

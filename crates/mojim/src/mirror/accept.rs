@@ -3,7 +3,9 @@
 use super::{lane, session, status, Shared};
 use crate::net::{read_frame, send, write_frame};
 use mojim_core::handshake::{Identity, Refusal, ServerHandshake};
-use mojim_format::handshake::{encode_refuse, PeerRole, RefuseCode, Request, NONCE_SIZE, REFUSE_MAX};
+use mojim_format::handshake::{
+    encode_refuse, PeerRole, RefuseCode, Request, COMMAND_MAX, NONCE_SIZE, REFUSE_MAX, REQUEST_SIZE,
+};
 use mojim_format::FrameKind;
 use mojim_transport::{Conn, Transport};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -90,7 +92,7 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, pending: &AtomicUsize) {
             };
             conn.set_busy_poll(s.opts.busy_poll);
             if let Err(e) = send(&mut conn, FrameKind::Welcome, 0, &welcome.encode())
-                .and_then(|_| conn.set_recv_timeout(None))
+                .and_then(|_| conn.set_recv_timeout(Some(s.opts.heartbeat.timeout)))
             {
                 session::leave(s, tag.session, &format!("send Welcome: {e}"));
                 return;
@@ -147,6 +149,7 @@ fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str) {
         log_capacity: s.opts.log_capacity,
         max_frame: s.opts.limits.max_frame,
         epoch: s.epoch.load(Ordering::SeqCst),
+        ..Default::default()
     };
     if send(conn, FrameKind::Welcome, 0, &welcome.encode()).is_err() {
         return;
@@ -154,7 +157,7 @@ fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str) {
     let _ = conn.set_recv_timeout(Some(Duration::from_secs(60)));
     let mut body = Vec::with_capacity(64);
     loop {
-        let h = match read_frame(conn, 64, &mut body) {
+        let h = match read_frame(conn, REQUEST_SIZE + COMMAND_MAX, &mut body) {
             Ok(h) => h,
             Err(_) => return,
         };
@@ -170,6 +173,7 @@ fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str) {
                 let st = status::status(s);
                 Ok(serde_json::to_vec(&st).unwrap_or_default())
             }
+            Request::Command(json) => super::command::run(s, &json),
             Request::Read { offset, len } => {
                 if len > MAX_READ {
                     Err(format!("read of {len} bytes is over the limit of {MAX_READ}; read in pieces"))

@@ -163,6 +163,7 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
         let result = result.and_then(|_| s.region.sync()).and_then(|_| s.region.set_applied_seq(last.seq));
         match result {
             Ok(()) if s.storage_failed.get().is_none() => {
+                super::session::consistent(s);
                 // With backups, a group's log space waits until every backup has it.
                 let upto = s.forward.as_ref().map_or(u64::MAX, |f| super::forward::lock(f).min_acked());
                 let n = done.iter().take_while(|g| g.seq <= upto).count();

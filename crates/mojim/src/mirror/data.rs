@@ -101,6 +101,35 @@ impl DataArea {
         }
     }
 
+    pub fn generation(&self) -> io::Result<(u64, u64)> {
+        match self {
+            DataArea::Memory(r) => Ok(r.generation()),
+            DataArea::Disk(d) => d.generation(),
+        }
+    }
+
+    pub fn set_generation(&self, current: u64, prev: u64) -> io::Result<()> {
+        match self {
+            DataArea::Memory(r) => r.set_generation(current, prev),
+            DataArea::Disk(d) => d.set_generation(current, prev),
+        }
+    }
+
+    /// Header flags and the sequence number that ends a copy (see the region format).
+    pub fn copy_state(&self) -> io::Result<(u64, u64)> {
+        match self {
+            DataArea::Memory(r) => Ok(r.copy_state()),
+            DataArea::Disk(d) => d.copy_state(),
+        }
+    }
+
+    pub fn set_copy_state(&self, flags: u64, copy_until: u64) -> io::Result<()> {
+        match self {
+            DataArea::Memory(r) => r.set_copy_state(flags, copy_until),
+            DataArea::Disk(d) => d.set_copy_state(flags, copy_until),
+        }
+    }
+
     /// Applies bytes (visible to readers at once; durable after [`DataArea::persist`] of the
     /// range and [`DataArea::sync`]).
     pub fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {

@@ -140,7 +140,8 @@ pub(crate) fn start(s: &Arc<Shared>) -> std::io::Result<Vec<std::thread::JoinHan
 
 /// Waits, before a lane acknowledges a group, while more than `secondary_tier_thresh` bytes
 /// are not yet at every backup.
-pub(crate) fn wait_below_thresh(s: &Shared) {
+/// `beat` runs every ~10 ms while waiting, so the lane can send heartbeats.
+pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut()) {
     let Some(f) = &s.forward else { return };
     let over = |st: &FwdState| {
         let waiting = s.ckpt.lock().unwrap_or_else(|p| p.into_inner()).waiting_bytes;
@@ -158,17 +159,41 @@ pub(crate) fn wait_below_thresh(s: &Shared) {
     let mut st = lock(f);
     while over(&st) && !s.shutdown.load(Ordering::SeqCst) {
         st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
+        drop(st);
+        beat();
+        st = lock(f);
     }
     st.stalled_micros += t0.elapsed().as_micros() as u64;
 }
 
 /// The chain baseline: waits until every backup has group `seq`.
-pub(crate) fn wait_forwarded(s: &Shared, seq: u64) {
+pub(crate) fn wait_forwarded(s: &Shared, seq: u64, beat: &mut dyn FnMut()) {
     let Some(f) = &s.forward else { return };
     super::apply::apply_inline(s);
     let mut st = lock(f);
     while st.min_acked() < seq && !s.shutdown.load(Ordering::SeqCst) {
         st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
+        drop(st);
+        beat();
+        st = lock(f);
+    }
+}
+
+/// Waits until every backup that is connected has acknowledged `seq`, at most `timeout`.
+/// Returns whether they all did.
+pub(crate) fn wait_all_acked(s: &Shared, seq: u64, timeout: Duration) -> bool {
+    let Some(f) = &s.forward else { return true };
+    let deadline = Instant::now() + timeout;
+    let mut st = lock(f);
+    loop {
+        if st.links.iter().all(|l| !l.connected || l.needs_copy || l.acked_seq >= seq) {
+            return true;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        st = f.cv.wait_timeout(st, left.min(Duration::from_millis(10))).unwrap_or_else(|p| p.into_inner()).0;
     }
 }
 
@@ -205,6 +230,7 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
         lane: 0,
         lanes: 1,
         max_frame: super::MAX_FRAME_LIMIT,
+        generation: s.region.generation().map(|g| g.0).unwrap_or(0),
     };
     let (mut conn, welcome) = connect(&TcpTransport, addr, Duration::from_secs(5), &s.opts.secret, &intro)
         .map_err(|e| e.to_string())?;
@@ -231,6 +257,7 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
     tracing::info!(backup = %addr, from = have + 1, "feeding backup");
     let tag = Tag { session: intro.session, epoch, max_frame: welcome.max_frame };
     let mut acks = conn.try_clone().map_err(|e| e.to_string())?;
+    acks.set_recv_timeout(Some(s.opts.heartbeat.timeout)).map_err(|e| e.to_string())?;
     let closer = conn.try_clone().map_err(|e| e.to_string())?;
     std::thread::scope(|scope| {
         let reader = scope.spawn(move || read_acks(s, i, &mut acks));
@@ -252,6 +279,7 @@ fn send_loop<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, mut sent: u64) -> Res
     let f = s.forward.as_ref().expect("forwarding is on");
     let rate = s.opts.secondary_rate_limit;
     let (mut budget_start, mut budget_bytes) = (Instant::now(), 0u64);
+    let mut last_sent = Instant::now();
     loop {
         let next = {
             let mut st = lock(f);
@@ -263,7 +291,13 @@ fn send_loop<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, mut sent: u64) -> Res
                 if let Some(g) = st.queue.get(at) {
                     break *g;
                 }
-                st = f.cv.wait_timeout(st, Duration::from_millis(50)).unwrap_or_else(|p| p.into_inner()).0;
+                st = f.cv.wait_timeout(st, Duration::from_millis(20)).unwrap_or_else(|p| p.into_inner()).0;
+                if last_sent.elapsed() >= s.opts.heartbeat.interval {
+                    drop(st);
+                    send_control(conn, tag, FrameKind::Heartbeat)?;
+                    last_sent = Instant::now();
+                    st = lock(f);
+                }
             }
         };
         let first = next.first_seq.max(sent + 1);
@@ -276,6 +310,7 @@ fn send_loop<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, mut sent: u64) -> Res
             send_group(s, conn, tag, &next)?;
         }
         sent = next.seq;
+        last_sent = Instant::now();
         if let Some(rate) = rate {
             budget_bytes += next.bytes + FRAME_HEADER_SIZE as u64;
             let due = Duration::from_secs_f64(budget_bytes as f64 / rate as f64);
@@ -288,6 +323,13 @@ fn send_loop<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, mut sent: u64) -> Res
             }
         }
     }
+}
+
+fn send_control<C: Conn>(conn: &mut C, tag: &Tag, kind: FrameKind) -> Result<(), String> {
+    let mut h = FrameHeader::new(kind);
+    h.epoch = tag.epoch;
+    h.session = tag.session;
+    conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]).map_err(|e| format!("send {kind:?}: {e}"))
 }
 
 fn send_skip<C: Conn>(conn: &mut C, tag: &Tag, first: u64, last: u64) -> Result<(), String> {
@@ -351,6 +393,9 @@ fn read_acks<C: Conn>(s: &Shared, i: usize, conn: &mut C) -> Result<(), String> 
             return if s.shutdown.load(Ordering::SeqCst) { Ok(()) } else { Err(format!("read ack: {e}")) };
         }
         let h = FrameHeader::decode(&hb).map_err(|e| format!("bad frame from backup: {e}"))?;
+        if h.kind == FrameKind::Heartbeat {
+            continue;
+        }
         if h.kind != FrameKind::Ack {
             return Err(format!("unexpected {:?} frame from backup", h.kind));
         }

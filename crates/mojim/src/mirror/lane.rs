@@ -65,17 +65,41 @@ pub(crate) fn run<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd
     end
 }
 
+fn heartbeat<C: Conn>(conn: &mut C, tag: SessionTag) -> std::io::Result<()> {
+    let mut h = FrameHeader::new(FrameKind::Heartbeat);
+    h.lane = tag.lane;
+    h.epoch = tag.epoch;
+    h.session = tag.session;
+    crate::net::write_frame(conn, &h.to_bytes(), &[])
+}
+
 fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
+    let mut last_beat = std::time::Instant::now();
+    let interval = s.opts.heartbeat.interval;
+    // Called while the lane waits: a heartbeat every interval.
+    let mut beat = |conn: &mut C| -> std::io::Result<()> {
+        if last_beat.elapsed() >= interval {
+            last_beat = std::time::Instant::now();
+            return heartbeat(conn, tag);
+        }
+        Ok(())
+    };
     let lane_no = tag.lane;
     let lane = &s.lanes[lane_no as usize];
     let mut log: Option<&LogFile> = None;
     let mut hb = [0u8; FRAME_HEADER_SIZE];
+    let mut copy_buf = Vec::new();
     loop {
         if let Err(e) = conn.read_exact(&mut hb) {
-            return LaneEnd::Closed(if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                "end of stream".into()
-            } else {
-                e.to_string()
+            return LaneEnd::Closed(match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => "end of stream".into(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                    format!(
+                        "the peer sent nothing for the heartbeat timeout ({:?})",
+                        s.opts.heartbeat.timeout
+                    )
+                }
+                _ => e.to_string(),
             });
         }
         if let Some(msg) = s.storage_failed.get() {
@@ -85,12 +109,46 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             match lock(lane).on_header(&hb) {
                 Err(v) => return LaneEnd::Violation(v),
                 Ok(Some(slot)) => break slot,
-                Ok(None) => wait_for_space(s),
+                Ok(None) => {
+                    wait_for_space(s);
+                    if let Err(e) = beat(conn) {
+                        return LaneEnd::Closed(format!("send heartbeat: {e}"));
+                    }
+                }
             }
             if s.shutdown.load(Ordering::SeqCst) {
                 return LaneEnd::Closed("shutting down".into());
             }
         };
+        let h = slot.accepted.header;
+        match h.kind {
+            FrameKind::Data | FrameKind::Skip => {}
+            FrameKind::Heartbeat => {
+                if let Err(e) = heartbeat(conn, tag) {
+                    return LaneEnd::Closed(format!("send heartbeat: {e}"));
+                }
+                continue;
+            }
+            FrameKind::CopyBegin => {
+                if let Err(m) = super::session::copy_begin(s, tag.session) {
+                    return LaneEnd::Storage(m);
+                }
+                continue;
+            }
+            FrameKind::CopyEnd => {
+                if let Err(m) = super::session::copy_end(s, tag.session, tag.lane, h.offset, h.seq) {
+                    return LaneEnd::Storage(m);
+                }
+                continue;
+            }
+            FrameKind::Copy => {
+                if let Err(end) = receive_copy(s, conn, &h, &mut copy_buf) {
+                    return end;
+                }
+                continue;
+            }
+            k => return LaneEnd::Violation(Violation::Kind { found: k }),
+        }
         let log = match log {
             Some(l) => l,
             None => match log_of(s, lane_no) {
@@ -115,9 +173,19 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             // The group is whole and persistent in the log: queue it for the checkpointer,
             // acknowledge it, and only then apply, off the primary's critical path.
             let due = super::apply::push(s, g);
-            super::forward::wait_below_thresh(s);
+            // A long wait still tells the primary this node is alive.
+            let mut beat_failed = None;
+            let mut beat_now = || {
+                if let Err(e) = beat(conn) {
+                    beat_failed.get_or_insert(e);
+                }
+            };
+            super::forward::wait_below_thresh(s, &mut beat_now);
             if s.opts.chain {
-                super::forward::wait_forwarded(s, g.seq);
+                super::forward::wait_forwarded(s, g.seq, &mut beat_now);
+            }
+            if let Some(e) = beat_failed {
+                return LaneEnd::Closed(format!("send heartbeat: {e}"));
             }
             if let Err(e) = crate::net::write_frame(conn, &ack_header(tag, g.seq), &[]) {
                 return LaneEnd::Closed(format!("send ack: {e}"));
@@ -127,6 +195,31 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             }
         }
     }
+}
+
+/// A Copy frame: region bytes straight into the data area, once checked. Allowed only after
+/// this session's CopyBegin marked the data area inconsistent.
+fn receive_copy<C: Conn>(
+    s: &Shared,
+    conn: &mut C,
+    h: &FrameHeader,
+    buf: &mut Vec<u8>,
+) -> Result<(), LaneEnd> {
+    if !super::session::copying(s, h.session) {
+        return Err(LaneEnd::Violation(Violation::Kind { found: FrameKind::Copy }));
+    }
+    buf.resize(h.body_len as usize, 0);
+    if let Err(e) = conn.read_exact(buf) {
+        return Err(LaneEnd::Closed(format!("receive copy body: {e}")));
+    }
+    if let Err(e) = h.check_body(buf) {
+        return Err(LaneEnd::Violation(Violation::Body(e)));
+    }
+    let _w = s.data_lock.write().unwrap_or_else(|p| p.into_inner());
+    s.region
+        .write(h.offset, buf)
+        .and_then(|_| s.region.persist(h.offset, buf.len()))
+        .map_err(|e| LaneEnd::Storage(format!("write copied bytes to the data area: {e}")))
 }
 
 /// Writes one record: pad if needed, the body straight from the socket, then the header.

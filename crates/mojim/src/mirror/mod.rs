@@ -7,6 +7,7 @@
 
 mod accept;
 mod apply;
+mod command;
 mod data;
 mod forward;
 mod lane;
@@ -67,6 +68,12 @@ pub struct MirrorOptions {
     pub chain: bool,
     /// Poll each lane this long before its thread sleeps.
     pub busy_poll: Duration,
+    /// Liveness of every link: a lane that hears nothing for the timeout ends its session; a
+    /// backup link sends a heartbeat when idle for the interval.
+    pub heartbeat: crate::config::Heartbeat,
+    /// For the files a promotion prepares for the application (see `PrimaryFiles`).
+    pub dirty_chunk: u64,
+    pub metadata_log_records: u64,
 }
 
 impl MirrorOptions {
@@ -99,6 +106,9 @@ impl MirrorOptions {
             secondary_tier_thresh: cfg.secondary_tier_thresh()?,
             secondary_rate_limit: cfg.secondary_rate_limit()?,
             chain: m.chain,
+            heartbeat: cfg.heartbeat()?,
+            dirty_chunk: cfg.dirty_chunk()?,
+            metadata_log_records: cfg.file.cluster.metadata_log_records,
         })
     }
 

@@ -10,6 +10,7 @@ use super::{apply, Shared};
 use mojim_core::encode::SessionTag;
 use mojim_core::handshake::Refusal;
 use mojim_format::handshake::{Hello, RefuseCode, Welcome};
+use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -25,6 +26,11 @@ pub(crate) struct Session {
     /// Handles to close each joined lane's connection from another thread.
     closers: Vec<Box<dyn Fn() + Send>>,
     pub peer: String,
+    /// A copy began in this session (the data area is marked inconsistent).
+    copy_began: bool,
+    /// Lanes that sent CopyEnd, the highest copy group among them, and the generation.
+    copy_ended: u64,
+    copy_until: u64,
 }
 
 #[derive(Default)]
@@ -63,7 +69,28 @@ pub(crate) fn join(
                     .0;
             }
             None => {
+                if let Ok((flags, _)) = s.region.copy_state() {
+                    if flags & FLAG_PRIMARY != 0 {
+                        return Err(Refusal {
+                            code: RefuseCode::Epoch,
+                            message: format!(
+                                "this node's copy is the primary's since epoch {} (an application writes it); \
+                                 demote it before it serves as a replica",
+                                s.epoch.load(Ordering::SeqCst)
+                            ),
+                        });
+                    }
+                }
                 let epoch = s.epoch.load(Ordering::SeqCst);
+                if hello.epoch < epoch {
+                    return Err(Refusal {
+                        code: RefuseCode::Epoch,
+                        message: format!(
+                            "stale epoch: peer is at epoch {}, this node is at epoch {epoch}",
+                            hello.epoch
+                        ),
+                    });
+                }
                 if hello.epoch > epoch {
                     s.epoch.store(hello.epoch, Ordering::SeqCst);
                     if let Err(e) = s.region.set_epoch(hello.epoch) {
@@ -90,6 +117,9 @@ pub(crate) fn join(
                     ended: false,
                     closers: Vec::new(),
                     peer: peer.to_string(),
+                    copy_began: false,
+                    copy_ended: 0,
+                    copy_until: 0,
                 });
                 s.stats.sessions.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(%peer, session = format!("{:#x}", hello.session), lanes = hello.lanes, next_seq, "primary session begins");
@@ -123,7 +153,14 @@ pub(crate) fn join(
         let mut lane = s.lanes[hello.lane as usize].lock().unwrap_or_else(|p| p.into_inner());
         lane.begin(tag, s.region.size(), cur.max_frame, cur.next_seq);
     }
+    let (generation, prev_generation) = s.region.generation().map_err(|e| Refusal {
+        code: RefuseCode::Storage,
+        message: format!("cannot read the generation: {e}"),
+    })?;
     let welcome = Welcome {
+        generation,
+        prev_generation,
+        inconsistent: !consistent(s),
         next_seq: cur.next_seq,
         log_capacity: s.lanes[hello.lane as usize]
             .lock()
@@ -180,6 +217,111 @@ pub(crate) fn leave(s: &Shared, session: u64, reason: &str) {
     apply::seal(s);
     slot.current = None;
     s.session_cv.notify_all();
+}
+
+/// Whether the data area holds a usable copy: no copy into it is unfinished. A finished copy
+/// clears the mark here, once every copy group is applied.
+pub(crate) fn consistent(s: &Shared) -> bool {
+    let Ok((flags, until)) = s.region.copy_state() else { return false };
+    if flags & FLAG_INCONSISTENT == 0 {
+        return true;
+    }
+    let applied = s.region.applied_seq().unwrap_or(0);
+    if until != 0 && applied >= until {
+        if let Err(e) = s.region.set_copy_state(flags & !FLAG_INCONSISTENT, 0) {
+            tracing::error!(error = %e, "cannot clear the inconsistent mark");
+            return false;
+        }
+        tracing::info!(applied, "copy complete: the data area is consistent");
+        return true;
+    }
+    false
+}
+
+/// A lane of `session` announced a copy: mark the data area inconsistent before any of it lands.
+pub(crate) fn copy_begin(s: &Shared, session: u64) -> Result<(), String> {
+    let mut slot = lock(s);
+    let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
+    if cur.copy_began {
+        return Ok(());
+    }
+    cur.copy_began = true;
+    let (flags, _) = s.region.copy_state().map_err(|e| format!("read the copy state: {e}"))?;
+    s.region
+        .set_copy_state(flags | FLAG_INCONSISTENT, 0)
+        .map_err(|e| format!("mark the data area inconsistent: {e}"))?;
+    tracing::info!(
+        session = format!("{session:#x}"),
+        "a copy begins: the data area is inconsistent until it ends"
+    );
+    Ok(())
+}
+
+/// A lane of `session` ended its part of a copy (or, without CopyBegin, just names the
+/// generation). Once every lane has, the data area takes `generation` and is consistent as soon
+/// as the last copy group is applied.
+pub(crate) fn copy_end(
+    s: &Shared,
+    session: u64,
+    lane: u16,
+    generation: u64,
+    last: u64,
+) -> Result<(), String> {
+    let mut slot = lock(s);
+    let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
+    cur.copy_ended |= 1u64 << lane;
+    cur.copy_until = cur.copy_until.max(last);
+    if cur.copy_ended.count_ones() < cur.lanes as u32 {
+        return Ok(());
+    }
+    let (old, old_prev) = s.region.generation().map_err(|e| format!("read the generation: {e}"))?;
+    if generation != old {
+        let prev = if old != 0 { old } else { old_prev };
+        s.region.set_generation(generation, prev).map_err(|e| format!("persist the generation: {e}"))?;
+    }
+    if cur.copy_began {
+        let (flags, _) = s.region.copy_state().map_err(|e| format!("read the copy state: {e}"))?;
+        s.region
+            .set_copy_state(flags | FLAG_INCONSISTENT, cur.copy_until.max(1))
+            .map_err(|e| format!("record the end of the copy: {e}"))?;
+    }
+    drop(slot);
+    consistent(s);
+    Ok(())
+}
+
+/// Ends the current session if it is older than `epoch` (a fence).
+pub(crate) fn end_older(s: &Shared, epoch: u64) {
+    let mut slot = lock(s);
+    if let Some(cur) = slot.current.as_mut().filter(|c| c.epoch < epoch && !c.ended) {
+        tracing::warn!(peer = %cur.peer, session_epoch = cur.epoch, epoch, "ending a session of an older epoch");
+        end_locked(cur);
+    }
+    s.session_cv.notify_all();
+}
+
+/// Waits until no session is active (its lanes have left and it is sealed).
+pub(crate) fn wait_ended(s: &Shared, timeout: Duration) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut slot = lock(s);
+    while let Some(cur) = slot.current.as_mut() {
+        end_locked(cur);
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(format!("the session from {} did not end within {timeout:?}", cur.peer));
+        }
+        slot = s
+            .session_cv
+            .wait_timeout(slot, left.min(Duration::from_millis(50)))
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+    }
+    Ok(())
+}
+
+/// Whether `session` is the current one and announced a copy.
+pub(crate) fn copying(s: &Shared, session: u64) -> bool {
+    lock(s).current.as_ref().is_some_and(|c| c.id == session && c.copy_began)
 }
 
 /// Ends the current session, if any (shutdown).

@@ -1,0 +1,26 @@
+//! A small, blocking etcd v3 client and leader election held with a lease.
+//!
+//! The client speaks etcd's JSON gateway (`POST /v3/kv/range` and friends) over plain HTTP/1.1,
+//! one request per connection, so it needs neither an async runtime nor gRPC. It covers what
+//! fail-over needs and nothing more: single-key reads, prefix reads, puts, the two transactions
+//! that make a key a lock (create-if-absent and compare-and-swap), deletes and leases.
+//!
+//! [`Leadership`] holds one key under a lease and renews the lease on a background thread. It
+//! tells its holder until when it may act as leader ([`Leadership::valid_until`]): the send time
+//! of the last successful renewal plus the lease's TTL less a safety margin, which is always
+//! before etcd can let the lease expire and hand the key to someone else.
+//!
+//! With the `testing` feature, [`testing::EtcdServer`] starts a throw-away etcd for tests.
+#![forbid(unsafe_code)]
+
+mod client;
+mod error;
+mod http;
+mod leadership;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+mod wire;
+
+pub use client::{Client, KeyValue};
+pub use error::EtcdError;
+pub use leadership::Leadership;

@@ -1,0 +1,220 @@
+//! A throw-away single-member etcd for tests.
+//!
+//! [`EtcdServer::start`] runs the system's `etcd` on loopback ports with its data in a fresh
+//! directory (in `/dev/shm` when there is one), tuned so that leases may be as short as 1 s.
+//! Dropping the server kills it and removes the directory.
+
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::client::Client;
+
+/// Where Debian's `etcd-server` puts the binary; `etcd` on `PATH` is the fallback.
+const DEBIAN_ETCD: &str = "/usr/bin/etcd";
+/// How long etcd has to start answering.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a start is retried when etcd exits at once (another process took a port).
+const START_ATTEMPTS: usize = 3;
+/// Raft tick and election timeout in milliseconds: etcd's shortest lease TTL is 1.5 election
+/// timeouts rounded up to whole seconds, so 100 ms lets tests use 1 s leases.
+const HEARTBEAT_MS: u32 = 10;
+const ELECTION_MS: u32 = 100;
+
+/// A running etcd, killed and wiped on drop.
+#[derive(Debug)]
+pub struct EtcdServer {
+    child: Child,
+    data_dir: PathBuf,
+    client_port: u16,
+}
+
+impl EtcdServer {
+    /// Starts etcd and waits until it answers a read.
+    ///
+    /// Fails if no etcd binary is installed (install Debian's `etcd-server`), or if it does not
+    /// answer within 10 s; the error then quotes the end of etcd's log.
+    pub fn start() -> Result<EtcdServer, String> {
+        let binary = etcd_binary().ok_or_else(|| {
+            format!("no etcd binary at {DEBIAN_ETCD} or on PATH: install the Debian package etcd-server")
+        })?;
+        let mut last = String::new();
+        for _ in 0..START_ATTEMPTS {
+            match Self::start_once(&binary) {
+                Ok(server) => return Ok(server),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Starts etcd for a test, or returns `None` after printing why if etcd is not installed
+    /// and cannot be (not root). As root a missing etcd is a failure: `scripts/test` installs it.
+    ///
+    /// # Panics
+    /// If etcd is installed but does not start, or is missing while running as root.
+    pub fn start_for_test() -> Option<EtcdServer> {
+        if etcd_binary().is_none() && !is_root() {
+            eprintln!("skipping: etcd is not installed (install the Debian package etcd-server)");
+            return None;
+        }
+        match Self::start() {
+            Ok(server) => Some(server),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn start_once(binary: &Path) -> Result<EtcdServer, String> {
+        let [client_port, peer_port] = free_ports()?;
+        let data_dir = fresh_dir();
+        fs::create_dir_all(&data_dir).map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
+        let log_path = data_dir.join("etcd.log");
+        let log =
+            fs::File::create(&log_path).map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+        let log_err = log.try_clone().map_err(|e| format!("cannot duplicate the log file handle: {e}"))?;
+        let client_url = format!("http://127.0.0.1:{client_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let mut command = Command::new(binary);
+        // etcd refuses ETCD_* variables that shadow the flags given here.
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("ETCD_") {
+                command.env_remove(name);
+            }
+        }
+        command
+            .arg("--name=test")
+            .arg(format!("--data-dir={}", data_dir.join("data").display()))
+            .arg(format!("--listen-client-urls={client_url}"))
+            .arg(format!("--advertise-client-urls={client_url}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster=test={peer_url}"))
+            .arg("--initial-cluster-state=new")
+            .arg(format!("--heartbeat-interval={HEARTBEAT_MS}"))
+            .arg(format!("--election-timeout={ELECTION_MS}"))
+            .arg("--logger=zap")
+            .arg("--log-level=warn")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err);
+        let child = command.spawn().map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
+        let mut server = EtcdServer { child, data_dir, client_port };
+        server.wait_until_ready()?;
+        Ok(server)
+    }
+
+    /// Polls with reads until etcd answers, it exits, or the start timeout passes.
+    fn wait_until_ready(&mut self) -> Result<(), String> {
+        let client =
+            Client::new(&[self.endpoint()], Duration::from_millis(500)).map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!("etcd exited at start ({status}); its log ends:\n{}", self.log_tail()));
+            }
+            let last = match client.get("mojim-etcd-test-probe") {
+                Ok(_) => return Ok(()),
+                Err(e) => e,
+            };
+            if started.elapsed() > START_TIMEOUT {
+                return Err(format!(
+                    "etcd did not answer within {START_TIMEOUT:?} ({last}); its log ends:\n{}",
+                    self.log_tail()
+                ));
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The client endpoint, `"127.0.0.1:port"`.
+    pub fn endpoint(&self) -> String {
+        format!("127.0.0.1:{}", self.client_port)
+    }
+
+    /// A client of this server with the given request timeout.
+    pub fn client(&self, timeout: Duration) -> Client {
+        // The endpoint is host:port and the timeout is checked here, so `new` cannot refuse them.
+        assert!(!timeout.is_zero(), "a zero request timeout");
+        Client::new(&[self.endpoint()], timeout).expect("a loopback host:port endpoint is valid")
+    }
+
+    /// Kills etcd with SIGKILL and waits for it to die; the data directory stays until drop.
+    pub fn kill(&mut self) {
+        // Killing a process that already exited is not an error worth reporting here.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The last lines etcd logged.
+    fn log_tail(&self) -> String {
+        let log = fs::read_to_string(self.data_dir.join("etcd.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        self.kill();
+        // Best effort: a leftover directory in /dev/shm is only litter.
+        let _ = fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+/// The etcd binary: Debian's, else the first `etcd` on `PATH`.
+fn etcd_binary() -> Option<PathBuf> {
+    let debian = PathBuf::from(DEBIAN_ETCD);
+    if debian.is_file() {
+        return Some(debian);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join("etcd")).find(|p| p.is_file())
+}
+
+/// Whether this process runs as root (it owns its own `/proc/self`).
+fn is_root() -> bool {
+    fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
+}
+
+/// Two distinct loopback ports that were free a moment ago.
+fn free_ports() -> Result<[u16; 2], String> {
+    let bind = || TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot bind a loopback port: {e}"));
+    // Both stay bound until both are read, so the kernel cannot hand out the same port twice.
+    let listeners = [bind()?, bind()?];
+    let port = |l: &TcpListener| {
+        l.local_addr().map(|a| a.port()).map_err(|e| format!("cannot read a bound port: {e}"))
+    };
+    Ok([port(&listeners[0])?, port(&listeners[1])?])
+}
+
+/// A directory name no other server of this or another process uses.
+fn fresh_dir() -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let shm = Path::new("/dev/shm");
+    let base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    base.join(format!("mojim-etcd-{}-{n}-{nanos}", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_answers_then_dies_when_killed_and_cleans_up_on_drop() {
+        let Some(mut server) = EtcdServer::start_for_test() else { return };
+        let dir = server.data_dir.clone();
+        let client = server.client(Duration::from_millis(300));
+        client.put("k", b"v", None).unwrap();
+        server.kill();
+        assert!(matches!(client.get("k"), Err(crate::EtcdError::Unreachable { .. })));
+        drop(server);
+        assert!(!dir.exists(), "{} left behind", dir.display());
+    }
+}

@@ -1,0 +1,184 @@
+//! Operators' commands to a node (JSON over the admin connection): role changes under a new
+//! epoch, and resolving divergence. Each command is checked whole before it changes anything.
+//!
+//! - `fence {epoch}`: take `epoch` (refusing every session and frame below it from now on) and
+//!   end the current session if it is older.
+//! - `promote {epoch, drain_ms}`: become the primary's node at `epoch`: end the session, apply
+//!   everything logged, let the backups catch up (at most `drain_ms`), start a new generation
+//!   with a dirty bitmap and a metadata log beside the data area, and stop serving data
+//!   sessions. The application then opens the data area as its region.
+//! - `demote {epoch}`: a former primary's node serves data sessions again (as a backup); its
+//!   copy may hold writes nobody acknowledged, so it is marked for a full copy.
+//! - `discard {}`: mark this copy inconsistent, so the next session copies everything into it
+//!   (resolving a split brain in favour of the peer).
+//! - `reset {base}`: before a feeding mirror copies its whole data area here: forget the logs,
+//!   mark the copy inconsistent, and start the sequence over at `base + 1`.
+
+use super::{apply, forward, session, Shared};
+use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
+use serde::Deserialize;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+#[derive(Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+enum Command {
+    Fence {
+        epoch: u64,
+    },
+    Promote {
+        epoch: u64,
+        #[serde(default = "default_drain")]
+        drain_ms: u64,
+    },
+    Demote {
+        epoch: u64,
+    },
+    Discard {},
+    Reset {
+        base: u64,
+    },
+}
+
+fn default_drain() -> u64 {
+    5000
+}
+
+/// Runs one command and returns its JSON reply, or a message saying what is wrong.
+pub(crate) fn run(s: &Shared, json: &str) -> Result<Vec<u8>, String> {
+    let cmd: Command = serde_json::from_str(json).map_err(|e| format!("bad command {json:?}: {e}"))?;
+    let reply = match cmd {
+        Command::Fence { epoch } => {
+            fence(s, epoch)?;
+            serde_json::json!({ "epoch": s.epoch.load(Ordering::SeqCst) })
+        }
+        Command::Promote { epoch, drain_ms } => promote(s, epoch, Duration::from_millis(drain_ms))?,
+        Command::Demote { epoch } => {
+            fence(s, epoch)?;
+            let (flags, until) = s.region.copy_state().map_err(io("read the copy state"))?;
+            if flags & FLAG_PRIMARY != 0 {
+                s.region
+                    .set_copy_state((flags & !FLAG_PRIMARY) | FLAG_INCONSISTENT, until)
+                    .map_err(io("record the demotion"))?;
+                tracing::warn!(epoch, "demoted: this copy needs a full copy from the current mirror");
+            }
+            serde_json::json!({ "epoch": epoch })
+        }
+        Command::Discard {} => {
+            no_session(s)?;
+            let (flags, _) = s.region.copy_state().map_err(io("read the copy state"))?;
+            s.region
+                .set_copy_state(flags | FLAG_INCONSISTENT, 0)
+                .map_err(io("mark the copy inconsistent"))?;
+            tracing::warn!("this copy was discarded: the next session copies everything into it");
+            serde_json::json!({ "discarded": true })
+        }
+        Command::Reset { base } => {
+            reset(s, base)?;
+            serde_json::json!({ "base": base })
+        }
+    };
+    Ok(reply.to_string().into_bytes())
+}
+
+fn io(what: &'static str) -> impl Fn(std::io::Error) -> String {
+    move |e| format!("{what}: {e}")
+}
+
+fn no_session(s: &Shared) -> Result<(), String> {
+    match session::describe(s) {
+        Some((_, peer, _, _)) => Err(format!("a session from {peer} is active; fence this node first")),
+        None => Ok(()),
+    }
+}
+
+/// Takes `epoch` if it is newer, persistently, and ends an older session.
+fn fence(s: &Shared, epoch: u64) -> Result<(), String> {
+    let current = s.epoch.load(Ordering::SeqCst);
+    if epoch < current {
+        return Err(format!("epoch {epoch} is older than this node's epoch {current}"));
+    }
+    if epoch > current {
+        s.region.set_epoch(epoch).map_err(io("persist the epoch"))?;
+        s.epoch.store(epoch, Ordering::SeqCst);
+        tracing::warn!(from = current, to = epoch, "fenced: sessions below the new epoch are refused");
+    }
+    session::end_older(s, epoch);
+    Ok(())
+}
+
+fn promote(s: &Shared, epoch: u64, drain: Duration) -> Result<serde_json::Value, String> {
+    let current = s.epoch.load(Ordering::SeqCst);
+    if epoch <= current {
+        return Err(format!("promotion needs a new epoch: {epoch} is not above this node's epoch {current}"));
+    }
+    if !session::consistent(s) {
+        return Err(
+            "this copy is inconsistent (a copy into it did not finish): promoting it would lose data; \
+                    promote another node"
+                .into(),
+        );
+    }
+    fence(s, epoch)?;
+    session::wait_ended(s, Duration::from_secs(5))?;
+    apply::checkpoint(s, true);
+    if let Some(msg) = s.storage_failed.get() {
+        return Err(format!("the data area failed: {msg}"));
+    }
+    let applied = s.region.applied_seq().map_err(|e| e.to_string())?;
+    // Backups that are connected get what this node applied, so one can become the new mirror
+    // with nothing to copy.
+    let t0 = Instant::now();
+    let drained = forward::wait_all_acked(s, applied, drain);
+    let (old, _) = s.region.generation().map_err(io("read the generation"))?;
+    let base = if old == 0 { crate::primary::new_generation() } else { old };
+    let paths = crate::primary::PrimaryFiles::beside(&s.opts.data_path());
+    paths
+        .start_history(
+            s.opts.region.uuid,
+            s.opts.region.size,
+            s.opts.dirty_chunk,
+            s.opts.metadata_log_records,
+            base,
+            applied,
+        )
+        .map_err(|e| format!("prepare the primary's files: {e}"))?;
+    let generation = crate::primary::new_generation();
+    s.region.set_generation(generation, base).map_err(io("persist the generation"))?;
+    let (flags, until) = s.region.copy_state().map_err(io("read the copy state"))?;
+    s.region.set_copy_state(flags | FLAG_PRIMARY, until).map_err(io("record the promotion"))?;
+    s.region.sync().map_err(io("sync the data area"))?;
+    tracing::warn!(epoch, applied, "promoted: this node's copy is the primary's now");
+    Ok(serde_json::json!({
+        "epoch": epoch,
+        "applied_seq": applied,
+        "generation": generation,
+        "backups_drained": drained,
+        "drain_ms": t0.elapsed().as_millis() as u64,
+        "region_path": s.opts.data_path(),
+    }))
+}
+
+/// Forgets the logs and starts the sequence over at `base + 1`, marked inconsistent.
+fn reset(s: &Shared, base: u64) -> Result<(), String> {
+    no_session(s)?;
+    let _applier = s.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let mut c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
+    if c.cp.waiting() > 0 || !c.unreleased.is_empty() {
+        return Err("groups are still being applied here; try again".into());
+    }
+    for (lane, cell) in s.logs.iter().enumerate() {
+        let mut l = s.lanes[lane].lock().unwrap_or_else(|p| p.into_inner());
+        let head = l.space().head();
+        if let Some(log) = cell.get() {
+            log.set_tail(head).map_err(io("drop the log's records"))?;
+        }
+        l.release(head);
+    }
+    let (flags, _) = s.region.copy_state().map_err(io("read the copy state"))?;
+    s.region.set_copy_state(flags | FLAG_INCONSISTENT, 0).map_err(io("mark the copy inconsistent"))?;
+    s.region.set_applied_seq(base).map_err(io("persist the applied sequence number"))?;
+    c.cp.reset_to(base);
+    tracing::warn!(base, "reset for a full copy");
+    Ok(())
+}

@@ -1,0 +1,468 @@
+//! One connected session to the mirror (and, for the broadcast baseline, more mirrors): its
+//! lanes, the sending of groups, the reading of acknowledgements, and heartbeats.
+//!
+//! A link never comes back: once any lane fails, the whole link is failed and every waiter is
+//! woken. The primary replaces it with a new link (see `resync.rs`).
+
+use crate::connect::{connect, Intro};
+use crate::error::{Error, Result};
+use mojim_core::encode::{self, data_header, GroupLimits, GroupShape, SessionTag};
+use mojim_core::Range;
+use mojim_format::handshake::{decode_refuse, PeerRole, Welcome, REFUSE_MAX};
+use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
+use mojim_region::RegionFile;
+use mojim_transport::{Conn, Transport};
+use std::io::IoSlice;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::PrimaryOptions;
+use crate::config::RegionId;
+
+/// Frames written per `writev`.
+const BATCH: usize = 32;
+/// Most replicas a broadcasting primary sends to.
+pub(crate) const MAX_REPLICAS: usize = 8;
+
+pub(crate) fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
+    // A panic while holding a lane lock leaves only counters behind; keep going.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(crate) struct Tx<C> {
+    conn: C,
+    headers: Box<[[u8; FRAME_HEADER_SIZE]; BATCH]>,
+    /// Sequence numbers of the last `async_window` groups sent on this lane.
+    window: Box<[u64]>,
+    window_at: usize,
+    pub last_sent: u64,
+}
+
+struct Waiters {
+    reader_busy: bool,
+}
+
+pub(crate) struct Lane<C> {
+    pub index: u16,
+    tx: Mutex<Tx<C>>,
+    rx: Mutex<C>,
+    /// Closes the connection from any thread.
+    ctl: C,
+    pub acked: AtomicU64,
+    waiters: Mutex<Waiters>,
+    cv: Condvar,
+    /// Milliseconds (on the link's clock) of the last frame sent and received.
+    last_tx: AtomicU64,
+    last_rx: AtomicU64,
+}
+
+/// When a reader stops reading.
+#[derive(Clone, Copy)]
+enum Until {
+    Acked(u64),
+    /// Any frame from the mirror (a heartbeat's answer).
+    Heard,
+}
+
+/// A connected session.
+pub(crate) struct Link<C> {
+    /// `replicas` × `lanes_per_replica` lanes: replica r's lane l at `r * lanes_per_replica + l`.
+    pub lanes: Box<[Lane<C>]>,
+    pub lanes_per_replica: usize,
+    pub replicas: usize,
+    pub session: u64,
+    pub epoch: u64,
+    pub next_seq: AtomicU64,
+    pub limits: GroupLimits,
+    pub failed: OnceLock<String>,
+    /// What the mirror (replica 0) said when the session began.
+    pub welcome: Welcome,
+    pub mirror: String,
+    clock: Instant,
+}
+
+impl<C: Conn> Link<C> {
+    /// Connects every lane of every replica and checks they agree.
+    pub fn connect<T: Transport<Conn = C>>(
+        transport: &T,
+        opts: &PrimaryOptions,
+        region: &RegionFile,
+        epoch: u64,
+        generation: u64,
+    ) -> Result<Link<C>> {
+        let id = RegionId { uuid: region.uuid(), size: region.size() };
+        let session = crate::random::u64() | 1;
+        let targets: Vec<&String> = std::iter::once(&opts.mirror).chain(&opts.broadcast).collect();
+        if targets.len() > MAX_REPLICAS {
+            return Err(Error::Config(format!(
+                "[primary] broadcast names {} mirrors; at most {} are supported",
+                opts.broadcast.len(),
+                MAX_REPLICAS - 1
+            )));
+        }
+        let clock = Instant::now();
+        let mut max_frame = opts.limits.max_frame;
+        let mut log_capacity = u64::MAX;
+        let mut first: Option<Welcome> = None;
+        let mut lanes = Vec::new();
+        for (r, target) in targets.iter().enumerate() {
+            for lane in 0..opts.lanes {
+                let intro = Intro {
+                    role: PeerRole::Primary,
+                    region: id,
+                    epoch,
+                    session,
+                    lane,
+                    lanes: opts.lanes,
+                    max_frame: opts.limits.max_frame,
+                    generation,
+                };
+                let (conn, welcome) = connect(transport, target, opts.connect_timeout, &opts.secret, &intro)?;
+                match &first {
+                    None => first = Some(welcome),
+                    Some(w) if welcome.next_seq != w.next_seq => {
+                        return Err(Error::MirrorLost {
+                            reason: format!(
+                                "{target} lane {lane} was told to start at group {} but {} lane 0 at {}: \
+                                 another primary is connecting, or the broadcast mirrors hold different groups",
+                                welcome.next_seq, opts.mirror, w.next_seq
+                            ),
+                        });
+                    }
+                    Some(_) => {}
+                }
+                if r == 0 && lane == 0 && welcome.epoch > epoch {
+                    return Err(Error::Fenced {
+                        epoch,
+                        peer: opts.mirror.clone(),
+                        peer_epoch: welcome.epoch,
+                    });
+                }
+                max_frame = max_frame.min(welcome.max_frame);
+                log_capacity = log_capacity.min(welcome.log_capacity);
+                let mut rx = conn.try_clone().map_err(Error::io("clone connection"))?;
+                rx.set_busy_poll(opts.busy_poll);
+                rx.set_recv_timeout(Some(opts.failure.heartbeat.timeout))
+                    .map_err(Error::io("set lane timeout"))?;
+                let ctl = conn.try_clone().map_err(Error::io("clone connection"))?;
+                let next_seq = first.as_ref().map_or(1, |w| w.next_seq);
+                lanes.push(Lane {
+                    index: lane,
+                    tx: Mutex::new(Tx {
+                        conn,
+                        headers: Box::new([[0u8; FRAME_HEADER_SIZE]; BATCH]),
+                        window: vec![0u64; opts.async_window as usize].into_boxed_slice(),
+                        window_at: 0,
+                        last_sent: 0,
+                    }),
+                    rx: Mutex::new(rx),
+                    ctl,
+                    acked: AtomicU64::new(next_seq - 1),
+                    waiters: Mutex::new(Waiters { reader_busy: false }),
+                    cv: Condvar::new(),
+                    last_tx: AtomicU64::new(0),
+                    last_rx: AtomicU64::new(0),
+                });
+            }
+        }
+        let welcome = first.expect("at least one lane");
+        let limits = GroupLimits {
+            region_size: id.size,
+            max_frame,
+            max_ranges: opts.limits.max_ranges,
+            max_group_log_bytes: encode::max_group_log_bytes(log_capacity, max_frame),
+        };
+        Ok(Link {
+            lanes: lanes.into_boxed_slice(),
+            lanes_per_replica: opts.lanes as usize,
+            replicas: targets.len(),
+            session,
+            epoch,
+            next_seq: AtomicU64::new(welcome.next_seq),
+            limits,
+            failed: OnceLock::new(),
+            welcome,
+            mirror: opts.mirror.clone(),
+            clock,
+        })
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.clock.elapsed().as_millis() as u64
+    }
+
+    pub fn is_failed(&self) -> bool {
+        self.failed.get().is_some()
+    }
+
+    fn lost(&self) -> String {
+        self.failed.get().cloned().unwrap_or_default()
+    }
+
+    /// Sends a group on lane `l` of every replica; `before_send` runs once its sequence number
+    /// is known and before any frame leaves. Returns the group's number and the group
+    /// `async_window` groups back on the lane.
+    pub fn send_group(
+        &self,
+        region: &RegionFile,
+        l: usize,
+        ranges: &[Range],
+        shape: GroupShape,
+        before_send: impl FnOnce(u64),
+    ) -> Result<(u64, u64), String> {
+        let mut guards: [Option<MutexGuard<'_, Tx<C>>>; MAX_REPLICAS] = Default::default();
+        for (r, g) in guards.iter_mut().enumerate().take(self.replicas) {
+            *g = Some(lock(&self.lanes[r * self.lanes_per_replica + l].tx));
+        }
+        if self.is_failed() {
+            return Err(self.lost());
+        }
+        // Assigned under the lanes' locks: a lane's groups go out in sequence order.
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        before_send(seq);
+        let mut behind = 0;
+        for (r, tx) in guards.iter_mut().enumerate().take(self.replicas) {
+            let tx = tx.as_mut().expect("locked above");
+            behind = self.send_frames(region, tx, l as u16, seq, ranges, shape)?;
+            self.lanes[r * self.lanes_per_replica + l].last_tx.store(self.now_ms(), Ordering::Relaxed);
+        }
+        Ok((seq, behind))
+    }
+
+    fn send_frames(
+        &self,
+        region: &RegionFile,
+        tx: &mut Tx<C>,
+        lane: u16,
+        seq: u64,
+        ranges: &[Range],
+        shape: GroupShape,
+    ) -> Result<u64, String> {
+        let tag = SessionTag { session: self.session, epoch: self.epoch, lane };
+        let mut plans = encode::frames(ranges, self.limits.max_frame, shape);
+        let mut bodies: [&[u8]; BATCH] = [&[]; BATCH];
+        loop {
+            let mut n = 0;
+            while n < BATCH {
+                let Some(plan) = plans.next() else { break };
+                let body = region.bytes(plan.offset, plan.len as usize);
+                tx.headers[n] = data_header(tag, seq, plan, body);
+                bodies[n] = body;
+                n += 1;
+            }
+            if n == 0 {
+                break;
+            }
+            let mut iov = [IoSlice::new(&[]); 2 * BATCH];
+            for i in 0..n {
+                iov[2 * i] = IoSlice::new(&tx.headers[i]);
+                iov[2 * i + 1] = IoSlice::new(bodies[i]);
+            }
+            if let Err(e) = tx.conn.send_all_vectored(&mut iov[..2 * n]) {
+                return Err(self.fail(format!("send on lane {lane}: {e}")));
+            }
+        }
+        tx.last_sent = seq;
+        let behind = std::mem::replace(&mut tx.window[tx.window_at], seq);
+        tx.window_at = (tx.window_at + 1) % tx.window.len();
+        Ok(behind)
+    }
+
+    /// Sends a control frame (no body) on lane `l` of every replica.
+    pub fn send_control(&self, l: usize, kind: FrameKind, offset: u64, seq: u64) -> Result<(), String> {
+        for r in 0..self.replicas {
+            let lane = &self.lanes[r * self.lanes_per_replica + l];
+            let mut h = FrameHeader::new(kind);
+            h.lane = l as u16;
+            h.epoch = self.epoch;
+            h.session = self.session;
+            h.offset = offset;
+            h.seq = seq;
+            let bytes = h.to_bytes();
+            let mut tx = lock(&lane.tx);
+            if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&bytes)]) {
+                return Err(self.fail(format!("send {kind:?} on lane {l}: {e}")));
+            }
+            lane.last_tx.store(self.now_ms(), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Waits until `seq` is acknowledged on lane `l` of every replica.
+    pub fn wait(&self, l: usize, seq: u64) -> Result<(), String> {
+        for r in 0..self.replicas {
+            self.wait_acked(&self.lanes[r * self.lanes_per_replica + l], Until::Acked(seq))?;
+        }
+        Ok(())
+    }
+
+    fn wait_acked(&self, lane: &Lane<C>, until: Until) -> Result<(), String> {
+        let mut w = lock(&lane.waiters);
+        loop {
+            if let Until::Acked(seq) = until {
+                if lane.acked.load(Ordering::Acquire) >= seq {
+                    return Ok(());
+                }
+            }
+            if self.is_failed() {
+                return Err(self.lost());
+            }
+            if !w.reader_busy {
+                break;
+            }
+            if let Until::Heard = until {
+                // Someone else is reading: the lane is being heard.
+                return Ok(());
+            }
+            w = lane.cv.wait(w).unwrap_or_else(|p| p.into_inner());
+        }
+        w.reader_busy = true;
+        drop(w);
+        let res = self.read_frames(lane, until);
+        lock(&lane.waiters).reader_busy = false;
+        lane.cv.notify_all();
+        res
+    }
+
+    /// Reads frames on `lane` until `until` holds.
+    fn read_frames(&self, lane: &Lane<C>, until: Until) -> Result<(), String> {
+        let mut rx = lock(&lane.rx);
+        loop {
+            if let Until::Acked(seq) = until {
+                if lane.acked.load(Ordering::Acquire) >= seq {
+                    return Ok(());
+                }
+            }
+            if self.is_failed() {
+                return Err(self.lost());
+            }
+            let mut hb = [0u8; FRAME_HEADER_SIZE];
+            if let Err(e) = rx.read_exact(&mut hb) {
+                let why = if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+                {
+                    "no heartbeat or acknowledgement within the heartbeat timeout".to_string()
+                } else {
+                    e.to_string()
+                };
+                return Err(self.fail(format!("lane {} from {}: {why}", lane.index, self.mirror)));
+            }
+            lane.last_rx.store(self.now_ms(), Ordering::Relaxed);
+            let h = match FrameHeader::decode(&hb) {
+                Ok(h) => h,
+                Err(e) => {
+                    return Err(
+                        self.fail(format!("bad frame from {} on lane {}: {e}", self.mirror, lane.index))
+                    )
+                }
+            };
+            match h.kind {
+                FrameKind::Ack => {
+                    let prev = lane.acked.load(Ordering::Acquire);
+                    let next = self.next_seq.load(Ordering::Relaxed);
+                    if h.session != self.session || h.lane != lane.index || h.seq <= prev || h.seq >= next {
+                        return Err(self.fail(format!(
+                            "mirror {} acknowledged group {} on lane {} (session {:#x}), expected a group in {}..{} of session {:#x}",
+                            self.mirror, h.seq, h.lane, h.session, prev + 1, next, self.session
+                        )));
+                    }
+                    lane.acked.store(h.seq, Ordering::Release);
+                    // Wake threads waiting on earlier groups of this lane.
+                    let _w = lock(&lane.waiters);
+                    lane.cv.notify_all();
+                    if let Until::Heard = until {
+                        return Ok(());
+                    }
+                }
+                FrameKind::Heartbeat if h.body_len == 0 && h.session == self.session => {
+                    if let Until::Heard = until {
+                        return Ok(());
+                    }
+                }
+                FrameKind::Refuse if (h.body_len as usize) <= REFUSE_MAX => {
+                    let mut body = vec![0u8; h.body_len as usize];
+                    let msg = match rx.read_exact(&mut body).ok().and_then(|_| decode_refuse(&body).ok()) {
+                        Some((code, m)) => format!("mirror refused the session ({code:?}): {m}"),
+                        None => "mirror refused the session".to_string(),
+                    };
+                    return Err(self.fail(msg));
+                }
+                k => {
+                    return Err(self
+                        .fail(format!("unexpected {k:?} frame from {} on lane {}", self.mirror, lane.index)))
+                }
+            }
+        }
+    }
+
+    /// One heartbeat round: every lane idle for `interval` sends a heartbeat and reads until it
+    /// hears the mirror (or its receive timeout fails the link).
+    pub fn heartbeat(&self, interval: Duration, timeout: Duration) -> Result<(), String> {
+        let now = self.now_ms();
+        let interval = interval.as_millis() as u64;
+        for lane in self.lanes.iter() {
+            let idle = now.saturating_sub(lane.last_tx.load(Ordering::Relaxed)) >= interval;
+            if idle {
+                let Ok(mut tx) = lane.tx.try_lock() else { continue };
+                let mut h = FrameHeader::new(FrameKind::Heartbeat);
+                h.lane = lane.index;
+                h.epoch = self.epoch;
+                h.session = self.session;
+                if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]) {
+                    return Err(self.fail(format!("send heartbeat on lane {}: {e}", lane.index)));
+                }
+                lane.last_tx.store(now, Ordering::Relaxed);
+            }
+            let unheard = now.saturating_sub(lane.last_rx.load(Ordering::Relaxed)) >= interval;
+            if idle || unheard {
+                self.wait_acked(lane, Until::Heard)?;
+            }
+            let silent = self.now_ms().saturating_sub(lane.last_rx.load(Ordering::Relaxed));
+            if silent > timeout.as_millis() as u64 {
+                return Err(self.fail(format!(
+                    "lane {} heard nothing from {} for {silent} ms",
+                    lane.index, self.mirror
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks the link failed and closes every lane, so no thread waits forever.
+    pub fn fail(&self, reason: String) -> String {
+        let _ = self.failed.set(reason);
+        for lane in self.lanes.iter() {
+            lane.ctl.shutdown();
+            let _w = lock(&lane.waiters);
+            lane.cv.notify_all();
+        }
+        self.lost()
+    }
+
+    /// Waits until every group sent so far is acknowledged.
+    pub fn drain(&self) -> Result<(), String> {
+        for lane in self.lanes.iter() {
+            let last = lock(&lane.tx).last_sent;
+            if last != 0 {
+                self.wait_acked(lane, Until::Acked(last))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes every lane (the mirror seals the session).
+    pub fn close(&self) {
+        for lane in self.lanes.iter() {
+            lane.ctl.shutdown();
+        }
+    }
+
+    pub fn acked(&self) -> Vec<u64> {
+        self.lanes.iter().map(|l| l.acked.load(Ordering::Relaxed)).collect()
+    }
+
+    /// The lowest acknowledged number over all lanes: every group up to it is at the mirror.
+    pub fn acked_floor(&self) -> u64 {
+        self.lanes.iter().map(|l| l.acked.load(Ordering::Relaxed)).min().unwrap_or(0)
+    }
+}

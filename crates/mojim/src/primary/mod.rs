@@ -1,0 +1,677 @@
+//! The primary: the application's side of a region.
+//!
+//! The application maps the region and uses it with loads and stores; at a sync point
+//! (`msync`, `gmsync`) the named bytes go to the mirror as one atomic group, in one round trip,
+//! straight from the mapping. Sync points from many threads pipeline: each thread keeps to one
+//! lane, a lane's sender lock is held only while its frames are written, and whoever waits on a
+//! lane reads its acknowledgements for everyone waiting there.
+//!
+//! Failures: a keeper thread sends heartbeats on idle lanes and declares the mirror lost when a
+//! lane hears nothing for the heartbeat timeout. On a loss the primary first makes its whole
+//! copy persistent (the window of vulnerability ends there), then follows `on_mirror_loss`:
+//! `block` fails sync points until the mirror is back, `degrade` keeps going and records changed
+//! chunks in a persistent dirty bitmap. The keeper reconnects, and the new session first brings
+//! the mirror up to date (see `resync.rs`) while the application keeps syncing.
+
+mod link;
+mod resync;
+
+pub(crate) use resync::new_generation;
+pub use resync::{CopyKind, ResyncStatus};
+
+use crate::config::{Config, Heartbeat, Limits, Mode, OnMirrorLoss, Secret};
+use crate::error::{Error, Result};
+use link::{lock, Link};
+use mojim_core::encode::{check_group, GroupLimits, RangeError};
+use mojim_core::Range;
+use mojim_region::{DirtyMap, MetaRing, RegionFile};
+use mojim_transport::{TcpTransport, Transport};
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What the primary does about failures.
+#[derive(Clone, Debug)]
+pub struct FailurePolicy {
+    pub heartbeat: Heartbeat,
+    pub on_mirror_loss: OnMirrorLoss,
+    /// How often to try to reconnect to a lost mirror.
+    pub reconnect: Duration,
+    /// Bytes per bit of the dirty bitmap.
+    pub dirty_chunk: u64,
+    /// Records of the metadata log.
+    pub metadata_log_records: u64,
+}
+
+impl Default for FailurePolicy {
+    fn default() -> Self {
+        FailurePolicy {
+            heartbeat: Heartbeat::default(),
+            on_mirror_loss: OnMirrorLoss::Block,
+            reconnect: Duration::from_millis(200),
+            dirty_chunk: 64 << 10,
+            metadata_log_records: 1 << 16,
+        }
+    }
+}
+
+/// How to open a region as primary.
+#[derive(Clone, Debug)]
+pub struct PrimaryOptions {
+    pub region_path: PathBuf,
+    pub mode: Mode,
+    pub mirror: String,
+    pub lanes: u16,
+    pub secret: Secret,
+    pub limits: Limits,
+    pub async_window: u32,
+    pub connect_timeout: Duration,
+    /// Poll for acknowledgements this long before sleeping.
+    pub busy_poll: Duration,
+    /// More mirrors to send every group to and wait for, besides `mirror` (the broadcast
+    /// baseline, for comparison only).
+    pub broadcast: Vec<String>,
+    pub failure: FailurePolicy,
+}
+
+impl PrimaryOptions {
+    /// Options from a configuration file.
+    pub fn from_config(cfg: &Config, insecure: bool) -> Result<PrimaryOptions> {
+        let p = &cfg.file.primary;
+        let mode = cfg.mode()?;
+        if mode.replicated() && !(1..=256).contains(&p.lanes) {
+            return Err(Error::Config(format!("[primary] lanes = {} must be between 1 and 256", p.lanes)));
+        }
+        if p.async_window == 0 || p.async_window > 65536 {
+            return Err(Error::Config(format!(
+                "[primary] async_window = {} must be between 1 and 65536",
+                p.async_window
+            )));
+        }
+        let records = cfg.file.cluster.metadata_log_records;
+        if !(64..=(1 << 26)).contains(&records) {
+            return Err(Error::Config(format!(
+                "[cluster] metadata_log_records = {records} must be between 64 and 67108864"
+            )));
+        }
+        Ok(PrimaryOptions {
+            region_path: cfg.resolve(&cfg.file.region.path),
+            mode,
+            mirror: p.mirror.clone(),
+            lanes: p.lanes,
+            secret: if mode.replicated() { cfg.secret(insecure)? } else { Secret(Vec::new()) },
+            limits: cfg.limits()?,
+            async_window: p.async_window,
+            connect_timeout: Duration::from_millis(p.connect_timeout_ms),
+            busy_poll: Duration::from_micros(p.busy_poll_us),
+            broadcast: p.broadcast.clone(),
+            failure: FailurePolicy {
+                heartbeat: cfg.heartbeat()?,
+                on_mirror_loss: cfg.on_mirror_loss()?,
+                reconnect: Duration::from_millis(cfg.file.cluster.reconnect_ms.max(1)),
+                dirty_chunk: cfg.dirty_chunk()?,
+                metadata_log_records: records,
+            },
+        })
+    }
+
+    /// The primary's metadata log, beside the region file.
+    pub fn metadata_log_path(&self) -> PathBuf {
+        PrimaryFiles::beside(&self.region_path).metadata_log
+    }
+
+    /// The primary's dirty bitmap, beside the region file.
+    pub fn dirty_map_path(&self) -> PathBuf {
+        PrimaryFiles::beside(&self.region_path).dirty_map
+    }
+}
+
+/// The files a primary keeps beside its region file.
+pub struct PrimaryFiles {
+    pub metadata_log: PathBuf,
+    pub dirty_map: PathBuf,
+}
+
+impl PrimaryFiles {
+    pub fn beside(region: &std::path::Path) -> PrimaryFiles {
+        let with = |suffix: &str| {
+            let mut s = region.as_os_str().to_owned();
+            s.push(suffix);
+            PathBuf::from(s)
+        };
+        PrimaryFiles { metadata_log: with(".mlog"), dirty_map: with(".dirty") }
+    }
+
+    /// A promoted node's copy starts a new history from generation `base` at `applied`: the
+    /// dirty bitmap records from there (so a peer still at `base` gets only what changed) and
+    /// the metadata log answers for groups after `applied`.
+    pub fn start_history(
+        &self,
+        uuid: [u8; 16],
+        size: u64,
+        dirty_chunk: u64,
+        records: u64,
+        base: u64,
+        applied: u64,
+    ) -> Result<()> {
+        let dirty = DirtyMap::open_or_create(&self.dirty_map, uuid, size, dirty_chunk)?;
+        dirty.begin(base, applied).map_err(Error::io("start the dirty bitmap"))?;
+        let meta = MetaRing::open_or_create(&self.metadata_log, uuid, records)?;
+        meta.restart(applied + 1).map_err(Error::io("restart the metadata log"))?;
+        Ok(())
+    }
+}
+
+/// A group queued in order; [`Primary::wait`] returns when it is durable for the mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "a ticket is only durable once waited for"]
+pub struct Ticket {
+    session: u64,
+    lane: u16,
+    seq: u64,
+}
+
+impl Ticket {
+    const LOCAL: Ticket = Ticket { session: 0, lane: 0, seq: 0 };
+
+    /// The group's sequence number (0 when nothing was sent: an empty group, an unreplicated
+    /// mode, or a primary running without its mirror).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+/// What a primary reports about itself.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PrimaryStatus {
+    pub mode: String,
+    pub mirror: String,
+    pub lanes: usize,
+    pub session: u64,
+    pub epoch: u64,
+    pub generation: u64,
+    pub next_seq: u64,
+    pub acked_seq: Vec<u64>,
+    /// Why the mirror is lost, while it is.
+    pub failed: Option<String>,
+    /// Running without the mirror (`degrade`), recording changes in the dirty bitmap.
+    pub degraded: bool,
+    pub dirty_bytes: u64,
+    pub mirror_losses: u64,
+    /// Microseconds the last loss took to make the primary's own copy persistent: until then
+    /// acknowledged groups of `sync` mode had one copy, in volatile caches.
+    pub vulnerable_us: Option<u64>,
+    /// The last attempt to reconnect, if it failed.
+    pub reconnect_error: Option<String>,
+    pub resync: Option<ResyncStatus>,
+}
+
+#[derive(Default)]
+struct Health {
+    lost: Option<String>,
+    losses: u64,
+    vulnerable_us: Option<u64>,
+    reconnect_error: Option<String>,
+}
+
+pub(crate) struct Inner<T: Transport> {
+    transport: T,
+    opts: PrimaryOptions,
+    region: RegionFile,
+    mode: Mode,
+    epoch: u64,
+    /// Checks a group when no link says how large a group may be.
+    local_limits: GroupLimits,
+    /// The current session, if connected. Held for writing only to install or drop a link:
+    /// a degraded sync point holds it for reading while it marks the dirty bitmap, so the
+    /// bitmap a new session copies is never missing a change.
+    link: RwLock<Option<Arc<Link<T::Conn>>>>,
+    meta: Option<MetaRing>,
+    dirty: Option<DirtyMap>,
+    health: Mutex<Health>,
+    resync: resync::Progress,
+    closing: AtomicBool,
+    wake: (Mutex<()>, Condvar),
+}
+
+/// A region opened as primary.
+pub struct Primary<T: Transport = TcpTransport> {
+    inner: Arc<Inner<T>>,
+    keeper: Option<JoinHandle<()>>,
+}
+
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    static THREAD_NO: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+fn thread_no() -> usize {
+    THREAD_NO.with(|c| {
+        if c.get() == usize::MAX {
+            c.set(THREADS.fetch_add(1, Ordering::Relaxed));
+        }
+        c.get()
+    })
+}
+
+impl Primary<TcpTransport> {
+    /// Opens the region at `opts.region_path` and, if the mode replicates, connects every lane.
+    pub fn open(opts: &PrimaryOptions) -> Result<Primary<TcpTransport>> {
+        Primary::open_with(TcpTransport, opts)
+    }
+}
+
+impl<T: Transport> Primary<T>
+where
+    T::Conn: Send + Sync + 'static,
+{
+    /// As [`Primary::open`], over any transport.
+    pub fn open_with(transport: T, opts: &PrimaryOptions) -> Result<Primary<T>> {
+        let region = RegionFile::open(&opts.region_path)?;
+        let epoch = region.epoch().max(1);
+        let replicated = opts.mode.replicated();
+        let (meta, dirty) = if replicated {
+            let meta = MetaRing::open_or_create(
+                &opts.metadata_log_path(),
+                region.uuid(),
+                opts.failure.metadata_log_records,
+            )?;
+            let dirty = DirtyMap::open_or_create(
+                &opts.dirty_map_path(),
+                region.uuid(),
+                region.size(),
+                opts.failure.dirty_chunk,
+            )?;
+            (Some(meta), Some(dirty))
+        } else {
+            (None, None)
+        };
+        let local_limits = GroupLimits {
+            region_size: region.size(),
+            max_frame: opts.limits.max_frame,
+            max_ranges: opts.limits.max_ranges,
+            max_group_log_bytes: u64::MAX,
+        };
+        let inner = Arc::new(Inner {
+            transport,
+            opts: opts.clone(),
+            mode: opts.mode,
+            epoch,
+            local_limits,
+            link: RwLock::new(None),
+            meta,
+            dirty,
+            health: Mutex::new(Health::default()),
+            resync: resync::Progress::default(),
+            closing: AtomicBool::new(false),
+            wake: (Mutex::new(()), Condvar::new()),
+            region,
+        });
+        if !replicated {
+            return Ok(Primary { inner, keeper: None });
+        }
+        match inner.connect() {
+            Ok(()) => {}
+            // Without its mirror a degrading primary starts degraded and keeps trying.
+            Err(e) if opts.failure.on_mirror_loss == OnMirrorLoss::Degrade && e.is_peer_unreachable() => {
+                inner.start_degraded(e.to_string())?;
+            }
+            Err(e) => return Err(e),
+        }
+        let k = inner.clone();
+        let keeper = std::thread::Builder::new()
+            .name("mojim-keeper".into())
+            .spawn(move || k.keeper_loop())
+            .map_err(Error::io("spawn the keeper thread"))?;
+        Ok(Primary { inner, keeper: Some(keeper) })
+    }
+
+    /// Bytes in the region.
+    pub fn size(&self) -> u64 {
+        self.inner.region.size()
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.inner.mode
+    }
+
+    /// Address of region byte 0, for loads and stores.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.inner.region.data_ptr()
+    }
+
+    /// Copies `data` into the region at `offset` (a store, not a sync point).
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.check(offset, data.len() as u64)?;
+        self.inner.region.write(offset, data);
+        Ok(())
+    }
+
+    /// Copies region bytes at `offset` into `out`.
+    pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<()> {
+        self.check(offset, out.len() as u64)?;
+        self.inner.region.read(offset, out);
+        Ok(())
+    }
+
+    fn check(&self, offset: u64, len: u64) -> Result<()> {
+        let size = self.inner.region.size();
+        if offset.checked_add(len).is_none_or(|e| e > size) {
+            return Err(Error::Range(RangeError::OutOfBounds { offset, len, region_size: size }));
+        }
+        Ok(())
+    }
+
+    /// Makes `[offset, offset + len)` durable for the mode, atomically.
+    pub fn msync(&self, offset: u64, len: u64) -> Result<()> {
+        self.gmsync(&[Range::new(offset, len)])
+    }
+
+    /// Makes all `ranges` durable for the mode as one atomic group: the ordering point and,
+    /// in `sync` and `sync-flush`, the durability point.
+    pub fn gmsync(&self, ranges: &[Range]) -> Result<()> {
+        let t = self.persist(ranges)?;
+        if self.inner.mode.waits_for_mirror() {
+            self.wait(t)?;
+        }
+        Ok(())
+    }
+
+    /// `msync` of the bytes at `ptr` (which must lie inside the region).
+    pub fn msync_ptr(&self, ptr: *const u8, len: usize) -> Result<()> {
+        let r = self.range_of(ptr, len)?;
+        self.gmsync(&[r])
+    }
+
+    /// The region range of a pointer range.
+    pub fn range_of(&self, ptr: *const u8, len: usize) -> Result<Range> {
+        let base = self.inner.region.data_ptr() as usize;
+        let addr = ptr as usize;
+        let size = self.inner.region.size();
+        match addr.checked_sub(base) {
+            Some(off) if (off as u64).checked_add(len as u64).is_some_and(|e| e <= size) => {
+                Ok(Range::new(off as u64, len as u64))
+            }
+            _ => Err(Error::Range(RangeError::Pointer { addr, len, base, size })),
+        }
+    }
+
+    /// The ordering point: queues `ranges` as one group after every group this thread queued
+    /// before, and returns without waiting for the mirror. In `unreplicated` and `async` modes
+    /// the ranges are locally persistent when this returns.
+    pub fn persist(&self, ranges: &[Range]) -> Result<Ticket> {
+        self.inner.persist(ranges)
+    }
+
+    /// The durability point: returns when the ticket's group (and every group queued before
+    /// it on its lane) is in the mirror's log. In `unreplicated` mode it returns at once; a
+    /// degraded primary returns once the group is persistent in its own copy.
+    pub fn wait(&self, ticket: Ticket) -> Result<()> {
+        self.inner.wait(ticket)
+    }
+
+    /// Waits until every group sent so far is acknowledged (in `async` mode, the mirror has
+    /// caught up), then closes the session.
+    pub fn close(mut self) -> Result<()> {
+        let r = self.inner.drain();
+        self.stop();
+        r
+    }
+
+    /// Waits until a resynchronisation in progress has finished (or failed), at most `timeout`.
+    /// Returns its final state, if one ran.
+    pub fn wait_resync(&self, timeout: Duration) -> Option<ResyncStatus> {
+        self.inner.resync.wait_idle(timeout);
+        self.inner.resync.status()
+    }
+
+    fn stop(&mut self) {
+        self.inner.closing.store(true, Ordering::SeqCst);
+        self.inner.wake.1.notify_all();
+        if let Some(l) = self.inner.current() {
+            l.close();
+        }
+        if let Some(k) = self.keeper.take() {
+            let _ = k.join();
+        }
+    }
+
+    pub fn status(&self) -> PrimaryStatus {
+        self.inner.status()
+    }
+}
+
+impl<T: Transport> Drop for Primary<T> {
+    fn drop(&mut self) {
+        self.inner.closing.store(true, Ordering::SeqCst);
+        self.inner.wake.1.notify_all();
+        if let Some(l) = self.inner.link.read().unwrap_or_else(|p| p.into_inner()).clone() {
+            if !l.is_failed() {
+                let _ = l.drain();
+            }
+            l.close();
+        }
+        if let Some(k) = self.keeper.take() {
+            let _ = k.join();
+        }
+    }
+}
+
+impl<T: Transport> Inner<T>
+where
+    T::Conn: Send + Sync + 'static,
+{
+    fn current(&self) -> Option<Arc<Link<T::Conn>>> {
+        self.link.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn generation(&self) -> u64 {
+        self.region.generation().0
+    }
+
+    /// Connects a new session and brings the mirror up to date (in the background).
+    fn connect(self: &Arc<Self>) -> Result<()> {
+        let link = Link::connect(&self.transport, &self.opts, &self.region, self.epoch, self.generation())?;
+        resync::link_up(self, Arc::new(link))
+    }
+
+    /// Starts without a mirror (`degrade`): the first loss, as if the mirror had just failed.
+    fn start_degraded(&self, reason: String) -> Result<()> {
+        let _slot = self.link.write().unwrap_or_else(|p| p.into_inner());
+        self.enter_loss(reason, 0).map_err(Error::io("start the dirty bitmap"))
+    }
+
+    /// The link failed: drop it, make the local copy persistent, and start recording changes
+    /// if the policy degrades. Only the first caller for a link does anything.
+    fn on_loss(&self, link: &Arc<Link<T::Conn>>, reason: String) {
+        let mut slot = self.link.write().unwrap_or_else(|p| p.into_inner());
+        if !slot.as_ref().is_some_and(|l| Arc::ptr_eq(l, link)) {
+            return;
+        }
+        let reason = link.fail(reason);
+        *slot = None;
+        tracing::warn!(mirror = %self.opts.mirror, %reason, "mirror lost");
+        if let Err(e) = self.enter_loss(reason, link.acked_floor()) {
+            tracing::error!(error = %e, "cannot record the mirror loss");
+        }
+        drop(slot);
+        self.resync.abort(link.session);
+        self.wake.1.notify_all();
+    }
+
+    /// With the link slot held for writing.
+    fn enter_loss(&self, reason: String, acked: u64) -> std::io::Result<()> {
+        let t0 = Instant::now();
+        let persisted = self.region.persist(0, self.region.size() as usize);
+        let vulnerable = t0.elapsed().as_micros() as u64;
+        {
+            let mut h = lock(&self.health);
+            h.lost = Some(reason);
+            h.losses += 1;
+            h.vulnerable_us = Some(vulnerable);
+        }
+        persisted?;
+        if self.opts.failure.on_mirror_loss == OnMirrorLoss::Degrade {
+            let dirty = self.dirty.as_ref().expect("replicated primaries have a dirty map");
+            if dirty.base().is_none() {
+                // Changes from here on belong to a new history; the mirror's copy is the old one.
+                let (current, _) = self.region.generation();
+                let base = if current == 0 { resync::new_generation() } else { current };
+                dirty.begin(base, acked)?;
+                self.region.set_generation(resync::new_generation(), base)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn persist(&self, ranges: &[Range]) -> Result<Ticket> {
+        if !self.mode.replicated() {
+            check_group(ranges, &self.local_limits)?;
+            self.flush_local(ranges)?;
+            return Ok(Ticket::LOCAL);
+        }
+        loop {
+            let slot = self.link.read().unwrap_or_else(|p| p.into_inner());
+            let Some(link) = slot.as_ref() else {
+                return self.persist_degraded(ranges);
+            };
+            let link = link.clone();
+            drop(slot);
+            if link.is_failed() {
+                self.on_loss(&link, String::new());
+                continue;
+            }
+            let shape = check_group(ranges, &link.limits)?;
+            if shape.frames == 0 {
+                return Ok(Ticket::LOCAL);
+            }
+            let lane = thread_no() % link.lanes_per_replica;
+            let meta = self.meta.as_ref().expect("replicated primaries have a metadata log");
+            let sent = link.send_group(&self.region, lane, ranges, shape, |seq| {
+                meta.append(seq, ranges.iter().map(|r| (r.offset, r.len)));
+            });
+            match sent {
+                Ok((seq, behind)) => {
+                    if self.mode.flushes_locally() {
+                        // Overlaps the local flush with the network round trip.
+                        self.flush_local(ranges)?;
+                    }
+                    let ticket = Ticket { session: link.session, lane: lane as u16, seq };
+                    if self.mode == Mode::Async && behind != 0 {
+                        self.wait(Ticket { seq: behind, ..ticket })?;
+                    }
+                    return Ok(ticket);
+                }
+                Err(reason) => self.on_loss(&link, reason),
+            }
+        }
+    }
+
+    /// A sync point without a mirror. Called with the link slot read-locked and empty.
+    fn persist_degraded(&self, ranges: &[Range]) -> Result<Ticket> {
+        let reason = lock(&self.health).lost.clone().unwrap_or_else(|| "not connected".into());
+        if self.opts.failure.on_mirror_loss == OnMirrorLoss::Block {
+            return Err(Error::MirrorLost { reason });
+        }
+        check_group(ranges, &self.local_limits)?;
+        let dirty = self.dirty.as_ref().expect("replicated primaries have a dirty map");
+        for r in ranges.iter().filter(|r| r.len > 0) {
+            dirty.mark(r.offset, r.len).map_err(Error::io("record the change in the dirty bitmap"))?;
+        }
+        self.flush_local(ranges)?;
+        Ok(Ticket::LOCAL)
+    }
+
+    fn wait(&self, ticket: Ticket) -> Result<()> {
+        if ticket.seq == 0 {
+            return Ok(());
+        }
+        if let Some(link) = self.current().filter(|l| l.session == ticket.session) {
+            match link.wait(ticket.lane as usize, ticket.seq) {
+                Ok(()) => return Ok(()),
+                Err(reason) => self.on_loss(&link, reason),
+            }
+        }
+        // The session is gone before the group was acknowledged.
+        let reason = lock(&self.health).lost.clone().unwrap_or_else(|| "the session ended".into());
+        match self.opts.failure.on_mirror_loss {
+            OnMirrorLoss::Block => Err(Error::MirrorLost { reason }),
+            // The loss made the whole copy persistent, and the metadata log resends the group.
+            OnMirrorLoss::Degrade => Ok(()),
+        }
+    }
+
+    fn drain(&self) -> Result<()> {
+        let Some(link) = self.current() else { return Ok(()) };
+        link.drain().map_err(|reason| Error::MirrorLost { reason })
+    }
+
+    fn flush_local(&self, ranges: &[Range]) -> Result<()> {
+        for r in ranges.iter().filter(|r| r.len > 0) {
+            self.region.persist(r.offset, r.len as usize).map_err(Error::io("persist region range"))?;
+        }
+        Ok(())
+    }
+
+    /// Heartbeats while connected; reconnects while not.
+    fn keeper_loop(self: Arc<Self>) {
+        let hb = self.opts.failure.heartbeat;
+        let mut next_try = Instant::now();
+        while !self.closing.load(Ordering::SeqCst) {
+            {
+                let g = lock(&self.wake.0);
+                let _ = self.wake.1.wait_timeout(g, hb.interval.min(self.opts.failure.reconnect));
+            }
+            if self.closing.load(Ordering::SeqCst) {
+                return;
+            }
+            match self.current() {
+                Some(link) => {
+                    if let Err(reason) = link.heartbeat(hb.interval, hb.timeout) {
+                        self.on_loss(&link, reason);
+                        next_try = Instant::now() + self.opts.failure.reconnect;
+                    }
+                }
+                None if Instant::now() >= next_try => {
+                    next_try = Instant::now() + self.opts.failure.reconnect;
+                    match self.connect() {
+                        Ok(()) => {
+                            lock(&self.health).reconnect_error = None;
+                            tracing::info!(mirror = %self.opts.mirror, "mirror reconnected");
+                        }
+                        Err(e) => {
+                            tracing::debug!(error = %e, "reconnect failed");
+                            lock(&self.health).reconnect_error = Some(e.to_string());
+                        }
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+
+    fn status(&self) -> PrimaryStatus {
+        let link = self.current();
+        let h = lock(&self.health);
+        PrimaryStatus {
+            mode: self.mode.name().into(),
+            mirror: self.opts.mirror.clone(),
+            lanes: link.as_ref().map_or(0, |l| l.lanes.len()),
+            session: link.as_ref().map_or(0, |l| l.session),
+            epoch: self.epoch,
+            generation: self.generation(),
+            next_seq: link.as_ref().map_or(0, |l| l.next_seq.load(Ordering::Relaxed)),
+            acked_seq: link.as_ref().map_or_else(Vec::new, |l| l.acked()),
+            failed: if link.is_some() { None } else { h.lost.clone() },
+            degraded: link.is_none() && self.opts.failure.on_mirror_loss == OnMirrorLoss::Degrade,
+            dirty_bytes: self.dirty.as_ref().map_or(0, |d| d.dirty_bytes()),
+            mirror_losses: h.losses,
+            vulnerable_us: h.vulnerable_us,
+            reconnect_error: h.reconnect_error.clone(),
+            resync: self.resync.status(),
+        }
+    }
+}

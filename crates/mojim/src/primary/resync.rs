@@ -1,0 +1,468 @@
+//! Bringing a mirror up to date when a session begins.
+//!
+//! The primary compares the mirror's history (its generation id, the one before it, and its
+//! applied sequence number, from the Welcome) with its own, as DRBD compares its UUIDs, and
+//! picks the cheapest way that is certain to be complete:
+//!
+//! | mirror | plan |
+//! |---|---|
+//! | inconsistent (a copy into it did not finish) | full copy |
+//! | new (generation 0, nothing applied) and this copy new too | nothing: both are zero |
+//! | new, this copy has a history | full copy |
+//! | same generation | the ranges of the metadata log after the mirror's applied number (log catch-up), else full copy |
+//! | this copy's previous generation, and the dirty bitmap starts there | dirty chunks + those ranges (bitmap) |
+//! | the mirror's previous generation is this copy's | refuse: the mirror is newer |
+//! | anything else | refuse: split brain |
+//!
+//! A copy is a stream of ordinary groups on all lanes, read from the region when sent. They get
+//! sequence numbers like the application's groups, which keep flowing meanwhile, so the mirror
+//! applies both in one order and the result is the primary's state. The copy is framed by
+//! CopyBegin (the mirror marks its data area inconsistent, persistently) and CopyEnd on every
+//! lane (the mirror is consistent again once it has applied the last copy group, and takes this
+//! copy's generation id).
+
+use super::link::{lock, Link};
+use super::Inner;
+use crate::error::{Error, Result};
+use mojim_core::encode::check_group;
+use mojim_core::Range;
+use mojim_format::handshake::Welcome;
+use mojim_format::FrameKind;
+use mojim_transport::Transport;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Copy groups in flight per lane before the sender waits for acknowledgements.
+const IN_FLIGHT_PER_LANE: usize = 8;
+/// Bytes of region content per copy group, at most.
+const COPY_GROUP_BYTES: u64 = 1 << 20;
+
+/// How a mirror is brought up to date.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CopyKind {
+    /// The ranges of the groups the mirror missed, from the metadata log.
+    Log = 1,
+    /// The chunks the dirty bitmap recorded while degraded, and the missed groups' ranges.
+    Bitmap = 2,
+    /// Everything.
+    Full = 3,
+}
+
+impl CopyKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            CopyKind::Log => "log",
+            CopyKind::Bitmap => "bitmap",
+            CopyKind::Full => "full",
+        }
+    }
+}
+
+/// What to send before the mirror is current.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Plan {
+    InSync,
+    Copy { kind: CopyKind, ranges: Vec<(u64, u64)> },
+}
+
+/// This copy's history.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Mine {
+    pub generation: u64,
+    pub prev: u64,
+    /// The generation the dirty bitmap started from, if it is recording.
+    pub dirty_base: Option<u64>,
+}
+
+/// Picks the plan (see the module's table). `ring_after(seq)` gives the ranges of groups after
+/// `seq` if the metadata log still holds them all; `dirty()` the dirty chunks.
+pub(crate) fn plan(
+    mine: Mine,
+    w: &Welcome,
+    region_size: u64,
+    ring_after: impl FnOnce(u64) -> Option<Vec<(u64, u64)>>,
+    dirty: impl FnOnce() -> Vec<(u64, u64)>,
+) -> Result<Plan, String> {
+    let full = Plan::Copy { kind: CopyKind::Full, ranges: vec![(0, region_size)] };
+    let applied = w.next_seq.saturating_sub(1);
+    let mirror_new = w.generation == 0 && applied == 0;
+    if w.inconsistent {
+        return Ok(full);
+    }
+    if mirror_new {
+        return Ok(if mine.generation == 0 { Plan::InSync } else { full });
+    }
+    if mine.generation != 0 && w.generation == mine.generation {
+        return Ok(match ring_after(applied) {
+            Some(r) if r.is_empty() => Plan::InSync,
+            Some(ranges) => Plan::Copy { kind: CopyKind::Log, ranges },
+            None => full,
+        });
+    }
+    if mine.prev != 0 && w.generation == mine.prev && mine.dirty_base == Some(w.generation) {
+        return Ok(match ring_after(applied) {
+            Some(mut ranges) => {
+                ranges.extend(dirty());
+                Plan::Copy { kind: CopyKind::Bitmap, ranges: coalesce(ranges) }
+            }
+            None => full,
+        });
+    }
+    if mine.generation != 0 && w.prev_generation == mine.generation {
+        return Err(format!(
+            "the mirror's copy is newer than this one: it moved on from this copy's generation {:#x} to {:#x} \
+             (it was primary after this node); this node must not be primary: rejoin it as a backup",
+            mine.generation, w.generation
+        ));
+    }
+    if mine.generation == 0 {
+        return Err(format!(
+            "this region has never been replicated but the mirror holds a copy (generation {:#x}, {} groups \
+             applied); open the mirror's copy instead, or discard the mirror's copy with `mojim resolve --discard`",
+            w.generation, applied
+        ));
+    }
+    Err(format!(
+        "split brain: this copy (generation {:#x}, before it {:#x}) and the mirror's (generation {:#x}, before \
+         it {:#x}) both changed since they last agreed; choose the copy to keep and discard the other with \
+         `mojim resolve --discard NODE`",
+        mine.generation, mine.prev, w.generation, w.prev_generation
+    ))
+}
+
+/// Sorts ranges and merges those that overlap or touch.
+pub(crate) fn coalesce(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    v.retain(|r| r.1 > 0);
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for (off, len) in v {
+        match out.last_mut() {
+            Some(last) if off <= last.0 + last.1 => {
+                let end = (last.0 + last.1).max(off + len);
+                last.1 = end - last.0;
+            }
+            _ => out.push((off, len)),
+        }
+    }
+    out
+}
+
+/// A random, non-zero generation id.
+pub fn new_generation() -> u64 {
+    crate::random::u64() | 1
+}
+
+/// A resynchronisation, as status shows it.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct ResyncStatus {
+    pub kind: CopyKind,
+    pub total_bytes: u64,
+    pub sent_bytes: u64,
+    pub remaining_bytes: u64,
+    pub seconds: f64,
+    pub mb_per_s: f64,
+    pub done: bool,
+    pub error: Option<String>,
+}
+
+struct State {
+    session: u64,
+    kind: CopyKind,
+    total: u64,
+    started: Instant,
+    finished: Option<Instant>,
+    running: bool,
+    error: Option<String>,
+}
+
+/// The current or last resynchronisation.
+#[derive(Default)]
+pub(crate) struct Progress {
+    state: Mutex<Option<State>>,
+    sent: AtomicU64,
+    cv: Condvar,
+}
+
+impl Progress {
+    fn start(&self, session: u64, kind: CopyKind, total: u64) {
+        self.sent.store(0, Ordering::Relaxed);
+        *lock(&self.state) = Some(State {
+            session,
+            kind,
+            total,
+            started: Instant::now(),
+            finished: None,
+            running: true,
+            error: None,
+        });
+    }
+
+    fn finish(&self, error: Option<String>) {
+        if let Some(s) = lock(&self.state).as_mut() {
+            s.running = false;
+            s.finished = Some(Instant::now());
+            s.error = error;
+        }
+        self.cv.notify_all();
+    }
+
+    /// The session of a running copy ended.
+    pub fn abort(&self, session: u64) {
+        let running = lock(&self.state).as_ref().is_some_and(|s| s.session == session && s.running);
+        if running {
+            self.finish(Some("the session ended before the copy finished".into()));
+        }
+    }
+
+    pub fn wait_idle(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut g = lock(&self.state);
+        while g.as_ref().is_some_and(|s| s.running) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            g = self.cv.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+
+    pub fn status(&self) -> Option<ResyncStatus> {
+        let g = lock(&self.state);
+        let s = g.as_ref()?;
+        let sent = self.sent.load(Ordering::Relaxed).min(s.total);
+        let seconds = s.finished.unwrap_or_else(Instant::now).duration_since(s.started).as_secs_f64();
+        Some(ResyncStatus {
+            kind: s.kind,
+            total_bytes: s.total,
+            sent_bytes: sent,
+            remaining_bytes: s.total - sent,
+            seconds,
+            mb_per_s: if seconds > 0.0 { sent as f64 / 1e6 / seconds } else { 0.0 },
+            done: !s.running && s.error.is_none(),
+            error: s.error.clone(),
+        })
+    }
+}
+
+/// Installs a freshly connected link: plans, announces the copy, and starts it.
+pub(crate) fn link_up<T: Transport>(inner: &Arc<Inner<T>>, link: Arc<Link<T::Conn>>) -> Result<()>
+where
+    T::Conn: Send + Sync + 'static,
+{
+    let mut slot = inner.link.write().unwrap_or_else(|p| p.into_inner());
+    let meta = inner.meta.as_ref().expect("replicated primaries have a metadata log");
+    let dirty = inner.dirty.as_ref().expect("replicated primaries have a dirty map");
+    let (generation, prev) = inner.region.generation();
+    let mine = Mine { generation, prev, dirty_base: dirty.base().map(|b| b.0) };
+    let chosen = plan(
+        mine,
+        &link.welcome,
+        inner.region.size(),
+        |s| meta.ranges_after(s),
+        || {
+            let chunk = dirty.chunk_size();
+            dirty.dirty_chunks().map(|c| (c * chunk, chunk.min(inner.region.size() - c * chunk))).collect()
+        },
+    );
+    let chosen = match chosen {
+        Ok(p) => p,
+        Err(message) => {
+            link.close();
+            return Err(Error::Diverged { peer: link.mirror.clone(), message });
+        }
+    };
+    let generation = if generation == 0 {
+        let g = new_generation();
+        inner.region.set_generation(g, 0).map_err(Error::io("persist the generation id"))?;
+        g
+    } else {
+        generation
+    };
+    let lanes = link.lanes_per_replica;
+    let fail = |reason: String| Error::MirrorLost { reason };
+    match &chosen {
+        Plan::InSync => {
+            // The metadata log now answers for every group after the mirror's applied prefix.
+            meta.restart(link.next_seq.load(Ordering::Relaxed))
+                .map_err(Error::io("restart the metadata log"))?;
+            if link.welcome.generation != generation {
+                for l in 0..lanes {
+                    link.send_control(l, FrameKind::CopyEnd, generation, 0).map_err(fail)?;
+                }
+            }
+        }
+        Plan::Copy { kind, .. } => {
+            for l in 0..lanes {
+                link.send_control(l, FrameKind::CopyBegin, *kind as u64, 0).map_err(fail)?;
+            }
+            // The mirror is marked inconsistent before it gets anything: the old records are
+            // no longer needed (a failed copy is redone in full).
+            meta.restart(link.next_seq.load(Ordering::Relaxed) + 1)
+                .map_err(Error::io("restart the metadata log"))?;
+        }
+    }
+    *slot = Some(link.clone());
+    lock(&inner.health).lost = None;
+    drop(slot);
+    tracing::info!(
+        mirror = %link.mirror,
+        session = format!("{:#x}", link.session),
+        next_seq = link.next_seq.load(Ordering::Relaxed),
+        plan = ?match &chosen { Plan::InSync => "in sync", Plan::Copy { kind, .. } => kind.name() },
+        "session begins"
+    );
+    if let Plan::Copy { kind, ranges } = chosen {
+        let total = ranges.iter().map(|r| r.1).sum();
+        inner.resync.start(link.session, kind, total);
+        let inner2 = inner.clone();
+        std::thread::Builder::new()
+            .name("mojim-resync".into())
+            .spawn(move || {
+                let res = copy(&inner2, &link, kind, &ranges, generation);
+                if let Err(reason) = &res {
+                    inner2.on_loss(&link, reason.clone());
+                }
+                inner2.resync.finish(res.err());
+            })
+            .map_err(Error::io("spawn the resync thread"))?;
+    }
+    Ok(())
+}
+
+/// Sends `ranges` as copy groups over every lane, then CopyEnd, and waits for all of it.
+fn copy<T: Transport>(
+    inner: &Inner<T>,
+    link: &Arc<Link<T::Conn>>,
+    kind: CopyKind,
+    ranges: &[(u64, u64)],
+    generation: u64,
+) -> Result<(), String>
+where
+    T::Conn: Send + Sync + 'static,
+{
+    let lanes = link.lanes_per_replica;
+    let group_bytes = (link.limits.max_group_log_bytes / 2).clamp(4096, COPY_GROUP_BYTES);
+    let mut last = vec![0u64; lanes];
+    let mut in_flight: VecDeque<(usize, u64)> = VecDeque::new();
+    let mut group: Vec<Range> = Vec::new();
+    let mut bytes = 0u64;
+    let mut n = 0usize;
+    let mut send = |group: &mut Vec<Range>, bytes: &mut u64| -> Result<(), String> {
+        if group.is_empty() {
+            return Ok(());
+        }
+        let lane = n % lanes;
+        n += 1;
+        let shape = check_group(group, &link.limits).map_err(|e| format!("copy group: {e}"))?;
+        let (seq, _) = link.send_group(&inner.region, lane, group, shape, |_| {})?;
+        inner.resync.sent.fetch_add(*bytes, Ordering::Relaxed);
+        last[lane] = seq;
+        in_flight.push_back((lane, seq));
+        if in_flight.len() > IN_FLIGHT_PER_LANE * lanes {
+            let (l, s) = in_flight.pop_front().expect("not empty");
+            link.wait(l, s)?;
+        }
+        group.clear();
+        *bytes = 0;
+        Ok(())
+    };
+    for &(off, len) in ranges {
+        let mut at = off;
+        let end = off + len;
+        while at < end {
+            let piece = (end - at).min(group_bytes - bytes);
+            group.push(Range::new(at, piece));
+            bytes += piece;
+            at += piece;
+            if bytes >= group_bytes || group.len() >= link.limits.max_ranges {
+                send(&mut group, &mut bytes)?;
+            }
+        }
+    }
+    send(&mut group, &mut bytes)?;
+    for (l, &seq) in last.iter().enumerate() {
+        link.send_control(l, FrameKind::CopyEnd, generation, seq)?;
+    }
+    for (l, &seq) in last.iter().enumerate() {
+        if seq != 0 {
+            link.wait(l, seq)?;
+        }
+    }
+    // Every change the bitmap recorded is at the mirror now, unless the link failed meanwhile
+    // (then the bitmap goes on recording, and the mirror is inconsistent: a full copy follows).
+    if kind == CopyKind::Bitmap {
+        let slot = inner.link.read().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_some_and(|l| Arc::ptr_eq(l, link) && !l.is_failed()) {
+            let dirty = inner.dirty.as_ref().expect("replicated primaries have a dirty map");
+            dirty.clear().map_err(|e| format!("clear the dirty bitmap: {e}"))?;
+        }
+    }
+    tracing::info!(
+        kind = kind.name(),
+        bytes = ranges.iter().map(|r| r.1).sum::<u64>(),
+        "mirror resynchronised"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn welcome(next_seq: u64, generation: u64, prev: u64, inconsistent: bool) -> Welcome {
+        Welcome { next_seq, generation, prev_generation: prev, inconsistent, ..Default::default() }
+    }
+
+    fn mine(generation: u64, prev: u64, dirty_base: Option<u64>) -> Mine {
+        Mine { generation, prev, dirty_base }
+    }
+
+    const SIZE: u64 = 1 << 20;
+
+    fn run(m: Mine, w: Welcome, ring: Option<Vec<(u64, u64)>>) -> Result<Plan, String> {
+        plan(m, &w, SIZE, |_| ring, || vec![(65536, 65536)])
+    }
+
+    fn full() -> Plan {
+        Plan::Copy { kind: CopyKind::Full, ranges: vec![(0, SIZE)] }
+    }
+
+    #[test]
+    fn chooses_the_cheapest_complete_plan() {
+        assert_eq!(run(mine(0, 0, None), welcome(1, 0, 0, false), None), Ok(Plan::InSync), "both new");
+        assert_eq!(run(mine(7, 0, None), welcome(1, 0, 0, false), Some(vec![])), Ok(full()), "new mirror");
+        assert_eq!(run(mine(7, 0, None), welcome(9, 7, 0, true), Some(vec![])), Ok(full()), "inconsistent");
+        assert_eq!(run(mine(7, 0, None), welcome(9, 7, 0, false), Some(vec![])), Ok(Plan::InSync));
+        assert_eq!(
+            run(mine(7, 0, None), welcome(9, 7, 0, false), Some(vec![(0, 10)])),
+            Ok(Plan::Copy { kind: CopyKind::Log, ranges: vec![(0, 10)] })
+        );
+        assert_eq!(run(mine(7, 0, None), welcome(9, 7, 0, false), None), Ok(full()), "log overwritten");
+        assert_eq!(
+            run(mine(8, 7, Some(7)), welcome(9, 7, 0, false), Some(vec![(0, 10), (65536, 10)])),
+            Ok(Plan::Copy { kind: CopyKind::Bitmap, ranges: vec![(0, 10), (65536, 65536)] })
+        );
+        assert_eq!(run(mine(8, 7, Some(7)), welcome(9, 7, 0, false), None), Ok(full()));
+    }
+
+    #[test]
+    fn divergence_is_refused_and_named() {
+        let e = run(mine(7, 0, None), welcome(9, 8, 7, false), Some(vec![])).unwrap_err();
+        assert!(e.contains("newer"), "{e}");
+        let e = run(mine(7, 5, None), welcome(9, 8, 6, false), Some(vec![])).unwrap_err();
+        assert!(e.contains("split brain") && e.contains("resolve"), "{e}");
+        let e = run(mine(0, 0, None), welcome(9, 8, 0, false), Some(vec![])).unwrap_err();
+        assert!(e.contains("never been replicated"), "{e}");
+        // A degraded copy whose bitmap started elsewhere cannot use it.
+        let e = run(mine(8, 7, Some(5)), welcome(9, 7, 0, false), Some(vec![])).unwrap_err();
+        assert!(e.contains("split brain"), "{e}");
+    }
+
+    #[test]
+    fn coalesces_ranges() {
+        assert_eq!(coalesce(vec![(10, 5), (0, 10), (30, 0), (14, 2), (40, 1)]), vec![(0, 16), (40, 1)]);
+    }
+}
