@@ -52,6 +52,13 @@ impl AdminClient {
         }
     }
 
+    /// Sends an operator's command (see `mirror/command.rs`) and returns the node's JSON reply.
+    pub fn command(&mut self, json: &str) -> Result<serde_json::Value> {
+        let b = self.call(Request::Command(json.to_string()), 1 << 16)?;
+        serde_json::from_slice(&b)
+            .map_err(|e| Error::io("decode the command's reply")(std::io::Error::other(e)))
+    }
+
     pub fn status(&mut self) -> Result<MirrorStatus> {
         let b = self.call(Request::Status, 1 << 20)?;
         serde_json::from_slice(&b).map_err(|e| Error::io("decode status")(std::io::Error::other(e)))

@@ -24,7 +24,8 @@ pub struct BenchArgs {
     /// sync, sync-flush, sync-disk, tcp-rtt (a raw ping-pong of the same size over TCP, no
     /// protocol), and the schemes sync-backup (sync with backups fed in the background),
     /// sync-backup-slow (the same over rate-limited backup links), chain and broadcast, each on a
-    /// cluster of its own.
+    /// cluster of its own; or, on its own, resync (how fast a replica that was away is brought
+    /// back: tcp baseline, full copy, bitmap, log catch-up).
     #[arg(long, default_value = "sync", value_delimiter = ',')]
     pub mode: Vec<String>,
     /// Bytes per sync point.
@@ -93,6 +94,8 @@ pub struct BenchArgs {
     pub transact: crate::transact::TransactArgs,
     #[command(flatten)]
     pub matrix: crate::matrix::MatrixArgs,
+    #[command(flatten)]
+    pub resync: crate::bench_resync::ResyncArgs,
     /// Print one JSON object per result instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -246,7 +249,7 @@ impl Drop for Setup {
     }
 }
 
-fn exe() -> Result<PathBuf> {
+pub(crate) fn exe() -> Result<PathBuf> {
     std::env::current_exe().map_err(Error::io("find the mojim executable"))
 }
 
@@ -341,6 +344,9 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     }
     if a.transact.transact {
         return crate::transact::run(a);
+    }
+    if a.mode.iter().any(|m| m.trim() == "resync") {
+        return crate::bench_resync::run(a);
     }
     let results = measure(a)?;
     print(&results, a.json);
@@ -512,7 +518,7 @@ fn disk_recovery(a: &BenchArgs, s: &Setup) -> Result<(u64, usize)> {
     Ok((st.recovery.micros, st.recovery.groups_applied))
 }
 
-fn lanes(a: &BenchArgs) -> u16 {
+pub(crate) fn lanes(a: &BenchArgs) -> u16 {
     a.lanes.unwrap_or(a.threads.min(64) as u16).max(1)
 }
 

@@ -155,6 +155,7 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         checkpoint_thresh: None,
         transact: Default::default(),
         matrix: Default::default(),
+        resync: Default::default(),
         json: false,
     };
     println!();

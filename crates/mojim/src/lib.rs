@@ -17,6 +17,8 @@
 
 pub mod admin;
 pub mod bench;
+pub mod bench_resync;
+pub mod chaos;
 pub mod child;
 pub mod cluster;
 pub mod config;
@@ -36,7 +38,7 @@ pub use config::{Config, Limits, Mode, RegionId, Secret};
 pub use error::{Error, Result};
 pub use mirror::{Mirror, MirrorHandle, MirrorOptions};
 pub use mojim_core::Range;
-pub use primary::{Primary, PrimaryOptions, PrimaryStatus, Ticket};
+pub use primary::{CopyKind, FailurePolicy, Primary, PrimaryOptions, PrimaryStatus, ResyncStatus, Ticket};
 
 /// Creates a region file for a primary.
 pub fn create_region(path: &std::path::Path, id: RegionId) -> Result<()> {

@@ -28,10 +28,22 @@ enum Command {
     Status(StatusArgs),
     /// Print bytes of a node's data area, never a partly applied group.
     Cat(CatArgs),
+    /// Make a node the primary's under a new epoch (static coordinator): fence every reachable
+    /// peer, then promote; the application then opens the node's data area as its region.
+    Promote(PromoteArgs),
+    /// Let a former primary's node serve as a replica again (it gets a full copy).
+    Demote(PromoteArgs),
+    /// Resolve a split brain: discard a node's copy, so its next session copies everything in.
+    Resolve(ResolveArgs),
     /// Start a mirror on loopback, run the paper's Fig. 1 workload, verify, and clean up.
     Demo(mojim::demo::DemoArgs),
     /// The paper's microbenchmark: persist random ranges and report latency and throughput.
     Bench(Box<mojim::bench::BenchArgs>),
+    /// Fault injection: kill, partition and fail over a local cluster under a self-checking load.
+    Chaos(mojim::chaos::ChaosArgs),
+    /// The application of a `chaos` trial (started by `mojim chaos`).
+    #[command(hide = true)]
+    ChaosWorker(mojim::chaos::WorkerArgs),
     /// Raw TCP echo server used by `bench --mode tcp-rtt` (prints `serving on ADDR`).
     #[command(hide = true)]
     Echo {
@@ -93,6 +105,9 @@ struct ServeArgs {
     /// Where the data area lives, instead of [mirror] data: memory or disk.
     #[arg(long)]
     data: Option<mojim::mirror::DataPlacement>,
+    /// A backup this node feeds, instead of [mirror] backups (repeat the flag for several).
+    #[arg(long = "backup")]
+    backups: Vec<String>,
 }
 
 #[derive(Args)]
@@ -111,6 +126,28 @@ struct StatusArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args)]
+struct PromoteArgs {
+    #[command(flatten)]
+    target: AddrArgs,
+    /// Other nodes to fence at the new epoch first (repeat the flag); unreachable ones are
+    /// reported and skipped.
+    #[arg(long = "peer")]
+    peers: Vec<String>,
+    /// Most milliseconds to wait for the node's backups to catch up before promoting.
+    #[arg(long, default_value_t = 5000)]
+    drain_ms: u64,
+}
+
+#[derive(Args)]
+struct ResolveArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Node whose copy is discarded (it must have no session: fence or stop its primary first).
+    #[arg(long)]
+    discard: String,
 }
 
 #[derive(Args)]
@@ -139,10 +176,15 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Init(a) => init(a),
         Command::Serve(a) => serve(a),
+        Command::Promote(a) => promote(a, false),
+        Command::Demote(a) => promote(a, true),
+        Command::Resolve(a) => resolve(a),
         Command::Status(a) => status(a),
         Command::Cat(a) => cat(a),
         Command::Demo(a) => mojim::demo::run(&a),
         Command::Bench(a) => mojim::bench::run(&a),
+        Command::Chaos(a) => mojim::chaos::run(&a),
+        Command::ChaosWorker(a) => mojim::chaos::worker(&a),
         Command::Echo { listen, busy_poll_us } => mojim::bench::echo_server(&listen, busy_poll_us),
     };
     match result {
@@ -214,11 +256,67 @@ fn serve(a: ServeArgs) -> mojim::Result<()> {
     if let Some(d) = a.data {
         opts.data = d;
     }
+    if !a.backups.is_empty() {
+        opts.backups = a.backups;
+    }
     let mirror = Mirror::open(opts)?;
     let handle = mirror.serve()?;
     println!("serving on {}", handle.addr());
     let _ = std::io::stdout().flush();
     handle.wait();
+    Ok(())
+}
+
+fn promote(a: PromoteArgs, demote: bool) -> mojim::Result<()> {
+    let cfg = Config::load(&a.target.config.config)?;
+    let secret = cfg.secret(a.target.config.insecure)?;
+    let addr = a.target.addr.clone().unwrap_or_else(|| cfg.file.mirror.listen.clone());
+    let connect = |x: &str| AdminClient::connect(x, &secret, Duration::from_secs(5));
+    let mut node = connect(&addr)?;
+    let mut epoch = node.status()?.epoch;
+    let mut peers = Vec::new();
+    for p in &a.peers {
+        match connect(p).and_then(|mut c| c.status().map(|st| (c, st))) {
+            Ok((c, st)) => {
+                epoch = epoch.max(st.epoch);
+                peers.push((p.clone(), c));
+            }
+            Err(e) => eprintln!(
+                "warning: {p} is unreachable ({e}); it is not fenced, but it refuses nothing \
+                                 newer than its epoch when it returns"
+            ),
+        }
+    }
+    let reply = if demote {
+        node.command(&format!(r#"{{"op":"demote","epoch":{epoch}}}"#))?
+    } else {
+        let new = epoch + 1;
+        // The node fences itself first (ending the old primary's session), then lets its
+        // backups catch up; only then are the peers fenced, which ends their feeds.
+        let reply =
+            node.command(&format!(r#"{{"op":"promote","epoch":{new},"drain_ms":{}}}"#, a.drain_ms))?;
+        for (p, c) in &mut peers {
+            c.command(&format!(r#"{{"op":"fence","epoch":{new}}}"#))?;
+            eprintln!("fenced {p} at epoch {new}");
+        }
+        reply
+    };
+    println!("{reply}");
+    if !demote {
+        eprintln!(
+            "{addr} is the primary's node at epoch {}: start the application there with [region] path = {}",
+            reply["epoch"], reply["region_path"]
+        );
+    }
+    Ok(())
+}
+
+fn resolve(a: ResolveArgs) -> mojim::Result<()> {
+    let cfg = Config::load(&a.config.config)?;
+    let secret = cfg.secret(a.config.insecure)?;
+    let mut node = AdminClient::connect(&a.discard, &secret, Duration::from_secs(5))?;
+    println!("{}", node.command(r#"{"op":"discard"}"#)?);
+    eprintln!("{}: copy discarded; its next session copies the whole region into it", a.discard);
     Ok(())
 }
 

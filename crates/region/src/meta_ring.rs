@@ -20,6 +20,8 @@ pub const RUN_OFFSET: usize = 64;
 pub const HEAD_OFFSET: usize = 72;
 pub const FLOOR_OFFSET: usize = 80;
 pub const BOOT_ID_OFFSET: usize = 88;
+/// Every group of this run up to this seq was acknowledged by the mirror (a lower bound).
+pub const ACKED_OFFSET: usize = 104;
 /// The largest capacity accepted (a 32 GiB ring).
 pub const MAX_CAPACITY: u64 = 1 << 30;
 
@@ -225,6 +227,19 @@ impl MetaRing {
         self.map.load(FLOOR_OFFSET)
     }
 
+    /// Notes that every group of this run up to `seq` was acknowledged by the mirror. A
+    /// mirror may have applied groups after a gap (recovery and sealing apply every complete
+    /// group), so its applied number does not prove it has every group below it: a catch-up
+    /// starts after the lower of the two.
+    pub fn note_acked(&self, seq: u64) {
+        self.map.counter(ACKED_OFFSET).fetch_max(seq, Ordering::Relaxed);
+    }
+
+    /// See [`MetaRing::note_acked`].
+    pub fn acked(&self) -> u64 {
+        self.map.load(ACKED_OFFSET)
+    }
+
     fn slot_offset(&self, pos: u64) -> usize {
         META_RING_HEADER_SIZE + (pos % self.capacity) as usize * META_RECORD_SIZE
     }
@@ -320,6 +335,8 @@ impl MetaRing {
         self.map.persist_counter(FLOOR_OFFSET)?;
         self.map.store(RUN_OFFSET, self.run() + 1);
         self.map.store(HEAD_OFFSET, 0);
+        self.map.store(ACKED_OFFSET, start_seq.saturating_sub(1));
+        self.map.persist_counter(ACKED_OFFSET)?;
         self.map.persist(RUN_OFFSET, 16)?;
         self.map.store(FLOOR_OFFSET, start_seq.saturating_sub(1));
         self.map.persist_counter(FLOOR_OFFSET)

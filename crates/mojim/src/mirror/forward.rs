@@ -179,14 +179,14 @@ pub(crate) fn wait_forwarded(s: &Shared, seq: u64, beat: &mut dyn FnMut()) {
     }
 }
 
-/// Waits until every backup that is connected has acknowledged `seq`, at most `timeout`.
-/// Returns whether they all did.
+/// Waits until every backup has acknowledged `seq`, at most `timeout`. Returns whether they all
+/// did (a backup that is down or needs a full copy did not).
 pub(crate) fn wait_all_acked(s: &Shared, seq: u64, timeout: Duration) -> bool {
     let Some(f) = &s.forward else { return true };
     let deadline = Instant::now() + timeout;
     let mut st = lock(f);
     loop {
-        if st.links.iter().all(|l| !l.connected || l.needs_copy || l.acked_seq >= seq) {
+        if st.links.iter().all(|l| l.acked_seq >= seq) {
             return true;
         }
         let left = deadline.saturating_duration_since(Instant::now());
@@ -259,8 +259,14 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
     let mut acks = conn.try_clone().map_err(|e| e.to_string())?;
     acks.set_recv_timeout(Some(s.opts.heartbeat.timeout)).map_err(|e| e.to_string())?;
     let closer = conn.try_clone().map_err(|e| e.to_string())?;
+    let reader_closer = conn.try_clone().map_err(|e| e.to_string())?;
     std::thread::scope(|scope| {
-        let reader = scope.spawn(move || read_acks(s, i, &mut acks));
+        let reader = scope.spawn(move || {
+            let r = read_acks(s, i, &mut acks);
+            // A link whose acknowledgements stopped is down: make the sender notice too.
+            reader_closer.shutdown();
+            r
+        });
         let sent = send_loop(s, &mut conn, &tag, have);
         closer.shutdown();
         let read = reader.join().unwrap_or_else(|_| Err("ack reader panicked".into()));
@@ -280,7 +286,19 @@ fn send_loop<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, mut sent: u64) -> Res
     let rate = s.opts.secondary_rate_limit;
     let (mut budget_start, mut budget_bytes) = (Instant::now(), 0u64);
     let mut last_sent = Instant::now();
+    // The backup follows this node's history: it takes this node's generation id.
+    let mut sent_generation = 0;
     loop {
+        let generation = s.region.generation().map(|g| g.0).unwrap_or(0);
+        if generation != sent_generation {
+            let mut h = FrameHeader::new(FrameKind::CopyEnd);
+            h.epoch = tag.epoch;
+            h.session = tag.session;
+            h.offset = generation;
+            conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())])
+                .map_err(|e| format!("send the generation: {e}"))?;
+            sent_generation = generation;
+        }
         let next = {
             let mut st = lock(f);
             loop {

@@ -18,6 +18,11 @@ pub struct MirrorStatus {
     pub region_uuid: String,
     pub region_size: u64,
     pub epoch: u64,
+    /// The history this copy follows, and the one before it (hex).
+    pub generation: String,
+    pub prev_generation: String,
+    /// False while a copy into the data area is unfinished: such a copy must not be promoted.
+    pub consistent: bool,
     pub session: Option<String>,
     pub primary: Option<String>,
     pub session_lanes: u16,
@@ -59,8 +64,20 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
             LaneStatus { lane: i as u16, log_capacity: l.space().capacity(), log_used: l.space().used() }
         })
         .collect();
+    let (generation, prev) = s.region.generation().unwrap_or((0, 0));
+    let primary = s.region.copy_state().is_ok_and(|(f, _)| f & mojim_format::region::FLAG_PRIMARY != 0);
     MirrorStatus {
-        role: if s.is_backup.load(Ordering::SeqCst) { "backup" } else { "mirror" }.into(),
+        role: if primary {
+            "primary"
+        } else if s.is_backup.load(Ordering::SeqCst) {
+            "backup"
+        } else {
+            "mirror"
+        }
+        .into(),
+        generation: format!("{generation:#x}"),
+        prev_generation: format!("{prev:#x}"),
+        consistent: session::consistent(s),
         listen: s.listen_addr.get().cloned().unwrap_or_default(),
         region_uuid: crate::config::format_uuid(&s.opts.region.uuid),
         region_size: s.opts.region.size,

@@ -591,7 +591,10 @@ where
         }
         if let Some(link) = self.current().filter(|l| l.session == ticket.session) {
             match link.wait(ticket.lane as usize, ticket.seq) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.note_acked(&link);
+                    return Ok(());
+                }
                 Err(reason) => self.on_loss(&link, reason),
             }
         }
@@ -601,6 +604,12 @@ where
             OnMirrorLoss::Block => Err(Error::MirrorLost { reason }),
             // The loss made the whole copy persistent, and the metadata log resends the group.
             OnMirrorLoss::Degrade => Ok(()),
+        }
+    }
+
+    fn note_acked(&self, link: &Link<T::Conn>) {
+        if let Some(m) = &self.meta {
+            m.note_acked(link.acked_floor());
         }
     }
 
@@ -630,6 +639,7 @@ where
             }
             match self.current() {
                 Some(link) => {
+                    self.note_acked(&link);
                     if let Err(reason) = link.heartbeat(hb.interval, hb.timeout) {
                         self.on_loss(&link, reason);
                         next_try = Instant::now() + self.opts.failure.reconnect;

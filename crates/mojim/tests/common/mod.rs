@@ -156,7 +156,10 @@ impl Cluster {
     pub fn start_mirror_with(&mut self, extra: &[&str]) -> &ChildNode {
         assert!(self.mirror.is_none(), "a mirror is already running");
         let cfg = self.cfg_path.to_str().expect("utf-8 path");
-        let mut args = vec!["serve", "--config", cfg, "--listen", "127.0.0.1:0"];
+        let mut args = vec!["serve", "--config", cfg];
+        if !extra.contains(&"--listen") {
+            args.extend(["--listen", "127.0.0.1:0"]);
+        }
         args.extend_from_slice(extra);
         let child = ChildNode::spawn(exe(), &args).expect("start the mirror");
         self.mirror.insert(child)

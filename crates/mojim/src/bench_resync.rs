@@ -1,0 +1,865 @@
+//! `mojim bench --mode resync`: how fast a replica that was away is brought back, measured side by
+//! side in one run against the raw TCP bandwidth of the same machine:
+//!
+//! - `tcp`: `--region-size` bytes streamed over loopback TCP, one connection per lane, into a
+//!   sink that only reads them: the ceiling for any copy.
+//! - `full`: a primary whose region has a history meets a new, empty mirror, which gets the whole
+//!   region (`ResyncStatus::seconds`); the mirror's copy is then compared with the primary's,
+//!   byte for byte.
+//! - `bitmap`: the same primary (`on_mirror_loss = degrade`) loses that mirror (SIGKILL), changes
+//!   `--changed` percent of the region in random 4 KiB chunks, each followed by an msync, and when
+//!   the mirror is restarted on its folder the keeper resends only what the dirty bitmap recorded.
+//! - `log`: a mirror's backup is killed, the primary changes `--changed` percent of the region as
+//!   groups, and the restarted backup catches up from the mirror's log; timed from the moment the
+//!   mirror has reconnected to it until it has acknowledged everything the mirror applied.
+//!
+//! Every node is a `mojim serve` child on an address chosen here, so that a killed node comes
+//! back where its peers look for it.
+
+use crate::admin::AdminClient;
+use crate::bench::{exe, lanes, BenchArgs, XorShift};
+use crate::child::ChildNode;
+use crate::config::{template, ConfigFile, Limits, Mode, OnMirrorLoss, RegionId, Secret};
+use crate::error::{Error, Result};
+use crate::mirror::{BackupStatus, MirrorStatus, MAX_READ};
+use crate::primary::{CopyKind, FailurePolicy, Primary, PrimaryOptions, ResyncStatus};
+use crate::size::format_size;
+use indicatif::{ProgressBar, ProgressStyle};
+use mojim_core::Range;
+use mojim_transport::{Conn, TcpTransport, Transport};
+use serde::Serialize;
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Bytes of one changed chunk, and of one bit of the primary's dirty bitmap here.
+const CHUNK: u64 = 4096;
+/// Changed chunks per group in `log`.
+const GROUP_CHUNKS: usize = 16;
+/// Bytes per store while the region is filled.
+const FILL_PIECE: u64 = 1 << 20;
+/// Random 1 MiB windows compared besides the changed chunks after `bitmap` and `log`.
+const SAMPLE_WINDOWS: u64 = 16;
+const SECRET: &[u8] = b"bench";
+/// How often the catch-up of `log` is polled.
+const POLL: Duration = Duration::from_millis(1);
+
+/// Options of `mojim bench --mode resync`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ResyncArgs {
+    /// `--mode resync`: percent of the region changed while a replica is away (bitmap, log).
+    #[arg(long, default_value_t = 1.0)]
+    pub changed: f64,
+}
+
+impl Default for ResyncArgs {
+    fn default() -> Self {
+        ResyncArgs { changed: 1.0 }
+    }
+}
+
+/// One measured way of bringing a replica up to date.
+#[derive(Clone, Debug, Serialize)]
+pub struct ResyncResult {
+    /// `tcp`, `full`, `bitmap` or `log`.
+    pub kind: String,
+    /// Bytes moved: the region (tcp, full), what the copy sent (bitmap), the changed bytes (log).
+    pub bytes: u64,
+    pub seconds: f64,
+    /// Megabytes (10^6) per second.
+    pub mb_per_s: f64,
+    pub region_size: u64,
+    pub changed_bytes: u64,
+    pub lanes: u16,
+    /// What was compared with the primary's copy afterwards.
+    pub verified: String,
+    /// `log`: seconds from the backup's restart (ready to serve) until it had caught up, which
+    /// includes the mirror's wait before it reconnects.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since_restart_s: Option<f64>,
+}
+
+impl ResyncResult {
+    fn new(kind: &str, bytes: u64, seconds: f64, r: &Round<'_>, verified: String) -> ResyncResult {
+        ResyncResult {
+            kind: kind.into(),
+            bytes,
+            seconds,
+            mb_per_s: if seconds > 0.0 { bytes as f64 / 1e6 / seconds } else { 0.0 },
+            region_size: r.id.size,
+            changed_bytes: r.chunks.len() as u64 * CHUNK,
+            lanes: r.lanes,
+            verified,
+            since_restart_s: None,
+        }
+    }
+}
+
+/// The benchmark found the resync path misbehaving (or could not drive it).
+fn failed(stage: &str, message: String) -> Error {
+    Error::Io { op: format!("bench --mode resync, {stage}"), source: std::io::Error::other(message) }
+}
+
+/// Runs `--mode resync` and prints its results.
+pub fn run(a: &BenchArgs) -> Result<()> {
+    let results = measure(a)?;
+    print(&results, a.json);
+    Ok(())
+}
+
+/// Runs every round and returns, per kind, the round with the median time.
+pub fn measure(a: &BenchArgs) -> Result<Vec<ResyncResult>> {
+    check_args(a)?;
+    let mut rounds: Vec<Vec<ResyncResult>> = Vec::new();
+    for round in 0..a.repeat {
+        if !a.json {
+            eprintln!(
+                "bench: resync of a {} region, {}% changed, {} lane(s), round {} of {}...",
+                format_size(a.region_size),
+                a.resync.changed,
+                lanes(a),
+                round + 1,
+                a.repeat
+            );
+        }
+        let results = Round::new(a, round)?.run()?;
+        if !a.json {
+            let each: Vec<String> = results
+                .iter()
+                .map(|r| format!("{} {:.3} s ({:.0} MB/s)", r.kind, r.seconds, r.mb_per_s))
+                .collect();
+            eprintln!("bench: round {}: {}", round + 1, each.join(", "));
+        }
+        rounds.push(results);
+    }
+    let kinds = rounds[0].len();
+    Ok((0..kinds)
+        .map(|k| {
+            let mut v: Vec<ResyncResult> = rounds.iter().map(|r| r[k].clone()).collect();
+            v.sort_by(|x, y| x.seconds.total_cmp(&y.seconds));
+            v.swap_remove(v.len() / 2)
+        })
+        .collect())
+}
+
+fn check_args(a: &BenchArgs) -> Result<()> {
+    if a.mode.iter().any(|m| m.trim() != "resync") {
+        return Err(Error::Config(format!(
+            "--mode {} mixes resync with other modes; run --mode resync on its own",
+            a.mode.join(",")
+        )));
+    }
+    if a.region_size < (1 << 20) || !a.region_size.is_multiple_of(CHUNK) {
+        return Err(Error::Config(format!(
+            "--region-size {} must be at least 1MiB and a multiple of 4KiB for --mode resync",
+            a.region_size
+        )));
+    }
+    let c = a.resync.changed;
+    if !(c > 0.0 && c <= 100.0) {
+        return Err(Error::Config(format!("--changed {c} must be a percentage above 0 and at most 100")));
+    }
+    if a.repeat == 0 {
+        return Err(Error::Config("--repeat must be at least 1".into()));
+    }
+    if a.mirror.is_some() {
+        return Err(Error::Config(
+            "--mode resync starts and kills its own mirrors; it cannot use --mirror".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A folder removed when dropped (declare it before what lives in it).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn create(p: PathBuf) -> Result<Scratch> {
+        std::fs::create_dir_all(&p).map_err(Error::io(format!("create {}", p.display())))?;
+        Ok(Scratch(p))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A free loopback address (a node started on it right after keeps it across restarts).
+fn free_addr() -> Result<String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(Error::io("find a free port"))?;
+    Ok(l.local_addr().map_err(Error::io("local address"))?.to_string())
+}
+
+/// A `mojim serve` child that can be killed and restarted on the same address and folder.
+struct Node {
+    exe: PathBuf,
+    args: Vec<String>,
+    addr: String,
+    child: Option<ChildNode>,
+}
+
+impl Node {
+    fn start(exe: &Path, cfg: &Path, dir: &Path, busy_poll_us: u64) -> Result<Node> {
+        let addr = free_addr()?;
+        let args = vec![
+            "serve".to_string(),
+            "--config".into(),
+            cfg.to_string_lossy().into_owned(),
+            "--listen".into(),
+            addr.clone(),
+            "--dir".into(),
+            dir.to_string_lossy().into_owned(),
+            "--busy-poll-us".into(),
+            busy_poll_us.to_string(),
+        ];
+        let mut n = Node { exe: exe.to_path_buf(), args, addr, child: None };
+        n.restart()?;
+        Ok(n)
+    }
+
+    /// A crash, not a shutdown: SIGKILL, then reaped.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill();
+        }
+    }
+
+    fn restart(&mut self) -> Result<()> {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let child = ChildNode::spawn(&self.exe, &args)?;
+        if child.addr() != self.addr {
+            return Err(failed(
+                "restart",
+                format!("node came up on {} instead of {}", child.addr(), self.addr),
+            ));
+        }
+        self.child = Some(child);
+        Ok(())
+    }
+
+    fn admin(&self) -> Result<AdminClient> {
+        AdminClient::connect(&self.addr, &Secret(SECRET.to_vec()), Duration::from_secs(5))
+    }
+}
+
+fn bar(a: &BenchArgs, len: u64, template: &str, msg: &str) -> ProgressBar {
+    if a.json {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len);
+    // The templates are constants known to be valid; fall back to the default bar regardless.
+    let style = ProgressStyle::with_template(template)
+        .map(|s| s.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    pb.set_style(style);
+    pb.set_message(msg.to_string());
+    pb
+}
+
+const BYTES_BAR: &str = "{elapsed_precise} [{wide_bar}] {bytes}/{total_bytes} ({bytes_per_sec}) {msg}";
+const COUNT_BAR: &str = "{elapsed_precise} [{wide_bar}] {pos}/{len} {msg}";
+
+fn fill(buf: &mut [u8], rng: &mut XorShift) {
+    for w in buf.chunks_mut(8) {
+        let x = rng.next().to_le_bytes();
+        w.copy_from_slice(&x[..w.len()]);
+    }
+}
+
+/// `n` distinct chunk numbers below `total` (Floyd's sampling), as byte offsets.
+fn pick_chunks(total: u64, n: u64, rng: &mut XorShift) -> Vec<u64> {
+    let mut set = HashSet::with_capacity(n as usize);
+    let mut out = Vec::with_capacity(n as usize);
+    for j in (total - n)..total {
+        let t = rng.next() % (j + 1);
+        let pick = if set.insert(t) { t } else { j };
+        set.insert(pick);
+        out.push(pick * CHUNK);
+    }
+    out
+}
+
+/// One round's region identity, changed chunks and folder.
+struct Round<'a> {
+    a: &'a BenchArgs,
+    exe: PathBuf,
+    dir: Scratch,
+    base: String,
+    id: RegionId,
+    lanes: u16,
+    /// Offsets of the chunks changed while a replica is away, in the order they are written.
+    chunks: Vec<u64>,
+    rng: XorShift,
+}
+
+impl<'a> Round<'a> {
+    fn new(a: &'a BenchArgs, round: usize) -> Result<Round<'a>> {
+        let dir = Scratch::create(a.dir.join(format!("mojim-resync-{}-{round}", std::process::id())))?;
+        let id = RegionId { uuid: crate::config::random_uuid(), size: a.region_size };
+        let mut rng = XorShift(crate::random::u64() | 1);
+        let total = a.region_size / CHUNK;
+        let n = ((total as f64 * a.resync.changed / 100.0).ceil() as u64).clamp(1, total);
+        let chunks = pick_chunks(total, n, &mut rng);
+        Ok(Round {
+            a,
+            exe: exe()?,
+            dir,
+            base: template(&id.uuid, id.size, "bench", "127.0.0.1:0"),
+            id,
+            lanes: lanes(a),
+            chunks,
+            rng,
+        })
+    }
+
+    fn run(mut self) -> Result<Vec<ResyncResult>> {
+        let tcp = self.tcp()?;
+        let (full, bitmap) = self.full_and_bitmap()?;
+        let log = self.log()?;
+        Ok(vec![tcp, full, bitmap, log])
+    }
+
+    fn say(&self, what: &str) {
+        if !self.a.json {
+            eprintln!("bench: {what}");
+        }
+    }
+
+    /// Writes a configuration for a node into `dir`, edited from the round's template.
+    fn config(&self, dir: &Path, name: &str, edit: impl FnOnce(&mut ConfigFile)) -> Result<PathBuf> {
+        let mut f: ConfigFile =
+            toml::from_str(&self.base).map_err(|e| Error::Config(format!("benchmark config: {e}")))?;
+        edit(&mut f);
+        let text = toml::to_string(&f).map_err(|e| Error::Config(format!("benchmark config: {e}")))?;
+        let p = dir.join(format!("{name}.toml"));
+        std::fs::write(&p, text).map_err(Error::io(format!("write {}", p.display())))?;
+        Ok(p)
+    }
+
+    fn options(&self, region: &Path, mirror: &str, mode: Mode) -> PrimaryOptions {
+        PrimaryOptions {
+            region_path: region.to_path_buf(),
+            mode,
+            mirror: mirror.to_string(),
+            lanes: self.lanes,
+            secret: Secret(SECRET.to_vec()),
+            limits: Limits::default(),
+            async_window: 256,
+            connect_timeout: Duration::from_secs(5),
+            busy_poll: Duration::from_micros(self.a.busy_poll_us),
+            broadcast: Vec::new(),
+            failure: FailurePolicy {
+                on_mirror_loss: OnMirrorLoss::Degrade,
+                dirty_chunk: CHUNK,
+                ..FailurePolicy::default()
+            },
+        }
+    }
+
+    fn node(&self, cfg: &Path, dir: &Path) -> Result<Node> {
+        Node::start(&self.exe, cfg, dir, self.a.busy_poll_us)
+    }
+
+    /// `tcp`: the region's size over one loopback connection per lane into a reading sink.
+    fn tcp(&mut self) -> Result<ResyncResult> {
+        self.say("tcp: streaming the region's size over loopback TCP");
+        let total = self.id.size;
+        let lanes = self.lanes as u64;
+        let mut buf = vec![0u8; 1 << 20];
+        fill(&mut buf, &mut self.rng);
+        let listener = TcpTransport.listen("127.0.0.1:0").map_err(Error::io("listen for tcp"))?;
+        let addr = TcpTransport.local_addr(&listener).map_err(Error::io("local address"))?;
+        let poll = Duration::from_micros(self.a.busy_poll_us);
+        let gate = std::sync::Barrier::new(self.lanes as usize + 1);
+        let (received, secs) = std::thread::scope(|s| -> Result<(u64, f64)> {
+            let sink = s.spawn(|| -> std::io::Result<u64> {
+                let mut conns = Vec::new();
+                for _ in 0..lanes {
+                    let mut c = TcpTransport.accept(&listener)?;
+                    c.set_busy_poll(poll);
+                    conns.push(c);
+                }
+                std::thread::scope(|s2| {
+                    let readers: Vec<_> = conns
+                        .into_iter()
+                        .map(|mut c| {
+                            s2.spawn(move || -> std::io::Result<u64> {
+                                let mut b = vec![0u8; 1 << 20];
+                                let mut n = 0u64;
+                                loop {
+                                    match c.read(&mut b)? {
+                                        0 => return Ok(n),
+                                        k => n += k as u64,
+                                    }
+                                }
+                            })
+                        })
+                        .collect();
+                    readers.into_iter().try_fold(0u64, |sum, r| {
+                        Ok(sum + r.join().unwrap_or_else(|_| Err(std::io::Error::other("sink panicked")))?)
+                    })
+                })
+            });
+            let senders: Vec<_> = (0..lanes)
+                .map(|i| {
+                    let share = total / lanes + u64::from(i < total % lanes);
+                    let (buf, addr, gate) = (&buf, &addr, &gate);
+                    s.spawn(move || -> std::io::Result<()> {
+                        let mut c = TcpTransport.connect(addr, Duration::from_secs(5))?;
+                        gate.wait();
+                        let mut left = share;
+                        while left > 0 {
+                            let n = left.min(buf.len() as u64) as usize;
+                            c.write_all(&buf[..n])?;
+                            left -= n as u64;
+                        }
+                        c.shutdown();
+                        Ok(())
+                    })
+                })
+                .collect();
+            gate.wait();
+            let t0 = Instant::now();
+            for h in senders {
+                h.join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("sender panicked")))
+                    .map_err(Error::io("send over tcp"))?;
+            }
+            let received = sink
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("sink panicked")))
+                .map_err(Error::io("receive over tcp"))?;
+            Ok((received, t0.elapsed().as_secs_f64()))
+        })?;
+        if received != total {
+            return Err(failed("tcp", format!("the sink received {received} bytes of {total}")));
+        }
+        Ok(ResyncResult::new("tcp", total, secs, self, "bytes counted".into()))
+    }
+
+    /// `full`, then `bitmap` with the same primary and mirror.
+    fn full_and_bitmap(&mut self) -> Result<(ResyncResult, ResyncResult)> {
+        let scratch = Scratch::create(self.dir.0.join("copy"))?;
+        let region = scratch.0.join("region.mojim");
+        self.prepare(&scratch.0, &region)?;
+
+        self.say("full: a new, empty mirror meets the primary");
+        let cfg = self.config(&scratch.0, "mirror", |_| {})?;
+        let mut mirror = self.node(&cfg, &scratch.0.join("mirror"))?;
+        let p = Primary::open(&self.options(&region, &mirror.addr, Mode::Sync))?;
+        let st = self.wait_copy(&p, "full")?;
+        if st.kind != CopyKind::Full || st.total_bytes != self.id.size {
+            return Err(failed(
+                "full",
+                format!(
+                    "a new mirror got a {} copy of {} bytes; expected a full copy of {} bytes",
+                    st.kind.name(),
+                    st.total_bytes,
+                    self.id.size
+                ),
+            ));
+        }
+        let mut admin = mirror.admin()?;
+        self.wait_applied(&p, &mut admin, "full")?;
+        self.compare(&p, &mut admin, &[(0, self.id.size)], "full")?;
+        let full = ResyncResult::new("full", st.total_bytes, st.seconds, self, "whole region".into());
+        drop(admin);
+
+        self.say(&format!(
+            "bitmap: killing the mirror, changing {} chunks of 4KiB, restarting it",
+            self.chunks.len()
+        ));
+        let before = p.status();
+        let old = before.resync.clone();
+        mirror.kill();
+        let pb = bar(self.a, self.chunks.len() as u64, COUNT_BAR, "chunks changed while degraded");
+        let mut page = vec![0u8; CHUNK as usize];
+        for &off in &self.chunks {
+            fill(&mut page, &mut self.rng);
+            p.write(off, &page)?;
+            p.msync(off, CHUNK)?;
+            pb.inc(1);
+        }
+        pb.finish_and_clear();
+        let st = p.status();
+        if !st.degraded || st.dirty_bytes == 0 {
+            return Err(failed(
+                "bitmap",
+                format!(
+                    "after the mirror was killed and {} chunks changed, the primary is not degraded with a \
+                     dirty bitmap: status {st:?}",
+                    self.chunks.len()
+                ),
+            ));
+        }
+        let dirty_bytes = st.dirty_bytes;
+        mirror.restart()?;
+        self.wait_new_resync(&p, before.session, old.as_ref())?;
+        let st = self.wait_copy(&p, "bitmap")?;
+        if st.kind != CopyKind::Bitmap {
+            return Err(failed(
+                "bitmap",
+                format!(
+                    "the restarted mirror got a {} copy of {} bytes; expected a bitmap copy of the {dirty_bytes} \
+                     dirty bytes",
+                    st.kind.name(),
+                    st.total_bytes
+                ),
+            ));
+        }
+        let mut admin = mirror.admin()?;
+        self.wait_applied(&p, &mut admin, "bitmap")?;
+        let verified = self.compare_changed(&p, &mut admin, "bitmap")?;
+        let bitmap = ResyncResult::new("bitmap", st.total_bytes, st.seconds, self, verified);
+        drop(admin);
+        p.close()?;
+        mirror.kill();
+        Ok((full, bitmap))
+    }
+
+    /// Fills the region with pseudo-random bytes and gives it a history: a first mirror's
+    /// session sets its generation (that mirror is new too, so nothing is copied to it).
+    fn prepare(&mut self, dir: &Path, region: &Path) -> Result<()> {
+        crate::create_region(region, self.id)?;
+        let p = Primary::open(&self.options(region, "", Mode::Unreplicated))?;
+        let pb = bar(self.a, self.id.size, BYTES_BAR, "filling the region");
+        let mut buf = vec![0u8; FILL_PIECE as usize];
+        let mut off = 0;
+        while off < self.id.size {
+            let n = (self.id.size - off).min(FILL_PIECE);
+            fill(&mut buf[..n as usize], &mut self.rng);
+            p.write(off, &buf[..n as usize])?;
+            p.msync(off, n)?;
+            off += n;
+            pb.set_position(off);
+        }
+        pb.finish_and_clear();
+        p.close()?;
+        let cfg = self.config(dir, "first", |_| {})?;
+        let first_dir = dir.join("first-mirror");
+        let mut first = self.node(&cfg, &first_dir)?;
+        let p = Primary::open(&self.options(region, &first.addr, Mode::Sync))?;
+        let st = p.status();
+        p.close()?;
+        first.kill();
+        let _ = std::fs::remove_dir_all(&first_dir);
+        if st.generation == 0 {
+            return Err(failed(
+                "full",
+                format!("the first session left the region without a generation: {st:?}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Waits for the primary's current copy to finish, showing its progress.
+    fn wait_copy(&self, p: &Primary, stage: &str) -> Result<ResyncStatus> {
+        let Some(first) = p.status().resync else {
+            return Err(failed(
+                stage,
+                "the session began without a copy (the primary planned: in sync)".into(),
+            ));
+        };
+        let pb = bar(self.a, first.total_bytes, BYTES_BAR, &format!("{stage} copy"));
+        // Generous: a copy slower than 5 MB/s is broken on any machine this runs on.
+        let deadline =
+            Instant::now() + Duration::from_secs(60) + Duration::from_secs(first.total_bytes / 5_000_000);
+        loop {
+            let st = p.wait_resync(Duration::from_millis(200));
+            let Some(st) = st else {
+                return Err(failed(stage, "the copy's status disappeared".into()));
+            };
+            pb.set_position(st.sent_bytes);
+            if let Some(e) = &st.error {
+                pb.finish_and_clear();
+                return Err(failed(
+                    stage,
+                    format!("the {} copy failed: {e}; status {:?}", st.kind.name(), p.status()),
+                ));
+            }
+            if st.done {
+                pb.finish_and_clear();
+                return Ok(st);
+            }
+            if Instant::now() > deadline {
+                pb.finish_and_clear();
+                return Err(failed(
+                    stage,
+                    format!(
+                        "the {} copy did not finish in {:.0} s: {} of {} bytes sent; status {:?}",
+                        st.kind.name(),
+                        st.seconds,
+                        st.sent_bytes,
+                        st.total_bytes,
+                        p.status()
+                    ),
+                ));
+            }
+        }
+    }
+
+    /// Waits until the keeper has reconnected (a session other than `old_session`) and that
+    /// session's copy has begun.
+    fn wait_new_resync(&self, p: &Primary, old_session: u64, old: Option<&ResyncStatus>) -> Result<()> {
+        let same = |r: &ResyncStatus| {
+            old.is_some_and(|o| {
+                o.kind == r.kind
+                    && o.total_bytes == r.total_bytes
+                    && o.seconds.to_bits() == r.seconds.to_bits()
+            })
+        };
+        let t0 = Instant::now();
+        let mut reconnected: Option<Instant> = None;
+        loop {
+            let st = p.status();
+            if st.session != 0 && st.session != old_session {
+                let at = *reconnected.get_or_insert_with(Instant::now);
+                if st.resync.as_ref().is_some_and(|r| !same(r)) {
+                    return Ok(());
+                }
+                if at.elapsed() > Duration::from_secs(2) {
+                    return Err(failed(
+                        "bitmap",
+                        format!(
+                            "the restarted mirror's session began without a copy (the primary planned: in sync), \
+                             although {} chunks changed while it was away; status {st:?}",
+                            self.chunks.len()
+                        ),
+                    ));
+                }
+            } else if t0.elapsed() > Duration::from_secs(30) {
+                return Err(failed(
+                    "bitmap",
+                    format!("the primary did not reconnect to the restarted mirror in 30 s; status {st:?}"),
+                ));
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Waits until the mirror has applied every group the primary sent.
+    fn wait_applied(&self, p: &Primary, admin: &mut AdminClient, stage: &str) -> Result<MirrorStatus> {
+        let last = p.status().next_seq.saturating_sub(1);
+        wait_status(admin, stage, Duration::from_secs(60), |st| st.applied_seq >= last && st.lag_groups == 0)
+    }
+
+    /// Compares `ranges` of the node's data area with the primary's copy.
+    fn compare(
+        &self,
+        p: &Primary,
+        admin: &mut AdminClient,
+        ranges: &[(u64, u64)],
+        stage: &str,
+    ) -> Result<()> {
+        let total = ranges.iter().map(|r| r.1).sum();
+        let pb = bar(self.a, total, BYTES_BAR, &format!("{stage}: comparing with the primary"));
+        let mut mine = vec![0u8; MAX_READ.min(total) as usize];
+        for &(off, len) in ranges {
+            let mut at = off;
+            while at < off + len {
+                let n = (off + len - at).min(MAX_READ);
+                let theirs = admin.read(at, n)?;
+                let mine = &mut mine[..n as usize];
+                p.read(at, mine)?;
+                if let Some(i) = (0..n as usize).find(|&i| theirs.get(i) != Some(&mine[i])) {
+                    pb.finish_and_clear();
+                    return Err(failed(
+                        stage,
+                        format!(
+                            "data mismatch: the replica's byte at offset {} is {:?}, the primary's {:#04x} \
+                             (compared {} bytes at {at})",
+                            at + i as u64,
+                            theirs.get(i),
+                            mine[i],
+                            n
+                        ),
+                    ));
+                }
+                at += n;
+                pb.inc(n);
+            }
+        }
+        pb.finish_and_clear();
+        Ok(())
+    }
+
+    /// Compares the changed chunks and a sample of random 1 MiB windows; says what it compared.
+    fn compare_changed(&mut self, p: &Primary, admin: &mut AdminClient, stage: &str) -> Result<String> {
+        let mut sorted = self.chunks.clone();
+        sorted.sort_unstable();
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for off in sorted {
+            match ranges.last_mut() {
+                Some(last) if last.0 + last.1 == off && last.1 < MAX_READ => last.1 += CHUNK,
+                _ => ranges.push((off, CHUNK)),
+            }
+        }
+        let window = (1u64 << 20).min(self.id.size);
+        let windows = self.id.size / window;
+        for _ in 0..SAMPLE_WINDOWS {
+            ranges.push((self.rng.next() % windows * window, window));
+        }
+        self.compare(p, admin, &ranges, stage)?;
+        Ok(format!("changed chunks + {SAMPLE_WINDOWS} random 1MiB windows"))
+    }
+
+    /// `log`: a mirror with one backup; the backup is killed, the primary changes the chunks,
+    /// and the restarted backup catches up from the mirror's log. On a new (sparse) region of
+    /// the same size: the catch-up's work is the changed bytes, not the region's.
+    fn log(&mut self) -> Result<ResyncResult> {
+        let scratch = Scratch::create(self.dir.0.join("log"))?;
+        let region = scratch.0.join("region.mojim");
+        crate::create_region(&region, self.id)?;
+        let changed = self.chunks.len() as u64 * CHUNK;
+        // The mirror keeps every group until the backup has it; one writer uses one lane.
+        let log_capacity = (2 * changed + (64 << 20)).next_multiple_of(CHUNK);
+        let keep = |f: &mut ConfigFile| {
+            f.mirror.log_capacity = log_capacity.to_string();
+            f.mirror.secondary_tier_thresh = log_capacity.to_string();
+        };
+        let cfg = self.config(&scratch.0, "backup", keep)?;
+        let mut backup = self.node(&cfg, &scratch.0.join("backup"))?;
+        let backup_addr = backup.addr.clone();
+        let cfg = self.config(&scratch.0, "mirror", |f| {
+            keep(f);
+            f.mirror.backups = vec![backup_addr];
+        })?;
+        let mirror = self.node(&cfg, &scratch.0.join("mirror"))?;
+        let mut admin = mirror.admin()?;
+        let p = Primary::open(&self.options(&region, &mirror.addr, Mode::Sync))?;
+        let link = |st: &MirrorStatus| st.backups.first().cloned().unwrap_or_default();
+        // A backup in service: it has received groups (and so created its log) before it fails.
+        let mut page = vec![0u8; CHUNK as usize];
+        fill(&mut page, &mut self.rng);
+        p.write(0, &page)?;
+        p.msync(0, CHUNK)?;
+        let warm = p.status().next_seq.saturating_sub(1);
+        wait_status(&mut admin, "log", Duration::from_secs(30), |st| {
+            let l = link(st);
+            l.connected && l.acked_seq >= warm
+        })?;
+
+        self.say(&format!(
+            "log: killing the backup, changing {} chunks of 4KiB as groups",
+            self.chunks.len()
+        ));
+        backup.kill();
+        let pb = bar(self.a, self.chunks.len() as u64, COUNT_BAR, "chunks changed while the backup is away");
+        for group in self.chunks.clone().chunks(GROUP_CHUNKS) {
+            let mut ranges = Vec::with_capacity(group.len());
+            for &off in group {
+                fill(&mut page, &mut self.rng);
+                p.write(off, &page)?;
+                ranges.push(Range::new(off, CHUNK));
+            }
+            p.gmsync(&ranges)?;
+            pb.inc(group.len() as u64);
+        }
+        pb.finish_and_clear();
+        let st = self.wait_applied(&p, &mut admin, "log")?;
+        let applied = st.applied_seq;
+        let st = wait_status(&mut admin, "log", Duration::from_secs(30), |st| !link(st).connected)?;
+        let before: BackupStatus = link(&st);
+        if before.acked_seq >= applied {
+            return Err(failed(
+                "log",
+                format!(
+                    "the killed backup had acknowledged {} of {applied} groups already",
+                    before.acked_seq
+                ),
+            ));
+        }
+
+        backup.restart()?;
+        let restarted = Instant::now();
+        let deadline = restarted + Duration::from_secs(60) + Duration::from_secs(changed / 1_000_000);
+        let mut connected: Option<Instant> = None;
+        let done = loop {
+            let st = admin.status()?;
+            let l = link(&st);
+            let now = Instant::now();
+            if l.needs_copy {
+                return Err(failed(
+                    "log",
+                    format!("the mirror says the restarted backup needs a full copy: {:?}", l.error),
+                ));
+            }
+            if l.connected {
+                connected.get_or_insert(now);
+                if l.acked_seq >= st.applied_seq {
+                    break now;
+                }
+            }
+            if now > deadline {
+                return Err(failed(
+                    "log",
+                    format!(
+                        "the restarted backup did not catch up in {:.0} s: {l:?}",
+                        (now - restarted).as_secs_f64()
+                    ),
+                ));
+            }
+            std::thread::sleep(POLL);
+        };
+        let connected = connected.expect("set before the loop breaks");
+        let mut backup_admin = backup.admin()?;
+        wait_status(&mut backup_admin, "log", Duration::from_secs(60), |st| st.applied_seq >= applied)?;
+        let verified = self.compare_changed(&p, &mut backup_admin, "log")?;
+        let mut r = ResyncResult::new("log", changed, (done - connected).as_secs_f64(), self, verified);
+        r.since_restart_s = Some((done - restarted).as_secs_f64());
+        drop(backup_admin);
+        drop(admin);
+        p.close()?;
+        Ok(r)
+    }
+}
+
+/// Polls a node's status until `ready` holds, at most `timeout`.
+fn wait_status(
+    admin: &mut AdminClient,
+    stage: &str,
+    timeout: Duration,
+    ready: impl Fn(&MirrorStatus) -> bool,
+) -> Result<MirrorStatus> {
+    let t0 = Instant::now();
+    loop {
+        let st = admin.status()?;
+        if ready(&st) {
+            return Ok(st);
+        }
+        if t0.elapsed() > timeout {
+            return Err(failed(
+                stage,
+                format!("waited {} s for the node; its status: {st:?}", timeout.as_secs()),
+            ));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Prints results as a table with the two ratios, or as JSON lines.
+pub fn print(results: &[ResyncResult], json: bool) {
+    if json {
+        for r in results {
+            println!("{}", serde_json::to_string(r).unwrap_or_default());
+        }
+        return;
+    }
+    println!("{:<7} {:>14} {:>10} {:>9}  verified", "kind", "bytes", "seconds", "MB/s");
+    for r in results {
+        println!("{:<7} {:>14} {:>10.3} {:>9.1}  {}", r.kind, r.bytes, r.seconds, r.mb_per_s, r.verified);
+    }
+    let find = |k: &str| results.iter().find(|r| r.kind == k);
+    if let Some(l) = find("log").and_then(|l| l.since_restart_s.map(|s| (l, s))) {
+        println!("log: {:.3} s from the backup's restart, {:.3} s from its reconnection", l.1, l.0.seconds);
+    }
+    if let (Some(f), Some(t)) = (find("full"), find("tcp")) {
+        println!("full/tcp bandwidth = {:.2} (target >= 0.8)", f.mb_per_s / t.mb_per_s);
+    }
+    if let (Some(b), Some(f)) = (find("bitmap"), find("full")) {
+        println!("bitmap/full time = {:.4} (target <= 0.05)", b.seconds / f.seconds);
+    }
+}

@@ -1,0 +1,438 @@
+//! The nodes of a chaos trial and the network between them.
+//!
+//! A node is a folder (`data.mojim`, lane logs, the primary's files once promoted, its
+//! configuration and logs) and a `mojim serve` daemon. With network namespaces each node lives
+//! in a namespace of its own, joined by a veth pair to a bridge in the harness's namespace, and
+//! a partition is a blackhole route on each side; on loopback all nodes share 127.0.0.1 and a
+//! partition can only be emulated by freezing a node.
+
+use crate::admin::AdminClient;
+use crate::config::{template, ConfigFile, Secret};
+use crate::mirror::MirrorStatus;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Port every daemon listens on inside its namespace.
+const NETNS_PORT: u16 = 7420;
+/// How long a process may take to say it is ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Runs `ip ARGS` and returns its error output on failure.
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip").args(args).output().map_err(|e| format!("run ip {}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
+
+/// Each node in a network namespace of its own, on a bridge.
+pub(crate) struct Netns {
+    tag: u32,
+    subnet: String,
+    nodes: usize,
+    /// Pairs currently cut off from each other.
+    cut: Vec<(usize, usize)>,
+}
+
+impl Netns {
+    fn ns(&self, i: usize) -> String {
+        format!("mojim-chaos-{}-{i}", self.tag)
+    }
+
+    fn bridge(tag: u32) -> String {
+        format!("mjb{tag}")
+    }
+
+    pub fn ip_of(&self, i: usize) -> String {
+        format!("{}.{}", self.subnet, i + 1)
+    }
+
+    /// Namespaces, veth pairs and a bridge for `nodes` nodes.
+    pub fn create(nodes: usize) -> Result<Netns, String> {
+        if !rustix::process::geteuid().is_root() {
+            return Err("network namespaces need root".into());
+        }
+        Self::remove_stale();
+        let tag = std::process::id();
+        let used = Command::new("ip")
+            .args(["-o", "-4", "addr", "show"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .map_err(|e| format!("run ip: {e}"))?;
+        let subnet = (0..256u32)
+            .map(|i| format!("10.213.{}", (tag + i) % 256))
+            .find(|s| !used.contains(&format!("{s}.")))
+            .ok_or("no free 10.213.x.0/24 subnet")?;
+        let mut n = Netns { tag, subnet, nodes: 0, cut: Vec::new() };
+        let br = Self::bridge(tag);
+        ip(&["link", "add", &br, "type", "bridge"])?;
+        ip(&["addr", "add", &format!("{}.254/24", n.subnet), "dev", &br])?;
+        ip(&["link", "set", &br, "up"])?;
+        for i in 0..nodes {
+            let ns = n.ns(i);
+            let (host, inner) = (format!("mjh{tag}x{i}"), format!("mjn{tag}x{i}"));
+            ip(&["netns", "add", &ns])?;
+            n.nodes = i + 1;
+            ip(&["link", "add", &host, "type", "veth", "peer", "name", &inner])?;
+            ip(&["link", "set", &inner, "netns", &ns])?;
+            ip(&["link", "set", &host, "master", &br, "up"])?;
+            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+            ip(&["-n", &ns, "addr", "add", &format!("{}/24", n.ip_of(i)), "dev", &inner])?;
+            ip(&["-n", &ns, "link", "set", &inner, "up"])?;
+        }
+        Ok(n)
+    }
+
+    /// Removes namespaces and bridges left behind by harnesses that no longer run.
+    fn remove_stale() {
+        let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else { return };
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let name = line.split_whitespace().next().unwrap_or_default();
+            let Some(rest) = name.strip_prefix("mojim-chaos-") else { continue };
+            let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = ip(&["netns", "del", name]);
+                let _ = ip(&["link", "del", &Self::bridge(pid)]);
+            }
+        }
+    }
+
+    /// Cuts `a` and `b` off from each other (both directions).
+    pub fn partition(&mut self, a: usize, b: usize) -> Result<(), String> {
+        ip(&["-n", &self.ns(a), "route", "add", "blackhole", &format!("{}/32", self.ip_of(b))])?;
+        ip(&["-n", &self.ns(b), "route", "add", "blackhole", &format!("{}/32", self.ip_of(a))])?;
+        self.cut.push((a, b));
+        Ok(())
+    }
+
+    /// Ends every partition.
+    pub fn heal(&mut self) -> Result<(), String> {
+        for (a, b) in std::mem::take(&mut self.cut) {
+            ip(&["-n", &self.ns(a), "route", "del", "blackhole", &format!("{}/32", self.ip_of(b))])?;
+            ip(&["-n", &self.ns(b), "route", "del", "blackhole", &format!("{}/32", self.ip_of(a))])?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for i in 0..self.nodes {
+            let _ = ip(&["netns", "del", &self.ns(i)]);
+        }
+        let _ = ip(&["link", "del", &Self::bridge(self.tag)]);
+    }
+}
+
+/// Where the nodes run.
+pub(crate) enum Net {
+    Loopback { ports: Vec<u16> },
+    Netns(Netns),
+}
+
+impl Net {
+    /// Loopback with a free port per node (kept for the node's restarts).
+    pub fn loopback(nodes: usize) -> Result<Net, String> {
+        let held: Vec<std::net::TcpListener> = (0..nodes)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+            .collect::<std::io::Result<_>>()
+            .map_err(|e| format!("find free ports: {e}"))?;
+        let ports = held.iter().map(|l| l.local_addr().map(|a| a.port())).collect::<std::io::Result<_>>();
+        Ok(Net::Loopback { ports: ports.map_err(|e| format!("find free ports: {e}"))? })
+    }
+
+    pub fn addr(&self, i: usize) -> String {
+        match self {
+            Net::Loopback { ports } => format!("127.0.0.1:{}", ports[i]),
+            Net::Netns(n) => format!("{}:{NETNS_PORT}", n.ip_of(i)),
+        }
+    }
+
+    /// A command that runs `exe` on node `i`.
+    fn command(&self, i: usize, exe: &Path) -> Command {
+        match self {
+            Net::Loopback { .. } => Command::new(exe),
+            Net::Netns(n) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", &n.ns(i)]).arg(exe);
+                c
+            }
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Net::Loopback { .. } => {
+                "loopback (partitions emulated: the cut-off node is frozen with SIGSTOP, then SIGCONT)".into()
+            }
+            Net::Netns(n) => format!(
+                "network namespaces on bridge {} ({}.0/24; partitions are blackhole routes on both sides)",
+                Netns::bridge(n.tag),
+                n.subnet
+            ),
+        }
+    }
+}
+
+/// A child process of the harness; killed when dropped.
+pub(crate) struct Proc {
+    child: Child,
+    pub lines: Arc<Mutex<Vec<String>>>,
+    stdin: Option<ChildStdin>,
+    frozen: bool,
+    exited: Option<ExitStatus>,
+}
+
+impl Proc {
+    /// Starts `cmd` with its stderr appended to `log`, and waits for a stdout line starting
+    /// with `ready`; returns the rest of that line.
+    fn spawn(mut cmd: Command, log: &Path, ready: &str, stdin: bool) -> Result<(Proc, String), String> {
+        let err = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| format!("open {}: {e}", log.display()))?;
+        if std::env::var_os("MOJIM_LOG").is_none() {
+            cmd.env("MOJIM_LOG", "info");
+        }
+        cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(err);
+        let mut child = cmd.spawn().map_err(|e| format!("start {cmd:?}: {e}"))?;
+        let out = child.stdout.take().expect("stdout is piped");
+        let stdin = child.stdin.take();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        let (l2, ready) = (lines.clone(), ready.to_string());
+        let mut tx = Some(tx);
+        super::workload::pump_lines(out, move |line| {
+            if let Some(rest) = line.strip_prefix(ready.as_str()) {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(rest.trim().to_string());
+                }
+            }
+            l2.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+        });
+        let mut p = Proc { child, lines, stdin, frozen: false, exited: None };
+        match rx.recv_timeout(READY_TIMEOUT) {
+            Ok(rest) => Ok((p, rest)),
+            Err(e) => {
+                let said = p.lines.lock().unwrap_or_else(|x| x.into_inner()).join(" | ");
+                p.kill();
+                let why = match e {
+                    mpsc::RecvTimeoutError::Timeout => format!("not ready within {READY_TIMEOUT:?}"),
+                    mpsc::RecvTimeoutError::Disconnected => "exited before it was ready".into(),
+                };
+                Err(format!("{cmd:?}: {why} (stdout: {said}; see {})", log.display()))
+            }
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, sig: rustix::process::Signal) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process(pid, sig);
+        }
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill(&mut self) {
+        if self.exited.is_none() {
+            let _ = self.child.kill();
+            self.exited = self.child.wait().ok();
+        }
+    }
+
+    pub fn freeze(&mut self) {
+        self.signal(rustix::process::Signal::STOP);
+        self.frozen = true;
+    }
+
+    pub fn thaw(&mut self) {
+        self.signal(rustix::process::Signal::CONT);
+        self.frozen = false;
+    }
+
+    /// Closes the child's stdin (a worker's request to stop).
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Its exit status, once it exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        if self.exited.is_none() {
+            self.exited = self.child.try_wait().ok().flatten();
+        }
+        self.exited
+    }
+
+    /// Waits at most `timeout` for it to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let t0 = Instant::now();
+        while t0.elapsed() < timeout {
+            if let Some(s) = self.exited() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        None
+    }
+
+    /// The last line it printed.
+    pub fn last_line(&self) -> String {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner()).last().cloned().unwrap_or_default()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.frozen {
+            self.thaw();
+        }
+        self.kill();
+    }
+}
+
+/// The settings every node of a trial shares.
+#[derive(Clone)]
+pub(crate) struct Shape {
+    pub uuid: [u8; 16],
+    pub size: u64,
+    pub secret: String,
+}
+
+/// A node: its folder, address and daemon.
+pub(crate) struct Node {
+    pub name: char,
+    pub dir: PathBuf,
+    pub addr: String,
+    pub daemon: Option<Proc>,
+}
+
+impl Node {
+    pub fn data_path(&self) -> PathBuf {
+        self.dir.join("data.mojim")
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.join("node.toml")
+    }
+}
+
+/// The nodes of one trial.
+pub(crate) struct Cluster {
+    pub nodes: Vec<Node>,
+    pub shape: Shape,
+    pub exe: PathBuf,
+    secret: Secret,
+    pub dir: PathBuf,
+}
+
+impl Cluster {
+    pub fn new(dir: &Path, net: &Net, count: usize, shape: Shape, exe: PathBuf) -> Result<Cluster, String> {
+        let mut nodes = Vec::new();
+        for i in 0..count {
+            let name = (b'a' + i as u8) as char;
+            let d = dir.join(name.to_string());
+            std::fs::create_dir_all(&d).map_err(|e| format!("create {}: {e}", d.display()))?;
+            nodes.push(Node { name, dir: d, addr: net.addr(i), daemon: None });
+        }
+        let secret = Secret(shape.secret.clone().into_bytes());
+        Ok(Cluster { nodes, shape, exe, secret, dir: dir.to_path_buf() })
+    }
+
+    /// Writes node `i`'s configuration: it feeds `backups`, and its application's mirror is
+    /// `mirror`.
+    fn write_config(&self, i: usize, backups: &[String], mirror: &str) -> Result<(), String> {
+        let n = &self.nodes[i];
+        let mut f: ConfigFile = toml::from_str(&template(&self.shape.uuid, self.shape.size, &self.shape.secret, &n.addr))
+            .map_err(|e| format!("chaos config: {e}"))?;
+        f.region.path = "data.mojim".into();
+        f.mirror.dir = ".".into();
+        f.mirror.backups = backups.to_vec();
+        f.mirror.log_capacity = "2MiB".into();
+        f.primary.mirror = mirror.to_string();
+        f.primary.lanes = 2;
+        f.primary.connect_timeout_ms = 1000;
+        f.cluster.heartbeat_interval_ms = 20;
+        f.cluster.heartbeat_timeout_ms = 300;
+        f.cluster.reconnect_ms = 50;
+        f.cluster.on_mirror_loss = "block".into();
+        f.cluster.dirty_chunk = "4KiB".into();
+        f.cluster.metadata_log_records = 4096;
+        let text = toml::to_string(&f).map_err(|e| format!("chaos config: {e}"))?;
+        std::fs::write(n.config_path(), text).map_err(|e| format!("write {}: {e}", n.config_path().display()))
+    }
+
+    /// Starts node `i`'s daemon (from its folder, as it is) feeding `backups`.
+    pub fn start_daemon(&mut self, net: &Net, i: usize, backups: &[String]) -> Result<(), String> {
+        assert!(self.nodes[i].daemon.is_none(), "node {} runs already", self.nodes[i].name);
+        self.write_config(i, backups, "")?;
+        let n = &self.nodes[i];
+        let mut cmd = net.command(i, &self.exe);
+        cmd.arg("serve").arg("--config").arg(n.config_path());
+        let (p, _) = Proc::spawn(cmd, &n.dir.join("daemon.log"), "serving on ", false)?;
+        self.nodes[i].daemon = Some(p);
+        Ok(())
+    }
+
+    /// SIGKILLs node `i`'s daemon, if it runs.
+    pub fn kill_daemon(&mut self, i: usize) {
+        if let Some(mut d) = self.nodes[i].daemon.take() {
+            d.kill();
+        }
+    }
+
+    /// Starts a worker on node `i` whose mirror is `mirror`; `w` numbers its files.
+    pub fn start_worker(
+        &mut self,
+        net: &Net,
+        i: usize,
+        mirror: &str,
+        w: usize,
+        start_k: u64,
+        seed: u64,
+        redo: bool,
+    ) -> Result<(Proc, PathBuf), String> {
+        self.write_config(i, &[], mirror)?;
+        let n = &self.nodes[i];
+        let ack_log = n.dir.join(format!("acks-{w}.log"));
+        let mut cmd = net.command(i, &self.exe);
+        cmd.arg("chaos-worker").arg("--config").arg(n.config_path());
+        cmd.args(["--mirror", mirror]).arg("--ack-log").arg(&ack_log).arg("--intent").arg(n.dir.join("intent"));
+        cmd.args(["--start-k", &start_k.to_string(), "--seed", &seed.to_string()]);
+        if redo {
+            cmd.arg("--redo");
+        }
+        let (p, _) = Proc::spawn(cmd, &n.dir.join(format!("worker-{w}.log")), "running ", true)?;
+        Ok((p, ack_log))
+    }
+
+    pub fn admin(&self, i: usize) -> Result<AdminClient, String> {
+        AdminClient::connect(&self.nodes[i].addr, &self.secret, Duration::from_secs(2))
+            .map_err(|e| format!("admin connection to node {}: {e}", self.nodes[i].name))
+    }
+
+    pub fn status(&self, i: usize) -> Result<MirrorStatus, String> {
+        self.admin(i)?.status().map_err(|e| format!("status of node {}: {e}", self.nodes[i].name))
+    }
+
+    /// Sends an operator's command to node `i`.
+    pub fn command(&self, i: usize, json: &str) -> Result<serde_json::Value, String> {
+        self.admin(i)?.command(json).map_err(|e| format!("{json} on node {}: {e}", self.nodes[i].name))
+    }
+
+    /// Notes a line in the trial's operator log.
+    pub fn note(&self, line: &str) {
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("operator.log")) {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}

@@ -1,0 +1,512 @@
+//! One trial: a fresh cluster, a worker on the primary's node, several faults each healed as an
+//! operator of the static coordinator would heal it, then quiescing and the checks.
+//!
+//! Roles start as node a primary's node, b mirror (feeding the rest), c.. backups. Faults:
+//! - `kill`: SIGKILL a node's daemon (and the worker, if it is the primary's node). A dead
+//!   mirror or backup is restarted from its folder; the worker reconnects by itself. A dead
+//!   primary's node is replaced: fence the other nodes at epoch E+1, promote the mirror at E+1,
+//!   restart the first backup as the new mirror feeding the rest and the old primary's node
+//!   (restarted and demoted), and start a worker on the promoted node. If the mirror's copy may
+//!   not be promoted (a copy into it is unfinished), the primary's node is restarted in place.
+//! - `partition`: cut two nodes off from each other for a while (network namespaces), or, on
+//!   loopback, freeze one node (SIGSTOP, SIGCONT) for a while.
+//! - `zombie`: cut the primary's node off (or freeze it), fail over as above while its worker
+//!   still runs, let the old worker run again, then kill it and demote its node.
+
+use super::check;
+use super::cluster::{Cluster, Net, Proc};
+use super::workload::{read_acks, read_intent, Ack};
+use super::Rng;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// How long the harness waits for anything before it calls it a hang.
+const HANG: Duration = Duration::from_secs(15);
+/// How long a promotion may wait for the backups to catch up.
+const DRAIN_MS: u64 = 2000;
+
+/// What a trial found.
+#[derive(Default)]
+pub(crate) struct Report {
+    pub faults: Vec<String>,
+    pub acked: u64,
+    /// Keyed by group number, so a group missed at a promotion and again at the end counts once.
+    pub lost: BTreeMap<u64, String>,
+    pub torn: BTreeMap<String, String>,
+    pub dual: Vec<String>,
+    pub unconverged: Vec<String>,
+    /// Hangs, failed promotions, unexpected worker exits, divergence nobody reports.
+    pub errors: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    pub fn failed(&self) -> bool {
+        !self.lost.is_empty() || !self.torn.is_empty() || !self.dual.is_empty() || !self.errors.is_empty()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Primary,
+    Mirror,
+    Backup,
+}
+
+pub(crate) struct Trial<'n> {
+    rng: Rng,
+    seed: u64,
+    net: &'n mut Net,
+    c: Cluster,
+    epoch: u64,
+    primary: usize,
+    mirror: usize,
+    backups: Vec<usize>,
+    worker: Option<Proc>,
+    /// Every worker's ack log and the node it ran on.
+    logs: Vec<(usize, PathBuf)>,
+    pub report: Report,
+}
+
+impl<'n> Trial<'n> {
+    pub fn new(seed: u64, net: &'n mut Net, c: Cluster) -> Trial<'n> {
+        let n = c.nodes.len();
+        Trial {
+            rng: Rng::new(seed),
+            seed,
+            net,
+            c,
+            epoch: 1,
+            primary: 0,
+            mirror: 1,
+            backups: (2..n).collect(),
+            worker: None,
+            logs: Vec::new(),
+            report: Report::default(),
+        }
+    }
+
+    fn name(&self, i: usize) -> char {
+        self.c.nodes[i].name
+    }
+
+    fn role(&self, i: usize) -> Role {
+        if i == self.primary {
+            Role::Primary
+        } else if i == self.mirror {
+            Role::Mirror
+        } else {
+            Role::Backup
+        }
+    }
+
+    fn note(&mut self, line: String) {
+        self.c.note(&line);
+        self.report.notes.push(line);
+    }
+
+    fn sleep_ms(&mut self, lo: u64, hi: u64) -> u64 {
+        let ms = self.rng.range(lo, hi);
+        std::thread::sleep(Duration::from_millis(ms));
+        ms
+    }
+
+    fn backup_addrs(&self) -> Vec<String> {
+        self.backups.iter().map(|&b| self.c.nodes[b].addr.clone()).collect()
+    }
+
+    /// Starts node `i`'s daemon as its role needs: the mirror feeds the backups.
+    fn start_daemon(&mut self, i: usize) -> Result<(), String> {
+        let feeds = if i == self.mirror { self.backup_addrs() } else { Vec::new() };
+        self.c.start_daemon(self.net, i, &feeds)
+    }
+
+    /// Runs the whole trial; problems land in the report.
+    pub fn run(&mut self, faults: usize) {
+        if let Err(e) = self.play(faults) {
+            self.report.errors.push(e);
+        }
+        if let Net::Netns(n) = self.net {
+            if let Err(e) = n.heal() {
+                self.report.errors.push(format!("harness: end the partitions: {e}"));
+            }
+        }
+    }
+
+    fn play(&mut self, faults: usize) -> Result<(), String> {
+        self.setup()?;
+        for _ in 0..faults {
+            self.sleep_ms(100, 250);
+            self.ensure_worker()?;
+            let r = self.rng.below(100);
+            let fault = if r < 45 {
+                let x = self.rng.below(self.c.nodes.len() as u64) as usize;
+                self.kill(x)?
+            } else if r < 75 {
+                self.partition()?
+            } else {
+                self.zombie()?
+            };
+            self.c.note(&format!("fault: {fault}"));
+            self.report.faults.push(fault);
+        }
+        self.sleep_ms(100, 200);
+        self.ensure_worker()?;
+        self.quiesce_and_check()
+    }
+
+    /// Starts the daemons (backups, then the mirror feeding them, then the primary's node),
+    /// promotes node a at epoch 2 and starts the worker there.
+    fn setup(&mut self) -> Result<(), String> {
+        for i in (0..self.c.nodes.len()).rev() {
+            self.start_daemon(i)?;
+        }
+        self.promote(self.primary, 2, &[])?;
+        self.start_worker(false)
+    }
+
+    /// Fences every other reachable node at `epoch`, then promotes node `m` at `epoch`.
+    fn promote(&mut self, m: usize, epoch: u64, skip: &[usize]) -> Result<serde_json::Value, String> {
+        for j in 0..self.c.nodes.len() {
+            if j == m || skip.contains(&j) || self.c.nodes[j].daemon.is_none() {
+                continue;
+            }
+            if let Err(e) = self.c.command(j, &format!(r#"{{"op":"fence","epoch":{epoch}}}"#)) {
+                self.note(format!("could not fence node {}: {e}", self.name(j)));
+            }
+        }
+        let t0 = Instant::now();
+        let reply = self
+            .c
+            .command(m, &format!(r#"{{"op":"promote","epoch":{epoch},"drain_ms":{DRAIN_MS}}}"#))
+            .map_err(|e| format!("promote failed: {e}"))?;
+        self.epoch = epoch;
+        self.c.note(&format!("promoted node {} at epoch {epoch} in {:?}: {reply}", self.name(m), t0.elapsed()));
+        Ok(reply)
+    }
+
+    /// The next group number: after every group any worker acknowledged or meant to write.
+    fn start_k(&self) -> Result<u64, String> {
+        let mut k = 0;
+        for (_, log) in &self.logs {
+            k = read_acks(log)?.iter().map(|a| a.k).fold(k, u64::max);
+        }
+        for n in &self.c.nodes {
+            if let Some((ik, _, _)) = read_intent(&n.dir.join("intent")) {
+                k = k.max(ik);
+            }
+        }
+        Ok(k + 1)
+    }
+
+    /// Starts a worker on the primary's node; `redo` when it restarts on the same copy.
+    fn start_worker(&mut self, redo: bool) -> Result<(), String> {
+        assert!(self.worker.is_none());
+        let w = self.logs.len();
+        let start_k = self.start_k()?;
+        let seed = super::mix(self.seed ^ super::mix(w as u64 + 1));
+        let mirror = self.c.nodes[self.mirror].addr.clone();
+        let (p, log) = self
+            .c
+            .start_worker(self.net, self.primary, &mirror, w, start_k, seed, redo)
+            .map_err(|e| format!("worker on node {}: {e}", self.name(self.primary)))?;
+        self.c.note(&format!(
+            "worker {w} on node {} (pid {}), mirror {}, epoch {}",
+            self.name(self.primary),
+            p.pid(),
+            self.name(self.mirror),
+            self.epoch
+        ));
+        self.logs.push((self.primary, log));
+        self.worker = Some(p);
+        Ok(())
+    }
+
+    /// A worker that stopped by itself is a problem (it gives up only after a long loss);
+    /// it is restarted in place so the trial goes on.
+    fn ensure_worker(&mut self) -> Result<(), String> {
+        let Some(w) = self.worker.as_mut() else { return self.start_worker(true) };
+        if let Some(status) = w.exited() {
+            let line = w.last_line();
+            self.worker = None;
+            self.report.errors.push(format!(
+                "worker on node {} stopped by itself ({status}): {line}",
+                self.name(self.primary)
+            ));
+            return self.start_worker(true);
+        }
+        Ok(())
+    }
+
+    fn kill_worker(&mut self) {
+        if let Some(mut w) = self.worker.take() {
+            w.kill();
+        }
+    }
+
+    /// SIGKILLs node `x` (its daemon, and the worker on the primary's node), then heals.
+    fn kill(&mut self, x: usize) -> Result<String, String> {
+        let role = self.role(x);
+        if role == Role::Primary {
+            self.kill_worker();
+        }
+        self.c.kill_daemon(x);
+        let down = self.sleep_ms(20, 300);
+        let what = format!("kill({}:{role:?}, down {down}ms)", self.name(x)).to_lowercase();
+        match role {
+            Role::Primary => self.fail_over(x, false).map(|how| format!("{what} -> {how}")),
+            Role::Mirror | Role::Backup => self.start_daemon(x).map(|()| what),
+        }
+    }
+
+    /// The primary's node `x` is gone (dead, or cut off with its worker still running when
+    /// `zombie`): promote the mirror under a new epoch and rebuild the tiers around it.
+    /// Returns what was done.
+    fn fail_over(&mut self, x: usize, zombie: bool) -> Result<String, String> {
+        let m = self.mirror;
+        let consistent = self.c.status(m).map(|st| st.consistent);
+        if !matches!(consistent, Ok(true)) {
+            // Nothing else holds every acknowledged group: the primary's node comes back.
+            self.note(format!(
+                "mirror {} may not be promoted ({consistent:?}): restarting node {} in place",
+                self.name(m),
+                self.name(x)
+            ));
+            if zombie {
+                self.release(x)?;
+            }
+            if self.c.nodes[x].daemon.is_none() {
+                self.start_daemon(x)?;
+            }
+            if self.worker.is_none() {
+                self.start_worker(true)?;
+            }
+            return Ok("restart in place".into());
+        }
+        let e = self.epoch + 1;
+        // A cut-off node cannot be told anything; a dead one is not running.
+        let skip = if zombie { vec![x] } else { Vec::new() };
+        let reply = self.promote(m, e, &skip)?;
+        if reply["backups_drained"] != serde_json::Value::Bool(true) {
+            self.note(format!("promotion of node {} did not drain its backups: {reply}", self.name(m)));
+        }
+        self.check_copy(m, &format!("promoted node {}", self.name(m)))?;
+        let new_mirror = self.backups.first().copied().ok_or("no backup to become the mirror")?;
+        self.primary = m;
+        self.mirror = new_mirror;
+        self.backups.retain(|&b| b != new_mirror);
+        self.backups.push(x);
+        if zombie {
+            self.release(x)?;
+            let ran = self.sleep_ms(100, 300);
+            let said = self.worker.as_mut().map(|w| (w.exited(), w.last_line()));
+            self.note(format!("old worker on node {} after {ran}ms back on the network: {said:?}", self.name(x)));
+            self.kill_worker();
+        }
+        // The promoted node's daemon no longer feeds anyone: its copy is the application's.
+        self.c.kill_daemon(m);
+        self.start_daemon(m)?;
+        // The old primary's node rejoins as a backup; its copy may hold unacknowledged writes.
+        if self.c.nodes[x].daemon.is_none() {
+            self.start_daemon(x)?;
+        }
+        self.c.command(x, &format!(r#"{{"op":"demote","epoch":{e}}}"#)).map_err(|e| format!("demote: {e}"))?;
+        // The first backup becomes the mirror, feeding the other backups and the old primary.
+        self.c.kill_daemon(new_mirror);
+        self.start_daemon(new_mirror)?;
+        self.start_worker(false)?;
+        Ok(format!("promote {} at epoch {e}", self.name(m)))
+    }
+
+    /// Ends a zombie's isolation: heals its partitions or thaws it.
+    fn release(&mut self, x: usize) -> Result<(), String> {
+        match self.net {
+            Net::Netns(n) => n.heal().map_err(|e| format!("harness: {e}")),
+            Net::Loopback { .. } => {
+                if let Some(d) = self.c.nodes[x].daemon.as_mut() {
+                    d.thaw();
+                }
+                if let Some(w) = self.worker.as_mut() {
+                    w.thaw();
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Cuts a node off (netns: two nodes from each other; loopback: freezes one) for a while.
+    fn partition(&mut self) -> Result<String, String> {
+        let n = self.c.nodes.len() as u64;
+        let a = self.rng.below(n) as usize;
+        let b = (a + 1 + self.rng.below(n - 1) as usize) % n as usize;
+        let ms = self.rng.range(100, 600);
+        match self.net {
+            Net::Netns(net) => {
+                net.partition(a, b).map_err(|e| format!("harness: {e}"))?;
+                std::thread::sleep(Duration::from_millis(ms));
+                net.heal().map_err(|e| format!("harness: {e}"))?;
+                Ok(format!("partition({}-{}, {ms}ms)", self.name(a), self.name(b)))
+            }
+            Net::Loopback { .. } => {
+                self.freeze(a);
+                std::thread::sleep(Duration::from_millis(ms));
+                self.release(a)?;
+                Ok(format!("freeze({}:{:?}, {ms}ms)", self.name(a), self.role(a)).to_lowercase())
+            }
+        }
+    }
+
+    fn freeze(&mut self, x: usize) {
+        if let Some(d) = self.c.nodes[x].daemon.as_mut() {
+            d.freeze();
+        }
+        if x == self.primary {
+            if let Some(w) = self.worker.as_mut() {
+                w.freeze();
+            }
+        }
+    }
+
+    /// Cuts the primary's node off with its worker running, fails over, then lets the old
+    /// worker back onto the network before killing it.
+    fn zombie(&mut self) -> Result<String, String> {
+        let x = self.primary;
+        match self.net {
+            Net::Netns(net) => {
+                for j in 0..self.c.nodes.len() {
+                    if j != x {
+                        net.partition(x, j).map_err(|e| format!("harness: {e}"))?;
+                    }
+                }
+            }
+            Net::Loopback { .. } => self.freeze(x),
+        }
+        let ms = self.sleep_ms(50, 500);
+        let how = self.fail_over(x, true)?;
+        Ok(format!("zombie({}, cut off {ms}ms) -> {how}", self.name(x)))
+    }
+
+    /// Every acknowledged group is in node `i`'s copy, and no group there is torn.
+    fn check_copy(&mut self, i: usize, what: &str) -> Result<(), String> {
+        let image = check::data_area(&self.c.nodes[i].data_path())?;
+        let acks = self.all_acks()?;
+        for (_, list) in &acks {
+            for (k, msg) in check::lost(list, &image) {
+                self.report.lost.entry(k).or_insert_with(|| format!("{what}: {msg}"));
+            }
+        }
+        for msg in check::torn(&image) {
+            self.report.torn.entry(msg.clone()).or_insert_with(|| format!("{what}: {msg}"));
+        }
+        Ok(())
+    }
+
+    fn all_acks(&self) -> Result<Vec<(char, Vec<Ack>)>, String> {
+        self.logs.iter().map(|(n, p)| read_acks(p).map(|a| (self.name(*n), a))).collect()
+    }
+
+    /// Stops the worker, waits for every replica to catch up, and checks the invariants.
+    fn quiesce_and_check(&mut self) -> Result<(), String> {
+        if let Some(mut w) = self.worker.take() {
+            w.close_stdin();
+            match w.wait_exit(HANG) {
+                None => {
+                    self.report.errors.push(format!(
+                        "hang: the worker on node {} did not stop within {HANG:?} (last said: {})",
+                        self.name(self.primary),
+                        w.last_line()
+                    ));
+                    w.kill();
+                }
+                Some(s) if !s.success() => self.report.errors.push(format!(
+                    "worker on node {} failed to stop cleanly ({s}): {}",
+                    self.name(self.primary),
+                    w.last_line()
+                )),
+                Some(_) => self.c.note(&format!("worker stopped: {}", w.last_line())),
+            }
+        }
+        let acks = self.all_acks()?;
+        self.report.acked = acks.iter().map(|(_, a)| a.len() as u64).sum();
+        self.report.dual = check::dual_primary(&acks);
+        self.check_copy(self.primary, &format!("primary's node {}", self.name(self.primary)))?;
+        let primary = check::data_area(&self.c.nodes[self.primary].data_path())?;
+        self.wait_caught_up();
+        let mirror_links = self.c.status(self.mirror).map(|st| st.backups).unwrap_or_default();
+        let replicas: Vec<usize> = std::iter::once(self.mirror).chain(self.backups.iter().copied()).collect();
+        for r in replicas {
+            let image = check::data_area(&self.c.nodes[r].data_path())?;
+            let Some((at, bytes)) = check::difference(&primary, &image) else { continue };
+            let st = self.c.status(r);
+            let addr = &self.c.nodes[r].addr;
+            let needs_copy = mirror_links.iter().any(|l| &l.addr == addr && l.needs_copy);
+            let consistent = st.as_ref().map(|s| s.consistent).unwrap_or(false);
+            let what = format!(
+                "{:?} node {} differs from the primary's copy at offset {at} ({bytes} bytes; consistent={consistent}, \
+                 needs_copy={needs_copy})",
+                self.role(r),
+                self.name(r)
+            )
+            .to_lowercase();
+            if needs_copy || (!consistent && r != self.mirror) {
+                self.report.unconverged.push(what);
+            } else {
+                self.report.errors.push(format!("diverged: {what}; status: {st:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits (at most [`HANG`]) until the mirror applied everything and every backup that can
+    /// be fed has it applied too.
+    fn wait_caught_up(&mut self) {
+        let t0 = Instant::now();
+        let mut last = String::new();
+        while t0.elapsed() < HANG {
+            match self.caught_up() {
+                Ok(None) => return,
+                Ok(Some(why)) | Err(why) => last = why,
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.report.errors.push(format!("hang: replicas did not catch up within {HANG:?}: {last}"));
+    }
+
+    /// `None` once caught up, else what is still missing.
+    fn caught_up(&self) -> Result<Option<String>, String> {
+        let m = self.c.status(self.mirror)?;
+        if m.lag_groups != 0 || m.applied_seq < m.last_received_seq || !m.consistent {
+            return Ok(Some(format!(
+                "mirror {}: applied {} of {}, consistent={}",
+                self.name(self.mirror),
+                m.applied_seq,
+                m.last_received_seq,
+                m.consistent
+            )));
+        }
+        for l in &m.backups {
+            if l.needs_copy {
+                continue;
+            }
+            if !l.connected || l.acked_seq < m.applied_seq {
+                return Ok(Some(format!(
+                    "backup {}: connected={} acked {} of {} ({:?})",
+                    l.addr, l.connected, l.acked_seq, m.applied_seq, l.error
+                )));
+            }
+        }
+        for &b in &self.backups {
+            let st = self.c.status(b)?;
+            if st.lag_groups != 0 || st.applied_seq < st.last_received_seq {
+                return Ok(Some(format!(
+                    "backup {}: applied {} of {}",
+                    self.name(b),
+                    st.applied_seq,
+                    st.last_received_seq
+                )));
+            }
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,248 @@
+//! `mojim chaos`: fault injection against real processes.
+//!
+//! Each trial starts a fresh cluster of `mojim serve` daemons (node a the primary's node, b the
+//! mirror, the rest backups), runs a self-checking workload as the application on the primary's
+//! node (`mojim chaos-worker`, see `workload.rs`), injects several seeded faults and heals each
+//! as an operator of the static coordinator would (`faults.rs`), then stops the worker, lets
+//! the replicas catch up and checks (`check.rs`):
+//! 1. every acknowledged group is in the current primary's copy (and in every promoted copy at
+//!    the moment of its promotion);
+//! 2. no copy holds part of a group;
+//! 3. no two nodes acknowledged writes as primary in one epoch;
+//! 4. the mirror's and the backups' data areas equal the primary's byte for byte, except
+//!    backups the mirror reports as needing a full copy (counted as `unconverged`).
+//!
+//! A trial's seed decides its faults and its workload's slots (timing still varies): a failed
+//! trial prints the command that runs it again.
+
+mod check;
+mod cluster;
+mod faults;
+mod workload;
+
+pub use workload::{worker, WorkerArgs};
+
+use crate::config::random_uuid;
+use crate::error::{Error, Result};
+use cluster::{Cluster, Net, Netns, Shape};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Who decides roles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Coordinator {
+    /// The harness is the operator: fence, promote, demote over the admin connection.
+    Static,
+    /// Leases in etcd (not supported by the harness yet).
+    Etcd,
+}
+
+/// Whether nodes get network namespaces of their own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum NetnsMode {
+    /// Namespaces when running as root and `ip netns` works, else loopback.
+    Auto,
+    On,
+    Off,
+}
+
+/// Options of `mojim chaos`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ChaosArgs {
+    /// Trials to run, each on a fresh cluster.
+    #[arg(long, default_value_t = 20)]
+    pub trials: u64,
+    /// Seed of the first trial (later trials' seeds derive from it); default: from the clock.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    #[arg(long, value_enum, default_value = "static")]
+    pub coordinator: Coordinator,
+    /// Nodes in the cluster: the primary's node, the mirror and backups (3 to 9).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub netns: NetnsMode,
+    /// Faults per trial, at most (each trial injects between 2 and this many).
+    #[arg(long, default_value_t = 4)]
+    pub faults: usize,
+    /// Keep every trial's folder (failed trials' folders are always kept).
+    #[arg(long)]
+    pub keep: bool,
+    /// Folder for the trials' nodes (default: /dev/shm, else the temporary folder).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// SplitMix64's output function.
+pub(crate) fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A small seeded generator (SplitMix64).
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        mix(self.0)
+    }
+
+    /// A number below `n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        assert!(n > 0);
+        self.next_u64() % n
+    }
+
+    /// A number in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+}
+
+/// Trial `i`'s seed: the first trial's is the run's seed, so `--trials 1 --seed S` replays a
+/// trial whose seed is S.
+fn trial_seed(seed: u64, i: u64) -> u64 {
+    if i == 0 {
+        seed
+    } else {
+        mix(seed ^ mix(i))
+    }
+}
+
+#[derive(Default)]
+struct Totals {
+    trials: u64,
+    faults: u64,
+    acked: u64,
+    lost: u64,
+    torn: u64,
+    dual: u64,
+    unconverged: u64,
+    errors: u64,
+    failed: Vec<u64>,
+}
+
+pub fn run(a: &ChaosArgs) -> Result<()> {
+    if a.coordinator == Coordinator::Etcd {
+        return Err(Error::Config(
+            "--coordinator etcd is not supported yet: the harness can only act as the static coordinator's \
+             operator (fence, promote, demote); use --coordinator static"
+                .into(),
+        ));
+    }
+    if !(3..=9).contains(&a.nodes) {
+        return Err(Error::Config(format!("--nodes {} must be between 3 and 9", a.nodes)));
+    }
+    if a.faults < 2 {
+        return Err(Error::Config(format!("--faults {} must be at least 2", a.faults)));
+    }
+    let seed = a.seed.unwrap_or_else(|| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        mix(t.as_nanos() as u64 ^ u64::from(std::process::id()))
+    });
+    let mut net = match a.netns {
+        NetnsMode::Off => Net::loopback(a.nodes).map_err(Error::Config)?,
+        NetnsMode::On => Net::Netns(Netns::create(a.nodes).map_err(|e| Error::Config(format!("--netns on: {e}")))?),
+        NetnsMode::Auto => match Netns::create(a.nodes) {
+            Ok(n) => Net::Netns(n),
+            Err(why) => {
+                println!("no network namespaces ({why}): running on loopback");
+                Net::loopback(a.nodes).map_err(Error::Config)?
+            }
+        },
+    };
+    let base = a.dir.clone().unwrap_or_else(|| {
+        let shm = PathBuf::from("/dev/shm");
+        if shm.is_dir() {
+            shm
+        } else {
+            std::env::temp_dir()
+        }
+    });
+    let root = base.join(format!("mojim-chaos-{}", std::process::id()));
+    let exe = std::env::current_exe().map_err(Error::io("find the mojim binary"))?;
+    println!("chaos: {} trials, seed {seed}, {} nodes, {}", a.trials, a.nodes, net.describe());
+    println!("chaos: trial folders under {}", root.display());
+    let mut t = Totals::default();
+    let t0 = Instant::now();
+    for i in 0..a.trials {
+        let s = trial_seed(seed, i);
+        let dir = root.join(format!("trial-{i}"));
+        let shape = Shape { uuid: random_uuid(), size: 1 << 20, secret: format!("chaos-{s:x}") };
+        let started = Instant::now();
+        let cluster = Cluster::new(&dir, &net, a.nodes, shape, exe.clone()).map_err(Error::Config)?;
+        let mut trial = faults::Trial::new(s, &mut net, cluster);
+        let faults = 2 + (mix(s ^ 0xfa) % (a.faults as u64 - 1)) as usize;
+        trial.run(faults);
+        let r = std::mem::take(&mut trial.report);
+        drop(trial);
+        t.trials += 1;
+        t.faults += r.faults.len() as u64;
+        t.acked += r.acked;
+        t.lost += r.lost.len() as u64;
+        t.torn += r.torn.len() as u64;
+        t.dual += r.dual.len() as u64;
+        t.unconverged += r.unconverged.len() as u64;
+        t.errors += r.errors.len() as u64;
+        println!(
+            "trial {}/{} seed={s} {} acked={} {:.1}s: {}",
+            i + 1,
+            a.trials,
+            if r.failed() { "FAILED" } else { "ok" },
+            r.acked,
+            started.elapsed().as_secs_f64(),
+            r.faults.join(", ")
+        );
+        let problems = r.lost.values().chain(r.torn.values()).chain(&r.dual).chain(&r.errors);
+        for p in problems.take(20) {
+            println!("  {p}");
+        }
+        for u in &r.unconverged {
+            println!("  unconverged: {u}");
+        }
+        if r.failed() {
+            t.failed.push(s);
+            println!("  seed {s}: replay with `{}`; files kept in {}", replay(a, s), dir.display());
+        } else if !a.keep {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    if !a.keep && t.failed.is_empty() {
+        let _ = std::fs::remove_dir(&root);
+    }
+    println!(
+        "trials={} faults={} acked={} lost={} torn={} dual_primary={} unconverged={}",
+        t.trials, t.faults, t.acked, t.lost, t.torn, t.dual, t.unconverged
+    );
+    println!("errors={} time={:.1}s", t.errors, t0.elapsed().as_secs_f64());
+    if t.failed.is_empty() {
+        Ok(())
+    } else {
+        for s in &t.failed {
+            println!("failed: seed {s}: {}", replay(a, *s));
+        }
+        Err(Error::Config(format!("{} of {} trials failed", t.failed.len(), t.trials)))
+    }
+}
+
+/// The command that runs the trial of seed `s` again.
+fn replay(a: &ChaosArgs, s: u64) -> String {
+    let mut cmd = format!("mojim chaos --trials 1 --seed {s}");
+    if a.nodes != 3 {
+        cmd += &format!(" --nodes {}", a.nodes);
+    }
+    if a.netns != NetnsMode::Auto {
+        cmd += &format!(" --netns {}", if a.netns == NetnsMode::On { "on" } else { "off" });
+    }
+    if a.faults != 4 {
+        cmd += &format!(" --faults {}", a.faults);
+    }
+    cmd + " --keep"
+}

@@ -1,0 +1,224 @@
+//! Losing a machine: the primary survives its mirror's loss (block or degrade) and brings the
+//! mirror back up to date by the cheapest complete means; an operator's promotion fences the
+//! old primary and the new one resynchronises with the old backup.
+
+mod common;
+
+use common::{first_difference, mirror_image, wait_applied, Cluster, Rng, WAIT};
+use mojim::admin::AdminClient;
+use mojim::child::ChildNode;
+use mojim::config::OnMirrorLoss;
+use mojim::{CopyKind, Primary, PrimaryOptions};
+use std::time::{Duration, Instant};
+
+fn fast(o: &mut PrimaryOptions) {
+    o.failure.heartbeat.interval = Duration::from_millis(20);
+    o.failure.heartbeat.timeout = Duration::from_millis(300);
+    o.failure.reconnect = Duration::from_millis(50);
+}
+
+fn cluster(name: &str, size: u64) -> Cluster {
+    Cluster::new(name, size, |f| {
+        f.primary.lanes = 2;
+        f.cluster.heartbeat_interval_ms = 20;
+        f.cluster.heartbeat_timeout_ms = 300;
+        f.cluster.dirty_chunk = "4KiB".into();
+    })
+}
+
+/// Writes `n` random ranges and syncs each; returns how many synced.
+fn scribble(p: &Primary, rng: &mut Rng, n: usize) -> usize {
+    let mut ok = 0;
+    for _ in 0..n {
+        let len = rng.range(1, 9000);
+        let off = rng.range(0, p.size() - len);
+        p.write(off, &rng.bytes(len as usize)).expect("write");
+        if p.msync(off, len).is_ok() {
+            ok += 1;
+        }
+    }
+    ok
+}
+
+fn image_of(p: &Primary) -> Vec<u8> {
+    let mut v = vec![0u8; p.size() as usize];
+    p.read(0, &mut v).expect("read");
+    v
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < WAIT, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn resynced(p: &Primary) -> CopyKind {
+    let st = p.wait_resync(WAIT).expect("a resynchronisation ran");
+    assert!(st.done, "resync did not finish: {st:?}; {:?}", p.status());
+    st.kind
+}
+
+#[test]
+fn degraded_primary_keeps_going_and_resyncs_by_bitmap() {
+    let mut rng = Rng::new(common::seed("degrade"));
+    let mut c = cluster("degrade", 4 << 20);
+    c.start_mirror();
+    let mut o = c.primary_options();
+    fast(&mut o);
+    o.failure.on_mirror_loss = OnMirrorLoss::Degrade;
+    let p = Primary::open(&o).expect("open");
+    assert_eq!(scribble(&p, &mut rng, 50), 50);
+    let addr = c.mirror_addr();
+    c.kill_mirror();
+    wait_for("the primary to notice", || p.status().failed.is_some());
+    let st = p.status();
+    assert!(st.degraded && st.vulnerable_us.is_some(), "{st:?}");
+    // Degraded sync points return: the primary's own copy is persistent.
+    assert_eq!(scribble(&p, &mut rng, 40), 40);
+    assert!(p.status().dirty_bytes > 0);
+    restart_mirror(&mut c, &addr);
+    wait_for("the primary to reconnect", || p.status().failed.is_none());
+    assert_eq!(resynced(&p), CopyKind::Bitmap);
+    assert_eq!(p.status().dirty_bytes, 0, "a finished bitmap resync clears the bitmap");
+    assert_eq!(scribble(&p, &mut rng, 10), 10);
+    let mut a = c.admin();
+    wait_applied(&mut a);
+    common::wait_status(&mut a, "the copy to be consistent", |st| st.consistent);
+    assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None);
+}
+
+#[test]
+fn blocking_primary_fails_closed_then_catches_up_from_its_metadata_log() {
+    let mut rng = Rng::new(common::seed("block"));
+    let mut c = cluster("block", 4 << 20);
+    c.start_mirror();
+    let mut o = c.primary_options();
+    fast(&mut o);
+    let p = Primary::open(&o).expect("open");
+    assert_eq!(scribble(&p, &mut rng, 30), 30);
+    let addr = c.mirror_addr();
+    c.kill_mirror();
+    wait_for("the primary to notice", || p.status().failed.is_some());
+    let e = p.msync(0, 10).expect_err("block fails closed");
+    assert!(matches!(e, mojim::Error::MirrorLost { .. }), "{e}");
+    restart_mirror(&mut c, &addr);
+    wait_for("the primary to reconnect", || p.status().failed.is_none());
+    assert_eq!(scribble(&p, &mut rng, 30), 30);
+    let mut a = c.admin();
+    wait_applied(&mut a);
+    assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None);
+}
+
+#[test]
+fn a_wiped_or_discarded_mirror_gets_a_full_copy() {
+    let mut rng = Rng::new(common::seed("full"));
+    let mut c = cluster("full", 8 << 20);
+    c.start_mirror();
+    let mut o = c.primary_options();
+    fast(&mut o);
+    o.failure.on_mirror_loss = OnMirrorLoss::Degrade;
+    let p = Primary::open(&o).expect("open");
+    scribble(&p, &mut rng, 50);
+    let addr = c.mirror_addr();
+    c.kill_mirror();
+    std::fs::remove_dir_all(c.dir.path().join("mirror")).expect("wipe the mirror");
+    restart_mirror(&mut c, &addr);
+    wait_for("the primary to reconnect", || p.status().failed.is_none());
+    assert_eq!(resynced(&p), CopyKind::Full);
+    let mut a = c.admin();
+    wait_applied(&mut a);
+    assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None, "after a full copy");
+
+    // The operator discards the mirror's copy (split-brain resolution): the next session copies
+    // everything again.
+    drop(p);
+    let out = std::process::Command::new(common::exe())
+        .args(["resolve", "--config", c.cfg_path.to_str().unwrap(), "--discard", &addr])
+        .output()
+        .expect("run mojim resolve");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!c.admin().status().expect("status").consistent);
+    let p = Primary::open(&o).expect("reopen");
+    assert_eq!(resynced(&p), CopyKind::Full);
+    scribble(&p, &mut rng, 5);
+    wait_applied(&mut a);
+    common::wait_status(&mut a, "the copy to be consistent", |st| st.consistent);
+    assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None, "after discard");
+}
+
+/// Restarts the mirror on its old address (a few tries: the port may be briefly taken).
+fn restart_mirror(c: &mut Cluster, addr: &str) {
+    for _ in 0..50 {
+        let cfg = c.cfg_path.to_str().unwrap().to_string();
+        let args = ["serve", "--config", &cfg, "--listen", addr];
+        if let Ok(m) = ChildNode::spawn(common::exe(), &args) {
+            c.mirror = Some(m);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("cannot restart the mirror on {addr}");
+}
+
+fn start_node(c: &Cluster, name: &str, listen: &str, backups: &[&str]) -> ChildNode {
+    let dir = c.dir.path().join(name);
+    let mut args = vec!["serve", "--config", c.cfg_path.to_str().unwrap(), "--listen", listen];
+    args.extend(["--dir", dir.to_str().unwrap()]);
+    for b in backups {
+        args.extend(["--backup", b]);
+    }
+    ChildNode::spawn(common::exe(), &args).expect("start a node")
+}
+
+#[test]
+fn promotion_fences_the_old_primary_and_the_backup_becomes_the_mirror() {
+    let mut rng = Rng::new(common::seed("promote"));
+    let c = cluster("promote", 4 << 20);
+    let backup = start_node(&c, "b", "127.0.0.1:0", &[]);
+    let mirror = start_node(&c, "m", "127.0.0.1:0", &[backup.addr()]);
+    let mut o = PrimaryOptions::from_config(&c.cfg, false).expect("options");
+    o.mirror = mirror.addr().to_string();
+    fast(&mut o);
+    let old = Primary::open(&o).expect("open");
+    assert_eq!(scribble(&old, &mut rng, 60), 60);
+    let acked = image_of(&old);
+
+    // The operator promotes the mirror while the old primary still runs (a partition).
+    let out = std::process::Command::new(common::exe())
+        .args(["promote", "--config", c.cfg_path.to_str().unwrap(), "--addr", mirror.addr()])
+        .args(["--peer", backup.addr()])
+        .output()
+        .expect("run mojim promote");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let reply: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(reply["backups_drained"], true, "{reply}");
+    let epoch = reply["epoch"].as_u64().unwrap();
+
+    // The old primary can no longer get anything acknowledged.
+    wait_for("the old primary to be fenced", || old.msync(0, 1).is_err());
+    assert!(old.msync(0, 1).is_err());
+
+    // The application restarts on the promoted node, with the backup as its mirror.
+    let mut o2 = o.clone();
+    o2.region_path = c.dir.path().join("m").join("data.mojim");
+    o2.mirror = backup.addr().to_string();
+    let p = Primary::open(&o2).expect("open the promoted copy");
+    assert_eq!(p.status().epoch, epoch);
+    assert_eq!(first_difference(&acked, &image_of(&p)), None, "every acknowledged group survived");
+    assert_eq!(resynced(&p), CopyKind::Bitmap, "the drained backup needs only what changed since");
+    assert_eq!(scribble(&p, &mut rng, 30), 30);
+    let mut a = AdminClient::connect(backup.addr(), &c.secret(), Duration::from_secs(5)).unwrap();
+    let st = wait_applied(&mut a);
+    assert_eq!(st.epoch, epoch);
+    assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None);
+
+    // The promoted node refuses to serve as a replica while its copy is the primary's.
+    let mut o3 = o.clone();
+    o3.mirror = mirror.addr().to_string();
+    o3.region_path = c.dir.path().join("x.mojim");
+    mojim::create_region(&o3.region_path, c.cfg.region_id().unwrap()).unwrap();
+    let e = Primary::open(&o3).err().expect("the primary's node refuses sessions");
+    assert!(e.to_string().contains("primary"), "{e}");
+}
