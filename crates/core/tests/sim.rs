@@ -51,6 +51,10 @@ fn seeded_runs_keep_the_invariants() {
         assert!(total.disconnects > 0 && total.groups_dropped > 0);
         assert!(total.groups_recovered > 0 && total.groups_discarded > 0);
         assert!(total.stale_injected > 0 && total.replays_injected > 0 && total.log_full_waits > 0);
+        // Fail-over happened: promotions while the old primary ran on, partitions noticed only by
+        // timeouts, stale primaries refused at the handshake and writing into the void.
+        assert!(total.promotions > 0 && total.partitions > 0 && total.frames_lost > 0, "{total}");
+        assert!(total.timeouts > 0 && total.epoch_refusals > 0 && total.fenced_groups > 0, "{total}");
         // Every bad frame delivered was refused (a run fails otherwise); the rest were still in
         // flight when their session ended for another reason.
         assert!(total.violations_detected > total.violations_injected / 2, "{total}");
@@ -70,6 +74,7 @@ fn a_fault_free_run_acknowledges_everything() {
     c.faults = mojim_core::sim::FaultRates::NONE;
     let r = run(c).expect("fault-free run");
     assert_eq!(r.crashes + r.disconnects + r.violations_injected, 0);
+    assert_eq!(r.promotions + r.partitions + r.timeouts + r.frames_lost, 0, "{r}");
     assert_eq!(r.groups_failed, 0, "{r}");
     assert_eq!(r.groups_acked, r.groups_sent, "{r}");
     assert_eq!(r.groups_applied, r.groups_sent, "{r}");
@@ -85,6 +90,7 @@ fn sabotaged_mirrors_are_caught() {
         (Sabotage::TailBeforeData, &["torn or lost group"][..]),
         // Found by this simulator in the daemon: see `Sabotage::GapAfterRestart`.
         (Sabotage::GapAfterRestart, &["stuck"][..]),
+        (Sabotage::AcceptStaleEpoch, &["fencing broken"][..]),
     ] {
         let caught = (1..=100)
             .find_map(|seed| run(SimConfig::new(seed).with_sabotage(sabotage).with_steps(1500)).err());

@@ -9,6 +9,8 @@
 //! - `bitmap`: the same primary (`on_mirror_loss = degrade`) loses that mirror (SIGKILL), changes
 //!   `--changed` percent of the region in random 4 KiB chunks, each followed by an msync, and when
 //!   the mirror is restarted on its folder the keeper resends only what the dirty bitmap recorded.
+//!   The bitmap has a bit per 4 KiB here (`dirty_chunk`; the configuration's default is 64 KiB,
+//!   which would resend 64 KiB for every random 4 KiB change).
 //! - `log`: a mirror's backup is killed, the primary changes `--changed` percent of the region as
 //!   groups, and the restarted backup catches up from the mirror's log; timed from the moment the
 //!   mirror has reconnected to it until it has acknowledged everything the mirror applied.
@@ -520,24 +522,11 @@ impl<'a> Round<'a> {
         Ok((full, bitmap))
     }
 
-    /// Fills the region with pseudo-random bytes and gives it a history: a first mirror's
-    /// session sets its generation (that mirror is new too, so nothing is copied to it).
+    /// Creates the region, gives it a history, and fills it with pseudo-random bytes. The history
+    /// comes from a first session with a first mirror while both are still empty (nothing to
+    /// copy); that mirror is then discarded, and the region is filled locally.
     fn prepare(&mut self, dir: &Path, region: &Path) -> Result<()> {
         crate::create_region(region, self.id)?;
-        let p = Primary::open(&self.options(region, "", Mode::Unreplicated))?;
-        let pb = bar(self.a, self.id.size, BYTES_BAR, "filling the region");
-        let mut buf = vec![0u8; FILL_PIECE as usize];
-        let mut off = 0;
-        while off < self.id.size {
-            let n = (self.id.size - off).min(FILL_PIECE);
-            fill(&mut buf[..n as usize], &mut self.rng);
-            p.write(off, &buf[..n as usize])?;
-            p.msync(off, n)?;
-            off += n;
-            pb.set_position(off);
-        }
-        pb.finish_and_clear();
-        p.close()?;
         let cfg = self.config(dir, "first", |_| {})?;
         let first_dir = dir.join("first-mirror");
         let mut first = self.node(&cfg, &first_dir)?;
@@ -552,7 +541,20 @@ impl<'a> Round<'a> {
                 format!("the first session left the region without a generation: {st:?}"),
             ));
         }
-        Ok(())
+        let p = Primary::open(&self.options(region, "", Mode::Unreplicated))?;
+        let pb = bar(self.a, self.id.size, BYTES_BAR, "filling the region");
+        let mut buf = vec![0u8; FILL_PIECE as usize];
+        let mut off = 0;
+        while off < self.id.size {
+            let n = (self.id.size - off).min(FILL_PIECE);
+            fill(&mut buf[..n as usize], &mut self.rng);
+            p.write(off, &buf[..n as usize])?;
+            p.msync(off, n)?;
+            off += n;
+            pb.set_position(off);
+        }
+        pb.finish_and_clear();
+        p.close()
     }
 
     /// Waits for the primary's current copy to finish, showing its progress.

@@ -113,7 +113,7 @@ impl Default for ClusterSection {
     fn default() -> Self {
         ClusterSection {
             heartbeat_interval_ms: 100,
-            heartbeat_timeout_ms: 1000,
+            heartbeat_timeout_ms: 2000,
             on_mirror_loss: "block".into(),
             reconnect_ms: 200,
             dirty_chunk: "64KiB".into(),
@@ -154,7 +154,7 @@ impl Default for Heartbeat {
     fn default() -> Self {
         Heartbeat {
             interval: std::time::Duration::from_millis(100),
-            timeout: std::time::Duration::from_millis(1000),
+            timeout: std::time::Duration::from_millis(2000),
         }
     }
 }
@@ -537,7 +537,7 @@ max_ranges = 1024
 # A side that sent nothing on a link for heartbeat_interval_ms sends a heartbeat; a side that
 # heard nothing for heartbeat_timeout_ms declares its peer failed.
 heartbeat_interval_ms = 100
-heartbeat_timeout_ms = 1000
+heartbeat_timeout_ms = 2000
 # What the primary does when it loses its mirror (it first makes its own copy persistent):
 # "block" fails sync points until the mirror is back and caught up; "degrade" keeps going on
 # the local copy and records changed chunks in a dirty bitmap, resent when the mirror returns.

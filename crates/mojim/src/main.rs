@@ -259,6 +259,13 @@ fn serve(a: ServeArgs) -> mojim::Result<()> {
     if !a.backups.is_empty() {
         opts.backups = a.backups;
     }
+    if opts.backups.contains(&opts.listen) {
+        return Err(Error::Config(format!(
+            "this node listens on {} and names itself as its own backup; each node's [mirror] backups \
+             (or --backup) must name other nodes",
+            opts.listen
+        )));
+    }
     let mirror = Mirror::open(opts)?;
     let handle = mirror.serve()?;
     println!("serving on {}", handle.addr());

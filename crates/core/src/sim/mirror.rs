@@ -1,6 +1,7 @@
 //! The mirror: per lane a log area run by [`MirrorLane`], a [`Checkpointer`] that applies
-//! complete groups to the data area, and restart recovery. Split by what a crash keeps
-//! ([`Durable`]) and what it loses ([`Volatile`]), so a crash is simply dropping the latter.
+//! complete groups to the data area, restart recovery, and the epoch it has adopted from the
+//! primaries it welcomed. Split by what a crash keeps ([`Durable`]) and what it loses
+//! ([`Volatile`]), so a crash is simply dropping the latter.
 
 use super::model::{GroupId, Model, Writes};
 use super::net::WireFrame;
@@ -8,24 +9,32 @@ use super::rng::Rng;
 use super::{Check, Sabotage, SimConfig, SimReport};
 use crate::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
 use crate::encode::{ack_header, SessionTag};
+use crate::handshake::Identity;
 use crate::lane::{MirrorLane, Slot};
 use crate::log_space::LogSpace;
 use crate::receive::Violation;
 use crate::recovery::{for_each_write, recover, LaneLog};
 use mojim_format::checksum::crc32c;
+use mojim_format::handshake::{Hello, Welcome};
 use mojim_format::log::{record_at, write_pad};
-use mojim_format::FRAME_HEADER_SIZE;
+use mojim_format::{FrameHeader, FRAME_HEADER_SIZE};
 
 /// Complete groups one lane's queue is sized for.
 const QUEUE_CAPACITY: usize = 64;
+/// The region every node of the simulated cluster serves.
+pub(super) const REGION_UUID: [u8; 16] = *b"mojim-sim-region";
+/// Lanes the mirror serves at most.
+const MAX_LANES: u16 = 16;
 
-/// What survives a crash: the log areas, each lane's persisted tail, the data area and the
-/// sequence number of the last group applied to it.
+/// What survives a crash: the log areas, each lane's persisted tail, the data area, the
+/// sequence number of the last group applied to it, and the epoch.
 pub(super) struct Durable {
     pub areas: Vec<Vec<u8>>,
     pub tails: Vec<u64>,
     pub data: Vec<u8>,
     pub applied_seq: u64,
+    /// The highest epoch of a primary this mirror welcomed (persisted before the Welcome).
+    pub epoch: u64,
 }
 
 /// What a crash loses.
@@ -34,6 +43,8 @@ struct Volatile {
     ckpt: Checkpointer,
     /// The current session's tag per lane, if one is open.
     tags: Option<Vec<SessionTag>>,
+    /// The current session's first sequence number.
+    next_seq: u64,
     /// Highest sequence number this mirror has seen in a log or a session.
     highest_seq: u64,
     /// Lanes whose next frame waits for log space.
@@ -103,6 +114,7 @@ impl Mirror {
             tails: vec![0; n],
             data: vec![0; cfg.region_size as usize],
             applied_seq: 0,
+            epoch: 1,
         };
         let vol = Volatile::fresh(cfg, &durable, &vec![0; n], 0);
         Mirror { cfg: cfg.clone(), durable, vol }
@@ -112,9 +124,54 @@ impl Mirror {
         CheckpointPolicy { thresh: self.cfg.checkpoint_thresh }
     }
 
-    /// Handshake: the primary resumes at the returned sequence number, right after everything
-    /// this mirror has applied (as the daemon does, through `Checkpointer::resume`).
-    pub fn begin_session(&mut self, session: u64, epoch: u64) -> Check<u64> {
+    /// What this mirror requires of a primary's handshake.
+    pub fn identity(&self) -> Identity {
+        let epoch = match self.cfg.sabotage {
+            // Broken on purpose: no epoch is too old.
+            Sabotage::AcceptStaleEpoch => 0,
+            _ => self.durable.epoch,
+        };
+        Identity { region_uuid: REGION_UUID, region_size: self.cfg.region_size, epoch, max_lanes: MAX_LANES }
+    }
+
+    /// The current session's id, if one is open.
+    pub fn session(&self) -> Option<u64> {
+        self.vol.tags.as_ref().map(|t| t[0].session)
+    }
+
+    /// A lane's handshake passed (`hello` is authenticated and its epoch is not below this
+    /// mirror's): joins it to its session, beginning the session at its first lane, as the
+    /// daemon does. A higher epoch is adopted, and persisted, before the Welcome goes out. Any
+    /// other session must have been ended first.
+    pub fn join(&mut self, hello: &Hello) -> Check<Welcome> {
+        if self.session().is_none() {
+            self.durable.epoch = self.durable.epoch.max(hello.epoch);
+            let epoch = match self.cfg.sabotage {
+                // Broken on purpose: the session runs at the primary's stale epoch.
+                Sabotage::AcceptStaleEpoch => hello.epoch,
+                _ => self.durable.epoch,
+            };
+            self.begin_session(hello.session, epoch)?;
+        }
+        let tag = self.vol.tags.as_ref().expect("a session is open")[0];
+        if tag.session != hello.session {
+            return Err(format!(
+                "lane {} of session {:#x} joined while session {:#x} is open",
+                hello.lane, hello.session, tag.session
+            ));
+        }
+        Ok(Welcome {
+            next_seq: self.vol.next_seq,
+            log_capacity: self.cfg.log_capacity,
+            max_frame: self.cfg.max_frame,
+            epoch: tag.epoch,
+            ..Welcome::default()
+        })
+    }
+
+    /// The primary resumes at the returned sequence number, right after everything this mirror
+    /// has applied (as the daemon does, through `Checkpointer::resume`).
+    fn begin_session(&mut self, session: u64, epoch: u64) -> Check<u64> {
         let v = &mut self.vol;
         if v.ckpt.waiting() != 0 || v.tags.is_some() {
             return Err("session begun while another is open".into());
@@ -132,6 +189,7 @@ impl Mirror {
             lane.begin(*tag, self.cfg.region_size, self.cfg.max_frame, next_seq);
         }
         v.tags = Some(tags);
+        v.next_seq = next_seq;
         v.blocked.fill(false);
         Ok(next_seq)
     }
@@ -157,7 +215,11 @@ impl Mirror {
     pub fn deliver(&mut self, lane: usize, frame: &WireFrame, now: u64) -> Check<Delivered> {
         let v = &mut self.vol;
         let tag = v.tags.as_ref().ok_or("frame delivered to the mirror outside a session")?[lane];
-        let slot = match v.lanes[lane].on_header(&frame.header) {
+        let header = match self.cfg.sabotage {
+            Sabotage::AcceptStaleEpoch => with_epoch_raised(&frame.header, tag.epoch),
+            _ => frame.header,
+        };
+        let slot = match v.lanes[lane].on_header(&header) {
             Err(violation) => return Ok(Delivered::Rejected(violation)),
             Ok(None) => {
                 v.blocked[lane] = true;
@@ -167,6 +229,14 @@ impl Mirror {
         };
         v.blocked[lane] = false;
         v.last_activity = now;
+        if slot.size == 0 {
+            // A control frame (the simulated primary sends none of its own; a Heartbeat can be
+            // injected): it takes no log room and belongs to no group.
+            if let Some(g) = v.lanes[lane].commit(&slot) {
+                return Err(format!("a {:?} frame completed group {g:?}", slot.accepted.header.kind));
+            }
+            return Ok(Delivered::Stored { ack: None });
+        }
         check_placement(lane, &slot, v.lanes[lane].space())?;
         let area = &mut self.durable.areas[lane];
         if let Some(pad) = slot.placement.pad_at {
@@ -566,10 +636,23 @@ impl Volatile {
                 .collect(),
             ckpt: Checkpointer::new(n, d.applied_seq, QUEUE_CAPACITY),
             tags: None,
+            next_seq: 0,
             highest_seq,
             blocked: vec![false; n],
             last_activity: 0,
         }
+    }
+}
+
+/// Broken on purpose ([`Sabotage::AcceptStaleEpoch`]): a frame of a lower epoch passes for one
+/// of the session's.
+fn with_epoch_raised(header: &[u8; FRAME_HEADER_SIZE], epoch: u64) -> [u8; FRAME_HEADER_SIZE] {
+    match FrameHeader::decode(header) {
+        Ok(mut h) if h.epoch < epoch => {
+            h.epoch = epoch;
+            h.to_bytes()
+        }
+        _ => *header,
     }
 }
 

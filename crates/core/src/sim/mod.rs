@@ -1,29 +1,48 @@
-//! A deterministic, seeded simulator of one primary and one mirror.
+//! A deterministic, seeded simulator of a primary, its promoted successors, and one mirror.
 //!
-//! The simulator runs the production core ([`crate::encode`], [`crate::lane`],
-//! [`crate::checkpoint`], [`crate::recovery`]) the way the daemon does, on a simulated network
-//! and simulated persistent memory, with faults:
+//! The simulator runs the production core ([`crate::encode`], [`crate::handshake`],
+//! [`crate::lane`], [`crate::checkpoint`], [`crate::recovery`]) the way the daemon does, on a
+//! simulated network and simulated persistent memory, with faults:
 //!
-//! - **Network.** Per lane, one ordered, reliable stream each way; delays and interleavings
-//!   across lanes are random. A fault is a disconnect, which ends the whole session: the mirror
-//!   drops open groups and seals (applies every complete group, across gaps), the primary fails
-//!   every unacknowledged group, and a new session begins at the sequence number the mirror
-//!   names.
-//! - **Mirror crashes.** Volatile state is lost; the log areas, persisted tails, data area and
-//!   applied sequence number survive. The record being received and the group being applied may
+//! - **Network.** Per lane of a session, one connection: an ordered stream each way that loses
+//!   nothing while it lives; delays and interleavings across lanes are random. Each lane opens
+//!   with the real handshake (Hello, Challenge, Proof, then Welcome or Refuse). A *disconnect*
+//!   resets a connection and both ends see it at once. A *partition* cuts a node's path to the
+//!   mirror in one or both directions for a while: what crosses the cut is lost, and a stream that
+//!   lost something is broken for good in that direction (it cannot skip a hole). Heartbeats cross
+//!   every live direction each tick; an end that hears nothing on a lane for
+//!   [`SimConfig::dead_ticks`] declares it dead and ends its side of the session. Either end may
+//!   thus end a session the other still believes open: the mirror drops open groups and seals
+//!   (applies every complete group, across gaps), the primary fails every unacknowledged group,
+//!   and the close reaches the other end after what it had queued, unless a cut loses it.
+//! - **Fail-over.** The coordinator *promotes*: a new primary incarnation with the next epoch
+//!   starts, takes its copy of the region from the mirror's applied state when its handshake is
+//!   accepted, and from then on writes. The old incarnation is not told: it keeps running for a
+//!   while, keeps writing over whatever links it still has and keeps reconnecting with its old
+//!   epoch, often after a partition, until it stops. The mirror adopts the higher epoch when the
+//!   new primary's handshake arrives (sealing the old session first) and must then refuse every
+//!   handshake and frame of a lower one.
+//! - **Mirror crashes.** Volatile state is lost; the log areas, persisted tails, data area, applied
+//!   sequence number and epoch survive. The record being received and the group being applied may
 //!   be torn. On restart [`crate::recovery::recover`] runs and the complete groups are applied.
-//! - **Bad input.** Bit flips, random bytes, wrong fields with valid checksums, and frames of
-//!   earlier sessions are slipped into the streams; each must be refused and change nothing.
+//! - **Bad input.** Bit flips, random bytes, wrong fields with valid checksums (a lower epoch
+//!   among them), and frames of earlier sessions and fenced primaries are slipped into the
+//!   streams; each must be refused and change nothing.
 //!
-//! Alongside it keeps its own model (every group issued, with its bytes; which were acknowledged
-//! and which applied) and checks the invariants of `DESIGN.md` continuously: the data area is
-//! always the fold of whole applied groups in sequence order (2), every acknowledged group is
-//! applied after every seal and every recovery (1), refused frames change nothing (4, 5).
+//! Alongside it keeps its own model (every group issued, with its bytes; which were acknowledged,
+//! to which incarnation and in which epoch; which were applied; the highest epoch the mirror has
+//! announced) and checks the invariants of `DESIGN.md` continuously: the data area is always the
+//! fold of whole applied groups in sequence order (2); every acknowledged group, to whichever
+//! incarnation, is applied after every seal, every recovery and every promotion (1); the mirror
+//! never accepts a handshake, stores a frame or sends an ack of an epoch below the one it has
+//! announced, no group a fenced primary sent is ever acknowledged or applied, and only one
+//! incarnation is acknowledged in any epoch (4); refused frames change nothing (5).
 //!
-//! Everything is driven by one [`Rng`] seeded from [`SimConfig::seed`]; time is a step counter.
-//! A failure names the seed, and `MOJIM_SIM_SEED=<seed> cargo test -p mojim-core --test sim`
-//! replays it.
+//! Everything is driven by one [`Rng`] seeded from [`SimConfig::seed`]; time is a step counter
+//! (one tick per step). A failure names the seed, and
+//! `MOJIM_SIM_SEED=<seed> cargo test -p mojim-core --test sim` replays it.
 
+mod connect;
 mod mirror;
 mod model;
 mod net;
@@ -60,6 +79,9 @@ pub enum Sabotage {
     /// applied group (dropped or torn groups), the running checkpointer then waits for a number
     /// that never comes: the logs fill and the lanes stall (a liveness failure).
     GapAfterRestart,
+    /// Accepts handshakes and frames of an epoch below its own: a primary fenced by a promotion
+    /// can open a session again (at its old epoch) and be acknowledged (invariant 4 must fail).
+    AcceptStaleEpoch,
 }
 
 /// How often faults happen: per step in parts per million, or per crash in percent.
@@ -79,6 +101,10 @@ pub struct FaultRates {
     pub seal_crash_pct: u32,
     /// Chance that a restart crashes again while applying recovered groups.
     pub recovery_crash_pct: u32,
+    /// The coordinator promotes a new primary incarnation (the old one runs on for a while).
+    pub promote_ppm: u32,
+    /// A node's path to the mirror is cut, on one lane or all, in one direction or both.
+    pub partition_ppm: u32,
 }
 
 impl FaultRates {
@@ -92,6 +118,8 @@ impl FaultRates {
         torn_apply_pct: 0,
         seal_crash_pct: 0,
         recovery_crash_pct: 0,
+        promote_ppm: 0,
+        partition_ppm: 0,
     };
 }
 
@@ -114,6 +142,9 @@ pub struct SimConfig {
     pub checkpoint_thresh: usize,
     /// Steps without a frame after which the mirror counts as idle.
     pub idle_ticks: u64,
+    /// Ticks without hearing anything (data or heartbeat) on a lane after which an end declares
+    /// the lane dead and ends its side of the session.
+    pub dead_ticks: u64,
     /// Groups the primary may have outstanding (sync points from many threads).
     pub window: usize,
     /// Groups the checkpointer applies as one batch with [`crate::checkpoint::Checkpointer::plan`]
@@ -154,6 +185,9 @@ impl SimConfig {
             idle_ticks: r.between(2, 30),
             window: r.between(1, 16) as usize,
             apply_batch: if r.chance_pct(30) { 0 } else { r.between(1, 8) as usize },
+            // Drawn after the others (fields are evaluated in the order written), so that the
+            // rest of a seed's configuration is what it was before fail-over was simulated.
+            dead_ticks: r.between(8, 40),
             faults: FaultRates {
                 disconnect_ppm: 50 + 600 * storm,
                 crash_ppm: 30 + 300 * storm,
@@ -163,6 +197,8 @@ impl SimConfig {
                 torn_apply_pct: 50,
                 seal_crash_pct: 1 + 4 * storm,
                 recovery_crash_pct: 25,
+                promote_ppm: 200 + 300 * storm,
+                partition_ppm: 300 + 500 * storm,
             },
             sabotage: Sabotage::None,
         }
@@ -187,6 +223,7 @@ impl SimConfig {
             || self.max_ranges == 0
             || self.window == 0
             || self.checkpoint_thresh == 0
+            || self.dead_ticks == 0
             || !self.log_capacity.is_multiple_of(64)
             || limit < smallest
         {
@@ -230,6 +267,17 @@ pub struct SimReport {
     pub stale_injected: u64,
     pub replays_injected: u64,
     pub log_full_waits: u64,
+    /// New primary incarnations started by the coordinator.
+    pub promotions: u64,
+    pub partitions: u64,
+    /// Frames lost to a cut or discarded at an end that had closed.
+    pub frames_lost: u64,
+    /// Lanes an end declared dead for hearing nothing.
+    pub timeouts: u64,
+    /// Handshakes of a fenced primary the mirror refused for their epoch.
+    pub epoch_refusals: u64,
+    /// Groups a fenced primary issued after the mirror had adopted a higher epoch.
+    pub fenced_groups: u64,
 }
 
 impl SimReport {
@@ -255,6 +303,12 @@ impl SimReport {
         self.stale_injected += other.stale_injected;
         self.replays_injected += other.replays_injected;
         self.log_full_waits += other.log_full_waits;
+        self.promotions += other.promotions;
+        self.partitions += other.partitions;
+        self.frames_lost += other.frames_lost;
+        self.timeouts += other.timeouts;
+        self.epoch_refusals += other.epoch_refusals;
+        self.fenced_groups += other.fenced_groups;
     }
 }
 
@@ -264,7 +318,9 @@ impl fmt::Display for SimReport {
             f,
             "{} steps: groups sent {} acked {} failed {} applied {} (dropped {}, recovered {}, \
              discarded {}); sessions {}, disconnects {}, crashes {} ({} sealing, {} recovering), torn writes {}, torn \
-             applies {}, bad frames injected {} (stale {}, replayed {}) refused {}, log-full waits {}",
+             applies {}, bad frames injected {} (stale {}, replayed {}) refused {}, log-full waits {}; \
+             promotions {}, partitions {} (frames lost {}, lanes timed out {}), stale-epoch handshakes \
+             refused {}, groups sent by fenced primaries {}",
             self.steps,
             self.groups_sent,
             self.groups_acked,
@@ -284,7 +340,13 @@ impl fmt::Display for SimReport {
             self.stale_injected,
             self.replays_injected,
             self.violations_detected,
-            self.log_full_waits
+            self.log_full_waits,
+            self.promotions,
+            self.partitions,
+            self.frames_lost,
+            self.timeouts,
+            self.epoch_refusals,
+            self.fenced_groups
         )
     }
 }
@@ -321,13 +383,15 @@ impl fmt::Display for SimFailure {
         let c = &self.config;
         writeln!(
             f,
-            "config: {} lanes, region {} B, log {} B, max_frame {}, thresh {}, idle {}, batch {}, window {}, {:?}",
+            "config: {} lanes, region {} B, log {} B, max_frame {}, thresh {}, idle {}, dead {}, batch {}, \
+             window {}, {:?}",
             c.lanes,
             c.region_size,
             c.log_capacity,
             c.max_frame,
             c.checkpoint_thresh,
             c.idle_ticks,
+            c.dead_ticks,
             c.apply_batch,
             c.window,
             c.faults

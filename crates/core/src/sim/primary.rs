@@ -1,7 +1,8 @@
-//! The primary: the application writes random bytes into its region and issues groups; each
-//! group gets the session's next sequence number and goes out on one lane as consecutive Data
-//! frames. Acks arrive per lane in order; when the session ends, every unacknowledged group
-//! fails (the application is told it is not durable).
+//! One incarnation of the primary: the application writes random bytes into its region and
+//! issues groups; each group gets the session's next sequence number and goes out on one lane as
+//! consecutive Data frames. Acks arrive per lane in order; when the session ends, every
+//! unacknowledged group fails (the application is told it is not durable). An incarnation has
+//! one epoch for life, given by the coordinator that started it.
 
 use super::model::{Model, Writes};
 use super::net::{Link, WireFrame};
@@ -16,13 +17,15 @@ use std::collections::VecDeque;
 const RECENT_FRAMES: usize = 16;
 
 pub(super) struct Primary {
+    /// Which incarnation this is (its node's index in the world).
+    node: usize,
+    epoch: u64,
     region: Vec<u8>,
     session: Option<PrimarySession>,
 }
 
 struct PrimarySession {
     id: u64,
-    epoch: u64,
     next_seq: u64,
     /// Per lane, the groups sent and not yet acknowledged, in order.
     unacked: Vec<VecDeque<u64>>,
@@ -30,16 +33,29 @@ struct PrimarySession {
 }
 
 impl Primary {
-    pub fn new(region_size: u64) -> Primary {
-        Primary { region: vec![0; region_size as usize], session: None }
+    pub fn new(node: usize, epoch: u64, region_size: u64) -> Primary {
+        Primary { node, epoch, region: vec![0; region_size as usize], session: None }
     }
 
-    /// The handshake is done: groups start at `next_seq`.
-    pub fn begin(&mut self, id: u64, epoch: u64, next_seq: u64, lanes: u16) {
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The open session's id, if any.
+    pub fn session(&self) -> Option<u64> {
+        self.session.as_ref().map(|s| s.id)
+    }
+
+    /// A promoted incarnation resumes from a copy of the region it was given.
+    pub fn take_copy(&mut self, data: &[u8]) {
+        self.region.copy_from_slice(data);
+    }
+
+    /// Every lane's handshake is done: groups start at `next_seq`.
+    pub fn begin(&mut self, id: u64, next_seq: u64, lanes: u16) {
         assert!(self.session.is_none(), "primary session begun twice");
         self.session = Some(PrimarySession {
             id,
-            epoch,
             next_seq,
             unacked: vec![VecDeque::new(); lanes as usize],
             recent: VecDeque::with_capacity(RECENT_FRAMES),
@@ -103,7 +119,7 @@ impl Primary {
         let seq = s.next_seq;
         s.next_seq += 1;
         let lane = rng.index(links.len());
-        let tag = SessionTag { session: s.id, epoch: s.epoch, lane: lane as u16 };
+        let tag = SessionTag { session: s.id, epoch: self.epoch, lane: lane as u16 };
         let mut writes: Writes = Vec::with_capacity(shape.frames as usize);
         for plan in frames(&ranges, cfg.max_frame, shape) {
             let at = plan.offset as usize;
@@ -134,13 +150,16 @@ impl Primary {
         let s = self.session.as_mut().ok_or("ack delivered outside a session")?;
         let h = FrameHeader::decode(bytes)
             .map_err(|e| format!("primary got a corrupt ack on lane {lane}: {e}"))?;
-        if h.kind != FrameKind::Ack || usize::from(h.lane) != lane || h.session != s.id || h.epoch != s.epoch
+        if h.kind != FrameKind::Ack
+            || usize::from(h.lane) != lane
+            || h.session != s.id
+            || h.epoch != self.epoch
         {
             return Err(format!("primary got a misdirected ack on lane {lane} (session {:#x}): {h:?}", s.id));
         }
         match s.unacked[lane].pop_front() {
             Some(seq) if seq == h.seq => {
-                model.acked((s.id, seq))?;
+                model.acked((s.id, seq), self.node, self.epoch)?;
                 Ok(seq)
             }
             other => Err(format!(

@@ -1,9 +1,15 @@
-//! One simulated run: a primary, a mirror and the lanes between them, driven step by step by one
-//! seeded generator, with the invariants checked as it goes.
+//! One simulated run: the primary incarnations, the mirror and the connections between them,
+//! driven step by step by one seeded generator, with the invariants checked as it goes.
+//!
+//! This file holds the run, the traffic and the bad frames; [`session`] opens and ends sessions
+//! (handshakes, seals, crashes) and [`failover`] holds promotions, partitions and timeouts.
+
+mod failover;
+mod session;
 
 use super::mirror::{CrashPoint, Delivered, Mirror};
 use super::model::Model;
-use super::net::{FieldMutation, Injection, Link, WireFrame};
+use super::net::{Conn, Cut, FieldMutation, Injection, WireFrame};
 use super::primary::Primary;
 use super::rng::Rng;
 use super::{Check, SimConfig, SimReport};
@@ -20,25 +26,53 @@ const TRACE_LEN: usize = 40;
 /// Rounds the final drain may take before the run is declared stuck.
 const DRAIN_ROUNDS: usize = 100_000;
 
+/// A node running one primary incarnation, and its path to the mirror.
+struct Node {
+    primary: Primary,
+    /// It still runs: an old incarnation stops some time after a newer one is promoted.
+    alive: bool,
+    /// When it stops, once a newer incarnation has been promoted.
+    stop_at: Option<u64>,
+    /// When it next tries to open a session, if it has none.
+    reconnect_at: u64,
+    /// Per lane, the cuts of its path to the mirror.
+    cuts: Vec<Cut>,
+    /// It has its copy of the region: the first incarnation from the start, a promoted one from
+    /// its first accepted handshake.
+    has_copy: bool,
+}
+
+impl Node {
+    fn new(index: usize, epoch: u64, cfg: &SimConfig, reconnect_at: u64) -> Node {
+        Node {
+            primary: Primary::new(index, epoch, cfg.region_size),
+            alive: true,
+            stop_at: None,
+            reconnect_at,
+            cuts: vec![Cut::default(); cfg.lanes as usize],
+            has_copy: index == 0,
+        }
+    }
+}
+
 pub(super) struct World {
     cfg: SimConfig,
     rng: Rng,
     pub now: u64,
     limits: GroupLimits,
-    primary: Primary,
+    /// Every primary incarnation, oldest first. The last is the newest and holds the highest
+    /// epoch the coordinator has given.
+    nodes: Vec<Node>,
     mirror: Mirror,
-    links: Vec<Link>,
+    /// Sessions with an end still open.
+    conns: Vec<Conn>,
     model: Model,
     pub report: SimReport,
     pub trace: VecDeque<String>,
     stale: VecDeque<WireFrame>,
-    /// Per lane, frames of the open session the mirror has stored, most recent last.
+    /// Per lane, frames of the mirror's open session it has stored, most recent last.
     stored: Vec<VecDeque<WireFrame>>,
-    /// The open session's id, if any.
-    session: Option<u64>,
     sessions_begun: u64,
-    epoch: u64,
-    reconnect_at: u64,
 }
 
 impl World {
@@ -53,18 +87,15 @@ impl World {
             rng: Rng::new(cfg.seed),
             now: 0,
             limits,
-            primary: Primary::new(cfg.region_size),
+            nodes: vec![Node::new(0, 1, &cfg, 0)],
             mirror: Mirror::new(&cfg),
-            links: vec![Link::default(); cfg.lanes as usize],
+            conns: Vec::new(),
             model: Model::new(cfg.region_size),
             report: SimReport { seed: cfg.seed, lanes: cfg.lanes, ..SimReport::default() },
             trace: VecDeque::with_capacity(TRACE_LEN),
             stale: VecDeque::with_capacity(STALE_POOL),
             stored: vec![VecDeque::with_capacity(STORED_KEPT); cfg.lanes as usize],
-            session: None,
             sessions_begun: 0,
-            epoch: 1,
-            reconnect_at: 0,
             cfg,
         }
     }
@@ -78,7 +109,10 @@ impl World {
 
     /// The whole run: random steps, then a final drain, seal, crash and recovery.
     pub fn run(&mut self) -> Check<()> {
-        self.begin_session()?;
+        self.connect(0)?;
+        if self.nodes[0].primary.session().is_none() {
+            return Err("the first session did not open".into());
+        }
         for _ in 0..self.cfg.steps {
             self.step()?;
         }
@@ -95,32 +129,38 @@ impl World {
     fn step(&mut self) -> Check<()> {
         self.now += 1;
         let rates = self.cfg.faults;
-        if self.session.is_none() && self.now >= self.reconnect_at {
-            self.begin_session()?;
-        }
+        self.tick_network()?;
+        self.stop_due();
+        self.reconnect_due()?;
         if self.rng.chance_ppm(rates.crash_ppm) {
             return self.crash(CrashPoint::Running);
         }
-        if self.session.is_some() {
+        if self.rng.chance_ppm(rates.promote_ppm) {
+            self.promote();
+        }
+        if self.rng.chance_ppm(rates.partition_ppm) {
+            self.partition();
+        }
+        if let Some(ci) = self.mirror_conn() {
             if self.rng.chance_ppm(rates.disconnect_ppm) {
-                let lane = self.rng.index(self.links.len());
+                let lane = self.rng.index(self.conns[ci].joined);
                 self.report.disconnects += 1;
-                return self.end_session(format!("lane {lane} disconnected"));
+                return self.disconnect(ci, lane);
             }
             if self.rng.chance_ppm(rates.garbage_ppm) {
-                self.inject_bad_frame();
+                self.inject_bad_frame(ci);
             }
             if self.rng.chance_ppm(rates.stale_ppm) {
-                self.inject_stale_frame();
+                self.inject_stale_frame(ci);
             }
             if self.rng.chance_ppm(rates.stale_ppm) {
-                self.inject_replayed_frame();
+                self.inject_replayed_frame(ci);
             }
         }
         match self.rng.below(100) {
             0..=29 => self.issue(),
             30..=69 => {
-                let lane = self.rng.index(self.links.len());
+                let lane = self.rng.index(self.cfg.lanes as usize);
                 for _ in 0..self.rng.between(1, 4) {
                     if !self.deliver_frame(lane)? {
                         break;
@@ -129,9 +169,15 @@ impl World {
                 Ok(())
             }
             70..=87 => {
-                let lane = self.rng.index(self.links.len());
+                let open: Vec<u64> =
+                    self.conns.iter().filter(|c| c.primary_open).map(|c| c.session).collect();
+                if open.is_empty() {
+                    return Ok(());
+                }
+                let session = open[self.rng.index(open.len())];
+                let lane = self.rng.index(self.cfg.lanes as usize);
                 for _ in 0..self.rng.between(1, 4) {
-                    if !self.deliver_ack(lane)? {
+                    if !self.deliver_ack(session, lane)? {
                         break;
                     }
                 }
@@ -147,107 +193,74 @@ impl World {
         }
     }
 
-    fn begin_session(&mut self) -> Check<()> {
-        self.sessions_begun += 1;
-        // Unique per run: the counter in the high bits, randomness below.
-        let id = (self.sessions_begun << 40) | (self.rng.next_u64() & ((1 << 40) - 1));
-        let next_seq = self.mirror.begin_session(id, self.epoch)?;
-        self.primary.begin(id, self.epoch, next_seq, self.cfg.lanes);
-        self.session = Some(id);
-        self.stored.iter_mut().for_each(VecDeque::clear);
-        self.report.sessions += 1;
-        self.note(format!("session {id:#x} epoch {} begins at seq {next_seq}", self.epoch));
-        Ok(())
-    }
-
-    /// Any lane broke: the whole session ends on both sides.
-    fn end_session(&mut self, why: String) -> Check<()> {
-        self.note(format!("session ends: {why}"));
-        if self.session.is_none() {
-            return Ok(());
-        }
-        if self.rng.chance_pct(self.cfg.faults.seal_crash_pct) {
-            return self.crash(CrashPoint::Sealing);
-        }
-        self.session = None;
-        self.retire_links();
-        self.mirror.end_session(&mut self.model, &mut self.report)?;
-        self.model.check_acked_applied("the session was sealed")?;
-        self.model.check_data(&self.mirror.durable.data)?;
-        self.reconnect_at = self.now + self.rng.between(0, 10);
-        Ok(())
-    }
-
-    /// Connections close: frames in flight become stale, unacknowledged groups fail.
-    fn retire_links(&mut self) {
-        let mut stale: Vec<WireFrame> = self.primary.end(&mut self.model);
-        for link in &mut self.links {
-            stale.extend(link.to_mirror.drain(..).filter(|f| f.injected.is_none()));
-            link.to_primary.clear();
-        }
-        for f in stale {
-            if self.stale.len() == STALE_POOL {
-                self.stale.pop_front();
-            }
-            self.stale.push_back(f);
-        }
-    }
-
-    fn crash(&mut self, point: CrashPoint) -> Check<()> {
-        if point != CrashPoint::Clean {
-            self.report.crashes += 1;
-        }
-        if point == CrashPoint::Sealing {
-            self.report.seal_crashes += 1;
-        }
-        self.note(format!("mirror crashes ({point:?})"));
-        let fronts: Vec<(usize, WireFrame)> = if point == CrashPoint::Running {
-            self.links
-                .iter()
-                .enumerate()
-                .filter_map(|(lane, l)| l.to_mirror.front().map(|f| (lane, f.clone())))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let torn = (self.report.torn_writes, self.report.torn_applies);
-        self.mirror.crash(point, &fronts, &mut self.rng, &mut self.model, &mut self.report)?;
-        if torn != (self.report.torn_writes, self.report.torn_applies) {
-            self.note("a record or an apply was torn by the crash".into());
-        }
-        self.session = None;
-        self.retire_links();
-        if self.rng.chance_pct(50) {
-            self.epoch += 1;
-        }
-        self.model.check_acked_applied("crash and recovery")?;
-        self.model.check_data(&self.mirror.durable.data)?;
-        self.reconnect_at = self.now + self.rng.between(0, 10);
-        Ok(())
-    }
-
+    /// A running incarnation with an open session (old or new) issues a group.
     fn issue(&mut self) -> Check<()> {
-        if self.session.is_none() || self.primary.outstanding() >= self.cfg.window {
+        let open: Vec<usize> =
+            (0..self.nodes.len()).filter(|&n| self.nodes[n].primary.session().is_some()).collect();
+        if open.is_empty() {
             return Ok(());
         }
-        if let Some(seq) =
-            self.primary.issue(&self.cfg, &self.limits, &mut self.rng, &mut self.links, &mut self.model)?
-        {
-            self.note(format!("issue group {seq}"));
+        let node = open[self.rng.index(open.len())];
+        self.issue_on(node)
+    }
+
+    fn issue_on(&mut self, node: usize) -> Check<()> {
+        let Some(session) = self.nodes[node].primary.session() else {
+            return Ok(());
+        };
+        if self.nodes[node].primary.outstanding() >= self.cfg.window {
+            return Ok(());
+        }
+        let ci = self.conn(session).ok_or("a primary's open session has no connections")?;
+        let primary = &mut self.nodes[node].primary;
+        let links = &mut self.conns[ci].links;
+        let Some(seq) = primary.issue(&self.cfg, &self.limits, &mut self.rng, links, &mut self.model)? else {
+            return Ok(());
+        };
+        let epoch = primary.epoch();
+        if epoch < self.model.fence() {
+            // The mirror has moved on: this group must never be acknowledged or applied.
+            self.model.issued_fenced((session, seq));
+            self.report.fenced_groups += 1;
+            self.note(format!("fenced primary {node} (epoch {epoch}) issues group {seq}"));
+        } else {
+            self.note(format!("primary {node} issues group {seq}"));
         }
         Ok(())
     }
 
-    /// Delivers the frame at the front of `lane`'s stream. Returns whether it was consumed.
+    /// Delivers the frame at the front of `lane`'s stream to the mirror, or the end of the
+    /// stream. Returns whether anything was consumed.
     fn deliver_frame(&mut self, lane: usize) -> Check<bool> {
-        if self.session.is_none() {
-            return Ok(false);
-        }
-        let Some(frame) = self.links[lane].to_mirror.front().cloned() else {
+        let Some(ci) = self.mirror_conn() else {
             return Ok(false);
         };
-        let before = frame.injected.map(|_| self.mirror.snapshot(lane));
-        match (self.mirror.deliver(lane, &frame, self.now)?, frame.injected) {
+        let c = &self.conns[ci];
+        if lane >= c.joined
+            || c.links[lane].broken_to_mirror
+            || self.nodes[c.node].cuts[lane].toward_mirror(self.now)
+        {
+            return Ok(false);
+        }
+        let Some(frame) = c.links[lane].to_mirror.front() else {
+            if c.links[lane].primary_closed {
+                self.mirror_end(format!("the primary closed lane {lane}"))?;
+                return Ok(true);
+            }
+            return Ok(false);
+        };
+        let injected = frame.injected;
+        let before = injected.map(|_| self.mirror.snapshot(lane));
+        let delivered = self.mirror.deliver(lane, frame, self.now)?;
+        if let Delivered::Stored { ack } = &delivered {
+            // A frame the simulator did not touch carries its sender's epoch.
+            let epoch = match injected {
+                None => self.nodes[c.node].primary.epoch(),
+                Some(_) => epoch_of(&frame.header)?,
+            };
+            check_fencing(self.model.fence(), lane, epoch, ack.as_ref())?;
+        }
+        match (delivered, injected) {
             (Delivered::Rejected(v), None) => {
                 Err(format!("mirror rejected a valid frame on lane {lane}: {v}"))
             }
@@ -260,7 +273,7 @@ impl World {
                     ));
                 }
                 self.report.violations_detected += 1;
-                self.end_session(format!("lane {lane} closed on a {kind:?} frame: {v}"))?;
+                self.mirror_end(format!("lane {lane} closed on a {kind:?} frame: {v}"))?;
                 Ok(true)
             }
             (Delivered::Waiting, Some(kind)) if kind != Injection::BodyFlip => {
@@ -276,40 +289,70 @@ impl World {
                 Err(format!("mirror stored a {kind:?} frame on lane {lane}"))
             }
             (Delivered::Stored { ack }, None) => {
-                let frame = self.links[lane].to_mirror.pop_front().expect("delivered from the front");
+                let link = &mut self.conns[ci].links[lane];
+                let frame = link.to_mirror.pop_front().expect("delivered from the front");
+                if let Some(ack) = ack {
+                    link.to_primary.push_back(ack);
+                }
                 let stored = &mut self.stored[lane];
                 if stored.len() == STORED_KEPT {
                     stored.pop_front();
                 }
                 stored.push_back(frame);
-                if let Some(ack) = ack {
-                    self.links[lane].to_primary.push_back(ack);
-                }
                 Ok(true)
             }
         }
     }
 
-    /// Delivers the ack at the front of `lane`'s return stream. Returns whether there was one.
-    fn deliver_ack(&mut self, lane: usize) -> Check<bool> {
-        let Some(ack) = self.links[lane].to_primary.pop_front() else {
+    /// Delivers the ack at the front of `lane`'s return stream of `session` to its primary, or
+    /// the end of the stream. Returns whether anything was consumed.
+    fn deliver_ack(&mut self, session: u64, lane: usize) -> Check<bool> {
+        let Some(ci) = self.conn(session) else {
             return Ok(false);
         };
-        let seq = self.primary.on_ack(lane, &ack, &mut self.model)?;
-        self.note(format!("ack {seq} on lane {lane}"));
+        let c = &mut self.conns[ci];
+        let node = c.node;
+        let link = &mut c.links[lane];
+        if !c.primary_open || link.broken_to_primary || self.nodes[node].cuts[lane].toward_primary(self.now) {
+            return Ok(false);
+        }
+        let Some(ack) = link.to_primary.pop_front() else {
+            if link.mirror_closed {
+                self.primary_end(node, format!("the mirror closed lane {lane}"), true);
+                return Ok(true);
+            }
+            return Ok(false);
+        };
+        let seq = self.nodes[node].primary.on_ack(lane, &ack, &mut self.model)?;
+        self.note(format!("primary {node} gets ack {seq} on lane {lane}"));
         Ok(true)
     }
 
     /// Corrupts the next frame of a lane in flight, or slips random bytes into its stream.
-    fn inject_bad_frame(&mut self) {
-        let lane = self.rng.index(self.links.len());
-        let kind = match self.rng.below(4) {
+    fn inject_bad_frame(&mut self, ci: usize) {
+        let lane = self.rng.index(self.conns[ci].joined);
+        let kind = match self.rng.below(5) {
             0 => Injection::HeaderFlip,
             1 => Injection::BodyFlip,
             2 => Injection::Field(FieldMutation::ALL[self.rng.index(FieldMutation::ALL.len())]),
+            3 => Injection::StaleHeartbeat,
             _ => Injection::Garbage,
         };
-        let stream = &mut self.links[lane].to_mirror;
+        if kind == Injection::StaleHeartbeat {
+            // Only the epoch is wrong, so only the epoch check can refuse it, wherever it lands.
+            let c = &self.conns[ci];
+            let mut h = FrameHeader::new(FrameKind::Heartbeat);
+            h.lane = lane as u16;
+            h.session = c.session;
+            h.epoch = self.nodes[c.node].primary.epoch() - 1;
+            let stream = &mut self.conns[ci].links[lane].to_mirror;
+            let at = self.rng.index(stream.len() + 1);
+            stream.insert(at, WireFrame { header: h.to_bytes(), body: Vec::new(), injected: Some(kind) });
+            self.report.violations_injected += 1;
+            self.note(format!("inject {kind:?} on lane {lane}"));
+            return;
+        }
+        let stream = &mut self.conns[ci].links[lane].to_mirror;
         // Corruptions apply to the frame the receiver expects next, so that they are invalid
         // whatever its state; without one, random bytes are sent instead.
         let front_ok = stream.front().is_some_and(|f| f.injected.is_none());
@@ -333,7 +376,9 @@ impl World {
                     f.body[bit / 8] ^= 1 << (bit % 8);
                 }
                 Injection::Field(m) => mutate(&mut f.header, m, &self.cfg),
-                Injection::Garbage | Injection::Stale | Injection::Replay => unreachable!("not chosen here"),
+                Injection::Garbage | Injection::Stale | Injection::Replay | Injection::StaleHeartbeat => {
+                    unreachable!("not chosen here")
+                }
             }
             f.injected = Some(kind);
         }
@@ -341,17 +386,18 @@ impl World {
         self.note(format!("inject {kind:?} on lane {lane}"));
     }
 
-    /// A frame of an earlier session turns up in the current one.
-    fn inject_stale_frame(&mut self) {
+    /// A frame of an earlier session (perhaps of a primary since fenced) turns up in the current
+    /// one.
+    fn inject_stale_frame(&mut self, ci: usize) {
         if self.stale.is_empty() {
             return;
         }
         let mut frame = self.stale[self.rng.index(self.stale.len())].clone();
         frame.injected = Some(Injection::Stale);
         // It arrives on the lane it was sent on, as a late segment of an old connection would.
-        let lane =
-            FrameHeader::decode(&frame.header).map(|h| usize::from(h.lane) % self.links.len()).unwrap_or(0);
-        let stream = &mut self.links[lane].to_mirror;
+        let joined = self.conns[ci].joined;
+        let lane = FrameHeader::decode(&frame.header).map(|h| usize::from(h.lane) % joined).unwrap_or(0);
+        let stream = &mut self.conns[ci].links[lane].to_mirror;
         let at = self.rng.index(stream.len() + 1);
         stream.insert(at, frame);
         self.report.violations_injected += 1;
@@ -361,41 +407,56 @@ impl World {
 
     /// A frame this session already stored on a lane arrives there again, next: whatever it was,
     /// the receiver has moved past it.
-    fn inject_replayed_frame(&mut self) {
-        let lane = self.rng.index(self.links.len());
+    fn inject_replayed_frame(&mut self, ci: usize) {
+        let lane = self.rng.index(self.conns[ci].joined);
         if self.stored[lane].is_empty() {
             return;
         }
         let mut frame = self.stored[lane][self.rng.index(self.stored[lane].len())].clone();
         frame.injected = Some(Injection::Replay);
-        self.links[lane].to_mirror.push_front(frame);
+        self.conns[ci].links[lane].to_mirror.push_front(frame);
         self.report.violations_injected += 1;
         self.report.replays_injected += 1;
         self.note(format!("replay a stored frame on lane {lane}"));
     }
 
-    /// The end of a run: deliver everything, check that a few more groups get through, seal,
-    /// crash once more and recover, checking the invariants at each point.
+    /// The end of a run: the network heals and only the newest primary keeps running; everything
+    /// in flight is delivered, a few more groups must get through without a fault, then a seal, a
+    /// crash and a recovery, checking the invariants at each point.
     fn finish(&mut self) -> Check<()> {
-        self.note("final drain".into());
+        self.note("final drain: the network heals, old primaries stop".into());
+        let newest = self.nodes.len() - 1;
+        for node in 0..self.nodes.len() {
+            self.nodes[node].cuts.fill(Cut::default());
+            if node != newest && self.nodes[node].alive {
+                self.stop(node, true);
+            }
+        }
         self.drain()?;
-        if self.session.is_none() {
-            self.begin_session()?;
+        if self.nodes[newest].primary.session().is_none() {
+            self.connect(newest)?;
+            if self.nodes[newest].primary.session().is_none() {
+                return Err("the newest primary could not open a session on a healed network".into());
+            }
         }
         for _ in 0..3 {
-            self.issue()?;
+            self.issue_on(newest)?;
         }
         self.drain()?;
-        if self.session.is_none() {
+        let Some(session) = self.nodes[newest].primary.session() else {
             return Err("the session ended during a fault-free drain".into());
+        };
+        if self.mirror.session() != Some(session) {
+            return Err(format!("the mirror is not in the newest primary's session {session:#x}"));
         }
-        if self.primary.outstanding() != 0 {
+        if self.nodes[newest].primary.outstanding() != 0 {
             return Err(format!(
                 "{} groups never acknowledged in a fault-free drain",
-                self.primary.outstanding()
+                self.nodes[newest].primary.outstanding()
             ));
         }
-        self.end_session("final seal".into())?;
+        self.primary_end(newest, "final seal".into(), true);
+        self.mirror_end("final seal".into())?;
         self.crash(CrashPoint::Clean)?;
         if self.mirror.waiting() != 0 {
             return Err("groups left waiting after the final recovery".into());
@@ -403,29 +464,44 @@ impl World {
         Ok(())
     }
 
-    /// Runs the network and the checkpointer until nothing is in flight.
+    /// Runs the network and the checkpointer, without new faults, until nothing is in flight and
+    /// every session is either open at both ends or closed at both (an end left alone notices by
+    /// the close or by its timeout).
     fn drain(&mut self) -> Check<()> {
+        let mut quiet_rounds = 0;
         for _ in 0..DRAIN_ROUNDS {
             self.now += 1;
             let applied_before = self.model.counts().3;
-            let mut progress = false;
-            for lane in 0..self.links.len() {
+            let ends_before = (self.conns.len(), self.report.timeouts);
+            self.tick_network()?;
+            let mut progress = (self.conns.len(), self.report.timeouts) != ends_before;
+            for lane in 0..self.cfg.lanes as usize {
                 while self.deliver_frame(lane)? {
                     progress = true;
                 }
-                while self.deliver_ack(lane)? {
-                    progress = true;
+            }
+            let open: Vec<u64> = self.conns.iter().filter(|c| c.primary_open).map(|c| c.session).collect();
+            for session in open {
+                for lane in 0..self.cfg.lanes as usize {
+                    while self.deliver_ack(session, lane)? {
+                        progress = true;
+                    }
                 }
             }
             self.mirror.checkpoint(self.now, true, &mut self.model)?;
             // Applying (here, or when a full log triggered it during delivery) frees space.
             progress |= self.model.counts().3 != applied_before;
             self.mirror.check_consistent()?;
-            if self.links.iter().all(Link::is_idle) {
+            if self.conns.iter().all(Conn::is_settled) {
                 return Ok(());
             }
-            if !progress {
-                let queued: Vec<usize> = self.links.iter().map(|l| l.to_mirror.len()).collect();
+            quiet_rounds = if progress { 0 } else { quiet_rounds + 1 };
+            // Long enough for any end left alone to time out.
+            if quiet_rounds > 2 * self.cfg.dead_ticks + 2 {
+                let queued: Vec<usize> = self
+                    .mirror_conn()
+                    .map(|ci| self.conns[ci].links.iter().map(|l| l.to_mirror.len()).collect())
+                    .unwrap_or_default();
                 return Err(format!(
                     "stuck: frames queued per lane {queued:?}, lanes blocked {}, {} groups \
                      waiting in the checkpointer, none applicable",
@@ -438,6 +514,32 @@ impl World {
     }
 }
 
+/// Invariant 4 at the mirror: having announced epoch `fence`, it stores a frame of epoch `stored`
+/// and sends `ack`; neither may be of a lower epoch.
+fn check_fencing(fence: u64, lane: usize, stored: u64, ack: Option<&[u8; FRAME_HEADER_SIZE]>) -> Check<()> {
+    if stored < fence {
+        return Err(format!(
+            "fencing broken: the mirror, having announced epoch {fence}, stored a frame of epoch {stored} \
+             on lane {lane}"
+        ));
+    }
+    if let Some(acked) = ack.map(epoch_of).transpose()? {
+        if acked < fence {
+            return Err(format!(
+                "fencing broken: the mirror, having announced epoch {fence}, acknowledged a group in \
+                 epoch {acked} on lane {lane}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn epoch_of(header: &[u8; FRAME_HEADER_SIZE]) -> Check<u64> {
+    FrameHeader::decode(header)
+        .map(|h| h.epoch)
+        .map_err(|e| format!("the mirror stored or sent a header that does not decode: {e}"))
+}
+
 /// Re-encodes `header` with one field made wrong in a way no receiver state accepts.
 fn mutate(header: &mut [u8; FRAME_HEADER_SIZE], m: FieldMutation, cfg: &SimConfig) {
     let mut h = FrameHeader::decode(header).expect("frames the primary built decode");
@@ -446,6 +548,7 @@ fn mutate(header: &mut [u8; FRAME_HEADER_SIZE], m: FieldMutation, cfg: &SimConfi
         FieldMutation::Flags => h.flags |= 0x80,
         FieldMutation::Lane => h.lane ^= 1,
         FieldMutation::Epoch => h.epoch += 1,
+        FieldMutation::EpochBelow => h.epoch -= 1,
         FieldMutation::Session => h.session ^= 1 << 63,
         FieldMutation::BodyLenOverMax => h.body_len = cfg.max_frame + 1,
         FieldMutation::OffsetPastRegion => h.offset = cfg.region_size,

@@ -34,16 +34,19 @@ pub fn lost(acks: &[Ack], image: &[u8]) -> Vec<(u64, String)> {
             _ => false,
         };
         if !holds(a.a, a.b) || !holds(a.b, a.a) {
-            out.push((a.k, format!(
-                "group k={} (epoch {} seq {}) in slots {} and {} is lost: they hold {:?} and {:?}",
+            out.push((
                 a.k,
-                a.epoch,
-                a.seq,
-                a.a,
-                a.b,
-                slot(image, a.a),
-                slot(image, a.b)
-            )));
+                format!(
+                    "group k={} (epoch {} seq {}) in slots {} and {} is lost: they hold {:?} and {:?}",
+                    a.k,
+                    a.epoch,
+                    a.seq,
+                    a.a,
+                    a.b,
+                    slot(image, a.a),
+                    slot(image, a.b)
+                ),
+            ));
         }
     }
     out

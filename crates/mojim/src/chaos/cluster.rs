@@ -20,10 +20,14 @@ use std::time::{Duration, Instant};
 const NETNS_PORT: u16 = 7420;
 /// How long a process may take to say it is ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a node may take to answer an operator (a promotion waits up to 5 s for a session
+/// to end).
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Runs `ip ARGS` and returns its error output on failure.
 fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| format!("run ip {}: {e}", args.join(" ")))?;
+    let out =
+        Command::new("ip").args(args).output().map_err(|e| format!("run ip {}: {e}", args.join(" ")))?;
     if out.status.success() {
         Ok(())
     } else {
@@ -333,6 +337,7 @@ pub(crate) struct Cluster {
     pub exe: PathBuf,
     secret: Secret,
     pub dir: PathBuf,
+    started: Instant,
 }
 
 impl Cluster {
@@ -345,15 +350,16 @@ impl Cluster {
             nodes.push(Node { name, dir: d, addr: net.addr(i), daemon: None });
         }
         let secret = Secret(shape.secret.clone().into_bytes());
-        Ok(Cluster { nodes, shape, exe, secret, dir: dir.to_path_buf() })
+        Ok(Cluster { nodes, shape, exe, secret, dir: dir.to_path_buf(), started: Instant::now() })
     }
 
     /// Writes node `i`'s configuration: it feeds `backups`, and its application's mirror is
     /// `mirror`.
     fn write_config(&self, i: usize, backups: &[String], mirror: &str) -> Result<(), String> {
         let n = &self.nodes[i];
-        let mut f: ConfigFile = toml::from_str(&template(&self.shape.uuid, self.shape.size, &self.shape.secret, &n.addr))
-            .map_err(|e| format!("chaos config: {e}"))?;
+        let mut f: ConfigFile =
+            toml::from_str(&template(&self.shape.uuid, self.shape.size, &self.shape.secret, &n.addr))
+                .map_err(|e| format!("chaos config: {e}"))?;
         f.region.path = "data.mojim".into();
         f.mirror.dir = ".".into();
         f.mirror.backups = backups.to_vec();
@@ -406,7 +412,11 @@ impl Cluster {
         let ack_log = n.dir.join(format!("acks-{w}.log"));
         let mut cmd = net.command(i, &self.exe);
         cmd.arg("chaos-worker").arg("--config").arg(n.config_path());
-        cmd.args(["--mirror", mirror]).arg("--ack-log").arg(&ack_log).arg("--intent").arg(n.dir.join("intent"));
+        cmd.args(["--mirror", mirror])
+            .arg("--ack-log")
+            .arg(&ack_log)
+            .arg("--intent")
+            .arg(n.dir.join("intent"));
         cmd.args(["--start-k", &start_k.to_string(), "--seed", &seed.to_string()]);
         if redo {
             cmd.arg("--redo");
@@ -415,24 +425,100 @@ impl Cluster {
         Ok((p, ack_log))
     }
 
-    pub fn admin(&self, i: usize) -> Result<AdminClient, String> {
-        AdminClient::connect(&self.nodes[i].addr, &self.secret, Duration::from_secs(2))
-            .map_err(|e| format!("admin connection to node {}: {e}", self.nodes[i].name))
+    /// Runs `call` on an operator's connection to node `i`, in a thread of its own: a node that
+    /// stops answering is reported as a hang (and its threads' stacks saved beside its log when
+    /// gdb is at hand) instead of blocking the harness.
+    fn call<T: Send + 'static>(
+        &self,
+        i: usize,
+        what: &str,
+        call: impl FnOnce(&mut AdminClient) -> crate::Result<T> + Send + 'static,
+    ) -> Result<T, String> {
+        let (addr, secret) = (self.nodes[i].addr.clone(), self.secret.clone());
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let r =
+                AdminClient::connect(&addr, &secret, Duration::from_secs(2)).and_then(|mut c| call(&mut c));
+            let _ = tx.send(r);
+        });
+        let name = self.nodes[i].name;
+        match rx.recv_timeout(ADMIN_TIMEOUT) {
+            Ok(r) => r.map_err(|e| format!("{what} on node {name}: {e}")),
+            Err(_) => {
+                let stacks = self.save_stacks(i);
+                Err(format!("hang: node {name} did not answer {what} within {ADMIN_TIMEOUT:?}{stacks}"))
+            }
+        }
+    }
+
+    /// Saves every thread's stack of node `i`'s daemon (best effort, with gdb).
+    fn save_stacks(&self, i: usize) -> String {
+        let Some(pid) = self.nodes[i].daemon.as_ref().map(Proc::pid) else { return String::new() };
+        let out = self.nodes[i].dir.join("hang-stacks.txt");
+        let r = Command::new("gdb")
+            .args(["-p", &pid.to_string(), "-batch", "-ex", "thread apply all bt"])
+            .stdin(Stdio::null())
+            .output();
+        match r {
+            Ok(o) if o.status.success() => match std::fs::write(&out, &o.stdout) {
+                Ok(()) => format!(" (its threads' stacks are in {})", out.display()),
+                Err(_) => String::new(),
+            },
+            _ => String::new(),
+        }
     }
 
     pub fn status(&self, i: usize) -> Result<MirrorStatus, String> {
-        self.admin(i)?.status().map_err(|e| format!("status of node {}: {e}", self.nodes[i].name))
+        self.call(i, "status", |c| c.status())
     }
 
     /// Sends an operator's command to node `i`.
     pub fn command(&self, i: usize, json: &str) -> Result<serde_json::Value, String> {
-        self.admin(i)?.command(json).map_err(|e| format!("{json} on node {}: {e}", self.nodes[i].name))
+        let j = json.to_string();
+        self.call(i, json, move |c| c.command(&j))
     }
 
-    /// Notes a line in the trial's operator log.
+    /// Notes a line in the trial's operator log, with the time since the trial began.
     pub fn note(&self, line: &str) {
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("operator.log")) {
-            let _ = writeln!(f, "{line}");
+        if let Ok(mut f) =
+            std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("operator.log"))
+        {
+            let _ = writeln!(f, "{:>8.3}s {line}", self.started.elapsed().as_secs_f64());
         }
+    }
+
+    /// Lines of the nodes' logs that contain `what`.
+    pub fn grep_logs(&self, what: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for n in &self.nodes {
+            let Ok(entries) = std::fs::read_dir(&n.dir) else { continue };
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if !name.ends_with(".log") || name.starts_with("acks-") || name.starts_with("lane-") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                let plain = |l: &str| {
+                    // Without the terminal colours of the log lines.
+                    let mut out = String::with_capacity(l.len());
+                    let mut escape = false;
+                    for c in l.chars() {
+                        match (escape, c) {
+                            (false, '\x1b') => escape = true,
+                            (true, 'm') => escape = false,
+                            (true, _) => {}
+                            (false, c) => out.push(c),
+                        }
+                    }
+                    out
+                };
+                out.extend(
+                    text.lines()
+                        .filter(|l| l.contains(what))
+                        .map(|l| format!("{}/{name}: {}", n.name, plain(l))),
+                );
+            }
+        }
+        out
     }
 }

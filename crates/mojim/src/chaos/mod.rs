@@ -126,6 +126,7 @@ struct Totals {
     dual: u64,
     unconverged: u64,
     errors: u64,
+    violations: u64,
     failed: Vec<u64>,
 }
 
@@ -149,7 +150,9 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
     });
     let mut net = match a.netns {
         NetnsMode::Off => Net::loopback(a.nodes).map_err(Error::Config)?,
-        NetnsMode::On => Net::Netns(Netns::create(a.nodes).map_err(|e| Error::Config(format!("--netns on: {e}")))?),
+        NetnsMode::On => {
+            Net::Netns(Netns::create(a.nodes).map_err(|e| Error::Config(format!("--netns on: {e}")))?)
+        }
         NetnsMode::Auto => match Netns::create(a.nodes) {
             Ok(n) => Net::Netns(n),
             Err(why) => {
@@ -207,6 +210,10 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
         for u in &r.unconverged {
             println!("  unconverged: {u}");
         }
+        if let Some(v) = r.violations.first() {
+            println!("  {} protocol violations logged, the first: {v}", r.violations.len());
+        }
+        t.violations += r.violations.len() as u64;
         if r.failed() {
             t.failed.push(s);
             println!("  seed {s}: replay with `{}`; files kept in {}", replay(a, s), dir.display());
@@ -221,14 +228,20 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
         "trials={} faults={} acked={} lost={} torn={} dual_primary={} unconverged={}",
         t.trials, t.faults, t.acked, t.lost, t.torn, t.dual, t.unconverged
     );
-    println!("errors={} time={:.1}s", t.errors, t0.elapsed().as_secs_f64());
+    println!(
+        "errors={} violations_logged={} time={:.1}s",
+        t.errors,
+        t.violations,
+        t0.elapsed().as_secs_f64()
+    );
     if t.failed.is_empty() {
         Ok(())
     } else {
         for s in &t.failed {
             println!("failed: seed {s}: {}", replay(a, *s));
         }
-        Err(Error::Config(format!("{} of {} trials failed", t.failed.len(), t.trials)))
+        let failed = format!("{} of {} trials failed", t.failed.len(), t.trials);
+        Err(Error::Io { op: "chaos".into(), source: std::io::Error::other(failed) })
     }
 }
 

@@ -125,7 +125,11 @@ pub fn read_acks(path: &Path) -> std::result::Result<Vec<Ack>, String> {
     for (i, line) in complete.lines().enumerate() {
         let ack = Ack::parse(line).ok_or_else(|| format!("{} line {}: {line:?}", path.display(), i + 1))?;
         if ack.hash != group_hash(ack.k, ack.a, ack.b) {
-            return Err(format!("{} line {}: hash does not match the group: {line:?}", path.display(), i + 1));
+            return Err(format!(
+                "{} line {}: hash does not match the group: {line:?}",
+                path.display(),
+                i + 1
+            ));
         }
         out.push(ack);
     }
@@ -194,7 +198,6 @@ pub struct WorkerArgs {
 enum Stop {
     Fenced(String),
     Lost(String),
-    Asked,
     Failed(Error),
 }
 
@@ -210,7 +213,6 @@ pub fn worker(a: &WorkerArgs) -> Result<()> {
         Err(Stop::Fenced(why)) => return finish(0, &format!("fenced {why}")),
         Err(Stop::Lost(why)) => return finish(0, &format!("lost {why}")),
         Err(Stop::Failed(e)) => return finish(0, &format!("error {e}")),
-        Err(Stop::Asked) => return finish(0, "stopped"),
     };
     let epoch = p.status().epoch;
     let slots = u32::try_from(p.size() / RECORD).unwrap_or(u32::MAX);
@@ -239,7 +241,8 @@ pub fn worker(a: &WorkerArgs) -> Result<()> {
         .truncate(!a.redo)
         .open(&a.intent)
         .map_err(Error::io(format!("open {}", a.intent.display())))?;
-    let mut w = Workload { p: &p, log, intent, epoch, bound, stop: Arc::new(AtomicBool::new(false)), acked: 0 };
+    let mut w =
+        Workload { p: &p, log, intent, epoch, bound, stop: Arc::new(AtomicBool::new(false)), acked: 0 };
     let mut k = a.start_k.max(newest + 1);
     if let Some((pk, _, _)) = pending {
         k = k.max(pk + 1);
@@ -272,7 +275,7 @@ pub fn worker(a: &WorkerArgs) -> Result<()> {
     let acked = w.acked;
     drop(w);
     match result {
-        Ok(()) | Err(Stop::Asked) => {
+        Ok(()) => {
             // Let a resynchronisation in progress finish, so the mirror ends consistent.
             let resync = p.wait_resync(Duration::from_secs(10));
             let closed = p.close();
@@ -360,10 +363,8 @@ impl Workload<'_> {
                     if let Some(re) = st.reconnect_error.as_ref().filter(refused) {
                         return Err(Stop::Fenced(format!("reconnecting: {re}")));
                     }
+                    // Asked to stop or not, the group is retried until the mirror is back.
                     let since = *lost_since.get_or_insert_with(Instant::now);
-                    if self.stop.load(Ordering::SeqCst) {
-                        return Err(Stop::Lost(format!("asked to stop while the mirror was lost: {reason}")));
-                    }
                     if since.elapsed() > self.bound {
                         return Err(Stop::Lost(format!(
                             "mirror lost for more than {:?}: {reason}; last reconnect error: {}",

@@ -15,9 +15,10 @@ use crate::config::RegionId;
 use crate::connect::{connect, Intro};
 use mojim_core::checkpoint::GroupRef;
 use mojim_format::handshake::PeerRole;
+use mojim_format::handshake::Welcome;
 use mojim_format::log::record_at;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
-use mojim_transport::{Conn, TcpTransport};
+use mojim_transport::{Conn, TcpConn, TcpTransport};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::io::IoSlice;
@@ -44,6 +45,11 @@ pub struct BackupStatus {
     /// The backup lacks groups this node no longer keeps: it needs a full copy, and until then
     /// it does not hold back this node's log.
     pub needs_copy: bool,
+    /// A full copy to this backup: bytes sent of the total (0 of 0 when none ran).
+    #[serde(default)]
+    pub copy_sent: u64,
+    #[serde(default)]
+    pub copy_total: u64,
 }
 
 #[derive(Default)]
@@ -218,34 +224,59 @@ fn link_loop(s: &Shared, i: usize) {
     }
 }
 
-/// One connection to a backup: handshake, catch up from where it is, then follow the queue.
-fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
-    let f = s.forward.as_ref().expect("forwarding is on");
-    let epoch = s.epoch.load(Ordering::SeqCst);
+/// Connects a session to the backup.
+fn open_session(s: &Shared, addr: &str) -> Result<(TcpConn, Welcome, Intro), String> {
     let intro = Intro {
         role: PeerRole::Mirror,
         region: RegionId { uuid: s.opts.region.uuid, size: s.opts.region.size },
-        epoch,
+        epoch: s.epoch.load(Ordering::SeqCst),
         session: crate::random::u64() | 1,
         lane: 0,
         lanes: 1,
         max_frame: super::MAX_FRAME_LIMIT,
         generation: s.region.generation().map(|g| g.0).unwrap_or(0),
     };
-    let (mut conn, welcome) = connect(&TcpTransport, addr, Duration::from_secs(5), &s.opts.secret, &intro)
+    let (conn, welcome) = connect(&TcpTransport, addr, Duration::from_secs(5), &s.opts.secret, &intro)
         .map_err(|e| e.to_string())?;
+    Ok((conn, welcome, intro))
+}
+
+/// One connection to a backup: handshake, catch up from where it is (from the log, or by a full
+/// copy when the log no longer holds what it lacks or its copy follows another history), then
+/// follow the queue.
+fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
+    let f = s.forward.as_ref().expect("forwarding is on");
+    let (mut conn, mut welcome, mut intro) = open_session(s, addr)?;
+    let generation = s.region.generation().map(|g| g.0).unwrap_or(0);
     let have = welcome.next_seq - 1;
+    let other_history = welcome.generation != 0 && generation != 0 && welcome.generation != generation;
+    let behind = have < lock(f).base;
+    let mut copied = false;
+    let have = if welcome.inconsistent || other_history || behind {
+        let why = if welcome.inconsistent {
+            "its copy is inconsistent".to_string()
+        } else if other_history {
+            format!("its copy follows generation {:#x}, this node's {generation:#x}", welcome.generation)
+        } else {
+            format!("it has groups up to {have} but this node keeps groups only after {}", lock(f).base)
+        };
+        tracing::warn!(backup = %addr, %why, "the backup needs a full copy");
+        conn.shutdown();
+        let base = pin_for_copy(s, i);
+        reset_backup(s, addr, base)?;
+        (conn, welcome, intro) = open_session(s, addr)?;
+        if welcome.next_seq != base + 1 {
+            return Err(format!("the backup was reset to {base} but resumes at {}", welcome.next_seq));
+        }
+        full_copy(s, i, &mut conn, &intro, welcome.max_frame, generation)?;
+        copied = true;
+        base
+    } else {
+        have
+    };
+    let epoch = intro.epoch;
     {
         let mut st = lock(f);
-        if have < st.base {
-            st.links[i].needs_copy = true;
-            st.trim();
-            return Err(format!(
-                "the backup has groups up to {have} but this node keeps groups only after {}; \
-                 copy this node's data area to the backup to bring it back",
-                st.base
-            ));
-        }
         let l = &mut st.links[i];
         l.connected = true;
         l.error = None;
@@ -254,8 +285,9 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
         st.trim();
     }
     f.cv.notify_all();
-    tracing::info!(backup = %addr, from = have + 1, "feeding backup");
+    tracing::info!(backup = %addr, from = have + 1, base = lock(f).base, "feeding backup");
     let tag = Tag { session: intro.session, epoch, max_frame: welcome.max_frame };
+    let sent_generation = if copied { generation } else { 0 };
     let mut acks = conn.try_clone().map_err(|e| e.to_string())?;
     acks.set_recv_timeout(Some(s.opts.heartbeat.timeout)).map_err(|e| e.to_string())?;
     let closer = conn.try_clone().map_err(|e| e.to_string())?;
@@ -267,7 +299,7 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
             reader_closer.shutdown();
             r
         });
-        let sent = send_loop(s, &mut conn, &tag, have);
+        let sent = send_loop(s, &mut conn, &tag, have, sent_generation);
         closer.shutdown();
         let read = reader.join().unwrap_or_else(|_| Err("ack reader panicked".into()));
         sent.and(read)
@@ -280,14 +312,113 @@ struct Tag {
     max_frame: u32,
 }
 
+/// Keeps every group after what this node has applied until the backup acknowledges it, and
+/// returns that number: the copy starts from it.
+fn pin_for_copy(s: &Shared, i: usize) -> u64 {
+    let f = s.forward.as_ref().expect("forwarding is on");
+    // With the apply lock, no group is half applied: what is applied is also queued.
+    let _applier = s.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let mut st = lock(f);
+    let base = st.queue.back().map_or(st.base, |g| g.seq);
+    let l = &mut st.links[i];
+    l.needs_copy = false;
+    l.connected = false;
+    l.acked_seq = base;
+    l.copy_total = s.opts.region.size;
+    l.copy_sent = 0;
+    base
+}
+
+/// Tells the backup (over an operator's connection) to forget its logs and start at `base`.
+fn reset_backup(s: &Shared, addr: &str, base: u64) -> Result<(), String> {
+    let mut last = String::new();
+    for _ in 0..50 {
+        let r = crate::admin::AdminClient::connect(addr, &s.opts.secret, Duration::from_secs(5))
+            .and_then(|mut a| a.command(&format!(r#"{{"op":"reset","base":{base}}}"#)));
+        match r {
+            Ok(_) => return Ok(()),
+            // The session just closed may not be sealed yet.
+            Err(e) => last = e.to_string(),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(format!("cannot reset the backup for a full copy: {last}"))
+}
+
+/// Copies the whole data area to the backup (CopyBegin, Copy frames, CopyEnd). The backup is
+/// consistent once it has applied the groups up to what was applied here when the copy ended.
+fn full_copy<C: Conn>(
+    s: &Shared,
+    i: usize,
+    conn: &mut C,
+    intro: &Intro,
+    max_frame: u32,
+    generation: u64,
+) -> Result<(), String> {
+    let f = s.forward.as_ref().expect("forwarding is on");
+    let control = |conn: &mut C, kind: FrameKind, offset: u64, seq: u64| {
+        let mut h = FrameHeader::new(kind);
+        h.epoch = intro.epoch;
+        h.session = intro.session;
+        h.offset = offset;
+        h.seq = seq;
+        conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]).map_err(|e| format!("send {kind:?}: {e}"))
+    };
+    control(conn, FrameKind::CopyBegin, crate::primary::CopyKind::Full as u64, 0)?;
+    let size = s.opts.region.size;
+    let chunk = (max_frame as u64).min(1 << 20);
+    let mut buf = vec![0u8; chunk as usize];
+    let t0 = Instant::now();
+    let mut off = 0;
+    while off < size {
+        let n = chunk.min(size - off) as usize;
+        {
+            let _r = s.data_lock.read().unwrap_or_else(|p| p.into_inner());
+            s.region.read(off, &mut buf[..n]).map_err(|e| format!("read the data area: {e}"))?;
+        }
+        let mut h = FrameHeader::new(FrameKind::Copy);
+        h.epoch = intro.epoch;
+        h.session = intro.session;
+        h.offset = off;
+        h.body_len = n as u32;
+        h.body_checksum = mojim_format::checksum::crc32c(&buf[..n]);
+        conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes()), IoSlice::new(&buf[..n])])
+            .map_err(|e| format!("send copy at {off}: {e}"))?;
+        off += n as u64;
+        lock(f).links[i].copy_sent = off;
+        if s.shutdown.load(Ordering::SeqCst) {
+            return Err("shutting down".into());
+        }
+    }
+    let until = {
+        let _applier = s.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
+        s.ckpt.lock().unwrap_or_else(|p| p.into_inner()).cp.applied_seq()
+    };
+    control(conn, FrameKind::CopyEnd, generation, until)?;
+    let secs = t0.elapsed().as_secs_f64();
+    tracing::info!(
+        bytes = size,
+        seconds = secs,
+        mb_per_s = size as f64 / 1e6 / secs.max(1e-9),
+        until,
+        "full copy sent to backup"
+    );
+    Ok(())
+}
+
 /// Sends queued groups after `sent`, in order, until the connection fails or the node stops.
-fn send_loop<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, mut sent: u64) -> Result<(), String> {
+fn send_loop<C: Conn>(
+    s: &Shared,
+    conn: &mut C,
+    tag: &Tag,
+    mut sent: u64,
+    mut sent_generation: u64,
+) -> Result<(), String> {
     let f = s.forward.as_ref().expect("forwarding is on");
     let rate = s.opts.secondary_rate_limit;
     let (mut budget_start, mut budget_bytes) = (Instant::now(), 0u64);
     let mut last_sent = Instant::now();
     // The backup follows this node's history: it takes this node's generation id.
-    let mut sent_generation = 0;
     loop {
         let generation = s.region.generation().map(|g| g.0).unwrap_or(0);
         if generation != sent_generation {

@@ -55,6 +55,17 @@ pub(crate) fn join(
         if s.shutdown.load(Ordering::SeqCst) {
             return Err(Refusal { code: RefuseCode::Busy, message: "the mirror is shutting down".into() });
         }
+        // Checked before anything else: a stale primary must not end the current session.
+        let epoch = s.epoch.load(Ordering::SeqCst);
+        if hello.epoch < epoch {
+            return Err(Refusal {
+                code: RefuseCode::Epoch,
+                message: format!(
+                    "stale epoch: peer is at epoch {}, this node is at epoch {epoch}",
+                    hello.epoch
+                ),
+            });
+        }
         match &mut slot.current {
             Some(cur) if cur.id == hello.session && !cur.ended => break,
             Some(cur) => {
@@ -82,15 +93,6 @@ pub(crate) fn join(
                     }
                 }
                 let epoch = s.epoch.load(Ordering::SeqCst);
-                if hello.epoch < epoch {
-                    return Err(Refusal {
-                        code: RefuseCode::Epoch,
-                        message: format!(
-                            "stale epoch: peer is at epoch {}, this node is at epoch {epoch}",
-                            hello.epoch
-                        ),
-                    });
-                }
                 if hello.epoch > epoch {
                     s.epoch.store(hello.epoch, Ordering::SeqCst);
                     if let Err(e) = s.region.set_epoch(hello.epoch) {
