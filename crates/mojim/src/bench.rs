@@ -620,6 +620,8 @@ fn primary_options(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path) -> Prima
         busy_poll: Duration::from_micros(a.busy_poll_us),
         broadcast: Vec::new(),
         failure: Default::default(),
+        coordinator: None,
+        node: String::new(),
     }
 }
 

@@ -358,6 +358,8 @@ impl<'a> Round<'a> {
                 dirty_chunk: CHUNK,
                 ..FailurePolicy::default()
             },
+            coordinator: None,
+            node: String::new(),
         }
     }
 

@@ -107,6 +107,20 @@ pub struct ClusterSection {
     pub dirty_chunk: String,
     /// Records in the primary's metadata log (32 bytes each).
     pub metadata_log_records: u64,
+    /// This node's name for the etcd coordinator (`--node` overrides it).
+    pub node: String,
+    /// Who decides roles: "static" (the configuration and the operator's `mojim promote`) or
+    /// "etcd" (leases in etcd; the mirror takes over when the primary's lease expires).
+    pub coordinator: String,
+    /// etcd endpoints (host:port), for `coordinator = "etcd"`.
+    pub etcd_endpoints: Vec<String>,
+    /// Key prefix in etcd; empty means `/mojim/<region uuid>`.
+    pub etcd_prefix: String,
+    /// The primary's leadership lease: its time to live, how often it is renewed, and how long
+    /// before it could expire the primary stops acknowledging.
+    pub lease_ttl_ms: u64,
+    pub lease_renew_ms: u64,
+    pub lease_margin_ms: u64,
 }
 
 impl Default for ClusterSection {
@@ -118,6 +132,13 @@ impl Default for ClusterSection {
             reconnect_ms: 200,
             dirty_chunk: "64KiB".into(),
             metadata_log_records: 1 << 16,
+            node: String::new(),
+            coordinator: "static".into(),
+            etcd_endpoints: Vec::new(),
+            etcd_prefix: String::new(),
+            lease_ttl_ms: 3000,
+            lease_renew_ms: 1000,
+            lease_margin_ms: 500,
         }
     }
 }
@@ -141,6 +162,16 @@ impl FromStr for OnMirrorLoss {
             _ => Err(format!("unknown policy {s:?}; choose block or degrade")),
         }
     }
+}
+
+/// Where and how the etcd coordinator keeps roles and the primary's lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdSettings {
+    pub endpoints: Vec<String>,
+    pub prefix: String,
+    pub lease_ttl: std::time::Duration,
+    pub lease_renew: std::time::Duration,
+    pub lease_margin: std::time::Duration,
 }
 
 /// Heartbeat settings of a link.
@@ -417,6 +448,44 @@ impl Config {
             .map_err(|e| Error::Config(format!("[cluster] on_mirror_loss: {e}")))
     }
 
+    /// The etcd coordinator's settings, if the configuration asks for it.
+    pub fn etcd(&self) -> Result<Option<EtcdSettings>> {
+        let c = &self.file.cluster;
+        match c.coordinator.as_str() {
+            "static" => Ok(None),
+            "etcd" => {
+                if c.etcd_endpoints.is_empty() {
+                    return Err(Error::Config(
+                        "[cluster] coordinator = \"etcd\" needs etcd_endpoints, e.g. [\"10.0.0.1:2379\"]"
+                            .into(),
+                    ));
+                }
+                if c.lease_renew_ms == 0 || c.lease_margin_ms + c.lease_renew_ms >= c.lease_ttl_ms {
+                    return Err(Error::Config(format!(
+                        "[cluster] lease_renew_ms = {} plus lease_margin_ms = {} must be below lease_ttl_ms = {} \
+                         (and the renewal interval more than 0)",
+                        c.lease_renew_ms, c.lease_margin_ms, c.lease_ttl_ms
+                    )));
+                }
+                let prefix = if c.etcd_prefix.is_empty() {
+                    format!("/mojim/{}", format_uuid(&self.region_id()?.uuid))
+                } else {
+                    c.etcd_prefix.trim_end_matches('/').to_string()
+                };
+                Ok(Some(EtcdSettings {
+                    endpoints: c.etcd_endpoints.clone(),
+                    prefix,
+                    lease_ttl: std::time::Duration::from_millis(c.lease_ttl_ms),
+                    lease_renew: std::time::Duration::from_millis(c.lease_renew_ms),
+                    lease_margin: std::time::Duration::from_millis(c.lease_margin_ms),
+                }))
+            }
+            other => Err(Error::Config(format!(
+                "[cluster] coordinator = {other:?} is unknown; choose \"static\" or \"etcd\""
+            ))),
+        }
+    }
+
     pub fn dirty_chunk(&self) -> Result<u64> {
         let c = size_field("cluster", "dirty_chunk", &self.file.cluster.dirty_chunk)?;
         if c < 4096 || !c.is_power_of_two() {
@@ -548,6 +617,18 @@ reconnect_ms = 200
 # remembers the ranges of recent groups for a fast catch-up.
 dirty_chunk = "64KiB"
 metadata_log_records = 65536
+# Who decides roles. "static": this file and the operator's `mojim promote` (like DRBD without a
+# cluster manager). "etcd": the primary holds a lease in etcd and stops acknowledging before it
+# could expire; when it expires the mirror promotes itself under a new epoch and its first
+# backup becomes the mirror (each node is named with --node, or node below).
+node = ""
+coordinator = "static"
+etcd_endpoints = []
+# Key prefix; empty means /mojim/<region uuid>.
+etcd_prefix = ""
+lease_ttl_ms = 3000
+lease_renew_ms = 1000
+lease_margin_ms = 500
 
 [security]
 # Shared cluster secret (HMAC-SHA256 challenge-response). The MOJIM_SECRET environment

@@ -29,6 +29,8 @@ pub enum Error {
     Fenced { epoch: u64, peer: String, peer_epoch: u64 },
     /// This copy and the peer's have histories that cannot be reconciled automatically.
     Diverged { peer: String, message: String },
+    /// The coordinator (etcd) could not be used, or says this node may not act.
+    Coordinator(String),
     /// A system call failed.
     Io { op: String, source: io::Error },
     /// A region or log file could not be mapped or is not valid.
@@ -70,6 +72,7 @@ impl fmt::Display for Error {
                  was promoted; restart the application on the current primary"
             ),
             Error::Diverged { peer, message } => write!(f, "{peer}: {message}"),
+            Error::Coordinator(m) => write!(f, "coordinator: {m}"),
             Error::Io { op, source } => write!(f, "{op}: {source}"),
             Error::Storage(e) => write!(f, "{e}"),
         }

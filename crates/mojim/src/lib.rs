@@ -22,6 +22,7 @@ pub mod chaos;
 pub mod child;
 pub mod cluster;
 pub mod config;
+pub mod coord;
 mod connect;
 pub mod demo;
 pub mod error;

@@ -108,6 +108,9 @@ struct ServeArgs {
     /// A backup this node feeds, instead of [mirror] backups (repeat the flag for several).
     #[arg(long = "backup")]
     backups: Vec<String>,
+    /// This node's name for the etcd coordinator, instead of [cluster] node.
+    #[arg(long)]
+    node: Option<String>,
 }
 
 #[derive(Args)]
@@ -258,6 +261,9 @@ fn serve(a: ServeArgs) -> mojim::Result<()> {
     }
     if !a.backups.is_empty() {
         opts.backups = a.backups;
+    }
+    if let Some(n) = a.node {
+        opts.node = n;
     }
     if opts.backups.contains(&opts.listen) {
         return Err(Error::Config(format!(

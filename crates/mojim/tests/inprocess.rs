@@ -35,6 +35,8 @@ fn mirror_opts(dir: &Path, id: RegionId) -> MirrorOptions {
         heartbeat: Default::default(),
         dirty_chunk: 64 << 10,
         metadata_log_records: 4096,
+        coordinator: None,
+        node: String::new(),
     }
 }
 
@@ -51,6 +53,8 @@ fn primary_opts(dir: &Path, addr: &str, mode: Mode, lanes: u16) -> PrimaryOption
         busy_poll: Duration::ZERO,
         broadcast: Vec::new(),
         failure: Default::default(),
+        coordinator: None,
+        node: String::new(),
     }
 }
 

@@ -107,7 +107,7 @@ fn fence(s: &Shared, epoch: u64) -> Result<(), String> {
     Ok(())
 }
 
-fn promote(s: &Shared, epoch: u64, drain: Duration) -> Result<serde_json::Value, String> {
+pub(crate) fn promote(s: &Shared, epoch: u64, drain: Duration) -> Result<serde_json::Value, String> {
     let current = s.epoch.load(Ordering::SeqCst);
     if epoch <= current {
         return Err(format!("promotion needs a new epoch: {epoch} is not above this node's epoch {current}"));

@@ -13,6 +13,7 @@ mod forward;
 mod lane;
 mod session;
 mod status;
+mod takeover;
 
 pub use accept::MAX_READ;
 use data::DataArea;
@@ -74,6 +75,9 @@ pub struct MirrorOptions {
     /// For the files a promotion prepares for the application (see `PrimaryFiles`).
     pub dirty_chunk: u64,
     pub metadata_log_records: u64,
+    /// The etcd coordinator, if roles come from it, and this node's name there.
+    pub coordinator: Option<crate::config::EtcdSettings>,
+    pub node: String,
 }
 
 impl MirrorOptions {
@@ -109,6 +113,8 @@ impl MirrorOptions {
             heartbeat: cfg.heartbeat()?,
             dirty_chunk: cfg.dirty_chunk()?,
             metadata_log_records: cfg.file.cluster.metadata_log_records,
+            coordinator: cfg.etcd()?,
+            node: cfg.file.cluster.node.clone(),
         })
     }
 
@@ -388,6 +394,15 @@ impl Mirror {
                 .spawn(move || accept::accept_loop(s, transport, listener))
                 .map_err(Error::io("spawn acceptor"))?,
         );
+        if let Some(settings) = shared.opts.coordinator.clone() {
+            let s = shared.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("mojim-coord".into())
+                    .spawn(move || takeover::watch(&s, &settings))
+                    .map_err(Error::io("spawn the coordinator watcher"))?,
+            );
+        }
         tracing::info!(%addr, region = %crate::config::format_uuid(&shared.opts.region.uuid), "mirror serving");
         Ok(MirrorHandle { shared, addr, threads })
     }

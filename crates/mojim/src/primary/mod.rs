@@ -75,6 +75,10 @@ pub struct PrimaryOptions {
     /// baseline, for comparison only).
     pub broadcast: Vec<String>,
     pub failure: FailurePolicy,
+    /// The etcd coordinator, if roles come from it; then `mirror` comes from it too.
+    pub coordinator: Option<crate::config::EtcdSettings>,
+    /// This node's name (for the coordinator).
+    pub node: String,
 }
 
 impl PrimaryOptions {
@@ -115,6 +119,8 @@ impl PrimaryOptions {
                 dirty_chunk: cfg.dirty_chunk()?,
                 metadata_log_records: records,
             },
+            coordinator: cfg.etcd()?,
+            node: cfg.file.cluster.node.clone(),
         })
     }
 
@@ -233,6 +239,8 @@ pub(crate) struct Inner<T: Transport> {
     dirty: Option<DirtyMap>,
     health: Mutex<Health>,
     resync: resync::Progress,
+    /// The primary's lease (etcd coordinator): nothing is acknowledged once it may have expired.
+    lease: Option<mojim_etcd::Leadership>,
     closing: AtomicBool,
     wake: (Mutex<()>, Condvar),
 }
@@ -264,6 +272,73 @@ impl Primary<TcpTransport> {
     }
 }
 
+/// Under the etcd coordinator: checks that this node is the primary in the current roles (or
+/// writes the first roles), takes the lease, and returns the epoch and the mirror's address.
+fn lead(
+    settings: &crate::config::EtcdSettings,
+    opts: &PrimaryOptions,
+    region: &RegionFile,
+) -> Result<(u64, String, mojim_etcd::Leadership)> {
+    use crate::coord::{Coordinator, Roles};
+    if opts.node.is_empty() {
+        return Err(Error::Config(
+            "coordinator = \"etcd\" needs this node's name: set [cluster] node (or PrimaryOptions.node)"
+                .into(),
+        ));
+    }
+    let coord = Coordinator::new(settings)?;
+    let roles = match coord.roles()? {
+        Some((r, _)) => r,
+        None => {
+            let first = Roles {
+                epoch: region.epoch().max(1),
+                primary: opts.node.clone(),
+                mirror: String::new(),
+                mirror_addr: opts.mirror.clone(),
+            };
+            coord.swap_roles(&first, 0)?;
+            coord.roles()?.map(|(r, _)| r).ok_or_else(|| Error::Coordinator("the roles vanished".into()))?
+        }
+    };
+    let check = |r: &Roles| {
+        if r.primary != opts.node {
+            return Err(Error::Coordinator(format!(
+                "node {} is not the primary in epoch {}: node {} is; start the application there",
+                opts.node, r.epoch, r.primary
+            )));
+        }
+        Ok(())
+    };
+    check(&roles)?;
+    // A restarted application waits for its previous lease to expire.
+    let deadline = Instant::now() + settings.lease_ttl + settings.lease_renew * 2;
+    let lease = loop {
+        match coord.campaign(&opts.node, roles.epoch) {
+            Ok(l) => break l,
+            Err(e) if Instant::now() < deadline => {
+                tracing::info!(error = %e, "waiting for the previous lease to expire");
+                std::thread::sleep(settings.lease_renew / 4);
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    // The roles may have moved on while the lease was free.
+    let now =
+        coord.roles()?.map(|(r, _)| r).ok_or_else(|| Error::Coordinator("the roles vanished".into()))?;
+    if now != roles {
+        let _ = lease.resign();
+        check(&now)?;
+        return Err(Error::Coordinator(format!(
+            "the roles changed to epoch {} while taking the lease; retry",
+            now.epoch
+        )));
+    }
+    if region.epoch() < roles.epoch {
+        region.set_epoch(roles.epoch).map_err(Error::io("persist the epoch"))?;
+    }
+    Ok((roles.epoch, roles.mirror_addr.clone(), lease))
+}
+
 impl<T: Transport> Primary<T>
 where
     T::Conn: Send + Sync + 'static,
@@ -271,7 +346,16 @@ where
     /// As [`Primary::open`], over any transport.
     pub fn open_with(transport: T, opts: &PrimaryOptions) -> Result<Primary<T>> {
         let region = RegionFile::open(&opts.region_path)?;
-        let epoch = region.epoch().max(1);
+        let mut opts = opts.clone();
+        let (epoch, lease) = match &opts.coordinator {
+            Some(settings) => {
+                let (epoch, mirror, lease) = lead(settings, &opts, &region)?;
+                opts.mirror = mirror;
+                (epoch, Some(lease))
+            }
+            None => (region.epoch().max(1), None),
+        };
+        let opts = &opts;
         let replicated = opts.mode.replicated();
         let (meta, dirty) = if replicated {
             let meta = MetaRing::open_or_create(
@@ -306,6 +390,7 @@ where
             dirty,
             health: Mutex::new(Health::default()),
             resync: resync::Progress::default(),
+            lease,
             closing: AtomicBool::new(false),
             wake: (Mutex::new(()), Condvar::new()),
             region,
@@ -527,7 +612,25 @@ where
         Ok(())
     }
 
+    /// Under the etcd coordinator: whether this primary may still acknowledge. Once it may
+    /// not, it never will again: it fails its session and every later call.
+    fn check_lease(&self) -> Result<()> {
+        let Some(lease) = &self.lease else { return Ok(()) };
+        if lease.is_valid() {
+            return Ok(());
+        }
+        let why = lease.lost().unwrap_or_else(|| "the lease was not renewed in time".into());
+        if let Some(link) = self.current() {
+            self.on_loss(&link, format!("the primary's lease may expire: {why}"));
+        }
+        Err(Error::Coordinator(format!(
+            "this primary stopped acknowledging: its lease in etcd could expire ({why}); another node may \
+             take over; restart the application on the current primary"
+        )))
+    }
+
     fn persist(&self, ranges: &[Range]) -> Result<Ticket> {
+        self.check_lease()?;
         if !self.mode.replicated() {
             check_group(ranges, &self.local_limits)?;
             self.flush_local(ranges)?;
@@ -593,7 +696,7 @@ where
             match link.wait(ticket.lane as usize, ticket.seq) {
                 Ok(()) => {
                     self.note_acked(&link);
-                    return Ok(());
+                    return self.check_lease();
                 }
                 Err(reason) => self.on_loss(&link, reason),
             }
@@ -636,6 +739,9 @@ where
             }
             if self.closing.load(Ordering::SeqCst) {
                 return;
+            }
+            if self.lease.is_some() && self.check_lease().is_err() {
+                continue;
             }
             match self.current() {
                 Some(link) => {

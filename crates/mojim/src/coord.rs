@@ -1,0 +1,128 @@
+//! The etcd coordinator (`[cluster] coordinator = "etcd"`), in the manner of Patroni.
+//!
+//! Keys under the prefix (default `/mojim/<region uuid>`):
+//!
+//! | key | value | written by |
+//! |---|---|---|
+//! | `roles` | JSON [`Roles`]: the epoch, the primary's node, the mirror's node and address | the first primary (create-if-absent), then each take-over (compare-and-swap) |
+//! | `leader` | JSON [`Leader`], held with the primary's lease | the primary, while it may acknowledge |
+//! | `members/<node>` | the node's address | each daemon at start |
+//!
+//! The primary acknowledges only while its lease is certainly alive (see
+//! `mojim_etcd::Leadership::valid_until`) and demotes itself when it cannot renew. The mirror
+//! named in `roles` watches `leader`: once a primary held it in the current epoch and the key is
+//! gone (the lease expired), the mirror claims `roles` for epoch + 1 with itself as primary and
+//! its first backup as mirror, then promotes its copy. The application then starts on the new
+//! primary's node, takes the lease, and resynchronises with the new mirror.
+
+use crate::config::EtcdSettings;
+use crate::error::{Error, Result};
+use mojim_etcd::{Client, Leadership};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Who is who in an epoch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Roles {
+    pub epoch: u64,
+    /// The primary's node name.
+    pub primary: String,
+    /// The mirror's node name and address.
+    pub mirror: String,
+    pub mirror_addr: String,
+}
+
+/// The value of the leader key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Leader {
+    pub node: String,
+    pub epoch: u64,
+}
+
+/// A connection to the coordinator.
+#[derive(Clone)]
+pub struct Coordinator {
+    client: Client,
+    settings: EtcdSettings,
+}
+
+fn etcd_err(what: &str) -> impl Fn(mojim_etcd::EtcdError) -> Error + '_ {
+    move |e| Error::Coordinator(format!("{what}: {e}"))
+}
+
+impl Coordinator {
+    pub fn new(settings: &EtcdSettings) -> Result<Coordinator> {
+        let timeout = settings.lease_renew.min(Duration::from_secs(2)).max(Duration::from_millis(200));
+        let client = Client::new(&settings.endpoints, timeout).map_err(etcd_err("etcd endpoints"))?;
+        Ok(Coordinator { client, settings: settings.clone() })
+    }
+
+    pub fn settings(&self) -> &EtcdSettings {
+        &self.settings
+    }
+
+    fn key(&self, name: &str) -> String {
+        format!("{}/{name}", self.settings.prefix)
+    }
+
+    /// The current roles and their revision (for a compare-and-swap), if any were written.
+    pub fn roles(&self) -> Result<Option<(Roles, i64)>> {
+        let Some(kv) = self.client.get(&self.key("roles")).map_err(etcd_err("read the roles"))? else {
+            return Ok(None);
+        };
+        let roles = serde_json::from_slice(&kv.value)
+            .map_err(|e| Error::Coordinator(format!("the roles key in etcd is not valid: {e}")))?;
+        Ok(Some((roles, kv.mod_revision)))
+    }
+
+    /// Writes `roles` if the key is still at `revision` (0: absent). Returns whether it did.
+    pub fn swap_roles(&self, roles: &Roles, revision: i64) -> Result<bool> {
+        let v = serde_json::to_vec(roles).expect("roles serialise");
+        self.client
+            .compare_and_swap(&self.key("roles"), revision, &v, None)
+            .map_err(etcd_err("write the roles"))
+    }
+
+    /// The current leader, if a primary holds the lease.
+    pub fn leader(&self) -> Result<Option<Leader>> {
+        let Some(kv) = self.client.get(&self.key("leader")).map_err(etcd_err("read the leader"))? else {
+            return Ok(None);
+        };
+        Ok(serde_json::from_slice(&kv.value).ok())
+    }
+
+    /// Takes the leader key for `node` at `epoch`, or says who holds it.
+    pub fn campaign(&self, node: &str, epoch: u64) -> Result<Leadership> {
+        let v = serde_json::to_vec(&Leader { node: node.to_string(), epoch }).expect("leader serialises");
+        let s = &self.settings;
+        let held = Leadership::campaign(
+            self.client.clone(),
+            &self.key("leader"),
+            &v,
+            s.lease_ttl,
+            s.lease_renew,
+            s.lease_margin,
+        )
+        .map_err(etcd_err("take the leadership"))?;
+        match held {
+            Some(l) => Ok(l),
+            None => {
+                let who = self.leader()?.map_or_else(
+                    || "another node".to_string(),
+                    |l| format!("node {} (epoch {})", l.node, l.epoch),
+                );
+                Err(Error::Coordinator(format!(
+                    "{who} holds the primary's lease; this node becomes primary only after that lease expires"
+                )))
+            }
+        }
+    }
+
+    /// Records a node's address.
+    pub fn register(&self, node: &str, addr: &str) -> Result<()> {
+        self.client
+            .put(&self.key(&format!("members/{node}")), addr.as_bytes(), None)
+            .map(|_| ())
+            .map_err(etcd_err("register the node"))
+    }
+}

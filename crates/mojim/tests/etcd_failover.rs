@@ -1,0 +1,122 @@
+//! Automatic fail-over with a real etcd: the primary holds a lease and stops acknowledging
+//! when it cannot renew it; when its lease expires, the mirror takes over under a new epoch
+//! and its backup becomes the mirror of the application restarted on the new primary.
+
+mod common;
+
+use common::{first_difference, mirror_image, wait_applied, Cluster, Rng, WAIT};
+use mojim::admin::AdminClient;
+use mojim::child::ChildNode;
+use mojim::coord::Coordinator;
+use mojim::{Primary, PrimaryOptions};
+use mojim_etcd::testing::EtcdServer;
+use std::time::{Duration, Instant};
+
+fn scribble(p: &Primary, rng: &mut Rng, n: usize) {
+    for _ in 0..n {
+        let len = rng.range(1, 5000);
+        let off = rng.range(0, p.size() - len);
+        p.write(off, &rng.bytes(len as usize)).expect("write");
+        p.msync(off, len).expect("msync");
+    }
+}
+
+fn image_of(p: &Primary) -> Vec<u8> {
+    let mut v = vec![0u8; p.size() as usize];
+    p.read(0, &mut v).expect("read");
+    v
+}
+
+fn start_node(c: &Cluster, name: &str, backups: &[&str]) -> ChildNode {
+    let dir = c.dir.path().join(name);
+    let mut args = vec!["serve", "--config", c.cfg_path.to_str().unwrap(), "--listen", "127.0.0.1:0"];
+    args.extend(["--dir", dir.to_str().unwrap(), "--node", name]);
+    for b in backups {
+        args.extend(["--backup", b]);
+    }
+    ChildNode::spawn(common::exe(), &args).expect("start a node")
+}
+
+#[test]
+fn the_mirror_takes_over_when_the_primary_lease_expires() {
+    let Some(etcd) = EtcdServer::start_for_test() else { return };
+    let mut rng = Rng::new(common::seed("etcd-failover"));
+    let endpoint = etcd.endpoint();
+    let c = Cluster::new("etcd-failover", 2 << 20, |f| {
+        f.primary.lanes = 2;
+        f.cluster.coordinator = "etcd".into();
+        f.cluster.etcd_endpoints = vec![endpoint.clone()];
+        f.cluster.lease_ttl_ms = 1500;
+        f.cluster.lease_renew_ms = 300;
+        f.cluster.lease_margin_ms = 300;
+        f.cluster.heartbeat_interval_ms = 20;
+        f.cluster.heartbeat_timeout_ms = 500;
+    });
+    let backup = start_node(&c, "b", &[]);
+    let mirror = start_node(&c, "m", &[backup.addr()]);
+    let mut o = PrimaryOptions::from_config(&c.cfg, false).expect("options");
+    o.mirror = mirror.addr().to_string();
+    o.node = "a".into();
+    let p = Primary::open(&o).expect("the first primary writes the roles and takes the lease");
+    let epoch = p.status().epoch;
+    scribble(&p, &mut rng, 40);
+    let acked = image_of(&p);
+
+    // The primary's application dies: its lease is not revoked, it expires.
+    let t0 = Instant::now();
+    drop(p);
+    let coord = Coordinator::new(&c.cfg.etcd().unwrap().unwrap()).unwrap();
+    let roles = loop {
+        let (r, _) = coord.roles().expect("roles").expect("roles exist");
+        if r.epoch > epoch {
+            break r;
+        }
+        assert!(t0.elapsed() < WAIT, "the mirror never took over");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took_over = t0.elapsed();
+    assert_eq!((roles.primary.as_str(), roles.mirror_addr.as_str()), ("m", backup.addr()), "{roles:?}");
+    let mut m = AdminClient::connect(mirror.addr(), &c.secret(), Duration::from_secs(5)).unwrap();
+    common::wait_status(&mut m, "the mirror to be promoted", |st| st.role == "primary");
+
+    // The old node may not come back as primary.
+    let e = Primary::open(&o).err().expect("node a is no longer the primary");
+    assert!(e.to_string().contains("not the primary"), "{e}");
+
+    // The application restarts on the promoted node; the backup is its mirror.
+    let mut o2 = o.clone();
+    o2.node = "m".into();
+    o2.region_path = c.dir.path().join("m").join("data.mojim");
+    let p2 = Primary::open(&o2).expect("the application on the new primary");
+    assert_eq!(first_difference(&acked, &image_of(&p2)), None, "every acknowledged group survived");
+    scribble(&p2, &mut rng, 1);
+    println!(
+        "lease ttl {} ms: mirror took over after {} ms; first acknowledgement after {} ms",
+        1500,
+        took_over.as_millis(),
+        t0.elapsed().as_millis()
+    );
+    scribble(&p2, &mut rng, 20);
+    let mut b = AdminClient::connect(backup.addr(), &c.secret(), Duration::from_secs(5)).unwrap();
+    let st = wait_applied(&mut b);
+    assert_eq!(st.epoch, roles.epoch);
+    assert_eq!(first_difference(&image_of(&p2), &mirror_image(&mut b, p2.size())), None);
+
+    // Without etcd the lease cannot be renewed: the primary stops acknowledging.
+    let mut etcd = etcd;
+    etcd.kill();
+    let t1 = Instant::now();
+    loop {
+        match p2.msync(0, 8) {
+            Err(e) if e.to_string().contains("lease") => break,
+            Err(_) => {}
+            Ok(()) => {}
+        }
+        assert!(t1.elapsed() < WAIT, "the primary kept acknowledging without its lease");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!("without etcd the primary stopped acknowledging after {} ms", t1.elapsed().as_millis());
+    for _ in 0..5 {
+        assert!(p2.msync(0, 8).is_err(), "and it never acknowledges again");
+    }
+}
