@@ -320,6 +320,27 @@ mod tests {
         }
     }
 
+    /// The example in docs/FORMAT.md §2, byte for byte.
+    #[test]
+    fn documented_ack_example() {
+        let mut h = FrameHeader::new(FrameKind::Ack);
+        h.lane = 1;
+        h.epoch = 2;
+        h.seq = 3;
+        h.session = 0x1122_3344_5566_7788;
+        let hex: String = h.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        let doc = include_str!("../../../docs/FORMAT.md");
+        let start = doc.find("0000: ").expect("the example is in FORMAT.md");
+        let documented: String = doc[start..]
+            .lines()
+            .take(4)
+            .flat_map(|l| {
+                l[6..53].split(' ').filter(|x| !x.is_empty()).map(str::to_string).collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(hex, documented, "update the Ack example in docs/FORMAT.md");
+    }
+
     #[test]
     fn wrong_version_is_named() {
         let mut bytes = FrameHeader::new(FrameKind::Hello).to_bytes();
