@@ -105,11 +105,25 @@ pub fn recover(lanes: &[LaneLog<'_>], applied_seq: u64, max_body: u32, region_si
 /// Calls `write(offset, body)` for each record of a complete group, in order. The records are
 /// checked again (paired with the checks made when they were written) and a failed check is a
 /// bug or corrupted memory: it panics rather than apply half a group.
-pub fn for_each_write(area: &[u8], g: &GroupRef, max_body: u32, mut write: impl FnMut(u64, &[u8])) {
+pub fn for_each_write(area: &[u8], g: &GroupRef, max_body: u32, write: impl FnMut(u64, &[u8])) {
+    walk(area, g, max_body, true, write)
+}
+
+/// As [`for_each_write`] for a group whose records this process already checked (received, or
+/// found by recovery): their bodies are not checksummed again.
+pub fn for_each_verified_write(area: &[u8], g: &GroupRef, max_body: u32, write: impl FnMut(u64, &[u8])) {
+    walk(area, g, max_body, false, write)
+}
+
+fn walk(area: &[u8], g: &GroupRef, max_body: u32, check: bool, mut write: impl FnMut(u64, &[u8])) {
     let mut pos = g.start_pos;
     while pos < g.end_pos {
-        let rec = mojim_format::log::record_at(area, pos, max_body)
-            .unwrap_or_else(|| panic!("record at {pos} of group {} no longer valid", g.seq));
+        let rec = if check {
+            mojim_format::log::record_at(area, pos, max_body)
+        } else {
+            mojim_format::log::record_at_verified(area, pos, max_body)
+        };
+        let rec = rec.unwrap_or_else(|| panic!("record at {pos} of group {} no longer valid", g.seq));
         if rec.header.kind == mojim_format::FrameKind::Data {
             assert_eq!(rec.header.seq, g.seq, "record at {pos} belongs to another group");
             let body = &area[rec.body_at..rec.body_at + rec.header.body_len as usize];

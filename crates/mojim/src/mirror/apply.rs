@@ -7,7 +7,7 @@
 
 use super::{Ckpt, Shared, MAX_FRAME_LIMIT};
 use mojim_core::checkpoint::GroupRef;
-use mojim_core::recovery::for_each_write;
+use mojim_core::recovery::for_each_verified_write;
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
@@ -114,7 +114,7 @@ fn apply_locked(s: &Shared, allow_gaps: bool, _applier: &MutexGuard<'_, ()>) -> 
             let _w = s.data_lock.write().unwrap_or_else(|p| p.into_inner());
             for g in &batch {
                 let log = s.logs[g.lane as usize].get().expect("a group's log exists");
-                for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
+                for_each_verified_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
                     if let Err(e) = s.region.write(off, body) {
                         // Reclaim will find the data area failing too and keep the log.
                         tracing::error!(error = %e, offset = off, "cannot write the data area");
@@ -153,7 +153,7 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
         if s.region.persists_ranges() {
             for g in &done {
                 let log = s.logs[g.lane as usize].get().expect("a group's log exists");
-                for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
+                for_each_verified_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
                     if result.is_ok() {
                         result = s.region.persist(off, body.len());
                     }

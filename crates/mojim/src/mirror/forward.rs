@@ -16,7 +16,7 @@ use crate::connect::{connect, Intro};
 use mojim_core::checkpoint::GroupRef;
 use mojim_format::handshake::PeerRole;
 use mojim_format::handshake::Welcome;
-use mojim_format::log::record_at;
+use mojim_format::log::record_at_verified;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_transport::{Conn, TcpConn, TcpTransport};
 use serde::{Deserialize, Serialize};
@@ -500,7 +500,7 @@ fn send_group<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, g: &GroupRef) -> Res
     while pos < g.end_pos {
         let mut n = 0;
         while n < BATCH && pos < g.end_pos {
-            let rec = record_at(area, pos, super::MAX_FRAME_LIMIT)
+            let rec = record_at_verified(area, pos, super::MAX_FRAME_LIMIT)
                 .unwrap_or_else(|| panic!("record at {pos} of group {} no longer valid", g.seq));
             pos = rec.end_pos();
             if rec.header.kind != FrameKind::Data {
