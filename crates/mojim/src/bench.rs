@@ -25,7 +25,8 @@ pub struct BenchArgs {
     /// protocol), and the schemes sync-backup (sync with backups fed in the background),
     /// sync-backup-slow (the same over rate-limited backup links), chain and broadcast, each on a
     /// cluster of its own; or, on its own, resync (how fast a replica that was away is brought
-    /// back: tcp baseline, full copy, bitmap, log catch-up).
+    /// back: tcp baseline, full copy, bitmap, log catch-up); or, on its own, failover (the
+    /// primary killed and replaced on the promoted mirror; the window of vulnerability).
     #[arg(long, default_value = "sync", value_delimiter = ',')]
     pub mode: Vec<String>,
     /// Bytes per sync point.
@@ -96,6 +97,8 @@ pub struct BenchArgs {
     pub matrix: crate::matrix::MatrixArgs,
     #[command(flatten)]
     pub resync: crate::bench_resync::ResyncArgs,
+    #[command(flatten)]
+    pub failover: crate::bench_failover::FailoverArgs,
     /// Print one JSON object per result instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -348,6 +351,9 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     if a.mode.iter().any(|m| m.trim() == "resync") {
         return crate::bench_resync::run(a);
     }
+    if a.mode.iter().any(|m| m.trim() == "failover") {
+        return crate::bench_failover::run(a);
+    }
     let results = measure(a)?;
     print(&results, a.json);
     Ok(())
@@ -385,7 +391,7 @@ impl Session {
     /// that drive the region themselves, such as Transact.
     pub fn open_primary(&self, a: &BenchArgs, mode: Mode) -> Result<Primary> {
         self.check_started(Kind::Mode(mode))?;
-        Primary::open(&primary_options(a, &self.setup, mode, &self.setup.region_path))
+        open_settled(&primary_options(a, &self.setup, mode, &self.setup.region_path))
     }
 
     fn check_started(&self, k: Kind) -> Result<()> {
@@ -490,7 +496,7 @@ fn disk_recovery(a: &BenchArgs, s: &Setup) -> Result<(u64, usize)> {
     let mut opts = primary_options(a, s, Mode::SyncDisk, &s.region_path);
     opts.mirror = mirror;
     opts.lanes = 1;
-    let p = Primary::open(&opts)?;
+    let p = open_settled(&opts)?;
     // Groups the mirror has in its log but has not yet made durable on disk: recovery's work.
     let page = vec![0x5Au8; 4096];
     for i in 0..64u64 {
@@ -607,6 +613,21 @@ fn drive<S: Send>(
     })
 }
 
+/// Opens a primary and waits until any resynchronisation its session began has finished, so
+/// that a measurement never overlaps a copy (a region written unreplicated is copied whole to a
+/// new mirror, for example).
+fn open_settled(opts: &PrimaryOptions) -> Result<Primary> {
+    let p = Primary::open(opts)?;
+    if let Some(r) = p.wait_resync(Duration::from_secs(3600)) {
+        if !r.done {
+            return Err(Error::MirrorLost {
+                reason: format!("the resynchronisation before the run failed: {r:?}"),
+            });
+        }
+    }
+    Ok(p)
+}
+
 fn primary_options(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path) -> PrimaryOptions {
     PrimaryOptions {
         region_path: region.to_path_buf(),
@@ -636,7 +657,7 @@ fn sync_points(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path, kind: Kind) 
         opts.mirror = c.mirror.addr().to_string();
         opts.broadcast = c.broadcast.clone();
     }
-    let p = Primary::open(&opts)?;
+    let p = open_settled(&opts)?;
     let part = p.size() / a.threads as u64;
     let slots = (part / a.size).max(1);
     let states: Vec<(u64, u64)> = (0..a.threads as u64).map(|t| (t * part, 0u64)).collect();

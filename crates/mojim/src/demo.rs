@@ -156,6 +156,7 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         transact: Default::default(),
         matrix: Default::default(),
         resync: Default::default(),
+        failover: Default::default(),
         json: false,
     };
     println!();

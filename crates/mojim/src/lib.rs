@@ -17,6 +17,7 @@
 
 pub mod admin;
 pub mod bench;
+pub mod bench_failover;
 pub mod bench_resync;
 pub mod chaos;
 pub mod child;

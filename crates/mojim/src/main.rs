@@ -44,6 +44,9 @@ enum Command {
     /// The application of a `chaos` trial (started by `mojim chaos`).
     #[command(hide = true)]
     ChaosWorker(mojim::chaos::WorkerArgs),
+    /// The application of a `bench --mode failover` round (started by `mojim bench`).
+    #[command(hide = true)]
+    BenchWorker(mojim::bench_failover::WorkerArgs),
     /// Raw TCP echo server used by `bench --mode tcp-rtt` (prints `serving on ADDR`).
     #[command(hide = true)]
     Echo {
@@ -188,6 +191,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => mojim::bench::run(&a),
         Command::Chaos(a) => mojim::chaos::run(&a),
         Command::ChaosWorker(a) => mojim::chaos::worker(&a),
+        Command::BenchWorker(a) => mojim::bench_failover::worker(&a),
         Command::Echo { listen, busy_poll_us } => mojim::bench::echo_server(&listen, busy_poll_us),
     };
     match result {

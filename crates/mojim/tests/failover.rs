@@ -222,3 +222,34 @@ fn promotion_fences_the_old_primary_and_the_backup_becomes_the_mirror() {
     let e = Primary::open(&o3).err().expect("the primary's node refuses sessions");
     assert!(e.to_string().contains("primary"), "{e}");
 }
+
+#[test]
+fn unreplicated_writes_reach_a_mirror_later() {
+    let mut rng = Rng::new(common::seed("unreplicated"));
+    let mut c = cluster("unreplicated", 4 << 20);
+    let mut o = PrimaryOptions::from_config(&c.cfg, false).expect("options");
+    fast(&mut o);
+    o.mode = mojim::Mode::Unreplicated;
+    let p = Primary::open(&o).expect("open unreplicated");
+    assert_eq!(scribble(&p, &mut rng, 20), 20);
+    drop(p);
+    c.start_mirror();
+    o.mode = mojim::Mode::Sync;
+    o.mirror = c.mirror_addr();
+    let p = Primary::open(&o).expect("open replicated");
+    assert_eq!(resynced(&p), CopyKind::Full, "a new mirror gets everything written before");
+    let mut a = c.admin();
+    wait_applied(&mut a);
+    assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None);
+    drop(p);
+    // Unreplicated again, then back: only what changed meanwhile is copied.
+    o.mode = mojim::Mode::Unreplicated;
+    let p = Primary::open(&o).expect("open unreplicated again");
+    assert_eq!(scribble(&p, &mut rng, 5), 5);
+    drop(p);
+    o.mode = mojim::Mode::Sync;
+    let p = Primary::open(&o).expect("open replicated again");
+    assert_eq!(resynced(&p), CopyKind::Bitmap);
+    wait_applied(&mut a);
+    assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None);
+}

@@ -19,16 +19,30 @@ fn corrupt(path: &Path, what: impl std::fmt::Display) -> MapError {
 }
 
 /// Creates and maps a file of `len` bytes whose first 128 bytes `encode` fills, persistently.
+/// The file is made whole under a temporary name and then renamed, so a crash never leaves a
+/// file without its header at `path` (which would stop every later start).
 fn create_with_header(path: &Path, len: u64, encode: impl FnOnce(&mut [u8])) -> Result<MappedFile, MapError> {
-    let map = MappedFile::create(path, len)?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".new");
+    let tmp = std::path::PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    let mut map = MappedFile::create(&tmp, len)?;
     let mut page = [0u8; 128];
     encode(&mut page);
     map.write(0, &page);
-    map.persist(0, page.len()).map_err(|e| MapError {
-        path: path.to_path_buf(),
-        op: "persist",
-        source: e,
-    })?;
+    let fail = |op: &'static str| move |source| MapError { path: path.to_path_buf(), op, source };
+    map.persist(0, page.len()).map_err(fail("persist"))?;
+    if path.exists() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail("create")(io::Error::new(io::ErrorKind::AlreadyExists, "the file exists")));
+    }
+    std::fs::rename(&tmp, path).map_err(fail("rename"))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(fail("sync the folder"))?;
+    map.renamed(path);
     Ok(map)
 }
 

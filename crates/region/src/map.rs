@@ -77,6 +77,11 @@ impl MappedFile {
         Self::map(file, path, len)
     }
 
+    /// The file was renamed to `path` (its mapping is unchanged).
+    pub(crate) fn renamed(&mut self, path: &Path) {
+        self.path = path.to_path_buf();
+    }
+
     /// Opens and maps an existing file.
     pub fn open(path: &Path) -> Result<MappedFile, MapError> {
         let file =

@@ -312,6 +312,18 @@ pub(crate) struct Shape {
     pub secret: String,
 }
 
+/// What a new worker is told.
+pub(crate) struct WorkerPlan<'a> {
+    /// The current mirror's address.
+    pub mirror: &'a str,
+    /// Numbers the worker's files (`acks-N.log`, `worker-N.log`).
+    pub number: usize,
+    pub start_k: u64,
+    pub seed: u64,
+    /// It restarts on the copy a killed worker used: finish that worker's last group first.
+    pub redo: bool,
+}
+
 /// A node: its folder, address and daemon.
 pub(crate) struct Node {
     pub name: char,
@@ -396,29 +408,26 @@ impl Cluster {
         }
     }
 
-    /// Starts a worker on node `i` whose mirror is `mirror`; `w` numbers its files.
+    /// Starts a worker on node `i`.
     pub fn start_worker(
         &mut self,
         net: &Net,
         i: usize,
-        mirror: &str,
-        w: usize,
-        start_k: u64,
-        seed: u64,
-        redo: bool,
+        plan: &WorkerPlan<'_>,
     ) -> Result<(Proc, PathBuf), String> {
-        self.write_config(i, &[], mirror)?;
+        self.write_config(i, &[], plan.mirror)?;
         let n = &self.nodes[i];
+        let w = plan.number;
         let ack_log = n.dir.join(format!("acks-{w}.log"));
         let mut cmd = net.command(i, &self.exe);
         cmd.arg("chaos-worker").arg("--config").arg(n.config_path());
-        cmd.args(["--mirror", mirror])
+        cmd.args(["--mirror", plan.mirror])
             .arg("--ack-log")
             .arg(&ack_log)
             .arg("--intent")
             .arg(n.dir.join("intent"));
-        cmd.args(["--start-k", &start_k.to_string(), "--seed", &seed.to_string()]);
-        if redo {
+        cmd.args(["--start-k", &plan.start_k.to_string(), "--seed", &plan.seed.to_string()]);
+        if plan.redo {
             cmd.arg("--redo");
         }
         let (p, _) = Proc::spawn(cmd, &n.dir.join(format!("worker-{w}.log")), "running ", true)?;

@@ -15,7 +15,7 @@
 //!   still runs, let the old worker run again, then kill it and demote its node.
 
 use super::check;
-use super::cluster::{Cluster, Net, Proc};
+use super::cluster::{Cluster, Net, Proc, WorkerPlan};
 use super::workload::{read_acks, read_intent, Ack};
 use super::Rng;
 use std::collections::BTreeMap;
@@ -214,9 +214,10 @@ impl<'n> Trial<'n> {
         let start_k = self.start_k()?;
         let seed = super::mix(self.seed ^ super::mix(w as u64 + 1));
         let mirror = self.c.nodes[self.mirror].addr.clone();
+        let plan = WorkerPlan { mirror: &mirror, number: w, start_k, seed, redo };
         let (p, log) = self
             .c
-            .start_worker(self.net, self.primary, &mirror, w, start_k, seed, redo)
+            .start_worker(self.net, self.primary, &plan)
             .map_err(|e| format!("worker on node {}: {e}", self.name(self.primary)))?;
         self.c.note(&format!(
             "worker {w} on node {} (pid {}), mirror {}, epoch {}",
@@ -508,6 +509,13 @@ impl<'n> Trial<'n> {
     /// `None` once caught up, else what is still missing.
     fn caught_up(&self) -> Result<Option<String>, String> {
         let m = self.c.status(self.mirror)?;
+        if m.session.is_none() && m.lag_groups == 0 && !m.consistent {
+            return Ok(Some(format!(
+                "mirror {} was left inconsistent: a copy into it (a resynchronisation, which marks it \
+                 inconsistent) began in the last session and did not finish before the application closed",
+                self.name(self.mirror)
+            )));
+        }
         if m.lag_groups != 0 || m.applied_seq < m.last_received_seq || !m.consistent {
             return Ok(Some(format!(
                 "mirror {}: applied {} of {}, consistent={}",

@@ -130,6 +130,34 @@ struct Totals {
     failed: Vec<u64>,
 }
 
+impl Totals {
+    fn add(&mut self, r: &faults::Report) {
+        self.trials += 1;
+        self.faults += r.faults.len() as u64;
+        self.acked += r.acked;
+        self.lost += r.lost.len() as u64;
+        self.torn += r.torn.len() as u64;
+        self.dual += r.dual.len() as u64;
+        self.unconverged += r.unconverged.len() as u64;
+        self.errors += r.errors.len() as u64;
+        self.violations += r.violations.len() as u64;
+    }
+}
+
+/// A trial's problems, at most 20 of them, under its progress line.
+fn print_problems(r: &faults::Report) {
+    let problems = r.lost.values().chain(r.torn.values()).chain(&r.dual).chain(&r.errors);
+    for p in problems.take(20) {
+        println!("  {p}");
+    }
+    for u in &r.unconverged {
+        println!("  unconverged: {u}");
+    }
+    if let Some(v) = r.violations.first() {
+        println!("  {} protocol violations logged, the first: {v}", r.violations.len());
+    }
+}
+
 pub fn run(a: &ChaosArgs) -> Result<()> {
     if a.coordinator == Coordinator::Etcd {
         return Err(Error::Config(
@@ -186,14 +214,6 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
         trial.run(faults);
         let r = std::mem::take(&mut trial.report);
         drop(trial);
-        t.trials += 1;
-        t.faults += r.faults.len() as u64;
-        t.acked += r.acked;
-        t.lost += r.lost.len() as u64;
-        t.torn += r.torn.len() as u64;
-        t.dual += r.dual.len() as u64;
-        t.unconverged += r.unconverged.len() as u64;
-        t.errors += r.errors.len() as u64;
         println!(
             "trial {}/{} seed={s} {} acked={} {:.1}s: {}",
             i + 1,
@@ -203,17 +223,8 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
             started.elapsed().as_secs_f64(),
             r.faults.join(", ")
         );
-        let problems = r.lost.values().chain(r.torn.values()).chain(&r.dual).chain(&r.errors);
-        for p in problems.take(20) {
-            println!("  {p}");
-        }
-        for u in &r.unconverged {
-            println!("  unconverged: {u}");
-        }
-        if let Some(v) = r.violations.first() {
-            println!("  {} protocol violations logged, the first: {v}", r.violations.len());
-        }
-        t.violations += r.violations.len() as u64;
+        print_problems(&r);
+        t.add(&r);
         if r.failed() {
             t.failed.push(s);
             println!("  seed {s}: replay with `{}`; files kept in {}", replay(a, s), dir.display());

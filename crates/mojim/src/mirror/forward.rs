@@ -208,9 +208,22 @@ fn set_link(s: &Shared, i: usize, edit: impl FnOnce(&mut BackupStatus)) {
     edit(&mut lock(f).links[i]);
 }
 
+/// Whether this node's copy is the primary's (promoted): it feeds nobody then.
+fn is_primary(s: &Shared) -> bool {
+    s.region.copy_state().is_ok_and(|(f, _)| f & mojim_format::region::FLAG_PRIMARY != 0)
+}
+
 fn link_loop(s: &Shared, i: usize) {
     let addr = s.opts.backups[i].clone();
     while !s.shutdown.load(Ordering::SeqCst) {
+        if is_primary(s) {
+            set_link(s, i, |l| {
+                l.connected = false;
+                l.error = Some("this node's copy is the primary's: it feeds no backup".into());
+            });
+            std::thread::sleep(RETRY);
+            continue;
+        }
         if let Err(e) = serve_link(s, i, &addr) {
             if !s.shutdown.load(Ordering::SeqCst) {
                 tracing::warn!(backup = %addr, error = %e, "backup link down; retrying");
@@ -420,6 +433,9 @@ fn send_loop<C: Conn>(
     let mut last_sent = Instant::now();
     // The backup follows this node's history: it takes this node's generation id.
     loop {
+        if is_primary(s) {
+            return Err("this node was promoted: it feeds no backup".into());
+        }
         let generation = s.region.generation().map(|g| g.0).unwrap_or(0);
         if generation != sent_generation {
             let mut h = FrameHeader::new(FrameKind::CopyEnd);
@@ -443,13 +459,18 @@ fn send_loop<C: Conn>(
                 st = f.cv.wait_timeout(st, Duration::from_millis(20)).unwrap_or_else(|p| p.into_inner()).0;
                 if last_sent.elapsed() >= s.opts.heartbeat.interval {
                     drop(st);
+                    if is_primary(s) {
+                        return Err("this node was promoted: it feeds no backup".into());
+                    }
                     send_control(conn, tag, FrameKind::Heartbeat)?;
                     last_sent = Instant::now();
                     st = lock(f);
                 }
             }
         };
-        let first = next.first_seq.max(sent + 1);
+        // Every number between the last one sent and this group has no group here (groups
+        // dropped with a session, or passed over when a session was sealed across a gap).
+        let first = sent + 1;
         if next.bytes == 0 {
             send_skip(conn, tag, first, next.seq)?;
         } else {

@@ -48,8 +48,11 @@ pub struct MirrorStatus {
 }
 
 pub(crate) fn status(s: &Shared) -> MirrorStatus {
-    let fwd = s.forward.as_ref().map(super::forward::lock);
+    // Session before forwarding: a session's end holds the session lock while it takes the
+    // apply lock, and reclaim holds the apply lock while it takes the forwarding lock.
     let sess = session::describe(s);
+    let consistent = session::consistent(s);
+    let fwd = s.forward.as_ref().map(super::forward::lock);
     let (lag_groups, lag_bytes, applied) = {
         let c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
         (c.cp.waiting(), c.waiting_bytes, c.cp.applied_seq())
@@ -77,7 +80,7 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         .into(),
         generation: format!("{generation:#x}"),
         prev_generation: format!("{prev:#x}"),
-        consistent: session::consistent(s),
+        consistent,
         listen: s.listen_addr.get().cloned().unwrap_or_default(),
         region_uuid: crate::config::format_uuid(&s.opts.region.uuid),
         region_size: s.opts.region.size,

@@ -211,6 +211,21 @@ impl<C: Conn> Link<C> {
         shape: GroupShape,
         before_send: impl FnOnce(u64),
     ) -> Result<(u64, u64), String> {
+        self.send_group_from(region, l, ranges, shape, None, before_send)
+    }
+
+    /// As [`Link::send_group`], the bytes of `ranges` taken from `snapshot` (the ranges'
+    /// bytes one after another) instead of the live region: for copies, whose ranges the
+    /// application may be changing meanwhile.
+    pub fn send_group_from(
+        &self,
+        region: &RegionFile,
+        l: usize,
+        ranges: &[Range],
+        shape: GroupShape,
+        snapshot: Option<&[u8]>,
+        before_send: impl FnOnce(u64),
+    ) -> Result<(u64, u64), String> {
         let mut guards: [Option<MutexGuard<'_, Tx<C>>>; MAX_REPLICAS] = Default::default();
         for (r, g) in guards.iter_mut().enumerate().take(self.replicas) {
             *g = Some(lock(&self.lanes[r * self.lanes_per_replica + l].tx));
@@ -224,7 +239,7 @@ impl<C: Conn> Link<C> {
         let mut behind = 0;
         for (r, tx) in guards.iter_mut().enumerate().take(self.replicas) {
             let tx = tx.as_mut().expect("locked above");
-            behind = self.send_frames(region, tx, l as u16, seq, ranges, shape)?;
+            behind = self.send_frames(region, tx, l as u16, seq, ranges, shape, snapshot)?;
             self.lanes[r * self.lanes_per_replica + l].last_tx.store(self.now_ms(), Ordering::Relaxed);
         }
         Ok((seq, behind))
@@ -238,15 +253,25 @@ impl<C: Conn> Link<C> {
         seq: u64,
         ranges: &[Range],
         shape: GroupShape,
+        snapshot: Option<&[u8]>,
     ) -> Result<u64, String> {
         let tag = SessionTag { session: self.session, epoch: self.epoch, lane };
         let mut plans = encode::frames(ranges, self.limits.max_frame, shape);
         let mut bodies: [&[u8]; BATCH] = [&[]; BATCH];
+        let mut cursor = 0usize;
         loop {
             let mut n = 0;
             while n < BATCH {
                 let Some(plan) = plans.next() else { break };
-                let body = region.bytes(plan.offset, plan.len as usize);
+                let body = match snapshot {
+                    // Frames follow the ranges in order, so the snapshot is read in order too.
+                    Some(buf) => {
+                        let b = &buf[cursor..cursor + plan.len as usize];
+                        cursor += plan.len as usize;
+                        b
+                    }
+                    None => region.bytes(plan.offset, plan.len as usize),
+                };
                 tx.headers[n] = data_header(tag, seq, plan, body);
                 bodies[n] = body;
                 n += 1;
@@ -400,21 +425,30 @@ impl<C: Conn> Link<C> {
     pub fn heartbeat(&self, interval: Duration, timeout: Duration) -> Result<(), String> {
         let now = self.now_ms();
         let interval = interval.as_millis() as u64;
-        for lane in self.lanes.iter() {
+        // First a heartbeat on every idle lane, then listening on each: one slow lane does not
+        // delay the others' heartbeats.
+        let mut listen = [false; 256];
+        for (i, lane) in self.lanes.iter().enumerate() {
             let idle = now.saturating_sub(lane.last_tx.load(Ordering::Relaxed)) >= interval;
             if idle {
-                let Ok(mut tx) = lane.tx.try_lock() else { continue };
-                let mut h = FrameHeader::new(FrameKind::Heartbeat);
-                h.lane = lane.index;
-                h.epoch = self.epoch;
-                h.session = self.session;
-                if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]) {
-                    return Err(self.fail(format!("send heartbeat on lane {}: {e}", lane.index)));
+                if let Ok(mut tx) = lane.tx.try_lock() {
+                    let mut h = FrameHeader::new(FrameKind::Heartbeat);
+                    h.lane = lane.index;
+                    h.epoch = self.epoch;
+                    h.session = self.session;
+                    if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]) {
+                        return Err(self.fail(format!("send heartbeat on lane {}: {e}", lane.index)));
+                    }
+                    lane.last_tx.store(now, Ordering::Relaxed);
                 }
-                lane.last_tx.store(now, Ordering::Relaxed);
             }
             let unheard = now.saturating_sub(lane.last_rx.load(Ordering::Relaxed)) >= interval;
-            if idle || unheard {
+            if let Some(l) = listen.get_mut(i) {
+                *l = idle || unheard;
+            }
+        }
+        for (i, lane) in self.lanes.iter().enumerate() {
+            if listen.get(i).copied().unwrap_or(true) {
                 self.wait_acked(lane, Until::Heard)?;
             }
             let silent = self.now_ms().saturating_sub(lane.last_rx.load(Ordering::Relaxed));

@@ -357,22 +357,23 @@ where
         };
         let opts = &opts;
         let replicated = opts.mode.replicated();
-        let (meta, dirty) = if replicated {
-            let meta = MetaRing::open_or_create(
+        let meta = if replicated {
+            Some(MetaRing::open_or_create(
                 &opts.metadata_log_path(),
                 region.uuid(),
                 opts.failure.metadata_log_records,
-            )?;
-            let dirty = DirtyMap::open_or_create(
-                &opts.dirty_map_path(),
-                region.uuid(),
-                region.size(),
-                opts.failure.dirty_chunk,
-            )?;
-            (Some(meta), Some(dirty))
+            )?)
         } else {
-            (None, None)
+            None
         };
+        // Unreplicated writes are changes a mirror lacks too: they are recorded like a degraded
+        // primary's, so that replicating the region later copies them.
+        let dirty = DirtyMap::open_or_create(
+            &opts.dirty_map_path(),
+            region.uuid(),
+            region.size(),
+            opts.failure.dirty_chunk,
+        )?;
         let local_limits = GroupLimits {
             region_size: region.size(),
             max_frame: opts.limits.max_frame,
@@ -387,7 +388,7 @@ where
             local_limits,
             link: RwLock::new(None),
             meta,
-            dirty,
+            dirty: Some(dirty),
             health: Mutex::new(Health::default()),
             resync: resync::Progress::default(),
             lease,
@@ -396,6 +397,7 @@ where
             region,
         });
         if !replicated {
+            inner.start_unreplicated()?;
             return Ok(Primary { inner, keeper: None });
         }
         match inner.connect() {
@@ -501,6 +503,8 @@ where
     /// Waits until every group sent so far is acknowledged (in `async` mode, the mirror has
     /// caught up), then closes the session.
     pub fn close(mut self) -> Result<()> {
+        // A copy cut short would leave the mirror inconsistent (not promotable): finish it.
+        self.inner.resync.wait_idle(Duration::from_secs(24 * 3600));
         let r = self.inner.drain();
         self.stop();
         r
@@ -633,6 +637,7 @@ where
         self.check_lease()?;
         if !self.mode.replicated() {
             check_group(ranges, &self.local_limits)?;
+            self.mark_dirty(ranges)?;
             self.flush_local(ranges)?;
             return Ok(Ticket::LOCAL);
         }
@@ -680,12 +685,32 @@ where
             return Err(Error::MirrorLost { reason });
         }
         check_group(ranges, &self.local_limits)?;
-        let dirty = self.dirty.as_ref().expect("replicated primaries have a dirty map");
+        self.mark_dirty(ranges)?;
+        self.flush_local(ranges)?;
+        Ok(Ticket::LOCAL)
+    }
+
+    fn mark_dirty(&self, ranges: &[Range]) -> Result<()> {
+        let dirty = self.dirty.as_ref().expect("every primary has a dirty map");
         for r in ranges.iter().filter(|r| r.len > 0) {
             dirty.mark(r.offset, r.len).map_err(Error::io("record the change in the dirty bitmap"))?;
         }
-        self.flush_local(ranges)?;
-        Ok(Ticket::LOCAL)
+        Ok(())
+    }
+
+    /// An unreplicated primary changes the region without a mirror from the start: its history
+    /// moves on (as a degraded primary's does) and its changes go to the dirty bitmap.
+    fn start_unreplicated(&self) -> Result<()> {
+        let dirty = self.dirty.as_ref().expect("every primary has a dirty map");
+        if dirty.base().is_none() {
+            let (current, _) = self.region.generation();
+            let base = if current == 0 { resync::new_generation() } else { current };
+            dirty.begin(base, self.region.applied_seq()).map_err(Error::io("start the dirty bitmap"))?;
+            self.region
+                .set_generation(resync::new_generation(), base)
+                .map_err(Error::io("persist the generation"))?;
+        }
+        Ok(())
     }
 
     fn wait(&self, ticket: Ticket) -> Result<()> {

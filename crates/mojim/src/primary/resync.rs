@@ -350,6 +350,8 @@ where
     let mut group: Vec<Range> = Vec::new();
     let mut bytes = 0u64;
     let mut n = 0usize;
+    // The application may change copied ranges at any time: each group is sent from a snapshot.
+    let mut snapshot = vec![0u8; group_bytes as usize];
     let mut send = |group: &mut Vec<Range>, bytes: &mut u64| -> Result<(), String> {
         if group.is_empty() {
             return Ok(());
@@ -357,7 +359,13 @@ where
         let lane = n % lanes;
         n += 1;
         let shape = check_group(group, &link.limits).map_err(|e| format!("copy group: {e}"))?;
-        let (seq, _) = link.send_group(&inner.region, lane, group, shape, |_| {})?;
+        let mut at = 0usize;
+        for r in group.iter() {
+            inner.region.read(r.offset, &mut snapshot[at..at + r.len as usize]);
+            at += r.len as usize;
+        }
+        let (seq, _) =
+            link.send_group_from(&inner.region, lane, group, shape, Some(&snapshot[..at]), |_| {})?;
         inner.resync.sent.fetch_add(*bytes, Ordering::Relaxed);
         last[lane] = seq;
         in_flight.push_back((lane, seq));
@@ -391,9 +399,10 @@ where
             link.wait(l, seq)?;
         }
     }
-    // Every change the bitmap recorded is at the mirror now, unless the link failed meanwhile
-    // (then the bitmap goes on recording, and the mirror is inconsistent: a full copy follows).
-    if kind == CopyKind::Bitmap {
+    // Every change the bitmap recorded is at the mirror now (a bitmap or a full copy), unless
+    // the link failed meanwhile (then the bitmap goes on recording, and the mirror is
+    // inconsistent: a full copy follows).
+    if kind != CopyKind::Log {
         let slot = inner.link.read().unwrap_or_else(|p| p.into_inner());
         if slot.as_ref().is_some_and(|l| Arc::ptr_eq(l, link) && !l.is_failed()) {
             let dirty = inner.dirty.as_ref().expect("replicated primaries have a dirty map");
