@@ -132,6 +132,10 @@ struct StatusArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// Follow the copies in progress (into this node, and from it to its backups) with
+    /// progress bars until they finish.
+    #[arg(long)]
+    progress: bool,
 }
 
 #[derive(Args)]
@@ -344,7 +348,61 @@ fn admin(t: &AddrArgs) -> mojim::Result<AdminClient> {
     AdminClient::connect(&addr, &secret, Duration::from_secs(5))
 }
 
+/// Progress bars of the copies into and from a node, until none is left.
+fn follow_copies(node: &mut AdminClient) -> mojim::Result<()> {
+    use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+    let style =
+        ProgressStyle::with_template("{msg:28} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+            .expect("a valid template")
+            .progress_chars("=> ");
+    let multi = MultiProgress::new();
+    let mut bars: std::collections::HashMap<String, ProgressBar> = std::collections::HashMap::new();
+    loop {
+        let st = node.status()?;
+        let mut live = Vec::new();
+        if let Some(c) = &st.copy {
+            live.push((
+                "copy into this node".to_string(),
+                c.received_bytes.min(c.total_bytes),
+                c.total_bytes,
+            ));
+        }
+        for b in st.backups.iter().filter(|b| b.copy_total > 0 && b.copy_sent < b.copy_total) {
+            live.push((format!("copy to backup {}", b.addr), b.copy_sent, b.copy_total));
+        }
+        for (name, done, total) in &live {
+            let bar = bars.entry(name.clone()).or_insert_with(|| {
+                let b = multi.add(ProgressBar::new(*total));
+                b.set_style(style.clone());
+                b.set_message(name.clone());
+                b
+            });
+            bar.set_length(*total);
+            bar.set_position(*done);
+        }
+        bars.retain(|name, bar| {
+            let keep = live.iter().any(|(n, _, _)| n == name);
+            if !keep {
+                bar.finish();
+            }
+            keep
+        });
+        if live.is_empty() {
+            if st.consistent {
+                println!("no copy in progress; the copy is consistent");
+            } else {
+                println!("no copy in progress, but this copy is inconsistent: it needs a full copy");
+            }
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 fn status(a: StatusArgs) -> mojim::Result<()> {
+    if a.progress {
+        return follow_copies(&mut admin(&a.target)?);
+    }
     let st = admin(&a.target)?.status()?;
     if a.json {
         println!("{}", serde_json::to_string(&st).unwrap_or_default());
@@ -357,6 +415,33 @@ fn status(a: StatusArgs) -> mojim::Result<()> {
         st.region_uuid, st.region_size, st.data_persistence
     );
     println!("epoch           {}", st.epoch);
+    println!(
+        "generation      {} (before it {}){}",
+        st.generation,
+        st.prev_generation,
+        if st.consistent { "" } else { ", INCONSISTENT: a copy into it is unfinished" }
+    );
+    if let Some(c) = &st.copy {
+        println!(
+            "copy            {} of {} bytes received, {:.1} MB/s, {} bytes remaining",
+            c.received_bytes, c.total_bytes, c.mb_per_s, c.remaining_bytes
+        );
+    }
+    for b in &st.backups {
+        let copy = if b.copy_total > 0 && b.copy_sent < b.copy_total {
+            format!(", full copy {} of {} bytes", b.copy_sent, b.copy_total)
+        } else {
+            String::new()
+        };
+        println!(
+            "backup          {} {} acked {} lag {} groups{}{copy}",
+            b.addr,
+            if b.connected { "connected" } else { "down" },
+            b.acked_seq,
+            b.lag_groups,
+            b.error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default()
+        );
+    }
     match (&st.session, &st.primary) {
         (Some(s), Some(p)) => println!("session         {s} from {p}, {} lanes", st.session_lanes),
         _ => println!("session         none"),

@@ -298,6 +298,12 @@ fn a_wiped_backup_gets_a_full_copy_and_converges() {
     }
     let st = wait_caught_up(&mut m);
     assert_eq!(st.backups[0].copy_sent, size, "the backup got a full copy: {st:?}");
+    let out = std::process::Command::new(common::exe())
+        .args(["status", "--config", cfg, "--addr", &st.listen, "--progress"])
+        .output()
+        .expect("run mojim status --progress");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no copy in progress"));
     let mut b = admin(&restarted, &c);
     let bst = common::wait_status(&mut b, "the copied backup to be consistent", |st| st.consistent);
     assert_eq!(bst.generation, st.generation, "the backup takes the mirror's history");

@@ -253,3 +253,44 @@ fn unreplicated_writes_reach_a_mirror_later() {
     wait_applied(&mut a);
     assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None);
 }
+
+#[test]
+fn when_primary_and_mirror_are_both_lost_a_backup_takes_over_with_its_snapshot() {
+    let mut rng = Rng::new(common::seed("double"));
+    let c = cluster("double", 2 << 20);
+    let backup = start_node(&c, "b", "127.0.0.1:0", &[]);
+    let mut mirror = start_node(&c, "m", "127.0.0.1:0", &[backup.addr()]);
+    let mut o = PrimaryOptions::from_config(&c.cfg, false).expect("options");
+    o.mirror = mirror.addr().to_string();
+    fast(&mut o);
+    let p = Primary::open(&o).expect("open");
+    assert_eq!(scribble(&p, &mut rng, 40), 40);
+    let acked = image_of(&p);
+    // Both the primary and the mirror are lost.
+    mirror.kill();
+    drop(p);
+    let out = std::process::Command::new(common::exe())
+        .args(["promote", "--config", c.cfg_path.to_str().unwrap(), "--addr", backup.addr()])
+        .output()
+        .expect("run mojim promote");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The promotion applied everything the backup had: its snapshot.
+    let mut b = AdminClient::connect(backup.addr(), &c.secret(), Duration::from_secs(5)).unwrap();
+    let before = b.status().expect("status");
+    let snapshot = mirror_image(&mut b, acked.len() as u64);
+    let mut o2 = o.clone();
+    o2.region_path = c.dir.path().join("b").join("data.mojim");
+    o2.failure.on_mirror_loss = OnMirrorLoss::Degrade;
+    let p2 = Primary::open(&o2).expect("the application on the backup's copy, without a mirror");
+    assert_eq!(
+        first_difference(&snapshot, &image_of(&p2)),
+        None,
+        "the backup's snapshot as of group {}",
+        before.applied_seq
+    );
+    assert!(p2.status().degraded);
+    assert_eq!(scribble(&p2, &mut rng, 5), 5, "it keeps going, degraded");
+    // What it lost is bounded by secondary_tier_thresh; here the backup had kept up.
+    let lost = acked.iter().zip(&snapshot).filter(|(a, b)| a != b).count();
+    println!("the backup's snapshot (group {}) lacks {lost} bytes of the primary's", before.applied_seq);
+}

@@ -377,8 +377,8 @@ fn full_copy<C: Conn>(
         h.seq = seq;
         conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]).map_err(|e| format!("send {kind:?}: {e}"))
     };
-    control(conn, FrameKind::CopyBegin, crate::primary::CopyKind::Full as u64, 0)?;
     let size = s.opts.region.size;
+    control(conn, FrameKind::CopyBegin, crate::primary::CopyKind::Full as u64, size)?;
     let chunk = (max_frame as u64).min(1 << 20);
     let mut buf = vec![0u8; chunk as usize];
     let t0 = Instant::now();

@@ -130,7 +130,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
                 continue;
             }
             FrameKind::CopyBegin => {
-                if let Err(m) = super::session::copy_begin(s, tag.session) {
+                if let Err(m) = super::session::copy_begin(s, tag.session, h.seq) {
                     return LaneEnd::Storage(m);
                 }
                 continue;
@@ -215,6 +215,7 @@ fn receive_copy<C: Conn>(
     if let Err(e) = h.check_body(buf) {
         return Err(LaneEnd::Violation(Violation::Body(e)));
     }
+    s.stats.bytes_received.fetch_add(buf.len() as u64, Ordering::Relaxed);
     let _w = s.data_lock.write().unwrap_or_else(|p| p.into_inner());
     s.region
         .write(h.offset, buf)

@@ -19,6 +19,7 @@ pub use accept::MAX_READ;
 use data::DataArea;
 pub use data::DataPlacement;
 pub use forward::BackupStatus;
+pub use session::CopyProgress;
 pub use status::{LaneStatus, MirrorStatus};
 
 use crate::config::{Config, Limits, RegionId, Secret};

@@ -31,6 +31,21 @@ pub(crate) struct Session {
     /// Lanes that sent CopyEnd, the highest copy group among them, and the generation.
     copy_ended: u64,
     copy_until: u64,
+    /// The copy's size (from CopyBegin), when it began, and the bytes received before it.
+    copy_total: u64,
+    copy_started: Option<std::time::Instant>,
+    copy_base_bytes: u64,
+}
+
+/// A copy into this node, as status shows it. `received_bytes` counts everything received
+/// since the copy began (the application's groups too, which keep flowing meanwhile).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct CopyProgress {
+    pub total_bytes: u64,
+    pub received_bytes: u64,
+    pub remaining_bytes: u64,
+    pub seconds: f64,
+    pub mb_per_s: f64,
 }
 
 #[derive(Default)]
@@ -122,6 +137,9 @@ pub(crate) fn join(
                     copy_began: false,
                     copy_ended: 0,
                     copy_until: 0,
+                    copy_total: 0,
+                    copy_started: None,
+                    copy_base_bytes: 0,
                 });
                 s.stats.sessions.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(%peer, session = format!("{:#x}", hello.session), lanes = hello.lanes, next_seq, "primary session begins");
@@ -241,13 +259,16 @@ pub(crate) fn consistent(s: &Shared) -> bool {
 }
 
 /// A lane of `session` announced a copy: mark the data area inconsistent before any of it lands.
-pub(crate) fn copy_begin(s: &Shared, session: u64) -> Result<(), String> {
+pub(crate) fn copy_begin(s: &Shared, session: u64, total: u64) -> Result<(), String> {
     let mut slot = lock(s);
     let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
     if cur.copy_began {
         return Ok(());
     }
     cur.copy_began = true;
+    cur.copy_total = total;
+    cur.copy_started = Some(std::time::Instant::now());
+    cur.copy_base_bytes = s.stats.bytes_received.load(Ordering::Relaxed);
     let (flags, _) = s.region.copy_state().map_err(|e| format!("read the copy state: {e}"))?;
     s.region
         .set_copy_state(flags | FLAG_INCONSISTENT, 0)
@@ -319,6 +340,21 @@ pub(crate) fn wait_ended(s: &Shared, timeout: Duration) -> Result<(), String> {
             .0;
     }
     Ok(())
+}
+
+/// The copy into this node in progress, if any.
+pub(crate) fn copy_progress(s: &Shared) -> Option<CopyProgress> {
+    let slot = lock(s);
+    let cur = slot.current.as_ref().filter(|c| c.copy_began && c.copy_ended.count_ones() < c.lanes as u32)?;
+    let received = s.stats.bytes_received.load(Ordering::Relaxed).saturating_sub(cur.copy_base_bytes);
+    let seconds = cur.copy_started.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    Some(CopyProgress {
+        total_bytes: cur.copy_total,
+        received_bytes: received.min(cur.copy_total.max(received)),
+        remaining_bytes: cur.copy_total.saturating_sub(received),
+        seconds,
+        mb_per_s: if seconds > 0.0 { received as f64 / 1e6 / seconds } else { 0.0 },
+    })
 }
 
 /// Whether `session` is the current one and announced a copy.

@@ -23,6 +23,9 @@ pub struct MirrorStatus {
     pub prev_generation: String,
     /// False while a copy into the data area is unfinished: such a copy must not be promoted.
     pub consistent: bool,
+    /// A copy into this node in progress.
+    #[serde(default)]
+    pub copy: Option<super::session::CopyProgress>,
     pub session: Option<String>,
     pub primary: Option<String>,
     pub session_lanes: u16,
@@ -52,6 +55,7 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
     // apply lock, and reclaim holds the apply lock while it takes the forwarding lock.
     let sess = session::describe(s);
     let consistent = session::consistent(s);
+    let copy = session::copy_progress(s);
     let fwd = s.forward.as_ref().map(super::forward::lock);
     let (lag_groups, lag_bytes, applied) = {
         let c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
@@ -81,6 +85,7 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         generation: format!("{generation:#x}"),
         prev_generation: format!("{prev:#x}"),
         consistent,
+        copy,
         listen: s.listen_addr.get().cloned().unwrap_or_default(),
         region_uuid: crate::config::format_uuid(&s.opts.region.uuid),
         region_size: s.opts.region.size,

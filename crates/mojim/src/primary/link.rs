@@ -214,16 +214,18 @@ impl<C: Conn> Link<C> {
         self.send_group_from(region, l, ranges, shape, None, before_send)
     }
 
-    /// As [`Link::send_group`], the bytes of `ranges` taken from `snapshot` (the ranges'
-    /// bytes one after another) instead of the live region: for copies, whose ranges the
-    /// application may be changing meanwhile.
+    /// As [`Link::send_group`], the bytes of `ranges` copied into `snapshot` (one after another)
+    /// and sent from there: for copies, whose ranges the application may be changing meanwhile.
+    /// The snapshot is taken once the group's number is assigned, so it holds every group
+    /// numbered before it (their bytes were stored before they were numbered) and any later
+    /// group is applied after it.
     pub fn send_group_from(
         &self,
         region: &RegionFile,
         l: usize,
         ranges: &[Range],
         shape: GroupShape,
-        snapshot: Option<&[u8]>,
+        mut snapshot: Option<&mut Vec<u8>>,
         before_send: impl FnOnce(u64),
     ) -> Result<(u64, u64), String> {
         let mut guards: [Option<MutexGuard<'_, Tx<C>>>; MAX_REPLICAS] = Default::default();
@@ -236,6 +238,15 @@ impl<C: Conn> Link<C> {
         // Assigned under the lanes' locks: a lane's groups go out in sequence order.
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         before_send(seq);
+        if let Some(buf) = snapshot.as_deref_mut() {
+            buf.clear();
+            for r in ranges {
+                let at = buf.len();
+                buf.resize(at + r.len as usize, 0);
+                region.read(r.offset, &mut buf[at..]);
+            }
+        }
+        let snapshot = snapshot.as_deref().map(|b| b.as_slice());
         let mut behind = 0;
         for (r, tx) in guards.iter_mut().enumerate().take(self.replicas) {
             let tx = tx.as_mut().expect("locked above");

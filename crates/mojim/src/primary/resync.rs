@@ -294,9 +294,10 @@ where
                 }
             }
         }
-        Plan::Copy { kind, .. } => {
+        Plan::Copy { kind, ranges } => {
+            let total = ranges.iter().map(|r| r.1).sum();
             for l in 0..lanes {
-                link.send_control(l, FrameKind::CopyBegin, *kind as u64, 0).map_err(fail)?;
+                link.send_control(l, FrameKind::CopyBegin, *kind as u64, total).map_err(fail)?;
             }
             // The mirror is marked inconsistent before it gets anything: the old records are
             // no longer needed (a failed copy is redone in full).
@@ -351,7 +352,7 @@ where
     let mut bytes = 0u64;
     let mut n = 0usize;
     // The application may change copied ranges at any time: each group is sent from a snapshot.
-    let mut snapshot = vec![0u8; group_bytes as usize];
+    let mut snapshot = Vec::with_capacity(group_bytes as usize);
     let mut send = |group: &mut Vec<Range>, bytes: &mut u64| -> Result<(), String> {
         if group.is_empty() {
             return Ok(());
@@ -359,13 +360,8 @@ where
         let lane = n % lanes;
         n += 1;
         let shape = check_group(group, &link.limits).map_err(|e| format!("copy group: {e}"))?;
-        let mut at = 0usize;
-        for r in group.iter() {
-            inner.region.read(r.offset, &mut snapshot[at..at + r.len as usize]);
-            at += r.len as usize;
-        }
         let (seq, _) =
-            link.send_group_from(&inner.region, lane, group, shape, Some(&snapshot[..at]), |_| {})?;
+            link.send_group_from(&inner.region, lane, group, shape, Some(&mut snapshot), |_| {})?;
         inner.resync.sent.fetch_add(*bytes, Ordering::Relaxed);
         last[lane] = seq;
         in_flight.push_back((lane, seq));
