@@ -65,6 +65,12 @@ enum Until {
     Heard,
 }
 
+/// Where a group's bytes come from: the live region, or a snapshot of its ranges.
+struct Source<'a> {
+    region: &'a RegionFile,
+    snapshot: Option<&'a [u8]>,
+}
+
 /// A connected session.
 pub(crate) struct Link<C> {
     /// `replicas` × `lanes_per_replica` lanes: replica r's lane l at `r * lanes_per_replica + l`.
@@ -250,7 +256,8 @@ impl<C: Conn> Link<C> {
         let mut behind = 0;
         for (r, tx) in guards.iter_mut().enumerate().take(self.replicas) {
             let tx = tx.as_mut().expect("locked above");
-            behind = self.send_frames(region, tx, l as u16, seq, ranges, shape, snapshot)?;
+            let bytes = Source { region, snapshot };
+            behind = self.send_frames(tx, l as u16, seq, ranges, shape, &bytes)?;
             self.lanes[r * self.lanes_per_replica + l].last_tx.store(self.now_ms(), Ordering::Relaxed);
         }
         Ok((seq, behind))
@@ -258,14 +265,14 @@ impl<C: Conn> Link<C> {
 
     fn send_frames(
         &self,
-        region: &RegionFile,
         tx: &mut Tx<C>,
         lane: u16,
         seq: u64,
         ranges: &[Range],
         shape: GroupShape,
-        snapshot: Option<&[u8]>,
+        bytes: &Source<'_>,
     ) -> Result<u64, String> {
+        let (region, snapshot) = (bytes.region, bytes.snapshot);
         let tag = SessionTag { session: self.session, epoch: self.epoch, lane };
         let mut plans = encode::frames(ranges, self.limits.max_frame, shape);
         let mut bodies: [&[u8]; BATCH] = [&[]; BATCH];
