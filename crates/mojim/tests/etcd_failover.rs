@@ -49,8 +49,8 @@ fn the_mirror_takes_over_when_the_primary_lease_expires() {
         f.cluster.lease_ttl_ms = 1500;
         f.cluster.lease_renew_ms = 300;
         f.cluster.lease_margin_ms = 300;
-        f.cluster.heartbeat_interval_ms = 20;
-        f.cluster.heartbeat_timeout_ms = 500;
+        f.cluster.heartbeat_interval_ms = 50;
+        f.cluster.heartbeat_timeout_ms = 1500;
     });
     let backup = start_node(&c, "b", &[]);
     let mirror = start_node(&c, "m", &[backup.addr()]);

@@ -12,16 +12,16 @@ use mojim::{CopyKind, Primary, PrimaryOptions};
 use std::time::{Duration, Instant};
 
 fn fast(o: &mut PrimaryOptions) {
-    o.failure.heartbeat.interval = Duration::from_millis(20);
-    o.failure.heartbeat.timeout = Duration::from_millis(300);
+    o.failure.heartbeat.interval = Duration::from_millis(50);
+    o.failure.heartbeat.timeout = Duration::from_millis(1500);
     o.failure.reconnect = Duration::from_millis(50);
 }
 
 fn cluster(name: &str, size: u64) -> Cluster {
     Cluster::new(name, size, |f| {
         f.primary.lanes = 2;
-        f.cluster.heartbeat_interval_ms = 20;
-        f.cluster.heartbeat_timeout_ms = 300;
+        f.cluster.heartbeat_interval_ms = 50;
+        f.cluster.heartbeat_timeout_ms = 1500;
         f.cluster.dirty_chunk = "4KiB".into();
     })
 }
