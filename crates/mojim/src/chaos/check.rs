@@ -97,6 +97,54 @@ pub fn dual_primary(logs: &[(char, Vec<Ack>)]) -> Vec<String> {
         .collect()
 }
 
+/// When the roles left an epoch: the next epoch's primary was in place at `after_us` (wall
+/// clock, microseconds since 1970), or earlier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Move {
+    pub after_us: u64,
+    /// The next epoch's primary's node.
+    pub to: char,
+}
+
+/// Acknowledgements of an epoch decided after the primary of that epoch had to stop (`moves`,
+/// keyed by the epoch left). A primary holding a lease decides before its validity ends,
+/// `margin_us` before the lease can expire and so before the roles can move: a group whose
+/// successful sync began after `after_us - margin_us` was acknowledged too late (without a
+/// lease the margin is 0). With `by_return`, a group whose sync returned after `after_us` is
+/// reported too (sound only where no worker is frozen between deciding and logging).
+pub fn late_acks(
+    logs: &[(char, Vec<Ack>)],
+    moves: &BTreeMap<u64, Move>,
+    margin_us: u64,
+    by_return: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (node, acks) in logs {
+        for a in acks {
+            let Some(m) = moves.get(&a.epoch) else { continue };
+            let deadline = m.after_us.saturating_sub(margin_us);
+            let (when, what) = if a.start_us > deadline {
+                (a.start_us, "began to sync")
+            } else if by_return && a.done_us > m.after_us {
+                (a.done_us, "returned from syncing")
+            } else {
+                continue;
+            };
+            out.push(format!(
+                "epoch {}: node {node} acknowledged group k={} (seq {}), which it {what} {:.1} ms after it had \
+                 to stop ({:.1} ms before node {} was primary at a later epoch)",
+                a.epoch,
+                a.k,
+                a.seq,
+                when.saturating_sub(deadline) as f64 / 1000.0,
+                margin_us as f64 / 1000.0,
+                m.to
+            ));
+        }
+    }
+    out
+}
+
 /// The first offset where two images differ, and how many bytes differ.
 pub fn difference(a: &[u8], b: &[u8]) -> Option<(usize, usize)> {
     if a == b {
@@ -119,7 +167,7 @@ mod tests {
     }
 
     fn ack(k: u64, a: u32, b: u32) -> Ack {
-        Ack { epoch: 2, seq: k, k, a, b, hash: group_hash(k, a, b) }
+        Ack { epoch: 2, seq: k, k, a, b, hash: group_hash(k, a, b), start_us: 0, done_us: 0 }
     }
 
     #[test]
@@ -153,5 +201,22 @@ mod tests {
         let mut later = ack(2, 0, 1);
         later.epoch = 3;
         assert!(dual_primary(&[('a', vec![ack(1, 0, 1)]), ('b', vec![later])]).is_empty());
+    }
+
+    #[test]
+    fn acknowledgements_after_the_roles_moved_on_are_late() {
+        let moves = BTreeMap::from([(2, Move { after_us: 1000, to: 'b' })]);
+        let at = |start_us, done_us| Ack { start_us, done_us, ..ack(1, 0, 1) };
+        let logs = vec![('a', vec![at(100, 200), at(950, 1100)])];
+        assert!(late_acks(&logs, &moves, 0, false).is_empty(), "it began before the move");
+        assert_eq!(late_acks(&logs, &moves, 0, true).len(), 1, "it returned after the move");
+        let logs = vec![('a', vec![at(1001, 1002)])];
+        assert_eq!(late_acks(&logs, &moves, 0, false).len(), 1);
+        let logs = vec![('a', vec![at(960, 970)])];
+        assert!(late_acks(&logs, &moves, 0, false).is_empty());
+        assert_eq!(late_acks(&logs, &moves, 50, false).len(), 1, "it began within the lease's margin");
+        let mut later = at(5000, 5001);
+        later.epoch = 3;
+        assert!(late_acks(&[('b', vec![later])], &moves, 50, true).is_empty(), "epoch 3 did not end");
     }
 }

@@ -4,10 +4,12 @@
 //! configuration and logs) and a `mojim serve` daemon. With network namespaces each node lives
 //! in a namespace of its own, joined by a veth pair to a bridge in the harness's namespace, and
 //! a partition is a blackhole route on each side; on loopback all nodes share 127.0.0.1 and a
-//! partition can only be emulated by freezing a node.
+//! partition can only be emulated by freezing a node. Under the etcd coordinator the etcd gets a
+//! namespace of its own on the same bridge (the one after the nodes'), so that a partition can
+//! cut a node off from it too.
 
 use crate::admin::AdminClient;
-use crate::config::{template, ConfigFile, Secret};
+use crate::config::{template, ConfigFile, EtcdSettings, Secret};
 use crate::mirror::MirrorStatus;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -39,6 +41,7 @@ fn ip(args: &[&str]) -> Result<(), String> {
 pub(crate) struct Netns {
     tag: u32,
     subnet: String,
+    /// Namespaces created (the nodes', then the etcd's if there is one).
     nodes: usize,
     /// Pairs currently cut off from each other.
     cut: Vec<(usize, usize)>,
@@ -57,7 +60,8 @@ impl Netns {
         format!("{}.{}", self.subnet, i + 1)
     }
 
-    /// Namespaces, veth pairs and a bridge for `nodes` nodes.
+    /// Namespaces, veth pairs and a bridge for `nodes` nodes (the nodes of the cluster, and the
+    /// etcd when there is one).
     pub fn create(nodes: usize) -> Result<Netns, String> {
         if !rustix::process::geteuid().is_root() {
             return Err("network namespaces need root".into());
@@ -158,8 +162,16 @@ impl Net {
         }
     }
 
-    /// A command that runs `exe` on node `i`.
-    fn command(&self, i: usize, exe: &Path) -> Command {
+    /// The IP address of site `i` (a node, or the etcd's namespace after the nodes').
+    pub fn host(&self, i: usize) -> String {
+        match self {
+            Net::Loopback { .. } => "127.0.0.1".into(),
+            Net::Netns(n) => n.ip_of(i),
+        }
+    }
+
+    /// A command that runs `exe` on site `i` (a node, or the etcd's namespace after the nodes').
+    pub fn command(&self, i: usize, exe: &Path) -> Command {
         match self {
             Net::Loopback { .. } => Command::new(exe),
             Net::Netns(n) => {
@@ -350,10 +362,19 @@ pub(crate) struct Cluster {
     secret: Secret,
     pub dir: PathBuf,
     started: Instant,
+    /// The etcd coordinator the nodes use (this trial's key prefix), if not the static one.
+    pub etcd: Option<EtcdSettings>,
 }
 
 impl Cluster {
-    pub fn new(dir: &Path, net: &Net, count: usize, shape: Shape, exe: PathBuf) -> Result<Cluster, String> {
+    pub fn new(
+        dir: &Path,
+        net: &Net,
+        count: usize,
+        shape: Shape,
+        exe: PathBuf,
+        etcd: Option<EtcdSettings>,
+    ) -> Result<Cluster, String> {
         let mut nodes = Vec::new();
         for i in 0..count {
             let name = (b'a' + i as u8) as char;
@@ -362,7 +383,7 @@ impl Cluster {
             nodes.push(Node { name, dir: d, addr: net.addr(i), daemon: None });
         }
         let secret = Secret(shape.secret.clone().into_bytes());
-        Ok(Cluster { nodes, shape, exe, secret, dir: dir.to_path_buf(), started: Instant::now() })
+        Ok(Cluster { nodes, shape, exe, secret, dir: dir.to_path_buf(), started: Instant::now(), etcd })
     }
 
     /// Writes node `i`'s configuration: it feeds `backups`, and its application's mirror is
@@ -385,6 +406,15 @@ impl Cluster {
         f.cluster.on_mirror_loss = "block".into();
         f.cluster.dirty_chunk = "4KiB".into();
         f.cluster.metadata_log_records = 4096;
+        if let Some(e) = &self.etcd {
+            f.cluster.coordinator = "etcd".into();
+            f.cluster.node = n.name.to_string();
+            f.cluster.etcd_endpoints = e.endpoints.clone();
+            f.cluster.etcd_prefix = e.prefix.clone();
+            f.cluster.lease_ttl_ms = e.lease_ttl.as_millis() as u64;
+            f.cluster.lease_renew_ms = e.lease_renew.as_millis() as u64;
+            f.cluster.lease_margin_ms = e.lease_margin.as_millis() as u64;
+        }
         let text = toml::to_string(&f).map_err(|e| format!("chaos config: {e}"))?;
         std::fs::write(n.config_path(), text).map_err(|e| format!("write {}: {e}", n.config_path().display()))
     }
@@ -408,13 +438,13 @@ impl Cluster {
         }
     }
 
-    /// Starts a worker on node `i`.
+    /// Starts a worker on node `i`; returns it, its ack log and the rest of its `running` line.
     pub fn start_worker(
         &mut self,
         net: &Net,
         i: usize,
         plan: &WorkerPlan<'_>,
-    ) -> Result<(Proc, PathBuf), String> {
+    ) -> Result<(Proc, PathBuf, String), String> {
         self.write_config(i, &[], plan.mirror)?;
         let n = &self.nodes[i];
         let w = plan.number;
@@ -430,8 +460,8 @@ impl Cluster {
         if plan.redo {
             cmd.arg("--redo");
         }
-        let (p, _) = Proc::spawn(cmd, &n.dir.join(format!("worker-{w}.log")), "running ", true)?;
-        Ok((p, ack_log))
+        let (p, said) = Proc::spawn(cmd, &n.dir.join(format!("worker-{w}.log")), "running ", true)?;
+        Ok((p, ack_log, said))
     }
 
     /// Runs `call` on an operator's connection to node `i`, in a thread of its own: a node that

@@ -1,5 +1,6 @@
 //! One trial: a fresh cluster, a worker on the primary's node, several faults each healed as an
-//! operator of the static coordinator would heal it, then quiescing and the checks.
+//! operator of the static coordinator would heal it (or, under the etcd coordinator, as the
+//! coordinator heals it: see `takeover.rs`), then quiescing and the checks.
 //!
 //! Roles start as node a primary's node, b mirror (feeding the rest), c.. backups. Faults:
 //! - `kill`: SIGKILL a node's daemon (and the worker, if it is the primary's node). A dead
@@ -13,17 +14,27 @@
 //!   loopback, freeze one node (SIGSTOP, SIGCONT) for a while.
 //! - `zombie`: cut the primary's node off (or freeze it), fail over as above while its worker
 //!   still runs, let the old worker run again, then kill it and demote its node.
+//!
+//! Under the etcd coordinator the harness never fences or promotes after the start: a lost
+//! primary (killed, cut off from etcd, frozen, or a worker that stopped because its lease could
+//! expire) is replaced by the mirror's automatic take-over, and the harness only restarts the
+//! daemons around the new roles and starts the application on the new primary's node.
+//! Partitions may then also cut a node off from etcd. With `--takeover-crashes`, a fourth fault
+//! kills the primary's node and then the mirror's daemon as soon as it has claimed the next
+//! epoch in etcd, before or while it promotes itself (sometimes held up by a partition from its
+//! backups, which a promotion drains first).
 
-use super::check;
+use super::check::{self, Move};
 use super::cluster::{Cluster, Net, Proc, WorkerPlan};
-use super::workload::{read_acks, read_intent, Ack};
+use super::workload::{read_acks, read_intent, wall_us, Ack};
 use super::Rng;
+use crate::coord::Coordinator;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// How long the harness waits for anything before it calls it a hang.
-const HANG: Duration = Duration::from_secs(15);
+pub(super) const HANG: Duration = Duration::from_secs(15);
 /// How long a promotion may wait for the backups to catch up.
 const DRAIN_MS: u64 = 500;
 
@@ -41,6 +52,16 @@ pub(crate) struct Report {
     pub errors: Vec<String>,
     /// Log lines of nodes that closed a connection for a protocol violation.
     pub violations: Vec<String>,
+    /// etcd coordinator: milliseconds from a primary's loss to the take-over in etcd.
+    pub takeover_ms: Vec<u64>,
+    /// etcd coordinator: milliseconds from a primary's loss to the first acknowledgement of the
+    /// application on the new primary.
+    pub first_ack_ms: Vec<u64>,
+    /// etcd coordinator: losses after which no take-over came (the mirror had not seen the lost
+    /// primary's lease), healed by restarting the application in place.
+    pub no_takeover: u64,
+    /// etcd coordinator: workers that stopped because their lease could expire.
+    pub lease_stops: u64,
 }
 
 impl Report {
@@ -57,24 +78,37 @@ enum Role {
 }
 
 pub(crate) struct Trial<'n> {
-    rng: Rng,
+    pub(super) rng: Rng,
     seed: u64,
     net: &'n mut Net,
-    c: Cluster,
-    epoch: u64,
-    primary: usize,
-    mirror: usize,
-    backups: Vec<usize>,
-    worker: Option<Proc>,
+    pub(super) c: Cluster,
+    pub(super) epoch: u64,
+    pub(super) primary: usize,
+    pub(super) mirror: usize,
+    pub(super) backups: Vec<usize>,
+    pub(super) worker: Option<Proc>,
     /// Every worker's ack log and the node it ran on.
     logs: Vec<(usize, PathBuf)>,
+    /// The etcd coordinator the nodes follow (`None`: the harness is the static coordinator's
+    /// operator).
+    pub(super) coord: Option<Coordinator>,
+    /// When the roles left each epoch, keyed by the epoch left.
+    pub(super) moves: BTreeMap<u64, Move>,
+    /// When the primary of each epoch left (keyed by that epoch) was lost, where known.
+    pub(super) losses: BTreeMap<u64, u64>,
+    /// Also crash the mirror while it takes over (`--takeover-crashes`).
+    pub takeover_crashes: bool,
     pub report: Report,
 }
 
 impl<'n> Trial<'n> {
-    pub fn new(seed: u64, net: &'n mut Net, c: Cluster) -> Trial<'n> {
+    pub fn new(seed: u64, net: &'n mut Net, c: Cluster) -> Result<Trial<'n>, String> {
         let n = c.nodes.len();
-        Trial {
+        let coord = match &c.etcd {
+            Some(settings) => Some(Coordinator::new(settings).map_err(|e| format!("harness: {e}"))?),
+            None => None,
+        };
+        Ok(Trial {
             rng: Rng::new(seed),
             seed,
             net,
@@ -85,11 +119,15 @@ impl<'n> Trial<'n> {
             backups: (2..n).collect(),
             worker: None,
             logs: Vec::new(),
+            coord,
+            moves: BTreeMap::new(),
+            losses: BTreeMap::new(),
+            takeover_crashes: false,
             report: Report::default(),
-        }
+        })
     }
 
-    fn name(&self, i: usize) -> char {
+    pub(super) fn name(&self, i: usize) -> char {
         self.c.nodes[i].name
     }
 
@@ -104,11 +142,11 @@ impl<'n> Trial<'n> {
     }
 
     /// Notes what the operator saw or did in the trial's `operator.log`.
-    fn note(&self, line: String) {
+    pub(super) fn note(&self, line: String) {
         self.c.note(&line);
     }
 
-    fn sleep_ms(&mut self, lo: u64, hi: u64) -> u64 {
+    pub(super) fn sleep_ms(&mut self, lo: u64, hi: u64) -> u64 {
         let ms = self.rng.range(lo, hi);
         std::thread::sleep(Duration::from_millis(ms));
         ms
@@ -119,7 +157,7 @@ impl<'n> Trial<'n> {
     }
 
     /// Starts node `i`'s daemon as its role needs: the mirror feeds the backups.
-    fn start_daemon(&mut self, i: usize) -> Result<(), String> {
+    pub(super) fn start_daemon(&mut self, i: usize) -> Result<(), String> {
         let feeds = if i == self.mirror { self.backup_addrs() } else { Vec::new() };
         self.c.start_daemon(self.net, i, &feeds)
     }
@@ -135,6 +173,25 @@ impl<'n> Trial<'n> {
             }
         }
         self.report.violations = self.c.grep_logs("protocol violation");
+        // Counted whether or not the trial got as far as its end.
+        match self.all_acks() {
+            Ok(acks) => {
+                self.report.acked = acks.iter().map(|(_, a)| a.len() as u64).sum();
+                self.report.dual = check::dual_primary(&acks);
+                // Only a lease forbids acknowledging once the roles may move on, and only a worker
+                // that is never frozen logs its acknowledgements at once.
+                let margin_us = self.c.etcd.as_ref().map_or(0, |e| e.lease_margin.as_micros() as u64);
+                let by_return = self.coord.is_some() && matches!(self.net, Net::Netns(_));
+                self.report.dual.extend(check::late_acks(&acks, &self.moves, margin_us, by_return));
+                for (&epoch, &loss_us) in &self.losses {
+                    let first = acks.iter().flat_map(|(_, a)| a).filter(|a| a.epoch == epoch + 1);
+                    if let Some(t) = first.map(|a| a.done_us).min() {
+                        self.report.first_ack_ms.push(t.saturating_sub(loss_us) / 1000);
+                    }
+                }
+            }
+            Err(e) => self.report.errors.push(e),
+        }
     }
 
     fn play(&mut self, faults: usize) -> Result<(), String> {
@@ -143,14 +200,17 @@ impl<'n> Trial<'n> {
             self.sleep_ms(60, 150);
             self.ensure_worker()?;
             let r = self.rng.below(100);
-            let fault = if r < 45 {
+            let (kind, done) = if r < 45 {
                 let x = self.rng.below(self.c.nodes.len() as u64) as usize;
-                self.kill(x)?
+                ("kill", self.kill(x))
             } else if r < 75 {
-                self.partition()?
+                ("partition", self.partition())
+            } else if self.takeover_crashes && r < 90 {
+                ("takeover crash", self.crash_takeover())
             } else {
-                self.zombie()?
+                ("zombie", self.zombie())
             };
+            let fault = done.inspect_err(|_| self.report.faults.push(format!("{kind}: unfinished")))?;
             self.c.note(&format!("fault: {fault}"));
             self.report.faults.push(fault);
         }
@@ -184,6 +244,7 @@ impl<'n> Trial<'n> {
             .c
             .command(m, &format!(r#"{{"op":"promote","epoch":{epoch},"drain_ms":{DRAIN_MS}}}"#))
             .map_err(|e| format!("promote failed: {e}"))?;
+        self.moves.insert(self.epoch, Move { after_us: wall_us(), to: self.name(m) });
         self.epoch = epoch;
         self.c.note(&format!(
             "promoted node {} at epoch {epoch} in {:?}: {reply}",
@@ -208,19 +269,19 @@ impl<'n> Trial<'n> {
     }
 
     /// Starts a worker on the primary's node; `redo` when it restarts on the same copy.
-    fn start_worker(&mut self, redo: bool) -> Result<(), String> {
+    pub(super) fn start_worker(&mut self, redo: bool) -> Result<(), String> {
         assert!(self.worker.is_none());
         let w = self.logs.len();
         let start_k = self.start_k()?;
         let seed = super::mix(self.seed ^ super::mix(w as u64 + 1));
         let mirror = self.c.nodes[self.mirror].addr.clone();
         let plan = WorkerPlan { mirror: &mirror, number: w, start_k, seed, redo };
-        let (p, log) = self
+        let (p, log, said) = self
             .c
             .start_worker(self.net, self.primary, &plan)
             .map_err(|e| format!("worker on node {}: {e}", self.name(self.primary)))?;
         self.c.note(&format!(
-            "worker {w} on node {} (pid {}), mirror {}, epoch {}",
+            "worker {w} on node {} (pid {}), mirror {}, epoch {}: {said}",
             self.name(self.primary),
             p.pid(),
             self.name(self.mirror),
@@ -228,12 +289,32 @@ impl<'n> Trial<'n> {
         ));
         self.logs.push((self.primary, log));
         self.worker = Some(p);
+        if self.coord.is_some() {
+            // The epoch and the mirror come from the roles in etcd: they must be the harness's.
+            let expected = format!("epoch={} ", self.epoch);
+            let mirror = format!("mirror={}", mirror);
+            if !said.starts_with(&expected) || !said.ends_with(&mirror) {
+                return Err(format!(
+                    "the worker on node {} runs with {said:?} but the harness expected {expected}... {mirror}",
+                    self.name(self.primary)
+                ));
+            }
+        }
         Ok(())
     }
 
     /// A worker that stopped by itself is a problem (it gives up only after a long loss);
-    /// it is restarted in place so the trial goes on.
+    /// it is restarted in place so the trial goes on. Under the etcd coordinator the primary is
+    /// lost then, and the coordinator heals (see `follow`).
     fn ensure_worker(&mut self) -> Result<(), String> {
+        if self.coord.is_some() && self.worker.is_some() {
+            if let Some(how) = self.follow()? {
+                if let Some(last) = self.report.faults.last_mut() {
+                    last.push_str(&format!(" (then {how})"));
+                }
+            }
+            return Ok(());
+        }
         let Some(w) = self.worker.as_mut() else { return self.start_worker(true) };
         if let Some(status) = w.exited() {
             let line = w.last_line();
@@ -247,7 +328,7 @@ impl<'n> Trial<'n> {
         Ok(())
     }
 
-    fn kill_worker(&mut self) {
+    pub(super) fn kill_worker(&mut self) {
         if let Some(mut w) = self.worker.take() {
             w.kill();
         }
@@ -256,6 +337,7 @@ impl<'n> Trial<'n> {
     /// SIGKILLs node `x` (its daemon, and the worker on the primary's node), then heals.
     fn kill(&mut self, x: usize) -> Result<String, String> {
         let role = self.role(x);
+        let lost_us = wall_us();
         if role == Role::Primary {
             self.kill_worker();
         }
@@ -263,6 +345,9 @@ impl<'n> Trial<'n> {
         let down = self.sleep_ms(10, 200);
         let what = format!("kill({}:{role:?}, down {down}ms)", self.name(x)).to_lowercase();
         match role {
+            Role::Primary if self.coord.is_some() => {
+                self.primary_lost(x, false, Some(lost_us)).map(|how| format!("{what} -> {how}"))
+            }
             Role::Primary => self.fail_over(x, false).map(|how| format!("{what} -> {how}")),
             Role::Mirror | Role::Backup => self.start_daemon(x).map(|()| what),
         }
@@ -340,7 +425,7 @@ impl<'n> Trial<'n> {
     }
 
     /// Ends a zombie's isolation: heals its partitions or thaws it.
-    fn release(&mut self, x: usize) -> Result<(), String> {
+    pub(super) fn release(&mut self, x: usize) -> Result<(), String> {
         match self.net {
             Net::Netns(n) => n.heal().map_err(|e| format!("harness: {e}")),
             Net::Loopback { .. } => {
@@ -355,25 +440,67 @@ impl<'n> Trial<'n> {
         }
     }
 
-    /// Cuts a node off (netns: two nodes from each other; loopback: freezes one) for a while.
+    /// The name of site `i`: a node's, or `etcd` for the etcd's namespace after the nodes'.
+    fn site(&self, i: usize) -> String {
+        if i < self.c.nodes.len() {
+            self.name(i).to_string()
+        } else {
+            "etcd".into()
+        }
+    }
+
+    /// Cuts a node off (netns: two nodes from each other, or a node from etcd; loopback:
+    /// freezes one) for a while.
     fn partition(&mut self) -> Result<String, String> {
         let n = self.c.nodes.len() as u64;
+        // Under the etcd coordinator the etcd's namespace is one more site to cut off from.
+        let sites = n + u64::from(self.coord.is_some() && matches!(self.net, Net::Netns(_)));
         let a = self.rng.below(n) as usize;
-        let b = (a + 1 + self.rng.below(n - 1) as usize) % n as usize;
-        let ms = self.rng.range(50, 450);
-        match self.net {
+        let b = (a + 1 + self.rng.below(sites - 1) as usize) % sites as usize;
+        // The primary's node cut off from etcd may stay cut off past its lease.
+        let lease = a == self.primary && b == n as usize;
+        let ms = if lease { self.rng.range(100, 1500) } else { self.rng.range(50, 450) };
+        let primary_frozen =
+            self.coord.is_some() && a == self.primary && matches!(self.net, Net::Loopback { .. });
+        // Then the mirror may take over while the partition lasts: the harness watches the roles.
+        let watch = lease || primary_frozen;
+        let what = match self.net {
             Net::Netns(net) => {
                 net.partition(a, b).map_err(|e| format!("harness: {e}"))?;
-                std::thread::sleep(Duration::from_millis(ms));
-                net.heal().map_err(|e| format!("harness: {e}"))?;
-                Ok(format!("partition({}-{}, {ms}ms)", self.name(a), self.name(b)))
+                self.pause(Duration::from_millis(ms), watch);
+                self.heal_partitions()?;
+                format!("partition({}-{}, {ms}ms)", self.name(a), self.site(b))
             }
             Net::Loopback { .. } => {
                 self.freeze(a);
-                std::thread::sleep(Duration::from_millis(ms));
+                self.pause(Duration::from_millis(ms), watch);
                 self.release(a)?;
-                Ok(format!("freeze({}:{:?}, {ms}ms)", self.name(a), self.role(a)).to_lowercase())
+                format!("freeze({}:{:?}, {ms}ms)", self.name(a), self.role(a)).to_lowercase()
             }
+        };
+        if watch {
+            // A renewal may have failed: the worker then stops at the end of its lease's validity
+            // and the mirror takes over once the lease expired.
+            self.pause(super::etcd::LEASE_TTL, true);
+            if let Some(how) = self.follow()? {
+                return Ok(format!("{what} -> {how}"));
+            }
+        }
+        Ok(what)
+    }
+
+    /// Cuts sites `a` and `b` off from each other, if the nodes run in network namespaces.
+    pub(super) fn cut(&mut self, a: usize, b: usize) -> Result<bool, String> {
+        match self.net {
+            Net::Netns(net) => net.partition(a, b).map(|()| true).map_err(|e| format!("harness: {e}")),
+            Net::Loopback { .. } => Ok(false),
+        }
+    }
+
+    pub(super) fn heal_partitions(&mut self) -> Result<(), String> {
+        match self.net {
+            Net::Netns(net) => net.heal().map_err(|e| format!("harness: {e}")),
+            Net::Loopback { .. } => Ok(()),
         }
     }
 
@@ -389,18 +516,38 @@ impl<'n> Trial<'n> {
     }
 
     /// Cuts the primary's node off with its worker running, fails over, then lets the old
-    /// worker back onto the network before killing it.
+    /// worker back onto the network before killing it. Under the etcd coordinator the node is
+    /// cut off from etcd too (or from etcd alone, its mirror still answering its worker), and
+    /// the fail-over is the coordinator's take-over once its lease expired.
     fn zombie(&mut self) -> Result<String, String> {
         let x = self.primary;
-        match self.net {
+        let n = self.c.nodes.len();
+        let lost_us = wall_us();
+        let etcd_only = self.coord.is_some() && self.rng.below(2) == 0;
+        let cut = match self.net {
             Net::Netns(net) => {
-                for j in 0..self.c.nodes.len() {
-                    if j != x {
-                        net.partition(x, j).map_err(|e| format!("harness: {e}"))?;
-                    }
+                let mut sites: Vec<usize> =
+                    if etcd_only { Vec::new() } else { (0..n).filter(|&j| j != x).collect() };
+                if self.coord.is_some() {
+                    sites.push(n);
+                }
+                for &j in &sites {
+                    net.partition(x, j).map_err(|e| format!("harness: {e}"))?;
+                }
+                if etcd_only {
+                    "cut off from etcd"
+                } else {
+                    "cut off"
                 }
             }
-            Net::Loopback { .. } => self.freeze(x),
+            Net::Loopback { .. } => {
+                self.freeze(x);
+                "frozen"
+            }
+        };
+        if self.coord.is_some() {
+            let how = self.primary_lost(x, true, Some(lost_us))?;
+            return Ok(format!("zombie({}, {cut}) -> {how}", self.name(x)));
         }
         let ms = self.sleep_ms(50, 400);
         let how = self.fail_over(x, true)?;
@@ -408,7 +555,7 @@ impl<'n> Trial<'n> {
     }
 
     /// Every acknowledged group is in node `i`'s copy, and no group there is torn.
-    fn check_copy(&mut self, i: usize, what: &str) -> Result<(), String> {
+    pub(super) fn check_copy(&mut self, i: usize, what: &str) -> Result<(), String> {
         let image = check::data_area(&self.c.nodes[i].data_path())?;
         let acks = self.all_acks()?;
         for (_, list) in &acks {
@@ -422,7 +569,7 @@ impl<'n> Trial<'n> {
         Ok(())
     }
 
-    fn all_acks(&self) -> Result<Vec<(char, Vec<Ack>)>, String> {
+    pub(super) fn all_acks(&self) -> Result<Vec<(char, Vec<Ack>)>, String> {
         self.logs.iter().map(|(n, p)| read_acks(p).map(|a| (self.name(*n), a))).collect()
     }
 
@@ -453,11 +600,15 @@ impl<'n> Trial<'n> {
                 Some(_) => self.c.note(&format!("worker stopped: {}", w.last_line())),
             }
         }
-        let acks = self.all_acks()?;
-        self.report.acked = acks.iter().map(|(_, a)| a.len() as u64).sum();
-        self.report.dual = check::dual_primary(&acks);
+        let stopped_us = wall_us();
         self.check_copy(self.primary, &format!("primary's node {}", self.name(self.primary)))?;
         let primary = check::data_area(&self.c.nodes[self.primary].data_path())?;
+        if self.coord.is_some() && clean {
+            // The application stopped: its lease expires and the mirror takes over.
+            if let Some(roles) = self.await_takeover(Some(stopped_us))? {
+                return self.check_after_takeover(&roles, &primary);
+            }
+        }
         if !self.wait_caught_up() || !clean {
             return Ok(());
         }

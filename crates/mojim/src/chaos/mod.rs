@@ -3,12 +3,16 @@
 //! Each trial starts a fresh cluster of `mojim serve` daemons (node a the primary's node, b the
 //! mirror, the rest backups), runs a self-checking workload as the application on the primary's
 //! node (`mojim chaos-worker`, see `workload.rs`), injects several seeded faults and heals each
-//! as an operator of the static coordinator would (`faults.rs`), then stops the worker, lets
-//! the replicas catch up and checks (`check.rs`):
+//! as an operator of the static coordinator would (`faults.rs`), or lets the etcd coordinator
+//! heal them (`--coordinator etcd`: one etcd for the run, `etcd.rs`; a key prefix per trial;
+//! the take-overs are followed in `takeover.rs`), then stops the worker, lets the replicas
+//! catch up (under etcd: lets the mirror take over from the stopped application) and checks
+//! (`check.rs`):
 //! 1. every acknowledged group is in the current primary's copy (and in every promoted copy at
 //!    the moment of its promotion);
 //! 2. no copy holds part of a group;
-//! 3. no two nodes acknowledged writes as primary in one epoch;
+//! 3. no two nodes acknowledged writes as primary in one epoch, and no primary acknowledged a
+//!    write after the roles had moved to a later epoch;
 //! 4. the mirror's and the backups' data areas equal the primary's byte for byte, except
 //!    backups the mirror reports as needing a full copy (counted as `unconverged`).
 //!
@@ -17,7 +21,9 @@
 
 mod check;
 mod cluster;
+mod etcd;
 mod faults;
+mod takeover;
 mod workload;
 
 pub use workload::{worker, WorkerArgs};
@@ -33,7 +39,8 @@ use std::time::Instant;
 pub enum Coordinator {
     /// The harness is the operator: fence, promote, demote over the admin connection.
     Static,
-    /// Leases in etcd (not supported by the harness yet).
+    /// Leases in etcd: the mirror takes over when the primary's lease expires; the harness
+    /// only restarts daemons and the application around the new roles.
     Etcd,
 }
 
@@ -65,6 +72,10 @@ pub struct ChaosArgs {
     /// Faults per trial, at most (each trial injects between 2 and this many).
     #[arg(long, default_value_t = 4)]
     pub faults: usize,
+    /// With --coordinator etcd: also kill the mirror's daemon as soon as it has claimed the
+    /// next epoch in etcd, before or while it promotes itself, and restart it.
+    #[arg(long)]
+    pub takeover_crashes: bool,
     /// Keep every trial's folder (failed trials' folders are always kept).
     #[arg(long)]
     pub keep: bool,
@@ -128,6 +139,10 @@ struct Totals {
     errors: u64,
     violations: u64,
     failed: Vec<u64>,
+    takeover_ms: Vec<u64>,
+    first_ack_ms: Vec<u64>,
+    no_takeover: u64,
+    lease_stops: u64,
 }
 
 impl Totals {
@@ -141,6 +156,20 @@ impl Totals {
         self.unconverged += r.unconverged.len() as u64;
         self.errors += r.errors.len() as u64;
         self.violations += r.violations.len() as u64;
+        self.takeover_ms.extend(&r.takeover_ms);
+        self.first_ack_ms.extend(&r.first_ack_ms);
+        self.no_takeover += r.no_takeover;
+        self.lease_stops += r.lease_stops;
+    }
+}
+
+/// `median M ms, max X ms` of some durations.
+fn spread(ms: &[u64]) -> String {
+    let mut v = ms.to_vec();
+    v.sort_unstable();
+    match (v.get(v.len() / 2), v.last()) {
+        (Some(m), Some(x)) => format!("median {m} ms, max {x} ms"),
+        _ => "none".into(),
     }
 }
 
@@ -159,15 +188,11 @@ fn print_problems(r: &faults::Report) {
 }
 
 pub fn run(a: &ChaosArgs) -> Result<()> {
-    if a.coordinator == Coordinator::Etcd {
-        return Err(Error::Config(
-            "--coordinator etcd is not supported yet: the harness can only act as the static coordinator's \
-             operator (fence, promote, demote); use --coordinator static"
-                .into(),
-        ));
-    }
     if !(3..=9).contains(&a.nodes) {
         return Err(Error::Config(format!("--nodes {} must be between 3 and 9", a.nodes)));
+    }
+    if a.takeover_crashes && a.coordinator != Coordinator::Etcd {
+        return Err(Error::Config("--takeover-crashes needs --coordinator etcd".into()));
     }
     if a.faults < 2 {
         return Err(Error::Config(format!("--faults {} must be at least 2", a.faults)));
@@ -176,12 +201,15 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         mix(t.as_nanos() as u64 ^ u64::from(std::process::id()))
     });
+    let etcd_mode = a.coordinator == Coordinator::Etcd;
+    // Under etcd, the etcd's namespace comes after the nodes'.
+    let sites = a.nodes + usize::from(etcd_mode);
     let mut net = match a.netns {
         NetnsMode::Off => Net::loopback(a.nodes).map_err(Error::Config)?,
         NetnsMode::On => {
-            Net::Netns(Netns::create(a.nodes).map_err(|e| Error::Config(format!("--netns on: {e}")))?)
+            Net::Netns(Netns::create(sites).map_err(|e| Error::Config(format!("--netns on: {e}")))?)
         }
-        NetnsMode::Auto => match Netns::create(a.nodes) {
+        NetnsMode::Auto => match Netns::create(sites) {
             Ok(n) => Net::Netns(n),
             Err(why) => {
                 println!("no network namespaces ({why}): running on loopback");
@@ -201,6 +229,20 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
     let exe = std::env::current_exe().map_err(Error::io("find the mojim binary"))?;
     println!("chaos: {} trials, seed {seed}, {} nodes, {}", a.trials, a.nodes, net.describe());
     println!("chaos: trial folders under {}", root.display());
+    let mut etcd = if etcd_mode {
+        let e = etcd::Etcd::start(&net, a.nodes, &root.join("etcd")).map_err(Error::Config)?;
+        println!(
+            "chaos: etcd coordinator at {} (lease ttl {:?}, renewed every {:?}, margin {:?}; its log: {})",
+            e.endpoint(),
+            etcd::LEASE_TTL,
+            etcd::LEASE_RENEW,
+            etcd::LEASE_MARGIN,
+            e.log().display()
+        );
+        Some(e)
+    } else {
+        None
+    };
     let mut t = Totals::default();
     let t0 = Instant::now();
     for i in 0..a.trials {
@@ -208,8 +250,12 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
         let dir = root.join(format!("trial-{i}"));
         let shape = Shape { uuid: random_uuid(), size: 1 << 20, secret: format!("chaos-{s:x}") };
         let started = Instant::now();
-        let cluster = Cluster::new(&dir, &net, a.nodes, shape, exe.clone()).map_err(Error::Config)?;
-        let mut trial = faults::Trial::new(s, &mut net, cluster);
+        let coordinator =
+            etcd.as_ref().map(|e| e.settings(format!("/mojim-chaos/{}/trial-{i}", std::process::id())));
+        let cluster =
+            Cluster::new(&dir, &net, a.nodes, shape, exe.clone(), coordinator).map_err(Error::Config)?;
+        let mut trial = faults::Trial::new(s, &mut net, cluster).map_err(Error::Config)?;
+        trial.takeover_crashes = a.takeover_crashes;
         let faults = 2 + (mix(s ^ 0xfa) % (a.faults as u64 - 1)) as usize;
         trial.run(faults);
         let r = std::mem::take(&mut trial.report);
@@ -232,7 +278,12 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
+    if let Some(e) = etcd.as_mut() {
+        e.keep = a.keep || !t.failed.is_empty();
+    }
+    drop(etcd);
     if !a.keep && t.failed.is_empty() {
+        let _ = std::fs::remove_dir_all(root.join("etcd"));
         let _ = std::fs::remove_dir(&root);
     }
     println!(
@@ -245,6 +296,17 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
         t.violations,
         t0.elapsed().as_secs_f64()
     );
+    if etcd_mode {
+        println!(
+            "coordinator: take-overs={} (primary lost -> roles moved in etcd: {}; -> first acknowledgement on \
+             the new primary: {}) no_takeover={} lease_stops={}",
+            t.takeover_ms.len(),
+            spread(&t.takeover_ms),
+            spread(&t.first_ack_ms),
+            t.no_takeover,
+            t.lease_stops
+        );
+    }
     if t.failed.is_empty() {
         Ok(())
     } else {
@@ -259,6 +321,12 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
 /// The command that runs the trial of seed `s` again.
 fn replay(a: &ChaosArgs, s: u64) -> String {
     let mut cmd = format!("mojim chaos --trials 1 --seed {s}");
+    if a.coordinator == Coordinator::Etcd {
+        cmd += " --coordinator etcd";
+    }
+    if a.takeover_crashes {
+        cmd += " --takeover-crashes";
+    }
     if a.nodes != 3 {
         cmd += &format!(" --nodes {}", a.nodes);
     }

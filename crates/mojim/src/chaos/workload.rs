@@ -5,7 +5,9 @@
 //! derived from `k` and ends with a CRC32C, so a copy of the region checks itself: a record is
 //! valid or not, and a group is whole iff its partner slot holds a record of the same group or
 //! of a later one (slots are overwritten only by later groups). After each acknowledged group
-//! the worker appends `epoch seq k slotA slotB hash` to its ack log.
+//! the worker appends `epoch seq k slotA slotB hash start_us done_us` to its ack log: the two
+//! times (wall clock, microseconds since 1970) enclose the moment the primary decided to
+//! acknowledge the group, from the start of the sync attempt that succeeded to its return.
 //!
 //! Before writing a group the worker records its intent (`k slotA slotB`) in a small file
 //! beside the region, outside it: a worker restarted on the same copy (`--redo`) finishes the
@@ -72,15 +74,17 @@ pub fn decode(bytes: &[u8], slot: u32) -> Slot {
     Slot::Valid { k, partner }
 }
 
-/// The `hash` column of an ack line: the group's two records.
+/// The `hash` column of an ack line: the group's two records without their CRCs (a CRC over
+/// messages that each end with their own CRC is the same for all of them).
 pub fn group_hash(k: u64, a: u32, b: u32) -> u32 {
-    let mut both = [0u8; 2 * RECORD as usize];
-    both[..64].copy_from_slice(&encode(k, a, b));
-    both[64..].copy_from_slice(&encode(k, b, a));
+    let mut both = [0u8; 2 * 60];
+    both[..60].copy_from_slice(&encode(k, a, b)[..60]);
+    both[60..].copy_from_slice(&encode(k, b, a)[..60]);
     crc32c(&both)
 }
 
-/// One line of an ack log: group `k` in slots `a` and `b` was acknowledged as `seq` at `epoch`.
+/// One line of an ack log: group `k` in slots `a` and `b` was acknowledged as `seq` at `epoch`,
+/// the decision falling between `start_us` and `done_us` (0 when the line does not say).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ack {
     pub epoch: u64,
@@ -89,18 +93,24 @@ pub struct Ack {
     pub a: u32,
     pub b: u32,
     pub hash: u32,
+    pub start_us: u64,
+    pub done_us: u64,
 }
 
 impl Ack {
     pub fn line(&self) -> String {
-        format!("{} {} {} {} {} {:08x}\n", self.epoch, self.seq, self.k, self.a, self.b, self.hash)
+        format!(
+            "{} {} {} {} {} {:08x} {} {}\n",
+            self.epoch, self.seq, self.k, self.a, self.b, self.hash, self.start_us, self.done_us
+        )
     }
 
     fn parse(line: &str) -> Option<Ack> {
         let f: Vec<&str> = line.split(' ').collect();
-        if f.len() != 6 {
+        if f.len() != 6 && f.len() != 8 {
             return None;
         }
+        let time = |i: usize| f.get(i).map_or(Some(0), |t| t.parse().ok());
         Some(Ack {
             epoch: f[0].parse().ok()?,
             seq: f[1].parse().ok()?,
@@ -108,8 +118,17 @@ impl Ack {
             a: f[3].parse().ok()?,
             b: f[4].parse().ok()?,
             hash: u32::from_str_radix(f[5], 16).ok()?,
+            start_us: time(6)?,
+            done_us: time(7)?,
         })
     }
+}
+
+/// Microseconds since 1970 by the wall clock, which the harness and every node's worker share
+/// (network namespaces do not have clocks of their own).
+pub fn wall_us() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    t.as_micros() as u64
 }
 
 /// Reads an ack log. A worker killed while appending leaves at most a partial last line,
@@ -247,7 +266,7 @@ pub fn worker(a: &WorkerArgs) -> Result<()> {
     if let Some((pk, _, _)) = pending {
         k = k.max(pk + 1);
     }
-    println!("running epoch={epoch} k={k}");
+    println!("running epoch={epoch} k={k} mirror={}", p.status().mirror);
     let _ = std::io::stdout().flush();
     let stop = w.stop.clone();
     std::thread::Builder::new()
@@ -305,9 +324,10 @@ fn finish(acked: u64, reason: &str) -> Result<()> {
     }
 }
 
-/// Whether an error means another node was promoted.
+/// Whether an error means another node was promoted, or (etcd coordinator) this primary's lease
+/// may have expired so that another node may be promoted: it never acknowledges again.
 fn fenced(e: &Error) -> bool {
-    matches!(e, Error::Fenced { .. } | Error::Refused { code: RefuseCode::Epoch, .. })
+    matches!(e, Error::Fenced { .. } | Error::Refused { code: RefuseCode::Epoch, .. } | Error::Coordinator(_))
 }
 
 fn open(opts: &PrimaryOptions, bound: Duration) -> std::result::Result<Primary, Stop> {
@@ -315,8 +335,20 @@ fn open(opts: &PrimaryOptions, bound: Duration) -> std::result::Result<Primary, 
     loop {
         match Primary::open(opts) {
             Ok(p) => return Ok(p),
-            Err(e) if fenced(&e) => return Err(Stop::Fenced(e.to_string())),
-            Err(e @ (Error::Io { .. } | Error::MirrorLost { .. } | Error::Refused { .. })) => {
+            // The roles in etcd name another node: the coordinator moved on without this one.
+            Err(Error::Coordinator(m)) if m.contains("is not the primary") => {
+                return Err(Stop::Fenced(format!("coordinator: {m}")))
+            }
+            Err(e) if fenced(&e) && !matches!(e, Error::Coordinator(_)) => {
+                return Err(Stop::Fenced(e.to_string()))
+            }
+            // etcd unreachable, the roles changed while taking the lease, a previous lease held.
+            Err(
+                e @ (Error::Io { .. }
+                | Error::MirrorLost { .. }
+                | Error::Refused { .. }
+                | Error::Coordinator(_)),
+            ) => {
                 if t0.elapsed() > bound {
                     return Err(Stop::Lost(format!("could not open for {bound:?}: {e}")));
                 }
@@ -352,10 +384,11 @@ impl Workload<'_> {
         self.p.write(ob, &rb).map_err(Stop::Failed)?;
         let ranges = [Range::new(oa, RECORD), Range::new(ob, RECORD)];
         let mut lost_since: Option<Instant> = None;
-        let seq = loop {
+        let (seq, start_us) = loop {
+            let start_us = wall_us();
             let r = self.p.persist(&ranges).and_then(|t| self.p.wait(t).map(|()| t.seq()));
             match r {
-                Ok(seq) => break seq,
+                Ok(seq) => break (seq, start_us),
                 Err(e) if fenced(&e) => return Err(Stop::Fenced(e.to_string())),
                 Err(Error::MirrorLost { reason }) => {
                     let st = self.p.status();
@@ -377,7 +410,8 @@ impl Workload<'_> {
                 Err(e) => return Err(Stop::Failed(e)),
             }
         };
-        let ack = Ack { epoch: self.epoch, seq, k, a, b, hash: group_hash(k, a, b) };
+        let done_us = wall_us();
+        let ack = Ack { epoch: self.epoch, seq, k, a, b, hash: group_hash(k, a, b), start_us, done_us };
         // One write per line: a kill loses at most the line being written.
         self.log.write_all(ack.line().as_bytes()).map_err(io("append to the ack log"))?;
         self.acked += 1;
@@ -419,8 +453,12 @@ mod tests {
 
     #[test]
     fn ack_lines_round_trip_and_a_partial_last_line_is_ignored() {
-        let a = Ack { epoch: 2, seq: 10, k: 5, a: 1, b: 2, hash: group_hash(5, 1, 2) };
+        let a =
+            Ack { epoch: 2, seq: 10, k: 5, a: 1, b: 2, hash: group_hash(5, 1, 2), start_us: 7, done_us: 9 };
         assert_eq!(Ack::parse(a.line().trim_end()), Some(a));
+        let untimed = Ack { start_us: 0, done_us: 0, ..a };
+        assert_ne!(group_hash(5, 1, 2), group_hash(6, 1, 2), "the hash tells groups apart");
+        assert_eq!(Ack::parse(&format!("2 10 5 1 2 {:08x}", a.hash)), Some(untimed));
         let dir = std::env::temp_dir().join(format!("mojim-chaos-ack-{}", std::process::id()));
         let text = format!("{}{}", a.line(), &a.line()[..7]);
         std::fs::write(&dir, text).unwrap();
