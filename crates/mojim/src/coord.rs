@@ -30,6 +30,10 @@ pub struct Roles {
     /// The mirror's node name and address.
     pub mirror: String,
     pub mirror_addr: String,
+    /// Written by a mirror's take-over (which then promotes itself): a take-over cut short by a
+    /// restart is finished when the node comes back.
+    #[serde(default)]
+    pub by_takeover: bool,
 }
 
 /// The value of the leader key.

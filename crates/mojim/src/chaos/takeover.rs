@@ -56,7 +56,7 @@ impl Trial<'_> {
 
     /// Kills the primary's node, then the mirror's daemon as soon as it has claimed the next
     /// epoch in etcd (its promotion sometimes held up by a partition from the backup it drains
-    /// first), restarts both, and heals as after any loss of the primary.
+    /// first), restarts the mirror's daemon, and heals as after any loss of the primary.
     pub(super) fn crash_takeover(&mut self) -> Result<String, String> {
         let (x, m) = (self.primary, self.mirror);
         let hold = self.rng.below(2) == 0 && self.cut(m, self.backups[0])?;

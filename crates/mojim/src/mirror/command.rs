@@ -108,8 +108,19 @@ fn fence(s: &Shared, epoch: u64) -> Result<(), String> {
 }
 
 pub(crate) fn promote(s: &Shared, epoch: u64, drain: Duration) -> Result<serde_json::Value, String> {
+    promote_to(s, epoch, drain, false)
+}
+
+/// As [`promote`]; `resume` also accepts this node's own epoch (a promotion claimed under it and
+/// cut short by a restart).
+pub(crate) fn promote_to(
+    s: &Shared,
+    epoch: u64,
+    drain: Duration,
+    resume: bool,
+) -> Result<serde_json::Value, String> {
     let current = s.epoch.load(Ordering::SeqCst);
-    if epoch <= current {
+    if epoch < current || (epoch == current && !resume) {
         return Err(format!("promotion needs a new epoch: {epoch} is not above this node's epoch {current}"));
     }
     if !session::consistent(s) {

@@ -37,6 +37,15 @@ pub(crate) fn watch(s: &Shared, settings: &crate::config::EtcdSettings) {
                 continue;
             }
         };
+        if roles.by_takeover
+            && roles.primary == node
+            && roles.epoch >= s.epoch.load(Ordering::SeqCst)
+            && !is_primary(s)
+        {
+            // This node claimed the roles but stopped before its promotion finished: finish it.
+            finish_promotion(s, &roles);
+            continue;
+        }
         if roles.mirror_addr != addr {
             continue;
         }
@@ -50,11 +59,32 @@ pub(crate) fn watch(s: &Shared, settings: &crate::config::EtcdSettings) {
     }
 }
 
+fn is_primary(s: &Shared) -> bool {
+    s.region.copy_state().is_ok_and(|(f, _)| f & mojim_format::region::FLAG_PRIMARY != 0)
+}
+
+fn finish_promotion(s: &Shared, roles: &Roles) {
+    match super::command::promote_to(s, roles.epoch, DRAIN, true) {
+        Ok(reply) => tracing::warn!(%reply, "finished a promotion claimed before a restart"),
+        Err(e) => tracing::error!(error = %e, "this node holds the primary's roles but cannot be promoted"),
+    }
+}
+
 /// Claims the next epoch in etcd (so no other node can), then promotes this node's copy.
 fn take_over(s: &Shared, coord: &Coordinator, node: &str, roles: &Roles, revision: i64) {
+    // Only a copy that can be promoted may claim the roles.
+    if !super::session::consistent(s) {
+        tracing::error!("the primary's lease expired but this copy is inconsistent (a copy into it is unfinished): not taking over");
+        return;
+    }
     let next = s.opts.backups.first().cloned().unwrap_or_default();
-    let new =
-        Roles { epoch: roles.epoch + 1, primary: node.to_string(), mirror: next.clone(), mirror_addr: next };
+    let new = Roles {
+        epoch: roles.epoch + 1,
+        primary: node.to_string(),
+        mirror: next.clone(),
+        mirror_addr: next,
+        by_takeover: true,
+    };
     match coord.swap_roles(&new, revision) {
         Ok(true) => {}
         Ok(false) => return,

@@ -295,6 +295,7 @@ fn lead(
                 primary: opts.node.clone(),
                 mirror: String::new(),
                 mirror_addr: opts.mirror.clone(),
+                by_takeover: false,
             };
             coord.swap_roles(&first, 0)?;
             coord.roles()?.map(|(r, _)| r).ok_or_else(|| Error::Coordinator("the roles vanished".into()))?
