@@ -120,16 +120,7 @@ impl LaneReceiver {
             }
             _ => {}
         }
-        if h.body_len == 0 || h.body_len > self.max_frame {
-            return Err(Violation::BodyLen { found: h.body_len, max: self.max_frame });
-        }
-        if h.offset.checked_add(h.body_len as u64).is_none_or(|e| e > self.region_size) {
-            return Err(Violation::OutOfBounds {
-                offset: h.offset,
-                len: h.body_len,
-                region_size: self.region_size,
-            });
-        }
+        self.check_body_place(&h)?;
         match self.open {
             Some((seq, index)) => {
                 if h.seq != seq {
@@ -158,6 +149,22 @@ impl LaneReceiver {
         Ok(Accepted { header: h, ends_group })
     }
 
+    /// A frame carrying region bytes (Data, Copy): a non-empty body within `max_frame`, written
+    /// inside the region.
+    fn check_body_place(&self, h: &FrameHeader) -> Result<(), Violation> {
+        if h.body_len == 0 || h.body_len > self.max_frame {
+            return Err(Violation::BodyLen { found: h.body_len, max: self.max_frame });
+        }
+        if h.offset.checked_add(h.body_len as u64).is_none_or(|e| e > self.region_size) {
+            return Err(Violation::OutOfBounds {
+                offset: h.offset,
+                len: h.body_len,
+                region_size: self.region_size,
+            });
+        }
+        Ok(())
+    }
+
     /// Heartbeats and copy frames come between groups. A Copy carries region bytes (checked like
     /// a Data frame's); the others have no body. `ends_group` is false: they belong to no group.
     fn on_control(&mut self, h: FrameHeader) -> Result<Accepted, Violation> {
@@ -165,16 +172,7 @@ impl LaneReceiver {
             return Err(Violation::SeqInGroup { found: h.seq, expected: seq });
         }
         if h.kind == FrameKind::Copy {
-            if h.body_len == 0 || h.body_len > self.max_frame {
-                return Err(Violation::BodyLen { found: h.body_len, max: self.max_frame });
-            }
-            if h.offset.checked_add(h.body_len as u64).is_none_or(|e| e > self.region_size) {
-                return Err(Violation::OutOfBounds {
-                    offset: h.offset,
-                    len: h.body_len,
-                    region_size: self.region_size,
-                });
-            }
+            self.check_body_place(&h)?;
         } else if h.body_len != 0 {
             return Err(Violation::BodyLen { found: h.body_len, max: 0 });
         }

@@ -328,6 +328,43 @@ impl<'n> Trial<'n> {
         Ok(())
     }
 
+    /// After node `m` became primary at epoch `e` in place of node `x` (a zombie still running
+    /// its worker, or dead): the first backup becomes the mirror, the zombie is let back onto
+    /// the network and its worker stopped, and the daemons are restarted around the new roles.
+    /// The promoted node's daemon feeds nobody (its copy is the application's; left running
+    /// with its old backups, its forwarder would go on opening sessions on the new mirror); the
+    /// old primary's node rejoins as a backup, demoted (its copy may hold unacknowledged
+    /// writes); the new mirror feeds the other backups and the old primary's node. Then the
+    /// worker starts on the new primary.
+    pub(super) fn after_promotion(&mut self, m: usize, x: usize, e: u64, zombie: bool) -> Result<(), String> {
+        let new_mirror = self.backups.first().copied().ok_or("no backup to become the mirror")?;
+        self.primary = m;
+        self.mirror = new_mirror;
+        self.backups.retain(|&b| b != new_mirror);
+        self.backups.push(x);
+        if zombie {
+            self.release(x)?;
+            let ran = self.sleep_ms(50, 200);
+            let said = self.worker.as_mut().map(|w| (w.exited(), w.last_line()));
+            self.note(format!(
+                "old worker on node {} after {ran}ms back on the network: {said:?}",
+                self.name(x)
+            ));
+        }
+        self.kill_worker();
+        self.c.kill_daemon(m);
+        self.start_daemon(m)?;
+        if self.c.nodes[x].daemon.is_none() {
+            self.start_daemon(x)?;
+        }
+        self.c
+            .command(x, &format!(r#"{{"op":"demote","epoch":{e}}}"#))
+            .map_err(|e| format!("demote: {e}"))?;
+        self.c.kill_daemon(new_mirror);
+        self.start_daemon(new_mirror)?;
+        self.start_worker(false)
+    }
+
     pub(super) fn kill_worker(&mut self) {
         if let Some(mut w) = self.worker.take() {
             w.kill();
@@ -390,36 +427,7 @@ impl<'n> Trial<'n> {
             self.note(format!("promotion of node {} did not drain its backups: {reply}", self.name(m)));
         }
         self.check_copy(m, &format!("promoted node {}", self.name(m)))?;
-        let new_mirror = self.backups.first().copied().ok_or("no backup to become the mirror")?;
-        self.primary = m;
-        self.mirror = new_mirror;
-        self.backups.retain(|&b| b != new_mirror);
-        self.backups.push(x);
-        if zombie {
-            self.release(x)?;
-            let ran = self.sleep_ms(50, 200);
-            let said = self.worker.as_mut().map(|w| (w.exited(), w.last_line()));
-            self.note(format!(
-                "old worker on node {} after {ran}ms back on the network: {said:?}",
-                self.name(x)
-            ));
-            self.kill_worker();
-        }
-        // The promoted node's daemon no longer feeds anyone: its copy is the application's. Left
-        // running with its old backups, its forwarder would go on opening sessions on the new
-        // mirror (replacing the application's) and could reset it for a full copy.
-        self.c.kill_daemon(m);
-        self.start_daemon(m)?;
-        // The old primary's node rejoins as a backup; its copy may hold unacknowledged writes.
-        if self.c.nodes[x].daemon.is_none() {
-            self.start_daemon(x)?;
-        }
-        self.c
-            .command(x, &format!(r#"{{"op":"demote","epoch":{e}}}"#))
-            .map_err(|e| format!("demote: {e}"))?;
-        // The first backup becomes the mirror, feeding the other backups and the old primary.
-        self.c.kill_daemon(new_mirror);
-        self.start_daemon(new_mirror)?;
+        self.after_promotion(m, x, e, zombie)?;
         self.start_worker(false)?;
         Ok(format!("promote {} at epoch {e}", self.name(m)))
     }

@@ -238,35 +238,7 @@ impl Trial<'_> {
         self.note(format!("node {} promoted itself at epoch {e} (applied {})", self.name(m), st.applied_seq));
         self.epoch = e;
         self.check_copy(m, &format!("node {} promoted by the coordinator", self.name(m)))?;
-        let new_mirror = self.backups.first().copied().ok_or("no backup to become the mirror")?;
-        self.primary = m;
-        self.mirror = new_mirror;
-        self.backups.retain(|&b| b != new_mirror);
-        self.backups.push(x);
-        if zombie {
-            self.release(x)?;
-            let ran = self.sleep_ms(50, 200);
-            let said = self.worker.as_mut().map(|w| (w.exited(), w.last_line()));
-            self.note(format!(
-                "old worker on node {} after {ran}ms back on the network: {said:?}",
-                self.name(x)
-            ));
-        }
-        self.kill_worker();
-        // As after the static coordinator's promotion: the promoted node feeds nobody, the old
-        // primary's node rejoins as a backup (demoted: its copy may hold unacknowledged writes),
-        // and the new mirror feeds the other backups and the old primary's node.
-        self.c.kill_daemon(m);
-        self.start_daemon(m)?;
-        if self.c.nodes[x].daemon.is_none() {
-            self.start_daemon(x)?;
-        }
-        self.c
-            .command(x, &format!(r#"{{"op":"demote","epoch":{e}}}"#))
-            .map_err(|e| format!("demote: {e}"))?;
-        self.c.kill_daemon(new_mirror);
-        self.start_daemon(new_mirror)?;
-        self.start_worker(false)?;
+        self.after_promotion(m, x, e, zombie)?;
         let took = self.moves.get(&(e - 1)).map(|mv| mv.after_us);
         let since = match (took, self.losses.get(&(e - 1))) {
             (Some(t), Some(&lost)) => format!(" {:.1}s after the loss", t.saturating_sub(lost) as f64 / 1e6),

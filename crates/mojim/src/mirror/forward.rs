@@ -281,7 +281,8 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
         if welcome.next_seq != base + 1 {
             return Err(format!("the backup was reset to {base} but resumes at {}", welcome.next_seq));
         }
-        full_copy(s, i, &mut conn, &intro, welcome.max_frame, generation)?;
+        let tag = Tag { session: intro.session, epoch: intro.epoch, max_frame: welcome.max_frame };
+        full_copy(s, i, &mut conn, &tag, generation)?;
         copied = true;
         base
     } else {
@@ -360,26 +361,11 @@ fn reset_backup(s: &Shared, addr: &str, base: u64) -> Result<(), String> {
 
 /// Copies the whole data area to the backup (CopyBegin, Copy frames, CopyEnd). The backup is
 /// consistent once it has applied the groups up to what was applied here when the copy ended.
-fn full_copy<C: Conn>(
-    s: &Shared,
-    i: usize,
-    conn: &mut C,
-    intro: &Intro,
-    max_frame: u32,
-    generation: u64,
-) -> Result<(), String> {
+fn full_copy<C: Conn>(s: &Shared, i: usize, conn: &mut C, tag: &Tag, generation: u64) -> Result<(), String> {
     let f = s.forward.as_ref().expect("forwarding is on");
-    let control = |conn: &mut C, kind: FrameKind, offset: u64, seq: u64| {
-        let mut h = FrameHeader::new(kind);
-        h.epoch = intro.epoch;
-        h.session = intro.session;
-        h.offset = offset;
-        h.seq = seq;
-        conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]).map_err(|e| format!("send {kind:?}: {e}"))
-    };
     let size = s.opts.region.size;
-    control(conn, FrameKind::CopyBegin, crate::primary::CopyKind::Full as u64, size)?;
-    let chunk = (max_frame as u64).min(1 << 20);
+    send_control(conn, tag, FrameKind::CopyBegin, crate::primary::CopyKind::Full as u64, size)?;
+    let chunk = (tag.max_frame as u64).min(1 << 20);
     let mut buf = vec![0u8; chunk as usize];
     let t0 = Instant::now();
     let mut off = 0;
@@ -390,8 +376,8 @@ fn full_copy<C: Conn>(
             s.region.read(off, &mut buf[..n]).map_err(|e| format!("read the data area: {e}"))?;
         }
         let mut h = FrameHeader::new(FrameKind::Copy);
-        h.epoch = intro.epoch;
-        h.session = intro.session;
+        h.epoch = tag.epoch;
+        h.session = tag.session;
         h.offset = off;
         h.body_len = n as u32;
         h.body_checksum = mojim_format::checksum::crc32c(&buf[..n]);
@@ -407,7 +393,7 @@ fn full_copy<C: Conn>(
         let _applier = s.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
         s.ckpt.lock().unwrap_or_else(|p| p.into_inner()).cp.applied_seq()
     };
-    control(conn, FrameKind::CopyEnd, generation, until)?;
+    send_control(conn, tag, FrameKind::CopyEnd, generation, until)?;
     let secs = t0.elapsed().as_secs_f64();
     tracing::info!(
         bytes = size,
@@ -438,12 +424,7 @@ fn send_loop<C: Conn>(
         }
         let generation = s.region.generation().map(|g| g.0).unwrap_or(0);
         if generation != sent_generation {
-            let mut h = FrameHeader::new(FrameKind::CopyEnd);
-            h.epoch = tag.epoch;
-            h.session = tag.session;
-            h.offset = generation;
-            conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())])
-                .map_err(|e| format!("send the generation: {e}"))?;
+            send_control(conn, tag, FrameKind::CopyEnd, generation, 0)?;
             sent_generation = generation;
         }
         let next = {
@@ -462,7 +443,7 @@ fn send_loop<C: Conn>(
                     if is_primary(s) {
                         return Err("this node was promoted: it feeds no backup".into());
                     }
-                    send_control(conn, tag, FrameKind::Heartbeat)?;
+                    send_control(conn, tag, FrameKind::Heartbeat, 0, 0)?;
                     last_sent = Instant::now();
                     st = lock(f);
                 }
@@ -495,20 +476,24 @@ fn send_loop<C: Conn>(
     }
 }
 
-fn send_control<C: Conn>(conn: &mut C, tag: &Tag, kind: FrameKind) -> Result<(), String> {
+/// Sends a frame without a body (Heartbeat, Skip, CopyBegin, CopyEnd) of the link's session.
+fn send_control<C: Conn>(
+    conn: &mut C,
+    tag: &Tag,
+    kind: FrameKind,
+    offset: u64,
+    seq: u64,
+) -> Result<(), String> {
     let mut h = FrameHeader::new(kind);
     h.epoch = tag.epoch;
     h.session = tag.session;
+    h.offset = offset;
+    h.seq = seq;
     conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]).map_err(|e| format!("send {kind:?}: {e}"))
 }
 
 fn send_skip<C: Conn>(conn: &mut C, tag: &Tag, first: u64, last: u64) -> Result<(), String> {
-    let mut h = FrameHeader::new(FrameKind::Skip);
-    h.epoch = tag.epoch;
-    h.session = tag.session;
-    h.offset = first;
-    h.seq = last;
-    conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]).map_err(|e| format!("send skip: {e}"))
+    send_control(conn, tag, FrameKind::Skip, first, last)
 }
 
 /// Sends one group's records straight from this node's log.
