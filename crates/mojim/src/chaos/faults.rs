@@ -428,7 +428,6 @@ impl<'n> Trial<'n> {
         }
         self.check_copy(m, &format!("promoted node {}", self.name(m)))?;
         self.after_promotion(m, x, e, zombie)?;
-        self.start_worker(false)?;
         Ok(format!("promote {} at epoch {e}", self.name(m)))
     }
 
