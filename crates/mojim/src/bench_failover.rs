@@ -38,6 +38,7 @@
 
 use crate::admin::AdminClient;
 use crate::bench::{exe, BenchArgs, XorShift};
+use crate::bench_resync::Scratch;
 use crate::child::ChildNode;
 use crate::config::{template, Config, ConfigFile, EtcdSettings, Mode, OnMirrorLoss, RegionId, Secret};
 use crate::error::{Error, Result};
@@ -287,22 +288,6 @@ fn now_ns() -> u64 {
 /// Milliseconds from `from` to `to` (nanosecond timestamps), negative if the clock stepped.
 fn ms(from: u64, to: u64) -> f64 {
     (to as i128 - from as i128) as f64 / 1e6
-}
-
-/// A folder removed when dropped (declare it before what lives in it).
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn create(p: PathBuf) -> Result<Scratch> {
-        std::fs::create_dir_all(&p).map_err(Error::io(format!("create {}", p.display())))?;
-        Ok(Scratch(p))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Writes the configuration every node and worker of a round uses: a new region of `size`

@@ -174,10 +174,10 @@ fn check_args(a: &BenchArgs) -> Result<()> {
 }
 
 /// A folder removed when dropped (declare it before what lives in it).
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf);
 
 impl Scratch {
-    fn create(p: PathBuf) -> Result<Scratch> {
+    pub(crate) fn create(p: PathBuf) -> Result<Scratch> {
         std::fs::create_dir_all(&p).map_err(Error::io(format!("create {}", p.display())))?;
         Ok(Scratch(p))
     }
