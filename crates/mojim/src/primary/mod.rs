@@ -504,6 +504,13 @@ where
     /// Waits until every group sent so far is acknowledged (in `async` mode, the mirror has
     /// caught up), then closes the session.
     pub fn close(mut self) -> Result<()> {
+        // No new session from here on; one the keeper is starting right now finishes starting
+        // (and starts its copy) before the keeper ends.
+        self.inner.closing.store(true, Ordering::SeqCst);
+        self.inner.wake.1.notify_all();
+        if let Some(k) = self.keeper.take() {
+            let _ = k.join();
+        }
         // A copy cut short would leave the mirror inconsistent (not promotable): finish it.
         self.inner.resync.wait_idle(Duration::from_secs(24 * 3600));
         let r = self.inner.drain();
