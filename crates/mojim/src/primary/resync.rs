@@ -305,6 +305,10 @@ where
                 .map_err(Error::io("restart the metadata log"))?;
         }
     }
+    // Registered before the link is visible, so nobody sees the session without its copy.
+    if let Plan::Copy { kind, ranges } = &chosen {
+        inner.resync.start(link.session, *kind, ranges.iter().map(|r| r.1).sum());
+    }
     *slot = Some(link.clone());
     lock(&inner.health).lost = None;
     drop(slot);
@@ -316,8 +320,6 @@ where
         "session begins"
     );
     if let Plan::Copy { kind, ranges } = chosen {
-        let total = ranges.iter().map(|r| r.1).sum();
-        inner.resync.start(link.session, kind, total);
         let inner2 = inner.clone();
         std::thread::Builder::new()
             .name("mojim-resync".into())
