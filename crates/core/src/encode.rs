@@ -162,6 +162,32 @@ pub fn data_header(tag: SessionTag, seq: u64, plan: FramePlan, body: &[u8]) -> [
     h.to_bytes()
 }
 
+/// The header of a Copy frame carrying `body`, region bytes at `offset`.
+pub fn copy_header(tag: SessionTag, offset: u64, body: &[u8]) -> [u8; FRAME_HEADER_SIZE] {
+    let mut h = FrameHeader::new(FrameKind::Copy);
+    h.body_checksum = crc32c(body);
+    h.lane = tag.lane;
+    h.body_len = body.len() as u32;
+    h.epoch = tag.epoch;
+    h.offset = offset;
+    h.session = tag.session;
+    h.to_bytes()
+}
+
+/// The header of the Copied frame that makes group `seq` of the Copy frames before it; `body`
+/// lists their ranges (see `mojim_format::copied`).
+pub fn copied_header(tag: SessionTag, seq: u64, body: &[u8]) -> [u8; FRAME_HEADER_SIZE] {
+    let mut h = FrameHeader::new(FrameKind::Copied);
+    h.body_checksum = crc32c(body);
+    h.flags = FLAG_END;
+    h.lane = tag.lane;
+    h.body_len = body.len() as u32;
+    h.epoch = tag.epoch;
+    h.seq = seq;
+    h.session = tag.session;
+    h.to_bytes()
+}
+
 /// The header of an acknowledgement of group `seq`.
 pub fn ack_header(tag: SessionTag, seq: u64) -> [u8; FRAME_HEADER_SIZE] {
     let mut h = FrameHeader::new(FrameKind::Ack);

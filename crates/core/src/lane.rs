@@ -60,14 +60,15 @@ impl MirrorLane {
 
     /// Checks a header. On success the record's place is returned, or `Ok(None)` with nothing
     /// changed when the log has no room until the tail moves: call again after a checkpoint.
-    /// A Skip frame takes no room: its slot has size 0 and [`MirrorLane::commit`] turns it into
-    /// a void group.
+    /// Data and Copied frames become records; a Skip frame takes no room: its slot has size 0
+    /// and [`MirrorLane::commit`] turns it into a void group; control frames (Copy among them,
+    /// whose bytes go to the data area) take no room and are no group.
     pub fn on_header(&mut self, bytes: &[u8; FRAME_HEADER_SIZE]) -> Result<Option<Slot>, Violation> {
         let receiver = self.receiver.as_mut().expect("on_header outside a session");
         // Check on a copy so that a frame that must wait for room is checked again unchanged.
         let mut probe = receiver.clone();
         let accepted = probe.on_header(bytes)?;
-        if accepted.header.kind != FrameKind::Data {
+        if !matches!(accepted.header.kind, FrameKind::Data | FrameKind::Copied) {
             // Skips and control frames take no log room; only a Skip becomes a (void) group.
             *receiver = probe;
             let placement = Placement { pad_at: None, pos: self.space.head() };
@@ -85,7 +86,7 @@ impl MirrorLane {
     /// group if this record completed it.
     pub fn commit(&mut self, slot: &Slot) -> Option<GroupRef> {
         let h = &slot.accepted.header;
-        if !matches!(h.kind, FrameKind::Data | FrameKind::Skip) {
+        if !matches!(h.kind, FrameKind::Data | FrameKind::Skip | FrameKind::Copied) {
             return None;
         }
         self.max_seq = self.max_seq.max(h.seq);
@@ -95,7 +96,8 @@ impl MirrorLane {
         }
         self.space.advance_head(slot.placement.pos + slot.size);
         let (start, bytes) = self.open.get_or_insert((slot.placement.pos, 0));
-        *bytes += h.body_len as u64;
+        // A Copied record stands for the bytes its Copy frames put in the data area.
+        *bytes += if h.kind == FrameKind::Copied { slot.accepted.copied } else { h.body_len as u64 };
         let (start, bytes) = (*start, *bytes);
         if slot.accepted.ends_group {
             self.open = None;
@@ -164,6 +166,27 @@ mod tests {
         assert!(l.on_header(&early).is_err());
         let next = data_header(tag, 8, FramePlan { offset: 0, len: 1, frame_index: 0, end: true }, &[0]);
         assert!(l.on_header(&next).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_copied_frame_is_a_group_of_the_copied_bytes() {
+        let tag = SessionTag { session: 1, epoch: 1, lane: 0 };
+        let mut l = MirrorLane::new(0, 1024, 0, 0);
+        l.begin(tag, 1 << 20, 256, 1);
+        let mut copy = mojim_format::FrameHeader::new(FrameKind::Copy);
+        (copy.epoch, copy.session, copy.offset, copy.body_len) = (1, 1, 512, 200);
+        let s = l.on_header(&copy.to_bytes()).unwrap().unwrap();
+        assert_eq!((s.size, l.commit(&s)), (0, None), "a Copy takes no log room and is no group");
+        let mut body = Vec::new();
+        mojim_format::copied::push_range(&mut body, 512, 200);
+        let mut h = mojim_format::FrameHeader::new(FrameKind::Copied);
+        (h.epoch, h.session, h.seq, h.flags) = (1, 1, 1, mojim_format::frame::FLAG_END);
+        h.body_len = body.len() as u32;
+        h.body_checksum = mojim_format::checksum::crc32c(&body);
+        let s = l.on_header(&h.to_bytes()).unwrap().unwrap();
+        assert_eq!(s.size, record_size(16));
+        let g = l.commit(&s).unwrap();
+        assert_eq!((g.seq, g.start_pos, g.end_pos, g.bytes), (1, 0, 128, 200));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! it touches a log.
 
 use crate::encode::SessionTag;
+use mojim_format::copied::{CopiedTally, MAX_COPIED_RANGES, MAX_COPY_BODY};
 use mojim_format::frame::{BodyError, FrameError};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use std::fmt;
@@ -11,15 +12,58 @@ use std::fmt;
 pub enum Violation {
     Frame(FrameError),
     Body(BodyError),
-    Kind { found: FrameKind },
-    Lane { found: u16, expected: u16 },
-    Epoch { found: u64, expected: u64 },
-    Session { found: u64, expected: u64 },
-    BodyLen { found: u32, max: u32 },
-    OutOfBounds { offset: u64, len: u32, region_size: u64 },
-    Seq { found: u64, expected_at_least: u64 },
-    SeqInGroup { found: u64, expected: u64 },
-    FrameIndex { found: u32, expected: u32 },
+    Kind {
+        found: FrameKind,
+    },
+    Lane {
+        found: u16,
+        expected: u16,
+    },
+    Epoch {
+        found: u64,
+        expected: u64,
+    },
+    Session {
+        found: u64,
+        expected: u64,
+    },
+    BodyLen {
+        found: u32,
+        max: u32,
+    },
+    OutOfBounds {
+        offset: u64,
+        len: u32,
+        region_size: u64,
+    },
+    Seq {
+        found: u64,
+        expected_at_least: u64,
+    },
+    SeqInGroup {
+        found: u64,
+        expected: u64,
+    },
+    FrameIndex {
+        found: u32,
+        expected: u32,
+    },
+    /// The Copy frames since the last group cover more separate ranges than one Copied frame
+    /// may list.
+    CopiedRanges {
+        max: u32,
+    },
+    /// Copy frames were not closed by their Copied frame (or CopyEnd) before the next group.
+    Unmarked {
+        bytes: u64,
+    },
+    /// A Copied frame does not describe the Copy frames before it.
+    CopiedMismatch {
+        listed: u32,
+        sent: u32,
+        checksum: u32,
+        expected_checksum: u32,
+    },
 }
 
 impl fmt::Display for Violation {
@@ -53,6 +97,18 @@ impl fmt::Display for Violation {
             Violation::FrameIndex { found, expected } => {
                 write!(f, "frame index {found} where {expected} was expected")
             }
+            Violation::CopiedRanges { max } => {
+                write!(f, "the Copy frames since the last group cover more than {max} separate ranges")
+            }
+            Violation::Unmarked { bytes } => write!(
+                f,
+                "{bytes} bytes of Copy frames were not closed by their Copied frame before the next group"
+            ),
+            Violation::CopiedMismatch { listed, sent, checksum, expected_checksum } => write!(
+                f,
+                "a Copied frame lists {listed} ranges (checksum {checksum:#010x}) but the Copy frames before \
+                 it cover {sent} (checksum {expected_checksum:#010x})"
+            ),
         }
     }
 }
@@ -69,6 +125,8 @@ pub struct LaneReceiver {
     min_seq: u64,
     /// The group being received and the index its next frame must carry.
     open: Option<(u64, u32)>,
+    /// The Copy frames since the last group, which a Copied frame (or CopyEnd) must close.
+    copies: CopiedTally,
 }
 
 /// A checked Data frame header.
@@ -77,12 +135,21 @@ pub struct Accepted {
     pub header: FrameHeader,
     /// This frame ends its group.
     pub ends_group: bool,
+    /// A Copied frame: the bytes of the Copy frames it closes (else 0).
+    pub copied: u64,
 }
 
 impl LaneReceiver {
     /// A lane of session `tag` whose first group is at least `first_seq`.
     pub fn new(tag: SessionTag, region_size: u64, max_frame: u32, first_seq: u64) -> LaneReceiver {
-        LaneReceiver { tag, region_size, max_frame, min_seq: first_seq, open: None }
+        LaneReceiver {
+            tag,
+            region_size,
+            max_frame,
+            min_seq: first_seq,
+            open: None,
+            copies: CopiedTally::default(),
+        }
     }
 
     /// Sequence number of the open group, if a group is partly received.
@@ -101,6 +168,7 @@ impl LaneReceiver {
                 | FrameKind::CopyBegin
                 | FrameKind::Copy
                 | FrameKind::CopyEnd
+                | FrameKind::Copied
         ) {
             return Err(Violation::Kind { found: h.kind });
         }
@@ -114,13 +182,17 @@ impl LaneReceiver {
             return Err(Violation::Session { found: h.session, expected: self.tag.session });
         }
         match h.kind {
-            FrameKind::Skip => return self.on_skip(h),
             FrameKind::Heartbeat | FrameKind::CopyBegin | FrameKind::Copy | FrameKind::CopyEnd => {
                 return self.on_control(h)
             }
+            _ if !self.copies.is_empty() && h.kind != FrameKind::Copied => {
+                return Err(Violation::Unmarked { bytes: self.copies.bytes() })
+            }
+            FrameKind::Skip => return self.on_skip(h),
+            FrameKind::Copied => return self.on_copied(h),
             _ => {}
         }
-        self.check_body_place(&h)?;
+        self.check_body_place(&h, self.max_frame)?;
         match self.open {
             Some((seq, index)) => {
                 if h.seq != seq {
@@ -146,14 +218,14 @@ impl LaneReceiver {
         } else {
             self.open = Some((h.seq, h.frame_index + 1));
         }
-        Ok(Accepted { header: h, ends_group })
+        Ok(Accepted { header: h, ends_group, copied: 0 })
     }
 
-    /// A frame carrying region bytes (Data, Copy): a non-empty body within `max_frame`, written
-    /// inside the region.
-    fn check_body_place(&self, h: &FrameHeader) -> Result<(), Violation> {
-        if h.body_len == 0 || h.body_len > self.max_frame {
-            return Err(Violation::BodyLen { found: h.body_len, max: self.max_frame });
+    /// A frame carrying region bytes: a non-empty body within `max` (`max_frame` for Data, at
+    /// least [`MAX_COPY_BODY`] for Copy, which never enters a log), written inside the region.
+    fn check_body_place(&self, h: &FrameHeader, max: u32) -> Result<(), Violation> {
+        if h.body_len == 0 || h.body_len > max {
+            return Err(Violation::BodyLen { found: h.body_len, max });
         }
         if h.offset.checked_add(h.body_len as u64).is_none_or(|e| e > self.region_size) {
             return Err(Violation::OutOfBounds {
@@ -172,11 +244,49 @@ impl LaneReceiver {
             return Err(Violation::SeqInGroup { found: h.seq, expected: seq });
         }
         if h.kind == FrameKind::Copy {
-            self.check_body_place(&h)?;
+            self.check_body_place(&h, self.max_frame.max(MAX_COPY_BODY))?;
+            self.copies.push(h.offset, h.body_len as u64);
+            if self.copies.ranges() > MAX_COPIED_RANGES {
+                return Err(Violation::CopiedRanges { max: MAX_COPIED_RANGES });
+            }
         } else if h.body_len != 0 {
             return Err(Violation::BodyLen { found: h.body_len, max: 0 });
         }
-        Ok(Accepted { header: h, ends_group: false })
+        if h.kind == FrameKind::CopyEnd {
+            // A full copy from a mirror is Copy frames closed by CopyEnd alone.
+            self.copies = CopiedTally::default();
+        }
+        Ok(Accepted { header: h, ends_group: false, copied: 0 })
+    }
+
+    /// A Copied frame is a group of one frame, between groups, that lists exactly the Copy
+    /// frames since the last group (its body's length and checksum say so; the body itself is
+    /// checked against the header when it arrives).
+    fn on_copied(&mut self, h: FrameHeader) -> Result<Accepted, Violation> {
+        if let Some((seq, _)) = self.open {
+            return Err(Violation::SeqInGroup { found: h.seq, expected: seq });
+        }
+        if h.seq < self.min_seq || h.seq == u64::MAX {
+            return Err(Violation::Seq { found: h.seq, expected_at_least: self.min_seq });
+        }
+        if h.frame_index != 0 || !h.is_end() {
+            return Err(Violation::FrameIndex { found: h.frame_index, expected: 0 });
+        }
+        if h.body_len == 0 || h.body_len > self.max_frame {
+            return Err(Violation::BodyLen { found: h.body_len, max: self.max_frame });
+        }
+        let t = self.copies;
+        if h.body_len as u64 != t.body_len() || h.body_checksum != t.checksum() {
+            return Err(Violation::CopiedMismatch {
+                listed: h.body_len / mojim_format::copied::COPIED_RANGE_SIZE as u32,
+                sent: t.ranges(),
+                checksum: h.body_checksum,
+                expected_checksum: t.checksum(),
+            });
+        }
+        self.copies = CopiedTally::default();
+        self.min_seq = h.seq + 1;
+        Ok(Accepted { header: h, ends_group: true, copied: t.bytes() })
     }
 
     /// A Skip voids sequence numbers `offset ..= seq`, between groups, starting exactly at the
@@ -192,7 +302,7 @@ impl LaneReceiver {
             return Err(Violation::Seq { found: h.offset, expected_at_least: self.min_seq });
         }
         self.min_seq = h.seq + 1;
-        Ok(Accepted { header: h, ends_group: true })
+        Ok(Accepted { header: h, ends_group: true, copied: 0 })
     }
 }
 
@@ -258,11 +368,16 @@ mod tests {
         }
         assert!(r.on_header(&control(FrameKind::Copy, 4096, 4096)).is_ok());
         assert!(matches!(r.on_header(&control(FrameKind::Copy, 0, 0)), Err(Violation::BodyLen { .. })));
-        assert!(matches!(r.on_header(&control(FrameKind::Copy, 0, 4097)), Err(Violation::BodyLen { .. })));
+        assert!(r.on_header(&control(FrameKind::Copy, 0, 4097)).is_ok(), "a Copy is not bound by max_frame");
+        assert!(matches!(
+            r.on_header(&control(FrameKind::Copy, 0, MAX_COPY_BODY + 1)),
+            Err(Violation::BodyLen { .. })
+        ));
         assert!(matches!(
             r.on_header(&control(FrameKind::Copy, (1 << 20) - 1, 2)),
             Err(Violation::OutOfBounds { .. })
         ));
+        r.on_header(&control(FrameKind::CopyEnd, 0, 0)).unwrap();
         r.on_header(&hdr(1, 0, 0, 10, false)).unwrap();
         assert!(matches!(
             r.on_header(&control(FrameKind::Heartbeat, 0, 0)),
@@ -272,6 +387,61 @@ mod tests {
         stale.session = TAG.session;
         stale.epoch = TAG.epoch - 1;
         assert!(matches!(r.on_header(&stale.to_bytes()), Err(Violation::Epoch { .. })));
+    }
+
+    fn copied(seq: u64, body: &[u8]) -> [u8; 64] {
+        let mut h = mojim_format::FrameHeader::new(FrameKind::Copied);
+        h.lane = TAG.lane;
+        h.epoch = TAG.epoch;
+        h.session = TAG.session;
+        h.seq = seq;
+        h.flags = mojim_format::frame::FLAG_END;
+        h.body_len = body.len() as u32;
+        h.body_checksum = mojim_format::checksum::crc32c(body);
+        h.to_bytes()
+    }
+
+    #[test]
+    fn copy_frames_are_closed_by_the_copied_frame_that_lists_them() {
+        use mojim_format::copied::push_range;
+        let mut r = LaneReceiver::new(TAG, 1 << 20, 4096, 1);
+        let mut body = Vec::new();
+        for (off, len) in [(0u64, 4096u32), (4096, 100), (65536, 10)] {
+            r.on_header(&control(FrameKind::Copy, off, len)).unwrap();
+            push_range(&mut body, off, len as u64);
+        }
+        // A group may not start before the copies are closed.
+        assert!(matches!(r.on_header(&hdr(1, 0, 0, 10, true)), Err(Violation::Unmarked { bytes: 4206 })));
+        assert!(matches!(r.on_header(&skip(1, 1)), Err(Violation::Unmarked { .. })));
+        // A list that is not the frames' is refused: another range, or one range fewer.
+        let mut wrong = body.clone();
+        wrong[0] = 1;
+        assert!(matches!(r.on_header(&copied(1, &wrong)), Err(Violation::CopiedMismatch { .. })));
+        assert!(matches!(r.on_header(&copied(1, &body[..16])), Err(Violation::CopiedMismatch { .. })));
+        let a = r.on_header(&copied(1, &body)).unwrap();
+        assert!(a.ends_group);
+        assert_eq!(a.copied, 4206);
+        // Closed: groups go on, and a Copied frame with nothing before it is refused.
+        assert!(matches!(r.on_header(&copied(2, &body)), Err(Violation::CopiedMismatch { sent: 0, .. })));
+        assert!(matches!(r.on_header(&hdr(1, 0, 0, 10, true)), Err(Violation::Seq { .. })));
+        r.on_header(&hdr(2, 0, 0, 10, true)).unwrap();
+        // A full copy's Copy frames are closed by CopyEnd.
+        r.on_header(&control(FrameKind::Copy, 0, 4096)).unwrap();
+        r.on_header(&control(FrameKind::CopyEnd, 0, 0)).unwrap();
+        r.on_header(&hdr(3, 0, 0, 10, true)).unwrap();
+    }
+
+    #[test]
+    fn copies_may_not_scatter_beyond_one_copied_frame() {
+        let mut r = LaneReceiver::new(TAG, 1 << 30, 4096, 1);
+        let max = mojim_format::copied::MAX_COPIED_RANGES as u64;
+        for i in 0..max {
+            r.on_header(&control(FrameKind::Copy, i * 8192, 1)).unwrap();
+        }
+        assert!(matches!(
+            r.on_header(&control(FrameKind::Copy, max * 8192, 1)),
+            Err(Violation::CopiedRanges { .. })
+        ));
     }
 
     #[test]

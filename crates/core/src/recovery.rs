@@ -57,8 +57,10 @@ pub fn recover(lanes: &[LaneLog<'_>], applied_seq: u64, max_body: u32, region_si
             continue;
         }
         let mut open: Option<Open> = None;
+        // A Copied record's bytes are already in the data area; its header writes nothing.
         let in_bounds = |r: &Record| {
-            r.header.offset.checked_add(r.header.body_len as u64).is_some_and(|e| e <= region_size)
+            r.header.kind == mojim_format::FrameKind::Copied
+                || r.header.offset.checked_add(r.header.body_len as u64).is_some_and(|e| e <= region_size)
         };
         for rec in scan(log.area, log.tail, max_body).take_while(in_bounds) {
             let h = rec.header;
@@ -78,7 +80,12 @@ pub fn recover(lanes: &[LaneLog<'_>], applied_seq: u64, max_body: u32, region_si
             }
             let o = open.as_mut().expect("opened above");
             o.next_index += 1;
-            o.bytes += h.body_len as u64;
+            o.bytes += if h.kind == mojim_format::FrameKind::Copied {
+                let body = &log.area[rec.body_at..rec.body_at + h.body_len as usize];
+                mojim_format::copied::ranges(body).map(|(_, len)| len).sum()
+            } else {
+                h.body_len as u64
+            };
             if h.is_end() {
                 let g = GroupRef::data(o.seq, lane, o.start, rec.end_pos(), o.bytes);
                 open = None;
@@ -102,7 +109,8 @@ pub fn recover(lanes: &[LaneLog<'_>], applied_seq: u64, max_body: u32, region_si
     out
 }
 
-/// Calls `write(offset, body)` for each record of a complete group, in order. The records are
+/// Calls `write(offset, body)` for each Data record of a complete group, in order (a Copied
+/// record writes nothing: its bytes reached the data area before it was a record). The records are
 /// checked again (paired with the checks made when they were written) and a failed check is a
 /// bug or corrupted memory: it panics rather than apply half a group.
 pub fn for_each_write(area: &[u8], g: &GroupRef, max_body: u32, write: impl FnMut(u64, &[u8])) {

@@ -13,7 +13,7 @@
 //!  16   4 body_len         bytes of body that follow the header
 //!  20   4 frame_index      index of this frame within its group, from 0
 //!  24   8 epoch            configuration number of the sender
-//!  32   8 seq              group sequence number (Data, Ack, Skip); see FrameKind for others
+//!  32   8 seq              group sequence number (Data, Copied, Ack, Skip); see FrameKind for others
 //!  40   8 offset           region offset of the body (Data, Copy); see FrameKind for others
 //!  48   8 session          random id of the primary's session
 //!  56   8 log_pos          absolute position of this record in its lane's log (0 on the wire)
@@ -77,6 +77,11 @@ pub enum FrameKind {
     /// receiver takes once every lane of the session sent one, `seq` the one before it. The
     /// receiver answers with CopyEnd once the copy is persistent.
     CopyEnd = 15,
+    /// A group of one frame, `END` set, `frame_index` 0: group `seq` is the region bytes the
+    /// Copy frames just before it on this lane carried (they are already in the receiver's data
+    /// area). The body lists their ranges, coalesced (see [`crate::copied`]), so the group can
+    /// be forwarded and checked.
+    Copied = 16,
 }
 
 impl FrameKind {
@@ -98,6 +103,7 @@ impl FrameKind {
             13 => FrameKind::CopyBegin,
             14 => FrameKind::Copy,
             15 => FrameKind::CopyEnd,
+            16 => FrameKind::Copied,
             _ => return None,
         })
     }
@@ -279,7 +285,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn kind() -> impl Strategy<Value = FrameKind> {
-        (1u8..=15).prop_map(|k| FrameKind::from_u8(k).expect("1..=15 are kinds"))
+        (1u8..=16).prop_map(|k| FrameKind::from_u8(k).expect("1..=16 are kinds"))
     }
 
     prop_compose! {

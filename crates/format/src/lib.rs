@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod checksum;
+pub mod copied;
 pub mod frame;
 pub mod handshake;
 pub mod log;

@@ -2,11 +2,13 @@
 //!
 //! Records sit at absolute, ever-growing *positions*, multiples of [`RECORD_ALIGN`]; a record at
 //! position `p` lives at byte `p % capacity` of the record area. A record is a [`FrameHeader`]
-//! (kind `Data` or `Pad`, with `log_pos == p`) followed by its body, padded to
+//! (kind `Data`, `Copied` or `Pad`, with `log_pos == p`) followed by its body, padded to
 //! [`RECORD_ALIGN`]. A record never wraps: when one does not fit before the end of the area, a
 //! `Pad` record fills the rest. A record is valid iff its header checksum and `log_pos` agree,
-//! it is a `Data` record with a body of 1 to `max_body` bytes whose checksum agrees and which
-//! fits before the end of the area, or a `Pad` record ending exactly at the end of the area. A
+//! it is a `Data` or `Copied` record with a body of 1 to `max_body` bytes whose checksum agrees
+//! and which fits before the end of the area (a `Copied` body is 1 to
+//! [`crate::copied::MAX_COPIED_RANGES`] 16-byte entries, in a frame with `END` and index 0), or
+//! a `Pad` record ending exactly at the end of the area. A
 //! reader thus finds every record of the current lap by scanning from the log's tail, whoever
 //! wrote the bytes, and stale records of an older lap never pass for new ones.
 //!
@@ -180,8 +182,11 @@ fn record_at_with(area: &[u8], pos: u64, max_body: u32, check_body: bool) -> Opt
                 return None;
             }
         }
-        FrameKind::Data => {
+        FrameKind::Data | FrameKind::Copied => {
             if header.body_len == 0 || header.body_len > max_body || size > room {
+                return None;
+            }
+            if header.kind == FrameKind::Copied && !copied_shape_ok(&header) {
                 return None;
             }
             let body_at = at + FRAME_HEADER_SIZE;
@@ -194,7 +199,16 @@ fn record_at_with(area: &[u8], pos: u64, max_body: u32, check_body: bool) -> Opt
     Some(Record { header, pos, body_at: at + FRAME_HEADER_SIZE })
 }
 
-/// Iterates over the valid records from `tail` on, stopping at the first invalid one or at one
+/// A Copied record is a whole group of one frame whose body is a list of ranges.
+fn copied_shape_ok(h: &FrameHeader) -> bool {
+    let n = h.body_len as usize / crate::copied::COPIED_RANGE_SIZE;
+    h.is_end()
+        && h.frame_index == 0
+        && (h.body_len as usize).is_multiple_of(crate::copied::COPIED_RANGE_SIZE)
+        && n <= crate::copied::MAX_COPIED_RANGES as usize
+}
+
+/// Iterates over the valid records (Data and Copied) from `tail` on, stopping at the first invalid one or at one
 /// that would end more than a lap after `tail`. Pad records are skipped.
 pub fn scan(area: &[u8], tail: u64, max_body: u32) -> impl Iterator<Item = Record> + '_ {
     let cap = area.len() as u64;
@@ -208,7 +222,7 @@ pub fn scan(area: &[u8], tail: u64, max_body: u32) -> impl Iterator<Item = Recor
             return None;
         }
         pos = rec.end_pos();
-        if rec.header.kind == FrameKind::Data {
+        if rec.header.kind != FrameKind::Pad {
             return Some(rec);
         }
     })
@@ -237,6 +251,10 @@ mod tests {
     use super::*;
 
     fn put(area: &mut [u8], pos: u64, seq: u64, body: &[u8], end: bool) -> u64 {
+        put_kind(area, pos, FrameKind::Data, seq, body, end)
+    }
+
+    fn put_kind(area: &mut [u8], pos: u64, kind: FrameKind, seq: u64, body: &[u8], end: bool) -> u64 {
         let cap = area.len() as u64;
         let size = record_size(body.len() as u64);
         let mut pos = pos;
@@ -245,7 +263,7 @@ mod tests {
             pos += cap - pos % cap;
         }
         let at = (pos % cap) as usize;
-        let mut h = FrameHeader::new(FrameKind::Data);
+        let mut h = FrameHeader::new(kind);
         h.seq = seq;
         h.body_len = body.len() as u32;
         h.body_checksum = crc32c(body);
@@ -307,6 +325,25 @@ mod tests {
         // 64; scanning from 128 finds the record, which ends exactly one lap later.
         assert_eq!(scan(&area, 128, 1000).count(), 1);
         assert_eq!(scan(&area, 64, 1000).count(), 0);
+    }
+
+    #[test]
+    fn copied_records_are_whole_groups_of_range_lists() {
+        let mut body = Vec::new();
+        crate::copied::push_range(&mut body, 4096, 8192);
+        crate::copied::push_range(&mut body, 0, 512);
+        let mut area = vec![0u8; 4096];
+        let pos = put_kind(&mut area, 0, FrameKind::Copied, 1, &body, true);
+        let recs: Vec<Record> = scan(&area, 0, 1000).collect();
+        assert_eq!(recs.len(), 1);
+        assert_eq!(recs[0].header.kind, FrameKind::Copied);
+        // Without END, or with a body that is not a list of 16-byte entries, it is no record.
+        put_kind(&mut area, pos, FrameKind::Copied, 2, &body, false);
+        assert!(record_at(&area, pos, 1000).is_none());
+        put_kind(&mut area, pos, FrameKind::Copied, 2, &body[..20], true);
+        assert!(record_at(&area, pos, 1000).is_none());
+        put_kind(&mut area, pos, FrameKind::Copied, 2, &body[..16], true);
+        assert!(record_at(&area, pos, 1000).is_some());
     }
 
     #[test]

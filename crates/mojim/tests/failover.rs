@@ -223,6 +223,79 @@ fn promotion_fences_the_old_primary_and_the_backup_becomes_the_mirror() {
     assert!(e.to_string().contains("primary"), "{e}");
 }
 
+/// Starts a node again on its old address (a few tries: the port may be briefly taken).
+fn restart_node(c: &Cluster, name: &str, listen: &str, backups: &[&str]) -> ChildNode {
+    let dir = c.dir.path().join(name);
+    let mut args = vec!["serve", "--config", c.cfg_path.to_str().unwrap(), "--listen", listen];
+    args.extend(["--dir", dir.to_str().unwrap()]);
+    for b in backups {
+        args.extend(["--backup", b]);
+    }
+    for _ in 0..50 {
+        if let Ok(n) = ChildNode::spawn(common::exe(), &args) {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("cannot restart {name} on {listen}");
+}
+
+/// The mirror and its backup hold the primary's image, are consistent, and share a history.
+fn converged(p: &Primary, m: &mut AdminClient, b: &mut AdminClient, what: &str) {
+    let image = image_of(p);
+    let mst = common::wait_status(m, "the mirror to be consistent and applied", |st| {
+        st.consistent && st.applied_seq >= st.last_received_seq
+    });
+    let bst =
+        common::wait_status(b, "the backup to take the mirror's history, consistent, and catch up", |st| {
+            st.consistent && st.generation == mst.generation && st.applied_seq >= mst.applied_seq
+        });
+    assert_ne!(bst.generation, "0x0", "{what}");
+    assert_eq!(first_difference(&image, &mirror_image(m, p.size())), None, "{what}: mirror");
+    assert_eq!(first_difference(&image, &mirror_image(b, p.size())), None, "{what}: backup");
+}
+
+#[test]
+fn a_mirror_passes_the_copies_it_gets_on_to_its_backup() {
+    let mut rng = Rng::new(common::seed("pass-on"));
+    let c = cluster("pass-on", 4 << 20);
+    let backup = start_node(&c, "b", "127.0.0.1:0", &[]);
+    let mut mirror = start_node(&c, "m", "127.0.0.1:0", &[backup.addr()]);
+    let m_addr = mirror.addr().to_string();
+    let mut o = PrimaryOptions::from_config(&c.cfg, false).expect("options");
+    o.mirror = m_addr.clone();
+    fast(&mut o);
+    o.failure.on_mirror_loss = OnMirrorLoss::Degrade;
+    let p = Primary::open(&o).expect("open");
+    scribble(&p, &mut rng, 40);
+    let admin = |addr: &str| AdminClient::connect(addr, &c.secret(), Duration::from_secs(5)).expect("admin");
+    let mut b = admin(backup.addr());
+    converged(&p, &mut admin(&m_addr), &mut b, "before");
+
+    // The mirror is away while the application goes on: it comes back to a bitmap copy, which
+    // reaches the backup through it while the application keeps writing.
+    mirror.kill();
+    scribble(&p, &mut rng, 40);
+    mirror = restart_node(&c, "m", &m_addr, &[backup.addr()]);
+    wait_for("the primary to reconnect", || p.status().failed.is_none());
+    scribble(&p, &mut rng, 20);
+    assert_eq!(resynced(&p), CopyKind::Bitmap);
+    scribble(&p, &mut rng, 5);
+    converged(&p, &mut admin(&m_addr), &mut b, "after a bitmap copy");
+
+    // The mirror loses everything: a full copy into it, and its backup (whose history the new,
+    // empty copy does not share) is copied from it.
+    mirror.kill();
+    std::fs::remove_dir_all(c.dir.path().join("m")).expect("wipe the mirror");
+    scribble(&p, &mut rng, 10);
+    let _mirror = restart_node(&c, "m", &m_addr, &[backup.addr()]);
+    wait_for("the primary to reconnect", || p.status().failed.is_none());
+    scribble(&p, &mut rng, 20);
+    assert_eq!(resynced(&p), CopyKind::Full);
+    scribble(&p, &mut rng, 5);
+    converged(&p, &mut admin(&m_addr), &mut b, "after a full copy");
+}
+
 #[test]
 fn unreplicated_writes_reach_a_mirror_later() {
     let mut rng = Rng::new(common::seed("unreplicated"));

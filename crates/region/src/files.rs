@@ -171,6 +171,11 @@ impl RegionFile {
         self.map.persist(self.at(offset, len), len)
     }
 
+    /// Writes data bytes and makes them persistent (see [`MappedFile::write_persistent`]).
+    pub fn write_persistent(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.map.write_persistent(self.at(offset, data.len()), data)
+    }
+
     /// Address of data byte 0.
     pub fn data_ptr(&self) -> *mut u8 {
         self.map.as_ptr().wrapping_add(REGION_HEADER_SIZE)

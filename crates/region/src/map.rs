@@ -1,6 +1,6 @@
 //! A file mapped shared, read-write, with bounds-checked access.
 
-use crate::flush::{persist_cache_lines, Persistence};
+use crate::flush::{copy_persistent, persist_cache_lines, Persistence};
 use rustix::fs::{Mode, OFlags};
 use rustix::mm::{MapFlags, MsyncFlags, ProtFlags};
 use std::fmt;
@@ -219,6 +219,23 @@ impl MappedFile {
                 // SAFETY: `[start, end)` lies within the mapping and is page-aligned at start.
                 unsafe { rustix::mm::msync(self.ptr.add(start).cast(), end - start, MsyncFlags::SYNC) }
                     .map_err(io::Error::from)
+            }
+        }
+    }
+
+    /// Copies `data` into the mapping at `offset` and makes it persistent: streaming stores
+    /// for memory and DAX (see [`crate::flush::copy_persistent`]), a copy and `msync` for a file.
+    pub fn write_persistent(&self, offset: usize, data: &[u8]) -> io::Result<()> {
+        self.check(offset, data.len());
+        match self.persistence {
+            Persistence::Dax | Persistence::Memory => {
+                // SAFETY: bounds checked above; `data` is a distinct Rust buffer.
+                unsafe { copy_persistent(self.ptr.add(offset), data) };
+                Ok(())
+            }
+            Persistence::File => {
+                self.write(offset, data);
+                self.persist(offset, data.len())
             }
         }
     }

@@ -121,6 +121,9 @@ fn apply_locked(s: &Shared, allow_gaps: bool, _applier: &MutexGuard<'_, ()>) -> 
                     }
                 });
             }
+            if let Some(last) = batch.last() {
+                s.written_seq.store(last.seq, Ordering::Relaxed);
+            }
         }
         if let Some(f) = &s.forward {
             let mut st = super::forward::lock(f);

@@ -142,6 +142,15 @@ impl DataArea {
         }
     }
 
+    /// Writes bytes and makes them persistent (a disk file: at the next [`DataArea::sync`]),
+    /// in one pass for mapped memory (see `mojim_region::RegionFile::write_persistent`).
+    pub fn write_persistent(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        match self {
+            DataArea::Memory(r) => r.write_persistent(offset, data),
+            DataArea::Disk(d) => d.write(offset, data),
+        }
+    }
+
     pub fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
         match self {
             DataArea::Memory(r) => {

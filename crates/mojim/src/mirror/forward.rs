@@ -262,10 +262,36 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
     let (mut conn, mut welcome, mut intro) = open_session(s, addr)?;
     let generation = s.region.generation().map(|g| g.0).unwrap_or(0);
     let have = welcome.next_seq - 1;
-    let other_history = welcome.generation != 0 && generation != 0 && welcome.generation != generation;
+    let has_history = welcome.generation != 0 || have > 0;
+    let other_history = has_history && welcome.generation != generation;
     let behind = have < lock(f).base;
-    let mut copied = false;
-    let have = if welcome.inconsistent || other_history || behind {
+    // A backup's consistent copy is never replaced by a worse one: not by this node's while it
+    // has none (new or wiped: generation 0, and its numbers would restart below the backup's),
+    // nor while this node's own copy is inconsistent (a copy into it runs). The backup waits,
+    // holding nothing back, until this node's copy is complete.
+    let replace = welcome.inconsistent || other_history || behind;
+    let wait = if generation == 0 && has_history {
+        Some("this node has no copy of the region yet (generation 0); the backup keeps its own until it has")
+    } else if replace && !welcome.inconsistent && !super::session::consistent(s) {
+        Some("this node's copy is inconsistent (a copy into it runs); the backup keeps its own until it is complete")
+    } else {
+        None
+    };
+    if let Some(why) = wait {
+        conn.shutdown();
+        {
+            let mut st = lock(f);
+            let l = &mut st.links[i];
+            l.connected = false;
+            l.needs_copy = true;
+            l.error = Some(why.into());
+            st.trim();
+        }
+        f.cv.notify_all();
+        return Ok(());
+    }
+    let mut feed = Feed { sent_generation: 0, copy: None };
+    let have = if replace {
         let why = if welcome.inconsistent {
             "its copy is inconsistent".to_string()
         } else if other_history {
@@ -282,8 +308,7 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
             return Err(format!("the backup was reset to {base} but resumes at {}", welcome.next_seq));
         }
         let tag = Tag { session: intro.session, epoch: intro.epoch, max_frame: welcome.max_frame };
-        full_copy(s, i, &mut conn, &tag, generation)?;
-        copied = true;
+        feed.copy = Some(full_copy(s, i, &mut conn, &tag)?);
         base
     } else {
         have
@@ -301,7 +326,6 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
     f.cv.notify_all();
     tracing::info!(backup = %addr, from = have + 1, base = lock(f).base, "feeding backup");
     let tag = Tag { session: intro.session, epoch, max_frame: welcome.max_frame };
-    let sent_generation = if copied { generation } else { 0 };
     let mut acks = conn.try_clone().map_err(|e| e.to_string())?;
     acks.set_recv_timeout(Some(s.opts.heartbeat.timeout)).map_err(|e| e.to_string())?;
     let closer = conn.try_clone().map_err(|e| e.to_string())?;
@@ -313,7 +337,7 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
             reader_closer.shutdown();
             r
         });
-        let sent = send_loop(s, &mut conn, &tag, have, sent_generation);
+        let sent = send_loop(s, &mut conn, &tag, have, feed);
         closer.shutdown();
         let read = reader.join().unwrap_or_else(|_| Err("ack reader panicked".into()));
         sent.and(read)
@@ -359,49 +383,115 @@ fn reset_backup(s: &Shared, addr: &str, base: u64) -> Result<(), String> {
     Err(format!("cannot reset the backup for a full copy: {last}"))
 }
 
-/// Copies the whole data area to the backup (CopyBegin, Copy frames, CopyEnd). The backup is
-/// consistent once it has applied the groups up to what was applied here when the copy ended.
-fn full_copy<C: Conn>(s: &Shared, i: usize, conn: &mut C, tag: &Tag, generation: u64) -> Result<(), String> {
+/// Copies the whole data area to the backup (CopyBegin, Copy frames). The copy stays open: the
+/// send loop closes it with CopyEnd once it knows where the backup is consistent.
+fn full_copy<C: Conn>(s: &Shared, i: usize, conn: &mut C, tag: &Tag) -> Result<OpenCopy, String> {
     let f = s.forward.as_ref().expect("forwarding is on");
     let size = s.opts.region.size;
-    send_control(conn, tag, FrameKind::CopyBegin, crate::primary::CopyKind::Full as u64, size)?;
-    let chunk = (tag.max_frame as u64).min(1 << 20);
-    let mut buf = vec![0u8; chunk as usize];
+    let mut copy = OpenCopy::begin(s, conn, tag)?;
     let t0 = Instant::now();
-    let mut off = 0;
-    while off < size {
-        let n = chunk.min(size - off) as usize;
-        {
-            let _r = s.data_lock.read().unwrap_or_else(|p| p.into_inner());
-            s.region.read(off, &mut buf[..n]).map_err(|e| format!("read the data area: {e}"))?;
-        }
-        let mut h = FrameHeader::new(FrameKind::Copy);
-        h.epoch = tag.epoch;
-        h.session = tag.session;
-        h.offset = off;
-        h.body_len = n as u32;
-        h.body_checksum = mojim_format::checksum::crc32c(&buf[..n]);
-        conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes()), IoSlice::new(&buf[..n])])
-            .map_err(|e| format!("send copy at {off}: {e}"))?;
-        off += n as u64;
-        lock(f).links[i].copy_sent = off;
-        if s.shutdown.load(Ordering::SeqCst) {
-            return Err("shutting down".into());
-        }
-    }
-    let until = {
-        let _applier = s.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
-        s.ckpt.lock().unwrap_or_else(|p| p.into_inner()).cp.applied_seq()
-    };
-    send_control(conn, tag, FrameKind::CopyEnd, generation, until)?;
+    copy.send_range(s, conn, tag, 0, size, |sent| lock(f).links[i].copy_sent = sent)?;
     let secs = t0.elapsed().as_secs_f64();
     tracing::info!(
         bytes = size,
         seconds = secs,
         mb_per_s = size as f64 / 1e6 / secs.max(1e-9),
-        until,
         "full copy sent to backup"
     );
+    Ok(copy)
+}
+
+/// What a backup link feeds besides groups: the generation id it last sent, and the copy into
+/// the backup not yet closed with CopyEnd.
+struct Feed {
+    sent_generation: u64,
+    copy: Option<OpenCopy>,
+}
+
+/// Copy frames sent to a backup since its CopyBegin (a full copy, or the bytes of Copied
+/// groups). The backup's copy is consistent once it has applied every group whose bytes those
+/// frames could hold, and the groups of this node's own copy, if one is running.
+struct OpenCopy {
+    /// The highest group written to this node's data area when it was read for the frames.
+    read_through: u64,
+    buf: Vec<u8>,
+}
+
+impl OpenCopy {
+    fn begin<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag) -> Result<OpenCopy, String> {
+        let size = s.opts.region.size;
+        send_control(conn, tag, FrameKind::CopyBegin, crate::primary::CopyKind::Full as u64, size)?;
+        // A Copy frame is not bound by the backup's max_frame.
+        let chunk = (tag.max_frame as u64).max(256 << 10).min(mojim_format::copied::MAX_COPY_BODY as u64);
+        Ok(OpenCopy { read_through: 0, buf: vec![0u8; chunk as usize] })
+    }
+
+    /// Sends `[off, off + len)` of the data area as Copy frames; `progress` gets the bytes sent.
+    fn send_range<C: Conn>(
+        &mut self,
+        s: &Shared,
+        conn: &mut C,
+        tag: &Tag,
+        off: u64,
+        len: u64,
+        mut progress: impl FnMut(u64),
+    ) -> Result<(), String> {
+        let chunk = self.buf.len() as u64;
+        let mut at = off;
+        while at < off + len {
+            let n = chunk.min(off + len - at) as usize;
+            {
+                let _r = s.data_lock.read().unwrap_or_else(|p| p.into_inner());
+                s.region.read(at, &mut self.buf[..n]).map_err(|e| format!("read the data area: {e}"))?;
+                self.read_through = self.read_through.max(s.written_seq.load(Ordering::Relaxed));
+            }
+            let mut h = FrameHeader::new(FrameKind::Copy);
+            h.epoch = tag.epoch;
+            h.session = tag.session;
+            h.offset = at;
+            h.body_len = n as u32;
+            h.body_checksum = mojim_format::checksum::crc32c(&self.buf[..n]);
+            conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes()), IoSlice::new(&self.buf[..n])])
+                .map_err(|e| format!("send copy at {at}: {e}"))?;
+            at += n as u64;
+            progress(at - off);
+            if s.shutdown.load(Ordering::SeqCst) {
+                return Err("shutting down".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the backup's copy is complete, once that is known: not while this node's own
+    /// copy is running and its last group is not yet known.
+    fn complete_at(&self, s: &Shared) -> Option<u64> {
+        let (flags, until) = s.region.copy_state().ok()?;
+        let mine = if flags & mojim_format::region::FLAG_INCONSISTENT == 0 {
+            s.ckpt.lock().unwrap_or_else(|p| p.into_inner()).cp.applied_seq()
+        } else if until != 0 {
+            until
+        } else {
+            return None;
+        };
+        Some(mine.max(self.read_through))
+    }
+}
+
+/// Sends CopyEnd to the backup when its history changes: with the point its open copy is
+/// complete at, once known, else just the new generation id.
+fn announce<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, feed: &mut Feed) -> Result<(), String> {
+    let generation = s.region.generation().map(|g| g.0).unwrap_or(0);
+    if let Some(copy) = &feed.copy {
+        if let Some(until) = copy.complete_at(s) {
+            send_control(conn, tag, FrameKind::CopyEnd, generation, until)?;
+            tracing::info!(until, "copy to backup closed: consistent once it has applied group {until}");
+            feed.copy = None;
+            feed.sent_generation = generation;
+        }
+    } else if generation != feed.sent_generation {
+        send_control(conn, tag, FrameKind::CopyEnd, generation, 0)?;
+        feed.sent_generation = generation;
+    }
     Ok(())
 }
 
@@ -411,7 +501,7 @@ fn send_loop<C: Conn>(
     conn: &mut C,
     tag: &Tag,
     mut sent: u64,
-    mut sent_generation: u64,
+    mut feed: Feed,
 ) -> Result<(), String> {
     let f = s.forward.as_ref().expect("forwarding is on");
     let rate = s.opts.secondary_rate_limit;
@@ -422,11 +512,7 @@ fn send_loop<C: Conn>(
         if is_primary(s) {
             return Err("this node was promoted: it feeds no backup".into());
         }
-        let generation = s.region.generation().map(|g| g.0).unwrap_or(0);
-        if generation != sent_generation {
-            send_control(conn, tag, FrameKind::CopyEnd, generation, 0)?;
-            sent_generation = generation;
-        }
+        announce(s, conn, tag, &mut feed)?;
         let next = {
             let mut st = lock(f);
             loop {
@@ -444,6 +530,7 @@ fn send_loop<C: Conn>(
                         return Err("this node was promoted: it feeds no backup".into());
                     }
                     send_control(conn, tag, FrameKind::Heartbeat, 0, 0)?;
+                    announce(s, conn, tag, &mut feed)?;
                     last_sent = Instant::now();
                     st = lock(f);
                 }
@@ -458,7 +545,7 @@ fn send_loop<C: Conn>(
             if first < next.seq {
                 send_skip(conn, tag, first, next.seq - 1)?;
             }
-            send_group(s, conn, tag, &next)?;
+            send_group(s, conn, tag, &next, &mut feed)?;
         }
         sent = next.seq;
         last_sent = Instant::now();
@@ -496,8 +583,17 @@ fn send_skip<C: Conn>(conn: &mut C, tag: &Tag, first: u64, last: u64) -> Result<
     send_control(conn, tag, FrameKind::Skip, first, last)
 }
 
-/// Sends one group's records straight from this node's log.
-fn send_group<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, g: &GroupRef) -> Result<(), String> {
+/// Sends one group's records straight from this node's log. A Copied record goes as Copy
+/// frames read from this node's data area (opening a copy into the backup first), then the
+/// record itself: the group was applied here, so the area holds its bytes or newer ones, and
+/// every newer group follows on this link.
+fn send_group<C: Conn>(
+    s: &Shared,
+    conn: &mut C,
+    tag: &Tag,
+    g: &GroupRef,
+    feed: &mut Feed,
+) -> Result<(), String> {
     let log = s.logs[g.lane as usize].get().expect("a group's log exists");
     let area = log.area();
     let mut headers = [[0u8; FRAME_HEADER_SIZE]; BATCH];
@@ -505,11 +601,12 @@ fn send_group<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, g: &GroupRef) -> Res
     let mut pos = g.start_pos;
     while pos < g.end_pos {
         let mut n = 0;
+        let mut copied: Option<(FrameHeader, &[u8])> = None;
         while n < BATCH && pos < g.end_pos {
             let rec = record_at_verified(area, pos, super::MAX_FRAME_LIMIT)
                 .unwrap_or_else(|| panic!("record at {pos} of group {} no longer valid", g.seq));
             pos = rec.end_pos();
-            if rec.header.kind != FrameKind::Data {
+            if !matches!(rec.header.kind, FrameKind::Data | FrameKind::Copied) {
                 continue;
             }
             if rec.header.body_len > tag.max_frame {
@@ -524,8 +621,13 @@ fn send_group<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, g: &GroupRef) -> Res
             h.epoch = tag.epoch;
             h.session = tag.session;
             h.log_pos = 0;
+            let body = &area[rec.body_at..rec.body_at + h.body_len as usize];
+            if h.kind == FrameKind::Copied {
+                copied = Some((h, body));
+                break;
+            }
             headers[n] = h.to_bytes();
-            bodies[n] = &area[rec.body_at..rec.body_at + h.body_len as usize];
+            bodies[n] = body;
             n += 1;
         }
         let mut iov = [IoSlice::new(&[]); 2 * BATCH];
@@ -533,7 +635,20 @@ fn send_group<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, g: &GroupRef) -> Res
             iov[2 * k] = IoSlice::new(&headers[k]);
             iov[2 * k + 1] = IoSlice::new(bodies[k]);
         }
-        conn.send_all_vectored(&mut iov[..2 * n]).map_err(|e| format!("send group {}: {e}", g.seq))?;
+        if n > 0 {
+            conn.send_all_vectored(&mut iov[..2 * n]).map_err(|e| format!("send group {}: {e}", g.seq))?;
+        }
+        if let Some((h, body)) = copied {
+            if feed.copy.is_none() {
+                feed.copy = Some(OpenCopy::begin(s, conn, tag)?);
+            }
+            let copy = feed.copy.as_mut().expect("opened above");
+            for (off, len) in mojim_format::copied::ranges(body) {
+                copy.send_range(s, conn, tag, off, len, |_| {})?;
+            }
+            conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes()), IoSlice::new(body)])
+                .map_err(|e| format!("send group {}: {e}", g.seq))?;
+        }
     }
     Ok(())
 }

@@ -122,7 +122,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
         };
         let h = slot.accepted.header;
         match h.kind {
-            FrameKind::Data | FrameKind::Skip => {}
+            FrameKind::Data | FrameKind::Skip | FrameKind::Copied => {}
             FrameKind::Heartbeat => {
                 if let Err(e) = heartbeat(conn, tag) {
                     return LaneEnd::Closed(format!("send heartbeat: {e}"));
@@ -168,6 +168,14 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             if let Err(e) = log.persist(g.start_pos, g.end_pos) {
                 return LaneEnd::Storage(format!("persist log of lane {lane_no}: {e}"));
             }
+            // A Copied group's bytes are in the data area: durable there before it is
+            // acknowledged (a disk file's writes need a sync; memory was written back as they
+            // landed).
+            if h.kind == FrameKind::Copied {
+                if let Err(e) = s.region.sync() {
+                    return LaneEnd::Storage(format!("sync copied bytes to the data area: {e}"));
+                }
+            }
             s.stats.groups_received.fetch_add(1, Ordering::Relaxed);
             s.stats.last_received_seq.fetch_max(g.seq, Ordering::Relaxed);
             // The group is whole and persistent in the log: queue it for the checkpointer,
@@ -197,29 +205,34 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
     }
 }
 
-/// A Copy frame: region bytes straight into the data area, once checked. Allowed only after
-/// this session's CopyBegin marked the data area inconsistent.
+/// A Copy frame: region bytes, checked, then written straight into the data area (not the
+/// log). Allowed only after this session's CopyBegin marked the data area inconsistent.
+///
+/// The bytes land before the group they belong to is applied in order. That is the same
+/// result: the sender read them after the group's number was assigned, so they are at least
+/// as new as every group numbered before it (a group before it that the checkpointer applies
+/// later writes bytes as new as the copy's, or newer), and no group numbered after it is
+/// applied before its Copied frame, which follows these frames on this lane, is in the log.
 fn receive_copy<C: Conn>(
     s: &Shared,
     conn: &mut C,
     h: &FrameHeader,
-    buf: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
 ) -> Result<(), LaneEnd> {
     if !super::session::copying(s, h.session) {
         return Err(LaneEnd::Violation(Violation::Kind { found: FrameKind::Copy }));
     }
-    buf.resize(h.body_len as usize, 0);
-    if let Err(e) = conn.read_exact(buf) {
+    scratch.resize(h.body_len as usize, 0);
+    if let Err(e) = conn.read_exact(scratch) {
         return Err(LaneEnd::Closed(format!("receive copy body: {e}")));
     }
-    if let Err(e) = h.check_body(buf) {
+    if let Err(e) = h.check_body(scratch) {
         return Err(LaneEnd::Violation(Violation::Body(e)));
     }
-    s.stats.bytes_received.fetch_add(buf.len() as u64, Ordering::Relaxed);
+    s.stats.bytes_received.fetch_add(scratch.len() as u64, Ordering::Relaxed);
     let _w = s.data_lock.write().unwrap_or_else(|p| p.into_inner());
     s.region
-        .write(h.offset, buf)
-        .and_then(|_| s.region.persist(h.offset, buf.len()))
+        .write_persistent(h.offset, scratch)
         .map_err(|e| LaneEnd::Storage(format!("write copied bytes to the data area: {e}")))
 }
 

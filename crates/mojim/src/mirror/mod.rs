@@ -164,8 +164,12 @@ pub(crate) struct Ckpt {
 pub(crate) struct Shared {
     pub opts: MirrorOptions,
     pub region: DataArea,
-    /// Held for writing while a group is being applied, for reading by readers.
+    /// Held for writing while a group is being applied or copied bytes land, for reading by
+    /// readers.
     pub data_lock: RwLock<()>,
+    /// The last group whose bytes the checkpointer wrote to the data area (changed with the
+    /// data lock held for writing): bytes read from the area hold no group after it.
+    pub written_seq: AtomicU64,
     /// Serialises appliers (the checkpointer thread and session sealing).
     pub apply_lock: Mutex<()>,
     pub logs: Vec<OnceLock<LogFile>>,
@@ -341,6 +345,7 @@ impl Mirror {
             opts,
             region,
             data_lock: RwLock::new(()),
+            written_seq: AtomicU64::new(0),
             apply_lock: Mutex::new(()),
             logs,
             lanes,

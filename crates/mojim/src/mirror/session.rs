@@ -26,9 +26,12 @@ pub(crate) struct Session {
     /// Handles to close each joined lane's connection from another thread.
     closers: Vec<Box<dyn Fn() + Send>>,
     pub peer: String,
-    /// A copy began in this session (the data area is marked inconsistent).
-    copy_began: bool,
-    /// Lanes that sent CopyEnd, the highest copy group among them, and the generation.
+    /// A copy began in this session and not every lane has ended it (the data area is marked
+    /// inconsistent). A session may hold several copies, one after another (a mirror feeding
+    /// this backup opens one for each copy it gets).
+    copy_open: bool,
+    /// Lanes that sent CopyEnd since the last copy or generation was complete, and the highest
+    /// copy group among them.
     copy_ended: u64,
     copy_until: u64,
     /// The copy's size (from CopyBegin), when it began, and the bytes received before it.
@@ -134,7 +137,7 @@ pub(crate) fn join(
                     ended: false,
                     closers: Vec::new(),
                     peer: peer.to_string(),
-                    copy_began: false,
+                    copy_open: false,
                     copy_ended: 0,
                     copy_until: 0,
                     copy_total: 0,
@@ -262,10 +265,13 @@ pub(crate) fn consistent(s: &Shared) -> bool {
 pub(crate) fn copy_begin(s: &Shared, session: u64, total: u64) -> Result<(), String> {
     let mut slot = lock(s);
     let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
-    if cur.copy_began {
+    if cur.copy_open {
+        // Another lane's announcement of the same copy.
         return Ok(());
     }
-    cur.copy_began = true;
+    cur.copy_open = true;
+    cur.copy_ended = 0;
+    cur.copy_until = 0;
     cur.copy_total = total;
     cur.copy_started = Some(std::time::Instant::now());
     cur.copy_base_bytes = s.stats.bytes_received.load(Ordering::Relaxed);
@@ -302,10 +308,12 @@ pub(crate) fn copy_end(
         let prev = if old != 0 { old } else { old_prev };
         s.region.set_generation(generation, prev).map_err(|e| format!("persist the generation: {e}"))?;
     }
-    if cur.copy_began {
+    cur.copy_ended = 0;
+    let until = std::mem::take(&mut cur.copy_until);
+    if std::mem::take(&mut cur.copy_open) {
         let (flags, _) = s.region.copy_state().map_err(|e| format!("read the copy state: {e}"))?;
         s.region
-            .set_copy_state(flags | FLAG_INCONSISTENT, cur.copy_until.max(1))
+            .set_copy_state(flags | FLAG_INCONSISTENT, until.max(1))
             .map_err(|e| format!("record the end of the copy: {e}"))?;
     }
     drop(slot);
@@ -345,7 +353,7 @@ pub(crate) fn wait_ended(s: &Shared, timeout: Duration) -> Result<(), String> {
 /// The copy into this node in progress, if any.
 pub(crate) fn copy_progress(s: &Shared) -> Option<CopyProgress> {
     let slot = lock(s);
-    let cur = slot.current.as_ref().filter(|c| c.copy_began && c.copy_ended.count_ones() < c.lanes as u32)?;
+    let cur = slot.current.as_ref().filter(|c| c.copy_open)?;
     let received = s.stats.bytes_received.load(Ordering::Relaxed).saturating_sub(cur.copy_base_bytes);
     let seconds = cur.copy_started.map_or(0.0, |t| t.elapsed().as_secs_f64());
     Some(CopyProgress {
@@ -359,7 +367,7 @@ pub(crate) fn copy_progress(s: &Shared) -> Option<CopyProgress> {
 
 /// Whether `session` is the current one and announced a copy.
 pub(crate) fn copying(s: &Shared, session: u64) -> bool {
-    lock(s).current.as_ref().is_some_and(|c| c.id == session && c.copy_began)
+    lock(s).current.as_ref().is_some_and(|c| c.id == session && c.copy_open)
 }
 
 /// Ends the current session, if any (shutdown).

@@ -8,6 +8,7 @@ use crate::connect::{connect, Intro};
 use crate::error::{Error, Result};
 use mojim_core::encode::{self, data_header, GroupLimits, GroupShape, SessionTag};
 use mojim_core::Range;
+use mojim_format::copied::{COPIED_RANGE_SIZE, MAX_COPIED_RANGES};
 use mojim_format::handshake::{decode_refuse, PeerRole, Welcome, REFUSE_MAX};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::RegionFile;
@@ -22,6 +23,10 @@ use crate::config::RegionId;
 
 /// Frames written per `writev`.
 const BATCH: usize = 32;
+/// Bytes per Copy frame (a receiver takes up to `MAX_COPY_BODY`, whatever `max_frame`): large
+/// frames keep the per-frame work of a copy small.
+pub(crate) const COPY_FRAME: u32 = 256 << 10;
+const _: () = assert!(COPY_FRAME <= mojim_format::copied::MAX_COPY_BODY);
 /// Most replicas a broadcasting primary sends to.
 pub(crate) const MAX_REPLICAS: usize = 8;
 
@@ -65,10 +70,26 @@ enum Until {
     Heard,
 }
 
-/// Where a group's bytes come from: the live region, or a snapshot of its ranges.
-struct Source<'a> {
-    region: &'a RegionFile,
-    snapshot: Option<&'a [u8]>,
+/// Buffers of a copy, allocated once for all its groups.
+pub(crate) struct CopyScratch {
+    /// The group's bytes, read from the region once its number is assigned.
+    snapshot: Vec<u8>,
+    /// Each Copy frame's header and body length (bodies follow one another in `snapshot`).
+    headers: Vec<([u8; FRAME_HEADER_SIZE], usize)>,
+    /// The Copied frame's body.
+    ranges: Vec<u8>,
+}
+
+impl CopyScratch {
+    /// Room for groups of up to `bytes` bytes in frames of at most `max_frame`.
+    pub fn new(bytes: u64, max_frame: u32) -> CopyScratch {
+        let frames = bytes.div_ceil(max_frame.max(1) as u64) as usize + 1;
+        CopyScratch {
+            snapshot: Vec::with_capacity(bytes as usize),
+            headers: Vec::with_capacity(frames),
+            ranges: Vec::with_capacity(MAX_COPIED_RANGES as usize * COPIED_RANGE_SIZE),
+        }
+    }
 }
 
 /// A connected session.
@@ -217,23 +238,6 @@ impl<C: Conn> Link<C> {
         shape: GroupShape,
         before_send: impl FnOnce(u64),
     ) -> Result<(u64, u64), String> {
-        self.send_group_from(region, l, ranges, shape, None, before_send)
-    }
-
-    /// As [`Link::send_group`], the bytes of `ranges` copied into `snapshot` (one after another)
-    /// and sent from there: for copies, whose ranges the application may be changing meanwhile.
-    /// The snapshot is taken once the group's number is assigned, so it holds every group
-    /// numbered before it (their bytes were stored before they were numbered) and any later
-    /// group is applied after it.
-    pub fn send_group_from(
-        &self,
-        region: &RegionFile,
-        l: usize,
-        ranges: &[Range],
-        shape: GroupShape,
-        mut snapshot: Option<&mut Vec<u8>>,
-        before_send: impl FnOnce(u64),
-    ) -> Result<(u64, u64), String> {
         let mut guards: [Option<MutexGuard<'_, Tx<C>>>; MAX_REPLICAS] = Default::default();
         for (r, g) in guards.iter_mut().enumerate().take(self.replicas) {
             *g = Some(lock(&self.lanes[r * self.lanes_per_replica + l].tx));
@@ -244,23 +248,79 @@ impl<C: Conn> Link<C> {
         // Assigned under the lanes' locks: a lane's groups go out in sequence order.
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         before_send(seq);
-        if let Some(buf) = snapshot.as_deref_mut() {
-            buf.clear();
-            for r in ranges {
-                let at = buf.len();
-                buf.resize(at + r.len as usize, 0);
-                region.read(r.offset, &mut buf[at..]);
-            }
-        }
-        let snapshot = snapshot.as_deref().map(|b| b.as_slice());
         let mut behind = 0;
         for (r, tx) in guards.iter_mut().enumerate().take(self.replicas) {
             let tx = tx.as_mut().expect("locked above");
-            let bytes = Source { region, snapshot };
-            behind = self.send_frames(tx, l as u16, seq, ranges, shape, &bytes)?;
+            behind = self.send_frames(tx, l as u16, seq, ranges, shape, region)?;
             self.lanes[r * self.lanes_per_replica + l].last_tx.store(self.now_ms(), Ordering::Relaxed);
         }
         Ok((seq, behind))
+    }
+
+    /// Sends `ranges` as a copy group on lane `l` of every replica: Copy frames, which land
+    /// straight in the replica's data area, then the Copied frame that numbers them. Returns
+    /// the group's number.
+    ///
+    /// The bytes are read into `scratch` once the number is assigned (the application may be
+    /// changing them), so they hold every group numbered before it (their bytes were stored
+    /// before they were numbered), and any later group is applied after it.
+    pub fn send_copy(
+        &self,
+        region: &RegionFile,
+        l: usize,
+        ranges: &[Range],
+        scratch: &mut CopyScratch,
+    ) -> Result<u64, String> {
+        let mut guards: [Option<MutexGuard<'_, Tx<C>>>; MAX_REPLICAS] = Default::default();
+        for (r, g) in guards.iter_mut().enumerate().take(self.replicas) {
+            *g = Some(lock(&self.lanes[r * self.lanes_per_replica + l].tx));
+        }
+        if self.is_failed() {
+            return Err(self.lost());
+        }
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let tag = SessionTag { session: self.session, epoch: self.epoch, lane: l as u16 };
+        let mf = COPY_FRAME as usize;
+        let CopyScratch { snapshot, headers, ranges: body } = scratch;
+        snapshot.clear();
+        headers.clear();
+        body.clear();
+        // Frame by frame, so each checksum reads bytes just copied, still in cache.
+        for r in ranges {
+            let mut at = r.offset;
+            let end = r.offset + r.len;
+            while at < end {
+                let n = (end - at).min(mf as u64) as usize;
+                let from = snapshot.len();
+                snapshot.resize(from + n, 0);
+                region.read(at, &mut snapshot[from..]);
+                headers.push((encode::copy_header(tag, at, &snapshot[from..]), n));
+                at += n as u64;
+            }
+            mojim_format::copied::push_range(body, r.offset, r.len);
+        }
+        let marker = encode::copied_header(tag, seq, body);
+        for (r, tx) in guards.iter_mut().enumerate().take(self.replicas) {
+            let tx = tx.as_mut().expect("locked above");
+            let mut cursor = 0;
+            for batch in headers.chunks(BATCH) {
+                let mut iov = [IoSlice::new(&[]); 2 * BATCH];
+                for (i, (h, n)) in batch.iter().enumerate() {
+                    iov[2 * i] = IoSlice::new(h);
+                    iov[2 * i + 1] = IoSlice::new(&snapshot[cursor..cursor + n]);
+                    cursor += n;
+                }
+                if let Err(e) = tx.conn.send_all_vectored(&mut iov[..2 * batch.len()]) {
+                    return Err(self.fail(format!("send copy on lane {l}: {e}")));
+                }
+            }
+            if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&marker), IoSlice::new(body)]) {
+                return Err(self.fail(format!("send copy on lane {l}: {e}")));
+            }
+            tx.last_sent = seq;
+            self.lanes[r * self.lanes_per_replica + l].last_tx.store(self.now_ms(), Ordering::Relaxed);
+        }
+        Ok(seq)
     }
 
     fn send_frames(
@@ -270,26 +330,16 @@ impl<C: Conn> Link<C> {
         seq: u64,
         ranges: &[Range],
         shape: GroupShape,
-        bytes: &Source<'_>,
+        region: &RegionFile,
     ) -> Result<u64, String> {
-        let (region, snapshot) = (bytes.region, bytes.snapshot);
         let tag = SessionTag { session: self.session, epoch: self.epoch, lane };
         let mut plans = encode::frames(ranges, self.limits.max_frame, shape);
         let mut bodies: [&[u8]; BATCH] = [&[]; BATCH];
-        let mut cursor = 0usize;
         loop {
             let mut n = 0;
             while n < BATCH {
                 let Some(plan) = plans.next() else { break };
-                let body = match snapshot {
-                    // Frames follow the ranges in order, so the snapshot is read in order too.
-                    Some(buf) => {
-                        let b = &buf[cursor..cursor + plan.len as usize];
-                        cursor += plan.len as usize;
-                        b
-                    }
-                    None => region.bytes(plan.offset, plan.len as usize),
-                };
+                let body = region.bytes(plan.offset, plan.len as usize);
                 tx.headers[n] = data_header(tag, seq, plan, body);
                 bodies[n] = body;
                 n += 1;

@@ -14,18 +14,21 @@
 //! | the mirror's previous generation is this copy's | refuse: the mirror is newer |
 //! | anything else | refuse: split brain |
 //!
-//! A copy is a stream of ordinary groups on all lanes, read from the region when sent. They get
-//! sequence numbers like the application's groups, which keep flowing meanwhile, so the mirror
-//! applies both in one order and the result is the primary's state. The copy is framed by
+//! A copy is a stream of copy groups on all lanes, read from the region when sent: Copy frames,
+//! which the mirror writes straight into its data area, each group closed by a Copied frame
+//! that takes a sequence number like the application's groups, which keep flowing meanwhile.
+//! The mirror's log holds only the Copied records, and it applies both kinds in one order (see
+//! `Link::send_copy` and the mirror's `lane.rs` for why the early landing gives the same
+//! result), so the result is the primary's state. The copy is framed by
 //! CopyBegin (the mirror marks its data area inconsistent, persistently) and CopyEnd on every
 //! lane (the mirror is consistent again once it has applied the last copy group, and takes this
 //! copy's generation id).
 
-use super::link::{lock, Link};
+use super::link::{lock, CopyScratch, Link};
 use super::Inner;
 use crate::error::{Error, Result};
-use mojim_core::encode::check_group;
 use mojim_core::Range;
+use mojim_format::copied::{COPIED_RANGE_SIZE, MAX_COPIED_RANGES};
 use mojim_format::handshake::Welcome;
 use mojim_format::FrameKind;
 use mojim_transport::Transport;
@@ -347,23 +350,27 @@ where
     T::Conn: Send + Sync + 'static,
 {
     let lanes = link.lanes_per_replica;
-    let group_bytes = (link.limits.max_group_log_bytes / 2).clamp(4096, COPY_GROUP_BYTES);
+    // The mirror's log holds only each group's Copied record; the bytes go to its data area.
+    let group_bytes = COPY_GROUP_BYTES;
+    let max_ranges =
+        (link.limits.max_frame as usize / COPIED_RANGE_SIZE).clamp(1, MAX_COPIED_RANGES as usize);
+    let size = inner.region.size();
+    if let Some(&(off, len)) = ranges.iter().find(|r| r.0.checked_add(r.1).is_none_or(|e| e > size)) {
+        return Err(format!("copy range at {off} of {len} bytes is outside the region of {size} bytes"));
+    }
     let mut last = vec![0u64; lanes];
     let mut in_flight: VecDeque<(usize, u64)> = VecDeque::new();
     let mut group: Vec<Range> = Vec::new();
     let mut bytes = 0u64;
     let mut n = 0usize;
-    // The application may change copied ranges at any time: each group is sent from a snapshot.
-    let mut snapshot = Vec::with_capacity(group_bytes as usize);
+    let mut scratch = CopyScratch::new(group_bytes, super::link::COPY_FRAME);
     let mut send = |group: &mut Vec<Range>, bytes: &mut u64| -> Result<(), String> {
         if group.is_empty() {
             return Ok(());
         }
         let lane = n % lanes;
         n += 1;
-        let shape = check_group(group, &link.limits).map_err(|e| format!("copy group: {e}"))?;
-        let (seq, _) =
-            link.send_group_from(&inner.region, lane, group, shape, Some(&mut snapshot), |_| {})?;
+        let seq = link.send_copy(&inner.region, lane, group, &mut scratch)?;
         inner.resync.sent.fetch_add(*bytes, Ordering::Relaxed);
         last[lane] = seq;
         in_flight.push_back((lane, seq));
@@ -383,7 +390,7 @@ where
             group.push(Range::new(at, piece));
             bytes += piece;
             at += piece;
-            if bytes >= group_bytes || group.len() >= link.limits.max_ranges {
+            if bytes >= group_bytes || group.len() >= max_ranges {
                 send(&mut group, &mut bytes)?;
             }
         }
