@@ -130,6 +130,14 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
                 continue;
             }
             FrameKind::CopyBegin => {
+                // The copy's groups need this lane's log: a node that cannot make it refuses the
+                // copy before any of it lands.
+                if log.is_none() {
+                    match log_of(s, lane_no) {
+                        Ok(l) => log = Some(l),
+                        Err(m) => return LaneEnd::Storage(m),
+                    }
+                }
                 if let Err(m) = super::session::copy_begin(s, tag.session, h.seq) {
                     return LaneEnd::Storage(m);
                 }

@@ -251,7 +251,7 @@ impl<C: Conn> Link<C> {
         let mut behind = 0;
         for (r, tx) in guards.iter_mut().enumerate().take(self.replicas) {
             let tx = tx.as_mut().expect("locked above");
-            behind = self.send_frames(tx, l as u16, seq, ranges, shape, region)?;
+            behind = self.send_frames(tx, r * self.lanes_per_replica + l, seq, ranges, shape, region)?;
             self.lanes[r * self.lanes_per_replica + l].last_tx.store(self.now_ms(), Ordering::Relaxed);
         }
         Ok((seq, behind))
@@ -311,11 +311,15 @@ impl<C: Conn> Link<C> {
                     cursor += n;
                 }
                 if let Err(e) = tx.conn.send_all_vectored(&mut iov[..2 * batch.len()]) {
-                    return Err(self.fail(format!("send copy on lane {l}: {e}")));
+                    return Err(
+                        self.fail_send(r * self.lanes_per_replica + l, format!("send copy on lane {l}: {e}"))
+                    );
                 }
             }
             if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&marker), IoSlice::new(body)]) {
-                return Err(self.fail(format!("send copy on lane {l}: {e}")));
+                return Err(
+                    self.fail_send(r * self.lanes_per_replica + l, format!("send copy on lane {l}: {e}"))
+                );
             }
             tx.last_sent = seq;
             self.lanes[r * self.lanes_per_replica + l].last_tx.store(self.now_ms(), Ordering::Relaxed);
@@ -326,12 +330,13 @@ impl<C: Conn> Link<C> {
     fn send_frames(
         &self,
         tx: &mut Tx<C>,
-        lane: u16,
+        at: usize,
         seq: u64,
         ranges: &[Range],
         shape: GroupShape,
         region: &RegionFile,
     ) -> Result<u64, String> {
+        let lane = self.lanes[at].index;
         let tag = SessionTag { session: self.session, epoch: self.epoch, lane };
         let mut plans = encode::frames(ranges, self.limits.max_frame, shape);
         let mut bodies: [&[u8]; BATCH] = [&[]; BATCH];
@@ -353,7 +358,7 @@ impl<C: Conn> Link<C> {
                 iov[2 * i + 1] = IoSlice::new(bodies[i]);
             }
             if let Err(e) = tx.conn.send_all_vectored(&mut iov[..2 * n]) {
-                return Err(self.fail(format!("send on lane {lane}: {e}")));
+                return Err(self.fail_send(at, format!("send on lane {lane}: {e}")));
             }
         }
         tx.last_sent = seq;
@@ -375,7 +380,9 @@ impl<C: Conn> Link<C> {
             let bytes = h.to_bytes();
             let mut tx = lock(&lane.tx);
             if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&bytes)]) {
-                return Err(self.fail(format!("send {kind:?} on lane {l}: {e}")));
+                return Err(
+                    self.fail_send(r * self.lanes_per_replica + l, format!("send {kind:?} on lane {l}: {e}"))
+                );
             }
             lane.last_tx.store(self.now_ms(), Ordering::Relaxed);
         }
@@ -528,6 +535,27 @@ impl<C: Conn> Link<C> {
             }
         }
         Ok(())
+    }
+
+    /// A send on lane `at` failed. The mirror may have refused the session just before (its
+    /// Refuse is still in the receive buffer): its reason says more than a broken pipe.
+    fn fail_send(&self, at: usize, what: String) -> String {
+        if let Ok(mut rx) = self.lanes[at].rx.try_lock() {
+            let mut hb = [0u8; FRAME_HEADER_SIZE];
+            let refused =
+                rx.read_exact(&mut hb).ok().and_then(|_| FrameHeader::decode(&hb).ok()).and_then(|h| {
+                    if h.kind != FrameKind::Refuse || h.body_len as usize > REFUSE_MAX {
+                        return None;
+                    }
+                    let mut body = vec![0u8; h.body_len as usize];
+                    rx.read_exact(&mut body).ok()?;
+                    decode_refuse(&body).ok()
+                });
+            if let Some((code, m)) = refused {
+                return self.fail(format!("mirror refused the session ({code:?}): {m}"));
+            }
+        }
+        self.fail(what)
     }
 
     /// Marks the link failed and closes every lane, so no thread waits forever.
