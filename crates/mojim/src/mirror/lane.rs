@@ -60,9 +60,28 @@ pub(crate) fn run<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd
         // Tell the primary why before closing: its sync fails with this message.
         let mut body = Vec::new();
         encode_refuse(RefuseCode::Storage, msg, &mut body);
-        let _ = crate::net::send(conn, FrameKind::Refuse, 0, &body);
+        if crate::net::send(conn, FrameKind::Refuse, 0, &body).is_ok() {
+            drain(conn);
+        }
     }
     end
+}
+
+/// Reads and drops what the peer still sends, until it closes (it does once it reads the
+/// Refuse) or a few seconds pass. Closing with unread bytes would reset the connection, and a
+/// reset can throw away the Refuse before the peer reads it.
+fn drain<C: Conn>(conn: &mut C) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let _ = conn.set_recv_timeout(Some(Duration::from_millis(100)));
+    let mut buf = [0u8; 16 << 10];
+    while std::time::Instant::now() < deadline {
+        match conn.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => return,
+        }
+    }
 }
 
 fn heartbeat<C: Conn>(conn: &mut C, tag: SessionTag) -> std::io::Result<()> {

@@ -538,23 +538,35 @@ impl<C: Conn> Link<C> {
     }
 
     /// A send on lane `at` failed. The mirror may have refused the session just before (its
-    /// Refuse is still in the receive buffer): its reason says more than a broken pipe.
+    /// Refuse is still in the receive buffer, perhaps behind acknowledgements and heartbeats):
+    /// its reason says more than a broken pipe. A thread reading the lane meanwhile finds the
+    /// Refuse itself (the connection is closed, so its read ends at once) and fails the link
+    /// with it.
     fn fail_send(&self, at: usize, what: String) -> String {
-        if let Ok(mut rx) = self.lanes[at].rx.try_lock() {
+        let mut rx = lock(&self.lanes[at].rx);
+        if self.is_failed() {
+            return self.lost();
+        }
+        for _ in 0..64 {
             let mut hb = [0u8; FRAME_HEADER_SIZE];
-            let refused =
-                rx.read_exact(&mut hb).ok().and_then(|_| FrameHeader::decode(&hb).ok()).and_then(|h| {
-                    if h.kind != FrameKind::Refuse || h.body_len as usize > REFUSE_MAX {
-                        return None;
-                    }
+            let Some(h) = rx.read_exact(&mut hb).ok().and_then(|_| FrameHeader::decode(&hb).ok()) else {
+                break;
+            };
+            match h.kind {
+                FrameKind::Ack | FrameKind::Heartbeat if h.body_len == 0 => continue,
+                FrameKind::Refuse if h.body_len as usize <= REFUSE_MAX => {
                     let mut body = vec![0u8; h.body_len as usize];
-                    rx.read_exact(&mut body).ok()?;
-                    decode_refuse(&body).ok()
-                });
-            if let Some((code, m)) = refused {
-                return self.fail(format!("mirror refused the session ({code:?}): {m}"));
+                    if let Some((code, m)) =
+                        rx.read_exact(&mut body).ok().and_then(|_| decode_refuse(&body).ok())
+                    {
+                        return self.fail(format!("mirror refused the session ({code:?}): {m}"));
+                    }
+                    break;
+                }
+                _ => break,
             }
         }
+        drop(rx);
         self.fail(what)
     }
 
