@@ -338,6 +338,57 @@ where
     Ok(())
 }
 
+/// Sends lane `lane`'s share of `ranges` (every `lanes`-th copy group) and returns the number of
+/// its last group (0 if it had none).
+fn copy_lane<T: Transport>(
+    inner: &Inner<T>,
+    link: &Link<T::Conn>,
+    ranges: &[(u64, u64)],
+    lane: usize,
+) -> Result<u64, String> {
+    let lanes = link.lanes_per_replica;
+    // The mirror's log holds only each group's Copied record; the bytes go to its data area.
+    let max_ranges =
+        (link.limits.max_frame as usize / COPIED_RANGE_SIZE).clamp(1, MAX_COPIED_RANGES as usize);
+    let mut scratch = CopyScratch::new(COPY_GROUP_BYTES, super::link::COPY_FRAME);
+    let mut in_flight: VecDeque<u64> = VecDeque::new();
+    let mut last = 0;
+    for group in copy_groups(ranges, COPY_GROUP_BYTES, max_ranges).skip(lane).step_by(lanes) {
+        let seq = link.send_copy(&inner.region, lane, &group, &mut scratch)?;
+        inner.resync.sent.fetch_add(group.iter().map(|r| r.len).sum(), Ordering::Relaxed);
+        last = seq;
+        in_flight.push_back(seq);
+        if in_flight.len() > IN_FLIGHT_PER_LANE {
+            link.wait(lane, in_flight.pop_front().expect("not empty"))?;
+        }
+    }
+    Ok(last)
+}
+
+/// Cuts `ranges` into copy groups of at most `group_bytes` bytes and `max_ranges` ranges.
+fn copy_groups(
+    ranges: &[(u64, u64)],
+    group_bytes: u64,
+    max_ranges: usize,
+) -> impl Iterator<Item = Vec<Range>> + '_ {
+    let mut pieces = ranges.iter().copied().filter(|r| r.1 > 0);
+    let mut carry: Option<(u64, u64)> = None;
+    std::iter::from_fn(move || {
+        let mut group = Vec::new();
+        let mut bytes = 0;
+        while group.len() < max_ranges && bytes < group_bytes {
+            let Some((off, len)) = carry.take().or_else(|| pieces.next()) else { break };
+            let take = len.min(group_bytes - bytes);
+            group.push(Range::new(off, take));
+            bytes += take;
+            if take < len {
+                carry = Some((off + take, len - take));
+            }
+        }
+        (!group.is_empty()).then_some(group)
+    })
+}
+
 /// Sends `ranges` as copy groups over every lane, then CopyEnd, and waits for all of it.
 fn copy<T: Transport>(
     inner: &Inner<T>,
@@ -350,52 +401,19 @@ where
     T::Conn: Send + Sync + 'static,
 {
     let lanes = link.lanes_per_replica;
-    // The mirror's log holds only each group's Copied record; the bytes go to its data area.
-    let group_bytes = COPY_GROUP_BYTES;
-    let max_ranges =
-        (link.limits.max_frame as usize / COPIED_RANGE_SIZE).clamp(1, MAX_COPIED_RANGES as usize);
     let size = inner.region.size();
     if let Some(&(off, len)) = ranges.iter().find(|r| r.0.checked_add(r.1).is_none_or(|e| e > size)) {
         return Err(format!("copy range at {off} of {len} bytes is outside the region of {size} bytes"));
     }
-    let mut last = vec![0u64; lanes];
-    let mut in_flight: VecDeque<(usize, u64)> = VecDeque::new();
-    let mut group: Vec<Range> = Vec::new();
-    let mut bytes = 0u64;
-    let mut n = 0usize;
-    let mut scratch = CopyScratch::new(group_bytes, super::link::COPY_FRAME);
-    let mut send = |group: &mut Vec<Range>, bytes: &mut u64| -> Result<(), String> {
-        if group.is_empty() {
-            return Ok(());
-        }
-        let lane = n % lanes;
-        n += 1;
-        let seq = link.send_copy(&inner.region, lane, group, &mut scratch)?;
-        inner.resync.sent.fetch_add(*bytes, Ordering::Relaxed);
-        last[lane] = seq;
-        in_flight.push_back((lane, seq));
-        if in_flight.len() > IN_FLIGHT_PER_LANE * lanes {
-            let (l, s) = in_flight.pop_front().expect("not empty");
-            link.wait(l, s)?;
-        }
-        group.clear();
-        *bytes = 0;
-        Ok(())
-    };
-    for &(off, len) in ranges {
-        let mut at = off;
-        let end = off + len;
-        while at < end {
-            let piece = (end - at).min(group_bytes - bytes);
-            group.push(Range::new(at, piece));
-            bytes += piece;
-            at += piece;
-            if bytes >= group_bytes || group.len() >= max_ranges {
-                send(&mut group, &mut bytes)?;
-            }
-        }
-    }
-    send(&mut group, &mut bytes)?;
+    // A sender per lane: reading and checksumming a group overlaps another lane's sending.
+    let last = std::thread::scope(|scope| {
+        let senders: Vec<_> =
+            (0..lanes).map(|l| scope.spawn(move || copy_lane(inner, link, ranges, l))).collect();
+        senders
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a copy sender panicked".into())))
+            .collect::<Result<Vec<u64>, String>>()
+    })?;
     for (l, &seq) in last.iter().enumerate() {
         link.send_control(l, FrameKind::CopyEnd, generation, seq)?;
     }
@@ -473,6 +491,22 @@ mod tests {
         // A degraded copy whose bitmap started elsewhere cannot use it.
         let e = run(mine(8, 7, Some(5)), welcome(9, 7, 0, false), Some(vec![])).unwrap_err();
         assert!(e.contains("split brain"), "{e}");
+    }
+
+    #[test]
+    fn copy_groups_cover_the_ranges_in_order_within_their_limits() {
+        let ranges = [(0, 10), (100, 25), (200, 3), (300, 1), (400, 1)];
+        let groups: Vec<Vec<(u64, u64)>> =
+            copy_groups(&ranges, 12, 3).map(|g| g.iter().map(|r| (r.offset, r.len)).collect()).collect();
+        assert_eq!(
+            groups,
+            vec![
+                vec![(0, 10), (100, 2)],
+                vec![(102, 12)],
+                vec![(114, 11), (200, 1)],
+                vec![(201, 2), (300, 1), (400, 1)],
+            ]
+        );
     }
 
     #[test]
