@@ -272,7 +272,7 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
     let replace = welcome.inconsistent || other_history || behind;
     let wait = if generation == 0 && has_history {
         Some("this node has no copy of the region yet (generation 0); the backup keeps its own until it has")
-    } else if replace && !welcome.inconsistent && !super::session::consistent(s) {
+    } else if replace && !super::session::consistent(s) {
         Some("this node's copy is inconsistent (a copy into it runs); the backup keeps its own until it is complete")
     } else {
         None
@@ -308,7 +308,8 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
             return Err(format!("the backup was reset to {base} but resumes at {}", welcome.next_seq));
         }
         let tag = Tag { session: intro.session, epoch: intro.epoch, max_frame: welcome.max_frame };
-        feed.copy = Some(full_copy(s, i, &mut conn, &tag)?);
+        full_copy(s, i, &mut conn, &tag, generation)?;
+        feed.sent_generation = generation;
         base
     } else {
         have
@@ -383,22 +384,29 @@ fn reset_backup(s: &Shared, addr: &str, base: u64) -> Result<(), String> {
     Err(format!("cannot reset the backup for a full copy: {last}"))
 }
 
-/// Copies the whole data area to the backup (CopyBegin, Copy frames). The copy stays open: the
-/// send loop closes it with CopyEnd once it knows where the backup is consistent.
-fn full_copy<C: Conn>(s: &Shared, i: usize, conn: &mut C, tag: &Tag) -> Result<OpenCopy, String> {
+/// Copies the whole data area of this node (whose copy is consistent) to the backup:
+/// CopyBegin, Copy frames, and CopyEnd at the group the backup's copy is complete at. If this
+/// node's copy became inconsistent meanwhile (a copy into it began), the link ends and the
+/// backup's copy is redone once this node's is complete.
+fn full_copy<C: Conn>(s: &Shared, i: usize, conn: &mut C, tag: &Tag, generation: u64) -> Result<(), String> {
     let f = s.forward.as_ref().expect("forwarding is on");
     let size = s.opts.region.size;
     let mut copy = OpenCopy::begin(s, conn, tag)?;
     let t0 = Instant::now();
     copy.send_range(s, conn, tag, 0, size, |sent| lock(f).links[i].copy_sent = sent)?;
+    let until = copy.complete_at(s).ok_or(
+        "a copy into this node began during the full copy to the backup; it is redone once this node's copy is complete",
+    )?;
+    send_control(conn, tag, FrameKind::CopyEnd, generation, until)?;
     let secs = t0.elapsed().as_secs_f64();
     tracing::info!(
         bytes = size,
         seconds = secs,
         mb_per_s = size as f64 / 1e6 / secs.max(1e-9),
+        until,
         "full copy sent to backup"
     );
-    Ok(copy)
+    Ok(())
 }
 
 /// What a backup link feeds besides groups: the generation id it last sent, and the copy into
@@ -409,8 +417,9 @@ struct Feed {
 }
 
 /// Copy frames sent to a backup since its CopyBegin (a full copy, or the bytes of Copied
-/// groups). The backup's copy is consistent once it has applied every group whose bytes those
-/// frames could hold, and the groups of this node's own copy, if one is running.
+/// groups, which may be forwarded while this node's own copy runs). The backup's copy is
+/// consistent once it has applied every group whose bytes those frames could hold, and the
+/// groups of this node's own copy, if one is running.
 struct OpenCopy {
     /// The highest group written to this node's data area when it was read for the frames.
     read_through: u64,
