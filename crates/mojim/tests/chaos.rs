@@ -1,7 +1,8 @@
 //! Fault injection over real processes: `mojim chaos` kills, partitions and fails over a
 //! three-node cluster under a self-checking workload, and checks that no acknowledged group is
-//! lost, no group is torn, no two nodes acknowledge writes in one epoch, and the replicas
-//! converge. A failure prints the seed and the command that replays the failing trial.
+//! lost, no group is torn, no two nodes acknowledge writes in one epoch, the replicas converge,
+//! and no node logs a protocol violation. A failure prints the seed and the command that
+//! replays the failing trial.
 
 mod common;
 
@@ -41,6 +42,10 @@ fn run_trials(test: &str, var: &str, trials: u64, extra: &[&str]) {
     for clean in ["lost=0 ", "torn=0 ", "dual_primary=0"] {
         assert!(summary.contains(clean), "{summary}");
     }
+    // The nodes are all this build: a protocol violation between them is a bug, even when the
+    // trial recovered from it.
+    let errors = text.lines().find(|l| l.starts_with("errors=")).expect("an errors line");
+    assert!(errors.contains(" violations_logged=0 "), "a node logged a protocol violation (above): {errors}");
 }
 
 #[test]

@@ -683,11 +683,10 @@ impl<'n> Trial<'n> {
                 m.consistent
             )));
         }
+        // The mirror is consistent here, so a backup waiting for it (needs_copy) is copied at its
+        // link's next attempt.
         for l in &m.backups {
-            if l.needs_copy {
-                continue;
-            }
-            if !l.connected || l.acked_seq < m.applied_seq {
+            if l.needs_copy || !l.connected || l.acked_seq < m.applied_seq {
                 return Ok(Some(format!(
                     "backup {}: connected={} acked {} of {} ({:?})",
                     l.addr, l.connected, l.acked_seq, m.applied_seq, l.error

@@ -42,8 +42,8 @@ pub struct BackupStatus {
     pub lag_groups: usize,
     pub lag_bytes: u64,
     pub error: Option<String>,
-    /// The backup lacks groups this node no longer keeps: it needs a full copy, and until then
-    /// it does not hold back this node's log.
+    /// The backup needs a full copy that waits for this node's own copy (new, wiped, or
+    /// inconsistent) to be complete; until then it does not hold back this node's log.
     pub needs_copy: bool,
     /// A full copy to this backup: bytes sent of the total (0 of 0 when none ran).
     #[serde(default)]
