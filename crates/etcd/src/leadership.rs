@@ -4,8 +4,11 @@
 //! grant or keepalive was *sent*, plus the lease's TTL, less a margin for clock-rate differences.
 //! etcd received that request no earlier than it was sent and counts the TTL from then, so the
 //! lease (and with it the key, which nobody else can take while it exists) outlives the validity.
-//! Once a renewal fails the validity stops advancing for good: the holder must step down by
-//! `valid_until` and campaign again.
+//! A renewal that fails for want of an answer (etcd unreachable, slow, or between leaders) is
+//! retried while the validity lasts, and one sent before it lapsed extends it again. Once the
+//! lease is known to be gone (expired, or the key taken or deleted), or the validity lapsed
+//! without a renewal, it stops advancing for good: the holder must step down by `valid_until`
+//! and campaign again.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
@@ -238,26 +241,54 @@ fn renew(client: &Client, key: &str, lease: i64, timing: Timing, sent: Instant, 
                 state.valid_until = state.valid_until.max(until);
                 next = sent + timing.renew_every;
             }
-            Err(why) => {
+            Err(Renewal::Gone(why)) => {
                 state.lost = Some(why);
                 return;
+            }
+            Err(Renewal::Unanswered(why)) => {
+                // Try again soon, while a success could still count.
+                let now = Instant::now();
+                if now >= state.valid_until {
+                    state.lost = Some(format!("{why}; the validity lapsed before a renewal succeeded"));
+                    return;
+                }
+                next = now + retry_interval(timing);
             }
         }
     }
 }
 
+/// Why a renewal did not succeed.
+enum Renewal {
+    /// The lease or the key is gone: no renewal can succeed.
+    Gone(String),
+    /// No usable answer (etcd unreachable, too slow, or without a leader): worth retrying.
+    Unanswered(String),
+}
+
+/// How soon an unanswered renewal is tried again.
+fn retry_interval(timing: Timing) -> Duration {
+    (timing.renew_every / 4).max(Duration::from_millis(10))
+}
+
 /// Renews the lease once and checks the key still carries it; the TTL granted, or why not.
-fn renew_once(client: &Client, key: &str, lease: i64) -> Result<Duration, String> {
+fn renew_once(client: &Client, key: &str, lease: i64) -> Result<Duration, Renewal> {
     let ttl = match client.keep_alive(lease) {
         Ok(ttl) => ttl,
-        Err(EtcdError::LeaseExpired { .. }) => return Err(format!("lease {lease:#x} of {key:?} expired")),
-        Err(e) => return Err(format!("renewing lease {lease:#x} of {key:?} failed: {e}")),
+        Err(EtcdError::LeaseExpired { .. }) => {
+            return Err(Renewal::Gone(format!("lease {lease:#x} of {key:?} expired")))
+        }
+        Err(e) => {
+            return Err(Renewal::Unanswered(format!("renewing lease {lease:#x} of {key:?} failed: {e}")))
+        }
     };
     match client.get(key) {
         Ok(Some(kv)) if kv.lease == lease => Ok(ttl),
-        Ok(Some(kv)) => Err(format!("{key:?} was taken over under lease {:#x}", kv.lease)),
-        Ok(None) => Err(format!("{key:?} was deleted while its lease {lease:#x} was alive")),
-        Err(e) => Err(format!("checking {key:?} after renewing lease {lease:#x} failed: {e}")),
+        Ok(Some(kv)) => Err(Renewal::Gone(format!("{key:?} was taken over under lease {:#x}", kv.lease))),
+        Ok(None) => Err(Renewal::Gone(format!("{key:?} was deleted while its lease {lease:#x} was alive"))),
+        Err(e) => {
+            Err(Renewal::Unanswered(format!("checking {key:?} after renewing lease {lease:#x} failed: {e}")))
+        }
     }
 }
 
@@ -363,6 +394,31 @@ mod tests {
             thread::sleep(Duration::from_millis(20));
         };
         assert!(b.is_valid());
+    }
+
+    #[test]
+    fn a_short_stall_of_etcd_is_ridden_out() {
+        let Some(server) = EtcdServer::start_for_test() else { return };
+        let client = server.client(Duration::from_millis(100));
+        let ttl = TTL * 2;
+        let a = Leadership::campaign(client.clone(), "leader", b"a", ttl, RENEW, MARGIN)
+            .unwrap()
+            .expect("the key was free");
+        thread::sleep(RENEW * 2);
+        // Two renewals fail for want of an answer, well inside the validity left (at least
+        // 2 s - MARGIN - RENEW = 1.5 s).
+        server.freeze();
+        thread::sleep(RENEW * 2);
+        let before = a.valid_until();
+        server.resume();
+        let resumed = Instant::now();
+        while a.valid_until() == before {
+            assert!(a.lost().is_none(), "a {:?} stall ended the leadership: {:?}", RENEW * 2, a.lost());
+            assert!(resumed.elapsed() < ttl, "renewals did not resume after the stall");
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert!(a.is_valid() && a.lost().is_none(), "{:?}", a.lost());
+        a.resign().unwrap();
     }
 
     #[test]

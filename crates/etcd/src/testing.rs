@@ -150,6 +150,22 @@ impl EtcdServer {
         let _ = self.child.wait();
     }
 
+    /// Freezes etcd with SIGSTOP: it keeps its ports but answers nothing until
+    /// [`EtcdServer::resume`] (a stalled or briefly unreachable etcd).
+    pub fn freeze(&self) {
+        self.signal("STOP");
+    }
+
+    /// Lets a frozen etcd run again (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill").arg(format!("-{name}")).arg(self.child.id().to_string()).status();
+        assert!(status.is_ok_and(|s| s.success()), "kill -{name} etcd ({}) failed", self.child.id());
+    }
+
     /// The last lines etcd logged.
     fn log_tail(&self) -> String {
         let log = fs::read_to_string(self.data_dir.join("etcd.log")).unwrap_or_default();
