@@ -145,8 +145,40 @@ impl Client {
         self.put_if(Guard::Modified(expected_mod_revision), key, value, lease)
     }
 
+    /// As [`Client::compare_and_swap`], and only if `absent` does not exist either, in one
+    /// transaction; says whether it wrote.
+    pub fn compare_and_swap_unless(
+        &self,
+        key: &str,
+        expected_mod_revision: i64,
+        absent: &str,
+        value: &[u8],
+        lease: Option<i64>,
+    ) -> Result<bool, EtcdError> {
+        if expected_mod_revision < 0 {
+            return Err(EtcdError::InvalidArgument {
+                what: format!("expected mod revision {expected_mod_revision} of {key:?} is negative"),
+            });
+        }
+        let guards = [
+            (Guard::Modified(expected_mod_revision), key.as_bytes()),
+            (Guard::Created(0), absent.as_bytes()),
+        ];
+        self.put_if_all(&guards, key, value, lease)
+    }
+
     fn put_if(&self, guard: Guard, key: &str, value: &[u8], lease: Option<i64>) -> Result<bool, EtcdError> {
-        let body = wire::txn_put_if(guard, key.as_bytes(), value, lease);
+        self.put_if_all(&[(guard, key.as_bytes())], key, value, lease)
+    }
+
+    fn put_if_all(
+        &self,
+        guards: &[(Guard, &[u8])],
+        key: &str,
+        value: &[u8],
+        lease: Option<i64>,
+    ) -> Result<bool, EtcdError> {
+        let body = wire::txn_put_if(guards, key.as_bytes(), value, lease);
         let (_, r): (_, wire::TxnResponse) =
             self.call("/v3/kv/txn", &body, Repeat::OnlyIfUnsent).map_err(|e| lease_gone(e, lease))?;
         Ok(r.succeeded)
@@ -471,6 +503,25 @@ mod tests {
         assert!(!c.compare_and_swap("k", rev, b"stale", None).unwrap());
         assert_eq!(c.get("k").unwrap().unwrap().value, b"v2");
         assert!(c.compare_and_swap("k", -1, b"x", None).is_err());
+    }
+
+    #[test]
+    fn compare_and_swap_unless_also_needs_the_other_key_absent() {
+        let Some(server) = EtcdServer::start_for_test() else { return };
+        let c = client(&server);
+        assert!(c.compare_and_swap_unless("k", 0, "leader", b"v1", None).unwrap());
+        let rev = c.get("k").unwrap().unwrap().mod_revision;
+        c.put("leader", b"someone", None).unwrap();
+        assert!(!c.compare_and_swap_unless("k", rev, "leader", b"v2", None).unwrap(), "the other key exists");
+        assert_eq!(c.get("k").unwrap().unwrap().value, b"v1");
+        c.delete("leader").unwrap();
+        assert!(
+            !c.compare_and_swap_unless("k", rev + 100, "leader", b"v2", None).unwrap(),
+            "a stale revision"
+        );
+        assert!(c.compare_and_swap_unless("k", rev, "leader", b"v2", None).unwrap());
+        assert_eq!(c.get("k").unwrap().unwrap().value, b"v2");
+        assert!(c.compare_and_swap_unless("k", -1, "leader", b"x", None).is_err());
     }
 
     #[test]

@@ -73,14 +73,21 @@ pub(crate) enum Guard {
     Modified(i64),
 }
 
-/// The body of `/v3/kv/txn`: if `guard` holds for `key`, put `value` under `lease`.
-pub(crate) fn txn_put_if(guard: Guard, key: &[u8], value: &[u8], lease: Option<i64>) -> Value {
-    let (target, field, revision) = match guard {
-        Guard::Created(r) => ("CREATE", "create_revision", r),
-        Guard::Modified(r) => ("MOD", "mod_revision", r),
-    };
+/// The body of `/v3/kv/txn`: if every guard holds for its key, put `value` under `key` with
+/// `lease`.
+pub(crate) fn txn_put_if(guards: &[(Guard, &[u8])], key: &[u8], value: &[u8], lease: Option<i64>) -> Value {
+    let compare: Vec<Value> = guards
+        .iter()
+        .map(|&(guard, on)| {
+            let (target, field, revision) = match guard {
+                Guard::Created(r) => ("CREATE", "create_revision", r),
+                Guard::Modified(r) => ("MOD", "mod_revision", r),
+            };
+            json!({ "target": target, "result": "EQUAL", "key": b64(on), field: revision.to_string() })
+        })
+        .collect();
     json!({
-        "compare": [{ "target": target, "result": "EQUAL", "key": b64(key), field: revision.to_string() }],
+        "compare": compare,
         "success": [{ "request_put": put(key, value, lease) }],
     })
 }
@@ -223,10 +230,13 @@ mod tests {
 
     #[test]
     fn txn_compares_the_named_revision() {
-        let t = txn_put_if(Guard::Modified(7), b"k", b"v", Some(9));
+        let t = txn_put_if(&[(Guard::Modified(7), b"k"), (Guard::Created(0), b"l")], b"k", b"v", Some(9));
         assert_eq!(t["compare"][0]["target"], "MOD");
         assert_eq!(t["compare"][0]["mod_revision"], "7");
         assert_eq!(t["compare"][0]["key"], "aw==");
+        assert_eq!(t["compare"][1]["target"], "CREATE");
+        assert_eq!(t["compare"][1]["create_revision"], "0");
+        assert_eq!(t["compare"][1]["key"], "bA==");
         assert_eq!(t["success"][0]["request_put"]["lease"], "9");
     }
 }

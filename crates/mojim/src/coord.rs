@@ -87,6 +87,15 @@ impl Coordinator {
             .map_err(etcd_err("write the roles"))
     }
 
+    /// As [`Coordinator::swap_roles`], and only while no primary holds the leader key, in one
+    /// transaction (a take-over: a primary that took the lease again keeps its roles).
+    pub fn swap_roles_leaderless(&self, roles: &Roles, revision: i64) -> Result<bool> {
+        let v = serde_json::to_vec(roles).expect("roles serialise");
+        self.client
+            .compare_and_swap_unless(&self.key("roles"), revision, &self.key("leader"), &v, None)
+            .map_err(etcd_err("write the roles"))
+    }
+
     /// The current leader, if a primary holds the lease.
     pub fn leader(&self) -> Result<Option<Leader>> {
         let Some(kv) = self.client.get(&self.key("leader")).map_err(etcd_err("read the leader"))? else {

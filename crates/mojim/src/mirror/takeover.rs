@@ -85,7 +85,7 @@ fn take_over(s: &Shared, coord: &Coordinator, node: &str, roles: &Roles, revisio
         mirror_addr: next,
         by_takeover: true,
     };
-    match coord.swap_roles(&new, revision) {
+    match coord.swap_roles_leaderless(&new, revision) {
         Ok(true) => {}
         Ok(false) => return,
         Err(e) => {
