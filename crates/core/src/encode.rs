@@ -149,43 +149,39 @@ pub struct SessionTag {
 /// The header of one Data frame carrying `body`.
 pub fn data_header(tag: SessionTag, seq: u64, plan: FramePlan, body: &[u8]) -> [u8; FRAME_HEADER_SIZE] {
     assert_eq!(body.len(), plan.len as usize);
-    let mut h = FrameHeader::new(FrameKind::Data);
-    h.body_checksum = crc32c(body);
+    let mut h = with_body(FrameKind::Data, tag, body);
     h.flags = if plan.end { FLAG_END } else { 0 };
-    h.lane = tag.lane;
-    h.body_len = plan.len;
     h.frame_index = plan.frame_index;
-    h.epoch = tag.epoch;
     h.seq = seq;
     h.offset = plan.offset;
-    h.session = tag.session;
     h.to_bytes()
 }
 
 /// The header of a Copy frame carrying `body`, region bytes at `offset`.
 pub fn copy_header(tag: SessionTag, offset: u64, body: &[u8]) -> [u8; FRAME_HEADER_SIZE] {
-    let mut h = FrameHeader::new(FrameKind::Copy);
-    h.body_checksum = crc32c(body);
-    h.lane = tag.lane;
-    h.body_len = body.len() as u32;
-    h.epoch = tag.epoch;
+    let mut h = with_body(FrameKind::Copy, tag, body);
     h.offset = offset;
-    h.session = tag.session;
     h.to_bytes()
 }
 
 /// The header of the Copied frame that makes group `seq` of the Copy frames before it; `body`
 /// lists their ranges (see `mojim_format::copied`).
 pub fn copied_header(tag: SessionTag, seq: u64, body: &[u8]) -> [u8; FRAME_HEADER_SIZE] {
-    let mut h = FrameHeader::new(FrameKind::Copied);
-    h.body_checksum = crc32c(body);
+    let mut h = with_body(FrameKind::Copied, tag, body);
     h.flags = FLAG_END;
-    h.lane = tag.lane;
-    h.body_len = body.len() as u32;
-    h.epoch = tag.epoch;
     h.seq = seq;
-    h.session = tag.session;
     h.to_bytes()
+}
+
+/// A header of `kind` in session `tag` carrying `body` (its length and checksum).
+fn with_body(kind: FrameKind, tag: SessionTag, body: &[u8]) -> FrameHeader {
+    let mut h = FrameHeader::new(kind);
+    h.body_checksum = crc32c(body);
+    h.body_len = body.len() as u32;
+    h.lane = tag.lane;
+    h.epoch = tag.epoch;
+    h.session = tag.session;
+    h
 }
 
 /// The header of an acknowledgement of group `seq`.

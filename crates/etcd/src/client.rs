@@ -137,12 +137,7 @@ impl Client {
         value: &[u8],
         lease: Option<i64>,
     ) -> Result<bool, EtcdError> {
-        if expected_mod_revision < 0 {
-            return Err(EtcdError::InvalidArgument {
-                what: format!("expected mod revision {expected_mod_revision} of {key:?} is negative"),
-            });
-        }
-        self.put_if(Guard::Modified(expected_mod_revision), key, value, lease)
+        self.put_if(modified(key, expected_mod_revision)?, key, value, lease)
     }
 
     /// As [`Client::compare_and_swap`], and only if `absent` does not exist either, in one
@@ -155,15 +150,8 @@ impl Client {
         value: &[u8],
         lease: Option<i64>,
     ) -> Result<bool, EtcdError> {
-        if expected_mod_revision < 0 {
-            return Err(EtcdError::InvalidArgument {
-                what: format!("expected mod revision {expected_mod_revision} of {key:?} is negative"),
-            });
-        }
-        let guards = [
-            (Guard::Modified(expected_mod_revision), key.as_bytes()),
-            (Guard::Created(0), absent.as_bytes()),
-        ];
+        let guards =
+            [(modified(key, expected_mod_revision)?, key.as_bytes()), (Guard::Created(0), absent.as_bytes())];
         self.put_if_all(&guards, key, value, lease)
     }
 
@@ -396,6 +384,16 @@ fn quote(body: &[u8]) -> String {
         Some((cut, _)) => format!("{:?}...", &text[..cut]),
         None => format!("{text:?}"),
     }
+}
+
+/// The guard "`key` was last written at `revision`" (0: absent); a negative one is refused.
+fn modified(key: &str, revision: i64) -> Result<Guard, EtcdError> {
+    if revision < 0 {
+        return Err(EtcdError::InvalidArgument {
+            what: format!("expected mod revision {revision} of {key:?} is negative"),
+        });
+    }
+    Ok(Guard::Modified(revision))
 }
 
 #[cfg(test)]

@@ -162,14 +162,18 @@ fn restart_mirror(c: &mut Cluster, addr: &str) {
     panic!("cannot restart the mirror on {addr}");
 }
 
-fn start_node(c: &Cluster, name: &str, listen: &str, backups: &[&str]) -> ChildNode {
+fn spawn_node(c: &Cluster, name: &str, listen: &str, backups: &[&str]) -> mojim::Result<ChildNode> {
     let dir = c.dir.path().join(name);
     let mut args = vec!["serve", "--config", c.cfg_path.to_str().unwrap(), "--listen", listen];
     args.extend(["--dir", dir.to_str().unwrap()]);
     for b in backups {
         args.extend(["--backup", b]);
     }
-    ChildNode::spawn(common::exe(), &args).expect("start a node")
+    ChildNode::spawn(common::exe(), &args)
+}
+
+fn start_node(c: &Cluster, name: &str, listen: &str, backups: &[&str]) -> ChildNode {
+    spawn_node(c, name, listen, backups).expect("start a node")
 }
 
 #[test]
@@ -225,14 +229,8 @@ fn promotion_fences_the_old_primary_and_the_backup_becomes_the_mirror() {
 
 /// Starts a node again on its old address (a few tries: the port may be briefly taken).
 fn restart_node(c: &Cluster, name: &str, listen: &str, backups: &[&str]) -> ChildNode {
-    let dir = c.dir.path().join(name);
-    let mut args = vec!["serve", "--config", c.cfg_path.to_str().unwrap(), "--listen", listen];
-    args.extend(["--dir", dir.to_str().unwrap()]);
-    for b in backups {
-        args.extend(["--backup", b]);
-    }
     for _ in 0..50 {
-        if let Ok(n) = ChildNode::spawn(common::exe(), &args) {
+        if let Ok(n) = spawn_node(c, name, listen, backups) {
             return n;
         }
         std::thread::sleep(Duration::from_millis(100));

@@ -14,6 +14,7 @@ use super::Shared;
 use crate::config::RegionId;
 use crate::connect::{connect, Intro};
 use mojim_core::checkpoint::GroupRef;
+use mojim_core::encode::{copy_header, SessionTag};
 use mojim_format::handshake::PeerRole;
 use mojim_format::handshake::Welcome;
 use mojim_format::log::record_at_verified;
@@ -454,13 +455,9 @@ impl OpenCopy {
                 s.region.read(at, &mut self.buf[..n]).map_err(|e| format!("read the data area: {e}"))?;
                 self.read_through = self.read_through.max(s.written_seq.load(Ordering::Relaxed));
             }
-            let mut h = FrameHeader::new(FrameKind::Copy);
-            h.epoch = tag.epoch;
-            h.session = tag.session;
-            h.offset = at;
-            h.body_len = n as u32;
-            h.body_checksum = mojim_format::checksum::crc32c(&self.buf[..n]);
-            conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes()), IoSlice::new(&self.buf[..n])])
+            let session = SessionTag { session: tag.session, epoch: tag.epoch, lane: 0 };
+            let h = copy_header(session, at, &self.buf[..n]);
+            conn.send_all_vectored(&mut [IoSlice::new(&h), IoSlice::new(&self.buf[..n])])
                 .map_err(|e| format!("send copy at {at}: {e}"))?;
             at += n as u64;
             progress(at - off);

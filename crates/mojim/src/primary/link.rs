@@ -480,11 +480,8 @@ impl<C: Conn> Link<C> {
                     }
                 }
                 FrameKind::Refuse if (h.body_len as usize) <= REFUSE_MAX => {
-                    let mut body = vec![0u8; h.body_len as usize];
-                    let msg = match rx.read_exact(&mut body).ok().and_then(|_| decode_refuse(&body).ok()) {
-                        Some((code, m)) => format!("mirror refused the session ({code:?}): {m}"),
-                        None => "mirror refused the session".to_string(),
-                    };
+                    let msg =
+                        read_refusal(&mut *rx, &h).unwrap_or_else(|| "mirror refused the session".into());
                     return Err(self.fail(msg));
                 }
                 k => {
@@ -555,11 +552,8 @@ impl<C: Conn> Link<C> {
             match h.kind {
                 FrameKind::Ack | FrameKind::Heartbeat if h.body_len == 0 => continue,
                 FrameKind::Refuse if h.body_len as usize <= REFUSE_MAX => {
-                    let mut body = vec![0u8; h.body_len as usize];
-                    if let Some((code, m)) =
-                        rx.read_exact(&mut body).ok().and_then(|_| decode_refuse(&body).ok())
-                    {
-                        return self.fail(format!("mirror refused the session ({code:?}): {m}"));
+                    if let Some(msg) = read_refusal(&mut *rx, &h) {
+                        return self.fail(msg);
                     }
                     break;
                 }
@@ -607,4 +601,12 @@ impl<C: Conn> Link<C> {
     pub fn acked_floor(&self) -> u64 {
         self.lanes.iter().map(|l| l.acked.load(Ordering::Relaxed)).min().unwrap_or(0)
     }
+}
+
+/// Reads the body of the Refuse frame `h` and says why the mirror refused, if it decodes.
+fn read_refusal(rx: &mut impl std::io::Read, h: &FrameHeader) -> Option<String> {
+    let mut body = vec![0u8; h.body_len as usize];
+    rx.read_exact(&mut body).ok()?;
+    let (code, m) = decode_refuse(&body).ok()?;
+    Some(format!("mirror refused the session ({code:?}): {m}"))
 }
