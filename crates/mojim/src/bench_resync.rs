@@ -1,8 +1,11 @@
 //! `mojim bench --mode resync`: how fast a replica that was away is brought back, measured side by
 //! side in one run against the raw TCP bandwidth of the same machine:
 //!
-//! - `tcp`: `--region-size` bytes streamed over loopback TCP, one connection per lane, into a
-//!   sink that only reads them: the ceiling for any copy.
+//! - `tcp`: `--region-size` bytes streamed over loopback TCP, one connection per lane, from one
+//!   cache-resident buffer into a sink that only reads them: the ceiling for any copy.
+//! - `tcp-region`: the same stream from a region-sized mapping into another (allocated before the
+//!   clock starts, as the mirror's data area is), checked byte for byte: raw TCP moving a region's
+//!   bytes from memory into memory, with no protocol, checksum or snapshot.
 //! - `full`: a primary whose region has a history meets a new, empty mirror, which gets the whole
 //!   region (`ResyncStatus::seconds`); the mirror's copy is then compared with the primary's,
 //!   byte for byte.
@@ -28,6 +31,7 @@ use crate::primary::{CopyKind, FailurePolicy, Primary, PrimaryOptions, ResyncSta
 use crate::size::format_size;
 use indicatif::{ProgressBar, ProgressStyle};
 use mojim_core::Range;
+use mojim_region::MappedFile;
 use mojim_transport::{Conn, TcpTransport, Transport};
 use serde::Serialize;
 use std::collections::HashSet;
@@ -284,6 +288,16 @@ fn pick_chunks(total: u64, n: u64, rng: &mut XorShift) -> Vec<u64> {
     out
 }
 
+/// Where a raw TCP stream's bytes come from and go.
+#[derive(Clone, Copy)]
+enum Ends<'b> {
+    /// One cache-resident buffer sent again and again, into a buffer that is read into again and
+    /// again: the stream touches no memory beyond the caches.
+    Buffer(&'b [u8]),
+    /// A region-sized mapping into another.
+    Region { from: &'b MappedFile, into: &'b MappedFile },
+}
+
 /// One round's region identity, changed chunks and folder.
 struct Round<'a> {
     a: &'a BenchArgs,
@@ -319,9 +333,10 @@ impl<'a> Round<'a> {
 
     fn run(mut self) -> Result<Vec<ResyncResult>> {
         let tcp = self.tcp()?;
+        let tcp_region = self.tcp_region()?;
         let (full, bitmap) = self.full_and_bitmap()?;
         let log = self.log()?;
-        Ok(vec![tcp, full, bitmap, log])
+        Ok(vec![tcp, tcp_region, full, bitmap, log])
     }
 
     fn say(&self, what: &str) {
@@ -370,10 +385,45 @@ impl<'a> Round<'a> {
     /// `tcp`: the region's size over one loopback connection per lane into a reading sink.
     fn tcp(&mut self) -> Result<ResyncResult> {
         self.say("tcp: streaming the region's size over loopback TCP");
-        let total = self.id.size;
-        let lanes = self.lanes as u64;
         let mut buf = vec![0u8; 1 << 20];
         fill(&mut buf, &mut self.rng);
+        self.stream("tcp", Ends::Buffer(&buf))
+    }
+
+    /// `tcp-region`: the region's bytes over the same connections, from a mapping of a file like
+    /// the primary's region into a mapping of a file like the mirror's data area (both in `--dir`,
+    /// allocated and mapped before the clock starts), so the bytes cross memory as a copy's do.
+    fn tcp_region(&mut self) -> Result<ResyncResult> {
+        self.say("tcp-region: streaming a region's bytes from memory into memory over loopback TCP");
+        let scratch = Scratch::create(self.dir.0.join("tcp-region"))?;
+        let open = |name: &str| {
+            let p = scratch.0.join(name);
+            MappedFile::create(&p, self.id.size)
+                .map_err(|e| failed("tcp-region", format!("{}: {e}", p.display())))
+        };
+        let (from, into) = (open("from")?, open("into")?);
+        let mut buf = vec![0u8; FILL_PIECE as usize];
+        let mut off = 0;
+        while off < self.id.size {
+            let n = (self.id.size - off).min(FILL_PIECE) as usize;
+            fill(&mut buf[..n], &mut self.rng);
+            from.write(off as usize, &buf[..n]);
+            off += n as u64;
+        }
+        let r = self.stream("tcp-region", Ends::Region { from: &from, into: &into })?;
+        if from.bytes(0, from.len()) != into.bytes(0, into.len()) {
+            return Err(failed("tcp-region", "the bytes received differ from those sent".into()));
+        }
+        Ok(r)
+    }
+
+    /// Streams the region's size over one loopback connection per lane, each lane its own share.
+    fn stream(&self, kind: &str, ends: Ends<'_>) -> Result<ResyncResult> {
+        let total = self.id.size;
+        let lanes = self.lanes as u64;
+        let share = |i: u64| {
+            (i * (total / lanes) + i.min(total % lanes), total / lanes + u64::from(i < total % lanes))
+        };
         let listener = TcpTransport.listen("127.0.0.1:0").map_err(Error::io("listen for tcp"))?;
         let addr = TcpTransport.local_addr(&listener).map_err(Error::io("local address"))?;
         let poll = Duration::from_micros(self.a.busy_poll_us);
@@ -381,16 +431,33 @@ impl<'a> Round<'a> {
         let (received, secs) = std::thread::scope(|s| -> Result<(u64, f64)> {
             let sink = s.spawn(|| -> std::io::Result<u64> {
                 let mut conns = Vec::new();
-                for _ in 0..lanes {
+                for i in 0..lanes {
                     let mut c = TcpTransport.accept(&listener)?;
                     c.set_busy_poll(poll);
-                    conns.push(c);
+                    // The first 8 bytes name the connection's lane.
+                    let mut lane = [0u8; 8];
+                    c.read_exact(&mut lane)?;
+                    let lane = u64::from_le_bytes(lane);
+                    if lane >= lanes {
+                        return Err(std::io::Error::other(format!("connection {i} names lane {lane}")));
+                    }
+                    conns.push((lane, c));
                 }
                 std::thread::scope(|s2| {
                     let readers: Vec<_> = conns
                         .into_iter()
-                        .map(|mut c| {
+                        .map(|(lane, mut c)| {
                             s2.spawn(move || -> std::io::Result<u64> {
+                                let (mut at, len) = share(lane);
+                                let end = at + len;
+                                if let Ends::Region { into, .. } = ends {
+                                    while at < end {
+                                        let n = (end - at).min(1 << 20) as usize;
+                                        into.read_exact_from(at as usize, n, &mut c)?;
+                                        at += n as u64;
+                                    }
+                                    return Ok(len);
+                                }
                                 let mut b = vec![0u8; 1 << 20];
                                 let mut n = 0u64;
                                 loop {
@@ -409,16 +476,20 @@ impl<'a> Round<'a> {
             });
             let senders: Vec<_> = (0..lanes)
                 .map(|i| {
-                    let share = total / lanes + u64::from(i < total % lanes);
-                    let (buf, addr, gate) = (&buf, &addr, &gate);
+                    let (addr, gate, share) = (&addr, &gate, &share);
                     s.spawn(move || -> std::io::Result<()> {
                         let mut c = TcpTransport.connect(addr, Duration::from_secs(5))?;
+                        c.write_all(&i.to_le_bytes())?;
                         gate.wait();
-                        let mut left = share;
-                        while left > 0 {
-                            let n = left.min(buf.len() as u64) as usize;
-                            c.write_all(&buf[..n])?;
-                            left -= n as u64;
+                        let (mut at, len) = share(i);
+                        let end = at + len;
+                        while at < end {
+                            let n = (end - at).min(1 << 20) as usize;
+                            match ends {
+                                Ends::Buffer(buf) => c.write_all(&buf[..n])?,
+                                Ends::Region { from, .. } => c.write_all(from.bytes(at as usize, n))?,
+                            }
+                            at += n as u64;
                         }
                         c.shutdown();
                         Ok(())
@@ -430,18 +501,22 @@ impl<'a> Round<'a> {
             for h in senders {
                 h.join()
                     .unwrap_or_else(|_| Err(std::io::Error::other("sender panicked")))
-                    .map_err(Error::io("send over tcp"))?;
+                    .map_err(Error::io(format!("send over {kind}")))?;
             }
             let received = sink
                 .join()
                 .unwrap_or_else(|_| Err(std::io::Error::other("sink panicked")))
-                .map_err(Error::io("receive over tcp"))?;
+                .map_err(Error::io(format!("receive over {kind}")))?;
             Ok((received, t0.elapsed().as_secs_f64()))
         })?;
         if received != total {
-            return Err(failed("tcp", format!("the sink received {received} bytes of {total}")));
+            return Err(failed(kind, format!("the sink received {received} bytes of {total}")));
         }
-        Ok(ResyncResult::new("tcp", total, secs, self, "bytes counted".into()))
+        let verified = match ends {
+            Ends::Buffer(_) => "bytes counted",
+            Ends::Region { .. } => "whole region",
+        };
+        Ok(ResyncResult::new(kind, total, secs, self, verified.into()))
     }
 
     /// `full`, then `bitmap` with the same primary and mirror.
@@ -852,9 +927,9 @@ pub fn print(results: &[ResyncResult], json: bool) {
         }
         return;
     }
-    println!("{:<7} {:>14} {:>10} {:>9}  verified", "kind", "bytes", "seconds", "MB/s");
+    println!("{:<10} {:>14} {:>10} {:>9}  verified", "kind", "bytes", "seconds", "MB/s");
     for r in results {
-        println!("{:<7} {:>14} {:>10.3} {:>9.1}  {}", r.kind, r.bytes, r.seconds, r.mb_per_s, r.verified);
+        println!("{:<10} {:>14} {:>10.3} {:>9.1}  {}", r.kind, r.bytes, r.seconds, r.mb_per_s, r.verified);
     }
     let find = |k: &str| results.iter().find(|r| r.kind == k);
     if let Some(l) = find("log").and_then(|l| l.since_restart_s.map(|s| (l, s))) {
@@ -862,6 +937,9 @@ pub fn print(results: &[ResyncResult], json: bool) {
     }
     if let (Some(f), Some(t)) = (find("full"), find("tcp")) {
         println!("full/tcp bandwidth = {:.2} (target >= 0.8)", f.mb_per_s / t.mb_per_s);
+    }
+    if let (Some(f), Some(t)) = (find("full"), find("tcp-region")) {
+        println!("full/tcp-region bandwidth = {:.2}", f.mb_per_s / t.mb_per_s);
     }
     if let (Some(b), Some(f)) = (find("bitmap"), find("full")) {
         println!("bitmap/full time = {:.4} (target <= 0.05)", b.seconds / f.seconds);

@@ -350,7 +350,7 @@ fn copy_lane<T: Transport>(
     // The mirror's log holds only each group's Copied record; the bytes go to its data area.
     let max_ranges =
         (link.limits.max_frame as usize / COPIED_RANGE_SIZE).clamp(1, MAX_COPIED_RANGES as usize);
-    let mut scratch = CopyScratch::new(COPY_GROUP_BYTES, super::link::COPY_FRAME);
+    let mut scratch = CopyScratch::new();
     let mut in_flight: VecDeque<u64> = VecDeque::new();
     let mut last = 0;
     for group in copy_groups(ranges, COPY_GROUP_BYTES, max_ranges).skip(lane).step_by(lanes) {
@@ -407,8 +407,14 @@ where
     }
     // A sender per lane: reading and checksumming a group overlaps another lane's sending.
     let last = std::thread::scope(|scope| {
-        let senders: Vec<_> =
-            (0..lanes).map(|l| scope.spawn(move || copy_lane(inner, link, ranges, l))).collect();
+        let senders = (0..lanes)
+            .map(|l| {
+                std::thread::Builder::new()
+                    .name(format!("mojim-copy-{l}"))
+                    .spawn_scoped(scope, move || copy_lane(inner, link, ranges, l))
+                    .map_err(|e| format!("spawn the copy sender of lane {l}: {e}"))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
         senders
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err("a copy sender panicked".into())))
