@@ -24,9 +24,8 @@ use crate::config::RegionId;
 /// Frames written per `writev`.
 const BATCH: usize = 32;
 /// Bytes per Copy frame (a receiver takes up to `MAX_COPY_BODY`, whatever `max_frame`): large
-/// frames keep the per-frame work of a copy small (one `writev` and one wake-up of the receiver
-/// per MiB).
-pub(crate) const COPY_FRAME: u32 = 1 << 20;
+/// frames keep the per-frame work of a copy small.
+pub(crate) const COPY_FRAME: u32 = 256 << 10;
 const _: () = assert!(COPY_FRAME <= mojim_format::copied::MAX_COPY_BODY);
 /// Most replicas a broadcasting primary sends to.
 pub(crate) const MAX_REPLICAS: usize = 8;
@@ -73,17 +72,21 @@ enum Until {
 
 /// Buffers of a copy, allocated once for all its groups.
 pub(crate) struct CopyScratch {
-    /// One Copy frame's bytes, read from the region once the group's number is assigned; reused
-    /// for every frame, so the checksum and the send read bytes still in the core's caches.
-    frame: Box<[u8]>,
+    /// The group's bytes, read from the region once its number is assigned.
+    snapshot: Box<[u8]>,
+    /// Each Copy frame's header and body length (bodies follow one another in `snapshot`).
+    headers: Vec<([u8; FRAME_HEADER_SIZE], usize)>,
     /// The Copied frame's body.
     ranges: Vec<u8>,
 }
 
 impl CopyScratch {
-    pub fn new() -> CopyScratch {
+    /// Room for groups of up to `bytes` bytes in frames of at most `max_frame`.
+    pub fn new(bytes: u64, max_frame: u32) -> CopyScratch {
+        let frames = bytes.div_ceil(max_frame.max(1) as u64) as usize + 1;
         CopyScratch {
-            frame: vec![0; COPY_FRAME as usize].into_boxed_slice(),
+            snapshot: vec![0; bytes as usize].into_boxed_slice(),
+            headers: Vec::with_capacity(frames),
             ranges: Vec::with_capacity(MAX_COPIED_RANGES as usize * COPIED_RANGE_SIZE),
         }
     }
@@ -268,6 +271,13 @@ impl<C: Conn> Link<C> {
         ranges: &[Range],
         scratch: &mut CopyScratch,
     ) -> Result<u64, String> {
+        let bytes: u64 = ranges.iter().map(|r| r.len).sum();
+        if bytes > scratch.snapshot.len() as u64 {
+            return Err(format!(
+                "a copy group of {bytes} bytes does not fit a copy's {} bytes of room",
+                scratch.snapshot.len()
+            ));
+        }
         let mut guards: [Option<MutexGuard<'_, Tx<C>>>; MAX_REPLICAS] = Default::default();
         for (r, g) in guards.iter_mut().enumerate().take(self.replicas) {
             *g = Some(lock(&self.lanes[r * self.lanes_per_replica + l].tx));
@@ -277,37 +287,42 @@ impl<C: Conn> Link<C> {
         }
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let tag = SessionTag { session: self.session, epoch: self.epoch, lane: l as u16 };
-        let CopyScratch { frame, ranges: body } = scratch;
+        let mf = COPY_FRAME as usize;
+        let CopyScratch { snapshot, headers, ranges: body } = scratch;
+        headers.clear();
         body.clear();
-        for r in ranges {
-            mojim_format::copied::push_range(body, r.offset, r.len);
-        }
-        let marker = encode::copied_header(tag, seq, body);
-        // Frame by frame through one buffer: the checksum and the send read bytes just copied.
+        // Frame by frame, so each checksum reads bytes just copied, still in cache.
+        let mut filled = 0;
         for r in ranges {
             let mut at = r.offset;
             let end = r.offset + r.len;
             while at < end {
-                let n = (end - at).min(frame.len() as u64) as usize;
-                let bytes = &mut frame[..n];
-                region.read(at, bytes);
-                let header = encode::copy_header(tag, at, bytes);
-                for (r, tx) in guards.iter_mut().enumerate().take(self.replicas) {
-                    let tx = tx.as_mut().expect("locked above");
-                    if let Err(e) =
-                        tx.conn.send_all_vectored(&mut [IoSlice::new(&header), IoSlice::new(bytes)])
-                    {
-                        return Err(self.fail_send(
-                            r * self.lanes_per_replica + l,
-                            format!("send copy on lane {l}: {e}"),
-                        ));
-                    }
-                }
+                let n = (end - at).min(mf as u64) as usize;
+                let into = &mut snapshot[filled..filled + n];
+                region.read(at, into);
+                headers.push((encode::copy_header(tag, at, into), n));
+                filled += n;
                 at += n as u64;
             }
+            mojim_format::copied::push_range(body, r.offset, r.len);
         }
+        let marker = encode::copied_header(tag, seq, body);
         for (r, tx) in guards.iter_mut().enumerate().take(self.replicas) {
             let tx = tx.as_mut().expect("locked above");
+            let mut cursor = 0;
+            for batch in headers.chunks(BATCH) {
+                let mut iov = [IoSlice::new(&[]); 2 * BATCH];
+                for (i, (h, n)) in batch.iter().enumerate() {
+                    iov[2 * i] = IoSlice::new(h);
+                    iov[2 * i + 1] = IoSlice::new(&snapshot[cursor..cursor + n]);
+                    cursor += n;
+                }
+                if let Err(e) = tx.conn.send_all_vectored(&mut iov[..2 * batch.len()]) {
+                    return Err(
+                        self.fail_send(r * self.lanes_per_replica + l, format!("send copy on lane {l}: {e}"))
+                    );
+                }
+            }
             if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&marker), IoSlice::new(body)]) {
                 return Err(
                     self.fail_send(r * self.lanes_per_replica + l, format!("send copy on lane {l}: {e}"))

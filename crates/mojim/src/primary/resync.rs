@@ -350,7 +350,7 @@ fn copy_lane<T: Transport>(
     // The mirror's log holds only each group's Copied record; the bytes go to its data area.
     let max_ranges =
         (link.limits.max_frame as usize / COPIED_RANGE_SIZE).clamp(1, MAX_COPIED_RANGES as usize);
-    let mut scratch = CopyScratch::new();
+    let mut scratch = CopyScratch::new(COPY_GROUP_BYTES, super::link::COPY_FRAME);
     let mut in_flight: VecDeque<u64> = VecDeque::new();
     let mut last = 0;
     for group in copy_groups(ranges, COPY_GROUP_BYTES, max_ranges).skip(lane).step_by(lanes) {
