@@ -25,7 +25,7 @@ pub struct BenchArgs {
     /// protocol), and the schemes sync-backup (sync with backups fed in the background),
     /// sync-backup-slow (the same over rate-limited backup links), chain and broadcast, each on a
     /// cluster of its own; or, on its own, resync (how fast a replica that was away is brought
-    /// back: tcp baseline, full copy, bitmap, log catch-up); or, on its own, failover (the
+    /// back: tcp baselines, full copy, bitmap, log catch-up); or, on its own, failover (the
     /// primary killed and replaced on the promoted mirror; the window of vulnerability).
     #[arg(long, default_value = "sync", value_delimiter = ',')]
     pub mode: Vec<String>,

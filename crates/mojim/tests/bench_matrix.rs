@@ -135,3 +135,58 @@ fn matrix_with_tiny_settings_writes_every_file() {
     let left: Vec<_> = std::fs::read_dir(dir.path()).expect("read the test folder").collect();
     assert_eq!(left.len(), 1, "{left:?}");
 }
+
+#[test]
+fn resync_with_a_tiny_region_reports_every_kind_verified() {
+    let dir = TempDir::new("resync-bench");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let out = mojim(&[
+        "bench",
+        "--mode",
+        "resync",
+        "--region-size",
+        "4MiB",
+        "--changed",
+        "2",
+        "--dir",
+        d,
+        "--json",
+    ]);
+    let rows: Vec<serde_json::Value> =
+        out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    let kinds: Vec<&str> = rows.iter().map(|r| r["kind"].as_str().expect("kind is a string")).collect();
+    assert_eq!(kinds, ["tcp", "tcp-region", "full", "bitmap", "log"], "{out}");
+    for r in &rows {
+        assert!(r["seconds"].as_f64().is_some_and(|s| s > 0.0), "{r}");
+        assert!(r["mb_per_s"].as_f64().is_some_and(|s| s > 0.0), "{r}");
+    }
+    let bytes = |k: &str| rows.iter().find(|r| r["kind"] == k).expect("kind present")["bytes"].as_u64();
+    for k in ["tcp", "tcp-region", "full"] {
+        assert_eq!(bytes(k), Some(4 << 20), "{k} moves the whole region: {out}");
+    }
+    assert!(
+        bytes("bitmap").is_some_and(|b| b > 0 && b < 4 << 20),
+        "bitmap resends part of the region: {out}"
+    );
+    let verified = |k: &str| rows.iter().find(|r| r["kind"] == k).expect("kind present")["verified"].clone();
+    assert_eq!(verified("tcp-region"), "whole region", "{out}");
+    assert_eq!(verified("full"), "whole region", "{out}");
+    // Nothing of the benchmark's own is left in --dir.
+    assert_eq!(std::fs::read_dir(dir.path()).expect("read the test folder").count(), 0);
+}
+
+#[test]
+fn bad_resync_options_are_refused_before_anything_starts() {
+    for (args, names) in
+        [(vec!["--changed", "0"], "--changed 0"), (vec!["--region-size", "1000"], "--region-size 1000")]
+    {
+        let out = Command::new(common::exe())
+            .args(["bench", "--mode", "resync"])
+            .args(&args)
+            .output()
+            .expect("run mojim");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(names), "{err}");
+    }
+}
