@@ -335,8 +335,7 @@ impl<'a> Round<'a> {
         let tcp = self.tcp()?;
         let (full, bitmap) = self.full_and_bitmap()?;
         let log = self.log()?;
-        // Last: freeing its two region-sized files leaves the kernel work that would slow down
-        // whatever came next.
+        // Last, so that mapping and freeing its two region-sized files cannot weigh on the others.
         let tcp_region = self.tcp_region()?;
         Ok(vec![tcp, tcp_region, full, bitmap, log])
     }
