@@ -109,13 +109,75 @@ fn failed(stage: &str, message: String) -> Error {
 
 /// Runs `--mode resync` and prints its results.
 pub fn run(a: &BenchArgs) -> Result<()> {
-    let results = measure(a)?;
-    print(&results, a.json);
+    let rounds = rounds(a)?;
+    print(&medians(&rounds), a.json);
+    if !a.json && rounds.len() > 1 {
+        if let Some(s) = Spread::of(&rounds, "full", "tcp", 0.8) {
+            println!(
+                "full/tcp per round: {:.2} to {:.2}, median {:.2}; {} of {} rounds >= 0.8",
+                s.min,
+                s.max,
+                s.median,
+                s.meeting,
+                rounds.len()
+            );
+        }
+    }
     Ok(())
 }
 
 /// Runs every round and returns, per kind, the round with the median time.
 pub fn measure(a: &BenchArgs) -> Result<Vec<ResyncResult>> {
+    Ok(medians(&rounds(a)?))
+}
+
+/// A bandwidth ratio between two kinds, measured side by side in each round.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Spread {
+    min: f64,
+    median: f64,
+    max: f64,
+    /// Rounds whose ratio is at least the target.
+    meeting: usize,
+}
+
+impl Spread {
+    /// `of`'s MB/s over `base`'s, round by round; `None` unless every round has both.
+    fn of(rounds: &[Vec<ResyncResult>], of: &str, base: &str, target: f64) -> Option<Spread> {
+        let mut ratios = rounds
+            .iter()
+            .map(|r| {
+                let rate = |k: &str| r.iter().find(|x| x.kind == k).map(|x| x.mb_per_s);
+                Some(rate(of)? / rate(base)?)
+            })
+            .collect::<Option<Vec<f64>>>()?;
+        if ratios.is_empty() {
+            return None;
+        }
+        ratios.sort_by(f64::total_cmp);
+        Some(Spread {
+            min: ratios[0],
+            median: ratios[ratios.len() / 2],
+            max: ratios[ratios.len() - 1],
+            meeting: ratios.iter().filter(|&&x| x >= target).count(),
+        })
+    }
+}
+
+/// Per kind, the round with the median time.
+fn medians(rounds: &[Vec<ResyncResult>]) -> Vec<ResyncResult> {
+    let kinds = rounds.first().map_or(0, Vec::len);
+    (0..kinds)
+        .map(|k| {
+            let mut v: Vec<ResyncResult> = rounds.iter().map(|r| r[k].clone()).collect();
+            v.sort_by(|x, y| x.seconds.total_cmp(&y.seconds));
+            v.swap_remove(v.len() / 2)
+        })
+        .collect()
+}
+
+/// Runs every round (`--repeat`), each kind side by side in it.
+fn rounds(a: &BenchArgs) -> Result<Vec<Vec<ResyncResult>>> {
     check_args(a)?;
     let mut rounds: Vec<Vec<ResyncResult>> = Vec::new();
     for round in 0..a.repeat {
@@ -139,14 +201,7 @@ pub fn measure(a: &BenchArgs) -> Result<Vec<ResyncResult>> {
         }
         rounds.push(results);
     }
-    let kinds = rounds[0].len();
-    Ok((0..kinds)
-        .map(|k| {
-            let mut v: Vec<ResyncResult> = rounds.iter().map(|r| r[k].clone()).collect();
-            v.sort_by(|x, y| x.seconds.total_cmp(&y.seconds));
-            v.swap_remove(v.len() / 2)
-        })
-        .collect())
+    Ok(rounds)
 }
 
 fn check_args(a: &BenchArgs) -> Result<()> {
@@ -944,5 +999,39 @@ pub fn print(results: &[ResyncResult], json: bool) {
     }
     if let (Some(b), Some(f)) = (find("bitmap"), find("full")) {
         println!("bitmap/full time = {:.4} (target <= 0.05)", b.seconds / f.seconds);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(kind: &str, mb_per_s: f64) -> ResyncResult {
+        ResyncResult {
+            kind: kind.into(),
+            bytes: 1,
+            seconds: 1.0 / mb_per_s,
+            mb_per_s,
+            region_size: 1,
+            changed_bytes: 0,
+            lanes: 1,
+            verified: String::new(),
+            since_restart_s: None,
+        }
+    }
+
+    #[test]
+    fn the_spread_of_a_ratio_is_taken_round_by_round() {
+        let rounds: Vec<Vec<ResyncResult>> = [(100.0, 90.0), (200.0, 100.0), (100.0, 70.0)]
+            .iter()
+            .map(|&(tcp, full)| vec![result("tcp", tcp), result("full", full)])
+            .collect();
+        let s = Spread::of(&rounds, "full", "tcp", 0.8).expect("every round has both kinds");
+        assert_eq!(s, Spread { min: 0.5, median: 0.7, max: 0.9, meeting: 1 });
+        // The medians' ratio can look better than most rounds: 90 / 100 here.
+        let m = medians(&rounds);
+        assert_eq!((m[0].mb_per_s, m[1].mb_per_s), (100.0, 90.0));
+        assert_eq!(Spread::of(&rounds, "full", "bitmap", 0.8), None);
+        assert_eq!(Spread::of(&[], "full", "tcp", 0.8), None);
     }
 }
