@@ -157,6 +157,13 @@ fn resync_with_a_tiny_region_reports_every_kind_verified() {
     let kinds: Vec<&str> = rows.iter().map(|r| r["kind"].as_str().expect("kind is a string")).collect();
     assert_eq!(kinds, ["tcp", "tcp-region", "full", "bitmap", "log"], "{out}");
     for r in &rows {
+        if r["kind"] == "log" {
+            // Timed from the poll that sees the backup reconnected: a few KiB of catch-up can be
+            // done by then (0 s), but never before the backup restarted.
+            assert!(r["seconds"].as_f64().is_some_and(|s| s >= 0.0), "{r}");
+            assert!(r["since_restart_s"].as_f64().is_some_and(|s| s > 0.0), "{r}");
+            continue;
+        }
         assert!(r["seconds"].as_f64().is_some_and(|s| s > 0.0), "{r}");
         assert!(r["mb_per_s"].as_f64().is_some_and(|s| s > 0.0), "{r}");
     }
