@@ -45,6 +45,8 @@ const CHUNK: u64 = 4096;
 const GROUP_CHUNKS: usize = 16;
 /// Bytes per store while the region is filled.
 const FILL_PIECE: u64 = 1 << 20;
+/// Bytes per write and read of the raw streams (`tcp`, `tcp-region`).
+const STREAM_PIECE: u64 = 1 << 20;
 /// Random 1 MiB windows compared besides the changed chunks after `bitmap` and `log`.
 const SAMPLE_WINDOWS: u64 = 16;
 const SECRET: &[u8] = b"bench";
@@ -441,7 +443,7 @@ impl<'a> Round<'a> {
     /// `tcp`: the region's size over one loopback connection per lane into a reading sink.
     fn tcp(&mut self) -> Result<ResyncResult> {
         self.say("tcp: streaming the region's size over loopback TCP");
-        let mut buf = vec![0u8; 1 << 20];
+        let mut buf = vec![0u8; STREAM_PIECE as usize];
         fill(&mut buf, &mut self.rng);
         self.stream("tcp", Ends::Buffer(&buf))
     }
@@ -458,14 +460,10 @@ impl<'a> Round<'a> {
                 .map_err(|e| failed("tcp-region", format!("{}: {e}", p.display())))
         };
         let (from, into) = (open("from")?, open("into")?);
-        let mut buf = vec![0u8; FILL_PIECE as usize];
-        let mut off = 0;
-        while off < self.id.size {
-            let n = (self.id.size - off).min(FILL_PIECE) as usize;
-            fill(&mut buf[..n], &mut self.rng);
-            from.write(off as usize, &buf[..n]);
-            off += n as u64;
-        }
+        self.fill_region(|off, bytes| {
+            from.write(off as usize, bytes);
+            Ok(())
+        })?;
         let r = self.stream("tcp-region", Ends::Region { from: &from, into: &into })?;
         if from.bytes(0, from.len()) != into.bytes(0, into.len()) {
             return Err(failed("tcp-region", "the bytes received differ from those sent".into()));
@@ -508,13 +506,13 @@ impl<'a> Round<'a> {
                                 let end = at + len;
                                 if let Ends::Region { into, .. } = ends {
                                     while at < end {
-                                        let n = (end - at).min(1 << 20) as usize;
+                                        let n = (end - at).min(STREAM_PIECE) as usize;
                                         into.read_exact_from(at as usize, n, &mut c)?;
                                         at += n as u64;
                                     }
                                     return Ok(len);
                                 }
-                                let mut b = vec![0u8; 1 << 20];
+                                let mut b = vec![0u8; STREAM_PIECE as usize];
                                 let mut n = 0u64;
                                 loop {
                                     match c.read(&mut b)? {
@@ -540,7 +538,7 @@ impl<'a> Round<'a> {
                         let (mut at, len) = share(i);
                         let end = at + len;
                         while at < end {
-                            let n = (end - at).min(1 << 20) as usize;
+                            let n = (end - at).min(STREAM_PIECE) as usize;
                             match ends {
                                 Ends::Buffer(buf) => c.write_all(&buf[..n])?,
                                 Ends::Region { from, .. } => c.write_all(from.bytes(at as usize, n))?,
@@ -676,18 +674,27 @@ impl<'a> Round<'a> {
         }
         let p = Primary::open(&self.options(region, "", Mode::Unreplicated))?;
         let pb = bar(self.a, self.id.size, BYTES_BAR, "filling the region");
+        self.fill_region(|off, bytes| {
+            p.write(off, bytes)?;
+            p.msync(off, bytes.len() as u64)?;
+            pb.set_position(off + bytes.len() as u64);
+            Ok(())
+        })?;
+        pb.finish_and_clear();
+        p.close()
+    }
+
+    /// Hands `put` the region's size in pseudo-random bytes, `FILL_PIECE` at a time, in order.
+    fn fill_region(&mut self, mut put: impl FnMut(u64, &[u8]) -> Result<()>) -> Result<()> {
         let mut buf = vec![0u8; FILL_PIECE as usize];
         let mut off = 0;
         while off < self.id.size {
-            let n = (self.id.size - off).min(FILL_PIECE);
-            fill(&mut buf[..n as usize], &mut self.rng);
-            p.write(off, &buf[..n as usize])?;
-            p.msync(off, n)?;
-            off += n;
-            pb.set_position(off);
+            let n = (self.id.size - off).min(FILL_PIECE) as usize;
+            fill(&mut buf[..n], &mut self.rng);
+            put(off, &buf[..n])?;
+            off += n as u64;
         }
-        pb.finish_and_clear();
-        p.close()
+        Ok(())
     }
 
     /// Waits for the primary's current copy to finish, showing its progress.
