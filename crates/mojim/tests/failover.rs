@@ -123,6 +123,8 @@ fn a_wiped_or_discarded_mirror_gets_a_full_copy() {
     scribble(&p, &mut rng, 50);
     let addr = c.mirror_addr();
     c.kill_mirror();
+    // Until the primary notices, its old session still looks healthy (no failure recorded).
+    wait_for("the primary to notice", || p.status().failed.is_some());
     std::fs::remove_dir_all(c.dir.path().join("mirror")).expect("wipe the mirror");
     restart_mirror(&mut c, &addr);
     wait_for("the primary to reconnect", || p.status().failed.is_none());
@@ -274,6 +276,7 @@ fn a_mirror_passes_the_copies_it_gets_on_to_its_backup() {
     // reaches the backup through it while the application keeps writing.
     mirror.kill();
     scribble(&p, &mut rng, 40);
+    wait_for("the primary to notice", || p.status().failed.is_some());
     mirror = restart_node(&c, "m", &m_addr, &[backup.addr()]);
     wait_for("the primary to reconnect", || p.status().failed.is_none());
     scribble(&p, &mut rng, 20);
@@ -286,6 +289,7 @@ fn a_mirror_passes_the_copies_it_gets_on_to_its_backup() {
     mirror.kill();
     std::fs::remove_dir_all(c.dir.path().join("m")).expect("wipe the mirror");
     scribble(&p, &mut rng, 10);
+    wait_for("the primary to notice", || p.status().failed.is_some());
     let _mirror = restart_node(&c, "m", &m_addr, &[backup.addr()]);
     wait_for("the primary to reconnect", || p.status().failed.is_none());
     scribble(&p, &mut rng, 20);
