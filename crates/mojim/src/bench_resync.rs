@@ -2,7 +2,9 @@
 //! side in one run against the raw TCP bandwidth of the same machine:
 //!
 //! - `tcp`: `--region-size` bytes streamed over loopback TCP, one connection per lane, from one
-//!   cache-resident buffer into a sink that only reads them: the ceiling for any copy.
+//!   cache-resident buffer into a sink that only reads them: the ceiling for any copy. Measured
+//!   just before and just after `full`, with the same nodes up; the two times are averaged, so a
+//!   machine whose speed drifts weighs on both sides of the ratio alike.
 //! - `tcp-region`: the same stream from a region-sized mapping into another (allocated before the
 //!   clock starts, as the mirror's data area is), checked byte for byte: raw TCP moving a region's
 //!   bytes from memory into memory, with no protocol, checksum or snapshot.
@@ -86,6 +88,10 @@ pub struct ResyncResult {
     /// includes the mirror's wait before it reconnects.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since_restart_s: Option<f64>,
+    /// `tcp`, `tcp-region`, `full`: CPU seconds (user + system) the transfer cost both ends
+    /// together, to the clock tick: every thread of the processes involved but the one timing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_s: Option<f64>,
 }
 
 impl ResyncResult {
@@ -100,7 +106,48 @@ impl ResyncResult {
             lanes: r.lanes,
             verified,
             since_restart_s: None,
+            cpu_s: None,
         }
+    }
+
+    /// `tcp` measured twice around another kind: the mean time and CPU of the two.
+    fn around(before: ResyncResult, after: ResyncResult, r: &Round<'_>, what: &str) -> ResyncResult {
+        let seconds = (before.seconds + after.seconds) / 2.0;
+        let verified = format!(
+            "{}, {:.3} s before and {:.3} s after {what}",
+            before.verified, before.seconds, after.seconds
+        );
+        let mut m = ResyncResult::new(&before.kind, before.bytes, seconds, r, verified);
+        m.cpu_s = before.cpu_s.zip(after.cpu_s).map(|(b, a)| (b + a) / 2.0);
+        m
+    }
+}
+
+/// CPU time spent since it was made by the given processes, less the calling thread's (which
+/// only times and waits).
+struct CpuSpent {
+    pids: Vec<u32>,
+    at: std::time::Duration,
+}
+
+impl CpuSpent {
+    fn since_now(pids: Vec<u32>) -> Result<CpuSpent> {
+        let at = Self::total(&pids)?;
+        Ok(CpuSpent { pids, at })
+    }
+
+    fn total(pids: &[u32]) -> Result<std::time::Duration> {
+        let mut sum = std::time::Duration::ZERO;
+        for &pid in pids {
+            sum += crate::cpu_time::process(pid)
+                .map_err(Error::io(format!("read the CPU time of process {pid}")))?;
+        }
+        let mine = crate::cpu_time::this_thread().map_err(Error::io("read this thread's CPU time"))?;
+        Ok(sum.saturating_sub(mine))
+    }
+
+    fn seconds(&self) -> Result<f64> {
+        Ok(Self::total(&self.pids)?.saturating_sub(self.at).as_secs_f64())
     }
 }
 
@@ -389,8 +436,7 @@ impl<'a> Round<'a> {
     }
 
     fn run(mut self) -> Result<Vec<ResyncResult>> {
-        let tcp = self.tcp()?;
-        let (full, bitmap) = self.full_and_bitmap()?;
+        let (tcp, full, bitmap) = self.full_and_bitmap()?;
         let log = self.log()?;
         // Last, so that mapping and freeing its two region-sized files cannot weigh on the others.
         let tcp_region = self.tcp_region()?;
@@ -482,7 +528,7 @@ impl<'a> Round<'a> {
         let addr = TcpTransport.local_addr(&listener).map_err(Error::io("local address"))?;
         let poll = Duration::from_micros(self.a.busy_poll_us);
         let gate = std::sync::Barrier::new(self.lanes as usize + 1);
-        let (received, secs) = std::thread::scope(|s| -> Result<(u64, f64)> {
+        let (received, secs, cpu_s) = std::thread::scope(|s| -> Result<(u64, f64, f64)> {
             let sink = s.spawn(|| -> std::io::Result<u64> {
                 let mut conns = Vec::new();
                 for i in 0..lanes {
@@ -551,6 +597,7 @@ impl<'a> Round<'a> {
                 })
                 .collect();
             gate.wait();
+            let cpu = CpuSpent::since_now(vec![std::process::id()])?;
             let t0 = Instant::now();
             for h in senders {
                 h.join()
@@ -561,7 +608,8 @@ impl<'a> Round<'a> {
                 .join()
                 .unwrap_or_else(|_| Err(std::io::Error::other("sink panicked")))
                 .map_err(Error::io(format!("receive over {kind}")))?;
-            Ok((received, t0.elapsed().as_secs_f64()))
+            let secs = t0.elapsed().as_secs_f64();
+            Ok((received, secs, cpu.seconds()?))
         })?;
         if received != total {
             return Err(failed(kind, format!("the sink received {received} bytes of {total}")));
@@ -570,11 +618,13 @@ impl<'a> Round<'a> {
             Ends::Buffer(_) => "bytes counted",
             Ends::Region { .. } => "whole region",
         };
-        Ok(ResyncResult::new(kind, total, secs, self, verified.into()))
+        let mut r = ResyncResult::new(kind, total, secs, self, verified.into());
+        r.cpu_s = Some(cpu_s);
+        Ok(r)
     }
 
-    /// `full`, then `bitmap` with the same primary and mirror.
-    fn full_and_bitmap(&mut self) -> Result<(ResyncResult, ResyncResult)> {
+    /// `tcp` around `full`, then `bitmap` with the same primary and mirror.
+    fn full_and_bitmap(&mut self) -> Result<(ResyncResult, ResyncResult, ResyncResult)> {
         let scratch = Scratch::create(self.dir.0.join("copy"))?;
         let region = scratch.0.join("region.mojim");
         self.prepare(&scratch.0, &region)?;
@@ -582,8 +632,12 @@ impl<'a> Round<'a> {
         self.say("full: a new, empty mirror meets the primary");
         let cfg = self.config(&scratch.0, "mirror", |_| {})?;
         let mut mirror = self.node(&cfg, &scratch.0.join("mirror"))?;
+        let tcp_before = self.tcp()?;
+        let mirror_pid = mirror.child.as_ref().map(ChildNode::pid).expect("just started");
+        let cpu = CpuSpent::since_now(vec![std::process::id(), mirror_pid])?;
         let p = Primary::open(&self.options(&region, &mirror.addr, Mode::Sync))?;
         let st = self.wait_copy(&p, "full")?;
+        let full_cpu = cpu.seconds()?;
         if st.kind != CopyKind::Full || st.total_bytes != self.id.size {
             return Err(failed(
                 "full",
@@ -597,8 +651,11 @@ impl<'a> Round<'a> {
         }
         let mut admin = mirror.admin()?;
         self.wait_applied(&p, &mut admin, "full")?;
+        let tcp_after = self.tcp()?;
+        let tcp = ResyncResult::around(tcp_before, tcp_after, self, "full");
         self.compare(&p, &mut admin, &[(0, self.id.size)], "full")?;
-        let full = ResyncResult::new("full", st.total_bytes, st.seconds, self, "whole region".into());
+        let mut full = ResyncResult::new("full", st.total_bytes, st.seconds, self, "whole region".into());
+        full.cpu_s = Some(full_cpu);
         drop(admin);
 
         self.say(&format!(
@@ -650,7 +707,7 @@ impl<'a> Round<'a> {
         drop(admin);
         p.close()?;
         mirror.kill();
-        Ok((full, bitmap))
+        Ok((tcp, full, bitmap))
     }
 
     /// Creates the region, gives it a history, and fills it with pseudo-random bytes. The history
@@ -990,9 +1047,13 @@ pub fn print(results: &[ResyncResult], json: bool) {
         }
         return;
     }
-    println!("{:<10} {:>14} {:>10} {:>9}  verified", "kind", "bytes", "seconds", "MB/s");
+    println!("{:<10} {:>14} {:>10} {:>9} {:>7}  verified", "kind", "bytes", "seconds", "MB/s", "CPU s");
     for r in results {
-        println!("{:<10} {:>14} {:>10.3} {:>9.1}  {}", r.kind, r.bytes, r.seconds, r.mb_per_s, r.verified);
+        let cpu = r.cpu_s.map_or("-".to_string(), |c| format!("{c:.2}"));
+        println!(
+            "{:<10} {:>14} {:>10.3} {:>9.1} {:>7}  {}",
+            r.kind, r.bytes, r.seconds, r.mb_per_s, cpu, r.verified
+        );
     }
     let find = |k: &str| results.iter().find(|r| r.kind == k);
     if let Some(l) = find("log").and_then(|l| l.since_restart_s.map(|s| (l, s))) {
@@ -1003,6 +1064,11 @@ pub fn print(results: &[ResyncResult], json: bool) {
     }
     if let (Some(f), Some(t)) = (find("full"), find("tcp-region")) {
         println!("full/tcp-region bandwidth = {:.2}", f.mb_per_s / t.mb_per_s);
+    }
+    if let (Some(f), Some(t)) = (find("full"), find("tcp")) {
+        if let (Some(fc), Some(tc)) = (f.cpu_s, t.cpu_s.filter(|&c| c > 0.0)) {
+            println!("full/tcp CPU per byte = {:.2}", (fc / f.bytes as f64) / (tc / t.bytes as f64));
+        }
     }
     if let (Some(b), Some(f)) = (find("bitmap"), find("full")) {
         println!("bitmap/full time = {:.4} (target <= 0.05)", b.seconds / f.seconds);
@@ -1024,6 +1090,7 @@ mod tests {
             lanes: 1,
             verified: String::new(),
             since_restart_s: None,
+            cpu_s: None,
         }
     }
 

@@ -25,6 +25,7 @@ pub mod cluster;
 pub mod config;
 mod connect;
 pub mod coord;
+pub mod cpu_time;
 pub mod demo;
 pub mod error;
 pub mod matrix;

@@ -178,6 +178,14 @@ fn resync_with_a_tiny_region_reports_every_kind_verified() {
     let verified = |k: &str| rows.iter().find(|r| r["kind"] == k).expect("kind present")["verified"].clone();
     assert_eq!(verified("tcp-region"), "whole region", "{out}");
     assert_eq!(verified("full"), "whole region", "{out}");
+    let tcp = verified("tcp");
+    assert!(tcp.as_str().is_some_and(|v| v.contains("before") && v.contains("after full")), "{out}");
+    // The streams and the full copy say what CPU they cost (a tiny one may cost less than a tick).
+    let cpu = |k: &str| rows.iter().find(|r| r["kind"] == k).expect("kind present")["cpu_s"].as_f64();
+    for k in ["tcp", "tcp-region", "full"] {
+        assert!(cpu(k).is_some_and(|c| c >= 0.0), "{k} reports cpu_s: {out}");
+    }
+    assert_eq!(cpu("bitmap"), None, "{out}");
     // Nothing of the benchmark's own is left in --dir.
     assert_eq!(std::fs::read_dir(dir.path()).expect("read the test folder").count(), 0);
 }
