@@ -127,7 +127,7 @@ impl ResyncResult {
 /// only times and waits).
 struct CpuSpent {
     pids: Vec<u32>,
-    at: std::time::Duration,
+    at: Duration,
 }
 
 impl CpuSpent {
@@ -136,8 +136,8 @@ impl CpuSpent {
         Ok(CpuSpent { pids, at })
     }
 
-    fn total(pids: &[u32]) -> Result<std::time::Duration> {
-        let mut sum = std::time::Duration::ZERO;
+    fn total(pids: &[u32]) -> Result<Duration> {
+        let mut sum = Duration::ZERO;
         for &pid in pids {
             sum += crate::cpu_time::process(pid)
                 .map_err(Error::io(format!("read the CPU time of process {pid}")))?;
@@ -1061,14 +1061,12 @@ pub fn print(results: &[ResyncResult], json: bool) {
     }
     if let (Some(f), Some(t)) = (find("full"), find("tcp")) {
         println!("full/tcp bandwidth = {:.2} (target >= 0.8)", f.mb_per_s / t.mb_per_s);
-    }
-    if let (Some(f), Some(t)) = (find("full"), find("tcp-region")) {
-        println!("full/tcp-region bandwidth = {:.2}", f.mb_per_s / t.mb_per_s);
-    }
-    if let (Some(f), Some(t)) = (find("full"), find("tcp")) {
         if let (Some(fc), Some(tc)) = (f.cpu_s, t.cpu_s.filter(|&c| c > 0.0)) {
             println!("full/tcp CPU per byte = {:.2}", (fc / f.bytes as f64) / (tc / t.bytes as f64));
         }
+    }
+    if let (Some(f), Some(t)) = (find("full"), find("tcp-region")) {
+        println!("full/tcp-region bandwidth = {:.2}", f.mb_per_s / t.mb_per_s);
     }
     if let (Some(b), Some(f)) = (find("bitmap"), find("full")) {
         println!("bitmap/full time = {:.4} (target <= 0.05)", b.seconds / f.seconds);
