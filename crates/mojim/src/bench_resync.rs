@@ -8,6 +8,11 @@
 //! - `tcp-region`: the same stream from a region-sized mapping into another (allocated before the
 //!   clock starts, as the mirror's data area is), checked byte for byte: raw TCP moving a region's
 //!   bytes from memory into memory, with no protocol, checksum or snapshot.
+//! - `tcp-checked`: `tcp-region` with the per-byte work of a copy and none of its protocol: each
+//!   256 KiB piece is read into a snapshot and sent as a Copy frame (header and CRC32C), four to
+//!   a write as a copy group's are, and on the other end received into a buffer, checked, and
+//!   stored with streaming stores. What a copy
+//!   could reach on this machine if its groups, log records and acknowledgements cost nothing.
 //! - `full`: a primary whose region has a history meets a new, empty mirror, which gets the whole
 //!   region (`ResyncStatus::seconds`); the mirror's copy is then compared with the primary's,
 //!   byte for byte.
@@ -29,15 +34,18 @@ use crate::child::ChildNode;
 use crate::config::{template, ConfigFile, Limits, Mode, OnMirrorLoss, RegionId, Secret};
 use crate::error::{Error, Result};
 use crate::mirror::{BackupStatus, MirrorStatus, MAX_READ};
-use crate::primary::{CopyKind, FailurePolicy, Primary, PrimaryOptions, ResyncStatus};
+use crate::primary::{
+    CopyKind, FailurePolicy, Primary, PrimaryOptions, ResyncStatus, COPY_FRAME, COPY_GROUP_BYTES,
+};
 use crate::size::format_size;
 use indicatif::{ProgressBar, ProgressStyle};
 use mojim_core::Range;
+use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::MappedFile;
 use mojim_transport::{Conn, TcpTransport, Transport};
 use serde::Serialize;
 use std::collections::HashSet;
-use std::io::{Read, Write};
+use std::io::{IoSlice, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -88,7 +96,7 @@ pub struct ResyncResult {
     /// includes the mirror's wait before it reconnects.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since_restart_s: Option<f64>,
-    /// `tcp`, `tcp-region`, `full`: CPU seconds (user + system) the transfer cost both ends
+    /// `tcp`, `tcp-region`, `tcp-checked`, `full`: CPU seconds (user + system) the transfer cost both ends
     /// together, to the clock tick: every thread of the processes involved but the one timing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_s: Option<f64>,
@@ -398,8 +406,26 @@ enum Ends<'b> {
     /// One cache-resident buffer sent again and again, into a buffer that is read into again and
     /// again: the stream touches no memory beyond the caches.
     Buffer(&'b [u8]),
-    /// A region-sized mapping into another.
-    Region { from: &'b MappedFile, into: &'b MappedFile },
+    /// A region-sized mapping into another; `checked`: as Copy frames, checked before they land.
+    Region { from: &'b MappedFile, into: &'b MappedFile, checked: bool },
+}
+
+/// Receives one Copy frame of `tcp-checked` for `at` into `buf` and checks it, as a mirror does.
+fn receive_checked(c: &mut impl Read, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    let mut hb = [0u8; FRAME_HEADER_SIZE];
+    c.read_exact(&mut hb)?;
+    let h = FrameHeader::decode(&hb).map_err(|e| std::io::Error::other(format!("frame for {at}: {e}")))?;
+    if h.kind != FrameKind::Copy || h.offset != at || h.body_len as usize != buf.len() {
+        return Err(std::io::Error::other(format!(
+            "expected a Copy frame of {} bytes for {at}, got {:?} of {} for {}",
+            buf.len(),
+            h.kind,
+            h.body_len,
+            h.offset
+        )));
+    }
+    c.read_exact(buf)?;
+    h.check_body(buf).map_err(|e| std::io::Error::other(format!("frame for {at}: {e}")))
 }
 
 /// One round's region identity, changed chunks and folder.
@@ -438,9 +464,10 @@ impl<'a> Round<'a> {
     fn run(mut self) -> Result<Vec<ResyncResult>> {
         let (tcp, full, bitmap) = self.full_and_bitmap()?;
         let log = self.log()?;
-        // Last, so that mapping and freeing its two region-sized files cannot weigh on the others.
-        let tcp_region = self.tcp_region()?;
-        Ok(vec![tcp, tcp_region, full, bitmap, log])
+        // Last, so that mapping and freeing region-sized files cannot weigh on the others.
+        let tcp_region = self.tcp_region(false)?;
+        let tcp_checked = self.tcp_region(true)?;
+        Ok(vec![tcp, tcp_region, tcp_checked, full, bitmap, log])
     }
 
     fn say(&self, what: &str) {
@@ -494,25 +521,29 @@ impl<'a> Round<'a> {
         self.stream("tcp", Ends::Buffer(&buf))
     }
 
-    /// `tcp-region`: the region's bytes over the same connections, from a mapping of a file like
-    /// the primary's region into a mapping of a file like the mirror's data area (both in `--dir`,
-    /// allocated and mapped before the clock starts), so the bytes cross memory as a copy's do.
-    fn tcp_region(&mut self) -> Result<ResyncResult> {
-        self.say("tcp-region: streaming a region's bytes from memory into memory over loopback TCP");
-        let scratch = Scratch::create(self.dir.0.join("tcp-region"))?;
+    /// `tcp-region` (and with `checked`, `tcp-checked`): the region's bytes over the same
+    /// connections, from a mapping of a file like the primary's region into a mapping of a file
+    /// like the mirror's data area (both in `--dir`, allocated and mapped before the clock
+    /// starts), so the bytes cross memory as a copy's do.
+    fn tcp_region(&mut self, checked: bool) -> Result<ResyncResult> {
+        let kind = if checked { "tcp-checked" } else { "tcp-region" };
+        self.say(&format!(
+            "{kind}: streaming a region's bytes from memory into memory over loopback TCP{}",
+            if checked { ", as checked Copy frames" } else { "" }
+        ));
+        let scratch = Scratch::create(self.dir.0.join(kind))?;
         let open = |name: &str| {
             let p = scratch.0.join(name);
-            MappedFile::create(&p, self.id.size)
-                .map_err(|e| failed("tcp-region", format!("{}: {e}", p.display())))
+            MappedFile::create(&p, self.id.size).map_err(|e| failed(kind, format!("{}: {e}", p.display())))
         };
         let (from, into) = (open("from")?, open("into")?);
         self.fill_region(|off, bytes| {
             from.write(off as usize, bytes);
             Ok(())
         })?;
-        let r = self.stream("tcp-region", Ends::Region { from: &from, into: &into })?;
+        let r = self.stream(kind, Ends::Region { from: &from, into: &into, checked })?;
         if from.bytes(0, from.len()) != into.bytes(0, into.len()) {
-            return Err(failed("tcp-region", "the bytes received differ from those sent".into()));
+            return Err(failed(kind, "the bytes received differ from those sent".into()));
         }
         Ok(r)
     }
@@ -550,6 +581,16 @@ impl<'a> Round<'a> {
                             s2.spawn(move || -> std::io::Result<u64> {
                                 let (mut at, len) = share(lane);
                                 let end = at + len;
+                                if let Ends::Region { into, checked: true, .. } = ends {
+                                    let mut buf = vec![0u8; COPY_FRAME as usize];
+                                    while at < end {
+                                        let n = (end - at).min(COPY_FRAME as u64) as usize;
+                                        receive_checked(&mut c, at, &mut buf[..n])?;
+                                        into.write_persistent(at as usize, &buf[..n])?;
+                                        at += n as u64;
+                                    }
+                                    return Ok(len);
+                                }
                                 if let Ends::Region { into, .. } = ends {
                                     while at < end {
                                         let n = (end - at).min(STREAM_PIECE) as usize;
@@ -583,6 +624,35 @@ impl<'a> Round<'a> {
                         gate.wait();
                         let (mut at, len) = share(i);
                         let end = at + len;
+                        if let Ends::Region { from, checked: true, .. } = ends {
+                            // As a copy sends a group: its frames read and checksummed one by
+                            // one into a snapshot, then written together.
+                            let mut snapshot = vec![0u8; COPY_GROUP_BYTES as usize];
+                            let frame = COPY_FRAME as usize;
+                            let mut headers = Vec::new();
+                            while at < end {
+                                let n = (end - at).min(COPY_GROUP_BYTES) as usize;
+                                headers.clear();
+                                for (k, bytes) in snapshot[..n].chunks_mut(frame).enumerate() {
+                                    let off = at + (k * frame) as u64;
+                                    from.read(off as usize, bytes);
+                                    let mut h = FrameHeader::new(FrameKind::Copy);
+                                    h.offset = off;
+                                    h.body_len = bytes.len() as u32;
+                                    h.body_checksum = mojim_format::checksum::crc32c(bytes);
+                                    headers.push(h.to_bytes());
+                                }
+                                let mut iov: Vec<IoSlice<'_>> = headers
+                                    .iter()
+                                    .zip(snapshot[..n].chunks(frame))
+                                    .flat_map(|(h, b)| [IoSlice::new(h), IoSlice::new(b)])
+                                    .collect();
+                                c.send_all_vectored(&mut iov)?;
+                                at += n as u64;
+                            }
+                            c.shutdown();
+                            return Ok(());
+                        }
                         while at < end {
                             let n = (end - at).min(STREAM_PIECE) as usize;
                             match ends {
@@ -616,7 +686,8 @@ impl<'a> Round<'a> {
         }
         let verified = match ends {
             Ends::Buffer(_) => "bytes counted",
-            Ends::Region { .. } => "whole region",
+            Ends::Region { checked: false, .. } => "whole region",
+            Ends::Region { checked: true, .. } => "every frame's CRC32C + whole region",
         };
         let mut r = ResyncResult::new(kind, total, secs, self, verified.into());
         r.cpu_s = Some(cpu_s);
@@ -1047,11 +1118,11 @@ pub fn print(results: &[ResyncResult], json: bool) {
         }
         return;
     }
-    println!("{:<10} {:>14} {:>10} {:>9} {:>7}  verified", "kind", "bytes", "seconds", "MB/s", "CPU s");
+    println!("{:<11} {:>14} {:>10} {:>9} {:>7}  verified", "kind", "bytes", "seconds", "MB/s", "CPU s");
     for r in results {
         let cpu = r.cpu_s.map_or("-".to_string(), |c| format!("{c:.2}"));
         println!(
-            "{:<10} {:>14} {:>10.3} {:>9.1} {:>7}  {}",
+            "{:<11} {:>14} {:>10.3} {:>9.1} {:>7}  {}",
             r.kind, r.bytes, r.seconds, r.mb_per_s, cpu, r.verified
         );
     }
@@ -1065,8 +1136,10 @@ pub fn print(results: &[ResyncResult], json: bool) {
             println!("full/tcp CPU per byte = {:.2}", (fc / f.bytes as f64) / (tc / t.bytes as f64));
         }
     }
-    if let (Some(f), Some(t)) = (find("full"), find("tcp-region")) {
-        println!("full/tcp-region bandwidth = {:.2}", f.mb_per_s / t.mb_per_s);
+    for base in ["tcp-region", "tcp-checked"] {
+        if let (Some(f), Some(t)) = (find("full"), find(base)) {
+            println!("full/{base} bandwidth = {:.2}", f.mb_per_s / t.mb_per_s);
+        }
     }
     if let (Some(b), Some(f)) = (find("bitmap"), find("full")) {
         println!("bitmap/full time = {:.4} (target <= 0.05)", b.seconds / f.seconds);

@@ -155,7 +155,7 @@ fn resync_with_a_tiny_region_reports_every_kind_verified() {
     let rows: Vec<serde_json::Value> =
         out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
     let kinds: Vec<&str> = rows.iter().map(|r| r["kind"].as_str().expect("kind is a string")).collect();
-    assert_eq!(kinds, ["tcp", "tcp-region", "full", "bitmap", "log"], "{out}");
+    assert_eq!(kinds, ["tcp", "tcp-region", "tcp-checked", "full", "bitmap", "log"], "{out}");
     for r in &rows {
         if r["kind"] == "log" {
             // Timed from the poll that sees the backup reconnected: a few KiB of catch-up can be
@@ -168,7 +168,7 @@ fn resync_with_a_tiny_region_reports_every_kind_verified() {
         assert!(r["mb_per_s"].as_f64().is_some_and(|s| s > 0.0), "{r}");
     }
     let bytes = |k: &str| rows.iter().find(|r| r["kind"] == k).expect("kind present")["bytes"].as_u64();
-    for k in ["tcp", "tcp-region", "full"] {
+    for k in ["tcp", "tcp-region", "tcp-checked", "full"] {
         assert_eq!(bytes(k), Some(4 << 20), "{k} moves the whole region: {out}");
     }
     assert!(
@@ -177,12 +177,13 @@ fn resync_with_a_tiny_region_reports_every_kind_verified() {
     );
     let verified = |k: &str| rows.iter().find(|r| r["kind"] == k).expect("kind present")["verified"].clone();
     assert_eq!(verified("tcp-region"), "whole region", "{out}");
+    assert_eq!(verified("tcp-checked"), "every frame's CRC32C + whole region", "{out}");
     assert_eq!(verified("full"), "whole region", "{out}");
     let tcp = verified("tcp");
     assert!(tcp.as_str().is_some_and(|v| v.contains("before") && v.contains("after full")), "{out}");
     // The streams and the full copy say what CPU they cost (a tiny one may cost less than a tick).
     let cpu = |k: &str| rows.iter().find(|r| r["kind"] == k).expect("kind present")["cpu_s"].as_f64();
-    for k in ["tcp", "tcp-region", "full"] {
+    for k in ["tcp", "tcp-region", "tcp-checked", "full"] {
         assert!(cpu(k).is_some_and(|c| c >= 0.0), "{k} reports cpu_s: {out}");
     }
     assert_eq!(cpu("bitmap"), None, "{out}");

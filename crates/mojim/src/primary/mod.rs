@@ -16,7 +16,8 @@
 mod link;
 mod resync;
 
-pub(crate) use resync::new_generation;
+pub(crate) use link::COPY_FRAME;
+pub(crate) use resync::{new_generation, COPY_GROUP_BYTES};
 pub use resync::{CopyKind, ResyncStatus};
 
 use crate::config::{Config, Heartbeat, Limits, Mode, OnMirrorLoss, Secret};

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 /// Copy groups in flight per lane before the sender waits for acknowledgements.
 const IN_FLIGHT_PER_LANE: usize = 8;
 /// Bytes of region content per copy group, at most.
-const COPY_GROUP_BYTES: u64 = 1 << 20;
+pub(crate) const COPY_GROUP_BYTES: u64 = 1 << 20;
 
 /// How a mirror is brought up to date.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
