@@ -410,6 +410,15 @@ enum Ends<'b> {
     Region { from: &'b MappedFile, into: &'b MappedFile, checked: bool },
 }
 
+/// The header of `tcp-checked`'s Copy frame of `body` for region offset `at`.
+fn checked_header(at: u64, body: &[u8]) -> [u8; FRAME_HEADER_SIZE] {
+    let mut h = FrameHeader::new(FrameKind::Copy);
+    h.offset = at;
+    h.body_len = body.len() as u32;
+    h.body_checksum = mojim_format::checksum::crc32c(body);
+    h.to_bytes()
+}
+
 /// Receives one Copy frame of `tcp-checked` for `at` into `buf` and checks it, as a mirror does.
 fn receive_checked(c: &mut impl Read, at: u64, buf: &mut [u8]) -> std::io::Result<()> {
     let mut hb = [0u8; FRAME_HEADER_SIZE];
@@ -636,11 +645,7 @@ impl<'a> Round<'a> {
                                 for (k, bytes) in snapshot[..n].chunks_mut(frame).enumerate() {
                                     let off = at + (k * frame) as u64;
                                     from.read(off as usize, bytes);
-                                    let mut h = FrameHeader::new(FrameKind::Copy);
-                                    h.offset = off;
-                                    h.body_len = bytes.len() as u32;
-                                    h.body_checksum = mojim_format::checksum::crc32c(bytes);
-                                    headers.push(h.to_bytes());
+                                    headers.push(checked_header(off, bytes));
                                 }
                                 let mut iov: Vec<IoSlice<'_>> = headers
                                     .iter()
@@ -1163,6 +1168,34 @@ mod tests {
             since_restart_s: None,
             cpu_s: None,
         }
+    }
+
+    #[test]
+    fn a_checked_stream_refuses_a_frame_that_is_not_the_one_expected() {
+        let body: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+        let frame = |at: u64, body: &[u8]| [&checked_header(at, body)[..], body].concat();
+        let mut buf = vec![0u8; body.len()];
+        receive_checked(&mut &frame(8192, &body)[..], 8192, &mut buf).expect("the frame expected");
+        assert_eq!(buf, body);
+
+        let mut flipped = frame(8192, &body);
+        flipped[FRAME_HEADER_SIZE + 100] ^= 1;
+        let e = receive_checked(&mut &flipped[..], 8192, &mut buf).expect_err("a changed body");
+        assert!(e.to_string().contains("frame for 8192") && e.to_string().contains("checksum"), "{e}");
+
+        let e = receive_checked(&mut &frame(0, &body)[..], 8192, &mut buf).expect_err("another offset");
+        assert!(e.to_string().contains("expected a Copy frame of 4096 bytes for 8192"), "{e}");
+        let e = receive_checked(&mut &frame(8192, &body[..100])[..], 8192, &mut buf).expect_err("shorter");
+        assert!(e.to_string().contains("of 100 for 8192"), "{e}");
+
+        let mut header = frame(8192, &body);
+        header[20] ^= 1;
+        let e = receive_checked(&mut &header[..], 8192, &mut buf).expect_err("a changed header");
+        assert!(e.to_string().contains("frame for 8192"), "{e}");
+
+        let cut = frame(8192, &body);
+        let e = receive_checked(&mut &cut[..cut.len() - 1], 8192, &mut buf).expect_err("a cut stream");
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "{e}");
     }
 
     #[test]
