@@ -11,8 +11,8 @@
 //! - `tcp-checked`: `tcp-region` with the per-byte work of a copy and none of its protocol: each
 //!   256 KiB piece is read into a snapshot and sent as a Copy frame (header and CRC32C), four to
 //!   a write as a copy group's are, and on the other end received into a buffer, checked, and
-//!   stored with streaming stores. What a copy
-//!   could reach on this machine if its groups, log records and acknowledgements cost nothing.
+//!   stored with streaming stores. What a copy could reach on this machine if its groups, log
+//!   records and acknowledgements cost nothing.
 //! - `full`: a primary whose region has a history meets a new, empty mirror, which gets the whole
 //!   region (`ResyncStatus::seconds`); the mirror's copy is then compared with the primary's,
 //!   byte for byte.
@@ -96,8 +96,9 @@ pub struct ResyncResult {
     /// includes the mirror's wait before it reconnects.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since_restart_s: Option<f64>,
-    /// `tcp`, `tcp-region`, `tcp-checked`, `full`: CPU seconds (user + system) the transfer cost both ends
-    /// together, to the clock tick: every thread of the processes involved but the one timing.
+    /// `tcp`, `tcp-region`, `tcp-checked`, `full`: CPU seconds (user + system) the transfer cost
+    /// both ends together, to the clock tick: every thread of the processes involved but the one
+    /// timing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_s: Option<f64>,
 }
