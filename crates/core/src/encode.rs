@@ -186,10 +186,21 @@ fn with_body(kind: FrameKind, tag: SessionTag, body: &[u8]) -> FrameHeader {
 
 /// The header of an acknowledgement of group `seq`.
 pub fn ack_header(tag: SessionTag, seq: u64) -> [u8; FRAME_HEADER_SIZE] {
-    let mut h = FrameHeader::new(FrameKind::Ack);
+    reply_header(FrameKind::Ack, tag, 0, seq)
+}
+
+/// The header of a CopyRetry: the Copy frame at `offset` of `len` bytes did not land.
+pub fn copy_retry_header(tag: SessionTag, offset: u64, len: u64) -> [u8; FRAME_HEADER_SIZE] {
+    reply_header(FrameKind::CopyRetry, tag, offset, len)
+}
+
+/// A bodiless frame from a receiver back on a lane of `tag`'s session.
+fn reply_header(kind: FrameKind, tag: SessionTag, offset: u64, seq: u64) -> [u8; FRAME_HEADER_SIZE] {
+    let mut h = FrameHeader::new(kind);
     h.lane = tag.lane;
     h.epoch = tag.epoch;
     h.seq = seq;
+    h.offset = offset;
     h.session = tag.session;
     h.to_bytes()
 }

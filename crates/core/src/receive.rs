@@ -64,6 +64,12 @@ pub enum Violation {
         checksum: u32,
         expected_checksum: u32,
     },
+    /// A copy ended (or asked too much) while Copy frames that failed their check, and were
+    /// asked for again with CopyRetry, had not been sent again.
+    CopyNotResent {
+        frames: usize,
+        first_offset: u64,
+    },
 }
 
 impl fmt::Display for Violation {
@@ -108,6 +114,11 @@ impl fmt::Display for Violation {
                 f,
                 "a Copied frame lists {listed} ranges (checksum {checksum:#010x}) but the Copy frames before \
                  it cover {sent} (checksum {expected_checksum:#010x})"
+            ),
+            Violation::CopyNotResent { frames, first_offset } => write!(
+                f,
+                "{frames} Copy frames that failed their checksum were not sent again (the first at offset \
+                 {first_offset}); the copy cannot end"
             ),
         }
     }

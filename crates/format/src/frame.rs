@@ -82,6 +82,11 @@ pub enum FrameKind {
     /// area). The body lists their ranges, coalesced (see [`crate::copied`]), so the group can
     /// be forwarded and checked.
     Copied = 16,
+    /// No body, receiver to sender on a lane, during a copy: the Copy frame at `offset` of `seq`
+    /// bytes failed its body checksum and did not land; send those bytes again before CopyEnd.
+    /// (A sender that reads its region as it sends may send bytes the application changed after
+    /// the checksum was taken.)
+    CopyRetry = 17,
 }
 
 impl FrameKind {
@@ -104,6 +109,7 @@ impl FrameKind {
             14 => FrameKind::Copy,
             15 => FrameKind::CopyEnd,
             16 => FrameKind::Copied,
+            17 => FrameKind::CopyRetry,
             _ => return None,
         })
     }
@@ -285,7 +291,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn kind() -> impl Strategy<Value = FrameKind> {
-        (1u8..=16).prop_map(|k| FrameKind::from_u8(k).expect("1..=16 are kinds"))
+        (1u8..=17).prop_map(|k| FrameKind::from_u8(k).expect("1..=17 are kinds"))
     }
 
     prop_compose! {

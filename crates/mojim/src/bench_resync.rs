@@ -8,11 +8,11 @@
 //! - `tcp-region`: the same stream from a region-sized mapping into another (allocated before the
 //!   clock starts, as the mirror's data area is), checked byte for byte: raw TCP moving a region's
 //!   bytes from memory into memory, with no protocol, checksum or snapshot.
-//! - `tcp-checked`: `tcp-region` with the per-byte work of a copy and none of its protocol: each
-//!   256 KiB piece is read into a snapshot and sent as a Copy frame (header and CRC32C), four to
-//!   a write as a copy group's are, and on the other end received into a buffer, checked, and
-//!   stored with streaming stores. What a copy could reach on this machine if its groups, log
-//!   records and acknowledgements cost nothing.
+//! - `tcp-checked`: `tcp-region` with the per-byte work of a copy sent from snapshots (as resent
+//!   frames are) and none of its protocol: each 256 KiB piece is read into a snapshot and sent
+//!   as a Copy frame (header and CRC32C), four to a write as a copy group's are, and on the other
+//!   end received into a buffer, checked, and stored with streaming stores. A copy sends
+//!   straight from the region, without the snapshot, so it can be the faster of the two.
 //! - `full`: a primary whose region has a history meets a new, empty mirror, which gets the whole
 //!   region (`ResyncStatus::seconds`); the mirror's copy is then compared with the primary's,
 //!   byte for byte.

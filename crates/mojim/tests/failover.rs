@@ -9,6 +9,7 @@ use mojim::admin::AdminClient;
 use mojim::child::ChildNode;
 use mojim::config::OnMirrorLoss;
 use mojim::{CopyKind, Primary, PrimaryOptions};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 fn fast(o: &mut PrimaryOptions) {
@@ -148,6 +149,52 @@ fn a_wiped_or_discarded_mirror_gets_a_full_copy() {
     wait_applied(&mut a);
     common::wait_status(&mut a, "the copy to be consistent", |st| st.consistent);
     assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None, "after discard");
+}
+
+#[test]
+fn a_full_copy_of_a_region_being_written_resends_what_changed_on_the_way() {
+    // Copy frames go straight from the region: stores into a frame between its checksum and its
+    // send make the mirror find it changed, ask for it again, and the copy resend it.
+    const FRAME: u64 = 256 << 10;
+    let mut c = cluster("hot-copy", 16 << 20);
+    c.start_mirror();
+    let mut o = c.primary_options();
+    fast(&mut o);
+    o.failure.on_mirror_loss = OnMirrorLoss::Degrade;
+    let p = Primary::open(&o).expect("open");
+    let addr = c.mirror_addr();
+    c.kill_mirror();
+    wait_for("the primary to notice", || p.status().failed.is_some());
+    std::fs::remove_dir_all(c.dir.path().join("mirror")).expect("wipe the mirror");
+    let stop = AtomicBool::new(false);
+    let st = std::thread::scope(|s| {
+        // A store into every frame of the region, again and again, until the copy is over.
+        s.spawn(|| {
+            let mut v = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                for f in 0..p.size() / FRAME {
+                    p.write(f * FRAME + 8 * (v % 512), &v.to_le_bytes()).expect("store");
+                }
+                v += 1;
+            }
+        });
+        restart_mirror(&mut c, &addr);
+        wait_for("the primary to reconnect", || p.status().failed.is_none());
+        let st = p.wait_resync(WAIT).expect("a resynchronisation ran");
+        stop.store(true, Ordering::Relaxed);
+        st
+    });
+    assert!(st.done && st.kind == CopyKind::Full, "{st:?}");
+    assert!(st.resent_bytes > 0, "stores during the copy changed no frame on the way: {st:?}");
+    let mut a = c.admin();
+    assert!(a.status().expect("status").copy_retries > 0);
+    // What the stores left is synced (and so replicated) after the copy, piece by piece.
+    for off in (0..p.size()).step_by(1 << 20) {
+        p.msync(off, 1 << 20).expect("msync");
+    }
+    wait_applied(&mut a);
+    common::wait_status(&mut a, "the copy to be consistent", |st| st.consistent);
+    assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None);
 }
 
 /// Restarts the mirror on its old address (a few tries: the port may be briefly taken).

@@ -2,9 +2,10 @@
 //! acknowledged once it is whole there and persistent.
 
 use super::Shared;
-use mojim_core::encode::{ack_header, SessionTag};
+use mojim_core::encode::{ack_header, copy_retry_header, SessionTag};
 use mojim_core::lane::Slot;
 use mojim_core::receive::Violation;
+use mojim_format::frame::BodyError;
 use mojim_format::handshake::{encode_refuse, RefuseCode};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::LogFile;
@@ -163,13 +164,16 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
                 continue;
             }
             FrameKind::CopyEnd => {
+                if let Some(v) = super::session::copy_unsettled(s, tag.session) {
+                    return LaneEnd::Violation(v);
+                }
                 if let Err(m) = super::session::copy_end(s, tag.session, tag.lane, h.offset, h.seq) {
                     return LaneEnd::Storage(m);
                 }
                 continue;
             }
             FrameKind::Copy => {
-                if let Err(end) = receive_copy(s, conn, &h, &mut copy_buf) {
+                if let Err(end) = receive_copy(s, conn, tag, &h, &mut copy_buf) {
                     return end;
                 }
                 continue;
@@ -240,9 +244,15 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
 /// as new as every group numbered before it (a group before it that the checkpointer applies
 /// later writes bytes as new as the copy's, or newer), and no group numbered after it is
 /// applied before its Copied frame, which follows these frames on this lane, is in the log.
+///
+/// A body that fails its checksum does not land: the sender reads its region as it sends, so
+/// the application may have changed the bytes after the checksum was taken (or the link
+/// corrupted them). The lane asks for the frame again with CopyRetry, and the copy cannot end
+/// until a Copy frame covering it lands.
 fn receive_copy<C: Conn>(
     s: &Shared,
     conn: &mut C,
+    tag: SessionTag,
     h: &FrameHeader,
     scratch: &mut Vec<u8>,
 ) -> Result<(), LaneEnd> {
@@ -253,14 +263,26 @@ fn receive_copy<C: Conn>(
     if let Err(e) = conn.read_exact(scratch) {
         return Err(LaneEnd::Closed(format!("receive copy body: {e}")));
     }
-    if let Err(e) = h.check_body(scratch) {
-        return Err(LaneEnd::Violation(Violation::Body(e)));
-    }
     s.stats.bytes_received.fetch_add(scratch.len() as u64, Ordering::Relaxed);
-    let _w = s.data_lock.write().unwrap_or_else(|p| p.into_inner());
-    s.region
-        .write_persistent(h.offset, scratch)
-        .map_err(|e| LaneEnd::Storage(format!("write copied bytes to the data area: {e}")))
+    let len = h.body_len as u64;
+    match h.check_body(scratch) {
+        Ok(()) => {}
+        Err(BodyError::Checksum { .. }) => {
+            super::session::copy_rejected(s, h.session, h.offset, len).map_err(LaneEnd::Violation)?;
+            s.stats.copy_retries.fetch_add(1, Ordering::Relaxed);
+            return crate::net::write_frame(conn, &copy_retry_header(tag, h.offset, len), &[])
+                .map_err(|e| LaneEnd::Closed(format!("send copy retry: {e}")));
+        }
+        Err(e) => return Err(LaneEnd::Violation(Violation::Body(e))),
+    }
+    {
+        let _w = s.data_lock.write().unwrap_or_else(|p| p.into_inner());
+        s.region
+            .write_persistent(h.offset, scratch)
+            .map_err(|e| LaneEnd::Storage(format!("write copied bytes to the data area: {e}")))?;
+    }
+    super::session::copy_landed(s, h.session, h.offset, len);
+    Ok(())
 }
 
 /// Writes one record: pad if needed, the body straight from the socket, then the header.

@@ -146,6 +146,8 @@ pub(crate) struct Stats {
     pub last_received_seq: AtomicU64,
     pub violations: AtomicU64,
     pub sessions: AtomicU64,
+    /// Copy frames that failed their check and were asked for again.
+    pub copy_retries: AtomicU64,
 }
 
 pub(crate) struct Ckpt {

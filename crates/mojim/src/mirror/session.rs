@@ -9,6 +9,7 @@
 use super::{apply, Shared};
 use mojim_core::encode::SessionTag;
 use mojim_core::handshake::Refusal;
+use mojim_core::receive::Violation;
 use mojim_format::handshake::{Hello, RefuseCode, Welcome};
 use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
 use std::sync::atomic::Ordering;
@@ -38,6 +39,10 @@ pub(crate) struct Session {
     copy_total: u64,
     copy_started: Option<std::time::Instant>,
     copy_base_bytes: u64,
+    /// Copy frames of the open copy that failed their check, did not land, and were asked for
+    /// again (CopyRetry): `(offset, len)`. The copy cannot end until each is covered by a Copy
+    /// frame that landed.
+    copy_retry: Vec<(u64, u64)>,
 }
 
 /// A copy into this node, as status shows it. `received_bytes` counts everything received
@@ -143,6 +148,7 @@ pub(crate) fn join(
                     copy_total: 0,
                     copy_started: None,
                     copy_base_bytes: 0,
+                    copy_retry: Vec::new(),
                 });
                 s.stats.sessions.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(%peer, session = format!("{:#x}", hello.session), lanes = hello.lanes, next_seq, "primary session begins");
@@ -275,6 +281,7 @@ pub(crate) fn copy_begin(s: &Shared, session: u64, total: u64) -> Result<(), Str
     cur.copy_total = total;
     cur.copy_started = Some(std::time::Instant::now());
     cur.copy_base_bytes = s.stats.bytes_received.load(Ordering::Relaxed);
+    cur.copy_retry.clear();
     let (flags, _) = s.region.copy_state().map_err(|e| format!("read the copy state: {e}"))?;
     s.region
         .set_copy_state(flags | FLAG_INCONSISTENT, 0)
@@ -303,6 +310,7 @@ pub(crate) fn copy_end(
     if cur.copy_ended.count_ones() < cur.lanes as u32 {
         return Ok(());
     }
+
     let (old, old_prev) = s.region.generation().map_err(|e| format!("read the generation: {e}"))?;
     if generation != old {
         let prev = if old != 0 { old } else { old_prev };
@@ -366,6 +374,61 @@ pub(crate) fn copy_progress(s: &Shared) -> Option<CopyProgress> {
 }
 
 /// Whether `session` is the current one and announced a copy.
+/// Copy frames a copy may have waiting to be sent again, at most: more means the link corrupts
+/// much of what it carries, and the session ends.
+const MAX_COPY_RETRIES: usize = 1024;
+
+/// The Copy frame `[offset, offset + len)` of `session`'s open copy failed its check and did not
+/// land; the sender is asked for it again. A violation when too many wait.
+pub(crate) fn copy_rejected(s: &Shared, session: u64, offset: u64, len: u64) -> Result<(), Violation> {
+    let mut slot = lock(s);
+    let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
+    if cur.copy_retry.len() >= MAX_COPY_RETRIES {
+        return Err(Violation::CopyNotResent {
+            frames: cur.copy_retry.len(),
+            first_offset: cur.copy_retry[0].0,
+        });
+    }
+    cur.copy_retry.push((offset, len));
+    Ok(())
+}
+
+/// The Copy frame `[offset, offset + len)` landed: it settles what it covers of the rejected
+/// frames (a resend may cut the same bytes into frames differently).
+pub(crate) fn copy_landed(s: &Shared, session: u64, offset: u64, len: u64) {
+    let mut slot = lock(s);
+    if let Some(cur) = slot.current.as_mut().filter(|c| c.id == session && !c.copy_retry.is_empty()) {
+        cur.copy_retry = subtract(&cur.copy_retry, offset, offset + len);
+    }
+}
+
+/// `ranges` (offset, len) without `[lo, hi)`.
+fn subtract(ranges: &[(u64, u64)], lo: u64, hi: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::with_capacity(ranges.len() + 1);
+    for &(o, l) in ranges {
+        let end = o + l;
+        if end <= lo || o >= hi {
+            out.push((o, l));
+            continue;
+        }
+        if o < lo {
+            out.push((o, lo - o));
+        }
+        if end > hi {
+            out.push((hi, end - hi));
+        }
+    }
+    out
+}
+
+/// Why `session`'s copy cannot end yet: rejected Copy frames not sent again.
+pub(crate) fn copy_unsettled(s: &Shared, session: u64) -> Option<Violation> {
+    let slot = lock(s);
+    let cur = slot.current.as_ref().filter(|c| c.id == session)?;
+    let &(first_offset, _) = cur.copy_retry.first()?;
+    Some(Violation::CopyNotResent { frames: cur.copy_retry.len(), first_offset })
+}
+
 pub(crate) fn copying(s: &Shared, session: u64) -> bool {
     lock(s).current.as_ref().is_some_and(|c| c.id == session && c.copy_open)
 }
@@ -382,4 +445,20 @@ pub(crate) fn end_current(s: &Shared) {
 /// The session's id, peer and lane count, for status.
 pub(crate) fn describe(s: &Shared) -> Option<(u64, String, u16, u64)> {
     lock(s).current.as_ref().map(|c| (c.id, c.peer.clone(), c.lanes, c.next_seq))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_landed_frame_settles_what_it_covers_of_rejected_ones() {
+        let rejected = [(0, 4096), (4096, 256 << 10), (1 << 20, 100)];
+        // A resend cut from offset 0 in 256 KiB frames covers the first whole, the second in part.
+        assert_eq!(subtract(&rejected, 0, 256 << 10), [(256 << 10, 4096), (1 << 20, 100)]);
+        assert_eq!(subtract(&[(256 << 10, 4096)], 256 << 10, 512 << 10), []);
+        // A frame inside a rejected one leaves both sides.
+        assert_eq!(subtract(&[(0, 100)], 10, 20), [(0, 10), (20, 80)]);
+        assert_eq!(subtract(&[(0, 100)], 100, 200), [(0, 100)]);
+    }
 }

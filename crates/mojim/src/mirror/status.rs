@@ -38,6 +38,10 @@ pub struct MirrorStatus {
     pub bytes_received: u64,
     pub violations: u64,
     pub sessions: u64,
+    /// Copy frames that failed their check (changed while sent, or corrupted) and were asked
+    /// for again.
+    #[serde(default)]
+    pub copy_retries: u64,
     pub data_persistence: String,
     /// Why the data area stopped accepting checkpoints, if it did.
     pub storage_failed: Option<String>,
@@ -102,6 +106,7 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         bytes_received: s.stats.bytes_received.load(Ordering::Relaxed),
         violations: s.stats.violations.load(Ordering::Relaxed),
         sessions: s.stats.sessions.load(Ordering::Relaxed),
+        copy_retries: s.stats.copy_retries.load(Ordering::Relaxed),
         data_persistence: s.region.persistence().into(),
         storage_failed: s.storage_failed.get().cloned(),
         recovery: s.recovery.clone(),

@@ -27,6 +27,8 @@ const BATCH: usize = 32;
 /// frames keep the per-frame work of a copy small.
 pub(crate) const COPY_FRAME: u32 = 256 << 10;
 const _: () = assert!(COPY_FRAME <= mojim_format::copied::MAX_COPY_BODY);
+/// Copy frames replicas may ask for again (CopyRetry) before the next resend, at most.
+const MAX_RETRIES_ASKED: usize = 4096;
 /// Most replicas a broadcasting primary sends to.
 pub(crate) const MAX_REPLICAS: usize = 8;
 
@@ -74,8 +76,9 @@ enum Until {
 pub(crate) struct CopyScratch {
     /// The group's bytes, read from the region once its number is assigned.
     snapshot: Box<[u8]>,
-    /// Each Copy frame's header and body length (bodies follow one another in `snapshot`).
-    headers: Vec<([u8; FRAME_HEADER_SIZE], usize)>,
+    /// Each Copy frame's header, region offset and body length (with a snapshot, the bodies
+    /// follow one another in `snapshot`).
+    headers: Vec<([u8; FRAME_HEADER_SIZE], u64, usize)>,
     /// The Copied frame's body.
     ranges: Vec<u8>,
 }
@@ -105,6 +108,8 @@ pub(crate) struct Link<C> {
     pub failed: OnceLock<String>,
     /// What the mirror (replica 0) said when the session began.
     pub welcome: Welcome,
+    /// Copy frames a replica asked for again (CopyRetry): `(offset, len)`.
+    retries: Mutex<Vec<(u64, u64)>>,
     pub mirror: String,
     clock: Instant,
 }
@@ -210,9 +215,15 @@ impl<C: Conn> Link<C> {
             limits,
             failed: OnceLock::new(),
             welcome,
+            retries: Mutex::new(Vec::new()),
             mirror: opts.mirror.clone(),
             clock,
         })
+    }
+
+    /// The Copy frames replicas asked for again since the last call.
+    pub fn take_retries(&self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut *lock(&self.retries))
     }
 
     fn now_ms(&self) -> u64 {
@@ -261,15 +272,20 @@ impl<C: Conn> Link<C> {
     /// straight in the replica's data area, then the Copied frame that numbers them. Returns
     /// the group's number.
     ///
-    /// The bytes are read into `scratch` once the number is assigned (the application may be
-    /// changing them), so they hold every group numbered before it (their bytes were stored
-    /// before they were numbered), and any later group is applied after it.
+    /// The bytes are read once the number is assigned, so they hold every group numbered before
+    /// it (their bytes were stored before they were numbered), and any later group is applied
+    /// after it. With `snapshot` they are read into `scratch`, checksummed there and sent from
+    /// there; without, checksummed in the region and sent from it, which saves a copy of every
+    /// byte, but the application may change them in between: the replica then finds the
+    /// checksum wrong, asks for the frame again (CopyRetry), and the copy resends it from a
+    /// snapshot before it ends.
     pub fn send_copy(
         &self,
         region: &RegionFile,
         l: usize,
         ranges: &[Range],
         scratch: &mut CopyScratch,
+        snapshot: bool,
     ) -> Result<u64, String> {
         let bytes: u64 = ranges.iter().map(|r| r.len).sum();
         if bytes > scratch.snapshot.len() as u64 {
@@ -288,7 +304,7 @@ impl<C: Conn> Link<C> {
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let tag = SessionTag { session: self.session, epoch: self.epoch, lane: l as u16 };
         let mf = COPY_FRAME as usize;
-        let CopyScratch { snapshot, headers, ranges: body } = scratch;
+        let CopyScratch { snapshot: snapshot_buf, headers, ranges: body } = scratch;
         headers.clear();
         body.clear();
         // Frame by frame, so each checksum reads bytes just copied, still in cache.
@@ -298,10 +314,15 @@ impl<C: Conn> Link<C> {
             let end = r.offset + r.len;
             while at < end {
                 let n = (end - at).min(mf as u64) as usize;
-                let into = &mut snapshot[filled..filled + n];
-                region.read(at, into);
-                headers.push((encode::copy_header(tag, at, into), n));
-                filled += n;
+                let bytes = if snapshot {
+                    let into = &mut snapshot_buf[filled..filled + n];
+                    region.read(at, into);
+                    filled += n;
+                    &*into
+                } else {
+                    region.bytes(at, n)
+                };
+                headers.push((encode::copy_header(tag, at, bytes), at, n));
                 at += n as u64;
             }
             mojim_format::copied::push_range(body, r.offset, r.len);
@@ -312,9 +333,13 @@ impl<C: Conn> Link<C> {
             let mut cursor = 0;
             for batch in headers.chunks(BATCH) {
                 let mut iov = [IoSlice::new(&[]); 2 * BATCH];
-                for (i, (h, n)) in batch.iter().enumerate() {
+                for (i, &(ref h, at, n)) in batch.iter().enumerate() {
                     iov[2 * i] = IoSlice::new(h);
-                    iov[2 * i + 1] = IoSlice::new(&snapshot[cursor..cursor + n]);
+                    iov[2 * i + 1] = IoSlice::new(if snapshot {
+                        &snapshot_buf[cursor..cursor + n]
+                    } else {
+                        region.bytes(at, n)
+                    });
                     cursor += n;
                 }
                 if let Err(e) = tx.conn.send_all_vectored(&mut iov[..2 * batch.len()]) {
@@ -485,6 +510,17 @@ impl<C: Conn> Link<C> {
                     if let Until::Heard = until {
                         return Ok(());
                     }
+                }
+                FrameKind::CopyRetry if h.body_len == 0 && h.session == self.session => {
+                    let mut asked = lock(&self.retries);
+                    if asked.len() >= MAX_RETRIES_ASKED {
+                        drop(asked);
+                        return Err(self.fail(format!(
+                            "mirror {} asked for more than {MAX_RETRIES_ASKED} Copy frames again",
+                            self.mirror
+                        )));
+                    }
+                    asked.push((h.offset, h.seq));
                 }
                 FrameKind::Refuse if (h.body_len as usize) <= REFUSE_MAX => {
                     let msg =

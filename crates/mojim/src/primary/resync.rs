@@ -39,6 +39,9 @@ use std::time::{Duration, Instant};
 
 /// Copy groups in flight per lane before the sender waits for acknowledgements.
 const IN_FLIGHT_PER_LANE: usize = 8;
+/// Rounds of resending Copy frames the mirror found changed before the copy fails: a resend
+/// comes from a snapshot, so only a link that corrupts data fails it.
+const MAX_RESEND_ROUNDS: usize = 3;
 /// Bytes of region content per copy group, at most.
 pub(crate) const COPY_GROUP_BYTES: u64 = 1 << 20;
 
@@ -169,6 +172,10 @@ pub struct ResyncStatus {
     pub mb_per_s: f64,
     pub done: bool,
     pub error: Option<String>,
+    /// Bytes sent again because the mirror found them changed (or corrupted) on the way: Copy
+    /// frames are read from the region as they are sent, and the application keeps writing.
+    #[serde(default)]
+    pub resent_bytes: u64,
 }
 
 struct State {
@@ -186,12 +193,14 @@ struct State {
 pub(crate) struct Progress {
     state: Mutex<Option<State>>,
     sent: AtomicU64,
+    resent: AtomicU64,
     cv: Condvar,
 }
 
 impl Progress {
     fn start(&self, session: u64, kind: CopyKind, total: u64) {
         self.sent.store(0, Ordering::Relaxed);
+        self.resent.store(0, Ordering::Relaxed);
         *lock(&self.state) = Some(State {
             session,
             kind,
@@ -246,6 +255,7 @@ impl Progress {
             mb_per_s: if seconds > 0.0 { sent as f64 / 1e6 / seconds } else { 0.0 },
             done: !s.running && s.error.is_none(),
             error: s.error.clone(),
+            resent_bytes: self.resent.load(Ordering::Relaxed),
         })
     }
 }
@@ -354,7 +364,7 @@ fn copy_lane<T: Transport>(
     let mut in_flight: VecDeque<u64> = VecDeque::new();
     let mut last = 0;
     for group in copy_groups(ranges, COPY_GROUP_BYTES, max_ranges).skip(lane).step_by(lanes) {
-        let seq = link.send_copy(&inner.region, lane, &group, &mut scratch)?;
+        let seq = link.send_copy(&inner.region, lane, &group, &mut scratch, false)?;
         inner.resync.sent.fetch_add(group.iter().map(|r| r.len).sum(), Ordering::Relaxed);
         last = seq;
         in_flight.push_back(seq);
@@ -389,6 +399,48 @@ fn copy_groups(
     })
 }
 
+/// Waits until every lane's copy groups (numbered up to `last`) are acknowledged, so that every
+/// CopyRetry the mirror sent for them has been read, then sends the frames it asked for again,
+/// from snapshots, on lane 0, until it asks for none. Returns each lane's last copy group.
+fn resend<T: Transport>(
+    inner: &Inner<T>,
+    link: &Link<T::Conn>,
+    mut last: Vec<u64>,
+) -> Result<Vec<u64>, String> {
+    let max_ranges =
+        (link.limits.max_frame as usize / COPIED_RANGE_SIZE).clamp(1, MAX_COPIED_RANGES as usize);
+    let size = inner.region.size();
+    let mut rounds = 0;
+    loop {
+        for (l, &seq) in last.iter().enumerate() {
+            if seq != 0 {
+                link.wait(l, seq)?;
+            }
+        }
+        let asked = coalesce(link.take_retries());
+        let Some(&(first, _)) = asked.first() else { return Ok(last) };
+        if let Some(&(off, len)) = asked.iter().find(|r| r.0.checked_add(r.1).is_none_or(|e| e > size)) {
+            return Err(format!(
+                "the mirror asked again for {len} bytes at {off}, outside the region of {size} bytes"
+            ));
+        }
+        let bytes: u64 = asked.iter().map(|r| r.1).sum();
+        if rounds == MAX_RESEND_ROUNDS {
+            return Err(format!(
+                "the mirror still found {bytes} bytes of Copy frames (the first at {first}) changed on the \
+                 way after {MAX_RESEND_ROUNDS} resends from snapshots: the link corrupts what it carries"
+            ));
+        }
+        tracing::debug!(bytes, ranges = asked.len(), "resending Copy frames the mirror found changed");
+        inner.resync.resent.fetch_add(bytes, Ordering::Relaxed);
+        let mut scratch = CopyScratch::new(COPY_GROUP_BYTES, super::link::COPY_FRAME);
+        for group in copy_groups(&asked, COPY_GROUP_BYTES, max_ranges) {
+            last[0] = link.send_copy(&inner.region, 0, &group, &mut scratch, true)?;
+        }
+        rounds += 1;
+    }
+}
+
 /// Sends `ranges` as copy groups over every lane, then CopyEnd, and waits for all of it.
 fn copy<T: Transport>(
     inner: &Inner<T>,
@@ -402,6 +454,8 @@ where
 {
     let lanes = link.lanes_per_replica;
     let size = inner.region.size();
+    // Asked for by an earlier copy of this session, and settled by it or by this one.
+    link.take_retries();
     if let Some(&(off, len)) = ranges.iter().find(|r| r.0.checked_add(r.1).is_none_or(|e| e > size)) {
         return Err(format!("copy range at {off} of {len} bytes is outside the region of {size} bytes"));
     }
@@ -420,6 +474,7 @@ where
             .map(|h| h.join().unwrap_or_else(|_| Err("a copy sender panicked".into())))
             .collect::<Result<Vec<u64>, String>>()
     })?;
+    let last = resend(inner, link, last)?;
     for (l, &seq) in last.iter().enumerate() {
         link.send_control(l, FrameKind::CopyEnd, generation, seq)?;
     }
