@@ -74,7 +74,8 @@ enum Until {
 
 /// Buffers of a copy, allocated once for all its groups.
 pub(crate) struct CopyScratch {
-    /// The group's bytes, read from the region once its number is assigned.
+    /// The group's bytes, read from the region once its number is assigned (for sends from a
+    /// snapshot: the resends of frames a replica found changed).
     snapshot: Box<[u8]>,
     /// Each Copy frame's header, region offset and body length (with a snapshot, the bodies
     /// follow one another in `snapshot`).
@@ -307,7 +308,8 @@ impl<C: Conn> Link<C> {
         let CopyScratch { snapshot: snapshot_buf, headers, ranges: body } = scratch;
         headers.clear();
         body.clear();
-        // Frame by frame, so each checksum reads bytes just copied, still in cache.
+        // With a snapshot, frame by frame, so each checksum reads bytes just copied, still in
+        // cache; without, the checksum brings each frame's bytes into the cache for the send.
         let mut filled = 0;
         for r in ranges {
             let mut at = r.offset;
