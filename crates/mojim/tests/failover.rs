@@ -18,6 +18,14 @@ fn fast(o: &mut PrimaryOptions) {
     o.failure.reconnect = Duration::from_millis(50);
 }
 
+/// Options of a primary that degrades when it loses its mirror, with fast failure detection.
+fn degrading(c: &Cluster) -> PrimaryOptions {
+    let mut o = c.primary_options();
+    fast(&mut o);
+    o.failure.on_mirror_loss = OnMirrorLoss::Degrade;
+    o
+}
+
 fn cluster(name: &str, size: u64) -> Cluster {
     Cluster::new(name, size, |f| {
         f.primary.lanes = 2;
@@ -66,9 +74,7 @@ fn degraded_primary_keeps_going_and_resyncs_by_bitmap() {
     let mut rng = Rng::new(common::seed("degrade"));
     let mut c = cluster("degrade", 4 << 20);
     c.start_mirror();
-    let mut o = c.primary_options();
-    fast(&mut o);
-    o.failure.on_mirror_loss = OnMirrorLoss::Degrade;
+    let o = degrading(&c);
     let p = Primary::open(&o).expect("open");
     assert_eq!(scribble(&p, &mut rng, 50), 50);
     let addr = c.mirror_addr();
@@ -117,9 +123,7 @@ fn a_wiped_or_discarded_mirror_gets_a_full_copy() {
     let mut rng = Rng::new(common::seed("full"));
     let mut c = cluster("full", 8 << 20);
     c.start_mirror();
-    let mut o = c.primary_options();
-    fast(&mut o);
-    o.failure.on_mirror_loss = OnMirrorLoss::Degrade;
+    let o = degrading(&c);
     let p = Primary::open(&o).expect("open");
     scribble(&p, &mut rng, 50);
     let addr = c.mirror_addr();
@@ -158,9 +162,7 @@ fn a_full_copy_of_a_region_being_written_resends_what_changed_on_the_way() {
     const FRAME: u64 = 256 << 10;
     let mut c = cluster("hot-copy", 16 << 20);
     c.start_mirror();
-    let mut o = c.primary_options();
-    fast(&mut o);
-    o.failure.on_mirror_loss = OnMirrorLoss::Degrade;
+    let o = degrading(&c);
     let p = Primary::open(&o).expect("open");
     let addr = c.mirror_addr();
     c.kill_mirror();

@@ -310,7 +310,6 @@ pub(crate) fn copy_end(
     if cur.copy_ended.count_ones() < cur.lanes as u32 {
         return Ok(());
     }
-
     let (old, old_prev) = s.region.generation().map_err(|e| format!("read the generation: {e}"))?;
     if generation != old {
         let prev = if old != 0 { old } else { old_prev };
@@ -373,7 +372,6 @@ pub(crate) fn copy_progress(s: &Shared) -> Option<CopyProgress> {
     })
 }
 
-/// Whether `session` is the current one and announced a copy.
 /// Copy frames a copy may have waiting to be sent again, at most: more means the link corrupts
 /// much of what it carries, and the session ends.
 const MAX_COPY_RETRIES: usize = 1024;
@@ -429,6 +427,7 @@ pub(crate) fn copy_unsettled(s: &Shared, session: u64) -> Option<Violation> {
     Some(Violation::CopyNotResent { frames: cur.copy_retry.len(), first_offset })
 }
 
+/// Whether `session` is the current one and announced a copy.
 pub(crate) fn copying(s: &Shared, session: u64) -> bool {
     lock(s).current.as_ref().is_some_and(|c| c.id == session && c.copy_open)
 }

@@ -358,8 +358,7 @@ fn copy_lane<T: Transport>(
 ) -> Result<u64, String> {
     let lanes = link.lanes_per_replica;
     // The mirror's log holds only each group's Copied record; the bytes go to its data area.
-    let max_ranges =
-        (link.limits.max_frame as usize / COPIED_RANGE_SIZE).clamp(1, MAX_COPIED_RANGES as usize);
+    let max_ranges = copied_ranges_max(link);
     let mut scratch = CopyScratch::new(COPY_GROUP_BYTES, super::link::COPY_FRAME);
     let mut in_flight: VecDeque<u64> = VecDeque::new();
     let mut last = 0;
@@ -373,6 +372,16 @@ fn copy_lane<T: Transport>(
         }
     }
     Ok(last)
+}
+
+/// Ranges a Copied frame may list in a group of `link`: its body is at most `max_frame` bytes.
+fn copied_ranges_max<C>(link: &Link<C>) -> usize {
+    (link.limits.max_frame as usize / COPIED_RANGE_SIZE).clamp(1, MAX_COPIED_RANGES as usize)
+}
+
+/// The first of `ranges` that does not lie inside a region of `size` bytes.
+fn outside(ranges: &[(u64, u64)], size: u64) -> Option<(u64, u64)> {
+    ranges.iter().copied().find(|r| r.0.checked_add(r.1).is_none_or(|e| e > size))
 }
 
 /// Cuts `ranges` into copy groups of at most `group_bytes` bytes and `max_ranges` ranges.
@@ -407,8 +416,7 @@ fn resend<T: Transport>(
     link: &Link<T::Conn>,
     mut last: Vec<u64>,
 ) -> Result<Vec<u64>, String> {
-    let max_ranges =
-        (link.limits.max_frame as usize / COPIED_RANGE_SIZE).clamp(1, MAX_COPIED_RANGES as usize);
+    let max_ranges = copied_ranges_max(link);
     let size = inner.region.size();
     let mut rounds = 0;
     loop {
@@ -419,7 +427,7 @@ fn resend<T: Transport>(
         }
         let asked = coalesce(link.take_retries());
         let Some(&(first, _)) = asked.first() else { return Ok(last) };
-        if let Some(&(off, len)) = asked.iter().find(|r| r.0.checked_add(r.1).is_none_or(|e| e > size)) {
+        if let Some((off, len)) = outside(&asked, size) {
             return Err(format!(
                 "the mirror asked again for {len} bytes at {off}, outside the region of {size} bytes"
             ));
@@ -456,7 +464,7 @@ where
     let size = inner.region.size();
     // Asked for by an earlier copy of this session, and settled by it or by this one.
     link.take_retries();
-    if let Some(&(off, len)) = ranges.iter().find(|r| r.0.checked_add(r.1).is_none_or(|e| e > size)) {
+    if let Some((off, len)) = outside(ranges, size) {
         return Err(format!("copy range at {off} of {len} bytes is outside the region of {size} bytes"));
     }
     // A sender per lane: reading and checksumming a group overlaps another lane's sending.
