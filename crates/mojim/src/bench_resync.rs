@@ -96,6 +96,10 @@ pub struct ResyncResult {
     /// includes the mirror's wait before it reconnects.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since_restart_s: Option<f64>,
+    /// `full`: seconds the session took to begin before the copy did (every lane's handshake,
+    /// in which a new mirror makes each lane's log, and the plan): not in `seconds`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_start_s: Option<f64>,
     /// `tcp`, `tcp-region`, `tcp-checked`, `full`: CPU seconds (user + system) the transfer cost
     /// both ends together, to the clock tick: every thread of the processes involved but the one
     /// timing.
@@ -115,6 +119,7 @@ impl ResyncResult {
             lanes: r.lanes,
             verified,
             since_restart_s: None,
+            session_start_s: None,
             cpu_s: None,
         }
     }
@@ -712,7 +717,9 @@ impl<'a> Round<'a> {
         let tcp_before = self.tcp()?;
         let mirror_pid = mirror.child.as_ref().map(ChildNode::pid).expect("just started");
         let cpu = CpuSpent::since_now(vec![std::process::id(), mirror_pid])?;
+        let opened = Instant::now();
         let p = Primary::open(&self.options(&region, &mirror.addr, Mode::Sync))?;
+        let session_start = opened.elapsed().as_secs_f64();
         let st = self.wait_copy(&p, "full")?;
         let full_cpu = cpu.seconds()?;
         if st.kind != CopyKind::Full || st.total_bytes != self.id.size {
@@ -733,6 +740,7 @@ impl<'a> Round<'a> {
         self.compare(&p, &mut admin, &[(0, self.id.size)], "full")?;
         let mut full = ResyncResult::new("full", st.total_bytes, st.seconds, self, "whole region".into());
         full.cpu_s = Some(full_cpu);
+        full.session_start_s = Some(session_start);
         drop(admin);
 
         self.say(&format!(
@@ -1136,6 +1144,13 @@ pub fn print(results: &[ResyncResult], json: bool) {
     if let Some(l) = find("log").and_then(|l| l.since_restart_s.map(|s| (l, s))) {
         println!("log: {:.3} s from the backup's restart, {:.3} s from its reconnection", l.1, l.0.seconds);
     }
+    if let Some(f) = find("full").and_then(|f| f.session_start_s.map(|s| (f, s))) {
+        println!(
+            "full: the session began in {:.3} s (the new mirror made its lane logs then), then the copy took {:.3} s; \
+             CPU s counts both",
+            f.1, f.0.seconds
+        );
+    }
     if let (Some(f), Some(t)) = (find("full"), find("tcp")) {
         println!("full/tcp bandwidth = {:.2} (target >= 0.8)", f.mb_per_s / t.mb_per_s);
         if let (Some(fc), Some(tc)) = (f.cpu_s, t.cpu_s.filter(|&c| c > 0.0)) {
@@ -1167,6 +1182,7 @@ mod tests {
             lanes: 1,
             verified: String::new(),
             since_restart_s: None,
+            session_start_s: None,
             cpu_s: None,
         }
     }

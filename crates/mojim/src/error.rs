@@ -38,9 +38,13 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether the peer could not be reached at all (as opposed to refusing us).
+    /// Whether the peer cannot serve us for now: it could not be reached, or its storage
+    /// failed (as opposed to refusing us for what we are or sent).
     pub fn is_peer_unreachable(&self) -> bool {
-        matches!(self, Error::Io { .. } | Error::MirrorLost { .. })
+        matches!(
+            self,
+            Error::Io { .. } | Error::MirrorLost { .. } | Error::Refused { code: RefuseCode::Storage, .. }
+        )
     }
 
     pub(crate) fn io(op: impl Into<String>) -> impl FnOnce(io::Error) -> Error {

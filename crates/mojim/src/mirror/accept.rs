@@ -90,6 +90,15 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, pending: &AtomicUsize) {
                     return;
                 }
             };
+            // The lane's log is made before the lane is welcomed: a node that cannot make it
+            // refuses the lane now, and neither the first group nor a copy waits for it later.
+            if let Err(message) = lane::log_of(s, tag.lane) {
+                tracing::warn!(%peer, lane = tag.lane, %message, "lane refused: no log");
+                refuse(&mut conn, &Refusal { code: RefuseCode::Storage, message: message.clone() });
+                conn.shutdown();
+                session::leave(s, tag.session, &message);
+                return;
+            }
             conn.set_busy_poll(s.opts.busy_poll);
             if let Err(e) = send(&mut conn, FrameKind::Welcome, 0, &welcome.encode())
                 .and_then(|_| conn.set_recv_timeout(Some(s.opts.heartbeat.timeout)))

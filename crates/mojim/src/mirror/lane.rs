@@ -37,9 +37,13 @@ fn lock<X>(m: &std::sync::Mutex<X>) -> std::sync::MutexGuard<'_, X> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The log of `lane`, created (and its space reserved) on first use.
-fn log_of(s: &Shared, lane: u16) -> Result<&LogFile, String> {
+/// The log of `lane`, created (and its space reserved) when a session's lane first joins.
+pub(crate) fn log_of(s: &Shared, lane: u16) -> Result<&LogFile, String> {
     let cell = &s.logs[lane as usize];
+    if let Some(l) = cell.get() {
+        return Ok(l);
+    }
+    let _making = lock(&s.log_create);
     if let Some(l) = cell.get() {
         return Ok(l);
     }
@@ -106,7 +110,11 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
     };
     let lane_no = tag.lane;
     let lane = &s.lanes[lane_no as usize];
-    let mut log: Option<&LogFile> = None;
+    // Made when the lane joined (see `accept.rs`).
+    let log = match log_of(s, lane_no) {
+        Ok(l) => l,
+        Err(m) => return LaneEnd::Storage(m),
+    };
     let mut hb = [0u8; FRAME_HEADER_SIZE];
     let mut copy_buf = Vec::new();
     loop {
@@ -150,14 +158,6 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
                 continue;
             }
             FrameKind::CopyBegin => {
-                // The copy's groups need this lane's log: a node that cannot make it refuses the
-                // copy before any of it lands.
-                if log.is_none() {
-                    match log_of(s, lane_no) {
-                        Ok(l) => log = Some(l),
-                        Err(m) => return LaneEnd::Storage(m),
-                    }
-                }
                 if let Err(m) = super::session::copy_begin(s, tag.session, h.seq) {
                     return LaneEnd::Storage(m);
                 }
@@ -180,13 +180,6 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             }
             k => return LaneEnd::Violation(Violation::Kind { found: k }),
         }
-        let log = match log {
-            Some(l) => l,
-            None => match log_of(s, lane_no) {
-                Ok(l) => *log.insert(l),
-                Err(m) => return LaneEnd::Storage(m),
-            },
-        };
         if slot.size > 0 {
             if let Err(end) = store(log, conn, &slot) {
                 return end;

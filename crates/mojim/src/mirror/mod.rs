@@ -175,6 +175,9 @@ pub(crate) struct Shared {
     /// Serialises appliers (the checkpointer thread and session sealing).
     pub apply_lock: Mutex<()>,
     pub logs: Vec<OnceLock<LogFile>>,
+    /// Serialises the making of lane logs (a lane's connection from an ended session may still
+    /// be making the log its successor needs).
+    pub log_create: Mutex<()>,
     pub lanes: Vec<Mutex<MirrorLane>>,
     pub ckpt: Mutex<Ckpt>,
     pub ckpt_cv: Condvar,
@@ -350,6 +353,7 @@ impl Mirror {
             written_seq: AtomicU64::new(0),
             apply_lock: Mutex::new(()),
             logs,
+            log_create: Mutex::new(()),
             lanes,
             ckpt_cv: Condvar::new(),
             space_cv: Condvar::new(),
