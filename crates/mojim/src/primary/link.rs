@@ -72,27 +72,79 @@ enum Until {
     Heard,
 }
 
-/// Buffers of a copy, allocated once for all its groups.
+/// One copy group's frames, and the buffers to make them, reused from group to group.
 pub(crate) struct CopyScratch {
     /// The group's bytes, read from the region once its number is assigned (for sends from a
-    /// snapshot: the resends of frames a replica found changed).
+    /// snapshot: the resends of frames a replica found changed); empty for sends from the region.
     snapshot: Box<[u8]>,
     /// Each Copy frame's header, region offset and body length (with a snapshot, the bodies
     /// follow one another in `snapshot`).
     headers: Vec<([u8; FRAME_HEADER_SIZE], u64, usize)>,
     /// The Copied frame's body.
     ranges: Vec<u8>,
+    /// Bytes the group covers.
+    bytes: u64,
 }
 
 impl CopyScratch {
-    /// Room for groups of up to `bytes` bytes in frames of at most `max_frame`.
-    pub fn new(bytes: u64, max_frame: u32) -> CopyScratch {
+    /// Room for groups of up to `bytes` bytes in frames of at most `max_frame`, with a snapshot
+    /// buffer if the group is to be sent from one.
+    pub fn new(bytes: u64, max_frame: u32, snapshot: bool) -> CopyScratch {
         let frames = bytes.div_ceil(max_frame.max(1) as u64) as usize + 1;
         CopyScratch {
-            snapshot: vec![0; bytes as usize].into_boxed_slice(),
+            snapshot: vec![0; if snapshot { bytes as usize } else { 0 }].into_boxed_slice(),
             headers: Vec::with_capacity(frames),
             ranges: Vec::with_capacity(MAX_COPIED_RANGES as usize * COPIED_RANGE_SIZE),
+            bytes: 0,
         }
+    }
+
+    /// Frames `ranges` as Copy frames of `tag`, in frames of at most `COPY_FRAME` bytes, and
+    /// lists them for the Copied frame. With `snapshot` the bytes are read into the snapshot
+    /// and checksummed there, frame by frame, so each checksum reads bytes just copied, still
+    /// in cache; without, checksummed in the region.
+    fn frame(
+        &mut self,
+        region: &RegionFile,
+        tag: SessionTag,
+        ranges: &[Range],
+        snapshot: bool,
+    ) -> Result<(), String> {
+        let bytes: u64 = ranges.iter().map(|r| r.len).sum();
+        if snapshot && bytes > self.snapshot.len() as u64 {
+            return Err(format!(
+                "a copy group of {bytes} bytes does not fit a copy's {} bytes of room",
+                self.snapshot.len()
+            ));
+        }
+        self.headers.clear();
+        self.ranges.clear();
+        self.bytes = bytes;
+        let mut filled = 0;
+        for r in ranges {
+            let mut at = r.offset;
+            let end = r.offset + r.len;
+            while at < end {
+                let n = (end - at).min(COPY_FRAME as u64) as usize;
+                let body = if snapshot {
+                    let into = &mut self.snapshot[filled..filled + n];
+                    region.read(at, into);
+                    filled += n;
+                    &*into
+                } else {
+                    region.bytes(at, n)
+                };
+                self.headers.push((encode::copy_header(tag, at, body), at, n));
+                at += n as u64;
+            }
+            mojim_format::copied::push_range(&mut self.ranges, r.offset, r.len);
+        }
+        Ok(())
+    }
+
+    /// Bytes the group covers.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 }
 
@@ -250,10 +302,7 @@ impl<C: Conn> Link<C> {
         shape: GroupShape,
         before_send: impl FnOnce(u64),
     ) -> Result<(u64, u64), String> {
-        let mut guards: [Option<MutexGuard<'_, Tx<C>>>; MAX_REPLICAS] = Default::default();
-        for (r, g) in guards.iter_mut().enumerate().take(self.replicas) {
-            *g = Some(lock(&self.lanes[r * self.lanes_per_replica + l].tx));
-        }
+        let mut guards = self.lock_tx(l);
         if self.is_failed() {
             return Err(self.lost());
         }
@@ -269,76 +318,90 @@ impl<C: Conn> Link<C> {
         Ok((seq, behind))
     }
 
-    /// Sends `ranges` as a copy group on lane `l` of every replica: Copy frames, which land
-    /// straight in the replica's data area, then the Copied frame that numbers them. Returns
-    /// the group's number.
+    /// Frames `ranges` as a copy group of lane `l` to be sent straight from the region
+    /// ([`Link::send_framed_copy`]): checksummed now, in the region. The bytes may change before
+    /// they are sent; the replica then finds the checksum wrong, asks for the frame again
+    /// (CopyRetry), and the copy resends it from a snapshot before it ends. Needs no lock, so
+    /// another thread can frame the next group while this one is sent.
+    pub fn frame_copy(&self, region: &RegionFile, l: usize, ranges: &[Range], scratch: &mut CopyScratch) {
+        let tag = SessionTag { session: self.session, epoch: self.epoch, lane: l as u16 };
+        // Cannot fail: without a snapshot there is no room to run out of.
+        let _ = scratch.frame(region, tag, ranges, false);
+    }
+
+    /// Sends a copy group framed by [`Link::frame_copy`] on lane `l` of every replica: Copy
+    /// frames, which land straight in the replica's data area, then the Copied frame that
+    /// numbers them. Returns the group's number.
     ///
-    /// The bytes are read once the number is assigned, so they hold every group numbered before
-    /// it (their bytes were stored before they were numbered), and any later group is applied
-    /// after it. With `snapshot` they are read into `scratch`, checksummed there and sent from
-    /// there; without, checksummed in the region and sent from it, which saves a copy of every
-    /// byte, but the application may change them in between: the replica then finds the
-    /// checksum wrong, asks for the frame again (CopyRetry), and the copy resends it from a
-    /// snapshot before it ends.
-    pub fn send_copy(
+    /// The bytes are read from the region as they are sent, after the number is assigned, so
+    /// they hold every group numbered before it (their bytes were stored before they were
+    /// numbered), and any later group is applied after it.
+    pub fn send_framed_copy(
+        &self,
+        region: &RegionFile,
+        l: usize,
+        scratch: &CopyScratch,
+    ) -> Result<u64, String> {
+        let mut guards = self.lock_tx(l);
+        if self.is_failed() {
+            return Err(self.lost());
+        }
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        self.send_copy_locked(&mut guards, region, l, seq, scratch, false)?;
+        Ok(seq)
+    }
+
+    /// Sends `ranges` as a copy group on lane `l` of every replica, read into a snapshot once
+    /// the group's number is assigned and sent from there (see [`Link::send_framed_copy`]):
+    /// the resends of frames a replica found changed on the way. Returns the group's number.
+    pub fn send_copy_snapshot(
         &self,
         region: &RegionFile,
         l: usize,
         ranges: &[Range],
         scratch: &mut CopyScratch,
-        snapshot: bool,
     ) -> Result<u64, String> {
-        let bytes: u64 = ranges.iter().map(|r| r.len).sum();
-        if bytes > scratch.snapshot.len() as u64 {
-            return Err(format!(
-                "a copy group of {bytes} bytes does not fit a copy's {} bytes of room",
-                scratch.snapshot.len()
-            ));
-        }
-        let mut guards: [Option<MutexGuard<'_, Tx<C>>>; MAX_REPLICAS] = Default::default();
-        for (r, g) in guards.iter_mut().enumerate().take(self.replicas) {
-            *g = Some(lock(&self.lanes[r * self.lanes_per_replica + l].tx));
-        }
+        let mut guards = self.lock_tx(l);
         if self.is_failed() {
             return Err(self.lost());
         }
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         let tag = SessionTag { session: self.session, epoch: self.epoch, lane: l as u16 };
-        let mf = COPY_FRAME as usize;
-        let CopyScratch { snapshot: snapshot_buf, headers, ranges: body } = scratch;
-        headers.clear();
-        body.clear();
-        // With a snapshot, frame by frame, so each checksum reads bytes just copied, still in
-        // cache; without, the checksum brings each frame's bytes into the cache for the send.
-        let mut filled = 0;
-        for r in ranges {
-            let mut at = r.offset;
-            let end = r.offset + r.len;
-            while at < end {
-                let n = (end - at).min(mf as u64) as usize;
-                let bytes = if snapshot {
-                    let into = &mut snapshot_buf[filled..filled + n];
-                    region.read(at, into);
-                    filled += n;
-                    &*into
-                } else {
-                    region.bytes(at, n)
-                };
-                headers.push((encode::copy_header(tag, at, bytes), at, n));
-                at += n as u64;
-            }
-            mojim_format::copied::push_range(body, r.offset, r.len);
+        scratch.frame(region, tag, ranges, true)?;
+        self.send_copy_locked(&mut guards, region, l, seq, scratch, true)?;
+        Ok(seq)
+    }
+
+    /// Lane `l`'s sending side of every replica, locked.
+    fn lock_tx(&self, l: usize) -> [Option<MutexGuard<'_, Tx<C>>>; MAX_REPLICAS] {
+        let mut guards: [Option<MutexGuard<'_, Tx<C>>>; MAX_REPLICAS] = Default::default();
+        for (r, g) in guards.iter_mut().enumerate().take(self.replicas) {
+            *g = Some(lock(&self.lanes[r * self.lanes_per_replica + l].tx));
         }
-        let marker = encode::copied_header(tag, seq, body);
+        guards
+    }
+
+    /// Sends the framed copy group `scratch` as group `seq` on the locked lanes `guards`.
+    fn send_copy_locked(
+        &self,
+        guards: &mut [Option<MutexGuard<'_, Tx<C>>>; MAX_REPLICAS],
+        region: &RegionFile,
+        l: usize,
+        seq: u64,
+        scratch: &CopyScratch,
+        from_snapshot: bool,
+    ) -> Result<(), String> {
+        let tag = SessionTag { session: self.session, epoch: self.epoch, lane: l as u16 };
+        let marker = encode::copied_header(tag, seq, &scratch.ranges);
         for (r, tx) in guards.iter_mut().enumerate().take(self.replicas) {
-            let tx = tx.as_mut().expect("locked above");
+            let tx = tx.as_mut().expect("locked by lock_tx");
             let mut cursor = 0;
-            for batch in headers.chunks(BATCH) {
+            for batch in scratch.headers.chunks(BATCH) {
                 let mut iov = [IoSlice::new(&[]); 2 * BATCH];
                 for (i, &(ref h, at, n)) in batch.iter().enumerate() {
                     iov[2 * i] = IoSlice::new(h);
-                    iov[2 * i + 1] = IoSlice::new(if snapshot {
-                        &snapshot_buf[cursor..cursor + n]
+                    iov[2 * i + 1] = IoSlice::new(if from_snapshot {
+                        &scratch.snapshot[cursor..cursor + n]
                     } else {
                         region.bytes(at, n)
                     });
@@ -350,7 +413,9 @@ impl<C: Conn> Link<C> {
                     );
                 }
             }
-            if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&marker), IoSlice::new(body)]) {
+            if let Err(e) =
+                tx.conn.send_all_vectored(&mut [IoSlice::new(&marker), IoSlice::new(&scratch.ranges)])
+            {
                 return Err(
                     self.fail_send(r * self.lanes_per_replica + l, format!("send copy on lane {l}: {e}"))
                 );
@@ -358,7 +423,7 @@ impl<C: Conn> Link<C> {
             tx.last_sent = seq;
             self.lanes[r * self.lanes_per_replica + l].last_tx.store(self.now_ms(), Ordering::Relaxed);
         }
-        Ok(seq)
+        Ok(())
     }
 
     fn send_frames(

@@ -18,13 +18,13 @@
 //! which the mirror writes straight into its data area, each group closed by a Copied frame
 //! that takes a sequence number like the application's groups, which keep flowing meanwhile.
 //! The mirror's log holds only the Copied records, and it applies both kinds in one order (see
-//! `Link::send_copy` and the mirror's `lane.rs` for why the early landing gives the same
+//! `Link::send_framed_copy` and the mirror's `lane.rs` for why the early landing gives the same
 //! result), so the result is the primary's state. The copy is framed by
 //! CopyBegin (the mirror marks its data area inconsistent, persistently) and CopyEnd on every
 //! lane (the mirror is consistent again once it has applied the last copy group, and takes this
 //! copy's generation id).
 
-use super::link::{lock, CopyScratch, Link};
+use super::link::{lock, CopyScratch, Link, COPY_FRAME};
 use super::Inner;
 use crate::error::{Error, Result};
 use mojim_core::Range;
@@ -34,11 +34,13 @@ use mojim_format::FrameKind;
 use mojim_transport::Transport;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Copy groups in flight per lane before the sender waits for acknowledgements.
 const IN_FLIGHT_PER_LANE: usize = 8;
+/// Copy groups framed (checksummed) ahead of the one being sent, per lane.
+const FRAMED_AHEAD: usize = 2;
 /// Rounds of resending Copy frames the mirror found changed before the copy fails: a resend
 /// comes from a snapshot, so only a link that corrupts data fails it.
 const MAX_RESEND_ROUNDS: usize = 3;
@@ -350,28 +352,54 @@ where
 
 /// Sends lane `lane`'s share of `ranges` (every `lanes`-th copy group) and returns the number of
 /// its last group (0 if it had none).
+///
+/// Two threads: one checksums the next groups' frames in the region while this one sends, so
+/// the checksums' pass over the bytes overlaps the sending of the groups before.
 fn copy_lane<T: Transport>(
     inner: &Inner<T>,
     link: &Link<T::Conn>,
     ranges: &[(u64, u64)],
     lane: usize,
-) -> Result<u64, String> {
+) -> Result<u64, String>
+where
+    T::Conn: Sync,
+{
     let lanes = link.lanes_per_replica;
     // The mirror's log holds only each group's Copied record; the bytes go to its data area.
     let max_ranges = copied_ranges_max(link);
-    let mut scratch = CopyScratch::new(COPY_GROUP_BYTES, super::link::COPY_FRAME);
-    let mut in_flight: VecDeque<u64> = VecDeque::new();
-    let mut last = 0;
-    for group in copy_groups(ranges, COPY_GROUP_BYTES, max_ranges).skip(lane).step_by(lanes) {
-        let seq = link.send_copy(&inner.region, lane, &group, &mut scratch, false)?;
-        inner.resync.sent.fetch_add(group.iter().map(|r| r.len).sum(), Ordering::Relaxed);
-        last = seq;
-        in_flight.push_back(seq);
-        if in_flight.len() > IN_FLIGHT_PER_LANE {
-            link.wait(lane, in_flight.pop_front().expect("not empty"))?;
-        }
+    let (framed_tx, framed) = mpsc::sync_channel::<CopyScratch>(FRAMED_AHEAD);
+    let (spare_tx, spare) = mpsc::sync_channel::<CopyScratch>(FRAMED_AHEAD + 1);
+    for _ in 0..=FRAMED_AHEAD {
+        let _ = spare_tx.send(CopyScratch::new(COPY_GROUP_BYTES, COPY_FRAME, false));
     }
-    Ok(last)
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name(format!("mojim-frame-{lane}"))
+            .spawn_scoped(scope, move || {
+                for group in copy_groups(ranges, COPY_GROUP_BYTES, max_ranges).skip(lane).step_by(lanes) {
+                    // The sender stopped (it failed): so does this.
+                    let Ok(mut scratch) = spare.recv() else { return };
+                    link.frame_copy(&inner.region, lane, &group, &mut scratch);
+                    if framed_tx.send(scratch).is_err() {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| format!("spawn the copy framer of lane {lane}: {e}"))?;
+        let mut in_flight: VecDeque<u64> = VecDeque::new();
+        let mut last = 0;
+        for scratch in framed.iter() {
+            let seq = link.send_framed_copy(&inner.region, lane, &scratch)?;
+            inner.resync.sent.fetch_add(scratch.bytes(), Ordering::Relaxed);
+            let _ = spare_tx.send(scratch);
+            last = seq;
+            in_flight.push_back(seq);
+            if in_flight.len() > IN_FLIGHT_PER_LANE {
+                link.wait(lane, in_flight.pop_front().expect("not empty"))?;
+            }
+        }
+        Ok(last)
+    })
 }
 
 /// Ranges a Copied frame may list in a group of `link`: its body is at most `max_frame` bytes.
@@ -441,9 +469,9 @@ fn resend<T: Transport>(
         }
         tracing::debug!(bytes, ranges = asked.len(), "resending Copy frames the mirror found changed");
         inner.resync.resent.fetch_add(bytes, Ordering::Relaxed);
-        let mut scratch = CopyScratch::new(COPY_GROUP_BYTES, super::link::COPY_FRAME);
+        let mut scratch = CopyScratch::new(COPY_GROUP_BYTES, COPY_FRAME, true);
         for group in copy_groups(&asked, COPY_GROUP_BYTES, max_ranges) {
-            last[0] = link.send_copy(&inner.region, 0, &group, &mut scratch, true)?;
+            last[0] = link.send_copy_snapshot(&inner.region, 0, &group, &mut scratch)?;
         }
         rounds += 1;
     }
