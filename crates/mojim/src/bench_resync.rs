@@ -96,10 +96,11 @@ pub struct ResyncResult {
     /// includes the mirror's wait before it reconnects.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since_restart_s: Option<f64>,
-    /// `full`: seconds the session took to begin before the copy did (every lane's handshake,
-    /// in which a new mirror makes each lane's log, and the plan): not in `seconds`.
+    /// `full`: seconds `Primary::open` took before the copy's clock started (mapping the region,
+    /// every lane's handshake, in which a new mirror makes that lane's log, and the plan): not in
+    /// `seconds`, but in `cpu_s`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_start_s: Option<f64>,
+    pub open_s: Option<f64>,
     /// `tcp`, `tcp-region`, `tcp-checked`, `full`: CPU seconds (user + system) the transfer cost
     /// both ends together, to the clock tick: every thread of the processes involved but the one
     /// timing.
@@ -119,7 +120,7 @@ impl ResyncResult {
             lanes: r.lanes,
             verified,
             since_restart_s: None,
-            session_start_s: None,
+            open_s: None,
             cpu_s: None,
         }
     }
@@ -719,7 +720,7 @@ impl<'a> Round<'a> {
         let cpu = CpuSpent::since_now(vec![std::process::id(), mirror_pid])?;
         let opened = Instant::now();
         let p = Primary::open(&self.options(&region, &mirror.addr, Mode::Sync))?;
-        let session_start = opened.elapsed().as_secs_f64();
+        let open_s = opened.elapsed().as_secs_f64();
         let st = self.wait_copy(&p, "full")?;
         let full_cpu = cpu.seconds()?;
         if st.kind != CopyKind::Full || st.total_bytes != self.id.size {
@@ -740,7 +741,7 @@ impl<'a> Round<'a> {
         self.compare(&p, &mut admin, &[(0, self.id.size)], "full")?;
         let mut full = ResyncResult::new("full", st.total_bytes, st.seconds, self, "whole region".into());
         full.cpu_s = Some(full_cpu);
-        full.session_start_s = Some(session_start);
+        full.open_s = Some(open_s);
         drop(admin);
 
         self.say(&format!(
@@ -1144,10 +1145,10 @@ pub fn print(results: &[ResyncResult], json: bool) {
     if let Some(l) = find("log").and_then(|l| l.since_restart_s.map(|s| (l, s))) {
         println!("log: {:.3} s from the backup's restart, {:.3} s from its reconnection", l.1, l.0.seconds);
     }
-    if let Some(f) = find("full").and_then(|f| f.session_start_s.map(|s| (f, s))) {
+    if let Some(f) = find("full").and_then(|f| f.open_s.map(|s| (f, s))) {
         println!(
-            "full: the session began in {:.3} s (the new mirror made its lane logs then), then the copy took {:.3} s; \
-             CPU s counts both",
+            "full: the primary opened in {:.3} s (mapping the region, and every lane's handshake, in which the new \
+             mirror made the lane's log), then the copy took {:.3} s; CPU s counts both",
             f.1, f.0.seconds
         );
     }
@@ -1182,7 +1183,7 @@ mod tests {
             lanes: 1,
             verified: String::new(),
             since_restart_s: None,
-            session_start_s: None,
+            open_s: None,
             cpu_s: None,
         }
     }
