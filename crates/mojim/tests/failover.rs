@@ -63,6 +63,15 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Threads of this process that send or frame a copy.
+fn copy_threads() -> usize {
+    let tasks = std::fs::read_dir("/proc/self/task").expect("list this process's threads");
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("mojim-copy") || name.starts_with("mojim-frame"))
+        .count()
+}
+
 fn resynced(p: &Primary) -> CopyKind {
     let st = p.wait_resync(WAIT).expect("a resynchronisation ran");
     assert!(st.done, "resync did not finish: {st:?}; {:?}", p.status());
@@ -153,6 +162,49 @@ fn a_wiped_or_discarded_mirror_gets_a_full_copy() {
     wait_applied(&mut a);
     common::wait_status(&mut a, "the copy to be consistent", |st| st.consistent);
     assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None, "after discard");
+}
+
+#[test]
+fn a_mirror_lost_in_the_middle_of_a_full_copy_fails_the_copy_and_the_next_one_completes() {
+    // The copy's sender fails on a dead connection while its framing thread may be waiting for
+    // the sender: the copy must still end, in failure, and the primary degrade.
+    let mut c = cluster("lost-copy", 128 << 20);
+    c.start_mirror();
+    let o = degrading(&c);
+    let p = Primary::open(&o).expect("open");
+    p.write(0, &[7u8; 4096]).expect("write");
+    p.msync(0, 4096).expect("msync");
+    let addr = c.mirror_addr();
+    c.kill_mirror();
+    wait_for("the primary to notice", || p.status().failed.is_some());
+    std::fs::remove_dir_all(c.dir.path().join("mirror")).expect("wipe the mirror");
+    restart_mirror(&mut c, &addr);
+    let pid = rustix::process::Pid::from_raw(c.mirror.as_ref().expect("restarted").pid() as i32)
+        .expect("a child's pid is positive");
+    // Freeze the mirror mid-copy: the sender soon blocks on full socket buffers.
+    wait_for("the full copy to be under way", || {
+        p.status().resync.is_some_and(|r| r.kind == CopyKind::Full && r.sent_bytes > 0)
+    });
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("SIGSTOP the mirror");
+    let caught = p.status().resync.expect("a copy runs");
+    assert!(!caught.done && caught.error.is_none(), "the copy ended before the mirror froze: {caught:?}");
+    c.kill_mirror();
+    wait_for("the copy to fail", || p.status().resync.is_some_and(|r| r.error.is_some()));
+    let st = p.status();
+    assert!(st.degraded && st.failed.is_some(), "{st:?}");
+    assert!(st.resync.as_ref().is_some_and(|r| !r.done && r.sent_bytes < r.total_bytes), "{st:?}");
+    // And the copy's threads are gone, not stuck on each other (other tests' copies end too).
+    wait_for("the copy threads to end", || copy_threads() == 0);
+
+    // The next session copies everything again, and the mirror ends identical.
+    std::fs::remove_dir_all(c.dir.path().join("mirror")).expect("wipe the mirror");
+    restart_mirror(&mut c, &addr);
+    wait_for("the primary to reconnect", || p.status().failed.is_none());
+    assert_eq!(resynced(&p), CopyKind::Full);
+    let mut a = c.admin();
+    wait_applied(&mut a);
+    common::wait_status(&mut a, "the copy to be consistent", |st| st.consistent);
+    assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None);
 }
 
 #[test]

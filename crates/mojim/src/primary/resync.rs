@@ -367,12 +367,14 @@ where
     let lanes = link.lanes_per_replica;
     // The mirror's log holds only each group's Copied record; the bytes go to its data area.
     let max_ranges = copied_ranges_max(link);
-    let (framed_tx, framed) = mpsc::sync_channel::<CopyScratch>(FRAMED_AHEAD);
-    let (spare_tx, spare) = mpsc::sync_channel::<CopyScratch>(FRAMED_AHEAD + 1);
-    for _ in 0..=FRAMED_AHEAD {
-        let _ = spare_tx.send(CopyScratch::new(COPY_GROUP_BYTES, COPY_FRAME, false));
-    }
     std::thread::scope(|scope| {
+        // Made inside the scope: when the sender stops early (it failed), its ends of both
+        // channels go before the scope waits for the framer, which then stops too.
+        let (framed_tx, framed) = mpsc::sync_channel::<CopyScratch>(FRAMED_AHEAD);
+        let (spare_tx, spare) = mpsc::sync_channel::<CopyScratch>(FRAMED_AHEAD + 1);
+        for _ in 0..=FRAMED_AHEAD {
+            let _ = spare_tx.send(CopyScratch::new(COPY_GROUP_BYTES, COPY_FRAME, false));
+        }
         std::thread::Builder::new()
             .name(format!("mojim-frame-{lane}"))
             .spawn_scoped(scope, move || {
