@@ -78,6 +78,21 @@ fn resynced(p: &Primary) -> CopyKind {
     st.kind
 }
 
+/// Restarts the mirror on `addr` and returns the kind of copy the primary brought it back with.
+fn rejoin(c: &mut Cluster, p: &Primary, addr: &str) -> CopyKind {
+    restart_mirror(c, addr);
+    wait_for("the primary to reconnect", || p.status().failed.is_none());
+    resynced(p)
+}
+
+/// Waits until the mirror has applied every group and its copy is consistent, then checks that
+/// it holds the primary's bytes.
+fn assert_mirror_holds_primary(p: &Primary, a: &mut AdminClient, what: &str) {
+    wait_applied(a);
+    common::wait_status(a, "the copy to be consistent", |st| st.consistent);
+    assert_eq!(first_difference(&image_of(p), &mirror_image(a, p.size())), None, "{what}");
+}
+
 #[test]
 fn degraded_primary_keeps_going_and_resyncs_by_bitmap() {
     let mut rng = Rng::new(common::seed("degrade"));
@@ -94,15 +109,10 @@ fn degraded_primary_keeps_going_and_resyncs_by_bitmap() {
     // Degraded sync points return: the primary's own copy is persistent.
     assert_eq!(scribble(&p, &mut rng, 40), 40);
     assert!(p.status().dirty_bytes > 0);
-    restart_mirror(&mut c, &addr);
-    wait_for("the primary to reconnect", || p.status().failed.is_none());
-    assert_eq!(resynced(&p), CopyKind::Bitmap);
+    assert_eq!(rejoin(&mut c, &p, &addr), CopyKind::Bitmap);
     assert_eq!(p.status().dirty_bytes, 0, "a finished bitmap resync clears the bitmap");
     assert_eq!(scribble(&p, &mut rng, 10), 10);
-    let mut a = c.admin();
-    wait_applied(&mut a);
-    common::wait_status(&mut a, "the copy to be consistent", |st| st.consistent);
-    assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None);
+    assert_mirror_holds_primary(&p, &mut c.admin(), "after a bitmap copy");
 }
 
 #[test]
@@ -140,9 +150,7 @@ fn a_wiped_or_discarded_mirror_gets_a_full_copy() {
     // Until the primary notices, its old session still looks healthy (no failure recorded).
     wait_for("the primary to notice", || p.status().failed.is_some());
     std::fs::remove_dir_all(c.dir.path().join("mirror")).expect("wipe the mirror");
-    restart_mirror(&mut c, &addr);
-    wait_for("the primary to reconnect", || p.status().failed.is_none());
-    assert_eq!(resynced(&p), CopyKind::Full);
+    assert_eq!(rejoin(&mut c, &p, &addr), CopyKind::Full);
     let mut a = c.admin();
     wait_applied(&mut a);
     assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None, "after a full copy");
@@ -159,9 +167,7 @@ fn a_wiped_or_discarded_mirror_gets_a_full_copy() {
     let p = Primary::open(&o).expect("reopen");
     assert_eq!(resynced(&p), CopyKind::Full);
     scribble(&p, &mut rng, 5);
-    wait_applied(&mut a);
-    common::wait_status(&mut a, "the copy to be consistent", |st| st.consistent);
-    assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None, "after discard");
+    assert_mirror_holds_primary(&p, &mut a, "after discard");
 }
 
 #[test]
@@ -198,13 +204,8 @@ fn a_mirror_lost_in_the_middle_of_a_full_copy_fails_the_copy_and_the_next_one_co
 
     // The next session copies everything again, and the mirror ends identical.
     std::fs::remove_dir_all(c.dir.path().join("mirror")).expect("wipe the mirror");
-    restart_mirror(&mut c, &addr);
-    wait_for("the primary to reconnect", || p.status().failed.is_none());
-    assert_eq!(resynced(&p), CopyKind::Full);
-    let mut a = c.admin();
-    wait_applied(&mut a);
-    common::wait_status(&mut a, "the copy to be consistent", |st| st.consistent);
-    assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None);
+    assert_eq!(rejoin(&mut c, &p, &addr), CopyKind::Full);
+    assert_mirror_holds_primary(&p, &mut c.admin(), "after the next full copy");
 }
 
 #[test]
@@ -246,9 +247,7 @@ fn a_full_copy_of_a_region_being_written_resends_what_changed_on_the_way() {
     for off in (0..p.size()).step_by(1 << 20) {
         p.msync(off, 1 << 20).expect("msync");
     }
-    wait_applied(&mut a);
-    common::wait_status(&mut a, "the copy to be consistent", |st| st.consistent);
-    assert_eq!(first_difference(&image_of(&p), &mirror_image(&mut a, p.size())), None);
+    assert_mirror_holds_primary(&p, &mut a, "after a copy of a region being written");
 }
 
 /// Restarts the mirror on its old address (a few tries: the port may be briefly taken).

@@ -99,17 +99,17 @@ impl CopyScratch {
         }
     }
 
+    /// Whether the group is sent from the snapshot (made with one) or from the region.
+    fn has_snapshot(&self) -> bool {
+        !self.snapshot.is_empty()
+    }
+
     /// Frames `ranges` as Copy frames of `tag`, in frames of at most `COPY_FRAME` bytes, and
-    /// lists them for the Copied frame. With `snapshot` the bytes are read into the snapshot
-    /// and checksummed there, frame by frame, so each checksum reads bytes just copied, still
-    /// in cache; without, checksummed in the region.
-    fn frame(
-        &mut self,
-        region: &RegionFile,
-        tag: SessionTag,
-        ranges: &[Range],
-        snapshot: bool,
-    ) -> Result<(), String> {
+    /// lists them for the Copied frame. With a snapshot the bytes are read into it and
+    /// checksummed there, frame by frame, so each checksum reads bytes just copied, still in
+    /// cache; without, checksummed in the region.
+    fn frame(&mut self, region: &RegionFile, tag: SessionTag, ranges: &[Range]) -> Result<(), String> {
+        let snapshot = self.has_snapshot();
         let bytes: u64 = ranges.iter().map(|r| r.len).sum();
         if snapshot && bytes > self.snapshot.len() as u64 {
             return Err(format!(
@@ -325,8 +325,9 @@ impl<C: Conn> Link<C> {
     /// another thread can frame the next group while this one is sent.
     pub fn frame_copy(&self, region: &RegionFile, l: usize, ranges: &[Range], scratch: &mut CopyScratch) {
         let tag = SessionTag { session: self.session, epoch: self.epoch, lane: l as u16 };
+        debug_assert!(!scratch.has_snapshot(), "a copy sent from the region has no snapshot");
         // Cannot fail: without a snapshot there is no room to run out of.
-        let _ = scratch.frame(region, tag, ranges, false);
+        let _ = scratch.frame(region, tag, ranges);
     }
 
     /// Sends a copy group framed by [`Link::frame_copy`] on lane `l` of every replica: Copy
@@ -347,7 +348,7 @@ impl<C: Conn> Link<C> {
             return Err(self.lost());
         }
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        self.send_copy_locked(&mut guards, region, l, seq, scratch, false)?;
+        self.send_copy_locked(&mut guards, region, l, seq, scratch)?;
         Ok(seq)
     }
 
@@ -366,9 +367,10 @@ impl<C: Conn> Link<C> {
             return Err(self.lost());
         }
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        debug_assert!(scratch.has_snapshot(), "a resend is made with a snapshot");
         let tag = SessionTag { session: self.session, epoch: self.epoch, lane: l as u16 };
-        scratch.frame(region, tag, ranges, true)?;
-        self.send_copy_locked(&mut guards, region, l, seq, scratch, true)?;
+        scratch.frame(region, tag, ranges)?;
+        self.send_copy_locked(&mut guards, region, l, seq, scratch)?;
         Ok(seq)
     }
 
@@ -389,8 +391,8 @@ impl<C: Conn> Link<C> {
         l: usize,
         seq: u64,
         scratch: &CopyScratch,
-        from_snapshot: bool,
     ) -> Result<(), String> {
+        let from_snapshot = scratch.has_snapshot();
         let tag = SessionTag { session: self.session, epoch: self.epoch, lane: l as u16 };
         let marker = encode::copied_header(tag, seq, &scratch.ranges);
         for (r, tx) in guards.iter_mut().enumerate().take(self.replicas) {
