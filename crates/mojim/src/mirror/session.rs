@@ -295,7 +295,10 @@ pub(crate) fn copy_begin(s: &Shared, session: u64, total: u64) -> Result<(), Str
 
 /// A lane of `session` ended its part of a copy (or, without CopyBegin, just names the
 /// generation). Once every lane has, the data area takes `generation` and is consistent as soon
-/// as the last copy group is applied.
+/// as the last copy group is applied. Without a copy the first lane's CopyEnd is enough: it
+/// comes before every group of its lane, so no group is acknowledged, on any lane, before the
+/// generation is durable (else a crash could leave applied groups under the old generation,
+/// which the primary's next session would call a split brain).
 pub(crate) fn copy_end(
     s: &Shared,
     session: u64,
@@ -307,7 +310,7 @@ pub(crate) fn copy_end(
     let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
     cur.copy_ended |= 1u64 << lane;
     cur.copy_until = cur.copy_until.max(last);
-    if cur.copy_ended.count_ones() < cur.lanes as u32 {
+    if cur.copy_open && cur.copy_ended.count_ones() < cur.lanes as u32 {
         return Ok(());
     }
     let (old, old_prev) = s.region.generation().map_err(|e| format!("read the generation: {e}"))?;
