@@ -10,8 +10,14 @@ use mojim_format::handshake::{encode_refuse, RefuseCode};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::LogFile;
 use mojim_transport::Conn;
+use std::io::{BufReader, Read};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+/// Bytes a lane reads ahead. A frame's header and a small body, or many small frames (a bitmap
+/// copy's chunks, small groups), come in one receive; a body at least this large is read
+/// straight into place once what was read ahead is used.
+const READ_AHEAD: usize = 64 << 10;
 
 /// Why a lane stopped.
 pub(crate) enum LaneEnd {
@@ -117,8 +123,10 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
     };
     let mut hb = [0u8; FRAME_HEADER_SIZE];
     let mut copy_buf = Vec::new();
+    // Reads go through `rx`; replies are written to the connection under it.
+    let mut rx = BufReader::with_capacity(READ_AHEAD, conn);
     loop {
-        if let Err(e) = conn.read_exact(&mut hb) {
+        if let Err(e) = rx.read_exact(&mut hb) {
             return LaneEnd::Closed(match e.kind() {
                 std::io::ErrorKind::UnexpectedEof => "end of stream".into(),
                 std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
@@ -139,7 +147,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
                 Ok(Some(slot)) => break slot,
                 Ok(None) => {
                     wait_for_space(s);
-                    if let Err(e) = beat(conn) {
+                    if let Err(e) = beat(rx.get_mut()) {
                         return LaneEnd::Closed(format!("send heartbeat: {e}"));
                     }
                 }
@@ -152,7 +160,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
         match h.kind {
             FrameKind::Data | FrameKind::Skip | FrameKind::Copied => {}
             FrameKind::Heartbeat => {
-                if let Err(e) = heartbeat(conn, tag) {
+                if let Err(e) = heartbeat(*rx.get_mut(), tag) {
                     return LaneEnd::Closed(format!("send heartbeat: {e}"));
                 }
                 continue;
@@ -173,7 +181,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
                 continue;
             }
             FrameKind::Copy => {
-                if let Err(end) = receive_copy(s, conn, tag, &h, &mut copy_buf) {
+                if let Err(end) = receive_copy(s, &mut rx, tag, &h, &mut copy_buf) {
                     return end;
                 }
                 continue;
@@ -181,7 +189,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             k => return LaneEnd::Violation(Violation::Kind { found: k }),
         }
         if slot.size > 0 {
-            if let Err(end) = store(log, conn, &slot) {
+            if let Err(end) = store(log, &mut rx, &slot) {
                 return end;
             }
         }
@@ -208,7 +216,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             // A long wait still tells the primary this node is alive.
             let mut beat_failed = None;
             let mut beat_now = || {
-                if let Err(e) = beat(conn) {
+                if let Err(e) = beat(rx.get_mut()) {
                     beat_failed.get_or_insert(e);
                 }
             };
@@ -219,7 +227,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             if let Some(e) = beat_failed {
                 return LaneEnd::Closed(format!("send heartbeat: {e}"));
             }
-            if let Err(e) = crate::net::write_frame(conn, &ack_header(tag, g.seq), &[]) {
+            if let Err(e) = crate::net::write_frame(*rx.get_mut(), &ack_header(tag, g.seq), &[]) {
                 return LaneEnd::Closed(format!("send ack: {e}"));
             }
             if due {
@@ -244,7 +252,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
 /// until a Copy frame covering it lands.
 fn receive_copy<C: Conn>(
     s: &Shared,
-    conn: &mut C,
+    rx: &mut BufReader<&mut C>,
     tag: SessionTag,
     h: &FrameHeader,
     scratch: &mut Vec<u8>,
@@ -253,7 +261,7 @@ fn receive_copy<C: Conn>(
         return Err(LaneEnd::Violation(Violation::Kind { found: FrameKind::Copy }));
     }
     scratch.resize(h.body_len as usize, 0);
-    if let Err(e) = conn.read_exact(scratch) {
+    if let Err(e) = rx.read_exact(scratch) {
         return Err(LaneEnd::Closed(format!("receive copy body: {e}")));
     }
     s.stats.bytes_received.fetch_add(scratch.len() as u64, Ordering::Relaxed);
@@ -263,7 +271,7 @@ fn receive_copy<C: Conn>(
         Err(BodyError::Checksum { .. }) => {
             super::session::copy_rejected(s, h.session, h.offset, len).map_err(LaneEnd::Violation)?;
             s.stats.copy_retries.fetch_add(1, Ordering::Relaxed);
-            return crate::net::write_frame(conn, &copy_retry_header(tag, h.offset, len), &[])
+            return crate::net::write_frame(*rx.get_mut(), &copy_retry_header(tag, h.offset, len), &[])
                 .map_err(|e| LaneEnd::Closed(format!("send copy retry: {e}")));
         }
         Err(e) => return Err(LaneEnd::Violation(Violation::Body(e))),
@@ -278,15 +286,16 @@ fn receive_copy<C: Conn>(
     Ok(())
 }
 
-/// Writes one record: pad if needed, the body straight from the socket, then the header.
-fn store<C: Conn>(log: &LogFile, conn: &mut C, slot: &Slot) -> Result<(), LaneEnd> {
+/// Writes one record: pad if needed, the body (what the lane read ahead of it, the rest
+/// straight from the socket), then the header.
+fn store(log: &LogFile, rx: &mut impl Read, slot: &Slot) -> Result<(), LaneEnd> {
     let pos = slot.placement.pos;
     if let Some(pad) = slot.placement.pad_at {
         log.write_pad(pad);
     }
     let h = slot.accepted.header;
     let len = h.body_len as usize;
-    if let Err(e) = log.recv_at(pos + FRAME_HEADER_SIZE as u64, len, conn) {
+    if let Err(e) = log.recv_at(pos + FRAME_HEADER_SIZE as u64, len, rx) {
         return Err(LaneEnd::Closed(format!("receive frame body: {e}")));
     }
     // The body is checked where it landed, before the header that makes it a record is written.
