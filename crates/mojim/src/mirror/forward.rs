@@ -147,8 +147,11 @@ pub(crate) fn start(s: &Arc<Shared>) -> std::io::Result<Vec<std::thread::JoinHan
 
 /// Waits, before a lane acknowledges a group, while more than `secondary_tier_thresh` bytes
 /// are not yet at every backup.
-/// `beat` runs every ~10 ms while waiting, so the lane can send heartbeats.
-pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut()) {
+/// `beat` runs every ~10 ms while waiting, so the lane can send heartbeats; it returns false
+/// once the lane's connection is gone (its session ended), and the wait ends with it: nothing
+/// will be acknowledged there, and the session cannot be sealed, nor a new one begin, until the
+/// lane leaves.
+pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) {
     let Some(f) = &s.forward else { return };
     let over = |st: &FwdState| {
         let waiting = s.ckpt.lock().unwrap_or_else(|p| p.into_inner()).waiting_bytes;
@@ -167,21 +170,27 @@ pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut()) {
     while over(&st) && !s.shutdown.load(Ordering::SeqCst) {
         st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
         drop(st);
-        beat();
+        let alive = beat();
         st = lock(f);
+        if !alive {
+            break;
+        }
     }
     st.stalled_micros += t0.elapsed().as_micros() as u64;
 }
 
-/// The chain baseline: waits until every backup has group `seq`.
-pub(crate) fn wait_forwarded(s: &Shared, seq: u64, beat: &mut dyn FnMut()) {
+/// The chain baseline: waits until every backup has group `seq` (`beat` as for
+/// [`wait_below_thresh`]).
+pub(crate) fn wait_forwarded(s: &Shared, seq: u64, beat: &mut dyn FnMut() -> bool) {
     let Some(f) = &s.forward else { return };
     super::apply::apply_inline(s);
     let mut st = lock(f);
     while st.min_acked() < seq && !s.shutdown.load(Ordering::SeqCst) {
         st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
         drop(st);
-        beat();
+        if !beat() {
+            return;
+        }
         st = lock(f);
     }
 }

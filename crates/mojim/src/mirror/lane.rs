@@ -219,6 +219,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
                 if let Err(e) = beat(rx.get_mut()) {
                     beat_failed.get_or_insert(e);
                 }
+                beat_failed.is_none()
             };
             super::forward::wait_below_thresh(s, &mut beat_now);
             if s.opts.chain {

@@ -1,0 +1,185 @@
+//! Sessions driven by hand (a raw connection and the handshake), to reach states a primary
+//! reaches only by chance of timing:
+//!
+//! - A first session names its generation with one CopyEnd per lane, and the mirror takes it at
+//!   the first one it reads: that CopyEnd comes before every group of its lane, so no group is
+//!   acknowledged, on any lane, before the generation is durable. A mirror that waited for every
+//!   lane's CopyEnd could acknowledge (and apply) a group of a fast lane under generation 0, and,
+//!   killed then, come back with applied groups and no generation: the primary's next session
+//!   would call that a split brain. Here the second lane's CopyEnd never comes.
+//! - A lane that holds back an acknowledgement because the backups lag past
+//!   `secondary_tier_thresh` leaves when its session ends, so that the next session can begin
+//!   while the backup is still away. Here the backup is frozen.
+
+mod common;
+
+use common::{wait_applied, wait_status, Cluster};
+use mojim::child::ChildNode;
+use mojim::Range;
+use mojim_core::encode::{check_group, data_header, frames, GroupLimits, SessionTag};
+use mojim_core::handshake::ClientHandshake;
+use mojim_format::handshake::{Hello, PeerRole, Welcome};
+use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+const GENERATION: u64 = 0x5eed_0000_0000_0001;
+
+fn read_frame(s: &mut TcpStream) -> (FrameHeader, Vec<u8>) {
+    let mut hb = [0u8; FRAME_HEADER_SIZE];
+    s.read_exact(&mut hb).expect("a frame header from the mirror");
+    let h = FrameHeader::decode(&hb).expect("a valid frame header");
+    let mut body = vec![0u8; h.body_len as usize];
+    s.read_exact(&mut body).expect("the frame's body");
+    (h, body)
+}
+
+/// Connects lane `lane` of a two-lane session and completes the handshake.
+fn join(c: &Cluster, session: u64, lane: u16, lanes: u16) -> (TcpStream, Welcome) {
+    let id = c.cfg.region_id().expect("region id");
+    let mut s = TcpStream::connect(c.mirror_addr()).expect("connect to the mirror");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("set timeout");
+    let hello = Hello {
+        role: PeerRole::Primary,
+        lane,
+        lanes,
+        region_uuid: id.uuid,
+        region_size: id.size,
+        epoch: 1,
+        session,
+        nonce: [lane as u8 + 1; 32],
+        max_frame: 64 << 10,
+        generation: GENERATION,
+    };
+    let hs = ClientHandshake::new(&hello, &c.secret().0);
+    let out = hs.hello();
+    s.write_all(&out.header).and_then(|_| s.write_all(&out.body)).expect("send Hello");
+    let (h, body) = read_frame(&mut s);
+    let proof = hs.on_challenge(&h, &body).expect("a challenge");
+    s.write_all(&proof.header).and_then(|_| s.write_all(&proof.body)).expect("send Proof");
+    let (h, body) = read_frame(&mut s);
+    let welcome = hs.on_verdict(&h, &body).expect("welcomed");
+    (s, welcome)
+}
+
+/// Sends group `seq`: `body` at `offset`, in frames of the session's size.
+fn send_group(
+    s: &mut TcpStream,
+    w: &Welcome,
+    size: u64,
+    tag: SessionTag,
+    seq: u64,
+    offset: u64,
+    body: &[u8],
+) {
+    let ranges = [Range::new(offset, body.len() as u64)];
+    let limits = GroupLimits {
+        max_ranges: 16,
+        max_frame: w.max_frame,
+        region_size: size,
+        max_group_log_bytes: w.log_capacity / 2,
+    };
+    let shape = check_group(&ranges, &limits).expect("a valid group");
+    for plan in frames(&ranges, w.max_frame, shape) {
+        let b = &body[(plan.offset - offset) as usize..][..plan.len as usize];
+        s.write_all(&data_header(tag, seq, plan, b)).and_then(|_| s.write_all(b)).expect("send the group");
+    }
+}
+
+#[test]
+fn the_first_lanes_copy_end_makes_the_generation_durable_before_any_group_is_acknowledged() {
+    let mut c = Cluster::new("first_session", 1 << 20, |_| {});
+    c.start_mirror();
+    let session = 0x00c0_ffee_0000_0001;
+    let (mut lane0, welcome) = join(&c, session, 0, 2);
+    // Lane 1 joins and then says nothing, as a slow lane would.
+    let (_lane1, _) = join(&c, session, 1, 2);
+    assert_eq!(welcome.generation, 0, "a new mirror has no generation yet");
+    let tag = SessionTag { session, epoch: welcome.epoch, lane: 0 };
+
+    let mut end = FrameHeader::new(FrameKind::CopyEnd);
+    end.lane = 0;
+    end.epoch = tag.epoch;
+    end.session = session;
+    end.offset = GENERATION;
+    lane0.write_all(&end.to_bytes()).expect("send CopyEnd on lane 0");
+
+    // One group on lane 0: 4 KiB at offset 8192.
+    let seq = welcome.next_seq;
+    let body = vec![0x5a; 4096];
+    send_group(&mut lane0, &welcome, c.size(), tag, seq, 8192, &body);
+    let (ack, _) = read_frame(&mut lane0);
+    assert_eq!((ack.kind, ack.seq), (FrameKind::Ack, seq), "lane 0's group is acknowledged");
+
+    // Acknowledged, so the generation is already durable: a crash now keeps both.
+    let mut admin = c.admin();
+    let st = wait_applied(&mut admin);
+    assert_eq!(st.generation, format!("{GENERATION:#x}"), "{st:?}");
+    assert!(st.applied_seq >= seq, "{st:?}");
+    drop(admin);
+    c.kill_mirror();
+    c.start_mirror();
+    let st = c.admin().status().expect("status after the restart");
+    assert_eq!(st.generation, format!("{GENERATION:#x}"), "after a crash: {st:?}");
+    assert!(st.applied_seq >= seq, "after a crash: {st:?}");
+    assert_eq!(c.admin().read(8192, 4096).expect("read the mirror"), body, "the group is in the data area");
+}
+
+#[test]
+fn a_lane_held_back_by_a_lagging_backup_leaves_when_its_session_ends() {
+    let mut c = Cluster::new("raw-stall-end", 1 << 20, |f| {
+        f.mirror.log_capacity = "4MiB".into();
+        f.mirror.secondary_tier_thresh = "64KiB".into();
+    });
+    let dir = c.dir.path().join("backup");
+    let cfg = c.cfg_path.to_str().expect("utf-8").to_string();
+    let backup = ChildNode::spawn(
+        common::exe(),
+        &["serve", "--config", &cfg, "--listen", "127.0.0.1:0", "--dir", dir.to_str().expect("utf-8")],
+    )
+    .expect("start the backup");
+    c.cfg.file.mirror.backups = vec![backup.addr().to_string()];
+    std::fs::write(&c.cfg_path, toml::to_string(&c.cfg.file).expect("serialise")).expect("write mojim.toml");
+    c.start_mirror();
+    let mut admin = c.admin();
+    wait_status(&mut admin, "the backup linked", |st| st.backups.first().is_some_and(|b| b.connected));
+
+    let (mut lane, welcome) = join(&c, 0x5e55_0000_0000_0001, 0, 1);
+    let tag = SessionTag { session: 0x5e55_0000_0000_0001, epoch: welcome.epoch, lane: 0 };
+    // The backup stops acknowledging; after 64 KiB of groups the mirror holds acks back.
+    let pid = rustix::process::Pid::from_raw(backup.pid() as i32).expect("a pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("freeze the backup");
+    let body = vec![0x77; 16 << 10];
+    let mut held = None;
+    lane.set_read_timeout(Some(Duration::from_millis(200))).expect("set timeout");
+    for i in 0..16u64 {
+        let seq = welcome.next_seq + i;
+        send_group(&mut lane, &welcome, c.size(), tag, seq, i * body.len() as u64, &body);
+        // A stalled lane still sends heartbeats: wait a second for the ack itself.
+        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        let mut acked = false;
+        while !acked && std::time::Instant::now() < deadline {
+            let mut hb = [0u8; FRAME_HEADER_SIZE];
+            if lane.read_exact(&mut hb).is_ok() {
+                let h = FrameHeader::decode(&hb).expect("a valid frame header");
+                acked = h.kind == FrameKind::Ack && h.seq >= seq;
+            }
+        }
+        if !acked {
+            held = Some(seq);
+            break;
+        }
+    }
+    let held = held.expect("the mirror kept acknowledging past secondary_tier_thresh with its backup frozen");
+    let st = admin.status().expect("status");
+    assert!(st.stalls > 0, "group {held} was not acknowledged, but no lane stalled: {st:?}");
+
+    // A new session replaces the stalled one, while the backup is still frozen.
+    drop(lane);
+    let t0 = std::time::Instant::now();
+    let (_next, w) = join(&c, 0x5e55_0000_0000_0002, 0, 1);
+    assert!(w.next_seq > held, "the held group was whole in the log, so it stays: {w:?}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "the next session waited {:?}", t0.elapsed());
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).expect("thaw the backup");
+}
