@@ -148,6 +148,9 @@ impl CopyScratch {
     }
 }
 
+/// One lane's sending side of every replica (`None` past the link's replicas), locked.
+type TxGuards<'a, C> = [Option<MutexGuard<'a, Tx<C>>>; MAX_REPLICAS];
+
 /// A connected session.
 pub(crate) struct Link<C> {
     /// `replicas` × `lanes_per_replica` lanes: replica r's lane l at `r * lanes_per_replica + l`.
@@ -302,12 +305,7 @@ impl<C: Conn> Link<C> {
         shape: GroupShape,
         before_send: impl FnOnce(u64),
     ) -> Result<(u64, u64), String> {
-        let mut guards = self.lock_tx(l);
-        if self.is_failed() {
-            return Err(self.lost());
-        }
-        // Assigned under the lanes' locks: a lane's groups go out in sequence order.
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let (mut guards, seq) = self.lock_and_number(l)?;
         before_send(seq);
         let mut behind = 0;
         for (r, tx) in guards.iter_mut().enumerate().take(self.replicas) {
@@ -324,10 +322,9 @@ impl<C: Conn> Link<C> {
     /// (CopyRetry), and the copy resends it from a snapshot before it ends. Needs no lock, so
     /// another thread can frame the next group while this one is sent.
     pub fn frame_copy(&self, region: &RegionFile, l: usize, ranges: &[Range], scratch: &mut CopyScratch) {
-        let tag = SessionTag { session: self.session, epoch: self.epoch, lane: l as u16 };
         debug_assert!(!scratch.has_snapshot(), "a copy sent from the region has no snapshot");
         // Cannot fail: without a snapshot there is no room to run out of.
-        let _ = scratch.frame(region, tag, ranges);
+        let _ = scratch.frame(region, self.tag(l), ranges);
     }
 
     /// Sends a copy group framed by [`Link::frame_copy`] on lane `l` of every replica: Copy
@@ -343,11 +340,7 @@ impl<C: Conn> Link<C> {
         l: usize,
         scratch: &CopyScratch,
     ) -> Result<u64, String> {
-        let mut guards = self.lock_tx(l);
-        if self.is_failed() {
-            return Err(self.lost());
-        }
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let (mut guards, seq) = self.lock_and_number(l)?;
         self.send_copy_locked(&mut guards, region, l, seq, scratch)?;
         Ok(seq)
     }
@@ -362,41 +355,45 @@ impl<C: Conn> Link<C> {
         ranges: &[Range],
         scratch: &mut CopyScratch,
     ) -> Result<u64, String> {
-        let mut guards = self.lock_tx(l);
-        if self.is_failed() {
-            return Err(self.lost());
-        }
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let (mut guards, seq) = self.lock_and_number(l)?;
         debug_assert!(scratch.has_snapshot(), "a resend is made with a snapshot");
-        let tag = SessionTag { session: self.session, epoch: self.epoch, lane: l as u16 };
-        scratch.frame(region, tag, ranges)?;
+        scratch.frame(region, self.tag(l), ranges)?;
         self.send_copy_locked(&mut guards, region, l, seq, scratch)?;
         Ok(seq)
     }
 
-    /// Lane `l`'s sending side of every replica, locked.
-    fn lock_tx(&self, l: usize) -> [Option<MutexGuard<'_, Tx<C>>>; MAX_REPLICAS] {
-        let mut guards: [Option<MutexGuard<'_, Tx<C>>>; MAX_REPLICAS] = Default::default();
+    /// Lane `l`'s sending side of every replica, locked, and the next group's number, assigned
+    /// under those locks so that a lane's groups go out in sequence order; an error once the
+    /// link has failed.
+    fn lock_and_number(&self, l: usize) -> Result<(TxGuards<'_, C>, u64), String> {
+        let mut guards: TxGuards<'_, C> = Default::default();
         for (r, g) in guards.iter_mut().enumerate().take(self.replicas) {
             *g = Some(lock(&self.lanes[r * self.lanes_per_replica + l].tx));
         }
-        guards
+        if self.is_failed() {
+            return Err(self.lost());
+        }
+        Ok((guards, self.next_seq.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    /// The tag of this session's frames on lane `l`.
+    fn tag(&self, l: usize) -> SessionTag {
+        SessionTag { session: self.session, epoch: self.epoch, lane: l as u16 }
     }
 
     /// Sends the framed copy group `scratch` as group `seq` on the locked lanes `guards`.
     fn send_copy_locked(
         &self,
-        guards: &mut [Option<MutexGuard<'_, Tx<C>>>; MAX_REPLICAS],
+        guards: &mut TxGuards<'_, C>,
         region: &RegionFile,
         l: usize,
         seq: u64,
         scratch: &CopyScratch,
     ) -> Result<(), String> {
         let from_snapshot = scratch.has_snapshot();
-        let tag = SessionTag { session: self.session, epoch: self.epoch, lane: l as u16 };
-        let marker = encode::copied_header(tag, seq, &scratch.ranges);
+        let marker = encode::copied_header(self.tag(l), seq, &scratch.ranges);
         for (r, tx) in guards.iter_mut().enumerate().take(self.replicas) {
-            let tx = tx.as_mut().expect("locked by lock_tx");
+            let tx = tx.as_mut().expect("locked by lock_and_number");
             let mut cursor = 0;
             for batch in scratch.headers.chunks(BATCH) {
                 let mut iov = [IoSlice::new(&[]); 2 * BATCH];
@@ -438,7 +435,7 @@ impl<C: Conn> Link<C> {
         region: &RegionFile,
     ) -> Result<u64, String> {
         let lane = self.lanes[at].index;
-        let tag = SessionTag { session: self.session, epoch: self.epoch, lane };
+        let tag = self.tag(lane as usize);
         let mut plans = encode::frames(ranges, self.limits.max_frame, shape);
         let mut bodies: [&[u8]; BATCH] = [&[]; BATCH];
         loop {
