@@ -68,11 +68,24 @@ impl ChildNode {
 
     /// Asks the child to stop (SIGTERM) and waits for it.
     pub fn stop(&mut self) {
-        let pid = rustix::process::Pid::from_raw(self.child.id() as i32);
-        if let Some(pid) = pid {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        }
+        let _ = self.signal(rustix::process::Signal::TERM);
         let _ = self.child.wait();
+    }
+
+    /// Freezes the child (SIGSTOP): it holds its connections open and answers nothing.
+    pub fn freeze(&self) -> std::io::Result<()> {
+        self.signal(rustix::process::Signal::STOP)
+    }
+
+    /// Lets a frozen child run again (SIGCONT).
+    pub fn thaw(&self) -> std::io::Result<()> {
+        self.signal(rustix::process::Signal::CONT)
+    }
+
+    fn signal(&self, sig: rustix::process::Signal) -> std::io::Result<()> {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32)
+            .ok_or_else(|| std::io::Error::other("the child has no valid pid"))?;
+        rustix::process::kill_process(pid, sig).map_err(std::io::Error::from)
     }
 }
 

@@ -17,21 +17,6 @@ struct Group {
     writes: Vec<(u64, Vec<u8>)>,
 }
 
-/// Starts a backup: `mojim serve` with the cluster's configuration in a folder of its own.
-fn start_backup(c: &Cluster, name: &str) -> ChildNode {
-    let dir = c.dir.path().join(name);
-    let cfg = c.cfg_path.to_str().expect("utf-8");
-    let args = ["serve", "--config", cfg, "--listen", "127.0.0.1:0", "--dir", dir.to_str().expect("utf-8")];
-    ChildNode::spawn(common::exe(), &args).expect("start a backup")
-}
-
-/// Points the mirror's configuration at `backups` (the mirror reads it when it starts).
-fn feed(c: &mut Cluster, backups: &[&ChildNode], edit: impl FnOnce(&mut mojim::config::ConfigFile)) {
-    c.cfg.file.mirror.backups = backups.iter().map(|b| b.addr().to_string()).collect();
-    edit(&mut c.cfg.file);
-    std::fs::write(&c.cfg_path, toml::to_string(&c.cfg.file).expect("serialise")).expect("write mojim.toml");
-}
-
 fn admin(node: &ChildNode, c: &Cluster) -> AdminClient {
     AdminClient::connect(node.addr(), &c.secret(), Duration::from_secs(5)).expect("admin connection")
 }
@@ -109,8 +94,8 @@ fn a_backup_is_always_a_snapshot_of_the_primary() {
         f.mirror.log_capacity = "1MiB".into();
         f.limits.max_frame = "4KiB".into();
     });
-    let backup = start_backup(&c, "backup");
-    feed(&mut c, &[&backup], |_| {});
+    let backup = c.start_backup("backup");
+    c.feed(&[&backup], |_| {});
     c.start_mirror();
     let p = Primary::open(&c.primary_options()).expect("open the primary");
     let size = c.size();
@@ -156,8 +141,8 @@ fn a_restarted_backup_catches_up() {
         f.primary.lanes = 2;
         f.mirror.log_capacity = "4MiB".into();
     });
-    let mut backup = start_backup(&c, "backup");
-    feed(&mut c, &[&backup], |_| {});
+    let mut backup = c.start_backup("backup");
+    c.feed(&[&backup], |_| {});
     c.start_mirror();
     let p = Primary::open(&c.primary_options()).expect("open the primary");
     let size = c.size();
@@ -171,7 +156,7 @@ fn a_restarted_backup_catches_up() {
     assert!(!lagging.backups[0].connected || lagging.backups[0].lag_groups > 0, "{lagging:?}");
     // Back on the same address, from the same folder: it recovers, then catches up. (The
     // running mirror keeps its backups; the backup itself must feed nobody.)
-    feed(&mut c, &[], |_| {});
+    c.feed(&[], |_| {});
     let dir = c.dir.path().join("backup");
     let cfg = c.cfg_path.to_str().expect("utf-8");
     let args = ["serve", "--config", cfg, "--listen", &addr, "--dir", dir.to_str().expect("utf-8")];
@@ -190,8 +175,8 @@ fn a_slow_backup_link_stalls_the_primary_past_the_threshold_and_releases_it() {
         f.primary.lanes = 1;
         f.mirror.log_capacity = "4MiB".into();
     });
-    let backup = start_backup(&c, "backup");
-    feed(&mut c, &[&backup], |f| {
+    let backup = c.start_backup("backup");
+    c.feed(&[&backup], |f| {
         f.mirror.secondary_tier_thresh = "64KiB".into();
         f.mirror.secondary_rate_limit = "1MiB/s".into();
     });
@@ -235,8 +220,8 @@ fn chain_and_broadcast_deliver_identical_final_images() {
     let seed = common::seed("chain-broadcast");
     // Chain: primary -> mirror -> backup, acknowledged once the backup has each group.
     let mut chain = Cluster::new("chain", 1 << 20, |f| f.primary.lanes = 2);
-    let tail = start_backup(&chain, "tail");
-    feed(&mut chain, &[&tail], |f| f.mirror.chain = true);
+    let tail = chain.start_backup("tail");
+    chain.feed(&[&tail], |f| f.mirror.chain = true);
     chain.start_mirror();
     let p = Primary::open(&chain.primary_options()).expect("open the chain's primary");
     let size = chain.size();
@@ -250,7 +235,7 @@ fn chain_and_broadcast_deliver_identical_final_images() {
 
     // Broadcast: the primary sends every group to two mirrors and waits for both.
     let mut bc = Cluster::new("broadcast", 1 << 20, |f| f.primary.lanes = 2);
-    let second = start_backup(&bc, "second");
+    let second = bc.start_backup("second");
     bc.start_mirror();
     let mut opts = bc.primary_options();
     opts.broadcast = vec![second.addr().to_string()];
@@ -272,8 +257,8 @@ fn chain_and_broadcast_deliver_identical_final_images() {
 #[test]
 fn a_wiped_backup_gets_a_full_copy_and_converges() {
     let mut c = Cluster::new("backup-wiped", 1 << 20, |f| f.primary.lanes = 1);
-    let mut backup = start_backup(&c, "backup");
-    feed(&mut c, &[&backup], |f| f.mirror.secondary_tier_thresh = "64KiB".into());
+    let mut backup = c.start_backup("backup");
+    c.feed(&[&backup], |f| f.mirror.secondary_tier_thresh = "64KiB".into());
     c.start_mirror();
     let p = Primary::open(&c.primary_options()).expect("open the primary");
     let size = c.size();
@@ -286,7 +271,7 @@ fn a_wiped_backup_gets_a_full_copy_and_converges() {
     let dir = c.dir.path().join("backup");
     std::fs::remove_dir_all(&dir).expect("wipe the backup");
     // The running mirror keeps its backups; the backup itself must feed nobody.
-    feed(&mut c, &[], |_| {});
+    c.feed(&[], |_| {});
     let cfg = c.cfg_path.to_str().expect("utf-8");
     let args = ["serve", "--config", cfg, "--listen", &addr, "--dir", dir.to_str().expect("utf-8")];
     let restarted = ChildNode::spawn(common::exe(), &args).expect("restart the backup empty");

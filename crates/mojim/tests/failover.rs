@@ -185,13 +185,11 @@ fn a_mirror_lost_in_the_middle_of_a_full_copy_fails_the_copy_and_the_next_one_co
     wait_for("the primary to notice", || p.status().failed.is_some());
     std::fs::remove_dir_all(c.dir.path().join("mirror")).expect("wipe the mirror");
     restart_mirror(&mut c, &addr);
-    let pid = rustix::process::Pid::from_raw(c.mirror.as_ref().expect("restarted").pid() as i32)
-        .expect("a child's pid is positive");
     // Freeze the mirror mid-copy: the sender soon blocks on full socket buffers.
     wait_for("the full copy to be under way", || {
         p.status().resync.is_some_and(|r| r.kind == CopyKind::Full && r.sent_bytes > 0)
     });
-    rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("SIGSTOP the mirror");
+    c.mirror.as_ref().expect("restarted").freeze().expect("SIGSTOP the mirror");
     let caught = p.status().resync.expect("a copy runs");
     assert!(!caught.done && caught.error.is_none(), "the copy ended before the mirror froze: {caught:?}");
     c.kill_mirror();

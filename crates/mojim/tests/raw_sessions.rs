@@ -14,7 +14,6 @@
 mod common;
 
 use common::{wait_applied, wait_status, Cluster};
-use mojim::child::ChildNode;
 use mojim::Range;
 use mojim_core::encode::{check_group, data_header, frames, GroupLimits, SessionTag};
 use mojim_core::handshake::ClientHandshake;
@@ -132,15 +131,8 @@ fn a_lane_held_back_by_a_lagging_backup_leaves_when_its_session_ends() {
         f.mirror.log_capacity = "4MiB".into();
         f.mirror.secondary_tier_thresh = "64KiB".into();
     });
-    let dir = c.dir.path().join("backup");
-    let cfg = c.cfg_path.to_str().expect("utf-8").to_string();
-    let backup = ChildNode::spawn(
-        common::exe(),
-        &["serve", "--config", &cfg, "--listen", "127.0.0.1:0", "--dir", dir.to_str().expect("utf-8")],
-    )
-    .expect("start the backup");
-    c.cfg.file.mirror.backups = vec![backup.addr().to_string()];
-    std::fs::write(&c.cfg_path, toml::to_string(&c.cfg.file).expect("serialise")).expect("write mojim.toml");
+    let backup = c.start_backup("backup");
+    c.feed(&[&backup], |_| {});
     c.start_mirror();
     let mut admin = c.admin();
     wait_status(&mut admin, "the backup linked", |st| st.backups.first().is_some_and(|b| b.connected));
@@ -148,8 +140,7 @@ fn a_lane_held_back_by_a_lagging_backup_leaves_when_its_session_ends() {
     let (mut lane, welcome) = join(&c, 0x5e55_0000_0000_0001, 0, 1);
     let tag = SessionTag { session: 0x5e55_0000_0000_0001, epoch: welcome.epoch, lane: 0 };
     // The backup stops acknowledging; after 64 KiB of groups the mirror holds acks back.
-    let pid = rustix::process::Pid::from_raw(backup.pid() as i32).expect("a pid");
-    rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("freeze the backup");
+    backup.freeze().expect("freeze the backup");
     let body = vec![0x77; 16 << 10];
     let mut held = None;
     lane.set_read_timeout(Some(Duration::from_millis(200))).expect("set timeout");
@@ -181,5 +172,5 @@ fn a_lane_held_back_by_a_lagging_backup_leaves_when_its_session_ends() {
     let (_next, w) = join(&c, 0x5e55_0000_0000_0002, 0, 1);
     assert!(w.next_seq > held, "the held group was whole in the log, so it stays: {w:?}");
     assert!(t0.elapsed() < Duration::from_secs(5), "the next session waited {:?}", t0.elapsed());
-    rustix::process::kill_process(pid, rustix::process::Signal::CONT).expect("thaw the backup");
+    backup.thaw().expect("thaw the backup");
 }

@@ -172,6 +172,24 @@ impl Cluster {
         }
     }
 
+    /// Starts a backup: `mojim serve` with the cluster's configuration in a folder of its own.
+    pub fn start_backup(&self, name: &str) -> ChildNode {
+        let dir = self.dir.path().join(name);
+        let cfg = self.cfg_path.to_str().expect("utf-8");
+        let args =
+            ["serve", "--config", cfg, "--listen", "127.0.0.1:0", "--dir", dir.to_str().expect("utf-8")];
+        ChildNode::spawn(exe(), &args).expect("start a backup")
+    }
+
+    /// Points the mirror's configuration at `backups`, then `edit`s it (the mirror reads it
+    /// when it starts).
+    pub fn feed(&mut self, backups: &[&ChildNode], edit: impl FnOnce(&mut ConfigFile)) {
+        self.cfg.file.mirror.backups = backups.iter().map(|b| b.addr().to_string()).collect();
+        edit(&mut self.cfg.file);
+        std::fs::write(&self.cfg_path, toml::to_string(&self.cfg.file).expect("serialise"))
+            .expect("write mojim.toml");
+    }
+
     pub fn mirror_addr(&self) -> String {
         self.mirror.as_ref().expect("the mirror runs").addr().to_string()
     }
