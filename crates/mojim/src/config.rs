@@ -556,6 +556,8 @@ mode = "sync"
 lanes = 2
 # async: groups a lane may have in flight before a sync point waits.
 async_window = 256
+# To connect to the mirror and finish a lane's handshake. A mirror makes a lane's log in the
+# lane's first handshake: a log_capacity of several GiB may need longer.
 connect_timeout_ms = 5000
 # Poll for the mirror's acknowledgement this long before sleeping (0: sleep at once). Polling
 # spends a core per waiting thread to skip the wake-up of a sleeping one.
@@ -570,7 +572,7 @@ listen = "{listen}"
 dir = "mirror"
 # Folder of the redo logs; empty means `dir`. Put it on memory (e.g. /dev/shm) for speed.
 log_dir = ""
-# Bytes of records per lane's circular log.
+# Bytes of records per lane's circular log, reserved when a lane first joins.
 log_capacity = "64MiB"
 # Checkpoint after this many complete groups (the paper's CHECKPOINT_THRESH), when idle
 # for checkpoint_idle_ms, and when a log is full.

@@ -2,10 +2,12 @@
 
 use crate::config::{RegionId, Secret};
 use crate::error::{Error, Result};
-use crate::net::{read_frame, write_frame};
+use crate::net::{read_frame, write_frame, ReadError};
 use mojim_core::handshake::{ClientHandshake, HandshakeError};
 use mojim_format::handshake::{Hello, PeerRole, Welcome, NONCE_SIZE, REFUSE_MAX};
+use mojim_format::FrameHeader;
 use mojim_transport::{Conn, Transport};
+use std::io::ErrorKind;
 use std::time::Duration;
 
 /// What a connection is for.
@@ -55,17 +57,109 @@ pub fn connect<T: Transport>(
     let out = hs.hello();
     write_frame(&mut conn, &out.header, &out.body).map_err(Error::io(format!("send Hello to {addr}")))?;
     let mut body = Vec::with_capacity(REFUSE_MAX);
-    let h = read_frame(&mut conn, REFUSE_MAX, &mut body).map_err(|e| Error::Io {
-        op: format!("handshake with {addr}"),
-        source: std::io::Error::other(e.to_string()),
-    })?;
+    let h = read_reply(&mut conn, addr, timeout, &mut body, "Challenge", "is a Mojim node listening there?")?;
     let proof = hs.on_challenge(&h, &body).map_err(fail)?;
     write_frame(&mut conn, &proof.header, &proof.body).map_err(Error::io(format!("send Proof to {addr}")))?;
-    let h = read_frame(&mut conn, REFUSE_MAX, &mut body).map_err(|e| Error::Io {
-        op: format!("handshake with {addr}"),
-        source: std::io::Error::other(e.to_string()),
-    })?;
+    let hint = match intro.role {
+        PeerRole::Admin => "is the node stalled?",
+        // The answer comes once the node has made the lane's log.
+        _ => {
+            "a node makes each lane's log before it answers a lane's first handshake, and a log \
+              of several GiB ([mirror] log_capacity) can take longer: raise the connect timeout \
+              ([primary] connect_timeout_ms)"
+        }
+    };
+    let h = read_reply(&mut conn, addr, timeout, &mut body, "answer to the Proof", hint)?;
     let welcome = hs.on_verdict(&h, &body).map_err(fail)?;
     conn.set_recv_timeout(None).map_err(Error::io("clear timeout"))?;
     Ok((conn, welcome))
+}
+
+/// Reads the handshake's next frame, `what`; if none comes within `timeout`, says so, and `hint`.
+fn read_reply(
+    conn: &mut impl std::io::Read,
+    addr: &str,
+    timeout: Duration,
+    body: &mut Vec<u8>,
+    what: &str,
+    hint: &str,
+) -> Result<FrameHeader> {
+    read_frame(conn, REFUSE_MAX, body).map_err(|e| Error::Io {
+        op: format!("handshake with {addr}"),
+        source: match e {
+            ReadError::Io(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                std::io::Error::new(ErrorKind::TimedOut, format!("no {what} within {timeout:?}: {hint}"))
+            }
+            e => std::io::Error::other(e.to_string()),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mojim_core::handshake::ServerHandshake;
+    use mojim_transport::TcpTransport;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    fn intro(role: PeerRole) -> Intro {
+        Intro {
+            role,
+            region: RegionId { uuid: [7; 16], size: 1 << 20 },
+            epoch: 1,
+            session: 1,
+            lane: 0,
+            lanes: 1,
+            max_frame: 1 << 20,
+            generation: 0,
+        }
+    }
+
+    /// Connects as `role` to a peer that runs `serve` on the accepted stream, with a short
+    /// timeout, and returns the error.
+    fn connect_to(role: PeerRole, serve: impl FnOnce(std::net::TcpStream) + Send) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        std::thread::scope(|s| {
+            s.spawn(|| serve(listener.accept().expect("accept").0));
+            let secret = Secret(b"a secret".to_vec());
+            match connect(&TcpTransport, &addr, Duration::from_millis(300), &secret, &intro(role)) {
+                Ok(_) => panic!("the handshake with a stalled peer succeeded"),
+                Err(e) => e.to_string(),
+            }
+        })
+    }
+
+    /// Holds the stream open, unanswered, until the client has given up.
+    fn hold(mut stream: std::net::TcpStream) {
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let _ = std::io::copy(&mut stream, &mut std::io::sink());
+    }
+
+    #[test]
+    fn a_peer_that_never_challenges_is_named_with_the_timeout() {
+        let e = connect_to(PeerRole::Primary, hold);
+        assert!(e.contains("no Challenge within 300ms"), "{e}");
+        assert!(e.contains("is a Mojim node listening there?"), "{e}");
+    }
+
+    #[test]
+    fn a_peer_that_never_welcomes_a_lane_points_at_the_log_and_the_timeout() {
+        let serve = |mut stream: std::net::TcpStream| {
+            let mut hs = ServerHandshake::new(b"a secret", [3; NONCE_SIZE]);
+            let mut body = Vec::new();
+            let h = read_frame(&mut stream, REFUSE_MAX, &mut body).expect("Hello");
+            let challenge = hs.on_hello(&h, &body).expect("a valid Hello");
+            stream.write_all(&challenge.header).expect("send");
+            stream.write_all(&challenge.body).expect("send");
+            // The Proof comes; the answer, as from a node still making a large log, does not.
+            hold(stream);
+        };
+        let e = connect_to(PeerRole::Primary, serve);
+        assert!(e.contains("no answer to the Proof within 300ms"), "{e}");
+        assert!(e.contains("[mirror] log_capacity") && e.contains("[primary] connect_timeout_ms"), "{e}");
+        let e = connect_to(PeerRole::Admin, serve);
+        assert!(e.contains("no answer to the Proof within 300ms: is the node stalled?"), "{e}");
+    }
 }
