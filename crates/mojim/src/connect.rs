@@ -60,13 +60,17 @@ pub fn connect<T: Transport>(
     let h = read_reply(&mut conn, addr, timeout, &mut body, "Challenge", "is a Mojim node listening there?")?;
     let proof = hs.on_challenge(&h, &body).map_err(fail)?;
     write_frame(&mut conn, &proof.header, &proof.body).map_err(Error::io(format!("send Proof to {addr}")))?;
+    // A node answers a lane's first handshake once it has made the lane's log.
     let hint = match intro.role {
         PeerRole::Admin => "is the node stalled?",
-        // The answer comes once the node has made the lane's log.
-        _ => {
-            "a node makes each lane's log before it answers a lane's first handshake, and a log \
-              of several GiB ([mirror] log_capacity) can take longer: raise the connect timeout \
-              ([primary] connect_timeout_ms)"
+        PeerRole::Primary => {
+            "a node makes each lane's log before it answers a lane's first handshake, and a log of \
+             several GiB ([mirror] log_capacity) can take longer: raise the connect timeout \
+             ([primary] connect_timeout_ms)"
+        }
+        PeerRole::Mirror => {
+            "a backup makes each lane's log before it answers a lane's first handshake, and a log \
+             of several GiB (its [mirror] log_capacity) can take longer; the mirror tries again"
         }
     };
     let h = read_reply(&mut conn, addr, timeout, &mut body, "answer to the Proof", hint)?;
@@ -159,6 +163,8 @@ mod tests {
         let e = connect_to(PeerRole::Primary, serve);
         assert!(e.contains("no answer to the Proof within 300ms"), "{e}");
         assert!(e.contains("[mirror] log_capacity") && e.contains("[primary] connect_timeout_ms"), "{e}");
+        let e = connect_to(PeerRole::Mirror, serve);
+        assert!(e.contains("its [mirror] log_capacity") && e.contains("the mirror tries again"), "{e}");
         let e = connect_to(PeerRole::Admin, serve);
         assert!(e.contains("no answer to the Proof within 300ms: is the node stalled?"), "{e}");
     }
