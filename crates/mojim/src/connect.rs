@@ -2,7 +2,7 @@
 
 use crate::config::{RegionId, Secret};
 use crate::error::{Error, Result};
-use crate::net::{read_frame, write_frame, ReadError};
+use crate::net::{read_frame, timed_out, write_frame, ReadError};
 use mojim_core::handshake::{ClientHandshake, HandshakeError};
 use mojim_format::handshake::{Hello, PeerRole, Welcome, NONCE_SIZE, REFUSE_MAX};
 use mojim_format::FrameHeader;
@@ -91,7 +91,7 @@ fn read_reply(
     read_frame(conn, REFUSE_MAX, body).map_err(|e| Error::Io {
         op: format!("handshake with {addr}"),
         source: match e {
-            ReadError::Io(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            ReadError::Io(e) if timed_out(&e) => {
                 std::io::Error::new(ErrorKind::TimedOut, format!("no {what} within {timeout:?}: {hint}"))
             }
             e => std::io::Error::other(e.to_string()),

@@ -8,6 +8,12 @@ use mojim_transport::Conn;
 use std::fmt;
 use std::io::{self, IoSlice, Read};
 
+/// Whether a receive failed because its timeout passed (a socket's receive timeout reports
+/// `WouldBlock`, other readers `TimedOut`).
+pub fn timed_out(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+}
+
 /// A frame could not be read.
 #[derive(Debug)]
 pub enum ReadError {

@@ -89,7 +89,7 @@ fn drain<C: Conn>(conn: &mut C) {
         match conn.read(&mut buf) {
             Ok(0) => return,
             Ok(_) => {}
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) if crate::net::timed_out(&e) => {}
             Err(_) => return,
         }
     }
@@ -127,15 +127,12 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
     let mut rx = BufReader::with_capacity(READ_AHEAD, conn);
     loop {
         if let Err(e) = rx.read_exact(&mut hb) {
-            return LaneEnd::Closed(match e.kind() {
-                std::io::ErrorKind::UnexpectedEof => "end of stream".into(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-                    format!(
-                        "the peer sent nothing for the heartbeat timeout ({:?})",
-                        s.opts.heartbeat.timeout
-                    )
-                }
-                _ => e.to_string(),
+            return LaneEnd::Closed(if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                "end of stream".into()
+            } else if crate::net::timed_out(&e) {
+                format!("the peer sent nothing for the heartbeat timeout ({:?})", s.opts.heartbeat.timeout)
+            } else {
+                e.to_string()
             });
         }
         if let Some(msg) = s.storage_failed.get() {

@@ -537,8 +537,7 @@ impl<C: Conn> Link<C> {
             }
             let mut hb = [0u8; FRAME_HEADER_SIZE];
             if let Err(e) = rx.read_exact(&mut hb) {
-                let why = if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
-                {
+                let why = if crate::net::timed_out(&e) {
                     "no heartbeat or acknowledgement within the heartbeat timeout".to_string()
                 } else {
                     e.to_string()
