@@ -38,7 +38,14 @@ fn run_trials(test: &str, var: &str, trials: u64, extra: &[&str]) {
     let (ok, text) = chaos(&[&args[..], extra, &["--dir", dir.to_str().expect("utf-8")]].concat());
     println!("{text}");
     let summary = text.lines().find(|l| l.starts_with("trials=")).expect("a summary line");
-    assert!(ok, "mojim chaos found violations (replay commands above): {summary}");
+    // Each failed trial's replay command and first problem, from the end of the output (its
+    // middle may be cut where a log is shown in part).
+    let failed: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("failed: "))
+        .filter(|l| !l.starts_with("mojim:"))
+        .collect();
+    assert!(ok, "mojim chaos found violations: {summary}\n{}", failed.join("\n"));
     for clean in ["lost=0 ", "torn=0 ", "dual_primary=0"] {
         assert!(summary.contains(clean), "{summary}");
     }

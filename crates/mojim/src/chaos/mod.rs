@@ -138,7 +138,9 @@ struct Totals {
     unconverged: u64,
     errors: u64,
     violations: u64,
-    failed: Vec<u64>,
+    /// Each failed trial's seed and its first problem, repeated in the summary: a long run's
+    /// output may be cut in the middle, where the trial's own lines are.
+    failed: Vec<(u64, String)>,
     takeover_ms: Vec<u64>,
     first_ack_ms: Vec<u64>,
     no_takeover: u64,
@@ -173,10 +175,14 @@ fn spread(ms: &[u64]) -> String {
     }
 }
 
+/// A trial's problems, lost and torn groups, dual primaries, then the harness's errors.
+fn problems(r: &faults::Report) -> impl Iterator<Item = &String> {
+    r.lost.values().chain(r.torn.values()).chain(&r.dual).chain(&r.errors)
+}
+
 /// A trial's problems, at most 20 of them, under its progress line.
 fn print_problems(r: &faults::Report) {
-    let problems = r.lost.values().chain(r.torn.values()).chain(&r.dual).chain(&r.errors);
-    for p in problems.take(20) {
+    for p in problems(r).take(20) {
         println!("  {p}");
     }
     for u in &r.unconverged {
@@ -272,7 +278,8 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
         print_problems(&r);
         t.add(&r);
         if r.failed() {
-            t.failed.push(s);
+            let first = problems(&r).next().cloned().unwrap_or_default();
+            t.failed.push((s, first));
             println!("  seed {s}: replay with `{}`; files kept in {}", replay(a, s), dir.display());
         } else if !a.keep {
             let _ = std::fs::remove_dir_all(&dir);
@@ -310,8 +317,9 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
     if t.failed.is_empty() {
         Ok(())
     } else {
-        for s in &t.failed {
+        for (s, first) in &t.failed {
             println!("failed: seed {s}: {}", replay(a, *s));
+            println!("  its first problem: {first}");
         }
         let failed = format!("{} of {} trials failed", t.failed.len(), t.trials);
         Err(Error::Io { op: "chaos".into(), source: std::io::Error::other(failed) })
