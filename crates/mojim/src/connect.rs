@@ -60,12 +60,14 @@ pub fn connect<T: Transport>(
     let h = read_reply(&mut conn, addr, timeout, &mut body, "Challenge", "is a Mojim node listening there?")?;
     let proof = hs.on_challenge(&h, &body).map_err(fail)?;
     write_frame(&mut conn, &proof.header, &proof.body).map_err(Error::io(format!("send Proof to {addr}")))?;
-    // A node answers a lane's first handshake once it has made the lane's log.
+    // A node answers a lane once the lanes of its previous session have left, and a lane's first
+    // handshake once it has made the lane's log.
     let hint = match intro.role {
         PeerRole::Admin => "is the node stalled?",
         PeerRole::Primary => {
-            "a node makes each lane's log before it answers a lane's first handshake, and a log of \
-             several GiB ([mirror] log_capacity) can take longer: raise the connect timeout \
+            "the node answers once its previous session's lanes have left (its log says when it \
+             waits for them), and a lane's first handshake once it has made the lane's log, which \
+             for several GiB ([mirror] log_capacity) can take longer: then raise the connect timeout \
              ([primary] connect_timeout_ms)"
         }
         PeerRole::Mirror => {

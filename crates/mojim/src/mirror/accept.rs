@@ -96,14 +96,14 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, pending: &AtomicUsize) {
                 tracing::warn!(%peer, lane = tag.lane, %message, "lane refused: no log");
                 refuse(&mut conn, &Refusal { code: RefuseCode::Storage, message: message.clone() });
                 conn.shutdown();
-                session::leave(s, tag.session, &message);
+                session::leave(s, tag, &message);
                 return;
             }
             conn.set_busy_poll(s.opts.busy_poll);
             if let Err(e) = send(&mut conn, FrameKind::Welcome, 0, &welcome.encode())
                 .and_then(|_| conn.set_recv_timeout(Some(s.opts.heartbeat.timeout)))
             {
-                session::leave(s, tag.session, &format!("send Welcome: {e}"));
+                session::leave(s, tag, &format!("send Welcome: {e}"));
                 return;
             }
             let end = lane::run(s, &mut conn, tag);
@@ -112,7 +112,7 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, pending: &AtomicUsize) {
                 tracing::warn!(%peer, lane = tag.lane, violation = %v, "closing lane: protocol violation");
             }
             conn.shutdown();
-            session::leave(s, tag.session, &format!("lane {}: {}", tag.lane, end.describe()));
+            session::leave(s, tag, &format!("lane {}: {}", tag.lane, end.describe()));
         }
     }
 }

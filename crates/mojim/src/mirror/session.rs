@@ -23,6 +23,8 @@ pub(crate) struct Session {
     pub max_frame: u32,
     joined: u64,
     active: usize,
+    /// Lanes joined and not yet left (bit per lane).
+    within: u64,
     ended: bool,
     /// Handles to close each joined lane's connection from another thread.
     closers: Vec<Box<dyn Fn() + Send>>,
@@ -61,6 +63,10 @@ pub(crate) struct SessionSlot {
     pub current: Option<Session>,
 }
 
+/// How long a new session waits for an ended one to leave, or a seal takes, before the wait is
+/// logged: normally milliseconds, and a primary's handshake gives up after its connect timeout.
+const SLOW_LEAVE: Duration = Duration::from_millis(500);
+
 fn lock(s: &Shared) -> std::sync::MutexGuard<'_, SessionSlot> {
     s.session.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -74,6 +80,9 @@ pub(crate) fn join(
     closer: Box<dyn Fn() + Send>,
 ) -> Result<(Welcome, SessionTag, u32), Refusal> {
     let mut slot = lock(s);
+    // When this handshake began waiting for an ended session's lanes to leave (said once, after
+    // a while: the primary's handshake times out meanwhile).
+    let mut waiting: Option<(std::time::Instant, bool)> = None;
     loop {
         if s.shutdown.load(Ordering::SeqCst) {
             return Err(Refusal { code: RefuseCode::Busy, message: "the mirror is shutting down".into() });
@@ -95,6 +104,18 @@ pub(crate) fn join(
                 if !cur.ended {
                     tracing::warn!(old = %cur.peer, new = %peer, "a new primary session replaces the current one");
                     end_locked(cur);
+                }
+                let (since, said) = waiting.get_or_insert((std::time::Instant::now(), false));
+                if !*said && since.elapsed() >= SLOW_LEAVE {
+                    *said = true;
+                    tracing::warn!(
+                        %peer,
+                        ended = format!("{:#x}", cur.id),
+                        lanes_in = ?lanes_of(cur.within),
+                        lanes = cur.lanes,
+                        waited_ms = since.elapsed().as_millis() as u64,
+                        "a new session waits for the ended one's lanes to leave"
+                    );
                 }
                 slot = s
                     .session_cv
@@ -139,6 +160,7 @@ pub(crate) fn join(
                     max_frame: session_max_frame(s, hello.max_frame),
                     joined: 0,
                     active: 0,
+                    within: 0,
                     ended: false,
                     closers: Vec::new(),
                     peer: peer.to_string(),
@@ -175,6 +197,7 @@ pub(crate) fn join(
         s.is_backup.store(true, Ordering::SeqCst);
     }
     cur.joined |= bit;
+    cur.within |= bit;
     cur.active += 1;
     cur.closers.push(closer);
     let tag = SessionTag { session: cur.id, epoch: cur.epoch, lane: hello.lane };
@@ -215,6 +238,11 @@ fn session_max_frame(s: &Shared, asked: u32) -> u32 {
     asked.min(s.opts.limits.max_frame).min(fits.min(u32::MAX as u64) as u32).max(64)
 }
 
+/// The lanes whose bits are set in `mask`.
+fn lanes_of(mask: u64) -> Vec<u16> {
+    (0..64).filter(|l| mask & (1u64 << l) != 0).collect()
+}
+
 fn end_locked(cur: &mut Session) {
     cur.ended = true;
     for close in &cur.closers {
@@ -223,11 +251,13 @@ fn end_locked(cur: &mut Session) {
 }
 
 /// A lane's connection is done. The last lane out seals the session.
-pub(crate) fn leave(s: &Shared, session: u64, reason: &str) {
+pub(crate) fn leave(s: &Shared, tag: SessionTag, reason: &str) {
+    let session = tag.session;
     let mut slot = lock(s);
     let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else {
         return;
     };
+    cur.within &= !(1u64 << tag.lane);
     if !cur.ended {
         tracing::info!(session = format!("{session:#x}"), %reason, "primary session ends");
         end_locked(cur);
@@ -243,7 +273,16 @@ pub(crate) fn leave(s: &Shared, session: u64, reason: &str) {
             tracing::info!(lane, seq, "dropped the incomplete group of the ended session");
         }
     }
+    let t0 = std::time::Instant::now();
     apply::seal(s);
+    if t0.elapsed() >= SLOW_LEAVE {
+        // New sessions wait meanwhile (the slot is held).
+        tracing::warn!(
+            session = format!("{session:#x}"),
+            ms = t0.elapsed().as_millis() as u64,
+            "sealing the ended session was slow"
+        );
+    }
     slot.current = None;
     s.session_cv.notify_all();
 }
@@ -452,6 +491,13 @@ pub(crate) fn describe(s: &Shared) -> Option<(u64, String, u16, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lanes_of_lists_the_set_bits() {
+        assert_eq!(lanes_of(0), Vec::<u16>::new());
+        assert_eq!(lanes_of(0b1011), vec![0, 1, 3]);
+        assert_eq!(lanes_of(1 << 63), vec![63]);
+    }
 
     #[test]
     fn a_landed_frame_settles_what_it_covers_of_rejected_ones() {
