@@ -22,8 +22,7 @@ pub(crate) struct Session {
     pub next_seq: u64,
     pub max_frame: u32,
     joined: u64,
-    active: usize,
-    /// Lanes joined and not yet left (bit per lane).
+    /// Lanes joined and not yet left (bit per lane): the last to leave seals the session.
     within: u64,
     ended: bool,
     /// Handles to close each joined lane's connection from another thread.
@@ -159,7 +158,6 @@ pub(crate) fn join(
                     next_seq,
                     max_frame: session_max_frame(s, hello.max_frame),
                     joined: 0,
-                    active: 0,
                     within: 0,
                     ended: false,
                     closers: Vec::new(),
@@ -198,7 +196,6 @@ pub(crate) fn join(
     }
     cur.joined |= bit;
     cur.within |= bit;
-    cur.active += 1;
     cur.closers.push(closer);
     let tag = SessionTag { session: cur.id, epoch: cur.epoch, lane: hello.lane };
     {
@@ -262,8 +259,7 @@ pub(crate) fn leave(s: &Shared, tag: SessionTag, reason: &str) {
         tracing::info!(session = format!("{session:#x}"), %reason, "primary session ends");
         end_locked(cur);
     }
-    cur.active -= 1;
-    if cur.active > 0 {
+    if cur.within != 0 {
         return;
     }
     let lanes = cur.lanes;
