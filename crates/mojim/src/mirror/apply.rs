@@ -22,6 +22,11 @@ fn reclaim_due(c: &Ckpt) -> bool {
     c.unreleased.len() >= RECLAIM_BATCH || c.log_full
 }
 
+/// Groups applied and not yet released from the log: to persist, or held for the backups.
+fn unreleased(c: &Ckpt) -> usize {
+    c.unreleased.len() + c.held.len()
+}
+
 /// Records a complete, acknowledged group.
 ///
 /// When `checkpoint_thresh` groups wait, the lane thread that pushed the last one applies them
@@ -67,7 +72,7 @@ pub(crate) fn checkpointer_loop(s: &Shared) {
                 if s.policy.due(c.cp.waiting(), false, c.log_full) || reclaim_due(&c) {
                     break;
                 }
-                let before = (c.cp.waiting(), c.unreleased.len());
+                let before = (c.cp.waiting(), unreleased(&c));
                 c.sleeping = true;
                 c.parked = before == (0, 0);
                 let timed_out = if c.parked {
@@ -81,7 +86,7 @@ pub(crate) fn checkpointer_loop(s: &Shared) {
                 c.sleeping = false;
                 c.parked = false;
                 // Idle: nothing changed for a whole interval, and something is pending.
-                let now = (c.cp.waiting(), c.unreleased.len());
+                let now = (c.cp.waiting(), unreleased(&c));
                 if timed_out && now == before && (now.0 > 0 || now.1 > 0) {
                     break;
                 }
@@ -148,13 +153,19 @@ fn apply_locked(s: &Shared, allow_gaps: bool, _applier: &MutexGuard<'_, ()>) -> 
     }
 }
 
-/// Persists applied groups, records the watermark, frees their log space.
+/// Persists the groups applied since the last reclaim, records the watermark, and frees the log
+/// space of every persistent group that each backup has. A group a backup still lacks is held
+/// (`Ckpt::held`) and not persisted again: while a backup is away, each reclaim costs only
+/// what was applied since the last one.
 fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
-    let mut done = std::mem::take(&mut lock(&s.ckpt).unreleased);
-    if let Some(last) = done.last().copied() {
+    let (mut fresh, mut held) = {
+        let mut c = lock(&s.ckpt);
+        (std::mem::take(&mut c.unreleased), std::mem::take(&mut c.held))
+    };
+    if let Some(last) = fresh.last().copied() {
         let mut result = Ok(());
         if s.region.persists_ranges() {
-            for g in &done {
+            for g in &fresh {
                 let log = s.logs[g.lane as usize].get().expect("a group's log exists");
                 for_each_verified_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
                     if result.is_ok() {
@@ -167,11 +178,7 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
         match result {
             Ok(()) if s.storage_failed.get().is_none() => {
                 super::session::consistent(s);
-                // With backups, a group's log space waits until every backup has it.
-                let upto = s.forward.as_ref().map_or(u64::MAX, |f| super::forward::lock(f).min_acked());
-                let n = done.iter().take_while(|g| g.seq <= upto).count();
-                release(s, &done[..n]);
-                done.drain(..n);
+                held.extend_from_slice(&fresh);
             }
             Ok(()) => {}
             Err(e) => {
@@ -185,14 +192,23 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
                 let _ = s.storage_failed.set(msg);
             }
         }
+        fresh.clear();
     }
     if s.storage_failed.get().is_some() {
-        done.clear();
+        held.clear();
+    } else if !held.is_empty() {
+        // With backups, a group's log space waits until every backup has it.
+        let upto = s.forward.as_ref().map_or(u64::MAX, |f| super::forward::lock(f).min_acked());
+        let n = held.iter().take_while(|g| g.seq <= upto).count();
+        release(s, &held[..n]);
+        held.drain(..n);
     }
-    // Only appliers push to `unreleased`, and this one holds the apply lock; what is left of
-    // `done` (waiting for backups) stays first.
-    let previous = std::mem::replace(&mut lock(&s.ckpt).unreleased, done);
+    // Only appliers push to `unreleased`, and this one holds the apply lock.
+    let mut c = lock(&s.ckpt);
+    let previous = std::mem::replace(&mut c.unreleased, fresh);
     assert!(previous.is_empty(), "groups applied during a reclaim");
+    c.held = held;
+    drop(c);
     s.space_cv.notify_all();
 }
 

@@ -161,6 +161,8 @@ pub(crate) struct Ckpt {
     pub batch: Vec<GroupRef>,
     /// Applied, not yet persistent in the data area nor released from the log.
     pub unreleased: Vec<GroupRef>,
+    /// Persistent in the data area, kept in the log until every backup has them.
+    pub held: Vec<GroupRef>,
 }
 
 pub(crate) struct Shared {
@@ -346,6 +348,7 @@ impl Mirror {
                     v.extend_from_slice(&retained);
                     v
                 },
+                held: Vec::with_capacity(4 * apply::RECLAIM_BATCH + 256),
             }),
             opts,
             region,
