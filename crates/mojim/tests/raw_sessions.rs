@@ -174,3 +174,39 @@ fn a_lane_held_back_by_a_lagging_backup_leaves_when_its_session_ends() {
     assert!(t0.elapsed() < Duration::from_secs(5), "the next session waited {:?}", t0.elapsed());
     backup.thaw().expect("thaw the backup");
 }
+
+/// Groups a frozen backup lacks stay in the mirror's log after they are applied, and each is
+/// made persistent in the data area once, not again at every reclaim while the backup is away
+/// (that re-persisting, back to back once the log was full, held the apply lock for seconds
+/// and with it the sealing of an ended session).
+#[test]
+fn groups_a_backup_lacks_are_persisted_once() {
+    let mut c = Cluster::new("raw-held", 1 << 20, |f| {
+        f.mirror.secondary_tier_thresh = "64MiB".into();
+    });
+    let backup = c.start_backup("backup");
+    c.feed(&[&backup], |_| {});
+    c.start_mirror();
+    let mut admin = c.admin();
+    wait_status(&mut admin, "the backup linked", |st| st.backups.first().is_some_and(|b| b.connected));
+
+    let session = 0x5e55_0000_0000_0003;
+    let (mut lane, welcome) = join(&c, session, 0, 1);
+    let tag = SessionTag { session, epoch: welcome.epoch, lane: 0 };
+    backup.freeze().expect("freeze the backup");
+    let before = admin.status().expect("status").groups_persisted;
+    let body = vec![0x5a; 4 << 10];
+    let n = 32u64;
+    for i in 0..n {
+        send_group(&mut lane, &welcome, c.size(), tag, welcome.next_seq + i, i * body.len() as u64, &body);
+    }
+    let last = welcome.next_seq + n - 1;
+    wait_status(&mut admin, "every group applied", |st| st.applied_seq >= last);
+    // The checkpointer reclaims every 2 ms while groups wait in the log: about a hundred times.
+    std::thread::sleep(Duration::from_millis(250));
+    let st = admin.status().expect("status");
+    let lacked = st.backups.first().map(|b| b.acked_seq).expect("a backup link");
+    assert!(lacked < last, "the frozen backup acknowledged group {lacked} of {last}: {st:?}");
+    assert_eq!(st.groups_persisted - before, n, "each of the {n} groups persisted once: {st:?}");
+    backup.thaw().expect("thaw the backup");
+}

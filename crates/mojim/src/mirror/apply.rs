@@ -178,6 +178,7 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
         match result {
             Ok(()) if s.storage_failed.get().is_none() => {
                 super::session::consistent(s);
+                s.stats.groups_persisted.fetch_add(fresh.len() as u64, Ordering::Relaxed);
                 held.extend_from_slice(&fresh);
             }
             Ok(()) => {}

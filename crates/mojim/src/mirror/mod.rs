@@ -148,6 +148,8 @@ pub(crate) struct Stats {
     pub sessions: AtomicU64,
     /// Copy frames that failed their check and were asked for again.
     pub copy_retries: AtomicU64,
+    /// Applied groups whose writes a reclaim made persistent in the data area.
+    pub groups_persisted: AtomicU64,
 }
 
 pub(crate) struct Ckpt {

@@ -42,6 +42,10 @@ pub struct MirrorStatus {
     /// for again.
     #[serde(default)]
     pub copy_retries: u64,
+    /// Applied groups made persistent in the data area, each once (groups a backup still lacks
+    /// stay in the log, but are not persisted again).
+    #[serde(default)]
+    pub groups_persisted: u64,
     pub data_persistence: String,
     /// Why the data area stopped accepting checkpoints, if it did.
     pub storage_failed: Option<String>,
@@ -107,6 +111,7 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         violations: s.stats.violations.load(Ordering::Relaxed),
         sessions: s.stats.sessions.load(Ordering::Relaxed),
         copy_retries: s.stats.copy_retries.load(Ordering::Relaxed),
+        groups_persisted: s.stats.groups_persisted.load(Ordering::Relaxed),
         data_persistence: s.region.persistence().into(),
         storage_failed: s.storage_failed.get().cloned(),
         recovery: s.recovery.clone(),
