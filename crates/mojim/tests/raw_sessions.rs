@@ -125,17 +125,26 @@ fn the_first_lanes_copy_end_makes_the_generation_durable_before_any_group_is_ack
     assert_eq!(c.admin().read(8192, 4096).expect("read the mirror"), body, "the group is in the data area");
 }
 
-#[test]
-fn a_lane_held_back_by_a_lagging_backup_leaves_when_its_session_ends() {
-    let mut c = Cluster::new("raw-stall-end", 1 << 20, |f| {
-        f.mirror.log_capacity = "4MiB".into();
-        f.mirror.secondary_tier_thresh = "64KiB".into();
-    });
+/// A mirror of a 1 MiB region (its configuration edited by `edit`) feeding one backup, linked.
+fn mirror_with_backup(
+    name: &str,
+    edit: impl FnOnce(&mut mojim::config::ConfigFile),
+) -> (Cluster, mojim::child::ChildNode, mojim::admin::AdminClient) {
+    let mut c = Cluster::new(name, 1 << 20, edit);
     let backup = c.start_backup("backup");
     c.feed(&[&backup], |_| {});
     c.start_mirror();
     let mut admin = c.admin();
     wait_status(&mut admin, "the backup linked", |st| st.backups.first().is_some_and(|b| b.connected));
+    (c, backup, admin)
+}
+
+#[test]
+fn a_lane_held_back_by_a_lagging_backup_leaves_when_its_session_ends() {
+    let (c, backup, mut admin) = mirror_with_backup("raw-stall-end", |f| {
+        f.mirror.log_capacity = "4MiB".into();
+        f.mirror.secondary_tier_thresh = "64KiB".into();
+    });
 
     let (mut lane, welcome) = join(&c, 0x5e55_0000_0000_0001, 0, 1);
     let tag = SessionTag { session: 0x5e55_0000_0000_0001, epoch: welcome.epoch, lane: 0 };
@@ -181,14 +190,9 @@ fn a_lane_held_back_by_a_lagging_backup_leaves_when_its_session_ends() {
 /// and with it the sealing of an ended session).
 #[test]
 fn groups_a_backup_lacks_are_persisted_once() {
-    let mut c = Cluster::new("raw-held", 1 << 20, |f| {
+    let (c, backup, mut admin) = mirror_with_backup("raw-held", |f| {
         f.mirror.secondary_tier_thresh = "64MiB".into();
     });
-    let backup = c.start_backup("backup");
-    c.feed(&[&backup], |_| {});
-    c.start_mirror();
-    let mut admin = c.admin();
-    wait_status(&mut admin, "the backup linked", |st| st.backups.first().is_some_and(|b| b.connected));
 
     let session = 0x5e55_0000_0000_0003;
     let (mut lane, welcome) = join(&c, session, 0, 1);
