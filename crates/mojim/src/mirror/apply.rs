@@ -23,7 +23,7 @@ fn reclaim_due(c: &Ckpt) -> bool {
 }
 
 /// Groups applied and not yet released from the log: to persist, or held for the backups.
-fn unreleased(c: &Ckpt) -> usize {
+pub(crate) fn unreleased(c: &Ckpt) -> usize {
     c.unreleased.len() + c.held.len()
 }
 

@@ -175,7 +175,7 @@ fn reset(s: &Shared, base: u64) -> Result<(), String> {
     no_session(s)?;
     let _applier = s.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
     let mut c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
-    if c.cp.waiting() > 0 || !c.unreleased.is_empty() || !c.held.is_empty() {
+    if c.cp.waiting() > 0 || super::apply::unreleased(&c) > 0 {
         return Err("groups are still being applied here; try again".into());
     }
     for (lane, cell) in s.logs.iter().enumerate() {
