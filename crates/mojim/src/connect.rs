@@ -165,6 +165,7 @@ mod tests {
         let e = connect_to(PeerRole::Primary, serve);
         assert!(e.contains("no answer to the Proof within 300ms"), "{e}");
         assert!(e.contains("[mirror] log_capacity") && e.contains("[primary] connect_timeout_ms"), "{e}");
+        assert!(e.contains("previous session's lanes have left"), "{e}");
         let e = connect_to(PeerRole::Mirror, serve);
         assert!(e.contains("its [mirror] log_capacity") && e.contains("the mirror tries again"), "{e}");
         let e = connect_to(PeerRole::Admin, serve);
