@@ -367,7 +367,8 @@ fn follow_copies(node: &mut AdminClient) -> mojim::Result<()> {
                 c.total_bytes,
             ));
         }
-        for b in st.backups.iter().filter(|b| b.copy_total > 0 && b.copy_sent < b.copy_total) {
+        // A copy sent in whole stays live until the backup confirms it landed; a failed one ends.
+        for b in st.backups.iter().filter(|b| b.copying && b.error.is_none()) {
             live.push((format!("copy to backup {}", b.addr), b.copy_sent, b.copy_total));
         }
         for (name, done, total) in &live {
@@ -428,10 +429,12 @@ fn status(a: StatusArgs) -> mojim::Result<()> {
         );
     }
     for b in &st.backups {
-        let copy = if b.copy_total > 0 && b.copy_sent < b.copy_total {
+        let copy = if !b.copying {
+            String::new()
+        } else if b.copy_sent < b.copy_total {
             format!(", full copy {} of {} bytes", b.copy_sent, b.copy_total)
         } else {
-            String::new()
+            ", full copy sent, not yet confirmed landed by the backup".to_string()
         };
         println!(
             "backup          {} {} acked {} lag {} groups{}{copy}",

@@ -622,9 +622,11 @@ impl<'n> Trial<'n> {
         let mirror_links = self.c.status(self.mirror).map(|st| st.backups).unwrap_or_default();
         let replicas: Vec<usize> = std::iter::once(self.mirror).chain(self.backups.iter().copied()).collect();
         for r in replicas {
+            // The status before the image: a copy still landing can end between two reads, and
+            // a status read after the image would call an image taken before its end consistent.
+            let st = self.c.status(r);
             let image = check::data_area(&self.c.nodes[r].data_path())?;
             let Some((at, bytes)) = check::difference(&primary, &image) else { continue };
-            let st = self.c.status(r);
             let addr = &self.c.nodes[r].addr;
             let needs_copy = mirror_links.iter().any(|l| &l.addr == addr && l.needs_copy);
             let consistent = st.as_ref().map(|s| s.consistent).unwrap_or(false);

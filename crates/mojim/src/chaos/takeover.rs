@@ -302,9 +302,10 @@ impl Trial<'_> {
             ));
         }
         for b in backups {
+            // The status before the image (see `quiesce_and_check`).
+            let st = self.c.status(b)?;
             let image = check::data_area(&self.c.nodes[b].data_path())?;
             let Some((at, bytes)) = check::difference(primary, &image) else { continue };
-            let st = self.c.status(b)?;
             let addr = &self.c.nodes[b].addr;
             let needs_copy = promoted.backups.iter().any(|l| &l.addr == addr && l.needs_copy);
             let what = format!(

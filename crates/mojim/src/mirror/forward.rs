@@ -51,6 +51,11 @@ pub struct BackupStatus {
     pub copy_sent: u64,
     #[serde(default)]
     pub copy_total: u64,
+    /// A full copy to the backup began and the backup has not yet confirmed that all of it
+    /// landed: `acked_seq` is the copy's base, which the backup holds only once it has (until then
+    /// its copy is inconsistent).
+    #[serde(default)]
+    pub copying: bool,
 }
 
 #[derive(Default)]
@@ -196,13 +201,13 @@ pub(crate) fn wait_forwarded(s: &Shared, seq: u64, beat: &mut dyn FnMut() -> boo
 }
 
 /// Waits until every backup has acknowledged `seq`, at most `timeout`. Returns whether they all
-/// did (a backup that is down or needs a full copy did not).
+/// did (a backup that is down, needs a full copy, or has not landed one yet did not).
 pub(crate) fn wait_all_acked(s: &Shared, seq: u64, timeout: Duration) -> bool {
     let Some(f) = &s.forward else { return true };
     let deadline = Instant::now() + timeout;
     let mut st = lock(f);
     loop {
-        if st.links.iter().all(|l| l.acked_seq >= seq) {
+        if st.links.iter().all(|l| !l.copying && l.acked_seq >= seq) {
             return true;
         }
         let left = deadline.saturating_duration_since(Instant::now());
@@ -319,6 +324,7 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
         }
         let tag = Tag { session: intro.session, epoch: intro.epoch, max_frame: welcome.max_frame };
         full_copy(s, i, &mut conn, &tag, generation)?;
+        confirm_landed(s, &mut conn, &tag)?;
         feed.sent_generation = generation;
         base
     } else {
@@ -331,6 +337,7 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
         l.connected = true;
         l.error = None;
         l.needs_copy = false;
+        l.copying = false;
         l.acked_seq = have;
         st.trim();
     }
@@ -372,6 +379,8 @@ fn pin_for_copy(s: &Shared, i: usize) -> u64 {
     let l = &mut st.links[i];
     l.needs_copy = false;
     l.connected = false;
+    l.copying = true;
+    l.error = None;
     l.acked_seq = base;
     l.copy_total = s.opts.region.size;
     l.copy_sent = 0;
@@ -417,6 +426,25 @@ fn full_copy<C: Conn>(s: &Shared, i: usize, conn: &mut C, tag: &Tag, generation:
         "full copy sent to backup"
     );
     Ok(())
+}
+
+/// Waits until the backup has landed everything sent to it. A backup's lane handles frames in
+/// order and answers a Heartbeat with one; in a full copy's session it sends nothing by itself
+/// (it beats unasked only while a group waits for log room or for its own backups, and this
+/// session has no group yet), so the first frame back answers a Heartbeat sent after CopyEnd:
+/// every Copy frame has landed and CopyEnd was applied. Sending the frames is not enough: several
+/// MiB of them can still wait in the sockets' buffers, and a status that counted the copy's
+/// base as acknowledged meanwhile would let a reader compare the backup, or a promotion's drain
+/// count on it, before its copy is whole.
+fn confirm_landed<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag) -> Result<(), String> {
+    send_control(conn, tag, FrameKind::Heartbeat, 0, 0)?;
+    conn.set_recv_timeout(Some(s.opts.heartbeat.timeout)).map_err(|e| e.to_string())?;
+    let mut hb = [0u8; FRAME_HEADER_SIZE];
+    conn.read_exact(&mut hb).map_err(|e| format!("wait for the backup to land the full copy: {e}"))?;
+    match FrameHeader::decode(&hb).map_err(|e| format!("bad frame from backup: {e}"))?.kind {
+        FrameKind::Heartbeat => Ok(()),
+        k => Err(format!("unexpected {k:?} frame from the backup while it landed the full copy")),
+    }
 }
 
 /// What a backup link feeds besides groups: the generation id it last sent, and the copy into
