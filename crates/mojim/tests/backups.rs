@@ -21,6 +21,14 @@ fn admin(node: &ChildNode, c: &Cluster) -> AdminClient {
     AdminClient::connect(node.addr(), &c.secret(), Duration::from_secs(5)).expect("admin connection")
 }
 
+/// Starts the backup again from its folder `dir` on `addr` (the running mirror keeps feeding that
+/// address); the cluster's configuration must feed nobody by then (`c.feed(&[], ..)`).
+fn restart_backup(c: &Cluster, addr: &str, dir: &std::path::Path) -> ChildNode {
+    let cfg = c.cfg_path.to_str().expect("utf-8");
+    let args = ["serve", "--config", cfg, "--listen", addr, "--dir", dir.to_str().expect("utf-8")];
+    ChildNode::spawn(common::exe(), &args).expect("restart the backup")
+}
+
 /// Random groups from `threads` threads, each in its own part of the region; returns every
 /// acknowledged group.
 fn load(p: &Primary, threads: u64, groups: usize, seed: u64, size: u64) -> Vec<Group> {
@@ -157,10 +165,7 @@ fn a_restarted_backup_catches_up() {
     // Back on the same address, from the same folder: it recovers, then catches up. (The
     // running mirror keeps its backups; the backup itself must feed nobody.)
     c.feed(&[], |_| {});
-    let dir = c.dir.path().join("backup");
-    let cfg = c.cfg_path.to_str().expect("utf-8");
-    let args = ["serve", "--config", cfg, "--listen", &addr, "--dir", dir.to_str().expect("utf-8")];
-    let backup = ChildNode::spawn(common::exe(), &args).expect("restart the backup");
+    let backup = restart_backup(&c, &addr, &c.dir.path().join("backup"));
     let mut m = c.admin();
     wait_caught_up(&mut m);
     let mut primary = vec![0u8; size as usize];
@@ -272,9 +277,8 @@ fn a_wiped_backup_gets_a_full_copy_and_converges() {
     std::fs::remove_dir_all(&dir).expect("wipe the backup");
     // The running mirror keeps its backups; the backup itself must feed nobody.
     c.feed(&[], |_| {});
+    let restarted = restart_backup(&c, &addr, &dir);
     let cfg = c.cfg_path.to_str().expect("utf-8");
-    let args = ["serve", "--config", cfg, "--listen", &addr, "--dir", dir.to_str().expect("utf-8")];
-    let restarted = ChildNode::spawn(common::exe(), &args).expect("restart the backup empty");
     // Far more than the threshold goes through while it is copied and after.
     let data = vec![0x3Cu8; 16 << 10];
     for i in 0..32u64 {
@@ -314,13 +318,11 @@ fn a_full_copy_counts_only_once_the_backup_has_landed_it() {
     let addr = backup.addr().to_string();
     c.feed(&[], |_| {});
     let dir = c.dir.path().join("backup");
-    let cfg = c.cfg_path.to_str().expect("utf-8").to_string();
     for round in 0..4 {
         // Wiped: the backup comes back empty on the same address and gets a full copy.
         backup.kill();
         std::fs::remove_dir_all(&dir).expect("wipe the backup");
-        let args = ["serve", "--config", &cfg, "--listen", &addr, "--dir", dir.to_str().expect("utf-8")];
-        backup = ChildNode::spawn(common::exe(), &args).expect("restart the backup empty");
+        backup = restart_backup(&c, &addr, &dir);
         let mut b = admin(&backup, &c);
         let deadline = Instant::now() + WAIT;
         let st = loop {
