@@ -319,8 +319,11 @@ fn a_full_copy_counts_only_once_the_backup_has_landed_it() {
     c.feed(&[], |_| {});
     let dir = c.dir.path().join("backup");
     for round in 0..4 {
-        // Wiped: the backup comes back empty on the same address and gets a full copy.
+        // Wiped: the backup comes back empty on the same address and gets a full copy. The
+        // mirror must notice the kill first: until then its link still speaks of the old backup
+        // (connected, caught up), and a new, empty backup is trivially consistent.
         backup.kill();
+        common::wait_status(&mut m, "the mirror to notice the killed backup", |st| !st.backups[0].connected);
         std::fs::remove_dir_all(&dir).expect("wipe the backup");
         backup = restart_backup(&c, &addr, &dir);
         let mut b = admin(&backup, &c);
