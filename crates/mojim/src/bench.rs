@@ -472,10 +472,12 @@ fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
         Kind::Scheme(..) => sync_points(a, s, Mode::Sync, &s.region_path, k)?,
         Kind::DiskFile => {
             let p = a.disk_file.clone().expect("disk file given");
-            let _ = std::fs::remove_file(&p);
+            // The file is the benchmark's own: so are any files left beside it by an earlier
+            // run that was cut short (their region is gone, and they would be refused).
+            crate::remove_region(&p)?;
             crate::create_region(&p, RegionId { uuid: random_uuid(), size: a.region_size })?;
             let r = sync_points(a, s, Mode::Unreplicated, &p, k);
-            let _ = std::fs::remove_file(&p);
+            crate::remove_region(&p)?;
             r?
         }
     };

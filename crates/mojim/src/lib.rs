@@ -48,3 +48,17 @@ pub fn create_region(path: &std::path::Path, id: RegionId) -> Result<()> {
     mojim_region::RegionFile::create(path, id.uuid, id.size)?;
     Ok(())
 }
+
+/// Removes a region file and the files a primary keeps beside it (its metadata log and dirty
+/// map; see [`primary::PrimaryFiles`]). A file that is not there is skipped.
+pub fn remove_region(path: &std::path::Path) -> Result<()> {
+    let side = primary::PrimaryFiles::beside(path);
+    for p in [path, side.metadata_log.as_path(), side.dirty_map.as_path()] {
+        match std::fs::remove_file(p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("remove {}", p.display()))(e)),
+        }
+    }
+    Ok(())
+}

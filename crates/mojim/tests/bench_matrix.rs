@@ -130,10 +130,61 @@ fn matrix_with_tiny_settings_writes_every_file() {
     assert_eq!(sizes.lines().count(), 1 + 7 * 3, "{sizes}");
     let transact = std::fs::read_to_string(out_dir.join("transact.csv")).expect("read transact.csv");
     assert_eq!(transact.lines().count(), 1 + 2 * 3, "{transact}");
-    assert!(!std::path::Path::new(&disk_file).exists(), "the disk file is removed after the run");
+    assert_eq!(
+        files_beginning(&disk_file),
+        Vec::<String>::new(),
+        "the disk file and its side files are removed"
+    );
     // Nothing of the benchmark's own is left in --dir but the output folder.
     let left: Vec<_> = std::fs::read_dir(dir.path()).expect("read the test folder").collect();
     assert_eq!(left.len(), 1, "{left:?}");
+}
+
+/// The files whose path begins with `prefix` (a file and whatever was written beside it).
+fn files_beginning(prefix: &str) -> Vec<String> {
+    let p = std::path::Path::new(prefix);
+    let (dir, name) = (p.parent().expect("a folder"), p.file_name().expect("a name").to_string_lossy());
+    let mut found: Vec<String> = std::fs::read_dir(dir)
+        .expect("read the folder")
+        .map(|e| e.expect("a folder entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(name.as_ref()))
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn a_disk_file_run_leaves_nothing_behind_and_runs_again() {
+    let dir = TempDir::new("disk-file");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let disk_file = format!("/var/tmp/mojim-test-{}-diskfile.region", std::process::id());
+    let args = [
+        "bench",
+        "--mode",
+        "tcp-rtt",
+        "--ops",
+        "20",
+        "--warmup",
+        "2",
+        "--region-size",
+        "1MiB",
+        "--dir",
+        d,
+        "--disk-file",
+        &disk_file,
+    ];
+    // A second run at the same path used to be refused: the first left its dirty map beside it.
+    for run in 0..2 {
+        let out = mojim(&args);
+        assert!(out.contains("unreplicated-disk"), "run {run}: {out}");
+        assert_eq!(files_beginning(&disk_file), Vec::<String>::new(), "run {run} left files behind");
+    }
+    // Files left beside the path by a run that was cut short belong to a region that is gone:
+    // the next run replaces them.
+    std::fs::write(format!("{disk_file}.dirty"), b"left by a killed run").expect("write a stale file");
+    let out = mojim(&args);
+    assert!(out.contains("unreplicated-disk"), "{out}");
+    assert_eq!(files_beginning(&disk_file), Vec::<String>::new());
 }
 
 #[test]
