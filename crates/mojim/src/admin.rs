@@ -3,7 +3,7 @@
 use crate::config::{RegionId, Secret};
 use crate::connect::{connect, Intro};
 use crate::error::{Error, Result};
-use crate::mirror::MirrorStatus;
+use crate::mirror::{MirrorStatus, MAX_READ};
 use crate::net::{read_frame, send};
 use mojim_format::handshake::{decode_refuse, PeerRole, Request};
 use mojim_format::FrameKind;
@@ -64,17 +64,36 @@ impl AdminClient {
         serde_json::from_slice(&b).map_err(|e| Error::io("decode status")(std::io::Error::other(e)))
     }
 
-    /// Reads `len` bytes at `offset` of the node's data area, consistently.
+    /// Reads `len` bytes at `offset` of the node's data area as one consistent image: the
+    /// result of applying whole groups, never part of one. The node holds its data area against
+    /// the checkpointer while it sends a read longer than [`MAX_READ`] (in Reply frames of at
+    /// most that size), so a long read delays checkpoints for as long as it takes.
+    ///
+    /// While a copy into the node is unfinished (its status says not `consistent`), no read is
+    /// an image of the primary's: check [`MirrorStatus::consistent`] first.
     pub fn read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(len as usize);
-        let mut at = offset;
-        let end = offset.checked_add(len).ok_or({
-            Error::Range(mojim_core::encode::RangeError::OutOfBounds { offset, len, region_size: 0 })
-        })?;
-        while at < end {
-            let n = (end - at).min(crate::mirror::MAX_READ);
-            out.extend_from_slice(&self.call(Request::Read { offset: at, len: n }, n as usize)?);
-            at += n;
+        if offset.checked_add(len).is_none() {
+            return Err(Error::Range(mojim_core::encode::RangeError::OutOfBounds {
+                offset,
+                len,
+                region_size: 0,
+            }));
+        }
+        let mut out = self.call(Request::Read { offset, len }, len.min(MAX_READ) as usize)?;
+        out.reserve(len as usize - out.len());
+        while (out.len() as u64) < len {
+            let n = (len - out.len() as u64).min(MAX_READ) as usize;
+            let h = read_frame(&mut self.conn, n, &mut self.body).map_err(|e| {
+                Error::io(format!("reply from {}", self.addr))(std::io::Error::other(e.to_string()))
+            })?;
+            if h.kind != FrameKind::Reply || self.body.len() != n {
+                return Err(Error::io(format!("reply from {}", self.addr))(std::io::Error::other(format!(
+                    "a {:?} frame of {} bytes where {n} bytes of the read's reply were due",
+                    h.kind,
+                    self.body.len()
+                ))));
+            }
+            out.extend_from_slice(&self.body);
         }
         Ok(out)
     }

@@ -5,7 +5,7 @@ use mojim::admin::AdminClient;
 use mojim::config::{random_uuid, template, Config, DEFAULT_PORT};
 use mojim::size::parse_size;
 use mojim::{Error, Mirror, MirrorOptions};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -167,16 +167,25 @@ struct CatArgs {
     /// First byte to print.
     #[arg(long, value_parser = parse_size)]
     offset: u64,
-    /// Bytes to print.
+    /// Bytes to print. Any length is one consistent image (whole groups only): the node holds
+    /// its data area against checkpoints while it sends, so a long read delays them (not the
+    /// primary's acknowledgements, until a lane's log fills).
     #[arg(long, value_parser = parse_size)]
     len: u64,
     /// Print a hex dump instead of raw bytes.
     #[arg(long)]
     hex: bool,
+    /// Read even while the data area is inconsistent (a copy into it is unfinished): its bytes
+    /// may then mix the copy's with older ones, and need not be any state the primary had.
+    #[arg(long)]
+    inconsistent: bool,
 }
 
 fn main() -> ExitCode {
+    // Colour only on a terminal: a log written to a file or a pipe stays plain text.
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
+        .with_ansi(colour)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MOJIM_LOG").unwrap_or_else(|_| "info".into()),
         )
@@ -469,7 +478,28 @@ fn status(a: StatusArgs) -> mojim::Result<()> {
 }
 
 fn cat(a: CatArgs) -> mojim::Result<()> {
-    let bytes = admin(&a.target)?.read(a.offset, a.len)?;
+    let mut node = admin(&a.target)?;
+    let st = node.status()?;
+    if !st.consistent {
+        let copy = st.copy.as_ref().map_or(String::new(), |c| {
+            format!(
+                " (a copy into it is under way: {} of {} bytes received)",
+                c.received_bytes, c.total_bytes
+            )
+        });
+        let msg = format!("the data area of {} is inconsistent{copy}", st.listen);
+        if !a.inconsistent {
+            return Err(Error::Io {
+                op: format!("read {} bytes at offset {}", a.len, a.offset),
+                source: std::io::Error::other(format!(
+                    "{msg}; its bytes may mix the copy's with older ones. Wait for the copy to end \
+                     (`mojim status`), or pass --inconsistent to read it anyway"
+                )),
+            });
+        }
+        eprintln!("warning: {msg}; reading it anyway (--inconsistent): the bytes need not be any state the primary had");
+    }
+    let bytes = node.read(a.offset, a.len)?;
     let mut out = std::io::stdout().lock();
     let w = if a.hex {
         bytes.chunks(16).enumerate().try_for_each(|(i, c)| {

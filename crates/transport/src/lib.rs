@@ -44,6 +44,9 @@ pub trait Conn: Read + Write + Send + Sized + 'static {
 
     /// Bounds how long a receive may block (`None`: forever).
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()>;
+
+    /// Bounds how long a send may block (`None`: forever).
+    fn set_send_timeout(&self, timeout: Option<Duration>) -> io::Result<()>;
 }
 
 /// Makes connections and accepts them.

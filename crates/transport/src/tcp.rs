@@ -83,6 +83,10 @@ impl Conn for TcpConn {
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         self.stream.set_read_timeout(timeout)
     }
+
+    fn set_send_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.stream.set_write_timeout(timeout)
+    }
 }
 
 /// Plain TCP.

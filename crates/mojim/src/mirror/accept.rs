@@ -16,8 +16,11 @@ use std::time::Duration;
 const MAX_PENDING: usize = 64;
 /// How long a peer may take over each handshake step.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Largest read an operator may ask for at once.
+/// Largest Reply frame of a read: a longer read is answered in frames of this size.
 pub const MAX_READ: u64 = 16 << 20;
+/// How long a reply frame of a long read may take to send: the read holds the data area
+/// against the checkpointer, so a peer that stops reading loses its connection instead.
+const LONG_READ_SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(crate) fn accept_loop<T: Transport>(s: Arc<Shared>, transport: T, listener: T::Listener) {
     let pending = Arc::new(AtomicUsize::new(0));
@@ -185,7 +188,11 @@ fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str) {
             Request::Command(json) => super::command::run(s, &json),
             Request::Read { offset, len } => {
                 if len > MAX_READ {
-                    Err(format!("read of {len} bytes is over the limit of {MAX_READ}; read in pieces"))
+                    match read_long(s, conn, offset, len) {
+                        Ok(()) => continue,
+                        Err(LongRead::Refused(m)) => Err(m),
+                        Err(LongRead::Failed) => return,
+                    }
                 } else {
                     let mut out = vec![0u8; len as usize];
                     super::read_consistent(s, offset, &mut out).map(|_| out).map_err(|e| e.to_string())
@@ -205,4 +212,43 @@ fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str) {
             return;
         }
     }
+}
+
+/// Why a long read did not complete.
+enum LongRead {
+    /// Nothing was sent: the reply is a Refuse with this message.
+    Refused(String),
+    /// The connection failed part way: it is closed.
+    Failed,
+}
+
+/// A read longer than [`MAX_READ`]: the data area is held for reading from the first byte to the
+/// last, so the reply is one consistent image (whole groups only), sent in Reply frames of at
+/// most `MAX_READ` bytes. The checkpointer waits meanwhile; the lanes go on acknowledging into
+/// their logs.
+fn read_long<C: Conn>(s: &Shared, conn: &mut C, offset: u64, len: u64) -> Result<(), LongRead> {
+    let size = s.region.size();
+    if offset.checked_add(len).is_none_or(|e| e > size) {
+        return Err(LongRead::Refused(format!(
+            "read of {len} bytes at offset {offset} is outside the region of {size} bytes"
+        )));
+    }
+    let mut piece = vec![0u8; MAX_READ as usize];
+    let _ = conn.set_send_timeout(Some(LONG_READ_SEND_TIMEOUT));
+    let _r = s.data_lock.read().unwrap_or_else(|p| p.into_inner());
+    let mut at = offset;
+    while at < offset + len {
+        let n = (offset + len - at).min(MAX_READ) as usize;
+        if let Err(e) = s.region.read(at, &mut piece[..n]) {
+            // Part of the reply is sent: the peer learns of the failure by the closed connection.
+            tracing::error!(error = %e, offset = at, "cannot read the data area for an operator");
+            return Err(LongRead::Failed);
+        }
+        if send(conn, FrameKind::Reply, 0, &piece[..n]).is_err() {
+            return Err(LongRead::Failed);
+        }
+        at += n as u64;
+    }
+    let _ = conn.set_send_timeout(None);
+    Ok(())
 }

@@ -1,0 +1,102 @@
+//! The operator's commands as a user runs them: what `mojim cat` promises about the bytes it
+//! prints, and log output fit for a file.
+
+mod common;
+
+use common::{wait_applied, Cluster};
+use mojim::{Primary, Range};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+const MIB: u64 = 1 << 20;
+
+fn cat(c: &Cluster, offset: u64, len: u64) -> std::process::Output {
+    Command::new(common::exe())
+        .args(["cat", "--config", c.cfg_path.to_str().expect("utf-8 path"), "--addr", &c.mirror_addr()])
+        .args(["--offset", &offset.to_string(), "--len", &len.to_string()])
+        .output()
+        .expect("run mojim cat")
+}
+
+/// A `cat` longer than one Reply frame (16 MiB) prints one consistent image while groups keep
+/// landing: never bytes of two different states. Every group writes its number at three places
+/// 20 MiB apart, so a read that mixed two states shows different numbers.
+#[test]
+fn a_long_cat_is_one_consistent_image() {
+    let size = 48 * MIB;
+    let marks = [0, 20 * MIB, 40 * MIB];
+    let mut c = Cluster::new("long-cat", size, |f| f.primary.lanes = 1);
+    c.start_mirror();
+    let p = Primary::open(&c.primary_options()).expect("open the primary");
+    let ranges: Vec<Range> = marks.iter().map(|&m| Range::new(m, 8)).collect();
+    let stop = AtomicBool::new(false);
+    let mut changing = 0;
+    std::thread::scope(|t| {
+        t.spawn(|| {
+            let mut n = 1u64;
+            while !stop.load(Ordering::Relaxed) {
+                for &m in &marks {
+                    p.write(m, &n.to_le_bytes()).expect("write");
+                }
+                p.gmsync(&ranges).expect("gmsync");
+                n += 1;
+            }
+        });
+        // The writer stops when the reads end, and when an assertion below fails.
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _stop = Stop(&stop);
+        let mut last = 0;
+        for read in 0..5 {
+            let out = cat(&c, 0, size);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert_eq!(out.stdout.len() as u64, size);
+            let at = |m: u64| {
+                u64::from_le_bytes(out.stdout[m as usize..m as usize + 8].try_into().expect("8 bytes"))
+            };
+            let seen: Vec<u64> = marks.iter().map(|&m| at(m)).collect();
+            assert!(seen.iter().all(|&x| x == seen[0]), "read {read} mixed groups: marks {seen:?}");
+            changing += usize::from(seen[0] != last);
+            last = seen[0];
+        }
+    });
+    assert!(changing >= 3, "the groups did not land while the reads ran ({changing} of 5 saw a new one)");
+    // Past the end: refused, naming the read and the region's size.
+    let out = cat(&c, 8 * MIB, size);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(&format!("region of {size} bytes")), "{err}");
+    // Quiet: the whole image, once, equals the primary's.
+    wait_applied(&mut c.admin());
+    let out = cat(&c, 0, size);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut mine = vec![0u8; size as usize];
+    p.read(0, &mut mine).expect("read the primary");
+    common::assert_same_image("cat of a quiet mirror", &mine, &out.stdout);
+}
+
+/// Log lines written to a file or a pipe carry no colour escapes.
+#[test]
+fn logs_to_a_pipe_are_plain_text() {
+    let c = Cluster::new("plain-logs", MIB, |_| {});
+    let mut child = Command::new(common::exe())
+        .args(["serve", "--config", c.cfg_path.to_str().expect("utf-8 path"), "--listen", "127.0.0.1:0"])
+        .env("MOJIM_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mojim serve");
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().expect("piped")).read_line(&mut ready).expect("read stdout");
+    assert!(ready.starts_with("serving on "), "{ready}");
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    let mut log = String::new();
+    child.stderr.take().expect("piped").read_to_string(&mut log).expect("read stderr");
+    assert!(log.contains("mirror serving"), "{log}");
+    assert!(!log.contains('\x1b'), "colour escapes in a piped log: {log:?}");
+}
