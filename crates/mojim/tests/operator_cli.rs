@@ -100,3 +100,31 @@ fn logs_to_a_pipe_are_plain_text() {
     assert!(log.contains("mirror serving"), "{log}");
     assert!(!log.contains('\x1b'), "colour escapes in a piped log: {log:?}");
 }
+
+/// `cat` refuses a data area marked inconsistent (here by `mojim resolve --discard`, as a copy
+/// into it would), and reads it only when told to, with a warning.
+#[test]
+fn cat_refuses_an_inconsistent_data_area_unless_told() {
+    let mut c = Cluster::new("cat-inconsistent", MIB, |_| {});
+    c.start_mirror();
+    let cfg = c.cfg_path.to_str().expect("utf-8 path").to_string();
+    let out = Command::new(common::exe())
+        .args(["resolve", "--config", &cfg, "--discard", &c.mirror_addr()])
+        .output()
+        .expect("run mojim resolve");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cat(&c, 0, 64);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "cat of an inconsistent copy succeeded: {err}");
+    assert!(err.contains("is inconsistent") && err.contains("--inconsistent"), "{err}");
+    assert!(out.stdout.is_empty(), "printed bytes: {:?}", out.stdout);
+    let out = Command::new(common::exe())
+        .args(["cat", "--config", &cfg, "--addr", &c.mirror_addr(), "--offset", "0", "--len", "64"])
+        .arg("--inconsistent")
+        .output()
+        .expect("run mojim cat");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("warning") && err.contains("is inconsistent"), "{err}");
+    assert_eq!(out.stdout.len(), 64);
+}
