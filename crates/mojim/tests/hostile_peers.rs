@@ -309,8 +309,18 @@ fn random_and_truncated_bytes_change_nothing_and_the_primary_keeps_syncing() {
             // The mirror may close early (and reset us): a failed send is its right.
             let _ = s.write_all(&bytes);
             conns.push((what, s));
-            // Spread the barrage over a while, so that syncs run while it arrives.
-            std::thread::sleep(Duration::from_millis(2));
+            // Every few bad connections, wait for a sync to complete: syncs run while the
+            // barrage arrives, whatever the machine's speed.
+            if i % 8 == 7 {
+                let (n, t0) = (syncs.load(Ordering::SeqCst), Instant::now());
+                while syncs.load(Ordering::SeqCst) == n && !stop.load(Ordering::SeqCst) {
+                    assert!(
+                        t0.elapsed() < common::WAIT,
+                        "seed {seed}: no sync completed after bad connection {i}"
+                    );
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
         }
         for (what, s) in &mut conns {
             let _ = s.shutdown(Shutdown::Write);

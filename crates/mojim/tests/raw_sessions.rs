@@ -205,10 +205,11 @@ fn groups_a_backup_lacks_are_persisted_once() {
         send_group(&mut lane, &welcome, c.size(), tag, welcome.next_seq + i, i * body.len() as u64, &body);
     }
     let last = welcome.next_seq + n - 1;
-    wait_status(&mut admin, "every group applied", |st| st.applied_seq >= last);
-    // The checkpointer reclaims every 2 ms while groups wait in the log: about a hundred times.
-    std::thread::sleep(Duration::from_millis(250));
-    let st = admin.status().expect("status");
+    let applied = wait_status(&mut admin, "every group applied", |st| st.applied_seq >= last);
+    // The checkpointer reclaims every 2 ms while groups wait in the log: let it do so many times.
+    let st = wait_status(&mut admin, "100 reclaims after the last group was applied", |st| {
+        st.reclaims >= applied.reclaims + 100
+    });
     let lacked = st.backups.first().map(|b| b.acked_seq).expect("a backup link");
     assert!(lacked < last, "the frozen backup acknowledged group {lacked} of {last}: {st:?}");
     assert_eq!(st.groups_persisted - before, n, "each of the {n} groups persisted once: {st:?}");

@@ -158,6 +158,7 @@ fn apply_locked(s: &Shared, allow_gaps: bool, _applier: &MutexGuard<'_, ()>) -> 
 /// (`Ckpt::held`) and not persisted again: while a backup is away, each reclaim costs only
 /// what was applied since the last one.
 fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
+    s.stats.reclaims.fetch_add(1, Ordering::Relaxed);
     let (mut fresh, mut held) = {
         let mut c = lock(&s.ckpt);
         (std::mem::take(&mut c.unreleased), std::mem::take(&mut c.held))

@@ -150,6 +150,8 @@ pub(crate) struct Stats {
     pub copy_retries: AtomicU64,
     /// Applied groups whose writes a reclaim made persistent in the data area.
     pub groups_persisted: AtomicU64,
+    /// Reclaim passes: persist what was applied, free what every backup has.
+    pub reclaims: AtomicU64,
 }
 
 pub(crate) struct Ckpt {

@@ -46,6 +46,10 @@ pub struct MirrorStatus {
     /// stay in the log, but are not persisted again).
     #[serde(default)]
     pub groups_persisted: u64,
+    /// Reclaim passes since the node started (each persists what was applied since the last
+    /// and frees the log space every backup has acknowledged).
+    #[serde(default)]
+    pub reclaims: u64,
     pub data_persistence: String,
     /// Why the data area stopped accepting checkpoints, if it did.
     pub storage_failed: Option<String>,
@@ -112,6 +116,7 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         sessions: s.stats.sessions.load(Ordering::Relaxed),
         copy_retries: s.stats.copy_retries.load(Ordering::Relaxed),
         groups_persisted: s.stats.groups_persisted.load(Ordering::Relaxed),
+        reclaims: s.stats.reclaims.load(Ordering::Relaxed),
         data_persistence: s.region.persistence().into(),
         storage_failed: s.storage_failed.get().cloned(),
         recovery: s.recovery.clone(),
