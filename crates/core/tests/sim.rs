@@ -47,6 +47,8 @@ fn seeded_runs_keep_the_invariants() {
         // The faults the invariants are about did happen, so the runs were not vacuous.
         assert!(total.groups_acked > 1000, "{total}");
         assert!(total.crashes > 0 && total.torn_writes > 0 && total.torn_applies > 0);
+        // Power cuts happened and lost writes that were never persisted.
+        assert!(total.power_cuts > 0 && total.writes_lost > 0, "{total}");
         assert!(total.seal_crashes > 0 && total.recovery_crashes > 0);
         assert!(total.disconnects > 0 && total.groups_dropped > 0);
         assert!(total.groups_recovered > 0 && total.groups_discarded > 0);
@@ -91,6 +93,7 @@ fn sabotaged_mirrors_are_caught() {
         // Found by this simulator in the daemon: see `Sabotage::GapAfterRestart`.
         (Sabotage::GapAfterRestart, &["stuck"][..]),
         (Sabotage::AcceptStaleEpoch, &["fencing broken"][..]),
+        (Sabotage::PersistGroupOnly, &["acknowledged loss", "torn or lost group"][..]),
     ] {
         let caught = (1..=100)
             .find_map(|seed| run(SimConfig::new(seed).with_sabotage(sabotage).with_steps(1500)).err());
