@@ -93,9 +93,13 @@ fn sabotaged_mirrors_are_caught() {
         // Found by this simulator in the daemon: see `Sabotage::GapAfterRestart`.
         (Sabotage::GapAfterRestart, &["stuck"][..]),
         (Sabotage::AcceptStaleEpoch, &["fencing broken"][..]),
+        // Found in the daemon by reading it, then here: a power cut must come while a Pad is
+        // unpersisted and still needed by the scan (about one seed in 30 of 1500 steps; seed 7
+        // when this was written). A lost pad also hides a group whose apply it interrupted.
         (Sabotage::PersistGroupOnly, &["acknowledged loss", "torn or lost group"][..]),
     ] {
-        let caught = (1..=100)
+        let seeds = if sabotage == Sabotage::PersistGroupOnly { 300 } else { 100 };
+        let caught = (1..=seeds)
             .find_map(|seed| run(SimConfig::new(seed).with_sabotage(sabotage).with_steps(1500)).err());
         let failure = caught.unwrap_or_else(|| panic!("{sabotage:?} was never detected"));
         let text = failure.to_string();

@@ -6,7 +6,9 @@
 //! the rest, a seeded random subset of whole units: cache lines of 64 bytes for memory (the log
 //! areas and the data area, like a DAX or `/dev/shm` mapping under `clwb`). A metadata field
 //! ([`Word`]: a tail, the applied sequence number, the epoch) is one aligned 8-byte store, kept
-//! or lost whole.
+//! or lost whole. The simulated mirror keeps its data area in memory: a disk data area
+//! (`sync-disk`, whose writes a power cut keeps or loses in 512-byte sectors until `fdatasync`)
+//! is not simulated.
 
 use super::rng::Rng;
 

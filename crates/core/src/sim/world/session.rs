@@ -228,9 +228,14 @@ impl World {
             _ => Vec::new(),
         };
         let torn = (self.report.torn_writes, self.report.torn_applies);
+        let lost = self.report.writes_lost;
         self.mirror.crash(point, power_cut, &fronts, &mut self.rng, &mut self.model, &mut self.report)?;
         if torn != (self.report.torn_writes, self.report.torn_applies) {
             self.note("a record or an apply was torn by the crash".into());
+        }
+        if lost != self.report.writes_lost {
+            let n = self.report.writes_lost - lost;
+            self.note(format!("the power cut lost {n} unpersisted cache lines or words"));
         }
         if let Some(ci) = self.mirror_conn() {
             let close = self.rng.chance_pct(50);
