@@ -18,6 +18,23 @@ pub struct MirrorLane {
     open: Option<(u64, u64)>,
     /// Highest sequence number accepted on this lane in this session.
     max_seq: u64,
+    /// Log bytes before this position that recovery needs are persistent: the end of the last
+    /// group whose log range was handed out to be persisted (see [`Completed`]).
+    persisted_to: u64,
+}
+
+/// A group a record completed, and the log bytes that must be persistent before it is
+/// acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completed {
+    pub group: GroupRef,
+    /// `[persist_from, persist_to)`: everything written to the log since the lane's last
+    /// completed group. That is the group's records and any Pad written before them, or before
+    /// the records of a group an ended session dropped. Restart recovery scans a log from its
+    /// tail across every record and pad up to the group, so a pad lost to a power cut would end
+    /// the scan before it: persisting only the group's own records is not enough.
+    pub persist_from: u64,
+    pub persist_to: u64,
 }
 
 /// A checked frame with the place its record goes.
@@ -30,7 +47,9 @@ pub struct Slot {
 }
 
 impl MirrorLane {
-    /// A lane whose log holds `[tail, head)` and no session yet.
+    /// A lane whose log holds `[tail, head)` and no session yet. Those bytes are not taken to
+    /// be persistent (a killed process leaves written, unpersisted records that recovery finds
+    /// all the same): the first group completed persists them together with its own.
     pub fn new(lane: u16, capacity: u64, tail: u64, head: u64) -> MirrorLane {
         MirrorLane {
             lane,
@@ -38,6 +57,7 @@ impl MirrorLane {
             space: LogSpace::new(capacity, tail, head),
             open: None,
             max_seq: 0,
+            persisted_to: tail,
         }
     }
 
@@ -83,8 +103,10 @@ impl MirrorLane {
     }
 
     /// The record of `slot` is in the log and its body verified: advance the head. Returns the
-    /// group if this record completed it.
-    pub fn commit(&mut self, slot: &Slot) -> Option<GroupRef> {
+    /// group if this record completed it, with the log range to persist before acknowledging
+    /// it. The caller persists that range or stops storing on this lane: the range is not
+    /// handed out again.
+    pub fn commit(&mut self, slot: &Slot) -> Option<Completed> {
         let h = &slot.accepted.header;
         if !matches!(h.kind, FrameKind::Data | FrameKind::Skip | FrameKind::Copied) {
             return None;
@@ -92,7 +114,7 @@ impl MirrorLane {
         self.max_seq = self.max_seq.max(h.seq);
         if h.kind == FrameKind::Skip {
             assert!(self.open.is_none(), "a skip inside a group");
-            return Some(GroupRef::void(h.offset, h.seq, self.lane, self.space.head()));
+            return Some(self.complete(GroupRef::void(h.offset, h.seq, self.lane, self.space.head())));
         }
         self.space.advance_head(slot.placement.pos + slot.size);
         let (start, bytes) = self.open.get_or_insert((slot.placement.pos, 0));
@@ -101,9 +123,16 @@ impl MirrorLane {
         let (start, bytes) = (*start, *bytes);
         if slot.accepted.ends_group {
             self.open = None;
-            return Some(GroupRef::data(h.seq, self.lane, start, self.space.head(), bytes));
+            return Some(self.complete(GroupRef::data(h.seq, self.lane, start, self.space.head(), bytes)));
         }
         None
+    }
+
+    fn complete(&mut self, group: GroupRef) -> Completed {
+        let (from, to) = (self.persisted_to, self.space.head());
+        assert!(from <= group.start_pos && group.end_pos == to, "group {group:?} outside [{from}, {to})");
+        self.persisted_to = to;
+        Completed { group, persist_from: from, persist_to: to }
     }
 
     /// Ends the session: the open group, if any, is dropped and its space reused. Returns the
@@ -116,9 +145,11 @@ impl MirrorLane {
         dropped
     }
 
-    /// Space before `to` has been applied and may be reused.
+    /// Space before `to` has been applied and may be reused (the log's persisted tail is `to`
+    /// already, so recovery needs nothing before it).
     pub fn release(&mut self, to: u64) {
         self.space.advance_tail(to);
+        self.persisted_to = self.persisted_to.max(to);
     }
 }
 
@@ -137,7 +168,7 @@ mod tests {
         assert_eq!(l.commit(&s), None);
         let h1 = data_header(tag, 1, FramePlan { offset: 10, len: 10, frame_index: 1, end: true }, &[0; 10]);
         let s = l.on_header(&h1).unwrap().unwrap();
-        let g = l.commit(&s).unwrap();
+        let g = l.commit(&s).unwrap().group;
         assert_eq!((g.seq, g.start_pos, g.end_pos, g.bytes), (1, 0, 256, 20));
         let h2 = data_header(tag, 2, FramePlan { offset: 0, len: 10, frame_index: 0, end: false }, &[0; 10]);
         let s = l.on_header(&h2).unwrap().unwrap();
@@ -158,7 +189,7 @@ mod tests {
         h.seq = 7;
         let s = l.on_header(&h.to_bytes()).unwrap().unwrap();
         assert_eq!(s.size, 0);
-        let g = l.commit(&s).unwrap();
+        let g = l.commit(&s).unwrap().group;
         assert_eq!((g.first_seq, g.seq, g.start_pos, g.end_pos, g.bytes), (5, 7, 0, 0, 0));
         assert_eq!(l.space().used(), 0);
         // The next group must come after the void numbers.
@@ -185,8 +216,69 @@ mod tests {
         h.body_checksum = mojim_format::checksum::crc32c(&body);
         let s = l.on_header(&h.to_bytes()).unwrap().unwrap();
         assert_eq!(s.size, record_size(16));
-        let g = l.commit(&s).unwrap();
+        let g = l.commit(&s).unwrap().group;
         assert_eq!((g.seq, g.start_pos, g.end_pos, g.bytes), (1, 0, 128, 200));
+    }
+
+    fn one_frame(l: &mut MirrorLane, tag: SessionTag, seq: u64, len: u32) -> (Slot, Option<Completed>) {
+        let body = vec![7u8; len as usize];
+        let h = data_header(tag, seq, FramePlan { offset: 0, len, frame_index: 0, end: true }, &body);
+        let s = l.on_header(&h).unwrap().unwrap();
+        (s, l.commit(&s))
+    }
+
+    #[test]
+    fn a_group_after_a_pad_persists_the_pad_too() {
+        let tag = SessionTag { session: 1, epoch: 1, lane: 0 };
+        let mut l = MirrorLane::new(0, 1024, 0, 0);
+        l.begin(tag, 1 << 20, 512, 1);
+        // 320 + 320 + 192 bytes: 192 left in the lap, too few for the next 320-byte record.
+        for (seq, len) in [(1, 256), (2, 256), (3, 128)] {
+            let (_, c) = one_frame(&mut l, tag, seq, len);
+            let c = c.unwrap();
+            assert_eq!((c.persist_from, c.persist_to), (c.group.start_pos, c.group.end_pos));
+        }
+        l.release(640);
+        let (s, c) = one_frame(&mut l, tag, 4, 256);
+        let c = c.unwrap();
+        assert_eq!(s.placement.pad_at, Some(832));
+        assert_eq!((c.group.start_pos, c.group.end_pos), (1024, 1344));
+        // Recovery scans from the tail (640) through the pad at 832: it must be persistent
+        // before group 4 is acknowledged.
+        assert_eq!((c.persist_from, c.persist_to), (832, 1344));
+    }
+
+    #[test]
+    fn a_pad_before_a_dropped_group_is_persisted_with_the_next_group() {
+        let tag = SessionTag { session: 1, epoch: 1, lane: 0 };
+        let mut l = MirrorLane::new(0, 1024, 832, 832);
+        l.begin(tag, 1 << 20, 512, 1);
+        let h = data_header(tag, 1, FramePlan { offset: 0, len: 256, frame_index: 0, end: false }, &[1; 256]);
+        let s = l.on_header(&h).unwrap().unwrap();
+        assert_eq!(s.placement.pad_at, Some(832));
+        assert_eq!(l.commit(&s), None);
+        // The session ends with group 1 open: its record is dropped, the pad before it stays.
+        assert_eq!(l.end_session(), Some(1));
+        assert_eq!(l.space().head(), 1024);
+        let tag2 = SessionTag { session: 2, ..tag };
+        l.begin(tag2, 1 << 20, 512, 1);
+        let (_, c) = one_frame(&mut l, tag2, 1, 64);
+        let c = c.unwrap();
+        assert_eq!((c.group.start_pos, c.persist_from, c.persist_to), (1024, 832, 1152));
+        let (_, c) = one_frame(&mut l, tag2, 2, 64);
+        assert_eq!(c.unwrap().persist_from, 1152);
+    }
+
+    #[test]
+    fn records_found_on_restart_are_persisted_with_the_first_group() {
+        // Recovery found [0, 256) in the log; a killed process may never have persisted it, and
+        // a scan after a power cut must still get through it to the groups that follow.
+        let tag = SessionTag { session: 1, epoch: 1, lane: 0 };
+        let mut l = MirrorLane::new(0, 1024, 0, 256);
+        l.begin(tag, 1 << 20, 512, 1);
+        let (_, c) = one_frame(&mut l, tag, 1, 64);
+        let c = c.unwrap();
+        assert_eq!((c.group.start_pos, c.persist_from, c.persist_to), (256, 0, 384));
     }
 
     #[test]
@@ -196,7 +288,7 @@ mod tests {
         l.begin(tag, 1 << 20, 256, 1);
         let h = data_header(tag, 1, FramePlan { offset: 0, len: 100, frame_index: 0, end: true }, &[0; 100]);
         let s = l.on_header(&h).unwrap().unwrap();
-        let g = l.commit(&s).unwrap();
+        let g = l.commit(&s).unwrap().group;
         let h2 = data_header(tag, 2, FramePlan { offset: 0, len: 100, frame_index: 0, end: true }, &[0; 100]);
         assert_eq!(l.on_header(&h2).unwrap(), None);
         l.release(g.end_pos);

@@ -47,6 +47,8 @@ fn seeded_runs_keep_the_invariants() {
         // The faults the invariants are about did happen, so the runs were not vacuous.
         assert!(total.groups_acked > 1000, "{total}");
         assert!(total.crashes > 0 && total.torn_writes > 0 && total.torn_applies > 0);
+        // Power cuts happened and lost writes that were never persisted.
+        assert!(total.power_cuts > 0 && total.writes_lost > 0, "{total}");
         assert!(total.seal_crashes > 0 && total.recovery_crashes > 0);
         assert!(total.disconnects > 0 && total.groups_dropped > 0);
         assert!(total.groups_recovered > 0 && total.groups_discarded > 0);
@@ -91,8 +93,13 @@ fn sabotaged_mirrors_are_caught() {
         // Found by this simulator in the daemon: see `Sabotage::GapAfterRestart`.
         (Sabotage::GapAfterRestart, &["stuck"][..]),
         (Sabotage::AcceptStaleEpoch, &["fencing broken"][..]),
+        // Found in the daemon by reading it, then here: a power cut must come while a Pad is
+        // unpersisted and still needed by the scan (about one seed in 30 of 1500 steps; seed 7
+        // when this was written). A lost pad also hides a group whose apply it interrupted.
+        (Sabotage::PersistGroupOnly, &["acknowledged loss", "torn or lost group"][..]),
     ] {
-        let caught = (1..=100)
+        let seeds = if sabotage == Sabotage::PersistGroupOnly { 300 } else { 100 };
+        let caught = (1..=seeds)
             .find_map(|seed| run(SimConfig::new(seed).with_sabotage(sabotage).with_steps(1500)).err());
         let failure = caught.unwrap_or_else(|| panic!("{sabotage:?} was never detected"));
         let text = failure.to_string();

@@ -228,6 +228,22 @@ pub fn scan(area: &[u8], tail: u64, max_body: u32) -> impl Iterator<Item = Recor
     })
 }
 
+/// The pieces `(offset, len)` of a record area of `capacity` bytes that the log positions
+/// `[from, to)` occupy, in order: split at the end of the area, where the positions wrap.
+pub fn area_pieces(capacity: u64, from: u64, to: u64) -> impl Iterator<Item = (u64, u64)> {
+    assert!(capacity > 0);
+    let mut pos = from;
+    std::iter::from_fn(move || {
+        if pos >= to {
+            return None;
+        }
+        let at = pos % capacity;
+        let n = (capacity - at).min(to - pos);
+        pos += n;
+        Some((at, n))
+    })
+}
+
 /// The header of a Pad record at `pos` filling the rest of the current lap of a record area of
 /// `capacity` bytes.
 pub fn pad_header(capacity: u64, pos: u64) -> [u8; FRAME_HEADER_SIZE] {
@@ -344,6 +360,15 @@ mod tests {
         assert!(record_at(&area, pos, 1000).is_none());
         put_kind(&mut area, pos, FrameKind::Copied, 2, &body[..16], true);
         assert!(record_at(&area, pos, 1000).is_some());
+    }
+
+    #[test]
+    fn area_pieces_split_at_the_wrap() {
+        let p = |from, to| area_pieces(1024, from, to).collect::<Vec<_>>();
+        assert_eq!(p(64, 64), vec![]);
+        assert_eq!(p(64, 256), vec![(64, 192)]);
+        assert_eq!(p(832, 1344), vec![(832, 192), (0, 320)]);
+        assert_eq!(p(2048, 3072), vec![(0, 1024)]);
     }
 
     #[test]

@@ -22,24 +22,42 @@ pub struct DiskRegion {
 }
 
 impl DiskRegion {
-    /// Creates a zeroed region file of `size` data bytes, its blocks reserved.
+    /// Creates a zeroed region file of `size` data bytes, its blocks reserved. As for a mapped
+    /// region, the file is made whole under a temporary name, synced, renamed into place, and
+    /// the folder synced: a crash never leaves a file without its header at `path`, and a power
+    /// cut never loses the name of a file whose groups were acknowledged.
     pub fn create(path: &Path, region_uuid: [u8; 16], size: u64) -> Result<DiskRegion, MapError> {
+        if path.exists() {
+            return Err(err(path, "create")(io::Error::new(io::ErrorKind::AlreadyExists, "the file exists")));
+        }
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".new");
+        let tmp = PathBuf::from(tmp);
+        let _ = std::fs::remove_file(&tmp);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
-            .open(path)
+            .open(&tmp)
             .map_err(err(path, "create"))?;
         let len = REGION_HEADER_SIZE as u64 + size;
-        if let Err(e) = rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, len) {
-            let _ = std::fs::remove_file(path);
-            return Err(err(path, "allocate")(e.into()));
-        }
         let header = RegionHeader { region_uuid, size, map_addr: 0 };
         let mut page = [0u8; 128];
         header.encode(&mut page);
-        file.write_all_at(&page, 0).map_err(err(path, "write header"))?;
-        file.sync_all().map_err(err(path, "sync"))?;
+        let made = rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, len)
+            .map_err(|e| err(path, "allocate")(e.into()))
+            .and_then(|_| file.write_all_at(&page, 0).map_err(err(path, "write header")))
+            .and_then(|_| file.sync_all().map_err(err(path, "sync")))
+            .and_then(|_| std::fs::rename(&tmp, path).map_err(err(path, "rename")));
+        if let Err(e) = made {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err(path, "sync the folder"))?;
         Ok(DiskRegion { file, header, path: path.to_path_buf() })
     }
 
@@ -163,6 +181,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("d");
         let d = DiskRegion::create(&p, [4; 16], 8192).unwrap();
+        assert!(DiskRegion::create(&p, [4; 16], 8192).is_err(), "an existing region is never replaced");
+        assert!(!dir.join("d.new").exists(), "the temporary name is gone once the file is whole");
         d.write(8000, b"disk").unwrap();
         d.sync().unwrap();
         d.set_applied_seq(9).unwrap();

@@ -268,13 +268,8 @@ impl LogFile {
     /// Makes the records in `[from, to)` persistent (never across the end of the area: the
     /// range is split at the wrap).
     pub fn persist(&self, from: u64, to: u64) -> io::Result<()> {
-        let cap = self.header.capacity;
-        let mut pos = from;
-        while pos < to {
-            let room = cap - pos % cap;
-            let n = room.min(to - pos);
-            self.map.persist(self.at(pos, n as usize), n as usize)?;
-            pos += n;
+        for (at, n) in mojim_format::log::area_pieces(self.header.capacity, from, to) {
+            self.map.persist(LOG_HEADER_SIZE + at as usize, n as usize)?;
         }
         Ok(())
     }

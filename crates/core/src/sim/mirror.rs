@@ -1,8 +1,10 @@
 //! The mirror: per lane a log area run by [`MirrorLane`], a [`Checkpointer`] that applies
 //! complete groups to the data area, restart recovery, and the epoch it has adopted from the
-//! primaries it welcomed. Split by what a crash keeps ([`Durable`]) and what it loses
-//! ([`Volatile`]), so a crash is simply dropping the latter.
+//! primaries it welcomed. Split by what a process crash keeps ([`Durable`]: its media, see
+//! [`super::media`]) and what it loses ([`Volatile`]), so a process crash is simply dropping the
+//! latter, and a power cut also drops what the media did not persist.
 
+use super::media::{Media, Word, CACHE_LINE};
 use super::model::{GroupId, Model, Writes};
 use super::net::WireFrame;
 use super::rng::Rng;
@@ -10,13 +12,13 @@ use super::{Check, Sabotage, SimConfig, SimReport};
 use crate::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
 use crate::encode::{ack_header, SessionTag};
 use crate::handshake::Identity;
-use crate::lane::{MirrorLane, Slot};
+use crate::lane::{Completed, MirrorLane, Slot};
 use crate::log_space::LogSpace;
 use crate::receive::Violation;
 use crate::recovery::{for_each_write, recover, LaneLog};
 use mojim_format::checksum::crc32c;
 use mojim_format::handshake::{Hello, Welcome};
-use mojim_format::log::{record_at, write_pad};
+use mojim_format::log::{area_pieces, pad_header, record_at};
 use mojim_format::{FrameHeader, FRAME_HEADER_SIZE};
 
 /// Complete groups one lane's queue is sized for.
@@ -26,15 +28,32 @@ pub(super) const REGION_UUID: [u8; 16] = *b"mojim-sim-region";
 /// Lanes the mirror serves at most.
 const MAX_LANES: u16 = 16;
 
-/// What survives a crash: the log areas, each lane's persisted tail, the data area, the
-/// sequence number of the last group applied to it, and the epoch.
+/// What survives a process crash: the log areas, each lane's tail, the data area, the
+/// sequence number of the last group applied to it, and the epoch. A power cut keeps of these
+/// only what was persisted, and a random part of the rest.
 pub(super) struct Durable {
-    pub areas: Vec<Vec<u8>>,
-    pub tails: Vec<u64>,
-    pub data: Vec<u8>,
-    pub applied_seq: u64,
+    pub areas: Vec<Media>,
+    pub tails: Vec<Word>,
+    pub data: Media,
+    pub applied_seq: Word,
     /// The highest epoch of a primary this mirror welcomed (persisted before the Welcome).
-    pub epoch: u64,
+    pub epoch: Word,
+}
+
+impl Durable {
+    /// The power fails: what was not persisted may be lost. Returns the cache lines and words
+    /// whose last writes were.
+    fn power_cut(&mut self, rng: &mut Rng) -> u64 {
+        let mut lost = 0;
+        for area in &mut self.areas {
+            lost += area.power_cut(rng);
+        }
+        lost += self.data.power_cut(rng);
+        for w in self.tails.iter_mut().chain([&mut self.applied_seq, &mut self.epoch]) {
+            lost += u64::from(w.power_cut(rng));
+        }
+        lost
+    }
 }
 
 /// What a crash loses.
@@ -84,13 +103,16 @@ pub(super) struct Snapshot {
     committed_log_crc: u32,
 }
 
-/// One write to persistent memory made while applying a batch of groups, in order.
+/// One step of applying a batch of groups, in order.
 #[derive(Clone, Copy, Debug)]
 enum PersistStep {
-    /// Frame write `.1` of group `.0` of the batch into the data area.
+    /// Frame write `.1` of group `.0` of the batch into the data area (volatile).
     Data(usize, usize),
-    /// The watermark: every group of the batch is applied.
+    /// Every frame write of the batch is made persistent (the daemon's reclaim).
+    PersistData,
+    /// The watermark, stored and flushed: every group of the batch is applied.
     AppliedSeq(u64),
+    /// A lane's tail, stored and flushed.
     Tail(u16, u64),
 }
 
@@ -110,11 +132,11 @@ impl Mirror {
     pub fn new(cfg: &SimConfig) -> Mirror {
         let n = cfg.lanes as usize;
         let durable = Durable {
-            areas: vec![vec![0; cfg.log_capacity as usize]; n],
-            tails: vec![0; n],
-            data: vec![0; cfg.region_size as usize],
-            applied_seq: 0,
-            epoch: 1,
+            areas: vec![Media::new(cfg.log_capacity as usize, CACHE_LINE); n],
+            tails: vec![Word::new(0); n],
+            data: Media::new(cfg.region_size as usize, CACHE_LINE),
+            applied_seq: Word::new(0),
+            epoch: Word::new(1),
         };
         let vol = Volatile::fresh(cfg, &durable, &vec![0; n], 0);
         Mirror { cfg: cfg.clone(), durable, vol }
@@ -129,7 +151,7 @@ impl Mirror {
         let epoch = match self.cfg.sabotage {
             // Broken on purpose: no epoch is too old.
             Sabotage::AcceptStaleEpoch => 0,
-            _ => self.durable.epoch,
+            _ => self.durable.epoch.value(),
         };
         Identity { region_uuid: REGION_UUID, region_size: self.cfg.region_size, epoch, max_lanes: MAX_LANES }
     }
@@ -145,11 +167,13 @@ impl Mirror {
     /// other session must have been ended first.
     pub fn join(&mut self, hello: &Hello) -> Check<Welcome> {
         if self.session().is_none() {
-            self.durable.epoch = self.durable.epoch.max(hello.epoch);
+            if hello.epoch > self.durable.epoch.value() {
+                self.durable.epoch.store(hello.epoch);
+            }
             let epoch = match self.cfg.sabotage {
                 // Broken on purpose: the session runs at the primary's stale epoch.
                 Sabotage::AcceptStaleEpoch => hello.epoch,
-                _ => self.durable.epoch,
+                _ => self.durable.epoch.value(),
             };
             self.begin_session(hello.session, epoch)?;
         }
@@ -239,25 +263,26 @@ impl Mirror {
         }
         check_placement(lane, &slot, v.lanes[lane].space())?;
         let area = &mut self.durable.areas[lane];
+        let cap = area.len() as u64;
         if let Some(pad) = slot.placement.pad_at {
-            write_pad(area, pad);
+            area.write((pad % cap) as usize, &pad_header(cap, pad));
         }
-        let at = (slot.placement.pos % area.len() as u64) as usize;
+        let at = (slot.placement.pos % cap) as usize;
         let body_at = at + FRAME_HEADER_SIZE;
         let len = slot.accepted.header.body_len as usize;
         // The body is received straight into its slot and checked there, as the daemon does; a
         // bad body is left behind the head, where no header vouches for it.
         let n = len.min(frame.body.len());
-        area[body_at..body_at + n].copy_from_slice(&frame.body[..n]);
-        area[body_at + n..body_at + len].fill(0);
-        if let Err(e) = slot.accepted.header.check_body(&area[body_at..body_at + len]) {
+        area.write(body_at, &frame.body[..n]);
+        area.fill(body_at + n, len - n, 0);
+        if let Err(e) = slot.accepted.header.check_body(&area.bytes()[body_at..body_at + len]) {
             return Ok(Delivered::Rejected(Violation::Body(e)));
         }
         let mut h = slot.accepted.header;
         h.log_pos = slot.placement.pos;
-        area[at..at + FRAME_HEADER_SIZE].copy_from_slice(&h.to_bytes());
+        area.write(at, &h.to_bytes());
         // Paired check: the record reads back as the record just accepted.
-        match record_at(area, slot.placement.pos, self.cfg.max_frame) {
+        match record_at(area.bytes(), slot.placement.pos, self.cfg.max_frame) {
             Some(rec) if rec.header == h && rec.end_pos() == slot.placement.pos + slot.size => {}
             other => {
                 return Err(format!(
@@ -268,16 +293,25 @@ impl Mirror {
         }
         v.highest_seq = v.highest_seq.max(h.seq);
         let done = v.lanes[lane].commit(&slot);
-        if let Some(g) = done {
+        if let Some(Completed { group: g, persist_from, persist_to }) = done {
             if g.seq != h.seq || usize::from(g.lane) != lane || g.end_pos != h.log_pos + slot.size {
                 return Err(format!("commit of {h:?} returned a wrong group {g:?}"));
+            }
+            // Persistent before it is acknowledged: what the core says, as the daemon does.
+            let (from, to) = match self.cfg.sabotage {
+                // Broken on purpose: only the group's own records, not a Pad before them.
+                Sabotage::PersistGroupOnly => (g.start_pos, g.end_pos),
+                _ => (persist_from, persist_to),
+            };
+            for (at, n) in area_pieces(cap, from, to) {
+                area.persist(at as usize, n as usize);
             }
             v.ckpt.push(g);
         }
         let ack = match self.cfg.sabotage {
             // Broken on purpose: acknowledges a group when its first frame is in the log.
             Sabotage::AckBeforeEnd => (h.frame_index == 0).then(|| ack_header(tag, h.seq)),
-            _ => done.map(|g| ack_header(tag, g.seq)),
+            _ => done.map(|c| ack_header(tag, c.group.seq)),
         };
         Ok(Delivered::Stored { ack })
     }
@@ -316,7 +350,7 @@ impl Mirror {
 
     /// Reads group `g` back from its log, checking it against what the checkpointer claims.
     fn read_group(&self, g: &GroupRef) -> Check<(GroupId, Writes)> {
-        let area = &self.durable.areas[g.lane as usize];
+        let area = self.durable.areas[g.lane as usize].bytes();
         let first = record_at(area, g.start_pos, self.cfg.max_frame).ok_or_else(|| {
             format!("group {} on lane {} has no valid record at its start {}", g.seq, g.lane, g.start_pos)
         })?;
@@ -337,8 +371,8 @@ impl Mirror {
         Ok(((first.header.session, g.seq), writes))
     }
 
-    /// Lays out the persistent writes of applying `batch`, in the daemon's order: all the data,
-    /// then the watermark, then each lane's tail.
+    /// Lays out the writes of applying `batch`, in the daemon's order: all the data, then its
+    /// persistence, then the watermark, then each lane's tail.
     fn plan(&self, batch: &[GroupRef]) -> Check<ApplyPlan> {
         let mut groups = Vec::with_capacity(batch.len());
         let mut data = Vec::new();
@@ -347,6 +381,7 @@ impl Mirror {
             data.extend((0..writes.len()).map(|w| PersistStep::Data(i, w)));
             groups.push((id, writes));
         }
+        data.push(PersistStep::PersistData);
         let last = batch.last().expect("batches are not empty");
         let mut meta = vec![PersistStep::AppliedSeq(last.seq)];
         for lane in 0..self.cfg.lanes {
@@ -367,16 +402,20 @@ impl Mirror {
         match step {
             PersistStep::Data(g, w) => {
                 let (offset, bytes) = &plan.groups[g].1[w];
-                let at = *offset as usize;
-                self.durable.data[at..at + bytes.len()].copy_from_slice(bytes);
+                self.durable.data.write(*offset as usize, bytes);
+            }
+            PersistStep::PersistData => {
+                for (offset, bytes) in plan.groups.iter().flat_map(|g| &g.1) {
+                    self.durable.data.persist(*offset as usize, bytes.len());
+                }
             }
             PersistStep::AppliedSeq(seq) => {
-                self.durable.applied_seq = seq;
+                self.durable.applied_seq.store(seq);
                 for (id, writes) in &plan.groups {
                     model.applied(*id, writes)?;
                 }
             }
-            PersistStep::Tail(lane, pos) => self.durable.tails[lane as usize] = pos,
+            PersistStep::Tail(lane, pos) => self.durable.tails[lane as usize].store(pos),
         }
         Ok(())
     }
@@ -391,14 +430,17 @@ impl Mirror {
             self.vol.ckpt.applied(*g);
             self.vol.lanes[g.lane as usize].release(g.end_pos);
         }
-        model.check_data(&self.durable.data)
+        model.check_data(self.durable.data.bytes())
     }
 
     /// The mirror crashes at `point`: the record being received, the group being applied, or
-    /// the seal in progress may be left half done. Then it restarts and recovers from its logs.
+    /// the seal in progress may be left half done. A process crash keeps everything written; with
+    /// `power_cut` the machine loses power, and what was not persisted may be lost too. Then it
+    /// restarts and recovers from its logs.
     pub fn crash(
         &mut self,
         point: CrashPoint,
+        power_cut: bool,
         fronts: &[(usize, WireFrame)],
         rng: &mut Rng,
         model: &mut Model,
@@ -443,41 +485,40 @@ impl Mirror {
             }
             CrashPoint::Clean => {}
         }
+        if power_cut {
+            self.power_cut(rng, report);
+        }
         self.restart(point != CrashPoint::Clean, rng, model, report)
     }
 
-    /// Writes part of a record: a random prefix in write order (pad, body, header), or a random
-    /// subset of its cache lines, as persistent memory may keep after a crash.
+    fn power_cut(&mut self, rng: &mut Rng, report: &mut SimReport) {
+        report.power_cuts += 1;
+        report.writes_lost += self.durable.power_cut(rng);
+    }
+
+    /// Writes part of a record: a random prefix in write order (pad, body, header), as a process
+    /// killed in the middle leaves it (a power cut may then lose any of its cache lines).
     fn torn_write(&mut self, lane: usize, slot: &Slot, frame: &WireFrame, rng: &mut Rng) {
         let area = &mut self.durable.areas[lane];
-        let cap = area.len();
+        let cap = area.len() as u64;
         let mut bytes: Vec<(usize, u8)> = Vec::new();
         if let Some(pad) = slot.placement.pad_at {
-            let mut scratch = area.clone();
-            write_pad(&mut scratch, pad);
-            let at = (pad % cap as u64) as usize;
-            bytes.extend((at..at + FRAME_HEADER_SIZE).map(|i| (i, scratch[i])));
+            let at = (pad % cap) as usize;
+            bytes.extend(pad_header(cap, pad).iter().enumerate().map(|(i, &b)| (at + i, b)));
         }
-        let at = (slot.placement.pos % cap as u64) as usize;
+        let at = (slot.placement.pos % cap) as usize;
         let len = slot.accepted.header.body_len as usize;
         bytes.extend(frame.body.iter().take(len).enumerate().map(|(i, &b)| (at + FRAME_HEADER_SIZE + i, b)));
         let mut h = slot.accepted.header;
         h.log_pos = slot.placement.pos;
         bytes.extend(h.to_bytes().iter().enumerate().map(|(i, &b)| (at + i, b)));
-        if rng.chance_pct(50) {
-            let keep = rng.index(bytes.len() + 1);
-            bytes.truncate(keep);
-        } else {
-            let lines = cap / 64;
-            let kept: Vec<bool> = (0..lines).map(|_| rng.chance_pct(50)).collect();
-            bytes.retain(|&(i, _)| kept[i / 64]);
-        }
-        for (i, b) in bytes {
-            area[i] = b;
+        let keep = rng.index(bytes.len() + 1);
+        for &(i, b) in &bytes[..keep] {
+            area.write(i, &[b]);
         }
     }
 
-    /// Makes a random prefix of the persistent writes of applying `batch`, the last one partial.
+    /// Makes a random prefix of the steps of applying `batch`, the last one partial.
     fn torn_apply(&mut self, batch: &[GroupRef], rng: &mut Rng, model: &mut Model) -> Check<()> {
         let plan = self.plan(batch)?;
         let done = rng.index(plan.steps.len());
@@ -487,8 +528,7 @@ impl Mirror {
         if let PersistStep::Data(g, w) = plan.steps[done] {
             let (offset, bytes) = &plan.groups[g].1[w];
             let keep = rng.index(bytes.len());
-            let at = *offset as usize;
-            self.durable.data[at..at + keep].copy_from_slice(&bytes[..keep]);
+            self.durable.data.write(*offset as usize, &bytes[..keep]);
         }
         Ok(())
     }
@@ -519,6 +559,9 @@ impl Mirror {
                     report.torn_applies += 1;
                     report.crashes += 1;
                     report.recovery_crashes += 1;
+                    if rng.chance_pct(self.cfg.faults.power_cut_pct) {
+                        self.power_cut(rng, report);
+                    }
                     continue 'restart;
                 }
                 self.apply(&batch, model)?;
@@ -526,10 +569,10 @@ impl Mirror {
             }
             // Everything before each head is applied (or a discarded duplicate): resume there.
             for (lane, &head) in heads.iter().enumerate() {
-                self.durable.tails[lane] = head;
+                self.durable.tails[lane].store(head);
                 self.vol.lanes[lane] = MirrorLane::new(lane as u16, self.cfg.log_capacity, head, head);
             }
-            model.check_data(&self.durable.data)?;
+            model.check_data(self.durable.data.bytes())?;
             return self.check_consistent();
         }
     }
@@ -539,13 +582,19 @@ impl Mirror {
     fn recover_logs(&mut self, report: &mut SimReport) -> Check<Vec<u64>> {
         let n = self.cfg.lanes as usize;
         let d = &self.durable;
+        let tails: Vec<u64> = d.tails.iter().map(Word::value).collect();
+        let applied_seq = d.applied_seq.value();
         let (groups, heads, max_seq) = if self.cfg.sabotage == Sabotage::SkipRecovery {
             // Broken on purpose: the logs are ignored.
-            (Vec::new(), d.tails.clone(), d.applied_seq)
+            (Vec::new(), tails.clone(), applied_seq)
         } else {
-            let logs: Vec<LaneLog<'_>> =
-                d.areas.iter().zip(&d.tails).map(|(area, &tail)| LaneLog { area, tail }).collect();
-            let r = recover(&logs, d.applied_seq, self.cfg.max_frame, self.cfg.region_size);
+            let logs: Vec<LaneLog<'_>> = d
+                .areas
+                .iter()
+                .zip(&tails)
+                .map(|(area, &tail)| LaneLog { area: area.bytes(), tail })
+                .collect();
+            let r = recover(&logs, applied_seq, self.cfg.max_frame, self.cfg.region_size);
             report.groups_recovered += r.groups.len() as u64;
             report.groups_discarded += r.discarded.len() as u64;
             (r.groups, r.heads, r.max_seq)
@@ -553,21 +602,21 @@ impl Mirror {
         if heads.len() != n {
             return Err(format!("recovery returned {} heads for {n} lanes", heads.len()));
         }
-        for (lane, (&head, &tail)) in heads.iter().zip(&d.tails).enumerate() {
+        for (lane, (&head, &tail)) in heads.iter().zip(&tails).enumerate() {
             if head < tail || head - tail > self.cfg.log_capacity {
                 return Err(format!("recovery put lane {lane}'s head at {head}, tail is {tail}"));
             }
         }
-        if max_seq < d.applied_seq {
-            return Err(format!("recovery's max_seq {max_seq} is below applied_seq {}", d.applied_seq));
+        if max_seq < applied_seq {
+            return Err(format!("recovery's max_seq {max_seq} is below applied_seq {applied_seq}"));
         }
         self.vol = Volatile::fresh(&self.cfg, d, &heads, max_seq);
-        let mut last = self.durable.applied_seq;
+        let mut last = applied_seq;
         for g in groups {
             if g.seq <= last {
                 return Err(format!(
-                    "recovery returned group {} after {last} (applied_seq {})",
-                    g.seq, self.durable.applied_seq
+                    "recovery returned group {} after {last} (applied_seq {applied_seq})",
+                    g.seq
                 ));
             }
             last = g.seq;
@@ -579,16 +628,16 @@ impl Mirror {
     /// What a refused frame must not change.
     pub fn snapshot(&self, lane: usize) -> Snapshot {
         let space = *self.vol.lanes[lane].space();
-        let area = &self.durable.areas[lane];
+        let area = self.durable.areas[lane].bytes();
         let cap = area.len() as u64;
         let (tail, used) = (space.tail() % cap, space.used());
         let first = used.min(cap - tail);
         let crc = crc32c(&area[tail as usize..(tail + first) as usize]);
         let crc = mojim_format::checksum::crc32c_append(crc, &area[..(used - first) as usize]);
         Snapshot {
-            data_crc: crc32c(&self.durable.data),
-            applied_seq: self.durable.applied_seq,
-            tails: self.durable.tails.clone(),
+            data_crc: crc32c(self.durable.data.bytes()),
+            applied_seq: self.durable.applied_seq.value(),
+            tails: self.durable.tails.iter().map(Word::value).collect(),
             space,
             waiting: self.vol.ckpt.waiting(),
             committed_log_crc: crc,
@@ -598,19 +647,19 @@ impl Mirror {
     /// Cheap cross-checks between the durable state and the volatile one.
     pub fn check_consistent(&self) -> Check<()> {
         for (lane, l) in self.vol.lanes.iter().enumerate() {
-            if l.space().tail() != self.durable.tails[lane] {
+            if l.space().tail() != self.durable.tails[lane].value() {
                 return Err(format!(
                     "lane {lane}: log space tail {} but persisted tail {}",
                     l.space().tail(),
-                    self.durable.tails[lane]
+                    self.durable.tails[lane].value()
                 ));
             }
         }
-        if self.vol.ckpt.applied_seq() < self.durable.applied_seq {
+        if self.vol.ckpt.applied_seq() < self.durable.applied_seq.value() {
             return Err(format!(
                 "checkpointer applied_seq {} behind the persisted {}",
                 self.vol.ckpt.applied_seq(),
-                self.durable.applied_seq
+                self.durable.applied_seq.value()
             ));
         }
         Ok(())
@@ -632,9 +681,9 @@ impl Volatile {
         let n = cfg.lanes as usize;
         Volatile {
             lanes: (0..n)
-                .map(|l| MirrorLane::new(l as u16, cfg.log_capacity, d.tails[l], heads[l]))
+                .map(|l| MirrorLane::new(l as u16, cfg.log_capacity, d.tails[l].value(), heads[l]))
                 .collect(),
-            ckpt: Checkpointer::new(n, d.applied_seq, QUEUE_CAPACITY),
+            ckpt: Checkpointer::new(n, d.applied_seq.value(), QUEUE_CAPACITY),
             tags: None,
             next_seq: 0,
             highest_seq,

@@ -22,9 +22,15 @@
 //!   epoch, often after a partition, until it stops. The mirror adopts the higher epoch when the
 //!   new primary's handshake arrives (sealing the old session first) and must then refuse every
 //!   handshake and frame of a lower one.
-//! - **Mirror crashes.** Volatile state is lost; the log areas, persisted tails, data area, applied
-//!   sequence number and epoch survive. The record being received and the group being applied may
-//!   be torn. On restart [`crate::recovery::recover`] runs and the complete groups are applied.
+//! - **Mirror crashes and power cuts.** The mirror's media (log areas, data area, and the
+//!   metadata: tails, applied sequence number, epoch) are volatile until persisted, as the daemon
+//!   persists them (a log range before an acknowledgement, the data before the watermark, each
+//!   metadata write at once): see `media`. A *process crash* (kill -9) loses the volatile state
+//!   and keeps everything written; a *power cut* keeps only what was persisted and a random subset
+//!   of the rest, in whole cache lines and whole 8-byte words. The record being received and the
+//!   group being applied may be torn. On restart [`crate::recovery::recover`] runs and the
+//!   complete groups are applied. The range a group's acknowledgement persists is the one
+//!   [`crate::lane::MirrorLane::commit`] returns, the daemon's decision.
 //! - **Bad input.** Bit flips, random bytes, wrong fields with valid checksums (a lower epoch
 //!   among them), and frames of earlier sessions and fenced primaries are slipped into the
 //!   streams; each must be refused and change nothing.
@@ -43,6 +49,7 @@
 //! `MOJIM_SIM_SEED=<seed> cargo test -p mojim-core --test sim` replays it.
 
 mod connect;
+mod media;
 mod mirror;
 mod model;
 mod net;
@@ -82,13 +89,25 @@ pub enum Sabotage {
     /// Accepts handshakes and frames of an epoch below its own: a primary fenced by a promotion
     /// can open a session again (at its old epoch) and be acknowledged (invariant 4 must fail).
     AcceptStaleEpoch,
+    /// Persists only a completed group's own records before acknowledging it, not the Pad
+    /// written at the end of the lap before them. A power cut may then lose the pad, and
+    /// recovery's scan from the tail stops there, before acknowledged groups (invariant 1 must
+    /// fail).
+    PersistGroupOnly,
 }
 
 /// How often faults happen: per step in parts per million, or per crash in percent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FaultRates {
     pub disconnect_ppm: u32,
+    /// The mirror's process is killed (kill -9): everything it wrote survives.
     pub crash_ppm: u32,
+    /// The mirror's machine loses power: what it did not persist may be lost (see
+    /// `sim::media`).
+    pub power_cut_ppm: u32,
+    /// Chance that a crash while sealing or recovering, or the stop at the end of a run, is a
+    /// power cut rather than a process crash.
+    pub power_cut_pct: u32,
     /// Bit flips, random frames and wrong fields.
     pub garbage_ppm: u32,
     /// Frames of an earlier session delivered to the current one.
@@ -112,6 +131,8 @@ impl FaultRates {
     pub const NONE: FaultRates = FaultRates {
         disconnect_ppm: 0,
         crash_ppm: 0,
+        power_cut_ppm: 0,
+        power_cut_pct: 0,
         garbage_ppm: 0,
         stale_ppm: 0,
         torn_write_pct: 0,
@@ -191,6 +212,8 @@ impl SimConfig {
             faults: FaultRates {
                 disconnect_ppm: 50 + 600 * storm,
                 crash_ppm: 30 + 300 * storm,
+                power_cut_ppm: 30 + 300 * storm,
+                power_cut_pct: 50,
                 garbage_ppm: 50 + 700 * storm,
                 stale_ppm: 50 + 500 * storm,
                 torn_write_pct: 70,
@@ -257,6 +280,10 @@ pub struct SimReport {
     pub disconnects: u64,
     /// Crashes injected (the clean restart at the end of a run is not counted).
     pub crashes: u64,
+    /// Crashes that were power cuts (in `crashes`, but for the end of a run's).
+    pub power_cuts: u64,
+    /// Cache lines and metadata words whose last writes, never persisted, a power cut lost.
+    pub writes_lost: u64,
     /// Crashes during a seal, and during a restart's recovery (both also in `crashes`).
     pub seal_crashes: u64,
     pub recovery_crashes: u64,
@@ -294,6 +321,8 @@ impl SimReport {
         self.sessions += other.sessions;
         self.disconnects += other.disconnects;
         self.crashes += other.crashes;
+        self.power_cuts += other.power_cuts;
+        self.writes_lost += other.writes_lost;
         self.seal_crashes += other.seal_crashes;
         self.recovery_crashes += other.recovery_crashes;
         self.torn_writes += other.torn_writes;
@@ -317,8 +346,8 @@ impl fmt::Display for SimReport {
         write!(
             f,
             "{} steps: groups sent {} acked {} failed {} applied {} (dropped {}, recovered {}, \
-             discarded {}); sessions {}, disconnects {}, crashes {} ({} sealing, {} recovering), torn writes {}, torn \
-             applies {}, bad frames injected {} (stale {}, replayed {}) refused {}, log-full waits {}; \
+             discarded {}); sessions {}, disconnects {}, crashes {} ({} sealing, {} recovering; {} power \
+             cuts losing {} unpersisted writes), torn writes {}, torn applies {}, bad frames injected {} (stale {}, replayed {}) refused {}, log-full waits {}; \
              promotions {}, partitions {} (frames lost {}, lanes timed out {}), stale-epoch handshakes \
              refused {}, groups sent by fenced primaries {}",
             self.steps,
@@ -334,6 +363,8 @@ impl fmt::Display for SimReport {
             self.crashes,
             self.seal_crashes,
             self.recovery_crashes,
+            self.power_cuts,
+            self.writes_lost,
             self.torn_writes,
             self.torn_applies,
             self.violations_injected,

@@ -133,7 +133,10 @@ impl World {
         self.stop_due();
         self.reconnect_due()?;
         if self.rng.chance_ppm(rates.crash_ppm) {
-            return self.crash(CrashPoint::Running);
+            return self.crash(CrashPoint::Running, false);
+        }
+        if self.rng.chance_ppm(rates.power_cut_ppm) {
+            return self.crash(CrashPoint::Running, true);
         }
         if self.rng.chance_ppm(rates.promote_ppm) {
             self.promote();
@@ -422,7 +425,8 @@ impl World {
 
     /// The end of a run: the network heals and only the newest primary keeps running; everything
     /// in flight is delivered, a few more groups must get through without a fault, then a seal, a
-    /// crash and a recovery, checking the invariants at each point.
+    /// stop (a process crash or a power cut) and a recovery, checking the invariants at each
+    /// point.
     fn finish(&mut self) -> Check<()> {
         self.note("final drain: the network heals, old primaries stop".into());
         let newest = self.nodes.len() - 1;
@@ -457,7 +461,9 @@ impl World {
         }
         self.primary_end(newest, "final seal".into(), true);
         self.mirror_end("final seal".into())?;
-        self.crash(CrashPoint::Clean)?;
+        // A last stop, perhaps by a power cut: every acknowledged group must survive it.
+        let power_cut = self.rng.chance_pct(self.cfg.faults.power_cut_pct);
+        self.crash(CrashPoint::Clean, power_cut)?;
         if self.mirror.waiting() != 0 {
             return Err("groups left waiting after the final recovery".into());
         }

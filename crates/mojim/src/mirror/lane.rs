@@ -193,9 +193,20 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
         let h = &slot.accepted.header;
         s.stats.bytes_received.fetch_add(h.body_len as u64, Ordering::Relaxed);
         let done = lock(lane).commit(&slot);
-        if let Some(g) = done {
-            if let Err(e) = log.persist(g.start_pos, g.end_pos) {
-                return LaneEnd::Storage(format!("persist log of lane {lane_no}: {e}"));
+        if let Some(done) = done {
+            let g = done.group;
+            // The group's records and whatever the lane wrote before them since its last group
+            // (a Pad at the end of a lap): recovery's scan must get through all of it.
+            if let Err(e) = log.persist(done.persist_from, done.persist_to) {
+                // Never retry a failed flush: the core has handed this range out once, and
+                // nothing more may be acknowledged from this log until a restart recovers it.
+                let msg = format!(
+                    "persist the log of lane {lane_no} ({}): {e}; restart the mirror to recover from its logs",
+                    log.path().display()
+                );
+                tracing::error!("{msg}");
+                let _ = s.storage_failed.set(msg.clone());
+                return LaneEnd::Storage(msg);
             }
             // A Copied group's bytes are in the data area: durable there before it is
             // acknowledged (a disk file's writes need a sync; memory was written back as they

@@ -121,10 +121,10 @@ impl World {
         if !self.nodes[node].has_copy {
             // A promoted incarnation resumes from the mirror's applied state, taken now that the
             // old session is sealed: it must hold every group acknowledged to its predecessors.
-            self.nodes[node].primary.take_copy(&self.mirror.durable.data);
+            self.nodes[node].primary.take_copy(self.mirror.durable.data.bytes());
             self.nodes[node].has_copy = true;
             self.model.check_acked_applied(&format!("primary {node} took its copy of the region"))?;
-            self.model.check_data(&self.mirror.durable.data)?;
+            self.model.check_data(self.mirror.durable.data.bytes())?;
         }
         self.nodes[node].primary.begin(id, next_seq, lanes);
         let ci = self.conn(id).expect("joined above");
@@ -184,12 +184,13 @@ impl World {
             ));
         }
         if self.rng.chance_pct(self.cfg.faults.seal_crash_pct) {
-            return self.crash(CrashPoint::Sealing);
+            let power_cut = self.rng.chance_pct(self.cfg.faults.power_cut_pct);
+            return self.crash(CrashPoint::Sealing, power_cut);
         }
         self.close_mirror_end(ci, true);
         self.mirror.end_session(&mut self.model, &mut self.report)?;
         self.model.check_acked_applied("the session was sealed")?;
-        self.model.check_data(&self.mirror.durable.data)?;
+        self.model.check_data(self.mirror.durable.data.bytes())?;
         self.prune();
         Ok(())
     }
@@ -203,16 +204,18 @@ impl World {
         self.mirror_end(format!("lane {lane} was reset"))
     }
 
-    /// The mirror crashes at `point` and restarts from its durable state. Its connections die:
-    /// the primary reads their end if the mirror's kernel closed them, or times out.
-    pub(super) fn crash(&mut self, point: CrashPoint) -> Check<()> {
+    /// The mirror crashes at `point`, its process only or, with `power_cut`, its machine, and
+    /// restarts from what its media kept. Its connections die: the primary reads their end if
+    /// the mirror's kernel closed them, or times out.
+    pub(super) fn crash(&mut self, point: CrashPoint, power_cut: bool) -> Check<()> {
         if point != CrashPoint::Clean {
             self.report.crashes += 1;
         }
         if point == CrashPoint::Sealing {
             self.report.seal_crashes += 1;
         }
-        self.note(format!("mirror crashes ({point:?})"));
+        let how = if power_cut { "loses power" } else { "crashes" };
+        self.note(format!("mirror {how} ({point:?})"));
         let fronts: Vec<(usize, WireFrame)> = match (point, self.mirror_conn()) {
             (CrashPoint::Running, Some(ci)) => {
                 let c = &self.conns[ci];
@@ -225,9 +228,14 @@ impl World {
             _ => Vec::new(),
         };
         let torn = (self.report.torn_writes, self.report.torn_applies);
-        self.mirror.crash(point, &fronts, &mut self.rng, &mut self.model, &mut self.report)?;
+        let lost = self.report.writes_lost;
+        self.mirror.crash(point, power_cut, &fronts, &mut self.rng, &mut self.model, &mut self.report)?;
         if torn != (self.report.torn_writes, self.report.torn_applies) {
             self.note("a record or an apply was torn by the crash".into());
+        }
+        if lost != self.report.writes_lost {
+            let n = self.report.writes_lost - lost;
+            self.note(format!("the power cut lost {n} unpersisted cache lines or words"));
         }
         if let Some(ci) = self.mirror_conn() {
             let close = self.rng.chance_pct(50);
@@ -235,12 +243,12 @@ impl World {
         }
         self.prune();
         self.model.check_acked_applied("crash and recovery")?;
-        self.model.check_data(&self.mirror.durable.data)?;
-        if self.mirror.durable.epoch < self.model.fence() {
+        self.model.check_data(self.mirror.durable.data.bytes())?;
+        if self.mirror.durable.epoch.value() < self.model.fence() {
             return Err(format!(
                 "the mirror restarted at epoch {} after announcing epoch {}: a fenced primary \
                  would be accepted again",
-                self.mirror.durable.epoch,
+                self.mirror.durable.epoch.value(),
                 self.model.fence()
             ));
         }
