@@ -714,7 +714,17 @@ fn read_acks<C: Conn>(s: &Shared, i: usize, conn: &mut C) -> Result<(), String> 
         }
         {
             let mut st = lock(f);
+            // Nothing after the last queued group was sent: a backup that acknowledges more
+            // would free log space it does not hold.
+            let queued = st.queue.back().map_or(st.base, |g| g.seq.max(st.base));
             let l = &mut st.links[i];
+            if h.seq > queued.max(l.acked_seq) {
+                return Err(format!(
+                    "the backup acknowledged group {}, but no group after {} was sent to it",
+                    h.seq,
+                    queued.max(l.acked_seq)
+                ));
+            }
             if h.seq > l.acked_seq {
                 l.acked_seq = h.seq;
             }

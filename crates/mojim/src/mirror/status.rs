@@ -37,6 +37,10 @@ pub struct MirrorStatus {
     pub groups_received: u64,
     pub bytes_received: u64,
     pub violations: u64,
+    /// The last protocol violation that ended a data lane: the lane, the frame and what was
+    /// expected.
+    #[serde(default)]
+    pub last_violation: Option<String>,
     pub sessions: u64,
     /// Copy frames that failed their check (changed while sent, or corrupted) and were asked
     /// for again.
@@ -109,6 +113,7 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         groups_received: s.stats.groups_received.load(Ordering::Relaxed),
         bytes_received: s.stats.bytes_received.load(Ordering::Relaxed),
         violations: s.stats.violations.load(Ordering::Relaxed),
+        last_violation: s.stats.last_violation.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         sessions: s.stats.sessions.load(Ordering::Relaxed),
         copy_retries: s.stats.copy_retries.load(Ordering::Relaxed),
         groups_persisted: s.stats.groups_persisted.load(Ordering::Relaxed),
