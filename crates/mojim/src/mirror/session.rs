@@ -90,6 +90,10 @@ pub(crate) fn join(
         if s.shutdown.load(Ordering::SeqCst) {
             return Err(Refusal { code: RefuseCode::Busy, message: "the mirror is shutting down".into() });
         }
+        // A failed data area takes nothing more until a restart recovers it from the logs.
+        if let Some(msg) = s.storage_failed.get() {
+            return Err(Refusal { code: RefuseCode::Storage, message: msg.clone() });
+        }
         // Checked before anything else: a stale primary must not end the current session.
         let epoch = s.epoch.load(Ordering::SeqCst);
         if hello.epoch < epoch {

@@ -73,6 +73,11 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         let c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
         (c.cp.waiting(), c.waiting_bytes, c.cp.applied_seq())
     };
+    // A failed data area holds what was persisted before the failure, and no more.
+    let applied = match s.storage_failed.get() {
+        Some(_) => s.region.applied_seq().unwrap_or(applied).min(applied),
+        None => applied,
+    };
     let lanes = s
         .lanes
         .iter()
