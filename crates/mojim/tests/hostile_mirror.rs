@@ -146,3 +146,37 @@ fn a_mirror_acknowledging_a_group_never_sent_fails_the_session_naming_it() {
     let acked = p.status().acked_seq;
     assert!(acked.iter().all(|&a| a < u64::MAX - 1), "the wild acknowledgement counted: {acked:?}");
 }
+
+/// A mirror is its backups' primary: a backup that acknowledges a group it was never sent ends
+/// its link (the acknowledgement would let the mirror free log space the backup does not hold).
+#[test]
+fn a_backup_acknowledging_a_group_never_sent_ends_its_link_naming_it() {
+    let mut c = Cluster::new("wild-backup-ack", 1 << 20, |f| f.primary.lanes = 1);
+    let backup = c.start_backup("backup");
+    let relay = hostile_relay(backup.addr().to_string(), |lane, session| {
+        let mut h = FrameHeader::new(FrameKind::Ack);
+        h.lane = lane;
+        h.session = session;
+        h.seq = u64::MAX - 1;
+        vec![h]
+    });
+    c.feed(&[], |f| f.mirror.backups = vec![relay]);
+    c.start_mirror();
+    let p = Primary::open(&c.primary_options()).expect("open the primary");
+    p.write(0, b"fed").expect("write");
+    p.msync(0, 3).expect("msync");
+    let mut admin = c.admin();
+    let t0 = Instant::now();
+    let error = loop {
+        let st = admin.status().expect("status");
+        let link = st.backups.first().cloned().expect("a backup link");
+        assert!(link.acked_seq < u64::MAX - 1, "the wild acknowledgement counted: {link:?}");
+        if let Some(e) = link.error.filter(|e| e.contains("acknowledged")) {
+            break e;
+        }
+        assert!(t0.elapsed() < WAIT, "the link took the wild acknowledgement: {st:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    println!("link error: {error}");
+    assert!(error.contains(&(u64::MAX - 1).to_string()), "{error}");
+}

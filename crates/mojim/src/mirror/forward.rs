@@ -348,17 +348,26 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
     acks.set_recv_timeout(Some(s.opts.heartbeat.timeout)).map_err(|e| e.to_string())?;
     let closer = conn.try_clone().map_err(|e| e.to_string())?;
     let reader_closer = conn.try_clone().map_err(|e| e.to_string())?;
+    // The side that failed first says why; the other one only saw the connection closed.
+    let first_error = std::sync::OnceLock::new();
     std::thread::scope(|scope| {
+        let first_error = &first_error;
         let reader = scope.spawn(move || {
             let r = read_acks(s, i, &mut acks);
+            if let Err(e) = &r {
+                let _ = first_error.set(e.clone());
+            }
             // A link whose acknowledgements stopped is down: make the sender notice too.
             reader_closer.shutdown();
             r
         });
         let sent = send_loop(s, &mut conn, &tag, have, feed);
+        if let Err(e) = &sent {
+            let _ = first_error.set(e.clone());
+        }
         closer.shutdown();
         let read = reader.join().unwrap_or_else(|_| Err("ack reader panicked".into()));
-        sent.and(read)
+        sent.and(read).map_err(|e| first_error.get().cloned().unwrap_or(e))
     })
 }
 
