@@ -13,6 +13,7 @@ pub mod lane;
 pub mod log_space;
 pub mod receive;
 pub mod recovery;
+pub mod seq_window;
 pub mod sim;
 
 /// One byte range of the region, as given to `msync`/`gmsync`.

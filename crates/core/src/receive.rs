@@ -44,6 +44,25 @@ pub enum Violation {
         found: u64,
         expected: u64,
     },
+    /// A group's numbers `first ..= last` (one number for a group of data, a run for a Skip)
+    /// were already taken in this session, on this lane or another, or applied before it began
+    /// (see [`crate::seq_window`]).
+    SeqTaken {
+        lane: u16,
+        first: u64,
+        last: u64,
+        expected_from: u64,
+        expected_to: u64,
+    },
+    /// A group's numbers lie beyond the session's window ahead of the lowest number not yet
+    /// received (see [`crate::seq_window`]).
+    SeqAhead {
+        lane: u16,
+        first: u64,
+        last: u64,
+        expected_from: u64,
+        expected_to: u64,
+    },
     FrameIndex {
         found: u32,
         expected: u32,
@@ -97,6 +116,18 @@ impl fmt::Display for Violation {
                 f,
                 "group sequence {found} is not after the lane's last group (expected >= {expected_at_least})"
             ),
+            Violation::SeqTaken { lane, first, last, expected_from, expected_to } => write!(
+                f,
+                "lane {lane} sent {}, already received in this session or applied before it; expected a \
+                 number not yet received in {expected_from}..={expected_to}",
+                Numbers(first, last)
+            ),
+            Violation::SeqAhead { lane, first, last, expected_from, expected_to } => write!(
+                f,
+                "lane {lane} sent {}, outside the session's window; expected a number not yet received in \
+                 {expected_from}..={expected_to}",
+                Numbers(first, last)
+            ),
             Violation::SeqInGroup { found, expected } => {
                 write!(f, "frame of group {found} arrived before group {expected} ended")
             }
@@ -126,6 +157,18 @@ impl fmt::Display for Violation {
 
 impl std::error::Error for Violation {}
 
+/// Sequence numbers `first ..= last`, as a message names them.
+struct Numbers(u64, u64);
+
+impl fmt::Display for Numbers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Numbers(a, b) if a == b => write!(f, "group {a}"),
+            Numbers(a, b) => write!(f, "sequence numbers {a}..={b}"),
+        }
+    }
+}
+
 /// Per-lane receive state: which group is open and what may come next.
 #[derive(Clone, Debug)]
 pub struct LaneReceiver {
@@ -148,6 +191,21 @@ pub struct Accepted {
     pub ends_group: bool,
     /// A Copied frame: the bytes of the Copy frames it closes (else 0).
     pub copied: u64,
+}
+
+impl Accepted {
+    /// The sequence numbers this frame takes for its group, if it begins one: the first frame
+    /// of a group of data, a Copied frame, or a Skip (the run `offset ..= seq` it voids). The
+    /// session checks them across lanes (see [`crate::seq_window`]).
+    pub fn begins_group(&self) -> Option<(u64, u64)> {
+        let h = &self.header;
+        match h.kind {
+            FrameKind::Data if h.frame_index == 0 => Some((h.seq, h.seq)),
+            FrameKind::Copied => Some((h.seq, h.seq)),
+            FrameKind::Skip => Some((h.offset, h.seq)),
+            _ => None,
+        }
+    }
 }
 
 impl LaneReceiver {
@@ -345,6 +403,16 @@ mod tests {
         h.offset = first;
         h.seq = last;
         h.to_bytes()
+    }
+
+    #[test]
+    fn a_group_takes_its_numbers_at_its_first_frame() {
+        let mut r = LaneReceiver::new(TAG, 1 << 20, 4096, 1);
+        assert_eq!(r.on_header(&hdr(1, 0, 0, 10, false)).unwrap().begins_group(), Some((1, 1)));
+        assert_eq!(r.on_header(&hdr(1, 1, 100, 10, true)).unwrap().begins_group(), None);
+        assert_eq!(r.on_header(&skip(2, 4)).unwrap().begins_group(), Some((2, 4)));
+        let beat = control(FrameKind::Heartbeat, 0, 0);
+        assert_eq!(r.on_header(&beat).unwrap().begins_group(), None);
     }
 
     #[test]

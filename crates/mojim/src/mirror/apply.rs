@@ -118,16 +118,26 @@ fn apply_locked(s: &Shared, allow_gaps: bool, _applier: &MutexGuard<'_, ()>) -> 
         {
             let _w = s.data_lock.write().unwrap_or_else(|p| p.into_inner());
             for g in &batch {
+                // Once the data area failed nothing more goes to it: the groups stay in the log,
+                // and restart recovery applies them from there.
+                if s.storage_failed.get().is_some() {
+                    break;
+                }
                 let log = s.logs[g.lane as usize].get().expect("a group's log exists");
+                let mut failed = None;
                 for_each_verified_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
-                    if let Err(e) = s.region.write(off, body) {
-                        // Reclaim will find the data area failing too and keep the log.
-                        tracing::error!(error = %e, offset = off, "cannot write the data area");
+                    if failed.is_none() {
+                        if let Err(e) = s.region.write(off, body) {
+                            failed = Some((off, body.len(), e));
+                        }
                     }
                 });
-            }
-            if let Some(last) = batch.last() {
-                s.written_seq.store(last.seq, Ordering::Relaxed);
+                if let Some((off, len, e)) = failed {
+                    let why = format!("cannot write group {} ({len} bytes at offset {off}): {e}", g.seq);
+                    fail_storage(s, data_area_failed(s, why));
+                    break;
+                }
+                s.written_seq.store(g.seq, Ordering::Relaxed);
             }
         }
         if let Some(f) = &s.forward {
@@ -163,7 +173,9 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
         let mut c = lock(&s.ckpt);
         (std::mem::take(&mut c.unreleased), std::mem::take(&mut c.held))
     };
-    if let Some(last) = fresh.last().copied() {
+    // After a failure nothing is persisted or recorded: the applied number stays where the data
+    // area is known good, and every later group stays in the log.
+    if let Some(last) = fresh.last().copied().filter(|_| s.storage_failed.get().is_none()) {
         let mut result = Ok(());
         if s.region.persists_ranges() {
             for g in &fresh {
@@ -177,25 +189,20 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
         }
         let result = result.and_then(|_| s.region.sync()).and_then(|_| s.region.set_applied_seq(last.seq));
         match result {
-            Ok(()) if s.storage_failed.get().is_none() => {
+            Ok(()) => {
                 super::session::consistent(s);
                 s.stats.groups_persisted.fetch_add(fresh.len() as u64, Ordering::Relaxed);
                 held.extend_from_slice(&fresh);
             }
-            Ok(()) => {}
+            // Never retry a failed flush (the failed pages may be marked clean and a retry
+            // "succeed" without them).
             Err(e) => {
-                // Never retry a failed flush: keep every group in the log (recovery replays them
-                // on restart) and refuse new data, so nothing more is acknowledged.
-                let msg = format!(
-                    "the data area {} failed: {e}; restart the mirror to recover from its logs",
-                    s.opts.data_path().display()
-                );
-                tracing::error!("{msg}");
-                let _ = s.storage_failed.set(msg);
+                let why = format!("cannot make groups up to {} persistent: {e}", last.seq);
+                fail_storage(s, data_area_failed(s, why))
             }
         }
-        fresh.clear();
     }
+    fresh.clear();
     if s.storage_failed.get().is_some() {
         held.clear();
     } else if !held.is_empty() {
@@ -214,7 +221,26 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
     s.space_cv.notify_all();
 }
 
-/// Frees log space up to the end of the last reclaimed group of each lane in `done`.
+/// Fail-stops the node's storage: no group is written to the data area, persisted or released
+/// from a log after this, and lanes refuse new data (so nothing more is acknowledged) with
+/// `what` failed, which status shows. Every group acknowledged so far is in a log, and restart
+/// recovery applies it.
+fn fail_storage(s: &Shared, what: String) {
+    let msg =
+        format!("{what}; free the space or fix the device, then restart the mirror to recover from its logs");
+    if s.storage_failed.set(msg.clone()).is_ok() {
+        tracing::error!("{msg}");
+    }
+}
+
+/// `the data area <path> failed: <why>`
+fn data_area_failed(s: &Shared, why: String) -> String {
+    format!("the data area {} failed: {why}", s.opts.data_path().display())
+}
+
+/// Frees log space up to the end of the last reclaimed group of each lane in `done`. A tail
+/// that cannot be made persistent fail-stops the node and frees nothing more: recovery reads
+/// the log from the persistent tail, so the space after it must not be written over.
 fn release(s: &Shared, done: &[GroupRef]) {
     for lane in 0..s.lanes.len() {
         let Some(end) = done.iter().rev().find(|g| g.lane as usize == lane).map(|g| g.end_pos) else {
@@ -222,7 +248,12 @@ fn release(s: &Shared, done: &[GroupRef]) {
         };
         let log = s.logs[lane].get().expect("a group's log exists");
         if let Err(e) = log.set_tail(end) {
-            tracing::error!(error = %e, lane, "cannot persist the log tail");
+            let what = format!(
+                "the log of lane {lane} ({}) failed: cannot persist its tail ({end}): {e}",
+                log.path().display()
+            );
+            fail_storage(s, what);
+            return;
         }
         lock(&s.lanes[lane]).release(end);
     }

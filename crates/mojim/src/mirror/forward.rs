@@ -348,17 +348,26 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
     acks.set_recv_timeout(Some(s.opts.heartbeat.timeout)).map_err(|e| e.to_string())?;
     let closer = conn.try_clone().map_err(|e| e.to_string())?;
     let reader_closer = conn.try_clone().map_err(|e| e.to_string())?;
+    // The side that failed first says why; the other one only saw the connection closed.
+    let first_error = std::sync::OnceLock::new();
     std::thread::scope(|scope| {
+        let first_error = &first_error;
         let reader = scope.spawn(move || {
             let r = read_acks(s, i, &mut acks);
+            if let Err(e) = &r {
+                let _ = first_error.set(e.clone());
+            }
             // A link whose acknowledgements stopped is down: make the sender notice too.
             reader_closer.shutdown();
             r
         });
         let sent = send_loop(s, &mut conn, &tag, have, feed);
+        if let Err(e) = &sent {
+            let _ = first_error.set(e.clone());
+        }
         closer.shutdown();
         let read = reader.join().unwrap_or_else(|_| Err("ack reader panicked".into()));
-        sent.and(read)
+        sent.and(read).map_err(|e| first_error.get().cloned().unwrap_or(e))
     })
 }
 
@@ -714,7 +723,17 @@ fn read_acks<C: Conn>(s: &Shared, i: usize, conn: &mut C) -> Result<(), String> 
         }
         {
             let mut st = lock(f);
+            // Nothing after the last queued group was sent: a backup that acknowledges more
+            // would free log space it does not hold.
+            let queued = st.queue.back().map_or(st.base, |g| g.seq.max(st.base));
             let l = &mut st.links[i];
+            if h.seq > queued.max(l.acked_seq) {
+                return Err(format!(
+                    "the backup acknowledged group {}, but no group after {} was sent to it",
+                    h.seq,
+                    queued.max(l.acked_seq)
+                ));
+            }
             if h.seq > l.acked_seq {
                 l.acked_seq = h.seq;
             }

@@ -67,6 +67,9 @@ pub(crate) fn log_of(s: &Shared, lane: u16) -> Result<&LogFile, String> {
 /// Receives the lane until it ends.
 pub(crate) fn run<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
     let end = receive(s, conn, tag);
+    if let LaneEnd::Violation(v) = &end {
+        *lock(&s.stats.last_violation) = Some(format!("session {:#x} lane {}: {v}", tag.session, tag.lane));
+    }
     if let LaneEnd::Storage(msg) = &end {
         // Tell the primary why before closing: its sync fails with this message.
         let mut body = Vec::new();
@@ -154,6 +157,13 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             }
         };
         let h = slot.accepted.header;
+        // A group's numbers are checked against the whole session (every lane) before any of
+        // it touches the log.
+        if let Some((first, last)) = slot.accepted.begins_group() {
+            if let Err(v) = super::session::take_seqs(s, tag, first, last) {
+                return LaneEnd::Violation(v);
+            }
+        }
         match h.kind {
             FrameKind::Data | FrameKind::Skip | FrameKind::Copied => {}
             FrameKind::Heartbeat => {

@@ -145,6 +145,8 @@ pub(crate) struct Stats {
     pub bytes_received: AtomicU64,
     pub last_received_seq: AtomicU64,
     pub violations: AtomicU64,
+    /// What the last protocol violation on a data lane was.
+    pub last_violation: Mutex<Option<String>>,
     pub sessions: AtomicU64,
     /// Copy frames that failed their check and were asked for again.
     pub copy_retries: AtomicU64,

@@ -10,6 +10,7 @@ use super::{apply, Shared};
 use mojim_core::encode::SessionTag;
 use mojim_core::handshake::Refusal;
 use mojim_core::receive::Violation;
+use mojim_core::seq_window::{window_for_logs, SeqWindow};
 use mojim_format::handshake::{Hello, RefuseCode, Welcome};
 use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
 use std::sync::atomic::Ordering;
@@ -44,6 +45,9 @@ pub(crate) struct Session {
     /// again (CopyRetry): `(offset, len)`. The copy cannot end until each is covered by a Copy
     /// frame that landed.
     copy_retry: Vec<(u64, u64)>,
+    /// The session's sequence numbers across its lanes: each taken once, none applied before,
+    /// none too far ahead (see `mojim_core::seq_window`).
+    seqs: SeqWindow,
 }
 
 /// A copy into this node, as status shows it. `received_bytes` counts everything received
@@ -85,6 +89,10 @@ pub(crate) fn join(
     loop {
         if s.shutdown.load(Ordering::SeqCst) {
             return Err(Refusal { code: RefuseCode::Busy, message: "the mirror is shutting down".into() });
+        }
+        // A failed data area takes nothing more until a restart recovers it from the logs.
+        if let Some(msg) = s.storage_failed.get() {
+            return Err(Refusal { code: RefuseCode::Storage, message: msg.clone() });
         }
         // Checked before anything else: a stale primary must not end the current session.
         let epoch = s.epoch.load(Ordering::SeqCst);
@@ -169,6 +177,7 @@ pub(crate) fn join(
                     copy_started: None,
                     copy_base_bytes: 0,
                     copy_retry: Vec::new(),
+                    seqs: SeqWindow::new(next_seq, session_window(s, hello.lanes)),
                 });
                 s.stats.sessions.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(%peer, session = format!("{:#x}", hello.session), lanes = hello.lanes, next_seq, "primary session begins");
@@ -233,6 +242,30 @@ fn session_max_frame(s: &Shared, asked: u32) -> u32 {
         .unwrap_or(s.opts.log_capacity);
     let fits = (smallest_log / 2).saturating_sub(mojim_format::FRAME_HEADER_SIZE as u64) / 64 * 64;
     asked.min(s.opts.limits.max_frame).min(fits.min(u32::MAX as u64) as u32).max(64)
+}
+
+/// How far ahead of the lowest number not yet received a group of a session of `lanes` lanes
+/// may be: twice the groups those lanes' logs hold (see `mojim_core::seq_window`).
+fn session_window(s: &Shared, lanes: u16) -> u64 {
+    window_for_logs(
+        s.lanes
+            .iter()
+            .take(lanes as usize)
+            .map(|l| l.lock().unwrap_or_else(|p| p.into_inner()).space().capacity()),
+    )
+}
+
+/// Takes the sequence numbers `first ..= last` for a group that begins on lane `tag.lane`, before
+/// any of it touches a log: each number once per session, on any lane, none applied before the
+/// session began, none beyond the session's window. A violation ends the session (the caller
+/// closes the lane) and changes nothing.
+pub(crate) fn take_seqs(s: &Shared, tag: SessionTag, first: u64, last: u64) -> Result<(), Violation> {
+    let mut slot = lock(s);
+    match slot.current.as_mut().filter(|c| c.id == tag.session) {
+        Some(cur) => cur.seqs.take(tag.lane, first, last),
+        // A lane's session stays current until its last lane has left.
+        None => unreachable!("lane {} of session {:#x} runs after its session ended", tag.lane, tag.session),
+    }
 }
 
 /// The lanes whose bits are set in `mask`.

@@ -37,6 +37,10 @@ pub struct MirrorStatus {
     pub groups_received: u64,
     pub bytes_received: u64,
     pub violations: u64,
+    /// The last protocol violation that ended a data lane: the lane, the frame and what was
+    /// expected.
+    #[serde(default)]
+    pub last_violation: Option<String>,
     pub sessions: u64,
     /// Copy frames that failed their check (changed while sent, or corrupted) and were asked
     /// for again.
@@ -72,6 +76,11 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
     let (lag_groups, lag_bytes, applied) = {
         let c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
         (c.cp.waiting(), c.waiting_bytes, c.cp.applied_seq())
+    };
+    // A failed data area holds what was persisted before the failure, and no more.
+    let applied = match s.storage_failed.get() {
+        Some(_) => s.region.applied_seq().unwrap_or(applied).min(applied),
+        None => applied,
     };
     let lanes = s
         .lanes
@@ -113,6 +122,7 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         groups_received: s.stats.groups_received.load(Ordering::Relaxed),
         bytes_received: s.stats.bytes_received.load(Ordering::Relaxed),
         violations: s.stats.violations.load(Ordering::Relaxed),
+        last_violation: s.stats.last_violation.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         sessions: s.stats.sessions.load(Ordering::Relaxed),
         copy_retries: s.stats.copy_retries.load(Ordering::Relaxed),
         groups_persisted: s.stats.groups_persisted.load(Ordering::Relaxed),

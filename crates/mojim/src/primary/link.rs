@@ -577,6 +577,16 @@ impl<C: Conn> Link<C> {
                     }
                 }
                 FrameKind::CopyRetry if h.body_len == 0 && h.session == self.session => {
+                    // `offset` and `seq` (the length) name a Copy frame this node sent: inside
+                    // the region, and not empty.
+                    let size = self.limits.region_size;
+                    if h.seq == 0 || h.offset.checked_add(h.seq).is_none_or(|end| end > size) {
+                        return Err(self.fail(format!(
+                            "mirror {} asked again for {} bytes at offset {} on lane {}, outside the region of \
+                             {size} bytes",
+                            self.mirror, h.seq, h.offset, lane.index
+                        )));
+                    }
                     let mut asked = lock(&self.retries);
                     if asked.len() >= MAX_RETRIES_ASKED {
                         drop(asked);
