@@ -9,82 +9,16 @@
 //! restart recovers the data area from the logs to every acknowledged group.
 //!
 //! Needs root (to mount a tmpfs, and a loop device with ext4 for the second); without it, or
-//! without `mkfs.ext4`, `losetup` or `filefrag`, a test says so and passes.
+//! without `mkfs.ext4`, `losetup` or `filefrag`, a test says so and passes, unless
+//! `MOJIM_TEST_STRICT` is set (as `./scripts/test` sets it).
 
 mod common;
 
+use common::storage::{run, Tmpfs};
 use common::{assert_same_image, mirror_image, wait_applied, wait_status, Cluster, Rng};
 use mojim::Primary;
 use std::fs::OpenOptions;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// Runs a command; its failure, with what it printed, as an error.
-fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(cmd).args(args).output().map_err(|e| format!("run {cmd}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{cmd} {} failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// A tmpfs of a fixed size on a fresh folder, unmounted (and the folder removed) on drop.
-struct Tmpfs {
-    dir: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(test: &str, size: &str) -> Result<Tmpfs, String> {
-        if !rustix::process::geteuid().is_root() {
-            return Err("not running as root".into());
-        }
-        let dir = common::test_root().join(format!("mojim-mp-{}-{test}-tmpfs", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-        let path = dir.to_str().ok_or("a non-UTF-8 path")?;
-        if let Err(e) = run("mount", &["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs", path]) {
-            let _ = std::fs::remove_dir(&dir);
-            return Err(e);
-        }
-        Ok(Tmpfs { dir })
-    }
-
-    fn path(&self) -> &Path {
-        &self.dir
-    }
-
-    /// Fills the file system with one file (so that no page is left to allocate); returns it.
-    fn fill(&self) -> PathBuf {
-        let p = self.dir.join("filler");
-        let mut f = std::fs::File::create(&p).expect("create the filler");
-        let chunk = vec![0xffu8; 64 << 10];
-        loop {
-            match f.write(&chunk) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error()) => break,
-                Err(e) => panic!("fill {}: {e}", p.display()),
-            }
-        }
-        p
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let path = self.dir.to_str().unwrap_or_default();
-        if run("umount", &[path]).is_err() {
-            // Busy (a process still holds a file there): detach it now, it goes when released.
-            let _ = run("umount", &["-l", path]);
-        }
-        let _ = std::fs::remove_dir(&self.dir);
-    }
-}
 
 /// Frees the blocks of `[offset, offset + len)` of `path` (its size stays): on a tmpfs, writing
 /// there again needs free pages.
@@ -117,7 +51,7 @@ fn a_failed_write_to_a_disk_data_area_stops_the_mirror_and_recovery_loses_nothin
     let fs = match Tmpfs::mount("pwritefail", "4m") {
         Ok(t) => t,
         Err(why) => {
-            println!("skipped: cannot mount a tmpfs for the data area: {why}");
+            common::skip(&format!("cannot mount a tmpfs for the data area: {why}"));
             return;
         }
     };
@@ -240,7 +174,7 @@ fn a_log_tail_that_cannot_be_persisted_stops_the_mirror_and_recovery_loses_nothi
     let disk = match ThinDisk::new("tailfail") {
         Ok(d) => d,
         Err(why) => {
-            println!("skipped: cannot make a thin disk for the mirror's logs: {why}");
+            common::skip(&format!("cannot make a thin disk for the mirror's logs: {why}"));
             return;
         }
     };

@@ -1,61 +1,16 @@
 //! The mirror's log folder is on a full file system: the mirror refuses the primary's lanes with
 //! an error that names the storage problem, nothing is reported durable, and the mirror lives on.
 //!
-//! Needs root (to mount a small tmpfs); without it the test says so and passes.
+//! Needs root (to mount a small tmpfs); without it the test says so and passes, unless
+//! `MOJIM_TEST_STRICT` is set (as `./scripts/test` sets it).
 
 mod common;
 
+use common::storage::Tmpfs;
 use common::{wait_status, Cluster};
 use mojim::config::OnMirrorLoss;
 use mojim::{Error, Primary};
 use mojim_format::handshake::RefuseCode;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// A tmpfs of a fixed size, unmounted (and its folder removed) on drop.
-struct Tmpfs {
-    dir: PathBuf,
-}
-
-impl Tmpfs {
-    /// Mounts a tmpfs of `size` (as `mount -o size=` takes it) on a fresh folder, or says why not.
-    fn mount(test: &str, size: &str) -> Result<Tmpfs, String> {
-        if !rustix::process::geteuid().is_root() {
-            return Err("not running as root".into());
-        }
-        let dir = common::test_root().join(format!("mojim-mp-{}-{test}-tmpfs", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
-            .output()
-            .map_err(|e| format!("run mount: {e}"))?;
-        if !out.status.success() {
-            let _ = std::fs::remove_dir(&dir);
-            return Err(format!(
-                "mount failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(Tmpfs { dir })
-    }
-
-    fn path(&self) -> &Path {
-        &self.dir
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let ok = Command::new("umount").arg(&self.dir).status().is_ok_and(|s| s.success());
-        if !ok {
-            // Busy (a process still holds a file there): detach it now, it goes when released.
-            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
-        }
-        let _ = std::fs::remove_dir(&self.dir);
-    }
-}
 
 #[test]
 fn a_full_log_file_system_refuses_the_lane_and_nothing_is_reported_durable() {
@@ -63,7 +18,7 @@ fn a_full_log_file_system_refuses_the_lane_and_nothing_is_reported_durable() {
     let logs = match Tmpfs::mount("fullfs", "2m") {
         Ok(t) => t,
         Err(why) => {
-            println!("skipped: cannot mount a tmpfs for the mirror's logs: {why}");
+            common::skip(&format!("cannot mount a tmpfs for the mirror's logs: {why}"));
             return;
         }
     };

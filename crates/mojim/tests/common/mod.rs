@@ -3,6 +3,8 @@
 //! mirror to catch up, and comparing images without printing megabytes.
 #![allow(dead_code)] // Each test binary uses a different part of this module.
 
+pub mod storage;
+
 use mojim::admin::AdminClient;
 use mojim::child::ChildNode;
 use mojim::config::{random_uuid, template, ConfigFile};
@@ -56,6 +58,16 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A test that cannot run here (`why`: a missing tool, no root) passes saying so, unless
+/// `MOJIM_TEST_STRICT` is set, as `./scripts/test` sets it (it installs what the tests need):
+/// then it fails. Returns only when skipping is allowed.
+pub fn skip(why: &str) {
+    if std::env::var_os("MOJIM_TEST_STRICT").is_some_and(|v| v != "0") {
+        panic!("this test cannot run: {why} (MOJIM_TEST_STRICT is set: ./scripts/test installs what the tests need and runs as root)");
+    }
+    println!("skipped: {why}");
 }
 
 /// The seed of a randomised test: `MOJIM_TEST_SEED` if set, else fresh. Printed, so that a
