@@ -68,7 +68,7 @@ impl LocalCluster {
         let poll = shape.busy_poll_us.to_string();
         let thresh = shape.checkpoint_thresh.map(|t| t.to_string());
         let base_cfg = dir.join(format!("{name}.toml"));
-        crate::config::write_private(&base_cfg, &base).map_err(Error::io("write config"))?;
+        crate::config::write_private(&base_cfg, base).map_err(Error::io("write config"))?;
         let base_cfg = path(&base_cfg);
         let mut backups = Vec::new();
         for i in 0..shape.backups {
