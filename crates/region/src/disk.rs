@@ -11,7 +11,7 @@ use mojim_format::region::{
 };
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// A region file accessed with positioned reads and writes.
@@ -22,12 +22,14 @@ pub struct DiskRegion {
 }
 
 impl DiskRegion {
-    /// Creates a zeroed region file of `size` data bytes, its blocks reserved.
+    /// Creates a zeroed region file of `size` data bytes, its blocks reserved, readable and
+    /// writable by its owner only (as a mapped region file).
     pub fn create(path: &Path, region_uuid: [u8; 16], size: u64) -> Result<DiskRegion, MapError> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(path)
             .map_err(err(path, "create"))?;
         let len = REGION_HEADER_SIZE as u64 + size;
@@ -163,6 +165,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("d");
         let d = DiskRegion::create(&p, [4; 16], 8192).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600, "owner only");
         d.write(8000, b"disk").unwrap();
         d.sync().unwrap();
         d.set_applied_seq(9).unwrap();
