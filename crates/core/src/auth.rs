@@ -1,8 +1,9 @@
 //! Challenge–response proofs of the cluster secret (HMAC-SHA256), in both directions.
 //!
-//! The accepting side proves first, over the connecting side's Hello and its own fresh nonce;
-//! the connecting side then proves over the same Hello and both nonces. Each proof carries its
-//! own label, so neither can be replayed as the other.
+//! The connecting side proves first, over its Hello (which holds its fresh nonce) and the
+//! accepting side's fresh nonce; only once that proof checks does the accepting side prove,
+//! over the same bytes. So an anonymous peer gets nothing that depends on the secret. Each
+//! proof carries its own label, so neither can be replayed as the other.
 
 use hmac::{Hmac, Mac};
 use mojim_format::handshake::{NONCE_SIZE, PROOF_SIZE};
@@ -10,8 +11,8 @@ use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
-const SERVER_LABEL: &[u8] = b"mojim v1 server proof";
-const CLIENT_LABEL: &[u8] = b"mojim v1 client proof";
+const SERVER_LABEL: &[u8] = b"mojim v3 server proof";
+const CLIENT_LABEL: &[u8] = b"mojim v3 client proof";
 
 fn mac(secret: &[u8], label: &[u8], hello: &[u8], nonces: &[&[u8; NONCE_SIZE]]) -> HmacSha256 {
     // HMAC takes keys of any length, so this cannot fail.

@@ -3,18 +3,22 @@
 //! ```text
 //! connecting side                     accepting side
 //!   Hello{role, region, epoch, nonce_c} ─▶  version checked by the header
-//!                                     ◀─ Challenge{nonce_s, proof_s}
-//!   verifies proof_s                   
-//!   Proof{proof_c}                     ─▶ verifies proof_c, then region and epoch
+//!                                     ◀─ Challenge{nonce_s}
+//!   Proof{proof_c}                     ─▶ verifies proof_c (a wrong one: Refuse{Secret}, close)
+//!                                     ◀─ Proof{proof_s}
+//!   verifies proof_s                      checks region and epoch
 //!                                     ◀─ Welcome{next_seq, ...} | Refuse{code, message}
 //! ```
-//! Nothing about the region is revealed to a peer that has not proven the secret.
+//! The connecting side proves the secret first, so a peer that has not proven it receives
+//! nothing that depends on the secret (no value to test guessed secrets against) and nothing
+//! about the region. The connecting side believes a Welcome only after the accepting side's
+//! proof.
 
 use crate::auth;
 use mojim_format::frame::FrameError;
 use mojim_format::handshake::{
     decode_proof, decode_refuse, BodyFormatError, Challenge, Hello, PeerRole, RefuseCode, Welcome,
-    HELLO_SIZE, NONCE_SIZE, PROOF_SIZE,
+    CHALLENGE_SIZE, HELLO_SIZE, NONCE_SIZE, PROOF_SIZE,
 };
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use std::fmt;
@@ -85,11 +89,15 @@ fn expect(h: &FrameHeader, body: &[u8], kind: FrameKind) -> Result<(), Handshake
 pub struct ClientHandshake {
     hello: [u8; HELLO_SIZE],
     secret: Vec<u8>,
+    /// The accepting side's nonce, once its Challenge came.
+    nonce: Option<[u8; NONCE_SIZE]>,
+    /// Whether the accepting side has proven the secret.
+    verified: bool,
 }
 
 impl ClientHandshake {
     pub fn new(hello: &Hello, secret: &[u8]) -> ClientHandshake {
-        ClientHandshake { hello: hello.encode(), secret: secret.to_vec() }
+        ClientHandshake { hello: hello.encode(), secret: secret.to_vec(), nonce: None, verified: false }
     }
 
     /// The Hello frame.
@@ -97,19 +105,35 @@ impl ClientHandshake {
         frame(FrameKind::Hello, self.hello)
     }
 
-    /// Checks the Challenge and answers with the Proof frame.
-    pub fn on_challenge(&self, h: &FrameHeader, body: &[u8]) -> Result<Outgoing<PROOF_SIZE>, HandshakeError> {
+    /// Takes the Challenge and answers with this side's Proof frame.
+    pub fn on_challenge(
+        &mut self,
+        h: &FrameHeader,
+        body: &[u8],
+    ) -> Result<Outgoing<PROOF_SIZE>, HandshakeError> {
         expect(h, body, FrameKind::Challenge)?;
         let c = Challenge::decode(body).map_err(HandshakeError::Body)?;
-        if !auth::verify_server(&self.secret, &self.hello, &c.nonce, &c.proof) {
-            return Err(HandshakeError::PeerSecret);
-        }
+        self.nonce = Some(c.nonce);
         Ok(frame(FrameKind::Proof, auth::client_proof(&self.secret, &self.hello, &c.nonce)))
     }
 
-    /// Reads the verdict.
+    /// Checks the accepting side's Proof, which it sends once this side's Proof checked.
+    pub fn on_proof(&mut self, h: &FrameHeader, body: &[u8]) -> Result<(), HandshakeError> {
+        let nonce = self.nonce.expect("on_proof is called after on_challenge");
+        expect(h, body, FrameKind::Proof)?;
+        let proof = decode_proof(body).map_err(HandshakeError::Body)?;
+        if !auth::verify_server(&self.secret, &self.hello, &nonce, &proof) {
+            return Err(HandshakeError::PeerSecret);
+        }
+        self.verified = true;
+        Ok(())
+    }
+
+    /// Reads the verdict. A refusal is read at any step; a Welcome only from a peer that has
+    /// proven the secret.
     pub fn on_verdict(&self, h: &FrameHeader, body: &[u8]) -> Result<Welcome, HandshakeError> {
-        expect(h, body, FrameKind::Welcome)?;
+        let expected = if self.verified { FrameKind::Welcome } else { FrameKind::Proof };
+        expect(h, body, expected)?;
         Welcome::decode(body).map_err(HandshakeError::Body)
     }
 }
@@ -147,6 +171,14 @@ pub struct ServerHandshake {
     hello: Option<(Hello, [u8; HELLO_SIZE])>,
 }
 
+/// A peer that proved the secret.
+pub struct Accepted {
+    /// Its Hello (a primary's already checked against this node's [`Identity`]).
+    pub hello: Hello,
+    /// This side's Proof frame, to send before the verdict.
+    pub proof: Outgoing<PROOF_SIZE>,
+}
+
 impl ServerHandshake {
     /// `nonce` must be fresh randomness for this connection.
     pub fn new(secret: &[u8], nonce: [u8; NONCE_SIZE]) -> ServerHandshake {
@@ -154,12 +186,8 @@ impl ServerHandshake {
     }
 
     /// Takes the Hello (its header already decoded, so the version matched) and answers with
-    /// the Challenge.
-    pub fn on_hello(
-        &mut self,
-        h: &FrameHeader,
-        body: &[u8],
-    ) -> Result<Outgoing<{ NONCE_SIZE + PROOF_SIZE }>, Refusal> {
+    /// the Challenge: this side's nonce, nothing that depends on the secret.
+    pub fn on_hello(&mut self, h: &FrameHeader, body: &[u8]) -> Result<Outgoing<CHALLENGE_SIZE>, Refusal> {
         if h.kind != FrameKind::Hello {
             return Err(Refusal {
                 code: RefuseCode::Malformed,
@@ -170,14 +198,15 @@ impl ServerHandshake {
             .map_err(|e| Refusal { code: RefuseCode::Malformed, message: e.to_string() })?;
         let mut raw = [0u8; HELLO_SIZE];
         raw.copy_from_slice(body);
-        let proof = auth::server_proof(&self.secret, &raw, &self.nonce);
         self.hello = Some((hello, raw));
-        Ok(frame(FrameKind::Challenge, Challenge { nonce: self.nonce, proof }.encode()))
+        Ok(frame(FrameKind::Challenge, Challenge { nonce: self.nonce }.encode()))
     }
 
-    /// Takes the Proof. On success the peer is authenticated and its Hello is returned; a
-    /// primary's Hello is also checked against `me`.
-    pub fn on_proof(&mut self, h: &FrameHeader, body: &[u8], me: &Identity) -> Result<Hello, Refusal> {
+    /// Takes the connecting side's Proof. A wrong one is refused with a fixed message, before
+    /// this side proves anything. A right one authenticates the peer: its Hello is returned with
+    /// this side's Proof; a primary's Hello is also checked against `me` (a mismatch is refused,
+    /// and this side's Proof is then not sent).
+    pub fn on_proof(&mut self, h: &FrameHeader, body: &[u8], me: &Identity) -> Result<Accepted, Refusal> {
         let Some((hello, raw)) = self.hello.take() else {
             return Err(Refusal { code: RefuseCode::Malformed, message: "Proof before Hello".into() });
         };
@@ -197,8 +226,12 @@ impl ServerHandshake {
                     .into(),
             });
         }
+        let accepted = |hello| Accepted {
+            hello,
+            proof: frame(FrameKind::Proof, auth::server_proof(&self.secret, &raw, &self.nonce)),
+        };
         if hello.role == PeerRole::Admin {
-            return Ok(hello);
+            return Ok(accepted(hello));
         }
         if hello.region_uuid != me.region_uuid {
             return Err(Refusal {
@@ -237,7 +270,7 @@ impl ServerHandshake {
                 ),
             });
         }
-        Ok(hello)
+        Ok(accepted(hello))
     }
 }
 
@@ -263,16 +296,26 @@ mod tests {
 
     const ME: Identity = Identity { region_uuid: [3; 16], region_size: 1 << 20, epoch: 1, max_lanes: 8 };
 
+    fn wire<const N: usize>(o: &Outgoing<N>) -> FrameHeader {
+        let h = FrameHeader::decode(&o.header).unwrap();
+        h.check_body(&o.body).unwrap();
+        h
+    }
+
+    /// Runs the whole exchange; returns the Hello the accepting side authenticated and the
+    /// Welcome the connecting side read.
     fn run(client_secret: &[u8], server_secret: &[u8], h: Hello) -> Result<Hello, String> {
-        let c = ClientHandshake::new(&h, client_secret);
+        let mut c = ClientHandshake::new(&h, client_secret);
         let mut s = ServerHandshake::new(server_secret, [9; 32]);
         let o = c.hello();
-        let hh = FrameHeader::decode(&o.header).unwrap();
-        let ch = s.on_hello(&hh, &o.body).map_err(|r| r.to_string())?;
-        let chh = FrameHeader::decode(&ch.header).unwrap();
-        let p = c.on_challenge(&chh, &ch.body).map_err(|e| e.to_string())?;
-        let ph = FrameHeader::decode(&p.header).unwrap();
-        s.on_proof(&ph, &p.body, &ME).map_err(|r| r.to_string())
+        let ch = s.on_hello(&wire(&o), &o.body).map_err(|r| r.to_string())?;
+        let p = c.on_challenge(&wire(&ch), &ch.body).map_err(|e| e.to_string())?;
+        let accepted = s.on_proof(&wire(&p), &p.body, &ME).map_err(|r| r.to_string())?;
+        c.on_proof(&wire(&accepted.proof), &accepted.proof.body).map_err(|e| e.to_string())?;
+        let w = Welcome { next_seq: 4, ..Welcome::default() };
+        let wf = frame(FrameKind::Welcome, w.encode());
+        assert_eq!(c.on_verdict(&wire(&wf), &wf.body), Ok(w));
+        Ok(accepted.hello)
     }
 
     #[test]
@@ -281,9 +324,55 @@ mod tests {
     }
 
     #[test]
-    fn wrong_secret_is_caught_by_both_sides() {
+    fn a_wrong_secret_is_refused_before_the_accepting_side_proves_anything() {
         let e = run(b"k", b"other", hello()).unwrap_err();
-        assert!(e.contains("failed to prove"), "{e}");
+        assert!(e.starts_with("Secret: wrong cluster secret"), "{e}");
+    }
+
+    #[test]
+    fn what_an_unproven_peer_receives_does_not_depend_on_the_secret() {
+        // Two nodes with different secrets and the same nonce send the same bytes to a peer
+        // that has not proven the secret: the Challenge, and the refusal of a wrong Proof.
+        let answers = |secret: &[u8]| {
+            let mut s = ServerHandshake::new(secret, [9; 32]);
+            let o = ClientHandshake::new(&hello(), b"guess").hello();
+            let ch = s.on_hello(&wire(&o), &o.body).unwrap();
+            let p = frame(FrameKind::Proof, [0xab; PROOF_SIZE]);
+            let refusal = s.on_proof(&wire(&p), &p.body, &ME).err().expect("refused");
+            assert_eq!(refusal.code, RefuseCode::Secret);
+            (ch.header, ch.body, refusal)
+        };
+        let (h1, b1, r1) = answers(b"the first secret");
+        let (h2, b2, r2) = answers(b"another secret!!");
+        assert_eq!((h1, b1, &r1), (h2, b2, &r2));
+        assert_eq!(b1, [9; 32], "the Challenge is the nonce alone");
+    }
+
+    #[test]
+    fn the_connecting_side_believes_a_welcome_only_after_the_peers_proof() {
+        let mut c = ClientHandshake::new(&hello(), b"k");
+        let ch = frame(FrameKind::Challenge, Challenge { nonce: [1; 32] }.encode());
+        c.on_challenge(&wire(&ch), &ch.body).unwrap();
+        let w = frame(FrameKind::Welcome, Welcome::default().encode());
+        let e = c.on_verdict(&wire(&w), &w.body).unwrap_err();
+        assert_eq!(e, HandshakeError::Unexpected { expected: FrameKind::Proof, found: FrameKind::Welcome });
+        // A proof made with another secret is caught.
+        let forged = frame(FrameKind::Proof, auth::server_proof(b"not k", &hello().encode(), &[1; 32]));
+        assert_eq!(c.on_proof(&wire(&forged), &forged.body), Err(HandshakeError::PeerSecret));
+        // A client proof reflected back is not a server proof.
+        let mirrored = frame(FrameKind::Proof, auth::client_proof(b"k", &hello().encode(), &[1; 32]));
+        assert_eq!(c.on_proof(&wire(&mirrored), &mirrored.body), Err(HandshakeError::PeerSecret));
+        assert!(c.on_verdict(&wire(&w), &w.body).is_err());
+        // A refusal is read at any step.
+        let mut body = Vec::new();
+        mojim_format::handshake::encode_refuse(RefuseCode::Busy, "busy", &mut body);
+        let mut rh = FrameHeader::new(FrameKind::Refuse);
+        rh.body_len = body.len() as u32;
+        rh.body_checksum = mojim_format::checksum::crc32c(&body);
+        assert!(matches!(
+            c.on_verdict(&rh, &body),
+            Err(HandshakeError::Refused { code: RefuseCode::Busy, .. })
+        ));
     }
 
     #[test]

@@ -45,9 +45,10 @@ pub enum FrameKind {
     Ack = 2,
     /// Handshake: the connecting side introduces itself.
     Hello = 3,
-    /// Handshake: the accepting side's nonce and proof.
+    /// Handshake: the accepting side's nonce.
     Challenge = 4,
-    /// Handshake: the connecting side's proof.
+    /// Handshake: a side's proof of the secret: the connecting side's first; the accepting
+    /// side answers a valid one with its own.
     Proof = 5,
     /// Handshake: accepted; the body says where to resume.
     Welcome = 6,

@@ -8,7 +8,7 @@ use std::fmt;
 pub const NONCE_SIZE: usize = 32;
 pub const PROOF_SIZE: usize = 32;
 pub const HELLO_SIZE: usize = 96;
-pub const CHALLENGE_SIZE: usize = NONCE_SIZE + PROOF_SIZE;
+pub const CHALLENGE_SIZE: usize = NONCE_SIZE;
 pub const WELCOME_SIZE: usize = 64;
 pub const REQUEST_SIZE: usize = 24;
 /// Longest JSON body of an operator's command.
@@ -132,31 +132,25 @@ impl Hello {
     }
 }
 
-/// The accepting side's nonce and its proof of the secret.
+/// The accepting side's fresh nonce. It carries nothing that depends on the secret: the
+/// accepting side proves the secret only after the connecting side has (see `docs/FORMAT.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Challenge {
     pub nonce: [u8; NONCE_SIZE],
-    pub proof: [u8; PROOF_SIZE],
 }
 
 impl Challenge {
     pub fn encode(&self) -> [u8; CHALLENGE_SIZE] {
-        let mut b = [0u8; CHALLENGE_SIZE];
-        b[..NONCE_SIZE].copy_from_slice(&self.nonce);
-        b[NONCE_SIZE..].copy_from_slice(&self.proof);
-        b
+        self.nonce
     }
 
     pub fn decode(b: &[u8]) -> Result<Challenge, BodyFormatError> {
-        let b = exact::<CHALLENGE_SIZE>("Challenge", b)?;
-        let mut c = Challenge { nonce: [0; NONCE_SIZE], proof: [0; PROOF_SIZE] };
-        c.nonce.copy_from_slice(&b[..NONCE_SIZE]);
-        c.proof.copy_from_slice(&b[NONCE_SIZE..]);
-        Ok(c)
+        Ok(Challenge { nonce: *exact::<CHALLENGE_SIZE>("Challenge", b)? })
     }
 }
 
-/// The connecting side's proof of the secret.
+/// A Proof body: one side's proof of the secret (the connecting side's, then the accepting
+/// side's).
 pub fn decode_proof(b: &[u8]) -> Result<[u8; PROOF_SIZE], BodyFormatError> {
     Ok(*exact::<PROOF_SIZE>("Proof", b)?)
 }

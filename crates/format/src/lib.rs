@@ -18,4 +18,6 @@ mod bytes;
 pub use frame::{FrameError, FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 
 /// The protocol version spoken by this build. A peer with another version is refused.
-pub const PROTOCOL_VERSION: u8 = 2;
+/// Version 3: the connecting side proves the secret first (version 2's Challenge carried the
+/// accepting side's proof).
+pub const PROTOCOL_VERSION: u8 = 3;

@@ -274,14 +274,14 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         let mut s = Setup::new(
             Some(dir.clone()),
             dir.join("region.mojim"),
-            Secret(b"bench".to_vec()),
+            Secret(b"mojim-bench-secret".to_vec()),
             Limits::default(),
         );
         let id = RegionId { uuid: random_uuid(), size: a.region_size };
         crate::create_region(&s.region_path, id)?;
-        let base = template(&id.uuid, id.size, "bench", "127.0.0.1:0");
+        let base = template(&id.uuid, id.size, "mojim-bench-secret", "127.0.0.1:0");
         let cfg = dir.join("mojim.toml");
-        std::fs::write(&cfg, &base).map_err(Error::io("write config"))?;
+        crate::config::write_private(&cfg, &base).map_err(Error::io("write config"))?;
         let cfg = cfg.to_str().unwrap_or_default().to_string();
         let poll = a.busy_poll_us.to_string();
         let thresh = a.checkpoint_thresh.map(|t| t.to_string());

@@ -58,7 +58,7 @@ const GROUP: u64 = 4096;
 const WARM_ACKS: u64 = 1000;
 /// Acknowledged groups of the new worker before a round ends.
 const AFTER_ACKS: u64 = 200;
-const SECRET: &[u8] = b"bench";
+const SECRET: &[u8] = b"mojim-bench-secret";
 /// Most time for any one step of a round (a node's start, a warm-up, a resync).
 const STEP: Duration = Duration::from_secs(60);
 /// How long `promote` may wait for the backups to catch up (as `mojim promote`'s default).
@@ -295,7 +295,7 @@ fn ms(from: u64, to: u64) -> f64 {
 /// defaults).
 fn write_config(dir: &Path, size: u64, etcd: Option<&str>) -> Result<PathBuf> {
     let id = RegionId { uuid: crate::config::random_uuid(), size };
-    let base = template(&id.uuid, id.size, "bench", "127.0.0.1:0");
+    let base = template(&id.uuid, id.size, "mojim-bench-secret", "127.0.0.1:0");
     let mut f: ConfigFile =
         toml::from_str(&base).map_err(|e| Error::Config(format!("benchmark config: {e}")))?;
     f.primary.lanes = 1;
@@ -305,7 +305,7 @@ fn write_config(dir: &Path, size: u64, etcd: Option<&str>) -> Result<PathBuf> {
     }
     let text = toml::to_string(&f).map_err(|e| Error::Config(format!("benchmark config: {e}")))?;
     let p = dir.join("mojim.toml");
-    std::fs::write(&p, text).map_err(Error::io(format!("write {}", p.display())))?;
+    crate::config::write_private(&p, &text).map_err(Error::io(format!("write {}", p.display())))?;
     Ok(p)
 }
 

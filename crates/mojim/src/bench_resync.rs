@@ -59,7 +59,7 @@ const FILL_PIECE: u64 = 1 << 20;
 const STREAM_PIECE: u64 = 1 << 20;
 /// Random 1 MiB windows compared besides the changed chunks after `bitmap` and `log`.
 const SAMPLE_WINDOWS: u64 = 16;
-const SECRET: &[u8] = b"bench";
+const SECRET: &[u8] = b"mojim-bench-secret";
 /// How often the catch-up of `log` is polled.
 const POLL: Duration = Duration::from_millis(1);
 
@@ -469,7 +469,7 @@ impl<'a> Round<'a> {
             a,
             exe: exe()?,
             dir,
-            base: template(&id.uuid, id.size, "bench", "127.0.0.1:0"),
+            base: template(&id.uuid, id.size, "mojim-bench-secret", "127.0.0.1:0"),
             id,
             lanes: lanes(a),
             chunks,
@@ -499,7 +499,7 @@ impl<'a> Round<'a> {
         edit(&mut f);
         let text = toml::to_string(&f).map_err(|e| Error::Config(format!("benchmark config: {e}")))?;
         let p = dir.join(format!("{name}.toml"));
-        std::fs::write(&p, text).map_err(Error::io(format!("write {}", p.display())))?;
+        crate::config::write_private(&p, &text).map_err(Error::io(format!("write {}", p.display())))?;
         Ok(p)
     }
 

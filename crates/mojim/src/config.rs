@@ -11,6 +11,8 @@ use std::str::FromStr;
 
 /// Environment variable that supplies the cluster secret (it wins over the file).
 pub const SECRET_ENV: &str = "MOJIM_SECRET";
+/// Fewest bytes in a cluster secret: a shorter one could be guessed.
+pub const MIN_SECRET_LEN: usize = 16;
 /// Default port of a mirror.
 pub const DEFAULT_PORT: u16 = 7420;
 
@@ -319,18 +321,68 @@ impl fmt::Debug for Secret {
 
 impl Secret {
     /// Resolves the secret: `MOJIM_SECRET`, else the file's, else none (allowed only when
-    /// `insecure`).
+    /// `insecure`). A secret shorter than [`MIN_SECRET_LEN`] is refused, from either.
     pub fn resolve(from_file: &str, insecure: bool) -> Result<Secret> {
         let env = std::env::var(SECRET_ENV).unwrap_or_default();
-        let s = if !env.is_empty() { env } else { from_file.to_string() };
+        let (s, from) =
+            if !env.is_empty() { (env, SECRET_ENV) } else { (from_file.to_string(), "[security] secret") };
         if s.is_empty() && !insecure {
             return Err(Error::Config(format!(
                 "no cluster secret: set `secret` in [security], or the {SECRET_ENV} environment variable, \
                  or pass --insecure to run without authentication"
             )));
         }
-        Ok(Secret(s.into_bytes()))
+        let secret = Secret(s.into_bytes());
+        secret.check(from)?;
+        Ok(secret)
     }
+
+    /// Refuses a secret shorter than [`MIN_SECRET_LEN`] bytes; `from` says where it came from.
+    /// An empty one means no authentication, which `insecure` governs.
+    pub fn check(&self, from: &str) -> Result<()> {
+        let n = self.0.len();
+        if n == 0 || n >= MIN_SECRET_LEN {
+            return Ok(());
+        }
+        Err(Error::Config(format!(
+            "the cluster secret from {from} is {n} bytes; it must be at least {MIN_SECRET_LEN}, so that it \
+             cannot be guessed: use a random one (`mojim init` without --secret writes one of 32 hex digits \
+             into mojim.toml), the same on every node"
+        )))
+    }
+}
+
+/// Writes a file that holds the cluster secret, readable and writable by its owner only (mode
+/// 0600, also when it replaces a file with another mode).
+pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    // The mode above applies only to a new file; an existing one is emptied, then restricted.
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(contents.as_bytes())
+}
+
+/// Warns, naming the file and the fix, when a configuration that holds the cluster secret is
+/// readable by its group or by others.
+fn warn_if_readable_by_others(path: &Path, file: &ConfigFile) {
+    use std::os::unix::fs::PermissionsExt;
+    if file.security.secret.is_empty() {
+        return;
+    }
+    let Ok(meta) = std::fs::metadata(path) else { return };
+    let mode = meta.permissions().mode() & 0o777;
+    let who = match (mode & 0o040 != 0, mode & 0o004 != 0) {
+        (true, true) => "its group and by others",
+        (true, false) => "its group",
+        (false, true) => "others",
+        (false, false) => return,
+    };
+    tracing::warn!(
+        "{} holds the cluster secret and is readable by {who} (mode {mode:03o}): run `chmod 600 {}`",
+        path.display(),
+        path.display()
+    );
 }
 
 /// Parses a UUID written as 32 hex digits, with or without dashes.
@@ -379,6 +431,7 @@ impl Config {
             .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))?;
         let file: ConfigFile =
             toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        warn_if_readable_by_others(path, &file);
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let c = Config { file, base };
         c.region_id()?;
@@ -633,9 +686,10 @@ lease_renew_ms = 1000
 lease_margin_ms = 500
 
 [security]
-# Shared cluster secret (HMAC-SHA256 challenge-response). The MOJIM_SECRET environment
-# variable overrides it. With no secret, nodes refuse to start unless insecure = true or
-# --insecure is given.
+# Shared cluster secret (HMAC-SHA256 challenge-response), at least 16 bytes. The MOJIM_SECRET
+# environment variable overrides it. With no secret, nodes refuse to start unless
+# insecure = true or --insecure is given. Whoever reads it can act as a primary or an operator:
+# keep this file readable by its owner only (mode 0600; see docs/SECURITY.md).
 secret = "{secret}"
 insecure = false
 "#,

@@ -2,13 +2,13 @@
 
 use crate::config::{RegionId, Secret};
 use crate::error::{Error, Result};
-use crate::net::{read_frame, timed_out, write_frame, ReadError};
+use crate::net::{read_frame, timed_out, write_frame, ReadBy, ReadError};
 use mojim_core::handshake::{ClientHandshake, HandshakeError};
 use mojim_format::handshake::{Hello, PeerRole, Welcome, NONCE_SIZE, REFUSE_MAX};
 use mojim_format::FrameHeader;
 use mojim_transport::{Conn, Transport};
 use std::io::ErrorKind;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a connection is for.
 #[derive(Clone, Copy, Debug)]
@@ -24,7 +24,8 @@ pub struct Intro {
     pub generation: u64,
 }
 
-/// Connects to `addr` and completes the handshake.
+/// Connects to `addr` and completes the handshake. Each of the peer's answers must arrive
+/// whole within `timeout` (a peer that trickles bytes does not stretch it).
 pub fn connect<T: Transport>(
     transport: &T,
     addr: &str,
@@ -33,7 +34,6 @@ pub fn connect<T: Transport>(
     intro: &Intro,
 ) -> Result<(T::Conn, Welcome)> {
     let mut conn = transport.connect(addr, timeout).map_err(Error::io(format!("connect to {addr}")))?;
-    conn.set_recv_timeout(Some(timeout)).map_err(Error::io("set timeout"))?;
     let mut nonce = [0u8; NONCE_SIZE];
     crate::random::fill(&mut nonce);
     let hello = Hello {
@@ -48,7 +48,7 @@ pub fn connect<T: Transport>(
         max_frame: intro.max_frame,
         generation: intro.generation,
     };
-    let hs = ClientHandshake::new(&hello, &secret.0);
+    let mut hs = ClientHandshake::new(&hello, &secret.0);
     let peer = addr.to_string();
     let fail = |source: HandshakeError| match source {
         HandshakeError::Refused { code, message } => Error::Refused { peer: peer.clone(), code, message },
@@ -60,6 +60,9 @@ pub fn connect<T: Transport>(
     let h = read_reply(&mut conn, addr, timeout, &mut body, "Challenge", "is a Mojim node listening there?")?;
     let proof = hs.on_challenge(&h, &body).map_err(fail)?;
     write_frame(&mut conn, &proof.header, &proof.body).map_err(Error::io(format!("send Proof to {addr}")))?;
+    // The node proves the secret as soon as it has checked this side's proof.
+    let h = read_reply(&mut conn, addr, timeout, &mut body, "Proof", "is the node stalled?")?;
+    hs.on_proof(&h, &body).map_err(fail)?;
     // A node answers a lane once the lanes of its previous session have left, and a lane's first
     // handshake once it has made the lane's log.
     let hint = match intro.role {
@@ -75,22 +78,24 @@ pub fn connect<T: Transport>(
              of several GiB (its [mirror] log_capacity) can take longer; the mirror tries again"
         }
     };
-    let h = read_reply(&mut conn, addr, timeout, &mut body, "answer to the Proof", hint)?;
+    let h = read_reply(&mut conn, addr, timeout, &mut body, "answer after the Proofs", hint)?;
     let welcome = hs.on_verdict(&h, &body).map_err(fail)?;
     conn.set_recv_timeout(None).map_err(Error::io("clear timeout"))?;
     Ok((conn, welcome))
 }
 
-/// Reads the handshake's next frame, `what`; if none comes within `timeout`, says so, and `hint`.
-fn read_reply(
-    conn: &mut impl std::io::Read,
+/// Reads the handshake's next frame, `what`; if it has not come whole within `timeout`, says
+/// so, and `hint`.
+fn read_reply<C: Conn>(
+    conn: &mut C,
     addr: &str,
     timeout: Duration,
     body: &mut Vec<u8>,
     what: &str,
     hint: &str,
 ) -> Result<FrameHeader> {
-    read_frame(conn, REFUSE_MAX, body).map_err(|e| Error::Io {
+    let mut by = ReadBy { conn, deadline: Instant::now() + timeout };
+    read_frame(&mut by, REFUSE_MAX, body).map_err(|e| Error::Io {
         op: format!("handshake with {addr}"),
         source: match e {
             ReadError::Io(e) if timed_out(&e) => {
@@ -104,7 +109,8 @@ fn read_reply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mojim_core::handshake::ServerHandshake;
+    use mojim_core::handshake::{Identity, ServerHandshake};
+    use mojim_format::FrameKind;
     use mojim_transport::TcpTransport;
     use std::io::Write;
     use std::net::TcpListener;
@@ -150,8 +156,61 @@ mod tests {
         assert!(e.contains("is a Mojim node listening there?"), "{e}");
     }
 
+    /// Answers the Hello with a Challenge, checks the Proof, and proves the secret back.
+    fn challenge_and_prove(stream: &mut std::net::TcpStream) {
+        let mut hs = ServerHandshake::new(b"a secret", [3; NONCE_SIZE]);
+        let mut body = Vec::new();
+        let h = read_frame(stream, REFUSE_MAX, &mut body).expect("Hello");
+        let challenge = hs.on_hello(&h, &body).expect("a valid Hello");
+        stream.write_all(&challenge.header).expect("send");
+        stream.write_all(&challenge.body).expect("send");
+        let h = read_frame(stream, REFUSE_MAX, &mut body).expect("Proof");
+        let me = Identity { region_uuid: [7; 16], region_size: 1 << 20, epoch: 1, max_lanes: 8 };
+        let accepted = hs.on_proof(&h, &body, &me).expect("the right secret");
+        stream.write_all(&accepted.proof.header).expect("send");
+        stream.write_all(&accepted.proof.body).expect("send");
+    }
+
     #[test]
     fn a_peer_that_never_welcomes_a_lane_points_at_the_log_and_the_timeout() {
+        let serve = |mut stream: std::net::TcpStream| {
+            challenge_and_prove(&mut stream);
+            // The answer, as from a node still making a large log, does not come.
+            hold(stream);
+        };
+        let e = connect_to(PeerRole::Primary, serve);
+        assert!(e.contains("no answer after the Proofs within 300ms"), "{e}");
+        assert!(e.contains("[mirror] log_capacity") && e.contains("[primary] connect_timeout_ms"), "{e}");
+        assert!(e.contains("previous session's lanes have left"), "{e}");
+        let e = connect_to(PeerRole::Mirror, serve);
+        assert!(e.contains("its [mirror] log_capacity") && e.contains("the mirror tries again"), "{e}");
+        let e = connect_to(PeerRole::Admin, serve);
+        assert!(e.contains("no answer after the Proofs within 300ms: is the node stalled?"), "{e}");
+    }
+
+    #[test]
+    fn a_peer_that_trickles_its_challenge_is_cut_at_the_timeout() {
+        // One byte every 50 ms: each read gets a byte well within 300 ms, the whole frame
+        // (96 bytes) does not.
+        let serve = |mut stream: std::net::TcpStream| {
+            let mut body = Vec::new();
+            let h = read_frame(&mut stream, REFUSE_MAX, &mut body).expect("Hello");
+            let mut hs = ServerHandshake::new(b"a secret", [3; NONCE_SIZE]);
+            let challenge = hs.on_hello(&h, &body).expect("a valid Hello");
+            for b in challenge.header.iter().chain(challenge.body.iter()) {
+                if stream.write_all(&[*b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            hold(stream);
+        };
+        let e = connect_to(PeerRole::Admin, serve);
+        assert!(e.contains("no Challenge within 300ms"), "{e}");
+    }
+
+    #[test]
+    fn a_peer_that_cannot_prove_the_secret_is_not_believed() {
         let serve = |mut stream: std::net::TcpStream| {
             let mut hs = ServerHandshake::new(b"a secret", [3; NONCE_SIZE]);
             let mut body = Vec::new();
@@ -159,16 +218,21 @@ mod tests {
             let challenge = hs.on_hello(&h, &body).expect("a valid Hello");
             stream.write_all(&challenge.header).expect("send");
             stream.write_all(&challenge.body).expect("send");
-            // The Proof comes; the answer, as from a node still making a large log, does not.
+            let _ = read_frame(&mut stream, REFUSE_MAX, &mut body).expect("Proof");
+            // A node that does not know the secret sends a made-up proof and a Welcome.
+            for (kind, b) in [
+                (FrameKind::Proof, vec![0x5a; 32]),
+                (FrameKind::Welcome, Welcome::default().encode().to_vec()),
+            ] {
+                let mut h = FrameHeader::new(kind);
+                h.body_len = b.len() as u32;
+                h.body_checksum = mojim_format::checksum::crc32c(&b);
+                stream.write_all(&h.to_bytes()).expect("send");
+                stream.write_all(&b).expect("send");
+            }
             hold(stream);
         };
-        let e = connect_to(PeerRole::Primary, serve);
-        assert!(e.contains("no answer to the Proof within 300ms"), "{e}");
-        assert!(e.contains("[mirror] log_capacity") && e.contains("[primary] connect_timeout_ms"), "{e}");
-        assert!(e.contains("previous session's lanes have left"), "{e}");
-        let e = connect_to(PeerRole::Mirror, serve);
-        assert!(e.contains("its [mirror] log_capacity") && e.contains("the mirror tries again"), "{e}");
         let e = connect_to(PeerRole::Admin, serve);
-        assert!(e.contains("no answer to the Proof within 300ms: is the node stalled?"), "{e}");
+        assert!(e.contains("failed to prove the cluster secret"), "{e}");
     }
 }

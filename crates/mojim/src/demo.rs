@@ -59,7 +59,7 @@ pub fn run(a: &DemoArgs) -> Result<()> {
     let uuid = random_uuid();
     let secret: String = random_uuid().iter().map(|b| format!("{b:02x}")).collect();
     let cfg_path = dir.join("mojim.toml");
-    std::fs::write(&cfg_path, template(&uuid, REGION_SIZE, &secret, "127.0.0.1:0"))
+    crate::config::write_private(&cfg_path, &template(&uuid, REGION_SIZE, &secret, "127.0.0.1:0"))
         .map_err(Error::io("write config"))?;
     crate::create_region(&dir.join("region.mojim"), crate::RegionId { uuid, size: REGION_SIZE })?;
     let exe = std::env::current_exe().map_err(Error::io("find the mojim executable"))?;

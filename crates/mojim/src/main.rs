@@ -2,7 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use mojim::admin::AdminClient;
-use mojim::config::{random_uuid, template, Config, DEFAULT_PORT};
+use mojim::config::{random_uuid, template, write_private, Config, Secret, DEFAULT_PORT};
 use mojim::size::parse_size;
 use mojim::{Error, Mirror, MirrorOptions};
 use std::io::{IsTerminal, Write};
@@ -217,6 +217,11 @@ fn main() -> ExitCode {
 }
 
 fn init(a: InitArgs) -> mojim::Result<()> {
+    if let Some(s) = &a.secret {
+        Secret(s.clone().into_bytes()).check("--secret").map_err(|e| {
+            Error::Config(format!("{e}; or leave out --secret, and `mojim init` makes a random one"))
+        })?;
+    }
     std::fs::create_dir_all(&a.dir)
         .map_err(|e| Error::Io { op: format!("create {}", a.dir.display()), source: e })?;
     let cfg_path = a.dir.join("mojim.toml");
@@ -236,7 +241,8 @@ fn init(a: InitArgs) -> mojim::Result<()> {
     });
     let uuid = random_uuid();
     mojim::create_region(&region_path, mojim::RegionId { uuid, size: a.size })?;
-    std::fs::write(&cfg_path, template(&uuid, a.size, &secret, &a.listen))
+    // The file holds the secret: readable by its owner only.
+    write_private(&cfg_path, &template(&uuid, a.size, &secret, &a.listen))
         .map_err(|e| Error::Io { op: format!("write {}", cfg_path.display()), source: e })?;
     println!("created {} and {}", region_path.display(), cfg_path.display());
     println!("copy {} to the mirror and run: mojim serve --config mojim.toml", cfg_path.display());

@@ -7,6 +7,7 @@ use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_transport::Conn;
 use std::fmt;
 use std::io::{self, IoSlice, Read};
+use std::time::Instant;
 
 /// Whether a receive failed because its timeout passed (a socket's receive timeout reports
 /// `WouldBlock`, other readers `TimedOut`).
@@ -37,6 +38,25 @@ impl fmt::Display for ReadError {
 }
 
 impl std::error::Error for ReadError {}
+
+/// A connection whose receives must all end by `deadline`: each read waits at most for the
+/// time left, so a peer that trickles bytes cannot stretch a step past it. Once the deadline
+/// has passed, a read fails with `TimedOut`.
+pub struct ReadBy<'a, C: Conn> {
+    pub conn: &'a mut C,
+    pub deadline: Instant,
+}
+
+impl<C: Conn> Read for ReadBy<'_, C> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "the deadline passed"));
+        }
+        self.conn.set_recv_timeout(Some(left))?;
+        self.conn.read(buf)
+    }
+}
 
 /// Reads one frame, its body into `body` (at most `max_body` bytes), both checked.
 pub fn read_frame(c: &mut impl Read, max_body: usize, body: &mut Vec<u8>) -> Result<FrameHeader, ReadError> {

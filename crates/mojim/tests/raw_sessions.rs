@@ -51,12 +51,14 @@ fn join(c: &Cluster, session: u64, lane: u16, lanes: u16) -> (TcpStream, Welcome
         max_frame: 64 << 10,
         generation: GENERATION,
     };
-    let hs = ClientHandshake::new(&hello, &c.secret().0);
+    let mut hs = ClientHandshake::new(&hello, &c.secret().0);
     let out = hs.hello();
     s.write_all(&out.header).and_then(|_| s.write_all(&out.body)).expect("send Hello");
     let (h, body) = read_frame(&mut s);
     let proof = hs.on_challenge(&h, &body).expect("a challenge");
     s.write_all(&proof.header).and_then(|_| s.write_all(&proof.body)).expect("send Proof");
+    let (h, body) = read_frame(&mut s);
+    hs.on_proof(&h, &body).expect("the mirror's proof");
     let (h, body) = read_frame(&mut s);
     let welcome = hs.on_verdict(&h, &body).expect("welcomed");
     (s, welcome)

@@ -58,12 +58,14 @@ impl RawSession {
                 max_frame: 64 << 10,
                 generation,
             };
-            let hs = ClientHandshake::new(&hello, &c.secret().0);
+            let mut hs = ClientHandshake::new(&hello, &c.secret().0);
             let out = hs.hello();
             s.write_all(&out.header).and_then(|_| s.write_all(&out.body)).expect("send Hello");
             let (h, body) = read_frame(&mut s).expect("a Challenge");
             let proof = hs.on_challenge(&h, &body).expect("a valid Challenge");
             s.write_all(&proof.header).and_then(|_| s.write_all(&proof.body)).expect("send Proof");
+            let (h, body) = read_frame(&mut s).expect("the mirror's Proof");
+            hs.on_proof(&h, &body).expect("the mirror's proof");
             let (h, body) = read_frame(&mut s).expect("a Welcome");
             let welcome = hs.on_verdict(&h, &body).expect("welcomed");
             first.get_or_insert(welcome);

@@ -11,7 +11,7 @@ use mojim_format::region::{
 };
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// A region file accessed with positioned reads and writes.
@@ -22,10 +22,11 @@ pub struct DiskRegion {
 }
 
 impl DiskRegion {
-    /// Creates a zeroed region file of `size` data bytes, its blocks reserved. As for a mapped
-    /// region, the file is made whole under a temporary name, synced, renamed into place, and
-    /// the folder synced: a crash never leaves a file without its header at `path`, and a power
-    /// cut never loses the name of a file whose groups were acknowledged.
+    /// Creates a zeroed region file of `size` data bytes, its blocks reserved, readable and
+    /// writable by its owner only. As for a mapped region, the file is made whole under a
+    /// temporary name, synced, renamed into place, and the folder synced: a crash never leaves a
+    /// file without its header at `path`, and a power cut never loses the name of a file whose
+    /// groups were acknowledged.
     pub fn create(path: &Path, region_uuid: [u8; 16], size: u64) -> Result<DiskRegion, MapError> {
         if path.exists() {
             return Err(err(path, "create")(io::Error::new(io::ErrorKind::AlreadyExists, "the file exists")));
@@ -38,6 +39,7 @@ impl DiskRegion {
             .read(true)
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&tmp)
             .map_err(err(path, "create"))?;
         let len = REGION_HEADER_SIZE as u64 + size;
@@ -183,6 +185,8 @@ mod tests {
         let d = DiskRegion::create(&p, [4; 16], 8192).unwrap();
         assert!(DiskRegion::create(&p, [4; 16], 8192).is_err(), "an existing region is never replaced");
         assert!(!dir.join("d.new").exists(), "the temporary name is gone once the file is whole");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600, "owner only");
         d.write(8000, b"disk").unwrap();
         d.sync().unwrap();
         d.set_applied_seq(9).unwrap();

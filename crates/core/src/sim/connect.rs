@@ -1,6 +1,6 @@
 //! One lane's handshake, run through the core's two state machines ([`ClientHandshake`] on the
 //! primary, [`ServerHandshake`] on the mirror) with every frame encoded and decoded as on the
-//! wire: Hello, Challenge, Proof, then Welcome or Refuse.
+//! wire: Hello, Challenge, the primary's Proof, the mirror's Proof, then Welcome or Refuse.
 //!
 //! The exchange is split where the daemon's mirror acts between the two halves: once the Proof
 //! is verified, the mirror joins the lane to its session (perhaps ending another session and
@@ -24,14 +24,14 @@ pub(super) struct LaneHandshake {
 pub(super) type Verdict = Result<Hello, Refusal>;
 
 impl LaneHandshake {
-    /// Hello, Challenge and Proof. Returns the handshake and the mirror's verdict: the
+    /// Hello, Challenge and both Proofs. Returns the handshake and the mirror's verdict: the
     /// authenticated Hello, or why it refuses (`me` is checked by the core).
     pub fn authenticate(
         hello: &Hello,
         nonce: [u8; NONCE_SIZE],
         me: &Identity,
     ) -> Check<(LaneHandshake, Verdict)> {
-        let client = ClientHandshake::new(hello, SECRET);
+        let mut client = ClientHandshake::new(hello, SECRET);
         let mut server = ServerHandshake::new(SECRET, nonce);
         let hello = client.hello();
         let h = wire(&hello.header, &hello.body)?;
@@ -42,7 +42,16 @@ impl LaneHandshake {
             .on_challenge(&h, &challenge.body)
             .map_err(|e| format!("the primary refused the mirror's Challenge: {e}"))?;
         let h = wire(&proof.header, &proof.body)?;
-        let verdict = server.on_proof(&h, &proof.body, me);
+        let verdict = match server.on_proof(&h, &proof.body, me) {
+            Ok(accepted) => {
+                let h = wire(&accepted.proof.header, &accepted.proof.body)?;
+                client
+                    .on_proof(&h, &accepted.proof.body)
+                    .map_err(|e| format!("the primary refused the mirror's Proof: {e}"))?;
+                Ok(accepted.hello)
+            }
+            Err(refusal) => Err(refusal),
+        };
         Ok((LaneHandshake { client }, verdict))
     }
 

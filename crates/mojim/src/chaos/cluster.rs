@@ -416,7 +416,8 @@ impl Cluster {
             f.cluster.lease_margin_ms = e.lease_margin.as_millis() as u64;
         }
         let text = toml::to_string(&f).map_err(|e| format!("chaos config: {e}"))?;
-        std::fs::write(n.config_path(), text).map_err(|e| format!("write {}: {e}", n.config_path().display()))
+        crate::config::write_private(&n.config_path(), &text)
+            .map_err(|e| format!("write {}: {e}", n.config_path().display()))
     }
 
     /// Starts node `i`'s daemon (from its folder, as it is) feeding `backups`.

@@ -254,7 +254,7 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
     for i in 0..a.trials {
         let s = trial_seed(seed, i);
         let dir = root.join(format!("trial-{i}"));
-        let shape = Shape { uuid: random_uuid(), size: 1 << 20, secret: format!("chaos-{s:x}") };
+        let shape = Shape { uuid: random_uuid(), size: 1 << 20, secret: format!("chaos-secret-{s:016x}") };
         let started = Instant::now();
         let coordinator =
             etcd.as_ref().map(|e| e.settings(format!("/mojim-chaos/{}/trial-{i}", std::process::id())));

@@ -1,29 +1,37 @@
 //! Accepting connections: the handshake, then a data lane or an operator's requests.
 
+use super::pending::{source, Pending};
 use super::{lane, session, status, Shared};
-use crate::net::{read_frame, send, write_frame};
+use crate::net::{read_frame, send, timed_out, write_frame, ReadBy, ReadError};
 use mojim_core::handshake::{Identity, Refusal, ServerHandshake};
 use mojim_format::handshake::{
-    encode_refuse, PeerRole, RefuseCode, Request, COMMAND_MAX, NONCE_SIZE, REFUSE_MAX, REQUEST_SIZE,
+    encode_refuse, Hello, PeerRole, RefuseCode, Request, COMMAND_MAX, NONCE_SIZE, REFUSE_MAX, REQUEST_SIZE,
 };
-use mojim_format::FrameKind;
+use mojim_format::{FrameHeader, FrameKind};
 use mojim_transport::{Conn, Transport};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-/// Connections still in their handshake, at most.
+/// Connections in their handshake, at most; past it, a newcomer displaces the oldest of the
+/// address that holds the most (see `pending.rs`).
 const MAX_PENDING: usize = 64;
-/// How long a peer may take over each handshake step.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections from one address in their handshake, at most; past it, a newcomer from that
+/// address displaces that address's oldest.
+const MAX_PENDING_PER_ADDRESS: usize = 16;
+/// How long a peer may take over its whole handshake, from being accepted to its Proof.
+const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
 /// Largest Reply frame of a read: a longer read is answered in frames of this size.
 pub const MAX_READ: u64 = 16 << 20;
 /// How long a reply frame of a long read may take to send: the read holds the data area
 /// against the checkpointer, so a peer that stops reading loses its connection instead.
 const LONG_READ_SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
+type PendingConns<C> = Mutex<Pending<C>>;
+
 pub(crate) fn accept_loop<T: Transport>(s: Arc<Shared>, transport: T, listener: T::Listener) {
-    let pending = Arc::new(AtomicUsize::new(0));
+    let pending: Arc<PendingConns<T::Conn>> =
+        Arc::new(Mutex::new(Pending::new(MAX_PENDING_PER_ADDRESS, MAX_PENDING)));
     loop {
         let conn = match transport.accept(&listener) {
             Ok(c) => c,
@@ -36,21 +44,32 @@ pub(crate) fn accept_loop<T: Transport>(s: Arc<Shared>, transport: T, listener: 
                 continue;
             }
         };
+        let accepted = Instant::now();
         if s.shutdown.load(Ordering::SeqCst) {
             return;
         }
-        if pending.load(Ordering::SeqCst) >= MAX_PENDING {
-            tracing::warn!(peer = %conn.peer(), "too many connections in handshake; closing");
-            conn.shutdown();
-            continue;
+        let closer = match conn.try_clone() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(peer = %conn.peer(), error = %e, "cannot clone connection; closing");
+                conn.shutdown();
+                continue;
+            }
+        };
+        let (id, displaced) =
+            pending.lock().unwrap_or_else(PoisonError::into_inner).admit(&source(&conn.peer()), closer);
+        // Its thread sees the connection end, and says why.
+        if let Some(d) = displaced {
+            d.shutdown();
         }
-        pending.fetch_add(1, Ordering::SeqCst);
         let s = s.clone();
         let p = pending.clone();
-        let spawned =
-            std::thread::Builder::new().name("mojim-conn".into()).spawn(move || serve_conn(&s, conn, &p));
+        let spawned = std::thread::Builder::new()
+            .name("mojim-conn".into())
+            .spawn(move || serve_conn(&s, conn, accepted, &p, id));
         if let Err(e) = spawned {
             tracing::error!(error = %e, "cannot spawn a connection thread");
+            pending.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
         }
     }
 }
@@ -61,13 +80,22 @@ fn refuse<C: Conn>(conn: &mut C, r: &Refusal) {
     let _ = send(conn, FrameKind::Refuse, 0, &body);
 }
 
-fn serve_conn<C: Conn>(s: &Shared, mut conn: C, pending: &AtomicUsize) {
+fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &PendingConns<C>, id: u64) {
     let peer = conn.peer();
-    let hello = handshake(s, &mut conn, &peer);
-    pending.fetch_sub(1, Ordering::SeqCst);
+    let hello = handshake(s, &mut conn, &peer, accepted + HANDSHAKE_DEADLINE);
+    let kept = pending.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
     let hello = match hello {
         Ok(h) => h,
         Err(reason) => {
+            let reason = if kept {
+                reason
+            } else {
+                format!(
+                    "displaced by a newer connection: more than {MAX_PENDING_PER_ADDRESS} from {} or \
+                     {MAX_PENDING} in all were in their handshake",
+                    source(&peer)
+                )
+            };
             s.stats.violations.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%peer, %reason, "connection refused");
             conn.shutdown();
@@ -120,39 +148,55 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, pending: &AtomicUsize) {
     }
 }
 
-fn handshake<C: Conn>(
-    s: &Shared,
+/// Reads the handshake's next frame, `what`, which must have come whole by `deadline`.
+fn read_step<C: Conn>(
     conn: &mut C,
-    peer: &str,
-) -> Result<mojim_format::handshake::Hello, String> {
-    conn.set_recv_timeout(Some(HANDSHAKE_TIMEOUT)).map_err(|e| e.to_string())?;
+    deadline: Instant,
+    body: &mut Vec<u8>,
+    what: &str,
+) -> Result<FrameHeader, (ReadError, String)> {
+    read_frame(&mut ReadBy { conn, deadline }, 256, body).map_err(|e| {
+        let m = match &e {
+            ReadError::Io(io) if timed_out(io) => {
+                format!("no whole {what} within {HANDSHAKE_DEADLINE:?} of connecting")
+            }
+            e => format!("bad {what}: {e}"),
+        };
+        (e, m)
+    })
+}
+
+/// Runs the accepting side's handshake; the peer must have sent its Proof by `deadline`.
+/// Returns the Hello of a peer that proved the secret, after this side's Proof is sent.
+fn handshake<C: Conn>(s: &Shared, conn: &mut C, peer: &str, deadline: Instant) -> Result<Hello, String> {
     let mut nonce = [0u8; NONCE_SIZE];
     crate::random::fill(&mut nonce);
     let mut hs = ServerHandshake::new(&s.opts.secret.0, nonce);
     let mut body = Vec::with_capacity(256);
-    let h = read_frame(conn, 256, &mut body).map_err(|e| {
-        if let crate::net::ReadError::Frame(mojim_format::FrameError::Version { .. }) = e {
+    let h = read_step(conn, deadline, &mut body, "Hello").map_err(|(e, m)| {
+        if let ReadError::Frame(mojim_format::FrameError::Version { .. }) = e {
             refuse(conn, &Refusal { code: RefuseCode::Version, message: e.to_string() });
         }
-        format!("bad Hello: {e}")
+        m
     })?;
     let challenge = hs.on_hello(&h, &body).map_err(|r| {
         refuse(conn, &r);
         r.to_string()
     })?;
     write_frame(conn, &challenge.header, &challenge.body).map_err(|e| e.to_string())?;
-    let h = read_frame(conn, 256, &mut body).map_err(|e| format!("bad Proof: {e}"))?;
+    let h = read_step(conn, deadline, &mut body, "Proof").map_err(|(_, m)| m)?;
     let me = Identity {
         region_uuid: s.opts.region.uuid,
         region_size: s.opts.region.size,
         epoch: s.epoch.load(Ordering::SeqCst),
         max_lanes: s.opts.max_lanes,
     };
-    let hello = hs.on_proof(&h, &body, &me).map_err(|r| {
+    let accepted = hs.on_proof(&h, &body, &me).map_err(|r| {
         refuse(conn, &r);
         format!("{r} (from {peer})")
     })?;
-    Ok(hello)
+    write_frame(conn, &accepted.proof.header, &accepted.proof.body).map_err(|e| e.to_string())?;
+    Ok(accepted.hello)
 }
 
 fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str) {

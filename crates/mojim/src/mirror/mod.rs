@@ -11,6 +11,7 @@ mod command;
 mod data;
 mod forward;
 mod lane;
+mod pending;
 mod session;
 mod status;
 mod takeover;

@@ -1,0 +1,139 @@
+//! Connections still in their handshake: bounded per source address and in all.
+//!
+//! A peer that has not proven the secret holds a thread and a place here until its handshake
+//! ends, at most the handshake's deadline. When a limit is reached, a newcomer is never turned
+//! away: it displaces the oldest pending connection of its own address if that address is at
+//! its limit, else (all places taken) the oldest of the address that holds the most. A peer
+//! that proves the secret needs its place for one round trip, so slow peers, even from the
+//! operator's own address, cannot keep it out; only a peer that opens connections faster than
+//! a handshake completes can (a flood, which these limits do not claim to stop).
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+
+/// A pending connection's source: the IP address of `peer` ("ip:port"), or `peer` itself when
+/// it is not a socket address.
+pub(crate) fn source(peer: &str) -> String {
+    match peer.parse::<SocketAddr>() {
+        Ok(a) => a.ip().to_canonical().to_string(),
+        Err(_) => peer.to_string(),
+    }
+}
+
+struct Entry<C> {
+    id: u64,
+    source: String,
+    conn: C,
+}
+
+/// The pending connections, oldest first.
+pub(crate) struct Pending<C> {
+    per_source: usize,
+    total: usize,
+    next_id: u64,
+    entries: VecDeque<Entry<C>>,
+}
+
+impl<C> Pending<C> {
+    pub fn new(per_source: usize, total: usize) -> Pending<C> {
+        assert!(
+            1 <= per_source && per_source <= total,
+            "pending limits {per_source} per source, {total} in all"
+        );
+        Pending { per_source, total, next_id: 0, entries: VecDeque::with_capacity(total) }
+    }
+
+    /// Admits a connection from `source`; returns its id and the connection it displaced (for
+    /// the caller to close), if a limit was reached.
+    pub fn admit(&mut self, source: &str, conn: C) -> (u64, Option<C>) {
+        let from_source = self.entries.iter().filter(|e| e.source == source).count();
+        let victim = if from_source >= self.per_source {
+            self.entries.iter().position(|e| e.source == source)
+        } else if self.entries.len() >= self.total {
+            let mut counts: HashMap<&str, usize> = HashMap::new();
+            for e in &self.entries {
+                *counts.entry(e.source.as_str()).or_default() += 1;
+            }
+            let most = counts.values().copied().max().unwrap_or(0);
+            self.entries.iter().position(|e| counts[e.source.as_str()] == most)
+        } else {
+            None
+        };
+        let displaced = victim.and_then(|i| self.entries.remove(i)).map(|e| e.conn);
+        let id = self.next_id;
+        self.next_id += 1;
+        self.entries.push_back(Entry { id, source: source.to_string(), conn });
+        assert!(self.entries.len() <= self.total);
+        (id, displaced)
+    }
+
+    /// Ends connection `id`'s place; false if it was displaced before.
+    pub fn remove(&mut self, id: u64) -> bool {
+        match self.entries.iter().position(|e| e.id == id) {
+            Some(i) => {
+                self.entries.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_are_ip_addresses() {
+        assert_eq!(source("127.0.0.1:4000"), "127.0.0.1");
+        assert_eq!(source("[::ffff:10.0.0.1]:80"), "10.0.0.1");
+        assert_eq!(source("[::1]:80"), "::1");
+        assert_eq!(source("mem-7"), "mem-7");
+    }
+
+    #[test]
+    fn a_source_at_its_limit_gives_up_its_oldest() {
+        let mut p = Pending::new(2, 10);
+        let (a, _) = p.admit("x", 'a');
+        let (_, none) = p.admit("x", 'b');
+        assert!(none.is_none());
+        let (_, d) = p.admit("y", 'c');
+        assert!(d.is_none(), "another source has room");
+        let (c, d) = p.admit("x", 'd');
+        assert_eq!(d, Some('a'), "x was at its limit");
+        assert!(!p.remove(a), "a was displaced");
+        assert!(p.remove(c));
+        assert_eq!(p.len(), 2);
+    }
+
+    #[test]
+    fn when_full_the_source_holding_the_most_gives_up_its_oldest() {
+        let mut p = Pending::new(3, 5);
+        for (s, c) in [("x", 'a'), ("y", 'b'), ("x", 'c'), ("y", 'd'), ("y", 'e')] {
+            assert!(p.admit(s, c).1.is_none());
+        }
+        // Full: y holds the most; its oldest goes, though x's 'a' is older.
+        assert_eq!(p.admit("z", 'f').1, Some('b'));
+        // Now x and y hold two each: the older of their oldest goes.
+        assert_eq!(p.admit("z", 'g').1, Some('a'));
+        assert_eq!(p.len(), 5);
+    }
+
+    #[test]
+    fn a_newcomer_always_gets_a_place() {
+        let mut p = Pending::new(16, 64);
+        let mut ids = Vec::new();
+        for i in 0..1000u32 {
+            let source = format!("10.0.0.{}", i % 7);
+            ids.push(p.admit(&source, i).0);
+            assert!(p.len() <= 64);
+        }
+        // The last admitted is there, whatever came before it.
+        assert!(p.remove(*ids.last().expect("admitted")));
+    }
+}
