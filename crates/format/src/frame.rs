@@ -21,7 +21,7 @@
 
 use crate::bytes::{put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
 use crate::checksum::crc32c;
-use crate::PROTOCOL_VERSION;
+use crate::{OLDEST_RECORD_VERSION, PROTOCOL_VERSION};
 use std::fmt;
 
 /// Size of a [`FrameHeader`] in bytes, on the wire and in a log.
@@ -217,6 +217,16 @@ impl FrameHeader {
     /// Decodes and verifies a header. The body, if any, is checked separately with
     /// [`FrameHeader::check_body`].
     pub fn decode(b: &[u8; FRAME_HEADER_SIZE]) -> Result<FrameHeader, FrameError> {
+        Self::decode_versions(b, PROTOCOL_VERSION)
+    }
+
+    /// As [`FrameHeader::decode`], for a log record: any version from
+    /// [`OLDEST_RECORD_VERSION`] to this one is accepted, as their headers are laid out alike.
+    pub fn decode_record(b: &[u8; FRAME_HEADER_SIZE]) -> Result<FrameHeader, FrameError> {
+        Self::decode_versions(b, OLDEST_RECORD_VERSION)
+    }
+
+    fn decode_versions(b: &[u8; FRAME_HEADER_SIZE], oldest: u8) -> Result<FrameHeader, FrameError> {
         let stored = u32_at(b, 0);
         let computed = crc32c(&b[4..]);
         if stored != computed {
@@ -226,7 +236,7 @@ impl FrameHeader {
         if magic != FRAME_MAGIC {
             return Err(FrameError::Magic { found: magic });
         }
-        if b[10] != PROTOCOL_VERSION {
+        if !(oldest..=PROTOCOL_VERSION).contains(&b[10]) {
             return Err(FrameError::Version { found: b[10], expected: PROTOCOL_VERSION });
         }
         let kind = FrameKind::from_u8(b[11]).ok_or(FrameError::Kind { found: b[11] })?;

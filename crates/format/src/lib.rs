@@ -21,3 +21,8 @@ pub use frame::{FrameError, FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 /// Version 3: the connecting side proves the secret first (version 2's Challenge carried the
 /// accepting side's proof).
 pub const PROTOCOL_VERSION: u8 = 3;
+
+/// The oldest version whose frame header has this build's layout. A log record written under
+/// it is read as one of this version's: version 3 changed only the handshake, so a mirror
+/// upgraded from version 2 with groups still in its logs recovers them.
+pub const OLDEST_RECORD_VERSION: u8 = 2;

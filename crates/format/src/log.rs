@@ -169,7 +169,7 @@ fn record_at_with(area: &[u8], pos: u64, max_body: u32, check_body: bool) -> Opt
         return None;
     }
     let hb: &[u8; FRAME_HEADER_SIZE] = area[at..at + FRAME_HEADER_SIZE].try_into().ok()?;
-    let header = FrameHeader::decode(hb).ok()?;
+    let header = FrameHeader::decode_record(hb).ok()?;
     if header.log_pos != pos {
         return None;
     }
@@ -369,6 +369,35 @@ mod tests {
         assert_eq!(p(64, 256), vec![(64, 192)]);
         assert_eq!(p(832, 1344), vec![(832, 192), (0, 320)]);
         assert_eq!(p(2048, 3072), vec![(0, 1024)]);
+    }
+
+    /// Rewrites the version byte of the record header at `at` (and its checksum).
+    fn set_version(area: &mut [u8], at: usize, version: u8) {
+        area[at + 10] = version;
+        let crc = crc32c(&area[at + 4..at + 64]);
+        area[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    #[test]
+    fn records_of_an_older_version_with_this_layout_are_found() {
+        // A mirror upgraded with groups still in its logs: records written by the previous
+        // version must not end the scan (that would drop acknowledged groups without a word).
+        let mut area = vec![0u8; 1024];
+        let next = put(&mut area, 0, 1, &[1; 100], true);
+        put(&mut area, next, 2, &[2; 100], true);
+        set_version(&mut area, 0, crate::OLDEST_RECORD_VERSION);
+        let seqs: Vec<u64> = scan(&area, 0, 1000).map(|r| r.header.seq).collect();
+        assert_eq!(seqs, vec![1, 2]);
+        // A version before that one, or after this build's, is no record.
+        for v in [crate::OLDEST_RECORD_VERSION - 1, crate::PROTOCOL_VERSION + 1] {
+            set_version(&mut area, 0, v);
+            assert!(record_at(&area, 0, 1000).is_none(), "version {v}");
+        }
+        // On the wire, only this build's version is spoken.
+        set_version(&mut area, 0, crate::OLDEST_RECORD_VERSION);
+        let hb: &[u8; 64] = area[..64].try_into().unwrap();
+        assert!(FrameHeader::decode(hb).is_err());
+        assert!(FrameHeader::decode_record(hb).is_ok());
     }
 
     #[test]
