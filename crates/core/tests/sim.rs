@@ -60,6 +60,10 @@ fn seeded_runs_keep_the_invariants() {
         // Every bad frame delivered was refused (a run fails otherwise); the rest were still in
         // flight when their session ended for another reason.
         assert!(total.violations_detected > total.violations_injected / 2, "{total}");
+        // A hostile peer that authenticated sent group numbers only the session's window refuses:
+        // groups already received on another lane, and numbers far ahead (up to 2^64-2).
+        assert!(total.seq_resends_injected > 0 && total.seq_ahead_injected > 0, "{total}");
+        assert!(total.seq_window_refusals > 0, "{total}");
     }
 }
 
@@ -97,6 +101,8 @@ fn sabotaged_mirrors_are_caught() {
         // unpersisted and still needed by the scan (about one seed in 30 of 1500 steps; seed 7
         // when this was written). A lost pad also hides a group whose apply it interrupted.
         (Sabotage::PersistGroupOnly, &["acknowledged loss", "torn or lost group"][..]),
+        // Per-lane checks alone store a group another lane already took, or a number far ahead.
+        (Sabotage::NoSeqWindow, &["stored a SeqResend frame", "stored a SeqAhead frame"][..]),
     ] {
         let seeds = if sabotage == Sabotage::PersistGroupOnly { 300 } else { 100 };
         let caught = (1..=seeds)
@@ -108,6 +114,39 @@ fn sabotaged_mirrors_are_caught() {
                 && text.contains(&format!("MOJIM_SIM_SEED={}", failure.seed)),
             "{sabotage:?} caught for another reason:\n{text}"
         );
-        eprintln!("{sabotage:?} caught with seed {}: {}", failure.seed, failure.message);
+        eprintln!(
+            "{sabotage:?} caught with seed {} at step {}: {}",
+            failure.seed, failure.step, failure.message
+        );
     }
+}
+
+/// Without the session's window (each lane checking its own numbers), both hostile cases get
+/// through: a group already received on another lane sent again, and a Data or Skip frame
+/// numbered far ahead (up to 2^64-2). In runs of 1500 steps about one seed in five catches it
+/// (38 of seeds 1..=200 when this was written): a number far ahead first at seed 1 (step 599), a
+/// resend on another lane first at seed 67.
+#[test]
+fn a_mirror_without_the_session_window_stores_both_hostile_cases() {
+    let mut first = [None, None];
+    for seed in 1..=150 {
+        let Err(failure) = run(SimConfig::new(seed).with_sabotage(Sabotage::NoSeqWindow).with_steps(1500))
+        else {
+            continue;
+        };
+        let case = if failure.message.contains("stored a SeqResend frame") {
+            0
+        } else if failure.message.contains("stored a SeqAhead frame") {
+            1
+        } else {
+            panic!("NoSeqWindow caught for another reason:\n{failure}");
+        };
+        first[case].get_or_insert((seed, failure.step));
+        if first.iter().all(Option::is_some) {
+            break;
+        }
+    }
+    let [resend, ahead] = first;
+    eprintln!("NoSeqWindow: a resend on another lane stored at (seed, step) {resend:?}, a number far ahead at {ahead:?}");
+    assert!(resend.is_some() && ahead.is_some(), "not both caught: resend {resend:?}, ahead {ahead:?}");
 }

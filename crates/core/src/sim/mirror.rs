@@ -16,10 +16,11 @@ use crate::lane::{Completed, MirrorLane, Slot};
 use crate::log_space::LogSpace;
 use crate::receive::Violation;
 use crate::recovery::{for_each_write, recover, LaneLog};
+use crate::seq_window::{window_for_logs, SeqWindow};
 use mojim_format::checksum::crc32c;
 use mojim_format::handshake::{Hello, Welcome};
 use mojim_format::log::{area_pieces, pad_header, record_at};
-use mojim_format::{FrameHeader, FRAME_HEADER_SIZE};
+use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 
 /// Complete groups one lane's queue is sized for.
 const QUEUE_CAPACITY: usize = 64;
@@ -64,6 +65,9 @@ struct Volatile {
     tags: Option<Vec<SessionTag>>,
     /// The current session's first sequence number.
     next_seq: u64,
+    /// The numbers the current session's groups took, on every lane (none with
+    /// [`Sabotage::NoSeqWindow`]).
+    seqs: Option<SeqWindow>,
     /// Highest sequence number this mirror has seen in a log or a session.
     highest_seq: u64,
     /// Lanes whose next frame waits for log space.
@@ -214,6 +218,10 @@ impl Mirror {
         }
         v.tags = Some(tags);
         v.next_seq = next_seq;
+        // One window per session, sized by the logs of its lanes, as the daemon does.
+        v.seqs = (self.cfg.sabotage != Sabotage::NoSeqWindow).then(|| {
+            SeqWindow::new(next_seq, window_for_logs((0..self.cfg.lanes).map(|_| self.cfg.log_capacity)))
+        });
         v.blocked.fill(false);
         Ok(next_seq)
     }
@@ -222,6 +230,7 @@ impl Mirror {
     /// complete group, gaps or not, and move the watermark past everything seen.
     pub fn end_session(&mut self, model: &mut Model, report: &mut SimReport) -> Check<()> {
         self.vol.tags = None;
+        self.vol.seqs = None;
         for lane in &mut self.vol.lanes {
             if let Some(seq) = lane.end_session() {
                 self.vol.highest_seq = self.vol.highest_seq.max(seq);
@@ -253,13 +262,30 @@ impl Mirror {
         };
         v.blocked[lane] = false;
         v.last_activity = now;
+        // A group's numbers are taken for the whole session (every lane) at its first frame,
+        // before anything of it touches the log, as the daemon does.
+        if let (Some(seqs), Some((first, last))) = (v.seqs.as_mut(), slot.accepted.begins_group()) {
+            if let Err(violation) = seqs.take(lane as u16, first, last) {
+                return Ok(Delivered::Rejected(violation));
+            }
+        }
         if slot.size == 0 {
-            // A control frame (the simulated primary sends none of its own; a Heartbeat can be
-            // injected): it takes no log room and belongs to no group.
-            if let Some(g) = v.lanes[lane].commit(&slot) {
+            // A control frame or a Skip (the simulated primary sends none of its own; they can
+            // be injected): it takes no log room. A Skip becomes a void group, acknowledged
+            // once the log before it is persistent, as the daemon does.
+            let Some(Completed { group: g, persist_from, persist_to }) = v.lanes[lane].commit(&slot) else {
+                return Ok(Delivered::Stored { ack: None });
+            };
+            if slot.accepted.header.kind != FrameKind::Skip {
                 return Err(format!("a {:?} frame completed group {g:?}", slot.accepted.header.kind));
             }
-            return Ok(Delivered::Stored { ack: None });
+            let area = &mut self.durable.areas[lane];
+            for (at, n) in area_pieces(area.len() as u64, persist_from, persist_to) {
+                area.persist(at as usize, n as usize);
+            }
+            v.highest_seq = v.highest_seq.max(g.seq);
+            v.ckpt.push(g);
+            return Ok(Delivered::Stored { ack: Some(ack_header(tag, g.seq)) });
         }
         check_placement(lane, &slot, v.lanes[lane].space())?;
         let area = &mut self.durable.areas[lane];
@@ -665,6 +691,19 @@ impl Mirror {
         Ok(())
     }
 
+    /// The lowest number `lane` accepts for a new group, by its own rules (a group is not open
+    /// on it), if a session is open.
+    pub fn lane_next_seq(&self, lane: usize) -> Option<u64> {
+        self.vol.tags.as_ref()?;
+        Some(self.vol.next_seq.max(self.vol.lanes[lane].max_seq().saturating_add(1)))
+    }
+
+    /// The numbers the session's window admits now, if it has one: `(lowest not yet received,
+    /// last admitted)`.
+    pub fn seq_window(&self) -> Option<(u64, u64)> {
+        self.vol.seqs.as_ref().map(|w| (w.base(), w.last_admitted()))
+    }
+
     /// Whether any lane waits for log space.
     pub fn any_blocked(&self) -> bool {
         self.vol.blocked.iter().any(|&b| b)
@@ -686,6 +725,7 @@ impl Volatile {
             ckpt: Checkpointer::new(n, d.applied_seq.value(), QUEUE_CAPACITY),
             tags: None,
             next_seq: 0,
+            seqs: None,
             highest_seq,
             blocked: vec![false; n],
             last_activity: 0,

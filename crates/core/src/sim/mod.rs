@@ -33,7 +33,13 @@
 //!   [`crate::lane::MirrorLane::commit`] returns, the daemon's decision.
 //! - **Bad input.** Bit flips, random bytes, wrong fields with valid checksums (a lower epoch
 //!   among them), and frames of earlier sessions and fenced primaries are slipped into the
-//!   streams; each must be refused and change nothing.
+//!   streams; each must be refused and change nothing. So are the frames of a hostile peer that
+//!   authenticated and keeps to every rule of its lane, whose group numbers only the session as
+//!   a whole can refuse ([`crate::seq_window::SeqWindow`], one per session, taken at a group's
+//!   first frame before anything of it touches a log, as the daemon does): a group already
+//!   received on another lane of the session, sent again on this one, and a Data or Skip frame
+//!   numbered far ahead, up to 2⁶⁴−2. Such a refusal ends the session; no later one may be
+//!   wedged by it.
 //!
 //! Alongside it keeps its own model (every group issued, with its bytes; which were acknowledged,
 //! to which incarnation and in which epoch; which were applied; the highest epoch the mirror has
@@ -94,6 +100,10 @@ pub enum Sabotage {
     /// recovery's scan from the tail stops there, before acknowledged groups (invariant 1 must
     /// fail).
     PersistGroupOnly,
+    /// Checks each lane's sequence numbers on their own, without the session's window: a group
+    /// number another lane of the session already took, or one far ahead, is stored (the mirror
+    /// must refuse such frames, see [`crate::seq_window`]).
+    NoSeqWindow,
 }
 
 /// How often faults happen: per step in parts per million, or per crash in percent.
@@ -293,6 +303,14 @@ pub struct SimReport {
     pub violations_detected: u64,
     pub stale_injected: u64,
     pub replays_injected: u64,
+    /// Authenticated frames of groups already received on another lane of the session (in
+    /// `violations_injected`).
+    pub seq_resends_injected: u64,
+    /// Authenticated Data and Skip frames numbered beyond the session's window (in
+    /// `violations_injected`).
+    pub seq_ahead_injected: u64,
+    /// Frames the session's window refused (in `violations_detected`).
+    pub seq_window_refusals: u64,
     pub log_full_waits: u64,
     /// New primary incarnations started by the coordinator.
     pub promotions: u64,
@@ -331,6 +349,9 @@ impl SimReport {
         self.violations_detected += other.violations_detected;
         self.stale_injected += other.stale_injected;
         self.replays_injected += other.replays_injected;
+        self.seq_resends_injected += other.seq_resends_injected;
+        self.seq_ahead_injected += other.seq_ahead_injected;
+        self.seq_window_refusals += other.seq_window_refusals;
         self.log_full_waits += other.log_full_waits;
         self.promotions += other.promotions;
         self.partitions += other.partitions;
@@ -347,7 +368,8 @@ impl fmt::Display for SimReport {
             f,
             "{} steps: groups sent {} acked {} failed {} applied {} (dropped {}, recovered {}, \
              discarded {}); sessions {}, disconnects {}, crashes {} ({} sealing, {} recovering; {} power \
-             cuts losing {} unpersisted writes), torn writes {}, torn applies {}, bad frames injected {} (stale {}, replayed {}) refused {}, log-full waits {}; \
+             cuts losing {} unpersisted writes), torn writes {}, torn applies {}, bad frames injected {} (stale {}, replayed {}, resent on another lane {}, \
+             numbered far ahead {}) refused {} ({} by the session's window), log-full waits {}; \
              promotions {}, partitions {} (frames lost {}, lanes timed out {}), stale-epoch handshakes \
              refused {}, groups sent by fenced primaries {}",
             self.steps,
@@ -370,7 +392,10 @@ impl fmt::Display for SimReport {
             self.violations_injected,
             self.stale_injected,
             self.replays_injected,
+            self.seq_resends_injected,
+            self.seq_ahead_injected,
             self.violations_detected,
+            self.seq_window_refusals,
             self.log_full_waits,
             self.promotions,
             self.partitions,

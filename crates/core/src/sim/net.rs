@@ -25,6 +25,21 @@ pub(super) enum Injection {
     Replay,
     /// A Heartbeat of this session but of the epoch before it, as a fenced primary would send.
     StaleHeartbeat,
+    /// The first frame of a group already received on another lane of this session, sent again
+    /// on this one (by a peer that authenticated), where this lane expects a new group and the
+    /// number is after its last: only the session's window can refuse it.
+    SeqResend,
+    /// A Data or Skip frame of this session that keeps every rule of its lane but is numbered
+    /// beyond the session's window, up to 2⁶⁴−2: only the session's window can refuse it.
+    SeqAhead,
+}
+
+impl Injection {
+    /// Every rule of its lane holds for it: the lane may wait for room before the session's
+    /// window refuses it.
+    pub fn passes_lane_checks(self) -> bool {
+        matches!(self, Injection::SeqResend | Injection::SeqAhead)
+    }
 }
 
 /// Which header field a buggy peer got wrong. Each makes the frame invalid whatever the

@@ -14,6 +14,7 @@ use super::primary::Primary;
 use super::rng::Rng;
 use super::{Check, SimConfig, SimReport};
 use crate::encode::{max_group_log_bytes, GroupLimits};
+use crate::receive::Violation;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use std::collections::VecDeque;
 
@@ -275,11 +276,25 @@ impl World {
                          {before:?} became {after:?}"
                     ));
                 }
+                let by_window = matches!(v, Violation::SeqTaken { .. } | Violation::SeqAhead { .. });
+                let expected = match kind {
+                    Injection::SeqResend => matches!(v, Violation::SeqTaken { .. }),
+                    Injection::SeqAhead => matches!(v, Violation::SeqAhead { .. }),
+                    _ => true,
+                };
+                if !expected {
+                    // The frame was built to keep every rule of its lane: were it refused for
+                    // another reason, the window would go untested.
+                    return Err(format!(
+                        "a {kind:?} frame on lane {lane} was refused for another reason: {v}"
+                    ));
+                }
                 self.report.violations_detected += 1;
+                self.report.seq_window_refusals += u64::from(by_window);
                 self.mirror_end(format!("lane {lane} closed on a {kind:?} frame: {v}"))?;
                 Ok(true)
             }
-            (Delivered::Waiting, Some(kind)) if kind != Injection::BodyFlip => {
+            (Delivered::Waiting, Some(kind)) if kind != Injection::BodyFlip && !kind.passes_lane_checks() => {
                 Err(format!("mirror accepted the header of a {kind:?} frame on lane {lane}"))
             }
             (Delivered::Waiting, _) => {
@@ -334,13 +349,18 @@ impl World {
     /// Corrupts the next frame of a lane in flight, or slips random bytes into its stream.
     fn inject_bad_frame(&mut self, ci: usize) {
         let lane = self.rng.index(self.conns[ci].joined);
-        let kind = match self.rng.below(5) {
+        let kind = match self.rng.below(7) {
             0 => Injection::HeaderFlip,
             1 => Injection::BodyFlip,
             2 => Injection::Field(FieldMutation::ALL[self.rng.index(FieldMutation::ALL.len())]),
             3 => Injection::StaleHeartbeat,
+            4 => Injection::SeqResend,
+            5 => Injection::SeqAhead,
             _ => Injection::Garbage,
         };
+        if kind.passes_lane_checks() {
+            return self.inject_hostile_seq(ci, lane, kind);
+        }
         if kind == Injection::StaleHeartbeat {
             // Only the epoch is wrong, so only the epoch check can refuse it, wherever it lands.
             let c = &self.conns[ci];
@@ -379,7 +399,12 @@ impl World {
                     f.body[bit / 8] ^= 1 << (bit % 8);
                 }
                 Injection::Field(m) => mutate(&mut f.header, m, &self.cfg),
-                Injection::Garbage | Injection::Stale | Injection::Replay | Injection::StaleHeartbeat => {
+                Injection::Garbage
+                | Injection::Stale
+                | Injection::Replay
+                | Injection::StaleHeartbeat
+                | Injection::SeqResend
+                | Injection::SeqAhead => {
                     unreachable!("not chosen here")
                 }
             }
@@ -387,6 +412,95 @@ impl World {
         }
         self.report.violations_injected += 1;
         self.note(format!("inject {kind:?} on lane {lane}"));
+    }
+
+    /// A peer that authenticated sends, on `lane`, a frame that keeps every rule of the lane but
+    /// whose group number the session refuses: a group already received on another lane
+    /// ([`Injection::SeqResend`]), or a Data or Skip frame numbered beyond the session's window,
+    /// up to 2⁶⁴−2 ([`Injection::SeqAhead`]). It goes first in the lane's stream, where the lane
+    /// expects a new group: nothing else is in the stream, or a group's first frame is next.
+    fn inject_hostile_seq(&mut self, ci: usize, lane: usize, kind: Injection) {
+        let c = &self.conns[ci];
+        let stream = &c.links[lane].to_mirror;
+        let between_groups = match stream.front() {
+            None => true,
+            Some(f) => {
+                f.injected.is_none() && FrameHeader::decode(&f.header).is_ok_and(|h| h.frame_index == 0)
+            }
+        };
+        let Some(lane_next) = self.mirror.lane_next_seq(lane) else { return };
+        if !between_groups {
+            return;
+        }
+        let frame = if kind == Injection::SeqResend {
+            // The first frame of a group another lane stored in this session, numbered after
+            // this lane's last group.
+            let candidates: Vec<(usize, usize)> = (0..c.joined)
+                .filter(|&other| other != lane)
+                .flat_map(|other| (0..self.stored[other].len()).map(move |i| (other, i)))
+                .filter(|&(other, i)| {
+                    FrameHeader::decode(&self.stored[other][i].header)
+                        .is_ok_and(|h| h.frame_index == 0 && h.kind == FrameKind::Data && h.seq >= lane_next)
+                })
+                .collect();
+            if candidates.is_empty() {
+                return;
+            }
+            let (other, i) = candidates[self.rng.index(candidates.len())];
+            let mut frame = self.stored[other][i].clone();
+            let mut h = FrameHeader::decode(&frame.header).expect("checked above");
+            h.lane = lane as u16;
+            h.encode(&mut frame.header);
+            self.note(format!("inject group {} of lane {other} again on lane {lane}", h.seq));
+            frame
+        } else {
+            // Beyond the window: it slides as other lanes' groups arrive before this frame is
+            // read, but not by several times its length while this lane is live and the primary
+            // has a bounded number of groups outstanding. Without a window, a long way past
+            // this lane's next number.
+            let lo = match self.mirror.seq_window() {
+                Some((base, last)) => last.saturating_add(1 + 8 * (last + 1 - base)),
+                None => lane_next.saturating_add(1 << 32),
+            }
+            .min(u64::MAX - 1);
+            let far = match self.rng.below(3) {
+                0 => u64::MAX - 1,
+                1 => lo,
+                _ => lo + self.rng.below(u64::MAX - lo),
+            };
+            let template = (0..c.joined)
+                .flat_map(|l| self.stored[l].iter())
+                .find(|f| FrameHeader::decode(&f.header).is_ok_and(|h| h.kind == FrameKind::Data));
+            match template {
+                Some(t) if self.rng.chance_pct(50) => {
+                    // A Data frame, its body intact, numbered `far`.
+                    let mut frame = t.clone();
+                    let mut h = FrameHeader::decode(&frame.header).expect("checked above");
+                    (h.lane, h.seq, h.frame_index) = (lane as u16, far, 0);
+                    h.encode(&mut frame.header);
+                    self.note(format!("inject a Data frame of group {far} on lane {lane}"));
+                    frame
+                }
+                _ => {
+                    // A Skip voiding numbers up to `far`: from there, or from this lane's next
+                    // number (its first numbers may even lie within the window).
+                    let first = if self.rng.chance_pct(50) { far } else { lane_next.min(far) };
+                    let mut h = FrameHeader::new(FrameKind::Skip);
+                    (h.lane, h.session, h.epoch) =
+                        (lane as u16, c.session, self.nodes[c.node].primary.epoch());
+                    (h.offset, h.seq) = (first, far);
+                    self.note(format!("inject a Skip of {first}..={far} on lane {lane}"));
+                    WireFrame { header: h.to_bytes(), body: Vec::new(), injected: None }
+                }
+            }
+        };
+        let frame = WireFrame { injected: Some(kind), ..frame };
+        self.conns[ci].links[lane].to_mirror.push_front(frame);
+        self.report.violations_injected += 1;
+        match kind {
+            Injection::SeqResend => self.report.seq_resends_injected += 1,
+            _ => self.report.seq_ahead_injected += 1,
+        }
     }
 
     /// A frame of an earlier session (perhaps of a primary since fenced) turns up in the current
