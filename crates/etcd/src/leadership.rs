@@ -52,6 +52,9 @@ struct State {
     /// Renewal attempts finished (whatever their outcome); counted under the lock that sets
     /// `lost`, so a holder that sees the count move past an attempt sees that attempt's verdict.
     renewals: u64,
+    /// Once `lost` is set: the renewer's first attempt to revoke the lease has finished (or the
+    /// holder stopped waiting for it).
+    released: bool,
 }
 
 /// Leadership of one key held with a lease (as Patroni holds its leader key).
@@ -63,6 +66,7 @@ pub struct Leadership {
     client: Client,
     key: String,
     lease: i64,
+    timing: Timing,
     shared: Arc<Shared>,
     renewer: Option<JoinHandle<()>>,
 }
@@ -116,6 +120,7 @@ impl Leadership {
                 paused: false,
                 renewing: false,
                 renewals: 0,
+                released: false,
             }),
             changed: Condvar::new(),
         });
@@ -133,7 +138,7 @@ impl Leadership {
                 return Err(e);
             }
         };
-        Ok(Some(Leadership { client, key: key.to_owned(), lease, shared, renewer: Some(renewer) }))
+        Ok(Some(Leadership { client, key: key.to_owned(), lease, timing, shared, renewer: Some(renewer) }))
     }
 
     /// The instant until which this holder may act as leader.
@@ -149,12 +154,28 @@ impl Leadership {
 
     /// Why this holder may no longer act as leader, or `None` while it may. Once set it stays
     /// set.
+    ///
+    /// The first time it says so, it waits for the renewer's first attempt to revoke the lease
+    /// (at most one TTL): a holder that stops, or exits, on this answer leaves no key behind to
+    /// delay the next leader.
     pub fn lost(&self) -> Option<String> {
         let mut state = self.state();
         if state.lost.is_none() && Instant::now() >= state.valid_until {
             state.lost = Some("the lease was not renewed in time and the validity lapsed".into());
+            self.shared.changed.notify_all();
         }
-        state.lost.clone()
+        let why = state.lost.clone()?;
+        let deadline = Instant::now() + self.timing.ttl;
+        while !state.released && !state.paused && !state.stop {
+            let now = Instant::now();
+            if now >= deadline {
+                state.released = true;
+                break;
+            }
+            state =
+                self.shared.changed.wait_timeout(state, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        Some(why)
     }
 
     /// How many renewal attempts have finished, successful or not. An attempt counted after a
@@ -242,7 +263,7 @@ fn renew(client: &Client, key: &str, lease: i64, timing: Timing, sent: Instant, 
             if state.lost.is_some() && !state.paused {
                 // The holder saw the validity lapse first.
                 drop(state);
-                return let_go(client, lease);
+                return let_go(client, lease, timing, shared);
             }
             if !state.paused && now >= next {
                 break;
@@ -264,7 +285,7 @@ fn renew(client: &Client, key: &str, lease: i64, timing: Timing, sent: Instant, 
                 sent - state.valid_until
             ));
             drop(state);
-            return let_go(client, lease);
+            return let_go(client, lease, timing, shared);
         }
         state.renewing = true;
         drop(state);
@@ -278,7 +299,7 @@ fn renew(client: &Client, key: &str, lease: i64, timing: Timing, sent: Instant, 
         if state.lost.is_some() {
             // The holder saw the validity lapse; a late success must not revive it.
             drop(state);
-            return let_go(client, lease);
+            return let_go(client, lease, timing, shared);
         }
         match outcome {
             Ok(ttl) => {
@@ -289,7 +310,7 @@ fn renew(client: &Client, key: &str, lease: i64, timing: Timing, sent: Instant, 
             Err(Renewal::Gone(why)) => {
                 state.lost = Some(why);
                 drop(state);
-                return let_go(client, lease);
+                return let_go(client, lease, timing, shared);
             }
             Err(Renewal::Unanswered(why)) => {
                 // Try again soon, while a success could still count.
@@ -297,7 +318,7 @@ fn renew(client: &Client, key: &str, lease: i64, timing: Timing, sent: Instant, 
                 if now >= state.valid_until {
                     state.lost = Some(format!("{why}; the validity lapsed before a renewal succeeded"));
                     drop(state);
-                    return let_go(client, lease);
+                    return let_go(client, lease, timing, shared);
                 }
                 next = now + retry_interval(timing);
             }
@@ -305,11 +326,32 @@ fn renew(client: &Client, key: &str, lease: i64, timing: Timing, sent: Instant, 
     }
 }
 
+/// Tells a holder waiting in [`Leadership::lost`] that the lease was let go (or tried to be).
+fn released(shared: &Shared) {
+    shared.state.lock().unwrap_or_else(|p| p.into_inner()).released = true;
+    shared.changed.notify_all();
+}
+
 /// Revokes a lease whose holder may no longer act, so that the key (if it is still held with
-/// it) is free at once rather than when etcd expires the lease. Best effort: if etcd does not
-/// answer, the lease expires on its own.
-fn let_go(client: &Client, lease: i64) {
-    let _ = client.revoke(lease);
+/// it) is free at once rather than when etcd expires the lease. A revocation that gets no answer
+/// is retried until the lease would have expired anyway, or the holder drops the leadership.
+fn let_go(client: &Client, lease: i64, timing: Timing, shared: &Shared) {
+    let until = Instant::now() + timing.ttl;
+    loop {
+        let r = client.revoke(lease);
+        released(shared);
+        match r {
+            Ok(()) | Err(EtcdError::LeaseExpired { .. }) => return,
+            Err(_) if Instant::now() >= until => return,
+            Err(_) => {}
+        }
+        let state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (state, _) =
+            shared.changed.wait_timeout(state, retry_interval(timing)).unwrap_or_else(|p| p.into_inner());
+        if state.stop {
+            return;
+        }
+    }
 }
 
 /// Why a renewal did not succeed.

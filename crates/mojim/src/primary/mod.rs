@@ -341,7 +341,8 @@ fn lead(
     // The roles may have moved on while the lease was free.
     let now =
         coord.roles()?.map(|(r, _)| r).ok_or_else(|| Error::Coordinator("the roles vanished".into()))?;
-    if now != roles {
+    // (The mirror names itself in the roles meanwhile; that changes nothing for this primary.)
+    if (now.epoch, &now.primary, &now.mirror_addr) != (roles.epoch, &roles.primary, &roles.mirror_addr) {
         let _ = lease.resign();
         check(&now)?;
         return Err(Error::Coordinator(format!(
