@@ -630,8 +630,8 @@ etcd_endpoints = []
 # Key prefix; empty means /mojim/<region uuid>.
 etcd_prefix = ""
 # The primary's lease: its time to live; how often the primary renews it; and how long before
-# it could expire the primary stops acknowledging (room for a renewal's round trip and for
-# clocks that run at different rates). renew + margin must stay below the ttl.
+# it could expire (counted from when the last renewal was sent) the primary stops acknowledging,
+# room for clocks that run at different rates. renew + margin must stay below the ttl.
 lease_ttl_ms = 3000
 lease_renew_ms = 1000
 lease_margin_ms = 500
