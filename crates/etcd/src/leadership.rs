@@ -1,14 +1,19 @@
 //! Leadership of one etcd key, held with a lease that a background thread renews.
 //!
-//! The holder may act as leader until [`Leadership::valid_until`]: the time the last successful
-//! grant or keepalive was *sent*, plus the lease's TTL, less a margin for clock-rate differences.
+//! The holder may act as leader while [`Leadership::is_valid`]: until [`Leadership::valid_until`]
+//! (the time the last successful grant or keepalive was *sent*, plus the lease's TTL, less a
+//! margin for clock-rate differences), and only as long as nothing said the leadership is lost.
 //! etcd received that request no earlier than it was sent and counts the TTL from then, so the
 //! lease (and with it the key, which nobody else can take while it exists) outlives the validity.
 //! A renewal that fails for want of an answer (etcd unreachable, slow, or between leaders) is
-//! retried while the validity lasts, and one sent before it lapsed extends it again. Once the
-//! lease is known to be gone (expired, or the key taken or deleted), or the validity lapsed
-//! without a renewal, it stops advancing for good: the holder must step down by `valid_until`
-//! and campaign again.
+//! retried while the validity lasts, and one sent before it lapsed extends it again.
+//!
+//! The leadership is lost for good, and the holder must stop at once, as soon as the renewer
+//! learns that the lease or the key is gone (etcd says the lease expired, or the key was deleted
+//! or is held under another lease: an `etcdctl del`, an etcd restored from a snapshot), or when
+//! the validity lapsed without a renewal. A renewer that finds the validity lapsed (its process
+//! was frozen, say) sends no keepalive, which etcd would still honour, but revokes the lease, so
+//! that another node can take the key at once.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
@@ -44,6 +49,12 @@ struct State {
     paused: bool,
     /// A renewal is in flight.
     renewing: bool,
+    /// Renewal attempts finished (whatever their outcome); counted under the lock that sets
+    /// `lost`, so a holder that sees the count move past an attempt sees that attempt's verdict.
+    renewals: u64,
+    /// Once `lost` is set: the renewer's first attempt to revoke the lease has finished (or the
+    /// holder stopped waiting for it).
+    released: bool,
 }
 
 /// Leadership of one key held with a lease (as Patroni holds its leader key).
@@ -55,6 +66,7 @@ pub struct Leadership {
     client: Client,
     key: String,
     lease: i64,
+    timing: Timing,
     shared: Arc<Shared>,
     renewer: Option<JoinHandle<()>>,
 }
@@ -101,7 +113,15 @@ impl Leadership {
         // etcd may grant more than asked (never less); count only what was asked.
         let valid_until = sent + granted.min(ttl) - margin;
         let shared = Arc::new(Shared {
-            state: Mutex::new(State { valid_until, lost: None, stop: false, paused: false, renewing: false }),
+            state: Mutex::new(State {
+                valid_until,
+                lost: None,
+                stop: false,
+                paused: false,
+                renewing: false,
+                renewals: 0,
+                released: false,
+            }),
             changed: Condvar::new(),
         });
         let renewer = {
@@ -118,7 +138,7 @@ impl Leadership {
                 return Err(e);
             }
         };
-        Ok(Some(Leadership { client, key: key.to_owned(), lease, shared, renewer: Some(renewer) }))
+        Ok(Some(Leadership { client, key: key.to_owned(), lease, timing, shared, renewer: Some(renewer) }))
     }
 
     /// The instant until which this holder may act as leader.
@@ -126,19 +146,43 @@ impl Leadership {
         self.state().valid_until
     }
 
-    /// Whether this holder may act as leader now.
+    /// Whether this holder may act as leader now: the validity lasts and the leadership is not
+    /// known to be lost (a lease or key found gone ends it before `valid_until`).
     pub fn is_valid(&self) -> bool {
-        Instant::now() < self.valid_until()
+        self.lost().is_none()
     }
 
-    /// Why the leadership will not be renewed any more, or `None` while it still is. Once set it
-    /// stays set; the holder may still act until [`Leadership::valid_until`].
+    /// Why this holder may no longer act as leader, or `None` while it may. Once set it stays
+    /// set.
+    ///
+    /// The first time it says so, it waits for the renewer's first attempt to revoke the lease
+    /// (at most one TTL): a holder that stops, or exits, on this answer leaves no key behind to
+    /// delay the next leader.
     pub fn lost(&self) -> Option<String> {
         let mut state = self.state();
         if state.lost.is_none() && Instant::now() >= state.valid_until {
             state.lost = Some("the lease was not renewed in time and the validity lapsed".into());
+            self.shared.changed.notify_all();
         }
-        state.lost.clone()
+        let why = state.lost.clone()?;
+        let deadline = Instant::now() + self.timing.ttl;
+        while !state.released && !state.paused && !state.stop {
+            let now = Instant::now();
+            if now >= deadline {
+                state.released = true;
+                break;
+            }
+            state =
+                self.shared.changed.wait_timeout(state, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        Some(why)
+    }
+
+    /// How many renewal attempts have finished, successful or not. An attempt counted after a
+    /// change in etcd (the key deleted, say) may have looked before it; the next one did not.
+    /// No attempt follows one that found the leadership lost.
+    pub fn renewals(&self) -> u64 {
+        self.state().renewals
     }
 
     /// The lease the key is held with.
@@ -160,6 +204,14 @@ impl Leadership {
         while state.renewing {
             state = self.shared.changed.wait(state).unwrap_or_else(|p| p.into_inner());
         }
+    }
+
+    /// Lets renewals go on after [`Leadership::pause_renewal`], as a stalled leader that wakes
+    /// up would.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn resume_renewal(&self) {
+        self.state().paused = false;
+        self.shared.changed.notify_all();
     }
 
     /// Gives up the leadership: stops renewing and revokes the lease, which deletes the key.
@@ -197,7 +249,7 @@ impl Drop for Leadership {
 }
 
 /// The renewer thread: renews `lease` every `renew_every` after `sent` and checks `key` is
-/// still held with it, until stopped or a renewal fails.
+/// still held with it, until stopped or the leadership is lost; then it lets the lease go.
 fn renew(client: &Client, key: &str, lease: i64, timing: Timing, sent: Instant, shared: &Shared) {
     let lock = || shared.state.lock().unwrap_or_else(|p| p.into_inner());
     let mut next = sent + timing.renew_every;
@@ -208,6 +260,11 @@ fn renew(client: &Client, key: &str, lease: i64, timing: Timing, sent: Instant, 
             if state.stop {
                 return;
             }
+            if state.lost.is_some() && !state.paused {
+                // The holder saw the validity lapse first.
+                drop(state);
+                return let_go(client, lease, timing, shared);
+            }
             if !state.paused && now >= next {
                 break;
             }
@@ -217,25 +274,34 @@ fn renew(client: &Client, key: &str, lease: i64, timing: Timing, sent: Instant, 
                 shared.changed.wait_timeout(state, next - now).unwrap_or_else(|p| p.into_inner()).0
             };
         }
+        let sent = Instant::now();
+        if sent >= state.valid_until {
+            // This process was held up (frozen, or starved) past the validity. etcd would still
+            // honour a keepalive sent now, which could not make this holder valid again but would
+            // keep the key from the node that should take over.
+            state.lost = Some(format!(
+                "the validity of lease {lease:#x} of {key:?} lapsed {:?} before its renewal could be sent \
+                 (was this process stopped or starved?)",
+                sent - state.valid_until
+            ));
+            drop(state);
+            return let_go(client, lease, timing, shared);
+        }
         state.renewing = true;
         drop(state);
 
-        let sent = Instant::now();
         let outcome = renew_once(client, key, lease);
 
         let mut state = lock();
         state.renewing = false;
+        state.renewals += 1;
         shared.changed.notify_all();
         if state.lost.is_some() {
             // The holder saw the validity lapse; a late success must not revive it.
-            return;
+            drop(state);
+            return let_go(client, lease, timing, shared);
         }
         match outcome {
-            Ok(_) if sent >= state.valid_until => {
-                state.lost =
-                    Some(format!("renewing lease {lease:#x} of {key:?} started after the validity lapsed"));
-                return;
-            }
             Ok(ttl) => {
                 let until = sent + ttl.min(timing.ttl) - timing.margin;
                 state.valid_until = state.valid_until.max(until);
@@ -243,17 +309,47 @@ fn renew(client: &Client, key: &str, lease: i64, timing: Timing, sent: Instant, 
             }
             Err(Renewal::Gone(why)) => {
                 state.lost = Some(why);
-                return;
+                drop(state);
+                return let_go(client, lease, timing, shared);
             }
             Err(Renewal::Unanswered(why)) => {
                 // Try again soon, while a success could still count.
                 let now = Instant::now();
                 if now >= state.valid_until {
                     state.lost = Some(format!("{why}; the validity lapsed before a renewal succeeded"));
-                    return;
+                    drop(state);
+                    return let_go(client, lease, timing, shared);
                 }
                 next = now + retry_interval(timing);
             }
+        }
+    }
+}
+
+/// Tells a holder waiting in [`Leadership::lost`] that the lease was let go (or tried to be).
+fn released(shared: &Shared) {
+    shared.state.lock().unwrap_or_else(|p| p.into_inner()).released = true;
+    shared.changed.notify_all();
+}
+
+/// Revokes a lease whose holder may no longer act, so that the key (if it is still held with
+/// it) is free at once rather than when etcd expires the lease. A revocation that gets no answer
+/// is retried until the lease would have expired anyway, or the holder drops the leadership.
+fn let_go(client: &Client, lease: i64, timing: Timing, shared: &Shared) {
+    let until = Instant::now() + timing.ttl;
+    loop {
+        let r = client.revoke(lease);
+        released(shared);
+        match r {
+            Ok(()) | Err(EtcdError::LeaseExpired { .. }) => return,
+            Err(_) if Instant::now() >= until => return,
+            Err(_) => {}
+        }
+        let state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (state, _) =
+            shared.changed.wait_timeout(state, retry_interval(timing)).unwrap_or_else(|p| p.into_inner());
+        if state.stop {
+            return;
         }
     }
 }
@@ -373,6 +469,84 @@ mod tests {
         assert!(!a.is_valid() && a.lost().is_some());
         let b = campaign(&client, b"b").expect("the expired key was free");
         assert_eq!(client.get("leader").unwrap().unwrap().value, b"b");
+        b.resign().unwrap();
+    }
+
+    /// Waits until a renewal attempt that began after this call has finished, or an earlier
+    /// one ended the renewals.
+    fn next_renewal(a: &Leadership) {
+        // The attempt counted next may have looked at etcd before this call; the one after it
+        // began later.
+        let target = a.renewals() + 2;
+        let t0 = Instant::now();
+        while a.renewals() < target && a.lost().is_none() {
+            assert!(t0.elapsed() < TTL * 4, "no renewal attempt finished");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_deleted_key_ends_the_leadership_at_the_next_renewal() {
+        let Some(server) = EtcdServer::start_for_test() else { return };
+        let client = server.client(Duration::from_secs(1));
+        let a = campaign(&client, b"a").expect("the key was free");
+        client.delete("leader").unwrap();
+        next_renewal(&a);
+        assert!(Instant::now() < a.valid_until(), "the test needs the validity to last");
+        assert!(!a.is_valid(), "a holder whose key was deleted still acts as leader");
+        let why = a.lost().expect("lost");
+        assert!(why.contains("deleted"), "{why}");
+    }
+
+    #[test]
+    fn a_key_taken_under_another_lease_ends_the_leadership_and_stays_with_its_holder() {
+        let Some(server) = EtcdServer::start_for_test() else { return };
+        let client = server.client(Duration::from_secs(1));
+        let a = campaign(&client, b"a").expect("the key was free");
+        // What an etcd restored from an older snapshot, or an operator, can do.
+        client.delete("leader").unwrap();
+        let b = campaign(&client, b"b").expect("the deleted key was free");
+        next_renewal(&a);
+        assert!(!a.is_valid(), "a holder whose key was taken still acts as leader");
+        let why = a.lost().expect("lost");
+        assert!(why.contains("taken over"), "{why}");
+        // Letting its own lease go did not take the key from its new holder.
+        thread::sleep(RENEW);
+        let kv = client.get("leader").unwrap().expect("the new holder's key");
+        assert_eq!((kv.value.as_slice(), kv.lease), (&b"b"[..], b.lease()));
+        assert!(b.is_valid());
+        b.resign().unwrap();
+    }
+
+    #[test]
+    fn a_holder_woken_past_its_validity_renews_nothing_and_lets_the_key_go() {
+        let Some(server) = EtcdServer::start_for_test() else { return };
+        let client = server.client(Duration::from_secs(1));
+        let (ttl, margin) = (Duration::from_secs(3), Duration::from_secs(1));
+        let a = Leadership::campaign(client.clone(), "leader", b"a", ttl, RENEW, margin)
+            .unwrap()
+            .expect("the key was free");
+        // A holder stalled (as a frozen process is) until its validity lapsed, which is at
+        // least `margin` before etcd could expire its lease.
+        a.pause_renewal();
+        let valid_until = a.valid_until();
+        while Instant::now() < valid_until {
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert!(client.get("leader").unwrap().is_some(), "the lease expired before the validity");
+        a.resume_renewal();
+        // A keepalive now would be honoured and keep the key for another `ttl`; the holder must
+        // instead give it up, well before the lease could have expired by itself.
+        while client.get("leader").unwrap().is_some() {
+            assert!(
+                Instant::now() < valid_until + margin,
+                "the woken holder kept its key: its lease was renewed, or not revoked"
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!a.is_valid());
+        assert!(a.lost().expect("lost").contains("lapsed"), "{:?}", a.lost());
+        let b = campaign(&client, b"b").expect("the key is free at once");
         b.resign().unwrap();
     }
 

@@ -6,7 +6,6 @@
 
 use std::fs;
 use std::net::TcpListener;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,13 +53,12 @@ impl EtcdServer {
     }
 
     /// Starts etcd for a test, or returns `None` after printing why if etcd is not installed
-    /// and cannot be (not root). As root a missing etcd is a failure: `scripts/test` installs it.
+    /// (see [`skip_without_etcd`]).
     ///
     /// # Panics
-    /// If etcd is installed but does not start, or is missing while running as root.
+    /// If etcd is installed but does not start, or is missing while [`REQUIRE_ETCD`] is set.
     pub fn start_for_test() -> Option<EtcdServer> {
-        if etcd_binary().is_none() && !is_root() {
-            eprintln!("skipping: etcd is not installed (install the Debian package etcd-server)");
+        if skip_without_etcd() {
             return None;
         }
         match Self::start() {
@@ -182,6 +180,40 @@ impl Drop for EtcdServer {
     }
 }
 
+/// The environment variable that makes a missing etcd fail the tests that need it instead of
+/// skipping them (`scripts/test` sets it, after installing etcd).
+pub const REQUIRE_ETCD: &str = "MOJIM_REQUIRE_ETCD";
+
+/// Whether a test that needs etcd should skip: etcd is not installed (it says so on stderr).
+///
+/// # Panics
+/// If etcd is missing while [`REQUIRE_ETCD`] is set to anything but `0` or nothing: a run that
+/// promised etcd must not pass by skipping the tests that need it.
+pub fn skip_without_etcd() -> bool {
+    let required = std::env::var(REQUIRE_ETCD).ok();
+    match missing_etcd(etcd_binary().is_some(), required.as_deref()) {
+        Ok(skip) => skip,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Whether to skip, given whether etcd is installed and the value of [`REQUIRE_ETCD`]; an error
+/// when etcd is missing but required.
+fn missing_etcd(installed: bool, required: Option<&str>) -> Result<bool, String> {
+    if installed {
+        return Ok(false);
+    }
+    if required.is_some_and(|v| !v.is_empty() && v != "0") {
+        return Err(format!(
+            "etcd is required ({REQUIRE_ETCD} is set) but there is no etcd binary at {DEBIAN_ETCD} or on \
+             PATH: install the Debian package etcd-server (scripts/test does, as root), or unset \
+             {REQUIRE_ETCD} to skip the tests that need it"
+        ));
+    }
+    eprintln!("skipping: etcd is not installed (install the Debian package etcd-server)");
+    Ok(true)
+}
+
 /// The etcd binary: Debian's, else the first `etcd` on `PATH`.
 fn etcd_binary() -> Option<PathBuf> {
     let debian = PathBuf::from(DEBIAN_ETCD);
@@ -190,11 +222,6 @@ fn etcd_binary() -> Option<PathBuf> {
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|dir| dir.join("etcd")).find(|p| p.is_file())
-}
-
-/// Whether this process runs as root (it owns its own `/proc/self`).
-fn is_root() -> bool {
-    fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
 
 /// Two distinct loopback ports that were free a moment ago.
@@ -221,6 +248,17 @@ fn fresh_dir() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_etcd_skips_unless_it_is_required() {
+        assert_eq!(missing_etcd(true, Some("1")), Ok(false));
+        assert_eq!(missing_etcd(true, None), Ok(false));
+        assert_eq!(missing_etcd(false, None), Ok(true));
+        assert_eq!(missing_etcd(false, Some("")), Ok(true));
+        assert_eq!(missing_etcd(false, Some("0")), Ok(true));
+        let e = missing_etcd(false, Some("1")).expect_err("a required etcd is missing");
+        assert!(e.contains(REQUIRE_ETCD) && e.contains("etcd-server"), "{e}");
+    }
 
     #[test]
     fn server_answers_then_dies_when_killed_and_cleans_up_on_drop() {

@@ -675,12 +675,16 @@ metadata_log_records = 65536
 # Who decides roles. "static": this file and the operator's `mojim promote` (like DRBD without a
 # cluster manager). "etcd": the primary holds a lease in etcd and stops acknowledging before it
 # could expire; when it expires the mirror promotes itself under a new epoch and its first
-# backup becomes the mirror (each node is named with --node, or node below).
+# backup becomes the mirror. Under etcd every node needs a name (--node, or node below): the
+# mirror is known by its name, and a node without one never takes over.
 node = ""
 coordinator = "static"
 etcd_endpoints = []
 # Key prefix; empty means /mojim/<region uuid>.
 etcd_prefix = ""
+# The primary's lease: its time to live; how often the primary renews it; and how long before
+# it could expire (counted from when the last renewal was sent) the primary stops acknowledging,
+# room for clocks that run at different rates. renew + margin must stay below the ttl.
 lease_ttl_ms = 3000
 lease_renew_ms = 1000
 lease_margin_ms = 500

@@ -41,7 +41,9 @@ pub use config::{Config, Limits, Mode, RegionId, Secret};
 pub use error::{Error, Result};
 pub use mirror::{Mirror, MirrorHandle, MirrorOptions};
 pub use mojim_core::Range;
-pub use primary::{CopyKind, FailurePolicy, Primary, PrimaryOptions, PrimaryStatus, ResyncStatus, Ticket};
+pub use primary::{
+    CopyKind, FailurePolicy, LeaseStatus, Primary, PrimaryOptions, PrimaryStatus, ResyncStatus, Ticket,
+};
 
 /// Creates a region file for a primary.
 pub fn create_region(path: &std::path::Path, id: RegionId) -> Result<()> {

@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
@@ -60,21 +59,13 @@ fn no_violation_under_kills_partitions_and_failovers() {
     run_trials("chaos", "MOJIM_CHAOS_TRIALS", TRIALS, &[]);
 }
 
-/// Whether an etcd binary is installed (Debian's `etcd-server`, or `etcd` on `PATH`).
-fn etcd_installed() -> bool {
-    Path::new("/usr/bin/etcd").is_file()
-        || std::env::var_os("PATH")
-            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("etcd").is_file()))
-}
-
 /// The same faults with the etcd coordinator healing them: the mirror takes over when the
 /// primary's lease expires (after a kill, a cut-off from etcd, a freeze), the old primary stops
 /// acknowledging before then, and nothing acknowledged is lost.
 #[test]
 fn no_violation_under_the_etcd_coordinators_take_overs() {
-    let root = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
-    if !etcd_installed() && !root.unwrap_or(false) {
-        eprintln!("skipping: etcd is not installed (install the Debian package etcd-server)");
+    // Skips when etcd is missing, unless the run requires it (scripts/test): then it fails.
+    if mojim_etcd::testing::skip_without_etcd() {
         return;
     }
     let t0 = std::time::Instant::now();

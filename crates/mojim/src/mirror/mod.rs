@@ -206,6 +206,9 @@ pub(crate) struct Shared {
     pub forward: Option<forward::Forward>,
     /// A mirror feeds this node: it is a backup.
     pub is_backup: AtomicBool,
+    /// The latest epoch in which a primary (not a mirror) opened a session here: under the etcd
+    /// coordinator, this node is then that epoch's mirror and claims the role by its name.
+    pub primary_epoch: AtomicU64,
 }
 
 /// A mirror whose files are open and recovered, not yet serving.
@@ -378,6 +381,7 @@ impl Mirror {
             storage_failed: OnceLock::new(),
             forward,
             is_backup: AtomicBool::new(false),
+            primary_epoch: AtomicU64::new(0),
         };
         Ok(Mirror { shared: Arc::new(shared) })
     }

@@ -203,6 +203,9 @@ pub(crate) fn join(
     if hello.role == mojim_format::handshake::PeerRole::Mirror {
         s.is_backup.store(true, Ordering::SeqCst);
     }
+    if hello.role == mojim_format::handshake::PeerRole::Primary {
+        s.primary_epoch.fetch_max(cur.epoch, Ordering::SeqCst);
+    }
     cur.joined |= bit;
     cur.within |= bit;
     cur.closers.push(closer);

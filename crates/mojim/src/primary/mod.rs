@@ -214,6 +214,20 @@ pub struct PrimaryStatus {
     /// The last attempt to reconnect, if it failed.
     pub reconnect_error: Option<String>,
     pub resync: Option<ResyncStatus>,
+    /// The primary's lease, under the etcd coordinator.
+    pub lease: Option<LeaseStatus>,
+}
+
+/// The primary's lease in etcd, as [`PrimaryStatus`] reports it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LeaseStatus {
+    pub id: i64,
+    /// Milliseconds this primary may still acknowledge for, unless the lease is found lost.
+    pub valid_ms: u64,
+    /// Renewal attempts finished so far, successful or not.
+    pub renewals: u64,
+    /// Why this primary may no longer acknowledge, once it may not.
+    pub lost: Option<String>,
 }
 
 #[derive(Default)]
@@ -327,7 +341,8 @@ fn lead(
     // The roles may have moved on while the lease was free.
     let now =
         coord.roles()?.map(|(r, _)| r).ok_or_else(|| Error::Coordinator("the roles vanished".into()))?;
-    if now != roles {
+    // (The mirror names itself in the roles meanwhile; that changes nothing for this primary.)
+    if (now.epoch, &now.primary, &now.mirror_addr) != (roles.epoch, &roles.primary, &roles.mirror_addr) {
         let _ = lease.resign();
         check(&now)?;
         return Err(Error::Coordinator(format!(
@@ -625,20 +640,25 @@ where
         Ok(())
     }
 
-    /// Under the etcd coordinator: whether this primary may still acknowledge. Once it may
-    /// not, it never will again: it fails its session and every later call.
+    /// Under the etcd coordinator: whether this primary may still acknowledge. It may not once
+    /// its lease could expire, or as soon as it is known to be lost (the key deleted or held
+    /// under another lease, etcd saying the lease is gone); then it never will again: it fails
+    /// its session and every later call.
     fn check_lease(&self) -> Result<()> {
+        let r = self.lease_held();
+        if let (Err(e), Some(link)) = (&r, self.current()) {
+            self.on_loss(&link, e.to_string());
+        }
+        r
+    }
+
+    /// As [`Inner::check_lease`], without touching the link (callable with its slot locked).
+    fn lease_held(&self) -> Result<()> {
         let Some(lease) = &self.lease else { return Ok(()) };
-        if lease.is_valid() {
-            return Ok(());
-        }
-        let why = lease.lost().unwrap_or_else(|| "the lease was not renewed in time".into());
-        if let Some(link) = self.current() {
-            self.on_loss(&link, format!("the primary's lease may expire: {why}"));
-        }
+        let Some(why) = lease.lost() else { return Ok(()) };
         Err(Error::Coordinator(format!(
-            "this primary stopped acknowledging: its lease in etcd could expire ({why}); another node may \
-             take over; restart the application on the current primary"
+            "this primary stopped acknowledging: it may no longer hold its lease in etcd ({why}); another \
+             node may take over; restart the application on the current primary"
         )))
     }
 
@@ -696,6 +716,8 @@ where
         check_group(ranges, &self.local_limits)?;
         self.mark_dirty(ranges)?;
         self.flush_local(ranges)?;
+        // Returning is the acknowledgement: only while this node is still the primary.
+        self.lease_held()?;
         Ok(Ticket::LOCAL)
     }
 
@@ -739,8 +761,9 @@ where
         let reason = lock(&self.health).lost.clone().unwrap_or_else(|| "the session ended".into());
         match self.opts.failure.on_mirror_loss {
             OnMirrorLoss::Block => Err(Error::MirrorLost { reason }),
-            // The loss made the whole copy persistent, and the metadata log resends the group.
-            OnMirrorLoss::Degrade => Ok(()),
+            // The loss made the whole copy persistent, and the metadata log resends the group;
+            // but only a node that is still the primary may say so.
+            OnMirrorLoss::Degrade => self.check_lease(),
         }
     }
 
@@ -822,6 +845,12 @@ where
             vulnerable_us: h.vulnerable_us,
             reconnect_error: h.reconnect_error.clone(),
             resync: self.resync.status(),
+            lease: self.lease.as_ref().map(|l| LeaseStatus {
+                id: l.lease(),
+                valid_ms: l.valid_until().saturating_duration_since(Instant::now()).as_millis() as u64,
+                renewals: l.renewals(),
+                lost: l.lost(),
+            }),
         }
     }
 }
