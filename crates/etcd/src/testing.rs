@@ -56,7 +56,7 @@ impl EtcdServer {
     /// (see [`skip_without_etcd`]).
     ///
     /// # Panics
-    /// If etcd is installed but does not start, or is missing while [`REQUIRE_ETCD`] is set.
+    /// If etcd is installed but does not start, or is missing while [`TEST_STRICT`] is set.
     pub fn start_for_test() -> Option<EtcdServer> {
         if skip_without_etcd() {
             return None;
@@ -180,24 +180,25 @@ impl Drop for EtcdServer {
     }
 }
 
-/// The environment variable that makes a missing etcd fail the tests that need it instead of
-/// skipping them (`scripts/test` sets it, after installing etcd).
-pub const REQUIRE_ETCD: &str = "MOJIM_REQUIRE_ETCD";
+/// The environment variable that makes a missing component (etcd here; root, or a file system
+/// tool, for the storage tests) fail the tests that need it instead of skipping them
+/// (`scripts/test` sets it, after installing what the tests need).
+pub const TEST_STRICT: &str = "MOJIM_TEST_STRICT";
 
 /// Whether a test that needs etcd should skip: etcd is not installed (it says so on stderr).
 ///
 /// # Panics
-/// If etcd is missing while [`REQUIRE_ETCD`] is set to anything but `0` or nothing: a run that
+/// If etcd is missing while [`TEST_STRICT`] is set to anything but `0` or nothing: a run that
 /// promised etcd must not pass by skipping the tests that need it.
 pub fn skip_without_etcd() -> bool {
-    let required = std::env::var(REQUIRE_ETCD).ok();
+    let required = std::env::var(TEST_STRICT).ok();
     match missing_etcd(etcd_binary().is_some(), required.as_deref()) {
         Ok(skip) => skip,
         Err(e) => panic!("{e}"),
     }
 }
 
-/// Whether to skip, given whether etcd is installed and the value of [`REQUIRE_ETCD`]; an error
+/// Whether to skip, given whether etcd is installed and the value of [`TEST_STRICT`]; an error
 /// when etcd is missing but required.
 fn missing_etcd(installed: bool, required: Option<&str>) -> Result<bool, String> {
     if installed {
@@ -205,9 +206,9 @@ fn missing_etcd(installed: bool, required: Option<&str>) -> Result<bool, String>
     }
     if required.is_some_and(|v| !v.is_empty() && v != "0") {
         return Err(format!(
-            "etcd is required ({REQUIRE_ETCD} is set) but there is no etcd binary at {DEBIAN_ETCD} or on \
+            "etcd is required ({TEST_STRICT} is set) but there is no etcd binary at {DEBIAN_ETCD} or on \
              PATH: install the Debian package etcd-server (scripts/test does, as root), or unset \
-             {REQUIRE_ETCD} to skip the tests that need it"
+             {TEST_STRICT} to skip the tests that need it"
         ));
     }
     eprintln!("skipping: etcd is not installed (install the Debian package etcd-server)");
@@ -257,7 +258,7 @@ mod tests {
         assert_eq!(missing_etcd(false, Some("")), Ok(true));
         assert_eq!(missing_etcd(false, Some("0")), Ok(true));
         let e = missing_etcd(false, Some("1")).expect_err("a required etcd is missing");
-        assert!(e.contains(REQUIRE_ETCD) && e.contains("etcd-server"), "{e}");
+        assert!(e.contains(TEST_STRICT) && e.contains("etcd-server"), "{e}");
     }
 
     #[test]

@@ -198,7 +198,7 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
             // "succeed" without them).
             Err(e) => {
                 let why = format!("cannot make groups up to {} persistent: {e}", last.seq);
-                fail_storage(s, data_area_failed(s, why))
+                fail_storage(s, data_area_failed(s, why));
             }
         }
     }
@@ -225,12 +225,13 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
 /// from a log after this, and lanes refuse new data (so nothing more is acknowledged) with
 /// `what` failed, which status shows. Every group acknowledged so far is in a log, and restart
 /// recovery applies it.
-fn fail_storage(s: &Shared, what: String) {
+pub(crate) fn fail_storage(s: &Shared, what: String) -> String {
     let msg =
         format!("{what}; free the space or fix the device, then restart the mirror to recover from its logs");
     if s.storage_failed.set(msg.clone()).is_ok() {
         tracing::error!("{msg}");
     }
+    s.storage_failed.get().cloned().unwrap_or(msg)
 }
 
 /// `the data area <path> failed: <why>`

@@ -210,13 +210,13 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             if let Err(e) = log.persist(done.persist_from, done.persist_to) {
                 // Never retry a failed flush: the core has handed this range out once, and
                 // nothing more may be acknowledged from this log until a restart recovers it.
-                let msg = format!(
-                    "persist the log of lane {lane_no} ({}): {e}; restart the mirror to recover from its logs",
-                    log.path().display()
+                let what = format!(
+                    "the log of lane {lane_no} ({}) failed: cannot persist its records {}..{}: {e}",
+                    log.path().display(),
+                    done.persist_from,
+                    done.persist_to
                 );
-                tracing::error!("{msg}");
-                let _ = s.storage_failed.set(msg.clone());
-                return LaneEnd::Storage(msg);
+                return LaneEnd::Storage(super::apply::fail_storage(s, what));
             }
             // A Copied group's bytes are in the data area: durable there before it is
             // acknowledged (a disk file's writes need a sync; memory was written back as they
