@@ -6,7 +6,7 @@ use mojim_format::frame::{BodyError, FrameError};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_transport::Conn;
 use std::fmt;
-use std::io::{self, IoSlice, Read};
+use std::io::{self, IoSlice, Read, Write};
 use std::time::Instant;
 
 /// Whether a receive failed because its timeout passed (a socket's receive timeout reports
@@ -55,6 +55,28 @@ impl<C: Conn> Read for ReadBy<'_, C> {
         }
         self.conn.set_recv_timeout(Some(left))?;
         self.conn.read(buf)
+    }
+}
+
+/// Writes to `conn` until `deadline` at the latest, however slowly the peer takes the bytes:
+/// each send waits at most the time that is left.
+pub struct WriteBy<'a, C: Conn> {
+    pub conn: &'a mut C,
+    pub deadline: Instant,
+}
+
+impl<C: Conn> Write for WriteBy<'_, C> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "the deadline passed"));
+        }
+        self.conn.set_send_timeout(Some(left))?;
+        self.conn.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.conn.flush()
     }
 }
 

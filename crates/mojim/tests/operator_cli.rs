@@ -5,9 +5,14 @@ mod common;
 
 use common::{wait_applied, Cluster};
 use mojim::{Primary, Range};
-use std::io::{BufRead, BufReader, Read};
+use mojim_core::handshake::ClientHandshake;
+use mojim_format::handshake::{Hello, PeerRole, Request};
+use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
 
@@ -127,4 +132,82 @@ fn cat_refuses_an_inconsistent_data_area_unless_told() {
     assert!(out.status.success(), "{err}");
     assert!(err.contains("warning") && err.contains("is inconsistent"), "{err}");
     assert_eq!(out.stdout.len(), 64);
+}
+
+/// Reads one frame from a raw connection.
+fn read_frame(s: &mut TcpStream) -> (FrameHeader, Vec<u8>) {
+    let mut hb = [0u8; FRAME_HEADER_SIZE];
+    s.read_exact(&mut hb).expect("a frame header");
+    let h = FrameHeader::decode(&hb).expect("a valid frame header");
+    let mut body = vec![0u8; h.body_len as usize];
+    s.read_exact(&mut body).expect("the frame's body");
+    (h, body)
+}
+
+/// An operator's connection that asks for `len` bytes of the data area and then reads nothing.
+fn stuck_reader(c: &Cluster, len: u64) -> TcpStream {
+    let mut s = TcpStream::connect(c.mirror_addr()).expect("connect to the mirror");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("set timeout");
+    let hello = Hello {
+        role: PeerRole::Admin,
+        lane: 0,
+        lanes: 0,
+        region_uuid: [0; 16],
+        region_size: 0,
+        epoch: 0,
+        session: 0,
+        nonce: [9; 32],
+        max_frame: 0,
+        generation: 0,
+    };
+    let mut hs = ClientHandshake::new(&hello, &c.secret().0);
+    let out = hs.hello();
+    s.write_all(&out.header).and_then(|_| s.write_all(&out.body)).expect("send Hello");
+    let (h, body) = read_frame(&mut s);
+    let proof = hs.on_challenge(&h, &body).expect("a Challenge");
+    s.write_all(&proof.header).and_then(|_| s.write_all(&proof.body)).expect("send Proof");
+    let (h, body) = read_frame(&mut s);
+    hs.on_proof(&h, &body).expect("the mirror's proof");
+    let (h, body) = read_frame(&mut s);
+    hs.on_verdict(&h, &body).expect("welcomed");
+    let req = Request::Read { offset: 0, len }.encode();
+    let mut rh = FrameHeader::new(FrameKind::Request);
+    rh.body_len = req.len() as u32;
+    rh.body_checksum = mojim_format::checksum::crc32c(&req);
+    s.write_all(&rh.to_bytes()).and_then(|_| s.write_all(&req)).expect("send the read request");
+    s
+}
+
+/// An operator's long read holds the data area against checkpoints, but never the lanes: a
+/// peer that asks for the whole region and stops reading (or reads slowly) does not stop the
+/// primary's sync points. A lane thread that applied inline used to wait for the data area,
+/// and the primary lost its mirror at the heartbeat timeout.
+#[test]
+fn a_stuck_long_read_does_not_stop_the_lanes() {
+    let size = 64 * MIB;
+    let mut c = Cluster::new("stuck-read", size, |f| f.primary.lanes = 1);
+    c.start_mirror();
+    let p = Primary::open(&c.primary_options()).expect("open the primary");
+    p.write(0, b"first").expect("write");
+    p.msync(0, 5).expect("msync before the read");
+    let reader = stuck_reader(&c, size);
+    // Give the node time to fill the connection's buffers and block in the send.
+    std::thread::sleep(Duration::from_millis(300));
+    let page = vec![0x5a; 4096];
+    for i in 0..300u64 {
+        let off = (i * 4096 * 13) % (size - 4096);
+        p.write(off, &page).expect("write");
+        p.msync(off, 4096).unwrap_or_else(|e| panic!("sync point {i} while an operator read was stuck: {e}"));
+    }
+    // The read's deadline (5 s, plus 2 s for its 64 MiB at 32 MiB/s) cuts the stuck reader:
+    // then the checkpointer applies everything, the reader still connected.
+    wait_applied(&mut c.admin());
+    drop(reader);
+    let mut mine = vec![0u8; size as usize];
+    p.read(0, &mut mine).expect("read the primary");
+    common::assert_same_image(
+        "the mirror after the stuck read",
+        &mine,
+        &common::mirror_image(&mut c.admin(), size),
+    );
 }

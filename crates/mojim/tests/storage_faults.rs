@@ -117,6 +117,9 @@ fn a_failed_write_to_a_disk_data_area_stops_the_mirror_and_recovery_loses_nothin
     println!("status: {why}");
     assert!(why.contains("No space left") && why.contains("cannot write group"), "{why}");
     assert!(why.contains(&data.display().to_string()), "the status does not name the data area: {why}");
+    // A failed write may have left part of a group in the data area: it is not read from.
+    let read = admin.read(0, 4096).map(|_| ()).expect_err("a read of the failed data area succeeded");
+    assert!(read.to_string().contains("No space left"), "{read}");
 
     // It acknowledges nothing more: the next sync, and a new session, are refused saying why.
     let (more, refused) = match refused {
@@ -149,6 +152,55 @@ fn a_failed_write_to_a_disk_data_area_stops_the_mirror_and_recovery_loses_nothin
     assert!(st.storage_failed.is_none(), "{st:?}");
     assert!(st.applied_seq >= last_acked, "{st:?}");
     expected.check("the data area after recovery", &mirror_image(&mut admin, size));
+}
+
+/// A lane waiting for log space when the data area fails is told so and ends, instead of
+/// waiting for space that a failed storage never frees (the primary then hung in its sync,
+/// the lane's heartbeats keeping the session alive). Checkpoints are put off, so that the log
+/// fills before the first one runs and fails.
+#[test]
+fn a_lane_waiting_for_log_space_ends_when_the_data_area_fails() {
+    let fs = match Tmpfs::mount("fullwait", "4m") {
+        Ok(t) => t,
+        Err(why) => {
+            common::skip(&format!("cannot mount a tmpfs for the data area: {why}"));
+            return;
+        }
+    };
+    let data_dir = fs.path().to_str().expect("utf-8").to_string();
+    let size: u64 = 1 << 20;
+    let mut c = Cluster::new("fullwait", size, |f| {
+        f.mirror.data = "disk".into();
+        f.mirror.dir = data_dir;
+        f.mirror.log_dir = "logs".into();
+        f.mirror.log_capacity = "256KiB".into();
+        f.mirror.checkpoint_thresh = 100_000;
+        f.mirror.checkpoint_idle_ms = 600_000;
+        f.primary.mode = "sync-disk".into();
+        f.primary.lanes = 1;
+    });
+    c.start_mirror();
+    punch_hole(&fs.path().join("data.mojim"), 4096, size);
+    let _filler = fs.fill();
+    let opts = c.primary_options();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // On its own thread: without the fix it never returns.
+    std::thread::spawn(move || {
+        let p = Primary::open(&opts).expect("open the primary");
+        let mut rng = Rng::new(common::seed("fullwait"));
+        let mut expected = Expected::new(size);
+        let _ = tx.send(sync_until_refused(&p, &mut rng, &mut expected, 256));
+    });
+    let (acked, refused) = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the primary's sync hung: the lane waits for log space the failed data area never frees");
+    let refused =
+        refused.unwrap_or_else(|| panic!("all {acked} groups acknowledged though the data area failed"));
+    assert!(refused.contains("No space left"), "the primary is not told why: {refused}");
+    assert!(
+        acked * 4096 >= 128 << 10,
+        "the log did not fill before the failure ({acked} groups acknowledged)"
+    );
 }
 
 /// An ext4 file system on a loop device whose backing file lies on a small tmpfs: a thinly

@@ -2,13 +2,14 @@
 
 use super::pending::{source, Pending};
 use super::{lane, session, status, Shared};
-use crate::net::{read_frame, send, timed_out, write_frame, ReadBy, ReadError};
+use crate::net::{read_frame, send, timed_out, write_frame, ReadBy, ReadError, WriteBy};
 use mojim_core::handshake::{Identity, Refusal, ServerHandshake};
 use mojim_format::handshake::{
     encode_refuse, Hello, PeerRole, RefuseCode, Request, COMMAND_MAX, NONCE_SIZE, REFUSE_MAX, REQUEST_SIZE,
 };
 use mojim_format::{FrameHeader, FrameKind};
 use mojim_transport::{Conn, Transport};
+use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -23,9 +24,12 @@ const MAX_PENDING_PER_ADDRESS: usize = 16;
 const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
 /// Largest Reply frame of a read: a longer read is answered in frames of this size.
 pub const MAX_READ: u64 = 16 << 20;
-/// How long a reply frame of a long read may take to send: the read holds the data area
-/// against the checkpointer, so a peer that stops reading loses its connection instead.
-const LONG_READ_SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// A long read holds the data area against the checkpointer, so it has a deadline, however
+/// slowly the peer reads: this much time, plus the time to send its bytes at
+/// [`LONG_READ_MIN_RATE`]. A peer that is slower loses its connection.
+const LONG_READ_GRACE: Duration = Duration::from_secs(5);
+/// Bytes per second a long read's peer must take at least.
+const LONG_READ_MIN_RATE: u64 = 32 << 20;
 
 type PendingConns<C> = Mutex<Pending<C>>;
 
@@ -268,8 +272,9 @@ enum LongRead {
 
 /// A read longer than [`MAX_READ`]: the data area is held for reading from the first byte to the
 /// last, so the reply is one consistent image (whole groups only), sent in Reply frames of at
-/// most `MAX_READ` bytes. The checkpointer waits meanwhile; the lanes go on acknowledging into
-/// their logs.
+/// most `MAX_READ` bytes. Meanwhile the checkpointer waits, and the lanes go on acknowledging
+/// into their logs (they never wait for the data area) until a log is full; the read's deadline
+/// bounds that.
 fn read_long<C: Conn>(s: &Shared, conn: &mut C, offset: u64, len: u64) -> Result<(), LongRead> {
     let size = s.region.size();
     if offset.checked_add(len).is_none_or(|e| e > size) {
@@ -277,9 +282,15 @@ fn read_long<C: Conn>(s: &Shared, conn: &mut C, offset: u64, len: u64) -> Result
             "read of {len} bytes at offset {offset} is outside the region of {size} bytes"
         )));
     }
+    let peer = conn.peer();
+    let deadline =
+        Instant::now() + LONG_READ_GRACE + Duration::from_secs_f64(len as f64 / LONG_READ_MIN_RATE as f64);
     let mut piece = vec![0u8; MAX_READ as usize];
-    let _ = conn.set_send_timeout(Some(LONG_READ_SEND_TIMEOUT));
     let _r = s.data_lock.read().unwrap_or_else(|p| p.into_inner());
+    if let Some(msg) = s.storage_failed.get() {
+        return Err(LongRead::Refused(format!("the data area is not readable: {msg}")));
+    }
+    let mut out = WriteBy { conn, deadline };
     let mut at = offset;
     while at < offset + len {
         let n = (offset + len - at).min(MAX_READ) as usize;
@@ -288,11 +299,15 @@ fn read_long<C: Conn>(s: &Shared, conn: &mut C, offset: u64, len: u64) -> Result
             tracing::error!(error = %e, offset = at, "cannot read the data area for an operator");
             return Err(LongRead::Failed);
         }
-        if send(conn, FrameKind::Reply, 0, &piece[..n]).is_err() {
+        let mut h = FrameHeader::new(FrameKind::Reply);
+        h.body_len = n as u32;
+        h.body_checksum = mojim_format::checksum::crc32c(&piece[..n]);
+        if let Err(e) = out.write_all(&h.to_bytes()).and_then(|_| out.write_all(&piece[..n])) {
+            tracing::warn!(%peer, error = %e, len, "an operator's long read did not finish in time; closing");
             return Err(LongRead::Failed);
         }
         at += n as u64;
     }
-    let _ = conn.set_send_timeout(None);
+    let _ = out.conn.set_send_timeout(None);
     Ok(())
 }

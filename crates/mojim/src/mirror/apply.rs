@@ -49,7 +49,7 @@ pub(crate) fn push(s: &Shared, g: GroupRef) -> bool {
 /// Applies on the calling lane thread, unless another applier is busy (it will see the work).
 pub(crate) fn apply_inline(s: &Shared) {
     if let Ok(guard) = s.apply_lock.try_lock() {
-        apply_locked(s, false, &guard);
+        apply_locked(s, false, DataWait::Never, &guard);
         drop(guard);
         let mut c = lock(&s.ckpt);
         if c.sleeping && reclaim_due(&c) {
@@ -100,12 +100,24 @@ pub(crate) fn checkpointer_loop(s: &Shared) {
 /// Applies what can be applied and reclaims it.
 pub(crate) fn checkpoint(s: &Shared, allow_gaps: bool) {
     let guard = lock(&s.apply_lock);
-    apply_locked(s, allow_gaps, &guard);
+    apply_locked(s, allow_gaps, DataWait::Block, &guard);
     reclaim_locked(s, &guard);
 }
 
-/// Applies waiting groups: the gap-free run (running), or all of them (sealing).
-fn apply_locked(s: &Shared, allow_gaps: bool, _applier: &MutexGuard<'_, ()>) -> usize {
+/// Whether an applier waits for the data area while a reader holds it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DataWait {
+    /// The checkpointer and sealing: they wait.
+    Block,
+    /// A lane thread: it must go on receiving and answering heartbeats, so it leaves the work to
+    /// the checkpointer instead (an operator's long read holds the data area for seconds).
+    Never,
+}
+
+/// Applies waiting groups: the gap-free run (running), or all of them (sealing). Only groups
+/// whose bytes are all in the data area count as applied: after a write fails, the rest stay
+/// waiting in the log, for recovery.
+fn apply_locked(s: &Shared, allow_gaps: bool, wait: DataWait, _applier: &MutexGuard<'_, ()>) -> usize {
     let mut total = 0;
     loop {
         let mut batch = {
@@ -115,8 +127,12 @@ fn apply_locked(s: &Shared, allow_gaps: bool, _applier: &MutexGuard<'_, ()>) -> 
             batch
         };
         let n = batch.len();
-        {
-            let _w = s.data_lock.write().unwrap_or_else(|p| p.into_inner());
+        let mut written = 0;
+        let held = match wait {
+            DataWait::Block => Some(s.data_lock.write().unwrap_or_else(|p| p.into_inner())),
+            DataWait::Never => s.data_lock.try_write().ok(),
+        };
+        if let Some(_w) = held {
             for g in &batch {
                 // Once the data area failed nothing more goes to it: the groups stay in the log,
                 // and restart recovery applies them from there.
@@ -138,26 +154,28 @@ fn apply_locked(s: &Shared, allow_gaps: bool, _applier: &MutexGuard<'_, ()>) -> 
                     break;
                 }
                 s.written_seq.store(g.seq, Ordering::Relaxed);
+                written += 1;
             }
         }
-        if let Some(f) = &s.forward {
+        let done = &batch[..written];
+        if let (Some(f), false) = (&s.forward, done.is_empty()) {
             let mut st = super::forward::lock(f);
-            for g in &batch {
+            for g in done {
                 st.push(g);
             }
             drop(st);
             f.cv.notify_all();
         }
         let mut c = lock(&s.ckpt);
-        for g in &batch {
+        for g in done {
             c.cp.applied(*g);
             c.waiting_bytes -= g.bytes;
             c.unreleased.push(*g);
         }
         batch.clear();
         c.batch = batch;
-        total += n;
-        if n == 0 {
+        total += written;
+        if written < n || n == 0 {
             return total;
         }
     }

@@ -172,7 +172,8 @@ pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) {
     // What waits to be applied cannot be forwarded yet: apply it now.
     super::apply::apply_inline(s);
     let mut st = lock(f);
-    while over(&st) && !s.shutdown.load(Ordering::SeqCst) {
+    // A failed storage frees nothing more: the caller sees it and ends the lane.
+    while over(&st) && !s.shutdown.load(Ordering::SeqCst) && s.storage_failed.get().is_none() {
         st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
         drop(st);
         let alive = beat();
@@ -190,7 +191,7 @@ pub(crate) fn wait_forwarded(s: &Shared, seq: u64, beat: &mut dyn FnMut() -> boo
     let Some(f) = &s.forward else { return };
     super::apply::apply_inline(s);
     let mut st = lock(f);
-    while st.min_acked() < seq && !s.shutdown.load(Ordering::SeqCst) {
+    while st.min_acked() < seq && !s.shutdown.load(Ordering::SeqCst) && s.storage_failed.get().is_none() {
         st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
         drop(st);
         if !beat() {

@@ -155,6 +155,10 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             if s.shutdown.load(Ordering::SeqCst) {
                 return LaneEnd::Closed("shutting down".into());
             }
+            // A failed storage frees no log space: the wait would never end.
+            if let Some(msg) = s.storage_failed.get() {
+                return LaneEnd::Storage(msg.clone());
+            }
         };
         let h = slot.accepted.header;
         // A group's numbers are checked against the whole session (every lane) before any of
@@ -245,6 +249,11 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             }
             if let Some(e) = beat_failed {
                 return LaneEnd::Closed(format!("send heartbeat: {e}"));
+            }
+            // The storage failed while the group waited: it is whole in the log (recovery may
+            // apply it), but nothing more is acknowledged.
+            if let Some(msg) = s.storage_failed.get() {
+                return LaneEnd::Storage(msg.clone());
             }
             if let Err(e) = crate::net::write_frame(*rx.get_mut(), &ack_header(tag, g.seq), &[]) {
                 return LaneEnd::Closed(format!("send ack: {e}"));

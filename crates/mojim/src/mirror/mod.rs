@@ -504,5 +504,10 @@ pub(crate) fn read_consistent(shared: &Shared, offset: u64, out: &mut [u8]) -> R
         }));
     }
     let _r = shared.data_lock.read().unwrap_or_else(|p| p.into_inner());
+    // A write that failed may have left part of a group in the data area: nothing is read from
+    // it until a restart recovers it from the logs.
+    if let Some(msg) = shared.storage_failed.get() {
+        return Err(Error::io("read the data area")(std::io::Error::other(msg.clone())));
+    }
     shared.region.read(offset, out).map_err(Error::io("read the data area"))
 }

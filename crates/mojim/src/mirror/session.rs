@@ -264,10 +264,11 @@ fn session_window(s: &Shared, lanes: u16) -> u64 {
 /// closes the lane) and changes nothing.
 pub(crate) fn take_seqs(s: &Shared, tag: SessionTag, first: u64, last: u64) -> Result<(), Violation> {
     let mut slot = lock(s);
-    match slot.current.as_mut().filter(|c| c.id == tag.session) {
-        Some(cur) => cur.seqs.take(tag.lane, first, last),
-        // A lane's session stays current until its last lane has left.
-        None => unreachable!("lane {} of session {:#x} runs after its session ended", tag.lane, tag.session),
+    match slot.current.as_mut() {
+        Some(cur) if cur.id == tag.session => cur.seqs.take(tag.lane, first, last),
+        // A lane's session stays current until its last lane has left, so this cannot happen;
+        // were it to, the lane ends (its session is not this node's) rather than the node.
+        other => Err(Violation::Session { found: tag.session, expected: other.map_or(0, |c| c.id) }),
     }
 }
 
