@@ -499,6 +499,10 @@ impl OpenCopy {
             let n = chunk.min(off + len - at) as usize;
             {
                 let _r = s.data_lock.read().unwrap_or_else(|p| p.into_inner());
+                // A failed write may have left part of a group in the data area.
+                if let Some(msg) = s.storage_failed.get() {
+                    return Err(format!("the data area cannot be copied: {msg}"));
+                }
                 s.region.read(at, &mut self.buf[..n]).map_err(|e| format!("read the data area: {e}"))?;
                 self.read_through = self.read_through.max(s.written_seq.load(Ordering::Relaxed));
             }
