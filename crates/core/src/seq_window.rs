@@ -124,7 +124,13 @@ impl SeqWindow {
             // A void run from the base past the window: it covers the whole window.
             let run_to = from.saturating_add(self.void_run - 1);
             if last > run_to {
-                return Err(Violation::SeqAhead { lane, first, last, expected_from: from, expected_to: run_to });
+                return Err(Violation::SeqAhead {
+                    lane,
+                    first,
+                    last,
+                    expected_from: from,
+                    expected_to: run_to,
+                });
             }
             if self.taken.iter().any(|w| *w != 0) {
                 return Err(Violation::SeqTaken { lane, first, last, expected_from: from, expected_to: to });

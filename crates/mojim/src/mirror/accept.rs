@@ -388,10 +388,17 @@ mod tests {
         let mut conn = TcpConn::new(stream).expect("a connection");
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut asked = 0;
-        let r = accept_handshake(SECRET, || ME, &mut conn, "test", deadline, || {
-            asked += 1;
-            kept
-        });
+        let r = accept_handshake(
+            SECRET,
+            || ME,
+            &mut conn,
+            "test",
+            deadline,
+            || {
+                asked += 1;
+                kept
+            },
+        );
         conn.shutdown();
         drop(conn);
         assert_eq!(asked, 1, "the pending connections are asked once the peer has proved the secret");
