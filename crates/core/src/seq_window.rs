@@ -24,9 +24,23 @@
 //! [`window_for_logs`]): for two lanes of 64 MiB that is 2²¹ numbers, a bitmap of 256 KiB
 //! allocated once per session (1/512 of the logs it stands for), and at most [`MAX_WINDOW`]
 //! numbers (32 MiB) however large the logs: a primary that ran 2²⁸ groups ahead of one it has
-//! not sent is not a legitimate one. A Skip (void numbers a mirror forwards to its backups for groups
-//! it never had) is a run of numbers its own session passed over, which that session's window
-//! bounded in the same way.
+//! not sent is not a legitimate one.
+//!
+//! # Void runs from a mirror
+//!
+//! A Skip (void numbers a mirror forwards to its backups for groups it never had) is a run of
+//! numbers the mirror's own session passed over: the groups that were in flight on its other
+//! lanes when that session was sealed across a gap. The mirror's window bounded that run, not
+//! the backup's: a mirror fed by 16 lanes can forward a run 16 times as long as a one-lane
+//! link's window on a backup with the same logs, and more on a backup with smaller logs. A Skip
+//! takes no log room, so the window's reasoning does not bound it; the mirror's window does, and
+//! no window is longer than [`MAX_WINDOW`]. A session opened by a mirror
+//! ([`SeqWindow::with_void_runs`]) therefore admits a run that starts at the lowest number not
+//! yet received and is at most [`MAX_WINDOW`] numbers long, however short its own window (a
+//! mirror sends its one lane in order, so each of its runs starts there). Such a run takes the
+//! whole window at once and needs no more bitmap: the session's bitmap stays
+//! `window_for_logs(its lanes' logs) / 8` bytes. Every other run, and every group, stays within
+//! the window.
 
 use crate::receive::Violation;
 use mojim_format::log::record_size;
@@ -54,6 +68,9 @@ pub struct SeqWindow {
     len: u64,
     /// One bit per number in `[base, base + len)`, at `n % len`; clear outside that range.
     taken: Vec<u64>,
+    /// The longest run from `base` admitted past the window (0: none; see "Void runs from a
+    /// mirror" above).
+    void_run: u64,
 }
 
 impl SeqWindow {
@@ -62,7 +79,15 @@ impl SeqWindow {
     /// Allocates the bitmap, once.
     pub fn new(first_seq: u64, len: u64) -> SeqWindow {
         let words = len.clamp(1, MAX_WINDOW).div_ceil(64);
-        SeqWindow { base: first_seq, len: words * 64, taken: vec![0; words as usize] }
+        SeqWindow { base: first_seq, len: words * 64, taken: vec![0; words as usize], void_run: 0 }
+    }
+
+    /// The window of a session a mirror opened to feed this node as its backup: it also admits
+    /// a run (a Skip) that starts at the lowest number not yet received and is at most
+    /// [`MAX_WINDOW`] numbers long, past the end of the window.
+    pub fn with_void_runs(mut self) -> SeqWindow {
+        self.void_run = MAX_WINDOW;
+        self
     }
 
     /// The lowest number not yet taken.
@@ -89,8 +114,29 @@ impl SeqWindow {
     /// Skip voids a run) arriving on `lane`. On a violation nothing changes.
     pub fn take(&mut self, lane: u16, first: u64, last: u64) -> Result<(), Violation> {
         let (from, to) = (self.base, self.last_admitted());
-        if first > last || last > to || last == u64::MAX {
+        if first > last || last == u64::MAX {
             return Err(Violation::SeqAhead { lane, first, last, expected_from: from, expected_to: to });
+        }
+        if last > to {
+            if self.void_run == 0 || first != from {
+                return Err(Violation::SeqAhead { lane, first, last, expected_from: from, expected_to: to });
+            }
+            // A void run from the base past the window: it covers the whole window.
+            let run_to = from.saturating_add(self.void_run - 1);
+            if last > run_to {
+                return Err(Violation::SeqAhead {
+                    lane,
+                    first,
+                    last,
+                    expected_from: from,
+                    expected_to: run_to,
+                });
+            }
+            if self.taken.iter().any(|w| *w != 0) {
+                return Err(Violation::SeqTaken { lane, first, last, expected_from: from, expected_to: to });
+            }
+            self.base = last + 1;
+            return Ok(());
         }
         if first < from || (first..=last).any(|n| self.is_taken(n)) {
             return Err(Violation::SeqTaken { lane, first, last, expected_from: from, expected_to: to });
@@ -211,6 +257,46 @@ mod tests {
             assert_eq!(w.base(), base + 64);
             assert!(matches!(w.take(0, base + 5, base + 5), Err(Violation::SeqTaken { .. })));
         }
+    }
+
+    #[test]
+    fn a_mirrors_session_admits_a_void_run_from_the_base_past_the_window() {
+        // A primary's session: nothing past the window, a run neither.
+        let mut w = SeqWindow::new(10, 64);
+        assert!(matches!(w.take(0, 10, 10 + 64), Err(Violation::SeqAhead { .. })));
+        // A mirror's: a run from the base, up to MAX_WINDOW numbers, slides the whole window.
+        let mut w = SeqWindow::new(10, 64).with_void_runs();
+        w.take(0, 10, 10 + 1000).unwrap();
+        assert_eq!((w.base(), w.last_admitted()), (1011, 1011 + 63));
+        w.take(0, 1011, 1011 + MAX_WINDOW - 1).unwrap();
+        let base = 1011 + MAX_WINDOW;
+        assert_eq!(w.base(), base);
+        // One number longer is refused, naming the longest run admitted.
+        let e = w.take(2, base, base + MAX_WINDOW).unwrap_err();
+        assert_eq!(
+            e,
+            Violation::SeqAhead {
+                lane: 2,
+                first: base,
+                last: base + MAX_WINDOW,
+                expected_from: base,
+                expected_to: base + MAX_WINDOW - 1
+            }
+        );
+        // Not from the base: the window bounds it as any other.
+        assert!(matches!(w.take(0, base + 1, base + 100), Err(Violation::SeqAhead { .. })));
+        // A run over a number taken in the window is a resend.
+        w.take(0, base + 5, base + 5).unwrap();
+        assert!(matches!(w.take(0, base, base + 100), Err(Violation::SeqTaken { .. })));
+        // The wedge is refused still, and refusals changed nothing.
+        assert!(matches!(w.take(0, base, u64::MAX - 1), Err(Violation::SeqAhead { .. })));
+        assert_eq!(w.base(), base);
+        w.take(0, base, base + 4).unwrap();
+        assert_eq!(w.base(), base + 6);
+        // Near the end of the number space the run stops short of 2⁶⁴−1.
+        let mut w = SeqWindow::new(u64::MAX - 100, 64).with_void_runs();
+        assert!(matches!(w.take(0, u64::MAX - 100, u64::MAX), Err(Violation::SeqAhead { .. })));
+        w.take(0, u64::MAX - 100, u64::MAX - 1).unwrap();
     }
 
     #[test]

@@ -207,6 +207,17 @@ fn slow_handshakes_neither_lock_out_the_operator_nor_a_primary_and_are_cut_at_th
             "{} slow connections cut, the longest after {longest:?}; those from {QUIET}: {quiet:?}",
             lifetimes.len()
         );
+        // Nobody displaces the peers from QUIET: each was cut by the deadline, which runs from
+        // the mirror's accept, after this side's connect returned, so none lived less.
+        let quiet_peers = SOURCES.iter().filter(|(a, _)| *a == QUIET).map(|(_, n)| n).sum::<usize>();
+        assert!(quiet.len() >= quiet_peers, "not every peer from {QUIET} was cut: {quiet:?}");
+        for d in &quiet {
+            assert!(
+                *d >= DEADLINE && *d <= DEADLINE + SLACK,
+                "a slow connection from {QUIET} lived {d:?}: not cut by the handshake deadline \
+                 {DEADLINE:?} (+{SLACK:?}) but by something else; all from {QUIET}: {quiet:?}"
+            );
+        }
         p.close().expect("close");
     });
 }

@@ -86,8 +86,19 @@ fn refuse<C: Conn>(conn: &mut C, r: &Refusal) {
 
 fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &PendingConns<C>, id: u64) {
     let peer = conn.peer();
-    let hello = handshake(s, &mut conn, &peer, accepted + HANDSHAKE_DEADLINE);
-    let kept = pending.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
+    let remove = || pending.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
+    // A peer that proves the secret leaves the pending connections before this node's Proof
+    // goes out, so nothing displaces it afterwards; one displaced before that gets no Proof and
+    // no session.
+    let left = std::cell::Cell::new(None);
+    let hello = handshake(s, &mut conn, &peer, accepted + HANDSHAKE_DEADLINE, || {
+        let kept = remove();
+        left.set(Some(kept));
+        kept
+    });
+    // Whether this connection still had its place when its handshake ended (a handshake that
+    // succeeded did).
+    let kept = left.get().unwrap_or_else(remove);
     let hello = match hello {
         Ok(h) => h,
         Err(reason) => {
@@ -172,10 +183,38 @@ fn read_step<C: Conn>(
 
 /// Runs the accepting side's handshake; the peer must have sent its Proof by `deadline`.
 /// Returns the Hello of a peer that proved the secret, after this side's Proof is sent.
-fn handshake<C: Conn>(s: &Shared, conn: &mut C, peer: &str, deadline: Instant) -> Result<Hello, String> {
+/// `keep` is called once the peer has proved the secret, before this side's Proof is sent: it
+/// takes the connection out of the pending ones, and says whether it was still there (false:
+/// it was displaced, and the handshake fails without a Proof).
+fn handshake<C: Conn>(
+    s: &Shared,
+    conn: &mut C,
+    peer: &str,
+    deadline: Instant,
+    keep: impl FnOnce() -> bool,
+) -> Result<Hello, String> {
+    let me = || Identity {
+        region_uuid: s.opts.region.uuid,
+        region_size: s.opts.region.size,
+        epoch: s.epoch.load(Ordering::SeqCst),
+        max_lanes: s.opts.max_lanes,
+    };
+    accept_handshake(&s.opts.secret.0, me, conn, peer, deadline, keep)
+}
+
+/// [`handshake`], given the secret and this node's identity (asked for when the Proof is
+/// checked).
+fn accept_handshake<C: Conn>(
+    secret: &[u8],
+    me: impl FnOnce() -> Identity,
+    conn: &mut C,
+    peer: &str,
+    deadline: Instant,
+    keep: impl FnOnce() -> bool,
+) -> Result<Hello, String> {
     let mut nonce = [0u8; NONCE_SIZE];
     crate::random::fill(&mut nonce);
-    let mut hs = ServerHandshake::new(&s.opts.secret.0, nonce);
+    let mut hs = ServerHandshake::new(secret, nonce);
     let mut body = Vec::with_capacity(256);
     let h = read_step(conn, deadline, &mut body, "Hello").map_err(|(e, m)| {
         if let ReadError::Frame(mojim_format::FrameError::Version { .. }) = e {
@@ -189,16 +228,15 @@ fn handshake<C: Conn>(s: &Shared, conn: &mut C, peer: &str, deadline: Instant) -
     })?;
     write_frame(conn, &challenge.header, &challenge.body).map_err(|e| e.to_string())?;
     let h = read_step(conn, deadline, &mut body, "Proof").map_err(|(_, m)| m)?;
-    let me = Identity {
-        region_uuid: s.opts.region.uuid,
-        region_size: s.opts.region.size,
-        epoch: s.epoch.load(Ordering::SeqCst),
-        max_lanes: s.opts.max_lanes,
-    };
-    let accepted = hs.on_proof(&h, &body, &me).map_err(|r| {
+    let accepted = hs.on_proof(&h, &body, &me()).map_err(|r| {
         refuse(conn, &r);
         format!("{r} (from {peer})")
     })?;
+    if !keep() {
+        // Closed by whoever displaced it, or about to be: it must not go on into a session,
+        // where it could end the current one before its closed socket is noticed.
+        return Err("displaced by a newer connection before its handshake ended".into());
+    }
     write_frame(conn, &accepted.proof.header, &accepted.proof.body).map_err(|e| e.to_string())?;
     Ok(accepted.hello)
 }
@@ -310,4 +348,90 @@ fn read_long<C: Conn>(s: &Shared, conn: &mut C, offset: u64, len: u64) -> Result
     }
     let _ = out.conn.set_send_timeout(None);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mojim_core::handshake::ClientHandshake;
+    use mojim_transport::TcpConn;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    const SECRET: &[u8] = b"a test secret of 32 bytes, or so";
+    const ME: Identity = Identity { region_uuid: [5; 16], region_size: 1 << 20, epoch: 1, max_lanes: 4 };
+
+    /// A primary's handshake against this node's accepting side over loopback TCP, where the
+    /// pending connections say `kept` when the peer has proved the secret. Returns the accepting
+    /// side's result, and whether the peer got this node's Proof.
+    fn handshake_when_kept(kept: bool) -> (Result<Hello, String>, bool) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let peer = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).expect("connect");
+            s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+            let hello = Hello {
+                role: PeerRole::Primary,
+                lane: 0,
+                lanes: 1,
+                region_uuid: ME.region_uuid,
+                region_size: ME.region_size,
+                epoch: 1,
+                session: 7,
+                nonce: [1; 32],
+                max_frame: 4096,
+                generation: 0,
+            };
+            let mut hs = ClientHandshake::new(&hello, SECRET);
+            let out = hs.hello();
+            s.write_all(&out.header).and_then(|_| s.write_all(&out.body)).expect("send Hello");
+            let mut body = Vec::new();
+            let h = read_frame(&mut s, 256, &mut body).expect("a Challenge");
+            let proof = hs.on_challenge(&h, &body).expect("a valid Challenge");
+            s.write_all(&proof.header).and_then(|_| s.write_all(&proof.body)).expect("send Proof");
+            // The node's Proof, or the connection closed without one.
+            let got_proof = match read_frame(&mut s, 256, &mut body) {
+                Ok(h) => hs.on_proof(&h, &body).is_ok(),
+                Err(_) => false,
+            };
+            // Nothing else follows once the accepting side is done.
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+            got_proof
+        });
+        let (stream, _) = listener.accept().expect("accept");
+        let mut conn = TcpConn::new(stream).expect("a connection");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut asked = 0;
+        let r = accept_handshake(
+            SECRET,
+            || ME,
+            &mut conn,
+            "test",
+            deadline,
+            || {
+                asked += 1;
+                kept
+            },
+        );
+        conn.shutdown();
+        drop(conn);
+        assert_eq!(asked, 1, "the pending connections are asked once the peer has proved the secret");
+        (r, peer.join().expect("the peer's thread"))
+    }
+
+    #[test]
+    fn a_peer_displaced_before_the_nodes_proof_gets_no_proof_and_no_session() {
+        let (r, got_proof) = handshake_when_kept(false);
+        let e = r.expect_err("a displaced peer's handshake fails");
+        assert!(e.contains("displaced"), "{e}");
+        assert!(!got_proof, "a displaced peer was sent this node's Proof");
+    }
+
+    #[test]
+    fn a_peer_still_pending_when_it_proves_the_secret_is_accepted() {
+        let (r, got_proof) = handshake_when_kept(true);
+        assert_eq!(r.expect("accepted").session, 7);
+        assert!(got_proof);
+    }
 }

@@ -1,4 +1,5 @@
-//! Connections still in their handshake: bounded per source address and in all.
+//! Connections still in their handshake: bounded per source address (an IPv6 /64 is one source)
+//! and in all.
 //!
 //! A peer that has not proven the secret holds a thread and a place here until its handshake
 //! ends, at most the handshake's deadline. When a limit is reached, a newcomer is never turned
@@ -9,13 +10,16 @@
 //! a handshake completes can (a flood, which these limits do not claim to stop).
 
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
-/// A pending connection's source: the IP address of `peer` ("ip:port"), or `peer` itself when
-/// it is not a socket address.
+/// A pending connection's source, from `peer` ("ip:port"): an IPv4 address (an IPv4-mapped
+/// IPv6 address counts as its IPv4 address), or an IPv6 address's /64 network, since one host
+/// is commonly given a whole /64 and could otherwise open connections from 2⁶⁴ sources;
+/// `peer` itself when it is not a socket address.
 pub(crate) fn source(peer: &str) -> String {
-    match peer.parse::<SocketAddr>() {
-        Ok(a) => a.ip().to_canonical().to_string(),
+    match peer.parse::<SocketAddr>().map(|a| a.ip().to_canonical()) {
+        Ok(IpAddr::V4(v4)) => v4.to_string(),
+        Ok(IpAddr::V6(v6)) => format!("{}/64", Ipv6Addr::from(u128::from(v6) & !(u64::MAX as u128))),
         Err(_) => peer.to_string(),
     }
 }
@@ -92,8 +96,31 @@ mod tests {
     fn sources_are_ip_addresses() {
         assert_eq!(source("127.0.0.1:4000"), "127.0.0.1");
         assert_eq!(source("[::ffff:10.0.0.1]:80"), "10.0.0.1");
-        assert_eq!(source("[::1]:80"), "::1");
+        assert_eq!(source("[::1]:80"), "::/64");
         assert_eq!(source("mem-7"), "mem-7");
+    }
+
+    #[test]
+    fn an_ipv6_source_is_its_64_network() {
+        // One /64, whatever the interface identifier and port.
+        let net = source("[2001:db8:1:2::1]:4000");
+        assert_eq!(net, "2001:db8:1:2::/64");
+        for peer in ["[2001:db8:1:2:ffff:ffff:ffff:ffff]:1", "[2001:db8:1:2:abcd::9]:65535"] {
+            assert_eq!(source(peer), net, "{peer}");
+        }
+        // The next /64 is another source.
+        assert_eq!(source("[2001:db8:1:3::1]:4000"), "2001:db8:1:3::/64");
+        // IPv4-mapped IPv6 is its IPv4 address, not the ::ffff:0:0/96 network.
+        assert_eq!(source("[::ffff:10.0.0.1]:80"), "10.0.0.1");
+        assert_ne!(source("[::ffff:10.0.0.1]:80"), source("[::ffff:10.0.0.2]:80"));
+        // So one host's whole /64 holds at most its share of places.
+        let mut p = Pending::new(2, 64);
+        let mut displaced = 0;
+        for i in 0..100u32 {
+            let peer = format!("[2001:db8:1:2:{:x}::{:x}]:{}", i, i + 1, 1000 + i);
+            displaced += usize::from(p.admit(&source(&peer), i).1.is_some());
+        }
+        assert_eq!((p.len(), displaced), (2, 98));
     }
 
     #[test]

@@ -177,7 +177,7 @@ pub(crate) fn join(
                     copy_started: None,
                     copy_base_bytes: 0,
                     copy_retry: Vec::new(),
-                    seqs: SeqWindow::new(next_seq, session_window(s, hello.lanes)),
+                    seqs: session_window(s, hello, next_seq),
                 });
                 s.stats.sessions.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(%peer, session = format!("{:#x}", hello.session), lanes = hello.lanes, next_seq, "primary session begins");
@@ -247,15 +247,23 @@ fn session_max_frame(s: &Shared, asked: u32) -> u32 {
     asked.min(s.opts.limits.max_frame).min(fits.min(u32::MAX as u64) as u32).max(64)
 }
 
-/// How far ahead of the lowest number not yet received a group of a session of `lanes` lanes
-/// may be: twice the groups those lanes' logs hold (see `mojim_core::seq_window`).
-fn session_window(s: &Shared, lanes: u16) -> u64 {
-    window_for_logs(
+/// The sequence numbers a session that `hello` opens, from `next_seq`, may take: a group at
+/// most twice the groups its lanes' logs hold ahead of the lowest number not yet received, and,
+/// when a mirror opened it to feed this node as its backup, a void run from that number as long
+/// as any mirror's window (see `mojim_core::seq_window`).
+fn session_window(s: &Shared, hello: &Hello, next_seq: u64) -> SeqWindow {
+    let len = window_for_logs(
         s.lanes
             .iter()
-            .take(lanes as usize)
+            .take(hello.lanes as usize)
             .map(|l| l.lock().unwrap_or_else(|p| p.into_inner()).space().capacity()),
-    )
+    );
+    let w = SeqWindow::new(next_seq, len);
+    if hello.role == mojim_format::handshake::PeerRole::Mirror {
+        w.with_void_runs()
+    } else {
+        w
+    }
 }
 
 /// Takes the sequence numbers `first ..= last` for a group that begins on lane `tag.lane`, before

@@ -7,7 +7,7 @@ pub mod storage;
 
 use mojim::admin::AdminClient;
 use mojim::child::ChildNode;
-use mojim::config::{random_uuid, template, ConfigFile};
+use mojim::config::{random_uuid, template, write_private, ConfigFile};
 use mojim::mirror::MirrorStatus;
 use mojim::{Config, PrimaryOptions, Secret};
 use std::path::{Path, PathBuf};
@@ -144,7 +144,8 @@ impl Cluster {
         let mut file: ConfigFile =
             toml::from_str(&template(&uuid, size, SECRET, "127.0.0.1:0")).expect("the template parses");
         edit(&mut file);
-        std::fs::write(&cfg_path, toml::to_string(&file).expect("a configuration serialises"))
+        // Mode 0600, as `mojim init` writes it: the file holds the secret.
+        write_private(&cfg_path, &toml::to_string(&file).expect("a configuration serialises"))
             .expect("write mojim.toml");
         let cfg = Config::load(&cfg_path).expect("load the test configuration");
         let region_id = cfg.region_id().expect("region id");
@@ -198,7 +199,7 @@ impl Cluster {
     pub fn feed(&mut self, backups: &[&ChildNode], edit: impl FnOnce(&mut ConfigFile)) {
         self.cfg.file.mirror.backups = backups.iter().map(|b| b.addr().to_string()).collect();
         edit(&mut self.cfg.file);
-        std::fs::write(&self.cfg_path, toml::to_string(&self.cfg.file).expect("serialise"))
+        write_private(&self.cfg_path, &toml::to_string(&self.cfg.file).expect("serialise"))
             .expect("write mojim.toml");
     }
 
