@@ -11,23 +11,14 @@
 
 mod common;
 
-use common::{wait_status, Cluster};
-use mojim_core::handshake::ClientHandshake;
+use common::{raw, wait_status, Cluster};
 use mojim_core::seq_window::{window_for_logs, MAX_WINDOW};
-use mojim_format::handshake::{Hello, PeerRole, Welcome};
-use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
-use std::io::{Read, Write};
+use mojim_format::handshake::{PeerRole, Welcome};
+use mojim_format::{FrameHeader, FrameKind};
+use std::io::Write;
 use std::net::TcpStream;
-use std::time::Duration;
 
-fn read_frame(s: &mut TcpStream) -> std::io::Result<(FrameHeader, Vec<u8>)> {
-    let mut hb = [0u8; FRAME_HEADER_SIZE];
-    s.read_exact(&mut hb)?;
-    let h = FrameHeader::decode(&hb).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let mut body = vec![0u8; h.body_len as usize];
-    s.read_exact(&mut body)?;
-    Ok((h, body))
-}
+use common::raw::read_frame;
 
 /// One lane of a session `id` that a mirror (role Mirror) opens to feed the node at `c`.
 struct MirrorLink {
@@ -39,30 +30,9 @@ struct MirrorLink {
 impl MirrorLink {
     fn join(c: &Cluster, id: u64) -> MirrorLink {
         let region = c.cfg.region_id().expect("region id");
-        let mut s = TcpStream::connect(c.mirror_addr()).expect("connect to the node");
-        s.set_read_timeout(Some(Duration::from_secs(10))).expect("set timeout");
-        let hello = Hello {
-            role: PeerRole::Mirror,
-            lane: 0,
-            lanes: 1,
-            region_uuid: region.uuid,
-            region_size: region.size,
-            epoch: 1,
-            session: id,
-            nonce: [9; 32],
-            max_frame: 64 << 10,
-            generation: 0,
-        };
-        let mut hs = ClientHandshake::new(&hello, &c.secret().0);
-        let out = hs.hello();
-        s.write_all(&out.header).and_then(|_| s.write_all(&out.body)).expect("send Hello");
-        let (h, body) = read_frame(&mut s).expect("a Challenge");
-        let proof = hs.on_challenge(&h, &body).expect("a valid Challenge");
-        s.write_all(&proof.header).and_then(|_| s.write_all(&proof.body)).expect("send Proof");
-        let (h, body) = read_frame(&mut s).expect("the node's Proof");
-        hs.on_proof(&h, &body).expect("the node's proof");
-        let (h, body) = read_frame(&mut s).expect("a Welcome");
-        let welcome = hs.on_verdict(&h, &body).expect("welcomed");
+        let mut hello = raw::hello(PeerRole::Mirror, (region.uuid, region.size), id, 0, 1);
+        hello.nonce = [9; 32];
+        let (s, welcome) = raw::handshake(&c.mirror_addr(), &hello, &c.secret().0);
         MirrorLink { id, conn: s, welcome }
     }
 

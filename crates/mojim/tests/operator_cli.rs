@@ -3,11 +3,10 @@
 
 mod common;
 
-use common::{wait_applied, Cluster};
+use common::{raw, wait_applied, Cluster};
 use mojim::{Primary, Range};
-use mojim_core::handshake::ClientHandshake;
-use mojim_format::handshake::{Hello, PeerRole, Request};
-use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
+use mojim_format::handshake::{PeerRole, Request};
+use mojim_format::{FrameHeader, FrameKind};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
@@ -134,42 +133,10 @@ fn cat_refuses_an_inconsistent_data_area_unless_told() {
     assert_eq!(out.stdout.len(), 64);
 }
 
-/// Reads one frame from a raw connection.
-fn read_frame(s: &mut TcpStream) -> (FrameHeader, Vec<u8>) {
-    let mut hb = [0u8; FRAME_HEADER_SIZE];
-    s.read_exact(&mut hb).expect("a frame header");
-    let h = FrameHeader::decode(&hb).expect("a valid frame header");
-    let mut body = vec![0u8; h.body_len as usize];
-    s.read_exact(&mut body).expect("the frame's body");
-    (h, body)
-}
-
 /// An operator's connection that asks for `len` bytes of the data area and then reads nothing.
 fn stuck_reader(c: &Cluster, len: u64) -> TcpStream {
-    let mut s = TcpStream::connect(c.mirror_addr()).expect("connect to the mirror");
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("set timeout");
-    let hello = Hello {
-        role: PeerRole::Admin,
-        lane: 0,
-        lanes: 0,
-        region_uuid: [0; 16],
-        region_size: 0,
-        epoch: 0,
-        session: 0,
-        nonce: [9; 32],
-        max_frame: 0,
-        generation: 0,
-    };
-    let mut hs = ClientHandshake::new(&hello, &c.secret().0);
-    let out = hs.hello();
-    s.write_all(&out.header).and_then(|_| s.write_all(&out.body)).expect("send Hello");
-    let (h, body) = read_frame(&mut s);
-    let proof = hs.on_challenge(&h, &body).expect("a Challenge");
-    s.write_all(&proof.header).and_then(|_| s.write_all(&proof.body)).expect("send Proof");
-    let (h, body) = read_frame(&mut s);
-    hs.on_proof(&h, &body).expect("the mirror's proof");
-    let (h, body) = read_frame(&mut s);
-    hs.on_verdict(&h, &body).expect("welcomed");
+    let hello = raw::hello(PeerRole::Admin, ([0; 16], 0), 0, 0, 0);
+    let (mut s, _) = raw::handshake(&c.mirror_addr(), &hello, &c.secret().0);
     let req = Request::Read { offset: 0, len }.encode();
     let mut rh = FrameHeader::new(FrameKind::Request);
     rh.body_len = req.len() as u32;

@@ -13,11 +13,10 @@
 
 mod common;
 
-use common::{wait_applied, wait_status, Cluster};
+use common::{raw, wait_applied, wait_status, Cluster};
 use mojim::Range;
 use mojim_core::encode::{check_group, data_header, frames, GroupLimits, SessionTag};
-use mojim_core::handshake::ClientHandshake;
-use mojim_format::handshake::{Hello, PeerRole, Welcome};
+use mojim_format::handshake::{PeerRole, Welcome};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -26,42 +25,15 @@ use std::time::Duration;
 const GENERATION: u64 = 0x5eed_0000_0000_0001;
 
 fn read_frame(s: &mut TcpStream) -> (FrameHeader, Vec<u8>) {
-    let mut hb = [0u8; FRAME_HEADER_SIZE];
-    s.read_exact(&mut hb).expect("a frame header from the mirror");
-    let h = FrameHeader::decode(&hb).expect("a valid frame header");
-    let mut body = vec![0u8; h.body_len as usize];
-    s.read_exact(&mut body).expect("the frame's body");
-    (h, body)
+    raw::read_frame(s).expect("a frame from the mirror")
 }
 
 /// Connects lane `lane` of a two-lane session and completes the handshake.
 fn join(c: &Cluster, session: u64, lane: u16, lanes: u16) -> (TcpStream, Welcome) {
     let id = c.cfg.region_id().expect("region id");
-    let mut s = TcpStream::connect(c.mirror_addr()).expect("connect to the mirror");
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("set timeout");
-    let hello = Hello {
-        role: PeerRole::Primary,
-        lane,
-        lanes,
-        region_uuid: id.uuid,
-        region_size: id.size,
-        epoch: 1,
-        session,
-        nonce: [lane as u8 + 1; 32],
-        max_frame: 64 << 10,
-        generation: GENERATION,
-    };
-    let mut hs = ClientHandshake::new(&hello, &c.secret().0);
-    let out = hs.hello();
-    s.write_all(&out.header).and_then(|_| s.write_all(&out.body)).expect("send Hello");
-    let (h, body) = read_frame(&mut s);
-    let proof = hs.on_challenge(&h, &body).expect("a challenge");
-    s.write_all(&proof.header).and_then(|_| s.write_all(&proof.body)).expect("send Proof");
-    let (h, body) = read_frame(&mut s);
-    hs.on_proof(&h, &body).expect("the mirror's proof");
-    let (h, body) = read_frame(&mut s);
-    let welcome = hs.on_verdict(&h, &body).expect("welcomed");
-    (s, welcome)
+    let mut hello = raw::hello(PeerRole::Primary, (id.uuid, id.size), session, lane, lanes);
+    hello.generation = GENERATION;
+    raw::handshake(&c.mirror_addr(), &hello, &c.secret().0)
 }
 
 /// Sends group `seq`: `body` at `offset`, in frames of the session's size.

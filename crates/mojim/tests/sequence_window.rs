@@ -11,15 +11,13 @@
 
 mod common;
 
-use common::{assert_same_image, mirror_image, wait_applied, wait_status, Cluster};
+use common::{assert_same_image, mirror_image, raw, wait_applied, wait_status, Cluster};
 use mojim::{Primary, Range};
 use mojim_core::encode::{data_header, FramePlan, SessionTag};
-use mojim_core::handshake::ClientHandshake;
-use mojim_format::handshake::{Hello, PeerRole, Welcome};
-use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
-use std::io::{Read, Write};
+use mojim_format::handshake::{PeerRole, Welcome};
+use mojim_format::{FrameHeader, FrameKind};
+use std::io::Write;
 use std::net::TcpStream;
-use std::time::Duration;
 
 /// A session driven by hand: its lanes' connections and what the mirror said.
 struct RawSession {
@@ -28,14 +26,7 @@ struct RawSession {
     welcome: Welcome,
 }
 
-fn read_frame(s: &mut TcpStream) -> std::io::Result<(FrameHeader, Vec<u8>)> {
-    let mut hb = [0u8; FRAME_HEADER_SIZE];
-    s.read_exact(&mut hb)?;
-    let h = FrameHeader::decode(&hb).map_err(|e| std::io::Error::other(e.to_string()))?;
-    let mut body = vec![0u8; h.body_len as usize];
-    s.read_exact(&mut body)?;
-    Ok((h, body))
-}
+use common::raw::read_frame;
 
 impl RawSession {
     /// Joins every lane of session `id` with the cluster's secret, announcing `generation`.
@@ -44,30 +35,9 @@ impl RawSession {
         let mut conns = Vec::new();
         let mut first = None;
         for lane in 0..lanes {
-            let mut s = TcpStream::connect(c.mirror_addr()).expect("connect to the mirror");
-            s.set_read_timeout(Some(Duration::from_secs(10))).expect("set timeout");
-            let hello = Hello {
-                role: PeerRole::Primary,
-                lane,
-                lanes,
-                region_uuid: region.uuid,
-                region_size: region.size,
-                epoch: 1,
-                session: id,
-                nonce: [lane as u8 + 7; 32],
-                max_frame: 64 << 10,
-                generation,
-            };
-            let mut hs = ClientHandshake::new(&hello, &c.secret().0);
-            let out = hs.hello();
-            s.write_all(&out.header).and_then(|_| s.write_all(&out.body)).expect("send Hello");
-            let (h, body) = read_frame(&mut s).expect("a Challenge");
-            let proof = hs.on_challenge(&h, &body).expect("a valid Challenge");
-            s.write_all(&proof.header).and_then(|_| s.write_all(&proof.body)).expect("send Proof");
-            let (h, body) = read_frame(&mut s).expect("the mirror's Proof");
-            hs.on_proof(&h, &body).expect("the mirror's proof");
-            let (h, body) = read_frame(&mut s).expect("a Welcome");
-            let welcome = hs.on_verdict(&h, &body).expect("welcomed");
+            let mut hello = raw::hello(PeerRole::Primary, (region.uuid, region.size), id, lane, lanes);
+            hello.generation = generation;
+            let (s, welcome) = raw::handshake(&c.mirror_addr(), &hello, &c.secret().0);
             first.get_or_insert(welcome);
             conns.push(s);
         }

@@ -16,6 +16,7 @@ mod common;
 
 use common::storage::{run, Tmpfs};
 use common::{assert_same_image, mirror_image, wait_applied, wait_status, Cluster, Rng};
+use mojim::config::ConfigFile;
 use mojim::Primary;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -77,27 +78,38 @@ fn sync_until_refused(
     (groups, None)
 }
 
-#[test]
-fn a_failed_write_to_a_disk_data_area_stops_the_mirror_and_recovery_loses_nothing() {
-    // Declared first, dropped last: the cluster (and its mirror) go before the unmount.
-    let fs = match Tmpfs::mount("pwritefail", "4m") {
+/// A mirror whose data area is a disk file on a small tmpfs of its own (`data = "disk"`, mode
+/// `sync-disk`, one lane), its logs elsewhere; `edit` shapes the rest. None when no tmpfs can be
+/// mounted here (the test then skips, or fails under `MOJIM_TEST_STRICT`). Bind the pair in this
+/// order, so that the cluster and its mirror are dropped before the unmount.
+fn disk_data_area(test: &str, size: u64, edit: impl FnOnce(&mut ConfigFile)) -> Option<(Tmpfs, Cluster)> {
+    let fs = match Tmpfs::mount(test, "4m") {
         Ok(t) => t,
         Err(why) => {
             common::skip(&format!("cannot mount a tmpfs for the data area: {why}"));
-            return;
+            return None;
         }
     };
     let data_dir = fs.path().to_str().expect("utf-8").to_string();
-    let size: u64 = 1 << 20;
-    let mut c = Cluster::new("pwritefail", size, |f| {
+    let mut c = Cluster::new(test, size, |f| {
         f.mirror.data = "disk".into();
         f.mirror.dir = data_dir;
         f.mirror.log_dir = "logs".into();
-        f.mirror.log_capacity = "1MiB".into();
         f.primary.mode = "sync-disk".into();
         f.primary.lanes = 1;
+        edit(f);
     });
     c.start_mirror();
+    Some((fs, c))
+}
+
+#[test]
+fn a_failed_write_to_a_disk_data_area_stops_the_mirror_and_recovery_loses_nothing() {
+    let size: u64 = 1 << 20;
+    let Some((fs, mut c)) = disk_data_area("pwritefail", size, |f| f.mirror.log_capacity = "1MiB".into())
+    else {
+        return;
+    };
     // The data area is made whole (its blocks reserved) when the mirror starts. Take its data
     // blocks away and fill the file system: every checkpoint's pwrite now needs a page there is
     // no room for, as on a full disk with a sparse data area.
@@ -160,26 +172,14 @@ fn a_failed_write_to_a_disk_data_area_stops_the_mirror_and_recovery_loses_nothin
 /// fills before the first one runs and fails.
 #[test]
 fn a_lane_waiting_for_log_space_ends_when_the_data_area_fails() {
-    let fs = match Tmpfs::mount("fullwait", "4m") {
-        Ok(t) => t,
-        Err(why) => {
-            common::skip(&format!("cannot mount a tmpfs for the data area: {why}"));
-            return;
-        }
-    };
-    let data_dir = fs.path().to_str().expect("utf-8").to_string();
     let size: u64 = 1 << 20;
-    let mut c = Cluster::new("fullwait", size, |f| {
-        f.mirror.data = "disk".into();
-        f.mirror.dir = data_dir;
-        f.mirror.log_dir = "logs".into();
+    let Some((fs, c)) = disk_data_area("fullwait", size, |f| {
         f.mirror.log_capacity = "256KiB".into();
         f.mirror.checkpoint_thresh = 100_000;
         f.mirror.checkpoint_idle_ms = 600_000;
-        f.primary.mode = "sync-disk".into();
-        f.primary.lanes = 1;
-    });
-    c.start_mirror();
+    }) else {
+        return;
+    };
     punch_hole(&fs.path().join("data.mojim"), 4096, size);
     let _filler = fs.fill();
     let opts = c.primary_options();

@@ -155,16 +155,17 @@ pub(crate) fn start(s: &Arc<Shared>) -> std::io::Result<Vec<std::thread::JoinHan
 /// `beat` runs every ~10 ms while waiting, so the lane can send heartbeats; it returns false
 /// once the lane's connection is gone (its session ended), and the wait ends with it: nothing
 /// will be acknowledged there, and the session cannot be sealed, nor a new one begin, until the
-/// lane leaves.
-pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) {
-    let Some(f) = &s.forward else { return };
+/// lane leaves. A failed storage frees nothing more: the wait ends with its message, and the
+/// lane must not acknowledge.
+pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) -> Result<(), String> {
+    let Some(f) = &s.forward else { return Ok(()) };
     let over = |st: &FwdState| {
         let waiting = s.ckpt.lock().unwrap_or_else(|p| p.into_inner()).waiting_bytes;
         st.queue_bytes + waiting > s.opts.secondary_tier_thresh
     };
     let mut st = lock(f);
     if !over(&st) {
-        return;
+        return Ok(());
     }
     let t0 = Instant::now();
     st.stalls += 1;
@@ -172,8 +173,11 @@ pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) {
     // What waits to be applied cannot be forwarded yet: apply it now.
     super::apply::apply_inline(s);
     let mut st = lock(f);
-    // A failed storage frees nothing more: the caller sees it and ends the lane.
-    while over(&st) && !s.shutdown.load(Ordering::SeqCst) && s.storage_failed.get().is_none() {
+    while over(&st) && !s.shutdown.load(Ordering::SeqCst) {
+        if let Some(msg) = s.storage_failed.get() {
+            st.stalled_micros += t0.elapsed().as_micros() as u64;
+            return Err(msg.clone());
+        }
         st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
         drop(st);
         let alive = beat();
@@ -183,22 +187,27 @@ pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) {
         }
     }
     st.stalled_micros += t0.elapsed().as_micros() as u64;
+    Ok(())
 }
 
 /// The chain baseline: waits until every backup has group `seq` (`beat` as for
 /// [`wait_below_thresh`]).
-pub(crate) fn wait_forwarded(s: &Shared, seq: u64, beat: &mut dyn FnMut() -> bool) {
-    let Some(f) = &s.forward else { return };
+pub(crate) fn wait_forwarded(s: &Shared, seq: u64, beat: &mut dyn FnMut() -> bool) -> Result<(), String> {
+    let Some(f) = &s.forward else { return Ok(()) };
     super::apply::apply_inline(s);
     let mut st = lock(f);
-    while st.min_acked() < seq && !s.shutdown.load(Ordering::SeqCst) && s.storage_failed.get().is_none() {
+    while st.min_acked() < seq && !s.shutdown.load(Ordering::SeqCst) {
+        if let Some(msg) = s.storage_failed.get() {
+            return Err(msg.clone());
+        }
         st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
         drop(st);
         if !beat() {
-            return;
+            return Ok(());
         }
         st = lock(f);
     }
+    Ok(())
 }
 
 /// Waits until every backup has acknowledged `seq`, at most `timeout`. Returns whether they all

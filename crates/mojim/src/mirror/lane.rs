@@ -243,17 +243,17 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
                 }
                 beat_failed.is_none()
             };
-            super::forward::wait_below_thresh(s, &mut beat_now);
-            if s.opts.chain {
-                super::forward::wait_forwarded(s, g.seq, &mut beat_now);
+            // The storage may fail while the group waits: it is whole in the log (recovery may
+            // apply it), but it is not acknowledged.
+            let mut waited = super::forward::wait_below_thresh(s, &mut beat_now);
+            if s.opts.chain && waited.is_ok() {
+                waited = super::forward::wait_forwarded(s, g.seq, &mut beat_now);
+            }
+            if let Err(msg) = waited {
+                return LaneEnd::Storage(msg);
             }
             if let Some(e) = beat_failed {
                 return LaneEnd::Closed(format!("send heartbeat: {e}"));
-            }
-            // The storage failed while the group waited: it is whole in the log (recovery may
-            // apply it), but nothing more is acknowledged.
-            if let Some(msg) = s.storage_failed.get() {
-                return LaneEnd::Storage(msg.clone());
             }
             if let Err(e) = crate::net::write_frame(*rx.get_mut(), &ack_header(tag, g.seq), &[]) {
                 return LaneEnd::Closed(format!("send ack: {e}"));
