@@ -16,6 +16,7 @@ mod common;
 
 use common::storage::{run, Tmpfs};
 use common::{assert_same_image, mirror_image, wait_applied, wait_status, Cluster, Rng};
+use mojim::admin::AdminClient;
 use mojim::config::ConfigFile;
 use mojim::Primary;
 use std::fs::OpenOptions;
@@ -78,6 +79,27 @@ fn sync_until_refused(
     (groups, None)
 }
 
+/// After the storage failed (`refused`: the error that ended the last syncs, if one did), the
+/// mirror acknowledges nothing more, and says why; the session then ends. Returns the last
+/// group the mirror received.
+fn acknowledges_nothing_more(
+    p: Primary,
+    rng: &mut Rng,
+    expected: &mut Expected,
+    refused: Option<String>,
+    admin: &mut AdminClient,
+) -> u64 {
+    let (more, refused) = match refused {
+        Some(e) => (0, Some(e)),
+        None => sync_until_refused(&p, rng, expected, 4),
+    };
+    let refused = refused.expect("the mirror acknowledged groups after its storage failed");
+    assert_eq!(more, 0, "groups acknowledged after the failure: {refused}");
+    assert!(refused.contains("No space left"), "the primary is not told why: {refused}");
+    drop(p);
+    wait_status(admin, "the session to end", |st| st.session.is_none()).last_received_seq
+}
+
 /// A mirror whose data area is a disk file on a small tmpfs of its own (`data = "disk"`, mode
 /// `sync-disk`, one lane), its logs elsewhere; `edit` shapes the rest. None when no tmpfs can be
 /// mounted here (the test then skips, or fails under `MOJIM_TEST_STRICT`). Bind the pair in this
@@ -134,16 +156,7 @@ fn a_failed_write_to_a_disk_data_area_stops_the_mirror_and_recovery_loses_nothin
     assert!(read.to_string().contains("No space left"), "{read}");
 
     // It acknowledges nothing more: the next sync, and a new session, are refused saying why.
-    let (more, refused) = match refused {
-        Some(e) => (0, Some(e)),
-        None => sync_until_refused(&p, &mut rng, &mut expected, 4),
-    };
-    let refused = refused.expect("the mirror acknowledged groups after its data area failed");
-    assert_eq!(more, 0, "groups acknowledged after the failure: {refused}");
-    assert!(refused.contains("No space left"), "the primary is not told why: {refused}");
-    drop(p);
-    let last_acked =
-        wait_status(&mut admin, "the session to end", |st| st.session.is_none()).last_received_seq;
+    let last_acked = acknowledges_nothing_more(p, &mut rng, &mut expected, refused, &mut admin);
     let again = match Primary::open(&c.primary_options()) {
         Ok(p) => p.msync(0, 1).err().map(|e| e.to_string()),
         Err(e) => Some(e.to_string()),
@@ -304,16 +317,7 @@ fn a_log_tail_that_cannot_be_persisted_stops_the_mirror_and_recovery_loses_nothi
     // The write-back of the tail's page fails, or, once the file has seen that error, the next
     // persist of its records does: either stops the log.
     assert!(why.contains("log of lane 0") && why.contains("No space left"), "{why}");
-    let (more, refused) = match refused {
-        Some(e) => (0, Some(e)),
-        None => sync_until_refused(&p, &mut rng, &mut expected, 4),
-    };
-    let refused = refused.expect("the mirror acknowledged groups after its log tail failed");
-    assert_eq!(more, 0, "groups acknowledged after the failure: {refused}");
-    assert!(refused.contains("No space left"), "the primary is not told why: {refused}");
-    drop(p);
-    let last_acked =
-        wait_status(&mut admin, "the session to end", |st| st.session.is_none()).last_received_seq;
+    let last_acked = acknowledges_nothing_more(p, &mut rng, &mut expected, refused, &mut admin);
     drop(admin);
 
     // Room again (the device kept the header block it had), and a restart: recovery reads the
