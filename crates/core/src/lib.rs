@@ -2,7 +2,8 @@
 //!
 //! Everything here is plain state and arithmetic over caller-owned buffers: no sockets, files,
 //! threads or clocks. The drivers in the `mojim` crate put it on real I/O; the simulator in
-//! [`sim`] puts it on a seeded, faulty network and checks the invariants of `DESIGN.md`.
+//! `sim` (cargo feature `sim`: on for this crate's own tests, never in a production build) puts
+//! it on a seeded, faulty network and checks the invariants of `DESIGN.md`.
 #![forbid(unsafe_code)]
 
 pub mod auth;
@@ -14,6 +15,7 @@ pub mod log_space;
 pub mod receive;
 pub mod recovery;
 pub mod seq_window;
+#[cfg(feature = "sim")]
 pub mod sim;
 
 /// One byte range of the region, as given to `msync`/`gmsync`.

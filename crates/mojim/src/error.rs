@@ -47,7 +47,7 @@ impl Error {
         )
     }
 
-    pub(crate) fn io(op: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+    pub fn io(op: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
         let op = op.into();
         move |source| Error::Io { op, source }
     }

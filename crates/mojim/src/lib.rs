@@ -16,26 +16,15 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
-pub mod bench;
-pub mod bench_failover;
-pub mod bench_resync;
-pub mod chaos;
-pub mod child;
-pub mod cluster;
 pub mod config;
 mod connect;
 pub mod coord;
-pub mod cpu_time;
-pub mod demo;
 pub mod error;
-pub mod matrix;
 pub mod mirror;
 mod net;
-pub mod plot;
 pub mod primary;
-mod random;
+pub mod random;
 pub mod size;
-pub mod transact;
 
 pub use config::{Config, Limits, Mode, RegionId, Secret};
 pub use error::{Error, Result};

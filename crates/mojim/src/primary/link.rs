@@ -25,7 +25,7 @@ use crate::config::RegionId;
 const BATCH: usize = 32;
 /// Bytes per Copy frame (a receiver takes up to `MAX_COPY_BODY`, whatever `max_frame`): large
 /// frames keep the per-frame work of a copy small.
-pub(crate) const COPY_FRAME: u32 = 256 << 10;
+pub const COPY_FRAME: u32 = 256 << 10;
 const _: () = assert!(COPY_FRAME <= mojim_format::copied::MAX_COPY_BODY);
 /// Copy frames replicas may ask for again (CopyRetry) before the next resend, at most.
 const MAX_RETRIES_ASKED: usize = 4096;

@@ -16,8 +16,9 @@
 mod link;
 mod resync;
 
-pub(crate) use link::COPY_FRAME;
-pub(crate) use resync::{new_generation, COPY_GROUP_BYTES};
+pub use link::COPY_FRAME;
+pub(crate) use resync::new_generation;
+pub use resync::COPY_GROUP_BYTES;
 pub use resync::{CopyKind, ResyncStatus};
 
 use crate::config::{Config, Heartbeat, Limits, Mode, OnMirrorLoss, Secret};

@@ -45,7 +45,7 @@ const FRAMED_AHEAD: usize = 2;
 /// comes from a snapshot, so only a link that corrupts data fails it.
 const MAX_RESEND_ROUNDS: usize = 3;
 /// Bytes of region content per copy group, at most.
-pub(crate) const COPY_GROUP_BYTES: u64 = 1 << 20;
+pub const COPY_GROUP_BYTES: u64 = 1 << 20;
 
 /// How a mirror is brought up to date.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -6,10 +6,10 @@ mod common;
 
 use common::{Cluster, WAIT};
 use mojim::admin::AdminClient;
-use mojim::child::ChildNode;
 use mojim::coord::Coordinator;
 use mojim::{Primary, PrimaryOptions};
 use mojim_etcd::testing::EtcdServer;
+use mojim_tools::child::ChildNode;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;

@@ -7,10 +7,10 @@ pub mod raw;
 pub mod storage;
 
 use mojim::admin::AdminClient;
-use mojim::child::ChildNode;
 use mojim::config::{random_uuid, template, write_private, ConfigFile};
 use mojim::mirror::MirrorStatus;
 use mojim::{Config, PrimaryOptions, Secret};
+use mojim_tools::child::ChildNode;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

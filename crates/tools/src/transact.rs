@@ -17,10 +17,10 @@
 //! differs from `sm-ob` only inside the remote NIC; over one TCP lane the two are the same.)
 
 use crate::bench::{BenchArgs, Session, XorShift};
-use crate::error::{Error, Result};
-use crate::primary::Primary;
-use crate::{Mode, Range};
 use hdrhistogram::Histogram;
+use mojim::error::{Error, Result};
+use mojim::primary::Primary;
+use mojim::{Mode, Range};
 use serde::Serialize;
 use std::time::Instant;
 

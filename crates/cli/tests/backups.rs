@@ -6,8 +6,8 @@ mod common;
 
 use common::{first_difference, mirror_image, Cluster, Rng, WAIT};
 use mojim::admin::AdminClient;
-use mojim::child::ChildNode;
 use mojim::{Primary, Range};
+use mojim_tools::child::ChildNode;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 

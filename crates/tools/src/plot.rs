@@ -5,7 +5,7 @@
 //! Every axis is linear to `plotters`: a logarithmic axis is drawn by plotting `log10` of the
 //! values with tick marks at chosen values, which keeps one chart type for every combination.
 
-use crate::error::{Error, Result};
+use mojim::error::{Error, Result};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;

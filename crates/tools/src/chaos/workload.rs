@@ -15,10 +15,10 @@
 //! a redo journal would. Replicas never see a half-written group; only the primary's own copy
 //! can hold one, and only after its application died.
 
-use crate::config::Config;
-use crate::error::{Error, Result};
-use crate::primary::{Primary, PrimaryOptions};
-use crate::Range;
+use mojim::config::Config;
+use mojim::error::{Error, Result};
+use mojim::primary::{Primary, PrimaryOptions};
+use mojim::Range;
 use mojim_format::checksum::crc32c;
 use mojim_format::handshake::RefuseCode;
 use std::io::{BufRead, Read, Write};

@@ -6,10 +6,10 @@ mod common;
 
 use common::{first_difference, mirror_image, wait_applied, Cluster, Rng, WAIT};
 use mojim::admin::AdminClient;
-use mojim::child::ChildNode;
 use mojim::coord::Coordinator;
 use mojim::{Primary, PrimaryOptions};
 use mojim_etcd::testing::EtcdServer;
+use mojim_tools::child::ChildNode;
 use std::time::{Duration, Instant};
 
 fn scribble(p: &Primary, rng: &mut Rng, n: usize) {

@@ -121,7 +121,7 @@ fn matrix_with_tiny_settings_writes_every_file() {
         .map(|e| e.expect("a folder entry").file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, mojim::matrix::FILES.to_vec(), "{out}");
+    assert_eq!(names, mojim_tools::matrix::FILES.to_vec(), "{out}");
     let summary = std::fs::read_to_string(out_dir.join("summary.md")).expect("read summary.md");
     assert!(summary.contains("## Key ratios"), "{summary}");
     assert!(summary.contains("sync / unreplicated-disk"), "{summary}");

@@ -6,9 +6,9 @@ mod common;
 
 use common::{first_difference, mirror_image, wait_applied, Cluster, Rng, WAIT};
 use mojim::admin::AdminClient;
-use mojim::child::ChildNode;
 use mojim::config::OnMirrorLoss;
 use mojim::{CopyKind, Primary, PrimaryOptions};
+use mojim_tools::child::ChildNode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 

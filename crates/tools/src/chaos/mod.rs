@@ -28,9 +28,9 @@ mod workload;
 
 pub use workload::{worker, WorkerArgs};
 
-use crate::config::random_uuid;
-use crate::error::{Error, Result};
 use cluster::{Cluster, Net, Netns, Shape};
+use mojim::config::random_uuid;
+use mojim::error::{Error, Result};
 use std::path::PathBuf;
 use std::time::Instant;
 

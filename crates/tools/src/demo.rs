@@ -7,13 +7,13 @@
 //! Then the mirror's data area is compared with the primary's byte for byte, a latency table
 //! per mode is printed, and everything is removed.
 
-use crate::admin::AdminClient;
 use crate::bench::{self, BenchArgs};
 use crate::child::ChildNode;
-use crate::config::{random_uuid, template, Config, Mode};
-use crate::error::{Error, Result};
-use crate::primary::{Primary, PrimaryOptions};
-use crate::Range;
+use mojim::admin::AdminClient;
+use mojim::config::{random_uuid, template, Config, Mode};
+use mojim::error::{Error, Result};
+use mojim::primary::{Primary, PrimaryOptions};
+use mojim::Range;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -59,9 +59,9 @@ pub fn run(a: &DemoArgs) -> Result<()> {
     let uuid = random_uuid();
     let secret: String = random_uuid().iter().map(|b| format!("{b:02x}")).collect();
     let cfg_path = dir.join("mojim.toml");
-    crate::config::write_private(&cfg_path, &template(&uuid, REGION_SIZE, &secret, "127.0.0.1:0"))
+    mojim::config::write_private(&cfg_path, &template(&uuid, REGION_SIZE, &secret, "127.0.0.1:0"))
         .map_err(Error::io("write config"))?;
-    crate::create_region(&dir.join("region.mojim"), crate::RegionId { uuid, size: REGION_SIZE })?;
+    mojim::create_region(&dir.join("region.mojim"), mojim::RegionId { uuid, size: REGION_SIZE })?;
     let exe = std::env::current_exe().map_err(Error::io("find the mojim executable"))?;
     let mirror = ChildNode::spawn(
         &exe,

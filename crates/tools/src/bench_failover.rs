@@ -36,15 +36,15 @@
 //! caches. `PrimaryStatus::vulnerable_us` is that time. Measured with the region on `--dir`
 //! (tmpfs: cache-line write-back) and on `--disk-dir` (an ordinary file system: msync).
 
-use crate::admin::AdminClient;
 use crate::bench::{exe, BenchArgs, XorShift};
 use crate::bench_resync::Scratch;
 use crate::child::ChildNode;
-use crate::config::{template, Config, ConfigFile, EtcdSettings, Mode, OnMirrorLoss, RegionId, Secret};
-use crate::error::{Error, Result};
-use crate::mirror::MirrorStatus;
-use crate::primary::{Primary, PrimaryOptions};
-use crate::size::format_size;
+use mojim::admin::AdminClient;
+use mojim::config::{template, Config, ConfigFile, EtcdSettings, Mode, OnMirrorLoss, RegionId, Secret};
+use mojim::error::{Error, Result};
+use mojim::mirror::MirrorStatus;
+use mojim::primary::{Primary, PrimaryOptions};
+use mojim::size::format_size;
 use serde::Serialize;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -294,7 +294,7 @@ fn ms(from: u64, to: u64) -> f64 {
 /// bytes, one lane, and the etcd coordinator at `etcd` if given (its lease settings are the
 /// defaults).
 fn write_config(dir: &Path, size: u64, etcd: Option<&str>) -> Result<PathBuf> {
-    let id = RegionId { uuid: crate::config::random_uuid(), size };
+    let id = RegionId { uuid: mojim::config::random_uuid(), size };
     let base = template(&id.uuid, id.size, "mojim-bench-secret", "127.0.0.1:0");
     let mut f: ConfigFile =
         toml::from_str(&base).map_err(|e| Error::Config(format!("benchmark config: {e}")))?;
@@ -305,7 +305,7 @@ fn write_config(dir: &Path, size: u64, etcd: Option<&str>) -> Result<PathBuf> {
     }
     let text = toml::to_string(&f).map_err(|e| Error::Config(format!("benchmark config: {e}")))?;
     let p = dir.join("mojim.toml");
-    crate::config::write_private(&p, &text).map_err(Error::io(format!("write {}", p.display())))?;
+    mojim::config::write_private(&p, &text).map_err(Error::io(format!("write {}", p.display())))?;
     Ok(p)
 }
 
@@ -743,7 +743,7 @@ impl<'a> FailoverRun<'a> {
         let mirror = serve(exe, &cfg, &dir.0.join("m"), "m", a.busy_poll_us, Some(backup.addr()))?;
         let region = dir.0.join("a").join("region.mojim");
         std::fs::create_dir_all(dir.0.join("a")).map_err(Error::io("create the primary's folder"))?;
-        crate::create_region(&region, loaded.region_id()?)?;
+        mojim::create_region(&region, loaded.region_id()?)?;
         let worker = Worker::spawn(exe, &cfg, &region, mirror.addr(), "a", false)?;
         Ok(FailoverRun {
             a,
@@ -879,7 +879,7 @@ impl<'a> FailoverRun<'a> {
     /// role (promotion).
     fn react_etcd(&self, kill_ns: u64, first_epoch: u64) -> Result<Reaction> {
         let (_, settings) = self.etcd.as_ref().expect("--coordinator etcd starts etcd");
-        let coord = crate::coord::Coordinator::new(settings)?;
+        let coord = mojim::coord::Coordinator::new(settings)?;
         let t0 = Instant::now();
         let roles = loop {
             match coord.roles()? {
@@ -949,7 +949,7 @@ fn vulnerable(a: &BenchArgs, exe: &Path, round: usize, dir: &Path) -> Result<Vul
     let cfg = write_config(&scratch.0, a.region_size, None)?;
     let cfg = Config::load(&cfg)?;
     let region = region_dir.0.join("region.mojim");
-    crate::create_region(&region, cfg.region_id()?)?;
+    mojim::create_region(&region, cfg.region_id()?)?;
     let (data, flush) = persistence_of(&region)?;
     let mut mirror =
         serve(exe, &scratch.0.join("mojim.toml"), &scratch.0.join("m"), "m", a.busy_poll_us, None)?;
@@ -962,7 +962,7 @@ fn vulnerable(a: &BenchArgs, exe: &Path, round: usize, dir: &Path) -> Result<Vul
     let p = Primary::open(&o)?;
     let piece = 1u64 << 20;
     let mut buf = vec![0u8; piece as usize];
-    let mut rng = XorShift(crate::random::u64() | 1);
+    let mut rng = XorShift(mojim::random::u64() | 1);
     for off in (0..a.region_size).step_by(piece as usize) {
         for w in buf.chunks_mut(8) {
             w.copy_from_slice(&rng.next().to_le_bytes());

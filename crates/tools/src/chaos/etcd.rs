@@ -7,7 +7,7 @@
 //! heartbeats, 100 ms elections) so that etcd grants the 1 s leases the trials use.
 
 use super::cluster::Net;
-use crate::config::EtcdSettings;
+use mojim::config::EtcdSettings;
 use mojim_etcd::Client;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};

@@ -1,6 +1,6 @@
 //! A mirror (or echo server) in a child process, for the demo, the benchmark and tests.
 
-use crate::error::{Error, Result};
+use mojim::error::{Error, Result};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -16,8 +16,8 @@
 use super::check::{self, Move};
 use super::faults::{Trial, HANG};
 use super::workload::wall_us;
-use crate::coord::Roles;
-use crate::mirror::MirrorStatus;
+use mojim::coord::Roles;
+use mojim::mirror::MirrorStatus;
 use std::time::{Duration, Instant};
 
 /// How long the lease may be gone with the roles unchanged before the harness concludes that

@@ -28,17 +28,17 @@
 //! Every node is a `mojim serve` child on an address chosen here, so that a killed node comes
 //! back where its peers look for it.
 
-use crate::admin::AdminClient;
 use crate::bench::{exe, lanes, BenchArgs, XorShift};
 use crate::child::ChildNode;
-use crate::config::{template, ConfigFile, Limits, Mode, OnMirrorLoss, RegionId, Secret};
-use crate::error::{Error, Result};
-use crate::mirror::{BackupStatus, MirrorStatus, MAX_READ};
-use crate::primary::{
+use indicatif::{ProgressBar, ProgressStyle};
+use mojim::admin::AdminClient;
+use mojim::config::{template, ConfigFile, Limits, Mode, OnMirrorLoss, RegionId, Secret};
+use mojim::error::{Error, Result};
+use mojim::mirror::{BackupStatus, MirrorStatus, MAX_READ};
+use mojim::primary::{
     CopyKind, FailurePolicy, Primary, PrimaryOptions, ResyncStatus, COPY_FRAME, COPY_GROUP_BYTES,
 };
-use crate::size::format_size;
-use indicatif::{ProgressBar, ProgressStyle};
+use mojim::size::format_size;
 use mojim_core::Range;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::MappedFile;
@@ -460,8 +460,8 @@ struct Round<'a> {
 impl<'a> Round<'a> {
     fn new(a: &'a BenchArgs, round: usize) -> Result<Round<'a>> {
         let dir = Scratch::create(a.dir.join(format!("mojim-resync-{}-{round}", std::process::id())))?;
-        let id = RegionId { uuid: crate::config::random_uuid(), size: a.region_size };
-        let mut rng = XorShift(crate::random::u64() | 1);
+        let id = RegionId { uuid: mojim::config::random_uuid(), size: a.region_size };
+        let mut rng = XorShift(mojim::random::u64() | 1);
         let total = a.region_size / CHUNK;
         let n = ((total as f64 * a.resync.changed / 100.0).ceil() as u64).clamp(1, total);
         let chunks = pick_chunks(total, n, &mut rng);
@@ -499,7 +499,7 @@ impl<'a> Round<'a> {
         edit(&mut f);
         let text = toml::to_string(&f).map_err(|e| Error::Config(format!("benchmark config: {e}")))?;
         let p = dir.join(format!("{name}.toml"));
-        crate::config::write_private(&p, &text).map_err(Error::io(format!("write {}", p.display())))?;
+        mojim::config::write_private(&p, &text).map_err(Error::io(format!("write {}", p.display())))?;
         Ok(p)
     }
 
@@ -800,7 +800,7 @@ impl<'a> Round<'a> {
     /// comes from a first session with a first mirror while both are still empty (nothing to
     /// copy); that mirror is then discarded, and the region is filled locally.
     fn prepare(&mut self, dir: &Path, region: &Path) -> Result<()> {
-        crate::create_region(region, self.id)?;
+        mojim::create_region(region, self.id)?;
         let cfg = self.config(dir, "first", |_| {})?;
         let first_dir = dir.join("first-mirror");
         let mut first = self.node(&cfg, &first_dir)?;
@@ -997,7 +997,7 @@ impl<'a> Round<'a> {
     fn log(&mut self) -> Result<ResyncResult> {
         let scratch = Scratch::create(self.dir.0.join("log"))?;
         let region = scratch.0.join("region.mojim");
-        crate::create_region(&region, self.id)?;
+        mojim::create_region(&region, self.id)?;
         let changed = self.chunks.len() as u64 * CHUNK;
         // The mirror keeps every group until the backup has it; one writer uses one lane.
         let log_capacity = (2 * changed + (64 << 20)).next_multiple_of(CHUNK);

@@ -5,11 +5,11 @@
 
 use crate::child::ChildNode;
 use crate::cluster::{LocalCluster, Shape, Topology};
-use crate::config::{random_uuid, template, Config, Limits, Mode, RegionId, Secret};
-use crate::error::{Error, Result};
-use crate::primary::{Primary, PrimaryOptions};
-use crate::size::{format_size, parse_size};
 use hdrhistogram::Histogram;
+use mojim::config::{random_uuid, template, Config, Limits, Mode, RegionId, Secret};
+use mojim::error::{Error, Result};
+use mojim::primary::{Primary, PrimaryOptions};
+use mojim::size::{format_size, parse_size};
 use mojim_transport::{Conn, TcpConn, TcpTransport, Transport};
 use serde::Serialize;
 use std::io::{Read, Write};
@@ -278,10 +278,10 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
             Limits::default(),
         );
         let id = RegionId { uuid: random_uuid(), size: a.region_size };
-        crate::create_region(&s.region_path, id)?;
+        mojim::create_region(&s.region_path, id)?;
         let base = template(&id.uuid, id.size, "mojim-bench-secret", "127.0.0.1:0");
         let cfg = dir.join("mojim.toml");
-        crate::config::write_private(&cfg, &base).map_err(Error::io("write config"))?;
+        mojim::config::write_private(&cfg, &base).map_err(Error::io("write config"))?;
         let cfg = cfg.to_str().unwrap_or_default().to_string();
         let poll = a.busy_poll_us.to_string();
         let thresh = a.checkpoint_thresh.map(|t| t.to_string());
@@ -474,10 +474,10 @@ fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
             let p = a.disk_file.clone().expect("disk file given");
             // The file is the benchmark's own: so are any files left beside it by an earlier
             // run that was cut short (their region is gone, and they would be refused).
-            crate::remove_region(&p)?;
-            crate::create_region(&p, RegionId { uuid: random_uuid(), size: a.region_size })?;
+            mojim::remove_region(&p)?;
+            mojim::create_region(&p, RegionId { uuid: random_uuid(), size: a.region_size })?;
             let r = sync_points(a, s, Mode::Unreplicated, &p, k);
-            crate::remove_region(&p)?;
+            mojim::remove_region(&p)?;
             r?
         }
     };
@@ -521,7 +521,7 @@ fn disk_recovery(a: &BenchArgs, s: &Setup) -> Result<(u64, usize)> {
     }
     let args: Vec<&str> = s.disk_args.iter().map(String::as_str).collect();
     let restarted = ChildNode::spawn(&exe()?, &args)?;
-    let mut admin = crate::admin::AdminClient::connect(restarted.addr(), &s.secret, Duration::from_secs(5))?;
+    let mut admin = mojim::admin::AdminClient::connect(restarted.addr(), &s.secret, Duration::from_secs(5))?;
     let st = admin.status()?;
     Ok((st.recovery.micros, st.recovery.groups_applied))
 }

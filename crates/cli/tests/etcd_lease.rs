@@ -8,10 +8,10 @@
 mod common;
 
 use common::{Cluster, Rng, WAIT};
-use mojim::child::ChildNode;
 use mojim::config::ConfigFile;
 use mojim::{Primary, PrimaryOptions, Range};
 use mojim_etcd::testing::EtcdServer;
+use mojim_tools::child::ChildNode;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;

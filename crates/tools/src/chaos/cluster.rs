@@ -8,9 +8,9 @@
 //! namespace of its own on the same bridge (the one after the nodes'), so that a partition can
 //! cut a node off from it too.
 
-use crate::admin::AdminClient;
-use crate::config::{template, ConfigFile, EtcdSettings, Secret};
-use crate::mirror::MirrorStatus;
+use mojim::admin::AdminClient;
+use mojim::config::{template, ConfigFile, EtcdSettings, Secret};
+use mojim::mirror::MirrorStatus;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
@@ -416,7 +416,7 @@ impl Cluster {
             f.cluster.lease_margin_ms = e.lease_margin.as_millis() as u64;
         }
         let text = toml::to_string(&f).map_err(|e| format!("chaos config: {e}"))?;
-        crate::config::write_private(&n.config_path(), &text)
+        mojim::config::write_private(&n.config_path(), &text)
             .map_err(|e| format!("write {}: {e}", n.config_path().display()))
     }
 
@@ -472,7 +472,7 @@ impl Cluster {
         &self,
         i: usize,
         what: &str,
-        call: impl FnOnce(&mut AdminClient) -> crate::Result<T> + Send + 'static,
+        call: impl FnOnce(&mut AdminClient) -> mojim::Result<T> + Send + 'static,
     ) -> Result<T, String> {
         let (addr, secret) = (self.nodes[i].addr.clone(), self.secret.clone());
         let (tx, rx) = mpsc::channel();

@@ -4,8 +4,8 @@
 mod common;
 
 use common::{assert_same_image, mirror_image, seed, wait_applied, Cluster, Rng};
-use mojim::child::ChildNode;
 use mojim::{Error, Mode, Primary, Range};
+use mojim_tools::child::ChildNode;
 
 const THREADS: u64 = 4;
 const GROUPS_PER_THREAD: usize = 500;

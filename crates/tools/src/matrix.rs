@@ -15,10 +15,10 @@
 //! for the whole run; only the checkpoint experiment starts one mirror per threshold.
 
 use crate::bench::{BenchArgs, BenchResult, Session};
-use crate::error::{Error, Result};
 use crate::plot::{self, Axis, Legend, Series};
 use crate::transact::{self, Strategy, Transact, TransactArgs, TransactResult};
 use indicatif::{ProgressBar, ProgressStyle};
+use mojim::error::{Error, Result};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -36,7 +36,7 @@ pub struct MatrixArgs {
     pub matrix_ops: u64,
     /// Bytes in the matrix's regions (instead of --region-size): small enough that a short run
     /// is not dominated by first-touch page faults, large enough to defeat the CPU caches.
-    #[arg(long, default_value = "64MiB", value_parser = crate::size::parse_size)]
+    #[arg(long, default_value = "64MiB", value_parser = mojim::size::parse_size)]
     pub matrix_region_size: u64,
     /// Most application threads in the threads experiment (threads 1 … N).
     #[arg(long, default_value_t = 4)]
@@ -53,7 +53,7 @@ pub struct MatrixArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000,10000")]
     pub matrix_checkpoints: Vec<usize>,
     /// The mirror's secondary_tier_thresh values in the secondary experiment (bytes).
-    #[arg(long, value_delimiter = ',', value_parser = crate::size::parse_size,
+    #[arg(long, value_delimiter = ',', value_parser = mojim::size::parse_size,
           default_value = "40KiB,400KiB,4MiB,40MiB,400MiB")]
     pub matrix_secondary: Vec<u64>,
     /// The backup link's rate in the secondary experiment.

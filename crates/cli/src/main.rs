@@ -36,17 +36,17 @@ enum Command {
     /// Resolve a split brain: discard a node's copy, so its next session copies everything in.
     Resolve(ResolveArgs),
     /// Start a mirror on loopback, run the paper's Fig. 1 workload, verify, and clean up.
-    Demo(mojim::demo::DemoArgs),
+    Demo(mojim_tools::demo::DemoArgs),
     /// The paper's microbenchmark: persist random ranges and report latency and throughput.
-    Bench(Box<mojim::bench::BenchArgs>),
+    Bench(Box<mojim_tools::bench::BenchArgs>),
     /// Fault injection: kill, partition and fail over a local cluster under a self-checking load.
-    Chaos(mojim::chaos::ChaosArgs),
+    Chaos(mojim_tools::chaos::ChaosArgs),
     /// The application of a `chaos` trial (started by `mojim chaos`).
     #[command(hide = true)]
-    ChaosWorker(mojim::chaos::WorkerArgs),
+    ChaosWorker(mojim_tools::chaos::WorkerArgs),
     /// The application of a `bench --mode failover` round (started by `mojim bench`).
     #[command(hide = true)]
-    BenchWorker(mojim::bench_failover::WorkerArgs),
+    BenchWorker(mojim_tools::bench_failover::WorkerArgs),
     /// Raw TCP echo server used by `bench --mode tcp-rtt` (prints `serving on ADDR`).
     #[command(hide = true)]
     Echo {
@@ -200,12 +200,12 @@ fn main() -> ExitCode {
         Command::Resolve(a) => resolve(a),
         Command::Status(a) => status(a),
         Command::Cat(a) => cat(a),
-        Command::Demo(a) => mojim::demo::run(&a),
-        Command::Bench(a) => mojim::bench::run(&a),
-        Command::Chaos(a) => mojim::chaos::run(&a),
-        Command::ChaosWorker(a) => mojim::chaos::worker(&a),
-        Command::BenchWorker(a) => mojim::bench_failover::worker(&a),
-        Command::Echo { listen, busy_poll_us } => mojim::bench::echo_server(&listen, busy_poll_us),
+        Command::Demo(a) => mojim_tools::demo::run(&a),
+        Command::Bench(a) => mojim_tools::bench::run(&a),
+        Command::Chaos(a) => mojim_tools::chaos::run(&a),
+        Command::ChaosWorker(a) => mojim_tools::chaos::worker(&a),
+        Command::BenchWorker(a) => mojim_tools::bench_failover::worker(&a),
+        Command::Echo { listen, busy_poll_us } => mojim_tools::bench::echo_server(&listen, busy_poll_us),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

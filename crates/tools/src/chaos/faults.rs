@@ -28,7 +28,7 @@ use super::check::{self, Move};
 use super::cluster::{Cluster, Net, Proc, WorkerPlan};
 use super::workload::{read_acks, read_intent, wall_us, Ack};
 use super::Rng;
-use crate::coord::Coordinator;
+use mojim::coord::Coordinator;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -2,8 +2,8 @@
 //! or chain), or beside it (broadcast), all on loopback.
 
 use crate::child::ChildNode;
-use crate::config::ConfigFile;
-use crate::error::{Error, Result};
+use mojim::config::ConfigFile;
+use mojim::error::{Error, Result};
 use std::path::Path;
 
 /// How the replicas of a benchmark cluster are arranged.
@@ -68,7 +68,7 @@ impl LocalCluster {
         let poll = shape.busy_poll_us.to_string();
         let thresh = shape.checkpoint_thresh.map(|t| t.to_string());
         let base_cfg = dir.join(format!("{name}.toml"));
-        crate::config::write_private(&base_cfg, base).map_err(Error::io("write config"))?;
+        mojim::config::write_private(&base_cfg, base).map_err(Error::io("write config"))?;
         let base_cfg = path(&base_cfg);
         let mut backups = Vec::new();
         for i in 0..shape.backups {
@@ -92,7 +92,7 @@ impl LocalCluster {
                 let p = dir.join(format!("{name}-mirror.toml"));
                 let text =
                     toml::to_string(&f).map_err(|e| Error::Config(format!("benchmark config: {e}")))?;
-                crate::config::write_private(&p, &text).map_err(Error::io("write config"))?;
+                mojim::config::write_private(&p, &text).map_err(Error::io("write config"))?;
                 (path(&p), Vec::new())
             }
         };

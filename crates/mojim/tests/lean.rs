@@ -1,0 +1,41 @@
+//! The library an application links stays lean: its normal dependency tree holds at most
+//! `MAX_PACKAGES` distinct packages, and none of the tools' (command line, plots, progress
+//! bars, histograms, log formatting), which belong to `mojim-tools` and `mojim-cli`.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+const MAX_PACKAGES: usize = 50;
+const TOOL_PACKAGES: &[&str] =
+    &["clap", "plotters", "indicatif", "hdrhistogram", "tracing-subscriber", "mojim-tools", "mojim-cli"];
+
+#[test]
+fn the_library_dependency_tree_is_small_and_has_no_tools() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let out = Command::new(cargo)
+        .args(["tree", "--offline", "--manifest-path", manifest, "-p", "mojim", "-e", "normal"])
+        .args(["--prefix", "none", "--format", "{p}"])
+        .output()
+        .expect("run cargo tree");
+    assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).expect("utf-8 output");
+    // "name vX.Y.Z (path) (*)": the name and version make a package.
+    let packages: BTreeSet<(&str, &str)> = text
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?, w.next()?))
+        })
+        .collect();
+    let names: Vec<&str> = packages.iter().map(|p| p.0).collect();
+    println!("{} packages: {}", packages.len(), names.join(" "));
+    for tool in TOOL_PACKAGES {
+        assert!(!names.contains(tool), "the library depends on {tool}, a tool's package: {names:?}");
+    }
+    assert!(
+        packages.len() <= MAX_PACKAGES,
+        "the library's dependency tree grew to {} packages (at most {MAX_PACKAGES}): {names:?}",
+        packages.len()
+    );
+}

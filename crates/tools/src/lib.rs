@@ -1,0 +1,17 @@
+//! Mojim's tools: the benchmarks (`bench`, with Transact, resync and fail-over), the paper's
+//! evaluation matrix and its plots, the chaos harness, the demo, and the child processes and
+//! local clusters they start. Only the `mojim` binary (`mojim-cli`) depends on this crate: an
+//! application links the `mojim` library alone.
+#![forbid(unsafe_code)]
+
+pub mod bench;
+pub mod bench_failover;
+pub mod bench_resync;
+pub mod chaos;
+pub mod child;
+pub mod cluster;
+pub mod cpu_time;
+pub mod demo;
+pub mod matrix;
+pub mod plot;
+pub mod transact;
