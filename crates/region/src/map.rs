@@ -500,6 +500,31 @@ mod tests {
     }
 
     #[test]
+    fn views_copy_checksum_and_receive() {
+        let (pa, pb) = (tmp("va"), tmp("vb"));
+        let a = MappedFile::create(&pa, 4096).unwrap();
+        let b = MappedFile::create(&pb, 4096).unwrap();
+        a.recv_at(10, 5, &mut &b"hello"[..]).unwrap();
+        let v = a.view(10, 5);
+        assert_eq!((v.len(), v.to_vec()), (5, b"hello".to_vec()));
+        assert_eq!(v.crc32c(), crc32c(b"hello"));
+        assert_eq!(&*v.slice(1, 3).io_slice(), b"ell");
+        b.write_from(100, v);
+        let mut out = [0u8; 5];
+        b.read(100, &mut out);
+        assert_eq!(&out, b"hello");
+        assert!(MapSlice::empty().is_empty());
+        let whole = a.view(0, 4096);
+        assert!(std::panic::catch_unwind(|| whole.slice(4090, 7)).is_err(), "a view is bounded");
+        assert!(
+            std::panic::catch_unwind(|| a.write_from(12, a.view(10, 5))).is_err(),
+            "an overlapping copy is refused"
+        );
+        std::fs::remove_file(&pa).unwrap();
+        std::fs::remove_file(&pb).unwrap();
+    }
+
+    #[test]
     #[should_panic(expected = "outside mapping")]
     fn out_of_bounds_panics() {
         let p = tmp("b");
