@@ -149,7 +149,18 @@ pub struct SessionTag {
 /// The header of one Data frame carrying `body`.
 pub fn data_header(tag: SessionTag, seq: u64, plan: FramePlan, body: &[u8]) -> [u8; FRAME_HEADER_SIZE] {
     assert_eq!(body.len(), plan.len as usize);
-    let mut h = with_body(FrameKind::Data, tag, body);
+    data_header_with_checksum(tag, seq, plan, crc32c(body))
+}
+
+/// As [`data_header`], for a body of `plan.len` bytes whose CRC32C the caller computed where
+/// the body lies (a view of a mapping, not a slice).
+pub fn data_header_with_checksum(
+    tag: SessionTag,
+    seq: u64,
+    plan: FramePlan,
+    body_checksum: u32,
+) -> [u8; FRAME_HEADER_SIZE] {
+    let mut h = with_checksum(FrameKind::Data, tag, plan.len, body_checksum);
     h.flags = if plan.end { FLAG_END } else { 0 };
     h.frame_index = plan.frame_index;
     h.seq = seq;
@@ -159,7 +170,17 @@ pub fn data_header(tag: SessionTag, seq: u64, plan: FramePlan, body: &[u8]) -> [
 
 /// The header of a Copy frame carrying `body`, region bytes at `offset`.
 pub fn copy_header(tag: SessionTag, offset: u64, body: &[u8]) -> [u8; FRAME_HEADER_SIZE] {
-    let mut h = with_body(FrameKind::Copy, tag, body);
+    copy_header_with_checksum(tag, offset, body.len() as u32, crc32c(body))
+}
+
+/// As [`copy_header`], for a body of `len` bytes whose CRC32C the caller computed.
+pub fn copy_header_with_checksum(
+    tag: SessionTag,
+    offset: u64,
+    len: u32,
+    body_checksum: u32,
+) -> [u8; FRAME_HEADER_SIZE] {
+    let mut h = with_checksum(FrameKind::Copy, tag, len, body_checksum);
     h.offset = offset;
     h.to_bytes()
 }
@@ -175,9 +196,14 @@ pub fn copied_header(tag: SessionTag, seq: u64, body: &[u8]) -> [u8; FRAME_HEADE
 
 /// A header of `kind` in session `tag` carrying `body` (its length and checksum).
 fn with_body(kind: FrameKind, tag: SessionTag, body: &[u8]) -> FrameHeader {
+    with_checksum(kind, tag, body.len() as u32, crc32c(body))
+}
+
+/// A header of `kind` in session `tag` carrying a body of `len` bytes with CRC32C `checksum`.
+fn with_checksum(kind: FrameKind, tag: SessionTag, len: u32, checksum: u32) -> FrameHeader {
     let mut h = FrameHeader::new(kind);
-    h.body_checksum = crc32c(body);
-    h.body_len = body.len() as u32;
+    h.body_checksum = checksum;
+    h.body_len = len;
     h.lane = tag.lane;
     h.epoch = tag.epoch;
     h.session = tag.session;

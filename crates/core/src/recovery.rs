@@ -3,14 +3,22 @@
 //! discarded).
 
 use crate::checkpoint::GroupRef;
-use mojim_format::log::{scan, Record};
+use mojim_format::log::{scan, Record, RecordArea};
 
-/// One lane's log as found on restart.
-#[derive(Clone, Copy, Debug)]
-pub struct LaneLog<'a> {
-    pub area: &'a [u8],
+/// One lane's log as found on restart: its record area (a slice, or a view of a mapping) and
+/// its tail.
+pub struct LaneLog<'a, A: RecordArea + ?Sized = [u8]> {
+    pub area: &'a A,
     pub tail: u64,
 }
+
+impl<A: RecordArea + ?Sized> Clone for LaneLog<'_, A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<A: RecordArea + ?Sized> Copy for LaneLog<'_, A> {}
 
 /// A group found incomplete (or malformed) and discarded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,13 +54,18 @@ struct Open {
 /// position) and writes inside a region of `region_size` bytes; a group only counts if its
 /// frames are consecutive, of one session and sequence number, numbered from 0, and the last
 /// one carries END. Never panics, whatever the bytes.
-pub fn recover(lanes: &[LaneLog<'_>], applied_seq: u64, max_body: u32, region_size: u64) -> Recovered {
+pub fn recover<A: RecordArea + ?Sized>(
+    lanes: &[LaneLog<'_, A>],
+    applied_seq: u64,
+    max_body: u32,
+    region_size: u64,
+) -> Recovered {
     let mut out = Recovered { max_seq: applied_seq, ..Recovered::default() };
     let mut seen: Vec<u64> = Vec::new();
     for (lane, log) in lanes.iter().enumerate() {
         let lane = lane as u16;
         let mut head = log.tail;
-        if log.area.is_empty() {
+        if log.area.area_len() == 0 {
             out.heads.push(head);
             continue;
         }
@@ -81,8 +94,9 @@ pub fn recover(lanes: &[LaneLog<'_>], applied_seq: u64, max_body: u32, region_si
             let o = open.as_mut().expect("opened above");
             o.next_index += 1;
             o.bytes += if h.kind == mojim_format::FrameKind::Copied {
-                let body = &log.area[rec.body_at..rec.body_at + h.body_len as usize];
-                mojim_format::copied::ranges(body).map(|(_, len)| len).sum()
+                let mut body = vec![0; h.body_len as usize];
+                log.area.copy_out(rec.body_at, &mut body);
+                mojim_format::copied::ranges(&body).map(|(_, len)| len).sum()
             } else {
                 h.body_len as u64
             };
@@ -113,17 +127,33 @@ pub fn recover(lanes: &[LaneLog<'_>], applied_seq: u64, max_body: u32, region_si
 /// record writes nothing: its bytes reached the data area before it was a record). The records are
 /// checked again (paired with the checks made when they were written) and a failed check is a
 /// bug or corrupted memory: it panics rather than apply half a group.
-pub fn for_each_write(area: &[u8], g: &GroupRef, max_body: u32, write: impl FnMut(u64, &[u8])) {
+pub fn for_each_write<'a, A: RecordArea + ?Sized>(
+    area: &'a A,
+    g: &GroupRef,
+    max_body: u32,
+    write: impl FnMut(u64, A::Body<'a>),
+) {
     walk(area, g, max_body, true, write)
 }
 
 /// As [`for_each_write`] for a group whose records this process already checked (received, or
 /// found by recovery): their bodies are not checksummed again.
-pub fn for_each_verified_write(area: &[u8], g: &GroupRef, max_body: u32, write: impl FnMut(u64, &[u8])) {
+pub fn for_each_verified_write<'a, A: RecordArea + ?Sized>(
+    area: &'a A,
+    g: &GroupRef,
+    max_body: u32,
+    write: impl FnMut(u64, A::Body<'a>),
+) {
     walk(area, g, max_body, false, write)
 }
 
-fn walk(area: &[u8], g: &GroupRef, max_body: u32, check: bool, mut write: impl FnMut(u64, &[u8])) {
+fn walk<'a, A: RecordArea + ?Sized>(
+    area: &'a A,
+    g: &GroupRef,
+    max_body: u32,
+    check: bool,
+    mut write: impl FnMut(u64, A::Body<'a>),
+) {
     let mut pos = g.start_pos;
     while pos < g.end_pos {
         let rec = if check {
@@ -134,8 +164,7 @@ fn walk(area: &[u8], g: &GroupRef, max_body: u32, check: bool, mut write: impl F
         let rec = rec.unwrap_or_else(|| panic!("record at {pos} of group {} no longer valid", g.seq));
         if rec.header.kind == mojim_format::FrameKind::Data {
             assert_eq!(rec.header.seq, g.seq, "record at {pos} belongs to another group");
-            let body = &area[rec.body_at..rec.body_at + rec.header.body_len as usize];
-            write(rec.header.offset, body);
+            write(rec.header.offset, rec.body(area));
         }
         pos = rec.end_pos();
     }
@@ -194,7 +223,7 @@ mod tests {
         l1.put(9, 4, 0, 6, b"G", true);
         l1.put(9, 5, 0, 7, b"H", false);
         let r = recover(
-            &[LaneLog { area: &l0.area, tail: 0 }, LaneLog { area: &l1.area, tail: 0 }],
+            &[LaneLog { area: &l0.area[..], tail: 0 }, LaneLog { area: &l1.area[..], tail: 0 }],
             0,
             4096,
             100,
@@ -205,7 +234,7 @@ mod tests {
         assert_eq!(r.heads[1], 2 * record_size(1));
         let mut data = [0u8; 8];
         for g in &r.groups {
-            let area = if g.lane == 0 { &l0.area } else { &l1.area };
+            let area: &[u8] = if g.lane == 0 { &l0.area } else { &l1.area };
             for_each_write(area, g, 4096, |off, body| {
                 data[off as usize..off as usize + body.len()].copy_from_slice(body)
             });
@@ -219,7 +248,7 @@ mod tests {
         l0.put(1, 1, 0, 0, b"x", true);
         l0.put(1, 2, 0, 0, b"y", false); // torn: session 1 ended here
         l0.put(2, 2, 1, 0, b"z", true); // a later session's frame 1 of seq 2 must not complete it
-        let r = recover(&[LaneLog { area: &l0.area, tail: 0 }], 1, 4096, 100);
+        let r = recover(&[LaneLog { area: &l0.area[..], tail: 0 }], 1, 4096, 100);
         assert!(r.groups.is_empty());
         assert_eq!(r.already_applied, 1);
         assert_eq!(r.discarded.len(), 2);
@@ -234,14 +263,14 @@ mod tests {
         }
         let mut flipped = l0.area.clone();
         flipped[(2 * record_size(50) + 70) as usize] ^= 4;
-        let r = recover(&[LaneLog { area: &flipped, tail: 0 }], 0, 4096, 100);
+        let r = recover(&[LaneLog { area: &flipped[..], tail: 0 }], 0, 4096, 100);
         assert_eq!(r.groups.len(), 2);
         let mut truncated = l0.area.clone();
         truncated[(3 * record_size(50)) as usize..].fill(0);
-        let r = recover(&[LaneLog { area: &truncated, tail: 0 }], 0, 4096, 100);
+        let r = recover(&[LaneLog { area: &truncated[..], tail: 0 }], 0, 4096, 100);
         assert_eq!(r.groups.len(), 3);
         // A record writing past the region's end is not trusted either.
-        let r = recover(&[LaneLog { area: &l0.area, tail: 0 }], 0, 4096, 52);
+        let r = recover(&[LaneLog { area: &l0.area[..], tail: 0 }], 0, 4096, 52);
         assert_eq!(r.groups.len(), 2, "offsets 1 and 2 fit in 52 bytes, 3 does not");
     }
 }

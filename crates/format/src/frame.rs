@@ -266,7 +266,15 @@ impl FrameHeader {
         if body.len() != self.body_len as usize {
             return Err(BodyError::Length { header: self.body_len, actual: body.len() });
         }
-        let computed = crc32c(body);
+        self.check_checksum(body.len(), crc32c(body))
+    }
+
+    /// As [`FrameHeader::check_body`], for a body of `len` bytes whose CRC32C is `computed`
+    /// (a body checksummed where it lies, without a slice of it).
+    pub fn check_checksum(&self, len: usize, computed: u32) -> Result<(), BodyError> {
+        if len != self.body_len as usize {
+            return Err(BodyError::Length { header: self.body_len, actual: len });
+        }
         if computed != self.body_checksum {
             return Err(BodyError::Checksum { stored: self.body_checksum, computed });
         }

@@ -143,23 +143,81 @@ impl Record {
     pub fn end_pos(&self) -> u64 {
         self.pos + record_size(self.header.body_len as u64)
     }
+
+    /// The record's body in `area`, the area it was found in.
+    pub fn body<'b, A: RecordArea + ?Sized>(&self, area: &'b A) -> A::Body<'b> {
+        area.body(self.body_at, self.header.body_len as usize)
+    }
+}
+
+/// The bytes of a record area as the record parser reads them: a slice, or a view of a
+/// mapping that others store into, which is read by copies and checksums and never borrowed.
+pub trait RecordArea {
+    /// A body, as the caller applies or sends it.
+    type Body<'b>: Copy
+    where
+        Self: 'b;
+
+    /// Bytes in the area.
+    fn area_len(&self) -> usize;
+
+    /// The `FRAME_HEADER_SIZE` bytes at `at`, copied out.
+    fn header_at(&self, at: usize) -> [u8; FRAME_HEADER_SIZE];
+
+    /// The CRC32C of `len` bytes at `at`.
+    fn checksum(&self, at: usize, len: usize) -> u32;
+
+    /// The `len` bytes at `at`.
+    fn body(&self, at: usize, len: usize) -> Self::Body<'_>;
+
+    /// Copies the bytes at `at` into `out`.
+    fn copy_out(&self, at: usize, out: &mut [u8]);
+}
+
+impl RecordArea for [u8] {
+    type Body<'b> = &'b [u8];
+
+    fn area_len(&self) -> usize {
+        self.len()
+    }
+
+    fn header_at(&self, at: usize) -> [u8; FRAME_HEADER_SIZE] {
+        self[at..at + FRAME_HEADER_SIZE].try_into().expect("a header's bytes")
+    }
+
+    fn checksum(&self, at: usize, len: usize) -> u32 {
+        crc32c(&self[at..at + len])
+    }
+
+    fn body(&self, at: usize, len: usize) -> &[u8] {
+        &self[at..at + len]
+    }
+
+    fn copy_out(&self, at: usize, out: &mut [u8]) {
+        out.copy_from_slice(&self[at..at + out.len()])
+    }
 }
 
 /// Checks the record that should start at absolute position `pos` of `area`. Returns `None`
 /// when the bytes there are not a valid record of this lap: the end of the log.
-pub fn record_at(area: &[u8], pos: u64, max_body: u32) -> Option<Record> {
+pub fn record_at<A: RecordArea + ?Sized>(area: &A, pos: u64, max_body: u32) -> Option<Record> {
     record_at_with(area, pos, max_body, true)
 }
 
 /// As [`record_at`], without checking the body's checksum: for a record this process already
 /// checked (a receiver checks every body before it writes the header that makes it a record,
 /// and recovery checks every record it finds), when it is read again to apply or forward it.
-pub fn record_at_verified(area: &[u8], pos: u64, max_body: u32) -> Option<Record> {
+pub fn record_at_verified<A: RecordArea + ?Sized>(area: &A, pos: u64, max_body: u32) -> Option<Record> {
     record_at_with(area, pos, max_body, false)
 }
 
-fn record_at_with(area: &[u8], pos: u64, max_body: u32, check_body: bool) -> Option<Record> {
-    let cap = area.len() as u64;
+fn record_at_with<A: RecordArea + ?Sized>(
+    area: &A,
+    pos: u64,
+    max_body: u32,
+    check_body: bool,
+) -> Option<Record> {
+    let cap = area.area_len() as u64;
     if cap == 0 || !pos.is_multiple_of(RECORD_ALIGN) {
         return None;
     }
@@ -168,8 +226,8 @@ fn record_at_with(area: &[u8], pos: u64, max_body: u32, check_body: bool) -> Opt
     if room < FRAME_HEADER_SIZE as u64 {
         return None;
     }
-    let hb: &[u8; FRAME_HEADER_SIZE] = area[at..at + FRAME_HEADER_SIZE].try_into().ok()?;
-    let header = FrameHeader::decode_record(hb).ok()?;
+    let hb = area.header_at(at);
+    let header = FrameHeader::decode_record(&hb).ok()?;
     if header.log_pos != pos {
         return None;
     }
@@ -191,7 +249,8 @@ fn record_at_with(area: &[u8], pos: u64, max_body: u32, check_body: bool) -> Opt
             }
             let body_at = at + FRAME_HEADER_SIZE;
             if check_body {
-                header.check_body(&area[body_at..body_at + header.body_len as usize]).ok()?;
+                let len = header.body_len as usize;
+                header.check_checksum(len, area.checksum(body_at, len)).ok()?;
             }
         }
         _ => return None,
@@ -210,8 +269,8 @@ fn copied_shape_ok(h: &FrameHeader) -> bool {
 
 /// Iterates over the valid records (Data and Copied) from `tail` on, stopping at the first invalid one or at one
 /// that would end more than a lap after `tail`. Pad records are skipped.
-pub fn scan(area: &[u8], tail: u64, max_body: u32) -> impl Iterator<Item = Record> + '_ {
-    let cap = area.len() as u64;
+pub fn scan<A: RecordArea + ?Sized>(area: &A, tail: u64, max_body: u32) -> impl Iterator<Item = Record> + '_ {
+    let cap = area.area_len() as u64;
     let mut pos = tail;
     std::iter::from_fn(move || loop {
         if pos.wrapping_sub(tail) >= cap {
@@ -313,9 +372,9 @@ mod tests {
         // The last lap holds the newest records; scanning from a tail a lap behind the end finds
         // only records whose positions continue from that tail.
         let tail = pos - 512;
-        let found: Vec<u64> = scan(&area, tail, 1 << 20).map(|r| r.header.seq).collect();
+        let found: Vec<u64> = scan(&area[..], tail, 1 << 20).map(|r| r.header.seq).collect();
         assert!(found.is_empty() || found.windows(2).all(|w| w[1] == w[0] + 1));
-        let recs: Vec<Record> = scan(&area, pos - 3 * record_size(100), 1 << 20).collect();
+        let recs: Vec<Record> = scan(&area[..], pos - 3 * record_size(100), 1 << 20).collect();
         assert_eq!(recs.iter().map(|r| r.header.seq).collect::<Vec<_>>(), vec![18, 19, 20]);
     }
 
@@ -326,7 +385,7 @@ mod tests {
         let pos = put(&mut area, tail, 1, &[1; 10], true);
         put(&mut area, pos, 2, &[2; 64], true);
         // Whatever is found, nothing overflows.
-        assert!(scan(&area, tail, 1000).count() <= 2);
+        assert!(scan(&area[..], tail, 1000).count() <= 2);
     }
 
     #[test]
@@ -339,8 +398,8 @@ mod tests {
         assert_eq!(pos, 256);
         // The Data record overwrote the Pad header, so the scan from 64 finds nothing valid at
         // 64; scanning from 128 finds the record, which ends exactly one lap later.
-        assert_eq!(scan(&area, 128, 1000).count(), 1);
-        assert_eq!(scan(&area, 64, 1000).count(), 0);
+        assert_eq!(scan(&area[..], 128, 1000).count(), 1);
+        assert_eq!(scan(&area[..], 64, 1000).count(), 0);
     }
 
     #[test]
@@ -350,16 +409,16 @@ mod tests {
         crate::copied::push_range(&mut body, 0, 512);
         let mut area = vec![0u8; 4096];
         let pos = put_kind(&mut area, 0, FrameKind::Copied, 1, &body, true);
-        let recs: Vec<Record> = scan(&area, 0, 1000).collect();
+        let recs: Vec<Record> = scan(&area[..], 0, 1000).collect();
         assert_eq!(recs.len(), 1);
         assert_eq!(recs[0].header.kind, FrameKind::Copied);
         // Without END, or with a body that is not a list of 16-byte entries, it is no record.
         put_kind(&mut area, pos, FrameKind::Copied, 2, &body, false);
-        assert!(record_at(&area, pos, 1000).is_none());
+        assert!(record_at(&area[..], pos, 1000).is_none());
         put_kind(&mut area, pos, FrameKind::Copied, 2, &body[..20], true);
-        assert!(record_at(&area, pos, 1000).is_none());
+        assert!(record_at(&area[..], pos, 1000).is_none());
         put_kind(&mut area, pos, FrameKind::Copied, 2, &body[..16], true);
-        assert!(record_at(&area, pos, 1000).is_some());
+        assert!(record_at(&area[..], pos, 1000).is_some());
     }
 
     #[test]
@@ -386,12 +445,12 @@ mod tests {
         let next = put(&mut area, 0, 1, &[1; 100], true);
         put(&mut area, next, 2, &[2; 100], true);
         set_version(&mut area, 0, crate::OLDEST_RECORD_VERSION);
-        let seqs: Vec<u64> = scan(&area, 0, 1000).map(|r| r.header.seq).collect();
+        let seqs: Vec<u64> = scan(&area[..], 0, 1000).map(|r| r.header.seq).collect();
         assert_eq!(seqs, vec![1, 2]);
         // A version before that one, or after this build's, is no record.
         for v in [crate::OLDEST_RECORD_VERSION - 1, crate::PROTOCOL_VERSION + 1] {
             set_version(&mut area, 0, v);
-            assert!(record_at(&area, 0, 1000).is_none(), "version {v}");
+            assert!(record_at(&area[..], 0, 1000).is_none(), "version {v}");
         }
         // On the wire, only this build's version is spoken.
         set_version(&mut area, 0, crate::OLDEST_RECORD_VERSION);
@@ -404,8 +463,8 @@ mod tests {
     fn unaligned_positions_are_not_records() {
         let mut area = vec![0u8; 1024];
         put(&mut area, 0, 1, &[1; 8], true);
-        assert!(record_at(&area, 0, 100).is_some());
-        assert!(record_at(&area, 8, 100).is_none());
+        assert!(record_at(&area[..], 0, 100).is_some());
+        assert!(record_at(&area[..], 8, 100).is_none());
     }
 
     #[test]
@@ -415,8 +474,8 @@ mod tests {
         for seq in 1..=5u64 {
             pos = put(&mut area, pos, seq, &[1, 2, 3], true);
         }
-        assert_eq!(scan(&area, 0, 1 << 20).count(), 5);
+        assert_eq!(scan(&area[..], 0, 1 << 20).count(), 5);
         area[(2 * record_size(3) + 64) as usize] ^= 0x10;
-        assert_eq!(scan(&area, 0, 1 << 20).count(), 2);
+        assert_eq!(scan(&area[..], 0, 1 << 20).count(), 2);
     }
 }

@@ -128,7 +128,9 @@ impl DirtyMap {
             create_whole(path, len, DIRTY_MAGIC, DIRTY_VERSION, &mut page)?;
         }
         let map = open_checked(path, DIRTY_MAGIC, DIRTY_VERSION, "dirty map")?;
-        let page = map.bytes(0, STATIC_END);
+        let mut page = [0u8; STATIC_END];
+        map.read(0, &mut page);
+        let page = &page;
         let found_uuid: [u8; 16] = page[16..32].try_into().expect("16 bytes");
         let found_size = le64(page, 32);
         let found_chunk = le64(page, 40);
@@ -424,7 +426,8 @@ pub(crate) fn open_checked(
     if map.len() < 4096 {
         return Err(corrupt(path, format!("file is {} bytes, shorter than the {what} header", map.len())));
     }
-    let page = map.bytes(0, STATIC_END);
+    let mut page = [0u8; STATIC_END];
+    map.read(0, &mut page);
     if page[0..8] != magic {
         return Err(corrupt(path, format!("not a Mojim {what} file (bad magic)")));
     }

@@ -4,7 +4,7 @@
 //! redo log stays on memory, and checkpoints go to the disk. The file has the same format as a
 //! mapped region file, so one can be opened either way.
 
-use crate::map::{err, MapError};
+use crate::map::{err, MapError, MapSlice};
 use mojim_format::region::{
     RegionHeader, APPLIED_SEQ_OFFSET, COPY_UNTIL_OFFSET, EPOCH_OFFSET, FLAGS_OFFSET, GENERATION_OFFSET,
     PREV_GENERATION_OFFSET, REGION_HEADER_SIZE,
@@ -110,6 +110,12 @@ impl DiskRegion {
         self.file.write_all_at(data, self.at(offset, data.len()))
     }
 
+    /// Writes `src` (bytes of a mapping, such as a log record's body) at data offset `offset`,
+    /// straight from the mapping.
+    pub fn write_from(&self, offset: u64, src: MapSlice<'_>) -> io::Result<()> {
+        src.write_all_at(&self.file, self.at(offset, src.len()))
+    }
+
     pub fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
         self.file.read_exact_at(out, self.at(offset, out.len()))
     }
@@ -193,7 +199,7 @@ mod tests {
         drop(d);
         let m = crate::RegionFile::open(&p).unwrap();
         assert_eq!((m.uuid(), m.size(), m.applied_seq()), ([4; 16], 8192, 9));
-        assert_eq!(m.bytes(8000, 4), b"disk");
+        assert_eq!(m.view(8000, 4).to_vec(), b"disk");
         drop(m);
         let d = DiskRegion::open(&p).unwrap();
         let mut b = [0u8; 4];

@@ -1,7 +1,7 @@
 //! Region and log files: a mapped file with its format header checked.
 
 use crate::flush::Persistence;
-use crate::map::{MapError, MappedFile};
+use crate::map::{MapError, MapSlice, MappedFile};
 use mojim_format::log::{LogHeader, LOG_HEADER_SIZE, TAIL_POS_OFFSET};
 use mojim_format::region::{
     RegionHeader, APPLIED_SEQ_OFFSET, COPY_UNTIL_OFFSET, EPOCH_OFFSET, FLAGS_OFFSET, GENERATION_OFFSET,
@@ -72,7 +72,9 @@ impl RegionFile {
     /// Opens a region and checks its header against the file's length.
     pub fn open(path: &Path) -> Result<RegionFile, MapError> {
         let map = open_with_header(path, REGION_HEADER_SIZE, "region")?;
-        let header = RegionHeader::decode(map.bytes(0, 128)).map_err(|e| corrupt(path, e))?;
+        let mut page = [0u8; 128];
+        map.read(0, &mut page);
+        let header = RegionHeader::decode(&page).map_err(|e| corrupt(path, e))?;
         let expected = REGION_HEADER_SIZE as u64 + header.size;
         if map.len() as u64 != expected {
             return Err(corrupt(
@@ -162,9 +164,15 @@ impl RegionFile {
         self.map.write(self.at(offset, data.len()), data)
     }
 
-    /// A view of data bytes (see [`MappedFile::bytes`]).
-    pub fn bytes(&self, offset: u64, len: usize) -> &[u8] {
-        self.map.bytes(self.at(offset, len), len)
+    /// A view of data bytes, which the application may be storing into (see [`MapSlice`]).
+    pub fn view(&self, offset: u64, len: usize) -> MapSlice<'_> {
+        self.map.view(self.at(offset, len), len)
+    }
+
+    /// Copies `src` (bytes of another mapping, such as a log record's body) to data offset
+    /// `offset` (see [`MappedFile::write_from`]).
+    pub fn write_from(&self, offset: u64, src: MapSlice<'_>) {
+        self.map.write_from(self.at(offset, src.len()), src)
     }
 
     pub fn persist(&self, offset: u64, len: usize) -> io::Result<()> {
@@ -176,7 +184,8 @@ impl RegionFile {
         self.map.write_persistent(self.at(offset, data.len()), data)
     }
 
-    /// Address of data byte 0.
+    /// Address of data byte 0, for the application's own loads and stores (safe to return; any
+    /// use of it is the caller's `unsafe`).
     pub fn data_ptr(&self) -> *mut u8 {
         self.map.as_ptr().wrapping_add(REGION_HEADER_SIZE)
     }
@@ -201,7 +210,9 @@ impl LogFile {
 
     pub fn open(path: &Path) -> Result<LogFile, MapError> {
         let map = open_with_header(path, LOG_HEADER_SIZE, "log")?;
-        let header = LogHeader::decode(map.bytes(0, 128)).map_err(|e| corrupt(path, e))?;
+        let mut page = [0u8; 128];
+        map.read(0, &mut page);
+        let header = LogHeader::decode(&page).map_err(|e| corrupt(path, e))?;
         if map.len() as u64 != LOG_HEADER_SIZE as u64 + header.capacity {
             return Err(corrupt(
                 path,
@@ -238,9 +249,10 @@ impl LogFile {
         self.map.persist_counter(TAIL_POS_OFFSET)
     }
 
-    /// The whole record area, for scanning and applying records that no lane is writing.
-    pub fn area(&self) -> &[u8] {
-        self.map.bytes(LOG_HEADER_SIZE, self.header.capacity as usize)
+    /// The whole record area, for scanning, applying and forwarding records (a view: the
+    /// lane may be receiving into the free part of it meanwhile).
+    pub fn area(&self) -> MapSlice<'_> {
+        self.map.view(LOG_HEADER_SIZE, self.header.capacity as usize)
     }
 
     fn at(&self, pos: u64, len: usize) -> usize {
@@ -255,14 +267,15 @@ impl LogFile {
         self.map.write(self.at(pos, data.len()), data)
     }
 
-    /// Receives `len` bytes from `src` straight into the log at `pos`.
+    /// Receives `len` bytes from `src` straight into the log at `pos` (see
+    /// [`MappedFile::recv_at`]: the caller is the lane, and `pos` is past the log's head).
     pub fn recv_at(&self, pos: u64, len: usize, src: &mut impl Read) -> io::Result<()> {
-        self.map.read_exact_from(self.at(pos, len), len, src)
+        self.map.recv_at(self.at(pos, len), len, src)
     }
 
-    /// Bytes at log position `pos`.
-    pub fn bytes_at(&self, pos: u64, len: usize) -> &[u8] {
-        self.map.bytes(self.at(pos, len), len)
+    /// A view of the bytes at log position `pos`.
+    pub fn view_at(&self, pos: u64, len: usize) -> MapSlice<'_> {
+        self.map.view(self.at(pos, len), len)
     }
 
     /// Makes the records in `[from, to)` persistent (never across the end of the area: the
@@ -296,13 +309,13 @@ mod tests {
         drop(r);
         let r = RegionFile::open(&dir.join("r")).unwrap();
         assert_eq!((r.size(), r.applied_seq(), r.uuid()), (8192, 5, [1; 16]));
-        assert_eq!(r.bytes(8190, 2), b"xy");
+        assert_eq!(r.view(8190, 2).to_vec(), b"xy");
 
         let l = LogFile::create(&dir.join("l"), [1; 16], 2, 1024).unwrap();
         l.write_pad(960);
-        let pad = mojim_format::log::record_at(l.area(), 960, 1 << 20).unwrap();
+        let pad = mojim_format::log::record_at(&l.area(), 960, 1 << 20).unwrap();
         assert_eq!(pad.header.kind, mojim_format::FrameKind::Pad);
-        assert_eq!(mojim_format::log::scan(l.area(), 960, 1 << 20).count(), 0, "pads are skipped");
+        assert_eq!(mojim_format::log::scan(&l.area(), 960, 1 << 20).count(), 0, "pads are skipped");
         l.set_tail(64).unwrap();
         drop(l);
         let l = LogFile::open(&dir.join("l")).unwrap();

@@ -25,7 +25,13 @@ impl Persistence {
 const LINE: usize = 64;
 
 /// Writes back every cache line of `[ptr, ptr + len)` and fences.
-pub fn persist_cache_lines(ptr: *const u8, len: usize) {
+///
+/// # Safety
+///
+/// `[ptr, ptr + len)` must be mapped in this process for the duration of the call (a
+/// write-back of an unmapped address faults). The instructions do not change memory
+/// contents, so the bytes may be borrowed or stored into by others meanwhile.
+pub(crate) unsafe fn persist_cache_lines(ptr: *const u8, len: usize) {
     if len == 0 {
         return;
     }
@@ -36,9 +42,10 @@ pub fn persist_cache_lines(ptr: *const u8, len: usize) {
         let clwb = has_clwb();
         let mut line = start;
         while line < end {
-            // SAFETY: `line` lies in a cache line that overlaps `[ptr, ptr + len)`, which the
-            // caller has mapped; write-back and flush instructions do not change memory
-            // contents and cannot fault on mapped addresses.
+            // SAFETY: `line` is the start of a cache line that overlaps `[ptr, ptr + len)`, which
+            // the caller's contract keeps mapped; a mapping covers whole pages, hence whole
+            // lines, so `line` is mapped. Write-back and flush instructions do not change
+            // memory contents and do not fault on mapped addresses.
             unsafe {
                 if clwb {
                     std::arch::asm!("clwb [{0}]", in(reg) line, options(nostack, preserves_flags));
@@ -65,17 +72,21 @@ pub fn persist_cache_lines(ptr: *const u8, len: usize) {
 ///
 /// # Safety
 ///
-/// `[dst, dst + src.len())` must be mapped and writable, and must not overlap `src`.
-pub unsafe fn copy_persistent(dst: *mut u8, src: &[u8]) {
+/// `[dst, dst + src.len())` must be valid for writes (mapped and writable) for the duration of
+/// the call, and must not overlap `src`. No Rust reference to those bytes may be in use
+/// meanwhile.
+pub(crate) unsafe fn copy_persistent(dst: *mut u8, src: &[u8]) {
     let len = src.len();
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
         let head = dst.align_offset(16).min(len);
         let body_end = head + (len - head) / 16 * 16;
-        // SAFETY: the caller's contract covers `[dst, dst + len)`; every access below lies in
-        // it, `src` is a valid slice of `len` bytes, and the streamed destinations are
-        // 16-byte aligned (they start at `dst + head`, which is).
+        // SAFETY: the caller's contract makes `[dst, dst + len)` writable and disjoint from
+        // `src`; every access below lies in it (`head <= body_end <= len`), `src` is a valid
+        // slice of `len` bytes (unaligned loads are allowed), and the streamed destinations are
+        // 16-byte aligned (they start at `dst + head`, which is, and step by 16). SSE2, which
+        // the intrinsics need, is part of x86_64.
         unsafe {
             std::ptr::copy_nonoverlapping(src.as_ptr(), dst, head);
             let mut i = head;
@@ -86,17 +97,24 @@ pub unsafe fn copy_persistent(dst: *mut u8, src: &[u8]) {
             }
             std::ptr::copy_nonoverlapping(src.as_ptr().add(body_end), dst.add(body_end), len - body_end);
         }
-        persist_cache_lines(dst, head);
-        persist_cache_lines(dst.wrapping_add(body_end), len - body_end);
+        // SAFETY: both ranges lie in `[dst, dst + len)`, which the caller's contract keeps
+        // mapped for the call.
+        unsafe {
+            persist_cache_lines(dst, head);
+            persist_cache_lines(dst.wrapping_add(body_end), len - body_end);
+        }
         // SAFETY: a store fence has no memory-safety preconditions; it orders the streaming
         // stores before anything that follows.
         unsafe { std::arch::x86_64::_mm_sfence() };
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        // SAFETY: the caller's contract.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, len) };
-        persist_cache_lines(dst, len);
+        // SAFETY: the caller's contract: `[dst, dst + len)` is writable, mapped for the call
+        // and disjoint from `src`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), dst, len);
+            persist_cache_lines(dst, len);
+        }
     }
 }
 
@@ -107,7 +125,8 @@ fn has_clwb() -> bool {
     *CLWB.get_or_init(|| {
         // CPUID leaf 7, sub-leaf 0: EBX bit 24 is CLWB.
         #[allow(unused_unsafe)]
-        // SAFETY: CPUID is available on every x86_64 processor.
+        // SAFETY: CPUID is available on every x86_64 processor and reads no memory (the call is
+        // safe on newer compilers, hence `allow(unused_unsafe)`).
         let r = unsafe { std::arch::x86_64::__cpuid_count(7, 0) };
         r.ebx & (1 << 24) != 0
     })

@@ -1,9 +1,13 @@
 //! Mojim's memory layer: files mapped for loads and stores, and making their bytes persistent.
 //!
-//! This is one of the two places in Mojim with `unsafe` code (the other is the C ABI). Every
-//! other crate forbids it. The mapping is memory shared with other threads (and, for region
-//! files, possibly other processes); all access from safe code goes through bounds-checked
-//! methods here.
+//! This is the one crate in Mojim with `unsafe` code; every other crate forbids it. The mapping
+//! is memory shared with other threads (and, for region files, possibly other processes): safe
+//! code reaches it only through bounds-checked copies, atomics and [`MapSlice`] views, never
+//! through a Rust reference it could hold while someone else stores into those bytes (see the
+//! memory model in `map.rs`). Every `unsafe` block says why it is sound.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod dirty;
 mod disk;
@@ -15,6 +19,6 @@ mod meta_ring;
 pub use dirty::DirtyMap;
 pub use disk::DiskRegion;
 pub use files::{LogFile, RegionFile};
-pub use flush::{persist_cache_lines, Persistence};
-pub use map::{MapError, MappedFile};
+pub use flush::Persistence;
+pub use map::{MapError, MapSlice, MappedFile};
 pub use meta_ring::MetaRing;

@@ -1,13 +1,33 @@
 //! A file mapped shared, read-write, with bounds-checked access.
+//!
+//! # The memory model this crate keeps
+//!
+//! A mapping is memory that other threads (and, for a file mapped `MAP_SHARED`, other
+//! processes) may store into at any time: the application stores into its region, a lane
+//! receives into its log while the checkpointer reads older records of it. So no safe function
+//! here hands out a Rust reference (`&[u8]`, `&mut [u8]`) to mapped bytes whose lifetime the
+//! caller controls. Bytes are copied in and out through raw pointers ([`MappedFile::read`],
+//! [`MappedFile::write`]), viewed as [`MapSlice`] (a pointer and a length, never a reference),
+//! counters are atomics, and the few operations that need a slice for their duration (a
+//! checksum, a receive from a reader straight into the mapping, a positioned write to a file)
+//! make one inside this crate, use it once, and drop it before returning. Unsynchronised
+//! stores by two parties into the same bytes leave unspecified bytes there; callers coordinate
+//! who writes which bytes (a lane writes only past its log's head; the checkpointer writes the
+//! data area under a lock).
 
 use crate::flush::{copy_persistent, persist_cache_lines, Persistence};
+use mojim_format::checksum::crc32c;
+use mojim_format::log::RecordArea;
+use mojim_format::FRAME_HEADER_SIZE;
 use rustix::fs::{Mode, OFlags};
 use rustix::mm::{MapFlags, MsyncFlags, ProtFlags};
 use std::fmt;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, IoSlice, Read};
+use std::marker::PhantomData;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const TMPFS_MAGIC: u64 = 0x0102_1994;
@@ -36,10 +56,9 @@ impl std::error::Error for MapError {
 /// A whole file mapped `MAP_SHARED` read-write.
 ///
 /// The mapping is memory shared between threads: methods take `&self` and copy bytes in and
-/// out. Callers coordinate who writes which bytes (a lane writes only past its log's head; the
-/// checkpointer writes the data area under a lock); two threads writing the same bytes at once
-/// leave unspecified bytes, never unsafety in this crate's callers.
+/// out, or give a [`MapSlice`] view (see the module's memory model).
 pub struct MappedFile {
+    /// Start of the mapping: non-null, page-aligned, `len` bytes mapped read-write until drop.
     ptr: *mut u8,
     len: usize,
     persistence: Persistence,
@@ -47,11 +66,13 @@ pub struct MappedFile {
     _file: File,
 }
 
-// SAFETY: the mapping is plain shared memory owned by this value until drop; every access
-// from other threads goes through raw copies bounded by `len`.
+// SAFETY: the mapping is plain shared memory that this value owns until drop (no thread-local
+// state); moving the owner to another thread changes nothing about it.
 unsafe impl Send for MappedFile {}
-// SAFETY: as above; `&self` methods never hand out references that outlive a call except
-// `bytes`, whose contract is documented there.
+// SAFETY: every `&self` method reaches the mapping through bounds-checked raw copies, atomics,
+// or a reference it makes and drops within the call; none hands out a reference to mapped
+// bytes that outlives the call (views are `MapSlice`, a raw pointer), so sharing `&MappedFile`
+// between threads creates no aliasing reference.
 unsafe impl Sync for MappedFile {}
 
 pub(crate) fn err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> MapError + 'a {
@@ -96,8 +117,9 @@ impl MappedFile {
             return Err(err(path, "map")(io::Error::other("file is empty")));
         }
         let prot = ProtFlags::READ | ProtFlags::WRITE;
-        // SAFETY: a fresh mapping at an address of the kernel's choosing aliases nothing;
-        // MAP_SHARED_VALIDATE makes the kernel refuse MAP_SYNC where it is not supported.
+        // SAFETY: a fresh mapping at an address of the kernel's choosing (null hint, no
+        // MAP_FIXED) replaces and aliases nothing in this process; MAP_SHARED_VALIDATE makes
+        // the kernel refuse MAP_SYNC where it is not supported.
         let dax = unsafe {
             rustix::mm::mmap(
                 std::ptr::null_mut(),
@@ -111,7 +133,7 @@ impl MappedFile {
         let (ptr, persistence) = match dax {
             Ok(p) => (p, Persistence::Dax),
             Err(_) => {
-                // SAFETY: as above.
+                // SAFETY: a fresh mapping at an address of the kernel's choosing, as above.
                 let p = unsafe {
                     rustix::mm::mmap(
                         std::ptr::null_mut(),
@@ -163,35 +185,65 @@ impl MappedFile {
 
     /// Copies bytes out of the mapping.
     pub fn read(&self, offset: usize, out: &mut [u8]) {
-        self.check(offset, out.len());
-        // SAFETY: bounds checked above; `out` is a distinct Rust buffer.
-        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(offset), out.as_mut_ptr(), out.len()) }
+        self.view(offset, out.len()).read(0, out)
     }
 
     /// Copies bytes into the mapping.
     pub fn write(&self, offset: usize, data: &[u8]) {
         self.check(offset, data.len());
-        // SAFETY: bounds checked above; `data` is a distinct Rust buffer.
+        // SAFETY: `[offset, offset + len)` lies in the mapping (checked above), which is
+        // writable and lives as long as `self`; `data` is a Rust buffer, so it is not mapped
+        // bytes this crate could have borrowed, and the two do not overlap. Raw copies, not
+        // references: a concurrent store by another party leaves unspecified bytes.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(offset), data.len()) }
     }
 
-    /// Fills bytes of the mapping from `src`, straight from the socket into the mapping.
-    pub fn read_exact_from(&self, offset: usize, len: usize, src: &mut impl Read) -> io::Result<()> {
+    /// Copies `src`, bytes of this or another mapping, into this mapping at `offset`. The
+    /// ranges must not overlap (a bug otherwise: it panics).
+    pub fn write_from(&self, offset: usize, src: MapSlice<'_>) {
+        self.check(offset, src.len);
+        let dst = self.ptr.wrapping_add(offset) as usize;
+        let from = src.ptr.as_ptr() as usize;
+        assert!(
+            dst + src.len <= from || from + src.len <= dst,
+            "copy of {} bytes within {} onto itself",
+            src.len,
+            self.path.display()
+        );
+        // SAFETY: the destination lies in this mapping (checked above) and the source in a
+        // live mapping (`src` borrows its owner); both are valid for `src.len` bytes and do not
+        // overlap (asserted). Raw copies, no references.
+        unsafe { std::ptr::copy_nonoverlapping(src.ptr.as_ptr(), self.ptr.add(offset), src.len) }
+    }
+
+    /// Receives exactly `len` bytes from `src` straight into the mapping at `offset`.
+    ///
+    /// `src.read` gets a `&mut [u8]` over those bytes for the duration of the call: the caller
+    /// must be the only party touching them meanwhile (a lane receives only past its log's
+    /// head, where no reader looks). This crate makes no other reference to them: every other
+    /// access is a raw copy or a [`MapSlice`].
+    pub fn recv_at(&self, offset: usize, len: usize, src: &mut impl Read) -> io::Result<()> {
         self.check(offset, len);
-        // SAFETY: bounds checked above. The caller owns `[offset, offset + len)` for the
-        // duration of the call (a lane writes only between its log's head and the next
-        // record's end, which no other thread reads until the head is advanced).
+        // SAFETY: `[offset, offset + len)` lies in the mapping (checked above), which is
+        // writable, initialised (mapped file bytes) and lives past this call. No reference to
+        // these bytes exists outside this call: the crate hands out none (views are raw
+        // pointers, and the slices made inside other calls live only during those calls over
+        // bytes the caller is not receiving into). The slice is dropped before returning.
         let buf = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(offset), len) };
         src.read_exact(buf)
     }
 
     /// A view of bytes of the mapping, for sending them without a copy or reading them in
-    /// place. Bytes another thread changes while the view is held read as either value.
-    pub fn bytes(&self, offset: usize, len: usize) -> &[u8] {
+    /// place (see [`MapSlice`]).
+    pub fn view(&self, offset: usize, len: usize) -> MapSlice<'_> {
         self.check(offset, len);
-        // SAFETY: bounds checked above; the mapping lives as long as `self`. Concurrent
-        // writers are other threads' stores to shared memory, as with any shared mapping.
-        unsafe { std::slice::from_raw_parts(self.ptr.add(offset), len) }
+        MapSlice {
+            // SAFETY: `offset <= self.len` (checked above), so the sum stays within (or one
+            // past the end of) the mapping, and `ptr` is non-null.
+            ptr: unsafe { NonNull::new_unchecked(self.ptr.add(offset)) },
+            len,
+            _map: PhantomData,
+        }
     }
 
     /// An 8-byte counter inside the mapping, for fields updated in place (log tail, applied
@@ -200,7 +252,9 @@ impl MappedFile {
         self.check(offset, 8);
         assert_eq!(offset % 8, 0, "counter at unaligned offset {offset}");
         // SAFETY: in bounds, 8-byte aligned (the mapping is page-aligned), lives as long as
-        // `self`; AtomicU64 has the layout of u64.
+        // `self`; AtomicU64 has the size and alignment of u64 and every bit pattern is valid.
+        // An atomic is made for memory that others store into; this crate makes no non-atomic
+        // reference to these bytes (its other accesses are raw copies).
         unsafe { &*(self.ptr.add(offset) as *const AtomicU64) }
     }
 
@@ -209,14 +263,17 @@ impl MappedFile {
         self.check(offset, len);
         match self.persistence {
             Persistence::Dax | Persistence::Memory => {
-                // SAFETY: in bounds.
-                persist_cache_lines(unsafe { self.ptr.add(offset) }, len);
+                // SAFETY: `[offset, offset + len)` lies in the mapping (checked above), which
+                // stays mapped for the call.
+                unsafe { persist_cache_lines(self.ptr.add(offset), len) };
                 Ok(())
             }
             Persistence::File => {
                 let start = offset & !(PAGE - 1);
                 let end = (offset + len).next_multiple_of(PAGE).min(self.len);
-                // SAFETY: `[start, end)` lies within the mapping and is page-aligned at start.
+                // SAFETY: `[start, end)` lies within the mapping (`start <= offset`, `end` is
+                // capped at its length) and `start` is page-aligned, as msync requires; msync
+                // writes pages back and does not change memory.
                 unsafe { rustix::mm::msync(self.ptr.add(start).cast(), end - start, MsyncFlags::SYNC) }
                     .map_err(io::Error::from)
             }
@@ -229,7 +286,9 @@ impl MappedFile {
         self.check(offset, data.len());
         match self.persistence {
             Persistence::Dax | Persistence::Memory => {
-                // SAFETY: bounds checked above; `data` is a distinct Rust buffer.
+                // SAFETY: `[offset, offset + data.len())` lies in the mapping (checked above),
+                // which is writable and stays mapped for the call; `data` is a Rust buffer,
+                // not mapped bytes, so the two do not overlap.
                 unsafe { copy_persistent(self.ptr.add(offset), data) };
                 Ok(())
             }
@@ -254,10 +313,150 @@ impl MappedFile {
     }
 }
 
+/// A view of `len` bytes of a mapping: a pointer and a length, borrowed from the mapping's
+/// owner for `'a`, never a Rust reference.
+///
+/// Other threads and processes may store into these bytes while the view is held, so it gives
+/// no `&[u8]`: bytes are copied out ([`MapSlice::read`]), checksummed in place
+/// ([`MapSlice::crc32c`]), copied into a mapping ([`MappedFile::write_from`]), or handed to a
+/// vectored write ([`MapSlice::io_slice`]).
+#[derive(Clone, Copy)]
+pub struct MapSlice<'a> {
+    /// Valid for reads and writes of `len` bytes for `'a`, or dangling when `len` is 0.
+    ptr: NonNull<u8>,
+    len: usize,
+    _map: PhantomData<&'a MappedFile>,
+}
+
+// SAFETY: a `MapSlice` is a pointer into a mapping that lives for `'a` (or an empty dangling
+// one); it reaches the bytes only through raw copies and per-call slices, so moving it to, or
+// sharing it with, another thread is the same as sharing `&MappedFile` (which is `Sync`).
+unsafe impl Send for MapSlice<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for MapSlice<'_> {}
+
+impl fmt::Debug for MapSlice<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MapSlice({:p}, {} bytes)", self.ptr, self.len)
+    }
+}
+
+impl<'a> MapSlice<'a> {
+    /// A view of no bytes.
+    pub fn empty() -> MapSlice<'static> {
+        MapSlice { ptr: NonNull::dangling(), len: 0, _map: PhantomData }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn check(&self, at: usize, len: usize) {
+        assert!(
+            at.checked_add(len).is_some_and(|e| e <= self.len),
+            "access at {at} len {len} outside a view of {} bytes",
+            self.len
+        );
+    }
+
+    /// The view of `len` bytes at `at` of this one.
+    pub fn slice(self, at: usize, len: usize) -> MapSlice<'a> {
+        self.check(at, len);
+        // `wrapping_add` stays in bounds (checked above): no unsafe needed to offset.
+        let ptr = NonNull::new(self.ptr.as_ptr().wrapping_add(at)).expect("an offset view is not null");
+        MapSlice { ptr, len, _map: PhantomData }
+    }
+
+    /// Copies bytes at `at` of the view into `out`.
+    pub fn read(self, at: usize, out: &mut [u8]) {
+        self.check(at, out.len());
+        // SAFETY: `[at, at + out.len())` lies in the view (checked above), which is valid for
+        // reads for `'a`; `out` is a Rust buffer the caller holds `&mut`, so it cannot be
+        // mapped bytes this crate lent out, and the two do not overlap. A raw copy, not a
+        // reference: concurrent stores leave unspecified bytes in `out`.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(at), out.as_mut_ptr(), out.len()) }
+    }
+
+    /// The bytes, copied out (for checks and tools, not the hot path).
+    pub fn to_vec(self) -> Vec<u8> {
+        let mut v = vec![0; self.len];
+        self.read(0, &mut v);
+        v
+    }
+
+    /// The CRC32C of the bytes as they are read now, computed in place.
+    pub fn crc32c(self) -> u32 {
+        crc32c(self.transient())
+    }
+
+    /// The bytes for one vectored write: the kernel (or the transport) reads them while
+    /// sending. The `IoSlice` dereferences to `&[u8]`; read that way, bytes may change under
+    /// the reader (it is for handing to a write, not for inspecting).
+    pub fn io_slice(self) -> IoSlice<'a> {
+        IoSlice::new(self.transient())
+    }
+
+    /// `pwrite`s the bytes to `file` at `offset`, straight from the mapping.
+    pub fn write_all_at(self, file: &File, offset: u64) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        file.write_all_at(self.transient(), offset)
+    }
+
+    /// A shared slice over the view, for one checksum, one `pwrite` or one vectored write.
+    fn transient(self) -> &'a [u8] {
+        // SAFETY: the view is valid for reads of `len` initialised bytes (mapped file bytes)
+        // for `'a`, or is empty and dangling (which a zero-length slice allows), and `len` is
+        // at most the mapping's length, below `isize::MAX`. The slice serves one checksum, one
+        // `pwrite`, or one vectored write (`io_slice`), and is not kept. The only `&mut` this
+        // crate makes over mapped bytes is the one `recv_at` lends a reader for one receive,
+        // and receives and views are kept apart by where they are: a lane receives past its
+        // log's head, views are of records before it or of a data area, which nothing receives
+        // into. Stores by other threads or processes through raw pointers, which a shared
+        // mapping cannot exclude, change only the bytes read: a checksum then fails, a send
+        // carries either value.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+/// A log's record area, as the record parser reads it: headers copied out, bodies checksummed
+/// in place and given as views.
+impl<'a> RecordArea for MapSlice<'a> {
+    type Body<'b>
+        = MapSlice<'a>
+    where
+        Self: 'b;
+
+    fn area_len(&self) -> usize {
+        self.len
+    }
+
+    fn header_at(&self, at: usize) -> [u8; FRAME_HEADER_SIZE] {
+        let mut h = [0u8; FRAME_HEADER_SIZE];
+        self.read(at, &mut h);
+        h
+    }
+
+    fn checksum(&self, at: usize, len: usize) -> u32 {
+        self.slice(at, len).crc32c()
+    }
+
+    fn body(&self, at: usize, len: usize) -> MapSlice<'a> {
+        self.slice(at, len)
+    }
+
+    fn copy_out(&self, at: usize, out: &mut [u8]) {
+        self.read(at, out)
+    }
+}
+
 impl Drop for MappedFile {
     fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` are exactly what mmap returned; nothing borrows the mapping
-        // past `self`.
+        // SAFETY: `ptr`/`len` are exactly what mmap returned; every view (`MapSlice`,
+        // counters) borrows `self`, so none outlives this drop.
         let _ = unsafe { rustix::mm::munmap(self.ptr.cast(), self.len) };
     }
 }
@@ -298,6 +497,31 @@ mod tests {
             m.persist(0, 4096).unwrap();
             std::fs::remove_file(&p).unwrap();
         }
+    }
+
+    #[test]
+    fn views_copy_checksum_and_receive() {
+        let (pa, pb) = (tmp("va"), tmp("vb"));
+        let a = MappedFile::create(&pa, 4096).unwrap();
+        let b = MappedFile::create(&pb, 4096).unwrap();
+        a.recv_at(10, 5, &mut &b"hello"[..]).unwrap();
+        let v = a.view(10, 5);
+        assert_eq!((v.len(), v.to_vec()), (5, b"hello".to_vec()));
+        assert_eq!(v.crc32c(), crc32c(b"hello"));
+        assert_eq!(&*v.slice(1, 3).io_slice(), b"ell");
+        b.write_from(100, v);
+        let mut out = [0u8; 5];
+        b.read(100, &mut out);
+        assert_eq!(&out, b"hello");
+        assert!(MapSlice::empty().is_empty());
+        let whole = a.view(0, 4096);
+        assert!(std::panic::catch_unwind(|| whole.slice(4090, 7)).is_err(), "a view is bounded");
+        assert!(
+            std::panic::catch_unwind(|| a.write_from(12, a.view(10, 5))).is_err(),
+            "an overlapping copy is refused"
+        );
+        std::fs::remove_file(&pa).unwrap();
+        std::fs::remove_file(&pb).unwrap();
     }
 
     #[test]

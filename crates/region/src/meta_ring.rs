@@ -157,7 +157,8 @@ impl MetaRing {
             create_whole(path, len, META_RING_MAGIC, META_RING_VERSION, &mut page)?;
         }
         let map = open_checked(path, META_RING_MAGIC, META_RING_VERSION, "metadata ring")?;
-        let page = map.bytes(0, STATIC_END);
+        let mut page = [0u8; STATIC_END];
+        map.read(0, &mut page);
         let found_uuid: [u8; 16] = page[16..32].try_into().expect("16 bytes");
         let found_capacity = u64::from_le_bytes(page[32..40].try_into().expect("8 bytes"));
         let mut wrong = Vec::new();
@@ -196,7 +197,9 @@ impl MetaRing {
     }
 
     fn stored_boot_id(&self) -> [u8; 16] {
-        self.map.bytes(BOOT_ID_OFFSET, 16).try_into().expect("16 bytes")
+        let mut id = [0u8; 16];
+        self.map.read(BOOT_ID_OFFSET, &mut id);
+        id
     }
 
     pub fn path(&self) -> &Path {

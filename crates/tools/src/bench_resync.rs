@@ -558,7 +558,7 @@ impl<'a> Round<'a> {
             Ok(())
         })?;
         let r = self.stream(kind, Ends::Region { from: &from, into: &into, checked })?;
-        if from.bytes(0, from.len()) != into.bytes(0, into.len()) {
+        if from.view(0, from.len()).to_vec() != into.view(0, into.len()).to_vec() {
             return Err(failed(kind, "the bytes received differ from those sent".into()));
         }
         Ok(r)
@@ -610,7 +610,7 @@ impl<'a> Round<'a> {
                                 if let Ends::Region { into, .. } = ends {
                                     while at < end {
                                         let n = (end - at).min(STREAM_PIECE) as usize;
-                                        into.read_exact_from(at as usize, n, &mut c)?;
+                                        into.recv_at(at as usize, n, &mut c)?;
                                         at += n as u64;
                                     }
                                     return Ok(len);
@@ -669,7 +669,9 @@ impl<'a> Round<'a> {
                             let n = (end - at).min(STREAM_PIECE) as usize;
                             match ends {
                                 Ends::Buffer(buf) => c.write_all(&buf[..n])?,
-                                Ends::Region { from, .. } => c.write_all(from.bytes(at as usize, n))?,
+                                Ends::Region { from, .. } => {
+                                    c.send_all_vectored(&mut [from.view(at as usize, n).io_slice()])?
+                                }
                             }
                             at += n as u64;
                         }

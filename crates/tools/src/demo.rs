@@ -190,7 +190,7 @@ fn verify(cfg: &Config, addr: &str, region_path: &std::path::Path) -> Result<()>
     while at < REGION_SIZE {
         let n = chunk.min(REGION_SIZE - at);
         let theirs = admin.read(at, n)?;
-        let ours = region.bytes(at, n as usize);
+        let ours = region.view(at, n as usize).to_vec();
         if let Some(i) = ours.iter().zip(&theirs).position(|(a, b)| a != b) {
             return Err(Error::Config(format!(
                 "verification failed: byte {} differs (primary {:#04x}, mirror {:#04x})",

@@ -141,9 +141,9 @@ fn apply_locked(s: &Shared, allow_gaps: bool, wait: DataWait, _applier: &MutexGu
                 }
                 let log = s.logs[g.lane as usize].get().expect("a group's log exists");
                 let mut failed = None;
-                for_each_verified_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
+                for_each_verified_write(&log.area(), g, MAX_FRAME_LIMIT, |off, body| {
                     if failed.is_none() {
-                        if let Err(e) = s.region.write(off, body) {
+                        if let Err(e) = s.region.write_from(off, body) {
                             failed = Some((off, body.len(), e));
                         }
                     }
@@ -198,7 +198,7 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
         if s.region.persists_ranges() {
             for g in &fresh {
                 let log = s.logs[g.lane as usize].get().expect("a group's log exists");
-                for_each_verified_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
+                for_each_verified_write(&log.area(), g, MAX_FRAME_LIMIT, |off, body| {
                     if result.is_ok() {
                         result = s.region.persist(off, body.len());
                     }

@@ -3,7 +3,7 @@
 //! `fdatasync` per reclaim). Both are the same region file format.
 
 use crate::error::{Error, Result};
-use mojim_region::{DiskRegion, RegionFile};
+use mojim_region::{DiskRegion, MapSlice, RegionFile};
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::Path;
@@ -130,15 +130,15 @@ impl DataArea {
         }
     }
 
-    /// Applies bytes (visible to readers at once; durable after [`DataArea::persist`] of the
-    /// range and [`DataArea::sync`]).
-    pub fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+    /// Applies bytes of a mapping (a log record's body), copied straight from it: visible to
+    /// readers at once; durable after [`DataArea::persist`] of the range and [`DataArea::sync`].
+    pub fn write_from(&self, offset: u64, src: MapSlice<'_>) -> io::Result<()> {
         match self {
             DataArea::Memory(r) => {
-                r.write(offset, data);
+                r.write_from(offset, src);
                 Ok(())
             }
-            DataArea::Disk(d) => d.write(offset, data),
+            DataArea::Disk(d) => d.write_from(offset, src),
         }
     }
 

@@ -19,6 +19,7 @@ use mojim_format::handshake::PeerRole;
 use mojim_format::handshake::Welcome;
 use mojim_format::log::record_at_verified;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
+use mojim_region::MapSlice;
 use mojim_transport::{Conn, TcpConn, TcpTransport};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -663,13 +664,13 @@ fn send_group<C: Conn>(
     let log = s.logs[g.lane as usize].get().expect("a group's log exists");
     let area = log.area();
     let mut headers = [[0u8; FRAME_HEADER_SIZE]; BATCH];
-    let mut bodies: [&[u8]; BATCH] = [&[]; BATCH];
+    let mut bodies = [MapSlice::empty(); BATCH];
     let mut pos = g.start_pos;
     while pos < g.end_pos {
         let mut n = 0;
-        let mut copied: Option<(FrameHeader, &[u8])> = None;
+        let mut copied: Option<(FrameHeader, MapSlice<'_>)> = None;
         while n < BATCH && pos < g.end_pos {
-            let rec = record_at_verified(area, pos, super::MAX_FRAME_LIMIT)
+            let rec = record_at_verified(&area, pos, super::MAX_FRAME_LIMIT)
                 .unwrap_or_else(|| panic!("record at {pos} of group {} no longer valid", g.seq));
             pos = rec.end_pos();
             if !matches!(rec.header.kind, FrameKind::Data | FrameKind::Copied) {
@@ -687,7 +688,7 @@ fn send_group<C: Conn>(
             h.epoch = tag.epoch;
             h.session = tag.session;
             h.log_pos = 0;
-            let body = &area[rec.body_at..rec.body_at + h.body_len as usize];
+            let body = rec.body(&area);
             if h.kind == FrameKind::Copied {
                 copied = Some((h, body));
                 break;
@@ -699,7 +700,7 @@ fn send_group<C: Conn>(
         let mut iov = [IoSlice::new(&[]); 2 * BATCH];
         for k in 0..n {
             iov[2 * k] = IoSlice::new(&headers[k]);
-            iov[2 * k + 1] = IoSlice::new(bodies[k]);
+            iov[2 * k + 1] = bodies[k].io_slice();
         }
         if n > 0 {
             conn.send_all_vectored(&mut iov[..2 * n]).map_err(|e| format!("send group {}: {e}", g.seq))?;
@@ -709,10 +710,12 @@ fn send_group<C: Conn>(
                 feed.copy = Some(OpenCopy::begin(s, conn, tag)?);
             }
             let copy = feed.copy.as_mut().expect("opened above");
-            for (off, len) in mojim_format::copied::ranges(body) {
+            // A Copied body is a short list of ranges (at most 16 KiB), read out of the log once.
+            let body = body.to_vec();
+            for (off, len) in mojim_format::copied::ranges(&body) {
                 copy.send_range(s, conn, tag, off, len, |_| {})?;
             }
-            conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes()), IoSlice::new(body)])
+            conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes()), IoSlice::new(&body)])
                 .map_err(|e| format!("send group {}: {e}", g.seq))?;
         }
     }

@@ -327,7 +327,7 @@ fn store(log: &LogFile, rx: &mut impl Read, slot: &Slot) -> Result<(), LaneEnd> 
         return Err(LaneEnd::Closed(format!("receive frame body: {e}")));
     }
     // The body is checked where it landed, before the header that makes it a record is written.
-    if let Err(e) = h.check_body(log.bytes_at(pos + FRAME_HEADER_SIZE as u64, len)) {
+    if let Err(e) = h.check_checksum(len, log.view_at(pos + FRAME_HEADER_SIZE as u64, len).crc32c()) {
         return Err(LaneEnd::Violation(Violation::Body(e)));
     }
     let mut stamped = h;

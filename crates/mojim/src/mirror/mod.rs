@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use mojim_core::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
 use mojim_core::lane::MirrorLane;
 use mojim_core::recovery::{self, LaneLog};
-use mojim_region::LogFile;
+use mojim_region::{LogFile, MapSlice};
 use mojim_transport::{TcpTransport, Transport};
 use session::SessionSlot;
 use std::path::PathBuf;
@@ -271,13 +271,12 @@ impl Mirror {
         }
         let applied_seq = region.applied_seq()?;
         let found = {
-            let views: Vec<LaneLog<'_>> = logs
+            let areas: Vec<(MapSlice<'_>, u64)> = logs
                 .iter()
-                .map(|c| match c.get() {
-                    Some(l) => LaneLog { area: l.area(), tail: l.tail() },
-                    None => LaneLog { area: &[], tail: 0 },
-                })
+                .map(|c| c.get().map_or((MapSlice::empty(), 0), |l| (l.area(), l.tail())))
                 .collect();
+            let views: Vec<LaneLog<'_, MapSlice<'_>>> =
+                areas.iter().map(|(area, tail)| LaneLog { area, tail: *tail }).collect();
             // A node with backups keeps applied groups in its logs until every backup has them:
             // find those too, to forward them again.
             let since = if opts.backups.is_empty() { applied_seq } else { 0 };
@@ -287,8 +286,8 @@ impl Mirror {
         let mut failed: Option<std::io::Error> = None;
         for g in found.groups.iter().filter(|g| g.seq > applied_seq) {
             let log = logs[g.lane as usize].get().expect("a log with groups exists");
-            recovery::for_each_write(log.area(), g, MAX_FRAME_LIMIT, |off, body| {
-                if let Err(e) = region.write(off, body).and_then(|_| region.persist(off, body.len())) {
+            recovery::for_each_write(&log.area(), g, MAX_FRAME_LIMIT, |off, body| {
+                if let Err(e) = region.write_from(off, body).and_then(|_| region.persist(off, body.len())) {
                     failed.get_or_insert(e);
                 }
             });

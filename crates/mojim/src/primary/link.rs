@@ -6,12 +6,12 @@
 
 use crate::connect::{connect, Intro};
 use crate::error::{Error, Result};
-use mojim_core::encode::{self, data_header, GroupLimits, GroupShape, SessionTag};
+use mojim_core::encode::{self, data_header_with_checksum, GroupLimits, GroupShape, SessionTag};
 use mojim_core::Range;
 use mojim_format::copied::{COPIED_RANGE_SIZE, MAX_COPIED_RANGES};
 use mojim_format::handshake::{decode_refuse, PeerRole, Welcome, REFUSE_MAX};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
-use mojim_region::RegionFile;
+use mojim_region::{MapSlice, RegionFile};
 use mojim_transport::{Conn, Transport};
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -126,15 +126,15 @@ impl CopyScratch {
             let end = r.offset + r.len;
             while at < end {
                 let n = (end - at).min(COPY_FRAME as u64) as usize;
-                let body = if snapshot {
+                let header = if snapshot {
                     let into = &mut self.snapshot[filled..filled + n];
                     region.read(at, into);
                     filled += n;
-                    &*into
+                    encode::copy_header(tag, at, into)
                 } else {
-                    region.bytes(at, n)
+                    encode::copy_header_with_checksum(tag, at, n as u32, region.view(at, n).crc32c())
                 };
-                self.headers.push((encode::copy_header(tag, at, body), at, n));
+                self.headers.push((header, at, n));
                 at += n as u64;
             }
             mojim_format::copied::push_range(&mut self.ranges, r.offset, r.len);
@@ -399,11 +399,11 @@ impl<C: Conn> Link<C> {
                 let mut iov = [IoSlice::new(&[]); 2 * BATCH];
                 for (i, &(ref h, at, n)) in batch.iter().enumerate() {
                     iov[2 * i] = IoSlice::new(h);
-                    iov[2 * i + 1] = IoSlice::new(if from_snapshot {
-                        &scratch.snapshot[cursor..cursor + n]
+                    iov[2 * i + 1] = if from_snapshot {
+                        IoSlice::new(&scratch.snapshot[cursor..cursor + n])
                     } else {
-                        region.bytes(at, n)
-                    });
+                        region.view(at, n).io_slice()
+                    };
                     cursor += n;
                 }
                 if let Err(e) = tx.conn.send_all_vectored(&mut iov[..2 * batch.len()]) {
@@ -437,13 +437,15 @@ impl<C: Conn> Link<C> {
         let lane = self.lanes[at].index;
         let tag = self.tag(lane as usize);
         let mut plans = encode::frames(ranges, self.limits.max_frame, shape);
-        let mut bodies: [&[u8]; BATCH] = [&[]; BATCH];
+        let mut bodies = [MapSlice::empty(); BATCH];
         loop {
             let mut n = 0;
             while n < BATCH {
                 let Some(plan) = plans.next() else { break };
-                let body = region.bytes(plan.offset, plan.len as usize);
-                tx.headers[n] = data_header(tag, seq, plan, body);
+                // The application may store into these bytes meanwhile: a view, checksummed
+                // and sent from the mapping, never borrowed as a slice.
+                let body = region.view(plan.offset, plan.len as usize);
+                tx.headers[n] = data_header_with_checksum(tag, seq, plan, body.crc32c());
                 bodies[n] = body;
                 n += 1;
             }
@@ -453,7 +455,7 @@ impl<C: Conn> Link<C> {
             let mut iov = [IoSlice::new(&[]); 2 * BATCH];
             for i in 0..n {
                 iov[2 * i] = IoSlice::new(&tx.headers[i]);
-                iov[2 * i + 1] = IoSlice::new(bodies[i]);
+                iov[2 * i + 1] = bodies[i].io_slice();
             }
             if let Err(e) = tx.conn.send_all_vectored(&mut iov[..2 * n]) {
                 return Err(self.fail_send(at, format!("send on lane {lane}: {e}")));
