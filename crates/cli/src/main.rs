@@ -1,10 +1,11 @@
 //! The `mojim` command: initialise a region, run a mirror, inspect it, demo and benchmark.
 
 use clap::{Args, Parser, Subcommand};
-use mojim::admin::AdminClient;
 use mojim::config::{random_uuid, template, write_private, Config, Secret, DEFAULT_PORT};
 use mojim::size::parse_size;
-use mojim::{Error, Mirror, MirrorOptions};
+use mojim::Error;
+use mojim_node::admin::AdminClient;
+use mojim_node::{Mirror, MirrorOptions};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -107,7 +108,7 @@ struct ServeArgs {
     busy_poll_us: Option<u64>,
     /// Where the data area lives, instead of [mirror] data: memory or disk.
     #[arg(long)]
-    data: Option<mojim::mirror::DataPlacement>,
+    data: Option<mojim_node::DataPlacement>,
     /// A backup this node feeds, instead of [mirror] backups (repeat the flag for several).
     #[arg(long = "backup")]
     backups: Vec<String>,

@@ -5,8 +5,8 @@
 mod common;
 
 use common::{first_difference, mirror_image, Cluster, Rng, WAIT};
-use mojim::admin::AdminClient;
 use mojim::{Primary, Range};
+use mojim_node::admin::AdminClient;
 use mojim_tools::child::ChildNode;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -81,7 +81,7 @@ fn snapshot_of(groups: &[Group], image: &[u8], from: u64, to: u64) -> Option<u64
     None
 }
 
-fn wait_caught_up(m: &mut AdminClient) -> mojim::mirror::MirrorStatus {
+fn wait_caught_up(m: &mut AdminClient) -> mojim_node::MirrorStatus {
     let deadline = Instant::now() + WAIT;
     loop {
         let st = m.status().expect("status");

@@ -5,10 +5,10 @@
 mod common;
 
 use common::{first_difference, mirror_image, wait_applied, Cluster, Rng, WAIT};
-use mojim::admin::AdminClient;
 use mojim::coord::Coordinator;
 use mojim::{Primary, PrimaryOptions};
 use mojim_etcd::testing::EtcdServer;
+use mojim_node::admin::AdminClient;
 use mojim_tools::child::ChildNode;
 use std::time::{Duration, Instant};
 

@@ -5,9 +5,9 @@
 mod common;
 
 use common::{first_difference, mirror_image, wait_applied, Cluster, Rng, WAIT};
-use mojim::admin::AdminClient;
 use mojim::config::OnMirrorLoss;
 use mojim::{CopyKind, Primary, PrimaryOptions};
+use mojim_node::admin::AdminClient;
 use mojim_tools::child::ChildNode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

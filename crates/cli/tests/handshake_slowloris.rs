@@ -8,11 +8,11 @@
 mod common;
 
 use common::{exe, Cluster, WAIT};
-use mojim::admin::AdminClient;
 use mojim::Primary;
 use mojim_format::checksum::crc32c;
 use mojim_format::handshake::{Hello, PeerRole};
 use mojim_format::{FrameHeader, FrameKind};
+use mojim_node::admin::AdminClient;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::process::Command;
@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The mirror's whole-handshake deadline (`mirror/accept.rs`).
+/// The mirror's whole-handshake deadline (`mojim-node`'s `accept.rs`).
 const DEADLINE: Duration = Duration::from_secs(5);
 /// What a slow connection may live past the deadline: the mirror's and this test's reaction
 /// time, on a loaded machine.

@@ -1,9 +1,8 @@
 //! In-process round trips: a mirror on loopback and a primary in the same test.
 
 use mojim::config::random_uuid;
-use mojim::{
-    create_region, Limits, Mirror, MirrorOptions, Mode, Primary, PrimaryOptions, Range, RegionId, Secret,
-};
+use mojim::{create_region, Limits, Mode, Primary, PrimaryOptions, Range, RegionId, Secret};
+use mojim_node::{Mirror, MirrorOptions};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -26,7 +25,7 @@ fn mirror_opts(dir: &Path, id: RegionId) -> MirrorOptions {
         checkpoint_thresh: 1,
         checkpoint_idle: Duration::from_millis(1),
         max_lanes: 8,
-        data: mojim::mirror::DataPlacement::Memory,
+        data: mojim_node::DataPlacement::Memory,
         backups: Vec::new(),
         secondary_tier_thresh: 40 << 20,
         secondary_rate_limit: None,

@@ -16,9 +16,9 @@ mod common;
 
 use common::storage::{run, Tmpfs};
 use common::{assert_same_image, mirror_image, wait_applied, wait_status, Cluster, Rng};
-use mojim::admin::AdminClient;
 use mojim::config::ConfigFile;
 use mojim::Primary;
+use mojim_node::admin::AdminClient;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 

@@ -3,7 +3,7 @@
 //! An application maps a region and uses it with ordinary loads and stores. At sync points
 //! ([`Primary::msync`], [`Primary::gmsync`]) exactly the named bytes go to a mirror, atomically,
 //! in one round trip. The mirror keeps a crash-safe redo log per lane and checkpoints it into its
-//! own copy ([`mirror`]).
+//! own copy: that role is the `mojim-node` crate (`mojim serve`).
 //!
 //! ```no_run
 //! use mojim::{Primary, PrimaryOptions, Config};
@@ -15,20 +15,17 @@
 //! ```
 #![forbid(unsafe_code)]
 
-pub mod admin;
 pub mod config;
-mod connect;
+pub mod connect;
 pub mod coord;
 pub mod error;
-pub mod mirror;
-mod net;
+pub mod net;
 pub mod primary;
 pub mod random;
 pub mod size;
 
 pub use config::{Config, Limits, Mode, RegionId, Secret};
 pub use error::{Error, Result};
-pub use mirror::{Mirror, MirrorHandle, MirrorOptions};
 pub use mojim_core::Range;
 pub use primary::{
     CopyKind, FailurePolicy, LeaseStatus, Primary, PrimaryOptions, PrimaryStatus, ResyncStatus, Ticket,

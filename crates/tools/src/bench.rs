@@ -521,7 +521,8 @@ fn disk_recovery(a: &BenchArgs, s: &Setup) -> Result<(u64, usize)> {
     }
     let args: Vec<&str> = s.disk_args.iter().map(String::as_str).collect();
     let restarted = ChildNode::spawn(&exe()?, &args)?;
-    let mut admin = mojim::admin::AdminClient::connect(restarted.addr(), &s.secret, Duration::from_secs(5))?;
+    let mut admin =
+        mojim_node::admin::AdminClient::connect(restarted.addr(), &s.secret, Duration::from_secs(5))?;
     let st = admin.status()?;
     Ok((st.recovery.micros, st.recovery.groups_applied))
 }

@@ -39,12 +39,12 @@
 use crate::bench::{exe, BenchArgs, XorShift};
 use crate::bench_resync::Scratch;
 use crate::child::ChildNode;
-use mojim::admin::AdminClient;
 use mojim::config::{template, Config, ConfigFile, EtcdSettings, Mode, OnMirrorLoss, RegionId, Secret};
 use mojim::error::{Error, Result};
-use mojim::mirror::MirrorStatus;
 use mojim::primary::{Primary, PrimaryOptions};
 use mojim::size::format_size;
+use mojim_node::admin::AdminClient;
+use mojim_node::MirrorStatus;
 use serde::Serialize;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -31,16 +31,16 @@
 use crate::bench::{exe, lanes, BenchArgs, XorShift};
 use crate::child::ChildNode;
 use indicatif::{ProgressBar, ProgressStyle};
-use mojim::admin::AdminClient;
 use mojim::config::{template, ConfigFile, Limits, Mode, OnMirrorLoss, RegionId, Secret};
 use mojim::error::{Error, Result};
-use mojim::mirror::{BackupStatus, MirrorStatus, MAX_READ};
 use mojim::primary::{
     CopyKind, FailurePolicy, Primary, PrimaryOptions, ResyncStatus, COPY_FRAME, COPY_GROUP_BYTES,
 };
 use mojim::size::format_size;
 use mojim_core::Range;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
+use mojim_node::admin::AdminClient;
+use mojim_node::{BackupStatus, MirrorStatus, MAX_READ};
 use mojim_region::MappedFile;
 use mojim_transport::{Conn, TcpTransport, Transport};
 use serde::Serialize;

@@ -9,11 +9,11 @@
 
 use crate::bench::{self, BenchArgs};
 use crate::child::ChildNode;
-use mojim::admin::AdminClient;
 use mojim::config::{random_uuid, template, Config, Mode};
 use mojim::error::{Error, Result};
 use mojim::primary::{Primary, PrimaryOptions};
 use mojim::Range;
+use mojim_node::admin::AdminClient;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

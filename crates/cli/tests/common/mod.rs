@@ -6,10 +6,10 @@
 pub mod raw;
 pub mod storage;
 
-use mojim::admin::AdminClient;
 use mojim::config::{random_uuid, template, write_private, ConfigFile};
-use mojim::mirror::MirrorStatus;
 use mojim::{Config, PrimaryOptions, Secret};
+use mojim_node::admin::AdminClient;
+use mojim_node::MirrorStatus;
 use mojim_tools::child::ChildNode;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -17,7 +17,7 @@ mod link;
 mod resync;
 
 pub use link::COPY_FRAME;
-pub(crate) use resync::new_generation;
+pub use resync::new_generation;
 pub use resync::COPY_GROUP_BYTES;
 pub use resync::{CopyKind, ResyncStatus};
 

@@ -8,9 +8,9 @@
 //! namespace of its own on the same bridge (the one after the nodes'), so that a partition can
 //! cut a node off from it too.
 
-use mojim::admin::AdminClient;
 use mojim::config::{template, ConfigFile, EtcdSettings, Secret};
-use mojim::mirror::MirrorStatus;
+use mojim_node::admin::AdminClient;
+use mojim_node::MirrorStatus;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};

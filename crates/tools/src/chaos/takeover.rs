@@ -17,7 +17,7 @@ use super::check::{self, Move};
 use super::faults::{Trial, HANG};
 use super::workload::wall_us;
 use mojim::coord::Roles;
-use mojim::mirror::MirrorStatus;
+use mojim_node::MirrorStatus;
 use std::time::{Duration, Instant};
 
 /// How long the lease may be gone with the roles unchanged before the harness concludes that

@@ -2,7 +2,7 @@
 //! write-back) or a disk file (`sync-disk`: checkpoints are `pwrite`s, made durable with one
 //! `fdatasync` per reclaim). Both are the same region file format.
 
-use crate::error::{Error, Result};
+use mojim::error::{Error, Result};
 use mojim_region::{DiskRegion, MapSlice, RegionFile};
 use serde::{Deserialize, Serialize};
 use std::io;

@@ -6,6 +6,7 @@
 //! requests); one checkpointer. The replication logic itself is `mojim_core`'s.
 
 mod accept;
+pub mod admin;
 mod apply;
 mod command;
 mod data;
@@ -23,8 +24,8 @@ pub use forward::BackupStatus;
 pub use session::CopyProgress;
 pub use status::{LaneStatus, MirrorStatus};
 
-use crate::config::{Config, Limits, RegionId, Secret};
-use crate::error::{Error, Result};
+use mojim::config::{Config, Limits, RegionId, Secret};
+use mojim::error::{Error, Result};
 use mojim_core::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
 use mojim_core::lane::MirrorLane;
 use mojim_core::recovery::{self, LaneLog};
@@ -73,12 +74,12 @@ pub struct MirrorOptions {
     pub busy_poll: Duration,
     /// Liveness of every link: a lane that hears nothing for the timeout ends its session; a
     /// backup link sends a heartbeat when idle for the interval.
-    pub heartbeat: crate::config::Heartbeat,
+    pub heartbeat: mojim::config::Heartbeat,
     /// For the files a promotion prepares for the application (see `PrimaryFiles`).
     pub dirty_chunk: u64,
     pub metadata_log_records: u64,
     /// The etcd coordinator, if roles come from it, and this node's name there.
-    pub coordinator: Option<crate::config::EtcdSettings>,
+    pub coordinator: Option<mojim::config::EtcdSettings>,
     pub node: String,
 }
 
@@ -232,8 +233,8 @@ impl Mirror {
             return Err(Error::Config(format!(
                 "[mirror] log_capacity {} is too small for [limits] max_frame {}: a lane's log must be a \
                  multiple of 4 KiB holding at least 2 full frames ({} bytes); raise log_capacity or lower max_frame",
-                crate::size::format_size(opts.log_capacity),
-                crate::size::format_size(opts.limits.max_frame as u64),
+                mojim::size::format_size(opts.log_capacity),
+                mojim::size::format_size(opts.limits.max_frame as u64),
                 (2 * frame_record).next_multiple_of(4096)
             )));
         }
@@ -247,9 +248,9 @@ impl Mirror {
                 "{} holds region {} of {} bytes, but the configuration names region {} of {} bytes; \
                  point [mirror] dir at this region's folder or remove it",
                 data_path.display(),
-                crate::config::format_uuid(&region.uuid()),
+                mojim::config::format_uuid(&region.uuid()),
                 region.size(),
-                crate::config::format_uuid(&opts.region.uuid),
+                mojim::config::format_uuid(&opts.region.uuid),
                 opts.region.size
             )));
         }
@@ -428,7 +429,7 @@ impl Mirror {
                     .map_err(Error::io("spawn the coordinator watcher"))?,
             );
         }
-        tracing::info!(%addr, region = %crate::config::format_uuid(&shared.opts.region.uuid), "mirror serving");
+        tracing::info!(%addr, region = %mojim::config::format_uuid(&shared.opts.region.uuid), "mirror serving");
         Ok(MirrorHandle { shared, addr, threads })
     }
 }

@@ -108,7 +108,7 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         consistent,
         copy,
         listen: s.listen_addr.get().cloned().unwrap_or_default(),
-        region_uuid: crate::config::format_uuid(&s.opts.region.uuid),
+        region_uuid: mojim::config::format_uuid(&s.opts.region.uuid),
         region_size: s.opts.region.size,
         epoch: s.epoch.load(Ordering::SeqCst),
         session: sess.as_ref().map(|x| format!("{:#x}", x.0)),

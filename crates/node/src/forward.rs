@@ -11,8 +11,8 @@
 //! up (the paper's stall).
 
 use super::Shared;
-use crate::config::RegionId;
-use crate::connect::{connect, Intro};
+use mojim::config::RegionId;
+use mojim::connect::{connect, Intro};
 use mojim_core::checkpoint::GroupRef;
 use mojim_core::encode::{copy_header, SessionTag};
 use mojim_format::handshake::PeerRole;
@@ -269,7 +269,7 @@ fn open_session(s: &Shared, addr: &str) -> Result<(TcpConn, Welcome, Intro), Str
         role: PeerRole::Mirror,
         region: RegionId { uuid: s.opts.region.uuid, size: s.opts.region.size },
         epoch: s.epoch.load(Ordering::SeqCst),
-        session: crate::random::u64() | 1,
+        session: mojim::random::u64() | 1,
         lane: 0,
         lanes: 1,
         max_frame: super::MAX_FRAME_LIMIT,
@@ -487,7 +487,7 @@ struct OpenCopy {
 impl OpenCopy {
     fn begin<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag) -> Result<OpenCopy, String> {
         let size = s.opts.region.size;
-        send_control(conn, tag, FrameKind::CopyBegin, crate::primary::CopyKind::Full as u64, size)?;
+        send_control(conn, tag, FrameKind::CopyBegin, mojim::primary::CopyKind::Full as u64, size)?;
         // A Copy frame is not bound by the backup's max_frame.
         let chunk = (tag.max_frame as u64).max(256 << 10).min(mojim_format::copied::MAX_COPY_BODY as u64);
         Ok(OpenCopy { read_through: 0, buf: vec![0u8; chunk as usize] })

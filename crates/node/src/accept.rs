@@ -2,7 +2,7 @@
 
 use super::pending::{source, Pending};
 use super::{lane, session, status, Shared};
-use crate::net::{read_frame, send, timed_out, write_frame, ReadBy, ReadError, WriteBy};
+use mojim::net::{read_frame, send, timed_out, write_frame, ReadBy, ReadError, WriteBy};
 use mojim_core::handshake::{Identity, Refusal, ServerHandshake};
 use mojim_format::handshake::{
     encode_refuse, Hello, PeerRole, RefuseCode, Request, COMMAND_MAX, NONCE_SIZE, REFUSE_MAX, REQUEST_SIZE,
@@ -213,7 +213,7 @@ fn accept_handshake<C: Conn>(
     keep: impl FnOnce() -> bool,
 ) -> Result<Hello, String> {
     let mut nonce = [0u8; NONCE_SIZE];
-    crate::random::fill(&mut nonce);
+    mojim::random::fill(&mut nonce);
     let mut hs = ServerHandshake::new(secret, nonce);
     let mut body = Vec::with_capacity(256);
     let h = read_step(conn, deadline, &mut body, "Hello").map_err(|(e, m)| {

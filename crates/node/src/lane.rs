@@ -74,7 +74,7 @@ pub(crate) fn run<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd
         // Tell the primary why before closing: its sync fails with this message.
         let mut body = Vec::new();
         encode_refuse(RefuseCode::Storage, msg, &mut body);
-        if crate::net::send(conn, FrameKind::Refuse, 0, &body).is_ok() {
+        if mojim::net::send(conn, FrameKind::Refuse, 0, &body).is_ok() {
             drain(conn);
         }
     }
@@ -92,7 +92,7 @@ fn drain<C: Conn>(conn: &mut C) {
         match conn.read(&mut buf) {
             Ok(0) => return,
             Ok(_) => {}
-            Err(e) if crate::net::timed_out(&e) => {}
+            Err(e) if mojim::net::timed_out(&e) => {}
             Err(_) => return,
         }
     }
@@ -103,7 +103,7 @@ fn heartbeat<C: Conn>(conn: &mut C, tag: SessionTag) -> std::io::Result<()> {
     h.lane = tag.lane;
     h.epoch = tag.epoch;
     h.session = tag.session;
-    crate::net::write_frame(conn, &h.to_bytes(), &[])
+    mojim::net::write_frame(conn, &h.to_bytes(), &[])
 }
 
 fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
@@ -132,7 +132,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
         if let Err(e) = rx.read_exact(&mut hb) {
             return LaneEnd::Closed(if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 "end of stream".into()
-            } else if crate::net::timed_out(&e) {
+            } else if mojim::net::timed_out(&e) {
                 format!("the peer sent nothing for the heartbeat timeout ({:?})", s.opts.heartbeat.timeout)
             } else {
                 e.to_string()
@@ -255,7 +255,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
             if let Some(e) = beat_failed {
                 return LaneEnd::Closed(format!("send heartbeat: {e}"));
             }
-            if let Err(e) = crate::net::write_frame(*rx.get_mut(), &ack_header(tag, g.seq), &[]) {
+            if let Err(e) = mojim::net::write_frame(*rx.get_mut(), &ack_header(tag, g.seq), &[]) {
                 return LaneEnd::Closed(format!("send ack: {e}"));
             }
             if due {
@@ -299,7 +299,7 @@ fn receive_copy<C: Conn>(
         Err(BodyError::Checksum { .. }) => {
             super::session::copy_rejected(s, h.session, h.offset, len).map_err(LaneEnd::Violation)?;
             s.stats.copy_retries.fetch_add(1, Ordering::Relaxed);
-            return crate::net::write_frame(*rx.get_mut(), &copy_retry_header(tag, h.offset, len), &[])
+            return mojim::net::write_frame(*rx.get_mut(), &copy_retry_header(tag, h.offset, len), &[])
                 .map_err(|e| LaneEnd::Closed(format!("send copy retry: {e}")));
         }
         Err(e) => return Err(LaneEnd::Violation(Violation::Body(e))),

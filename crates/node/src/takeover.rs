@@ -7,7 +7,7 @@
 //! expires, as does every node when a lease expires while the roles name no mirror.
 
 use super::Shared;
-use crate::coord::{Coordinator, Roles};
+use mojim::coord::{Coordinator, Roles};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ const DRAIN: Duration = Duration::from_secs(2);
 
 /// Runs until shutdown: registers this node, names it the mirror when it serves the primary,
 /// then watches the lease.
-pub(crate) fn watch(s: &Shared, settings: &crate::config::EtcdSettings) {
+pub(crate) fn watch(s: &Shared, settings: &mojim::config::EtcdSettings) {
     let coord = match Coordinator::new(settings) {
         Ok(c) => c,
         Err(e) => {

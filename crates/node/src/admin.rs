@@ -1,10 +1,10 @@
 //! An operator's connection to a node: status and consistent reads.
 
-use crate::config::{RegionId, Secret};
-use crate::connect::{connect, Intro};
-use crate::error::{Error, Result};
-use crate::mirror::{MirrorStatus, MAX_READ};
-use crate::net::{read_frame, send};
+use crate::{MirrorStatus, MAX_READ};
+use mojim::config::{RegionId, Secret};
+use mojim::connect::{connect, Intro};
+use mojim::error::{Error, Result};
+use mojim::net::{read_frame, send};
 use mojim_format::handshake::{decode_refuse, PeerRole, Request};
 use mojim_format::FrameKind;
 use mojim_transport::{TcpConn, TcpTransport};
@@ -52,7 +52,7 @@ impl AdminClient {
         }
     }
 
-    /// Sends an operator's command (see `mirror/command.rs`) and returns the node's JSON reply.
+    /// Sends an operator's command (see `command.rs`) and returns the node's JSON reply.
     pub fn command(&mut self, json: &str) -> Result<serde_json::Value> {
         let b = self.call(Request::Command(json.to_string()), 1 << 16)?;
         serde_json::from_slice(&b)
