@@ -666,6 +666,41 @@ pub fn key_ratios(res: &MatrixResults) -> String {
 /// summary.md: how the run was made, the key ratios, and one table per experiment.
 pub fn summary_md(res: &MatrixResults, info: &RunInfo) -> String {
     let mut s = String::from("# mojim bench --matrix\n\n");
+    run_info_md(&mut s, info);
+    s.push_str("\n## Key ratios\n\n");
+    s.push_str(&key_ratios(res));
+    if !res.schemes.is_empty() {
+        schemes_table(&mut s, &res.schemes);
+    }
+    if !res.sizes.is_empty() {
+        sizes_table(&mut s, &res.sizes);
+    }
+    if !res.threads.is_empty() {
+        threads_table(&mut s, &res.threads);
+    }
+    if !res.checkpoint.is_empty() {
+        let h = "\n## The mirror's checkpoint_thresh, sync at 4 KiB (§6.3.3): `checkpoint.csv`\n\n";
+        sweep_table(&mut s, h, "checkpoint_thresh", &res.checkpoint, |t| t.to_string());
+    }
+    if !res.secondary.is_empty() {
+        let h = "\n## The mirror's secondary_tier_thresh, sync + backup over a slow link at 4 KiB (§6.3.3): \
+                 `secondary.csv`\n\n";
+        sweep_table(&mut s, h, "secondary_tier_thresh", &res.secondary, |t| plot::bytes(t as f64));
+    }
+    if !res.transact.is_empty() {
+        transact_table(&mut s, &res.transact);
+    }
+    if !res.failures.is_empty() {
+        s.push_str("\n## Failed points\n\n");
+        for f in &res.failures {
+            let _ = writeln!(s, "- {f}");
+        }
+    }
+    s
+}
+
+/// summary.md's opening list: when, where and how the run was made.
+fn run_info_md(s: &mut String, info: &RunInfo) {
     let _ = writeln!(s, "- date (UTC): {}", info.date);
     let _ = writeln!(s, "- machine: {}", info.machine);
     let _ = writeln!(s, "- command: `{}`", info.command);
@@ -676,125 +711,113 @@ pub fn summary_md(res: &MatrixResults, info: &RunInfo) -> String {
         info.ops, info.transactions, info.repeat, info.seconds
     );
     s.push_str("\nThe machine is shared and noisy: compare ratios within one run, not across runs.\n");
-    s.push_str("\n## Key ratios\n\n");
-    s.push_str(&key_ratios(res));
+}
 
-    if !res.schemes.is_empty() {
-        s.push_str("\n## Table 1 schemes, 4 KiB sync points (Figs. 4–5): `schemes.csv`\n\n");
-        s.push_str("| scheme (paper) | mode | mean µs | p50 µs | p99 µs | ops/s | MB/s |\n|---|---|---:|---:|---:|---:|---:|\n");
-        for r in &res.schemes {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {:.0} | {} |",
-                paper_name(&r.mode),
-                r.mode,
-                num(r.mean_us),
-                num(r.p50_us),
-                num(r.p99_us),
-                r.ops_per_s,
-                num(r.mb_per_s)
-            );
-        }
-        if !PENDING_SCHEMES.is_empty() {
-            s.push_str("\nNot measured yet (`mojim bench` cannot start them yet): ");
-            s.push_str(&PENDING_SCHEMES.join("; "));
-            s.push_str(".\n");
-        }
-    }
-
-    if !res.sizes.is_empty() {
-        s.push_str("\n## Sync point size, mean latency in µs (Fig. 8): `sizes.csv`\n\n");
-        let modes = distinct(res.sizes.iter().map(|r| r.mode.as_str()));
-        let _ = writeln!(s, "| size | {} |", modes.join(" | "));
-        let _ = writeln!(s, "|---:|{}", "---:|".repeat(modes.len()));
-        for size in distinct(res.sizes.iter().map(|r| r.size)) {
-            let cells: Vec<String> = modes
-                .iter()
-                .map(|m| {
-                    res.sizes
-                        .iter()
-                        .find(|r| r.size == size && r.mode == *m)
-                        .map_or("–".into(), |r| num(r.mean_us))
-                })
-                .collect();
-            let _ = writeln!(s, "| {} | {} |", plot::bytes(size as f64), cells.join(" | "));
-        }
-    }
-
-    if !res.threads.is_empty() {
-        s.push_str(
-            "\n## Threads and lanes, throughput in MB/s of 4 KiB sync points (Fig. 9): `threads.csv`\n\n",
+/// summary.md's Table 1: one row per scheme, then the schemes not measured yet.
+fn schemes_table(s: &mut String, rs: &[BenchResult]) {
+    s.push_str("\n## Table 1 schemes, 4 KiB sync points (Figs. 4–5): `schemes.csv`\n\n");
+    s.push_str("| scheme (paper) | mode | mean µs | p50 µs | p99 µs | ops/s | MB/s |\n|---|---|---:|---:|---:|---:|---:|\n");
+    for r in rs {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {:.0} | {} |",
+            paper_name(&r.mode),
+            r.mode,
+            num(r.mean_us),
+            num(r.p50_us),
+            num(r.p99_us),
+            r.ops_per_s,
+            num(r.mb_per_s)
         );
-        let cols = distinct(res.threads.iter().map(thread_series));
-        let _ = writeln!(s, "| threads | {} |", cols.join(" | "));
-        let _ = writeln!(s, "|---:|{}", "---:|".repeat(cols.len()));
-        for t in distinct(res.threads.iter().map(|r| r.threads)) {
-            let cells: Vec<String> = cols
-                .iter()
-                .map(|c| {
-                    res.threads
-                        .iter()
-                        .find(|r| r.threads == t && thread_series(r) == *c)
-                        .map_or("–".into(), |r| num(r.mb_per_s))
-                })
-                .collect();
-            let _ = writeln!(s, "| {t} | {} |", cells.join(" | "));
+    }
+    if !PENDING_SCHEMES.is_empty() {
+        s.push_str("\nNot measured yet (`mojim bench` cannot start them yet): ");
+        s.push_str(&PENDING_SCHEMES.join("; "));
+        s.push_str(".\n");
+    }
+}
+
+/// summary.md's Fig. 8 table: mean latency, one row per size, one column per mode.
+fn sizes_table(s: &mut String, rs: &[BenchResult]) {
+    s.push_str("\n## Sync point size, mean latency in µs (Fig. 8): `sizes.csv`\n\n");
+    let modes = distinct(rs.iter().map(|r| r.mode.as_str()));
+    let sizes = distinct(rs.iter().map(|r| r.size));
+    grid_table(
+        s,
+        "size",
+        &modes,
+        &sizes,
+        |size| plot::bytes(size as f64),
+        |size, m| rs.iter().find(|r| r.size == size && r.mode == *m).map(|r| r.mean_us),
+    );
+}
+
+/// summary.md's Fig. 9 table: throughput, one row per thread count, one column per series.
+fn threads_table(s: &mut String, rs: &[BenchResult]) {
+    s.push_str("\n## Threads and lanes, throughput in MB/s of 4 KiB sync points (Fig. 9): `threads.csv`\n\n");
+    let cols = distinct(rs.iter().map(thread_series));
+    let threads = distinct(rs.iter().map(|r| r.threads));
+    grid_table(
+        s,
+        "threads",
+        &cols,
+        &threads,
+        |t| t.to_string(),
+        |t, c| rs.iter().find(|r| r.threads == t && thread_series(r) == *c).map(|r| r.mb_per_s),
+    );
+}
+
+/// A summary.md table with one row per value of `rows` (named by `row_name`) and one column per
+/// name in `cols`; a cell `cell` has no figure for is "–".
+fn grid_table<R: Copy, C: AsRef<str>>(
+    s: &mut String,
+    corner: &str,
+    cols: &[C],
+    rows: &[R],
+    row_name: impl Fn(R) -> String,
+    cell: impl Fn(R, &C) -> Option<f64>,
+) {
+    let names: Vec<&str> = cols.iter().map(AsRef::as_ref).collect();
+    let _ = writeln!(s, "| {corner} | {} |", names.join(" | "));
+    let _ = writeln!(s, "|---:|{}", "---:|".repeat(cols.len()));
+    for &r in rows {
+        let cells: Vec<String> = cols.iter().map(|c| cell(r, c).map_or("–".into(), num)).collect();
+        let _ = writeln!(s, "| {} | {} |", row_name(r), cells.join(" | "));
+    }
+}
+
+/// summary.md's Transact table: one row per writes and epochs, the three strategies side by side.
+fn transact_table(s: &mut String, rs: &[TransactResult]) {
+    s.push_str("\n## Transact: mean transaction latency in µs and slowdown over no-sm: `transact.csv`\n\n");
+    s.push_str(
+        "| epochs | writes | no-sm µs | sm-rc µs | sm-ob µs | sm-rc slowdown | sm-ob slowdown | sm-rc / sm-ob |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for w in distinct(rs.iter().map(|r| r.writes)) {
+        for e in distinct(rs.iter().filter(|r| r.writes == w).map(|r| r.epochs)) {
+            transact_row(s, rs, e, w);
         }
     }
+}
 
-    if !res.checkpoint.is_empty() {
-        let h = "\n## The mirror's checkpoint_thresh, sync at 4 KiB (§6.3.3): `checkpoint.csv`\n\n";
-        sweep_table(&mut s, h, "checkpoint_thresh", &res.checkpoint, |t| t.to_string());
-    }
-
-    if !res.secondary.is_empty() {
-        let h = "\n## The mirror's secondary_tier_thresh, sync + backup over a slow link at 4 KiB (§6.3.3): \
-                 `secondary.csv`\n\n";
-        sweep_table(&mut s, h, "secondary_tier_thresh", &res.secondary, |t| plot::bytes(t as f64));
-    }
-
-    if !res.transact.is_empty() {
-        s.push_str(
-            "\n## Transact: mean transaction latency in µs and slowdown over no-sm: `transact.csv`\n\n",
-        );
-        s.push_str(
-            "| epochs | writes | no-sm µs | sm-rc µs | sm-ob µs | sm-rc slowdown | sm-ob slowdown | sm-rc / sm-ob |\n\
-             |---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        );
-        let get = |st: Strategy, e: u32, w: u32| {
-            res.transact.iter().find(|r| r.strategy == st.name() && r.epochs == e && r.writes == w)
-        };
-        for w in distinct(res.transact.iter().map(|r| r.writes)) {
-            for e in distinct(res.transact.iter().filter(|r| r.writes == w).map(|r| r.epochs)) {
-                let (n, rc, ob) =
-                    (get(Strategy::NoSm, e, w), get(Strategy::SmRc, e, w), get(Strategy::SmOb, e, w));
-                let f = |r: Option<&TransactResult>, v: fn(&TransactResult) -> f64| {
-                    r.map_or("–".into(), |r| num(v(r)))
-                };
-                let ratio = match (rc, ob) {
-                    (Some(rc), Some(ob)) => num(rc.mean_us / ob.mean_us),
-                    _ => "–".into(),
-                };
-                let _ = writeln!(
-                    s,
-                    "| {e} | {w} | {} | {} | {} | {}× | {}× | {ratio}× |",
-                    f(n, |r| r.mean_us),
-                    f(rc, |r| r.mean_us),
-                    f(ob, |r| r.mean_us),
-                    f(rc, |r| r.slowdown),
-                    f(ob, |r| r.slowdown)
-                );
-            }
-        }
-    }
-
-    if !res.failures.is_empty() {
-        s.push_str("\n## Failed points\n\n");
-        for f in &res.failures {
-            let _ = writeln!(s, "- {f}");
-        }
-    }
-    s
+/// One row of the Transact table: `e` epochs of `w` writes.
+fn transact_row(s: &mut String, rs: &[TransactResult], e: u32, w: u32) {
+    let get = |st: Strategy| rs.iter().find(|r| r.strategy == st.name() && r.epochs == e && r.writes == w);
+    let (n, rc, ob) = (get(Strategy::NoSm), get(Strategy::SmRc), get(Strategy::SmOb));
+    let f = |r: Option<&TransactResult>, v: fn(&TransactResult) -> f64| r.map_or("–".into(), |r| num(v(r)));
+    let ratio = match (rc, ob) {
+        (Some(rc), Some(ob)) => num(rc.mean_us / ob.mean_us),
+        _ => "–".into(),
+    };
+    let _ = writeln!(
+        s,
+        "| {e} | {w} | {} | {} | {} | {}× | {}× | {ratio}× |",
+        f(n, |r| r.mean_us),
+        f(rc, |r| r.mean_us),
+        f(ob, |r| r.mean_us),
+        f(rc, |r| r.slowdown),
+        f(ob, |r| r.slowdown)
+    );
 }
 
 fn thread_series(r: &BenchResult) -> String {
@@ -855,157 +878,183 @@ pub fn write_all(out: &Path, res: &MatrixResults, info: &RunInfo) -> Result<Vec<
 pub fn plots(out: &Path, res: &MatrixResults) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     if !res.schemes.is_empty() {
-        let bars = |v: fn(&BenchResult) -> f64| -> Vec<(String, f64)> {
-            res.schemes.iter().map(|r| (r.mode.clone(), v(r))).collect()
-        };
-        let p = out.join("schemes_latency.png");
+        files.extend(schemes_plots(out, &res.schemes)?);
+    }
+    if !res.sizes.is_empty() {
+        files.push(sizes_plot(out, &res.sizes)?);
+    }
+    if !res.threads.is_empty() {
+        files.push(threads_plot(out, &res.threads)?);
+    }
+    if !res.checkpoint.is_empty() {
+        files.push(draw(out, "checkpoint_latency.png", |p| {
+            sweep_plot(
+                p,
+                "sync latency by the mirror's checkpoint_thresh, 4 KiB (paper §6.3.3)",
+                &Axis::log("checkpoint_thresh (groups between checkpoints, log scale)"),
+                &res.checkpoint,
+            )
+        })?);
+    }
+    if !res.secondary.is_empty() {
+        files.push(draw(out, "secondary_latency.png", |p| {
+            sweep_plot(
+                p,
+                "sync + backup over a slow link, by secondary_tier_thresh, 4 KiB (paper §6.3.3)",
+                &Axis::log("secondary_tier_thresh (bytes, log scale)").with_format(plot::bytes),
+                &res.secondary,
+            )
+        })?);
+    }
+    if !res.transact.is_empty() {
+        files.push(transact_slowdown_plot(out, &res.transact)?);
+        files.push(transact_speedup_plot(out, &res.transact)?);
+    }
+    Ok(files)
+}
+
+/// Draws the plot `name` in `out` with `render`; returns its path.
+fn draw(out: &Path, name: &str, render: impl FnOnce(&Path) -> Result<()>) -> Result<PathBuf> {
+    let p = out.join(name);
+    render(&p)?;
+    Ok(p)
+}
+
+/// Figs. 4 and 5: mean latency and throughput, a bar per scheme.
+fn schemes_plots(out: &Path, rs: &[BenchResult]) -> Result<[PathBuf; 2]> {
+    let bars = |v: fn(&BenchResult) -> f64| -> Vec<(String, f64)> {
+        rs.iter().map(|r| (r.mode.clone(), v(r))).collect()
+    };
+    let latency = draw(out, "schemes_latency.png", |p| {
         plot::bars(
-            &p,
+            p,
             "Mean latency of a 4 KiB sync point, by scheme (paper Fig. 4)",
             &Axis::log("mean latency (µs, log scale)"),
             &bars(|r| r.mean_us),
             " µs",
-        )?;
-        files.push(p);
-        let p = out.join("schemes_throughput.png");
+        )
+    })?;
+    let throughput = draw(out, "schemes_throughput.png", |p| {
         plot::bars(
-            &p,
+            p,
             "Throughput of 4 KiB sync points, one thread, by scheme (paper Fig. 5)",
             &Axis::log("throughput (MB/s, log scale)"),
             &bars(|r| r.mb_per_s),
             " MB/s",
-        )?;
-        files.push(p);
-    }
-    if !res.sizes.is_empty() {
-        let series: Vec<Series> = distinct(res.sizes.iter().map(|r| r.mode.clone()))
-            .into_iter()
-            .enumerate()
-            .map(|(i, m)| Series {
-                points: res
-                    .sizes
-                    .iter()
-                    .filter(|r| r.mode == m)
-                    .map(|r| (r.size as f64, r.mean_us))
-                    .collect(),
-                label: m,
-                color: i,
-                dashed: false,
-            })
-            .collect();
-        let p = out.join("sizes_latency.png");
+        )
+    })?;
+    Ok([latency, throughput])
+}
+
+/// Fig. 8: mean latency by size, a line per mode.
+fn sizes_plot(out: &Path, rs: &[BenchResult]) -> Result<PathBuf> {
+    let series = series_by(rs, |r| r.mode.clone(), |r| (r.size as f64, r.mean_us), |_| false);
+    draw(out, "sizes_latency.png", |p| {
         plot::lines(
-            &p,
+            p,
             "Mean sync point latency by size (paper Fig. 8)",
             &Axis::log("bytes per sync point (log scale)").with_format(plot::bytes),
             &Axis::log("mean latency (µs, log scale)"),
             &series,
             Legend::UpperLeft,
             None,
-        )?;
-        files.push(p);
-    }
-    if !res.threads.is_empty() {
-        let series: Vec<Series> = distinct(res.threads.iter().map(thread_series))
-            .into_iter()
-            .enumerate()
-            .map(|(i, name)| Series {
-                points: res
-                    .threads
-                    .iter()
-                    .filter(|r| thread_series(r) == name)
-                    .map(|r| (r.threads as f64, r.mb_per_s))
-                    .collect(),
-                dashed: !name.starts_with("sync"),
-                label: name,
-                color: i,
-            })
-            .collect();
-        let p = out.join("threads_throughput.png");
+        )
+    })
+}
+
+/// Fig. 9: throughput by threads, a line per mode and lane count (dashed unless sync).
+fn threads_plot(out: &Path, rs: &[BenchResult]) -> Result<PathBuf> {
+    let series =
+        series_by(rs, thread_series, |r| (r.threads as f64, r.mb_per_s), |name| !name.starts_with("sync"));
+    draw(out, "threads_throughput.png", |p| {
         plot::lines(
-            &p,
+            p,
             "Throughput of 4 KiB sync points by threads and lanes (paper Fig. 9)",
             &Axis::linear("application threads"),
             &Axis::log("throughput (MB/s, log scale)"),
             &series,
             Legend::UpperLeft,
             None,
-        )?;
-        files.push(p);
-    }
-    if !res.checkpoint.is_empty() {
-        let p = out.join("checkpoint_latency.png");
-        sweep_plot(
-            &p,
-            "sync latency by the mirror's checkpoint_thresh, 4 KiB (paper §6.3.3)",
-            &Axis::log("checkpoint_thresh (groups between checkpoints, log scale)"),
-            &res.checkpoint,
-        )?;
-        files.push(p);
-    }
-    if !res.secondary.is_empty() {
-        let p = out.join("secondary_latency.png");
-        sweep_plot(
-            &p,
-            "sync + backup over a slow link, by secondary_tier_thresh, 4 KiB (paper §6.3.3)",
-            &Axis::log("secondary_tier_thresh (bytes, log scale)").with_format(plot::bytes),
-            &res.secondary,
-        )?;
-        files.push(p);
-    }
-    if !res.transact.is_empty() {
-        let writes = distinct(res.transact.iter().map(|r| r.writes));
-        let mut series = Vec::new();
-        for (st, dashed) in [(Strategy::SmRc, false), (Strategy::SmOb, true)] {
-            for (i, &w) in writes.iter().enumerate() {
-                series.push(Series {
-                    label: format!("{} W={w}", st.name()),
-                    points: res
-                        .transact
-                        .iter()
-                        .filter(|r| r.strategy == st.name() && r.writes == w)
-                        .map(|r| (r.epochs as f64, r.slowdown))
-                        .collect(),
-                    color: i,
-                    dashed,
-                });
-            }
+        )
+    })
+}
+
+/// One line per distinct `name` of the results, in first-seen order, through their `point`s.
+fn series_by(
+    rs: &[BenchResult],
+    name: impl Fn(&BenchResult) -> String,
+    point: impl Fn(&BenchResult) -> (f64, f64),
+    dashed: impl Fn(&str) -> bool,
+) -> Vec<Series> {
+    distinct(rs.iter().map(&name))
+        .into_iter()
+        .enumerate()
+        .map(|(i, label)| Series {
+            points: rs.iter().filter(|r| name(r) == label).map(&point).collect(),
+            dashed: dashed(&label),
+            label,
+            color: i,
+        })
+        .collect()
+}
+
+/// Transact: the slowdown over no-sm by epochs, a line per strategy (sm-rc solid, sm-ob dashed)
+/// and writes per epoch.
+fn transact_slowdown_plot(out: &Path, rs: &[TransactResult]) -> Result<PathBuf> {
+    let writes = distinct(rs.iter().map(|r| r.writes));
+    let mut series = Vec::new();
+    for (st, dashed) in [(Strategy::SmRc, false), (Strategy::SmOb, true)] {
+        for (i, &w) in writes.iter().enumerate() {
+            series.push(Series {
+                label: format!("{} W={w}", st.name()),
+                points: rs
+                    .iter()
+                    .filter(|r| r.strategy == st.name() && r.writes == w)
+                    .map(|r| (r.epochs as f64, r.slowdown))
+                    .collect(),
+                color: i,
+                dashed,
+            });
         }
-        let p = out.join("transact_slowdown.png");
+    }
+    draw(out, "transact_slowdown.png", |p| {
         plot::lines(
-            &p,
+            p,
             "Transact: slowdown over no-sm (solid: sm-rc, dashed: sm-ob; W = writes per epoch)",
             &Axis::log("epochs per transaction (log scale)"),
             &Axis::log("mean transaction latency / no-sm's (log scale)"),
             &series,
             Legend::UpperLeft,
             None,
-        )?;
-        files.push(p);
-        let ups = transact::speedups(&res.transact);
-        let series: Vec<Series> = writes
-            .iter()
-            .enumerate()
-            .map(|(i, &w)| Series {
-                label: format!("W={w} writes per epoch"),
-                points: ups.iter().filter(|u| u.1 == w).map(|u| (u.0 as f64, u.2)).collect(),
-                color: i,
-                dashed: false,
-            })
-            .collect();
-        let p = out.join("transact_speedup.png");
+        )
+    })
+}
+
+/// Transact: sm-ob's speed-up over sm-rc by epochs, a line per writes per epoch, against the
+/// target.
+fn transact_speedup_plot(out: &Path, rs: &[TransactResult]) -> Result<PathBuf> {
+    let ups = transact::speedups(rs);
+    let series: Vec<Series> = distinct(rs.iter().map(|r| r.writes))
+        .into_iter()
+        .enumerate()
+        .map(|(i, w)| Series {
+            label: format!("W={w} writes per epoch"),
+            points: ups.iter().filter(|u| u.1 == w).map(|u| (u.0 as f64, u.2)).collect(),
+            color: i,
+            dashed: false,
+        })
+        .collect();
+    draw(out, "transact_speedup.png", |p| {
         plot::lines(
-            &p,
+            p,
             "Transact: ordered pipelining vs a round trip per fence (sm-rc / sm-ob mean)",
             &Axis::log("epochs per transaction (log scale)"),
             &Axis::linear("sm-rc mean / sm-ob mean (×)"),
             &series,
             Legend::UpperLeft,
             Some((3.0, "target 3× (W=1, E ≥ 8)")),
-        )?;
-        files.push(p);
-    }
-    Ok(files)
+        )
+    })
 }
 
 // ---- the run's circumstances ----------------------------------------------------------------

@@ -31,7 +31,7 @@ pub use workload::{worker, WorkerArgs};
 use cluster::{Cluster, Net, Netns, Shape};
 use mojim::config::random_uuid;
 use mojim::error::{Error, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Who decides roles.
@@ -194,88 +194,23 @@ fn print_problems(r: &faults::Report) {
 }
 
 pub fn run(a: &ChaosArgs) -> Result<()> {
-    if !(3..=9).contains(&a.nodes) {
-        return Err(Error::Config(format!("--nodes {} must be between 3 and 9", a.nodes)));
-    }
-    if a.takeover_crashes && a.coordinator != Coordinator::Etcd {
-        return Err(Error::Config("--takeover-crashes needs --coordinator etcd".into()));
-    }
-    if a.faults < 2 {
-        return Err(Error::Config(format!("--faults {} must be at least 2", a.faults)));
-    }
-    let seed = a.seed.unwrap_or_else(|| {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        mix(t.as_nanos() as u64 ^ u64::from(std::process::id()))
-    });
+    check_args(a)?;
+    let seed = a.seed.unwrap_or_else(clock_seed);
     let etcd_mode = a.coordinator == Coordinator::Etcd;
-    // Under etcd, the etcd's namespace comes after the nodes'.
-    let sites = a.nodes + usize::from(etcd_mode);
-    let mut net = match a.netns {
-        NetnsMode::Off => Net::loopback(a.nodes).map_err(Error::Config)?,
-        NetnsMode::On => {
-            Net::Netns(Netns::create(sites).map_err(|e| Error::Config(format!("--netns on: {e}")))?)
-        }
-        NetnsMode::Auto => match Netns::create(sites) {
-            Ok(n) => Net::Netns(n),
-            Err(why) => {
-                println!("no network namespaces ({why}): running on loopback");
-                Net::loopback(a.nodes).map_err(Error::Config)?
-            }
-        },
-    };
-    let base = a.dir.clone().unwrap_or_else(|| {
-        let shm = PathBuf::from("/dev/shm");
-        if shm.is_dir() {
-            shm
-        } else {
-            std::env::temp_dir()
-        }
-    });
-    let root = base.join(format!("mojim-chaos-{}", std::process::id()));
+    let mut net = network(a, etcd_mode)?;
+    let root = trials_base(a).join(format!("mojim-chaos-{}", std::process::id()));
     let exe = std::env::current_exe().map_err(Error::io("find the mojim binary"))?;
     println!("chaos: {} trials, seed {seed}, {} nodes, {}", a.trials, a.nodes, net.describe());
     println!("chaos: trial folders under {}", root.display());
-    let mut etcd = if etcd_mode {
-        let e = etcd::Etcd::start(&net, a.nodes, &root.join("etcd")).map_err(Error::Config)?;
-        println!(
-            "chaos: etcd coordinator at {} (lease ttl {:?}, renewed every {:?}, margin {:?}; its log: {})",
-            e.endpoint(),
-            etcd::LEASE_TTL,
-            etcd::LEASE_RENEW,
-            etcd::LEASE_MARGIN,
-            e.log().display()
-        );
-        Some(e)
-    } else {
-        None
-    };
+    let mut etcd = if etcd_mode { Some(start_etcd(&net, a.nodes, &root)?) } else { None };
     let mut t = Totals::default();
     let t0 = Instant::now();
     for i in 0..a.trials {
         let s = trial_seed(seed, i);
         let dir = root.join(format!("trial-{i}"));
-        let shape = Shape { uuid: random_uuid(), size: 1 << 20, secret: format!("chaos-secret-{s:016x}") };
         let started = Instant::now();
-        let coordinator =
-            etcd.as_ref().map(|e| e.settings(format!("/mojim-chaos/{}/trial-{i}", std::process::id())));
-        let cluster =
-            Cluster::new(&dir, &net, a.nodes, shape, exe.clone(), coordinator).map_err(Error::Config)?;
-        let mut trial = faults::Trial::new(s, &mut net, cluster).map_err(Error::Config)?;
-        trial.takeover_crashes = a.takeover_crashes;
-        let faults = 2 + (mix(s ^ 0xfa) % (a.faults as u64 - 1)) as usize;
-        trial.run(faults);
-        let r = std::mem::take(&mut trial.report);
-        drop(trial);
-        println!(
-            "trial {}/{} seed={s} {} acked={} {:.1}s: {}",
-            i + 1,
-            a.trials,
-            if r.failed() { "FAILED" } else { "ok" },
-            r.acked,
-            started.elapsed().as_secs_f64(),
-            r.faults.join(", ")
-        );
-        print_problems(&r);
+        let r = run_trial(a, &mut net, etcd.as_ref(), &exe, &dir, i, s)?;
+        print_trial(a, i, s, &r, started.elapsed().as_secs_f64());
         t.add(&r);
         if r.failed() {
             let first = problems(&r).next().cloned().unwrap_or_default();
@@ -293,16 +228,116 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
         let _ = std::fs::remove_dir_all(root.join("etcd"));
         let _ = std::fs::remove_dir(&root);
     }
+    print_totals(&t, t0.elapsed().as_secs_f64(), etcd_mode);
+    verdict(a, &t)
+}
+
+/// Refuses options out of range or that do not go together.
+fn check_args(a: &ChaosArgs) -> Result<()> {
+    if !(3..=9).contains(&a.nodes) {
+        return Err(Error::Config(format!("--nodes {} must be between 3 and 9", a.nodes)));
+    }
+    if a.takeover_crashes && a.coordinator != Coordinator::Etcd {
+        return Err(Error::Config("--takeover-crashes needs --coordinator etcd".into()));
+    }
+    if a.faults < 2 {
+        return Err(Error::Config(format!("--faults {} must be at least 2", a.faults)));
+    }
+    Ok(())
+}
+
+/// A run's seed when none is given: from the clock and the process id.
+fn clock_seed() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    mix(t.as_nanos() as u64 ^ u64::from(std::process::id()))
+}
+
+/// The nodes' network as `--netns` asks: a namespace per node (under etcd, and one for the etcd
+/// after the nodes'), or loopback.
+fn network(a: &ChaosArgs, etcd_mode: bool) -> Result<Net> {
+    let sites = a.nodes + usize::from(etcd_mode);
+    Ok(match a.netns {
+        NetnsMode::Off => Net::loopback(a.nodes).map_err(Error::Config)?,
+        NetnsMode::On => {
+            Net::Netns(Netns::create(sites).map_err(|e| Error::Config(format!("--netns on: {e}")))?)
+        }
+        NetnsMode::Auto => match Netns::create(sites) {
+            Ok(n) => Net::Netns(n),
+            Err(why) => {
+                println!("no network namespaces ({why}): running on loopback");
+                Net::loopback(a.nodes).map_err(Error::Config)?
+            }
+        },
+    })
+}
+
+/// The folder the run's folder goes in: `--dir`, else /dev/shm, else the temporary folder.
+fn trials_base(a: &ChaosArgs) -> PathBuf {
+    a.dir.clone().unwrap_or_else(|| {
+        let shm = PathBuf::from("/dev/shm");
+        if shm.is_dir() {
+            shm
+        } else {
+            std::env::temp_dir()
+        }
+    })
+}
+
+/// Starts the run's etcd, its files under `root`, and says where it is and its lease timings.
+fn start_etcd(net: &Net, nodes: usize, root: &Path) -> Result<etcd::Etcd> {
+    let e = etcd::Etcd::start(net, nodes, &root.join("etcd")).map_err(Error::Config)?;
+    println!(
+        "chaos: etcd coordinator at {} (lease ttl {:?}, renewed every {:?}, margin {:?}; its log: {})",
+        e.endpoint(),
+        etcd::LEASE_TTL,
+        etcd::LEASE_RENEW,
+        etcd::LEASE_MARGIN,
+        e.log().display()
+    );
+    Ok(e)
+}
+
+/// Runs trial `i` of seed `s` on a fresh cluster in `dir` and returns its report.
+fn run_trial(
+    a: &ChaosArgs,
+    net: &mut Net,
+    etcd: Option<&etcd::Etcd>,
+    exe: &Path,
+    dir: &Path,
+    i: u64,
+    s: u64,
+) -> Result<faults::Report> {
+    let shape = Shape { uuid: random_uuid(), size: 1 << 20, secret: format!("chaos-secret-{s:016x}") };
+    let coordinator = etcd.map(|e| e.settings(format!("/mojim-chaos/{}/trial-{i}", std::process::id())));
+    let cluster =
+        Cluster::new(dir, net, a.nodes, shape, exe.to_path_buf(), coordinator).map_err(Error::Config)?;
+    let mut trial = faults::Trial::new(s, net, cluster).map_err(Error::Config)?;
+    trial.takeover_crashes = a.takeover_crashes;
+    let faults = 2 + (mix(s ^ 0xfa) % (a.faults as u64 - 1)) as usize;
+    trial.run(faults);
+    Ok(std::mem::take(&mut trial.report))
+}
+
+/// A trial's progress line and its problems.
+fn print_trial(a: &ChaosArgs, i: u64, s: u64, r: &faults::Report, secs: f64) {
+    println!(
+        "trial {}/{} seed={s} {} acked={} {secs:.1}s: {}",
+        i + 1,
+        a.trials,
+        if r.failed() { "FAILED" } else { "ok" },
+        r.acked,
+        r.faults.join(", ")
+    );
+    print_problems(r);
+}
+
+/// The run's summary lines; under etcd, the take-overs too.
+fn print_totals(t: &Totals, secs: f64, etcd_mode: bool) {
     println!(
         "trials={} faults={} acked={} lost={} torn={} dual_primary={} unconverged={}",
         t.trials, t.faults, t.acked, t.lost, t.torn, t.dual, t.unconverged
     );
-    println!(
-        "errors={} violations_logged={} time={:.1}s",
-        t.errors,
-        t.violations,
-        t0.elapsed().as_secs_f64()
-    );
+    println!("errors={} violations_logged={} time={secs:.1}s", t.errors, t.violations);
     if etcd_mode {
         println!(
             "coordinator: take-overs={} (primary lost -> roles moved in etcd: {}; -> first acknowledgement on \
@@ -314,16 +349,20 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
             t.lease_stops
         );
     }
+}
+
+/// Ok if every trial passed; else lists the failed trials' replay commands and first problems
+/// and fails.
+fn verdict(a: &ChaosArgs, t: &Totals) -> Result<()> {
     if t.failed.is_empty() {
-        Ok(())
-    } else {
-        for (s, first) in &t.failed {
-            println!("failed: seed {s}: {}", replay(a, *s));
-            println!("  its first problem: {first}");
-        }
-        let failed = format!("{} of {} trials failed", t.failed.len(), t.trials);
-        Err(Error::Io { op: "chaos".into(), source: std::io::Error::other(failed) })
+        return Ok(());
     }
+    for (s, first) in &t.failed {
+        println!("failed: seed {s}: {}", replay(a, *s));
+        println!("  its first problem: {first}");
+    }
+    let failed = format!("{} of {} trials failed", t.failed.len(), t.trials);
+    Err(Error::Io { op: "chaos".into(), source: std::io::Error::other(failed) })
 }
 
 /// The command that runs the trial of seed `s` again.
