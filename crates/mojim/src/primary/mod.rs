@@ -15,6 +15,8 @@
 
 mod link;
 mod link_error;
+#[cfg(test)]
+mod link_tests;
 mod resync;
 
 pub use link::COPY_FRAME;
