@@ -111,9 +111,8 @@ mod tests {
     use super::*;
     use mojim_core::handshake::{Identity, ServerHandshake};
     use mojim_format::FrameKind;
-    use mojim_transport::TcpTransport;
+    use mojim_transport::{MemConn, MemTransport};
     use std::io::Write;
-    use std::net::TcpListener;
 
     fn intro(role: PeerRole) -> Intro {
         Intro {
@@ -130,13 +129,14 @@ mod tests {
 
     /// Connects as `role` to a peer that runs `serve` on the accepted stream, with a short
     /// timeout, and returns the error.
-    fn connect_to(role: PeerRole, serve: impl FnOnce(std::net::TcpStream) + Send) -> String {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = listener.local_addr().expect("addr").to_string();
+    fn connect_to(role: PeerRole, serve: impl FnOnce(MemConn) + Send) -> String {
+        let t = MemTransport::new();
+        let listener = t.listen("node:0").expect("listen");
+        let addr = t.local_addr(&listener).expect("addr");
         std::thread::scope(|s| {
-            s.spawn(|| serve(listener.accept().expect("accept").0));
+            s.spawn(|| serve(t.accept(&listener).expect("accept")));
             let secret = Secret(b"a secret".to_vec());
-            match connect(&TcpTransport, &addr, Duration::from_millis(300), &secret, &intro(role)) {
+            match connect(&t, &addr, Duration::from_millis(300), &secret, &intro(role)) {
                 Ok(_) => panic!("the handshake with a stalled peer succeeded"),
                 Err(e) => e.to_string(),
             }
@@ -144,8 +144,8 @@ mod tests {
     }
 
     /// Holds the stream open, unanswered, until the client has given up.
-    fn hold(mut stream: std::net::TcpStream) {
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    fn hold(mut stream: MemConn) {
+        let _ = stream.set_recv_timeout(Some(Duration::from_secs(5)));
         let _ = std::io::copy(&mut stream, &mut std::io::sink());
     }
 
@@ -157,7 +157,7 @@ mod tests {
     }
 
     /// Answers the Hello with a Challenge, checks the Proof, and proves the secret back.
-    fn challenge_and_prove(stream: &mut std::net::TcpStream) {
+    fn challenge_and_prove(stream: &mut MemConn) {
         let mut hs = ServerHandshake::new(b"a secret", [3; NONCE_SIZE]);
         let mut body = Vec::new();
         let h = read_frame(stream, REFUSE_MAX, &mut body).expect("Hello");
@@ -173,7 +173,7 @@ mod tests {
 
     #[test]
     fn a_peer_that_never_welcomes_a_lane_points_at_the_log_and_the_timeout() {
-        let serve = |mut stream: std::net::TcpStream| {
+        let serve = |mut stream: MemConn| {
             challenge_and_prove(&mut stream);
             // The answer, as from a node still making a large log, does not come.
             hold(stream);
@@ -192,7 +192,7 @@ mod tests {
     fn a_peer_that_trickles_its_challenge_is_cut_at_the_timeout() {
         // One byte every 50 ms: each read gets a byte well within 300 ms, the whole frame
         // (96 bytes) does not.
-        let serve = |mut stream: std::net::TcpStream| {
+        let serve = |mut stream: MemConn| {
             let mut body = Vec::new();
             let h = read_frame(&mut stream, REFUSE_MAX, &mut body).expect("Hello");
             let mut hs = ServerHandshake::new(b"a secret", [3; NONCE_SIZE]);
@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn a_peer_that_cannot_prove_the_secret_is_not_believed() {
-        let serve = |mut stream: std::net::TcpStream| {
+        let serve = |mut stream: MemConn| {
             let mut hs = ServerHandshake::new(b"a secret", [3; NONCE_SIZE]);
             let mut body = Vec::new();
             let h = read_frame(&mut stream, REFUSE_MAX, &mut body).expect("Hello");

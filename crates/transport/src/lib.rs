@@ -2,11 +2,14 @@
 //!
 //! A lane needs only an ordered, reliable byte stream in both directions, vectored sends (one
 //! `writev` of headers and region bytes per group) and exact receives (a body straight into a
-//! log slot). TCP is the implementation here; nothing above this trait knows which one it has.
+//! log slot). TCP is the implementation for networks, [`mem`] the one for a primary and a node
+//! in one process (tests, embedders); nothing above this trait knows which one it has.
 #![forbid(unsafe_code)]
 
+pub mod mem;
 mod tcp;
 
+pub use mem::{MemConn, MemListener, MemTransport};
 pub use tcp::{TcpConn, TcpListenerExt, TcpTransport};
 
 use std::io::{self, IoSlice, Read, Write};

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+use super::link_error::LinkError;
 use super::PrimaryOptions;
 use crate::config::RegionId;
 
@@ -108,14 +109,15 @@ impl CopyScratch {
     /// lists them for the Copied frame. With a snapshot the bytes are read into it and
     /// checksummed there, frame by frame, so each checksum reads bytes just copied, still in
     /// cache; without, checksummed in the region.
-    fn frame(&mut self, region: &RegionFile, tag: SessionTag, ranges: &[Range]) -> Result<(), String> {
+    fn frame(&mut self, region: &RegionFile, tag: SessionTag, ranges: &[Range]) -> Result<(), LinkError> {
         let snapshot = self.has_snapshot();
         let bytes: u64 = ranges.iter().map(|r| r.len).sum();
         if snapshot && bytes > self.snapshot.len() as u64 {
-            return Err(format!(
+            // Copy groups are cut to fit the room the copy made for them.
+            return Err(LinkError::Bug(format!(
                 "a copy group of {bytes} bytes does not fit a copy's {} bytes of room",
                 self.snapshot.len()
-            ));
+            )));
         }
         self.headers.clear();
         self.ranges.clear();
@@ -161,7 +163,7 @@ pub(crate) struct Link<C> {
     pub epoch: u64,
     pub next_seq: AtomicU64,
     pub limits: GroupLimits,
-    pub failed: OnceLock<String>,
+    pub failed: OnceLock<LinkError>,
     /// What the mirror (replica 0) said when the session began.
     pub welcome: Welcome,
     /// Copy frames a replica asked for again (CopyRetry): `(offset, len)`.
@@ -290,8 +292,9 @@ impl<C: Conn> Link<C> {
         self.failed.get().is_some()
     }
 
-    fn lost(&self) -> String {
-        self.failed.get().cloned().unwrap_or_default()
+    /// Why the link failed (called once it has).
+    pub fn lost(&self) -> LinkError {
+        self.failed.get().cloned().unwrap_or_else(|| LinkError::Bug("the link has not failed".into()))
     }
 
     /// Sends a group on lane `l` of every replica; `before_send` runs once its sequence number
@@ -304,7 +307,7 @@ impl<C: Conn> Link<C> {
         ranges: &[Range],
         shape: GroupShape,
         before_send: impl FnOnce(u64),
-    ) -> Result<(u64, u64), String> {
+    ) -> Result<(u64, u64), LinkError> {
         let (mut guards, seq) = self.lock_and_number(l)?;
         before_send(seq);
         let mut behind = 0;
@@ -339,7 +342,7 @@ impl<C: Conn> Link<C> {
         region: &RegionFile,
         l: usize,
         scratch: &CopyScratch,
-    ) -> Result<u64, String> {
+    ) -> Result<u64, LinkError> {
         let (mut guards, seq) = self.lock_and_number(l)?;
         self.send_copy_locked(&mut guards, region, l, seq, scratch)?;
         Ok(seq)
@@ -354,7 +357,7 @@ impl<C: Conn> Link<C> {
         l: usize,
         ranges: &[Range],
         scratch: &mut CopyScratch,
-    ) -> Result<u64, String> {
+    ) -> Result<u64, LinkError> {
         let (mut guards, seq) = self.lock_and_number(l)?;
         debug_assert!(scratch.has_snapshot(), "a resend is made with a snapshot");
         scratch.frame(region, self.tag(l), ranges)?;
@@ -365,7 +368,7 @@ impl<C: Conn> Link<C> {
     /// Lane `l`'s sending side of every replica, locked, and the next group's number, assigned
     /// under those locks so that a lane's groups go out in sequence order; an error once the
     /// link has failed.
-    fn lock_and_number(&self, l: usize) -> Result<(TxGuards<'_, C>, u64), String> {
+    fn lock_and_number(&self, l: usize) -> Result<(TxGuards<'_, C>, u64), LinkError> {
         let mut guards: TxGuards<'_, C> = Default::default();
         for (r, g) in guards.iter_mut().enumerate().take(self.replicas) {
             *g = Some(lock(&self.lanes[r * self.lanes_per_replica + l].tx));
@@ -389,7 +392,7 @@ impl<C: Conn> Link<C> {
         l: usize,
         seq: u64,
         scratch: &CopyScratch,
-    ) -> Result<(), String> {
+    ) -> Result<(), LinkError> {
         let from_snapshot = scratch.has_snapshot();
         let marker = encode::copied_header(self.tag(l), seq, &scratch.ranges);
         for (r, tx) in guards.iter_mut().enumerate().take(self.replicas) {
@@ -433,7 +436,7 @@ impl<C: Conn> Link<C> {
         ranges: &[Range],
         shape: GroupShape,
         region: &RegionFile,
-    ) -> Result<u64, String> {
+    ) -> Result<u64, LinkError> {
         let lane = self.lanes[at].index;
         let tag = self.tag(lane as usize);
         let mut plans = encode::frames(ranges, self.limits.max_frame, shape);
@@ -468,7 +471,7 @@ impl<C: Conn> Link<C> {
     }
 
     /// Sends a control frame (no body) on lane `l` of every replica.
-    pub fn send_control(&self, l: usize, kind: FrameKind, offset: u64, seq: u64) -> Result<(), String> {
+    pub fn send_control(&self, l: usize, kind: FrameKind, offset: u64, seq: u64) -> Result<(), LinkError> {
         for r in 0..self.replicas {
             let lane = &self.lanes[r * self.lanes_per_replica + l];
             let mut h = FrameHeader::new(kind);
@@ -490,14 +493,14 @@ impl<C: Conn> Link<C> {
     }
 
     /// Waits until `seq` is acknowledged on lane `l` of every replica.
-    pub fn wait(&self, l: usize, seq: u64) -> Result<(), String> {
+    pub fn wait(&self, l: usize, seq: u64) -> Result<(), LinkError> {
         for r in 0..self.replicas {
             self.wait_acked(&self.lanes[r * self.lanes_per_replica + l], Until::Acked(seq))?;
         }
         Ok(())
     }
 
-    fn wait_acked(&self, lane: &Lane<C>, until: Until) -> Result<(), String> {
+    fn wait_acked(&self, lane: &Lane<C>, until: Until) -> Result<(), LinkError> {
         let mut w = lock(&lane.waiters);
         loop {
             if let Until::Acked(seq) = until {
@@ -526,7 +529,7 @@ impl<C: Conn> Link<C> {
     }
 
     /// Reads frames on `lane` until `until` holds.
-    fn read_frames(&self, lane: &Lane<C>, until: Until) -> Result<(), String> {
+    fn read_frames(&self, lane: &Lane<C>, until: Until) -> Result<(), LinkError> {
         let mut rx = lock(&lane.rx);
         loop {
             if let Until::Acked(seq) = until {
@@ -544,15 +547,18 @@ impl<C: Conn> Link<C> {
                 } else {
                     e.to_string()
                 };
-                return Err(self.fail(format!("lane {} from {}: {why}", lane.index, self.mirror)));
+                return Err(
+                    self.fail(LinkError::Lost(format!("lane {} from {}: {why}", lane.index, self.mirror)))
+                );
             }
             lane.last_rx.store(self.now_ms(), Ordering::Relaxed);
             let h = match FrameHeader::decode(&hb) {
                 Ok(h) => h,
                 Err(e) => {
-                    return Err(
-                        self.fail(format!("bad frame from {} on lane {}: {e}", self.mirror, lane.index))
-                    )
+                    return Err(self.fail(LinkError::PeerMisbehaved(format!(
+                        "bad frame from {} on lane {}: {e}",
+                        self.mirror, lane.index
+                    ))))
                 }
             };
             match h.kind {
@@ -560,10 +566,10 @@ impl<C: Conn> Link<C> {
                     let prev = lane.acked.load(Ordering::Acquire);
                     let next = self.next_seq.load(Ordering::Relaxed);
                     if h.session != self.session || h.lane != lane.index || h.seq <= prev || h.seq >= next {
-                        return Err(self.fail(format!(
+                        return Err(self.fail(LinkError::PeerMisbehaved(format!(
                             "mirror {} acknowledged group {} on lane {} (session {:#x}), expected a group in {}..{} of session {:#x}",
                             self.mirror, h.seq, h.lane, h.session, prev + 1, next, self.session
-                        )));
+                        ))));
                     }
                     lane.acked.store(h.seq, Ordering::Release);
                     // Wake threads waiting on earlier groups of this lane.
@@ -583,30 +589,32 @@ impl<C: Conn> Link<C> {
                     // the region, and not empty.
                     let size = self.limits.region_size;
                     if h.seq == 0 || h.offset.checked_add(h.seq).is_none_or(|end| end > size) {
-                        return Err(self.fail(format!(
+                        return Err(self.fail(LinkError::PeerMisbehaved(format!(
                             "mirror {} asked again for {} bytes at offset {} on lane {}, outside the region of \
                              {size} bytes",
                             self.mirror, h.seq, h.offset, lane.index
-                        )));
+                        ))));
                     }
                     let mut asked = lock(&self.retries);
                     if asked.len() >= MAX_RETRIES_ASKED {
                         drop(asked);
-                        return Err(self.fail(format!(
+                        return Err(self.fail(LinkError::PeerMisbehaved(format!(
                             "mirror {} asked for more than {MAX_RETRIES_ASKED} Copy frames again",
                             self.mirror
-                        )));
+                        ))));
                     }
                     asked.push((h.offset, h.seq));
                 }
                 FrameKind::Refuse if (h.body_len as usize) <= REFUSE_MAX => {
                     let msg =
                         read_refusal(&mut *rx, &h).unwrap_or_else(|| "mirror refused the session".into());
-                    return Err(self.fail(msg));
+                    return Err(self.fail(LinkError::Refused(msg)));
                 }
                 k => {
-                    return Err(self
-                        .fail(format!("unexpected {k:?} frame from {} on lane {}", self.mirror, lane.index)))
+                    return Err(self.fail(LinkError::PeerMisbehaved(format!(
+                        "unexpected {k:?} frame from {} on lane {}",
+                        self.mirror, lane.index
+                    ))))
                 }
             }
         }
@@ -614,7 +622,7 @@ impl<C: Conn> Link<C> {
 
     /// One heartbeat round: every lane idle for `interval` sends a heartbeat and reads until it
     /// hears the mirror (or its receive timeout fails the link).
-    pub fn heartbeat(&self, interval: Duration, timeout: Duration) -> Result<(), String> {
+    pub fn heartbeat(&self, interval: Duration, timeout: Duration) -> Result<(), LinkError> {
         let now = self.now_ms();
         let interval = interval.as_millis() as u64;
         // First a heartbeat on every idle lane, then listening on each: one slow lane does not
@@ -629,7 +637,9 @@ impl<C: Conn> Link<C> {
                     h.epoch = self.epoch;
                     h.session = self.session;
                     if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]) {
-                        return Err(self.fail(format!("send heartbeat on lane {}: {e}", lane.index)));
+                        return Err(
+                            self.fail(LinkError::Lost(format!("send heartbeat on lane {}: {e}", lane.index)))
+                        );
                     }
                     lane.last_tx.store(now, Ordering::Relaxed);
                 }
@@ -645,10 +655,10 @@ impl<C: Conn> Link<C> {
             }
             let silent = self.now_ms().saturating_sub(lane.last_rx.load(Ordering::Relaxed));
             if silent > timeout.as_millis() as u64 {
-                return Err(self.fail(format!(
+                return Err(self.fail(LinkError::Lost(format!(
                     "lane {} heard nothing from {} for {silent} ms",
                     lane.index, self.mirror
-                )));
+                ))));
             }
         }
         Ok(())
@@ -659,7 +669,7 @@ impl<C: Conn> Link<C> {
     /// its reason says more than a broken pipe. A thread reading the lane meanwhile finds the
     /// Refuse itself (the connection is closed, so its read ends at once) and fails the link
     /// with it.
-    fn fail_send(&self, at: usize, what: String) -> String {
+    fn fail_send(&self, at: usize, what: String) -> LinkError {
         let mut rx = lock(&self.lanes[at].rx);
         if self.is_failed() {
             return self.lost();
@@ -673,7 +683,7 @@ impl<C: Conn> Link<C> {
                 FrameKind::Ack | FrameKind::Heartbeat if h.body_len == 0 => continue,
                 FrameKind::Refuse if h.body_len as usize <= REFUSE_MAX => {
                     if let Some(msg) = read_refusal(&mut *rx, &h) {
-                        return self.fail(msg);
+                        return self.fail(LinkError::Refused(msg));
                     }
                     break;
                 }
@@ -681,11 +691,11 @@ impl<C: Conn> Link<C> {
             }
         }
         drop(rx);
-        self.fail(what)
+        self.fail(LinkError::Lost(what))
     }
 
     /// Marks the link failed and closes every lane, so no thread waits forever.
-    pub fn fail(&self, reason: String) -> String {
+    pub fn fail(&self, reason: LinkError) -> LinkError {
         let _ = self.failed.set(reason);
         for lane in self.lanes.iter() {
             lane.ctl.shutdown();
@@ -696,7 +706,7 @@ impl<C: Conn> Link<C> {
     }
 
     /// Waits until every group sent so far is acknowledged.
-    pub fn drain(&self) -> Result<(), String> {
+    pub fn drain(&self) -> Result<(), LinkError> {
         for lane in self.lanes.iter() {
             let last = lock(&lane.tx).last_sent;
             if last != 0 {

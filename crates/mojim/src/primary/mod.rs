@@ -14,6 +14,9 @@
 //! the mirror up to date (see `resync.rs`) while the application keeps syncing.
 
 mod link;
+mod link_error;
+#[cfg(test)]
+mod link_tests;
 mod resync;
 
 pub use link::COPY_FRAME;
@@ -24,6 +27,7 @@ pub use resync::{CopyKind, ResyncStatus};
 use crate::config::{Config, Heartbeat, Limits, Mode, OnMirrorLoss, Secret};
 use crate::error::{Error, Result};
 use link::{lock, Link};
+use link_error::LinkError;
 use mojim_core::encode::{check_group, GroupLimits, RangeError};
 use mojim_core::Range;
 use mojim_region::{DirtyMap, MetaRing, RegionFile};
@@ -600,7 +604,7 @@ where
 
     /// The link failed: drop it, make the local copy persistent, and start recording changes
     /// if the policy degrades. Only the first caller for a link does anything.
-    fn on_loss(&self, link: &Arc<Link<T::Conn>>, reason: String) {
+    fn on_loss(&self, link: &Arc<Link<T::Conn>>, reason: LinkError) {
         let mut slot = self.link.write().unwrap_or_else(|p| p.into_inner());
         if !slot.as_ref().is_some_and(|l| Arc::ptr_eq(l, link)) {
             return;
@@ -608,7 +612,7 @@ where
         let reason = link.fail(reason);
         *slot = None;
         tracing::warn!(mirror = %self.opts.mirror, %reason, "mirror lost");
-        if let Err(e) = self.enter_loss(reason, link.acked_floor()) {
+        if let Err(e) = self.enter_loss(reason.to_string(), link.acked_floor()) {
             tracing::error!(error = %e, "cannot record the mirror loss");
         }
         drop(slot);
@@ -648,7 +652,7 @@ where
     fn check_lease(&self) -> Result<()> {
         let r = self.lease_held();
         if let (Err(e), Some(link)) = (&r, self.current()) {
-            self.on_loss(&link, e.to_string());
+            self.on_loss(&link, LinkError::Local(e.to_string()));
         }
         r
     }
@@ -679,7 +683,7 @@ where
             let link = link.clone();
             drop(slot);
             if link.is_failed() {
-                self.on_loss(&link, String::new());
+                self.on_loss(&link, link.lost());
                 continue;
             }
             let shape = check_group(ranges, &link.limits)?;
@@ -776,7 +780,7 @@ where
 
     fn drain(&self) -> Result<()> {
         let Some(link) = self.current() else { return Ok(()) };
-        link.drain().map_err(|reason| Error::MirrorLost { reason })
+        link.drain().map_err(Error::from)
     }
 
     fn flush_local(&self, ranges: &[Range]) -> Result<()> {

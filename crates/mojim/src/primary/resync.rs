@@ -25,6 +25,7 @@
 //! copy's generation id).
 
 use super::link::{lock, CopyScratch, Link, COPY_FRAME};
+use super::link_error::LinkError;
 use super::Inner;
 use crate::error::{Error, Result};
 use mojim_core::Range;
@@ -33,6 +34,7 @@ use mojim_format::handshake::Welcome;
 use mojim_format::FrameKind;
 use mojim_transport::Transport;
 use std::collections::VecDeque;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -85,6 +87,44 @@ pub(crate) struct Mine {
     pub dirty_base: Option<u64>,
 }
 
+/// Why the mirror's copy cannot be brought up to date automatically: the two copies' histories
+/// say which to keep is the operator's choice (or that this node must not be primary).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Divergence {
+    /// The mirror moved on from this copy's generation `mine` to `theirs`: it was primary
+    /// after this node.
+    MirrorNewer { mine: u64, theirs: u64 },
+    /// This copy was never replicated, but the mirror holds one (generation `theirs`, with
+    /// `applied` groups applied).
+    NeverReplicated { theirs: u64, applied: u64 },
+    /// Both copies changed since they last agreed.
+    SplitBrain { mine: u64, mine_prev: u64, theirs: u64, theirs_prev: u64 },
+}
+
+impl fmt::Display for Divergence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Divergence::MirrorNewer { mine, theirs } => write!(
+                f,
+                "the mirror's copy is newer than this one: it moved on from this copy's generation {mine:#x} to \
+                 {theirs:#x} (it was primary after this node); this node must not be primary: rejoin it as a backup"
+            ),
+            Divergence::NeverReplicated { theirs, applied } => write!(
+                f,
+                "this region has never been replicated but the mirror holds a copy (generation {theirs:#x}, \
+                 {applied} groups applied); open the mirror's copy instead, or discard the mirror's copy with \
+                 `mojim resolve --discard`"
+            ),
+            Divergence::SplitBrain { mine, mine_prev, theirs, theirs_prev } => write!(
+                f,
+                "split brain: this copy (generation {mine:#x}, before it {mine_prev:#x}) and the mirror's \
+                 (generation {theirs:#x}, before it {theirs_prev:#x}) both changed since they last agreed; choose \
+                 the copy to keep and discard the other with `mojim resolve --discard NODE`"
+            ),
+        }
+    }
+}
+
 /// Picks the plan (see the module's table). `ring_after(seq)` gives the ranges of groups after
 /// `seq` if the metadata log still holds them all; `dirty()` the dirty chunks.
 pub(crate) fn plan(
@@ -93,7 +133,7 @@ pub(crate) fn plan(
     region_size: u64,
     ring_after: impl FnOnce(u64) -> Option<Vec<(u64, u64)>>,
     dirty: impl FnOnce() -> Vec<(u64, u64)>,
-) -> Result<Plan, String> {
+) -> Result<Plan, Divergence> {
     let full = Plan::Copy { kind: CopyKind::Full, ranges: vec![(0, region_size)] };
     let applied = w.next_seq.saturating_sub(1);
     let mirror_new = w.generation == 0 && applied == 0;
@@ -120,25 +160,17 @@ pub(crate) fn plan(
         });
     }
     if mine.generation != 0 && w.prev_generation == mine.generation {
-        return Err(format!(
-            "the mirror's copy is newer than this one: it moved on from this copy's generation {:#x} to {:#x} \
-             (it was primary after this node); this node must not be primary: rejoin it as a backup",
-            mine.generation, w.generation
-        ));
+        return Err(Divergence::MirrorNewer { mine: mine.generation, theirs: w.generation });
     }
     if mine.generation == 0 {
-        return Err(format!(
-            "this region has never been replicated but the mirror holds a copy (generation {:#x}, {} groups \
-             applied); open the mirror's copy instead, or discard the mirror's copy with `mojim resolve --discard`",
-            w.generation, applied
-        ));
+        return Err(Divergence::NeverReplicated { theirs: w.generation, applied });
     }
-    Err(format!(
-        "split brain: this copy (generation {:#x}, before it {:#x}) and the mirror's (generation {:#x}, before \
-         it {:#x}) both changed since they last agreed; choose the copy to keep and discard the other with \
-         `mojim resolve --discard NODE`",
-        mine.generation, mine.prev, w.generation, w.prev_generation
-    ))
+    Err(Divergence::SplitBrain {
+        mine: mine.generation,
+        mine_prev: mine.prev,
+        theirs: w.generation,
+        theirs_prev: w.prev_generation,
+    })
 }
 
 /// Sorts ranges and merges those that overlap or touch.
@@ -284,9 +316,9 @@ where
     );
     let chosen = match chosen {
         Ok(p) => p,
-        Err(message) => {
+        Err(d) => {
             link.close();
-            return Err(Error::Diverged { peer: link.mirror.clone(), message });
+            return Err(Error::Diverged { peer: link.mirror.clone(), message: d.to_string() });
         }
     };
     let generation = if generation == 0 {
@@ -297,7 +329,6 @@ where
         generation
     };
     let lanes = link.lanes_per_replica;
-    let fail = |reason: String| Error::MirrorLost { reason };
     match &chosen {
         Plan::InSync => {
             // The metadata log now answers for every group after the mirror's applied prefix.
@@ -305,14 +336,14 @@ where
                 .map_err(Error::io("restart the metadata log"))?;
             if link.welcome.generation != generation {
                 for l in 0..lanes {
-                    link.send_control(l, FrameKind::CopyEnd, generation, 0).map_err(fail)?;
+                    link.send_control(l, FrameKind::CopyEnd, generation, 0).map_err(Error::from)?;
                 }
             }
         }
         Plan::Copy { kind, ranges } => {
             let total = ranges.iter().map(|r| r.1).sum();
             for l in 0..lanes {
-                link.send_control(l, FrameKind::CopyBegin, *kind as u64, total).map_err(fail)?;
+                link.send_control(l, FrameKind::CopyBegin, *kind as u64, total).map_err(Error::from)?;
             }
             // The mirror is marked inconsistent before it gets anything: the old records are
             // no longer needed (a failed copy is redone in full).
@@ -343,7 +374,7 @@ where
                 if let Err(reason) = &res {
                     inner2.on_loss(&link, reason.clone());
                 }
-                inner2.resync.finish(res.err());
+                inner2.resync.finish(res.err().map(|e| e.to_string()));
             })
             .map_err(Error::io("spawn the resync thread"))?;
     }
@@ -360,7 +391,7 @@ fn copy_lane<T: Transport>(
     link: &Link<T::Conn>,
     ranges: &[(u64, u64)],
     lane: usize,
-) -> Result<u64, String>
+) -> Result<u64, LinkError>
 where
     T::Conn: Sync,
 {
@@ -387,7 +418,7 @@ where
                     }
                 }
             })
-            .map_err(|e| format!("spawn the copy framer of lane {lane}: {e}"))?;
+            .map_err(|e| LinkError::Local(format!("spawn the copy framer of lane {lane}: {e}")))?;
         let mut in_flight: VecDeque<u64> = VecDeque::new();
         let mut last = 0;
         for scratch in framed.iter() {
@@ -445,7 +476,7 @@ fn resend<T: Transport>(
     inner: &Inner<T>,
     link: &Link<T::Conn>,
     mut last: Vec<u64>,
-) -> Result<Vec<u64>, String> {
+) -> Result<Vec<u64>, LinkError> {
     let max_ranges = copied_ranges_max(link);
     let size = inner.region.size();
     let mut rounds = 0;
@@ -458,16 +489,16 @@ fn resend<T: Transport>(
         let asked = coalesce(link.take_retries());
         let Some(&(first, _)) = asked.first() else { return Ok(last) };
         if let Some((off, len)) = outside(&asked, size) {
-            return Err(format!(
+            return Err(LinkError::PeerMisbehaved(format!(
                 "the mirror asked again for {len} bytes at {off}, outside the region of {size} bytes"
-            ));
+            )));
         }
         let bytes: u64 = asked.iter().map(|r| r.1).sum();
         if rounds == MAX_RESEND_ROUNDS {
-            return Err(format!(
+            return Err(LinkError::PeerMisbehaved(format!(
                 "the mirror still found {bytes} bytes of Copy frames (the first at {first}) changed on the \
                  way after {MAX_RESEND_ROUNDS} resends from snapshots: the link corrupts what it carries"
-            ));
+            )));
         }
         tracing::debug!(bytes, ranges = asked.len(), "resending Copy frames the mirror found changed");
         inner.resync.resent.fetch_add(bytes, Ordering::Relaxed);
@@ -486,7 +517,7 @@ fn copy<T: Transport>(
     kind: CopyKind,
     ranges: &[(u64, u64)],
     generation: u64,
-) -> Result<(), String>
+) -> Result<(), LinkError>
 where
     T::Conn: Send + Sync + 'static,
 {
@@ -495,7 +526,10 @@ where
     // Asked for by an earlier copy of this session, and settled by it or by this one.
     link.take_retries();
     if let Some((off, len)) = outside(ranges, size) {
-        return Err(format!("copy range at {off} of {len} bytes is outside the region of {size} bytes"));
+        // The ranges come from this node's metadata log and dirty bitmap.
+        return Err(LinkError::Local(format!(
+            "copy range at {off} of {len} bytes is outside the region of {size} bytes"
+        )));
     }
     // A sender per lane: reading and checksumming a group overlaps another lane's sending.
     let last = std::thread::scope(|scope| {
@@ -504,13 +538,13 @@ where
                 std::thread::Builder::new()
                     .name(format!("mojim-copy-{l}"))
                     .spawn_scoped(scope, move || copy_lane(inner, link, ranges, l))
-                    .map_err(|e| format!("spawn the copy sender of lane {l}: {e}"))
+                    .map_err(|e| LinkError::Local(format!("spawn the copy sender of lane {l}: {e}")))
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, LinkError>>()?;
         senders
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("a copy sender panicked".into())))
-            .collect::<Result<Vec<u64>, String>>()
+            .map(|h| h.join().unwrap_or_else(|_| Err(LinkError::Bug("a copy sender panicked".into()))))
+            .collect::<Result<Vec<u64>, LinkError>>()
     })?;
     let last = resend(inner, link, last)?;
     for (l, &seq) in last.iter().enumerate() {
@@ -528,7 +562,7 @@ where
         let slot = inner.link.read().unwrap_or_else(|p| p.into_inner());
         if slot.as_ref().is_some_and(|l| Arc::ptr_eq(l, link) && !l.is_failed()) {
             let dirty = inner.dirty.as_ref().expect("replicated primaries have a dirty map");
-            dirty.clear().map_err(|e| format!("clear the dirty bitmap: {e}"))?;
+            dirty.clear().map_err(|e| LinkError::Local(format!("clear the dirty bitmap: {e}")))?;
         }
     }
     tracing::info!(
@@ -553,7 +587,7 @@ mod tests {
 
     const SIZE: u64 = 1 << 20;
 
-    fn run(m: Mine, w: Welcome, ring: Option<Vec<(u64, u64)>>) -> Result<Plan, String> {
+    fn run(m: Mine, w: Welcome, ring: Option<Vec<(u64, u64)>>) -> Result<Plan, Divergence> {
         plan(m, &w, SIZE, |_| ring, || vec![(65536, 65536)])
     }
 
@@ -581,14 +615,14 @@ mod tests {
 
     #[test]
     fn divergence_is_refused_and_named() {
-        let e = run(mine(7, 0, None), welcome(9, 8, 7, false), Some(vec![])).unwrap_err();
+        let e = run(mine(7, 0, None), welcome(9, 8, 7, false), Some(vec![])).unwrap_err().to_string();
         assert!(e.contains("newer"), "{e}");
-        let e = run(mine(7, 5, None), welcome(9, 8, 6, false), Some(vec![])).unwrap_err();
+        let e = run(mine(7, 5, None), welcome(9, 8, 6, false), Some(vec![])).unwrap_err().to_string();
         assert!(e.contains("split brain") && e.contains("resolve"), "{e}");
-        let e = run(mine(0, 0, None), welcome(9, 8, 0, false), Some(vec![])).unwrap_err();
+        let e = run(mine(0, 0, None), welcome(9, 8, 0, false), Some(vec![])).unwrap_err().to_string();
         assert!(e.contains("never been replicated"), "{e}");
         // A degraded copy whose bitmap started elsewhere cannot use it.
-        let e = run(mine(8, 7, Some(5)), welcome(9, 7, 0, false), Some(vec![])).unwrap_err();
+        let e = run(mine(8, 7, Some(5)), welcome(9, 7, 0, false), Some(vec![])).unwrap_err().to_string();
         assert!(e.contains("split brain"), "{e}");
     }
 

@@ -1,0 +1,398 @@
+//! The primary's link, and the primary on it, against a mirror written out by hand on the
+//! in-memory transport: the peer proves the secret with the real `ServerHandshake`, then
+//! reads the frames the link sends and answers what each test needs (or misbehaves).
+
+use super::link::Link;
+use super::link_error::LinkError;
+use super::{FailurePolicy, Primary, PrimaryOptions};
+use crate::config::{Heartbeat, Limits, Mode, OnMirrorLoss, Secret};
+use crate::error::Error;
+use crate::net::{read_frame, write_frame};
+use mojim_core::encode::{ack_header, check_group, SessionTag};
+use mojim_core::handshake::{Identity, ServerHandshake};
+use mojim_core::Range;
+use mojim_format::handshake::{encode_refuse, Hello, RefuseCode, Welcome, NONCE_SIZE, REFUSE_MAX};
+use mojim_format::{FrameHeader, FrameKind};
+use mojim_region::RegionFile;
+use mojim_transport::{Conn, MemConn, MemListener, MemTransport, Transport};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+const SECRET: &[u8] = b"the link tests' secret";
+const UUID: [u8; 16] = [0x4c; 16];
+const SIZE: u64 = 1 << 20;
+/// Frames of at most this many bytes, so that a group of a few KiB takes several.
+const MAX_FRAME: u32 = 4096;
+
+/// A region file in a folder of its own, removed with everything beside it when dropped.
+struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "mojim-link-{name}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("make the scratch folder");
+        RegionFile::create(&dir.join("region"), UUID, SIZE).expect("create the region");
+        Scratch { dir }
+    }
+
+    fn region_path(&self) -> PathBuf {
+        self.dir.join("region")
+    }
+
+    fn region(&self) -> RegionFile {
+        RegionFile::open(&self.region_path()).expect("open the region")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn options(scratch: &Scratch, mirror: &str, lanes: u16) -> PrimaryOptions {
+    PrimaryOptions {
+        region_path: scratch.region_path(),
+        mode: Mode::Sync,
+        mirror: mirror.to_string(),
+        lanes,
+        secret: Secret(SECRET.to_vec()),
+        limits: Limits { max_frame: MAX_FRAME, max_ranges: 64 },
+        async_window: 1,
+        connect_timeout: Duration::from_secs(10),
+        busy_poll: Duration::ZERO,
+        broadcast: Vec::new(),
+        failure: FailurePolicy {
+            heartbeat: Heartbeat { interval: Duration::from_millis(100), timeout: Duration::from_secs(10) },
+            on_mirror_loss: OnMirrorLoss::Block,
+            ..FailurePolicy::default()
+        },
+        coordinator: None,
+        node: String::new(),
+    }
+}
+
+/// What the hand-written mirror says when a lane joins: a new, empty copy.
+fn welcome() -> Welcome {
+    Welcome {
+        next_seq: 1,
+        log_capacity: 64 << 20,
+        max_frame: 1 << 20,
+        epoch: 1,
+        generation: 0,
+        prev_generation: 0,
+        inconsistent: false,
+    }
+}
+
+/// One lane of the hand-written mirror, after its handshake.
+struct PeerLane {
+    conn: MemConn,
+    hello: Hello,
+}
+
+impl PeerLane {
+    /// Accepts a lane and runs the accepting side of the handshake, then welcomes it.
+    fn accept(t: &MemTransport, listener: &MemListener, welcome: &Welcome) -> PeerLane {
+        let mut conn = t.accept(listener).expect("accept a lane");
+        let mut hs = ServerHandshake::new(SECRET, [0x11; NONCE_SIZE]);
+        let mut body = Vec::new();
+        let h = read_frame(&mut conn, REFUSE_MAX, &mut body).expect("a Hello");
+        let challenge = hs.on_hello(&h, &body).expect("a valid Hello");
+        write_frame(&mut conn, &challenge.header, &challenge.body).expect("send the Challenge");
+        let h = read_frame(&mut conn, REFUSE_MAX, &mut body).expect("a Proof");
+        let me = Identity { region_uuid: UUID, region_size: SIZE, epoch: 1, max_lanes: 8 };
+        let accepted = hs.on_proof(&h, &body, &me).expect("the primary proves the secret");
+        write_frame(&mut conn, &accepted.proof.header, &accepted.proof.body).expect("send the Proof");
+        crate::net::send(&mut conn, FrameKind::Welcome, 0, &welcome.encode()).expect("send the Welcome");
+        PeerLane { conn, hello: accepted.hello }
+    }
+
+    fn tag(&self) -> SessionTag {
+        SessionTag { session: self.hello.session, epoch: self.hello.epoch, lane: self.hello.lane }
+    }
+
+    /// The next frame and its body, both checked.
+    fn read(&mut self) -> (FrameHeader, Vec<u8>) {
+        let mut body = Vec::new();
+        let h = read_frame(&mut self.conn, 1 << 20, &mut body).expect("a frame from the primary");
+        (h, body)
+    }
+
+    /// The next frame that is not a heartbeat, answering heartbeats meanwhile.
+    fn read_skipping_heartbeats(&mut self) -> (FrameHeader, Vec<u8>) {
+        loop {
+            let (h, body) = self.read();
+            if h.kind != FrameKind::Heartbeat {
+                return (h, body);
+            }
+            self.heartbeat();
+        }
+    }
+
+    fn send(&mut self, header: &[u8; 64]) {
+        write_frame(&mut self.conn, header, &[]).expect("send to the primary");
+    }
+
+    fn ack(&mut self, seq: u64) {
+        let h = ack_header(self.tag(), seq);
+        self.send(&h);
+    }
+
+    fn heartbeat(&mut self) {
+        let mut h = FrameHeader::new(FrameKind::Heartbeat);
+        h.lane = self.hello.lane;
+        h.epoch = self.hello.epoch;
+        h.session = self.hello.session;
+        self.send(&h.to_bytes());
+    }
+}
+
+/// Connects a link of `lanes` lanes to the hand-written mirror; returns it and the mirror's
+/// side of each lane, in lane order.
+fn connect(scratch: &Scratch, region: &RegionFile, lanes: u16) -> (Link<MemConn>, Vec<PeerLane>) {
+    let t = MemTransport::new();
+    let listener = t.listen("mirror:0").expect("listen");
+    let addr = t.local_addr(&listener).expect("its name");
+    let opts = options(scratch, &addr, lanes);
+    thread::scope(|s| {
+        let peer = s.spawn(|| (0..lanes).map(|_| PeerLane::accept(&t, &listener, &welcome())).collect());
+        let link = Link::connect(&t, &opts, region, 1, 0).expect("the link connects");
+        let peers: Vec<PeerLane> = peer.join().expect("the peer's handshakes");
+        (link, peers)
+    })
+}
+
+#[test]
+fn a_group_goes_out_as_data_frames_and_returns_when_its_ack_comes() {
+    let scratch = Scratch::new("group");
+    let region = scratch.region();
+    let (link, mut peers) = connect(&scratch, &region, 1);
+    let ranges = [Range::new(100, 10_000), Range::new(50_000, 10)];
+    for r in &ranges {
+        let bytes: Vec<u8> = (0..r.len).map(|i| (r.offset + i) as u8 ^ 0x5a).collect();
+        region.write(r.offset, &bytes);
+    }
+    let shape = check_group(&ranges, &link.limits).expect("a valid group");
+    let (seq, _) = link.send_group(&region, 0, &ranges, shape, |_| {}).expect("the group goes out");
+    assert_eq!(seq, welcome().next_seq, "the first group takes the number the mirror gave");
+
+    let (framed, go) = (mpsc::channel(), mpsc::channel::<()>());
+    thread::scope(|s| {
+        let peer = &mut peers[0];
+        let tag = peer.tag();
+        s.spawn(move || {
+            // Every frame: a Data frame of this session and lane, numbered, at the next bytes
+            // of the group, its body what the region holds there; the last one marks the end.
+            let mut covered: Vec<(u64, u64)> = Vec::new();
+            for index in 0.. {
+                let (h, body) = peer.read();
+                assert_eq!(h.kind, FrameKind::Data);
+                assert_eq!((h.session, h.epoch, h.lane, h.seq), (tag.session, tag.epoch, 0, seq));
+                assert_eq!(h.frame_index, index);
+                assert!(body.len() <= MAX_FRAME as usize);
+                let expected: Vec<u8> = (0..body.len() as u64).map(|i| (h.offset + i) as u8 ^ 0x5a).collect();
+                assert_eq!(body, expected, "the frame at {} carries the region's bytes", h.offset);
+                match covered.last_mut() {
+                    Some(last) if last.0 + last.1 == h.offset => last.1 += body.len() as u64,
+                    _ => covered.push((h.offset, body.len() as u64)),
+                }
+                if h.is_end() {
+                    break;
+                }
+            }
+            framed.0.send(covered).expect("report the frames");
+            // Acknowledged only once the test has seen that nothing is acknowledged before.
+            go.1.recv().expect("the go-ahead");
+            peer.ack(seq);
+        });
+        let covered = framed.1.recv().expect("the peer read the group");
+        assert_eq!(covered, vec![(100, 10_000), (50_000, 10)], "the frames cover the group, in order");
+        assert_eq!(shape.frames, 4, "10 000 bytes in 4 KiB frames, and 10 more");
+        assert_eq!(link.acked_floor(), seq - 1, "nothing is acknowledged before the Ack");
+        go.0.send(()).expect("go");
+        link.wait(0, seq).expect("the group is acknowledged");
+    });
+    assert_eq!(link.acked(), vec![seq]);
+    assert!(!link.is_failed());
+}
+
+#[test]
+fn an_ack_for_a_group_never_sent_fails_the_session_naming_it() {
+    let scratch = Scratch::new("stray-ack");
+    let region = scratch.region();
+    let (link, mut peers) = connect(&scratch, &region, 1);
+    let ranges = [Range::new(0, 64)];
+    let shape = check_group(&ranges, &link.limits).expect("a valid group");
+    let (seq, _) = link.send_group(&region, 0, &ranges, shape, |_| {}).expect("sent");
+    let (h, _) = peers[0].read();
+    assert!(h.is_end());
+    peers[0].ack(seq + 5);
+    let e = link.wait(0, seq).expect_err("an Ack of a group never sent is a violation");
+    let LinkError::PeerMisbehaved(m) = &e else { panic!("blamed on the wrong party: {e:?}") };
+    assert!(m.contains(&format!("acknowledged group {} on lane 0", seq + 5)), "{m}");
+    assert!(m.contains(&format!("expected a group in {seq}..{}", seq + 1)), "{m}");
+    // The session is over: later sends fail with the same reason, and the peer sees it close.
+    assert!(link.is_failed());
+    assert_eq!(link.send_group(&region, 0, &ranges, shape, |_| {}).expect_err("failed"), e);
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut peers[0].conn, &mut rest).expect("the lane ends");
+    // The application is told its mirror is lost, with that message.
+    let m = m.clone();
+    match Error::from(e) {
+        Error::MirrorLost { reason } => assert_eq!(reason, m),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_refusal_fails_the_session_with_the_mirrors_reason() {
+    let scratch = Scratch::new("refuse");
+    let region = scratch.region();
+    let (link, mut peers) = connect(&scratch, &region, 1);
+    let ranges = [Range::new(4096, 100)];
+    let shape = check_group(&ranges, &link.limits).expect("a valid group");
+    let (seq, _) = link.send_group(&region, 0, &ranges, shape, |_| {}).expect("sent");
+    let _ = peers[0].read();
+    let mut body = Vec::new();
+    encode_refuse(RefuseCode::Storage, "the log device failed", &mut body);
+    crate::net::send(&mut peers[0].conn, FrameKind::Refuse, 0, &body).expect("refuse");
+    peers[0].conn.shutdown();
+    let e = link.wait(0, seq).expect_err("refused");
+    assert_eq!(e, LinkError::Refused("mirror refused the session (Storage): the log device failed".into()));
+}
+
+#[test]
+fn a_frame_the_mirror_may_not_send_is_blamed_on_it() {
+    let scratch = Scratch::new("unexpected");
+    let region = scratch.region();
+    let (link, mut peers) = connect(&scratch, &region, 1);
+    let ranges = [Range::new(0, 8)];
+    let shape = check_group(&ranges, &link.limits).expect("a valid group");
+    let (seq, _) = link.send_group(&region, 0, &ranges, shape, |_| {}).expect("sent");
+    // The mirror echoes a Data frame back.
+    let (h, body) = peers[0].read();
+    write_frame(&mut peers[0].conn, &h.to_bytes(), &body).expect("echo");
+    let e = link.wait(0, seq).expect_err("a Data frame from the mirror is a violation");
+    let LinkError::PeerMisbehaved(m) = &e else { panic!("blamed on the wrong party: {e:?}") };
+    assert!(m.starts_with("unexpected Data frame from mirror:"), "{m}");
+}
+
+#[test]
+fn a_peer_that_closes_fails_every_pending_sync_with_the_loss() {
+    let scratch = Scratch::new("closed");
+    let region = scratch.region();
+    let (link, mut peers) = connect(&scratch, &region, 2);
+    let ranges = [Range::new(0, 5000)];
+    let shape = check_group(&ranges, &link.limits).expect("a valid group");
+    let (a, _) = link.send_group(&region, 0, &ranges, shape, |_| {}).expect("sent on lane 0");
+    let (b, _) = link.send_group(&region, 1, &ranges, shape, |_| {}).expect("sent on lane 1");
+    for p in peers.iter_mut() {
+        while !p.read().0.is_end() {}
+    }
+    let (waiting, results) = mpsc::channel();
+    thread::scope(|s| {
+        for (lane, seq) in [(0, a), (1, b)] {
+            let (link, waiting) = (&link, waiting.clone());
+            s.spawn(move || waiting.send(link.wait(lane, seq)).expect("report"));
+        }
+        // The mirror goes away with both groups unacknowledged.
+        drop(peers);
+    });
+    let results: Vec<_> = results.iter().take(2).collect();
+    let first = link.lost();
+    assert!(matches!(first, LinkError::Lost(_)), "a closed connection is a loss: {first:?}");
+    assert!(first.message().contains(" from mirror:"), "{first}");
+    for r in results {
+        assert_eq!(r, Err(first.clone()), "every waiter gets the link's first failure");
+    }
+    assert!(link.is_failed());
+}
+
+#[test]
+fn a_silent_mirror_fails_the_heartbeat_within_its_timeout() {
+    let scratch = Scratch::new("silent");
+    let region = scratch.region();
+    let t = MemTransport::new();
+    let listener = t.listen("mirror:0").expect("listen");
+    let addr = t.local_addr(&listener).expect("its name");
+    let mut opts = options(&scratch, &addr, 1);
+    opts.failure.heartbeat =
+        Heartbeat { interval: Duration::from_millis(10), timeout: Duration::from_millis(100) };
+    let (link, mut peer) = thread::scope(|s| {
+        let peer = s.spawn(|| PeerLane::accept(&t, &listener, &welcome()));
+        let link = Link::connect(&t, &opts, &region, 1, 0).expect("connects");
+        (link, peer.join().expect("handshake"))
+    });
+    // Answered, a heartbeat round passes.
+    thread::scope(|s| {
+        s.spawn(|| {
+            let (h, _) = peer.read();
+            assert_eq!(h.kind, FrameKind::Heartbeat);
+            peer.heartbeat();
+        });
+        link.heartbeat(Duration::ZERO, Duration::from_secs(10)).expect("the mirror answered");
+    });
+    // Unanswered, the lane's receive timeout ends it.
+    let e = link.heartbeat(Duration::ZERO, Duration::from_secs(10)).expect_err("no answer");
+    assert!(matches!(e, LinkError::Lost(_)), "{e:?}");
+    assert!(e.message().contains("no heartbeat or acknowledgement within the heartbeat timeout"), "{e}");
+    drop(peer);
+}
+
+/// A whole primary on the in-memory transport: it connects, tells the new mirror its
+/// generation, syncs, and reports the mirror's loss to the application as `MirrorLost`.
+#[test]
+fn a_primary_over_memory_syncs_and_reports_a_closed_mirror_as_lost() {
+    let scratch = Scratch::new("primary");
+    let t = MemTransport::new();
+    let listener = t.listen("mirror:0").expect("listen");
+    let addr = t.local_addr(&listener).expect("its name");
+    let opts = options(&scratch, &addr, 1);
+    let (acked, close) = (mpsc::channel(), mpsc::channel::<()>());
+    let peer_t = t.clone();
+    thread::scope(|s| {
+        // The listener goes with the peer: the primary's attempts to reconnect are refused.
+        s.spawn(move || {
+            let mut lane = PeerLane::accept(&peer_t, &listener, &welcome());
+            // A new mirror of a new copy: nothing to copy, only the copy's new generation.
+            let (h, _) = lane.read_skipping_heartbeats();
+            assert_eq!(h.kind, FrameKind::CopyEnd);
+            assert_ne!(h.offset, 0, "the primary's generation");
+            let (h, body) = lane.read_skipping_heartbeats();
+            assert_eq!((h.kind, h.seq, h.offset, body.as_slice()), (FrameKind::Data, 1, 10, &b"hello"[..]));
+            assert!(h.is_end());
+            lane.ack(1);
+            acked.0.send(()).expect("report");
+            close.1.recv().expect("the go-ahead");
+            // Gone, with the next group unacknowledged.
+            let (h, _) = lane.read_skipping_heartbeats();
+            assert_eq!((h.kind, h.seq), (FrameKind::Data, 2));
+        });
+        let primary = Primary::open_with(t.clone(), &opts).expect("the primary opens over memory");
+        primary.write(10, b"hello").expect("store");
+        primary.msync(10, 5).expect("acknowledged by the mirror");
+        acked.1.recv().expect("the mirror acknowledged");
+        let status = primary.status();
+        assert_eq!((status.acked_seq.as_slice(), status.failed), (&[1][..], None));
+        close.0.send(()).expect("go");
+        primary.write(20, b"world").expect("store");
+        match primary.msync(20, 5) {
+            Err(Error::MirrorLost { reason }) => assert!(reason.contains(" from mirror:"), "{reason}"),
+            other => panic!("a sync point whose mirror closed: {other:?}"),
+        }
+        assert!(primary.status().failed.is_some());
+        drop(primary);
+    });
+}
