@@ -100,3 +100,36 @@ fn out_of_range_msync_is_refused_and_changes_nothing() {
     m.shutdown();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A node and a primary in one process over the in-memory transport: the handshake, lanes,
+/// acknowledgements, the operator's client and the node's shutdown all go through `Transport`,
+/// none of them through TCP.
+#[test]
+fn a_node_and_a_primary_run_over_the_in_memory_transport() {
+    use mojim_transport::MemTransport;
+    let dir = tmpdir("mem");
+    let id = RegionId { uuid: random_uuid(), size: 1 << 20 };
+    create_region(&dir.join("region.mojim"), id).unwrap();
+    let net = MemTransport::new();
+    let mut opts = mirror_opts(&dir, id);
+    opts.listen = "mirror:0".into();
+    let m = Mirror::open(opts).unwrap().serve_with(net.clone()).unwrap();
+    let p = Primary::open_with(net.clone(), &primary_opts(&dir, m.addr(), Mode::Sync, 2)).unwrap();
+    let data: Vec<u8> = (0..20_000u32).map(|x| (x % 253) as u8).collect();
+    p.write(4096, &data).unwrap();
+    p.gmsync(&[Range::new(4096, 12_000), Range::new(16_096, 8_000)]).unwrap();
+    p.msync(4096, 100).unwrap();
+    let secret = Secret(b"test-secret".to_vec());
+    let mut admin =
+        mojim_node::admin::AdminClient::connect_with(&net, m.addr(), &secret, Duration::from_secs(5))
+            .unwrap();
+    let st = admin.status().unwrap();
+    assert_eq!((st.sessions, st.session_lanes), (1, 2), "{st:?}");
+    m.checkpoint();
+    assert_eq!(admin.read(4096, data.len() as u64).unwrap(), data);
+    p.close().unwrap();
+    drop(admin);
+    // Shutting down wakes the acceptor through the transport it accepts on.
+    m.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -33,7 +33,7 @@ const LONG_READ_MIN_RATE: u64 = 32 << 20;
 
 type PendingConns<C> = Mutex<Pending<C>>;
 
-pub(crate) fn accept_loop<T: Transport>(s: Arc<Shared>, transport: T, listener: T::Listener) {
+pub(crate) fn accept_loop<T: Transport>(s: Arc<Shared>, transport: Arc<T>, listener: T::Listener) {
     let pending: Arc<PendingConns<T::Conn>> =
         Arc::new(Mutex::new(Pending::new(MAX_PENDING_PER_ADDRESS, MAX_PENDING)));
     loop {

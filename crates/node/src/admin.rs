@@ -7,18 +7,33 @@ use mojim::error::{Error, Result};
 use mojim::net::{read_frame, send};
 use mojim_format::handshake::{decode_refuse, PeerRole, Request};
 use mojim_format::FrameKind;
-use mojim_transport::{TcpConn, TcpTransport};
+use mojim_transport::{Conn, TcpConn, TcpTransport, Transport};
 use std::time::Duration;
 
-/// An authenticated operator's connection.
-pub struct AdminClient {
-    conn: TcpConn,
+/// An authenticated operator's connection, over TCP unless made with
+/// [`AdminClient::connect_with`].
+pub struct AdminClient<C: Conn = TcpConn> {
+    conn: C,
     addr: String,
     body: Vec<u8>,
 }
 
 impl AdminClient {
+    /// Connects to the node at `addr` over TCP and proves `secret`, waiting at most `timeout`
+    /// for each step.
     pub fn connect(addr: &str, secret: &Secret, timeout: Duration) -> Result<AdminClient> {
+        AdminClient::connect_with(&TcpTransport, addr, secret, timeout)
+    }
+}
+
+impl<C: Conn> AdminClient<C> {
+    /// As [`AdminClient::connect`], over `transport`.
+    pub fn connect_with<T: Transport<Conn = C>>(
+        transport: &T,
+        addr: &str,
+        secret: &Secret,
+        timeout: Duration,
+    ) -> Result<AdminClient<C>> {
         let intro = Intro {
             role: PeerRole::Admin,
             region: RegionId { uuid: [0; 16], size: 0 },
@@ -29,7 +44,7 @@ impl AdminClient {
             max_frame: 0,
             generation: 0,
         };
-        let (conn, _) = connect(&TcpTransport, addr, timeout, secret, &intro)?;
+        let (conn, _) = connect(transport, addr, timeout, secret, &intro)?;
         Ok(AdminClient { conn, addr: addr.to_string(), body: Vec::new() })
     }
 

@@ -222,6 +222,8 @@ pub struct MirrorHandle {
     shared: Arc<Shared>,
     addr: String,
     threads: Vec<JoinHandle<()>>,
+    /// Wakes the acceptor, blocked in its transport's accept, with a connection of its own.
+    wake_acceptor: Box<dyn Fn() + Send + Sync>,
 }
 
 impl Mirror {
@@ -399,6 +401,7 @@ impl Mirror {
     /// Starts serving over any transport.
     pub fn serve_with<T: Transport>(self, transport: T) -> Result<MirrorHandle> {
         let shared = self.shared;
+        let transport = Arc::new(transport);
         let listener = transport
             .listen(&shared.opts.listen)
             .map_err(Error::io(format!("listen on {}", shared.opts.listen)))?;
@@ -414,12 +417,17 @@ impl Mirror {
         );
         threads.extend(forward::start(&shared).map_err(Error::io("spawn forwarders"))?);
         let s = shared.clone();
+        let t = transport.clone();
         threads.push(
             std::thread::Builder::new()
                 .name("mojim-accept".into())
-                .spawn(move || accept::accept_loop(s, transport, listener))
+                .spawn(move || accept::accept_loop(s, t, listener))
                 .map_err(Error::io("spawn acceptor"))?,
         );
+        let wake_addr = addr.clone();
+        let wake_acceptor = Box::new(move || {
+            let _ = transport.connect(&wake_addr, Duration::from_millis(200));
+        });
         if let Some(settings) = shared.opts.coordinator.clone() {
             let s = shared.clone();
             threads.push(
@@ -430,7 +438,7 @@ impl Mirror {
             );
         }
         tracing::info!(%addr, region = %mojim::config::format_uuid(&shared.opts.region.uuid), "mirror serving");
-        Ok(MirrorHandle { shared, addr, threads })
+        Ok(MirrorHandle { shared, addr, threads, wake_acceptor })
     }
 }
 
@@ -469,11 +477,7 @@ impl MirrorHandle {
     fn stop(&mut self) {
         self.shared.shutdown.store(true, Ordering::SeqCst);
         session::end_current(&self.shared);
-        // Wake the acceptor with a connection of our own.
-        let _ = std::net::TcpStream::connect_timeout(
-            &self.addr.parse().unwrap_or_else(|_| ([127, 0, 0, 1], 0).into()),
-            Duration::from_millis(200),
-        );
+        (self.wake_acceptor)();
         {
             // Under the lock: the checkpointer checks `shutdown` and parks atomically.
             let _c = self.shared.ckpt.lock().unwrap_or_else(|p| p.into_inner());
