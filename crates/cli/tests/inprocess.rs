@@ -133,3 +133,41 @@ fn a_node_and_a_primary_run_over_the_in_memory_transport() {
     m.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A mirror feeds its backup over the in-memory transport too: the forwarder's link and its
+/// operator's connection (for a reset) go through `Transport`.
+#[test]
+fn a_mirror_feeds_its_backup_over_the_in_memory_transport() {
+    use mojim_transport::MemTransport;
+    let dir = tmpdir("mem-backup");
+    let id = RegionId { uuid: random_uuid(), size: 1 << 20 };
+    create_region(&dir.join("region.mojim"), id).unwrap();
+    let net = MemTransport::new();
+    let mut b_opts = mirror_opts(&dir.join("b"), id);
+    b_opts.listen = "backup:0".into();
+    let backup = Mirror::open(b_opts).unwrap().serve_with(net.clone()).unwrap();
+    let mut m_opts = mirror_opts(&dir, id);
+    m_opts.listen = "mirror:0".into();
+    m_opts.backups = vec![backup.addr().to_string()];
+    let m = Mirror::open(m_opts).unwrap().serve_with(net.clone()).unwrap();
+    let p = Primary::open_with(net.clone(), &primary_opts(&dir, m.addr(), Mode::Sync, 2)).unwrap();
+    let data: Vec<u8> = (0..30_000u32).map(|x| (x % 241) as u8).collect();
+    for (i, chunk) in data.chunks(3000).enumerate() {
+        let off = 8192 + i as u64 * 3000;
+        p.write(off, chunk).unwrap();
+        p.msync(off, chunk.len() as u64).unwrap();
+    }
+    let last = m.status().last_received_seq;
+    let t0 = std::time::Instant::now();
+    while backup.status().applied_seq < last {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the backup did not catch up: {:?}", backup.status());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut got = vec![0u8; data.len()];
+    backup.read(8192, &mut got).unwrap();
+    assert!(got == data, "the backup differs from the primary: {:?}", backup.status());
+    p.close().unwrap();
+    m.shutdown();
+    backup.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}

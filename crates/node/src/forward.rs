@@ -20,7 +20,7 @@ use mojim_format::handshake::Welcome;
 use mojim_format::log::record_at_verified;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::MapSlice;
-use mojim_transport::{Conn, TcpConn, TcpTransport};
+use mojim_transport::{Conn, Transport};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::io::IoSlice;
@@ -139,13 +139,18 @@ impl FwdState {
     }
 }
 
-/// Starts one thread per backup.
-pub(crate) fn start(s: &Arc<Shared>) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+/// Starts one thread per backup; each reaches its backup over `transport`.
+pub(crate) fn start<T: Transport>(
+    s: &Arc<Shared>,
+    transport: &Arc<T>,
+) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
     let mut threads = Vec::new();
     for i in 0..s.opts.backups.len() {
-        let s = s.clone();
+        let (s, t) = (s.clone(), transport.clone());
         threads.push(
-            std::thread::Builder::new().name(format!("mojim-fwd-{i}")).spawn(move || link_loop(&s, i))?,
+            std::thread::Builder::new()
+                .name(format!("mojim-fwd-{i}"))
+                .spawn(move || link_loop(&s, &*t, i))?,
         );
     }
     Ok(threads)
@@ -239,7 +244,7 @@ fn is_primary(s: &Shared) -> bool {
     s.region.copy_state().is_ok_and(|(f, _)| f & mojim_format::region::FLAG_PRIMARY != 0)
 }
 
-fn link_loop(s: &Shared, i: usize) {
+fn link_loop<T: Transport>(s: &Shared, t: &T, i: usize) {
     let addr = s.opts.backups[i].clone();
     while !s.shutdown.load(Ordering::SeqCst) {
         if is_primary(s) {
@@ -250,7 +255,7 @@ fn link_loop(s: &Shared, i: usize) {
             std::thread::sleep(RETRY);
             continue;
         }
-        if let Err(e) = serve_link(s, i, &addr) {
+        if let Err(e) = serve_link(s, t, i, &addr) {
             if !s.shutdown.load(Ordering::SeqCst) {
                 tracing::warn!(backup = %addr, error = %e, "backup link down; retrying");
             }
@@ -264,7 +269,7 @@ fn link_loop(s: &Shared, i: usize) {
 }
 
 /// Connects a session to the backup.
-fn open_session(s: &Shared, addr: &str) -> Result<(TcpConn, Welcome, Intro), String> {
+fn open_session<T: Transport>(s: &Shared, t: &T, addr: &str) -> Result<(T::Conn, Welcome, Intro), String> {
     let intro = Intro {
         role: PeerRole::Mirror,
         region: RegionId { uuid: s.opts.region.uuid, size: s.opts.region.size },
@@ -275,17 +280,17 @@ fn open_session(s: &Shared, addr: &str) -> Result<(TcpConn, Welcome, Intro), Str
         max_frame: super::MAX_FRAME_LIMIT,
         generation: s.region.generation().map(|g| g.0).unwrap_or(0),
     };
-    let (conn, welcome) = connect(&TcpTransport, addr, Duration::from_secs(5), &s.opts.secret, &intro)
-        .map_err(|e| e.to_string())?;
+    let (conn, welcome) =
+        connect(t, addr, Duration::from_secs(5), &s.opts.secret, &intro).map_err(|e| e.to_string())?;
     Ok((conn, welcome, intro))
 }
 
 /// One connection to a backup: handshake, catch up from where it is (from the log, or by a full
 /// copy when the log no longer holds what it lacks or its copy follows another history), then
 /// follow the queue.
-fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
+fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(), String> {
     let f = s.forward.as_ref().expect("forwarding is on");
-    let (mut conn, mut welcome, mut intro) = open_session(s, addr)?;
+    let (mut conn, mut welcome, mut intro) = open_session(s, t, addr)?;
     let generation = s.region.generation().map(|g| g.0).unwrap_or(0);
     let have = welcome.next_seq - 1;
     let has_history = welcome.generation != 0 || have > 0;
@@ -328,8 +333,8 @@ fn serve_link(s: &Shared, i: usize, addr: &str) -> Result<(), String> {
         tracing::warn!(backup = %addr, %why, "the backup needs a full copy");
         conn.shutdown();
         let base = pin_for_copy(s, i);
-        reset_backup(s, addr, base)?;
-        (conn, welcome, intro) = open_session(s, addr)?;
+        reset_backup(s, t, addr, base)?;
+        (conn, welcome, intro) = open_session(s, t, addr)?;
         if welcome.next_seq != base + 1 {
             return Err(format!("the backup was reset to {base} but resumes at {}", welcome.next_seq));
         }
@@ -408,10 +413,10 @@ fn pin_for_copy(s: &Shared, i: usize) -> u64 {
 }
 
 /// Tells the backup (over an operator's connection) to forget its logs and start at `base`.
-fn reset_backup(s: &Shared, addr: &str, base: u64) -> Result<(), String> {
+fn reset_backup<T: Transport>(s: &Shared, t: &T, addr: &str, base: u64) -> Result<(), String> {
     let mut last = String::new();
     for _ in 0..50 {
-        let r = crate::admin::AdminClient::connect(addr, &s.opts.secret, Duration::from_secs(5))
+        let r = crate::admin::AdminClient::connect_with(t, addr, &s.opts.secret, Duration::from_secs(5))
             .and_then(|mut a| a.command(&format!(r#"{{"op":"reset","base":{base}}}"#)));
         match r {
             Ok(_) => return Ok(()),

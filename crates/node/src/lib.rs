@@ -415,7 +415,7 @@ impl Mirror {
                 .spawn(move || apply::checkpointer_loop(&s))
                 .map_err(Error::io("spawn checkpointer"))?,
         );
-        threads.extend(forward::start(&shared).map_err(Error::io("spawn forwarders"))?);
+        threads.extend(forward::start(&shared, &transport).map_err(Error::io("spawn forwarders"))?);
         let s = shared.clone();
         let t = transport.clone();
         threads.push(
