@@ -9,26 +9,40 @@ const MAX_PACKAGES: usize = 50;
 const TOOL_PACKAGES: &[&str] =
     &["clap", "plotters", "indicatif", "hdrhistogram", "tracing-subscriber", "mojim-tools", "mojim-cli"];
 
-#[test]
-fn the_library_dependency_tree_is_small_and_has_no_tools() {
+/// The distinct packages (name, version) of the library's normal dependency tree, built with
+/// `features` (cargo tree's arguments).
+fn packages(features: &[&str]) -> BTreeSet<(String, String)> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
     let out = Command::new(cargo)
         .args(["tree", "--offline", "--manifest-path", manifest, "-p", "mojim", "-e", "normal"])
         .args(["--prefix", "none", "--format", "{p}"])
+        .args(features)
         .output()
         .expect("run cargo tree");
     assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).expect("utf-8 output");
     // "name vX.Y.Z (path) (*)": the name and version make a package.
-    let packages: BTreeSet<(&str, &str)> = text
-        .lines()
+    text.lines()
         .filter_map(|l| {
             let mut w = l.split_whitespace();
-            Some((w.next()?, w.next()?))
+            Some((w.next()?.to_string(), w.next()?.to_string()))
         })
-        .collect();
-    let names: Vec<&str> = packages.iter().map(|p| p.0).collect();
+        .collect()
+}
+
+#[test]
+fn without_its_default_features_the_library_has_no_etcd_client() {
+    let packages = packages(&["--no-default-features"]);
+    let names: Vec<&str> = packages.iter().map(|p| p.0.as_str()).collect();
+    assert!(!names.contains(&"mojim-etcd"), "{names:?}");
+    assert!(names.contains(&"mojim-core"), "{names:?}");
+}
+
+#[test]
+fn the_library_dependency_tree_is_small_and_has_no_tools() {
+    let packages = packages(&[]);
+    let names: Vec<&str> = packages.iter().map(|p| p.0.as_str()).collect();
     println!("{} packages: {}", packages.len(), names.join(" "));
     for tool in TOOL_PACKAGES {
         assert!(!names.contains(tool), "the library depends on {tool}, a tool's package: {names:?}");

@@ -260,7 +260,7 @@ pub(crate) struct Inner<T: Transport> {
     health: Mutex<Health>,
     resync: resync::Progress,
     /// The primary's lease (etcd coordinator): nothing is acknowledged once it may have expired.
-    lease: Option<mojim_etcd::Leadership>,
+    lease: Option<crate::coord::Lease>,
     closing: AtomicBool,
     wake: (Mutex<()>, Condvar),
 }
@@ -298,7 +298,7 @@ fn lead(
     settings: &crate::config::EtcdSettings,
     opts: &PrimaryOptions,
     region: &RegionFile,
-) -> Result<(u64, String, mojim_etcd::Leadership)> {
+) -> Result<(u64, String, crate::coord::Lease)> {
     use crate::coord::{Coordinator, Roles};
     if opts.node.is_empty() {
         return Err(Error::Config(
