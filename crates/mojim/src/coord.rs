@@ -35,6 +35,7 @@ use std::time::Duration;
 /// Who is who in an epoch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Roles {
+    /// The epoch these roles hold for; each take-over raises it by one.
     pub epoch: u64,
     /// The primary's node name.
     pub primary: String,
@@ -53,7 +54,9 @@ pub struct Roles {
 /// The value of the leader key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Leader {
+    /// The primary's node name.
     pub node: String,
+    /// The epoch it leads in.
     pub epoch: u64,
 }
 
@@ -69,12 +72,15 @@ fn etcd_err(what: &str) -> impl Fn(mojim_etcd::EtcdError) -> Error + '_ {
 }
 
 impl Coordinator {
+    /// A client of the etcd endpoints in `settings` (from `[cluster]`); each request waits at
+    /// most the lease's renewal interval, kept within 200 ms to 2 s.
     pub fn new(settings: &EtcdSettings) -> Result<Coordinator> {
         let timeout = settings.lease_renew.min(Duration::from_secs(2)).max(Duration::from_millis(200));
         let client = Client::new(&settings.endpoints, timeout).map_err(etcd_err("etcd endpoints"))?;
         Ok(Coordinator { client, settings: settings.clone() })
     }
 
+    /// The settings this coordinator was made with.
     pub fn settings(&self) -> &EtcdSettings {
         &self.settings
     }
