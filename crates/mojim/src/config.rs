@@ -33,8 +33,10 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Every mode.
     pub const ALL: [Mode; 5] = [Mode::Unreplicated, Mode::Async, Mode::Sync, Mode::SyncFlush, Mode::SyncDisk];
 
+    /// The mode's name as `[primary] mode` and `--mode` spell it, e.g. `sync-flush`.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Unreplicated => "unreplicated",
@@ -45,6 +47,7 @@ impl Mode {
         }
     }
 
+    /// Whether the mode sends groups to a mirror (every mode but `unreplicated`).
     pub fn replicated(self) -> bool {
         self != Mode::Unreplicated
     }
@@ -79,49 +82,65 @@ impl FromStr for Mode {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
+    /// `[region]`: which region is replicated (required).
     pub region: RegionSection,
+    /// `[primary]`: how the primary replicates.
     #[serde(default)]
     pub primary: PrimarySection,
+    /// `[mirror]`: where and how the mirror keeps its copy.
     #[serde(default)]
     pub mirror: MirrorSection,
+    /// `[limits]`: sizes both roles agree on.
     #[serde(default)]
     pub limits: LimitsSection,
+    /// `[security]`: the cluster secret.
     #[serde(default)]
     pub security: SecuritySection,
+    /// `[cluster]`: failure detection, mirror loss and the coordinator.
     #[serde(default)]
     pub cluster: ClusterSection,
 }
 
-/// Failure detection and what a primary does without its mirror.
+/// `[cluster]`: failure detection, what a primary does without its mirror, and who decides
+/// roles. Every field has a default (shown as `key = default`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClusterSection {
-    /// A side that sent nothing on a link for this long sends a heartbeat.
+    /// `heartbeat_interval_ms = 100`: a side that sent nothing on a link for this long sends a
+    /// heartbeat.
     pub heartbeat_interval_ms: u64,
-    /// A side that heard nothing on a link for this long declares the peer failed.
+    /// `heartbeat_timeout_ms = 2000`: a side that heard nothing on a link for this long
+    /// declares the peer failed. At least twice the interval.
     pub heartbeat_timeout_ms: u64,
-    /// "block": sync points fail while the mirror is lost; "degrade": they return once the
-    /// primary's own copy is persistent, and changed chunks go to a dirty bitmap.
+    /// `on_mirror_loss = "block"`: "block": sync points fail while the mirror is lost;
+    /// "degrade": they return once the primary's own copy is persistent, and changed chunks go
+    /// to a dirty bitmap (see [`OnMirrorLoss`]).
     pub on_mirror_loss: String,
-    /// How often a primary without its mirror tries to reconnect.
+    /// `reconnect_ms = 200`: how often a primary without its mirror tries to reconnect.
     pub reconnect_ms: u64,
-    /// Bytes per bit of the primary's dirty bitmap.
+    /// `dirty_chunk = "64KiB"`: bytes per bit of the primary's dirty bitmap; a power of two of
+    /// at least 4 KiB.
     pub dirty_chunk: String,
-    /// Records in the primary's metadata log (32 bytes each).
+    /// `metadata_log_records = 65536`: records in the primary's metadata log (32 bytes each),
+    /// which remembers the ranges of recent groups for a fast catch-up; 64 to 2^26.
     pub metadata_log_records: u64,
-    /// This node's name for the etcd coordinator (`--node` overrides it).
+    /// `node = ""`: this node's name for the etcd coordinator (`--node` overrides it).
     pub node: String,
-    /// Who decides roles: "static" (the configuration and the operator's `mojim promote`) or
-    /// "etcd" (leases in etcd; the mirror takes over when the primary's lease expires).
+    /// `coordinator = "static"`: who decides roles: "static" (the configuration and the
+    /// operator's `mojim promote`) or "etcd" (leases in etcd; the mirror takes over when the
+    /// primary's lease expires).
     pub coordinator: String,
-    /// etcd endpoints (host:port), for `coordinator = "etcd"`.
+    /// `etcd_endpoints = []`: etcd endpoints (host:port), for `coordinator = "etcd"`.
     pub etcd_endpoints: Vec<String>,
-    /// Key prefix in etcd; empty means `/mojim/<region uuid>`.
+    /// `etcd_prefix = ""`: key prefix in etcd; empty means `/mojim/<region uuid>`.
     pub etcd_prefix: String,
-    /// The primary's leadership lease: its time to live, how often it is renewed, and how long
-    /// before it could expire the primary stops acknowledging.
+    /// `lease_ttl_ms = 3000`: the time to live of the primary's leadership lease in etcd.
     pub lease_ttl_ms: u64,
+    /// `lease_renew_ms = 1000`: how often the primary renews its lease.
     pub lease_renew_ms: u64,
+    /// `lease_margin_ms = 500`: how long before its lease could expire (counted from when the
+    /// last renewal was sent) the primary stops acknowledging. Renew plus margin must stay
+    /// below the time to live.
     pub lease_margin_ms: u64,
 }
 
@@ -169,17 +188,27 @@ impl FromStr for OnMirrorLoss {
 /// Where and how the etcd coordinator keeps roles and the primary's lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EtcdSettings {
+    /// The etcd endpoints, host:port (`[cluster] etcd_endpoints`).
     pub endpoints: Vec<String>,
+    /// The key prefix, without a trailing `/` (`[cluster] etcd_prefix`, else
+    /// `/mojim/<region uuid>`).
     pub prefix: String,
+    /// The lease's time to live (`[cluster] lease_ttl_ms`).
     pub lease_ttl: std::time::Duration,
+    /// How often the primary renews the lease (`[cluster] lease_renew_ms`).
     pub lease_renew: std::time::Duration,
+    /// How long before the lease could expire the primary stops acknowledging
+    /// (`[cluster] lease_margin_ms`).
     pub lease_margin: std::time::Duration,
 }
 
 /// Heartbeat settings of a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Heartbeat {
+    /// Send a heartbeat after sending nothing for this long (`[cluster] heartbeat_interval_ms`).
     pub interval: std::time::Duration,
+    /// Declare the peer failed after hearing nothing for this long
+    /// (`[cluster] heartbeat_timeout_ms`).
     pub timeout: std::time::Duration,
 }
 
@@ -192,11 +221,18 @@ impl Default for Heartbeat {
     }
 }
 
+/// `[region]`: which region is replicated. The same on every node of the cluster.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegionSection {
+    /// `uuid` (required): the region's identity, 32 hex digits with or without dashes;
+    /// replicas refuse a peer with another uuid.
     pub uuid: String,
+    /// `size` (required): bytes in the data area, e.g. `"1GiB"` (units: B, KiB, MiB, GiB;
+    /// K = KB = KiB).
     pub size: String,
+    /// `path = "region.mojim"`: the region file the primary's application maps, relative to
+    /// the configuration file.
     #[serde(default = "default_region_path")]
     pub path: String,
 }
@@ -205,15 +241,30 @@ fn default_region_path() -> String {
     "region.mojim".into()
 }
 
+/// `[primary]`: how the primary replicates. Every field has a default (shown as
+/// `key = default`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PrimarySection {
+    /// `mirror = "127.0.0.1:7420"`: the address where the mirror listens.
     pub mirror: String,
+    /// `mode = "sync"`: when sync points return (see [`Mode`]): `unreplicated`, `async`,
+    /// `sync`, `sync-flush` or `sync-disk`.
     pub mode: String,
+    /// `lanes = 2`: connections to the mirror; a thread keeps to one lane.
     pub lanes: u16,
+    /// `async_window = 256`: in mode `async`, the groups a lane may have in flight before a
+    /// sync point waits.
     pub async_window: u32,
+    /// `connect_timeout_ms = 5000`: to connect to the mirror and finish a lane's handshake. A
+    /// mirror makes a lane's log in the lane's first handshake, so a `log_capacity` of several
+    /// GiB may need longer.
     pub connect_timeout_ms: u64,
+    /// `busy_poll_us = 0`: poll for the mirror's acknowledgement this long before sleeping
+    /// (0: sleep at once). Polling spends a core per waiting thread.
     pub busy_poll_us: u64,
+    /// `broadcast = []`: for comparison only (the paper's E-broadcast baseline): more mirrors
+    /// to send every group to, each waited for like `mirror`.
     pub broadcast: Vec<String>,
 }
 
@@ -231,21 +282,48 @@ impl Default for PrimarySection {
     }
 }
 
+/// `[mirror]`: where and how the mirror (`mojim serve`) keeps its copy. Every field has a
+/// default (shown as `key = default`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MirrorSection {
+    /// `listen = "127.0.0.1:7420"`: the address the mirror listens on.
     pub listen: String,
+    /// `dir = "mirror"`: folder of the mirror's data area, relative to the configuration file.
     pub dir: String,
+    /// `log_dir = ""`: folder of the redo logs; empty means `dir`. On memory (e.g. `/dev/shm`)
+    /// for speed.
     pub log_dir: String,
+    /// `log_capacity = "64MiB"`: bytes of records per lane's circular log, reserved when a
+    /// lane first joins; a multiple of 4 KiB and at least 64 KiB.
     pub log_capacity: String,
+    /// `checkpoint_thresh = 1`: checkpoint after this many complete groups (the paper's
+    /// CHECKPOINT_THRESH); also when idle and when a log is full.
     pub checkpoint_thresh: u32,
+    /// `checkpoint_idle_ms = 2`: also checkpoint what waits once this long passes without a
+    /// new group.
     pub checkpoint_idle_ms: u64,
+    /// `max_lanes = 16`: most lanes a primary may open.
     pub max_lanes: u16,
+    /// `busy_poll_us = 0`: poll each lane for the next frame this long before sleeping (0:
+    /// sleep at once).
     pub busy_poll_us: u64,
+    /// `data = "memory"`: where the data area lives: "memory" (mapped; checkpoints are stores
+    /// and cache-line write-backs) or "disk" (for `sync-disk`: checkpoints are pwrite and
+    /// fdatasync).
     pub data: String,
+    /// `backups = []`: addresses of the backups this mirror feeds in the background (the
+    /// secondary tier).
     pub backups: Vec<String>,
+    /// `secondary_tier_thresh = "40MiB"`: bytes logged here but not yet at every backup above
+    /// which this mirror stops acknowledging new groups until forwarding catches up (the
+    /// paper's SECONDARY_TIER_THRESH).
     pub secondary_tier_thresh: String,
+    /// `secondary_rate_limit = ""`: cap on the bytes per second sent to each backup, e.g.
+    /// `"100MiB/s"` (empty: no cap).
     pub secondary_rate_limit: String,
+    /// `chain = false`: for comparison only (the paper's E-chain baseline): acknowledge a
+    /// group only once every backup has it.
     pub chain: bool,
 }
 
@@ -269,10 +347,15 @@ impl Default for MirrorSection {
     }
 }
 
+/// `[limits]`: sizes both roles agree on. Every field has a default (shown as
+/// `key = default`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsSection {
+    /// `max_frame = "64KiB"`: largest frame body, 64 B to 16 MiB; longer ranges are split into
+    /// several frames.
     pub max_frame: String,
+    /// `max_ranges = 1024`: most ranges in one `gmsync`.
     pub max_ranges: u32,
 }
 
@@ -282,24 +365,32 @@ impl Default for LimitsSection {
     }
 }
 
+/// `[security]`: the cluster secret. See [`Secret::resolve`].
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SecuritySection {
+    /// `secret = ""`: the shared cluster secret (HMAC-SHA256 challenge-response), at least
+    /// [`MIN_SECRET_LEN`] bytes; the `MOJIM_SECRET` environment variable overrides it.
     pub secret: String,
+    /// `insecure = false`: run without a secret (no authentication), as `--insecure` does.
     pub insecure: bool,
 }
 
 /// Who the region is: shared by every replica.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegionId {
+    /// The region's identity (`[region] uuid`).
     pub uuid: [u8; 16],
+    /// Bytes in the data area (`[region] size`).
     pub size: u64,
 }
 
-/// Settings shared by both roles.
+/// Settings shared by both roles (`[limits]`, checked).
 #[derive(Clone, Debug)]
 pub struct Limits {
+    /// Largest frame body in bytes (`[limits] max_frame`, default 64 KiB).
     pub max_frame: u32,
+    /// Most ranges in one `gmsync` (`[limits] max_ranges`, default 1024).
     pub max_ranges: usize,
 }
 
@@ -311,7 +402,10 @@ impl Default for Limits {
 
 /// The cluster secret, or the explicit choice to run without one.
 #[derive(Clone)]
-pub struct Secret(pub Vec<u8>);
+pub struct Secret(
+    /// The secret's bytes; empty means no authentication.
+    pub Vec<u8>,
+);
 
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -399,6 +493,7 @@ pub fn parse_uuid(s: &str) -> Result<[u8; 16]> {
     Ok(out)
 }
 
+/// Formats a UUID as `8-4-4-4-12` lowercase hex digits, as `mojim init` writes it.
 pub fn format_uuid(u: &[u8; 16]) -> String {
     let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
     format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
@@ -420,7 +515,9 @@ fn size_field(section: &str, key: &str, v: &str) -> Result<u64> {
 /// A loaded configuration file with paths resolved against its folder.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// The file's contents, as written.
     pub file: ConfigFile,
+    /// The folder that relative paths in the file are resolved against (the file's own).
     pub base: PathBuf,
 }
 
@@ -439,6 +536,8 @@ impl Config {
         Ok(c)
     }
 
+    /// Resolves a path from the file: an absolute one as it is, a relative one against
+    /// [`Config::base`].
     pub fn resolve(&self, p: &str) -> PathBuf {
         let p = Path::new(p);
         if p.is_absolute() {
@@ -448,6 +547,7 @@ impl Config {
         }
     }
 
+    /// The region's identity from `[region] uuid` and `size`, checked.
     pub fn region_id(&self) -> Result<RegionId> {
         let size = size_field("region", "size", &self.file.region.size)?;
         if size == 0 {
@@ -456,6 +556,8 @@ impl Config {
         Ok(RegionId { uuid: parse_uuid(&self.file.region.uuid)?, size })
     }
 
+    /// The `[limits]` section, checked: `max_frame` within 64 B to 16 MiB, `max_ranges` at
+    /// least 1.
     pub fn limits(&self) -> Result<Limits> {
         let max_frame = size_field("limits", "max_frame", &self.file.limits.max_frame)?;
         if !(64..=(16 << 20)).contains(&max_frame) {
@@ -470,14 +572,19 @@ impl Config {
         Ok(Limits { max_frame: max_frame as u32, max_ranges: self.file.limits.max_ranges as usize })
     }
 
+    /// The cluster secret (see [`Secret::resolve`]); `insecure_flag` is `--insecure`, which
+    /// allows none as `[security] insecure = true` does.
     pub fn secret(&self, insecure_flag: bool) -> Result<Secret> {
         Secret::resolve(&self.file.security.secret, insecure_flag || self.file.security.insecure)
     }
 
+    /// `[primary] mode`, parsed.
     pub fn mode(&self) -> Result<Mode> {
         self.file.primary.mode.parse().map_err(|e| Error::Config(format!("[primary] mode: {e}")))
     }
 
+    /// The heartbeat settings from `[cluster]`, checked: the timeout at least twice the
+    /// interval.
     pub fn heartbeat(&self) -> Result<Heartbeat> {
         let c = &self.file.cluster;
         if c.heartbeat_interval_ms == 0 || c.heartbeat_timeout_ms < 2 * c.heartbeat_interval_ms {
@@ -493,6 +600,7 @@ impl Config {
         })
     }
 
+    /// `[cluster] on_mirror_loss`, parsed.
     pub fn on_mirror_loss(&self) -> Result<OnMirrorLoss> {
         self.file
             .cluster
@@ -539,6 +647,7 @@ impl Config {
         }
     }
 
+    /// `[cluster] dirty_chunk` in bytes, checked: a power of two of at least 4 KiB.
     pub fn dirty_chunk(&self) -> Result<u64> {
         let c = size_field("cluster", "dirty_chunk", &self.file.cluster.dirty_chunk)?;
         if c < 4096 || !c.is_power_of_two() {
@@ -559,10 +668,12 @@ impl Config {
         parse_rate(v).map(Some).map_err(|e| Error::Config(format!("[mirror] secondary_rate_limit: {e}")))
     }
 
+    /// `[mirror] secondary_tier_thresh` in bytes.
     pub fn secondary_tier_thresh(&self) -> Result<u64> {
         size_field("mirror", "secondary_tier_thresh", &self.file.mirror.secondary_tier_thresh)
     }
 
+    /// `[mirror] log_capacity` in bytes, checked: a multiple of 4 KiB and at least 64 KiB.
     pub fn log_capacity(&self) -> Result<u64> {
         let c = size_field("mirror", "log_capacity", &self.file.mirror.log_capacity)?;
         if c < (64 << 10) || c % 4096 != 0 {

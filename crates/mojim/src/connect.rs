@@ -1,4 +1,7 @@
 //! The connecting side of the handshake, for primaries and operators' tools.
+//!
+//! This is the wire plumbing shared with `mojim-node` and the tools, not a stable API: an
+//! application never needs it, since [`crate::Primary`] connects by itself.
 
 use crate::config::{RegionId, Secret};
 use crate::error::{Error, Result};
@@ -13,12 +16,19 @@ use std::time::{Duration, Instant};
 /// What a connection is for.
 #[derive(Clone, Copy, Debug)]
 pub struct Intro {
+    /// What this side is: a primary's lane, a mirror feeding its backup, or an operator's tool.
     pub role: PeerRole,
+    /// The replicated region (its uuid and size), which the peer checks against its own.
     pub region: RegionId,
+    /// This side's epoch.
     pub epoch: u64,
+    /// The random id shared by the session's lanes.
     pub session: u64,
+    /// The lane this connection carries.
     pub lane: u16,
+    /// The lanes in the session.
     pub lanes: u16,
+    /// The largest body this side will put in a `Data` frame, in bytes.
     pub max_frame: u32,
     /// The history the sender's copy follows (0: unknown or not applicable).
     pub generation: u64,

@@ -17,22 +17,59 @@ pub enum Error {
     /// The configuration is wrong; the message names the setting and the fix.
     Config(String),
     /// The peer refused us and said why.
-    Refused { peer: String, code: RefuseCode, message: String },
+    Refused {
+        /// The peer's address.
+        peer: String,
+        /// Why it refused, as a code.
+        code: RefuseCode,
+        /// What the peer said.
+        message: String,
+    },
     /// The handshake with the peer failed.
-    Handshake { peer: String, source: HandshakeError },
+    Handshake {
+        /// The peer's address.
+        peer: String,
+        /// What went wrong.
+        source: HandshakeError,
+    },
     /// The peer broke the protocol.
-    PeerMisbehaved { peer: String, violation: Violation },
+    PeerMisbehaved {
+        /// The peer's address.
+        peer: String,
+        /// The rule it broke.
+        violation: Violation,
+    },
     /// The replication session is gone; groups not acknowledged before this are not durable on
     /// the mirror. The primary reconnects by itself.
-    MirrorLost { reason: String },
+    MirrorLost {
+        /// Why the session ended.
+        reason: String,
+    },
     /// A peer is at a newer epoch: this node was replaced as primary and must not write.
-    Fenced { epoch: u64, peer: String, peer_epoch: u64 },
+    Fenced {
+        /// This node's epoch.
+        epoch: u64,
+        /// The peer that is at a newer one.
+        peer: String,
+        /// The peer's epoch.
+        peer_epoch: u64,
+    },
     /// This copy and the peer's have histories that cannot be reconciled automatically.
-    Diverged { peer: String, message: String },
+    Diverged {
+        /// The peer's address.
+        peer: String,
+        /// How the histories differ, and what to do.
+        message: String,
+    },
     /// The coordinator (etcd) could not be used, or says this node may not act.
     Coordinator(String),
     /// A system call failed.
-    Io { op: String, source: io::Error },
+    Io {
+        /// What was being done, e.g. `open /dev/shm/r`.
+        op: String,
+        /// The system's error.
+        source: io::Error,
+    },
     /// A region or log file could not be mapped or is not valid.
     Storage(MapError),
 }
@@ -47,6 +84,8 @@ impl Error {
         )
     }
 
+    /// Wraps an I/O error as [`Error::Io`] with `op` naming what was being done: for
+    /// `.map_err(Error::io("open region"))`.
     pub fn io(op: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
         let op = op.into();
         move |source| Error::Io { op, source }
@@ -108,4 +147,5 @@ impl From<MapError> for Error {
     }
 }
 
+/// A result whose error is Mojim's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -14,13 +14,18 @@
 //! # Ok::<(), mojim::Error>(())
 //! ```
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod config;
+// Wire plumbing shared with `mojim-node` and the tools, not a stable API.
+#[doc(hidden)]
 pub mod connect;
 pub mod coord;
 pub mod error;
+#[doc(hidden)]
 pub mod net;
 pub mod primary;
+#[doc(hidden)]
 pub mod random;
 pub mod size;
 

@@ -1,5 +1,8 @@
 //! Whole frames over a connection: for the handshake and administrative traffic. The data path
 //! reads headers and bodies itself, straight into log slots.
+//!
+//! This is the wire plumbing shared with `mojim-node` and the tools, not a stable API: an
+//! application never needs it, since [`crate::Primary`] speaks the protocol itself.
 
 use mojim_format::checksum::crc32c;
 use mojim_format::frame::{BodyError, FrameError};
@@ -18,10 +21,19 @@ pub fn timed_out(e: &io::Error) -> bool {
 /// A frame could not be read.
 #[derive(Debug)]
 pub enum ReadError {
+    /// The connection failed or timed out (see [`timed_out`]).
     Io(io::Error),
+    /// The header is not a valid frame header.
     Frame(FrameError),
+    /// The body does not match the header's checksum.
     Body(BodyError),
-    TooLarge { len: u32, max: usize },
+    /// The header announces a body longer than the caller accepts.
+    TooLarge {
+        /// The body length the header announced, in bytes.
+        len: u32,
+        /// The most the caller accepts, in bytes.
+        max: usize,
+    },
 }
 
 impl fmt::Display for ReadError {
@@ -43,7 +55,9 @@ impl std::error::Error for ReadError {}
 /// time left, so a peer that trickles bytes cannot stretch a step past it. Once the deadline
 /// has passed, a read fails with `TimedOut`.
 pub struct ReadBy<'a, C: Conn> {
+    /// The connection read from.
     pub conn: &'a mut C,
+    /// When every read must have ended.
     pub deadline: Instant,
 }
 
@@ -61,7 +75,9 @@ impl<C: Conn> Read for ReadBy<'_, C> {
 /// Writes to `conn` until `deadline` at the latest, however slowly the peer takes the bytes:
 /// each send waits at most the time that is left.
 pub struct WriteBy<'a, C: Conn> {
+    /// The connection written to.
     pub conn: &'a mut C,
+    /// When every write must have ended.
     pub deadline: Instant,
 }
 

@@ -1,4 +1,6 @@
 //! Randomness from the operating system (nonces, session ids, UUIDs).
+//!
+//! A helper shared with `mojim-node` and the tools, not a stable API.
 
 /// Fills `buf` with random bytes from the kernel.
 pub fn fill(buf: &mut [u8]) {
@@ -14,6 +16,7 @@ pub fn fill(buf: &mut [u8]) {
     }
 }
 
+/// A random `u64` from the kernel (for session ids and seeds).
 pub fn u64() -> u64 {
     let mut b = [0u8; 8];
     fill(&mut b);

@@ -21,12 +21,15 @@ fn etcd_err(what: &str) -> impl Fn(mojim_etcd::EtcdError) -> Error + '_ {
 }
 
 impl Coordinator {
+    /// A client of the etcd endpoints in `settings` (from `[cluster]`); each request waits at
+    /// most the lease's renewal interval, kept within 200 ms to 2 s.
     pub fn new(settings: &EtcdSettings) -> Result<Coordinator> {
         let timeout = settings.lease_renew.min(Duration::from_secs(2)).max(Duration::from_millis(200));
         let client = Client::new(&settings.endpoints, timeout).map_err(etcd_err("etcd endpoints"))?;
         Ok(Coordinator { client, settings: settings.clone() })
     }
 
+    /// The settings this coordinator was made with.
     pub fn settings(&self) -> &EtcdSettings {
         &self.settings
     }

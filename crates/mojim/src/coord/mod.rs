@@ -45,6 +45,7 @@ pub use without_etcd::{Coordinator, Lease};
 /// Who is who in an epoch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Roles {
+    /// The epoch these roles hold for; each take-over raises it by one.
     pub epoch: u64,
     /// The primary's node name.
     pub primary: String,
@@ -63,6 +64,8 @@ pub struct Roles {
 /// The value of the leader key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Leader {
+    /// The primary's node name.
     pub node: String,
+    /// The epoch it leads in.
     pub epoch: u64,
 }

@@ -29,52 +29,64 @@ impl Coordinator {
         )))
     }
 
+    /// Never called: no coordinator exists in this build.
     pub fn settings(&self) -> &EtcdSettings {
         match self.never {}
     }
 
+    /// Never called: no coordinator exists in this build.
     pub fn roles(&self) -> Result<Option<(Roles, i64)>> {
         match self.never {}
     }
 
+    /// Never called: no coordinator exists in this build.
     pub fn swap_roles(&self, _roles: &Roles, _revision: i64) -> Result<bool> {
         match self.never {}
     }
 
+    /// Never called: no coordinator exists in this build.
     pub fn swap_roles_leaderless(&self, _roles: &Roles, _revision: i64) -> Result<bool> {
         match self.never {}
     }
 
+    /// Never called: no coordinator exists in this build.
     pub fn leader(&self) -> Result<Option<Leader>> {
         match self.never {}
     }
 
+    /// Never called: no coordinator exists in this build.
     pub fn campaign(&self, _node: &str, _epoch: u64) -> Result<Lease> {
         match self.never {}
     }
 
+    /// Never called: no coordinator exists in this build.
     pub fn register(&self, _node: &str, _addr: &str) -> Result<()> {
         match self.never {}
     }
 }
 
 impl Lease {
+    /// Never called: no lease exists in this build.
     pub fn valid_until(&self) -> Instant {
         match self.never {}
     }
 
+    /// Never called: no lease exists in this build.
     pub fn lost(&self) -> Option<String> {
         match self.never {}
     }
 
+    /// Never called: no lease exists in this build.
     pub fn renewals(&self) -> u64 {
         match self.never {}
     }
 
+    /// Never called: no lease exists in this build.
     pub fn lease(&self) -> i64 {
         match self.never {}
     }
 
+    /// Never called: no lease exists in this build.
     pub fn resign(self) -> Result<()> {
         match self.never {}
     }

@@ -42,13 +42,19 @@ use std::time::{Duration, Instant};
 /// What the primary does about failures.
 #[derive(Clone, Debug)]
 pub struct FailurePolicy {
+    /// When to send heartbeats and when to declare the mirror lost (`[cluster]
+    /// heartbeat_interval_ms` and `heartbeat_timeout_ms`, default 100 and 2000).
     pub heartbeat: Heartbeat,
+    /// Whether sync points fail or go on without the mirror (`[cluster] on_mirror_loss`,
+    /// default `block`).
     pub on_mirror_loss: OnMirrorLoss,
-    /// How often to try to reconnect to a lost mirror.
+    /// How often to try to reconnect to a lost mirror (`[cluster] reconnect_ms`, default
+    /// 200 ms).
     pub reconnect: Duration,
-    /// Bytes per bit of the dirty bitmap.
+    /// Bytes per bit of the dirty bitmap (`[cluster] dirty_chunk`, default 64 KiB).
     pub dirty_chunk: u64,
-    /// Records of the metadata log.
+    /// Records of the metadata log, 32 bytes each (`[cluster] metadata_log_records`, default
+    /// 65536).
     pub metadata_log_records: u64,
 }
 
@@ -67,19 +73,33 @@ impl Default for FailurePolicy {
 /// How to open a region as primary.
 #[derive(Clone, Debug)]
 pub struct PrimaryOptions {
+    /// The region file to map (`[region] path`, resolved against the configuration file).
     pub region_path: PathBuf,
+    /// When sync points return (`[primary] mode`, default `sync`).
     pub mode: Mode,
+    /// The mirror's address (`[primary] mirror`, default `127.0.0.1:7420`).
     pub mirror: String,
+    /// Connections to the mirror, 1 to 256; a thread keeps to one lane (`[primary] lanes`,
+    /// default 2).
     pub lanes: u16,
+    /// The cluster secret; empty: no authentication (always so when the mode does not
+    /// replicate).
     pub secret: Secret,
+    /// Frame and group limits (`[limits]`).
     pub limits: Limits,
+    /// In mode `async`, the groups a lane may have in flight before a sync point waits, 1 to
+    /// 65536 (`[primary] async_window`, default 256).
     pub async_window: u32,
+    /// To connect to the mirror and finish each lane's handshake (`[primary]
+    /// connect_timeout_ms`, default 5 s).
     pub connect_timeout: Duration,
-    /// Poll for acknowledgements this long before sleeping.
+    /// Poll for acknowledgements this long before sleeping (`[primary] busy_poll_us`, default
+    /// 0: sleep at once).
     pub busy_poll: Duration,
     /// More mirrors to send every group to and wait for, besides `mirror` (the broadcast
-    /// baseline, for comparison only).
+    /// baseline, for comparison only; `[primary] broadcast`, default none).
     pub broadcast: Vec<String>,
+    /// What to do about failures (`[cluster]`).
     pub failure: FailurePolicy,
     /// The etcd coordinator, if roles come from it; then `mirror` comes from it too.
     pub coordinator: Option<crate::config::EtcdSettings>,
@@ -143,11 +163,15 @@ impl PrimaryOptions {
 
 /// The files a primary keeps beside its region file.
 pub struct PrimaryFiles {
+    /// The metadata log (`<region>.mlog`): the ranges of recent groups, for a log catch-up.
     pub metadata_log: PathBuf,
+    /// The dirty bitmap (`<region>.dirty`): the chunks changed without the mirror.
     pub dirty_map: PathBuf,
 }
 
 impl PrimaryFiles {
+    /// The files beside the region file at `region` (its path with `.mlog` and `.dirty`
+    /// appended).
     pub fn beside(region: &std::path::Path) -> PrimaryFiles {
         let with = |suffix: &str| {
             let mut s = region.as_os_str().to_owned();
@@ -199,25 +223,36 @@ impl Ticket {
 /// What a primary reports about itself.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PrimaryStatus {
+    /// The mode's name, e.g. `sync`.
     pub mode: String,
+    /// The mirror's address.
     pub mirror: String,
+    /// Connected lanes, counting every broadcast mirror's (0 while not connected).
     pub lanes: usize,
+    /// The current session's id (0 while not connected).
     pub session: u64,
+    /// This primary's epoch.
     pub epoch: u64,
+    /// The generation id of the history this copy follows.
     pub generation: u64,
+    /// The sequence number the next group will take (0 while not connected).
     pub next_seq: u64,
+    /// Per lane (of every mirror, as in `lanes`), the highest sequence number acknowledged.
     pub acked_seq: Vec<u64>,
     /// Why the mirror is lost, while it is.
     pub failed: Option<String>,
     /// Running without the mirror (`degrade`), recording changes in the dirty bitmap.
     pub degraded: bool,
+    /// Bytes the dirty bitmap marks as changed since the mirror last had them.
     pub dirty_bytes: u64,
+    /// Times the mirror was lost since the primary opened.
     pub mirror_losses: u64,
     /// Microseconds the last loss took to make the primary's own copy persistent: until then
     /// acknowledged groups of `sync` mode had one copy, in volatile caches.
     pub vulnerable_us: Option<u64>,
     /// The last attempt to reconnect, if it failed.
     pub reconnect_error: Option<String>,
+    /// The current or last resynchronisation, if one ran.
     pub resync: Option<ResyncStatus>,
     /// The primary's lease, under the etcd coordinator.
     pub lease: Option<LeaseStatus>,
@@ -226,6 +261,7 @@ pub struct PrimaryStatus {
 /// The primary's lease in etcd, as [`PrimaryStatus`] reports it.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct LeaseStatus {
+    /// etcd's id of the lease.
     pub id: i64,
     /// Milliseconds this primary may still acknowledge for, unless the lease is found lost.
     pub valid_ms: u64,
@@ -443,6 +479,7 @@ where
         self.inner.region.size()
     }
 
+    /// The mode the region was opened in.
     pub fn mode(&self) -> Mode {
         self.inner.mode
     }
@@ -557,6 +594,8 @@ where
         }
     }
 
+    /// A snapshot of the primary's state: the session, acknowledgements, losses, a
+    /// resynchronisation and the lease.
     pub fn status(&self) -> PrimaryStatus {
         self.inner.status()
     }

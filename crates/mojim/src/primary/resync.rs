@@ -62,6 +62,7 @@ pub enum CopyKind {
 }
 
 impl CopyKind {
+    /// The kind's name as status shows it: `log`, `bitmap` or `full`.
     pub fn name(self) -> &'static str {
         match self {
             CopyKind::Log => "log",
@@ -198,13 +199,21 @@ pub fn new_generation() -> u64 {
 /// A resynchronisation, as status shows it.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ResyncStatus {
+    /// How the mirror is being brought up to date.
     pub kind: CopyKind,
+    /// Bytes of region content the copy sends.
     pub total_bytes: u64,
+    /// Bytes sent so far.
     pub sent_bytes: u64,
+    /// Bytes still to send.
     pub remaining_bytes: u64,
+    /// Seconds since the copy began, or that it took once it ended.
     pub seconds: f64,
+    /// Bytes sent per second so far, in millions (10^6).
     pub mb_per_s: f64,
+    /// Whether the copy finished: the mirror is consistent and current.
     pub done: bool,
+    /// Why the copy failed, if it did (the next session starts another).
     pub error: Option<String>,
     /// Bytes sent again because the mirror found them changed (or corrupted) on the way: Copy
     /// frames are read from the region as they are sent, and the application keeps writing.
