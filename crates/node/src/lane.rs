@@ -2,8 +2,9 @@
 //! acknowledged once it is whole there and persistent.
 
 use super::Shared;
+use mojim_core::checkpoint::GroupRef;
 use mojim_core::encode::{ack_header, copy_retry_header, SessionTag};
-use mojim_core::lane::Slot;
+use mojim_core::lane::{Completed, MirrorLane, Slot};
 use mojim_core::receive::Violation;
 use mojim_format::frame::BodyError;
 use mojim_format::handshake::{encode_refuse, RefuseCode};
@@ -12,7 +13,8 @@ use mojim_region::LogFile;
 use mojim_transport::Conn;
 use std::io::{BufReader, Read};
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Bytes a lane reads ahead. A frame's header and a small body, or many small frames (a bitmap
 /// copy's chunks, small groups), come in one receive; a body at least this large is read
@@ -107,161 +109,237 @@ fn heartbeat<C: Conn>(conn: &mut C, tag: SessionTag) -> std::io::Result<()> {
 }
 
 fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
-    let mut last_beat = std::time::Instant::now();
-    let interval = s.opts.heartbeat.interval;
-    // Called while the lane waits: a heartbeat every interval.
-    let mut beat = |conn: &mut C| -> std::io::Result<()> {
-        if last_beat.elapsed() >= interval {
-            last_beat = std::time::Instant::now();
-            return heartbeat(conn, tag);
-        }
-        Ok(())
-    };
-    let lane_no = tag.lane;
-    let lane = &s.lanes[lane_no as usize];
+    let pacer = Pacer { last_beat: Instant::now(), interval: s.opts.heartbeat.interval, tag };
     // Made when the lane joined (see `accept.rs`).
-    let log = match log_of(s, lane_no) {
+    let log = match log_of(s, tag.lane) {
         Ok(l) => l,
         Err(m) => return LaneEnd::Storage(m),
     };
-    let mut hb = [0u8; FRAME_HEADER_SIZE];
-    let mut copy_buf = Vec::new();
-    // Reads go through `rx`; replies are written to the connection under it.
-    let mut rx = BufReader::with_capacity(READ_AHEAD, conn);
+    let mut r = Receiver {
+        s,
+        tag,
+        lane: &s.lanes[tag.lane as usize],
+        log,
+        pacer,
+        copy_buf: Vec::new(),
+        // Reads go through `rx`; replies are written to the connection under it.
+        rx: BufReader::with_capacity(READ_AHEAD, conn),
+    };
     loop {
-        if let Err(e) = rx.read_exact(&mut hb) {
-            return LaneEnd::Closed(if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                "end of stream".into()
-            } else if mojim::net::timed_out(&e) {
-                format!("the peer sent nothing for the heartbeat timeout ({:?})", s.opts.heartbeat.timeout)
-            } else {
-                e.to_string()
-            });
+        if let Err(end) = r.frame() {
+            return end;
         }
-        if let Some(msg) = s.storage_failed.get() {
-            return LaneEnd::Storage(msg.clone());
+    }
+}
+
+/// Sends a heartbeat every interval while the lane waits.
+struct Pacer {
+    last_beat: Instant,
+    interval: Duration,
+    tag: SessionTag,
+}
+
+impl Pacer {
+    /// Sends a heartbeat if one is due.
+    fn beat<C: Conn>(&mut self, conn: &mut C) -> std::io::Result<()> {
+        if self.last_beat.elapsed() >= self.interval {
+            self.last_beat = Instant::now();
+            return heartbeat(conn, self.tag);
         }
-        let slot = loop {
-            match lock(lane).on_header(&hb) {
-                Err(v) => return LaneEnd::Violation(v),
-                Ok(Some(slot)) => break slot,
-                Ok(None) => {
-                    wait_for_space(s);
-                    if let Err(e) = beat(rx.get_mut()) {
-                        return LaneEnd::Closed(format!("send heartbeat: {e}"));
-                    }
-                }
-            }
-            if s.shutdown.load(Ordering::SeqCst) {
-                return LaneEnd::Closed("shutting down".into());
-            }
-            // A failed storage frees no log space: the wait would never end.
-            if let Some(msg) = s.storage_failed.get() {
-                return LaneEnd::Storage(msg.clone());
-            }
-        };
+        Ok(())
+    }
+}
+
+/// A data lane's receiving end: the lane, its log, and the connection it reads.
+struct Receiver<'a, C: Conn> {
+    s: &'a Shared,
+    tag: SessionTag,
+    lane: &'a Mutex<MirrorLane>,
+    log: &'a LogFile,
+    pacer: Pacer,
+    /// Where a Copy frame's body is read and checked.
+    copy_buf: Vec<u8>,
+    rx: BufReader<&'a mut C>,
+}
+
+impl<C: Conn> Receiver<'_, C> {
+    /// Receives one frame: a record goes into the log (and a group it completes is acknowledged),
+    /// a control frame is carried out.
+    fn frame(&mut self) -> Result<(), LaneEnd> {
+        let mut hb = [0u8; FRAME_HEADER_SIZE];
+        self.read_header(&mut hb)?;
+        let slot = self.take_slot(&hb)?;
         let h = slot.accepted.header;
         // A group's numbers are checked against the whole session (every lane) before any of
         // it touches the log.
         if let Some((first, last)) = slot.accepted.begins_group() {
-            if let Err(v) = super::session::take_seqs(s, tag, first, last) {
-                return LaneEnd::Violation(v);
+            if let Err(v) = super::session::take_seqs(self.s, self.tag, first, last) {
+                return Err(LaneEnd::Violation(v));
             }
         }
-        match h.kind {
-            FrameKind::Data | FrameKind::Skip | FrameKind::Copied => {}
-            FrameKind::Heartbeat => {
-                if let Err(e) = heartbeat(*rx.get_mut(), tag) {
-                    return LaneEnd::Closed(format!("send heartbeat: {e}"));
+        if self.control(&h)? {
+            return Ok(());
+        }
+        if slot.size > 0 {
+            store(self.log, &mut self.rx, &slot)?;
+        }
+        let h = &slot.accepted.header;
+        self.s.stats.bytes_received.fetch_add(h.body_len as u64, Ordering::Relaxed);
+        let done = lock(self.lane).commit(&slot);
+        if let Some(done) = done {
+            let g = done.group;
+            self.persist(&done, h.kind)?;
+            self.s.stats.groups_received.fetch_add(1, Ordering::Relaxed);
+            self.s.stats.last_received_seq.fetch_max(g.seq, Ordering::Relaxed);
+            self.acknowledge(g)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the next frame's header into `hb`. Nothing more is received once the storage failed.
+    fn read_header(&mut self, hb: &mut [u8; FRAME_HEADER_SIZE]) -> Result<(), LaneEnd> {
+        if let Err(e) = self.rx.read_exact(hb) {
+            return Err(LaneEnd::Closed(if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                "end of stream".into()
+            } else if mojim::net::timed_out(&e) {
+                format!(
+                    "the peer sent nothing for the heartbeat timeout ({:?})",
+                    self.s.opts.heartbeat.timeout
+                )
+            } else {
+                e.to_string()
+            }));
+        }
+        if let Some(msg) = self.s.storage_failed.get() {
+            return Err(LaneEnd::Storage(msg.clone()));
+        }
+        Ok(())
+    }
+
+    /// The lane's verdict on the frame whose header is `hb`, and where its record goes in the
+    /// log: while the log has no room for it, the lane waits for the checkpointer to free some,
+    /// sending heartbeats.
+    fn take_slot(&mut self, hb: &[u8; FRAME_HEADER_SIZE]) -> Result<Slot, LaneEnd> {
+        let s = self.s;
+        loop {
+            // The lane's lock is held to the end of this `match`, across the wait for space.
+            match lock(self.lane).on_header(hb) {
+                Err(v) => return Err(LaneEnd::Violation(v)),
+                Ok(Some(slot)) => return Ok(slot),
+                Ok(None) => {
+                    wait_for_space(s);
+                    if let Err(e) = self.pacer.beat(*self.rx.get_mut()) {
+                        return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));
+                    }
                 }
-                continue;
+            }
+            if s.shutdown.load(Ordering::SeqCst) {
+                return Err(LaneEnd::Closed("shutting down".into()));
+            }
+            // A failed storage frees no log space: the wait would never end.
+            if let Some(msg) = s.storage_failed.get() {
+                return Err(LaneEnd::Storage(msg.clone()));
+            }
+        }
+    }
+
+    /// Carries out a control frame. Returns whether `h` was one: Data, Skip and Copied frames
+    /// are records for the log instead.
+    fn control(&mut self, h: &FrameHeader) -> Result<bool, LaneEnd> {
+        let (s, tag) = (self.s, self.tag);
+        match h.kind {
+            FrameKind::Data | FrameKind::Skip | FrameKind::Copied => Ok(false),
+            FrameKind::Heartbeat => {
+                if let Err(e) = heartbeat(*self.rx.get_mut(), tag) {
+                    return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));
+                }
+                Ok(true)
             }
             FrameKind::CopyBegin => {
                 if let Err(m) = super::session::copy_begin(s, tag.session, h.seq) {
-                    return LaneEnd::Storage(m);
+                    return Err(LaneEnd::Storage(m));
                 }
-                continue;
+                Ok(true)
             }
             FrameKind::CopyEnd => {
                 if let Some(v) = super::session::copy_unsettled(s, tag.session) {
-                    return LaneEnd::Violation(v);
+                    return Err(LaneEnd::Violation(v));
                 }
                 if let Err(m) = super::session::copy_end(s, tag.session, tag.lane, h.offset, h.seq) {
-                    return LaneEnd::Storage(m);
+                    return Err(LaneEnd::Storage(m));
                 }
-                continue;
+                Ok(true)
             }
             FrameKind::Copy => {
-                if let Err(end) = receive_copy(s, &mut rx, tag, &h, &mut copy_buf) {
-                    return end;
-                }
-                continue;
+                receive_copy(s, &mut self.rx, tag, h, &mut self.copy_buf)?;
+                Ok(true)
             }
-            k => return LaneEnd::Violation(Violation::Kind { found: k }),
+            k => Err(LaneEnd::Violation(Violation::Kind { found: k })),
         }
-        if slot.size > 0 {
-            if let Err(end) = store(log, &mut rx, &slot) {
-                return end;
-            }
+    }
+
+    /// Makes the group `done` completed persistent before it is acknowledged: its records in the
+    /// log, and, for a Copied group (`kind`), the copied bytes in the data area.
+    fn persist(&self, done: &Completed, kind: FrameKind) -> Result<(), LaneEnd> {
+        let (s, log) = (self.s, self.log);
+        // The group's records and whatever the lane wrote before them since its last group
+        // (a Pad at the end of a lap): recovery's scan must get through all of it.
+        if let Err(e) = log.persist(done.persist_from, done.persist_to) {
+            // Never retry a failed flush: the core has handed this range out once, and
+            // nothing more may be acknowledged from this log until a restart recovers it.
+            let what = format!(
+                "the log of lane {} ({}) failed: cannot persist its records {}..{}: {e}",
+                self.tag.lane,
+                log.path().display(),
+                done.persist_from,
+                done.persist_to
+            );
+            return Err(LaneEnd::Storage(super::apply::fail_storage(s, what)));
         }
-        let h = &slot.accepted.header;
-        s.stats.bytes_received.fetch_add(h.body_len as u64, Ordering::Relaxed);
-        let done = lock(lane).commit(&slot);
-        if let Some(done) = done {
-            let g = done.group;
-            // The group's records and whatever the lane wrote before them since its last group
-            // (a Pad at the end of a lap): recovery's scan must get through all of it.
-            if let Err(e) = log.persist(done.persist_from, done.persist_to) {
-                // Never retry a failed flush: the core has handed this range out once, and
-                // nothing more may be acknowledged from this log until a restart recovers it.
-                let what = format!(
-                    "the log of lane {lane_no} ({}) failed: cannot persist its records {}..{}: {e}",
-                    log.path().display(),
-                    done.persist_from,
-                    done.persist_to
-                );
-                return LaneEnd::Storage(super::apply::fail_storage(s, what));
-            }
-            // A Copied group's bytes are in the data area: durable there before it is
-            // acknowledged (a disk file's writes need a sync; memory was written back as they
-            // landed).
-            if h.kind == FrameKind::Copied {
-                if let Err(e) = s.region.sync() {
-                    return LaneEnd::Storage(format!("sync copied bytes to the data area: {e}"));
-                }
-            }
-            s.stats.groups_received.fetch_add(1, Ordering::Relaxed);
-            s.stats.last_received_seq.fetch_max(g.seq, Ordering::Relaxed);
-            // The group is whole and persistent in the log: queue it for the checkpointer,
-            // acknowledge it, and only then apply, off the primary's critical path.
-            let due = super::apply::push(s, g);
-            // A long wait still tells the primary this node is alive.
-            let mut beat_failed = None;
-            let mut beat_now = || {
-                if let Err(e) = beat(rx.get_mut()) {
-                    beat_failed.get_or_insert(e);
-                }
-                beat_failed.is_none()
-            };
-            // The storage may fail while the group waits: it is whole in the log (recovery may
-            // apply it), but it is not acknowledged.
-            let mut waited = super::forward::wait_below_thresh(s, &mut beat_now);
-            if s.opts.chain && waited.is_ok() {
-                waited = super::forward::wait_forwarded(s, g.seq, &mut beat_now);
-            }
-            if let Err(msg) = waited {
-                return LaneEnd::Storage(msg);
-            }
-            if let Some(e) = beat_failed {
-                return LaneEnd::Closed(format!("send heartbeat: {e}"));
-            }
-            if let Err(e) = mojim::net::write_frame(*rx.get_mut(), &ack_header(tag, g.seq), &[]) {
-                return LaneEnd::Closed(format!("send ack: {e}"));
-            }
-            if due {
-                super::apply::apply_inline(s);
+        // A Copied group's bytes are in the data area: durable there before it is
+        // acknowledged (a disk file's writes need a sync; memory was written back as they
+        // landed).
+        if kind == FrameKind::Copied {
+            if let Err(e) = s.region.sync() {
+                return Err(LaneEnd::Storage(format!("sync copied bytes to the data area: {e}")));
             }
         }
+        Ok(())
+    }
+
+    /// Group `g` is whole and persistent in the log: queues it for the checkpointer,
+    /// acknowledges it, and only then applies, off the primary's critical path.
+    fn acknowledge(&mut self, g: GroupRef) -> Result<(), LaneEnd> {
+        let s = self.s;
+        let due = super::apply::push(s, g);
+        // A long wait still tells the primary this node is alive.
+        let mut beat_failed = None;
+        let (pacer, rx) = (&mut self.pacer, &mut self.rx);
+        let mut beat_now = || {
+            if let Err(e) = pacer.beat(*rx.get_mut()) {
+                beat_failed.get_or_insert(e);
+            }
+            beat_failed.is_none()
+        };
+        // The storage may fail while the group waits: it is whole in the log (recovery may
+        // apply it), but it is not acknowledged.
+        let mut waited = super::forward::wait_below_thresh(s, &mut beat_now);
+        if s.opts.chain && waited.is_ok() {
+            waited = super::forward::wait_forwarded(s, g.seq, &mut beat_now);
+        }
+        if let Err(msg) = waited {
+            return Err(LaneEnd::Storage(msg));
+        }
+        if let Some(e) = beat_failed {
+            return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));
+        }
+        if let Err(e) = mojim::net::write_frame(*self.rx.get_mut(), &ack_header(self.tag, g.seq), &[]) {
+            return Err(LaneEnd::Closed(format!("send ack: {e}")));
+        }
+        if due {
+            super::apply::apply_inline(s);
+        }
+        Ok(())
     }
 }
 

@@ -5,6 +5,42 @@
 //! Threads: one acceptor; one per connection (handshake, then a data lane or an operator's
 //! requests); one checkpointer. The replication logic itself is `mojim_core`'s.
 
+// Lock order. The node's locks, outermost first; a thread that holds one takes only locks
+// further down this list (one exception, at the end). Fields of `Shared` unless said.
+//
+//  1. `session` (the session slot; `session_cv` waits on it)
+//  2. `apply_lock` (one applier at a time)
+//  3. `Forward::state` (the forwarding state; `Forward::cv` waits on it)
+//  4. `ckpt` (`ckpt_cv` and `space_cv` wait on it)
+//  5. `log_create`
+//  6. `lanes[i]` (never two lanes at once)
+//  7. `data_lock`, `stats.last_violation`: nothing is taken under them
+//  -  the acceptor's pending connections (`accept::PendingConns`): never held with another
+//
+// The pairs held together, and where:
+//  - session -> apply_lock, and through it everything the appliers take: `session::leave`
+//    (it seals with `apply::seal` while the slot is held)
+//  - session -> ckpt: `session::begin` (`Checkpointer::resume`)
+//  - session -> lanes[i]: `session::session_max_frame`, `session::session_window`,
+//    `session::add_lane`, `session::welcome` (under `session::join`), `session::leave`
+//  - apply_lock -> Forward::state: `apply::apply_locked`, `apply::reclaim_locked`,
+//    `forward::pin_for_copy`
+//  - apply_lock -> ckpt: `apply::apply_locked`, `apply::reclaim_locked`, `command::reset`
+//  - apply_lock -> lanes[i]: `apply::release` (under `apply::reclaim_locked`)
+//  - apply_lock -> data_lock: `apply::apply_locked` (`try_write` from a lane thread, which
+//    takes `apply_lock` itself only with `try_lock`: `apply::apply_inline`)
+//  - Forward::state -> ckpt: `forward::wait_below_thresh`, `status::status`
+//  - Forward::state -> lanes[i], stats.last_violation: `status::status`
+//  - ckpt -> lanes[i]: `command::reset`
+//  - log_create -> lanes[i]: `lane::log_of`
+//
+// The exception: `lane::Receiver::take_slot` holds `lanes[i]` (the guard of
+// `lock(lane).on_header(..)` lives to the end of its `match`) while `lane::wait_for_space`
+// takes `ckpt` and waits on `space_cv`, and while it sends a heartbeat. That is lanes[i] ->
+// ckpt, the opposite of `command::reset`'s ckpt -> lanes[i]: a reset that ran while a lane
+// waited for log space would deadlock with it. `command::reset` refuses while a session is
+// active, which keeps the two apart except in the moment between that check and its locks.
+
 mod accept;
 pub mod admin;
 mod apply;
@@ -230,162 +266,27 @@ impl Mirror {
     /// Opens (or creates) the data area and the logs, and runs restart recovery.
     pub fn open(opts: MirrorOptions) -> Result<Mirror> {
         let t0 = Instant::now();
-        let frame_record = mojim_format::log::record_size(opts.limits.max_frame as u64);
-        if opts.log_capacity < 2 * frame_record || !opts.log_capacity.is_multiple_of(4096) {
-            return Err(Error::Config(format!(
-                "[mirror] log_capacity {} is too small for [limits] max_frame {}: a lane's log must be a \
-                 multiple of 4 KiB holding at least 2 full frames ({} bytes); raise log_capacity or lower max_frame",
-                mojim::size::format_size(opts.log_capacity),
-                mojim::size::format_size(opts.limits.max_frame as u64),
-                (2 * frame_record).next_multiple_of(4096)
-            )));
-        }
-        for d in [&opts.dir, &opts.log_dir] {
-            std::fs::create_dir_all(d).map_err(Error::io(format!("create folder {}", d.display())))?;
-        }
-        let data_path = opts.data_path();
-        let region = DataArea::open_or_create(&data_path, opts.region.uuid, opts.region.size, opts.data)?;
-        if region.uuid() != opts.region.uuid || region.size() != opts.region.size {
-            return Err(Error::Config(format!(
-                "{} holds region {} of {} bytes, but the configuration names region {} of {} bytes; \
-                 point [mirror] dir at this region's folder or remove it",
-                data_path.display(),
-                mojim::config::format_uuid(&region.uuid()),
-                region.size(),
-                mojim::config::format_uuid(&opts.region.uuid),
-                opts.region.size
-            )));
-        }
-        let mut logs = Vec::new();
-        for lane in 0..opts.max_lanes {
-            let cell = OnceLock::new();
-            let p = opts.log_path(lane);
-            if p.exists() {
-                let log = LogFile::open(&p)?;
-                if log.header().region_uuid != opts.region.uuid || log.header().lane != lane {
-                    return Err(Error::Config(format!(
-                        "{} belongs to another region or lane; move it away",
-                        p.display()
-                    )));
-                }
-                let _ = cell.set(log);
-            }
-            logs.push(cell);
-        }
+        check_log_capacity(&opts)?;
+        create_folders(&opts)?;
+        let region = open_data_area(&opts)?;
+        let logs = open_logs(&opts)?;
         let applied_seq = region.applied_seq()?;
-        let found = {
-            let areas: Vec<(MapSlice<'_>, u64)> = logs
-                .iter()
-                .map(|c| c.get().map_or((MapSlice::empty(), 0), |l| (l.area(), l.tail())))
-                .collect();
-            let views: Vec<LaneLog<'_, MapSlice<'_>>> =
-                areas.iter().map(|(area, tail)| LaneLog { area, tail: *tail }).collect();
-            // A node with backups keeps applied groups in its logs until every backup has them:
-            // find those too, to forward them again.
-            let since = if opts.backups.is_empty() { applied_seq } else { 0 };
-            recovery::recover(&views, since, MAX_FRAME_LIMIT, opts.region.size)
-        };
+        let found = scan_logs(&opts, &logs, applied_seq);
         let mut report = RecoveryReport { groups_discarded: found.discarded.len(), ..Default::default() };
-        let mut failed: Option<std::io::Error> = None;
-        for g in found.groups.iter().filter(|g| g.seq > applied_seq) {
-            let log = logs[g.lane as usize].get().expect("a log with groups exists");
-            recovery::for_each_write(&log.area(), g, MAX_FRAME_LIMIT, |off, body| {
-                if let Err(e) = region.write_from(off, body).and_then(|_| region.persist(off, body.len())) {
-                    failed.get_or_insert(e);
-                }
-            });
-            report.groups_applied += 1;
-            report.bytes_applied += g.bytes;
-        }
-        if let Some(e) = failed {
-            return Err(Error::Io {
-                op: format!("apply recovered groups to {}", data_path.display()),
-                source: e,
-            });
-        }
-        region.sync().map_err(Error::io(format!("sync {}", data_path.display())))?;
-        let applied = found.groups.last().map_or(applied_seq, |g| g.seq.max(applied_seq));
-        region.set_applied_seq(applied).map_err(Error::io("persist applied sequence"))?;
+        let applied = replay(&opts, &region, &logs, &found, applied_seq, &mut report)?;
         let keep = !opts.backups.is_empty();
-        let mut lanes = Vec::new();
-        for (lane, cell) in logs.iter().enumerate() {
-            let (cap, tail, head) = match cell.get() {
-                Some(l) => {
-                    let head = found.heads[lane];
-                    let tail = if keep { l.tail() } else { head };
-                    l.set_tail(tail).map_err(Error::io(format!("persist tail of {}", l.path().display())))?;
-                    (l.capacity(), tail, head)
-                }
-                None => (opts.log_capacity, 0, 0),
-            };
-            lanes.push(Mutex::new(MirrorLane::new(lane as u16, cap, tail, head)));
-        }
-        // Everything before the first group still in the logs reached every backup.
-        let forward = keep.then(|| {
-            let base = found.groups.first().map_or(applied, |g| g.first_seq - 1);
-            let f = forward::Forward::new(&opts.backups, base);
-            let mut st = forward::lock(&f);
-            for g in &found.groups {
-                st.push(g);
-            }
-            drop(st);
-            f
-        });
+        let lanes = lane_states(&opts, &logs, &found, keep)?;
+        let forward = keep.then(|| seed_forward(&opts, &found, applied));
         let retained: Vec<GroupRef> = if keep { found.groups.clone() } else { Vec::new() };
-        for d in &found.discarded {
-            tracing::warn!(
-                lane = d.lane,
-                seq = d.seq,
-                frames = d.frames,
-                "recovery discarded an incomplete group"
-            );
-        }
+        warn_discarded(&found);
         report.applied_seq = applied;
         report.micros = t0.elapsed().as_micros() as u64;
         if report.groups_applied > 0 || report.groups_discarded > 0 {
             tracing::info!(?report, "recovered logs");
         }
         let epoch = region.epoch()?.max(1);
-        let shared = Shared {
-            policy: CheckpointPolicy { thresh: opts.checkpoint_thresh },
-            ckpt: Mutex::new(Ckpt {
-                cp: Checkpointer::new(opts.max_lanes as usize, applied, QUEUE_PER_LANE),
-                log_full: false,
-                sleeping: false,
-                parked: false,
-                waiting_bytes: 0,
-                batch: Vec::with_capacity(256),
-                unreleased: {
-                    let mut v = Vec::with_capacity(4 * apply::RECLAIM_BATCH + 256 + retained.len());
-                    v.extend_from_slice(&retained);
-                    v
-                },
-                held: Vec::with_capacity(4 * apply::RECLAIM_BATCH + 256),
-            }),
-            opts,
-            region,
-            data_lock: RwLock::new(()),
-            written_seq: AtomicU64::new(0),
-            apply_lock: Mutex::new(()),
-            logs,
-            log_create: Mutex::new(()),
-            lanes,
-            ckpt_cv: Condvar::new(),
-            space_cv: Condvar::new(),
-            session: Mutex::new(SessionSlot::default()),
-            session_cv: Condvar::new(),
-            epoch: AtomicU64::new(epoch),
-            stats: Stats::default(),
-            shutdown: AtomicBool::new(false),
-            started: Instant::now(),
-            recovery: report,
-            listen_addr: OnceLock::new(),
-            storage_failed: OnceLock::new(),
-            forward,
-            is_backup: AtomicBool::new(false),
-            primary_epoch: AtomicU64::new(0),
-        };
-        Ok(Mirror { shared: Arc::new(shared) })
+        let opened = Opened { region, logs, lanes, forward, retained, applied, epoch, report };
+        Ok(Mirror { shared: Arc::new(Shared::new(opts, opened)) })
     }
 
     /// What recovery did when this mirror was opened.
@@ -439,6 +340,230 @@ impl Mirror {
         }
         tracing::info!(%addr, region = %mojim::config::format_uuid(&shared.opts.region.uuid), "mirror serving");
         Ok(MirrorHandle { shared, addr, threads, wake_acceptor })
+    }
+}
+
+/// A lane's log must be a multiple of 4 KiB holding at least two full frames.
+fn check_log_capacity(opts: &MirrorOptions) -> Result<()> {
+    let frame_record = mojim_format::log::record_size(opts.limits.max_frame as u64);
+    if opts.log_capacity < 2 * frame_record || !opts.log_capacity.is_multiple_of(4096) {
+        return Err(Error::Config(format!(
+            "[mirror] log_capacity {} is too small for [limits] max_frame {}: a lane's log must be a \
+             multiple of 4 KiB holding at least 2 full frames ({} bytes); raise log_capacity or lower max_frame",
+            mojim::size::format_size(opts.log_capacity),
+            mojim::size::format_size(opts.limits.max_frame as u64),
+            (2 * frame_record).next_multiple_of(4096)
+        )));
+    }
+    Ok(())
+}
+
+/// Creates the data area's folder and the logs' folder.
+fn create_folders(opts: &MirrorOptions) -> Result<()> {
+    for d in [&opts.dir, &opts.log_dir] {
+        std::fs::create_dir_all(d).map_err(Error::io(format!("create folder {}", d.display())))?;
+    }
+    Ok(())
+}
+
+/// Opens (or creates) the data area, which must hold the configured region.
+fn open_data_area(opts: &MirrorOptions) -> Result<DataArea> {
+    let data_path = opts.data_path();
+    let region = DataArea::open_or_create(&data_path, opts.region.uuid, opts.region.size, opts.data)?;
+    if region.uuid() != opts.region.uuid || region.size() != opts.region.size {
+        return Err(Error::Config(format!(
+            "{} holds region {} of {} bytes, but the configuration names region {} of {} bytes; \
+             point [mirror] dir at this region's folder or remove it",
+            data_path.display(),
+            mojim::config::format_uuid(&region.uuid()),
+            region.size(),
+            mojim::config::format_uuid(&opts.region.uuid),
+            opts.region.size
+        )));
+    }
+    Ok(region)
+}
+
+/// Opens every lane's log that exists (a lane's log is made when a session's lane first joins),
+/// each of which must belong to this region and lane.
+fn open_logs(opts: &MirrorOptions) -> Result<Vec<OnceLock<LogFile>>> {
+    let mut logs = Vec::new();
+    for lane in 0..opts.max_lanes {
+        let cell = OnceLock::new();
+        let p = opts.log_path(lane);
+        if p.exists() {
+            let log = LogFile::open(&p)?;
+            if log.header().region_uuid != opts.region.uuid || log.header().lane != lane {
+                return Err(Error::Config(format!(
+                    "{} belongs to another region or lane; move it away",
+                    p.display()
+                )));
+            }
+            let _ = cell.set(log);
+        }
+        logs.push(cell);
+    }
+    Ok(logs)
+}
+
+/// Finds the complete groups in the logs after `applied_seq`, and the incomplete ones.
+fn scan_logs(opts: &MirrorOptions, logs: &[OnceLock<LogFile>], applied_seq: u64) -> recovery::Recovered {
+    let areas: Vec<(MapSlice<'_>, u64)> =
+        logs.iter().map(|c| c.get().map_or((MapSlice::empty(), 0), |l| (l.area(), l.tail()))).collect();
+    let views: Vec<LaneLog<'_, MapSlice<'_>>> =
+        areas.iter().map(|(area, tail)| LaneLog { area, tail: *tail }).collect();
+    // A node with backups keeps applied groups in its logs until every backup has them:
+    // find those too, to forward them again.
+    let since = if opts.backups.is_empty() { applied_seq } else { 0 };
+    recovery::recover(&views, since, MAX_FRAME_LIMIT, opts.region.size)
+}
+
+/// Applies the recovered groups after `applied_seq` to the data area, makes them persistent,
+/// and records the new applied sequence number, which it returns.
+fn replay(
+    opts: &MirrorOptions,
+    region: &DataArea,
+    logs: &[OnceLock<LogFile>],
+    found: &recovery::Recovered,
+    applied_seq: u64,
+    report: &mut RecoveryReport,
+) -> Result<u64> {
+    let data_path = opts.data_path();
+    let mut failed: Option<std::io::Error> = None;
+    for g in found.groups.iter().filter(|g| g.seq > applied_seq) {
+        let log = logs[g.lane as usize].get().expect("a log with groups exists");
+        recovery::for_each_write(&log.area(), g, MAX_FRAME_LIMIT, |off, body| {
+            if let Err(e) = region.write_from(off, body).and_then(|_| region.persist(off, body.len())) {
+                failed.get_or_insert(e);
+            }
+        });
+        report.groups_applied += 1;
+        report.bytes_applied += g.bytes;
+    }
+    if let Some(e) = failed {
+        return Err(Error::Io {
+            op: format!("apply recovered groups to {}", data_path.display()),
+            source: e,
+        });
+    }
+    region.sync().map_err(Error::io(format!("sync {}", data_path.display())))?;
+    let applied = found.groups.last().map_or(applied_seq, |g| g.seq.max(applied_seq));
+    region.set_applied_seq(applied).map_err(Error::io("persist applied sequence"))?;
+    Ok(applied)
+}
+
+/// Every lane's state after recovery: its log's tail (made persistent) and head. A node
+/// without backups frees each log up to its head; one with backups (`keep`) keeps the
+/// recovered groups until every backup has them.
+fn lane_states(
+    opts: &MirrorOptions,
+    logs: &[OnceLock<LogFile>],
+    found: &recovery::Recovered,
+    keep: bool,
+) -> Result<Vec<Mutex<MirrorLane>>> {
+    let mut lanes = Vec::new();
+    for (lane, cell) in logs.iter().enumerate() {
+        let (cap, tail, head) = match cell.get() {
+            Some(l) => {
+                let head = found.heads[lane];
+                let tail = if keep { l.tail() } else { head };
+                l.set_tail(tail).map_err(Error::io(format!("persist tail of {}", l.path().display())))?;
+                (l.capacity(), tail, head)
+            }
+            None => (opts.log_capacity, 0, 0),
+        };
+        lanes.push(Mutex::new(MirrorLane::new(lane as u16, cap, tail, head)));
+    }
+    Ok(lanes)
+}
+
+/// Forwarding state whose queue holds every recovered group, to send to the backups again.
+fn seed_forward(opts: &MirrorOptions, found: &recovery::Recovered, applied: u64) -> forward::Forward {
+    // Everything before the first group still in the logs reached every backup.
+    let base = found.groups.first().map_or(applied, |g| g.first_seq - 1);
+    let f = forward::Forward::new(&opts.backups, base);
+    let mut st = forward::lock(&f);
+    for g in &found.groups {
+        st.push(g);
+    }
+    drop(st);
+    f
+}
+
+fn warn_discarded(found: &recovery::Recovered) {
+    for d in &found.discarded {
+        tracing::warn!(
+            lane = d.lane,
+            seq = d.seq,
+            frames = d.frames,
+            "recovery discarded an incomplete group"
+        );
+    }
+}
+
+/// What [`Mirror::open`] opened and recovered, for [`Shared::new`].
+struct Opened {
+    region: DataArea,
+    logs: Vec<OnceLock<LogFile>>,
+    lanes: Vec<Mutex<MirrorLane>>,
+    forward: Option<forward::Forward>,
+    /// Recovered groups kept in the logs for the backups: applied, not yet released.
+    retained: Vec<GroupRef>,
+    applied: u64,
+    epoch: u64,
+    report: RecoveryReport,
+}
+
+impl Shared {
+    /// A mirror's state, neither serving nor in a session yet.
+    fn new(opts: MirrorOptions, r: Opened) -> Shared {
+        Shared {
+            policy: CheckpointPolicy { thresh: opts.checkpoint_thresh },
+            ckpt: Mutex::new(Ckpt::new(opts.max_lanes as usize, r.applied, &r.retained)),
+            opts,
+            region: r.region,
+            data_lock: RwLock::new(()),
+            written_seq: AtomicU64::new(0),
+            apply_lock: Mutex::new(()),
+            logs: r.logs,
+            log_create: Mutex::new(()),
+            lanes: r.lanes,
+            ckpt_cv: Condvar::new(),
+            space_cv: Condvar::new(),
+            session: Mutex::new(SessionSlot::default()),
+            session_cv: Condvar::new(),
+            epoch: AtomicU64::new(r.epoch),
+            stats: Stats::default(),
+            shutdown: AtomicBool::new(false),
+            started: Instant::now(),
+            recovery: r.report,
+            listen_addr: OnceLock::new(),
+            storage_failed: OnceLock::new(),
+            forward: r.forward,
+            is_backup: AtomicBool::new(false),
+            primary_epoch: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Ckpt {
+    /// Checkpointing after recovery: `applied` is the applied prefix, and `retained` the groups
+    /// applied but kept in the logs for the backups.
+    fn new(lanes: usize, applied: u64, retained: &[GroupRef]) -> Ckpt {
+        Ckpt {
+            cp: Checkpointer::new(lanes, applied, QUEUE_PER_LANE),
+            log_full: false,
+            sleeping: false,
+            parked: false,
+            waiting_bytes: 0,
+            batch: Vec::with_capacity(256),
+            unreleased: {
+                let mut v = Vec::with_capacity(4 * apply::RECLAIM_BATCH + 256 + retained.len());
+                v.extend_from_slice(retained);
+                v
+            },
+            held: Vec::with_capacity(4 * apply::RECLAIM_BATCH + 256),
+        }
     }
 }
 

@@ -82,48 +82,30 @@ pub(crate) fn join(
     peer: &str,
     closer: Box<dyn Fn() + Send>,
 ) -> Result<(Welcome, SessionTag, u32), Refusal> {
+    let mut slot = session_of(s, hello, peer)?;
+    let cur = slot.current.as_mut().expect("session present");
+    let tag = add_lane(s, cur, hello, closer)?;
+    let welcome = welcome(s, cur, hello.lane)?;
+    Ok((welcome, tag, cur.max_frame))
+}
+
+/// The session slot, locked, with `hello`'s session current: the one already there, or a new
+/// one once an ended (or replaced) session's lanes have all left.
+fn session_of<'a>(
+    s: &'a Shared,
+    hello: &Hello,
+    peer: &str,
+) -> Result<std::sync::MutexGuard<'a, SessionSlot>, Refusal> {
     let mut slot = lock(s);
     // When this handshake began waiting for an ended session's lanes to leave (said once, after
     // a while: the primary's handshake times out meanwhile).
     let mut waiting: Option<(std::time::Instant, bool)> = None;
     loop {
-        if s.shutdown.load(Ordering::SeqCst) {
-            return Err(Refusal { code: RefuseCode::Busy, message: "the mirror is shutting down".into() });
-        }
-        // A failed data area takes nothing more until a restart recovers it from the logs.
-        if let Some(msg) = s.storage_failed.get() {
-            return Err(Refusal { code: RefuseCode::Storage, message: msg.clone() });
-        }
-        // Checked before anything else: a stale primary must not end the current session.
-        let epoch = s.epoch.load(Ordering::SeqCst);
-        if hello.epoch < epoch {
-            return Err(Refusal {
-                code: RefuseCode::Epoch,
-                message: format!(
-                    "stale epoch: peer is at epoch {}, this node is at epoch {epoch}",
-                    hello.epoch
-                ),
-            });
-        }
+        admissible(s, hello)?;
         match &mut slot.current {
-            Some(cur) if cur.id == hello.session && !cur.ended => break,
+            Some(cur) if cur.id == hello.session && !cur.ended => return Ok(slot),
             Some(cur) => {
-                if !cur.ended {
-                    tracing::warn!(old = %cur.peer, new = %peer, "a new primary session replaces the current one");
-                    end_locked(cur);
-                }
-                let (since, said) = waiting.get_or_insert((std::time::Instant::now(), false));
-                if !*said && since.elapsed() >= SLOW_LEAVE {
-                    *said = true;
-                    tracing::warn!(
-                        %peer,
-                        ended = format!("{:#x}", cur.id),
-                        lanes_in = ?lanes_of(cur.within),
-                        lanes = cur.lanes,
-                        waited_ms = since.elapsed().as_millis() as u64,
-                        "a new session waits for the ended one's lanes to leave"
-                    );
-                }
+                replace(cur, peer, &mut waiting);
                 slot = s
                     .session_cv
                     .wait_timeout(slot, Duration::from_millis(50))
@@ -131,61 +113,128 @@ pub(crate) fn join(
                     .0;
             }
             None => {
-                if let Ok((flags, _)) = s.region.copy_state() {
-                    if flags & FLAG_PRIMARY != 0 {
-                        return Err(Refusal {
-                            code: RefuseCode::Epoch,
-                            message: format!(
-                                "this node's copy is the primary's since epoch {} (an application writes it); \
-                                 demote it before it serves as a replica",
-                                s.epoch.load(Ordering::SeqCst)
-                            ),
-                        });
-                    }
-                }
-                let epoch = s.epoch.load(Ordering::SeqCst);
-                if hello.epoch > epoch {
-                    s.epoch.store(hello.epoch, Ordering::SeqCst);
-                    if let Err(e) = s.region.set_epoch(hello.epoch) {
-                        return Err(Refusal {
-                            code: RefuseCode::Storage,
-                            message: format!("cannot persist epoch: {e}"),
-                        });
-                    }
-                }
-                // Start right after the applied prefix: the checkpointer waits for exactly that
-                // number (numbers of dropped groups are used again).
-                let next_seq = {
-                    let c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
-                    c.cp.resume()
-                };
-                slot.current = Some(Session {
-                    id: hello.session,
-                    lanes: hello.lanes,
-                    epoch: hello.epoch.max(epoch),
-                    next_seq,
-                    max_frame: session_max_frame(s, hello.max_frame),
-                    joined: 0,
-                    within: 0,
-                    ended: false,
-                    closers: Vec::new(),
-                    peer: peer.to_string(),
-                    copy_open: false,
-                    copy_ended: 0,
-                    copy_until: 0,
-                    copy_total: 0,
-                    copy_started: None,
-                    copy_base_bytes: 0,
-                    copy_retry: Vec::new(),
-                    seqs: session_window(s, hello, next_seq),
-                });
-                s.stats.sessions.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(%peer, session = format!("{:#x}", hello.session), lanes = hello.lanes, next_seq, "primary session begins");
-                break;
+                begin(s, &mut slot, hello, peer)?;
+                return Ok(slot);
             }
         }
     }
-    let cur = slot.current.as_mut().expect("session present");
+}
+
+/// Whether this node takes a lane of `hello`'s session at all: not while shutting down, not
+/// after its data area failed, and not from a stale primary.
+fn admissible(s: &Shared, hello: &Hello) -> Result<(), Refusal> {
+    if s.shutdown.load(Ordering::SeqCst) {
+        return Err(Refusal { code: RefuseCode::Busy, message: "the mirror is shutting down".into() });
+    }
+    // A failed data area takes nothing more until a restart recovers it from the logs.
+    if let Some(msg) = s.storage_failed.get() {
+        return Err(Refusal { code: RefuseCode::Storage, message: msg.clone() });
+    }
+    // Checked before anything else: a stale primary must not end the current session.
+    let epoch = s.epoch.load(Ordering::SeqCst);
+    if hello.epoch < epoch {
+        return Err(Refusal {
+            code: RefuseCode::Epoch,
+            message: format!("stale epoch: peer is at epoch {}, this node is at epoch {epoch}", hello.epoch),
+        });
+    }
+    Ok(())
+}
+
+/// Ends `cur` for the session of a new handshake from `peer`, and says once, after a while,
+/// that the handshake still waits for its lanes to leave.
+fn replace(cur: &mut Session, peer: &str, waiting: &mut Option<(std::time::Instant, bool)>) {
+    if !cur.ended {
+        tracing::warn!(old = %cur.peer, new = %peer, "a new primary session replaces the current one");
+        end_locked(cur);
+    }
+    let (since, said) = waiting.get_or_insert((std::time::Instant::now(), false));
+    if !*said && since.elapsed() >= SLOW_LEAVE {
+        *said = true;
+        tracing::warn!(
+            %peer,
+            ended = format!("{:#x}", cur.id),
+            lanes_in = ?lanes_of(cur.within),
+            lanes = cur.lanes,
+            waited_ms = since.elapsed().as_millis() as u64,
+            "a new session waits for the ended one's lanes to leave"
+        );
+    }
+}
+
+/// Makes `hello`'s session the current one (the slot has none): this node takes its epoch, and
+/// its sequence numbers start right after the applied prefix.
+fn begin(s: &Shared, slot: &mut SessionSlot, hello: &Hello, peer: &str) -> Result<(), Refusal> {
+    refuse_if_promoted(s)?;
+    let epoch = take_epoch(s, hello.epoch)?;
+    // Start right after the applied prefix: the checkpointer waits for exactly that number
+    // (numbers of dropped groups are used again).
+    let next_seq = {
+        let c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
+        c.cp.resume()
+    };
+    slot.current = Some(Session {
+        id: hello.session,
+        lanes: hello.lanes,
+        epoch: hello.epoch.max(epoch),
+        next_seq,
+        max_frame: session_max_frame(s, hello.max_frame),
+        joined: 0,
+        within: 0,
+        ended: false,
+        closers: Vec::new(),
+        peer: peer.to_string(),
+        copy_open: false,
+        copy_ended: 0,
+        copy_until: 0,
+        copy_total: 0,
+        copy_started: None,
+        copy_base_bytes: 0,
+        copy_retry: Vec::new(),
+        seqs: session_window(s, hello, next_seq),
+    });
+    s.stats.sessions.fetch_add(1, Ordering::Relaxed);
+    tracing::info!(%peer, session = format!("{:#x}", hello.session), lanes = hello.lanes, next_seq, "primary session begins");
+    Ok(())
+}
+
+/// A node whose copy is the primary's (promoted) serves no session as a replica.
+fn refuse_if_promoted(s: &Shared) -> Result<(), Refusal> {
+    if let Ok((flags, _)) = s.region.copy_state() {
+        if flags & FLAG_PRIMARY != 0 {
+            return Err(Refusal {
+                code: RefuseCode::Epoch,
+                message: format!(
+                    "this node's copy is the primary's since epoch {} (an application writes it); \
+                     demote it before it serves as a replica",
+                    s.epoch.load(Ordering::SeqCst)
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Takes the peer's epoch, persistently, if it is newer; returns the epoch this node was at.
+fn take_epoch(s: &Shared, peer_epoch: u64) -> Result<u64, Refusal> {
+    let epoch = s.epoch.load(Ordering::SeqCst);
+    if peer_epoch > epoch {
+        s.epoch.store(peer_epoch, Ordering::SeqCst);
+        if let Err(e) = s.region.set_epoch(peer_epoch) {
+            return Err(Refusal { code: RefuseCode::Storage, message: format!("cannot persist epoch: {e}") });
+        }
+    }
+    Ok(epoch)
+}
+
+/// Adds lane `hello.lane` to `cur`, which must have room for it, and starts the lane in the
+/// session. `closer` closes the lane's connection when the session ends.
+fn add_lane(
+    s: &Shared,
+    cur: &mut Session,
+    hello: &Hello,
+    closer: Box<dyn Fn() + Send>,
+) -> Result<SessionTag, Refusal> {
     let bit = 1u64 << hello.lane;
     if hello.lanes != cur.lanes || cur.joined & bit != 0 {
         return Err(Refusal {
@@ -214,6 +263,12 @@ pub(crate) fn join(
         let mut lane = s.lanes[hello.lane as usize].lock().unwrap_or_else(|p| p.into_inner());
         lane.begin(tag, s.region.size(), cur.max_frame, cur.next_seq);
     }
+    Ok(tag)
+}
+
+/// What the joining lane `lane` of `cur` is told: this node's history and where the session
+/// starts.
+fn welcome(s: &Shared, cur: &Session, lane: u16) -> Result<Welcome, Refusal> {
     let (generation, prev_generation) = s.region.generation().map_err(|e| Refusal {
         code: RefuseCode::Storage,
         message: format!("cannot read the generation: {e}"),
@@ -223,15 +278,11 @@ pub(crate) fn join(
         prev_generation,
         inconsistent: !consistent(s),
         next_seq: cur.next_seq,
-        log_capacity: s.lanes[hello.lane as usize]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .space()
-            .capacity(),
+        log_capacity: s.lanes[lane as usize].lock().unwrap_or_else(|p| p.into_inner()).space().capacity(),
         max_frame: cur.max_frame,
         epoch: cur.epoch,
     };
-    Ok((welcome, tag, cur.max_frame))
+    Ok(welcome)
 }
 
 /// The largest frame body of a session: what both sides allow, and small enough that a group of
