@@ -222,8 +222,10 @@ impl<C: Conn> Receiver<'_, C> {
     fn take_slot(&mut self, hb: &[u8; FRAME_HEADER_SIZE]) -> Result<Slot, LaneEnd> {
         let s = self.s;
         loop {
-            // The lane's lock is held to the end of this `match`, across the wait for space.
-            match lock(self.lane).on_header(hb) {
+            // The lane's lock is let go before the match: the wait for space takes `ckpt`, and
+            // the checkpointer needs this lock to free the space (see the lock order in lib.rs).
+            let placed = lock(self.lane).on_header(hb);
+            match placed {
                 Err(v) => return Err(LaneEnd::Violation(v)),
                 Ok(Some(slot)) => return Ok(slot),
                 Ok(None) => {

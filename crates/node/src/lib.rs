@@ -6,7 +6,7 @@
 //! requests); one checkpointer. The replication logic itself is `mojim_core`'s.
 
 // Lock order. The node's locks, outermost first; a thread that holds one takes only locks
-// further down this list (one exception, at the end). Fields of `Shared` unless said.
+// further down this list. Fields of `Shared` unless said.
 //
 //  1. `session` (the session slot; `session_cv` waits on it)
 //  2. `apply_lock` (one applier at a time)
@@ -34,12 +34,9 @@
 //  - ckpt -> lanes[i]: `command::reset`
 //  - log_create -> lanes[i]: `lane::log_of`
 //
-// The exception: `lane::Receiver::take_slot` holds `lanes[i]` (the guard of
-// `lock(lane).on_header(..)` lives to the end of its `match`) while `lane::wait_for_space`
-// takes `ckpt` and waits on `space_cv`, and while it sends a heartbeat. That is lanes[i] ->
-// ckpt, the opposite of `command::reset`'s ckpt -> lanes[i]: a reset that ran while a lane
-// waited for log space would deadlock with it. `command::reset` refuses while a session is
-// active, which keeps the two apart except in the moment between that check and its locks.
+// A lane that waits for log space (`lane::Receiver::take_slot`) lets go of `lanes[i]` first:
+// the checkpointer's `apply::release` needs it to free the space, and `command::reset` takes
+// ckpt -> lanes[i].
 
 mod accept;
 pub mod admin;
