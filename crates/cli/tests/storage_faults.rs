@@ -100,6 +100,18 @@ fn acknowledges_nothing_more(
     wait_status(admin, "the session to end", |st| st.session.is_none()).last_received_seq
 }
 
+/// Kills and restarts the mirror, with room again: recovery from its logs brings the data area
+/// to every acknowledged group (`last_acked` the last the mirror received), and it serves again.
+fn restart_and_check(c: &mut Cluster, expected: &Expected, last_acked: u64) {
+    c.kill_mirror();
+    c.start_mirror();
+    let mut admin = c.admin();
+    let st = wait_applied(&mut admin);
+    assert!(st.storage_failed.is_none(), "{st:?}");
+    assert!(st.applied_seq >= last_acked, "{st:?}");
+    expected.check("the data area after recovery", &mirror_image(&mut admin, c.size()));
+}
+
 /// A mirror whose data area is a disk file on a small tmpfs of its own (`data = "disk"`, mode
 /// `sync-disk`, one lane), its logs elsewhere; `edit` shapes the rest. None when no tmpfs can be
 /// mounted here (the test then skips, or fails under `MOJIM_TEST_STRICT`). Bind the pair in this
@@ -170,13 +182,7 @@ fn a_failed_write_to_a_disk_data_area_stops_the_mirror_and_recovery_loses_nothin
 
     // Room again, and a restart: recovery applies every acknowledged group from the log.
     std::fs::remove_file(&filler).expect("remove the filler");
-    c.kill_mirror();
-    c.start_mirror();
-    let mut admin = c.admin();
-    let st = wait_applied(&mut admin);
-    assert!(st.storage_failed.is_none(), "{st:?}");
-    assert!(st.applied_seq >= last_acked, "{st:?}");
-    expected.check("the data area after recovery", &mirror_image(&mut admin, size));
+    restart_and_check(&mut c, &expected, last_acked);
 }
 
 /// A lane waiting for log space when the data area fails is told so and ends, instead of
@@ -324,14 +330,7 @@ fn a_log_tail_that_cannot_be_persisted_stops_the_mirror_and_recovery_loses_nothi
     // log from its persistent tail and applies every acknowledged group.
     std::fs::remove_file(&filler).expect("remove the filler");
     std::os::unix::fs::FileExt::write_all_at(&img, &old_header, at).expect("restore the header block");
-    c.kill_mirror();
-    c.start_mirror();
-    let mut admin = c.admin();
-    let st = wait_applied(&mut admin);
-    assert!(st.storage_failed.is_none(), "{st:?}");
-    assert!(st.applied_seq >= last_acked, "{st:?}");
-    expected.check("the data area after recovery", &mirror_image(&mut admin, size));
-    drop(admin);
+    restart_and_check(&mut c, &expected, last_acked);
     c.kill_mirror();
     drop(c);
     drop(disk);
