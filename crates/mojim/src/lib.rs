@@ -22,6 +22,7 @@ pub mod config;
 pub mod connect;
 pub mod coord;
 pub mod error;
+pub mod history;
 #[doc(hidden)]
 pub mod net;
 pub mod primary;

@@ -142,8 +142,8 @@ pub(crate) fn promote_to(
     let t0 = Instant::now();
     let drained = forward::wait_all_acked(s, applied, drain);
     let (old, _) = s.region.generation().map_err(io("read the generation"))?;
-    let base = if old == 0 { mojim::primary::new_generation() } else { old };
-    let paths = mojim::primary::PrimaryFiles::beside(&s.opts.data_path());
+    let base = if old == 0 { mojim::history::new_generation() } else { old };
+    let paths = mojim::history::PrimaryFiles::beside(&s.opts.data_path());
     paths
         .start_history(
             s.opts.region.uuid,
@@ -154,7 +154,7 @@ pub(crate) fn promote_to(
             applied,
         )
         .map_err(|e| format!("prepare the primary's files: {e}"))?;
-    let generation = mojim::primary::new_generation();
+    let generation = mojim::history::new_generation();
     s.region.set_generation(generation, base).map_err(io("persist the generation"))?;
     let (flags, until) = s.region.copy_state().map_err(io("read the copy state"))?;
     s.region.set_copy_state(flags | FLAG_PRIMARY, until).map_err(io("record the promotion"))?;

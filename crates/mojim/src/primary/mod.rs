@@ -20,9 +20,10 @@ mod link_tests;
 mod resync;
 
 pub use link::COPY_FRAME;
-pub use resync::new_generation;
+// Shared with the node; kept here too, where they were first.
+pub use crate::history::{new_generation, CopyKind, PrimaryFiles};
+pub use resync::ResyncStatus;
 pub use resync::COPY_GROUP_BYTES;
-pub use resync::{CopyKind, ResyncStatus};
 
 use crate::config::{Config, Heartbeat, Limits, Mode, OnMirrorLoss, Secret};
 use crate::error::{Error, Result};
@@ -158,46 +159,6 @@ impl PrimaryOptions {
     /// The primary's dirty bitmap, beside the region file.
     pub fn dirty_map_path(&self) -> PathBuf {
         PrimaryFiles::beside(&self.region_path).dirty_map
-    }
-}
-
-/// The files a primary keeps beside its region file.
-pub struct PrimaryFiles {
-    /// The metadata log (`<region>.mlog`): the ranges of recent groups, for a log catch-up.
-    pub metadata_log: PathBuf,
-    /// The dirty bitmap (`<region>.dirty`): the chunks changed without the mirror.
-    pub dirty_map: PathBuf,
-}
-
-impl PrimaryFiles {
-    /// The files beside the region file at `region` (its path with `.mlog` and `.dirty`
-    /// appended).
-    pub fn beside(region: &std::path::Path) -> PrimaryFiles {
-        let with = |suffix: &str| {
-            let mut s = region.as_os_str().to_owned();
-            s.push(suffix);
-            PathBuf::from(s)
-        };
-        PrimaryFiles { metadata_log: with(".mlog"), dirty_map: with(".dirty") }
-    }
-
-    /// A promoted node's copy starts a new history from generation `base` at `applied`: the
-    /// dirty bitmap records from there (so a peer still at `base` gets only what changed) and
-    /// the metadata log answers for groups after `applied`.
-    pub fn start_history(
-        &self,
-        uuid: [u8; 16],
-        size: u64,
-        dirty_chunk: u64,
-        records: u64,
-        base: u64,
-        applied: u64,
-    ) -> Result<()> {
-        let dirty = DirtyMap::open_or_create(&self.dirty_map, uuid, size, dirty_chunk)?;
-        dirty.begin(base, applied).map_err(Error::io("start the dirty bitmap"))?;
-        let meta = MetaRing::open_or_create(&self.metadata_log, uuid, records)?;
-        meta.restart(applied + 1).map_err(Error::io("restart the metadata log"))?;
-        Ok(())
     }
 }
 
@@ -676,9 +637,9 @@ where
             if dirty.base().is_none() {
                 // Changes from here on belong to a new history; the mirror's copy is the old one.
                 let (current, _) = self.region.generation();
-                let base = if current == 0 { resync::new_generation() } else { current };
+                let base = if current == 0 { new_generation() } else { current };
                 dirty.begin(base, acked)?;
-                self.region.set_generation(resync::new_generation(), base)?;
+                self.region.set_generation(new_generation(), base)?;
             }
         }
         Ok(())
@@ -779,10 +740,10 @@ where
         let dirty = self.dirty.as_ref().expect("every primary has a dirty map");
         if dirty.base().is_none() {
             let (current, _) = self.region.generation();
-            let base = if current == 0 { resync::new_generation() } else { current };
+            let base = if current == 0 { new_generation() } else { current };
             dirty.begin(base, self.region.applied_seq()).map_err(Error::io("start the dirty bitmap"))?;
             self.region
-                .set_generation(resync::new_generation(), base)
+                .set_generation(new_generation(), base)
                 .map_err(Error::io("persist the generation"))?;
         }
         Ok(())

@@ -28,6 +28,7 @@ use super::link::{lock, CopyScratch, Link, COPY_FRAME};
 use super::link_error::LinkError;
 use super::Inner;
 use crate::error::{Error, Result};
+use crate::history::{new_generation, CopyKind};
 use mojim_core::Range;
 use mojim_format::copied::{COPIED_RANGE_SIZE, MAX_COPIED_RANGES};
 use mojim_format::handshake::Welcome;
@@ -48,29 +49,6 @@ const FRAMED_AHEAD: usize = 2;
 const MAX_RESEND_ROUNDS: usize = 3;
 /// Bytes of region content per copy group, at most.
 pub const COPY_GROUP_BYTES: u64 = 1 << 20;
-
-/// How a mirror is brought up to date.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CopyKind {
-    /// The ranges of the groups the mirror missed, from the metadata log.
-    Log = 1,
-    /// The chunks the dirty bitmap recorded while degraded, and the missed groups' ranges.
-    Bitmap = 2,
-    /// Everything.
-    Full = 3,
-}
-
-impl CopyKind {
-    /// The kind's name as status shows it: `log`, `bitmap` or `full`.
-    pub fn name(self) -> &'static str {
-        match self {
-            CopyKind::Log => "log",
-            CopyKind::Bitmap => "bitmap",
-            CopyKind::Full => "full",
-        }
-    }
-}
 
 /// What to send before the mirror is current.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,11 +167,6 @@ pub(crate) fn coalesce(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
         }
     }
     out
-}
-
-/// A random, non-zero generation id.
-pub fn new_generation() -> u64 {
-    crate::random::u64() | 1
 }
 
 /// A resynchronisation, as status shows it.
