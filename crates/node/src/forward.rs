@@ -10,6 +10,7 @@
 //! `secondary_tier_thresh` bytes, lanes stop acknowledging new groups until forwarding catches
 //! up (the paper's stall).
 
+use super::forward_error::ForwardError;
 use super::Shared;
 use mojim::config::RegionId;
 use mojim::connect::{connect, Intro};
@@ -163,7 +164,7 @@ pub(crate) fn start<T: Transport>(
 /// will be acknowledged there, and the session cannot be sealed, nor a new one begin, until the
 /// lane leaves. A failed storage frees nothing more: the wait ends with its message, and the
 /// lane must not acknowledge.
-pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) -> Result<(), String> {
+pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) -> Result<(), ForwardError> {
     let Some(f) = &s.forward else { return Ok(()) };
     let over = |st: &FwdState| {
         let waiting = s.ckpt.lock().unwrap_or_else(|p| p.into_inner()).waiting_bytes;
@@ -182,7 +183,7 @@ pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) -> R
     while over(&st) && !s.shutdown.load(Ordering::SeqCst) {
         if let Some(msg) = s.storage_failed.get() {
             st.stalled_micros += t0.elapsed().as_micros() as u64;
-            return Err(msg.clone());
+            return Err(ForwardError::Local(msg.clone()));
         }
         st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
         drop(st);
@@ -198,13 +199,17 @@ pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) -> R
 
 /// The chain baseline: waits until every backup has group `seq` (`beat` as for
 /// [`wait_below_thresh`]).
-pub(crate) fn wait_forwarded(s: &Shared, seq: u64, beat: &mut dyn FnMut() -> bool) -> Result<(), String> {
+pub(crate) fn wait_forwarded(
+    s: &Shared,
+    seq: u64,
+    beat: &mut dyn FnMut() -> bool,
+) -> Result<(), ForwardError> {
     let Some(f) = &s.forward else { return Ok(()) };
     super::apply::apply_inline(s);
     let mut st = lock(f);
     while st.min_acked() < seq && !s.shutdown.load(Ordering::SeqCst) {
         if let Some(msg) = s.storage_failed.get() {
-            return Err(msg.clone());
+            return Err(ForwardError::Local(msg.clone()));
         }
         st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
         drop(st);
@@ -261,7 +266,7 @@ fn link_loop<T: Transport>(s: &Shared, t: &T, i: usize) {
             }
             set_link(s, i, |l| {
                 l.connected = false;
-                l.error = Some(e);
+                l.error = Some(e.to_string());
             });
         }
         std::thread::sleep(RETRY);
@@ -269,7 +274,11 @@ fn link_loop<T: Transport>(s: &Shared, t: &T, i: usize) {
 }
 
 /// Connects a session to the backup.
-fn open_session<T: Transport>(s: &Shared, t: &T, addr: &str) -> Result<(T::Conn, Welcome, Intro), String> {
+fn open_session<T: Transport>(
+    s: &Shared,
+    t: &T,
+    addr: &str,
+) -> Result<(T::Conn, Welcome, Intro), ForwardError> {
     let intro = Intro {
         role: PeerRole::Mirror,
         region: RegionId { uuid: s.opts.region.uuid, size: s.opts.region.size },
@@ -280,15 +289,14 @@ fn open_session<T: Transport>(s: &Shared, t: &T, addr: &str) -> Result<(T::Conn,
         max_frame: super::MAX_FRAME_LIMIT,
         generation: s.region.generation().map(|g| g.0).unwrap_or(0),
     };
-    let (conn, welcome) =
-        connect(t, addr, Duration::from_secs(5), &s.opts.secret, &intro).map_err(|e| e.to_string())?;
+    let (conn, welcome) = connect(t, addr, Duration::from_secs(5), &s.opts.secret, &intro)?;
     Ok((conn, welcome, intro))
 }
 
 /// One connection to a backup: handshake, catch up from where it is (from the log, or by a full
 /// copy when the log no longer holds what it lacks or its copy follows another history), then
 /// follow the queue.
-fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(), String> {
+fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(), ForwardError> {
     let f = s.forward.as_ref().expect("forwarding is on");
     let (mut conn, mut welcome, mut intro) = open_session(s, t, addr)?;
     let generation = s.region.generation().map(|g| g.0).unwrap_or(0);
@@ -336,7 +344,10 @@ fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(
         reset_backup(s, t, addr, base)?;
         (conn, welcome, intro) = open_session(s, t, addr)?;
         if welcome.next_seq != base + 1 {
-            return Err(format!("the backup was reset to {base} but resumes at {}", welcome.next_seq));
+            return Err(ForwardError::BackupMisbehaved(format!(
+                "the backup was reset to {base} but resumes at {}",
+                welcome.next_seq
+            )));
         }
         let tag = Tag { session: intro.session, epoch: intro.epoch, max_frame: welcome.max_frame };
         full_copy(s, i, &mut conn, &tag, generation)?;
@@ -360,10 +371,11 @@ fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(
     f.cv.notify_all();
     tracing::info!(backup = %addr, from = have + 1, base = lock(f).base, "feeding backup");
     let tag = Tag { session: intro.session, epoch, max_frame: welcome.max_frame };
-    let mut acks = conn.try_clone().map_err(|e| e.to_string())?;
-    acks.set_recv_timeout(Some(s.opts.heartbeat.timeout)).map_err(|e| e.to_string())?;
-    let closer = conn.try_clone().map_err(|e| e.to_string())?;
-    let reader_closer = conn.try_clone().map_err(|e| e.to_string())?;
+    let local = |e: std::io::Error| ForwardError::Local(e.to_string());
+    let mut acks = conn.try_clone().map_err(local)?;
+    acks.set_recv_timeout(Some(s.opts.heartbeat.timeout)).map_err(local)?;
+    let closer = conn.try_clone().map_err(local)?;
+    let reader_closer = conn.try_clone().map_err(local)?;
     // The side that failed first says why; the other one only saw the connection closed.
     let first_error = std::sync::OnceLock::new();
     std::thread::scope(|scope| {
@@ -382,7 +394,7 @@ fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(
             let _ = first_error.set(e.clone());
         }
         closer.shutdown();
-        let read = reader.join().unwrap_or_else(|_| Err("ack reader panicked".into()));
+        let read = reader.join().unwrap_or_else(|_| Err(ForwardError::Bug("ack reader panicked".into())));
         sent.and(read).map_err(|e| first_error.get().cloned().unwrap_or(e))
     })
 }
@@ -413,34 +425,46 @@ fn pin_for_copy(s: &Shared, i: usize) -> u64 {
 }
 
 /// Tells the backup (over an operator's connection) to forget its logs and start at `base`.
-fn reset_backup<T: Transport>(s: &Shared, t: &T, addr: &str, base: u64) -> Result<(), String> {
-    let mut last = String::new();
+fn reset_backup<T: Transport>(s: &Shared, t: &T, addr: &str, base: u64) -> Result<(), ForwardError> {
+    let mut last = None;
     for _ in 0..50 {
         let r = crate::admin::AdminClient::connect_with(t, addr, &s.opts.secret, Duration::from_secs(5))
             .and_then(|mut a| a.command(&format!(r#"{{"op":"reset","base":{base}}}"#)));
         match r {
             Ok(_) => return Ok(()),
             // The session just closed may not be sealed yet.
-            Err(e) => last = e.to_string(),
+            Err(e) => last = Some(e),
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Err(format!("cannot reset the backup for a full copy: {last}"))
+    Err(match last {
+        Some(e) => ForwardError::reaching(&e, format!("cannot reset the backup for a full copy: {e}")),
+        None => ForwardError::Bug("cannot reset the backup for a full copy: no attempt made".into()),
+    })
 }
 
 /// Copies the whole data area of this node (whose copy is consistent) to the backup:
 /// CopyBegin, Copy frames, and CopyEnd at the group the backup's copy is complete at. If this
 /// node's copy became inconsistent meanwhile (a copy into it began), the link ends and the
 /// backup's copy is redone once this node's is complete.
-fn full_copy<C: Conn>(s: &Shared, i: usize, conn: &mut C, tag: &Tag, generation: u64) -> Result<(), String> {
+fn full_copy<C: Conn>(
+    s: &Shared,
+    i: usize,
+    conn: &mut C,
+    tag: &Tag,
+    generation: u64,
+) -> Result<(), ForwardError> {
     let f = s.forward.as_ref().expect("forwarding is on");
     let size = s.opts.region.size;
     let mut copy = OpenCopy::begin(s, conn, tag)?;
     let t0 = Instant::now();
     copy.send_range(s, conn, tag, 0, size, |sent| lock(f).links[i].copy_sent = sent)?;
-    let until = copy.complete_at(s).ok_or(
-        "a copy into this node began during the full copy to the backup; it is redone once this node's copy is complete",
-    )?;
+    let until = copy.complete_at(s).ok_or_else(|| {
+        ForwardError::Ended(
+            "a copy into this node began during the full copy to the backup; it is redone once this node's copy is complete"
+                .into(),
+        )
+    })?;
     send_control(conn, tag, FrameKind::CopyEnd, generation, until)?;
     let secs = t0.elapsed().as_secs_f64();
     tracing::info!(
@@ -461,14 +485,20 @@ fn full_copy<C: Conn>(s: &Shared, i: usize, conn: &mut C, tag: &Tag, generation:
 /// MiB of them can still wait in the sockets' buffers, and a status that counted the copy's
 /// base as acknowledged meanwhile would let a reader compare the backup, or a promotion's drain
 /// count on it, before its copy is whole.
-fn confirm_landed<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag) -> Result<(), String> {
+fn confirm_landed<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag) -> Result<(), ForwardError> {
     send_control(conn, tag, FrameKind::Heartbeat, 0, 0)?;
-    conn.set_recv_timeout(Some(s.opts.heartbeat.timeout)).map_err(|e| e.to_string())?;
+    conn.set_recv_timeout(Some(s.opts.heartbeat.timeout)).map_err(|e| ForwardError::Local(e.to_string()))?;
     let mut hb = [0u8; FRAME_HEADER_SIZE];
-    conn.read_exact(&mut hb).map_err(|e| format!("wait for the backup to land the full copy: {e}"))?;
-    match FrameHeader::decode(&hb).map_err(|e| format!("bad frame from backup: {e}"))?.kind {
+    conn.read_exact(&mut hb)
+        .map_err(|e| ForwardError::Lost(format!("wait for the backup to land the full copy: {e}")))?;
+    match FrameHeader::decode(&hb)
+        .map_err(|e| ForwardError::BackupMisbehaved(format!("bad frame from backup: {e}")))?
+        .kind
+    {
         FrameKind::Heartbeat => Ok(()),
-        k => Err(format!("unexpected {k:?} frame from the backup while it landed the full copy")),
+        k => Err(ForwardError::BackupMisbehaved(format!(
+            "unexpected {k:?} frame from the backup while it landed the full copy"
+        ))),
     }
 }
 
@@ -490,9 +520,9 @@ struct OpenCopy {
 }
 
 impl OpenCopy {
-    fn begin<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag) -> Result<OpenCopy, String> {
+    fn begin<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag) -> Result<OpenCopy, ForwardError> {
         let size = s.opts.region.size;
-        send_control(conn, tag, FrameKind::CopyBegin, mojim::primary::CopyKind::Full as u64, size)?;
+        send_control(conn, tag, FrameKind::CopyBegin, mojim::history::CopyKind::Full as u64, size)?;
         // A Copy frame is not bound by the backup's max_frame.
         let chunk = (tag.max_frame as u64).max(256 << 10).min(mojim_format::copied::MAX_COPY_BODY as u64);
         Ok(OpenCopy { read_through: 0, buf: vec![0u8; chunk as usize] })
@@ -507,7 +537,7 @@ impl OpenCopy {
         off: u64,
         len: u64,
         mut progress: impl FnMut(u64),
-    ) -> Result<(), String> {
+    ) -> Result<(), ForwardError> {
         let chunk = self.buf.len() as u64;
         let mut at = off;
         while at < off + len {
@@ -516,19 +546,21 @@ impl OpenCopy {
                 let _r = s.data_lock.read().unwrap_or_else(|p| p.into_inner());
                 // A failed write may have left part of a group in the data area.
                 if let Some(msg) = s.storage_failed.get() {
-                    return Err(format!("the data area cannot be copied: {msg}"));
+                    return Err(ForwardError::Local(format!("the data area cannot be copied: {msg}")));
                 }
-                s.region.read(at, &mut self.buf[..n]).map_err(|e| format!("read the data area: {e}"))?;
+                s.region
+                    .read(at, &mut self.buf[..n])
+                    .map_err(|e| ForwardError::Local(format!("read the data area: {e}")))?;
                 self.read_through = self.read_through.max(s.written_seq.load(Ordering::Relaxed));
             }
             let session = SessionTag { session: tag.session, epoch: tag.epoch, lane: 0 };
             let h = copy_header(session, at, &self.buf[..n]);
             conn.send_all_vectored(&mut [IoSlice::new(&h), IoSlice::new(&self.buf[..n])])
-                .map_err(|e| format!("send copy at {at}: {e}"))?;
+                .map_err(|e| ForwardError::Lost(format!("send copy at {at}: {e}")))?;
             at += n as u64;
             progress(at - off);
             if s.shutdown.load(Ordering::SeqCst) {
-                return Err("shutting down".into());
+                return Err(ForwardError::Ended("shutting down".into()));
             }
         }
         Ok(())
@@ -551,7 +583,7 @@ impl OpenCopy {
 
 /// Sends CopyEnd to the backup when its history changes: with the point its open copy is
 /// complete at, once known, else just the new generation id.
-fn announce<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, feed: &mut Feed) -> Result<(), String> {
+fn announce<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, feed: &mut Feed) -> Result<(), ForwardError> {
     let generation = s.region.generation().map(|g| g.0).unwrap_or(0);
     if let Some(copy) = &feed.copy {
         if let Some(until) = copy.complete_at(s) {
@@ -574,7 +606,7 @@ fn send_loop<C: Conn>(
     tag: &Tag,
     mut sent: u64,
     mut feed: Feed,
-) -> Result<(), String> {
+) -> Result<(), ForwardError> {
     let f = s.forward.as_ref().expect("forwarding is on");
     let rate = s.opts.secondary_rate_limit;
     let (mut budget_start, mut budget_bytes) = (Instant::now(), 0u64);
@@ -582,7 +614,7 @@ fn send_loop<C: Conn>(
     // The backup follows this node's history: it takes this node's generation id.
     loop {
         if is_primary(s) {
-            return Err("this node was promoted: it feeds no backup".into());
+            return Err(ForwardError::Ended("this node was promoted: it feeds no backup".into()));
         }
         announce(s, conn, tag, &mut feed)?;
         let next = {
@@ -599,7 +631,7 @@ fn send_loop<C: Conn>(
                 if last_sent.elapsed() >= s.opts.heartbeat.interval {
                     drop(st);
                     if is_primary(s) {
-                        return Err("this node was promoted: it feeds no backup".into());
+                        return Err(ForwardError::Ended("this node was promoted: it feeds no backup".into()));
                     }
                     send_control(conn, tag, FrameKind::Heartbeat, 0, 0)?;
                     announce(s, conn, tag, &mut feed)?;
@@ -642,16 +674,17 @@ fn send_control<C: Conn>(
     kind: FrameKind,
     offset: u64,
     seq: u64,
-) -> Result<(), String> {
+) -> Result<(), ForwardError> {
     let mut h = FrameHeader::new(kind);
     h.epoch = tag.epoch;
     h.session = tag.session;
     h.offset = offset;
     h.seq = seq;
-    conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]).map_err(|e| format!("send {kind:?}: {e}"))
+    conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())])
+        .map_err(|e| ForwardError::Lost(format!("send {kind:?}: {e}")))
 }
 
-fn send_skip<C: Conn>(conn: &mut C, tag: &Tag, first: u64, last: u64) -> Result<(), String> {
+fn send_skip<C: Conn>(conn: &mut C, tag: &Tag, first: u64, last: u64) -> Result<(), ForwardError> {
     send_control(conn, tag, FrameKind::Skip, first, last)
 }
 
@@ -665,7 +698,7 @@ fn send_group<C: Conn>(
     tag: &Tag,
     g: &GroupRef,
     feed: &mut Feed,
-) -> Result<(), String> {
+) -> Result<(), ForwardError> {
     let log = s.logs[g.lane as usize].get().expect("a group's log exists");
     let area = log.area();
     let mut headers = [[0u8; FRAME_HEADER_SIZE]; BATCH];
@@ -682,11 +715,11 @@ fn send_group<C: Conn>(
                 continue;
             }
             if rec.header.body_len > tag.max_frame {
-                return Err(format!(
+                return Err(ForwardError::Config(format!(
                     "group {} has a frame of {} bytes but the backup accepts at most {}; \
                      give every node the same [limits] max_frame",
                     g.seq, rec.header.body_len, tag.max_frame
-                ));
+                )));
             }
             let mut h = rec.header;
             h.lane = 0;
@@ -708,7 +741,8 @@ fn send_group<C: Conn>(
             iov[2 * k + 1] = bodies[k].io_slice();
         }
         if n > 0 {
-            conn.send_all_vectored(&mut iov[..2 * n]).map_err(|e| format!("send group {}: {e}", g.seq))?;
+            conn.send_all_vectored(&mut iov[..2 * n])
+                .map_err(|e| ForwardError::Lost(format!("send group {}: {e}", g.seq)))?;
         }
         if let Some((h, body)) = copied {
             if feed.copy.is_none() {
@@ -721,27 +755,32 @@ fn send_group<C: Conn>(
                 copy.send_range(s, conn, tag, off, len, |_| {})?;
             }
             conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes()), IoSlice::new(&body)])
-                .map_err(|e| format!("send group {}: {e}", g.seq))?;
+                .map_err(|e| ForwardError::Lost(format!("send group {}: {e}", g.seq)))?;
         }
     }
     Ok(())
 }
 
 /// Reads the backup's acknowledgements; each moves the link forward and may free queue space.
-fn read_acks<C: Conn>(s: &Shared, i: usize, conn: &mut C) -> Result<(), String> {
+fn read_acks<C: Conn>(s: &Shared, i: usize, conn: &mut C) -> Result<(), ForwardError> {
     let f = s.forward.as_ref().expect("forwarding is on");
     loop {
         let mut hb = [0u8; FRAME_HEADER_SIZE];
         if let Err(e) = conn.read_exact(&mut hb) {
             f.cv.notify_all();
-            return if s.shutdown.load(Ordering::SeqCst) { Ok(()) } else { Err(format!("read ack: {e}")) };
+            return if s.shutdown.load(Ordering::SeqCst) {
+                Ok(())
+            } else {
+                Err(ForwardError::Lost(format!("read ack: {e}")))
+            };
         }
-        let h = FrameHeader::decode(&hb).map_err(|e| format!("bad frame from backup: {e}"))?;
+        let h = FrameHeader::decode(&hb)
+            .map_err(|e| ForwardError::BackupMisbehaved(format!("bad frame from backup: {e}")))?;
         if h.kind == FrameKind::Heartbeat {
             continue;
         }
         if h.kind != FrameKind::Ack {
-            return Err(format!("unexpected {:?} frame from backup", h.kind));
+            return Err(ForwardError::BackupMisbehaved(format!("unexpected {:?} frame from backup", h.kind)));
         }
         {
             let mut st = lock(f);
@@ -750,11 +789,11 @@ fn read_acks<C: Conn>(s: &Shared, i: usize, conn: &mut C) -> Result<(), String> 
             let queued = st.queue.back().map_or(st.base, |g| g.seq.max(st.base));
             let l = &mut st.links[i];
             if h.seq > queued.max(l.acked_seq) {
-                return Err(format!(
+                return Err(ForwardError::BackupMisbehaved(format!(
                     "the backup acknowledged group {}, but no group after {} was sent to it",
                     h.seq,
                     queued.max(l.acked_seq)
-                ));
+                )));
             }
             if h.seq > l.acked_seq {
                 l.acked_seq = h.seq;

@@ -330,7 +330,7 @@ impl<C: Conn> Receiver<'_, C> {
             waited = super::forward::wait_forwarded(s, g.seq, &mut beat_now);
         }
         if let Err(msg) = waited {
-            return Err(LaneEnd::Storage(msg));
+            return Err(LaneEnd::Storage(msg.to_string()));
         }
         if let Some(e) = beat_failed {
             return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));

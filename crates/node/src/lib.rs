@@ -44,6 +44,7 @@ mod apply;
 mod command;
 mod data;
 mod forward;
+mod forward_error;
 mod lane;
 mod pending;
 mod session;
