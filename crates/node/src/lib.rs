@@ -51,6 +51,15 @@ mod session;
 mod status;
 mod takeover;
 
+#[cfg(test)]
+mod apply_tests;
+#[cfg(test)]
+mod forward_tests;
+#[cfg(test)]
+mod lane_tests;
+#[cfg(test)]
+mod test_peer;
+
 pub use accept::MAX_READ;
 use data::DataArea;
 pub use data::DataPlacement;
