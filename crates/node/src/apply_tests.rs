@@ -2,19 +2,9 @@
 //! transport: groups reach the data area in sequence order whatever order their lanes deliver
 //! them in, and the applied sequence number survives a restart.
 
-use crate::test_peer::{join, node_options, region, serve, shared, wait_for, Scratch};
-use crate::{Mirror, Shared};
+use crate::test_peer::{applied, join, node_options, read, region, serve, shared, wait_for, Scratch};
+use crate::Mirror;
 use mojim_transport::MemTransport;
-
-fn applied(s: &Shared) -> u64 {
-    s.ckpt.lock().unwrap().cp.applied_seq()
-}
-
-fn read(s: &Shared, offset: u64, len: usize) -> Vec<u8> {
-    let mut out = vec![0u8; len];
-    crate::read_consistent(s, offset, &mut out).expect("read the data area");
-    out
-}
 
 #[test]
 fn groups_are_applied_in_sequence_order_across_lanes_and_the_applied_number_persists() {

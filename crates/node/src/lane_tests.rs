@@ -2,7 +2,7 @@
 //! a group's frames go, when the group is acknowledged, what a frame of another session or epoch
 //! does, and how a full log holds the lane until the checkpointer frees space.
 
-use crate::test_peer::{join, node_options, region, serve, shared, wait_for, Scratch};
+use crate::test_peer::{applied, join, node_options, read, region, serve, shared, wait_for, Scratch};
 use crate::{lane, Shared, MAX_FRAME_LIMIT};
 use mojim_core::encode::{data_header, FramePlan, SessionTag};
 use mojim_format::log::{record_at_verified, record_size};
@@ -13,16 +13,6 @@ use std::time::Duration;
 
 fn head(s: &Shared, lane: usize) -> u64 {
     s.lanes[lane].lock().unwrap().space().head()
-}
-
-fn applied(s: &Shared) -> u64 {
-    s.ckpt.lock().unwrap().cp.applied_seq()
-}
-
-fn read(s: &Shared, offset: u64, len: usize) -> Vec<u8> {
-    let mut out = vec![0u8; len];
-    crate::read_consistent(s, offset, &mut out).expect("read the data area");
-    out
 }
 
 #[test]
