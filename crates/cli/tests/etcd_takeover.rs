@@ -149,11 +149,12 @@ fn wall_ns() -> u64 {
 #[test]
 fn a_primary_woken_past_its_lease_validity_lets_the_lease_go_at_once() {
     let Some(etcd) = EtcdServer::start_for_test() else { return };
-    // Validity ends at most ttl - margin = 3 s after a freeze begins; etcd cannot expire the
-    // lease before ttl - renew = 4.75 s after it (the last keepalive left at most one renewal
-    // interval before the freeze).
+    // Validity ends at most ttl - margin = 4 s after a freeze begins; etcd cannot expire the
+    // lease before ttl - renew = 7.75 s after it (the last keepalive left at most one renewal
+    // interval before the freeze). Woken 4.3 s in, the primary has over 3 s to revoke, room for
+    // a loaded machine to schedule it (with 1.2 s it failed once under the full suite).
     let (ttl, renew, margin) =
-        (Duration::from_millis(5000), Duration::from_millis(250), Duration::from_millis(2000));
+        (Duration::from_millis(8000), Duration::from_millis(250), Duration::from_millis(4000));
     let c = etcd_cluster(
         "etcd-takeover-zombie",
         &etcd,
