@@ -6,7 +6,7 @@ mod common;
 use common::{raw, wait_applied, Cluster};
 use mojim::{Primary, Range};
 use mojim_format::handshake::{PeerRole, Request};
-use mojim_format::{FrameHeader, FrameKind};
+use mojim_format::FrameKind;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
@@ -138,10 +138,8 @@ fn stuck_reader(c: &Cluster, len: u64) -> TcpStream {
     let hello = raw::hello(PeerRole::Admin, ([0; 16], 0), 0, 0, 0);
     let (mut s, _) = raw::handshake(&c.mirror_addr(), &hello, &c.secret().0);
     let req = Request::Read { offset: 0, len }.encode();
-    let mut rh = FrameHeader::new(FrameKind::Request);
-    rh.body_len = req.len() as u32;
-    rh.body_checksum = mojim_format::checksum::crc32c(&req);
-    s.write_all(&rh.to_bytes()).and_then(|_| s.write_all(&req)).expect("send the read request");
+    let header = mojim::net::frame_header(FrameKind::Request, 0, &req);
+    s.write_all(&header).and_then(|_| s.write_all(&req)).expect("send the read request");
     s
 }
 

@@ -116,11 +116,16 @@ pub fn write_frame(c: &mut impl Conn, header: &[u8; FRAME_HEADER_SIZE], body: &[
     c.send_all_vectored(&mut [IoSlice::new(header), IoSlice::new(body)])
 }
 
-/// Sends a frame of `kind` with `body`, every other header field zero but `seq`.
-pub fn send(c: &mut impl Conn, kind: FrameKind, seq: u64, body: &[u8]) -> io::Result<()> {
+/// The header of a frame of `kind` with `body`, every other field zero but `seq`.
+pub fn frame_header(kind: FrameKind, seq: u64, body: &[u8]) -> [u8; FRAME_HEADER_SIZE] {
     let mut h = FrameHeader::new(kind);
     h.body_len = body.len() as u32;
     h.body_checksum = crc32c(body);
     h.seq = seq;
-    write_frame(c, &h.to_bytes(), body)
+    h.to_bytes()
+}
+
+/// Sends a frame of `kind` with `body`, every other header field zero but `seq`.
+pub fn send(c: &mut impl Conn, kind: FrameKind, seq: u64, body: &[u8]) -> io::Result<()> {
+    write_frame(c, &frame_header(kind, seq, body), body)
 }

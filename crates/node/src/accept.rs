@@ -2,7 +2,7 @@
 
 use super::pending::{source, Pending};
 use super::{lane, session, status, Shared};
-use mojim::net::{read_frame, send, timed_out, write_frame, ReadBy, ReadError, WriteBy};
+use mojim::net::{frame_header, read_frame, send, timed_out, write_frame, ReadBy, ReadError, WriteBy};
 use mojim_core::handshake::{Identity, Refusal, ServerHandshake};
 use mojim_format::handshake::{
     encode_refuse, Hello, PeerRole, RefuseCode, Request, COMMAND_MAX, NONCE_SIZE, REFUSE_MAX, REQUEST_SIZE,
@@ -337,10 +337,8 @@ fn read_long<C: Conn>(s: &Shared, conn: &mut C, offset: u64, len: u64) -> Result
             tracing::error!(error = %e, offset = at, "cannot read the data area for an operator");
             return Err(LongRead::Failed);
         }
-        let mut h = FrameHeader::new(FrameKind::Reply);
-        h.body_len = n as u32;
-        h.body_checksum = mojim_format::checksum::crc32c(&piece[..n]);
-        if let Err(e) = out.write_all(&h.to_bytes()).and_then(|_| out.write_all(&piece[..n])) {
+        let header = frame_header(FrameKind::Reply, 0, &piece[..n]);
+        if let Err(e) = out.write_all(&header).and_then(|_| out.write_all(&piece[..n])) {
             tracing::warn!(%peer, error = %e, len, "an operator's long read did not finish in time; closing");
             return Err(LongRead::Failed);
         }

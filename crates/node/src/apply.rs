@@ -128,11 +128,11 @@ fn apply_locked(s: &Shared, allow_gaps: bool, wait: DataWait, _applier: &MutexGu
         };
         let n = batch.len();
         let mut written = 0;
-        let held = match wait {
+        let writing = match wait {
             DataWait::Block => Some(s.data_lock.write().unwrap_or_else(|p| p.into_inner())),
             DataWait::Never => s.data_lock.try_write().ok(),
         };
-        if let Some(_w) = held {
+        if let Some(_w) = writing {
             for g in &batch {
                 // Once the data area failed nothing more goes to it: the groups stay in the log,
                 // and restart recovery applies them from there.
