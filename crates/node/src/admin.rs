@@ -48,12 +48,15 @@ impl<C: Conn> AdminClient<C> {
         Ok(AdminClient { conn, addr: addr.to_string(), body: Vec::new() })
     }
 
+    /// A reply from the node that could not be read, or was not what was asked for.
+    fn bad_reply(&self, why: impl std::fmt::Display) -> Error {
+        Error::io(format!("reply from {}", self.addr))(std::io::Error::other(why.to_string()))
+    }
+
     fn call(&mut self, req: Request, max_reply: usize) -> Result<Vec<u8>> {
         send(&mut self.conn, FrameKind::Request, 0, &req.encode())
             .map_err(Error::io(format!("send to {}", self.addr)))?;
-        let h = read_frame(&mut self.conn, max_reply + 64, &mut self.body).map_err(|e| {
-            Error::io(format!("reply from {}", self.addr))(std::io::Error::other(e.to_string()))
-        })?;
+        let h = read_frame(&mut self.conn, max_reply + 64, &mut self.body).map_err(|e| self.bad_reply(e))?;
         match h.kind {
             FrameKind::Reply => Ok(std::mem::take(&mut self.body)),
             FrameKind::Refuse => {
@@ -61,9 +64,7 @@ impl<C: Conn> AdminClient<C> {
                     .unwrap_or((mojim_format::handshake::RefuseCode::Other, String::new()));
                 Err(Error::Refused { peer: self.addr.clone(), code, message })
             }
-            k => Err(Error::io(format!("reply from {}", self.addr))(std::io::Error::other(format!(
-                "unexpected {k:?} frame"
-            )))),
+            k => Err(self.bad_reply(format!("unexpected {k:?} frame"))),
         }
     }
 
@@ -94,22 +95,78 @@ impl<C: Conn> AdminClient<C> {
                 region_size: 0,
             }));
         }
-        let mut out = self.call(Request::Read { offset, len }, len.min(MAX_READ) as usize)?;
-        out.reserve(len as usize - out.len());
+        let first = len.min(MAX_READ) as usize;
+        let mut out = self.call(Request::Read { offset, len }, first)?;
+        if out.len() != first {
+            return Err(
+                self.bad_reply(format!("{} bytes where the read's first {first} were due", out.len()))
+            );
+        }
+        out.reserve(len as usize - first);
         while (out.len() as u64) < len {
             let n = (len - out.len() as u64).min(MAX_READ) as usize;
-            let h = read_frame(&mut self.conn, n, &mut self.body).map_err(|e| {
-                Error::io(format!("reply from {}", self.addr))(std::io::Error::other(e.to_string()))
-            })?;
+            let h = read_frame(&mut self.conn, n, &mut self.body).map_err(|e| self.bad_reply(e))?;
             if h.kind != FrameKind::Reply || self.body.len() != n {
-                return Err(Error::io(format!("reply from {}", self.addr))(std::io::Error::other(format!(
+                return Err(self.bad_reply(format!(
                     "a {:?} frame of {} bytes where {n} bytes of the read's reply were due",
                     h.kind,
                     self.body.len()
-                ))));
+                )));
             }
             out.extend_from_slice(&self.body);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mojim_core::handshake::{Identity, ServerHandshake};
+    use mojim_format::handshake::{Welcome, NONCE_SIZE, REFUSE_MAX};
+    use mojim_transport::MemTransport;
+
+    const SECRET: &[u8] = b"the admin client tests' secret";
+
+    /// A node that welcomes one operator and answers its first request with `reply`.
+    fn node_answering(net: &MemTransport, reply: Vec<u8>) -> (String, std::thread::JoinHandle<()>) {
+        let listener = net.listen("node:0").expect("listen");
+        let addr = net.local_addr(&listener).expect("an address");
+        let net = net.clone();
+        let node = std::thread::spawn(move || {
+            let mut conn = net.accept(&listener).expect("accept");
+            let mut hs = ServerHandshake::new(SECRET, [0x22; NONCE_SIZE]);
+            let mut body = Vec::new();
+            let h = read_frame(&mut conn, REFUSE_MAX, &mut body).expect("a Hello");
+            let challenge = hs.on_hello(&h, &body).expect("a valid Hello");
+            mojim::net::write_frame(&mut conn, &challenge.header, &challenge.body)
+                .expect("send the Challenge");
+            let h = read_frame(&mut conn, REFUSE_MAX, &mut body).expect("a Proof");
+            let me = Identity { region_uuid: [0; 16], region_size: 0, epoch: 1, max_lanes: 8 };
+            let accepted = hs.on_proof(&h, &body, &me).expect("the operator proves the secret");
+            mojim::net::write_frame(&mut conn, &accepted.proof.header, &accepted.proof.body)
+                .expect("send the Proof");
+            send(&mut conn, FrameKind::Welcome, 0, &Welcome::default().encode()).expect("send the Welcome");
+            read_frame(&mut conn, REFUSE_MAX, &mut body).expect("a Request");
+            send(&mut conn, FrameKind::Reply, 0, &reply).expect("send the Reply");
+            // Held open until the client is done with it.
+            let _ = read_frame(&mut conn, REFUSE_MAX, &mut body);
+        });
+        (addr, node)
+    }
+
+    /// A node that answers a read with more bytes than were asked for is refused, naming the
+    /// lengths; the client does not take the bytes (nor panic on the difference, as it did).
+    #[test]
+    fn a_read_answered_with_more_bytes_than_asked_is_refused() {
+        let net = MemTransport::new();
+        let (addr, node) = node_answering(&net, vec![7u8; 100]);
+        let secret = Secret(SECRET.to_vec());
+        let mut client =
+            AdminClient::connect_with(&net, &addr, &secret, Duration::from_secs(5)).expect("connect");
+        let e = client.read(0, 64).expect_err("an over-long reply was taken");
+        assert!(e.to_string().contains("100 bytes where the read's first 64 were due"), "{e}");
+        drop(client);
+        node.join().expect("the node thread");
     }
 }
