@@ -1,5 +1,7 @@
 //! The `mojim` command: initialise a region, run a mirror, inspect it, demo and benchmark.
 
+mod export;
+
 use clap::{Args, Parser, Subcommand};
 use mojim::config::{random_uuid, template, write_private, Config, Secret, DEFAULT_PORT};
 use mojim::size::parse_size;
@@ -29,6 +31,8 @@ enum Command {
     Status(StatusArgs),
     /// Print bytes of a node's data area, never a partly applied group.
     Cat(CatArgs),
+    /// Write a node's data area to a plain file, from one consistent snapshot.
+    Export(export::ExportArgs),
     /// Make a node the primary's under a new epoch (static coordinator): fence every reachable
     /// peer, then promote; the application then opens the node's data area as its region.
     Promote(PromoteArgs),
@@ -78,7 +82,7 @@ struct InitArgs {
 }
 
 #[derive(Args)]
-struct ConfigArgs {
+pub(crate) struct ConfigArgs {
     /// Configuration file.
     #[arg(long, short, default_value = "mojim.toml")]
     config: PathBuf,
@@ -118,7 +122,7 @@ struct ServeArgs {
 }
 
 #[derive(Args)]
-struct AddrArgs {
+pub(crate) struct AddrArgs {
     #[command(flatten)]
     config: ConfigArgs,
     /// Node to ask, instead of [mirror] listen.
@@ -201,6 +205,7 @@ fn main() -> ExitCode {
         Command::Resolve(a) => resolve(a),
         Command::Status(a) => status(a),
         Command::Cat(a) => cat(a),
+        Command::Export(a) => export::export(a),
         Command::Demo(a) => mojim_tools::demo::run(&a),
         Command::Bench(a) => mojim_tools::bench::run(&a),
         Command::Chaos(a) => mojim_tools::chaos::run(&a),
@@ -357,7 +362,7 @@ fn resolve(a: ResolveArgs) -> mojim::Result<()> {
     Ok(())
 }
 
-fn admin(t: &AddrArgs) -> mojim::Result<AdminClient> {
+pub(crate) fn admin(t: &AddrArgs) -> mojim::Result<AdminClient> {
     let cfg = Config::load(&t.config.config)?;
     let secret = cfg.secret(t.config.insecure)?;
     let addr = t.addr.clone().unwrap_or_else(|| cfg.file.mirror.listen.clone());

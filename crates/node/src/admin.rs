@@ -88,6 +88,24 @@ impl<C: Conn> AdminClient<C> {
     /// While a copy into the node is unfinished (its status says not `consistent`), no read is
     /// an image of the primary's: check [`MirrorStatus::consistent`] first.
     pub fn read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.read_with(offset, len, |chunk| {
+            out.extend_from_slice(chunk);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// As [`AdminClient::read`], handing the image to `sink` in pieces of at most [`MAX_READ`]
+    /// bytes, in order, so that an image of any size streams through a bounded buffer. An
+    /// error from `sink` ends the read (and the connection's usefulness: the rest of the reply
+    /// is not drained).
+    pub fn read_with(
+        &mut self,
+        offset: u64,
+        len: u64,
+        mut sink: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
         if offset.checked_add(len).is_none() {
             return Err(Error::Range(mojim_core::encode::RangeError::OutOfBounds {
                 offset,
@@ -96,15 +114,17 @@ impl<C: Conn> AdminClient<C> {
             }));
         }
         let first = len.min(MAX_READ) as usize;
-        let mut out = self.call(Request::Read { offset, len }, first)?;
-        if out.len() != first {
+        let body = self.call(Request::Read { offset, len }, first)?;
+        if body.len() != first {
             return Err(
-                self.bad_reply(format!("{} bytes where the read's first {first} were due", out.len()))
+                self.bad_reply(format!("{} bytes where the read's first {first} were due", body.len()))
             );
         }
-        out.reserve(len as usize - first);
-        while (out.len() as u64) < len {
-            let n = (len - out.len() as u64).min(MAX_READ) as usize;
+        sink(&body)?;
+        self.body = body;
+        let mut done = first as u64;
+        while done < len {
+            let n = (len - done).min(MAX_READ) as usize;
             let h = read_frame(&mut self.conn, n, &mut self.body).map_err(|e| self.bad_reply(e))?;
             if h.kind != FrameKind::Reply || self.body.len() != n {
                 return Err(self.bad_reply(format!(
@@ -113,9 +133,10 @@ impl<C: Conn> AdminClient<C> {
                     self.body.len()
                 )));
             }
-            out.extend_from_slice(&self.body);
+            sink(&self.body)?;
+            done += n as u64;
         }
-        Ok(out)
+        Ok(())
     }
 }
 
