@@ -99,6 +99,8 @@ pub struct BenchArgs {
     pub resync: crate::bench_resync::ResyncArgs,
     #[command(flatten)]
     pub failover: crate::bench_failover::FailoverArgs,
+    #[command(flatten)]
+    pub lmdb: crate::bench_lmdb::LmdbArgs,
     /// Print one JSON object per result instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -347,6 +349,9 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     }
     if a.transact.transact {
         return crate::transact::run(a);
+    }
+    if a.lmdb.lmdb {
+        return crate::bench_lmdb::run(a);
     }
     if a.mode.iter().any(|m| m.trim() == "resync") {
         return crate::bench_resync::run(a);

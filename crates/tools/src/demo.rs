@@ -157,6 +157,7 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         matrix: Default::default(),
         resync: Default::default(),
         failover: Default::default(),
+        lmdb: Default::default(),
         json: false,
     };
     println!();
