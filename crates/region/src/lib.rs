@@ -15,6 +15,7 @@ mod files;
 mod flush;
 mod map;
 mod meta_ring;
+mod written;
 
 pub use dirty::DirtyMap;
 pub use disk::DiskRegion;
@@ -22,3 +23,4 @@ pub use files::{LogFile, RegionFile};
 pub use flush::Persistence;
 pub use map::{MapError, MapSlice, MappedFile};
 pub use meta_ring::MetaRing;
+pub use written::{Method as WriteTracking, WrittenPages};
