@@ -95,3 +95,61 @@ fn an_output_in_a_missing_folder_is_named() {
     assert!(err.contains("no-such-folder"), "{err}");
     assert!(!c.dir.path().join("no-such-folder").exists());
 }
+
+fn export_file(c: &Cluster, out: &Path, name: &str) -> Output {
+    Command::new(common::exe())
+        .args(["export", "--config", c.cfg_path.to_str().expect("utf-8 path"), "--addr", &c.mirror_addr()])
+        .arg("--out")
+        .arg(out)
+        .args(["--file", name])
+        .output()
+        .expect("run mojim export --file")
+}
+
+/// `--file` cuts one file of the interposer's file table out of the data area: its slot's
+/// first `size` bytes, as the table in the same snapshot says. A name not in the table, or a
+/// data area without a table, is an error that says what is there.
+#[test]
+fn export_file_is_one_file_of_the_file_table() {
+    use mojim_format::files::FileTable;
+    let size = 24 * MIB;
+    let mut c = Cluster::new("export-file", size, |_| {});
+    c.start_mirror();
+    let p = Primary::open(&c.primary_options()).expect("open the primary");
+    let out = c.dir.path().join("data.mdb");
+
+    let run = export_file(&c, &out, "/db/b.mdb");
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success() && err.contains("no file table"), "{err}");
+
+    let mut table = FileTable::layout(&["/db/a.mdb", "/db/b.mdb"], size).expect("a layout");
+    let b = table.entries[1].clone();
+    let mut rng = common::Rng::new(common::seed("export-file"));
+    let contents = rng.bytes(3 * MIB as usize + 123);
+    table.entries[1].size = contents.len() as u64;
+    p.write(b.slot_offset, &contents).expect("write the file's bytes");
+    // Bytes past the file's size in its slot, and the other file's slot, stay out.
+    p.write(b.slot_offset + contents.len() as u64, &[0xEE; 4096]).expect("write past the size");
+    p.write(table.entries[0].slot_offset, &[0xAA; 4096]).expect("write the other file");
+    let t = table.encode();
+    p.write(0, &t).expect("write the table");
+    let ranges = [
+        Range::new(0, t.len() as u64),
+        Range::new(table.entries[0].slot_offset, 4096),
+        Range::new(b.slot_offset, contents.len() as u64 + 4096),
+    ];
+    p.gmsync(&ranges).expect("gmsync");
+    wait_applied(&mut c.admin());
+
+    let run = export_file(&c, &out, "/db/b.mdb");
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    assert!(err.contains(&format!("/db/b.mdb ({} bytes)", contents.len())), "{err}");
+    common::assert_same_image("export --file", &contents, &std::fs::read(&out).expect("read the export"));
+
+    let run = export_file(&c, &out, "/db/c.mdb");
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{err}");
+    assert!(err.contains("\"/db/c.mdb\" is not in") && err.contains("/db/a.mdb"), "{err}");
+    assert_eq!(leftovers(c.dir.path()), Vec::<String>::new());
+}
