@@ -138,7 +138,7 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
             };
             // The lane's log is made before the lane is welcomed: a node that cannot make it
             // refuses the lane now, and neither the first group nor a copy waits for it later.
-            if let Err(message) = lane::log_of(s, tag.lane) {
+            if let Err(message) = s.lanes.log_of(tag.lane) {
                 tracing::warn!(%peer, lane = tag.lane, %message, "lane refused: no log");
                 refuse(&mut conn, &Refusal { code: RefuseCode::Storage, message: message.clone() });
                 conn.shutdown();

@@ -139,7 +139,7 @@ fn apply_locked(s: &Shared, allow_gaps: bool, wait: DataWait, _applier: &MutexGu
                 if s.storage_failed.get().is_some() {
                     break;
                 }
-                let log = s.logs[g.lane as usize].get().expect("a group's log exists");
+                let log = s.lanes.log_holding(g);
                 let mut failed = None;
                 for_each_verified_write(&log.area(), g, MAX_FRAME_LIMIT, |off, body| {
                     if failed.is_none() {
@@ -197,7 +197,7 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
         let mut result = Ok(());
         if s.region.persists_ranges() {
             for g in &fresh {
-                let log = s.logs[g.lane as usize].get().expect("a group's log exists");
+                let log = s.lanes.log_holding(g);
                 for_each_verified_write(&log.area(), g, MAX_FRAME_LIMIT, |off, body| {
                     if result.is_ok() {
                         result = s.region.persist(off, body.len());
@@ -261,20 +261,8 @@ fn data_area_failed(s: &Shared, why: String) -> String {
 /// that cannot be made persistent fail-stops the node and frees nothing more: recovery reads
 /// the log from the persistent tail, so the space after it must not be written over.
 fn release(s: &Shared, done: &[GroupRef]) {
-    for lane in 0..s.lanes.len() {
-        let Some(end) = done.iter().rev().find(|g| g.lane as usize == lane).map(|g| g.end_pos) else {
-            continue;
-        };
-        let log = s.logs[lane].get().expect("a group's log exists");
-        if let Err(e) = log.set_tail(end) {
-            let what = format!(
-                "the log of lane {lane} ({}) failed: cannot persist its tail ({end}): {e}",
-                log.path().display()
-            );
-            fail_storage(s, what);
-            return;
-        }
-        lock(&s.lanes[lane]).release(end);
+    if let Err(what) = s.lanes.release(done) {
+        fail_storage(s, what);
     }
 }
 

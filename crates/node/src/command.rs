@@ -178,14 +178,7 @@ fn reset(s: &Shared, base: u64) -> Result<(), String> {
     if c.cp.waiting() > 0 || super::apply::unreleased(&c) > 0 {
         return Err("groups are still being applied here; try again".into());
     }
-    for (lane, cell) in s.logs.iter().enumerate() {
-        let mut l = s.lanes[lane].lock().unwrap_or_else(|p| p.into_inner());
-        let head = l.space().head();
-        if let Some(log) = cell.get() {
-            log.set_tail(head).map_err(io("drop the log's records"))?;
-        }
-        l.release(head);
-    }
+    s.lanes.drop_records().map_err(io("drop the log's records"))?;
     let (flags, _) = s.region.copy_state().map_err(io("read the copy state"))?;
     s.region.set_copy_state(flags | FLAG_INCONSISTENT, 0).map_err(io("mark the copy inconsistent"))?;
     s.region.set_applied_seq(base).map_err(io("persist the applied sequence number"))?;

@@ -699,7 +699,7 @@ fn send_group<C: Conn>(
     g: &GroupRef,
     feed: &mut Feed,
 ) -> Result<(), ForwardError> {
-    let log = s.logs[g.lane as usize].get().expect("a group's log exists");
+    let log = s.lanes.log_holding(g);
     let area = log.area();
     let mut headers = [[0u8; FRAME_HEADER_SIZE]; BATCH];
     let mut bodies = [MapSlice::empty(); BATCH];

@@ -1,10 +1,11 @@
 //! A data lane: frames from the primary go straight into the lane's log, and each group is
 //! acknowledged once it is whole there and persistent.
 
+use super::lanes::LaneRef;
 use super::Shared;
 use mojim_core::checkpoint::GroupRef;
 use mojim_core::encode::{ack_header, copy_retry_header, SessionTag};
-use mojim_core::lane::{Completed, MirrorLane, Slot};
+use mojim_core::lane::{Completed, Slot};
 use mojim_core::receive::Violation;
 use mojim_format::frame::BodyError;
 use mojim_format::handshake::{encode_refuse, RefuseCode};
@@ -13,7 +14,6 @@ use mojim_region::LogFile;
 use mojim_transport::Conn;
 use std::io::{BufReader, Read};
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Bytes a lane reads ahead. A frame's header and a small body, or many small frames (a bitmap
@@ -43,27 +43,6 @@ impl LaneEnd {
 
 fn lock<X>(m: &std::sync::Mutex<X>) -> std::sync::MutexGuard<'_, X> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The log of `lane`, created (and its space reserved) when a session's lane first joins.
-pub(crate) fn log_of(s: &Shared, lane: u16) -> Result<&LogFile, String> {
-    let cell = &s.logs[lane as usize];
-    if let Some(l) = cell.get() {
-        return Ok(l);
-    }
-    let _making = lock(&s.log_create);
-    if let Some(l) = cell.get() {
-        return Ok(l);
-    }
-    let path = s.opts.log_path(lane);
-    let cap = lock(&s.lanes[lane as usize]).space().capacity();
-    match LogFile::create(&path, s.opts.region.uuid, lane, cap) {
-        Ok(l) => {
-            let _ = cell.set(l);
-            Ok(cell.get().expect("just set"))
-        }
-        Err(e) => Err(format!("cannot create the log for lane {lane} ({cap} bytes): {e}")),
-    }
 }
 
 /// Receives the lane until it ends.
@@ -111,14 +90,14 @@ fn heartbeat<C: Conn>(conn: &mut C, tag: SessionTag) -> std::io::Result<()> {
 fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
     let pacer = Pacer { last_beat: Instant::now(), interval: s.opts.heartbeat.interval, tag };
     // Made when the lane joined (see `accept.rs`).
-    let log = match log_of(s, tag.lane) {
+    let log = match s.lanes.log_of(tag.lane) {
         Ok(l) => l,
         Err(m) => return LaneEnd::Storage(m),
     };
     let mut r = Receiver {
         s,
         tag,
-        lane: &s.lanes[tag.lane as usize],
+        lane: s.lanes.lane(tag.lane),
         log,
         pacer,
         copy_buf: Vec::new(),
@@ -154,7 +133,7 @@ impl Pacer {
 struct Receiver<'a, C: Conn> {
     s: &'a Shared,
     tag: SessionTag,
-    lane: &'a Mutex<MirrorLane>,
+    lane: LaneRef<'a>,
     log: &'a LogFile,
     pacer: Pacer,
     /// Where a Copy frame's body is read and checked.
@@ -185,7 +164,7 @@ impl<C: Conn> Receiver<'_, C> {
         }
         let h = &slot.accepted.header;
         self.s.stats.bytes_received.fetch_add(h.body_len as u64, Ordering::Relaxed);
-        let done = lock(self.lane).commit(&slot);
+        let done = self.lane.with(|l| l.commit(&slot));
         if let Some(done) = done {
             let g = done.group;
             self.persist(&done, h.kind)?;
@@ -224,7 +203,7 @@ impl<C: Conn> Receiver<'_, C> {
         loop {
             // The lane's lock is let go before the match: the wait for space takes `ckpt`, and
             // the checkpointer needs this lock to free the space (see the lock order in lib.rs).
-            let placed = lock(self.lane).on_header(hb);
+            let placed = self.lane.with(|l| l.on_header(hb));
             match placed {
                 Err(v) => return Err(LaneEnd::Violation(v)),
                 Ok(Some(slot)) => return Ok(slot),

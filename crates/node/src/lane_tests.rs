@@ -3,7 +3,7 @@
 //! does, and how a full log holds the lane until the checkpointer frees space.
 
 use crate::test_peer::{applied, join, node_options, read, region, serve, shared, wait_for, Scratch};
-use crate::{lane, Shared, MAX_FRAME_LIMIT};
+use crate::{Shared, MAX_FRAME_LIMIT};
 use mojim_core::encode::{data_header, FramePlan, SessionTag};
 use mojim_format::log::{record_at_verified, record_size};
 use mojim_format::FrameKind;
@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 fn head(s: &Shared, lane: usize) -> u64 {
-    s.lanes[lane].lock().unwrap().space().head()
+    s.lanes.with(lane as u16, |l| l.space().head())
 }
 
 #[test]
@@ -37,7 +37,7 @@ fn a_groups_frames_land_in_the_log_and_the_ack_comes_after_its_end_frame() {
     wait_for("two records in lane 0's log", || head(s, 0) == two);
     assert_eq!(l.next_frame(Duration::from_millis(100)), None, "nothing is acknowledged before END");
     assert_eq!(s.stats.groups_received.load(Ordering::SeqCst), 0);
-    let log = lane::log_of(s, 0).expect("lane 0's log");
+    let log = s.lanes.log_of(0).expect("lane 0's log");
     let area = log.area();
     let mut pos = 0;
     for (i, body) in bodies[..2].iter().enumerate() {
@@ -145,7 +145,7 @@ fn a_full_log_makes_the_lane_wait_until_the_checkpointer_frees_space() {
     for k in 0..=4 {
         assert!(read(s, 4096 * k, 4096) == body(k), "group {}'s bytes", n + k);
     }
-    assert!(s.lanes[1].lock().unwrap().space().tail() > 0, "the checkpointer freed lane 1's log");
+    assert!(s.lanes.with(1, |l| l.space().tail()) > 0, "the checkpointer freed lane 1's log");
     drop((l0, l1));
     node.shutdown();
 }

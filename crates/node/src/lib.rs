@@ -46,6 +46,7 @@ mod data;
 mod forward;
 mod forward_error;
 mod lane;
+mod lanes;
 mod pending;
 mod session;
 mod status;
@@ -169,7 +170,7 @@ impl MirrorOptions {
     }
 
     pub fn log_path(&self, lane: u16) -> PathBuf {
-        self.log_dir.join(format!("lane-{lane}.log"))
+        lanes::log_path(&self.log_dir, lane)
     }
 }
 
@@ -227,11 +228,8 @@ pub(crate) struct Shared {
     pub written_seq: AtomicU64,
     /// Serialises appliers (the checkpointer thread and session sealing).
     pub apply_lock: Mutex<()>,
-    pub logs: Vec<OnceLock<LogFile>>,
-    /// Serialises the making of lane logs (a lane's connection from an ended session may still
-    /// be making the log its successor needs).
-    pub log_create: Mutex<()>,
-    pub lanes: Vec<Mutex<MirrorLane>>,
+    /// Every lane's log and receiving state.
+    pub lanes: lanes::Lanes,
     pub ckpt: Mutex<Ckpt>,
     pub ckpt_cv: Condvar,
     pub space_cv: Condvar,
@@ -524,6 +522,7 @@ struct Opened {
 impl Shared {
     /// A mirror's state, neither serving nor in a session yet.
     fn new(opts: MirrorOptions, r: Opened) -> Shared {
+        let lanes = lanes::Lanes::new(r.logs, r.lanes, opts.log_dir.clone(), opts.region.uuid);
         Shared {
             policy: CheckpointPolicy { thresh: opts.checkpoint_thresh },
             ckpt: Mutex::new(Ckpt::new(opts.max_lanes as usize, r.applied, &r.retained)),
@@ -532,9 +531,7 @@ impl Shared {
             data_lock: RwLock::new(()),
             written_seq: AtomicU64::new(0),
             apply_lock: Mutex::new(()),
-            logs: r.logs,
-            log_create: Mutex::new(()),
-            lanes: r.lanes,
+            lanes,
             ckpt_cv: Condvar::new(),
             space_cv: Condvar::new(),
             session: Mutex::new(SessionSlot::default()),

@@ -259,10 +259,7 @@ fn add_lane(
     cur.within |= bit;
     cur.closers.push(closer);
     let tag = SessionTag { session: cur.id, epoch: cur.epoch, lane: hello.lane };
-    {
-        let mut lane = s.lanes[hello.lane as usize].lock().unwrap_or_else(|p| p.into_inner());
-        lane.begin(tag, s.region.size(), cur.max_frame, cur.next_seq);
-    }
+    s.lanes.begin(tag, s.region.size(), cur.max_frame, cur.next_seq);
     Ok(tag)
 }
 
@@ -278,7 +275,7 @@ fn welcome(s: &Shared, cur: &Session, lane: u16) -> Result<Welcome, Refusal> {
         prev_generation,
         inconsistent: !consistent(s),
         next_seq: cur.next_seq,
-        log_capacity: s.lanes[lane as usize].lock().unwrap_or_else(|p| p.into_inner()).space().capacity(),
+        log_capacity: s.lanes.capacity(lane),
         max_frame: cur.max_frame,
         epoch: cur.epoch,
     };
@@ -288,12 +285,7 @@ fn welcome(s: &Shared, cur: &Session, lane: u16) -> Result<Welcome, Refusal> {
 /// The largest frame body of a session: what both sides allow, and small enough that a group of
 /// one full frame fits every lane's log (a log made earlier may be smaller than configured).
 fn session_max_frame(s: &Shared, asked: u32) -> u32 {
-    let smallest_log = s
-        .lanes
-        .iter()
-        .map(|l| l.lock().unwrap_or_else(|p| p.into_inner()).space().capacity())
-        .min()
-        .unwrap_or(s.opts.log_capacity);
+    let smallest_log = s.lanes.capacities(s.lanes.count()).min().unwrap_or(s.opts.log_capacity);
     let fits = (smallest_log / 2).saturating_sub(mojim_format::FRAME_HEADER_SIZE as u64) / 64 * 64;
     asked.min(s.opts.limits.max_frame).min(fits.min(u32::MAX as u64) as u32).max(64)
 }
@@ -303,12 +295,7 @@ fn session_max_frame(s: &Shared, asked: u32) -> u32 {
 /// when a mirror opened it to feed this node as its backup, a void run from that number as long
 /// as any mirror's window (see `mojim_core::seq_window`).
 fn session_window(s: &Shared, hello: &Hello, next_seq: u64) -> SeqWindow {
-    let len = window_for_logs(
-        s.lanes
-            .iter()
-            .take(hello.lanes as usize)
-            .map(|l| l.lock().unwrap_or_else(|p| p.into_inner()).space().capacity()),
-    );
+    let len = window_for_logs(s.lanes.capacities(hello.lanes as usize));
     let w = SeqWindow::new(next_seq, len);
     if hello.role == mojim_format::handshake::PeerRole::Mirror {
         w.with_void_runs()
@@ -358,13 +345,7 @@ pub(crate) fn leave(s: &Shared, tag: SessionTag, reason: &str) {
     if cur.within != 0 {
         return;
     }
-    let lanes = cur.lanes;
-    for lane in 0..lanes {
-        let mut l = s.lanes[lane as usize].lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(seq) = l.end_session() {
-            tracing::info!(lane, seq, "dropped the incomplete group of the ended session");
-        }
-    }
+    s.lanes.end_session(cur.lanes);
     let t0 = std::time::Instant::now();
     apply::seal(s);
     if t0.elapsed() >= SLOW_LEAVE {

@@ -82,15 +82,8 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         Some(_) => s.region.applied_seq().unwrap_or(applied).min(applied),
         None => applied,
     };
-    let lanes = s
-        .lanes
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| s.logs[*i].get().is_some())
-        .map(|(i, l)| {
-            let l = l.lock().unwrap_or_else(|p| p.into_inner());
-            LaneStatus { lane: i as u16, log_capacity: l.space().capacity(), log_used: l.space().used() }
-        })
+    let lanes = (s.lanes.usage().into_iter())
+        .map(|(lane, log_capacity, log_used)| LaneStatus { lane, log_capacity, log_used })
         .collect();
     let (generation, prev) = s.region.generation().unwrap_or((0, 0));
     let primary = s.region.copy_state().is_ok_and(|(f, _)| f & mojim_format::region::FLAG_PRIMARY != 0);
