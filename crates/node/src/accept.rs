@@ -281,7 +281,7 @@ fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str) {
                     }
                 } else {
                     let mut out = vec![0u8; len as usize];
-                    super::read_consistent(s, offset, &mut out).map(|_| out).map_err(|e| e.to_string())
+                    s.data.read_consistent(offset, &mut out).map(|_| out).map_err(|e| e.to_string())
                 }
             }
         };
@@ -314,7 +314,7 @@ enum LongRead {
 /// into their logs (they never wait for the data area) until a log is full; the read's deadline
 /// bounds that.
 fn read_long<C: Conn>(s: &Shared, conn: &mut C, offset: u64, len: u64) -> Result<(), LongRead> {
-    let size = s.region.size();
+    let size = s.data.area().size();
     if offset.checked_add(len).is_none_or(|e| e > size) {
         return Err(LongRead::Refused(format!(
             "read of {len} bytes at offset {offset} is outside the region of {size} bytes"
@@ -324,15 +324,13 @@ fn read_long<C: Conn>(s: &Shared, conn: &mut C, offset: u64, len: u64) -> Result
     let deadline =
         Instant::now() + LONG_READ_GRACE + Duration::from_secs_f64(len as f64 / LONG_READ_MIN_RATE as f64);
     let mut piece = vec![0u8; MAX_READ as usize];
-    let _r = s.data_lock.read().unwrap_or_else(|p| p.into_inner());
-    if let Some(msg) = s.storage_failed.get() {
-        return Err(LongRead::Refused(format!("the data area is not readable: {msg}")));
-    }
+    let held =
+        s.data.read().map_err(|msg| LongRead::Refused(format!("the data area is not readable: {msg}")))?;
     let mut out = WriteBy { conn, deadline };
     let mut at = offset;
     while at < offset + len {
         let n = (offset + len - at).min(MAX_READ) as usize;
-        if let Err(e) = s.region.read(at, &mut piece[..n]) {
+        if let Err(e) = held.read(at, &mut piece[..n]) {
             // Part of the reply is sent: the peer learns of the failure by the closed connection.
             tracing::error!(error = %e, offset = at, "cannot read the data area for an operator");
             return Err(LongRead::Failed);

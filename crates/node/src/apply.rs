@@ -129,31 +129,31 @@ fn apply_locked(s: &Shared, allow_gaps: bool, wait: DataWait, _applier: &MutexGu
         let n = batch.len();
         let mut written = 0;
         let writing = match wait {
-            DataWait::Block => Some(s.data_lock.write().unwrap_or_else(|p| p.into_inner())),
-            DataWait::Never => s.data_lock.try_write().ok(),
+            DataWait::Block => Some(s.data.write()),
+            DataWait::Never => s.data.try_write(),
         };
-        if let Some(_w) = writing {
+        if let Some(w) = writing {
             for g in &batch {
                 // Once the data area failed nothing more goes to it: the groups stay in the log,
                 // and restart recovery applies them from there.
-                if s.storage_failed.get().is_some() {
+                if s.data.failed().is_some() {
                     break;
                 }
                 let log = s.lanes.log_holding(g);
                 let mut failed = None;
                 for_each_verified_write(&log.area(), g, MAX_FRAME_LIMIT, |off, body| {
                     if failed.is_none() {
-                        if let Err(e) = s.region.write_from(off, body) {
+                        if let Err(e) = w.write_from(off, body) {
                             failed = Some((off, body.len(), e));
                         }
                     }
                 });
                 if let Some((off, len, e)) = failed {
                     let why = format!("cannot write group {} ({len} bytes at offset {off}): {e}", g.seq);
-                    fail_storage(s, data_area_failed(s, why));
+                    s.data.fail_area(why);
                     break;
                 }
-                s.written_seq.store(g.seq, Ordering::Relaxed);
+                w.written(g.seq);
                 written += 1;
             }
         }
@@ -193,22 +193,23 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
     };
     // After a failure nothing is persisted or recorded: the applied number stays where the data
     // area is known good, and every later group stays in the log.
-    if let Some(last) = fresh.last().copied().filter(|_| s.storage_failed.get().is_none()) {
+    if let Some(last) = fresh.last().copied().filter(|_| s.data.failed().is_none()) {
         let mut result = Ok(());
-        if s.region.persists_ranges() {
+        let area = s.data.area();
+        if area.persists_ranges() {
             for g in &fresh {
                 let log = s.lanes.log_holding(g);
                 for_each_verified_write(&log.area(), g, MAX_FRAME_LIMIT, |off, body| {
                     if result.is_ok() {
-                        result = s.region.persist(off, body.len());
+                        result = area.persist(off, body.len());
                     }
                 });
             }
         }
-        let result = result.and_then(|_| s.region.sync()).and_then(|_| s.region.set_applied_seq(last.seq));
+        let result = result.and_then(|_| area.sync()).and_then(|_| area.set_applied_seq(last.seq));
         match result {
             Ok(()) => {
-                super::session::consistent(s);
+                s.data.consistent();
                 s.stats.groups_persisted.fetch_add(fresh.len() as u64, Ordering::Relaxed);
                 held.extend_from_slice(&fresh);
             }
@@ -216,12 +217,12 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
             // "succeed" without them).
             Err(e) => {
                 let why = format!("cannot make groups up to {} persistent: {e}", last.seq);
-                fail_storage(s, data_area_failed(s, why));
+                s.data.fail_area(why);
             }
         }
     }
     fresh.clear();
-    if s.storage_failed.get().is_some() {
+    if s.data.failed().is_some() {
         held.clear();
     } else if !held.is_empty() {
         // With backups, a group's log space waits until every backup has it.
@@ -239,30 +240,12 @@ fn reclaim_locked(s: &Shared, _applier: &MutexGuard<'_, ()>) {
     s.space_cv.notify_all();
 }
 
-/// Fail-stops the node's storage: no group is written to the data area, persisted or released
-/// from a log after this, and lanes refuse new data (so nothing more is acknowledged) with
-/// `what` failed, which status shows. Every group acknowledged so far is in a log, and restart
-/// recovery applies it.
-pub(crate) fn fail_storage(s: &Shared, what: String) -> String {
-    let msg =
-        format!("{what}; free the space or fix the device, then restart the mirror to recover from its logs");
-    if s.storage_failed.set(msg.clone()).is_ok() {
-        tracing::error!("{msg}");
-    }
-    s.storage_failed.get().cloned().unwrap_or(msg)
-}
-
-/// `the data area <path> failed: <why>`
-fn data_area_failed(s: &Shared, why: String) -> String {
-    format!("the data area {} failed: {why}", s.opts.data_path().display())
-}
-
 /// Frees log space up to the end of the last reclaimed group of each lane in `done`. A tail
 /// that cannot be made persistent fail-stops the node and frees nothing more: recovery reads
 /// the log from the persistent tail, so the space after it must not be written over.
 fn release(s: &Shared, done: &[GroupRef]) {
     if let Err(what) = s.lanes.release(done) {
-        fail_storage(s, what);
+        s.data.fail(what);
     }
 }
 

@@ -181,7 +181,7 @@ pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) -> R
     super::apply::apply_inline(s);
     let mut st = lock(f);
     while over(&st) && !s.shutdown.load(Ordering::SeqCst) {
-        if let Some(msg) = s.storage_failed.get() {
+        if let Some(msg) = s.data.failed() {
             st.stalled_micros += t0.elapsed().as_micros() as u64;
             return Err(ForwardError::Local(msg.clone()));
         }
@@ -208,7 +208,7 @@ pub(crate) fn wait_forwarded(
     super::apply::apply_inline(s);
     let mut st = lock(f);
     while st.min_acked() < seq && !s.shutdown.load(Ordering::SeqCst) {
-        if let Some(msg) = s.storage_failed.get() {
+        if let Some(msg) = s.data.failed() {
             return Err(ForwardError::Local(msg.clone()));
         }
         st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
@@ -244,15 +244,10 @@ fn set_link(s: &Shared, i: usize, edit: impl FnOnce(&mut BackupStatus)) {
     edit(&mut lock(f).links[i]);
 }
 
-/// Whether this node's copy is the primary's (promoted): it feeds nobody then.
-fn is_primary(s: &Shared) -> bool {
-    s.region.copy_state().is_ok_and(|(f, _)| f & mojim_format::region::FLAG_PRIMARY != 0)
-}
-
 fn link_loop<T: Transport>(s: &Shared, t: &T, i: usize) {
     let addr = s.opts.backups[i].clone();
     while !s.shutdown.load(Ordering::SeqCst) {
-        if is_primary(s) {
+        if s.data.is_primary() {
             set_link(s, i, |l| {
                 l.connected = false;
                 l.error = Some("this node's copy is the primary's: it feeds no backup".into());
@@ -287,7 +282,7 @@ fn open_session<T: Transport>(
         lane: 0,
         lanes: 1,
         max_frame: super::MAX_FRAME_LIMIT,
-        generation: s.region.generation().map(|g| g.0).unwrap_or(0),
+        generation: s.data.area().generation().map(|g| g.0).unwrap_or(0),
     };
     let (conn, welcome) = connect(t, addr, Duration::from_secs(5), &s.opts.secret, &intro)?;
     Ok((conn, welcome, intro))
@@ -299,7 +294,7 @@ fn open_session<T: Transport>(
 fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(), ForwardError> {
     let f = s.forward.as_ref().expect("forwarding is on");
     let (mut conn, mut welcome, mut intro) = open_session(s, t, addr)?;
-    let generation = s.region.generation().map(|g| g.0).unwrap_or(0);
+    let generation = s.data.area().generation().map(|g| g.0).unwrap_or(0);
     let have = welcome.next_seq - 1;
     let has_history = welcome.generation != 0 || have > 0;
     let other_history = has_history && welcome.generation != generation;
@@ -311,7 +306,7 @@ fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(
     let replace = welcome.inconsistent || other_history || behind;
     let wait = if generation == 0 && has_history {
         Some("this node has no copy of the region yet (generation 0); the backup keeps its own until it has")
-    } else if replace && !super::session::consistent(s) {
+    } else if replace && !s.data.consistent() {
         Some("this node's copy is inconsistent (a copy into it runs); the backup keeps its own until it is complete")
     } else {
         None
@@ -543,15 +538,14 @@ impl OpenCopy {
         while at < off + len {
             let n = chunk.min(off + len - at) as usize;
             {
-                let _r = s.data_lock.read().unwrap_or_else(|p| p.into_inner());
                 // A failed write may have left part of a group in the data area.
-                if let Some(msg) = s.storage_failed.get() {
-                    return Err(ForwardError::Local(format!("the data area cannot be copied: {msg}")));
-                }
-                s.region
-                    .read(at, &mut self.buf[..n])
+                let held = s
+                    .data
+                    .read()
+                    .map_err(|msg| ForwardError::Local(format!("the data area cannot be copied: {msg}")))?;
+                held.read(at, &mut self.buf[..n])
                     .map_err(|e| ForwardError::Local(format!("read the data area: {e}")))?;
-                self.read_through = self.read_through.max(s.written_seq.load(Ordering::Relaxed));
+                self.read_through = self.read_through.max(held.written_seq());
             }
             let session = SessionTag { session: tag.session, epoch: tag.epoch, lane: 0 };
             let h = copy_header(session, at, &self.buf[..n]);
@@ -569,7 +563,7 @@ impl OpenCopy {
     /// Where the backup's copy is complete, once that is known: not while this node's own
     /// copy is running and its last group is not yet known.
     fn complete_at(&self, s: &Shared) -> Option<u64> {
-        let (flags, until) = s.region.copy_state().ok()?;
+        let (flags, until) = s.data.area().copy_state().ok()?;
         let mine = if flags & mojim_format::region::FLAG_INCONSISTENT == 0 {
             s.ckpt.lock().unwrap_or_else(|p| p.into_inner()).cp.applied_seq()
         } else if until != 0 {
@@ -584,7 +578,7 @@ impl OpenCopy {
 /// Sends CopyEnd to the backup when its history changes: with the point its open copy is
 /// complete at, once known, else just the new generation id.
 fn announce<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, feed: &mut Feed) -> Result<(), ForwardError> {
-    let generation = s.region.generation().map(|g| g.0).unwrap_or(0);
+    let generation = s.data.area().generation().map(|g| g.0).unwrap_or(0);
     if let Some(copy) = &feed.copy {
         if let Some(until) = copy.complete_at(s) {
             send_control(conn, tag, FrameKind::CopyEnd, generation, until)?;
@@ -613,7 +607,7 @@ fn send_loop<C: Conn>(
     let mut last_sent = Instant::now();
     // The backup follows this node's history: it takes this node's generation id.
     loop {
-        if is_primary(s) {
+        if s.data.is_primary() {
             return Err(ForwardError::Ended("this node was promoted: it feeds no backup".into()));
         }
         announce(s, conn, tag, &mut feed)?;
@@ -630,7 +624,7 @@ fn send_loop<C: Conn>(
                 st = f.cv.wait_timeout(st, Duration::from_millis(20)).unwrap_or_else(|p| p.into_inner()).0;
                 if last_sent.elapsed() >= s.opts.heartbeat.interval {
                     drop(st);
-                    if is_primary(s) {
+                    if s.data.is_primary() {
                         return Err(ForwardError::Ended("this node was promoted: it feeds no backup".into()));
                     }
                     send_control(conn, tag, FrameKind::Heartbeat, 0, 0)?;

@@ -46,7 +46,7 @@ fn a_node_forwards_every_applied_group_and_its_backup_matches() {
     assert_eq!(b.stats.groups_received.load(Ordering::SeqCst), groups, "each group was forwarded once");
     let image = |x: &crate::Shared| {
         let mut out = vec![0u8; id.size as usize];
-        crate::read_consistent(x, 0, &mut out).expect("read the data area");
+        x.data.read_consistent(0, &mut out).expect("read the data area");
         out
     };
     let mine = image(s);

@@ -189,7 +189,7 @@ impl<C: Conn> Receiver<'_, C> {
                 e.to_string()
             }));
         }
-        if let Some(msg) = self.s.storage_failed.get() {
+        if let Some(msg) = self.s.data.failed() {
             return Err(LaneEnd::Storage(msg.clone()));
         }
         Ok(())
@@ -218,7 +218,7 @@ impl<C: Conn> Receiver<'_, C> {
                 return Err(LaneEnd::Closed("shutting down".into()));
             }
             // A failed storage frees no log space: the wait would never end.
-            if let Some(msg) = s.storage_failed.get() {
+            if let Some(msg) = s.data.failed() {
                 return Err(LaneEnd::Storage(msg.clone()));
             }
         }
@@ -275,13 +275,13 @@ impl<C: Conn> Receiver<'_, C> {
                 done.persist_from,
                 done.persist_to
             );
-            return Err(LaneEnd::Storage(super::apply::fail_storage(s, what)));
+            return Err(LaneEnd::Storage(s.data.fail(what)));
         }
         // A Copied group's bytes are in the data area: durable there before it is
         // acknowledged (a disk file's writes need a sync; memory was written back as they
         // landed).
         if kind == FrameKind::Copied {
-            if let Err(e) = s.region.sync() {
+            if let Err(e) = s.data.area().sync() {
                 return Err(LaneEnd::Storage(format!("sync copied bytes to the data area: {e}")));
             }
         }
@@ -364,8 +364,8 @@ fn receive_copy<C: Conn>(
         Err(e) => return Err(LaneEnd::Violation(Violation::Body(e))),
     }
     {
-        let _w = s.data_lock.write().unwrap_or_else(|p| p.into_inner());
-        s.region
+        s.data
+            .write()
             .write_persistent(h.offset, scratch)
             .map_err(|e| LaneEnd::Storage(format!("write copied bytes to the data area: {e}")))?;
     }

@@ -78,7 +78,7 @@ use mojim_transport::{TcpTransport, Transport};
 use session::SessionSlot;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -219,13 +219,8 @@ pub(crate) struct Ckpt {
 
 pub(crate) struct Shared {
     pub opts: MirrorOptions,
-    pub region: DataArea,
-    /// Held for writing while a group is being applied or copied bytes land, for reading by
-    /// readers.
-    pub data_lock: RwLock<()>,
-    /// The last group whose bytes the checkpointer wrote to the data area (changed with the
-    /// data lock held for writing): bytes read from the area hold no group after it.
-    pub written_seq: AtomicU64,
+    /// The data area, its lock, and whether it failed.
+    pub data: data::Store,
     /// Serialises appliers (the checkpointer thread and session sealing).
     pub apply_lock: Mutex<()>,
     /// Every lane's log and receiving state.
@@ -242,8 +237,6 @@ pub(crate) struct Shared {
     pub started: Instant,
     pub recovery: RecoveryReport,
     pub listen_addr: OnceLock<String>,
-    /// Set when the data area failed: no log space is freed and no data accepted after it.
-    pub storage_failed: OnceLock<String>,
     /// Feeding backups, when this node has any.
     pub forward: Option<forward::Forward>,
     /// A mirror feeds this node: it is a backup.
@@ -523,13 +516,12 @@ impl Shared {
     /// A mirror's state, neither serving nor in a session yet.
     fn new(opts: MirrorOptions, r: Opened) -> Shared {
         let lanes = lanes::Lanes::new(r.logs, r.lanes, opts.log_dir.clone(), opts.region.uuid);
+        let data = data::Store::new(r.region, opts.data_path());
         Shared {
             policy: CheckpointPolicy { thresh: opts.checkpoint_thresh },
             ckpt: Mutex::new(Ckpt::new(opts.max_lanes as usize, r.applied, &r.retained)),
             opts,
-            region: r.region,
-            data_lock: RwLock::new(()),
-            written_seq: AtomicU64::new(0),
+            data,
             apply_lock: Mutex::new(()),
             lanes,
             ckpt_cv: Condvar::new(),
@@ -542,7 +534,6 @@ impl Shared {
             started: Instant::now(),
             recovery: r.report,
             listen_addr: OnceLock::new(),
-            storage_failed: OnceLock::new(),
             forward: r.forward,
             is_backup: AtomicBool::new(false),
             primary_epoch: AtomicU64::new(0),
@@ -579,7 +570,7 @@ impl MirrorHandle {
 
     /// Copies data-area bytes; never returns bytes of a partly applied group.
     pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<()> {
-        read_consistent(&self.shared, offset, out)
+        self.shared.data.read_consistent(offset, out)
     }
 
     pub fn status(&self) -> MirrorStatus {
@@ -625,22 +616,4 @@ impl Drop for MirrorHandle {
             self.stop();
         }
     }
-}
-
-pub(crate) fn read_consistent(shared: &Shared, offset: u64, out: &mut [u8]) -> Result<()> {
-    let size = shared.region.size();
-    if offset.checked_add(out.len() as u64).is_none_or(|e| e > size) {
-        return Err(Error::Range(mojim_core::encode::RangeError::OutOfBounds {
-            offset,
-            len: out.len() as u64,
-            region_size: size,
-        }));
-    }
-    let _r = shared.data_lock.read().unwrap_or_else(|p| p.into_inner());
-    // A write that failed may have left part of a group in the data area: nothing is read from
-    // it until a restart recovers it from the logs.
-    if let Some(msg) = shared.storage_failed.get() {
-        return Err(Error::io("read the data area")(std::io::Error::other(msg.clone())));
-    }
-    shared.region.read(offset, out).map_err(Error::io("read the data area"))
 }

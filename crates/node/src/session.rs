@@ -12,7 +12,7 @@ use mojim_core::handshake::Refusal;
 use mojim_core::receive::Violation;
 use mojim_core::seq_window::{window_for_logs, SeqWindow};
 use mojim_format::handshake::{Hello, RefuseCode, Welcome};
-use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
+use mojim_format::region::FLAG_INCONSISTENT;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -127,7 +127,7 @@ fn admissible(s: &Shared, hello: &Hello) -> Result<(), Refusal> {
         return Err(Refusal { code: RefuseCode::Busy, message: "the mirror is shutting down".into() });
     }
     // A failed data area takes nothing more until a restart recovers it from the logs.
-    if let Some(msg) = s.storage_failed.get() {
+    if let Some(msg) = s.data.failed() {
         return Err(Refusal { code: RefuseCode::Storage, message: msg.clone() });
     }
     // Checked before anything else: a stale primary must not end the current session.
@@ -200,17 +200,15 @@ fn begin(s: &Shared, slot: &mut SessionSlot, hello: &Hello, peer: &str) -> Resul
 
 /// A node whose copy is the primary's (promoted) serves no session as a replica.
 fn refuse_if_promoted(s: &Shared) -> Result<(), Refusal> {
-    if let Ok((flags, _)) = s.region.copy_state() {
-        if flags & FLAG_PRIMARY != 0 {
-            return Err(Refusal {
-                code: RefuseCode::Epoch,
-                message: format!(
-                    "this node's copy is the primary's since epoch {} (an application writes it); \
-                     demote it before it serves as a replica",
-                    s.epoch.load(Ordering::SeqCst)
-                ),
-            });
-        }
+    if s.data.is_primary() {
+        return Err(Refusal {
+            code: RefuseCode::Epoch,
+            message: format!(
+                "this node's copy is the primary's since epoch {} (an application writes it); \
+                 demote it before it serves as a replica",
+                s.epoch.load(Ordering::SeqCst)
+            ),
+        });
     }
     Ok(())
 }
@@ -220,7 +218,7 @@ fn take_epoch(s: &Shared, peer_epoch: u64) -> Result<u64, Refusal> {
     let epoch = s.epoch.load(Ordering::SeqCst);
     if peer_epoch > epoch {
         s.epoch.store(peer_epoch, Ordering::SeqCst);
-        if let Err(e) = s.region.set_epoch(peer_epoch) {
+        if let Err(e) = s.data.area().set_epoch(peer_epoch) {
             return Err(Refusal { code: RefuseCode::Storage, message: format!("cannot persist epoch: {e}") });
         }
     }
@@ -259,21 +257,21 @@ fn add_lane(
     cur.within |= bit;
     cur.closers.push(closer);
     let tag = SessionTag { session: cur.id, epoch: cur.epoch, lane: hello.lane };
-    s.lanes.begin(tag, s.region.size(), cur.max_frame, cur.next_seq);
+    s.lanes.begin(tag, s.data.area().size(), cur.max_frame, cur.next_seq);
     Ok(tag)
 }
 
 /// What the joining lane `lane` of `cur` is told: this node's history and where the session
 /// starts.
 fn welcome(s: &Shared, cur: &Session, lane: u16) -> Result<Welcome, Refusal> {
-    let (generation, prev_generation) = s.region.generation().map_err(|e| Refusal {
+    let (generation, prev_generation) = s.data.area().generation().map_err(|e| Refusal {
         code: RefuseCode::Storage,
         message: format!("cannot read the generation: {e}"),
     })?;
     let welcome = Welcome {
         generation,
         prev_generation,
-        inconsistent: !consistent(s),
+        inconsistent: !s.data.consistent(),
         next_seq: cur.next_seq,
         log_capacity: s.lanes.capacity(lane),
         max_frame: cur.max_frame,
@@ -360,25 +358,6 @@ pub(crate) fn leave(s: &Shared, tag: SessionTag, reason: &str) {
     s.session_cv.notify_all();
 }
 
-/// Whether the data area holds a usable copy: no copy into it is unfinished. A finished copy
-/// clears the mark here, once every copy group is applied.
-pub(crate) fn consistent(s: &Shared) -> bool {
-    let Ok((flags, until)) = s.region.copy_state() else { return false };
-    if flags & FLAG_INCONSISTENT == 0 {
-        return true;
-    }
-    let applied = s.region.applied_seq().unwrap_or(0);
-    if until != 0 && applied >= until {
-        if let Err(e) = s.region.set_copy_state(flags & !FLAG_INCONSISTENT, 0) {
-            tracing::error!(error = %e, "cannot clear the inconsistent mark");
-            return false;
-        }
-        tracing::info!(applied, "copy complete: the data area is consistent");
-        return true;
-    }
-    false
-}
-
 /// A lane of `session` announced a copy: mark the data area inconsistent before any of it lands.
 pub(crate) fn copy_begin(s: &Shared, session: u64, total: u64) -> Result<(), String> {
     let mut slot = lock(s);
@@ -394,8 +373,9 @@ pub(crate) fn copy_begin(s: &Shared, session: u64, total: u64) -> Result<(), Str
     cur.copy_started = Some(std::time::Instant::now());
     cur.copy_base_bytes = s.stats.bytes_received.load(Ordering::Relaxed);
     cur.copy_retry.clear();
-    let (flags, _) = s.region.copy_state().map_err(|e| format!("read the copy state: {e}"))?;
-    s.region
+    let (flags, _) = s.data.area().copy_state().map_err(|e| format!("read the copy state: {e}"))?;
+    s.data
+        .area()
         .set_copy_state(flags | FLAG_INCONSISTENT, 0)
         .map_err(|e| format!("mark the data area inconsistent: {e}"))?;
     tracing::info!(
@@ -425,21 +405,22 @@ pub(crate) fn copy_end(
     if cur.copy_open && cur.copy_ended.count_ones() < cur.lanes as u32 {
         return Ok(());
     }
-    let (old, old_prev) = s.region.generation().map_err(|e| format!("read the generation: {e}"))?;
+    let (old, old_prev) = s.data.area().generation().map_err(|e| format!("read the generation: {e}"))?;
     if generation != old {
         let prev = if old != 0 { old } else { old_prev };
-        s.region.set_generation(generation, prev).map_err(|e| format!("persist the generation: {e}"))?;
+        s.data.area().set_generation(generation, prev).map_err(|e| format!("persist the generation: {e}"))?;
     }
     cur.copy_ended = 0;
     let until = std::mem::take(&mut cur.copy_until);
     if std::mem::take(&mut cur.copy_open) {
-        let (flags, _) = s.region.copy_state().map_err(|e| format!("read the copy state: {e}"))?;
-        s.region
+        let (flags, _) = s.data.area().copy_state().map_err(|e| format!("read the copy state: {e}"))?;
+        s.data
+            .area()
             .set_copy_state(flags | FLAG_INCONSISTENT, until.max(1))
             .map_err(|e| format!("record the end of the copy: {e}"))?;
     }
     drop(slot);
-    consistent(s);
+    s.data.consistent();
     Ok(())
 }
 

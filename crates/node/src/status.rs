@@ -70,7 +70,7 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
     // Session before forwarding: a session's end holds the session lock while it takes the
     // apply lock, and reclaim holds the apply lock while it takes the forwarding lock.
     let sess = session::describe(s);
-    let consistent = session::consistent(s);
+    let consistent = s.data.consistent();
     let copy = session::copy_progress(s);
     let fwd = s.forward.as_ref().map(super::forward::lock);
     let (lag_groups, lag_bytes, applied) = {
@@ -78,15 +78,15 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         (c.cp.waiting(), c.waiting_bytes, c.cp.applied_seq())
     };
     // A failed data area holds what was persisted before the failure, and no more.
-    let applied = match s.storage_failed.get() {
-        Some(_) => s.region.applied_seq().unwrap_or(applied).min(applied),
+    let applied = match s.data.failed() {
+        Some(_) => s.data.area().applied_seq().unwrap_or(applied).min(applied),
         None => applied,
     };
     let lanes = (s.lanes.usage().into_iter())
         .map(|(lane, log_capacity, log_used)| LaneStatus { lane, log_capacity, log_used })
         .collect();
-    let (generation, prev) = s.region.generation().unwrap_or((0, 0));
-    let primary = s.region.copy_state().is_ok_and(|(f, _)| f & mojim_format::region::FLAG_PRIMARY != 0);
+    let (generation, prev) = s.data.area().generation().unwrap_or((0, 0));
+    let primary = s.data.is_primary();
     MirrorStatus {
         role: if primary {
             "primary"
@@ -120,8 +120,8 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         copy_retries: s.stats.copy_retries.load(Ordering::Relaxed),
         groups_persisted: s.stats.groups_persisted.load(Ordering::Relaxed),
         reclaims: s.stats.reclaims.load(Ordering::Relaxed),
-        data_persistence: s.region.persistence().into(),
-        storage_failed: s.storage_failed.get().cloned(),
+        data_persistence: s.data.area().persistence().into(),
+        storage_failed: s.data.failed().cloned(),
         recovery: s.recovery.clone(),
         backups: fwd.as_ref().map(|st| st.links()).unwrap_or_default(),
         stalls: fwd.as_ref().map_or(0, |st| st.stalls),

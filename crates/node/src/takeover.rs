@@ -57,7 +57,7 @@ pub(crate) fn watch(s: &Shared, settings: &mojim::config::EtcdSettings) {
             if roles.by_takeover
                 && roles.primary == *node
                 && roles.epoch >= s.epoch.load(Ordering::SeqCst)
-                && !is_primary(s)
+                && !s.data.is_primary()
             {
                 // This node claimed the roles but stopped before its promotion finished: finish it.
                 finish_promotion(s, &roles);
@@ -65,7 +65,7 @@ pub(crate) fn watch(s: &Shared, settings: &mojim::config::EtcdSettings) {
             }
             if roles.mirror != *node
                 && s.primary_epoch.load(Ordering::SeqCst) == roles.epoch
-                && !is_primary(s)
+                && !s.data.is_primary()
             {
                 name_as_mirror(&coord, node, &roles, revision);
                 continue;
@@ -139,10 +139,6 @@ fn cannot_take_over(s: &Shared, node: Option<&str>, roles: &Roles) {
     }
 }
 
-fn is_primary(s: &Shared) -> bool {
-    s.region.copy_state().is_ok_and(|(f, _)| f & mojim_format::region::FLAG_PRIMARY != 0)
-}
-
 fn finish_promotion(s: &Shared, roles: &Roles) {
     match super::command::promote_to(s, roles.epoch, DRAIN, true) {
         Ok(reply) => tracing::warn!(%reply, "finished a promotion claimed before a restart"),
@@ -153,7 +149,7 @@ fn finish_promotion(s: &Shared, roles: &Roles) {
 /// Claims the next epoch in etcd (so no other node can), then promotes this node's copy.
 fn take_over(s: &Shared, coord: &Coordinator, node: &str, roles: &Roles, revision: i64) {
     // Only a copy that can be promoted may claim the roles.
-    if !super::session::consistent(s) {
+    if !s.data.consistent() {
         tracing::error!("the primary's lease expired but this copy is inconsistent (a copy into it is unfinished): not taking over");
         return;
     }

@@ -94,7 +94,7 @@ pub fn applied(s: &Shared) -> u64 {
 /// `len` bytes of the data area at `offset`, read as an operator would.
 pub fn read(s: &Shared, offset: u64, len: usize) -> Vec<u8> {
     let mut out = vec![0u8; len];
-    crate::read_consistent(s, offset, &mut out).expect("read the data area");
+    s.data.read_consistent(offset, &mut out).expect("read the data area");
     out
 }
 
