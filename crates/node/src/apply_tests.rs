@@ -26,7 +26,7 @@ fn groups_are_applied_in_sequence_order_across_lanes_and_the_applied_number_pers
     l1.send_group(n + 2, 4096, &c);
     l1.wait_ack(n + 2);
     assert_eq!(applied(s), n - 1);
-    assert_eq!(s.ckpt.lock().unwrap().cp.waiting(), 2);
+    assert_eq!(s.ckpt.lag().groups, 2);
     assert_eq!(read(s, 0, 8192), vec![0u8; 8192], "nothing after a gap is applied");
 
     // Group n, on lane 0, writes under both: applied first, the later groups then write over it.

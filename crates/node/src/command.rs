@@ -175,16 +175,14 @@ pub(crate) fn promote_to(
 /// Forgets the logs and starts the sequence over at `base + 1`, marked inconsistent.
 fn reset(s: &Shared, base: u64) -> Result<(), String> {
     no_session(s)?;
-    let _applier = s.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
-    let mut c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
-    if c.cp.waiting() > 0 || super::apply::unreleased(&c) > 0 {
-        return Err("groups are still being applied here; try again".into());
-    }
-    s.lanes.drop_records().map_err(io("drop the log's records"))?;
-    let (flags, _) = s.data.area().copy_state().map_err(io("read the copy state"))?;
-    s.data.area().set_copy_state(flags | FLAG_INCONSISTENT, 0).map_err(io("mark the copy inconsistent"))?;
-    s.data.area().set_applied_seq(base).map_err(io("persist the applied sequence number"))?;
-    c.cp.reset_to(base);
+    let applier = s.ckpt.applier();
+    s.ckpt.reset_to(base, &applier, || {
+        s.lanes.drop_records().map_err(io("drop the log's records"))?;
+        let area = s.data.area();
+        let (flags, _) = area.copy_state().map_err(io("read the copy state"))?;
+        area.set_copy_state(flags | FLAG_INCONSISTENT, 0).map_err(io("mark the copy inconsistent"))?;
+        area.set_applied_seq(base).map_err(io("persist the applied sequence number"))
+    })?;
     tracing::warn!(base, "reset for a full copy");
     Ok(())
 }

@@ -167,7 +167,7 @@ pub(crate) fn start<T: Transport>(
 pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) -> Result<(), ForwardError> {
     let Some(f) = &s.forward else { return Ok(()) };
     let over = |st: &FwdState| {
-        let waiting = s.ckpt.lock().unwrap_or_else(|p| p.into_inner()).waiting_bytes;
+        let waiting = s.ckpt.waiting_bytes();
         st.queue_bytes + waiting > s.opts.secondary_tier_thresh
     };
     let mut st = lock(f);
@@ -405,7 +405,7 @@ struct Tag {
 fn pin_for_copy(s: &Shared, i: usize) -> u64 {
     let f = s.forward.as_ref().expect("forwarding is on");
     // With the apply lock, no group is half applied: what is applied is also queued.
-    let _applier = s.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let _applier = s.ckpt.applier();
     let mut st = lock(f);
     let base = st.queue.back().map_or(st.base, |g| g.seq);
     let l = &mut st.links[i];
@@ -565,7 +565,7 @@ impl OpenCopy {
     fn complete_at(&self, s: &Shared) -> Option<u64> {
         let (flags, until) = s.data.area().copy_state().ok()?;
         let mine = if flags & mojim_format::region::FLAG_INCONSISTENT == 0 {
-            s.ckpt.lock().unwrap_or_else(|p| p.into_inner()).cp.applied_seq()
+            s.ckpt.applied_seq()
         } else if until != 0 {
             until
         } else {

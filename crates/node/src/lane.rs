@@ -208,7 +208,7 @@ impl<C: Conn> Receiver<'_, C> {
                 Err(v) => return Err(LaneEnd::Violation(v)),
                 Ok(Some(slot)) => return Ok(slot),
                 Ok(None) => {
-                    wait_for_space(s);
+                    s.ckpt.wait_for_space();
                     if let Err(e) = self.pacer.beat(*self.rx.get_mut()) {
                         return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));
                     }
@@ -395,12 +395,4 @@ fn store(log: &LogFile, rx: &mut impl Read, slot: &Slot) -> Result<(), LaneEnd> 
     log.write_at(pos, &bytes);
     debug_assert_eq!(FrameHeader::decode(&bytes).map(|x| x.log_pos), Ok(pos));
     Ok(())
-}
-
-fn wait_for_space(s: &Shared) {
-    let mut c = lock(&s.ckpt);
-    c.log_full = true;
-    c.sleeping = false;
-    s.ckpt_cv.notify_all();
-    let _ = s.space_cv.wait_timeout(c, Duration::from_millis(5));
 }

@@ -41,6 +41,7 @@
 mod accept;
 pub mod admin;
 mod apply;
+mod ckpt;
 mod command;
 mod data;
 mod forward;
@@ -70,7 +71,7 @@ pub use status::{LaneStatus, MirrorStatus};
 
 use mojim::config::{Config, Limits, RegionId, Secret};
 use mojim::error::{Error, Result};
-use mojim_core::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
+use mojim_core::checkpoint::GroupRef;
 use mojim_core::lane::MirrorLane;
 use mojim_core::recovery::{self, LaneLog};
 use mojim_region::{LogFile, MapSlice};
@@ -87,10 +88,6 @@ pub const MAX_LANES: u16 = 64;
 /// Largest frame body any configuration allows; records are checked against it on recovery,
 /// so that a smaller `max_frame` set later does not hide records written before.
 pub(crate) const MAX_FRAME_LIMIT: u32 = 16 << 20;
-/// Complete groups per lane the checkpointer's queues hold before they grow (a lane's log
-/// bounds them in the end: a group takes at least 128 bytes of it).
-const QUEUE_PER_LANE: usize = 1024;
-
 /// How to run a mirror.
 #[derive(Clone, Debug)]
 pub struct MirrorOptions {
@@ -202,33 +199,14 @@ pub(crate) struct Stats {
     pub reclaims: AtomicU64,
 }
 
-pub(crate) struct Ckpt {
-    pub cp: Checkpointer,
-    pub log_full: bool,
-    /// The checkpointer is waiting for work (only then is it worth a wake-up).
-    pub sleeping: bool,
-    /// ... and with no timer, because nothing is pending.
-    pub parked: bool,
-    pub waiting_bytes: u64,
-    pub batch: Vec<GroupRef>,
-    /// Applied, not yet persistent in the data area nor released from the log.
-    pub unreleased: Vec<GroupRef>,
-    /// Persistent in the data area, kept in the log until every backup has them.
-    pub held: Vec<GroupRef>,
-}
-
 pub(crate) struct Shared {
     pub opts: MirrorOptions,
     /// The data area, its lock, and whether it failed.
     pub data: data::Store,
-    /// Serialises appliers (the checkpointer thread and session sealing).
-    pub apply_lock: Mutex<()>,
     /// Every lane's log and receiving state.
     pub lanes: lanes::Lanes,
-    pub ckpt: Mutex<Ckpt>,
-    pub ckpt_cv: Condvar,
-    pub space_cv: Condvar,
-    pub policy: CheckpointPolicy,
+    /// Groups waiting to be applied and released, and the right to apply.
+    pub ckpt: ckpt::Checkpoint,
     pub session: Mutex<SessionSlot>,
     pub session_cv: Condvar,
     pub epoch: AtomicU64,
@@ -518,14 +496,15 @@ impl Shared {
         let lanes = lanes::Lanes::new(r.logs, r.lanes, opts.log_dir.clone(), opts.region.uuid);
         let data = data::Store::new(r.region, opts.data_path());
         Shared {
-            policy: CheckpointPolicy { thresh: opts.checkpoint_thresh },
-            ckpt: Mutex::new(Ckpt::new(opts.max_lanes as usize, r.applied, &r.retained)),
+            ckpt: ckpt::Checkpoint::new(
+                opts.max_lanes as usize,
+                r.applied,
+                &r.retained,
+                opts.checkpoint_thresh,
+            ),
             opts,
             data,
-            apply_lock: Mutex::new(()),
             lanes,
-            ckpt_cv: Condvar::new(),
-            space_cv: Condvar::new(),
             session: Mutex::new(SessionSlot::default()),
             session_cv: Condvar::new(),
             epoch: AtomicU64::new(r.epoch),
@@ -537,27 +516,6 @@ impl Shared {
             forward: r.forward,
             is_backup: AtomicBool::new(false),
             primary_epoch: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Ckpt {
-    /// Checkpointing after recovery: `applied` is the applied prefix, and `retained` the groups
-    /// applied but kept in the logs for the backups.
-    fn new(lanes: usize, applied: u64, retained: &[GroupRef]) -> Ckpt {
-        Ckpt {
-            cp: Checkpointer::new(lanes, applied, QUEUE_PER_LANE),
-            log_full: false,
-            sleeping: false,
-            parked: false,
-            waiting_bytes: 0,
-            batch: Vec::with_capacity(256),
-            unreleased: {
-                let mut v = Vec::with_capacity(4 * apply::RECLAIM_BATCH + 256 + retained.len());
-                v.extend_from_slice(retained);
-                v
-            },
-            held: Vec::with_capacity(4 * apply::RECLAIM_BATCH + 256),
         }
     }
 }
@@ -598,11 +556,7 @@ impl MirrorHandle {
         self.shared.shutdown.store(true, Ordering::SeqCst);
         session::end_current(&self.shared);
         (self.wake_acceptor)();
-        {
-            // Under the lock: the checkpointer checks `shutdown` and parks atomically.
-            let _c = self.shared.ckpt.lock().unwrap_or_else(|p| p.into_inner());
-            self.shared.ckpt_cv.notify_all();
-        }
+        self.shared.ckpt.wake();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

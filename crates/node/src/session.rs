@@ -169,10 +169,7 @@ fn begin(s: &Shared, slot: &mut SessionSlot, hello: &Hello, peer: &str) -> Resul
     let epoch = take_epoch(s, hello.epoch)?;
     // Start right after the applied prefix: the checkpointer waits for exactly that number
     // (numbers of dropped groups are used again).
-    let next_seq = {
-        let c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
-        c.cp.resume()
-    };
+    let next_seq = s.ckpt.resume();
     slot.current = Some(Session {
         id: hello.session,
         lanes: hello.lanes,

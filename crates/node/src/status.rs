@@ -73,10 +73,8 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
     let consistent = s.data.consistent();
     let copy = session::copy_progress(s);
     let fwd = s.forward.as_ref().map(super::forward::lock);
-    let (lag_groups, lag_bytes, applied) = {
-        let c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
-        (c.cp.waiting(), c.waiting_bytes, c.cp.applied_seq())
-    };
+    let lag = s.ckpt.lag();
+    let (lag_groups, lag_bytes, applied) = (lag.groups, lag.bytes, lag.applied_seq);
     // A failed data area holds what was persisted before the failure, and no more.
     let applied = match s.data.failed() {
         Some(_) => s.data.area().applied_seq().unwrap_or(applied).min(applied),

@@ -88,7 +88,7 @@ pub fn shared(h: &MirrorHandle) -> &Shared {
 /// Waits for `what` to hold, at most ten seconds.
 /// The checkpointer's applied sequence number.
 pub fn applied(s: &Shared) -> u64 {
-    s.ckpt.lock().unwrap().cp.applied_seq()
+    s.ckpt.applied_seq()
 }
 
 /// `len` bytes of the data area at `offset`, read as an operator would.
