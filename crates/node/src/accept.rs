@@ -196,7 +196,7 @@ fn handshake<C: Conn>(
     let me = || Identity {
         region_uuid: s.opts.region.uuid,
         region_size: s.opts.region.size,
-        epoch: s.epoch.load(Ordering::SeqCst),
+        epoch: s.session.epoch(),
         max_lanes: s.opts.max_lanes,
     };
     accept_handshake(&s.opts.secret.0, me, conn, peer, deadline, keep)
@@ -246,7 +246,7 @@ fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str) {
         next_seq: 0,
         log_capacity: s.opts.log_capacity,
         max_frame: s.opts.limits.max_frame,
-        epoch: s.epoch.load(Ordering::SeqCst),
+        epoch: s.session.epoch(),
         ..Default::default()
     };
     if send(conn, FrameKind::Welcome, 0, &welcome.encode()).is_err() {

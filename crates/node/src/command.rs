@@ -17,7 +17,6 @@
 use super::{apply, forward, session, Shared};
 use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
 use serde::Deserialize;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 #[derive(Deserialize)]
@@ -50,7 +49,7 @@ pub(crate) fn run(s: &Shared, json: &str) -> Result<Vec<u8>, String> {
     let reply = match cmd {
         Command::Fence { epoch } => {
             fence(s, epoch)?;
-            serde_json::json!({ "epoch": s.epoch.load(Ordering::SeqCst) })
+            serde_json::json!({ "epoch": s.session.epoch() })
         }
         Command::Promote { epoch, drain_ms } => promote(s, epoch, Duration::from_millis(drain_ms))?,
         Command::Demote { epoch } => {
@@ -96,13 +95,13 @@ fn no_session(s: &Shared) -> Result<(), String> {
 
 /// Takes `epoch` if it is newer, persistently, and ends an older session.
 fn fence(s: &Shared, epoch: u64) -> Result<(), String> {
-    let current = s.epoch.load(Ordering::SeqCst);
+    let current = s.session.epoch();
     if epoch < current {
         return Err(format!("epoch {epoch} is older than this node's epoch {current}"));
     }
     if epoch > current {
         s.data.area().set_epoch(epoch).map_err(io("persist the epoch"))?;
-        s.epoch.store(epoch, Ordering::SeqCst);
+        s.session.set_epoch(epoch);
         tracing::warn!(from = current, to = epoch, "fenced: sessions below the new epoch are refused");
     }
     session::end_older(s, epoch);
@@ -121,7 +120,7 @@ pub(crate) fn promote_to(
     drain: Duration,
     resume: bool,
 ) -> Result<serde_json::Value, String> {
-    let current = s.epoch.load(Ordering::SeqCst);
+    let current = s.session.epoch();
     if epoch < current || (epoch == current && !resume) {
         return Err(format!("promotion needs a new epoch: {epoch} is not above this node's epoch {current}"));
     }

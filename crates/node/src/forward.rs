@@ -277,7 +277,7 @@ fn open_session<T: Transport>(
     let intro = Intro {
         role: PeerRole::Mirror,
         region: RegionId { uuid: s.opts.region.uuid, size: s.opts.region.size },
-        epoch: s.epoch.load(Ordering::SeqCst),
+        epoch: s.session.epoch(),
         session: mojim::random::u64() | 1,
         lane: 0,
         lanes: 1,

@@ -42,7 +42,7 @@ fn a_node_forwards_every_applied_group_and_its_backup_matches() {
         node.status().backups.first().is_some_and(|l| l.connected && l.acked_seq == last)
     });
     wait_for("the backup applied every group", || backup.status().applied_seq == last);
-    assert!(b.is_backup.load(Ordering::SeqCst));
+    assert!(b.session.is_backup());
     assert_eq!(b.stats.groups_received.load(Ordering::SeqCst), groups, "each group was forwarded once");
     let image = |x: &crate::Shared| {
         let mut out = vec![0u8; id.size as usize];

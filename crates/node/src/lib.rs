@@ -76,10 +76,9 @@ use mojim_core::lane::MirrorLane;
 use mojim_core::recovery::{self, LaneLog};
 use mojim_region::{LogFile, MapSlice};
 use mojim_transport::{TcpTransport, Transport};
-use session::SessionSlot;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -207,9 +206,8 @@ pub(crate) struct Shared {
     pub lanes: lanes::Lanes,
     /// Groups waiting to be applied and released, and the right to apply.
     pub ckpt: ckpt::Checkpoint,
-    pub session: Mutex<SessionSlot>,
-    pub session_cv: Condvar,
-    pub epoch: AtomicU64,
+    /// The current session and the epoch this node is at.
+    pub session: session::SessionSlot,
     pub stats: Stats,
     pub shutdown: AtomicBool,
     pub started: Instant,
@@ -217,11 +215,6 @@ pub(crate) struct Shared {
     pub listen_addr: OnceLock<String>,
     /// Feeding backups, when this node has any.
     pub forward: Option<forward::Forward>,
-    /// A mirror feeds this node: it is a backup.
-    pub is_backup: AtomicBool,
-    /// The latest epoch in which a primary (not a mirror) opened a session here: under the etcd
-    /// coordinator, this node is then that epoch's mirror and claims the role by its name.
-    pub primary_epoch: AtomicU64,
 }
 
 /// A mirror whose files are open and recovered, not yet serving.
@@ -505,17 +498,13 @@ impl Shared {
             opts,
             data,
             lanes,
-            session: Mutex::new(SessionSlot::default()),
-            session_cv: Condvar::new(),
-            epoch: AtomicU64::new(r.epoch),
+            session: session::SessionSlot::new(r.epoch),
             stats: Stats::default(),
             shutdown: AtomicBool::new(false),
             started: Instant::now(),
             recovery: r.report,
             listen_addr: OnceLock::new(),
             forward: r.forward,
-            is_backup: AtomicBool::new(false),
-            primary_epoch: AtomicU64::new(0),
         }
     }
 }

@@ -13,7 +13,8 @@ use mojim_core::receive::Violation;
 use mojim_core::seq_window::{window_for_logs, SeqWindow};
 use mojim_format::handshake::{Hello, RefuseCode, Welcome};
 use mojim_format::region::FLAG_INCONSISTENT;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 pub(crate) struct Session {
@@ -61,18 +62,68 @@ pub struct CopyProgress {
     pub mb_per_s: f64,
 }
 
-#[derive(Default)]
+/// The session slot: the current session, if any, and the epoch this node is at.
+///
+/// Locks (see the lock order in lib.rs): `slot`, the outermost of the node's locks, with `left`
+/// (a new session waits on it for an ended one's lanes to leave). The functions of this module
+/// that take other components' locks under it: [`join`] (the checkpointer's, and each lane's in
+/// turn) and [`leave`] (each lane's, then the applier's through `apply::seal`).
 pub(crate) struct SessionSlot {
-    pub current: Option<Session>,
+    slot: Mutex<Slot>,
+    left: Condvar,
+    epoch: AtomicU64,
+    /// The latest epoch in which a primary (not a mirror) opened a session here: under the etcd
+    /// coordinator, this node is then that epoch's mirror and claims the role by its name.
+    primary_epoch: AtomicU64,
+    /// A mirror feeds this node: it is a backup.
+    is_backup: AtomicBool,
+}
+
+#[derive(Default)]
+struct Slot {
+    current: Option<Session>,
+}
+
+impl SessionSlot {
+    /// No session yet, at `epoch`.
+    pub fn new(epoch: u64) -> SessionSlot {
+        SessionSlot {
+            slot: Mutex::new(Slot::default()),
+            left: Condvar::new(),
+            epoch: AtomicU64::new(epoch),
+            primary_epoch: AtomicU64::new(0),
+            is_backup: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The epoch this node is at.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Takes `epoch` (the caller persists it, and never lowers it).
+    pub fn set_epoch(&self, epoch: u64) {
+        self.epoch.store(epoch, Ordering::SeqCst);
+    }
+
+    /// The latest epoch in which a primary opened a session here (0: none since the start).
+    pub fn primary_epoch(&self) -> u64 {
+        self.primary_epoch.load(Ordering::SeqCst)
+    }
+
+    /// Whether a mirror feeds this node (it is a backup).
+    pub fn is_backup(&self) -> bool {
+        self.is_backup.load(Ordering::SeqCst)
+    }
 }
 
 /// How long a new session waits for an ended one to leave, or a seal takes, before the wait is
 /// logged: normally milliseconds, and a primary's handshake gives up after its connect timeout.
 const SLOW_LEAVE: Duration = Duration::from_millis(500);
-
-fn lock(s: &Shared) -> std::sync::MutexGuard<'_, SessionSlot> {
-    s.session.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Joins lane `hello.lane` to its session, creating the session (and ending another) as
 /// needed. `closer` closes this lane's connection.
@@ -91,12 +142,8 @@ pub(crate) fn join(
 
 /// The session slot, locked, with `hello`'s session current: the one already there, or a new
 /// one once an ended (or replaced) session's lanes have all left.
-fn session_of<'a>(
-    s: &'a Shared,
-    hello: &Hello,
-    peer: &str,
-) -> Result<std::sync::MutexGuard<'a, SessionSlot>, Refusal> {
-    let mut slot = lock(s);
+fn session_of<'a>(s: &'a Shared, hello: &Hello, peer: &str) -> Result<MutexGuard<'a, Slot>, Refusal> {
+    let mut slot = s.session.lock();
     // When this handshake began waiting for an ended session's lanes to leave (said once, after
     // a while: the primary's handshake times out meanwhile).
     let mut waiting: Option<(std::time::Instant, bool)> = None;
@@ -107,7 +154,8 @@ fn session_of<'a>(
             Some(cur) => {
                 replace(cur, peer, &mut waiting);
                 slot = s
-                    .session_cv
+                    .session
+                    .left
                     .wait_timeout(slot, Duration::from_millis(50))
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
@@ -131,7 +179,7 @@ fn admissible(s: &Shared, hello: &Hello) -> Result<(), Refusal> {
         return Err(Refusal { code: RefuseCode::Storage, message: msg.clone() });
     }
     // Checked before anything else: a stale primary must not end the current session.
-    let epoch = s.epoch.load(Ordering::SeqCst);
+    let epoch = s.session.epoch();
     if hello.epoch < epoch {
         return Err(Refusal {
             code: RefuseCode::Epoch,
@@ -164,7 +212,7 @@ fn replace(cur: &mut Session, peer: &str, waiting: &mut Option<(std::time::Insta
 
 /// Makes `hello`'s session the current one (the slot has none): this node takes its epoch, and
 /// its sequence numbers start right after the applied prefix.
-fn begin(s: &Shared, slot: &mut SessionSlot, hello: &Hello, peer: &str) -> Result<(), Refusal> {
+fn begin(s: &Shared, slot: &mut Slot, hello: &Hello, peer: &str) -> Result<(), Refusal> {
     refuse_if_promoted(s)?;
     let epoch = take_epoch(s, hello.epoch)?;
     // Start right after the applied prefix: the checkpointer waits for exactly that number
@@ -203,7 +251,7 @@ fn refuse_if_promoted(s: &Shared) -> Result<(), Refusal> {
             message: format!(
                 "this node's copy is the primary's since epoch {} (an application writes it); \
                  demote it before it serves as a replica",
-                s.epoch.load(Ordering::SeqCst)
+                s.session.epoch()
             ),
         });
     }
@@ -212,9 +260,9 @@ fn refuse_if_promoted(s: &Shared) -> Result<(), Refusal> {
 
 /// Takes the peer's epoch, persistently, if it is newer; returns the epoch this node was at.
 fn take_epoch(s: &Shared, peer_epoch: u64) -> Result<u64, Refusal> {
-    let epoch = s.epoch.load(Ordering::SeqCst);
+    let epoch = s.session.epoch();
     if peer_epoch > epoch {
-        s.epoch.store(peer_epoch, Ordering::SeqCst);
+        s.session.set_epoch(peer_epoch);
         if let Err(e) = s.data.area().set_epoch(peer_epoch) {
             return Err(Refusal { code: RefuseCode::Storage, message: format!("cannot persist epoch: {e}") });
         }
@@ -245,10 +293,10 @@ fn add_lane(
         });
     }
     if hello.role == mojim_format::handshake::PeerRole::Mirror {
-        s.is_backup.store(true, Ordering::SeqCst);
+        s.session.is_backup.store(true, Ordering::SeqCst);
     }
     if hello.role == mojim_format::handshake::PeerRole::Primary {
-        s.primary_epoch.fetch_max(cur.epoch, Ordering::SeqCst);
+        s.session.primary_epoch.fetch_max(cur.epoch, Ordering::SeqCst);
     }
     cur.joined |= bit;
     cur.within |= bit;
@@ -304,7 +352,7 @@ fn session_window(s: &Shared, hello: &Hello, next_seq: u64) -> SeqWindow {
 /// session began, none beyond the session's window. A violation ends the session (the caller
 /// closes the lane) and changes nothing.
 pub(crate) fn take_seqs(s: &Shared, tag: SessionTag, first: u64, last: u64) -> Result<(), Violation> {
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     match slot.current.as_mut() {
         Some(cur) if cur.id == tag.session => cur.seqs.take(tag.lane, first, last),
         // A lane's session stays current until its last lane has left, so this cannot happen;
@@ -328,7 +376,7 @@ fn end_locked(cur: &mut Session) {
 /// A lane's connection is done. The last lane out seals the session.
 pub(crate) fn leave(s: &Shared, tag: SessionTag, reason: &str) {
     let session = tag.session;
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else {
         return;
     };
@@ -352,12 +400,12 @@ pub(crate) fn leave(s: &Shared, tag: SessionTag, reason: &str) {
         );
     }
     slot.current = None;
-    s.session_cv.notify_all();
+    s.session.left.notify_all();
 }
 
 /// A lane of `session` announced a copy: mark the data area inconsistent before any of it lands.
 pub(crate) fn copy_begin(s: &Shared, session: u64, total: u64) -> Result<(), String> {
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
     if cur.copy_open {
         // Another lane's announcement of the same copy.
@@ -395,7 +443,7 @@ pub(crate) fn copy_end(
     generation: u64,
     last: u64,
 ) -> Result<(), String> {
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
     cur.copy_ended |= 1u64 << lane;
     cur.copy_until = cur.copy_until.max(last);
@@ -423,18 +471,18 @@ pub(crate) fn copy_end(
 
 /// Ends the current session if it is older than `epoch` (a fence).
 pub(crate) fn end_older(s: &Shared, epoch: u64) {
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     if let Some(cur) = slot.current.as_mut().filter(|c| c.epoch < epoch && !c.ended) {
         tracing::warn!(peer = %cur.peer, session_epoch = cur.epoch, epoch, "ending a session of an older epoch");
         end_locked(cur);
     }
-    s.session_cv.notify_all();
+    s.session.left.notify_all();
 }
 
 /// Waits until no session is active (its lanes have left and it is sealed).
 pub(crate) fn wait_ended(s: &Shared, timeout: Duration) -> Result<(), String> {
     let deadline = std::time::Instant::now() + timeout;
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     while let Some(cur) = slot.current.as_mut() {
         end_locked(cur);
         let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -442,7 +490,8 @@ pub(crate) fn wait_ended(s: &Shared, timeout: Duration) -> Result<(), String> {
             return Err(format!("the session from {} did not end within {timeout:?}", cur.peer));
         }
         slot = s
-            .session_cv
+            .session
+            .left
             .wait_timeout(slot, left.min(Duration::from_millis(50)))
             .unwrap_or_else(|p| p.into_inner())
             .0;
@@ -452,7 +501,7 @@ pub(crate) fn wait_ended(s: &Shared, timeout: Duration) -> Result<(), String> {
 
 /// The copy into this node in progress, if any.
 pub(crate) fn copy_progress(s: &Shared) -> Option<CopyProgress> {
-    let slot = lock(s);
+    let slot = s.session.lock();
     let cur = slot.current.as_ref().filter(|c| c.copy_open)?;
     let received = s.stats.bytes_received.load(Ordering::Relaxed).saturating_sub(cur.copy_base_bytes);
     let seconds = cur.copy_started.map_or(0.0, |t| t.elapsed().as_secs_f64());
@@ -472,7 +521,7 @@ const MAX_COPY_RETRIES: usize = 1024;
 /// The Copy frame `[offset, offset + len)` of `session`'s open copy failed its check and did not
 /// land; the sender is asked for it again. A violation when too many wait.
 pub(crate) fn copy_rejected(s: &Shared, session: u64, offset: u64, len: u64) -> Result<(), Violation> {
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
     if cur.copy_retry.len() >= MAX_COPY_RETRIES {
         return Err(Violation::CopyNotResent {
@@ -487,7 +536,7 @@ pub(crate) fn copy_rejected(s: &Shared, session: u64, offset: u64, len: u64) -> 
 /// The Copy frame `[offset, offset + len)` landed: it settles what it covers of the rejected
 /// frames (a resend may cut the same bytes into frames differently).
 pub(crate) fn copy_landed(s: &Shared, session: u64, offset: u64, len: u64) {
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     if let Some(cur) = slot.current.as_mut().filter(|c| c.id == session && !c.copy_retry.is_empty()) {
         cur.copy_retry = subtract(&cur.copy_retry, offset, offset + len);
     }
@@ -514,7 +563,7 @@ fn subtract(ranges: &[(u64, u64)], lo: u64, hi: u64) -> Vec<(u64, u64)> {
 
 /// Why `session`'s copy cannot end yet: rejected Copy frames not sent again.
 pub(crate) fn copy_unsettled(s: &Shared, session: u64) -> Option<Violation> {
-    let slot = lock(s);
+    let slot = s.session.lock();
     let cur = slot.current.as_ref().filter(|c| c.id == session)?;
     let &(first_offset, _) = cur.copy_retry.first()?;
     Some(Violation::CopyNotResent { frames: cur.copy_retry.len(), first_offset })
@@ -522,21 +571,21 @@ pub(crate) fn copy_unsettled(s: &Shared, session: u64) -> Option<Violation> {
 
 /// Whether `session` is the current one and announced a copy.
 pub(crate) fn copying(s: &Shared, session: u64) -> bool {
-    lock(s).current.as_ref().is_some_and(|c| c.id == session && c.copy_open)
+    s.session.lock().current.as_ref().is_some_and(|c| c.id == session && c.copy_open)
 }
 
 /// Ends the current session, if any (shutdown).
 pub(crate) fn end_current(s: &Shared) {
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     if let Some(cur) = slot.current.as_mut() {
         end_locked(cur);
     }
-    s.session_cv.notify_all();
+    s.session.left.notify_all();
 }
 
 /// The session's id, peer and lane count, for status.
 pub(crate) fn describe(s: &Shared) -> Option<(u64, String, u16, u64)> {
-    lock(s).current.as_ref().map(|c| (c.id, c.peer.clone(), c.lanes, c.next_seq))
+    s.session.lock().current.as_ref().map(|c| (c.id, c.peer.clone(), c.lanes, c.next_seq))
 }
 
 #[cfg(test)]

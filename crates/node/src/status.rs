@@ -88,7 +88,7 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
     MirrorStatus {
         role: if primary {
             "primary"
-        } else if s.is_backup.load(Ordering::SeqCst) {
+        } else if s.session.is_backup() {
             "backup"
         } else {
             "mirror"
@@ -101,7 +101,7 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
         listen: s.listen_addr.get().cloned().unwrap_or_default(),
         region_uuid: mojim::config::format_uuid(&s.opts.region.uuid),
         region_size: s.opts.region.size,
-        epoch: s.epoch.load(Ordering::SeqCst),
+        epoch: s.session.epoch(),
         session: sess.as_ref().map(|x| format!("{:#x}", x.0)),
         primary: sess.as_ref().map(|x| x.1.clone()),
         session_lanes: sess.as_ref().map_or(0, |x| x.2),

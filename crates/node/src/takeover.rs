@@ -56,17 +56,14 @@ pub(crate) fn watch(s: &Shared, settings: &mojim::config::EtcdSettings) {
         if let Some(node) = &node {
             if roles.by_takeover
                 && roles.primary == *node
-                && roles.epoch >= s.epoch.load(Ordering::SeqCst)
+                && roles.epoch >= s.session.epoch()
                 && !s.data.is_primary()
             {
                 // This node claimed the roles but stopped before its promotion finished: finish it.
                 finish_promotion(s, &roles);
                 continue;
             }
-            if roles.mirror != *node
-                && s.primary_epoch.load(Ordering::SeqCst) == roles.epoch
-                && !s.data.is_primary()
-            {
+            if roles.mirror != *node && s.session.primary_epoch() == roles.epoch && !s.data.is_primary() {
                 name_as_mirror(&coord, node, &roles, revision);
                 continue;
             }
@@ -110,7 +107,7 @@ fn name_as_mirror(coord: &Coordinator, node: &str, roles: &Roles, revision: i64)
 
 /// Says, once per epoch, why this node does not take over from a primary whose lease expired.
 fn cannot_take_over(s: &Shared, node: Option<&str>, roles: &Roles) {
-    let served = s.primary_epoch.load(Ordering::SeqCst) == roles.epoch;
+    let served = s.session.primary_epoch() == roles.epoch;
     match node {
         None if served => tracing::error!(
             epoch = roles.epoch,
