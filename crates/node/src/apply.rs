@@ -94,13 +94,8 @@ fn apply_locked(s: &Shared, allow_gaps: bool, wait: DataWait, applier: &Applier<
             }
         }
         let done = &batch[..written];
-        if let (Some(f), false) = (&s.forward, done.is_empty()) {
-            let mut st = super::forward::lock(f);
-            for g in done {
-                st.push(g);
-            }
-            drop(st);
-            f.cv.notify_all();
+        if let Some(f) = &s.forward {
+            f.queue_applied(done);
         }
         s.ckpt.applied(batch, written, applier);
         total += written;
@@ -152,7 +147,7 @@ fn reclaim_locked(s: &Shared, applier: &Applier<'_>) {
         held.clear();
     } else if !held.is_empty() {
         // With backups, a group's log space waits until every backup has it.
-        let upto = s.forward.as_ref().map_or(u64::MAX, |f| super::forward::lock(f).min_acked());
+        let upto = s.forward.as_ref().map_or(u64::MAX, |f| f.min_acked());
         let n = held.iter().take_while(|g| g.seq <= upto).count();
         release(s, &held[..n]);
         held.drain(..n);

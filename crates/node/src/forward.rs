@@ -61,38 +61,86 @@ pub struct BackupStatus {
 }
 
 #[derive(Default)]
-pub(crate) struct FwdState {
+struct FwdState {
     /// Applied groups not yet acknowledged by every backup, in sequence order.
-    pub queue: VecDeque<GroupRef>,
-    pub queue_bytes: u64,
+    queue: VecDeque<GroupRef>,
+    queue_bytes: u64,
     /// The highest sequence number every backup has (groups up to it left the queue).
-    pub base: u64,
-    pub links: Vec<BackupStatus>,
+    base: u64,
+    links: Vec<BackupStatus>,
     /// Times a lane waited for forwarding to catch up, and for how long in all.
+    stalls: u64,
+    stalled_micros: u64,
+}
+
+/// The forwarder: the queue of applied groups not yet at every backup, and each backup link's
+/// state. Its link threads are this module's; the rest of the node reaches it through its
+/// methods and this module's functions.
+///
+/// Locks (see the lock order in lib.rs): `state`, with `cv` (link threads and stalled lanes
+/// wait on it). Under it: the checkpointer's state ([`wait_below_thresh`], and whatever
+/// [`Forward::report`] is given).
+pub(crate) struct Forward {
+    state: Mutex<FwdState>,
+    cv: Condvar,
+}
+
+/// The forwarder as status shows it.
+pub(crate) struct ForwardReport {
+    pub backups: Vec<BackupStatus>,
+    /// Times lanes waited for forwarding to catch up, and for how long in all.
     pub stalls: u64,
     pub stalled_micros: u64,
 }
 
-pub(crate) struct Forward {
-    pub state: Mutex<FwdState>,
-    pub cv: Condvar,
-}
-
-pub(crate) fn lock(f: &Forward) -> MutexGuard<'_, FwdState> {
+fn lock(f: &Forward) -> MutexGuard<'_, FwdState> {
     f.state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Forward {
-    /// Forwarding state for `backups`, whose queue starts after `base`.
-    pub fn new(backups: &[String], base: u64) -> Forward {
+    /// Forwarding state for `backups`, whose queue starts after `base` and holds `groups`
+    /// (recovered from the logs, to send to the backups again).
+    pub fn new(backups: &[String], base: u64, groups: &[GroupRef]) -> Forward {
         let links = backups.iter().map(|a| BackupStatus { addr: a.clone(), ..Default::default() }).collect();
-        Forward { state: Mutex::new(FwdState { base, links, ..Default::default() }), cv: Condvar::new() }
+        let mut st = FwdState { base, links, ..Default::default() };
+        for g in groups {
+            st.push(g);
+        }
+        Forward { state: Mutex::new(st), cv: Condvar::new() }
+    }
+
+    /// Queues groups just applied (in sequence order) for the backups.
+    pub fn queue_applied(&self, done: &[GroupRef]) {
+        if done.is_empty() {
+            return;
+        }
+        let mut st = lock(self);
+        for g in done {
+            st.push(g);
+        }
+        drop(st);
+        self.cv.notify_all();
+    }
+
+    /// The highest sequence number every backup has acknowledged.
+    pub fn min_acked(&self) -> u64 {
+        lock(self).min_acked()
+    }
+
+    /// The forwarder's status, and what `under` returns, called with the forwarding state held
+    /// (so that nothing applied meanwhile joins the queue).
+    pub fn report<R>(&self, under: impl FnOnce() -> R) -> (ForwardReport, R) {
+        let st = lock(self);
+        let r = under();
+        let report =
+            ForwardReport { backups: st.links(), stalls: st.stalls, stalled_micros: st.stalled_micros };
+        (report, r)
     }
 }
 
 impl FwdState {
     /// The highest sequence number every backup has acknowledged.
-    pub fn min_acked(&self) -> u64 {
+    fn min_acked(&self) -> u64 {
         self.links
             .iter()
             .filter(|l| !l.needs_copy)
@@ -103,7 +151,7 @@ impl FwdState {
     }
 
     /// Queues applied groups for the backups.
-    pub fn push(&mut self, g: &GroupRef) {
+    fn push(&mut self, g: &GroupRef) {
         if let Some(last) = self.queue.back() {
             assert!(g.first_seq > last.seq, "forward queue out of order: {last:?} then {g:?}");
         }
@@ -129,7 +177,7 @@ impl FwdState {
     }
 
     /// Status of every link.
-    pub fn links(&self) -> Vec<BackupStatus> {
+    fn links(&self) -> Vec<BackupStatus> {
         self.links
             .iter()
             .map(|l| {

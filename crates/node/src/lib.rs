@@ -450,13 +450,7 @@ fn lane_states(
 fn seed_forward(opts: &MirrorOptions, found: &recovery::Recovered, applied: u64) -> forward::Forward {
     // Everything before the first group still in the logs reached every backup.
     let base = found.groups.first().map_or(applied, |g| g.first_seq - 1);
-    let f = forward::Forward::new(&opts.backups, base);
-    let mut st = forward::lock(&f);
-    for g in &found.groups {
-        st.push(g);
-    }
-    drop(st);
-    f
+    forward::Forward::new(&opts.backups, base, &found.groups)
 }
 
 fn warn_discarded(found: &recovery::Recovered) {
