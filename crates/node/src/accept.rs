@@ -111,7 +111,7 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
                     source(&peer)
                 )
             };
-            s.stats.violations.fetch_add(1, Ordering::Relaxed);
+            s.stats.violation();
             tracing::warn!(%peer, %reason, "connection refused");
             conn.shutdown();
             return;
@@ -154,7 +154,7 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
             }
             let end = lane::run(s, &mut conn, tag);
             if let lane::LaneEnd::Violation(v) = &end {
-                s.stats.violations.fetch_add(1, Ordering::Relaxed);
+                s.stats.violation();
                 tracing::warn!(%peer, lane = tag.lane, violation = %v, "closing lane: protocol violation");
             }
             conn.shutdown();

@@ -9,7 +9,6 @@ use super::ckpt::Applier;
 use super::{Shared, MAX_FRAME_LIMIT};
 use mojim_core::checkpoint::GroupRef;
 use mojim_core::recovery::for_each_verified_write;
-use std::sync::atomic::Ordering;
 
 /// Records a complete, acknowledged group.
 ///
@@ -110,7 +109,7 @@ fn apply_locked(s: &Shared, allow_gaps: bool, wait: DataWait, applier: &Applier<
 /// (`Checkpoint::to_reclaim`) and not persisted again: while a backup is away, each reclaim costs only
 /// what was applied since the last one.
 fn reclaim_locked(s: &Shared, applier: &Applier<'_>) {
-    s.stats.reclaims.fetch_add(1, Ordering::Relaxed);
+    s.stats.reclaimed();
     let (mut fresh, mut held) = s.ckpt.to_reclaim(applier);
     // After a failure nothing is persisted or recorded: the applied number stays where the data
     // area is known good, and every later group stays in the log.
@@ -131,7 +130,7 @@ fn reclaim_locked(s: &Shared, applier: &Applier<'_>) {
         match result {
             Ok(()) => {
                 s.data.consistent();
-                s.stats.groups_persisted.fetch_add(fresh.len() as u64, Ordering::Relaxed);
+                s.stats.persisted(fresh.len() as u64);
                 held.extend_from_slice(&fresh);
             }
             // Never retry a failed flush (the failed pages may be marked clean and a retry

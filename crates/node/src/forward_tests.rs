@@ -3,7 +3,6 @@
 
 use crate::test_peer::{join, node_options, region, serve, shared, wait_for, Scratch};
 use mojim_transport::MemTransport;
-use std::sync::atomic::Ordering;
 
 #[test]
 fn a_node_forwards_every_applied_group_and_its_backup_matches() {
@@ -43,7 +42,7 @@ fn a_node_forwards_every_applied_group_and_its_backup_matches() {
     });
     wait_for("the backup applied every group", || backup.status().applied_seq == last);
     assert!(b.session.is_backup());
-    assert_eq!(b.stats.groups_received.load(Ordering::SeqCst), groups, "each group was forwarded once");
+    assert_eq!(b.stats.counters().groups_received, groups, "each group was forwarded once");
     let image = |x: &crate::Shared| {
         let mut out = vec![0u8; id.size as usize];
         x.data.read_consistent(0, &mut out).expect("read the data area");

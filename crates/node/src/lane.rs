@@ -41,15 +41,11 @@ impl LaneEnd {
     }
 }
 
-fn lock<X>(m: &std::sync::Mutex<X>) -> std::sync::MutexGuard<'_, X> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// Receives the lane until it ends.
 pub(crate) fn run<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
     let end = receive(s, conn, tag);
     if let LaneEnd::Violation(v) = &end {
-        *lock(&s.stats.last_violation) = Some(format!("session {:#x} lane {}: {v}", tag.session, tag.lane));
+        s.stats.set_last_violation(format!("session {:#x} lane {}: {v}", tag.session, tag.lane));
     }
     if let LaneEnd::Storage(msg) = &end {
         // Tell the primary why before closing: its sync fails with this message.
@@ -163,13 +159,12 @@ impl<C: Conn> Receiver<'_, C> {
             store(self.log, &mut self.rx, &slot)?;
         }
         let h = &slot.accepted.header;
-        self.s.stats.bytes_received.fetch_add(h.body_len as u64, Ordering::Relaxed);
+        self.s.stats.received_bytes(h.body_len as u64);
         let done = self.lane.with(|l| l.commit(&slot));
         if let Some(done) = done {
             let g = done.group;
             self.persist(&done, h.kind)?;
-            self.s.stats.groups_received.fetch_add(1, Ordering::Relaxed);
-            self.s.stats.last_received_seq.fetch_max(g.seq, Ordering::Relaxed);
+            self.s.stats.received_group(g.seq);
             self.acknowledge(g)?;
         }
         Ok(())
@@ -351,13 +346,13 @@ fn receive_copy<C: Conn>(
     if let Err(e) = rx.read_exact(scratch) {
         return Err(LaneEnd::Closed(format!("receive copy body: {e}")));
     }
-    s.stats.bytes_received.fetch_add(scratch.len() as u64, Ordering::Relaxed);
+    s.stats.received_bytes(scratch.len() as u64);
     let len = h.body_len as u64;
     match h.check_body(scratch) {
         Ok(()) => {}
         Err(BodyError::Checksum { .. }) => {
             super::session::copy_rejected(s, h.session, h.offset, len).map_err(LaneEnd::Violation)?;
-            s.stats.copy_retries.fetch_add(1, Ordering::Relaxed);
+            s.stats.copy_retried();
             return mojim::net::write_frame(*rx.get_mut(), &copy_retry_header(tag, h.offset, len), &[])
                 .map_err(|e| LaneEnd::Closed(format!("send copy retry: {e}")));
         }

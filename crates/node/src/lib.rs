@@ -50,6 +50,7 @@ mod lane;
 mod lanes;
 mod pending;
 mod session;
+mod stats;
 mod status;
 mod takeover;
 
@@ -67,6 +68,7 @@ use data::DataArea;
 pub use data::DataPlacement;
 pub use forward::BackupStatus;
 pub use session::CopyProgress;
+pub use stats::RecoveryReport;
 pub use status::{LaneStatus, MirrorStatus};
 
 use mojim::config::{Config, Limits, RegionId, Secret};
@@ -77,7 +79,7 @@ use mojim_core::recovery::{self, LaneLog};
 use mojim_region::{LogFile, MapSlice};
 use mojim_transport::{TcpTransport, Transport};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -170,34 +172,6 @@ impl MirrorOptions {
     }
 }
 
-/// What restart recovery found and did.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
-pub struct RecoveryReport {
-    pub groups_applied: usize,
-    pub groups_discarded: usize,
-    pub bytes_applied: u64,
-    pub applied_seq: u64,
-    pub micros: u64,
-}
-
-/// Counters for `mojim status`.
-#[derive(Default)]
-pub(crate) struct Stats {
-    pub groups_received: AtomicU64,
-    pub bytes_received: AtomicU64,
-    pub last_received_seq: AtomicU64,
-    pub violations: AtomicU64,
-    /// What the last protocol violation on a data lane was.
-    pub last_violation: Mutex<Option<String>>,
-    pub sessions: AtomicU64,
-    /// Copy frames that failed their check and were asked for again.
-    pub copy_retries: AtomicU64,
-    /// Applied groups whose writes a reclaim made persistent in the data area.
-    pub groups_persisted: AtomicU64,
-    /// Reclaim passes: persist what was applied, free what every backup has.
-    pub reclaims: AtomicU64,
-}
-
 pub(crate) struct Shared {
     pub opts: MirrorOptions,
     /// The data area, its lock, and whether it failed.
@@ -208,13 +182,12 @@ pub(crate) struct Shared {
     pub ckpt: ckpt::Checkpoint,
     /// The current session and the epoch this node is at.
     pub session: session::SessionSlot,
-    pub stats: Stats,
-    pub shutdown: AtomicBool,
-    pub started: Instant,
-    pub recovery: RecoveryReport,
-    pub listen_addr: OnceLock<String>,
+    /// Counters and facts for status.
+    pub stats: stats::Stats,
     /// Feeding backups, when this node has any.
     pub forward: Option<forward::Forward>,
+    /// Set once when the node stops; every thread checks it.
+    pub shutdown: AtomicBool,
 }
 
 /// A mirror whose files are open and recovered, not yet serving.
@@ -260,7 +233,7 @@ impl Mirror {
 
     /// What recovery did when this mirror was opened.
     pub fn recovery(&self) -> &RecoveryReport {
-        &self.shared.recovery
+        self.shared.stats.recovery()
     }
 
     /// Starts serving on `opts.listen` over TCP.
@@ -276,7 +249,7 @@ impl Mirror {
             .listen(&shared.opts.listen)
             .map_err(Error::io(format!("listen on {}", shared.opts.listen)))?;
         let addr = transport.local_addr(&listener).map_err(Error::io("local address"))?;
-        let _ = shared.listen_addr.set(addr.clone());
+        shared.stats.set_listen_addr(addr.clone());
         let mut threads = Vec::new();
         let s = shared.clone();
         threads.push(
@@ -493,12 +466,9 @@ impl Shared {
             data,
             lanes,
             session: session::SessionSlot::new(r.epoch),
-            stats: Stats::default(),
-            shutdown: AtomicBool::new(false),
-            started: Instant::now(),
-            recovery: r.report,
-            listen_addr: OnceLock::new(),
+            stats: stats::Stats::new(r.report),
             forward: r.forward,
+            shutdown: AtomicBool::new(false),
         }
     }
 }

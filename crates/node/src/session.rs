@@ -238,7 +238,7 @@ fn begin(s: &Shared, slot: &mut Slot, hello: &Hello, peer: &str) -> Result<(), R
         copy_retry: Vec::new(),
         seqs: session_window(s, hello, next_seq),
     });
-    s.stats.sessions.fetch_add(1, Ordering::Relaxed);
+    s.stats.session_began();
     tracing::info!(%peer, session = format!("{:#x}", hello.session), lanes = hello.lanes, next_seq, "primary session begins");
     Ok(())
 }
@@ -416,7 +416,7 @@ pub(crate) fn copy_begin(s: &Shared, session: u64, total: u64) -> Result<(), Str
     cur.copy_until = 0;
     cur.copy_total = total;
     cur.copy_started = Some(std::time::Instant::now());
-    cur.copy_base_bytes = s.stats.bytes_received.load(Ordering::Relaxed);
+    cur.copy_base_bytes = s.stats.bytes_received();
     cur.copy_retry.clear();
     let (flags, _) = s.data.area().copy_state().map_err(|e| format!("read the copy state: {e}"))?;
     s.data
@@ -503,7 +503,7 @@ pub(crate) fn wait_ended(s: &Shared, timeout: Duration) -> Result<(), String> {
 pub(crate) fn copy_progress(s: &Shared) -> Option<CopyProgress> {
     let slot = s.session.lock();
     let cur = slot.current.as_ref().filter(|c| c.copy_open)?;
-    let received = s.stats.bytes_received.load(Ordering::Relaxed).saturating_sub(cur.copy_base_bytes);
+    let received = s.stats.bytes_received().saturating_sub(cur.copy_base_bytes);
     let seconds = cur.copy_started.map_or(0.0, |t| t.elapsed().as_secs_f64());
     Some(CopyProgress {
         total_bytes: cur.copy_total,

@@ -2,7 +2,6 @@
 
 use super::{session, Shared};
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::Ordering;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LaneStatus {
@@ -102,6 +101,7 @@ fn status_here(
         .collect();
     let (generation, prev) = s.data.area().generation().unwrap_or((0, 0));
     let primary = s.data.is_primary();
+    let counts = s.stats.counters();
     MirrorStatus {
         role: if primary {
             "primary"
@@ -115,7 +115,7 @@ fn status_here(
         prev_generation: format!("{prev:#x}"),
         consistent,
         copy,
-        listen: s.listen_addr.get().cloned().unwrap_or_default(),
+        listen: s.stats.listen_addr(),
         region_uuid: mojim::config::format_uuid(&s.opts.region.uuid),
         region_size: s.opts.region.size,
         epoch: s.session.epoch(),
@@ -123,24 +123,24 @@ fn status_here(
         primary: sess.as_ref().map(|x| x.1.clone()),
         session_lanes: sess.as_ref().map_or(0, |x| x.2),
         lanes,
-        last_received_seq: s.stats.last_received_seq.load(Ordering::Relaxed),
+        last_received_seq: counts.last_received_seq,
         applied_seq: applied,
         lag_groups,
         lag_bytes,
-        groups_received: s.stats.groups_received.load(Ordering::Relaxed),
-        bytes_received: s.stats.bytes_received.load(Ordering::Relaxed),
-        violations: s.stats.violations.load(Ordering::Relaxed),
-        last_violation: s.stats.last_violation.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-        sessions: s.stats.sessions.load(Ordering::Relaxed),
-        copy_retries: s.stats.copy_retries.load(Ordering::Relaxed),
-        groups_persisted: s.stats.groups_persisted.load(Ordering::Relaxed),
-        reclaims: s.stats.reclaims.load(Ordering::Relaxed),
+        groups_received: counts.groups_received,
+        bytes_received: counts.bytes_received,
+        violations: counts.violations,
+        last_violation: counts.last_violation,
+        sessions: counts.sessions,
+        copy_retries: counts.copy_retries,
+        groups_persisted: counts.groups_persisted,
+        reclaims: counts.reclaims,
         data_persistence: s.data.area().persistence().into(),
         storage_failed: s.data.failed().cloned(),
-        recovery: s.recovery.clone(),
+        recovery: s.stats.recovery().clone(),
         backups: Vec::new(),
         stalls: 0,
         stalled_ms: 0.0,
-        uptime_s: s.started.elapsed().as_secs_f64(),
+        uptime_s: counts.uptime_s,
     }
 }

@@ -24,7 +24,7 @@ pub(crate) fn watch(s: &Shared, settings: &mojim::config::EtcdSettings) {
             return;
         }
     };
-    let addr = s.listen_addr.get().cloned().unwrap_or_default();
+    let addr = s.stats.listen_addr();
     let node = (!s.opts.node.is_empty()).then(|| s.opts.node.clone());
     if node.is_none() {
         tracing::error!(
