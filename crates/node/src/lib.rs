@@ -5,38 +5,64 @@
 //! Threads: one acceptor; one per connection (handshake, then a data lane or an operator's
 //! requests); one checkpointer. The replication logic itself is `mojim_core`'s.
 
-// Lock order. The node's locks, outermost first; a thread that holds one takes only locks
-// further down this list. Fields of `Shared` unless said.
+// The node is a handful of components, each owning its state and its locks behind methods;
+// `Shared` holds them (and the options and the shutdown flag), and the modules that carry out
+// the protocol (accept, lane, apply, command, takeover, status) reach them only through their
+// methods:
 //
-//  1. `session` (the session slot; `session_cv` waits on it)
-//  2. `apply_lock` (one applier at a time)
-//  3. `Forward::state` (the forwarding state; `Forward::cv` waits on it)
-//  4. `ckpt` (`ckpt_cv` and `space_cv` wait on it)
-//  5. `log_create`
-//  6. `lanes[i]` (never two lanes at once)
-//  7. `data_lock`, `stats.last_violation`: nothing is taken under them
+//  - `session::SessionSlot`: the current session, the epoch, what roles have reached the node
+//  - `ckpt::Checkpoint`: groups waiting to be applied and released, the right to apply
+//  - `forward::Forward`: the queue of groups for the backups, each backup link's state
+//  - `lanes::Lanes`: each lane's log and receiving state
+//  - `data::Store`: the data area, its reader/writer lock, whether it failed
+//  - `stats::Stats`: counters and facts for status
+//
+// Lock order. The components' locks, outermost first; a thread that holds one takes only locks
+// further down this list.
+//
+//  1. `SessionSlot::slot` (`SessionSlot::left` waits on it)
+//  2. `Checkpoint::applier` (one applier at a time: held as an `ckpt::Applier`)
+//  3. `Forward::state` (`Forward::cv` waits on it)
+//  4. `Checkpoint::state` (`Checkpoint::work` and `Checkpoint::space` wait on it)
+//  5. `Lanes::log_create`
+//  6. a lane of `Lanes` (never two lanes at once; `Lanes::with` and `LaneRef::with` hold it
+//     only while their closure runs)
+//  7. `Store::lock`, `Stats::last_violation`: nothing is taken under them
 //  -  the acceptor's pending connections (`accept::PendingConns`): never held with another
 //
-// The pairs held together, and where:
-//  - session -> apply_lock, and through it everything the appliers take: `session::leave`
-//    (it seals with `apply::seal` while the slot is held)
-//  - session -> ckpt: `session::begin` (`Checkpointer::resume`)
-//  - session -> lanes[i]: `session::session_max_frame`, `session::session_window`,
-//    `session::add_lane`, `session::welcome` (under `session::join`), `session::leave`
-//  - apply_lock -> Forward::state: `apply::apply_locked`, `apply::reclaim_locked`,
-//    `forward::pin_for_copy`
-//  - apply_lock -> ckpt: `apply::apply_locked`, `apply::reclaim_locked`, `command::reset`
-//  - apply_lock -> lanes[i]: `apply::release` (under `apply::reclaim_locked`)
-//  - apply_lock -> data_lock: `apply::apply_locked` (`try_write` from a lane thread, which
-//    takes `apply_lock` itself only with `try_lock`: `apply::apply_inline`)
-//  - Forward::state -> ckpt: `forward::wait_below_thresh`, `status::status`
-//  - Forward::state -> lanes[i], stats.last_violation: `status::status`
-//  - ckpt -> lanes[i]: `command::reset`
-//  - log_create -> lanes[i]: `lane::log_of`
+// The pairs held together, and where (the method that takes the inner lock in brackets):
+//  - slot -> applier, and through it everything the appliers take: `session::leave` (it
+//    seals with `apply::seal` while the slot is held)
+//  - slot -> Checkpoint::state: `session::begin` (`Checkpoint::resume`)
+//  - slot -> a lane: `session::session_max_frame` and `session::session_window`
+//    (`Lanes::capacities`), `session::add_lane` (`Lanes::begin`), `session::welcome`
+//    (`Lanes::capacity`), all under `session::join`; `session::leave` (`Lanes::end_session`)
+//  - applier -> Forward::state: `apply::apply_locked` (`Forward::queue_applied`),
+//    `apply::reclaim_locked` (`Forward::min_acked`), `forward::pin_for_copy`
+//  - applier -> Checkpoint::state: every `Checkpoint` method that asks for the `Applier`
+//    (`plan`, `applied`, `to_reclaim`, `reclaimed`, `reset_to`)
+//  - applier -> a lane: `apply::release` (`Lanes::release`, under `apply::reclaim_locked`)
+//  - applier -> Store::lock: `apply::apply_locked` (`Store::write`, or `Store::try_write` from
+//    a lane thread, which becomes the applier only with `Checkpoint::try_applier`:
+//    `apply::apply_inline`)
+//  - Forward::state -> Checkpoint::state: `forward::wait_below_thresh`
+//    (`Checkpoint::waiting_bytes`); `status::status` (`Forward::report` runs
+//    `status::status_here`, which takes `Checkpoint::lag`)
+//  - Forward::state -> a lane, Stats::last_violation: `status::status` (`Lanes::usage`,
+//    `Stats::counters`, under `Forward::report`)
+//  - Checkpoint::state -> a lane: `command::reset` (`Lanes::drop_records`, run by
+//    `Checkpoint::reset_to`)
+//  - log_create -> a lane: `Lanes::log_of`
 //
-// A lane that waits for log space (`lane::Receiver::take_slot`) lets go of `lanes[i]` first:
-// the checkpointer's `apply::release` needs it to free the space, and `command::reset` takes
-// ckpt -> lanes[i].
+// A lane that waits for log space (`lane::Receiver::take_slot`, `Checkpoint::wait_for_space`)
+// holds no lane: the checkpointer's `apply::release` needs it to free the space, and
+// `command::reset` takes Checkpoint::state -> a lane. `LaneRef::with` lets go of the lane when
+// its closure returns, so the wait cannot happen under it.
+//
+// Modules: the components' modules (session aside) use none of the modules that use them;
+// `session` and `forward` hold both a component and the protocol around it (joining and
+// sealing sessions; the backup links' threads), and reach the other components through
+// `Shared`.
 
 mod accept;
 pub mod admin;
