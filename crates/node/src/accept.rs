@@ -5,7 +5,8 @@ use super::{lane, session, status, Shared};
 use mojim::net::{frame_header, read_frame, send, timed_out, write_frame, ReadBy, ReadError, WriteBy};
 use mojim_core::handshake::{Identity, Refusal, ServerHandshake};
 use mojim_format::handshake::{
-    encode_refuse, Hello, PeerRole, RefuseCode, Request, COMMAND_MAX, NONCE_SIZE, REFUSE_MAX, REQUEST_SIZE,
+    encode_refuse, read_reply_len, Hello, PeerRole, RefuseCode, Request, COMMAND_MAX, MAX_READ, NONCE_SIZE,
+    REFUSE_MAX, REQUEST_SIZE,
 };
 use mojim_format::{FrameHeader, FrameKind};
 use mojim_transport::{Conn, Transport};
@@ -22,8 +23,6 @@ const MAX_PENDING: usize = 64;
 const MAX_PENDING_PER_ADDRESS: usize = 16;
 /// How long a peer may take over its whole handshake, from being accepted to its Proof.
 const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
-/// Largest Reply frame of a read: a longer read is answered in frames of this size.
-pub const MAX_READ: u64 = 16 << 20;
 /// A long read holds the data area against the checkpointer, so it has a deadline, however
 /// slowly the peer reads: this much time, plus the time to send its bytes at
 /// [`LONG_READ_MIN_RATE`]. A peer that is slower loses its connection.
@@ -329,7 +328,7 @@ fn read_long<C: Conn>(s: &Shared, conn: &mut C, offset: u64, len: u64) -> Result
     let mut out = WriteBy { conn, deadline };
     let mut at = offset;
     while at < offset + len {
-        let n = (offset + len - at).min(MAX_READ) as usize;
+        let n = read_reply_len(len, at - offset);
         if let Err(e) = held.read(at, &mut piece[..n]) {
             // Part of the reply is sent: the peer learns of the failure by the closed connection.
             tracing::error!(error = %e, offset = at, "cannot read the data area for an operator");

@@ -89,10 +89,11 @@ mod lane_tests;
 #[cfg(test)]
 mod test_peer;
 
-pub use accept::MAX_READ;
 use data::DataArea;
 pub use data::DataPlacement;
 pub use forward::BackupStatus;
+/// Largest Reply frame of an operator's read (see `mojim_format::handshake::MAX_READ`).
+pub use mojim_format::handshake::MAX_READ;
 pub use session::CopyProgress;
 pub use stats::RecoveryReport;
 pub use status::{LaneStatus, MirrorStatus};

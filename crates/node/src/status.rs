@@ -10,6 +10,18 @@ pub struct LaneStatus {
     pub log_used: u64,
 }
 
+/// A node's status: the JSON body of its Reply to a status request.
+///
+/// The admin protocol's bytes (the Request body, `MAX_READ` and how a read's reply is cut into
+/// Reply frames) are `mojim_format::handshake`'s, beside the other frames; this document stays
+/// here. It is not a fixed layout but a report of the node's own parts ([`BackupStatus`],
+/// [`CopyProgress`](super::CopyProgress), [`RecoveryReport`](super::RecoveryReport)), read by
+/// name, that grows a field whenever the node learns to count something (older readers skip
+/// what they do not know; `#[serde(default)]` lets newer ones read older nodes). Putting it in
+/// the format crate would move those types with it and make the crate that checks every byte
+/// depend on serde for one JSON document it never checks.
+///
+/// [`BackupStatus`]: super::BackupStatus
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MirrorStatus {
     pub role: String,
