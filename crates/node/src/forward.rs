@@ -452,7 +452,7 @@ struct Tag {
 /// returns that number: the copy starts from it.
 fn pin_for_copy(s: &Shared, i: usize) -> u64 {
     let f = s.forward.as_ref().expect("forwarding is on");
-    // With the apply lock, no group is half applied: what is applied is also queued.
+    // As the applier, no group is half applied: what is applied is also queued.
     let _applier = s.ckpt.applier();
     let mut st = lock(f);
     let base = st.queue.back().map_or(st.base, |g| g.seq);

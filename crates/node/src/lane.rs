@@ -196,8 +196,9 @@ impl<C: Conn> Receiver<'_, C> {
     fn take_slot(&mut self, hb: &[u8; FRAME_HEADER_SIZE]) -> Result<Slot, LaneEnd> {
         let s = self.s;
         loop {
-            // The lane's lock is let go before the match: the wait for space takes `ckpt`, and
-            // the checkpointer needs this lock to free the space (see the lock order in lib.rs).
+            // The lane's lock is let go before the match (`with` holds it for its closure only):
+            // the wait for space takes the checkpointer's state, and the checkpointer needs this
+            // lane to free the space (see the lock order in lib.rs).
             let placed = self.lane.with(|l| l.on_header(hb));
             match placed {
                 Err(v) => return Err(LaneEnd::Violation(v)),

@@ -78,8 +78,8 @@ pub struct MirrorStatus {
 }
 
 pub(crate) fn status(s: &Shared) -> MirrorStatus {
-    // Session before forwarding: a session's end holds the session lock while it takes the
-    // apply lock, and reclaim holds the apply lock while it takes the forwarding lock.
+    // Session before forwarding: a session's end holds the session slot while it becomes the
+    // applier, and a reclaim, as the applier, takes the forwarding state.
     let sess = session::describe(s);
     let consistent = s.data.consistent();
     let copy = session::copy_progress(s);
