@@ -15,6 +15,16 @@ pub const REQUEST_SIZE: usize = 24;
 pub const COMMAND_MAX: usize = 4096;
 /// Longest refusal message accepted.
 pub const REFUSE_MAX: usize = 2048;
+/// Largest Reply frame of a read: a longer read is answered in several Reply frames, each of
+/// this size but the last.
+pub const MAX_READ: u64 = 16 << 20;
+
+/// The body length of the next Reply frame of a read of `len` bytes, `sent` of which went out
+/// in the frames before it: [`MAX_READ`], or what is left.
+pub fn read_reply_len(len: u64, sent: u64) -> usize {
+    assert!(sent <= len, "a read of {len} bytes has no bytes after {sent}");
+    (len - sent).min(MAX_READ) as usize
+}
 
 /// Malformed handshake body: the peer's fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -382,6 +392,16 @@ mod tests {
             let _ = decode_refuse(&bytes);
             let _ = decode_proof(&bytes);
         }
+    }
+
+    #[test]
+    fn a_read_is_answered_in_frames_of_max_read_but_the_last() {
+        assert_eq!(read_reply_len(0, 0), 0);
+        assert_eq!(read_reply_len(10, 0), 10);
+        assert_eq!(read_reply_len(MAX_READ, 0), MAX_READ as usize);
+        assert_eq!(read_reply_len(MAX_READ + 1, 0), MAX_READ as usize);
+        assert_eq!(read_reply_len(MAX_READ + 1, MAX_READ), 1);
+        assert_eq!(read_reply_len(3 * MAX_READ, 2 * MAX_READ), MAX_READ as usize);
     }
 
     #[test]

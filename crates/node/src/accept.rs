@@ -5,7 +5,8 @@ use super::{lane, session, status, Shared};
 use mojim::net::{frame_header, read_frame, send, timed_out, write_frame, ReadBy, ReadError, WriteBy};
 use mojim_core::handshake::{Identity, Refusal, ServerHandshake};
 use mojim_format::handshake::{
-    encode_refuse, Hello, PeerRole, RefuseCode, Request, COMMAND_MAX, NONCE_SIZE, REFUSE_MAX, REQUEST_SIZE,
+    encode_refuse, read_reply_len, Hello, PeerRole, RefuseCode, Request, COMMAND_MAX, MAX_READ, NONCE_SIZE,
+    REFUSE_MAX, REQUEST_SIZE,
 };
 use mojim_format::{FrameHeader, FrameKind};
 use mojim_transport::{Conn, Transport};
@@ -22,8 +23,6 @@ const MAX_PENDING: usize = 64;
 const MAX_PENDING_PER_ADDRESS: usize = 16;
 /// How long a peer may take over its whole handshake, from being accepted to its Proof.
 const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
-/// Largest Reply frame of a read: a longer read is answered in frames of this size.
-pub const MAX_READ: u64 = 16 << 20;
 /// A long read holds the data area against the checkpointer, so it has a deadline, however
 /// slowly the peer reads: this much time, plus the time to send its bytes at
 /// [`LONG_READ_MIN_RATE`]. A peer that is slower loses its connection.
@@ -111,7 +110,7 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
                     source(&peer)
                 )
             };
-            s.stats.violations.fetch_add(1, Ordering::Relaxed);
+            s.stats.violation();
             tracing::warn!(%peer, %reason, "connection refused");
             conn.shutdown();
             return;
@@ -138,7 +137,7 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
             };
             // The lane's log is made before the lane is welcomed: a node that cannot make it
             // refuses the lane now, and neither the first group nor a copy waits for it later.
-            if let Err(message) = lane::log_of(s, tag.lane) {
+            if let Err(message) = s.lanes.log_of(tag.lane) {
                 tracing::warn!(%peer, lane = tag.lane, %message, "lane refused: no log");
                 refuse(&mut conn, &Refusal { code: RefuseCode::Storage, message: message.clone() });
                 conn.shutdown();
@@ -154,7 +153,7 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
             }
             let end = lane::run(s, &mut conn, tag);
             if let lane::LaneEnd::Violation(v) = &end {
-                s.stats.violations.fetch_add(1, Ordering::Relaxed);
+                s.stats.violation();
                 tracing::warn!(%peer, lane = tag.lane, violation = %v, "closing lane: protocol violation");
             }
             conn.shutdown();
@@ -196,7 +195,7 @@ fn handshake<C: Conn>(
     let me = || Identity {
         region_uuid: s.opts.region.uuid,
         region_size: s.opts.region.size,
-        epoch: s.epoch.load(Ordering::SeqCst),
+        epoch: s.session.epoch(),
         max_lanes: s.opts.max_lanes,
     };
     accept_handshake(&s.opts.secret.0, me, conn, peer, deadline, keep)
@@ -246,7 +245,7 @@ fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str) {
         next_seq: 0,
         log_capacity: s.opts.log_capacity,
         max_frame: s.opts.limits.max_frame,
-        epoch: s.epoch.load(Ordering::SeqCst),
+        epoch: s.session.epoch(),
         ..Default::default()
     };
     if send(conn, FrameKind::Welcome, 0, &welcome.encode()).is_err() {
@@ -281,7 +280,7 @@ fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str) {
                     }
                 } else {
                     let mut out = vec![0u8; len as usize];
-                    super::read_consistent(s, offset, &mut out).map(|_| out).map_err(|e| e.to_string())
+                    s.data.read_consistent(offset, &mut out).map(|_| out).map_err(|e| e.to_string())
                 }
             }
         };
@@ -314,7 +313,7 @@ enum LongRead {
 /// into their logs (they never wait for the data area) until a log is full; the read's deadline
 /// bounds that.
 fn read_long<C: Conn>(s: &Shared, conn: &mut C, offset: u64, len: u64) -> Result<(), LongRead> {
-    let size = s.region.size();
+    let size = s.data.area().size();
     if offset.checked_add(len).is_none_or(|e| e > size) {
         return Err(LongRead::Refused(format!(
             "read of {len} bytes at offset {offset} is outside the region of {size} bytes"
@@ -324,15 +323,13 @@ fn read_long<C: Conn>(s: &Shared, conn: &mut C, offset: u64, len: u64) -> Result
     let deadline =
         Instant::now() + LONG_READ_GRACE + Duration::from_secs_f64(len as f64 / LONG_READ_MIN_RATE as f64);
     let mut piece = vec![0u8; MAX_READ as usize];
-    let _r = s.data_lock.read().unwrap_or_else(|p| p.into_inner());
-    if let Some(msg) = s.storage_failed.get() {
-        return Err(LongRead::Refused(format!("the data area is not readable: {msg}")));
-    }
+    let held =
+        s.data.read().map_err(|msg| LongRead::Refused(format!("the data area is not readable: {msg}")))?;
     let mut out = WriteBy { conn, deadline };
     let mut at = offset;
     while at < offset + len {
-        let n = (offset + len - at).min(MAX_READ) as usize;
-        if let Err(e) = s.region.read(at, &mut piece[..n]) {
+        let n = read_reply_len(len, at - offset);
+        if let Err(e) = held.read(at, &mut piece[..n]) {
             // Part of the reply is sent: the peer learns of the failure by the closed connection.
             tracing::error!(error = %e, offset = at, "cannot read the data area for an operator");
             return Err(LongRead::Failed);

@@ -1,11 +1,11 @@
 //! An operator's connection to a node: status and consistent reads.
 
-use crate::{MirrorStatus, MAX_READ};
+use crate::MirrorStatus;
 use mojim::config::{RegionId, Secret};
 use mojim::connect::{connect, Intro};
 use mojim::error::{Error, Result};
 use mojim::net::{read_frame, send};
-use mojim_format::handshake::{decode_refuse, PeerRole, Request};
+use mojim_format::handshake::{decode_refuse, read_reply_len, PeerRole, Request};
 use mojim_format::FrameKind;
 use mojim_transport::{Conn, TcpConn, TcpTransport, Transport};
 use std::time::Duration;
@@ -82,8 +82,9 @@ impl<C: Conn> AdminClient<C> {
 
     /// Reads `len` bytes at `offset` of the node's data area as one consistent image: the
     /// result of applying whole groups, never part of one. The node holds its data area against
-    /// the checkpointer while it sends a read longer than [`MAX_READ`] (in Reply frames of at
-    /// most that size), so a long read delays checkpoints for as long as it takes.
+    /// the checkpointer while it sends a read longer than [`MAX_READ`](crate::MAX_READ) (in
+    /// Reply frames of at most that size), so a long read delays checkpoints for as long as it
+    /// takes.
     ///
     /// While a copy into the node is unfinished (its status says not `consistent`), no read is
     /// an image of the primary's: check [`MirrorStatus::consistent`] first.
@@ -96,7 +97,7 @@ impl<C: Conn> AdminClient<C> {
         Ok(out)
     }
 
-    /// As [`AdminClient::read`], handing the image to `sink` in pieces of at most [`MAX_READ`]
+    /// As [`AdminClient::read`], handing the image to `sink` in pieces of at most [`MAX_READ`](crate::MAX_READ)
     /// bytes, in order, so that an image of any size streams through a bounded buffer. An
     /// error from `sink` ends the read (and the connection's usefulness: the rest of the reply
     /// is not drained).
@@ -113,7 +114,7 @@ impl<C: Conn> AdminClient<C> {
                 region_size: 0,
             }));
         }
-        let first = len.min(MAX_READ) as usize;
+        let first = read_reply_len(len, 0);
         let body = self.call(Request::Read { offset, len }, first)?;
         if body.len() != first {
             return Err(
@@ -124,7 +125,7 @@ impl<C: Conn> AdminClient<C> {
         self.body = body;
         let mut done = first as u64;
         while done < len {
-            let n = (len - done).min(MAX_READ) as usize;
+            let n = read_reply_len(len, done);
             let h = read_frame(&mut self.conn, n, &mut self.body).map_err(|e| self.bad_reply(e))?;
             if h.kind != FrameKind::Reply || self.body.len() != n {
                 return Err(self.bad_reply(format!(

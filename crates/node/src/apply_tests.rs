@@ -26,7 +26,7 @@ fn groups_are_applied_in_sequence_order_across_lanes_and_the_applied_number_pers
     l1.send_group(n + 2, 4096, &c);
     l1.wait_ack(n + 2);
     assert_eq!(applied(s), n - 1);
-    assert_eq!(s.ckpt.lock().unwrap().cp.waiting(), 2);
+    assert_eq!(s.ckpt.lag().groups, 2);
     assert_eq!(read(s, 0, 8192), vec![0u8; 8192], "nothing after a gap is applied");
 
     // Group n, on lane 0, writes under both: applied first, the later groups then write over it.
@@ -36,7 +36,7 @@ fn groups_are_applied_in_sequence_order_across_lanes_and_the_applied_number_pers
     wait_for("the three groups applied", || applied(s) == n + 2);
     assert!(read(s, 0, 4096) == b, "group n+1 was applied after group n");
     assert!(read(s, 4096, 4096) == c, "group n+2 was applied after group n");
-    wait_for("the applied number persisted", || s.region.applied_seq().unwrap() == n + 2);
+    wait_for("the applied number persisted", || s.data.area().applied_seq().unwrap() == n + 2);
     drop((l0, l1));
     node.shutdown();
 

@@ -17,7 +17,6 @@
 use super::{apply, forward, session, Shared};
 use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
 use serde::Deserialize;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 #[derive(Deserialize)]
@@ -50,14 +49,15 @@ pub(crate) fn run(s: &Shared, json: &str) -> Result<Vec<u8>, String> {
     let reply = match cmd {
         Command::Fence { epoch } => {
             fence(s, epoch)?;
-            serde_json::json!({ "epoch": s.epoch.load(Ordering::SeqCst) })
+            serde_json::json!({ "epoch": s.session.epoch() })
         }
         Command::Promote { epoch, drain_ms } => promote(s, epoch, Duration::from_millis(drain_ms))?,
         Command::Demote { epoch } => {
             fence(s, epoch)?;
-            let (flags, until) = s.region.copy_state().map_err(io("read the copy state"))?;
+            let (flags, until) = s.data.area().copy_state().map_err(io("read the copy state"))?;
             if flags & FLAG_PRIMARY != 0 {
-                s.region
+                s.data
+                    .area()
                     .set_copy_state((flags & !FLAG_PRIMARY) | FLAG_INCONSISTENT, until)
                     .map_err(io("record the demotion"))?;
                 tracing::warn!(epoch, "demoted: this copy needs a full copy from the current mirror");
@@ -66,8 +66,9 @@ pub(crate) fn run(s: &Shared, json: &str) -> Result<Vec<u8>, String> {
         }
         Command::Discard {} => {
             no_session(s)?;
-            let (flags, _) = s.region.copy_state().map_err(io("read the copy state"))?;
-            s.region
+            let (flags, _) = s.data.area().copy_state().map_err(io("read the copy state"))?;
+            s.data
+                .area()
                 .set_copy_state(flags | FLAG_INCONSISTENT, 0)
                 .map_err(io("mark the copy inconsistent"))?;
             tracing::warn!("this copy was discarded: the next session copies everything into it");
@@ -94,13 +95,13 @@ fn no_session(s: &Shared) -> Result<(), String> {
 
 /// Takes `epoch` if it is newer, persistently, and ends an older session.
 fn fence(s: &Shared, epoch: u64) -> Result<(), String> {
-    let current = s.epoch.load(Ordering::SeqCst);
+    let current = s.session.epoch();
     if epoch < current {
         return Err(format!("epoch {epoch} is older than this node's epoch {current}"));
     }
     if epoch > current {
-        s.region.set_epoch(epoch).map_err(io("persist the epoch"))?;
-        s.epoch.store(epoch, Ordering::SeqCst);
+        s.data.area().set_epoch(epoch).map_err(io("persist the epoch"))?;
+        s.session.set_epoch(epoch);
         tracing::warn!(from = current, to = epoch, "fenced: sessions below the new epoch are refused");
     }
     session::end_older(s, epoch);
@@ -119,11 +120,11 @@ pub(crate) fn promote_to(
     drain: Duration,
     resume: bool,
 ) -> Result<serde_json::Value, String> {
-    let current = s.epoch.load(Ordering::SeqCst);
+    let current = s.session.epoch();
     if epoch < current || (epoch == current && !resume) {
         return Err(format!("promotion needs a new epoch: {epoch} is not above this node's epoch {current}"));
     }
-    if !session::consistent(s) {
+    if !s.data.consistent() {
         return Err(
             "this copy is inconsistent (a copy into it did not finish): promoting it would lose data; \
                     promote another node"
@@ -133,15 +134,15 @@ pub(crate) fn promote_to(
     fence(s, epoch)?;
     session::wait_ended(s, Duration::from_secs(5))?;
     apply::checkpoint(s, true);
-    if let Some(msg) = s.storage_failed.get() {
+    if let Some(msg) = s.data.failed() {
         return Err(format!("the data area failed: {msg}"));
     }
-    let applied = s.region.applied_seq().map_err(|e| e.to_string())?;
+    let applied = s.data.area().applied_seq().map_err(|e| e.to_string())?;
     // Backups that are connected get what this node applied, so one can become the new mirror
     // with nothing to copy.
     let t0 = Instant::now();
     let drained = forward::wait_all_acked(s, applied, drain);
-    let (old, _) = s.region.generation().map_err(io("read the generation"))?;
+    let (old, _) = s.data.area().generation().map_err(io("read the generation"))?;
     let base = if old == 0 { mojim::history::new_generation() } else { old };
     let paths = mojim::history::PrimaryFiles::beside(&s.opts.data_path());
     paths
@@ -155,10 +156,10 @@ pub(crate) fn promote_to(
         )
         .map_err(|e| format!("prepare the primary's files: {e}"))?;
     let generation = mojim::history::new_generation();
-    s.region.set_generation(generation, base).map_err(io("persist the generation"))?;
-    let (flags, until) = s.region.copy_state().map_err(io("read the copy state"))?;
-    s.region.set_copy_state(flags | FLAG_PRIMARY, until).map_err(io("record the promotion"))?;
-    s.region.sync().map_err(io("sync the data area"))?;
+    s.data.area().set_generation(generation, base).map_err(io("persist the generation"))?;
+    let (flags, until) = s.data.area().copy_state().map_err(io("read the copy state"))?;
+    s.data.area().set_copy_state(flags | FLAG_PRIMARY, until).map_err(io("record the promotion"))?;
+    s.data.area().sync().map_err(io("sync the data area"))?;
     tracing::warn!(epoch, applied, "promoted: this node's copy is the primary's now");
     Ok(serde_json::json!({
         "epoch": epoch,
@@ -173,23 +174,14 @@ pub(crate) fn promote_to(
 /// Forgets the logs and starts the sequence over at `base + 1`, marked inconsistent.
 fn reset(s: &Shared, base: u64) -> Result<(), String> {
     no_session(s)?;
-    let _applier = s.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
-    let mut c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
-    if c.cp.waiting() > 0 || super::apply::unreleased(&c) > 0 {
-        return Err("groups are still being applied here; try again".into());
-    }
-    for (lane, cell) in s.logs.iter().enumerate() {
-        let mut l = s.lanes[lane].lock().unwrap_or_else(|p| p.into_inner());
-        let head = l.space().head();
-        if let Some(log) = cell.get() {
-            log.set_tail(head).map_err(io("drop the log's records"))?;
-        }
-        l.release(head);
-    }
-    let (flags, _) = s.region.copy_state().map_err(io("read the copy state"))?;
-    s.region.set_copy_state(flags | FLAG_INCONSISTENT, 0).map_err(io("mark the copy inconsistent"))?;
-    s.region.set_applied_seq(base).map_err(io("persist the applied sequence number"))?;
-    c.cp.reset_to(base);
+    let applier = s.ckpt.applier();
+    s.ckpt.reset_to(base, &applier, || {
+        s.lanes.drop_records().map_err(io("drop the log's records"))?;
+        let area = s.data.area();
+        let (flags, _) = area.copy_state().map_err(io("read the copy state"))?;
+        area.set_copy_state(flags | FLAG_INCONSISTENT, 0).map_err(io("mark the copy inconsistent"))?;
+        area.set_applied_seq(base).map_err(io("persist the applied sequence number"))
+    })?;
     tracing::warn!(base, "reset for a full copy");
     Ok(())
 }

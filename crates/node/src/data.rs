@@ -3,10 +3,13 @@
 //! `fdatasync` per reclaim). Both are the same region file format.
 
 use mojim::error::{Error, Result};
+use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
 use mojim_region::{DiskRegion, MapSlice, RegionFile};
 use serde::{Deserialize, Serialize};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Where the data area lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,5 +184,162 @@ impl DataArea {
     /// Whether per-range persistence does anything (else [`DataArea::sync`] does it all).
     pub fn persists_ranges(&self) -> bool {
         matches!(self, DataArea::Memory(_))
+    }
+}
+
+/// The data area as the node's threads share it: the area, the lock that keeps readers from
+/// seeing part of a group, the last group written, and whether the area failed.
+///
+/// Locks: `lock`, held for writing while a group is applied or copied bytes land, for reading
+/// by readers; nothing is taken under it (see the lock order in lib.rs).
+pub(crate) struct Store {
+    area: DataArea,
+    lock: RwLock<()>,
+    /// The last group whose bytes were written to the area (changed with the lock held for
+    /// writing): bytes read from the area hold no group after it.
+    written_seq: AtomicU64,
+    /// Set when the area failed: no log space is freed and no data accepted after it.
+    failed: OnceLock<String>,
+    /// The area's file, for messages.
+    path: PathBuf,
+}
+
+/// The data area held for writing.
+pub(crate) struct Writing<'a> {
+    store: &'a Store,
+    _held: RwLockWriteGuard<'a, ()>,
+}
+
+/// The data area held for reading: no group is written while it is held.
+pub(crate) struct Reading<'a> {
+    store: &'a Store,
+    _held: RwLockReadGuard<'a, ()>,
+}
+
+impl Store {
+    pub fn new(area: DataArea, path: PathBuf) -> Store {
+        Store { area, lock: RwLock::new(()), written_seq: AtomicU64::new(0), failed: OnceLock::new(), path }
+    }
+
+    /// The area itself: its header (epoch, generation, copy state, applied sequence number)
+    /// and its persistence. Bytes are read and written through [`Store::read`] and
+    /// [`Store::write`].
+    pub fn area(&self) -> &DataArea {
+        &self.area
+    }
+
+    /// Holds the area for writing, waiting for readers.
+    pub fn write(&self) -> Writing<'_> {
+        Writing { store: self, _held: self.lock.write().unwrap_or_else(|p| p.into_inner()) }
+    }
+
+    /// Holds the area for writing, unless a reader or writer holds it.
+    pub fn try_write(&self) -> Option<Writing<'_>> {
+        let held = self.lock.try_write().ok()?;
+        Some(Writing { store: self, _held: held })
+    }
+
+    /// Holds the area for reading; refused, with why, once the area failed (a failed write may
+    /// have left part of a group in it).
+    pub fn read(&self) -> Result<Reading<'_>, &str> {
+        let held = self.lock.read().unwrap_or_else(|p| p.into_inner());
+        match self.failed() {
+            Some(msg) => Err(msg),
+            None => Ok(Reading { store: self, _held: held }),
+        }
+    }
+
+    /// Copies `out.len()` bytes at `offset`: whole groups only, never part of one.
+    pub fn read_consistent(&self, offset: u64, out: &mut [u8]) -> Result<()> {
+        let size = self.area.size();
+        if offset.checked_add(out.len() as u64).is_none_or(|e| e > size) {
+            return Err(Error::Range(mojim_core::encode::RangeError::OutOfBounds {
+                offset,
+                len: out.len() as u64,
+                region_size: size,
+            }));
+        }
+        // A write that failed may have left part of a group in the data area: nothing is read
+        // from it until a restart recovers it from the logs.
+        let r =
+            self.read().map_err(|msg| Error::io("read the data area")(io::Error::other(msg.to_string())))?;
+        r.read(offset, out).map_err(Error::io("read the data area"))
+    }
+
+    /// Why the area failed, if it did.
+    pub fn failed(&self) -> Option<&String> {
+        self.failed.get()
+    }
+
+    /// Fail-stops the node's storage: no group is written to the data area, persisted or
+    /// released from a log after this, and lanes refuse new data (so nothing more is
+    /// acknowledged) with `what` failed, which status shows. Every group acknowledged so far is
+    /// in a log, and restart recovery applies it. Returns the message that stands (the first
+    /// failure's).
+    pub fn fail(&self, what: String) -> String {
+        let msg = format!(
+            "{what}; free the space or fix the device, then restart the mirror to recover from its logs"
+        );
+        if self.failed.set(msg.clone()).is_ok() {
+            tracing::error!("{msg}");
+        }
+        self.failed.get().cloned().unwrap_or(msg)
+    }
+
+    /// [`Store::fail`] for a failure of the area itself: `why` it failed.
+    pub fn fail_area(&self, why: String) -> String {
+        self.fail(format!("the data area {} failed: {why}", self.path.display()))
+    }
+
+    /// Whether this node's copy is the primary's (promoted).
+    pub fn is_primary(&self) -> bool {
+        self.area.copy_state().is_ok_and(|(f, _)| f & FLAG_PRIMARY != 0)
+    }
+
+    /// Whether the data area holds a usable copy: no copy into it is unfinished. A finished copy
+    /// clears the mark here, once every copy group is applied.
+    pub fn consistent(&self) -> bool {
+        let Ok((flags, until)) = self.area.copy_state() else { return false };
+        if flags & FLAG_INCONSISTENT == 0 {
+            return true;
+        }
+        let applied = self.area.applied_seq().unwrap_or(0);
+        if until != 0 && applied >= until {
+            if let Err(e) = self.area.set_copy_state(flags & !FLAG_INCONSISTENT, 0) {
+                tracing::error!(error = %e, "cannot clear the inconsistent mark");
+                return false;
+            }
+            tracing::info!(applied, "copy complete: the data area is consistent");
+            return true;
+        }
+        false
+    }
+}
+
+impl Writing<'_> {
+    /// See [`DataArea::write_from`].
+    pub fn write_from(&self, offset: u64, src: MapSlice<'_>) -> io::Result<()> {
+        self.store.area.write_from(offset, src)
+    }
+
+    /// See [`DataArea::write_persistent`].
+    pub fn write_persistent(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.store.area.write_persistent(offset, data)
+    }
+
+    /// Group `seq`'s bytes are all written.
+    pub fn written(&self, seq: u64) {
+        self.store.written_seq.store(seq, Ordering::Relaxed);
+    }
+}
+
+impl Reading<'_> {
+    pub fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        self.store.area.read(offset, out)
+    }
+
+    /// The last group whose bytes are in the area (none after it is, while this is held).
+    pub fn written_seq(&self) -> u64 {
+        self.store.written_seq.load(Ordering::Relaxed)
     }
 }

@@ -61,38 +61,86 @@ pub struct BackupStatus {
 }
 
 #[derive(Default)]
-pub(crate) struct FwdState {
+struct FwdState {
     /// Applied groups not yet acknowledged by every backup, in sequence order.
-    pub queue: VecDeque<GroupRef>,
-    pub queue_bytes: u64,
+    queue: VecDeque<GroupRef>,
+    queue_bytes: u64,
     /// The highest sequence number every backup has (groups up to it left the queue).
-    pub base: u64,
-    pub links: Vec<BackupStatus>,
+    base: u64,
+    links: Vec<BackupStatus>,
     /// Times a lane waited for forwarding to catch up, and for how long in all.
+    stalls: u64,
+    stalled_micros: u64,
+}
+
+/// The forwarder: the queue of applied groups not yet at every backup, and each backup link's
+/// state. Its link threads are this module's; the rest of the node reaches it through its
+/// methods and this module's functions.
+///
+/// Locks (see the lock order in lib.rs): `state`, with `cv` (link threads and stalled lanes
+/// wait on it). Under it: the checkpointer's state ([`wait_below_thresh`], and whatever
+/// [`Forward::report`] is given).
+pub(crate) struct Forward {
+    state: Mutex<FwdState>,
+    cv: Condvar,
+}
+
+/// The forwarder as status shows it.
+pub(crate) struct ForwardReport {
+    pub backups: Vec<BackupStatus>,
+    /// Times lanes waited for forwarding to catch up, and for how long in all.
     pub stalls: u64,
     pub stalled_micros: u64,
 }
 
-pub(crate) struct Forward {
-    pub state: Mutex<FwdState>,
-    pub cv: Condvar,
-}
-
-pub(crate) fn lock(f: &Forward) -> MutexGuard<'_, FwdState> {
+fn lock(f: &Forward) -> MutexGuard<'_, FwdState> {
     f.state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Forward {
-    /// Forwarding state for `backups`, whose queue starts after `base`.
-    pub fn new(backups: &[String], base: u64) -> Forward {
+    /// Forwarding state for `backups`, whose queue starts after `base` and holds `groups`
+    /// (recovered from the logs, to send to the backups again).
+    pub fn new(backups: &[String], base: u64, groups: &[GroupRef]) -> Forward {
         let links = backups.iter().map(|a| BackupStatus { addr: a.clone(), ..Default::default() }).collect();
-        Forward { state: Mutex::new(FwdState { base, links, ..Default::default() }), cv: Condvar::new() }
+        let mut st = FwdState { base, links, ..Default::default() };
+        for g in groups {
+            st.push(g);
+        }
+        Forward { state: Mutex::new(st), cv: Condvar::new() }
+    }
+
+    /// Queues groups just applied (in sequence order) for the backups.
+    pub fn queue_applied(&self, done: &[GroupRef]) {
+        if done.is_empty() {
+            return;
+        }
+        let mut st = lock(self);
+        for g in done {
+            st.push(g);
+        }
+        drop(st);
+        self.cv.notify_all();
+    }
+
+    /// The highest sequence number every backup has acknowledged.
+    pub fn min_acked(&self) -> u64 {
+        lock(self).min_acked()
+    }
+
+    /// The forwarder's status, and what `under` returns, called with the forwarding state held
+    /// (so that nothing applied meanwhile joins the queue).
+    pub fn report<R>(&self, under: impl FnOnce() -> R) -> (ForwardReport, R) {
+        let st = lock(self);
+        let r = under();
+        let report =
+            ForwardReport { backups: st.links(), stalls: st.stalls, stalled_micros: st.stalled_micros };
+        (report, r)
     }
 }
 
 impl FwdState {
     /// The highest sequence number every backup has acknowledged.
-    pub fn min_acked(&self) -> u64 {
+    fn min_acked(&self) -> u64 {
         self.links
             .iter()
             .filter(|l| !l.needs_copy)
@@ -103,7 +151,7 @@ impl FwdState {
     }
 
     /// Queues applied groups for the backups.
-    pub fn push(&mut self, g: &GroupRef) {
+    fn push(&mut self, g: &GroupRef) {
         if let Some(last) = self.queue.back() {
             assert!(g.first_seq > last.seq, "forward queue out of order: {last:?} then {g:?}");
         }
@@ -129,7 +177,7 @@ impl FwdState {
     }
 
     /// Status of every link.
-    pub fn links(&self) -> Vec<BackupStatus> {
+    fn links(&self) -> Vec<BackupStatus> {
         self.links
             .iter()
             .map(|l| {
@@ -167,7 +215,7 @@ pub(crate) fn start<T: Transport>(
 pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) -> Result<(), ForwardError> {
     let Some(f) = &s.forward else { return Ok(()) };
     let over = |st: &FwdState| {
-        let waiting = s.ckpt.lock().unwrap_or_else(|p| p.into_inner()).waiting_bytes;
+        let waiting = s.ckpt.waiting_bytes();
         st.queue_bytes + waiting > s.opts.secondary_tier_thresh
     };
     let mut st = lock(f);
@@ -181,7 +229,7 @@ pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) -> R
     super::apply::apply_inline(s);
     let mut st = lock(f);
     while over(&st) && !s.shutdown.load(Ordering::SeqCst) {
-        if let Some(msg) = s.storage_failed.get() {
+        if let Some(msg) = s.data.failed() {
             st.stalled_micros += t0.elapsed().as_micros() as u64;
             return Err(ForwardError::Local(msg.clone()));
         }
@@ -208,7 +256,7 @@ pub(crate) fn wait_forwarded(
     super::apply::apply_inline(s);
     let mut st = lock(f);
     while st.min_acked() < seq && !s.shutdown.load(Ordering::SeqCst) {
-        if let Some(msg) = s.storage_failed.get() {
+        if let Some(msg) = s.data.failed() {
             return Err(ForwardError::Local(msg.clone()));
         }
         st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
@@ -244,15 +292,10 @@ fn set_link(s: &Shared, i: usize, edit: impl FnOnce(&mut BackupStatus)) {
     edit(&mut lock(f).links[i]);
 }
 
-/// Whether this node's copy is the primary's (promoted): it feeds nobody then.
-fn is_primary(s: &Shared) -> bool {
-    s.region.copy_state().is_ok_and(|(f, _)| f & mojim_format::region::FLAG_PRIMARY != 0)
-}
-
 fn link_loop<T: Transport>(s: &Shared, t: &T, i: usize) {
     let addr = s.opts.backups[i].clone();
     while !s.shutdown.load(Ordering::SeqCst) {
-        if is_primary(s) {
+        if s.data.is_primary() {
             set_link(s, i, |l| {
                 l.connected = false;
                 l.error = Some("this node's copy is the primary's: it feeds no backup".into());
@@ -282,12 +325,12 @@ fn open_session<T: Transport>(
     let intro = Intro {
         role: PeerRole::Mirror,
         region: RegionId { uuid: s.opts.region.uuid, size: s.opts.region.size },
-        epoch: s.epoch.load(Ordering::SeqCst),
+        epoch: s.session.epoch(),
         session: mojim::random::u64() | 1,
         lane: 0,
         lanes: 1,
         max_frame: super::MAX_FRAME_LIMIT,
-        generation: s.region.generation().map(|g| g.0).unwrap_or(0),
+        generation: s.data.area().generation().map(|g| g.0).unwrap_or(0),
     };
     let (conn, welcome) = connect(t, addr, Duration::from_secs(5), &s.opts.secret, &intro)?;
     Ok((conn, welcome, intro))
@@ -299,7 +342,7 @@ fn open_session<T: Transport>(
 fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(), ForwardError> {
     let f = s.forward.as_ref().expect("forwarding is on");
     let (mut conn, mut welcome, mut intro) = open_session(s, t, addr)?;
-    let generation = s.region.generation().map(|g| g.0).unwrap_or(0);
+    let generation = s.data.area().generation().map(|g| g.0).unwrap_or(0);
     let have = welcome.next_seq - 1;
     let has_history = welcome.generation != 0 || have > 0;
     let other_history = has_history && welcome.generation != generation;
@@ -311,7 +354,7 @@ fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(
     let replace = welcome.inconsistent || other_history || behind;
     let wait = if generation == 0 && has_history {
         Some("this node has no copy of the region yet (generation 0); the backup keeps its own until it has")
-    } else if replace && !super::session::consistent(s) {
+    } else if replace && !s.data.consistent() {
         Some("this node's copy is inconsistent (a copy into it runs); the backup keeps its own until it is complete")
     } else {
         None
@@ -409,8 +452,8 @@ struct Tag {
 /// returns that number: the copy starts from it.
 fn pin_for_copy(s: &Shared, i: usize) -> u64 {
     let f = s.forward.as_ref().expect("forwarding is on");
-    // With the apply lock, no group is half applied: what is applied is also queued.
-    let _applier = s.apply_lock.lock().unwrap_or_else(|p| p.into_inner());
+    // As the applier, no group is half applied: what is applied is also queued.
+    let _applier = s.ckpt.applier();
     let mut st = lock(f);
     let base = st.queue.back().map_or(st.base, |g| g.seq);
     let l = &mut st.links[i];
@@ -543,15 +586,14 @@ impl OpenCopy {
         while at < off + len {
             let n = chunk.min(off + len - at) as usize;
             {
-                let _r = s.data_lock.read().unwrap_or_else(|p| p.into_inner());
                 // A failed write may have left part of a group in the data area.
-                if let Some(msg) = s.storage_failed.get() {
-                    return Err(ForwardError::Local(format!("the data area cannot be copied: {msg}")));
-                }
-                s.region
-                    .read(at, &mut self.buf[..n])
+                let held = s
+                    .data
+                    .read()
+                    .map_err(|msg| ForwardError::Local(format!("the data area cannot be copied: {msg}")))?;
+                held.read(at, &mut self.buf[..n])
                     .map_err(|e| ForwardError::Local(format!("read the data area: {e}")))?;
-                self.read_through = self.read_through.max(s.written_seq.load(Ordering::Relaxed));
+                self.read_through = self.read_through.max(held.written_seq());
             }
             let session = SessionTag { session: tag.session, epoch: tag.epoch, lane: 0 };
             let h = copy_header(session, at, &self.buf[..n]);
@@ -569,9 +611,9 @@ impl OpenCopy {
     /// Where the backup's copy is complete, once that is known: not while this node's own
     /// copy is running and its last group is not yet known.
     fn complete_at(&self, s: &Shared) -> Option<u64> {
-        let (flags, until) = s.region.copy_state().ok()?;
+        let (flags, until) = s.data.area().copy_state().ok()?;
         let mine = if flags & mojim_format::region::FLAG_INCONSISTENT == 0 {
-            s.ckpt.lock().unwrap_or_else(|p| p.into_inner()).cp.applied_seq()
+            s.ckpt.applied_seq()
         } else if until != 0 {
             until
         } else {
@@ -584,7 +626,7 @@ impl OpenCopy {
 /// Sends CopyEnd to the backup when its history changes: with the point its open copy is
 /// complete at, once known, else just the new generation id.
 fn announce<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, feed: &mut Feed) -> Result<(), ForwardError> {
-    let generation = s.region.generation().map(|g| g.0).unwrap_or(0);
+    let generation = s.data.area().generation().map(|g| g.0).unwrap_or(0);
     if let Some(copy) = &feed.copy {
         if let Some(until) = copy.complete_at(s) {
             send_control(conn, tag, FrameKind::CopyEnd, generation, until)?;
@@ -613,7 +655,7 @@ fn send_loop<C: Conn>(
     let mut last_sent = Instant::now();
     // The backup follows this node's history: it takes this node's generation id.
     loop {
-        if is_primary(s) {
+        if s.data.is_primary() {
             return Err(ForwardError::Ended("this node was promoted: it feeds no backup".into()));
         }
         announce(s, conn, tag, &mut feed)?;
@@ -630,7 +672,7 @@ fn send_loop<C: Conn>(
                 st = f.cv.wait_timeout(st, Duration::from_millis(20)).unwrap_or_else(|p| p.into_inner()).0;
                 if last_sent.elapsed() >= s.opts.heartbeat.interval {
                     drop(st);
-                    if is_primary(s) {
+                    if s.data.is_primary() {
                         return Err(ForwardError::Ended("this node was promoted: it feeds no backup".into()));
                     }
                     send_control(conn, tag, FrameKind::Heartbeat, 0, 0)?;
@@ -699,7 +741,7 @@ fn send_group<C: Conn>(
     g: &GroupRef,
     feed: &mut Feed,
 ) -> Result<(), ForwardError> {
-    let log = s.logs[g.lane as usize].get().expect("a group's log exists");
+    let log = s.lanes.log_holding(g);
     let area = log.area();
     let mut headers = [[0u8; FRAME_HEADER_SIZE]; BATCH];
     let mut bodies = [MapSlice::empty(); BATCH];

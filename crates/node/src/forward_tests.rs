@@ -3,7 +3,6 @@
 
 use crate::test_peer::{join, node_options, region, serve, shared, wait_for, Scratch};
 use mojim_transport::MemTransport;
-use std::sync::atomic::Ordering;
 
 #[test]
 fn a_node_forwards_every_applied_group_and_its_backup_matches() {
@@ -42,11 +41,11 @@ fn a_node_forwards_every_applied_group_and_its_backup_matches() {
         node.status().backups.first().is_some_and(|l| l.connected && l.acked_seq == last)
     });
     wait_for("the backup applied every group", || backup.status().applied_seq == last);
-    assert!(b.is_backup.load(Ordering::SeqCst));
-    assert_eq!(b.stats.groups_received.load(Ordering::SeqCst), groups, "each group was forwarded once");
+    assert!(b.session.is_backup());
+    assert_eq!(b.stats.counters().groups_received, groups, "each group was forwarded once");
     let image = |x: &crate::Shared| {
         let mut out = vec![0u8; id.size as usize];
-        crate::read_consistent(x, 0, &mut out).expect("read the data area");
+        x.data.read_consistent(0, &mut out).expect("read the data area");
         out
     };
     let mine = image(s);

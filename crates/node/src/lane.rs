@@ -1,10 +1,11 @@
 //! A data lane: frames from the primary go straight into the lane's log, and each group is
 //! acknowledged once it is whole there and persistent.
 
+use super::lanes::LaneRef;
 use super::Shared;
 use mojim_core::checkpoint::GroupRef;
 use mojim_core::encode::{ack_header, copy_retry_header, SessionTag};
-use mojim_core::lane::{Completed, MirrorLane, Slot};
+use mojim_core::lane::{Completed, Slot};
 use mojim_core::receive::Violation;
 use mojim_format::frame::BodyError;
 use mojim_format::handshake::{encode_refuse, RefuseCode};
@@ -13,7 +14,6 @@ use mojim_region::LogFile;
 use mojim_transport::Conn;
 use std::io::{BufReader, Read};
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Bytes a lane reads ahead. A frame's header and a small body, or many small frames (a bitmap
@@ -41,36 +41,11 @@ impl LaneEnd {
     }
 }
 
-fn lock<X>(m: &std::sync::Mutex<X>) -> std::sync::MutexGuard<'_, X> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The log of `lane`, created (and its space reserved) when a session's lane first joins.
-pub(crate) fn log_of(s: &Shared, lane: u16) -> Result<&LogFile, String> {
-    let cell = &s.logs[lane as usize];
-    if let Some(l) = cell.get() {
-        return Ok(l);
-    }
-    let _making = lock(&s.log_create);
-    if let Some(l) = cell.get() {
-        return Ok(l);
-    }
-    let path = s.opts.log_path(lane);
-    let cap = lock(&s.lanes[lane as usize]).space().capacity();
-    match LogFile::create(&path, s.opts.region.uuid, lane, cap) {
-        Ok(l) => {
-            let _ = cell.set(l);
-            Ok(cell.get().expect("just set"))
-        }
-        Err(e) => Err(format!("cannot create the log for lane {lane} ({cap} bytes): {e}")),
-    }
-}
-
 /// Receives the lane until it ends.
 pub(crate) fn run<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
     let end = receive(s, conn, tag);
     if let LaneEnd::Violation(v) = &end {
-        *lock(&s.stats.last_violation) = Some(format!("session {:#x} lane {}: {v}", tag.session, tag.lane));
+        s.stats.set_last_violation(format!("session {:#x} lane {}: {v}", tag.session, tag.lane));
     }
     if let LaneEnd::Storage(msg) = &end {
         // Tell the primary why before closing: its sync fails with this message.
@@ -111,14 +86,14 @@ fn heartbeat<C: Conn>(conn: &mut C, tag: SessionTag) -> std::io::Result<()> {
 fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
     let pacer = Pacer { last_beat: Instant::now(), interval: s.opts.heartbeat.interval, tag };
     // Made when the lane joined (see `accept.rs`).
-    let log = match log_of(s, tag.lane) {
+    let log = match s.lanes.log_of(tag.lane) {
         Ok(l) => l,
         Err(m) => return LaneEnd::Storage(m),
     };
     let mut r = Receiver {
         s,
         tag,
-        lane: &s.lanes[tag.lane as usize],
+        lane: s.lanes.lane(tag.lane),
         log,
         pacer,
         copy_buf: Vec::new(),
@@ -154,7 +129,7 @@ impl Pacer {
 struct Receiver<'a, C: Conn> {
     s: &'a Shared,
     tag: SessionTag,
-    lane: &'a Mutex<MirrorLane>,
+    lane: LaneRef<'a>,
     log: &'a LogFile,
     pacer: Pacer,
     /// Where a Copy frame's body is read and checked.
@@ -184,13 +159,12 @@ impl<C: Conn> Receiver<'_, C> {
             store(self.log, &mut self.rx, &slot)?;
         }
         let h = &slot.accepted.header;
-        self.s.stats.bytes_received.fetch_add(h.body_len as u64, Ordering::Relaxed);
-        let done = lock(self.lane).commit(&slot);
+        self.s.stats.received_bytes(h.body_len as u64);
+        let done = self.lane.with(|l| l.commit(&slot));
         if let Some(done) = done {
             let g = done.group;
             self.persist(&done, h.kind)?;
-            self.s.stats.groups_received.fetch_add(1, Ordering::Relaxed);
-            self.s.stats.last_received_seq.fetch_max(g.seq, Ordering::Relaxed);
+            self.s.stats.received_group(g.seq);
             self.acknowledge(g)?;
         }
         Ok(())
@@ -210,7 +184,7 @@ impl<C: Conn> Receiver<'_, C> {
                 e.to_string()
             }));
         }
-        if let Some(msg) = self.s.storage_failed.get() {
+        if let Some(msg) = self.s.data.failed() {
             return Err(LaneEnd::Storage(msg.clone()));
         }
         Ok(())
@@ -222,14 +196,15 @@ impl<C: Conn> Receiver<'_, C> {
     fn take_slot(&mut self, hb: &[u8; FRAME_HEADER_SIZE]) -> Result<Slot, LaneEnd> {
         let s = self.s;
         loop {
-            // The lane's lock is let go before the match: the wait for space takes `ckpt`, and
-            // the checkpointer needs this lock to free the space (see the lock order in lib.rs).
-            let placed = lock(self.lane).on_header(hb);
+            // The lane's lock is let go before the match (`with` holds it for its closure only):
+            // the wait for space takes the checkpointer's state, and the checkpointer needs this
+            // lane to free the space (see the lock order in lib.rs).
+            let placed = self.lane.with(|l| l.on_header(hb));
             match placed {
                 Err(v) => return Err(LaneEnd::Violation(v)),
                 Ok(Some(slot)) => return Ok(slot),
                 Ok(None) => {
-                    wait_for_space(s);
+                    s.ckpt.wait_for_space();
                     if let Err(e) = self.pacer.beat(*self.rx.get_mut()) {
                         return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));
                     }
@@ -239,7 +214,7 @@ impl<C: Conn> Receiver<'_, C> {
                 return Err(LaneEnd::Closed("shutting down".into()));
             }
             // A failed storage frees no log space: the wait would never end.
-            if let Some(msg) = s.storage_failed.get() {
+            if let Some(msg) = s.data.failed() {
                 return Err(LaneEnd::Storage(msg.clone()));
             }
         }
@@ -296,13 +271,13 @@ impl<C: Conn> Receiver<'_, C> {
                 done.persist_from,
                 done.persist_to
             );
-            return Err(LaneEnd::Storage(super::apply::fail_storage(s, what)));
+            return Err(LaneEnd::Storage(s.data.fail(what)));
         }
         // A Copied group's bytes are in the data area: durable there before it is
         // acknowledged (a disk file's writes need a sync; memory was written back as they
         // landed).
         if kind == FrameKind::Copied {
-            if let Err(e) = s.region.sync() {
+            if let Err(e) = s.data.area().sync() {
                 return Err(LaneEnd::Storage(format!("sync copied bytes to the data area: {e}")));
             }
         }
@@ -372,21 +347,21 @@ fn receive_copy<C: Conn>(
     if let Err(e) = rx.read_exact(scratch) {
         return Err(LaneEnd::Closed(format!("receive copy body: {e}")));
     }
-    s.stats.bytes_received.fetch_add(scratch.len() as u64, Ordering::Relaxed);
+    s.stats.received_bytes(scratch.len() as u64);
     let len = h.body_len as u64;
     match h.check_body(scratch) {
         Ok(()) => {}
         Err(BodyError::Checksum { .. }) => {
             super::session::copy_rejected(s, h.session, h.offset, len).map_err(LaneEnd::Violation)?;
-            s.stats.copy_retries.fetch_add(1, Ordering::Relaxed);
+            s.stats.copy_retried();
             return mojim::net::write_frame(*rx.get_mut(), &copy_retry_header(tag, h.offset, len), &[])
                 .map_err(|e| LaneEnd::Closed(format!("send copy retry: {e}")));
         }
         Err(e) => return Err(LaneEnd::Violation(Violation::Body(e))),
     }
     {
-        let _w = s.data_lock.write().unwrap_or_else(|p| p.into_inner());
-        s.region
+        s.data
+            .write()
             .write_persistent(h.offset, scratch)
             .map_err(|e| LaneEnd::Storage(format!("write copied bytes to the data area: {e}")))?;
     }
@@ -416,12 +391,4 @@ fn store(log: &LogFile, rx: &mut impl Read, slot: &Slot) -> Result<(), LaneEnd> 
     log.write_at(pos, &bytes);
     debug_assert_eq!(FrameHeader::decode(&bytes).map(|x| x.log_pos), Ok(pos));
     Ok(())
-}
-
-fn wait_for_space(s: &Shared) {
-    let mut c = lock(&s.ckpt);
-    c.log_full = true;
-    c.sleeping = false;
-    s.ckpt_cv.notify_all();
-    let _ = s.space_cv.wait_timeout(c, Duration::from_millis(5));
 }

@@ -3,16 +3,15 @@
 //! does, and how a full log holds the lane until the checkpointer frees space.
 
 use crate::test_peer::{applied, join, node_options, read, region, serve, shared, wait_for, Scratch};
-use crate::{lane, Shared, MAX_FRAME_LIMIT};
+use crate::{Shared, MAX_FRAME_LIMIT};
 use mojim_core::encode::{data_header, FramePlan, SessionTag};
 use mojim_format::log::{record_at_verified, record_size};
 use mojim_format::FrameKind;
 use mojim_transport::MemTransport;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 fn head(s: &Shared, lane: usize) -> u64 {
-    s.lanes[lane].lock().unwrap().space().head()
+    s.lanes.with(lane as u16, |l| l.space().head())
 }
 
 #[test]
@@ -36,8 +35,8 @@ fn a_groups_frames_land_in_the_log_and_the_ack_comes_after_its_end_frame() {
     let two = 2 * record_size(4096);
     wait_for("two records in lane 0's log", || head(s, 0) == two);
     assert_eq!(l.next_frame(Duration::from_millis(100)), None, "nothing is acknowledged before END");
-    assert_eq!(s.stats.groups_received.load(Ordering::SeqCst), 0);
-    let log = lane::log_of(s, 0).expect("lane 0's log");
+    assert_eq!(s.stats.counters().groups_received, 0);
+    let log = s.lanes.log_of(0).expect("lane 0's log");
     let area = log.area();
     let mut pos = 0;
     for (i, body) in bodies[..2].iter().enumerate() {
@@ -56,8 +55,8 @@ fn a_groups_frames_land_in_the_log_and_the_ack_comes_after_its_end_frame() {
     l.send_frame(seq, 2, 8192, &bodies[2], true);
     l.wait_ack(seq);
     assert_eq!(head(s, 0), two + record_size(1000));
-    assert_eq!(s.stats.groups_received.load(Ordering::SeqCst), 1);
-    assert_eq!(s.stats.last_received_seq.load(Ordering::SeqCst), seq);
+    assert_eq!(s.stats.counters().groups_received, 1);
+    assert_eq!(s.stats.counters().last_received_seq, seq);
     wait_for("the group applied", || applied(s) == seq);
     assert!(read(s, 0, 9192) == bodies.concat(), "the data area holds the group");
     drop(l);
@@ -83,11 +82,11 @@ fn a_frame_of_another_session_or_epoch_is_refused_and_changes_nothing() {
     let plan = FramePlan { offset: 4096, len: body.len() as u32, frame_index: 0, end: true };
     l.send_raw(&data_header(other, seq + 1, plan, &body), &body);
     assert!(l.closed_by_node(), "the node ends a lane that sends another session's frame");
-    let v = s.stats.last_violation.lock().unwrap().clone().unwrap_or_default();
+    let v = s.stats.counters().last_violation.unwrap_or_default();
     assert!(v.contains("does not match the lane's session"), "{v}");
-    assert_eq!(s.stats.violations.load(Ordering::SeqCst), 1);
+    assert_eq!(s.stats.counters().violations, 1);
     assert_eq!(head(s, 0), after_one, "nothing of the refused frame is in the log");
-    assert_eq!(s.stats.groups_received.load(Ordering::SeqCst), 1);
+    assert_eq!(s.stats.counters().groups_received, 1);
 
     // The next session resumes after the one group; a frame of another epoch is refused too.
     let mut l = join(&net, node.addr(), id, 0x5e55_0003, 0, 1);
@@ -95,11 +94,11 @@ fn a_frame_of_another_session_or_epoch_is_refused_and_changes_nothing() {
     let stale = SessionTag { epoch: l.tag.epoch + 1, ..l.tag };
     l.send_raw(&data_header(stale, seq + 1, plan, &body), &body);
     assert!(l.closed_by_node(), "the node ends a lane that sends another epoch's frame");
-    let v = s.stats.last_violation.lock().unwrap().clone().unwrap_or_default();
+    let v = s.stats.counters().last_violation.unwrap_or_default();
     assert!(v.contains("does not match the session's epoch"), "{v}");
-    assert_eq!(s.stats.violations.load(Ordering::SeqCst), 2);
+    assert_eq!(s.stats.counters().violations, 2);
     assert_eq!(head(s, 0), after_one, "nothing of the refused frame is in the log");
-    assert_eq!(s.stats.groups_received.load(Ordering::SeqCst), 1);
+    assert_eq!(s.stats.counters().groups_received, 1);
     wait_for("the one group applied", || applied(s) == seq);
     assert_eq!(read(s, 4096, body.len()), vec![0u8; body.len()], "the refused frames wrote nothing");
     assert_eq!(read(s, 0, body.len()), body);
@@ -135,7 +134,7 @@ fn a_full_log_makes_the_lane_wait_until_the_checkpointer_frees_space() {
     let h = l1.next_frame(Duration::from_secs(10)).expect("a frame while the lane waits");
     assert_eq!(h.kind, FrameKind::Heartbeat, "the lane waits for room instead of acknowledging");
     assert_eq!(head(s, 1), 3 * record_size(4096), "group n+4 is not in the log");
-    assert_eq!(s.stats.groups_received.load(Ordering::SeqCst), 3);
+    assert_eq!(s.stats.counters().groups_received, 3);
 
     // Group n lets the checkpointer apply n .. n+3 and free their space: n+4 goes in.
     l0.send_group(n, 0, &body(0));
@@ -145,7 +144,7 @@ fn a_full_log_makes_the_lane_wait_until_the_checkpointer_frees_space() {
     for k in 0..=4 {
         assert!(read(s, 4096 * k, 4096) == body(k), "group {}'s bytes", n + k);
     }
-    assert!(s.lanes[1].lock().unwrap().space().tail() > 0, "the checkpointer freed lane 1's log");
+    assert!(s.lanes.with(1, |l| l.space().tail()) > 0, "the checkpointer freed lane 1's log");
     drop((l0, l1));
     node.shutdown();
 }

@@ -5,49 +5,78 @@
 //! Threads: one acceptor; one per connection (handshake, then a data lane or an operator's
 //! requests); one checkpointer. The replication logic itself is `mojim_core`'s.
 
-// Lock order. The node's locks, outermost first; a thread that holds one takes only locks
-// further down this list. Fields of `Shared` unless said.
+// The node is a handful of components, each owning its state and its locks behind methods;
+// `Shared` holds them (and the options and the shutdown flag), and the modules that carry out
+// the protocol (accept, lane, apply, command, takeover, status) reach them only through their
+// methods:
 //
-//  1. `session` (the session slot; `session_cv` waits on it)
-//  2. `apply_lock` (one applier at a time)
-//  3. `Forward::state` (the forwarding state; `Forward::cv` waits on it)
-//  4. `ckpt` (`ckpt_cv` and `space_cv` wait on it)
-//  5. `log_create`
-//  6. `lanes[i]` (never two lanes at once)
-//  7. `data_lock`, `stats.last_violation`: nothing is taken under them
+//  - `session::SessionSlot`: the current session, the epoch, what roles have reached the node
+//  - `ckpt::Checkpoint`: groups waiting to be applied and released, the right to apply
+//  - `forward::Forward`: the queue of groups for the backups, each backup link's state
+//  - `lanes::Lanes`: each lane's log and receiving state
+//  - `data::Store`: the data area, its reader/writer lock, whether it failed
+//  - `stats::Stats`: counters and facts for status
+//
+// Lock order. The components' locks, outermost first; a thread that holds one takes only locks
+// further down this list.
+//
+//  1. `SessionSlot::slot` (`SessionSlot::left` waits on it)
+//  2. `Checkpoint::applier` (one applier at a time: held as an `ckpt::Applier`)
+//  3. `Forward::state` (`Forward::cv` waits on it)
+//  4. `Checkpoint::state` (`Checkpoint::work` and `Checkpoint::space` wait on it)
+//  5. `Lanes::log_create`
+//  6. a lane of `Lanes` (never two lanes at once; `Lanes::with` and `LaneRef::with` hold it
+//     only while their closure runs)
+//  7. `Store::lock`, `Stats::last_violation`: nothing is taken under them
 //  -  the acceptor's pending connections (`accept::PendingConns`): never held with another
 //
-// The pairs held together, and where:
-//  - session -> apply_lock, and through it everything the appliers take: `session::leave`
-//    (it seals with `apply::seal` while the slot is held)
-//  - session -> ckpt: `session::begin` (`Checkpointer::resume`)
-//  - session -> lanes[i]: `session::session_max_frame`, `session::session_window`,
-//    `session::add_lane`, `session::welcome` (under `session::join`), `session::leave`
-//  - apply_lock -> Forward::state: `apply::apply_locked`, `apply::reclaim_locked`,
-//    `forward::pin_for_copy`
-//  - apply_lock -> ckpt: `apply::apply_locked`, `apply::reclaim_locked`, `command::reset`
-//  - apply_lock -> lanes[i]: `apply::release` (under `apply::reclaim_locked`)
-//  - apply_lock -> data_lock: `apply::apply_locked` (`try_write` from a lane thread, which
-//    takes `apply_lock` itself only with `try_lock`: `apply::apply_inline`)
-//  - Forward::state -> ckpt: `forward::wait_below_thresh`, `status::status`
-//  - Forward::state -> lanes[i], stats.last_violation: `status::status`
-//  - ckpt -> lanes[i]: `command::reset`
-//  - log_create -> lanes[i]: `lane::log_of`
+// The pairs held together, and where (the method that takes the inner lock in brackets):
+//  - slot -> applier, and through it everything the appliers take: `session::leave` (it
+//    seals with `apply::seal` while the slot is held)
+//  - slot -> Checkpoint::state: `session::begin` (`Checkpoint::resume`)
+//  - slot -> a lane: `session::session_max_frame` and `session::session_window`
+//    (`Lanes::capacities`), `session::add_lane` (`Lanes::begin`), `session::welcome`
+//    (`Lanes::capacity`), all under `session::join`; `session::leave` (`Lanes::end_session`)
+//  - applier -> Forward::state: `apply::apply_locked` (`Forward::queue_applied`),
+//    `apply::reclaim_locked` (`Forward::min_acked`), `forward::pin_for_copy`
+//  - applier -> Checkpoint::state: every `Checkpoint` method that asks for the `Applier`
+//    (`plan`, `applied`, `to_reclaim`, `reclaimed`, `reset_to`)
+//  - applier -> a lane: `apply::release` (`Lanes::release`, under `apply::reclaim_locked`)
+//  - applier -> Store::lock: `apply::apply_locked` (`Store::write`, or `Store::try_write` from
+//    a lane thread, which becomes the applier only with `Checkpoint::try_applier`:
+//    `apply::apply_inline`)
+//  - Forward::state -> Checkpoint::state: `forward::wait_below_thresh`
+//    (`Checkpoint::waiting_bytes`); `status::status` (`Forward::report` runs
+//    `status::status_here`, which takes `Checkpoint::lag`)
+//  - Forward::state -> a lane, Stats::last_violation: `status::status` (`Lanes::usage`,
+//    `Stats::counters`, under `Forward::report`)
+//  - Checkpoint::state -> a lane: `command::reset` (`Lanes::drop_records`, run by
+//    `Checkpoint::reset_to`)
+//  - log_create -> a lane: `Lanes::log_of`
 //
-// A lane that waits for log space (`lane::Receiver::take_slot`) lets go of `lanes[i]` first:
-// the checkpointer's `apply::release` needs it to free the space, and `command::reset` takes
-// ckpt -> lanes[i].
+// A lane that waits for log space (`lane::Receiver::take_slot`, `Checkpoint::wait_for_space`)
+// holds no lane: the checkpointer's `apply::release` needs it to free the space, and
+// `command::reset` takes Checkpoint::state -> a lane. `LaneRef::with` lets go of the lane when
+// its closure returns, so the wait cannot happen under it.
+//
+// Modules: the components' modules (session aside) use none of the modules that use them;
+// `session` and `forward` hold both a component and the protocol around it (joining and
+// sealing sessions; the backup links' threads), and reach the other components through
+// `Shared`.
 
 mod accept;
 pub mod admin;
 mod apply;
+mod ckpt;
 mod command;
 mod data;
 mod forward;
 mod forward_error;
 mod lane;
+mod lanes;
 mod pending;
 mod session;
+mod stats;
 mod status;
 mod takeover;
 
@@ -60,24 +89,25 @@ mod lane_tests;
 #[cfg(test)]
 mod test_peer;
 
-pub use accept::MAX_READ;
 use data::DataArea;
 pub use data::DataPlacement;
 pub use forward::BackupStatus;
+/// Largest Reply frame of an operator's read (see `mojim_format::handshake::MAX_READ`).
+pub use mojim_format::handshake::MAX_READ;
 pub use session::CopyProgress;
+pub use stats::RecoveryReport;
 pub use status::{LaneStatus, MirrorStatus};
 
 use mojim::config::{Config, Limits, RegionId, Secret};
 use mojim::error::{Error, Result};
-use mojim_core::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
+use mojim_core::checkpoint::GroupRef;
 use mojim_core::lane::MirrorLane;
 use mojim_core::recovery::{self, LaneLog};
 use mojim_region::{LogFile, MapSlice};
 use mojim_transport::{TcpTransport, Transport};
-use session::SessionSlot;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -86,10 +116,6 @@ pub const MAX_LANES: u16 = 64;
 /// Largest frame body any configuration allows; records are checked against it on recovery,
 /// so that a smaller `max_frame` set later does not hide records written before.
 pub(crate) const MAX_FRAME_LIMIT: u32 = 16 << 20;
-/// Complete groups per lane the checkpointer's queues hold before they grow (a lane's log
-/// bounds them in the end: a group takes at least 128 bytes of it).
-const QUEUE_PER_LANE: usize = 1024;
-
 /// How to run a mirror.
 #[derive(Clone, Debug)]
 pub struct MirrorOptions {
@@ -169,90 +195,26 @@ impl MirrorOptions {
     }
 
     pub fn log_path(&self, lane: u16) -> PathBuf {
-        self.log_dir.join(format!("lane-{lane}.log"))
+        lanes::log_path(&self.log_dir, lane)
     }
-}
-
-/// What restart recovery found and did.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
-pub struct RecoveryReport {
-    pub groups_applied: usize,
-    pub groups_discarded: usize,
-    pub bytes_applied: u64,
-    pub applied_seq: u64,
-    pub micros: u64,
-}
-
-/// Counters for `mojim status`.
-#[derive(Default)]
-pub(crate) struct Stats {
-    pub groups_received: AtomicU64,
-    pub bytes_received: AtomicU64,
-    pub last_received_seq: AtomicU64,
-    pub violations: AtomicU64,
-    /// What the last protocol violation on a data lane was.
-    pub last_violation: Mutex<Option<String>>,
-    pub sessions: AtomicU64,
-    /// Copy frames that failed their check and were asked for again.
-    pub copy_retries: AtomicU64,
-    /// Applied groups whose writes a reclaim made persistent in the data area.
-    pub groups_persisted: AtomicU64,
-    /// Reclaim passes: persist what was applied, free what every backup has.
-    pub reclaims: AtomicU64,
-}
-
-pub(crate) struct Ckpt {
-    pub cp: Checkpointer,
-    pub log_full: bool,
-    /// The checkpointer is waiting for work (only then is it worth a wake-up).
-    pub sleeping: bool,
-    /// ... and with no timer, because nothing is pending.
-    pub parked: bool,
-    pub waiting_bytes: u64,
-    pub batch: Vec<GroupRef>,
-    /// Applied, not yet persistent in the data area nor released from the log.
-    pub unreleased: Vec<GroupRef>,
-    /// Persistent in the data area, kept in the log until every backup has them.
-    pub held: Vec<GroupRef>,
 }
 
 pub(crate) struct Shared {
     pub opts: MirrorOptions,
-    pub region: DataArea,
-    /// Held for writing while a group is being applied or copied bytes land, for reading by
-    /// readers.
-    pub data_lock: RwLock<()>,
-    /// The last group whose bytes the checkpointer wrote to the data area (changed with the
-    /// data lock held for writing): bytes read from the area hold no group after it.
-    pub written_seq: AtomicU64,
-    /// Serialises appliers (the checkpointer thread and session sealing).
-    pub apply_lock: Mutex<()>,
-    pub logs: Vec<OnceLock<LogFile>>,
-    /// Serialises the making of lane logs (a lane's connection from an ended session may still
-    /// be making the log its successor needs).
-    pub log_create: Mutex<()>,
-    pub lanes: Vec<Mutex<MirrorLane>>,
-    pub ckpt: Mutex<Ckpt>,
-    pub ckpt_cv: Condvar,
-    pub space_cv: Condvar,
-    pub policy: CheckpointPolicy,
-    pub session: Mutex<SessionSlot>,
-    pub session_cv: Condvar,
-    pub epoch: AtomicU64,
-    pub stats: Stats,
-    pub shutdown: AtomicBool,
-    pub started: Instant,
-    pub recovery: RecoveryReport,
-    pub listen_addr: OnceLock<String>,
-    /// Set when the data area failed: no log space is freed and no data accepted after it.
-    pub storage_failed: OnceLock<String>,
+    /// The data area, its lock, and whether it failed.
+    pub data: data::Store,
+    /// Every lane's log and receiving state.
+    pub lanes: lanes::Lanes,
+    /// Groups waiting to be applied and released, and the right to apply.
+    pub ckpt: ckpt::Checkpoint,
+    /// The current session and the epoch this node is at.
+    pub session: session::SessionSlot,
+    /// Counters and facts for status.
+    pub stats: stats::Stats,
     /// Feeding backups, when this node has any.
     pub forward: Option<forward::Forward>,
-    /// A mirror feeds this node: it is a backup.
-    pub is_backup: AtomicBool,
-    /// The latest epoch in which a primary (not a mirror) opened a session here: under the etcd
-    /// coordinator, this node is then that epoch's mirror and claims the role by its name.
-    pub primary_epoch: AtomicU64,
+    /// Set once when the node stops; every thread checks it.
+    pub shutdown: AtomicBool,
 }
 
 /// A mirror whose files are open and recovered, not yet serving.
@@ -298,7 +260,7 @@ impl Mirror {
 
     /// What recovery did when this mirror was opened.
     pub fn recovery(&self) -> &RecoveryReport {
-        &self.shared.recovery
+        self.shared.stats.recovery()
     }
 
     /// Starts serving on `opts.listen` over TCP.
@@ -314,7 +276,7 @@ impl Mirror {
             .listen(&shared.opts.listen)
             .map_err(Error::io(format!("listen on {}", shared.opts.listen)))?;
         let addr = transport.local_addr(&listener).map_err(Error::io("local address"))?;
-        let _ = shared.listen_addr.set(addr.clone());
+        shared.stats.set_listen_addr(addr.clone());
         let mut threads = Vec::new();
         let s = shared.clone();
         threads.push(
@@ -488,13 +450,7 @@ fn lane_states(
 fn seed_forward(opts: &MirrorOptions, found: &recovery::Recovered, applied: u64) -> forward::Forward {
     // Everything before the first group still in the logs reached every backup.
     let base = found.groups.first().map_or(applied, |g| g.first_seq - 1);
-    let f = forward::Forward::new(&opts.backups, base);
-    let mut st = forward::lock(&f);
-    for g in &found.groups {
-        st.push(g);
-    }
-    drop(st);
-    f
+    forward::Forward::new(&opts.backups, base, &found.groups)
 }
 
 fn warn_discarded(found: &recovery::Recovered) {
@@ -524,52 +480,22 @@ struct Opened {
 impl Shared {
     /// A mirror's state, neither serving nor in a session yet.
     fn new(opts: MirrorOptions, r: Opened) -> Shared {
+        let lanes = lanes::Lanes::new(r.logs, r.lanes, opts.log_dir.clone(), opts.region.uuid);
+        let data = data::Store::new(r.region, opts.data_path());
         Shared {
-            policy: CheckpointPolicy { thresh: opts.checkpoint_thresh },
-            ckpt: Mutex::new(Ckpt::new(opts.max_lanes as usize, r.applied, &r.retained)),
+            ckpt: ckpt::Checkpoint::new(
+                opts.max_lanes as usize,
+                r.applied,
+                &r.retained,
+                opts.checkpoint_thresh,
+            ),
             opts,
-            region: r.region,
-            data_lock: RwLock::new(()),
-            written_seq: AtomicU64::new(0),
-            apply_lock: Mutex::new(()),
-            logs: r.logs,
-            log_create: Mutex::new(()),
-            lanes: r.lanes,
-            ckpt_cv: Condvar::new(),
-            space_cv: Condvar::new(),
-            session: Mutex::new(SessionSlot::default()),
-            session_cv: Condvar::new(),
-            epoch: AtomicU64::new(r.epoch),
-            stats: Stats::default(),
-            shutdown: AtomicBool::new(false),
-            started: Instant::now(),
-            recovery: r.report,
-            listen_addr: OnceLock::new(),
-            storage_failed: OnceLock::new(),
+            data,
+            lanes,
+            session: session::SessionSlot::new(r.epoch),
+            stats: stats::Stats::new(r.report),
             forward: r.forward,
-            is_backup: AtomicBool::new(false),
-            primary_epoch: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Ckpt {
-    /// Checkpointing after recovery: `applied` is the applied prefix, and `retained` the groups
-    /// applied but kept in the logs for the backups.
-    fn new(lanes: usize, applied: u64, retained: &[GroupRef]) -> Ckpt {
-        Ckpt {
-            cp: Checkpointer::new(lanes, applied, QUEUE_PER_LANE),
-            log_full: false,
-            sleeping: false,
-            parked: false,
-            waiting_bytes: 0,
-            batch: Vec::with_capacity(256),
-            unreleased: {
-                let mut v = Vec::with_capacity(4 * apply::RECLAIM_BATCH + 256 + retained.len());
-                v.extend_from_slice(retained);
-                v
-            },
-            held: Vec::with_capacity(4 * apply::RECLAIM_BATCH + 256),
+            shutdown: AtomicBool::new(false),
         }
     }
 }
@@ -582,7 +508,7 @@ impl MirrorHandle {
 
     /// Copies data-area bytes; never returns bytes of a partly applied group.
     pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<()> {
-        read_consistent(&self.shared, offset, out)
+        self.shared.data.read_consistent(offset, out)
     }
 
     pub fn status(&self) -> MirrorStatus {
@@ -610,11 +536,7 @@ impl MirrorHandle {
         self.shared.shutdown.store(true, Ordering::SeqCst);
         session::end_current(&self.shared);
         (self.wake_acceptor)();
-        {
-            // Under the lock: the checkpointer checks `shutdown` and parks atomically.
-            let _c = self.shared.ckpt.lock().unwrap_or_else(|p| p.into_inner());
-            self.shared.ckpt_cv.notify_all();
-        }
+        self.shared.ckpt.wake();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -628,22 +550,4 @@ impl Drop for MirrorHandle {
             self.stop();
         }
     }
-}
-
-pub(crate) fn read_consistent(shared: &Shared, offset: u64, out: &mut [u8]) -> Result<()> {
-    let size = shared.region.size();
-    if offset.checked_add(out.len() as u64).is_none_or(|e| e > size) {
-        return Err(Error::Range(mojim_core::encode::RangeError::OutOfBounds {
-            offset,
-            len: out.len() as u64,
-            region_size: size,
-        }));
-    }
-    let _r = shared.data_lock.read().unwrap_or_else(|p| p.into_inner());
-    // A write that failed may have left part of a group in the data area: nothing is read from
-    // it until a restart recovers it from the logs.
-    if let Some(msg) = shared.storage_failed.get() {
-        return Err(Error::io("read the data area")(std::io::Error::other(msg.clone())));
-    }
-    shared.region.read(offset, out).map_err(Error::io("read the data area"))
 }

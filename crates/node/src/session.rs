@@ -12,8 +12,9 @@ use mojim_core::handshake::Refusal;
 use mojim_core::receive::Violation;
 use mojim_core::seq_window::{window_for_logs, SeqWindow};
 use mojim_format::handshake::{Hello, RefuseCode, Welcome};
-use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
-use std::sync::atomic::Ordering;
+use mojim_format::region::FLAG_INCONSISTENT;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 pub(crate) struct Session {
@@ -61,18 +62,68 @@ pub struct CopyProgress {
     pub mb_per_s: f64,
 }
 
-#[derive(Default)]
+/// The session slot: the current session, if any, and the epoch this node is at.
+///
+/// Locks (see the lock order in lib.rs): `slot`, the outermost of the node's locks, with `left`
+/// (a new session waits on it for an ended one's lanes to leave). The functions of this module
+/// that take other components' locks under it: [`join`] (the checkpointer's, and each lane's in
+/// turn) and [`leave`] (each lane's, then the applier's through `apply::seal`).
 pub(crate) struct SessionSlot {
-    pub current: Option<Session>,
+    slot: Mutex<Slot>,
+    left: Condvar,
+    epoch: AtomicU64,
+    /// The latest epoch in which a primary (not a mirror) opened a session here: under the etcd
+    /// coordinator, this node is then that epoch's mirror and claims the role by its name.
+    primary_epoch: AtomicU64,
+    /// A mirror feeds this node: it is a backup.
+    is_backup: AtomicBool,
+}
+
+#[derive(Default)]
+struct Slot {
+    current: Option<Session>,
+}
+
+impl SessionSlot {
+    /// No session yet, at `epoch`.
+    pub fn new(epoch: u64) -> SessionSlot {
+        SessionSlot {
+            slot: Mutex::new(Slot::default()),
+            left: Condvar::new(),
+            epoch: AtomicU64::new(epoch),
+            primary_epoch: AtomicU64::new(0),
+            is_backup: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The epoch this node is at.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Takes `epoch` (the caller persists it, and never lowers it).
+    pub fn set_epoch(&self, epoch: u64) {
+        self.epoch.store(epoch, Ordering::SeqCst);
+    }
+
+    /// The latest epoch in which a primary opened a session here (0: none since the start).
+    pub fn primary_epoch(&self) -> u64 {
+        self.primary_epoch.load(Ordering::SeqCst)
+    }
+
+    /// Whether a mirror feeds this node (it is a backup).
+    pub fn is_backup(&self) -> bool {
+        self.is_backup.load(Ordering::SeqCst)
+    }
 }
 
 /// How long a new session waits for an ended one to leave, or a seal takes, before the wait is
 /// logged: normally milliseconds, and a primary's handshake gives up after its connect timeout.
 const SLOW_LEAVE: Duration = Duration::from_millis(500);
-
-fn lock(s: &Shared) -> std::sync::MutexGuard<'_, SessionSlot> {
-    s.session.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Joins lane `hello.lane` to its session, creating the session (and ending another) as
 /// needed. `closer` closes this lane's connection.
@@ -91,12 +142,8 @@ pub(crate) fn join(
 
 /// The session slot, locked, with `hello`'s session current: the one already there, or a new
 /// one once an ended (or replaced) session's lanes have all left.
-fn session_of<'a>(
-    s: &'a Shared,
-    hello: &Hello,
-    peer: &str,
-) -> Result<std::sync::MutexGuard<'a, SessionSlot>, Refusal> {
-    let mut slot = lock(s);
+fn session_of<'a>(s: &'a Shared, hello: &Hello, peer: &str) -> Result<MutexGuard<'a, Slot>, Refusal> {
+    let mut slot = s.session.lock();
     // When this handshake began waiting for an ended session's lanes to leave (said once, after
     // a while: the primary's handshake times out meanwhile).
     let mut waiting: Option<(std::time::Instant, bool)> = None;
@@ -107,7 +154,8 @@ fn session_of<'a>(
             Some(cur) => {
                 replace(cur, peer, &mut waiting);
                 slot = s
-                    .session_cv
+                    .session
+                    .left
                     .wait_timeout(slot, Duration::from_millis(50))
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
@@ -127,11 +175,11 @@ fn admissible(s: &Shared, hello: &Hello) -> Result<(), Refusal> {
         return Err(Refusal { code: RefuseCode::Busy, message: "the mirror is shutting down".into() });
     }
     // A failed data area takes nothing more until a restart recovers it from the logs.
-    if let Some(msg) = s.storage_failed.get() {
+    if let Some(msg) = s.data.failed() {
         return Err(Refusal { code: RefuseCode::Storage, message: msg.clone() });
     }
     // Checked before anything else: a stale primary must not end the current session.
-    let epoch = s.epoch.load(Ordering::SeqCst);
+    let epoch = s.session.epoch();
     if hello.epoch < epoch {
         return Err(Refusal {
             code: RefuseCode::Epoch,
@@ -164,15 +212,12 @@ fn replace(cur: &mut Session, peer: &str, waiting: &mut Option<(std::time::Insta
 
 /// Makes `hello`'s session the current one (the slot has none): this node takes its epoch, and
 /// its sequence numbers start right after the applied prefix.
-fn begin(s: &Shared, slot: &mut SessionSlot, hello: &Hello, peer: &str) -> Result<(), Refusal> {
+fn begin(s: &Shared, slot: &mut Slot, hello: &Hello, peer: &str) -> Result<(), Refusal> {
     refuse_if_promoted(s)?;
     let epoch = take_epoch(s, hello.epoch)?;
     // Start right after the applied prefix: the checkpointer waits for exactly that number
     // (numbers of dropped groups are used again).
-    let next_seq = {
-        let c = s.ckpt.lock().unwrap_or_else(|p| p.into_inner());
-        c.cp.resume()
-    };
+    let next_seq = s.ckpt.resume();
     slot.current = Some(Session {
         id: hello.session,
         lanes: hello.lanes,
@@ -193,34 +238,32 @@ fn begin(s: &Shared, slot: &mut SessionSlot, hello: &Hello, peer: &str) -> Resul
         copy_retry: Vec::new(),
         seqs: session_window(s, hello, next_seq),
     });
-    s.stats.sessions.fetch_add(1, Ordering::Relaxed);
+    s.stats.session_began();
     tracing::info!(%peer, session = format!("{:#x}", hello.session), lanes = hello.lanes, next_seq, "primary session begins");
     Ok(())
 }
 
 /// A node whose copy is the primary's (promoted) serves no session as a replica.
 fn refuse_if_promoted(s: &Shared) -> Result<(), Refusal> {
-    if let Ok((flags, _)) = s.region.copy_state() {
-        if flags & FLAG_PRIMARY != 0 {
-            return Err(Refusal {
-                code: RefuseCode::Epoch,
-                message: format!(
-                    "this node's copy is the primary's since epoch {} (an application writes it); \
-                     demote it before it serves as a replica",
-                    s.epoch.load(Ordering::SeqCst)
-                ),
-            });
-        }
+    if s.data.is_primary() {
+        return Err(Refusal {
+            code: RefuseCode::Epoch,
+            message: format!(
+                "this node's copy is the primary's since epoch {} (an application writes it); \
+                 demote it before it serves as a replica",
+                s.session.epoch()
+            ),
+        });
     }
     Ok(())
 }
 
 /// Takes the peer's epoch, persistently, if it is newer; returns the epoch this node was at.
 fn take_epoch(s: &Shared, peer_epoch: u64) -> Result<u64, Refusal> {
-    let epoch = s.epoch.load(Ordering::SeqCst);
+    let epoch = s.session.epoch();
     if peer_epoch > epoch {
-        s.epoch.store(peer_epoch, Ordering::SeqCst);
-        if let Err(e) = s.region.set_epoch(peer_epoch) {
+        s.session.set_epoch(peer_epoch);
+        if let Err(e) = s.data.area().set_epoch(peer_epoch) {
             return Err(Refusal { code: RefuseCode::Storage, message: format!("cannot persist epoch: {e}") });
         }
     }
@@ -250,35 +293,32 @@ fn add_lane(
         });
     }
     if hello.role == mojim_format::handshake::PeerRole::Mirror {
-        s.is_backup.store(true, Ordering::SeqCst);
+        s.session.is_backup.store(true, Ordering::SeqCst);
     }
     if hello.role == mojim_format::handshake::PeerRole::Primary {
-        s.primary_epoch.fetch_max(cur.epoch, Ordering::SeqCst);
+        s.session.primary_epoch.fetch_max(cur.epoch, Ordering::SeqCst);
     }
     cur.joined |= bit;
     cur.within |= bit;
     cur.closers.push(closer);
     let tag = SessionTag { session: cur.id, epoch: cur.epoch, lane: hello.lane };
-    {
-        let mut lane = s.lanes[hello.lane as usize].lock().unwrap_or_else(|p| p.into_inner());
-        lane.begin(tag, s.region.size(), cur.max_frame, cur.next_seq);
-    }
+    s.lanes.begin(tag, s.data.area().size(), cur.max_frame, cur.next_seq);
     Ok(tag)
 }
 
 /// What the joining lane `lane` of `cur` is told: this node's history and where the session
 /// starts.
 fn welcome(s: &Shared, cur: &Session, lane: u16) -> Result<Welcome, Refusal> {
-    let (generation, prev_generation) = s.region.generation().map_err(|e| Refusal {
+    let (generation, prev_generation) = s.data.area().generation().map_err(|e| Refusal {
         code: RefuseCode::Storage,
         message: format!("cannot read the generation: {e}"),
     })?;
     let welcome = Welcome {
         generation,
         prev_generation,
-        inconsistent: !consistent(s),
+        inconsistent: !s.data.consistent(),
         next_seq: cur.next_seq,
-        log_capacity: s.lanes[lane as usize].lock().unwrap_or_else(|p| p.into_inner()).space().capacity(),
+        log_capacity: s.lanes.capacity(lane),
         max_frame: cur.max_frame,
         epoch: cur.epoch,
     };
@@ -288,12 +328,7 @@ fn welcome(s: &Shared, cur: &Session, lane: u16) -> Result<Welcome, Refusal> {
 /// The largest frame body of a session: what both sides allow, and small enough that a group of
 /// one full frame fits every lane's log (a log made earlier may be smaller than configured).
 fn session_max_frame(s: &Shared, asked: u32) -> u32 {
-    let smallest_log = s
-        .lanes
-        .iter()
-        .map(|l| l.lock().unwrap_or_else(|p| p.into_inner()).space().capacity())
-        .min()
-        .unwrap_or(s.opts.log_capacity);
+    let smallest_log = s.lanes.capacities(s.lanes.count()).min().unwrap_or(s.opts.log_capacity);
     let fits = (smallest_log / 2).saturating_sub(mojim_format::FRAME_HEADER_SIZE as u64) / 64 * 64;
     asked.min(s.opts.limits.max_frame).min(fits.min(u32::MAX as u64) as u32).max(64)
 }
@@ -303,12 +338,7 @@ fn session_max_frame(s: &Shared, asked: u32) -> u32 {
 /// when a mirror opened it to feed this node as its backup, a void run from that number as long
 /// as any mirror's window (see `mojim_core::seq_window`).
 fn session_window(s: &Shared, hello: &Hello, next_seq: u64) -> SeqWindow {
-    let len = window_for_logs(
-        s.lanes
-            .iter()
-            .take(hello.lanes as usize)
-            .map(|l| l.lock().unwrap_or_else(|p| p.into_inner()).space().capacity()),
-    );
+    let len = window_for_logs(s.lanes.capacities(hello.lanes as usize));
     let w = SeqWindow::new(next_seq, len);
     if hello.role == mojim_format::handshake::PeerRole::Mirror {
         w.with_void_runs()
@@ -322,7 +352,7 @@ fn session_window(s: &Shared, hello: &Hello, next_seq: u64) -> SeqWindow {
 /// session began, none beyond the session's window. A violation ends the session (the caller
 /// closes the lane) and changes nothing.
 pub(crate) fn take_seqs(s: &Shared, tag: SessionTag, first: u64, last: u64) -> Result<(), Violation> {
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     match slot.current.as_mut() {
         Some(cur) if cur.id == tag.session => cur.seqs.take(tag.lane, first, last),
         // A lane's session stays current until its last lane has left, so this cannot happen;
@@ -346,7 +376,7 @@ fn end_locked(cur: &mut Session) {
 /// A lane's connection is done. The last lane out seals the session.
 pub(crate) fn leave(s: &Shared, tag: SessionTag, reason: &str) {
     let session = tag.session;
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else {
         return;
     };
@@ -358,13 +388,7 @@ pub(crate) fn leave(s: &Shared, tag: SessionTag, reason: &str) {
     if cur.within != 0 {
         return;
     }
-    let lanes = cur.lanes;
-    for lane in 0..lanes {
-        let mut l = s.lanes[lane as usize].lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(seq) = l.end_session() {
-            tracing::info!(lane, seq, "dropped the incomplete group of the ended session");
-        }
-    }
+    s.lanes.end_session(cur.lanes);
     let t0 = std::time::Instant::now();
     apply::seal(s);
     if t0.elapsed() >= SLOW_LEAVE {
@@ -376,31 +400,12 @@ pub(crate) fn leave(s: &Shared, tag: SessionTag, reason: &str) {
         );
     }
     slot.current = None;
-    s.session_cv.notify_all();
-}
-
-/// Whether the data area holds a usable copy: no copy into it is unfinished. A finished copy
-/// clears the mark here, once every copy group is applied.
-pub(crate) fn consistent(s: &Shared) -> bool {
-    let Ok((flags, until)) = s.region.copy_state() else { return false };
-    if flags & FLAG_INCONSISTENT == 0 {
-        return true;
-    }
-    let applied = s.region.applied_seq().unwrap_or(0);
-    if until != 0 && applied >= until {
-        if let Err(e) = s.region.set_copy_state(flags & !FLAG_INCONSISTENT, 0) {
-            tracing::error!(error = %e, "cannot clear the inconsistent mark");
-            return false;
-        }
-        tracing::info!(applied, "copy complete: the data area is consistent");
-        return true;
-    }
-    false
+    s.session.left.notify_all();
 }
 
 /// A lane of `session` announced a copy: mark the data area inconsistent before any of it lands.
 pub(crate) fn copy_begin(s: &Shared, session: u64, total: u64) -> Result<(), String> {
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
     if cur.copy_open {
         // Another lane's announcement of the same copy.
@@ -411,10 +416,11 @@ pub(crate) fn copy_begin(s: &Shared, session: u64, total: u64) -> Result<(), Str
     cur.copy_until = 0;
     cur.copy_total = total;
     cur.copy_started = Some(std::time::Instant::now());
-    cur.copy_base_bytes = s.stats.bytes_received.load(Ordering::Relaxed);
+    cur.copy_base_bytes = s.stats.bytes_received();
     cur.copy_retry.clear();
-    let (flags, _) = s.region.copy_state().map_err(|e| format!("read the copy state: {e}"))?;
-    s.region
+    let (flags, _) = s.data.area().copy_state().map_err(|e| format!("read the copy state: {e}"))?;
+    s.data
+        .area()
         .set_copy_state(flags | FLAG_INCONSISTENT, 0)
         .map_err(|e| format!("mark the data area inconsistent: {e}"))?;
     tracing::info!(
@@ -437,45 +443,46 @@ pub(crate) fn copy_end(
     generation: u64,
     last: u64,
 ) -> Result<(), String> {
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
     cur.copy_ended |= 1u64 << lane;
     cur.copy_until = cur.copy_until.max(last);
     if cur.copy_open && cur.copy_ended.count_ones() < cur.lanes as u32 {
         return Ok(());
     }
-    let (old, old_prev) = s.region.generation().map_err(|e| format!("read the generation: {e}"))?;
+    let (old, old_prev) = s.data.area().generation().map_err(|e| format!("read the generation: {e}"))?;
     if generation != old {
         let prev = if old != 0 { old } else { old_prev };
-        s.region.set_generation(generation, prev).map_err(|e| format!("persist the generation: {e}"))?;
+        s.data.area().set_generation(generation, prev).map_err(|e| format!("persist the generation: {e}"))?;
     }
     cur.copy_ended = 0;
     let until = std::mem::take(&mut cur.copy_until);
     if std::mem::take(&mut cur.copy_open) {
-        let (flags, _) = s.region.copy_state().map_err(|e| format!("read the copy state: {e}"))?;
-        s.region
+        let (flags, _) = s.data.area().copy_state().map_err(|e| format!("read the copy state: {e}"))?;
+        s.data
+            .area()
             .set_copy_state(flags | FLAG_INCONSISTENT, until.max(1))
             .map_err(|e| format!("record the end of the copy: {e}"))?;
     }
     drop(slot);
-    consistent(s);
+    s.data.consistent();
     Ok(())
 }
 
 /// Ends the current session if it is older than `epoch` (a fence).
 pub(crate) fn end_older(s: &Shared, epoch: u64) {
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     if let Some(cur) = slot.current.as_mut().filter(|c| c.epoch < epoch && !c.ended) {
         tracing::warn!(peer = %cur.peer, session_epoch = cur.epoch, epoch, "ending a session of an older epoch");
         end_locked(cur);
     }
-    s.session_cv.notify_all();
+    s.session.left.notify_all();
 }
 
 /// Waits until no session is active (its lanes have left and it is sealed).
 pub(crate) fn wait_ended(s: &Shared, timeout: Duration) -> Result<(), String> {
     let deadline = std::time::Instant::now() + timeout;
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     while let Some(cur) = slot.current.as_mut() {
         end_locked(cur);
         let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -483,7 +490,8 @@ pub(crate) fn wait_ended(s: &Shared, timeout: Duration) -> Result<(), String> {
             return Err(format!("the session from {} did not end within {timeout:?}", cur.peer));
         }
         slot = s
-            .session_cv
+            .session
+            .left
             .wait_timeout(slot, left.min(Duration::from_millis(50)))
             .unwrap_or_else(|p| p.into_inner())
             .0;
@@ -493,9 +501,9 @@ pub(crate) fn wait_ended(s: &Shared, timeout: Duration) -> Result<(), String> {
 
 /// The copy into this node in progress, if any.
 pub(crate) fn copy_progress(s: &Shared) -> Option<CopyProgress> {
-    let slot = lock(s);
+    let slot = s.session.lock();
     let cur = slot.current.as_ref().filter(|c| c.copy_open)?;
-    let received = s.stats.bytes_received.load(Ordering::Relaxed).saturating_sub(cur.copy_base_bytes);
+    let received = s.stats.bytes_received().saturating_sub(cur.copy_base_bytes);
     let seconds = cur.copy_started.map_or(0.0, |t| t.elapsed().as_secs_f64());
     Some(CopyProgress {
         total_bytes: cur.copy_total,
@@ -513,7 +521,7 @@ const MAX_COPY_RETRIES: usize = 1024;
 /// The Copy frame `[offset, offset + len)` of `session`'s open copy failed its check and did not
 /// land; the sender is asked for it again. A violation when too many wait.
 pub(crate) fn copy_rejected(s: &Shared, session: u64, offset: u64, len: u64) -> Result<(), Violation> {
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
     if cur.copy_retry.len() >= MAX_COPY_RETRIES {
         return Err(Violation::CopyNotResent {
@@ -528,7 +536,7 @@ pub(crate) fn copy_rejected(s: &Shared, session: u64, offset: u64, len: u64) -> 
 /// The Copy frame `[offset, offset + len)` landed: it settles what it covers of the rejected
 /// frames (a resend may cut the same bytes into frames differently).
 pub(crate) fn copy_landed(s: &Shared, session: u64, offset: u64, len: u64) {
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     if let Some(cur) = slot.current.as_mut().filter(|c| c.id == session && !c.copy_retry.is_empty()) {
         cur.copy_retry = subtract(&cur.copy_retry, offset, offset + len);
     }
@@ -555,7 +563,7 @@ fn subtract(ranges: &[(u64, u64)], lo: u64, hi: u64) -> Vec<(u64, u64)> {
 
 /// Why `session`'s copy cannot end yet: rejected Copy frames not sent again.
 pub(crate) fn copy_unsettled(s: &Shared, session: u64) -> Option<Violation> {
-    let slot = lock(s);
+    let slot = s.session.lock();
     let cur = slot.current.as_ref().filter(|c| c.id == session)?;
     let &(first_offset, _) = cur.copy_retry.first()?;
     Some(Violation::CopyNotResent { frames: cur.copy_retry.len(), first_offset })
@@ -563,21 +571,21 @@ pub(crate) fn copy_unsettled(s: &Shared, session: u64) -> Option<Violation> {
 
 /// Whether `session` is the current one and announced a copy.
 pub(crate) fn copying(s: &Shared, session: u64) -> bool {
-    lock(s).current.as_ref().is_some_and(|c| c.id == session && c.copy_open)
+    s.session.lock().current.as_ref().is_some_and(|c| c.id == session && c.copy_open)
 }
 
 /// Ends the current session, if any (shutdown).
 pub(crate) fn end_current(s: &Shared) {
-    let mut slot = lock(s);
+    let mut slot = s.session.lock();
     if let Some(cur) = slot.current.as_mut() {
         end_locked(cur);
     }
-    s.session_cv.notify_all();
+    s.session.left.notify_all();
 }
 
 /// The session's id, peer and lane count, for status.
 pub(crate) fn describe(s: &Shared) -> Option<(u64, String, u16, u64)> {
-    lock(s).current.as_ref().map(|c| (c.id, c.peer.clone(), c.lanes, c.next_seq))
+    s.session.lock().current.as_ref().map(|c| (c.id, c.peer.clone(), c.lanes, c.next_seq))
 }
 
 #[cfg(test)]

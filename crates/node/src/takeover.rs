@@ -24,7 +24,7 @@ pub(crate) fn watch(s: &Shared, settings: &mojim::config::EtcdSettings) {
             return;
         }
     };
-    let addr = s.listen_addr.get().cloned().unwrap_or_default();
+    let addr = s.stats.listen_addr();
     let node = (!s.opts.node.is_empty()).then(|| s.opts.node.clone());
     if node.is_none() {
         tracing::error!(
@@ -56,17 +56,14 @@ pub(crate) fn watch(s: &Shared, settings: &mojim::config::EtcdSettings) {
         if let Some(node) = &node {
             if roles.by_takeover
                 && roles.primary == *node
-                && roles.epoch >= s.epoch.load(Ordering::SeqCst)
-                && !is_primary(s)
+                && roles.epoch >= s.session.epoch()
+                && !s.data.is_primary()
             {
                 // This node claimed the roles but stopped before its promotion finished: finish it.
                 finish_promotion(s, &roles);
                 continue;
             }
-            if roles.mirror != *node
-                && s.primary_epoch.load(Ordering::SeqCst) == roles.epoch
-                && !is_primary(s)
-            {
+            if roles.mirror != *node && s.session.primary_epoch() == roles.epoch && !s.data.is_primary() {
                 name_as_mirror(&coord, node, &roles, revision);
                 continue;
             }
@@ -110,7 +107,7 @@ fn name_as_mirror(coord: &Coordinator, node: &str, roles: &Roles, revision: i64)
 
 /// Says, once per epoch, why this node does not take over from a primary whose lease expired.
 fn cannot_take_over(s: &Shared, node: Option<&str>, roles: &Roles) {
-    let served = s.primary_epoch.load(Ordering::SeqCst) == roles.epoch;
+    let served = s.session.primary_epoch() == roles.epoch;
     match node {
         None if served => tracing::error!(
             epoch = roles.epoch,
@@ -139,10 +136,6 @@ fn cannot_take_over(s: &Shared, node: Option<&str>, roles: &Roles) {
     }
 }
 
-fn is_primary(s: &Shared) -> bool {
-    s.region.copy_state().is_ok_and(|(f, _)| f & mojim_format::region::FLAG_PRIMARY != 0)
-}
-
 fn finish_promotion(s: &Shared, roles: &Roles) {
     match super::command::promote_to(s, roles.epoch, DRAIN, true) {
         Ok(reply) => tracing::warn!(%reply, "finished a promotion claimed before a restart"),
@@ -153,7 +146,7 @@ fn finish_promotion(s: &Shared, roles: &Roles) {
 /// Claims the next epoch in etcd (so no other node can), then promotes this node's copy.
 fn take_over(s: &Shared, coord: &Coordinator, node: &str, roles: &Roles, revision: i64) {
     // Only a copy that can be promoted may claim the roles.
-    if !super::session::consistent(s) {
+    if !s.data.consistent() {
         tracing::error!("the primary's lease expired but this copy is inconsistent (a copy into it is unfinished): not taking over");
         return;
     }

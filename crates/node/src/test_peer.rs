@@ -88,13 +88,13 @@ pub fn shared(h: &MirrorHandle) -> &Shared {
 /// Waits for `what` to hold, at most ten seconds.
 /// The checkpointer's applied sequence number.
 pub fn applied(s: &Shared) -> u64 {
-    s.ckpt.lock().unwrap().cp.applied_seq()
+    s.ckpt.applied_seq()
 }
 
 /// `len` bytes of the data area at `offset`, read as an operator would.
 pub fn read(s: &Shared, offset: u64, len: usize) -> Vec<u8> {
     let mut out = vec![0u8; len];
-    crate::read_consistent(s, offset, &mut out).expect("read the data area");
+    s.data.read_consistent(offset, &mut out).expect("read the data area");
     out
 }
 

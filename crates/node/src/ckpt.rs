@@ -1,0 +1,264 @@
+//! The checkpointer's state: complete groups waiting to be applied (`mojim_core`'s
+//! `Checkpointer`), groups applied and not yet released from the logs, and what wakes whom.
+//! How groups are applied and reclaimed is `apply.rs`'s.
+//!
+//! Locks (see the lock order in lib.rs): `applier`, one applier at a time, held across a whole
+//! apply or reclaim (an [`Applier`] guard); `state`, held briefly, with `work` (the checkpointer
+//! waits on it for work) and `space` (lanes wait on it for log space).
+
+use mojim_core::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Applied groups that wait for one reclaim, at most.
+const RECLAIM_BATCH: usize = 64;
+/// Complete groups per lane the checkpointer's queues hold before they grow (a lane's log
+/// bounds them in the end: a group takes at least 128 bytes of it).
+const QUEUE_PER_LANE: usize = 1024;
+/// Groups one apply pass plans at most.
+const PLAN_BATCH: usize = 256;
+
+pub(crate) struct Checkpoint {
+    /// Serialises appliers (the checkpointer thread, a lane applying inline, session sealing).
+    applier: Mutex<()>,
+    state: Mutex<State>,
+    /// The checkpointer waits here for work.
+    work: Condvar,
+    /// Lanes wait here for log space.
+    space: Condvar,
+    policy: CheckpointPolicy,
+}
+
+struct State {
+    cp: Checkpointer,
+    log_full: bool,
+    /// The checkpointer is waiting for work (only then is it worth a wake-up).
+    sleeping: bool,
+    /// ... and with no timer, because nothing is pending.
+    parked: bool,
+    waiting_bytes: u64,
+    batch: Vec<GroupRef>,
+    /// Applied, not yet persistent in the data area nor released from the log.
+    unreleased: Vec<GroupRef>,
+    /// Persistent in the data area, kept in the log until every backup has them.
+    held: Vec<GroupRef>,
+}
+
+/// The right to apply: held by one thread at a time.
+pub(crate) struct Applier<'a> {
+    _held: MutexGuard<'a, ()>,
+}
+
+/// What the checkpointer has, for status.
+pub(crate) struct Lag {
+    /// Complete groups not yet applied, and their bytes.
+    pub groups: usize,
+    pub bytes: u64,
+    /// The applied prefix.
+    pub applied_seq: u64,
+}
+
+fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl State {
+    fn reclaim_due(&self) -> bool {
+        self.unreleased.len() >= RECLAIM_BATCH || self.log_full
+    }
+
+    /// Groups applied and not yet released from the log: to persist, or held for the backups.
+    fn unreleased(&self) -> usize {
+        self.unreleased.len() + self.held.len()
+    }
+}
+
+impl Checkpoint {
+    /// Checkpointing after recovery for `lanes` lanes: `applied` is the applied prefix, and
+    /// `retained` the groups applied but kept in the logs for the backups; a checkpoint is due
+    /// once `thresh` groups wait.
+    pub fn new(lanes: usize, applied: u64, retained: &[GroupRef], thresh: usize) -> Checkpoint {
+        let state = State {
+            cp: Checkpointer::new(lanes, applied, QUEUE_PER_LANE),
+            log_full: false,
+            sleeping: false,
+            parked: false,
+            waiting_bytes: 0,
+            batch: Vec::with_capacity(PLAN_BATCH),
+            unreleased: {
+                let mut v = Vec::with_capacity(4 * RECLAIM_BATCH + 256 + retained.len());
+                v.extend_from_slice(retained);
+                v
+            },
+            held: Vec::with_capacity(4 * RECLAIM_BATCH + 256),
+        };
+        Checkpoint {
+            applier: Mutex::new(()),
+            state: Mutex::new(state),
+            work: Condvar::new(),
+            space: Condvar::new(),
+            policy: CheckpointPolicy { thresh },
+        }
+    }
+
+    /// Becomes the applier, waiting for another one to finish.
+    pub fn applier(&self) -> Applier<'_> {
+        Applier { _held: lock(&self.applier) }
+    }
+
+    /// Becomes the applier, unless another one is busy.
+    pub fn try_applier(&self) -> Option<Applier<'_>> {
+        self.applier.try_lock().ok().map(|held| Applier { _held: held })
+    }
+
+    /// Records a complete, acknowledged group; returns whether a checkpoint is due.
+    pub fn push(&self, g: GroupRef) -> bool {
+        let mut c = lock(&self.state);
+        c.cp.push(g);
+        c.waiting_bytes += g.bytes;
+        if c.parked {
+            // The checkpointer sleeps without a timer while nothing is pending; start its timer.
+            c.parked = false;
+            self.work.notify_one();
+        }
+        self.policy.due(c.cp.waiting(), false, c.log_full)
+    }
+
+    /// Wakes the checkpointer if it sleeps and a reclaim is due.
+    pub fn wake_for_reclaim(&self) {
+        let mut c = lock(&self.state);
+        if c.sleeping && c.reclaim_due() {
+            c.sleeping = false;
+            self.work.notify_one();
+        }
+    }
+
+    /// Wakes the checkpointer whatever it waits for (it checks `shutdown` under the lock, and
+    /// parks atomically).
+    pub fn wake(&self) {
+        let _c = lock(&self.state);
+        self.work.notify_all();
+    }
+
+    /// The checkpointer thread's wait: until a checkpoint or a reclaim is due, or, with work
+    /// pending, nothing changed for `idle`. Returns false once `shutdown` is set.
+    pub fn wait_for_work(&self, idle: Duration, shutdown: &AtomicBool) -> bool {
+        let mut c = lock(&self.state);
+        loop {
+            if shutdown.load(Ordering::SeqCst) {
+                return false;
+            }
+            if self.policy.due(c.cp.waiting(), false, c.log_full) || c.reclaim_due() {
+                break;
+            }
+            let before = (c.cp.waiting(), c.unreleased());
+            c.sleeping = true;
+            c.parked = before == (0, 0);
+            let timed_out = if c.parked {
+                c = self.work.wait(c).unwrap_or_else(|p| p.into_inner());
+                false
+            } else {
+                let (g, t) = self.work.wait_timeout(c, idle).unwrap_or_else(|p| p.into_inner());
+                c = g;
+                t.timed_out()
+            };
+            c.sleeping = false;
+            c.parked = false;
+            // Idle: nothing changed for a whole interval, and something is pending.
+            let now = (c.cp.waiting(), c.unreleased());
+            if timed_out && now == before && (now.0 > 0 || now.1 > 0) {
+                break;
+            }
+        }
+        c.log_full = false;
+        true
+    }
+
+    /// A lane's log is full: wakes the checkpointer and waits a little for space.
+    pub fn wait_for_space(&self) {
+        let mut c = lock(&self.state);
+        c.log_full = true;
+        c.sleeping = false;
+        self.work.notify_all();
+        let _ = self.space.wait_timeout(c, Duration::from_millis(5));
+    }
+
+    /// The next groups to apply in order: the gap-free run, or every waiting group
+    /// (`allow_gaps`). Hand the batch back with [`Checkpoint::applied`].
+    pub fn plan(&self, allow_gaps: bool, _applier: &Applier<'_>) -> Vec<GroupRef> {
+        let mut c = lock(&self.state);
+        let mut batch = std::mem::take(&mut c.batch);
+        c.cp.plan(allow_gaps, PLAN_BATCH, &mut batch);
+        batch
+    }
+
+    /// The first `written` groups of `batch` (from [`Checkpoint::plan`]) are applied.
+    pub fn applied(&self, mut batch: Vec<GroupRef>, written: usize, _applier: &Applier<'_>) {
+        let mut c = lock(&self.state);
+        for g in &batch[..written] {
+            c.cp.applied(*g);
+            c.waiting_bytes -= g.bytes;
+            c.unreleased.push(*g);
+        }
+        batch.clear();
+        c.batch = batch;
+    }
+
+    /// For a reclaim: the groups applied since the last one, and those held for the backups.
+    /// Hand them back with [`Checkpoint::reclaimed`].
+    pub fn to_reclaim(&self, _applier: &Applier<'_>) -> (Vec<GroupRef>, Vec<GroupRef>) {
+        let mut c = lock(&self.state);
+        (std::mem::take(&mut c.unreleased), std::mem::take(&mut c.held))
+    }
+
+    /// A reclaim is done: `fresh` (emptied) and the groups still `held`; wakes the lanes that
+    /// wait for log space.
+    pub fn reclaimed(&self, fresh: Vec<GroupRef>, held: Vec<GroupRef>, _applier: &Applier<'_>) {
+        // Only appliers push to `unreleased`, and this one holds the applier lock.
+        let mut c = lock(&self.state);
+        let previous = std::mem::replace(&mut c.unreleased, fresh);
+        assert!(previous.is_empty(), "groups applied during a reclaim");
+        c.held = held;
+        drop(c);
+        self.space.notify_all();
+    }
+
+    /// Starts the sequence over after `base`, if nothing waits to be applied or released:
+    /// `prepare` runs first, with the state held (so no group is pushed meanwhile), and its
+    /// error stops the reset.
+    pub fn reset_to(
+        &self,
+        base: u64,
+        _applier: &Applier<'_>,
+        prepare: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut c = lock(&self.state);
+        if c.cp.waiting() > 0 || c.unreleased() > 0 {
+            return Err("groups are still being applied here; try again".into());
+        }
+        prepare()?;
+        c.cp.reset_to(base);
+        Ok(())
+    }
+
+    /// Where a new session's sequence numbers start (see `Checkpointer::resume`).
+    pub fn resume(&self) -> u64 {
+        lock(&self.state).cp.resume()
+    }
+
+    /// The applied prefix.
+    pub fn applied_seq(&self) -> u64 {
+        lock(&self.state).cp.applied_seq()
+    }
+
+    /// Bytes of complete groups not yet applied.
+    pub fn waiting_bytes(&self) -> u64 {
+        lock(&self.state).waiting_bytes
+    }
+
+    pub fn lag(&self) -> Lag {
+        let c = lock(&self.state);
+        Lag { groups: c.cp.waiting(), bytes: c.waiting_bytes, applied_seq: c.cp.applied_seq() }
+    }
+}

@@ -1,0 +1,167 @@
+//! The node's lanes: each lane's redo log (made when a session's lane first joins) and its
+//! receiving state (`MirrorLane`: the log's space, the open group, the session it is in).
+//!
+//! Locks: one per lane, never two at once, and nothing is taken under one; `log_create`
+//! serialises the making of logs and takes a lane's lock under it (see the lock order in
+//! lib.rs).
+
+use mojim_core::checkpoint::GroupRef;
+use mojim_core::encode::SessionTag;
+use mojim_core::lane::MirrorLane;
+use mojim_region::LogFile;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// Where lane `lane`'s log lives in `log_dir`.
+pub(crate) fn log_path(log_dir: &Path, lane: u16) -> PathBuf {
+    log_dir.join(format!("lane-{lane}.log"))
+}
+
+pub(crate) struct Lanes {
+    logs: Vec<OnceLock<LogFile>>,
+    /// Serialises the making of lane logs (a lane's connection from an ended session may still
+    /// be making the log its successor needs).
+    log_create: Mutex<()>,
+    lanes: Vec<Mutex<MirrorLane>>,
+    /// Where new logs are made, and the region they belong to.
+    log_dir: PathBuf,
+    region_uuid: [u8; 16],
+}
+
+/// One lane's receiving state, for the thread that serves the lane.
+#[derive(Clone, Copy)]
+pub(crate) struct LaneRef<'a>(&'a Mutex<MirrorLane>);
+
+impl LaneRef<'_> {
+    /// Runs `f` with the lane locked (nothing else is locked under it).
+    pub fn with<R>(self, f: impl FnOnce(&mut MirrorLane) -> R) -> R {
+        f(&mut lock(self.0))
+    }
+}
+
+fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Lanes {
+    /// The lanes after recovery: `logs[i]` is lane i's log if it exists, `lanes[i]` its state.
+    pub fn new(
+        logs: Vec<OnceLock<LogFile>>,
+        lanes: Vec<Mutex<MirrorLane>>,
+        log_dir: PathBuf,
+        region_uuid: [u8; 16],
+    ) -> Lanes {
+        assert_eq!(logs.len(), lanes.len(), "a log cell per lane");
+        Lanes { logs, log_create: Mutex::new(()), lanes, log_dir, region_uuid }
+    }
+
+    /// How many lanes the node serves.
+    pub fn count(&self) -> usize {
+        self.lanes.len()
+    }
+
+    pub fn lane(&self, lane: u16) -> LaneRef<'_> {
+        LaneRef(&self.lanes[lane as usize])
+    }
+
+    /// Runs `f` with lane `lane` locked.
+    pub fn with<R>(&self, lane: u16, f: impl FnOnce(&mut MirrorLane) -> R) -> R {
+        self.lane(lane).with(f)
+    }
+
+    /// The log of `lane`, if it was made.
+    pub fn log(&self, lane: u16) -> Option<&LogFile> {
+        self.logs[lane as usize].get()
+    }
+
+    /// The log that holds group `g` (it exists: the group was received into it).
+    pub fn log_holding(&self, g: &GroupRef) -> &LogFile {
+        self.log(g.lane).expect("a group's log exists")
+    }
+
+    /// The log of `lane`, created (and its space reserved) when a session's lane first joins.
+    pub fn log_of(&self, lane: u16) -> Result<&LogFile, String> {
+        let cell = &self.logs[lane as usize];
+        if let Some(l) = cell.get() {
+            return Ok(l);
+        }
+        let _making = lock(&self.log_create);
+        if let Some(l) = cell.get() {
+            return Ok(l);
+        }
+        let path = log_path(&self.log_dir, lane);
+        let cap = self.capacity(lane);
+        match LogFile::create(&path, self.region_uuid, lane, cap) {
+            Ok(l) => {
+                let _ = cell.set(l);
+                Ok(cell.get().expect("just set"))
+            }
+            Err(e) => Err(format!("cannot create the log for lane {lane} ({cap} bytes): {e}")),
+        }
+    }
+
+    /// The capacity of `lane`'s log (as configured, for a log not made yet).
+    pub fn capacity(&self, lane: u16) -> u64 {
+        self.with(lane, |l| l.space().capacity())
+    }
+
+    /// The capacities of the first `n` lanes' logs, each lane locked in turn.
+    pub fn capacities(&self, n: usize) -> impl Iterator<Item = u64> + '_ {
+        self.lanes.iter().take(n).map(|l| lock(l).space().capacity())
+    }
+
+    /// Starts lane `tag.lane` in its session.
+    pub fn begin(&self, tag: SessionTag, region_size: u64, max_frame: u32, next_seq: u64) {
+        self.with(tag.lane, |l| l.begin(tag, region_size, max_frame, next_seq));
+    }
+
+    /// The first `lanes` lanes leave their ended session, each dropping its open group.
+    pub fn end_session(&self, lanes: u16) {
+        for lane in 0..lanes {
+            if let Some(seq) = self.with(lane, |l| l.end_session()) {
+                tracing::info!(lane, seq, "dropped the incomplete group of the ended session");
+            }
+        }
+    }
+
+    /// Frees log space up to the end of the last group of each lane in `done`, persisting each
+    /// log's tail first. A tail that cannot be made persistent stops it: nothing more is freed,
+    /// and the error says which log failed.
+    pub fn release(&self, done: &[GroupRef]) -> Result<(), String> {
+        for lane in 0..self.lanes.len() as u16 {
+            let Some(end) = done.iter().rev().find(|g| g.lane == lane).map(|g| g.end_pos) else {
+                continue;
+            };
+            let log = self.log(lane).expect("a group's log exists");
+            if let Err(e) = log.set_tail(end) {
+                return Err(format!(
+                    "the log of lane {lane} ({}) failed: cannot persist its tail ({end}): {e}",
+                    log.path().display()
+                ));
+            }
+            self.with(lane, |l| l.release(end));
+        }
+        Ok(())
+    }
+
+    /// Drops every lane's records: each log's tail moves to its head (persistently).
+    pub fn drop_records(&self) -> std::io::Result<()> {
+        for lane in 0..self.lanes.len() as u16 {
+            let mut l = lock(&self.lanes[lane as usize]);
+            let head = l.space().head();
+            if let Some(log) = self.log(lane) {
+                log.set_tail(head)?;
+            }
+            l.release(head);
+        }
+        Ok(())
+    }
+
+    /// Each lane whose log was made: its number, its log's capacity and the bytes in use.
+    pub fn usage(&self) -> Vec<(u16, u64, u64)> {
+        (0..self.lanes.len() as u16)
+            .filter(|&i| self.log(i).is_some())
+            .map(|i| self.with(i, |l| (i, l.space().capacity(), l.space().used())))
+            .collect()
+    }
+}
