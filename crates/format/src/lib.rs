@@ -8,6 +8,7 @@
 
 pub mod checksum;
 pub mod copied;
+pub mod files;
 pub mod frame;
 pub mod handshake;
 pub mod log;
