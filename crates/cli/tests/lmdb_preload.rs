@@ -1,6 +1,6 @@
 //! LMDB, unmodified, replicated by libmojim_preload.so.
 //!
-//! A Python program using the `lmdb` module (tests/lmdb/loader.py) commits numbered
+//! A Python program using the `lmdb` module (crates/tools/assets/lmdb_loader.py, also `mojim bench --lmdb`'s) commits numbered
 //! transactions under the interposer and prints each commit once it returned; it is killed with
 //! SIGKILL at a random moment. The mirror's copy of the region (read through the admin client,
 //! the file cut out with the file table) must pass `mdb_stat` and `mdb_dump` and hold every
@@ -24,7 +24,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const LOADER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/lmdb/loader.py");
+const LOADER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/assets/lmdb_loader.py");
 const MIB: u64 = 1 << 20;
 
 /// The interposer built with this test (the cli crate dev-depends on mojim-preload, so cargo
@@ -380,4 +380,33 @@ fn a_database_larger_than_its_slot_fails_before_any_commit() {
             assert!(err.contains(s), "writemap {writemap}: the message should say {s:?}: {}", text(&o));
         }
     }
+}
+
+#[test]
+fn bench_lmdb_reports_every_target() {
+    if tools().is_none() {
+        return;
+    }
+    let d = TempDir::new("lmdb-bench");
+    let dir = d.path().to_str().unwrap();
+    let o = Command::new(common::exe())
+        .args(["bench", "--lmdb", "--lmdb-txns", "20", "--json", "--region-size", "64MiB"])
+        .args(["--dir", dir, "--disk-dir", dir])
+        .output()
+        .expect("run mojim bench --lmdb");
+    assert!(o.status.success(), "{}", text(&o));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?} is not JSON: {e}")))
+        .collect();
+    let targets: Vec<&str> = lines.iter().map(|v| v["target"].as_str().expect("a target")).collect();
+    assert_eq!(targets, ["mojim-sync", "ext4-fdatasync", "tmpfs-none"], "{}", text(&o));
+    for v in &lines {
+        assert_eq!(v["txns"], 20, "{v}");
+        for k in ["p50_us", "p99_us", "ops_per_s"] {
+            assert!(v[k].as_f64().is_some_and(|x| x > 0.0), "{k} in {v}");
+        }
+    }
+    // The benchmark removed its folders.
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "the benchmark left files behind");
 }

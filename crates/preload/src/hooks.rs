@@ -383,7 +383,7 @@ unsafe fn do_write(
             s.size.store(end, Ordering::Release);
         }
     }
-    if at.is_none() || e.append() && at.is_none() {
+    if at.is_none() {
         set_pos(fd, end);
     }
     if sync || e.sync() {

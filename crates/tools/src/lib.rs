@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod bench_failover;
+pub mod bench_lmdb;
 pub mod bench_resync;
 pub mod chaos;
 pub mod child;

@@ -7,13 +7,22 @@ Transaction i puts key b"k%08d" % i with value(i, size) and prints "committed i"
 txn.commit() returned (LMDB's durability point). An ordinary LMDB program: it knows nothing of
 Mojim; run it under libmojim_preload.so to replicate DIR/data.mdb.
 
+    loader.py --bench DIR [--count N] [--value-size BYTES] [--writemap] [--no-sync]
+
+commits N transactions of one put each (a fresh key, a random value) and prints one JSON line:
+{"total_ns": ..., "lat_ns": [...]}, each commit's latency (begin, put, commit) in nanoseconds.
+--no-sync opens the environment with sync and metasync off (nothing is flushed).
+
     loader.py --check DIR N [--value-size BYTES]
 
 opens DIR read-only and checks that transactions 0..N (N exclusive) are all there with their
 values; prints "entries E" (every key in the database). Exits 1 naming the first missing one.
 """
 import argparse
+import json
+import os
 import sys
+import time
 
 import lmdb
 
@@ -30,6 +39,22 @@ def load(a):
             txn.put(b"k%08d" % i, value(i, a.value_size))
         print("committed %d" % i, flush=True)
     env.close()
+
+
+def bench(a):
+    sync = not a.no_sync
+    env = lmdb.open(a.dir, map_size=a.map_size, writemap=a.writemap, metasync=sync, sync=sync)
+    val = os.urandom(a.value_size)
+    lat = []
+    t0 = time.perf_counter_ns()
+    for i in range(a.start, a.start + a.count):
+        s = time.perf_counter_ns()
+        with env.begin(write=True) as txn:
+            txn.put(b"k%08d" % i, val)
+        lat.append(time.perf_counter_ns() - s)
+    total = time.perf_counter_ns() - t0
+    env.close()
+    print(json.dumps({"total_ns": total, "lat_ns": lat}), flush=True)
 
 
 def check(a):
@@ -49,6 +74,8 @@ def main():
     p.add_argument("dir")
     p.add_argument("n", nargs="?", type=int)
     p.add_argument("--check", action="store_true")
+    p.add_argument("--bench", action="store_true")
+    p.add_argument("--no-sync", action="store_true")
     p.add_argument("--writemap", action="store_true")
     p.add_argument("--map-size", type=int, default=8 << 20)
     p.add_argument("--count", type=int, default=1 << 30)
@@ -58,6 +85,8 @@ def main():
     if a.check:
         a.count = a.n
         check(a)
+    elif a.bench:
+        bench(a)
     else:
         load(a)
 
