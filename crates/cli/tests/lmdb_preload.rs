@@ -410,3 +410,89 @@ fn bench_lmdb_reports_every_target() {
     // The benchmark removed its folders.
     assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "the benchmark left files behind");
 }
+
+/// Ordinary file calls (Python's os and mmap modules: open, write, pwrite, writev, read, pread,
+/// lseek, dup, O_APPEND, fstat, stat, ftruncate, truncate, posix_fallocate, fsync, fdatasync,
+/// mmap, msync, munmap) behave on a listed file as on a local one, what cannot be honoured fails
+/// with its errno and a message, and the mirror ends with the file's last synced contents.
+const POSIX: &str = r#"
+import errno, mmap, os, sys
+p, cap = sys.argv[1], int(sys.argv[2])
+fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+assert os.write(fd, b"hello") == 5
+assert os.lseek(fd, 0, os.SEEK_CUR) == 5
+assert os.pwrite(fd, b"XY", 10) == 2
+assert os.fstat(fd).st_size == 12 and os.stat(p).st_size == 12
+assert os.pread(fd, 100, 0) == b"hello\0\0\0\0\0XY", os.pread(fd, 100, 0)
+assert os.lseek(fd, -2, os.SEEK_END) == 10
+assert os.read(fd, 10) == b"XY" and os.read(fd, 10) == b""
+d = os.dup(fd)
+os.lseek(d, 1, os.SEEK_SET)
+assert os.read(fd, 4) == b"ello"
+os.close(d)
+a = os.open(p, os.O_WRONLY | os.O_APPEND)
+assert os.write(a, b"!!") == 2
+os.close(a)
+assert os.stat(p).st_size == 14
+os.ftruncate(fd, 3)
+os.ftruncate(fd, 8)
+assert os.pread(fd, 100, 0) == b"hel\0\0\0\0\0"
+os.lseek(fd, 8, os.SEEK_SET)
+assert os.writev(fd, [b"ab", b"cd"]) == 4
+os.fsync(fd)
+os.truncate(p, 4096)
+assert os.fstat(fd).st_size == 4096
+m = mmap.mmap(fd, 4096, mmap.MAP_SHARED)
+m[0:4] = b"MMAP"
+m.flush()
+assert os.pread(fd, 12, 0) == b"MMAP\0\0\0\0abcd"
+m.close()
+for what, call, want in [
+    ("MAP_PRIVATE", lambda: mmap.mmap(fd, 4096, mmap.MAP_PRIVATE), errno.ENODEV),
+    ("posix_fallocate", lambda: os.posix_fallocate(fd, 0, cap + 1), errno.ENOSPC),
+    ("pwrite", lambda: os.pwrite(fd, b"x", cap), errno.EFBIG),
+    ("ftruncate", lambda: os.ftruncate(fd, cap + 4096), errno.EFBIG),
+]:
+    try:
+        call()
+        sys.exit("%s past the slot succeeded" % what)
+    except OSError as e:
+        assert e.errno == want, (what, e)
+os.posix_fallocate(fd, 0, 5000)
+assert os.fstat(fd).st_size == 5000
+assert os.pwrite(fd, b"final", 4995) == 5
+os.fdatasync(fd)
+os.close(fd)
+print("ok")
+"#;
+
+#[test]
+fn file_calls_on_a_listed_file_behave_as_on_a_local_one() {
+    let Some(py) = tools() else { return };
+    let (c, db) = cluster("lmdb-posix", 8 * MIB);
+    let name = data_file(&db);
+    let cap = 8 * MIB - 4096;
+    let o = under_preload(&py, &c.cfg_path, &name)
+        .args(["-c", POSIX, &name, &cap.to_string()])
+        .output()
+        .expect("run python3");
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("ok"), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for s in [
+        "mmap(fd",
+        "MAP_SHARED (ENODEV)",
+        "posix_fallocate(fd",
+        "(ENOSPC)",
+        "pwrite(fd",
+        "(EFBIG)",
+        "ftruncate(",
+    ] {
+        assert!(err.contains(s), "the messages should say {s:?}: {}", text(&o));
+    }
+    let copy = mirror_copy(&c, &name);
+    assert_eq!(copy.len(), 5000);
+    assert_eq!(&copy[..12], b"MMAP\0\0\0\0abcd");
+    assert!(copy[12..4995].iter().all(|&b| b == 0));
+    assert_eq!(&copy[4995..], b"final");
+    assert_eq!(std::fs::metadata(&name).unwrap().len(), 0, "the file on disk stays empty");
+}
