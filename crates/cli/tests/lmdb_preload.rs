@@ -496,3 +496,65 @@ fn file_calls_on_a_listed_file_behave_as_on_a_local_one() {
     assert_eq!(&copy[4995..], b"final");
     assert_eq!(std::fs::metadata(&name).unwrap().len(), 0, "the file on disk stays empty");
 }
+
+const TWO_FILES: &str = r#"
+import errno, os, sys
+a, b = sys.argv[1], sys.argv[2]
+fa = os.open(a, os.O_RDWR | os.O_CREAT, 0o644)
+fb = os.open(b, os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fa, b"A" * 5000)
+os.write(fb, b"B" * 3)
+os.fsync(fa)
+os.fsync(fb)
+pid = os.fork()
+if pid == 0:
+    try:
+        os.write(fa, b"x")
+        os._exit(3)
+    except OSError as e:
+        os._exit(0 if e.errno == errno.EIO else 4)
+_, st = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(st) == 0, st
+os.write(fb, b"C")
+print("ok", flush=True)
+"#;
+
+/// Two listed files share the region, each with its own size in the table; a sync point of one
+/// sends only its own changes; a child forked after start may not touch them (EIO); a second
+/// process under the interposer on the same region is refused while the first runs.
+#[test]
+fn two_files_a_forked_child_and_a_second_process() {
+    let Some(py) = tools() else { return };
+    let (c, db) = cluster("lmdb-two-files", 8 * MIB);
+    let (a, b) = (db.join("a").to_str().unwrap().to_string(), db.join("b").to_str().unwrap().to_string());
+    let files = format!("{a}:{b}");
+    let o = under_preload(&py, &c.cfg_path, &files).args(["-c", TWO_FILES, &a, &b]).output().unwrap();
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("ok"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("a child forked from the process that opened it (EIO)")
+    );
+
+    let mut admin = c.admin();
+    wait_applied(&mut admin);
+    let table = FileTable::decode(&admin.read(0, 4096).unwrap()).expect("the mirror's file table");
+    assert_eq!(table.names(), [a.as_str(), b.as_str()]);
+    let (ea, eb) = (table.file(&a).unwrap().clone(), table.file(&b).unwrap().clone());
+    assert_eq!((ea.size, eb.size), (5000, 3), "the unsynced byte of b is not on the mirror");
+    assert_eq!(ea.capacity, eb.capacity);
+    assert_eq!(admin.read(ea.slot_offset, 5000).unwrap(), vec![b'A'; 5000]);
+    assert_eq!(admin.read(eb.slot_offset, 3).unwrap(), b"BBB");
+
+    // While one process runs under the interposer on the region, another is refused.
+    let mut holder = under_preload(&py, &c.cfg_path, &files)
+        .args(["-c", "import sys, time; print('up', flush=True); time.sleep(60)"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "up");
+    let o = run_python(&py, &[("MOJIM_CONFIG", c.cfg_path.to_str()), ("MOJIM_FILES", Some(&files))]);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert_refused(&o, &["is in use by another process under the interposer"]);
+}
