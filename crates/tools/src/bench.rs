@@ -99,8 +99,18 @@ pub struct BenchArgs {
     pub resync: crate::bench_resync::ResyncArgs,
     #[command(flatten)]
     pub failover: crate::bench_failover::FailoverArgs,
-    #[command(flatten)]
-    pub lmdb: crate::bench_lmdb::LmdbArgs,
+    /// Run the LMDB benchmark instead: one unmodified LMDB program (Python's lmdb module)
+    /// committing transactions of one --size put each, under libmojim_preload.so (mojim-sync),
+    /// on --disk-dir with LMDB's fdatasync (ext4-fdatasync) and on --dir without syncs
+    /// (tmpfs-none).
+    #[arg(long)]
+    pub lmdb: bool,
+    /// Transactions per target for --lmdb.
+    #[arg(long, default_value_t = 2000)]
+    pub lmdb_txns: u64,
+    /// The interposer for --lmdb (default: libmojim_preload.so beside the mojim executable).
+    #[arg(long)]
+    pub preload: Option<PathBuf>,
     /// Print one JSON object per result instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -347,11 +357,11 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     if a.matrix.matrix.is_some() {
         return crate::matrix::run(a);
     }
+    if a.lmdb {
+        return crate::bench_lmdb::run(a);
+    }
     if a.transact.transact {
         return crate::transact::run(a);
-    }
-    if a.lmdb.lmdb {
-        return crate::bench_lmdb::run(a);
     }
     if a.mode.iter().any(|m| m.trim() == "resync") {
         return crate::bench_resync::run(a);

@@ -157,7 +157,9 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         matrix: Default::default(),
         resync: Default::default(),
         failover: Default::default(),
-        lmdb: Default::default(),
+        lmdb: false,
+        lmdb_txns: 0,
+        preload: None,
         json: false,
     };
     println!();
