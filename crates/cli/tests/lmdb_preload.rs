@@ -146,15 +146,27 @@ fn load_and_kill(c: &Cluster, db: &Path, py: &Path, writemap: bool, rng: &mut Rn
     *v.last().expect("at least one commit")
 }
 
-/// The mirror's copy of `name`, cut out of its data area with the file table.
+/// The mirror's copy of `name`, as an operator gets it: `mojim export --file`, which cuts it out
+/// of one consistent snapshot of the data area with the file table.
 fn mirror_copy(c: &Cluster, name: &str) -> Vec<u8> {
     let mut admin = c.admin();
     wait_applied(&mut admin);
     let page = admin.read(0, 4096).expect("read the mirror's file table");
     let table = FileTable::decode(&page).expect("the mirror has the file table");
     assert_eq!(table.names(), [name]);
-    let e = table.file(name).expect("the file's entry").clone();
-    admin.read(e.slot_offset, e.size).expect("read the file's slot")
+    let out = c.dir.path().join("exported.mdb");
+    let o = Command::new(common::exe())
+        .args(["export", "--config", c.cfg_path.to_str().expect("utf-8"), "--addr", &c.mirror_addr()])
+        .arg("--out")
+        .arg(&out)
+        .args(["--file", name])
+        .output()
+        .expect("run mojim export");
+    assert!(o.status.success(), "mojim export --file: {}", text(&o));
+    let copy = std::fs::read(&out).expect("read the export");
+    assert_eq!(copy.len() as u64, table.file(name).expect("the file's entry").size);
+    std::fs::remove_file(&out).expect("remove the export");
+    copy
 }
 
 /// `mdb_stat` and `mdb_dump` accept the database in `dir`, and every transaction up to `last`
