@@ -22,6 +22,9 @@ pub enum RangeError {
     TooManyRanges { count: usize, limit: usize },
     /// A pointer range that is not inside the mapped region.
     Pointer { addr: usize, len: usize, base: usize, size: u64 },
+    /// A ticket naming a lane the session does not have: it was not handed out by this
+    /// primary (a binding's caller made it up or kept it from elsewhere).
+    Ticket { lane: u16, lanes: usize },
 }
 
 impl fmt::Display for RangeError {
@@ -40,6 +43,11 @@ impl fmt::Display for RangeError {
             RangeError::Pointer { addr, len, base, size } => write!(
                 f,
                 "pointer range {addr:#x}+{len} is not inside the region mapped at {base:#x} ({size} bytes)"
+            ),
+            RangeError::Ticket { lane, lanes } => write!(
+                f,
+                "the ticket names lane {lane}, but the session has {lanes}: wait only for tickets \
+                 this primary's persist returned"
             ),
             RangeError::TooManyRanges { count, limit } => {
                 write!(f, "group has {count} ranges, the limit is {limit}; split it or raise max_ranges")

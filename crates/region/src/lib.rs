@@ -1,6 +1,7 @@
 //! Mojim's memory layer: files mapped for loads and stores, and making their bytes persistent.
 //!
-//! This is the one crate in Mojim with `unsafe` code; every other crate forbids it. The mapping
+//! This is the library's one crate with `unsafe` code (the others are the C ABI crates,
+//! `mojim-capi` and `mojim-preload`); every other crate forbids it. The mapping
 //! is memory shared with other threads (and, for region files, possibly other processes): safe
 //! code reaches it only through bounds-checked copies, atomics and [`MapSlice`] views, never
 //! through a Rust reference it could hold while someone else stores into those bytes (see the

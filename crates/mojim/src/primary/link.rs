@@ -492,6 +492,11 @@ impl<C: Conn> Link<C> {
         Ok(())
     }
 
+    /// Lanes to each replica.
+    pub fn lanes_per_replica(&self) -> usize {
+        self.lanes_per_replica
+    }
+
     /// Waits until `seq` is acknowledged on lane `l` of every replica.
     pub fn wait(&self, l: usize, seq: u64) -> Result<(), LinkError> {
         for r in 0..self.replicas {

@@ -179,6 +179,19 @@ impl Ticket {
     pub fn seq(&self) -> u64 {
         self.seq
     }
+
+    /// The ticket as plain numbers (session, lane, sequence number), for bindings that hand
+    /// tickets to other languages.
+    pub fn to_parts(self) -> (u64, u16, u64) {
+        (self.session, self.lane, self.seq)
+    }
+
+    /// A ticket from [`Ticket::to_parts`]. Waiting for one that this primary did not hand out
+    /// fails when its lane does not exist, is treated as any ticket of an ended session when
+    /// its session is not the current one, and otherwise waits for that group.
+    pub fn from_parts(session: u64, lane: u16, seq: u64) -> Ticket {
+        Ticket { session, lane, seq }
+    }
 }
 
 /// What a primary reports about itself.
@@ -754,6 +767,10 @@ where
             return Ok(());
         }
         if let Some(link) = self.current().filter(|l| l.session == ticket.session) {
+            if ticket.lane as usize >= link.lanes_per_replica() {
+                let lanes = link.lanes_per_replica();
+                return Err(Error::Range(RangeError::Ticket { lane: ticket.lane, lanes }));
+            }
             match link.wait(ticket.lane as usize, ticket.seq) {
                 Ok(()) => {
                     self.note_acked(&link);
