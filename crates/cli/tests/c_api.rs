@@ -72,6 +72,14 @@ fn pkg_config_flags(dir: &Path) -> Vec<String> {
     String::from_utf8_lossy(&o.stdout).split_whitespace().map(String::from).collect()
 }
 
+/// A built C program, run with the library its rpath names: cargo's LD_LIBRARY_PATH for tests
+/// also lists target/<profile>, whose libmojim.so may be an older build, and would win.
+fn c_program(exe: &Path) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.env_remove("LD_LIBRARY_PATH");
+    cmd
+}
+
 fn direct_flags() -> Vec<String> {
     let lib = lib_dir();
     vec![
@@ -129,12 +137,12 @@ fn fig1_in_c_killed_at_random_loses_nothing_acknowledged() {
     // A first short run to a clean end: the region's first copy to the mirror is over (copy
     // frames carry whatever the page holds when sent, so while it lasted the mirror could get
     // bytes no group named), and the mirror holds exactly that run's state.
-    let o = Command::new(&fig1).arg(&c.cfg_path).arg("3").output().expect("run fig1");
+    let o = c_program(&fig1).arg(&c.cfg_path).arg("3").output().expect("run fig1");
     assert!(o.status.success(), "fig1: {}", String::from_utf8_lossy(&o.stderr));
     let mut rng = Rng::new(common::seed("c-fig1"));
     let mut acked = (0u64, 0u64);
     for round in 0..4 {
-        let mut child = Command::new(&fig1)
+        let mut child = c_program(&fig1)
             .arg(&c.cfg_path)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -171,7 +179,7 @@ fn fig1_in_c_killed_at_random_loses_nothing_acknowledged() {
         println!("round {round}: printed {last}; the mirror has count={count} log={len}");
     }
     // And to a clean end: the program closes its handle, and the mirror has exactly its state.
-    let o = Command::new(&fig1).arg(&c.cfg_path).arg("50").output().expect("run fig1");
+    let o = c_program(&fig1).arg(&c.cfg_path).arg("50").output().expect("run fig1");
     assert!(o.status.success(), "fig1: {}", String::from_utf8_lossy(&o.stderr));
     let stdout = String::from_utf8_lossy(&o.stdout);
     let last = stdout.lines().last().expect("fig1 printed its states").to_string();
@@ -193,7 +201,7 @@ fn misuse_of_the_c_api_is_an_error_not_a_crash() {
     let bin = TempDir::new("c-errors-bin");
     let exe = bin.path().join("api_errors");
     compile(&Path::new(REPO).join("crates/cli/tests/c/api_errors.c"), &exe, &direct_flags());
-    let o = Command::new(&exe).arg(&c.cfg_path).output().expect("run api_errors");
+    let o = c_program(&exe).arg(&c.cfg_path).output().expect("run api_errors");
     let stdout = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(o.status.success(), "api_errors: {stdout}{}", String::from_utf8_lossy(&o.stderr));
     let line = |name: &str| -> (i32, String) {
