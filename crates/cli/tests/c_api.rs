@@ -134,9 +134,8 @@ fn fig1_in_c_killed_at_random_loses_nothing_acknowledged() {
     let bin = TempDir::new("c-fig1-bin");
     let fig1 = bin.path().join("fig1");
     compile(&Path::new(REPO).join("examples/c/fig1.c"), &fig1, &pkg_config_flags(bin.path()));
-    // A first short run to a clean end: the region's first copy to the mirror is over (copy
-    // frames carry whatever the page holds when sent, so while it lasted the mirror could get
-    // bytes no group named), and the mirror holds exactly that run's state.
+    // A first short run to a clean end: the region's first (whole) copy to the mirror is over
+    // (closing waits for it), so what the kill rounds check is what their groups carried.
     let o = c_program(&fig1).arg(&c.cfg_path).arg("3").output().expect("run fig1");
     assert!(o.status.success(), "fig1: {}", String::from_utf8_lossy(&o.stderr));
     let mut rng = Rng::new(common::seed("c-fig1"));
