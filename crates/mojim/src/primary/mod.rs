@@ -179,6 +179,20 @@ impl Ticket {
     pub fn seq(&self) -> u64 {
         self.seq
     }
+
+    /// The ticket's parts: session id, lane and sequence number. For a binding that hands
+    /// tickets to another language and takes them back ([`Ticket::from_parts`]).
+    pub fn to_parts(self) -> (u64, u16, u64) {
+        (self.session, self.lane, self.seq)
+    }
+
+    /// The ticket [`Ticket::to_parts`] took apart. Only the parts of a ticket this primary
+    /// issued make sense to [`Primary::wait`]: made-up parts may name a lane it does not have
+    /// or a group that never comes. A binding must make sure it gets back what it gave out
+    /// (the C API checks a keyed tag).
+    pub fn from_parts(session: u64, lane: u16, seq: u64) -> Ticket {
+        Ticket { session, lane, seq }
+    }
 }
 
 /// What a primary reports about itself.

@@ -1,0 +1,2 @@
+//! skeleton
+pub use mojim_ffi::*;
