@@ -69,6 +69,11 @@ impl MojimError {
         }
     }
 
+    /// The code `code` is, if it is one.
+    pub fn from_code(code: c_int) -> Option<MojimError> {
+        MojimError::ALL.iter().copied().find(|c| *c as c_int == code)
+    }
+
     /// The code's name, e.g. `MOJIM_ERANGE`, as a C string.
     fn name(self) -> &'static [u8] {
         match self {
@@ -186,8 +191,7 @@ pub extern "C" fn mojim_last_error() -> *const c_char {
 /// number that is not a code. The string is static.
 #[no_mangle]
 pub extern "C" fn mojim_strerror(code: c_int) -> *const c_char {
-    let name: &'static [u8] =
-        MojimError::ALL.iter().find(|c| **c as c_int == code).map_or(b"MOJIM_E?\0", |c| c.name());
+    let name: &'static [u8] = MojimError::from_code(code).map_or(b"MOJIM_E?\0", MojimError::name);
     name.as_ptr().cast()
 }
 

@@ -10,9 +10,11 @@
 #![warn(missing_docs)]
 
 mod error;
+mod handle;
 mod status;
 
 pub use error::{mojim_last_error, mojim_strerror, MojimError};
+pub use handle::Handle;
 pub use status::{MojimMirrorState, MojimMode, MojimRole, MojimStatus, MOJIM_STATUS_TEXT};
 
 use error::{call, call_value, Failure};
@@ -87,10 +89,9 @@ pub struct MojimTicket {
 }
 
 impl Mojim {
-    /// Wraps a primary opened in Rust as a handle the C functions take (the benchmark uses it
-    /// to call the C layer on the same primary as the Rust API). Free it with `mojim_close`.
-    pub fn into_raw(primary: Primary, max_ranges: usize) -> *mut Mojim {
-        Box::into_raw(Box::new(Mojim { magic: MAGIC, primary, max_ranges, tickets: RandomState::new() }))
+    /// The handle of a primary; `max_ranges` is its `[limits] max_ranges`.
+    fn new(primary: Primary, max_ranges: usize) -> Mojim {
+        Mojim { magic: MAGIC, primary, max_ranges, tickets: RandomState::new() }
     }
 
     fn tag(&self, session: u64, lane: u32, seq: u64) -> u32 {
@@ -205,7 +206,8 @@ impl Mojim {
 /// The handle behind `h`.
 ///
 /// # Safety
-/// `h` is NULL or a handle `mojim_open` (or [`Mojim::into_raw`]) returned that is not closed.
+/// `h` is NULL or a handle `mojim_open` returned (or a live [`Handle`] holds) that is not
+/// closed.
 unsafe fn handle<'a>(h: *const Mojim) -> Result<&'a Mojim, Failure> {
     if h.is_null() {
         return Err(Failure::invalid("the handle is NULL: pass the one mojim_open returned"));
@@ -268,7 +270,7 @@ pub unsafe extern "C" fn mojim_open(config_path: *const c_char, flags: u32, out:
         let cfg = Config::load(Path::new(OsStr::from_bytes(path.to_bytes())))?;
         let opts = PrimaryOptions::from_config(&cfg, flags & MOJIM_OPEN_INSECURE != 0)?;
         let primary = Primary::open(&opts)?;
-        let h = Mojim::into_raw(primary, opts.limits.max_ranges);
+        let h = Box::into_raw(Box::new(Mojim::new(primary, opts.limits.max_ranges)));
         // SAFETY: checked and written above.
         unsafe { out.write(h) };
         Ok(())

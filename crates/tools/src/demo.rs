@@ -157,6 +157,7 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         matrix: Default::default(),
         resync: Default::default(),
         failover: Default::default(),
+        c_api: false,
         json: false,
     };
     println!();
