@@ -288,7 +288,7 @@ fn c_api_reports_each_call_in_each_mode() {
 }
 
 #[test]
-fn c_api_with_a_mode_that_is_not_a_region_mode_is_refused() {
+fn c_api_with_a_mode_that_is_not_a_region_mode_or_repeat_is_refused() {
     let out = Command::new(common::exe())
         .args(["bench", "--c-api", "--mode", "tcp-rtt", "--region-size", "1MiB"])
         .output()
@@ -296,4 +296,11 @@ fn c_api_with_a_mode_that_is_not_a_region_mode_is_refused() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--mode with --c-api") && err.contains("tcp-rtt"), "{err}");
+    let out = Command::new(common::exe())
+        .args(["bench", "--c-api", "--mode", "sync", "--repeat", "3", "--region-size", "1MiB"])
+        .output()
+        .expect("run mojim");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--repeat and --duration do not apply to --c-api"), "{err}");
 }

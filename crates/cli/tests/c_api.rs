@@ -7,7 +7,8 @@
 //!   the count and the log always agree (the log append is atomic), and no state it printed
 //!   (acknowledged) is lost.
 //! - tests/c/bad_input.c (linked against libmojim.a) passes bad arguments: clear codes and
-//!   messages, and good calls still work after them.
+//!   messages, and good calls still work after them; then four threads sync through one
+//!   handle and their last values are on the mirror.
 
 mod common;
 
@@ -326,10 +327,15 @@ fn bad_input_through_c_gives_clear_codes_and_messages() {
     );
     assert_eq!(line("status-short-fields "), "status-short-fields size=16 untouched=1");
     assert_eq!(line("strerror "), "strerror MOJIM_EBUG MOJIM_E?");
+    assert_eq!(line("threads "), "threads OK", "threads sharing a handle failed");
 
     // What the good calls synced is on the mirror.
     let mut admin = c.admin();
     wait_applied(&mut admin);
     assert_eq!(admin.read(0, 12).expect("read the mirror"), b"hello from C");
     assert_eq!(admin.read(4096, 3).expect("read the mirror"), b"abc");
+    for t in 0..4u64 {
+        let counter = admin.read(8192 + t * 4096, 8).expect("read the mirror");
+        assert_eq!(counter, 200u64.to_le_bytes(), "thread {t}'s counter on the mirror");
+    }
 }

@@ -47,6 +47,13 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             a.threads, a.size, a.region_size
         )));
     }
+    if a.repeat != 1 || a.duration.is_some() {
+        return Err(Error::Config(
+            "--repeat and --duration do not apply to --c-api: its calls take turns within one run of \
+             --ops sync points (give more --ops for a steadier result)"
+                .into(),
+        ));
+    }
     let session = Session::start(a)?;
     let mut results = Vec::new();
     for mode in modes {
