@@ -257,3 +257,50 @@ fn bad_resync_options_are_refused_before_anything_starts() {
         assert!(err.contains(names), "{err}");
     }
 }
+
+#[test]
+fn c_api_reports_each_call_in_each_mode() {
+    let dir = TempDir::new("c-api-bench");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let args =
+        ["bench", "--c-api", "--mode", "unreplicated,sync", "--size", "64", "--ops", "90", "--warmup", "5"];
+    let out = mojim(&[&args[..], &["--region-size", "1MiB", "--dir", d, "--json"]].concat());
+    let rows: Vec<serde_json::Value> =
+        out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    assert_eq!(rows.len(), 2 * 3, "{out}");
+    for mode in ["unreplicated", "sync"] {
+        for api in ["rust msync", "c mojim_msync", "c mojim_msync_at"] {
+            let r = rows
+                .iter()
+                .find(|r| r["mode"] == mode && r["api"] == api)
+                .unwrap_or_else(|| panic!("no row for {api} in mode {mode} in\n{out}"));
+            assert_eq!(r["ops"], 30, "each call takes every third turn: {r}");
+            assert!(r["p50_us"].as_f64().expect("p50_us is a number") > 0.0, "{r}");
+            if api == "rust msync" {
+                assert_eq!(r["over_rust_p50_ns"], 0.0, "the Rust call is the baseline: {r}");
+            }
+        }
+    }
+    // The table form ends with the verdict.
+    let table = mojim(&[&args[..], &["--region-size", "1MiB", "--dir", d]].concat());
+    assert!(table.contains("the C layer adds at most"), "{table}");
+    assert!(files_beginning(&format!("{d}/mojim-bench-")).is_empty(), "the benchmark left its files in {d}");
+}
+
+#[test]
+fn c_api_with_a_mode_that_is_not_a_region_mode_or_repeat_is_refused() {
+    let out = Command::new(common::exe())
+        .args(["bench", "--c-api", "--mode", "tcp-rtt", "--region-size", "1MiB"])
+        .output()
+        .expect("run mojim");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--mode with --c-api") && err.contains("tcp-rtt"), "{err}");
+    let out = Command::new(common::exe())
+        .args(["bench", "--c-api", "--mode", "sync", "--repeat", "3", "--region-size", "1MiB"])
+        .output()
+        .expect("run mojim");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--repeat and --duration do not apply to --c-api"), "{err}");
+}

@@ -1,244 +1,341 @@
-//! The C API as a C program uses it: the paper's Fig. 1 built with the system `cc` against
-//! include/mojim.h and libmojim (through its pkg-config file), killed at random against a
-//! mirror; and every misuse the API must answer with an error code and a message.
+//! The C API from C: programs built with the system's `cc` against include/mojim.h and the
+//! libmojim this build made, run against a mirror in a child process.
+//!
+//! - examples/c/fig1.c (the paper's Fig. 1, linked against libmojim.so with the flags
+//!   `pkg-config --cflags --libs mojim` gives for the mojim.pc scripts/mojim-pc writes) is
+//!   killed with SIGKILL at random points, again and again on the same region: on the mirror
+//!   the count and the log always agree (the log append is atomic), and no state it printed
+//!   (acknowledged) is lost.
+//! - tests/c/bad_input.c (linked against libmojim.a) passes bad arguments: clear codes and
+//!   messages, and good calls still work after them; then four threads sync through one
+//!   handle and their last values are on the mirror.
 
 mod common;
 
-use common::{wait_applied, Cluster, Rng, TempDir};
+use common::{seed, skip, wait_applied, Cluster, Rng, TempDir};
+use mojim::config::write_private;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
-const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+const REGION: u64 = 4 << 20;
+const ROUNDS: usize = 5;
 
-/// The folder holding libmojim.so, built with this test (the cli crate dev-depends on
-/// mojim-capi, which cargo builds into the test's own folder; the one above may hold an older
-/// build from `cargo build -p mojim-capi`).
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let deps = exe.parent().expect("the test binary's folder").to_path_buf();
-    for dir in [deps.clone(), deps.parent().unwrap_or(&deps).to_path_buf()] {
-        if dir.join("libmojim.so").is_file() {
-            return dir;
-        }
-    }
-    panic!(
-        "libmojim.so is not in {} or its parent: build the workspace (cargo test builds it)",
-        deps.display()
-    );
+/// The repository's root.
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository's root")
 }
 
-/// Whether `cc` and `pkg-config` are there (a skip, failing under MOJIM_TEST_STRICT, if not).
-fn have_tools() -> bool {
-    for tool in ["cc", "pkg-config"] {
-        if Command::new(tool).arg("--version").output().is_err() {
-            common::skip(&format!("{tool} is not installed (scripts/test installs it)"));
-            return false;
-        }
-    }
-    true
-}
-
-/// Compiles `src` into `out` with `flags` after it.
-fn compile(src: &Path, out: &Path, flags: &[String]) {
-    let o = Command::new("cc")
-        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-std=c11"])
-        .arg(src)
-        .arg("-o")
-        .arg(out)
-        .args(flags)
-        .output()
-        .expect("run cc");
-    assert!(o.status.success(), "cc {}: {}", src.display(), String::from_utf8_lossy(&o.stderr));
-}
-
-/// The compiler flags pkg-config gives for a mojim.pc made from crates/capi/mojim.pc.in for
-/// this build.
-fn pkg_config_flags(dir: &Path) -> Vec<String> {
-    let template =
-        std::fs::read_to_string(Path::new(REPO).join("crates/capi/mojim.pc.in")).expect("mojim.pc.in");
-    let repo = Path::new(REPO).canonicalize().expect("the repository");
-    let pc = template
-        .replace("@prefix@", repo.to_str().expect("utf-8"))
-        .replace("@libdir@", lib_dir().to_str().expect("utf-8"));
-    std::fs::write(dir.join("mojim.pc"), pc).expect("write mojim.pc");
-    let o = Command::new("pkg-config")
-        .args(["--cflags", "--libs", "mojim"])
-        .env("PKG_CONFIG_PATH", dir)
-        .output()
-        .expect("run pkg-config");
-    assert!(o.status.success(), "pkg-config: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).split_whitespace().map(String::from).collect()
-}
-
-/// A built C program, run with the library its rpath names: cargo's LD_LIBRARY_PATH for tests
-/// also lists target/<profile>, whose libmojim.so may be an older build, and would win.
-fn c_program(exe: &Path) -> Command {
-    let mut cmd = Command::new(exe);
-    cmd.env_remove("LD_LIBRARY_PATH");
-    cmd
-}
-
-fn direct_flags() -> Vec<String> {
-    let lib = lib_dir();
-    vec![
-        format!("-I{REPO}/include"),
-        format!("-L{}", lib.display()),
-        "-lmojim".into(),
-        format!("-Wl,-rpath,{}", lib.display()),
-    ]
-}
-
-/// A cluster whose configuration names its running mirror, as a C program reads it.
-fn cluster(test: &str) -> Cluster {
-    let mut c = Cluster::new(test, 1 << 20, |f| f.primary.lanes = 2);
-    c.start_mirror();
-    c.cfg.file.primary.mirror = c.mirror_addr();
-    let text = toml::to_string(&c.cfg.file).expect("serialise");
-    mojim::config::write_private(&c.cfg_path, &text).expect("write mojim.toml");
-    c
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-
-/// Checks Fig. 1's invariants on a copy of the region and returns (count, log length): every
-/// entry up to the length is whole, their counts rise, and the count is at least the last.
-fn check_fig1(image: &[u8], how: &str) -> (u64, u64) {
-    let count = u64_at(image, 0);
-    let len = u64_at(image, 2048);
-    let mut prev = 0;
-    for i in 0..len as usize {
-        let e = &image[4096 + 64 * i..4096 + 64 * (i + 1)];
-        let c = u64_at(e, 0);
-        let text = format!("access {c}");
-        assert!(c > prev, "{how}: entry {i} has count {c} after {prev}");
-        assert_eq!(&e[8..8 + text.len()], text.as_bytes(), "{how}: entry {i} is torn");
-        prev = c;
-    }
-    assert!(count >= prev, "{how}: the count {count} is behind the log's last entry {prev}");
-    (count, len)
-}
-
-/// Fig. 1 in C, killed with SIGKILL at random moments and run again on the same region: the
-/// mirror's copy is always consistent (count and log agree, no torn entry) and holds every
-/// state the program printed as acknowledged.
-#[test]
-fn fig1_in_c_killed_at_random_loses_nothing_acknowledged() {
-    if !have_tools() {
-        return;
-    }
-    let c = cluster("c-fig1");
-    let bin = TempDir::new("c-fig1-bin");
-    let fig1 = bin.path().join("fig1");
-    compile(&Path::new(REPO).join("examples/c/fig1.c"), &fig1, &pkg_config_flags(bin.path()));
-    // A first short run to a clean end: the region's first (whole) copy to the mirror is over
-    // (closing waits for it), so what the kill rounds check is what their groups carried.
-    let o = c_program(&fig1).arg(&c.cfg_path).arg("3").output().expect("run fig1");
-    assert!(o.status.success(), "fig1: {}", String::from_utf8_lossy(&o.stderr));
-    let mut rng = Rng::new(common::seed("c-fig1"));
-    let mut acked = (0u64, 0u64);
-    for round in 0..4 {
-        let mut child = c_program(&fig1)
-            .arg(&c.cfg_path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start fig1");
-        let out = child.stdout.take().expect("piped");
-        let reader = std::thread::spawn(move || {
-            let mut last = None;
-            for line in BufReader::new(out).lines() {
-                last = Some(line.expect("a line"));
-            }
-            last
-        });
-        std::thread::sleep(Duration::from_millis(rng.range(100, 400)));
-        child.kill().expect("kill fig1");
-        child.wait().expect("reap fig1");
-        let last = reader.join().expect("the reader").unwrap_or_else(|| {
-            let mut err = String::new();
-            let _ = std::io::Read::read_to_string(&mut child.stderr.take().expect("piped"), &mut err);
-            panic!("round {round}: fig1 printed nothing before it was killed: {err}")
-        });
-        let nums: Vec<u64> =
-            last.split(' ').map(|kv| kv.split('=').nth(1).expect("k=v").parse().expect("a number")).collect();
-        acked = (nums[0], nums[1]);
-        let mut admin = c.admin();
-        let st = wait_applied(&mut admin);
-        assert!(st.consistent, "round {round}: killed in a catch-up copy (rare: it lasts a few ms): {st:?}");
-        let image = admin.read(0, c.size()).expect("read the mirror");
-        let (count, len) = check_fig1(&image, &format!("round {round}"));
+/// Builds libmojim (package mojim-capi) in this test's own target folder and profile, once per
+/// run, and returns the profile folder that holds libmojim.so and libmojim.a. (`cargo test`
+/// builds mojim-capi's code as a dev-dependency of this crate, so this only links it.)
+fn libmojim() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        // This binary is <target>/<profile folder>/deps/c_api-<hash>.
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let profile_dir = exe.parent().and_then(Path::parent).expect("the profile folder").to_path_buf();
+        let target = profile_dir.parent().expect("the target folder");
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => "dev".to_string(),
+            Some(p) => p.to_string(),
+            None => panic!("no profile folder in {}", exe.display()),
+        };
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = Command::new(cargo)
+            .current_dir(repo())
+            .args(["build", "--offline", "-p", "mojim-capi", "--profile", &profile, "--target-dir"])
+            .arg(target)
+            .output()
+            .expect("run cargo build -p mojim-capi");
         assert!(
-            count >= acked.0 && len >= acked.1,
-            "round {round}: printed {last}, the mirror has count={count} log={len}"
+            out.status.success(),
+            "cargo build -p mojim-capi failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
         );
-        println!("round {round}: printed {last}; the mirror has count={count} log={len}");
-    }
-    // And to a clean end: the program closes its handle, and the mirror has exactly its state.
-    let o = c_program(&fig1).arg(&c.cfg_path).arg("50").output().expect("run fig1");
-    assert!(o.status.success(), "fig1: {}", String::from_utf8_lossy(&o.stderr));
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let last = stdout.lines().last().expect("fig1 printed its states").to_string();
-    let mut admin = c.admin();
-    wait_applied(&mut admin);
-    let (count, len) = check_fig1(&admin.read(0, c.size()).expect("read the mirror"), "the last run");
-    assert_eq!(last, format!("count={count} log={len}"));
-    assert!(len >= acked.1 + 50);
+        for lib in ["libmojim.so", "libmojim.a"] {
+            assert!(profile_dir.join(lib).is_file(), "{lib} is not in {}", profile_dir.display());
+        }
+        profile_dir
+    })
 }
 
-/// Each misuse is an error code with a message that names what was wrong, and the valid calls
-/// after them work on the same handle.
-#[test]
-fn misuse_of_the_c_api_is_an_error_not_a_crash() {
-    if !have_tools() {
-        return;
+/// Whether `tool --version` runs; if not, the test is skipped (or fails under
+/// MOJIM_TEST_STRICT).
+fn have(tool: &str, package: &str) -> bool {
+    let ok = Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        skip(&format!("{tool} is not installed (Debian package {package}; ./scripts/test installs it)"));
     }
-    let c = cluster("c-errors");
-    let bin = TempDir::new("c-errors-bin");
-    let exe = bin.path().join("api_errors");
-    compile(&Path::new(REPO).join("crates/cli/tests/c/api_errors.c"), &exe, &direct_flags());
-    let o = c_program(&exe).arg(&c.cfg_path).output().expect("run api_errors");
-    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
-    assert!(o.status.success(), "api_errors: {stdout}{}", String::from_utf8_lossy(&o.stderr));
-    let line = |name: &str| -> (i32, String) {
-        let l = stdout
-            .lines()
-            .find(|l| l.starts_with(&format!("{name} ")))
-            .unwrap_or_else(|| panic!("no line for {name} in {stdout}"));
-        let mut parts = l.splitn(3, ' ');
-        parts.next();
-        (parts.next().expect("a code").parse().expect("a number"), parts.next().unwrap_or("").to_string())
+    ok
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Writes mojim.pc for the built library into `dir` (with scripts/mojim-pc) and returns what
+/// `pkg-config` says for `args` with it.
+fn pkg_config(dir: &Path, args: &[&str]) -> Vec<String> {
+    let pc = dir.join("mojim.pc");
+    if !pc.exists() {
+        run(Command::new(repo().join("scripts/mojim-pc")).arg(libmojim()).arg(&pc));
+    }
+    let out = run(Command::new("pkg-config").env("PKG_CONFIG_PATH", dir).args(args).arg("mojim"));
+    String::from_utf8(out.stdout).expect("utf-8").split_whitespace().map(String::from).collect()
+}
+
+/// Compiles `source` into `dir` with `cc` (warnings are errors) and the given link flags.
+fn cc(dir: &Path, source: &Path, flags: &[String]) -> PathBuf {
+    let exe = dir.join(source.file_stem().expect("a file name"));
+    run(Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
+        .arg(&exe)
+        .arg(source)
+        .args(flags));
+    exe
+}
+
+/// Points the configuration's primary at the running mirror, for a program that reads it.
+fn aim_at_mirror(c: &mut Cluster) {
+    c.cfg.file.primary.mirror = c.mirror_addr();
+    write_private(&c.cfg_path, &toml::to_string(&c.cfg.file).expect("serialise")).expect("write mojim.toml");
+}
+
+/// The Fig. 1 state a run printed after a sync point returned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct State {
+    count: u64,
+    log: u64,
+}
+
+fn parse(line: &str) -> State {
+    let field = |name: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("fig1 printed {line:?}, not count=C log=S"))
     };
-    let expect = |name: &str, code: i32, says: &str| {
-        let (rc, msg) = line(name);
-        assert_eq!(rc, code, "{name}: {msg}");
-        assert!(msg.contains(says), "{name}: {msg:?} does not say {says:?}");
-    };
-    const EINVAL: i32 = -1;
-    const ERANGE: i32 = -2;
-    expect("open-null-path", EINVAL, "config_path is NULL");
-    expect("open-null-out", EINVAL, "out is NULL");
-    expect("open-missing", -3, "cannot read /nonexistent/mojim.toml");
-    expect("open-flags", EINVAL, "unknown flags 0x10");
-    expect("close-null", EINVAL, "handle is NULL");
-    expect("msync-null-handle", EINVAL, "handle is NULL");
-    expect("msync-outside", ERANGE, "is not inside the region");
-    expect("msync-past-end", ERANGE, "is not inside the region");
-    expect("msync-at-past-end", ERANGE, "outside the region");
-    expect("gmsync-null-ranges", EINVAL, "ranges is NULL but its count is 2");
-    expect("gmsync-one-outside", ERANGE, "is not inside the region");
-    expect("persist-null-ticket", EINVAL, "ticket is NULL");
-    expect("wait-bogus-lane", ERANGE, "names lane 60000");
-    expect("wait-null-ticket", EINVAL, "ticket is NULL");
-    expect("status-size-0", EINVAL, "out->size is 0");
-    let status = stdout.lines().find(|l| l.starts_with("status ")).expect("a status line");
-    assert!(status.contains("role=1 mode=2 mirror=0 lanes=2 region=1048576"), "{status}");
-    assert!(stdout.lines().last() == Some("ok"), "{stdout}");
-    // The valid calls reached the mirror.
+    State { count: field("count="), log: field("log=") }
+}
+
+/// Starts fig1 and collects the states it prints, in a thread, until it ends.
+fn start_fig1(
+    exe: &Path,
+    cfg: &Path,
+    iterations: Option<u64>,
+) -> (Child, std::thread::JoinHandle<Vec<State>>) {
+    let mut cmd = Command::new(exe);
+    cmd.arg(cfg);
+    if let Some(n) = iterations {
+        cmd.arg(n.to_string());
+    }
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("start fig1");
+    let out = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        // A line cut short by the kill is not a state the run printed.
+        let mut states = Vec::new();
+        for line in BufReader::new(out).split(b'\n') {
+            let line = String::from_utf8(line.expect("read fig1's output")).expect("utf-8");
+            states.push(parse(&line));
+        }
+        states
+    });
+    (child, reader)
+}
+
+/// The mirror's Fig. 1 state: its count and log, checked for agreement: entry i holds i + 1
+/// and the count is the log's size or one more.
+fn mirror_state(c: &Cluster) -> State {
     let mut admin = c.admin();
     wait_applied(&mut admin);
-    assert_eq!(&admin.read(0, 8).expect("read the mirror")[..], b"C API ok");
+    let head = admin.read(0, 16).expect("read the mirror's count and log size");
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    let s = State { count: word(&head[..8]), log: word(&head[8..16]) };
+    assert!(s.log <= (REGION - 16) / 8, "the mirror's log size {} is past the region", s.log);
+    assert!(
+        s.count == s.log || s.count == s.log + 1,
+        "on the mirror count={} and log={} disagree: the count is the log's size or one more",
+        s.count,
+        s.log
+    );
+    let log = admin.read(16, s.log * 8).expect("read the mirror's log");
+    for (i, e) in log.chunks(8).enumerate() {
+        assert_eq!(word(e), i as u64 + 1, "the mirror's log entry {i} (of {}) is wrong", s.log);
+    }
+    s
+}
+
+#[test]
+fn fig1_in_c_killed_at_random_keeps_count_and_log_consistent_on_the_mirror() {
+    if !have("cc", "gcc") || !have("pkg-config", "pkg-config") {
+        return;
+    }
+    let mut rng = Rng::new(seed("c_api_fig1"));
+    let mut c = Cluster::new("c-fig1", REGION, |_| {});
+    c.start_mirror();
+    aim_at_mirror(&mut c);
+    let build = TempDir::new("c-fig1-build");
+    let flags = pkg_config(build.path(), &["--cflags", "--libs"]);
+    let fig1 = cc(build.path(), &repo().join("examples/c/fig1.c"), &flags);
+
+    let mut acked = State::default();
+    for round in 0..ROUNDS {
+        let (mut child, reader) = start_fig1(&fig1, &c.cfg_path, None);
+        let run_for = Duration::from_millis(rng.range(20, 500));
+        std::thread::sleep(run_for);
+        let _ = child.kill();
+        let status = child.wait().expect("reap fig1");
+        let states = reader.join().expect("the reader thread");
+        assert!(
+            status.code().is_none(),
+            "round {round}: fig1 ended by itself ({status}) before it was killed; states: {:?}",
+            states.last()
+        );
+        // The states a run acknowledges only grow, and start from the last run's.
+        for w in states.windows(2) {
+            assert!(w[0] <= w[1], "round {round}: fig1 went back from {:?} to {:?}", w[0], w[1]);
+        }
+        if let Some(first) = states.first() {
+            assert!(*first >= acked, "round {round}: fig1 started at {first:?}, before {acked:?}");
+        }
+        let last = states.last().copied().unwrap_or(acked);
+        let mirror = mirror_state(&c);
+        assert!(
+            mirror.count >= last.count && mirror.log >= last.log,
+            "round {round}: fig1 acknowledged {last:?} but the mirror holds {mirror:?}"
+        );
+        println!(
+            "round {round}: killed after {run_for:?}: {} states, last {last:?}, mirror {mirror:?}",
+            states.len()
+        );
+        acked = last;
+    }
+    assert!(acked.log > 0, "fig1 appended nothing in {ROUNDS} rounds");
+
+    // A run to the end: its last state is exactly the mirror's.
+    let (mut child, reader) = start_fig1(&fig1, &c.cfg_path, Some(50));
+    let status = child.wait().expect("reap fig1");
+    let states = reader.join().expect("the reader thread");
+    assert!(status.success(), "fig1 with 50 iterations failed: {status}");
+    let last = *states.last().expect("fig1 printed its states");
+    assert!(last.log >= acked.log + 50, "50 iterations after {acked:?} ended at {last:?}");
+    assert_eq!(last.count, last.log, "a run that ends finishes its last iteration");
+    assert_eq!(mirror_state(&c), last, "the mirror holds another state than fig1's last");
+}
+
+/// The lines bad_input.c printed, by case: (code name, message).
+fn cases(out: &str) -> std::collections::HashMap<String, (String, String)> {
+    out.lines()
+        .filter_map(|l| {
+            let mut w = l.splitn(3, ' ');
+            Some((w.next()?.to_string(), (w.next()?.to_string(), w.next().unwrap_or("").to_string())))
+        })
+        .collect()
+}
+
+#[test]
+fn bad_input_through_c_gives_clear_codes_and_messages() {
+    if !have("cc", "gcc") || !have("pkg-config", "pkg-config") {
+        return;
+    }
+    let mut c = Cluster::new("c-bad-input", REGION, |_| {});
+    c.start_mirror();
+    aim_at_mirror(&mut c);
+    let build = TempDir::new("c-bad-input-build");
+    // Linked against libmojim.a, with what pkg-config says the static library needs.
+    let mut flags = pkg_config(build.path(), &["--cflags"]);
+    flags.push(libmojim().join("libmojim.a").to_str().expect("utf-8").to_string());
+    flags.extend(
+        pkg_config(build.path(), &["--static", "--libs-only-l"]).into_iter().filter(|f| f != "-lmojim"),
+    );
+    let exe = cc(build.path(), &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/bad_input.c"), &flags);
+    let out = run(Command::new(&exe).arg(&c.cfg_path));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    println!("{text}");
+    let got = cases(&text);
+    let expect = |case: &str, code: &str, needles: &[&str]| {
+        let (c, msg) = got.get(case).unwrap_or_else(|| panic!("bad_input printed no case {case}:\n{text}"));
+        assert_eq!(c, code, "case {case}: {msg}");
+        for n in needles {
+            assert!(msg.contains(n), "case {case}: the message {msg:?} does not say {n:?}");
+        }
+    };
+    expect(
+        "open-missing-config",
+        "MOJIM_ECONFIG",
+        &["configuration: cannot read /nonexistent/mojim-c-test.toml", "No such file"],
+    );
+    expect("open-null-path", "MOJIM_EINVAL", &["config_path is NULL"]);
+    expect("open-null-out", "MOJIM_EINVAL", &["out is NULL"]);
+    expect("open-unknown-flags", "MOJIM_EINVAL", &["unknown flag bits 0x6", "MOJIM_OPEN_INSECURE (0x1)"]);
+    expect("open", "MOJIM_OK", &[]);
+    for case in ["msync-before-base", "msync-past-end", "msync-far-away", "gmsync-one-outside"] {
+        expect(case, "MOJIM_ERANGE", &["pointer range 0x", "is not inside the region mapped at 0x"]);
+    }
+    expect("msync-null-ptr", "MOJIM_EINVAL", &["ptr is NULL"]);
+    expect("msync-null-handle", "MOJIM_EINVAL", &["the handle is NULL"]);
+    expect(
+        "msync-at-past-end",
+        "MOJIM_ERANGE",
+        &[&format!("range offset {REGION} len 1 is outside the region")],
+    );
+    expect("msync-at-overflow", "MOJIM_ERANGE", &["range offset 18446744073709551615 len 2 is outside"]);
+    expect("gmsync-null-range-ptr", "MOJIM_EINVAL", &["ranges[1].ptr is NULL"]);
+    expect(
+        "gmsync-null-ranges",
+        "MOJIM_EINVAL",
+        &["ranges is NULL: pass the group's array of 1 struct mojim_range"],
+    );
+    expect("gmsync-too-many", "MOJIM_ERANGE", &["group has 1025 ranges, the limit is 1024"]);
+    expect("gmsync-at-outside", "MOJIM_ERANGE", &["is outside the region"]);
+    expect("base-null-handle", "MOJIM_EINVAL", &[]);
+    expect("size-null-handle", "MOJIM_EINVAL", &[]);
+    for case in ["msync", "gmsync", "gmsync-at", "persist", "wait", "persist-at", "wait-at", "status"] {
+        expect(case, "MOJIM_OK", &[]);
+    }
+    expect("persist-null-ticket", "MOJIM_EINVAL", &["ticket is NULL"]);
+    expect("wait-forged", "MOJIM_EINVAL", &["was not issued by this handle or was changed"]);
+    expect(
+        "status-size-unset",
+        "MOJIM_EINVAL",
+        &["status size is 0: set out->size = sizeof(struct mojim_status)"],
+    );
+    expect("status-null", "MOJIM_EINVAL", &["out is NULL"]);
+    expect("status-short", "MOJIM_OK", &[]);
+    expect("close-null", "MOJIM_EINVAL", &["the handle is NULL"]);
+    expect("close", "MOJIM_OK", &[]);
+    let line = |prefix: &str| {
+        text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no {prefix} line:\n{text}"))
+    };
+    assert_eq!(
+        line("status-fields "),
+        format!(
+            "status-fields size=632 role=1 mode=2 mirror_state=1 lanes=2 acked_ok=1 vulnerable=none mirror={}",
+            c.mirror_addr()
+        )
+    );
+    assert_eq!(line("status-short-fields "), "status-short-fields size=16 untouched=1");
+    assert_eq!(line("strerror "), "strerror MOJIM_EBUG MOJIM_E?");
+    assert_eq!(line("threads "), "threads OK", "threads sharing a handle failed");
+
+    // What the good calls synced is on the mirror.
+    let mut admin = c.admin();
+    wait_applied(&mut admin);
+    assert_eq!(admin.read(0, 12).expect("read the mirror"), b"hello from C");
+    assert_eq!(admin.read(4096, 3).expect("read the mirror"), b"abc");
+    for t in 0..4u64 {
+        let counter = admin.read(8192 + t * 4096, 8).expect("read the mirror");
+        assert_eq!(counter, 200u64.to_le_bytes(), "thread {t}'s counter on the mirror");
+    }
 }

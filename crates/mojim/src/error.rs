@@ -1,6 +1,6 @@
 //! Mojim's errors, typed by whose fault they are.
 
-use mojim_core::encode::RangeError;
+pub use mojim_core::encode::RangeError;
 use mojim_core::handshake::HandshakeError;
 use mojim_core::receive::Violation;
 use mojim_format::handshake::RefuseCode;

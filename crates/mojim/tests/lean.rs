@@ -1,6 +1,7 @@
 //! The library an application links stays lean: its normal dependency tree holds at most
 //! `MAX_PACKAGES` distinct packages, and none of the tools' (command line, plots, progress
-//! bars, histograms, log formatting), which belong to `mojim-tools` and `mojim-cli`.
+//! bars, histograms, log formatting), which belong to `mojim-tools` and `mojim-cli`. The C
+//! library (`mojim-capi` over `mojim-ffi`) adds nothing to it.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -12,10 +13,15 @@ const TOOL_PACKAGES: &[&str] =
 /// The distinct packages (name, version) of the library's normal dependency tree, built with
 /// `features` (cargo tree's arguments).
 fn packages(features: &[&str]) -> BTreeSet<(String, String)> {
+    tree("mojim", features)
+}
+
+/// The distinct packages (name, version) of `package`'s normal dependency tree.
+fn tree(package: &str, features: &[&str]) -> BTreeSet<(String, String)> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
     let out = Command::new(cargo)
-        .args(["tree", "--offline", "--manifest-path", manifest, "-p", "mojim", "-e", "normal"])
+        .args(["tree", "--offline", "--manifest-path", manifest, "-p", package, "-e", "normal"])
         .args(["--prefix", "none", "--format", "{p}"])
         .args(features)
         .output()
@@ -52,4 +58,13 @@ fn the_library_dependency_tree_is_small_and_has_no_tools() {
         "the library's dependency tree grew to {} packages (at most {MAX_PACKAGES}): {names:?}",
         packages.len()
     );
+}
+
+#[test]
+fn the_c_library_links_the_library_and_nothing_else() {
+    let mut c = tree("mojim-capi", &[]);
+    let names: Vec<&str> = c.iter().map(|p| p.0.as_str()).collect();
+    println!("{} packages: {}", c.len(), names.join(" "));
+    c.retain(|p| p.0 != "mojim-capi" && p.0 != "mojim-ffi");
+    assert_eq!(c, packages(&[]), "libmojim (mojim-capi, mojim-ffi) depends on more than the library");
 }

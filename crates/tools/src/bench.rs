@@ -111,6 +111,10 @@ pub struct BenchArgs {
     /// The interposer for --lmdb (default: libmojim_preload.so beside the mojim executable).
     #[arg(long)]
     pub preload: Option<PathBuf>,
+    /// Compare the C API's sync points (mojim_msync, mojim_msync_at) with the Rust API's
+    /// (Primary::msync), taking turns on one primary per mode of --mode.
+    #[arg(long)]
+    pub c_api: bool,
     /// Print one JSON object per result instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -362,6 +366,9 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     }
     if a.transact.transact {
         return crate::transact::run(a);
+    }
+    if a.c_api {
+        return crate::bench_capi::run(a);
     }
     if a.mode.iter().any(|m| m.trim() == "resync") {
         return crate::bench_resync::run(a);

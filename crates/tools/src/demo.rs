@@ -160,6 +160,7 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         lmdb: false,
         lmdb_txns: 0,
         preload: None,
+        c_api: false,
         json: false,
     };
     println!();

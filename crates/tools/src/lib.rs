@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod bench_capi;
 pub mod bench_failover;
 pub mod bench_lmdb;
 pub mod bench_resync;

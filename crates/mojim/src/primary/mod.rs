@@ -180,15 +180,16 @@ impl Ticket {
         self.seq
     }
 
-    /// The ticket as plain numbers (session, lane, sequence number), for bindings that hand
-    /// tickets to other languages.
+    /// The ticket's parts: session id, lane and sequence number. For a binding that hands
+    /// tickets to another language and takes them back ([`Ticket::from_parts`]).
     pub fn to_parts(self) -> (u64, u16, u64) {
         (self.session, self.lane, self.seq)
     }
 
-    /// A ticket from [`Ticket::to_parts`]. Waiting for one that this primary did not hand out
-    /// fails when its lane does not exist, is treated as any ticket of an ended session when
-    /// its session is not the current one, and otherwise waits for that group.
+    /// The ticket [`Ticket::to_parts`] took apart. Only the parts of a ticket this primary
+    /// issued make sense to [`Primary::wait`]: made-up parts may name a lane it does not have
+    /// or a group that never comes. A binding must make sure it gets back what it gave out
+    /// (the C API checks a keyed tag).
     pub fn from_parts(session: u64, lane: u16, seq: u64) -> Ticket {
         Ticket { session, lane, seq }
     }
