@@ -75,6 +75,21 @@ unsafe impl Send for MappedFile {}
 // between threads creates no aliasing reference.
 unsafe impl Sync for MappedFile {}
 
+/// The first line of /proc/self/maps overlapping `[addr, addr + len)`, if it can be read.
+fn holder(addr: usize, len: usize) -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .find(|l| {
+            let range = l.split(' ').next().unwrap_or("");
+            let (lo, hi) = range.split_once('-').unwrap_or(("", ""));
+            match (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16)) {
+                (Ok(lo), Ok(hi)) => lo < addr + len && addr < hi,
+                _ => false,
+            }
+        })
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
 pub(crate) fn err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> MapError + 'a {
     move |source| MapError { path: path.to_path_buf(), op, source }
 }
@@ -109,6 +124,66 @@ impl MappedFile {
             std::fs::OpenOptions::new().read(true).write(true).open(path).map_err(err(path, "open"))?;
         let len = file.metadata().map_err(err(path, "stat"))?.len();
         Self::map(file, path, len)
+    }
+
+    /// Opens and maps an existing file at exactly `addr` (page-aligned), or fails: never
+    /// elsewhere, and never over another mapping (`MAP_FIXED_NOREPLACE`). Pointers stored in
+    /// the file stay valid across processes that map it so. A range already in use is an error
+    /// that names it and what holds it.
+    pub fn open_at(path: &Path, addr: usize) -> Result<MappedFile, MapError> {
+        let file =
+            std::fs::OpenOptions::new().read(true).write(true).open(path).map_err(err(path, "open"))?;
+        let len = file.metadata().map_err(err(path, "stat"))?.len();
+        let len = usize::try_from(len).map_err(|_| err(path, "map")(io::Error::other("file too large")))?;
+        if len == 0 {
+            return Err(err(path, "map")(io::Error::other("file is empty")));
+        }
+        if !addr.is_multiple_of(rustix::param::page_size()) || addr == 0 || addr.checked_add(len).is_none() {
+            return Err(err(path, "map at a fixed address")(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{addr:#x} is not a page-aligned address with room for {len} bytes"),
+            )));
+        }
+        // SAFETY: MAP_FIXED_NOREPLACE maps at `addr` only where nothing is mapped: it replaces
+        // and aliases nothing in this process (the kernel answers EEXIST instead).
+        let p = unsafe {
+            rustix::mm::mmap(
+                addr as *mut std::ffi::c_void,
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED | MapFlags::FIXED_NOREPLACE | MapFlags::POPULATE,
+                file.as_fd(),
+                0,
+            )
+        };
+        let p = match p {
+            Ok(p) if p as usize == addr => p,
+            Ok(p) => {
+                // A kernel without MAP_FIXED_NOREPLACE treats the address as a hint.
+                // SAFETY: the mapping just made, unused.
+                let _ = unsafe { rustix::mm::munmap(p, len) };
+                return Err(err(path, "map at a fixed address")(io::Error::other(format!(
+                    "the kernel mapped it at {:#x} instead of {addr:#x} (no MAP_FIXED_NOREPLACE: Linux 4.17 or later)",
+                    p as usize
+                ))));
+            }
+            Err(e) if e == rustix::io::Errno::EXIST => {
+                return Err(err(path, "map at a fixed address")(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!(
+                        "{addr:#x}..{:#x} is taken in this process{}: map it before anything else \
+                         takes the range (and with address space layout randomisation off)",
+                        addr + len,
+                        holder(addr, len).map_or(String::new(), |h| format!(" (by {h})"))
+                    ),
+                )))
+            }
+            Err(e) => return Err(err(path, "map at a fixed address")(e.into())),
+        };
+        let fs = rustix::fs::fstatfs(file.as_fd()).map_err(|e| err(path, "statfs")(e.into()))?;
+        let persistence =
+            if fs.f_type as u64 == TMPFS_MAGIC { Persistence::Memory } else { Persistence::File };
+        Ok(MappedFile { ptr: p.cast(), len, persistence, path: path.to_path_buf(), _file: file })
     }
 
     fn map(file: File, path: &Path, len: u64) -> Result<MappedFile, MapError> {
@@ -469,6 +544,70 @@ mod tests {
         let d = std::env::temp_dir().join(format!("mojim-region-test-{}-{name}", std::process::id()));
         let _ = std::fs::remove_file(&d);
         d
+    }
+
+    /// An address with `len` free bytes in this process: where the kernel put a mapping it
+    /// has just taken back.
+    fn free_address(len: usize) -> usize {
+        // SAFETY: a fresh anonymous mapping, unmapped at once; only its address is kept.
+        unsafe {
+            let p = rustix::mm::mmap_anonymous(std::ptr::null_mut(), len, ProtFlags::READ, MapFlags::PRIVATE)
+                .expect("mmap");
+            rustix::mm::munmap(p, len).expect("munmap");
+            p as usize
+        }
+    }
+
+    /// A file mapped at a fixed address is there, and there again when mapped anew: the same
+    /// bytes at the same addresses.
+    #[test]
+    fn open_at_maps_at_exactly_the_address() {
+        let p = tmp("at");
+        drop(MappedFile::create(&p, 3 * 4096).unwrap());
+        let addr = free_address(3 * 4096);
+        let m = MappedFile::open_at(&p, addr).unwrap();
+        assert_eq!(m.ptr as usize, addr);
+        m.write(4096, b"same place");
+        drop(m);
+        let m = MappedFile::open_at(&p, addr).unwrap();
+        assert_eq!(m.ptr as usize, addr);
+        let mut b = [0u8; 10];
+        m.read(4096, &mut b);
+        assert_eq!(&b, b"same place");
+        drop(m);
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    /// An address range in use is refused, naming it and what holds it; nothing is mapped
+    /// over it. An unaligned address is refused too.
+    #[test]
+    fn open_at_refuses_a_taken_or_unaligned_address() {
+        let p = tmp("taken");
+        drop(MappedFile::create(&p, 2 * 4096).unwrap());
+        // SAFETY: a fresh anonymous mapping this test owns, unmapped at its end.
+        let other = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                4096,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .unwrap();
+        // SAFETY: inside the test's own mapping.
+        unsafe { other.cast::<u8>().write(7) };
+        // The file's second page would land on `other`.
+        let e = MappedFile::open_at(&p, other as usize - 4096).err().expect("refused");
+        assert_eq!(e.source.kind(), io::ErrorKind::AddrInUse, "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains(&format!("{:#x}", other as usize - 4096)) && msg.contains("is taken"), "{msg}");
+        // SAFETY: still the test's mapping, untouched by the refused call.
+        assert_eq!(unsafe { other.cast::<u8>().read() }, 7);
+        let e = MappedFile::open_at(&p, 4097).err().expect("refused");
+        assert_eq!(e.source.kind(), io::ErrorKind::InvalidInput, "{e}");
+        // SAFETY: the test's mapping, unused after this.
+        unsafe { rustix::mm::munmap(other, 4096).unwrap() };
+        std::fs::remove_file(&p).unwrap();
     }
 
     #[test]
