@@ -75,6 +75,29 @@ unsafe impl Send for MappedFile {}
 // between threads creates no aliasing reference.
 unsafe impl Sync for MappedFile {}
 
+/// Opens an existing file for reading and writing, with its length.
+fn open_existing(path: &Path) -> Result<(File, u64), MapError> {
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(path).map_err(err(path, "open"))?;
+    let len = file.metadata().map_err(err(path, "stat"))?.len();
+    Ok((file, len))
+}
+
+/// A file length as a mapping's: not empty, and addressable.
+fn mappable_len(path: &Path, len: u64) -> Result<usize, MapError> {
+    let len = usize::try_from(len).map_err(|_| err(path, "map")(io::Error::other("file too large")))?;
+    if len == 0 {
+        return Err(err(path, "map")(io::Error::other("file is empty")));
+    }
+    Ok(len)
+}
+
+/// How stores into a page-cache (not DAX) mapping of `file` are made persistent: its file
+/// system is memory (tmpfs) or a disk.
+fn page_cache_persistence(file: &File, path: &Path) -> Result<Persistence, MapError> {
+    let fs = rustix::fs::fstatfs(file.as_fd()).map_err(|e| err(path, "statfs")(e.into()))?;
+    Ok(if fs.f_type as u64 == TMPFS_MAGIC { Persistence::Memory } else { Persistence::File })
+}
+
 /// The first line of /proc/self/maps overlapping `[addr, addr + len)`, if it can be read.
 fn holder(addr: usize, len: usize) -> Option<String> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
@@ -120,9 +143,7 @@ impl MappedFile {
 
     /// Opens and maps an existing file.
     pub fn open(path: &Path) -> Result<MappedFile, MapError> {
-        let file =
-            std::fs::OpenOptions::new().read(true).write(true).open(path).map_err(err(path, "open"))?;
-        let len = file.metadata().map_err(err(path, "stat"))?.len();
+        let (file, len) = open_existing(path)?;
         Self::map(file, path, len)
     }
 
@@ -131,13 +152,8 @@ impl MappedFile {
     /// the file stay valid across processes that map it so. A range already in use is an error
     /// that names it and what holds it.
     pub fn open_at(path: &Path, addr: usize) -> Result<MappedFile, MapError> {
-        let file =
-            std::fs::OpenOptions::new().read(true).write(true).open(path).map_err(err(path, "open"))?;
-        let len = file.metadata().map_err(err(path, "stat"))?.len();
-        let len = usize::try_from(len).map_err(|_| err(path, "map")(io::Error::other("file too large")))?;
-        if len == 0 {
-            return Err(err(path, "map")(io::Error::other("file is empty")));
-        }
+        let (file, len) = open_existing(path)?;
+        let len = mappable_len(path, len)?;
         if !addr.is_multiple_of(rustix::param::page_size()) || addr == 0 || addr.checked_add(len).is_none() {
             return Err(err(path, "map at a fixed address")(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -180,17 +196,12 @@ impl MappedFile {
             }
             Err(e) => return Err(err(path, "map at a fixed address")(e.into())),
         };
-        let fs = rustix::fs::fstatfs(file.as_fd()).map_err(|e| err(path, "statfs")(e.into()))?;
-        let persistence =
-            if fs.f_type as u64 == TMPFS_MAGIC { Persistence::Memory } else { Persistence::File };
+        let persistence = page_cache_persistence(&file, path)?;
         Ok(MappedFile { ptr: p.cast(), len, persistence, path: path.to_path_buf(), _file: file })
     }
 
     fn map(file: File, path: &Path, len: u64) -> Result<MappedFile, MapError> {
-        let len = usize::try_from(len).map_err(|_| err(path, "map")(io::Error::other("file too large")))?;
-        if len == 0 {
-            return Err(err(path, "map")(io::Error::other("file is empty")));
-        }
+        let len = mappable_len(path, len)?;
         let prot = ProtFlags::READ | ProtFlags::WRITE;
         // SAFETY: a fresh mapping at an address of the kernel's choosing (null hint, no
         // MAP_FIXED) replaces and aliases nothing in this process; MAP_SHARED_VALIDATE makes
@@ -220,9 +231,7 @@ impl MappedFile {
                     )
                 }
                 .map_err(|e| err(path, "map")(e.into()))?;
-                let fs = rustix::fs::fstatfs(file.as_fd()).map_err(|e| err(path, "statfs")(e.into()))?;
-                let memory = fs.f_type as u64 == TMPFS_MAGIC;
-                (p, if memory { Persistence::Memory } else { Persistence::File })
+                (p, page_cache_persistence(&file, path)?)
             }
         };
         Ok(MappedFile { ptr: ptr.cast(), len, persistence, path: path.to_path_buf(), _file: file })
