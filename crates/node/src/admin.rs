@@ -91,6 +91,10 @@ impl<C: Conn> AdminClient<C> {
     pub fn read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>> {
         let mut out = Vec::new();
         self.read_with(offset, len, |chunk| {
+            if out.is_empty() {
+                // Once the node has answered the read, room for all of it at once.
+                out.reserve_exact(len as usize);
+            }
             out.extend_from_slice(chunk);
             Ok(())
         })?;
