@@ -187,9 +187,10 @@ impl Ticket {
     }
 
     /// The ticket [`Ticket::to_parts`] took apart. Only the parts of a ticket this primary
-    /// issued make sense to [`Primary::wait`]: made-up parts may name a lane it does not have
-    /// or a group that never comes. A binding must make sure it gets back what it gave out
-    /// (the C API checks a keyed tag).
+    /// issued make sense to [`Primary::wait`]: made-up parts naming a lane the session does not
+    /// have are refused ([`RangeError::Ticket`]), and others
+    /// may name a group that never comes. A binding must make sure it gets back what it gave
+    /// out (the C API checks a keyed tag).
     pub fn from_parts(session: u64, lane: u16, seq: u64) -> Ticket {
         Ticket { session, lane, seq }
     }
