@@ -99,6 +99,46 @@ pub struct ConfigFile {
     /// `[cluster]`: failure detection, mirror loss and the coordinator.
     #[serde(default)]
     pub cluster: ClusterSection,
+    /// `[rvm]`: recoverable memory (the `mojim-rvm` crate and `rvm_*` in C).
+    #[serde(default)]
+    pub rvm: RvmSection,
+}
+
+/// `[rvm]`: recoverable memory, the Nephele API on a region. Every field has a default (shown
+/// as `key = default`); the `mojim-rvm` crate reads and checks them.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RvmSection {
+    /// `backend = "mojim"`: where commits go: "mojim" (this region, replicated to its mirror)
+    /// or "redis" (a Redis server, `redis` below).
+    pub backend: String,
+    /// `base = "0x600000000000"`: the virtual address recoverable memory is created at, the
+    /// first time; a recovery maps it where it was created, whatever this says.
+    pub base: String,
+    /// `tracking = "auto"`: how written pages are found: "uffd" (userfaultfd asynchronous
+    /// write protection, Linux 6.7+), "mprotect" (page protection and a SIGSEGV handler), or
+    /// "auto" (uffd if the kernel offers it, else mprotect).
+    pub tracking: String,
+    /// `redis = "127.0.0.1:6379"`: the Redis server of the "redis" backend.
+    pub redis: String,
+    /// `redis_key = "mojim-rvm"`: the prefix of every key the "redis" backend uses.
+    pub redis_key: String,
+    /// `redis_capacity = "64MiB"`: bytes of recoverable memory on the "redis" backend (on
+    /// "mojim" it is the region's size).
+    pub redis_capacity: String,
+}
+
+impl Default for RvmSection {
+    fn default() -> Self {
+        RvmSection {
+            backend: "mojim".into(),
+            base: "0x600000000000".into(),
+            tracking: "auto".into(),
+            redis: "127.0.0.1:6379".into(),
+            redis_key: "mojim-rvm".into(),
+            redis_capacity: "64MiB".into(),
+        }
+    }
 }
 
 /// `[cluster]`: failure detection, what a primary does without its mirror, and who decides
@@ -807,6 +847,19 @@ lease_margin_ms = 500
 # keep this file readable by its owner only (mode 0600; see docs/SECURITY.md).
 secret = "{secret}"
 insecure = false
+
+[rvm]
+# Recoverable memory (rvm_* in C, the mojim-rvm crate): where commits go, "mojim" (this region,
+# replicated) or "redis" (a Redis server at `redis`, keys under `redis_key`, `redis_capacity`
+# bytes of memory).
+backend = "mojim"
+# The address recoverable memory is created at the first time; recovery maps it back there.
+base = "0x600000000000"
+# How written pages are found: "auto", "uffd" (Linux 6.7+) or "mprotect".
+tracking = "auto"
+redis = "127.0.0.1:6379"
+redis_key = "mojim-rvm"
+redis_capacity = "64MiB"
 "#,
         uuid = format_uuid(uuid),
         size = format_size(size),

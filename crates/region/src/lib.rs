@@ -10,6 +10,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod arena;
 mod dirty;
 mod disk;
 mod files;
@@ -18,6 +19,7 @@ mod map;
 mod meta_ring;
 mod written;
 
+pub use arena::Arena;
 pub use dirty::DirtyMap;
 pub use disk::DiskRegion;
 pub use files::{LogFile, RegionFile};

@@ -99,7 +99,7 @@ fn page_cache_persistence(file: &File, path: &Path) -> Result<Persistence, MapEr
 }
 
 /// The first line of /proc/self/maps overlapping `[addr, addr + len)`, if it can be read.
-fn holder(addr: usize, len: usize) -> Option<String> {
+pub(crate) fn holder(addr: usize, len: usize) -> Option<String> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
     maps.lines()
         .find(|l| {
@@ -426,6 +426,11 @@ impl fmt::Debug for MapSlice<'_> {
 }
 
 impl<'a> MapSlice<'a> {
+    /// A view of `len` bytes at `ptr`, which the owner `'a` keeps valid for reads and writes.
+    pub(crate) fn from_parts(ptr: NonNull<u8>, len: usize, map: PhantomData<&'a MappedFile>) -> MapSlice<'a> {
+        MapSlice { ptr, len, _map: map }
+    }
+
     /// A view of no bytes.
     pub fn empty() -> MapSlice<'static> {
         MapSlice { ptr: NonNull::dangling(), len: 0, _map: PhantomData }

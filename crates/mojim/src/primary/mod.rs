@@ -472,6 +472,27 @@ where
         Ok(())
     }
 
+    /// Copies `src`, bytes of another mapping (a recoverable-memory arena, say), into the
+    /// region at `offset` (a store, not a sync point).
+    pub fn write_from(&self, offset: u64, src: mojim_region::MapSlice<'_>) -> Result<()> {
+        self.check(offset, src.len() as u64)?;
+        self.inner.region.write_from(offset, src);
+        Ok(())
+    }
+
+    /// Whether `ranges` would be accepted as one group by a sync point now, without sending
+    /// anything: inside the region, at most `[limits] max_ranges` of them, and (while a mirror
+    /// is connected) small enough for one lane's log. The error says which limit and by how
+    /// much.
+    pub fn check_group(&self, ranges: &[Range]) -> Result<()> {
+        let link = self.inner.link.read().unwrap_or_else(|p| p.into_inner()).clone();
+        match link {
+            Some(link) => check_group(ranges, &link.limits)?,
+            None => check_group(ranges, &self.inner.local_limits)?,
+        };
+        Ok(())
+    }
+
     /// Copies region bytes at `offset` into `out`.
     pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<()> {
         self.check(offset, out.len() as u64)?;

@@ -95,10 +95,17 @@ impl WrittenPages {
 
     /// Hands `found(offset, len)` (bytes from the range's start, whole pages) every run of
     /// pages written since the last collect, in address order, and starts watching them again.
-    pub fn collect(&mut self, mut found: impl FnMut(u64, u64)) -> io::Result<()> {
+    pub fn collect(&mut self, found: impl FnMut(u64, u64)) -> io::Result<()> {
+        self.collect_upto(u64::MAX, found)
+    }
+
+    /// As [`WrittenPages::collect`], for the first `upto` bytes of the range only: pages past
+    /// them keep their marks for a later collect. A scan costs what it covers, so a range
+    /// reserved large and used from its start is collected up to what is in use.
+    pub fn collect_upto(&mut self, upto: u64, mut found: impl FnMut(u64, u64)) -> io::Result<()> {
         match &mut self.inner {
-            Inner::Uffd(u) => u.collect(&mut found),
-            Inner::Mprotect(p) => p.collect(&mut found),
+            Inner::Uffd(u) => u.collect(upto, &mut found),
+            Inner::Mprotect(p) => p.collect(upto, &mut found),
         }
     }
 }

@@ -78,20 +78,20 @@ impl Protect {
         Ok(me)
     }
 
-    /// Hands `found(offset, len)` every run of pages written since the last call, in address
-    /// order, and makes them read-only again.
-    pub(super) fn collect(&mut self, found: &mut dyn FnMut(u64, u64)) -> io::Result<()> {
+    /// Hands `found(offset, len)` every run of pages in the first `upto` bytes written since
+    /// the last call, in address order, and makes them read-only again.
+    pub(super) fn collect(&mut self, upto: u64, found: &mut dyn FnMut(u64, u64)) -> io::Result<()> {
+        let pages = (upto / self.page as u64).min(self.pages as u64) as usize;
         let mut run: Option<(usize, usize)> = None;
-        for (w, word) in self.bits.iter().enumerate() {
+        for (w, word) in self.bits[..pages.div_ceil(64)].iter().enumerate() {
+            // Only the word's pages below `pages`; the rest keep their marks.
+            let mask = if (w + 1) * 64 <= pages { u64::MAX } else { (1u64 << (pages - w * 64)) - 1 };
             // Taken before the pages are protected again: a write in between lands in a page
             // whose bytes the caller copies after this returns.
-            let mut taken = word.swap(0, Ordering::AcqRel);
+            let mut taken = word.fetch_and(!mask, Ordering::AcqRel) & mask;
             while taken != 0 {
                 let p = w * 64 + taken.trailing_zeros() as usize;
                 taken &= taken - 1;
-                if p >= self.pages {
-                    break;
-                }
                 run = match run {
                     Some((first, n)) if first + n == p => Some((first, n + 1)),
                     Some(r) => {

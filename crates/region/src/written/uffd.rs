@@ -162,10 +162,10 @@ impl Uffd {
         })
     }
 
-    /// Hands `found(offset, len)` every run of pages written since the last call, in address
-    /// order, and protects them again.
-    pub(super) fn collect(&mut self, found: &mut dyn FnMut(u64, u64)) -> io::Result<()> {
-        let end = self.start + self.len;
+    /// Hands `found(offset, len)` every run of pages in the first `upto` bytes written since
+    /// the last call, in address order, and protects them again.
+    pub(super) fn collect(&mut self, upto: u64, found: &mut dyn FnMut(u64, u64)) -> io::Result<()> {
+        let end = self.start + self.len.min(upto);
         let mut from = self.start;
         while from < end {
             let mut arg = PmScanArg {
