@@ -127,6 +127,14 @@ impl Arena {
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len()) }
     }
 
+    /// Sets `len` bytes at `offset` to zero (stores, tracked like any other).
+    pub fn zero(&self, offset: usize, len: usize) {
+        self.check(offset, len);
+        // SAFETY: `[offset, offset + len)` lies in the mapping (checked above), which lives as
+        // long as `self`. Raw stores, no reference made.
+        unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(offset), 0, len) }
+    }
+
     /// Reads the little-endian `u64` at `offset`.
     pub fn load_u64(&self, offset: usize) -> u64 {
         let mut b = [0; 8];

@@ -167,9 +167,8 @@ impl Rvm {
         Ok(rvm)
     }
 
-    /// Allocates `size` bytes of recoverable memory (`rvm_alloc`): 16-byte aligned, or
-    /// page-aligned past 4 KiB. Not zeroed when reused, like `malloc`. It is recoverable once a
-    /// commit has run after it.
+    /// Allocates `size` bytes of recoverable memory (`rvm_alloc`), zeroed: 16-byte aligned,
+    /// or page-aligned past 4 KiB. It is recoverable once a commit has run after it.
     pub fn alloc(&self, size: usize) -> Result<*mut u8> {
         let mut st = lock(&self.state);
         let size = (size as u64).max(1);
@@ -401,8 +400,10 @@ impl State {
             self.arena.write(e.offset as usize, &slab);
             head = e.addr;
         }
-        let next = self.arena.load_u64((head - self.base()) as usize);
+        let at = (head - self.base()) as usize;
+        let next = self.arena.load_u64(at);
         self.arena.store_u64(head_at, next);
+        self.arena.zero(at, class_size(c) as usize);
         Ok(head)
     }
 
@@ -410,7 +411,14 @@ impl State {
         let len = size
             .checked_next_multiple_of(PAGE)
             .ok_or_else(|| RvmError::Full { wanted: size, why: "no memory is that large".into() })?;
-        Ok(self.new_block(len, Kind::Large)?.addr)
+        let hwm = self.arena.load_u64(at::HWM);
+        let e = self.new_block(len, Kind::Large)?;
+        if e.offset < hwm {
+            // Reused: it holds what it held before it was freed. (Past the old high-water
+            // mark the arena has never been written: zero already.)
+            self.arena.zero(e.offset as usize, e.len as usize);
+        }
+        Ok(e.addr)
     }
 
     fn free(&mut self, addr: u64) -> Result<()> {
