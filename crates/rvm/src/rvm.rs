@@ -159,7 +159,7 @@ impl Rvm {
         }
         st.arena.track(opts.tracking).map_err(RvmError::io("track writes to recoverable memory"))?;
         let rvm = Rvm { state: Mutex::new(st), base, capacity };
-        if rvm.state.lock().expect("new").stats.recovery.is_none() {
+        if lock(&rvm.state).stats.recovery.is_none() {
             // An empty table, persisted before anything is allocated (report §2.1.2).
             lock(&rvm.state).fresh.push((0, META_LEN));
             rvm.txn_commit()?;
@@ -339,7 +339,9 @@ impl State {
             (0..h.blocks).map(|i| (i, self.entry(i))).find(|(_, e)| e.kind == Kind::Free && e.len >= len);
         let (i, e) = match reuse {
             Some((i, free)) => {
-                if free.len > len && h.blocks < TABLE_CAP {
+                // Split off the rest as a free block of its own, if the table has room for it.
+                let split = free.len > len && h.blocks < TABLE_CAP;
+                if split {
                     let rest = Entry {
                         addr: free.addr + len,
                         offset: free.offset + len,
@@ -349,8 +351,7 @@ impl State {
                     self.set_entry(h.blocks, &rest);
                     self.arena.write(at::BLOCKS, &(h.blocks + 1).to_le_bytes());
                 }
-                let len = if free.len > len && h.blocks < TABLE_CAP { len } else { free.len };
-                (i, Entry { len, kind, ..free })
+                (i, Entry { len: if split { len } else { free.len }, kind, ..free })
             }
             None => {
                 if h.blocks >= TABLE_CAP {
