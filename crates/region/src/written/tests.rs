@@ -116,6 +116,63 @@ fn mprotect_finds_exactly_the_written_pages_of_shared_memory() {
 }
 
 /// More written runs than one scan returns (512): the collect scans on from where it stopped.
+/// Makes `userfaultfd(2)` fail with ENOSYS in the calling thread (and only there), as on a
+/// kernel built without it: a seccomp filter.
+fn deny_userfaultfd_in_this_thread() {
+    const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+    const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+    let nr = libc::SYS_userfaultfd as u32;
+    let filter = [
+        // A = seccomp_data.nr
+        libc::sock_filter { code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16, jt: 0, jf: 0, k: 0 },
+        // if A == userfaultfd: next, else skip one
+        libc::sock_filter { code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16, jt: 0, jf: 1, k: nr },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+        },
+        libc::sock_filter { code: (libc::BPF_RET | libc::BPF_K) as u16, jt: 0, jf: 0, k: SECCOMP_RET_ALLOW },
+    ];
+    let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr().cast_mut() };
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments; PR_SET_SECCOMP reads the program
+    // `prog` points to, which lives through the call. The filter only turns one system call
+    // into an error, for this thread (no TSYNC).
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0, "no_new_privs");
+        assert_eq!(
+            libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog as *const libc::sock_fprog),
+            0,
+            "install the seccomp filter: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+#[test]
+fn without_userfaultfd_page_protection_is_chosen_and_says_why() {
+    // A thread of its own: the filter stays with it and ends with it.
+    std::thread::spawn(|| {
+        deny_userfaultfd_in_this_thread();
+        let page = rustix::param::page_size();
+        let m = Mapping::anonymous(16 * page);
+        // SAFETY: the test's own mapping, alive until the tracker is dropped below.
+        let mut t = unsafe { WrittenPages::new(m.ptr, m.len, None) }.expect("track");
+        assert_eq!(t.method(), Method::Mprotect);
+        let why = t.fallback().expect("the fallback says why");
+        assert!(why.contains("userfaultfd"), "{why}");
+        m.write(3 * page, 1);
+        assert_eq!(collected(&mut t), runs(page as u64, &[3]));
+        drop(t);
+        // Asked for by name, userfaultfd is an error, not a silent fallback.
+        // SAFETY: as above.
+        assert!(unsafe { WrittenPages::new(m.ptr, m.len, Some(Method::UffdAsync)) }.is_err());
+    })
+    .join()
+    .expect("the test thread");
+}
+
 #[test]
 fn uffd_collects_more_runs_than_one_scan_holds() {
     let page = rustix::param::page_size();
