@@ -134,9 +134,7 @@ impl Rmem for MojimRmem {
     fn commit(&mut self, runs: &[(u64, u64)], memory: &Arena) -> Result<()> {
         bridge(runs, self.max_ranges, &mut self.group);
         self.redo.begin(runs)?;
-        for &(off, len) in runs {
-            self.redo.write(memory.view(off as usize, len as usize))?;
-        }
+        self.redo.write_runs(memory, runs)?;
         self.redo.seal()?;
         // The redo file holds the commit whole: now the region may hold part of it for a while.
         for &(off, len) in runs {

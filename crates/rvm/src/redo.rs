@@ -26,8 +26,9 @@
 
 use crate::error::{Result, RvmError};
 use mojim_format::checksum::{crc32c, crc32c_append};
-use mojim_region::MapSlice;
+use mojim_region::Arena;
 use std::fs::File;
+use std::io::IoSlice;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -149,11 +150,34 @@ impl Redo {
         Ok(())
     }
 
-    /// Writes the next run's bytes.
-    pub fn write(&mut self, data: MapSlice<'_>) -> Result<()> {
-        data.write_all_at(&self.file, self.next)
-            .map_err(RvmError::io(format!("write {}", self.path.display())))?;
-        self.next += data.len() as u64;
+    /// Writes the bytes of `runs` (the ones [`Redo::begin`] got), taken from `memory` at the
+    /// same offsets: one `pwritev` per 64 runs, straight from the arena.
+    pub fn write_runs(&mut self, memory: &Arena, runs: &[(u64, u64)]) -> Result<()> {
+        const BATCH: usize = 64;
+        let err = |path: &Path| RvmError::io(format!("write {}", path.display()));
+        for chunk in runs.chunks(BATCH) {
+            let mut iov = [IoSlice::new(&[]); BATCH];
+            let mut total = 0;
+            for (v, &(o, l)) in iov.iter_mut().zip(chunk) {
+                *v = memory.view(o as usize, l as usize).io_slice();
+                total += l;
+            }
+            let n = rustix::io::pwritev(&self.file, &iov[..chunk.len()], self.next)
+                .map_err(|e| err(&self.path)(e.into()))? as u64;
+            // A short write: the rest run by run, from where it stopped.
+            let mut at = 0;
+            for &(o, l) in chunk {
+                if n < at + l {
+                    let skip = n.saturating_sub(at);
+                    memory
+                        .view((o + skip) as usize, (l - skip) as usize)
+                        .write_all_at(&self.file, self.next + at + skip)
+                        .map_err(err(&self.path))?;
+                }
+                at += l;
+            }
+            self.next += total;
+        }
         Ok(())
     }
 
@@ -201,23 +225,23 @@ mod tests {
         let a = mojim_region::Arena::map_at(0x5b00_0000_0000, 3 << 12).unwrap();
         a.write(0, &[1; 4096]);
         a.write(8192, &[2; 4096]);
-        r.begin(&[(4096, 4096), (65536, 4096)]).unwrap();
-        r.write(a.view(0, 4096)).unwrap();
-        r.write(a.view(8192, 4096)).unwrap();
+        // Arena offsets stand for region offsets here: runs at 0 and 8192.
+        r.begin(&[(0, 4096), (8192, 4096)]).unwrap();
+        r.write_runs(&a, &[(0, 4096), (8192, 4096)]).unwrap();
         assert!(Redo::open(&region).unwrap().pending().unwrap().is_none(), "not sealed yet");
         r.seal().unwrap();
         let p = Redo::open(&region).unwrap().pending().unwrap().expect("sealed");
-        assert_eq!(p, vec![(4096, vec![1; 4096]), (65536, vec![2; 4096])]);
+        assert_eq!(p, vec![(0, vec![1; 4096]), (8192, vec![2; 4096])]);
         // A new commit begins by un-sealing: a crash while it is staged finds nothing.
         r.begin(&[(0, 4096)]).unwrap();
         assert!(Redo::open(&region).unwrap().pending().unwrap().is_none());
-        r.write(a.view(0, 4096)).unwrap();
+        r.write_runs(&a, &[(0, 4096)]).unwrap();
         r.seal().unwrap();
         r.clear().unwrap();
         assert!(Redo::open(&region).unwrap().pending().unwrap().is_none());
         // Damage is named, not taken for a commit.
         r.begin(&[(0, 4096)]).unwrap();
-        r.write(a.view(0, 4096)).unwrap();
+        r.write_runs(&a, &[(0, 4096)]).unwrap();
         r.seal().unwrap();
         std::fs::OpenOptions::new()
             .write(true)
