@@ -23,7 +23,8 @@
 //! ```
 //!
 //! Layers, as in the report: [`Rvm`] (allocation, the block table, commit and recovery) over
-//! the [`Rmem`] trait, implemented by [`MojimRmem`] (a Mojim region and its mirror).
+//! the [`Rmem`] trait, implemented by [`MojimRmem`] (a Mojim region and its mirror) and
+//! [`RedisRmem`] (a Redis server: shadow pages switched in by one `MULTI`/`EXEC`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -31,6 +32,7 @@ mod error;
 pub mod layout;
 mod mojim_rmem;
 mod options;
+pub mod redis;
 mod redo;
 mod rmem;
 mod rvm;
@@ -39,6 +41,7 @@ pub use error::{Result, RvmError};
 pub use mojim_region::WriteTracking;
 pub use mojim_rmem::MojimRmem;
 pub use options::{parse_base, parse_tracking, Backend, RvmOptions, DEFAULT_BASE};
+pub use redis::{RedisOptions, RedisRmem};
 pub use redo::path_beside as redo_path;
 pub use rmem::Rmem;
 pub use rvm::{Recovery, Rvm, RvmStatus};

@@ -1,14 +1,19 @@
 //! How to open recoverable memory: from the `[rvm]` section of a configuration file.
 
 use crate::error::{Result, RvmError};
+use crate::redis::RedisOptions;
+use mojim::config::RvmSection;
 use mojim::{Config, PrimaryOptions};
 use mojim_region::WriteTracking;
 
 /// Where recoverable memory's bytes are kept.
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)] // made once per open: not worth a box in every match
 pub enum Backend {
     /// A Mojim region, replicated to its mirror (`[rvm] backend = "mojim"`).
     Mojim(PrimaryOptions),
+    /// A Redis server (`[rvm] backend = "redis"`, `redis`, `redis_key`, `redis_capacity`).
+    Redis(RedisOptions),
 }
 
 /// How to open recoverable memory.
@@ -29,11 +34,12 @@ pub const DEFAULT_BASE: usize = 0x6000_0000_0000;
 
 impl RvmOptions {
     /// Options from a configuration file's `[rvm]` section (and `[region]`, `[primary]` for
-    /// the Mojim backend).
+    /// the Mojim backend; the Redis backend reads `[rvm]` only).
     pub fn from_config(cfg: &Config, insecure: bool) -> Result<RvmOptions> {
         let r = &cfg.file.rvm;
         let backend = match r.backend.as_str() {
             "mojim" => Backend::Mojim(PrimaryOptions::from_config(cfg, insecure)?),
+            "redis" => Backend::Redis(redis_options(r)?),
             other => {
                 return Err(RvmError::Config(format!(
                     "[rvm] backend = \"{other}\" is not a backend: use \"mojim\" or \"redis\""
@@ -42,6 +48,21 @@ impl RvmOptions {
         };
         Ok(RvmOptions { backend, base: parse_base(&r.base)?, tracking: parse_tracking(&r.tracking)? })
     }
+}
+
+/// `[rvm] redis`, `redis_key` and `redis_capacity`, checked (the timeout is
+/// [`RedisOptions::DEFAULT_TIMEOUT`]).
+pub fn redis_options(r: &RvmSection) -> Result<RedisOptions> {
+    let capacity = mojim::size::parse_size(&r.redis_capacity)
+        .map_err(|e| RvmError::Config(format!("[rvm] redis_capacity: {e}")))?;
+    let o = RedisOptions {
+        addr: r.redis.trim().to_string(),
+        key: r.redis_key.clone(),
+        capacity,
+        timeout: RedisOptions::DEFAULT_TIMEOUT,
+    };
+    o.check()?;
+    Ok(o)
 }
 
 /// `[rvm] base`: a page-aligned address, in hex (`0x…`) or decimal.
@@ -82,5 +103,48 @@ mod tests {
         assert!(parse_base("0").is_err());
         assert_eq!(parse_tracking("mprotect").unwrap(), Some(WriteTracking::Mprotect));
         assert!(parse_tracking("soft-dirty").unwrap_err().to_string().contains("soft-dirty"));
+    }
+
+    fn config(change: impl FnOnce(&mut RvmSection)) -> Config {
+        let mut c = Config { file: Default::default(), base: Default::default() };
+        c.file.rvm.backend = "redis".into();
+        change(&mut c.file.rvm);
+        c
+    }
+
+    #[test]
+    fn the_redis_backend_is_read_from_the_rvm_section_alone() {
+        let o = RvmOptions::from_config(&config(|r| r.redis_capacity = "1MiB".into()), false).unwrap();
+        match o.backend {
+            Backend::Redis(r) => {
+                assert_eq!(
+                    (r.addr.as_str(), r.key.as_str(), r.capacity),
+                    ("127.0.0.1:6379", "mojim-rvm", 1 << 20)
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        let defaults = RvmOptions::from_config(&config(|_| {}), false).unwrap();
+        assert!(
+            matches!(defaults.backend, Backend::Redis(RedisOptions { capacity, .. }) if capacity == 64 << 20)
+        );
+    }
+
+    #[test]
+    fn bad_redis_settings_are_named() {
+        type Change = fn(&mut RvmSection);
+        let cases: [(Change, &str); 5] = [
+            (|r| r.redis_capacity = "lots".into(), "[rvm] redis_capacity: \"lots\""),
+            (|r| r.redis_capacity = "4KiB".into(), "[rvm] redis_capacity = 4096"),
+            (|r| r.redis = "redis.example".into(), "[rvm] redis = \"redis.example\""),
+            (|r| r.redis_key = "".into(), "[rvm] redis_key = \"\""),
+            (|r| r.backend = "memcached".into(), "\"memcached\" is not a backend"),
+        ];
+        for (change, named) in cases {
+            match RvmOptions::from_config(&config(change), false) {
+                Err(RvmError::Config(m)) => assert!(m.contains(named), "{m}"),
+                other => panic!("{named}: {other:?}"),
+            }
+        }
     }
 }

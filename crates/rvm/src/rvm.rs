@@ -107,6 +107,7 @@ impl Rvm {
         let t0 = Instant::now();
         let store: Box<dyn Rmem> = match &opts.backend {
             Backend::Mojim(p) => Box::new(crate::MojimRmem::open(p)?),
+            Backend::Redis(r) => Box::new(crate::RedisRmem::connect(r)?),
         };
         Rvm::open_on(store, opts, t0)
     }

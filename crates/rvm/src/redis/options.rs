@@ -1,0 +1,99 @@
+//! How to reach the Redis server of the Redis backend, checked.
+
+use crate::error::{Result, RvmError};
+use crate::layout::{META_LEN, PAGE};
+use std::time::Duration;
+
+/// The longest key prefix taken, in bytes.
+pub const MAX_KEY_LEN: usize = 256;
+
+/// How to reach the Redis server that holds recoverable memory.
+#[derive(Clone, Debug)]
+pub struct RedisOptions {
+    /// The server, `host:port` (`[rvm] redis`).
+    pub addr: String,
+    /// The prefix of every key (`[rvm] redis_key`).
+    pub key: String,
+    /// Bytes of recoverable memory, whole pages (`[rvm] redis_capacity`).
+    pub capacity: u64,
+    /// How long to wait to connect, and for each read or write on the connection.
+    pub timeout: Duration,
+}
+
+impl RedisOptions {
+    /// The timeout `[rvm]` settings get.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// Checks every field; the error names the setting and the fix.
+    pub fn check(&self) -> Result<()> {
+        let bad = |m: String| Err(RvmError::Config(m));
+        let port =
+            self.addr.rsplit_once(':').and_then(|(h, p)| p.parse::<u16>().ok().filter(|_| !h.is_empty()));
+        if port.is_none_or(|p| p == 0) {
+            return bad(format!(
+                "[rvm] redis = {:?} is not host:port: use e.g. \"127.0.0.1:6379\"",
+                self.addr
+            ));
+        }
+        if self.key.is_empty()
+            || self.key.len() > MAX_KEY_LEN
+            || self.key.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return bad(format!(
+                "[rvm] redis_key = {:?} is not a key prefix: use 1 to {MAX_KEY_LEN} bytes without spaces \
+                 or control characters, e.g. \"mojim-rvm\"",
+                self.key
+            ));
+        }
+        if self.capacity < META_LEN + PAGE || !self.capacity.is_multiple_of(PAGE) {
+            return bad(format!(
+                "[rvm] redis_capacity = {} bytes is not a whole number of {PAGE}-byte pages of at least {} \
+                 (the meta block and a page): use e.g. \"64MiB\"",
+                self.capacity,
+                META_LEN + PAGE
+            ));
+        }
+        if self.timeout.is_zero() {
+            return bad("the Redis timeout is zero: use e.g. RedisOptions::DEFAULT_TIMEOUT".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> RedisOptions {
+        RedisOptions {
+            addr: "127.0.0.1:6379".into(),
+            key: "mojim-rvm".into(),
+            capacity: 1 << 20,
+            timeout: RedisOptions::DEFAULT_TIMEOUT,
+        }
+    }
+
+    #[test]
+    fn options_are_checked_and_each_error_names_its_setting() {
+        opts().check().unwrap();
+        type Change = fn(&mut RedisOptions);
+        let cases: [(Change, &str); 8] = [
+            (|o| o.addr = "localhost".into(), "[rvm] redis ="),
+            (|o| o.addr = "127.0.0.1:99999".into(), "[rvm] redis ="),
+            (|o| o.addr = ":6379".into(), "[rvm] redis ="),
+            (|o| o.key = String::new(), "[rvm] redis_key"),
+            (|o| o.key = "a b".into(), "[rvm] redis_key"),
+            (|o| o.capacity = (1 << 20) + 1, "[rvm] redis_capacity"),
+            (|o| o.capacity = META_LEN, "[rvm] redis_capacity"),
+            (|o| o.timeout = Duration::ZERO, "timeout"),
+        ];
+        for (change, named) in cases {
+            let mut o = opts();
+            change(&mut o);
+            match o.check() {
+                Err(RvmError::Config(m)) => assert!(m.contains(named), "{m}"),
+                other => panic!("{o:?}: {other:?}"),
+            }
+        }
+    }
+}
