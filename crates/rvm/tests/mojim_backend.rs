@@ -1,29 +1,29 @@
-//! Recoverable memory on the Mojim backend, against a mirror in this process: allocation,
-//! commit, same-address recovery of pointer-rich structures, and every bad input the API
-//! refuses.
+//! Recoverable memory on the Mojim backend, against a mirror in this process: the suite every
+//! backend passes (tests/suite), then what is the Mojim backend's own: a commit without the
+//! mirror under either policy, and a commit larger than a lane's log.
+
+mod suite;
 
 use mojim::config::random_uuid;
 use mojim::config::OnMirrorLoss;
 use mojim::{create_region, FailurePolicy, Limits, Mode, PrimaryOptions, RegionId, Secret};
 use mojim_node::{Mirror, MirrorHandle, MirrorOptions};
 use mojim_rvm::{Backend, Rvm, RvmError, RvmOptions, WriteTracking};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
+use suite::{base, Dir, Store};
 
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("mojim-rvm-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
+/// A region and its mirror, in a folder of the test's.
+struct Cluster {
+    mirror: Option<MirrorHandle>,
+    dir: Dir,
 }
 
-impl Drop for Dir {
+impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if let Some(m) = self.mirror.take() {
+            m.shutdown();
+        }
     }
 }
 
@@ -85,233 +85,49 @@ fn options(dir: &Path, mirror: &str, base: usize, tracking: WriteTracking) -> Rv
     RvmOptions { backend: Backend::Mojim(p), base, tracking: Some(tracking) }
 }
 
-/// One address range per test, so tests in parallel threads never collide.
-fn base(test: usize) -> usize {
-    0x6100_0000_0000 + (test << 36)
-}
-
-#[repr(C)]
-struct Node {
-    value: u64,
-    next: *mut Node,
-}
-
-#[repr(C)]
-struct Tree {
-    key: u64,
-    left: *mut Tree,
-    right: *mut Tree,
-}
-
-#[repr(C)]
-struct Root {
-    list: *mut Node,
-    tree: *mut Tree,
-    big: *mut u64,
-}
-
-unsafe fn insert(rvm: &Rvm, t: *mut *mut Tree, key: u64) {
-    unsafe {
-        let mut at = t;
-        while !(*at).is_null() {
-            at = if key < (**at).key { &mut (**at).left } else { &mut (**at).right };
-        }
-        let n = rvm.alloc(std::mem::size_of::<Tree>()).unwrap() as *mut Tree;
-        n.write(Tree { key, left: std::ptr::null_mut(), right: std::ptr::null_mut() });
-        *at = n;
+impl Store for Cluster {
+    fn create(name: &str, size: u64) -> Cluster {
+        let dir = Dir::new(name);
+        let (_, m) = cluster(&dir.0, size);
+        Cluster { mirror: Some(m), dir }
     }
-}
 
-unsafe fn in_order(t: *mut Tree, out: &mut Vec<u64>) {
-    unsafe {
-        if t.is_null() {
-            return;
-        }
-        in_order((*t).left, out);
-        out.push((*t).key);
-        in_order((*t).right, out);
+    fn options(&self, base: usize, tracking: WriteTracking) -> RvmOptions {
+        options(&self.dir.0, self.mirror.as_ref().expect("running").addr(), base, tracking)
     }
-}
 
-fn build(rvm: &Rvm) {
-    unsafe {
-        let root = rvm.alloc(std::mem::size_of::<Root>()).unwrap() as *mut Root;
-        root.write(Root {
-            list: std::ptr::null_mut(),
-            tree: std::ptr::null_mut(),
-            big: std::ptr::null_mut(),
-        });
-        for v in 0..100u64 {
-            let n = rvm.alloc(std::mem::size_of::<Node>()).unwrap() as *mut Node;
-            n.write(Node { value: v * v, next: (*root).list });
-            (*root).list = n;
-        }
-        for k in [50u64, 20, 80, 10, 30, 70, 90, 25, 75, 5] {
-            insert(rvm, &mut (*root).tree, k);
-        }
-        let big = rvm.alloc(3 * 4096 + 100).unwrap() as *mut u64;
-        for i in 0..(3 * 4096 + 100) / 8 {
-            *big.add(i) = i as u64 ^ 0xdead;
-        }
-        (*root).big = big;
-        rvm.set_usr_data(root as *mut u8).unwrap();
+    fn stored(&self, len: usize) -> Vec<u8> {
+        let mut b = vec![0; len];
+        mojim_region::RegionFile::open(&self.dir.0.join("region.mojim")).unwrap().read(0, &mut b);
+        b
     }
-}
 
-fn check(rvm: &Rvm) -> (Vec<u64>, Vec<u64>) {
-    unsafe {
-        let root = rvm.usr_data() as *mut Root;
-        assert!(!root.is_null(), "the root pointer is back");
-        let mut list = Vec::new();
-        let mut n = (*root).list;
-        while !n.is_null() {
-            list.push((*n).value);
-            n = (*n).next;
-        }
-        let mut keys = Vec::new();
-        in_order((*root).tree, &mut keys);
-        for i in 0..(3 * 4096 + 100) / 8 {
-            assert_eq!(*(*root).big.add(i), i as u64 ^ 0xdead, "word {i} of the large block");
-        }
-        (list, keys)
+    fn resized(&self, name: &str, size: u64, len: usize) -> Cluster {
+        let other = Cluster::create(name, size);
+        let bytes = self.stored(len);
+        mojim_region::RegionFile::open(&other.dir.0.join("region.mojim")).unwrap().write(0, &bytes);
+        other
     }
 }
 
 #[test]
 fn pointer_rich_structures_come_back_at_the_same_addresses_with_either_tracker() {
-    for (i, tracking) in [WriteTracking::UffdAsync, WriteTracking::Mprotect].into_iter().enumerate() {
-        let dir = Dir::new(&format!("pointers-{i}"));
-        let (_, m) = cluster(&dir.0, 4 << 20);
-        let opts = options(&dir.0, m.addr(), base(i), tracking);
-        let rvm = Rvm::open(&opts).unwrap();
-        assert_eq!(rvm.status().tracking, tracking.name());
-        assert!(rvm.status().recovery.is_none());
-        build(&rvm);
-        rvm.txn_commit().unwrap();
-        let root = rvm.usr_data();
-        let before = check(&rvm);
-        // Written after the last commit: gone after recovery.
-        unsafe { (*(root as *mut Root)).list = std::ptr::null_mut() };
-        rvm.close().unwrap();
-
-        let rvm = Rvm::open(&opts).unwrap();
-        assert_eq!(rvm.usr_data(), root, "{tracking:?}: the same address");
-        let after = check(&rvm);
-        assert_eq!(after, before, "{tracking:?}");
-        assert_eq!(before.0.len(), 100);
-        assert_eq!(before.1, vec![5, 10, 20, 25, 30, 50, 70, 75, 80, 90]);
-        let st = rvm.status();
-        let rec = st.recovery.expect("recovered");
-        assert!(rec.blocks >= 2, "{rec:?}");
-        // Changes after recovery commit and recover too; the allocator's state came back.
-        unsafe { insert(&rvm, &mut (*(root as *mut Root)).tree, 60) };
-        rvm.txn_commit().unwrap();
-        rvm.close().unwrap();
-        let rvm = Rvm::open(&opts).unwrap();
-        assert_eq!(check(&rvm).1, vec![5, 10, 20, 25, 30, 50, 60, 70, 75, 80, 90]);
-        rvm.close().unwrap();
-        m.shutdown();
-    }
+    suite::pointer_rich_structures_come_back_at_the_same_addresses_with_either_tracker::<Cluster>()
 }
 
 #[test]
 fn a_commit_sends_exactly_the_written_pages_with_the_header() {
-    let dir = Dir::new("exact");
-    let (_, m) = cluster(&dir.0, 4 << 20);
-    let rvm = Rvm::open(&options(&dir.0, m.addr(), base(2), WriteTracking::UffdAsync)).unwrap();
-    let a = rvm.alloc(64 * 4096).unwrap();
-    rvm.txn_commit().unwrap();
-    assert_eq!(rvm.status().last_commit_pages, 65, "the fresh block whole, and the header page");
-    rvm.txn_commit().unwrap();
-    assert_eq!(rvm.status().last_commit_pages, 1, "the header only");
-    unsafe {
-        *a.add(5 * 4096 + 7) = 1;
-        *a.add(6 * 4096) = 1;
-        *a.add(40 * 4096 + 4095) = 1;
-    }
-    rvm.txn_commit().unwrap();
-    let st = rvm.status();
-    assert_eq!((st.last_commit_pages, st.last_commit_runs), (4, 3), "{st:?}");
-    rvm.close().unwrap();
-    m.shutdown();
+    suite::a_commit_sends_exactly_the_written_pages_with_the_header::<Cluster>()
 }
 
 #[test]
 fn bad_input_is_refused_and_changes_nothing() {
-    let dir = Dir::new("bad");
-    let (_, m) = cluster(&dir.0, 1 << 20);
-    let opts = options(&dir.0, m.addr(), base(3), WriteTracking::UffdAsync);
-    let rvm = Rvm::open(&opts).unwrap();
-    let p = rvm.alloc(100).unwrap();
-    unsafe { p.write_bytes(7, 100) };
-    rvm.set_usr_data(p).unwrap();
-    rvm.txn_commit().unwrap();
-    // Full: the region holds 1 MiB, the meta block and a slab take 320 KiB of it.
-    match rvm.alloc(1 << 20) {
-        Err(RvmError::Full { wanted, why }) => assert!(wanted >= 1 << 20 && why.contains("region"), "{why}"),
-        other => panic!("{other:?}"),
-    }
-    let big = rvm.alloc(512 << 10).unwrap();
-    assert!(matches!(rvm.alloc(512 << 10), Err(RvmError::Full { .. })));
-    // Foreign pointers: outside, inside a block but not a chunk's start, a large block's middle.
-    let mut local = 0u64;
-    for bad in [&mut local as *mut u64 as *mut u8, p.wrapping_add(3), big.wrapping_add(4096)] {
-        match rvm.free(bad) {
-            Err(e @ RvmError::ForeignPointer { .. }) => assert!(e.to_string().contains("nothing was freed")),
-            other => panic!("free({bad:p}): {other:?}"),
-        }
-    }
-    assert!(matches!(
-        rvm.set_usr_data(&mut local as *mut u64 as *mut u8),
-        Err(RvmError::ForeignPointer { .. })
-    ));
-    // A large block freed is reused.
-    rvm.free(big).unwrap();
-    assert!(matches!(rvm.free(big), Err(RvmError::ForeignPointer { .. })), "a double free of a block");
-    assert_eq!(rvm.alloc(512 << 10).unwrap(), big);
-    rvm.txn_commit().unwrap();
-    rvm.close().unwrap();
-    let rvm = Rvm::open(&opts).unwrap();
-    assert_eq!(rvm.usr_data(), p);
-    assert_eq!(unsafe { std::slice::from_raw_parts(p, 100) }, &[7u8; 100][..]);
-    // The same address taken by another mapping in this process: named, nothing remapped.
-    let other = Rvm::open(&opts);
-    match other {
-        Err(RvmError::AddressTaken(m)) => assert!(m.contains(&format!("{:#x}", base(3))), "{m}"),
-        Err(e) => panic!("{e}"),
-        Ok(_) => panic!("two mappings of the same memory"),
-    }
-    rvm.close().unwrap();
-    m.shutdown();
+    suite::bad_input_is_refused_and_changes_nothing::<Cluster>()
 }
 
 #[test]
 fn recovery_refuses_a_region_of_another_size() {
-    let dir = Dir::new("size");
-    let (_, m) = cluster(&dir.0, 1 << 20);
-    let opts = options(&dir.0, m.addr(), base(4), WriteTracking::UffdAsync);
-    let rvm = Rvm::open(&opts).unwrap();
-    rvm.alloc(10).unwrap();
-    rvm.txn_commit().unwrap();
-    rvm.close().unwrap();
-    m.shutdown();
-    // The same bytes in a region twice the size (a copy made with the wrong [region] size).
-    let small = mojim_region::RegionFile::open(&dir.0.join("region.mojim")).unwrap();
-    let mut meta = vec![0; 64 << 10];
-    small.read(0, &mut meta);
-    drop(small);
-    let dir2 = Dir::new("size-2");
-    let (_, m2) = cluster(&dir2.0, 2 << 20);
-    mojim_region::RegionFile::open(&dir2.0.join("region.mojim")).unwrap().write(0, &meta);
-    match Rvm::open(&options(&dir2.0, m2.addr(), base(4), WriteTracking::UffdAsync)) {
-        Err(RvmError::Layout(msg)) => assert!(msg.contains("1048576") && msg.contains("2097152"), "{msg}"),
-        Err(e) => panic!("{e}"),
-        Ok(_) => panic!("recovered into a region of another size"),
-    }
-    let mut after = vec![0; 64 << 10];
-    mojim_region::RegionFile::open(&dir2.0.join("region.mojim")).unwrap().read(0, &mut after);
-    assert!(after == meta, "the refused recovery changed the region");
-    m2.shutdown();
+    suite::recovery_refuses_a_store_of_another_size::<Cluster>()
 }
 
 #[test]
@@ -367,7 +183,7 @@ fn a_commit_without_the_mirror_under_degrade_keeps_the_data_locally() {
     let dir = Dir::new("degrade");
     let (_, m) = cluster(&dir.0, 1 << 20);
     let mut opts = options(&dir.0, m.addr(), base(6), WriteTracking::UffdAsync);
-    let Backend::Mojim(p) = &mut opts.backend;
+    let Backend::Mojim(p) = &mut opts.backend else { unreachable!("the Mojim backend's options") };
     p.failure.on_mirror_loss = OnMirrorLoss::Degrade;
     let rvm = Rvm::open(&opts).unwrap();
     let p = rvm.alloc(8).unwrap() as *mut u64;
