@@ -61,7 +61,7 @@ fn the_promoted_mirror_recovers_the_last_commit_at_the_same_addresses() {
     let backup = node(&c, "b", &[]);
     let mirror = node(&c, "m", &[backup.addr()]);
     let mut opts = RvmOptions::from_config(&c.cfg, false).expect("options");
-    let Backend::Mojim(p) = &mut opts.backend;
+    let Backend::Mojim(p) = &mut opts.backend else { unreachable!("[rvm] backend = \"mojim\"") };
     p.mirror = mirror.addr().to_string();
     let primary: PrimaryOptions = p.clone();
 
@@ -91,7 +91,7 @@ fn the_promoted_mirror_recovers_the_last_commit_at_the_same_addresses() {
     // The program starts on the promoted node: its region is the mirror's data area, its
     // mirror the backup.
     let mut on_m = opts.clone();
-    let Backend::Mojim(p) = &mut on_m.backend;
+    let Backend::Mojim(p) = &mut on_m.backend else { unreachable!("[rvm] backend = \"mojim\"") };
     *p = PrimaryOptions {
         region_path: c.dir.path().join("m").join("data.mojim"),
         mirror: backup.addr().to_string(),
