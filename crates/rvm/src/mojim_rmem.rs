@@ -53,7 +53,7 @@ impl MojimRmem {
             let runs: Vec<(u64, u64)> = runs.iter().map(|(o, b)| (*o, b.len() as u64)).collect();
             bridge(&runs, me.max_ranges, &mut me.group);
             me.primary.gmsync(&me.group)?;
-            me.redo.clear()?;
+            me.redo.clear();
         }
         Ok(me)
     }
@@ -134,14 +134,15 @@ impl Rmem for MojimRmem {
     fn commit(&mut self, runs: &[(u64, u64)], memory: &Arena) -> Result<()> {
         bridge(runs, self.max_ranges, &mut self.group);
         self.redo.begin(runs)?;
-        self.redo.write_runs(memory, runs)?;
-        self.redo.seal()?;
+        self.redo.write_runs(memory, runs);
+        self.redo.seal();
         // The redo file holds the commit whole: now the region may hold part of it for a while.
         for &(off, len) in runs {
             self.primary.write_from(off, memory.view(off as usize, len as usize))?;
         }
         self.primary.gmsync(&self.group)?;
-        self.redo.clear()
+        self.redo.clear();
+        Ok(())
     }
 
     fn close(self: Box<Self>) -> Result<()> {

@@ -221,3 +221,61 @@ fn a_commit_larger_than_a_lanes_log_is_refused_by_size_and_kept_for_the_next() {
     rvm.close().unwrap();
     m.shutdown();
 }
+
+/// A redo file as docs/FORMAT.md §10.3 lays it out, holding one complete commit.
+fn redo_file(runs: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let bytes: u64 = runs.iter().map(|r| r.1.len() as u64).sum();
+    let mut h = vec![0u8; 64];
+    h[0..8].copy_from_slice(b"MOJIMRDO");
+    h[8..16].copy_from_slice(&1u64.to_le_bytes());
+    h[16..24].copy_from_slice(&bytes.to_le_bytes());
+    h[24..28].copy_from_slice(&(runs.len() as u32).to_le_bytes());
+    let mut table = Vec::new();
+    for (o, b) in runs {
+        table.extend_from_slice(&o.to_le_bytes());
+        table.extend_from_slice(&(b.len() as u64).to_le_bytes());
+    }
+    let crc = mojim_format::checksum::crc32c_append(mojim_format::checksum::crc32c(&h[16..28]), &table);
+    h[28..32].copy_from_slice(&crc.to_le_bytes());
+    h.extend_from_slice(&table);
+    h.resize(h.len().next_multiple_of(4096), 0);
+    for (_, b) in runs {
+        h.extend_from_slice(b);
+    }
+    h
+}
+
+#[test]
+fn a_commit_the_process_died_copying_is_put_back_and_sent_on_open() {
+    let dir = Dir::new("replay");
+    let (_, m) = cluster(&dir.0, 1 << 20);
+    let opts = options(&dir.0, m.addr(), base(8), WriteTracking::UffdAsync);
+    let rvm = Rvm::open(&opts).unwrap();
+    let p = rvm.alloc(8).unwrap() as *mut u64;
+    rvm.set_usr_data(p as *mut u8).unwrap();
+    unsafe { *p = 5 };
+    rvm.txn_commit().unwrap();
+    rvm.close().unwrap();
+    // The process died after the redo file held the next commit whole (the value 9) and
+    // before the region did.
+    let off = p as u64 - base(8) as u64;
+    let page = off & !4095;
+    let region = dir.0.join("region.mojim");
+    let mut bytes = vec![0u8; 4096];
+    mojim_region::RegionFile::open(&region).unwrap().read(page, &mut bytes);
+    bytes[(off - page) as usize..][..8].copy_from_slice(&9u64.to_le_bytes());
+    let mut redo = region.as_os_str().to_owned();
+    redo.push(".rvm-redo");
+    std::fs::write(&redo, redo_file(&[(page, bytes)])).unwrap();
+
+    let rvm = Rvm::open(&opts).unwrap();
+    assert_eq!(unsafe { *(rvm.usr_data() as *mut u64) }, 9, "the commit in the redo file is the memory's");
+    rvm.close().unwrap();
+    m.checkpoint();
+    let mut v = [0u8; 8];
+    m.read(off, &mut v).unwrap();
+    assert_eq!(u64::from_le_bytes(v), 9, "and the mirror's");
+    let state = std::fs::read(&redo).unwrap();
+    assert_eq!(state[8..16], [0; 8], "the redo file is empty once the commit is in both");
+    m.shutdown();
+}
