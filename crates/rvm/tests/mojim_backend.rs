@@ -279,3 +279,82 @@ fn a_commit_the_process_died_copying_is_put_back_and_sent_on_open() {
     assert_eq!(state[8..16], [0; 8], "the redo file is empty once the commit is in both");
     m.shutdown();
 }
+
+/// A small tmpfs on a folder of the test's (the tests run as root; `scripts/test` does), so
+/// that a file system can be made full; unmounted when dropped.
+struct SmallFs(Dir);
+
+impl SmallFs {
+    fn mount(name: &str, size: &str) -> SmallFs {
+        let dir = Dir::new(name);
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir.0)
+            .output()
+            .expect("run mount");
+        assert!(out.status.success(), "mount a tmpfs (as root): {}", String::from_utf8_lossy(&out.stderr));
+        SmallFs(dir)
+    }
+
+    /// Takes every free block of the file system into one file, which it returns.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let p = self.0 .0.join("filler");
+        let mut f = std::fs::File::create(&p).unwrap();
+        while let Ok(n) = f.write(&[0xff; 64 << 10]) {
+            if n == 0 {
+                break;
+            }
+        }
+        p
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0 .0).status();
+    }
+}
+
+#[test]
+fn a_full_file_system_fails_the_commit_before_anything_is_written_and_the_next_one_sends_it() {
+    let fs = SmallFs::mount("full", "16m");
+    let id = RegionId { uuid: random_uuid(), size: 2 << 20 };
+    create_region(&fs.0 .0.join("region.mojim"), id).unwrap();
+    let elsewhere = Dir::new("full-mirror");
+    let m = mirror(&elsewhere.0, id, 8 << 20);
+    let opts = options(&fs.0 .0, m.addr(), base(9), WriteTracking::UffdAsync);
+    let rvm = Rvm::open(&opts).unwrap();
+    let p = rvm.alloc(8).unwrap() as *mut u64;
+    rvm.set_usr_data(p as *mut u8).unwrap();
+    unsafe { *p = 1 };
+    rvm.txn_commit().unwrap();
+    // A block larger than the redo file's first MiB: the file must grow, and cannot.
+    let filler = fs.fill();
+    let big = rvm.alloc(1536 << 10).unwrap();
+    unsafe {
+        *p = 2;
+        *big.add(1000) = 7;
+    }
+    match rvm.txn_commit() {
+        Err(e @ RvmError::Io { .. }) => {
+            let s = e.to_string();
+            assert!(s.contains("rvm-redo") && s.contains("No space left"), "{s}");
+        }
+        other => panic!("a commit on a full file system: {other:?}"),
+    }
+    let mut v = [0u8; 8];
+    m.checkpoint();
+    m.read(p as u64 - base(9) as u64, &mut v).unwrap();
+    assert_eq!(u64::from_le_bytes(v), 1, "the mirror holds the last commit, not part of the failed one");
+    // Room again: the next commit sends what the failed one held.
+    std::fs::remove_file(filler).unwrap();
+    rvm.txn_commit().expect("a commit once there is room");
+    rvm.close().unwrap();
+    let rvm = Rvm::open(&opts).unwrap();
+    let p = rvm.usr_data() as *mut u64;
+    assert_eq!(unsafe { *p }, 2);
+    assert_eq!(unsafe { *big.add(1000) }, 7);
+    rvm.close().unwrap();
+    m.shutdown();
+}
