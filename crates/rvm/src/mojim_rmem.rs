@@ -1,8 +1,10 @@
 //! The Mojim backend: recoverable memory's bytes are a region's, and a commit is one `gmsync`.
 //!
 //! Backend offset `o` is region offset `o`. A commit's pages go to the redo file (see
-//! `redo.rs`), then into the region, then to the mirror as one group: atomic there by Mojim's
-//! own guarantee, in one round trip while it fits the lanes' logs. Runs beyond `[limits]
+//! `redo.rs`), then into the region and to the mirror as one group (`gmsync_staged`: each part
+//! is copied into the region just before it is sent, so that copying overlaps the mirror's
+//! work): atomic there by Mojim's own guarantee, in one round trip while it fits the lanes'
+//! logs. Runs beyond `[limits]
 //! max_ranges` are joined across their smallest gaps first: the bytes in a gap are the last
 //! commit's (the region holds nothing else), so sending them again changes nothing.
 //!
@@ -137,10 +139,23 @@ impl Rmem for MojimRmem {
         self.redo.write_runs(memory, runs);
         self.redo.seal();
         // The redo file holds the commit whole: now the region may hold part of it for a while.
-        for &(off, len) in runs {
-            self.primary.write_from(off, memory.view(off as usize, len as usize))?;
-        }
-        self.primary.gmsync(&self.group)?;
+        // Each part of the group goes into the region just before it is sent (the gaps bridged
+        // between runs hold the last commit's bytes already).
+        let primary = &self.primary;
+        let mut next = 0;
+        let mut put = |off: u64, len: u64| {
+            let end = off + len;
+            while next < runs.len() && runs[next].0 + runs[next].1 <= off {
+                next += 1;
+            }
+            for &(o, l) in runs[next..].iter().take_while(|r| r.0 < end) {
+                let (from, to) = (o.max(off), (o + l).min(end));
+                primary
+                    .write_from(from, memory.view(from as usize, (to - from) as usize))
+                    .expect("runs are checked against the region before a commit");
+            }
+        };
+        self.primary.gmsync_staged(&self.group, &mut put)?;
         self.redo.clear();
         Ok(())
     }

@@ -4,6 +4,7 @@
 //! A link never comes back: once any lane fails, the whole link is failed and every waiter is
 //! woken. The primary replaces it with a new link (see `resync.rs`).
 
+use super::stage::Stage;
 use crate::connect::{connect, Intro};
 use crate::error::{Error, Result};
 use mojim_core::encode::{self, data_header_with_checksum, GroupLimits, GroupShape, SessionTag};
@@ -21,6 +22,14 @@ use std::time::{Duration, Instant};
 use super::link_error::LinkError;
 use super::PrimaryOptions;
 use crate::config::RegionId;
+
+/// A group's frames to send: its ranges, their shape, and the region they are read from.
+#[derive(Clone, Copy)]
+struct Group<'a> {
+    ranges: &'a [Range],
+    shape: GroupShape,
+    region: &'a RegionFile,
+}
 
 /// Frames written per `writev`.
 const BATCH: usize = 32;
@@ -307,13 +316,15 @@ impl<C: Conn> Link<C> {
         ranges: &[Range],
         shape: GroupShape,
         before_send: impl FnOnce(u64),
+        stage: &mut Stage<'_>,
     ) -> Result<(u64, u64), LinkError> {
         let (mut guards, seq) = self.lock_and_number(l)?;
         before_send(seq);
         let mut behind = 0;
         for (r, tx) in guards.iter_mut().enumerate().take(self.replicas) {
             let tx = tx.as_mut().expect("locked above");
-            behind = self.send_frames(tx, r * self.lanes_per_replica + l, seq, ranges, shape, region)?;
+            let group = Group { ranges, shape, region };
+            behind = self.send_frames(tx, r * self.lanes_per_replica + l, seq, group, stage)?;
             self.lanes[r * self.lanes_per_replica + l].last_tx.store(self.now_ms(), Ordering::Relaxed);
         }
         Ok((seq, behind))
@@ -433,18 +444,21 @@ impl<C: Conn> Link<C> {
         tx: &mut Tx<C>,
         at: usize,
         seq: u64,
-        ranges: &[Range],
-        shape: GroupShape,
-        region: &RegionFile,
+        group: Group<'_>,
+        stage: &mut Stage<'_>,
     ) -> Result<u64, LinkError> {
         let lane = self.lanes[at].index;
         let tag = self.tag(lane as usize);
+        let Group { ranges, shape, region } = group;
         let mut plans = encode::frames(ranges, self.limits.max_frame, shape);
         let mut bodies = [MapSlice::empty(); BATCH];
+        let mut framed = 0;
         loop {
             let mut n = 0;
             while n < BATCH {
                 let Some(plan) = plans.next() else { break };
+                stage.frame(framed, plan.offset, plan.len as u64);
+                framed += plan.len as u64;
                 // The application may store into these bytes meanwhile: a view, checksummed
                 // and sent from the mapping, never borrowed as a slice.
                 let body = region.view(plan.offset, plan.len as usize);

@@ -4,6 +4,7 @@
 
 use super::link::Link;
 use super::link_error::LinkError;
+use super::stage::Stage;
 use super::{FailurePolicy, Primary, PrimaryOptions};
 use crate::config::{Heartbeat, Limits, Mode, OnMirrorLoss, Secret};
 use crate::error::Error;
@@ -185,7 +186,8 @@ fn a_group_goes_out_as_data_frames_and_returns_when_its_ack_comes() {
         region.write(r.offset, &bytes);
     }
     let shape = check_group(&ranges, &link.limits).expect("a valid group");
-    let (seq, _) = link.send_group(&region, 0, &ranges, shape, |_| {}).expect("the group goes out");
+    let (seq, _) =
+        link.send_group(&region, 0, &ranges, shape, |_| {}, &mut Stage::none()).expect("the group goes out");
     assert_eq!(seq, welcome().next_seq, "the first group takes the number the mirror gave");
 
     let (framed, go) = (mpsc::channel(), mpsc::channel::<()>());
@@ -229,13 +231,46 @@ fn a_group_goes_out_as_data_frames_and_returns_when_its_ack_comes() {
 }
 
 #[test]
+fn a_staged_group_puts_each_frames_bytes_into_the_region_just_before_sending_it() {
+    let scratch = Scratch::new("staged");
+    let region = scratch.region();
+    let (link, mut peers) = connect(&scratch, &region, 1);
+    // The region holds zeros; only the stage puts the group's bytes there.
+    let ranges = [Range::new(100, 10_000), Range::new(50_000, 10)];
+    let shape = check_group(&ranges, &link.limits).expect("a valid group");
+    let mut puts = Vec::new();
+    let mut put = |o: u64, l: u64| {
+        let bytes: Vec<u8> = (0..l).map(|i| (o + i) as u8 ^ 0xa5).collect();
+        region.write(o, &bytes);
+        puts.push((o, l));
+    };
+    let mut stage = Stage::new(&ranges, &mut put);
+    let (seq, _) = link.send_group(&region, 0, &ranges, shape, |_| {}, &mut stage).expect("sent");
+    stage.finish();
+    drop(stage);
+    let mut frames = Vec::new();
+    loop {
+        let (h, body) = peers[0].read();
+        let expected: Vec<u8> = (0..body.len() as u64).map(|i| (h.offset + i) as u8 ^ 0xa5).collect();
+        assert_eq!(body, expected, "the frame at {} carries the staged bytes", h.offset);
+        frames.push((h.offset, body.len() as u64));
+        if h.is_end() {
+            break;
+        }
+    }
+    assert_eq!(puts, frames, "one put per frame, in the frames' order, and none after");
+    peers[0].ack(seq);
+    link.wait(0, seq).expect("acknowledged");
+}
+
+#[test]
 fn an_ack_for_a_group_never_sent_fails_the_session_naming_it() {
     let scratch = Scratch::new("stray-ack");
     let region = scratch.region();
     let (link, mut peers) = connect(&scratch, &region, 1);
     let ranges = [Range::new(0, 64)];
     let shape = check_group(&ranges, &link.limits).expect("a valid group");
-    let (seq, _) = link.send_group(&region, 0, &ranges, shape, |_| {}).expect("sent");
+    let (seq, _) = link.send_group(&region, 0, &ranges, shape, |_| {}, &mut Stage::none()).expect("sent");
     let (h, _) = peers[0].read();
     assert!(h.is_end());
     peers[0].ack(seq + 5);
@@ -245,7 +280,10 @@ fn an_ack_for_a_group_never_sent_fails_the_session_naming_it() {
     assert!(m.contains(&format!("expected a group in {seq}..{}", seq + 1)), "{m}");
     // The session is over: later sends fail with the same reason, and the peer sees it close.
     assert!(link.is_failed());
-    assert_eq!(link.send_group(&region, 0, &ranges, shape, |_| {}).expect_err("failed"), e);
+    assert_eq!(
+        link.send_group(&region, 0, &ranges, shape, |_| {}, &mut Stage::none()).expect_err("failed"),
+        e
+    );
     let mut rest = Vec::new();
     std::io::Read::read_to_end(&mut peers[0].conn, &mut rest).expect("the lane ends");
     // The application is told its mirror is lost, with that message.
@@ -263,7 +301,7 @@ fn a_refusal_fails_the_session_with_the_mirrors_reason() {
     let (link, mut peers) = connect(&scratch, &region, 1);
     let ranges = [Range::new(4096, 100)];
     let shape = check_group(&ranges, &link.limits).expect("a valid group");
-    let (seq, _) = link.send_group(&region, 0, &ranges, shape, |_| {}).expect("sent");
+    let (seq, _) = link.send_group(&region, 0, &ranges, shape, |_| {}, &mut Stage::none()).expect("sent");
     let _ = peers[0].read();
     let mut body = Vec::new();
     encode_refuse(RefuseCode::Storage, "the log device failed", &mut body);
@@ -280,7 +318,7 @@ fn a_frame_the_mirror_may_not_send_is_blamed_on_it() {
     let (link, mut peers) = connect(&scratch, &region, 1);
     let ranges = [Range::new(0, 8)];
     let shape = check_group(&ranges, &link.limits).expect("a valid group");
-    let (seq, _) = link.send_group(&region, 0, &ranges, shape, |_| {}).expect("sent");
+    let (seq, _) = link.send_group(&region, 0, &ranges, shape, |_| {}, &mut Stage::none()).expect("sent");
     // The mirror echoes a Data frame back.
     let (h, body) = peers[0].read();
     write_frame(&mut peers[0].conn, &h.to_bytes(), &body).expect("echo");
@@ -296,8 +334,10 @@ fn a_peer_that_closes_fails_every_pending_sync_with_the_loss() {
     let (link, mut peers) = connect(&scratch, &region, 2);
     let ranges = [Range::new(0, 5000)];
     let shape = check_group(&ranges, &link.limits).expect("a valid group");
-    let (a, _) = link.send_group(&region, 0, &ranges, shape, |_| {}).expect("sent on lane 0");
-    let (b, _) = link.send_group(&region, 1, &ranges, shape, |_| {}).expect("sent on lane 1");
+    let (a, _) =
+        link.send_group(&region, 0, &ranges, shape, |_| {}, &mut Stage::none()).expect("sent on lane 0");
+    let (b, _) =
+        link.send_group(&region, 1, &ranges, shape, |_| {}, &mut Stage::none()).expect("sent on lane 1");
     for p in peers.iter_mut() {
         while !p.read().0.is_end() {}
     }

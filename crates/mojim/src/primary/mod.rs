@@ -18,6 +18,7 @@ mod link_error;
 #[cfg(test)]
 mod link_tests;
 mod resync;
+mod stage;
 
 pub use link::COPY_FRAME;
 // Shared with the node; kept here too, where they were first.
@@ -33,6 +34,8 @@ use mojim_core::encode::{check_group, GroupLimits, RangeError};
 use mojim_core::Range;
 use mojim_region::{DirtyMap, MetaRing, RegionFile};
 use mojim_transport::{TcpTransport, Transport};
+pub use stage::Put;
+use stage::Stage;
 use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -546,7 +549,22 @@ where
     /// before, and returns without waiting for the mirror. In `unreplicated` and `async` modes
     /// the ranges are locally persistent when this returns.
     pub fn persist(&self, ranges: &[Range]) -> Result<Ticket> {
-        self.inner.persist(ranges)
+        self.inner.persist(ranges, &mut Stage::none())
+    }
+
+    /// [`Primary::gmsync`] of `ranges` whose new bytes are not in the region yet: `put(offset,
+    /// len)` copies them there, called for every byte of `ranges` once, in order, each part just
+    /// before it is sent, so that the copying overlaps the mirror's work. When this returns,
+    /// whatever the outcome, every part has been put.
+    pub fn gmsync_staged(&self, ranges: &[Range], put: Put<'_>) -> Result<()> {
+        let mut stage = Stage::new(ranges, put);
+        let t = self.inner.persist(ranges, &mut stage);
+        stage.finish();
+        let t = t?;
+        if self.inner.mode.waits_for_mirror() {
+            self.wait(t)?;
+        }
+        Ok(())
     }
 
     /// The durability point: returns when the ticket's group (and every group queued before
@@ -703,9 +721,10 @@ where
         )))
     }
 
-    fn persist(&self, ranges: &[Range]) -> Result<Ticket> {
+    fn persist(&self, ranges: &[Range], stage: &mut Stage<'_>) -> Result<Ticket> {
         self.check_lease()?;
         if !self.mode.replicated() {
+            stage.finish();
             check_group(ranges, &self.local_limits)?;
             self.mark_dirty(ranges)?;
             self.flush_local(ranges)?;
@@ -714,11 +733,13 @@ where
         loop {
             let slot = self.link.read().unwrap_or_else(|p| p.into_inner());
             let Some(link) = slot.as_ref() else {
+                stage.finish();
                 return self.persist_degraded(ranges);
             };
             let link = link.clone();
             drop(slot);
             if link.is_failed() {
+                stage.finish();
                 self.on_loss(&link, link.lost());
                 continue;
             }
@@ -728,9 +749,17 @@ where
             }
             let lane = thread_no() % link.lanes_per_replica;
             let meta = self.meta.as_ref().expect("replicated primaries have a metadata log");
-            let sent = link.send_group(&self.region, lane, ranges, shape, |seq| {
-                meta.append(seq, ranges.iter().map(|r| (r.offset, r.len)));
-            });
+            let sent = link.send_group(
+                &self.region,
+                lane,
+                ranges,
+                shape,
+                |seq| meta.append(seq, ranges.iter().map(|r| (r.offset, r.len))),
+                stage,
+            );
+            // A lane lost part-way, or frames that did not cover the ranges: the rest, before
+            // the loss makes the copy persistent or the local flush reads it.
+            stage.finish();
             match sent {
                 Ok((seq, behind)) => {
                     if self.mode.flushes_locally() {
