@@ -247,7 +247,6 @@ fn a_staged_group_puts_each_frames_bytes_into_the_region_just_before_sending_it(
     let mut stage = Stage::new(&ranges, &mut put);
     let (seq, _) = link.send_group(&region, 0, &ranges, shape, |_| {}, &mut stage).expect("sent");
     stage.finish();
-    drop(stage);
     let mut frames = Vec::new();
     loop {
         let (h, body) = peers[0].read();
