@@ -92,6 +92,14 @@ impl Run {
     }
 }
 
+impl Drop for Run {
+    /// A test that fails mid-run leaves no program behind (one may be waiting to be killed).
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// `key=value` words of a line.
 fn fields(line: &str) -> HashMap<&str, &str> {
     line.split_whitespace().filter_map(|w| w.split_once('=')).collect()
