@@ -20,9 +20,11 @@
  *
  * Conventions
  *  - Every function returns an int: MOJIM_OK (0) or a negative enum mojim_error code, except
- *    mojim_base and mojim_size (NULL or 0 on failure), mojim_last_error and mojim_strerror.
- *    After a failure, mojim_last_error() gives this thread's message: the text the `mojim`
- *    command prints for the same error, naming the bad value and the fix.
+ *    those that return a pointer or a size (mojim_base, mojim_size, rvm_cfg_create, rvm_alloc,
+ *    rvm_get_usr_data: NULL or 0 on failure), mojim_last_error, mojim_last_error_code and
+ *    mojim_strerror. After a failure, mojim_last_error() gives this thread's message: the text
+ *    the `mojim` command prints for the same error, naming the bad value and the fix; and
+ *    mojim_last_error_code() its code.
  *  - A handle (struct mojim *) is opaque. Pointers are checked: NULL is MOJIM_EINVAL, and a
  *    pointer or range outside the mapping is MOJIM_ERANGE (nothing is sent), never undefined
  *    behaviour. Pointers the library cannot check (a handle that is not one, an array shorter
@@ -36,6 +38,39 @@
  *  - mojim_close only when no other call on the handle is in flight, and none after it.
  *  - While a range is being synced its bytes must not change (their checksum is computed
  *    from the mapping and checked by the mirror; a change under way fails the session).
+ *
+ * Recoverable memory (RVM: rvm_*, the Nephele report's Table 1)
+ *  - Allocate the state that must survive from recoverable memory (rvm_alloc), use it with
+ *    ordinary loads and stores, and commit at points of consistency (rvm_txn_commit): every
+ *    page written since the last commit is found by the kernel and sent, with the allocator's
+ *    changes, as one atomic group. After a crash (kill -9 included), rvm_cfg_create maps the
+ *    memory back at the same addresses with the last commit's contents, so pointers stored
+ *    in it stay valid; rvm_get_usr_data is the root to start from.
+ *
+ *        rvm_cfg_t *cfg = rvm_cfg_create("mojim.toml", NULL);   // recovers
+ *        uint64_t *count = rvm_get_usr_data(cfg);
+ *        if (count == NULL) {
+ *            count = rvm_alloc(cfg, sizeof *count);
+ *            rvm_set_usr_data(cfg, count);
+ *        }
+ *        *count += 1;
+ *        rvm_txn_commit(cfg);                                   // all of it, or none
+ *
+ *  - Every rvm_* call is thread-safe: they take the memory's one lock (rvm_cfg_destroy only
+ *    when no other call is in flight, and none after it). A transaction covers the whole
+ *    process: a commit takes the pages every thread wrote since the last one; a store made
+ *    while a commit runs lands in it or in the next.
+ *  - A failed commit is in doubt (a recovery finds it whole or not at all, never in part); its
+ *    pages are kept and sent again by the next commit.
+ *  - rvm_cfg_destroy does not commit: writes since the last commit are dropped.
+ *  - Errors of their own, each changing nothing: MOJIM_ENOSPC (rvm_alloc: full),
+ *    MOJIM_EFOREIGN (rvm_free, rvm_set_usr_data: a pointer that is not recoverable memory's),
+ *    MOJIM_EADDRINUSE (its addresses are mapped already), MOJIM_ELAYOUT (the store holds
+ *    memory of another size, or damage), MOJIM_ESTATE (a second rvm_cfg_create on one store),
+ *    MOJIM_EBACKEND (the Redis server). A NULL handle or argument is MOJIM_EINVAL.
+ *  - One rvm_cfg_t per store (region, or Redis key) per process. Under RVM_TRACKING_MPROTECT no
+ *    system call may write into recoverable memory (it fails with EFAULT): read(2) into a
+ *    buffer of your own.
  */
 
 
@@ -46,6 +81,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
+/** Recoverable memory, open (the report's name for `struct rvm_cfg`). */
+typedef struct rvm_cfg rvm_cfg_t;
+/** Options of rvm_cfg_create (`struct rvm_options`). */
+typedef struct rvm_options rvm_options_t;
+/** What rvm_status fills (`struct rvm_status`). */
+typedef struct rvm_status rvm_status_t;
+
 
 /**
  * `mojim_open` flag: allow a configuration without a cluster secret (no authentication
@@ -53,6 +95,18 @@
  * network.
  */
 #define MOJIM_OPEN_INSECURE 1
+
+/**
+ * Bytes of the short string fields of `rvm_status_t` (`tracking`, `backend`), NUL included.
+ */
+#define RVM_STATUS_NAME 32
+
+/**
+ * `rvm_options_t` flag: allow a configuration without a cluster secret (no authentication
+ * between primary and mirror), as `MOJIM_OPEN_INSECURE` does for `mojim_open`. Never on a
+ * shared network.
+ */
+#define RVM_INSECURE 1
 
 /**
  * Bytes of each string field of `struct mojim_status`, its NUL included.
@@ -82,7 +136,7 @@ enum mojim_error {
     MOJIM_ECONFIG = -2,
     /**
      * A range is outside the region (by pointer or by offset), or a group is too large or has
-     * too many ranges. Nothing was sent.
+     * too many ranges (or an RVM commit is larger than a lane's log). Nothing was sent.
      */
     MOJIM_ERANGE = -3,
     /**
@@ -129,6 +183,41 @@ enum mojim_error {
      * be left in any state: close it.
      */
     MOJIM_EBUG = -13,
+    /**
+     * Recoverable memory is full: the region holds no free block that large, or the block
+     * table is full. Nothing was allocated; what is allocated is untouched. Free blocks, or
+     * use a larger region.
+     */
+    MOJIM_ENOSPC = -14,
+    /**
+     * A pointer that is not recoverable memory's where one is needed: `rvm_free` of a pointer
+     * `rvm_alloc` did not return (a stack or `malloc` pointer, one inside a block, a large
+     * block freed already), `rvm_set_usr_data` of a pointer outside recoverable memory. The
+     * message names the pointer; nothing was done.
+     */
+    MOJIM_EFOREIGN = -15,
+    /**
+     * The addresses recoverable memory lives at are taken in this process (by another
+     * mapping). Nothing was mapped: map nothing there before `rvm_cfg_create`, or choose
+     * another `[rvm] base` before the memory is first created.
+     */
+    MOJIM_EADDRINUSE = -16,
+    /**
+     * The backend holds state that cannot be recovered here: recoverable memory created in a
+     * region of another size, something that is not recoverable memory, or damage. The
+     * message names the difference; nothing was changed.
+     */
+    MOJIM_ELAYOUT = -17,
+    /**
+     * The call is not allowed in the API's present state: a second `rvm_cfg_create` on a
+     * store (region, Redis key) this process has open already. Nothing was done.
+     */
+    MOJIM_ESTATE = -18,
+    /**
+     * An RVM backend other than a Mojim region (a Redis server) could not be reached,
+     * answered an error, or broke its protocol.
+     */
+    MOJIM_EBACKEND = -19,
 };
 
 /**
@@ -197,9 +286,39 @@ enum mojim_role {
 };
 
 /**
+ * How written pages are found (`rvm_options_t`'s `tracking`).
+ */
+enum rvm_tracking {
+    /**
+     * As the configuration file's `[rvm] tracking` says (default "auto").
+     */
+    RVM_TRACKING_CONFIG = 0,
+    /**
+     * userfaultfd if the kernel offers it, else page protection (`rvm_status_t`'s
+     * `fell_back` and `fallback` then say why).
+     */
+    RVM_TRACKING_AUTO = 1,
+    /**
+     * userfaultfd asynchronous write protection (Linux 6.7 and later), or fail.
+     */
+    RVM_TRACKING_UFFD = 2,
+    /**
+     * Page protection and a SIGSEGV handler, even where userfaultfd is available. No system
+     * call may then write into recoverable memory (a `read(2)` into it fails with `EFAULT`):
+     * copy through a buffer of your own.
+     */
+    RVM_TRACKING_MPROTECT = 3,
+};
+
+/**
  * A region opened as primary: what `mojim_open` returns. Opaque to C.
  */
 struct mojim;
+
+/**
+ * Recoverable memory, open: what `rvm_cfg_create` returns (`rvm_cfg_t`). Opaque to C.
+ */
+struct rvm_cfg;
 
 /**
  * A range of the region by address: `len` bytes at `ptr`, which must lie inside the mapping
@@ -346,6 +465,127 @@ struct mojim_status {
      * last resynchronisation failed; else empty. NUL-terminated (cut at 255 bytes).
      */
     char reason[MOJIM_STATUS_TEXT];
+};
+
+/**
+ * What `rvm_cfg_create` is told beyond the configuration file: a NULL `rvm_options_t *`
+ * means all defaults.
+ *
+ * Set `size` to `sizeof(rvm_options_t)`: a library reads at most that many bytes, so a
+ * program built against an older (shorter) struct keeps working; bytes past the fields this
+ * library knows must be zero (a newer program's option it cannot honour is refused, never
+ * ignored). Fields are only ever added at the end.
+ */
+struct rvm_options {
+    /**
+     * The caller's `sizeof(rvm_options_t)`: at least 8 (`size` and `flags`).
+     */
+    uint32_t size;
+    /**
+     * 0, or `RVM_INSECURE`. Unknown bits are refused (`MOJIM_EINVAL`).
+     */
+    uint32_t flags;
+    /**
+     * An `enum rvm_tracking` value: `RVM_TRACKING_CONFIG` (0) leaves it to `[rvm] tracking`.
+     */
+    uint32_t tracking;
+    /**
+     * Must be 0.
+     */
+    uint32_t reserved;
+};
+
+/**
+ * A snapshot of recoverable memory's state, filled by `rvm_status`.
+ *
+ * Set `size` to `sizeof(rvm_status_t)` before the call: the library fills at most that many
+ * bytes and sets `size` to the number it filled. Fields are only ever added at the end.
+ */
+struct rvm_status {
+    /**
+     * In: the caller's `sizeof(rvm_status_t)`. Out: the bytes filled.
+     */
+    uint32_t size;
+    /**
+     * 1 if `rvm_cfg_create` found committed state and recovered it, 0 if it created the
+     * memory empty.
+     */
+    uint32_t recovered;
+    /**
+     * 1 if userfaultfd was wanted (tracking "auto") but page protection is in use; `fallback`
+     * says why. 0 when the method in use is the one asked for.
+     */
+    uint32_t fell_back;
+    /**
+     * Runs of contiguous pages the last commit sent.
+     */
+    uint32_t last_commit_runs;
+    /**
+     * The address of recoverable memory's first byte (its meta block).
+     */
+    uint64_t base;
+    /**
+     * Bytes of recoverable memory, the meta block included.
+     */
+    uint64_t capacity;
+    /**
+     * Bytes given to blocks so far (the high-water mark past the meta block).
+     */
+    uint64_t used;
+    /**
+     * Blocks in use.
+     */
+    uint64_t blocks;
+    /**
+     * Commits made over the memory's whole life (what a recovery finds).
+     */
+    uint64_t seq;
+    /**
+     * Commits made since `rvm_cfg_create`.
+     */
+    uint64_t commits;
+    /**
+     * Pages the last commit sent.
+     */
+    uint64_t last_commit_pages;
+    /**
+     * Microseconds the last commit took.
+     */
+    uint64_t last_commit_us;
+    /**
+     * The recovery (if `recovered`): the commits the memory had seen.
+     */
+    uint64_t recovered_seq;
+    /**
+     * The recovery: blocks read back.
+     */
+    uint64_t recovered_blocks;
+    /**
+     * The recovery: bytes read back, the meta block included.
+     */
+    uint64_t recovered_bytes;
+    /**
+     * The recovery: microseconds from the start of `rvm_cfg_create` to its return.
+     */
+    uint64_t recovery_us;
+    /**
+     * How written pages are found: "uffd-async" or "mprotect". NUL-terminated.
+     */
+    char tracking[RVM_STATUS_NAME];
+    /**
+     * The backend: "mojim" (a region and its mirror) or "redis". NUL-terminated.
+     */
+    char backend[RVM_STATUS_NAME];
+    /**
+     * Why userfaultfd is not in use (when `fell_back`), else empty. NUL-terminated (cut at
+     * 255 bytes).
+     */
+    char fallback[MOJIM_STATUS_TEXT];
+    /**
+     * The backend's own line: where it is and how it is doing (e.g. "mojim region, mode
+     * sync, mirror 10.0.0.2:7420 (2 lanes connected)"). NUL-terminated (cut at 255 bytes).
+     */
+    char store[MOJIM_STATUS_TEXT];
 };
 
 #ifdef __cplusplus
@@ -510,10 +750,156 @@ int mojim_status(const struct mojim *h, struct mojim_status *out);
 const char *mojim_last_error(void);
 
 /**
+ * The code of the last call that failed on this thread (a negative `MOJIM_E*` value), or
+ * `MOJIM_OK` if none has. For the calls that return a pointer rather than a code
+ * (`rvm_cfg_create`, `rvm_alloc`, `mojim_base`, ...): after one returns NULL, this says what
+ * kind of failure it was, as `mojim_last_error()` says it in words. A call that succeeds
+ * leaves it as it was.
+ */
+int mojim_last_error_code(void);
+
+/**
  * The name of an error code, e.g. "MOJIM_ERANGE" for `MOJIM_ERANGE`, or "MOJIM_E?" for a
  * number that is not a code. The string is static.
  */
 const char *mojim_strerror(int code);
+
+/**
+ * Connects to the backend the configuration file at `config_path` names (`[rvm]`; for the
+ * "mojim" backend, its region, opened as primary, and its mirror) and recovers what it holds
+ * (`Rvm::open`): the memory comes back at the addresses it was created at, with the last
+ * commit's contents, so pointers stored in it stay valid; `rvm_get_usr_data` gives the root.
+ * If the backend holds nothing yet, the memory is created empty at `[rvm] base`.
+ *
+ * `opts`: NULL for the defaults, or an `rvm_options_t` whose `size` is set (its flags,
+ * `RVM_INSECURE`, and a tracking method that overrides `[rvm] tracking`).
+ *
+ * Returns the handle, or NULL with `mojim_last_error()` and `mojim_last_error_code()` set:
+ * `MOJIM_EINVAL` (NULL `config_path`, bad options), `MOJIM_ESTATE` (recoverable memory on
+ * this store is open in this process already), `MOJIM_ECONFIG`, `MOJIM_EADDRINUSE` (the
+ * addresses are taken in this process), `MOJIM_ELAYOUT` (the stored memory cannot be
+ * recovered here: created in a region of another size, or damaged; nothing is changed),
+ * `MOJIM_EIO` (e.g. the tracking method asked for is not available), `MOJIM_EBACKEND` (the
+ * Redis backend) and the errors of `mojim_open`.
+ *
+ * # Safety
+ * `config_path` is NULL or a NUL-terminated string; `opts` is NULL or valid for reads of
+ * `opts->size` bytes.
+ */
+struct rvm_cfg *rvm_cfg_create(const char *config_path, const struct rvm_options *opts);
+
+/**
+ * Ends recoverable memory without committing (`Rvm::close`): writes since the last commit
+ * are dropped (the next `rvm_cfg_create` finds the last commit), the memory is unmapped
+ * (every pointer into it is invalid from here on), the backend is closed and the handle is
+ * freed, even when this fails (the code and message say what failed). Commit first to keep
+ * the last writes.
+ *
+ * No other call on the handle may be in flight, or start, once this is called.
+ *
+ * Errors: `MOJIM_EINVAL` (NULL, not a handle), and the backend's on closing.
+ *
+ * # Safety
+ * `cfg` is NULL or a handle `rvm_cfg_create` returned that is not destroyed.
+ */
+int rvm_cfg_destroy(struct rvm_cfg *cfg);
+
+/**
+ * Allocates `size` bytes of recoverable memory (`rvm_alloc`), zeroed: 16-byte aligned,
+ * page-aligned past 4 KiB (0 bytes gives the smallest block). Use it with ordinary loads and
+ * stores; it is recoverable once a commit has run after it.
+ *
+ * Returns NULL on failure, with `mojim_last_error_code()` `MOJIM_ENOSPC` (full: the message
+ * names the size asked for and what ran out; nothing is allocated, and what is allocated is
+ * untouched) or `MOJIM_EINVAL` (not a handle).
+ *
+ * # Safety
+ * `cfg` is NULL or a handle `rvm_cfg_create` returned that is not destroyed.
+ */
+void *rvm_alloc(struct rvm_cfg *cfg, size_t size);
+
+/**
+ * Frees a block `rvm_alloc` returned (`rvm_free`), as of the next commit: a recovery before
+ * it finds the block still allocated. `ptr` NULL does nothing, as for `free(3)`.
+ *
+ * Errors: `MOJIM_EFOREIGN` (nothing is freed; the message names the pointer) for a pointer
+ * `rvm_alloc` did not return (outside recoverable memory, or inside a block but not at its
+ * start) or a block of more than 4 KiB freed already; `MOJIM_EINVAL` (not a handle). A block
+ * of 4 KiB or less freed twice is not detected, as with `free(3)`: it corrupts the
+ * allocator's free list.
+ *
+ * # Safety
+ * `cfg` is NULL or a handle `rvm_cfg_create` returned that is not destroyed. `ptr` need not
+ * be valid: it is looked up in the block table before anything is written.
+ */
+int rvm_free(struct rvm_cfg *cfg, void *ptr);
+
+/**
+ * Marks the start of a transaction (`rvm_txn_start`). Transactions are implicit and cover the
+ * whole process: `rvm_txn_commit` takes every page written since the previous commit, so
+ * this only documents the program's intent. Errors: `MOJIM_EINVAL` (not a handle).
+ *
+ * # Safety
+ * `cfg` is NULL or a handle `rvm_cfg_create` returned that is not destroyed.
+ */
+int rvm_txn_start(struct rvm_cfg *cfg);
+
+/**
+ * Commits every page of recoverable memory written since the last commit, by any thread,
+ * with the allocator's changes and the root pointer, as one atomic step (`rvm_txn_commit`):
+ * a recovery finds all of it or none. For the "mojim" backend it is one `gmsync`: in the
+ * mirror's log when this returns (mode sync). A store another thread makes while the commit
+ * runs lands in it or in the next.
+ *
+ * A failed commit is in doubt (a recovery may find it whole, never in part): its pages are
+ * kept and sent again by the next commit, so once the cause is gone (the mirror is back) a
+ * commit that succeeds makes everything durable. Errors: `MOJIM_ELOST` (the mirror is lost,
+ * `on_mirror_loss = "block"`), `MOJIM_ERANGE` (more written pages than a lane's log takes:
+ * commit more often, or raise `[mirror] log_capacity`), `MOJIM_EINVAL` (not a handle) and
+ * the other link errors.
+ *
+ * # Safety
+ * `cfg` is NULL or a handle `rvm_cfg_create` returned that is not destroyed.
+ */
+int rvm_txn_commit(struct rvm_cfg *cfg);
+
+/**
+ * Sets the root pointer that `rvm_get_usr_data` returns, after a recovery too
+ * (`rvm_set_usr_data`): NULL, or an address inside recoverable memory (usually a block
+ * `rvm_alloc` returned, holding the program's state). Committed by the next commit.
+ *
+ * Errors: `MOJIM_EFOREIGN` (a pointer outside recoverable memory: nothing is set),
+ * `MOJIM_EINVAL` (not a handle).
+ *
+ * # Safety
+ * `cfg` is NULL or a handle `rvm_cfg_create` returned that is not destroyed. `ptr` is only
+ * compared, never dereferenced.
+ */
+int rvm_set_usr_data(struct rvm_cfg *cfg, void *ptr);
+
+/**
+ * The root pointer (`rvm_get_usr_data`): what `rvm_set_usr_data` set, as last committed when
+ * the memory was recovered; NULL until set. Also NULL if `cfg` is not a handle
+ * (`mojim_last_error` says why): pass a live handle and NULL means "not set".
+ *
+ * # Safety
+ * `cfg` is NULL or a handle `rvm_cfg_create` returned that is not destroyed.
+ */
+void *rvm_get_usr_data(struct rvm_cfg *cfg);
+
+/**
+ * Fills `*out` with a snapshot of recoverable memory's state (`Rvm::status`): the tracking
+ * method and whether it fell back (and why), commits, the last commit's pages, whether the
+ * memory was recovered, the backend. Set `out->size = sizeof(rvm_status_t)` first: at most
+ * that many bytes are filled, and `out->size` becomes the number filled.
+ *
+ * Errors: `MOJIM_EINVAL` (NULL, not a handle, or `out->size` smaller than 16: not set).
+ *
+ * # Safety
+ * `cfg` is NULL or a handle `rvm_cfg_create` returned that is not destroyed; `out` is NULL
+ * or valid for reads and writes of `out->size` bytes.
+ */
+int rvm_status(struct rvm_cfg *cfg, struct rvm_status *out);
 
 #ifdef __cplusplus
 }  // extern "C"

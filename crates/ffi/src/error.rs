@@ -2,7 +2,8 @@
 //! and no Rust error crosses into C, each becomes a code and a message.
 
 use mojim::Error;
-use std::cell::RefCell;
+use mojim_rvm::RvmError;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -23,7 +24,7 @@ pub enum MojimError {
     /// the fix.
     MOJIM_ECONFIG = -2,
     /// A range is outside the region (by pointer or by offset), or a group is too large or has
-    /// too many ranges. Nothing was sent.
+    /// too many ranges (or an RVM commit is larger than a lane's log). Nothing was sent.
     MOJIM_ERANGE = -3,
     /// A system call failed (open, map, connect, flush, ...).
     MOJIM_EIO = -4,
@@ -49,6 +50,29 @@ pub enum MojimError {
     /// A bug in Mojim: it panicked. The message says where; please report it. The handle may
     /// be left in any state: close it.
     MOJIM_EBUG = -13,
+    /// Recoverable memory is full: the region holds no free block that large, or the block
+    /// table is full. Nothing was allocated; what is allocated is untouched. Free blocks, or
+    /// use a larger region.
+    MOJIM_ENOSPC = -14,
+    /// A pointer that is not recoverable memory's where one is needed: `rvm_free` of a pointer
+    /// `rvm_alloc` did not return (a stack or `malloc` pointer, one inside a block, a large
+    /// block freed already), `rvm_set_usr_data` of a pointer outside recoverable memory. The
+    /// message names the pointer; nothing was done.
+    MOJIM_EFOREIGN = -15,
+    /// The addresses recoverable memory lives at are taken in this process (by another
+    /// mapping). Nothing was mapped: map nothing there before `rvm_cfg_create`, or choose
+    /// another `[rvm] base` before the memory is first created.
+    MOJIM_EADDRINUSE = -16,
+    /// The backend holds state that cannot be recovered here: recoverable memory created in a
+    /// region of another size, something that is not recoverable memory, or damage. The
+    /// message names the difference; nothing was changed.
+    MOJIM_ELAYOUT = -17,
+    /// The call is not allowed in the API's present state: a second `rvm_cfg_create` on a
+    /// store (region, Redis key) this process has open already. Nothing was done.
+    MOJIM_ESTATE = -18,
+    /// An RVM backend other than a Mojim region (a Redis server) could not be reached,
+    /// answered an error, or broke its protocol.
+    MOJIM_EBACKEND = -19,
 }
 
 impl MojimError {
@@ -66,6 +90,22 @@ impl MojimError {
             Error::Coordinator(_) => MojimError::MOJIM_ECOORD,
             Error::Io { .. } => MojimError::MOJIM_EIO,
             Error::Storage(_) => MojimError::MOJIM_ESTORAGE,
+        }
+    }
+
+    /// The kind of a recoverable-memory error (its Mojim errors as [`MojimError::of`]).
+    pub fn of_rvm(e: &RvmError) -> MojimError {
+        match e {
+            RvmError::Full { .. } => MojimError::MOJIM_ENOSPC,
+            RvmError::ForeignPointer { .. } => MojimError::MOJIM_EFOREIGN,
+            RvmError::State(_) => MojimError::MOJIM_ESTATE,
+            RvmError::AddressTaken(_) => MojimError::MOJIM_EADDRINUSE,
+            RvmError::Layout(_) => MojimError::MOJIM_ELAYOUT,
+            RvmError::TooLarge(_) => MojimError::MOJIM_ERANGE,
+            RvmError::Config(_) => MojimError::MOJIM_ECONFIG,
+            RvmError::Mojim(e) => MojimError::of(e),
+            RvmError::Redis(_) => MojimError::MOJIM_EBACKEND,
+            RvmError::Io { .. } => MojimError::MOJIM_EIO,
         }
     }
 
@@ -91,10 +131,16 @@ impl MojimError {
             MojimError::MOJIM_EDIVERGED => b"MOJIM_EDIVERGED\0",
             MojimError::MOJIM_ECOORD => b"MOJIM_ECOORD\0",
             MojimError::MOJIM_EBUG => b"MOJIM_EBUG\0",
+            MojimError::MOJIM_ENOSPC => b"MOJIM_ENOSPC\0",
+            MojimError::MOJIM_EFOREIGN => b"MOJIM_EFOREIGN\0",
+            MojimError::MOJIM_EADDRINUSE => b"MOJIM_EADDRINUSE\0",
+            MojimError::MOJIM_ELAYOUT => b"MOJIM_ELAYOUT\0",
+            MojimError::MOJIM_ESTATE => b"MOJIM_ESTATE\0",
+            MojimError::MOJIM_EBACKEND => b"MOJIM_EBACKEND\0",
         }
     }
 
-    const ALL: [MojimError; 14] = [
+    const ALL: [MojimError; 20] = [
         MojimError::MOJIM_OK,
         MojimError::MOJIM_EINVAL,
         MojimError::MOJIM_ECONFIG,
@@ -109,6 +155,12 @@ impl MojimError {
         MojimError::MOJIM_EDIVERGED,
         MojimError::MOJIM_ECOORD,
         MojimError::MOJIM_EBUG,
+        MojimError::MOJIM_ENOSPC,
+        MojimError::MOJIM_EFOREIGN,
+        MojimError::MOJIM_EADDRINUSE,
+        MojimError::MOJIM_ELAYOUT,
+        MojimError::MOJIM_ESTATE,
+        MojimError::MOJIM_EBACKEND,
     ];
 }
 
@@ -131,15 +183,23 @@ impl From<Error> for Failure {
     }
 }
 
-thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+impl From<RvmError> for Failure {
+    fn from(e: RvmError) -> Failure {
+        Failure { code: MojimError::of_rvm(&e), message: e.to_string() }
+    }
 }
 
-/// Records `message` as this thread's last error.
-fn set_last_error(message: &str) {
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    static LAST_CODE: Cell<c_int> = const { Cell::new(0) };
+}
+
+/// Records `code` and `message` as this thread's last error.
+fn set_last_error(code: MojimError, message: &str) {
     // A C string ends at its first NUL: one inside a message (from a path, say) is shown.
     let text = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
     LAST_ERROR.with(|l| *l.borrow_mut() = text);
+    LAST_CODE.with(|c| c.set(code as c_int));
 }
 
 /// Runs the body of an exported function: its error, or a panic inside it, becomes a code and
@@ -148,7 +208,7 @@ pub(crate) fn call(body: impl FnOnce() -> Result<(), Failure>) -> c_int {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => MojimError::MOJIM_OK as c_int,
         Ok(Err(f)) => {
-            set_last_error(&f.message);
+            set_last_error(f.code, &f.message);
             f.code as c_int
         }
         Err(payload) => {
@@ -157,7 +217,10 @@ pub(crate) fn call(body: impl FnOnce() -> Result<(), Failure>) -> c_int {
                 .map(|s| s.to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic without a message".into());
-            set_last_error(&format!("a bug in Mojim: it panicked: {what}; please report it"));
+            set_last_error(
+                MojimError::MOJIM_EBUG,
+                &format!("a bug in Mojim: it panicked: {what}; please report it"),
+            );
             MojimError::MOJIM_EBUG as c_int
         }
     }
@@ -185,6 +248,16 @@ pub extern "C" fn mojim_last_error() -> *const c_char {
     // The thread-local's string lives as long as the thread and is replaced only by a failing
     // call on this thread, which is what the contract above promises.
     LAST_ERROR.with(|l| l.borrow().as_ptr())
+}
+
+/// The code of the last call that failed on this thread (a negative `MOJIM_E*` value), or
+/// `MOJIM_OK` if none has. For the calls that return a pointer rather than a code
+/// (`rvm_cfg_create`, `rvm_alloc`, `mojim_base`, ...): after one returns NULL, this says what
+/// kind of failure it was, as `mojim_last_error()` says it in words. A call that succeeds
+/// leaves it as it was.
+#[no_mangle]
+pub extern "C" fn mojim_last_error_code() -> c_int {
+    LAST_CODE.with(Cell::get)
 }
 
 /// The name of an error code, e.g. "MOJIM_ERANGE" for `MOJIM_ERANGE`, or "MOJIM_E?" for a
@@ -218,8 +291,10 @@ mod tests {
         let code = call(|| Err(Error::Config("[primary] mode = \"fast\" is not a mode".into()).into()));
         assert_eq!(code, MojimError::MOJIM_ECONFIG as c_int);
         assert_eq!(last(), "configuration: [primary] mode = \"fast\" is not a mode");
+        assert_eq!(mojim_last_error_code(), MojimError::MOJIM_ECONFIG as c_int);
         assert_eq!(call(|| Ok(())), 0);
         assert_eq!(last(), "configuration: [primary] mode = \"fast\" is not a mode");
+        assert_eq!(mojim_last_error_code(), MojimError::MOJIM_ECONFIG as c_int);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Mojim's C API: every function `include/mojim.h` declares, over the Rust API of the `mojim`
-//! library (`Primary`). `mojim-capi` links this crate into `libmojim.so` and `libmojim.a`;
-//! Rust code may call the same functions directly (the benchmark does, to measure this layer).
+//! library (`Primary`) and of recoverable memory (`mojim_rvm::Rvm`: the `rvm_*` functions).
+//! `mojim-capi` links this crate into `libmojim.so` and `libmojim.a`; Rust code may call the
+//! same functions directly (the benchmark does, to measure this layer).
 //!
 //! The layer is thin: every rule (bounds, groups, errors) is the library's. What it adds is
 //! what C needs: opaque handles, pointers checked before use (NULL, outside the mapping),
@@ -11,10 +12,17 @@
 
 mod error;
 mod handle;
+mod rvm;
+mod rvm_status;
 mod status;
 
-pub use error::{mojim_last_error, mojim_strerror, MojimError};
+pub use error::{mojim_last_error, mojim_last_error_code, mojim_strerror, MojimError};
 pub use handle::Handle;
+pub use rvm::{
+    rvm_alloc, rvm_cfg_create, rvm_cfg_destroy, rvm_free, rvm_get_usr_data, rvm_set_usr_data, rvm_status,
+    rvm_txn_commit, rvm_txn_start, RvmCfg,
+};
+pub use rvm_status::{RvmCfgOptions, RvmCfgStatus, RvmTracking, RVM_INSECURE, RVM_STATUS_NAME};
 pub use status::{MojimMirrorState, MojimMode, MojimRole, MojimStatus, MOJIM_STATUS_TEXT};
 
 use error::{call, call_value, Failure};
@@ -478,24 +486,11 @@ pub unsafe extern "C" fn mojim_status(h: *const Mojim, out: *mut MojimStatus) ->
     call(|| {
         // SAFETY: the caller's promise, passed on.
         let m = unsafe { handle(h) }?;
-        if out.is_null() {
-            return Err(Failure::invalid("out is NULL: pass a struct mojim_status to fill"));
+        // SAFETY: the caller's promise about `out`, passed on.
+        unsafe {
+            status::copy_sized(out, "struct mojim_status", status::MIN_STATUS_SIZE, || {
+                MojimStatus::of(&m.primary.status(), m.primary.mode())
+            })
         }
-        // SAFETY: not NULL; the caller's struct begins with its `size` (a u32, aligned), and
-        // no reference to the whole struct is made: it may be shorter than this library's.
-        let size = unsafe { (&raw const (*out).size).read() } as usize;
-        if size < status::MIN_STATUS_SIZE {
-            return Err(Failure::invalid(format!(
-                "status size is {size}: set out->size = sizeof(struct mojim_status) before the call"
-            )));
-        }
-        let mut s = MojimStatus::of(&m.primary.status(), m.primary.mode());
-        let n = size.min(size_of::<MojimStatus>());
-        s.size = n as u32;
-        // SAFETY: the caller promises `size` writable bytes at `out`, and n <= size; `s` is a
-        // local with n readable bytes and no padding (its layout test checks), so no
-        // uninitialised byte is copied.
-        unsafe { ptr::copy_nonoverlapping((&raw const s).cast::<u8>(), out.cast::<u8>(), n) };
-        Ok(())
     })
 }

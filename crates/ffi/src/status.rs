@@ -1,8 +1,10 @@
 //! `struct mojim_status`: what `Primary::status` reports, in fixed-width fields a C caller's
 //! struct can hold, versioned by its size.
 
+use crate::error::Failure;
 use mojim::{Mode, PrimaryStatus};
 use std::ffi::c_char;
+use std::ptr;
 
 /// Bytes of each string field of `struct mojim_status`, its NUL included.
 pub const MOJIM_STATUS_TEXT: usize = 256;
@@ -122,17 +124,56 @@ pub struct MojimStatus {
 /// The smallest `size` a caller may give: the fields up to `mirror_state`.
 pub(crate) const MIN_STATUS_SIZE: usize = 16;
 
-/// Copies `s` into a C string field, cut at a character boundary so it stays valid UTF-8.
-fn text(s: &str) -> [c_char; MOJIM_STATUS_TEXT] {
-    let mut end = s.len().min(MOJIM_STATUS_TEXT - 1);
+/// Copies `s` into a C string field of `N` bytes, cut at a character boundary so it stays
+/// valid UTF-8.
+pub(crate) fn text<const N: usize>(s: &str) -> [c_char; N] {
+    let mut end = s.len().min(N - 1);
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    let mut out = [0 as c_char; MOJIM_STATUS_TEXT];
+    let mut out = [0 as c_char; N];
     for (o, b) in out.iter_mut().zip(&s.as_bytes()[..end]) {
         *o = *b as c_char;
     }
     out
+}
+
+/// Copies a status into the caller's struct at `out`, versioned by its size: `out` begins with
+/// a `u32` `size` that the caller set to its `sizeof` (`c_type` names it in the error); at most
+/// that many bytes of `value()` are copied, and `size` becomes the number copied. A `size`
+/// below `min` (e.g. 0: not set) is refused.
+///
+/// # Safety
+/// `out` is NULL or valid for reads and writes of `out->size` bytes, beginning with an aligned
+/// `u32`. `T` begins with its `u32` size and has no padding (its layout test checks), so no
+/// uninitialised byte is copied.
+pub(crate) unsafe fn copy_sized<T: Copy>(
+    out: *mut T,
+    c_type: &str,
+    min: usize,
+    value: impl FnOnce() -> T,
+) -> Result<(), Failure> {
+    if out.is_null() {
+        return Err(Failure::invalid(format!("out is NULL: pass a {c_type} to fill")));
+    }
+    // SAFETY: not NULL; the caller's struct begins with its `size` (a u32, aligned), and no
+    // reference to the whole struct is made: it may be shorter than this library's.
+    let size = unsafe { out.cast::<u32>().read() } as usize;
+    if size < min {
+        return Err(Failure::invalid(format!(
+            "status size is {size}: set out->size = sizeof({c_type}) before the call"
+        )));
+    }
+    let s = value();
+    let n = size.min(size_of::<T>());
+    // SAFETY: the caller promises `size` writable bytes at `out`, and n <= size; `s` is a
+    // local with n readable bytes and no padding; then the size field, the first 4 bytes (n >=
+    // min >= 4), is set.
+    unsafe {
+        ptr::copy_nonoverlapping((&raw const s).cast::<u8>(), out.cast::<u8>(), n);
+        out.cast::<u32>().write(n as u32);
+    }
+    Ok(())
 }
 
 impl MojimStatus {
@@ -185,7 +226,7 @@ mod tests {
     #[test]
     fn text_is_cut_at_a_character_boundary_and_ends_in_nul() {
         let long = "é".repeat(200); // 400 bytes
-        let t = text(&long);
+        let t: [c_char; MOJIM_STATUS_TEXT] = text(&long);
         let bytes: Vec<u8> = t.iter().take_while(|c| **c != 0).map(|c| *c as u8).collect();
         assert_eq!(bytes.len(), 254);
         assert!(std::str::from_utf8(&bytes).is_ok());

@@ -1,7 +1,8 @@
 //! The library an application links stays lean: its normal dependency tree holds at most
 //! `MAX_PACKAGES` distinct packages, and none of the tools' (command line, plots, progress
 //! bars, histograms, log formatting), which belong to `mojim-tools` and `mojim-cli`. The C
-//! library (`mojim-capi` over `mojim-ffi`) adds nothing to it.
+//! library (`mojim-capi` over `mojim-ffi`) adds recoverable memory (`mojim-rvm`) to it, and
+//! nothing else.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -60,11 +61,34 @@ fn the_library_dependency_tree_is_small_and_has_no_tools() {
     );
 }
 
+/// The packages libmojim links beyond the library's own: recoverable memory (`rvm_*`), whose
+/// backends (a Mojim region; Redis over its own std-only client) need nothing more.
+const C_LIBRARY_EXTRAS: &[&str] = &["mojim-rvm"];
+
 #[test]
-fn the_c_library_links_the_library_and_nothing_else() {
+fn the_c_library_links_the_library_and_recoverable_memory_and_nothing_else() {
     let mut c = tree("mojim-capi", &[]);
     let names: Vec<&str> = c.iter().map(|p| p.0.as_str()).collect();
     println!("{} packages: {}", c.len(), names.join(" "));
-    c.retain(|p| p.0 != "mojim-capi" && p.0 != "mojim-ffi");
-    assert_eq!(c, packages(&[]), "libmojim (mojim-capi, mojim-ffi) depends on more than the library");
+    for extra in C_LIBRARY_EXTRAS {
+        assert!(names.contains(extra), "libmojim no longer links {extra}: take it off C_LIBRARY_EXTRAS");
+    }
+    c.retain(|p| {
+        !["mojim-capi", "mojim-ffi"].contains(&p.0.as_str()) && !C_LIBRARY_EXTRAS.contains(&p.0.as_str())
+    });
+    assert_eq!(
+        c,
+        packages(&[]),
+        "libmojim (mojim-capi, mojim-ffi, mojim-rvm) depends on more than the library"
+    );
+}
+
+#[test]
+fn recoverable_memory_adds_no_package_to_the_library() {
+    // Its Redis backend speaks RESP over std's TcpStream: no Redis client crate.
+    let mut rvm = tree("mojim-rvm", &[]);
+    rvm.retain(|p| p.0 != "mojim-rvm");
+    let library = packages(&[]);
+    let extra: Vec<_> = rvm.difference(&library).collect();
+    assert!(extra.is_empty(), "mojim-rvm depends on packages the library does not: {extra:?}");
 }
