@@ -79,7 +79,7 @@ unsafe fn handle<'a>(cfg: *const RvmCfg) -> Result<&'a RvmCfg, Failure> {
 /// errors as they are.
 fn foreign(h: &RvmCfg, e: RvmError, call: &str, not: &str, nothing: &str, fix: &str) -> Failure {
     match e {
-        RvmError::ForeignPointer { addr } => Failure {
+        RvmError::ForeignPointer { addr, .. } => Failure {
             code: MojimError::MOJIM_EFOREIGN,
             message: format!(
                 "{call}: {addr:#x} is {not}; recoverable memory is {:#x}..{:#x}: {nothing}; {fix}",

@@ -17,6 +17,8 @@ pub enum RvmError {
     ForeignPointer {
         /// The pointer.
         addr: usize,
+        /// The call it was given to: `rvm_free` or `rvm_set_usr_data`.
+        call: &'static str,
     },
     /// The caller's fault (or the process's layout): the address recoverable memory lives at
     /// is taken in this process.
@@ -55,9 +57,15 @@ impl fmt::Display for RvmError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RvmError::Full { wanted, why } => write!(f, "cannot allocate {wanted} bytes: {why}"),
-            RvmError::ForeignPointer { addr } => write!(
+            RvmError::ForeignPointer { addr, call: "rvm_set_usr_data" } => write!(
                 f,
-                "{addr:#x} is not a block rvm_alloc returned (or it was freed already): nothing was freed"
+                "rvm_set_usr_data: {addr:#x} is not in recoverable memory: the root is unchanged; pass \
+                 null or a pointer rvm_alloc returned"
+            ),
+            RvmError::ForeignPointer { addr, call } => write!(
+                f,
+                "{call}: {addr:#x} is not a block rvm_alloc returned (or it was freed already): nothing \
+                 was freed"
             ),
             RvmError::AddressTaken(m)
             | RvmError::Layout(m)

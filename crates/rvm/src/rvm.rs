@@ -203,7 +203,7 @@ impl Rvm {
         let st = lock(&self.state);
         let a = ptr as usize;
         if a != 0 && !st.arena.contains(a, 1) {
-            return Err(RvmError::ForeignPointer { addr: a });
+            return Err(RvmError::ForeignPointer { addr: a, call: "rvm_set_usr_data" });
         }
         st.arena.store_u64(at::USR_DATA, a as u64);
         Ok(())
@@ -424,7 +424,7 @@ impl State {
     }
 
     fn free(&mut self, addr: u64) -> Result<()> {
-        let foreign = || RvmError::ForeignPointer { addr: addr as usize };
+        let foreign = || RvmError::ForeignPointer { addr: addr as usize, call: "rvm_free" };
         let (&start, &i) = self.blocks.range(..=addr).next_back().ok_or_else(foreign)?;
         let e = self.entry(i);
         if addr >= start + e.len {

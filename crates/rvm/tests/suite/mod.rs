@@ -213,10 +213,15 @@ pub fn bad_input_is_refused_and_changes_nothing<S: Store>() {
             other => panic!("free({bad:p}): {other:?}"),
         }
     }
-    assert!(matches!(
-        rvm.set_usr_data(&mut local as *mut u64 as *mut u8),
-        Err(RvmError::ForeignPointer { .. })
-    ));
+    match rvm.set_usr_data(&mut local as *mut u64 as *mut u8) {
+        Err(e @ RvmError::ForeignPointer { .. }) => {
+            assert!(
+                e.to_string().contains("rvm_set_usr_data") && e.to_string().contains("root is unchanged"),
+                "{e}"
+            )
+        }
+        other => panic!("set_usr_data of a stack pointer: {other:?}"),
+    }
     // A large block freed is reused.
     rvm.free(big).unwrap();
     assert!(matches!(rvm.free(big), Err(RvmError::ForeignPointer { .. })), "a double free of a block");
