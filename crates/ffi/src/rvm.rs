@@ -200,9 +200,7 @@ pub unsafe extern "C" fn rvm_alloc(cfg: *mut RvmCfg, size: usize) -> *mut c_void
 ///
 /// Errors: `MOJIM_EFOREIGN` (nothing is freed; the message names the pointer) for a pointer
 /// `rvm_alloc` did not return (outside recoverable memory, or inside a block but not at its
-/// start) or a block of more than 4 KiB freed already; `MOJIM_EINVAL` (not a handle). A block
-/// of 4 KiB or less freed twice is not detected, as with `free(3)`: it corrupts the
-/// allocator's free list.
+/// start) or a block freed already; `MOJIM_EINVAL` (not a handle).
 ///
 /// # Safety
 /// `cfg` is NULL or a handle `rvm_cfg_create` returned that is not destroyed. `ptr` need not

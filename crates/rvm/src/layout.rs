@@ -56,6 +56,9 @@ pub const CLASSES: usize = 9;
 pub const MAX_SMALL: u64 = 4096;
 /// Bytes of a slab.
 pub const SLAB_LEN: u64 = 256 << 10;
+/// A free chunk's second word is its address XOR this (`"MOJIMFRE"` little-endian): how a
+/// second `rvm_free` of a chunk is told from a first (a match is confirmed on the free list).
+pub const FREE_TAG: u64 = u64::from_le_bytes(*b"MOJIMFRE");
 /// Where the CRC sits.
 const CRC_AT: usize = 248;
 

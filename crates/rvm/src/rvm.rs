@@ -2,7 +2,8 @@
 
 use crate::error::{Result, RvmError};
 use crate::layout::{
-    self, at, class_of, class_size, Entry, Header, Kind, MAX_SMALL, META_LEN, PAGE, SLAB_LEN, TABLE_CAP,
+    self, at, class_of, class_size, Entry, Header, Kind, FREE_TAG, MAX_SMALL, META_LEN, PAGE, SLAB_LEN,
+    TABLE_CAP,
 };
 use crate::options::{Backend, RvmOptions};
 use crate::rmem::Rmem;
@@ -395,9 +396,11 @@ impl State {
             // Thread every chunk onto the class's free list, in address order.
             let chunk = class_size(c);
             let mut slab = vec![0u8; SLAB_LEN as usize];
-            for k in 0..SLAB_LEN / chunk - 1 {
-                let next = e.addr + (k + 1) * chunk;
-                slab[(k * chunk) as usize..(k * chunk + 8) as usize].copy_from_slice(&next.to_le_bytes());
+            for k in 0..SLAB_LEN / chunk {
+                let (addr, at) = (e.addr + k * chunk, (k * chunk) as usize);
+                let next = if k + 1 < SLAB_LEN / chunk { addr + chunk } else { 0 };
+                slab[at..at + 8].copy_from_slice(&next.to_le_bytes());
+                slab[at + 8..at + 16].copy_from_slice(&(addr ^ FREE_TAG).to_le_bytes());
             }
             self.arena.write(e.offset as usize, &slab);
             head = e.addr;
@@ -439,12 +442,36 @@ impl State {
             Kind::Slab { class } if (addr - start).is_multiple_of(class_size(class)) => {
                 let head_at = at::HEADS + 8 * class;
                 let head = self.arena.load_u64(head_at);
-                self.arena.store_u64((addr - self.base()) as usize, head);
+                let at = (addr - self.base()) as usize;
+                if self.arena.load_u64(at + 8) == addr ^ FREE_TAG && self.on_free_list(head, addr) {
+                    return Err(foreign());
+                }
+                self.arena.store_u64(at, head);
+                self.arena.store_u64(at + 8, addr ^ FREE_TAG);
                 self.arena.store_u64(head_at, addr);
             }
             _ => return Err(foreign()),
         }
         Ok(())
+    }
+
+    /// Whether `addr` is on the free list that starts at `head`. Walked only when a chunk
+    /// given to `free` carries the free tag (a chunk in use holding that value by chance
+    /// is not on the list).
+    /// A list the program broke (a store into a freed chunk) ends the walk: no chunk the
+    /// list cannot reach, and never more steps than chunks fit.
+    fn on_free_list(&self, mut head: u64, addr: u64) -> bool {
+        let base = self.base();
+        for _ in 0..self.arena.len() / 16 {
+            if head == addr {
+                return true;
+            }
+            if head == 0 || !self.arena.contains(head as usize, 8) {
+                return false;
+            }
+            head = self.arena.load_u64((head - base) as usize);
+        }
+        false
     }
 
     fn commit(&mut self) -> Result<()> {

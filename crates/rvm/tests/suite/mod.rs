@@ -222,6 +222,19 @@ pub fn bad_input_is_refused_and_changes_nothing<S: Store>() {
         }
         other => panic!("set_usr_data of a stack pointer: {other:?}"),
     }
+    // A small chunk freed twice: refused, and the free list stays whole (two allocations
+    // then get two chunks). A chunk in use that holds the free tag by chance is freed.
+    let q = rvm.alloc(100).unwrap();
+    rvm.free(q).unwrap();
+    match rvm.free(q) {
+        Err(e @ RvmError::ForeignPointer { .. }) => assert!(e.to_string().contains("freed already"), "{e}"),
+        other => panic!("a second free of a small chunk: {other:?}"),
+    }
+    let (a, b) = (rvm.alloc(100).unwrap(), rvm.alloc(100).unwrap());
+    assert_ne!(a, b, "a double free put one chunk on the free list twice");
+    unsafe { (a as *mut u64).add(1).write(a as u64 ^ u64::from_le_bytes(*b"MOJIMFRE")) };
+    rvm.free(a).unwrap();
+    rvm.free(b).unwrap();
     // A large block freed is reused.
     rvm.free(big).unwrap();
     assert!(matches!(rvm.free(big), Err(RvmError::ForeignPointer { .. })), "a double free of a block");
