@@ -240,7 +240,7 @@ impl Driver<'_> {
         let now = Instant::now();
         c.batch.clear();
         while c.batch.len() < self.spec.pipeline && self.may_issue(now) {
-            let op = self.src.next();
+            let op = self.src.next_op();
             let slot = c.batch.len();
             c.batch.push(op);
             self.issued += 1;

@@ -196,7 +196,7 @@ impl OpSource {
     }
 
     /// The next operation.
-    pub fn next(&mut self) -> Op {
+    pub fn next_op(&mut self) -> Op {
         let kind = self.mix.choose(&mut self.rng);
         if kind == OpKind::Insert {
             let key = self.next_insert;
@@ -252,7 +252,7 @@ mod tests {
             let mut src = OpSource::new(w, 1000, n, 42);
             let mut seen: HashMap<OpKind, u64> = HashMap::new();
             for _ in 0..n {
-                let op = src.next();
+                let op = src.next_op();
                 *seen.entry(op.kind).or_default() += 1;
                 if op.kind == OpKind::Insert {
                     src.acknowledge_insert(op.key);
@@ -270,7 +270,7 @@ mod tests {
         let mut src = OpSource::new(Workload::YcsbE, 1000, 10_000, 9);
         let mut lens = Vec::new();
         for _ in 0..20_000 {
-            let op = src.next();
+            let op = src.next_op();
             match op.kind {
                 OpKind::Scan => {
                     assert!((1..=MAX_SCAN_LENGTH).contains(&op.len), "{op:?}");
@@ -291,7 +291,7 @@ mod tests {
         let mut src = OpSource::new(Workload::YcsbD, 10, 1000, 5);
         let mut pending = Vec::new();
         for _ in 0..5000 {
-            let op = src.next();
+            let op = src.next_op();
             match op.kind {
                 OpKind::Insert => pending.push(op.key),
                 _ => assert!(op.key < src.acked, "{op:?} chose an unacknowledged key"),
@@ -315,7 +315,7 @@ mod tests {
         let mut recent = 0;
         let mut reads = 0;
         for _ in 0..100_000 {
-            let op = src.next();
+            let op = src.next_op();
             if op.kind == OpKind::Insert {
                 src.acknowledge_insert(op.key);
             } else {
