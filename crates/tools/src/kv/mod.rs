@@ -17,6 +17,7 @@ pub mod client;
 pub mod janitor;
 pub mod keys;
 pub mod load;
+mod plan;
 pub mod redis_benchmark;
 pub mod report;
 pub mod resp;
@@ -27,11 +28,8 @@ use crate::bench::BenchArgs;
 use client::RespClient;
 use janitor::Janitor;
 use mojim::error::{Error, Result};
-use report::KvResult;
 use resp::Value;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 use targets::{Env, Server, Target};
 use ycsb::Workload;
 
@@ -153,6 +151,9 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     if a.ops == 0 {
         return Err(Error::Config("--ops 0: a run needs at least 1 operation".into()));
     }
+    if a.repeat == 0 {
+        return Err(Error::Config("--repeat 0: give at least 1 round".into()));
+    }
     if let Some(d) = a.duration.filter(|d| !(d.is_finite() && *d > 0.0)) {
         return Err(Error::Config(format!("--duration {d}: give a positive number of seconds")));
     }
@@ -196,185 +197,13 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         run.servers.push(s);
     }
 
-    let plan = Plan { a, k, redis_benchmark: &redis_benchmark, with_rb };
-    let results = plan.execute(&mut run)?;
+    let plan = plan::Plan { a, k, redis_benchmark: &redis_benchmark, with_rb };
+    let results = plan.execute(&run.servers)?;
     drop(run);
     if !a.json {
         print!("{}", report::table(&results));
     }
     Ok(())
-}
-
-struct Plan<'a> {
-    a: &'a BenchArgs,
-    k: &'a KvArgs,
-    redis_benchmark: &'a Path,
-    with_rb: bool,
-}
-
-impl Plan<'_> {
-    fn runs(&self, servers: &[Server]) -> usize {
-        let cells = self.k.sizes.len() * self.k.clients.len() * self.k.pipeline.len();
-        let kv = if self.k.tools.contains(&Tool::Kv) { self.k.workloads.len() * servers.len() } else { 0 };
-        // redis-benchmark gives a line per test.
-        let rb = if self.with_rb { servers.iter().map(|s| self.rb_tests(s.target).len()).sum() } else { 0 };
-        cells * (kv + rb)
-    }
-
-    /// What redis-benchmark runs against `t`: SET and GET as asked, but no SET where every write
-    /// must be followed by WAIT, which redis-benchmark cannot send.
-    fn rb_tests(&self, t: Target) -> Vec<Workload> {
-        let mut tests: Vec<Workload> = Vec::new();
-        for &w in &self.k.workloads {
-            if (w == Workload::Get || (w == Workload::Set && !t.waits())) && !tests.contains(&w) {
-                tests.push(w);
-            }
-        }
-        // SET first, so that GET reads the keys it wrote.
-        tests.sort_by_key(|w| *w != Workload::Set);
-        tests
-    }
-
-    fn execute(&self, run: &mut Running) -> Result<Vec<KvResult>> {
-        let (a, k) = (self.a, self.k);
-        let total = self.runs(&run.servers);
-        let mut done = 0;
-        let mut results = Vec::new();
-        let mut emit = |r: KvResult, results: &mut Vec<KvResult>| {
-            done += 1;
-            if !r.ops_per_s.is_finite() {
-                // redis-benchmark's rate is requests over whole milliseconds: "inf" for a run
-                // shorter than one.
-                eprintln!(
-                    "kv [{done}/{total}] {} {} {} B, clients {}, pipeline {}: {} finished within its 1 ms \
-                     clock tick and gives no rate; this line is left out (raise --ops)",
-                    r.target, r.workload, r.size, r.clients, r.pipeline, r.tool
-                );
-                return;
-            }
-            eprintln!(
-                "kv [{done}/{total}] {} {} {} B, clients {}, pipeline {}: {:.0} ops/s, p50 {:.1} µs, p99 {:.1} µs ({})",
-                r.target, r.workload, r.size, r.clients, r.pipeline, r.ops_per_s, r.p50_us, r.p99_us, r.tool
-            );
-            if a.json {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{}", r.json()).and_then(|_| out.flush());
-            }
-            results.push(r);
-        };
-        for &size in &k.sizes {
-            for s in &run.servers {
-                eprintln!("kv: loading {} records of {size} B into {}", k.records, s.target.name());
-                load_records(&s.addr, k.records, size as usize, s.target.waits())?;
-            }
-            if k.tools.contains(&Tool::Kv) {
-                for (wi, &w) in k.workloads.iter().enumerate() {
-                    for &clients in &k.clients {
-                        for &pipeline in &k.pipeline {
-                            for s in &run.servers {
-                                let spec = load::RunSpec {
-                                    addr: s.addr.clone(),
-                                    workload: w,
-                                    size: size as usize,
-                                    clients: clients as usize,
-                                    pipeline: pipeline as usize,
-                                    ops: a.ops,
-                                    duration: a.duration.map(Duration::from_secs_f64),
-                                    records: k.records,
-                                    wait_replica: s.target.waits(),
-                                    // The same operations for every target of a cell.
-                                    seed: keys::fnv64(
-                                        ((wi as u64) << 48)
-                                            ^ (size << 20)
-                                            ^ ((clients as u64) << 10)
-                                            ^ pipeline as u64,
-                                    ),
-                                };
-                                let o = load::run(&spec)?;
-                                if o.misses > 0 {
-                                    eprintln!(
-                                        "kv: warning: {} {}: {} reads found no value (a write it acknowledged is missing)",
-                                        s.target.name(),
-                                        w.name(),
-                                        o.misses
-                                    );
-                                }
-                                if !o.inserted.is_empty() {
-                                    delete_keys(&s.addr, o.inserted.clone())?;
-                                }
-                                let secs = o.secs.max(1e-9);
-                                emit(
-                                    KvResult {
-                                        tool: "kv",
-                                        target: s.target.name(),
-                                        workload: w.name(),
-                                        size: size as usize,
-                                        clients: clients as usize,
-                                        pipeline: pipeline as usize,
-                                        ops: o.ops,
-                                        ops_per_s: o.ops as f64 / secs,
-                                        p50_us: o.hist.value_at_quantile(0.5) as f64 / 1000.0,
-                                        p99_us: o.hist.value_at_quantile(0.99) as f64 / 1000.0,
-                                        mean_us: o.hist.mean() / 1000.0,
-                                        misses: Some(o.misses),
-                                    },
-                                    &mut results,
-                                );
-                            }
-                        }
-                    }
-                }
-            }
-            if self.with_rb {
-                for &clients in &k.clients {
-                    for &pipeline in &k.pipeline {
-                        for s in &run.servers {
-                            let tests = self.rb_tests(s.target);
-                            if s.target.waits() && k.workloads.contains(&Workload::Set) {
-                                eprintln!(
-                                    "kv: redis-benchmark cannot send WAIT after each SET: {} SET is measured by the kv tool only",
-                                    s.target.name()
-                                );
-                            }
-                            if tests.is_empty() {
-                                continue;
-                            }
-                            let rows = redis_benchmark::run(&redis_benchmark::Invocation {
-                                bin: self.redis_benchmark,
-                                addr: &s.addr,
-                                tests: &tests,
-                                size: size as usize,
-                                clients: clients as usize,
-                                pipeline: pipeline as usize,
-                                ops: a.ops,
-                                records: k.records,
-                            })?;
-                            for r in rows {
-                                emit(
-                                    KvResult {
-                                        tool: "redis-benchmark",
-                                        target: s.target.name(),
-                                        workload: r.workload.name(),
-                                        size: size as usize,
-                                        clients: clients as usize,
-                                        pipeline: pipeline as usize,
-                                        ops: a.ops,
-                                        ops_per_s: r.rps,
-                                        p50_us: r.p50_us,
-                                        p99_us: r.p99_us,
-                                        mean_us: r.mean_us,
-                                        misses: None,
-                                    },
-                                    &mut results,
-                                );
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        Ok(results)
-    }
 }
 
 /// The name of record `n`.
