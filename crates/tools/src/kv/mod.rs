@@ -42,7 +42,8 @@ pub const MAX_VALUE_BYTES: u64 = 64 << 20;
 pub struct KvArgs {
     /// Run the Redis-protocol benchmark: start the --targets, load --records keys into each, and
     /// drive them with --tools over --workloads × --sizes × --clients × --pipeline, --ops
-    /// operations per run (--duration caps a run's seconds).
+    /// operations per run (--duration caps the seconds of a run of the kv tool), --repeat
+    /// rounds interleaved.
     #[arg(long)]
     pub kv: bool,
     /// Servers to start and measure, comma-separated: mojim-sync, redis-none, redis-aof-always,
