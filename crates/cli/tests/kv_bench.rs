@@ -139,6 +139,35 @@ fn every_workload_finds_every_key_and_leaves_the_records_as_loaded() {
     server.stop(&mut janitor);
 }
 
+#[test]
+fn an_error_reply_fails_the_run_naming_the_command_and_the_error() {
+    let dir = TempDir::new("kv-refused");
+    let mut janitor = Janitor::start();
+    let server = start(Target::RedisNone, dir.path(), &mut janitor);
+    load_records(&server.addr, 50, 64, false).expect("load");
+    let mut c = RespClient::connect(&server.addr, Duration::from_secs(10)).expect("connect");
+    // Out of memory: reads go on, every write is refused.
+    ok(c.command(&[b"CONFIG", b"SET", b"maxmemory", b"1"]).unwrap());
+    let run = |w| {
+        load::run(&RunSpec {
+            addr: server.addr.clone(),
+            workload: w,
+            size: 64,
+            clients: 2,
+            pipeline: 3,
+            ops: 100,
+            duration: None,
+            records: 50,
+            wait_replica: false,
+            seed: 1,
+        })
+    };
+    assert_eq!(run(mojim_tools::kv::ycsb::Workload::YcsbC).expect("reads are served").misses, 0);
+    let e = run(mojim_tools::kv::ycsb::Workload::Set).err().expect("writes are refused").to_string();
+    assert!(e.contains(&server.addr) && e.contains("answered SET with -OOM"), "{e}");
+    server.stop(&mut janitor);
+}
+
 /// Every entry of `dir` (there should be none left).
 fn leftovers(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)

@@ -95,6 +95,17 @@ enum Cmd {
     Mget(u64),
 }
 
+impl std::fmt::Display for Cmd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cmd::Get => write!(f, "GET"),
+            Cmd::Set => write!(f, "SET"),
+            Cmd::Wait => write!(f, "WAIT 1 0"),
+            Cmd::Mget(n) => write!(f, "MGET of {n} keys"),
+        }
+    }
+}
+
 /// A reply owed on a connection.
 #[derive(Clone, Copy, Debug)]
 struct Expect {
@@ -284,7 +295,7 @@ impl Driver<'_> {
                 (_, Reply::Error(e)) => {
                     return Err(fail(
                         addr,
-                        format!("answered {:?} with -{}", exp.cmd, String::from_utf8_lossy(e)),
+                        format!("answered {} with -{}", exp.cmd, String::from_utf8_lossy(e)),
                     ))
                 }
                 (Cmd::Get, Reply::Bulk(v)) => self.misses += u64::from(v.is_none()),
@@ -294,7 +305,7 @@ impl Driver<'_> {
                     self.misses += items.iter().filter(|r| matches!(r, Reply::Bulk(None))).count() as u64;
                 }
                 (cmd, other) => {
-                    return Err(fail(addr, format!("answered {cmd:?} with {}", other.to_value())));
+                    return Err(fail(addr, format!("answered {cmd} with {}", other.to_value())));
                 }
             }
             c.parsed += n;
