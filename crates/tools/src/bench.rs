@@ -99,6 +99,8 @@ pub struct BenchArgs {
     pub resync: crate::bench_resync::ResyncArgs,
     #[command(flatten)]
     pub failover: crate::bench_failover::FailoverArgs,
+    #[command(flatten)]
+    pub kv: crate::kv::KvArgs,
     /// Run the LMDB benchmark instead: one unmodified LMDB program (Python's lmdb module)
     /// committing transactions of one --size put each, under libmojim_preload.so (mojim-sync),
     /// on --disk-dir with LMDB's fdatasync (ext4-fdatasync) and on --dir without syncs
@@ -363,6 +365,9 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     }
     if a.lmdb {
         return crate::bench_lmdb::run(a);
+    }
+    if a.kv.kv {
+        return crate::kv::run(a);
     }
     if a.transact.transact {
         return crate::transact::run(a);

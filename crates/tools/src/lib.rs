@@ -1,5 +1,5 @@
 //! Mojim's tools: the benchmarks (`bench`, with Transact, resync and fail-over), the paper's
-//! evaluation matrix and its plots, the chaos harness, the demo, and the child processes and
+//! evaluation matrix and its plots, the Redis-protocol benchmark (`kv`), the chaos harness, the demo, and the child processes and
 //! local clusters they start. Only the `mojim` binary (`mojim-cli`) depends on this crate: an
 //! application links the `mojim` library alone.
 #![forbid(unsafe_code)]
@@ -14,6 +14,7 @@ pub mod child;
 pub mod cluster;
 pub mod cpu_time;
 pub mod demo;
+pub mod kv;
 pub mod matrix;
 pub mod plot;
 pub mod transact;

@@ -1,0 +1,267 @@
+//! The order of the runs: per value size, the records are loaded into every target; then each
+//! cell (tool, workload, clients, pipeline) runs against every target one after another,
+//! `--repeat` rounds interleaved, and per target the round with the median p50 is reported.
+
+use super::report::KvResult;
+use super::targets::{Server, Target};
+use super::ycsb::Workload;
+use super::{delete_keys, keys, load, load_records, redis_benchmark, KvArgs, Tool};
+use crate::bench::BenchArgs;
+use mojim::error::Result;
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+/// What to run, and with what.
+pub(super) struct Plan<'a> {
+    pub a: &'a BenchArgs,
+    pub k: &'a KvArgs,
+    pub redis_benchmark: &'a Path,
+    /// Whether redis-benchmark runs (it was asked for, with SET or GET among the workloads).
+    pub with_rb: bool,
+}
+
+/// Counts the runs on stderr.
+struct Progress {
+    done: usize,
+    total: usize,
+    repeat: usize,
+}
+
+impl Progress {
+    fn ran(&mut self, r: &KvResult, round: usize) {
+        self.done += 1;
+        let round =
+            if self.repeat > 1 { format!(", round {}/{}", round + 1, self.repeat) } else { String::new() };
+        let figures = if r.ops_per_s.is_finite() {
+            format!("{:.0} ops/s, p50 {:.1} µs, p99 {:.1} µs", r.ops_per_s, r.p50_us, r.p99_us)
+        } else {
+            // redis-benchmark's rate is requests over whole milliseconds: "inf" for a shorter run.
+            format!("{} finished within its 1 ms clock tick and gives no rate", r.tool)
+        };
+        eprintln!(
+            "kv [{}/{}] {} {} {} B, clients {}, pipeline {}: {figures} ({}{round})",
+            self.done, self.total, r.target, r.workload, r.size, r.clients, r.pipeline, r.tool
+        );
+    }
+}
+
+/// The round with the median p50 among those with a rate.
+fn median(mut rounds: Vec<KvResult>) -> Option<KvResult> {
+    rounds.retain(|r| r.ops_per_s.is_finite());
+    rounds.sort_by(|x, y| x.p50_us.total_cmp(&y.p50_us));
+    (!rounds.is_empty()).then(|| rounds.swap_remove(rounds.len() / 2))
+}
+
+impl Plan<'_> {
+    fn repeat(&self) -> usize {
+        self.a.repeat.max(1)
+    }
+
+    fn runs(&self, servers: &[Server]) -> usize {
+        let cells = self.k.sizes.len() * self.k.clients.len() * self.k.pipeline.len();
+        let kv = if self.k.tools.contains(&Tool::Kv) { self.k.workloads.len() * servers.len() } else { 0 };
+        // redis-benchmark gives a line per test.
+        let rb = if self.with_rb { servers.iter().map(|s| self.rb_tests(s.target).len()).sum() } else { 0 };
+        cells * (kv + rb) * self.repeat()
+    }
+
+    /// What redis-benchmark runs against `t`: SET and GET as asked, but no SET where every write
+    /// must be followed by WAIT, which redis-benchmark cannot send.
+    fn rb_tests(&self, t: Target) -> Vec<Workload> {
+        let mut tests: Vec<Workload> = Vec::new();
+        for &w in &self.k.workloads {
+            if (w == Workload::Get || (w == Workload::Set && !t.waits())) && !tests.contains(&w) {
+                tests.push(w);
+            }
+        }
+        // SET first, so that GET reads the keys it wrote.
+        tests.sort_by_key(|w| *w != Workload::Set);
+        tests
+    }
+
+    /// Prints a chosen result (as a JSON line with --json) and keeps it.
+    fn emit(&self, r: Option<KvResult>, what: &str, results: &mut Vec<KvResult>) {
+        let Some(r) = r else {
+            eprintln!("kv: {what}: no round gave a rate; this line is left out (raise --ops)");
+            return;
+        };
+        if self.a.json {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", r.json()).and_then(|_| out.flush());
+        }
+        results.push(r);
+    }
+
+    /// Runs everything against `servers` and returns the reported results.
+    pub fn execute(&self, servers: &[Server]) -> Result<Vec<KvResult>> {
+        let k = self.k;
+        let mut progress = Progress { done: 0, total: self.runs(servers), repeat: self.repeat() };
+        let mut results = Vec::new();
+        for &size in &k.sizes {
+            for s in servers {
+                eprintln!("kv: loading {} records of {size} B into {}", k.records, s.target.name());
+                load_records(&s.addr, k.records, size as usize, s.target.waits())?;
+            }
+            if k.tools.contains(&Tool::Kv) {
+                for (wi, &w) in k.workloads.iter().enumerate() {
+                    for &clients in &k.clients {
+                        for &pipeline in &k.pipeline {
+                            let cell = Cell {
+                                size: size as usize,
+                                clients: clients as usize,
+                                pipeline: pipeline as usize,
+                            };
+                            let mut rounds: Vec<Vec<KvResult>> = vec![Vec::new(); servers.len()];
+                            for round in 0..self.repeat() {
+                                for (i, s) in servers.iter().enumerate() {
+                                    let r = self.kv_run(s, w, wi, &cell)?;
+                                    progress.ran(&r, round);
+                                    rounds[i].push(r);
+                                }
+                            }
+                            for (s, rs) in servers.iter().zip(rounds) {
+                                let what = format!("{} {} ({cell})", s.target.name(), w.name());
+                                self.emit(median(rs), &what, &mut results);
+                            }
+                        }
+                    }
+                }
+            }
+            if self.with_rb {
+                for &clients in &k.clients {
+                    for &pipeline in &k.pipeline {
+                        let cell = Cell {
+                            size: size as usize,
+                            clients: clients as usize,
+                            pipeline: pipeline as usize,
+                        };
+                        for s in servers {
+                            if s.target.waits() && k.workloads.contains(&Workload::Set) {
+                                eprintln!(
+                                    "kv: redis-benchmark cannot send WAIT after each SET: {} SET is measured by the kv tool only",
+                                    s.target.name()
+                                );
+                            }
+                        }
+                        let mut rounds: Vec<Vec<KvResult>> = vec![Vec::new(); servers.len()];
+                        for round in 0..self.repeat() {
+                            for (i, s) in servers.iter().enumerate() {
+                                for r in self.rb_run(s, &cell)? {
+                                    progress.ran(&r, round);
+                                    rounds[i].push(r);
+                                }
+                            }
+                        }
+                        for (s, rs) in servers.iter().zip(rounds) {
+                            for w in self.rb_tests(s.target) {
+                                let of_w = rs.iter().filter(|r| r.workload == w.name()).cloned().collect();
+                                let what =
+                                    format!("redis-benchmark {} {} ({cell})", s.target.name(), w.name());
+                                self.emit(median(of_w), &what, &mut results);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(results)
+    }
+
+    /// One run of the built-in load.
+    fn kv_run(&self, s: &Server, w: Workload, wi: usize, cell: &Cell) -> Result<KvResult> {
+        let spec = load::RunSpec {
+            addr: s.addr.clone(),
+            workload: w,
+            size: cell.size,
+            clients: cell.clients,
+            pipeline: cell.pipeline,
+            ops: self.a.ops,
+            duration: self.a.duration.map(Duration::from_secs_f64),
+            records: self.k.records,
+            wait_replica: s.target.waits(),
+            // The same operations for every target of a cell.
+            seed: keys::fnv64(
+                ((wi as u64) << 48)
+                    ^ ((cell.size as u64) << 20)
+                    ^ ((cell.clients as u64) << 10)
+                    ^ cell.pipeline as u64,
+            ),
+        };
+        let o = load::run(&spec)?;
+        if o.misses > 0 {
+            eprintln!(
+                "kv: warning: {} {}: {} reads found no value (a write it acknowledged is missing)",
+                s.target.name(),
+                w.name(),
+                o.misses
+            );
+        }
+        if !o.inserted.is_empty() {
+            delete_keys(&s.addr, o.inserted.clone())?;
+        }
+        let secs = o.secs.max(1e-9);
+        Ok(KvResult {
+            tool: "kv",
+            target: s.target.name(),
+            workload: w.name(),
+            size: cell.size,
+            clients: cell.clients,
+            pipeline: cell.pipeline,
+            ops: o.ops,
+            ops_per_s: o.ops as f64 / secs,
+            p50_us: o.hist.value_at_quantile(0.5) as f64 / 1000.0,
+            p99_us: o.hist.value_at_quantile(0.99) as f64 / 1000.0,
+            mean_us: o.hist.mean() / 1000.0,
+            misses: Some(o.misses),
+        })
+    }
+
+    /// One redis-benchmark invocation: a result per test.
+    fn rb_run(&self, s: &Server, cell: &Cell) -> Result<Vec<KvResult>> {
+        let tests = self.rb_tests(s.target);
+        if tests.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = redis_benchmark::run(&redis_benchmark::Invocation {
+            bin: self.redis_benchmark,
+            addr: &s.addr,
+            tests: &tests,
+            size: cell.size,
+            clients: cell.clients,
+            pipeline: cell.pipeline,
+            ops: self.a.ops,
+            records: self.k.records,
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(|r| KvResult {
+                tool: "redis-benchmark",
+                target: s.target.name(),
+                workload: r.workload.name(),
+                size: cell.size,
+                clients: cell.clients,
+                pipeline: cell.pipeline,
+                ops: self.a.ops,
+                ops_per_s: r.rps,
+                p50_us: r.p50_us,
+                p99_us: r.p99_us,
+                mean_us: r.mean_us,
+                misses: None,
+            })
+            .collect())
+    }
+}
+
+/// The value size, clients and pipeline depth of a run.
+struct Cell {
+    size: usize,
+    clients: usize,
+    pipeline: usize,
+}
+
+impl std::fmt::Display for Cell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} B, clients {}, pipeline {}", self.size, self.clients, self.pipeline)
+    }
+}

@@ -1,0 +1,155 @@
+//! The results of `mojim bench --kv`: one JSON line per run, or a table with each run's ratios
+//! against the Redis targets measured in the same invocation.
+
+use super::targets::{Target, ALL_TARGETS};
+use serde::Serialize;
+
+/// One run: a tool driving one workload against one target at one size, client count and
+/// pipeline depth.
+#[derive(Clone, Debug, Serialize)]
+pub struct KvResult {
+    /// `kv` (the built-in load) or `redis-benchmark`.
+    pub tool: &'static str,
+    /// `mojim-sync`, `redis-none`, `redis-aof-always` or `redis-wait1`.
+    pub target: &'static str,
+    /// `set`, `get`, `ycsb-a` … `ycsb-f`.
+    pub workload: &'static str,
+    /// Bytes per value.
+    pub size: usize,
+    /// Connections.
+    pub clients: usize,
+    /// Operations per batch on a connection.
+    pub pipeline: usize,
+    /// Operations done.
+    pub ops: u64,
+    /// Operations per second over all clients.
+    pub ops_per_s: f64,
+    /// Median latency, µs.
+    pub p50_us: f64,
+    /// 99th percentile latency, µs.
+    pub p99_us: f64,
+    /// Mean latency, µs.
+    pub mean_us: f64,
+    /// Reads that found no value (the built-in load only; 0 unless the server lost a write).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub misses: Option<u64>,
+}
+
+impl KvResult {
+    /// The JSON line.
+    pub fn json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    fn cell(&self) -> (&'static str, &'static str, usize, usize, usize) {
+        (self.tool, self.workload, self.size, self.clients, self.pipeline)
+    }
+}
+
+fn short(t: Target) -> &'static str {
+    match t {
+        Target::MojimSync => "mojim",
+        Target::RedisNone => "none",
+        Target::RedisAofAlways => "aof",
+        Target::RedisWait1 => "wait1",
+    }
+}
+
+/// The table: per run its figures, then its throughput and median latency divided by those of
+/// each Redis target in the same cell (same tool, workload, size, clients and pipeline).
+pub fn table(results: &[KvResult]) -> String {
+    let redis: Vec<Target> = ALL_TARGETS
+        .into_iter()
+        .filter(|t| t.is_redis() && results.iter().any(|r| r.target == t.name()))
+        .collect();
+    let mut out = format!(
+        "{:<15} {:<8} {:>5} {:>7} {:>4} {:<16} {:>10} {:>9} {:>9}",
+        "tool", "workload", "size", "clients", "pipe", "target", "ops/s", "p50_us", "p99_us"
+    );
+    for t in &redis {
+        out += &format!(" {:>11}", format!("ops÷{}", short(*t)));
+    }
+    for t in &redis {
+        out += &format!(" {:>11}", format!("p50÷{}", short(*t)));
+    }
+    out.push('\n');
+    // The runs of a cell together, cells in the order they ran.
+    let mut cells: Vec<_> = Vec::new();
+    for r in results {
+        if !cells.contains(&r.cell()) {
+            cells.push(r.cell());
+        }
+    }
+    let mut ordered: Vec<&KvResult> = results.iter().collect();
+    ordered.sort_by_key(|r| cells.iter().position(|c| *c == r.cell()));
+    let mut last_cell = None;
+    for r in ordered {
+        if last_cell.is_some_and(|c| c != r.cell()) {
+            out.push('\n');
+        }
+        last_cell = Some(r.cell());
+        out += &format!(
+            "{:<15} {:<8} {:>5} {:>7} {:>4} {:<16} {:>10.0} {:>9.1} {:>9.1}",
+            r.tool, r.workload, r.size, r.clients, r.pipeline, r.target, r.ops_per_s, r.p50_us, r.p99_us
+        );
+        let base = |t: &Target| results.iter().find(|b| b.cell() == r.cell() && b.target == t.name());
+        for t in &redis {
+            out += &match base(t) {
+                Some(b) if b.ops_per_s > 0.0 => format!(" {:>11.2}", r.ops_per_s / b.ops_per_s),
+                _ => format!(" {:>11}", "-"),
+            };
+        }
+        for t in &redis {
+            out += &match base(t) {
+                Some(b) if b.p50_us > 0.0 => format!(" {:>11.2}", r.p50_us / b.p50_us),
+                _ => format!(" {:>11}", "-"),
+            };
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(target: &'static str, ops_per_s: f64, p50_us: f64) -> KvResult {
+        KvResult {
+            tool: "kv",
+            target,
+            workload: "set",
+            size: 64,
+            clients: 1,
+            pipeline: 1,
+            ops: 10,
+            ops_per_s,
+            p50_us,
+            p99_us: 2.0 * p50_us,
+            mean_us: p50_us,
+            misses: Some(0),
+        }
+    }
+
+    #[test]
+    fn ratios_are_against_the_redis_targets_of_the_same_cell() {
+        let t = table(&[row("redis-none", 1000.0, 10.0), row("redis-wait1", 250.0, 40.0)]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].contains("ops÷none") && lines[0].contains("p50÷wait1"), "{t}");
+        assert!(!lines[0].contains("aof"), "no column for a target not run: {t}");
+        let wait = lines.iter().find(|l| l.contains("redis-wait1")).expect("a wait1 line");
+        let cols: Vec<&str> = wait.split_whitespace().collect();
+        // ops÷none, ops÷wait1, p50÷none, p50÷wait1
+        assert_eq!(&cols[cols.len() - 4..], ["0.25", "1.00", "4.00", "1.00"], "{t}");
+    }
+
+    #[test]
+    fn json_lines_have_every_key() {
+        let v: serde_json::Value = serde_json::from_str(&row("redis-none", 1.0, 1.0).json()).expect("JSON");
+        for k in
+            ["tool", "target", "workload", "size", "clients", "pipeline", "ops_per_s", "p50_us", "p99_us"]
+        {
+            assert!(v.get(k).is_some(), "no {k} in {v}");
+        }
+    }
+}

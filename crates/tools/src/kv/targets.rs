@@ -1,0 +1,385 @@
+//! The servers `mojim bench --kv` measures, each started by the benchmark on loopback and
+//! stopped (its files removed) when dropped:
+//!
+//! - `redis-none`: redis-server without persistence (`save ""`, `appendonly no`);
+//! - `redis-aof-always`: `appendonly yes`, `appendfsync always`, its files on `--disk-dir`
+//!   (a disk: an fsync on tmpfs would cost nothing);
+//! - `redis-wait1`: a redis-server without persistence and a replica of it (`replicaof`) on
+//!   loopback; the load follows every write with `WAIT 1 0`;
+//! - `mojim-sync`: `mojim kv` on a region in mode `sync`, its mirror (`mojim serve`) on loopback.
+
+use super::client::RespClient;
+use super::janitor::Janitor;
+use super::resp::Value;
+use crate::child::ChildNode;
+use mojim::config::{random_uuid, template, write_private, RegionId};
+use mojim::error::{Error, Result};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to answer PING after it was started.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A system under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum Target {
+    /// `mojim kv` in mode sync, its mirror on loopback.
+    MojimSync,
+    /// redis-server, no persistence.
+    RedisNone,
+    /// redis-server, appendonly yes, appendfsync always.
+    RedisAofAlways,
+    /// redis-server and a replica; `WAIT 1 0` after every write.
+    RedisWait1,
+}
+
+/// Every target, in the order they run.
+pub const ALL_TARGETS: [Target; 4] =
+    [Target::MojimSync, Target::RedisNone, Target::RedisAofAlways, Target::RedisWait1];
+
+impl Target {
+    /// The name used in flags and results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::MojimSync => "mojim-sync",
+            Target::RedisNone => "redis-none",
+            Target::RedisAofAlways => "redis-aof-always",
+            Target::RedisWait1 => "redis-wait1",
+        }
+    }
+
+    /// Whether this is one of the Redis configurations.
+    pub fn is_redis(self) -> bool {
+        self != Target::MojimSync
+    }
+
+    /// Whether the load follows every write with `WAIT 1 0`.
+    pub fn waits(self) -> bool {
+        self == Target::RedisWait1
+    }
+}
+
+/// Where the benchmark finds its programs and puts its files.
+pub struct Env<'a> {
+    /// redis-server.
+    pub redis_server: &'a Path,
+    /// The mojim executable (for `serve` and `kv`).
+    pub mojim: &'a Path,
+    /// Memory-backed folder for this run's files.
+    pub dir: &'a Path,
+    /// Disk folder for this run's files (the AOF).
+    pub disk_dir: &'a Path,
+    /// Data area of mojim-sync's region.
+    pub region_size: u64,
+    /// Extra arguments for `mojim kv`.
+    pub kv_args: &'a [String],
+}
+
+/// A process of a server: killed, reaped and forgotten by the janitor when dropped.
+enum Proc {
+    Plain { child: Child, name: String },
+    Node(ChildNode),
+}
+
+impl Proc {
+    fn pid(&self) -> u32 {
+        match self {
+            Proc::Plain { child, .. } => child.id(),
+            Proc::Node(n) => n.pid(),
+        }
+    }
+
+    /// Why the process is no longer running, if it is not.
+    fn exited(&mut self) -> Option<String> {
+        match self {
+            Proc::Plain { child, name } => {
+                child.try_wait().ok().flatten().map(|s| format!("{name} exited ({s})"))
+            }
+            Proc::Node(_) => None,
+        }
+    }
+
+    fn stop(self, janitor: &mut Janitor) {
+        let pid = self.pid();
+        match self {
+            Proc::Plain { mut child, .. } => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            Proc::Node(n) => drop(n),
+        }
+        janitor.reaped(pid);
+    }
+}
+
+/// A running target: its address, processes and folders.
+pub struct Server {
+    /// Which target.
+    pub target: Target,
+    /// Where clients connect.
+    pub addr: String,
+    procs: Vec<Proc>,
+    dirs: Vec<PathBuf>,
+}
+
+impl Server {
+    /// Stops the processes (newest first) and removes the folders.
+    pub fn stop(mut self, janitor: &mut Janitor) {
+        while let Some(p) = self.procs.pop() {
+            p.stop(janitor);
+        }
+        for d in self.dirs.drain(..) {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Reached only on an error path: `stop` emptied both lists otherwise.
+        for p in self.procs.drain(..).rev() {
+            if let Proc::Plain { mut child, .. } = p {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        for d in self.dirs.drain(..) {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// A port free on loopback right now.
+fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(Error::io("find a free port on 127.0.0.1"))?;
+    Ok(l.local_addr().map_err(Error::io("read a bound address"))?.port())
+}
+
+fn mkdir(dir: &Path, janitor: &mut Janitor) -> Result<PathBuf> {
+    janitor.folder(dir);
+    std::fs::create_dir_all(dir).map_err(Error::io(format!("create {}", dir.display())))?;
+    Ok(dir.to_path_buf())
+}
+
+/// Starts `target`; its files go under `env`'s folders, named after `tag`.
+pub fn start(target: Target, env: &Env, tag: &str, janitor: &mut Janitor) -> Result<Server> {
+    let mut s = Server { target, addr: String::new(), procs: Vec::new(), dirs: Vec::new() };
+    let name = format!("{tag}-{}", target.name());
+    match target {
+        Target::RedisNone => {
+            let dir = mkdir(&env.dir.join(&name), janitor)?;
+            s.dirs.push(dir.clone());
+            let (p, addr) = redis(env, &dir, &[], janitor)?;
+            s.procs.push(p);
+            s.addr = addr;
+        }
+        Target::RedisAofAlways => {
+            let dir = mkdir(&env.disk_dir.join(&name), janitor)?;
+            s.dirs.push(dir.clone());
+            let (p, addr) = redis(env, &dir, &["--appendonly", "yes", "--appendfsync", "always"], janitor)?;
+            s.procs.push(p);
+            s.addr = addr;
+        }
+        Target::RedisWait1 => {
+            let dir = mkdir(&env.dir.join(&name), janitor)?;
+            s.dirs.push(dir.clone());
+            let primary_dir = mkdir(&dir.join("primary"), janitor)?;
+            let replica_dir = mkdir(&dir.join("replica"), janitor)?;
+            let diskless = ["--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"];
+            let (p, addr) = redis(env, &primary_dir, &diskless, janitor)?;
+            s.procs.push(p);
+            s.addr = addr.clone();
+            let port = addr.rsplit(':').next().unwrap_or_default().to_string();
+            let (r, _) = redis(env, &replica_dir, &["--replicaof", "127.0.0.1", &port], janitor)?;
+            s.procs.push(r);
+            wait_for_replica(&addr, &mut s.procs)?;
+        }
+        Target::MojimSync => {
+            let dir = mkdir(&env.dir.join(&name), janitor)?;
+            s.dirs.push(dir.clone());
+            let (procs, addr) = mojim_kv(env, &dir, janitor)?;
+            s.procs.extend(procs);
+            s.addr = addr;
+        }
+    }
+    Ok(s)
+}
+
+/// Starts a redis-server in `dir` with `extra` settings and waits until it answers.
+fn redis(env: &Env, dir: &Path, extra: &[&str], janitor: &mut Janitor) -> Result<(Proc, String)> {
+    let log = dir.join("redis.log");
+    // What it says before its log file is open (a bad setting, say).
+    let early = dir.join("redis.stderr");
+    let mut last = String::new();
+    // A port found free may be taken before the server binds it: try a few.
+    for _ in 0..4 {
+        let port = free_port()?.to_string();
+        let mut cmd = Command::new(env.redis_server);
+        cmd.args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--daemonize", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(dir)
+            .arg("--logfile")
+            .arg(&log)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(&early).map_err(Error::io(format!("create {}", early.display())))?,
+            ));
+        let child = cmd.spawn().map_err(Error::io(format!("start {}", env.redis_server.display())))?;
+        janitor.process(child.id());
+        let mut p = Proc::Plain { child, name: format!("{} --port {port}", env.redis_server.display()) };
+        let addr = format!("127.0.0.1:{port}");
+        match wait_ready(&addr, std::slice::from_mut(&mut p)) {
+            Ok(()) => return Ok((p, addr)),
+            Err(e) => {
+                let tail = std::fs::read_to_string(&early).unwrap_or_default()
+                    + &std::fs::read_to_string(&log).unwrap_or_default();
+                let in_use = tail.contains("Address already in use");
+                last = format!("{e}; its output ends:\n{}", last_lines(&tail, 8));
+                p.stop(janitor);
+                if !in_use {
+                    break;
+                }
+            }
+        }
+    }
+    Err(Error::Io {
+        op: format!("start {}", env.redis_server.display()),
+        source: std::io::Error::other(last),
+    })
+}
+
+fn last_lines(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Waits until `addr` answers PING, failing early if one of `procs` exits.
+fn wait_ready(addr: &str, procs: &mut [Proc]) -> Result<()> {
+    let t0 = Instant::now();
+    loop {
+        for p in procs.iter_mut() {
+            if let Some(why) = p.exited() {
+                return Err(Error::Io {
+                    op: format!("start the server for {addr}"),
+                    source: std::io::Error::other(why),
+                });
+            }
+        }
+        let ping = RespClient::connect(addr, Duration::from_secs(2)).and_then(|mut c| c.command(&[b"PING"]));
+        match ping {
+            Ok(Value::Simple(s)) if s == "PONG" => return Ok(()),
+            // Redis answers -LOADING while it reads its files: keep waiting.
+            Ok(_) | Err(_) if t0.elapsed() < START_TIMEOUT => std::thread::sleep(Duration::from_millis(20)),
+            Ok(v) => return Err(Error::Config(format!("{addr} answered PING with {v}"))),
+            Err(e) => {
+                return Err(Error::Io {
+                    op: format!("wait {} s for {addr} to answer PING", START_TIMEOUT.as_secs()),
+                    source: std::io::Error::other(e.to_string()),
+                })
+            }
+        }
+    }
+}
+
+/// Waits until the primary at `addr` has its replica online and a `WAIT 1` is answered.
+fn wait_for_replica(addr: &str, procs: &mut [Proc]) -> Result<()> {
+    let t0 = Instant::now();
+    let mut c = RespClient::connect(addr, Duration::from_secs(5))?;
+    loop {
+        for p in procs.iter_mut() {
+            if let Some(why) = p.exited() {
+                return Err(Error::Io {
+                    op: format!("start the replica of {addr}"),
+                    source: std::io::Error::other(why),
+                });
+            }
+        }
+        if let Value::Bulk(Some(info)) = c.command(&[b"INFO", b"replication"])? {
+            let info = String::from_utf8_lossy(&info);
+            if info.contains("connected_slaves:1") && info.contains("state=online") {
+                if let Value::Int(1) = c.command(&[b"WAIT", b"1", b"1000"])? {
+                    return Ok(());
+                }
+            }
+            if t0.elapsed() > START_TIMEOUT {
+                return Err(Error::Config(format!(
+                    "the replica of {addr} did not come online in {} s; INFO replication says:\n{info}",
+                    START_TIMEOUT.as_secs()
+                )));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Fails with a clear message unless `exe` has the `kv` subcommand.
+pub fn check_kv_subcommand(exe: &Path) -> Result<()> {
+    let out = Command::new(exe)
+        .args(["kv", "--help"])
+        .output()
+        .map_err(Error::io(format!("run {} kv --help", exe.display())))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stderr);
+    let said = said.lines().next().unwrap_or_default();
+    Err(Error::Config(format!(
+        "target mojim-sync needs `mojim kv`, the Redis-protocol server, and {} has none ({said}): \
+         build a mojim that has it, or leave mojim-sync out of --targets",
+        exe.display()
+    )))
+}
+
+/// Starts a mirror (`mojim serve`) and `mojim kv` in mode sync in front of it.
+fn mojim_kv(env: &Env, dir: &Path, janitor: &mut Janitor) -> Result<(Vec<Proc>, String)> {
+    check_kv_subcommand(env.mojim)?;
+    let id = RegionId { uuid: random_uuid(), size: env.region_size };
+    mojim::create_region(&dir.join("region.mojim"), id)?;
+    let cfg_path = dir.join("mojim.toml");
+    let secret = format!("mojim-bench-kv-{}", std::process::id());
+    write_private(&cfg_path, &template(&id.uuid, id.size, &secret, "127.0.0.1:0"))
+        .map_err(Error::io("write the configuration"))?;
+    let cfg_s =
+        cfg_path.to_str().ok_or_else(|| Error::Config(format!("{} is not UTF-8", cfg_path.display())))?;
+    let mirror_dir = dir.join("mirror");
+    let mirror_s = mirror_dir.to_str().unwrap_or_default();
+    let mirror = ChildNode::spawn(
+        env.mojim,
+        &["serve", "--config", cfg_s, "--listen", "127.0.0.1:0", "--dir", mirror_s],
+    )?;
+    janitor.process(mirror.pid());
+    let mut procs = vec![Proc::Node(mirror)];
+    let mut cfg = mojim::Config::load(&cfg_path)?;
+    let Proc::Node(m) = &procs[0] else { unreachable!("pushed just above") };
+    cfg.file.primary.mirror = m.addr().to_string();
+    let text =
+        toml::to_string(&cfg.file).map_err(|e| Error::Config(format!("serialise the configuration: {e}")))?;
+    write_private(&cfg_path, &text).map_err(Error::io("write the configuration"))?;
+    let addr = format!("127.0.0.1:{}", free_port()?);
+    let mut cmd = Command::new(env.mojim);
+    if std::env::var_os("MOJIM_LOG").is_none() {
+        cmd.env("MOJIM_LOG", "warn");
+    }
+    let child = cmd
+        .args(["kv", "--config", cfg_s, "--listen", &addr])
+        .args(env.kv_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(Error::io(format!("start {} kv", env.mojim.display())))?;
+    janitor.process(child.id());
+    procs.push(Proc::Plain { child, name: format!("{} kv --listen {addr}", env.mojim.display()) });
+    if let Err(e) = wait_ready(&addr, &mut procs) {
+        for p in procs.into_iter().rev() {
+            p.stop(janitor);
+        }
+        return Err(e);
+    }
+    Ok((procs, addr))
+}
