@@ -44,6 +44,8 @@ enum Command {
     Demo(mojim_tools::demo::DemoArgs),
     /// The paper's microbenchmark: persist random ranges and report latency and throughput.
     Bench(Box<mojim_tools::bench::BenchArgs>),
+    /// Recoverable memory's example programs (DGEMV, a k-mer table): resume after a crash.
+    Rvm(mojim_tools::rvm::RvmArgs),
     /// Fault injection: kill, partition and fail over a local cluster under a self-checking load.
     Chaos(mojim_tools::chaos::ChaosArgs),
     /// The application of a `chaos` trial (started by `mojim chaos`).
@@ -208,6 +210,7 @@ fn main() -> ExitCode {
         Command::Export(a) => export::export(a),
         Command::Demo(a) => mojim_tools::demo::run(&a),
         Command::Bench(a) => mojim_tools::bench::run(&a),
+        Command::Rvm(a) => mojim_tools::rvm::run(&a),
         Command::Chaos(a) => mojim_tools::chaos::run(&a),
         Command::ChaosWorker(a) => mojim_tools::chaos::worker(&a),
         Command::BenchWorker(a) => mojim_tools::bench_failover::worker(&a),
