@@ -157,6 +157,7 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         matrix: Default::default(),
         resync: Default::default(),
         failover: Default::default(),
+        rvm: Default::default(),
         lmdb: false,
         lmdb_txns: 0,
         preload: None,

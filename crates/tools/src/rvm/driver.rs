@@ -61,6 +61,8 @@ pub fn run<P: Program>(
     loop {
         let opened = Instant::now();
         let rvm = Rvm::open(opts).map_err(rvm_error)?;
+        let status = rvm.status();
+        (out.backend, out.tracking) = (status.backend, status.tracking);
         let mut st = prog.attach(&rvm, std::mem::take(&mut fresh), opened, ev)?;
         if let Some(f) = failed_at.take() {
             out.recoveries.push(f.elapsed());
@@ -79,6 +81,7 @@ pub fn run<P: Program>(
                 let tc = Instant::now();
                 rvm.txn_commit().map_err(rvm_error)?;
                 out.commits.push(tc.elapsed());
+                out.pages_sent += rvm.status().last_commit_pages;
                 ev(Event::Committed { step: i, total });
             }
         }

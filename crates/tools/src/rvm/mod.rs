@@ -15,11 +15,15 @@
 //! commit and, at the end, its answer, which equals an uninterrupted run's whatever crashed on
 //! the way.
 
+pub mod bench;
+pub mod bench_apps;
+pub mod bench_commit;
 pub mod dgemv;
 pub mod driver;
 pub mod kmer;
 pub mod mem;
 pub mod schedule;
+pub mod stores;
 
 use mem::Cells;
 use mojim::error::{Error, Result};

@@ -110,8 +110,14 @@ pub struct Outcome {
     pub failures: u64,
     /// Steps executed, those run again after a failure included.
     pub steps_run: u64,
+    /// Pages the commits sent, in all (or the checkpoints wrote).
+    pub pages_sent: u64,
     /// Pages of the program's state (the recoverable blocks, or the file).
     pub state_pages: u64,
+    /// The backend (`mojim`, `redis`; empty for a file) and how it found written pages.
+    pub backend: &'static str,
+    /// `uffd-async` or `mprotect` (empty for a file).
+    pub tracking: &'static str,
 }
 
 #[cfg(test)]
