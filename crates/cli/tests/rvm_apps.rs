@@ -192,12 +192,12 @@ fn args(c: &Cluster, program: &[&str]) -> Vec<String> {
     v
 }
 
-fn killed_runs_end_with_the_uninterrupted_answer(test: &str, program: &[&str]) {
+/// Kills `mojim rvm <a>` at random points until a run finishes, then checks its answer against
+/// an uninterrupted run's, and a run with `fail_every` in-process failures against it too.
+fn killed_runs_end_with_the_uninterrupted_answer(test: &str, a: &[String], fail_every: u64) {
     let s = seed(test);
     let mut rng = Rng::new(s);
-    let c = cluster(test, 32 << 20);
-    let a = args(&c, program);
-    let rec = run_killed(&a, &mut rng);
+    let rec = run_killed(a, &mut rng);
     println!("{test}: {rec:?}");
     assert_eq!(rec.kills, KILLS, "seed {s}: {rec:?}");
     assert!(
@@ -205,22 +205,32 @@ fn killed_runs_end_with_the_uninterrupted_answer(test: &str, program: &[&str]) {
         "seed {s}: no restart resumed past step 0, so recovery was not exercised: {rec:?}"
     );
     // The uninterrupted run, on the same memory from scratch.
-    let mut fresh = a.clone();
+    let mut fresh = a.to_vec();
     fresh.push("--fresh".into());
     let reference = answer(&fresh);
     assert_eq!(rec.answer.as_deref(), Some(reference.as_str()), "seed {s}: {rec:?}");
-    // In-process failures (close without commit, recover) give it too.
-    fresh.extend(["--fail-every".into(), "7".into(), "--quiet".into()]);
-    assert_eq!(answer(&fresh), reference, "seed {s}: with --fail-every 7");
+    // In-process failures (the memory closed without committing, then recovered) give it too.
+    fresh.extend(["--fail-every".into(), fail_every.to_string(), "--quiet".into()]);
+    let (ok, out, err) = mojim(&fresh);
+    assert!(ok, "{out}\n{err}");
+    let failures = out.lines().filter(|l| l.starts_with("failure injected after step")).count();
+    assert!(failures >= 2, "with --fail-every {fail_every}: {failures} failures injected:\n{out}");
+    assert!(err.contains("again after failures") && !err.contains("(0 again after failures)"), "{err}");
+    assert!(
+        out.contains(&format!("answer: {reference}")),
+        "seed {s}: with --fail-every {fail_every}:\n{out}"
+    );
     // A finished run resumes at its end and prints the same answer.
-    let (ok, out, err) = mojim(&a);
+    let (ok, out, err) = mojim(a);
     assert!(ok && out.contains("resumed: step") && out.contains(&reference), "{out}\n{err}");
 }
 
+const DGEMV: [&str; 7] = ["dgemv", "--rows", "16384", "--cols", "16", "--iterations", "120"];
+
 #[test]
-fn dgemv_killed_at_random_points_ends_with_the_uninterrupted_answer() {
-    let program = ["dgemv", "--rows", "16384", "--cols", "16", "--iterations", "120"];
-    killed_runs_end_with_the_uninterrupted_answer("rvm-dgemv-kill", &program);
+fn dgemv_killed_at_random_points_or_failing_ends_with_the_uninterrupted_answer() {
+    let c = cluster("rvm-dgemv-kill", 32 << 20);
+    killed_runs_end_with_the_uninterrupted_answer("rvm-dgemv-kill", &args(&c, &DGEMV), 7);
 }
 
 #[test]
@@ -240,7 +250,27 @@ fn kmer_killed_at_random_points_ends_with_the_uninterrupted_answer() {
         "--commit-every",
         "1000",
     ];
-    killed_runs_end_with_the_uninterrupted_answer("rvm-kmer-kill", &program);
+    let c = cluster("rvm-kmer-kill", 32 << 20);
+    killed_runs_end_with_the_uninterrupted_answer("rvm-kmer-kill", &args(&c, &program), 7919);
+}
+
+/// The same on the Redis backend: the program, killed, and a real redis-server in three
+/// processes; the memory is the server's keys.
+#[test]
+fn dgemv_on_redis_killed_at_random_points_ends_with_the_uninterrupted_answer() {
+    let dir = common::TempDir::new("rvm-dgemv-redis");
+    let server =
+        mojim_tools::rvm::stores::RedisServer::start(&dir.path().join("redis")).unwrap_or_else(|e| {
+            panic!("this test needs a real redis-server (scripts/test installs it): {}", e.0)
+        });
+    let addr = server.addr().to_string();
+    let c = Cluster::new("rvm-dgemv-redis-cfg", 4 << 20, |f| {
+        f.rvm.backend = "redis".into();
+        f.rvm.redis = addr;
+        f.rvm.redis_key = "rvm-apps-test".into();
+        f.rvm.redis_capacity = "8MiB".into();
+    });
+    killed_runs_end_with_the_uninterrupted_answer("rvm-dgemv-redis", &args(&c, &DGEMV), 11);
 }
 
 /// Runs `mojim rvm <args>`, which must fail with every one of `want` in its message.
@@ -289,4 +319,80 @@ fn bad_input_is_refused_by_name_and_changes_nothing() {
         &["dgemv".into(), "--config".into(), "/nonexistent/mojim.toml".into()],
         &["/nonexistent/mojim.toml"],
     );
+}
+
+/// `mojim bench --rvm <extra>` with its folders in `dir`/mem and `dir`/disk: (success, stdout,
+/// stderr).
+fn bench(dir: &std::path::Path, extra: &[&str]) -> (bool, String, String) {
+    let (mem, disk) = (dir.join("mem"), dir.join("disk"));
+    std::fs::create_dir_all(&mem).expect("create mem");
+    std::fs::create_dir_all(&disk).expect("create disk");
+    let out = Command::new(common::exe())
+        .args(["bench", "--rvm", "--dir"])
+        .arg(&mem)
+        .arg("--disk-dir")
+        .arg(&disk)
+        .args(extra)
+        .env("MOJIM_LOG", "warn")
+        .output()
+        .expect("run mojim bench --rvm");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+/// What is left in `dir`/mem and `dir`/disk.
+fn left(dir: &std::path::Path) -> Vec<String> {
+    ["mem", "disk"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(dir.join(d)).expect("read the folder"))
+        .map(|e| e.expect("an entry").path().display().to_string())
+        .collect()
+}
+
+#[test]
+fn bench_rvm_times_recovery_on_mojim_and_redis_and_leaves_nothing_behind() {
+    let dir = common::TempDir::new("rvm-bench");
+    let (ok, out, err) = bench(dir.path(), &["--rvm-parts", "recovery", "--rvm-recoveries", "2", "--json"]);
+    assert!(ok, "{out}\n{err}");
+    assert!(err.contains("rvm bench [3/3") && err.contains("Redis at 127.0.0.1:"), "progress lines:\n{err}");
+    let rows: Vec<serde_json::Value> =
+        out.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    assert_eq!(rows.len(), 9, "three backends × three sizes:\n{out}");
+    for (i, r) in rows.iter().enumerate() {
+        let backend = ["mojim", "mojim", "redis"][i / 3];
+        assert_eq!(r["backend"], backend, "{r}");
+        assert_eq!(r["op"], "recover", "{r}");
+        // The meta block's 16 pages, then 256 and 10 000 more.
+        assert_eq!(r["pages"], [16, 272, 10016][i % 3], "{r}");
+        assert_eq!(r["samples"], 2, "{r}");
+        for k in ["p50_us", "mean_us", "p99_us", "vs_mojim_uffd"] {
+            assert!(r[k].as_f64().is_some_and(|v| v > 0.0), "{k} in {r}");
+        }
+    }
+    assert_eq!(rows[0]["tracking"], "uffd-async");
+    assert_eq!(rows[3]["tracking"], "mprotect");
+    assert_eq!(left(dir.path()), Vec::<String>::new(), "the benchmark left files behind");
+}
+
+#[test]
+fn bench_rvm_refuses_bad_flags_by_name_and_starts_nothing() {
+    let dir = common::TempDir::new("rvm-bench-bad");
+    let cases: [(&[&str], &str); 7] = [
+        (&["--rvm-backends", "mojim-uffd,memcached"], "\"memcached\" is not a backend"),
+        (&["--rvm-parts", "commit,everything"], "--rvm-parts: \"everything\" is not a part"),
+        (&["--rvm-fail-every", "5,0"], "--rvm-fail-every: 0 is not an interval"),
+        (&["--rvm-kmer-commit-every", "0"], "--rvm-kmer-commit-every: 0 is not an interval"),
+        (&["--rvm-commits", "0"], "--rvm-commits 0"),
+        (&["--repeat", "0"], "--repeat 0"),
+        (
+            &["--rvm-backends", "redis", "--rvm-redis", "127.0.0.1:1"],
+            "--rvm-redis 127.0.0.1:1: cannot connect",
+        ),
+    ];
+    for (extra, want) in cases {
+        let (ok, out, err) = bench(dir.path(), extra);
+        assert!(!ok, "{extra:?} succeeded:\n{out}");
+        assert!(err.contains(want), "{extra:?}: {want:?} not in:\n{err}");
+        assert_eq!(left(dir.path()), Vec::<String>::new(), "{extra:?} left files behind");
+    }
 }

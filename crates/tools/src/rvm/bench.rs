@@ -368,19 +368,23 @@ pub fn measure(a: &BenchArgs) -> Result<Vec<RvmResult>> {
         disk,
     };
     if plan.targets.contains(&Target::Redis) {
+        // A server named by --rvm-redis must answer; one that cannot be started is left out.
         let server = match &a.rvm.rvm_redis {
-            Some(addr) => RedisServer::existing(addr),
-            None => RedisServer::start(&run_dir(&a.dir, "redis")),
+            Some(addr) => Some(RedisServer::existing(addr).map_err(|e| Error::Config(e.0))?),
+            None => match RedisServer::start(&run_dir(&a.dir, "redis")) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    eprintln!("rvm bench: the Redis backend is left out: {}", e.0);
+                    None
+                }
+            },
         };
         match server {
-            Ok(s) => {
+            Some(s) => {
                 eprintln!("rvm bench: Redis at {}", s.addr());
                 stores.redis = Some(s);
             }
-            Err(e) => {
-                eprintln!("rvm bench: the Redis backend is left out: {}", e.0);
-                plan.targets.retain(|t| *t != Target::Redis);
-            }
+            None => plan.targets.retain(|t| *t != Target::Redis),
         }
     }
     if plan.targets.is_empty() {
