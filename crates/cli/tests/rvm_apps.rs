@@ -296,6 +296,7 @@ fn bad_input_is_refused_by_name_and_changes_nothing() {
     refused(&with(&["--commit-every", "0"]), &["--commit-every 0"]);
     refused(&with(&["--fail-every", "0"]), &["--fail-every 0"]);
     refused(&args(&c, &["dgemv", "--rows", "0"]), &["--rows 0"]);
+    refused(&args(&c, &["dgemv", "--report-sizes", "--rows", "5"]), &["--report-sizes", "--rows"]);
     refused(&args(&c, &["kmer", "--k", "40"]), &["--k 40"]);
     refused(&args(&c, &["kmer", "--slots", "1000"]), &["--slots 1000"]);
     // Another run's parameters: named, with both ways on.

@@ -42,7 +42,7 @@ pub struct DgemvArgs {
     #[arg(long, default_value_t = Params::default().iterations)]
     pub iterations: u64,
     /// The report's sizes: --rows 1048576 --cols 100 --iterations 100 (an 800 MB matrix, an
-    /// 8 MiB vector; about a minute per run on two cores).
+    /// 8 MiB vector; about 11 s per run on this 2-core machine).
     #[arg(long, conflicts_with_all = ["rows", "cols", "iterations"])]
     pub report_sizes: bool,
     /// Seed of the matrix and the first vector.
@@ -71,9 +71,13 @@ Examples:
 /// a 1 MiB vector, as in the report a tenth of an iteration's time to commit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Params {
+    /// Rows of the matrix: values in the vector.
     pub rows: usize,
+    /// Columns of the matrix.
     pub cols: usize,
+    /// Iterations in all.
     pub iterations: u64,
+    /// Seed of the matrix and the first vector.
     pub seed: u64,
 }
 
@@ -307,7 +311,9 @@ fn differences(root: &impl Slots<u64>, p: &Params) -> Option<String> {
 
 /// DGEMV as a [`Program`] on recoverable memory.
 pub struct Dgemv<'m> {
+    /// The input.
     pub m: &'m Matrix,
+    /// Its parameters.
     pub p: &'m Params,
 }
 

@@ -26,6 +26,7 @@ use std::time::Instant;
 
 /// `mojim rvm kmer`.
 #[derive(clap::Args, Clone, Debug)]
+#[command(after_help = KMER_HELP)]
 pub struct KmerArgs {
     #[command(flatten)]
     pub run: RunArgs,
@@ -58,18 +59,42 @@ pub struct KmerArgs {
     pub commit_every: u64,
 }
 
+const KMER_HELP: &str = "\
+The input is generated from --seed and never saved: a random genome of --genome bases and
+reads of --read-len bases sampled from it (--coverage times over), --errors bases per
+thousand misread. Steps: first every k-mer of the reads is inserted into an open-addressing
+table of (k-mer, count) pairs, then --probes lookups (half of them k-mers of the genome, half
+random). The table, the step count and the probes' sums are recoverable: a commit every
+--commit-every steps makes them durable; --fail-every N drops the process's state after every
+N-th step (the memory is closed without committing) and recovers from the last commit; a
+SIGKILL does the same from outside. Run it again with the same flags to resume; the answer line
+(distinct k-mers, a checksum of the table, the probes' found count, hits and hash) equals an
+uninterrupted run's. Memory: the configuration's [rvm] section (--config); the table is
+16 bytes per slot (32 MiB by default).
+
+Examples:
+  mojim rvm kmer --config mojim.toml --commit-every 10000
+  mojim rvm kmer --config mojim.toml --fresh --genome 1048576 --fail-every 500000";
+
 /// What to compute. Defaults take a few seconds on two cores: a 256 Ki-base genome read 8
 /// times over (1.47 M k-mers), a 32 MiB table of 2 Mi slots, 1 Mi probes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Params {
+    /// Bases in the genome.
     pub genome: u64,
+    /// Times each base is read, on average.
     pub coverage: u64,
+    /// Bases per read.
     pub read_len: u64,
+    /// Bases per k-mer, 1 to 32.
     pub k: u64,
+    /// Misread bases per thousand.
     pub errors: u64,
+    /// Lookups after the insertions.
     pub probes: u64,
+    /// Seed of the input and the probes.
     pub seed: u64,
-    /// A power of two.
+    /// Slots of the table, a power of two.
     pub slots: u64,
 }
 
@@ -210,12 +235,15 @@ fn pack(bases: &[u8]) -> u64 {
 /// What a run computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Answer {
+    /// K-mers inserted.
     pub kmers: u64,
+    /// Distinct k-mers in the table.
     pub distinct: u64,
     /// The sum, over occupied slots, of a hash of the k-mer times its count.
     pub table: u64,
     /// The largest count.
     pub max_count: u64,
+    /// Probes made.
     pub probes: u64,
     /// Probes that found their k-mer.
     pub found: u64,
@@ -420,7 +448,9 @@ fn differences(root: &impl Slots<u64>, p: &Params) -> Option<String> {
 
 /// The k-mer program as a [`Program`] on recoverable memory.
 pub struct Kmer<'i> {
+    /// The input.
     pub input: &'i Input,
+    /// Its parameters.
     pub p: &'i Params,
 }
 
