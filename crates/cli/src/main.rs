@@ -191,14 +191,17 @@ struct CatArgs {
 fn main() -> ExitCode {
     // Colour only on a terminal: a log written to a file or a pipe stays plain text.
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let cli = Cli::parse();
+    // `bench --rvm` opens recoverable memory hundreds of times: its progress lines, not an
+    // info line per open, unless MOJIM_LOG asks for them.
+    let level = if matches!(&cli.command, Command::Bench(b) if b.rvm.rvm) { "warn" } else { "info" };
     tracing_subscriber::fmt()
         .with_ansi(colour)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MOJIM_LOG").unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("MOJIM_LOG").unwrap_or_else(|_| level.into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let result = match cli.command {
         Command::Init(a) => init(a),
         Command::Serve(a) => serve(a),

@@ -185,8 +185,12 @@ impl RedisServer {
     }
 
     /// Options for recoverable memory of `capacity` bytes under keys `prefix…` (a prefix
-    /// per use, so that no use finds another's state).
+    /// per use, so that no use finds another's state). The keys of the uses before are
+    /// deleted first: a Redis recovery scans every key of the server, so keys left behind
+    /// would slow the next use's.
     pub fn options(&mut self, prefix: &str, capacity: u64) -> Result<RvmOptions> {
+        self.purge().map_err(|e| Error::Config(format!("Redis at {}: deleting old keys: {e}", self.addr)))?;
+        self.prefixes.clear();
         let o = RedisOptions {
             addr: self.addr.clone(),
             key: prefix.to_string(),
@@ -198,7 +202,7 @@ impl RedisServer {
         Ok(RvmOptions { backend: Backend::Redis(o), base: DEFAULT_BASE, tracking: None })
     }
 
-    /// Deletes every key under the prefixes handed out (on a server this did not start).
+    /// Deletes every key under the prefixes handed out.
     fn purge(&self) -> std::result::Result<(), String> {
         let mut c = Conn::connect(&self.addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
         for p in &self.prefixes {
