@@ -6,9 +6,13 @@
 //!   recoverable (§3.5), with manual serialization to a file as the comparison.
 //! - [`kmer`]: a k-mer count table (open addressing) built from a generated DNA-like input and
 //!   then probed, the hash-table-heavy phase of genome assembly (§3.6).
-//! - [`bench`]: commit and recovery time against dirty pages per backend, a file dump as the
-//!   checkpoint baseline, both programs against commit and failure rates, and the cost of
-//!   finding written pages (userfaultfd against page protection).
+//! - [`bench`] (`mojim bench --rvm`): commit latency by pages written and recovery time per
+//!   backend ([`bench_commit`]), both programs against commit and failure intervals beside
+//!   manual serialization and no persistence ([`bench_apps`]), on stores the run starts and
+//!   removes ([`stores`]): Mojim with userfaultfd and with page protection, and Redis.
+//!
+//! The programs reach recoverable memory through [`mem::Cells`], run by [`driver`] as a
+//! [`schedule::Schedule`] says.
 //!
 //! `mojim rvm dgemv|kmer --config mojim.toml` runs a program on the configuration's `[rvm]`
 //! memory: it resumes from the last commit if the memory holds its state, prints a line per
