@@ -44,6 +44,8 @@ enum Command {
     Demo(mojim_tools::demo::DemoArgs),
     /// The paper's microbenchmark: persist random ranges and report latency and throughput.
     Bench(Box<mojim_tools::bench::BenchArgs>),
+    /// Recoverable memory's example programs (DGEMV, a k-mer table): resume after a crash.
+    Rvm(mojim_tools::rvm::RvmArgs),
     /// Fault injection: kill, partition and fail over a local cluster under a self-checking load.
     Chaos(mojim_tools::chaos::ChaosArgs),
     /// The application of a `chaos` trial (started by `mojim chaos`).
@@ -189,14 +191,17 @@ struct CatArgs {
 fn main() -> ExitCode {
     // Colour only on a terminal: a log written to a file or a pipe stays plain text.
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let cli = Cli::parse();
+    // `bench --rvm` opens recoverable memory hundreds of times: its progress lines, not an
+    // info line per open, unless MOJIM_LOG asks for them.
+    let level = if matches!(&cli.command, Command::Bench(b) if b.rvm.rvm) { "warn" } else { "info" };
     tracing_subscriber::fmt()
         .with_ansi(colour)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MOJIM_LOG").unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("MOJIM_LOG").unwrap_or_else(|_| level.into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let result = match cli.command {
         Command::Init(a) => init(a),
         Command::Serve(a) => serve(a),
@@ -208,6 +213,7 @@ fn main() -> ExitCode {
         Command::Export(a) => export::export(a),
         Command::Demo(a) => mojim_tools::demo::run(&a),
         Command::Bench(a) => mojim_tools::bench::run(&a),
+        Command::Rvm(a) => mojim_tools::rvm::run(&a),
         Command::Chaos(a) => mojim_tools::chaos::run(&a),
         Command::ChaosWorker(a) => mojim_tools::chaos::worker(&a),
         Command::BenchWorker(a) => mojim_tools::bench_failover::worker(&a),

@@ -101,6 +101,8 @@ pub struct BenchArgs {
     pub failover: crate::bench_failover::FailoverArgs,
     #[command(flatten)]
     pub kv: crate::kv::KvArgs,
+    #[command(flatten)]
+    pub rvm: crate::rvm::bench::RvmBenchArgs,
     /// Run the LMDB benchmark instead: one unmodified LMDB program (Python's lmdb module)
     /// committing transactions of one --size put each, under libmojim_preload.so (mojim-sync),
     /// on --disk-dir with LMDB's fdatasync (ext4-fdatasync) and on --dir without syncs
@@ -360,6 +362,9 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
 
 /// Runs the benchmark (or, with `--transact` or `--matrix`, those) and prints its results.
 pub fn run(a: &BenchArgs) -> Result<()> {
+    if a.rvm.rvm {
+        return crate::rvm::bench::run(a);
+    }
     if a.matrix.matrix.is_some() {
         return crate::matrix::run(a);
     }

@@ -158,6 +158,7 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         resync: Default::default(),
         failover: Default::default(),
         kv: Default::default(),
+        rvm: Default::default(),
         lmdb: false,
         lmdb_txns: 0,
         preload: None,
