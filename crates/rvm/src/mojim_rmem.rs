@@ -22,6 +22,8 @@ use mojim_region::{Arena, RegionFile};
 pub struct MojimRmem {
     primary: Primary,
     redo: Redo,
+    /// Held while open: one process at a time (see [`crate::redo::lock`]).
+    _lock: std::fs::File,
     max_ranges: usize,
     /// The group of the commit at hand (reused: no allocation per commit).
     group: Vec<Range>,
@@ -31,6 +33,7 @@ impl MojimRmem {
     /// Opens the region as primary (connecting to its mirror if the mode replicates), after
     /// putting back into it a commit a crash interrupted.
     pub fn open(opts: &PrimaryOptions) -> Result<MojimRmem> {
+        let lock = crate::redo::lock(&opts.region_path)?;
         let redo = Redo::open(&opts.region_path)?;
         let replay = redo.pending()?;
         if let Some(runs) = &replay {
@@ -50,7 +53,8 @@ impl MojimRmem {
             tracing::info!(runs = runs.len(), "put back a commit the last process was copying");
         }
         let primary = Primary::open(opts)?;
-        let mut me = MojimRmem { primary, redo, max_ranges: opts.limits.max_ranges, group: Vec::new() };
+        let mut me =
+            MojimRmem { primary, redo, _lock: lock, max_ranges: opts.limits.max_ranges, group: Vec::new() };
         if let Some(runs) = replay {
             let runs: Vec<(u64, u64)> = runs.iter().map(|(o, b)| (*o, b.len() as u64)).collect();
             bridge(&runs, me.max_ranges, &mut me.group);

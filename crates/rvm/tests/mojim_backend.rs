@@ -358,3 +358,27 @@ fn a_full_file_system_fails_the_commit_before_anything_is_written_and_the_next_o
     rvm.close().unwrap();
     m.shutdown();
 }
+
+#[test]
+fn a_second_user_of_the_same_region_is_refused_and_the_first_goes_on() {
+    let dir = Dir::new("second");
+    let (_, m) = cluster(&dir.0, 1 << 20);
+    let rvm = Rvm::open(&options(&dir.0, m.addr(), base(10), WriteTracking::UffdAsync)).unwrap();
+    let p = rvm.alloc(8).unwrap() as *mut u64;
+    rvm.set_usr_data(p as *mut u8).unwrap();
+    unsafe { *p = 3 };
+    rvm.txn_commit().unwrap();
+    // Another base address, so that only the region is shared.
+    match Rvm::open(&options(&dir.0, m.addr(), base(11), WriteTracking::UffdAsync)) {
+        Err(e @ RvmError::State(_)) => assert!(e.to_string().contains("open already"), "{e}"),
+        Err(e) => panic!("a second user refused for the wrong reason: {e}"),
+        Ok(_) => panic!("a second user of the same region was let in"),
+    }
+    unsafe { *p = 4 };
+    rvm.txn_commit().expect("the first user commits on");
+    rvm.close().unwrap();
+    let rvm = Rvm::open(&options(&dir.0, m.addr(), base(10), WriteTracking::UffdAsync)).unwrap();
+    assert_eq!(unsafe { *(rvm.usr_data() as *mut u64) }, 4);
+    rvm.close().unwrap();
+    m.shutdown();
+}
