@@ -163,6 +163,7 @@ impl RedisRmem {
         let addr = self.opts.addr.clone();
         let mut conn =
             Conn::connect(&addr, self.opts.timeout).map_err(|e| fail(&addr, "cannot connect", e))?;
+        conn.wait_loaded(self.opts.timeout).map_err(|e| fail(&addr, "waiting for it to load its data", e))?;
         let found = self.read_master(&mut conn)?;
         if self.recovered {
             let same = found.seq == self.seq && found.pages == self.master;

@@ -354,6 +354,25 @@ impl Conn {
         self.flush()?;
         self.read()
     }
+
+    /// Waits, at most `timeout`, while the server answers `-LOADING` (a server just restarted
+    /// reads its data back before it serves it); any other answer to `PING` ends the wait.
+    pub fn wait_loaded(&mut self, timeout: Duration) -> Result<(), RespError> {
+        let start = std::time::Instant::now();
+        loop {
+            match self.call(&[b"PING"])? {
+                Reply::Error(e) if e.starts_with("LOADING") => {
+                    if start.elapsed() >= timeout {
+                        return Err(RespError::Protocol(format!(
+                            "still loading its data after {timeout:?}: -{e}"
+                        )));
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -369,6 +388,44 @@ mod tests {
             Err(RespError::Protocol(m)) => m,
             other => panic!("{:?} parsed as {other:?}", String::from_utf8_lossy(b)),
         }
+    }
+
+    /// A server that answers every `PING` with the replies given, in turn (the last one from
+    /// then on), and counts them.
+    fn pinged(replies: &'static [&'static str]) -> (String, std::thread::JoinHandle<usize>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let h = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut w = s;
+            let mut n = 0;
+            let mut line = Vec::new();
+            while matches!(read_reply(&mut r, &mut line), Ok(Reply::Array(_))) {
+                let reply = replies[n.min(replies.len() - 1)];
+                n += 1;
+                if std::io::Write::write_all(&mut w, reply.as_bytes()).is_err() {
+                    break;
+                }
+            }
+            n
+        });
+        (addr, h)
+    }
+
+    #[test]
+    fn a_server_loading_its_data_is_waited_for_and_named_if_it_never_ends() {
+        let (addr, h) = pinged(&["-LOADING Redis is loading the dataset in memory\r\n", "+PONG\r\n"]);
+        let mut c = Conn::connect(&addr, Duration::from_secs(5)).unwrap();
+        c.wait_loaded(Duration::from_secs(5)).unwrap();
+        drop(c);
+        assert_eq!(h.join().unwrap(), 2, "one PING answered LOADING, then one PONG");
+        let (addr, h) = pinged(&["-LOADING Redis is loading the dataset in memory\r\n"]);
+        let mut c = Conn::connect(&addr, Duration::from_secs(5)).unwrap();
+        let e = c.wait_loaded(Duration::from_millis(50)).unwrap_err().to_string();
+        assert!(e.contains("still loading") && e.contains("LOADING"), "{e}");
+        drop(c);
+        h.join().unwrap();
     }
 
     #[test]
