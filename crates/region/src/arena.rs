@@ -14,6 +14,7 @@ use rustix::mm::{MapFlags, ProtFlags};
 use std::io;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
+use std::sync::Mutex;
 
 /// A private anonymous mapping at a fixed address.
 pub struct Arena {
@@ -21,8 +22,12 @@ pub struct Arena {
     /// writable, under the `mprotect` tracker) until drop.
     ptr: NonNull<u8>,
     len: usize,
-    /// Declared before nothing it depends on: dropped in `Drop` before the mapping goes.
-    tracker: Option<WrittenPages>,
+    /// Set once by [`Arena::track`]; locked by [`Arena::collect`], so that every other use of
+    /// the arena takes `&self` and an owner can share it. Emptied in `Drop` before the mapping
+    /// goes.
+    tracker: Mutex<Option<WrittenPages>>,
+    method: Option<Method>,
+    fallback: Option<String>,
 }
 
 // SAFETY: the mapping is plain memory this value owns until drop; the tracker's state (a
@@ -60,9 +65,13 @@ impl Arena {
             )
         };
         match p {
-            Ok(p) if p as usize == addr => {
-                Ok(Arena { ptr: NonNull::new(p.cast()).expect("addr is not 0"), len, tracker: None })
-            }
+            Ok(p) if p as usize == addr => Ok(Arena {
+                ptr: NonNull::new(p.cast()).expect("addr is not 0"),
+                len,
+                tracker: Mutex::new(None),
+                method: None,
+                fallback: None,
+            }),
             Ok(p) => {
                 // A kernel without MAP_FIXED_NOREPLACE treats the address as a hint.
                 // SAFETY: the mapping just made, unused.
@@ -158,31 +167,35 @@ impl Arena {
     /// the kernel offers it, else page protection ([`Arena::fallback`] says why). Tracking
     /// twice is a bug (it panics).
     pub fn track(&mut self, method: Option<Method>) -> io::Result<()> {
-        assert!(self.tracker.is_none(), "the arena is tracked already");
+        let tracker = self.tracker.get_mut().unwrap_or_else(|p| p.into_inner());
+        assert!(tracker.is_none(), "the arena is tracked already");
         // SAFETY: the whole arena: page-aligned, mapped by this value until drop, which ends
         // the tracking first; nothing else changes its protection or registers it (it is this
         // value's private mapping). Under `Mprotect`, the crate's own system calls never write
         // into it: bytes come in by `write` (a store) only.
-        self.tracker = Some(unsafe { WrittenPages::new(self.ptr.as_ptr(), self.len, method) }?);
+        let t = unsafe { WrittenPages::new(self.ptr.as_ptr(), self.len, method) }?;
+        self.method = Some(t.method());
+        self.fallback = t.fallback().map(str::to_owned);
+        *tracker = Some(t);
         Ok(())
     }
 
     /// The tracking method, once tracking started.
     pub fn method(&self) -> Option<Method> {
-        self.tracker.as_ref().map(|t| t.method())
+        self.method
     }
 
     /// Why userfaultfd is not in use, if it was wanted and could not be.
     pub fn fallback(&self) -> Option<&str> {
-        self.tracker.as_ref().and_then(|t| t.fallback())
+        self.fallback.as_deref()
     }
 
     /// Hands `found(offset, len)` every run of pages in the first `upto` bytes written since
     /// the last collect (or since tracking began), in address order, and watches them again.
     /// Pages past `upto` keep their marks for a later, longer collect.
-    pub fn collect(&mut self, upto: usize, found: impl FnMut(u64, u64)) -> io::Result<()> {
+    pub fn collect(&self, upto: usize, found: impl FnMut(u64, u64)) -> io::Result<()> {
         let upto = upto.min(self.len);
-        match &mut self.tracker {
+        match &mut *self.tracker.lock().unwrap_or_else(|p| p.into_inner()) {
             Some(t) => t.collect_upto(upto as u64, found),
             None => Err(io::Error::other("the arena is not tracked")),
         }
@@ -192,7 +205,7 @@ impl Arena {
 impl Drop for Arena {
     fn drop(&mut self) {
         // The tracking ends before the mapping goes.
-        self.tracker = None;
+        *self.tracker.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
         // SAFETY: the mapping this value made; nothing of it is lent out past `&self` calls.
         let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
     }

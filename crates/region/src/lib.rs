@@ -11,6 +11,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod arena;
+mod cells;
 mod dirty;
 mod disk;
 mod files;
@@ -20,6 +21,7 @@ mod meta_ring;
 mod written;
 
 pub use arena::Arena;
+pub use cells::{Cells, Plain};
 pub use dirty::DirtyMap;
 pub use disk::DiskRegion;
 pub use files::{LogFile, RegionFile};

@@ -38,7 +38,7 @@ mod rmem;
 mod rvm;
 
 pub use error::{Result, RvmError};
-pub use mojim_region::WriteTracking;
+pub use mojim_region::{Cells, Plain, WriteTracking};
 pub use mojim_rmem::MojimRmem;
 pub use options::{parse_base, parse_tracking, Backend, RvmOptions, DEFAULT_BASE};
 pub use redis::{RedisOptions, RedisRmem};

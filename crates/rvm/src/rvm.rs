@@ -7,9 +7,9 @@ use crate::layout::{
 };
 use crate::options::{Backend, RvmOptions};
 use crate::rmem::Rmem;
-use mojim_region::Arena;
+use mojim_region::{Arena, Cells, Plain};
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Recoverable memory: allocate from it, store into it with ordinary stores, commit at points
@@ -21,13 +21,15 @@ use std::time::{Duration, Instant};
 /// a program that wants a store in a given commit makes it before calling commit.
 pub struct Rvm {
     state: Mutex<State>,
+    /// The state's arena, shared for [`Rvm::cells`].
+    arena: Arc<Arena>,
     base: usize,
     capacity: u64,
 }
 
 struct State {
     /// The program's memory: backend byte `o` is byte `o` here.
-    arena: Arena,
+    arena: Arc<Arena>,
     store: Box<dyn Rmem>,
     /// Blocks in use: address to table entry.
     blocks: BTreeMap<u64, u32>,
@@ -145,7 +147,7 @@ impl Rvm {
                 )));
             }
         }
-        let arena = map(base, capacity)?;
+        let arena = Arc::new(map(base, capacity)?);
         let mut st = State {
             arena,
             store,
@@ -159,8 +161,12 @@ impl Rvm {
             None => st.arena.write(0, &Header::new(capacity, base as u64).encode()),
             Some(h) => st.recover(&h, &meta, t0)?,
         }
-        st.arena.track(opts.tracking).map_err(RvmError::io("track writes to recoverable memory"))?;
-        let rvm = Rvm { state: Mutex::new(st), base, capacity };
+        Arc::get_mut(&mut st.arena)
+            .expect("not shared yet")
+            .track(opts.tracking)
+            .map_err(RvmError::io("track writes to recoverable memory"))?;
+        let arena = Arc::clone(&st.arena);
+        let rvm = Rvm { state: Mutex::new(st), arena, base, capacity };
         if lock(&rvm.state).stats.recovery.is_none() {
             // An empty table, persisted before anything is allocated (report §2.1.2).
             lock(&rvm.state).fresh.push((0, META_LEN));
@@ -250,10 +256,17 @@ impl Rvm {
     /// Ends it (`rvm_cfg_destroy`): writes since the last commit are dropped, the memory is
     /// unmapped (every pointer into it is invalid from here on), and the backend is closed.
     pub fn close(self) -> Result<()> {
-        let st = self.state.into_inner().unwrap_or_else(|p| p.into_inner());
-        let State { arena, store, .. } = st;
-        drop(arena);
+        let Rvm { state, arena, .. } = self;
+        let State { arena: own, store, .. } = state.into_inner().unwrap_or_else(|p| p.into_inner());
+        drop((own, arena));
         store.close()
+    }
+
+    /// The `count` values of `T` at `ptr` in recoverable memory, read and written by value:
+    /// how safe Rust code keeps its state here with ordinary loads and stores (C uses the
+    /// pointer itself). `None` unless they lie inside recoverable memory, aligned for `T`.
+    pub fn cells<T: Plain>(&self, ptr: *mut u8, count: usize) -> Option<Cells<'_, T>> {
+        self.arena.cells(ptr as usize, count)
     }
 }
 

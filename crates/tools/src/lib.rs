@@ -2,8 +2,7 @@
 //! evaluation matrix and its plots, the Redis-protocol benchmark (`kv`), the chaos harness, the demo, and the child processes and
 //! local clusters they start. Only the `mojim` binary (`mojim-cli`) depends on this crate: an
 //! application links the `mojim` library alone.
-// `unsafe` is denied everywhere but in `rvm::mem`, the typed access to recoverable memory.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod bench_capi;

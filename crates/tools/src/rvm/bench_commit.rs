@@ -13,7 +13,7 @@
 //! reads every block in use, and is checked to find the last value stored.
 
 use super::bench::{Progress, RvmBenchArgs, RvmResult, Stores, Target};
-use super::mem::Cells;
+use super::mem;
 use super::{rvm_error, state_error};
 use mojim::error::{Error, Result};
 use mojim_rvm::{Rvm, RvmOptions};
@@ -78,7 +78,7 @@ fn commit_cases(opts: &RvmOptions, most: usize) -> Result<Vec<RvmResult>> {
     rvm.txn_commit().map_err(rvm_error)?;
     let status = rvm.status();
     let (backend, tracking) = (status.backend, status.tracking);
-    let cells = Cells::<u64>::new(&rvm, block, BLOCK_PAGES * WORDS_PER_PAGE).map_err(state_error)?;
+    let cells = mem::cells::<u64>(&rvm, block, BLOCK_PAGES * WORDS_PER_PAGE).map_err(state_error)?;
     let mut value = 0u64;
     let mut out = Vec::new();
     for case in &CASES {
@@ -144,7 +144,7 @@ fn recover_case(opts: &RvmOptions, pages: usize, samples: usize) -> Result<RvmRe
     super::discard(&rvm)?;
     let block = if pages > 0 {
         let b = rvm.alloc(pages * PAGE).map_err(rvm_error)?;
-        let cells = Cells::<u64>::new(&rvm, b, pages * WORDS_PER_PAGE).map_err(state_error)?;
+        let cells = mem::cells::<u64>(&rvm, b, pages * WORDS_PER_PAGE).map_err(state_error)?;
         for k in 0..pages {
             cells.set(k * WORDS_PER_PAGE, k as u64 + 1);
         }
@@ -165,7 +165,7 @@ fn recover_case(opts: &RvmOptions, pages: usize, samples: usize) -> Result<RvmRe
         names = (s.backend, s.tracking);
         recovered = s.recovery.as_ref().map_or(0, |r| r.bytes) / PAGE as u64;
         if let Some(b) = block {
-            let cells = Cells::<u64>::new(&rvm, b, pages * WORDS_PER_PAGE).map_err(state_error)?;
+            let cells = mem::cells::<u64>(&rvm, b, pages * WORDS_PER_PAGE).map_err(state_error)?;
             let last = cells.get((pages - 1) * WORDS_PER_PAGE);
             if last != pages as u64 {
                 return Err(Error::Config(format!(

@@ -16,7 +16,7 @@
 //! all three, so their answers are equal bit for bit.
 
 use super::driver::{self, Program, Steps};
-use super::mem::{Cells, Slots};
+use super::mem::{self, Cells, Slots};
 use super::schedule::{Event, Injector, Outcome, Schedule};
 use super::{discard, find_root, magic, rvm_error, state_error, Found, RunArgs, SplitMix};
 use mojim::error::{Error, Result};
@@ -343,7 +343,7 @@ impl<'m> Program for Dgemv<'m> {
                     if let Some(why) = differences(&root, p) {
                         return Err(state_error(why));
                     }
-                    let x = Cells::new(rvm, root.get(VECTOR) as *mut u8, p.rows).map_err(state_error)?;
+                    let x = mem::cells(rvm, root.get(VECTOR) as *mut u8, p.rows).map_err(state_error)?;
                     ev(Event::Resumed { step: root.get(DONE), total: p.iterations, open: opened.elapsed() });
                     return Ok(State { m: self.m, t: vec![0.0; p.cols], root, x });
                 }
@@ -358,8 +358,8 @@ impl<'m> Program for Dgemv<'m> {
         let discarded = discard(rvm)?;
         let root_ptr = rvm.alloc(ROOT_WORDS * 8).map_err(rvm_error)?;
         let x_ptr = rvm.alloc(p.rows * 8).map_err(rvm_error)?;
-        let root = Cells::new(rvm, root_ptr, ROOT_WORDS).map_err(state_error)?;
-        let x = Cells::new(rvm, x_ptr, p.rows).map_err(state_error)?;
+        let root = mem::cells(rvm, root_ptr, ROOT_WORDS).map_err(state_error)?;
+        let x = mem::cells(rvm, x_ptr, p.rows).map_err(state_error)?;
         let st = State::create(self.m, root, x, p, x_ptr as u64);
         rvm.set_usr_data(root_ptr).map_err(rvm_error)?;
         rvm.txn_commit().map_err(rvm_error)?;

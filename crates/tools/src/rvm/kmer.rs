@@ -16,7 +16,7 @@
 //! probes' found count, sum of counts and hash: equal for every run of the same flags.
 
 use super::driver::{self, Program, Steps};
-use super::mem::{Cells, Slots};
+use super::mem::{self, Cells, Slots};
 use super::schedule::{Event, Outcome, Schedule};
 use super::{discard, find_root, magic, mix, rvm_error, state_error, Found, RunArgs, SplitMix};
 use mojim::error::{Error, Result};
@@ -481,7 +481,7 @@ impl<'i> Program for Kmer<'i> {
                     if let Some(why) = differences(&root, p) {
                         return Err(state_error(why));
                     }
-                    let table = Cells::new(rvm, root.get(TABLE) as *mut u8, words).map_err(state_error)?;
+                    let table = mem::cells(rvm, root.get(TABLE) as *mut u8, words).map_err(state_error)?;
                     ev(Event::Resumed { step: root.get(DONE), total: p.total(), open: opened.elapsed() });
                     return Ok(State { input: self.input, p: p.clone(), root, table });
                 }
@@ -496,8 +496,8 @@ impl<'i> Program for Kmer<'i> {
         let discarded = discard(rvm)?;
         let root_ptr = rvm.alloc(ROOT_WORDS * 8).map_err(rvm_error)?;
         let table_ptr = rvm.alloc(words * 8).map_err(rvm_error)?;
-        let root = Cells::new(rvm, root_ptr, ROOT_WORDS).map_err(state_error)?;
-        let table = Cells::new(rvm, table_ptr, words).map_err(state_error)?;
+        let root = mem::cells(rvm, root_ptr, ROOT_WORDS).map_err(state_error)?;
+        let table = mem::cells(rvm, table_ptr, words).map_err(state_error)?;
         let st = State::create(self.input, p, root, table, table_ptr as u64);
         rvm.set_usr_data(root_ptr).map_err(rvm_error)?;
         rvm.txn_commit().map_err(rvm_error)?;

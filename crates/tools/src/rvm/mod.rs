@@ -152,7 +152,7 @@ pub(crate) fn find_root<'a>(rvm: &'a Rvm, want: u64, words: usize) -> Result<Fou
     if p.is_null() {
         return Ok(Found::Nothing);
     }
-    let first = Cells::<u64>::new(rvm, p, 1).map_err(state_error)?.get(0);
+    let first = mem::cells::<u64>(rvm, p, 1).map_err(state_error)?.get(0);
     let name = match first {
         magic::DGEMV => "`mojim rvm dgemv`",
         magic::KMER => "`mojim rvm kmer`",
@@ -166,7 +166,7 @@ pub(crate) fn find_root<'a>(rvm: &'a Rvm, want: u64, words: usize) -> Result<Fou
     if first != want {
         return Ok(Found::Other(format!("the memory holds the state of {name}")));
     }
-    Ok(Found::Mine(Cells::new(rvm, p, words).map_err(state_error)?))
+    Ok(Found::Mine(mem::cells(rvm, p, words).map_err(state_error)?))
 }
 
 /// Frees the blocks of whatever state the memory holds (an example program's; of anything
@@ -177,10 +177,10 @@ pub(crate) fn discard(rvm: &Rvm) -> Result<bool> {
     if p.is_null() {
         return Ok(false);
     }
-    let first = Cells::<u64>::new(rvm, p, 1).map_err(state_error)?.get(0);
+    let first = mem::cells::<u64>(rvm, p, 1).map_err(state_error)?.get(0);
     let blocks = match first {
-        magic::DGEMV => dgemv::blocks(&Cells::new(rvm, p, dgemv::ROOT_WORDS).map_err(state_error)?),
-        magic::KMER => kmer::blocks(&Cells::new(rvm, p, kmer::ROOT_WORDS).map_err(state_error)?),
+        magic::DGEMV => dgemv::blocks(&mem::cells(rvm, p, dgemv::ROOT_WORDS).map_err(state_error)?),
+        magic::KMER => kmer::blocks(&mem::cells(rvm, p, kmer::ROOT_WORDS).map_err(state_error)?),
         _ => Vec::new(),
     };
     for b in blocks {
