@@ -14,8 +14,8 @@
 //! Redis is left out, with a note, when no server can be started or reached.
 
 use super::bench_apps::{self, AppPlan};
-use super::bench_commit;
 use super::stores::{MojimStore, RedisServer};
+use super::{bench_commit, bench_dump};
 use crate::bench::BenchArgs;
 use mojim::error::{Error, Result};
 use mojim_rvm::{RvmOptions, WriteTracking};
@@ -407,10 +407,21 @@ pub fn measure(a: &BenchArgs) -> Result<Vec<RvmResult>> {
             })?;
             match *part {
                 "commit" => {
-                    round.extend(bench_commit::commits(&mut stores, &plan.targets, &a.rvm, &mut progress)?)
+                    round.extend(bench_commit::commits(&mut stores, &plan.targets, &a.rvm, &mut progress)?);
+                    round.extend(bench_dump::commits(&stores, a.rvm.rvm_commits as usize, &mut progress)?);
                 }
                 "recovery" => {
-                    round.extend(bench_commit::recoveries(&mut stores, &plan.targets, &a.rvm, &mut progress)?)
+                    round.extend(bench_commit::recoveries(
+                        &mut stores,
+                        &plan.targets,
+                        &a.rvm,
+                        &mut progress,
+                    )?);
+                    round.extend(bench_dump::recoveries(
+                        &stores,
+                        a.rvm.rvm_recoveries as usize,
+                        &mut progress,
+                    )?);
                 }
                 "dgemv" => {
                     round.extend(bench_apps::dgemv(&mut stores, &plan.targets, &plan.apps, &mut progress)?)
@@ -429,8 +440,8 @@ pub fn measure(a: &BenchArgs) -> Result<Vec<RvmResult>> {
 fn points(part: &str, plan: &Plan) -> usize {
     let t = plan.targets.len();
     match part {
-        "commit" => t,
-        "recovery" => t,
+        "commit" => t + 1,
+        "recovery" => t + 1,
         "dgemv" => plan.apps.dgemv_points(t),
         _ => plan.apps.kmer_points(t),
     }

@@ -29,19 +29,21 @@ pub fn bytes(part: &str) -> u64 {
 }
 
 const PAGE: usize = 4096;
+/// Pages of the meta block, sent with every commit and read by every recovery.
+pub const META_PAGES: usize = 16;
 const WORDS_PER_PAGE: usize = PAGE / 8;
 const WARMUP: usize = 3;
 const MIN_SAMPLES: usize = 10;
 const BUDGET: Duration = Duration::from_secs(3);
 
 /// A commit case: `pages` pages written, one every `stride`.
-struct Case {
-    pattern: &'static str,
-    pages: usize,
-    stride: usize,
+pub struct Case {
+    pub pattern: &'static str,
+    pub pages: usize,
+    pub stride: usize,
 }
 
-const CASES: [Case; 5] = [
+pub const CASES: [Case; 5] = [
     Case { pattern: "contiguous", pages: 1, stride: 1 },
     Case { pattern: "contiguous", pages: 16, stride: 1 },
     Case { pattern: "contiguous", pages: 256, stride: 1 },
@@ -50,7 +52,7 @@ const CASES: [Case; 5] = [
 ];
 
 /// Pages of the blocks whose recovery is timed (0: the meta block alone).
-const RECOVER_PAGES: [usize; 3] = [0, 256, BLOCK_PAGES];
+pub const RECOVER_PAGES: [usize; 3] = [0, 256, BLOCK_PAGES];
 
 /// Commit latency by pages written, per target.
 pub fn commits(

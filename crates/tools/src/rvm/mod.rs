@@ -22,6 +22,7 @@
 pub mod bench;
 pub mod bench_apps;
 pub mod bench_commit;
+pub mod bench_dump;
 pub mod dgemv;
 pub mod driver;
 pub mod kmer;
