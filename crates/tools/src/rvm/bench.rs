@@ -289,6 +289,8 @@ impl Progress {
 pub struct Stores {
     /// The mojim executable, which serves the mirror.
     exe: PathBuf,
+    /// `--busy-poll-us`, for both ends of the Mojim store's lanes.
+    busy_poll_us: u64,
     /// Where the Mojim region and its mirror go (--dir).
     dir: PathBuf,
     /// Whether a Mojim target is measured.
@@ -317,7 +319,7 @@ impl Stores {
         if self.wants_mojim {
             self.mojim_uses += 1;
             let dir = run_dir(&self.dir, &format!("mojim-{}", self.mojim_uses));
-            self.mojim = Some(MojimStore::start(&self.exe, &dir, self.capacity)?);
+            self.mojim = Some(MojimStore::start(&self.exe, &dir, self.capacity, self.busy_poll_us)?);
         }
         Ok(())
     }
@@ -362,6 +364,7 @@ pub fn measure(a: &BenchArgs) -> Result<Vec<RvmResult>> {
     std::fs::create_dir_all(&disk).map_err(Error::io(format!("create {}", disk.display())))?;
     let mut stores = Stores {
         exe: crate::bench::exe()?,
+        busy_poll_us: a.busy_poll_us,
         dir: a.dir.clone(),
         wants_mojim: plan.targets.iter().any(|t| matches!(t, Target::Mojim(_))),
         mojim: None,

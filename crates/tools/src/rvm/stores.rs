@@ -24,7 +24,8 @@ pub struct MojimStore {
 
 impl MojimStore {
     /// Creates the region in `dir` (which must not exist) and starts its mirror (`exe serve`).
-    pub fn start(exe: &Path, dir: &Path, size: u64) -> Result<MojimStore> {
+    /// Both ends poll `busy_poll_us` µs for the next message before sleeping (`--busy-poll-us`).
+    pub fn start(exe: &Path, dir: &Path, size: u64, busy_poll_us: u64) -> Result<MojimStore> {
         std::fs::create_dir(dir).map_err(Error::io(format!("create {}", dir.display())))?;
         // From here on, drop removes the folder whatever fails.
         let mut me = MojimStore {
@@ -34,7 +35,8 @@ impl MojimStore {
         };
         let id = RegionId { uuid: random_uuid(), size };
         mojim::create_region(&dir.join("region.mojim"), id)?;
-        let text = template(&id.uuid, size, SECRET, "127.0.0.1:0");
+        let text = template(&id.uuid, size, SECRET, "127.0.0.1:0")
+            .replace("busy_poll_us = 0", &format!("busy_poll_us = {busy_poll_us}"));
         let cfg_path = dir.join("mojim.toml");
         write_private(&cfg_path, &text).map_err(Error::io(format!("write {}", cfg_path.display())))?;
         let (cfg_s, mirror_dir) = (path_str(&cfg_path)?, path_str(&dir.join("mirror"))?);
