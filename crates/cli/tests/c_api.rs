@@ -12,77 +12,16 @@
 
 mod common;
 
-use common::{seed, skip, wait_applied, Cluster, Rng, TempDir};
+use common::c::{have, libmojim, repo, run};
+use common::{seed, wait_applied, Cluster, Rng, TempDir};
 use mojim::config::write_private;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 const REGION: u64 = 4 << 20;
 const ROUNDS: usize = 5;
-
-/// The repository's root.
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository's root")
-}
-
-/// Builds libmojim (package mojim-capi) in this test's own target folder and profile, once per
-/// run, and returns the profile folder that holds libmojim.so and libmojim.a. (`cargo test`
-/// builds mojim-capi's code as a dev-dependency of this crate, so this only links it.)
-fn libmojim() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        // This binary is <target>/<profile folder>/deps/c_api-<hash>.
-        let exe = std::env::current_exe().expect("the test binary's path");
-        let profile_dir = exe.parent().and_then(Path::parent).expect("the profile folder").to_path_buf();
-        let target = profile_dir.parent().expect("the target folder");
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") => "dev".to_string(),
-            Some(p) => p.to_string(),
-            None => panic!("no profile folder in {}", exe.display()),
-        };
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let out = Command::new(cargo)
-            .current_dir(repo())
-            .args(["build", "--offline", "-p", "mojim-capi", "--profile", &profile, "--target-dir"])
-            .arg(target)
-            .output()
-            .expect("run cargo build -p mojim-capi");
-        assert!(
-            out.status.success(),
-            "cargo build -p mojim-capi failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for lib in ["libmojim.so", "libmojim.a"] {
-            assert!(profile_dir.join(lib).is_file(), "{lib} is not in {}", profile_dir.display());
-        }
-        profile_dir
-    })
-}
-
-/// Whether `tool --version` runs; if not, the test is skipped (or fails under
-/// MOJIM_TEST_STRICT).
-fn have(tool: &str, package: &str) -> bool {
-    let ok = Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
-    if !ok {
-        skip(&format!("{tool} is not installed (Debian package {package}; ./scripts/test installs it)"));
-    }
-    ok
-}
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 /// Writes mojim.pc for the built library into `dir` (with scripts/mojim-pc) and returns what
 /// `pkg-config` says for `args` with it.
