@@ -351,16 +351,16 @@ fn left(dir: &std::path::Path) -> Vec<String> {
 }
 
 #[test]
-fn bench_rvm_times_recovery_on_mojim_and_redis_and_leaves_nothing_behind() {
+fn bench_rvm_times_recovery_on_mojim_redis_and_a_dump_and_leaves_nothing_behind() {
     let dir = common::TempDir::new("rvm-bench");
     let (ok, out, err) = bench(dir.path(), &["--rvm-parts", "recovery", "--rvm-recoveries", "2", "--json"]);
     assert!(ok, "{out}\n{err}");
-    assert!(err.contains("rvm bench [3/3") && err.contains("Redis at 127.0.0.1:"), "progress lines:\n{err}");
+    assert!(err.contains("rvm bench [4/4") && err.contains("Redis at 127.0.0.1:"), "progress lines:\n{err}");
     let rows: Vec<serde_json::Value> =
         out.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
-    assert_eq!(rows.len(), 9, "three backends × three sizes:\n{out}");
+    assert_eq!(rows.len(), 12, "three backends and the dump × three sizes:\n{out}");
     for (i, r) in rows.iter().enumerate() {
-        let backend = ["mojim", "mojim", "redis"][i / 3];
+        let backend = ["mojim", "mojim", "redis", "dump"][i / 3];
         assert_eq!(r["backend"], backend, "{r}");
         assert_eq!(r["op"], "recover", "{r}");
         // The meta block's 16 pages, then 256 and 10 000 more.
@@ -372,6 +372,7 @@ fn bench_rvm_times_recovery_on_mojim_and_redis_and_leaves_nothing_behind() {
     }
     assert_eq!(rows[0]["tracking"], "uffd-async");
     assert_eq!(rows[3]["tracking"], "mprotect");
+    assert_eq!(rows[9]["tracking"], "none");
     assert_eq!(left(dir.path()), Vec::<String>::new(), "the benchmark left files behind");
 }
 

@@ -16,9 +16,9 @@
 //! all three, so their answers are equal bit for bit.
 
 use super::driver::{self, Program, Steps};
-use super::mem::{self, Cells, Slots};
+use super::mem::{Cells, Slots};
 use super::schedule::{Event, Injector, Outcome, Schedule};
-use super::{discard, find_root, magic, rvm_error, state_error, Found, RunArgs, SplitMix};
+use super::{attach, magic, started, Attached, Layout, RunArgs, SplitMix};
 use mojim::error::{Error, Result};
 use mojim_rvm::{Rvm, RvmOptions};
 use std::fmt;
@@ -337,34 +337,24 @@ impl<'m> Program for Dgemv<'m> {
         ev: &mut dyn FnMut(Event),
     ) -> Result<Self::State<'a>> {
         let p = self.p;
-        if !fresh {
-            match find_root(rvm, magic::DGEMV, ROOT_WORDS)? {
-                Found::Mine(root) => {
-                    if let Some(why) = differences(&root, p) {
-                        return Err(state_error(why));
-                    }
-                    let x = mem::cells(rvm, root.get(VECTOR) as *mut u8, p.rows).map_err(state_error)?;
-                    ev(Event::Resumed { step: root.get(DONE), total: p.iterations, open: opened.elapsed() });
-                    return Ok(State { m: self.m, t: vec![0.0; p.cols], root, x });
-                }
-                Found::Other(what) => {
-                    return Err(state_error(format!(
-                        "{what}, not dgemv's: run that program to resume it, or pass --fresh to discard it"
-                    )))
-                }
-                Found::Nothing => {}
+        let l = Layout {
+            magic: magic::DGEMV,
+            name: "dgemv",
+            root_words: ROOT_WORDS,
+            data_at: VECTOR,
+            data_words: p.rows,
+        };
+        match attach(rvm, &l, fresh, |root| differences(root, p))? {
+            Attached::Resumed(root, x) => {
+                ev(Event::Resumed { step: root.get(DONE), total: p.iterations, open: opened.elapsed() });
+                Ok(State { m: self.m, t: vec![0.0; p.cols], root, x })
+            }
+            Attached::Created { root, data, data_addr, root_ptr, discarded } => {
+                let st = State::create(self.m, root, data, p, data_addr);
+                started(rvm, root_ptr, discarded, ev)?;
+                Ok(st)
             }
         }
-        let discarded = discard(rvm)?;
-        let root_ptr = rvm.alloc(ROOT_WORDS * 8).map_err(rvm_error)?;
-        let x_ptr = rvm.alloc(p.rows * 8).map_err(rvm_error)?;
-        let root = mem::cells(rvm, root_ptr, ROOT_WORDS).map_err(state_error)?;
-        let x = mem::cells(rvm, x_ptr, p.rows).map_err(state_error)?;
-        let st = State::create(self.m, root, x, p, x_ptr as u64);
-        rvm.set_usr_data(root_ptr).map_err(rvm_error)?;
-        rvm.txn_commit().map_err(rvm_error)?;
-        ev(Event::Started { discarded });
-        Ok(st)
     }
 
     fn answer(&self, st: &Self::State<'_>) -> Answer {

@@ -16,9 +16,9 @@
 //! probes' found count, sum of counts and hash: equal for every run of the same flags.
 
 use super::driver::{self, Program, Steps};
-use super::mem::{self, Cells, Slots};
+use super::mem::{Cells, Slots};
 use super::schedule::{Event, Outcome, Schedule};
-use super::{discard, find_root, magic, mix, rvm_error, state_error, Found, RunArgs, SplitMix};
+use super::{attach, magic, mix, started, Attached, Layout, RunArgs, SplitMix};
 use mojim::error::{Error, Result};
 use mojim_rvm::{Rvm, RvmOptions};
 use std::fmt;
@@ -475,34 +475,24 @@ impl<'i> Program for Kmer<'i> {
     ) -> Result<Self::State<'a>> {
         let p = self.p;
         let words = 2 * p.slots as usize;
-        if !fresh {
-            match find_root(rvm, magic::KMER, ROOT_WORDS)? {
-                Found::Mine(root) => {
-                    if let Some(why) = differences(&root, p) {
-                        return Err(state_error(why));
-                    }
-                    let table = mem::cells(rvm, root.get(TABLE) as *mut u8, words).map_err(state_error)?;
-                    ev(Event::Resumed { step: root.get(DONE), total: p.total(), open: opened.elapsed() });
-                    return Ok(State { input: self.input, p: p.clone(), root, table });
-                }
-                Found::Other(what) => {
-                    return Err(state_error(format!(
-                        "{what}, not kmer's: run that program to resume it, or pass --fresh to discard it"
-                    )))
-                }
-                Found::Nothing => {}
+        let l = Layout {
+            magic: magic::KMER,
+            name: "kmer",
+            root_words: ROOT_WORDS,
+            data_at: TABLE,
+            data_words: words,
+        };
+        match attach(rvm, &l, fresh, |root| differences(root, p))? {
+            Attached::Resumed(root, table) => {
+                ev(Event::Resumed { step: root.get(DONE), total: p.total(), open: opened.elapsed() });
+                Ok(State { input: self.input, p: p.clone(), root, table })
+            }
+            Attached::Created { root, data, data_addr, root_ptr, discarded } => {
+                let st = State::create(self.input, p, root, data, data_addr);
+                started(rvm, root_ptr, discarded, ev)?;
+                Ok(st)
             }
         }
-        let discarded = discard(rvm)?;
-        let root_ptr = rvm.alloc(ROOT_WORDS * 8).map_err(rvm_error)?;
-        let table_ptr = rvm.alloc(words * 8).map_err(rvm_error)?;
-        let root = mem::cells(rvm, root_ptr, ROOT_WORDS).map_err(state_error)?;
-        let table = mem::cells(rvm, table_ptr, words).map_err(state_error)?;
-        let st = State::create(self.input, p, root, table, table_ptr as u64);
-        rvm.set_usr_data(root_ptr).map_err(rvm_error)?;
-        rvm.txn_commit().map_err(rvm_error)?;
-        ev(Event::Started { discarded });
-        Ok(st)
     }
 
     fn answer(&self, st: &Self::State<'_>) -> Answer {

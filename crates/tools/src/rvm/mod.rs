@@ -170,6 +170,75 @@ pub(crate) fn find_root<'a>(rvm: &'a Rvm, want: u64, words: usize) -> Result<Fou
     Ok(Found::Mine(mem::cells(rvm, p, words).map_err(state_error)?))
 }
 
+/// A program's state in the memory: a root block of `root_words` words whose first is the
+/// program's magic, and one array of `data_words` values of `T` whose address the root's word
+/// `data_at` holds.
+pub(crate) struct Layout {
+    pub magic: u64,
+    pub name: &'static str,
+    pub root_words: usize,
+    pub data_at: usize,
+    pub data_words: usize,
+}
+
+/// What [`attach`] found or made.
+pub(crate) enum Attached<'a, T: mojim_rvm::Plain> {
+    /// The program's state, to resume: its root and its array.
+    Resumed(Cells<'a, u64>, Cells<'a, T>),
+    /// New blocks for it (whatever was there discarded): the root (zeroed, not yet the root
+    /// pointer), the array and its address. The program writes its root, then calls [`started`].
+    Created { root: Cells<'a, u64>, data: Cells<'a, T>, data_addr: u64, root_ptr: *mut u8, discarded: bool },
+}
+
+/// Finds the program's state (unless `fresh`), checked by `differs` (why the state is not the
+/// one this run asks for), or makes new blocks for it.
+pub(crate) fn attach<'a, T: mojim_rvm::Plain>(
+    rvm: &'a Rvm,
+    l: &Layout,
+    fresh: bool,
+    differs: impl Fn(&Cells<'_, u64>) -> Option<String>,
+) -> Result<Attached<'a, T>> {
+    if !fresh {
+        match find_root(rvm, l.magic, l.root_words)? {
+            Found::Mine(root) => {
+                if let Some(why) = differs(&root) {
+                    return Err(state_error(why));
+                }
+                let data =
+                    mem::cells(rvm, root.get(l.data_at) as *mut u8, l.data_words).map_err(state_error)?;
+                return Ok(Attached::Resumed(root, data));
+            }
+            Found::Other(what) => {
+                return Err(state_error(format!(
+                    "{what}, not {}'s: run that program to resume it, or pass --fresh to discard it",
+                    l.name
+                )))
+            }
+            Found::Nothing => {}
+        }
+    }
+    let discarded = discard(rvm)?;
+    let root_ptr = rvm.alloc(l.root_words * 8).map_err(rvm_error)?;
+    let data_ptr = rvm.alloc(l.data_words * std::mem::size_of::<T>()).map_err(rvm_error)?;
+    let root = mem::cells(rvm, root_ptr, l.root_words).map_err(state_error)?;
+    let data = mem::cells(rvm, data_ptr, l.data_words).map_err(state_error)?;
+    Ok(Attached::Created { root, data, data_addr: data_ptr as u64, root_ptr, discarded })
+}
+
+/// Makes the root written by the program the memory's root pointer, commits it, and reports
+/// [`Event::Started`].
+pub(crate) fn started(
+    rvm: &Rvm,
+    root_ptr: *mut u8,
+    discarded: bool,
+    ev: &mut dyn FnMut(Event),
+) -> Result<()> {
+    rvm.set_usr_data(root_ptr).map_err(rvm_error)?;
+    rvm.txn_commit().map_err(rvm_error)?;
+    ev(Event::Started { discarded });
+    Ok(())
+}
+
 /// Frees the blocks of whatever state the memory holds (an example program's; of anything
 /// else, only the root pointer is cleared) and clears the root pointer, without committing:
 /// the next commit drops the old state and makes the new one in one step. Whether there was any.
