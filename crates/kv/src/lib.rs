@@ -9,5 +9,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cmd;
 pub mod resp;
 pub mod store;

@@ -209,6 +209,25 @@ impl<M: Mem> Store<M> {
         self.batch.bytes
     }
 
+    /// Ranges the batch has stored into (before merging).
+    pub fn batch_ranges(&self) -> usize {
+        self.batch.ranges.len()
+    }
+
+    /// Bytes the group of the batch would carry if it were sealed now (with at most
+    /// `max_ranges` ranges, gaps joined as sealing joins them).
+    pub fn group_bytes(&self, max_ranges: usize) -> u64 {
+        let max = max_ranges.clamp(2, LIST_MAX + 1) - 1;
+        let list = LIST_AT + 16 * max as u64 + crate::store::layout::DYN_LEN;
+        if self.batch.ranges.len() <= max {
+            return self.batch.bytes + list;
+        }
+        let mut raw = self.batch.ranges.clone();
+        let mut group = Vec::new();
+        coalesce(&mut raw, max, &mut group);
+        group.iter().map(|r| r.len).sum::<u64>() + list
+    }
+
     /// Bytes of undo space the batch has used, and the journal's capacity.
     pub fn undo_use(&self) -> (u64, u64) {
         (self.batch.undo_len, self.geo.undo_capacity())
