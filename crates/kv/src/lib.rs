@@ -10,5 +10,12 @@
 #![warn(missing_docs)]
 
 pub mod cmd;
+mod error;
+mod options;
 pub mod resp;
+pub mod server;
 pub mod store;
+
+pub use error::KvError;
+pub use options::{split_host_port, KvOptions};
+pub use server::run;

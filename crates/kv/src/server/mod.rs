@@ -1,0 +1,466 @@
+//! `mojim kv`'s driver: opens the region (repairing a batch a crash cut short), then one
+//! thread runs an event loop over non-blocking sockets (epoll). Each turn:
+//! 1. reads what every ready client sent;
+//! 2. runs every complete request, from every client, against the store: one batch;
+//! 3. seals the batch and sends its group with one `gmsync` (group commit: one round trip for
+//!    the whole turn, however many clients and pipelined commands);
+//! 4. only then writes the turn's replies.
+//!
+//! A client whose request breaks the protocol or a limit gets `-ERR Protocol error: ...` after
+//! its earlier replies, and is closed; nothing else changes.
+
+mod client;
+mod host;
+
+use crate::cmd::{self, Args, Cx, Outcome, Session, Stats};
+use crate::error::KvError;
+use crate::options::KvOptions;
+use crate::resp::{Parsed, Reply};
+use crate::store::Store;
+use client::{Client, ReadOutcome, MAX_PENDING_OUT};
+use host::ServerHost;
+use mojim::{Error, Primary, Range};
+use mojim_format::handshake::RefuseCode;
+use rustix::event::epoll;
+use std::io::Write as _;
+use std::net::TcpListener;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+const LISTENER: u64 = u64::MAX;
+/// How often expired keys are looked for.
+const EXPIRE_EVERY: Duration = Duration::from_millis(100);
+/// Buckets looked at per expiry pass.
+const EXPIRE_BUCKETS: u64 = 1024;
+/// Buckets swept per group after a flush.
+const SWEEP_BUCKETS: u64 = 1 << 16;
+
+/// Whether an error means this node may no longer act as primary.
+fn fenced(e: &Error) -> bool {
+    matches!(e, Error::Fenced { .. } | Error::Refused { code: RefuseCode::Epoch, .. } | Error::Coordinator(_))
+}
+
+/// Sends `group` as one atomic group, retrying while the mirror is lost (`block`: every
+/// client waits); returns an error when this primary is fenced or the region fails.
+fn sync(primary: &Primary, group: &[Range]) -> Result<(), KvError> {
+    let mut lost_since: Option<Instant> = None;
+    loop {
+        match primary.gmsync(group) {
+            Ok(()) => {
+                if let Some(t) = lost_since {
+                    tracing::warn!(
+                        after_ms = t.elapsed().as_millis() as u64,
+                        "the mirror is back; serving again"
+                    );
+                }
+                return Ok(());
+            }
+            Err(e) if fenced(&e) => return Err(e.into()),
+            Err(Error::MirrorLost { reason }) => {
+                if let Some(re) =
+                    primary.status().reconnect_error.filter(|m| m.contains("fenced") || m.contains("(Epoch)"))
+                {
+                    return Err(KvError::Config(format!(
+                        "this primary was replaced (reconnecting: {re}); start mojim kv on the promoted node"
+                    )));
+                }
+                if lost_since.is_none() {
+                    tracing::warn!(%reason, "the mirror is lost: writes wait until it is back");
+                    lost_since = Some(Instant::now());
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Runs `mojim kv` until the process is stopped or the primary is fenced.
+pub fn run(opts: &KvOptions) -> Result<(), KvError> {
+    let max_ranges = opts.primary.limits.max_ranges;
+    let path = &opts.primary.region_path;
+    // Repair first, on the region file itself: the primary then only ever sends whole states.
+    {
+        let region = mojim_region::RegionFile::open(path).map_err(mojim::Error::from)?;
+        let s = Store::open(&region, max_ranges)
+            .map_err(|e| KvError::Config(format!("region {}: {e}", path.display())))?;
+        let o = s.opened();
+        if o.formatted {
+            tracing::info!(region = %path.display(), "made an empty store in the region");
+        }
+        if o.undone > 0 {
+            tracing::warn!(records = o.undone, batch = o.batch, "undid a batch a crash cut short");
+        }
+    }
+    let primary = Primary::open(&opts.primary)?;
+    let mut store = Store::open(&primary, max_ranges)?;
+    let resend = store.take_resend();
+    sync(&primary, &resend)?;
+    let listener = TcpListener::bind(&opts.listen).map_err(|e| {
+        KvError::Config(format!(
+            "cannot listen on [kv] listen (or --listen) {}: {e}; choose a free address (port 0: any)",
+            opts.listen
+        ))
+    })?;
+    listener.set_nonblocking(true).map_err(KvError::io("make the listener non-blocking"))?;
+    let local = listener.local_addr().map_err(KvError::io("read the listener's address"))?.to_string();
+    let ep = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(|e| KvError::io("epoll_create")(e.into()))?;
+    epoll::add(&ep, listener.as_fd(), epoll::EventData::new_u64(LISTENER), epoll::EventFlags::IN)
+        .map_err(|e| KvError::io("epoll_ctl")(e.into()))?;
+    let mut server = Server {
+        primary: &primary,
+        store,
+        opts,
+        listener,
+        listen: local.clone(),
+        ep,
+        clients: Vec::new(),
+        free: Vec::new(),
+        ready: Vec::new(),
+        closing: Vec::new(),
+        next_id: 1,
+        started: Instant::now(),
+        stats: Stats::default(),
+        expire_cursor: 0,
+        last_expire: Instant::now(),
+    };
+    server.sweep_stale()?;
+    tracing::info!(listen = %local, keys = server.store.keys(), "mojim kv serving");
+    println!("serving on {local}");
+    let _ = std::io::stdout().flush();
+    server.run_loop()
+}
+
+struct Server<'p> {
+    primary: &'p Primary,
+    store: Store<&'p Primary>,
+    opts: &'p KvOptions,
+    listener: TcpListener,
+    listen: String,
+    ep: std::os::fd::OwnedFd,
+    clients: Vec<Option<Client>>,
+    free: Vec<usize>,
+    /// Clients with input to run (in order of arrival).
+    ready: Vec<usize>,
+    /// Clients to close at the end of the turn.
+    closing: Vec<usize>,
+    next_id: u64,
+    started: Instant,
+    stats: Stats,
+    expire_cursor: u64,
+    last_expire: Instant,
+}
+
+impl Server<'_> {
+    fn run_loop(&mut self) -> Result<(), KvError> {
+        let mut events: Vec<epoll::Event> = Vec::with_capacity(1024);
+        loop {
+            let timeout = if self.ready.is_empty() { Some(EXPIRE_EVERY) } else { Some(Duration::ZERO) };
+            let ts = timeout.map(|d| rustix::event::Timespec {
+                tv_sec: d.as_secs() as i64,
+                tv_nsec: i64::from(d.subsec_nanos()),
+            });
+            events.clear();
+            match epoll::wait(&self.ep, rustix::buffer::spare_capacity(&mut events), ts.as_ref()) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(KvError::io("epoll_wait")(e.into())),
+            }
+            for ev in &events {
+                let token = ev.data.u64();
+                if token == LISTENER {
+                    self.accept();
+                    continue;
+                }
+                let i = token as usize;
+                let flags = ev.flags;
+                if flags.intersects(epoll::EventFlags::OUT) {
+                    self.write_client(i);
+                }
+                if flags.intersects(epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR) {
+                    self.read_client(i);
+                }
+            }
+            self.turn()?;
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let (stream, peer) = match self.listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    return;
+                }
+            };
+            self.stats.connections += 1;
+            let live = self.clients.len() - self.free.len();
+            if live >= self.opts.max_clients {
+                let mut s = stream;
+                let _ = s.write_all(b"-ERR max number of clients reached\r\n");
+                continue;
+            }
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            let id = self.next_id;
+            self.next_id += 1;
+            let c = Client::new(stream, Session::new(id, peer.to_string()), self.opts.limits);
+            let slot = match self.free.pop() {
+                Some(s) => s,
+                None => {
+                    self.clients.push(None);
+                    self.clients.len() - 1
+                }
+            };
+            if epoll::add(
+                &self.ep,
+                c.stream.as_fd(),
+                epoll::EventData::new_u64(slot as u64),
+                epoll::EventFlags::IN,
+            )
+            .is_err()
+            {
+                self.free.push(slot);
+                continue;
+            }
+            self.clients[slot] = Some(c);
+        }
+    }
+
+    fn read_client(&mut self, i: usize) {
+        let max_request = self.max_request();
+        let Some(c) = self.clients.get_mut(i).and_then(|c| c.as_mut()) else { return };
+        if c.closing {
+            return;
+        }
+        let had = !c.pending_input().is_empty() || c.eof;
+        match c.read(max_request) {
+            ReadOutcome::Closed => self.closing.push(i),
+            ReadOutcome::Data => {
+                if !had && (!c.pending_input().is_empty() || c.eof) && !self.ready.contains(&i) {
+                    self.ready.push(i);
+                }
+            }
+        }
+    }
+
+    /// The largest request the limits allow (what a client's buffer may have to hold).
+    fn max_request(&self) -> usize {
+        let l = self.opts.limits;
+        l.max_bulk.saturating_mul(2).saturating_add(l.max_inline).min(1 << 30)
+    }
+
+    fn write_client(&mut self, i: usize) {
+        let Some(c) = self.clients.get_mut(i).and_then(|c| c.as_mut()) else { return };
+        if !c.write() {
+            self.closing.push(i);
+            return;
+        }
+        if c.unsent() == 0 && c.closing {
+            self.closing.push(i);
+        }
+        // A client that was held back for its pending replies may run again.
+        if c.unsent() < MAX_PENDING_OUT && !c.pending_input().is_empty() && !self.ready.contains(&i) {
+            self.ready.push(i);
+        }
+        self.update_interest(i);
+    }
+
+    /// One turn: run what the ready clients sent (one batch), commit it, release the replies.
+    fn turn(&mut self) -> Result<(), KvError> {
+        let now_ms = cmd::now_ms();
+        let mut seal_now = false;
+        let ready = std::mem::take(&mut self.ready);
+        let mut again = Vec::new();
+        for (n, &i) in ready.iter().enumerate() {
+            if seal_now {
+                again.extend_from_slice(&ready[n..]);
+                break;
+            }
+            match self.run_client(i, now_ms)? {
+                ClientRun::Drained => {
+                    // A peer that closed its side with nothing complete left is done.
+                    if let Some(c) = self.clients[i].as_mut().filter(|c| c.eof) {
+                        c.closing = true;
+                    }
+                }
+                ClientRun::SealFirst => {
+                    again.push(i);
+                    seal_now = true;
+                }
+            }
+        }
+        if !seal_now && self.last_expire.elapsed() >= EXPIRE_EVERY {
+            self.last_expire = Instant::now();
+            let (next, _) = self.store.expire_buckets(self.expire_cursor, EXPIRE_BUCKETS, now_ms)?;
+            self.expire_cursor = next;
+        }
+        self.commit()?;
+        // Replies of the batch are acknowledged (or there was nothing to acknowledge): release
+        // and write them.
+        for i in 0..self.clients.len() {
+            let Some(c) = self.clients[i].as_mut() else { continue };
+            if c.releasable < c.out.len() {
+                c.releasable = c.out.len();
+                self.write_client(i);
+            }
+            if let Some(c) = self.clients[i].as_ref().filter(|c| c.closing && c.unsent() == 0) {
+                let _ = c;
+                self.closing.push(i);
+            }
+            self.update_interest(i);
+        }
+        for i in again {
+            if !self.ready.contains(&i) {
+                self.ready.push(i);
+            }
+        }
+        self.close_pending();
+        Ok(())
+    }
+
+    /// Registers client `i` for what it can use: input while it is open, its replies are
+    /// being read and its buffer has room; writability while replies wait.
+    fn update_interest(&mut self, i: usize) {
+        let max_request = self.max_request();
+        let Some(c) = self.clients[i].as_mut() else { return };
+        let mut want = epoll::EventFlags::empty();
+        if !c.closing && c.unsent() < MAX_PENDING_OUT && c.can_read(max_request) {
+            want |= epoll::EventFlags::IN;
+        }
+        if c.sent < c.releasable {
+            want |= epoll::EventFlags::OUT;
+        }
+        if want != c.interest {
+            c.interest = want;
+            let _ = epoll::modify(&self.ep, c.stream.as_fd(), epoll::EventData::new_u64(i as u64), want);
+        }
+    }
+
+    /// Runs the complete requests of client `i` into the batch.
+    fn run_client(&mut self, i: usize, now_ms: u64) -> Result<ClientRun, KvError> {
+        let mut stats = self.stats.clone();
+        stats.uptime_s = self.started.elapsed().as_secs();
+        let host = ServerHost {
+            primary: self.primary,
+            opts: self.opts,
+            listen: &self.listen,
+            clients: self.clients.len() - self.free.len(),
+            stats,
+        };
+        let Some(c) = self.clients[i].as_mut() else { return Ok(ClientRun::Drained) };
+        let mut cx = Cx {
+            store: &mut self.store,
+            host: &host,
+            now_ms,
+            max_ranges: self.opts.primary.limits.max_ranges,
+            max_group_bytes: self.opts.max_group_bytes,
+        };
+        loop {
+            if c.closing {
+                return Ok(ClientRun::Drained);
+            }
+            if c.unsent() >= MAX_PENDING_OUT {
+                // Held back until it reads its replies (write_client puts it back).
+                return Ok(ClientRun::Drained);
+            }
+            if !cx.batch_has_room() {
+                return Ok(ClientRun::SealFirst);
+            }
+            let Client { parser, buf, start, end, session, out, .. } = c;
+            let input = &buf[*start..*end];
+            if input.is_empty() {
+                return Ok(ClientRun::Drained);
+            }
+            match parser.parse(input) {
+                Ok(Parsed::Incomplete) => return Ok(ClientRun::Drained),
+                Ok(Parsed::Empty { len }) => *start += len,
+                Ok(Parsed::Request { len }) => {
+                    let args = Args::Parsed { parser, buf: input };
+                    let o = cmd::execute(&mut cx, session, &args, out)?;
+                    self.stats.commands += 1;
+                    match o {
+                        Outcome::Done => *start += len,
+                        Outcome::Close => {
+                            *start = *end;
+                            c.closing = true;
+                        }
+                        Outcome::Retry => return Ok(ClientRun::SealFirst),
+                    }
+                    if cx.store.flushed_in_batch() {
+                        return Ok(ClientRun::SealFirst);
+                    }
+                }
+                Err(e) => {
+                    self.stats.protocol_errors += 1;
+                    tracing::info!(client = %session.addr, error = %e, "closing a client that broke the protocol");
+                    Reply { buf: out, proto: session.proto }.error(&format!("ERR Protocol error: {e}"));
+                    *start = *end;
+                    c.closing = true;
+                    return Ok(ClientRun::Drained);
+                }
+            }
+        }
+    }
+
+    /// Seals the batch and sends its group; then, after a flush, zeroes the old bucket words.
+    fn commit(&mut self) -> Result<(), KvError> {
+        let flushed = self.store.flushed_in_batch();
+        if let Some(group) = self.store.seal(self.opts.primary.limits.max_ranges)? {
+            sync(self.primary, group)?;
+            self.stats.groups += 1;
+        }
+        if flushed {
+            self.sweep_stale()?;
+        }
+        Ok(())
+    }
+
+    /// Zeroes bucket words of older generations, a group at a time, then records that none
+    /// remain.
+    fn sweep_stale(&mut self) -> Result<(), KvError> {
+        if !self.store.stale() {
+            return Ok(());
+        }
+        let mut at = 0;
+        loop {
+            let (next, group) = self.store.sweep(at, SWEEP_BUCKETS)?;
+            if !group.is_empty() {
+                sync(self.primary, &group)?;
+            }
+            if next == 0 {
+                break;
+            }
+            at = next;
+        }
+        if let Some(group) = self.store.seal(self.opts.primary.limits.max_ranges)? {
+            sync(self.primary, group)?;
+        }
+        Ok(())
+    }
+
+    fn close_pending(&mut self) {
+        let mut closing = std::mem::take(&mut self.closing);
+        closing.sort_unstable();
+        closing.dedup();
+        for i in closing {
+            if let Some(c) = self.clients[i].take() {
+                let _ = epoll::delete(&self.ep, c.stream.as_fd());
+                self.free.push(i);
+                self.ready.retain(|&r| r != i);
+            }
+        }
+    }
+}
+
+enum ClientRun {
+    /// Nothing complete left to run (or the client waits for its replies to be read).
+    Drained,
+    /// The batch must be sealed before this client's next request runs.
+    SealFirst,
+}
