@@ -3,6 +3,7 @@
 //! mirror to catch up, and comparing images without printing megabytes.
 #![allow(dead_code)] // Each test binary uses a different part of this module.
 
+pub mod kv;
 pub mod raw;
 pub mod storage;
 
