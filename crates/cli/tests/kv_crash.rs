@@ -8,10 +8,9 @@
 
 mod common;
 
-use common::kv::{bulk, start_kv, wait_for, KvCluster, Resp};
-use common::{exe, Cluster, WAIT};
+use common::kv::{bulk, node, promote, start_kv, start_kv_on_promoted, KvCluster, Resp};
+use common::{Cluster, WAIT};
 use mojim_kv::resp::Value;
-use mojim_tools::child::ChildNode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -181,16 +180,6 @@ fn kill_9_under_load_then_restart_serves_every_acknowledged_write() {
     }
 }
 
-fn node(c: &Cluster, name: &str, backups: &[&str]) -> ChildNode {
-    let dir = c.dir.path().join(name);
-    let mut args = vec!["serve", "--config", c.cfg_path.to_str().unwrap(), "--listen", "127.0.0.1:0"];
-    args.extend(["--dir", dir.to_str().unwrap()]);
-    for b in backups {
-        args.extend(["--backup", b]);
-    }
-    ChildNode::spawn(exe(), &args).expect("start a node")
-}
-
 #[test]
 fn the_promoted_mirror_serves_every_acknowledged_write() {
     let c = Cluster::new("kv-promote", 64 << 20, |f| {
@@ -203,20 +192,9 @@ fn the_promoted_mirror_serves_every_acknowledged_write() {
     let addr = kv.addr().to_string();
     // The primary's machine is lost under load: its server dies first.
     let acked = load_then(&addr, 2000, || kv.kill());
-    let out = std::process::Command::new(exe())
-        .args(["promote", "--config", c.cfg_path.to_str().unwrap(), "--addr", mirror.addr()])
-        .args(["--peer", backup.addr()])
-        .output()
-        .expect("run mojim promote");
-    assert!(out.status.success(), "promote: {}", String::from_utf8_lossy(&out.stderr));
+    promote(&c, mirror.addr(), &[backup.addr()]);
     // mojim kv on the promoted node: its data area is the region, the backup its mirror.
-    let region = c.dir.path().join("m").join("data.mojim");
-    let cfg = c.cfg_path.to_str().unwrap();
-    let args = ["kv", "--config", cfg, "--listen", "127.0.0.1:0", "--region", region.to_str().unwrap()];
-    let promoted = wait_for("mojim kv to start on the promoted copy", || {
-        // The promoted node may still be finishing its backup's catch-up.
-        ChildNode::spawn(exe(), &[&args[..], &["--mirror", backup.addr()]].concat()).ok()
-    });
+    let promoted = start_kv_on_promoted(&c, "m", backup.addr(), &[]);
     let mut client = Resp::connect(promoted.addr());
     check(&mut client, &acked, "promoted mirror");
     // It is the primary now: writes go on, replicated to the former backup.

@@ -63,6 +63,42 @@ pub fn start_kv(c: &Cluster, extra: &[&str]) -> ChildNode {
     ChildNode::spawn(exe(), &args).expect("start mojim kv")
 }
 
+/// `mojim serve` of the cluster's configuration in folder `name`, feeding `backups`.
+pub fn node(c: &Cluster, name: &str, backups: &[&str]) -> ChildNode {
+    let dir = c.dir.path().join(name);
+    let mut args = vec!["serve", "--config", c.cfg_path.to_str().expect("utf-8"), "--listen", "127.0.0.1:0"];
+    args.extend(["--dir", dir.to_str().expect("utf-8")]);
+    for b in backups {
+        args.extend(["--backup", b]);
+    }
+    ChildNode::spawn(exe(), &args).expect("start a node")
+}
+
+/// `mojim promote` of the node at `addr`, fencing `peers` first.
+pub fn promote(c: &Cluster, addr: &str, peers: &[&str]) {
+    let mut cmd = Command::new(exe());
+    cmd.args(["promote", "--config", c.cfg_path.to_str().expect("utf-8"), "--addr", addr]);
+    for p in peers {
+        cmd.args(["--peer", p]);
+    }
+    let out = cmd.output().expect("run mojim promote");
+    assert!(out.status.success(), "promote: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `mojim kv` on a promoted node: its data area as the region, `mirror` its mirror (retried
+/// while the node finishes promoting). `extra` goes on the command line.
+pub fn start_kv_on_promoted(c: &Cluster, node: &str, mirror: &str, extra: &[&str]) -> ChildNode {
+    let region = c.dir.path().join(node).join("data.mojim");
+    let cfg = c.cfg_path.to_str().expect("utf-8");
+    let mut args =
+        vec!["kv", "--config", cfg, "--region", region.to_str().expect("utf-8"), "--mirror", mirror];
+    if !extra.contains(&"--listen") {
+        args.extend(["--listen", "127.0.0.1:0"]);
+    }
+    args.extend_from_slice(extra);
+    wait_for("mojim kv to start on the promoted copy", || ChildNode::spawn(exe(), &args).ok())
+}
+
 /// A RESP client over a plain socket.
 pub struct Resp {
     pub stream: TcpStream,

@@ -38,6 +38,7 @@ struct Harness {
     store: Store<VecMem>,
     session: Session,
     now_ms: u64,
+    max_group_bytes: u64,
 }
 
 impl Harness {
@@ -46,11 +47,20 @@ impl Harness {
             store: Store::open(VecMem::new(4 << 20), 1024).unwrap(),
             session: Session::new(7, "t".into()),
             now_ms: 1_000_000,
+            max_group_bytes: 1 << 30,
         }
     }
 
     /// Runs one command (as a client would send it) and returns its reply, sealing the batch.
     fn cmd(&mut self, args: &[&str]) -> Value {
+        let (o, v) = self.in_batch(args);
+        assert_ne!(o, Outcome::Retry);
+        self.store.seal(1024).unwrap();
+        v.expect("a reply")
+    }
+
+    /// Runs one command in the open batch: its outcome and its reply (none after a retry).
+    fn in_batch(&mut self, args: &[&str]) -> (Outcome, Option<Value>) {
         let mut req = Vec::new();
         encode_request(args, &mut req);
         let mut p = Parser::new(Limits::default());
@@ -61,15 +71,16 @@ impl Harness {
             host: &TestHost,
             now_ms: self.now_ms,
             max_ranges: 1024,
-            max_group_bytes: 1 << 30,
+            max_group_bytes: self.max_group_bytes,
         };
         let o =
             execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
-        assert_ne!(o, Outcome::Retry);
-        self.store.seal(1024).unwrap();
+        if out.is_empty() {
+            return (o, None);
+        }
         let (v, n) = decode(&out, &Limits::default()).unwrap().expect("a whole reply");
         assert_eq!(n, out.len(), "one reply for {args:?}");
-        v
+        (o, Some(v))
     }
 }
 
@@ -330,4 +341,33 @@ fn a_command_that_fills_the_heap_is_undone_and_refused() {
     assert!(err(&r).starts_with("OOM"), "{r:?}");
     assert_eq!(h.cmd(&["EXISTS", "m1", "m2"]), i(0));
     assert_eq!(h.cmd(&["SET", "m1", &big]), ok());
+}
+
+#[test]
+fn a_command_too_large_for_the_batch_runs_again_alone_and_one_too_large_alone_is_refused() {
+    let mut h = Harness::new();
+    h.max_group_bytes = 200 << 10;
+    assert_eq!(h.in_batch(&["SET", "a", "1"]), (Outcome::Done, Some(ok())));
+    let mid = "m".repeat(150 << 10);
+    // With a's changes in the batch, this one would make the group too large: undone, no reply.
+    h.in_batch(&["SET", "filler", &"f".repeat(40 << 10)]);
+    assert_eq!(h.in_batch(&["SET", "b", &mid]), (Outcome::Retry, None));
+    h.store.seal(1024).unwrap();
+    assert_eq!(h.cmd(&["EXISTS", "b"]), i(0));
+    // Alone in a batch it fits.
+    assert_eq!(h.in_batch(&["SET", "b", &mid]), (Outcome::Done, Some(ok())));
+    h.store.seal(1024).unwrap();
+    // Too large even alone: refused, nothing changed.
+    let huge = "h".repeat(300 << 10);
+    let (o, v) = h.in_batch(&["SET", "c", &huge]);
+    assert_eq!(o, Outcome::Done);
+    assert!(err(&v.unwrap()).contains("more than one atomic group may carry"));
+    assert_eq!(h.cmd(&["EXISTS", "a", "b", "c"]), i(2));
+    // A transaction too large alone is refused whole, and leaves the client out of MULTI.
+    h.cmd(&["MULTI"]);
+    h.cmd(&["SET", "t1", &mid]);
+    h.cmd(&["SET", "t2", &mid]);
+    assert!(err(&h.cmd(&["EXEC"])).contains("atomic group"));
+    assert_eq!(h.cmd(&["EXISTS", "t1", "t2"]), i(0));
+    assert_eq!(err(&h.cmd(&["EXEC"])), "ERR EXEC without MULTI");
 }

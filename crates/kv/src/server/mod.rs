@@ -75,6 +75,15 @@ fn sync(primary: &Primary, group: &[Range]) -> Result<(), KvError> {
     }
 }
 
+/// Waits for a copy into the mirror (a new session's catch-up) to finish. A copy reads the
+/// region as it is when each part is sent: while one runs, the stores of a batch in progress
+/// could reach the mirror before the batch is sealed, so no batch starts until it is done.
+fn settle(primary: &Primary) {
+    if let Some(r) = primary.wait_resync(Duration::from_secs(24 * 3600)) {
+        tracing::info!(resync = ?r, "the mirror has caught up");
+    }
+}
+
 /// Runs `mojim kv` until the process is stopped or the primary is fenced.
 pub fn run(opts: &KvOptions) -> Result<(), KvError> {
     let max_ranges = opts.primary.limits.max_ranges;
@@ -96,6 +105,7 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
     let mut store = Store::open(&primary, max_ranges)?;
     let resend = store.take_resend();
     sync(&primary, &resend)?;
+    settle(&primary);
     let listener = TcpListener::bind(&opts.listen).map_err(|e| {
         KvError::Config(format!(
             "cannot listen on [kv] listen (or --listen) {}: {e}; choose a free address (port 0: any)",
