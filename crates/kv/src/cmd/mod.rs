@@ -148,13 +148,13 @@ pub struct Cx<'a, M: Mem> {
 
 impl<M: Mem> Cx<'_, M> {
     /// Whether the batch so far leaves room for another command (else the caller seals
-    /// first): less than half the undo space, a quarter of the group bytes, and half the
-    /// group ranges used.
+    /// first): less than half the undo space, a quarter of the group bytes, and three
+    /// quarters of the group's ranges used.
     pub fn batch_has_room(&self) -> bool {
         let (undo, cap) = self.store.undo_use();
         undo < cap / 2
             && self.store.batch_bytes() < self.max_group_bytes / 4
-            && self.store.batch_ranges() < self.max_ranges / 2
+            && self.store.batch_ranges() < self.max_ranges / 4 * 3
     }
 
     fn check_group(&mut self) -> Result<(), StoreError> {

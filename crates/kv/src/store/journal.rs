@@ -105,9 +105,21 @@ impl<M: Mem> Store<M> {
         Ok(u64::from_le_bytes(b))
     }
 
+    /// Records a stored range, joined to the last one when they touch (a block's header and
+    /// value, its first word and the rest): the count then tracks the group's ranges closely.
     fn note(&mut self, off: u64, len: u64) {
-        self.batch.ranges.push((off, len));
         self.batch.bytes += len;
+        if let Some((lo, ll)) = self.batch.ranges.last_mut() {
+            if off == *lo + *ll {
+                *ll += len;
+                return;
+            }
+            if off + len == *lo {
+                (*lo, *ll) = (off, *ll + len);
+                return;
+            }
+        }
+        self.batch.ranges.push((off, len));
     }
 
     /// Stores `data` at `off` in place: the bytes it replaces go to the undo area first.
