@@ -289,6 +289,10 @@ fn kv_error(e: mojim_kv::KvError) -> Error {
         mojim_kv::KvError::Store(e) => {
             Error::Io { op: "mojim kv".into(), source: std::io::Error::other(e.to_string()) }
         }
+        mojim_kv::KvError::Region { path, source } => Error::Io {
+            op: format!("region {}", path.display()),
+            source: std::io::Error::other(source.to_string()),
+        },
     }
 }
 

@@ -10,6 +10,13 @@ pub enum KvError {
     Config(String),
     /// The region cannot hold a store, or the store in it is damaged.
     Store(StoreError),
+    /// As [`KvError::Store`], for the region file at `path` (found when opening it).
+    Region {
+        /// The region file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        source: StoreError,
+    },
     /// The region or its mirror failed (including: another node was promoted).
     Mojim(mojim::Error),
     /// A system call failed.
@@ -33,6 +40,7 @@ impl fmt::Display for KvError {
         match self {
             KvError::Config(m) => write!(f, "configuration: {m}"),
             KvError::Store(e) => write!(f, "{e}"),
+            KvError::Region { path, source } => write!(f, "region {}: {source}", path.display()),
             KvError::Mojim(e) => write!(f, "{e}"),
             KvError::Io { op, source } => write!(f, "{op}: {source}"),
         }

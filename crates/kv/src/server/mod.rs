@@ -92,7 +92,7 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
     {
         let region = mojim_region::RegionFile::open(path).map_err(mojim::Error::from)?;
         let s = Store::open(&region, max_ranges)
-            .map_err(|e| KvError::Config(format!("region {}: {e}", path.display())))?;
+            .map_err(|source| KvError::Region { path: path.clone(), source })?;
         let o = s.opened();
         if o.formatted {
             tracing::info!(region = %path.display(), "made an empty store in the region");

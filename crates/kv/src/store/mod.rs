@@ -77,6 +77,13 @@ impl<M: Mem> Store<M> {
         if page.iter().all(|&b| b == 0) || unfinished {
             Store::format(&mem)?;
             opened.formatted = true;
+        } else if page[..8] != layout::MAGIC {
+            let at = page.iter().position(|&b| b != 0).unwrap_or(0);
+            return Err(StoreError::NotKv(format!(
+                "the region's first page holds data (byte {at} is {:#04x}) but no mojim kv store (no magic \
+                 \"MOJIM-KV\" at byte 0)",
+                page[at]
+            )));
         }
         let mut stat = [0u8; STATIC_LEN + 4];
         mem.read(0, &mut stat)?;
