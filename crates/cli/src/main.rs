@@ -286,13 +286,7 @@ fn kv_error(e: mojim_kv::KvError) -> Error {
         mojim_kv::KvError::Config(m) => Error::Config(m),
         mojim_kv::KvError::Mojim(e) => e,
         mojim_kv::KvError::Io { op, source } => Error::Io { op, source },
-        mojim_kv::KvError::Store(e) => {
-            Error::Io { op: "mojim kv".into(), source: std::io::Error::other(e.to_string()) }
-        }
-        mojim_kv::KvError::Region { path, source } => Error::Io {
-            op: format!("region {}", path.display()),
-            source: std::io::Error::other(source.to_string()),
-        },
+        e => Error::Io { op: "mojim kv".into(), source: std::io::Error::other(e.to_string()) },
     }
 }
 

@@ -79,3 +79,33 @@ fn redis_py_sentinel_follows_the_promotion() {
     assert_eq!(python(&nodes, "read"), later);
     drop(mirror);
 }
+
+/// With `[kv] read_barrier`, a primary replaced by a promotion answers no further read: its
+/// barrier group is refused, and it stops.
+#[test]
+fn a_replaced_primary_answers_no_read_with_the_read_barrier() {
+    let c = Cluster::new("kv-barrier", 16 << 20, |f| {
+        f.cluster.heartbeat_interval_ms = 50;
+        f.cluster.heartbeat_timeout_ms = 1500;
+        f.kv.read_barrier = true;
+    });
+    let backup = node(&c, "b", &[]);
+    let mirror = node(&c, "m", &[backup.addr()]);
+    let mut kv = start_kv(&c, &["--mirror", mirror.addr()]);
+    let mut r = Resp::connect(kv.addr());
+    assert_eq!(r.cmd(&["SET", "k", "old"]), Value::Simple(b"OK".to_vec()));
+    assert_eq!(r.cmd(&["GET", "k"]), Value::bulk("old"));
+    // The mirror is promoted while this primary still runs (a partition would look the same
+    // to the operator); the new primary takes a write.
+    promote(&c, mirror.addr(), &[backup.addr()]);
+    let promoted = start_kv_on_promoted(&c, "m", backup.addr(), &[]);
+    let mut p = Resp::connect(promoted.addr());
+    assert_eq!(p.cmd(&["SET", "k", "new"]), Value::Simple(b"OK".to_vec()));
+    // The old primary must not answer the read from its old state.
+    r.send(&[b"GET", b"k"]);
+    assert_eq!(r.read(), None, "the replaced primary answered a read");
+    let status = kv.wait_exit(common::WAIT).expect("the replaced primary's mojim kv stops");
+    assert!(!status.success(), "the replaced primary's mojim kv should stop with an error");
+    assert_eq!(p.cmd(&["GET", "k"]), Value::bulk("new"));
+    drop(mirror);
+}

@@ -19,6 +19,9 @@ pub enum KvError {
     },
     /// The region or its mirror failed (including: another node was promoted).
     Mojim(mojim::Error),
+    /// Another node was promoted: this primary must not serve. The message says how it was
+    /// found out.
+    Replaced(String),
     /// A system call failed.
     Io {
         /// What was being done.
@@ -42,6 +45,9 @@ impl fmt::Display for KvError {
             KvError::Store(e) => write!(f, "{e}"),
             KvError::Region { path, source } => write!(f, "region {}: {source}", path.display()),
             KvError::Mojim(e) => write!(f, "{e}"),
+            KvError::Replaced(m) => {
+                write!(f, "this primary was replaced ({m}); start mojim kv on the promoted node")
+            }
             KvError::Io { op, source } => write!(f, "{op}: {source}"),
         }
     }

@@ -23,6 +23,8 @@ pub struct KvOptions {
     pub sentinel_name: String,
     /// Every node's `mojim kv` address.
     pub sentinels: Vec<String>,
+    /// A turn of reads alone waits for a round trip to the mirror before answering.
+    pub read_barrier: bool,
 }
 
 fn size(key: &str, v: &str, min: u64, max: u64) -> Result<usize, KvError> {
@@ -83,6 +85,7 @@ impl KvOptions {
             announce: k.announce.clone(),
             sentinel_name: k.sentinel_name.clone(),
             sentinels: k.sentinels.clone(),
+            read_barrier: k.read_barrier,
         })
     }
 }

@@ -133,6 +133,10 @@ pub struct KvSection {
     /// `sentinels = []`: the `mojim kv` address of every node that may become primary, for
     /// `SENTINEL sentinels` (clients try them in turn to find the current primary).
     pub sentinels: Vec<String>,
+    /// `read_barrier = false`: when true, a turn of reads alone still sends a one-word group
+    /// and waits for the mirror before answering, so that a primary replaced by a promotion
+    /// finds out before it answers a read (linearizable reads, for a round trip each turn).
+    pub read_barrier: bool,
 }
 
 impl Default for KvSection {
@@ -146,6 +150,7 @@ impl Default for KvSection {
             announce: String::new(),
             sentinel_name: "mojim".into(),
             sentinels: Vec::new(),
+            read_barrier: false,
         }
     }
 }
@@ -925,6 +930,10 @@ max_inline = "64KiB"
 sentinel_name = "mojim"
 announce = ""
 sentinels = []
+# Writes are answered only once the mirror has them; reads at once. With read_barrier = true a
+# turn of reads alone waits for one round trip to the mirror too, so that a primary replaced by a
+# promotion (and fenced) cannot answer a read from its old state: linearizable reads.
+read_barrier = false
 "#,
         uuid = format_uuid(uuid),
         size = format_size(size),

@@ -60,9 +60,7 @@ fn sync(primary: &Primary, group: &[Range]) -> Result<(), KvError> {
                 if let Some(re) =
                     primary.status().reconnect_error.filter(|m| m.contains("fenced") || m.contains("(Epoch)"))
                 {
-                    return Err(KvError::Config(format!(
-                        "this primary was replaced (reconnecting: {re}); start mojim kv on the promoted node"
-                    )));
+                    return Err(KvError::Replaced(format!("reconnecting: {re}")));
                 }
                 if lost_since.is_none() {
                     tracing::warn!(%reason, "the mirror is lost: writes wait until it is back");
@@ -284,6 +282,7 @@ impl Server<'_> {
     /// One turn: run what the ready clients sent (one batch), commit it, release the replies.
     fn turn(&mut self) -> Result<(), KvError> {
         let now_ms = cmd::now_ms();
+        let commands_before = self.stats.commands;
         let mut seal_now = false;
         let ready = std::mem::take(&mut self.ready);
         let mut again = Vec::new();
@@ -310,7 +309,10 @@ impl Server<'_> {
             let (next, _) = self.store.expire_buckets(self.expire_cursor, EXPIRE_BUCKETS, now_ms)?;
             self.expire_cursor = next;
         }
-        self.commit()?;
+        let commands = self.stats.commands != commands_before;
+        if !self.commit()? && commands && self.opts.read_barrier {
+            sync(self.primary, &[self.store.barrier()])?;
+        }
         // Replies of the batch are acknowledged (or there was nothing to acknowledge): release
         // and write them.
         for i in 0..self.clients.len() {
@@ -419,16 +421,19 @@ impl Server<'_> {
     }
 
     /// Seals the batch and sends its group; then, after a flush, zeroes the old bucket words.
-    fn commit(&mut self) -> Result<(), KvError> {
+    /// Returns whether a group was sent.
+    fn commit(&mut self) -> Result<bool, KvError> {
         let flushed = self.store.flushed_in_batch();
+        let mut sent = false;
         if let Some(group) = self.store.seal(self.opts.primary.limits.max_ranges)? {
             sync(self.primary, group)?;
             self.stats.groups += 1;
+            sent = true;
         }
         if flushed {
             self.sweep_stale()?;
         }
-        Ok(())
+        Ok(sent)
     }
 
     /// Zeroes bucket words of older generations, a group at a time, then records that none

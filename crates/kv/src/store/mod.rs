@@ -191,6 +191,13 @@ impl<M: Mem> Store<M> {
         self.dy.heap_top - self.geo.heap_off
     }
 
+    /// A range whose sending changes nothing (the journal's `undo_len`, 0 between batches):
+    /// a group of it is a barrier, acknowledged only by a mirror that still takes this
+    /// primary's groups.
+    pub fn barrier(&self) -> Range {
+        Range::new(JOURNAL_OFF, 8)
+    }
+
     /// Whether old bucket words remain to be zeroed by [`Store::sweep`].
     pub fn stale(&self) -> bool {
         self.dy.stale != 0
