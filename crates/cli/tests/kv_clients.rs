@@ -238,3 +238,38 @@ fn resp3_after_hello() {
     let Value::Array(a) = c.cmd(&["HELLO", "2"]) else { panic!("HELLO 2 answers an array") };
     assert_eq!(a.len(), 14);
 }
+
+/// A request whose every argument is within the limits but which is larger than a connection
+/// buffers, and a transaction queueing more than a transaction may: refused, nothing changed.
+#[test]
+fn requests_and_transactions_larger_than_allowed_are_refused() {
+    let k = KvCluster::with("kv-too-large", 16 << 20, |f| {
+        f.kv.max_bulk = "1KiB".into();
+        f.kv.max_inline = "1KiB".into();
+    });
+    let mut c = k.client();
+    let v = "v".repeat(1000);
+    let mut args: Vec<&[u8]> = vec![b"MSET"];
+    for _ in 0..100 {
+        args.extend([&b"key"[..], v.as_bytes()]);
+    }
+    c.send(&args);
+    match c.read() {
+        Some(Value::Error(e)) => {
+            let e = String::from_utf8_lossy(&e).into_owned();
+            assert!(e.starts_with("ERR Protocol error: request larger than"), "{e}");
+        }
+        other => panic!("expected a protocol error, got {other:?}"),
+    }
+    assert!(c.closed());
+    let mut c = k.client();
+    assert_eq!(c.cmd(&["EXISTS", "key"]), Value::Int(0));
+    // A bulk past max_bulk is refused as it is announced.
+    c.send(&[b"SET", b"k", &[b'x'; 1025]]);
+    let Some(Value::Error(e)) = c.read() else { panic!("expected an error") };
+    assert!(
+        e.starts_with(b"ERR Protocol error: invalid bulk length (1025 bytes; at most 1024"),
+        "{}",
+        String::from_utf8_lossy(&e)
+    );
+}

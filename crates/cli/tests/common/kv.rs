@@ -18,9 +18,15 @@ pub struct KvCluster {
 
 impl KvCluster {
     pub fn new(test: &str, size: u64) -> KvCluster {
+        KvCluster::with(test, size, |_| {})
+    }
+
+    /// As [`KvCluster::new`], the configuration changed by `edit` first.
+    pub fn with(test: &str, size: u64, edit: impl FnOnce(&mut mojim::config::ConfigFile)) -> KvCluster {
         let mut c = Cluster::new(test, size, |f| {
             f.cluster.heartbeat_interval_ms = 50;
             f.cluster.heartbeat_timeout_ms = 1500;
+            edit(f);
         });
         c.start_mirror();
         let mut k = KvCluster { kv: None, c };

@@ -89,11 +89,17 @@ pub struct Sentinel {
     pub sentinels: Vec<(String, u16)>,
 }
 
+/// Most bytes of commands one transaction may queue (a transaction larger than this could not
+/// be one group anyway).
+pub const MAX_QUEUED_BYTES: usize = 64 << 20;
+
 /// A transaction being queued.
 #[derive(Default, Debug)]
 pub struct Multi {
     /// Commands queued.
     pub queue: Vec<Vec<Vec<u8>>>,
+    /// Their bytes (with 16 per argument for its keeping).
+    pub bytes: usize,
     /// A command was refused while queueing: `EXEC` aborts.
     pub failed: bool,
 }
@@ -211,7 +217,16 @@ pub fn execute<M: Mem>(
         return Ok(Outcome::Done);
     }
     if let Some(m) = &mut s.multi {
-        if !matches!(spec.name, "EXEC" | "DISCARD" | "MULTI" | "QUIT" | "WATCH" | "UNWATCH") {
+        if !matches!(spec.name, "EXEC" | "DISCARD" | "MULTI" | "QUIT") {
+            let bytes: usize = args.from(0).map(|a| a.len() + 16).sum();
+            if m.bytes + bytes > MAX_QUEUED_BYTES {
+                m.failed = true;
+                r.error(&format!(
+                    "ERR the transaction's queued commands pass {MAX_QUEUED_BYTES} bytes: split it into smaller ones"
+                ));
+                return Ok(Outcome::Done);
+            }
+            m.bytes += bytes;
             m.queue.push(args.to_owned_vec());
             r.simple(b"QUEUED");
             return Ok(Outcome::Done);

@@ -371,3 +371,24 @@ fn a_command_too_large_for_the_batch_runs_again_alone_and_one_too_large_alone_is
     assert_eq!(h.cmd(&["EXISTS", "t1", "t2"]), i(0));
     assert_eq!(err(&h.cmd(&["EXEC"])), "ERR EXEC without MULTI");
 }
+
+#[test]
+fn a_transaction_queueing_too_much_is_refused() {
+    let mut h = Harness::new();
+    let v = "v".repeat(1 << 20);
+    h.cmd(&["MULTI"]);
+    let mut refused = false;
+    for n in 0..70 {
+        match h.cmd(&["SET", &format!("k{n}"), &v]) {
+            Value::Simple(q) if q == b"QUEUED" => {}
+            other => {
+                assert!(err(&other).contains("queued commands pass"), "{other:?}");
+                refused = true;
+                break;
+            }
+        }
+    }
+    assert!(refused, "70 MiB were queued");
+    assert!(err(&h.cmd(&["EXEC"])).starts_with("EXECABORT"));
+    assert_eq!(h.cmd(&["DBSIZE"]), i(0));
+}

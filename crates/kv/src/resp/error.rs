@@ -37,6 +37,12 @@ pub enum ProtocolError {
     /// An inline command opened a quote it never closed (or a closing quote was followed by
     /// something other than a space).
     UnbalancedQuotes,
+    /// One request larger than a connection buffers (2 × `max_bulk` + `max_inline`: many
+    /// arguments each within the limits).
+    RequestTooLarge {
+        /// The most a connection buffers.
+        limit: usize,
+    },
     /// (Replies only) a nesting deeper than the decoder allows.
     TooDeep,
     /// (Replies only) a type byte that is not RESP2 or RESP3.
@@ -64,6 +70,11 @@ impl fmt::Display for ProtocolError {
                 write!(f, "too big inline request (no line end within {limit} bytes, [kv] max_inline)")
             }
             ProtocolError::UnbalancedQuotes => f.write_str("unbalanced quotes in request"),
+            ProtocolError::RequestTooLarge { limit } => write!(
+                f,
+                "request larger than the {limit} bytes a connection buffers (2 x [kv] max_bulk + max_inline): \
+                 send fewer or smaller arguments per command"
+            ),
             ProtocolError::TooDeep => f.write_str("reply nested too deeply"),
             ProtocolError::UnknownType(b) => {
                 write!(f, "unknown type byte '{}'", char::from(*b).escape_default())

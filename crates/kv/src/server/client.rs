@@ -12,6 +12,12 @@ pub const READ_PER_TURN: usize = 1 << 20;
 /// Replies pending for a client past which its requests wait until it reads them.
 pub const MAX_PENDING_OUT: usize = 64 << 20;
 
+/// The most a client's buffer holds: the largest request the limits allow (`max_request`), at
+/// least 16 KiB, and 16 KiB more.
+pub fn buffer_cap(max_request: usize) -> usize {
+    max_request.max(16 << 10) + (16 << 10)
+}
+
 /// A connected client.
 pub struct Client {
     pub stream: TcpStream,
@@ -78,12 +84,12 @@ impl Client {
         let mut got = 0;
         while got < READ_PER_TURN {
             if self.end == self.buf.len() {
-                if self.buf.len() >= max_request.max(16 << 10) + (16 << 10) {
+                if self.buf.len() >= buffer_cap(max_request) {
                     // A request larger than any the limits allow is refused by the parser
                     // before this is reached; a client pipelining that much waits.
                     return ReadOutcome::Data;
                 }
-                let grown = (self.buf.len() * 2).min(max_request + (32 << 10));
+                let grown = (self.buf.len() * 2).min(buffer_cap(max_request));
                 self.buf.resize(grown.max(self.buf.len() + 1), 0);
             }
             match self.stream.read(&mut self.buf[self.end..]) {
@@ -127,7 +133,7 @@ impl Client {
 
     /// Whether a read could take more bytes (the buffer has room, or may still grow).
     pub fn can_read(&self, max_request: usize) -> bool {
-        self.start > 0 || self.end < self.buf.len() || self.buf.len() < max_request.max(16 << 10) + (16 << 10)
+        self.start > 0 || self.end < self.buf.len() || self.buf.len() < buffer_cap(max_request)
     }
 
     /// Replies waiting to be written.

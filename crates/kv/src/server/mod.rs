@@ -356,6 +356,7 @@ impl Server<'_> {
 
     /// Runs the complete requests of client `i` into the batch.
     fn run_client(&mut self, i: usize, now_ms: u64) -> Result<ClientRun, KvError> {
+        let max_request = self.max_request();
         let mut stats = self.stats.clone();
         stats.uptime_s = self.started.elapsed().as_secs();
         let host = ServerHost {
@@ -384,12 +385,22 @@ impl Server<'_> {
             if !cx.batch_has_room() {
                 return Ok(ClientRun::SealFirst);
             }
+            let can_read = c.can_read(max_request);
             let Client { parser, buf, start, end, session, out, .. } = c;
             let input = &buf[*start..*end];
             if input.is_empty() {
                 return Ok(ClientRun::Drained);
             }
-            match parser.parse(input) {
+            let parsed = match parser.parse(input) {
+                // The whole buffer holds part of one request and may not grow: it never ends.
+                Ok(Parsed::Incomplete) if *start == 0 && !can_read => {
+                    Err(crate::resp::ProtocolError::RequestTooLarge {
+                        limit: client::buffer_cap(max_request),
+                    })
+                }
+                other => other,
+            };
+            match parsed {
                 Ok(Parsed::Incomplete) => return Ok(ClientRun::Drained),
                 Ok(Parsed::Empty { len }) => *start += len,
                 Ok(Parsed::Request { len }) => {
