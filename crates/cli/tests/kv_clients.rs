@@ -273,3 +273,46 @@ fn requests_and_transactions_larger_than_allowed_are_refused() {
         String::from_utf8_lossy(&e)
     );
 }
+
+fn stat(c: &mut Resp, name: &str) -> u64 {
+    let Value::Bulk(info) = c.cmd(&["INFO", "stats"]) else { panic!("INFO") };
+    let info = String::from_utf8_lossy(&info).into_owned();
+    let line = info
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name}: {info}"));
+    line[name.len() + 1..].trim().parse().expect("a number")
+}
+
+/// Group commit: the writes pipelined by each of many clients share groups (one per turn), so
+/// far fewer groups are sent than writes are acknowledged.
+#[test]
+fn pipelined_writes_from_many_clients_share_groups() {
+    let k = KvCluster::new("kv-group-commit", 16 << 20);
+    let mut probe = k.client();
+    let groups_before = stat(&mut probe, "mojim_groups_sent");
+    let threads: Vec<_> = (0..20)
+        .map(|t| {
+            let addr = k.addr();
+            std::thread::spawn(move || {
+                let mut c = Resp::connect(&addr);
+                let mut req = Vec::new();
+                for n in 0..50 {
+                    let key = format!("c{t}:{n}");
+                    mojim_kv::resp::encode_request(&[&b"SET"[..], key.as_bytes(), b"v"], &mut req);
+                }
+                c.send_raw(&req).expect("send 50 SETs at once");
+                for _ in 0..50 {
+                    assert_eq!(c.read(), Some(Value::Simple(b"OK".to_vec())));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("a client failed");
+    }
+    let groups = stat(&mut probe, "mojim_groups_sent") - groups_before;
+    assert_eq!(probe.cmd(&["DBSIZE"]), Value::Int(1000));
+    assert!(groups <= 100, "1000 pipelined writes took {groups} groups");
+    println!("1000 writes from 20 pipelining clients: {groups} groups");
+}
