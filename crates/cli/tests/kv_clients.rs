@@ -316,3 +316,24 @@ fn pipelined_writes_from_many_clients_share_groups() {
     assert!(groups <= 100, "1000 pipelined writes took {groups} groups");
     println!("1000 writes from 20 pipelining clients: {groups} groups");
 }
+
+/// Requests that arrive a few bytes at a time (each piece its own read on the server) are run
+/// once whole, in order.
+#[test]
+fn requests_arriving_in_pieces_are_run_when_whole() {
+    let k = KvCluster::new("kv-pieces", 16 << 20);
+    let mut c = k.client();
+    let value = "0123456789".repeat(10);
+    let mut req = Vec::new();
+    mojim_kv::resp::encode_request(&[&b"SET"[..], b"k", value.as_bytes()], &mut req);
+    mojim_kv::resp::encode_request(&[&b"GET"[..], b"k"], &mut req);
+    req.extend_from_slice(b"PING\r\n");
+    for piece in req.chunks(7) {
+        c.send_raw(piece).expect("send a piece");
+        // Let the server read each piece on its own.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert_eq!(c.read(), Some(Value::Simple(b"OK".to_vec())));
+    assert_eq!(c.read(), Some(Value::bulk(&value)));
+    assert_eq!(c.read(), Some(Value::Simple(b"PONG".to_vec())));
+}

@@ -37,6 +37,8 @@ pub struct Client {
     pub eof: bool,
     /// Close once the replies are written (QUIT, a protocol error).
     pub closing: bool,
+    /// In the server's list of clients to run next turn.
+    pub queued: bool,
     /// What it is registered for with epoll.
     pub interest: rustix::event::epoll::EventFlags,
 }
@@ -63,6 +65,7 @@ impl Client {
             releasable: 0,
             eof: false,
             closing: false,
+            queued: false,
             interest: rustix::event::epoll::EventFlags::IN,
         }
     }

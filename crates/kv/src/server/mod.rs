@@ -246,13 +246,21 @@ impl Server<'_> {
         if c.closing {
             return;
         }
-        let had = !c.pending_input().is_empty() || c.eof;
+        let (before, was_eof) = (c.end - c.start, c.eof);
         match c.read(max_request) {
             ReadOutcome::Closed => self.closing.push(i),
-            ReadOutcome::Data => {
-                if !had && (!c.pending_input().is_empty() || c.eof) && !self.ready.contains(&i) {
-                    self.ready.push(i);
-                }
+            // New bytes (or the end): whatever was waiting may be complete now.
+            ReadOutcome::Data if c.end - c.start != before || c.eof != was_eof => self.mark_ready(i),
+            ReadOutcome::Data => {}
+        }
+    }
+
+    /// Queues client `i` to run in the next turn (once).
+    fn mark_ready(&mut self, i: usize) {
+        if let Some(c) = self.clients.get_mut(i).and_then(|c| c.as_mut()) {
+            if !c.queued {
+                c.queued = true;
+                self.ready.push(i);
             }
         }
     }
@@ -273,8 +281,9 @@ impl Server<'_> {
             self.closing.push(i);
         }
         // A client that was held back for its pending replies may run again.
-        if c.unsent() < MAX_PENDING_OUT && !c.pending_input().is_empty() && !self.ready.contains(&i) {
-            self.ready.push(i);
+        let resume = c.unsent() < MAX_PENDING_OUT && !c.pending_input().is_empty();
+        if resume {
+            self.mark_ready(i);
         }
         self.update_interest(i);
     }
@@ -285,6 +294,11 @@ impl Server<'_> {
         let commands_before = self.stats.commands;
         let mut seal_now = false;
         let ready = std::mem::take(&mut self.ready);
+        for &i in &ready {
+            if let Some(c) = self.clients[i].as_mut() {
+                c.queued = false;
+            }
+        }
         let mut again = Vec::new();
         for (n, &i) in ready.iter().enumerate() {
             if seal_now {
@@ -328,9 +342,7 @@ impl Server<'_> {
             self.update_interest(i);
         }
         for i in again {
-            if !self.ready.contains(&i) {
-                self.ready.push(i);
-            }
+            self.mark_ready(i);
         }
         self.close_pending();
         Ok(())
