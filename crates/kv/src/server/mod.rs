@@ -328,15 +328,14 @@ impl Server<'_> {
             sync(self.primary, &[self.store.barrier()])?;
         }
         // Replies of the batch are acknowledged (or there was nothing to acknowledge): release
-        // and write them.
-        for i in 0..self.clients.len() {
+        // and write them. Only the clients that ran have new ones.
+        for &i in &ready {
             let Some(c) = self.clients[i].as_mut() else { continue };
             if c.releasable < c.out.len() {
                 c.releasable = c.out.len();
                 self.write_client(i);
             }
-            if let Some(c) = self.clients[i].as_ref().filter(|c| c.closing && c.unsent() == 0) {
-                let _ = c;
+            if self.clients[i].as_ref().is_some_and(|c| c.closing && c.unsent() == 0) {
                 self.closing.push(i);
             }
             self.update_interest(i);
