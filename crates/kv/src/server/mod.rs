@@ -87,20 +87,21 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
     let max_ranges = opts.primary.limits.max_ranges;
     let path = &opts.primary.region_path;
     // Repair first, on the region file itself: the primary then only ever sends whole states.
+    // (An empty region is made a store only through the primary, once it is known to be one.)
+    let region_error = |source| KvError::Region { path: path.clone(), source };
     {
         let region = mojim_region::RegionFile::open(path).map_err(mojim::Error::from)?;
-        let s = Store::open(&region, max_ranges)
-            .map_err(|source| KvError::Region { path: path.clone(), source })?;
-        let o = s.opened();
-        if o.formatted {
-            tracing::info!(region = %path.display(), "made an empty store in the region");
-        }
-        if o.undone > 0 {
-            tracing::warn!(records = o.undone, batch = o.batch, "undid a batch a crash cut short");
+        if let Some(o) = Store::repair(&region, max_ranges).map_err(region_error)? {
+            if o.undone > 0 {
+                tracing::warn!(records = o.undone, batch = o.batch, "undid a batch a crash cut short");
+            }
         }
     }
     let primary = Primary::open(&opts.primary)?;
-    let mut store = Store::open(&primary, max_ranges)?;
+    let mut store = Store::open(&primary, max_ranges).map_err(region_error)?;
+    if store.opened().formatted {
+        tracing::info!(region = %path.display(), "made an empty store in the region");
+    }
     let resend = store.take_resend();
     sync(&primary, &resend)?;
     settle(&primary);

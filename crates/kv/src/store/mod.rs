@@ -68,6 +68,17 @@ impl<M: Mem> Store<M> {
     /// was cut short), else checks it and undoes a batch a crash cut short. `max_ranges` is the
     /// most ranges one group may have (`[limits] max_ranges`).
     pub fn open(mem: M, max_ranges: usize) -> Result<Store<M>, StoreError> {
+        Store::open_with(mem, max_ranges, true).map(|s| s.expect("opening with format always gives a store"))
+    }
+
+    /// Undoes a batch a crash cut short, as [`Store::open`] does, but makes no store where there
+    /// is none (`None`): for the region file before the primary opens it, so that bytes are
+    /// only ever written there by a process that is the primary.
+    pub fn repair(mem: M, max_ranges: usize) -> Result<Option<Opened>, StoreError> {
+        Ok(Store::open_with(mem, max_ranges, false)?.map(|s| s.opened.clone()))
+    }
+
+    fn open_with(mem: M, max_ranges: usize, format: bool) -> Result<Option<Store<M>>, StoreError> {
         let size = mem.size();
         let mut page = vec![0u8; SUPER_LEN.min(size) as usize];
         mem.read(0, &mut page)?;
@@ -75,6 +86,9 @@ impl<M: Mem> Store<M> {
             page[..8] == [0; 8] && page[8..12] == VERSION.to_le_bytes() && page[16..24] == size.to_le_bytes();
         let mut opened = Opened::default();
         if page.iter().all(|&b| b == 0) || unfinished {
+            if !format {
+                return Ok(None);
+            }
             Store::format(&mem)?;
             opened.formatted = true;
         } else if page[..8] != layout::MAGIC {
@@ -115,7 +129,7 @@ impl<M: Mem> Store<M> {
         s.check_dynamic()?;
         s.resend = s.listed_group()?;
         s.opened.batch = s.batch_no;
-        Ok(s)
+        Ok(Some(s))
     }
 
     fn check_dynamic(&self) -> Result<(), StoreError> {
