@@ -11,6 +11,7 @@
 
 mod client;
 mod host;
+mod sync;
 
 use crate::cmd::{self, Args, Cx, Outcome, Session, Stats};
 use crate::error::KvError;
@@ -19,13 +20,13 @@ use crate::resp::{Parsed, Reply};
 use crate::store::Store;
 use client::{Client, ReadOutcome, MAX_PENDING_OUT};
 use host::ServerHost;
-use mojim::{Error, Primary, Range};
-use mojim_format::handshake::RefuseCode;
+use mojim::Primary;
 use rustix::event::epoll;
 use std::io::Write as _;
 use std::net::TcpListener;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
+use sync::{settle, sync};
 
 const LISTENER: u64 = u64::MAX;
 /// How often expired keys are looked for.
@@ -34,53 +35,6 @@ const EXPIRE_EVERY: Duration = Duration::from_millis(100);
 const EXPIRE_BUCKETS: u64 = 1024;
 /// Buckets swept per group after a flush.
 const SWEEP_BUCKETS: u64 = 1 << 16;
-
-/// Whether an error means this node may no longer act as primary.
-fn fenced(e: &Error) -> bool {
-    matches!(e, Error::Fenced { .. } | Error::Refused { code: RefuseCode::Epoch, .. } | Error::Coordinator(_))
-}
-
-/// Sends `group` as one atomic group, retrying while the mirror is lost (`block`: every
-/// client waits); returns an error when this primary is fenced or the region fails.
-fn sync(primary: &Primary, group: &[Range]) -> Result<(), KvError> {
-    let mut lost_since: Option<Instant> = None;
-    loop {
-        match primary.gmsync(group) {
-            Ok(()) => {
-                if let Some(t) = lost_since {
-                    tracing::warn!(
-                        after_ms = t.elapsed().as_millis() as u64,
-                        "the mirror is back; serving again"
-                    );
-                }
-                return Ok(());
-            }
-            Err(e) if fenced(&e) => return Err(e.into()),
-            Err(Error::MirrorLost { reason }) => {
-                if let Some(re) =
-                    primary.status().reconnect_error.filter(|m| m.contains("fenced") || m.contains("(Epoch)"))
-                {
-                    return Err(KvError::Replaced(format!("reconnecting: {re}")));
-                }
-                if lost_since.is_none() {
-                    tracing::warn!(%reason, "the mirror is lost: writes wait until it is back");
-                    lost_since = Some(Instant::now());
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-/// Waits for a copy into the mirror (a new session's catch-up) to finish. A copy reads the
-/// region as it is when each part is sent: while one runs, the stores of a batch in progress
-/// could reach the mirror before the batch is sealed, so no batch starts until it is done.
-fn settle(primary: &Primary) {
-    if let Some(r) = primary.wait_resync(Duration::from_secs(24 * 3600)) {
-        tracing::info!(resync = ?r, "the mirror has caught up");
-    }
-}
 
 /// Runs `mojim kv` until the process is stopped or the primary is fenced.
 pub fn run(opts: &KvOptions) -> Result<(), KvError> {
