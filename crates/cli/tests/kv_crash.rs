@@ -204,3 +204,30 @@ fn the_promoted_mirror_serves_every_acknowledged_write() {
     assert!(info.contains(&format!("mirror:{}", backup.addr())) && info.contains("epoch:2"), "{info}");
     drop(mirror);
 }
+
+/// The mirror is killed under a client's writes: they wait (no reply is sent for a write the
+/// mirror does not have), and are answered once the mirror is back on its address.
+#[test]
+fn writes_wait_for_a_lost_mirror_and_go_on_when_it_is_back() {
+    let mut k = KvCluster::new("kv-mirror-lost", 16 << 20);
+    let mut c = k.client();
+    assert_eq!(c.cmd(&["SET", "before", "1"]), Value::Simple(b"OK".to_vec()));
+    let mirror_addr = k.c.mirror_addr();
+    k.c.kill_mirror();
+    // Pipelined writes while the mirror is gone.
+    for n in 0..20 {
+        c.send(&[b"SET", format!("during{n}").as_bytes(), b"2"]);
+    }
+    k.c.start_mirror_with(&["--listen", &mirror_addr]);
+    for _ in 0..20 {
+        assert_eq!(c.read(), Some(Value::Simple(b"OK".to_vec())));
+    }
+    assert_eq!(c.cmd(&["DBSIZE"]), Value::Int(21));
+    let Value::Bulk(info) = c.cmd(&["INFO", "replication"]) else { panic!("INFO") };
+    assert!(String::from_utf8_lossy(&info).contains("mirror_state:online"));
+    // And a restart of mojim kv finds it.
+    k.kill();
+    k.start();
+    let mut c = k.client();
+    assert_eq!(c.cmd(&["GET", "during19"]), Value::bulk("2"));
+}
