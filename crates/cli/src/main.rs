@@ -48,6 +48,9 @@ enum Command {
     Rvm(mojim_tools::rvm::RvmArgs),
     /// Fault injection: kill, partition and fail over a local cluster under a self-checking load.
     Chaos(mojim_tools::chaos::ChaosArgs),
+    /// A Redis-protocol server whose keys and values live in the region, replicated to its mirror.
+    #[command(long_about = KV_ABOUT)]
+    Kv(KvArgs),
     /// The application of a `chaos` trial (started by `mojim chaos`).
     #[command(hide = true)]
     ChaosWorker(mojim_tools::chaos::WorkerArgs),
@@ -62,6 +65,45 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         busy_poll_us: u64,
     },
+}
+
+const KV_ABOUT: &str = "A Redis-protocol server (RESP2, and RESP3 after HELLO 3) whose keys and values \
+live in the region: a hash table and an allocator laid out in it (docs/FORMAT.md §11), not in the \
+process's heap. Every write command's changes are one atomic gmsync group before its reply is sent; \
+the commands of one event-loop turn, from every client and pipelined, share one group and one round \
+trip. A restart, or mojim kv on a promoted mirror ([region] path = its data.mojim, or --region), \
+serves exactly the acknowledged state: opening the region is the whole recovery.
+
+Commands: GET SET (NX XX GET EX PX EXAT PXAT KEEPTTL) SETNX SETEX PSETEX GETSET GETDEL MGET MSET \
+MSETNX INCR INCRBY DECR DECRBY APPEND STRLEN; EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL PTTL PERSIST; \
+HSET HMSET HSETNX HGET HMGET HDEL HGETALL HKEYS HVALS HLEN HEXISTS HINCRBY; DEL UNLINK EXISTS TYPE \
+RENAME RENAMENX SCAN KEYS DBSIZE FLUSHDB FLUSHALL; MULTI EXEC DISCARD; PING ECHO INFO CLIENT SELECT \
+QUIT HELLO COMMAND CONFIG GET WAIT TIME; SENTINEL get-master-addr-by-name, masters, master, \
+sentinels. Anything else is answered -ERR unknown command. WAIT answers at once with the replicas \
+that hold every acknowledged write (1 in sync mode with the mirror online).
+
+Settings: [kv] in mojim.toml (listen, max_clients, max_bulk, max_args, max_inline, sentinel_name, \
+announce, sentinels); the region, mode and mirror from [region] and [primary]. A request past a \
+limit, or one that breaks the protocol, closes that client with -ERR Protocol error; nothing else \
+changes. While the mirror is lost (on_mirror_loss = \"block\") writes wait; a primary fenced by a \
+promotion stops with an error. Prints \"serving on ADDR\" when ready.";
+
+#[derive(Args)]
+struct KvArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Address Redis clients connect to, instead of [kv] listen (port 0: any free port).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Region file, instead of [region] path (on a promoted node: the mirror's data.mojim).
+    #[arg(long)]
+    region: Option<PathBuf>,
+    /// The mirror's address, instead of [primary] mirror (static coordinator).
+    #[arg(long)]
+    mirror: Option<String>,
+    /// This node's name for the etcd coordinator, instead of [cluster] node.
+    #[arg(long)]
+    node: Option<String>,
 }
 
 #[derive(Args)]
@@ -215,6 +257,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => mojim_tools::bench::run(&a),
         Command::Rvm(a) => mojim_tools::rvm::run(&a),
         Command::Chaos(a) => mojim_tools::chaos::run(&a),
+        Command::Kv(a) => kv(a),
         Command::ChaosWorker(a) => mojim_tools::chaos::worker(&a),
         Command::BenchWorker(a) => mojim_tools::bench_failover::worker(&a),
         Command::Echo { listen, busy_poll_us } => mojim_tools::bench::echo_server(&listen, busy_poll_us),
@@ -225,6 +268,31 @@ fn main() -> ExitCode {
             eprintln!("mojim: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn kv(a: KvArgs) -> mojim::Result<()> {
+    let cfg = Config::load(&a.config.config)?;
+    let mut opts =
+        mojim_kv::KvOptions::from_config(&cfg, a.config.insecure, a.listen.as_deref()).map_err(kv_error)?;
+    if let Some(r) = a.region {
+        opts.primary.region_path = r;
+    }
+    if let Some(m) = a.mirror {
+        opts.primary.mirror = m;
+    }
+    if let Some(n) = a.node {
+        opts.primary.node = n;
+    }
+    mojim_kv::run(&opts).map_err(kv_error)
+}
+
+fn kv_error(e: mojim_kv::KvError) -> Error {
+    match e {
+        mojim_kv::KvError::Config(m) => Error::Config(m),
+        mojim_kv::KvError::Mojim(e) => e,
+        mojim_kv::KvError::Io { op, source } => Error::Io { op, source },
+        e => Error::Io { op: "mojim kv".into(), source: std::io::Error::other(e.to_string()) },
     }
 }
 

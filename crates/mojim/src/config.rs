@@ -102,6 +102,57 @@ pub struct ConfigFile {
     /// `[rvm]`: recoverable memory (the `mojim-rvm` crate and `rvm_*` in C).
     #[serde(default)]
     pub rvm: RvmSection,
+    /// `[kv]`: the Redis-protocol server (`mojim kv`, the `mojim-kv` crate).
+    #[serde(default)]
+    pub kv: KvSection,
+}
+
+/// `[kv]`: `mojim kv`, a Redis-protocol server whose data lives in the region. Every field has
+/// a default (shown as `key = default`); the `mojim-kv` crate reads and checks them.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KvSection {
+    /// `listen = "127.0.0.1:6379"`: the address Redis clients connect to (`--listen`
+    /// overrides it; port 0 takes any free port).
+    pub listen: String,
+    /// `max_clients = 10000`: connections served at once; one more is answered with an error
+    /// and closed.
+    pub max_clients: u64,
+    /// `max_bulk = "8MiB"`: the longest string (a key, a value, a field) in a request; a
+    /// longer one closes that client with an error.
+    pub max_bulk: String,
+    /// `max_args = 1048576`: the most arguments in one request.
+    pub max_args: u64,
+    /// `max_inline = "64KiB"`: the longest inline command (and `*`/`$` header line).
+    pub max_inline: String,
+    /// `announce = ""`: the address SENTINEL answers give for this server (empty: `listen`);
+    /// set it when listening on 0.0.0.0.
+    pub announce: String,
+    /// `sentinel_name = "mojim"`: the master name Redis clients' Sentinel support asks for.
+    pub sentinel_name: String,
+    /// `sentinels = []`: the `mojim kv` address of every node that may become primary, for
+    /// `SENTINEL sentinels` (clients try them in turn to find the current primary).
+    pub sentinels: Vec<String>,
+    /// `read_barrier = false`: when true, a turn of reads alone still sends a one-word group
+    /// and waits for the mirror before answering, so that a primary replaced by a promotion
+    /// finds out before it answers a read (linearizable reads, for a round trip each turn).
+    pub read_barrier: bool,
+}
+
+impl Default for KvSection {
+    fn default() -> Self {
+        KvSection {
+            listen: "127.0.0.1:6379".into(),
+            max_clients: 10_000,
+            max_bulk: "8MiB".into(),
+            max_args: 1 << 20,
+            max_inline: "64KiB".into(),
+            announce: String::new(),
+            sentinel_name: "mojim".into(),
+            sentinels: Vec::new(),
+            read_barrier: false,
+        }
+    }
 }
 
 /// `[rvm]`: recoverable memory, the Nephele API on a region. Every field has a default (shown
@@ -860,6 +911,29 @@ tracking = "auto"
 redis = "127.0.0.1:6379"
 redis_key = "mojim-rvm"
 redis_capacity = "64MiB"
+
+[kv]
+# mojim kv: a Redis-protocol server whose keys and values live in this region (on the primary's
+# node; after a fail-over, start it on the promoted node). The address Redis clients connect to
+# (--listen overrides it).
+listen = "127.0.0.1:6379"
+# Connections served at once; one more is answered with an error and closed.
+max_clients = 10000
+# Longest string in a request (a key, a value), most arguments in one, longest inline command:
+# a request past any of them closes that client with an error.
+max_bulk = "8MiB"
+max_args = 1048576
+max_inline = "64KiB"
+# Sentinel support for Redis clients: the master name they ask for, the address answers give
+# for this server (empty: listen; set it when listening on 0.0.0.0), and the mojim kv address
+# of every node that may become primary.
+sentinel_name = "mojim"
+announce = ""
+sentinels = []
+# Writes are answered only once the mirror has them; reads at once. With read_barrier = true a
+# turn of reads alone waits for one round trip to the mirror too, so that a primary replaced by a
+# promotion (and fenced) cannot answer a read from its old state: linearizable reads.
+read_barrier = false
 "#,
         uuid = format_uuid(uuid),
         size = format_size(size),

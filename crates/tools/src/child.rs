@@ -60,6 +60,21 @@ impl ChildNode {
         self.child.id()
     }
 
+    /// Waits for the child to exit by itself, at most `timeout`; its status, or `None` if it
+    /// still runs.
+    pub fn wait_exit(&mut self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let t0 = std::time::Instant::now();
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            if t0.elapsed() >= timeout {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     /// Kills the child with SIGKILL and reaps it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

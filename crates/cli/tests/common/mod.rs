@@ -4,6 +4,7 @@
 #![allow(dead_code)] // Each test binary uses a different part of this module.
 
 pub mod c;
+pub mod kv;
 pub mod raw;
 pub mod storage;
 

@@ -1,0 +1,111 @@
+//! Fail-over for Redis clients: redis-py's `Sentinel`, given the `mojim kv` address of each
+//! node, finds the primary by the Sentinel commands `mojim kv` answers, writes through it; the
+//! primary's node is lost, the mirror promoted and `mojim kv` started there; the same client
+//! code then finds the new primary and reads every acknowledged write.
+
+mod common;
+
+use common::kv::{node, promote, python_with_redis, start_kv, start_kv_on_promoted, Resp};
+use common::Cluster;
+use mojim_kv::resp::Value;
+
+const PY: &str = r#"
+import os, sys
+from redis.sentinel import Sentinel
+nodes = [tuple(a.rsplit(":", 1)) for a in os.environ["NODES"].split(",")]
+nodes = [(h, int(p)) for h, p in nodes]
+s = Sentinel(nodes, socket_timeout=2)
+host, port = s.discover_master("mojim")
+m = s.master_for("mojim", socket_timeout=2, decode_responses=True)
+if sys.argv[1] == "write":
+    for i in range(200):
+        assert m.set(f"k{i}", f"v{i}") is True
+    assert m.incr("n") == 1
+else:
+    for i in range(200):
+        assert m.get(f"k{i}") == f"v{i}", (i, m.get(f"k{i}"))
+    assert m.get("n") == "1"
+    assert m.set("after", "failover") is True
+print(f"{host}:{port}")
+"#;
+
+fn python(nodes: &str, step: &str) -> String {
+    let mut py = python_with_redis().expect("checked by the caller");
+    let out = py.args(["-c", PY, step]).env("NODES", nodes).output().expect("run python3");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "redis-py Sentinel, {step}: {stdout}{stderr}");
+    stdout.trim().to_string()
+}
+
+/// A port nothing listens on now (taken and let go), for the node that starts later.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+#[test]
+fn redis_py_sentinel_follows_the_promotion() {
+    if python_with_redis().is_none() {
+        return;
+    }
+    let later = format!("127.0.0.1:{}", free_port());
+    let c = Cluster::new("kv-sentinel", 16 << 20, |f| {
+        f.cluster.heartbeat_interval_ms = 50;
+        f.cluster.heartbeat_timeout_ms = 1500;
+        f.kv.sentinel_name = "mojim".into();
+    });
+    let backup = node(&c, "b", &[]);
+    let mirror = node(&c, "m", &[backup.addr()]);
+    let mut kv = start_kv(&c, &["--mirror", mirror.addr()]);
+    let first = kv.addr().to_string();
+    let nodes = format!("{first},{later}");
+
+    // The client asks the nodes in turn: the first answers that it is the master.
+    assert_eq!(python(&nodes, "write"), first);
+    let mut r = Resp::connect(&first);
+    assert_eq!(
+        r.cmd(&["SENTINEL", "get-master-addr-by-name", "mojim"]),
+        Value::Array(vec![Value::bulk("127.0.0.1"), Value::bulk(first.rsplit(':').next().unwrap())])
+    );
+    drop(r);
+
+    // The primary's node is lost; the operator promotes the mirror and starts mojim kv there.
+    kv.kill();
+    promote(&c, mirror.addr(), &[backup.addr()]);
+    let promoted = start_kv_on_promoted(&c, "m", backup.addr(), &["--listen", &later]);
+    assert_eq!(promoted.addr(), later);
+
+    // The same client code: the first node does not answer, the second says it is the master.
+    assert_eq!(python(&nodes, "read"), later);
+    drop(mirror);
+}
+
+/// With `[kv] read_barrier`, a primary replaced by a promotion answers no further read: its
+/// barrier group is refused, and it stops.
+#[test]
+fn a_replaced_primary_answers_no_read_with_the_read_barrier() {
+    let c = Cluster::new("kv-barrier", 16 << 20, |f| {
+        f.cluster.heartbeat_interval_ms = 50;
+        f.cluster.heartbeat_timeout_ms = 1500;
+        f.kv.read_barrier = true;
+    });
+    let backup = node(&c, "b", &[]);
+    let mirror = node(&c, "m", &[backup.addr()]);
+    let mut kv = start_kv(&c, &["--mirror", mirror.addr()]);
+    let mut r = Resp::connect(kv.addr());
+    assert_eq!(r.cmd(&["SET", "k", "old"]), Value::Simple(b"OK".to_vec()));
+    assert_eq!(r.cmd(&["GET", "k"]), Value::bulk("old"));
+    // The mirror is promoted while this primary still runs (a partition would look the same
+    // to the operator); the new primary takes a write.
+    promote(&c, mirror.addr(), &[backup.addr()]);
+    let promoted = start_kv_on_promoted(&c, "m", backup.addr(), &[]);
+    let mut p = Resp::connect(promoted.addr());
+    assert_eq!(p.cmd(&["SET", "k", "new"]), Value::Simple(b"OK".to_vec()));
+    // The old primary must not answer the read from its old state.
+    r.send(&[b"GET", b"k"]);
+    assert_eq!(r.read(), None, "the replaced primary answered a read");
+    let status = kv.wait_exit(common::WAIT).expect("the replaced primary's mojim kv stops");
+    assert!(!status.success(), "the replaced primary's mojim kv should stop with an error");
+    assert_eq!(p.cmd(&["GET", "k"]), Value::bulk("new"));
+    drop(mirror);
+}

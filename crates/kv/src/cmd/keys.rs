@@ -1,0 +1,265 @@
+//! Key commands: DEL UNLINK EXISTS TYPE RENAME RENAMENX EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL
+//! PTTL PERSIST SCAN KEYS FLUSHDB FLUSHALL.
+
+use super::args::{int, is, Args};
+use super::glob::matches;
+use super::strings::{expiry, lookup};
+use super::{Cx, NOT_INT, SYNTAX};
+use crate::resp::Reply;
+use crate::store::{Mem, StoreError, KIND_HASH, KIND_STRING};
+
+pub(super) fn del<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+    let mut n = 0;
+    for k in a.from(1) {
+        if let Some(f) = cx.store.find(k)? {
+            n += i64::from(!f.head.expired(cx.now_ms));
+            cx.store.remove(&f)?;
+        }
+    }
+    r.int(n);
+    Ok(())
+}
+
+pub(super) fn exists<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+    let mut n = 0;
+    for k in a.from(1) {
+        n += i64::from(cx.store.get(k, cx.now_ms)?.is_some());
+    }
+    r.int(n);
+    Ok(())
+}
+
+fn type_name(kind: u8) -> &'static str {
+    match kind {
+        KIND_STRING => "string",
+        KIND_HASH => "hash",
+        _ => "none",
+    }
+}
+
+pub(super) fn type_of<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+    let t = cx.store.get(a.get(1), cx.now_ms)?.map_or("none", |f| type_name(f.head.kind));
+    r.simple(t.as_bytes());
+    Ok(())
+}
+
+pub(super) fn rename<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, nx: bool) -> Result<(), StoreError> {
+    let (src, dst) = (a.get(1), a.get(2));
+    let Some(f) = cx.store.get(src, cx.now_ms)? else {
+        r.error("ERR no such key");
+        return Ok(());
+    };
+    if src == dst {
+        if nx {
+            r.int(0);
+        } else {
+            r.ok();
+        }
+        return Ok(());
+    }
+    if nx && cx.store.get(dst, cx.now_ms)?.is_some() {
+        r.int(0);
+        return Ok(());
+    }
+    let mut value = Vec::new();
+    cx.store.value_into(&f, &mut value)?;
+    cx.store.remove(&f)?;
+    // The table changed: find the destination afresh.
+    let old = cx.store.find(dst)?;
+    cx.store.put(dst, f.head.kind, f.head.expire_ms, &[&value], 0, old.as_ref())?;
+    if nx {
+        r.int(1);
+    } else {
+        r.ok();
+    }
+    Ok(())
+}
+
+pub(super) fn expire<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, name: &str) -> Result<(), StoreError> {
+    let Some(n) = int(a.get(2)) else {
+        r.error(NOT_INT);
+        return Ok(());
+    };
+    let (unit, at) = match name {
+        "EXPIRE" => (1000, false),
+        "PEXPIRE" => (1, false),
+        "EXPIREAT" => (1000, true),
+        _ => (1, true),
+    };
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for o in a.from(3) {
+        match () {
+            _ if is(o, "NX") => nx = true,
+            _ if is(o, "XX") => xx = true,
+            _ if is(o, "GT") => gt = true,
+            _ if is(o, "LT") => lt = true,
+            _ => {
+                r.error(&format!("ERR Unsupported option {}", super::show(o, 64)));
+                return Ok(());
+            }
+        }
+    }
+    if nx && (xx || gt || lt) {
+        r.error("ERR NX and XX, GT or LT options at the same time are not compatible");
+        return Ok(());
+    }
+    if gt && lt {
+        r.error("ERR GT and LT options at the same time are not compatible");
+        return Ok(());
+    }
+    // A time at or before now (0 included) deletes the key, as in Redis.
+    let when = if at {
+        u64::try_from(n).ok().and_then(|v| v.checked_mul(unit))
+    } else if n <= 0 {
+        Some(0)
+    } else {
+        expiry(cx.now_ms, n, unit, false)
+    };
+    let Some(when) = when.filter(|&w| w < i64::MAX as u64) else {
+        r.error(&format!("ERR invalid expire time in '{}' command", name.to_ascii_lowercase()));
+        return Ok(());
+    };
+    let (_, live) = lookup(cx, a.get(1))?;
+    let Some(mut f) = live else {
+        r.int(0);
+        return Ok(());
+    };
+    let cur = f.head.expire_ms;
+    let ok = !(nx && cur != 0
+        || xx && cur == 0
+        || gt && (cur == 0 || when <= cur)
+        || lt && cur != 0 && when >= cur);
+    if !ok {
+        r.int(0);
+        return Ok(());
+    }
+    if when <= cx.now_ms {
+        cx.store.remove(&f)?;
+    } else {
+        cx.store.set_expire(&mut f, when)?;
+    }
+    r.int(1);
+    Ok(())
+}
+
+pub(super) fn ttl<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, millis: bool) -> Result<(), StoreError> {
+    match cx.store.get(a.get(1), cx.now_ms)? {
+        None => r.int(-2),
+        Some(f) if f.head.expire_ms == 0 => r.int(-1),
+        Some(f) => {
+            let left = f.head.expire_ms - cx.now_ms;
+            r.int(if millis { left as i64 } else { left.div_ceil(1000) as i64 });
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn persist<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+    match cx.store.get(a.get(1), cx.now_ms)? {
+        Some(mut f) if f.head.expire_ms != 0 => {
+            cx.store.set_expire(&mut f, 0)?;
+            r.int(1);
+        }
+        _ => r.int(0),
+    }
+    Ok(())
+}
+
+/// Appends (as bulk strings) the live keys of buckets `from ..` matching `pattern` and
+/// `kind`, until `want` keys or `max_buckets` buckets; returns the next bucket (0: the end)
+/// and the keys added.
+fn collect<M: Mem>(
+    cx: &mut Cx<M>,
+    from: u64,
+    max_buckets: u64,
+    want: usize,
+    pattern: Option<&[u8]>,
+    kind: Option<u8>,
+    r: &mut Reply,
+) -> Result<(u64, usize), StoreError> {
+    let buckets = cx.store.geometry().buckets;
+    let (now, mut n, mut b) = (cx.now_ms, 0, from);
+    let mut key = Vec::new();
+    while b < buckets && b - from < max_buckets && n < want {
+        cx.store.bucket_entries(b, |s, e, h| {
+            if h.expired(now) || kind.is_some_and(|k| k != h.kind) {
+                return Ok(());
+            }
+            s.key_into(e, h, &mut key)?;
+            if pattern.is_none_or(|p| matches(p, &key)) {
+                r.bulk(&key);
+                n += 1;
+            }
+            Ok(())
+        })?;
+        b += 1;
+    }
+    Ok((if b >= buckets { 0 } else { b }, n))
+}
+
+pub(super) fn scan<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+    let Some(cursor) = std::str::from_utf8(a.get(1)).ok().and_then(|s| s.parse::<u64>().ok()) else {
+        r.error("ERR invalid cursor");
+        return Ok(());
+    };
+    let (mut pattern, mut count, mut kind) = (None, 10i64, None);
+    let mut i = 2;
+    while i < a.len() {
+        let (o, v) = (a.get(i), (i + 1 < a.len()).then(|| a.get(i + 1)));
+        match (o, v) {
+            (o, Some(v)) if is(o, "MATCH") => pattern = Some(v).filter(|p| *p != b"*"),
+            (o, Some(v)) if is(o, "COUNT") => match int(v) {
+                Some(c) if c >= 1 => count = c,
+                Some(_) => {
+                    r.error(SYNTAX);
+                    return Ok(());
+                }
+                None => {
+                    r.error(NOT_INT);
+                    return Ok(());
+                }
+            },
+            (o, Some(v)) if is(o, "TYPE") => {
+                kind = Some(match () {
+                    _ if is(v, "STRING") => KIND_STRING,
+                    _ if is(v, "HASH") => KIND_HASH,
+                    _ => 0,
+                })
+            }
+            _ => {
+                r.error(SYNTAX);
+                return Ok(());
+            }
+        }
+        i += 2;
+    }
+    let count = count.min(1 << 20) as usize;
+    // The keys go to a buffer of their own: the cursor before them is known only after.
+    let mut found = Vec::new();
+    let mut fr = Reply { buf: &mut found, proto: r.proto };
+    let (next, n) = collect(cx, cursor, (count as u64) * 10, count, pattern, kind, &mut fr)?;
+    r.array(2);
+    let mut tmp = [0u8; 20];
+    r.bulk(crate::resp::itoa(next as i64, &mut tmp));
+    r.array(n);
+    r.buf.extend_from_slice(&found);
+    Ok(())
+}
+
+pub(super) fn keys<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+    let pattern = Some(a.get(1)).filter(|p| *p != b"*");
+    let mark = r.deferred();
+    let (_, n) = collect(cx, 0, u64::MAX, usize::MAX, pattern, None, r)?;
+    r.end_deferred(mark, n);
+    Ok(())
+}
+
+pub(super) fn flush<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+    if a.len() > 2 || a.from(1).any(|o| !is(o, "ASYNC") && !is(o, "SYNC")) {
+        r.error(SYNTAX);
+        return Ok(());
+    }
+    cx.store.flush();
+    r.ok();
+    Ok(())
+}

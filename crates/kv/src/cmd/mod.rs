@@ -1,0 +1,387 @@
+//! The commands: a table of what `mojim kv` answers (name, arity, flags, keys, as `COMMAND`
+//! reports them), and their execution against a store, sans I/O: a command takes its
+//! arguments and appends its reply. Transactions (`MULTI`/`EXEC`) queue and run here too.
+//!
+//! Each top-level command runs from a savepoint: one that cannot complete (the heap is full, or
+//! it is larger than a group may be) is rolled back, store and reply alike, and answered with
+//! an error; one that would fit an empty batch asks to be run again in one ([`Outcome::Retry`]).
+
+pub mod args;
+pub mod glob;
+mod hashes;
+mod keys;
+mod server;
+mod spec;
+mod strings;
+#[cfg(test)]
+mod tests;
+
+pub use args::{now_ms, Args};
+pub use spec::{find_spec, Spec, SPECS};
+
+use crate::resp::{Proto, Reply};
+use crate::store::{Mem, Store, StoreError};
+
+/// `-WRONGTYPE`.
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+/// A number that is not one.
+pub const NOT_INT: &str = "ERR value is not an integer or out of range";
+/// An option that is not one.
+pub const SYNTAX: &str = "ERR syntax error";
+
+/// What the server around the commands knows: replication, clients, its address.
+pub trait Host {
+    /// The replication state (INFO, WAIT, ROLE).
+    fn replication(&self) -> Replication;
+    /// Clients connected now.
+    fn connected_clients(&self) -> usize;
+    /// The address clients connect to.
+    fn listen_addr(&self) -> String;
+    /// Counters for INFO.
+    fn stats(&self) -> Stats;
+    /// The Sentinel master name and the addresses of the servers that answer for it (the
+    /// current primary's first), for the `SENTINEL` subset.
+    fn sentinel(&self) -> Sentinel;
+}
+
+/// The replication state.
+#[derive(Clone, Debug, Default)]
+pub struct Replication {
+    /// `sync`, `async`, ... or `unreplicated`.
+    pub mode: String,
+    /// The mirror's address ("" when unreplicated).
+    pub mirror: String,
+    /// `online`, `lost`, `degraded`, or `none`.
+    pub state: String,
+    /// Groups sent and not yet acknowledged.
+    pub lag_groups: u64,
+    /// Sequence number of the last group acknowledged.
+    pub acked_seq: u64,
+    /// Replicas that hold every acknowledged write now (what `WAIT` answers).
+    pub durable_replicas: i64,
+    /// The epoch.
+    pub epoch: u64,
+}
+
+/// Counters for INFO's stats section.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// Seconds since start.
+    pub uptime_s: u64,
+    /// Connections accepted.
+    pub connections: u64,
+    /// Commands run.
+    pub commands: u64,
+    /// Groups sent (batches with writes).
+    pub groups: u64,
+    /// Clients closed for breaking the protocol.
+    pub protocol_errors: u64,
+}
+
+/// The Sentinel view: the master's name and address.
+#[derive(Clone, Debug, Default)]
+pub struct Sentinel {
+    /// The name clients ask for (`[kv] sentinel_name`).
+    pub name: String,
+    /// host and port of the current primary's `mojim kv`.
+    pub master: (String, u16),
+    /// Every server answering Sentinel queries for this name, host and port.
+    pub sentinels: Vec<(String, u16)>,
+}
+
+/// Most bytes of commands one transaction may queue (a transaction larger than this could not
+/// be one group anyway).
+pub const MAX_QUEUED_BYTES: usize = 64 << 20;
+
+/// A transaction being queued.
+#[derive(Default, Debug)]
+pub struct Multi {
+    /// Commands queued.
+    pub queue: Vec<Vec<Vec<u8>>>,
+    /// Their bytes (with 16 per argument for its keeping).
+    pub bytes: usize,
+    /// A command was refused while queueing: `EXEC` aborts.
+    pub failed: bool,
+}
+
+/// One connection's state.
+#[derive(Debug)]
+pub struct Session {
+    /// Its id (`CLIENT ID`).
+    pub id: u64,
+    /// The peer's address.
+    pub addr: String,
+    /// `CLIENT SETNAME`.
+    pub name: Option<Vec<u8>>,
+    /// RESP2 until `HELLO 3`.
+    pub proto: Proto,
+    /// `Some` between `MULTI` and `EXEC`/`DISCARD`.
+    pub multi: Option<Multi>,
+}
+
+impl Session {
+    /// A new connection's.
+    pub fn new(id: u64, addr: String) -> Session {
+        Session { id, addr, name: None, proto: Proto::Resp2, multi: None }
+    }
+}
+
+/// What the caller does after a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Go on.
+    Done,
+    /// Send the replies, then close the connection (`QUIT`).
+    Close,
+    /// The command was undone and its reply dropped: seal and send the batch, then run it
+    /// again in an empty one.
+    Retry,
+}
+
+/// What commands run against.
+pub struct Cx<'a, M: Mem> {
+    /// The store.
+    pub store: &'a mut Store<M>,
+    /// The server.
+    pub host: &'a dyn Host,
+    /// Now, in Unix milliseconds (one reading per turn).
+    pub now_ms: u64,
+    /// Most ranges in a group (`[limits] max_ranges`).
+    pub max_ranges: usize,
+    /// Most bytes a batch may store (a group must fit one lane's log).
+    pub max_group_bytes: u64,
+}
+
+impl<M: Mem> Cx<'_, M> {
+    /// Whether the batch so far leaves room for another command (else the caller seals
+    /// first): less than half the undo space, a quarter of the group bytes, and three
+    /// quarters of the group's ranges used.
+    pub fn batch_has_room(&self) -> bool {
+        let (undo, cap) = self.store.undo_use();
+        undo < cap / 2
+            && self.store.batch_bytes() < self.max_group_bytes / 4
+            && self.store.batch_ranges() < self.max_ranges / 4 * 3
+    }
+
+    fn check_group(&mut self) -> Result<(), StoreError> {
+        let bytes = self.store.group_bytes(self.max_ranges);
+        if bytes > self.max_group_bytes {
+            return Err(StoreError::TooLarge(format!(
+                "the command changes {bytes} bytes, more than one atomic group may carry ({}, half a lane's \
+                 log): split it, or raise [mirror] log_capacity",
+                self.max_group_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn unknown(args: &Args, r: &mut Reply) {
+    let mut msg = format!("ERR unknown command '{}', with args beginning with: ", show(args.get(0), 128));
+    for a in args.from(1).take(16) {
+        msg.push_str(&format!("'{}' ", show(a, 128)));
+    }
+    r.error(&msg);
+}
+
+/// At most `max` bytes of `b`, for a message.
+pub fn show(b: &[u8], max: usize) -> String {
+    String::from_utf8_lossy(&b[..b.len().min(max)]).into_owned()
+}
+
+/// Runs one command from a client: queues it inside a transaction, else executes it from a
+/// savepoint. Store errors that are not the command's fault are returned: the store is then
+/// unusable.
+pub fn execute<M: Mem>(
+    cx: &mut Cx<M>,
+    s: &mut Session,
+    args: &Args,
+    out: &mut Vec<u8>,
+) -> Result<Outcome, StoreError> {
+    let mut name_buf = [0u8; 32];
+    let spec = args::upper(args.get(0), &mut name_buf).and_then(find_spec);
+    let mut r = Reply { buf: out, proto: s.proto };
+    let Some(spec) = spec else {
+        if let Some(m) = &mut s.multi {
+            m.failed = true;
+        }
+        unknown(args, &mut r);
+        return Ok(Outcome::Done);
+    };
+    let n = args.len() as i32;
+    if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
+        if let Some(m) = &mut s.multi {
+            m.failed = true;
+        }
+        r.error(&format!("ERR wrong number of arguments for '{}' command", spec.name.to_ascii_lowercase()));
+        return Ok(Outcome::Done);
+    }
+    if let Some(m) = &mut s.multi {
+        if !matches!(spec.name, "EXEC" | "DISCARD" | "MULTI" | "QUIT") {
+            let bytes: usize = args.from(0).map(|a| a.len() + 16).sum();
+            if m.bytes + bytes > MAX_QUEUED_BYTES {
+                m.failed = true;
+                r.error(&format!(
+                    "ERR the transaction's queued commands pass {MAX_QUEUED_BYTES} bytes: split it into smaller ones"
+                ));
+                return Ok(Outcome::Done);
+            }
+            m.bytes += bytes;
+            m.queue.push(args.to_owned_vec());
+            r.simple(b"QUEUED");
+            return Ok(Outcome::Done);
+        }
+    }
+    run_top(cx, s, spec, args, out)
+}
+
+fn run_top<M: Mem>(
+    cx: &mut Cx<M>,
+    s: &mut Session,
+    spec: &Spec,
+    args: &Args,
+    out: &mut Vec<u8>,
+) -> Result<Outcome, StoreError> {
+    let empty = !cx.store.dirty();
+    let sp = cx.store.savepoint();
+    let mark = out.len();
+    let r = dispatch(cx, s, spec, args, out).and_then(|o| cx.check_group().map(|()| o));
+    match r {
+        Ok(o) => Ok(o),
+        Err(e) if e.is_fatal() => Err(e),
+        Err(e) => {
+            cx.store.rollback_to(&sp)?;
+            out.truncate(mark);
+            if matches!(e, StoreError::TooLarge(_)) && !empty {
+                return Ok(Outcome::Retry);
+            }
+            if spec.name == "EXEC" {
+                s.multi = None;
+            }
+            let mut r = Reply { buf: out, proto: s.proto };
+            refuse(&e, &mut r);
+            Ok(Outcome::Done)
+        }
+    }
+}
+
+fn refuse(e: &StoreError, r: &mut Reply) {
+    match e {
+        StoreError::Full { .. } => r.error(&format!("OOM command not allowed: {e}")),
+        _ => r.error(&format!("ERR {e}")),
+    }
+}
+
+/// Runs a command (not queueing it), its reply appended to `out`.
+fn dispatch<M: Mem>(
+    cx: &mut Cx<M>,
+    s: &mut Session,
+    spec: &Spec,
+    a: &Args,
+    out: &mut Vec<u8>,
+) -> Result<Outcome, StoreError> {
+    let mut r = Reply { buf: out, proto: s.proto };
+    let r = &mut r;
+    match spec.name {
+        "EXEC" => return exec(cx, s, out),
+        "MULTI" => match s.multi {
+            Some(_) => r.error("ERR MULTI calls can not be nested"),
+            None => {
+                s.multi = Some(Multi::default());
+                r.ok();
+            }
+        },
+        "DISCARD" => match s.multi.take() {
+            Some(_) => r.ok(),
+            None => r.error("ERR DISCARD without MULTI"),
+        },
+        "GET" => strings::get(cx, a, r)?,
+        "SET" => strings::set(cx, a, r)?,
+        "SETNX" => strings::setnx(cx, a, r)?,
+        "SETEX" | "PSETEX" => strings::setex(cx, a, r, spec.name == "PSETEX")?,
+        "GETSET" => strings::getset(cx, a, r)?,
+        "GETDEL" => strings::getdel(cx, a, r)?,
+        "MGET" => strings::mget(cx, a, r)?,
+        "MSET" => strings::mset(cx, a, r, false)?,
+        "MSETNX" => strings::mset(cx, a, r, true)?,
+        "INCR" => strings::incr_by(cx, a.get(1), Ok(1), r)?,
+        "DECR" => strings::incr_by(cx, a.get(1), Ok(-1), r)?,
+        "INCRBY" => strings::incr_by(cx, a.get(1), args::int(a.get(2)).ok_or(()), r)?,
+        "DECRBY" => {
+            let by = args::int(a.get(2)).and_then(|v| v.checked_neg()).ok_or(());
+            strings::incr_by(cx, a.get(1), by, r)?
+        }
+        "APPEND" => strings::append(cx, a, r)?,
+        "STRLEN" => strings::strlen(cx, a, r)?,
+        "DEL" | "UNLINK" => keys::del(cx, a, r)?,
+        "EXISTS" => keys::exists(cx, a, r)?,
+        "TYPE" => keys::type_of(cx, a, r)?,
+        "RENAME" | "RENAMENX" => keys::rename(cx, a, r, spec.name == "RENAMENX")?,
+        "EXPIRE" | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT" => keys::expire(cx, a, r, spec.name)?,
+        "TTL" | "PTTL" => keys::ttl(cx, a, r, spec.name == "PTTL")?,
+        "PERSIST" => keys::persist(cx, a, r)?,
+        "SCAN" => keys::scan(cx, a, r)?,
+        "KEYS" => keys::keys(cx, a, r)?,
+        "DBSIZE" => r.int(cx.store.keys() as i64),
+        "FLUSHDB" | "FLUSHALL" => keys::flush(cx, a, r)?,
+        "HSET" | "HMSET" => hashes::hset(cx, a, r, spec.name == "HMSET")?,
+        "HSETNX" => hashes::hsetnx(cx, a, r)?,
+        "HGET" => hashes::hget(cx, a, r)?,
+        "HMGET" => hashes::hmget(cx, a, r)?,
+        "HDEL" => hashes::hdel(cx, a, r)?,
+        "HGETALL" | "HKEYS" | "HVALS" => hashes::hgetall(cx, a, r, spec.name)?,
+        "HLEN" => hashes::hlen(cx, a, r)?,
+        "HEXISTS" => hashes::hexists(cx, a, r)?,
+        "HINCRBY" => hashes::hincrby(cx, a, r)?,
+        "QUIT" => {
+            r.ok();
+            return Ok(Outcome::Close);
+        }
+        _ => server::run(cx, s, spec, a, r)?,
+    }
+    Ok(Outcome::Done)
+}
+
+/// `EXEC`: the queued commands, in order, in this batch (so in one group). A command that
+/// meets a full heap is undone alone and answered with an error, as Redis does; one that makes
+/// the transaction larger than a group undoes the whole transaction.
+fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Outcome, StoreError> {
+    let mut r = Reply { buf: out, proto: s.proto };
+    let Some(m) = s.multi.take() else {
+        r.error("ERR EXEC without MULTI");
+        return Ok(Outcome::Done);
+    };
+    if m.failed {
+        r.error("EXECABORT Transaction discarded because of previous errors.");
+        return Ok(Outcome::Done);
+    }
+    r.array(m.queue.len());
+    let mut close = false;
+    let mut failure = None;
+    for cmd in &m.queue {
+        let a = Args::Owned(cmd);
+        let mut name_buf = [0u8; 32];
+        let spec =
+            args::upper(a.get(0), &mut name_buf).and_then(find_spec).expect("queued commands are known");
+        let sp = cx.store.savepoint();
+        let mark = out.len();
+        match dispatch(cx, s, spec, &a, out) {
+            Ok(o) => close |= o == Outcome::Close,
+            Err(e @ StoreError::Full { .. }) => {
+                cx.store.rollback_to(&sp)?;
+                out.truncate(mark);
+                refuse(&e, &mut Reply { buf: out, proto: s.proto });
+            }
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    if let Some(e) = failure {
+        // The whole transaction is undone by the caller: queued again, for a retry.
+        s.multi = Some(m);
+        return Err(e);
+    }
+    Ok(if close { Outcome::Close } else { Outcome::Done })
+}

@@ -1,0 +1,381 @@
+//! Connection and server commands: PING ECHO INFO CLIENT SELECT HELLO COMMAND CONFIG WAIT TIME
+//! SENTINEL.
+
+use super::args::{int, is, Args};
+use super::glob::matches;
+use super::{show, Cx, Session, Spec, NOT_INT, SPECS};
+use crate::resp::{Proto, Reply};
+use crate::store::{Mem, StoreError};
+use std::fmt::Write as _;
+
+/// The Redis version `mojim kv` answers to (HELLO, INFO): the command set and replies follow
+/// Redis 7.0.
+pub const REDIS_VERSION: &str = "7.0.0";
+
+pub(super) fn run<M: Mem>(
+    cx: &mut Cx<M>,
+    s: &mut Session,
+    spec: &Spec,
+    a: &Args,
+    r: &mut Reply,
+) -> Result<(), StoreError> {
+    match spec.name {
+        "PING" => match a.len() {
+            1 => r.simple(b"PONG"),
+            2 => r.bulk(a.get(1)),
+            _ => r.error("ERR wrong number of arguments for 'ping' command"),
+        },
+        "ECHO" => r.bulk(a.get(1)),
+        "SELECT" => match int(a.get(1)) {
+            Some(0) => r.ok(),
+            Some(_) => r.error("ERR DB index is out of range"),
+            None => r.error(NOT_INT),
+        },
+        "TIME" => {
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            r.array(2);
+            r.bulk(t.as_secs().to_string().as_bytes());
+            r.bulk(t.subsec_micros().to_string().as_bytes());
+        }
+        "WAIT" => match (int(a.get(1)), int(a.get(2))) {
+            (Some(_), Some(t)) if t < 0 => r.error("ERR timeout is negative"),
+            // Every write answered so far is in the mirror's log already: nothing to wait for.
+            (Some(_), Some(_)) => r.int(cx.host.replication().durable_replicas),
+            _ => r.error(NOT_INT),
+        },
+        "INFO" => info(cx, a, r),
+        "CLIENT" => client(s, a, r),
+        "HELLO" => hello(s, a, r),
+        "COMMAND" => command(a, r),
+        "CONFIG" => config(cx, a, r),
+        "SENTINEL" => sentinel(cx, a, r),
+        other => unreachable!("{other} is in the table but has no code"),
+    }
+    Ok(())
+}
+
+fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
+    let all = a.len() == 1 || a.from(1).any(|x| is(x, "ALL") || is(x, "EVERYTHING") || is(x, "DEFAULT"));
+    let want = |name: &str| all || a.from(1).any(|x| is(x, name));
+    let mut t = String::new();
+    let host = cx.host;
+    let st = host.stats();
+    if want("SERVER") {
+        let port = host.listen_addr().rsplit(':').next().unwrap_or("0").to_string();
+        let _ = write!(
+            t,
+            "# Server\r\nredis_version:{REDIS_VERSION}\r\nmojim_version:{}\r\nredis_mode:standalone\r\n\
+             os:{} {}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{}\r\n\
+             uptime_in_days:{}\r\n\r\n",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::env::consts::ARCH,
+            std::process::id(),
+            st.uptime_s,
+            st.uptime_s / 86400
+        );
+    }
+    if want("CLIENTS") {
+        let _ = write!(t, "# Clients\r\nconnected_clients:{}\r\n\r\n", host.connected_clients());
+    }
+    if want("MEMORY") {
+        let g = cx.store.geometry();
+        let _ = write!(
+            t,
+            "# Memory\r\nused_memory:{}\r\nused_memory_heap_top:{}\r\nmaxmemory:{}\r\n\
+             maxmemory_policy:noeviction\r\nregion_size:{}\r\n\r\n",
+            cx.store.used_bytes(),
+            cx.store.heap_top_bytes(),
+            g.heap_end - g.heap_off,
+            g.size
+        );
+    }
+    if want("PERSISTENCE") {
+        t.push_str("# Persistence\r\nloading:0\r\naof_enabled:0\r\nrdb_changes_since_last_save:0\r\n\r\n");
+    }
+    if want("STATS") {
+        let _ = write!(
+            t,
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
+             mojim_groups_sent:{}\r\nmojim_protocol_errors:{}\r\n\r\n",
+            st.connections, st.commands, st.groups, st.protocol_errors
+        );
+    }
+    if want("REPLICATION") {
+        let rep = host.replication();
+        let _ = write!(
+            t,
+            "# Replication\r\nrole:master\r\nconnected_slaves:{}\r\nmirror:{}\r\nmirror_state:{}\r\n\
+             mirror_mode:{}\r\nmirror_lag_groups:{}\r\nmirror_acked_seq:{}\r\nmaster_repl_offset:{}\r\n\
+             epoch:{}\r\n\r\n",
+            rep.durable_replicas,
+            rep.mirror,
+            rep.state,
+            rep.mode,
+            rep.lag_groups,
+            rep.acked_seq,
+            rep.acked_seq,
+            rep.epoch
+        );
+    }
+    if want("KEYSPACE") {
+        t.push_str("# Keyspace\r\n");
+        if cx.store.keys() > 0 {
+            let _ = write!(t, "db0:keys={},expires=0,avg_ttl=0\r\n", cx.store.keys());
+        }
+    }
+    r.bulk(t.as_bytes());
+}
+
+fn client_line(s: &Session) -> String {
+    let name = s.name.as_deref().map(|n| String::from_utf8_lossy(n).into_owned()).unwrap_or_default();
+    let multi = s.multi.as_ref().map_or(-1, |m| m.queue.len() as i64);
+    let resp = if s.proto == Proto::Resp3 { 3 } else { 2 };
+    format!("id={} addr={} name={name} db=0 multi={multi} resp={resp}\n", s.id, s.addr)
+}
+
+fn client(s: &mut Session, a: &Args, r: &mut Reply) {
+    let sub = a.get(1);
+    match () {
+        _ if is(sub, "SETNAME") && a.len() == 3 => {
+            let name = a.get(2);
+            if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+                r.error("ERR Client names cannot contain spaces, newlines or special characters.");
+            } else {
+                s.name = (!name.is_empty()).then(|| name.to_vec());
+                r.ok();
+            }
+        }
+        _ if is(sub, "GETNAME") && a.len() == 2 => match &s.name {
+            Some(n) => r.bulk(n),
+            None => r.null(),
+        },
+        _ if is(sub, "ID") && a.len() == 2 => r.int(s.id as i64),
+        _ if is(sub, "INFO") && a.len() == 2 => r.bulk(client_line(s).as_bytes()),
+        // This connection's line (mojim kv keeps no list of the others' names).
+        _ if is(sub, "LIST") => r.bulk(client_line(s).as_bytes()),
+        _ if (is(sub, "SETINFO") && a.len() == 4) || is(sub, "NO-EVICT") || is(sub, "NO-TOUCH") => r.ok(),
+        _ if is(sub, "REPLY") && a.len() == 3 && is(a.get(2), "ON") => r.ok(),
+        _ => r.error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            show(sub, 64)
+        )),
+    }
+}
+
+fn hello(s: &mut Session, a: &Args, r: &mut Reply) {
+    let mut i = 1;
+    if a.len() > 1 {
+        match int(a.get(1)) {
+            Some(2) => s.proto = Proto::Resp2,
+            Some(3) => s.proto = Proto::Resp3,
+            Some(_) => return r.error("NOPROTO unsupported protocol version"),
+            None => return r.error("ERR Protocol version is not an integer or out of range"),
+        }
+        i = 2;
+    }
+    r.proto = s.proto;
+    let mut name = None;
+    while i < a.len() {
+        if is(a.get(i), "AUTH") && i + 2 < a.len() {
+            // No users or passwords: like Redis's default user without one, any is accepted.
+            i += 3;
+        } else if is(a.get(i), "SETNAME") && i + 1 < a.len() {
+            name = Some(a.get(i + 1).to_vec());
+            i += 2;
+        } else {
+            return r.error(&format!("ERR Syntax error in HELLO option '{}'", show(a.get(i), 64)));
+        }
+    }
+    if let Some(n) = name {
+        s.name = (!n.is_empty()).then_some(n);
+    }
+    r.map(7);
+    r.bulk(b"server");
+    r.bulk(b"redis");
+    r.bulk(b"version");
+    r.bulk(REDIS_VERSION.as_bytes());
+    r.bulk(b"proto");
+    r.int(if s.proto == Proto::Resp3 { 3 } else { 2 });
+    r.bulk(b"id");
+    r.int(s.id as i64);
+    r.bulk(b"mode");
+    r.bulk(b"standalone");
+    r.bulk(b"role");
+    r.bulk(b"master");
+    r.bulk(b"modules");
+    r.array(0);
+}
+
+fn command_info(spec: &Spec, r: &mut Reply) {
+    r.array(10);
+    r.bulk(spec.name.to_ascii_lowercase().as_bytes());
+    r.int(i64::from(spec.arity));
+    r.set(spec.flags.len());
+    for f in spec.flags {
+        r.simple(f.as_bytes());
+    }
+    r.int(i64::from(spec.first_key));
+    r.int(i64::from(spec.last_key));
+    r.int(i64::from(spec.step));
+    r.set(0);
+    r.set(0);
+    r.array(0);
+    r.array(0);
+}
+
+fn command(a: &Args, r: &mut Reply) {
+    if a.len() == 1 {
+        r.array(SPECS.len());
+        for s in SPECS {
+            command_info(s, r);
+        }
+        return;
+    }
+    let sub = a.get(1);
+    match () {
+        _ if is(sub, "COUNT") => r.int(SPECS.len() as i64),
+        _ if is(sub, "LIST") => {
+            r.array(SPECS.len());
+            for s in SPECS {
+                r.bulk(s.name.to_ascii_lowercase().as_bytes());
+            }
+        }
+        _ if is(sub, "INFO") => {
+            r.array(a.len() - 2);
+            for n in a.from(2) {
+                let mut b = [0u8; 32];
+                match super::args::upper(n, &mut b).and_then(super::find_spec) {
+                    Some(s) => command_info(s, r),
+                    None => r.null_array(),
+                }
+            }
+        }
+        // No documentation to offer: an empty map (redis-cli then gives no hints).
+        _ if is(sub, "DOCS") => r.map(0),
+        _ => r.error(&format!("ERR unknown subcommand '{}'. Try COMMAND HELP.", show(sub, 64))),
+    }
+}
+
+fn config_pairs<M: Mem>(cx: &Cx<M>) -> Vec<(String, String)> {
+    let g = cx.store.geometry();
+    let listen = cx.host.listen_addr();
+    let (bind, port) = listen.rsplit_once(':').unwrap_or((&listen, "0"));
+    let mut v: Vec<(String, String)> = [
+        ("save", ""),
+        ("appendonly", "no"),
+        ("appendfsync", "no"),
+        ("databases", "1"),
+        ("maxmemory-policy", "noeviction"),
+        ("timeout", "0"),
+        ("bind", bind),
+        ("port", port),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    v.push(("maxmemory".into(), (g.heap_end - g.heap_off).to_string()));
+    v
+}
+
+fn config<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
+    let sub = a.get(1);
+    match () {
+        _ if is(sub, "GET") && a.len() >= 3 => {
+            let all = config_pairs(cx);
+            let hits: Vec<&(String, String)> = all
+                .iter()
+                .filter(|(k, _)| a.from(2).any(|p| matches(&p.to_ascii_lowercase(), k.as_bytes())))
+                .collect();
+            r.map(hits.len());
+            for (k, v) in hits {
+                r.bulk(k.as_bytes());
+                r.bulk(v.as_bytes());
+            }
+        }
+        _ if is(sub, "SET") => r.error(
+            "ERR CONFIG SET is not supported: mojim kv takes its settings from mojim.toml ([kv]) at start-up",
+        ),
+        _ if is(sub, "RESETSTAT") && a.len() == 2 => r.ok(),
+        _ => r.error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
+            show(sub, 64)
+        )),
+    }
+}
+
+fn master_fields(name: &str, host: &str, port: u16, others: usize, r: &mut Reply) {
+    let fields: [(&str, String); 12] = [
+        ("name", name.to_string()),
+        ("ip", host.to_string()),
+        ("port", port.to_string()),
+        ("runid", String::new()),
+        ("flags", "master".into()),
+        ("link-pending-commands", "0".into()),
+        ("link-refcount", "1".into()),
+        ("last-ping-sent", "0".into()),
+        ("num-slaves", "0".into()),
+        ("num-other-sentinels", others.to_string()),
+        ("quorum", "1".into()),
+        ("failover-timeout", "0".into()),
+    ];
+    r.map(fields.len());
+    for (k, v) in fields {
+        r.bulk(k.as_bytes());
+        r.bulk(v.as_bytes());
+    }
+}
+
+fn sentinel<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
+    let sub = a.get(1);
+    let sn = cx.host.sentinel();
+    let known = |n: &[u8]| n == sn.name.as_bytes();
+    let me = cx.host.listen_addr();
+    let others: Vec<&(String, u16)> = sn.sentinels.iter().filter(|(h, p)| format!("{h}:{p}") != me).collect();
+    match () {
+        _ if is(sub, "GET-MASTER-ADDR-BY-NAME") && a.len() == 3 => {
+            if known(a.get(2)) {
+                r.array(2);
+                r.bulk(sn.master.0.as_bytes());
+                r.bulk(sn.master.1.to_string().as_bytes());
+            } else {
+                r.null_array();
+            }
+        }
+        _ if is(sub, "MASTERS") && a.len() == 2 => {
+            r.array(1);
+            master_fields(&sn.name, &sn.master.0, sn.master.1, others.len(), r);
+        }
+        _ if is(sub, "MASTER") && a.len() == 3 => {
+            if known(a.get(2)) {
+                master_fields(&sn.name, &sn.master.0, sn.master.1, others.len(), r);
+            } else {
+                r.error("ERR No such master with that name");
+            }
+        }
+        _ if (is(sub, "SENTINELS") || is(sub, "SLAVES") || is(sub, "REPLICAS")) && a.len() == 3 => {
+            if !known(a.get(2)) {
+                return r.error("ERR No such master with that name");
+            }
+            if !is(sub, "SENTINELS") {
+                return r.array(0);
+            }
+            r.array(others.len());
+            for (h, p) in others {
+                r.map(4);
+                r.bulk(b"name");
+                r.bulk(format!("{h}:{p}").as_bytes());
+                r.bulk(b"ip");
+                r.bulk(h.as_bytes());
+                r.bulk(b"port");
+                r.bulk(p.to_string().as_bytes());
+                r.bulk(b"flags");
+                r.bulk(b"sentinel");
+            }
+        }
+        _ => r.error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try SENTINEL HELP.",
+            show(sub, 64)
+        )),
+    }
+}

@@ -1,0 +1,394 @@
+//! Commands against a store in the heap, replies decoded and compared with Redis's.
+
+use super::*;
+use crate::resp::{decode, encode_request, Limits, Parsed, Parser, Value};
+use crate::store::VecMem;
+
+struct TestHost;
+
+impl Host for TestHost {
+    fn replication(&self) -> Replication {
+        Replication {
+            mode: "sync".into(),
+            mirror: "m:1".into(),
+            state: "online".into(),
+            durable_replicas: 1,
+            ..Default::default()
+        }
+    }
+    fn connected_clients(&self) -> usize {
+        1
+    }
+    fn listen_addr(&self) -> String {
+        "127.0.0.1:6379".into()
+    }
+    fn stats(&self) -> Stats {
+        Stats::default()
+    }
+    fn sentinel(&self) -> Sentinel {
+        Sentinel {
+            name: "mojim".into(),
+            master: ("127.0.0.1".into(), 6379),
+            sentinels: vec![("127.0.0.1".into(), 6379), ("10.0.0.2".into(), 6379)],
+        }
+    }
+}
+
+struct Harness {
+    store: Store<VecMem>,
+    session: Session,
+    now_ms: u64,
+    max_group_bytes: u64,
+}
+
+impl Harness {
+    fn new() -> Harness {
+        Harness {
+            store: Store::open(VecMem::new(4 << 20), 1024).unwrap(),
+            session: Session::new(7, "t".into()),
+            now_ms: 1_000_000,
+            max_group_bytes: 1 << 30,
+        }
+    }
+
+    /// Runs one command (as a client would send it) and returns its reply, sealing the batch.
+    fn cmd(&mut self, args: &[&str]) -> Value {
+        let (o, v) = self.in_batch(args);
+        assert_ne!(o, Outcome::Retry);
+        self.store.seal(1024).unwrap();
+        v.expect("a reply")
+    }
+
+    /// Runs one command in the open batch: its outcome and its reply (none after a retry).
+    fn in_batch(&mut self, args: &[&str]) -> (Outcome, Option<Value>) {
+        let mut req = Vec::new();
+        encode_request(args, &mut req);
+        let mut p = Parser::new(Limits::default());
+        assert!(matches!(p.parse(&req).unwrap(), Parsed::Request { .. }));
+        let mut out = Vec::new();
+        let mut cx = Cx {
+            store: &mut self.store,
+            host: &TestHost,
+            now_ms: self.now_ms,
+            max_ranges: 1024,
+            max_group_bytes: self.max_group_bytes,
+        };
+        let o =
+            execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
+        if out.is_empty() {
+            return (o, None);
+        }
+        let (v, n) = decode(&out, &Limits::default()).unwrap().expect("a whole reply");
+        assert_eq!(n, out.len(), "one reply for {args:?}");
+        (o, Some(v))
+    }
+}
+
+fn ok() -> Value {
+    Value::Simple(b"OK".to_vec())
+}
+fn b(s: &str) -> Value {
+    Value::bulk(s)
+}
+fn i(n: i64) -> Value {
+    Value::Int(n)
+}
+fn err(v: &Value) -> String {
+    match v {
+        Value::Error(e) => String::from_utf8_lossy(e).into_owned(),
+        other => panic!("not an error: {other:?}"),
+    }
+}
+
+#[test]
+fn strings() {
+    let mut h = Harness::new();
+    assert_eq!(h.cmd(&["SET", "k", "v"]), ok());
+    assert_eq!(h.cmd(&["get", "k"]), b("v"));
+    assert_eq!(h.cmd(&["GET", "nope"]), Value::Null);
+    assert_eq!(h.cmd(&["SET", "k", "w", "NX"]), Value::Null);
+    assert_eq!(h.cmd(&["SET", "k", "w", "XX", "GET"]), b("v"));
+    assert_eq!(h.cmd(&["SET", "new", "x", "XX"]), Value::Null);
+    assert_eq!(h.cmd(&["SETNX", "k", "z"]), i(0));
+    assert_eq!(h.cmd(&["SETNX", "k2", "z"]), i(1));
+    assert_eq!(h.cmd(&["GETSET", "k2", "y"]), b("z"));
+    assert_eq!(h.cmd(&["MSET", "a", "1", "b", "2"]), ok());
+    assert_eq!(h.cmd(&["MGET", "a", "nope", "b"]), Value::Array(vec![b("1"), Value::Null, b("2")]));
+    assert_eq!(h.cmd(&["MSETNX", "a", "9", "c", "3"]), i(0));
+    assert_eq!(h.cmd(&["INCR", "a"]), i(2));
+    assert_eq!(h.cmd(&["INCRBY", "a", "-12"]), i(-10));
+    assert_eq!(h.cmd(&["DECR", "a"]), i(-11));
+    assert_eq!(h.cmd(&["DECRBY", "a", "9"]), i(-20));
+    assert_eq!(h.cmd(&["INCR", "fresh"]), i(1));
+    assert_eq!(err(&h.cmd(&["INCR", "k"])), NOT_INT);
+    assert_eq!(err(&h.cmd(&["INCRBY", "a", "x"])), NOT_INT);
+    assert_eq!(h.cmd(&["SET", "max", &i64::MAX.to_string()]), ok());
+    assert!(err(&h.cmd(&["INCR", "max"])).contains("overflow"));
+    assert_eq!(h.cmd(&["APPEND", "s", "ab"]), i(2));
+    for n in 0..50 {
+        assert_eq!(h.cmd(&["APPEND", "s", "cdef"]), i(2 + 4 * (n + 1)));
+    }
+    assert_eq!(h.cmd(&["STRLEN", "s"]), i(202));
+    assert_eq!(h.cmd(&["GETDEL", "k2"]), b("y"));
+    assert_eq!(h.cmd(&["EXISTS", "k2", "k", "k"]), i(2));
+    assert_eq!(
+        h.cmd(&["SET", "k", "v", "EX", "0"]),
+        Value::Error(b"ERR invalid expire time in 'set' command".to_vec())
+    );
+    assert_eq!(err(&h.cmd(&["SET", "k", "v", "NX", "XX"])), SYNTAX);
+    assert_eq!(err(&h.cmd(&["SET", "k", "v", "EX"])), SYNTAX);
+    assert_eq!(err(&h.cmd(&["GET"])), "ERR wrong number of arguments for 'get' command");
+    assert_eq!(err(&h.cmd(&["MSET", "a"])), "ERR wrong number of arguments for 'mset' command");
+    assert_eq!(err(&h.cmd(&["MSET", "a", "1", "b"])), "ERR wrong number of arguments for 'mset' command");
+}
+
+#[test]
+fn expiry() {
+    let mut h = Harness::new();
+    assert_eq!(h.cmd(&["SET", "k", "v", "PX", "1500"]), ok());
+    assert_eq!(h.cmd(&["PTTL", "k"]), i(1500));
+    assert_eq!(h.cmd(&["TTL", "k"]), i(2));
+    assert_eq!(h.cmd(&["TTL", "nope"]), i(-2));
+    assert_eq!(h.cmd(&["SET", "p", "v"]), ok());
+    assert_eq!(h.cmd(&["TTL", "p"]), i(-1));
+    assert_eq!(h.cmd(&["EXPIRE", "p", "10", "XX"]), i(0));
+    assert_eq!(h.cmd(&["EXPIRE", "p", "10"]), i(1));
+    assert_eq!(h.cmd(&["EXPIRE", "p", "5", "GT"]), i(0));
+    assert_eq!(h.cmd(&["EXPIRE", "p", "5", "LT"]), i(1));
+    assert_eq!(h.cmd(&["PERSIST", "p"]), i(1));
+    assert_eq!(h.cmd(&["PERSIST", "p"]), i(0));
+    assert_eq!(h.cmd(&["SETEX", "e", "1", "v"]), ok());
+    assert_eq!(h.cmd(&["INCR", "k2"]), i(1));
+    h.now_ms += 1500;
+    assert_eq!(h.cmd(&["GET", "k"]), Value::Null);
+    assert_eq!(h.cmd(&["EXISTS", "k", "e"]), i(0));
+    assert_eq!(h.cmd(&["SET", "k", "again", "NX"]), ok());
+    assert_eq!(h.cmd(&["TTL", "k"]), i(-1));
+    assert_eq!(h.cmd(&["PEXPIRE", "k", "-1"]), i(1));
+    assert_eq!(h.cmd(&["GET", "k"]), Value::Null);
+    assert_eq!(h.cmd(&["DEL", "e"]), i(0), "an expired key is not counted as deleted");
+    assert_eq!(h.cmd(&["DBSIZE"]), i(2));
+    assert_eq!(h.cmd(&["EXPIREAT", "p", "1"]), i(1));
+    assert_eq!(h.cmd(&["EXISTS", "p"]), i(0));
+    assert!(err(&h.cmd(&["EXPIRE", "x", "1", "NX", "XX"])).contains("not compatible"));
+}
+
+#[test]
+fn hashes() {
+    let mut h = Harness::new();
+    assert_eq!(h.cmd(&["HSET", "h", "a", "1", "b", "2"]), i(2));
+    assert_eq!(h.cmd(&["HSET", "h", "a", "3", "c", "4"]), i(1));
+    assert_eq!(h.cmd(&["HGET", "h", "a"]), b("3"));
+    assert_eq!(h.cmd(&["HGET", "h", "z"]), Value::Null);
+    assert_eq!(h.cmd(&["HLEN", "h"]), i(3));
+    assert_eq!(h.cmd(&["HEXISTS", "h", "b"]), i(1));
+    assert_eq!(h.cmd(&["HGETALL", "h"]), Value::Array(vec![b("a"), b("3"), b("b"), b("2"), b("c"), b("4")]));
+    assert_eq!(h.cmd(&["HINCRBY", "h", "a", "10"]), i(13));
+    assert_eq!(h.cmd(&["HINCRBY", "h", "new", "-1"]), i(-1));
+    assert_eq!(h.cmd(&["HDEL", "h", "a", "b", "zz"]), i(2));
+    assert_eq!(h.cmd(&["HMGET", "h", "a", "c"]), Value::Array(vec![Value::Null, b("4")]));
+    assert_eq!(h.cmd(&["HSETNX", "h", "c", "x"]), i(0));
+    assert_eq!(h.cmd(&["HMSET", "h2", "f", "v"]), ok());
+    assert_eq!(h.cmd(&["TYPE", "h"]), Value::Simple(b"hash".to_vec()));
+    assert_eq!(h.cmd(&["SET", "s", "v"]), ok());
+    assert_eq!(err(&h.cmd(&["HGET", "s", "f"])), WRONGTYPE);
+    assert_eq!(err(&h.cmd(&["GET", "h"])), WRONGTYPE);
+    assert_eq!(err(&h.cmd(&["HSET", "h", "a"])), "ERR wrong number of arguments for 'hset' command");
+    assert_eq!(h.cmd(&["HDEL", "h", "c", "new"]), i(2));
+    assert_eq!(h.cmd(&["EXISTS", "h"]), i(0), "the last field's removal removes the hash");
+    assert_eq!(h.cmd(&["HGETALL", "h"]), Value::Array(vec![]));
+    h.cmd(&["HELLO", "3"]);
+    assert_eq!(h.cmd(&["HGETALL", "h2"]), Value::Map(vec![(b("f"), b("v"))]));
+}
+
+#[test]
+fn keys_scan_rename_flush() {
+    let mut h = Harness::new();
+    for n in 0..100 {
+        h.cmd(&["SET", &format!("user:{n}"), "v"]);
+    }
+    h.cmd(&["HSET", "hash:1", "f", "v"]);
+    let Value::Array(all) = h.cmd(&["KEYS", "user:1*"]) else { panic!() };
+    assert_eq!(all.len(), 11);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let Value::Array(v) = h.cmd(&["SCAN", &cursor, "MATCH", "user:*", "COUNT", "7"]) else { panic!() };
+        let Value::Bulk(c) = &v[0] else { panic!() };
+        let Value::Array(keys) = &v[1] else { panic!() };
+        for k in keys {
+            let Value::Bulk(k) = k else { panic!() };
+            seen.insert(k.clone());
+        }
+        cursor = String::from_utf8(c.clone()).unwrap();
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 100);
+    let Value::Array(v) = h.cmd(&["SCAN", "0", "TYPE", "hash", "COUNT", "100000"]) else { panic!() };
+    assert_eq!(v[1], Value::Array(vec![b("hash:1")]));
+    assert_eq!(err(&h.cmd(&["SCAN", "x"])), "ERR invalid cursor");
+    assert_eq!(h.cmd(&["RENAME", "user:1", "renamed"]), ok());
+    assert_eq!(h.cmd(&["EXISTS", "user:1", "renamed"]), i(1));
+    assert_eq!(h.cmd(&["RENAMENX", "renamed", "user:2"]), i(0));
+    assert_eq!(err(&h.cmd(&["RENAME", "nope", "x"])), "ERR no such key");
+    assert_eq!(h.cmd(&["DBSIZE"]), i(101));
+    assert_eq!(h.cmd(&["FLUSHDB"]), ok());
+    assert_eq!(h.cmd(&["DBSIZE"]), i(0));
+    assert_eq!(h.cmd(&["GET", "renamed"]), Value::Null);
+    assert_eq!(h.cmd(&["KEYS", "*"]), Value::Array(vec![]));
+    h.cmd(&["SET", "after", "flush"]);
+    assert_eq!(h.cmd(&["GET", "after"]), b("flush"));
+}
+
+#[test]
+fn transactions() {
+    let mut h = Harness::new();
+    assert_eq!(h.cmd(&["MULTI"]), ok());
+    assert_eq!(h.cmd(&["SET", "a", "1"]), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(h.cmd(&["INCR", "a"]), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(h.cmd(&["GET", "a"]), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(h.cmd(&["EXEC"]), Value::Array(vec![ok(), i(2), b("2")]));
+    assert_eq!(err(&h.cmd(&["EXEC"])), "ERR EXEC without MULTI");
+    assert_eq!(h.cmd(&["MULTI"]), ok());
+    assert_eq!(err(&h.cmd(&["MULTI"])), "ERR MULTI calls can not be nested");
+    h.cmd(&["SET", "a", "9"]);
+    assert_eq!(h.cmd(&["DISCARD"]), ok());
+    assert_eq!(h.cmd(&["GET", "a"]), b("2"));
+    h.cmd(&["MULTI"]);
+    assert!(err(&h.cmd(&["NOSUCH", "x"]))
+        .starts_with("ERR unknown command 'NOSUCH', with args beginning with: 'x'"));
+    h.cmd(&["SET", "a", "9"]);
+    assert!(err(&h.cmd(&["EXEC"])).starts_with("EXECABORT"));
+    assert_eq!(h.cmd(&["GET", "a"]), b("2"));
+    // A command's own error inside EXEC is its reply; the others run.
+    h.cmd(&["MULTI"]);
+    h.cmd(&["SET", "s", "x"]);
+    h.cmd(&["INCR", "s"]);
+    h.cmd(&["SET", "t", "y"]);
+    let Value::Array(v) = h.cmd(&["EXEC"]) else { panic!() };
+    assert_eq!(v.len(), 3);
+    assert_eq!(err(&v[1]), NOT_INT);
+    assert_eq!(h.cmd(&["GET", "t"]), b("y"));
+}
+
+#[test]
+fn server_commands() {
+    let mut h = Harness::new();
+    assert_eq!(h.cmd(&["PING"]), Value::Simple(b"PONG".to_vec()));
+    assert_eq!(h.cmd(&["PING", "hi"]), b("hi"));
+    assert_eq!(h.cmd(&["ECHO", "x"]), b("x"));
+    assert_eq!(h.cmd(&["SELECT", "0"]), ok());
+    assert_eq!(err(&h.cmd(&["SELECT", "1"])), "ERR DB index is out of range");
+    assert_eq!(h.cmd(&["CLIENT", "GETNAME"]), Value::Null);
+    assert_eq!(h.cmd(&["CLIENT", "SETNAME", "me"]), ok());
+    assert_eq!(h.cmd(&["CLIENT", "GETNAME"]), b("me"));
+    assert!(err(&h.cmd(&["CLIENT", "SETNAME", "a b"])).contains("cannot contain spaces"));
+    assert_eq!(h.cmd(&["WAIT", "1", "0"]), i(1));
+    let Value::Bulk(info) = h.cmd(&["INFO", "replication"]) else { panic!() };
+    let info = String::from_utf8(info).unwrap();
+    assert!(
+        info.contains("role:master") && info.contains("mirror:m:1") && info.contains("mirror_state:online"),
+        "{info}"
+    );
+    assert!(!info.contains("# Server"));
+    assert_eq!(h.cmd(&["CONFIG", "GET", "save"]), Value::Array(vec![b("save"), b("")]));
+    let Value::Array(v) = h.cmd(&["CONFIG", "GET", "app*"]) else { panic!() };
+    assert_eq!(v.len(), 4);
+    let Value::Array(v) = h.cmd(&["COMMAND"]) else { panic!() };
+    assert_eq!(v.len(), SPECS.len());
+    assert_eq!(h.cmd(&["COMMAND", "COUNT"]), i(SPECS.len() as i64));
+    assert_eq!(h.cmd(&["COMMAND", "DOCS"]), Value::Array(vec![]));
+    assert_eq!(
+        err(&h.cmd(&["LPUSH", "l", "x"])),
+        "ERR unknown command 'LPUSH', with args beginning with: 'l' 'x' "
+    );
+    assert_eq!(h.cmd(&["HELLO", "3"]).clone(), h.cmd(&["HELLO", "3"]));
+    assert_eq!(h.cmd(&["GET", "nope"]), Value::Null);
+    assert_eq!(err(&h.cmd(&["HELLO", "4"])), "NOPROTO unsupported protocol version");
+    let Value::Map(m) = h.cmd(&["HELLO", "3", "AUTH", "default", "x", "SETNAME", "n"]) else { panic!() };
+    assert_eq!(m[2], (b("proto"), i(3)));
+    assert_eq!(h.cmd(&["CLIENT", "GETNAME"]), b("n"));
+    let Value::Array(m) = h.cmd(&["HELLO", "2"]) else { panic!() };
+    assert_eq!((&m[4], &m[5]), (&b("proto"), &i(2)), "a map is a flat array in RESP2");
+    assert_eq!(
+        h.cmd(&["SENTINEL", "get-master-addr-by-name", "mojim"]),
+        Value::Array(vec![b("127.0.0.1"), b("6379")])
+    );
+    assert_eq!(h.cmd(&["SENTINEL", "get-master-addr-by-name", "other"]), Value::Null);
+    let Value::Array(s) = h.cmd(&["SENTINEL", "sentinels", "mojim"]) else { panic!() };
+    assert_eq!(s.len(), 1, "the others, not this one");
+}
+
+#[test]
+fn a_command_that_fills_the_heap_is_undone_and_refused() {
+    let mut h = Harness::new();
+    let big = "x".repeat(1 << 20);
+    let mut n = 0;
+    loop {
+        let r = h.cmd(&["SET", &format!("k{n}"), &big]);
+        if r != ok() {
+            assert!(err(&r).starts_with("OOM command not allowed"), "{r:?}");
+            break;
+        }
+        n += 1;
+    }
+    assert_eq!(h.cmd(&["DBSIZE"]), i(n));
+    // MSET that cannot fit whole sets nothing.
+    h.cmd(&["DEL", "k0"]);
+    let r = h.cmd(&["MSET", "m1", &big, "m2", &big]);
+    assert!(err(&r).starts_with("OOM"), "{r:?}");
+    assert_eq!(h.cmd(&["EXISTS", "m1", "m2"]), i(0));
+    assert_eq!(h.cmd(&["SET", "m1", &big]), ok());
+}
+
+#[test]
+fn a_command_too_large_for_the_batch_runs_again_alone_and_one_too_large_alone_is_refused() {
+    let mut h = Harness::new();
+    h.max_group_bytes = 200 << 10;
+    assert_eq!(h.in_batch(&["SET", "a", "1"]), (Outcome::Done, Some(ok())));
+    let mid = "m".repeat(150 << 10);
+    // With a's changes in the batch, this one would make the group too large: undone, no reply.
+    h.in_batch(&["SET", "filler", &"f".repeat(40 << 10)]);
+    assert_eq!(h.in_batch(&["SET", "b", &mid]), (Outcome::Retry, None));
+    h.store.seal(1024).unwrap();
+    assert_eq!(h.cmd(&["EXISTS", "b"]), i(0));
+    // Alone in a batch it fits.
+    assert_eq!(h.in_batch(&["SET", "b", &mid]), (Outcome::Done, Some(ok())));
+    h.store.seal(1024).unwrap();
+    // Too large even alone: refused, nothing changed.
+    let huge = "h".repeat(300 << 10);
+    let (o, v) = h.in_batch(&["SET", "c", &huge]);
+    assert_eq!(o, Outcome::Done);
+    assert!(err(&v.unwrap()).contains("more than one atomic group may carry"));
+    assert_eq!(h.cmd(&["EXISTS", "a", "b", "c"]), i(2));
+    // A transaction too large alone is refused whole, and leaves the client out of MULTI.
+    h.cmd(&["MULTI"]);
+    h.cmd(&["SET", "t1", &mid]);
+    h.cmd(&["SET", "t2", &mid]);
+    assert!(err(&h.cmd(&["EXEC"])).contains("atomic group"));
+    assert_eq!(h.cmd(&["EXISTS", "t1", "t2"]), i(0));
+    assert_eq!(err(&h.cmd(&["EXEC"])), "ERR EXEC without MULTI");
+}
+
+#[test]
+fn a_transaction_queueing_too_much_is_refused() {
+    let mut h = Harness::new();
+    let v = "v".repeat(1 << 20);
+    h.cmd(&["MULTI"]);
+    let mut refused = false;
+    for n in 0..70 {
+        match h.cmd(&["SET", &format!("k{n}"), &v]) {
+            Value::Simple(q) if q == b"QUEUED" => {}
+            other => {
+                assert!(err(&other).contains("queued commands pass"), "{other:?}");
+                refused = true;
+                break;
+            }
+        }
+    }
+    assert!(refused, "70 MiB were queued");
+    assert!(err(&h.cmd(&["EXEC"])).starts_with("EXECABORT"));
+    assert_eq!(h.cmd(&["DBSIZE"]), i(0));
+}

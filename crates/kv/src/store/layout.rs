@@ -1,0 +1,331 @@
+//! Where everything is in the region (docs/FORMAT.md §11): the superblock, the journal, the
+//! bucket array, the heap and its size classes, and an entry's header. All integers are
+//! little-endian.
+
+use super::error::StoreError;
+
+/// `magic` at region byte 0.
+pub const MAGIC: [u8; 8] = *b"MOJIM-KV";
+/// The layout's version.
+pub const VERSION: u32 = 1;
+/// Bytes of the superblock (region bytes 0 .. 4096).
+pub const SUPER_LEN: u64 = 4096;
+/// Bytes of the superblock the CRC covers (the fields fixed at format).
+pub const STATIC_LEN: usize = 72;
+/// Offset of the static part's CRC32C.
+pub const CRC_OFF: u64 = 72;
+/// Offset of the dynamic part (what commands change) in the superblock.
+pub const DYN_OFF: u64 = 128;
+/// Size classes (and free-list heads) at most.
+pub const CLASSES: usize = 128;
+/// Bytes of the dynamic part: five words, reserved room, then a head per class.
+pub const DYN_LEN: u64 = 128 + 8 * CLASSES as u64;
+/// Offset of the free-list heads inside the dynamic part.
+pub const HEADS_AT: usize = 128;
+/// The journal starts after the superblock.
+pub const JOURNAL_OFF: u64 = SUPER_LEN;
+/// The journal's header: `undo_len`, `batch`, `ranges`, reserved.
+pub const JOURNAL_HEAD: u64 = 64;
+/// Ranges the journal's list holds at most.
+pub const LIST_MAX: usize = 2048;
+/// Offset of the range list in the journal.
+pub const LIST_AT: u64 = JOURNAL_HEAD;
+/// Offset of the undo area in the journal.
+pub const UNDO_AT: u64 = LIST_AT + 16 * LIST_MAX as u64;
+/// Bytes of an undo record's header (offset, length).
+pub const UNDO_HEAD: u64 = 16;
+/// Bytes of an entry's header.
+pub const ENTRY_HEAD: u64 = 32;
+/// A bucket word: the generation in the top 16 bits, the first entry's offset below.
+pub const GEN_SHIFT: u32 = 48;
+/// The offset bits of a bucket word.
+pub const OFF_MASK: u64 = (1 << GEN_SHIFT) - 1;
+/// The highest generation; the next after it is 1.
+pub const GEN_MAX: u64 = 0xFFFF;
+/// Smallest region a store is made in.
+pub const MIN_REGION: u64 = 1 << 20;
+
+/// Entry kinds.
+pub const KIND_STRING: u8 = 1;
+/// A hash: the value is the field list (see [`crate::store::hash_blob`]).
+pub const KIND_HASH: u8 = 2;
+
+/// The fixed shape of a store, decided at format from the region's size alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Region bytes.
+    pub size: u64,
+    /// Bytes of the journal (header, range list, undo area).
+    pub journal_len: u64,
+    /// Offset of the bucket array.
+    pub bucket_off: u64,
+    /// Buckets (a power of two).
+    pub buckets: u64,
+    /// First heap byte (a multiple of 64).
+    pub heap_off: u64,
+    /// One past the last heap byte (a multiple of 16).
+    pub heap_end: u64,
+}
+
+fn round_up(v: u64, to: u64) -> u64 {
+    v.div_ceil(to) * to
+}
+
+impl Geometry {
+    /// The geometry a region of `size` bytes gets: a journal of size/64 (256 KiB to 64 MiB), a
+    /// bucket per 256 bytes (a power of two, at least 1024), the rest heap.
+    pub fn for_size(size: u64) -> Result<Geometry, StoreError> {
+        if size < MIN_REGION {
+            return Err(StoreError::Layout(format!(
+                "a region of {size} bytes is too small for mojim kv: it needs at least {MIN_REGION} \
+                 (1 MiB); make a larger one with mojim init --size"
+            )));
+        }
+        let journal_len = round_up((size / 64).clamp(256 << 10, 64 << 20), 4096);
+        let buckets = (size / 256).next_power_of_two().clamp(1024, 1 << 32);
+        let buckets = if buckets > size / 256 { buckets / 2 } else { buckets }.max(1024);
+        let bucket_off = JOURNAL_OFF + journal_len;
+        let heap_off = round_up(bucket_off + 8 * buckets, 64);
+        let heap_end = size / 16 * 16;
+        if heap_off + (64 << 10) > heap_end {
+            return Err(StoreError::Layout(format!("a region of {size} bytes leaves no room for a heap")));
+        }
+        Ok(Geometry { size, journal_len, bucket_off, buckets, heap_off, heap_end })
+    }
+
+    /// The static part of the superblock: magic, version, the geometry, then its CRC.
+    pub fn encode(&self) -> [u8; STATIC_LEN + 4] {
+        let mut b = [0u8; STATIC_LEN + 4];
+        b[0..8].copy_from_slice(&MAGIC);
+        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        for (i, v) in [
+            self.size,
+            JOURNAL_OFF,
+            self.journal_len,
+            self.bucket_off,
+            self.buckets,
+            self.heap_off,
+            self.heap_end,
+        ]
+        .iter()
+        .enumerate()
+        {
+            b[16 + 8 * i..24 + 8 * i].copy_from_slice(&v.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&b[..STATIC_LEN]);
+        b[STATIC_LEN..].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Checks a superblock's static part against a region of `size` bytes.
+    pub fn decode(b: &[u8; STATIC_LEN + 4], size: u64) -> Result<Geometry, StoreError> {
+        let word = |i: usize| u64::from_le_bytes(b[16 + 8 * i..24 + 8 * i].try_into().expect("8 bytes"));
+        if b[0..8] != MAGIC {
+            return Err(StoreError::NotKv(format!(
+                "region byte 0 holds {:02x?}, not mojim kv's magic \"MOJIM-KV\"",
+                &b[0..8]
+            )));
+        }
+        let version = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
+        if version != VERSION {
+            return Err(StoreError::Layout(format!(
+                "the region holds mojim kv layout version {version}; this build reads version {VERSION}"
+            )));
+        }
+        let crc = u32::from_le_bytes(b[STATIC_LEN..].try_into().expect("4 bytes"));
+        if crc != crc32c::crc32c(&b[..STATIC_LEN]) {
+            return Err(StoreError::Corrupt("the superblock's checksum does not match its fields".into()));
+        }
+        if word(0) != size {
+            return Err(StoreError::Layout(format!(
+                "the store was made in a region of {} bytes, but this region has {size}",
+                word(0)
+            )));
+        }
+        let g = Geometry::for_size(size)?;
+        let found = Geometry {
+            size: word(0),
+            journal_len: word(2),
+            bucket_off: word(3),
+            buckets: word(4),
+            heap_off: word(5),
+            heap_end: word(6),
+        };
+        if word(1) != JOURNAL_OFF || found != g {
+            return Err(StoreError::Corrupt(format!(
+                "the superblock's geometry {found:?} is not the one a region of {size} bytes gets ({g:?})"
+            )));
+        }
+        Ok(g)
+    }
+
+    /// Offset of bucket `b`'s word.
+    pub fn bucket(&self, b: u64) -> u64 {
+        self.bucket_off + 8 * b
+    }
+
+    /// Bytes of undo records the journal holds.
+    pub fn undo_capacity(&self) -> u64 {
+        self.journal_len - UNDO_AT
+    }
+
+    /// Whether `[off, off + len)` lies in the heap.
+    pub fn in_heap(&self, off: u64, len: u64) -> bool {
+        off >= self.heap_off && off.checked_add(len).is_some_and(|e| e <= self.heap_end)
+    }
+}
+
+/// Block bytes of each size class: 48, 64, …, 288 in steps of 16, then each a quarter larger
+/// than the one before, rounded up to 64.
+pub fn class_sizes() -> [u64; CLASSES] {
+    let mut s = [0u64; CLASSES];
+    for (i, slot) in s.iter_mut().enumerate() {
+        *slot = if i < 16 { 48 + 16 * i as u64 } else { 0 };
+    }
+    for i in 16..CLASSES {
+        s[i] = round_up(s[i - 1] + s[i - 1] / 4, 64).min(1 << 56);
+    }
+    s
+}
+
+/// The bucket of a key's hash: the hash's bits mixed (MurmurHash3's finaliser), masked.
+pub fn bucket_of(hash: u32, buckets: u64) -> u64 {
+    let mut h = hash;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^= h >> 16;
+    // Buckets above 2^32 take the high bits from a second mix.
+    let wide = (u64::from(h) << 32) | u64::from(h.rotate_left(16) ^ hash);
+    wide & (buckets - 1)
+}
+
+/// A key's hash: CRC32C.
+pub fn hash_key(key: &[u8]) -> u32 {
+    crc32c::crc32c(key)
+}
+
+/// An entry's header (region bytes `e .. e + 32`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct EntryHead {
+    /// The next entry in the bucket's chain (0: none); a free block's next free block.
+    pub next: u64,
+    /// When the key expires, in Unix milliseconds; 0: never.
+    pub expire_ms: u64,
+    /// CRC32C of the key.
+    pub hash: u32,
+    /// Key bytes.
+    pub klen: u32,
+    /// Value bytes.
+    pub vlen: u32,
+    /// [`KIND_STRING`] or [`KIND_HASH`].
+    pub kind: u8,
+    /// The block's size class.
+    pub class: u8,
+}
+
+impl EntryHead {
+    /// The 32 bytes.
+    pub fn encode(&self) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        b[0..8].copy_from_slice(&self.next.to_le_bytes());
+        b[8..16].copy_from_slice(&self.expire_ms.to_le_bytes());
+        b[16..20].copy_from_slice(&self.hash.to_le_bytes());
+        b[20..24].copy_from_slice(&self.klen.to_le_bytes());
+        b[24..28].copy_from_slice(&self.vlen.to_le_bytes());
+        b[28] = self.kind;
+        b[29] = self.class;
+        b
+    }
+
+    /// Reads 32 bytes.
+    pub fn decode(b: &[u8; 32]) -> EntryHead {
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        EntryHead {
+            next: u64_at(0),
+            expire_ms: u64_at(8),
+            hash: u32_at(16),
+            klen: u32_at(20),
+            vlen: u32_at(24),
+            kind: b[28],
+            class: b[29],
+        }
+    }
+
+    /// Whether the key has expired at `now_ms`.
+    pub fn expired(&self, now_ms: u64) -> bool {
+        self.expire_ms != 0 && now_ms >= self.expire_ms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_grow_and_stay_aligned() {
+        let s = class_sizes();
+        assert_eq!(&s[..3], &[48, 64, 80]);
+        assert_eq!(s[15], 288);
+        for w in s.windows(2) {
+            assert!(w[1] > w[0] && w[1] % 16 == 0, "{w:?}");
+        }
+        assert!(s[CLASSES - 1] >= 1 << 40);
+    }
+
+    #[test]
+    fn geometries() {
+        let g = Geometry::for_size(64 << 20).unwrap();
+        assert_eq!(g.journal_len, 1 << 20);
+        assert_eq!(g.buckets, 1 << 18);
+        assert!(g.heap_off.is_multiple_of(64) && g.heap_off >= g.bucket_off + 8 * g.buckets);
+        let b = g.encode();
+        assert_eq!(Geometry::decode(&b, 64 << 20).unwrap(), g);
+        assert!(Geometry::decode(&b, 32 << 20).unwrap_err().to_string().contains("67108864"));
+        let g = Geometry::for_size(1 << 20).unwrap();
+        assert_eq!(g.buckets, 4096);
+        assert!(Geometry::for_size(1000).unwrap_err().to_string().contains("1000"));
+        let g = Geometry::for_size((1 << 30) + 12345).unwrap();
+        assert_eq!(g.buckets, 1 << 22);
+    }
+
+    #[test]
+    fn buckets_spread() {
+        let n = 1 << 12;
+        let mut count = vec![0u32; n];
+        for i in 0..(n * 4) {
+            count[bucket_of(hash_key(format!("key:{i:012}").as_bytes()), n as u64) as usize] += 1;
+        }
+        assert!(*count.iter().max().unwrap() < 20, "max chain {}", count.iter().max().unwrap());
+    }
+
+    #[test]
+    fn format_md_says_what_the_code_does() {
+        let doc = include_str!("../../../../docs/FORMAT.md");
+        let sec = &doc[doc.find("## 11. Key-value store").expect("FORMAT.md has section 11")..];
+        let row = |field: &str| {
+            sec.lines()
+                .find(|l| l.contains(&format!("| `{field}` |")))
+                .unwrap_or_else(|| panic!("no row {field}"))
+        };
+        let off = |field: &str| -> u64 { row(field).split('|').nth(1).unwrap().trim().parse().unwrap() };
+        assert!(row("magic").contains(std::str::from_utf8(&MAGIC).unwrap()));
+        assert!(row("version").contains(&format!("| {VERSION} |")));
+        assert_eq!(off("crc"), CRC_OFF);
+        assert_eq!(off("heap_top"), DYN_OFF);
+        assert_eq!(off("heads"), DYN_OFF + HEADS_AT as u64);
+        assert!(sec.contains(&format!("| {} | 2816 | reserved |", DYN_OFF + DYN_LEN)));
+        assert!(row("heads").contains(&format!("8 × {CLASSES}")));
+        assert_eq!(off("undo_len"), 0);
+        assert!(sec.contains(&format!("| {UNDO_AT} | J − {UNDO_AT} | undo area |")));
+        assert!(sec.contains(&format!("| 64 | 16 × {LIST_MAX} | list |")));
+        assert_eq!(off("kind"), 28);
+        assert_eq!(off("class"), 29);
+        let e = EntryHead { next: 1, expire_ms: 2, hash: 3, klen: 4, vlen: 5, kind: 6, class: 7 }.encode();
+        assert_eq!((e[8], e[16], e[20], e[24], e[28], e[29]), (2, 3, 4, 5, 6, 7));
+        let s = class_sizes();
+        assert!(sec.contains(&format!("({}, {}, {}, {}, {}, ...", s[15], s[16], s[17], s[18], s[19])));
+    }
+}

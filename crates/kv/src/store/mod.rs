@@ -1,0 +1,246 @@
+//! The store: a hash table and an allocator laid out in a region (docs/FORMAT.md §11), changed
+//! in batches whose every change is named, so that the caller can make each batch one atomic
+//! `gmsync` group, and repaired at open from an undo journal inside the region.
+//!
+//! Use: [`Store::open`] (makes a store in a zeroed region, or repairs a cut batch), send
+//! [`Store::take_resend`] as one group, then per turn run commands ([`Store::find`],
+//! [`Store::put`], …, each between a [`Store::savepoint`] and, if it fails,
+//! [`Store::rollback_to`]), [`Store::seal`], send the group, and only then answer. A [`Found`]
+//! is valid until the next change to the table.
+
+mod alloc;
+mod dynamic;
+mod error;
+pub mod hash_blob;
+mod journal;
+pub mod layout;
+mod mem;
+mod table;
+#[cfg(test)]
+mod tests;
+
+pub use dynamic::Dynamic;
+pub use error::StoreError;
+pub use journal::{coalesce, Savepoint};
+pub use layout::{EntryHead, Geometry, KIND_HASH, KIND_STRING};
+pub use mem::{Mem, VecMem};
+pub use table::Found;
+
+use journal::Batch;
+use layout::{
+    class_sizes, CLASSES, CRC_OFF, DYN_LEN, DYN_OFF, GEN_SHIFT, JOURNAL_HEAD, JOURNAL_OFF, STATIC_LEN,
+    SUPER_LEN, VERSION,
+};
+use mojim::Range;
+
+/// What opening found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Opened {
+    /// The region held no store: one was made.
+    pub formatted: bool,
+    /// Undo records applied: a batch had been cut short by a crash.
+    pub undone: usize,
+    /// The last batch's number.
+    pub batch: u64,
+}
+
+/// A store in a memory.
+pub struct Store<M: Mem> {
+    mem: M,
+    geo: Geometry,
+    classes: [u64; CLASSES],
+    /// The state as the batch has it.
+    dy: Dynamic,
+    /// The state as the region holds it (the last sealed batch's).
+    committed: Dynamic,
+    batch: Batch,
+    batch_no: u64,
+    /// The group `seal` returns (reused).
+    group: Vec<Range>,
+    undo_buf: Vec<u8>,
+    key_buf: Vec<u8>,
+    resend: Vec<Range>,
+    opened: Opened,
+}
+
+impl<M: Mem> Store<M> {
+    /// Opens the store in `mem`: makes one if the superblock is all zero (or a making of one
+    /// was cut short), else checks it and undoes a batch a crash cut short. `max_ranges` is the
+    /// most ranges one group may have (`[limits] max_ranges`).
+    pub fn open(mem: M, max_ranges: usize) -> Result<Store<M>, StoreError> {
+        Store::open_with(mem, max_ranges, true).map(|s| s.expect("opening with format always gives a store"))
+    }
+
+    /// Undoes a batch a crash cut short, as [`Store::open`] does, but makes no store where there
+    /// is none (`None`): for the region file before the primary opens it, so that bytes are
+    /// only ever written there by a process that is the primary.
+    pub fn repair(mem: M, max_ranges: usize) -> Result<Option<Opened>, StoreError> {
+        Ok(Store::open_with(mem, max_ranges, false)?.map(|s| s.opened.clone()))
+    }
+
+    fn open_with(mem: M, max_ranges: usize, format: bool) -> Result<Option<Store<M>>, StoreError> {
+        let size = mem.size();
+        let mut page = vec![0u8; SUPER_LEN.min(size) as usize];
+        mem.read(0, &mut page)?;
+        let unfinished =
+            page[..8] == [0; 8] && page[8..12] == VERSION.to_le_bytes() && page[16..24] == size.to_le_bytes();
+        let mut opened = Opened::default();
+        if page.iter().all(|&b| b == 0) || unfinished {
+            if !format {
+                return Ok(None);
+            }
+            Store::format(&mem)?;
+            opened.formatted = true;
+        } else if page[..8] != layout::MAGIC {
+            let at = page.iter().position(|&b| b != 0).unwrap_or(0);
+            return Err(StoreError::NotKv(format!(
+                "the region's first page holds data (byte {at} is {:#04x}) but no mojim kv store (no magic \
+                 \"MOJIM-KV\" at byte 0)",
+                page[at]
+            )));
+        }
+        let mut stat = [0u8; STATIC_LEN + 4];
+        mem.read(0, &mut stat)?;
+        let geo = Geometry::decode(&stat, size)?;
+        let mut dyb = [0u8; DYN_LEN as usize];
+        mem.read(DYN_OFF, &mut dyb)?;
+        let dy = Dynamic::decode(&dyb);
+        let mut s = Store {
+            mem,
+            geo,
+            classes: class_sizes(),
+            committed: dy.clone(),
+            dy,
+            batch: Batch::default(),
+            batch_no: 0,
+            group: Vec::new(),
+            undo_buf: Vec::new(),
+            key_buf: Vec::new(),
+            resend: Vec::new(),
+            opened,
+        };
+        s.batch_no = s.read_u64(JOURNAL_OFF + 8)?;
+        if s.read_u64(JOURNAL_OFF)? != 0 {
+            s.opened.undone = s.roll_back_cut_batch(max_ranges)?;
+            s.mem.read(DYN_OFF, &mut dyb)?;
+            s.dy = Dynamic::decode(&dyb);
+            s.committed = s.dy.clone();
+        }
+        s.check_dynamic()?;
+        s.resend = s.listed_group()?;
+        s.opened.batch = s.batch_no;
+        Ok(Some(s))
+    }
+
+    fn check_dynamic(&self) -> Result<(), StoreError> {
+        let d = &self.dy;
+        let g = &self.geo;
+        if d.heap_top < g.heap_off || d.heap_top > g.heap_end || d.gen == 0 || d.gen > layout::GEN_MAX {
+            return Err(StoreError::Corrupt(format!(
+                "the superblock says heap top {} (heap {}..{}) and generation {}",
+                d.heap_top, g.heap_off, g.heap_end, d.gen
+            )));
+        }
+        for (c, &h) in d.heads.iter().enumerate() {
+            if h != 0 && !g.in_heap(h, self.classes[c]) {
+                return Err(StoreError::Corrupt(format!(
+                    "class {c}'s free list starts at {h}, outside the heap"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a new, empty store: the superblock (magic last) and an empty journal that lists
+    /// the superblock and itself, so the first open sends them.
+    fn format(mem: &M) -> Result<(), StoreError> {
+        let size = mem.size();
+        let geo = Geometry::for_size(size)?;
+        mem.write(0, &[0u8; 8])?;
+        let stat = geo.encode();
+        mem.write(8, &stat[8..])?;
+        debug_assert_eq!(CRC_OFF as usize, STATIC_LEN);
+        mem.write(DYN_OFF, &Dynamic::fresh(geo.heap_off).encode())?;
+        let mut head = [0u8; JOURNAL_HEAD as usize + 16];
+        head[16..24].copy_from_slice(&1u64.to_le_bytes());
+        head[JOURNAL_HEAD as usize..JOURNAL_HEAD as usize + 8].copy_from_slice(&0u64.to_le_bytes());
+        head[JOURNAL_HEAD as usize + 8..].copy_from_slice(&SUPER_LEN.to_le_bytes());
+        mem.write(JOURNAL_OFF, &head)?;
+        mem.write(0, &stat[..8])?;
+        Ok(())
+    }
+
+    /// What opening found and did.
+    pub fn opened(&self) -> &Opened {
+        &self.opened
+    }
+
+    /// The group to send before serving: the last batch's ranges, or those a repair restored.
+    pub fn take_resend(&mut self) -> Vec<Range> {
+        std::mem::take(&mut self.resend)
+    }
+
+    /// The memory underneath.
+    pub fn mem(&self) -> &M {
+        &self.mem
+    }
+
+    /// The store's geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// Keys in the table (expired ones not yet removed included).
+    pub fn keys(&self) -> u64 {
+        self.dy.keys
+    }
+
+    /// Bytes of the blocks holding entries.
+    pub fn used_bytes(&self) -> u64 {
+        self.dy.used
+    }
+
+    /// Bytes of the heap given out so far (the top), from its start.
+    pub fn heap_top_bytes(&self) -> u64 {
+        self.dy.heap_top - self.geo.heap_off
+    }
+
+    /// A range whose sending changes nothing (the journal's `undo_len`, 0 between batches):
+    /// a group of it is a barrier, acknowledged only by a mirror that still takes this
+    /// primary's groups.
+    pub fn barrier(&self) -> Range {
+        Range::new(JOURNAL_OFF, 8)
+    }
+
+    /// Whether old bucket words remain to be zeroed by [`Store::sweep`].
+    pub fn stale(&self) -> bool {
+        self.dy.stale != 0
+    }
+
+    /// Zeroes the bucket words of older generations among buckets `from .. from + max`
+    /// (logically they are empty already, so these stores need no undo and belong to no
+    /// batch); returns the next bucket (0 after the last) and the group to send. Call only
+    /// between batches. After the last bucket, the next batch records that none remain.
+    pub fn sweep(&mut self, from: u64, max: u64) -> Result<(u64, Vec<Range>), StoreError> {
+        assert!(!self.dirty(), "sweep inside a batch");
+        let end = (from + max).min(self.geo.buckets);
+        let mut words = vec![0u8; 8 * (end - from) as usize];
+        self.mem.read(self.geo.bucket(from), &mut words)?;
+        let mut raw = Vec::new();
+        for (i, w) in words.chunks_exact(8).enumerate() {
+            let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            if w != 0 && w >> GEN_SHIFT != self.dy.gen {
+                let at = self.geo.bucket(from + i as u64);
+                self.mem.write(at, &[0u8; 8])?;
+                raw.push((at, 8));
+            }
+        }
+        let mut group = Vec::new();
+        coalesce(&mut raw, 1000, &mut group);
+        if end >= self.geo.buckets {
+            self.dy.stale = 0;
+            return Ok((0, group));
+        }
+        Ok((end, group))
+    }
+}

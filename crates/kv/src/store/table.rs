@@ -1,0 +1,285 @@
+//! The hash table: buckets of chained entries, found by CRC32C of the key.
+//!
+//! Every change is copy-on-write at the entry: a new or changed value gets a new block, written
+//! fresh, and one in-place store of a link (the bucket word or the previous entry's `next`)
+//! publishes it; the old block is freed. In-place stores of an entry are its `next`, its
+//! expiry, and a value that fits its block (`APPEND` into the slack; `INCR`), each undo-logged.
+
+use super::error::StoreError;
+use super::layout::{bucket_of, hash_key, EntryHead, ENTRY_HEAD, GEN_MAX, GEN_SHIFT, OFF_MASK};
+use super::mem::Mem;
+use super::Store;
+
+/// An entry found in the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// Offset of the entry's block.
+    pub entry: u64,
+    /// Its header.
+    pub head: EntryHead,
+    /// The word that points at it: a bucket word, or the previous entry's `next`.
+    pub link: u64,
+    /// Whether `link` is a bucket word (which carries the generation).
+    pub link_is_bucket: bool,
+}
+
+impl Found {
+    /// Offset of the value's first byte.
+    pub fn value_off(&self) -> u64 {
+        self.entry + ENTRY_HEAD + u64::from(self.head.klen)
+    }
+}
+
+impl<M: Mem> Store<M> {
+    pub(crate) fn read_head(&self, e: u64) -> Result<EntryHead, StoreError> {
+        if !self.geo.in_heap(e, ENTRY_HEAD) {
+            return Err(StoreError::Corrupt(format!("a link points at {e}, outside the heap")));
+        }
+        let mut b = [0u8; 32];
+        self.mem.read(e, &mut b)?;
+        let h = EntryHead::decode(&b);
+        let size = self.classes.get(h.class as usize).copied().unwrap_or(0);
+        let len = ENTRY_HEAD + u64::from(h.klen) + u64::from(h.vlen);
+        if len > size || !self.geo.in_heap(e, size) {
+            return Err(StoreError::Corrupt(format!(
+                "the entry at {e} says class {} and {len} bytes, which do not fit",
+                h.class
+            )));
+        }
+        Ok(h)
+    }
+
+    /// The entry of `key`, expired or not.
+    pub fn find(&mut self, key: &[u8]) -> Result<Option<Found>, StoreError> {
+        let hash = hash_key(key);
+        let bucket = self.geo.bucket(bucket_of(hash, self.geo.buckets));
+        let word = self.read_u64(bucket)?;
+        if word >> GEN_SHIFT != self.dy.gen {
+            return Ok(None);
+        }
+        let (mut e, mut link, mut link_is_bucket) = (word & OFF_MASK, bucket, true);
+        let mut steps = 0u64;
+        while e != 0 {
+            let head = self.read_head(e)?;
+            if head.hash == hash && head.klen as usize == key.len() {
+                let mut k = std::mem::take(&mut self.key_buf);
+                k.resize(key.len(), 0);
+                let r = self.mem.read(e + ENTRY_HEAD, &mut k);
+                let same = k == key;
+                self.key_buf = k;
+                r?;
+                if same {
+                    return Ok(Some(Found { entry: e, head, link, link_is_bucket }));
+                }
+            }
+            steps += 1;
+            if steps > self.dy.keys + 1 {
+                return Err(StoreError::Corrupt(format!(
+                    "bucket chain at {bucket} is longer than the key count"
+                )));
+            }
+            (link, link_is_bucket, e) = (e, false, head.next);
+        }
+        Ok(None)
+    }
+
+    /// The live (not expired) entry of `key`.
+    pub fn get(&mut self, key: &[u8], now_ms: u64) -> Result<Option<Found>, StoreError> {
+        Ok(self.find(key)?.filter(|f| !f.head.expired(now_ms)))
+    }
+
+    fn set_link(&mut self, link: u64, is_bucket: bool, target: u64) -> Result<(), StoreError> {
+        let word = if is_bucket && target != 0 { self.dy.gen << GEN_SHIFT | target } else { target };
+        self.meta(link, &word.to_le_bytes())
+    }
+
+    /// Writes a new entry (the value given in parts, `spare` more bytes of room after it) and
+    /// links it in place of `old`, or at the head of its bucket. Returns it.
+    pub fn put(
+        &mut self,
+        key: &[u8],
+        kind: u8,
+        expire_ms: u64,
+        value: &[&[u8]],
+        spare: u64,
+        old: Option<&Found>,
+    ) -> Result<Found, StoreError> {
+        let vlen: u64 = value.iter().map(|p| p.len() as u64).sum();
+        if key.len() > u32::MAX as usize || vlen > u64::from(u32::MAX) {
+            return Err(StoreError::TooLarge(format!(
+                "an entry of a {}-byte key and {vlen}-byte value is larger than an entry may be (4 GiB)",
+                key.len()
+            )));
+        }
+        let hash = hash_key(key);
+        let need = ENTRY_HEAD + key.len() as u64 + vlen;
+        let block = match self.alloc(need + spare) {
+            Ok(b) => b,
+            Err(StoreError::Full { .. }) if spare > 0 => self.alloc(need)?,
+            Err(e) => return Err(e),
+        };
+        let (link, link_is_bucket, next) = match old {
+            Some(o) => (o.link, o.link_is_bucket, o.head.next),
+            None => {
+                let bucket = self.geo.bucket(bucket_of(hash, self.geo.buckets));
+                let word = self.read_u64(bucket)?;
+                let next = if word >> GEN_SHIFT == self.dy.gen { word & OFF_MASK } else { 0 };
+                (bucket, true, next)
+            }
+        };
+        let head = EntryHead {
+            next,
+            expire_ms,
+            hash,
+            klen: key.len() as u32,
+            vlen: vlen as u32,
+            kind,
+            class: block.class,
+        };
+        let mut buf = std::mem::take(&mut self.key_buf);
+        buf.clear();
+        buf.extend_from_slice(&head.encode());
+        buf.extend_from_slice(key);
+        let e = block.off;
+        let r = if block.untouched {
+            self.fresh(e, &buf)
+        } else {
+            self.fresh(e + 8, &buf[8..]).and_then(|()| self.meta(e, &next.to_le_bytes()))
+        };
+        self.key_buf = buf;
+        r?;
+        let mut at = e + ENTRY_HEAD + key.len() as u64;
+        for p in value {
+            self.fresh(at, p)?;
+            at += p.len() as u64;
+        }
+        self.set_link(link, link_is_bucket, e)?;
+        match old {
+            Some(o) => self.free(o.entry, o.head.class)?,
+            None => self.dy.keys += 1,
+        }
+        Ok(Found { entry: e, head, link, link_is_bucket })
+    }
+
+    /// Unlinks and frees an entry.
+    pub fn remove(&mut self, f: &Found) -> Result<(), StoreError> {
+        self.set_link(f.link, f.link_is_bucket, f.head.next)?;
+        self.free(f.entry, f.head.class)?;
+        self.dy.keys = self.dy.keys.saturating_sub(1);
+        Ok(())
+    }
+
+    /// Sets an entry's expiry (0: never), in place.
+    pub fn set_expire(&mut self, f: &mut Found, expire_ms: u64) -> Result<(), StoreError> {
+        self.meta(f.entry + 8, &expire_ms.to_le_bytes())?;
+        f.head.expire_ms = expire_ms;
+        Ok(())
+    }
+
+    /// Room after the value in the entry's block.
+    pub fn slack(&self, f: &Found) -> u64 {
+        self.class_size(f.head.class) - (ENTRY_HEAD + u64::from(f.head.klen) + u64::from(f.head.vlen))
+    }
+
+    /// Appends `more` to the value in the block's slack (the caller checked it fits).
+    pub fn append_in_place(&mut self, f: &mut Found, more: &[u8]) -> Result<(), StoreError> {
+        debug_assert!(more.len() as u64 <= self.slack(f));
+        self.fresh(f.value_off() + u64::from(f.head.vlen), more)?;
+        let vlen = f.head.vlen + more.len() as u32;
+        self.meta(f.entry + 24, &vlen.to_le_bytes())?;
+        f.head.vlen = vlen;
+        Ok(())
+    }
+
+    /// Replaces a short value with `value` in its block (the caller checked it fits).
+    pub fn overwrite_in_place(&mut self, f: &mut Found, value: &[u8]) -> Result<(), StoreError> {
+        self.meta(f.value_off(), value)?;
+        if value.len() as u32 != f.head.vlen {
+            self.meta(f.entry + 24, &(value.len() as u32).to_le_bytes())?;
+            f.head.vlen = value.len() as u32;
+        }
+        Ok(())
+    }
+
+    /// Copies `len` value bytes from `at` (relative to the value) into `out`.
+    pub fn read_value(&self, f: &Found, at: u64, out: &mut [u8]) -> Result<(), StoreError> {
+        self.mem.read(f.value_off() + at, out)
+    }
+
+    /// Appends the whole value to `out`.
+    pub fn value_into(&self, f: &Found, out: &mut Vec<u8>) -> Result<(), StoreError> {
+        let start = out.len();
+        out.resize(start + f.head.vlen as usize, 0);
+        self.mem.read(f.value_off(), &mut out[start..])
+    }
+
+    /// The key of an entry, into `out` (cleared first).
+    pub fn key_into(&self, e: u64, head: &EntryHead, out: &mut Vec<u8>) -> Result<(), StoreError> {
+        out.clear();
+        out.resize(head.klen as usize, 0);
+        self.mem.read(e + ENTRY_HEAD, out)
+    }
+
+    /// Empties the table: a new bucket generation (every bucket word of the old one reads as
+    /// empty), an empty heap. The old words are zeroed later by [`Store::sweep`].
+    pub fn flush(&mut self) {
+        self.dy.gen = if self.dy.gen >= GEN_MAX { 1 } else { self.dy.gen + 1 };
+        self.dy.heap_top = self.geo.heap_off;
+        self.dy.keys = 0;
+        self.dy.used = 0;
+        self.dy.stale = 1;
+        self.dy.heads = [0; super::layout::CLASSES];
+        self.batch.frees.clear();
+        self.batch.flushed = true;
+    }
+
+    /// Calls `f(entry, head)` for every entry of bucket `b` (expired ones too).
+    pub fn bucket_entries(
+        &mut self,
+        b: u64,
+        mut f: impl FnMut(&mut Self, u64, &EntryHead) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let word = self.read_u64(self.geo.bucket(b))?;
+        if word >> GEN_SHIFT != self.dy.gen {
+            return Ok(());
+        }
+        let mut e = word & OFF_MASK;
+        let mut steps = 0u64;
+        while e != 0 {
+            let head = self.read_head(e)?;
+            f(self, e, &head)?;
+            steps += 1;
+            if steps > self.dy.keys + 1 {
+                return Err(StoreError::Corrupt(format!("bucket {b}'s chain is longer than the key count")));
+            }
+            e = head.next;
+        }
+        Ok(())
+    }
+
+    /// Removes the expired entries of buckets `from ..` (at most `max` buckets); returns the
+    /// next bucket to look at (0 after the last) and how many were removed.
+    pub fn expire_buckets(&mut self, from: u64, max: u64, now_ms: u64) -> Result<(u64, u64), StoreError> {
+        let end = (from + max).min(self.geo.buckets);
+        let mut removed = 0;
+        let mut victims = Vec::new();
+        for b in from..end {
+            victims.clear();
+            self.bucket_entries(b, |s, e, h| {
+                if h.expired(now_ms) {
+                    let mut k = Vec::new();
+                    s.key_into(e, h, &mut k)?;
+                    victims.push(k);
+                }
+                Ok(())
+            })?;
+            for k in &victims {
+                if let Some(f) = self.find(k)? {
+                    self.remove(&f)?;
+                    removed += 1;
+                }
+            }
+        }
+        Ok((if end >= self.geo.buckets { 0 } else { end }, removed))
+    }
+}
