@@ -344,13 +344,8 @@ fn bad_flags_are_refused_naming_the_value_before_anything_starts() {
     assert!(leftovers(dir.path()).is_empty(), "left behind: {:?}", leftovers(dir.path()));
 }
 
-/// Whether the mojim under test has the `kv` server.
-fn has_kv_server() -> bool {
-    Command::new(common::exe()).args(["kv", "--help"]).output().expect("run mojim").status.success()
-}
-
 #[test]
-fn mojim_sync_runs_mojim_kv_or_says_it_is_missing() {
+fn mojim_sync_runs_mojim_kv_with_a_mirror_and_measures_every_workload() {
     let dir = TempDir::new("kv-mojim");
     let d = dir.path().to_str().expect("utf-8 path");
     let out = Command::new(common::exe())
@@ -361,23 +356,15 @@ fn mojim_sync_runs_mojim_kv_or_says_it_is_missing() {
         .expect("run mojim");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    if has_kv_server() {
-        assert!(out.status.success(), "{stderr}");
-        for w in ALL_WORKLOADS.iter().map(|w| w.name()) {
-            assert!(
-                stdout.lines().any(|l| l.contains("\"target\":\"mojim-sync\"")
-                    && l.contains(&format!("\"workload\":\"{w}\""))),
-                "no mojim-sync {w} line:\n{stdout}"
-            );
-        }
-    } else {
-        assert!(!out.status.success(), "ran without a kv server:\n{stdout}");
+    assert!(out.status.success(), "{stderr}");
+    for w in ALL_WORKLOADS.iter().map(|w| w.name()) {
         assert!(
-            stderr.contains("mojim-sync needs `mojim kv`")
-                && stderr.contains("leave mojim-sync out of --targets"),
-            "{stderr}"
+            stdout
+                .lines()
+                .any(|l| l.contains("\"target\":\"mojim-sync\"")
+                    && l.contains(&format!("\"workload\":\"{w}\""))),
+            "no mojim-sync {w} line:\n{stdout}"
         );
-        assert!(!stderr.contains("kv: starting"), "started servers first:\n{stderr}");
     }
     assert!(leftovers(dir.path()).is_empty(), "left behind: {:?}", leftovers(dir.path()));
 }
