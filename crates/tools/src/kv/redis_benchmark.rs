@@ -58,7 +58,10 @@ pub fn run(inv: &Invocation) -> Result<Vec<Row>> {
     let mut out = cmd.output().map_err(Error::io(format!("run {}", inv.bin.display())))?;
     // redis-benchmark gives up when its connections are reset (seen once on a loaded machine,
     // against a server that went on serving): once, it is run again, and says so.
-    if !out.status.success() && String::from_utf8_lossy(&out.stdout).contains("All clients disconnected") {
+    let gave_up = |o: &std::process::Output| {
+        [&o.stdout, &o.stderr].iter().any(|b| String::from_utf8_lossy(b).contains("All clients disconnected"))
+    };
+    if !out.status.success() && gave_up(&out) {
         eprintln!("kv: {shown}: its clients were disconnected; running it once more");
         out = cmd.output().map_err(Error::io(format!("run {}", inv.bin.display())))?;
     }
