@@ -33,6 +33,7 @@ fn start(target: Target, dir: &Path, janitor: &mut Janitor) -> Server {
         disk_dir: dir,
         region_size: 1 << 20,
         kv_args: &[],
+        busy_poll_us: 0,
     };
     targets::start(target, &env, "test", janitor).unwrap_or_else(|e| panic!("start {}: {e}", target.name()))
 }

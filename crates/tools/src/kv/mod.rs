@@ -190,6 +190,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         disk_dir: &a.disk_dir,
         region_size: a.region_size,
         kv_args: &k.kv_args,
+        busy_poll_us: a.busy_poll_us,
     };
     for t in &targets {
         eprintln!("kv: starting {}", t.name());

@@ -75,6 +75,8 @@ pub struct Env<'a> {
     pub region_size: u64,
     /// Extra arguments for `mojim kv`.
     pub kv_args: &'a [String],
+    /// `--busy-poll-us`: mojim-sync's primary and mirror poll this long before sleeping.
+    pub busy_poll_us: u64,
 }
 
 /// A process of a server: killed, reaped and forgotten by the janitor when dropped.
@@ -342,8 +344,9 @@ fn mojim_kv(env: &Env, dir: &Path, janitor: &mut Janitor) -> Result<(Vec<Proc>, 
     mojim::create_region(&dir.join("region.mojim"), id)?;
     let cfg_path = dir.join("mojim.toml");
     let secret = format!("mojim-bench-kv-{}", std::process::id());
-    write_private(&cfg_path, &template(&id.uuid, id.size, &secret, "127.0.0.1:0"))
-        .map_err(Error::io("write the configuration"))?;
+    let text = template(&id.uuid, id.size, &secret, "127.0.0.1:0")
+        .replace("busy_poll_us = 0", &format!("busy_poll_us = {}", env.busy_poll_us));
+    write_private(&cfg_path, &text).map_err(Error::io("write the configuration"))?;
     let cfg_s =
         cfg_path.to_str().ok_or_else(|| Error::Config(format!("{} is not UTF-8", cfg_path.display())))?;
     let mirror_dir = dir.join("mirror");
