@@ -26,9 +26,11 @@ use std::time::{Duration, Instant};
 const CLIENTS: usize = 5;
 const KEYS: u64 = 3;
 /// Operations answered between two faults (and after the last).
-const OPS_PER_PHASE: u64 = 1500;
+const OPS_PER_PHASE: u64 = 2000;
+/// Restarts of the primary's server on its own region before the promotion.
+const RESTARTS: usize = 3;
 /// How long a client waits for one reply before it counts the outcome as unknown.
-const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A connection that reports every failure instead of panicking.
 struct Conn {
@@ -197,84 +199,145 @@ fn history_path(seed: u64) -> PathBuf {
     std::env::temp_dir().join(format!("mojim-kv-history-{}-{seed}.json", std::process::id()))
 }
 
+/// A running workload: the clients' threads and what they share.
+struct Workload {
+    sh: Arc<Shared>,
+    clients: Vec<std::thread::JoinHandle<Vec<Op>>>,
+    seed: u64,
+}
+
+impl Workload {
+    /// Starts the clients, each seeded from `seed`, against the primary among `nodes`.
+    fn start(seed: u64, nodes: Vec<String>) -> Workload {
+        let sh = Arc::new(Shared {
+            t0: Instant::now(),
+            stop: AtomicBool::new(false),
+            answered: AtomicU64::new(0),
+            processes: AtomicUsize::new(0),
+            nodes,
+        });
+        let clients = (0..CLIENTS)
+            .map(|i| {
+                let sh = sh.clone();
+                let s = seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                std::thread::spawn(move || client(sh, s))
+            })
+            .collect();
+        Workload { sh, clients, seed }
+    }
+
+    /// Stops the clients and checks their history with `checker`; `faults` says what was done.
+    fn check(self, checker: &std::path::Path, faults: &str) {
+        let Workload { sh, clients, seed } = self;
+        sh.stop.store(true, Ordering::Relaxed);
+        let mut ops: Vec<Op> =
+            clients.into_iter().flat_map(|t| t.join().expect("a client panicked")).collect();
+        let ran = sh.t0.elapsed();
+        ops.sort_by_key(|o| o.call);
+        let pending = ops.iter().filter(|o| o.ret.is_none()).count();
+        let path = history_path(seed);
+        std::fs::write(&path, to_json(&ops)).expect("write the history");
+        let html = path.with_extension("html");
+        let t = Instant::now();
+        let v = check(checker, &path, &html);
+        println!(
+            "{} operations ({pending} unknown) by {CLIENTS} clients on {KEYS} keys in {ran:?}, {faults}; \
+             checked in {:?}: {}",
+            ops.len(),
+            t.elapsed(),
+            v.output.trim()
+        );
+        match v.code {
+            0 => {
+                let _ = std::fs::remove_file(&path);
+            }
+            1 => panic!(
+                "not linearizable (seed {seed}, replay with MOJIM_TEST_SEED={seed}): history kept in {}, \
+                 Porcupine's visualization in {}\n{}",
+                path.display(),
+                html.display(),
+                v.output
+            ),
+            _ => panic!(
+                "porcupine-check could not judge the history {} (seed {seed}): {}",
+                path.display(),
+                v.output
+            ),
+        }
+    }
+}
+
+/// The cluster of both tests: the primary's region, a mirror `m` feeding a backup `b`.
+fn cluster(test: &str, read_barrier: bool) -> (Cluster, ChildNode, ChildNode) {
+    let c = Cluster::new(test, 16 << 20, |f| {
+        f.cluster.heartbeat_interval_ms = 50;
+        f.cluster.heartbeat_timeout_ms = 1500;
+        f.kv.sentinel_name = "mojim".into();
+        f.kv.read_barrier = read_barrier;
+    });
+    let backup = node(&c, "b", &[]);
+    let mirror = node(&c, "m", &[backup.addr()]);
+    (c, backup, mirror)
+}
+
 #[test]
 fn kv_histories_under_kill_9_and_promotion_are_linearizable() {
     let Some(go) = go() else { return };
     let tools = TempDir::new("kv-linearizable-tools");
     let checker = build_checker(&go, tools.path());
     let seed = seed("kv_linearizable");
-
     let (first, second) = (free_port(), free_port());
-    let c = Cluster::new("kv-linearizable", 16 << 20, |f| {
-        f.cluster.heartbeat_interval_ms = 50;
-        f.cluster.heartbeat_timeout_ms = 1500;
-        f.kv.sentinel_name = "mojim".into();
-    });
-    let backup = node(&c, "b", &[]);
-    let mirror = node(&c, "m", &[backup.addr()]);
+    let (c, backup, mirror) = cluster("kv-linearizable", false);
     let mut kv = start_primary(&c, &first, mirror.addr());
+    let w = Workload::start(seed, vec![first.clone(), second.clone()]);
 
-    let sh = Arc::new(Shared {
-        t0: Instant::now(),
-        stop: AtomicBool::new(false),
-        answered: AtomicU64::new(0),
-        processes: AtomicUsize::new(0),
-        nodes: vec![first.clone(), second.clone()],
-    });
-    let started = Instant::now();
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|i| {
-            let sh = sh.clone();
-            let s = seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            std::thread::spawn(move || client(sh, s))
-        })
-        .collect();
-
-    // Fault 1: the primary's server is killed and restarted on the same region.
-    progress(&sh, OPS_PER_PHASE);
-    kv.kill();
-    let mut kv = start_primary(&c, &first, mirror.addr());
-    // Fault 2: the primary's node is lost; the mirror is promoted and serves.
-    progress(&sh, OPS_PER_PHASE);
+    // The primary's server is killed and restarted on the same region, a few times.
+    for _ in 0..RESTARTS {
+        progress(&w.sh, OPS_PER_PHASE);
+        kv.kill();
+        kv = start_primary(&c, &first, mirror.addr());
+    }
+    // Then the primary's node is lost; the mirror is promoted and serves.
+    progress(&w.sh, OPS_PER_PHASE);
     kv.kill();
     promote(&c, mirror.addr(), &[backup.addr()]);
     let promoted = start_kv_on_promoted(&c, "m", backup.addr(), &["--listen", &second]);
-    progress(&sh, OPS_PER_PHASE);
-    sh.stop.store(true, Ordering::Relaxed);
-    let mut ops: Vec<Op> = clients.into_iter().flat_map(|t| t.join().expect("a client panicked")).collect();
-    let ran = started.elapsed();
-    ops.sort_by_key(|o| o.call);
-    let pending = ops.iter().filter(|o| o.ret.is_none()).count();
-
-    let path = history_path(seed);
-    std::fs::write(&path, to_json(&ops)).expect("write the history");
-    let html = path.with_extension("html");
-    let t = Instant::now();
-    let v = check(&checker, &path, &html);
-    println!(
-        "{} operations ({pending} unknown) by {CLIENTS} clients on {KEYS} keys in {ran:?}, 2 faults; \
-         checked in {:?}: {}",
-        ops.len(),
-        t.elapsed(),
-        v.output.trim()
+    progress(&w.sh, OPS_PER_PHASE);
+    w.check(
+        &checker,
+        &format!("{} faults ({RESTARTS} kill -9 and restart, kill -9 and promotion)", RESTARTS + 1),
     );
-    match v.code {
-        0 => {
-            let _ = std::fs::remove_file(&path);
-        }
-        1 => panic!(
-            "not linearizable (seed {seed}, replay with MOJIM_TEST_SEED={seed}): history kept in {}, \
-             Porcupine's visualization in {}\n{}",
-            path.display(),
-            html.display(),
-            v.output
-        ),
-        _ => panic!(
-            "porcupine-check could not judge the history {} (seed {seed}): {}",
-            path.display(),
-            v.output
-        ),
-    }
+    drop(promoted);
+    drop(mirror);
+}
+
+/// The primary is cut off (frozen with SIGSTOP: it holds its connections and answers nothing,
+/// as in a partition), the mirror promoted, and the old primary comes back while clients
+/// still wait on it: with `[kv] read_barrier` it must answer neither a write nor a read from
+/// its old state.
+#[test]
+fn kv_histories_across_a_cut_off_primary_replaced_by_promotion_are_linearizable() {
+    let Some(go) = go() else { return };
+    let tools = TempDir::new("kv-linearizable-cut-tools");
+    let checker = build_checker(&go, tools.path());
+    let seed = seed("kv_linearizable_cut_off");
+    let (first, second) = (free_port(), free_port());
+    let (c, backup, mirror) = cluster("kv-linearizable-cut", true);
+    let mut kv = start_primary(&c, &first, mirror.addr());
+    let w = Workload::start(seed, vec![first.clone(), second.clone()]);
+
+    progress(&w.sh, OPS_PER_PHASE);
+    kv.freeze().expect("SIGSTOP the primary");
+    promote(&c, mirror.addr(), &[backup.addr()]);
+    let promoted = start_kv_on_promoted(&c, "m", backup.addr(), &["--listen", &second]);
+    // Back before its clients give up on it: what it still answers is in the history.
+    kv.thaw().expect("SIGCONT the old primary");
+    progress(&w.sh, 2 * OPS_PER_PHASE);
+    let old = match kv.wait_exit(Duration::ZERO) {
+        Some(s) => format!("the old primary stopped ({s})"),
+        None => "the old primary still runs".to_string(),
+    };
+    w.check(&checker, &format!("1 fault (cut off, promotion, back); {old}"));
     drop(promoted);
     drop(mirror);
 }
