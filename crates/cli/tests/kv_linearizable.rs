@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 const CLIENTS: usize = 5;
 const KEYS: u64 = 3;
 /// Operations answered between two faults (and after the last).
-const OPS_PER_PHASE: u64 = 2000;
+const OPS_PER_PHASE: u64 = 3000;
 /// Restarts of the primary's server on its own region before the promotion.
-const RESTARTS: usize = 3;
+const RESTARTS: usize = 8;
 /// How long a client waits for one reply before it counts the outcome as unknown.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
 
