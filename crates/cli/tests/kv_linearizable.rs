@@ -317,17 +317,19 @@ impl Workload {
     }
 }
 
-/// The cluster of both tests: the primary's region, a mirror `m` feeding a backup `b`.
-fn cluster(test: &str, read_barrier: bool) -> (Cluster, ChildNode, ChildNode) {
+/// The cluster of the tests: the primary's region, a mirror `m` feeding a backup `b`, which
+/// feeds `d` (the mirror of a second promotion). The nodes are returned last first.
+fn cluster(test: &str, read_barrier: bool) -> (Cluster, ChildNode, ChildNode, ChildNode) {
     let c = Cluster::new(test, 16 << 20, |f| {
         f.cluster.heartbeat_interval_ms = 50;
         f.cluster.heartbeat_timeout_ms = 1500;
         f.kv.sentinel_name = "mojim".into();
         f.kv.read_barrier = read_barrier;
     });
-    let backup = node(&c, "b", &[]);
+    let last = node(&c, "d", &[]);
+    let backup = node(&c, "b", &[last.addr()]);
     let mirror = node(&c, "m", &[backup.addr()]);
-    (c, backup, mirror)
+    (c, last, backup, mirror)
 }
 
 #[test]
@@ -336,10 +338,10 @@ fn kv_histories_under_kill_9_and_promotion_are_linearizable() {
     let tools = TempDir::new("kv-linearizable-tools");
     let checker = build_checker(&go, tools.path());
     let seed = seed("kv_linearizable");
-    let (first, second) = (free_port(), free_port());
-    let (c, backup, mirror) = cluster("kv-linearizable", false);
+    let (first, second, third) = (free_port(), free_port(), free_port());
+    let (c, last, backup, mirror) = cluster("kv-linearizable", false);
     let mut kv = start_primary(&c, &first, mirror.addr());
-    let w = Workload::start(seed, vec![first.clone(), second.clone()]);
+    let w = Workload::start(seed, vec![first.clone(), second.clone(), third.clone()]);
 
     // The primary's server is killed and restarted on the same region, a few times.
     for _ in 0..RESTARTS {
@@ -351,14 +353,20 @@ fn kv_histories_under_kill_9_and_promotion_are_linearizable() {
     progress(&w.sh, OPS_PER_PHASE);
     kv.kill();
     promote(&c, mirror.addr(), &[backup.addr()]);
-    let promoted = start_kv_on_promoted(&c, "m", backup.addr(), &["--listen", &second]);
+    let mut promoted = start_kv_on_promoted(&c, "m", backup.addr(), &["--listen", &second]);
+    // And the new primary's is lost too: its mirror, the former backup, is promoted.
+    progress(&w.sh, OPS_PER_PHASE);
+    promoted.kill();
+    promote(&c, backup.addr(), &[last.addr()]);
+    let promoted = start_kv_on_promoted(&c, "b", last.addr(), &["--listen", &third]);
     progress(&w.sh, OPS_PER_PHASE);
     w.check(
         &checker,
-        &format!("{} faults ({RESTARTS} kill -9 and restart, kill -9 and promotion)", RESTARTS + 1),
+        &format!("{} faults ({RESTARTS} kill -9 and restart, 2 kill -9 and promotion)", RESTARTS + 2),
     );
     drop(promoted);
     drop(mirror);
+    drop(backup);
 }
 
 /// The primary is cut off (frozen with SIGSTOP: it holds its connections and answers nothing,
@@ -372,7 +380,7 @@ fn kv_histories_across_a_cut_off_primary_replaced_by_promotion_are_linearizable(
     let checker = build_checker(&go, tools.path());
     let seed = seed("kv_linearizable_cut_off");
     let (first, second) = (free_port(), free_port());
-    let (c, backup, mirror) = cluster("kv-linearizable-cut", true);
+    let (c, _last, backup, mirror) = cluster("kv-linearizable-cut", true);
     let mut kv = start_primary(&c, &first, mirror.addr());
     let w = Workload::start(seed, vec![first.clone(), second.clone()]);
 
@@ -465,7 +473,7 @@ fn split_brain(test: &str, read_barrier: bool) {
     let checker = build_checker(&go, tools.path());
     let seed = seed(test);
     let (first, second) = (free_port(), free_port());
-    let (c, backup, mirror) = cluster(test, read_barrier);
+    let (c, _last, backup, mirror) = cluster(test, read_barrier);
     let mut kv = start_primary(&c, &first, mirror.addr());
     let mut stale = Conn::open(&first).expect("connect to the primary");
     // The new primary's address comes first: once it serves, the clients find it there.
