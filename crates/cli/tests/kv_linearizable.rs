@@ -12,6 +12,7 @@
 mod common;
 
 use common::kv::{node, promote, start_kv_on_promoted, wait_for};
+use common::netns::Netns;
 use common::porcupine::{build_checker, check, go, to_json, Kind, Op};
 use common::{exe, seed, Cluster, Rng, TempDir, WAIT};
 use mojim_kv::resp::{decode, encode_request, Limits, Value};
@@ -512,4 +513,88 @@ fn split_brain_with_the_read_barrier_is_linearizable() {
 #[test]
 fn split_brain_without_the_read_barrier_is_caught() {
     split_brain("kv-split-no-barrier", false);
+}
+
+/// `mojim args...` in site `i`'s network namespace, ready (retried while a promotion ends).
+fn spawn_in(net: &Netns, i: usize, args: &[&str]) -> ChildNode {
+    let ns = net.name(i);
+    let mut a = vec!["netns", "exec", &ns, exe().to_str().expect("utf-8")];
+    a.extend_from_slice(args);
+    wait_for("a process in its namespace to start", || ChildNode::spawn(std::path::Path::new("ip"), &a).ok())
+}
+
+/// A real partition: the primary (site 0) is cut off from its mirror (site 1) by blackhole
+/// routes while the clients, here, still reach both; the operator promotes the mirror, the
+/// clients move to it, and one client still reads on the old primary. Checked as
+/// [`split_brain`] is; then the partition heals.
+fn partitioned(test: &str, read_barrier: bool) {
+    let Some(go) = go() else { return };
+    let mut net = match Netns::create(3) {
+        Ok(n) => n,
+        Err(e) => {
+            common::skip(&format!("no network namespaces: {e}"));
+            return;
+        }
+    };
+    let tools = TempDir::new(&format!("{test}-tools"));
+    let checker = build_checker(&go, tools.path());
+    let seed = seed(test);
+    let c = Cluster::new(test, 16 << 20, |f| {
+        f.cluster.heartbeat_interval_ms = 50;
+        f.cluster.heartbeat_timeout_ms = 1500;
+        f.kv.sentinel_name = "mojim".into();
+        f.kv.read_barrier = read_barrier;
+    });
+    let cfg = c.cfg_path.to_str().expect("utf-8").to_string();
+    let dir = |n: &str| c.dir.path().join(n).to_str().expect("utf-8").to_string();
+    let ips: Vec<String> = (0..3).map(|i| net.ip_of(i)).collect();
+    let node_addr = |i: usize| format!("{}:7420", ips[i]);
+    let kv_addr = |i: usize| format!("{}:6379", ips[i]);
+    let (b, m) = (dir("b"), dir("m"));
+    let _backup = spawn_in(&net, 2, &["serve", "--config", &cfg, "--listen", &node_addr(2), "--dir", &b]);
+    let mirror_args =
+        ["serve", "--config", &cfg, "--listen", &node_addr(1), "--dir", &m, "--backup", &node_addr(2)];
+    let _mirror = spawn_in(&net, 1, &mirror_args);
+    let mut kv =
+        spawn_in(&net, 0, &["kv", "--config", &cfg, "--listen", &kv_addr(0), "--mirror", &node_addr(1)]);
+    let mut stale = Conn::open(&kv_addr(0)).expect("connect to the primary");
+    let w = Workload::start(seed, vec![kv_addr(1), kv_addr(0)]);
+    progress(&w.sh, OPS_PER_PHASE);
+    w.pause();
+    net.partition(0, 1).expect("cut the primary off from its mirror");
+    promote(&c, &node_addr(1), &[&node_addr(2)]);
+    let region = format!("{m}/data.mojim");
+    let promoted = spawn_in(
+        &net,
+        1,
+        &["kv", "--config", &cfg, "--region", &region, "--mirror", &node_addr(2), "--listen", &kv_addr(1)],
+    );
+    w.resume();
+    progress(&w.sh, OPS_PER_PHASE);
+    let reads = reads_on(&mut stale, &w.sh);
+    let answered = reads.len();
+    net.heal().expect("heal the partition");
+    let old = match kv.wait_exit(if read_barrier { WAIT } else { Duration::ZERO }) {
+        Some(s) => format!("after healing the old primary stopped ({s})"),
+        None => "after healing the old primary still runs".to_string(),
+    };
+    let faults = format!("partition and promotion; {answered} reads answered on the cut-off primary, {old}");
+    w.check_with(&checker, &faults, reads, read_barrier);
+    if read_barrier {
+        assert_eq!(answered, 0, "the cut-off primary answered reads");
+    }
+    kv.kill();
+    drop(promoted);
+}
+
+/// With `[kv] read_barrier`, the cut-off primary answers no read: linearizable.
+#[test]
+fn partition_with_the_read_barrier_is_linearizable() {
+    partitioned("kv-part-barrier", true);
+}
+
+/// Without it, the cut-off primary answers reads from its old state, and Porcupine says so.
+#[test]
+fn partition_without_the_read_barrier_is_caught() {
+    partitioned("kv-part-no-barrier", false);
 }
