@@ -5,6 +5,7 @@
 
 pub mod c;
 pub mod kv;
+pub mod kv_workload;
 pub mod netns;
 pub mod porcupine;
 pub mod raw;
