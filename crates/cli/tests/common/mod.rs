@@ -5,6 +5,9 @@
 
 pub mod c;
 pub mod kv;
+pub mod kv_workload;
+pub mod netns;
+pub mod porcupine;
 pub mod raw;
 pub mod storage;
 
