@@ -19,3 +19,4 @@ pub mod matrix;
 pub mod plot;
 pub mod rvm;
 pub mod transact;
+pub mod whisper;
