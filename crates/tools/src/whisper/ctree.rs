@@ -260,7 +260,7 @@ mod tests {
             let key = if i % 3 == 0 { rng.next() } else { rng.next() % 500 };
             match rng.next() % 5 {
                 0 => {
-                    let from = if rng.next() % 2 == 0 { rng.next() % 600 } else { rng.next() };
+                    let from = if rng.next().is_multiple_of(2) { rng.next() % 600 } else { rng.next() };
                     let want: Vec<_> = reference.range(from..).take(16).map(|(k, v)| (*k, *v)).collect();
                     assert_eq!(t.range(&m, from, 16).unwrap(), want, "range from {from} at op {i}");
                 }

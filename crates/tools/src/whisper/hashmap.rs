@@ -177,7 +177,7 @@ mod tests {
         let mut rng = XorShift(0x1234_5678_9ABC_DEF1);
         for i in 0..3000u64 {
             let key = rng.next() % 300;
-            if rng.next() % 4 == 0 {
+            if rng.next().is_multiple_of(4) {
                 assert_eq!(h.get(&m, key).unwrap(), reference.get(&key).cloned(), "get {key} at op {i}");
             } else {
                 let v = format!("v{i}-{}", rng.next() % 1000).into_bytes();

@@ -108,7 +108,7 @@ pub fn workload(
             for op in 0..w.ops {
                 let key = rng.next() % keys;
                 let t = Instant::now();
-                if rng.next() % 5 == 0 {
+                if rng.next().is_multiple_of(5) {
                     let got = h.get(m, key)?;
                     each(t.elapsed());
                     if got.as_ref() != want.get(&key) {
@@ -127,7 +127,7 @@ pub fn workload(
             for op in 0..w.ops {
                 let key = wide(rng.next() % keys);
                 let t = Instant::now();
-                if rng.next() % 5 == 0 {
+                if rng.next().is_multiple_of(5) {
                     let got = c.range(m, key, RANGE)?;
                     each(t.elapsed());
                     let exp: Vec<(u64, u64)> = want
