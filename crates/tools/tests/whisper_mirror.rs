@@ -109,7 +109,7 @@ fn every_strategy_is_what_the_mirror_holds(s: Structure) {
     let mut last = Contents::new();
     for (seed, st) in [(11, Strategy::SmRc), (13, Strategy::SmOb)] {
         let mut mem = PmMem::new(&p, st, len).unwrap();
-        let want = workload(s, &mut mem, &w(seed), |_| {}).unwrap();
+        let want = workload(s, &mut mem, &w(seed), |_| {}).unwrap().contents;
         assert!(want.len() > 50, "{} {}: {} keys", s.name(), st.name(), want.len());
         same(&decode(s, &mem).unwrap(), &want, &format!("{} {}: the primary", s.name(), st.name()));
         same(&mirrored(&m, s, len), &want, &format!("{} {}: the mirror's copy", s.name(), st.name()));
@@ -119,7 +119,7 @@ fn every_strategy_is_what_the_mirror_holds(s: Structure) {
     p.close().unwrap();
     let p = primary(&dir.0, m.addr(), Mode::Unreplicated);
     let mut mem = PmMem::new(&p, Strategy::NoSm, len).unwrap();
-    let want = workload(s, &mut mem, &w(15), |_| {}).unwrap();
+    let want = workload(s, &mut mem, &w(15), |_| {}).unwrap().contents;
     same(&decode(s, &mem).unwrap(), &want, &format!("{} no-sm: the primary", s.name()));
     assert!(want != last, "no-sm's run is its own");
     same(

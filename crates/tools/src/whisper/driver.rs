@@ -39,6 +39,9 @@ pub struct WhisperResult {
     pub structure: String,
     pub strategy: String,
     pub ops: u64,
+    /// Ordering points (fences, the commit's included) per operation: the most round trips
+    /// `sm-ob` can save over `sm-rc` in one operation.
+    pub fences_per_op: f64,
     pub ops_per_s: f64,
     pub mean_us: f64,
     pub p50_us: f64,
@@ -78,7 +81,7 @@ fn measure_one(p: &Primary, s: Structure, st: Strategy, w: &Workload) -> Result<
     let mut m = PmMem::new(p, st, w.bytes(s))?;
     let mut h = Histogram::<u64>::new(3).expect("3 significant figures is valid");
     let start = Instant::now();
-    workload(s, &mut m, w, |d| {
+    let ran = workload(s, &mut m, w, |d| {
         h.record(d.as_nanos() as u64).ok();
     })?;
     let secs = start.elapsed().as_secs_f64();
@@ -86,6 +89,7 @@ fn measure_one(p: &Primary, s: Structure, st: Strategy, w: &Workload) -> Result<
         structure: s.name().into(),
         strategy: st.name().into(),
         ops: w.ops,
+        fences_per_op: ran.fences as f64 / w.ops as f64,
         ops_per_s: w.ops as f64 / secs.max(1e-9),
         mean_us: h.mean() / 1000.0,
         p50_us: h.value_at_quantile(0.5) as f64 / 1000.0,
@@ -168,13 +172,21 @@ pub fn print(results: &[WhisperResult], json: bool) {
         return;
     }
     println!(
-        "{:<9} {:<8} {:>6} {:>11} {:>10} {:>10} {:>10} {:>9}",
-        "structure", "strategy", "ops", "ops/s", "mean_us", "p50_us", "p99_us", "slowdown"
+        "{:<9} {:<8} {:>6} {:>7} {:>11} {:>10} {:>10} {:>10} {:>9}",
+        "structure", "strategy", "ops", "fences", "ops/s", "mean_us", "p50_us", "p99_us", "slowdown"
     );
     for r in results {
         println!(
-            "{:<9} {:<8} {:>6} {:>11.0} {:>10.2} {:>10.2} {:>10.2} {:>8.2}x",
-            r.structure, r.strategy, r.ops, r.ops_per_s, r.mean_us, r.p50_us, r.p99_us, r.slowdown
+            "{:<9} {:<8} {:>6} {:>7.2} {:>11.0} {:>10.2} {:>10.2} {:>10.2} {:>8.2}x",
+            r.structure,
+            r.strategy,
+            r.ops,
+            r.fences_per_op,
+            r.ops_per_s,
+            r.mean_us,
+            r.p50_us,
+            r.p99_us,
+            r.slowdown
         );
     }
     for (s, x) in speedups(results) {
@@ -206,6 +218,7 @@ mod tests {
             structure: s.into(),
             strategy: st.name().into(),
             ops: 1,
+            fences_per_op: 2.0,
             ops_per_s: 1.0,
             mean_us: mean,
             p50_us: mean,

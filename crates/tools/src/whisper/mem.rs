@@ -31,6 +31,8 @@ pub trait Mem {
     fn commit(&mut self) -> Result<()>;
     /// Bytes of memory.
     fn size(&self) -> u64;
+    /// Fences so far (a commit's included).
+    fn fences(&self) -> u64;
 
     /// Reads a little-endian u64.
     fn read_u64(&self, off: u64) -> Result<u64> {
@@ -93,6 +95,9 @@ impl Mem for VecMem {
     fn size(&self) -> u64 {
         self.bytes.len() as u64
     }
+    fn fences(&self) -> u64 {
+        self.fences
+    }
 }
 
 /// A primary's region (from offset 0 up to `size`) under a strategy.
@@ -102,6 +107,8 @@ pub struct PmMem<'a> {
     size: u64,
     ranges: Vec<Range>,
     last: Option<Ticket>,
+    /// Fences so far that had something to order (a commit's included).
+    pub fences: u64,
 }
 
 impl<'a> PmMem<'a> {
@@ -114,7 +121,7 @@ impl<'a> PmMem<'a> {
                 p.size()
             )));
         }
-        Ok(PmMem { p, strategy, size, ranges: Vec::new(), last: None })
+        Ok(PmMem { p, strategy, size, ranges: Vec::new(), last: None, fences: 0 })
     }
 }
 
@@ -138,6 +145,7 @@ impl Mem for PmMem<'_> {
             Strategy::NoSm | Strategy::SmOb => self.last = Some(self.p.persist(&self.ranges)?),
         }
         self.ranges.clear();
+        self.fences += 1;
         Ok(())
     }
     fn commit(&mut self) -> Result<()> {
@@ -149,5 +157,8 @@ impl Mem for PmMem<'_> {
     }
     fn size(&self) -> u64 {
         self.size
+    }
+    fn fences(&self) -> u64 {
+        self.fences
     }
 }

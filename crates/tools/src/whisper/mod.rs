@@ -91,12 +91,29 @@ fn mismatch(s: Structure, op: u64, what: String) -> Error {
 /// Formats `s` in the first `w.bytes(s)` bytes of `m` and runs `w` on it: the hash map 4 puts
 /// (insert or update, [`VALUE`]-byte values) to 1 lookup, the crit-bit tree 4 puts to 1 range
 /// read of [`RANGE`] keys, echo batches of `w.batch` puts. `each` gets every operation's
-/// latency; every read is checked against a std map. Returns what the structure should hold.
-pub fn workload(
+/// latency; every read is checked against a std map. Returns what the structure should hold
+/// and the fences its operations took (the format's excluded).
+pub fn workload(s: Structure, m: &mut impl Mem, w: &Workload, each: impl FnMut(Duration)) -> Result<Ran> {
+    let mut formatted = 0;
+    let contents = run(s, m, w, each, &mut formatted)?;
+    Ok(Ran { contents, fences: m.fences() - formatted })
+}
+
+/// What [`workload`] did.
+#[derive(Clone, Debug)]
+pub struct Ran {
+    /// What the structure should hold.
+    pub contents: Contents,
+    /// Fences (commits included) of the operations.
+    pub fences: u64,
+}
+
+fn run(
     s: Structure,
     m: &mut impl Mem,
     w: &Workload,
     mut each: impl FnMut(Duration),
+    formatted: &mut u64,
 ) -> Result<Contents> {
     let mut rng = XorShift(w.seed | 1);
     let mut want = Contents::new();
@@ -105,6 +122,7 @@ pub fn workload(
     match s {
         Structure::HashMap => {
             let mut h = hashmap::HashMap::format(m, 2 * keys, size)?;
+            *formatted = m.fences();
             for op in 0..w.ops {
                 let key = rng.next() % keys;
                 let t = Instant::now();
@@ -124,6 +142,7 @@ pub fn workload(
         }
         Structure::CritBit => {
             let mut c = ctree::CritBit::format(m, size)?;
+            *formatted = m.fences();
             for op in 0..w.ops {
                 let key = wide(rng.next() % keys);
                 let t = Instant::now();
@@ -151,6 +170,7 @@ pub fn workload(
         }
         Structure::Echo => {
             let mut e = echo::Echo::format(m, size)?;
+            *formatted = m.fences();
             for op in 0..w.ops {
                 let vals: Vec<(u64, [u8; VALUE])> =
                     (0..w.batch).map(|i| (rng.next() % keys, [((op + i) % 251) as u8; VALUE])).collect();
@@ -198,8 +218,10 @@ mod tests {
         for s in Structure::ALL {
             let mut m = VecMem::new(w.bytes(s) as usize);
             let mut n = 0;
-            let want = workload(s, &mut m, &w, |_| n += 1).unwrap();
+            let ran = workload(s, &mut m, &w, |_| n += 1).unwrap();
+            let want = ran.contents;
             assert_eq!(n, w.ops, "{}", s.name());
+            assert!(ran.fences >= w.ops, "{}: {} fences", s.name(), ran.fences);
             assert!(want.len() > 100, "{}: {} keys", s.name(), want.len());
             assert_eq!(decode(s, &m).unwrap(), want, "{}", s.name());
         }
