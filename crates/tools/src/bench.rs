@@ -96,6 +96,8 @@ pub struct BenchArgs {
     #[command(flatten)]
     pub matrix: crate::matrix::MatrixArgs,
     #[command(flatten)]
+    pub whisper: crate::whisper::driver::WhisperArgs,
+    #[command(flatten)]
     pub resync: crate::bench_resync::ResyncArgs,
     #[command(flatten)]
     pub failover: crate::bench_failover::FailoverArgs,
@@ -376,6 +378,9 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     }
     if a.transact.transact {
         return crate::transact::run(a);
+    }
+    if a.whisper.whisper {
+        return crate::whisper::driver::run(a);
     }
     if a.c_api {
         return crate::bench_capi::run(a);

@@ -155,6 +155,7 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         checkpoint_thresh: None,
         transact: Default::default(),
         matrix: Default::default(),
+        whisper: Default::default(),
         resync: Default::default(),
         failover: Default::default(),
         kv: Default::default(),

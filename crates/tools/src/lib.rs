@@ -1,4 +1,4 @@
-//! Mojim's tools: the benchmarks (`bench`, with Transact, resync and fail-over), the paper's
+//! Mojim's tools: the benchmarks (`bench`, with Transact, the WHISPER structures, resync and fail-over), the paper's
 //! evaluation matrix and its plots, the Redis-protocol benchmark (`kv`), the chaos harness, the demo, and the child processes and
 //! local clusters they start. Only the `mojim` binary (`mojim-cli`) depends on this crate: an
 //! application links the `mojim` library alone.
@@ -19,3 +19,4 @@ pub mod matrix;
 pub mod plot;
 pub mod rvm;
 pub mod transact;
+pub mod whisper;
