@@ -22,15 +22,11 @@ const WARMUP: usize = 1;
 const MIN_SAMPLES: usize = 5;
 const BUDGET: Duration = Duration::from_secs(3);
 
-fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
-    move |e| Error::Config(format!("{what} {}: {e}", path.display()))
-}
-
 /// Writes `state` whole to `path` and makes it durable.
 fn dump(path: &Path, state: &[u8]) -> Result<()> {
-    let f = File::create(path).map_err(io("create", path))?;
-    f.write_all_at(state, 0).map_err(io("write", path))?;
-    f.sync_all().map_err(io("fsync", path))
+    let f = File::create(path).map_err(Error::io(format!("create {}", path.display())))?;
+    f.write_all_at(state, 0).map_err(Error::io(format!("write {}", path.display())))?;
+    f.sync_all().map_err(Error::io(format!("fsync {}", path.display())))
 }
 
 /// Commit latency by pages written, with the whole state dumped at each commit.
@@ -64,7 +60,7 @@ pub fn commits(stores: &Stores, most: usize, progress: &mut Progress) -> Result<
         r.sent_pages = (BLOCK_PAGES + META_PAGES) as u64;
         out.push(r);
     }
-    std::fs::remove_file(&path).map_err(io("remove", &path))?;
+    std::fs::remove_file(&path).map_err(Error::io(format!("remove {}", path.display())))?;
     Ok(out)
 }
 
@@ -86,7 +82,9 @@ pub fn recoveries(stores: &Stores, samples: usize, progress: &mut Progress) -> R
         for _ in 0..samples {
             let t0 = Instant::now();
             let mut back = Vec::with_capacity(len);
-            File::open(&path).and_then(|mut f| f.read_to_end(&mut back)).map_err(io("read", &path))?;
+            File::open(&path)
+                .and_then(|mut f| f.read_to_end(&mut back))
+                .map_err(Error::io(format!("read {}", path.display())))?;
             times.push(t0.elapsed());
             // The last page's first word: its number (the meta block's pages hold zeros).
             let last = len - PAGE;
@@ -103,6 +101,6 @@ pub fn recoveries(stores: &Stores, samples: usize, progress: &mut Progress) -> R
         r.pages = (pages + META_PAGES) as u64;
         out.push(r);
     }
-    std::fs::remove_file(&path).map_err(io("remove", &path))?;
+    std::fs::remove_file(&path).map_err(Error::io(format!("remove {}", path.display())))?;
     Ok(out)
 }
