@@ -171,3 +171,61 @@ fn a_mirror_feeds_its_backup_over_the_in_memory_transport() {
     backup.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A copy into the mirror reads the region only while the application holds no batch
+/// (`Primary::hold_copies`): bytes stored under the hold and changed again before it ends
+/// never reach the mirror in their first form.
+#[test]
+fn a_copy_waits_while_the_application_holds_copies() {
+    let dir = tmpdir("hold-copies");
+    let id = RegionId { uuid: random_uuid(), size: 1 << 20 };
+    create_region(&dir.join("region.mojim"), id).unwrap();
+    // A history first, so that a new mirror later needs a full copy.
+    let first = Mirror::open(mirror_opts(&dir, id)).unwrap().serve().unwrap();
+    let p = Primary::open(&primary_opts(&dir, first.addr(), Mode::Sync, 1)).unwrap();
+    p.write(0, &[1u8; 4096]).unwrap();
+    p.msync(0, 4096).unwrap();
+    p.close().unwrap();
+    first.shutdown();
+
+    // The primary opens while its new mirror is not there yet (degrade), then holds copies.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let mut opts = primary_opts(&dir, &addr, Mode::Sync, 1);
+    opts.failure.on_mirror_loss = mojim::config::OnMirrorLoss::Degrade;
+    opts.failure.reconnect = Duration::from_millis(20);
+    let p = Primary::open(&opts).unwrap();
+    let hold = p.hold_copies();
+    let half = 300_000;
+    p.write(half, &[0xAA; 4096]).unwrap();
+
+    let mut mo = mirror_opts(&dir, id);
+    mo.dir = dir.join("second");
+    mo.log_dir = dir.join("second");
+    mo.listen = addr.clone();
+    let second = Mirror::open(mo).unwrap().serve().unwrap();
+    // The copy begins (the session is up) and waits: without the hold it would be over well
+    // within this time, carrying the first form.
+    let began = std::time::Instant::now();
+    while p.status().resync.is_none() {
+        assert!(began.elapsed() < Duration::from_secs(20), "no copy began: {:?}", p.status());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!p.status().resync.unwrap().done, "the copy ended while copies were held");
+    p.write(half, &[0xBB; 4096]).unwrap();
+    drop(hold);
+    let r = p.wait_resync(Duration::from_secs(60)).expect("a copy ran");
+    assert!(r.done && r.error.is_none(), "copy: {r:?}");
+    p.close().unwrap();
+    second.checkpoint();
+    let mut got = vec![0u8; 4096];
+    second.read(half, &mut got).unwrap();
+    assert!(got.iter().all(|&b| b == 0xBB), "the mirror holds bytes stored under the hold: {:?}", &got[..8]);
+    second.read(0, &mut got).unwrap();
+    assert!(got.iter().all(|&b| b == 1), "the copy missed the history");
+    second.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -34,7 +34,8 @@ pub use config::{Config, Limits, Mode, RegionId, Secret};
 pub use error::{Error, Result};
 pub use mojim_core::Range;
 pub use primary::{
-    CopyKind, FailurePolicy, LeaseStatus, Primary, PrimaryOptions, PrimaryStatus, ResyncStatus, Ticket,
+    CopyHold, CopyKind, FailurePolicy, LeaseStatus, Primary, PrimaryOptions, PrimaryStatus, ResyncStatus,
+    Ticket,
 };
 
 /// Creates a region file for a primary.

@@ -278,6 +278,15 @@ pub(crate) struct Inner<T: Transport> {
     lease: Option<crate::coord::Lease>,
     closing: AtomicBool,
     wake: (Mutex<()>, Condvar),
+    /// Held by the application across stores the mirror must not see half done
+    /// ([`Primary::hold_copies`]), and by a copy into the mirror while it reads the region.
+    copy_gate: Mutex<()>,
+}
+
+/// Copies into the mirror wait while this lives ([`Primary::hold_copies`]).
+#[must_use = "copies are held off only while the guard lives"]
+pub struct CopyHold<'a> {
+    _gate: std::sync::MutexGuard<'a, ()>,
 }
 
 /// A region opened as primary.
@@ -431,6 +440,7 @@ where
             lease,
             closing: AtomicBool::new(false),
             wake: (Mutex::new(()), Condvar::new()),
+            copy_gate: Mutex::new(()),
             region,
         });
         if !replicated {
@@ -589,6 +599,21 @@ where
         let r = self.inner.drain();
         self.stop();
         r
+    }
+
+    /// Holds copies into the mirror off until the returned guard is dropped.
+    ///
+    /// A copy (a new session's catch-up, or a full copy) reads the region as it is when each
+    /// part is sent. An application whose stores make a consistent state only together (a
+    /// batch of changes sealed by one group) takes this guard before the first of them and
+    /// drops it once the group is queued ([`Primary::persist`] returned): every copy then
+    /// reads states whose groups are queued before its own parts, and the mirror, which
+    /// applies both in one order, never holds part of a batch. A copy waits for the guard
+    /// between its groups of at most [`COPY_GROUP_BYTES`] bytes; the guard waits while one of
+    /// those groups is sent. Do not wait for a group's acknowledgement while holding it: a
+    /// session's copy may be what stands before it.
+    pub fn hold_copies(&self) -> CopyHold<'_> {
+        CopyHold { _gate: lock(&self.inner.copy_gate) }
     }
 
     /// Waits until a resynchronisation in progress has finished (or failed), at most `timeout`.

@@ -404,7 +404,11 @@ where
         let mut in_flight: VecDeque<u64> = VecDeque::new();
         let mut last = 0;
         for scratch in framed.iter() {
-            let seq = link.send_framed_copy(&inner.region, lane, &scratch)?;
+            let seq = {
+                // Read from the region as it is sent: only while the application holds no batch.
+                let _gate = lock(&inner.copy_gate);
+                link.send_framed_copy(&inner.region, lane, &scratch)?
+            };
             inner.resync.sent.fetch_add(scratch.bytes(), Ordering::Relaxed);
             let _ = spare_tx.send(scratch);
             last = seq;
@@ -486,6 +490,7 @@ fn resend<T: Transport>(
         inner.resync.resent.fetch_add(bytes, Ordering::Relaxed);
         let mut scratch = CopyScratch::new(COPY_GROUP_BYTES, COPY_FRAME, true);
         for group in copy_groups(&asked, COPY_GROUP_BYTES, max_ranges) {
+            let _gate = lock(&inner.copy_gate);
             last[0] = link.send_copy_snapshot(&inner.region, 0, &group, &mut scratch)?;
         }
         rounds += 1;
