@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::kv::{bulk, node, promote, start_kv, start_kv_on_promoted, KvCluster, Resp};
+use common::kv::{bulk, node, promote, start_kv, start_kv_on_promoted, wait_for, KvCluster, Resp};
 use common::{Cluster, WAIT};
 use mojim_kv::resp::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -100,18 +100,10 @@ fn writer(addr: String, w: usize, acked_total: Arc<AtomicU64>) -> Acked {
     }
 }
 
-/// Starts the writers against `addr`, lets them get `min_acked` writes acknowledged, runs
-/// `kill`, and returns what each had acknowledged.
-fn load_then(addr: &str, min_acked: u64, kill: impl FnOnce()) -> Vec<Acked> {
-    let total = Arc::new(AtomicU64::new(0));
-    let threads: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let (addr, total) = (addr.to_string(), total.clone());
-            std::thread::spawn(move || writer(addr, w, total))
-        })
-        .collect();
+/// Waits until `total` writes are acknowledged, at least `min`.
+fn wait_acked(total: &AtomicU64, min: u64) {
     let t0 = Instant::now();
-    while total.load(Ordering::Relaxed) < min_acked {
+    while total.load(Ordering::Relaxed) < min {
         assert!(
             t0.elapsed() < WAIT,
             "the writers got only {} writes acknowledged",
@@ -119,7 +111,20 @@ fn load_then(addr: &str, min_acked: u64, kill: impl FnOnce()) -> Vec<Acked> {
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    kill();
+}
+
+/// Starts the writers against `addr`, lets them get `min_acked` writes acknowledged, runs
+/// `kill` (given the count of acknowledged writes), and returns what each had acknowledged.
+fn load_then(addr: &str, min_acked: u64, kill: impl FnOnce(&AtomicU64)) -> Vec<Acked> {
+    let total = Arc::new(AtomicU64::new(0));
+    let threads: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (addr, total) = (addr.to_string(), total.clone());
+            std::thread::spawn(move || writer(addr, w, total))
+        })
+        .collect();
+    wait_acked(&total, min_acked);
+    kill(&total);
     threads.into_iter().map(|t| t.join().expect("a writer panicked")).collect()
 }
 
@@ -171,7 +176,7 @@ fn kill_9_under_load_then_restart_serves_every_acknowledged_write() {
     for round in 0..3 {
         // Each start listens on a port of its own.
         let addr = k.addr();
-        let acked = load_then(&addr, 2000, || k.kill());
+        let acked = load_then(&addr, 2000, |_| k.kill());
         k.start();
         let mut c = k.client();
         check(&mut c, &acked, &format!("restart {round}"));
@@ -191,7 +196,7 @@ fn the_promoted_mirror_serves_every_acknowledged_write() {
     let mut kv = start_kv(&c, &["--mirror", mirror.addr()]);
     let addr = kv.addr().to_string();
     // The primary's machine is lost under load: its server dies first.
-    let acked = load_then(&addr, 2000, || kv.kill());
+    let acked = load_then(&addr, 2000, |_| kv.kill());
     promote(&c, mirror.addr(), &[backup.addr()]);
     // mojim kv on the promoted node: its data area is the region, the backup its mirror.
     let promoted = start_kv_on_promoted(&c, "m", backup.addr(), &[]);
@@ -230,4 +235,38 @@ fn writes_wait_for_a_lost_mirror_and_go_on_when_it_is_back() {
     k.start();
     let mut c = k.client();
     assert_eq!(c.cmd(&["GET", "during19"]), Value::bulk("2"));
+}
+
+/// The mirror dies under load, with groups in flight whose replies wait, and comes back on its
+/// address: the writes go on, and after the primary's machine is lost too, the promoted
+/// mirror serves every write acknowledged before and after its own restart.
+#[test]
+fn a_mirror_lost_and_back_under_load_then_promoted_serves_every_acknowledged_write() {
+    let c = Cluster::new("kv-mirror-back", 64 << 20, |f| {
+        f.cluster.heartbeat_interval_ms = 50;
+        f.cluster.heartbeat_timeout_ms = 1500;
+        f.cluster.reconnect_ms = 20;
+    });
+    let backup = node(&c, "b", &[]);
+    let mut mirror = node(&c, "m", &[backup.addr()]);
+    let maddr = mirror.addr().to_string();
+    let mut kv = start_kv(&c, &["--mirror", &maddr]);
+    let addr = kv.addr().to_string();
+    let acked = load_then(&addr, 2000, |total| {
+        mirror.kill();
+        let dir = c.dir.path().join("m");
+        let args = ["serve", "--config", c.cfg_path.to_str().expect("utf-8"), "--listen", &maddr];
+        let args = [&args[..], &["--dir", dir.to_str().expect("utf-8"), "--backup", backup.addr()]].concat();
+        mirror = wait_for("the mirror to start again on its address", || {
+            mojim_tools::child::ChildNode::spawn(common::exe(), &args).ok()
+        });
+        let now = total.load(Ordering::Relaxed);
+        wait_acked(total, now + 2000);
+        kv.kill();
+    });
+    promote(&c, mirror.addr(), &[backup.addr()]);
+    let promoted = start_kv_on_promoted(&c, "m", backup.addr(), &[]);
+    let mut client = Resp::connect(promoted.addr());
+    check(&mut client, &acked, "promoted mirror after its restart");
+    drop(mirror);
 }

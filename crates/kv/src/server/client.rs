@@ -33,6 +33,8 @@ pub struct Client {
     pub sent: usize,
     /// Bytes of `out` that belong to acknowledged batches (may be written).
     pub releasable: usize,
+    /// Bytes of `out` after `releasable` that belong to batches whose groups are in flight.
+    pub held: usize,
     /// The peer closed its side: run what is here, then close.
     pub eof: bool,
     /// Close once the replies are written (QUIT, a protocol error).
@@ -63,6 +65,7 @@ impl Client {
             out: Vec::new(),
             sent: 0,
             releasable: 0,
+            held: 0,
             eof: false,
             closing: false,
             queued: false,

@@ -2,9 +2,15 @@
 //! thread runs an event loop over non-blocking sockets (epoll). Each turn:
 //! 1. reads what every ready client sent;
 //! 2. runs every complete request, from every client, against the store: one batch;
-//! 3. seals the batch and sends its group with one `gmsync` (group commit: one round trip for
-//!    the whole turn, however many clients and pipelined commands);
-//! 4. only then writes the turn's replies.
+//! 3. seals the batch and queues its group (group commit: one round trip for the whole turn,
+//!    however many clients and pipelined commands);
+//! 4. writes the turn's replies once that group is acknowledged.
+//!
+//! Batches overlap: while one batch's group is on its way to the mirror, the next turn runs
+//! (at most [`GROUPS_IN_FLIGHT`] groups unacknowledged). Replies are released in batch order,
+//! and a batch without a group (reads only) is released with the batch before it, whose
+//! state its reads may have seen. From a batch's first store until its group is queued,
+//! copies into the mirror are held off ([`Primary::hold_copies`], FORMAT.md §11.4).
 //!
 //! A client whose request breaks the protocol or a limit gets `-ERR Protocol error: ...` after
 //! its earlier replies, and is closed; nothing else changes.
@@ -20,13 +26,14 @@ use crate::resp::{Parsed, Reply};
 use crate::store::Store;
 use client::{Client, ReadOutcome, MAX_PENDING_OUT};
 use host::ServerHost;
-use mojim::Primary;
+use mojim::{CopyHold, Primary, Ticket};
 use rustix::event::epoll;
+use std::collections::VecDeque;
 use std::io::Write as _;
 use std::net::TcpListener;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
-use sync::{settle, sync};
+use sync::{persist, settle, sync, wait};
 
 const LISTENER: u64 = u64::MAX;
 /// How often expired keys are looked for.
@@ -35,6 +42,15 @@ const EXPIRE_EVERY: Duration = Duration::from_millis(100);
 const EXPIRE_BUCKETS: u64 = 1024;
 /// Buckets swept per group after a flush.
 const SWEEP_BUCKETS: u64 = 1 << 16;
+/// Groups queued and not yet acknowledged, at most: past this the loop waits for the oldest.
+const GROUPS_IN_FLIGHT: usize = 2;
+
+/// A batch whose replies wait for its group (or, without one, for the batches before it).
+struct Batch {
+    ticket: Option<Ticket>,
+    /// (client slot, client id, bytes of its replies).
+    replies: Vec<(usize, u64, usize)>,
+}
 
 /// Runs `mojim kv` until the process is stopped or the primary is fenced.
 pub fn run(opts: &KvOptions) -> Result<(), KvError> {
@@ -86,6 +102,8 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         stats: Stats::default(),
         expire_cursor: 0,
         last_expire: Instant::now(),
+        inflight: VecDeque::new(),
+        spare: Vec::new(),
     };
     server.sweep_stale()?;
     tracing::info!(listen = %local, keys = server.store.keys(), "mojim kv serving");
@@ -112,23 +130,29 @@ struct Server<'p> {
     stats: Stats,
     expire_cursor: u64,
     last_expire: Instant,
+    /// Batches whose replies are not released yet, oldest first.
+    inflight: VecDeque<Batch>,
+    /// Reply lists of released batches, for reuse.
+    spare: Vec<Vec<(usize, u64, usize)>>,
 }
 
 impl Server<'_> {
     fn run_loop(&mut self) -> Result<(), KvError> {
         let mut events: Vec<epoll::Event> = Vec::with_capacity(1024);
         loop {
-            let timeout = if self.ready.is_empty() { Some(EXPIRE_EVERY) } else { Some(Duration::ZERO) };
+            let busy = !self.ready.is_empty() || !self.inflight.is_empty();
+            let timeout = if busy { Some(Duration::ZERO) } else { Some(EXPIRE_EVERY) };
             let ts = timeout.map(|d| rustix::event::Timespec {
                 tv_sec: d.as_secs() as i64,
                 tv_nsec: i64::from(d.subsec_nanos()),
             });
             events.clear();
-            match epoll::wait(&self.ep, rustix::buffer::spare_capacity(&mut events), ts.as_ref()) {
-                Ok(_) => {}
+            let found = match epoll::wait(&self.ep, rustix::buffer::spare_capacity(&mut events), ts.as_ref())
+            {
+                Ok(n) => n,
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(KvError::io("epoll_wait")(e.into())),
-            }
+            };
             for ev in &events {
                 let token = ev.data.u64();
                 if token == LISTENER {
@@ -145,6 +169,12 @@ impl Server<'_> {
                 }
             }
             self.turn()?;
+            // Wait for the oldest group when too many are in flight, or when nothing else is
+            // there to do.
+            let groups = self.inflight.iter().filter(|b| b.ticket.is_some()).count();
+            if groups >= GROUPS_IN_FLIGHT || (found == 0 && self.ready.is_empty()) {
+                self.release(true)?;
+            }
         }
     }
 
@@ -255,6 +285,8 @@ impl Server<'_> {
             }
         }
         let mut again = Vec::new();
+        // Copies into the mirror wait from the batch's first store until its group is queued.
+        let hold = self.primary.hold_copies();
         for (n, &i) in ready.iter().enumerate() {
             if seal_now {
                 again.extend_from_slice(&ready[n..]);
@@ -279,17 +311,32 @@ impl Server<'_> {
             self.expire_cursor = next;
         }
         let commands = self.stats.commands != commands_before;
-        if !self.commit()? && commands && self.opts.read_barrier {
-            sync(self.primary, &[self.store.barrier()])?;
-        }
-        // Replies of the batch are acknowledged (or there was nothing to acknowledge): release
-        // and write them. Only the clients that ran have new ones.
+        let flushed = self.store.flushed_in_batch();
+        let ticket = self.commit(hold, commands)?;
+        // The batch's replies wait for its group. Only the clients that ran have new ones.
+        let mut replies = self.spare.pop().unwrap_or_default();
         for &i in &ready {
             let Some(c) = self.clients[i].as_mut() else { continue };
-            if c.releasable < c.out.len() {
-                c.releasable = c.out.len();
-                self.write_client(i);
+            let new = c.out.len() - c.releasable - c.held;
+            if new > 0 {
+                c.held += new;
+                replies.push((i, c.session.id, new));
             }
+        }
+        if ticket.is_none() && replies.is_empty() {
+            self.spare.push(replies);
+        } else {
+            self.inflight.push_back(Batch { ticket, replies });
+        }
+        if flushed {
+            // Everything before the flush is acknowledged before its old bucket words go.
+            while !self.inflight.is_empty() {
+                self.release(true)?;
+            }
+            self.sweep_stale()?;
+        }
+        self.release(false)?;
+        for &i in &ready {
             if self.clients[i].as_ref().is_some_and(|c| c.closing && c.unsent() == 0) {
                 self.closing.push(i);
             }
@@ -397,20 +444,77 @@ impl Server<'_> {
         }
     }
 
-    /// Seals the batch and sends its group; then, after a flush, zeroes the old bucket words.
-    /// Returns whether a group was sent.
-    fn commit(&mut self) -> Result<bool, KvError> {
-        let flushed = self.store.flushed_in_batch();
-        let mut sent = false;
-        if let Some(group) = self.store.seal(self.opts.primary.limits.max_ranges)? {
-            sync(self.primary, group)?;
-            self.stats.groups += 1;
-            sent = true;
+    /// Seals the batch and queues its group (a barrier's for a batch of reads under `[kv]
+    /// read_barrier`), then lets copies run again. Returns the ticket to wait for before the
+    /// batch's replies go, or `None` when the batch has no group or it was sent and
+    /// acknowledged here (the mirror was lost, and this waited until it was back).
+    fn commit(&mut self, hold: CopyHold<'_>, commands: bool) -> Result<Option<Ticket>, KvError> {
+        let primary = self.primary;
+        let barrier = [self.store.barrier()];
+        let group = match self.store.seal(self.opts.primary.limits.max_ranges)? {
+            Some(group) => {
+                self.stats.groups += 1;
+                group
+            }
+            None if commands && self.opts.read_barrier => &barrier[..],
+            None => return Ok(None),
+        };
+        if let Some(t) = persist(primary, group)? {
+            return Ok(Some(t));
         }
-        if flushed {
-            self.sweep_stale()?;
+        // The mirror is lost: wait until it is back, without holding copies off.
+        let group = group.to_vec();
+        drop(hold);
+        sync(primary, &group)?;
+        self.settled()?;
+        Ok(None)
+    }
+
+    /// Releases the replies of the oldest batches whose groups are acknowledged: when
+    /// `block`, after waiting for the oldest group in flight; otherwise only those that need
+    /// no wait.
+    fn release(&mut self, block: bool) -> Result<(), KvError> {
+        let mut may_wait = block;
+        while let Some(front) = self.inflight.front() {
+            if let Some(t) = front.ticket {
+                if !may_wait {
+                    return Ok(());
+                }
+                may_wait = false;
+                if !wait(self.primary, t)? {
+                    // Its session ended first: send the last sealed group again once the
+                    // mirror is back; the new session's copy carries the rest.
+                    let mut group = self.store.last_group().to_vec();
+                    if group.is_empty() {
+                        group.push(self.store.barrier());
+                    }
+                    sync(self.primary, &group)?;
+                    self.settled()?;
+                }
+            }
+            let mut b = self.inflight.pop_front().expect("a front");
+            for &(i, id, bytes) in &b.replies {
+                let Some(c) = self.clients[i].as_mut().filter(|c| c.session.id == id) else { continue };
+                c.held -= bytes;
+                c.releasable += bytes;
+                self.write_client(i);
+                if self.clients[i].as_ref().is_some_and(|c| c.closing && c.unsent() == 0) {
+                    self.closing.push(i);
+                }
+            }
+            b.replies.clear();
+            self.spare.push(b.replies);
         }
-        Ok(sent)
+        Ok(())
+    }
+
+    /// After a new session's copy: every batch in flight is acknowledged.
+    fn settled(&mut self) -> Result<(), KvError> {
+        settle(self.primary);
+        for b in &mut self.inflight {
+            b.ticket = None;
+        }
+        Ok(())
     }
 
     /// Zeroes bucket words of older generations, a group at a time, then records that none

@@ -1,7 +1,7 @@
 //! Sending a group and what to do when the mirror is lost or this primary was replaced.
 
 use crate::error::KvError;
-use mojim::{Error, Primary, Range};
+use mojim::{Error, Primary, Range, Ticket};
 use mojim_format::handshake::RefuseCode;
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,29 @@ pub fn sync(primary: &Primary, group: &[Range]) -> Result<(), KvError> {
             }
             Err(e) => return Err(e.into()),
         }
+    }
+}
+
+/// Queues `group` without waiting for the mirror. `None` when the mirror is lost (the caller
+/// falls back to [`sync`]); an error when this primary is fenced or the region fails.
+pub fn persist(primary: &Primary, group: &[Range]) -> Result<Option<Ticket>, KvError> {
+    match primary.persist(group) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if fenced(&e) => Err(e.into()),
+        Err(Error::MirrorLost { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Waits for `ticket`: true once its group is acknowledged, false when its session ended
+/// first (the mirror was lost; the caller sends the last sealed group again with [`sync`]);
+/// an error when this primary is fenced.
+pub fn wait(primary: &Primary, ticket: Ticket) -> Result<bool, KvError> {
+    match primary.wait(ticket) {
+        Ok(()) => Ok(true),
+        Err(e) if fenced(&e) => Err(e.into()),
+        Err(Error::MirrorLost { .. }) => Ok(false),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -281,6 +281,13 @@ impl<M: Mem> Store<M> {
         Ok(Some(&self.group))
     }
 
+    /// The group of the last batch sealed (empty before the first): sending it again, once a
+    /// new session's copy has brought the mirror up to date, makes every sealed batch
+    /// durable.
+    pub fn last_group(&self) -> &[Range] {
+        &self.group
+    }
+
     /// The freed blocks onto their lists, then the dynamic part, in place.
     fn seal_allocator(&mut self) -> Result<(), StoreError> {
         let mut frees = std::mem::take(&mut self.batch.frees);
