@@ -229,3 +229,39 @@ fn a_copy_waits_while_the_application_holds_copies() {
     second.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The same round trips through shared memory: a mirror listening on a path, a primary whose
+/// mirror address is that path.
+#[test]
+fn msync_reaches_a_mirror_through_shared_memory() {
+    let dir = tmpdir("shm");
+    let id = RegionId { uuid: random_uuid(), size: 1 << 20 };
+    create_region(&dir.join("region.mojim"), id).unwrap();
+    let sock = format!("/dev/shm/mojim-it-{}-shm.sock", std::process::id());
+    let mut mo = mirror_opts(&dir, id);
+    mo.listen = sock.clone();
+    let m = Mirror::open(mo).unwrap().serve().unwrap();
+    assert_eq!(m.addr(), sock);
+    for (i, mode) in [Mode::Sync, Mode::SyncFlush, Mode::Async].into_iter().enumerate() {
+        let mut po = primary_opts(&dir, &sock, mode, 2);
+        po.busy_poll = Duration::from_micros(20 * i as u64);
+        let p = Primary::open(&po).unwrap();
+        for round in 0..50u64 {
+            let off = i as u64 * 100_000 + round * 997;
+            let data: Vec<u8> = (0..9000u32).map(|x| (x % 251) as u8 ^ round as u8).collect();
+            p.write(off, &data).unwrap();
+            p.gmsync(&[Range::new(off, 5000), Range::new(off + 5000, 4000)]).unwrap();
+        }
+        p.close().unwrap();
+    }
+    m.checkpoint();
+    let mut want = vec![0u8; 1 << 20];
+    let region = mojim_region::RegionFile::open(&dir.join("region.mojim")).unwrap();
+    region.view(0, want.len()).read(0, &mut want);
+    let mut got = vec![0u8; 1 << 20];
+    m.read(0, &mut got).unwrap();
+    assert!(got == want, "the mirror differs from the primary; status {:?}", m.status());
+    m.shutdown();
+    assert!(!std::path::Path::new(&sock).exists(), "the mirror removes its socket");
+    let _ = std::fs::remove_dir_all(&dir);
+}

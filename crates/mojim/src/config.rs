@@ -337,8 +337,12 @@ fn default_region_path() -> String {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PrimarySection {
-    /// `mirror = "127.0.0.1:7420"`: the address where the mirror listens.
+    /// `mirror = "127.0.0.1:7420"`: the address where the mirror listens (a path for
+    /// `transport = "shm"`).
     pub mirror: String,
+    /// `transport = "tcp"`: how lanes reach the mirror: `tcp`, or `shm` (shared-memory rings
+    /// with a mirror on the same host; `mirror` is then the path of its socket).
+    pub transport: String,
     /// `mode = "sync"`: when sync points return (see [`Mode`]): `unreplicated`, `async`,
     /// `sync`, `sync-flush` or `sync-disk`.
     pub mode: String,
@@ -363,6 +367,7 @@ impl Default for PrimarySection {
     fn default() -> Self {
         PrimarySection {
             mirror: format!("127.0.0.1:{DEFAULT_PORT}"),
+            transport: "tcp".into(),
             mode: "sync".into(),
             lanes: 2,
             async_window: 256,
@@ -378,8 +383,12 @@ impl Default for PrimarySection {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MirrorSection {
-    /// `listen = "127.0.0.1:7420"`: the address the mirror listens on.
+    /// `listen = "127.0.0.1:7420"`: the address the mirror listens on (a path for
+    /// `transport = "shm"`).
     pub listen: String,
+    /// `transport = "tcp"`: `tcp`, or `shm` (a Unix socket at `listen`, through which each
+    /// lane of a primary on the same host sets up shared-memory rings).
+    pub transport: String,
     /// `dir = "mirror"`: folder of the mirror's data area, relative to the configuration file.
     pub dir: String,
     /// `log_dir = ""`: folder of the redo logs; empty means `dir`. On memory (e.g. `/dev/shm`)
@@ -422,6 +431,7 @@ impl Default for MirrorSection {
     fn default() -> Self {
         MirrorSection {
             listen: format!("127.0.0.1:{DEFAULT_PORT}"),
+            transport: "tcp".into(),
             dir: "mirror".into(),
             log_dir: String::new(),
             log_capacity: "64MiB".into(),
@@ -669,6 +679,27 @@ impl Config {
         Secret::resolve(&self.file.security.secret, insecure_flag || self.file.security.insecure)
     }
 
+    /// Checks `[section] transport` against the address `key` it governs: `shm` takes a path
+    /// (a Unix socket on this host), `tcp` a `host:port`.
+    pub fn check_transport(section: &str, transport: &str, key: &str, addr: &str) -> Result<()> {
+        let is_path = mojim_transport::shm::is_shm_addr(addr);
+        match transport {
+            "tcp" if !is_path => Ok(()),
+            "tcp" => Err(Error::Config(format!(
+                "[{section}] {key} = \"{addr}\" is a path, but [{section}] transport = \"tcp\": set transport = \"shm\" \
+                 for a mirror on this host, or give a host:port"
+            ))),
+            "shm" if is_path => Ok(()),
+            "shm" => Err(Error::Config(format!(
+                "[{section}] transport = \"shm\" needs [{section}] {key} to be the absolute path of the mirror's \
+                 socket (e.g. \"/dev/shm/mojim-mirror.sock\"), not \"{addr}\""
+            ))),
+            other => Err(Error::Config(format!(
+                "[{section}] transport = \"{other}\" is not one this build has: use \"tcp\" or \"shm\""
+            ))),
+        }
+    }
+
     /// `[primary] mode`, parsed.
     pub fn mode(&self) -> Result<Mode> {
         self.file.primary.mode.parse().map_err(|e| Error::Config(format!("[primary] mode: {e}")))
@@ -804,6 +835,9 @@ path = "region.mojim"
 [primary]
 # Where the mirror listens.
 mirror = "{listen}"
+# tcp, or shm: shared-memory rings with a mirror on this host (mirror is then the path of its
+# socket, e.g. "/dev/shm/mojim-mirror.sock").
+transport = "tcp"
 # When msync/gmsync return: unreplicated | async | sync | sync-flush | sync-disk
 # (sync-disk is sync against a mirror with [mirror] data = "disk").
 mode = "sync"
@@ -823,6 +857,8 @@ broadcast = []
 
 [mirror]
 listen = "{listen}"
+# tcp, or shm (listen is then a path, e.g. "/dev/shm/mojim-mirror.sock").
+transport = "tcp"
 # Folder of the mirror's data area (relative to this file).
 dir = "mirror"
 # Folder of the redo logs; empty means `dir`. Put it on memory (e.g. /dev/shm) for speed.

@@ -7,22 +7,22 @@ use mojim::error::{Error, Result};
 use mojim::net::{read_frame, send};
 use mojim_format::handshake::{decode_refuse, read_reply_len, PeerRole, Request};
 use mojim_format::FrameKind;
-use mojim_transport::{Conn, TcpConn, TcpTransport, Transport};
+use mojim_transport::{AnyConn, AnyTransport, Conn, Transport};
 use std::time::Duration;
 
 /// An authenticated operator's connection, over TCP unless made with
 /// [`AdminClient::connect_with`].
-pub struct AdminClient<C: Conn = TcpConn> {
+pub struct AdminClient<C: Conn = AnyConn> {
     conn: C,
     addr: String,
     body: Vec<u8>,
 }
 
 impl AdminClient {
-    /// Connects to the node at `addr` over TCP and proves `secret`, waiting at most `timeout`
-    /// for each step.
+    /// Connects to the node at `addr` (TCP, or shared memory for a path) and proves `secret`,
+    /// waiting at most `timeout` for each step.
     pub fn connect(addr: &str, secret: &Secret, timeout: Duration) -> Result<AdminClient> {
-        AdminClient::connect_with(&TcpTransport, addr, secret, timeout)
+        AdminClient::connect_with(&AnyTransport, addr, secret, timeout)
     }
 }
 

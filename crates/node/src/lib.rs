@@ -104,7 +104,7 @@ use mojim_core::checkpoint::GroupRef;
 use mojim_core::lane::MirrorLane;
 use mojim_core::recovery::{self, LaneLog};
 use mojim_region::{LogFile, MapSlice};
-use mojim_transport::{TcpTransport, Transport};
+use mojim_transport::{AnyTransport, Transport};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -155,6 +155,7 @@ pub struct MirrorOptions {
 impl MirrorOptions {
     pub fn from_config(cfg: &Config, insecure: bool) -> Result<MirrorOptions> {
         let m = &cfg.file.mirror;
+        Config::check_transport("mirror", &m.transport, "listen", &m.listen)?;
         if !(1..=MAX_LANES).contains(&m.max_lanes) {
             return Err(Error::Config(format!(
                 "[mirror] max_lanes = {} must be between 1 and {MAX_LANES}",
@@ -263,9 +264,10 @@ impl Mirror {
         self.shared.stats.recovery()
     }
 
-    /// Starts serving on `opts.listen` over TCP.
+    /// Starts serving on `opts.listen`: over TCP for a `host:port`, through shared memory for
+    /// a path (a Unix socket there, `mojim_transport::shm`). Backups are reached the same way.
     pub fn serve(self) -> Result<MirrorHandle> {
-        self.serve_with(TcpTransport)
+        self.serve_with(AnyTransport)
     }
 
     /// Starts serving over any transport.

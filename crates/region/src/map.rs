@@ -28,7 +28,7 @@ use std::marker::PhantomData;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 const TMPFS_MAGIC: u64 = 0x0102_1994;
 const PAGE: usize = 4096;
@@ -340,6 +340,17 @@ impl MappedFile {
         // An atomic is made for memory that others store into; this crate makes no non-atomic
         // reference to these bytes (its other accesses are raw copies).
         unsafe { &*(self.ptr.add(offset) as *const AtomicU64) }
+    }
+
+    /// A 4-byte word inside the mapping, for flags and futex words shared with another
+    /// process that maps the same file.
+    pub fn word(&self, offset: usize) -> &AtomicU32 {
+        self.check(offset, 4);
+        assert_eq!(offset % 4, 0, "word at unaligned offset {offset}");
+        // SAFETY: in bounds, 4-byte aligned (the mapping is page-aligned), lives as long as
+        // `self`; AtomicU32 has the size and alignment of u32 and every bit pattern is valid.
+        // As for `counter`: this crate makes no non-atomic reference to these bytes.
+        unsafe { &*(self.ptr.add(offset) as *const AtomicU32) }
     }
 
     /// Makes `[offset, offset + len)` persistent according to [`MappedFile::persistence`].

@@ -10,10 +10,9 @@ use mojim::config::{random_uuid, template, Config, Limits, Mode, RegionId, Secre
 use mojim::error::{Error, Result};
 use mojim::primary::{Primary, PrimaryOptions};
 use mojim::size::{format_size, parse_size};
-use mojim_transport::{Conn, TcpConn, TcpTransport, Transport};
+use mojim_transport::{AnyTransport, Conn, Transport};
 use serde::Serialize;
 use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -121,6 +120,11 @@ pub struct BenchArgs {
     /// (Primary::msync), taking turns on one primary per mode of --mode.
     #[arg(long)]
     pub c_api: bool,
+    /// Transports to run every mode over, comma-separated, one after another: tcp (loopback)
+    /// and shm (shared-memory rings with the mirror on this host; tcp-rtt is then the rings'
+    /// raw ping-pong, reported as shm-rtt).
+    #[arg(long, default_value = "tcp", value_delimiter = ',')]
+    pub transport: Vec<String>,
     /// Print one JSON object per result instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -142,6 +146,8 @@ pub struct BenchResult {
     /// Replicas besides the mirror.
     pub backups: usize,
     pub topology: String,
+    /// `tcp` or `shm`.
+    pub transport: String,
 }
 
 /// What to measure.
@@ -307,7 +313,8 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         let cfg = cfg.to_str().unwrap_or_default().to_string();
         let poll = a.busy_poll_us.to_string();
         let thresh = a.checkpoint_thresh.map(|t| t.to_string());
-        let mut serve = vec!["serve", "--config", &cfg, "--listen", "127.0.0.1:0", "--busy-poll-us", &poll];
+        let disk_listen = crate::cluster::listen_addr(&dir, "disk-mirror", shm(a));
+        let mut serve = vec!["serve", "--config", &cfg, "--listen", &disk_listen, "--busy-poll-us", &poll];
         if let Some(t) = &thresh {
             serve.extend(["--checkpoint-thresh", t.as_str()]);
         }
@@ -318,6 +325,7 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
             secondary_tier_thresh: a.secondary_tier_thresh.clone(),
             checkpoint_thresh: a.checkpoint_thresh,
             busy_poll_us: a.busy_poll_us,
+            shm: shm(a),
         };
         if needs_mirror {
             let main = shape(a.topology, a.backups, a.secondary_rate_limit.clone());
@@ -356,8 +364,11 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
     };
     if needs_echo {
         let poll = a.busy_poll_us.to_string();
-        s.echo =
-            Some(ChildNode::spawn(&exe()?, &["echo", "--listen", "127.0.0.1:0", "--busy-poll-us", &poll])?);
+        let listen = match &s.dir {
+            Some(d) => crate::cluster::listen_addr(d, "echo", shm(a)),
+            None => "127.0.0.1:0".into(),
+        };
+        s.echo = Some(ChildNode::spawn(&exe()?, &["echo", "--listen", &listen, "--busy-poll-us", &poll])?);
     }
     Ok(s)
 }
@@ -391,9 +402,32 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     if a.mode.iter().any(|m| m.trim() == "failover") {
         return crate::bench_failover::run(a);
     }
-    let results = measure(a)?;
+    let mut results = Vec::new();
+    for t in transports(a)? {
+        let mut one = a.clone();
+        one.transport = vec![t.to_string()];
+        results.extend(measure(&one)?);
+    }
     print(&results, a.json);
     Ok(())
+}
+
+/// `--transport`, checked: tcp and shm.
+pub fn transports(a: &BenchArgs) -> Result<Vec<&'static str>> {
+    a.transport
+        .iter()
+        .map(|t| match t.trim() {
+            "tcp" => Ok("tcp"),
+            "shm" => Ok("shm"),
+            other => Err(Error::Config(format!("--transport {other}: choose tcp or shm (comma-separated)"))),
+        })
+        .collect()
+}
+
+/// Whether the benchmark's replicas are reached through shared memory (the first of
+/// `--transport`).
+fn shm(a: &BenchArgs) -> bool {
+    a.transport.first().is_some_and(|t| t.trim() == "shm")
 }
 
 /// Runs the benchmark and returns its results.
@@ -518,6 +552,10 @@ fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
             r?
         }
     };
+    r.transport = if shm(a) { "shm" } else { "tcp" }.into();
+    if k == Kind::TcpRtt && shm(a) {
+        r.mode = "shm-rtt".into();
+    }
     (r.backups, r.topology) = match k {
         Kind::Scheme(t, _) => (a.backups.max(1), t.name().into()),
         Kind::Mode(m) if m.replicated() && m != Mode::SyncDisk && a.backups > 0 => {
@@ -650,6 +688,7 @@ fn drive<S: Send>(
         mb_per_s: ops as f64 * a.size as f64 / secs / 1e6,
         backups: 0,
         topology: "none".into(),
+        transport: "tcp".into(),
     })
 }
 
@@ -715,7 +754,7 @@ fn sync_points(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path, kind: Kind) 
 fn tcp_rtt(a: &BenchArgs, addr: &str) -> Result<BenchResult> {
     let mut states = Vec::new();
     for _ in 0..a.threads {
-        let mut c = TcpTransport
+        let mut c = AnyTransport
             .connect(addr, Duration::from_secs(5))
             .map_err(Error::io(format!("connect to {addr}")))?;
         c.set_busy_poll(Duration::from_micros(a.busy_poll_us));
@@ -729,15 +768,15 @@ fn tcp_rtt(a: &BenchArgs, addr: &str) -> Result<BenchResult> {
 }
 
 /// The other end of `tcp-rtt`: per connection, reads a size, then for each message of that
-/// size answers with 64 bytes (the size of an acknowledgement).
+/// size answers with 64 bytes (the size of an acknowledgement). Over TCP, or shared memory
+/// when `listen` is a path.
 pub fn echo_server(listen: &str, busy_poll_us: u64) -> Result<()> {
-    let l = TcpListener::bind(listen).map_err(Error::io(format!("listen on {listen}")))?;
-    println!("serving on {}", l.local_addr().map_err(Error::io("local address"))?);
+    let l = AnyTransport.listen(listen).map_err(Error::io(format!("listen on {listen}")))?;
+    println!("serving on {}", AnyTransport.local_addr(&l).map_err(Error::io("local address"))?);
     let _ = std::io::stdout().flush();
-    for c in l.incoming() {
-        let Ok(c) = c else { continue };
+    loop {
+        let Ok(mut c) = AnyTransport.accept(&l) else { continue };
         std::thread::spawn(move || -> std::io::Result<()> {
-            let mut c = TcpConn::new(c)?;
             c.set_busy_poll(Duration::from_micros(busy_poll_us));
             let mut sz = [0u8; 8];
             c.read_exact(&mut sz)?;
@@ -750,7 +789,6 @@ pub fn echo_server(listen: &str, busy_poll_us: u64) -> Result<()> {
             }
         });
     }
-    Ok(())
 }
 
 /// Prints results as a table with side-by-side ratios, or as JSON lines.
@@ -762,19 +800,46 @@ pub fn print(results: &[BenchResult], json: bool) {
         return;
     }
     println!(
-        "{:<18} {:>7} {:>7} {:>5} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9}",
-        "mode", "size", "threads", "lanes", "ops", "mean_us", "p50_us", "p99_us", "ops/s", "MB/s"
+        "{:<18} {:<9} {:>7} {:>7} {:>5} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9}",
+        "mode",
+        "transport",
+        "size",
+        "threads",
+        "lanes",
+        "ops",
+        "mean_us",
+        "p50_us",
+        "p99_us",
+        "ops/s",
+        "MB/s"
     );
     for r in results {
         println!(
-            "{:<18} {:>7} {:>7} {:>5} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>11.0} {:>9.1}",
-            r.mode, r.size, r.threads, r.lanes, r.ops, r.mean_us, r.p50_us, r.p99_us, r.ops_per_s, r.mb_per_s
+            "{:<18} {:<9} {:>7} {:>7} {:>5} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>11.0} {:>9.1}",
+            r.mode,
+            r.transport,
+            r.size,
+            r.threads,
+            r.lanes,
+            r.ops,
+            r.mean_us,
+            r.p50_us,
+            r.p99_us,
+            r.ops_per_s,
+            r.mb_per_s
         );
     }
-    let find = |m: &str| results.iter().find(|r| r.mode == m);
-    if let (Some(s), Some(t)) = (find("sync"), find("tcp-rtt")) {
+    let on = |m: &str, t: &str| results.iter().find(|r| r.mode == m && r.transport == t);
+    if let (Some(s), Some(t)) = (on("sync", "tcp"), on("tcp-rtt", "tcp")) {
         println!("sync p50 / tcp-rtt p50 = {:.2}", s.p50_us / t.p50_us);
     }
+    if let (Some(s), Some(t)) = (on("sync", "shm"), on("shm-rtt", "shm")) {
+        println!("sync p50 over shm / shm-rtt p50 = {:.2}", s.p50_us / t.p50_us);
+    }
+    if let (Some(s), Some(t)) = (on("sync", "shm"), on("sync", "tcp")) {
+        println!("sync p50 over shm / over tcp = {:.2}", s.p50_us / t.p50_us);
+    }
+    let find = |m: &str| results.iter().find(|r| r.mode == m);
     if let (Some(s), Some(d)) = (find("sync"), find("unreplicated-disk")) {
         println!("sync p50 / unreplicated-disk p50 = {:.2}", s.p50_us / d.p50_us);
     }

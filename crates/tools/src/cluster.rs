@@ -41,6 +41,18 @@ pub struct Shape {
     pub secondary_tier_thresh: Option<String>,
     pub checkpoint_thresh: Option<usize>,
     pub busy_poll_us: u64,
+    /// Connect through shared memory (a socket path per replica under the cluster's folder)
+    /// instead of TCP on loopback.
+    pub shm: bool,
+}
+
+/// Where a replica named `name` of a benchmark cluster in `dir` listens.
+pub fn listen_addr(dir: &Path, name: &str, shm: bool) -> String {
+    if shm {
+        dir.join(format!("{name}.sock")).to_str().unwrap_or_default().to_string()
+    } else {
+        "127.0.0.1:0".into()
+    }
 }
 
 /// A running cluster; its processes are killed when it is dropped.
@@ -51,9 +63,14 @@ pub struct LocalCluster {
     pub broadcast: Vec<String>,
 }
 
-fn serve_args<'a>(cfg: &'a str, dir: &'a str, poll: &'a str, thresh: &'a Option<String>) -> Vec<&'a str> {
-    let mut v =
-        vec!["serve", "--config", cfg, "--listen", "127.0.0.1:0", "--dir", dir, "--busy-poll-us", poll];
+fn serve_args<'a>(
+    cfg: &'a str,
+    listen: &'a str,
+    dir: &'a str,
+    poll: &'a str,
+    thresh: &'a Option<String>,
+) -> Vec<&'a str> {
+    let mut v = vec!["serve", "--config", cfg, "--listen", listen, "--dir", dir, "--busy-poll-us", poll];
     if let Some(t) = thresh {
         v.extend(["--checkpoint-thresh", t.as_str()]);
     }
@@ -73,7 +90,8 @@ impl LocalCluster {
         let mut backups = Vec::new();
         for i in 0..shape.backups {
             let d = path(&dir.join(format!("{name}-backup-{i}")));
-            backups.push(ChildNode::spawn(exe, &serve_args(&base_cfg, &d, &poll, &thresh))?);
+            let listen = listen_addr(dir, &format!("{name}-backup-{i}"), shape.shm);
+            backups.push(ChildNode::spawn(exe, &serve_args(&base_cfg, &listen, &d, &poll, &thresh))?);
         }
         let addrs: Vec<String> = backups.iter().map(|b| b.addr().to_string()).collect();
         let (mirror_cfg, broadcast) = match shape.topology {
@@ -97,7 +115,8 @@ impl LocalCluster {
             }
         };
         let d = path(&dir.join(format!("{name}-mirror")));
-        let mirror = ChildNode::spawn(exe, &serve_args(&mirror_cfg, &d, &poll, &thresh))?;
+        let listen = listen_addr(dir, &format!("{name}-mirror"), shape.shm);
+        let mirror = ChildNode::spawn(exe, &serve_args(&mirror_cfg, &listen, &d, &poll, &thresh))?;
         Ok(LocalCluster { mirror, backups, broadcast })
     }
 }

@@ -164,6 +164,7 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         lmdb_txns: 0,
         preload: None,
         c_api: false,
+        transport: vec!["tcp".into()],
         json: false,
     };
     println!();

@@ -1113,6 +1113,7 @@ mod tests {
             mb_per_s: size as f64 / mean * threads as f64,
             backups: 0,
             topology: "none".into(),
+            transport: "tcp".into(),
         }
     }
 

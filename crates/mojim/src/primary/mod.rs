@@ -33,7 +33,7 @@ use link_error::LinkError;
 use mojim_core::encode::{check_group, GroupLimits, RangeError};
 use mojim_core::Range;
 use mojim_region::{DirtyMap, MetaRing, RegionFile};
-use mojim_transport::{TcpTransport, Transport};
+use mojim_transport::{AnyTransport, Transport};
 pub use stage::Put;
 use stage::Stage;
 use std::cell::Cell;
@@ -116,6 +116,9 @@ impl PrimaryOptions {
     pub fn from_config(cfg: &Config, insecure: bool) -> Result<PrimaryOptions> {
         let p = &cfg.file.primary;
         let mode = cfg.mode()?;
+        if mode.replicated() {
+            Config::check_transport("primary", &p.transport, "mirror", &p.mirror)?;
+        }
         if mode.replicated() && !(1..=256).contains(&p.lanes) {
             return Err(Error::Config(format!("[primary] lanes = {} must be between 1 and 256", p.lanes)));
         }
@@ -290,7 +293,7 @@ pub struct CopyHold<'a> {
 }
 
 /// A region opened as primary.
-pub struct Primary<T: Transport = TcpTransport> {
+pub struct Primary<T: Transport = AnyTransport> {
     inner: Arc<Inner<T>>,
     keeper: Option<JoinHandle<()>>,
 }
@@ -309,10 +312,11 @@ fn thread_no() -> usize {
     })
 }
 
-impl Primary<TcpTransport> {
-    /// Opens the region at `opts.region_path` and, if the mode replicates, connects every lane.
-    pub fn open(opts: &PrimaryOptions) -> Result<Primary<TcpTransport>> {
-        Primary::open_with(TcpTransport, opts)
+impl Primary<AnyTransport> {
+    /// Opens the region at `opts.region_path` and, if the mode replicates, connects every lane:
+    /// over TCP, or through shared memory when the mirror's address is a path.
+    pub fn open(opts: &PrimaryOptions) -> Result<Primary<AnyTransport>> {
+        Primary::open_with(AnyTransport, opts)
     }
 }
 

@@ -1,0 +1,123 @@
+//! The transport a node or primary uses when it is configured, not chosen at compile time:
+//! TCP for a `host:port` address, shared memory ([`crate::shm`]) for an absolute path.
+
+use crate::shm::{is_shm_addr, ShmConn, ShmListener, ShmTransport};
+use crate::tcp::{TcpConn, TcpTransport};
+use crate::{Conn, Transport};
+use std::io::{self, IoSlice, Read, Write};
+use std::net::TcpListener;
+use std::time::Duration;
+
+/// TCP or shared memory, by the address.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AnyTransport;
+
+/// A connection of either kind.
+pub enum AnyConn {
+    Tcp(TcpConn),
+    Shm(ShmConn),
+}
+
+/// A listener of either kind.
+pub enum AnyListener {
+    Tcp(TcpListener),
+    Shm(ShmListener),
+}
+
+/// Which transport an address selects: "tcp" or "shm".
+pub fn transport_of(addr: &str) -> &'static str {
+    if is_shm_addr(addr) {
+        "shm"
+    } else {
+        "tcp"
+    }
+}
+
+macro_rules! each {
+    ($self:expr, $c:ident => $e:expr) => {
+        match $self {
+            AnyConn::Tcp($c) => $e,
+            AnyConn::Shm($c) => $e,
+        }
+    };
+}
+
+impl Read for AnyConn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        each!(self, c => c.read(buf))
+    }
+}
+
+impl Write for AnyConn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        each!(self, c => c.write(buf))
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        each!(self, c => c.write_vectored(bufs))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        each!(self, c => c.flush())
+    }
+}
+
+impl Conn for AnyConn {
+    fn send_all_vectored(&mut self, bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
+        each!(self, c => c.send_all_vectored(bufs))
+    }
+    fn try_clone(&self) -> io::Result<Self> {
+        match self {
+            AnyConn::Tcp(c) => c.try_clone().map(AnyConn::Tcp),
+            AnyConn::Shm(c) => c.try_clone().map(AnyConn::Shm),
+        }
+    }
+    fn peer(&self) -> String {
+        each!(self, c => c.peer())
+    }
+    fn shutdown(&self) {
+        each!(self, c => c.shutdown())
+    }
+    fn set_busy_poll(&mut self, spin: Duration) {
+        each!(self, c => c.set_busy_poll(spin))
+    }
+    fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        each!(self, c => c.set_recv_timeout(timeout))
+    }
+    fn set_send_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        each!(self, c => c.set_send_timeout(timeout))
+    }
+}
+
+impl Transport for AnyTransport {
+    type Conn = AnyConn;
+    type Listener = AnyListener;
+
+    fn connect(&self, addr: &str, timeout: Duration) -> io::Result<AnyConn> {
+        if is_shm_addr(addr) {
+            ShmTransport.connect(addr, timeout).map(AnyConn::Shm)
+        } else {
+            TcpTransport.connect(addr, timeout).map(AnyConn::Tcp)
+        }
+    }
+
+    fn listen(&self, addr: &str) -> io::Result<AnyListener> {
+        if is_shm_addr(addr) {
+            ShmTransport.listen(addr).map(AnyListener::Shm)
+        } else {
+            TcpTransport.listen(addr).map(AnyListener::Tcp)
+        }
+    }
+
+    fn accept(&self, listener: &AnyListener) -> io::Result<AnyConn> {
+        match listener {
+            AnyListener::Tcp(l) => TcpTransport.accept(l).map(AnyConn::Tcp),
+            AnyListener::Shm(l) => ShmTransport.accept(l).map(AnyConn::Shm),
+        }
+    }
+
+    fn local_addr(&self, listener: &AnyListener) -> io::Result<String> {
+        match listener {
+            AnyListener::Tcp(l) => TcpTransport.local_addr(l),
+            AnyListener::Shm(l) => ShmTransport.local_addr(l),
+        }
+    }
+}

@@ -1,0 +1,157 @@
+use super::*;
+use std::io::{Read, Write};
+
+fn sock_path(name: &str) -> String {
+    format!("/dev/shm/mojim-shm-test-{}-{name}.sock", std::process::id())
+}
+
+/// A connected pair: (connecting side, accepting side, listener).
+fn pair(name: &str) -> (ShmConn, ShmConn, ShmListener) {
+    let t = ShmTransport;
+    let path = sock_path(name);
+    let l = t.listen(&path).unwrap();
+    let c = std::thread::spawn(move || ShmTransport.connect(&path, Duration::from_secs(5)).unwrap());
+    let a = t.accept(&l).unwrap();
+    (c.join().unwrap(), a, l)
+}
+
+fn pattern(i: u64) -> u8 {
+    (i.wrapping_mul(2654435761) >> 7) as u8
+}
+
+#[test]
+fn bytes_arrive_in_order_across_many_laps() {
+    let (mut c, mut a, _l) = pair("order");
+    let total: u64 = 3 * RING_BYTES as u64 + 12_345;
+    let w = std::thread::spawn(move || {
+        let mut sent = 0u64;
+        let mut chunk = vec![0u8; 100_003];
+        while sent < total {
+            let n = (total - sent).min(chunk.len() as u64) as usize;
+            for (k, b) in chunk[..n].iter_mut().enumerate() {
+                *b = pattern(sent + k as u64);
+            }
+            // Two slices per write, so that vectored writes split across the ring's end too.
+            let (x, y) = chunk[..n].split_at(n / 3);
+            c.send_all_vectored(&mut [IoSlice::new(x), IoSlice::new(y)]).unwrap();
+            sent += n as u64;
+        }
+        c
+    });
+    let mut got = 0u64;
+    let mut buf = vec![0u8; 65_537];
+    while got < total {
+        let n = a.read(&mut buf).unwrap();
+        assert!(n > 0, "end of stream after {got} of {total} bytes");
+        for (k, &b) in buf[..n].iter().enumerate() {
+            assert_eq!(b, pattern(got + k as u64), "byte {}", got + k as u64);
+        }
+        got += n as u64;
+    }
+    drop(w.join().unwrap());
+}
+
+#[test]
+fn both_directions_at_once_with_polling() {
+    let (mut c, mut a, _l) = pair("duplex");
+    c.set_busy_poll(Duration::from_micros(50));
+    a.set_busy_poll(Duration::from_micros(50));
+    let echo = std::thread::spawn(move || {
+        let mut b = [0u8; 64];
+        for _ in 0..2000 {
+            a.read_exact(&mut b).unwrap();
+            a.write_all(&b).unwrap();
+        }
+    });
+    for i in 0..2000u32 {
+        let msg = [i as u8; 64];
+        c.write_all(&msg).unwrap();
+        let mut back = [0u8; 64];
+        c.read_exact(&mut back).unwrap();
+        assert_eq!(back, msg);
+    }
+    echo.join().unwrap();
+}
+
+#[test]
+fn shutdown_ends_the_stream_after_what_was_sent() {
+    let (mut c, mut a, _l) = pair("shutdown");
+    c.write_all(b"last words").unwrap();
+    c.shutdown();
+    let mut got = Vec::new();
+    a.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"last words");
+    assert_eq!(a.write(b"x").unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+    assert_eq!(c.write(b"x").unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+}
+
+#[test]
+fn a_peer_that_is_gone_ends_the_stream() {
+    let (c, mut a, _l) = pair("gone");
+    let blocked = std::thread::spawn(move || {
+        let mut b = [0u8; 8];
+        a.read(&mut b).unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    drop(c);
+    assert_eq!(blocked.join().unwrap(), 0, "the reader sees the end once the peer's last handle goes");
+}
+
+#[test]
+fn a_receive_timeout_is_would_block() {
+    let (_c, mut a, _l) = pair("timeout");
+    a.set_recv_timeout(Some(Duration::from_millis(30))).unwrap();
+    let mut b = [0u8; 8];
+    let e = a.read(&mut b).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+}
+
+#[test]
+fn a_corrupted_ring_is_an_error_not_a_wild_read() {
+    let (c, mut a, _l) = pair("corrupt");
+    // The peer claims far more bytes than the ring holds.
+    let s = &c.shared;
+    s.tx.head(&s.map).store(u64::MAX / 2, Ordering::SeqCst);
+    let mut b = [0u8; 8];
+    let e = a.read(&mut b).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    assert!(e.to_string().contains("corrupted the shared ring"), "{e}");
+}
+
+#[test]
+fn a_connector_that_is_not_one_is_refused_and_the_listener_goes_on() {
+    let t = ShmTransport;
+    let path = sock_path("garbage");
+    let l = t.listen(&path).unwrap();
+    let mut raw = UnixStream::connect(&path).unwrap();
+    raw.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let e = t.accept(&l).err().expect("refused");
+    assert!(e.to_string().contains("not a shared-memory hello"), "{e}");
+    // Silence: the accept gives up after its handshake timeout.
+    let _quiet = UnixStream::connect(&path).unwrap();
+    assert!(t.accept(&l).is_err());
+    let p = path.clone();
+    let c = std::thread::spawn(move || ShmTransport.connect(&p, Duration::from_secs(5)).unwrap());
+    let mut a = t.accept(&l).unwrap();
+    let mut c = c.join().unwrap();
+    c.write_all(b"ok").unwrap();
+    let mut b = [0u8; 2];
+    a.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"ok");
+}
+
+#[test]
+fn a_stale_socket_file_is_replaced_but_a_live_one_is_not() {
+    let t = ShmTransport;
+    let path = sock_path("stale");
+    let l = t.listen(&path).unwrap();
+    let e = t.listen(&path).err().expect("in use");
+    assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+    drop(l);
+    // A listener that went without removing its file (a killed process).
+    drop(UnixListener::bind(&path).unwrap());
+    assert!(Path::new(&path).exists());
+    let _l2 = t.listen(&path).unwrap();
+    drop(_l2);
+    assert!(!Path::new(&path).exists(), "the listener removes its socket file");
+}
