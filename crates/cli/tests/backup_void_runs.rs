@@ -15,15 +15,15 @@ use common::{raw, wait_status, Cluster};
 use mojim_core::seq_window::{window_for_logs, MAX_WINDOW};
 use mojim_format::handshake::{PeerRole, Welcome};
 use mojim_format::{FrameHeader, FrameKind};
+use mojim_transport::AnyConn;
 use std::io::Write;
-use std::net::TcpStream;
 
 use common::raw::read_frame;
 
 /// One lane of a session `id` that a mirror (role Mirror) opens to feed the node at `c`.
 struct MirrorLink {
     id: u64,
-    conn: TcpStream,
+    conn: AnyConn,
     welcome: Welcome,
 }
 

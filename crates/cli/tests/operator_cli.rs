@@ -7,8 +7,8 @@ use common::{raw, wait_applied, Cluster};
 use mojim::{Primary, Range};
 use mojim_format::handshake::{PeerRole, Request};
 use mojim_format::FrameKind;
+use mojim_transport::AnyConn;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -134,7 +134,7 @@ fn cat_refuses_an_inconsistent_data_area_unless_told() {
 }
 
 /// An operator's connection that asks for `len` bytes of the data area and then reads nothing.
-fn stuck_reader(c: &Cluster, len: u64) -> TcpStream {
+fn stuck_reader(c: &Cluster, len: u64) -> AnyConn {
     let hello = raw::hello(PeerRole::Admin, ([0; 16], 0), 0, 0, 0);
     let (mut s, _) = raw::handshake(&c.mirror_addr(), &hello, &c.secret().0);
     let req = Request::Read { offset: 0, len }.encode();

@@ -18,18 +18,18 @@ use mojim::Range;
 use mojim_core::encode::{check_group, data_header, frames, GroupLimits, SessionTag};
 use mojim_format::handshake::{PeerRole, Welcome};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
+use mojim_transport::{AnyConn, Conn};
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 const GENERATION: u64 = 0x5eed_0000_0000_0001;
 
-fn read_frame(s: &mut TcpStream) -> (FrameHeader, Vec<u8>) {
+fn read_frame(s: &mut AnyConn) -> (FrameHeader, Vec<u8>) {
     raw::read_frame(s).expect("a frame from the mirror")
 }
 
 /// Connects lane `lane` of a two-lane session and completes the handshake.
-fn join(c: &Cluster, session: u64, lane: u16, lanes: u16) -> (TcpStream, Welcome) {
+fn join(c: &Cluster, session: u64, lane: u16, lanes: u16) -> (AnyConn, Welcome) {
     let id = c.cfg.region_id().expect("region id");
     let mut hello = raw::hello(PeerRole::Primary, (id.uuid, id.size), session, lane, lanes);
     hello.generation = GENERATION;
@@ -37,15 +37,7 @@ fn join(c: &Cluster, session: u64, lane: u16, lanes: u16) -> (TcpStream, Welcome
 }
 
 /// Sends group `seq`: `body` at `offset`, in frames of the session's size.
-fn send_group(
-    s: &mut TcpStream,
-    w: &Welcome,
-    size: u64,
-    tag: SessionTag,
-    seq: u64,
-    offset: u64,
-    body: &[u8],
-) {
+fn send_group(s: &mut AnyConn, w: &Welcome, size: u64, tag: SessionTag, seq: u64, offset: u64, body: &[u8]) {
     let ranges = [Range::new(offset, body.len() as u64)];
     let limits = GroupLimits {
         max_ranges: 16,
@@ -126,7 +118,7 @@ fn a_lane_held_back_by_a_lagging_backup_leaves_when_its_session_ends() {
     backup.freeze().expect("freeze the backup");
     let body = vec![0x77; 16 << 10];
     let mut held = None;
-    lane.set_read_timeout(Some(Duration::from_millis(200))).expect("set timeout");
+    lane.set_recv_timeout(Some(Duration::from_millis(200))).expect("set timeout");
     for i in 0..16u64 {
         let seq = welcome.next_seq + i;
         send_group(&mut lane, &welcome, c.size(), tag, seq, i * body.len() as u64, &body);

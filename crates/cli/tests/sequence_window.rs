@@ -16,13 +16,13 @@ use mojim::{Primary, Range};
 use mojim_core::encode::{data_header, FramePlan, SessionTag};
 use mojim_format::handshake::{PeerRole, Welcome};
 use mojim_format::{FrameHeader, FrameKind};
+use mojim_transport::AnyConn;
 use std::io::Write;
-use std::net::TcpStream;
 
 /// A session driven by hand: its lanes' connections and what the mirror said.
 struct RawSession {
     id: u64,
-    lanes: Vec<TcpStream>,
+    lanes: Vec<AnyConn>,
     welcome: Welcome,
 }
 

@@ -72,7 +72,8 @@ pub fn start_kv(c: &Cluster, extra: &[&str]) -> ChildNode {
 /// `mojim serve` of the cluster's configuration in folder `name`, feeding `backups`.
 pub fn node(c: &Cluster, name: &str, backups: &[&str]) -> ChildNode {
     let dir = c.dir.path().join(name);
-    let mut args = vec!["serve", "--config", c.cfg_path.to_str().expect("utf-8"), "--listen", "127.0.0.1:0"];
+    let listen = super::listen_addr(c.dir.path());
+    let mut args = vec!["serve", "--config", c.cfg_path.to_str().expect("utf-8"), "--listen", &listen];
     args.extend(["--dir", dir.to_str().expect("utf-8")]);
     for b in backups {
         args.extend(["--backup", b]);

@@ -130,6 +130,19 @@ impl Rng {
     }
 }
 
+/// Where a node a test starts listens: TCP on loopback, or, with `MOJIM_TEST_TRANSPORT=shm`
+/// (`./scripts/test` runs the multi-process suites both ways), a socket in the test's folder,
+/// so that every link goes through shared memory.
+pub fn listen_addr(dir: &Path) -> String {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    if std::env::var("MOJIM_TEST_TRANSPORT").as_deref() == Ok("shm") {
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        dir.join(format!("n{n}.sock")).to_str().expect("utf-8").to_string()
+    } else {
+        "127.0.0.1:0".into()
+    }
+}
+
 /// A test cluster: a folder with `mojim.toml` and the primary's region file, and at most one
 /// mirror child process serving from `<folder>/mirror`.
 pub struct Cluster {
@@ -176,8 +189,9 @@ impl Cluster {
         assert!(self.mirror.is_none(), "a mirror is already running");
         let cfg = self.cfg_path.to_str().expect("utf-8 path");
         let mut args = vec!["serve", "--config", cfg];
+        let listen = listen_addr(self.dir.path());
         if !extra.contains(&"--listen") {
-            args.extend(["--listen", "127.0.0.1:0"]);
+            args.extend(["--listen", &listen]);
         }
         args.extend_from_slice(extra);
         let child = ChildNode::spawn(exe(), &args).expect("start the mirror");
@@ -195,8 +209,8 @@ impl Cluster {
     pub fn start_backup(&self, name: &str) -> ChildNode {
         let dir = self.dir.path().join(name);
         let cfg = self.cfg_path.to_str().expect("utf-8");
-        let args =
-            ["serve", "--config", cfg, "--listen", "127.0.0.1:0", "--dir", dir.to_str().expect("utf-8")];
+        let listen = listen_addr(self.dir.path());
+        let args = ["serve", "--config", cfg, "--listen", &listen, "--dir", dir.to_str().expect("utf-8")];
         ChildNode::spawn(exe(), &args).expect("start a backup")
     }
 

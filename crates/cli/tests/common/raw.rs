@@ -5,12 +5,12 @@
 use mojim_core::handshake::ClientHandshake;
 use mojim_format::handshake::{Hello, PeerRole, Welcome};
 use mojim_format::{FrameHeader, FRAME_HEADER_SIZE};
+use mojim_transport::{AnyConn, AnyTransport, Conn, Transport};
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 /// Reads one frame: its header, decoded, and its body.
-pub fn read_frame(s: &mut TcpStream) -> std::io::Result<(FrameHeader, Vec<u8>)> {
+pub fn read_frame(s: &mut impl Read) -> std::io::Result<(FrameHeader, Vec<u8>)> {
     let mut hb = [0u8; FRAME_HEADER_SIZE];
     s.read_exact(&mut hb)?;
     let h = FrameHeader::decode(&hb).map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -38,9 +38,9 @@ pub fn hello(role: PeerRole, region: ([u8; 16], u64), session: u64, lane: u16, l
 
 /// Connects to `addr` and runs the whole handshake for `hello` with `secret`: Hello, the
 /// node's Challenge, this side's Proof, the node's Proof, then the Welcome.
-pub fn handshake(addr: &str, hello: &Hello, secret: &[u8]) -> (TcpStream, Welcome) {
-    let mut s = TcpStream::connect(addr).expect("connect to the node");
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("set timeout");
+pub fn handshake(addr: &str, hello: &Hello, secret: &[u8]) -> (AnyConn, Welcome) {
+    let mut s = AnyTransport.connect(addr, Duration::from_secs(10)).expect("connect to the node");
+    s.set_recv_timeout(Some(Duration::from_secs(10))).expect("set timeout");
     let mut hs = ClientHandshake::new(hello, secret);
     let out = hs.hello();
     s.write_all(&out.header).and_then(|_| s.write_all(&out.body)).expect("send Hello");
