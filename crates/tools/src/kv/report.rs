@@ -49,6 +49,7 @@ impl KvResult {
 fn short(t: Target) -> &'static str {
     match t {
         Target::MojimSync => "mojim",
+        Target::MojimSyncShm => "mojim-shm",
         Target::RedisNone => "none",
         Target::RedisAofAlways => "aof",
         Target::RedisWait1 => "wait1",

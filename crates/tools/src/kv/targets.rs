@@ -27,6 +27,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(20);
 pub enum Target {
     /// `mojim kv` in mode sync, its mirror on loopback.
     MojimSync,
+    /// The same with its mirror reached through shared memory (`transport = "shm"`).
+    MojimSyncShm,
     /// redis-server, no persistence.
     RedisNone,
     /// redis-server, appendonly yes, appendfsync always.
@@ -44,6 +46,7 @@ impl Target {
     pub fn name(self) -> &'static str {
         match self {
             Target::MojimSync => "mojim-sync",
+            Target::MojimSyncShm => "mojim-sync-shm",
             Target::RedisNone => "redis-none",
             Target::RedisAofAlways => "redis-aof-always",
             Target::RedisWait1 => "redis-wait1",
@@ -52,7 +55,7 @@ impl Target {
 
     /// Whether this is one of the Redis configurations.
     pub fn is_redis(self) -> bool {
-        self != Target::MojimSync
+        !matches!(self, Target::MojimSync | Target::MojimSyncShm)
     }
 
     /// Whether the load follows every write with `WAIT 1 0`.
@@ -198,10 +201,10 @@ pub fn start(target: Target, env: &Env, tag: &str, janitor: &mut Janitor) -> Res
             s.procs.push(r);
             wait_for_replica(&addr, &mut s.procs)?;
         }
-        Target::MojimSync => {
+        Target::MojimSync | Target::MojimSyncShm => {
             let dir = mkdir(&env.dir.join(&name), janitor)?;
             s.dirs.push(dir.clone());
-            let (procs, addr) = mojim_kv(env, &dir, janitor)?;
+            let (procs, addr) = mojim_kv(env, &dir, target == Target::MojimSyncShm, janitor)?;
             s.procs.extend(procs);
             s.addr = addr;
         }
@@ -337,8 +340,9 @@ pub fn check_kv_subcommand(exe: &Path) -> Result<()> {
     )))
 }
 
-/// Starts a mirror (`mojim serve`) and `mojim kv` in mode sync in front of it.
-fn mojim_kv(env: &Env, dir: &Path, janitor: &mut Janitor) -> Result<(Vec<Proc>, String)> {
+/// Starts a mirror (`mojim serve`) and `mojim kv` in mode sync in front of it, reaching it
+/// through shared memory if `shm`.
+fn mojim_kv(env: &Env, dir: &Path, shm: bool, janitor: &mut Janitor) -> Result<(Vec<Proc>, String)> {
     check_kv_subcommand(env.mojim)?;
     let id = RegionId { uuid: random_uuid(), size: env.region_size };
     mojim::create_region(&dir.join("region.mojim"), id)?;
@@ -351,15 +355,17 @@ fn mojim_kv(env: &Env, dir: &Path, janitor: &mut Janitor) -> Result<(Vec<Proc>, 
         cfg_path.to_str().ok_or_else(|| Error::Config(format!("{} is not UTF-8", cfg_path.display())))?;
     let mirror_dir = dir.join("mirror");
     let mirror_s = mirror_dir.to_str().unwrap_or_default();
-    let mirror = ChildNode::spawn(
-        env.mojim,
-        &["serve", "--config", cfg_s, "--listen", "127.0.0.1:0", "--dir", mirror_s],
-    )?;
+    let listen = crate::cluster::listen_addr(dir, "mirror", shm);
+    let mirror =
+        ChildNode::spawn(env.mojim, &["serve", "--config", cfg_s, "--listen", &listen, "--dir", mirror_s])?;
     janitor.process(mirror.pid());
     let mut procs = vec![Proc::Node(mirror)];
     let mut cfg = mojim::Config::load(&cfg_path)?;
     let Proc::Node(m) = &procs[0] else { unreachable!("pushed just above") };
     cfg.file.primary.mirror = m.addr().to_string();
+    if shm {
+        cfg.file.primary.transport = "shm".into();
+    }
     let text =
         toml::to_string(&cfg.file).map_err(|e| Error::Config(format!("serialise the configuration: {e}")))?;
     write_private(&cfg_path, &text).map_err(Error::io("write the configuration"))?;
