@@ -14,6 +14,8 @@ const TRIALS: u64 = 200;
 /// Trials per run under the etcd coordinator (`MOJIM_CHAOS_ETCD_TRIALS` overrides it): about
 /// four seconds each, most of it waiting for leases to expire.
 const ETCD_TRIALS: u64 = 12;
+/// Trials per run over shared memory (`MOJIM_CHAOS_SHM_TRIALS` overrides it).
+const SHM_TRIALS: u64 = 40;
 
 fn chaos(args: &[&str]) -> (bool, String) {
     let out = Command::new(common::exe()).arg("chaos").args(args).output().expect("run mojim chaos");
@@ -57,6 +59,13 @@ fn run_trials(test: &str, var: &str, trials: u64, extra: &[&str]) {
 #[test]
 fn no_violation_under_kills_partitions_and_failovers() {
     run_trials("chaos", "MOJIM_CHAOS_TRIALS", TRIALS, &[]);
+}
+
+/// The same faults with every link through shared memory (`--transport shm`: one host,
+/// partitions emulated by freezing a node).
+#[test]
+fn no_violation_over_shared_memory() {
+    run_trials("chaos-shm", "MOJIM_CHAOS_SHM_TRIALS", SHM_TRIALS, &["--transport", "shm"]);
 }
 
 /// The same faults with the etcd coordinator healing them: the mirror takes over when the

@@ -140,7 +140,11 @@ impl Drop for Netns {
 
 /// Where the nodes run.
 pub(crate) enum Net {
-    Loopback { ports: Vec<u16> },
+    /// One host: TCP ports, or with `shm` set, sockets in that folder (shared-memory links).
+    Loopback {
+        ports: Vec<u16>,
+        shm: Option<PathBuf>,
+    },
     Netns(Netns),
 }
 
@@ -152,12 +156,21 @@ impl Net {
             .collect::<std::io::Result<_>>()
             .map_err(|e| format!("find free ports: {e}"))?;
         let ports = held.iter().map(|l| l.local_addr().map(|a| a.port())).collect::<std::io::Result<_>>();
-        Ok(Net::Loopback { ports: ports.map_err(|e| format!("find free ports: {e}"))? })
+        Ok(Net::Loopback { ports: ports.map_err(|e| format!("find free ports: {e}"))?, shm: None })
+    }
+
+    /// One host, the nodes linked through shared memory: node `i` listens on a socket in `dir`.
+    pub fn shm(nodes: usize, dir: &Path) -> Result<Net, String> {
+        match Net::loopback(nodes)? {
+            Net::Loopback { ports, .. } => Ok(Net::Loopback { ports, shm: Some(dir.to_path_buf()) }),
+            other => Ok(other),
+        }
     }
 
     pub fn addr(&self, i: usize) -> String {
         match self {
-            Net::Loopback { ports } => format!("127.0.0.1:{}", ports[i]),
+            Net::Loopback { shm: Some(dir), .. } => dir.join(format!("node-{i}.sock")).display().to_string(),
+            Net::Loopback { ports, .. } => format!("127.0.0.1:{}", ports[i]),
             Net::Netns(n) => format!("{}:{NETNS_PORT}", n.ip_of(i)),
         }
     }
@@ -184,6 +197,11 @@ impl Net {
 
     pub fn describe(&self) -> String {
         match self {
+            Net::Loopback { shm: Some(_), .. } => {
+                "shared memory on one host (partitions emulated: the cut-off node is frozen with SIGSTOP, then \
+                 SIGCONT)"
+                    .into()
+            }
             Net::Loopback { .. } => {
                 "loopback (partitions emulated: the cut-off node is frozen with SIGSTOP, then SIGCONT)".into()
             }
@@ -398,6 +416,9 @@ impl Cluster {
         f.mirror.backups = backups.to_vec();
         f.mirror.log_capacity = "2MiB".into();
         f.primary.mirror = mirror.to_string();
+        let transport = mojim_transport::transport_of(&n.addr);
+        f.primary.transport = transport.into();
+        f.mirror.transport = transport.into();
         f.primary.lanes = 2;
         f.primary.connect_timeout_ms = 1000;
         f.cluster.heartbeat_interval_ms = 20;

@@ -82,6 +82,10 @@ pub struct ChaosArgs {
     /// Folder for the trials' nodes (default: /dev/shm, else the temporary folder).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// How the nodes reach each other: tcp, or shm (shared memory on one host; implies
+    /// --netns off, partitions emulated by freezing a node).
+    #[arg(long, default_value = "tcp", value_parser = ["tcp", "shm"])]
+    pub transport: String,
 }
 
 /// SplitMix64's output function.
@@ -197,8 +201,8 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
     check_args(a)?;
     let seed = a.seed.unwrap_or_else(clock_seed);
     let etcd_mode = a.coordinator == Coordinator::Etcd;
-    let mut net = network(a, etcd_mode)?;
     let root = trials_base(a).join(format!("mojim-chaos-{}", std::process::id()));
+    let mut net = network(a, etcd_mode, &root)?;
     let exe = std::env::current_exe().map_err(Error::io("find the mojim binary"))?;
     println!("chaos: {} trials, seed {seed}, {} nodes, {}", a.trials, a.nodes, net.describe());
     println!("chaos: trial folders under {}", root.display());
@@ -226,6 +230,10 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
     drop(etcd);
     if !a.keep && t.failed.is_empty() {
         let _ = std::fs::remove_dir_all(root.join("etcd"));
+        // Shared-memory links' sockets, left by nodes that were killed.
+        for i in 0..a.nodes {
+            let _ = std::fs::remove_file(root.join(format!("node-{i}.sock")));
+        }
         let _ = std::fs::remove_dir(&root);
     }
     print_totals(&t, t0.elapsed().as_secs_f64(), etcd_mode);
@@ -243,6 +251,13 @@ fn check_args(a: &ChaosArgs) -> Result<()> {
     if a.faults < 2 {
         return Err(Error::Config(format!("--faults {} must be at least 2", a.faults)));
     }
+    if a.transport == "shm" && a.netns == NetnsMode::On {
+        return Err(Error::Config(
+            "--transport shm runs on one host's shared memory: leave out --netns on (partitions are then \
+             emulated by freezing a node)"
+                .into(),
+        ));
+    }
     Ok(())
 }
 
@@ -254,8 +269,12 @@ fn clock_seed() -> u64 {
 
 /// The nodes' network as `--netns` asks: a namespace per node (under etcd, and one for the etcd
 /// after the nodes'), or loopback.
-fn network(a: &ChaosArgs, etcd_mode: bool) -> Result<Net> {
+fn network(a: &ChaosArgs, etcd_mode: bool, root: &std::path::Path) -> Result<Net> {
     let sites = a.nodes + usize::from(etcd_mode);
+    if a.transport == "shm" {
+        std::fs::create_dir_all(root).map_err(Error::io(format!("create {}", root.display())))?;
+        return Net::shm(a.nodes, root).map_err(Error::Config);
+    }
     Ok(match a.netns {
         NetnsMode::Off => Net::loopback(a.nodes).map_err(Error::Config)?,
         NetnsMode::On => {
@@ -382,6 +401,9 @@ fn replay(a: &ChaosArgs, s: u64) -> String {
     }
     if a.faults != 4 {
         cmd += &format!(" --faults {}", a.faults);
+    }
+    if a.transport != "tcp" {
+        cmd += &format!(" --transport {}", a.transport);
     }
     cmd + " --keep"
 }
