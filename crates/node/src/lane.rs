@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 /// Bytes a lane reads ahead. A frame's header and a small body, or many small frames (a bitmap
 /// copy's chunks, small groups), come in one receive; a body at least this large is read
-/// straight into place once what was read ahead is used.
+/// straight into place once what was read ahead is used. A connection that does not read ahead
+/// (shared memory) gets a buffer of one header: every read then bypasses it, and a body goes
+/// from the ring straight into its log slot.
 const READ_AHEAD: usize = 64 << 10;
 
 /// Why a lane stopped.
@@ -98,7 +100,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
         pacer,
         copy_buf: Vec::new(),
         // Reads go through `rx`; replies are written to the connection under it.
-        rx: BufReader::with_capacity(READ_AHEAD, conn),
+        rx: BufReader::with_capacity(if conn.reads_ahead() { READ_AHEAD } else { FRAME_HEADER_SIZE }, conn),
     };
     loop {
         if let Err(end) = r.frame() {

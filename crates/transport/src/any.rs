@@ -79,6 +79,9 @@ impl Conn for AnyConn {
     fn set_busy_poll(&mut self, spin: Duration) {
         each!(self, c => c.set_busy_poll(spin))
     }
+    fn reads_ahead(&self) -> bool {
+        each!(self, c => c.reads_ahead())
+    }
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         each!(self, c => c.set_recv_timeout(timeout))
     }

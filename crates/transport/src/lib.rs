@@ -51,6 +51,13 @@ pub trait Conn: Read + Write + Send + Sized + 'static {
     /// core for the wake-up latency of a sleeping thread, as the paper's lanes do.
     fn set_busy_poll(&mut self, spin: Duration);
 
+    /// Whether a receiver should read ahead into a buffer of its own (a socket: one system
+    /// call for many small frames) or straight into where the bytes go (shared memory: every
+    /// read is a copy, and a buffer would add one).
+    fn reads_ahead(&self) -> bool {
+        true
+    }
+
     /// Bounds how long a receive may block (`None`: forever).
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()>;
 

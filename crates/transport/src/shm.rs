@@ -362,6 +362,10 @@ impl Conn for ShmConn {
         self.busy_poll = spin;
     }
 
+    fn reads_ahead(&self) -> bool {
+        false
+    }
+
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         let ns = timeout.map_or(0, |t| t.as_nanos().clamp(1, u64::MAX as u128) as u64);
         self.shared.recv_timeout.store(ns, Ordering::Relaxed);
