@@ -148,6 +148,14 @@ pub struct BenchResult {
     pub topology: String,
     /// `tcp` or `shm`.
     pub transport: String,
+    /// CPU time (user + system, µs) per operation of the sending process (the benchmark and the
+    /// primary in it; the pinger for tcp-rtt), warm-up included, at the kernel's tick resolution.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_us_sender: Option<f64>,
+    /// The same for the receiving process: the mirror (the echo server for tcp-rtt), if this
+    /// benchmark started it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_us_receiver: Option<f64>,
 }
 
 /// What to measure.
@@ -536,7 +544,21 @@ fn median(mut rs: Vec<BenchResult>) -> BenchResult {
     rs.swap_remove(rs.len() / 2)
 }
 
+/// The process that receives what kind `k` sends, if this benchmark started it.
+fn receiver_pid(s: &Setup, k: Kind) -> Option<u32> {
+    match k {
+        Kind::TcpRtt => s.echo.as_ref().map(|e| e.pid()),
+        Kind::Mode(Mode::SyncDisk) => s.disk_mirror.as_ref().map(|m| m.pid()),
+        Kind::Mode(m) if m.replicated() => s.main.as_ref().map(|c| c.mirror.pid()),
+        Kind::Scheme(..) => s.scheme(k).map(|c| c.mirror.pid()),
+        _ => None,
+    }
+}
+
 fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
+    let receiver = receiver_pid(s, k);
+    let cpu = |pid: Option<u32>| pid.and_then(|p| crate::cpu_time::process(p).ok());
+    let (sender0, receiver0) = (cpu(Some(std::process::id())), cpu(receiver));
     let mut r = match k {
         Kind::TcpRtt => tcp_rtt(a, s.echo.as_ref().expect("echo started").addr())?,
         Kind::Mode(m) => sync_points(a, s, m, &s.region_path, k)?,
@@ -553,6 +575,13 @@ fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
         }
     };
     r.transport = if shm(a) { "shm" } else { "tcp" }.into();
+    let ops = (r.ops + a.warmup * a.threads as u64).max(1) as f64;
+    let per_op = |before: Option<Duration>, after: Option<Duration>| match (before, after) {
+        (Some(b), Some(e)) => Some(e.saturating_sub(b).as_secs_f64() * 1e6 / ops),
+        _ => None,
+    };
+    r.cpu_us_sender = per_op(sender0, cpu(Some(std::process::id())));
+    r.cpu_us_receiver = per_op(receiver0, cpu(receiver));
     if k == Kind::TcpRtt && shm(a) {
         r.mode = "shm-rtt".into();
     }
@@ -689,6 +718,8 @@ fn drive<S: Send>(
         backups: 0,
         topology: "none".into(),
         transport: "tcp".into(),
+        cpu_us_sender: None,
+        cpu_us_receiver: None,
     })
 }
 
@@ -791,6 +822,10 @@ pub fn echo_server(listen: &str, busy_poll_us: u64) -> Result<()> {
     }
 }
 
+fn cpu_cell(us: Option<f64>) -> String {
+    us.map_or("-".into(), |u| format!("{u:.1}"))
+}
+
 /// Prints results as a table with side-by-side ratios, or as JSON lines.
 pub fn print(results: &[BenchResult], json: bool) {
     if json {
@@ -815,7 +850,7 @@ pub fn print(results: &[BenchResult], json: bool) {
     );
     for r in results {
         println!(
-            "{:<18} {:<9} {:>7} {:>7} {:>5} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>11.0} {:>9.1}",
+            "{:<18} {:<9} {:>7} {:>7} {:>5} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>11.0} {:>9.1} {:>15}",
             r.mode,
             r.transport,
             r.size,
@@ -826,7 +861,8 @@ pub fn print(results: &[BenchResult], json: bool) {
             r.p50_us,
             r.p99_us,
             r.ops_per_s,
-            r.mb_per_s
+            r.mb_per_s,
+            format!("{}/{}", cpu_cell(r.cpu_us_sender), cpu_cell(r.cpu_us_receiver))
         );
     }
     let on = |m: &str, t: &str| results.iter().find(|r| r.mode == m && r.transport == t);

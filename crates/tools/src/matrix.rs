@@ -1114,6 +1114,8 @@ mod tests {
             backups: 0,
             topology: "none".into(),
             transport: "tcp".into(),
+            cpu_us_sender: None,
+            cpu_us_receiver: None,
         }
     }
 
