@@ -36,6 +36,7 @@ fn mirror_opts(dir: &Path, id: RegionId) -> MirrorOptions {
         metadata_log_records: 4096,
         coordinator: None,
         node: String::new(),
+        nvmm: Default::default(),
     }
 }
 
@@ -54,6 +55,7 @@ fn primary_opts(dir: &Path, addr: &str, mode: Mode, lanes: u16) -> PrimaryOption
         failure: Default::default(),
         coordinator: None,
         node: String::new(),
+        nvmm: Default::default(),
     }
 }
 
