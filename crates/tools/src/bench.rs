@@ -301,6 +301,7 @@ pub(crate) fn exe() -> Result<PathBuf> {
 }
 
 fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
+    let nvmm = a.nvmm_model()?;
     let needs_mirror = kinds.iter().any(|k| matches!(k, Kind::Mode(m) if m.replicated()));
     let needs_echo = kinds.contains(&Kind::TcpRtt);
     let mut s = if let (Some(addr), Some(cfg)) = (&a.mirror, &a.config) {
@@ -376,7 +377,7 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         }
         s
     };
-    s.nvmm = a.nvmm_model()?;
+    s.nvmm = nvmm;
     if needs_echo {
         let poll = a.busy_poll_us.to_string();
         s.echo =
