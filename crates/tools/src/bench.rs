@@ -97,7 +97,7 @@ pub struct BenchArgs {
     /// areas ([region] and [mirror] nvmm_barrier_ns). 0 to 1000000; 0: memory speed.
     #[arg(long, default_value_t = 0)]
     pub nvmm_barrier_ns: u64,
-    /// Emulate slow NVMM: cap the bytes per second each role persists, e.g. 1600MB/s (the
+    /// Emulate slow NVMM: cap the bytes per second each role persists, e.g. 1600MiB/s (the
     /// paper's PMEP: 1.6 GB/s), on the same files as --nvmm-barrier-ns ([region] and [mirror]
     /// nvmm_write_rate); 1MiB/s to 1TiB/s. Default: no cap.
     #[arg(long)]

@@ -9,7 +9,7 @@
 //! | `threads` | Fig. 9 | threads 1 … N, with 1, 2 and 4 lanes | sync (and unreplicated, async) |
 //! | `checkpoint` | §6.3.3 | the mirror's checkpoint_thresh, 1 … 10000 | sync |
 //! | `secondary` | §6.3.3 | the mirror's secondary_tier_thresh, 40 KiB … 400 MiB | sync-backup-slow |
-//! | `nvmm` | §6.1–6.2 (PMEP) | emulated NVMM barrier delay, 0 … 50 µs, at 64 B and 4 KiB | unreplicated, sync, sync with a memory-speed mirror |
+//! | `nvmm` | §6.1–6.2 (PMEP) | emulated NVMM barrier delay, 0 … 200 µs, at 64 B and 4 KiB | unreplicated, sync, sync with a memory-speed mirror |
 //! | `transact` | Kokolis et al. §7.1 | epochs × writes per epoch | no-sm, sm-rc, sm-ob |
 //!
 //! One mirror (and a disk mirror and an echo server, for the schemes that need them) is started
@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct MatrixArgs {
     /// Run the paper's evaluation matrix (Table 1 schemes, Figs. 8 and 9, checkpoint_thresh,
-    /// Transact) and write CSV files, PNG plots and summary.md into this folder.
+    /// secondary_tier_thresh, emulated NVMM, Transact) and write CSV files, PNG plots and
+    /// summary.md into this folder.
     #[arg(long, value_name = "OUT_DIR", conflicts_with = "mirror")]
     pub matrix: Option<PathBuf>,
     /// Sync points per measured point of the matrix (--ops for each point).
@@ -53,7 +54,11 @@ pub struct MatrixArgs {
     pub matrix_experiments: Vec<String>,
     /// The emulated NVMM's persistence barrier delays in the nvmm experiment (nanoseconds, on
     /// the primary for unreplicated and on the mirror for sync; see --nvmm-barrier-ns).
-    #[arg(long, value_delimiter = ',', default_value = "0,500,1000,2000,5000,10000,20000,50000")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0,500,1000,2000,5000,10000,20000,50000,100000,200000"
+    )]
     pub matrix_nvmm_barriers: Vec<u64>,
     /// The mirror's checkpoint_thresh values in the checkpoint experiment.
     #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000,10000")]
