@@ -243,7 +243,7 @@ impl Mirror {
         let t0 = Instant::now();
         check_log_capacity(&opts)?;
         create_folders(&opts)?;
-        // One emulated device under the data area and every log, made now and then.
+        // One emulated device under the data area and every log, opened now or made later.
         let nvmm = Nvmm::shared(opts.nvmm);
         let mut region = open_data_area(&opts)?;
         region.emulate_nvmm(nvmm.clone());
