@@ -118,12 +118,12 @@ impl Nvmm {
         let transfer = self.model.transfer_ns(bytes as u64);
         if transfer > 0 {
             let now = start.saturating_duration_since(self.origin).as_nanos() as u64;
-            let reserve = |busy: u64| Some(busy.max(now).saturating_add(transfer));
+            let reserve = |busy: u64| Some(transfer_done(busy, now, transfer));
             // The closure always returns `Some`: both arms hold the previous value.
             let before = match self.busy_until_ns.fetch_update(Ordering::AcqRel, Ordering::Acquire, reserve) {
                 Ok(v) | Err(v) => v,
             };
-            let done = before.max(now).saturating_add(transfer);
+            let done = transfer_done(before, now, transfer);
             wait_ns = wait_ns.saturating_add(done - now);
         }
         self.barriers.fetch_add(1, Ordering::Relaxed);
@@ -134,6 +134,12 @@ impl Nvmm {
             std::hint::spin_loop();
         }
     }
+}
+
+/// When a transfer of `transfer` ns asked for at `now` ends on a device busy until `busy`: it
+/// starts once the device is free.
+fn transfer_done(busy: u64, now: u64, transfer: u64) -> u64 {
+    busy.max(now).saturating_add(transfer)
 }
 
 #[cfg(test)]
@@ -155,7 +161,14 @@ mod tests {
     }
 
     #[test]
-    fn charges_are_counted_and_share_the_bandwidth() {
+    fn a_transfer_waits_behind_those_reserved_before_it() {
+        assert_eq!(transfer_done(0, 1000, 3000), 4000, "an idle device starts at once");
+        assert_eq!(transfer_done(5000, 1000, 3000), 8000, "a busy one after what it has");
+        assert_eq!(transfer_done(u64::MAX, 0, 1), u64::MAX);
+    }
+
+    #[test]
+    fn charges_are_counted_with_the_delay_they_ask_for() {
         // 1 byte per µs and 100 ns per barrier: each charge of 3 bytes asks for at least 3.1 µs.
         let m = NvmmModel { barrier: Duration::from_nanos(100), write_bytes_per_s: 1_000_000 };
         let n = Nvmm::shared(m).expect("a model that adds something");
