@@ -560,6 +560,19 @@ fn status(a: StatusArgs) -> mojim::Result<()> {
         "recovery        {} groups applied, {} discarded, {} µs",
         st.recovery.groups_applied, st.recovery.groups_discarded, st.recovery.micros
     );
+    if let Some(n) = &st.nvmm {
+        let cap = match n.write_bytes_per_s {
+            0 => "no write cap".to_string(),
+            r => format!("at most {r} bytes/s"),
+        };
+        println!(
+            "emulated NVMM   {} ns per barrier, {cap}: {} barriers, {} bytes, {:.3} s of delay",
+            n.barrier_ns,
+            n.barriers,
+            n.bytes,
+            n.delay_ns as f64 / 1e9
+        );
+    }
     Ok(())
 }
 

@@ -105,6 +105,8 @@ fn matrix_with_tiny_settings_writes_every_file() {
         "2",
         "--matrix-checkpoints",
         "1,10",
+        "--matrix-nvmm-barriers",
+        "0,1000",
         "--epochs",
         "1,8",
         "--writes",
@@ -138,6 +140,80 @@ fn matrix_with_tiny_settings_writes_every_file() {
     // Nothing of the benchmark's own is left in --dir but the output folder.
     let left: Vec<_> = std::fs::read_dir(dir.path()).expect("read the test folder").collect();
     assert_eq!(left.len(), 1, "{left:?}");
+}
+
+#[test]
+fn the_nvmm_experiment_writes_every_series_at_every_barrier_delay() {
+    let dir = TempDir::new("matrix-nvmm");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let out_dir = dir.path().join("out");
+    let out = mojim(&[
+        "bench",
+        "--matrix",
+        out_dir.to_str().expect("utf-8 path"),
+        "--matrix-experiments",
+        "nvmm",
+        "--matrix-nvmm-barriers",
+        "0,2000",
+        "--matrix-ops",
+        "20",
+        "--warmup",
+        "2",
+        "--matrix-region-size",
+        "1MiB",
+        "--dir",
+        d,
+    ]);
+    let mut names: Vec<String> = std::fs::read_dir(&out_dir)
+        .expect("the output folder exists")
+        .map(|e| e.expect("a folder entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["nvmm.csv", "nvmm_latency.png", "summary.md"], "{out}");
+    let csv = std::fs::read_to_string(out_dir.join("nvmm.csv")).expect("read nvmm.csv");
+    assert!(csv.starts_with("barrier_ns,series,size_B,ops,mean_us,"), "{csv}");
+    for b in ["0", "2000"] {
+        for series in ["unreplicated", "sync", "sync-dram-mirror"] {
+            for size in ["64", "4096"] {
+                let row = format!("{b},{series},{size},20,");
+                assert!(csv.lines().any(|l| l.starts_with(&row)), "no row {row:?} in\n{csv}");
+            }
+        }
+    }
+    assert_eq!(csv.lines().count(), 1 + 2 * 3 * 2, "{csv}");
+    let summary = std::fs::read_to_string(out_dir.join("summary.md")).expect("read summary.md");
+    assert!(summary.contains("## Emulated NVMM"), "{summary}");
+    assert!(summary.contains("sync-dram-mirror vs unreplicated"), "{summary}");
+    assert!(!summary.contains("Failed points"), "{summary}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).expect("read the test folder").collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+}
+
+#[test]
+fn bad_nvmm_settings_are_refused_by_name() {
+    for (args, needle) in [
+        (&["--nvmm-barrier-ns", "2000000"][..], "nvmm_barrier_ns = 2000000 is outside 0 ..= 1000000"),
+        (&["--nvmm-write-rate", "1KiB/s"][..], "nvmm_write_rate = \"1KiB/s\" is outside 1MiB/s ..= 1TiB/s"),
+        (
+            &[
+                "--matrix",
+                "/nonexistent/out",
+                "--matrix-experiments",
+                "nvmm",
+                "--matrix-nvmm-barriers",
+                "5000000",
+            ][..],
+            "--matrix-nvmm-barriers [5000000]",
+        ),
+    ] {
+        let out = Command::new(common::exe())
+            .args(["bench", "--mode", "unreplicated", "--region-size", "1MiB", "--ops", "1"])
+            .args(args)
+            .output()
+            .expect("run mojim");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(needle), "{args:?}: {needle:?} not in {err}");
+    }
 }
 
 /// The files whose path begins with `prefix` (a file and whatever was written beside it).

@@ -36,6 +36,7 @@ fn mirror_opts(dir: &Path, id: RegionId) -> MirrorOptions {
         metadata_log_records: 4096,
         coordinator: None,
         node: String::new(),
+        nvmm: Default::default(),
     }
 }
 
@@ -54,6 +55,7 @@ fn primary_opts(dir: &Path, addr: &str, mode: Mode, lanes: u16) -> PrimaryOption
         failure: Default::default(),
         coordinator: None,
         node: String::new(),
+        nvmm: Default::default(),
     }
 }
 
@@ -264,4 +266,59 @@ fn msync_reaches_a_mirror_through_shared_memory() {
     m.shutdown();
     assert!(!std::path::Path::new(&sock).exists(), "the mirror removes its socket");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The emulated NVMM is charged where each mode persists: on the mirror (its logs and data area)
+/// in `sync`, on the primary's region in `unreplicated`; without a model nothing is charged and
+/// neither status shows one. (On memory, /dev/shm: a file on a disk pays msync, not the model.)
+#[test]
+fn the_emulated_nvmm_is_charged_where_each_mode_persists() {
+    let dir = Path::new("/dev/shm").join(format!("mojim-it-{}-nvmm", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let id = RegionId { uuid: random_uuid(), size: 1 << 20 };
+    create_region(&dir.join("region.mojim"), id).unwrap();
+    let model = mojim::config::NvmmModel { barrier: Duration::from_nanos(200), write_bytes_per_s: 0 };
+    let syncs = |p: &Primary| {
+        for i in 0..10u64 {
+            p.write(i * 4096, &[i as u8 + 1; 4096]).unwrap();
+            p.msync(i * 4096, 4096).unwrap();
+        }
+    };
+
+    let m = Mirror::open(mirror_opts(&dir, id)).unwrap().serve().unwrap();
+    let p = Primary::open(&primary_opts(&dir, m.addr(), Mode::Sync, 1)).unwrap();
+    syncs(&p);
+    assert!(p.status().nvmm.is_none(), "no model, no report: {:?}", p.status());
+    p.close().unwrap();
+    m.checkpoint();
+    assert!(m.status().nvmm.is_none(), "{:?}", m.status());
+    m.shutdown();
+
+    let mut mo = mirror_opts(&dir, id);
+    mo.nvmm = model;
+    let m = Mirror::open(mo).unwrap().serve().unwrap();
+    let mut po = primary_opts(&dir, m.addr(), Mode::Sync, 1);
+    po.nvmm = model;
+    let p = Primary::open(&po).unwrap();
+    syncs(&p);
+    let local = p.status().nvmm.expect("the primary reports its model");
+    assert_eq!(local.barrier_ns, 200);
+    assert!(local.bytes < 4096, "sync does not persist the data on the primary: {local:?}");
+    p.close().unwrap();
+    m.checkpoint();
+    let st = m.status().nvmm.expect("the mirror reports its model");
+    assert!(st.barriers >= 10 && st.bytes >= 10 * 4096, "every group's log records at least: {st:?}");
+    assert!(st.delay_ns >= st.barriers * 200, "{st:?}");
+    m.shutdown();
+
+    po.mode = Mode::Unreplicated;
+    let p = Primary::open(&po).unwrap();
+    let before = p.status().nvmm.expect("the primary reports its model");
+    syncs(&p);
+    let after = p.status().nvmm.expect("the primary reports its model");
+    assert!(after.barriers >= before.barriers + 10, "{before:?} then {after:?}");
+    assert!(after.bytes >= before.bytes + 10 * 4096, "{before:?} then {after:?}");
+    p.close().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -4,6 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::size::{format_size, parse_size};
+pub use mojim_region::NvmmModel;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -326,6 +327,16 @@ pub struct RegionSection {
     /// the configuration file.
     #[serde(default = "default_region_path")]
     pub path: String,
+    /// `nvmm_barrier_ns = 0`: emulated slow NVMM under the primary's own copy: nanoseconds
+    /// added (by spinning) to every persistence barrier when the primary persists locally
+    /// (modes `unreplicated`, `async`, `sync-flush`, and a primary without its mirror), as the
+    /// paper's PMEP emulator added about 1 µs per barrier. 0 to 1000000 (1 ms); 0: none.
+    #[serde(default)]
+    pub nvmm_barrier_ns: u64,
+    /// `nvmm_write_rate = ""`: emulated slow NVMM under the primary's own copy: most bytes
+    /// per second it persists, e.g. `"2GiB/s"`, 1 MiB/s to 1 TiB/s (empty: no cap).
+    #[serde(default)]
+    pub nvmm_write_rate: String,
 }
 
 fn default_region_path() -> String {
@@ -425,6 +436,14 @@ pub struct MirrorSection {
     /// `chain = false`: for comparison only (the paper's E-chain baseline): acknowledge a
     /// group only once every backup has it.
     pub chain: bool,
+    /// `nvmm_barrier_ns = 0`: emulated slow NVMM under the mirror's logs and (memory) data
+    /// area: nanoseconds added (by spinning) to every persistence barrier, 0 to 1000000 (1 ms);
+    /// 0: none. See `[region] nvmm_barrier_ns`.
+    pub nvmm_barrier_ns: u64,
+    /// `nvmm_write_rate = ""`: emulated slow NVMM under the mirror's logs and (memory) data
+    /// area: most bytes per second persisted, e.g. `"2GiB/s"`, 1 MiB/s to 1 TiB/s (empty: no
+    /// cap).
+    pub nvmm_write_rate: String,
 }
 
 impl Default for MirrorSection {
@@ -444,6 +463,8 @@ impl Default for MirrorSection {
             secondary_tier_thresh: "40MiB".into(),
             secondary_rate_limit: String::new(),
             chain: false,
+            nvmm_barrier_ns: 0,
+            nvmm_write_rate: String::new(),
         }
     }
 }
@@ -607,6 +628,36 @@ pub fn random_uuid() -> [u8; 16] {
     u[6] = (u[6] & 0x0f) | 0x40;
     u[8] = (u[8] & 0x3f) | 0x80;
     u
+}
+
+/// Most nanoseconds an emulated NVMM may add to a persistence barrier.
+pub const MAX_NVMM_BARRIER_NS: u64 = 1_000_000;
+/// Slowest and fastest emulated NVMM write rates, in bytes per second.
+pub const NVMM_WRITE_RATES: std::ops::RangeInclusive<u64> = (1 << 20)..=(1 << 40);
+
+/// An emulated NVMM's model from its two settings (`barrier_ns`, `write_rate`), checked;
+/// `section` names where they came from in errors (e.g. `[mirror]`, or `--nvmm-*`).
+pub fn nvmm_model(section: &str, barrier_ns: u64, write_rate: &str) -> Result<NvmmModel> {
+    if barrier_ns > MAX_NVMM_BARRIER_NS {
+        return Err(Error::Config(format!(
+            "{section} nvmm_barrier_ns = {barrier_ns} is outside 0 ..= {MAX_NVMM_BARRIER_NS} (1 ms): give the \
+             nanoseconds to add to each persistence barrier, e.g. 1000 for the paper's 1 µs"
+        )));
+    }
+    let rate = write_rate.trim();
+    let write_bytes_per_s = if rate.is_empty() {
+        0
+    } else {
+        let r = parse_rate(rate).map_err(|e| Error::Config(format!("{section} nvmm_write_rate: {e}")))?;
+        if !NVMM_WRITE_RATES.contains(&r) {
+            return Err(Error::Config(format!(
+                "{section} nvmm_write_rate = {rate:?} is outside 1MiB/s ..= 1TiB/s; write e.g. \"2GiB/s\", or \"\" \
+                 for no cap"
+            )));
+        }
+        r
+    };
+    Ok(NvmmModel { barrier: std::time::Duration::from_nanos(barrier_ns), write_bytes_per_s })
 }
 
 fn size_field(section: &str, key: &str, v: &str) -> Result<u64> {
@@ -790,6 +841,20 @@ impl Config {
         parse_rate(v).map(Some).map_err(|e| Error::Config(format!("[mirror] secondary_rate_limit: {e}")))
     }
 
+    /// The emulated NVMM under the primary's own copy (`[region] nvmm_barrier_ns` and
+    /// `nvmm_write_rate`), checked.
+    pub fn region_nvmm(&self) -> Result<NvmmModel> {
+        let r = &self.file.region;
+        nvmm_model("[region]", r.nvmm_barrier_ns, &r.nvmm_write_rate)
+    }
+
+    /// The emulated NVMM under the mirror's logs and data area (`[mirror] nvmm_barrier_ns` and
+    /// `nvmm_write_rate`), checked.
+    pub fn mirror_nvmm(&self) -> Result<NvmmModel> {
+        let m = &self.file.mirror;
+        nvmm_model("[mirror]", m.nvmm_barrier_ns, &m.nvmm_write_rate)
+    }
+
     /// `[mirror] secondary_tier_thresh` in bytes.
     pub fn secondary_tier_thresh(&self) -> Result<u64> {
         size_field("mirror", "secondary_tier_thresh", &self.file.mirror.secondary_tier_thresh)
@@ -831,6 +896,12 @@ uuid = "{uuid}"
 size = "{size}"
 # The region file the primary's application maps (relative to this file).
 path = "region.mojim"
+# Emulated slow NVMM under the primary's own copy, for experiments (the paper's PMEP): nanoseconds
+# added to every persistence barrier when the primary persists locally (unreplicated, async,
+# sync-flush, or without its mirror), 0 to 1000000; and a cap on the bytes per second it
+# persists, e.g. "2GiB/s" (1MiB/s to 1TiB/s). 0 and "": real memory speed.
+nvmm_barrier_ns = 0
+nvmm_write_rate = ""
 
 [primary]
 # Where the mirror listens.
@@ -888,6 +959,10 @@ secondary_rate_limit = ""
 # Baseline for comparison only (the paper's E-chain): acknowledge a group only once every
 # backup has it, so the primary waits for the whole chain.
 chain = false
+# Emulated slow NVMM under this node's logs and data area (data = "memory"), as in [region]:
+# nanoseconds added to every persistence barrier, and a cap on the bytes per second persisted.
+nvmm_barrier_ns = 0
+nvmm_write_rate = ""
 
 [limits]
 # Largest frame body; longer ranges are split into several frames.
@@ -1009,5 +1084,51 @@ mod tests {
         assert!(c.mode().unwrap_err().to_string().contains("\"fast\""));
         assert!(c.limits().unwrap_err().to_string().contains("max_frame 1GiB"));
         assert!(parse_uuid("xyz").unwrap_err().to_string().contains("xyz"));
+    }
+
+    #[test]
+    fn nvmm_settings_parse_and_bad_ones_are_named() {
+        let mut file: ConfigFile = toml::from_str(&template(&[0; 16], 4096, "", "a:1")).unwrap();
+        let c = Config { file: file.clone(), base: PathBuf::new() };
+        assert!(c.region_nvmm().unwrap().is_off() && c.mirror_nvmm().unwrap().is_off(), "off by default");
+        file.region.nvmm_barrier_ns = 1000;
+        file.mirror.nvmm_write_rate = "2GiB/s".into();
+        let c = Config { file: file.clone(), base: PathBuf::new() };
+        assert_eq!(c.region_nvmm().unwrap().barrier, std::time::Duration::from_micros(1));
+        assert_eq!(c.mirror_nvmm().unwrap().write_bytes_per_s, 2 << 30);
+        let text = toml::to_string(&file).unwrap();
+        let again: ConfigFile = toml::from_str(&text).unwrap();
+        assert_eq!((again.region.nvmm_barrier_ns, again.mirror.nvmm_write_rate.as_str()), (1000, "2GiB/s"));
+
+        let bad = |region_ns: u64, region_rate: &str, mirror_ns: u64, mirror_rate: &str| {
+            let mut f = file.clone();
+            (f.region.nvmm_barrier_ns, f.region.nvmm_write_rate) = (region_ns, region_rate.into());
+            (f.mirror.nvmm_barrier_ns, f.mirror.nvmm_write_rate) = (mirror_ns, mirror_rate.into());
+            let c = Config { file: f, base: PathBuf::new() };
+            let r = c.region_nvmm().err().map(|e| e.to_string()).unwrap_or_default();
+            let m = c.mirror_nvmm().err().map(|e| e.to_string()).unwrap_or_default();
+            (r, m)
+        };
+        let (r, _) = bad(2_000_000, "", 0, "");
+        for needle in ["[region] nvmm_barrier_ns", "2000000", "0 ..= 1000000"] {
+            assert!(r.contains(needle), "{needle:?} not in {r}");
+        }
+        let (_, m) = bad(0, "", 1_000_001, "");
+        assert!(m.contains("[mirror] nvmm_barrier_ns = 1000001"), "{m}");
+        let (r, _) = bad(0, "fast", 0, "");
+        assert!(r.contains("[region] nvmm_write_rate") && r.contains("fast"), "{r}");
+        let (_, m) = bad(0, "", 0, "2TiB/s");
+        for needle in ["[mirror] nvmm_write_rate", "2TiB/s", "1MiB/s ..= 1TiB/s"] {
+            assert!(m.contains(needle), "{needle:?} not in {m}");
+        }
+        let (_, m) = bad(0, "", 0, "1KiB/s");
+        assert!(m.contains("\"1KiB/s\" is outside"), "{m}");
+        let (r, _) = bad(0, "0/s", 0, "");
+        assert!(r.contains("[region] nvmm_write_rate") && r.contains("0/s"), "{r}");
+        assert_eq!(
+            bad(1_000_000, "1TiB/s", 0, "1MiB/s"),
+            (String::new(), String::new()),
+            "the ends are allowed"
+        );
     }
 }

@@ -25,6 +25,7 @@ pub mod error;
 pub mod history;
 #[doc(hidden)]
 pub mod net;
+pub mod nvmm;
 pub mod primary;
 #[doc(hidden)]
 pub mod random;

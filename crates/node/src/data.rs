@@ -4,12 +4,12 @@
 
 use mojim::error::{Error, Result};
 use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
-use mojim_region::{DiskRegion, MapSlice, RegionFile};
+use mojim_region::{DiskRegion, MapSlice, Nvmm, RegionFile};
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Where the data area lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +52,14 @@ impl DataArea {
             (DataPlacement::Disk, true) => DataArea::Disk(DiskRegion::open(path)?),
             (DataPlacement::Disk, false) => DataArea::Disk(DiskRegion::create(path, uuid, size)?),
         })
+    }
+
+    /// Charges the persists of a memory data area to an emulated NVMM (a disk one pays its
+    /// `fdatasync`s, never the model).
+    pub fn emulate_nvmm(&mut self, nvmm: Option<Arc<Nvmm>>) {
+        if let DataArea::Memory(r) = self {
+            r.emulate_nvmm(nvmm);
+        }
     }
 
     pub fn uuid(&self) -> [u8; 16] {

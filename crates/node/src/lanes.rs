@@ -8,9 +8,9 @@
 use mojim_core::checkpoint::GroupRef;
 use mojim_core::encode::SessionTag;
 use mojim_core::lane::MirrorLane;
-use mojim_region::LogFile;
+use mojim_region::{LogFile, Nvmm};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// Where lane `lane`'s log lives in `log_dir`.
 pub(crate) fn log_path(log_dir: &Path, lane: u16) -> PathBuf {
@@ -26,6 +26,8 @@ pub(crate) struct Lanes {
     /// Where new logs are made, and the region they belong to.
     log_dir: PathBuf,
     region_uuid: [u8; 16],
+    /// The emulated NVMM new logs are charged to, if any.
+    nvmm: Option<Arc<Nvmm>>,
 }
 
 /// One lane's receiving state, for the thread that serves the lane.
@@ -52,7 +54,14 @@ impl Lanes {
         region_uuid: [u8; 16],
     ) -> Lanes {
         assert_eq!(logs.len(), lanes.len(), "a log cell per lane");
-        Lanes { logs, log_create: Mutex::new(()), lanes, log_dir, region_uuid }
+        Lanes { logs, log_create: Mutex::new(()), lanes, log_dir, region_uuid, nvmm: None }
+    }
+
+    /// Charges the persists of logs made from now on to `nvmm` (those opened at start-up
+    /// already are).
+    pub fn with_nvmm(mut self, nvmm: Option<Arc<Nvmm>>) -> Lanes {
+        self.nvmm = nvmm;
+        self
     }
 
     /// How many lanes the node serves.
@@ -92,7 +101,8 @@ impl Lanes {
         let path = log_path(&self.log_dir, lane);
         let cap = self.capacity(lane);
         match LogFile::create(&path, self.region_uuid, lane, cap) {
-            Ok(l) => {
+            Ok(mut l) => {
+                l.emulate_nvmm(self.nvmm.clone());
                 let _ = cell.set(l);
                 Ok(cell.get().expect("just set"))
             }

@@ -98,12 +98,12 @@ pub use session::CopyProgress;
 pub use stats::RecoveryReport;
 pub use status::{LaneStatus, MirrorStatus};
 
-use mojim::config::{Config, Limits, RegionId, Secret};
+use mojim::config::{Config, Limits, NvmmModel, RegionId, Secret};
 use mojim::error::{Error, Result};
 use mojim_core::checkpoint::GroupRef;
 use mojim_core::lane::MirrorLane;
 use mojim_core::recovery::{self, LaneLog};
-use mojim_region::{LogFile, MapSlice};
+use mojim_region::{LogFile, MapSlice, Nvmm};
 use mojim_transport::{AnyTransport, Transport};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -150,6 +150,9 @@ pub struct MirrorOptions {
     /// The etcd coordinator, if roles come from it, and this node's name there.
     pub coordinator: Option<mojim::config::EtcdSettings>,
     pub node: String,
+    /// Emulated slow NVMM under the logs and a memory data area: every persist is charged to
+    /// it (`[mirror] nvmm_barrier_ns` and `nvmm_write_rate`; default: none, memory speed).
+    pub nvmm: NvmmModel,
 }
 
 impl MirrorOptions {
@@ -188,6 +191,7 @@ impl MirrorOptions {
             metadata_log_records: cfg.file.cluster.metadata_log_records,
             coordinator: cfg.etcd()?,
             node: cfg.file.cluster.node.clone(),
+            nvmm: cfg.mirror_nvmm()?,
         })
     }
 
@@ -214,6 +218,8 @@ pub(crate) struct Shared {
     pub stats: stats::Stats,
     /// Feeding backups, when this node has any.
     pub forward: Option<forward::Forward>,
+    /// The emulated NVMM under the data area and the logs, if any (for status).
+    pub nvmm: Option<Arc<Nvmm>>,
     /// Set once when the node stops; every thread checks it.
     pub shutdown: AtomicBool,
 }
@@ -238,8 +244,11 @@ impl Mirror {
         let t0 = Instant::now();
         check_log_capacity(&opts)?;
         create_folders(&opts)?;
-        let region = open_data_area(&opts)?;
-        let logs = open_logs(&opts)?;
+        // One emulated device under the data area and every log, opened now or made later.
+        let nvmm = Nvmm::shared(opts.nvmm);
+        let mut region = open_data_area(&opts)?;
+        region.emulate_nvmm(nvmm.clone());
+        let logs = open_logs(&opts, &nvmm)?;
         let applied_seq = region.applied_seq()?;
         let found = scan_logs(&opts, &logs, applied_seq);
         let mut report = RecoveryReport { groups_discarded: found.discarded.len(), ..Default::default() };
@@ -255,7 +264,7 @@ impl Mirror {
             tracing::info!(?report, "recovered logs");
         }
         let epoch = region.epoch()?.max(1);
-        let opened = Opened { region, logs, lanes, forward, retained, applied, epoch, report };
+        let opened = Opened { region, logs, lanes, forward, retained, applied, epoch, report, nvmm };
         Ok(Mirror { shared: Arc::new(Shared::new(opts, opened)) })
     }
 
@@ -357,13 +366,14 @@ fn open_data_area(opts: &MirrorOptions) -> Result<DataArea> {
 
 /// Opens every lane's log that exists (a lane's log is made when a session's lane first joins),
 /// each of which must belong to this region and lane.
-fn open_logs(opts: &MirrorOptions) -> Result<Vec<OnceLock<LogFile>>> {
+fn open_logs(opts: &MirrorOptions, nvmm: &Option<Arc<Nvmm>>) -> Result<Vec<OnceLock<LogFile>>> {
     let mut logs = Vec::new();
     for lane in 0..opts.max_lanes {
         let cell = OnceLock::new();
         let p = opts.log_path(lane);
         if p.exists() {
-            let log = LogFile::open(&p)?;
+            let mut log = LogFile::open(&p)?;
+            log.emulate_nvmm(nvmm.clone());
             if log.header().region_uuid != opts.region.uuid || log.header().lane != lane {
                 return Err(Error::Config(format!(
                     "{} belongs to another region or lane; move it away",
@@ -477,12 +487,15 @@ struct Opened {
     applied: u64,
     epoch: u64,
     report: RecoveryReport,
+    /// The emulated NVMM under the data area and the logs, if any.
+    nvmm: Option<Arc<Nvmm>>,
 }
 
 impl Shared {
     /// A mirror's state, neither serving nor in a session yet.
     fn new(opts: MirrorOptions, r: Opened) -> Shared {
-        let lanes = lanes::Lanes::new(r.logs, r.lanes, opts.log_dir.clone(), opts.region.uuid);
+        let lanes = lanes::Lanes::new(r.logs, r.lanes, opts.log_dir.clone(), opts.region.uuid)
+            .with_nvmm(r.nvmm.clone());
         let data = data::Store::new(r.region, opts.data_path());
         Shared {
             ckpt: ckpt::Checkpoint::new(
@@ -497,6 +510,7 @@ impl Shared {
             session: session::SessionSlot::new(r.epoch),
             stats: stats::Stats::new(r.report),
             forward: r.forward,
+            nvmm: r.nvmm,
             shutdown: AtomicBool::new(false),
         }
     }

@@ -75,6 +75,9 @@ pub struct MirrorStatus {
     pub stalls: u64,
     pub stalled_ms: f64,
     pub uptime_s: f64,
+    /// The emulated NVMM under the logs and the data area, if one is set (`[mirror] nvmm_*`).
+    #[serde(default)]
+    pub nvmm: Option<mojim::nvmm::NvmmStatus>,
 }
 
 pub(crate) fn status(s: &Shared) -> MirrorStatus {
@@ -154,5 +157,6 @@ fn status_here(
         stalls: 0,
         stalled_ms: 0.0,
         uptime_s: counts.uptime_s,
+        nvmm: s.nvmm.as_deref().map(mojim::nvmm::NvmmStatus::of),
     }
 }

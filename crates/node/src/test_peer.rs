@@ -67,6 +67,7 @@ pub fn node_options(dir: &Path, name: &str, region: RegionId, log_capacity: u64)
         metadata_log_records: 4096,
         coordinator: None,
         node: String::new(),
+        nvmm: Default::default(),
     }
 }
 

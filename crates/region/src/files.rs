@@ -2,6 +2,7 @@
 
 use crate::flush::Persistence;
 use crate::map::{MapError, MapSlice, MappedFile};
+use crate::nvmm::Nvmm;
 use mojim_format::log::{LogHeader, LOG_HEADER_SIZE, TAIL_POS_OFFSET};
 use mojim_format::region::{
     RegionHeader, APPLIED_SEQ_OFFSET, COPY_UNTIL_OFFSET, EPOCH_OFFSET, FLAGS_OFFSET, GENERATION_OFFSET,
@@ -9,6 +10,7 @@ use mojim_format::region::{
 };
 use std::io::{self, Read};
 use std::path::Path;
+use std::sync::Arc;
 
 fn corrupt(path: &Path, what: impl std::fmt::Display) -> MapError {
     MapError {
@@ -104,6 +106,16 @@ impl RegionFile {
 
     pub fn persistence(&self) -> Persistence {
         self.map.persistence()
+    }
+
+    /// Charges every later persist of this region to an emulated NVMM (see [`Nvmm`]).
+    pub fn emulate_nvmm(&mut self, nvmm: Option<Arc<Nvmm>>) {
+        self.map.emulate_nvmm(nvmm)
+    }
+
+    /// The emulated NVMM this region's persists are charged to, if any.
+    pub fn nvmm(&self) -> Option<&Arc<Nvmm>> {
+        self.map.nvmm()
     }
 
     pub fn applied_seq(&self) -> u64 {
@@ -238,6 +250,11 @@ impl LogFile {
         self.map.persistence()
     }
 
+    /// Charges every later persist of this log to an emulated NVMM (see [`Nvmm`]).
+    pub fn emulate_nvmm(&mut self, nvmm: Option<Arc<Nvmm>>) {
+        self.map.emulate_nvmm(nvmm)
+    }
+
     /// Position of the oldest record not yet applied.
     pub fn tail(&self) -> u64 {
         self.map.load(TAIL_POS_OFFSET)
@@ -323,6 +340,35 @@ mod tests {
 
         std::fs::write(dir.join("short"), b"MOJIMRGN").unwrap();
         assert!(RegionFile::open(&dir.join("short")).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn persists_of_memory_regions_and_logs_are_charged_to_their_nvmm() {
+        let dir = Path::new("/dev/shm").join(format!("mojim-files-nvmm-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let model = crate::NvmmModel { barrier: std::time::Duration::from_nanos(10), write_bytes_per_s: 0 };
+        let nvmm = Nvmm::shared(model).unwrap();
+        let mut r = RegionFile::create(&dir.join("r"), [1; 16], 8192).unwrap();
+        r.persist(0, 100).unwrap();
+        assert!(r.nvmm().is_none(), "no model unless asked for");
+        r.emulate_nvmm(Some(nvmm.clone()));
+        assert_eq!(r.persistence(), Persistence::Memory, "/dev/shm is memory");
+        {
+            r.persist(0, 100).unwrap();
+            r.persist(64, 0).unwrap();
+            r.write_persistent(200, &[7; 50]).unwrap();
+            assert_eq!((nvmm.counters().barriers, nvmm.counters().bytes), (2, 150), "no barrier, no charge");
+            let mut l = LogFile::create(&dir.join("l"), [1; 16], 0, 4096).unwrap();
+            l.emulate_nvmm(Some(nvmm.clone()));
+            // A range across the end of the area is two barriers.
+            l.persist(4000, 4196).unwrap();
+            assert_eq!((nvmm.counters().barriers, nvmm.counters().bytes), (4, 346));
+            r.emulate_nvmm(None);
+            r.persist(0, 100).unwrap();
+            assert_eq!(nvmm.counters().barriers, 4);
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

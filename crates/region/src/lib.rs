@@ -18,6 +18,7 @@ mod files;
 mod flush;
 mod map;
 mod meta_ring;
+mod nvmm;
 mod written;
 
 pub use arena::Arena;
@@ -28,4 +29,5 @@ pub use files::{LogFile, RegionFile};
 pub use flush::Persistence;
 pub use map::{MapError, MapSlice, MappedFile};
 pub use meta_ring::MetaRing;
+pub use nvmm::{Nvmm, NvmmCounters, NvmmModel};
 pub use written::{Method as WriteTracking, WrittenPages};

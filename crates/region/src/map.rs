@@ -16,6 +16,7 @@
 //! data area under a lock).
 
 use crate::flush::{copy_persistent, persist_cache_lines, Persistence};
+use crate::nvmm::Nvmm;
 use mojim_format::checksum::crc32c;
 use mojim_format::log::RecordArea;
 use mojim_format::FRAME_HEADER_SIZE;
@@ -29,6 +30,7 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 const TMPFS_MAGIC: u64 = 0x0102_1994;
 const PAGE: usize = 4096;
@@ -62,6 +64,8 @@ pub struct MappedFile {
     ptr: *mut u8,
     len: usize,
     persistence: Persistence,
+    /// The emulated NVMM every persist is charged to, if any (see `nvmm.rs`).
+    nvmm: Option<Arc<Nvmm>>,
     path: PathBuf,
     _file: File,
 }
@@ -197,7 +201,7 @@ impl MappedFile {
             Err(e) => return Err(err(path, "map at a fixed address")(e.into())),
         };
         let persistence = page_cache_persistence(&file, path)?;
-        Ok(MappedFile { ptr: p.cast(), len, persistence, path: path.to_path_buf(), _file: file })
+        Ok(MappedFile { ptr: p.cast(), len, persistence, nvmm: None, path: path.to_path_buf(), _file: file })
     }
 
     fn map(file: File, path: &Path, len: u64) -> Result<MappedFile, MapError> {
@@ -234,7 +238,14 @@ impl MappedFile {
                 (p, page_cache_persistence(&file, path)?)
             }
         };
-        Ok(MappedFile { ptr: ptr.cast(), len, persistence, path: path.to_path_buf(), _file: file })
+        Ok(MappedFile {
+            ptr: ptr.cast(),
+            len,
+            persistence,
+            nvmm: None,
+            path: path.to_path_buf(),
+            _file: file,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -251,6 +262,28 @@ impl MappedFile {
 
     pub fn persistence(&self) -> Persistence {
         self.persistence
+    }
+
+    /// Charges every later persist of memory or DAX bytes to `nvmm` (none: stop charging).
+    /// A mapping of an ordinary file pays `msync` instead, and is never charged.
+    pub fn emulate_nvmm(&mut self, nvmm: Option<Arc<Nvmm>>) {
+        self.nvmm = nvmm;
+    }
+
+    /// The emulated NVMM this mapping's persists are charged to, if any.
+    pub fn nvmm(&self) -> Option<&Arc<Nvmm>> {
+        self.nvmm.as_ref()
+    }
+
+    /// After a barrier over `len` bytes: the emulated NVMM's delay, if there is one (one
+    /// untaken branch otherwise).
+    #[inline]
+    fn charge(&self, len: usize) {
+        if let Some(n) = &self.nvmm {
+            if len > 0 {
+                n.charge(len);
+            }
+        }
     }
 
     /// Base address of the mapping.
@@ -361,6 +394,7 @@ impl MappedFile {
                 // SAFETY: `[offset, offset + len)` lies in the mapping (checked above), which
                 // stays mapped for the call.
                 unsafe { persist_cache_lines(self.ptr.add(offset), len) };
+                self.charge(len);
                 Ok(())
             }
             Persistence::File => {
@@ -385,6 +419,7 @@ impl MappedFile {
                 // which is writable and stays mapped for the call; `data` is a Rust buffer,
                 // not mapped bytes, so the two do not overlap.
                 unsafe { copy_persistent(self.ptr.add(offset), data) };
+                self.charge(data.len());
                 Ok(())
             }
             Persistence::File => {

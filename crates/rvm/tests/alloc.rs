@@ -26,6 +26,7 @@ fn open(name: &str, size: u64, base: usize) -> (Rvm, std::path::PathBuf) {
         failure: Default::default(),
         coordinator: None,
         node: String::new(),
+        nvmm: Default::default(),
     };
     let opts = RvmOptions { backend: Backend::Mojim(p), base, tracking: None };
     (Rvm::open(&opts).unwrap(), dir)

@@ -52,6 +52,7 @@ fn mirror_options(dir: &Path, id: RegionId, log_capacity: u64) -> MirrorOptions 
         metadata_log_records: 4096,
         coordinator: None,
         node: String::new(),
+        nvmm: Default::default(),
     }
 }
 
@@ -81,6 +82,7 @@ fn options(dir: &Path, mirror: &str, base: usize, tracking: WriteTracking) -> Rv
         failure: FailurePolicy { reconnect: Duration::from_millis(20), ..Default::default() },
         coordinator: None,
         node: String::new(),
+        nvmm: Default::default(),
     };
     RvmOptions { backend: Backend::Mojim(p), base, tracking: Some(tracking) }
 }

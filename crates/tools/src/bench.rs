@@ -6,7 +6,7 @@
 use crate::child::ChildNode;
 use crate::cluster::{LocalCluster, Shape, Topology};
 use hdrhistogram::Histogram;
-use mojim::config::{random_uuid, template, Config, Limits, Mode, RegionId, Secret};
+use mojim::config::{random_uuid, template, Config, ConfigFile, Limits, Mode, NvmmModel, RegionId, Secret};
 use mojim::error::{Error, Result};
 use mojim::primary::{Primary, PrimaryOptions};
 use mojim::size::{format_size, parse_size};
@@ -90,6 +90,17 @@ pub struct BenchArgs {
     /// Start the local mirror with this checkpoint_thresh (complete groups between checkpoints).
     #[arg(long, conflicts_with = "mirror")]
     pub checkpoint_thresh: Option<usize>,
+    /// Emulate slow NVMM (the paper's PMEP, about 1000 ns): add this many nanoseconds, by
+    /// spinning, to every persistence barrier of both roles: the primary's own region when it
+    /// persists locally (unreplicated, async, sync-flush) and the local mirrors' logs and data
+    /// areas ([region] and [mirror] nvmm_barrier_ns). 0 to 1000000; 0: memory speed.
+    #[arg(long, default_value_t = 0)]
+    pub nvmm_barrier_ns: u64,
+    /// Emulate slow NVMM: cap the bytes per second each role persists, e.g. 1600MiB/s (the
+    /// paper's PMEP: 1.6 GB/s), on the same files as --nvmm-barrier-ns ([region] and [mirror]
+    /// nvmm_write_rate); 1MiB/s to 1TiB/s. Default: no cap.
+    #[arg(long)]
+    pub nvmm_write_rate: Option<String>,
     #[command(flatten)]
     pub transact: crate::transact::TransactArgs,
     #[command(flatten)]
@@ -128,6 +139,14 @@ pub struct BenchArgs {
     /// Print one JSON object per result instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+impl BenchArgs {
+    /// The emulated NVMM of `--nvmm-barrier-ns` and `--nvmm-write-rate`, checked.
+    pub fn nvmm_model(&self) -> Result<NvmmModel> {
+        let rate = self.nvmm_write_rate.as_deref().unwrap_or("");
+        mojim::config::nvmm_model("--nvmm-barrier-ns / --nvmm-write-rate:", self.nvmm_barrier_ns, rate)
+    }
 }
 
 /// One measured configuration.
@@ -241,6 +260,8 @@ struct Setup {
     disk_args: Vec<String>,
     disk_dir: Option<PathBuf>,
     echo: Option<ChildNode>,
+    /// The emulated NVMM under the primary's region (`--nvmm-*`; the local mirrors have it too).
+    nvmm: NvmmModel,
 }
 
 impl Setup {
@@ -258,6 +279,7 @@ impl Setup {
             disk_args: Vec::new(),
             disk_dir: None,
             echo: None,
+            nvmm: NvmmModel::default(),
         }
     }
 
@@ -293,6 +315,7 @@ pub(crate) fn exe() -> Result<PathBuf> {
 }
 
 fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
+    let nvmm = a.nvmm_model()?;
     let needs_mirror = kinds.iter().any(|k| matches!(k, Kind::Mode(m) if m.replicated()));
     let needs_echo = kinds.contains(&Kind::TcpRtt);
     let mut s = if let (Some(addr), Some(cfg)) = (&a.mirror, &a.config) {
@@ -315,7 +338,7 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         );
         let id = RegionId { uuid: random_uuid(), size: a.region_size };
         mojim::create_region(&s.region_path, id)?;
-        let base = template(&id.uuid, id.size, "mojim-bench-secret", "127.0.0.1:0");
+        let base = with_mirror_nvmm(template(&id.uuid, id.size, "mojim-bench-secret", "127.0.0.1:0"), a)?;
         let cfg = dir.join("mojim.toml");
         mojim::config::write_private(&cfg, &base).map_err(Error::io("write config"))?;
         let cfg = cfg.to_str().unwrap_or_default().to_string();
@@ -370,6 +393,7 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         }
         s
     };
+    s.nvmm = nvmm;
     if needs_echo {
         let poll = a.busy_poll_us.to_string();
         let listen = match &s.dir {
@@ -379,6 +403,19 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         s.echo = Some(ChildNode::spawn(&exe()?, &["echo", "--listen", &listen, "--busy-poll-us", &poll])?);
     }
     Ok(s)
+}
+
+/// The local mirrors' configuration `base` with `--nvmm-*` in its `[mirror]` section (checked
+/// first, so that a bad value is named before anything starts).
+fn with_mirror_nvmm(base: String, a: &BenchArgs) -> Result<String> {
+    if a.nvmm_model()?.is_off() {
+        return Ok(base);
+    }
+    let mut f: ConfigFile =
+        toml::from_str(&base).map_err(|e| Error::Config(format!("benchmark config: {e}")))?;
+    f.mirror.nvmm_barrier_ns = a.nvmm_barrier_ns;
+    f.mirror.nvmm_write_rate = a.nvmm_write_rate.clone().unwrap_or_default();
+    toml::to_string(&f).map_err(|e| Error::Config(format!("benchmark config: {e}")))
 }
 
 /// Runs the benchmark (or, with `--transact` or `--matrix`, those) and prints its results.
@@ -753,6 +790,7 @@ fn primary_options(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path) -> Prima
         failure: Default::default(),
         coordinator: None,
         node: String::new(),
+        nvmm: s.nvmm,
     }
 }
 

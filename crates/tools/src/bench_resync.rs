@@ -522,6 +522,7 @@ impl<'a> Round<'a> {
             },
             coordinator: None,
             node: String::new(),
+            nvmm: Default::default(),
         }
     }
 

@@ -153,6 +153,8 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         secondary_rate_limit: None,
         secondary_tier_thresh: None,
         checkpoint_thresh: None,
+        nvmm_barrier_ns: 0,
+        nvmm_write_rate: None,
         transact: Default::default(),
         matrix: Default::default(),
         whisper: Default::default(),

@@ -9,12 +9,14 @@
 //! | `threads` | Fig. 9 | threads 1 … N, with 1, 2 and 4 lanes | sync (and unreplicated, async) |
 //! | `checkpoint` | §6.3.3 | the mirror's checkpoint_thresh, 1 … 10000 | sync |
 //! | `secondary` | §6.3.3 | the mirror's secondary_tier_thresh, 40 KiB … 400 MiB | sync-backup-slow |
+//! | `nvmm` | §6.1–6.2 (PMEP) | emulated NVMM barrier delay, 0 … 200 µs, at 64 B and 4 KiB | unreplicated, sync, sync with a memory-speed mirror |
 //! | `transact` | Kokolis et al. §7.1 | epochs × writes per epoch | no-sm, sm-rc, sm-ob |
 //!
 //! One mirror (and a disk mirror and an echo server, for the schemes that need them) is started
-//! for the whole run; only the checkpoint experiment starts one mirror per threshold.
+//! for the whole run; the checkpoint, secondary and nvmm experiments start their own per point.
 
 use crate::bench::{BenchArgs, BenchResult, Session};
+use crate::matrix_nvmm::{self, NvmmPoint};
 use crate::plot::{self, Axis, Legend, Series};
 use crate::transact::{self, Strategy, Transact, TransactArgs, TransactResult};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -28,7 +30,8 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct MatrixArgs {
     /// Run the paper's evaluation matrix (Table 1 schemes, Figs. 8 and 9, checkpoint_thresh,
-    /// Transact) and write CSV files, PNG plots and summary.md into this folder.
+    /// secondary_tier_thresh, emulated NVMM, Transact) and write CSV files, PNG plots and
+    /// summary.md into this folder.
     #[arg(long, value_name = "OUT_DIR", conflicts_with = "mirror")]
     pub matrix: Option<PathBuf>,
     /// Sync points per measured point of the matrix (--ops for each point).
@@ -42,13 +45,21 @@ pub struct MatrixArgs {
     #[arg(long, default_value_t = 4)]
     pub matrix_threads: usize,
     /// Experiments to run, comma-separated: schemes, sizes, threads, checkpoint, secondary,
-    /// transact.
+    /// nvmm, transact.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "schemes,sizes,threads,checkpoint,secondary,transact"
+        default_value = "schemes,sizes,threads,checkpoint,secondary,nvmm,transact"
     )]
     pub matrix_experiments: Vec<String>,
+    /// The emulated NVMM's persistence barrier delays in the nvmm experiment (nanoseconds, on
+    /// the primary for unreplicated and on the mirror for sync; see --nvmm-barrier-ns).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0,500,1000,2000,5000,10000,20000,50000,100000,200000"
+    )]
+    pub matrix_nvmm_barriers: Vec<u64>,
     /// The mirror's checkpoint_thresh values in the checkpoint experiment.
     #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000,10000")]
     pub matrix_checkpoints: Vec<usize>,
@@ -69,16 +80,18 @@ pub enum Experiment {
     Threads,
     Checkpoint,
     Secondary,
+    Nvmm,
     Transact,
 }
 
 impl Experiment {
-    pub const ALL: [Experiment; 6] = [
+    pub const ALL: [Experiment; 7] = [
         Experiment::Schemes,
         Experiment::Sizes,
         Experiment::Threads,
         Experiment::Checkpoint,
         Experiment::Secondary,
+        Experiment::Nvmm,
         Experiment::Transact,
     ];
 
@@ -89,6 +102,7 @@ impl Experiment {
             Experiment::Threads => "threads",
             Experiment::Checkpoint => "checkpoint",
             Experiment::Secondary => "secondary",
+            Experiment::Nvmm => "nvmm",
             Experiment::Transact => "transact",
         }
     }
@@ -96,7 +110,8 @@ impl Experiment {
     fn parse(s: &str) -> Result<Experiment> {
         Experiment::ALL.into_iter().find(|e| e.name() == s.trim()).ok_or_else(|| {
             Error::Config(format!(
-                "--matrix-experiments: unknown experiment {s:?}; choose from schemes, sizes, threads, checkpoint, secondary, transact"
+                "--matrix-experiments: unknown experiment {s:?}; choose from schemes, sizes, threads, checkpoint, secondary, nvmm, \
+                 transact"
             ))
         })
     }
@@ -140,9 +155,11 @@ pub const LANES: [u16; 3] = [1, 2, 4];
 pub const THREAD_REFERENCE_MODES: [&str; 2] = ["unreplicated", "async"];
 
 /// The files a run of every experiment writes into OUT_DIR, sorted by name.
-pub const FILES: [&str; 15] = [
+pub const FILES: [&str; 17] = [
     "checkpoint.csv",
     "checkpoint_latency.png",
+    "nvmm.csv",
+    "nvmm_latency.png",
     "schemes.csv",
     "schemes_latency.png",
     "schemes_throughput.png",
@@ -163,10 +180,18 @@ pub const FILES: [&str; 15] = [
 enum Step {
     Schemes,
     Size(u64),
-    Threads { threads: usize, lanes: Option<u16> },
+    Threads {
+        threads: usize,
+        lanes: Option<u16>,
+    },
     Checkpoint(usize),
     Secondary(u64),
-    Transact { epochs: u32, writes: u32 },
+    /// The emulated NVMM's barrier delay in nanoseconds.
+    Nvmm(u64),
+    Transact {
+        epochs: u32,
+        writes: u32,
+    },
 }
 
 impl Step {
@@ -182,6 +207,7 @@ impl Step {
             }
             Step::Checkpoint(t) => format!("checkpoint: checkpoint_thresh {t}"),
             Step::Secondary(t) => format!("secondary: secondary_tier_thresh {}", plot::bytes(*t as f64)),
+            Step::Nvmm(ns) => format!("nvmm: {ns} ns per persistence barrier"),
             Step::Transact { epochs, writes } => format!("transact: {epochs} epochs × {writes} writes"),
         }
     }
@@ -192,6 +218,7 @@ impl Step {
             Step::Size(_) => SIZE_MODES.len() as u64,
             Step::Threads { lanes: Some(_), .. } | Step::Checkpoint(_) | Step::Secondary(_) => 1,
             Step::Threads { lanes: None, .. } => THREAD_REFERENCE_MODES.len() as u64,
+            Step::Nvmm(_) => (matrix_nvmm::NVMM_SERIES.len() * matrix_nvmm::NVMM_SIZES.len()) as u64,
             Step::Transact { .. } => Strategy::ALL.len() as u64,
         }
     }
@@ -211,6 +238,7 @@ fn plan(m: &MatrixArgs, t: &TransactArgs, experiments: &[Experiment]) -> Vec<Ste
             }
             Experiment::Checkpoint => steps.extend(m.matrix_checkpoints.iter().map(|&c| Step::Checkpoint(c))),
             Experiment::Secondary => steps.extend(m.matrix_secondary.iter().map(|&t| Step::Secondary(t))),
+            Experiment::Nvmm => steps.extend(m.matrix_nvmm_barriers.iter().map(|&ns| Step::Nvmm(ns))),
             Experiment::Transact => {
                 for &writes in &t.writes {
                     steps.extend(t.epochs.iter().map(|&epochs| Step::Transact { epochs, writes }));
@@ -231,6 +259,8 @@ pub struct MatrixResults {
     pub checkpoint: Vec<(usize, BenchResult)>,
     /// `(secondary_tier_thresh in bytes, result)`.
     pub secondary: Vec<(usize, BenchResult)>,
+    /// `(barrier delay in ns, result)`; the result's mode is its series.
+    pub nvmm: Vec<NvmmPoint>,
     pub transact: Vec<TransactResult>,
     /// Points that failed: which and why.
     pub failures: Vec<String>,
@@ -263,6 +293,16 @@ fn check(a: &BenchArgs, experiments: &[Experiment]) -> Result<()> {
             "--matrix-checkpoints {:?}: give at least one, each at least 1",
             m.matrix_checkpoints
         )));
+    }
+    if experiments.contains(&Experiment::Nvmm) {
+        let max = mojim::config::MAX_NVMM_BARRIER_NS;
+        if m.matrix_nvmm_barriers.is_empty() || m.matrix_nvmm_barriers.iter().any(|&b| b > max) {
+            return Err(Error::Config(format!(
+                "--matrix-nvmm-barriers {:?}: give at least one, each 0 to {max} ns",
+                m.matrix_nvmm_barriers
+            )));
+        }
+        a.nvmm_model()?;
     }
     let biggest = SIZES[SIZES.len() - 1].max(4096 * m.matrix_threads as u64);
     if m.matrix_region_size < biggest {
@@ -307,7 +347,7 @@ fn session_modes(experiments: &[Experiment]) -> Vec<String> {
                 v.push("sync");
                 v
             }
-            Experiment::Checkpoint | Experiment::Secondary => Vec::new(),
+            Experiment::Checkpoint | Experiment::Secondary | Experiment::Nvmm => Vec::new(),
             Experiment::Transact => vec!["sync"],
         };
         for m in add {
@@ -445,6 +485,7 @@ fn run_step(
             let own = Session::start(&a)?;
             res.secondary.extend(own.measure(&a)?.into_iter().map(|r| (thresh as usize, r)));
         }
+        Step::Nvmm(ns) => res.nvmm.extend(matrix_nvmm::measure(&a, ns)?),
         Step::Transact { epochs, writes } => {
             let t = match transact {
                 Some(t) => t,
@@ -458,9 +499,9 @@ fn run_step(
 
 // ---- CSV ------------------------------------------------------------------------------------
 
-const BENCH_COLUMNS: &str = "ops,mean_us,p50_us,p99_us,ops_per_s,MB_per_s";
+pub(crate) const BENCH_COLUMNS: &str = "ops,mean_us,p50_us,p99_us,ops_per_s,MB_per_s";
 
-fn bench_columns(r: &BenchResult) -> String {
+pub(crate) fn bench_columns(r: &BenchResult) -> String {
     format!("{},{:.3},{:.3},{:.3},{:.1},{:.3}", r.ops, r.mean_us, r.p50_us, r.p99_us, r.ops_per_s, r.mb_per_s)
 }
 
@@ -584,7 +625,7 @@ pub fn transact_csv(rs: &[TransactResult]) -> String {
 // ---- summary.md -----------------------------------------------------------------------------
 
 /// A figure with about three significant digits.
-fn num(v: f64) -> String {
+pub(crate) fn num(v: f64) -> String {
     if !v.is_finite() {
         "–".into()
     } else if v.abs() >= 100.0 {
@@ -657,6 +698,7 @@ pub fn key_ratios(res: &MatrixResults) -> String {
             num(hi / lo)
         );
     }
+    s.push_str(&matrix_nvmm::key_lines(&res.nvmm));
     if s.is_empty() {
         s.push_str("- (nothing measured that a key ratio needs)\n");
     }
@@ -686,6 +728,9 @@ pub fn summary_md(res: &MatrixResults, info: &RunInfo) -> String {
         let h = "\n## The mirror's secondary_tier_thresh, sync + backup over a slow link at 4 KiB (§6.3.3): \
                  `secondary.csv`\n\n";
         sweep_table(&mut s, h, "secondary_tier_thresh", &res.secondary, |t| plot::bytes(t as f64));
+    }
+    if !res.nvmm.is_empty() {
+        matrix_nvmm::table(&mut s, &res.nvmm);
     }
     if !res.transact.is_empty() {
         transact_table(&mut s, &res.transact);
@@ -829,7 +874,7 @@ fn thread_series(r: &BenchResult) -> String {
 }
 
 /// The distinct values, in first-seen order.
-fn distinct<T: PartialEq>(it: impl Iterator<Item = T>) -> Vec<T> {
+pub(crate) fn distinct<T: PartialEq>(it: impl Iterator<Item = T>) -> Vec<T> {
     let mut v = Vec::new();
     for x in it {
         if !v.contains(&x) {
@@ -865,6 +910,9 @@ pub fn write_all(out: &Path, res: &MatrixResults, info: &RunInfo) -> Result<Vec<
     }
     if !res.secondary.is_empty() {
         put("secondary.csv", secondary_csv(&res.secondary))?;
+    }
+    if !res.nvmm.is_empty() {
+        put("nvmm.csv", matrix_nvmm::csv(&res.nvmm))?;
     }
     if !res.transact.is_empty() {
         put("transact.csv", transact_csv(&res.transact))?;
@@ -905,6 +953,9 @@ pub fn plots(out: &Path, res: &MatrixResults) -> Result<Vec<PathBuf>> {
                 &res.secondary,
             )
         })?);
+    }
+    if !res.nvmm.is_empty() {
+        files.push(draw(out, "nvmm_latency.png", |p| matrix_nvmm::plot(p, &res.nvmm))?);
     }
     if !res.transact.is_empty() {
         files.push(transact_slowdown_plot(out, &res.transact)?);
@@ -1164,6 +1215,7 @@ mod tests {
         for t in [40 << 10, 4 << 20, 400 << 20] {
             r.secondary.push((t, bench("sync-backup-slow", 4096, 1, 1, 200.0 - (t >> 20) as f64 / 4.0)));
         }
+        r.nvmm = matrix_nvmm::tests::fake();
         for w in [1, 2] {
             for e in [1, 8, 16] {
                 let base = 0.2 * (e * w) as f64;
@@ -1228,6 +1280,8 @@ mod tests {
             "| threads | sync, 1 lane | sync, 2 lanes | sync, 4 lanes | unreplicated | async |",
             "| 10 | 121 |",
             "| 8 | 1 | 1.60 | 800 | 180 | 500× | 112× | 4.44× |",
+            "## Emulated NVMM",
+            "sync-dram-mirror vs unreplicated: faster from about 29.0 µs",
         ] {
             assert!(s.contains(needle), "summary.md lacks {needle:?}:\n{s}");
         }
@@ -1271,6 +1325,7 @@ mod tests {
             matrix_checkpoints: vec![1, 100],
             matrix_secondary: vec![40 << 10],
             matrix_secondary_rate: "20MiB/s".into(),
+            matrix_nvmm_barriers: vec![0, 1000],
         };
         let t = TransactArgs { transact: false, epochs: vec![1, 8], writes: vec![1, 2], transactions: 3 };
         let steps = plan(&m, &t, &Experiment::ALL);
@@ -1278,6 +1333,7 @@ mod tests {
         assert_eq!(steps.iter().filter(|s| matches!(s, Step::Size(_))).count(), SIZES.len());
         assert_eq!(steps.iter().filter(|s| matches!(s, Step::Threads { .. })).count(), 2 * (LANES.len() + 1));
         assert_eq!(steps.iter().filter(|s| matches!(s, Step::Checkpoint(_))).count(), 2);
+        assert_eq!(steps.iter().filter(|s| matches!(s, Step::Nvmm(_))).count(), 2);
         assert_eq!(steps.last(), Some(&Step::Transact { epochs: 8, writes: 2 }));
         assert!(steps.iter().all(|s| !s.label().is_empty() && s.weight() >= 1));
         assert_eq!(session_modes(&[Experiment::Transact]), vec!["sync".to_string()]);

@@ -56,6 +56,7 @@ fn mirror(dir: &Path, id: RegionId) -> MirrorHandle {
         metadata_log_records: 4096,
         coordinator: None,
         node: String::new(),
+        nvmm: Default::default(),
     };
     Mirror::open(o).unwrap().serve().unwrap()
 }
@@ -75,6 +76,7 @@ fn primary(dir: &Path, mirror: &str, mode: Mode) -> Primary {
         failure: FailurePolicy { reconnect: Duration::from_millis(20), ..Default::default() },
         coordinator: None,
         node: String::new(),
+        nvmm: Default::default(),
     })
     .unwrap()
 }

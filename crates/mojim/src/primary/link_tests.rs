@@ -81,6 +81,7 @@ fn options(scratch: &Scratch, mirror: &str, lanes: u16) -> PrimaryOptions {
         },
         coordinator: None,
         node: String::new(),
+        nvmm: Default::default(),
     }
 }
 

@@ -26,13 +26,14 @@ pub use crate::history::{new_generation, CopyKind, PrimaryFiles};
 pub use resync::ResyncStatus;
 pub use resync::COPY_GROUP_BYTES;
 
-use crate::config::{Config, Heartbeat, Limits, Mode, OnMirrorLoss, Secret};
+use crate::config::{Config, Heartbeat, Limits, Mode, NvmmModel, OnMirrorLoss, Secret};
 use crate::error::{Error, Result};
+use crate::nvmm::NvmmStatus;
 use link::{lock, Link};
 use link_error::LinkError;
 use mojim_core::encode::{check_group, GroupLimits, RangeError};
 use mojim_core::Range;
-use mojim_region::{DirtyMap, MetaRing, RegionFile};
+use mojim_region::{DirtyMap, MetaRing, Nvmm, RegionFile};
 use mojim_transport::{AnyTransport, Transport};
 pub use stage::Put;
 use stage::Stage;
@@ -109,6 +110,9 @@ pub struct PrimaryOptions {
     pub coordinator: Option<crate::config::EtcdSettings>,
     /// This node's name (for the coordinator).
     pub node: String,
+    /// Emulated slow NVMM under the region, charged whenever the primary persists it locally
+    /// (`[region] nvmm_barrier_ns` and `nvmm_write_rate`; default: none, memory speed).
+    pub nvmm: NvmmModel,
 }
 
 impl PrimaryOptions {
@@ -154,6 +158,7 @@ impl PrimaryOptions {
             },
             coordinator: cfg.etcd()?,
             node: cfg.file.cluster.node.clone(),
+            nvmm: cfg.region_nvmm()?,
         })
     }
 
@@ -238,6 +243,8 @@ pub struct PrimaryStatus {
     pub resync: Option<ResyncStatus>,
     /// The primary's lease, under the etcd coordinator.
     pub lease: Option<LeaseStatus>,
+    /// The emulated NVMM under the region, if one is set (`PrimaryOptions::nvmm`).
+    pub nvmm: Option<NvmmStatus>,
 }
 
 /// The primary's lease in etcd, as [`PrimaryStatus`] reports it.
@@ -395,7 +402,8 @@ where
 {
     /// As [`Primary::open`], over any transport.
     pub fn open_with(transport: T, opts: &PrimaryOptions) -> Result<Primary<T>> {
-        let region = RegionFile::open(&opts.region_path)?;
+        let mut region = RegionFile::open(&opts.region_path)?;
+        region.emulate_nvmm(Nvmm::shared(opts.nvmm));
         let mut opts = opts.clone();
         let (epoch, lease) = match &opts.coordinator {
             Some(settings) => {
@@ -954,6 +962,7 @@ where
                 renewals: l.renewals(),
                 lost: l.lost(),
             }),
+            nvmm: self.region.nvmm().map(|n| NvmmStatus::of(n)),
         }
     }
 }
