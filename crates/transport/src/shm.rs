@@ -216,36 +216,36 @@ impl Shared {
         }
     }
 
-    /// Bytes readable in the receive ring; an error if the peer's `head` is not believable.
-    fn readable(&self) -> io::Result<usize> {
-        let head = self.rx.head(&self.map).load(Ordering::Acquire);
-        let tail = self.rx.tail(&self.map).load(Ordering::Relaxed);
+    /// Bytes held in `ring` (written, not yet read); an error if the peer's counter is not
+    /// believable. Each side loads the other side's counter with acquire ordering.
+    fn held(&self, ring: Ring, ours_is_head: bool) -> io::Result<usize> {
+        let (head_order, tail_order) = if ours_is_head {
+            (Ordering::Relaxed, Ordering::Acquire)
+        } else {
+            (Ordering::Acquire, Ordering::Relaxed)
+        };
+        let head = ring.head(&self.map).load(head_order);
+        let tail = ring.tail(&self.map).load(tail_order);
         match head.checked_sub(tail) {
-            Some(n) if n <= self.rx.capacity as u64 => Ok(n as usize),
+            Some(n) if n <= ring.capacity as u64 => Ok(n as usize),
             _ => Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
                     "the peer {} corrupted the shared ring: {head} bytes written, {tail} read, {} held at most",
-                    self.peer, self.rx.capacity
+                    self.peer, ring.capacity
                 ),
             )),
         }
     }
 
-    /// Room in the send ring; an error if the peer's `tail` is not believable.
+    /// Bytes readable in the receive ring.
+    fn readable(&self) -> io::Result<usize> {
+        self.held(self.rx, false)
+    }
+
+    /// Room in the send ring.
     fn writable(&self) -> io::Result<usize> {
-        let head = self.tx.head(&self.map).load(Ordering::Relaxed);
-        let tail = self.tx.tail(&self.map).load(Ordering::Acquire);
-        match head.checked_sub(tail) {
-            Some(n) if n <= self.tx.capacity as u64 => Ok(self.tx.capacity - n as usize),
-            _ => Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "the peer {} corrupted the shared ring: {head} bytes written, {tail} read, {} held at most",
-                    self.peer, self.tx.capacity
-                ),
-            )),
-        }
+        Ok(self.tx.capacity - self.held(self.tx, true)?)
     }
 
     fn read(&self, buf: &mut [u8], spin: Duration) -> io::Result<usize> {
