@@ -25,6 +25,7 @@ fn mirror_opts(dir: &Path, id: RegionId) -> MirrorOptions {
         checkpoint_thresh: 1,
         checkpoint_idle: Duration::from_millis(1),
         max_lanes: 8,
+        logs_at_start: 0,
         data: mojim_node::DataPlacement::Memory,
         backups: Vec::new(),
         secondary_tier_thresh: 40 << 20,

@@ -357,14 +357,15 @@ pub struct PrimarySection {
     /// `mode = "sync"`: when sync points return (see [`Mode`]): `unreplicated`, `async`,
     /// `sync`, `sync-flush` or `sync-disk`.
     pub mode: String,
-    /// `lanes = 2`: connections to the mirror; a thread keeps to one lane.
+    /// `lanes = 2`: connections to the mirror; a thread keeps to one lane. A mirror started
+    /// with this file makes the logs of this many lanes when it starts.
     pub lanes: u16,
     /// `async_window = 256`: in mode `async`, the groups a lane may have in flight before a
     /// sync point waits.
     pub async_window: u32,
     /// `connect_timeout_ms = 5000`: to connect to the mirror and finish a lane's handshake. A
-    /// mirror makes a lane's log in the lane's first handshake, so a `log_capacity` of several
-    /// GiB may need longer.
+    /// mirror makes the log of a lane beyond its `[primary] lanes` in the lane's first
+    /// handshake, so a `log_capacity` of several GiB may need longer.
     pub connect_timeout_ms: u64,
     /// `busy_poll_us = 0`: poll for the mirror's acknowledgement this long before sleeping
     /// (0: sleep at once). Polling spends a core per waiting thread.
@@ -405,8 +406,9 @@ pub struct MirrorSection {
     /// `log_dir = ""`: folder of the redo logs; empty means `dir`. On memory (e.g. `/dev/shm`)
     /// for speed.
     pub log_dir: String,
-    /// `log_capacity = "64MiB"`: bytes of records per lane's circular log, reserved when a
-    /// lane first joins; a multiple of 4 KiB and at least 64 KiB.
+    /// `log_capacity = "64MiB"`: bytes of records per lane's circular log, reserved when the
+    /// mirror starts (the first `[primary] lanes` lanes) or when a lane first joins; a multiple
+    /// of 4 KiB and at least 64 KiB.
     pub log_capacity: String,
     /// `checkpoint_thresh = 1`: checkpoint after this many complete groups (the paper's
     /// CHECKPOINT_THRESH); also when idle and when a log is full.
@@ -912,12 +914,14 @@ transport = "tcp"
 # When msync/gmsync return: unreplicated | async | sync | sync-flush | sync-disk
 # (sync-disk is sync against a mirror with [mirror] data = "disk").
 mode = "sync"
-# Connections to the mirror; a thread keeps to one lane.
+# Connections to the mirror; a thread keeps to one lane. A mirror started with this file
+# makes the logs of this many lanes when it starts.
 lanes = 2
 # async: groups a lane may have in flight before a sync point waits.
 async_window = 256
-# To connect to the mirror and finish a lane's handshake. A mirror makes a lane's log in the
-# lane's first handshake: a log_capacity of several GiB may need longer.
+# To connect to the mirror and finish a lane's handshake. A mirror makes the log of a lane
+# beyond its [primary] lanes in the lane's first handshake: a log_capacity of several GiB may
+# need longer.
 connect_timeout_ms = 5000
 # Poll for the mirror's acknowledgement this long before sleeping (0: sleep at once). Polling
 # spends a core per waiting thread to skip the wake-up of a sleeping one.
@@ -934,7 +938,8 @@ transport = "tcp"
 dir = "mirror"
 # Folder of the redo logs; empty means `dir`. Put it on memory (e.g. /dev/shm) for speed.
 log_dir = ""
-# Bytes of records per lane's circular log, reserved when a lane first joins.
+# Bytes of records per lane's circular log, reserved when the mirror starts (the first
+# [primary] lanes lanes) or when a lane first joins.
 log_capacity = "64MiB"
 # Checkpoint after this many complete groups (the paper's CHECKPOINT_THRESH), when idle
 # for checkpoint_idle_ms, and when a log is full.

@@ -1,5 +1,6 @@
-//! The node's lanes: each lane's redo log (made when a session's lane first joins) and its
-//! receiving state (`MirrorLane`: the log's space, the open group, the session it is in).
+//! The node's lanes: each lane's redo log (made when the node opens, or when a session's lane
+//! first joins) and its receiving state (`MirrorLane`: the log's space, the open group, the
+//! session it is in).
 //!
 //! Locks: one per lane, never two at once, and nothing is taken under one; `log_create`
 //! serialises the making of logs and takes a lane's lock under it (see the lock order in
@@ -88,7 +89,8 @@ impl Lanes {
         self.log(g.lane).expect("a group's log exists")
     }
 
-    /// The log of `lane`, created (and its space reserved) when a session's lane first joins.
+    /// The log of `lane`, created (and its space reserved) when a session's lane first joins, if
+    /// the node did not make it when it opened.
     pub fn log_of(&self, lane: u16) -> Result<&LogFile, String> {
         let cell = &self.logs[lane as usize];
         if let Some(l) = cell.get() {

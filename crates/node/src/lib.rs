@@ -87,6 +87,8 @@ mod forward_tests;
 #[cfg(test)]
 mod lane_tests;
 #[cfg(test)]
+mod open_tests;
+#[cfg(test)]
 mod test_peer;
 
 use data::DataArea;
@@ -129,6 +131,11 @@ pub struct MirrorOptions {
     pub checkpoint_thresh: usize,
     pub checkpoint_idle: Duration,
     pub max_lanes: u16,
+    /// Lanes whose logs the node makes when it opens (`[primary] lanes` of its configuration,
+    /// at most `max_lanes`), so that a primary's first handshake need not wait while they are
+    /// made; any other lane's log is made at its first handshake. A log that cannot be made at
+    /// opening is made (or its lane refused) at that handshake instead.
+    pub logs_at_start: u16,
     /// Where the data area lives: memory (mapped) or disk (`sync-disk`).
     pub data: DataPlacement,
     /// Backups this node feeds (the secondary tier).
@@ -180,6 +187,7 @@ impl MirrorOptions {
             checkpoint_thresh: m.checkpoint_thresh as usize,
             checkpoint_idle: Duration::from_millis(m.checkpoint_idle_ms.max(1)),
             max_lanes: m.max_lanes,
+            logs_at_start: cfg.file.primary.lanes.min(m.max_lanes),
             busy_poll: Duration::from_micros(m.busy_poll_us),
             data: m.data.parse().map_err(|e: String| Error::Config(format!("[mirror] data: {e}")))?,
             backups: m.backups.clone(),
@@ -364,8 +372,9 @@ fn open_data_area(opts: &MirrorOptions) -> Result<DataArea> {
     Ok(region)
 }
 
-/// Opens every lane's log that exists (a lane's log is made when a session's lane first joins),
-/// each of which must belong to this region and lane.
+/// Opens every lane's log that exists, each of which must belong to this region and lane, and
+/// makes those of the first `logs_at_start` lanes that do not (any other lane's log is made when
+/// a session's lane first joins).
 fn open_logs(opts: &MirrorOptions, nvmm: &Option<Arc<Nvmm>>) -> Result<Vec<OnceLock<LogFile>>> {
     let mut logs = Vec::new();
     for lane in 0..opts.max_lanes {
@@ -381,6 +390,17 @@ fn open_logs(opts: &MirrorOptions, nvmm: &Option<Arc<Nvmm>>) -> Result<Vec<OnceL
                 )));
             }
             let _ = cell.set(log);
+        } else if lane < opts.logs_at_start {
+            match LogFile::create(&p, opts.region.uuid, lane, opts.log_capacity) {
+                Ok(mut log) => {
+                    log.emulate_nvmm(nvmm.clone());
+                    let _ = cell.set(log);
+                }
+                // Not fatal: the lane's first handshake makes it, or refuses the lane saying why.
+                Err(e) => {
+                    tracing::warn!(lane, error = %e, "cannot make the lane's log now; its first handshake will")
+                }
+            }
         }
         logs.push(cell);
     }

@@ -56,6 +56,7 @@ pub fn node_options(dir: &Path, name: &str, region: RegionId, log_capacity: u64)
         checkpoint_thresh: 1,
         checkpoint_idle: Duration::from_millis(1),
         max_lanes: 4,
+        logs_at_start: 0,
         data: super::DataPlacement::Memory,
         backups: Vec::new(),
         secondary_tier_thresh: 40 << 20,

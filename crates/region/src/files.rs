@@ -73,7 +73,28 @@ impl RegionFile {
 
     /// Opens a region and checks its header against the file's length.
     pub fn open(path: &Path) -> Result<RegionFile, MapError> {
-        let map = open_with_header(path, REGION_HEADER_SIZE, "region")?;
+        Self::checked(path, open_with_header(path, REGION_HEADER_SIZE, "region")?)
+    }
+
+    /// As [`RegionFile::open`], without mapping the data area's pages yet (see
+    /// [`MappedFile::open_unpopulated`]): call [`RegionFile::populate`], from any thread.
+    pub fn open_unpopulated(path: &Path) -> Result<RegionFile, MapError> {
+        let map = MappedFile::open_unpopulated(path)?;
+        if map.len() < REGION_HEADER_SIZE {
+            return Err(corrupt(
+                path,
+                format!("file is {} bytes, shorter than the region header", map.len()),
+            ));
+        }
+        Self::checked(path, map)
+    }
+
+    /// Maps the pages of data bytes `[offset, offset + len)` now (see [`MappedFile::populate`]).
+    pub fn populate(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.map.populate(REGION_HEADER_SIZE + offset as usize, len as usize)
+    }
+
+    fn checked(path: &Path, map: MappedFile) -> Result<RegionFile, MapError> {
         let mut page = [0u8; 128];
         map.read(0, &mut page);
         let header = RegionHeader::decode(&page).map_err(|e| corrupt(path, e))?;

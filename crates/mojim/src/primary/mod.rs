@@ -17,6 +17,7 @@ mod link;
 mod link_error;
 #[cfg(test)]
 mod link_tests;
+mod populate;
 mod resync;
 mod stage;
 
@@ -303,6 +304,8 @@ pub struct CopyHold<'a> {
 pub struct Primary<T: Transport = AnyTransport> {
     inner: Arc<Inner<T>>,
     keeper: Option<JoinHandle<()>>,
+    /// Maps the region's pages after opening (see `populate.rs`).
+    populater: Option<JoinHandle<()>>,
 }
 
 static THREADS: AtomicUsize = AtomicUsize::new(0);
@@ -402,7 +405,8 @@ where
 {
     /// As [`Primary::open`], over any transport.
     pub fn open_with(transport: T, opts: &PrimaryOptions) -> Result<Primary<T>> {
-        let mut region = RegionFile::open(&opts.region_path)?;
+        // Its pages are mapped by a thread of their own, while the session is set up.
+        let mut region = RegionFile::open_unpopulated(&opts.region_path)?;
         region.emulate_nvmm(Nvmm::shared(opts.nvmm));
         let mut opts = opts.clone();
         let (epoch, lease) = match &opts.coordinator {
@@ -455,24 +459,27 @@ where
             copy_gate: Mutex::new(()),
             region,
         });
+        // Dropped on an error below: stops and joins the populater.
+        let mut p = Primary { populater: populate::start(&inner), inner, keeper: None };
         if !replicated {
-            inner.start_unreplicated()?;
-            return Ok(Primary { inner, keeper: None });
+            p.inner.start_unreplicated()?;
+            return Ok(p);
         }
-        match inner.connect() {
+        match p.inner.connect() {
             Ok(()) => {}
             // Without its mirror a degrading primary starts degraded and keeps trying.
             Err(e) if opts.failure.on_mirror_loss == OnMirrorLoss::Degrade && e.is_peer_unreachable() => {
-                inner.start_degraded(e.to_string())?;
+                p.inner.start_degraded(e.to_string())?;
             }
             Err(e) => return Err(e),
         }
-        let k = inner.clone();
+        let k = p.inner.clone();
         let keeper = std::thread::Builder::new()
             .name("mojim-keeper".into())
             .spawn(move || k.keeper_loop())
             .map_err(Error::io("spawn the keeper thread"))?;
-        Ok(Primary { inner, keeper: Some(keeper) })
+        p.keeper = Some(keeper);
+        Ok(p)
     }
 
     /// Bytes in the region.
@@ -644,6 +651,9 @@ where
         if let Some(k) = self.keeper.take() {
             let _ = k.join();
         }
+        if let Some(t) = self.populater.take() {
+            let _ = t.join();
+        }
     }
 
     /// A snapshot of the primary's state: the session, acknowledgements, losses, a
@@ -665,6 +675,9 @@ impl<T: Transport> Drop for Primary<T> {
         }
         if let Some(k) = self.keeper.take() {
             let _ = k.join();
+        }
+        if let Some(t) = self.populater.take() {
+            let _ = t.join();
         }
     }
 }
