@@ -463,10 +463,8 @@ impl Server<'_> {
             return Ok(Some(t));
         }
         // The mirror is lost: wait until it is back, without holding copies off.
-        let group = group.to_vec();
         drop(hold);
-        sync(primary, &group)?;
-        self.settled()?;
+        self.resend()?;
         Ok(None)
     }
 
@@ -482,14 +480,8 @@ impl Server<'_> {
                 }
                 may_wait = false;
                 if !wait(self.primary, t)? {
-                    // Its session ended first: send the last sealed group again once the
-                    // mirror is back; the new session's copy carries the rest.
-                    let mut group = self.store.last_group().to_vec();
-                    if group.is_empty() {
-                        group.push(self.store.barrier());
-                    }
-                    sync(self.primary, &group)?;
-                    self.settled()?;
+                    // Its session ended first.
+                    self.resend()?;
                 }
             }
             let mut b = self.inflight.pop_front().expect("a front");
@@ -508,8 +500,13 @@ impl Server<'_> {
         Ok(())
     }
 
-    /// After a new session's copy: every batch in flight is acknowledged.
-    fn settled(&mut self) -> Result<(), KvError> {
+    /// The mirror was lost with groups unacknowledged: once it is back, sends the last sealed
+    /// group again (the barrier before any) and waits for the new session's copy, which
+    /// carries the rest. Every batch in flight is then acknowledged.
+    fn resend(&mut self) -> Result<(), KvError> {
+        let last = self.store.last_group();
+        let barrier = [self.store.barrier()];
+        sync(self.primary, if last.is_empty() { &barrier[..] } else { last })?;
         settle(self.primary);
         for b in &mut self.inflight {
             b.ticket = None;
