@@ -62,6 +62,7 @@ fn hello_frame(c: &Cluster) -> Vec<u8> {
         nonce: [7; 32],
         max_frame: 4096,
         generation: 0,
+        place: false,
     }
     .encode();
     let mut h = FrameHeader::new(FrameKind::Hello);

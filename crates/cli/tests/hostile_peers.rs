@@ -33,6 +33,7 @@ fn hello_body(c: &Cluster, rng: &mut Rng) -> [u8; HELLO_SIZE] {
         nonce,
         max_frame: 4096,
         generation: 0,
+        place: false,
     }
     .encode()
 }

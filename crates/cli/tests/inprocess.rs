@@ -52,6 +52,7 @@ fn primary_opts(dir: &Path, addr: &str, mode: Mode, lanes: u16) -> PrimaryOption
         async_window: 16,
         connect_timeout: Duration::from_secs(5),
         busy_poll: Duration::ZERO,
+        place_records: true,
         broadcast: Vec::new(),
         failure: Default::default(),
         coordinator: None,

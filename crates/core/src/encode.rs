@@ -176,6 +176,24 @@ pub fn data_header_with_checksum(
     h.to_bytes()
 }
 
+/// As [`data_header_with_checksum`], for a body the sender placed in the receiver's log at
+/// `log_pos` + 64 (one-sided placement: the header is the doorbell).
+pub fn placed_data_header(
+    tag: SessionTag,
+    seq: u64,
+    plan: FramePlan,
+    body_checksum: u32,
+    log_pos: u64,
+) -> [u8; FRAME_HEADER_SIZE] {
+    let mut h = with_checksum(FrameKind::Data, tag, plan.len, body_checksum);
+    h.flags = if plan.end { FLAG_END } else { 0 };
+    h.frame_index = plan.frame_index;
+    h.seq = seq;
+    h.offset = plan.offset;
+    h.log_pos = log_pos;
+    h.to_bytes()
+}
+
 /// The header of a Copy frame carrying `body`, region bytes at `offset`.
 pub fn copy_header(tag: SessionTag, offset: u64, body: &[u8]) -> [u8; FRAME_HEADER_SIZE] {
     copy_header_with_checksum(tag, offset, body.len() as u32, crc32c(body))
@@ -202,6 +220,22 @@ pub fn copied_header(tag: SessionTag, seq: u64, body: &[u8]) -> [u8; FRAME_HEADE
     h.to_bytes()
 }
 
+/// As [`copied_header`], for a body of `len` bytes with CRC32C `checksum` that the sender placed
+/// in the receiver's log at `log_pos` + 64.
+pub fn placed_copied_header(
+    tag: SessionTag,
+    seq: u64,
+    len: u32,
+    checksum: u32,
+    log_pos: u64,
+) -> [u8; FRAME_HEADER_SIZE] {
+    let mut h = with_checksum(FrameKind::Copied, tag, len, checksum);
+    h.flags = FLAG_END;
+    h.seq = seq;
+    h.log_pos = log_pos;
+    h.to_bytes()
+}
+
 /// A header of `kind` in session `tag` carrying `body` (its length and checksum).
 fn with_body(kind: FrameKind, tag: SessionTag, body: &[u8]) -> FrameHeader {
     with_checksum(kind, tag, body.len() as u32, crc32c(body))
@@ -220,7 +254,19 @@ fn with_checksum(kind: FrameKind, tag: SessionTag, len: u32, checksum: u32) -> F
 
 /// The header of an acknowledgement of group `seq`.
 pub fn ack_header(tag: SessionTag, seq: u64) -> [u8; FRAME_HEADER_SIZE] {
-    reply_header(FrameKind::Ack, tag, 0, seq)
+    ack_header_with_tail(tag, seq, 0)
+}
+
+/// As [`ack_header`], telling a sender that places its records that the lane's log is free
+/// before `tail` (`offset`).
+pub fn ack_header_with_tail(tag: SessionTag, seq: u64, tail: u64) -> [u8; FRAME_HEADER_SIZE] {
+    reply_header(FrameKind::Ack, tag, tail, seq)
+}
+
+/// A receiver's Heartbeat on a lane of `tag`'s session; `offset` is the lane log's tail, as in
+/// [`ack_header_with_tail`].
+pub fn heartbeat_header(tag: SessionTag, tail: u64) -> [u8; FRAME_HEADER_SIZE] {
+    reply_header(FrameKind::Heartbeat, tag, tail, 0)
 }
 
 /// The header of a CopyRetry: the Copy frame at `offset` of `len` bytes did not land.

@@ -291,6 +291,7 @@ mod tests {
             nonce: [5; 32],
             max_frame: 65536,
             generation: 0,
+            place: false,
         }
     }
 

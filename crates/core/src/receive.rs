@@ -67,6 +67,12 @@ pub enum Violation {
         found: u32,
         expected: u32,
     },
+    /// On a lane whose sender places its records itself, a record's header names a log
+    /// position other than the one the receiver's log space gives it.
+    Placed {
+        found: u64,
+        expected: u64,
+    },
     /// The Copy frames since the last group cover more separate ranges than one Copied frame
     /// may list.
     CopiedRanges {
@@ -97,6 +103,10 @@ impl fmt::Display for Violation {
             Violation::Frame(e) => write!(f, "{e}"),
             Violation::Body(e) => write!(f, "{e}"),
             Violation::Kind { found } => write!(f, "unexpected {found:?} frame on a data lane"),
+            Violation::Placed { found, expected } => write!(
+                f,
+                "a record placed at log position {found} where the lane's next record goes at {expected}"
+            ),
             Violation::Lane { found, expected } => {
                 write!(f, "frame for lane {found} arrived on lane {expected}")
             }

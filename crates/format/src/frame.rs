@@ -88,6 +88,9 @@ pub enum FrameKind {
     /// (A sender that reads its region as it sends may send bytes the application changed after
     /// the checksum was taken.)
     CopyRetry = 17,
+    /// Handshake, receiver to sender, right after a Welcome answering a Hello that asked to
+    /// place records: a [`crate::handshake::LogWindow`] body.
+    Log = 18,
 }
 
 impl FrameKind {
@@ -111,6 +114,7 @@ impl FrameKind {
             15 => FrameKind::CopyEnd,
             16 => FrameKind::Copied,
             17 => FrameKind::CopyRetry,
+            18 => FrameKind::Log,
             _ => return None,
         })
     }
@@ -310,7 +314,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn kind() -> impl Strategy<Value = FrameKind> {
-        (1u8..=17).prop_map(|k| FrameKind::from_u8(k).expect("1..=17 are kinds"))
+        (1u8..=18).prop_map(|k| FrameKind::from_u8(k).expect("1..=18 are kinds"))
     }
 
     prop_compose! {

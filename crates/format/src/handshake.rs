@@ -72,7 +72,7 @@ pub enum PeerRole {
 ///   1   1 reserved      0
 ///   2   2 lane          lane this connection carries
 ///   4   2 lanes         lanes in the session
-///   6   2 reserved      0
+///   6   2 flags         bit 0 (HELLO_PLACE): a primary asks to place its records itself
 ///   8  16 region_uuid
 ///  24   8 region_size   bytes in the data area
 ///  32   8 epoch
@@ -94,7 +94,13 @@ pub struct Hello {
     pub nonce: [u8; NONCE_SIZE],
     pub max_frame: u32,
     pub generation: u64,
+    /// A primary asks to place its records in the lane's log itself (one-sided placement); the
+    /// receiver answers with a [`LogWindow`] after its Welcome.
+    pub place: bool,
 }
+
+/// Hello flag: the sender asks to place its records in the lane's log itself.
+pub const HELLO_PLACE: u16 = 1;
 
 impl Hello {
     pub fn encode(&self) -> [u8; HELLO_SIZE] {
@@ -102,6 +108,7 @@ impl Hello {
         b[0] = self.role as u8;
         put_u16(&mut b, 2, self.lane);
         put_u16(&mut b, 4, self.lanes);
+        put_u16(&mut b, 6, if self.place { HELLO_PLACE } else { 0 });
         b[8..24].copy_from_slice(&self.region_uuid);
         put_u64(&mut b, 24, self.region_size);
         put_u64(&mut b, 32, self.epoch);
@@ -120,8 +127,12 @@ impl Hello {
             3 => PeerRole::Mirror,
             v => return Err(BodyFormatError::Field { kind: "Hello", field: "role", value: v as u64 }),
         };
-        if b[1] != 0 || b[6..8] != [0, 0] || b[84..88].iter().any(|&x| x != 0) {
+        if b[1] != 0 || b[84..88].iter().any(|&x| x != 0) {
             return Err(BodyFormatError::Field { kind: "Hello", field: "reserved bytes", value: 0 });
+        }
+        let flags = u16_at(b, 6);
+        if flags & !HELLO_PLACE != 0 {
+            return Err(BodyFormatError::Field { kind: "Hello", field: "flags", value: flags as u64 });
         }
         let mut region_uuid = [0u8; 16];
         region_uuid.copy_from_slice(&b[8..24]);
@@ -138,7 +149,63 @@ impl Hello {
             nonce,
             max_frame: u32_at(b, 80),
             generation: u64_at(b, 88),
+            place: flags & HELLO_PLACE != 0,
         })
+    }
+}
+
+/// The body of a `Log` frame: a receiver's answer to a Hello that asked to place records, sent
+/// right after its Welcome.
+///
+/// ```text
+/// off len field
+///   0   8 capacity   bytes of record space in this lane's log (0: declined; the sender sends
+///                    its records' bodies on the connection as usual)
+///   8   8 head       position where the next record goes
+///  16   8 tail       position before which the log's space is free
+/// ```
+///
+/// When `capacity` is not 0 the receiver has offered the log's file through the transport, and
+/// the sender writes each record's body at `head` + 64 (the header's place) before it sends the
+/// record's header, with `log_pos` set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogWindow {
+    pub capacity: u64,
+    pub head: u64,
+    pub tail: u64,
+}
+
+pub const LOG_WINDOW_SIZE: usize = 24;
+
+impl LogWindow {
+    pub fn encode(&self) -> [u8; LOG_WINDOW_SIZE] {
+        let mut b = [0u8; LOG_WINDOW_SIZE];
+        put_u64(&mut b, 0, self.capacity);
+        put_u64(&mut b, 8, self.head);
+        put_u64(&mut b, 16, self.tail);
+        b
+    }
+
+    /// Decodes and checks a window: positions aligned to records, the tail not past the head,
+    /// and no more than the capacity between them.
+    pub fn decode(b: &[u8]) -> Result<LogWindow, BodyFormatError> {
+        let b = exact::<LOG_WINDOW_SIZE>("Log", b)?;
+        let w = LogWindow { capacity: u64_at(b, 0), head: u64_at(b, 8), tail: u64_at(b, 16) };
+        let align = crate::log::RECORD_ALIGN;
+        let field = |field, value| Err(BodyFormatError::Field { kind: "Log", field, value });
+        if w.capacity == 0 {
+            return if w.head == 0 && w.tail == 0 { Ok(w) } else { field("head", w.head) };
+        }
+        if !w.capacity.is_multiple_of(align) {
+            return field("capacity", w.capacity);
+        }
+        if !w.head.is_multiple_of(align) || w.head < w.tail || w.head - w.tail > w.capacity {
+            return field("head", w.head);
+        }
+        if !w.tail.is_multiple_of(align) {
+            return field("tail", w.tail);
+        }
+        Ok(w)
     }
 }
 
@@ -356,15 +423,56 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn a_log_window_that_cannot_be_is_rejected() {
+        let ok = LogWindow { capacity: 4096, head: 8192, tail: 4096 };
+        assert_eq!(LogWindow::decode(&ok.encode()), Ok(ok));
+        assert_eq!(LogWindow::decode(&LogWindow::default().encode()), Ok(LogWindow::default()));
+        for (bad, field) in [
+            (LogWindow { capacity: 0, head: 64, tail: 0 }, "head"),
+            (LogWindow { capacity: 4000, head: 0, tail: 0 }, "capacity"),
+            (LogWindow { capacity: 4096, head: 100, tail: 0 }, "head"),
+            (LogWindow { capacity: 4096, head: 0, tail: 64 }, "head"),
+            (LogWindow { capacity: 4096, head: 8192 + 64, tail: 4096 }, "head"),
+        ] {
+            match LogWindow::decode(&bad.encode()) {
+                Err(BodyFormatError::Field { kind: "Log", field: f, .. }) => assert_eq!(f, field, "{bad:?}"),
+                other => panic!("{bad:?} decoded as {other:?}"),
+            }
+        }
+        assert!(LogWindow::decode(&[0u8; 23]).is_err(), "a short body");
+    }
+
+    #[test]
+    fn a_hello_with_an_unknown_flag_is_rejected() {
+        let mut b = [0u8; HELLO_SIZE];
+        b[0] = PeerRole::Primary as u8;
+        assert!(Hello::decode(&b).is_ok());
+        b[6] = 2;
+        assert!(matches!(Hello::decode(&b), Err(BodyFormatError::Field { field: "flags", .. })));
+        b[6] = 1;
+        assert!(Hello::decode(&b).expect("PLACE is a flag").place);
+    }
+
     proptest! {
         #[test]
         fn hello_round_trip(admin in any::<bool>(), lane in any::<u16>(), lanes in any::<u16>(),
                             uuid in any::<[u8; 16]>(), size in any::<u64>(), epoch in any::<u64>(),
-                            session in any::<u64>(), nonce in any::<[u8; 32]>(), mf in any::<u32>()) {
+                            session in any::<u64>(), nonce in any::<[u8; 32]>(), mf in any::<u32>(),
+                            place in any::<bool>()) {
             let h = Hello { role: if admin { PeerRole::Admin } else { PeerRole::Primary }, lane,
                             lanes, region_uuid: uuid, region_size: size, epoch, session, nonce,
-                            max_frame: mf, generation: size ^ epoch };
+                            max_frame: mf, generation: size ^ epoch, place };
             prop_assert_eq!(Hello::decode(&h.encode()), Ok(h));
+        }
+
+        #[test]
+        fn log_window_round_trip(cap in 1u64..1 << 40, head in any::<u64>(), used in any::<u64>()) {
+            let capacity = cap * 64;
+            let head = (head >> 8) * 64;
+            let tail = head - (used % (capacity + 64)).min(head) / 64 * 64;
+            let w = LogWindow { capacity, head, tail };
+            prop_assert_eq!(LogWindow::decode(&w.encode()), Ok(w));
         }
 
         #[test]

@@ -354,6 +354,10 @@ pub struct PrimarySection {
     /// `transport = "tcp"`: how lanes reach the mirror: `tcp`, or `shm` (shared-memory rings
     /// with a mirror on the same host; `mirror` is then the path of its socket).
     pub transport: String,
+    /// `place_records = true`: over a transport that shares memory (`shm`), write each
+    /// record's body straight into the mirror's log and send only its header (one-sided
+    /// placement); `false`: send the bodies through the connection, as over TCP.
+    pub place_records: bool,
     /// `mode = "sync"`: when sync points return (see [`Mode`]): `unreplicated`, `async`,
     /// `sync`, `sync-flush` or `sync-disk`.
     pub mode: String,
@@ -380,6 +384,7 @@ impl Default for PrimarySection {
         PrimarySection {
             mirror: format!("127.0.0.1:{DEFAULT_PORT}"),
             transport: "tcp".into(),
+            place_records: true,
             mode: "sync".into(),
             lanes: 2,
             async_window: 256,
@@ -911,6 +916,9 @@ mirror = "{listen}"
 # tcp, or shm: shared-memory rings with a mirror on this host (mirror is then the path of its
 # socket, e.g. "/dev/shm/mojim-mirror.sock").
 transport = "tcp"
+# shm: write each record straight into the mirror's log and send only its header (false: send
+# the bytes through the shared rings).
+place_records = true
 # When msync/gmsync return: unreplicated | async | sync | sync-flush | sync-disk
 # (sync-disk is sync against a mirror with [mirror] data = "disk").
 mode = "sync"

@@ -32,6 +32,9 @@ pub struct Intro {
     pub max_frame: u32,
     /// The history the sender's copy follows (0: unknown or not applicable).
     pub generation: u64,
+    /// A primary's lane asks to place its records in the lane's log itself: the node answers
+    /// its Welcome with a `Log` frame (read by the caller).
+    pub place: bool,
 }
 
 /// Connects to `addr` and completes the handshake. Each of the peer's answers must arrive
@@ -57,6 +60,7 @@ pub fn connect<T: Transport>(
         nonce,
         max_frame: intro.max_frame,
         generation: intro.generation,
+        place: intro.place,
     };
     let mut hs = ClientHandshake::new(&hello, &secret.0);
     let peer = addr.to_string();
@@ -134,6 +138,7 @@ mod tests {
             lanes: 1,
             max_frame: 1 << 20,
             generation: 0,
+            place: false,
         }
     }
 

@@ -3,10 +3,11 @@
 use super::pending::{source, Pending};
 use super::{lane, session, status, Shared};
 use mojim::net::{frame_header, read_frame, send, timed_out, write_frame, ReadBy, ReadError, WriteBy};
+use mojim_core::encode::SessionTag;
 use mojim_core::handshake::{Identity, Refusal, ServerHandshake};
 use mojim_format::handshake::{
-    encode_refuse, read_reply_len, Hello, PeerRole, RefuseCode, Request, COMMAND_MAX, MAX_READ, NONCE_SIZE,
-    REFUSE_MAX, REQUEST_SIZE,
+    encode_refuse, read_reply_len, Hello, LogWindow, PeerRole, RefuseCode, Request, COMMAND_MAX, MAX_READ,
+    NONCE_SIZE, REFUSE_MAX, REQUEST_SIZE,
 };
 use mojim_format::{FrameHeader, FrameKind};
 use mojim_transport::{Conn, Transport};
@@ -151,7 +152,15 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
                 session::leave(s, tag, &format!("send Welcome: {e}"));
                 return;
             }
-            let end = lane::run(s, &mut conn, tag);
+            let placed = match hello.place.then(|| offer_log(s, &mut conn, tag)) {
+                None => false,
+                Some(Ok(offered)) => offered,
+                Some(Err(e)) => {
+                    session::leave(s, tag, &format!("offer lane {}'s log: {e}", tag.lane));
+                    return;
+                }
+            };
+            let end = lane::run(s, &mut conn, tag, placed);
             if let lane::LaneEnd::Violation(v) = &end {
                 s.stats.violation();
                 tracing::warn!(%peer, lane = tag.lane, violation = %v, "closing lane: protocol violation");
@@ -160,6 +169,25 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
             session::leave(s, tag, &format!("lane {}: {}", tag.lane, end.describe()));
         }
     }
+}
+
+/// Answers a primary's lane that asked to place its records: offers the lane's log through the
+/// transport if it can share memory, and sends the `Log` frame that says where the next record
+/// goes (capacity 0: declined, the bodies come on the connection). Returns whether it offered.
+fn offer_log<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> std::io::Result<bool> {
+    let log = s.lanes.log_of(tag.lane).map_err(std::io::Error::other)?;
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(log.path())?;
+    let offered = conn.offer_memory(&file)?;
+    let window = if offered {
+        // The lane's session has begun and nothing is received on it yet: its head stays where
+        // it is until the first record; the tail only moves on, so an older one is safe to give.
+        let space = s.lanes.with(tag.lane, |l| *l.space());
+        LogWindow { capacity: space.capacity(), head: space.head(), tail: space.tail() }
+    } else {
+        LogWindow::default()
+    };
+    send(conn, FrameKind::Log, 0, &window.encode())?;
+    Ok(offered)
 }
 
 /// Reads the handshake's next frame, `what`, which must have come whole by `deadline`.
@@ -376,6 +404,7 @@ mod tests {
                 nonce: [1; 32],
                 max_frame: 4096,
                 generation: 0,
+                place: false,
             };
             let mut hs = ClientHandshake::new(&hello, SECRET);
             let out = hs.hello();

@@ -43,6 +43,7 @@ impl<C: Conn> AdminClient<C> {
             lanes: 0,
             max_frame: 0,
             generation: 0,
+            place: false,
         };
         let (conn, _) = connect(transport, addr, timeout, secret, &intro)?;
         Ok(AdminClient { conn, addr: addr.to_string(), body: Vec::new() })

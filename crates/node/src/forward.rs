@@ -331,6 +331,7 @@ fn open_session<T: Transport>(
         lanes: 1,
         max_frame: super::MAX_FRAME_LIMIT,
         generation: s.data.area().generation().map(|g| g.0).unwrap_or(0),
+        place: false,
     };
     let (conn, welcome) = connect(t, addr, Duration::from_secs(5), &s.opts.secret, &intro)?;
     Ok((conn, welcome, intro))

@@ -4,7 +4,7 @@
 use super::lanes::LaneRef;
 use super::Shared;
 use mojim_core::checkpoint::GroupRef;
-use mojim_core::encode::{ack_header, copy_retry_header, SessionTag};
+use mojim_core::encode::{ack_header_with_tail, copy_retry_header, heartbeat_header, SessionTag};
 use mojim_core::lane::{Completed, Slot};
 use mojim_core::receive::Violation;
 use mojim_format::frame::BodyError;
@@ -43,9 +43,10 @@ impl LaneEnd {
     }
 }
 
-/// Receives the lane until it ends.
-pub(crate) fn run<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
-    let end = receive(s, conn, tag);
+/// Receives the lane until it ends. On a `placed` lane the primary writes each record's body
+/// into the log itself and sends only its header, the doorbell.
+pub(crate) fn run<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag, placed: bool) -> LaneEnd {
+    let end = receive(s, conn, tag, placed);
     if let LaneEnd::Violation(v) = &end {
         s.stats.set_last_violation(format!("session {:#x} lane {}: {v}", tag.session, tag.lane));
     }
@@ -77,15 +78,13 @@ fn drain<C: Conn>(conn: &mut C) {
     }
 }
 
-fn heartbeat<C: Conn>(conn: &mut C, tag: SessionTag) -> std::io::Result<()> {
-    let mut h = FrameHeader::new(FrameKind::Heartbeat);
-    h.lane = tag.lane;
-    h.epoch = tag.epoch;
-    h.session = tag.session;
-    mojim::net::write_frame(conn, &h.to_bytes(), &[])
+/// A heartbeat, telling the primary where the lane's log is free (`tail`: it places records
+/// on a placed lane).
+fn heartbeat<C: Conn>(conn: &mut C, tag: SessionTag, tail: u64) -> std::io::Result<()> {
+    mojim::net::write_frame(conn, &heartbeat_header(tag, tail), &[])
 }
 
-fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
+fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag, placed: bool) -> LaneEnd {
     let pacer = Pacer { last_beat: Instant::now(), interval: s.opts.heartbeat.interval, tag };
     // Made when the lane joined (see `accept.rs`).
     let log = match s.lanes.log_of(tag.lane) {
@@ -98,6 +97,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> LaneEnd {
         lane: s.lanes.lane(tag.lane),
         log,
         pacer,
+        placed,
         copy_buf: Vec::new(),
         // Reads go through `rx`; replies are written to the connection under it.
         rx: BufReader::with_capacity(if conn.reads_ahead() { READ_AHEAD } else { FRAME_HEADER_SIZE }, conn),
@@ -118,10 +118,10 @@ struct Pacer {
 
 impl Pacer {
     /// Sends a heartbeat if one is due.
-    fn beat<C: Conn>(&mut self, conn: &mut C) -> std::io::Result<()> {
+    fn beat<C: Conn>(&mut self, conn: &mut C, lane: &LaneRef<'_>) -> std::io::Result<()> {
         if self.last_beat.elapsed() >= self.interval {
             self.last_beat = Instant::now();
-            return heartbeat(conn, self.tag);
+            return heartbeat(conn, self.tag, lane.with(|l| l.space().tail()));
         }
         Ok(())
     }
@@ -134,6 +134,8 @@ struct Receiver<'a, C: Conn> {
     lane: LaneRef<'a>,
     log: &'a LogFile,
     pacer: Pacer,
+    /// The primary places records' bodies in the log itself (see [`check_placed`]).
+    placed: bool,
     /// Where a Copy frame's body is read and checked.
     copy_buf: Vec<u8>,
     rx: BufReader<&'a mut C>,
@@ -157,7 +159,9 @@ impl<C: Conn> Receiver<'_, C> {
         if self.control(&h)? {
             return Ok(());
         }
-        if slot.size > 0 {
+        if slot.size > 0 && self.placed {
+            check_placed(self.log, &slot)?;
+        } else if slot.size > 0 {
             store(self.log, &mut self.rx, &slot)?;
         }
         let h = &slot.accepted.header;
@@ -207,7 +211,7 @@ impl<C: Conn> Receiver<'_, C> {
                 Ok(Some(slot)) => return Ok(slot),
                 Ok(None) => {
                     s.ckpt.wait_for_space();
-                    if let Err(e) = self.pacer.beat(*self.rx.get_mut()) {
+                    if let Err(e) = self.pacer.beat(*self.rx.get_mut(), &self.lane) {
                         return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));
                     }
                 }
@@ -229,7 +233,20 @@ impl<C: Conn> Receiver<'_, C> {
         match h.kind {
             FrameKind::Data | FrameKind::Skip | FrameKind::Copied => Ok(false),
             FrameKind::Heartbeat => {
-                if let Err(e) = heartbeat(*self.rx.get_mut(), tag) {
+                // On a placed lane, `offset` is the log bytes the primary waits for: it sees the
+                // log full (as far as the tails it was told go). The lane asks the checkpointer
+                // for space, as it does when a record does not fit, before it answers.
+                if self.placed && h.offset > 0 {
+                    let free = self.lane.with(|l| l.space().capacity() - l.space().used());
+                    if free < h.offset.saturating_mul(2) {
+                        s.ckpt.wait_for_space();
+                    }
+                    if let Some(msg) = s.data.failed() {
+                        return Err(LaneEnd::Storage(msg.clone()));
+                    }
+                }
+                let tail = self.lane.with(|l| l.space().tail());
+                if let Err(e) = heartbeat(*self.rx.get_mut(), tag, tail) {
                     return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));
                 }
                 Ok(true)
@@ -293,9 +310,9 @@ impl<C: Conn> Receiver<'_, C> {
         let due = super::apply::push(s, g);
         // A long wait still tells the primary this node is alive.
         let mut beat_failed = None;
-        let (pacer, rx) = (&mut self.pacer, &mut self.rx);
+        let (pacer, rx, lane) = (&mut self.pacer, &mut self.rx, &self.lane);
         let mut beat_now = || {
-            if let Err(e) = pacer.beat(*rx.get_mut()) {
+            if let Err(e) = pacer.beat(*rx.get_mut(), lane) {
                 beat_failed.get_or_insert(e);
             }
             beat_failed.is_none()
@@ -312,7 +329,10 @@ impl<C: Conn> Receiver<'_, C> {
         if let Some(e) = beat_failed {
             return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));
         }
-        if let Err(e) = mojim::net::write_frame(*self.rx.get_mut(), &ack_header(self.tag, g.seq), &[]) {
+        let tail = self.lane.with(|l| l.space().tail());
+        if let Err(e) =
+            mojim::net::write_frame(*self.rx.get_mut(), &ack_header_with_tail(self.tag, g.seq, tail), &[])
+        {
             return Err(LaneEnd::Closed(format!("send ack: {e}")));
         }
         if due {
@@ -368,6 +388,32 @@ fn receive_copy<C: Conn>(
             .map_err(|e| LaneEnd::Storage(format!("write copied bytes to the data area: {e}")))?;
     }
     super::session::copy_landed(s, h.session, h.offset, len);
+    Ok(())
+}
+
+/// Makes a record of a body the primary placed in the log: checks that it is where the lane's
+/// log space puts the record, writes a pad if needed, checks the body where it lies, then writes
+/// the header, as [`store`] does for a body received on the connection.
+///
+/// The body is checked in memory the primary can still write. A primary that changes it after
+/// the check changes what is applied, as if it had sent other bytes of its own region; recovery
+/// checks every record again. Over shared memory only a process of the mirror's own user on its
+/// host can hold the log (it is offered on a socket of mode 0600), and such a process can write
+/// the mirror's memory anyway (docs/DESIGN-transport.md).
+fn check_placed(log: &LogFile, slot: &Slot) -> Result<(), LaneEnd> {
+    let pos = slot.placement.pos;
+    let h = slot.accepted.header;
+    if h.log_pos != pos {
+        return Err(LaneEnd::Violation(Violation::Placed { found: h.log_pos, expected: pos }));
+    }
+    if let Some(pad) = slot.placement.pad_at {
+        log.write_pad(pad);
+    }
+    let len = h.body_len as usize;
+    if let Err(e) = h.check_checksum(len, log.view_at(pos + FRAME_HEADER_SIZE as u64, len).crc32c()) {
+        return Err(LaneEnd::Violation(Violation::Body(e)));
+    }
+    log.write_at(pos, &h.to_bytes());
     Ok(())
 }
 

@@ -22,6 +22,7 @@ fn open(name: &str, size: u64, base: usize) -> (Rvm, std::path::PathBuf) {
         async_window: 16,
         connect_timeout: Duration::from_secs(5),
         busy_poll: Duration::ZERO,
+        place_records: true,
         broadcast: Vec::new(),
         failure: Default::default(),
         coordinator: None,

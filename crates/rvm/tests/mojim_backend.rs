@@ -79,6 +79,7 @@ fn options(dir: &Path, mirror: &str, base: usize, tracking: WriteTracking) -> Rv
         async_window: 16,
         connect_timeout: Duration::from_secs(5),
         busy_poll: Duration::ZERO,
+        place_records: true,
         broadcast: Vec::new(),
         failure: FailurePolicy { reconnect: Duration::from_millis(20), ..Default::default() },
         coordinator: None,

@@ -131,9 +131,10 @@ pub struct BenchArgs {
     /// (Primary::msync), taking turns on one primary per mode of --mode.
     #[arg(long)]
     pub c_api: bool,
-    /// Transports to run every mode over, comma-separated, one after another: tcp (loopback)
-    /// and shm (shared-memory rings with the mirror on this host; tcp-rtt is then the rings'
-    /// raw ping-pong, reported as shm-rtt).
+    /// Transports to run every mode over, comma-separated, one after another: tcp (loopback),
+    /// shm (shared memory with the mirror on this host: records placed straight into its logs;
+    /// tcp-rtt is then the rings' raw ping-pong, reported as shm-rtt), and shm-rings (shm with
+    /// `[primary] place_records = false`: records' bytes through the rings).
     #[arg(long, default_value = "tcp", value_delimiter = ',')]
     pub transport: Vec<String>,
     /// Print one JSON object per result instead of a table.
@@ -457,22 +458,30 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// `--transport`, checked: tcp and shm.
+/// `--transport`, checked: tcp, shm, and shm-rings (shm with `[primary] place_records = false`:
+/// records' bytes go through the shared rings instead of straight into the mirror's log).
 pub fn transports(a: &BenchArgs) -> Result<Vec<&'static str>> {
     a.transport
         .iter()
         .map(|t| match t.trim() {
             "tcp" => Ok("tcp"),
             "shm" => Ok("shm"),
-            other => Err(Error::Config(format!("--transport {other}: choose tcp or shm (comma-separated)"))),
+            "shm-rings" => Ok("shm-rings"),
+            other => Err(Error::Config(format!(
+                "--transport {other}: choose tcp, shm or shm-rings (comma-separated)"
+            ))),
         })
         .collect()
 }
 
-/// Whether the benchmark's replicas are reached through shared memory (the first of
-/// `--transport`).
+/// The benchmark's transport (the first of `--transport`).
+fn transport(a: &BenchArgs) -> &str {
+    a.transport.first().map_or("tcp", |t| t.trim())
+}
+
+/// Whether the benchmark's replicas are reached through shared memory.
 fn shm(a: &BenchArgs) -> bool {
-    a.transport.first().is_some_and(|t| t.trim() == "shm")
+    transport(a).starts_with("shm")
 }
 
 /// Runs the benchmark and returns its results.
@@ -611,7 +620,7 @@ fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
             r?
         }
     };
-    r.transport = if shm(a) { "shm" } else { "tcp" }.into();
+    r.transport = transport(a).into();
     let ops = (r.ops + a.warmup * a.threads as u64).max(1) as f64;
     let per_op = |before: Option<Duration>, after: Option<Duration>| match (before, after) {
         (Some(b), Some(e)) => Some(e.saturating_sub(b).as_secs_f64() * 1e6 / ops),
@@ -786,6 +795,7 @@ fn primary_options(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path) -> Prima
         async_window: 256,
         connect_timeout: Duration::from_secs(5),
         busy_poll: Duration::from_micros(a.busy_poll_us),
+        place_records: transport(a) != "shm-rings",
         broadcast: Vec::new(),
         failure: Default::default(),
         coordinator: None,
@@ -912,6 +922,9 @@ pub fn print(results: &[BenchResult], json: bool) {
     }
     if let (Some(s), Some(t)) = (on("sync", "shm"), on("sync", "tcp")) {
         println!("sync p50 over shm / over tcp = {:.2}", s.p50_us / t.p50_us);
+    }
+    if let (Some(s), Some(t)) = (on("sync", "shm"), on("sync", "shm-rings")) {
+        println!("sync p50 placed / through the rings = {:.2}", s.p50_us / t.p50_us);
     }
     let find = |m: &str| results.iter().find(|r| r.mode == m);
     if let (Some(s), Some(d)) = (find("sync"), find("unreplicated-disk")) {

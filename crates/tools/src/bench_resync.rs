@@ -545,6 +545,7 @@ impl<'a> Round<'a> {
             async_window: 256,
             connect_timeout: Duration::from_secs(5),
             busy_poll: Duration::from_micros(self.a.busy_poll_us),
+            place_records: true,
             broadcast: Vec::new(),
             failure: FailurePolicy {
                 on_mirror_loss: OnMirrorLoss::Degrade,

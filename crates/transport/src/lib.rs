@@ -10,11 +10,13 @@
 
 mod any;
 pub mod mem;
+mod peer_memory;
 pub mod shm;
 mod tcp;
 
 pub use any::{transport_of, AnyConn, AnyListener, AnyTransport};
 pub use mem::{MemConn, MemListener, MemTransport};
+pub use peer_memory::PeerMemory;
 pub use shm::{ShmConn, ShmListener, ShmTransport};
 pub use tcp::{TcpConn, TcpListenerExt, TcpTransport};
 
@@ -56,6 +58,19 @@ pub trait Conn: Read + Write + Send + Sized + 'static {
     /// read is a copy, and a buffer would add one).
     fn reads_ahead(&self) -> bool {
         true
+    }
+
+    /// One-sided placement: offers the peer `file` (a lane's log) to write into. `Ok(false)`:
+    /// this transport cannot share memory, and the peer goes on sending bytes.
+    fn offer_memory(&self, file: &std::fs::File) -> io::Result<bool> {
+        let _ = file;
+        Ok(false)
+    }
+
+    /// Takes the memory the peer offered with [`Conn::offer_memory`], announced as `len` bytes.
+    fn take_memory(&self, len: usize) -> io::Result<PeerMemory> {
+        let _ = len;
+        Err(io::Error::new(io::ErrorKind::Unsupported, "this transport does not share memory"))
     }
 
     /// Bounds how long a receive may block (`None`: forever).

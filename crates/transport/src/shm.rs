@@ -24,7 +24,7 @@
 //! The peer may be hostile or broken: every byte is copied out of the ring before anything
 //! looks at it, and a `head` that claims more bytes than the ring holds ends the connection.
 
-use crate::{Conn, Transport};
+use crate::{Conn, PeerMemory, Transport};
 use mojim_region::MappedFile;
 use rustix::event::{PollFd, PollFlags};
 use rustix::thread::futex;
@@ -45,6 +45,8 @@ pub const RING_BYTES: usize = 4 << 20;
 const HELLO_MAGIC: &[u8; 8] = b"MOJIMSHM";
 const HELLO_VERSION: u32 = 1;
 const HELLO_LEN: usize = 16;
+/// The byte that comes with an offered memory's file on the socket.
+const MEMORY_TAG: &[u8; 1] = b"m";
 /// The longest a sleeper sleeps before it looks whether the peer is still there.
 const LIVENESS_EVERY: Duration = Duration::from_millis(20);
 /// How long the accepting side waits for a connecting side's hello.
@@ -139,10 +141,10 @@ impl Shared {
     /// Whether the peer's end of the socket is closed (it exited, died, or shut down).
     fn peer_gone(&self) -> bool {
         let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
-        let mut fds = [PollFd::new(&self.sock, PollFlags::IN)];
+        let mut fds = [PollFd::new(&self.sock, PollFlags::RDHUP)];
         match rustix::event::poll(&mut fds, Some(&zero)) {
-            // Nothing is ever sent on the socket after the handshake: readable means its end.
-            Ok(n) => n > 0,
+            // Readable is not the end: an offered memory's file may be waiting to be taken.
+            Ok(n) => n > 0 && fds[0].revents().intersects(PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR),
             Err(_) => false,
         }
     }
@@ -366,6 +368,58 @@ impl Conn for ShmConn {
         false
     }
 
+    /// Passes `file` over the socket; the peer maps it ([`ShmConn::take_memory`]).
+    fn offer_memory(&self, file: &std::fs::File) -> io::Result<bool> {
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
+        let fds = [file.as_fd()];
+        control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds));
+        let sent = rustix::net::sendmsg(
+            &self.shared.sock,
+            &[IoSlice::new(MEMORY_TAG)],
+            &mut control,
+            rustix::net::SendFlags::empty(),
+        )?;
+        if sent != MEMORY_TAG.len() {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "the offer of memory was cut short"));
+        }
+        Ok(true)
+    }
+
+    /// Receives the file the peer offered and maps it. Waits for it as long as a receive may
+    /// block, or [`HANDSHAKE_TIMEOUT`] if that is forever.
+    fn take_memory(&self, len: usize) -> io::Result<PeerMemory> {
+        let sock = &self.shared.sock;
+        let wait = Shared::deadline(&self.shared.recv_timeout)
+            .map_or(HANDSHAKE_TIMEOUT, |d| d.saturating_duration_since(Instant::now()));
+        sock.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
+        let mut tag = [0u8; 1];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = rustix::net::RecvAncillaryBuffer::new(&mut space);
+        let got = rustix::net::recvmsg(
+            sock,
+            &mut [IoSliceMut::new(&mut tag)],
+            &mut control,
+            rustix::net::RecvFlags::CMSG_CLOEXEC,
+        );
+        sock.set_read_timeout(None)?;
+        let got = got?;
+        let mut fd = None;
+        for msg in control.drain() {
+            if let rustix::net::RecvAncillaryMessage::ScmRights(fds) = msg {
+                for f in fds {
+                    fd.get_or_insert(f);
+                }
+            }
+        }
+        if got.bytes != 1 || tag != *MEMORY_TAG {
+            return Err(invalid(format!("{} sent no offer of memory on its socket", self.shared.peer)));
+        }
+        let fd =
+            fd.ok_or_else(|| invalid(format!("{} offered memory without its file", self.shared.peer)))?;
+        PeerMemory::new(map_file(&fd)?, len)
+    }
+
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         let ns = timeout.map_or(0, |t| t.as_nanos().clamp(1, u64::MAX as u128) as u64);
         self.shared.recv_timeout.store(ns, Ordering::Relaxed);
@@ -406,11 +460,16 @@ fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
 }
 
-/// Maps the shared file `fd` (at least two rings of `capacity`).
-fn map_fd(fd: &OwnedFd, capacity: usize) -> io::Result<MappedFile> {
+/// Maps the whole file `fd`, shared.
+fn map_file(fd: &OwnedFd) -> io::Result<MappedFile> {
     use std::os::fd::AsRawFd;
     let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-    let map = MappedFile::open(&path).map_err(|e| io::Error::new(e.source.kind(), e.to_string()))?;
+    MappedFile::open(&path).map_err(|e| io::Error::new(e.source.kind(), e.to_string()))
+}
+
+/// Maps the shared file `fd` (at least two rings of `capacity`).
+fn map_fd(fd: &OwnedFd, capacity: usize) -> io::Result<MappedFile> {
+    let map = map_file(fd)?;
     let need = 2 * (RING_HEADER + capacity);
     if map.len() < need {
         return Err(invalid(format!("the shared file holds {} bytes, the rings need {need}", map.len())));

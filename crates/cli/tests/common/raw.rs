@@ -33,6 +33,7 @@ pub fn hello(role: PeerRole, region: ([u8; 16], u64), session: u64, lane: u16, l
         nonce: [lane as u8 + 1; 32],
         max_frame: 64 << 10,
         generation: 0,
+        place: false,
     }
 }
 

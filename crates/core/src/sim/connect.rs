@@ -108,6 +108,7 @@ mod tests {
             nonce: [2; NONCE_SIZE],
             max_frame: 256,
             generation: 0,
+            place: false,
         }
     }
 

@@ -7,13 +7,17 @@
 use super::stage::Stage;
 use crate::connect::{connect, Intro};
 use crate::error::{Error, Result};
-use mojim_core::encode::{self, data_header_with_checksum, GroupLimits, GroupShape, SessionTag};
+use mojim_core::encode::{
+    self, data_header_with_checksum, placed_data_header, GroupLimits, GroupShape, SessionTag,
+};
+use mojim_core::log_space::LogSpace;
 use mojim_core::Range;
 use mojim_format::copied::{COPIED_RANGE_SIZE, MAX_COPIED_RANGES};
-use mojim_format::handshake::{decode_refuse, PeerRole, Welcome, REFUSE_MAX};
+use mojim_format::handshake::{decode_refuse, LogWindow, PeerRole, Welcome, LOG_WINDOW_SIZE, REFUSE_MAX};
+use mojim_format::log::{record_size, LOG_HEADER_SIZE};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::{MapSlice, RegionFile};
-use mojim_transport::{Conn, Transport};
+use mojim_transport::{Conn, PeerMemory, Transport};
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
@@ -54,6 +58,24 @@ pub(crate) struct Tx<C> {
     window: Box<[u64]>,
     window_at: usize,
     pub last_sent: u64,
+    /// The mirror's log of this lane, when this side places its records there itself.
+    placed: Option<Placed>,
+}
+
+/// A lane whose records' bodies this side writes into the mirror's log itself (one-sided
+/// placement, docs/DESIGN-transport.md): the mirror's log and this side's view of its space.
+/// Records go where the mirror's lane puts them (`MirrorLane::on_header` runs the same
+/// `LogSpace`), and only into space the mirror said was free.
+struct Placed {
+    mem: PeerMemory,
+    space: LogSpace,
+}
+
+impl Placed {
+    /// Where in the mapping the body of a record at log position `pos` goes.
+    fn body_at(&self, pos: u64) -> usize {
+        LOG_HEADER_SIZE + (pos % self.space.capacity()) as usize + FRAME_HEADER_SIZE
+    }
 }
 
 struct Waiters {
@@ -67,6 +89,9 @@ pub(crate) struct Lane<C> {
     /// Closes the connection from any thread.
     ctl: C,
     pub acked: AtomicU64,
+    /// The mirror's log is free before this position (what its Acks and Heartbeats say): a
+    /// placed lane's records may go up to this plus the log's capacity.
+    log_tail: AtomicU64,
     waiters: Mutex<Waiters>,
     cv: Condvar,
     /// Milliseconds (on the link's clock) of the last frame sent and received.
@@ -159,6 +184,26 @@ impl CopyScratch {
     }
 }
 
+/// Reads the mirror's answer to this lane's request to place its records (the `Log` frame after
+/// its Welcome) and, if the mirror offered the lane's log, maps it.
+fn take_log<C: Conn>(conn: &mut C, target: &str, timeout: Duration) -> Result<Option<Placed>> {
+    let lost = |what: String| Error::MirrorLost { reason: format!("{target}: {what}") };
+    let mut body = Vec::with_capacity(LOG_WINDOW_SIZE);
+    let mut by = crate::net::ReadBy { conn: &mut *conn, deadline: Instant::now() + timeout };
+    let h = crate::net::read_frame(&mut by, LOG_WINDOW_SIZE, &mut body)
+        .map_err(|e| lost(format!("no Log frame after the Welcome within {timeout:?}: {e}")))?;
+    if h.kind != FrameKind::Log {
+        return Err(lost(format!("sent a {:?} frame where the Log frame after the Welcome goes", h.kind)));
+    }
+    let window = LogWindow::decode(&body).map_err(|e| lost(format!("sent a bad Log frame: {e}")))?;
+    if window.capacity == 0 {
+        return Ok(None);
+    }
+    let len = LOG_HEADER_SIZE + window.capacity as usize;
+    let mem = conn.take_memory(len).map_err(|e| lost(format!("take the offered log of {len} bytes: {e}")))?;
+    Ok(Some(Placed { mem, space: LogSpace::new(window.capacity, window.tail, window.head) }))
+}
+
 /// One lane's sending side of every replica (`None` past the link's replicas), locked.
 type TxGuards<'a, C> = [Option<MutexGuard<'a, Tx<C>>>; MAX_REPLICAS];
 
@@ -216,8 +261,12 @@ impl<C: Conn> Link<C> {
                     lanes: opts.lanes,
                     max_frame: opts.limits.max_frame,
                     generation,
+                    place: opts.place_records,
                 };
-                let (conn, welcome) = connect(transport, target, opts.connect_timeout, &opts.secret, &intro)?;
+                let (mut conn, welcome) =
+                    connect(transport, target, opts.connect_timeout, &opts.secret, &intro)?;
+                let placed =
+                    if intro.place { take_log(&mut conn, target, opts.connect_timeout)? } else { None };
                 match &first {
                     None => first = Some(welcome),
                     Some(w) if welcome.next_seq != w.next_seq => {
@@ -254,10 +303,12 @@ impl<C: Conn> Link<C> {
                         window: vec![0u64; opts.async_window as usize].into_boxed_slice(),
                         window_at: 0,
                         last_sent: 0,
+                        placed,
                     }),
                     rx: Mutex::new(rx),
                     ctl,
                     acked: AtomicU64::new(next_seq - 1),
+                    log_tail: AtomicU64::new(0),
                     waiters: Mutex::new(Waiters { reader_busy: false }),
                     cv: Condvar::new(),
                     last_tx: AtomicU64::new(0),
@@ -426,9 +477,21 @@ impl<C: Conn> Link<C> {
                     );
                 }
             }
-            if let Err(e) =
+            let sent = if tx.placed.is_some() {
+                let len = scratch.ranges.len();
+                let size = record_size(len as u64);
+                self.room(tx, r * self.lanes_per_replica + l, || std::iter::once(size))?;
+                let p = tx.placed.as_mut().expect("a placed lane");
+                let pos = p.space.place(size).expect("room was made for it").pos;
+                p.space.advance_head(pos + size);
+                p.mem.write(p.body_at(pos), &scratch.ranges);
+                let checksum = p.mem.view(p.body_at(pos), len).crc32c();
+                let marker = encode::placed_copied_header(self.tag(l), seq, len as u32, checksum, pos);
+                tx.conn.send_all_vectored(&mut [IoSlice::new(&marker)])
+            } else {
                 tx.conn.send_all_vectored(&mut [IoSlice::new(&marker), IoSlice::new(&scratch.ranges)])
-            {
+            };
+            if let Err(e) = sent {
                 return Err(
                     self.fail_send(r * self.lanes_per_replica + l, format!("send copy on lane {l}: {e}"))
                 );
@@ -450,6 +513,12 @@ impl<C: Conn> Link<C> {
         let lane = self.lanes[at].index;
         let tag = self.tag(lane as usize);
         let Group { ranges, shape, region } = group;
+        if tx.placed.is_some() {
+            self.place_frames(tx, at, seq, group, stage)?;
+            let behind = std::mem::replace(&mut tx.window[tx.window_at], seq);
+            tx.window_at = (tx.window_at + 1) % tx.window.len();
+            return Ok(behind);
+        }
         let mut plans = encode::frames(ranges, self.limits.max_frame, shape);
         let mut bodies = [MapSlice::empty(); BATCH];
         let mut framed = 0;
@@ -482,6 +551,109 @@ impl<C: Conn> Link<C> {
         let behind = std::mem::replace(&mut tx.window[tx.window_at], seq);
         tx.window_at = (tx.window_at + 1) % tx.window.len();
         Ok(behind)
+    }
+
+    /// [`Link::send_frames`] on a placed lane: each body is copied from the region straight into
+    /// the mirror's log and checksummed there, and only the headers are sent, in batches.
+    fn place_frames(
+        &self,
+        tx: &mut Tx<C>,
+        at: usize,
+        seq: u64,
+        group: Group<'_>,
+        stage: &mut Stage<'_>,
+    ) -> Result<(), LinkError> {
+        let lane = self.lanes[at].index;
+        let tag = self.tag(lane as usize);
+        let Group { ranges, shape, region } = group;
+        let sizes =
+            || encode::frames(ranges, self.limits.max_frame, shape).map(|p| record_size(p.len as u64));
+        self.room(tx, at, sizes)?;
+        let mut framed = 0;
+        let mut n = 0;
+        for plan in encode::frames(ranges, self.limits.max_frame, shape) {
+            stage.frame(framed, plan.offset, plan.len as u64);
+            framed += plan.len as u64;
+            let p = tx.placed.as_mut().expect("a placed lane");
+            let place =
+                p.space.place(record_size(plan.len as u64)).expect("room was made for the whole group");
+            let pos = place.pos;
+            p.space.advance_head(pos + record_size(plan.len as u64));
+            let body_at = p.body_at(pos);
+            // The application may store into the region meanwhile: the checksum is taken of the
+            // bytes placed, where they lie.
+            p.mem.copy_from(body_at, region.view(plan.offset, plan.len as usize));
+            let checksum = p.mem.view(body_at, plan.len as usize).crc32c();
+            tx.headers[n] = placed_data_header(tag, seq, plan, checksum, pos);
+            n += 1;
+            if n == BATCH {
+                self.ring(tx, at, &mut n)?;
+            }
+        }
+        self.ring(tx, at, &mut n)?;
+        tx.last_sent = seq;
+        Ok(())
+    }
+
+    /// Sends the `n` headers batched in `tx`: the doorbells of records already placed.
+    fn ring(&self, tx: &mut Tx<C>, at: usize, n: &mut usize) -> Result<(), LinkError> {
+        if *n == 0 {
+            return Ok(());
+        }
+        let mut iov = [IoSlice::new(&[]); BATCH];
+        for (i, h) in tx.headers[..*n].iter().enumerate() {
+            iov[i] = IoSlice::new(h);
+        }
+        let sent = tx.conn.send_all_vectored(&mut iov[..*n]);
+        *n = 0;
+        sent.map_err(|e| self.fail_send(at, format!("send on lane {}: {e}", self.lanes[at].index)))
+    }
+
+    /// Waits until the records of `sizes` (a whole group's, or a Copied frame's) fit in the
+    /// mirror's log of placed lane `at`, as far as this side knows: where the mirror said its log
+    /// is free. Called between groups only, where a Heartbeat may go: while they do not fit, it
+    /// asks the mirror where its log is free now (the Heartbeat's answer says), until the mirror
+    /// frees space by applying what it has, or the link fails.
+    fn room<I: Iterator<Item = u64>>(
+        &self,
+        tx: &mut Tx<C>,
+        at: usize,
+        sizes: impl Fn() -> I,
+    ) -> Result<(), LinkError> {
+        let lane = &self.lanes[at];
+        let mut pause = Duration::from_micros(20);
+        loop {
+            let p = tx.placed.as_mut().expect("a placed lane");
+            let told = lane.log_tail.load(Ordering::Acquire);
+            if told > p.space.tail() {
+                if told > p.space.head() {
+                    return Err(self.fail(LinkError::PeerMisbehaved(format!(
+                        "mirror {} said lane {}'s log is free before position {told}, past the last record \
+                         placed there, which ends at {}",
+                        self.mirror,
+                        lane.index,
+                        p.space.head()
+                    ))));
+                }
+                p.space.advance_tail(told);
+            }
+            let mut probe = p.space;
+            let fits = sizes()
+                .all(|size| probe.place(size).map(|place| probe.advance_head(place.pos + size)).is_some());
+            if fits {
+                return Ok(());
+            }
+            // `offset`: the log bytes this side waits for; the mirror makes room, then answers.
+            let mut h = FrameHeader::new(FrameKind::Heartbeat);
+            (h.lane, h.epoch, h.session) = (lane.index, self.epoch, self.session);
+            h.offset = sizes().sum::<u64>().max(1);
+            if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]) {
+                return Err(self.fail_send(at, format!("send Heartbeat on lane {}: {e}", lane.index)));
+            }
+            self.wait_acked(lane, Until::Heard)?;
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(2));
+        }
     }
 
     /// Sends a control frame (no body) on lane `l` of every replica.
@@ -591,6 +763,7 @@ impl<C: Conn> Link<C> {
                         ))));
                     }
                     lane.acked.store(h.seq, Ordering::Release);
+                    lane.log_tail.fetch_max(h.offset, Ordering::Release);
                     // Wake threads waiting on earlier groups of this lane.
                     let _w = lock(&lane.waiters);
                     lane.cv.notify_all();
@@ -599,6 +772,7 @@ impl<C: Conn> Link<C> {
                     }
                 }
                 FrameKind::Heartbeat if h.body_len == 0 && h.session == self.session => {
+                    lane.log_tail.fetch_max(h.offset, Ordering::Release);
                     if let Until::Heard = until {
                         return Ok(());
                     }

@@ -73,6 +73,7 @@ fn options(scratch: &Scratch, mirror: &str, lanes: u16) -> PrimaryOptions {
         async_window: 1,
         connect_timeout: Duration::from_secs(10),
         busy_poll: Duration::ZERO,
+        place_records: true,
         broadcast: Vec::new(),
         failure: FailurePolicy {
             heartbeat: Heartbeat { interval: Duration::from_millis(100), timeout: Duration::from_secs(10) },
@@ -118,6 +119,10 @@ impl PeerLane {
         let accepted = hs.on_proof(&h, &body, &me).expect("the primary proves the secret");
         write_frame(&mut conn, &accepted.proof.header, &accepted.proof.body).expect("send the Proof");
         crate::net::send(&mut conn, FrameKind::Welcome, 0, &welcome.encode()).expect("send the Welcome");
+        // A primary asks to place its records; over memory there is nothing to share: declined.
+        assert!(accepted.hello.place, "a primary's lane asks to place its records");
+        let declined = mojim_format::handshake::LogWindow::default();
+        crate::net::send(&mut conn, FrameKind::Log, 0, &declined.encode()).expect("send the Log frame");
         PeerLane { conn, hello: accepted.hello }
     }
 

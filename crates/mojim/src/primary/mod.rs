@@ -102,6 +102,9 @@ pub struct PrimaryOptions {
     /// Poll for acknowledgements this long before sleeping (`[primary] busy_poll_us`, default
     /// 0: sleep at once).
     pub busy_poll: Duration,
+    /// Over a transport that shares memory, place records' bodies straight into the mirror's
+    /// logs (`[primary] place_records`, default true).
+    pub place_records: bool,
     /// More mirrors to send every group to and wait for, besides `mirror` (the broadcast
     /// baseline, for comparison only; `[primary] broadcast`, default none).
     pub broadcast: Vec<String>,
@@ -149,6 +152,7 @@ impl PrimaryOptions {
             async_window: p.async_window,
             connect_timeout: Duration::from_millis(p.connect_timeout_ms),
             busy_poll: Duration::from_micros(p.busy_poll_us),
+            place_records: p.place_records,
             broadcast: p.broadcast.clone(),
             failure: FailurePolicy {
                 heartbeat: cfg.heartbeat()?,

@@ -79,6 +79,7 @@ mod tests {
             async_window: 1,
             connect_timeout: Duration::from_secs(1),
             busy_poll: Duration::ZERO,
+            place_records: true,
             broadcast: Vec::new(),
             failure: FailurePolicy::default(),
             coordinator: None,

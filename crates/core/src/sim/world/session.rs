@@ -52,6 +52,7 @@ impl World {
                 nonce,
                 max_frame: self.cfg.max_frame,
                 generation: 0,
+                place: false,
             };
             let mut server_nonce = [0u8; NONCE_SIZE];
             self.rng.fill(&mut server_nonce);
