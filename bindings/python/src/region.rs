@@ -54,7 +54,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Region {
     fn primary(&self) -> PyResult<Arc<Primary>> {
-        lock(&self.open).clone().ok_or_else(|| Closed::new_err("the region is closed: open a new mojim.Region"))
+        lock(&self.open)
+            .clone()
+            .ok_or_else(|| Closed::new_err("the region is closed: open a new mojim.Region"))
     }
 
     /// The region range of one item of a group: `(offset, length)` or a buffer-protocol object
@@ -107,7 +109,8 @@ impl Region {
 
 /// A byte offset or length: an int from 0.
 fn offset(v: &Bound<'_, PyAny>) -> PyResult<u64> {
-    v.extract::<u64>().map_err(|_| OutOfRange::new_err(format!("{v} is not a byte offset or length (an int from 0)")))
+    v.extract::<u64>()
+        .map_err(|_| OutOfRange::new_err(format!("{v} is not a byte offset or length (an int from 0)")))
 }
 
 #[pymethods]
@@ -139,7 +142,12 @@ impl Region {
     /// atomic group, with the GIL released. `target` is a byte offset (then `length` is
     /// needed) or a view of the region (a memoryview or NumPy array into it: the bytes it spans).
     #[pyo3(signature = (target, length = None))]
-    fn msync(&self, py: Python<'_>, target: &Bound<'_, PyAny>, length: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn msync(
+        &self,
+        py: Python<'_>,
+        target: &Bound<'_, PyAny>,
+        length: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let p = self.primary()?;
         let r = match length {
             Some(len) => Range::new(offset(target)?, offset(len)?),
@@ -175,7 +183,9 @@ impl Region {
     /// queued before it on its lane, is durable (in the mirror's log in the sync modes).
     fn wait(&self, py: Python<'_>, ticket: &Ticket) -> PyResult<()> {
         if ticket.region != self.serial {
-            return Err(OutOfRange::new_err("this ticket was issued by another mojim.Region: wait on the region that persisted it"));
+            return Err(OutOfRange::new_err(
+                "this ticket was issued by another mojim.Region: wait on the region that persisted it",
+            ));
         }
         let p = self.primary()?;
         let t = ticket.ticket;
@@ -271,4 +281,3 @@ impl Exporter for Region {
         &self.exports
     }
 }
-
