@@ -192,6 +192,18 @@ impl Region {
         py.detach(|| p.wait(t)).map_err(mojim_err)
     }
 
+    /// _msync_timed(offset, length) -> ns: `msync(offset, length)` timed inside Rust (the
+    /// GIL released, as msync does), for the benchmark that sets Python's cost per call
+    /// against Rust's, call by call on the same primary (bench/msync_bench.py).
+    fn _msync_timed(&self, py: Python<'_>, offset: u64, length: u64) -> PyResult<u64> {
+        let p = self.primary()?;
+        py.detach(|| {
+            let t = std::time::Instant::now();
+            p.msync(offset, length).map(|()| t.elapsed().as_nanos() as u64)
+        })
+        .map_err(mojim_err)
+    }
+
     /// range_of(view) -> (offset, length): where a view of the region lies in it.
     fn range_of(&self, view: &Bound<'_, PyAny>) -> PyResult<(u64, u64)> {
         let p = self.primary()?;
