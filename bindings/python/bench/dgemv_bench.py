@@ -14,6 +14,7 @@ for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(var, "1")
 
 import argparse  # noqa: E402
+import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
@@ -79,23 +80,31 @@ def main():
     p.add_argument("--iterations", type=int, default=5000)
     p.add_argument("--commit-every", type=int, default=10)
     p.add_argument("--disk-dir", default="/var/tmp")
+    p.add_argument("--rounds", type=int, default=3)
     a = p.parse_args()
     commits = -(-a.iterations // a.commit_every)
-    t_plain, want = plain(a.n, a.iterations)
-    with tempfile.TemporaryDirectory(prefix="mojim-dgemv-", dir=a.disk_dir) as d:
-        t_save, got = saved(a.n, a.iterations, a.commit_every, os.path.join(d, "x.npy"))
-    assert (got == want).all(), "numpy.save run differs"
+    times = {"no persistence": [], "numpy.save + fsync": [], "mojim.rvm": []}
     m = Mirror("64MiB", {"lanes": "1"})
     try:
-        t_rvm, got = recoverable(a.n, a.iterations, a.commit_every, m.cfg)
+        for _ in range(a.rounds):  # rounds take turns; each variant's median is printed
+            t, want = plain(a.n, a.iterations)
+            times["no persistence"].append(t)
+            with tempfile.TemporaryDirectory(prefix="mojim-dgemv-", dir=a.disk_dir) as d:
+                t, got = saved(a.n, a.iterations, a.commit_every, os.path.join(d, "x.npy"))
+            assert (got == want).all(), "the numpy.save run's answer differs"
+            times["numpy.save + fsync"].append(t)
+            t, got = recoverable(a.n, a.iterations, a.commit_every, m.cfg)
+            assert (got == want).all(), "the mojim.rvm run's answer differs"
+            times["mojim.rvm"].append(t)
     finally:
         m.close()
-    assert (got == want).all(), "rvm run differs"
-    print(f"dgemv {a.n} x {a.n}, {a.iterations} iterations, commit every {a.commit_every} ({commits} commits)")
-    for name, t in [("no persistence", t_plain), ("numpy.save + fsync", t_save), ("mojim.rvm", t_rvm)]:
-        extra = (t - t_plain) / commits * 1e6
+    base = statistics.median(times["no persistence"])
+    print(f"dgemv {a.n} x {a.n}, {a.iterations} iterations, commit every {a.commit_every} "
+          f"({commits} commits), median of {a.rounds} rounds")
+    for name, ts in times.items():
+        t = statistics.median(ts)
         print(f"  {name:20} {t:8.3f} s   {t / a.iterations * 1e6:8.1f} us/iteration   "
-              f"{extra:8.1f} us/commit over no persistence")
+              f"{(t - base) / commits * 1e6:8.1f} us/commit over no persistence")
 
 
 if __name__ == "__main__":
