@@ -3,7 +3,7 @@
 //! arrives, and a wild value fails the session with a message that names it.
 //!
 //! The hostile mirror is a real mirror behind a small relay that parses the frames (as
-//! docs/FORMAT.md lays them out) and adds its own after the Welcome.
+//! docs/FORMAT.md lays them out) and adds its own after the handshake.
 
 mod common;
 
@@ -24,7 +24,7 @@ fn read_frame(s: &mut TcpStream) -> std::io::Result<(FrameHeader, [u8; FRAME_HEA
     Ok((h, hb, body))
 }
 
-/// Relays every connection to `mirror`; on each lane, right after the mirror's Welcome, adds
+/// Relays every connection to `mirror`; on each lane, right after the handshake, adds
 /// the frames `extra(lane, session)` gives. Returns the relay's address.
 fn hostile_relay(mirror: String, extra: fn(u16, u64) -> Vec<FrameHeader>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind the relay");
@@ -52,7 +52,10 @@ fn hostile_relay(mirror: String, extra: fn(u16, u64) -> Vec<FrameHeader>) -> Str
                     if primary.write_all(&hb).and_then(|_| primary.write_all(&body)).is_err() {
                         return;
                     }
-                    if h.kind == FrameKind::Welcome {
+                    // A lane that asked to place its records reads the Log frame after the
+                    // Welcome: the hostile frames come after the handshake's end.
+                    let last = if hello.place { FrameKind::Log } else { FrameKind::Welcome };
+                    if h.kind == last {
                         for x in extra(hello.lane, hello.session) {
                             let _ = primary.write_all(&x.to_bytes());
                         }
