@@ -12,7 +12,7 @@
 
 mod load;
 pub mod sys;
-mod worker;
+pub mod worker;
 
 pub use load::{version, LIBRARY};
 pub use worker::{ConnRequest, Listener, Registered, RkeyId, Worker};

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,7 @@ pub struct Worker {
     on_error: Option<Box<ErrHandler>>,
     handlers: Vec<Box<AmHandler>>,
     rkeys: Vec<ucp_rkey_h>,
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 // SAFETY: the worker is made in UCS_THREAD_MODE_SERIALIZED and every call on it (and on its
@@ -152,11 +154,24 @@ impl Worker {
             on_error: None,
             handlers: Vec::new(),
             rkeys: Vec::new(),
+            cancel: None,
         })
     }
 
     fn fns(&self) -> &'static Fns {
         self.ctx.fns
+    }
+
+    /// A flag that, once raised, ends every wait of this worker as a deadline does (the
+    /// endpoint is closed): how another thread stops a send blocked on a peer that does not
+    /// progress.
+    pub fn set_cancel(&mut self, flag: Arc<AtomicBool>) {
+        self.cancel = Some(flag);
+    }
+
+    /// A duplicate of the event fd, to sleep on without holding the worker.
+    pub fn efd_dup(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        self.efd().try_clone_to_owned()
     }
 
     /// Runs UCX's progress once: receives, completions, handlers. Returns how much happened.
@@ -266,7 +281,8 @@ impl Worker {
                 break s;
             }
             if self.progress() == 0 && start.elapsed() > SPIN {
-                if deadline.is_some_and(|d| Instant::now() >= d) && !timed_out {
+                let cancelled = self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Acquire));
+                if (cancelled || deadline.is_some_and(|d| Instant::now() >= d)) && !timed_out {
                     timed_out = true;
                     self.close_ep();
                     continue;
@@ -406,6 +422,9 @@ pub struct Listener {
     addr: SocketAddr,
 }
 
+// SAFETY: as for `Worker`: every call on the listener takes `&mut self`.
+unsafe impl Send for Listener {}
+
 impl Listener {
     /// Listens at `addr` (port 0: one UCX picks).
     pub fn new(ctx: &Arc<Context>, addr: SocketAddr) -> Result<Listener, Error> {
@@ -448,6 +467,11 @@ impl Listener {
     /// The listener's worker (progress, event fd).
     pub fn worker(&mut self) -> &mut Worker {
         &mut self.worker
+    }
+
+    /// The listener's worker, to read (its event fd).
+    pub fn worker_ref(&self) -> &Worker {
+        &self.worker
     }
 
     /// The next connection request received, if any (call after progress).
