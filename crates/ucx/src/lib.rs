@@ -79,6 +79,12 @@ pub(crate) fn check(call: &'static str, status: ucs_status_t) -> Result<(), Erro
 /// docs/DESIGN-transport.md for what it picks on a host without RDMA.
 pub const DEFAULTS: &[(&str, &str)] = &[("WARN_UNUSED_ENV_VARS", "n")];
 
+/// Settings of UCX's connection managers (read from the environment when a worker opens them,
+/// not settable through `ucp_config_modify`), put into the environment before the context is
+/// made unless already there: `TCP_CM_REUSEADDR=y`, so that a listener may take the port of
+/// one that just exited (a restarted mirror on its old address), as Mojim's TCP listeners may.
+pub const ENV_DEFAULTS: &[(&str, &str)] = &[("UCX_TCP_CM_REUSEADDR", "y")];
+
 /// A UCP context: the process's one handle on UCX (features RMA, AM and WAKEUP).
 pub struct Context {
     pub(crate) h: ucp_context_h,
@@ -101,6 +107,13 @@ impl Context {
 
     fn new() -> Result<Context, Error> {
         let fns = load::fns()?;
+        for (name, value) in ENV_DEFAULTS {
+            if std::env::var_os(name).is_none() {
+                // Once per process, before any worker exists (UCX reads it when a worker opens
+                // its connection managers).
+                std::env::set_var(name, value);
+            }
+        }
         let mut config: *mut ucp_config_t = std::ptr::null_mut();
         // SAFETY: null prefix and file mean "UCX_" and none; `config` receives a handle that is
         // released below.

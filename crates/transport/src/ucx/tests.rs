@@ -343,3 +343,20 @@ fn a_peer_puts_into_a_registered_region() {
     region.map().read(12_345 - 16, &mut before);
     assert_eq!(before, [0u8; 16], "nothing before the offset was written");
 }
+
+#[test]
+fn a_listener_takes_the_port_of_one_just_closed_with_a_connection() {
+    if !ucx_here() {
+        return;
+    }
+    let (mut c, mut a, l) = pair();
+    let addr = UcxTransport.local_addr(&l).unwrap();
+    a.write_all(b"x").unwrap();
+    let mut b = [0u8; 1];
+    c.read_exact(&mut b).unwrap();
+    drop((a, l));
+    drop(c);
+    // The accepting side closed first: its end of the connection waits in TIME_WAIT.
+    let again = UcxTransport.listen(&addr).unwrap();
+    assert_eq!(UcxTransport.local_addr(&again).unwrap(), addr);
+}
