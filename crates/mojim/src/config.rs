@@ -1154,11 +1154,17 @@ mod tests {
         }
         let e = Config::check_transport("mirror", "ucx", "listen", "127.0.0.1:7420").unwrap_err().to_string();
         assert!(e.contains("ucx:<host>:<port>") && e.contains("127.0.0.1:7420"), "{e}");
-        let e = Config::check_transport("primary", "tcp", "mirror", "ucx:127.0.0.1:7420").unwrap_err().to_string();
+        let e = Config::check_transport("primary", "tcp", "mirror", "ucx:127.0.0.1:7420")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("set transport = \"ucx\""), "{e}");
-        let e = Config::check_transport("primary", "shm", "mirror", "ucx:127.0.0.1:7420").unwrap_err().to_string();
+        let e = Config::check_transport("primary", "shm", "mirror", "ucx:127.0.0.1:7420")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("absolute path"), "{e}");
-        let e = Config::check_transport("primary", "rdma", "mirror", "ucx:127.0.0.1:7420").unwrap_err().to_string();
+        let e = Config::check_transport("primary", "rdma", "mirror", "ucx:127.0.0.1:7420")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("\"ucx\""), "{e}");
     }
 }

@@ -467,7 +467,9 @@ pub fn transports(a: &BenchArgs) -> Result<Vec<&'static str>> {
             "tcp" => Ok("tcp"),
             "shm" => Ok("shm"),
             "ucx" => Ok("ucx"),
-            other => Err(Error::Config(format!("--transport {other}: choose tcp, shm or ucx (comma-separated)"))),
+            other => {
+                Err(Error::Config(format!("--transport {other}: choose tcp, shm or ucx (comma-separated)")))
+            }
         })
         .collect()
 }

@@ -11,8 +11,9 @@
 //! position back with the same kind of message. A receive polls the worker for up to
 //! `set_busy_poll`, then sleeps on the worker's event fd (armed first, so no wake-up is lost).
 //!
-//! Doorbells (little-endian): `kind: u32` (1 head, 2 tail, 3 closed), 4 zero bytes, `value:
-//! u64`. The hello: kind 4, 4 zero bytes, magic `MOJIMUCX`, `version: u32`, `capacity: u32`,
+//! Doorbells (little-endian): `kind: u32` (1 head, 2 tail, 3 closed, 5 want: the writer found
+//! no room and asks for the tail), 4 zero bytes, `value: u64`. A reader sends its tail every
+//! [`TAIL_EVERY`] bytes and when asked, not after every read. The hello: kind 4, 4 zero bytes, magic `MOJIMUCX`, `version: u32`, `capacity: u32`,
 //! ring address `u64`, key length `u32`, the key.
 //!
 //! The peer may be hostile or broken: its counters are checked (a head that goes back or claims
@@ -48,10 +49,14 @@ const KIND_HEAD: u32 = 1;
 const KIND_TAIL: u32 = 2;
 const KIND_CLOSED: u32 = 3;
 const KIND_HELLO: u32 = 4;
+const KIND_WANT: u32 = 5;
+/// A reader hands its consumed position back once this many bytes were read since it last did,
+/// or when the writer asks (it found no room).
+const TAIL_EVERY: u64 = RING_BYTES as u64 / 8;
 /// The longest a sleeper sleeps before it looks at the connection again (liveness).
 const LIVENESS_EVERY: Duration = Duration::from_millis(20);
 /// How long the accepting side waits for the connecting side's hello.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The prefix of a UCX address.
 pub const PREFIX: &str = "ucx:";
 
@@ -63,11 +68,14 @@ pub fn is_ucx_addr(addr: &str) -> bool {
 /// The socket address of a `ucx:<host>:<port>` address.
 pub fn socket_addr(addr: &str) -> io::Result<SocketAddr> {
     let rest = addr.strip_prefix(PREFIX).ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("{addr:?} is not a UCX address: write ucx:<host>:<port>"))
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{addr:?} is not a UCX address: write ucx:<host>:<port>"),
+        )
     })?;
-    rest.to_socket_addrs()?.next().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("{addr:?} resolves to nothing"))
-    })
+    rest.to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{addr:?} resolves to nothing")))
 }
 
 fn ucx_err(e: mojim_ucx::Error) -> io::Error {
@@ -86,6 +94,8 @@ struct Inbox {
     /// ...and the bytes of what we sent that the peer says it consumed.
     peer_tail: AtomicU64,
     peer_closed: AtomicBool,
+    /// The peer's writer found no room and waits for our tail.
+    peer_wants: AtomicBool,
     /// UCX's status when the endpoint failed (0: it did not).
     failed: AtomicI32,
     /// A doorbell that broke the rules: what it was.
@@ -97,6 +107,10 @@ struct Inbox {
     wake_tx: OwnedFd,
     rx_sleeps: AtomicU32,
     tx_sleeps: AtomicU32,
+    /// Threads of this side waiting in [`Shared::wait`] (they progress the worker themselves),
+    /// and the eventfd that tells the progress thread the last of them left.
+    waiters: AtomicU32,
+    wake_progress: OwnedFd,
 }
 
 impl Inbox {
@@ -106,6 +120,7 @@ impl Inbox {
             peer_head: AtomicU64::new(0),
             peer_tail: AtomicU64::new(0),
             peer_closed: AtomicBool::new(false),
+            peer_wants: AtomicBool::new(false),
             failed: AtomicI32::new(0),
             corrupt: Mutex::new(None),
             hello: Mutex::new(None),
@@ -113,6 +128,8 @@ impl Inbox {
             wake_tx: rustix::event::eventfd(0, flags)?,
             rx_sleeps: AtomicU32::new(0),
             tx_sleeps: AtomicU32::new(0),
+            waiters: AtomicU32::new(0),
+            wake_progress: rustix::event::eventfd(0, flags)?,
         })
     }
 
@@ -152,6 +169,7 @@ impl Inbox {
                 }
             }
             KIND_CLOSED => self.peer_closed.store(true, Ordering::SeqCst),
+            KIND_WANT => self.peer_wants.store(true, Ordering::SeqCst),
             KIND_HELLO => *self.hello.lock().unwrap_or_else(|p| p.into_inner()) = Some(msg.to_vec()),
             other => self.set_corrupt(format!("a doorbell of kind {other}")),
         }
@@ -179,11 +197,14 @@ fn anonymous_map(len: usize) -> io::Result<Arc<MappedFile>> {
 /// What both handles of a connection share.
 struct Shared {
     worker: Mutex<Worker>,
+    /// A duplicate of the worker's event fd, slept on without the worker's lock.
+    efd: OwnedFd,
     inbox: Arc<Inbox>,
     /// Our receive ring, registered.
     rx: Registered,
-    /// Bytes read from `rx` (the reader's).
+    /// Bytes read from `rx` (the reader's), and the last value of it sent to the peer.
     rx_tail: AtomicU64,
+    tail_sent: AtomicU64,
     /// Bytes written into the peer's ring (the writer's).
     tx_head: AtomicU64,
     peer_ring: u64,
@@ -238,7 +259,11 @@ impl Shared {
     fn reset(&self) -> io::Error {
         io::Error::new(
             io::ErrorKind::ConnectionReset,
-            format!("the UCX connection to {} failed (UCX status {})", self.peer, self.inbox.failed.load(Ordering::Acquire)),
+            format!(
+                "the UCX connection to {} failed (UCX status {})",
+                self.peer,
+                self.inbox.failed.load(Ordering::Acquire)
+            ),
         )
     }
 
@@ -283,16 +308,38 @@ impl Shared {
         }
     }
 
-    /// Waits until `ready()` holds: progresses the worker itself for up to `spin`, then sleeps
-    /// on this side's wake-up fd (the connection's progress thread runs the doorbells' handler,
-    /// which writes it), until `deadline`.
-    fn wait(&self, side: Side, spin: Duration, deadline: Option<Instant>, ready: impl Fn() -> bool) -> Result<(), Ended> {
+    /// Waits until `ready()` holds: progresses the worker for up to `spin`, then sleeps on the
+    /// worker's event fd (armed) and this side's wake-up fd (written by the doorbells' handler
+    /// when another thread ran it), until `deadline`. While a thread waits here, the progress
+    /// thread stands aside.
+    fn wait(
+        &self,
+        side: Side,
+        spin: Duration,
+        deadline: Option<Instant>,
+        ready: impl Fn() -> bool,
+    ) -> Result<(), Ended> {
+        struct Waiting<'a>(&'a Inbox);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                if self.0.waiters.fetch_sub(1, Ordering::SeqCst) == 1 {
+                    let _ = rustix::io::write(&self.0.wake_progress, &1u64.to_ne_bytes());
+                }
+            }
+        }
+        self.inbox.waiters.fetch_add(1, Ordering::SeqCst);
+        let _waiting = Waiting(&self.inbox);
         let (wake, sleeps) = match side {
             Side::Rx => (&self.inbox.wake_rx, &self.inbox.rx_sleeps),
             Side::Tx => (&self.inbox.wake_tx, &self.inbox.tx_sleeps),
         };
         let start = Instant::now();
         loop {
+            {
+                let mut w = self.worker();
+                w.progress();
+                self.answer_want(&mut w);
+            }
             if ready() {
                 return Ok(());
             }
@@ -300,31 +347,44 @@ impl Shared {
                 return Err(Ended::Closed);
             }
             if start.elapsed() < spin {
-                self.worker().progress();
+                std::hint::spin_loop();
                 continue;
             }
             // Say we sleep, then look once more: the handler stores before it reads the flag,
             // so one of the two sees the other (no lost wake-up).
             sleeps.store(1, Ordering::SeqCst);
-            if ready() || self.ended() {
-                sleeps.store(0, Ordering::SeqCst);
-                continue;
-            }
-            let mut nap = LIVENESS_EVERY;
-            if let Some(d) = deadline {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    sleeps.store(0, Ordering::SeqCst);
-                    return Err(Ended::TimedOut);
+            let armed = {
+                let mut w = self.worker();
+                w.progress();
+                if ready() || self.ended() {
+                    false
+                } else {
+                    w.arm().unwrap_or(false)
                 }
-                nap = nap.min(left);
+            };
+            if armed {
+                let mut nap = LIVENESS_EVERY;
+                if let Some(d) = deadline {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        sleeps.store(0, Ordering::SeqCst);
+                        return Err(Ended::TimedOut);
+                    }
+                    nap = nap.min(left);
+                }
+                let ts = rustix::event::Timespec {
+                    tv_sec: nap.as_secs() as i64,
+                    tv_nsec: i64::from(nap.subsec_nanos()),
+                };
+                let mut fds = [PollFd::new(&self.efd, PollFlags::IN), PollFd::new(wake, PollFlags::IN)];
+                let _ = rustix::event::poll(&mut fds, Some(&ts));
+                let mut drain = [0u8; 8];
+                let _ = rustix::io::read(wake, &mut drain);
             }
-            let ts = rustix::event::Timespec { tv_sec: nap.as_secs() as i64, tv_nsec: i64::from(nap.subsec_nanos()) };
-            let mut fds = [PollFd::new(wake, PollFlags::IN)];
-            let _ = rustix::event::poll(&mut fds, Some(&ts));
-            let mut drain = [0u8; 8];
-            let _ = rustix::io::read(wake, &mut drain);
             sleeps.store(0, Ordering::SeqCst);
+            if deadline.is_some_and(|d| Instant::now() >= d) && !ready() && !self.ended() {
+                return Err(Ended::TimedOut);
+            }
         }
     }
 
@@ -358,15 +418,35 @@ impl Shared {
         map.read(at, &mut buf[..first]);
         map.read(0, &mut buf[first..n]);
         let tail = tail + n as u64;
-        self.rx_tail.store(tail, Ordering::Release);
-        if !self.ended() {
-            // The bytes are ours already; a failure to hand the room back shows on the next call.
-            let _ = self.worker().am_send(AM_ID, &doorbell(KIND_TAIL, tail), None);
+        self.rx_tail.store(tail, Ordering::SeqCst);
+        if tail - self.tail_sent.load(Ordering::Relaxed) >= TAIL_EVERY {
+            self.send_tail(&mut self.worker(), false);
+        } else {
+            self.answer_want(&mut self.worker());
         }
         Ok(n)
     }
 
-    fn write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+    /// Hands our consumed position back to the peer's writer. The bytes are ours already: a
+    /// failure to send shows on the next call.
+    fn send_tail(&self, w: &mut Worker, again: bool) {
+        let tail = self.rx_tail.load(Ordering::SeqCst);
+        if self.ended() || (!again && tail == self.tail_sent.load(Ordering::Relaxed)) {
+            return;
+        }
+        self.tail_sent.store(tail, Ordering::Relaxed);
+        let _ = w.am_send(AM_ID, &doorbell(KIND_TAIL, tail), None);
+    }
+
+    /// Sends the tail if the peer's writer asked for it (it waits for room).
+    fn answer_want(&self, w: &mut Worker) {
+        if self.inbox.peer_wants.swap(false, Ordering::SeqCst) {
+            // Sent even if unchanged: the writer may have asked before our last tail arrived.
+            self.send_tail(w, true);
+        }
+    }
+
+    fn write(&self, bufs: &[IoSlice<'_>], spin: Duration) -> io::Result<usize> {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         if total == 0 {
             return Ok(0);
@@ -381,6 +461,8 @@ impl Shared {
         }
         let mut room = self.writable()?;
         if room == 0 {
+            // The reader hands its tail back only every so often, or when asked.
+            self.worker().am_send(AM_ID, &doorbell(KIND_WANT, 0), deadline).map_err(ucx_err)?;
             let ready = || self.writable().map_or(true, |n| n > 0);
             match self.wait(Side::Tx, Duration::ZERO, deadline, ready) {
                 Ok(()) => room = self.writable()?,
@@ -392,6 +474,7 @@ impl Shared {
         let head = self.tx_head.load(Ordering::Relaxed);
         let mut put = 0;
         let mut w = self.worker();
+        w.set_spin(spin);
         for b in bufs {
             let mut b: &[u8] = b;
             while !b.is_empty() && put < room {
@@ -420,7 +503,11 @@ impl Shared {
         // closed flag (the worker's cancel flag) stops it, and the endpoint's close tells the peer.
         if let Ok(mut w) = self.worker.try_lock() {
             if !self.inbox.peer_closed.load(Ordering::Acquire) && !self.failed() {
-                let _ = w.am_send(AM_ID, &doorbell(KIND_CLOSED, 0), Some(Instant::now() + Duration::from_millis(100)));
+                let _ = w.am_send(
+                    AM_ID,
+                    &doorbell(KIND_CLOSED, 0),
+                    Some(Instant::now() + Duration::from_millis(100)),
+                );
             }
         }
         self.closed.store(true, Ordering::Release);
@@ -448,10 +535,10 @@ impl Read for UcxConn {
 
 impl Write for UcxConn {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.shared.write(&[IoSlice::new(buf)])
+        self.shared.write(&[IoSlice::new(buf)], self.busy_poll)
     }
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.shared.write(bufs)
+        self.shared.write(bufs, self.busy_poll)
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -539,7 +626,10 @@ impl RemoteRegion {
         if offset.checked_add(total).is_none_or(|end| end > self.len) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("a put of {total} bytes at {offset} overruns the peer's region of {} bytes", self.len),
+                format!(
+                    "a put of {total} bytes at {offset} overruns the peer's region of {} bytes",
+                    self.len
+                ),
             ));
         }
         if self.shared.ended() {
@@ -589,22 +679,43 @@ impl UcxConn {
     }
 }
 
-/// Progresses a connection's worker whenever UCX has an event for it and nobody else
-/// progressed it: puts and doorbells arrive although no thread of this side is reading (UCX's
-/// tcp transport emulates a put with messages that the target's progress applies), as a
-/// socket's buffer takes bytes while its reader is busy. Ends with the connection.
+/// Progresses a connection's worker whenever UCX has an event for it and no thread of this side
+/// waits in a read or a write (those progress it themselves): puts and doorbells arrive although
+/// no thread of this side is reading (UCX's tcp transport emulates a put with messages that the
+/// target's progress applies), as a socket's buffer takes bytes while its reader is busy. Ends
+/// with the connection.
 fn progress_thread(shared: std::sync::Weak<Shared>, efd: OwnedFd) {
+    let nap = rustix::event::Timespec { tv_sec: 0, tv_nsec: LIVENESS_EVERY.as_nanos() as i64 };
     loop {
-        let armed = {
-            let Some(s) = shared.upgrade() else { return };
+        let Some(s) = shared.upgrade() else { return };
+        let inbox = s.inbox.clone();
+        let armed = if inbox.waiters.load(Ordering::SeqCst) > 0 {
+            None
+        } else {
             let mut w = s.worker();
             while w.progress() > 0 {}
-            w.arm().unwrap_or(false)
+            s.answer_want(&mut w);
+            Some(w.arm().unwrap_or(false))
         };
-        if armed {
-            let ts = rustix::event::Timespec { tv_sec: 0, tv_nsec: LIVENESS_EVERY.as_nanos() as i64 };
-            let mut fds = [PollFd::new(&efd, PollFlags::IN)];
-            let _ = rustix::event::poll(&mut fds, Some(&ts));
+        drop(s);
+        match armed {
+            // A waiter progresses: sleep until the last one leaves.
+            None => {
+                let mut fds = [PollFd::new(&inbox.wake_progress, PollFlags::IN)];
+                if inbox.waiters.load(Ordering::SeqCst) > 0 {
+                    let _ = rustix::event::poll(&mut fds, Some(&nap));
+                }
+                let mut drain = [0u8; 8];
+                let _ = rustix::io::read(&inbox.wake_progress, &mut drain);
+            }
+            Some(true) => {
+                let mut fds =
+                    [PollFd::new(&efd, PollFlags::IN), PollFd::new(&inbox.wake_progress, PollFlags::IN)];
+                let _ = rustix::event::poll(&mut fds, Some(&nap));
+                let mut drain = [0u8; 8];
+                let _ = rustix::io::read(&inbox.wake_progress, &mut drain);
+            }
+            Some(false) => {}
         }
     }
 }
@@ -639,7 +750,9 @@ fn parse_hello(m: &[u8], peer: &str) -> io::Result<(u64, Vec<u8>)> {
     }
     let version = u32::from_le_bytes(m[16..20].try_into().expect("4 bytes"));
     if version != HELLO_VERSION {
-        return Err(invalid(format!("{peer} speaks UCX ring hello version {version}, this build {HELLO_VERSION}")));
+        return Err(invalid(format!(
+            "{peer} speaks UCX ring hello version {version}, this build {HELLO_VERSION}"
+        )));
     }
     let capacity = u32::from_le_bytes(m[20..24].try_into().expect("4 bytes")) as usize;
     if capacity != RING_BYTES {
@@ -655,7 +768,12 @@ fn parse_hello(m: &[u8], peer: &str) -> io::Result<(u64, Vec<u8>)> {
 
 impl UcxTransport {
     /// Sets up a connection on `worker` (its endpoint made): the ring, the hellos.
-    fn establish(mut worker: Worker, inbox: Arc<Inbox>, peer: String, deadline: Instant) -> io::Result<UcxConn> {
+    fn establish(
+        mut worker: Worker,
+        inbox: Arc<Inbox>,
+        peer: String,
+        deadline: Instant,
+    ) -> io::Result<UcxConn> {
         let ctx = Context::global().map_err(ucx_err)?;
         let rx = Registered::new(&ctx, anonymous_map(RING_BYTES)?).map_err(ucx_err)?;
         worker.am_send(AM_ID, &hello(&rx), Some(deadline)).map_err(ucx_err)?;
@@ -667,11 +785,17 @@ impl UcxTransport {
             if inbox.failed.load(Ordering::Acquire) != 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::ConnectionRefused,
-                    format!("no UCX connection to {peer} (UCX status {})", inbox.failed.load(Ordering::Acquire)),
+                    format!(
+                        "no UCX connection to {peer} (UCX status {})",
+                        inbox.failed.load(Ordering::Acquire)
+                    ),
                 ));
             }
             if Instant::now() >= deadline {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, format!("{peer} sent no UCX hello in time")));
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{peer} sent no UCX hello in time"),
+                ));
             }
             if worker.arm().map_err(ucx_err)? {
                 let efd = worker.efd();
@@ -686,20 +810,22 @@ impl UcxTransport {
         worker.set_cancel(closed.clone());
         let efd = worker.efd_dup()?;
         let shared = Arc::new(Shared {
-                worker: Mutex::new(worker),
-                inbox,
-                rx,
-                rx_tail: AtomicU64::new(0),
-                tx_head: AtomicU64::new(0),
-                peer_ring,
-                peer_rkey,
-                closed,
-                peer,
-                recv_timeout: AtomicU64::new(0),
-                send_timeout: AtomicU64::new(0),
-                reading: Mutex::new(()),
-                writing: Mutex::new(()),
-            });
+            efd: worker.efd_dup()?,
+            worker: Mutex::new(worker),
+            inbox,
+            rx,
+            rx_tail: AtomicU64::new(0),
+            tail_sent: AtomicU64::new(0),
+            tx_head: AtomicU64::new(0),
+            peer_ring,
+            peer_rkey,
+            closed,
+            peer,
+            recv_timeout: AtomicU64::new(0),
+            send_timeout: AtomicU64::new(0),
+            reading: Mutex::new(()),
+            writing: Mutex::new(()),
+        });
         let weak = Arc::downgrade(&shared);
         std::thread::Builder::new()
             .name("mojim-ucx-progress".into())
@@ -734,7 +860,12 @@ impl Transport for UcxTransport {
         let sa = socket_addr(addr)?;
         let (mut worker, inbox) = Self::worker()?;
         worker.connect(sa, Self::on_error(&inbox)).map_err(ucx_err)?;
-        Self::establish(worker, inbox, addr.to_string(), Instant::now() + timeout.max(Duration::from_millis(1)))
+        Self::establish(
+            worker,
+            inbox,
+            addr.to_string(),
+            Instant::now() + timeout.max(Duration::from_millis(1)),
+        )
     }
 
     fn listen(&self, addr: &str) -> io::Result<UcxListener> {

@@ -117,7 +117,9 @@ impl Context {
         let mut config: *mut ucp_config_t = std::ptr::null_mut();
         // SAFETY: null prefix and file mean "UCX_" and none; `config` receives a handle that is
         // released below.
-        check("ucp_config_read", unsafe { (fns.ucp_config_read)(std::ptr::null(), std::ptr::null(), &mut config) })?;
+        check("ucp_config_read", unsafe {
+            (fns.ucp_config_read)(std::ptr::null(), std::ptr::null(), &mut config)
+        })?;
         for (name, value) in DEFAULTS {
             if std::env::var_os(format!("UCX_{name}")).is_none() {
                 let (n, v) = (CString::new(*name).expect("no nul"), CString::new(*value).expect("no nul"));

@@ -16,6 +16,8 @@ pub fn fns() -> Result<&'static Fns, Error> {
     FNS.get_or_init(load).as_ref().map_err(|e| Error::Missing(e.clone()))
 }
 
+// The transmutes' target types are the `Fns` fields' declared prototypes, named once there.
+#[allow(clippy::missing_transmute_annotations)]
 fn load() -> Result<Fns, String> {
     // SAFETY: `dlopen` with a NUL-terminated name; libucp's initialisers only set up UCX's
     // own state. The handle is never closed, so every resolved pointer stays valid for the
@@ -25,7 +27,11 @@ fn load() -> Result<Fns, String> {
         // SAFETY: `dlerror` returns null or a NUL-terminated message owned by libc.
         let why = unsafe {
             let e = libc::dlerror();
-            if e.is_null() { "unknown".to_string() } else { CStr::from_ptr(e).to_string_lossy().into_owned() }
+            if e.is_null() {
+                "unknown".to_string()
+            } else {
+                CStr::from_ptr(e).to_string_lossy().into_owned()
+            }
         };
         return Err(format!(
             "the ucx transport needs UCX's {LIBRARY} ({why}): install it (Debian/Ubuntu: apt-get install libucx0)"
@@ -42,7 +48,8 @@ fn load() -> Result<Fns, String> {
     };
     macro_rules! f {
         ($name:ident) => {{
-            let p = sym(CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()).expect("nul"))?;
+            let p =
+                sym(CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()).expect("nul"))?;
             // SAFETY: the symbol is UCX's function of that name, whose C prototype in UCX 1.13's
             // `ucp.h` is the one `Fns` declares for the field (checked by tests/layout.rs for the
             // structs it takes).

@@ -226,11 +226,8 @@ pub struct Fns {
     pub ucp_worker_arm: unsafe extern "C" fn(ucp_worker_h) -> ucs_status_t,
     pub ucp_worker_set_am_recv_handler:
         unsafe extern "C" fn(ucp_worker_h, *const ucp_am_handler_param_t) -> ucs_status_t,
-    pub ucp_listener_create: unsafe extern "C" fn(
-        ucp_worker_h,
-        *const ucp_listener_params_t,
-        *mut ucp_listener_h,
-    ) -> ucs_status_t,
+    pub ucp_listener_create:
+        unsafe extern "C" fn(ucp_worker_h, *const ucp_listener_params_t, *mut ucp_listener_h) -> ucs_status_t,
     pub ucp_listener_destroy: unsafe extern "C" fn(ucp_listener_h),
     pub ucp_listener_query: unsafe extern "C" fn(ucp_listener_h, *mut ucp_listener_attr_t) -> ucs_status_t,
     pub ucp_listener_reject: unsafe extern "C" fn(ucp_listener_h, ucp_conn_request_h) -> ucs_status_t,

@@ -27,9 +27,14 @@ pub struct Worker {
     efd: RawFd,
     ep: ucp_ep_h,
     on_error: Option<Box<ErrHandler>>,
+    /// Boxed twice: UCX holds the address of each inner box, which must not move when the
+    /// vector grows.
+    #[allow(clippy::vec_box)]
     handlers: Vec<Box<AmHandler>>,
     rkeys: Vec<ucp_rkey_h>,
     cancel: Option<Arc<AtomicBool>>,
+    /// How long a wait for a request polls before it sleeps on the event fd.
+    spin: Duration,
 }
 
 // SAFETY: the worker is made in UCS_THREAD_MODE_SERIALIZED and every call on it (and on its
@@ -124,9 +129,6 @@ fn from_storage(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
     }
 }
 
-/// How long a wait spins on progress before it sleeps on the event fd.
-const SPIN: Duration = Duration::from_micros(200);
-
 impl Worker {
     /// A worker of the context, with its event fd for sleeping.
     pub fn new(ctx: &Arc<Context>) -> Result<Worker, Error> {
@@ -155,6 +157,7 @@ impl Worker {
             handlers: Vec::new(),
             rkeys: Vec::new(),
             cancel: None,
+            spin: Duration::ZERO,
         })
     }
 
@@ -167,6 +170,12 @@ impl Worker {
     /// progress.
     pub fn set_cancel(&mut self, flag: Arc<AtomicBool>) {
         self.cancel = Some(flag);
+    }
+
+    /// How long a wait for a request (send, put, flush) polls before it sleeps on the event fd
+    /// (0: sleep at once).
+    pub fn set_spin(&mut self, spin: Duration) {
+        self.spin = spin;
     }
 
     /// A duplicate of the event fd, to sleep on without holding the worker.
@@ -202,13 +211,16 @@ impl Worker {
         let boxed = Box::new(f);
         // SAFETY: all-zero is a valid `ucp_am_handler_param_t`.
         let mut p: ucp_am_handler_param_t = unsafe { std::mem::zeroed() };
-        p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+        p.field_mask =
+            UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
         p.id = id;
         p.cb = Some(am_trampoline);
         p.arg = &*boxed as *const AmHandler as *mut c_void;
         // SAFETY: the worker is live; `arg` points into a box kept in `self.handlers` until the
         // worker is destroyed (handlers are never removed), so it outlives every call.
-        check("ucp_worker_set_am_recv_handler", unsafe { (self.fns().ucp_worker_set_am_recv_handler)(self.h, &p) })?;
+        check("ucp_worker_set_am_recv_handler", unsafe {
+            (self.fns().ucp_worker_set_am_recv_handler)(self.h, &p)
+        })?;
         self.handlers.push(boxed);
         Ok(())
     }
@@ -220,10 +232,8 @@ impl Worker {
         let mut p: ucp_ep_params_t = unsafe { std::mem::zeroed() };
         p.field_mask = UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
         p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-        p.err_handler = ucp_err_handler_t {
-            cb: Some(err_trampoline),
-            arg: &*boxed as *const ErrHandler as *mut c_void,
-        };
+        p.err_handler =
+            ucp_err_handler_t { cb: Some(err_trampoline), arg: &*boxed as *const ErrHandler as *mut c_void };
         self.on_error = Some(boxed);
         p
     }
@@ -257,14 +267,21 @@ impl Worker {
 
     fn ep(&self, call: &'static str) -> Result<ucp_ep_h, Error> {
         if self.ep.is_null() {
-            return Err(Error::Invalid(format!("{call} on a worker without an endpoint (closed, or never made)")));
+            return Err(Error::Invalid(format!(
+                "{call} on a worker without an endpoint (closed, or never made)"
+            )));
         }
         Ok(self.ep)
     }
 
     /// Waits for `ret` (a status pointer from an `_nbx` call) to complete, progressing the
     /// worker; at `deadline` the endpoint is closed (which completes the request with an error).
-    fn wait(&mut self, call: &'static str, ret: ucs_status_ptr_t, deadline: Option<Instant>) -> Result<(), Error> {
+    fn wait(
+        &mut self,
+        call: &'static str,
+        ret: ucs_status_ptr_t,
+        deadline: Option<Instant>,
+    ) -> Result<(), Error> {
         if ret.is_null() {
             return Ok(());
         }
@@ -280,7 +297,7 @@ impl Worker {
             if s != UCS_INPROGRESS {
                 break s;
             }
-            if self.progress() == 0 && start.elapsed() > SPIN {
+            if self.progress() == 0 && start.elapsed() >= self.spin {
                 let cancelled = self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Acquire));
                 if (cancelled || deadline.is_some_and(|d| Instant::now() >= d)) && !timed_out {
                     timed_out = true;
@@ -312,22 +329,39 @@ impl Worker {
         // SAFETY: the endpoint is live; `data` stays borrowed until `wait` returns, which is
         // after the request completed.
         let ret = unsafe {
-            (self.fns().ucp_am_send_nbx)(ep, id, std::ptr::null(), 0, data.as_ptr() as *const c_void, data.len(), &p)
+            (self.fns().ucp_am_send_nbx)(
+                ep,
+                id,
+                std::ptr::null(),
+                0,
+                data.as_ptr() as *const c_void,
+                data.len(),
+                &p,
+            )
         };
         self.wait("ucp_am_send_nbx", ret, deadline)
     }
 
     /// Puts `data` at `remote` (an address in the peer's memory that `rkey` covers) and waits
     /// until `data` may be reused. The bytes are at the peer only after [`Worker::flush`].
-    pub fn put(&mut self, data: &[u8], remote: u64, rkey: RkeyId, deadline: Option<Instant>) -> Result<(), Error> {
+    pub fn put(
+        &mut self,
+        data: &[u8],
+        remote: u64,
+        rkey: RkeyId,
+        deadline: Option<Instant>,
+    ) -> Result<(), Error> {
         let ep = self.ep("ucp_put_nbx")?;
-        let key = *self.rkeys.get(rkey.0).filter(|k| !k.is_null()).ok_or_else(|| {
-            Error::Invalid(format!("remote key {} is not one of this worker's", rkey.0))
-        })?;
+        let key =
+            *self.rkeys.get(rkey.0).filter(|k| !k.is_null()).ok_or_else(|| {
+                Error::Invalid(format!("remote key {} is not one of this worker's", rkey.0))
+            })?;
         // SAFETY: all-zero is a valid `ucp_request_param_t` (contiguous bytes, no callback).
         let p: ucp_request_param_t = unsafe { std::mem::zeroed() };
         // SAFETY: endpoint and key are live; `data` stays borrowed until the request completed.
-        let ret = unsafe { (self.fns().ucp_put_nbx)(ep, data.as_ptr() as *const c_void, data.len(), remote, key, &p) };
+        let ret = unsafe {
+            (self.fns().ucp_put_nbx)(ep, data.as_ptr() as *const c_void, data.len(), remote, key, &p)
+        };
         self.wait("ucp_put_nbx", ret, deadline)
     }
 
@@ -449,7 +483,9 @@ impl Listener {
         let s = unsafe { (ctx.fns.ucp_listener_query)(h, &mut attr) };
         let bound = if s == UCS_OK { from_storage(&attr.sockaddr) } else { None };
         let addr = match bound {
-            Some(a) if a.port() != 0 => SocketAddr::new(if a.ip().is_unspecified() { addr.ip() } else { a.ip() }, a.port()),
+            Some(a) if a.port() != 0 => {
+                SocketAddr::new(if a.ip().is_unspecified() { addr.ip() } else { a.ip() }, a.port())
+            }
             _ => {
                 // SAFETY: the listener is live and not used after.
                 unsafe { (ctx.fns.ucp_listener_destroy)(h) };
@@ -527,7 +563,9 @@ impl Registered {
         check("ucp_mem_map", unsafe { (fns.ucp_mem_map)(ctx.h, &p, &mut memh) })?;
         let (mut buf, mut len) = (std::ptr::null_mut(), 0usize);
         // SAFETY: context and handle are live; UCX allocates the packed key.
-        if let Err(e) = check("ucp_rkey_pack", unsafe { (fns.ucp_rkey_pack)(ctx.h, memh, &mut buf, &mut len) }) {
+        if let Err(e) =
+            check("ucp_rkey_pack", unsafe { (fns.ucp_rkey_pack)(ctx.h, memh, &mut buf, &mut len) })
+        {
             // SAFETY: live handle, not used after.
             unsafe { (fns.ucp_mem_unmap)(ctx.h, memh) };
             return Err(e);
