@@ -111,6 +111,8 @@ struct Inbox {
     /// and the eventfd that tells the progress thread the last of them left.
     waiters: AtomicU32,
     wake_progress: OwnedFd,
+    /// The progress thread sleeps until the last waiter leaves (only then is it woken).
+    progress_parked: AtomicBool,
 }
 
 impl Inbox {
@@ -130,6 +132,7 @@ impl Inbox {
             tx_sleeps: AtomicU32::new(0),
             waiters: AtomicU32::new(0),
             wake_progress: rustix::event::eventfd(0, flags)?,
+            progress_parked: AtomicBool::new(false),
         })
     }
 
@@ -139,6 +142,14 @@ impl Inbox {
                 let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
             }
         }
+    }
+
+    /// Marks a thread of this side as one that progresses the worker itself (a read or write
+    /// under way), until the guard drops: the progress thread stands aside meanwhile, so that
+    /// the two do not take the worker's lock from each other.
+    fn waiting(&self) -> Waiting<'_> {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        Waiting(self)
     }
 
     fn set_corrupt(&self, what: String) {
@@ -174,6 +185,20 @@ impl Inbox {
             other => self.set_corrupt(format!("a doorbell of kind {other}")),
         }
         self.wake();
+    }
+}
+
+/// See [`Inbox::waiting`].
+struct Waiting<'a>(&'a Inbox);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        // The last waiter leaving wakes a parked progress thread; the thread raises its flag
+        // before it looks at the count, so one of the two sees the other.
+        if self.0.waiters.fetch_sub(1, Ordering::SeqCst) == 1 && self.0.progress_parked.load(Ordering::SeqCst)
+        {
+            let _ = rustix::io::write(&self.0.wake_progress, &1u64.to_ne_bytes());
+        }
     }
 }
 
@@ -319,16 +344,7 @@ impl Shared {
         deadline: Option<Instant>,
         ready: impl Fn() -> bool,
     ) -> Result<(), Ended> {
-        struct Waiting<'a>(&'a Inbox);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                if self.0.waiters.fetch_sub(1, Ordering::SeqCst) == 1 {
-                    let _ = rustix::io::write(&self.0.wake_progress, &1u64.to_ne_bytes());
-                }
-            }
-        }
-        self.inbox.waiters.fetch_add(1, Ordering::SeqCst);
-        let _waiting = Waiting(&self.inbox);
+        let _waiting = self.inbox.waiting();
         let (wake, sleeps) = match side {
             Side::Rx => (&self.inbox.wake_rx, &self.inbox.rx_sleeps),
             Side::Tx => (&self.inbox.wake_tx, &self.inbox.tx_sleeps),
@@ -393,6 +409,7 @@ impl Shared {
             return Ok(0);
         }
         let _one = self.reading.lock().unwrap_or_else(|p| p.into_inner());
+        let _waiting = self.inbox.waiting();
         let deadline = Self::deadline(&self.recv_timeout);
         let mut n = self.readable()?;
         if n == 0 {
@@ -452,6 +469,7 @@ impl Shared {
             return Ok(0);
         }
         let _one = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+        let _waiting = self.inbox.waiting();
         let deadline = Self::deadline(&self.send_timeout);
         if self.failed() {
             return Err(self.reset());
@@ -636,6 +654,7 @@ impl RemoteRegion {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
         let deadline = Shared::deadline(&self.shared.send_timeout);
+        let _waiting = self.shared.inbox.waiting();
         let mut w = self.shared.worker();
         let mut at = self.base + offset;
         for b in bufs {
@@ -650,6 +669,7 @@ impl RemoteRegion {
     /// Waits until every put so far is in the peer's memory.
     pub fn flush(&self) -> io::Result<()> {
         let deadline = Shared::deadline(&self.shared.send_timeout);
+        let _waiting = self.shared.inbox.waiting();
         self.shared.worker().flush(deadline).map_err(ucx_err)
     }
 }
@@ -701,10 +721,12 @@ fn progress_thread(shared: std::sync::Weak<Shared>, efd: OwnedFd) {
         match armed {
             // A waiter progresses: sleep until the last one leaves.
             None => {
+                inbox.progress_parked.store(true, Ordering::SeqCst);
                 let mut fds = [PollFd::new(&inbox.wake_progress, PollFlags::IN)];
                 if inbox.waiters.load(Ordering::SeqCst) > 0 {
                     let _ = rustix::event::poll(&mut fds, Some(&nap));
                 }
+                inbox.progress_parked.store(false, Ordering::SeqCst);
                 let mut drain = [0u8; 8];
                 let _ = rustix::io::read(&inbox.wake_progress, &mut drain);
             }
