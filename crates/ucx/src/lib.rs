@@ -69,7 +69,7 @@ pub(crate) fn check(call: &'static str, status: ucs_status_t) -> Result<(), Erro
         return Ok(());
     }
     let text = load::fns().map(|f| load::status_text(f, status)).unwrap_or_default();
-    Err(Error::Status { call, status, text })
+    Err(Error::Status { call, status: i32::from(status), text })
 }
 
 /// Settings this crate gives UCX unless the environment sets them (`UCX_<NAME>`).

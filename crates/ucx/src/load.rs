@@ -91,7 +91,7 @@ fn load() -> Result<Fns, String> {
 }
 
 /// UCX's text for a status code.
-pub fn status_text(fns: &Fns, status: i32) -> String {
+pub fn status_text(fns: &Fns, status: crate::sys::ucs_status_t) -> String {
     // SAFETY: `ucs_status_string` returns a static NUL-terminated string for any code.
     unsafe { CStr::from_ptr((fns.ucs_status_string)(status)).to_string_lossy().into_owned() }
 }

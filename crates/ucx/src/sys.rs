@@ -5,7 +5,8 @@
 
 use libc::{c_char, c_int, c_uint, c_void, sockaddr, sockaddr_storage, socklen_t};
 
-pub type ucs_status_t = c_int;
+/// A packed enum in C (`UCS_S_PACKED`): one byte.
+pub type ucs_status_t = i8;
 pub type ucs_status_ptr_t = *mut c_void;
 pub type ucp_context_h = *mut c_void;
 pub type ucp_config_t = c_void;

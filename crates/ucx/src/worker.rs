@@ -65,7 +65,7 @@ unsafe extern "C" fn am_trampoline(
 unsafe extern "C" fn err_trampoline(arg: *mut c_void, _ep: ucp_ep_h, status: ucs_status_t) {
     // SAFETY: `arg` is the `Box<ErrHandler>` the worker keeps while its endpoint lives.
     let f = unsafe { &*(arg as *const ErrHandler) };
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(status)));
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(i32::from(status))));
 }
 
 /// A `sockaddr` for UCX, owning its storage.

@@ -11,6 +11,19 @@ use std::process::Command;
 /// (C name, Rust size, [(field, Rust offset)]) of a declared struct.
 type Layout = (&'static str, usize, Vec<(&'static str, usize)>);
 
+/// Sizes of the scalar types and enums the declarations use (UCX packs `ucs_status_t` into a
+/// byte: a wrong width here corrupts every returned status).
+fn scalar_sizes() -> Vec<(&'static str, usize)> {
+    vec![
+        ("ucs_status_t", size_of::<ucs_status_t>()),
+        ("ucs_thread_mode_t", size_of::<libc::c_int>()),
+        ("ucp_err_handling_mode_t", size_of::<libc::c_int>()),
+        ("ucs_memory_type_t", size_of::<libc::c_int>()),
+        ("ucp_datatype_t", size_of::<u64>()),
+        ("ucs_status_ptr_t", size_of::<ucs_status_ptr_t>()),
+    ]
+}
+
 /// The layouts of every declared struct.
 fn rust_layouts() -> Vec<Layout> {
     macro_rules! layout {
@@ -114,6 +127,9 @@ fn c_program(layouts: &[Layout]) -> String {
             c += &format!("  printf(\"{name}.{f} %zu\\n\", offsetof({name}, {f}));\n");
         }
     }
+    for (name, _) in scalar_sizes() {
+        c += &format!("  printf(\"{name} %zu\\n\", sizeof({name}));\n");
+    }
     for (name, _) in constants() {
         c += &format!("  printf(\"{name} %lld\\n\", (long long)({name}));\n");
     }
@@ -208,6 +224,11 @@ fn declared_structs_match_the_c_headers() {
             if c[key.as_str()] != *off as i64 {
                 wrong.push(format!("offsetof({name}, {f}): C {} Rust {off}", c[key.as_str()]));
             }
+        }
+    }
+    for (name, size) in scalar_sizes() {
+        if c[name] != size as i64 {
+            wrong.push(format!("sizeof({name}): C {} Rust {size}", c[name]));
         }
     }
     for (name, v) in constants() {
