@@ -11,8 +11,9 @@
 //! position back with the same kind of message. A receive polls the worker for up to
 //! `set_busy_poll`, then sleeps on the worker's event fd (armed first, so no wake-up is lost).
 //!
-//! Doorbells (little-endian): `kind: u32` (1 head, 2 tail, 3 closed, 5 want: the writer found
-//! no room and asks for the tail), 4 zero bytes, `value: u64`. A reader sends its tail every
+//! Doorbells (little-endian): `kind: u32` (1 head, 2 tail, 3 closed: sent by the side that
+//! shuts down, and answered once by the other, 5 want: the writer found no room and asks for
+//! the tail), 4 zero bytes, `value: u64`. A reader sends its tail every
 //! [`TAIL_EVERY`] bytes and when asked, not after every read. The hello: kind 4, 4 zero bytes, magic `MOJIMUCX`, `version: u32`, `capacity: u32`,
 //! ring address `u64`, key length `u32`, the key.
 //!
@@ -55,6 +56,9 @@ const KIND_WANT: u32 = 5;
 const TAIL_EVERY: u64 = RING_BYTES as u64 / 8;
 /// The longest a sleeper sleeps before it looks at the connection again (liveness).
 const LIVENESS_EVERY: Duration = Duration::from_millis(20);
+/// How long a closing side waits for the peer's answer to its `closed` before it closes the
+/// endpoint anyway (a peer that is gone or does not progress).
+const LINGER: Duration = Duration::from_millis(500);
 /// How long the accepting side waits for the connecting side's hello.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The prefix of a UCX address.
@@ -236,6 +240,8 @@ struct Shared {
     peer_rkey: RkeyId,
     /// Shut down on this side; also stops a wait inside UCX (the worker's cancel flag).
     closed: Arc<AtomicBool>,
+    /// Our `closed` doorbell went out.
+    closed_sent: AtomicBool,
     peer: String,
     recv_timeout: AtomicU64,
     send_timeout: AtomicU64,
@@ -461,6 +467,14 @@ impl Shared {
             // Sent even if unchanged: the writer may have asked before our last tail arrived.
             self.send_tail(w, true);
         }
+        // A peer that closed waits for our `closed` before it closes its endpoint (so that
+        // nothing it sent is lost to the endpoint's end): answer it once.
+        if self.inbox.peer_closed.load(Ordering::SeqCst)
+            && !self.failed()
+            && !self.closed_sent.swap(true, Ordering::SeqCst)
+        {
+            let _ = w.am_send(AM_ID, &doorbell(KIND_CLOSED, 0), Some(Instant::now() + LINGER));
+        }
     }
 
     fn write(&self, bufs: &[IoSlice<'_>], spin: Duration) -> io::Result<usize> {
@@ -520,12 +534,8 @@ impl Shared {
         // The peer learns it from a doorbell. A thread blocked inside UCX holds the worker: the
         // closed flag (the worker's cancel flag) stops it, and the endpoint's close tells the peer.
         if let Ok(mut w) = self.worker.try_lock() {
-            if !self.inbox.peer_closed.load(Ordering::Acquire) && !self.failed() {
-                let _ = w.am_send(
-                    AM_ID,
-                    &doorbell(KIND_CLOSED, 0),
-                    Some(Instant::now() + Duration::from_millis(100)),
-                );
+            if !self.failed() && !self.closed_sent.swap(true, Ordering::SeqCst) {
+                let _ = w.am_send(AM_ID, &doorbell(KIND_CLOSED, 0), Some(Instant::now() + LINGER));
             }
         }
         self.closed.store(true, Ordering::Release);
@@ -537,9 +547,24 @@ impl Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        // The last handle of this side: the peer sees the end.
+        // The last handle of this side: the peer sees the end. Closing the endpoint at once
+        // could fail it at the peer before the peer took in what was sent last; so wait (up to
+        // LINGER) for the peer's own `closed`, which it sends once it processed ours.
         self.shutdown();
+        let linger = Instant::now() + LINGER;
+        let inbox = self.inbox.clone();
         let w = self.worker.get_mut().unwrap_or_else(|p| p.into_inner());
+        while !inbox.peer_closed.load(Ordering::SeqCst)
+            && inbox.failed.load(Ordering::SeqCst) == 0
+            && Instant::now() < linger
+        {
+            if w.progress() == 0 && w.arm().unwrap_or(false) {
+                let efd = w.efd();
+                let mut fds = [PollFd::new(&efd, PollFlags::IN)];
+                let ts = rustix::event::Timespec { tv_sec: 0, tv_nsec: 1_000_000 };
+                let _ = rustix::event::poll(&mut fds, Some(&ts));
+            }
+        }
         w.destroy_rkey(self.peer_rkey);
         w.close_ep();
     }
@@ -842,6 +867,7 @@ impl UcxTransport {
             peer_ring,
             peer_rkey,
             closed,
+            closed_sent: AtomicBool::new(false),
             peer,
             recv_timeout: AtomicU64::new(0),
             send_timeout: AtomicU64::new(0),

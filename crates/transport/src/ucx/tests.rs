@@ -231,9 +231,10 @@ fn a_send_timeout_on_a_full_ring_is_would_block() {
         return;
     }
     let (mut c, _a, _l) = pair();
-    c.set_send_timeout(Some(Duration::from_millis(30))).unwrap();
     let big = vec![7u8; RING_BYTES];
     c.write_all(&big).unwrap();
+    // The ring is full and nobody reads: the timeout is what ends the wait for room.
+    c.set_send_timeout(Some(Duration::from_millis(30))).unwrap();
     let e = c.write(b"one more").unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
 }
@@ -342,8 +343,18 @@ fn a_listener_takes_the_port_of_one_just_closed_with_a_connection() {
     if !ucx_here() {
         return;
     }
-    let (mut c, mut a, l) = pair();
-    let addr = UcxTransport.local_addr(&l).unwrap();
+    // A port below the kernel's ephemeral range, so that no other socket of the parallel tests
+    // is given it between the two listeners.
+    let start = 20_000 + (std::process::id() % 10_000) as u16;
+    let port = (start..32_000)
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .expect("a free port below 32000");
+    let addr = format!("ucx:127.0.0.1:{port}");
+    let l = UcxTransport.listen(&addr).unwrap();
+    let dial = addr.clone();
+    let c = std::thread::spawn(move || UcxTransport.connect(&dial, Duration::from_secs(10)).unwrap());
+    let mut a = UcxTransport.accept(&l).unwrap();
+    let mut c = c.join().unwrap();
     a.write_all(b"x").unwrap();
     let mut b = [0u8; 1];
     c.read_exact(&mut b).unwrap();
