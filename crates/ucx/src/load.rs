@@ -13,16 +13,16 @@ static FNS: OnceLock<Result<Fns, String>> = OnceLock::new();
 
 /// The UCP functions, loaded on first use.
 pub fn fns() -> Result<&'static Fns, Error> {
-    FNS.get_or_init(load).as_ref().map_err(|e| Error::Missing(e.clone()))
+    FNS.get_or_init(|| load(c"libucp.so.0")).as_ref().map_err(|e| Error::Missing(e.clone()))
 }
 
 // The transmutes' target types are the `Fns` fields' declared prototypes, named once there.
 #[allow(clippy::missing_transmute_annotations)]
-fn load() -> Result<Fns, String> {
+fn load(name: &CStr) -> Result<Fns, String> {
     // SAFETY: `dlopen` with a NUL-terminated name; libucp's initialisers only set up UCX's
     // own state. The handle is never closed, so every resolved pointer stays valid for the
     // life of the process.
-    let lib = unsafe { libc::dlopen(c"libucp.so.0".as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+    let lib = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
     if lib.is_null() {
         // SAFETY: `dlerror` returns null or a NUL-terminated message owned by libc.
         let why = unsafe {
@@ -34,7 +34,8 @@ fn load() -> Result<Fns, String> {
             }
         };
         return Err(format!(
-            "the ucx transport needs UCX's {LIBRARY} ({why}): install it (Debian/Ubuntu: apt-get install libucx0)"
+            "the ucx transport needs UCX's {} ({why}): install it (Debian/Ubuntu: apt-get install libucx0)",
+            name.to_string_lossy()
         ));
     }
     let sym = |name: &CStr| -> Result<*mut c_void, String> {
@@ -101,4 +102,15 @@ pub fn version() -> Result<String, Error> {
     let f = fns()?;
     // SAFETY: returns a static NUL-terminated string.
     Ok(unsafe { CStr::from_ptr((f.ucp_get_version_string)()).to_string_lossy().into_owned() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_library_is_an_error_naming_the_package() {
+        let e = load(c"libucp-not-here.so.0").err().expect("no such library");
+        assert!(e.contains("libucp-not-here.so.0") && e.contains("apt-get install libucx0"), "{e}");
+    }
 }
