@@ -554,7 +554,8 @@ impl Drop for Shared {
         let linger = Instant::now() + LINGER;
         let inbox = self.inbox.clone();
         let w = self.worker.get_mut().unwrap_or_else(|p| p.into_inner());
-        while !inbox.peer_closed.load(Ordering::SeqCst)
+        while w.has_ep()
+            && !inbox.peer_closed.load(Ordering::SeqCst)
             && inbox.failed.load(Ordering::SeqCst) == 0
             && Instant::now() < linger
         {

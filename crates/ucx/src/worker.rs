@@ -265,6 +265,11 @@ impl Worker {
         Ok(())
     }
 
+    /// Whether the worker has an open endpoint.
+    pub fn has_ep(&self) -> bool {
+        !self.ep.is_null()
+    }
+
     fn ep(&self, call: &'static str) -> Result<ucp_ep_h, Error> {
         if self.ep.is_null() {
             return Err(Error::Invalid(format!(
