@@ -349,10 +349,12 @@ fn default_region_path() -> String {
 #[serde(deny_unknown_fields, default)]
 pub struct PrimarySection {
     /// `mirror = "127.0.0.1:7420"`: the address where the mirror listens (a path for
-    /// `transport = "shm"`).
+    /// `transport = "shm"`, `ucx:<host>:<port>` for `transport = "ucx"`).
     pub mirror: String,
-    /// `transport = "tcp"`: how lanes reach the mirror: `tcp`, or `shm` (shared-memory rings
-    /// with a mirror on the same host; `mirror` is then the path of its socket).
+    /// `transport = "tcp"`: how lanes reach the mirror: `tcp`, `shm` (shared-memory rings
+    /// with a mirror on the same host; `mirror` is then the path of its socket), or `ucx` (puts
+    /// into the mirror's registered rings through UCX, RDMA where there is some; needs
+    /// libucx0; `mirror` is then `ucx:<host>:<port>`).
     pub transport: String,
     /// `place_records = true`: over a transport that shares memory (`shm`), write each
     /// record's body straight into the mirror's log and send only its header (one-sided
@@ -401,10 +403,11 @@ impl Default for PrimarySection {
 #[serde(deny_unknown_fields, default)]
 pub struct MirrorSection {
     /// `listen = "127.0.0.1:7420"`: the address the mirror listens on (a path for
-    /// `transport = "shm"`).
+    /// `transport = "shm"`, `ucx:<host>:<port>` for `transport = "ucx"`).
     pub listen: String,
-    /// `transport = "tcp"`: `tcp`, or `shm` (a Unix socket at `listen`, through which each
-    /// lane of a primary on the same host sets up shared-memory rings).
+    /// `transport = "tcp"`: `tcp`, `shm` (a Unix socket at `listen`, through which each
+    /// lane of a primary on the same host sets up shared-memory rings), or `ucx` (a UCX
+    /// listener at `listen` = `ucx:<host>:<port>`; needs libucx0).
     pub transport: String,
     /// `dir = "mirror"`: folder of the mirror's data area, relative to the configuration file.
     pub dir: String,
@@ -738,22 +741,29 @@ impl Config {
     }
 
     /// Checks `[section] transport` against the address `key` it governs: `shm` takes a path
-    /// (a Unix socket on this host), `tcp` a `host:port`.
+    /// (a Unix socket on this host), `ucx` a `ucx:<host>:<port>`, `tcp` a `host:port`.
     pub fn check_transport(section: &str, transport: &str, key: &str, addr: &str) -> Result<()> {
-        let is_path = mojim_transport::shm::is_shm_addr(addr);
-        match transport {
-            "tcp" if !is_path => Ok(()),
-            "tcp" => Err(Error::Config(format!(
+        let kind = mojim_transport::transport_of(addr);
+        match (transport, kind) {
+            ("tcp", "tcp") | ("shm", "shm") | ("ucx", "ucx") => Ok(()),
+            ("tcp", "shm") => Err(Error::Config(format!(
                 "[{section}] {key} = \"{addr}\" is a path, but [{section}] transport = \"tcp\": set transport = \"shm\" \
                  for a mirror on this host, or give a host:port"
             ))),
-            "shm" if is_path => Ok(()),
-            "shm" => Err(Error::Config(format!(
+            ("tcp", _) => Err(Error::Config(format!(
+                "[{section}] {key} = \"{addr}\" is a UCX address, but [{section}] transport = \"tcp\": set transport = \"ucx\", \
+                 or give a host:port"
+            ))),
+            ("shm", _) => Err(Error::Config(format!(
                 "[{section}] transport = \"shm\" needs [{section}] {key} to be the absolute path of the mirror's \
                  socket (e.g. \"/dev/shm/mojim-mirror.sock\"), not \"{addr}\""
             ))),
-            other => Err(Error::Config(format!(
-                "[{section}] transport = \"{other}\" is not one this build has: use \"tcp\" or \"shm\""
+            ("ucx", _) => Err(Error::Config(format!(
+                "[{section}] transport = \"ucx\" needs [{section}] {key} to be ucx:<host>:<port> \
+                 (e.g. \"ucx:127.0.0.1:7420\"), not \"{addr}\""
+            ))),
+            (other, _) => Err(Error::Config(format!(
+                "[{section}] transport = \"{other}\" is not one this build has: use \"tcp\", \"shm\" or \"ucx\""
             ))),
         }
     }
@@ -1143,5 +1153,26 @@ mod tests {
             (String::new(), String::new()),
             "the ends are allowed"
         );
+    }
+
+    #[test]
+    fn each_transport_takes_its_own_address_form() {
+        for (t, a) in [("tcp", "127.0.0.1:7420"), ("shm", "/dev/shm/m.sock"), ("ucx", "ucx:127.0.0.1:7420")] {
+            Config::check_transport("primary", t, "mirror", a).unwrap();
+        }
+        let e = Config::check_transport("mirror", "ucx", "listen", "127.0.0.1:7420").unwrap_err().to_string();
+        assert!(e.contains("ucx:<host>:<port>") && e.contains("127.0.0.1:7420"), "{e}");
+        let e = Config::check_transport("primary", "tcp", "mirror", "ucx:127.0.0.1:7420")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("set transport = \"ucx\""), "{e}");
+        let e = Config::check_transport("primary", "shm", "mirror", "ucx:127.0.0.1:7420")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("absolute path"), "{e}");
+        let e = Config::check_transport("primary", "rdma", "mirror", "ucx:127.0.0.1:7420")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"ucx\""), "{e}");
     }
 }

@@ -133,8 +133,10 @@ pub struct BenchArgs {
     pub c_api: bool,
     /// Transports to run every mode over, comma-separated, one after another: tcp (loopback),
     /// shm (shared memory with the mirror on this host: records placed straight into its logs;
-    /// tcp-rtt is then the rings' raw ping-pong, reported as shm-rtt), and shm-rings (shm with
-    /// `[primary] place_records = false`: records' bytes through the rings).
+    /// tcp-rtt is then the rings' raw ping-pong, reported as shm-rtt), shm-rings (shm with
+    /// `[primary] place_records = false`: records' bytes through the rings) and ucx (puts into
+    /// registered rings through UCX, on loopback; tcp-rtt is then UCX's raw ping-pong, reported
+    /// as ucx-rtt).
     #[arg(long, default_value = "tcp", value_delimiter = ',')]
     pub transport: Vec<String>,
     /// Print one JSON object per result instead of a table.
@@ -166,7 +168,7 @@ pub struct BenchResult {
     /// Replicas besides the mirror.
     pub backups: usize,
     pub topology: String,
-    /// `tcp` or `shm`.
+    /// `tcp`, `shm` or `ucx`.
     pub transport: String,
     /// CPU time (user + system, µs) per operation of the sending process (the benchmark and the
     /// primary in it; the pinger for tcp-rtt), warm-up included, at the kernel's tick resolution.
@@ -345,7 +347,7 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         let cfg = cfg.to_str().unwrap_or_default().to_string();
         let poll = a.busy_poll_us.to_string();
         let thresh = a.checkpoint_thresh.map(|t| t.to_string());
-        let disk_listen = crate::cluster::listen_addr(&dir, "disk-mirror", shm(a));
+        let disk_listen = crate::cluster::listen_addr(&dir, "disk-mirror", transport(a));
         let mut serve = vec!["serve", "--config", &cfg, "--listen", &disk_listen, "--busy-poll-us", &poll];
         if let Some(t) = &thresh {
             serve.extend(["--checkpoint-thresh", t.as_str()]);
@@ -357,7 +359,7 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
             secondary_tier_thresh: a.secondary_tier_thresh.clone(),
             checkpoint_thresh: a.checkpoint_thresh,
             busy_poll_us: a.busy_poll_us,
-            shm: shm(a),
+            transport: transport(a),
         };
         if needs_mirror {
             let main = shape(a.topology, a.backups, a.secondary_rate_limit.clone());
@@ -398,7 +400,8 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
     if needs_echo {
         let poll = a.busy_poll_us.to_string();
         let listen = match &s.dir {
-            Some(d) => crate::cluster::listen_addr(d, "echo", shm(a)),
+            Some(d) => crate::cluster::listen_addr(d, "echo", transport(a)),
+            None if transport(a) == "ucx" => "ucx:127.0.0.1:0".into(),
             None => "127.0.0.1:0".into(),
         };
         s.echo = Some(ChildNode::spawn(&exe()?, &["echo", "--listen", &listen, "--busy-poll-us", &poll])?);
@@ -458,8 +461,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// `--transport`, checked: tcp, shm, and shm-rings (shm with `[primary] place_records = false`:
-/// records' bytes go through the shared rings instead of straight into the mirror's log).
+/// `--transport`, checked: tcp, shm, shm-rings and ucx.
 pub fn transports(a: &BenchArgs) -> Result<Vec<&'static str>> {
     a.transport
         .iter()
@@ -467,21 +469,30 @@ pub fn transports(a: &BenchArgs) -> Result<Vec<&'static str>> {
             "tcp" => Ok("tcp"),
             "shm" => Ok("shm"),
             "shm-rings" => Ok("shm-rings"),
+            "ucx" => Ok("ucx"),
             other => Err(Error::Config(format!(
-                "--transport {other}: choose tcp, shm or shm-rings (comma-separated)"
+                "--transport {other}: choose tcp, shm, shm-rings or ucx (comma-separated)"
             ))),
         })
         .collect()
 }
 
-/// The benchmark's transport (the first of `--transport`).
-fn transport(a: &BenchArgs) -> &str {
-    a.transport.first().map_or("tcp", |t| t.trim())
+/// The benchmark's transport as `--transport` names it (the first): tcp, shm, shm-rings or ucx.
+fn transport_name(a: &BenchArgs) -> &'static str {
+    match a.transport.first().map(|t| t.trim()) {
+        Some("shm") => "shm",
+        Some("shm-rings") => "shm-rings",
+        Some("ucx") => "ucx",
+        _ => "tcp",
+    }
 }
 
-/// Whether the benchmark's replicas are reached through shared memory.
-fn shm(a: &BenchArgs) -> bool {
-    transport(a).starts_with("shm")
+/// How the benchmark's replicas are reached: tcp, shm or ucx.
+fn transport(a: &BenchArgs) -> &'static str {
+    match transport_name(a) {
+        "shm-rings" => "shm",
+        t => t,
+    }
 }
 
 /// Runs the benchmark and returns its results.
@@ -620,7 +631,7 @@ fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
             r?
         }
     };
-    r.transport = transport(a).into();
+    r.transport = transport_name(a).into();
     let ops = (r.ops + a.warmup * a.threads as u64).max(1) as f64;
     let per_op = |before: Option<Duration>, after: Option<Duration>| match (before, after) {
         (Some(b), Some(e)) => Some(e.saturating_sub(b).as_secs_f64() * 1e6 / ops),
@@ -628,8 +639,8 @@ fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
     };
     r.cpu_us_sender = per_op(sender0, cpu(Some(std::process::id())));
     r.cpu_us_receiver = per_op(receiver0, cpu(receiver));
-    if k == Kind::TcpRtt && shm(a) {
-        r.mode = "shm-rtt".into();
+    if k == Kind::TcpRtt && transport(a) != "tcp" {
+        r.mode = format!("{}-rtt", transport(a));
     }
     (r.backups, r.topology) = match k {
         Kind::Scheme(t, _) => (a.backups.max(1), t.name().into()),
@@ -795,7 +806,7 @@ fn primary_options(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path) -> Prima
         async_window: 256,
         connect_timeout: Duration::from_secs(5),
         busy_poll: Duration::from_micros(a.busy_poll_us),
-        place_records: transport(a) != "shm-rings",
+        place_records: transport_name(a) != "shm-rings",
         broadcast: Vec::new(),
         failure: Default::default(),
         coordinator: None,
@@ -847,7 +858,7 @@ fn tcp_rtt(a: &BenchArgs, addr: &str) -> Result<BenchResult> {
 }
 
 /// The other end of `tcp-rtt`: per connection, reads a size, then for each message of that
-/// size answers with 64 bytes (the size of an acknowledgement). Over TCP, or shared memory
+/// size answers with 64 bytes (the size of an acknowledgement). Over TCP, UCX (`ucx:` address) or shared memory
 /// when `listen` is a path.
 pub fn echo_server(listen: &str, busy_poll_us: u64) -> Result<()> {
     let l = AnyTransport.listen(listen).map_err(Error::io(format!("listen on {listen}")))?;
@@ -919,6 +930,12 @@ pub fn print(results: &[BenchResult], json: bool) {
     }
     if let (Some(s), Some(t)) = (on("sync", "shm"), on("shm-rtt", "shm")) {
         println!("sync p50 over shm / shm-rtt p50 = {:.2}", s.p50_us / t.p50_us);
+    }
+    if let (Some(s), Some(t)) = (on("sync", "ucx"), on("ucx-rtt", "ucx")) {
+        println!("sync p50 over ucx / ucx-rtt p50 = {:.2}", s.p50_us / t.p50_us);
+    }
+    if let (Some(s), Some(t)) = (on("sync", "ucx"), on("sync", "shm")) {
+        println!("sync p50 over ucx / over shm = {:.2}", s.p50_us / t.p50_us);
     }
     if let (Some(s), Some(t)) = (on("sync", "shm"), on("sync", "tcp")) {
         println!("sync p50 over shm / over tcp = {:.2}", s.p50_us / t.p50_us);

@@ -41,17 +41,17 @@ pub struct Shape {
     pub secondary_tier_thresh: Option<String>,
     pub checkpoint_thresh: Option<usize>,
     pub busy_poll_us: u64,
-    /// Connect through shared memory (a socket path per replica under the cluster's folder)
-    /// instead of TCP on loopback.
-    pub shm: bool,
+    /// How replicas connect: "tcp" (loopback), "shm" (a socket path per replica under the
+    /// cluster's folder) or "ucx" (a UCX listener on loopback).
+    pub transport: &'static str,
 }
 
-/// Where a replica named `name` of a benchmark cluster in `dir` listens.
-pub fn listen_addr(dir: &Path, name: &str, shm: bool) -> String {
-    if shm {
-        dir.join(format!("{name}.sock")).to_str().unwrap_or_default().to_string()
-    } else {
-        "127.0.0.1:0".into()
+/// Where a replica named `name` of a benchmark cluster in `dir` listens over `transport`.
+pub fn listen_addr(dir: &Path, name: &str, transport: &str) -> String {
+    match transport {
+        "shm" => dir.join(format!("{name}.sock")).to_str().unwrap_or_default().to_string(),
+        "ucx" => "ucx:127.0.0.1:0".into(),
+        _ => "127.0.0.1:0".into(),
     }
 }
 
@@ -90,7 +90,7 @@ impl LocalCluster {
         let mut backups = Vec::new();
         for i in 0..shape.backups {
             let d = path(&dir.join(format!("{name}-backup-{i}")));
-            let listen = listen_addr(dir, &format!("{name}-backup-{i}"), shape.shm);
+            let listen = listen_addr(dir, &format!("{name}-backup-{i}"), shape.transport);
             backups.push(ChildNode::spawn(exe, &serve_args(&base_cfg, &listen, &d, &poll, &thresh))?);
         }
         let addrs: Vec<String> = backups.iter().map(|b| b.addr().to_string()).collect();
@@ -115,7 +115,7 @@ impl LocalCluster {
             }
         };
         let d = path(&dir.join(format!("{name}-mirror")));
-        let listen = listen_addr(dir, &format!("{name}-mirror"), shape.shm);
+        let listen = listen_addr(dir, &format!("{name}-mirror"), shape.transport);
         let mirror = ChildNode::spawn(exe, &serve_args(&mirror_cfg, &listen, &d, &poll, &thresh))?;
         Ok(LocalCluster { mirror, backups, broadcast })
     }

@@ -1,14 +1,16 @@
 //! The transport a node or primary uses when it is configured, not chosen at compile time:
-//! TCP for a `host:port` address, shared memory ([`crate::shm`]) for an absolute path.
+//! TCP for a `host:port` address, shared memory ([`crate::shm`]) for an absolute path, UCX
+//! ([`crate::ucx`]) for `ucx:<host>:<port>`.
 
 use crate::shm::{is_shm_addr, ShmConn, ShmListener, ShmTransport};
 use crate::tcp::{TcpConn, TcpTransport};
+use crate::ucx::{is_ucx_addr, UcxConn, UcxListener, UcxTransport};
 use crate::{Conn, Transport};
 use std::io::{self, IoSlice, Read, Write};
 use std::net::TcpListener;
 use std::time::Duration;
 
-/// TCP or shared memory, by the address.
+/// TCP, shared memory or UCX, by the address.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AnyTransport;
 
@@ -16,17 +18,21 @@ pub struct AnyTransport;
 pub enum AnyConn {
     Tcp(TcpConn),
     Shm(ShmConn),
+    Ucx(UcxConn),
 }
 
 /// A listener of either kind.
 pub enum AnyListener {
     Tcp(TcpListener),
     Shm(ShmListener),
+    Ucx(UcxListener),
 }
 
-/// Which transport an address selects: "tcp" or "shm".
+/// Which transport an address selects: "tcp", "shm" or "ucx".
 pub fn transport_of(addr: &str) -> &'static str {
-    if is_shm_addr(addr) {
+    if is_ucx_addr(addr) {
+        "ucx"
+    } else if is_shm_addr(addr) {
         "shm"
     } else {
         "tcp"
@@ -38,6 +44,7 @@ macro_rules! each {
         match $self {
             AnyConn::Tcp($c) => $e,
             AnyConn::Shm($c) => $e,
+            AnyConn::Ucx($c) => $e,
         }
     };
 }
@@ -68,6 +75,7 @@ impl Conn for AnyConn {
         match self {
             AnyConn::Tcp(c) => c.try_clone().map(AnyConn::Tcp),
             AnyConn::Shm(c) => c.try_clone().map(AnyConn::Shm),
+            AnyConn::Ucx(c) => c.try_clone().map(AnyConn::Ucx),
         }
     }
     fn peer(&self) -> String {
@@ -101,7 +109,9 @@ impl Transport for AnyTransport {
     type Listener = AnyListener;
 
     fn connect(&self, addr: &str, timeout: Duration) -> io::Result<AnyConn> {
-        if is_shm_addr(addr) {
+        if is_ucx_addr(addr) {
+            UcxTransport.connect(addr, timeout).map(AnyConn::Ucx)
+        } else if is_shm_addr(addr) {
             ShmTransport.connect(addr, timeout).map(AnyConn::Shm)
         } else {
             TcpTransport.connect(addr, timeout).map(AnyConn::Tcp)
@@ -109,7 +119,9 @@ impl Transport for AnyTransport {
     }
 
     fn listen(&self, addr: &str) -> io::Result<AnyListener> {
-        if is_shm_addr(addr) {
+        if is_ucx_addr(addr) {
+            UcxTransport.listen(addr).map(AnyListener::Ucx)
+        } else if is_shm_addr(addr) {
             ShmTransport.listen(addr).map(AnyListener::Shm)
         } else {
             TcpTransport.listen(addr).map(AnyListener::Tcp)
@@ -120,6 +132,7 @@ impl Transport for AnyTransport {
         match listener {
             AnyListener::Tcp(l) => TcpTransport.accept(l).map(AnyConn::Tcp),
             AnyListener::Shm(l) => ShmTransport.accept(l).map(AnyConn::Shm),
+            AnyListener::Ucx(l) => UcxTransport.accept(l).map(AnyConn::Ucx),
         }
     }
 
@@ -127,6 +140,7 @@ impl Transport for AnyTransport {
         match listener {
             AnyListener::Tcp(l) => TcpTransport.local_addr(l),
             AnyListener::Shm(l) => ShmTransport.local_addr(l),
+            AnyListener::Ucx(l) => UcxTransport.local_addr(l),
         }
     }
 }

@@ -3,9 +3,10 @@
 //! A lane needs only an ordered, reliable byte stream in both directions, vectored sends (one
 //! `writev` of headers and region bytes per group) and exact receives (a body straight into a
 //! log slot). TCP is the implementation for networks, [`shm`] the one for processes on one host
-//! (shared-memory rings, no kernel on the data path), [`mem`] the one for a primary and a node
-//! in one process (tests, embedders); [`AnyTransport`] picks TCP or shared memory by the
-//! address. Nothing above this trait knows which one it has.
+//! (shared-memory rings, no kernel on the data path), [`ucx`] the one over UCX (one-sided puts
+//! into the receiver's registered ring; RDMA where the hosts have it), [`mem`] the one for a primary and a node
+//! in one process (tests, embedders); [`AnyTransport`] picks TCP, shared memory or UCX by
+//! the address. Nothing above this trait knows which one it has.
 #![forbid(unsafe_code)]
 
 mod any;
@@ -13,12 +14,14 @@ pub mod mem;
 mod peer_memory;
 pub mod shm;
 mod tcp;
+pub mod ucx;
 
 pub use any::{transport_of, AnyConn, AnyListener, AnyTransport};
 pub use mem::{MemConn, MemListener, MemTransport};
 pub use peer_memory::PeerMemory;
 pub use shm::{ShmConn, ShmListener, ShmTransport};
 pub use tcp::{TcpConn, TcpListenerExt, TcpTransport};
+pub use ucx::{LocalRegion, RemoteRegion, UcxConn, UcxListener, UcxTransport};
 
 use std::io::{self, IoSlice, Read, Write};
 use std::time::Duration;

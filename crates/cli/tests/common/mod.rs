@@ -130,16 +130,19 @@ impl Rng {
     }
 }
 
-/// Where a node a test starts listens: TCP on loopback, or, with `MOJIM_TEST_TRANSPORT=shm`
-/// (`./scripts/test` runs the multi-process suites both ways), a socket in the test's folder,
-/// so that every link goes through shared memory.
+/// Where a node a test starts listens: TCP on loopback; with `MOJIM_TEST_TRANSPORT=shm` a
+/// socket in the test's folder, so that every link goes through shared memory; with
+/// `MOJIM_TEST_TRANSPORT=ucx` a UCX listener on loopback, so that every link goes through UCX
+/// (`./scripts/test` runs the multi-process suites all three ways).
 pub fn listen_addr(dir: &Path) -> String {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    if std::env::var("MOJIM_TEST_TRANSPORT").as_deref() == Ok("shm") {
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        dir.join(format!("n{n}.sock")).to_str().expect("utf-8").to_string()
-    } else {
-        "127.0.0.1:0".into()
+    match std::env::var("MOJIM_TEST_TRANSPORT").as_deref() {
+        Ok("shm") => {
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            dir.join(format!("n{n}.sock")).to_str().expect("utf-8").to_string()
+        }
+        Ok("ucx") => "ucx:127.0.0.1:0".into(),
+        _ => "127.0.0.1:0".into(),
     }
 }
 

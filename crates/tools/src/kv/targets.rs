@@ -355,7 +355,7 @@ fn mojim_kv(env: &Env, dir: &Path, shm: bool, janitor: &mut Janitor) -> Result<(
         cfg_path.to_str().ok_or_else(|| Error::Config(format!("{} is not UTF-8", cfg_path.display())))?;
     let mirror_dir = dir.join("mirror");
     let mirror_s = mirror_dir.to_str().unwrap_or_default();
-    let listen = crate::cluster::listen_addr(dir, "mirror", shm);
+    let listen = crate::cluster::listen_addr(dir, "mirror", if shm { "shm" } else { "tcp" });
     let mirror =
         ChildNode::spawn(env.mojim, &["serve", "--config", cfg_s, "--listen", &listen, "--dir", mirror_s])?;
     janitor.process(mirror.pid());
