@@ -168,12 +168,7 @@ pub fn data_header_with_checksum(
     plan: FramePlan,
     body_checksum: u32,
 ) -> [u8; FRAME_HEADER_SIZE] {
-    let mut h = with_checksum(FrameKind::Data, tag, plan.len, body_checksum);
-    h.flags = if plan.end { FLAG_END } else { 0 };
-    h.frame_index = plan.frame_index;
-    h.seq = seq;
-    h.offset = plan.offset;
-    h.to_bytes()
+    placed_data_header(tag, seq, plan, body_checksum, 0)
 }
 
 /// As [`data_header_with_checksum`], for a body the sender placed in the receiver's log at

@@ -510,15 +510,30 @@ impl<C: Conn> Link<C> {
         group: Group<'_>,
         stage: &mut Stage<'_>,
     ) -> Result<u64, LinkError> {
+        if tx.placed.is_some() {
+            self.place_frames(tx, at, seq, group, stage)?;
+        } else {
+            self.stream_frames(tx, at, seq, group, stage)?;
+        }
+        tx.last_sent = seq;
+        let behind = std::mem::replace(&mut tx.window[tx.window_at], seq);
+        tx.window_at = (tx.window_at + 1) % tx.window.len();
+        Ok(behind)
+    }
+
+    /// [`Link::send_frames`] on a lane whose bodies go on the connection: headers and bodies,
+    /// the bodies straight from the region, in batches of `writev`.
+    fn stream_frames(
+        &self,
+        tx: &mut Tx<C>,
+        at: usize,
+        seq: u64,
+        group: Group<'_>,
+        stage: &mut Stage<'_>,
+    ) -> Result<(), LinkError> {
         let lane = self.lanes[at].index;
         let tag = self.tag(lane as usize);
         let Group { ranges, shape, region } = group;
-        if tx.placed.is_some() {
-            self.place_frames(tx, at, seq, group, stage)?;
-            let behind = std::mem::replace(&mut tx.window[tx.window_at], seq);
-            tx.window_at = (tx.window_at + 1) % tx.window.len();
-            return Ok(behind);
-        }
         let mut plans = encode::frames(ranges, self.limits.max_frame, shape);
         let mut bodies = [MapSlice::empty(); BATCH];
         let mut framed = 0;
@@ -547,10 +562,7 @@ impl<C: Conn> Link<C> {
                 return Err(self.fail_send(at, format!("send on lane {lane}: {e}")));
             }
         }
-        tx.last_sent = seq;
-        let behind = std::mem::replace(&mut tx.window[tx.window_at], seq);
-        tx.window_at = (tx.window_at + 1) % tx.window.len();
-        Ok(behind)
+        Ok(())
     }
 
     /// [`Link::send_frames`] on a placed lane: each body is copied from the region straight into
@@ -590,9 +602,7 @@ impl<C: Conn> Link<C> {
                 self.ring(tx, at, &mut n)?;
             }
         }
-        self.ring(tx, at, &mut n)?;
-        tx.last_sent = seq;
-        Ok(())
+        self.ring(tx, at, &mut n)
     }
 
     /// Sends the `n` headers batched in `tx`: the doorbells of records already placed.
