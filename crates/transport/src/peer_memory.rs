@@ -91,11 +91,24 @@ impl PeerMemory {
         Ok(mojim_format::checksum::crc32c(data))
     }
 
-    /// Waits until everything placed or written is in the peer's memory: before the doorbell.
+    /// Waits until everything placed or written is in the peer's memory.
     pub fn flush(&self) -> io::Result<()> {
         match &self.backing {
             Backing::Mapped(_) => Ok(()),
             Backing::Remote { region, .. } => region.flush(),
+        }
+    }
+
+    /// Makes what was placed visible to the peer by the time it reads a doorbell sent next on
+    /// the connection this memory was taken from; call it before the doorbells. A mapping:
+    /// nothing to do (the stores are in the shared pages, and the connection's ring publishes
+    /// its bytes with a release store). UCX: nothing to do either: the connection's every write
+    /// flushes its endpoint (the puts into this memory are among its operations) before it
+    /// rings, so the doorbell's bytes never arrive before the bodies; a flush of its own would
+    /// only add a round trip per batch. A doorbell sent any other way needs [`PeerMemory::flush`].
+    pub fn before_doorbell(&self) -> io::Result<()> {
+        match &self.backing {
+            Backing::Mapped(_) | Backing::Remote { .. } => Ok(()),
         }
     }
 

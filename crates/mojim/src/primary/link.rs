@@ -488,7 +488,11 @@ impl<C: Conn> Link<C> {
                 let pos = p.space.place(size).expect("room was made for it").pos;
                 p.space.advance_head(pos + size);
                 let at = p.body_at(pos);
-                match p.mem.write(at, &scratch.ranges).and_then(|checksum| p.mem.flush().map(|_| checksum)) {
+                match p
+                    .mem
+                    .write(at, &scratch.ranges)
+                    .and_then(|checksum| p.mem.before_doorbell().map(|_| checksum))
+                {
                     Ok(checksum) => {
                         let marker =
                             encode::placed_copied_header(self.tag(l), seq, len as u32, checksum, pos);
@@ -612,7 +616,7 @@ impl<C: Conn> Link<C> {
             return Ok(());
         }
         let placed = tx.placed.as_ref().expect("a placed lane");
-        if let Err(e) = placed.mem.flush() {
+        if let Err(e) = placed.mem.before_doorbell() {
             *n = 0;
             return Err(self.fail_send(at, format!("place records on lane {}: {e}", self.lanes[at].index)));
         }
