@@ -95,7 +95,7 @@ fn plan(len: u32) -> FramePlan {
 
 fn placed_records_are_applied(test: &str, listen: &str) {
     let c = start(test, listen);
-    let mut lane = join(&c, 0x91ace_0001);
+    let mut lane = join(&c, 0x0009_1ace_0001);
     assert!(lane.window.capacity > 0, "the mirror offers its log over {listen:?}");
     let (mut mem, _) = take(&lane);
     let body: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
@@ -122,7 +122,7 @@ fn records_placed_with_ucx_puts_are_checked_there_acknowledged_and_applied() {
 /// the violation the mirror reports.
 fn refused(test: &str, listen: &str, place_at: impl Fn(&LogWindow) -> u64, corrupt: bool) -> String {
     let c = start(test, listen);
-    let mut lane = join(&c, 0x91ace_0002);
+    let mut lane = join(&c, 0x0009_1ace_0002);
     let (mut mem, _) = take(&lane);
     let body = vec![0x5au8; 4096];
     let pos = place_at(&lane.window);
@@ -172,7 +172,7 @@ fn a_body_changed_after_its_ack_never_reaches_the_data_area() {
         f.mirror.checkpoint_thresh = 2;
         f.mirror.checkpoint_idle_ms = 600_000;
     });
-    let mut lane = join(&c, 0x91ace_0004);
+    let mut lane = join(&c, 0x0009_1ace_0004);
     let (mut mem, _) = take(&lane);
     let seq = lane.welcome.next_seq;
     let first = lane.window.head;
@@ -213,7 +213,7 @@ fn a_body_changed_after_its_ack_never_reaches_the_data_area() {
 #[test]
 fn over_tcp_the_mirror_declines_and_bodies_come_on_the_connection() {
     let c = start("placed_tcp", "127.0.0.1:0");
-    let mut lane = join(&c, 0x91ace_0003);
+    let mut lane = join(&c, 0x0009_1ace_0003);
     assert_eq!(lane.window, LogWindow::default(), "TCP shares no memory: declined");
     assert!(lane.conn.take_memory(4096, &[]).is_err(), "nothing to take over TCP");
     let body = vec![0x33u8; 512];
