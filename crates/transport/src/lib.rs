@@ -6,7 +6,8 @@
 //! (shared-memory rings, no kernel on the data path), [`ucx`] the one over UCX (one-sided puts
 //! into the receiver's registered ring; RDMA where the hosts have it), [`mem`] the one for a primary and a node
 //! in one process (tests, embedders); [`AnyTransport`] picks TCP, shared memory or UCX by
-//! the address. Nothing above this trait knows which one it has.
+//! the address. Nothing above this trait knows which one it has. `shm` and `ucx` also share
+//! memory for one-sided record placement ([`Conn::offer_memory`], [`PeerMemory`]).
 #![forbid(unsafe_code)]
 
 mod any;

@@ -24,7 +24,11 @@
 //!
 //! [`UcxConn::register`] and [`UcxConn::remote_region`] expose the same machinery for memory of
 //! the caller's: a mapping registered on one side is written at an offset by the other
-//! ([`RemoteRegion::put`] + [`RemoteRegion::flush`]); its key travels as bytes.
+//! ([`RemoteRegion::put`] + [`RemoteRegion::flush`]); its key travels as bytes. A lane's log is
+//! offered that way ([`Conn::offer_memory`]: the log's file mapped and registered while the
+//! connection lives, the key as the token) and taken as a [`crate::PeerMemory`]. The peer can
+//! put into an offered log at any time: [`Conn::shares_with_remote_writers`] says so, and the
+//! node copies such a log's records out before it checks and applies them.
 
 use crate::{Conn, Transport};
 use mojim_region::MappedFile;
