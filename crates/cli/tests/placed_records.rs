@@ -1,8 +1,10 @@
-//! One-sided record placement, driven by hand over shared memory: a primary's lane that asks to
-//! place its records gets the lane's log, writes each body into it and sends only the header.
-//! The mirror checks every record where it lies before it acknowledges it: the place the lane's
-//! log space gives it, and the body's checksum. A record placed anywhere else, or whose body
-//! does not match its header, ends the lane as a protocol violation and is never applied. Over
+//! One-sided record placement, driven by hand over shared memory and over UCX: a primary's lane
+//! that asks to place its records gets the lane's log, writes each body into it and sends only
+//! the header. The mirror checks every record where it lies before it acknowledges it: the place
+//! the lane's log space gives it, and the body's checksum. A record placed anywhere else, or
+//! whose body does not match its header, ends the lane as a protocol violation and is never
+//! applied. Over UCX the peer can write the log at any time, also after a record was checked:
+//! the checkpointer applies only what it copied out of the log and checked on the copy. Over
 //! TCP the mirror declines, and the bodies come on the connection as before.
 
 mod common;
@@ -23,6 +25,8 @@ struct PlacedLane {
     conn: AnyConn,
     welcome: Welcome,
     window: LogWindow,
+    /// What the transport needs to take the offered log (UCX: its address and key).
+    token: Vec<u8>,
     tag: SessionTag,
 }
 
@@ -33,13 +37,22 @@ fn join(c: &Cluster, session: u64) -> PlacedLane {
     let (mut conn, welcome) = raw::handshake(&c.mirror_addr(), &hello, &c.secret().0);
     let (h, body) = raw::read_frame(&mut conn).expect("the Log frame after the Welcome");
     assert_eq!(h.kind, FrameKind::Log, "a lane that asked to place its records is answered with Log");
-    let window = LogWindow::decode(&body).expect("a valid Log body");
+    let (window, token) = LogWindow::decode_offer(&body).expect("a valid Log body");
+    let token = token.to_vec();
     let tag = SessionTag { session, epoch: welcome.epoch, lane: 0 };
-    PlacedLane { conn, welcome, window, tag }
+    PlacedLane { conn, welcome, window, token, tag }
 }
 
+/// Shared memory: a socket in the test's folder.
+const SHM: &str = "";
+const UCX: &str = "ucx:127.0.0.1:0";
+
 fn start(test: &str, listen: &str) -> Cluster {
-    let mut c = Cluster::new(test, 1 << 20, |_| {});
+    start_with(test, listen, |_| {})
+}
+
+fn start_with(test: &str, listen: &str, edit: impl FnOnce(&mut mojim::config::ConfigFile)) -> Cluster {
+    let mut c = Cluster::new(test, 1 << 20, edit);
     let listen = if listen.is_empty() {
         c.dir.path().join("m.sock").to_str().expect("utf-8").to_string()
     } else {
@@ -52,50 +65,75 @@ fn start(test: &str, listen: &str) -> Cluster {
 /// The memory of the offered log, and where the body of the record at `head` goes in it.
 fn take(lane: &PlacedLane) -> (PeerMemory, usize) {
     let w = lane.window;
-    let mem = lane.conn.take_memory(LOG_HEADER_SIZE + w.capacity as usize).expect("take the offered log");
-    (mem, LOG_HEADER_SIZE + (w.head % w.capacity) as usize + FRAME_HEADER_SIZE)
+    let mem = lane
+        .conn
+        .take_memory(LOG_HEADER_SIZE + w.capacity as usize, &lane.token)
+        .expect("take the offered log");
+    (mem, body_at(w, w.head))
+}
+
+/// Where the body of the record at log position `pos` goes in the log's file.
+fn body_at(w: LogWindow, pos: u64) -> usize {
+    LOG_HEADER_SIZE + (pos % w.capacity) as usize + FRAME_HEADER_SIZE
+}
+
+/// Places `body` for `offset` as group `seq`'s only record at log position `pos`, rings its
+/// doorbell and waits for its acknowledgement.
+fn place_acked(lane: &mut PlacedLane, mem: &mut PeerMemory, seq: u64, pos: u64, offset: u64, body: &[u8]) {
+    let crc = mem.write(body_at(lane.window, pos), body).expect("place the body");
+    mem.flush().expect("the body is in the mirror's log");
+    let plan = FramePlan { offset, len: body.len() as u32, frame_index: 0, end: true };
+    let header = placed_data_header(lane.tag, seq, plan, crc, pos);
+    lane.conn.write_all(&header).expect("ring the doorbell");
+    let (ack, _) = raw::read_frame(&mut lane.conn).expect("an ack");
+    assert_eq!((ack.kind, ack.seq), (FrameKind::Ack, seq));
 }
 
 fn plan(len: u32) -> FramePlan {
     FramePlan { offset: OFFSET, len, frame_index: 0, end: true }
 }
 
-#[test]
-fn records_placed_in_the_log_are_checked_there_acknowledged_and_applied() {
-    let c = start("placed_ok", "");
-    let mut lane = join(&c, 0x91ace_0001);
-    assert!(lane.window.capacity > 0, "over shared memory the mirror offers its log");
-    let (mem, body_at) = take(&lane);
+fn placed_records_are_applied(test: &str, listen: &str) {
+    let c = start(test, listen);
+    let mut lane = join(&c, 0x0009_1ace_0001);
+    assert!(lane.window.capacity > 0, "the mirror offers its log over {listen:?}");
+    let (mut mem, _) = take(&lane);
     let body: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
-    mem.write(body_at, &body);
-    let seq = lane.welcome.next_seq;
-    let header = placed_data_header(lane.tag, seq, plan(4096), crc32c(&body), lane.window.head);
-    lane.conn.write_all(&header).expect("ring the doorbell");
-    let (ack, _) = raw::read_frame(&mut lane.conn).expect("an ack");
-    assert_eq!((ack.kind, ack.seq), (FrameKind::Ack, seq));
-    assert!(ack.offset <= lane.window.head + 4096 + 64, "the ack's tail is inside the log");
+    let (seq, head) = (lane.welcome.next_seq, lane.window.head);
+    place_acked(&mut lane, &mut mem, seq, head, OFFSET, &body);
     let mut admin = c.admin();
     wait_applied(&mut admin);
     let image = mirror_image(&mut admin, c.size());
     assert_eq!(&image[OFFSET as usize..][..4096], &body[..], "the placed body was applied");
 }
 
+#[test]
+fn records_placed_in_the_log_are_checked_there_acknowledged_and_applied() {
+    placed_records_are_applied("placed_ok", SHM);
+}
+
+#[test]
+fn records_placed_with_ucx_puts_are_checked_there_acknowledged_and_applied() {
+    placed_records_are_applied("placed_ucx_ok", UCX);
+}
+
 /// Places one record at `place_at(window)` (its body changed after its checksum was taken, if
 /// `corrupt`), rings its doorbell, checks that the lane ends with nothing applied, and returns
 /// the violation the mirror reports.
-fn refused(test: &str, place_at: impl Fn(&LogWindow) -> u64, corrupt: bool) -> String {
-    let c = start(test, "");
-    let mut lane = join(&c, 0x91ace_0002);
-    let (mem, _) = take(&lane);
+fn refused(test: &str, listen: &str, place_at: impl Fn(&LogWindow) -> u64, corrupt: bool) -> String {
+    let c = start(test, listen);
+    let mut lane = join(&c, 0x0009_1ace_0002);
+    let (mut mem, _) = take(&lane);
     let body = vec![0x5au8; 4096];
     let pos = place_at(&lane.window);
     let at = LOG_HEADER_SIZE + (pos % lane.window.capacity) as usize + FRAME_HEADER_SIZE;
-    mem.write(at, &body);
+    mem.write(at, &body).expect("place the body");
     let header = placed_data_header(lane.tag, lane.welcome.next_seq, plan(4096), crc32c(&body), pos);
     if corrupt {
         // Changed after its checksum was taken, before the doorbell.
-        mem.write(at + 100, &[0xa5]);
+        mem.write(at + 100, &[0xa5]).expect("change the body");
     }
+    mem.flush().expect("the bytes are in the mirror's log");
     lane.conn.write_all(&header).expect("ring the doorbell");
     assert!(raw::read_frame(&mut lane.conn).is_err(), "no ack: the lane is closed");
     let mut admin = c.admin();
@@ -108,22 +146,76 @@ fn refused(test: &str, place_at: impl Fn(&LogWindow) -> u64, corrupt: bool) -> S
 
 #[test]
 fn a_record_placed_anywhere_but_its_place_is_a_violation_and_never_applied() {
-    let why = refused("placed_elsewhere", |w| w.head + 128, false);
-    assert!(why.contains("placed at log position"), "{why}");
+    for (test, listen) in [("placed_elsewhere", SHM), ("placed_ucx_elsewhere", UCX)] {
+        let why = refused(test, listen, |w| w.head + 128, false);
+        assert!(why.contains("placed at log position"), "{listen:?}: {why}");
+    }
 }
 
 #[test]
 fn a_placed_body_that_does_not_match_its_header_is_a_violation_and_never_applied() {
-    let why = refused("placed_corrupt", |w| w.head, true);
-    assert!(why.contains("checksum"), "{why}");
+    for (test, listen) in [("placed_corrupt", SHM), ("placed_ucx_corrupt", UCX)] {
+        let why = refused(test, listen, |w| w.head, true);
+        assert!(why.contains("checksum"), "{listen:?}: {why}");
+    }
+}
+
+/// The hostile peer UCX allows: it holds the key to the log, and puts different bytes over a
+/// record's body after the record was checked and acknowledged, before the checkpoint. The
+/// checkpointer applies from its own checked copy only: the group is not applied at all, the
+/// mirror's data fails with what happened, and the changed bytes never reach the data area
+/// (not even through recovery, which checks every record again).
+#[test]
+fn a_body_changed_after_its_ack_never_reaches_the_data_area() {
+    let mut c = start_with("placed_ucx_changed", UCX, |f| {
+        // The checkpoint runs once two groups wait, never on idleness.
+        f.mirror.checkpoint_thresh = 2;
+        f.mirror.checkpoint_idle_ms = 600_000;
+    });
+    let mut lane = join(&c, 0x0009_1ace_0004);
+    let (mut mem, _) = take(&lane);
+    let seq = lane.welcome.next_seq;
+    let first = lane.window.head;
+    place_acked(&mut lane, &mut mem, seq, first, OFFSET, &[0x11; 4096]);
+    // Acknowledged and waiting in the log: the peer changes it.
+    mem.write(body_at(lane.window, first), &[0xee; 4096]).expect("change the acknowledged body");
+    mem.flush().expect("the change is in the mirror's log");
+    // The second group makes the checkpoint due.
+    let second = first + mojim_format::log::record_size(4096);
+    place_acked(&mut lane, &mut mem, seq + 1, second, 2 * OFFSET, &[0x22; 4096]);
+    let mut admin = c.admin();
+    let st = wait_status(&mut admin, "the checkpoint stops", |s| s.storage_failed.is_some());
+    let why = st.storage_failed.expect("a failure");
+    assert!(why.contains(&format!("group {seq}")), "{why}");
+    assert!(why.contains("a peer changed a record after it was checked"), "{why}");
+    assert_eq!(st.applied_seq, 0, "nothing of the group was applied");
+    // The lane takes nothing more: its next frame ends it.
+    let mut beat = mojim_format::FrameHeader::new(FrameKind::Heartbeat);
+    (beat.lane, beat.epoch, beat.session) = (0, lane.tag.epoch, lane.tag.session);
+    lane.conn.write_all(&beat.to_bytes()).expect("send a heartbeat");
+    let (h, body) = raw::read_frame(&mut lane.conn).expect("the lane's answer");
+    assert_eq!(h.kind, FrameKind::Refuse, "the lane ends its session, saying why");
+    let (_, said) = mojim_format::handshake::decode_refuse(&body).expect("a Refuse body");
+    assert!(said.contains("a peer changed a record after it was checked"), "{said}");
+    assert!(raw::read_frame(&mut lane.conn).is_err(), "the session ended");
+    drop((admin, mem, lane));
+    // The data area as a restarted mirror serves it, after recovery from its logs.
+    c.kill_mirror();
+    c.start_mirror_with(&["--listen", UCX]);
+    let mut admin = c.admin();
+    let image = mirror_image(&mut admin, c.size());
+    assert!(
+        image[OFFSET as usize..][..4096].iter().all(|&b| b == 0),
+        "neither the changed bytes nor any of the group reached the data area"
+    );
 }
 
 #[test]
 fn over_tcp_the_mirror_declines_and_bodies_come_on_the_connection() {
     let c = start("placed_tcp", "127.0.0.1:0");
-    let mut lane = join(&c, 0x91ace_0003);
+    let mut lane = join(&c, 0x0009_1ace_0003);
     assert_eq!(lane.window, LogWindow::default(), "TCP shares no memory: declined");
-    assert!(lane.conn.take_memory(4096).is_err(), "nothing to take over TCP");
+    assert!(lane.conn.take_memory(4096, &[]).is_err(), "nothing to take over TCP");
     let body = vec![0x33u8; 512];
     let seq = lane.welcome.next_seq;
     let header = mojim_core::encode::data_header(lane.tag, seq, plan(512), &body);

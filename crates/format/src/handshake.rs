@@ -163,6 +163,9 @@ impl Hello {
 ///                    its records' bodies on the connection as usual)
 ///   8   8 head       position where the next record goes
 ///  16   8 tail       position before which the log's space is free
+///  24   n token      what the sender needs to reach the offered log (0 to LOG_TOKEN_MAX bytes;
+///                    none when capacity is 0): empty over shared memory, UCX's remote address
+///                    and key over UCX
 /// ```
 ///
 /// When `capacity` is not 0 the receiver has offered the log's file through the transport, and
@@ -176,6 +179,10 @@ pub struct LogWindow {
 }
 
 pub const LOG_WINDOW_SIZE: usize = 24;
+/// The longest token a `Log` frame carries after its window.
+pub const LOG_TOKEN_MAX: usize = 4096;
+/// The longest `Log` body: the window and the longest token.
+pub const LOG_BODY_MAX: usize = LOG_WINDOW_SIZE + LOG_TOKEN_MAX;
 
 impl LogWindow {
     pub fn encode(&self) -> [u8; LOG_WINDOW_SIZE] {
@@ -186,10 +193,45 @@ impl LogWindow {
         b
     }
 
-    /// Decodes and checks a window: positions aligned to records, the tail not past the head,
-    /// and no more than the capacity between them.
+    /// The whole `Log` body: the window, then `token` (at most [`LOG_TOKEN_MAX`] bytes, and none
+    /// with a capacity of 0: [`LogWindow::decode_offer`] rejects anything else).
+    pub fn encode_offer(&self, token: &[u8]) -> Vec<u8> {
+        let mut b = Vec::with_capacity(LOG_WINDOW_SIZE + token.len());
+        b.extend_from_slice(&self.encode());
+        b.extend_from_slice(token);
+        b
+    }
+
+    /// Decodes and checks a `Log` body with no token (see [`LogWindow::decode_offer`]).
     pub fn decode(b: &[u8]) -> Result<LogWindow, BodyFormatError> {
-        let b = exact::<LOG_WINDOW_SIZE>("Log", b)?;
+        let (w, token) = LogWindow::decode_offer(b)?;
+        if !token.is_empty() {
+            return Err(BodyFormatError::Size { kind: "Log", expected: LOG_WINDOW_SIZE, found: b.len() });
+        }
+        Ok(w)
+    }
+
+    /// Decodes and checks a `Log` body: the window (positions aligned to records, the tail not
+    /// past the head, and no more than the capacity between them), and the token after it (at
+    /// most [`LOG_TOKEN_MAX`] bytes, none when the log was declined).
+    pub fn decode_offer(b: &[u8]) -> Result<(LogWindow, &[u8]), BodyFormatError> {
+        if b.len() < LOG_WINDOW_SIZE || b.len() > LOG_BODY_MAX {
+            let expected = if b.len() < LOG_WINDOW_SIZE { LOG_WINDOW_SIZE } else { LOG_BODY_MAX };
+            return Err(BodyFormatError::Size { kind: "Log", expected, found: b.len() });
+        }
+        let (b, token) = b.split_at(LOG_WINDOW_SIZE);
+        let w = LogWindow::check(exact::<LOG_WINDOW_SIZE>("Log", b)?)?;
+        if w.capacity == 0 && !token.is_empty() {
+            return Err(BodyFormatError::Field {
+                kind: "Log",
+                field: "token length",
+                value: token.len() as u64,
+            });
+        }
+        Ok((w, token))
+    }
+
+    fn check(b: &[u8; LOG_WINDOW_SIZE]) -> Result<LogWindow, BodyFormatError> {
         let w = LogWindow { capacity: u64_at(b, 0), head: u64_at(b, 8), tail: u64_at(b, 16) };
         let align = crate::log::RECORD_ALIGN;
         let field = |field, value| Err(BodyFormatError::Field { kind: "Log", field, value });
@@ -441,6 +483,26 @@ mod tests {
             }
         }
         assert!(LogWindow::decode(&[0u8; 23]).is_err(), "a short body");
+    }
+
+    #[test]
+    fn a_log_body_carries_a_token_after_its_window() {
+        let w = LogWindow { capacity: 4096, head: 8192, tail: 4096 };
+        let token = [7u8; 40];
+        assert_eq!(LogWindow::decode_offer(&w.encode_offer(&token)), Ok((w, &token[..])));
+        assert_eq!(LogWindow::decode_offer(&w.encode()), Ok((w, &[][..])));
+        let longest = vec![1u8; LOG_TOKEN_MAX];
+        assert_eq!(LogWindow::decode_offer(&w.encode_offer(&longest)), Ok((w, &longest[..])));
+        let too_long = vec![1u8; LOG_TOKEN_MAX + 1];
+        assert!(
+            matches!(LogWindow::decode_offer(&w.encode_offer(&too_long)), Err(BodyFormatError::Size { .. })),
+            "a token past LOG_TOKEN_MAX"
+        );
+        match LogWindow::decode_offer(&LogWindow::default().encode_offer(&token)) {
+            Err(BodyFormatError::Field { kind: "Log", field: "token length", value: 40 }) => {}
+            other => panic!("a declined log with a token decoded as {other:?}"),
+        }
+        assert!(LogWindow::decode(&w.encode_offer(&token)).is_err(), "decode takes no token");
     }
 
     #[test]

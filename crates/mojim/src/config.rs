@@ -356,7 +356,7 @@ pub struct PrimarySection {
     /// into the mirror's registered rings through UCX, RDMA where there is some; needs
     /// libucx0; `mirror` is then `ucx:<host>:<port>`).
     pub transport: String,
-    /// `place_records = true`: over a transport that shares memory (`shm`), write each
+    /// `place_records = true`: over a transport that shares memory (`shm`, `ucx`), write each
     /// record's body straight into the mirror's log and send only its header (one-sided
     /// placement); `false`: send the bodies through the connection, as over TCP.
     pub place_records: bool,
@@ -926,8 +926,8 @@ mirror = "{listen}"
 # tcp, or shm: shared-memory rings with a mirror on this host (mirror is then the path of its
 # socket, e.g. "/dev/shm/mojim-mirror.sock").
 transport = "tcp"
-# shm: write each record straight into the mirror's log and send only its header (false: send
-# the bytes through the shared rings).
+# shm, ucx: write each record straight into the mirror's log and send only its header (false:
+# send the bytes through the connection's rings).
 place_records = true
 # When msync/gmsync return: unreplicated | async | sync | sync-flush | sync-disk
 # (sync-disk is sync against a mirror with [mirror] data = "disk").

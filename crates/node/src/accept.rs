@@ -177,8 +177,13 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
 fn offer_log<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> std::io::Result<bool> {
     let log = s.lanes.log_of(tag.lane).map_err(std::io::Error::other)?;
     let file = std::fs::OpenOptions::new().read(true).write(true).open(log.path())?;
-    let offered = conn.offer_memory(&file)?;
-    let window = if offered {
+    // Marked before the offer: from then on the peer may write the log at any time, so the
+    // checkpointer copies this log's records out before it checks and applies them.
+    if conn.shares_with_remote_writers() {
+        s.lanes.expose(tag.lane);
+    }
+    let token = conn.offer_memory(&file)?;
+    let window = if token.is_some() {
         // The lane's session has begun and nothing is received on it yet: its head stays where
         // it is until the first record; the tail only moves on, so an older one is safe to give.
         let space = s.lanes.with(tag.lane, |l| *l.space());
@@ -186,8 +191,8 @@ fn offer_log<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> std::io::Res
     } else {
         LogWindow::default()
     };
-    send(conn, FrameKind::Log, 0, &window.encode())?;
-    Ok(offered)
+    send(conn, FrameKind::Log, 0, &window.encode_offer(token.as_deref().unwrap_or_default()))?;
+    Ok(token.is_some())
 }
 
 /// Reads the handshake's next frame, `what`, which must have come whole by `deadline`.

@@ -6,6 +6,7 @@
 //! in between only means recovery applies them again, in order, to the same result.
 
 use super::ckpt::Applier;
+use super::copy_check::group_ranges;
 use super::{Shared, MAX_FRAME_LIMIT};
 use mojim_core::checkpoint::GroupRef;
 use mojim_core::recovery::for_each_verified_write;
@@ -23,8 +24,8 @@ pub(crate) fn push(s: &Shared, g: GroupRef) -> bool {
 
 /// Applies on the calling lane thread, unless another applier is busy (it will see the work).
 pub(crate) fn apply_inline(s: &Shared) {
-    if let Some(applier) = s.ckpt.try_applier() {
-        apply_locked(s, false, DataWait::Never, &applier);
+    if let Some(mut applier) = s.ckpt.try_applier() {
+        apply_locked(s, false, DataWait::Never, &mut applier);
         drop(applier);
         s.ckpt.wake_for_reclaim();
     }
@@ -39,8 +40,8 @@ pub(crate) fn checkpointer_loop(s: &Shared) {
 
 /// Applies what can be applied and reclaims it.
 pub(crate) fn checkpoint(s: &Shared, allow_gaps: bool) {
-    let applier = s.ckpt.applier();
-    apply_locked(s, allow_gaps, DataWait::Block, &applier);
+    let mut applier = s.ckpt.applier();
+    apply_locked(s, allow_gaps, DataWait::Block, &mut applier);
     reclaim_locked(s, &applier);
 }
 
@@ -57,7 +58,12 @@ enum DataWait {
 /// Applies waiting groups: the gap-free run (running), or all of them (sealing). Only groups
 /// whose bytes are all in the data area count as applied: after a write fails, the rest stay
 /// waiting in the log, for recovery.
-fn apply_locked(s: &Shared, allow_gaps: bool, wait: DataWait, applier: &Applier<'_>) -> usize {
+///
+/// A group in a log that a peer can write at any time (offered over UCX) is copied out and
+/// checked on the copy first, and written from the copy (`copy_check`); if it no longer checks,
+/// nothing of it is written and the node's data fails: its lanes end their session, and the log
+/// is left as it is for recovery, which checks every record it finds.
+fn apply_locked(s: &Shared, allow_gaps: bool, wait: DataWait, applier: &mut Applier<'_>) -> usize {
     let mut total = 0;
     loop {
         let batch = s.ckpt.plan(allow_gaps, applier);
@@ -76,13 +82,30 @@ fn apply_locked(s: &Shared, allow_gaps: bool, wait: DataWait, applier: &Applier<
                 }
                 let log = s.lanes.log_holding(g);
                 let mut failed = None;
-                for_each_verified_write(&log.area(), g, MAX_FRAME_LIMIT, |off, body| {
-                    if failed.is_none() {
-                        if let Err(e) = w.write_from(off, body) {
+                if s.lanes.exposed(g.lane) {
+                    let scratch = applier.scratch();
+                    let size = s.data.area().size();
+                    if let Err(why) = scratch.copy_group(log.area(), g, MAX_FRAME_LIMIT, size) {
+                        s.data.fail_changed(changed(g, &why));
+                        break;
+                    }
+                    // Made persistent as it is written: reclaim cannot trust the log's headers
+                    // to say again which ranges this group wrote.
+                    for (off, body) in scratch.writes() {
+                        if let Err(e) = w.write_persistent(off, body) {
                             failed = Some((off, body.len(), e));
+                            break;
                         }
                     }
-                });
+                } else {
+                    for_each_verified_write(&log.area(), g, MAX_FRAME_LIMIT, |off, body| {
+                        if failed.is_none() {
+                            if let Err(e) = w.write_from(off, body) {
+                                failed = Some((off, body.len(), e));
+                            }
+                        }
+                    });
+                }
                 if let Some((off, len, e)) = failed {
                     let why = format!("cannot write group {} ({len} bytes at offset {off}): {e}", g.seq);
                     s.data.fail_area(why);
@@ -119,6 +142,21 @@ fn reclaim_locked(s: &Shared, applier: &Applier<'_>) {
         if area.persists_ranges() {
             for g in &fresh {
                 let log = s.lanes.log_holding(g);
+                if s.lanes.exposed(g.lane) {
+                    // The peer may have changed the headers since: read without trusting them
+                    // to still be records.
+                    let walked = group_ranges(log.area(), g, MAX_FRAME_LIMIT, |off, len| {
+                        if result.is_ok() {
+                            result = area.persist(off, len);
+                        }
+                    });
+                    if let Err(why) = walked {
+                        let msg = s.data.fail_changed(changed(g, &why));
+                        result = Err(std::io::Error::other(msg));
+                        break;
+                    }
+                    continue;
+                }
                 for_each_verified_write(&log.area(), g, MAX_FRAME_LIMIT, |off, body| {
                     if result.is_ok() {
                         result = area.persist(off, body.len());
@@ -152,6 +190,16 @@ fn reclaim_locked(s: &Shared, applier: &Applier<'_>) {
         held.drain(..n);
     }
     s.ckpt.reclaimed(fresh, held, applier);
+}
+
+/// Why the node stops applying: group `g`'s records in its log changed after its lane checked
+/// them (`why`).
+fn changed(g: &GroupRef, why: &str) -> String {
+    format!(
+        "group {} on lane {}: a peer changed a record after it was checked ({why}); nothing of the \
+         group was applied",
+        g.seq, g.lane
+    )
 }
 
 /// Frees log space up to the end of the last reclaimed group of each lane in `done`. A tail

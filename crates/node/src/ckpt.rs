@@ -6,6 +6,7 @@
 //! apply or reclaim (an [`Applier`] guard); `state`, held briefly, with `work` (the checkpointer
 //! waits on it for work) and `space` (lanes wait on it for log space).
 
+use crate::copy_check::Scratch;
 use mojim_core::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -21,7 +22,8 @@ const PLAN_BATCH: usize = 256;
 
 pub(crate) struct Checkpoint {
     /// Serialises appliers (the checkpointer thread, a lane applying inline, session sealing).
-    applier: Mutex<()>,
+    /// The right to apply, and the applier's buffer for groups copied out of their log.
+    applier: Mutex<Scratch>,
     state: Mutex<State>,
     /// The checkpointer waits here for work.
     work: Condvar,
@@ -47,7 +49,15 @@ struct State {
 
 /// The right to apply: held by one thread at a time.
 pub(crate) struct Applier<'a> {
-    _held: MutexGuard<'a, ()>,
+    held: MutexGuard<'a, Scratch>,
+}
+
+impl Applier<'_> {
+    /// Where a group from a log that a peer can write at any time is copied before it is
+    /// checked and applied.
+    pub fn scratch(&mut self) -> &mut Scratch {
+        &mut self.held
+    }
 }
 
 /// What the checkpointer has, for status.
@@ -94,7 +104,7 @@ impl Checkpoint {
             held: Vec::with_capacity(4 * RECLAIM_BATCH + 256),
         };
         Checkpoint {
-            applier: Mutex::new(()),
+            applier: Mutex::new(Scratch::default()),
             state: Mutex::new(state),
             work: Condvar::new(),
             space: Condvar::new(),
@@ -104,12 +114,12 @@ impl Checkpoint {
 
     /// Becomes the applier, waiting for another one to finish.
     pub fn applier(&self) -> Applier<'_> {
-        Applier { _held: lock(&self.applier) }
+        Applier { held: lock(&self.applier) }
     }
 
     /// Becomes the applier, unless another one is busy.
     pub fn try_applier(&self) -> Option<Applier<'_>> {
-        self.applier.try_lock().ok().map(|held| Applier { _held: held })
+        self.applier.try_lock().ok().map(|held| Applier { held })
     }
 
     /// Records a complete, acknowledged group; returns whether a checkpoint is due.

@@ -285,9 +285,21 @@ impl Store {
     /// in a log, and restart recovery applies it. Returns the message that stands (the first
     /// failure's).
     pub fn fail(&self, what: String) -> String {
-        let msg = format!(
+        self.set_failed(format!(
             "{what}; free the space or fix the device, then restart the mirror to recover from its logs"
-        );
+        ))
+    }
+
+    /// Stops applying because a peer changed a lane's log after it was checked (`what`): a
+    /// protocol violation, which ends the lanes' session like any failure of the data.
+    pub fn fail_changed(&self, what: String) -> String {
+        self.set_failed(format!(
+            "{what}; the primary broke the protocol: restart the mirror to recover from its logs, \
+             which checks every record again"
+        ))
+    }
+
+    fn set_failed(&self, msg: String) -> String {
         if self.failed.set(msg.clone()).is_ok() {
             tracing::error!("{msg}");
         }

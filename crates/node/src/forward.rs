@@ -751,8 +751,16 @@ fn send_group<C: Conn>(
         let mut n = 0;
         let mut copied: Option<(FrameHeader, MapSlice<'_>)> = None;
         while n < BATCH && pos < g.end_pos {
-            let rec = record_at_verified(&area, pos, super::MAX_FRAME_LIMIT)
-                .unwrap_or_else(|| panic!("record at {pos} of group {} no longer valid", g.seq));
+            let Some(rec) = record_at_verified(&area, pos, super::MAX_FRAME_LIMIT) else {
+                // Only a log a peer can write at any time (offered over UCX) changes under a
+                // group the node took; the backup checks every body it receives.
+                let why = format!("the record at {pos} of group {} is no longer one", g.seq);
+                return Err(if s.lanes.exposed(g.lane) {
+                    ForwardError::Local(format!("{why}: a peer changed a record after it was checked"))
+                } else {
+                    ForwardError::Bug(why)
+                });
+            };
             pos = rec.end_pos();
             if !matches!(rec.header.kind, FrameKind::Data | FrameKind::Copied) {
                 continue;

@@ -11,6 +11,7 @@ use mojim_core::encode::SessionTag;
 use mojim_core::lane::MirrorLane;
 use mojim_region::{LogFile, Nvmm};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// Where lane `lane`'s log lives in `log_dir`.
@@ -29,6 +30,10 @@ pub(crate) struct Lanes {
     region_uuid: [u8; 16],
     /// The emulated NVMM new logs are charged to, if any.
     nvmm: Option<Arc<Nvmm>>,
+    /// Per lane: its log was offered to a peer that can write it at any time (UCX), also after
+    /// a record was checked. Stays set while the process runs: records written then may still
+    /// wait in the log after the connection ended.
+    exposed: Vec<AtomicBool>,
 }
 
 /// One lane's receiving state, for the thread that serves the lane.
@@ -55,7 +60,8 @@ impl Lanes {
         region_uuid: [u8; 16],
     ) -> Lanes {
         assert_eq!(logs.len(), lanes.len(), "a log cell per lane");
-        Lanes { logs, log_create: Mutex::new(()), lanes, log_dir, region_uuid, nvmm: None }
+        let exposed = (0..logs.len()).map(|_| AtomicBool::new(false)).collect();
+        Lanes { logs, log_create: Mutex::new(()), lanes, log_dir, region_uuid, nvmm: None, exposed }
     }
 
     /// Charges the persists of logs made from now on to `nvmm` (those opened at start-up
@@ -82,6 +88,17 @@ impl Lanes {
     /// The log of `lane`, if it was made.
     pub fn log(&self, lane: u16) -> Option<&LogFile> {
         self.logs[lane as usize].get()
+    }
+
+    /// Marks `lane`'s log as written by a peer at any time (see [`Lanes::exposed`]).
+    pub fn expose(&self, lane: u16) {
+        self.exposed[lane as usize].store(true, Ordering::Release);
+    }
+
+    /// Whether `lane`'s log was offered to a peer that can write it at any time: its records
+    /// are copied out, and checked on the copy, before they are applied.
+    pub fn exposed(&self, lane: u16) -> bool {
+        self.exposed[lane as usize].load(Ordering::Acquire)
     }
 
     /// The log that holds group `g` (it exists: the group was received into it).

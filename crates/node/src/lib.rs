@@ -69,6 +69,7 @@ pub mod admin;
 mod apply;
 mod ckpt;
 mod command;
+mod copy_check;
 mod data;
 mod forward;
 mod forward_error;

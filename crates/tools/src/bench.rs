@@ -134,9 +134,10 @@ pub struct BenchArgs {
     /// Transports to run every mode over, comma-separated, one after another: tcp (loopback),
     /// shm (shared memory with the mirror on this host: records placed straight into its logs;
     /// tcp-rtt is then the rings' raw ping-pong, reported as shm-rtt), shm-rings (shm with
-    /// `[primary] place_records = false`: records' bytes through the rings) and ucx (puts into
-    /// registered rings through UCX, on loopback; tcp-rtt is then UCX's raw ping-pong, reported
-    /// as ucx-rtt).
+    /// `[primary] place_records = false`: records' bytes through the rings), ucx (through UCX, on
+    /// loopback: records put straight into the mirror's registered logs; tcp-rtt is then UCX's
+    /// raw ping-pong, reported as ucx-rtt) and ucx-rings (ucx with `place_records = false`:
+    /// records' bytes through the registered rings).
     #[arg(long, default_value = "tcp", value_delimiter = ',')]
     pub transport: Vec<String>,
     /// Print one JSON object per result instead of a table.
@@ -461,7 +462,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// `--transport`, checked: tcp, shm, shm-rings and ucx.
+/// `--transport`, checked: tcp, shm, shm-rings, ucx and ucx-rings.
 pub fn transports(a: &BenchArgs) -> Result<Vec<&'static str>> {
     a.transport
         .iter()
@@ -470,19 +471,22 @@ pub fn transports(a: &BenchArgs) -> Result<Vec<&'static str>> {
             "shm" => Ok("shm"),
             "shm-rings" => Ok("shm-rings"),
             "ucx" => Ok("ucx"),
+            "ucx-rings" => Ok("ucx-rings"),
             other => Err(Error::Config(format!(
-                "--transport {other}: choose tcp, shm, shm-rings or ucx (comma-separated)"
+                "--transport {other}: choose tcp, shm, shm-rings, ucx or ucx-rings (comma-separated)"
             ))),
         })
         .collect()
 }
 
-/// The benchmark's transport as `--transport` names it (the first): tcp, shm, shm-rings or ucx.
+/// The benchmark's transport as `--transport` names it (the first): tcp, shm, shm-rings, ucx or
+/// ucx-rings.
 fn transport_name(a: &BenchArgs) -> &'static str {
     match a.transport.first().map(|t| t.trim()) {
         Some("shm") => "shm",
         Some("shm-rings") => "shm-rings",
         Some("ucx") => "ucx",
+        Some("ucx-rings") => "ucx-rings",
         _ => "tcp",
     }
 }
@@ -491,6 +495,7 @@ fn transport_name(a: &BenchArgs) -> &'static str {
 fn transport(a: &BenchArgs) -> &'static str {
     match transport_name(a) {
         "shm-rings" => "shm",
+        "ucx-rings" => "ucx",
         t => t,
     }
 }
@@ -806,7 +811,7 @@ fn primary_options(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path) -> Prima
         async_window: 256,
         connect_timeout: Duration::from_secs(5),
         busy_poll: Duration::from_micros(a.busy_poll_us),
-        place_records: transport_name(a) != "shm-rings",
+        place_records: !transport_name(a).ends_with("-rings"),
         broadcast: Vec::new(),
         failure: Default::default(),
         coordinator: None,
@@ -942,6 +947,9 @@ pub fn print(results: &[BenchResult], json: bool) {
     }
     if let (Some(s), Some(t)) = (on("sync", "shm"), on("sync", "shm-rings")) {
         println!("sync p50 placed / through the rings = {:.2}", s.p50_us / t.p50_us);
+    }
+    if let (Some(s), Some(t)) = (on("sync", "ucx"), on("sync", "ucx-rings")) {
+        println!("sync p50 over ucx placed / through the rings = {:.2}", s.p50_us / t.p50_us);
     }
     let find = |m: &str| results.iter().find(|r| r.mode == m);
     if let (Some(s), Some(d)) = (find("sync"), find("unreplicated-disk")) {

@@ -90,11 +90,14 @@ impl Conn for AnyConn {
     fn reads_ahead(&self) -> bool {
         each!(self, c => c.reads_ahead())
     }
-    fn offer_memory(&self, file: &std::fs::File) -> io::Result<bool> {
+    fn offer_memory(&self, file: &std::fs::File) -> io::Result<Option<Vec<u8>>> {
         each!(self, c => c.offer_memory(file))
     }
-    fn take_memory(&self, len: usize) -> io::Result<crate::PeerMemory> {
-        each!(self, c => c.take_memory(len))
+    fn take_memory(&self, len: usize, token: &[u8]) -> io::Result<crate::PeerMemory> {
+        each!(self, c => c.take_memory(len, token))
+    }
+    fn shares_with_remote_writers(&self) -> bool {
+        each!(self, c => c.shares_with_remote_writers())
     }
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         each!(self, c => c.set_recv_timeout(timeout))

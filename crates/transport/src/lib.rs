@@ -6,7 +6,8 @@
 //! (shared-memory rings, no kernel on the data path), [`ucx`] the one over UCX (one-sided puts
 //! into the receiver's registered ring; RDMA where the hosts have it), [`mem`] the one for a primary and a node
 //! in one process (tests, embedders); [`AnyTransport`] picks TCP, shared memory or UCX by
-//! the address. Nothing above this trait knows which one it has.
+//! the address. Nothing above this trait knows which one it has. `shm` and `ucx` also share
+//! memory for one-sided record placement ([`Conn::offer_memory`], [`PeerMemory`]).
 #![forbid(unsafe_code)]
 
 mod any;
@@ -63,17 +64,27 @@ pub trait Conn: Read + Write + Send + Sized + 'static {
         true
     }
 
-    /// One-sided placement: offers the peer `file` (a lane's log) to write into. `Ok(false)`:
-    /// this transport cannot share memory, and the peer goes on sending bytes.
-    fn offer_memory(&self, file: &std::fs::File) -> io::Result<bool> {
+    /// One-sided placement: offers the peer `file` (a lane's log) to write into. `Ok(None)`:
+    /// this transport cannot share memory, and the peer goes on sending bytes. `Ok(Some(token))`:
+    /// offered; the peer needs `token` (it travels in the `Log` frame) to take it.
+    fn offer_memory(&self, file: &std::fs::File) -> io::Result<Option<Vec<u8>>> {
         let _ = file;
-        Ok(false)
+        Ok(None)
     }
 
-    /// Takes the memory the peer offered with [`Conn::offer_memory`], announced as `len` bytes.
-    fn take_memory(&self, len: usize) -> io::Result<PeerMemory> {
-        let _ = len;
+    /// Takes the memory the peer offered with [`Conn::offer_memory`], announced as `len` bytes,
+    /// with the `token` the offer came with.
+    fn take_memory(&self, len: usize, token: &[u8]) -> io::Result<PeerMemory> {
+        let _ = (len, token);
         Err(io::Error::new(io::ErrorKind::Unsupported, "this transport does not share memory"))
+    }
+
+    /// Whether memory offered on this connection can be written by the peer at any time, also
+    /// after this side checked what it holds (UCX: the peer holds the key to it, and nothing on
+    /// this side orders its puts). Such memory is copied out before its bytes are checked and
+    /// used.
+    fn shares_with_remote_writers(&self) -> bool {
+        false
     }
 
     /// Bounds how long a receive may block (`None`: forever).

@@ -3,49 +3,121 @@
 //! A mirror offers a lane's log to its primary ([`crate::Conn::offer_memory`]); the primary
 //! takes it ([`crate::Conn::take_memory`]) and places each record's body straight into it, then
 //! rings the lane's doorbell (the record's header, sent on the connection). Over shared memory
-//! the offered file is mapped into the primary; the mirror validates every record in place
-//! before it acknowledges it (docs/DESIGN-transport.md).
+//! the offered file is mapped into the primary; over UCX it is the mirror's registered mapping,
+//! written with puts. The mirror validates every record in place before it acknowledges it
+//! (docs/DESIGN-transport.md).
 
+use crate::ucx::RemoteRegion;
 use mojim_region::{MapSlice, MappedFile};
-use std::io;
+use std::io::{self, IoSlice};
 
-/// A mapping of memory the peer offered.
+/// Memory the peer offered: mapped here, or reached with UCX puts.
 pub struct PeerMemory {
-    map: MappedFile,
+    backing: Backing,
+}
+
+enum Backing {
+    /// The peer's file, mapped into this process.
+    Mapped(MappedFile),
+    /// The peer's registered memory, and where a body is staged before it is put: the bytes
+    /// checksummed are the bytes put (the application may store into the source meanwhile).
+    Remote { region: RemoteRegion, staging: Vec<u8> },
+}
+
+fn too_small(offered: u64, len: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("the peer offered {offered} bytes of memory where {len} were announced"),
+    )
 }
 
 impl PeerMemory {
-    /// Memory of at least `len` bytes in `map`, or an error naming both sizes.
-    pub(crate) fn new(map: MappedFile, len: usize) -> io::Result<PeerMemory> {
+    /// The mapping `map` of at least `len` bytes, or an error naming both sizes.
+    pub(crate) fn mapped(map: MappedFile, len: usize) -> io::Result<PeerMemory> {
         if map.len() < len {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("the peer offered {} bytes of memory where {len} were announced", map.len()),
-            ));
+            return Err(too_small(map.len() as u64, len));
         }
-        Ok(PeerMemory { map })
+        Ok(PeerMemory { backing: Backing::Mapped(map) })
+    }
+
+    /// The peer's registered `region` of at least `len` bytes, or an error naming both sizes.
+    pub(crate) fn remote(region: RemoteRegion, len: usize) -> io::Result<PeerMemory> {
+        if region.len() < len as u64 {
+            return Err(too_small(region.len(), len));
+        }
+        Ok(PeerMemory { backing: Backing::Remote { region, staging: Vec::new() } })
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        match &self.backing {
+            Backing::Mapped(map) => map.len(),
+            Backing::Remote { region, .. } => region.len() as usize,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
     }
 
-    /// Copies `src` to `at`.
-    pub fn copy_from(&self, at: usize, src: MapSlice<'_>) {
-        self.map.write_from(at, src)
+    /// Places `src` at `at` and returns the CRC32C of exactly the bytes placed. Over UCX the
+    /// bytes are in the peer's memory after [`PeerMemory::flush`].
+    pub fn place(&mut self, at: usize, src: MapSlice<'_>) -> io::Result<u32> {
+        match &mut self.backing {
+            Backing::Mapped(map) => {
+                map.write_from(at, src);
+                // The checksum of the bytes where they lie: the application may store into the
+                // source meanwhile.
+                Ok(map.view(at, src.len()).crc32c())
+            }
+            Backing::Remote { region, staging } => {
+                // Grows to the longest body once; no allocation per record after that.
+                if staging.len() < src.len() {
+                    staging.resize(src.len(), 0);
+                }
+                let bytes = &mut staging[..src.len()];
+                src.read(0, bytes);
+                region.put(at as u64, &[IoSlice::new(bytes)])?;
+                Ok(mojim_format::checksum::crc32c(bytes))
+            }
+        }
     }
 
-    /// Writes `data` at `at`.
-    pub fn write(&self, at: usize, data: &[u8]) {
-        self.map.write(at, data)
+    /// Writes `data` at `at` and returns its CRC32C (the bytes are this side's own).
+    pub fn write(&mut self, at: usize, data: &[u8]) -> io::Result<u32> {
+        match &mut self.backing {
+            Backing::Mapped(map) => map.write(at, data),
+            Backing::Remote { region, .. } => region.put(at as u64, &[IoSlice::new(data)])?,
+        }
+        Ok(mojim_format::checksum::crc32c(data))
     }
 
-    /// The bytes at `at` (the peer may change them at any time: a view, never a slice).
-    pub fn view(&self, at: usize, len: usize) -> MapSlice<'_> {
-        self.map.view(at, len)
+    /// Waits until everything placed or written is in the peer's memory.
+    pub fn flush(&self) -> io::Result<()> {
+        match &self.backing {
+            Backing::Mapped(_) => Ok(()),
+            Backing::Remote { region, .. } => region.flush(),
+        }
+    }
+
+    /// Makes what was placed visible to the peer by the time it reads a doorbell sent next on
+    /// the connection this memory was taken from; call it before the doorbells. A mapping:
+    /// nothing to do (the stores are in the shared pages, and the connection's ring publishes
+    /// its bytes with a release store). UCX: nothing to do either: the connection's every write
+    /// flushes its endpoint (the puts into this memory are among its operations) before it
+    /// rings, so the doorbell's bytes never arrive before the bodies; a flush of its own would
+    /// only add a round trip per batch. A doorbell sent any other way needs [`PeerMemory::flush`].
+    pub fn before_doorbell(&self) -> io::Result<()> {
+        match &self.backing {
+            Backing::Mapped(_) | Backing::Remote { .. } => Ok(()),
+        }
+    }
+
+    /// The bytes at `at` of a mapping (the peer may change them at any time: a view, never a
+    /// slice); `None` over UCX, where this side cannot read the peer's memory.
+    pub fn view(&self, at: usize, len: usize) -> Option<MapSlice<'_>> {
+        match &self.backing {
+            Backing::Mapped(map) => Some(map.view(at, len)),
+            Backing::Remote { .. } => None,
+        }
     }
 }

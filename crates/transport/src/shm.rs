@@ -368,8 +368,9 @@ impl Conn for ShmConn {
         false
     }
 
-    /// Passes `file` over the socket; the peer maps it ([`ShmConn::take_memory`]).
-    fn offer_memory(&self, file: &std::fs::File) -> io::Result<bool> {
+    /// Passes `file` over the socket; the peer maps it ([`ShmConn::take_memory`]). The token is
+    /// empty: the file itself is what the peer needs.
+    fn offer_memory(&self, file: &std::fs::File) -> io::Result<Option<Vec<u8>>> {
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
         let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
         let fds = [file.as_fd()];
@@ -383,12 +384,19 @@ impl Conn for ShmConn {
         if sent != MEMORY_TAG.len() {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "the offer of memory was cut short"));
         }
-        Ok(true)
+        Ok(Some(Vec::new()))
     }
 
     /// Receives the file the peer offered and maps it. Waits for it as long as a receive may
     /// block, or [`HANDSHAKE_TIMEOUT`] if that is forever.
-    fn take_memory(&self, len: usize) -> io::Result<PeerMemory> {
+    fn take_memory(&self, len: usize, token: &[u8]) -> io::Result<PeerMemory> {
+        if !token.is_empty() {
+            return Err(invalid(format!(
+                "{} offered shared memory with a token of {} bytes; shared memory takes none",
+                self.shared.peer,
+                token.len()
+            )));
+        }
         let sock = &self.shared.sock;
         let wait = Shared::deadline(&self.shared.recv_timeout)
             .map_or(HANDSHAKE_TIMEOUT, |d| d.saturating_duration_since(Instant::now()));
@@ -417,7 +425,7 @@ impl Conn for ShmConn {
         }
         let fd =
             fd.ok_or_else(|| invalid(format!("{} offered memory without its file", self.shared.peer)))?;
-        PeerMemory::new(map_file(&fd)?, len)
+        PeerMemory::mapped(map_file(&fd)?, len)
     }
 
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {

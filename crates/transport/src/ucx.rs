@@ -24,7 +24,11 @@
 //!
 //! [`UcxConn::register`] and [`UcxConn::remote_region`] expose the same machinery for memory of
 //! the caller's: a mapping registered on one side is written at an offset by the other
-//! ([`RemoteRegion::put`] + [`RemoteRegion::flush`]); its key travels as bytes.
+//! ([`RemoteRegion::put`] + [`RemoteRegion::flush`]); its key travels as bytes. A lane's log is
+//! offered that way ([`Conn::offer_memory`]: the log's file mapped and registered while the
+//! connection lives, the key as the token) and taken as a [`crate::PeerMemory`]. The peer can
+//! put into an offered log at any time: [`Conn::shares_with_remote_writers`] says so, and the
+//! node copies such a log's records out before it checks and applies them.
 
 use crate::{Conn, Transport};
 use mojim_region::MappedFile;
@@ -247,6 +251,9 @@ struct Shared {
     send_timeout: AtomicU64,
     reading: Mutex<()>,
     writing: Mutex<()>,
+    /// Memory offered to the peer ([`Conn::offer_memory`]): registered while the connection
+    /// lives.
+    offered: Mutex<Vec<LocalRegion>>,
 }
 
 /// A connection through UCX.
@@ -610,6 +617,35 @@ impl Conn for UcxConn {
         false
     }
 
+    /// Maps `file` and registers the mapping for the peer to put into, for as long as the
+    /// connection lives; the token is the registration's [`LocalRegion::key`].
+    fn offer_memory(&self, file: &std::fs::File) -> io::Result<Option<Vec<u8>>> {
+        use std::os::fd::AsRawFd;
+        let path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        let map = MappedFile::open(&path).map_err(|e| io::Error::new(e.source.kind(), e.to_string()))?;
+        let region = self.register(Arc::new(map))?;
+        let key = region.key();
+        let most = mojim_format::handshake::LOG_TOKEN_MAX;
+        if key.len() > most {
+            return Err(invalid(format!(
+                "the key of an offered log is {} bytes, more than the {most} a Log frame carries",
+                key.len()
+            )));
+        }
+        self.shared.offered.lock().unwrap_or_else(|p| p.into_inner()).push(region);
+        Ok(Some(key))
+    }
+
+    /// The peer's registered memory that `token` ([`LocalRegion::key`]) names, of at least
+    /// `len` bytes.
+    fn take_memory(&self, len: usize, token: &[u8]) -> io::Result<crate::PeerMemory> {
+        crate::PeerMemory::remote(self.remote_region(token)?, len)
+    }
+
+    fn shares_with_remote_writers(&self) -> bool {
+        true
+    }
+
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         let ns = timeout.map_or(0, |t| t.as_nanos().clamp(1, u64::MAX as u128) as u64);
         self.shared.recv_timeout.store(ns, Ordering::Relaxed);
@@ -874,6 +910,7 @@ impl UcxTransport {
             send_timeout: AtomicU64::new(0),
             reading: Mutex::new(()),
             writing: Mutex::new(()),
+            offered: Mutex::new(Vec::new()),
         });
         let weak = Arc::downgrade(&shared);
         std::thread::Builder::new()

@@ -13,7 +13,7 @@ use mojim_core::encode::{
 use mojim_core::log_space::LogSpace;
 use mojim_core::Range;
 use mojim_format::copied::{COPIED_RANGE_SIZE, MAX_COPIED_RANGES};
-use mojim_format::handshake::{decode_refuse, LogWindow, PeerRole, Welcome, LOG_WINDOW_SIZE, REFUSE_MAX};
+use mojim_format::handshake::{decode_refuse, LogWindow, PeerRole, Welcome, LOG_BODY_MAX, REFUSE_MAX};
 use mojim_format::log::{record_size, LOG_HEADER_SIZE};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::{MapSlice, RegionFile};
@@ -188,19 +188,22 @@ impl CopyScratch {
 /// its Welcome) and, if the mirror offered the lane's log, maps it.
 fn take_log<C: Conn>(conn: &mut C, target: &str, timeout: Duration) -> Result<Option<Placed>> {
     let lost = |what: String| Error::MirrorLost { reason: format!("{target}: {what}") };
-    let mut body = Vec::with_capacity(LOG_WINDOW_SIZE);
+    let mut body = Vec::with_capacity(LOG_BODY_MAX);
     let mut by = crate::net::ReadBy { conn: &mut *conn, deadline: Instant::now() + timeout };
-    let h = crate::net::read_frame(&mut by, LOG_WINDOW_SIZE, &mut body)
+    let h = crate::net::read_frame(&mut by, LOG_BODY_MAX, &mut body)
         .map_err(|e| lost(format!("no Log frame after the Welcome within {timeout:?}: {e}")))?;
     if h.kind != FrameKind::Log {
         return Err(lost(format!("sent a {:?} frame where the Log frame after the Welcome goes", h.kind)));
     }
-    let window = LogWindow::decode(&body).map_err(|e| lost(format!("sent a bad Log frame: {e}")))?;
+    let (window, token) =
+        LogWindow::decode_offer(&body).map_err(|e| lost(format!("sent a bad Log frame: {e}")))?;
     if window.capacity == 0 {
         return Ok(None);
     }
     let len = LOG_HEADER_SIZE + window.capacity as usize;
-    let mem = conn.take_memory(len).map_err(|e| lost(format!("take the offered log of {len} bytes: {e}")))?;
+    let mem = conn
+        .take_memory(len, token)
+        .map_err(|e| lost(format!("take the offered log of {len} bytes: {e}")))?;
     Ok(Some(Placed { mem, space: LogSpace::new(window.capacity, window.tail, window.head) }))
 }
 
@@ -484,10 +487,19 @@ impl<C: Conn> Link<C> {
                 let p = tx.placed.as_mut().expect("a placed lane");
                 let pos = p.space.place(size).expect("room was made for it").pos;
                 p.space.advance_head(pos + size);
-                p.mem.write(p.body_at(pos), &scratch.ranges);
-                let checksum = p.mem.view(p.body_at(pos), len).crc32c();
-                let marker = encode::placed_copied_header(self.tag(l), seq, len as u32, checksum, pos);
-                tx.conn.send_all_vectored(&mut [IoSlice::new(&marker)])
+                let at = p.body_at(pos);
+                match p
+                    .mem
+                    .write(at, &scratch.ranges)
+                    .and_then(|checksum| p.mem.before_doorbell().map(|_| checksum))
+                {
+                    Ok(checksum) => {
+                        let marker =
+                            encode::placed_copied_header(self.tag(l), seq, len as u32, checksum, pos);
+                        tx.conn.send_all_vectored(&mut [IoSlice::new(&marker)])
+                    }
+                    Err(e) => Err(e),
+                }
             } else {
                 tx.conn.send_all_vectored(&mut [IoSlice::new(&marker), IoSlice::new(&scratch.ranges)])
             };
@@ -592,10 +604,12 @@ impl<C: Conn> Link<C> {
             let pos = place.pos;
             p.space.advance_head(pos + record_size(plan.len as u64));
             let body_at = p.body_at(pos);
-            // The application may store into the region meanwhile: the checksum is taken of the
-            // bytes placed, where they lie.
-            p.mem.copy_from(body_at, region.view(plan.offset, plan.len as usize));
-            let checksum = p.mem.view(body_at, plan.len as usize).crc32c();
+            // The application may store into the region meanwhile: the checksum is of exactly
+            // the bytes placed.
+            let checksum = match p.mem.place(body_at, region.view(plan.offset, plan.len as usize)) {
+                Ok(c) => c,
+                Err(e) => return Err(self.fail_send(at, format!("place a record on lane {lane}: {e}"))),
+            };
             tx.headers[n] = placed_data_header(tag, seq, plan, checksum, pos);
             n += 1;
             if n == BATCH {
@@ -605,10 +619,16 @@ impl<C: Conn> Link<C> {
         self.ring(tx, at, &mut n)
     }
 
-    /// Sends the `n` headers batched in `tx`: the doorbells of records already placed.
+    /// Sends the `n` headers batched in `tx`: the doorbells of records already placed, once
+    /// their bodies are in the mirror's memory.
     fn ring(&self, tx: &mut Tx<C>, at: usize, n: &mut usize) -> Result<(), LinkError> {
         if *n == 0 {
             return Ok(());
+        }
+        let placed = tx.placed.as_ref().expect("a placed lane");
+        if let Err(e) = placed.mem.before_doorbell() {
+            *n = 0;
+            return Err(self.fail_send(at, format!("place records on lane {}: {e}", self.lanes[at].index)));
         }
         let mut iov = [IoSlice::new(&[]); BATCH];
         for (i, h) in tx.headers[..*n].iter().enumerate() {

@@ -163,14 +163,17 @@ fn offered_memory_is_shared_and_an_untaken_offer_is_not_the_end() {
     let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
     file.set_len(8192).unwrap();
-    assert!(a.offer_memory(&file).unwrap());
+    assert_eq!(a.offer_memory(&file).unwrap(), Some(Vec::new()), "offered, with no token");
     // The offer waits on the socket: the stream still works, and the peer is not taken for gone.
     a.write_all(b"ready").unwrap();
     let mut got = [0u8; 5];
     c.read_exact(&mut got).unwrap();
     assert_eq!(&got, b"ready");
-    let mem = c.take_memory(8192).unwrap();
-    mem.write(4096, b"placed");
+    assert!(c.take_memory(8192, b"key").is_err(), "shared memory takes no token");
+    a.offer_memory(&file).unwrap();
+    let mut mem = c.take_memory(8192, &[]).unwrap();
+    assert_eq!(mem.write(4096, b"placed").unwrap(), mojim_format::checksum::crc32c(b"placed"));
+    mem.flush().unwrap();
     let mut back = [0u8; 6];
     std::os::unix::fs::FileExt::read_exact_at(&file, &mut back, 4096).unwrap();
     assert_eq!(&back, b"placed");
@@ -186,9 +189,9 @@ fn memory_smaller_than_announced_or_never_offered_is_refused() {
     std::fs::remove_file(&path).unwrap();
     file.set_len(4096).unwrap();
     a.offer_memory(&file).unwrap();
-    let e = c.take_memory(1 << 20).err().expect("too small");
+    let e = c.take_memory(1 << 20, &[]).err().expect("too small");
     assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
     assert!(e.to_string().contains("4096"), "{e}");
     c.set_recv_timeout(Some(Duration::from_millis(20))).unwrap();
-    assert!(c.take_memory(4096).is_err(), "nothing more was offered");
+    assert!(c.take_memory(4096, &[]).is_err(), "nothing more was offered");
 }

@@ -384,3 +384,37 @@ fn a_writer_that_finds_no_room_gets_it_while_the_reader_is_not_reading() {
         rest[..RING_BYTES - 100].iter().all(|&x| x == 1) && rest[RING_BYTES - 100..].iter().all(|&x| x == 2)
     );
 }
+
+#[test]
+fn an_offered_file_is_placed_into_with_puts() {
+    if !ucx_here() {
+        return;
+    }
+    let (c, a, _l) = pair();
+    let path = format!("/dev/shm/mojim-ucx-test-{}-offered", std::process::id());
+    let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    file.set_len(1 << 16).unwrap();
+    assert!(a.shares_with_remote_writers(), "a peer with the key writes at any time");
+    let token = a.offer_memory(&file).unwrap().expect("UCX offers memory");
+    assert!(token.len() > 16 && token.len() <= mojim_format::handshake::LOG_TOKEN_MAX);
+
+    let e = c.take_memory(1 << 20, &token).err().expect("smaller than announced");
+    assert!(e.to_string().contains("65536"), "{e}");
+    assert!(c.take_memory(1 << 16, &token[..8]).is_err(), "a token cut short");
+    let mut mem = c.take_memory(1 << 16, &token).unwrap();
+    let src = anonymous_map(8192).unwrap();
+    let body: Vec<u8> = (0..5000u64).map(pattern).collect();
+    src.write(100, &body);
+    let crc = mem.place(4096, src.view(100, body.len())).unwrap();
+    assert_eq!(crc, mojim_format::checksum::crc32c(&body), "the checksum of the bytes placed");
+    assert_eq!(mem.write(60_000, b"marker").unwrap(), mojim_format::checksum::crc32c(b"marker"));
+    mem.flush().unwrap();
+    assert!(mem.view(0, 1).is_none(), "the peer's memory is not readable here");
+    let mut back = vec![0u8; body.len()];
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut back, 4096).unwrap();
+    assert_eq!(back, body);
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut back[..6], 60_000).unwrap();
+    assert_eq!(&back[..6], b"marker");
+    assert!(mem.place(1 << 16, src.view(0, 1)).is_err(), "past the end of the offered memory");
+}

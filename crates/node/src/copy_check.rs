@@ -1,0 +1,160 @@
+//! Copy-then-check: applying a group from a log that a peer can write at any time.
+//!
+//! A lane's log offered over UCX stays registered for the peer's puts while the connection
+//! lives: the peer can change a record's bytes after the lane checked and acknowledged it. The
+//! checkpointer then applies nothing straight from the log: it copies the group's record bodies
+//! into this buffer, checks each body's checksum on the copy, and writes only from the copy. A
+//! group whose records no longer check is applied not at all.
+
+use mojim_core::checkpoint::GroupRef;
+use mojim_format::checksum::crc32c;
+use mojim_format::log::{record_at_verified, RecordArea};
+use mojim_format::FrameKind;
+use mojim_region::MapSlice;
+
+/// The applier's buffer for one group's bodies, reused from group to group (it grows to the
+/// largest group once).
+#[derive(Default)]
+pub(crate) struct Scratch {
+    bytes: Vec<u8>,
+    /// `(data offset, start in bytes, len)` of each body copied.
+    writes: Vec<(u64, usize, usize)>,
+}
+
+impl Scratch {
+    /// Copies group `g`'s record bodies out of `area` and checks each, on the copy, against its
+    /// header (also copied out), and that it lies within a data area of `region_size` bytes.
+    /// Err: what no longer holds (the peer changed the log after the lane checked it).
+    pub fn copy_group(
+        &mut self,
+        area: MapSlice<'_>,
+        g: &GroupRef,
+        max_body: u32,
+        region_size: u64,
+    ) -> Result<(), String> {
+        self.bytes.clear();
+        self.writes.clear();
+        let mut pos = g.start_pos;
+        while pos < g.end_pos {
+            let rec = record_at_verified(&area, pos, max_body)
+                .ok_or_else(|| format!("the record at log position {pos} is no longer a record"))?;
+            if rec.end_pos() > g.end_pos {
+                return Err(format!(
+                    "the record at log position {pos} now ends at {}, past the group's end {}",
+                    rec.end_pos(),
+                    g.end_pos
+                ));
+            }
+            pos = rec.end_pos();
+            let h = rec.header;
+            if h.kind != FrameKind::Data {
+                continue;
+            }
+            let len = h.body_len as usize;
+            if h.seq != g.seq || h.offset.checked_add(len as u64).is_none_or(|end| end > region_size) {
+                return Err(format!(
+                    "the record at log position {} now says group {}, {len} bytes at offset {}",
+                    rec.pos, h.seq, h.offset
+                ));
+            }
+            let start = self.bytes.len();
+            self.bytes.resize(start + len, 0);
+            let body = &mut self.bytes[start..];
+            area.copy_out(rec.body_at, body);
+            if h.check_checksum(len, crc32c(body)).is_err() {
+                return Err(format!(
+                    "the body of the record at log position {} ({len} bytes for offset {}) no longer \
+                     matches its checksum",
+                    rec.pos, h.offset
+                ));
+            }
+            self.writes.push((h.offset, start, len));
+        }
+        Ok(())
+    }
+
+    /// The bodies of the last group copied: `(data offset, bytes)`.
+    pub fn writes(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        self.writes.iter().map(|&(off, start, len)| (off, &self.bytes[start..start + len]))
+    }
+}
+
+/// The data ranges `(offset, len)` group `g`'s records in `area` name now, without a panic when
+/// a record is no longer one: Err says where (the peer changed the log).
+pub(crate) fn group_ranges(
+    area: MapSlice<'_>,
+    g: &GroupRef,
+    max_body: u32,
+    mut each: impl FnMut(u64, usize),
+) -> Result<(), String> {
+    let mut pos = g.start_pos;
+    while pos < g.end_pos {
+        let rec = record_at_verified(&area, pos, max_body)
+            .ok_or_else(|| format!("the record at log position {pos} is no longer a record"))?;
+        if rec.header.kind == FrameKind::Data {
+            each(rec.header.offset, rec.header.body_len as usize);
+        }
+        pos = rec.end_pos();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mojim_core::encode::{placed_data_header, FramePlan, SessionTag};
+    use mojim_format::log::{record_size, LOG_HEADER_SIZE};
+    use mojim_region::MappedFile;
+
+    /// A log mapping holding group 1: two records of `bodies` at data offsets 0 and 4096.
+    fn log_with(bodies: [&[u8]; 2]) -> (crate::test_peer::Scratch, MappedFile, GroupRef) {
+        let dir = crate::test_peer::Scratch::new("copy-check");
+        let map =
+            MappedFile::create(&dir.dir.join("log"), (LOG_HEADER_SIZE + (1 << 16)) as u64).expect("mapped");
+        let tag = SessionTag { session: 1, epoch: 1, lane: 0 };
+        let mut pos = 0u64;
+        for (i, body) in bodies.iter().enumerate() {
+            let plan = FramePlan {
+                offset: 4096 * i as u64,
+                len: body.len() as u32,
+                frame_index: i as u32,
+                end: i == 1,
+            };
+            let h = placed_data_header(tag, 1, plan, crc32c(body), pos);
+            map.write(LOG_HEADER_SIZE + pos as usize, &h);
+            map.write(LOG_HEADER_SIZE + pos as usize + 64, body);
+            pos += record_size(body.len() as u64);
+        }
+        let g = GroupRef::data(1, 0, 0, pos, 200);
+        (dir, map, g)
+    }
+
+    #[test]
+    fn a_group_that_still_checks_is_copied_whole() {
+        let (_dir, map, g) = log_with([&[1u8; 100], &[2u8; 100]]);
+        let mut s = Scratch::default();
+        let area = map.view(LOG_HEADER_SIZE, 1 << 16);
+        s.copy_group(area, &g, 1 << 20, 1 << 20).expect("checks");
+        let got: Vec<(u64, Vec<u8>)> = s.writes().map(|(o, b)| (o, b.to_vec())).collect();
+        assert_eq!(got, vec![(0, vec![1u8; 100]), (4096, vec![2u8; 100])]);
+    }
+
+    #[test]
+    fn a_body_changed_after_it_was_checked_fails_the_whole_group() {
+        let (_dir, map, g) = log_with([&[1u8; 100], &[2u8; 100]]);
+        // The second body changes under its header.
+        let second = LOG_HEADER_SIZE + record_size(100) as usize + 64;
+        map.write(second, &[9u8; 10]);
+        let mut s = Scratch::default();
+        let err = s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20).unwrap_err();
+        assert!(err.contains("no longer matches its checksum"), "{err}");
+        // Past the region's end, or a header that is no longer one.
+        let (_dir, map, g) = log_with([&[1u8; 100], &[2u8; 100]]);
+        let err = s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 4096).unwrap_err();
+        assert!(err.contains("offset 4096"), "{err}");
+        map.write(LOG_HEADER_SIZE, &[0xff; 8]);
+        let err = s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20).unwrap_err();
+        assert!(err.contains("no longer a record"), "{err}");
+        assert!(group_ranges(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, |_, _| {}).is_err());
+    }
+}
