@@ -14,6 +14,8 @@ mod any;
 pub mod mem;
 mod peer_memory;
 pub mod shm;
+#[cfg(test)]
+mod stream_tests;
 mod tcp;
 pub mod ucx;
 

@@ -10,6 +10,14 @@
 use crate::ucx::RemoteRegion;
 use mojim_region::{MapSlice, MappedFile};
 use std::io::{self, IoSlice};
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::path::PathBuf;
+
+/// Maps the whole file `fd` (received from a peer, or made here), shared.
+pub(crate) fn map_file(fd: BorrowedFd<'_>) -> io::Result<MappedFile> {
+    let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    MappedFile::open(&path).map_err(|e| io::Error::new(e.source.kind(), e.to_string()))
+}
 
 /// Memory the peer offered: mapped here, or reached with UCX puts.
 pub struct PeerMemory {

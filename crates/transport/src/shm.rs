@@ -24,6 +24,7 @@
 //! The peer may be hostile or broken: every byte is copied out of the ring before anything
 //! looks at it, and a `head` that claims more bytes than the ring holds ends the connection.
 
+use crate::peer_memory::map_file;
 use crate::{Conn, PeerMemory, Transport};
 use mojim_region::MappedFile;
 use rustix::event::{PollFd, PollFlags};
@@ -425,7 +426,7 @@ impl Conn for ShmConn {
         }
         let fd =
             fd.ok_or_else(|| invalid(format!("{} offered memory without its file", self.shared.peer)))?;
-        PeerMemory::mapped(map_file(&fd)?, len)
+        PeerMemory::mapped(map_file(fd.as_fd())?, len)
     }
 
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
@@ -468,16 +469,9 @@ fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
 }
 
-/// Maps the whole file `fd`, shared.
-fn map_file(fd: &OwnedFd) -> io::Result<MappedFile> {
-    use std::os::fd::AsRawFd;
-    let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-    MappedFile::open(&path).map_err(|e| io::Error::new(e.source.kind(), e.to_string()))
-}
-
 /// Maps the shared file `fd` (at least two rings of `capacity`).
 fn map_fd(fd: &OwnedFd, capacity: usize) -> io::Result<MappedFile> {
-    let map = map_file(fd)?;
+    let map = map_file(fd.as_fd())?;
     let need = 2 * (RING_HEADER + capacity);
     if map.len() < need {
         return Err(invalid(format!("the shared file holds {} bytes, the rings need {need}", map.len())));

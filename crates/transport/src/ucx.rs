@@ -37,7 +37,6 @@ use rustix::event::{PollFd, PollFlags};
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -219,12 +218,9 @@ fn doorbell(kind: u32, value: u64) -> [u8; 16] {
 
 /// A memory file of `len` bytes, mapped.
 fn anonymous_map(len: usize) -> io::Result<Arc<MappedFile>> {
-    use std::os::fd::AsRawFd;
     let fd = rustix::fs::memfd_create("mojim-ucx", rustix::fs::MemfdFlags::CLOEXEC)?;
     rustix::fs::ftruncate(&fd, len as u64)?;
-    let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-    let map = MappedFile::open(&path).map_err(|e| io::Error::new(e.source.kind(), e.to_string()))?;
-    Ok(Arc::new(map))
+    Ok(Arc::new(crate::peer_memory::map_file(fd.as_fd())?))
 }
 
 /// What both handles of a connection share.
@@ -620,9 +616,7 @@ impl Conn for UcxConn {
     /// Maps `file` and registers the mapping for the peer to put into, for as long as the
     /// connection lives; the token is the registration's [`LocalRegion::key`].
     fn offer_memory(&self, file: &std::fs::File) -> io::Result<Option<Vec<u8>>> {
-        use std::os::fd::AsRawFd;
-        let path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-        let map = MappedFile::open(&path).map_err(|e| io::Error::new(e.source.kind(), e.to_string()))?;
+        let map = crate::peer_memory::map_file(file.as_fd())?;
         let region = self.register(Arc::new(map))?;
         let key = region.key();
         let most = mojim_format::handshake::LOG_TOKEN_MAX;

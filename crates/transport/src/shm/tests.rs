@@ -1,4 +1,5 @@
 use super::*;
+use crate::stream_tests::{bytes_arrive_in_order, polled_echo};
 use std::io::{Read, Write};
 
 fn sock_path(name: &str) -> String {
@@ -15,62 +16,16 @@ fn pair(name: &str) -> (ShmConn, ShmConn, ShmListener) {
     (c.join().unwrap(), a, l)
 }
 
-fn pattern(i: u64) -> u8 {
-    (i.wrapping_mul(2654435761) >> 7) as u8
-}
-
 #[test]
 fn bytes_arrive_in_order_across_many_laps() {
-    let (mut c, mut a, _l) = pair("order");
-    let total: u64 = 3 * RING_BYTES as u64 + 12_345;
-    let w = std::thread::spawn(move || {
-        let mut sent = 0u64;
-        let mut chunk = vec![0u8; 100_003];
-        while sent < total {
-            let n = (total - sent).min(chunk.len() as u64) as usize;
-            for (k, b) in chunk[..n].iter_mut().enumerate() {
-                *b = pattern(sent + k as u64);
-            }
-            // Two slices per write, so that vectored writes split across the ring's end too.
-            let (x, y) = chunk[..n].split_at(n / 3);
-            c.send_all_vectored(&mut [IoSlice::new(x), IoSlice::new(y)]).unwrap();
-            sent += n as u64;
-        }
-        c
-    });
-    let mut got = 0u64;
-    let mut buf = vec![0u8; 65_537];
-    while got < total {
-        let n = a.read(&mut buf).unwrap();
-        assert!(n > 0, "end of stream after {got} of {total} bytes");
-        for (k, &b) in buf[..n].iter().enumerate() {
-            assert_eq!(b, pattern(got + k as u64), "byte {}", got + k as u64);
-        }
-        got += n as u64;
-    }
-    drop(w.join().unwrap());
+    let (c, a, _l) = pair("order");
+    bytes_arrive_in_order(c, a, 3 * RING_BYTES as u64 + 12_345);
 }
 
 #[test]
 fn both_directions_at_once_with_polling() {
-    let (mut c, mut a, _l) = pair("duplex");
-    c.set_busy_poll(Duration::from_micros(50));
-    a.set_busy_poll(Duration::from_micros(50));
-    let echo = std::thread::spawn(move || {
-        let mut b = [0u8; 64];
-        for _ in 0..2000 {
-            a.read_exact(&mut b).unwrap();
-            a.write_all(&b).unwrap();
-        }
-    });
-    for i in 0..2000u32 {
-        let msg = [i as u8; 64];
-        c.write_all(&msg).unwrap();
-        let mut back = [0u8; 64];
-        c.read_exact(&mut back).unwrap();
-        assert_eq!(back, msg);
-    }
-    echo.join().unwrap();
+    let (c, a, _l) = pair("duplex");
+    polled_echo(c, a, 2000);
 }
 
 #[test]
