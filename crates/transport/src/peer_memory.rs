@@ -68,7 +68,12 @@ impl PeerMemory {
     }
 
     /// Places `src` at `at` and returns the CRC32C of exactly the bytes placed. Over UCX the
-    /// bytes are in the peer's memory after [`PeerMemory::flush`].
+    /// bytes are in the peer's memory after [`PeerMemory::flush`], or once the connection this
+    /// memory was taken from has sent anything after them: its every write flushes its endpoint
+    /// (these puts among its operations) before it rings, so a doorbell sent on it never
+    /// arrives before the bodies, and a flush of its own would add a round trip. A mapping needs
+    /// neither: the stores are in the shared pages, and the connection's ring publishes its
+    /// bytes with a release store.
     pub fn place(&mut self, at: usize, src: MapSlice<'_>) -> io::Result<u32> {
         match &mut self.backing {
             Backing::Mapped(map) => {
@@ -104,19 +109,6 @@ impl PeerMemory {
         match &self.backing {
             Backing::Mapped(_) => Ok(()),
             Backing::Remote { region, .. } => region.flush(),
-        }
-    }
-
-    /// Makes what was placed visible to the peer by the time it reads a doorbell sent next on
-    /// the connection this memory was taken from; call it before the doorbells. A mapping:
-    /// nothing to do (the stores are in the shared pages, and the connection's ring publishes
-    /// its bytes with a release store). UCX: nothing to do either: the connection's every write
-    /// flushes its endpoint (the puts into this memory are among its operations) before it
-    /// rings, so the doorbell's bytes never arrive before the bodies; a flush of its own would
-    /// only add a round trip per batch. A doorbell sent any other way needs [`PeerMemory::flush`].
-    pub fn before_doorbell(&self) -> io::Result<()> {
-        match &self.backing {
-            Backing::Mapped(_) | Backing::Remote { .. } => Ok(()),
         }
     }
 

@@ -72,9 +72,12 @@ struct Placed {
 }
 
 impl Placed {
-    /// Where in the mapping the body of a record at log position `pos` goes.
-    fn body_at(&self, pos: u64) -> usize {
-        LOG_HEADER_SIZE + (pos % self.space.capacity()) as usize + FRAME_HEADER_SIZE
+    /// Takes the place of the next record of `size` bytes, which [`Link::room`] made: its log
+    /// position, and where in the peer's memory its body goes.
+    fn take(&mut self, size: u64) -> (u64, usize) {
+        let pos = self.space.place(size).expect("room was made for it").pos;
+        self.space.advance_head(pos + size);
+        (pos, LOG_HEADER_SIZE + (pos % self.space.capacity()) as usize + FRAME_HEADER_SIZE)
     }
 }
 
@@ -485,14 +488,8 @@ impl<C: Conn> Link<C> {
                 let size = record_size(len as u64);
                 self.room(tx, r * self.lanes_per_replica + l, || std::iter::once(size))?;
                 let p = tx.placed.as_mut().expect("a placed lane");
-                let pos = p.space.place(size).expect("room was made for it").pos;
-                p.space.advance_head(pos + size);
-                let at = p.body_at(pos);
-                match p
-                    .mem
-                    .write(at, &scratch.ranges)
-                    .and_then(|checksum| p.mem.before_doorbell().map(|_| checksum))
-                {
+                let (pos, at) = p.take(size);
+                match p.mem.write(at, &scratch.ranges) {
                     Ok(checksum) => {
                         let marker =
                             encode::placed_copied_header(self.tag(l), seq, len as u32, checksum, pos);
@@ -599,11 +596,7 @@ impl<C: Conn> Link<C> {
             stage.frame(framed, plan.offset, plan.len as u64);
             framed += plan.len as u64;
             let p = tx.placed.as_mut().expect("a placed lane");
-            let place =
-                p.space.place(record_size(plan.len as u64)).expect("room was made for the whole group");
-            let pos = place.pos;
-            p.space.advance_head(pos + record_size(plan.len as u64));
-            let body_at = p.body_at(pos);
+            let (pos, body_at) = p.take(record_size(plan.len as u64));
             // The application may store into the region meanwhile: the checksum is of exactly
             // the bytes placed.
             let checksum = match p.mem.place(body_at, region.view(plan.offset, plan.len as usize)) {
@@ -619,16 +612,11 @@ impl<C: Conn> Link<C> {
         self.ring(tx, at, &mut n)
     }
 
-    /// Sends the `n` headers batched in `tx`: the doorbells of records already placed, once
-    /// their bodies are in the mirror's memory.
+    /// Sends the `n` headers batched in `tx`: the doorbells of records already placed (the
+    /// connection's write makes their bodies reach the mirror first: `PeerMemory::place`).
     fn ring(&self, tx: &mut Tx<C>, at: usize, n: &mut usize) -> Result<(), LinkError> {
         if *n == 0 {
             return Ok(());
-        }
-        let placed = tx.placed.as_ref().expect("a placed lane");
-        if let Err(e) = placed.mem.before_doorbell() {
-            *n = 0;
-            return Err(self.fail_send(at, format!("place records on lane {}: {e}", self.lanes[at].index)));
         }
         let mut iov = [IoSlice::new(&[]); BATCH];
         for (i, h) in tx.headers[..*n].iter().enumerate() {
