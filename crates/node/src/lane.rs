@@ -121,7 +121,7 @@ impl Pacer {
     fn beat<C: Conn>(&mut self, conn: &mut C, lane: &LaneRef<'_>) -> std::io::Result<()> {
         if self.last_beat.elapsed() >= self.interval {
             self.last_beat = Instant::now();
-            return heartbeat(conn, self.tag, lane.with(|l| l.space().tail()));
+            return heartbeat(conn, self.tag, lane.tail());
         }
         Ok(())
     }
@@ -245,8 +245,7 @@ impl<C: Conn> Receiver<'_, C> {
                         return Err(LaneEnd::Storage(msg.clone()));
                     }
                 }
-                let tail = self.lane.with(|l| l.space().tail());
-                if let Err(e) = heartbeat(*self.rx.get_mut(), tag, tail) {
+                if let Err(e) = heartbeat(*self.rx.get_mut(), tag, self.lane.tail()) {
                     return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));
                 }
                 Ok(true)
@@ -329,10 +328,8 @@ impl<C: Conn> Receiver<'_, C> {
         if let Some(e) = beat_failed {
             return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));
         }
-        let tail = self.lane.with(|l| l.space().tail());
-        if let Err(e) =
-            mojim::net::write_frame(*self.rx.get_mut(), &ack_header_with_tail(self.tag, g.seq, tail), &[])
-        {
+        let ack = ack_header_with_tail(self.tag, g.seq, self.lane.tail());
+        if let Err(e) = mojim::net::write_frame(*self.rx.get_mut(), &ack, &[]) {
             return Err(LaneEnd::Closed(format!("send ack: {e}")));
         }
         if due {
@@ -401,20 +398,14 @@ fn receive_copy<C: Conn>(
 /// host can hold the log (it is offered on a socket of mode 0600), and such a process can write
 /// the mirror's memory anyway (docs/DESIGN-transport.md).
 fn check_placed(log: &LogFile, slot: &Slot) -> Result<(), LaneEnd> {
-    let pos = slot.placement.pos;
-    let h = slot.accepted.header;
+    let (pos, h) = (slot.placement.pos, slot.accepted.header);
     if h.log_pos != pos {
         return Err(LaneEnd::Violation(Violation::Placed { found: h.log_pos, expected: pos }));
     }
     if let Some(pad) = slot.placement.pad_at {
         log.write_pad(pad);
     }
-    let len = h.body_len as usize;
-    if let Err(e) = h.check_checksum(len, log.view_at(pos + FRAME_HEADER_SIZE as u64, len).crc32c()) {
-        return Err(LaneEnd::Violation(Violation::Body(e)));
-    }
-    log.write_at(pos, &h.to_bytes());
-    Ok(())
+    make_record(log, slot)
 }
 
 /// Writes one record: pad if needed, the body (what the lane read ahead of it, the rest
@@ -424,12 +415,18 @@ fn store(log: &LogFile, rx: &mut impl Read, slot: &Slot) -> Result<(), LaneEnd> 
     if let Some(pad) = slot.placement.pad_at {
         log.write_pad(pad);
     }
-    let h = slot.accepted.header;
-    let len = h.body_len as usize;
+    let len = slot.accepted.header.body_len as usize;
     if let Err(e) = log.recv_at(pos + FRAME_HEADER_SIZE as u64, len, rx) {
         return Err(LaneEnd::Closed(format!("receive frame body: {e}")));
     }
-    // The body is checked where it landed, before the header that makes it a record is written.
+    make_record(log, slot)
+}
+
+/// Checks the body of `slot`'s record where it lies in the log, and only then writes the header
+/// that makes it a record, stamped with its position.
+fn make_record(log: &LogFile, slot: &Slot) -> Result<(), LaneEnd> {
+    let (pos, h) = (slot.placement.pos, slot.accepted.header);
+    let len = h.body_len as usize;
     if let Err(e) = h.check_checksum(len, log.view_at(pos + FRAME_HEADER_SIZE as u64, len).crc32c()) {
         return Err(LaneEnd::Violation(Violation::Body(e)));
     }

@@ -45,6 +45,12 @@ impl LaneRef<'_> {
     pub fn with<R>(self, f: impl FnOnce(&mut MirrorLane) -> R) -> R {
         f(&mut lock(self.0))
     }
+
+    /// Where the lane's log is free before: what its acknowledgements and heartbeats tell a
+    /// primary that places its records.
+    pub fn tail(self) -> u64 {
+        self.with(|l| l.space().tail())
+    }
 }
 
 fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
