@@ -74,7 +74,7 @@ the commands of one event-loop turn, from every client and pipelined, share one 
 trip. A restart, or mojim kv on a promoted mirror ([region] path = its data.mojim, or --region), \
 serves exactly the acknowledged state: opening the region is the whole recovery.
 
-Commands: GET SET (NX XX GET EX PX EXAT PXAT KEEPTTL) SETNX SETEX PSETEX GETSET GETDEL MGET MSET \
+Commands: AUTH; GET SET (NX XX GET EX PX EXAT PXAT KEEPTTL) SETNX SETEX PSETEX GETSET GETDEL MGET MSET \
 MSETNX INCR INCRBY DECR DECRBY APPEND STRLEN; EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL PTTL PERSIST; \
 HSET HMSET HSETNX HGET HMGET HDEL HGETALL HKEYS HVALS HLEN HEXISTS HINCRBY; DEL UNLINK EXISTS TYPE \
 RENAME RENAMENX SCAN KEYS DBSIZE FLUSHDB FLUSHALL; MULTI EXEC DISCARD; PING ECHO INFO CLIENT SELECT \
@@ -82,10 +82,13 @@ QUIT HELLO COMMAND CONFIG GET WAIT TIME; SENTINEL get-master-addr-by-name, maste
 sentinels. Anything else is answered -ERR unknown command. WAIT answers at once with the replicas \
 that hold every acknowledged write (1 in sync mode with the mirror online).
 
-Settings: [kv] in mojim.toml (listen, max_clients, max_bulk, max_args, max_inline, sentinel_name, \
-announce, sentinels); the region, mode and mirror from [region] and [primary]. A request past a \
-limit, or one that breaks the protocol, closes that client with -ERR Protocol error; nothing else \
-changes. While the mirror is lost (on_mirror_loss = \"block\") writes wait; a primary fenced by a \
+Settings: [kv] in mojim.toml (listen, password, protected_mode, max_clients, max_bulk, max_args, \
+max_inline, output_limit, read_barrier, sentinel_name, announce, sentinels); the region, mode and \
+mirror from [region] and [primary]. With a password ([kv] password, or the environment variable \
+MOJIM_KV_PASSWORD; mojim init writes a random one) a client must AUTH before anything else \
+(-NOAUTH); without one, protected mode refuses any listen address but loopback. A request past a \
+limit, or one that breaks the protocol, closes that client with -ERR Protocol error; a reply past \
+output_limit closes it with an error, its command undone; nothing else changes. While the mirror is lost (on_mirror_loss = \"block\") writes wait; a primary fenced by a \
 promotion stops with an error. Prints \"serving on ADDR\" when ready.";
 
 #[derive(Args)]

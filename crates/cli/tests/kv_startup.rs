@@ -88,3 +88,41 @@ fn an_address_in_use_is_named() {
     let e = refused(&c, &["--listen", &addr]);
     assert!(e.contains(&addr) && e.contains("free address"), "{e}");
 }
+
+#[test]
+fn protected_mode_refuses_an_open_address_without_a_password() {
+    let c = unreplicated("kv-protected", 4 << 20, |_| {});
+    let e = refused(&c, &["--listen", "0.0.0.0:0"]);
+    assert!(
+        e.contains("protected mode")
+            && e.contains("0.0.0.0:0")
+            && e.contains("[kv] password")
+            && e.contains("protected_mode = false"),
+        "{e}"
+    );
+    // With a password, or with protected mode turned off, it serves there.
+    for (test, edit) in [
+        (
+            "kv-protected-password",
+            Box::new(|f: &mut mojim::config::ConfigFile| f.kv.password = "pw".into())
+                as Box<dyn FnOnce(&mut mojim::config::ConfigFile)>,
+        ),
+        ("kv-protected-off", Box::new(|f: &mut mojim::config::ConfigFile| f.kv.protected_mode = false)),
+    ] {
+        let c = unreplicated(test, 4 << 20, edit);
+        let cfg = c.cfg_path.to_str().unwrap();
+        let kv =
+            mojim_tools::child::ChildNode::spawn(exe(), &["kv", "--config", cfg, "--listen", "0.0.0.0:0"]);
+        assert!(kv.is_ok_and(|k| k.addr().starts_with("0.0.0.0:")), "{test}");
+    }
+}
+
+#[test]
+fn an_output_limit_below_twice_max_bulk_is_refused() {
+    let c = unreplicated("kv-output-limit", 4 << 20, |f| {
+        f.kv.max_bulk = "1MiB".into();
+        f.kv.output_limit = "1MiB".into();
+    });
+    let e = refused(&c, &[]);
+    assert!(e.contains("[kv] output_limit") && e.contains("\"1MiB\"") && e.contains("max_bulk"), "{e}");
+}

@@ -25,6 +25,35 @@ pub struct KvOptions {
     pub sentinels: Vec<String>,
     /// A turn of reads alone waits for a round trip to the mirror before answering.
     pub read_barrier: bool,
+    /// The password clients must give (`AUTH`), if any.
+    pub password: Option<Password>,
+    /// The most reply bytes a client may have waiting.
+    pub output_limit: usize,
+}
+
+/// The `default` user's password, compared in constant time.
+#[derive(Clone)]
+pub struct Password(Vec<u8>);
+
+impl Password {
+    /// A password (not empty).
+    pub fn new(p: &[u8]) -> Password {
+        Password(p.to_vec())
+    }
+
+    /// Whether `given` is the password. The time taken depends on neither's bytes nor their
+    /// lengths: both are hashed, and the digests compared with no early exit.
+    pub fn matches(&self, given: &[u8]) -> bool {
+        use sha2::{Digest, Sha256};
+        let (a, b) = (Sha256::digest(&self.0), Sha256::digest(given));
+        a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+}
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Password(..)")
+    }
 }
 
 fn size(key: &str, v: &str, min: u64, max: u64) -> Result<usize, KvError> {
@@ -69,6 +98,26 @@ impl KvOptions {
             )));
         }
         let listen = listen.unwrap_or(&k.listen).to_string();
+        let password = match std::env::var_os("MOJIM_KV_PASSWORD") {
+            Some(p) => p.into_encoded_bytes(),
+            None => k.password.clone().into_bytes(),
+        };
+        let password = (!password.is_empty()).then(|| Password::new(&password));
+        if password.is_none() && k.protected_mode && !is_loopback(&listen) {
+            return Err(KvError::Config(format!(
+                "protected mode: mojim kv would listen on {listen}, which is not a loopback address, with no \
+                 password, so anyone who reaches the port could read, change and flush the data; set [kv] \
+                 password (or MOJIM_KV_PASSWORD), listen on 127.0.0.1, or set [kv] protected_mode = false"
+            )));
+        }
+        let output_limit = size("output_limit", &k.output_limit, 1 << 20, 1 << 40)?;
+        if output_limit < max_bulk.saturating_mul(2) {
+            return Err(KvError::Config(format!(
+                "[kv] output_limit = {:?} is less than twice max_bulk ({:?}): a GET of the largest value \
+                 would close its client; raise output_limit or lower max_bulk",
+                k.output_limit, k.max_bulk
+            )));
+        }
         for s in k.sentinels.iter().chain(std::iter::once(&k.announce).filter(|a| !a.is_empty())) {
             if split_host_port(s).is_none() {
                 return Err(KvError::Config(format!(
@@ -86,6 +135,8 @@ impl KvOptions {
             sentinel_name: k.sentinel_name.clone(),
             sentinels: k.sentinels.clone(),
             read_barrier: k.read_barrier,
+            password,
+            output_limit,
         })
     }
 }
@@ -95,4 +146,43 @@ pub fn split_host_port(s: &str) -> Option<(String, u16)> {
     let (h, p) = s.rsplit_once(':')?;
     let port = p.parse().ok()?;
     (!h.is_empty()).then(|| (h.trim_start_matches('[').trim_end_matches(']').to_string(), port))
+}
+
+/// Whether every address `listen` names is a loopback address (a name that does not resolve
+/// is not).
+fn is_loopback(listen: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    match listen.to_socket_addrs() {
+        Ok(addrs) => {
+            let addrs: Vec<_> = addrs.collect();
+            !addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback())
+        }
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_match_only_themselves() {
+        let p = Password::new(b"sesame");
+        assert!(p.matches(b"sesame"));
+        assert!(!p.matches(b"sesam"));
+        assert!(!p.matches(b"sesame "));
+        assert!(!p.matches(b""));
+        assert_eq!(format!("{p:?}"), "Password(..)", "never printed");
+    }
+
+    #[test]
+    fn loopback_addresses() {
+        assert!(is_loopback("127.0.0.1:6379"));
+        assert!(is_loopback("[::1]:0"));
+        assert!(is_loopback("localhost:6379"));
+        assert!(!is_loopback("0.0.0.0:6379"));
+        assert!(!is_loopback("[::]:6379"));
+        assert!(!is_loopback("10.1.2.3:6379"));
+        assert!(!is_loopback("no-such-host.invalid:6379"));
+    }
 }

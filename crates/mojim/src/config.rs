@@ -134,10 +134,23 @@ pub struct KvSection {
     /// `sentinels = []`: the `mojim kv` address of every node that may become primary, for
     /// `SENTINEL sentinels` (clients try them in turn to find the current primary).
     pub sentinels: Vec<String>,
-    /// `read_barrier = false`: when true, a turn of reads alone still sends a one-word group
-    /// and waits for the mirror before answering, so that a primary replaced by a promotion
-    /// finds out before it answers a read (linearizable reads, for a round trip each turn).
+    /// `read_barrier = true`: a turn of reads alone still sends a one-word group and waits
+    /// for the mirror before answering, so that a primary replaced by a promotion finds out
+    /// before it answers a read (linearizable reads, for a round trip each turn); false answers
+    /// reads at once, and a primary cut off from its mirror may then serve stale reads.
     pub read_barrier: bool,
+    /// `password = ""`: the password clients give with `AUTH` (or `HELLO ... AUTH`); until a
+    /// client has, every command but those is refused with `-NOAUTH`. Empty: no password.
+    /// `mojim init` writes a random one. The environment variable `MOJIM_KV_PASSWORD`
+    /// overrides it.
+    pub password: String,
+    /// `protected_mode = true`: without a password, refuse to listen on any address but
+    /// loopback (as Redis's protected mode).
+    pub protected_mode: bool,
+    /// `output_limit = "256MiB"`: the most reply bytes a client may have waiting; a command
+    /// whose reply would pass it is undone, and the client is sent an error and closed (as
+    /// Redis's `client-output-buffer-limit`). It must be at least twice `max_bulk`, and 1 MiB.
+    pub output_limit: String,
 }
 
 impl Default for KvSection {
@@ -151,7 +164,10 @@ impl Default for KvSection {
             announce: String::new(),
             sentinel_name: "mojim".into(),
             sentinels: Vec::new(),
-            read_barrier: false,
+            read_barrier: true,
+            password: String::new(),
+            protected_mode: true,
+            output_limit: "256MiB".into(),
         }
     }
 }
@@ -1064,13 +1080,24 @@ max_inline = "64KiB"
 sentinel_name = "mojim"
 announce = ""
 sentinels = []
-# Writes are answered only once the mirror has them; reads at once. With read_barrier = true a
-# turn of reads alone waits for one round trip to the mirror too, so that a primary replaced by a
-# promotion (and fenced) cannot answer a read from its old state: linearizable reads.
-read_barrier = false
+# Writes are answered only once the mirror has them. With read_barrier = true a turn of reads
+# alone waits for one round trip to the mirror too, so that a primary replaced by a promotion
+# (and fenced) cannot answer a read from its old state: linearizable reads. false answers reads at
+# once (faster; a primary cut off from its mirror may then serve stale reads).
+read_barrier = true
+# The password clients give with AUTH (redis-cli -a, redis-py password=): every other command is
+# refused until they do. The environment variable MOJIM_KV_PASSWORD overrides it. With no password
+# (""), protected_mode refuses to listen on any address but loopback; protected_mode = false lets
+# anyone who can reach the port read, change and flush the data.
+password = "{kv_password}"
+protected_mode = true
+# Most reply bytes a client may have waiting: a command whose reply would pass it is undone, and
+# the client is sent an error and closed. At least twice max_bulk.
+output_limit = "256MiB"
 "#,
         uuid = format_uuid(uuid),
         size = format_size(size),
+        kv_password = random_uuid().iter().map(|b| format!("{b:02x}")).collect::<String>(),
     )
 }
 

@@ -42,7 +42,26 @@ pub trait Host {
     /// The Sentinel master name and the addresses of the servers that answer for it (the
     /// current primary's first), for the `SENTINEL` subset.
     fn sentinel(&self) -> Sentinel;
+    /// Checks `user`'s `password` (`AUTH`, `HELLO ... AUTH`) for the client at `client`, and
+    /// counts and logs a failure.
+    fn authenticate(&self, client: &str, user: &[u8], password: &[u8]) -> Auth;
 }
+
+/// What a password check found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Auth {
+    /// The right user and password, or the `default` user with none configured.
+    Accepted,
+    /// Another user or password.
+    Refused,
+    /// `AUTH <password>` while no password is configured.
+    NoPassword,
+}
+
+/// `-NOAUTH`: a command before the client has authenticated.
+pub const NOAUTH: &str = "NOAUTH Authentication required.";
+/// `-WRONGPASS`: a failed `AUTH`.
+pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
 /// The replication state.
 #[derive(Clone, Debug, Default)]
@@ -76,6 +95,10 @@ pub struct Stats {
     pub groups: u64,
     /// Clients closed for breaking the protocol.
     pub protocol_errors: u64,
+    /// Failed `AUTH` attempts.
+    pub auth_failures: u64,
+    /// Clients closed for passing `[kv] output_limit`.
+    pub output_limit_closes: u64,
 }
 
 /// The Sentinel view: the master's name and address.
@@ -117,12 +140,14 @@ pub struct Session {
     pub proto: Proto,
     /// `Some` between `MULTI` and `EXEC`/`DISCARD`.
     pub multi: Option<Multi>,
+    /// It may run commands: it gave the password, or none is needed.
+    pub authenticated: bool,
 }
 
 impl Session {
-    /// A new connection's.
-    pub fn new(id: u64, addr: String) -> Session {
-        Session { id, addr, name: None, proto: Proto::Resp2, multi: None }
+    /// A new connection's; `authenticated` when no password is needed.
+    pub fn new(id: u64, addr: String, authenticated: bool) -> Session {
+        Session { id, addr, name: None, proto: Proto::Resp2, multi: None, authenticated }
     }
 }
 
@@ -208,6 +233,13 @@ pub fn execute<M: Mem>(
         unknown(args, &mut r);
         return Ok(Outcome::Done);
     };
+    if !s.authenticated && !spec.flags.contains(&"no_auth") {
+        if let Some(m) = &mut s.multi {
+            m.failed = true;
+        }
+        r.error(NOAUTH);
+        return Ok(Outcome::Done);
+    }
     let n = args.len() as i32;
     if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
         if let Some(m) = &mut s.multi {

@@ -3,7 +3,7 @@
 
 use super::args::{int, is, Args};
 use super::glob::matches;
-use super::{show, Cx, Session, Spec, NOT_INT, SPECS};
+use super::{show, Auth, Cx, Host, Session, Spec, NOT_INT, SPECS, SYNTAX, WRONGPASS};
 use crate::resp::{Proto, Reply};
 use crate::store::{Mem, StoreError};
 use std::fmt::Write as _;
@@ -45,7 +45,8 @@ pub(super) fn run<M: Mem>(
         },
         "INFO" => info(cx, a, r),
         "CLIENT" => client(s, a, r),
-        "HELLO" => hello(s, a, r),
+        "AUTH" => auth(cx.host, s, a, r),
+        "HELLO" => hello(cx.host, s, a, r),
         "COMMAND" => command(a, r),
         "CONFIG" => config(cx, a, r),
         "SENTINEL" => sentinel(cx, a, r),
@@ -97,8 +98,14 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         let _ = write!(
             t,
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
-             mojim_groups_sent:{}\r\nmojim_protocol_errors:{}\r\n\r\n",
-            st.connections, st.commands, st.groups, st.protocol_errors
+             mojim_groups_sent:{}\r\nmojim_protocol_errors:{}\r\nacl_access_denied_auth:{}\r\n\
+             client_output_limit_disconnections:{}\r\n\r\n",
+            st.connections,
+            st.commands,
+            st.groups,
+            st.protocol_errors,
+            st.auth_failures,
+            st.output_limit_closes
         );
     }
     if want("REPLICATION") {
@@ -163,22 +170,48 @@ fn client(s: &mut Session, a: &Args, r: &mut Reply) {
     }
 }
 
-fn hello(s: &mut Session, a: &Args, r: &mut Reply) {
+/// `AUTH [username] password`: only the `default` user exists (its password is `[kv]
+/// password`). A failure leaves an authenticated client authenticated, as in Redis.
+fn auth(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
+    let (user, pass) = match a.len() {
+        2 => (&b"default"[..], a.get(1)),
+        3 => (a.get(1), a.get(2)),
+        _ => return r.error(SYNTAX),
+    };
+    match host.authenticate(&s.addr, user, pass) {
+        Auth::Accepted => {
+            s.authenticated = true;
+            r.ok();
+        }
+        Auth::Refused => r.error(WRONGPASS),
+        Auth::NoPassword if a.len() == 2 => r.error(
+            "ERR AUTH <password> called without any password configured for the default user. Are you sure \
+             your configuration is correct?",
+        ),
+        // `AUTH default <anything>` with no password configured: the default user takes any.
+        Auth::NoPassword => {
+            s.authenticated = true;
+            r.ok();
+        }
+    }
+}
+
+fn hello(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
     let mut i = 1;
+    let mut proto = s.proto;
     if a.len() > 1 {
         match int(a.get(1)) {
-            Some(2) => s.proto = Proto::Resp2,
-            Some(3) => s.proto = Proto::Resp3,
+            Some(2) => proto = Proto::Resp2,
+            Some(3) => proto = Proto::Resp3,
             Some(_) => return r.error("NOPROTO unsupported protocol version"),
             None => return r.error("ERR Protocol version is not an integer or out of range"),
         }
         i = 2;
     }
-    r.proto = s.proto;
-    let mut name = None;
+    let (mut name, mut creds) = (None, None);
     while i < a.len() {
         if is(a.get(i), "AUTH") && i + 2 < a.len() {
-            // No users or passwords: like Redis's default user without one, any is accepted.
+            creds = Some((a.get(i + 1), a.get(i + 2)));
             i += 3;
         } else if is(a.get(i), "SETNAME") && i + 1 < a.len() {
             name = Some(a.get(i + 1).to_vec());
@@ -187,6 +220,23 @@ fn hello(s: &mut Session, a: &Args, r: &mut Reply) {
             return r.error(&format!("ERR Syntax error in HELLO option '{}'", show(a.get(i), 64)));
         }
     }
+    // Nothing changes (protocol, name) unless the whole command is accepted.
+    match creds {
+        Some((user, pass)) => match host.authenticate(&s.addr, user, pass) {
+            Auth::Accepted | Auth::NoPassword => s.authenticated = true,
+            Auth::Refused => return r.error(WRONGPASS),
+        },
+        None if !s.authenticated => {
+            return r.error(
+                "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO \
+                 <proto> AUTH <user> <pass> option can be used to authenticate the client and select the \
+                 RESP protocol version at the same time",
+            )
+        }
+        None => {}
+    }
+    s.proto = proto;
+    r.proto = s.proto;
     if let Some(n) = name {
         s.name = (!n.is_empty()).then_some(n);
     }

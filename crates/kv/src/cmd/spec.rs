@@ -39,6 +39,7 @@ const PAIRS: (i32, i32, i32) = (1, -1, 2);
 /// Every command, sorted by name.
 pub const SPECS: &[Spec] = &[
     spec("APPEND", 3, W, ONE),
+    spec("AUTH", -2, &["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], NO),
     spec("CLIENT", -2, &["admin", "noscript", "loading", "stale"], NO),
     spec("COMMAND", -1, &["loading", "stale"], NO),
     spec("CONFIG", -2, ADM, NO),

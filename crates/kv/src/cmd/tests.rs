@@ -4,9 +4,23 @@ use super::*;
 use crate::resp::{decode, encode_request, Limits, Parsed, Parser, Value};
 use crate::store::VecMem;
 
-struct TestHost;
+#[derive(Default)]
+struct TestHost {
+    password: Option<&'static str>,
+    failures: std::cell::Cell<u64>,
+}
 
 impl Host for TestHost {
+    fn authenticate(&self, _client: &str, user: &[u8], password: &[u8]) -> Auth {
+        match self.password {
+            None => Auth::NoPassword,
+            Some(p) if user == b"default" && password == p.as_bytes() => Auth::Accepted,
+            Some(_) => {
+                self.failures.set(self.failures.get() + 1);
+                Auth::Refused
+            }
+        }
+    }
     fn replication(&self) -> Replication {
         Replication {
             mode: "sync".into(),
@@ -35,6 +49,7 @@ impl Host for TestHost {
 }
 
 struct Harness {
+    host: TestHost,
     store: Store<VecMem>,
     session: Session,
     now_ms: u64,
@@ -44,8 +59,9 @@ struct Harness {
 impl Harness {
     fn new() -> Harness {
         Harness {
+            host: TestHost::default(),
             store: Store::open(VecMem::new(4 << 20), 1024).unwrap(),
-            session: Session::new(7, "t".into()),
+            session: Session::new(7, "t".into(), true),
             now_ms: 1_000_000,
             max_group_bytes: 1 << 30,
         }
@@ -68,7 +84,7 @@ impl Harness {
         let mut out = Vec::new();
         let mut cx = Cx {
             store: &mut self.store,
-            host: &TestHost,
+            host: &self.host,
             now_ms: self.now_ms,
             max_ranges: 1024,
             max_group_bytes: self.max_group_bytes,
@@ -391,4 +407,44 @@ fn a_transaction_queueing_too_much_is_refused() {
     assert!(refused, "70 MiB were queued");
     assert!(err(&h.cmd(&["EXEC"])).starts_with("EXECABORT"));
     assert_eq!(h.cmd(&["DBSIZE"]), i(0));
+}
+
+#[test]
+fn auth_with_a_password() {
+    let mut h = Harness::new();
+    h.host.password = Some("sesame");
+    h.session.authenticated = false;
+    assert_eq!(err(&h.cmd(&["GET", "k"])), NOAUTH);
+    assert_eq!(err(&h.cmd(&["SET", "k", "v"])), NOAUTH);
+    assert_eq!(err(&h.cmd(&["MULTI"])), NOAUTH);
+    assert_eq!(err(&h.cmd(&["PING"])), NOAUTH);
+    assert!(err(&h.cmd(&["HELLO", "3"])).starts_with("NOAUTH HELLO must be called"));
+    assert_eq!(h.session.proto, Proto::Resp2, "a refused HELLO changes nothing");
+    assert_eq!(err(&h.cmd(&["AUTH", "wrong"])), WRONGPASS);
+    assert_eq!(err(&h.cmd(&["AUTH", "admin", "sesame"])), WRONGPASS, "only the default user exists");
+    assert_eq!(err(&h.cmd(&["HELLO", "3", "AUTH", "default", "nope"])), WRONGPASS);
+    assert_eq!(h.session.proto, Proto::Resp2);
+    assert_eq!(err(&h.cmd(&["AUTH", "a", "b", "c"])), SYNTAX);
+    assert_eq!(h.host.failures.get(), 3);
+    assert_eq!(h.cmd(&["DBSIZE"]), Value::Error(NOAUTH.as_bytes().to_vec()), "nothing ran");
+    assert_eq!(h.cmd(&["AUTH", "sesame"]), ok());
+    assert_eq!(h.cmd(&["SET", "k", "v"]), ok());
+    // A failed AUTH later leaves the client authenticated, as in Redis.
+    assert_eq!(err(&h.cmd(&["AUTH", "default", "wrong"])), WRONGPASS);
+    assert_eq!(h.cmd(&["GET", "k"]), b("v"));
+
+    let mut h = Harness::new();
+    h.host.password = Some("sesame");
+    h.session.authenticated = false;
+    let Value::Map(m) = h.cmd(&["HELLO", "3", "AUTH", "default", "sesame", "SETNAME", "n"]) else { panic!() };
+    assert_eq!(m[2], (b("proto"), i(3)));
+    assert_eq!(h.cmd(&["CLIENT", "GETNAME"]), b("n"));
+}
+
+#[test]
+fn auth_without_a_password() {
+    let mut h = Harness::new();
+    assert!(err(&h.cmd(&["AUTH", "x"])).contains("without any password configured"));
+    assert_eq!(h.cmd(&["AUTH", "default", "anything"]), ok());
+    assert_eq!(h.cmd(&["PING"]), Value::Simple(b"PONG".to_vec()));
 }

@@ -1,9 +1,11 @@
 //! What the commands learn of the server: the primary's replication state, the clients, the
 //! counters, the Sentinel view.
 
-use crate::cmd::{Host, Replication, Sentinel, Stats};
+use crate::cmd::{Auth, Host, Replication, Sentinel, Stats};
 use crate::options::{split_host_port, KvOptions};
 use mojim::{Mode, Primary};
+use std::cell::Cell;
+use std::time::{Duration, Instant};
 
 /// The host of one turn's commands.
 pub struct ServerHost<'a> {
@@ -12,6 +14,32 @@ pub struct ServerHost<'a> {
     pub listen: &'a str,
     pub clients: usize,
     pub stats: Stats,
+    pub auth: &'a AuthLog,
+}
+
+/// Failed `AUTH` attempts: counted, and logged with the client's address, at most one line a
+/// second (a client guessing passwords cannot flood the log; the line says how many it
+/// stands for).
+#[derive(Default)]
+pub struct AuthLog {
+    pub failures: Cell<u64>,
+    last_line: Cell<Option<Instant>>,
+    unlogged: Cell<u64>,
+}
+
+impl AuthLog {
+    fn failed(&self, client: &str, user: &[u8]) {
+        self.failures.set(self.failures.get() + 1);
+        self.unlogged.set(self.unlogged.get() + 1);
+        let now = Instant::now();
+        if self.last_line.get().is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+            return;
+        }
+        self.last_line.set(Some(now));
+        let user = String::from_utf8_lossy(&user[..user.len().min(64)]).into_owned();
+        tracing::warn!(client, user, failures = self.unlogged.get(), "AUTH failed: wrong user or password");
+        self.unlogged.set(0);
+    }
 }
 
 impl Host for ServerHost<'_> {
@@ -51,6 +79,17 @@ impl Host for ServerHost<'_> {
 
     fn stats(&self) -> Stats {
         self.stats.clone()
+    }
+
+    fn authenticate(&self, client: &str, user: &[u8], password: &[u8]) -> Auth {
+        let Some(p) = &self.opts.password else { return Auth::NoPassword };
+        // Both checks run whatever the user, so the time says nothing of which was wrong.
+        let (user_ok, pass_ok) = (user == b"default", p.matches(password));
+        if user_ok && pass_ok {
+            return Auth::Accepted;
+        }
+        self.auth.failed(client, user);
+        Auth::Refused
     }
 
     fn sentinel(&self) -> Sentinel {

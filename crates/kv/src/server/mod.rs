@@ -25,7 +25,7 @@ use crate::options::KvOptions;
 use crate::resp::{Parsed, Reply};
 use crate::store::Store;
 use client::{Client, ReadOutcome, MAX_PENDING_OUT};
-use host::ServerHost;
+use host::{AuthLog, ServerHost};
 use mojim::{CopyHold, Primary, Ticket};
 use rustix::event::epoll;
 use std::collections::VecDeque;
@@ -104,6 +104,7 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         last_expire: Instant::now(),
         inflight: VecDeque::new(),
         spare: Vec::new(),
+        auth: AuthLog::default(),
     };
     server.sweep_stale()?;
     tracing::info!(listen = %local, keys = server.store.keys(), "mojim kv serving");
@@ -134,6 +135,7 @@ struct Server<'p> {
     inflight: VecDeque<Batch>,
     /// Reply lists of released batches, for reuse.
     spare: Vec<Vec<(usize, u64, usize)>>,
+    auth: AuthLog,
 }
 
 impl Server<'_> {
@@ -202,7 +204,8 @@ impl Server<'_> {
             let _ = stream.set_nodelay(true);
             let id = self.next_id;
             self.next_id += 1;
-            let c = Client::new(stream, Session::new(id, peer.to_string()), self.opts.limits);
+            let session = Session::new(id, peer.to_string(), self.opts.password.is_none());
+            let c = Client::new(stream, session, self.opts.limits);
             let slot = match self.free.pop() {
                 Some(s) => s,
                 None => {
@@ -372,12 +375,14 @@ impl Server<'_> {
         let max_request = self.max_request();
         let mut stats = self.stats.clone();
         stats.uptime_s = self.started.elapsed().as_secs();
+        stats.auth_failures = self.auth.failures.get();
         let host = ServerHost {
             primary: self.primary,
             opts: self.opts,
             listen: &self.listen,
             clients: self.clients.len() - self.free.len(),
             stats,
+            auth: &self.auth,
         };
         let Some(c) = self.clients[i].as_mut() else { return Ok(ClientRun::Drained) };
         let mut cx = Cx {

@@ -366,6 +366,9 @@ fn mojim_kv(env: &Env, dir: &Path, shm: bool, janitor: &mut Janitor) -> Result<(
     if shm {
         cfg.file.primary.transport = "shm".into();
     }
+    // The load connects on loopback without AUTH (which costs nothing after a connection's first
+    // command).
+    cfg.file.kv.password.clear();
     let text =
         toml::to_string(&cfg.file).map_err(|e| Error::Config(format!("serialise the configuration: {e}")))?;
     write_private(&cfg_path, &text).map_err(Error::io("write the configuration"))?;
