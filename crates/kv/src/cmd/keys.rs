@@ -259,7 +259,7 @@ pub(super) fn flush<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(
         r.error(SYNTAX);
         return Ok(());
     }
-    cx.store.flush();
+    cx.store.flush()?;
     r.ok();
     Ok(())
 }

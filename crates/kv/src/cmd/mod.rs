@@ -277,14 +277,20 @@ fn run_top<M: Mem>(
     let empty = !cx.store.dirty();
     let sp = cx.store.savepoint();
     let mark = out.len();
-    let r = dispatch(cx, s, spec, args, out).and_then(|o| cx.check_group().map(|()| o));
+    let r = match spec.name {
+        // EXEC checks its group itself, so that it can keep its transaction for a retry.
+        "EXEC" => exec(cx, s, out),
+        _ => dispatch(cx, s, spec, args, out).and_then(|o| cx.check_group().map(|()| o)),
+    };
     match r {
         Ok(o) => Ok(o),
         Err(e) if e.is_fatal() => Err(e),
         Err(e) => {
             cx.store.rollback_to(&sp)?;
             out.truncate(mark);
-            if matches!(e, StoreError::TooLarge(_)) && !empty {
+            // Too large for what the batch has left, or the heap is short of blocks the batch
+            // has freed (they join their lists when it is sealed): alone it may fit.
+            if matches!(e, StoreError::TooLarge(_) | StoreError::Full { .. }) && !empty {
                 return Ok(Outcome::Retry);
             }
             if spec.name == "EXEC" {
@@ -315,7 +321,7 @@ fn dispatch<M: Mem>(
     let mut r = Reply { buf: out, proto: s.proto };
     let r = &mut r;
     match spec.name {
-        "EXEC" => return exec(cx, s, out),
+        "EXEC" => unreachable!("EXEC runs from run_top, never queued or nested"),
         "MULTI" => match s.multi {
             Some(_) => r.error("ERR MULTI calls can not be nested"),
             None => {
@@ -374,9 +380,11 @@ fn dispatch<M: Mem>(
     Ok(Outcome::Done)
 }
 
-/// `EXEC`: the queued commands, in order, in this batch (so in one group). A command that
-/// meets a full heap is undone alone and answered with an error, as Redis does; one that makes
-/// the transaction larger than a group undoes the whole transaction.
+/// `EXEC`: the queued commands, in order, in this batch (so in one group), all or nothing. A
+/// command's own error (a wrong type, a bad number) is its reply and the others run, as in
+/// Redis; a store error (the heap is full, the transaction is larger than a group may carry)
+/// undoes the whole transaction, which the caller answers with that one error. The transaction
+/// is put back on error, so that a retry in an empty batch runs it again.
 fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Outcome, StoreError> {
     let mut r = Reply { buf: out, proto: s.proto };
     let Some(m) = s.multi.take() else {
@@ -389,31 +397,21 @@ fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Ou
     }
     r.array(m.queue.len());
     let mut close = false;
-    let mut failure = None;
-    for cmd in &m.queue {
-        let a = Args::Owned(cmd);
-        let mut name_buf = [0u8; 32];
-        let spec =
-            args::upper(a.get(0), &mut name_buf).and_then(find_spec).expect("queued commands are known");
-        let sp = cx.store.savepoint();
-        let mark = out.len();
-        match dispatch(cx, s, spec, &a, out) {
-            Ok(o) => close |= o == Outcome::Close,
-            Err(e @ StoreError::Full { .. }) => {
-                cx.store.rollback_to(&sp)?;
-                out.truncate(mark);
-                refuse(&e, &mut Reply { buf: out, proto: s.proto });
-            }
-            Err(e) => {
-                failure = Some(e);
-                break;
-            }
+    let mut run = || -> Result<(), StoreError> {
+        for cmd in &m.queue {
+            let a = Args::Owned(cmd);
+            let mut name_buf = [0u8; 32];
+            let spec =
+                args::upper(a.get(0), &mut name_buf).and_then(find_spec).expect("queued commands are known");
+            close |= dispatch(cx, s, spec, &a, out)? == Outcome::Close;
+        }
+        cx.check_group()
+    };
+    match run() {
+        Ok(()) => Ok(if close { Outcome::Close } else { Outcome::Done }),
+        Err(e) => {
+            s.multi = Some(m);
+            Err(e)
         }
     }
-    if let Some(e) = failure {
-        // The whole transaction is undone by the caller: queued again, for a retry.
-        s.multi = Some(m);
-        return Err(e);
-    }
-    Ok(if close { Outcome::Close } else { Outcome::Done })
 }

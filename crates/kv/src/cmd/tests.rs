@@ -448,3 +448,86 @@ fn auth_without_a_password() {
     assert_eq!(h.cmd(&["AUTH", "default", "anything"]), ok());
     assert_eq!(h.cmd(&["PING"]), Value::Simple(b"PONG".to_vec()));
 }
+
+#[test]
+fn a_transaction_retried_in_an_empty_batch_keeps_its_commands() {
+    let mut h = Harness::new();
+    h.max_group_bytes = 200 << 10;
+    let mid = "m".repeat(120 << 10);
+    // A large SET first: with it in the batch, the transaction below would not fit a group.
+    assert_eq!(h.in_batch(&["SET", "big", &mid]), (Outcome::Done, Some(ok())));
+    assert_eq!(h.in_batch(&["MULTI"]), (Outcome::Done, Some(ok())));
+    let small = "s".repeat(70 << 10);
+    assert_eq!(h.in_batch(&["SET", "t1", &small]).1, Some(Value::Simple(b"QUEUED".to_vec())));
+    assert_eq!(h.in_batch(&["INCR", "n"]).1, Some(Value::Simple(b"QUEUED".to_vec())));
+    assert_eq!(h.in_batch(&["EXEC"]), (Outcome::Retry, None));
+    h.store.seal(1024).unwrap();
+    // Alone in a batch it runs, whole.
+    assert_eq!(h.cmd(&["EXEC"]), Value::Array(vec![ok(), i(1)]));
+    assert_eq!(h.cmd(&["EXISTS", "big", "t1", "n"]), i(3));
+}
+
+#[test]
+fn a_transaction_that_meets_a_full_heap_is_undone_whole() {
+    let mut h = Harness::new();
+    h.cmd(&["SET", "src", "keep me"]);
+    let big = "x".repeat(1 << 20);
+    let mut n = 0;
+    while h.cmd(&["SET", &format!("fill{n}"), &big]) == ok() {
+        n += 1;
+    }
+    h.cmd(&["MULTI"]);
+    h.cmd(&["DEL", "src"]);
+    h.cmd(&["SET", "dst", &big]);
+    let r = h.cmd(&["EXEC"]);
+    assert!(err(&r).starts_with("OOM"), "one error for the whole transaction: {r:?}");
+    assert_eq!(h.cmd(&["GET", "src"]), b("keep me"), "nothing of the transaction stays");
+    assert_eq!(h.cmd(&["EXISTS", "dst"]), i(0));
+    assert_eq!(err(&h.cmd(&["EXEC"])), "ERR EXEC without MULTI");
+}
+
+#[test]
+fn a_rolled_back_flush_gives_back_the_blocks_freed_before_it() {
+    let mut h = Harness::new();
+    h.max_group_bytes = 200 << 10;
+    let big = "b".repeat(300 << 10);
+    let mut tops = Vec::new();
+    for _ in 0..15 {
+        h.cmd(&["SET", "k", &"v".repeat(1000)]);
+        // In one batch: a DEL frees k's block, then a transaction that flushes is too large
+        // for a group and is rolled back (run again alone, then refused).
+        assert_eq!(h.in_batch(&["DEL", "k"]).1, Some(i(1)));
+        h.in_batch(&["MULTI"]);
+        h.in_batch(&["FLUSHALL"]);
+        h.in_batch(&["SET", "big", &big]);
+        assert_eq!(h.in_batch(&["EXEC"]), (Outcome::Retry, None));
+        h.store.seal(1024).unwrap();
+        assert!(err(&h.cmd(&["EXEC"])).contains("atomic group"));
+        tops.push(h.store.heap_top_bytes());
+    }
+    assert_eq!(tops.first(), tops.last(), "the heap's top grew: {tops:?}");
+    assert_eq!(h.store.used_bytes(), 0);
+}
+
+#[test]
+fn flushes_in_one_transaction_never_bring_old_keys_back() {
+    let mut h = Harness::new();
+    for n in 0..50 {
+        h.cmd(&["SET", &format!("k{n}"), "v"]);
+    }
+    h.cmd(&["MULTI"]);
+    h.cmd(&["SET", "mid", "x"]);
+    // Exactly enough flushes to take a 16-bit generation all the way round.
+    for _ in 0..65_535 {
+        h.cmd(&["FLUSHALL"]);
+    }
+    h.cmd(&["SET", "after", "y"]);
+    let Value::Array(v) = h.cmd(&["EXEC"]) else { panic!("EXEC") };
+    assert_eq!(v.len(), 65_537);
+    assert_eq!(h.cmd(&["GET", "k0"]), Value::Null);
+    assert_eq!(h.cmd(&["GET", "mid"]), Value::Null);
+    assert_eq!(h.cmd(&["DBSIZE"]), i(1));
+    assert_eq!(h.cmd(&["KEYS", "*"]), Value::Array(vec![b("after")]));
+    h.cmd(&["SET", "k0", "new"]);
+    assert_eq!(h.cmd(&["KEYS", "k*"]), Value::Array(vec![b("k0")]));
+}

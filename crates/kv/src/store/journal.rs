@@ -31,6 +31,9 @@ pub struct Savepoint {
     undo_len: u64,
     records: usize,
     frees: usize,
+    frees_from: usize,
+    gen_words: usize,
+    gen_words_from: usize,
     bytes: u64,
     flushed: bool,
     dy: Dynamic,
@@ -47,8 +50,17 @@ pub(crate) struct Batch {
     pub ranges: Vec<(u64, u64)>,
     /// Bytes stored (the ranges' lengths added up, before merging).
     pub bytes: u64,
-    /// Blocks freed in this batch: (offset, class).
+    /// Blocks freed in this batch: (offset, class). Those before `frees_from` were freed
+    /// before a flush in this batch, so they lie in the emptied heap and join no list; they
+    /// stay listed so that rolling back the flush gives them back.
     pub frees: Vec<(u64, u8)>,
+    pub frees_from: usize,
+    /// Offsets of bucket words this batch set to the current generation; those from
+    /// `gen_words_from` on were set since the batch's last flush (a second flush in one batch
+    /// zeroes them instead of moving the generation on again). Kept whole for rollbacks, as
+    /// `frees`.
+    pub gen_words: Vec<u64>,
+    pub gen_words_from: usize,
     /// A flush happened in this batch.
     pub flushed: bool,
     /// The batch is being sealed: its last records may use the space kept for them.
@@ -159,7 +171,8 @@ impl<M: Mem> Store<M> {
 
     /// Undo space sealing needs: a record per freed block and one for the dynamic part.
     pub(crate) fn seal_reserve(&self) -> u64 {
-        (UNDO_HEAD + DYN_LEN) + (UNDO_HEAD + 8) * (self.batch.frees.len() as u64 + 1)
+        let frees = self.batch.frees.len() - self.batch.frees_from;
+        (UNDO_HEAD + DYN_LEN) + (UNDO_HEAD + 8) * (frees as u64 + 1)
     }
 
     /// The point to roll back to.
@@ -168,6 +181,9 @@ impl<M: Mem> Store<M> {
             undo_len: self.batch.undo_len,
             records: self.batch.records.len(),
             frees: self.batch.frees.len(),
+            frees_from: self.batch.frees_from,
+            gen_words: self.batch.gen_words.len(),
+            gen_words_from: self.batch.gen_words_from,
             bytes: self.batch.bytes,
             flushed: self.batch.flushed,
             dy: self.dy.clone(),
@@ -184,6 +200,9 @@ impl<M: Mem> Store<M> {
         self.batch.undo_len = sp.undo_len;
         self.mem.write(JOURNAL_OFF, &self.batch.undo_len.to_le_bytes())?;
         self.batch.frees.truncate(sp.frees);
+        self.batch.frees_from = sp.frees_from;
+        self.batch.gen_words.truncate(sp.gen_words);
+        self.batch.gen_words_from = sp.gen_words_from;
         self.batch.bytes = sp.bytes;
         self.batch.flushed = sp.flushed;
         self.dy = sp.dy.clone();
@@ -276,6 +295,8 @@ impl<M: Mem> Store<M> {
         self.batch.ranges.clear();
         self.batch.bytes = 0;
         self.batch.flushed = false;
+        self.batch.gen_words.clear();
+        self.batch.gen_words_from = 0;
         group.push(Range::new(JOURNAL_OFF, LIST_AT + 16 * (group.len() as u64)));
         self.group = group;
         Ok(Some(&self.group))
@@ -292,7 +313,7 @@ impl<M: Mem> Store<M> {
     fn seal_allocator(&mut self) -> Result<(), StoreError> {
         let mut frees = std::mem::take(&mut self.batch.frees);
         let mut r = Ok(());
-        for &(b, c) in &frees {
+        for &(b, c) in &frees[self.batch.frees_from..] {
             let head = self.dy.heads[c as usize];
             r = self.meta(b, &head.to_le_bytes());
             if r.is_err() {
@@ -302,6 +323,7 @@ impl<M: Mem> Store<M> {
         }
         frees.clear();
         self.batch.frees = frees;
+        self.batch.frees_from = 0;
         r?;
         if let Some((at, len)) = self.dy.diff(&self.committed) {
             let bytes = self.dy.encode();

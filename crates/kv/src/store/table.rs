@@ -90,7 +90,11 @@ impl<M: Mem> Store<M> {
 
     fn set_link(&mut self, link: u64, is_bucket: bool, target: u64) -> Result<(), StoreError> {
         let word = if is_bucket && target != 0 { self.dy.gen << GEN_SHIFT | target } else { target };
-        self.meta(link, &word.to_le_bytes())
+        self.meta(link, &word.to_le_bytes())?;
+        if is_bucket && target != 0 {
+            self.batch.gen_words.push(link);
+        }
+        Ok(())
     }
 
     /// Writes a new entry (the value given in parts, `spare` more bytes of room after it) and
@@ -221,16 +225,35 @@ impl<M: Mem> Store<M> {
     }
 
     /// Empties the table: a new bucket generation (every bucket word of the old one reads as
-    /// empty), an empty heap. The old words are zeroed later by [`Store::sweep`].
-    pub fn flush(&mut self) {
-        self.dy.gen = if self.dy.gen >= GEN_MAX { 1 } else { self.dy.gen + 1 };
+    /// empty), an empty heap. The old words are zeroed later by [`Store::sweep`], between
+    /// batches (the caller sweeps after a batch that flushed, before the next one runs).
+    ///
+    /// The generation moves on at most once a batch: it has 16 bits, and a transaction (or
+    /// anything else that runs in one batch) flushing 65 535 times would bring it back to a
+    /// value whose words are still there. A second flush in one batch instead zeroes the
+    /// words set to the current generation since the first (every one of them was set in
+    /// this batch), undo-logged like any store.
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        if self.batch.flushed {
+            for i in self.batch.gen_words_from..self.batch.gen_words.len() {
+                let at = self.batch.gen_words[i];
+                let word = self.read_u64(at)?;
+                if word != 0 && word >> GEN_SHIFT == self.dy.gen {
+                    self.meta(at, &0u64.to_le_bytes())?;
+                }
+            }
+        } else {
+            self.dy.gen = if self.dy.gen >= GEN_MAX { 1 } else { self.dy.gen + 1 };
+        }
+        self.batch.gen_words_from = self.batch.gen_words.len();
         self.dy.heap_top = self.geo.heap_off;
         self.dy.keys = 0;
         self.dy.used = 0;
         self.dy.stale = 1;
         self.dy.heads = [0; super::layout::CLASSES];
-        self.batch.frees.clear();
+        self.batch.frees_from = self.batch.frees.len();
         self.batch.flushed = true;
+        Ok(())
     }
 
     /// Calls `f(entry, head)` for every entry of bucket `b` (expired ones too).

@@ -190,7 +190,7 @@ fn op<M: Mem>(s: &mut Store<M>, model: &mut Model, r: &mut Rng) -> Result<(), St
             }
         }
         18 if r.below(8) == 0 => {
-            s.flush();
+            s.flush()?;
             model.clear();
         }
         _ => {
