@@ -78,7 +78,10 @@ pub(super) fn hsetnx<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<
 pub(super) fn hget<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let Ok((_, live)) = load(cx, a.get(1), r)? else { return Ok(()) };
     match live.as_ref().map(|(_, b)| hash_blob::get(b, a.get(2))).transpose()?.flatten() {
-        Some(v) => r.bulk(v),
+        Some(v) => {
+            cx.reply_room(r, v.len() + 16)?;
+            r.bulk(v)
+        }
         None => r.null(),
     }
     Ok(())
@@ -89,7 +92,10 @@ pub(super) fn hmget<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(
     r.array(a.len() - 2);
     for f in a.from(2) {
         match live.as_ref().map(|(_, b)| hash_blob::get(b, f)).transpose()?.flatten() {
-            Some(v) => r.bulk(v),
+            Some(v) => {
+                cx.reply_room(r, v.len() + 16)?;
+                r.bulk(v)
+            }
             None => r.null(),
         }
     }
@@ -131,6 +137,7 @@ pub(super) fn hgetall<M: Mem>(
     if n == 0 {
         return Ok(());
     }
+    cx.reply_room(r, blob.len() + 32 * n)?;
     for p in hash_blob::pairs(&blob)? {
         let (f, v) = p?;
         if which != "HVALS" {

@@ -178,7 +178,7 @@ fn collect<M: Mem>(
     r: &mut Reply,
 ) -> Result<(u64, usize), StoreError> {
     let buckets = cx.store.geometry().buckets;
-    let (now, mut n, mut b) = (cx.now_ms, 0, from);
+    let (now, mut n, mut b, limit) = (cx.now_ms, 0, from, cx.output_limit);
     let mut key = Vec::new();
     while b < buckets && b - from < max_buckets && n < want {
         cx.store.bucket_entries(b, |s, e, h| {
@@ -187,6 +187,9 @@ fn collect<M: Mem>(
             }
             s.key_into(e, h, &mut key)?;
             if pattern.is_none_or(|p| matches(p, &key)) {
+                if r.buf.len().saturating_add(key.len() + 16) > limit {
+                    return Err(StoreError::OutputLimit(limit));
+                }
                 r.bulk(&key);
                 n += 1;
             }

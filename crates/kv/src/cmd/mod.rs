@@ -161,6 +161,9 @@ pub enum Outcome {
     /// The command was undone and its reply dropped: seal and send the batch, then run it
     /// again in an empty one.
     Retry,
+    /// The command's reply would have passed the output limit: it was undone and answered
+    /// with an error; send the replies, then close the connection.
+    OverLimit,
 }
 
 /// What commands run against.
@@ -175,17 +178,24 @@ pub struct Cx<'a, M: Mem> {
     pub max_ranges: usize,
     /// Most bytes a batch may store (a group must fit one lane's log).
     pub max_group_bytes: u64,
+    /// Most bytes the client's output buffer may hold (`[kv] output_limit`).
+    pub output_limit: usize,
 }
 
 impl<M: Mem> Cx<'_, M> {
     /// Whether the batch so far leaves room for another command (else the caller seals
-    /// first): less than half the undo space, a quarter of the group bytes, and three
-    /// quarters of the group's ranges used.
+    /// first): [`Store::batch_has_room`].
     pub fn batch_has_room(&self) -> bool {
-        let (undo, cap) = self.store.undo_use();
-        undo < cap / 2
-            && self.store.batch_bytes() < self.max_group_bytes / 4
-            && self.store.batch_ranges() < self.max_ranges / 4 * 3
+        self.store.batch_has_room(self.max_group_bytes, self.max_ranges)
+    }
+
+    /// Checks that `n` more bytes of reply keep the client's output under its limit: a reply
+    /// that would pass it is never built (it could be far larger than the request).
+    pub fn reply_room(&self, r: &Reply, n: usize) -> Result<(), StoreError> {
+        if r.buf.len().saturating_add(n) > self.output_limit {
+            return Err(StoreError::OutputLimit(self.output_limit));
+        }
+        Ok(())
     }
 
     fn check_group(&mut self) -> Result<(), StoreError> {
@@ -298,7 +308,7 @@ fn run_top<M: Mem>(
             }
             let mut r = Reply { buf: out, proto: s.proto };
             refuse(&e, &mut r);
-            Ok(Outcome::Done)
+            Ok(if matches!(e, StoreError::OutputLimit(_)) { Outcome::OverLimit } else { Outcome::Done })
         }
     }
 }

@@ -19,6 +19,7 @@ pub(super) fn lookup<M: Mem>(
 /// Appends `f`'s value to the reply as a bulk string.
 pub(super) fn reply_value<M: Mem>(cx: &Cx<M>, f: &Found, r: &mut Reply) -> Result<(), StoreError> {
     let n = f.head.vlen as usize;
+    cx.reply_room(r, n + 16)?;
     let at = r.bulk_space(n);
     cx.store.read_value(f, 0, &mut r.buf[at..at + n])
 }

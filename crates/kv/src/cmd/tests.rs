@@ -54,6 +54,7 @@ struct Harness {
     session: Session,
     now_ms: u64,
     max_group_bytes: u64,
+    output_limit: usize,
 }
 
 impl Harness {
@@ -64,6 +65,7 @@ impl Harness {
             session: Session::new(7, "t".into(), true),
             now_ms: 1_000_000,
             max_group_bytes: 1 << 30,
+            output_limit: 1 << 30,
         }
     }
 
@@ -88,6 +90,7 @@ impl Harness {
             now_ms: self.now_ms,
             max_ranges: 1024,
             max_group_bytes: self.max_group_bytes,
+            output_limit: self.output_limit,
         };
         let o =
             execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
@@ -530,4 +533,34 @@ fn flushes_in_one_transaction_never_bring_old_keys_back() {
     assert_eq!(h.cmd(&["KEYS", "*"]), Value::Array(vec![b("after")]));
     h.cmd(&["SET", "k0", "new"]);
     assert_eq!(h.cmd(&["KEYS", "k*"]), Value::Array(vec![b("k0")]));
+}
+
+#[test]
+fn a_reply_past_the_output_limit_is_refused_and_its_command_undone() {
+    let mut h = Harness::new();
+    h.output_limit = 64 << 10;
+    let v = "v".repeat(20 << 10);
+    h.cmd(&["SET", "a", &v]);
+    assert_eq!(h.in_batch(&["MGET", "a", "a"]).0, Outcome::Done);
+    let (o, r) = h.in_batch(&["MGET", "a", "a", "a", "a"]);
+    assert_eq!(o, Outcome::OverLimit);
+    assert!(err(&r.unwrap()).contains("output_limit (65536 bytes)"));
+    let (o, _) = h.in_batch(&["GETSET", "a", "new"]);
+    assert_eq!(o, Outcome::Done, "a reply within the limit");
+    h.store.seal(1024).unwrap();
+    h.cmd(&["SET", "a", &"w".repeat(70 << 10)]);
+    let (o, _) = h.in_batch(&["GETDEL", "a"]);
+    assert_eq!(o, Outcome::OverLimit);
+    h.store.seal(1024).unwrap();
+    assert_eq!(h.cmd(&["STRLEN", "a"]), i(70 << 10), "the GETDEL was undone");
+    // Inside a transaction: the whole transaction is undone.
+    h.cmd(&["MULTI"]);
+    h.cmd(&["SET", "t", "1"]);
+    h.cmd(&["GET", "a"]);
+    let (o, _) = h.in_batch(&["EXEC"]);
+    assert_eq!(o, Outcome::OverLimit);
+    h.store.seal(1024).unwrap();
+    assert_eq!(h.cmd(&["EXISTS", "t"]), i(0));
+    let (o, _) = h.in_batch(&["KEYS", "*"]);
+    assert_eq!(o, Outcome::Done);
 }

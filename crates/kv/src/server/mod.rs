@@ -309,9 +309,7 @@ impl Server<'_> {
             }
         }
         if !seal_now && self.last_expire.elapsed() >= EXPIRE_EVERY {
-            self.last_expire = Instant::now();
-            let (next, _) = self.store.expire_buckets(self.expire_cursor, EXPIRE_BUCKETS, now_ms)?;
-            self.expire_cursor = next;
+            self.expire(now_ms)?;
         }
         let commands = self.stats.commands != commands_before;
         let flushed = self.store.flushed_in_batch();
@@ -349,6 +347,34 @@ impl Server<'_> {
             self.mark_ready(i);
         }
         self.close_pending();
+        Ok(())
+    }
+
+    /// One pass of active expiry over the next buckets, in the batch, as far as the batch has
+    /// room (a pass cut short goes on next turn). Nothing a client stored can make it fail:
+    /// a pass that still meets a store error (other than a damaged store) is undone and logged.
+    fn expire(&mut self, now_ms: u64) -> Result<(), KvError> {
+        let (max_group, max_ranges) = (self.opts.max_group_bytes, self.opts.primary.limits.max_ranges);
+        let sp = self.store.savepoint();
+        let from = self.expire_cursor;
+        let r = self
+            .store
+            .expire_buckets(from, EXPIRE_BUCKETS, now_ms, |s| s.batch_has_room(max_group, max_ranges));
+        match r {
+            Ok((next, _)) => {
+                self.expire_cursor = next.unwrap_or(0);
+                // A pass cut short by the batch's room goes on in the next turn.
+                if next.is_none_or(|n| n == from + EXPIRE_BUCKETS) {
+                    self.last_expire = Instant::now();
+                }
+            }
+            Err(e) if e.is_fatal() => return Err(e.into()),
+            Err(e) => {
+                self.store.rollback_to(&sp)?;
+                self.last_expire = Instant::now();
+                tracing::warn!(error = %e, bucket = from, "an expiry pass was undone; it is tried again later");
+            }
+        }
         Ok(())
     }
 
@@ -391,6 +417,7 @@ impl Server<'_> {
             now_ms,
             max_ranges: self.opts.primary.limits.max_ranges,
             max_group_bytes: self.opts.max_group_bytes,
+            output_limit: self.opts.output_limit,
         };
         loop {
             if c.closing {
@@ -428,6 +455,13 @@ impl Server<'_> {
                     match o {
                         Outcome::Done => *start += len,
                         Outcome::Close => {
+                            *start = *end;
+                            c.closing = true;
+                        }
+                        Outcome::OverLimit => {
+                            self.stats.output_limit_closes += 1;
+                            tracing::info!(client = %session.addr, limit = self.opts.output_limit,
+                                "closing a client whose reply would pass [kv] output_limit");
                             *start = *end;
                             c.closing = true;
                         }

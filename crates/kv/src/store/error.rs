@@ -17,6 +17,9 @@ pub enum StoreError {
     /// The caller's load: one command (or transaction) changes more than one atomic group
     /// can carry; the message says which limit and the setting that raises it.
     TooLarge(String),
+    /// The caller's: the reply would pass the client's output limit (`[kv] output_limit`,
+    /// bytes); the command is undone and the client closed.
+    OutputLimit(usize),
     /// The region holds something other than a store (another application's data).
     NotKv(String),
     /// The region is a store, but not one this build or this region size can open.
@@ -38,6 +41,12 @@ impl fmt::Display for StoreError {
                  move to a larger region"
             ),
             StoreError::TooLarge(m) => f.write_str(m),
+            StoreError::OutputLimit(limit) => write!(
+                f,
+                "the reply, with the replies this client has not read yet, would pass [kv] output_limit \
+                 ({limit} bytes): the command was undone and the connection is closed; ask for less at a \
+                 time (fewer keys per command), or raise output_limit"
+            ),
             StoreError::NotKv(m) => {
                 write!(f, "{m}: the region holds other data; give mojim kv a region of its own (mojim init)")
             }

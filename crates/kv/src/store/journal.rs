@@ -259,6 +259,15 @@ impl<M: Mem> Store<M> {
         group.iter().map(|r| r.len).sum::<u64>() + list
     }
 
+    /// Whether the batch so far leaves room for another command (else the caller seals
+    /// first), for groups of at most `max_group_bytes` and `max_ranges`: less than half the
+    /// undo space, a quarter of the group bytes, and three quarters of the ranges used.
+    pub fn batch_has_room(&self, max_group_bytes: u64, max_ranges: usize) -> bool {
+        self.batch.undo_len < self.geo.undo_capacity() / 2
+            && self.batch.bytes < max_group_bytes / 4
+            && self.batch.ranges.len() < max_ranges / 4 * 3
+    }
+
     /// Bytes of undo space the batch has used, and the journal's capacity.
     pub fn undo_use(&self) -> (u64, u64) {
         (self.batch.undo_len, self.geo.undo_capacity())

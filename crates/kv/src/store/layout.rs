@@ -6,8 +6,15 @@ use super::error::StoreError;
 
 /// `magic` at region byte 0.
 pub const MAGIC: [u8; 8] = *b"MOJIM-KV";
-/// The layout's version.
-pub const VERSION: u32 = 1;
+/// The layout's version: 2 keys its hash with a random key kept in the superblock; stores of
+/// version 1 (CRC32C, no key) are still opened, and keep their hash.
+pub const VERSION: u32 = 2;
+/// Offset of the keyed hash's key (version 2), and of its CRC32C.
+pub const HASH_KEY_OFF: usize = 80;
+/// Offset of the CRC32C of the keyed hash's key.
+pub const HASH_KEY_CRC_OFF: usize = 96;
+/// Bytes of the superblock read to open a store: the static part, its CRC, the hash key and its CRC.
+pub const HEAD_LEN: usize = 100;
 /// Bytes of the superblock (region bytes 0 .. 4096).
 pub const SUPER_LEN: u64 = 4096;
 /// Bytes of the superblock the CRC covers (the fields fixed at format).
@@ -117,8 +124,9 @@ impl Geometry {
         b
     }
 
-    /// Checks a superblock's static part against a region of `size` bytes.
-    pub fn decode(b: &[u8; STATIC_LEN + 4], size: u64) -> Result<Geometry, StoreError> {
+    /// Checks a superblock's static part against a region of `size` bytes; returns the
+    /// geometry and the layout version (1 or 2).
+    pub fn decode(b: &[u8; STATIC_LEN + 4], size: u64) -> Result<(Geometry, u32), StoreError> {
         let word = |i: usize| u64::from_le_bytes(b[16 + 8 * i..24 + 8 * i].try_into().expect("8 bytes"));
         if b[0..8] != MAGIC {
             return Err(StoreError::NotKv(format!(
@@ -127,9 +135,9 @@ impl Geometry {
             )));
         }
         let version = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
-        if version != VERSION {
+        if version != 1 && version != VERSION {
             return Err(StoreError::Layout(format!(
-                "the region holds mojim kv layout version {version}; this build reads version {VERSION}"
+                "the region holds mojim kv layout version {version}; this build reads versions 1 to {VERSION}"
             )));
         }
         let crc = u32::from_le_bytes(b[STATIC_LEN..].try_into().expect("4 bytes"));
@@ -156,7 +164,7 @@ impl Geometry {
                 "the superblock's geometry {found:?} is not the one a region of {size} bytes gets ({g:?})"
             )));
         }
-        Ok(g)
+        Ok((g, version))
     }
 
     /// Offset of bucket `b`'s word.
@@ -201,11 +209,6 @@ pub fn bucket_of(hash: u32, buckets: u64) -> u64 {
     wide & (buckets - 1)
 }
 
-/// A key's hash: CRC32C.
-pub fn hash_key(key: &[u8]) -> u32 {
-    crc32c::crc32c(key)
-}
-
 /// An entry's header (region bytes `e .. e + 32`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct EntryHead {
@@ -213,7 +216,7 @@ pub struct EntryHead {
     pub next: u64,
     /// When the key expires, in Unix milliseconds; 0: never.
     pub expire_ms: u64,
-    /// CRC32C of the key.
+    /// The key's tag ([`super::KeyHasher::locate`]): a chain's other keys are skipped by it.
     pub hash: u32,
     /// Key bytes.
     pub klen: u32,
@@ -282,7 +285,7 @@ mod tests {
         assert_eq!(g.buckets, 1 << 18);
         assert!(g.heap_off.is_multiple_of(64) && g.heap_off >= g.bucket_off + 8 * g.buckets);
         let b = g.encode();
-        assert_eq!(Geometry::decode(&b, 64 << 20).unwrap(), g);
+        assert_eq!(Geometry::decode(&b, 64 << 20).unwrap(), (g, VERSION));
         assert!(Geometry::decode(&b, 32 << 20).unwrap_err().to_string().contains("67108864"));
         let g = Geometry::for_size(1 << 20).unwrap();
         assert_eq!(g.buckets, 4096);
@@ -296,7 +299,7 @@ mod tests {
         let n = 1 << 12;
         let mut count = vec![0u32; n];
         for i in 0..(n * 4) {
-            count[bucket_of(hash_key(format!("key:{i:012}").as_bytes()), n as u64) as usize] += 1;
+            count[bucket_of(crc32c::crc32c(format!("key:{i:012}").as_bytes()), n as u64) as usize] += 1;
         }
         assert!(*count.iter().max().unwrap() < 20, "max chain {}", count.iter().max().unwrap());
     }
@@ -312,7 +315,10 @@ mod tests {
         };
         let off = |field: &str| -> u64 { row(field).split('|').nth(1).unwrap().trim().parse().unwrap() };
         assert!(row("magic").contains(std::str::from_utf8(&MAGIC).unwrap()));
-        assert!(row("version").contains(&format!("| {VERSION} |")));
+        assert!(row("version").contains(&format!("| {VERSION} (1: ")));
+        assert_eq!(off("hash_key"), HASH_KEY_OFF as u64);
+        assert_eq!(off("hash_key_crc"), HASH_KEY_CRC_OFF as u64);
+        assert!(sec.contains(&format!("| {HEAD_LEN} | 28 | reserved |")));
         assert_eq!(off("crc"), CRC_OFF);
         assert_eq!(off("heap_top"), DYN_OFF);
         assert_eq!(off("heads"), DYN_OFF + HEADS_AT as u64);

@@ -13,6 +13,7 @@ mod dynamic;
 mod error;
 pub mod hash_blob;
 mod journal;
+mod key_hash;
 pub mod layout;
 mod mem;
 mod table;
@@ -22,14 +23,15 @@ mod tests;
 pub use dynamic::Dynamic;
 pub use error::StoreError;
 pub use journal::{coalesce, Savepoint};
+pub use key_hash::KeyHasher;
 pub use layout::{EntryHead, Geometry, KIND_HASH, KIND_STRING};
 pub use mem::{Mem, VecMem};
 pub use table::Found;
 
 use journal::Batch;
 use layout::{
-    class_sizes, CLASSES, CRC_OFF, DYN_LEN, DYN_OFF, GEN_SHIFT, JOURNAL_HEAD, JOURNAL_OFF, STATIC_LEN,
-    SUPER_LEN, VERSION,
+    class_sizes, CLASSES, CRC_OFF, DYN_LEN, DYN_OFF, GEN_SHIFT, HASH_KEY_CRC_OFF, HASH_KEY_OFF, HEAD_LEN,
+    JOURNAL_HEAD, JOURNAL_OFF, STATIC_LEN, SUPER_LEN, VERSION,
 };
 use mojim::Range;
 
@@ -48,6 +50,7 @@ pub struct Opened {
 pub struct Store<M: Mem> {
     mem: M,
     geo: Geometry,
+    hasher: KeyHasher,
     classes: [u64; CLASSES],
     /// The state as the batch has it.
     dy: Dynamic,
@@ -99,15 +102,30 @@ impl<M: Mem> Store<M> {
                 page[at]
             )));
         }
-        let mut stat = [0u8; STATIC_LEN + 4];
-        mem.read(0, &mut stat)?;
-        let geo = Geometry::decode(&stat, size)?;
+        let mut head = [0u8; HEAD_LEN];
+        mem.read(0, &mut head)?;
+        let (geo, version) =
+            Geometry::decode(head[..STATIC_LEN + 4].try_into().expect("the static part"), size)?;
+        let hasher = match version {
+            1 => KeyHasher::Crc32c,
+            _ => {
+                let key: [u8; 16] = head[HASH_KEY_OFF..HASH_KEY_OFF + 16].try_into().expect("16 bytes");
+                let crc = u32::from_le_bytes(head[HASH_KEY_CRC_OFF..].try_into().expect("4 bytes"));
+                if crc != crc32c::crc32c(&key) {
+                    return Err(StoreError::Corrupt(
+                        "the superblock's hash key does not match its checksum (bytes 80 .. 100)".into(),
+                    ));
+                }
+                KeyHasher::from_bytes(&key)
+            }
+        };
         let mut dyb = [0u8; DYN_LEN as usize];
         mem.read(DYN_OFF, &mut dyb)?;
         let dy = Dynamic::decode(&dyb);
         let mut s = Store {
             mem,
             geo,
+            hasher,
             classes: class_sizes(),
             committed: dy.clone(),
             dy,
@@ -159,6 +177,11 @@ impl<M: Mem> Store<M> {
         mem.write(0, &[0u8; 8])?;
         let stat = geo.encode();
         mem.write(8, &stat[8..])?;
+        let key = KeyHasher::random().to_bytes();
+        let mut keyed = [0u8; HEAD_LEN - HASH_KEY_OFF];
+        keyed[..16].copy_from_slice(&key);
+        keyed[16..].copy_from_slice(&crc32c::crc32c(&key).to_le_bytes());
+        mem.write(HASH_KEY_OFF as u64, &keyed)?;
         debug_assert_eq!(CRC_OFF as usize, STATIC_LEN);
         mem.write(DYN_OFF, &Dynamic::fresh(geo.heap_off).encode())?;
         let mut head = [0u8; JOURNAL_HEAD as usize + 16];
@@ -188,6 +211,11 @@ impl<M: Mem> Store<M> {
     /// The store's geometry.
     pub fn geometry(&self) -> &Geometry {
         &self.geo
+    }
+
+    /// How the store hashes keys (and the members of its collections).
+    pub fn hasher(&self) -> KeyHasher {
+        self.hasher
     }
 
     /// Keys in the table (expired ones not yet removed included).

@@ -6,7 +6,7 @@
 //! expiry, and a value that fits its block (`APPEND` into the slack; `INCR`), each undo-logged.
 
 use super::error::StoreError;
-use super::layout::{bucket_of, hash_key, EntryHead, ENTRY_HEAD, GEN_MAX, GEN_SHIFT, OFF_MASK};
+use super::layout::{EntryHead, ENTRY_HEAD, GEN_MAX, GEN_SHIFT, OFF_MASK};
 use super::mem::Mem;
 use super::Store;
 
@@ -51,8 +51,8 @@ impl<M: Mem> Store<M> {
 
     /// The entry of `key`, expired or not.
     pub fn find(&mut self, key: &[u8]) -> Result<Option<Found>, StoreError> {
-        let hash = hash_key(key);
-        let bucket = self.geo.bucket(bucket_of(hash, self.geo.buckets));
+        let (b, hash) = self.hasher.locate(key, self.geo.buckets);
+        let bucket = self.geo.bucket(b);
         let word = self.read_u64(bucket)?;
         if word >> GEN_SHIFT != self.dy.gen {
             return Ok(None);
@@ -115,7 +115,7 @@ impl<M: Mem> Store<M> {
                 key.len()
             )));
         }
-        let hash = hash_key(key);
+        let (b, hash) = self.hasher.locate(key, self.geo.buckets);
         let need = ENTRY_HEAD + key.len() as u64 + vlen;
         let block = match self.alloc(need + spare) {
             Ok(b) => b,
@@ -125,7 +125,7 @@ impl<M: Mem> Store<M> {
         let (link, link_is_bucket, next) = match old {
             Some(o) => (o.link, o.link_is_bucket, o.head.next),
             None => {
-                let bucket = self.geo.bucket(bucket_of(hash, self.geo.buckets));
+                let bucket = self.geo.bucket(b);
                 let word = self.read_u64(bucket)?;
                 let next = if word >> GEN_SHIFT == self.dy.gen { word & OFF_MASK } else { 0 };
                 (bucket, true, next)
@@ -280,9 +280,18 @@ impl<M: Mem> Store<M> {
         Ok(())
     }
 
-    /// Removes the expired entries of buckets `from ..` (at most `max` buckets); returns the
-    /// next bucket to look at (0 after the last) and how many were removed.
-    pub fn expire_buckets(&mut self, from: u64, max: u64, now_ms: u64) -> Result<(u64, u64), StoreError> {
+    /// Removes the expired entries of buckets `from ..` (at most `max` buckets) while `room`
+    /// says the batch has room for another removal; returns the next bucket to look at (the
+    /// bucket where it stopped, if `room` stopped it; `None` after the last bucket) and how
+    /// many were removed. However many keys expire at once, a pass never takes more of the
+    /// batch than `room` allows: the rest wait for the next pass.
+    pub fn expire_buckets(
+        &mut self,
+        from: u64,
+        max: u64,
+        now_ms: u64,
+        room: impl Fn(&Self) -> bool,
+    ) -> Result<(Option<u64>, u64), StoreError> {
         let end = (from + max).min(self.geo.buckets);
         let mut removed = 0;
         let mut victims = Vec::new();
@@ -297,12 +306,15 @@ impl<M: Mem> Store<M> {
                 Ok(())
             })?;
             for k in &victims {
+                if !room(self) {
+                    return Ok((Some(b), removed));
+                }
                 if let Some(f) = self.find(k)? {
                     self.remove(&f)?;
                     removed += 1;
                 }
             }
         }
-        Ok((if end >= self.geo.buckets { 0 } else { end }, removed))
+        Ok(((end < self.geo.buckets).then_some(end), removed))
     }
 }

@@ -412,3 +412,80 @@ fn groups_keep_to_the_range_limit() {
     let g = s.seal(8).unwrap().unwrap();
     assert!(g.len() <= 8, "{} ranges", g.len());
 }
+
+#[test]
+fn a_damaged_hash_key_is_refused() {
+    let mem = VecMem::new(SIZE);
+    drop(Store::open(&mem, MAX_RANGES).unwrap());
+    let mut img = mem.image();
+    img[layout::HASH_KEY_OFF + 3] ^= 1;
+    let e = Store::open(VecMem::from_bytes(img), MAX_RANGES).err().unwrap();
+    assert!(matches!(e, StoreError::Corrupt(_)) && e.to_string().contains("hash key"), "{e}");
+}
+
+#[test]
+fn stores_get_keys_of_their_own_and_version_1_stores_keep_their_hash() {
+    let (a, b) = (VecMem::new(SIZE), VecMem::new(SIZE));
+    let ha = Store::open(&a, MAX_RANGES).unwrap().hasher();
+    assert!(matches!(ha, KeyHasher::Keyed { .. }));
+    assert_ne!(ha, Store::open(&b, MAX_RANGES).unwrap().hasher(), "two stores, two keys");
+    // A store as version 1 made it: no key, CRC32C. Its keys are found where it put them.
+    let fresh = VecMem::new(SIZE);
+    drop(Store::open(&fresh, MAX_RANGES).unwrap());
+    let mut img = fresh.image();
+    img[8..12].copy_from_slice(&1u32.to_le_bytes());
+    img[layout::HASH_KEY_OFF..layout::HEAD_LEN].fill(0);
+    let crc = crc32c::crc32c(&img[..layout::STATIC_LEN]);
+    img[layout::STATIC_LEN..layout::STATIC_LEN + 4].copy_from_slice(&crc.to_le_bytes());
+    let v1 = VecMem::from_bytes(img);
+    let mut s = Store::open(&v1, MAX_RANGES).unwrap();
+    assert_eq!(s.hasher(), KeyHasher::Crc32c);
+    s.put(b"old", KIND_STRING, 0, &[b"v1"], 0, None).unwrap();
+    s.seal(MAX_RANGES).unwrap();
+    let bucket = layout::bucket_of(crc32c::crc32c(b"old"), s.geo.buckets);
+    assert_ne!(s.read_u64(s.geo.bucket(bucket)).unwrap(), 0, "in CRC32C's bucket");
+    drop(s);
+    let mut s = Store::open(&v1, MAX_RANGES).unwrap();
+    assert!(s.find(b"old").unwrap().is_some());
+    assert_eq!(u32::from_le_bytes(v1.image()[8..12].try_into().unwrap()), 1, "still version 1");
+}
+
+#[test]
+fn an_expiry_pass_takes_no_more_than_the_batch_has_room_for() {
+    let mem = VecMem::new(SIZE);
+    let mut s = Store::open(&mem, MAX_RANGES).unwrap();
+    let n = 8000;
+    for i in 0..n {
+        let old = s.find(format!("k{i}").as_bytes()).unwrap();
+        s.put(format!("k{i}").as_bytes(), KIND_STRING, NOW + 10, &[b"v"], 0, old.as_ref()).unwrap();
+        if !s.batch_has_room(u64::MAX, MAX_RANGES) {
+            s.seal(MAX_RANGES).unwrap();
+        }
+    }
+    s.seal(MAX_RANGES).unwrap();
+    let all = s.geo.buckets;
+    // Removing them all in one batch needs more undo space than the journal has.
+    let sp = s.savepoint();
+    let e = s.expire_buckets(0, all, NOW + 20, |_| true).expect_err("one batch cannot hold it");
+    assert!(matches!(e, StoreError::TooLarge(_)), "{e}");
+    s.rollback_to(&sp).unwrap();
+    s.seal(MAX_RANGES).unwrap();
+    // Bounded by the room left, passes go on where the last stopped.
+    let (mut at, mut passes, mut removed) = (0, 0, 0);
+    loop {
+        let (next, r) =
+            s.expire_buckets(at, all, NOW + 20, |s| s.batch_has_room(u64::MAX, MAX_RANGES)).unwrap();
+        let (undo, cap) = s.undo_use();
+        assert!(undo <= cap / 2 + 64, "a pass used {undo} of {cap} bytes of undo");
+        s.seal(MAX_RANGES).unwrap();
+        removed += r;
+        passes += 1;
+        let Some(next) = next else { break };
+        at = next;
+    }
+    assert_eq!(removed, n);
+    assert!(passes > 1, "{passes} passes");
+    assert_eq!(s.keys(), 0);
+    drop(s);
+    assert!(content(&mut Store::open(&mem, MAX_RANGES).unwrap()).is_empty());
+}

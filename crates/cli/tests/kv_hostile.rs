@@ -1,0 +1,120 @@
+//! What a client can send must never stop `mojim kv`, make its store unopenable, or stall the
+//! other clients: each test here is a request (or a state) that once did, sent to a real server
+//! with its mirror in child processes. After each, the server still answers every client, and a
+//! restart (kill -9) still opens the store.
+
+mod common;
+
+use common::kv::{wait_for, KvCluster, Resp};
+use mojim_kv::resp::Value;
+use mojim_kv::store::KeyHasher;
+
+fn ok() -> Value {
+    Value::Simple(b"OK".to_vec())
+}
+
+/// The store's hash key and bucket count, read from the region file as only someone who can
+/// read the region could.
+fn hasher_and_buckets(k: &KvCluster) -> (KeyHasher, u64) {
+    let region = mojim_region::RegionFile::open(&k.c.cfg.resolve(&k.c.cfg.file.region.path)).expect("open");
+    let mut head = [0u8; 100];
+    region.read(0, &mut head);
+    let key: [u8; 16] = head[80..96].try_into().unwrap();
+    let buckets = u64::from_le_bytes(head[48..56].try_into().unwrap());
+    (KeyHasher::from_bytes(&key), buckets)
+}
+
+/// Thousands of keys in the first buckets an expiry pass looks at, expiring together: one
+/// pass could not remove them all in one batch (its undo space runs out), and once ended the
+/// server, and every restart. The keys are chosen with the store's hash key (which a client
+/// cannot read): the pass must be bounded however the keys fall.
+#[test]
+fn keys_expiring_together_in_one_range_of_buckets_never_stop_the_server() {
+    let mut k = KvCluster::new("kv-expiry-flood", 16 << 20);
+    let mut c = k.client();
+    assert_eq!(c.cmd(&["SET", "warm", "up"]), ok());
+    let (hasher, buckets) = hasher_and_buckets(&k);
+    let mut keys = Vec::new();
+    let mut n = 0u64;
+    while keys.len() < 6000 {
+        let key = format!("flood:{n}");
+        if hasher.locate(key.as_bytes(), buckets).0 < 1024 {
+            keys.push(key);
+        }
+        n += 1;
+    }
+    for key in &keys {
+        c.send(&[b"SET", key.as_bytes(), b"v", b"PX", b"1500"]);
+    }
+    for _ in &keys {
+        assert_eq!(c.read(), Some(ok()));
+    }
+    assert_eq!(c.cmd(&["SET", "stays", "here"]), ok());
+    // The expiry passes go round every bucket; the keys go, a batch's room at a time.
+    wait_for("every flood key to be removed", || (c.cmd(&["DBSIZE"]) == Value::Int(2)).then_some(()));
+    assert_eq!(c.cmd(&["PING"]), Value::Simple(b"PONG".to_vec()));
+    k.kill();
+    k.start();
+    let mut c = k.client();
+    assert_eq!(c.cmd(&["GET", "stays"]), Value::bulk("here"));
+    assert_eq!(c.cmd(&["DBSIZE"]), Value::Int(2));
+}
+
+/// The next reply must be an error (its first byte is read alone, so that a huge reply fails the
+/// test at once instead of being read whole), and the connection closed after it.
+fn closed_after_error(c: &mut Resp, what: &str) -> String {
+    use std::io::Read;
+    let mut first = [0u8; 1];
+    c.stream.read_exact(&mut first).unwrap_or_else(|e| panic!("{what}: no reply ({e})"));
+    assert_eq!(first[0], b'-', "{what}: expected an error, got a reply starting with {:?}", first[0] as char);
+    let mut rest = Vec::new();
+    let mut byte = [0u8; 1];
+    while !rest.ends_with(b"\r\n") {
+        c.stream.read_exact(&mut byte).expect("the error line");
+        rest.push(byte[0]);
+    }
+    let e = String::from_utf8_lossy(&rest[..rest.len() - 2]).into_owned();
+    assert!(c.closed(), "{what}: the client is closed after the error");
+    e
+}
+
+#[test]
+fn a_reply_past_the_output_limit_closes_that_client_only() {
+    let k = KvCluster::with("kv-output-limit", 64 << 20, |f| f.kv.output_limit = "32MiB".into());
+    let mut c = k.client();
+    let value = vec![b'v'; 1 << 20];
+    for i in 0..8 {
+        c.send(&[b"SET", format!("big{i}").as_bytes(), &value]);
+        assert_eq!(c.read(), Some(ok()));
+    }
+    let mut other = k.client();
+    // A 1.3 KB request whose reply would be 400 MiB.
+    let mut mget: Vec<&[u8]> = vec![b"MGET"];
+    let names: Vec<String> = (0..400).map(|i| format!("big{}", i % 8)).collect();
+    mget.extend(names.iter().map(|n| n.as_bytes()));
+    let mut attacker = k.client();
+    attacker.send(&mget);
+    let e = closed_after_error(&mut attacker, "MGET");
+    assert!(e.contains("output_limit") && e.contains("33554432"), "{e}");
+    // A reply that fits is answered as before, to this client and others.
+    assert_eq!(other.cmd(&["STRLEN", "big3"]), Value::Int(1 << 20));
+    let Value::Array(v) = c.cmd(&["MGET", "big0", "big1"]) else { panic!("MGET") };
+    assert_eq!(v.len(), 2);
+    let Value::Bulk(info) = other.cmd(&["INFO", "stats"]) else { panic!("INFO") };
+    assert!(String::from_utf8_lossy(&info).contains("client_output_limit_disconnections:1\r\n"));
+    // GETSET whose reply does not fit changes nothing.
+    let k2 = KvCluster::with("kv-output-limit-write", 16 << 20, |f| {
+        f.kv.max_bulk = "1MiB".into();
+        f.kv.output_limit = "2MiB".into();
+    });
+    let mut c = k2.client();
+    c.send(&[b"SET", b"x", &value[..(1 << 20) - 1]]);
+    assert_eq!(c.read(), Some(ok()));
+    // Pipelined: two GETs fill the client's output, so the GETSET's reply would pass it.
+    c.send(&[b"GET", b"x"]);
+    c.send(&[b"GETSET", b"x", b"new"]);
+    assert_eq!(c.read().map(|v| matches!(v, Value::Bulk(_))), Some(true), "the GET's reply");
+    let e = closed_after_error(&mut c, "GETSET");
+    assert!(e.contains("output_limit"), "{e}");
+    assert_eq!(k2.client().cmd(&["STRLEN", "x"]), Value::Int((1 << 20) - 1), "the GETSET was undone");
+}
