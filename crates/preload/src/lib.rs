@@ -30,6 +30,8 @@ mod fds;
 // The unit tests' binary links this crate too: it gets neither the interposed functions nor
 // the constructor.
 #[cfg(not(test))]
+mod fresh;
+#[cfg(not(test))]
 mod hooks;
 mod real;
 mod state;

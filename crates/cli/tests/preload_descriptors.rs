@@ -1,0 +1,42 @@
+//! The interposer's hold on a listed file, with C programs run under libmojim_preload.so
+//! (built with `cc` from tests/c): its descriptor table against descriptors closed and reused
+//! behind its back.
+//!
+//! Needs gcc (cc); ./scripts/test installs it.
+
+mod common;
+
+use common::preload::{cc, cluster, mirror_copy, text, under_preload};
+
+const MIB: u64 = 1 << 20;
+
+/// A listed file's descriptor closed without close() (a raw system call) and its number reused
+/// by open() of another file, a pipe, a socket pair, fopen() and dup2(): the new descriptor's
+/// calls reach the new file, and the listed file's slot (and its copy on the mirror) keeps its
+/// own bytes. A reuse the interposer cannot see either (a raw openat) is caught by the identity
+/// check of fstat, ftruncate and fsync. fdopen() of a listed descriptor is refused.
+#[test]
+fn a_descriptor_closed_behind_the_interposers_back_is_not_taken_for_the_listed_file() {
+    if !common::c::have("cc", "gcc") {
+        return;
+    }
+    let (c, db) = cluster("preload-stale-fd", 8 * MIB);
+    let prog = cc(c.dir.path(), "preload_descriptors.c");
+    let (listed, other, third) = (db.join("data"), db.join("other"), db.join("third"));
+    let name = listed.to_str().expect("utf-8");
+    let o = under_preload(&prog, &c.cfg_path, name).arg(&listed).arg(&other).arg(&third).output().unwrap();
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "ok", "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for s in [
+        "fdopen(fd ",
+        &format!(", {name}): stdio streams on a replicated file are not supported (EOPNOTSUPP)"),
+        "fstat(fd ",
+        &format!("): the descriptor was {name} but now refers to another file"),
+    ] {
+        assert!(err.contains(s), "the messages should say {s:?}: {}", text(&o));
+    }
+    assert_eq!(std::fs::read(&other).unwrap(), b"other file+dup2");
+    assert_eq!(std::fs::read(&third).unwrap(), b"raw\0\0");
+    assert_eq!(std::fs::metadata(&listed).unwrap().len(), 0, "the placeholder stays empty");
+    assert_eq!(mirror_copy(&c, name), b"the replicated file's header");
+}
