@@ -1,12 +1,15 @@
 //! The interposer's hold on a listed file, with C programs run under libmojim_preload.so
 //! (built with `cc` from tests/c): its descriptor table against descriptors closed and reused
-//! behind its back.
+//! behind its back, and fsync of a file written through a mapping.
 //!
 //! Needs gcc (cc); ./scripts/test installs it.
 
 mod common;
 
 use common::preload::{cc, cluster, mirror_copy, text, under_preload};
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
 
 const MIB: u64 = 1 << 20;
 
@@ -39,4 +42,36 @@ fn a_descriptor_closed_behind_the_interposers_back_is_not_taken_for_the_listed_f
     assert_eq!(std::fs::read(&third).unwrap(), b"raw\0\0");
     assert_eq!(std::fs::metadata(&listed).unwrap().len(), 0, "the placeholder stays empty");
     assert_eq!(mirror_copy(&c, name), b"the replicated file's header");
+}
+
+/// Bytes stored through a mapping of a listed file, then fsync (or fdatasync) returns and the
+/// program is killed with SIGKILL: the mirror has the bytes, as a local file would after
+/// fsync. What was stored after the last sync point is not sent.
+#[test]
+fn fsync_sends_what_was_stored_through_a_mapping() {
+    if !common::c::have("cc", "gcc") {
+        return;
+    }
+    let (c, db) = cluster("preload-mapped-fsync", 8 * MIB);
+    let prog = cc(c.dir.path(), "preload_mapped_fsync.c");
+    let listed = db.join("data");
+    let name = listed.to_str().expect("utf-8");
+    let mut child = under_preload(&prog, &c.cfg_path, name)
+        .arg(&listed)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the program");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read its output");
+    child.kill().expect("SIGKILL the program");
+    let o = child.wait_with_output().expect("reap the program");
+    assert_eq!(line.trim(), "synced", "{}", text(&o));
+    assert_eq!(o.status.signal(), Some(9), "killed by SIGKILL: {}", text(&o));
+
+    let copy = mirror_copy(&c, name);
+    assert_eq!(copy.len(), 65536);
+    assert_eq!(&copy[5000..5018], b"stored, then fsync");
+    assert_eq!(&copy[40000..40022], b"stored, then fdatasync");
+    assert!(copy[60000..60020].iter().all(|&b| b == 0), "bytes stored after the last sync point were sent");
 }

@@ -986,6 +986,11 @@ pub unsafe extern "C" fn mmap(
             ),
         );
     }
+    if prot & libc::PROT_WRITE != 0 {
+        // Before the program can store through it: its sync points find those stores.
+        let mut sh = st.lock();
+        st.mapped_writable(&mut sh, e.slot(), off as u64 + len as u64);
+    }
     st.ptr(e.slot(), off as u64).cast()
 }
 

@@ -210,6 +210,7 @@ fn start() -> Result<State, String> {
         shared: Mutex::new(Shared {
             synced_size: table.entries.iter().map(|e| e.size).collect(),
             dirty: vec![Vec::new(); n],
+            mapped: (0..n).map(|_| state::Mapped::No).collect(),
             table,
         }),
     };

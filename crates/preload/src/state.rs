@@ -3,6 +3,7 @@
 
 use mojim::{Primary, Range};
 use mojim_format::files::{FileTable, FILE_TABLE_PAGE};
+use mojim_region::{WriteTracking, WrittenPages};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -10,6 +11,8 @@ use std::sync::{Mutex, MutexGuard};
 /// Most changed ranges kept per file between sync points; more are merged across the smallest
 /// gaps (sending a few unchanged bytes rather than a group too many ranges long).
 const MAX_DIRTY: usize = 256;
+
+const PAGE: u64 = 4096;
 
 /// One listed file.
 pub struct Slot {
@@ -38,6 +41,21 @@ pub struct Shared {
     pub dirty: Vec<Vec<(u64, u64)>>,
     /// Per slot: the size the table (and so the mirror) has.
     pub synced_size: Vec<u64>,
+    /// Per slot: how the stores through its writable mappings are found.
+    pub mapped: Vec<Mapped>,
+}
+
+/// How a sync point of a file finds what the program stored through its mappings, which no
+/// interposed call sees.
+pub enum Mapped {
+    /// Never mapped writable: there is nothing to find.
+    No,
+    /// The pages written since the last sync point, found by the kernel (userfaultfd's
+    /// asynchronous write protection over the whole slot, from the first writable mapping on).
+    Pages(WrittenPages),
+    /// Where the kernel cannot find them: every byte mapped writable so far, up to the file's
+    /// size, is sent at every sync point.
+    Whole { end: u64 },
 }
 
 pub struct State {
@@ -161,13 +179,58 @@ impl State {
         }
     }
 
-    /// One sync point for `slots`: every range changed since their last one, and the table when
-    /// a size changed, as one group. On failure nothing is forgotten: the next sync point
-    /// sends it again.
+    /// Slot `i` is mapped writable up to slot-relative byte `end`: from now on its sync points
+    /// find what is stored through the mapping. Called before the mapping is handed out.
+    pub fn mapped_writable(&self, sh: &mut Shared, i: usize, end: u64) {
+        let s = &self.slots[i];
+        match &mut sh.mapped[i] {
+            Mapped::Pages(_) => {}
+            Mapped::Whole { end: e } => *e = (*e).max(end),
+            m @ Mapped::No => {
+                // SAFETY: the slot is whole pages (its offset and capacity are multiples of the
+                // page, from a page-aligned data area) of the region's mapping, which stays
+                // mapped for the process's life (the state is never dropped). Nothing else
+                // registers it with userfaultfd; with userfaultfd's protection (the only method
+                // asked for) a program's own mprotect of its view keeps the pages' marks.
+                let tracked = unsafe {
+                    WrittenPages::new(self.ptr(i, 0), s.capacity as usize, Some(WriteTracking::UffdAsync))
+                };
+                *m = match tracked {
+                    Ok(t) => Mapped::Pages(t),
+                    // A kernel before 6.7, or a mapping it does not support.
+                    Err(_) => Mapped::Whole { end },
+                };
+            }
+        }
+    }
+
+    /// Adds to slot `i`'s changed ranges what was stored through its mappings since its last
+    /// sync point (up to its size: bytes past it are undefined).
+    fn collect_mapped(&self, sh: &mut Shared, i: usize) {
+        let s = &self.slots[i];
+        let size = s.size.load(Ordering::Acquire);
+        let (mapped, list) = (&mut sh.mapped[i], &mut sh.dirty[i]);
+        if let Mapped::Pages(t) = mapped {
+            let upto = size.next_multiple_of(PAGE).min(s.capacity);
+            if t.collect_upto(upto, |at, len| add_dirty(list, at, (at + len).min(size))).is_err() {
+                // The tracking broke (its descriptors closed under it, say): the pages it did
+                // not report are found by sending everything instead, from now on.
+                *mapped = Mapped::Whole { end: s.capacity };
+            }
+        }
+        if let Mapped::Whole { end } = *mapped {
+            add_dirty(list, 0, end.min(size));
+        }
+    }
+
+    /// One sync point for `slots`: every range changed since their last one (written by the
+    /// interposed calls or stored through a mapping), and the table when a size changed, as one
+    /// group. On failure nothing is forgotten: the next sync point sends it again.
     pub fn sync(&self, sh: &mut Shared, slots: &[usize]) -> mojim::Result<()> {
         let mut ranges: Vec<Range> = Vec::new();
         let mut table_changed = false;
         for &i in slots {
+            self.collect_mapped(sh, i);
             let size = self.slots[i].size.load(Ordering::Acquire);
             if size != sh.synced_size[i] {
                 sh.table.entries[i].size = size;
