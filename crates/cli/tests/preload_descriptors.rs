@@ -1,6 +1,7 @@
 //! The interposer's hold on a listed file, with C programs run under libmojim_preload.so
 //! (built with `cc` from tests/c): its descriptor table against descriptors closed and reused
-//! behind its back, and fsync of a file written through a mapping.
+//! behind its back, fsync of a file written through a mapping, and renaming or removing a
+//! listed file.
 //!
 //! Needs gcc (cc); ./scripts/test installs it.
 
@@ -74,4 +75,38 @@ fn fsync_sends_what_was_stored_through_a_mapping() {
     assert_eq!(&copy[5000..5018], b"stored, then fsync");
     assert_eq!(&copy[40000..40022], b"stored, then fdatasync");
     assert!(copy[60000..60020].iter().all(|&b| b == 0), "bytes stored after the last sync point were sent");
+}
+
+/// Renaming a temporary file onto a listed file (the atomic-replace pattern), renaming it away,
+/// renaming its folder and removing it are refused with EBUSY and a message naming the path,
+/// and leave it, and its copy on the mirror, as they were. A listed file created anew with
+/// O_EXCL (its placeholder removed by another program) is empty.
+#[test]
+fn renaming_or_removing_a_listed_file_is_refused() {
+    if !common::c::have("cc", "gcc") {
+        return;
+    }
+    let (c, db) = cluster("preload-rename", 8 * MIB);
+    let prog = cc(c.dir.path(), "preload_rename.c");
+    let listed = db.join("data");
+    let name = listed.to_str().expect("utf-8");
+    let d = db.to_str().expect("utf-8");
+    let o = under_preload(&prog, &c.cfg_path, name).arg(&db).output().unwrap();
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "ok", "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let file = format!("{name} is a replicated file, kept in the region");
+    for s in [
+        format!("rename({d}/data.tmp -> {name}): {file}: renaming it, or another file onto it"),
+        format!("renameat2(data.tmp -> data): {file}"),
+        format!("rename({name} -> {d}/data.old): {file}"),
+        format!("rename({d} -> {d}.moved): the folder holds the replicated file {name}"),
+        format!("unlink({name}): {file}: removing it (truncate it to empty it) is not supported (EBUSY)"),
+        format!("unlinkat(data): {file}"),
+        format!("remove({name}): {file}"),
+    ] {
+        assert!(err.contains(&s), "the messages should say {s:?}: {}", text(&o));
+    }
+    assert_eq!(err.matches("(EBUSY)").count(), 9, "{}", text(&o));
+    assert!(!db.join("data.tmp").exists() && !db.join("other.tmp").exists());
+    assert_eq!(mirror_copy(&c, name), b"fresh");
 }

@@ -114,20 +114,36 @@ fn listed_now(fd: c_int, op: &str) -> bool {
 
 /// A path-based call about a listed file: the state, the slot and the guard.
 pub(crate) unsafe fn path_slot(dirfd: c_int, path: *const c_char) -> Option<(&'static State, usize, Busy)> {
+    // SAFETY: the caller's path.
+    let (st, bytes, dir, b) = unsafe { path_at(dirfd, path) }?;
+    let slot = st.slot_of_path(bytes, dir.as_deref())?;
+    Some((st, slot, b))
+}
+
+/// A path-based call, once started and outside the interposer's own code: the state, the
+/// path's bytes, the folder it is relative to (`None`: the working folder, or it is absolute)
+/// and the guard.
+///
+/// # Safety
+///
+/// `path` is null or NUL-terminated, as the C functions require.
+pub(crate) unsafe fn path_at<'a>(
+    dirfd: c_int,
+    path: *const c_char,
+) -> Option<(&'static State, &'a [u8], Option<std::path::PathBuf>, Busy)> {
     if path.is_null() {
         return None;
     }
     let st = ready()?;
     let b = enter()?;
-    // SAFETY: the caller passes a NUL-terminated path, as the C function requires.
+    // SAFETY: as the caller promises.
     let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
     let dir = if dirfd == libc::AT_FDCWD || bytes.starts_with(b"/") {
         None
     } else {
         Some(std::fs::read_link(format!("/proc/self/fd/{dirfd}")).ok()?)
     };
-    let slot = st.slot_of_path(bytes, dir.as_deref())?;
-    Some((st, slot, b))
+    Some((st, bytes, dir, b))
 }
 
 fn sync_failed(st: &State, op: &str, what: &str, e: mojim::Error) -> c_int {
@@ -185,7 +201,9 @@ unsafe fn open_common(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_u
             ),
         );
     }
-    if flags & libc::O_TRUNC != 0 && e.writable() {
+    // A file just made (O_EXCL: its placeholder was removed, by another program) starts empty.
+    let created = flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL;
+    if created || (flags & libc::O_TRUNC != 0 && e.writable()) {
         let mut sh = st.lock();
         st.set_size(&mut sh, slot, 0);
     }

@@ -33,6 +33,8 @@ mod fds;
 mod fresh;
 #[cfg(not(test))]
 mod hooks;
+#[cfg(not(test))]
+mod names;
 mod real;
 mod state;
 
@@ -189,9 +191,11 @@ fn start() -> Result<State, String> {
         .iter()
         .map(|e| {
             let abs = state::absolute(Path::new(&e.name), &cwd);
+            let canon = state::canonical(&abs);
             Slot {
                 base: state::last_component(e.name.as_bytes()).to_vec(),
-                canon: Mutex::new(state::canonical(&abs)),
+                folders: state::folder_names([abs.as_path()].into_iter().chain(canon.as_deref())),
+                canon: Mutex::new(canon),
                 abs,
                 name: e.name.clone(),
                 offset: e.slot_offset,

@@ -20,6 +20,9 @@ pub struct Slot {
     pub name: String,
     /// Its last component, compared first: most paths opened are not listed.
     pub base: Vec<u8>,
+    /// The names of the folders on its path (as listed and canonical), compared first by the
+    /// calls that rename or remove folders.
+    pub folders: Vec<Vec<u8>>,
     /// The canonical path (the listed one's folder canonicalised, then its name), once the
     /// folder exists.
     pub canon: Mutex<Option<PathBuf>>,
@@ -99,6 +102,35 @@ pub fn canonical(p: &Path) -> Option<PathBuf> {
     Some(std::fs::canonicalize(dir).ok()?.join(name))
 }
 
+/// [`canonical`] of a path's bytes, relative to `dir` or the working folder.
+fn canonical_of(path: &[u8], dir: Option<&Path>) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = Path::new(std::ffi::OsStr::from_bytes(path));
+    let cwd = match dir {
+        Some(d) => d.to_path_buf(),
+        None => std::env::current_dir().ok()?,
+    };
+    canonical(&absolute(p, &cwd))
+}
+
+/// The names of the folders on the paths `paths` of one file (its last component left out),
+/// each once.
+pub fn folder_names<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Vec<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    for p in paths {
+        for c in p.parent().into_iter().flat_map(Path::components) {
+            if let Component::Normal(n) = c {
+                let n = n.as_bytes().to_vec();
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+        }
+    }
+    names
+}
+
 impl State {
     pub fn lock(&self) -> MutexGuard<'_, Shared> {
         self.shared.lock().unwrap_or_else(|p| p.into_inner())
@@ -111,20 +143,33 @@ impl State {
         if !self.slots.iter().any(|s| s.base == last) {
             return None;
         }
-        use std::os::unix::ffi::OsStrExt;
-        let p = Path::new(std::ffi::OsStr::from_bytes(path));
-        let cwd = match dir {
-            Some(d) => d.to_path_buf(),
-            None => std::env::current_dir().ok()?,
-        };
-        let c = canonical(&absolute(p, &cwd))?;
-        self.slots.iter().position(|s| {
-            let mut canon = s.canon.lock().unwrap_or_else(|p| p.into_inner());
-            if canon.is_none() {
-                *canon = canonical(&s.abs);
-            }
-            canon.as_deref() == Some(c.as_path())
+        let c = canonical_of(path, dir)?;
+        (0..self.slots.len()).find(|&i| self.canon(i).as_deref() == Some(c.as_path()))
+    }
+
+    /// What `path` (as for [`State::slot_of_path`]) is to the listed files: `(i, false)` listed
+    /// file `i` itself, `(i, true)` a folder on its path. Cheap when the last component names
+    /// no listed file and no folder on a listed path.
+    pub fn listed_or_holding(&self, path: &[u8], dir: Option<&Path>) -> Option<(usize, bool)> {
+        let last = last_component(path);
+        if !self.slots.iter().any(|s| s.base == last || s.folders.iter().any(|f| f == last)) {
+            return None;
+        }
+        let c = canonical_of(path, dir)?;
+        (0..self.slots.len()).find_map(|i| {
+            let canon = self.canon(i)?;
+            (canon.starts_with(&c)).then_some((i, canon != c))
         })
+    }
+
+    /// The canonical path of listed file `i`, once its folder exists.
+    fn canon(&self, i: usize) -> Option<PathBuf> {
+        let s = &self.slots[i];
+        let mut canon = s.canon.lock().unwrap_or_else(|p| p.into_inner());
+        if canon.is_none() {
+            *canon = canonical(&s.abs);
+        }
+        canon.clone()
     }
 
     /// The slot of a region address range `[addr, addr + len)`, if it lies in the region.
@@ -323,5 +368,7 @@ mod tests {
         assert_eq!(last_component(b"data.mdb"), b"data.mdb");
         assert_eq!(absolute(Path::new("x/../y/./z"), Path::new("/w")), PathBuf::from("/w/y/z"));
         assert_eq!(absolute(Path::new("/a/b"), Path::new("/w")), PathBuf::from("/a/b"));
+        let (listed, canon) = (Path::new("/data/db/data.mdb"), Path::new("/mnt/ssd/db/data.mdb"));
+        assert_eq!(folder_names([listed, canon]), [&b"data"[..], b"db", b"mnt", b"ssd"]);
     }
 }
