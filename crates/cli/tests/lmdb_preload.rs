@@ -14,6 +14,7 @@
 
 mod common;
 
+use common::preload::{cluster, mirror_copy, preload_lib, save, text, under_preload};
 use common::{wait_applied, Cluster, Rng, TempDir};
 use mojim::config::write_private;
 use mojim_format::files::FileTable;
@@ -26,23 +27,6 @@ use std::time::{Duration, Instant};
 
 const LOADER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/assets/lmdb_loader.py");
 const MIB: u64 = 1 << 20;
-
-/// The interposer built with this test (the cli crate dev-depends on mojim-preload, so cargo
-/// builds it into the same target folder as this test binary).
-fn preload_lib() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let deps = exe.parent().expect("the test binary's folder");
-    for dir in [deps, deps.parent().unwrap_or(deps)] {
-        let p = dir.join("libmojim_preload.so");
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!(
-        "libmojim_preload.so is not in {} or its parent: build the workspace (cargo test builds it)",
-        deps.display()
-    );
-}
 
 /// A python3 that can `import lmdb`, and the LMDB tools; `None` (after `skip`) when missing.
 fn tools() -> Option<PathBuf> {
@@ -62,43 +46,8 @@ fn tools() -> Option<PathBuf> {
     None
 }
 
-/// A cluster with a running mirror, its configuration aimed at it (the interposer reads the
-/// file), and a folder for the database.
-fn cluster(test: &str, size: u64) -> (Cluster, PathBuf) {
-    let mut c = Cluster::new(test, size, |f| {
-        f.cluster.heartbeat_interval_ms = 50;
-        f.cluster.heartbeat_timeout_ms = 1500;
-    });
-    c.start_mirror();
-    c.cfg.file.primary.mirror = c.mirror_addr();
-    save(&c);
-    let db = c.dir.path().join("db");
-    std::fs::create_dir_all(&db).expect("create the database folder");
-    (c, db)
-}
-
-fn save(c: &Cluster) {
-    write_private(&c.cfg_path, &toml::to_string(&c.cfg.file).expect("serialise")).expect("write mojim.toml");
-}
-
-/// A command run under the interposer, replicating `files` with `config`.
-fn under_preload(program: &Path, config: &Path, files: &str) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.env("LD_PRELOAD", preload_lib()).env("MOJIM_CONFIG", config).env("MOJIM_FILES", files);
-    cmd
-}
-
 fn data_file(db: &Path) -> String {
     db.join("data.mdb").to_str().expect("utf-8").to_string()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Runs the loader under the interposer and SIGKILLs it at a random moment after its first
@@ -144,29 +93,6 @@ fn load_and_kill(c: &Cluster, db: &Path, py: &Path, writemap: bool, rng: &mut Rn
     assert!(v.windows(2).all(|w| w[1] == w[0] + 1) && v[0] == 0, "commits in order from 0");
     println!("loader killed ({status}) after {} commits", v.len());
     *v.last().expect("at least one commit")
-}
-
-/// The mirror's copy of `name`, as an operator gets it: `mojim export --file`, which cuts it out
-/// of one consistent snapshot of the data area with the file table.
-fn mirror_copy(c: &Cluster, name: &str) -> Vec<u8> {
-    let mut admin = c.admin();
-    wait_applied(&mut admin);
-    let page = admin.read(0, 4096).expect("read the mirror's file table");
-    let table = FileTable::decode(&page).expect("the mirror has the file table");
-    assert_eq!(table.names(), [name]);
-    let out = c.dir.path().join("exported.mdb");
-    let o = Command::new(common::exe())
-        .args(["export", "--config", c.cfg_path.to_str().expect("utf-8"), "--addr", &c.mirror_addr()])
-        .arg("--out")
-        .arg(&out)
-        .args(["--file", name])
-        .output()
-        .expect("run mojim export");
-    assert!(o.status.success(), "mojim export --file: {}", text(&o));
-    let copy = std::fs::read(&out).expect("read the export");
-    assert_eq!(copy.len() as u64, table.file(name).expect("the file's entry").size);
-    std::fs::remove_file(&out).expect("remove the export");
-    copy
 }
 
 /// `mdb_stat` and `mdb_dump` accept the database in `dir`, and every transaction up to `last`

@@ -2,12 +2,19 @@
 //! path, compares its last component with the listed files') and passes every call that is not
 //! about a listed file straight to the C library's function.
 //!
+//! The table is kept at every call that makes or closes a descriptor (here and in `fresh.rs`).
+//! A descriptor closed and its number reused without such a call (a raw system call) leaves a
+//! stale entry: the calls that are not plain data transfers (sync points, `mmap`, sizes,
+//! `fstat`, `fdopen`, ...) check the descriptor's identity (device and inode, one `fstat`)
+//! before trusting it and drop a stale one. Reads and writes do not: an `fstat` would cost
+//! several times the copy that is their whole work.
+//!
 //! Safety, for every function here: each is called by C code with the arguments the C function
 //! of that name takes, and upholds the same contract as that function (pointers valid for the
 //! lengths given, as the caller promises the C library).
 #![allow(clippy::missing_safety_doc)]
 
-use crate::fds::{self, Entry};
+use crate::fds::{self, Entry, Id};
 use crate::real::real;
 use crate::state::{add_dirty, slots_touched, State};
 use crate::{enter, forked, ready, say, Busy};
@@ -15,13 +22,13 @@ use libc::{c_char, c_int, c_uint, c_void, iovec, mode_t, off64_t, off_t, size_t,
 use std::ffi::CStr;
 use std::sync::atomic::Ordering;
 
-fn set_errno(e: c_int) {
+pub(crate) fn set_errno(e: c_int) {
     // SAFETY: the calling thread's errno location, always valid.
     unsafe { *libc::__errno_location() = e };
 }
 
 /// Fails the call with `errno` and says why on standard error.
-fn fail<T: From<i8>>(errno: c_int, msg: &str) -> T {
+pub(crate) fn fail<T: From<i8>>(errno: c_int, msg: &str) -> T {
     say(msg);
     set_errno(errno);
     T::from(-1)
@@ -59,22 +66,84 @@ fn tracked(fd: c_int, op: &str) -> Result<Option<(&'static State, Entry, Busy)>,
     Ok(Some((st, e, b)))
 }
 
+/// The identity of the file `fd` refers to now (one `fstat`, straight to the kernel); `None`
+/// if it is not open.
+pub(crate) fn identity(fd: c_int) -> Option<Id> {
+    let mut sb = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstat writes a `struct stat` into the buffer, which is one.
+    if unsafe { libc::syscall(libc::SYS_fstat, fd, sb.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: filled by the successful call.
+    let sb = unsafe { sb.assume_init() };
+    Some(Id { dev: sb.st_dev, ino: sb.st_ino })
+}
+
+/// Whether the tracked `fd` still refers to the file it was opened on, `now` being what it
+/// refers to now. If not, it was closed and its number reused without the interposer seeing
+/// it (a raw system call, a library's own `close`): the entry goes, which is said, and the
+/// caller passes the call on to the file it is now.
+fn still_same(fd: c_int, now: Option<Id>, op: &str) -> bool {
+    let Some(e) = fds::get(fd) else { return false };
+    if now.is_some() && now == fds::id(fd) {
+        return true;
+    }
+    fds::clear(fd);
+    let name = ready().map(|st| st.slots[e.slot()].name.as_str()).unwrap_or("a replicated file");
+    say(&format!(
+        "{op}(fd {fd}): the descriptor was {name} but now refers to another file (it was closed and its \
+         number reused without close(), e.g. by a raw system call): the call goes to that file"
+    ));
+    false
+}
+
+/// As [`tracked`], after checking that the descriptor still refers to its listed file (one
+/// `fstat`): for the calls that are not plain data transfers.
+fn tracked_checked(fd: c_int, op: &str) -> Result<Option<(&'static State, Entry, Busy)>, ()> {
+    if fds::get(fd).is_some() && !forked() && ready().is_some() && !still_same(fd, identity(fd), op) {
+        return Ok(None);
+    }
+    tracked(fd, op)
+}
+
+/// Whether `fd` is tracked, its identity checked (unless in a forked child or before start,
+/// where nothing is checked).
+fn listed_now(fd: c_int, op: &str) -> bool {
+    fds::get(fd).is_some() && (forked() || ready().is_none() || still_same(fd, identity(fd), op))
+}
+
 /// A path-based call about a listed file: the state, the slot and the guard.
-unsafe fn path_slot(dirfd: c_int, path: *const c_char) -> Option<(&'static State, usize, Busy)> {
+pub(crate) unsafe fn path_slot(dirfd: c_int, path: *const c_char) -> Option<(&'static State, usize, Busy)> {
+    // SAFETY: the caller's path.
+    let (st, bytes, dir, b) = unsafe { path_at(dirfd, path) }?;
+    let slot = st.slot_of_path(bytes, dir.as_deref())?;
+    Some((st, slot, b))
+}
+
+/// A path-based call, once started and outside the interposer's own code: the state, the
+/// path's bytes, the folder it is relative to (`None`: the working folder, or it is absolute)
+/// and the guard.
+///
+/// # Safety
+///
+/// `path` is null or NUL-terminated, as the C functions require.
+pub(crate) unsafe fn path_at<'a>(
+    dirfd: c_int,
+    path: *const c_char,
+) -> Option<(&'static State, &'a [u8], Option<std::path::PathBuf>, Busy)> {
     if path.is_null() {
         return None;
     }
     let st = ready()?;
     let b = enter()?;
-    // SAFETY: the caller passes a NUL-terminated path, as the C function requires.
+    // SAFETY: as the caller promises.
     let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
     let dir = if dirfd == libc::AT_FDCWD || bytes.starts_with(b"/") {
         None
     } else {
         Some(std::fs::read_link(format!("/proc/self/fd/{dirfd}")).ok()?)
     };
-    let slot = st.slot_of_path(bytes, dir.as_deref())?;
-    Some((st, slot, b))
+    Some((st, bytes, dir, b))
 }
 
 fn sync_failed(st: &State, op: &str, what: &str, e: mojim::Error) -> c_int {
@@ -98,12 +167,12 @@ unsafe fn open_common(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_u
     let open_real = real!(openat: unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint) -> c_int);
     if flags & (libc::O_PATH | libc::O_DIRECTORY) != 0 {
         // SAFETY: the caller's arguments, passed on.
-        return unsafe { open_real(dirfd, path, flags, mode) };
+        return fds::fresh(unsafe { open_real(dirfd, path, flags, mode) });
     }
     // SAFETY: the caller's path.
     let Some((st, slot, _b)) = (unsafe { path_slot(dirfd, path) }) else {
         // SAFETY: the caller's arguments, passed on.
-        return unsafe { open_real(dirfd, path, flags, mode) };
+        return fds::fresh(unsafe { open_real(dirfd, path, flags, mode) });
     };
     // SAFETY: the caller's arguments: the placeholder is opened as asked, so that permission
     // and folder errors are the file system's own.
@@ -111,10 +180,18 @@ unsafe fn open_common(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_u
     if fd < 0 {
         return fd;
     }
-    let e = Entry::new(slot, flags);
-    if !fds::set(fd, e) {
+    let close_real = real!(close: unsafe extern "C" fn(c_int) -> c_int);
+    let Some(id) = identity(fd) else {
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
         // SAFETY: closes the descriptor just opened.
-        unsafe { real!(close: unsafe extern "C" fn(c_int) -> c_int)(fd) };
+        unsafe { close_real(fd) };
+        set_errno(errno);
+        return -1;
+    };
+    let e = Entry::new(slot, flags);
+    if !fds::set(fd, e, id) {
+        // SAFETY: closes the descriptor just opened.
+        unsafe { close_real(fd) };
         return fail(
             libc::EMFILE,
             &format!(
@@ -124,7 +201,9 @@ unsafe fn open_common(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_u
             ),
         );
     }
-    if flags & libc::O_TRUNC != 0 && e.writable() {
+    // A file just made (O_EXCL: its placeholder was removed, by another program) starts empty.
+    let created = flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL;
+    if created || (flags & libc::O_TRUNC != 0 && e.writable()) {
         let mut sh = st.lock();
         st.set_size(&mut sh, slot, 0);
     }
@@ -202,7 +281,43 @@ unsafe fn fopen_common(path: *const c_char, mode: *const c_char, name: &str) -> 
         return std::ptr::null_mut();
     }
     // SAFETY: the caller's arguments, passed on.
-    unsafe { real!(fopen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE)(path, mode) }
+    fresh_stream(unsafe {
+        real!(fopen: unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE)(path, mode)
+    })
+}
+
+/// A stream just opened on a descriptor of its own (an unlisted file, a pipe): that number is
+/// a new descriptor.
+pub(crate) fn fresh_stream(f: *mut FILE) -> *mut FILE {
+    if !f.is_null() {
+        // SAFETY: a stream the C library just returned.
+        fds::fresh(unsafe { libc::fileno(f) });
+    }
+    f
+}
+
+/// A stream on a descriptor of a listed file would read and write the placeholder on disk (the
+/// C library's stdio calls its own `read` and `write`, not these): refused, as `fopen` is.
+#[no_mangle]
+pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut FILE {
+    match tracked_checked(fd, "fdopen") {
+        Err(()) => std::ptr::null_mut(),
+        Ok(Some((st, e, _b))) => {
+            let _: c_int = fail(
+                libc::EOPNOTSUPP,
+                &format!(
+                    "fdopen(fd {fd}, {}): stdio streams on a replicated file are not supported (EOPNOTSUPP): \
+                     use read/write on the descriptor",
+                    st.slots[e.slot()].name
+                ),
+            );
+            std::ptr::null_mut()
+        }
+        // SAFETY: the caller's arguments, passed on.
+        Ok(None) => unsafe {
+            real!(fdopen: unsafe extern "C" fn(c_int, *const c_char) -> *mut FILE)(fd, mode)
+        },
+    }
 }
 
 #[no_mangle]
@@ -242,20 +357,23 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
     r
 }
 
-/// After a duplication to `new` succeeded: tracks it as `old` is.
+/// After a duplication to `new` succeeded: tracks it as `old` is (or not at all).
 fn dup_to(old: c_int, new: c_int) -> c_int {
-    if new >= 0 && new != old {
-        if fds::get(old).is_some() && !fds::set(new, fds::get(old).expect("checked")) {
-            // SAFETY: closes the descriptor just made.
-            unsafe { real!(close: unsafe extern "C" fn(c_int) -> c_int)(new) };
-            return fail(
-                libc::EMFILE,
-                &format!("dup(fd {old}): descriptor {new} is past what can be tracked (EMFILE)"),
-            );
+    if new < 0 || new == old {
+        return new;
+    }
+    match (fds::get(old), fds::id(old)) {
+        (Some(e), Some(id)) => {
+            if !fds::set(new, e, id) {
+                // SAFETY: closes the descriptor just made.
+                unsafe { real!(close: unsafe extern "C" fn(c_int) -> c_int)(new) };
+                return fail(
+                    libc::EMFILE,
+                    &format!("dup(fd {old}): descriptor {new} is past what can be tracked (EMFILE)"),
+                );
+            }
         }
-        if fds::get(old).is_none() {
-            fds::clear(new);
-        }
+        _ => fds::clear(new),
     }
     new
 }
@@ -283,7 +401,7 @@ fn after_fcntl(fd: c_int, cmd: c_int, arg: usize, r: c_int) -> c_int {
         libc::F_DUPFD | libc::F_DUPFD_CLOEXEC if r >= 0 => dup_to(fd, r),
         libc::F_SETFL if r == 0 => {
             if let Some(e) = fds::get(fd) {
-                fds::set(fd, e.with_append(arg as c_int & libc::O_APPEND != 0));
+                fds::update(fd, e.with_append(arg as c_int & libc::O_APPEND != 0));
             }
             r
         }
@@ -722,7 +840,11 @@ pub unsafe extern "C" fn preadv64v2(
 #[no_mangle]
 pub unsafe extern "C" fn lseek(fd: c_int, off: off_t, whence: c_int) -> off_t {
     let lseek_real = real!(lseek: unsafe extern "C" fn(c_int, off_t, c_int) -> off_t);
-    let Ok(Some((st, e, _b))) = tracked(fd, "lseek") else {
+    if !matches!(whence, libc::SEEK_END | libc::SEEK_DATA | libc::SEEK_HOLE) {
+        // SAFETY: SEEK_SET and SEEK_CUR move the real descriptor's position, which is the file's.
+        return unsafe { lseek_real(fd, off, whence) };
+    }
+    let Ok(Some((st, e, _b))) = tracked_checked(fd, "lseek") else {
         // SAFETY: passed on.
         return unsafe { lseek_real(fd, off, whence) };
     };
@@ -735,8 +857,7 @@ pub unsafe extern "C" fn lseek(fd: c_int, off: off_t, whence: c_int) -> off_t {
             set_errno(libc::ENXIO);
             return -1;
         }
-        // SAFETY: SEEK_SET and SEEK_CUR move the real descriptor's position, which is the file's.
-        _ => return unsafe { lseek_real(fd, off, whence) },
+        _ => unreachable!("only SEEK_END, SEEK_DATA and SEEK_HOLE get here"),
     };
     match target {
         Some(t) if t >= 0 => {
@@ -760,7 +881,7 @@ pub unsafe extern "C" fn lseek64(fd: c_int, off: off64_t, whence: c_int) -> off6
 // durability
 
 fn fd_sync(fd: c_int, op: &str) -> Option<c_int> {
-    match tracked(fd, op) {
+    match tracked_checked(fd, op) {
         Err(()) => Some(-1),
         Ok(Some((st, e, _b))) => {
             Some(sync_slots(st, &[e.slot()], op, &format!("fd {fd}, {}", st.slots[e.slot()].name)))
@@ -784,7 +905,7 @@ pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn sync_file_range(fd: c_int, off: off64_t, n: off64_t, flags: c_uint) -> c_int {
-    if fds::get(fd).is_some() && flags & libc::SYNC_FILE_RANGE_WAIT_AFTER == 0 {
+    if flags & libc::SYNC_FILE_RANGE_WAIT_AFTER == 0 && listed_now(fd, "sync_file_range") {
         // Starting write-back promises nothing; the next sync point sends the bytes.
         return 0;
     }
@@ -806,7 +927,7 @@ fn sync_all(op: &str) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn syncfs(fd: c_int) -> c_int {
-    if fds::get(fd).is_some() && sync_all("syncfs") != 0 {
+    if listed_now(fd, "syncfs") && sync_all("syncfs") != 0 {
         return -1;
     }
     // SAFETY: passed on.
@@ -832,7 +953,7 @@ pub unsafe extern "C" fn mmap(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
-    let Ok(Some((st, e, _b))) = tracked(fd, "mmap") else {
+    let Ok(Some((st, e, _b))) = tracked_checked(fd, "mmap") else {
         if forked() && fds::get(fd).is_some() {
             return libc::MAP_FAILED;
         }
@@ -882,6 +1003,11 @@ pub unsafe extern "C" fn mmap(
                 st.slots.len()
             ),
         );
+    }
+    if prot & libc::PROT_WRITE != 0 {
+        // Before the program can store through it: its sync points find those stores.
+        let mut sh = st.lock();
+        st.mapped_writable(&mut sh, e.slot(), off as u64 + len as u64);
     }
     st.ptr(e.slot(), off as u64).cast()
 }
@@ -1010,7 +1136,7 @@ fn resize(st: &State, slot: usize, len: i64, op: &str, what: &str, errno_big: c_
 
 #[no_mangle]
 pub unsafe extern "C" fn ftruncate(fd: c_int, len: off_t) -> c_int {
-    match tracked(fd, "ftruncate") {
+    match tracked_checked(fd, "ftruncate") {
         Err(()) => -1,
         Ok(Some((st, e, _b))) => {
             if !e.writable() {
@@ -1084,7 +1210,7 @@ fn allocate(st: &State, e: Entry, fd: c_int, mode: c_int, off: i64, len: i64, op
 
 #[no_mangle]
 pub unsafe extern "C" fn fallocate(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
-    match tracked(fd, "fallocate") {
+    match tracked_checked(fd, "fallocate") {
         Err(()) => -1,
         Ok(Some((st, e, _b))) => match allocate(st, e, fd, mode, off, len, "fallocate") {
             Ok(()) => 0,
@@ -1108,7 +1234,7 @@ pub unsafe extern "C" fn fallocate64(fd: c_int, mode: c_int, off: off64_t, len: 
 
 #[no_mangle]
 pub unsafe extern "C" fn posix_fallocate(fd: c_int, off: off_t, len: off_t) -> c_int {
-    match tracked(fd, "posix_fallocate") {
+    match tracked_checked(fd, "posix_fallocate") {
         Err(()) => libc::EIO,
         // posix_fallocate returns the error number instead of setting errno.
         Ok(Some((st, e, _b))) => allocate(st, e, fd, 0, off, len, "posix_fallocate").err().unwrap_or(0),
@@ -1128,17 +1254,33 @@ pub unsafe extern "C" fn posix_fallocate64(fd: c_int, off: off64_t, len: off64_t
 // ---------------------------------------------------------------------------------------------
 // stat: the real call, then the replicated size for a listed regular file
 
-fn size_of_fd(fd: c_int) -> Option<u64> {
-    let e = fds::get(fd)?;
+/// The replicated size of the file `fd` is open on, if it is a listed one and `now` (what the
+/// real call found) is still the file it was opened on.
+fn size_of_fd(fd: c_int, now: Id, op: &str) -> Option<u64> {
+    fds::get(fd)?;
     let st = ready()?;
-    Some(st.slots[e.slot()].size.load(Ordering::Acquire))
+    if !still_same(fd, Some(now), op) {
+        return None;
+    }
+    Some(st.slots[fds::get(fd)?.slot()].size.load(Ordering::Acquire))
 }
 
-unsafe fn size_of_path(dirfd: c_int, path: *const c_char, flags: c_int) -> Option<u64> {
+/// The identity in a `struct stat` the real call filled.
+///
+/// # Safety
+///
+/// `b` points to a filled `struct stat` (or `stat64`, the same on x86_64).
+unsafe fn stat_id(b: *const libc::stat) -> Id {
+    // SAFETY: as the caller promises.
+    let b = unsafe { &*b };
+    Id { dev: b.st_dev, ino: b.st_ino }
+}
+
+unsafe fn size_of_path(dirfd: c_int, path: *const c_char, flags: c_int, now: Id, op: &str) -> Option<u64> {
     if flags & libc::AT_EMPTY_PATH != 0 && !path.is_null() {
         // SAFETY: the caller's NUL-terminated path.
         if unsafe { *path } == 0 {
-            return size_of_fd(dirfd);
+            return size_of_fd(dirfd, now, op);
         }
     }
     // SAFETY: the caller's path.
@@ -1164,7 +1306,9 @@ macro_rules! stat_fd {
             // SAFETY: passed on.
             let r = unsafe { real!($name: unsafe extern "C" fn(c_int, *mut $ty) -> c_int)(fd, buf) };
             if r == 0 {
-                patch(buf.cast(), size_of_fd(fd));
+                // SAFETY: filled by the real call.
+                let now = unsafe { stat_id(buf.cast()) };
+                patch(buf.cast(), size_of_fd(fd, now, stringify!($name)));
             }
             r
         }
@@ -1180,8 +1324,10 @@ macro_rules! stat_path {
             // SAFETY: passed on.
             let r = unsafe { real!($name: unsafe extern "C" fn(*const c_char, *mut $ty) -> c_int)(path, buf) };
             if r == 0 {
-                // SAFETY: the caller's path.
-                patch(buf.cast(), unsafe { size_of_path(libc::AT_FDCWD, path, 0) });
+                // SAFETY: the caller's path; `buf` filled by the real call.
+                patch(buf.cast(), unsafe {
+                    size_of_path(libc::AT_FDCWD, path, 0, stat_id(buf.cast()), stringify!($name))
+                });
             }
             r
         }
@@ -1201,8 +1347,8 @@ macro_rules! stat_at {
                 real!($name: unsafe extern "C" fn(c_int, *const c_char, *mut $ty, c_int) -> c_int)(dirfd, path, buf, flags)
             };
             if r == 0 {
-                // SAFETY: the caller's path.
-                patch(buf.cast(), unsafe { size_of_path(dirfd, path, flags) });
+                // SAFETY: the caller's path; `buf` filled by the real call.
+                patch(buf.cast(), unsafe { size_of_path(dirfd, path, flags, stat_id(buf.cast()), stringify!($name)) });
             }
             r
         }
@@ -1220,7 +1366,8 @@ macro_rules! xstat_fd {
             // SAFETY: passed on.
             let r = unsafe { real!($name: unsafe extern "C" fn(c_int, c_int, *mut libc::stat) -> c_int)(ver, fd, buf) };
             if r == 0 {
-                patch(buf, size_of_fd(fd));
+                // SAFETY: filled by the real call.
+                patch(buf, size_of_fd(fd, unsafe { stat_id(buf) }, stringify!($name)));
             }
             r
         }
@@ -1237,8 +1384,8 @@ macro_rules! xstat_path {
             let r =
                 unsafe { real!($name: unsafe extern "C" fn(c_int, *const c_char, *mut libc::stat) -> c_int)(ver, path, buf) };
             if r == 0 {
-                // SAFETY: the caller's path.
-                patch(buf, unsafe { size_of_path(libc::AT_FDCWD, path, 0) });
+                // SAFETY: the caller's path; `buf` filled by the real call.
+                patch(buf, unsafe { size_of_path(libc::AT_FDCWD, path, 0, stat_id(buf), stringify!($name)) });
             }
             r
         }
@@ -1260,8 +1407,8 @@ macro_rules! xstat_at {
                 )
             };
             if r == 0 {
-                // SAFETY: the caller's path.
-                patch(buf, unsafe { size_of_path(dirfd, path, flags) });
+                // SAFETY: the caller's path; `buf` filled by the real call.
+                patch(buf, unsafe { size_of_path(dirfd, path, flags, stat_id(buf), stringify!($name)) });
             }
             r
         }
@@ -1285,8 +1432,12 @@ pub unsafe extern "C" fn statx(
         )
     };
     if r == 0 {
+        // SAFETY: the real call filled `buf`.
+        let now = unsafe {
+            Id { dev: libc::makedev((*buf).stx_dev_major, (*buf).stx_dev_minor), ino: (*buf).stx_ino }
+        };
         // SAFETY: the caller's path.
-        if let Some(size) = unsafe { size_of_path(dirfd, path, flags) } {
+        if let Some(size) = unsafe { size_of_path(dirfd, path, flags, now, "statx") } {
             // SAFETY: the real call filled `buf`.
             let b = unsafe { &mut *buf };
             if b.stx_mask & libc::STATX_SIZE != 0 && u32::from(b.stx_mode) & libc::S_IFMT == libc::S_IFREG {
@@ -1302,7 +1453,7 @@ pub unsafe extern "C" fn statx(
 // copies between descriptors in the kernel: they would bypass the region
 
 fn refuse_copy(op: &str, fds_: &[c_int]) -> Option<ssize_t> {
-    let fd = *fds_.iter().find(|&&fd| fds::get(fd).is_some())?;
+    let fd = *fds_.iter().find(|&&fd| listed_now(fd, op))?;
     let name =
         ready().map(|st| st.slots[fds::get(fd).expect("tracked").slot()].name.clone()).unwrap_or_default();
     Some(fail(

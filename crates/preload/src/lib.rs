@@ -30,7 +30,11 @@ mod fds;
 // The unit tests' binary links this crate too: it gets neither the interposed functions nor
 // the constructor.
 #[cfg(not(test))]
+mod fresh;
+#[cfg(not(test))]
 mod hooks;
+#[cfg(not(test))]
+mod names;
 mod real;
 mod state;
 
@@ -187,9 +191,11 @@ fn start() -> Result<State, String> {
         .iter()
         .map(|e| {
             let abs = state::absolute(Path::new(&e.name), &cwd);
+            let canon = state::canonical(&abs);
             Slot {
                 base: state::last_component(e.name.as_bytes()).to_vec(),
-                canon: Mutex::new(state::canonical(&abs)),
+                folders: state::folder_names([abs.as_path()].into_iter().chain(canon.as_deref())),
+                canon: Mutex::new(canon),
                 abs,
                 name: e.name.clone(),
                 offset: e.slot_offset,
@@ -208,6 +214,7 @@ fn start() -> Result<State, String> {
         shared: Mutex::new(Shared {
             synced_size: table.entries.iter().map(|e| e.size).collect(),
             dirty: vec![Vec::new(); n],
+            mapped: (0..n).map(|_| state::Mapped::No).collect(),
             table,
         }),
     };

@@ -3,6 +3,7 @@
 
 use mojim::{Primary, Range};
 use mojim_format::files::{FileTable, FILE_TABLE_PAGE};
+use mojim_region::{WriteTracking, WrittenPages};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -11,12 +12,17 @@ use std::sync::{Mutex, MutexGuard};
 /// gaps (sending a few unchanged bytes rather than a group too many ranges long).
 const MAX_DIRTY: usize = 256;
 
+const PAGE: u64 = 4096;
+
 /// One listed file.
 pub struct Slot {
     /// The path as listed in `MOJIM_FILES` (the table's name).
     pub name: String,
     /// Its last component, compared first: most paths opened are not listed.
     pub base: Vec<u8>,
+    /// The names of the folders on its path (as listed and canonical), compared first by the
+    /// calls that rename or remove folders.
+    pub folders: Vec<Vec<u8>>,
     /// The canonical path (the listed one's folder canonicalised, then its name), once the
     /// folder exists.
     pub canon: Mutex<Option<PathBuf>>,
@@ -38,6 +44,21 @@ pub struct Shared {
     pub dirty: Vec<Vec<(u64, u64)>>,
     /// Per slot: the size the table (and so the mirror) has.
     pub synced_size: Vec<u64>,
+    /// Per slot: how the stores through its writable mappings are found.
+    pub mapped: Vec<Mapped>,
+}
+
+/// How a sync point of a file finds what the program stored through its mappings, which no
+/// interposed call sees.
+pub enum Mapped {
+    /// Never mapped writable: there is nothing to find.
+    No,
+    /// The pages written since the last sync point, found by the kernel (userfaultfd's
+    /// asynchronous write protection over the whole slot, from the first writable mapping on).
+    Pages(WrittenPages),
+    /// Where the kernel cannot find them: every byte mapped writable so far, up to the file's
+    /// size, is sent at every sync point.
+    Whole { end: u64 },
 }
 
 pub struct State {
@@ -81,6 +102,35 @@ pub fn canonical(p: &Path) -> Option<PathBuf> {
     Some(std::fs::canonicalize(dir).ok()?.join(name))
 }
 
+/// [`canonical`] of a path's bytes, relative to `dir` or the working folder.
+fn canonical_of(path: &[u8], dir: Option<&Path>) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = Path::new(std::ffi::OsStr::from_bytes(path));
+    let cwd = match dir {
+        Some(d) => d.to_path_buf(),
+        None => std::env::current_dir().ok()?,
+    };
+    canonical(&absolute(p, &cwd))
+}
+
+/// The names of the folders on the paths `paths` of one file (its last component left out),
+/// each once.
+pub fn folder_names<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Vec<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    for p in paths {
+        for c in p.parent().into_iter().flat_map(Path::components) {
+            if let Component::Normal(n) = c {
+                let n = n.as_bytes().to_vec();
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+        }
+    }
+    names
+}
+
 impl State {
     pub fn lock(&self) -> MutexGuard<'_, Shared> {
         self.shared.lock().unwrap_or_else(|p| p.into_inner())
@@ -93,20 +143,33 @@ impl State {
         if !self.slots.iter().any(|s| s.base == last) {
             return None;
         }
-        use std::os::unix::ffi::OsStrExt;
-        let p = Path::new(std::ffi::OsStr::from_bytes(path));
-        let cwd = match dir {
-            Some(d) => d.to_path_buf(),
-            None => std::env::current_dir().ok()?,
-        };
-        let c = canonical(&absolute(p, &cwd))?;
-        self.slots.iter().position(|s| {
-            let mut canon = s.canon.lock().unwrap_or_else(|p| p.into_inner());
-            if canon.is_none() {
-                *canon = canonical(&s.abs);
-            }
-            canon.as_deref() == Some(c.as_path())
+        let c = canonical_of(path, dir)?;
+        (0..self.slots.len()).find(|&i| self.canon(i).as_deref() == Some(c.as_path()))
+    }
+
+    /// What `path` (as for [`State::slot_of_path`]) is to the listed files: `(i, false)` listed
+    /// file `i` itself, `(i, true)` a folder on its path. Cheap when the last component names
+    /// no listed file and no folder on a listed path.
+    pub fn listed_or_holding(&self, path: &[u8], dir: Option<&Path>) -> Option<(usize, bool)> {
+        let last = last_component(path);
+        if !self.slots.iter().any(|s| s.base == last || s.folders.iter().any(|f| f == last)) {
+            return None;
+        }
+        let c = canonical_of(path, dir)?;
+        (0..self.slots.len()).find_map(|i| {
+            let canon = self.canon(i)?;
+            (canon.starts_with(&c)).then_some((i, canon != c))
         })
+    }
+
+    /// The canonical path of listed file `i`, once its folder exists.
+    fn canon(&self, i: usize) -> Option<PathBuf> {
+        let s = &self.slots[i];
+        let mut canon = s.canon.lock().unwrap_or_else(|p| p.into_inner());
+        if canon.is_none() {
+            *canon = canonical(&s.abs);
+        }
+        canon.clone()
     }
 
     /// The slot of a region address range `[addr, addr + len)`, if it lies in the region.
@@ -161,13 +224,58 @@ impl State {
         }
     }
 
-    /// One sync point for `slots`: every range changed since their last one, and the table when
-    /// a size changed, as one group. On failure nothing is forgotten: the next sync point
-    /// sends it again.
+    /// Slot `i` is mapped writable up to slot-relative byte `end`: from now on its sync points
+    /// find what is stored through the mapping. Called before the mapping is handed out.
+    pub fn mapped_writable(&self, sh: &mut Shared, i: usize, end: u64) {
+        let s = &self.slots[i];
+        match &mut sh.mapped[i] {
+            Mapped::Pages(_) => {}
+            Mapped::Whole { end: e } => *e = (*e).max(end),
+            m @ Mapped::No => {
+                // SAFETY: the slot is whole pages (its offset and capacity are multiples of the
+                // page, from a page-aligned data area) of the region's mapping, which stays
+                // mapped for the process's life (the state is never dropped). Nothing else
+                // registers it with userfaultfd; with userfaultfd's protection (the only method
+                // asked for) a program's own mprotect of its view keeps the pages' marks.
+                let tracked = unsafe {
+                    WrittenPages::new(self.ptr(i, 0), s.capacity as usize, Some(WriteTracking::UffdAsync))
+                };
+                *m = match tracked {
+                    Ok(t) => Mapped::Pages(t),
+                    // A kernel before 6.7, or a mapping it does not support.
+                    Err(_) => Mapped::Whole { end },
+                };
+            }
+        }
+    }
+
+    /// Adds to slot `i`'s changed ranges what was stored through its mappings since its last
+    /// sync point (up to its size: bytes past it are undefined).
+    fn collect_mapped(&self, sh: &mut Shared, i: usize) {
+        let s = &self.slots[i];
+        let size = s.size.load(Ordering::Acquire);
+        let (mapped, list) = (&mut sh.mapped[i], &mut sh.dirty[i]);
+        if let Mapped::Pages(t) = mapped {
+            let upto = size.next_multiple_of(PAGE).min(s.capacity);
+            if t.collect_upto(upto, |at, len| add_dirty(list, at, (at + len).min(size))).is_err() {
+                // The tracking broke (its descriptors closed under it, say): the pages it did
+                // not report are found by sending everything instead, from now on.
+                *mapped = Mapped::Whole { end: s.capacity };
+            }
+        }
+        if let Mapped::Whole { end } = *mapped {
+            add_dirty(list, 0, end.min(size));
+        }
+    }
+
+    /// One sync point for `slots`: every range changed since their last one (written by the
+    /// interposed calls or stored through a mapping), and the table when a size changed, as one
+    /// group. On failure nothing is forgotten: the next sync point sends it again.
     pub fn sync(&self, sh: &mut Shared, slots: &[usize]) -> mojim::Result<()> {
         let mut ranges: Vec<Range> = Vec::new();
         let mut table_changed = false;
         for &i in slots {
+            self.collect_mapped(sh, i);
             let size = self.slots[i].size.load(Ordering::Acquire);
             if size != sh.synced_size[i] {
                 sh.table.entries[i].size = size;
@@ -260,5 +368,7 @@ mod tests {
         assert_eq!(last_component(b"data.mdb"), b"data.mdb");
         assert_eq!(absolute(Path::new("x/../y/./z"), Path::new("/w")), PathBuf::from("/w/y/z"));
         assert_eq!(absolute(Path::new("/a/b"), Path::new("/w")), PathBuf::from("/a/b"));
+        let (listed, canon) = (Path::new("/data/db/data.mdb"), Path::new("/mnt/ssd/db/data.mdb"));
+        assert_eq!(folder_names([listed, canon]), [&b"data"[..], b"db", b"mnt", b"ssd"]);
     }
 }
