@@ -109,3 +109,29 @@ fn a_replaced_primary_answers_no_read_with_the_read_barrier() {
     assert_eq!(p.cmd(&["GET", "k"]), Value::bulk("new"));
     drop(mirror);
 }
+
+/// A server cut off from its mirror names no master and reports itself down, so that clients
+/// look for the new primary instead of writing to one that cannot acknowledge; once the
+/// mirror is back it names itself again.
+#[test]
+fn a_server_without_its_mirror_does_not_name_itself_master() {
+    let mut k = common::kv::KvCluster::new("kv-sentinel-cut-off", 16 << 20);
+    let mut c = k.client();
+    let me = k.addr();
+    let (host, port) = me.rsplit_once(':').unwrap();
+    let named = Value::Array(vec![Value::bulk(host), Value::bulk(port)]);
+    assert_eq!(c.cmd(&["SENTINEL", "get-master-addr-by-name", "mojim"]), named);
+    let mirror_addr = k.c.mirror_addr();
+    k.c.kill_mirror();
+    common::kv::wait_for("the server to stop naming itself master", || {
+        (c.cmd(&["SENTINEL", "get-master-addr-by-name", "mojim"]) == Value::Null).then_some(())
+    });
+    let Value::Array(m) = c.cmd(&["SENTINEL", "masters"]) else { panic!("SENTINEL masters") };
+    let Value::Array(fields) = &m[0] else { panic!("a master's fields") };
+    let flags = fields.iter().position(|f| *f == Value::bulk("flags")).expect("flags");
+    assert_eq!(fields[flags + 1], Value::bulk("master,s_down,o_down,disconnected"));
+    k.c.start_mirror_with(&["--listen", &mirror_addr]);
+    common::kv::wait_for("the server to name itself master again", || {
+        (c.cmd(&["SENTINEL", "get-master-addr-by-name", "mojim"]) == named).then_some(())
+    });
+}

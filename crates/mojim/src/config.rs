@@ -120,7 +120,10 @@ pub struct KvSection {
     /// and closed.
     pub max_clients: u64,
     /// `max_bulk = "8MiB"`: the longest string (a key, a value, a field) in a request; a
-    /// longer one closes that client with an error.
+    /// longer one closes that client with an error. A SET of that size needs about twice it in
+    /// one group, and a group carries at most half of `[mirror] log_capacity`: max_bulk may be
+    /// at most log_capacity / 4 − 512 KiB (15.5 MiB with the default 64 MiB log); lower it
+    /// with the log.
     pub max_bulk: String,
     /// `max_args = 1048576`: the most arguments in one request.
     pub max_args: u64,
@@ -1070,7 +1073,9 @@ listen = "127.0.0.1:6379"
 # Connections served at once; one more is answered with an error and closed.
 max_clients = 10000
 # Longest string in a request (a key, a value), most arguments in one, longest inline command:
-# a request past any of them closes that client with an error.
+# a request past any of them closes that client with an error. max_bulk may be at most
+# [mirror] log_capacity / 4 - 512KiB (a SET of it is one group of about twice its size, and a
+# group carries at most half a lane's log): lower it when you lower log_capacity.
 max_bulk = "8MiB"
 max_args = 1048576
 max_inline = "64KiB"

@@ -110,6 +110,10 @@ pub struct Sentinel {
     pub master: (String, u16),
     /// Every server answering Sentinel queries for this name, host and port.
     pub sentinels: Vec<(String, u16)>,
+    /// Whether this server may act as the master now: it has its mirror (or needs none), and
+    /// it knows of no newer epoch (a fence, or a lease lost under etcd). When it may not, it
+    /// names no master, and reports itself down, so that clients look for the new one.
+    pub serving: bool,
 }
 
 /// Most bytes of commands one transaction may queue (a transaction larger than this could not
@@ -180,6 +184,9 @@ pub struct Cx<'a, M: Mem> {
     pub max_group_bytes: u64,
     /// Most bytes the client's output buffer may hold (`[kv] output_limit`).
     pub output_limit: usize,
+    /// Set when a command that reads the keyspace (or a transaction) has run: the read barrier
+    /// is for such batches.
+    pub read_keys: bool,
 }
 
 impl<M: Mem> Cx<'_, M> {
@@ -284,6 +291,7 @@ fn run_top<M: Mem>(
     args: &Args,
     out: &mut Vec<u8>,
 ) -> Result<Outcome, StoreError> {
+    cx.read_keys |= spec.flags.contains(&"readonly") || spec.name == "EXEC";
     let empty = !cx.store.dirty();
     let sp = cx.store.savepoint();
     let mark = out.len();

@@ -354,13 +354,17 @@ fn config<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
     }
 }
 
-fn master_fields(name: &str, host: &str, port: u16, others: usize, r: &mut Reply) {
+fn master_fields(sn: &super::Sentinel, others: usize, r: &mut Reply) {
+    let (host, port) = &sn.master;
+    // A master that may not serve reports itself down (subjectively and objectively): clients
+    // such as redis-py's Sentinel then skip it and ask the next server.
+    let flags = if sn.serving { "master" } else { "master,s_down,o_down,disconnected" };
     let fields: [(&str, String); 12] = [
-        ("name", name.to_string()),
-        ("ip", host.to_string()),
+        ("name", sn.name.clone()),
+        ("ip", host.clone()),
         ("port", port.to_string()),
         ("runid", String::new()),
-        ("flags", "master".into()),
+        ("flags", flags.into()),
         ("link-pending-commands", "0".into()),
         ("link-refcount", "1".into()),
         ("last-ping-sent", "0".into()),
@@ -384,7 +388,8 @@ fn sentinel<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
     let others: Vec<&(String, u16)> = sn.sentinels.iter().filter(|(h, p)| format!("{h}:{p}") != me).collect();
     match () {
         _ if is(sub, "GET-MASTER-ADDR-BY-NAME") && a.len() == 3 => {
-            if known(a.get(2)) {
+            // Not serving (cut off from its mirror, or replaced): it knows no master to name.
+            if known(a.get(2)) && sn.serving {
                 r.array(2);
                 r.bulk(sn.master.0.as_bytes());
                 r.bulk(sn.master.1.to_string().as_bytes());
@@ -394,11 +399,11 @@ fn sentinel<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         }
         _ if is(sub, "MASTERS") && a.len() == 2 => {
             r.array(1);
-            master_fields(&sn.name, &sn.master.0, sn.master.1, others.len(), r);
+            master_fields(&sn, others.len(), r);
         }
         _ if is(sub, "MASTER") && a.len() == 3 => {
             if known(a.get(2)) {
-                master_fields(&sn.name, &sn.master.0, sn.master.1, others.len(), r);
+                master_fields(&sn, others.len(), r);
             } else {
                 r.error("ERR No such master with that name");
             }

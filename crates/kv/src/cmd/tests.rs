@@ -7,6 +7,7 @@ use crate::store::VecMem;
 #[derive(Default)]
 struct TestHost {
     password: Option<&'static str>,
+    cut_off: bool,
     failures: std::cell::Cell<u64>,
 }
 
@@ -44,6 +45,7 @@ impl Host for TestHost {
             name: "mojim".into(),
             master: ("127.0.0.1".into(), 6379),
             sentinels: vec![("127.0.0.1".into(), 6379), ("10.0.0.2".into(), 6379)],
+            serving: !self.cut_off,
         }
     }
 }
@@ -91,6 +93,7 @@ impl Harness {
             max_ranges: 1024,
             max_group_bytes: self.max_group_bytes,
             output_limit: self.output_limit,
+            read_keys: false,
         };
         let o =
             execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
@@ -563,4 +566,20 @@ fn a_reply_past_the_output_limit_is_refused_and_its_command_undone() {
     assert_eq!(h.cmd(&["EXISTS", "t"]), i(0));
     let (o, _) = h.in_batch(&["KEYS", "*"]);
     assert_eq!(o, Outcome::Done);
+}
+
+#[test]
+fn a_server_cut_off_from_its_mirror_names_no_master() {
+    let mut h = Harness::new();
+    h.host.cut_off = true;
+    assert_eq!(h.cmd(&["SENTINEL", "get-master-addr-by-name", "mojim"]), Value::Null);
+    let Value::Array(m) = h.cmd(&["SENTINEL", "masters"]) else { panic!() };
+    let Value::Array(fields) = &m[0] else { panic!() };
+    let flags = fields.iter().position(|f| *f == b("flags")).unwrap();
+    assert_eq!(fields[flags + 1], b("master,s_down,o_down,disconnected"));
+    h.host.cut_off = false;
+    assert_eq!(
+        h.cmd(&["SENTINEL", "get-master-addr-by-name", "mojim"]),
+        Value::Array(vec![b("127.0.0.1"), b("6379")])
+    );
 }

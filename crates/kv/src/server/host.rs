@@ -94,10 +94,17 @@ impl Host for ServerHost<'_> {
 
     fn sentinel(&self) -> Sentinel {
         let me = if self.opts.announce.is_empty() { self.listen } else { &self.opts.announce };
+        let st = self.primary.status();
+        let replaced =
+            st.reconnect_error.as_deref().is_some_and(|m| m.contains("fenced") || m.contains("(Epoch)"));
+        let lease_lost = st.lease.as_ref().is_some_and(|l| l.lost.is_some());
+        // Degraded (on_mirror_loss = "degrade") is serving without the mirror by choice.
+        let mirrored = !self.primary.mode().waits_for_mirror() || st.failed.is_none() || st.degraded;
         Sentinel {
             name: self.opts.sentinel_name.clone(),
             master: split_host_port(me).unwrap_or_default(),
             sentinels: self.opts.sentinels.iter().filter_map(|s| split_host_port(s)).collect(),
+            serving: mirrored && !replaced && !lease_lost,
         }
     }
 }

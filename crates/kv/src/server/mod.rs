@@ -105,6 +105,7 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         inflight: VecDeque::new(),
         spare: Vec::new(),
         auth: AuthLog::default(),
+        reads_in_batch: false,
     };
     server.sweep_stale()?;
     tracing::info!(listen = %local, keys = server.store.keys(), "mojim kv serving");
@@ -136,6 +137,9 @@ struct Server<'p> {
     /// Reply lists of released batches, for reuse.
     spare: Vec<Vec<(usize, u64, usize)>>,
     auth: AuthLog,
+    /// A command of this batch read the keyspace (what the read barrier is for; PING, INFO or
+    /// SENTINEL need none, so that a server cut off from its mirror still answers them).
+    reads_in_batch: bool,
 }
 
 impl Server<'_> {
@@ -279,7 +283,7 @@ impl Server<'_> {
     /// One turn: run what the ready clients sent (one batch), commit it, release the replies.
     fn turn(&mut self) -> Result<(), KvError> {
         let now_ms = cmd::now_ms();
-        let commands_before = self.stats.commands;
+        self.reads_in_batch = false;
         let mut seal_now = false;
         let ready = std::mem::take(&mut self.ready);
         for &i in &ready {
@@ -311,9 +315,9 @@ impl Server<'_> {
         if !seal_now && self.last_expire.elapsed() >= EXPIRE_EVERY {
             self.expire(now_ms)?;
         }
-        let commands = self.stats.commands != commands_before;
+        let reads = self.reads_in_batch;
         let flushed = self.store.flushed_in_batch();
-        let ticket = self.commit(hold, commands)?;
+        let ticket = self.commit(hold, reads)?;
         // The batch's replies wait for its group. Only the clients that ran have new ones.
         let mut replies = self.spare.pop().unwrap_or_default();
         for &i in &ready {
@@ -418,6 +422,7 @@ impl Server<'_> {
             max_ranges: self.opts.primary.limits.max_ranges,
             max_group_bytes: self.opts.max_group_bytes,
             output_limit: self.opts.output_limit,
+            read_keys: false,
         };
         loop {
             if c.closing {
@@ -452,6 +457,7 @@ impl Server<'_> {
                     let args = Args::Parsed { parser, buf: input };
                     let o = cmd::execute(&mut cx, session, &args, out)?;
                     self.stats.commands += 1;
+                    self.reads_in_batch |= cx.read_keys;
                     match o {
                         Outcome::Done => *start += len,
                         Outcome::Close => {
@@ -487,7 +493,7 @@ impl Server<'_> {
     /// read_barrier`), then lets copies run again. Returns the ticket to wait for before the
     /// batch's replies go, or `None` when the batch has no group or it was sent and
     /// acknowledged here (the mirror was lost, and this waited until it was back).
-    fn commit(&mut self, hold: CopyHold<'_>, commands: bool) -> Result<Option<Ticket>, KvError> {
+    fn commit(&mut self, hold: CopyHold<'_>, reads: bool) -> Result<Option<Ticket>, KvError> {
         let primary = self.primary;
         let barrier = [self.store.barrier()];
         let group = match self.store.seal(self.opts.primary.limits.max_ranges)? {
@@ -495,7 +501,7 @@ impl Server<'_> {
                 self.stats.groups += 1;
                 group
             }
-            None if commands && self.opts.read_barrier => &barrier[..],
+            None if reads && self.opts.read_barrier => &barrier[..],
             None => return Ok(None),
         };
         if let Some(t) = persist(primary, group)? {
