@@ -150,3 +150,64 @@ fn memory_smaller_than_announced_or_never_offered_is_refused() {
     c.set_recv_timeout(Some(Duration::from_millis(20))).unwrap();
     assert!(c.take_memory(4096, &[]).is_err(), "nothing more was offered");
 }
+
+/// Sends a shared-memory hello with `fd` to the listener at `path`, as a connector does.
+fn hello_with(path: &str, fd: std::os::fd::BorrowedFd<'_>) -> UnixStream {
+    let sock = UnixStream::connect(path).unwrap();
+    let mut hello = [0u8; HELLO_LEN];
+    hello[..8].copy_from_slice(HELLO_MAGIC);
+    hello[8..12].copy_from_slice(&HELLO_VERSION.to_le_bytes());
+    hello[12..16].copy_from_slice(&(RING_BYTES as u32).to_le_bytes());
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
+    let fds = [fd];
+    control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds));
+    rustix::net::sendmsg(&sock, &[IoSlice::new(&hello)], &mut control, rustix::net::SendFlags::empty())
+        .unwrap();
+    sock
+}
+
+#[test]
+fn a_rings_file_that_could_change_size_is_refused_before_it_is_mapped() {
+    let t = ShmTransport;
+    let path = sock_path("seals");
+    let l = t.listen(&path).unwrap();
+    let len = rings_len(RING_BYTES) as u64;
+    let refused = |fd: std::os::fd::BorrowedFd<'_>| {
+        let _sock = hello_with(&path, fd);
+        t.accept(&l).err().expect("refused").to_string()
+    };
+    // Not sealed: the connector could truncate it under the listener's mapping.
+    let unsealed = rustix::fs::memfd_create("test", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).unwrap();
+    rustix::fs::ftruncate(&unsealed, len).unwrap();
+    let e = refused(unsealed.as_fd());
+    assert!(e.contains("not sealed against resizing") && e.contains("F_SEAL_SHRINK"), "{e}");
+    // Sealed against shrinking only: it could still grow between the check and the mapping.
+    rustix::fs::fcntl_add_seals(&unsealed, SealFlags::SHRINK).unwrap();
+    let e = refused(unsealed.as_fd());
+    assert!(e.contains("not sealed against resizing"), "{e}");
+    // A file that cannot be sealed at all (a memfd without MFD_ALLOW_SEALING).
+    let plain = rustix::fs::memfd_create("test", MemfdFlags::CLOEXEC).unwrap();
+    rustix::fs::ftruncate(&plain, len).unwrap();
+    let e = refused(plain.as_fd());
+    assert!(e.contains("not sealed against resizing") || e.contains("cannot be sealed"), "{e}");
+    // Sealed, but larger than the rings: mapping it all would cost the listener its size.
+    let big = rustix::fs::memfd_create("test", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).unwrap();
+    rustix::fs::ftruncate(&big, 1 << 40).unwrap();
+    rustix::fs::fcntl_add_seals(&big, ring_seals()).unwrap();
+    let e = refused(big.as_fd());
+    assert!(e.contains(&format!("the rings are {len}")), "{e}");
+    // What the transport makes cannot change size, by either side.
+    let sealed = make_rings(RING_BYTES).unwrap();
+    assert_eq!(rustix::fs::ftruncate(&sealed, 0), Err(rustix::io::Errno::PERM));
+    assert_eq!(rustix::fs::ftruncate(&sealed, 2 * len), Err(rustix::io::Errno::PERM));
+    // And the listener goes on.
+    let p = path.clone();
+    let c = std::thread::spawn(move || ShmTransport.connect(&p, Duration::from_secs(5)).unwrap());
+    let mut a = t.accept(&l).unwrap();
+    let mut c = c.join().unwrap();
+    c.write_all(b"ok").unwrap();
+    let mut b = [0u8; 2];
+    a.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"ok");
+}
