@@ -391,9 +391,11 @@ impl Conn for ShmConn {
         false
     }
 
-    /// Passes `file` over the socket; the peer maps it ([`ShmConn::take_memory`]). The token is
-    /// empty: the file itself is what the peer needs.
-    fn offer_memory(&self, file: &std::fs::File) -> io::Result<Option<Vec<u8>>> {
+    /// Passes `file` over the socket; the peer maps it ([`ShmConn::take_memory`]) and writes
+    /// its bytes from `from` on. The token is `from` (u64, little-endian); the file itself is
+    /// what the peer needs, and it could write the bytes before `from` too: a peer on this
+    /// socket runs as the file's owner (the socket is 0600), who can open the file anyway.
+    fn offer_memory(&self, file: &std::fs::File, from: u64) -> io::Result<Option<Vec<u8>>> {
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
         let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
         let fds = [file.as_fd()];
@@ -407,19 +409,21 @@ impl Conn for ShmConn {
         if sent != MEMORY_TAG.len() {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "the offer of memory was cut short"));
         }
-        Ok(Some(Vec::new()))
+        Ok(Some(from.to_le_bytes().to_vec()))
     }
 
     /// Receives the file the peer offered and maps it. Waits for it as long as a receive may
     /// block, or [`HANDSHAKE_TIMEOUT`] if that is forever.
     fn take_memory(&self, len: usize, token: &[u8]) -> io::Result<PeerMemory> {
-        if !token.is_empty() {
+        let Ok(from) = <[u8; 8]>::try_from(token) else {
             return Err(invalid(format!(
-                "{} offered shared memory with a token of {} bytes; shared memory takes none",
+                "{} offered shared memory with a token of {} bytes; shared memory takes 8 (where in \
+                 the file the offer starts: a peer of an older build sends none)",
                 self.shared.peer,
                 token.len()
             )));
-        }
+        };
+        let from = usize::try_from(u64::from_le_bytes(from)).unwrap_or(usize::MAX);
         let sock = &self.shared.sock;
         let wait = Shared::deadline(&self.shared.recv_timeout)
             .map_or(HANDSHAKE_TIMEOUT, |d| d.saturating_duration_since(Instant::now()));
@@ -450,7 +454,7 @@ impl Conn for ShmConn {
             fd.ok_or_else(|| invalid(format!("{} offered memory without its file", self.shared.peer)))?;
         // A lane's log, on disk: it cannot be sealed, and need not be (the module's doc says
         // why: its sender is a mirror that proved the secret, and never resizes a log).
-        PeerMemory::mapped(map_file(fd.as_fd())?, len)
+        PeerMemory::mapped(map_file(fd.as_fd())?, from, len)
     }
 
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {

@@ -118,19 +118,21 @@ fn offered_memory_is_shared_and_an_untaken_offer_is_not_the_end() {
     let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
     file.set_len(8192).unwrap();
-    assert_eq!(a.offer_memory(&file).unwrap(), Some(Vec::new()), "offered, with no token");
+    assert_eq!(a.offer_memory(&file, 4096).unwrap(), Some(4096u64.to_le_bytes().to_vec()), "where it starts");
     // The offer waits on the socket: the stream still works, and the peer is not taken for gone.
     a.write_all(b"ready").unwrap();
     let mut got = [0u8; 5];
     c.read_exact(&mut got).unwrap();
     assert_eq!(&got, b"ready");
-    assert!(c.take_memory(8192, b"key").is_err(), "shared memory takes no token");
-    a.offer_memory(&file).unwrap();
-    let mut mem = c.take_memory(8192, &[]).unwrap();
-    assert_eq!(mem.write(4096, b"placed").unwrap(), mojim_format::checksum::crc32c(b"placed"));
+    assert!(c.take_memory(4096, &[]).is_err(), "shared memory takes where the offer starts");
+    let token = a.offer_memory(&file, 4096).unwrap().expect("offered");
+    let mut mem = c.take_memory(4096, &token).unwrap();
+    assert_eq!(mem.len(), 4096, "the file's bytes from the offset on");
+    assert_eq!(mem.write(100, b"placed").unwrap(), mojim_format::checksum::crc32c(b"placed"));
+    assert!(mem.write(4092, b"placed").is_err(), "past the end of the offer");
     mem.flush().unwrap();
     let mut back = [0u8; 6];
-    std::os::unix::fs::FileExt::read_exact_at(&file, &mut back, 4096).unwrap();
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut back, 4096 + 100).unwrap();
     assert_eq!(&back, b"placed");
     c.write_all(b"x").unwrap();
     a.read_exact(&mut got[..1]).unwrap();
@@ -143,12 +145,12 @@ fn memory_smaller_than_announced_or_never_offered_is_refused() {
     let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
     file.set_len(4096).unwrap();
-    a.offer_memory(&file).unwrap();
-    let e = c.take_memory(1 << 20, &[]).err().expect("too small");
+    let token = a.offer_memory(&file, 0).unwrap().expect("offered");
+    let e = c.take_memory(1 << 20, &token).err().expect("too small");
     assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
     assert!(e.to_string().contains("4096"), "{e}");
     c.set_recv_timeout(Some(Duration::from_millis(20))).unwrap();
-    assert!(c.take_memory(4096, &[]).is_err(), "nothing more was offered");
+    assert!(c.take_memory(4096, &token).is_err(), "nothing more was offered");
 }
 
 /// Sends a shared-memory hello with `fd` to the listener at `path`, as a connector does.
