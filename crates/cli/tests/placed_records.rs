@@ -4,8 +4,10 @@
 //! the lane's log space gives it, and the body's checksum. A record placed anywhere else, or
 //! whose body does not match its header, ends the lane as a protocol violation and is never
 //! applied. Over UCX the peer can write the log at any time, also after a record was checked:
-//! the checkpointer applies only what it copied out of the log and checked on the copy. Over
-//! TCP the mirror declines, and the bodies come on the connection as before.
+//! the checkpointer applies only what it copied out of the log and checked on the copy. The
+//! mirror offers the log's record area only, never its header page (the tail recovery starts
+//! from), and a header whose tail is damaged on disk makes the mirror refuse to start, saying
+//! so. Over TCP the mirror declines, and the bodies come on the connection as before.
 
 mod common;
 
@@ -13,7 +15,6 @@ use common::{mirror_image, raw, wait_applied, wait_status, Cluster};
 use mojim_core::encode::{placed_data_header, FramePlan, SessionTag};
 use mojim_format::checksum::crc32c;
 use mojim_format::handshake::{LogWindow, PeerRole, Welcome};
-use mojim_format::log::LOG_HEADER_SIZE;
 use mojim_format::{FrameKind, FRAME_HEADER_SIZE};
 use mojim_transport::{AnyConn, Conn, PeerMemory};
 use std::io::Write;
@@ -62,19 +63,17 @@ fn start_with(test: &str, listen: &str, edit: impl FnOnce(&mut mojim::config::Co
     c
 }
 
-/// The memory of the offered log, and where the body of the record at `head` goes in it.
+/// The memory of the offered log (its record area), and where the body of the record at
+/// `head` goes in it.
 fn take(lane: &PlacedLane) -> (PeerMemory, usize) {
     let w = lane.window;
-    let mem = lane
-        .conn
-        .take_memory(LOG_HEADER_SIZE + w.capacity as usize, &lane.token)
-        .expect("take the offered log");
+    let mem = lane.conn.take_memory(w.capacity as usize, &lane.token).expect("take the offered log");
     (mem, body_at(w, w.head))
 }
 
-/// Where the body of the record at log position `pos` goes in the log's file.
+/// Where the body of the record at log position `pos` goes in the log's record area.
 fn body_at(w: LogWindow, pos: u64) -> usize {
-    LOG_HEADER_SIZE + (pos % w.capacity) as usize + FRAME_HEADER_SIZE
+    (pos % w.capacity) as usize + FRAME_HEADER_SIZE
 }
 
 /// Places `body` for `offset` as group `seq`'s only record at log position `pos`, rings its
@@ -126,7 +125,7 @@ fn refused(test: &str, listen: &str, place_at: impl Fn(&LogWindow) -> u64, corru
     let (mut mem, _) = take(&lane);
     let body = vec![0x5au8; 4096];
     let pos = place_at(&lane.window);
-    let at = LOG_HEADER_SIZE + (pos % lane.window.capacity) as usize + FRAME_HEADER_SIZE;
+    let at = body_at(lane.window, pos);
     mem.write(at, &body).expect("place the body");
     let header = placed_data_header(lane.tag, lane.welcome.next_seq, plan(4096), crc32c(&body), pos);
     if corrupt {
@@ -208,6 +207,120 @@ fn a_body_changed_after_its_ack_never_reaches_the_data_area() {
         image[OFFSET as usize..][..4096].iter().all(|&b| b == 0),
         "neither the changed bytes nor any of the group reached the data area"
     );
+}
+
+/// The offered log is its record area, exactly: byte 0 of the offer is the record area's first
+/// byte, and the header page before it (where the tail that recovery starts from is kept) is not
+/// in the offer at all. Over UCX it is not registered either, so where the fabric checks
+/// registrations (RDMA) a put into it fails. What a peer writes at the offer's first bytes, which
+/// were the header's tail slots when the whole file was offered, lands in the record area: the
+/// mirror, killed and restarted, recovers from its logs as before.
+fn the_header_page_is_out_of_reach(test: &str, listen: &str) {
+    let mut c = start(test, listen);
+    let mut lane = join(&c, 0x0009_1ace_0005);
+    let (mut mem, _) = take(&lane);
+    let cap = lane.window.capacity as usize;
+    assert_eq!(mem.len(), cap, "{listen:?}: the offer is the record area, exactly");
+    assert!(mem.write(cap - 8, &[0xee; 16]).is_err(), "{listen:?}: nothing past the record area");
+    // The file's tail slots were at 64..96 of a whole-file offer.
+    mem.write(64, &[0xee; 32]).expect("write at the offer's byte 64");
+    mem.flush().expect("the bytes are in the mirror's log");
+    let body = vec![0x42u8; 4096];
+    let (seq, head) = (lane.welcome.next_seq, lane.window.head);
+    place_acked(&mut lane, &mut mem, seq, head, OFFSET, &body);
+    drop((mem, lane));
+    c.kill_mirror();
+    c.start_mirror_with(&["--listen", &mirror_listen(&c, listen)]);
+    let mut admin = c.admin();
+    wait_applied(&mut admin);
+    assert_eq!(&mirror_image(&mut admin, c.size())[OFFSET as usize..][..4096], &body[..], "{listen:?}");
+}
+
+/// Where a restarted mirror of `c` listens: the same socket over shared memory, a fresh port
+/// over UCX.
+fn mirror_listen(c: &Cluster, listen: &str) -> String {
+    if listen.is_empty() {
+        c.dir.path().join("m.sock").to_str().expect("utf-8").to_string()
+    } else {
+        listen.to_string()
+    }
+}
+
+#[test]
+fn an_offered_log_is_its_record_area_and_the_header_page_is_out_of_reach() {
+    the_header_page_is_out_of_reach("placed_header_shm", SHM);
+    the_header_page_is_out_of_reach("placed_header_ucx", UCX);
+}
+
+/// The mirror's log file of lane 0 in `c`.
+fn lane0_log(c: &Cluster) -> std::path::PathBuf {
+    let p = c.dir.path().join("mirror").join("lane-0.log");
+    assert!(p.exists(), "the mirror's log of lane 0 is at {}", p.display());
+    p
+}
+
+/// Starts `mojim serve` on `c` and returns its error output once it exits, or fails the test
+/// if it starts serving.
+fn serve_refused(c: &Cluster, listen: &str) -> String {
+    use std::io::{BufRead, Read};
+    let cfg = c.cfg_path.to_str().expect("utf-8");
+    let mut child = std::process::Command::new(common::exe())
+        .args(["serve", "--config", cfg, "--listen", listen])
+        .env("MOJIM_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start mojim serve");
+    let out = std::io::BufReader::new(child.stdout.take().expect("piped"));
+    for line in out.lines() {
+        if line.is_ok_and(|l| l.starts_with("serving on")) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the mirror started serving from a log whose tail is damaged");
+        }
+    }
+    let mut err = String::new();
+    child.stderr.take().expect("piped").read_to_string(&mut err).expect("read its errors");
+    let status = child.wait().expect("wait for it");
+    assert!(!status.success(), "{status}: {err}");
+    err
+}
+
+/// A log header damaged on disk: one tail slot is not enough to lose the tail (the other holds
+/// the same one, and the mirror recovers the group); both are, and the mirror refuses to start,
+/// naming the log and what it found, rather than guess where its records start.
+#[test]
+fn a_log_whose_tail_is_damaged_on_disk_recovers_from_the_other_copy_or_is_refused() {
+    use std::os::unix::fs::FileExt;
+    let mut c = start("placed_tail_damaged", UCX);
+    let mut lane = join(&c, 0x0009_1ace_0006);
+    let (mut mem, _) = take(&lane);
+    let body = vec![0x77u8; 4096];
+    let (seq, head) = (lane.welcome.next_seq, lane.window.head);
+    place_acked(&mut lane, &mut mem, seq, head, OFFSET, &body);
+    drop((mem, lane));
+    c.kill_mirror();
+    let log = std::fs::OpenOptions::new().read(true).write(true).open(lane0_log(&c)).expect("open the log");
+    let flip = |at: u64| {
+        let mut b = [0u8; 1];
+        log.read_exact_at(&mut b, at).expect("read the header");
+        log.write_all_at(&[b[0] ^ 0x5a], at).expect("damage the header");
+    };
+    // Slot 0's check (file bytes 72..76).
+    flip(72);
+    c.start_mirror_with(&["--listen", UCX]);
+    let mut admin = c.admin();
+    wait_applied(&mut admin);
+    assert_eq!(&mirror_image(&mut admin, c.size())[OFFSET as usize..][..4096], &body[..]);
+    drop(admin);
+    c.kill_mirror();
+    // The restarted mirror wrote its tail again, into both slots. Now both checks (72, 88).
+    flip(72);
+    flip(88);
+    let err = serve_refused(&c, UCX);
+    assert!(err.contains("lane-0.log"), "the error names the log: {err}");
+    assert!(err.contains("both copies of the log's tail_pos fail their check"), "{err}");
+    assert!(err.contains("slot 0 at byte 64") && err.contains("slot 1 at byte 80"), "{err}");
 }
 
 #[test]

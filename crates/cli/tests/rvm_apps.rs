@@ -273,6 +273,40 @@ fn dgemv_on_redis_killed_at_random_points_ends_with_the_uninterrupted_answer() {
     killed_runs_end_with_the_uninterrupted_answer("rvm-dgemv-redis", &args(&c, &DGEMV), 11);
 }
 
+/// A Redis server with a password (`requirepass`): `mojim rvm` without one is refused, naming
+/// the setting; with the password in `MOJIM_REDIS_PASSWORD` (the configuration holds none) it
+/// runs.
+#[test]
+fn on_a_redis_with_a_password_it_is_taken_from_the_environment() {
+    let dir = common::TempDir::new("rvm-redis-auth");
+    let server =
+        mojim_tools::rvm::stores::RedisServer::start(&dir.path().join("redis")).unwrap_or_else(|e| {
+            panic!("this test needs a real redis-server (scripts/test installs it): {}", e.0)
+        });
+    let addr = server.addr().to_string();
+    let mut conn = mojim_rvm::redis::resp::Conn::connect(&addr, std::time::Duration::from_secs(5))
+        .expect("connect to redis-server");
+    let set = conn.call(&[b"CONFIG", b"SET", b"requirepass", b"rvm-apps-password"]).expect("CONFIG SET");
+    assert_eq!(set, mojim_rvm::redis::resp::Reply::Status("OK".into()));
+    let c = Cluster::new("rvm-redis-auth-cfg", 4 << 20, |f| {
+        f.rvm.backend = "redis".into();
+        f.rvm.redis = addr;
+        f.rvm.redis_key = "rvm-apps-auth".into();
+        f.rvm.redis_capacity = "4MiB".into();
+    });
+    let a = args(&c, &["dgemv", "--rows", "256", "--cols", "4", "--iterations", "3"]);
+    refused(&a, &["requires a password", "[rvm] redis_password", "MOJIM_REDIS_PASSWORD"]);
+    let out = Command::new(common::exe())
+        .arg("rvm")
+        .args(&a)
+        .env("MOJIM_REDIS_PASSWORD", "rvm-apps-password")
+        .output()
+        .expect("run mojim rvm");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "with MOJIM_REDIS_PASSWORD: {stdout}\n{stderr}");
+    assert!(stdout.contains("answer: "), "{stdout}");
+}
+
 /// Runs `mojim rvm <args>`, which must fail with every one of `want` in its message.
 fn refused(args: &[String], want: &[&str]) {
     let (ok, out, err) = mojim(args);

@@ -23,22 +23,40 @@
 //!  34   6 reserved         0
 //!  40   8 capacity         bytes in the record area (multiple of RECORD_ALIGN)
 //!  48  16 reserved         0
-//!  64   8 tail_pos         position of the oldest record not yet applied (updated in place)
+//!  64  16 tail slot 0      tail_pos (8), check (4), reserved (4)
+//!  80  16 tail slot 1      the same; the tail is the larger tail_pos of the slots whose check holds
 //! ```
+//!
+//! The tail (the position of the oldest record not yet applied, where recovery starts) is kept
+//! twice, each copy with its own check ([`tail_check`]); a new tail goes into slot 0, made
+//! persistent, then into slot 1, made persistent. A write cut short by a crash tears at most one
+//! slot, and the other holds either the new tail or the one before it, whose space was not
+//! reused yet (that waits until the new tail is persistent); damage to one slot later leaves the
+//! other holding the same tail. Version 1 kept the tail once, at 64, with no check: such a log
+//! is still read, and rewritten as version 2 when a mirror opens it.
 
 use crate::bytes::{put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
-use crate::checksum::crc32c;
+use crate::checksum::{crc32c, crc32c_append};
 use crate::frame::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use std::fmt;
 
 pub const LOG_MAGIC: [u8; 8] = *b"MOJIMLOG";
-pub const LOG_VERSION: u32 = 1;
+pub const LOG_VERSION: u32 = 2;
+/// The version before the tail had its check: read, and rewritten as [`LOG_VERSION`] when a
+/// mirror opens the log.
+pub const LOG_VERSION_UNCHECKED_TAIL: u32 = 1;
 /// The header page; the record area starts right after it.
 pub const LOG_HEADER_SIZE: usize = 4096;
 /// Records start on multiples of this.
 pub const RECORD_ALIGN: u64 = 64;
-/// Byte offset of the mutable `tail_pos` field in the header page.
+/// Byte offset of version 1's unchecked `tail_pos` (in version 2, slot 0's `tail_pos`).
 pub const TAIL_POS_OFFSET: usize = 64;
+/// Byte offsets of the two tail slots in the header page.
+pub const TAIL_SLOT_OFFSETS: [usize; 2] = [64, 80];
+/// Bytes of a tail slot: `tail_pos` (8), `check` (4), reserved (4).
+pub const TAIL_SLOT_SIZE: usize = 16;
+/// Bytes of the header page that [`LogHeader::encode`] writes (the rest is 0).
+pub const LOG_HEADER_USED: usize = 96;
 
 /// Bytes a record with a body of `body_len` occupies.
 pub const fn record_size(body_len: u64) -> u64 {
@@ -53,27 +71,67 @@ pub struct LogHeader {
     pub capacity: u64,
 }
 
+/// One tail slot as found: its `tail_pos`, its stored check and the check its bytes give.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TailSlotFound {
+    pub tail_pos: u64,
+    pub stored: u32,
+    pub computed: u32,
+}
+
 /// A log file whose header cannot be used: the medium's fault (or the wrong file).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LogHeaderError {
     Magic,
-    Version { found: u32 },
-    Checksum { stored: u32, computed: u32 },
-    Capacity { capacity: u64 },
+    Version {
+        found: u32,
+    },
+    Checksum {
+        stored: u32,
+        computed: u32,
+    },
+    Capacity {
+        capacity: u64,
+    },
+    /// Neither tail slot's check holds: where recovery starts is not known.
+    Tail {
+        slots: [TailSlotFound; 2],
+    },
 }
 
 impl fmt::Display for LogHeaderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LogHeaderError::Magic => write!(f, "not a Mojim log file (bad magic)"),
-            LogHeaderError::Version { found } => {
-                write!(f, "log format version {found} is not supported (expected {LOG_VERSION})")
-            }
+            LogHeaderError::Version { found } => write!(
+                f,
+                "log format version {found} is not supported (this build reads {LOG_VERSION_UNCHECKED_TAIL} \
+                 and {LOG_VERSION})"
+            ),
             LogHeaderError::Checksum { stored, computed } => {
                 write!(f, "log header checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")
             }
             LogHeaderError::Capacity { capacity } => {
                 write!(f, "log capacity {capacity} is not a non-zero multiple of {RECORD_ALIGN}")
+            }
+            LogHeaderError::Tail { slots } => {
+                write!(f, "both copies of the log's tail_pos fail their check (")?;
+                for (i, s) in slots.iter().enumerate() {
+                    write!(
+                        f,
+                        "{}slot {i} at byte {}: tail_pos {}, check stored {:#010x}, computed {:#010x}",
+                        if i > 0 { "; " } else { "" },
+                        TAIL_SLOT_OFFSETS[i],
+                        s.tail_pos,
+                        s.stored,
+                        s.computed
+                    )?;
+                }
+                write!(
+                    f,
+                    "): the header was damaged after it was written, and where recovery starts is not \
+                     known; the groups in this log cannot be recovered from it"
+                )
             }
         }
     }
@@ -82,10 +140,11 @@ impl fmt::Display for LogHeaderError {
 impl std::error::Error for LogHeaderError {}
 
 impl LogHeader {
-    /// Writes the static header fields and a zero tail into the first 72 bytes of `page`.
+    /// Writes the static header fields and both tail slots at 0 into the first
+    /// [`LOG_HEADER_USED`] bytes of `page`.
     pub fn encode(&self, page: &mut [u8]) {
-        assert!(page.len() >= TAIL_POS_OFFSET + 8);
-        page[..TAIL_POS_OFFSET + 8].fill(0);
+        assert!(page.len() >= LOG_HEADER_USED);
+        page[..LOG_HEADER_USED].fill(0);
         page[0..8].copy_from_slice(&LOG_MAGIC);
         put_u32(page, 8, LOG_VERSION);
         page[16..32].copy_from_slice(&self.region_uuid);
@@ -93,14 +152,19 @@ impl LogHeader {
         put_u64(page, 40, self.capacity);
         let crc = crc32c(&page[16..64]);
         put_u32(page, 12, crc);
+        for at in TAIL_SLOT_OFFSETS {
+            page[at..at + TAIL_SLOT_SIZE].copy_from_slice(&tail_slot(crc, 0));
+        }
     }
 
+    /// Checks and decodes the static fields of a header of either version this build reads
+    /// ([`header_version`] says which).
     pub fn decode(page: &[u8]) -> Result<LogHeader, LogHeaderError> {
-        if page.len() < TAIL_POS_OFFSET + 8 || page[0..8] != LOG_MAGIC {
+        if page.len() < LOG_HEADER_USED || page[0..8] != LOG_MAGIC {
             return Err(LogHeaderError::Magic);
         }
         let version = u32_at(page, 8);
-        if version != LOG_VERSION {
+        if version != LOG_VERSION && version != LOG_VERSION_UNCHECKED_TAIL {
             return Err(LogHeaderError::Version { found: version });
         }
         let stored = u32_at(page, 12);
@@ -118,14 +182,50 @@ impl LogHeader {
     }
 }
 
-/// Reads the tail position from a header page.
-pub fn tail_pos(page: &[u8]) -> u64 {
-    u64_at(page, TAIL_POS_OFFSET)
+/// The version field of a header page (after [`LogHeader::decode`] accepted it).
+pub fn header_version(page: &[u8]) -> u32 {
+    u32_at(page, 8)
 }
 
-/// Writes the tail position into a header page.
-pub fn set_tail_pos(page: &mut [u8], pos: u64) {
-    put_u64(page, TAIL_POS_OFFSET, pos);
+/// The check of a tail slot holding `pos`: CRC32C of `pos` (8 bytes, little-endian) followed
+/// by the header's `header_checksum` (4 bytes, little-endian), which ties the slot to this
+/// log's static fields.
+pub fn tail_check(header_checksum: u32, pos: u64) -> u32 {
+    crc32c_append(crc32c(&pos.to_le_bytes()), &header_checksum.to_le_bytes())
+}
+
+/// The bytes of a tail slot holding `pos`, for a header whose checksum is `header_checksum`.
+pub fn tail_slot(header_checksum: u32, pos: u64) -> [u8; TAIL_SLOT_SIZE] {
+    let mut b = [0u8; TAIL_SLOT_SIZE];
+    put_u64(&mut b, 0, pos);
+    put_u32(&mut b, 8, tail_check(header_checksum, pos));
+    b
+}
+
+/// The tail (the position of the oldest record not yet applied) of a header page that
+/// [`LogHeader::decode`] accepted: in version 2 the larger `tail_pos` of the slots whose check
+/// holds (a tail only grows), an error if neither does; in version 1 the word at
+/// [`TAIL_POS_OFFSET`], which has no check.
+pub fn tail_of(page: &[u8]) -> Result<u64, LogHeaderError> {
+    if header_version(page) == LOG_VERSION_UNCHECKED_TAIL {
+        return Ok(u64_at(page, TAIL_POS_OFFSET));
+    }
+    let header_checksum = u32_at(page, 12);
+    let slots = TAIL_SLOT_OFFSETS.map(|at| {
+        let tail_pos = u64_at(page, at);
+        TailSlotFound {
+            tail_pos,
+            stored: u32_at(page, at + 8),
+            computed: tail_check(header_checksum, tail_pos),
+        }
+    });
+    let valid = |i: usize| slots[i].stored == slots[i].computed;
+    match (valid(0), valid(1)) {
+        (true, true) => Ok(slots[0].tail_pos.max(slots[1].tail_pos)),
+        (true, false) => Ok(slots[0].tail_pos),
+        (false, true) => Ok(slots[1].tail_pos),
+        (false, false) => Err(LogHeaderError::Tail { slots }),
+    }
 }
 
 /// One valid record found by [`scan`].
@@ -355,11 +455,47 @@ mod tests {
         let mut page = vec![0u8; LOG_HEADER_SIZE];
         let h = LogHeader { region_uuid: [7; 16], lane: 3, capacity: 4096 };
         h.encode(&mut page);
-        set_tail_pos(&mut page, 12345);
         assert_eq!(LogHeader::decode(&page), Ok(h));
-        assert_eq!(tail_pos(&page), 12345);
+        assert_eq!(tail_of(&page), Ok(0));
         page[20] ^= 1;
         assert!(matches!(LogHeader::decode(&page), Err(LogHeaderError::Checksum { .. })));
+    }
+
+    #[test]
+    fn the_tail_is_the_larger_of_the_slots_whose_check_holds() {
+        let mut page = vec![0u8; LOG_HEADER_SIZE];
+        LogHeader { region_uuid: [7; 16], lane: 3, capacity: 4096 }.encode(&mut page);
+        let crc = u32_at(&page, 12);
+        let set = |page: &mut [u8], slot: usize, pos: u64| {
+            let at = TAIL_SLOT_OFFSETS[slot];
+            page[at..at + TAIL_SLOT_SIZE].copy_from_slice(&tail_slot(crc, pos));
+        };
+        // Slot 0 written, the write of slot 1 not yet: the larger one.
+        set(&mut page, 0, 640);
+        assert_eq!(tail_of(&page), Ok(640));
+        set(&mut page, 1, 640);
+        assert_eq!(tail_of(&page), Ok(640));
+        // A write of slot 0 cut short (its tail_pos without its check): slot 1 holds.
+        put_u64(&mut page, 64, 1920);
+        assert_eq!(tail_of(&page), Ok(640));
+        // Both damaged: no tail, and the error names both slots.
+        page[81] ^= 0x40;
+        let e = tail_of(&page).unwrap_err();
+        assert!(matches!(e, LogHeaderError::Tail { .. }));
+        let m = e.to_string();
+        assert!(m.contains("slot 0 at byte 64: tail_pos 1920") && m.contains("slot 1 at byte 80"), "{m}");
+        // A slot copied from a log with other static fields does not check here.
+        let mut other = vec![0u8; LOG_HEADER_SIZE];
+        LogHeader { region_uuid: [7; 16], lane: 4, capacity: 4096 }.encode(&mut other);
+        page[64..96].copy_from_slice(&other[64..96]);
+        assert!(tail_of(&page).is_err());
+        // Version 1: the unchecked word at 64.
+        put_u32(&mut page, 8, LOG_VERSION_UNCHECKED_TAIL);
+        put_u64(&mut page, 64, 4096);
+        assert!(LogHeader::decode(&page).is_ok());
+        assert_eq!(tail_of(&page), Ok(4096));
+        put_u32(&mut page, 8, 3);
+        assert_eq!(LogHeader::decode(&page), Err(LogHeaderError::Version { found: 3 }));
     }
 
     #[test]

@@ -5,7 +5,10 @@
 use mojim_format::handshake::{
     CHALLENGE_SIZE, HELLO_SIZE, PROOF_SIZE, REFUSE_MAX, REQUEST_SIZE, WELCOME_SIZE,
 };
-use mojim_format::log::{tail_pos, LogHeader, LOG_VERSION};
+use mojim_format::log::{
+    tail_of, tail_slot, LogHeader, LOG_HEADER_USED, LOG_VERSION, LOG_VERSION_UNCHECKED_TAIL,
+    TAIL_SLOT_OFFSETS, TAIL_SLOT_SIZE,
+};
 use mojim_format::region::REGION_VERSION;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE, PROTOCOL_VERSION};
 
@@ -60,10 +63,24 @@ fn every_example_decodes_to_what_the_text_says() {
     assert_eq!(&h.to_bytes(), hb, "the example is the one encoding of that header");
 
     let (title, log) = &ex[1];
-    assert!(title.contains("lane 1 of region `ab ab ...`, capacity 1 MiB, `tail_pos` = 128"), "{title}");
+    assert!(
+        title.contains(
+            "lane 1 of region `ab ab ...`, capacity 1 MiB, slot 0 holding `tail_pos` = 128 and slot 1"
+        ),
+        "{title}"
+    );
     let h = LogHeader::decode(log).expect("the log header example decodes");
     assert_eq!(h, LogHeader { region_uuid: [0xab; 16], lane: 1, capacity: 1 << 20 });
-    assert_eq!(tail_pos(log), 128);
+    assert_eq!(tail_of(log), Ok(128), "the larger of the two");
+    // The one encoding of that header and those slots.
+    let mut page = vec![0u8; LOG_HEADER_USED];
+    h.encode(&mut page);
+    let crc = u32::from_le_bytes(page[12..16].try_into().expect("4 bytes"));
+    for (slot, pos) in [(0, 128), (1, 64)] {
+        let at = TAIL_SLOT_OFFSETS[slot];
+        page[at..at + TAIL_SLOT_SIZE].copy_from_slice(&tail_slot(crc, pos));
+    }
+    assert_eq!(log, &page, "the example is what encode and the slots write");
 }
 
 /// The line of the document that contains `what`, or a failure naming it.
@@ -112,6 +129,13 @@ fn sizes_and_versions_are_the_codes() {
         line_with("| 10 | 1 | `version` |").contains(&format!("`PROTOCOL_VERSION` = {PROTOCOL_VERSION} "))
     );
     assert!(line_with("| 8 | 4 | `version` | `LOG_VERSION`").contains(&format!("= {LOG_VERSION} ")));
+    assert!(line_with("`LOG_VERSION_UNCHECKED_TAIL`")
+        .starts_with(&format!("**Version {LOG_VERSION_UNCHECKED_TAIL}**")));
+    for (slot, at) in TAIL_SLOT_OFFSETS.iter().enumerate() {
+        let row = format!("| {at} | {TAIL_SLOT_SIZE} | tail slot {slot} |");
+        line_with(&row);
+    }
+    assert!(line_with("`LogHeader::encode` writes bytes 0..").contains(&format!("0..{LOG_HEADER_USED} ")));
     assert!(line_with("| 8 | 4 | `version` | `REGION_VERSION`").contains(&format!("= {REGION_VERSION} ")));
 }
 

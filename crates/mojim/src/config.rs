@@ -197,6 +197,10 @@ pub struct RvmSection {
     /// `redis_capacity = "64MiB"`: bytes of recoverable memory on the "redis" backend (on
     /// "mojim" it is the region's size).
     pub redis_capacity: String,
+    /// `redis_password = ""`: the password the "redis" backend sends with AUTH, for a server
+    /// with `requirepass` (empty: none). The `MOJIM_REDIS_PASSWORD` environment variable wins
+    /// over it. A file that holds it must be private (mode 0600), as for the secret.
+    pub redis_password: String,
 }
 
 impl Default for RvmSection {
@@ -208,6 +212,7 @@ impl Default for RvmSection {
             redis: "127.0.0.1:6379".into(),
             redis_key: "mojim-rvm".into(),
             redis_capacity: "64MiB".into(),
+            redis_password: String::new(),
         }
     }
 }
@@ -1064,6 +1069,9 @@ tracking = "auto"
 redis = "127.0.0.1:6379"
 redis_key = "mojim-rvm"
 redis_capacity = "64MiB"
+# The password for a Redis server with requirepass (sent with AUTH; empty: none). The
+# MOJIM_REDIS_PASSWORD environment variable wins over it and keeps it out of this file.
+redis_password = ""
 
 [kv]
 # mojim kv: a Redis-protocol server whose keys and values live in this region (on the primary's

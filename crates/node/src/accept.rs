@@ -9,6 +9,7 @@ use mojim_format::handshake::{
     encode_refuse, read_reply_len, Hello, LogWindow, PeerRole, RefuseCode, Request, COMMAND_MAX, MAX_READ,
     NONCE_SIZE, REFUSE_MAX, REQUEST_SIZE,
 };
+use mojim_format::log::LOG_HEADER_SIZE;
 use mojim_format::{FrameHeader, FrameKind};
 use mojim_transport::{Conn, Transport};
 use std::io::Write;
@@ -182,7 +183,9 @@ fn offer_log<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> std::io::Res
     if conn.shares_with_remote_writers() {
         s.lanes.expose(tag.lane);
     }
-    let token = conn.offer_memory(&file)?;
+    // The record area only: the header page (the tail recovery starts from) stays out of the
+    // peer's reach where the transport can keep it out (UCX registers only what is offered).
+    let token = conn.offer_memory(&file, LOG_HEADER_SIZE as u64)?;
     let window = if token.is_some() {
         // The lane's session has begun and nothing is received on it yet: its head stays where
         // it is until the first record; the tail only moves on, so an older one is safe to give.

@@ -3,14 +3,17 @@
 use crate::flush::Persistence;
 use crate::map::{MapError, MapSlice, MappedFile};
 use crate::nvmm::Nvmm;
-use mojim_format::log::{LogHeader, LOG_HEADER_SIZE, TAIL_POS_OFFSET};
+use mojim_format::log::{
+    header_version, tail_of, tail_slot, LogHeader, LOG_HEADER_SIZE, LOG_HEADER_USED, LOG_VERSION,
+    LOG_VERSION_UNCHECKED_TAIL, TAIL_SLOT_OFFSETS, TAIL_SLOT_SIZE,
+};
 use mojim_format::region::{
     RegionHeader, APPLIED_SEQ_OFFSET, COPY_UNTIL_OFFSET, EPOCH_OFFSET, FLAGS_OFFSET, GENERATION_OFFSET,
     PREV_GENERATION_OFFSET, REGION_HEADER_SIZE,
 };
 use std::io::{self, Read};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 fn corrupt(path: &Path, what: impl std::fmt::Display) -> MapError {
     MapError {
@@ -226,21 +229,34 @@ impl RegionFile {
 
 // The static header is what `RegionHeader::encode` writes; the counters live after it.
 const _: () = assert!(APPLIED_SEQ_OFFSET >= 64 && EPOCH_OFFSET + 8 <= 128);
-const _: () = assert!(TAIL_POS_OFFSET >= 64 && TAIL_POS_OFFSET + 8 <= 128);
+const _: () = assert!(LOG_HEADER_USED <= 128 && TAIL_SLOT_OFFSETS[1] + TAIL_SLOT_SIZE <= LOG_HEADER_USED);
 
 /// One lane's log file: header page, then the circular record area.
 pub struct LogFile {
     map: MappedFile,
     header: LogHeader,
+    /// The header's checksum, which every tail slot's check covers.
+    header_checksum: u32,
+    /// The tail as the header held it at open, or as last made persistent; held while a new
+    /// one is written (one writer at a time: the two slots are written in order).
+    tail: Mutex<u64>,
 }
 
 impl LogFile {
     pub fn create(path: &Path, region_uuid: [u8; 16], lane: u16, capacity: u64) -> Result<LogFile, MapError> {
         let header = LogHeader { region_uuid, lane, capacity };
         let map = create_with_header(path, LOG_HEADER_SIZE as u64 + capacity, |page| header.encode(page))?;
-        Ok(LogFile { map, header })
+        let mut crc = [0u8; 4];
+        map.read(12, &mut crc);
+        let header_checksum = u32::from_le_bytes(crc);
+        Ok(LogFile { map, header, header_checksum, tail: Mutex::new(0) })
     }
 
+    /// Opens a log and checks its header: the static fields, the file's length, and the tail
+    /// (a tail whose two copies both fail their check is an error: where recovery starts is
+    /// not known). A version 1 log (its tail unchecked) is rewritten as the current version:
+    /// its tail into both slots, then the version; a crash in between leaves a version 1 log
+    /// with the same tail.
     pub fn open(path: &Path) -> Result<LogFile, MapError> {
         let map = open_with_header(path, LOG_HEADER_SIZE, "log")?;
         let mut page = [0u8; 128];
@@ -252,7 +268,17 @@ impl LogFile {
                 format!("file is {} bytes but its header says capacity {}", map.len(), header.capacity),
             ));
         }
-        Ok(LogFile { map, header })
+        let tail = tail_of(&page).map_err(|e| corrupt(path, e))?;
+        let header_checksum = u32::from_le_bytes(page[12..16].try_into().expect("4 bytes"));
+        let persist = |op: &'static str| move |source| MapError { path: path.to_path_buf(), op, source };
+        if header_version(&page) == LOG_VERSION_UNCHECKED_TAIL {
+            for at in TAIL_SLOT_OFFSETS {
+                map.write_persistent(at, &tail_slot(header_checksum, tail))
+                    .map_err(persist("persist the tail (version 1 to 2)"))?;
+            }
+            map.write_persistent(8, &LOG_VERSION.to_le_bytes()).map_err(persist("persist the version"))?;
+        }
+        Ok(LogFile { map, header, header_checksum, tail: Mutex::new(tail) })
     }
 
     pub fn header(&self) -> &LogHeader {
@@ -276,15 +302,25 @@ impl LogFile {
         self.map.emulate_nvmm(nvmm)
     }
 
-    /// Position of the oldest record not yet applied.
+    /// Position of the oldest record not yet applied: as the header held it when the log was
+    /// opened, or as this process last made it persistent.
     pub fn tail(&self) -> u64 {
-        self.map.load(TAIL_POS_OFFSET)
+        *self.tail.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Releases the records before `pos` (after their groups are persistent in the data area).
+    /// Releases the records before `pos` (after their groups are persistent in the data area):
+    /// writes it, with its check, into tail slot 0 and makes that persistent, then the same into
+    /// slot 1. A crash tears at most one slot, and the other holds `pos` or the tail before it,
+    /// whose space is not reused until this returns; damage to one slot later leaves the other
+    /// holding `pos`. An error leaves the tail before it in force.
     pub fn set_tail(&self, pos: u64) -> io::Result<()> {
-        self.map.store(TAIL_POS_OFFSET, pos);
-        self.map.persist_counter(TAIL_POS_OFFSET)
+        let mut t = self.tail.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = tail_slot(self.header_checksum, pos);
+        for at in TAIL_SLOT_OFFSETS {
+            self.map.write_persistent(at, &slot)?;
+        }
+        *t = pos;
+        Ok(())
     }
 
     /// The whole record area, for scanning, applying and forwarding records (a view: the
@@ -358,6 +394,39 @@ mod tests {
         drop(l);
         let l = LogFile::open(&dir.join("l")).unwrap();
         assert_eq!((l.tail(), l.capacity(), l.header().lane), (64, 1024, 2));
+        l.set_tail(128).unwrap();
+        l.set_tail(192).unwrap();
+        drop(l);
+        let l = LogFile::open(&dir.join("l")).unwrap();
+        assert_eq!(l.tail(), 192);
+        drop(l);
+
+        // Version 1 (one unchecked tail at 64) is read and rewritten as version 2.
+        let path = dir.join("l");
+        let mut page = std::fs::read(&path).unwrap();
+        page[8..12].copy_from_slice(&1u32.to_le_bytes());
+        page[64..96].fill(0);
+        page[64..72].copy_from_slice(&320u64.to_le_bytes());
+        std::fs::write(&path, &page).unwrap();
+        let l = LogFile::open(&path).unwrap();
+        assert_eq!(l.tail(), 320);
+        drop(l);
+        let page = std::fs::read(&path).unwrap();
+        assert_eq!(mojim_format::log::header_version(&page), mojim_format::log::LOG_VERSION);
+        assert_eq!(mojim_format::log::tail_of(&page), Ok(320));
+
+        // One slot damaged: the other holds the same tail.
+        let mut page = page;
+        page[72] ^= 1;
+        std::fs::write(&path, &page).unwrap();
+        assert_eq!(LogFile::open(&path).unwrap().tail(), 320);
+        // Both slots damaged: the log is refused, naming the file and the slots.
+        page[72] ^= 1;
+        page[72] ^= 1;
+        page[88] ^= 1;
+        std::fs::write(&path, &page).unwrap();
+        let e = LogFile::open(&path).err().expect("refused").to_string();
+        assert!(e.contains("tail_pos fail their check") && e.contains(path.to_str().unwrap()), "{e}");
 
         std::fs::write(dir.join("short"), b"MOJIMRGN").unwrap();
         assert!(RegionFile::open(&dir.join("short")).is_err());

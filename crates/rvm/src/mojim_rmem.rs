@@ -34,8 +34,12 @@ impl MojimRmem {
     /// putting back into it a commit a crash interrupted.
     pub fn open(opts: &PrimaryOptions) -> Result<MojimRmem> {
         let lock = crate::redo::lock(&opts.region_path)?;
-        let redo = Redo::open(&opts.region_path)?;
+        let mut redo = Redo::open(&opts.region_path)?;
         let replay = redo.pending()?;
+        if replay.is_none() {
+            // Whatever bytes an unfinished or an applied commit left in it go.
+            redo.clear();
+        }
         if let Some(runs) = &replay {
             let region = RegionFile::open(&opts.region_path).map_err(mojim::Error::from)?;
             for (off, bytes) in runs {

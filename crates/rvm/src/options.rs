@@ -50,7 +50,8 @@ impl RvmOptions {
     }
 }
 
-/// `[rvm] redis`, `redis_key` and `redis_capacity`, checked (the timeout is
+/// `[rvm] redis`, `redis_key`, `redis_capacity` and `redis_password` (or
+/// [`crate::REDIS_PASSWORD_ENV`], which wins), checked (the timeout is
 /// [`RedisOptions::DEFAULT_TIMEOUT`]).
 pub fn redis_options(r: &RvmSection) -> Result<RedisOptions> {
     let capacity = mojim::size::parse_size(&r.redis_capacity)
@@ -60,6 +61,7 @@ pub fn redis_options(r: &RvmSection) -> Result<RedisOptions> {
         key: r.redis_key.clone(),
         capacity,
         timeout: RedisOptions::DEFAULT_TIMEOUT,
+        password: crate::RedisPassword::resolve(&r.redis_password),
     };
     o.check()?;
     Ok(o)

@@ -5,7 +5,9 @@
 //! would leave the region, its local copy, holding part of the commit; and the primary, when it
 //! restarts, trusts that copy (it sends ranges of unacknowledged groups again from it). So the
 //! pages go to this file first; once they are all there, its header says so; then they are
-//! copied into the region and synced; then the header says empty again. A restart finds either
+//! copied into the region and synced; then the header says empty again, and the run table and
+//! the bytes are zeroed: the file holds a commit's bytes only while it is being made, and is
+//! created readable by its owner only (0600, as the region is). A restart finds either
 //! an empty file (the region holds a whole commit) or a complete one, which it copies into the
 //! region again before the primary opens, and syncs once it has: the region and the mirror both
 //! end at that commit.
@@ -32,6 +34,7 @@
 use crate::error::{Result, RvmError};
 use mojim_format::checksum::{crc32c, crc32c_append};
 use mojim_region::{Arena, MappedFile};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, Ordering};
 
@@ -67,15 +70,29 @@ fn io_error(path: &Path, what: &str) -> impl FnOnce(std::io::Error) -> RvmError 
     RvmError::io(format!("{what} {}", path.display()))
 }
 
-/// Makes `path` at least `len` bytes long with every block reserved, and maps it whole.
-fn reserve_and_map(path: &Path, len: u64) -> Result<MappedFile> {
+/// Opens `path` for reading and writing, creating it readable and writable by its owner only
+/// (it holds a commit's bytes while the commit is made). A file that an earlier version
+/// created readable by others is made private too.
+fn open_private(path: &Path) -> Result<std::fs::File> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
         .open(path)
         .map_err(io_error(path, "open"))?;
+    let mode = file.metadata().map_err(io_error(path, "stat"))?.permissions().mode();
+    if mode & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(mode & 0o700))
+            .map_err(io_error(path, "make private (chmod 600)"))?;
+    }
+    Ok(file)
+}
+
+/// Makes `path` at least `len` bytes long with every block reserved, and maps it whole.
+fn reserve_and_map(path: &Path, len: u64) -> Result<MappedFile> {
+    let file = open_private(path)?;
     let have = file.metadata().map_err(io_error(path, "stat"))?.len();
     if have < len {
         rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, len)
@@ -90,13 +107,7 @@ fn reserve_and_map(path: &Path, len: u64) -> Result<MappedFile> {
 /// that dies lets it go).
 pub fn lock(region: &Path) -> Result<std::fs::File> {
     let path = path_beside(region);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(io_error(&path, "open"))?;
+    let file = open_private(&path)?;
     match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(file),
         Err(rustix::io::Errno::WOULDBLOCK) => Err(RvmError::State(format!(
@@ -230,11 +241,36 @@ impl Redo {
         self.map.counter(STATE).store(1, Ordering::Release);
     }
 
-    /// Marks the file empty: the region holds the commit whole. Stores that follow (the next
-    /// commit's) are not moved before it.
+    /// Marks the file empty (the region holds the commit whole), then zeroes the commit's run
+    /// table and bytes. Stores that follow (the zeroes, the next commit's) are not moved before
+    /// the mark: a process killed while they are made leaves an empty file. On a file that
+    /// holds no complete commit, it zeroes what is left in it (a commit whose staging a process
+    /// did not finish, or one an earlier version applied without zeroing).
     pub fn clear(&mut self) {
         self.map.counter(STATE).store(0, Ordering::Release);
         fence(Ordering::SeqCst);
+        self.wipe();
+    }
+
+    /// Zeroes what the header says was staged, from its data-bytes field to the end of the
+    /// commit's bytes (within the file), and what this process staged since. Only for a file
+    /// whose state is empty.
+    fn wipe(&mut self) {
+        let mut h = [0u8; 32];
+        self.map.read(0, &mut h);
+        let bytes = u64::from_le_bytes(h[16..24].try_into().expect("8 bytes"));
+        let runs = u32::from_le_bytes(h[24..28].try_into().expect("4 bytes")) as usize;
+        let len = self.map.len();
+        let named = (data_start(runs) as u64).saturating_add(bytes).min(len as u64) as usize;
+        let end = if h[16..32].iter().all(|&b| b == 0) { self.next } else { named.max(self.next) };
+        const ZEROS: [u8; 4096] = [0; 4096];
+        let mut at = 16;
+        while at < end.min(len) {
+            let n = (end - at).min(ZEROS.len());
+            self.map.write(at, &ZEROS[..n]);
+            at += n;
+        }
+        self.next = 0;
     }
 }
 
@@ -267,6 +303,8 @@ mod tests {
         r.seal();
         r.clear();
         assert!(Redo::open(&region).unwrap().pending().unwrap().is_none());
+        let left = std::fs::read(path_beside(&region)).unwrap();
+        assert!(left[16..].iter().all(|&b| b == 0), "a cleared file holds no run table and no bytes");
         // Damage is named, not taken for a commit: a run table changed under its CRC, and a
         // state that is neither value.
         r.begin(&[(0, 4096)]).unwrap();

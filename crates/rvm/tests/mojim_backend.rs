@@ -284,6 +284,48 @@ fn a_commit_the_process_died_copying_is_put_back_and_sent_on_open() {
     m.shutdown();
 }
 
+/// Whether `hay` holds `needle` anywhere.
+fn holds(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn the_redo_file_is_private_and_holds_no_committed_bytes_once_applied() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = Dir::new("redo-private");
+    let (_, m) = cluster(&dir.0, 1 << 20);
+    let region = dir.0.join("region.mojim");
+    let redo = mojim_rvm::redo_path(&region);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let opts = options(&dir.0, m.addr(), base(12), WriteTracking::UffdAsync);
+    let rvm = Rvm::open(&opts).unwrap();
+    assert_eq!(mode(&redo), 0o600, "created readable by its owner only, as the region is");
+    let secret = b"a committed secret, not for the redo file to keep";
+    let p = rvm.alloc(4096).unwrap();
+    rvm.set_usr_data(p).unwrap();
+    unsafe { std::ptr::copy_nonoverlapping(secret.as_ptr(), p, secret.len()) };
+    rvm.txn_commit().unwrap();
+    assert!(holds(&mojim_region::RegionFile::open(&region).unwrap().view(0, 1 << 20).to_vec(), secret));
+    let file = std::fs::read(&redo).unwrap();
+    assert!(!holds(&file, secret), "the redo file still holds the commit it applied");
+    assert!(file[16..].iter().all(|&b| b == 0), "nothing but the magic and the empty state remain");
+    rvm.close().unwrap();
+
+    // A file an earlier version left: readable by others, its last commit applied (state 0)
+    // but still there. Opening makes it private and zeroes it.
+    let mut old = redo_file(&[(0, vec![0x5e; 4096])]);
+    old[8..16].copy_from_slice(&0u64.to_le_bytes());
+    std::fs::write(&redo, &old).unwrap();
+    std::fs::set_permissions(&redo, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let rvm = Rvm::open(&opts).unwrap();
+    assert_eq!(mode(&redo), 0o600, "an existing redo file is made private");
+    let file = std::fs::read(&redo).unwrap();
+    assert!(!holds(&file, &[0x5e; 64]), "the applied commit left in it is zeroed");
+    assert_eq!(unsafe { std::slice::from_raw_parts(rvm.usr_data(), secret.len()) }, secret);
+    rvm.close().unwrap();
+    m.shutdown();
+}
+
 /// A small tmpfs on a folder of the test's (the tests run as root; `scripts/test` does), so
 /// that a file system can be made full; unmounted when dropped.
 struct SmallFs(Dir);

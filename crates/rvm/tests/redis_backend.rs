@@ -6,7 +6,9 @@
 mod suite;
 
 use mojim_rvm::redis::resp::{Conn, Reply};
-use mojim_rvm::{Backend, RedisOptions, RedisRmem, Rmem, Rvm, RvmError, RvmOptions, WriteTracking};
+use mojim_rvm::{
+    Backend, RedisOptions, RedisPassword, RedisRmem, Rmem, Rvm, RvmError, RvmOptions, WriteTracking,
+};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -146,7 +148,13 @@ impl Drop for Server {
 }
 
 fn redis_options(addr: &str, capacity: u64) -> RedisOptions {
-    RedisOptions { addr: addr.into(), key: PREFIX.into(), capacity, timeout: Duration::from_secs(10) }
+    RedisOptions {
+        addr: addr.into(),
+        key: PREFIX.into(),
+        capacity,
+        timeout: Duration::from_secs(10),
+        password: None,
+    }
 }
 
 fn options(addr: &str, capacity: u64, base: usize) -> RvmOptions {
@@ -181,7 +189,7 @@ fn master(c: &mut Conn) -> (u64, Vec<(u64, u64)>) {
         let (f, val) = (text(&pair[0]), text(&pair[1]).parse::<u64>().unwrap());
         match f.as_str() {
             "seq" => seq = val,
-            "capacity" => {}
+            "capacity" | "checked" => {}
             p => pages.push((p.parse().unwrap(), val)),
         }
     }
@@ -228,7 +236,7 @@ impl Store for RedisStore {
                 continue;
             }
             let Reply::Bulk(b) = call(&mut c, &[b"GET", &key(p, v)]) else { panic!("page {p} missing") };
-            assert_eq!(b.len() as u64, PAGE);
+            assert_eq!(b.len() as u64, PAGE + 4, "the page and its check");
             let at = (p * PAGE) as usize;
             let n = (len - at).min(PAGE as usize);
             out[at..at + n].copy_from_slice(&b[..n]);
@@ -398,11 +406,8 @@ fn a_server_that_answers_garbage_an_error_or_nothing_is_named() {
     let addr = format!("127.0.0.1:{}", free_port());
     let m = redis_error(Rvm::open(&options(&addr, 1 << 20, base(7))));
     assert!(m.contains(&addr) && m.contains("cannot connect"), "{m}");
-    // A real server's error replies: one that wants a password, a master key of another type,
-    // a master hash of something else.
-    let server = Server::start("errors", &["--requirepass", "sesame"]);
-    let m = redis_error(Rvm::open(&options(&server.addr(), 1 << 20, base(7))));
-    assert!(m.contains(&server.addr()) && m.contains("NOAUTH"), "{m}");
+    // A real server's error replies: a master key of another type, a master hash of something
+    // else. (One that wants a password: a_server_with_requirepass_…)
     let server = Server::start("wrongtype", &[]);
     let mut c = server.conn();
     call(&mut c, &[b"SET", &master_key(), b"a string"]);
@@ -648,4 +653,142 @@ fn unaligned_reads_and_pages_never_written_read_as_stored() {
         other => panic!("{other:?}"),
     }
     Box::new(store).close().unwrap();
+}
+
+const PASSWORD: &str = "rvm-test-password";
+
+fn with_password(addr: &str, capacity: u64, base: usize, password: Option<&str>) -> RvmOptions {
+    let mut o = redis_options(addr, capacity);
+    o.password = password.map(|p| RedisPassword { value: p.into(), from: "[rvm] redis_password" });
+    RvmOptions { backend: Backend::Redis(o), base, tracking: Some(WriteTracking::UffdAsync) }
+}
+
+/// A connection to `server` that has proven `PASSWORD`.
+fn authed(server: &Server) -> Conn {
+    let mut c = server.conn();
+    assert_eq!(call(&mut c, &[b"AUTH", PASSWORD.as_bytes()]), Reply::Status("OK".into()));
+    c
+}
+
+/// A server with `requirepass`: without the password the memory is refused, naming the setting
+/// and the environment variable; with a wrong one, naming where it came from; with the right one
+/// it works, from the `[rvm]` section as from the options. Then a page changed in the server
+/// behind the backend's back (its bytes, or another page's value put in its place) makes
+/// recovery refuse the memory, naming the page and its key, with nothing of it used.
+#[test]
+fn a_server_with_requirepass_takes_the_password_and_a_page_changed_behind_the_backend_is_refused() {
+    let server = Server::start("auth", &["--requirepass", PASSWORD]);
+    let addr = server.addr();
+    match Rvm::open(&with_password(&addr, 1 << 20, base(13), None)) {
+        Err(RvmError::Config(m)) => assert!(
+            m.contains(&addr)
+                && m.contains("NOAUTH")
+                && m.contains("[rvm] redis_password")
+                && m.contains(mojim_rvm::REDIS_PASSWORD_ENV),
+            "{m}"
+        ),
+        Err(e) => panic!("without the password: {e:?}"),
+        Ok(_) => panic!("opened without the password"),
+    }
+    match Rvm::open(&with_password(&addr, 1 << 20, base(13), Some("not-the-password"))) {
+        Err(RvmError::Config(m)) => {
+            assert!(
+                m.contains("refused the password from [rvm] redis_password") && !m.contains("not-the"),
+                "{m}"
+            )
+        }
+        Err(e) => panic!("with a wrong password: {e:?}"),
+        Ok(_) => panic!("opened with a wrong password"),
+    }
+    // The right one, as `[rvm] redis_password` in a configuration.
+    let mut cfg = mojim::Config { file: Default::default(), base: Default::default() };
+    cfg.file.rvm.backend = "redis".into();
+    cfg.file.rvm.redis = addr.clone();
+    cfg.file.rvm.redis_key = PREFIX.into();
+    cfg.file.rvm.redis_capacity = "1MiB".into();
+    cfg.file.rvm.redis_password = PASSWORD.into();
+    let mut opts = RvmOptions::from_config(&cfg, false).unwrap();
+    opts.base = base(13);
+    let Backend::Redis(r) = &opts.backend else { panic!("the redis backend") };
+    assert!(!format!("{r:?}").contains(PASSWORD), "the password is never printed: {r:?}");
+    let rvm = Rvm::open(&opts).unwrap();
+    let p = rvm.alloc(2 * 4096).unwrap();
+    rvm.set_usr_data(p).unwrap();
+    unsafe { *p.add(4096) = 42 };
+    rvm.txn_commit().unwrap();
+    rvm.close().unwrap();
+    let rvm = Rvm::open(&opts).unwrap();
+    assert_eq!(unsafe { *rvm.usr_data().add(4096) }, 42);
+    rvm.close().unwrap();
+
+    // A byte of the block's second page, changed in the server.
+    let page = (p as u64 - base(13) as u64) / PAGE + 1;
+    let mut c = authed(&server);
+    let (_, pages) = master(&mut c);
+    let v = pages.iter().find(|&&(q, _)| q == page).expect("the page is in the master").1;
+    let Reply::Bulk(good) = call(&mut c, &[b"GET", &key(page, v)]) else { panic!("the page") };
+    let mut bad = good.clone();
+    bad[0] ^= 0xff;
+    call(&mut c, &[b"SET", &key(page, v), &bad]);
+    let refused = |what: &str| match Rvm::open(&opts) {
+        Err(RvmError::Layout(m)) => {
+            let k = String::from_utf8(key(page, v)).unwrap();
+            assert!(
+                m.contains(&format!("page {page} ({k}) fails its check"))
+                    && m.contains("nothing of it is used"),
+                "{what}: {m}"
+            );
+        }
+        Err(e) => panic!("{what}: {e:?}"),
+        Ok(_) => panic!("{what}: recovery used a page changed behind the backend's back"),
+    };
+    refused("a changed byte");
+    // Another page's value (checked, but for another page), in its place.
+    let (other, ov) = *pages.iter().find(|&&(q, _)| q == page - 1).expect("the block's first page");
+    let Reply::Bulk(moved) = call(&mut c, &[b"GET", &key(other, ov)]) else { panic!("the page") };
+    call(&mut c, &[b"SET", &key(page, v), &moved]);
+    refused("another page's value");
+    // Put back as it was, the memory opens again.
+    call(&mut c, &[b"SET", &key(page, v), &good]);
+    let rvm = Rvm::open(&opts).unwrap();
+    assert_eq!(unsafe { *rvm.usr_data().add(4096) }, 42);
+    rvm.close().unwrap();
+}
+
+/// A memory an older build wrote (values of 4096 bytes, no `checked` in the master) is read,
+/// and its first connection writes every page again with its check, in one commit.
+#[test]
+fn a_memory_written_before_page_checks_is_read_and_given_them() {
+    let server = Server::start("upgrade", &[]);
+    let opts = options(&server.addr(), 1 << 20, base(14));
+    let rvm = Rvm::open(&opts).unwrap();
+    let p = rvm.alloc(8).unwrap() as *mut u64;
+    rvm.set_usr_data(p as *mut u8).unwrap();
+    unsafe { *p = 77 };
+    rvm.txn_commit().unwrap();
+    rvm.close().unwrap();
+    // As an older build leaves it.
+    let mut c = server.conn();
+    let (seq, pages) = master(&mut c);
+    for &(q, v) in &pages {
+        let Reply::Bulk(b) = call(&mut c, &[b"GET", &key(q, v)]) else { panic!("page {q}") };
+        call(&mut c, &[b"SET", &key(q, v), &b[..PAGE as usize]]);
+    }
+    call(&mut c, &[b"HDEL", &master_key(), b"checked"]);
+    let rvm = Rvm::open(&opts).unwrap();
+    assert_eq!(unsafe { *(rvm.usr_data() as *mut u64) }, 77);
+    rvm.close().unwrap();
+    let (after, now) = master(&mut c);
+    assert_eq!(after, seq + 1, "one commit gave every page its check");
+    assert_eq!(now.iter().map(|p| p.0).collect::<Vec<_>>(), pages.iter().map(|p| p.0).collect::<Vec<_>>());
+    assert!(now.iter().all(|&(_, v)| v == after), "{now:?}");
+    let Reply::Bulk(checked) = call(&mut c, &[b"HGET", &master_key(), b"checked"]) else { panic!("checked") };
+    assert_eq!(checked, b"1");
+    let mut want: Vec<String> = now
+        .iter()
+        .map(|&(q, v)| String::from_utf8(key(q, v)).unwrap())
+        .chain([format!("{PREFIX}:master")])
+        .collect();
+    want.sort();
+    assert_eq!(keys(&mut c), want, "the old versions are gone");
 }

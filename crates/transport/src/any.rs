@@ -90,8 +90,8 @@ impl Conn for AnyConn {
     fn reads_ahead(&self) -> bool {
         each!(self, c => c.reads_ahead())
     }
-    fn offer_memory(&self, file: &std::fs::File) -> io::Result<Option<Vec<u8>>> {
-        each!(self, c => c.offer_memory(file))
+    fn offer_memory(&self, file: &std::fs::File, from: u64) -> io::Result<Option<Vec<u8>>> {
+        each!(self, c => c.offer_memory(file, from))
     }
     fn take_memory(&self, len: usize, token: &[u8]) -> io::Result<crate::PeerMemory> {
         each!(self, c => c.take_memory(len, token))

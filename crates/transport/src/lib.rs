@@ -66,16 +66,19 @@ pub trait Conn: Read + Write + Send + Sized + 'static {
         true
     }
 
-    /// One-sided placement: offers the peer `file` (a lane's log) to write into. `Ok(None)`:
-    /// this transport cannot share memory, and the peer goes on sending bytes. `Ok(Some(token))`:
-    /// offered; the peer needs `token` (it travels in the `Log` frame) to take it.
-    fn offer_memory(&self, file: &std::fs::File) -> io::Result<Option<Vec<u8>>> {
-        let _ = file;
+    /// One-sided placement: offers the peer the bytes of `file` from `from` (a multiple of 4096)
+    /// to its end to write into (a lane's log's record area); the peer addresses them from 0.
+    /// `Ok(None)`: this transport cannot share memory, and the peer goes on sending bytes.
+    /// `Ok(Some(token))`: offered; the peer needs `token` (it travels in the `Log` frame) to
+    /// take it. Over UCX only those bytes are registered; over shared memory the peer receives
+    /// the file itself (it runs as the file's owner: see `shm.rs`).
+    fn offer_memory(&self, file: &std::fs::File, from: u64) -> io::Result<Option<Vec<u8>>> {
+        let _ = (file, from);
         Ok(None)
     }
 
     /// Takes the memory the peer offered with [`Conn::offer_memory`], announced as `len` bytes,
-    /// with the `token` the offer came with.
+    /// with the `token` the offer came with. Its byte 0 is the offer's first byte.
     fn take_memory(&self, len: usize, token: &[u8]) -> io::Result<PeerMemory> {
         let _ = (len, token);
         Err(io::Error::new(io::ErrorKind::Unsupported, "this transport does not share memory"))

@@ -25,8 +25,8 @@ pub struct PeerMemory {
 }
 
 enum Backing {
-    /// The peer's file, mapped into this process.
-    Mapped(MappedFile),
+    /// The peer's file, mapped into this process; the offered bytes start at `from` of it.
+    Mapped { map: MappedFile, from: usize },
     /// The peer's registered memory, and where a body is staged before it is put: the bytes
     /// checksummed are the bytes put (the application may store into the source meanwhile).
     Remote { region: RemoteRegion, staging: Vec<u8> },
@@ -40,12 +40,14 @@ fn too_small(offered: u64, len: usize) -> io::Error {
 }
 
 impl PeerMemory {
-    /// The mapping `map` of at least `len` bytes, or an error naming both sizes.
-    pub(crate) fn mapped(map: MappedFile, len: usize) -> io::Result<PeerMemory> {
-        if map.len() < len {
-            return Err(too_small(map.len() as u64, len));
+    /// The bytes of the mapping `map` from `from` on, at least `len` of them, or an error
+    /// naming both sizes.
+    pub(crate) fn mapped(map: MappedFile, from: usize, len: usize) -> io::Result<PeerMemory> {
+        let offered = map.len().saturating_sub(from);
+        if offered < len {
+            return Err(too_small(offered as u64, len));
         }
-        Ok(PeerMemory { backing: Backing::Mapped(map) })
+        Ok(PeerMemory { backing: Backing::Mapped { map, from } })
     }
 
     /// The peer's registered `region` of at least `len` bytes, or an error naming both sizes.
@@ -56,9 +58,21 @@ impl PeerMemory {
         Ok(PeerMemory { backing: Backing::Remote { region, staging: Vec::new() } })
     }
 
+    /// Where `len` bytes at `at` of the offer lie in a mapping of `map_len` bytes whose offer
+    /// starts at `from`; an error past the offer's end, as a remote put's.
+    fn inside(from: usize, map_len: usize, at: usize, len: usize) -> io::Result<usize> {
+        match at.checked_add(len).and_then(|end| end.checked_add(from)) {
+            Some(end) if end <= map_len => Ok(from + at),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{len} bytes at {at} overrun the peer's offered {} bytes", map_len - from),
+            )),
+        }
+    }
+
     pub fn len(&self) -> usize {
         match &self.backing {
-            Backing::Mapped(map) => map.len(),
+            Backing::Mapped { map, from } => map.len() - from,
             Backing::Remote { region, .. } => region.len() as usize,
         }
     }
@@ -76,7 +90,8 @@ impl PeerMemory {
     /// bytes with a release store.
     pub fn place(&mut self, at: usize, src: MapSlice<'_>) -> io::Result<u32> {
         match &mut self.backing {
-            Backing::Mapped(map) => {
+            Backing::Mapped { map, from } => {
+                let at = Self::inside(*from, map.len(), at, src.len())?;
                 map.write_from(at, src);
                 // The checksum of the bytes where they lie: the application may store into the
                 // source meanwhile.
@@ -98,7 +113,7 @@ impl PeerMemory {
     /// Writes `data` at `at` and returns its CRC32C (the bytes are this side's own).
     pub fn write(&mut self, at: usize, data: &[u8]) -> io::Result<u32> {
         match &mut self.backing {
-            Backing::Mapped(map) => map.write(at, data),
+            Backing::Mapped { map, from } => map.write(Self::inside(*from, map.len(), at, data.len())?, data),
             Backing::Remote { region, .. } => region.put(at as u64, &[IoSlice::new(data)])?,
         }
         Ok(mojim_format::checksum::crc32c(data))
@@ -107,7 +122,7 @@ impl PeerMemory {
     /// Waits until everything placed or written is in the peer's memory.
     pub fn flush(&self) -> io::Result<()> {
         match &self.backing {
-            Backing::Mapped(_) => Ok(()),
+            Backing::Mapped { .. } => Ok(()),
             Backing::Remote { region, .. } => region.flush(),
         }
     }
@@ -116,7 +131,7 @@ impl PeerMemory {
     /// slice); `None` over UCX, where this side cannot read the peer's memory.
     pub fn view(&self, at: usize, len: usize) -> Option<MapSlice<'_>> {
         match &self.backing {
-            Backing::Mapped(map) => Some(map.view(at, len)),
+            Backing::Mapped { map, from } => Some(map.view(from + at, len)),
             Backing::Remote { .. } => None,
         }
     }

@@ -23,11 +23,30 @@
 //!
 //! The peer may be hostile or broken: every byte is copied out of the ring before anything
 //! looks at it, and a `head` that claims more bytes than the ring holds ends the connection.
+//!
+//! Files that cross the socket, and why their receiver is safe from the sender resizing them
+//! (a store or load past the end of a shrunk file's mapping is SIGBUS, which kills the process):
+//! - **The rings' file** (connecting side to accepting side). The connecting side makes it a
+//!   `memfd` of exactly the rings' size and seals it against shrinking and growing
+//!   (`F_SEAL_SHRINK | F_SEAL_GROW`, then `F_SEAL_SEAL`) before it sends it. The accepting side
+//!   checks with `F_GET_SEALS`, before it maps anything, that both seals are there, that the
+//!   file is on tmpfs (a `memfd` of huge pages could lose a page to a hole punched in it and
+//!   fault), and that its size is exactly the rings'; anything else refuses that connection
+//!   only. Neither side can then change the file's size while either maps it.
+//! - **An offered log** (a mirror's, to the primary that asked to place its records:
+//!   [`ShmConn::offer_memory`]). A file on disk cannot be sealed. Its sender is a mirror that has
+//!   proved the cluster secret before the primary believes anything it says, and a mirror never
+//!   resizes a log: a `LogFile` is made at its full length with every block reserved, and
+//!   nothing truncates it after. A mirror that wanted to harm its primary would not need to (it
+//!   could drop the groups it acknowledges). The other way, the primary receives the log opened
+//!   for writing, as a shared writable mapping needs, so it could truncate it: it has proved the
+//!   secret, which grants every operator's power over the mirror (docs/SECURITY.md).
 
 use crate::peer_memory::map_file;
 use crate::{Conn, PeerMemory, Transport};
 use mojim_region::MappedFile;
 use rustix::event::{PollFd, PollFlags};
+use rustix::fs::{MemfdFlags, SealFlags};
 use rustix::thread::futex;
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::mem::MaybeUninit;
@@ -42,10 +61,13 @@ use std::time::{Duration, Instant};
 pub const RING_HEADER: usize = 4096;
 /// Bytes a ring holds (a power of two).
 pub const RING_BYTES: usize = 4 << 20;
-/// What the connecting side sends with the shared file: magic, version, ring capacity.
-const HELLO_MAGIC: &[u8; 8] = b"MOJIMSHM";
-const HELLO_VERSION: u32 = 1;
-const HELLO_LEN: usize = 16;
+/// What the connecting side sends with the shared file: magic, version (u32), ring capacity
+/// (u32), little-endian; the accepting side answers `k` once it has mapped the file.
+pub const HELLO_MAGIC: &[u8; 8] = b"MOJIMSHM";
+pub const HELLO_VERSION: u32 = 1;
+pub const HELLO_LEN: usize = 16;
+/// `f_type` of a tmpfs file system (`memfd`s live on one).
+const TMPFS_MAGIC: u64 = 0x0102_1994;
 /// The byte that comes with an offered memory's file on the socket.
 const MEMORY_TAG: &[u8; 1] = b"m";
 /// The longest a sleeper sleeps before it looks whether the peer is still there.
@@ -369,9 +391,11 @@ impl Conn for ShmConn {
         false
     }
 
-    /// Passes `file` over the socket; the peer maps it ([`ShmConn::take_memory`]). The token is
-    /// empty: the file itself is what the peer needs.
-    fn offer_memory(&self, file: &std::fs::File) -> io::Result<Option<Vec<u8>>> {
+    /// Passes `file` over the socket; the peer maps it ([`ShmConn::take_memory`]) and writes
+    /// its bytes from `from` on. The token is `from` (u64, little-endian); the file itself is
+    /// what the peer needs, and it could write the bytes before `from` too: a peer on this
+    /// socket runs as the file's owner (the socket is 0600), who can open the file anyway.
+    fn offer_memory(&self, file: &std::fs::File, from: u64) -> io::Result<Option<Vec<u8>>> {
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
         let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
         let fds = [file.as_fd()];
@@ -385,19 +409,21 @@ impl Conn for ShmConn {
         if sent != MEMORY_TAG.len() {
             return Err(io::Error::new(io::ErrorKind::WriteZero, "the offer of memory was cut short"));
         }
-        Ok(Some(Vec::new()))
+        Ok(Some(from.to_le_bytes().to_vec()))
     }
 
     /// Receives the file the peer offered and maps it. Waits for it as long as a receive may
     /// block, or [`HANDSHAKE_TIMEOUT`] if that is forever.
     fn take_memory(&self, len: usize, token: &[u8]) -> io::Result<PeerMemory> {
-        if !token.is_empty() {
+        let Ok(from) = <[u8; 8]>::try_from(token) else {
             return Err(invalid(format!(
-                "{} offered shared memory with a token of {} bytes; shared memory takes none",
+                "{} offered shared memory with a token of {} bytes; shared memory takes 8 (where in \
+                 the file the offer starts: a peer of an older build sends none)",
                 self.shared.peer,
                 token.len()
             )));
-        }
+        };
+        let from = usize::try_from(u64::from_le_bytes(from)).unwrap_or(usize::MAX);
         let sock = &self.shared.sock;
         let wait = Shared::deadline(&self.shared.recv_timeout)
             .map_or(HANDSHAKE_TIMEOUT, |d| d.saturating_duration_since(Instant::now()));
@@ -426,7 +452,9 @@ impl Conn for ShmConn {
         }
         let fd =
             fd.ok_or_else(|| invalid(format!("{} offered memory without its file", self.shared.peer)))?;
-        PeerMemory::mapped(map_file(fd.as_fd())?, len)
+        // A lane's log, on disk: it cannot be sealed, and need not be (the module's doc says
+        // why: its sender is a mirror that proved the secret, and never resizes a log).
+        PeerMemory::mapped(map_file(fd.as_fd())?, from, len)
     }
 
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
@@ -469,12 +497,65 @@ fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
 }
 
-/// Maps the shared file `fd` (at least two rings of `capacity`).
+/// The seals a rings' file must carry: its size cannot change while it is mapped.
+fn ring_seals() -> SealFlags {
+    SealFlags::SHRINK | SealFlags::GROW
+}
+
+/// Bytes of the rings' file: two rings of `capacity`.
+fn rings_len(capacity: usize) -> usize {
+    2 * (RING_HEADER + capacity)
+}
+
+/// A `memfd` of two rings of `capacity`, sealed against any change of its size.
+fn make_rings(capacity: usize) -> io::Result<OwnedFd> {
+    let fd = rustix::fs::memfd_create("mojim-shm", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
+    rustix::fs::ftruncate(&fd, rings_len(capacity) as u64)?;
+    rustix::fs::fcntl_add_seals(&fd, ring_seals() | SealFlags::SEAL)?;
+    Ok(fd)
+}
+
+/// Checks that the rings' file `fd`, which the peer sent, cannot change size under this side:
+/// sealed against shrinking and growing, on tmpfs, exactly two rings of `capacity` long. Looks
+/// at nothing but the descriptor: nothing is mapped yet.
+fn check_rings_file(fd: &OwnedFd, capacity: usize) -> io::Result<()> {
+    let seals = rustix::fs::fcntl_get_seals(fd).map_err(|e| {
+        invalid(format!(
+            "the shared-memory hello's file cannot be sealed ({e}): the rings must be a memfd sealed \
+             against resizing"
+        ))
+    })?;
+    if !seals.contains(ring_seals()) {
+        return Err(invalid(format!(
+            "the shared-memory hello's file is not sealed against resizing (seals {:#x}; F_SEAL_SHRINK \
+             and F_SEAL_GROW are required, so that the peer cannot truncate it under this side's \
+             mapping): a connector from an older build, or a hostile one",
+            seals.bits()
+        )));
+    }
+    let fs = rustix::fs::fstatfs(fd)?;
+    if fs.f_type as u64 != TMPFS_MAGIC {
+        return Err(invalid(format!(
+            "the shared-memory hello's file is on a file system of type {:#x}, not tmpfs (a memfd \
+             without MFD_HUGETLB)",
+            fs.f_type as u64
+        )));
+    }
+    let len = rustix::fs::fstat(fd)?.st_size as u64;
+    let need = rings_len(capacity) as u64;
+    if len != need {
+        return Err(invalid(format!("the shared file holds {len} bytes, the rings are {need}")));
+    }
+    Ok(())
+}
+
+/// Maps the rings' file `fd` (two rings of `capacity`; checked by [`check_rings_file`] when it
+/// came from the peer).
 fn map_fd(fd: &OwnedFd, capacity: usize) -> io::Result<MappedFile> {
     let map = map_file(fd.as_fd())?;
-    let need = 2 * (RING_HEADER + capacity);
-    if map.len() < need {
-        return Err(invalid(format!("the shared file holds {} bytes, the rings need {need}", map.len())));
+    let need = rings_len(capacity);
+    if map.len() != need {
+        return Err(invalid(format!("the shared file holds {} bytes, the rings are {need}", map.len())));
     }
     Ok(map)
 }
@@ -513,6 +594,7 @@ impl ShmTransport {
             return Err(invalid(format!("shared rings of {capacity} bytes, this build uses {RING_BYTES}")));
         }
         let fd = fd.ok_or_else(|| invalid("a shared-memory hello without its file".into()))?;
+        check_rings_file(&fd, capacity)?;
         let map = map_fd(&fd, capacity)?;
         drop(fd);
         (&sock).write_all(b"k")?;
@@ -532,8 +614,7 @@ impl Transport for ShmTransport {
     fn connect(&self, addr: &str, timeout: Duration) -> io::Result<ShmConn> {
         let sock = UnixStream::connect(addr)?;
         sock.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
-        let fd = rustix::fs::memfd_create("mojim-shm", rustix::fs::MemfdFlags::CLOEXEC)?;
-        rustix::fs::ftruncate(&fd, (2 * (RING_HEADER + RING_BYTES)) as u64)?;
+        let fd = make_rings(RING_BYTES)?;
         let map = map_fd(&fd, RING_BYTES)?;
         let mut hello = [0u8; HELLO_LEN];
         hello[..8].copy_from_slice(HELLO_MAGIC);

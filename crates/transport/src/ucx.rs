@@ -613,11 +613,17 @@ impl Conn for UcxConn {
         false
     }
 
-    /// Maps `file` and registers the mapping for the peer to put into, for as long as the
-    /// connection lives; the token is the registration's [`LocalRegion::key`].
-    fn offer_memory(&self, file: &std::fs::File) -> io::Result<Option<Vec<u8>>> {
+    /// Maps `file` and registers its bytes from `from` to its end (and none before: a lane's
+    /// log's header page stays out of the peer's reach where the fabric checks registrations)
+    /// for the peer to put into, for as long as the connection lives; the token is the
+    /// registration's [`LocalRegion::key`].
+    fn offer_memory(&self, file: &std::fs::File, from: u64) -> io::Result<Option<Vec<u8>>> {
         let map = crate::peer_memory::map_file(file.as_fd())?;
-        let region = self.register(Arc::new(map))?;
+        let from = usize::try_from(from).ok().filter(|&f| f < map.len()).ok_or_else(|| {
+            invalid(format!("offer bytes from {from} of a file of {} bytes: nothing to offer", map.len()))
+        })?;
+        let len = map.len() - from;
+        let region = self.register_part(Arc::new(map), from, len)?;
         let key = region.key();
         let most = mojim_format::handshake::LOG_TOKEN_MAX;
         if key.len() > most {
@@ -659,19 +665,25 @@ pub struct LocalRegion {
 }
 
 impl LocalRegion {
-    /// What the peer needs to write here ([`UcxConn::remote_region`]): the mapping's address
-    /// and length, then UCX's packed remote key. A handshake carries it as bytes.
+    /// What the peer needs to write here ([`UcxConn::remote_region`]): the address and length
+    /// of the registered bytes, then UCX's packed remote key. A handshake carries it as bytes.
     pub fn key(&self) -> Vec<u8> {
         let mut k = Vec::with_capacity(16 + self.reg.rkey().len());
         k.extend_from_slice(&self.reg.address().to_le_bytes());
-        k.extend_from_slice(&(self.reg.map().len() as u64).to_le_bytes());
+        k.extend_from_slice(&(self.reg.len() as u64).to_le_bytes());
         k.extend_from_slice(self.reg.rkey());
         k
     }
 
-    /// The registered mapping (read it with copies: the peer writes it at any time).
+    /// The mapping the registered bytes are part of (read it with copies: the peer writes
+    /// them at any time); they start at [`LocalRegion::offset`] of it.
     pub fn map(&self) -> &Arc<MappedFile> {
         self.reg.map()
+    }
+
+    /// Where the registered bytes start in [`LocalRegion::map`].
+    pub fn offset(&self) -> usize {
+        self.reg.offset()
     }
 }
 
@@ -739,8 +751,16 @@ impl Drop for RemoteRegion {
 impl UcxConn {
     /// Registers `map` so that the peer can write it (after it got [`LocalRegion::key`]).
     pub fn register(&self, map: Arc<MappedFile>) -> io::Result<LocalRegion> {
+        let len = map.len();
+        self.register_part(map, 0, len)
+    }
+
+    /// Registers bytes `[offset, offset + len)` of `map` (`offset` a multiple of 4096) so that
+    /// the peer can write them, and only them where the fabric checks registrations (see
+    /// `mojim_ucx::Registered::part`); the peer addresses them from 0.
+    pub fn register_part(&self, map: Arc<MappedFile>, offset: usize, len: usize) -> io::Result<LocalRegion> {
         let ctx = Context::global().map_err(ucx_err)?;
-        Ok(LocalRegion { reg: Registered::new(&ctx, map).map_err(ucx_err)? })
+        Ok(LocalRegion { reg: Registered::part(&ctx, map, offset, len).map_err(ucx_err)? })
     }
 
     /// The peer's region whose [`LocalRegion::key`] is `key`.

@@ -538,11 +538,15 @@ impl Drop for Listener {
     }
 }
 
-/// An existing mapping registered with UCX, so that a peer holding its key can put into it.
+/// Part of an existing mapping registered with UCX, so that a peer holding its key can put
+/// into it.
 pub struct Registered {
     ctx: Arc<Context>,
     memh: ucp_mem_h,
     map: Arc<MappedFile>,
+    /// The registered bytes: `map`'s `[offset, offset + len)`.
+    offset: usize,
+    len: usize,
     rkey: Vec<u8>,
 }
 
@@ -556,30 +560,52 @@ impl Registered {
     /// Registers the whole of `map`. Peers may then write any byte of it at any time: readers
     /// copy bytes out (`MappedFile::read`) before they look at them.
     pub fn new(ctx: &Arc<Context>, map: Arc<MappedFile>) -> Result<Registered, Error> {
+        let len = map.len();
+        Self::part(ctx, map, 0, len)
+    }
+
+    /// Registers bytes `[offset, offset + len)` of `map` only (`offset` a multiple of 4096). A
+    /// peer's put outside them fails where the fabric checks registrations (RDMA: the adapter
+    /// refuses it). UCX's emulation of puts by messages over its tcp transport checks nothing:
+    /// the target's progress copies the bytes to whatever address the message names.
+    pub fn part(
+        ctx: &Arc<Context>,
+        map: Arc<MappedFile>,
+        offset: usize,
+        len: usize,
+    ) -> Result<Registered, Error> {
+        if !offset.is_multiple_of(4096) || len == 0 || offset.checked_add(len).is_none_or(|e| e > map.len()) {
+            return Err(Error::Invalid(format!(
+                "register {len} bytes at {offset} of a mapping of {} bytes: the part must be in it, \
+                 not empty, and start on a page",
+                map.len()
+            )));
+        }
         let fns = ctx.fns;
         // SAFETY: all-zero is a valid `ucp_mem_map_params_t`.
         let mut p: ucp_mem_map_params_t = unsafe { std::mem::zeroed() };
         p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-        p.address = map.as_ptr() as *mut c_void;
-        p.length = map.len();
+        p.address = map.as_ptr().wrapping_add(offset) as *mut c_void;
+        p.length = len;
         let mut memh = std::ptr::null_mut();
-        // SAFETY: `[as_ptr, as_ptr + len)` is a live read-write mapping, kept alive by the Arc
-        // held here until the registration is undone in drop.
+        // SAFETY: `[as_ptr + offset, as_ptr + offset + len)` lies in a live read-write mapping
+        // (checked above), kept alive by the Arc held here until the registration is undone in
+        // drop.
         check("ucp_mem_map", unsafe { (fns.ucp_mem_map)(ctx.h, &p, &mut memh) })?;
-        let (mut buf, mut len) = (std::ptr::null_mut(), 0usize);
+        let (mut buf, mut key_len) = (std::ptr::null_mut(), 0usize);
         // SAFETY: context and handle are live; UCX allocates the packed key.
         if let Err(e) =
-            check("ucp_rkey_pack", unsafe { (fns.ucp_rkey_pack)(ctx.h, memh, &mut buf, &mut len) })
+            check("ucp_rkey_pack", unsafe { (fns.ucp_rkey_pack)(ctx.h, memh, &mut buf, &mut key_len) })
         {
             // SAFETY: live handle, not used after.
             unsafe { (fns.ucp_mem_unmap)(ctx.h, memh) };
             return Err(e);
         }
-        // SAFETY: UCX gave `len` bytes at `buf`; they are copied, then released once.
-        let rkey = unsafe { std::slice::from_raw_parts(buf as *const u8, len).to_vec() };
+        // SAFETY: UCX gave `key_len` bytes at `buf`; they are copied, then released once.
+        let rkey = unsafe { std::slice::from_raw_parts(buf as *const u8, key_len).to_vec() };
         // SAFETY: `buf` came from `ucp_rkey_pack` and is not used after.
         unsafe { (fns.ucp_rkey_buffer_release)(buf) };
-        Ok(Registered { ctx: ctx.clone(), memh, map, rkey })
+        Ok(Registered { ctx: ctx.clone(), memh, map, offset, len, rkey })
     }
 
     /// The packed remote key, for the peer's [`Worker::unpack_rkey`].
@@ -587,9 +613,23 @@ impl Registered {
         &self.rkey
     }
 
-    /// The registered mapping's address (what the peer puts at, plus an offset).
+    /// The address of the first registered byte (what the peer puts at, plus an offset).
     pub fn address(&self) -> u64 {
-        self.map.as_ptr() as u64
+        self.map.as_ptr() as u64 + self.offset as u64
+    }
+
+    /// Bytes registered.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Where the registered bytes start in [`Registered::map`].
+    pub fn offset(&self) -> usize {
+        self.offset
     }
 
     pub fn map(&self) -> &Arc<MappedFile> {

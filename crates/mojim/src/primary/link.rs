@@ -14,7 +14,7 @@ use mojim_core::log_space::LogSpace;
 use mojim_core::Range;
 use mojim_format::copied::{COPIED_RANGE_SIZE, MAX_COPIED_RANGES};
 use mojim_format::handshake::{decode_refuse, LogWindow, PeerRole, Welcome, LOG_BODY_MAX, REFUSE_MAX};
-use mojim_format::log::{record_size, LOG_HEADER_SIZE};
+use mojim_format::log::record_size;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::{MapSlice, RegionFile};
 use mojim_transport::{Conn, PeerMemory, Transport};
@@ -73,11 +73,11 @@ struct Placed {
 
 impl Placed {
     /// Takes the place of the next record of `size` bytes, which [`Link::room`] made: its log
-    /// position, and where in the peer's memory its body goes.
+    /// position, and where in the peer's memory (the log's record area) its body goes.
     fn take(&mut self, size: u64) -> (u64, usize) {
         let pos = self.space.place(size).expect("room was made for it").pos;
         self.space.advance_head(pos + size);
-        (pos, LOG_HEADER_SIZE + (pos % self.space.capacity()) as usize + FRAME_HEADER_SIZE)
+        (pos, (pos % self.space.capacity()) as usize + FRAME_HEADER_SIZE)
     }
 }
 
@@ -203,10 +203,19 @@ fn take_log<C: Conn>(conn: &mut C, target: &str, timeout: Duration) -> Result<Op
     if window.capacity == 0 {
         return Ok(None);
     }
-    let len = LOG_HEADER_SIZE + window.capacity as usize;
+    // The offer is the log's record area (file offsets LOG_HEADER_SIZE and on), exactly.
+    let len = window.capacity as usize;
     let mem = conn
         .take_memory(len, token)
-        .map_err(|e| lost(format!("take the offered log of {len} bytes: {e}")))?;
+        .map_err(|e| lost(format!("take the offered log's record area of {len} bytes: {e}")))?;
+    if mem.len() != len {
+        return Err(lost(format!(
+            "offered {} bytes of its log where the record area is {len}: a mirror of an older build \
+             offers the whole file (header page included); upgrade it, or set [primary] \
+             place_records = false",
+            mem.len()
+        )));
+    }
     Ok(Some(Placed { mem, space: LogSpace::new(window.capacity, window.tail, window.head) }))
 }
 

@@ -2,8 +2,9 @@
 //! `MULTI`/`EXEC`, then the deletion of what it superseded.
 
 use super::keys::{page_key, pages_of, written};
+use super::page;
 use super::resp::{Conn, Reply, RespError};
-use super::{fail, RedisRmem, CHUNK};
+use super::{fail, RedisRmem, CHECKED_FIELD, CHUNK};
 use crate::error::Result;
 use crate::layout::PAGE;
 use mojim_region::Arena;
@@ -65,29 +66,19 @@ impl RedisRmem {
             let addr = addr.clone();
             move |e: RespError| fail(&addr, what, e)
         };
-        // 1. Shadow pages.
+        // 1. Shadow pages, each with its check.
         let mut sets = 0u64;
         for p in pages_of(runs) {
             page_key(&mut self.scratch, &self.opts.key, p, v);
             conn.begin(3);
             conn.arg(b"SET");
             conn.arg(&self.scratch);
-            conn.arg_view(memory.view((p * PAGE) as usize, PAGE as usize));
+            conn.arg_view_checked(memory.view((p * PAGE) as usize, PAGE as usize), |b| page::check(b, p, v));
             conn.flush_if_full().map_err(io("writing the shadow pages"))?;
             sets += 1;
         }
         conn.flush().map_err(io("writing the shadow pages"))?;
-        for _ in 0..sets {
-            match conn.read().map_err(io("writing the shadow pages"))? {
-                Reply::Status(s) if s == "OK" => {}
-                other => {
-                    return Err(self.fail(
-                        format!("writing the shadow pages of commit {v}"),
-                        format!("SET answered {other}"),
-                    ))
-                }
-            }
-        }
+        self.read_set_replies(conn, sets, v)?;
         // 2. The switch.
         let freed: Vec<u64> = self
             .freed
@@ -95,17 +86,52 @@ impl RedisRmem {
             .copied()
             .filter(|&p| !written(runs, p) && self.master.contains_key(&p))
             .collect();
+        self.switch(conn, v, pages_of(runs), freed, Some(self.opts.capacity))?;
+        self.freed.clear();
+        Ok(())
+    }
+
+    /// Reads the replies to `sets` shadow-page `SET`s of commit `v`: each must be `+OK`.
+    pub(super) fn read_set_replies(&mut self, conn: &mut Conn, sets: u64, v: u64) -> Result<()> {
+        let what = format!("writing the shadow pages of commit {v}");
+        for _ in 0..sets {
+            match conn.read().map_err(|e| self.fail(&what, e))? {
+                Reply::Status(s) if s == "OK" => {}
+                other => return Err(self.fail(&what, format!("SET answered {other}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Switches the master to commit `v` in one `MULTI`/`EXEC`: `pages` (whose shadow pages of
+    /// version `v` are written) to `v`, `freed` out, `seq` to `v`, `checked` to 1, and
+    /// `capacity` if given. Then the master in memory is the new one, and the keys it
+    /// superseded wait in `superseded` for their deletion.
+    pub(super) fn switch(
+        &mut self,
+        conn: &mut Conn,
+        v: u64,
+        pages: impl Iterator<Item = u64> + Clone,
+        freed: Vec<u64>,
+        capacity: Option<u64>,
+    ) -> Result<()> {
+        let addr = self.opts.addr.clone();
+        let io = |what: &str| {
+            let what = format!("{what} of commit {v}");
+            let addr = addr.clone();
+            move |e: RespError| fail(&addr, what, e)
+        };
         conn.command(&[b"MULTI"]);
         let mut queued = 0;
-        let mut pages = pages_of(runs);
-        let mut left = sets;
+        let mut left = pages.clone().count() as u64;
+        let mut named = pages.clone();
         while left > 0 {
             let n = left.min(CHUNK);
             conn.begin(2 + 2 * n as usize);
             conn.arg(b"HSET");
             conn.arg(&self.master_key);
             for _ in 0..n {
-                let p = pages.next().expect("as many pages as counted");
+                let p = named.next().expect("as many pages as counted");
                 number_arg(conn, &mut self.scratch, p);
                 number_arg(conn, &mut self.scratch, v);
             }
@@ -121,13 +147,17 @@ impl RedisRmem {
             }
             queued += 1;
         }
-        conn.begin(6);
+        conn.begin(if capacity.is_some() { 8 } else { 6 });
         conn.arg(b"HSET");
         conn.arg(&self.master_key);
         conn.arg(b"seq");
         number_arg(conn, &mut self.scratch, v);
-        conn.arg(b"capacity");
-        number_arg(conn, &mut self.scratch, self.opts.capacity);
+        conn.arg(CHECKED_FIELD);
+        conn.arg(b"1");
+        if let Some(c) = capacity {
+            conn.arg(b"capacity");
+            number_arg(conn, &mut self.scratch, c);
+        }
         queued += 1;
         conn.command(&[b"EXEC"]);
         self.in_doubt = true;
@@ -158,7 +188,7 @@ impl RedisRmem {
         }
         self.in_doubt = false;
         // Switched: the master is the new one.
-        for p in pages_of(runs) {
+        for p in pages {
             if let Some(old) = self.master.insert(p, v) {
                 self.superseded.push((p, old));
             }
@@ -168,8 +198,8 @@ impl RedisRmem {
                 self.superseded.push((p, old));
             }
         }
-        self.freed.clear();
         self.seq = v;
+        self.checked = true;
         Ok(())
     }
 }

@@ -43,7 +43,7 @@ pub(super) fn written(runs: &[(u64, u64)], p: u64) -> bool {
     i < runs.len() && runs[i].0 <= at
 }
 
-pub(super) fn pages_of(runs: &[(u64, u64)]) -> impl Iterator<Item = u64> + '_ {
+pub(super) fn pages_of(runs: &[(u64, u64)]) -> impl Iterator<Item = u64> + Clone + '_ {
     runs.iter().flat_map(|&(o, l)| o / PAGE..(o + l) / PAGE)
 }
 

@@ -9,8 +9,8 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `P:p:<page>:<version>` | string, 4096 bytes | page `<page>` (backend bytes `page × 4096 ..`) as commit `<version>` wrote it |
-//! | `P:master` | hash | the **master entry**: field `<page>` → `<version>` for every page the memory holds; `seq` → commits made; `capacity` → the memory's bytes at the last commit |
+//! | `P:p:<page>:<version>` | string, 4100 bytes | page `<page>` (backend bytes `page × 4096 ..`) as commit `<version>` wrote it, then its check (`page.rs`) |
+//! | `P:master` | hash | the **master entry**: field `<page>` → `<version>` for every page the memory holds; `seq` → commits made; `checked` → 1 (every page has its check); `capacity` → the memory's bytes at the last commit |
 //!
 //! The memory's state is the master entry and the keys it names: page `p` is the value of
 //! `P:p:<p>:<master[p]>`, and a page the master does not name reads as zeros. A key the master
@@ -28,10 +28,15 @@
 //! 3. `DEL` of the versions the switch superseded, and of the freed pages' keys, pipelined;
 //!    their replies are read (and checked) before the next command.
 //!
-//! # Recovery and garbage
+//! # Connecting, recovery and garbage
 //!
-//! Connecting reads the master entry (`HGETALL`): that is recovery, and an absent master is
-//! new memory. Then it collects garbage: `SCAN … MATCH P:p:*` and `DEL` of every key of the
+//! Connecting authenticates first when a password is set (`AUTH`; `[rvm] redis_password` or
+//! `MOJIM_REDIS_PASSWORD`), and otherwise checks that the server wants none (`PING` answered
+//! `-NOAUTH` is an error naming both). TLS is not spoken yet (`resp.rs` says where it goes).
+//! Then it reads the master entry (`HGETALL`): that is recovery, and an absent master is
+//! new memory. Every page read later is verified against its check, and a page that fails is
+//! an error naming it: nothing of a page changed in the server is used. A memory an older
+//! build wrote (no checks) is given them by its first connection (`upgrade.rs`). Then it collects garbage: `SCAN … MATCH P:p:*` and `DEL` of every key of the
 //! form `P:p:<page>:<version>` whose version is not the master's for its page (a crash before
 //! `EXEC` leaves the shadow pages of a commit that never happened; a crash after it, the
 //! superseded versions not yet deleted). Keys under the prefix of any other form are left
@@ -55,17 +60,19 @@
 mod commit;
 mod keys;
 mod options;
+mod page;
 mod read;
 mod recover;
 pub mod resp;
+mod upgrade;
 
-pub use options::{RedisOptions, MAX_KEY_LEN};
+pub use options::{RedisOptions, RedisPassword, MAX_KEY_LEN, REDIS_PASSWORD_ENV};
 
 use crate::error::{Result, RvmError};
 use crate::layout::PAGE;
 use crate::rmem::Rmem;
 use mojim_region::Arena;
-use resp::Conn;
+use resp::{Conn, Reply};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Display;
 
@@ -73,6 +80,8 @@ use std::fmt::Display;
 const CHUNK: u64 = 512;
 /// Keys asked for per `SCAN` step.
 const SCAN_COUNT: &[u8] = b"1000";
+/// The master's field that says every page carries a check (value 1).
+const CHECKED_FIELD: &[u8] = b"checked";
 
 /// A Redis server as recoverable memory's store: shadow pages and one master entry.
 pub struct RedisRmem {
@@ -86,6 +95,9 @@ pub struct RedisRmem {
     master: HashMap<u64, u64>,
     /// Commits made.
     seq: u64,
+    /// Whether the master says every page carries a check (a memory an older build wrote does
+    /// not, until the first connection adds them).
+    checked: bool,
     /// Pages freed since the last commit.
     freed: BTreeSet<u64>,
     /// Set while an `EXEC` is sent and not answered.
@@ -122,13 +134,14 @@ impl RedisRmem {
             recovered: false,
             master: HashMap::new(),
             seq: 0,
+            checked: false,
             freed: BTreeSet::new(),
             in_doubt: false,
             owed: 0,
             broken: None,
             last_error: None,
             scratch: Vec::new(),
-            page: vec![0; PAGE as usize],
+            page: vec![0; page::VALUE_LEN],
             superseded: Vec::new(),
         };
         me.connected()?;
@@ -159,10 +172,37 @@ impl RedisRmem {
         r
     }
 
+    /// Proves the password to the server (`AUTH`), or, without one, checks that the server
+    /// wants none: either error names the setting.
+    fn authenticate(&self, conn: &mut Conn) -> Result<()> {
+        let addr = &self.opts.addr;
+        match &self.opts.password {
+            Some(pw) => match conn.call(&[b"AUTH", pw.value.as_bytes()]) {
+                Ok(Reply::Status(s)) if s == "OK" => Ok(()),
+                Ok(Reply::Error(e)) => Err(RvmError::Config(format!(
+                    "redis at {addr} refused the password from {} (-{e}): set the server's password \
+                     (its requirepass) there, or remove it if the server wants none",
+                    pw.from
+                ))),
+                Ok(other) => Err(fail(addr, "AUTH", format!("protocol violation: AUTH answered {other}"))),
+                Err(e) => Err(fail(addr, "AUTH", e)),
+            },
+            None => match conn.call(&[b"PING"]) {
+                Ok(Reply::Error(e)) if e.starts_with("NOAUTH") => Err(RvmError::Config(format!(
+                    "redis at {addr} requires a password (-{e}): set [rvm] redis_password in the \
+                     configuration, or the {REDIS_PASSWORD_ENV} environment variable"
+                ))),
+                Ok(_) => Ok(()),
+                Err(e) => Err(fail(addr, "PING", e)),
+            },
+        }
+    }
+
     fn reconnect(&mut self) -> Result<()> {
         let addr = self.opts.addr.clone();
         let mut conn =
             Conn::connect(&addr, self.opts.timeout).map_err(|e| fail(&addr, "cannot connect", e))?;
+        self.authenticate(&mut conn)?;
         conn.wait_loaded(self.opts.timeout).map_err(|e| fail(&addr, "waiting for it to load its data", e))?;
         let found = self.read_master(&mut conn)?;
         if self.recovered {
@@ -190,10 +230,14 @@ impl RedisRmem {
         }
         self.master = found.pages;
         self.seq = found.seq;
+        self.checked = found.checked;
         self.in_doubt = false;
         self.owed = 0;
         self.recovered = true;
         let removed = self.collect_garbage(&mut conn)?;
+        if !self.checked && !self.master.is_empty() {
+            self.add_checks(&mut conn)?;
+        }
         tracing::info!(
             server = %addr,
             seq = self.seq,

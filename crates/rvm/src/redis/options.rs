@@ -6,6 +6,39 @@ use std::time::Duration;
 
 /// The longest key prefix taken, in bytes.
 pub const MAX_KEY_LEN: usize = 256;
+/// The environment variable whose value, if set and not empty, is the Redis password (it wins
+/// over `[rvm] redis_password`, as `MOJIM_SECRET` does over the file's secret).
+pub const REDIS_PASSWORD_ENV: &str = "MOJIM_REDIS_PASSWORD";
+
+/// The password the Redis backend sends with `AUTH`, and where it came from (messages name
+/// that, never the password; `Debug` prints neither).
+#[derive(Clone)]
+pub struct RedisPassword {
+    /// The password.
+    pub value: String,
+    /// Where it came from: `[rvm] redis_password` or [`REDIS_PASSWORD_ENV`].
+    pub from: &'static str,
+}
+
+impl std::fmt::Debug for RedisPassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RedisPassword(from {})", self.from)
+    }
+}
+
+impl RedisPassword {
+    /// [`REDIS_PASSWORD_ENV`] if set and not empty, else `from_file` (`[rvm] redis_password`)
+    /// if not empty, else none.
+    pub fn resolve(from_file: &str) -> Option<RedisPassword> {
+        match std::env::var(REDIS_PASSWORD_ENV) {
+            Ok(v) if !v.is_empty() => Some(RedisPassword { value: v, from: REDIS_PASSWORD_ENV }),
+            _ if !from_file.is_empty() => {
+                Some(RedisPassword { value: from_file.to_string(), from: "[rvm] redis_password" })
+            }
+            _ => None,
+        }
+    }
+}
 
 /// How to reach the Redis server that holds recoverable memory.
 #[derive(Clone, Debug)]
@@ -18,6 +51,9 @@ pub struct RedisOptions {
     pub capacity: u64,
     /// How long to wait to connect, and for each read or write on the connection.
     pub timeout: Duration,
+    /// The password for `AUTH` (the server's `requirepass`), if the server wants one
+    /// (`[rvm] redis_password`, or [`REDIS_PASSWORD_ENV`]).
+    pub password: Option<RedisPassword>,
 }
 
 impl RedisOptions {
@@ -70,6 +106,7 @@ mod tests {
             key: "mojim-rvm".into(),
             capacity: 1 << 20,
             timeout: RedisOptions::DEFAULT_TIMEOUT,
+            password: None,
         }
     }
 

@@ -1,14 +1,16 @@
 //! Reading the Redis backend: pages by the master's versions, pipelined `MGET`s.
 
 use super::keys::page_key;
+use super::page::{self, VALUE_LEN};
 use super::resp::{Conn, Head};
 use super::{RedisRmem, CHUNK};
-use crate::error::Result;
+use crate::error::{Result, RvmError};
 use crate::layout::PAGE;
 
 impl RedisRmem {
     /// Reads pages `[offset, offset + out.len())` by the master's versions: one `MGET` per
-    /// [`CHUNK`] pages, pipelined.
+    /// [`CHUNK`] pages, pipelined. Every page's check is verified (recovery reads the memory
+    /// this way); one that fails is an error naming the page and its key.
     pub(super) fn read_pages(&mut self, conn: &mut Conn, offset: u64, out: &mut [u8]) -> Result<()> {
         let end = offset + out.len() as u64;
         let pages = offset / PAGE..end.div_ceil(PAGE);
@@ -58,10 +60,30 @@ impl RedisRmem {
                 String::from_utf8_lossy(&k).into_owned()
             };
             match conn.read_head().map_err(|e| self.fail(&what, e))? {
-                Head::Bulk(n) if n as u64 == PAGE => {
+                Head::Bulk(VALUE_LEN) => {
                     conn.read_bulk(&mut self.page).map_err(|e| self.fail(&what, e))?;
+                    if let Err((stored, computed)) = page::verify(&self.page, p, v) {
+                        return Err(RvmError::Layout(format!(
+                            "redis at {}: page {p} ({}) fails its check (stored {stored:#010x}, computed \
+                             {computed:#010x}): it was changed in the server after commit {v} wrote it, \
+                             or holds another page's value; nothing of it is used: restore the server's \
+                             data from a backup",
+                            self.opts.addr,
+                            key()
+                        )));
+                    }
                     let at = (from - p * PAGE) as usize;
                     dst.copy_from_slice(&self.page[at..at + dst.len()]);
+                }
+                Head::Bulk(n) if n as u64 == PAGE => {
+                    return Err(RvmError::Layout(format!(
+                        "redis at {}: page {p} ({}) is {n} bytes without a check, as a build before \
+                         page checks wrote it, but the master entry says every page of this memory has \
+                         one: it was replaced in the server; nothing of it is used: restore the \
+                         server's data from a backup",
+                        self.opts.addr,
+                        key()
+                    )));
                 }
                 Head::Nil => {
                     return Err(self.fail(
@@ -76,7 +98,7 @@ impl RedisRmem {
                 other => {
                     return Err(self.fail(
                         &what,
-                        format!("{} came as {other:?}, not a bulk string of {PAGE} bytes", key()),
+                        format!("{} came as {other:?}, not a bulk string of {VALUE_LEN} bytes", key()),
                     ))
                 }
             }

@@ -3,7 +3,7 @@
 
 use super::keys::{canonical, glob_escape, parse_page_key};
 use super::resp::{Conn, Head, Reply, RespError};
-use super::{RedisRmem, SCAN_COUNT};
+use super::{RedisRmem, CHECKED_FIELD, SCAN_COUNT};
 use crate::error::{Result, RvmError};
 use std::collections::HashMap;
 
@@ -11,6 +11,9 @@ use std::collections::HashMap;
 pub(super) struct Master {
     pub(super) seq: u64,
     pub(super) pages: HashMap<u64, u64>,
+    /// Whether its pages carry checks (`checked` = 1); an older build's memory has no such
+    /// field.
+    pub(super) checked: bool,
 }
 
 impl RedisRmem {
@@ -53,7 +56,7 @@ impl RedisRmem {
                 )),
             }
         };
-        let (mut seq, mut pages) = (None, HashMap::new());
+        let (mut seq, mut pages, mut checked) = (None, HashMap::new(), false);
         let layout =
             |m: String| RvmError::Layout(format!("the master entry {key} at {}: {m}", self.opts.addr));
         for _ in 0..n / 2 {
@@ -71,6 +74,14 @@ impl RedisRmem {
             match f {
                 b"seq" => seq = Some(num),
                 b"capacity" => {}
+                CHECKED_FIELD if num == 1 => checked = true,
+                CHECKED_FIELD => {
+                    return Err(layout(format!(
+                        "field {:?} holds {num}, where this memory's holds 1: the key is not this \
+                         memory's; choose another [rvm] redis_key",
+                        String::from_utf8_lossy(f)
+                    )))
+                }
                 _ => match canonical(f) {
                     Some(page) => {
                         pages.insert(page, num);
@@ -93,7 +104,7 @@ impl RedisRmem {
         if let Some((p, v)) = pages.iter().find(|&(_, &v)| v == 0 || v > seq) {
             return Err(layout(format!("page {p} is at version {v}, outside commits 1 to {seq}")));
         }
-        Ok(Master { seq, pages })
+        Ok(Master { seq, pages, checked })
     }
 
     /// Deletes the page keys under the prefix that the master does not name.

@@ -198,6 +198,7 @@ impl RedisServer {
             key: prefix.to_string(),
             capacity,
             timeout: RedisOptions::DEFAULT_TIMEOUT,
+            password: None,
         };
         o.check().map_err(super::rvm_error)?;
         self.prefixes.push(prefix.to_string());

@@ -351,17 +351,20 @@ fn an_offered_file_is_placed_into_with_puts() {
     std::fs::remove_file(&path).unwrap();
     file.set_len(1 << 16).unwrap();
     assert!(a.shares_with_remote_writers(), "a peer with the key writes at any time");
-    let token = a.offer_memory(&file).unwrap().expect("UCX offers memory");
+    let token = a.offer_memory(&file, 4096).unwrap().expect("UCX offers memory");
     assert!(token.len() > 16 && token.len() <= mojim_format::handshake::LOG_TOKEN_MAX);
+    let registered = u64::from_le_bytes(token[8..16].try_into().unwrap());
+    assert_eq!(registered, (1 << 16) - 4096, "only the bytes from the offset are registered");
 
     let e = c.take_memory(1 << 20, &token).err().expect("smaller than announced");
-    assert!(e.to_string().contains("65536"), "{e}");
-    assert!(c.take_memory(1 << 16, &token[..8]).is_err(), "a token cut short");
-    let mut mem = c.take_memory(1 << 16, &token).unwrap();
+    assert!(e.to_string().contains("61440"), "{e}");
+    assert!(c.take_memory(1 << 12, &token[..8]).is_err(), "a token cut short");
+    let mut mem = c.take_memory((1 << 16) - 4096, &token).unwrap();
     let src = anonymous_map(8192).unwrap();
     let body: Vec<u8> = (0..5000u64).map(pattern).collect();
     src.write(100, &body);
-    let crc = mem.place(4096, src.view(100, body.len())).unwrap();
+    // Offsets are the offer's: byte 0 is the file's byte 4096.
+    let crc = mem.place(0, src.view(100, body.len())).unwrap();
     assert_eq!(crc, mojim_format::checksum::crc32c(&body), "the checksum of the bytes placed");
     assert_eq!(mem.write(60_000, b"marker").unwrap(), mojim_format::checksum::crc32c(b"marker"));
     mem.flush().unwrap();
@@ -369,7 +372,10 @@ fn an_offered_file_is_placed_into_with_puts() {
     let mut back = vec![0u8; body.len()];
     std::os::unix::fs::FileExt::read_exact_at(&file, &mut back, 4096).unwrap();
     assert_eq!(back, body);
-    std::os::unix::fs::FileExt::read_exact_at(&file, &mut back[..6], 60_000).unwrap();
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut back[..6], 4096 + 60_000).unwrap();
     assert_eq!(&back[..6], b"marker");
-    assert!(mem.place(1 << 16, src.view(0, 1)).is_err(), "past the end of the offered memory");
+    let mut header = vec![1u8; 4096];
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut header, 0).unwrap();
+    assert!(header.iter().all(|&b| b == 0), "nothing was written before the offset");
+    assert!(mem.write((1 << 16) - 4096 - 2, b"abc").is_err(), "past the end of the offered memory");
 }
