@@ -118,3 +118,27 @@ fn a_reply_past_the_output_limit_closes_that_client_only() {
     assert!(e.contains("output_limit"), "{e}");
     assert_eq!(k2.client().cmd(&["STRLEN", "x"]), Value::Int((1 << 20) - 1), "the GETSET was undone");
 }
+
+/// One HSET of 100 000 fields (2.4 MB), then another client's PING and small changes to the big
+/// hash: each answered (a hash rewritten whole on every change, or an HSET quadratic in its
+/// fields, held every client for minutes).
+#[test]
+fn a_huge_hash_is_built_in_one_command_and_changed_a_field_at_a_time() {
+    let k = KvCluster::new("kv-huge-hash", 128 << 20);
+    let mut c = k.client();
+    let names: Vec<String> = (0..100_000).map(|i| format!("field:{i}")).collect();
+    let mut args: Vec<&[u8]> = vec![b"HSET", b"big"];
+    for n in &names {
+        args.push(n.as_bytes());
+        args.push(b"value");
+    }
+    c.send(&args);
+    let mut other = k.client();
+    assert_eq!(other.cmd(&["PING"]), Value::Simple(b"PONG".to_vec()));
+    assert_eq!(c.read(), Some(Value::Int(100_000)));
+    for i in 0..100 {
+        assert_eq!(other.cmd(&["HSET", "big", &format!("field:{i}"), "changed"]), Value::Int(0));
+    }
+    assert_eq!(other.cmd(&["HGET", "big", "field:99"]), Value::bulk("changed"));
+    assert_eq!(other.cmd(&["HLEN", "big"]), Value::Int(100_000));
+}

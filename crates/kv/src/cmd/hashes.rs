@@ -1,21 +1,48 @@
 //! Hash commands: HSET HMSET HSETNX HGET HMGET HDEL HGETALL HKEYS HVALS HLEN HEXISTS HINCRBY.
-//! A hash is one entry whose value is its field list (`store::hash_blob`); a change writes the
-//! list again.
+//!
+//! A hash is one entry. A small one (at most [`Encodings::hash_max_entries`] fields, none of
+//! them or their values longer than [`Encodings::hash_max_value`] bytes, as Redis's listpack
+//! encoding) keeps its fields in the entry's value (`store::hash_blob`), written again on every
+//! change; a larger one keeps them in a tree (`store::tree`), whose handle is the value, so that
+//! a change costs O(fields changed · log n) whatever the hash's size. A hash moves to a tree when
+//! a change takes it past either limit, and stays one.
 
 use super::args::{int, Args};
 use super::strings::lookup;
 use super::{Cx, NOT_INT, WRONGTYPE};
 use crate::resp::{itoa, Reply};
-use crate::store::{hash_blob, Found, Mem, StoreError, KIND_HASH};
+use crate::store::{hash_blob, Found, Mem, StoreError, Tree, ENC_TREE, KIND_HASH};
 
-/// The live hash at `key`: `Err(())` (after replying WRONGTYPE) if it holds a string; the
-/// entry found (live or not) and the field list.
+/// The limits of the small encoding (Redis's `hash-max-listpack-entries` and
+/// `hash-max-listpack-value`, with their defaults).
+#[derive(Clone, Copy, Debug)]
+pub struct Encodings {
+    /// Most fields a hash keeps in its entry's value.
+    pub hash_max_entries: usize,
+    /// Longest field or value a hash keeps in its entry's value.
+    pub hash_max_value: usize,
+}
+
+impl Default for Encodings {
+    fn default() -> Self {
+        Encodings { hash_max_entries: 128, hash_max_value: 64 }
+    }
+}
+
+/// A live hash's fields, as its entry holds them.
+enum Fields {
+    Blob(Vec<u8>),
+    Tree(Tree),
+}
+
+/// The live hash at `key`: `Err(())` (after replying WRONGTYPE) if it holds another type; the
+/// entry found (live or not) and, if live, the hash.
 #[allow(clippy::type_complexity)]
 fn load<M: Mem>(
     cx: &mut Cx<M>,
     key: &[u8],
     r: &mut Reply,
-) -> Result<Result<(Option<Found>, Option<(Found, Vec<u8>)>), ()>, StoreError> {
+) -> Result<Result<(Option<Found>, Option<(Found, Fields)>), ()>, StoreError> {
     let (found, live) = lookup(cx, key)?;
     match live {
         None => Ok(Ok((found, None))),
@@ -24,23 +51,80 @@ fn load<M: Mem>(
             Ok(Err(()))
         }
         Some(f) => {
-            let mut blob = Vec::new();
-            cx.store.value_into(&f, &mut blob)?;
-            Ok(Ok((found, Some((f, blob)))))
+            let fields = match cx.store.tree_of(&f)? {
+                Some(t) => Fields::Tree(t),
+                None => {
+                    let mut blob = Vec::new();
+                    cx.store.value_into(&f, &mut blob)?;
+                    Fields::Blob(blob)
+                }
+            };
+            Ok(Ok((found, Some((f, fields)))))
         }
     }
 }
 
-fn store_blob<M: Mem>(
+/// The value of `field` appended to `out`; false if there is none.
+fn get_into<M: Mem>(cx: &Cx<M>, h: &Fields, field: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
+    match h {
+        Fields::Blob(b) => Ok(hash_blob::get(b, field)?.map(|v| out.extend_from_slice(v)).is_some()),
+        Fields::Tree(t) => cx.store.tree_get(t, field, out),
+    }
+}
+
+/// Whether a blob of `count` fields, with these pairs, stays within the small encoding.
+fn fits_blob(enc: &Encodings, count: usize, pairs: impl Iterator<Item = usize>) -> bool {
+    count <= enc.hash_max_entries && pairs.into_iter().all(|n| n <= enc.hash_max_value)
+}
+
+/// Sets `pairs` (a later one of the same field wins) in the hash at `key` (`live` it, if it
+/// exists); returns how many fields were added.
+fn set_fields<M: Mem>(
     cx: &mut Cx<M>,
     key: &[u8],
-    blob: &[u8],
     found: Option<&Found>,
-    live: Option<&Found>,
-) -> Result<(), StoreError> {
-    let ttl = live.map_or(0, |f| f.head.expire_ms);
-    cx.store.put(key, KIND_HASH, ttl, &[blob], 0, found)?;
-    Ok(())
+    live: Option<(Found, Fields)>,
+    pairs: &[(&[u8], &[u8])],
+) -> Result<usize, StoreError> {
+    let enc = cx.encodings;
+    match live {
+        Some((mut f, Fields::Tree(mut t))) => {
+            let before = t;
+            let mut added = 0;
+            for (field, value) in pairs {
+                added += usize::from(cx.store.tree_set(&mut t, field, value)?);
+            }
+            if t != before {
+                cx.store.set_tree(&mut f, &t)?;
+            }
+            Ok(added)
+        }
+        live => {
+            let (entry, blob) = match live {
+                Some((f, Fields::Blob(b))) => (Some(f), Some(b)),
+                _ => (None, None),
+            };
+            let ttl = entry.map_or(0, |f| f.head.expire_ms);
+            let (new, added) = hash_blob::set(blob.as_deref(), pairs)?;
+            let small = fits_blob(
+                &enc,
+                hash_blob::count(&new) as usize,
+                hash_blob::pairs(&new)?.map(|p| p.map_or(usize::MAX, |(f, v)| f.len().max(v.len()))),
+            );
+            if small {
+                cx.store.put(key, KIND_HASH, ttl, &[&new], 0, found)?;
+            } else {
+                // Past the small encoding's limits: into a tree, for good.
+                let mut t = cx.store.tree_new()?;
+                for p in hash_blob::pairs(&new)? {
+                    let (field, value) = p?;
+                    cx.store.tree_set(&mut t, field, value)?;
+                }
+                cx.store.put_encoded(key, KIND_HASH, ENC_TREE, ttl, &[&t.encode()], 0, found)?;
+            }
+            Ok(added)
+        }
+    }
 }
 
 pub(super) fn hset<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, legacy: bool) -> Result<(), StoreError> {
@@ -51,8 +135,7 @@ pub(super) fn hset<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, legacy: bool
     }
     let Ok((found, live)) = load(cx, a.get(1), r)? else { return Ok(()) };
     let pairs: Vec<(&[u8], &[u8])> = (2..a.len()).step_by(2).map(|i| (a.get(i), a.get(i + 1))).collect();
-    let (blob, added) = hash_blob::set(live.as_ref().map(|l| &l.1[..]), &pairs)?;
-    store_blob(cx, a.get(1), &blob, found.as_ref(), live.as_ref().map(|l| &l.0))?;
+    let added = set_fields(cx, a.get(1), found.as_ref(), live, &pairs)?;
     if legacy {
         r.ok();
     } else {
@@ -63,60 +146,80 @@ pub(super) fn hset<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, legacy: bool
 
 pub(super) fn hsetnx<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let Ok((found, live)) = load(cx, a.get(1), r)? else { return Ok(()) };
-    if let Some((_, blob)) = &live {
-        if hash_blob::get(blob, a.get(2))?.is_some() {
+    if let Some((_, h)) = &live {
+        if get_into(cx, h, a.get(2), &mut Vec::new())? {
             r.int(0);
             return Ok(());
         }
     }
-    let (blob, _) = hash_blob::set(live.as_ref().map(|l| &l.1[..]), &[(a.get(2), a.get(3))])?;
-    store_blob(cx, a.get(1), &blob, found.as_ref(), live.as_ref().map(|l| &l.0))?;
+    set_fields(cx, a.get(1), found.as_ref(), live, &[(a.get(2), a.get(3))])?;
     r.int(1);
+    Ok(())
+}
+
+/// Appends the value of `field` as a bulk string, or a null.
+fn reply_field<M: Mem>(
+    cx: &Cx<M>,
+    h: Option<&Fields>,
+    field: &[u8],
+    r: &mut Reply,
+) -> Result<(), StoreError> {
+    let mut v = Vec::new();
+    match h {
+        Some(h) if get_into(cx, h, field, &mut v)? => {
+            cx.reply_room(r, v.len() + 16)?;
+            r.bulk(&v);
+        }
+        _ => r.null(),
+    }
     Ok(())
 }
 
 pub(super) fn hget<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let Ok((_, live)) = load(cx, a.get(1), r)? else { return Ok(()) };
-    match live.as_ref().map(|(_, b)| hash_blob::get(b, a.get(2))).transpose()?.flatten() {
-        Some(v) => {
-            cx.reply_room(r, v.len() + 16)?;
-            r.bulk(v)
-        }
-        None => r.null(),
-    }
-    Ok(())
+    reply_field(cx, live.as_ref().map(|l| &l.1), a.get(2), r)
 }
 
 pub(super) fn hmget<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let Ok((_, live)) = load(cx, a.get(1), r)? else { return Ok(()) };
     r.array(a.len() - 2);
     for f in a.from(2) {
-        match live.as_ref().map(|(_, b)| hash_blob::get(b, f)).transpose()?.flatten() {
-            Some(v) => {
-                cx.reply_room(r, v.len() + 16)?;
-                r.bulk(v)
-            }
-            None => r.null(),
-        }
+        reply_field(cx, live.as_ref().map(|l| &l.1), f, r)?;
     }
     Ok(())
 }
 
 pub(super) fn hdel<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let Ok((found, live)) = load(cx, a.get(1), r)? else { return Ok(()) };
-    let Some((f, blob)) = live else {
-        r.int(0);
-        return Ok(());
-    };
     let fields: Vec<&[u8]> = a.from(2).collect();
-    let (new, removed) = hash_blob::delete(&blob, &fields)?;
-    if removed > 0 {
-        if hash_blob::count(&new) == 0 {
-            cx.store.remove(&f)?;
-        } else {
-            store_blob(cx, a.get(1), &new, found.as_ref(), Some(&f))?;
+    let removed = match live {
+        None => 0,
+        Some((f, Fields::Blob(blob))) => {
+            let (new, removed) = hash_blob::delete(&blob, &fields)?;
+            if removed > 0 {
+                if hash_blob::count(&new) == 0 {
+                    cx.store.remove(&f)?;
+                } else {
+                    cx.store.put(a.get(1), KIND_HASH, f.head.expire_ms, &[&new], 0, found.as_ref())?;
+                }
+            }
+            removed
         }
-    }
+        Some((mut f, Fields::Tree(mut t))) => {
+            let mut removed = 0;
+            for field in fields {
+                removed += usize::from(cx.store.tree_remove(&mut t, field)?);
+            }
+            if t.len == 0 {
+                // The last field's removal removes the hash (and frees its tree).
+                cx.store.set_tree(&mut f, &t)?;
+                cx.store.remove(&f)?;
+            } else if removed > 0 {
+                cx.store.set_tree(&mut f, &t)?;
+            }
+            removed
+        }
+    };
     r.int(removed as i64);
     Ok(())
 }
@@ -128,38 +231,53 @@ pub(super) fn hgetall<M: Mem>(
     which: &str,
 ) -> Result<(), StoreError> {
     let Ok((_, live)) = load(cx, a.get(1), r)? else { return Ok(()) };
-    let blob = live.map(|l| l.1).unwrap_or_default();
-    let n = hash_blob::count(&blob) as usize;
+    let n = live.as_ref().map_or(0, |(_, h)| match h {
+        Fields::Blob(b) => hash_blob::count(b) as usize,
+        Fields::Tree(t) => t.len as usize,
+    });
     match which {
         "HGETALL" => r.map(n),
         _ => r.array(n),
     }
-    if n == 0 {
-        return Ok(());
-    }
-    cx.reply_room(r, blob.len() + 32 * n)?;
-    for p in hash_blob::pairs(&blob)? {
-        let (f, v) = p?;
+    let Some((_, h)) = live else { return Ok(()) };
+    let limit = cx.output_limit;
+    let emit = |r: &mut Reply, f: &[u8], v: &[u8]| -> Result<(), StoreError> {
+        if r.buf.len().saturating_add(f.len() + v.len() + 32) > limit {
+            return Err(StoreError::OutputLimit(limit));
+        }
         if which != "HVALS" {
             r.bulk(f);
         }
         if which != "HKEYS" {
             r.bulk(v);
         }
+        Ok(())
+    };
+    match h {
+        Fields::Blob(blob) => {
+            for p in hash_blob::pairs(&blob)? {
+                let (f, v) = p?;
+                emit(r, f, v)?;
+            }
+        }
+        Fields::Tree(t) => cx.store.tree_each(&t, |f, v| emit(r, f, v))?,
     }
     Ok(())
 }
 
 pub(super) fn hlen<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let Ok((_, live)) = load(cx, a.get(1), r)? else { return Ok(()) };
-    r.int(live.map_or(0, |l| i64::from(hash_blob::count(&l.1))));
+    r.int(live.map_or(0, |(_, h)| match h {
+        Fields::Blob(b) => i64::from(hash_blob::count(&b)),
+        Fields::Tree(t) => t.len as i64,
+    }));
     Ok(())
 }
 
 pub(super) fn hexists<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let Ok((_, live)) = load(cx, a.get(1), r)? else { return Ok(()) };
     let there = match &live {
-        Some((_, b)) => hash_blob::get(b, a.get(2))?.is_some(),
+        Some((_, h)) => get_into(cx, h, a.get(2), &mut Vec::new())?,
         None => false,
     };
     r.int(i64::from(there));
@@ -172,15 +290,21 @@ pub(super) fn hincrby<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result
         return Ok(());
     };
     let Ok((found, live)) = load(cx, a.get(1), r)? else { return Ok(()) };
-    let cur = match live.as_ref().map(|(_, b)| hash_blob::get(b, a.get(2))).transpose()?.flatten() {
-        None => 0,
-        Some(v) => match int(v) {
+    let mut cur = Vec::new();
+    let had = match &live {
+        Some((_, h)) => get_into(cx, h, a.get(2), &mut cur)?,
+        None => false,
+    };
+    let cur = if had {
+        match int(&cur) {
             Some(n) => n,
             None => {
                 r.error("ERR hash value is not an integer");
                 return Ok(());
             }
-        },
+        }
+    } else {
+        0
     };
     let Some(new) = cur.checked_add(by) else {
         r.error("ERR increment or decrement would overflow");
@@ -188,8 +312,7 @@ pub(super) fn hincrby<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result
     };
     let mut tmp = [0u8; 20];
     let digits = itoa(new, &mut tmp);
-    let (blob, _) = hash_blob::set(live.as_ref().map(|l| &l.1[..]), &[(a.get(2), digits)])?;
-    store_blob(cx, a.get(1), &blob, found.as_ref(), live.as_ref().map(|l| &l.0))?;
+    set_fields(cx, a.get(1), found.as_ref(), live, &[(a.get(2), digits)])?;
     r.int(new);
     Ok(())
 }

@@ -63,10 +63,12 @@ pub(super) fn rename<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, nx: bool) 
     }
     let mut value = Vec::new();
     cx.store.value_into(&f, &mut value)?;
-    cx.store.remove(&f)?;
+    // The value moves whole: a tree it holds goes with its handle.
+    cx.store.unlink(&f)?;
     // The table changed: find the destination afresh.
     let old = cx.store.find(dst)?;
-    cx.store.put(dst, f.head.kind, f.head.expire_ms, &[&value], 0, old.as_ref())?;
+    let h = &f.head;
+    cx.store.put_encoded(dst, h.kind, h.encoding, h.expire_ms, &[&value], 0, old.as_ref())?;
     if nx {
         r.int(1);
     } else {

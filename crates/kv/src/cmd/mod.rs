@@ -8,7 +8,7 @@
 
 pub mod args;
 pub mod glob;
-mod hashes;
+pub mod hashes;
 mod keys;
 mod server;
 mod spec;
@@ -17,6 +17,7 @@ mod strings;
 mod tests;
 
 pub use args::{now_ms, Args};
+pub use hashes::Encodings;
 pub use spec::{find_spec, Spec, SPECS};
 
 use crate::resp::{Proto, Reply};
@@ -187,6 +188,8 @@ pub struct Cx<'a, M: Mem> {
     /// Set when a command that reads the keyspace (or a transaction) has run: the read barrier
     /// is for such batches.
     pub read_keys: bool,
+    /// When collections move from their small encoding to a tree.
+    pub encodings: Encodings,
 }
 
 impl<M: Mem> Cx<'_, M> {

@@ -94,6 +94,7 @@ impl Harness {
             max_group_bytes: self.max_group_bytes,
             output_limit: self.output_limit,
             read_keys: false,
+            encodings: Default::default(),
         };
         let o =
             execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
@@ -582,4 +583,113 @@ fn a_server_cut_off_from_its_mirror_names_no_master() {
         h.cmd(&["SENTINEL", "get-master-addr-by-name", "mojim"]),
         Value::Array(vec![b("127.0.0.1"), b("6379")])
     );
+}
+
+/// Field names and values for a hash of `n` fields.
+fn hset_args(key: &str, n: usize, value: &str) -> Vec<String> {
+    let mut a = vec!["HSET".to_string(), key.to_string()];
+    for i in 0..n {
+        a.push(format!("field:{i}"));
+        a.push(format!("{value}{i}"));
+    }
+    a
+}
+
+fn cmd_owned(h: &mut Harness, a: &[String]) -> Value {
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    h.cmd(&a)
+}
+
+#[test]
+fn a_large_hash_moves_to_a_tree_and_every_command_sees_the_same_hash() {
+    let mut h = Harness::new();
+    h.store = Store::open(VecMem::new(32 << 20), 1024).unwrap();
+    // 128 small fields: the small encoding; the 129th moves it to a tree.
+    assert_eq!(cmd_owned(&mut h, &hset_args("h", 128, "v")), i(128));
+    let f = h.store.find(b"h").unwrap().unwrap();
+    assert_eq!(f.head.encoding, crate::store::ENC_PLAIN);
+    assert_eq!(h.cmd(&["HSET", "h", "one more", "x"]), i(1));
+    let f = h.store.find(b"h").unwrap().unwrap();
+    assert_eq!(f.head.encoding, crate::store::ENC_TREE);
+    assert_eq!(h.cmd(&["HLEN", "h"]), i(129));
+    assert_eq!(h.cmd(&["HGET", "h", "field:77"]), b("v77"));
+    assert_eq!(h.cmd(&["HGET", "h", "one more"]), b("x"));
+    assert_eq!(h.cmd(&["HGET", "h", "nope"]), Value::Null);
+    assert_eq!(h.cmd(&["HMGET", "h", "field:0", "nope"]), Value::Array(vec![b("v0"), Value::Null]));
+    assert_eq!(h.cmd(&["HEXISTS", "h", "field:5"]), i(1));
+    assert_eq!(h.cmd(&["HSETNX", "h", "field:5", "y"]), i(0));
+    assert_eq!(h.cmd(&["HINCRBY", "h", "n", "5"]), i(5));
+    assert_eq!(h.cmd(&["HINCRBY", "h", "n", "-7"]), i(-2));
+    assert_eq!(
+        h.cmd(&["HSET", "h", "field:1", "changed", "field:2", "a much longer value than before"]),
+        i(0)
+    );
+    assert_eq!(h.cmd(&["HGET", "h", "field:2"]), b("a much longer value than before"));
+    let Value::Array(all) = h.cmd(&["HGETALL", "h"]) else { panic!() };
+    assert_eq!(all.len(), 2 * 130);
+    let Value::Array(keys) = h.cmd(&["HKEYS", "h"]) else { panic!() };
+    let mut keys: Vec<Value> = keys;
+    keys.sort_by_key(|v| format!("{v:?}"));
+    keys.dedup();
+    assert_eq!(keys.len(), 130);
+    // Deleting fields, then all of them, removes the hash and frees its tree.
+    assert_eq!(h.cmd(&["HDEL", "h", "field:0", "nope", "field:1"]), i(2));
+    assert_eq!(h.cmd(&["HLEN", "h"]), i(128));
+    let mut del = vec!["HDEL".to_string(), "h".to_string()];
+    del.extend((0..128).map(|i| format!("field:{i}")));
+    del.extend(["one more".to_string(), "n".to_string()]);
+    assert_eq!(cmd_owned(&mut h, &del), i(128));
+    assert_eq!(h.cmd(&["EXISTS", "h"]), i(0));
+    assert_eq!(h.store.used_bytes(), 0, "the tree is freed with the hash");
+}
+
+#[test]
+fn a_long_value_moves_a_hash_to_a_tree() {
+    let mut h = Harness::new();
+    h.cmd(&["HSET", "h", "a", "1"]);
+    assert_eq!(h.cmd(&["HSET", "h", "b", &"x".repeat(65)]), i(1));
+    assert_eq!(h.store.find(b"h").unwrap().unwrap().head.encoding, crate::store::ENC_TREE);
+    assert_eq!(h.cmd(&["HGET", "h", "b"]), b(&"x".repeat(65)));
+    assert_eq!(h.cmd(&["HGET", "h", "a"]), b("1"));
+}
+
+#[test]
+fn a_tree_hash_is_moved_by_rename_and_freed_by_whatever_replaces_or_removes_it() {
+    let mut h = Harness::new();
+    h.store = Store::open(VecMem::new(32 << 20), 1024).unwrap();
+    cmd_owned(&mut h, &hset_args("h", 2000, "value"));
+    let used = h.store.used_bytes();
+    assert_eq!(h.cmd(&["RENAME", "h", "moved"]), ok());
+    assert_eq!(h.cmd(&["HGET", "moved", "field:1999"]), b("value1999"));
+    assert_eq!(h.cmd(&["HLEN", "moved"]), i(2000));
+    assert_eq!(h.store.used_bytes(), used, "RENAME moves the tree; it neither copies nor frees it");
+    // SET over it frees it.
+    assert_eq!(h.cmd(&["SET", "moved", "now a string"]), ok());
+    assert!(h.store.used_bytes() < 200, "{} bytes used", h.store.used_bytes());
+    // So do DEL and an expiry.
+    cmd_owned(&mut h, &hset_args("h", 2000, "value"));
+    assert_eq!(h.cmd(&["DEL", "h", "moved"]), i(2));
+    assert_eq!(h.store.used_bytes(), 0);
+    cmd_owned(&mut h, &hset_args("h", 2000, "value"));
+    h.cmd(&["PEXPIRE", "h", "10"]);
+    h.now_ms += 20;
+    let buckets = h.store.geometry().buckets;
+    h.store.expire_buckets(0, buckets, h.now_ms, |_| true).unwrap();
+    h.store.seal(1024).unwrap();
+    assert_eq!(h.store.used_bytes(), 0);
+}
+
+#[test]
+fn an_hset_of_forty_thousand_fields_is_one_command_and_later_changes_are_small() {
+    let mut h = Harness::new();
+    h.store = Store::open(VecMem::new(64 << 20), 1024).unwrap();
+    assert_eq!(cmd_owned(&mut h, &hset_args("big", 40_000, "value-of-about-20-b")), i(40_000));
+    assert_eq!(h.cmd(&["HLEN", "big"]), i(40_000));
+    assert_eq!(h.cmd(&["HGET", "big", "field:39999"]), b("value-of-about-20-b39999"));
+    // One more field: a few spans of a few nodes, not the hash again.
+    assert_eq!(h.in_batch(&["HSET", "big", "new", "v"]).1, Some(i(1)));
+    assert!(h.store.batch_bytes() < 16 << 10, "{} bytes", h.store.batch_bytes());
+    h.store.seal(1024).unwrap();
+    assert_eq!(h.in_batch(&["HDEL", "big", "field:7"]).1, Some(i(1)));
+    assert!(h.store.batch_bytes() < 16 << 10, "{} bytes", h.store.batch_bytes());
 }

@@ -423,6 +423,7 @@ impl Server<'_> {
             max_group_bytes: self.opts.max_group_bytes,
             output_limit: self.opts.output_limit,
             read_keys: false,
+            encodings: Default::default(),
         };
         loop {
             if c.closing {

@@ -1,7 +1,8 @@
 //! A hash's value: its fields and values in one blob, `count` (u32) then per field `flen`
 //! (u32), `vlen` (u32), the field's bytes, the value's bytes. Fields are unique, in the order
 //! they were first set. A change writes the whole blob again (copy-on-write, like every value),
-//! so a hash costs its size per change: meant for the small hashes of caches and sessions.
+//! so a hash costs its size per change: the small encoding, up to 128 fields of at most 64
+//! bytes (a larger hash lives in a tree, `tree.rs`; see `cmd::hashes`).
 
 use super::error::StoreError;
 
@@ -70,35 +71,31 @@ fn push(out: &mut Vec<u8>, f: &[u8], v: &[u8]) {
 }
 
 /// `old` (or an empty hash) with `sets` applied, in order (a later set of the same field
-/// wins); returns the new blob and how many fields were added.
+/// wins); returns the new blob and how many fields were added. O(fields + sets).
 pub fn set(old: Option<&[u8]>, sets: &[(&[u8], &[u8])]) -> Result<(Vec<u8>, usize), StoreError> {
+    use std::collections::HashMap;
+    // The last set of each field is the one that counts; `None` once it is written.
+    let mut last: HashMap<&[u8], Option<&[u8]>> = HashMap::with_capacity(sets.len());
+    for (f, v) in sets {
+        last.insert(f, Some(v));
+    }
     let mut out = vec![0u8; 4];
     let mut n = 0u32;
-    let mut taken = vec![false; sets.len()];
-    // The last set of each field is the one that counts.
-    let last_value = |f: &[u8]| sets.iter().rev().find(|s| s.0 == f).map(|s| s.1);
     if let Some(old) = old {
         for p in pairs(old)? {
             let (f, v) = p?;
-            match last_value(f) {
-                Some(v) => {
-                    push(&mut out, f, v);
-                    for (j, t) in taken.iter_mut().enumerate() {
-                        if sets[j].0 == f {
-                            *t = true;
-                        }
-                    }
-                }
+            match last.get_mut(f) {
+                Some(slot) => push(&mut out, f, slot.take().unwrap_or(v)),
                 None => push(&mut out, f, v),
             }
             n += 1;
         }
     }
     let mut added = 0;
-    for i in 0..sets.len() {
-        let first = !sets[..i].iter().any(|s| s.0 == sets[i].0);
-        if !taken[i] && first {
-            push(&mut out, sets[i].0, last_value(sets[i].0).unwrap_or_default());
+    for (f, _) in sets {
+        // New fields, in the order they were first set.
+        if let Some(v) = last.get_mut(f).and_then(Option::take) {
+            push(&mut out, f, v);
             n += 1;
             added += 1;
         }
@@ -109,11 +106,12 @@ pub fn set(old: Option<&[u8]>, sets: &[(&[u8], &[u8])]) -> Result<(Vec<u8>, usiz
 
 /// `old` without `fields`; returns the new blob and how many were removed.
 pub fn delete(old: &[u8], fields: &[&[u8]]) -> Result<(Vec<u8>, usize), StoreError> {
+    let gone: std::collections::HashSet<&[u8]> = fields.iter().copied().collect();
     let mut out = vec![0u8; 4];
     let (mut n, mut removed) = (0u32, 0);
     for p in pairs(old)? {
         let (f, v) = p?;
-        if fields.contains(&f) {
+        if gone.contains(f) {
             removed += 1;
         } else {
             push(&mut out, f, v);

@@ -63,6 +63,10 @@ pub(crate) struct Batch {
     pub gen_words_from: usize,
     /// A flush happened in this batch.
     pub flushed: bool,
+    /// Tree nodes made since the last savepoint: nothing but the command making them can
+    /// have seen them, and no rollback can need their bytes back, so their changes need no
+    /// undo (see `tree.rs`).
+    pub young: std::collections::HashSet<u64>,
     /// The batch is being sealed: its last records may use the space kept for them.
     pub sealing: bool,
 }
@@ -176,7 +180,8 @@ impl<M: Mem> Store<M> {
     }
 
     /// The point to roll back to.
-    pub fn savepoint(&self) -> Savepoint {
+    pub fn savepoint(&mut self) -> Savepoint {
+        self.batch.young.clear();
         Savepoint {
             undo_len: self.batch.undo_len,
             records: self.batch.records.len(),
@@ -199,6 +204,7 @@ impl<M: Mem> Store<M> {
         }
         self.batch.undo_len = sp.undo_len;
         self.mem.write(JOURNAL_OFF, &self.batch.undo_len.to_le_bytes())?;
+        self.batch.young.clear();
         self.batch.frees.truncate(sp.frees);
         self.batch.frees_from = sp.frees_from;
         self.batch.gen_words.truncate(sp.gen_words);
@@ -306,6 +312,7 @@ impl<M: Mem> Store<M> {
         self.batch.flushed = false;
         self.batch.gen_words.clear();
         self.batch.gen_words_from = 0;
+        self.batch.young.clear();
         group.push(Range::new(JOURNAL_OFF, LIST_AT + 16 * (group.len() as u64)));
         self.group = group;
         Ok(Some(&self.group))

@@ -54,8 +54,14 @@ pub const MIN_REGION: u64 = 1 << 20;
 
 /// Entry kinds.
 pub const KIND_STRING: u8 = 1;
-/// A hash: the value is the field list (see [`crate::store::hash_blob`]).
+/// A hash: the value is the field list (see [`crate::store::hash_blob`]), or with
+/// [`ENC_TREE`] a tree's handle.
 pub const KIND_HASH: u8 = 2;
+
+/// An entry's value is the whole value (a string's bytes, a small hash's field list).
+pub const ENC_PLAIN: u8 = 0;
+/// An entry's value is the 16-byte handle of a tree (`tree.rs`) that holds the collection.
+pub const ENC_TREE: u8 = 1;
 
 /// The fixed shape of a store, decided at format from the region's size alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -226,6 +232,8 @@ pub struct EntryHead {
     pub kind: u8,
     /// The block's size class.
     pub class: u8,
+    /// How the value is held: [`ENC_PLAIN`] or [`ENC_TREE`].
+    pub encoding: u8,
 }
 
 impl EntryHead {
@@ -239,6 +247,7 @@ impl EntryHead {
         b[24..28].copy_from_slice(&self.vlen.to_le_bytes());
         b[28] = self.kind;
         b[29] = self.class;
+        b[30] = self.encoding;
         b
     }
 
@@ -254,6 +263,7 @@ impl EntryHead {
             vlen: u32_at(24),
             kind: b[28],
             class: b[29],
+            encoding: b[30],
         }
     }
 
@@ -329,8 +339,11 @@ mod tests {
         assert!(sec.contains(&format!("| 64 | 16 × {LIST_MAX} | list |")));
         assert_eq!(off("kind"), 28);
         assert_eq!(off("class"), 29);
-        let e = EntryHead { next: 1, expire_ms: 2, hash: 3, klen: 4, vlen: 5, kind: 6, class: 7 }.encode();
-        assert_eq!((e[8], e[16], e[20], e[24], e[28], e[29]), (2, 3, 4, 5, 6, 7));
+        assert_eq!(off("encoding"), 30);
+        let e =
+            EntryHead { next: 1, expire_ms: 2, hash: 3, klen: 4, vlen: 5, kind: 6, class: 7, encoding: 8 }
+                .encode();
+        assert_eq!((e[8], e[16], e[20], e[24], e[28], e[29], e[30]), (2, 3, 4, 5, 6, 7, 8));
         let s = class_sizes();
         assert!(sec.contains(&format!("({}, {}, {}, {}, {}, ...", s[15], s[16], s[17], s[18], s[19])));
     }

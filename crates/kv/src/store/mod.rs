@@ -19,14 +19,16 @@ mod mem;
 mod table;
 #[cfg(test)]
 mod tests;
+pub mod tree;
 
 pub use dynamic::Dynamic;
 pub use error::StoreError;
 pub use journal::{coalesce, Savepoint};
 pub use key_hash::KeyHasher;
-pub use layout::{EntryHead, Geometry, KIND_HASH, KIND_STRING};
+pub use layout::{EntryHead, Geometry, ENC_PLAIN, ENC_TREE, KIND_HASH, KIND_STRING};
 pub use mem::{Mem, VecMem};
 pub use table::Found;
+pub use tree::Tree;
 
 use journal::Batch;
 use layout::{
@@ -216,6 +218,18 @@ impl<M: Mem> Store<M> {
     /// How the store hashes keys (and the members of its collections).
     pub fn hasher(&self) -> KeyHasher {
         self.hasher
+    }
+
+    /// Tests: gives an empty store made with version 2 the hash key `k0`, `k1` (so that a run
+    /// is the same every time), in its superblock too.
+    #[cfg(test)]
+    pub(crate) fn set_hash_key(&mut self, k0: u64, k1: u64) {
+        assert_eq!(self.keys(), 0);
+        let h = KeyHasher::Keyed { k0, k1 };
+        let key = h.to_bytes();
+        self.mem.write(HASH_KEY_OFF as u64, &key).unwrap();
+        self.mem.write(HASH_KEY_CRC_OFF as u64, &crc32c::crc32c(&key).to_le_bytes()).unwrap();
+        self.hasher = h;
     }
 
     /// Keys in the table (expired ones not yet removed included).

@@ -6,8 +6,9 @@
 //! expiry, and a value that fits its block (`APPEND` into the slack; `INCR`), each undo-logged.
 
 use super::error::StoreError;
-use super::layout::{EntryHead, ENTRY_HEAD, GEN_MAX, GEN_SHIFT, OFF_MASK};
+use super::layout::{EntryHead, ENC_PLAIN, ENC_TREE, ENTRY_HEAD, GEN_MAX, GEN_SHIFT, OFF_MASK};
 use super::mem::Mem;
+use super::tree::Tree;
 use super::Store;
 
 /// An entry found in the table.
@@ -98,11 +99,28 @@ impl<M: Mem> Store<M> {
     }
 
     /// Writes a new entry (the value given in parts, `spare` more bytes of room after it) and
-    /// links it in place of `old`, or at the head of its bucket. Returns it.
+    /// links it in place of `old` (whose value is dropped: a tree it holds is freed), or at the
+    /// head of its bucket. Returns it.
     pub fn put(
         &mut self,
         key: &[u8],
         kind: u8,
+        expire_ms: u64,
+        value: &[&[u8]],
+        spare: u64,
+        old: Option<&Found>,
+    ) -> Result<Found, StoreError> {
+        self.put_encoded(key, kind, ENC_PLAIN, expire_ms, value, spare, old)
+    }
+
+    /// As [`Store::put`], with the value's encoding (`ENC_TREE`: `value` is a tree's handle,
+    /// which the entry then owns).
+    #[allow(clippy::too_many_arguments)]
+    pub fn put_encoded(
+        &mut self,
+        key: &[u8],
+        kind: u8,
+        encoding: u8,
         expire_ms: u64,
         value: &[&[u8]],
         spare: u64,
@@ -139,6 +157,7 @@ impl<M: Mem> Store<M> {
             vlen: vlen as u32,
             kind,
             class: block.class,
+            encoding,
         };
         let mut buf = std::mem::take(&mut self.key_buf);
         buf.clear();
@@ -159,18 +178,58 @@ impl<M: Mem> Store<M> {
         }
         self.set_link(link, link_is_bucket, e)?;
         match old {
-            Some(o) => self.free(o.entry, o.head.class)?,
+            Some(o) => {
+                self.drop_value(o)?;
+                self.free(o.entry, o.head.class)?
+            }
             None => self.dy.keys += 1,
         }
         Ok(Found { entry: e, head, link, link_is_bucket })
     }
 
-    /// Unlinks and frees an entry.
+    /// Unlinks and frees an entry, and what its value holds (a tree).
     pub fn remove(&mut self, f: &Found) -> Result<(), StoreError> {
+        self.drop_value(f)?;
+        self.unlink(f)
+    }
+
+    /// Unlinks and frees an entry but not what its value holds: its tree goes on, owned by
+    /// whatever the caller gives its handle to (RENAME).
+    pub fn unlink(&mut self, f: &Found) -> Result<(), StoreError> {
         self.set_link(f.link, f.link_is_bucket, f.head.next)?;
         self.free(f.entry, f.head.class)?;
         self.dy.keys = self.dy.keys.saturating_sub(1);
         Ok(())
+    }
+
+    /// The tree an entry's value is the handle of, if it is one.
+    pub fn tree_of(&self, f: &Found) -> Result<Option<Tree>, StoreError> {
+        if f.head.encoding != ENC_TREE {
+            return Ok(None);
+        }
+        let mut b = [0u8; Tree::LEN];
+        if f.head.vlen as usize != Tree::LEN {
+            return Err(StoreError::Corrupt(format!(
+                "the entry at {} holds a tree handle of {} bytes",
+                f.entry, f.head.vlen
+            )));
+        }
+        self.read_value(f, 0, &mut b)?;
+        Ok(Tree::decode(&b))
+    }
+
+    /// Frees what an entry's value holds outside its block.
+    fn drop_value(&mut self, f: &Found) -> Result<(), StoreError> {
+        if let Some(t) = self.tree_of(f)? {
+            self.tree_free(&t)?;
+        }
+        Ok(())
+    }
+
+    /// Stores a changed tree's handle in its entry, in place.
+    pub fn set_tree(&mut self, f: &mut Found, t: &Tree) -> Result<(), StoreError> {
+        debug_assert_eq!(f.head.encoding, ENC_TREE);
+        self.meta(f.value_off(), &t.encode())
     }
 
     /// Sets an entry's expiry (0: never), in place.
