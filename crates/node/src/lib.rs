@@ -86,6 +86,8 @@ mod apply_tests;
 #[cfg(test)]
 mod forward_tests;
 #[cfg(test)]
+mod idle_lane_tests;
+#[cfg(test)]
 mod lane_tests;
 #[cfg(test)]
 mod open_tests;

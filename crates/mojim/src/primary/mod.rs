@@ -6,11 +6,13 @@
 //! lane, a lane's sender lock is held only while its frames are written, and whoever waits on a
 //! lane reads its acknowledgements for everyone waiting there.
 //!
-//! Failures: a keeper thread sends heartbeats on idle lanes and declares the mirror lost when a
-//! lane hears nothing for the heartbeat timeout. On a loss the primary first makes its whole
-//! copy persistent (the window of vulnerability ends there), then follows `on_mirror_loss`:
-//! `block` fails sync points until the mirror is back, `degrade` keeps going and records changed
-//! chunks in a persistent dirty bitmap. The keeper reconnects, and the new session first brings
+//! Failures: a beater thread sends a heartbeat on every lane idle for the heartbeat interval
+//! (and never waits to hear one, so no lane's heartbeat waits on another lane's answer); a
+//! keeper thread reads the answers owed and declares the mirror lost when a lane hears nothing
+//! for the heartbeat timeout. On a loss the primary first makes its whole copy persistent (the
+//! window of vulnerability ends there), then follows `on_mirror_loss`: `block` fails sync
+//! points until the mirror is back, `degrade` keeps going and records changed chunks in a
+//! persistent dirty bitmap. The keeper reconnects, and the new session first brings
 //! the mirror up to date (see `resync.rs`) while the application keeps syncing.
 
 mod link;
@@ -291,7 +293,11 @@ pub(crate) struct Inner<T: Transport> {
     resync: resync::Progress,
     /// The primary's lease (etcd coordinator): nothing is acknowledged once it may have expired.
     lease: Option<crate::coord::Lease>,
+    /// No new session: the keeper stops (the beater goes on until `stopped`, so that the
+    /// lanes a closing primary still waits on stay alive).
     closing: AtomicBool,
+    /// The session is about to be closed: the beater stops.
+    stopped: AtomicBool,
     wake: (Mutex<()>, Condvar),
     /// Held by the application across stores the mirror must not see half done
     /// ([`Primary::hold_copies`]), and by a copy into the mirror while it reads the region.
@@ -308,6 +314,8 @@ pub struct CopyHold<'a> {
 pub struct Primary<T: Transport = AnyTransport> {
     inner: Arc<Inner<T>>,
     keeper: Option<JoinHandle<()>>,
+    /// Sends the heartbeats (see `Inner::beater_loop`).
+    beater: Option<JoinHandle<()>>,
     /// Maps the region's pages after opening (see `populate.rs`).
     populater: Option<JoinHandle<()>>,
 }
@@ -459,12 +467,13 @@ where
             resync: resync::Progress::default(),
             lease,
             closing: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
             wake: (Mutex::new(()), Condvar::new()),
             copy_gate: Mutex::new(()),
             region,
         });
         // Dropped on an error below: stops and joins the populater.
-        let mut p = Primary { populater: populate::start(&inner), inner, keeper: None };
+        let mut p = Primary { populater: populate::start(&inner), inner, keeper: None, beater: None };
         if !replicated {
             p.inner.start_unreplicated()?;
             return Ok(p);
@@ -483,6 +492,12 @@ where
             .spawn(move || k.keeper_loop())
             .map_err(Error::io("spawn the keeper thread"))?;
         p.keeper = Some(keeper);
+        let b = p.inner.clone();
+        let beater = std::thread::Builder::new()
+            .name("mojim-beat".into())
+            .spawn(move || b.beater_loop())
+            .map_err(Error::io("spawn the heartbeat thread"))?;
+        p.beater = Some(beater);
         Ok(p)
     }
 
@@ -648,16 +663,11 @@ where
 
     fn stop(&mut self) {
         self.inner.closing.store(true, Ordering::SeqCst);
-        self.inner.wake.1.notify_all();
+        self.stop_beating();
         if let Some(l) = self.inner.current() {
             l.close();
         }
-        if let Some(k) = self.keeper.take() {
-            let _ = k.join();
-        }
-        if let Some(t) = self.populater.take() {
-            let _ = t.join();
-        }
+        self.join_threads();
     }
 
     /// A snapshot of the primary's state: the session, acknowledgements, losses, a
@@ -667,22 +677,40 @@ where
     }
 }
 
+impl<T: Transport> Primary<T> {
+    /// Stops the beater and waits for it: no heartbeat goes to a lane after this (one on a
+    /// lane being closed would count as the mirror's loss).
+    fn stop_beating(&mut self) {
+        self.inner.stopped.store(true, Ordering::SeqCst);
+        self.inner.wake.1.notify_all();
+        if let Some(b) = self.beater.take() {
+            let _ = b.join();
+        }
+    }
+
+    /// Joins the keeper and the populater (`closing` is set).
+    fn join_threads(&mut self) {
+        for t in [self.keeper.take(), self.populater.take()].into_iter().flatten() {
+            let _ = t.join();
+        }
+    }
+}
+
 impl<T: Transport> Drop for Primary<T> {
     fn drop(&mut self) {
         self.inner.closing.store(true, Ordering::SeqCst);
         self.inner.wake.1.notify_all();
-        if let Some(l) = self.inner.link.read().unwrap_or_else(|p| p.into_inner()).clone() {
+        let link = self.inner.link.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(l) = &link {
             if !l.is_failed() {
                 let _ = l.drain();
             }
+        }
+        self.stop_beating();
+        if let Some(l) = link {
             l.close();
         }
-        if let Some(k) = self.keeper.take() {
-            let _ = k.join();
-        }
-        if let Some(t) = self.populater.take() {
-            let _ = t.join();
-        }
+        self.join_threads();
     }
 }
 
@@ -913,7 +941,30 @@ where
         Ok(())
     }
 
-    /// Heartbeats while connected; reconnects while not.
+    /// Sends a heartbeat on every lane of the current session that has sent nothing for the
+    /// heartbeat interval, as soon as it has (`Link::beat`). It reads nothing: the keeper hears
+    /// the answers, and a read that waits cannot hold up a heartbeat.
+    fn beater_loop(self: Arc<Self>) {
+        let interval = self.opts.failure.heartbeat.interval;
+        while !self.stopped.load(Ordering::SeqCst) {
+            let pause = match self.current() {
+                Some(link) => link.beat(interval).unwrap_or_else(|reason| {
+                    self.on_loss(&link, reason);
+                    interval
+                }),
+                // The keeper reconnects; a new session is looked at within the interval.
+                None => interval,
+            };
+            let g = lock(&self.wake.0);
+            if self.stopped.load(Ordering::SeqCst) {
+                return;
+            }
+            let _ = self.wake.1.wait_timeout(g, pause);
+        }
+    }
+
+    /// Hears the mirror while connected (the answers the beater's heartbeats and the groups
+    /// are owed); reconnects while not.
     fn keeper_loop(self: Arc<Self>) {
         let hb = self.opts.failure.heartbeat;
         let mut next_try = Instant::now();
@@ -931,7 +982,7 @@ where
             match self.current() {
                 Some(link) => {
                     self.note_acked(&link);
-                    if let Err(reason) = link.heartbeat(hb.interval, hb.timeout) {
+                    if let Err(reason) = link.hear(hb.timeout) {
                         self.on_loss(&link, reason);
                         next_try = Instant::now() + self.opts.failure.reconnect;
                     }
