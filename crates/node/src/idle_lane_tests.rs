@@ -2,45 +2,11 @@
 //! alive by heartbeats while another lane is busy, from the start of a session that began with
 //! a copy (whose last frame on the idle lane, `CopyEnd`, has no answer).
 
-use crate::test_peer::{node_options, region, serve, Scratch, SECRET};
-use mojim::config::{Heartbeat, Limits, Mode, OnMirrorLoss, RegionId, Secret};
-use mojim::{FailurePolicy, Primary, PrimaryOptions};
+use crate::test_peer::{node_options, primary_options, region, region_with_history, serve, Scratch};
+use mojim::config::Heartbeat;
+use mojim::Primary;
 use mojim_transport::MemTransport;
-use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// A primary of `region` at `path` with two lanes to the node at `mirror`, heartbeats as given.
-fn primary_options(path: &Path, mirror: &str, heartbeat: Heartbeat) -> PrimaryOptions {
-    PrimaryOptions {
-        region_path: path.to_path_buf(),
-        mode: Mode::Sync,
-        mirror: mirror.to_string(),
-        lanes: 2,
-        secret: Secret(SECRET.to_vec()),
-        limits: Limits { max_frame: crate::test_peer::MAX_FRAME, max_ranges: 64 },
-        async_window: 1,
-        connect_timeout: Duration::from_secs(10),
-        busy_poll: Duration::ZERO,
-        place_records: false,
-        broadcast: Vec::new(),
-        failure: FailurePolicy { heartbeat, on_mirror_loss: OnMirrorLoss::Block, ..FailurePolicy::default() },
-        coordinator: None,
-        node: String::new(),
-        nvmm: Default::default(),
-    }
-}
-
-/// Gives the region a history of its own (one unreplicated open), so that a new mirror gets a
-/// full copy of it when the first replicated session begins.
-fn with_history(path: &Path, id: RegionId) {
-    mojim::create_region(path, id).expect("create the region");
-    let mut opts = primary_options(path, "unused:0", Heartbeat::default());
-    opts.mode = Mode::Unreplicated;
-    let p = Primary::open(&opts).expect("open unreplicated");
-    p.write(0, b"history").expect("store");
-    p.msync(0, 7).expect("persist");
-    p.close().expect("close");
-}
 
 #[test]
 fn an_idle_lane_is_kept_alive_while_another_is_busy_after_a_copy() {
@@ -55,7 +21,7 @@ fn an_idle_lane_is_kept_alive_while_another_is_busy_after_a_copy() {
     let net = MemTransport::new();
     let node = serve(&net, node_opts);
     let path = scratch.dir.join("region");
-    with_history(&path, id);
+    region_with_history(&path, id);
 
     let p = Primary::open_with(net.clone(), &primary_options(&path, node.addr(), heartbeat))
         .expect("open the primary");

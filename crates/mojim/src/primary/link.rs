@@ -106,6 +106,8 @@ pub(crate) struct Lane<C> {
     /// lane since: the mirror owes its answer. Set before the Heartbeat is sent, cleared by
     /// every frame read.
     asked: AtomicBool,
+    /// The highest probe number the mirror's answers on this lane repeated ([`Link::confirm`]).
+    answered: AtomicU64,
 }
 
 impl<C> Lane<C> {
@@ -124,6 +126,8 @@ enum Until {
     Acked(u64),
     /// Any frame from the mirror (a heartbeat's answer).
     Heard,
+    /// The answer to the Heartbeat with this probe number ([`Link::confirm`]).
+    Answered(u64),
 }
 
 impl Until {
@@ -133,6 +137,7 @@ impl Until {
     fn reached<C>(self, lane: &Lane<C>) -> bool {
         match self {
             Until::Acked(seq) => lane.acked.load(Ordering::Acquire) >= seq,
+            Until::Answered(probe) => lane.answered.load(Ordering::Acquire) >= probe,
             Until::Heard => !lane.owes_answer(),
         }
     }
@@ -256,6 +261,8 @@ pub(crate) struct Link<C> {
     pub welcome: Welcome,
     /// Copy frames a replica asked for again (CopyRetry): `(offset, len)`.
     retries: Mutex<Vec<(u64, u64)>>,
+    /// The last probe number a Heartbeat carried ([`Link::confirm`]).
+    probes: AtomicU64,
     pub mirror: String,
     clock: Instant,
 }
@@ -349,6 +356,7 @@ impl<C: Conn> Link<C> {
                     last_rx: AtomicU64::new(clock.elapsed().as_millis() as u64),
                     last_sent: AtomicU64::new(0),
                     asked: AtomicBool::new(false),
+                    answered: AtomicU64::new(0),
                 });
             }
         }
@@ -370,6 +378,7 @@ impl<C: Conn> Link<C> {
             failed: OnceLock::new(),
             welcome,
             retries: Mutex::new(Vec::new()),
+            probes: AtomicU64::new(0),
             mirror: opts.mirror.clone(),
             clock,
         })
@@ -728,6 +737,35 @@ impl<C: Conn> Link<C> {
         Ok(())
     }
 
+    /// Returns once the mirror (every replica) has carried out every frame sent on lane `l`
+    /// before this call: sends a Heartbeat with a fresh probe number in `seq`, and waits for the
+    /// answer that repeats it. A receiver's lane answers a Heartbeat only after the frames
+    /// before it, and its Heartbeats sent unasked (while it holds a group back) carry no probe
+    /// number, so no other frame is taken for this answer.
+    pub fn confirm(&self, l: usize) -> Result<(), LinkError> {
+        for r in 0..self.replicas {
+            let at = r * self.lanes_per_replica + l;
+            let lane = &self.lanes[at];
+            let probe = {
+                let mut tx = lock(&lane.tx);
+                if self.is_failed() {
+                    return Err(self.lost());
+                }
+                let probe = self.probes.fetch_add(1, Ordering::AcqRel) + 1;
+                let mut h = FrameHeader::new(FrameKind::Heartbeat);
+                (h.lane, h.epoch, h.session, h.seq) = (lane.index, self.epoch, self.session, probe);
+                lane.asked.store(true, Ordering::Release);
+                if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]) {
+                    return Err(self.fail_send(at, format!("send Heartbeat on lane {l}: {e}")));
+                }
+                lane.last_tx.store(self.now_ms(), Ordering::Relaxed);
+                probe
+            };
+            self.wait_acked(lane, Until::Answered(probe))?;
+        }
+        Ok(())
+    }
+
     /// Lanes to each replica.
     pub fn lanes_per_replica(&self) -> usize {
         self.lanes_per_replica
@@ -820,6 +858,19 @@ impl<C: Conn> Link<C> {
                 }
                 FrameKind::Heartbeat if h.body_len == 0 && h.session == self.session => {
                     lane.log_tail.fetch_max(h.offset, Ordering::Release);
+                    // `seq`: the probe number of the Heartbeat this one answers (0: none).
+                    if h.seq != 0 {
+                        let sent = self.probes.load(Ordering::Acquire);
+                        if h.seq > sent {
+                            return Err(self.fail(LinkError::PeerMisbehaved(format!(
+                                "mirror {} answered probe {} on lane {}, but the last probe sent was {sent}",
+                                self.mirror, h.seq, lane.index
+                            ))));
+                        }
+                        lane.answered.fetch_max(h.seq, Ordering::Release);
+                        let _w = lock(&lane.waiters);
+                        lane.cv.notify_all();
+                    }
                     if let Until::Heard = until {
                         return Ok(());
                     }
