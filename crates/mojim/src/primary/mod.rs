@@ -32,6 +32,7 @@ pub use resync::COPY_GROUP_BYTES;
 use crate::config::{Config, Heartbeat, Limits, Mode, NvmmModel, OnMirrorLoss, Secret};
 use crate::error::{Error, Result};
 use crate::nvmm::NvmmStatus;
+use crate::region_lock::RegionLock;
 use link::{lock, Link};
 use link_error::LinkError;
 use mojim_core::encode::{check_group, GroupLimits, RangeError};
@@ -302,6 +303,11 @@ pub(crate) struct Inner<T: Transport> {
     /// Held by the application across stores the mirror must not see half done
     /// ([`Primary::hold_copies`]), and by a copy into the mirror while it reads the region.
     copy_gate: Mutex<()>,
+    /// The threads of the sessions' copies into the mirror (see `resync.rs`), joined when the
+    /// primary closes, so that nothing of it touches the region once its lock is let go.
+    resyncs: Mutex<Vec<JoinHandle<()>>>,
+    /// One primary per region: held as long as anything of this one can touch the region.
+    _lock: RegionLock,
 }
 
 /// Copies into the mirror wait while this lives ([`Primary::hold_copies`]).
@@ -337,8 +343,18 @@ fn thread_no() -> usize {
 impl Primary<AnyTransport> {
     /// Opens the region at `opts.region_path` and, if the mode replicates, connects every lane:
     /// over TCP, or through shared memory when the mirror's address is a path.
+    ///
+    /// It first takes the region's lock ([`RegionLock`]), held until the primary is closed or
+    /// dropped: while it is held, another open of the region, in this process or another, fails
+    /// with [`Error::RegionLocked`].
     pub fn open(opts: &PrimaryOptions) -> Result<Primary<AnyTransport>> {
         Primary::open_with(AnyTransport, opts)
+    }
+
+    /// As [`Primary::open`], with the region's lock taken already: for a caller that changes the
+    /// region file before the primary maps it (a repair, a replay), under the same lock.
+    pub fn open_locked(lock: RegionLock, opts: &PrimaryOptions) -> Result<Primary<AnyTransport>> {
+        Primary::open_locked_with(AnyTransport, lock, opts)
     }
 }
 
@@ -417,6 +433,13 @@ where
 {
     /// As [`Primary::open`], over any transport.
     pub fn open_with(transport: T, opts: &PrimaryOptions) -> Result<Primary<T>> {
+        let lock = RegionLock::acquire(&opts.region_path)?;
+        Primary::open_locked_with(transport, lock, opts)
+    }
+
+    /// As [`Primary::open_locked`], over any transport.
+    pub fn open_locked_with(transport: T, lock: RegionLock, opts: &PrimaryOptions) -> Result<Primary<T>> {
+        lock.check_covers(&opts.region_path)?;
         // Its pages are mapped by a thread of their own, while the session is set up.
         let mut region = RegionFile::open_unpopulated(&opts.region_path)?;
         region.emulate_nvmm(Nvmm::shared(opts.nvmm));
@@ -470,7 +493,9 @@ where
             stopped: AtomicBool::new(false),
             wake: (Mutex::new(()), Condvar::new()),
             copy_gate: Mutex::new(()),
+            resyncs: Mutex::new(Vec::new()),
             region,
+            _lock: lock,
         });
         // Dropped on an error below: stops and joins the populater.
         let mut p = Primary { populater: populate::start(&inner), inner, keeper: None, beater: None };
@@ -688,9 +713,14 @@ impl<T: Transport> Primary<T> {
         }
     }
 
-    /// Joins the keeper and the populater (`closing` is set).
+    /// Joins the keeper and the populater (`closing` is set), then every copy's thread (the
+    /// session is closed: a copy in progress fails at once).
     fn join_threads(&mut self) {
         for t in [self.keeper.take(), self.populater.take()].into_iter().flatten() {
+            let _ = t.join();
+        }
+        let copies = std::mem::take(&mut *lock(&self.inner.resyncs));
+        for t in copies {
             let _ = t.join();
         }
     }

@@ -351,7 +351,7 @@ where
     );
     if let Plan::Copy { kind, ranges } = chosen {
         let inner2 = inner.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("mojim-resync".into())
             .spawn(move || {
                 let res = copy(&inner2, &link, kind, &ranges, generation);
@@ -361,6 +361,10 @@ where
                 inner2.resync.finish(res.err().map(|e| e.to_string()));
             })
             .map_err(Error::io("spawn the resync thread"))?;
+        // Joined when the primary closes; those of earlier sessions that ended are let go.
+        let mut threads = lock(&inner.resyncs);
+        threads.retain(|t| !t.is_finished());
+        threads.push(thread);
     }
     Ok(())
 }
