@@ -218,6 +218,12 @@ enum mojim_error {
      * answered an error, or broke its protocol.
      */
     MOJIM_EBACKEND = -19,
+    /**
+     * The region is open as primary already, in another process or by another open in this
+     * one: one primary per region. The message names the region and, where the system says,
+     * the holder's pid. Nothing was opened.
+     */
+    MOJIM_ELOCKED = -20,
 };
 
 /**
@@ -600,9 +606,10 @@ extern "C" {
  * `flags`: 0, or `MOJIM_OPEN_INSECURE`. Unknown bits are refused (`MOJIM_EINVAL`).
  *
  * Errors: `MOJIM_EINVAL` (NULL `config_path` or `out`, unknown flags), `MOJIM_ECONFIG` (the
- * file is missing or wrong), `MOJIM_EIO`/`MOJIM_ESTORAGE` (the region file), and the
- * mirror's: `MOJIM_EREFUSED`, `MOJIM_EHANDSHAKE`, `MOJIM_EFENCED`, `MOJIM_EDIVERGED`,
- * `MOJIM_ECOORD`.
+ * file is missing or wrong), `MOJIM_EIO`/`MOJIM_ESTORAGE` (the region file), `MOJIM_ELOCKED`
+ * (the region is open as primary already, here or in another process: one primary per
+ * region), and the mirror's: `MOJIM_EREFUSED`, `MOJIM_EHANDSHAKE`, `MOJIM_EFENCED`,
+ * `MOJIM_EDIVERGED`, `MOJIM_ECOORD`.
  *
  * # Safety
  * `config_path` is NULL or a NUL-terminated string; `out` is NULL or valid for a write.

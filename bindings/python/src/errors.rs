@@ -36,6 +36,12 @@ create_exception!(mojim, IoError, Error, "A system call failed: the message name
 create_exception!(mojim, StorageError, Error, "A region or log file could not be mapped or is not valid.");
 create_exception!(
     mojim,
+    RegionLocked,
+    Error,
+    "The region is open as primary already, in another process or by another open in this one: one primary per region. The message names the region and, where the system says, the holder's pid."
+);
+create_exception!(
+    mojim,
     Closed,
     Error,
     "The region (or recoverable memory) was closed: no sync point, view or commit after close()."
@@ -79,6 +85,7 @@ pub fn mojim_err(e: LibError) -> PyErr {
         LibError::Coordinator(_) => CoordinatorError::new_err(m),
         LibError::Io { .. } => IoError::new_err(m),
         LibError::Storage(_) => StorageError::new_err(m),
+        LibError::RegionLocked { .. } => RegionLocked::new_err(m),
     }
 }
 
@@ -118,6 +125,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         CoordinatorError,
         IoError,
         StorageError,
+        RegionLocked,
         Closed,
         Busy,
         RvmFull,

@@ -75,6 +75,6 @@ def test_arrays_are_recovered_with_their_last_commit(cluster):
 
 def test_opening_twice_in_one_process_is_refused(cluster):
     with rvm.open(cluster.cfg) as mem:
-        with pytest.raises(mojim.StateError, match="open already"):
+        with pytest.raises(mojim.RegionLocked, match="open as primary in this process already"):
             rvm.open(cluster.cfg)
         assert mem.status()["backend"] == "mojim"

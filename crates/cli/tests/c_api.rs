@@ -219,6 +219,12 @@ fn bad_input_through_c_gives_clear_codes_and_messages() {
     expect("open-null-out", "MOJIM_EINVAL", &["out is NULL"]);
     expect("open-unknown-flags", "MOJIM_EINVAL", &["unknown flag bits 0x6", "MOJIM_OPEN_INSECURE (0x1)"]);
     expect("open", "MOJIM_OK", &[]);
+    let region = c.cfg.resolve(&c.cfg.file.region.path);
+    expect(
+        "open-twice",
+        "MOJIM_ELOCKED",
+        &[&format!("the region {} is open as primary in this process already", region.display())],
+    );
     for case in ["msync-before-base", "msync-past-end", "msync-far-away", "gmsync-one-outside"] {
         expect(case, "MOJIM_ERANGE", &["pointer range 0x", "is not inside the region mapped at 0x"]);
     }

@@ -492,7 +492,9 @@ fn two_files_a_forked_child_and_a_second_process() {
     BufReader::new(holder.stdout.take().unwrap()).read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "up");
     let o = run_python(&py, &[("MOJIM_CONFIG", c.cfg_path.to_str()), ("MOJIM_FILES", Some(&files))]);
+    let pid = holder.id();
     holder.kill().unwrap();
     holder.wait().unwrap();
-    assert_refused(&o, &["is in use by another process under the interposer"]);
+    let says = format!("is open as primary in process {pid}");
+    assert_refused(&o, &[&says, "run one program per region under the interposer"]);
 }

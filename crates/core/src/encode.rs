@@ -258,10 +258,16 @@ pub fn ack_header_with_tail(tag: SessionTag, seq: u64, tail: u64) -> [u8; FRAME_
     reply_header(FrameKind::Ack, tag, tail, seq)
 }
 
-/// A receiver's Heartbeat on a lane of `tag`'s session; `offset` is the lane log's tail, as in
-/// [`ack_header_with_tail`].
+/// A receiver's Heartbeat on a lane of `tag`'s session, sent unasked; `offset` is the lane log's
+/// tail, as in [`ack_header_with_tail`].
 pub fn heartbeat_header(tag: SessionTag, tail: u64) -> [u8; FRAME_HEADER_SIZE] {
-    reply_header(FrameKind::Heartbeat, tag, tail, 0)
+    heartbeat_answer(tag, tail, 0)
+}
+
+/// A receiver's answer to a Heartbeat that carried the probe number `probe` in `seq` (0: none):
+/// the answer repeats it, so a sender can tell it from Heartbeats sent unasked.
+pub fn heartbeat_answer(tag: SessionTag, tail: u64, probe: u64) -> [u8; FRAME_HEADER_SIZE] {
+    reply_header(FrameKind::Heartbeat, tag, tail, probe)
 }
 
 /// The header of a CopyRetry: the Copy frame at `offset` of `len` bytes did not land.

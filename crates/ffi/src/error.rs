@@ -73,6 +73,10 @@ pub enum MojimError {
     /// An RVM backend other than a Mojim region (a Redis server) could not be reached,
     /// answered an error, or broke its protocol.
     MOJIM_EBACKEND = -19,
+    /// The region is open as primary already, in another process or by another open in this
+    /// one: one primary per region. The message names the region and, where the system says,
+    /// the holder's pid. Nothing was opened.
+    MOJIM_ELOCKED = -20,
 }
 
 impl MojimError {
@@ -90,6 +94,7 @@ impl MojimError {
             Error::Coordinator(_) => MojimError::MOJIM_ECOORD,
             Error::Io { .. } => MojimError::MOJIM_EIO,
             Error::Storage(_) => MojimError::MOJIM_ESTORAGE,
+            Error::RegionLocked { .. } => MojimError::MOJIM_ELOCKED,
         }
     }
 
@@ -137,10 +142,11 @@ impl MojimError {
             MojimError::MOJIM_ELAYOUT => b"MOJIM_ELAYOUT\0",
             MojimError::MOJIM_ESTATE => b"MOJIM_ESTATE\0",
             MojimError::MOJIM_EBACKEND => b"MOJIM_EBACKEND\0",
+            MojimError::MOJIM_ELOCKED => b"MOJIM_ELOCKED\0",
         }
     }
 
-    const ALL: [MojimError; 20] = [
+    const ALL: [MojimError; 21] = [
         MojimError::MOJIM_OK,
         MojimError::MOJIM_EINVAL,
         MojimError::MOJIM_ECONFIG,
@@ -161,6 +167,7 @@ impl MojimError {
         MojimError::MOJIM_ELAYOUT,
         MojimError::MOJIM_ESTATE,
         MojimError::MOJIM_EBACKEND,
+        MojimError::MOJIM_ELOCKED,
     ];
 }
 

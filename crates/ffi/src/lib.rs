@@ -252,9 +252,10 @@ unsafe fn put<T>(out: *mut T, what: &str, value: T) -> Result<(), Failure> {
 /// `flags`: 0, or `MOJIM_OPEN_INSECURE`. Unknown bits are refused (`MOJIM_EINVAL`).
 ///
 /// Errors: `MOJIM_EINVAL` (NULL `config_path` or `out`, unknown flags), `MOJIM_ECONFIG` (the
-/// file is missing or wrong), `MOJIM_EIO`/`MOJIM_ESTORAGE` (the region file), and the
-/// mirror's: `MOJIM_EREFUSED`, `MOJIM_EHANDSHAKE`, `MOJIM_EFENCED`, `MOJIM_EDIVERGED`,
-/// `MOJIM_ECOORD`.
+/// file is missing or wrong), `MOJIM_EIO`/`MOJIM_ESTORAGE` (the region file), `MOJIM_ELOCKED`
+/// (the region is open as primary already, here or in another process: one primary per
+/// region), and the mirror's: `MOJIM_EREFUSED`, `MOJIM_EHANDSHAKE`, `MOJIM_EFENCED`,
+/// `MOJIM_EDIVERGED`, `MOJIM_ECOORD`.
 ///
 /// # Safety
 /// `config_path` is NULL or a NUL-terminated string; `out` is NULL or valid for a write.

@@ -7,6 +7,7 @@ use mojim_format::handshake::RefuseCode;
 use mojim_region::MapError;
 use std::fmt;
 use std::io;
+use std::path::PathBuf;
 
 /// Everything that can go wrong in Mojim's API and daemon.
 #[derive(Debug)]
@@ -72,6 +73,14 @@ pub enum Error {
     },
     /// A region or log file could not be mapped or is not valid.
     Storage(MapError),
+    /// The region is open as primary already, in another process or in this one: one primary
+    /// per region (see [`crate::RegionLock`]). Nothing was opened.
+    RegionLocked {
+        /// The region file.
+        path: PathBuf,
+        /// The process holding it, where the system says (Linux's `/proc/locks`).
+        holder: Option<u32>,
+    },
 }
 
 impl Error {
@@ -118,6 +127,26 @@ impl fmt::Display for Error {
             Error::Coordinator(m) => write!(f, "coordinator: {m}"),
             Error::Io { op, source } => write!(f, "{op}: {source}"),
             Error::Storage(e) => write!(f, "{e}"),
+            Error::RegionLocked { path, holder } => match holder {
+                Some(pid) if *pid == std::process::id() => write!(
+                    f,
+                    "the region {} is open as primary in this process already (pid {pid}): one primary per \
+                     region; use the open one, or close it first",
+                    path.display()
+                ),
+                Some(pid) => write!(
+                    f,
+                    "the region {} is open as primary in process {pid}: one primary per region; stop that \
+                     process first, or open another region",
+                    path.display()
+                ),
+                None => write!(
+                    f,
+                    "the region {} is open as primary in another process (or by another open in this one): \
+                     one primary per region; stop the other first",
+                    path.display()
+                ),
+            },
         }
     }
 }

@@ -29,6 +29,7 @@ pub mod nvmm;
 pub mod primary;
 #[doc(hidden)]
 pub mod random;
+mod region_lock;
 pub mod size;
 
 pub use config::{Config, Limits, Mode, RegionId, Secret};
@@ -38,6 +39,7 @@ pub use primary::{
     CopyHold, CopyKind, FailurePolicy, LeaseStatus, Primary, PrimaryOptions, PrimaryStatus, ResyncStatus,
     Ticket,
 };
+pub use region_lock::RegionLock;
 
 /// Creates a region file for a primary.
 pub fn create_region(path: &std::path::Path, id: RegionId) -> Result<()> {

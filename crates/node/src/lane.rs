@@ -4,7 +4,7 @@
 use super::lanes::LaneRef;
 use super::Shared;
 use mojim_core::checkpoint::GroupRef;
-use mojim_core::encode::{ack_header_with_tail, copy_retry_header, heartbeat_header, SessionTag};
+use mojim_core::encode::{ack_header_with_tail, copy_retry_header, heartbeat_answer, SessionTag};
 use mojim_core::lane::{Completed, Slot};
 use mojim_core::receive::Violation;
 use mojim_format::frame::BodyError;
@@ -79,9 +79,9 @@ fn drain<C: Conn>(conn: &mut C) {
 }
 
 /// A heartbeat, telling the primary where the lane's log is free (`tail`: it places records
-/// on a placed lane).
-fn heartbeat<C: Conn>(conn: &mut C, tag: SessionTag, tail: u64) -> std::io::Result<()> {
-    mojim::net::write_frame(conn, &heartbeat_header(tag, tail), &[])
+/// on a placed lane); `probe`: the probe number of the Heartbeat it answers (0: sent unasked).
+fn heartbeat<C: Conn>(conn: &mut C, tag: SessionTag, tail: u64, probe: u64) -> std::io::Result<()> {
+    mojim::net::write_frame(conn, &heartbeat_answer(tag, tail, probe), &[])
 }
 
 fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag, placed: bool) -> LaneEnd {
@@ -121,7 +121,7 @@ impl Pacer {
     fn beat<C: Conn>(&mut self, conn: &mut C, lane: &LaneRef<'_>) -> std::io::Result<()> {
         if self.last_beat.elapsed() >= self.interval {
             self.last_beat = Instant::now();
-            return heartbeat(conn, self.tag, lane.tail());
+            return heartbeat(conn, self.tag, lane.tail(), 0);
         }
         Ok(())
     }
@@ -245,7 +245,9 @@ impl<C: Conn> Receiver<'_, C> {
                         return Err(LaneEnd::Storage(msg.clone()));
                     }
                 }
-                if let Err(e) = heartbeat(*self.rx.get_mut(), tag, self.lane.tail()) {
+                // Answered after every frame before it: the probe number it carries says which
+                // Heartbeat this answer is (a primary confirms a copy's end so).
+                if let Err(e) = heartbeat(*self.rx.get_mut(), tag, self.lane.tail(), h.seq) {
                     return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));
                 }
                 Ok(true)

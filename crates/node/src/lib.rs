@@ -84,7 +84,11 @@ mod takeover;
 #[cfg(test)]
 mod apply_tests;
 #[cfg(test)]
+mod copy_end_tests;
+#[cfg(test)]
 mod forward_tests;
+#[cfg(test)]
+mod idle_lane_tests;
 #[cfg(test)]
 mod lane_tests;
 #[cfg(test)]

@@ -3,9 +3,10 @@
 //! real handshake and sends frames built by `mojim_core::encode`.
 
 use super::{MirrorHandle, MirrorOptions, Shared};
-use mojim::config::{Heartbeat, Limits, RegionId, Secret};
+use mojim::config::{Heartbeat, Limits, Mode, OnMirrorLoss, RegionId, Secret};
 use mojim::connect::{connect, Intro};
 use mojim::net::{read_frame, timed_out, write_frame, ReadError};
+use mojim::{FailurePolicy, Primary, PrimaryOptions};
 use mojim_core::encode::{data_header, FramePlan, SessionTag};
 use mojim_format::handshake::{PeerRole, Welcome};
 use mojim_format::{FrameHeader, FrameKind};
@@ -80,6 +81,40 @@ pub fn region(size: u64) -> RegionId {
 /// Opens a node and serves it on `net`.
 pub fn serve(net: &MemTransport, opts: MirrorOptions) -> MirrorHandle {
     super::Mirror::open(opts).expect("open the node").serve_with(net.clone()).expect("serve the node")
+}
+
+/// A real primary's options: the region file at `path`, two lanes to the node at `mirror`,
+/// frames of at most [`MAX_FRAME`], heartbeats as given, records sent on the connection.
+pub fn primary_options(path: &Path, mirror: &str, heartbeat: Heartbeat) -> PrimaryOptions {
+    PrimaryOptions {
+        region_path: path.to_path_buf(),
+        mode: Mode::Sync,
+        mirror: mirror.to_string(),
+        lanes: 2,
+        secret: Secret(SECRET.to_vec()),
+        limits: Limits { max_frame: MAX_FRAME, max_ranges: 64 },
+        async_window: 1,
+        connect_timeout: Duration::from_secs(10),
+        busy_poll: Duration::ZERO,
+        place_records: false,
+        broadcast: Vec::new(),
+        failure: FailurePolicy { heartbeat, on_mirror_loss: OnMirrorLoss::Block, ..FailurePolicy::default() },
+        coordinator: None,
+        node: String::new(),
+        nvmm: Default::default(),
+    }
+}
+
+/// Creates the region file `path` of `id` with a history of its own (one unreplicated open and
+/// sync), so that a new mirror gets a full copy of it when its first replicated session begins.
+pub fn region_with_history(path: &Path, id: RegionId) {
+    mojim::create_region(path, id).expect("create the region");
+    let mut opts = primary_options(path, "unused:0", Heartbeat::default());
+    opts.mode = Mode::Unreplicated;
+    let p = Primary::open(&opts).expect("open unreplicated");
+    p.write(0, b"history").expect("store");
+    p.msync(0, 7).expect("persist");
+    p.close().expect("close");
 }
 
 /// The node's state, for the tests inside the crate.

@@ -161,28 +161,20 @@ fn start() -> Result<State, String> {
     let opts =
         PrimaryOptions::from_config(&cfg, false).map_err(|e| format!("{ENV_CONFIG}={cfg_path}: {e}"))?;
     let region = opts.region_path.clone();
-    // One primary per region: a second process under the interposer (a child that inherited
-    // the variables, a second start) would write the same region behind the first one's back.
-    let lock = std::fs::File::open(&region)
-        .map_err(|e| format!("cannot open the region {} named by {cfg_path}: {e}", region.display()))?;
-    {
-        use std::os::fd::AsRawFd;
-        // SAFETY: flock on a descriptor this function owns.
-        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(format!(
-                "the region {} is in use by another process under the interposer: run one program per \
-                 region (unset LD_PRELOAD for the programs it starts)",
-                region.display()
-            ));
-        }
-    }
-    let primary = Primary::open(&opts).map_err(|e| {
-        format!(
+    // One primary per region: `Primary::open` takes the region's lock (held while the primary
+    // lives, that is, as long as the process), so a second process under the interposer (a
+    // child that inherited the variables, a second start), or any other primary, is refused.
+    let primary = Primary::open(&opts).map_err(|e| match e {
+        mojim::Error::RegionLocked { .. } => format!(
+            "{e}: run one program per region under the interposer (unset LD_PRELOAD for the programs it \
+             starts)"
+        ),
+        e => format!(
             "cannot open the region {} as primary (mode {}, mirror {}): {e}",
             region.display(),
             opts.mode.name(),
             opts.mirror
-        )
+        ),
     })?;
     let table = load_table(&primary, &names, &region)?;
     let cwd = std::env::current_dir().map_err(|e| format!("cannot read the working folder: {e}"))?;
@@ -218,8 +210,6 @@ fn start() -> Result<State, String> {
             table,
         }),
     };
-    // The lock lives as long as the process.
-    std::mem::forget(lock);
     Ok(st)
 }
 

@@ -14,16 +14,16 @@
 use crate::error::{Result, RvmError};
 use crate::redo::Redo;
 use crate::rmem::Rmem;
-use mojim::{Primary, PrimaryOptions, Range};
+use mojim::{Primary, PrimaryOptions, Range, RegionLock};
 use mojim_core::encode::RangeError;
 use mojim_region::{Arena, RegionFile};
 
 /// A Mojim region as recoverable memory's store.
 pub struct MojimRmem {
+    /// Holds the region's lock (one primary per region, so one user of this recoverable memory
+    /// and its redo file at a time), taken before the redo file was read.
     primary: Primary,
     redo: Redo,
-    /// Held while open: one process at a time (see [`crate::redo::lock`]).
-    _lock: std::fs::File,
     max_ranges: usize,
     /// The group of the commit at hand (reused: no allocation per commit).
     group: Vec<Range>,
@@ -31,9 +31,11 @@ pub struct MojimRmem {
 
 impl MojimRmem {
     /// Opens the region as primary (connecting to its mirror if the mode replicates), after
-    /// putting back into it a commit a crash interrupted.
+    /// putting back into it a commit a crash interrupted, under the region's lock: another
+    /// user of the region, in this process or another, is refused (`Error::RegionLocked`)
+    /// before the redo file is touched.
     pub fn open(opts: &PrimaryOptions) -> Result<MojimRmem> {
-        let lock = crate::redo::lock(&opts.region_path)?;
+        let lock = RegionLock::acquire(&opts.region_path)?;
         let mut redo = Redo::open(&opts.region_path)?;
         let replay = redo.pending()?;
         if replay.is_none() {
@@ -56,9 +58,8 @@ impl MojimRmem {
             }
             tracing::info!(runs = runs.len(), "put back a commit the last process was copying");
         }
-        let primary = Primary::open(opts)?;
-        let mut me =
-            MojimRmem { primary, redo, _lock: lock, max_ranges: opts.limits.max_ranges, group: Vec::new() };
+        let primary = Primary::open_locked(lock, opts)?;
+        let mut me = MojimRmem { primary, redo, max_ranges: opts.limits.max_ranges, group: Vec::new() };
         if let Some(runs) = replay {
             let runs: Vec<(u64, u64)> = runs.iter().map(|(o, b)| (*o, b.len() as u64)).collect();
             bridge(&runs, me.max_ranges, &mut me.group);

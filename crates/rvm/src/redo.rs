@@ -102,24 +102,6 @@ fn reserve_and_map(path: &Path, len: u64) -> Result<MappedFile> {
         .map_err(|e| RvmError::Io { op: format!("{} {}", e.op, e.path.display()), source: e.source })
 }
 
-/// Takes the lock that makes one process at a time the user of `region`'s recoverable memory:
-/// an exclusive `flock` of its redo file, held while the returned file stays open (a process
-/// that dies lets it go).
-pub fn lock(region: &Path) -> Result<std::fs::File> {
-    let path = path_beside(region);
-    let file = open_private(&path)?;
-    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(file),
-        Err(rustix::io::Errno::WOULDBLOCK) => Err(RvmError::State(format!(
-            "the recoverable memory of {} is open already, in another process or by another open in \
-             this one (its redo file {} is locked): one user at a time; close the other first",
-            region.display(),
-            path.display()
-        ))),
-        Err(e) => Err(io_error(&path, "lock")(e.into())),
-    }
-}
-
 impl Redo {
     /// Opens (or creates) the redo file beside `region`.
     pub fn open(region: &Path) -> Result<Redo> {

@@ -416,7 +416,9 @@ fn a_second_user_of_the_same_region_is_refused_and_the_first_goes_on() {
     rvm.txn_commit().unwrap();
     // Another base address, so that only the region is shared.
     match Rvm::open(&options(&dir.0, m.addr(), base(11), WriteTracking::UffdAsync)) {
-        Err(e @ RvmError::State(_)) => assert!(e.to_string().contains("open already"), "{e}"),
+        Err(e @ RvmError::Mojim(mojim::Error::RegionLocked { .. })) => {
+            assert!(e.to_string().contains("is open as primary in this process already"), "{e}")
+        }
         Err(e) => panic!("a second user refused for the wrong reason: {e}"),
         Ok(_) => panic!("a second user of the same region was let in"),
     }

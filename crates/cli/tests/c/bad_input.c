@@ -92,6 +92,12 @@ int main(int argc, char **argv)
     report("open", rc);
     if (rc != MOJIM_OK)
         return 1;
+    struct mojim *second = (struct mojim *)1;
+    report("open-twice", mojim_open(argv[1], 0, &second));
+    if (second != NULL) {
+        printf("open-twice-handle not-null\n");
+        return 1;
+    }
     char *base = mojim_base(h);
     uint64_t size = mojim_size(h);
 

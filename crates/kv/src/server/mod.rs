@@ -59,6 +59,9 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
     // Repair first, on the region file itself: the primary then only ever sends whole states.
     // (An empty region is made a store only through the primary, once it is known to be one.)
     let region_error = |source| KvError::Region { path: path.clone(), source };
+    // Under the region's lock, taken before the repair: a second server (or any primary) on the
+    // region is refused before it changes anything, naming the holder.
+    let lock = mojim::RegionLock::acquire(path)?;
     {
         let region = mojim_region::RegionFile::open(path).map_err(mojim::Error::from)?;
         if let Some(o) = Store::repair(&region, max_ranges).map_err(region_error)? {
@@ -67,7 +70,7 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
             }
         }
     }
-    let primary = Primary::open(&opts.primary)?;
+    let primary = Primary::open_locked(lock, &opts.primary)?;
     let mut store = Store::open(&primary, max_ranges).map_err(region_error)?;
     if store.opened().formatted {
         tracing::info!(region = %path.display(), "made an empty store in the region");

@@ -19,8 +19,8 @@ use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::{MapSlice, RegionFile};
 use mojim_transport::{Conn, PeerMemory, Transport};
 use std::io::IoSlice;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
 use super::link_error::LinkError;
@@ -57,7 +57,6 @@ pub(crate) struct Tx<C> {
     /// Sequence numbers of the last `async_window` groups sent on this lane.
     window: Box<[u64]>,
     window_at: usize,
-    pub last_sent: u64,
     /// The mirror's log of this lane, when this side places its records there itself.
     placed: Option<Placed>,
 }
@@ -100,6 +99,25 @@ pub(crate) struct Lane<C> {
     /// Milliseconds (on the link's clock) of the last frame sent and received.
     last_tx: AtomicU64,
     last_rx: AtomicU64,
+    /// The last group sent on the lane (stored under its sending side's lock): the mirror owes
+    /// an Ack for every group up to it.
+    last_sent: AtomicU64,
+    /// A Heartbeat went out ([`Link::beat`], [`Link::room`]) and nothing has been heard on the
+    /// lane since: the mirror owes its answer. Set before the Heartbeat is sent, cleared by
+    /// every frame read.
+    asked: AtomicBool,
+    /// The highest probe number the mirror's answers on this lane repeated ([`Link::confirm`]).
+    answered: AtomicU64,
+}
+
+impl<C> Lane<C> {
+    /// Whether the mirror owes this lane a frame: the answer to a Heartbeat, or the Ack of a
+    /// group. Only then does a thread wait to hear the lane; the mirror sends nothing unasked
+    /// while it has nothing to hold back (after a `CopyEnd`, say, which has no answer).
+    fn owes_answer(&self) -> bool {
+        self.asked.load(Ordering::Acquire)
+            || self.last_sent.load(Ordering::Acquire) > self.acked.load(Ordering::Acquire)
+    }
 }
 
 /// When a reader stops reading.
@@ -108,6 +126,21 @@ enum Until {
     Acked(u64),
     /// Any frame from the mirror (a heartbeat's answer).
     Heard,
+    /// The answer to the Heartbeat with this probe number ([`Link::confirm`]).
+    Answered(u64),
+}
+
+impl Until {
+    /// Whether what the reader waits for has come on `lane`, as far as the lane's counters say.
+    /// `Heard` is reached once the lane owes nothing: a frame read since (by any reader) settled
+    /// the Heartbeat that was asked, so no read waits for an answer already taken.
+    fn reached<C>(self, lane: &Lane<C>) -> bool {
+        match self {
+            Until::Acked(seq) => lane.acked.load(Ordering::Acquire) >= seq,
+            Until::Answered(probe) => lane.answered.load(Ordering::Acquire) >= probe,
+            Until::Heard => !lane.owes_answer(),
+        }
+    }
 }
 
 /// One copy group's frames, and the buffers to make them, reused from group to group.
@@ -237,6 +270,8 @@ pub(crate) struct Link<C> {
     pub welcome: Welcome,
     /// Copy frames a replica asked for again (CopyRetry): `(offset, len)`.
     retries: Mutex<Vec<(u64, u64)>>,
+    /// The last probe number a Heartbeat carried ([`Link::confirm`]).
+    probes: AtomicU64,
     pub mirror: String,
     clock: Instant,
 }
@@ -317,7 +352,6 @@ impl<C: Conn> Link<C> {
                         headers: Box::new([[0u8; FRAME_HEADER_SIZE]; BATCH]),
                         window: vec![0u64; opts.async_window as usize].into_boxed_slice(),
                         window_at: 0,
-                        last_sent: 0,
                         placed,
                     }),
                     rx: Mutex::new(rx),
@@ -327,7 +361,11 @@ impl<C: Conn> Link<C> {
                     waiters: Mutex::new(Waiters { reader_busy: false }),
                     cv: Condvar::new(),
                     last_tx: AtomicU64::new(0),
-                    last_rx: AtomicU64::new(0),
+                    // Its Welcome was heard just now.
+                    last_rx: AtomicU64::new(clock.elapsed().as_millis() as u64),
+                    last_sent: AtomicU64::new(0),
+                    asked: AtomicBool::new(false),
+                    answered: AtomicU64::new(0),
                 });
             }
         }
@@ -349,6 +387,7 @@ impl<C: Conn> Link<C> {
             failed: OnceLock::new(),
             welcome,
             retries: Mutex::new(Vec::new()),
+            probes: AtomicU64::new(0),
             mirror: opts.mirror.clone(),
             clock,
         })
@@ -514,8 +553,9 @@ impl<C: Conn> Link<C> {
                     self.fail_send(r * self.lanes_per_replica + l, format!("send copy on lane {l}: {e}"))
                 );
             }
-            tx.last_sent = seq;
-            self.lanes[r * self.lanes_per_replica + l].last_tx.store(self.now_ms(), Ordering::Relaxed);
+            let lane = &self.lanes[r * self.lanes_per_replica + l];
+            lane.last_sent.store(seq, Ordering::Release);
+            lane.last_tx.store(self.now_ms(), Ordering::Relaxed);
         }
         Ok(())
     }
@@ -533,7 +573,7 @@ impl<C: Conn> Link<C> {
         } else {
             self.stream_frames(tx, at, seq, group, stage)?;
         }
-        tx.last_sent = seq;
+        self.lanes[at].last_sent.store(seq, Ordering::Release);
         let behind = std::mem::replace(&mut tx.window[tx.window_at], seq);
         tx.window_at = (tx.window_at + 1) % tx.window.len();
         Ok(behind)
@@ -674,6 +714,7 @@ impl<C: Conn> Link<C> {
             let mut h = FrameHeader::new(FrameKind::Heartbeat);
             (h.lane, h.epoch, h.session) = (lane.index, self.epoch, self.session);
             h.offset = sizes().sum::<u64>().max(1);
+            lane.asked.store(true, Ordering::Release);
             if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]) {
                 return Err(self.fail_send(at, format!("send Heartbeat on lane {}: {e}", lane.index)));
             }
@@ -705,6 +746,35 @@ impl<C: Conn> Link<C> {
         Ok(())
     }
 
+    /// Returns once the mirror (every replica) has carried out every frame sent on lane `l`
+    /// before this call: sends a Heartbeat with a fresh probe number in `seq`, and waits for the
+    /// answer that repeats it. A receiver's lane answers a Heartbeat only after the frames
+    /// before it, and its Heartbeats sent unasked (while it holds a group back) carry no probe
+    /// number, so no other frame is taken for this answer.
+    pub fn confirm(&self, l: usize) -> Result<(), LinkError> {
+        for r in 0..self.replicas {
+            let at = r * self.lanes_per_replica + l;
+            let lane = &self.lanes[at];
+            let probe = {
+                let mut tx = lock(&lane.tx);
+                if self.is_failed() {
+                    return Err(self.lost());
+                }
+                let probe = self.probes.fetch_add(1, Ordering::AcqRel) + 1;
+                let mut h = FrameHeader::new(FrameKind::Heartbeat);
+                (h.lane, h.epoch, h.session, h.seq) = (lane.index, self.epoch, self.session, probe);
+                lane.asked.store(true, Ordering::Release);
+                if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]) {
+                    return Err(self.fail_send(at, format!("send Heartbeat on lane {l}: {e}")));
+                }
+                lane.last_tx.store(self.now_ms(), Ordering::Relaxed);
+                probe
+            };
+            self.wait_acked(lane, Until::Answered(probe))?;
+        }
+        Ok(())
+    }
+
     /// Lanes to each replica.
     pub fn lanes_per_replica(&self) -> usize {
         self.lanes_per_replica
@@ -721,10 +791,8 @@ impl<C: Conn> Link<C> {
     fn wait_acked(&self, lane: &Lane<C>, until: Until) -> Result<(), LinkError> {
         let mut w = lock(&lane.waiters);
         loop {
-            if let Until::Acked(seq) = until {
-                if lane.acked.load(Ordering::Acquire) >= seq {
-                    return Ok(());
-                }
+            if until.reached(lane) {
+                return Ok(());
             }
             if self.is_failed() {
                 return Err(self.lost());
@@ -750,10 +818,8 @@ impl<C: Conn> Link<C> {
     fn read_frames(&self, lane: &Lane<C>, until: Until) -> Result<(), LinkError> {
         let mut rx = lock(&lane.rx);
         loop {
-            if let Until::Acked(seq) = until {
-                if lane.acked.load(Ordering::Acquire) >= seq {
-                    return Ok(());
-                }
+            if until.reached(lane) {
+                return Ok(());
             }
             if self.is_failed() {
                 return Err(self.lost());
@@ -770,6 +836,7 @@ impl<C: Conn> Link<C> {
                 );
             }
             lane.last_rx.store(self.now_ms(), Ordering::Relaxed);
+            lane.asked.store(false, Ordering::Release);
             let h = match FrameHeader::decode(&hb) {
                 Ok(h) => h,
                 Err(e) => {
@@ -800,6 +867,19 @@ impl<C: Conn> Link<C> {
                 }
                 FrameKind::Heartbeat if h.body_len == 0 && h.session == self.session => {
                     lane.log_tail.fetch_max(h.offset, Ordering::Release);
+                    // `seq`: the probe number of the Heartbeat this one answers (0: none).
+                    if h.seq != 0 {
+                        let sent = self.probes.load(Ordering::Acquire);
+                        if h.seq > sent {
+                            return Err(self.fail(LinkError::PeerMisbehaved(format!(
+                                "mirror {} answered probe {} on lane {}, but the last probe sent was {sent}",
+                                self.mirror, h.seq, lane.index
+                            ))));
+                        }
+                        lane.answered.fetch_max(h.seq, Ordering::Release);
+                        let _w = lock(&lane.waiters);
+                        lane.cv.notify_all();
+                    }
                     if let Until::Heard = until {
                         return Ok(());
                     }
@@ -840,37 +920,59 @@ impl<C: Conn> Link<C> {
         }
     }
 
-    /// One heartbeat round: every lane idle for `interval` sends a heartbeat and reads until it
-    /// hears the mirror (or its receive timeout fails the link).
-    pub fn heartbeat(&self, interval: Duration, timeout: Duration) -> Result<(), LinkError> {
-        let now = self.now_ms();
+    /// Sends a Heartbeat on every lane that has sent nothing for `interval`, and returns how
+    /// long until the next lane will have. It never waits for an answer (the keeper reads them,
+    /// [`Link::hear`]), so a lane whose answer is slow delays no other lane's Heartbeat.
+    ///
+    /// A lane whose sending side is held is being sent on (a group, a copy group, a control
+    /// frame, or [`Link::room`]'s own Heartbeats): it is skipped, and looked at again after
+    /// `interval / 8`, so that a holder that sends nothing more still leaves the lane its
+    /// Heartbeat within the interval after it let go.
+    pub fn beat(&self, interval: Duration) -> Result<Duration, LinkError> {
         let interval = interval.as_millis() as u64;
-        // First a heartbeat on every idle lane, then listening on each: one slow lane does not
-        // delay the others' heartbeats.
-        let mut listen = [false; 256];
-        for (i, lane) in self.lanes.iter().enumerate() {
-            let idle = now.saturating_sub(lane.last_tx.load(Ordering::Relaxed)) >= interval;
-            if idle {
-                if let Ok(mut tx) = lane.tx.try_lock() {
-                    let mut h = FrameHeader::new(FrameKind::Heartbeat);
-                    h.lane = lane.index;
-                    h.epoch = self.epoch;
-                    h.session = self.session;
-                    if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]) {
-                        return Err(
-                            self.fail(LinkError::Lost(format!("send heartbeat on lane {}: {e}", lane.index)))
-                        );
-                    }
-                    lane.last_tx.store(now, Ordering::Relaxed);
+        let retry = (interval / 8).max(1);
+        let now = self.now_ms();
+        let mut next = interval;
+        for lane in self.lanes.iter() {
+            let idle = now.saturating_sub(lane.last_tx.load(Ordering::Relaxed));
+            if idle < interval {
+                next = next.min(interval - idle);
+                continue;
+            }
+            let mut tx = match lane.tx.try_lock() {
+                Ok(tx) => tx,
+                // As `lock`: a panic while holding a lane lock leaves only counters behind.
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    next = next.min(retry);
+                    continue;
                 }
+            };
+            let mut h = FrameHeader::new(FrameKind::Heartbeat);
+            h.lane = lane.index;
+            h.epoch = self.epoch;
+            h.session = self.session;
+            // Owed from here on: an answer read before this store would clear it too late.
+            lane.asked.store(true, Ordering::Release);
+            if let Err(e) = tx.conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes())]) {
+                drop(tx);
+                return Err(self.fail(LinkError::Lost(format!("send heartbeat on lane {}: {e}", lane.index))));
             }
-            let unheard = now.saturating_sub(lane.last_rx.load(Ordering::Relaxed)) >= interval;
-            if let Some(l) = listen.get_mut(i) {
-                *l = idle || unheard;
-            }
+            lane.last_tx.store(now, Ordering::Relaxed);
         }
-        for (i, lane) in self.lanes.iter().enumerate() {
-            if listen.get(i).copied().unwrap_or(true) {
+        Ok(Duration::from_millis(next.max(1)))
+    }
+
+    /// Reads every lane that the mirror owes a frame (a Heartbeat's answer, a group's Ack)
+    /// until it is heard, and fails the link if a lane heard nothing for `timeout`.
+    ///
+    /// A lane owed nothing is not read: the mirror sends nothing unasked while it holds nothing
+    /// back, so a read there would wait for the lane's receive timeout (the heartbeat timeout)
+    /// for a frame that never comes. [`Link::beat`] asks such a lane once it has been idle for
+    /// the interval.
+    pub fn hear(&self, timeout: Duration) -> Result<(), LinkError> {
+        for lane in self.lanes.iter() {
+            if lane.owes_answer() {
                 self.wait_acked(lane, Until::Heard)?;
             }
             let silent = self.now_ms().saturating_sub(lane.last_rx.load(Ordering::Relaxed));
@@ -928,7 +1030,11 @@ impl<C: Conn> Link<C> {
     /// Waits until every group sent so far is acknowledged.
     pub fn drain(&self) -> Result<(), LinkError> {
         for lane in self.lanes.iter() {
-            let last = lock(&lane.tx).last_sent;
+            // Taken once a send in progress has finished.
+            let last = {
+                let _tx = lock(&lane.tx);
+                lane.last_sent.load(Ordering::Acquire)
+            };
             if last != 0 {
                 self.wait_acked(lane, Until::Acked(last))?;
             }

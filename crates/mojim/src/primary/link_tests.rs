@@ -387,13 +387,43 @@ fn a_silent_mirror_fails_the_heartbeat_within_its_timeout() {
             assert_eq!(h.kind, FrameKind::Heartbeat);
             peer.heartbeat();
         });
-        link.heartbeat(Duration::ZERO, Duration::from_secs(10)).expect("the mirror answered");
+        link.beat(Duration::ZERO).expect("a heartbeat goes out");
+        link.hear(Duration::from_secs(10)).expect("the mirror answered");
     });
     // Unanswered, the lane's receive timeout ends it.
-    let e = link.heartbeat(Duration::ZERO, Duration::from_secs(10)).expect_err("no answer");
+    link.beat(Duration::ZERO).expect("a heartbeat goes out");
+    let e = link.hear(Duration::from_secs(10)).expect_err("no answer");
     assert!(matches!(e, LinkError::Lost(_)), "{e:?}");
     assert!(e.message().contains("no heartbeat or acknowledgement within the heartbeat timeout"), "{e}");
     drop(peer);
+}
+
+/// The keeper waits only for frames the mirror owes: a lane whose last frame has no answer (a
+/// `CopyEnd`) and that was not asked anything is not read, where a read would wait for the
+/// lane's receive timeout (here 10 s) and fail the link; a lane asked by a heartbeat is read
+/// until its answer comes.
+#[test]
+fn only_a_frame_the_mirror_owes_is_waited_for() {
+    let scratch = Scratch::new("owed");
+    let region = scratch.region();
+    let (link, mut peers) = connect(&scratch, &region, 2);
+    link.send_control(1, FrameKind::CopyEnd, 7, 0).expect("CopyEnd on lane 1");
+    assert_eq!(peers[1].read().0.kind, FrameKind::CopyEnd);
+    // Neither lane has been idle for an hour: no heartbeat, and nothing is owed.
+    link.beat(Duration::from_secs(3600)).expect("nothing to send");
+    link.hear(Duration::from_secs(3600)).expect("nothing owed, nothing waited for");
+    // Asked, each lane is owed an answer, and heard once it comes.
+    link.beat(Duration::ZERO).expect("a heartbeat on each lane");
+    thread::scope(|s| {
+        for peer in peers.iter_mut() {
+            s.spawn(move || {
+                assert_eq!(peer.read().0.kind, FrameKind::Heartbeat);
+                peer.heartbeat();
+            });
+        }
+        link.hear(Duration::from_secs(3600)).expect("both answers heard");
+    });
+    assert!(!link.is_failed());
 }
 
 /// A whole primary on the in-memory transport: it connects, tells the new mirror its

@@ -6,11 +6,13 @@
 //! lane, a lane's sender lock is held only while its frames are written, and whoever waits on a
 //! lane reads its acknowledgements for everyone waiting there.
 //!
-//! Failures: a keeper thread sends heartbeats on idle lanes and declares the mirror lost when a
-//! lane hears nothing for the heartbeat timeout. On a loss the primary first makes its whole
-//! copy persistent (the window of vulnerability ends there), then follows `on_mirror_loss`:
-//! `block` fails sync points until the mirror is back, `degrade` keeps going and records changed
-//! chunks in a persistent dirty bitmap. The keeper reconnects, and the new session first brings
+//! Failures: a beater thread sends a heartbeat on every lane idle for the heartbeat interval
+//! (and never waits to hear one, so no lane's heartbeat waits on another lane's answer); a
+//! keeper thread reads the answers owed and declares the mirror lost when a lane hears nothing
+//! for the heartbeat timeout. On a loss the primary first makes its whole copy persistent (the
+//! window of vulnerability ends there), then follows `on_mirror_loss`: `block` fails sync
+//! points until the mirror is back, `degrade` keeps going and records changed chunks in a
+//! persistent dirty bitmap. The keeper reconnects, and the new session first brings
 //! the mirror up to date (see `resync.rs`) while the application keeps syncing.
 
 mod link;
@@ -30,6 +32,7 @@ pub use resync::COPY_GROUP_BYTES;
 use crate::config::{Config, Heartbeat, Limits, Mode, NvmmModel, OnMirrorLoss, Secret};
 use crate::error::{Error, Result};
 use crate::nvmm::NvmmStatus;
+use crate::region_lock::RegionLock;
 use link::{lock, Link};
 use link_error::LinkError;
 use mojim_core::encode::{check_group, GroupLimits, RangeError};
@@ -291,11 +294,20 @@ pub(crate) struct Inner<T: Transport> {
     resync: resync::Progress,
     /// The primary's lease (etcd coordinator): nothing is acknowledged once it may have expired.
     lease: Option<crate::coord::Lease>,
+    /// No new session: the keeper stops (the beater goes on until `stopped`, so that the
+    /// lanes a closing primary still waits on stay alive).
     closing: AtomicBool,
+    /// The session is about to be closed: the beater stops.
+    stopped: AtomicBool,
     wake: (Mutex<()>, Condvar),
     /// Held by the application across stores the mirror must not see half done
     /// ([`Primary::hold_copies`]), and by a copy into the mirror while it reads the region.
     copy_gate: Mutex<()>,
+    /// The threads of the sessions' copies into the mirror (see `resync.rs`), joined when the
+    /// primary closes, so that nothing of it touches the region once its lock is let go.
+    resyncs: Mutex<Vec<JoinHandle<()>>>,
+    /// One primary per region: held as long as anything of this one can touch the region.
+    _lock: RegionLock,
 }
 
 /// Copies into the mirror wait while this lives ([`Primary::hold_copies`]).
@@ -308,6 +320,8 @@ pub struct CopyHold<'a> {
 pub struct Primary<T: Transport = AnyTransport> {
     inner: Arc<Inner<T>>,
     keeper: Option<JoinHandle<()>>,
+    /// Sends the heartbeats (see `Inner::beater_loop`).
+    beater: Option<JoinHandle<()>>,
     /// Maps the region's pages after opening (see `populate.rs`).
     populater: Option<JoinHandle<()>>,
 }
@@ -329,8 +343,18 @@ fn thread_no() -> usize {
 impl Primary<AnyTransport> {
     /// Opens the region at `opts.region_path` and, if the mode replicates, connects every lane:
     /// over TCP, or through shared memory when the mirror's address is a path.
+    ///
+    /// It first takes the region's lock ([`RegionLock`]), held until the primary is closed or
+    /// dropped: while it is held, another open of the region, in this process or another, fails
+    /// with [`Error::RegionLocked`].
     pub fn open(opts: &PrimaryOptions) -> Result<Primary<AnyTransport>> {
         Primary::open_with(AnyTransport, opts)
+    }
+
+    /// As [`Primary::open`], with the region's lock taken already: for a caller that changes the
+    /// region file before the primary maps it (a repair, a replay), under the same lock.
+    pub fn open_locked(lock: RegionLock, opts: &PrimaryOptions) -> Result<Primary<AnyTransport>> {
+        Primary::open_locked_with(AnyTransport, lock, opts)
     }
 }
 
@@ -409,6 +433,13 @@ where
 {
     /// As [`Primary::open`], over any transport.
     pub fn open_with(transport: T, opts: &PrimaryOptions) -> Result<Primary<T>> {
+        let lock = RegionLock::acquire(&opts.region_path)?;
+        Primary::open_locked_with(transport, lock, opts)
+    }
+
+    /// As [`Primary::open_locked`], over any transport.
+    pub fn open_locked_with(transport: T, lock: RegionLock, opts: &PrimaryOptions) -> Result<Primary<T>> {
+        lock.check_covers(&opts.region_path)?;
         // Its pages are mapped by a thread of their own, while the session is set up.
         let mut region = RegionFile::open_unpopulated(&opts.region_path)?;
         region.emulate_nvmm(Nvmm::shared(opts.nvmm));
@@ -459,12 +490,15 @@ where
             resync: resync::Progress::default(),
             lease,
             closing: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
             wake: (Mutex::new(()), Condvar::new()),
             copy_gate: Mutex::new(()),
+            resyncs: Mutex::new(Vec::new()),
             region,
+            _lock: lock,
         });
         // Dropped on an error below: stops and joins the populater.
-        let mut p = Primary { populater: populate::start(&inner), inner, keeper: None };
+        let mut p = Primary { populater: populate::start(&inner), inner, keeper: None, beater: None };
         if !replicated {
             p.inner.start_unreplicated()?;
             return Ok(p);
@@ -483,6 +517,12 @@ where
             .spawn(move || k.keeper_loop())
             .map_err(Error::io("spawn the keeper thread"))?;
         p.keeper = Some(keeper);
+        let b = p.inner.clone();
+        let beater = std::thread::Builder::new()
+            .name("mojim-beat".into())
+            .spawn(move || b.beater_loop())
+            .map_err(Error::io("spawn the heartbeat thread"))?;
+        p.beater = Some(beater);
         Ok(p)
     }
 
@@ -648,16 +688,11 @@ where
 
     fn stop(&mut self) {
         self.inner.closing.store(true, Ordering::SeqCst);
-        self.inner.wake.1.notify_all();
+        self.stop_beating();
         if let Some(l) = self.inner.current() {
             l.close();
         }
-        if let Some(k) = self.keeper.take() {
-            let _ = k.join();
-        }
-        if let Some(t) = self.populater.take() {
-            let _ = t.join();
-        }
+        self.join_threads();
     }
 
     /// A snapshot of the primary's state: the session, acknowledgements, losses, a
@@ -667,22 +702,45 @@ where
     }
 }
 
+impl<T: Transport> Primary<T> {
+    /// Stops the beater and waits for it: no heartbeat goes to a lane after this (one on a
+    /// lane being closed would count as the mirror's loss).
+    fn stop_beating(&mut self) {
+        self.inner.stopped.store(true, Ordering::SeqCst);
+        self.inner.wake.1.notify_all();
+        if let Some(b) = self.beater.take() {
+            let _ = b.join();
+        }
+    }
+
+    /// Joins the keeper and the populater (`closing` is set), then every copy's thread (the
+    /// session is closed: a copy in progress fails at once).
+    fn join_threads(&mut self) {
+        for t in [self.keeper.take(), self.populater.take()].into_iter().flatten() {
+            let _ = t.join();
+        }
+        let copies = std::mem::take(&mut *lock(&self.inner.resyncs));
+        for t in copies {
+            let _ = t.join();
+        }
+    }
+}
+
 impl<T: Transport> Drop for Primary<T> {
     fn drop(&mut self) {
         self.inner.closing.store(true, Ordering::SeqCst);
         self.inner.wake.1.notify_all();
-        if let Some(l) = self.inner.link.read().unwrap_or_else(|p| p.into_inner()).clone() {
+        let link = self.inner.link.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(l) = &link {
             if !l.is_failed() {
                 let _ = l.drain();
             }
+        }
+        self.stop_beating();
+        if let Some(l) = link {
             l.close();
         }
-        if let Some(k) = self.keeper.take() {
-            let _ = k.join();
-        }
-        if let Some(t) = self.populater.take() {
-            let _ = t.join();
-        }
+        self.join_threads();
     }
 }
 
@@ -913,7 +971,30 @@ where
         Ok(())
     }
 
-    /// Heartbeats while connected; reconnects while not.
+    /// Sends a heartbeat on every lane of the current session that has sent nothing for the
+    /// heartbeat interval, as soon as it has (`Link::beat`). It reads nothing: the keeper hears
+    /// the answers, and a read that waits cannot hold up a heartbeat.
+    fn beater_loop(self: Arc<Self>) {
+        let interval = self.opts.failure.heartbeat.interval;
+        while !self.stopped.load(Ordering::SeqCst) {
+            let pause = match self.current() {
+                Some(link) => link.beat(interval).unwrap_or_else(|reason| {
+                    self.on_loss(&link, reason);
+                    interval
+                }),
+                // The keeper reconnects; a new session is looked at within the interval.
+                None => interval,
+            };
+            let g = lock(&self.wake.0);
+            if self.stopped.load(Ordering::SeqCst) {
+                return;
+            }
+            let _ = self.wake.1.wait_timeout(g, pause);
+        }
+    }
+
+    /// Hears the mirror while connected (the answers the beater's heartbeats and the groups
+    /// are owed); reconnects while not.
     fn keeper_loop(self: Arc<Self>) {
         let hb = self.opts.failure.heartbeat;
         let mut next_try = Instant::now();
@@ -931,7 +1012,7 @@ where
             match self.current() {
                 Some(link) => {
                     self.note_acked(&link);
-                    if let Err(reason) = link.heartbeat(hb.interval, hb.timeout) {
+                    if let Err(reason) = link.hear(hb.timeout) {
                         self.on_loss(&link, reason);
                         next_try = Instant::now() + self.opts.failure.reconnect;
                     }

@@ -22,7 +22,9 @@
 //! result), so the result is the primary's state. The copy is framed by
 //! CopyBegin (the mirror marks its data area inconsistent, persistently) and CopyEnd on every
 //! lane (the mirror is consistent again once it has applied the last copy group, and takes this
-//! copy's generation id).
+//! copy's generation id). The copy is done once the mirror has answered a Heartbeat sent after
+//! each lane's CopyEnd (`Link::confirm`): [`Primary::close`](super::Primary::close), which waits
+//! for a copy in progress, then never ends the session before the mirror has them all.
 
 use super::link::{lock, CopyScratch, Link, COPY_FRAME};
 use super::link_error::LinkError;
@@ -349,7 +351,7 @@ where
     );
     if let Plan::Copy { kind, ranges } = chosen {
         let inner2 = inner.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("mojim-resync".into())
             .spawn(move || {
                 let res = copy(&inner2, &link, kind, &ranges, generation);
@@ -359,6 +361,10 @@ where
                 inner2.resync.finish(res.err().map(|e| e.to_string()));
             })
             .map_err(Error::io("spawn the resync thread"))?;
+        // Joined when the primary closes; those of earlier sessions that ended are let go.
+        let mut threads = lock(&inner.resyncs);
+        threads.retain(|t| !t.is_finished());
+        threads.push(thread);
     }
     Ok(())
 }
@@ -541,6 +547,14 @@ where
         if seq != 0 {
             link.wait(l, seq)?;
         }
+    }
+    // The copy is over only once the mirror has carried out every lane's CopyEnd: it then holds,
+    // durably, the number its copy is complete at. A CopyEnd has no answer, and the mirror's
+    // session ends as soon as any one lane ends, so without this a primary closing right away
+    // could end the session while a CopyEnd was still on its way on another lane, and leave
+    // the mirror inconsistent (never promoted) for good.
+    for l in 0..lanes {
+        link.confirm(l)?;
     }
     // Every change the bitmap recorded is at the mirror now (a bitmap or a full copy), unless
     // the link failed meanwhile (then the bitmap goes on recording, and the mirror is
