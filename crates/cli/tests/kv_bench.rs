@@ -34,6 +34,7 @@ fn start(target: Target, dir: &Path, janitor: &mut Janitor) -> Server {
         region_size: 1 << 20,
         kv_args: &[],
         busy_poll_us: 0,
+        read_barrier: None,
     };
     targets::start(target, &env, "test", janitor).unwrap_or_else(|e| panic!("start {}: {e}", target.name()))
 }
@@ -250,6 +251,31 @@ fn bench_kv_prints_a_json_line_per_run_with_every_key() {
     let left_out = stderr.matches("no round gave a rate").count();
     assert_eq!(rows.len() + left_out, 8 * (2 * 8 + 3), "{stdout}");
     assert!(stderr.contains("kv [152/152]"), "progress on stderr:\n{stderr}");
+    assert!(leftovers(dir.path()).is_empty(), "left behind: {:?}", leftovers(dir.path()));
+}
+
+/// With `--password`, mojim kv and redis-server both require it, and every connection of the
+/// load and of redis-benchmark authenticates (a connection that did not would be refused and
+/// fail the run).
+#[test]
+fn bench_kv_with_a_password_authenticates_every_connection() {
+    let dir = TempDir::new("kv-bench-password");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let out = Command::new(common::exe())
+        .args(["bench", "--kv", "--targets", "mojim-sync,redis-wait1", "--password", "bench password"])
+        .args(["--workloads", "set,get", "--sizes", "64", "--clients", "2", "--pipeline", "1,4"])
+        .args(["--ops", "100", "--records", "100", "--json", "--region-size", "16MiB"])
+        .args(["--dir", d, "--disk-dir", d])
+        .output()
+        .expect("run mojim");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "mojim bench --kv --password failed ({}):\n{stderr}", out.status);
+    let rows: Vec<serde_json::Value> =
+        stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    for target in ["mojim-sync", "redis-wait1"] {
+        assert!(rows.iter().any(|r| r["tool"] == "kv" && r["target"] == target), "no kv {target}: {stdout}");
+    }
     assert!(leftovers(dir.path()).is_empty(), "left behind: {:?}", leftovers(dir.path()));
 }
 

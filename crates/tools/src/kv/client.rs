@@ -64,9 +64,50 @@ pub struct RespClient {
     pending: usize,
 }
 
+/// The password every connection of this run gives first (`mojim bench --kv --password`), set
+/// once before any server starts.
+static PASSWORD: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Sets the run's password (once; later calls change nothing).
+pub fn set_password(p: Option<String>) {
+    let _ = PASSWORD.set(p);
+}
+
+/// The run's password, if any.
+pub fn password() -> Option<&'static str> {
+    PASSWORD.get().and_then(|p| p.as_deref())
+}
+
+/// `AUTH <password>` as a request, when the run has one.
+pub fn auth_request() -> Option<Vec<u8>> {
+    password().map(|p| {
+        let mut out = Vec::new();
+        resp::encode_command(&mut out, &[b"AUTH".as_slice(), p.as_bytes()]);
+        out
+    })
+}
+
 impl RespClient {
     /// Connects to `addr` with Nagle's algorithm off; every read waits at most `timeout`.
+    /// With the run's password set, it authenticates first.
     pub fn connect(addr: &str, timeout: Duration) -> Result<RespClient, ClientError> {
+        let mut c = RespClient::connect_plain(addr, timeout)?;
+        if let Some(p) = password() {
+            match c.command(&[b"AUTH", p.as_bytes()])? {
+                Value::Simple(ok) if ok == "OK" => {}
+                v => {
+                    return Err(ClientError::Io {
+                        addr: addr.to_string(),
+                        op: "authenticate to",
+                        source: std::io::Error::other(format!("AUTH answered {v}")),
+                    })
+                }
+            }
+        }
+        Ok(c)
+    }
+
+    fn connect_plain(addr: &str, timeout: Duration) -> Result<RespClient, ClientError> {
         let io = |op| move |source| ClientError::Io { addr: addr.to_string(), op, source };
         let sa = addr
             .to_socket_addrs()

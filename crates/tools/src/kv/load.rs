@@ -149,8 +149,17 @@ impl Conn {
         let mut stream =
             TcpStream::connect_timeout(&sa, Duration::from_secs(5)).map_err(io_err(addr, "connect to"))?;
         stream.set_nodelay(true).map_err(io_err(addr, "set TCP_NODELAY on"))?;
-        // One blocking PING, so the server has taken the connection in before the clock starts.
+        // One blocking PING, so the server has taken the connection in before the clock starts
+        // (after AUTH, when the run has a password).
         stream.set_read_timeout(Some(STALL)).map_err(io_err(addr, "set a timeout on"))?;
+        if let Some(auth) = super::client::auth_request() {
+            stream.write_all(&auth).map_err(io_err(addr, "send AUTH to"))?;
+            let mut ok = [0u8; 5];
+            stream.read_exact(&mut ok).map_err(io_err(addr, "read AUTH's reply from"))?;
+            if &ok != b"+OK\r\n" {
+                return Err(fail(addr, format!("answered AUTH with \"{}\"", ok.escape_ascii())));
+            }
+        }
         stream.write_all(b"*1\r\n$4\r\nPING\r\n").map_err(io_err(addr, "send PING to"))?;
         let mut pong = [0u8; 7];
         stream.read_exact(&mut pong).map_err(io_err(addr, "read PONG from"))?;

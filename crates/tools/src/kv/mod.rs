@@ -95,6 +95,14 @@ pub struct KvArgs {
     /// An extra argument for `mojim kv` (repeat the flag for several).
     #[arg(long = "kv-arg", allow_hyphen_values = true, requires = "kv")]
     pub kv_args: Vec<String>,
+    /// A password for every target ([kv] password for mojim kv, requirepass for redis-server):
+    /// every connection of the load, redis-benchmark's included, gives it first. Default: none.
+    #[arg(long, requires = "kv")]
+    pub password: Option<String>,
+    /// mojim kv's [kv] read_barrier (true: a turn of reads waits for a round trip to the
+    /// mirror; false: reads are answered at once). Default: the configuration's default (true).
+    #[arg(long, requires = "kv")]
+    pub read_barrier: Option<bool>,
 }
 
 /// A load generator.
@@ -182,6 +190,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         targets::check_kv_subcommand(&mojim)?;
     }
 
+    client::set_password(k.password.clone().filter(|p| !p.is_empty()));
     let tag = format!("mojim-bench-kv-{}", std::process::id());
     let mut run = Running { servers: Vec::new(), janitor: Janitor::start() };
     let env = Env {
@@ -192,6 +201,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         region_size: a.region_size,
         kv_args: &k.kv_args,
         busy_poll_us: a.busy_poll_us,
+        read_barrier: k.read_barrier,
     };
     for t in &targets {
         eprintln!("kv: starting {}", t.name());

@@ -54,6 +54,9 @@ pub fn run(inv: &Invocation) -> Result<Vec<Row>> {
         .args(["-d", &inv.size.to_string(), "-c", &inv.clients.to_string()])
         .args(["-P", &inv.pipeline.to_string(), "-n", &inv.ops.to_string()])
         .args(["-r", &inv.records.to_string(), "--csv"]);
+    if let Some(p) = super::client::password() {
+        cmd.args(["-a", p]);
+    }
     let shown = format!("{} -h {host} -p {port} -t {} ...", inv.bin.display(), tests.join(","));
     let mut out = cmd.output().map_err(Error::io(format!("run {}", inv.bin.display())))?;
     // redis-benchmark gives up when its connections are reset (seen once on a loaded machine,

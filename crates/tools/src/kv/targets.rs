@@ -78,6 +78,8 @@ pub struct Env<'a> {
     pub region_size: u64,
     /// Extra arguments for `mojim kv`.
     pub kv_args: &'a [String],
+    /// `[kv] read_barrier` for mojim kv (`None`: the default).
+    pub read_barrier: Option<bool>,
     /// `--busy-poll-us`: mojim-sync's primary and mirror poll this long before sleeping.
     pub busy_poll_us: u64,
 }
@@ -222,9 +224,17 @@ fn redis(env: &Env, dir: &Path, extra: &[&str], janitor: &mut Janitor) -> Result
     for _ in 0..4 {
         let port = free_port()?.to_string();
         let mut cmd = Command::new(env.redis_server);
-        cmd.args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args(["--daemonize", "no", "--protected-mode", "no"])
-            .arg("--dir")
+        cmd.args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]).args([
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "no",
+        ]);
+        if let Some(p) = super::client::password() {
+            // The replica of redis-wait1 authenticates to its primary with it too.
+            cmd.args(["--requirepass", p, "--masterauth", p]);
+        }
+        cmd.arg("--dir")
             .arg(dir)
             .arg("--logfile")
             .arg(&log)
@@ -366,9 +376,11 @@ fn mojim_kv(env: &Env, dir: &Path, shm: bool, janitor: &mut Janitor) -> Result<(
     if shm {
         cfg.file.primary.transport = "shm".into();
     }
-    // The load connects on loopback without AUTH (which costs nothing after a connection's first
-    // command).
-    cfg.file.kv.password.clear();
+    // The run's password (--password), or none: the load connects on loopback.
+    cfg.file.kv.password = super::client::password().unwrap_or_default().to_string();
+    if let Some(b) = env.read_barrier {
+        cfg.file.kv.read_barrier = b;
+    }
     let text =
         toml::to_string(&cfg.file).map_err(|e| Error::Config(format!("serialise the configuration: {e}")))?;
     write_private(&cfg_path, &text).map_err(Error::io("write the configuration"))?;
