@@ -29,6 +29,8 @@ pub struct KvOptions {
     pub password: Option<Password>,
     /// The most reply bytes a client may have waiting.
     pub output_limit: usize,
+    /// Databases clients may select (`SELECT 0` .. `databases - 1`).
+    pub databases: usize,
 }
 
 /// The `default` user's password, compared in constant time.
@@ -110,6 +112,13 @@ impl KvOptions {
                  password (or MOJIM_KV_PASSWORD), listen on 127.0.0.1, or set [kv] protected_mode = false"
             )));
         }
+        if k.databases == 0 || k.databases > mojim_kv_dbs() {
+            return Err(KvError::Config(format!(
+                "[kv] databases = {} is out of range: it must be from 1 to {}",
+                k.databases,
+                mojim_kv_dbs()
+            )));
+        }
         let output_limit = size("output_limit", &k.output_limit, 1 << 20, 1 << 40)?;
         if output_limit < max_bulk.saturating_mul(2) {
             return Err(KvError::Config(format!(
@@ -137,6 +146,7 @@ impl KvOptions {
             read_barrier: k.read_barrier,
             password,
             output_limit,
+            databases: k.databases as usize,
         })
     }
 }
@@ -146,6 +156,11 @@ pub fn split_host_port(s: &str) -> Option<(String, u16)> {
     let (h, p) = s.rsplit_once(':')?;
     let port = p.parse().ok()?;
     (!h.is_empty()).then(|| (h.trim_start_matches('[').trim_end_matches(']').to_string(), port))
+}
+
+/// Databases a store holds at most.
+fn mojim_kv_dbs() -> u64 {
+    crate::store::layout::DBS as u64
 }
 
 /// Whether every address `listen` names is a loopback address (a name that does not resolve

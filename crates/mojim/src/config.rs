@@ -150,6 +150,8 @@ pub struct KvSection {
     /// `protected_mode = true`: without a password, refuse to listen on any address but
     /// loopback (as Redis's protected mode).
     pub protected_mode: bool,
+    /// `databases = 16`: the databases clients may select (`SELECT 0` .. `SELECT 15`; 1 to 16).
+    pub databases: u64,
     /// `output_limit = "256MiB"`: the most reply bytes a client may have waiting; a command
     /// whose reply would pass it is undone, and the client is sent an error and closed (as
     /// Redis's `client-output-buffer-limit`). It must be at least twice `max_bulk`, and 1 MiB.
@@ -171,6 +173,7 @@ impl Default for KvSection {
             password: String::new(),
             protected_mode: true,
             output_limit: "256MiB".into(),
+            databases: 16,
         }
     }
 }
@@ -1107,6 +1110,8 @@ protected_mode = true
 # Most reply bytes a client may have waiting: a command whose reply would pass it is undone, and
 # the client is sent an error and closed. At least twice max_bulk.
 output_limit = "256MiB"
+# Databases clients may SELECT (1 to 16).
+databases = 16
 "#,
         uuid = format_uuid(uuid),
         size = format_size(size),

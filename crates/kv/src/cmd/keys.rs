@@ -4,7 +4,7 @@
 use super::args::{int, is, Args};
 use super::glob::matches;
 use super::strings::{expiry, lookup};
-use super::{Cx, NOT_INT, SYNTAX};
+use super::{Cx, Session, NOT_INT, SYNTAX};
 use crate::resp::Reply;
 use crate::store::{Mem, StoreError, KIND_HASH, KIND_STRING};
 
@@ -184,7 +184,7 @@ fn collect<M: Mem>(
     let mut key = Vec::new();
     while b < buckets && b - from < max_buckets && n < want {
         cx.store.bucket_entries(b, |s, e, h| {
-            if h.expired(now) || kind.is_some_and(|k| k != h.kind) {
+            if h.expired(now) || kind.is_some_and(|k| k != h.kind) || !s.in_selected(e, h)? {
                 return Ok(());
             }
             s.key_into(e, h, &mut key)?;
@@ -259,12 +259,64 @@ pub(super) fn keys<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<()
     Ok(())
 }
 
-pub(super) fn flush<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+/// FLUSHDB (the selected database) and FLUSHALL (every one).
+pub(super) fn flush<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, all: bool) -> Result<(), StoreError> {
     if a.len() > 2 || a.from(1).any(|o| !is(o, "ASYNC") && !is(o, "SYNC")) {
         r.error(SYNTAX);
         return Ok(());
     }
-    cx.store.flush()?;
+    if all {
+        cx.store.flush()?;
+    } else {
+        let db = cx.store.selected();
+        cx.store.flush_db(db)?;
+    }
     r.ok();
+    Ok(())
+}
+
+/// MOVE key db: the key with its value (a tree with its handle), its expiry and its type,
+/// into database `db`, unless a live key of that name is there.
+pub(super) fn move_key<M: Mem>(
+    cx: &mut Cx<M>,
+    s: &Session,
+    a: &Args,
+    r: &mut Reply,
+) -> Result<(), StoreError> {
+    let key = a.get(1);
+    let to = match int(a.get(2)) {
+        Some(n) if n >= 0 && (n as usize) < cx.databases() => n as usize,
+        Some(_) => {
+            r.error("ERR DB index is out of range");
+            return Ok(());
+        }
+        None => {
+            r.error(NOT_INT);
+            return Ok(());
+        }
+    };
+    if to == s.db {
+        r.error("ERR source and destination objects are the same");
+        return Ok(());
+    }
+    let src = cx.store.get(key, cx.now_ms)?;
+    cx.store.select(to);
+    let taken = cx.store.get(key, cx.now_ms)?.is_some();
+    cx.store.select(s.db);
+    let Some(src) = src.filter(|_| !taken) else {
+        r.int(0);
+        return Ok(());
+    };
+    let mut value = Vec::new();
+    cx.store.value_into(&src, &mut value)?;
+    cx.store.unlink(&src)?;
+    cx.store.select(to);
+    // An expired key of that name in the destination is replaced.
+    let old = cx.store.find(key)?;
+    let h = &src.head;
+    let put = cx.store.put_encoded(key, h.kind, h.encoding, h.expire_ms, &[&value], 0, old.as_ref());
+    cx.store.select(s.db);
+    put?;
+    r.int(1);
     Ok(())
 }

@@ -145,6 +145,8 @@ pub struct Session {
     pub proto: Proto,
     /// `Some` between `MULTI` and `EXEC`/`DISCARD`.
     pub multi: Option<Multi>,
+    /// The database selected (`SELECT`).
+    pub db: usize,
     /// It may run commands: it gave the password, or none is needed.
     pub authenticated: bool,
 }
@@ -152,7 +154,7 @@ pub struct Session {
 impl Session {
     /// A new connection's; `authenticated` when no password is needed.
     pub fn new(id: u64, addr: String, authenticated: bool) -> Session {
-        Session { id, addr, name: None, proto: Proto::Resp2, multi: None, authenticated }
+        Session { id, addr, name: None, proto: Proto::Resp2, multi: None, db: 0, authenticated }
     }
 }
 
@@ -190,6 +192,8 @@ pub struct Cx<'a, M: Mem> {
     pub read_keys: bool,
     /// When collections move from their small encoding to a tree.
     pub encodings: Encodings,
+    /// Databases clients may select (`[kv] databases`, at most what the store holds).
+    pub databases: usize,
 }
 
 impl<M: Mem> Cx<'_, M> {
@@ -197,6 +201,11 @@ impl<M: Mem> Cx<'_, M> {
     /// first): [`Store::batch_has_room`].
     pub fn batch_has_room(&self) -> bool {
         self.store.batch_has_room(self.max_group_bytes, self.max_ranges)
+    }
+
+    /// Databases clients may select: `[kv] databases`, or fewer if the store holds fewer.
+    pub fn databases(&self) -> usize {
+        self.databases.min(self.store.databases()).max(1)
     }
 
     /// Checks that `n` more bytes of reply keep the client's output under its limit: a reply
@@ -295,6 +304,7 @@ fn run_top<M: Mem>(
     out: &mut Vec<u8>,
 ) -> Result<Outcome, StoreError> {
     cx.read_keys |= spec.flags.contains(&"readonly") || spec.name == "EXEC";
+    cx.store.select(s.db.min(cx.databases() - 1));
     let empty = !cx.store.dirty();
     let sp = cx.store.savepoint();
     let mark = out.len();
@@ -381,8 +391,9 @@ fn dispatch<M: Mem>(
         "PERSIST" => keys::persist(cx, a, r)?,
         "SCAN" => keys::scan(cx, a, r)?,
         "KEYS" => keys::keys(cx, a, r)?,
-        "DBSIZE" => r.int(cx.store.keys() as i64),
-        "FLUSHDB" | "FLUSHALL" => keys::flush(cx, a, r)?,
+        "DBSIZE" => r.int(cx.store.db_keys(s.db) as i64),
+        "MOVE" => keys::move_key(cx, s, a, r)?,
+        "FLUSHDB" | "FLUSHALL" => keys::flush(cx, a, r, spec.name == "FLUSHALL")?,
         "HSET" | "HMSET" => hashes::hset(cx, a, r, spec.name == "HMSET")?,
         "HSETNX" => hashes::hsetnx(cx, a, r)?,
         "HGET" => hashes::hget(cx, a, r)?,
@@ -424,6 +435,8 @@ fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Ou
             let mut name_buf = [0u8; 32];
             let spec =
                 args::upper(a.get(0), &mut name_buf).and_then(find_spec).expect("queued commands are known");
+            // A SELECT in the transaction changes the database of the commands after it.
+            cx.store.select(s.db.min(cx.databases() - 1));
             close |= dispatch(cx, s, spec, &a, out)? == Outcome::Close;
         }
         cx.check_group()

@@ -27,9 +27,25 @@ pub(super) fn run<M: Mem>(
         },
         "ECHO" => r.bulk(a.get(1)),
         "SELECT" => match int(a.get(1)) {
-            Some(0) => r.ok(),
+            Some(n) if n >= 0 && (n as usize) < cx.databases() => {
+                s.db = n as usize;
+                r.ok()
+            }
             Some(_) => r.error("ERR DB index is out of range"),
             None => r.error(NOT_INT),
+        },
+        "SWAPDB" => match (int(a.get(1)), int(a.get(2))) {
+            (Some(x), Some(y)) => {
+                let n = cx.databases() as i64;
+                if !(0..n).contains(&x) || !(0..n).contains(&y) {
+                    r.error("ERR DB index is out of range");
+                } else {
+                    cx.store.swap_db(x as usize, y as usize);
+                    r.ok();
+                }
+            }
+            (None, _) => r.error("ERR invalid first DB index"),
+            (_, None) => r.error("ERR invalid second DB index"),
         },
         "TIME" => {
             let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
@@ -127,8 +143,11 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
     }
     if want("KEYSPACE") {
         t.push_str("# Keyspace\r\n");
-        if cx.store.keys() > 0 {
-            let _ = write!(t, "db0:keys={},expires=0,avg_ttl=0\r\n", cx.store.keys());
+        for db in 0..cx.databases() {
+            let keys = cx.store.db_keys(db);
+            if keys > 0 {
+                let _ = write!(t, "db{db}:keys={keys},expires={},avg_ttl=0\r\n", cx.store.db_expires(db));
+            }
         }
     }
     r.bulk(t.as_bytes());
@@ -309,13 +328,14 @@ fn command(a: &Args, r: &mut Reply) {
 
 fn config_pairs<M: Mem>(cx: &Cx<M>) -> Vec<(String, String)> {
     let g = cx.store.geometry();
+    let databases = cx.databases().to_string();
     let listen = cx.host.listen_addr();
     let (bind, port) = listen.rsplit_once(':').unwrap_or((&listen, "0"));
     let mut v: Vec<(String, String)> = [
         ("save", ""),
         ("appendonly", "no"),
         ("appendfsync", "no"),
-        ("databases", "1"),
+        ("databases", &databases),
         ("maxmemory-policy", "noeviction"),
         ("timeout", "0"),
         ("bind", bind),

@@ -95,6 +95,7 @@ impl Harness {
             output_limit: self.output_limit,
             read_keys: false,
             encodings: Default::default(),
+            databases: 16,
         };
         let o =
             execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
@@ -303,7 +304,8 @@ fn server_commands() {
     assert_eq!(h.cmd(&["PING", "hi"]), b("hi"));
     assert_eq!(h.cmd(&["ECHO", "x"]), b("x"));
     assert_eq!(h.cmd(&["SELECT", "0"]), ok());
-    assert_eq!(err(&h.cmd(&["SELECT", "1"])), "ERR DB index is out of range");
+    assert_eq!(err(&h.cmd(&["SELECT", "16"])), "ERR DB index is out of range");
+    assert_eq!(err(&h.cmd(&["SELECT", "-1"])), "ERR DB index is out of range");
     assert_eq!(h.cmd(&["CLIENT", "GETNAME"]), Value::Null);
     assert_eq!(h.cmd(&["CLIENT", "SETNAME", "me"]), ok());
     assert_eq!(h.cmd(&["CLIENT", "GETNAME"]), b("me"));
@@ -692,4 +694,86 @@ fn an_hset_of_forty_thousand_fields_is_one_command_and_later_changes_are_small()
     h.store.seal(1024).unwrap();
     assert_eq!(h.in_batch(&["HDEL", "big", "field:7"]).1, Some(i(1)));
     assert!(h.store.batch_bytes() < 16 << 10, "{} bytes", h.store.batch_bytes());
+}
+
+#[test]
+fn databases_are_separate_and_flushed_swapped_and_moved_between() {
+    let mut h = Harness::new();
+    h.cmd(&["SET", "k", "in 0"]);
+    h.cmd(&["SELECT", "9"]);
+    h.session.db = 9;
+    assert_eq!(h.cmd(&["GET", "k"]), Value::Null);
+    h.cmd(&["SET", "k", "in 9"]);
+    h.cmd(&["HSET", "h", "f", "v"]);
+    cmd_owned(&mut h, &hset_args("big", 300, "v"));
+    assert_eq!(h.cmd(&["DBSIZE"]), i(3));
+    assert_eq!(h.cmd(&["KEYS", "k*"]), Value::Array(vec![b("k")]));
+    // MOVE: not onto a live key; with its value, type and expiry otherwise.
+    assert_eq!(h.cmd(&["MOVE", "k", "0"]), i(0));
+    h.cmd(&["PEXPIRE", "big", "100000"]);
+    assert_eq!(h.cmd(&["MOVE", "big", "3"]), i(1));
+    assert_eq!(h.cmd(&["MOVE", "nope", "3"]), i(0));
+    assert!(err(&h.cmd(&["MOVE", "h", "9"])).contains("same"));
+    assert!(err(&h.cmd(&["MOVE", "h", "16"])).contains("out of range"));
+    assert_eq!(h.cmd(&["EXISTS", "big"]), i(0));
+    h.session.db = 3;
+    assert_eq!(h.cmd(&["HLEN", "big"]), i(300));
+    assert!(matches!(h.cmd(&["PTTL", "big"]), Value::Int(n) if n > 90_000));
+    // SWAPDB: what db 3 held is db 0's now, and the reverse.
+    assert_eq!(h.cmd(&["SWAPDB", "3", "0"]), ok());
+    assert_eq!(h.cmd(&["GET", "k"]), b("in 0"));
+    h.session.db = 0;
+    assert_eq!(h.cmd(&["HGET", "big", "field:299"]), b("v299"));
+    let Value::Bulk(info) = h.cmd(&["INFO", "keyspace"]) else { panic!() };
+    let info = String::from_utf8(info).unwrap();
+    assert!(info.contains("db0:keys=1,expires=1,") && info.contains("db3:keys=1,expires=0,"), "{info}");
+    assert!(info.contains("db9:keys=2,expires=0,"), "{info}");
+    // FLUSHDB empties one database; the others keep theirs.
+    h.session.db = 9;
+    assert_eq!(h.cmd(&["FLUSHDB"]), ok());
+    assert_eq!(h.cmd(&["DBSIZE"]), i(0));
+    assert_eq!(h.cmd(&["EXISTS", "k", "h"]), i(0));
+    h.cmd(&["SET", "k", "new in 9"]);
+    assert_eq!(h.cmd(&["GET", "k"]), b("new in 9"));
+    h.session.db = 0;
+    assert_eq!(h.cmd(&["HLEN", "big"]), i(300));
+    // The flushed keys go, a pass at a time, and free what they held.
+    assert_eq!(h.store.stale_keys(), 2);
+    let buckets = h.store.geometry().buckets;
+    h.store.expire_buckets(0, buckets, h.now_ms, |_| true).unwrap();
+    h.store.seal(1024).unwrap();
+    assert_eq!(h.store.stale_keys(), 0);
+    assert_eq!(h.store.keys(), 3);
+    // A SELECT inside a transaction moves the commands after it.
+    h.cmd(&["MULTI"]);
+    h.cmd(&["SELECT", "5"]);
+    h.cmd(&["SET", "in5", "x"]);
+    assert_eq!(h.cmd(&["EXEC"]), Value::Array(vec![ok(), ok()]));
+    assert_eq!(h.session.db, 5);
+    assert_eq!(h.cmd(&["GET", "in5"]), b("x"));
+    // FLUSHALL: every database.
+    assert_eq!(h.cmd(&["FLUSHALL"]), ok());
+    for db in [0, 3, 5, 9] {
+        h.session.db = db;
+        assert_eq!(h.cmd(&["DBSIZE"]), i(0), "db {db}");
+    }
+}
+
+#[test]
+fn a_version_1_store_has_one_database() {
+    let mem = VecMem::new(4 << 20);
+    drop(Store::open(&mem, 1024).unwrap());
+    let mut img = mem.image();
+    img[8..12].copy_from_slice(&1u32.to_le_bytes());
+    img[80..100].fill(0);
+    let crc = crc32c::crc32c(&img[..72]);
+    img[72..76].copy_from_slice(&crc.to_le_bytes());
+    let mut h = Harness::new();
+    h.store = Store::open(VecMem::from_bytes(img), 1024).unwrap();
+    assert_eq!(h.cmd(&["SET", "k", "v"]), ok());
+    assert_eq!(err(&h.cmd(&["SELECT", "1"])), "ERR DB index is out of range");
+    assert_eq!(h.cmd(&["DBSIZE"]), i(1));
+    assert_eq!(h.cmd(&["KEYS", "*"]), Value::Array(vec![b("k")]));
+    assert_eq!(h.cmd(&["FLUSHDB"]), ok());
+    assert_eq!(h.cmd(&["DBSIZE"]), i(0));
 }

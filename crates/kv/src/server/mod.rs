@@ -427,6 +427,7 @@ impl Server<'_> {
             output_limit: self.opts.output_limit,
             read_keys: false,
             encodings: Default::default(),
+            databases: self.opts.databases,
         };
         loop {
             if c.closing {

@@ -1,14 +1,15 @@
 //! The superblock's dynamic part: the allocator's state and the counters, kept in the process
 //! while a batch runs and written back, as one undo-logged write, when it is sealed.
 
-use super::layout::{CLASSES, DYN_LEN, HEADS_AT};
+use super::layout::{CLASSES, DBS, DB_AT, DYN_LEN, HEADS_AT};
 
-/// What commands change in the superblock (region bytes 128 .. 1152).
+/// What commands change in the superblock (region bytes 128 .. 1664, FORMAT.md §11.1).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dynamic {
     /// First heap byte never given out.
     pub heap_top: u64,
-    /// Keys in the table (expired ones not yet removed included).
+    /// Entries in the table (expired ones, and those of flushed databases, not yet removed
+    /// included).
     pub keys: u64,
     /// Bytes of the blocks that hold entries.
     pub used: u64,
@@ -18,12 +19,50 @@ pub struct Dynamic {
     pub stale: u64,
     /// Head of each size class's free list (0: empty).
     pub heads: [u64; CLASSES],
+    /// The databases (version 2).
+    pub dbs: Databases,
+}
+
+/// The databases' part of the dynamic state: which physical database each `SELECT` number
+/// names, and per physical database its generation and counts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Databases {
+    /// Keys of each physical database (live ones: its current generation's).
+    pub keys: [u64; DBS],
+    /// Of those, keys with an expiry set.
+    pub expires: [u64; DBS],
+    /// Each physical database's generation: its keys carry it, and `FLUSHDB` moves it on, so
+    /// that the old keys are gone at once (removed later, a batch's room at a time).
+    pub gen: [u32; DBS],
+    /// The physical database of each logical one (`SWAPDB` swaps two).
+    pub map: [u8; DBS],
+    /// Entries of older generations not yet removed.
+    pub stale_keys: u64,
+}
+
+impl Databases {
+    /// Every logical database its own physical one, all empty.
+    pub fn fresh() -> Databases {
+        let mut map = [0u8; DBS];
+        for (i, m) in map.iter_mut().enumerate() {
+            *m = i as u8;
+        }
+        Databases { keys: [0; DBS], expires: [0; DBS], gen: [0; DBS], map, stale_keys: 0 }
+    }
 }
 
 impl Dynamic {
     /// The state of a store just made.
     pub fn fresh(heap_off: u64) -> Dynamic {
-        Dynamic { heap_top: heap_off, keys: 0, used: 0, gen: 1, stale: 1, heads: [0; CLASSES] }
+        Dynamic {
+            heap_top: heap_off,
+            keys: 0,
+            used: 0,
+            gen: 1,
+            stale: 1,
+            heads: [0; CLASSES],
+            dbs: Databases::fresh(),
+        }
     }
 
     /// The bytes as they lie in the region.
@@ -35,6 +74,17 @@ impl Dynamic {
         for (i, h) in self.heads.iter().enumerate() {
             b[HEADS_AT + 8 * i..HEADS_AT + 8 * i + 8].copy_from_slice(&h.to_le_bytes());
         }
+        let d = &self.dbs;
+        for i in 0..DBS {
+            let at = DB_AT + 8 * i;
+            b[at..at + 8].copy_from_slice(&d.keys[i].to_le_bytes());
+            let at = DB_AT + 128 + 8 * i;
+            b[at..at + 8].copy_from_slice(&d.expires[i].to_le_bytes());
+            let at = DB_AT + 256 + 4 * i;
+            b[at..at + 4].copy_from_slice(&d.gen[i].to_le_bytes());
+        }
+        b[DB_AT + 320..DB_AT + 336].copy_from_slice(&d.map);
+        b[DB_AT + 336..DB_AT + 344].copy_from_slice(&d.stale_keys.to_le_bytes());
         b
     }
 
@@ -45,7 +95,16 @@ impl Dynamic {
         for (i, h) in heads.iter_mut().enumerate() {
             *h = w(HEADS_AT + 8 * i);
         }
-        Dynamic { heap_top: w(0), keys: w(8), used: w(16), gen: w(24), stale: w(32), heads }
+        let mut dbs = Databases::fresh();
+        for i in 0..DBS {
+            dbs.keys[i] = w(DB_AT + 8 * i);
+            dbs.expires[i] = w(DB_AT + 128 + 8 * i);
+            dbs.gen[i] =
+                u32::from_le_bytes(b[DB_AT + 256 + 4 * i..DB_AT + 260 + 4 * i].try_into().expect("4 bytes"));
+        }
+        dbs.map.copy_from_slice(&b[DB_AT + 320..DB_AT + 336]);
+        dbs.stale_keys = w(DB_AT + 336);
+        Dynamic { heap_top: w(0), keys: w(8), used: w(16), gen: w(24), stale: w(32), heads, dbs }
     }
 
     /// The smallest span of words that differ from `old`, as (offset in the part, length).
@@ -65,6 +124,10 @@ mod tests {
     fn round_trip_and_diff() {
         let mut d = Dynamic::fresh(4096);
         d.heads[3] = 77;
+        d.dbs.keys[5] = 9;
+        d.dbs.gen[15] = u32::MAX;
+        d.dbs.map.swap(0, 9);
+        d.dbs.stale_keys = 3;
         let e = Dynamic::decode(&d.encode());
         assert_eq!(e, d);
         let mut f = d.clone();

@@ -25,10 +25,17 @@ pub const CRC_OFF: u64 = 72;
 pub const DYN_OFF: u64 = 128;
 /// Size classes (and free-list heads) at most.
 pub const CLASSES: usize = 128;
-/// Bytes of the dynamic part: five words, reserved room, then a head per class.
-pub const DYN_LEN: u64 = 128 + 8 * CLASSES as u64;
+/// Bytes of the dynamic part: five words, reserved room, a head per class, then the databases.
+pub const DYN_LEN: u64 = 128 + 8 * CLASSES as u64 + 512;
 /// Offset of the free-list heads inside the dynamic part.
 pub const HEADS_AT: usize = 128;
+/// Offset of the databases' block inside the dynamic part.
+pub const DB_AT: usize = 128 + 8 * CLASSES;
+/// Databases a store holds (`SELECT 0` .. `SELECT 15`).
+pub const DBS: usize = 16;
+/// Bytes before the key in a version 2 entry's key: the physical database (u8) and its
+/// generation (u32).
+pub const KEY_PREFIX: usize = 5;
 /// The journal starts after the superblock.
 pub const JOURNAL_OFF: u64 = SUPER_LEN;
 /// The journal's header: `undo_len`, `batch`, `ranges`, reserved.
@@ -332,7 +339,10 @@ mod tests {
         assert_eq!(off("crc"), CRC_OFF);
         assert_eq!(off("heap_top"), DYN_OFF);
         assert_eq!(off("heads"), DYN_OFF + HEADS_AT as u64);
-        assert!(sec.contains(&format!("| {} | 2816 | reserved |", DYN_OFF + DYN_LEN)));
+        assert!(sec.contains(&format!("| {} | 2304 | reserved |", DYN_OFF + DYN_LEN)));
+        assert_eq!(off("db_keys"), DYN_OFF + DB_AT as u64);
+        assert_eq!(off("db_map"), DYN_OFF + DB_AT as u64 + 320);
+        assert_eq!(off("stale_keys"), DYN_OFF + DB_AT as u64 + 336);
         assert!(row("heads").contains(&format!("8 × {CLASSES}")));
         assert_eq!(off("undo_len"), 0);
         assert!(sec.contains(&format!("| {UNDO_AT} | J − {UNDO_AT} | undo area |")));

@@ -14,6 +14,7 @@ mod error;
 pub mod hash_blob;
 mod journal;
 mod key_hash;
+mod keyspace;
 pub mod layout;
 mod mem;
 mod table;
@@ -66,6 +67,12 @@ pub struct Store<M: Mem> {
     key_buf: Vec<u8>,
     resend: Vec<Range>,
     opened: Opened,
+    /// Layout version 2: keys carry their database (`keyspace.rs`).
+    prefixed: bool,
+    /// The logical database commands work in.
+    selected: usize,
+    /// A stored key being built (reused).
+    ikey_buf: Vec<u8>,
 }
 
 impl<M: Mem> Store<M> {
@@ -138,6 +145,9 @@ impl<M: Mem> Store<M> {
             key_buf: Vec::new(),
             resend: Vec::new(),
             opened,
+            prefixed: version >= 2,
+            selected: 0,
+            ikey_buf: Vec::new(),
         };
         s.batch_no = s.read_u64(JOURNAL_OFF + 8)?;
         if s.read_u64(JOURNAL_OFF)? != 0 {
@@ -147,6 +157,9 @@ impl<M: Mem> Store<M> {
             s.committed = s.dy.clone();
         }
         s.check_dynamic()?;
+        if !s.prefixed && s.dy.dbs.keys[0] != s.dy.keys {
+            s.count_version_1_keys()?;
+        }
         s.resend = s.listed_group()?;
         s.opened.batch = s.batch_no;
         Ok(Some(s))
@@ -160,6 +173,16 @@ impl<M: Mem> Store<M> {
                 "the superblock says heap top {} (heap {}..{}) and generation {}",
                 d.heap_top, g.heap_off, g.heap_end, d.gen
             )));
+        }
+        let mut seen = [false; layout::DBS];
+        for &m in &d.dbs.map {
+            if self.prefixed && (m as usize >= layout::DBS || std::mem::replace(&mut seen[m as usize], true))
+            {
+                return Err(StoreError::Corrupt(format!(
+                    "the databases' map {:?} is not a permutation",
+                    d.dbs.map
+                )));
+            }
         }
         for (c, &h) in d.heads.iter().enumerate() {
             if h != 0 && !g.in_heap(h, self.classes[c]) {

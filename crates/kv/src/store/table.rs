@@ -50,8 +50,13 @@ impl<M: Mem> Store<M> {
         Ok(h)
     }
 
-    /// The entry of `key`, expired or not.
+    /// The entry of `key` in the selected database, expired or not.
     pub fn find(&mut self, key: &[u8]) -> Result<Option<Found>, StoreError> {
+        self.with_key(key, |s, k| s.find_stored(k))
+    }
+
+    /// The entry whose stored key (database prefix included) is `key`.
+    pub(crate) fn find_stored(&mut self, key: &[u8]) -> Result<Option<Found>, StoreError> {
         let (b, hash) = self.hasher.locate(key, self.geo.buckets);
         let bucket = self.geo.bucket(b);
         let word = self.read_u64(bucket)?;
@@ -126,6 +131,20 @@ impl<M: Mem> Store<M> {
         spare: u64,
         old: Option<&Found>,
     ) -> Result<Found, StoreError> {
+        self.with_key(key, |s, k| s.put_stored(k, kind, encoding, expire_ms, value, spare, old))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn put_stored(
+        &mut self,
+        key: &[u8],
+        kind: u8,
+        encoding: u8,
+        expire_ms: u64,
+        value: &[&[u8]],
+        spare: u64,
+        old: Option<&Found>,
+    ) -> Result<Found, StoreError> {
         let vlen: u64 = value.iter().map(|p| p.len() as u64).sum();
         if key.len() > u32::MAX as usize || vlen > u64::from(u32::MAX) {
             return Err(StoreError::TooLarge(format!(
@@ -177,13 +196,14 @@ impl<M: Mem> Store<M> {
             at += p.len() as u64;
         }
         self.set_link(link, link_is_bucket, e)?;
-        match old {
-            Some(o) => {
-                self.drop_value(o)?;
-                self.free(o.entry, o.head.class)?
-            }
-            None => self.dy.keys += 1,
+        if let Some(o) = old {
+            self.drop_value(o)?;
+            self.count_key(o.entry, &o.head, -1)?;
+            self.free(o.entry, o.head.class)?
+        } else {
+            self.dy.keys += 1;
         }
+        self.count_key(e, &head, 1)?;
         Ok(Found { entry: e, head, link, link_is_bucket })
     }
 
@@ -197,6 +217,7 @@ impl<M: Mem> Store<M> {
     /// whatever the caller gives its handle to (RENAME).
     pub fn unlink(&mut self, f: &Found) -> Result<(), StoreError> {
         self.set_link(f.link, f.link_is_bucket, f.head.next)?;
+        self.count_key(f.entry, &f.head, -1)?;
         self.free(f.entry, f.head.class)?;
         self.dy.keys = self.dy.keys.saturating_sub(1);
         Ok(())
@@ -234,6 +255,7 @@ impl<M: Mem> Store<M> {
 
     /// Sets an entry's expiry (0: never), in place.
     pub fn set_expire(&mut self, f: &mut Found, expire_ms: u64) -> Result<(), StoreError> {
+        self.count_expiry(f.entry, &f.head, expire_ms)?;
         self.meta(f.entry + 8, &expire_ms.to_le_bytes())?;
         f.head.expire_ms = expire_ms;
         Ok(())
@@ -276,13 +298,6 @@ impl<M: Mem> Store<M> {
         self.mem.read(f.value_off(), &mut out[start..])
     }
 
-    /// The key of an entry, into `out` (cleared first).
-    pub fn key_into(&self, e: u64, head: &EntryHead, out: &mut Vec<u8>) -> Result<(), StoreError> {
-        out.clear();
-        out.resize(head.klen as usize, 0);
-        self.mem.read(e + ENTRY_HEAD, out)
-    }
-
     /// Empties the table: a new bucket generation (every bucket word of the old one reads as
     /// empty), an empty heap. The old words are zeroed later by [`Store::sweep`], between
     /// batches (the caller sweeps after a batch that flushed, before the next one runs).
@@ -309,6 +324,8 @@ impl<M: Mem> Store<M> {
         self.dy.keys = 0;
         self.dy.used = 0;
         self.dy.stale = 1;
+        let d = &mut self.dy.dbs;
+        (d.keys, d.expires, d.stale_keys) = ([0; super::layout::DBS], [0; super::layout::DBS], 0);
         self.dy.heads = [0; super::layout::CLASSES];
         self.batch.frees_from = self.batch.frees.len();
         self.batch.flushed = true;
@@ -339,7 +356,8 @@ impl<M: Mem> Store<M> {
         Ok(())
     }
 
-    /// Removes the expired entries of buckets `from ..` (at most `max` buckets) while `room`
+    /// Removes the expired entries (and those of flushed databases) of buckets `from ..` (at
+    /// most `max` buckets) while `room`
     /// says the batch has room for another removal; returns the next bucket to look at (the
     /// bucket where it stopped, if `room` stopped it; `None` after the last bucket) and how
     /// many were removed. However many keys expire at once, a pass never takes more of the
@@ -356,10 +374,12 @@ impl<M: Mem> Store<M> {
         let mut victims = Vec::new();
         for b in from..end {
             victims.clear();
+            let stale = self.dy.dbs.stale_keys > 0;
             self.bucket_entries(b, |s, e, h| {
-                if h.expired(now_ms) {
+                // Expired, or of a database flushed since (its generation is not the current).
+                if h.expired(now_ms) || (stale && !s.entry_db(e, h)?.1) {
                     let mut k = Vec::new();
-                    s.key_into(e, h, &mut k)?;
+                    s.stored_key_into(e, h, &mut k)?;
                     victims.push(k);
                 }
                 Ok(())
@@ -368,7 +388,7 @@ impl<M: Mem> Store<M> {
                 if !room(self) {
                     return Ok((Some(b), removed));
                 }
-                if let Some(f) = self.find(k)? {
+                if let Some(f) = self.find_stored(k)? {
                     self.remove(&f)?;
                     removed += 1;
                 }
