@@ -8,10 +8,27 @@
 //! a change takes it past either limit, and stays one.
 
 use super::args::{int, Args};
+use super::spec::{spec, Group, Spec, ONE, R, RF, WF};
 use super::strings::lookup;
 use super::{Cx, NOT_INT, WRONGTYPE};
 use crate::resp::{itoa, Reply};
 use crate::store::{hash_blob, Found, Mem, StoreError, Tree, ENC_TREE, KIND_HASH};
+
+/// The commands this module runs.
+pub(super) const SPECS: &[Spec] = &[
+    spec("HDEL", -3, WF, ONE, Group::Hashes),
+    spec("HEXISTS", 3, RF, ONE, Group::Hashes),
+    spec("HGET", 3, RF, ONE, Group::Hashes),
+    spec("HGETALL", 2, R, ONE, Group::Hashes),
+    spec("HINCRBY", 4, WF, ONE, Group::Hashes),
+    spec("HKEYS", 2, R, ONE, Group::Hashes),
+    spec("HLEN", 2, RF, ONE, Group::Hashes),
+    spec("HMGET", -3, RF, ONE, Group::Hashes),
+    spec("HMSET", -4, WF, ONE, Group::Hashes),
+    spec("HSET", -4, WF, ONE, Group::Hashes),
+    spec("HSETNX", 4, WF, ONE, Group::Hashes),
+    spec("HVALS", 2, R, ONE, Group::Hashes),
+];
 
 /// The limits of the small encoding (Redis's `hash-max-listpack-entries` and
 /// `hash-max-listpack-value`, with their defaults).
@@ -314,5 +331,22 @@ pub(super) fn hincrby<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result
     let digits = itoa(new, &mut tmp);
     set_fields(cx, a.get(1), found.as_ref(), live, &[(a.get(2), digits)])?;
     r.int(new);
+    Ok(())
+}
+
+/// Runs one of this module's commands.
+pub(super) fn run<M: Mem>(cx: &mut Cx<M>, spec: &Spec, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+    match spec.name {
+        "HSET" | "HMSET" => hset(cx, a, r, spec.name == "HMSET")?,
+        "HSETNX" => hsetnx(cx, a, r)?,
+        "HGET" => hget(cx, a, r)?,
+        "HMGET" => hmget(cx, a, r)?,
+        "HDEL" => hdel(cx, a, r)?,
+        "HGETALL" | "HKEYS" | "HVALS" => hgetall(cx, a, r, spec.name)?,
+        "HLEN" => hlen(cx, a, r)?,
+        "HEXISTS" => hexists(cx, a, r)?,
+        "HINCRBY" => hincrby(cx, a, r)?,
+        other => unreachable!("{other} is not a hashes command"),
+    }
     Ok(())
 }

@@ -3,10 +3,34 @@
 
 use super::args::{int, is, Args};
 use super::glob::matches;
+use super::spec::{spec, Group, Spec, ALL, NO, ONE, R, RF, WD, WF};
 use super::strings::{expiry, lookup};
 use super::{Cx, Session, NOT_INT, SYNTAX};
 use crate::resp::Reply;
-use crate::store::{Mem, StoreError, KIND_HASH, KIND_STRING};
+use crate::store::{kind_name, Mem, StoreError, KIND_ZSET};
+
+/// The commands this module runs.
+pub(super) const SPECS: &[Spec] = &[
+    spec("DBSIZE", 1, RF, NO, Group::Keys),
+    spec("DEL", -2, WD, ALL, Group::Keys),
+    spec("EXISTS", -2, RF, ALL, Group::Keys),
+    spec("EXPIRE", -3, WF, ONE, Group::Keys),
+    spec("EXPIREAT", -3, WF, ONE, Group::Keys),
+    spec("FLUSHALL", -1, WD, NO, Group::Keys),
+    spec("FLUSHDB", -1, WD, NO, Group::Keys),
+    spec("KEYS", 2, R, NO, Group::Keys),
+    spec("MOVE", 3, WF, ONE, Group::Keys),
+    spec("PERSIST", 2, WF, ONE, Group::Keys),
+    spec("PEXPIRE", -3, WF, ONE, Group::Keys),
+    spec("PEXPIREAT", -3, WF, ONE, Group::Keys),
+    spec("PTTL", 2, RF, ONE, Group::Keys),
+    spec("RENAME", 3, WD, (1, 2, 1), Group::Keys),
+    spec("RENAMENX", 3, WF, (1, 2, 1), Group::Keys),
+    spec("SCAN", -2, R, NO, Group::Keys),
+    spec("TTL", 2, RF, ONE, Group::Keys),
+    spec("TYPE", 2, RF, ONE, Group::Keys),
+    spec("UNLINK", -2, WF, ALL, Group::Keys),
+];
 
 pub(super) fn del<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let mut n = 0;
@@ -29,16 +53,8 @@ pub(super) fn exists<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<
     Ok(())
 }
 
-fn type_name(kind: u8) -> &'static str {
-    match kind {
-        KIND_STRING => "string",
-        KIND_HASH => "hash",
-        _ => "none",
-    }
-}
-
 pub(super) fn type_of<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
-    let t = cx.store.get(a.get(1), cx.now_ms)?.map_or("none", |f| type_name(f.head.kind));
+    let t = cx.store.get(a.get(1), cx.now_ms)?.map_or("none", |f| kind_name(f.head.kind));
     r.simple(t.as_bytes());
     Ok(())
 }
@@ -225,11 +241,10 @@ pub(super) fn scan<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<()
                 }
             },
             (o, Some(v)) if is(o, "TYPE") => {
-                kind = Some(match () {
-                    _ if is(v, "STRING") => KIND_STRING,
-                    _ if is(v, "HASH") => KIND_HASH,
-                    _ => 0,
-                })
+                // An unknown type matches nothing, as in Redis.
+                kind = Some(
+                    (1..=KIND_ZSET).find(|&k| v.eq_ignore_ascii_case(kind_name(k).as_bytes())).unwrap_or(0),
+                )
             }
             _ => {
                 r.error(SYNTAX);
@@ -318,5 +333,31 @@ pub(super) fn move_key<M: Mem>(
     cx.store.select(s.db);
     put?;
     r.int(1);
+    Ok(())
+}
+
+/// Runs one of this module's commands.
+pub(super) fn run<M: Mem>(
+    cx: &mut Cx<M>,
+    s: &Session,
+    spec: &Spec,
+    a: &Args,
+    r: &mut Reply,
+) -> Result<(), StoreError> {
+    match spec.name {
+        "DEL" | "UNLINK" => del(cx, a, r)?,
+        "EXISTS" => exists(cx, a, r)?,
+        "TYPE" => type_of(cx, a, r)?,
+        "RENAME" | "RENAMENX" => rename(cx, a, r, spec.name == "RENAMENX")?,
+        "EXPIRE" | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT" => expire(cx, a, r, spec.name)?,
+        "TTL" | "PTTL" => ttl(cx, a, r, spec.name == "PTTL")?,
+        "PERSIST" => persist(cx, a, r)?,
+        "SCAN" => scan(cx, a, r)?,
+        "KEYS" => keys(cx, a, r)?,
+        "MOVE" => move_key(cx, s, a, r)?,
+        "FLUSHDB" | "FLUSHALL" => flush(cx, a, r, spec.name == "FLUSHALL")?,
+        "DBSIZE" => r.int(cx.store.db_keys(s.db) as i64),
+        other => unreachable!("{other} is not a keys command"),
+    }
     Ok(())
 }

@@ -18,7 +18,7 @@ mod tests;
 
 pub use args::{now_ms, Args};
 pub use hashes::Encodings;
-pub use spec::{find_spec, Spec, SPECS};
+pub use spec::{find_spec, Group, Spec, SPECS};
 
 use crate::resp::{Proto, Reply};
 use crate::store::{Mem, Store, StoreError};
@@ -364,50 +364,17 @@ fn dispatch<M: Mem>(
             Some(_) => r.ok(),
             None => r.error("ERR DISCARD without MULTI"),
         },
-        "GET" => strings::get(cx, a, r)?,
-        "SET" => strings::set(cx, a, r)?,
-        "SETNX" => strings::setnx(cx, a, r)?,
-        "SETEX" | "PSETEX" => strings::setex(cx, a, r, spec.name == "PSETEX")?,
-        "GETSET" => strings::getset(cx, a, r)?,
-        "GETDEL" => strings::getdel(cx, a, r)?,
-        "MGET" => strings::mget(cx, a, r)?,
-        "MSET" => strings::mset(cx, a, r, false)?,
-        "MSETNX" => strings::mset(cx, a, r, true)?,
-        "INCR" => strings::incr_by(cx, a.get(1), Ok(1), r)?,
-        "DECR" => strings::incr_by(cx, a.get(1), Ok(-1), r)?,
-        "INCRBY" => strings::incr_by(cx, a.get(1), args::int(a.get(2)).ok_or(()), r)?,
-        "DECRBY" => {
-            let by = args::int(a.get(2)).and_then(|v| v.checked_neg()).ok_or(());
-            strings::incr_by(cx, a.get(1), by, r)?
-        }
-        "APPEND" => strings::append(cx, a, r)?,
-        "STRLEN" => strings::strlen(cx, a, r)?,
-        "DEL" | "UNLINK" => keys::del(cx, a, r)?,
-        "EXISTS" => keys::exists(cx, a, r)?,
-        "TYPE" => keys::type_of(cx, a, r)?,
-        "RENAME" | "RENAMENX" => keys::rename(cx, a, r, spec.name == "RENAMENX")?,
-        "EXPIRE" | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT" => keys::expire(cx, a, r, spec.name)?,
-        "TTL" | "PTTL" => keys::ttl(cx, a, r, spec.name == "PTTL")?,
-        "PERSIST" => keys::persist(cx, a, r)?,
-        "SCAN" => keys::scan(cx, a, r)?,
-        "KEYS" => keys::keys(cx, a, r)?,
-        "DBSIZE" => r.int(cx.store.db_keys(s.db) as i64),
-        "MOVE" => keys::move_key(cx, s, a, r)?,
-        "FLUSHDB" | "FLUSHALL" => keys::flush(cx, a, r, spec.name == "FLUSHALL")?,
-        "HSET" | "HMSET" => hashes::hset(cx, a, r, spec.name == "HMSET")?,
-        "HSETNX" => hashes::hsetnx(cx, a, r)?,
-        "HGET" => hashes::hget(cx, a, r)?,
-        "HMGET" => hashes::hmget(cx, a, r)?,
-        "HDEL" => hashes::hdel(cx, a, r)?,
-        "HGETALL" | "HKEYS" | "HVALS" => hashes::hgetall(cx, a, r, spec.name)?,
-        "HLEN" => hashes::hlen(cx, a, r)?,
-        "HEXISTS" => hashes::hexists(cx, a, r)?,
-        "HINCRBY" => hashes::hincrby(cx, a, r)?,
         "QUIT" => {
             r.ok();
             return Ok(Outcome::Close);
         }
-        _ => server::run(cx, s, spec, a, r)?,
+        _ => match spec.group {
+            Group::Tx => unreachable!("{} is run above", spec.name),
+            Group::Strings => strings::run(cx, spec, a, r)?,
+            Group::Keys => keys::run(cx, s, spec, a, r)?,
+            Group::Hashes => hashes::run(cx, spec, a, r)?,
+            Group::Server => server::run(cx, s, spec, a, r)?,
+        },
     }
     Ok(Outcome::Done)
 }

@@ -3,10 +3,28 @@
 
 use super::args::{int, is, Args};
 use super::glob::matches;
-use super::{show, Auth, Cx, Host, Session, Spec, NOT_INT, SPECS, SYNTAX, WRONGPASS};
+use super::spec::{spec, Group, Spec, A, ADM, NO};
+use super::{show, Auth, Cx, Host, Session, NOT_INT, SYNTAX, WRONGPASS};
 use crate::resp::{Proto, Reply};
 use crate::store::{Mem, StoreError};
 use std::fmt::Write as _;
+
+/// The commands this module runs.
+pub(super) const SPECS: &[Spec] = &[
+    spec("AUTH", -2, &["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], NO, Group::Server),
+    spec("CLIENT", -2, &["admin", "noscript", "loading", "stale"], NO, Group::Server),
+    spec("COMMAND", -1, &["loading", "stale"], NO, Group::Server),
+    spec("CONFIG", -2, ADM, NO, Group::Server),
+    spec("ECHO", 2, A, NO, Group::Server),
+    spec("HELLO", -1, &["noscript", "loading", "stale", "fast", "no_auth"], NO, Group::Server),
+    spec("INFO", -1, &["loading", "stale"], NO, Group::Server),
+    spec("PING", -1, A, NO, Group::Server),
+    spec("SELECT", 2, &["loading", "stale", "fast"], NO, Group::Server),
+    spec("SENTINEL", -2, &["admin", "noscript", "loading", "stale"], NO, Group::Server),
+    spec("SWAPDB", 3, &["write", "fast"], NO, Group::Server),
+    spec("TIME", 1, &["loading", "stale", "fast"], NO, Group::Server),
+    spec("WAIT", 3, &["noscript"], NO, Group::Server),
+];
 
 /// The Redis version `mojim kv` answers to (HELLO, INFO): the command set and replies follow
 /// Redis 7.0.
@@ -295,18 +313,18 @@ fn command_info(spec: &Spec, r: &mut Reply) {
 
 fn command(a: &Args, r: &mut Reply) {
     if a.len() == 1 {
-        r.array(SPECS.len());
-        for s in SPECS {
+        r.array(super::SPECS.len());
+        for s in super::SPECS.iter() {
             command_info(s, r);
         }
         return;
     }
     let sub = a.get(1);
     match () {
-        _ if is(sub, "COUNT") => r.int(SPECS.len() as i64),
+        _ if is(sub, "COUNT") => r.int(super::SPECS.len() as i64),
         _ if is(sub, "LIST") => {
-            r.array(SPECS.len());
-            for s in SPECS {
+            r.array(super::SPECS.len());
+            for s in super::SPECS.iter() {
                 r.bulk(s.name.to_ascii_lowercase().as_bytes());
             }
         }

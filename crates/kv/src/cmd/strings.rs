@@ -2,9 +2,30 @@
 //! DECRBY APPEND STRLEN.
 
 use super::args::{int, is, Args};
+use super::spec::{spec, Group, Spec, ALL, ONE, PAIRS, RF, W, WF};
 use super::{Cx, NOT_INT, SYNTAX, WRONGTYPE};
 use crate::resp::{itoa, Reply};
 use crate::store::{Found, Mem, StoreError, KIND_STRING};
+
+/// The commands this module runs.
+pub(super) const SPECS: &[Spec] = &[
+    spec("APPEND", 3, W, ONE, Group::Strings),
+    spec("DECR", 2, WF, ONE, Group::Strings),
+    spec("DECRBY", 3, WF, ONE, Group::Strings),
+    spec("GET", 2, RF, ONE, Group::Strings),
+    spec("GETDEL", 2, WF, ONE, Group::Strings),
+    spec("GETSET", 3, WF, ONE, Group::Strings),
+    spec("INCR", 2, WF, ONE, Group::Strings),
+    spec("INCRBY", 3, WF, ONE, Group::Strings),
+    spec("MGET", -2, RF, ALL, Group::Strings),
+    spec("MSET", -3, W, PAIRS, Group::Strings),
+    spec("MSETNX", -3, W, PAIRS, Group::Strings),
+    spec("PSETEX", 4, W, ONE, Group::Strings),
+    spec("SET", -3, W, ONE, Group::Strings),
+    spec("SETEX", 4, W, ONE, Group::Strings),
+    spec("SETNX", 3, WF, ONE, Group::Strings),
+    spec("STRLEN", 2, RF, ONE, Group::Strings),
+];
 
 /// The live entry of `key`, and the entry itself even if expired (to replace it in place).
 pub(super) fn lookup<M: Mem>(
@@ -306,6 +327,32 @@ pub(super) fn strlen<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<
         None => r.int(0),
         Some(f) if f.head.kind != KIND_STRING => r.error(WRONGTYPE),
         Some(f) => r.int(i64::from(f.head.vlen)),
+    }
+    Ok(())
+}
+
+/// Runs one of this module's commands.
+pub(super) fn run<M: Mem>(cx: &mut Cx<M>, spec: &Spec, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+    match spec.name {
+        "GET" => get(cx, a, r)?,
+        "SET" => set(cx, a, r)?,
+        "SETNX" => setnx(cx, a, r)?,
+        "SETEX" | "PSETEX" => setex(cx, a, r, spec.name == "PSETEX")?,
+        "GETSET" => getset(cx, a, r)?,
+        "GETDEL" => getdel(cx, a, r)?,
+        "MGET" => mget(cx, a, r)?,
+        "MSET" => mset(cx, a, r, false)?,
+        "MSETNX" => mset(cx, a, r, true)?,
+        "INCR" => incr_by(cx, a.get(1), Ok(1), r)?,
+        "DECR" => incr_by(cx, a.get(1), Ok(-1), r)?,
+        "INCRBY" => incr_by(cx, a.get(1), int(a.get(2)).ok_or(()), r)?,
+        "DECRBY" => {
+            let by = int(a.get(2)).and_then(|v| v.checked_neg()).ok_or(());
+            incr_by(cx, a.get(1), by, r)?
+        }
+        "APPEND" => append(cx, a, r)?,
+        "STRLEN" => strlen(cx, a, r)?,
+        other => unreachable!("{other} is not a strings command"),
     }
     Ok(())
 }

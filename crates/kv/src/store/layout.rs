@@ -65,6 +65,25 @@ pub const KIND_STRING: u8 = 1;
 /// [`ENC_TREE`] a tree's handle.
 pub const KIND_HASH: u8 = 2;
 
+/// A list.
+pub const KIND_LIST: u8 = 3;
+/// A set.
+pub const KIND_SET: u8 = 4;
+/// A sorted set.
+pub const KIND_ZSET: u8 = 5;
+
+/// The name `TYPE` gives a kind (and `SCAN ... TYPE` takes).
+pub fn kind_name(kind: u8) -> &'static str {
+    match kind {
+        KIND_STRING => "string",
+        KIND_HASH => "hash",
+        KIND_LIST => "list",
+        KIND_SET => "set",
+        KIND_ZSET => "zset",
+        _ => "none",
+    }
+}
+
 /// An entry's value is the whole value (a string's bytes, a small hash's field list).
 pub const ENC_PLAIN: u8 = 0;
 /// An entry's value is the 16-byte handle of a tree (`tree.rs`) that holds the collection.
@@ -235,7 +254,7 @@ pub struct EntryHead {
     pub klen: u32,
     /// Value bytes.
     pub vlen: u32,
-    /// [`KIND_STRING`] or [`KIND_HASH`].
+    /// [`KIND_STRING`], [`KIND_HASH`], [`KIND_LIST`], [`KIND_SET`] or [`KIND_ZSET`].
     pub kind: u8,
     /// The block's size class.
     pub class: u8,

@@ -26,7 +26,10 @@ pub use dynamic::Dynamic;
 pub use error::StoreError;
 pub use journal::{coalesce, Savepoint};
 pub use key_hash::KeyHasher;
-pub use layout::{EntryHead, Geometry, ENC_PLAIN, ENC_TREE, KIND_HASH, KIND_STRING};
+pub use layout::{
+    kind_name, EntryHead, Geometry, ENC_PLAIN, ENC_TREE, KIND_HASH, KIND_LIST, KIND_SET, KIND_STRING,
+    KIND_ZSET,
+};
 pub use mem::{Mem, VecMem};
 pub use table::Found;
 pub use tree::Tree;
