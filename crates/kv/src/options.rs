@@ -27,6 +27,8 @@ pub struct KvOptions {
     pub read_barrier: bool,
     /// The password clients must give (`AUTH`), if any.
     pub password: Option<Password>,
+    /// Without a password, refuse addresses other than loopback.
+    pub protected_mode: bool,
     /// The most reply bytes a client may have waiting.
     pub output_limit: usize,
     /// Databases clients may select (`SELECT 0` .. `databases - 1`).
@@ -41,6 +43,11 @@ impl Password {
     /// A password (not empty).
     pub fn new(p: &[u8]) -> Password {
         Password(p.to_vec())
+    }
+
+    /// The password's text, for `CONFIG GET requirepass` (to a client that gave it).
+    pub fn reveal(&self) -> String {
+        String::from_utf8_lossy(&self.0).into_owned()
     }
 
     /// Whether `given` is the password. The time taken depends on neither's bytes nor their
@@ -145,6 +152,7 @@ impl KvOptions {
             sentinels: k.sentinels.clone(),
             read_barrier: k.read_barrier,
             password,
+            protected_mode: k.protected_mode,
             output_limit,
             databases: k.databases as usize,
         })

@@ -1,7 +1,7 @@
 //! Hash commands: HSET HMSET HSETNX HGET HMGET HDEL HGETALL HKEYS HVALS HLEN HEXISTS HINCRBY.
 //!
-//! A hash is one entry. A small one (at most [`Encodings::hash_max_entries`] fields, none of
-//! them or their values longer than [`Encodings::hash_max_value`] bytes, as Redis's listpack
+//! A hash is one entry. A small one (at most `hash-max-listpack-entries` fields, none of
+//! them or their values longer than `hash-max-listpack-value` bytes, as Redis's listpack
 //! encoding) keeps its fields in the entry's value (`store::hash_blob`), written again on every
 //! change; a larger one keeps them in a tree (`store::tree`), whose handle is the value, so that
 //! a change costs O(fields changed · log n) whatever the hash's size. A hash moves to a tree when
@@ -10,6 +10,7 @@
 use super::args::{int, Args};
 use super::spec::{spec, Group, Spec, ONE, R, RF, WF};
 use super::strings::lookup;
+use super::Encodings;
 use super::{Cx, NOT_INT, WRONGTYPE};
 use crate::resp::{itoa, Reply};
 use crate::store::{hash_blob, Found, Mem, StoreError, Tree, ENC_TREE, KIND_HASH};
@@ -29,22 +30,6 @@ pub(super) const SPECS: &[Spec] = &[
     spec("HSETNX", 4, WF, ONE, Group::Hashes),
     spec("HVALS", 2, R, ONE, Group::Hashes),
 ];
-
-/// The limits of the small encoding (Redis's `hash-max-listpack-entries` and
-/// `hash-max-listpack-value`, with their defaults).
-#[derive(Clone, Copy, Debug)]
-pub struct Encodings {
-    /// Most fields a hash keeps in its entry's value.
-    pub hash_max_entries: usize,
-    /// Longest field or value a hash keeps in its entry's value.
-    pub hash_max_value: usize,
-}
-
-impl Default for Encodings {
-    fn default() -> Self {
-        Encodings { hash_max_entries: 128, hash_max_value: 64 }
-    }
-}
 
 /// A live hash's fields, as its entry holds them.
 enum Fields {
@@ -103,7 +88,7 @@ fn set_fields<M: Mem>(
     live: Option<(Found, Fields)>,
     pairs: &[(&[u8], &[u8])],
 ) -> Result<usize, StoreError> {
-    let enc = cx.encodings;
+    let enc = cx.settings.encodings;
     match live {
         Some((mut f, Fields::Tree(mut t))) => {
             let before = t;

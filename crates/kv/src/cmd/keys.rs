@@ -20,6 +20,7 @@ pub(super) const SPECS: &[Spec] = &[
     spec("FLUSHDB", -1, WD, NO, Group::Keys),
     spec("KEYS", 2, R, NO, Group::Keys),
     spec("MOVE", 3, WF, ONE, Group::Keys),
+    spec("OBJECT", -2, &["readonly"], (2, 2, 1), Group::Keys),
     spec("PERSIST", 2, WF, ONE, Group::Keys),
     spec("PEXPIRE", -3, WF, ONE, Group::Keys),
     spec("PEXPIREAT", -3, WF, ONE, Group::Keys),
@@ -357,7 +358,82 @@ pub(super) fn run<M: Mem>(
         "MOVE" => move_key(cx, s, a, r)?,
         "FLUSHDB" | "FLUSHALL" => flush(cx, a, r, spec.name == "FLUSHALL")?,
         "DBSIZE" => r.int(cx.store.db_keys(s.db) as i64),
+        "OBJECT" => object(cx, a, r)?,
         other => unreachable!("{other} is not a keys command"),
+    }
+    Ok(())
+}
+
+/// The name `OBJECT ENCODING` gives an entry's representation, as Redis names it for its kind.
+pub(super) fn encoding_name<M: Mem>(cx: &Cx<M>, f: &crate::store::Found) -> Result<&'static str, StoreError> {
+    use crate::store::{ENC_TREE, KIND_HASH, KIND_STRING};
+    Ok(match (f.head.kind, f.head.encoding) {
+        (KIND_STRING, _) => {
+            let n = f.head.vlen as usize;
+            let mut b = [0u8; 20];
+            if n <= 20 {
+                cx.store.read_value(f, 0, &mut b[..n])?;
+            }
+            if n <= 20 && int(&b[..n]).is_some() {
+                "int"
+            } else if n <= 44 {
+                "embstr"
+            } else {
+                "raw"
+            }
+        }
+        (KIND_HASH, ENC_TREE) => "hashtable",
+        (KIND_HASH, _) => "listpack",
+        _ => "unknown",
+    })
+}
+
+/// OBJECT ENCODING | REFCOUNT | FREQ | IDLETIME | HELP.
+fn object<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+    let sub = a.get(1);
+    if is(sub, "HELP") && a.len() == 2 {
+        let lines = [
+            "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "ENCODING <key>",
+            "    Return the kind of internal representation used in order to store the value",
+            "    associated with a <key>.",
+            "FREQ <key>",
+            "    Return the access frequency index of the <key> (needs an LFU policy, which mojim kv has not).",
+            "IDLETIME <key>",
+            "    mojim kv does not track the time keys were last read: refused.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with the specified <key>.",
+        ];
+        r.array(lines.len());
+        for l in lines {
+            r.simple(l.as_bytes());
+        }
+        return Ok(());
+    }
+    if a.len() != 3 {
+        r.error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try OBJECT HELP.",
+            super::show(sub, 64)
+        ));
+        return Ok(());
+    }
+    let Some(f) = cx.store.get(a.get(2), cx.now_ms)? else {
+        r.null();
+        return Ok(());
+    };
+    match () {
+        _ if is(sub, "ENCODING") => r.bulk(encoding_name(cx, &f)?.as_bytes()),
+        _ if is(sub, "REFCOUNT") => r.int(1),
+        _ if is(sub, "FREQ") => r.error(
+            "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+        ),
+        _ if is(sub, "IDLETIME") => {
+            r.error("ERR mojim kv does not track when keys were last read (OBJECT IDLETIME)")
+        }
+        _ => r.error(&format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try OBJECT HELP.",
+            super::show(sub, 64)
+        )),
     }
     Ok(())
 }

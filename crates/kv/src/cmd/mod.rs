@@ -7,6 +7,7 @@
 //! an error; one that would fit an empty batch asks to be run again in one ([`Outcome::Retry`]).
 
 pub mod args;
+mod config;
 pub mod glob;
 pub mod hashes;
 mod keys;
@@ -17,7 +18,7 @@ mod strings;
 mod tests;
 
 pub use args::{now_ms, Args};
-pub use hashes::Encodings;
+pub use config::{Encodings, Settings};
 pub use spec::{find_spec, Group, Spec, SPECS};
 
 use crate::resp::{Proto, Reply};
@@ -46,6 +47,11 @@ pub trait Host {
     /// Checks `user`'s `password` (`AUTH`, `HELLO ... AUTH`) for the client at `client`, and
     /// counts and logs a failure.
     fn authenticate(&self, client: &str, user: &[u8], password: &[u8]) -> Auth;
+    /// The value of a setting fixed at start-up, by its Redis name (`protected-mode`,
+    /// `requirepass`, `maxclients`, `proto-max-bulk-len`).
+    fn fixed_setting(&self, name: &str) -> String;
+    /// Resets the counters `INFO stats` shows (`CONFIG RESETSTAT`).
+    fn reset_stats(&self);
 }
 
 /// What a password check found.
@@ -190,8 +196,8 @@ pub struct Cx<'a, M: Mem> {
     /// Set when a command that reads the keyspace (or a transaction) has run: the read barrier
     /// is for such batches.
     pub read_keys: bool,
-    /// When collections move from their small encoding to a tree.
-    pub encodings: Encodings,
+    /// What `CONFIG SET` changes (the encodings' thresholds among them).
+    pub settings: &'a mut Settings,
     /// Databases clients may select (`[kv] databases`, at most what the store holds).
     pub databases: usize,
 }

@@ -40,6 +40,10 @@ impl Host for TestHost {
     fn stats(&self) -> Stats {
         Stats::default()
     }
+    fn fixed_setting(&self, name: &str) -> String {
+        format!("fixed {name}")
+    }
+    fn reset_stats(&self) {}
     fn sentinel(&self) -> Sentinel {
         Sentinel {
             name: "mojim".into(),
@@ -52,6 +56,7 @@ impl Host for TestHost {
 
 struct Harness {
     host: TestHost,
+    settings: Settings,
     store: Store<VecMem>,
     session: Session,
     now_ms: u64,
@@ -63,6 +68,7 @@ impl Harness {
     fn new() -> Harness {
         Harness {
             host: TestHost::default(),
+            settings: Settings::default(),
             store: Store::open(VecMem::new(4 << 20), 1024).unwrap(),
             session: Session::new(7, "t".into(), true),
             now_ms: 1_000_000,
@@ -94,7 +100,7 @@ impl Harness {
             max_group_bytes: self.max_group_bytes,
             output_limit: self.output_limit,
             read_keys: false,
-            encodings: Default::default(),
+            settings: &mut self.settings,
             databases: 16,
         };
         let o =
@@ -776,4 +782,52 @@ fn a_version_1_store_has_one_database() {
     assert_eq!(h.cmd(&["KEYS", "*"]), Value::Array(vec![b("k")]));
     assert_eq!(h.cmd(&["FLUSHDB"]), ok());
     assert_eq!(h.cmd(&["DBSIZE"]), i(0));
+}
+
+#[test]
+fn config_get_and_set() {
+    let mut h = Harness::new();
+    assert_eq!(
+        h.cmd(&["CONFIG", "GET", "hash-max-ziplist-entries"]),
+        Value::Array(vec![b("hash-max-ziplist-entries"), b("128")])
+    );
+    assert_eq!(
+        h.cmd(&["CONFIG", "SET", "hash-max-listpack-entries", "4", "zset-max-ziplist-value", "10"]),
+        ok()
+    );
+    assert_eq!(h.settings.encodings.hash_max_entries, 4);
+    assert_eq!(h.settings.encodings.zset_max_value, 10);
+    // The hash threshold takes effect at once.
+    h.cmd(&["HSET", "h", "a", "1", "b", "2", "c", "3", "d", "4"]);
+    assert_eq!(h.cmd(&["OBJECT", "ENCODING", "h"]), b("listpack"));
+    h.cmd(&["HSET", "h", "e", "5"]);
+    assert_eq!(h.cmd(&["OBJECT", "ENCODING", "h"]), b("hashtable"));
+    // All or nothing; out of range, unknown, fixed and moot settings are refused by name.
+    let e = err(&h.cmd(&["CONFIG", "SET", "hash-max-listpack-entries", "8", "set-max-intset-entries", "x"]));
+    assert!(e.contains("set-max-intset-entries") && e.contains("'x'"), "{e}");
+    assert_eq!(h.settings.encodings.hash_max_entries, 4);
+    assert!(err(&h.cmd(&["CONFIG", "SET", "no-such-thing", "1"])).contains("no-such-thing"));
+    let e = err(&h.cmd(&["CONFIG", "SET", "appendonly", "yes"]));
+    assert!(e.contains("appendonly") && e.contains("mirror"), "{e}");
+    assert_eq!(h.cmd(&["CONFIG", "SET", "appendonly", "no"]), ok());
+    assert!(err(&h.cmd(&["CONFIG", "SET", "databases", "4"])).contains("cannot be changed"));
+    assert!(err(&h.cmd(&["CONFIG", "SET", "notify-keyspace-events", "KQ"])).contains("'Q'"));
+    assert_eq!(h.cmd(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]), ok());
+    assert_eq!(h.cmd(&["CONFIG", "GET", "databases"]), Value::Array(vec![b("databases"), b("16")]));
+    let Value::Array(v) = h.cmd(&["CONFIG", "GET", "*max-*-entries"]) else { panic!() };
+    assert_eq!(v.len(), 2 * 6, "{v:?}");
+}
+
+#[test]
+fn object_encoding_of_strings() {
+    let mut h = Harness::new();
+    h.cmd(&["SET", "n", "12345"]);
+    h.cmd(&["SET", "s", "short"]);
+    h.cmd(&["SET", "l", &"x".repeat(45)]);
+    assert_eq!(h.cmd(&["OBJECT", "ENCODING", "n"]), b("int"));
+    assert_eq!(h.cmd(&["OBJECT", "ENCODING", "s"]), b("embstr"));
+    assert_eq!(h.cmd(&["OBJECT", "ENCODING", "l"]), b("raw"));
+    assert_eq!(h.cmd(&["OBJECT", "REFCOUNT", "n"]), i(1));
+    assert_eq!(h.cmd(&["OBJECT", "ENCODING", "nope"]), Value::Null);
+    assert!(err(&h.cmd(&["OBJECT", "FREQ", "n"])).contains("LFU"));
 }

@@ -15,6 +15,8 @@ pub struct ServerHost<'a> {
     pub clients: usize,
     pub stats: Stats,
     pub auth: &'a AuthLog,
+    /// Set by `CONFIG RESETSTAT`: the server resets its counters after the command.
+    pub reset: &'a Cell<bool>,
 }
 
 /// Failed `AUTH` attempts: counted, and logged with the client's address, at most one line a
@@ -90,6 +92,21 @@ impl Host for ServerHost<'_> {
         }
         self.auth.failed(client, user);
         Auth::Refused
+    }
+
+    fn fixed_setting(&self, name: &str) -> String {
+        let o = self.opts;
+        match name {
+            "protected-mode" => if o.protected_mode { "yes" } else { "no" }.into(),
+            "requirepass" => o.password.as_ref().map(|p| p.reveal()).unwrap_or_default(),
+            "maxclients" => o.max_clients.to_string(),
+            "proto-max-bulk-len" => o.limits.max_bulk.to_string(),
+            _ => String::new(),
+        }
+    }
+
+    fn reset_stats(&self) {
+        self.reset.set(true);
     }
 
     fn sentinel(&self) -> Sentinel {

@@ -109,6 +109,8 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         spare: Vec::new(),
         auth: AuthLog::default(),
         reads_in_batch: false,
+        settings: cmd::Settings::default(),
+        reset_stats: Default::default(),
     };
     server.sweep_stale()?;
     tracing::info!(listen = %local, keys = server.store.keys(), "mojim kv serving");
@@ -143,6 +145,10 @@ struct Server<'p> {
     /// A command of this batch read the keyspace (what the read barrier is for; PING, INFO or
     /// SENTINEL need none, so that a server cut off from its mirror still answers them).
     reads_in_batch: bool,
+    /// What CONFIG SET changes.
+    settings: cmd::Settings,
+    /// Set by CONFIG RESETSTAT.
+    reset_stats: std::cell::Cell<bool>,
 }
 
 impl Server<'_> {
@@ -416,6 +422,7 @@ impl Server<'_> {
             clients: self.clients.len() - self.free.len(),
             stats,
             auth: &self.auth,
+            reset: &self.reset_stats,
         };
         let Some(c) = self.clients[i].as_mut() else { return Ok(ClientRun::Drained) };
         let mut cx = Cx {
@@ -426,7 +433,7 @@ impl Server<'_> {
             max_group_bytes: self.opts.max_group_bytes,
             output_limit: self.opts.output_limit,
             read_keys: false,
-            encodings: Default::default(),
+            settings: &mut self.settings,
             databases: self.opts.databases,
         };
         loop {
@@ -463,6 +470,10 @@ impl Server<'_> {
                     let o = cmd::execute(&mut cx, session, &args, out)?;
                     self.stats.commands += 1;
                     self.reads_in_batch |= cx.read_keys;
+                    if self.reset_stats.take() {
+                        self.stats = Stats::default();
+                        self.auth.failures.set(0);
+                    }
                     match o {
                         Outcome::Done => *start += len,
                         Outcome::Close => {
