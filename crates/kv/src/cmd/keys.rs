@@ -281,14 +281,47 @@ pub(super) fn flush<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, all: bool) 
         r.error(SYNTAX);
         return Ok(());
     }
+    let db = cx.store.selected();
+    // Watched keys that exist are touched (not those that do not, nor stale ones).
+    let dbs: Vec<usize> = if all { (0..cx.databases()).collect() } else { vec![db] };
+    touch_existing(cx, &dbs)?;
     if all {
         cx.store.flush()?;
     } else {
-        let db = cx.store.selected();
         cx.store.flush_db(db)?;
     }
     r.ok();
     Ok(())
+}
+
+/// Touches, for `WATCH`, the watched keys of databases `dbs` that exist (live) now in any of
+/// `dbs` (a flush empties them; a swap makes each one's keys the other's).
+pub(super) fn touch_existing<M: Mem>(cx: &mut Cx<M>, dbs: &[usize]) -> Result<(), StoreError> {
+    if !cx.watches.any() {
+        return Ok(());
+    }
+    let selected = cx.store.selected();
+    let mut r = Ok(());
+    'dbs: for &db in dbs {
+        for k in cx.watches.watched_in(db) {
+            for &other in dbs {
+                cx.store.select(other);
+                match cx.store.get(&k, cx.now_ms) {
+                    Ok(Some(_)) => {
+                        cx.watches.touch(db, &k);
+                        break;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        r = Err(e);
+                        break 'dbs;
+                    }
+                }
+            }
+        }
+    }
+    cx.store.select(selected);
+    r
 }
 
 /// MOVE key db: the key with its value (a tree with its handle), its expiry and its type,
@@ -333,6 +366,7 @@ pub(super) fn move_key<M: Mem>(
     let put = cx.store.put_encoded(key, h.kind, h.encoding, h.expire_ms, &[&value], 0, old.as_ref());
     cx.store.select(s.db);
     put?;
+    cx.watches.touch(to, key);
     r.int(1);
     Ok(())
 }

@@ -16,10 +16,12 @@ mod spec;
 mod strings;
 #[cfg(test)]
 mod tests;
+pub mod watch;
 
 pub use args::{now_ms, Args};
 pub use config::{Encodings, Settings};
 pub use spec::{find_spec, Group, Spec, SPECS};
+pub use watch::Watches;
 
 use crate::resp::{Proto, Reply};
 use crate::store::{Mem, Store, StoreError};
@@ -200,6 +202,8 @@ pub struct Cx<'a, M: Mem> {
     pub settings: &'a mut Settings,
     /// Databases clients may select (`[kv] databases`, at most what the store holds).
     pub databases: usize,
+    /// What clients `WATCH`.
+    pub watches: &'a mut Watches,
 }
 
 impl<M: Mem> Cx<'_, M> {
@@ -284,7 +288,7 @@ pub fn execute<M: Mem>(
         return Ok(Outcome::Done);
     }
     if let Some(m) = &mut s.multi {
-        if !matches!(spec.name, "EXEC" | "DISCARD" | "MULTI" | "QUIT") {
+        if !matches!(spec.name, "EXEC" | "DISCARD" | "MULTI" | "QUIT" | "WATCH") {
             let bytes: usize = args.from(0).map(|a| a.len() + 16).sum();
             if m.bytes + bytes > MAX_QUEUED_BYTES {
                 m.failed = true;
@@ -320,9 +324,13 @@ fn run_top<M: Mem>(
         _ => dispatch(cx, s, spec, args, out).and_then(|o| cx.check_group().map(|()| o)),
     };
     match r {
-        Ok(o) => Ok(o),
+        Ok(o) => {
+            cx.watches.commit();
+            Ok(o)
+        }
         Err(e) if e.is_fatal() => Err(e),
         Err(e) => {
+            cx.watches.discard();
             cx.store.rollback_to(&sp)?;
             out.truncate(mark);
             // Too large for what the batch has left, or the heap is short of blocks the batch
@@ -357,6 +365,7 @@ fn dispatch<M: Mem>(
 ) -> Result<Outcome, StoreError> {
     let mut r = Reply { buf: out, proto: s.proto };
     let r = &mut r;
+    let stores = cx.store.stores();
     match spec.name {
         "EXEC" => unreachable!("EXEC runs from run_top, never queued or nested"),
         "MULTI" => match s.multi {
@@ -367,9 +376,23 @@ fn dispatch<M: Mem>(
             }
         },
         "DISCARD" => match s.multi.take() {
-            Some(_) => r.ok(),
+            Some(_) => {
+                cx.watches.unwatch(s.id);
+                r.ok()
+            }
             None => r.error("ERR DISCARD without MULTI"),
         },
+        "WATCH" if s.multi.is_some() => r.error("ERR WATCH inside MULTI is not allowed"),
+        "WATCH" => {
+            for k in a.from(1) {
+                cx.watches.watch(s.id, s.db, k);
+            }
+            r.ok();
+        }
+        "UNWATCH" => {
+            cx.watches.unwatch(s.id);
+            r.ok();
+        }
         "QUIT" => {
             r.ok();
             return Ok(Outcome::Close);
@@ -382,7 +405,28 @@ fn dispatch<M: Mem>(
             Group::Server => server::run(cx, s, spec, a, r)?,
         },
     }
+    // A write that changed something touches the keys it names, for the clients that watch
+    // them (one refused, or that found nothing to do, does not).
+    if cx.watches.any() && spec.flags.contains(&"write") && cx.store.stores() != stores {
+        for k in key_args(spec, a) {
+            cx.watches.touch(s.db, k);
+        }
+    }
     Ok(Outcome::Done)
+}
+
+/// The key arguments of a command, as its table entry places them (first, last, step; a
+/// negative last counts from the end).
+pub fn key_args<'a>(spec: &Spec, a: &'a Args) -> impl Iterator<Item = &'a [u8]> + 'a {
+    let n = a.len() as i32;
+    let last = if spec.last_key < 0 { n + spec.last_key } else { spec.last_key.min(n - 1) };
+    let (first, step) = (spec.first_key, spec.step.max(1));
+    let idx: Vec<usize> = if first <= 0 {
+        Vec::new()
+    } else {
+        (first..=last).step_by(step as usize).map(|i| i as usize).collect()
+    };
+    idx.into_iter().map(move |i| a.get(i))
 }
 
 /// `EXEC`: the queued commands, in order, in this batch (so in one group), all or nothing. A
@@ -397,7 +441,14 @@ fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Ou
         return Ok(Outcome::Done);
     };
     if m.failed {
+        cx.watches.unwatch(s.id);
         r.error("EXECABORT Transaction discarded because of previous errors.");
+        return Ok(Outcome::Done);
+    }
+    // A watched key was touched since WATCH: the transaction does not run.
+    if cx.watches.is_dirty(s.id) {
+        cx.watches.unwatch(s.id);
+        r.null_array();
         return Ok(Outcome::Done);
     }
     r.array(m.queue.len());
@@ -415,7 +466,10 @@ fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Ou
         cx.check_group()
     };
     match run() {
-        Ok(()) => Ok(if close { Outcome::Close } else { Outcome::Done }),
+        Ok(()) => {
+            cx.watches.unwatch(s.id);
+            Ok(if close { Outcome::Close } else { Outcome::Done })
+        }
         Err(e) => {
             s.multi = Some(m);
             Err(e)

@@ -58,6 +58,8 @@ pub(super) fn run<M: Mem>(
                 if !(0..n).contains(&x) || !(0..n).contains(&y) {
                     r.error("ERR DB index is out of range");
                 } else {
+                    // Watched keys that exist in either database change.
+                    super::keys::touch_existing(cx, &[x as usize, y as usize])?;
                     cx.store.swap_db(x as usize, y as usize);
                     r.ok();
                 }

@@ -73,6 +73,8 @@ pub static SPECS: std::sync::LazyLock<Vec<&'static Spec>> = std::sync::LazyLock:
 
 /// The transaction and connection-state commands (run by `cmd::mod` itself).
 const TX_SPECS: &[Spec] = &[
+    spec("UNWATCH", 1, &["noscript", "loading", "stale", "fast", "allow_busy"], NO, Group::Tx),
+    spec("WATCH", -2, &["noscript", "loading", "stale", "fast", "allow_busy"], ALL, Group::Tx),
     spec("DISCARD", 1, TX, NO, Group::Tx),
     spec("EXEC", 1, &["noscript", "loading", "stale", "skip_slowlog"], NO, Group::Tx),
     spec("MULTI", 1, TX, NO, Group::Tx),

@@ -57,6 +57,7 @@ impl Host for TestHost {
 struct Harness {
     host: TestHost,
     settings: Settings,
+    watches: Watches,
     store: Store<VecMem>,
     session: Session,
     now_ms: u64,
@@ -69,6 +70,7 @@ impl Harness {
         Harness {
             host: TestHost::default(),
             settings: Settings::default(),
+            watches: Watches::default(),
             store: Store::open(VecMem::new(4 << 20), 1024).unwrap(),
             session: Session::new(7, "t".into(), true),
             now_ms: 1_000_000,
@@ -102,6 +104,7 @@ impl Harness {
             read_keys: false,
             settings: &mut self.settings,
             databases: 16,
+            watches: &mut self.watches,
         };
         let o =
             execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
@@ -682,7 +685,7 @@ fn a_tree_hash_is_moved_by_rename_and_freed_by_whatever_replaces_or_removes_it()
     h.cmd(&["PEXPIRE", "h", "10"]);
     h.now_ms += 20;
     let buckets = h.store.geometry().buckets;
-    h.store.expire_buckets(0, buckets, h.now_ms, |_| true).unwrap();
+    h.store.expire_buckets(0, buckets, h.now_ms, |_| true, |_, _| {}).unwrap();
     h.store.seal(1024).unwrap();
     assert_eq!(h.store.used_bytes(), 0);
 }
@@ -746,7 +749,7 @@ fn databases_are_separate_and_flushed_swapped_and_moved_between() {
     // The flushed keys go, a pass at a time, and free what they held.
     assert_eq!(h.store.stale_keys(), 2);
     let buckets = h.store.geometry().buckets;
-    h.store.expire_buckets(0, buckets, h.now_ms, |_| true).unwrap();
+    h.store.expire_buckets(0, buckets, h.now_ms, |_| true, |_, _| {}).unwrap();
     h.store.seal(1024).unwrap();
     assert_eq!(h.store.stale_keys(), 0);
     assert_eq!(h.store.keys(), 3);
@@ -830,4 +833,77 @@ fn object_encoding_of_strings() {
     assert_eq!(h.cmd(&["OBJECT", "REFCOUNT", "n"]), i(1));
     assert_eq!(h.cmd(&["OBJECT", "ENCODING", "nope"]), Value::Null);
     assert!(err(&h.cmd(&["OBJECT", "FREQ", "n"])).contains("LFU"));
+}
+
+impl Harness {
+    /// Runs `args` as another client (session `other`), then comes back.
+    fn as_client(&mut self, other: &mut Session, args: &[&str]) -> Value {
+        std::mem::swap(&mut self.session, other);
+        let v = self.cmd(args);
+        std::mem::swap(&mut self.session, other);
+        v
+    }
+}
+
+#[test]
+fn watch_aborts_exec_when_a_watched_key_is_touched() {
+    let mut h = Harness::new();
+    let mut other = Session::new(8, "other".into(), true);
+    let exec_of = |h: &mut Harness| {
+        h.cmd(&["MULTI"]);
+        h.cmd(&["SET", "done", "yes"]);
+        h.cmd(&["EXEC"])
+    };
+    h.cmd(&["SET", "x", "1"]);
+    // Not touched: EXEC runs.
+    assert_eq!(h.cmd(&["WATCH", "x", "y"]), ok());
+    h.as_client(&mut other, &["SET", "unrelated", "1"]);
+    h.as_client(&mut other, &["GET", "x"]);
+    assert_eq!(exec_of(&mut h), Value::Array(vec![ok()]));
+    // Touched by another client's write: EXEC answers a null and runs nothing.
+    h.cmd(&["DEL", "done"]);
+    h.cmd(&["WATCH", "x"]);
+    h.as_client(&mut other, &["INCR", "x"]);
+    assert_eq!(exec_of(&mut h), Value::Null);
+    assert_eq!(h.cmd(&["EXISTS", "done"]), i(0));
+    // After EXEC (either way) nothing is watched.
+    h.as_client(&mut other, &["INCR", "x"]);
+    assert_eq!(exec_of(&mut h), Value::Array(vec![ok()]));
+    // A write that was refused touched nothing; EXPIRE and a missing key's creation do.
+    h.cmd(&["WATCH", "x", "missing"]);
+    h.as_client(&mut other, &["HSET", "x", "f", "v"]);
+    assert_eq!(exec_of(&mut h), Value::Array(vec![ok()]), "WRONGTYPE touched nothing");
+    h.cmd(&["WATCH", "missing"]);
+    h.as_client(&mut other, &["SET", "missing", "now"]);
+    assert_eq!(exec_of(&mut h), Value::Null);
+    h.cmd(&["WATCH", "x"]);
+    h.as_client(&mut other, &["EXPIRE", "x", "100"]);
+    assert_eq!(exec_of(&mut h), Value::Null);
+    // UNWATCH, DISCARD, and WATCH inside MULTI.
+    h.cmd(&["WATCH", "x"]);
+    h.cmd(&["UNWATCH"]);
+    h.as_client(&mut other, &["INCR", "x"]);
+    assert_eq!(exec_of(&mut h), Value::Array(vec![ok()]));
+    h.cmd(&["MULTI"]);
+    assert!(err(&h.cmd(&["WATCH", "x"])).contains("WATCH inside MULTI is not allowed"));
+    assert_eq!(h.cmd(&["EXEC"]), Value::Array(vec![]));
+    // The database a key was watched in counts.
+    h.cmd(&["SELECT", "5"]);
+    h.cmd(&["WATCH", "x"]);
+    h.as_client(&mut other, &["SET", "x", "in db 0"]);
+    assert_eq!(exec_of(&mut h), Value::Array(vec![ok()]));
+    h.cmd(&["SELECT", "0"]);
+    // FLUSHDB touches watched keys that exist, not others; SWAPDB touches keys that exist in
+    // either database.
+    h.cmd(&["WATCH", "x"]);
+    h.as_client(&mut other, &["SELECT", "3"]);
+    h.as_client(&mut other, &["FLUSHDB"]);
+    assert_eq!(exec_of(&mut h), Value::Array(vec![ok()]));
+    h.cmd(&["WATCH", "x"]);
+    h.as_client(&mut other, &["FLUSHALL"]);
+    assert_eq!(exec_of(&mut h), Value::Null);
+    h.cmd(&["WATCH", "x"]);
+    h.as_client(&mut other, &["SET", "x", "in db 3"]);
+    h.as_client(&mut other, &["SWAPDB", "0", "3"]);
+    assert_eq!(exec_of(&mut h), Value::Null, "x appears in db 0");
 }

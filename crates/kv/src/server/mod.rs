@@ -110,6 +110,7 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         auth: AuthLog::default(),
         reads_in_batch: false,
         settings: cmd::Settings::default(),
+        watches: cmd::Watches::default(),
         reset_stats: Default::default(),
     };
     server.sweep_stale()?;
@@ -147,6 +148,8 @@ struct Server<'p> {
     reads_in_batch: bool,
     /// What CONFIG SET changes.
     settings: cmd::Settings,
+    /// What clients WATCH.
+    watches: cmd::Watches,
     /// Set by CONFIG RESETSTAT.
     reset_stats: std::cell::Cell<bool>,
 }
@@ -370,11 +373,25 @@ impl Server<'_> {
         let (max_group, max_ranges) = (self.opts.max_group_bytes, self.opts.primary.limits.max_ranges);
         let sp = self.store.savepoint();
         let from = self.expire_cursor;
-        let r = self
-            .store
-            .expire_buckets(from, EXPIRE_BUCKETS, now_ms, |s| s.batch_has_room(max_group, max_ranges));
+        let watching = self.watches.any();
+        let mut expired = Vec::new();
+        let r = self.store.expire_buckets(
+            from,
+            EXPIRE_BUCKETS,
+            now_ms,
+            |s| s.batch_has_room(max_group, max_ranges),
+            |db, key| {
+                if watching {
+                    expired.push((db, key.to_vec()));
+                }
+            },
+        );
         match r {
             Ok((next, _)) => {
+                // An expired key is touched, for the clients that WATCH it.
+                for (db, key) in expired {
+                    self.watches.touch_now(db, &key);
+                }
                 self.expire_cursor = next.unwrap_or(0);
                 // A pass cut short by the batch's room goes on in the next turn.
                 if next.is_none_or(|n| n == from + EXPIRE_BUCKETS) {
@@ -435,6 +452,7 @@ impl Server<'_> {
             read_keys: false,
             settings: &mut self.settings,
             databases: self.opts.databases,
+            watches: &mut self.watches,
         };
         loop {
             if c.closing {
@@ -604,6 +622,7 @@ impl Server<'_> {
         closing.dedup();
         for i in closing {
             if let Some(c) = self.clients[i].take() {
+                self.watches.unwatch(c.session.id);
                 let _ = epoll::delete(&self.ep, c.stream.as_fd());
                 self.free.push(i);
                 self.ready.retain(|&r| r != i);

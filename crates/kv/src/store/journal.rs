@@ -124,6 +124,7 @@ impl<M: Mem> Store<M> {
     /// Records a stored range, joined to the last one when they touch (a block's header and
     /// value, its first word and the rest): the count then tracks the group's ranges closely.
     fn note(&mut self, off: u64, len: u64) {
+        self.stores += 1;
         self.batch.bytes += len;
         if let Some((lo, ll)) = self.batch.ranges.last_mut() {
             if off == *lo + *ll {
@@ -234,6 +235,11 @@ impl<M: Mem> Store<M> {
         self.undo_buf = old;
         r?;
         Ok((off, n))
+    }
+
+    /// Stores made so far (it never goes down: a command that made none changed nothing).
+    pub fn stores(&self) -> u64 {
+        self.stores
     }
 
     /// Whether the batch stored anything.

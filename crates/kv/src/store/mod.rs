@@ -76,6 +76,8 @@ pub struct Store<M: Mem> {
     selected: usize,
     /// A stored key being built (reused).
     ikey_buf: Vec<u8>,
+    /// Stores made since the store was opened.
+    stores: u64,
 }
 
 impl<M: Mem> Store<M> {
@@ -151,6 +153,7 @@ impl<M: Mem> Store<M> {
             prefixed: version >= 2,
             selected: 0,
             ikey_buf: Vec::new(),
+            stores: 0,
         };
         s.batch_no = s.read_u64(JOURNAL_OFF + 8)?;
         if s.read_u64(JOURNAL_OFF)? != 0 {

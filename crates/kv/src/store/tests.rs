@@ -466,15 +466,16 @@ fn an_expiry_pass_takes_no_more_than_the_batch_has_room_for() {
     let all = s.geo.buckets;
     // Removing them all in one batch needs more undo space than the journal has.
     let sp = s.savepoint();
-    let e = s.expire_buckets(0, all, NOW + 20, |_| true).expect_err("one batch cannot hold it");
+    let e = s.expire_buckets(0, all, NOW + 20, |_| true, |_, _| {}).expect_err("one batch cannot hold it");
     assert!(matches!(e, StoreError::TooLarge(_)), "{e}");
     s.rollback_to(&sp).unwrap();
     s.seal(MAX_RANGES).unwrap();
     // Bounded by the room left, passes go on where the last stopped.
     let (mut at, mut passes, mut removed) = (0, 0, 0);
     loop {
-        let (next, r) =
-            s.expire_buckets(at, all, NOW + 20, |s| s.batch_has_room(u64::MAX, MAX_RANGES)).unwrap();
+        let (next, r) = s
+            .expire_buckets(at, all, NOW + 20, |s| s.batch_has_room(u64::MAX, MAX_RANGES), |_, _| {})
+            .unwrap();
         let (undo, cap) = s.undo_use();
         assert!(undo <= cap / 2 + 64, "a pass used {undo} of {cap} bytes of undo");
         s.seal(MAX_RANGES).unwrap();
