@@ -7,6 +7,7 @@
 //! an error; one that would fit an empty batch asks to be run again in one ([`Outcome::Retry`]).
 
 pub mod args;
+pub mod client;
 mod config;
 pub mod glob;
 pub mod hashes;
@@ -54,6 +55,17 @@ pub trait Host {
     fn fixed_setting(&self, name: &str) -> String;
     /// Resets the counters `INFO stats` shows (`CONFIG RESETSTAT`).
     fn reset_stats(&self);
+    /// The connection of the client running the command.
+    fn my_conn(&self) -> client::Conn;
+    /// Calls `f` with every other client's session and connection.
+    fn other_clients(&self, f: &mut dyn FnMut(&Session, &client::Conn));
+    /// Closes these clients once the command is done (`CLIENT KILL`).
+    fn kill_clients(&self, ids: &[u64]);
+    /// Holds commands back until `until_ms` (Unix milliseconds; 0: no more), every command or
+    /// only writes (`CLIENT PAUSE`, `UNPAUSE`).
+    fn pause(&self, until_ms: u64, all: bool);
+    /// Whether a command (a write when `write`) must wait for a pause to end.
+    fn paused(&self, now_ms: u64, write: bool) -> bool;
 }
 
 /// What a password check found.
@@ -108,6 +120,10 @@ pub struct Stats {
     pub auth_failures: u64,
     /// Clients closed for passing `[kv] output_limit`.
     pub output_limit_closes: u64,
+    /// Error replies sent (a command's own, and commands refused).
+    pub error_replies: u64,
+    /// Keys removed because they expired.
+    pub expired_keys: u64,
 }
 
 /// The Sentinel view: the master's name and address.
@@ -157,12 +173,35 @@ pub struct Session {
     pub db: usize,
     /// It may run commands: it gave the password, or none is needed.
     pub authenticated: bool,
+    /// The last command it ran (CLIENT LIST's `cmd`).
+    pub last_cmd: &'static str,
+    /// When it last ran one, in Unix milliseconds.
+    pub last_ms: u64,
+    /// `CLIENT SETINFO LIB-NAME` and `LIB-VER`.
+    pub lib_name: Option<String>,
+    /// See `lib_name`.
+    pub lib_ver: Option<String>,
+    /// `CLIENT REPLY`.
+    pub replies: client::Replies,
 }
 
 impl Session {
     /// A new connection's; `authenticated` when no password is needed.
     pub fn new(id: u64, addr: String, authenticated: bool) -> Session {
-        Session { id, addr, name: None, proto: Proto::Resp2, multi: None, db: 0, authenticated }
+        Session {
+            id,
+            addr,
+            name: None,
+            proto: Proto::Resp2,
+            multi: None,
+            db: 0,
+            authenticated,
+            last_cmd: "NULL",
+            last_ms: 0,
+            lib_name: None,
+            lib_ver: None,
+            replies: client::Replies::On,
+        }
     }
 }
 
@@ -179,6 +218,9 @@ pub enum Outcome {
     /// The command's reply would have passed the output limit: it was undone and answered
     /// with an error; send the replies, then close the connection.
     OverLimit,
+    /// Clients are paused (`CLIENT PAUSE`): the command did not run; run it again once the pause
+    /// is over.
+    Paused,
 }
 
 /// What commands run against.
@@ -204,6 +246,8 @@ pub struct Cx<'a, M: Mem> {
     pub databases: usize,
     /// What clients `WATCH`.
     pub watches: &'a mut Watches,
+    /// Error replies written so far (the server adds them to its counters).
+    pub error_replies: u64,
 }
 
 impl<M: Mem> Cx<'_, M> {
@@ -255,8 +299,23 @@ pub fn show(b: &[u8], max: usize) -> String {
 
 /// Runs one command from a client: queues it inside a transaction, else executes it from a
 /// savepoint. Store errors that are not the command's fault are returned: the store is then
-/// unusable.
+/// unusable. Error replies are counted in `cx.error_replies` (a transaction's, one per
+/// command that failed).
 pub fn execute<M: Mem>(
+    cx: &mut Cx<M>,
+    s: &mut Session,
+    args: &Args,
+    out: &mut Vec<u8>,
+) -> Result<Outcome, StoreError> {
+    let mark = out.len();
+    let o = execute_one(cx, s, args, out)?;
+    if out.get(mark) == Some(&b'-') {
+        cx.error_replies += 1;
+    }
+    Ok(o)
+}
+
+fn execute_one<M: Mem>(
     cx: &mut Cx<M>,
     s: &mut Session,
     args: &Args,
@@ -303,7 +362,38 @@ pub fn execute<M: Mem>(
             return Ok(Outcome::Done);
         }
     }
-    run_top(cx, s, spec, args, out)
+    // A pause holds commands back, before they run: writes only, or every one.
+    let write = spec.flags.contains(&"write")
+        || (spec.name == "EXEC"
+            && s.multi.as_ref().is_some_and(|m| {
+                m.queue.iter().any(|c| {
+                    let mut b = [0u8; 32];
+                    args::upper(&c[0], &mut b)
+                        .and_then(find_spec)
+                        .is_some_and(|sp| sp.flags.contains(&"write"))
+                })
+            }));
+    if cx.host.paused(cx.now_ms, write) {
+        return Ok(Outcome::Paused);
+    }
+    s.last_cmd = spec.name;
+    s.last_ms = cx.now_ms;
+    let before = s.replies;
+    let mark = out.len();
+    let o = run_top(cx, s, spec, args, out)?;
+    // CLIENT REPLY OFF: no reply; SKIP: none for the next command.
+    use client::Replies;
+    match (before, s.replies) {
+        (Replies::Off, Replies::Off) => out.truncate(mark),
+        (Replies::Skip, now) => {
+            out.truncate(mark);
+            if now == Replies::Skip {
+                s.replies = Replies::On;
+            }
+        }
+        _ => {}
+    }
+    Ok(o)
 }
 
 fn run_top<M: Mem>(
@@ -461,7 +551,11 @@ fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Ou
                 args::upper(a.get(0), &mut name_buf).and_then(find_spec).expect("queued commands are known");
             // A SELECT in the transaction changes the database of the commands after it.
             cx.store.select(s.db.min(cx.databases() - 1));
+            let m0 = out.len();
             close |= dispatch(cx, s, spec, &a, out)? == Outcome::Close;
+            if out.get(m0) == Some(&b'-') {
+                cx.error_replies += 1;
+            }
         }
         cx.check_group()
     };

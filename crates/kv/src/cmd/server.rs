@@ -80,7 +80,7 @@ pub(super) fn run<M: Mem>(
             _ => r.error(NOT_INT),
         },
         "INFO" => info(cx, a, r),
-        "CLIENT" => client(s, a, r),
+        "CLIENT" => super::client::client(cx, s, a, r),
         "AUTH" => auth(cx.host, s, a, r),
         "HELLO" => hello(cx.host, s, a, r),
         "COMMAND" => command(a, r),
@@ -127,7 +127,7 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         let _ = write!(
             t,
             "# Memory\r\nused_memory:{}\r\nused_memory_heap_top:{}\r\nmaxmemory:{}\r\n\
-             maxmemory_policy:noeviction\r\nregion_size:{}\r\n\r\n",
+             maxmemory_policy:noeviction\r\nmem_allocator:mojim-region\r\nregion_size:{}\r\n\r\n",
             cx.store.used_bytes(),
             cx.store.heap_top_bytes(),
             g.heap_end - g.heap_off,
@@ -141,10 +141,13 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         let _ = write!(
             t,
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
+             expired_keys:{}\r\nevicted_keys:0\r\ntotal_forks:0\r\ntotal_error_replies:{}\r\n\
              mojim_groups_sent:{}\r\nmojim_protocol_errors:{}\r\nacl_access_denied_auth:{}\r\n\
              client_output_limit_disconnections:{}\r\n\r\n",
             st.connections,
             st.commands,
+            st.expired_keys,
+            st.error_replies,
             st.groups,
             st.protocol_errors,
             st.auth_failures,
@@ -168,6 +171,9 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
             rep.epoch
         );
     }
+    if want("CLUSTER") {
+        t.push_str("# Cluster\r\ncluster_enabled:0\r\n\r\n");
+    }
     if want("KEYSPACE") {
         t.push_str("# Keyspace\r\n");
         for db in 0..cx.databases() {
@@ -178,42 +184,6 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         }
     }
     r.bulk(t.as_bytes());
-}
-
-fn client_line(s: &Session) -> String {
-    let name = s.name.as_deref().map(|n| String::from_utf8_lossy(n).into_owned()).unwrap_or_default();
-    let multi = s.multi.as_ref().map_or(-1, |m| m.queue.len() as i64);
-    let resp = if s.proto == Proto::Resp3 { 3 } else { 2 };
-    format!("id={} addr={} name={name} db=0 multi={multi} resp={resp}\n", s.id, s.addr)
-}
-
-fn client(s: &mut Session, a: &Args, r: &mut Reply) {
-    let sub = a.get(1);
-    match () {
-        _ if is(sub, "SETNAME") && a.len() == 3 => {
-            let name = a.get(2);
-            if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-                r.error("ERR Client names cannot contain spaces, newlines or special characters.");
-            } else {
-                s.name = (!name.is_empty()).then(|| name.to_vec());
-                r.ok();
-            }
-        }
-        _ if is(sub, "GETNAME") && a.len() == 2 => match &s.name {
-            Some(n) => r.bulk(n),
-            None => r.null(),
-        },
-        _ if is(sub, "ID") && a.len() == 2 => r.int(s.id as i64),
-        _ if is(sub, "INFO") && a.len() == 2 => r.bulk(client_line(s).as_bytes()),
-        // This connection's line (mojim kv keeps no list of the others' names).
-        _ if is(sub, "LIST") => r.bulk(client_line(s).as_bytes()),
-        _ if (is(sub, "SETINFO") && a.len() == 4) || is(sub, "NO-EVICT") || is(sub, "NO-TOUCH") => r.ok(),
-        _ if is(sub, "REPLY") && a.len() == 3 && is(a.get(2), "ON") => r.ok(),
-        _ => r.error(&format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-            show(sub, 64)
-        )),
-    }
 }
 
 /// `AUTH [username] password`: only the `default` user exists (its password is `[kv]

@@ -8,6 +8,8 @@ use crate::store::VecMem;
 struct TestHost {
     password: Option<&'static str>,
     cut_off: bool,
+    killed: std::cell::RefCell<Vec<u64>>,
+    pause: std::cell::Cell<(u64, bool)>,
     failures: std::cell::Cell<u64>,
 }
 
@@ -44,6 +46,23 @@ impl Host for TestHost {
         format!("fixed {name}")
     }
     fn reset_stats(&self) {}
+    fn my_conn(&self) -> client::Conn {
+        client::Conn { fd: 9, laddr: "127.0.0.1:6379".into(), ..Default::default() }
+    }
+    fn other_clients(&self, f: &mut dyn FnMut(&Session, &client::Conn)) {
+        let other = Session::new(3, "10.0.0.9:5000".into(), true);
+        f(&other, &client::Conn::default());
+    }
+    fn kill_clients(&self, ids: &[u64]) {
+        self.killed.borrow_mut().extend_from_slice(ids);
+    }
+    fn pause(&self, until_ms: u64, all: bool) {
+        self.pause.set((until_ms, all));
+    }
+    fn paused(&self, now_ms: u64, write: bool) -> bool {
+        let (until, all) = self.pause.get();
+        now_ms < until && (all || write)
+    }
     fn sentinel(&self) -> Sentinel {
         Sentinel {
             name: "mojim".into(),
@@ -105,6 +124,7 @@ impl Harness {
             settings: &mut self.settings,
             databases: 16,
             watches: &mut self.watches,
+            error_replies: 0,
         };
         let o =
             execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
@@ -906,4 +926,55 @@ fn watch_aborts_exec_when_a_watched_key_is_touched() {
     h.as_client(&mut other, &["SET", "x", "in db 3"]);
     h.as_client(&mut other, &["SWAPDB", "0", "3"]);
     assert_eq!(exec_of(&mut h), Value::Null, "x appears in db 0");
+}
+
+#[test]
+fn client_list_info_kill_pause_and_reply() {
+    let mut h = Harness::new();
+    h.cmd(&["CLIENT", "SETNAME", "me"]);
+    h.cmd(&["CLIENT", "SETINFO", "LIB-NAME", "redis-py"]);
+    let Value::Bulk(info) = h.cmd(&["CLIENT", "INFO"]) else { panic!() };
+    let info = String::from_utf8(info).unwrap();
+    for field in [
+        "id=7 ",
+        "addr=t ",
+        "laddr=127.0.0.1:6379 ",
+        "fd=9 ",
+        "name=me ",
+        "db=0 ",
+        "obl=0 ",
+        "oll=0 ",
+        "omem=0 ",
+        "cmd=client ",
+        "resp=2",
+        "lib-name=redis-py",
+    ] {
+        assert!(info.contains(field), "{field} in {info}");
+    }
+    let Value::Bulk(list) = h.cmd(&["CLIENT", "LIST"]) else { panic!() };
+    let list = String::from_utf8(list).unwrap();
+    assert_eq!(list.lines().count(), 2, "{list}");
+    assert!(list.starts_with("id=3 addr=10.0.0.9:5000"), "ordered by id: {list}");
+    let Value::Bulk(one) = h.cmd(&["CLIENT", "LIST", "ID", "7"]) else { panic!() };
+    assert_eq!(String::from_utf8(one).unwrap().lines().count(), 1);
+    assert_eq!(h.cmd(&["CLIENT", "KILL", "ID", "3"]), i(1));
+    assert_eq!(h.cmd(&["CLIENT", "KILL", "ID", "7"]), i(0), "SKIPME yes by default");
+    assert_eq!(h.cmd(&["CLIENT", "KILL", "10.0.0.9:5000"]), ok());
+    assert!(err(&h.cmd(&["CLIENT", "KILL", "1.2.3.4:5"])).contains("No such client"));
+    assert_eq!(*h.host.killed.borrow(), vec![3, 3]);
+    // A pause of writes holds SET back, not GET; it ends at its time.
+    h.cmd(&["CLIENT", "PAUSE", "1000", "WRITE"]);
+    assert_eq!(h.in_batch(&["SET", "k", "v"]).0, Outcome::Paused);
+    assert_eq!(h.in_batch(&["GET", "k"]).0, Outcome::Done);
+    h.now_ms += 1000;
+    assert_eq!(h.in_batch(&["SET", "k", "v"]).0, Outcome::Done);
+    h.store.seal(1024).unwrap();
+    // CLIENT REPLY OFF: no replies until ON; SKIP: none for the next command.
+    let (_, v) = h.in_batch(&["CLIENT", "REPLY", "OFF"]);
+    assert_eq!(v, None);
+    assert_eq!(h.in_batch(&["GET", "k"]).1, None);
+    assert_eq!(h.in_batch(&["CLIENT", "REPLY", "ON"]).1, Some(ok()));
+    assert_eq!(h.in_batch(&["CLIENT", "REPLY", "SKIP"]).1, None);
+    assert_eq!(h.in_batch(&["GET", "k"]).1, None);
+    assert_eq!(h.in_batch(&["GET", "k"]).1, Some(b("v")));
 }

@@ -111,6 +111,9 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         reads_in_batch: false,
         settings: cmd::Settings::default(),
         watches: cmd::Watches::default(),
+        kill: Default::default(),
+        pause: Default::default(),
+        postponed: Vec::new(),
         reset_stats: Default::default(),
     };
     server.sweep_stale()?;
@@ -150,6 +153,12 @@ struct Server<'p> {
     settings: cmd::Settings,
     /// What clients WATCH.
     watches: cmd::Watches,
+    /// Clients CLIENT KILL asked to close.
+    kill: std::cell::RefCell<Vec<u64>>,
+    /// CLIENT PAUSE: until when (Unix ms) and whether reads wait too.
+    pause: std::cell::Cell<(u64, bool)>,
+    /// Clients whose next command waits for the pause to end.
+    postponed: Vec<usize>,
     /// Set by CONFIG RESETSTAT.
     reset_stats: std::cell::Cell<bool>,
 }
@@ -159,7 +168,20 @@ impl Server<'_> {
         let mut events: Vec<epoll::Event> = Vec::with_capacity(1024);
         loop {
             let busy = !self.ready.is_empty() || !self.inflight.is_empty();
-            let timeout = if busy { Some(Duration::ZERO) } else { Some(EXPIRE_EVERY) };
+            let mut timeout = if busy { Some(Duration::ZERO) } else { Some(EXPIRE_EVERY) };
+            // Commands held back by CLIENT PAUSE run once it is over.
+            if !self.postponed.is_empty() {
+                let left = self.pause.get().0.saturating_sub(cmd::now_ms());
+                if left == 0 {
+                    self.pause.set((0, false));
+                    for i in std::mem::take(&mut self.postponed) {
+                        self.mark_ready(i);
+                    }
+                    timeout = Some(Duration::ZERO);
+                } else {
+                    timeout = timeout.map(|t| t.min(Duration::from_millis(left)));
+                }
+            }
             let ts = timeout.map(|d| rustix::event::Timespec {
                 tv_sec: d.as_secs() as i64,
                 tv_nsec: i64::from(d.subsec_nanos()),
@@ -221,7 +243,9 @@ impl Server<'_> {
             let id = self.next_id;
             self.next_id += 1;
             let session = Session::new(id, peer.to_string(), self.opts.password.is_none());
-            let c = Client::new(stream, session, self.opts.limits);
+            let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
+            let mut c = Client::new(stream, session, self.opts.limits);
+            c.laddr = laddr;
             let slot = match self.free.pop() {
                 Some(s) => s,
                 None => {
@@ -362,8 +386,26 @@ impl Server<'_> {
         for i in again {
             self.mark_ready(i);
         }
+        self.kill_pending();
         self.close_pending();
         Ok(())
+    }
+
+    /// Closes the clients CLIENT KILL named: what they sent and did not run is dropped.
+    fn kill_pending(&mut self) {
+        let ids = std::mem::take(&mut *self.kill.borrow_mut());
+        for id in ids {
+            let slot = self.clients.iter().position(|c| c.as_ref().is_some_and(|c| c.session.id == id));
+            // It is closed once the replies it was owed before are written (a client that
+            // killed itself gets its OK), as when it quits.
+            if let Some(c) = slot.and_then(|i| self.clients[i].as_mut()) {
+                c.closing = true;
+                c.start = c.end;
+                if c.unsent() == 0 {
+                    self.closing.push(slot.expect("found"));
+                }
+            }
+        }
     }
 
     /// One pass of active expiry over the next buckets, in the batch, as far as the batch has
@@ -375,12 +417,14 @@ impl Server<'_> {
         let from = self.expire_cursor;
         let watching = self.watches.any();
         let mut expired = Vec::new();
+        let mut expired_keys = 0;
         let r = self.store.expire_buckets(
             from,
             EXPIRE_BUCKETS,
             now_ms,
             |s| s.batch_has_room(max_group, max_ranges),
             |db, key| {
+                expired_keys += 1;
                 if watching {
                     expired.push((db, key.to_vec()));
                 }
@@ -388,6 +432,7 @@ impl Server<'_> {
         );
         match r {
             Ok((next, _)) => {
+                self.stats.expired_keys += expired_keys;
                 // An expired key is touched, for the clients that WATCH it.
                 for (db, key) in expired {
                     self.watches.touch_now(db, &key);
@@ -432,16 +477,27 @@ impl Server<'_> {
         let mut stats = self.stats.clone();
         stats.uptime_s = self.started.elapsed().as_secs();
         stats.auth_failures = self.auth.failures.get();
+        let live = self.clients.len() - self.free.len();
+        let Some(me) = self.clients[i].as_ref().map(|c| c.conn(Instant::now())) else {
+            return Ok(ClientRun::Drained);
+        };
+        // The others are lent to the commands (CLIENT LIST), this one to the loop below.
+        let (before, rest) = self.clients.split_at_mut(i);
+        let (this, after) = rest.split_first_mut().expect("client i exists");
         let host = ServerHost {
             primary: self.primary,
             opts: self.opts,
             listen: &self.listen,
-            clients: self.clients.len() - self.free.len(),
+            clients: live,
             stats,
             auth: &self.auth,
             reset: &self.reset_stats,
+            others: [&*before, &*after],
+            me,
+            kill: &self.kill,
+            pause: &self.pause,
         };
-        let Some(c) = self.clients[i].as_mut() else { return Ok(ClientRun::Drained) };
+        let Some(c) = this.as_mut() else { return Ok(ClientRun::Drained) };
         let mut cx = Cx {
             store: &mut self.store,
             host: &host,
@@ -453,6 +509,7 @@ impl Server<'_> {
             settings: &mut self.settings,
             databases: self.opts.databases,
             watches: &mut self.watches,
+            error_replies: 0,
         };
         loop {
             if c.closing {
@@ -487,6 +544,7 @@ impl Server<'_> {
                     let args = Args::Parsed { parser, buf: input };
                     let o = cmd::execute(&mut cx, session, &args, out)?;
                     self.stats.commands += 1;
+                    self.stats.error_replies += std::mem::take(&mut cx.error_replies);
                     self.reads_in_batch |= cx.read_keys;
                     if self.reset_stats.take() {
                         self.stats = Stats::default();
@@ -506,6 +564,11 @@ impl Server<'_> {
                             c.closing = true;
                         }
                         Outcome::Retry => return Ok(ClientRun::SealFirst),
+                        // Not run: it stays in the buffer until the pause is over.
+                        Outcome::Paused => {
+                            self.postponed.push(i);
+                            return Ok(ClientRun::Drained);
+                        }
                     }
                     if cx.store.flushed_in_batch() {
                         return Ok(ClientRun::SealFirst);
