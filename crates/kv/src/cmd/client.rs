@@ -120,7 +120,7 @@ fn parse_kill(s: &Session, a: &Args) -> Result<KillFilter, String> {
         f.skip_me = false;
         return Ok(f);
     }
-    if a.len() < 4 || a.len() % 2 != 0 {
+    if a.len() < 4 || !a.len().is_multiple_of(2) {
         return Err(SYNTAX.into());
     }
     for i in (2..a.len()).step_by(2) {
