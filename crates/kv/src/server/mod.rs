@@ -664,7 +664,7 @@ impl Server<'_> {
         }
         let mut at = 0;
         loop {
-            let (next, group) = self.store.sweep(at, SWEEP_BUCKETS)?;
+            let (next, group) = self.store.sweep(at, SWEEP_BUCKETS, self.opts.primary.limits.max_ranges)?;
             if !group.is_empty() {
                 sync(self.primary, &group)?;
             }

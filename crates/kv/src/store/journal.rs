@@ -63,6 +63,10 @@ pub(crate) struct Batch {
     pub gen_words_from: usize,
     /// A flush happened in this batch.
     pub flushed: bool,
+    /// The highest the heap's top has been in this batch: after a flush, blocks are given out
+    /// only above it (and above the sealed top), so that no block a state earlier in the batch
+    /// used (one a rollback may bring back) is written over without undo.
+    pub top_mark: u64,
     /// Tree nodes made since the last savepoint: nothing but the command making them can
     /// have seen them, and no rollback can need their bytes back, so their changes need no
     /// undo (see `tree.rs`).
@@ -316,6 +320,7 @@ impl<M: Mem> Store<M> {
         self.batch.ranges.clear();
         self.batch.bytes = 0;
         self.batch.flushed = false;
+        self.batch.top_mark = 0;
         self.batch.gen_words.clear();
         self.batch.gen_words_from = 0;
         self.batch.young.clear();

@@ -290,9 +290,10 @@ impl<M: Mem> Store<M> {
 
     /// Zeroes the bucket words of older generations among buckets `from .. from + max`
     /// (logically they are empty already, so these stores need no undo and belong to no
-    /// batch); returns the next bucket (0 after the last) and the group to send. Call only
+    /// batch); returns the next bucket (0 after the last) and the group to send, of at most
+    /// `max_ranges` ranges. Call only
     /// between batches. After the last bucket, the next batch records that none remain.
-    pub fn sweep(&mut self, from: u64, max: u64) -> Result<(u64, Vec<Range>), StoreError> {
+    pub fn sweep(&mut self, from: u64, max: u64, max_ranges: usize) -> Result<(u64, Vec<Range>), StoreError> {
         assert!(!self.dirty(), "sweep inside a batch");
         let end = (from + max).min(self.geo.buckets);
         let mut words = vec![0u8; 8 * (end - from) as usize];
@@ -307,7 +308,7 @@ impl<M: Mem> Store<M> {
             }
         }
         let mut group = Vec::new();
-        coalesce(&mut raw, 1000, &mut group);
+        coalesce(&mut raw, max_ranges.max(1), &mut group);
         if end >= self.geo.buckets {
             self.dy.stale = 0;
             return Ok((0, group));

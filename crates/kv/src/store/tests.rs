@@ -232,7 +232,7 @@ fn run(seed: u64, batches: usize, crash: Option<u64>, local: &VecMem) -> Run {
     // The sweep of a new store's buckets.
     let mut at = 0;
     loop {
-        let (next, g) = s.sweep(at, 1000).unwrap();
+        let (next, g) = s.sweep(at, 1000, 1000).unwrap();
         send(local, &mirror, &g);
         if next == 0 {
             break;
@@ -269,7 +269,7 @@ fn run(seed: u64, batches: usize, crash: Option<u64>, local: &VecMem) -> Run {
         if s.stale() {
             let mut at = 0;
             loop {
-                let Ok((next, g)) = s.sweep(at, 1000) else {
+                let Ok((next, g)) = s.sweep(at, 1000, 1000) else {
                     return Run { states, mirror, cut: Some((i + 1, true)) };
                 };
                 send(local, &mirror, &g);
@@ -489,4 +489,27 @@ fn an_expiry_pass_takes_no_more_than_the_batch_has_room_for() {
     assert_eq!(s.keys(), 0);
     drop(s);
     assert!(content(&mut Store::open(&mem, MAX_RANGES).unwrap()).is_empty());
+}
+
+#[test]
+fn a_sweep_keeps_to_the_range_limit() {
+    // Found by the kv_commands fuzz target: a sweep merged its group to 1000 ranges whatever
+    // [limits] max_ranges said, and gmsync refused it.
+    let mem = VecMem::new(SIZE);
+    let mut s = Store::open(&mem, 2).unwrap();
+    for k in 0..50 {
+        s.put(format!("k{k}").as_bytes(), KIND_STRING, 0, &[b"1"], 0, None).unwrap();
+    }
+    s.seal(2).unwrap();
+    s.flush().unwrap();
+    s.seal(2).unwrap();
+    let mut at = 0;
+    loop {
+        let (next, g) = s.sweep(at, 1 << 20, 2).unwrap();
+        assert!(g.len() <= 2, "{} ranges", g.len());
+        if next == 0 {
+            break;
+        }
+        at = next;
+    }
 }
