@@ -716,6 +716,7 @@ impl Harness {
         let ours = snapshot(&mut self.store)?;
         assert_eq!(theirs, ours, "the copy after a seal holds another state");
         self.sealed = ours;
+        self.walk();
         Ok(())
     }
 
@@ -809,15 +810,21 @@ impl Harness {
                 .bucket_entries(b as u64, |s, e, h| {
                     let mut k = Vec::new();
                     s.key_into(e, h, &mut k)?;
-                    found.push((k, e));
+                    found.push((b, k, e, *h));
                     Ok(())
                 })
                 .unwrap_or_else(|e| panic!("bucket {b} does not read: {e}"));
         }
         assert_eq!(found.len() as u64, self.store.keys(), "entries in the buckets against keys()");
-        for (k, e) in found {
-            let f = self.store.find(&k).expect("a key reads").expect("an entry is found by its key");
-            assert_eq!(f.entry, e);
+        for (b, k, e, h) in found {
+            let f = self.store.find(&k).expect("a key reads");
+            assert_eq!(
+                f.map(|f| f.entry),
+                Some(e),
+                "the entry at {e} in bucket {b}, key {:?} ({} bytes), {h:?}, is not what its key finds",
+                String::from_utf8_lossy(&k[..k.len().min(40)]),
+                k.len()
+            );
         }
     }
 }
