@@ -129,7 +129,7 @@ const BUG_EXPIREAT_NEGATIVE: bool = true;
 const BUG_APPEND_PAST_MAX_BULK: bool = true;
 /// `HELLO 3 SETNAME "a b"`: Redis refuses the name (`-ERR Client names cannot contain spaces,
 /// newlines or special characters.`, as CLIENT SETNAME does); mojim kv takes it.
-const BUG_HELLO_SETNAME_UNCHECKED: bool = true;
+const BUG_HELLO_SETNAME_UNCHECKED: bool = false;
 /// SET's options are read unlike Redis's: an expiry's number is checked as soon as it is read,
 /// where Redis checks it after every option (`SET k v EX abc FOO`: mojim kv `-ERR value is not
 /// an integer or out of range`, Redis `-ERR syntax error`), and a repeated EX or PX is a syntax
@@ -148,7 +148,7 @@ const BUG_LARGEST_EXPIRY: bool = true;
 /// arguments, is queued in a transaction, where Redis refuses it when it is queued (and EXEC
 /// then aborts): `MULTI`, `CLIENT NOSUCH`, `EXEC`: mojim kv `+QUEUED` and runs it; Redis `-ERR
 /// unknown subcommand 'NOSUCH'. Try CLIENT HELP.` and `-EXECABORT ...`.
-const BUG_SUBCOMMANDS_QUEUED: bool = true;
+const BUG_SUBCOMMANDS_QUEUED: bool = false;
 /// `EXPIRE k -9223372036854775808` (seconds whose milliseconds overflow): Redis `-ERR invalid
 /// expire time in 'expire' command`; mojim kv deletes the key (`:1`).
 const BUG_EXPIRE_NEGATIVE_OVERFLOW: bool = true;
@@ -156,15 +156,15 @@ const BUG_EXPIRE_NEGATIVE_OVERFLOW: bool = true;
 /// `COMMAND COUNT extra`: mojim kv `:62`, Redis `-ERR wrong number of arguments for
 /// 'command|count' command`; `COMMAND LIST extra`, `CLIENT LIST extra`: mojim kv answers, Redis
 /// `-ERR syntax error`.
-const BUG_SUBCOMMAND_EXTRA_ARGS: bool = true;
+const BUG_SUBCOMMAND_EXTRA_ARGS: bool = false;
 /// Without a password, AUTH and HELLO's AUTH take any user: `AUTH bob x`: mojim kv `+OK`, Redis
 /// `-WRONGPASS invalid username-password pair or user is disabled.` (only `default` exists).
-const BUG_AUTH_ANY_USER: bool = true;
+const BUG_AUTH_ANY_USER: bool = false;
 /// An unknown command's error lists its arguments unlike Redis: Redis lists them as they are
 /// until the list passes 128 bytes (the last one cut); mojim kv lists up to 16 of up to 128
 /// bytes each, and replaces bytes that are not UTF-8 (`FOOBAR "\xc6"`: mojim kv `... '\xef\xbf\xbd'`,
 /// Redis `... '\xc6'`).
-const BUG_UNKNOWN_COMMAND_ARGS: bool = true;
+const BUG_UNKNOWN_COMMAND_ARGS: bool = false;
 
 /// Seeds run when `MOJIM_TEST_SEED` is not set.
 const SEEDS: &[u64] = &[1, 2, 3];

@@ -49,7 +49,7 @@ impl RedisServer {
                 "--appendonly",
                 "no",
                 "--databases",
-                "1",
+                "16",
                 "--proto-max-bulk-len",
                 &max_bulk,
                 "--daemonize",

@@ -284,12 +284,28 @@ impl<M: Mem> Cx<'_, M> {
     }
 }
 
+/// Redis's answer to an unknown command: its name (128 bytes at most) and its first arguments,
+/// while the list is shorter than 128 bytes (each argument cut to what is left of them), the
+/// bytes as they were sent.
 fn unknown(args: &Args, r: &mut Reply) {
-    let mut msg = format!("ERR unknown command '{}', with args beginning with: ", show(args.get(0), 128));
-    for a in args.from(1).take(16) {
-        msg.push_str(&format!("'{}' ", show(a, 128)));
+    // As C's "%.*s": at most so many bytes, and none from a NUL byte on.
+    let c_str =
+        |b: &[u8], max: usize| -> Vec<u8> { b.iter().take(max).take_while(|&&c| c != 0).copied().collect() };
+    let mut msg = b"ERR unknown command '".to_vec();
+    msg.extend_from_slice(&c_str(args.get(0), 128));
+    msg.extend_from_slice(b"', with args beginning with: ");
+    let mut list: Vec<u8> = Vec::new();
+    for a in args.from(1) {
+        if list.len() >= 128 {
+            break;
+        }
+        let room = 128 - list.len();
+        list.push(b'\'');
+        list.extend_from_slice(&c_str(a, room));
+        list.extend_from_slice(b"' ");
     }
-    r.error(&msg);
+    msg.extend_from_slice(&list);
+    r.error_bytes(&msg);
 }
 
 /// At most `max` bytes of `b`, for a message.
@@ -344,6 +360,13 @@ fn execute_one<M: Mem>(
             m.failed = true;
         }
         r.error(&format!("ERR wrong number of arguments for '{}' command", spec.name.to_ascii_lowercase()));
+        return Ok(Outcome::Done);
+    }
+    if let Err(e) = spec::check_subcommand(spec.name, args.len(), (args.len() > 1).then(|| args.get(1))) {
+        if let Some(m) = &mut s.multi {
+            m.failed = true;
+        }
+        r.error(&e);
         return Ok(Outcome::Done);
     }
     if let Some(m) = &mut s.multi {

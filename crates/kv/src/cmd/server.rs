@@ -204,11 +204,13 @@ fn auth(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
             "ERR AUTH <password> called without any password configured for the default user. Are you sure \
              your configuration is correct?",
         ),
-        // `AUTH default <anything>` with no password configured: the default user takes any.
-        Auth::NoPassword => {
+        // `AUTH default <anything>` with no password configured: the default user takes any;
+        // no other user exists.
+        Auth::NoPassword if user == b"default" => {
             s.authenticated = true;
             r.ok();
         }
+        Auth::NoPassword => r.error(WRONGPASS),
     }
 }
 
@@ -230,7 +232,11 @@ fn hello(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
             creds = Some((a.get(i + 1), a.get(i + 2)));
             i += 3;
         } else if is(a.get(i), "SETNAME") && i + 1 < a.len() {
-            name = Some(a.get(i + 1).to_vec());
+            let n = a.get(i + 1);
+            if n.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+                return r.error("ERR Client names cannot contain spaces, newlines or special characters.");
+            }
+            name = Some(n.to_vec());
             i += 2;
         } else {
             return r.error(&format!("ERR Syntax error in HELLO option '{}'", show(a.get(i), 64)));
@@ -239,8 +245,9 @@ fn hello(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
     // Nothing changes (protocol, name) unless the whole command is accepted.
     match creds {
         Some((user, pass)) => match host.authenticate(&s.addr, user, pass) {
-            Auth::Accepted | Auth::NoPassword => s.authenticated = true,
-            Auth::Refused => return r.error(WRONGPASS),
+            Auth::Accepted => s.authenticated = true,
+            Auth::NoPassword if user == b"default" => s.authenticated = true,
+            Auth::NoPassword | Auth::Refused => return r.error(WRONGPASS),
         },
         None if !s.authenticated => {
             return r.error(
@@ -302,9 +309,46 @@ fn command(a: &Args, r: &mut Reply) {
     match () {
         _ if is(sub, "COUNT") => r.int(super::SPECS.len() as i64),
         _ if is(sub, "LIST") => {
-            r.array(super::SPECS.len());
-            for s in super::SPECS.iter() {
-                r.bulk(s.name.to_ascii_lowercase().as_bytes());
+            // COMMAND LIST [FILTERBY PATTERN p | ACLCAT c | MODULE m]
+            let pattern = match a.len() {
+                2 => None,
+                5 if is(a.get(2), "FILTERBY") && is(a.get(3), "PATTERN") => {
+                    Some(a.get(4).to_ascii_lowercase())
+                }
+                // No ACL categories or modules yet: nothing matches them.
+                5 if is(a.get(2), "FILTERBY") && (is(a.get(3), "ACLCAT") || is(a.get(3), "MODULE")) => {
+                    return r.array(0);
+                }
+                _ => return r.error(super::SYNTAX),
+            };
+            let names: Vec<String> = super::SPECS
+                .iter()
+                .map(|s| s.name.to_ascii_lowercase())
+                .filter(|n| pattern.as_ref().is_none_or(|p| super::glob::matches(p, n.as_bytes())))
+                .collect();
+            r.array(names.len());
+            for n in names {
+                r.bulk(n.as_bytes());
+            }
+        }
+        _ if is(sub, "GETKEYS") => {
+            let mut b = [0u8; 32];
+            let Some(spec) = super::args::upper(a.get(2), &mut b).and_then(super::find_spec) else {
+                return r.error("ERR Invalid command specified");
+            };
+            let argc = a.len() as i32 - 2;
+            if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
+                return r.error("ERR Invalid number of arguments specified for command");
+            }
+            let rest: Vec<Vec<u8>> = a.from(2).map(|x| x.to_vec()).collect();
+            let args = super::Args::Owned(&rest);
+            let keys: Vec<&[u8]> = super::key_args(spec, &args).collect();
+            if keys.is_empty() {
+                return r.error("ERR The command has no key arguments");
+            }
+            r.array(keys.len());
+            for k in keys {
+                r.bulk(k);
             }
         }
         _ if is(sub, "INFO") => {
