@@ -11,6 +11,7 @@ mod config;
 pub mod glob;
 pub mod hashes;
 mod keys;
+pub mod rdb;
 mod server;
 mod spec;
 mod strings;
