@@ -12,6 +12,7 @@ mod config;
 pub mod glob;
 pub mod hashes;
 mod keys;
+pub mod rdb;
 mod server;
 mod spec;
 mod strings;

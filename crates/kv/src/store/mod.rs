@@ -17,6 +17,8 @@ mod key_hash;
 mod keyspace;
 pub mod layout;
 mod mem;
+mod random;
+mod strings;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -27,8 +29,8 @@ pub use error::StoreError;
 pub use journal::{coalesce, Savepoint};
 pub use key_hash::KeyHasher;
 pub use layout::{
-    kind_name, EntryHead, Geometry, ENC_PLAIN, ENC_TREE, KIND_HASH, KIND_LIST, KIND_SET, KIND_STRING,
-    KIND_ZSET,
+    kind_name, EntryHead, Geometry, ENC_EMBSTR, ENC_PLAIN, ENC_RAW, ENC_TREE, KIND_HASH, KIND_LIST, KIND_SET,
+    KIND_STRING, KIND_ZSET,
 };
 pub use mem::{Mem, VecMem};
 pub use table::Found;
