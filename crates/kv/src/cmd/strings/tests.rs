@@ -1,7 +1,9 @@
 //! The string commands against a store in the heap, replies compared with Redis's; and the
 //! harness the key commands' tests use too.
 
-use crate::cmd::{execute, Args, Auth, Cx, Host, Outcome, Replication, Sentinel, Session, Settings, Stats};
+use crate::cmd::{
+    client, execute, Args, Auth, Cx, Host, Outcome, Replication, Sentinel, Session, Settings, Stats, Watches,
+};
 use crate::resp::{decode, encode_request, Limits, Parsed, Parser, Value};
 use crate::store::{Store, VecMem};
 
@@ -34,6 +36,15 @@ impl Host for TestHost {
         }
     }
     fn reset_stats(&self) {}
+    fn my_conn(&self) -> client::Conn {
+        client::Conn::default()
+    }
+    fn other_clients(&self, _f: &mut dyn FnMut(&Session, &client::Conn)) {}
+    fn kill_clients(&self, _ids: &[u64]) {}
+    fn pause(&self, _until_ms: u64, _all: bool) {}
+    fn paused(&self, _now_ms: u64, _write: bool) -> bool {
+        false
+    }
     fn sentinel(&self) -> Sentinel {
         Sentinel::default()
     }
@@ -43,6 +54,7 @@ impl Host for TestHost {
 pub(crate) struct Harness {
     pub host: TestHost,
     pub settings: Settings,
+    pub watches: Watches,
     pub store: Store<VecMem>,
     pub session: Session,
     pub now_ms: u64,
@@ -63,6 +75,7 @@ impl Harness {
         Harness {
             host: TestHost { max_bulk: 1 << 20 },
             settings: Settings::default(),
+            watches: Watches::default(),
             store,
             session: Session::new(7, "t".into(), true),
             now_ms: 1_000_000,
@@ -101,6 +114,8 @@ impl Harness {
             read_keys: false,
             settings: &mut self.settings,
             databases: 16,
+            watches: &mut self.watches,
+            error_replies: 0,
         };
         let o =
             execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
