@@ -88,6 +88,9 @@ pub fn kind_name(kind: u8) -> &'static str {
 pub const ENC_PLAIN: u8 = 0;
 /// An entry's value is the 16-byte handle of a tree (`tree.rs`) that holds the collection.
 pub const ENC_TREE: u8 = 1;
+/// A list's value is the 32-byte handle of a chain of nodes (`quicklist.rs`); a list of
+/// [`ENC_PLAIN`] holds its elements in its value (`list_pack.rs`).
+pub const ENC_QUICKLIST: u8 = 2;
 
 /// The fixed shape of a store, decided at format from the region's size alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
