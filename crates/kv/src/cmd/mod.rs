@@ -7,10 +7,14 @@
 //! an error; one that would fit an empty batch asks to be run again in one ([`Outcome::Retry`]).
 
 pub mod args;
+pub mod blocking;
 mod config;
 pub mod glob;
 pub mod hashes;
 mod keys;
+mod lists;
+#[cfg(test)]
+mod lists_tests;
 mod server;
 mod spec;
 mod strings;
@@ -18,6 +22,7 @@ mod strings;
 mod tests;
 
 pub use args::{now_ms, Args};
+pub use blocking::Wait;
 pub use config::{Encodings, Settings};
 pub use spec::{find_spec, Group, Spec, SPECS};
 
@@ -52,6 +57,11 @@ pub trait Host {
     fn fixed_setting(&self, name: &str) -> String;
     /// Resets the counters `INFO stats` shows (`CONFIG RESETSTAT`).
     fn reset_stats(&self);
+    /// `CLIENT UNBLOCK`: asks that client `id`, if a blocking command parked it, be answered
+    /// now (a null, as a timeout, or the `UNBLOCKED` error); whether it was parked.
+    fn unblock(&self, _id: u64, _error: bool) -> bool {
+        false
+    }
 }
 
 /// What a password check found.
@@ -106,6 +116,8 @@ pub struct Stats {
     pub auth_failures: u64,
     /// Clients closed for passing `[kv] output_limit`.
     pub output_limit_closes: u64,
+    /// Clients parked by a blocking command now.
+    pub blocked_clients: u64,
 }
 
 /// The Sentinel view: the master's name and address.
@@ -155,17 +167,28 @@ pub struct Session {
     pub db: usize,
     /// It may run commands: it gave the password, or none is needed.
     pub authenticated: bool,
+    /// Blocking commands answer at once, as their non-blocking forms (inside `EXEC`).
+    pub deny_blocking: bool,
 }
 
 impl Session {
     /// A new connection's; `authenticated` when no password is needed.
     pub fn new(id: u64, addr: String, authenticated: bool) -> Session {
-        Session { id, addr, name: None, proto: Proto::Resp2, multi: None, db: 0, authenticated }
+        Session {
+            id,
+            addr,
+            name: None,
+            proto: Proto::Resp2,
+            multi: None,
+            db: 0,
+            authenticated,
+            deny_blocking: false,
+        }
     }
 }
 
 /// What the caller does after a command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Go on.
     Done,
@@ -177,6 +200,10 @@ pub enum Outcome {
     /// The command's reply would have passed the output limit: it was undone and answered
     /// with an error; send the replies, then close the connection.
     OverLimit,
+    /// A blocking command found none of its keys ready: it changed nothing and answered
+    /// nothing; park the client and run the request again when a key is written
+    /// (`blocking.rs`).
+    Block(Wait),
 }
 
 /// What commands run against.
@@ -380,6 +407,7 @@ fn dispatch<M: Mem>(
             Group::Keys => keys::run(cx, s, spec, a, r)?,
             Group::Hashes => hashes::run(cx, spec, a, r)?,
             Group::Server => server::run(cx, s, spec, a, r)?,
+            Group::Lists => return lists::run(cx, s, spec, a, r),
         },
     }
     Ok(Outcome::Done)
@@ -402,6 +430,8 @@ fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Ou
     }
     r.array(m.queue.len());
     let mut close = false;
+    // A blocking command in a transaction answers at once, as its non-blocking form.
+    let deny = std::mem::replace(&mut s.deny_blocking, true);
     let mut run = || -> Result<(), StoreError> {
         for cmd in &m.queue {
             let a = Args::Owned(cmd);
@@ -414,7 +444,9 @@ fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Ou
         }
         cx.check_group()
     };
-    match run() {
+    let ran = run();
+    s.deny_blocking = deny;
+    match ran {
         Ok(()) => Ok(if close { Outcome::Close } else { Outcome::Done }),
         Err(e) => {
             s.multi = Some(m);

@@ -78,7 +78,7 @@ pub(super) fn run<M: Mem>(
             _ => r.error(NOT_INT),
         },
         "INFO" => info(cx, a, r),
-        "CLIENT" => client(s, a, r),
+        "CLIENT" => client(cx.host, s, a, r),
         "AUTH" => auth(cx.host, s, a, r),
         "HELLO" => hello(cx.host, s, a, r),
         "COMMAND" => command(a, r),
@@ -118,7 +118,12 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         );
     }
     if want("CLIENTS") {
-        let _ = write!(t, "# Clients\r\nconnected_clients:{}\r\n\r\n", host.connected_clients());
+        let _ = write!(
+            t,
+            "# Clients\r\nconnected_clients:{}\r\nblocked_clients:{}\r\n\r\n",
+            host.connected_clients(),
+            st.blocked_clients
+        );
     }
     if want("MEMORY") {
         let g = cx.store.geometry();
@@ -185,9 +190,22 @@ fn client_line(s: &Session) -> String {
     format!("id={} addr={} name={name} db=0 multi={multi} resp={resp}\n", s.id, s.addr)
 }
 
-fn client(s: &mut Session, a: &Args, r: &mut Reply) {
+fn client(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
     let sub = a.get(1);
     match () {
+        _ if is(sub, "UNBLOCK") && (a.len() == 3 || a.len() == 4) => {
+            let error = match a.len() {
+                4 if is(a.get(3), "ERROR") => true,
+                4 if !is(a.get(3), "TIMEOUT") => {
+                    return r.error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+                }
+                _ => false,
+            };
+            match int(a.get(2)) {
+                Some(id) => r.int(i64::from(id >= 0 && host.unblock(id as u64, error))),
+                None => r.error(NOT_INT),
+            }
+        }
         _ if is(sub, "SETNAME") && a.len() == 3 => {
             let name = a.get(2);
             if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {

@@ -1,10 +1,11 @@
 //! What the commands learn of the server: the primary's replication state, the clients, the
 //! counters, the Sentinel view.
 
+use super::blocking::Waits;
 use crate::cmd::{Auth, Host, Replication, Sentinel, Stats};
 use crate::options::{split_host_port, KvOptions};
 use mojim::{Mode, Primary};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
 /// The host of one turn's commands.
@@ -17,6 +18,8 @@ pub struct ServerHost<'a> {
     pub auth: &'a AuthLog,
     /// Set by `CONFIG RESETSTAT`: the server resets its counters after the command.
     pub reset: &'a Cell<bool>,
+    /// The parked clients (`CLIENT UNBLOCK` asks for one to be answered).
+    pub waits: &'a RefCell<Waits>,
 }
 
 /// Failed `AUTH` attempts: counted, and logged with the client's address, at most one line a
@@ -107,6 +110,10 @@ impl Host for ServerHost<'_> {
 
     fn reset_stats(&self) {
         self.reset.set(true);
+    }
+
+    fn unblock(&self, id: u64, error: bool) -> bool {
+        self.waits.borrow_mut().request_unblock(id, error)
     }
 
     fn sentinel(&self) -> Sentinel {
