@@ -216,13 +216,21 @@ fn pop_into<M: Mem>(
             put_elems(cx, key, Some(&l.f), l.f.head.expire_ms, &v)?;
         }
         Elems::Quick(mut ql) => {
+            // The elements answered in order, then removed as one range.
             let before = ql;
-            let mut e = Vec::new();
-            for _ in 0..k {
-                cx.store.ql_pop(&mut ql, front, &mut e)?;
-                cx.reply_room(r, e.len() + 16)?;
-                r.bulk(&e);
-            }
+            let (limit, mut left) = (cx.output_limit, k);
+            let from = if front { 0 } else { ql.len - 1 };
+            cx.store.ql_each(&ql, from, !front, |e| {
+                if r.buf.len().saturating_add(e.len() + 16) > limit {
+                    return Err(StoreError::OutputLimit(limit));
+                }
+                r.bulk(e);
+                left -= 1;
+                Ok(left > 0)
+            })?;
+            let fill = fill(cx);
+            let start = if front { 0 } else { ql.len - k };
+            cx.store.ql_del_range(&mut ql, start, k, fill)?;
             finish_quick(cx, &l.f, &before, &ql)?;
         }
     }

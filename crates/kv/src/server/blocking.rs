@@ -98,7 +98,12 @@ impl Waits {
         let p = self.parked.remove(&slot)?;
         for k in &p.wait.keys {
             if let Some(q) = self.by_key.get_mut(k) {
-                q.retain(|&s| s != slot);
+                // Served in order, a client is most often the first.
+                if q.front() == Some(&slot) {
+                    q.pop_front();
+                } else {
+                    q.retain(|&s| s != slot);
+                }
                 if q.is_empty() {
                     self.by_key.remove(k);
                 }
@@ -179,8 +184,8 @@ impl Waits {
 }
 
 /// The keys a command may make non-empty, from its table entry: a write's key arguments (`EXEC`:
-/// those of the commands it queued); commands that only pop none; a write whose keys the table
-/// cannot say (none listed, or "movablekeys") any.
+/// those of the commands it queued); the pops none; a write whose keys the table cannot say
+/// (none listed, or "movablekeys") any.
 pub fn written(args: &Args, s: &Session) -> Written {
     let mut name = [0u8; 32];
     let Some(spec) = cmd::args::upper(args.get(0), &mut name).and_then(cmd::find_spec) else {
@@ -202,7 +207,22 @@ pub fn written(args: &Args, s: &Session) -> Written {
     if !has("write") && !has("may_replicate") {
         return Written::Nothing;
     }
-    if matches!(spec.name, "LMPOP" | "BLMPOP" | "ZMPOP" | "BZMPOP") {
+    // Pops leave no key fuller than it was (LMPOP's keys are not in its table entry either).
+    if matches!(
+        spec.name,
+        "LPOP"
+            | "RPOP"
+            | "BLPOP"
+            | "BRPOP"
+            | "LMPOP"
+            | "BLMPOP"
+            | "ZPOPMIN"
+            | "ZPOPMAX"
+            | "BZPOPMIN"
+            | "BZPOPMAX"
+            | "ZMPOP"
+            | "BZMPOP"
+    ) {
         return Written::Nothing;
     }
     if spec.first_key <= 0 || has("movablekeys") {
@@ -333,7 +353,8 @@ mod tests {
         assert_eq!(w(&["lpush", "k", "a", "b"], &s), Written::Keys(vec![b"k".to_vec()]));
         assert_eq!(w(&["LMOVE", "a", "b", "LEFT", "RIGHT"], &s), Written::Keys(args(&["a", "b"])));
         assert_eq!(w(&["RENAME", "a", "b"], &s), Written::Keys(args(&["a", "b"])));
-        assert_eq!(w(&["blpop", "a", "b", "0"], &s), Written::Keys(args(&["a", "b"])));
+        assert_eq!(w(&["blpop", "a", "b", "0"], &s), Written::Nothing);
+        assert_eq!(w(&["BRPOPLPUSH", "a", "b", "0"], &s), Written::Keys(args(&["a", "b"])));
         assert_eq!(w(&["GET", "a"], &s), Written::Nothing);
         assert_eq!(w(&["LMPOP", "1", "a", "LEFT"], &s), Written::Nothing);
         assert_eq!(w(&["SWAPDB", "0", "1"], &s), Written::Unknown);

@@ -546,11 +546,15 @@ impl<M: Mem> Store<M> {
         let (mut n, mut i) = self.locate(ql, start)?;
         let mut left = count;
         let mut run = Vec::new();
+        // Whole nodes removed one after another are linked past once: the node before them.
+        let mut gap: Option<u64> = None;
         loop {
             let take = left.min(u64::from(n.count) - i as u64) as usize;
             let next = n.next;
             if i == 0 && take == n.count as usize {
-                self.drop_node(ql, &n)?;
+                gap.get_or_insert(n.prev);
+                self.free(n.off, n.class)?;
+                ql.nodes -= 1;
             } else {
                 self.read_run(&n, &mut run)?;
                 let starts = list_pack::starts(&run, n.count as usize)?;
@@ -560,7 +564,8 @@ impl<M: Mem> Store<M> {
                 } else if i + take == n.count as usize {
                     self.write_head(&n, &Node { hi: n.lo + starts[i] as u32, count: c, ..n })?;
                 } else {
-                    // Fewer bytes than the node had: one run.
+                    // Inside one node (the first touched: no gap before it), fewer bytes than
+                    // it had: one run.
                     let mut kept = Vec::with_capacity(run.len());
                     kept.extend_from_slice(&run[..starts[i]]);
                     kept.extend_from_slice(&run[starts[i + take]..]);
@@ -569,10 +574,18 @@ impl<M: Mem> Store<M> {
                     ql.nodes -= 1;
                     self.make_nodes(ql, &runs, n.prev, n.next, fill)?;
                 }
+                if let Some(p) = gap.take() {
+                    self.set_next(ql, p, n.off)?;
+                    self.set_prev(ql, n.off, p)?;
+                }
             }
             ql.len -= take as u64;
             left -= take as u64;
             if left == 0 {
+                if let Some(p) = gap {
+                    self.set_next(ql, p, next)?;
+                    self.set_prev(ql, next, p)?;
+                }
                 return Ok(());
             }
             n = self.read_node(next)?;

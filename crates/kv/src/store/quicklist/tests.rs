@@ -316,3 +316,54 @@ fn a_damaged_node_is_an_error_not_a_panic() {
     assert!(s.ql_get(&bad, 0, &mut Vec::new()).is_err());
     assert!(s.ql_free(&bad).is_err());
 }
+
+#[test]
+fn format_md_says_what_the_code_does() {
+    let doc = include_str!("../../../../../docs/FORMAT.md");
+    let sec = &doc[doc.find("### 11.6 Lists").expect("FORMAT.md has section 11.6")..];
+    let sec = &sec[..sec.find("\n### ").expect("a section after 11.6")];
+    let off = |field: &str| -> usize {
+        let row = sec
+            .lines()
+            .find(|l| l.contains(&format!("| `{field}` |")))
+            .unwrap_or_else(|| panic!("no row {field}"));
+        row.split('|').nth(1).unwrap().trim().parse().unwrap()
+    };
+    // The handle.
+    let ql = QuickList { head: 1, tail: 2, len: 3, nodes: 4 }.encode();
+    for (field, v) in [("head", 1u8), ("tail", 2), ("len", 3), ("nodes", 4)] {
+        assert_eq!(ql[off(field)], v, "{field}");
+    }
+    // A node, as made.
+    let mem = VecMem::new(4 << 20);
+    let mut s = Store::open(&mem, MAX_RANGES).unwrap();
+    let long = vec![b'y'; 300];
+    let ql = s.ql_new(&[b"ab".to_vec(), long.clone()], Fill(-2)).unwrap();
+    let mut n = vec![0u8; HEAD as usize];
+    mem.read(ql.head, &mut n).unwrap();
+    let u32_at = |i: usize| u32::from_le_bytes(n[i..i + 4].try_into().unwrap());
+    let u64_at = |i: usize| u64::from_le_bytes(n[i..i + 8].try_into().unwrap());
+    assert_eq!(n[off("tag")], b'L');
+    assert!(s.class_size(n[off("class")]) > HEAD);
+    assert_eq!((u64_at(off("prev")), u64_at(off("next"))), (0, 0));
+    assert_eq!(u32_at(off("count")), 2);
+    let (lo, hi) = (u32_at(off("lo")), u32_at(off("hi")));
+    assert!(sec.contains(&format!("(at least {HEAD})")));
+    let mut run = vec![0u8; (hi - lo) as usize];
+    mem.read(ql.head + u64::from(lo), &mut run).unwrap();
+    let mut want = vec![2, b'a', b'b', 0xFF];
+    want.extend_from_slice(&300u32.to_le_bytes());
+    want.extend_from_slice(&long);
+    assert_eq!(run, want, "elements as FORMAT.md encodes them");
+    assert!(sec.contains("the byte\n`0xFF` and a u32") || sec.contains("the byte `0xFF` and a u32"));
+    // The entry's kind and encoding.
+    let entry = &doc[doc.find("### 11.2").unwrap()..];
+    assert!(entry.contains(&format!("{}: list |", crate::store::KIND_LIST)));
+    assert!(entry.contains(&format!(
+        "{} (a list): the value is a chain's 32-byte handle",
+        crate::store::ENC_QUICKLIST
+    )));
+    assert_eq!(QuickList::LEN, 32);
+    assert_eq!(Fill(-1).max_bytes(), 4096);
+    assert!(sec.contains("4, 8, 16, 32 or 64 KiB"));
+}
