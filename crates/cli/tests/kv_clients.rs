@@ -36,7 +36,7 @@ fn redis_cli_scripted_sessions() {
     let (ok, out, err) = run_with_stdin(cli, script);
     assert!(ok, "redis-cli failed: {err}");
     let expected = "OK\nhello\n11\nhello world\n1\n42\n2\na\n1\nb\n2\n\n-1\n1\n100\n\
-                    ERR unknown command 'LPUSH', with args beginning with: 'l' 'x' \n\nOK\n1\n\n2\n2\nOK\nstring\nhash\n3\n\
+                    1\nOK\n1\n\n2\n2\nOK\nstring\nhash\n4\n\
                     OK\nQUEUED\nQUEUED\nOK\n2\n1\nOK\nPONG\n";
     assert_eq!(out, expected, "redis-cli's session (stderr: {err})");
 

@@ -175,6 +175,19 @@ pub(super) fn client<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut 
             None => r.null(),
         },
         _ if is(sub, "ID") && n == 2 => r.int(s.id as i64),
+        _ if is(sub, "UNBLOCK") && (n == 3 || n == 4) => {
+            let error = match n {
+                4 if is(a.get(3), "ERROR") => true,
+                4 if !is(a.get(3), "TIMEOUT") => {
+                    return r.error("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+                }
+                _ => false,
+            };
+            match int(a.get(2)) {
+                Some(id) => r.int(i64::from(id >= 0 && cx.host.unblock(id as u64, error))),
+                None => r.error("ERR value is not an integer or out of range"),
+            }
+        }
         _ if is(sub, "INFO") && n == 2 => {
             let me = cx.host.my_conn();
             r.bulk(format!("{}\n", line(s, &me)).as_bytes());

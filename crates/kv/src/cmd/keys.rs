@@ -462,6 +462,8 @@ pub(super) fn encoding_name<M: Mem>(cx: &Cx<M>, f: &crate::store::Found) -> Resu
         }
         (KIND_HASH, ENC_TREE) => "hashtable",
         (KIND_HASH, _) => "listpack",
+        // Redis 7.0 names every list so, whether it is one node or many.
+        (crate::store::KIND_LIST, _) => "quicklist",
         _ => "unknown",
     })
 }

@@ -7,11 +7,15 @@
 //! an error; one that would fit an empty batch asks to be run again in one ([`Outcome::Retry`]).
 
 pub mod args;
+pub mod blocking;
 pub mod client;
 mod config;
 pub mod glob;
 pub mod hashes;
 mod keys;
+mod lists;
+#[cfg(test)]
+mod lists_tests;
 pub mod rdb;
 mod server;
 mod spec;
@@ -21,6 +25,7 @@ mod tests;
 pub mod watch;
 
 pub use args::{now_ms, Args};
+pub use blocking::Wait;
 pub use config::{Encodings, Settings};
 pub use spec::{find_spec, Group, Spec, SPECS};
 pub use watch::Watches;
@@ -67,6 +72,11 @@ pub trait Host {
     fn pause(&self, until_ms: u64, all: bool);
     /// Whether a command (a write when `write`) must wait for a pause to end.
     fn paused(&self, now_ms: u64, write: bool) -> bool;
+    /// `CLIENT UNBLOCK`: asks that client `id`, if a blocking command parked it, be answered
+    /// now (a null, as a timeout, or the `UNBLOCKED` error); whether it was parked.
+    fn unblock(&self, _id: u64, _error: bool) -> bool {
+        false
+    }
 }
 
 /// What a password check found.
@@ -125,6 +135,8 @@ pub struct Stats {
     pub error_replies: u64,
     /// Keys removed because they expired.
     pub expired_keys: u64,
+    /// Clients parked by a blocking command now.
+    pub blocked_clients: u64,
 }
 
 /// The Sentinel view: the master's name and address.
@@ -184,6 +196,8 @@ pub struct Session {
     pub lib_ver: Option<String>,
     /// `CLIENT REPLY`.
     pub replies: client::Replies,
+    /// Blocking commands answer at once, as their non-blocking forms (inside `EXEC`).
+    pub deny_blocking: bool,
 }
 
 impl Session {
@@ -202,12 +216,13 @@ impl Session {
             lib_name: None,
             lib_ver: None,
             replies: client::Replies::On,
+            deny_blocking: false,
         }
     }
 }
 
 /// What the caller does after a command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Go on.
     Done,
@@ -222,6 +237,10 @@ pub enum Outcome {
     /// Clients are paused (`CLIENT PAUSE`): the command did not run; run it again once the pause
     /// is over.
     Paused,
+    /// A blocking command found none of its keys ready: it changed nothing and answered
+    /// nothing; park the client and run the request again when a key is written
+    /// (`blocking.rs`).
+    Block(Wait),
 }
 
 /// What commands run against.
@@ -517,6 +536,13 @@ fn dispatch<M: Mem>(
             Group::Keys => keys::run(cx, s, spec, a, r)?,
             Group::Hashes => hashes::run(cx, spec, a, r)?,
             Group::Server => server::run(cx, s, spec, a, r)?,
+            Group::Lists => {
+                // A blocking command that found nothing parks the client, having changed nothing.
+                let o = lists::run(cx, s, spec, a, r)?;
+                if !matches!(o, Outcome::Done) {
+                    return Ok(o);
+                }
+            }
         },
     }
     // A write that changed something touches the keys it names, for the clients that watch
@@ -567,6 +593,8 @@ fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Ou
     }
     r.array(m.queue.len());
     let mut close = false;
+    // A blocking command in a transaction answers at once, as its non-blocking form.
+    let deny = std::mem::replace(&mut s.deny_blocking, true);
     let mut run = || -> Result<(), StoreError> {
         for cmd in &m.queue {
             let a = Args::Owned(cmd);
@@ -583,7 +611,9 @@ fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Ou
         }
         cx.check_group()
     };
-    match run() {
+    let ran = run();
+    s.deny_blocking = deny;
+    match ran {
         Ok(()) => {
             cx.watches.unwatch(s.id);
             Ok(if close { Outcome::Close } else { Outcome::Done })

@@ -120,7 +120,12 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         );
     }
     if want("CLIENTS") {
-        let _ = write!(t, "# Clients\r\nconnected_clients:{}\r\n\r\n", host.connected_clients());
+        let _ = write!(
+            t,
+            "# Clients\r\nconnected_clients:{}\r\nblocked_clients:{}\r\n\r\n",
+            host.connected_clients(),
+            st.blocked_clients
+        );
     }
     if want("MEMORY") {
         let g = cx.store.geometry();

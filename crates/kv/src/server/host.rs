@@ -1,6 +1,7 @@
 //! What the commands learn of the server: the primary's replication state, the clients, the
 //! counters, the Sentinel view.
 
+use super::blocking::Waits;
 use super::client::Client;
 use crate::cmd::client::Conn;
 use crate::cmd::{Auth, Host, Replication, Sentinel, Session, Stats};
@@ -27,6 +28,8 @@ pub struct ServerHost<'a> {
     pub kill: &'a RefCell<Vec<u64>>,
     /// `CLIENT PAUSE`: until when (Unix ms; 0: none) and whether every command waits.
     pub pause: &'a Cell<(u64, bool)>,
+    /// The parked clients (`CLIENT UNBLOCK` asks for one to be answered).
+    pub waits: &'a RefCell<Waits>,
 }
 
 /// Failed `AUTH` attempts: counted, and logged with the client's address, at most one line a
@@ -141,6 +144,10 @@ impl Host for ServerHost<'_> {
     fn paused(&self, now_ms: u64, write: bool) -> bool {
         let (until, all) = self.pause.get();
         now_ms < until && (all || write)
+    }
+
+    fn unblock(&self, id: u64, error: bool) -> bool {
+        self.waits.borrow_mut().request_unblock(id, error)
     }
 
     fn sentinel(&self) -> Sentinel {

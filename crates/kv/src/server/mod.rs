@@ -15,6 +15,7 @@
 //! A client whose request breaks the protocol or a limit gets `-ERR Protocol error: ...` after
 //! its earlier replies, and is closed; nothing else changes.
 
+mod blocking;
 mod client;
 mod host;
 mod sync;
@@ -24,10 +25,12 @@ use crate::error::KvError;
 use crate::options::KvOptions;
 use crate::resp::{Parsed, Reply};
 use crate::store::Store;
+use blocking::{Waits, Written};
 use client::{Client, ReadOutcome, MAX_PENDING_OUT};
 use host::{AuthLog, ServerHost};
 use mojim::{CopyHold, Primary, Ticket};
 use rustix::event::epoll;
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io::Write as _;
 use std::net::TcpListener;
@@ -115,6 +118,8 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         pause: Default::default(),
         postponed: Vec::new(),
         reset_stats: Default::default(),
+        waits: RefCell::new(Waits::default()),
+        woken: Vec::new(),
     };
     server.sweep_stale()?;
     tracing::info!(listen = %local, keys = server.store.keys(), "mojim kv serving");
@@ -161,14 +166,26 @@ struct Server<'p> {
     postponed: Vec<usize>,
     /// Set by CONFIG RESETSTAT.
     reset_stats: std::cell::Cell<bool>,
+    /// Clients parked by blocking commands (`blocking.rs`).
+    waits: RefCell<Waits>,
+    /// Clients outside the turn's ready list that got a reply in it (woken, or timed out).
+    woken: Vec<usize>,
 }
 
 impl Server<'_> {
     fn run_loop(&mut self) -> Result<(), KvError> {
         let mut events: Vec<epoll::Event> = Vec::with_capacity(1024);
         loop {
-            let busy = !self.ready.is_empty() || !self.inflight.is_empty();
+            let (woke, deadline) = {
+                let w = self.waits.borrow();
+                (w.has_ready(), w.next_deadline())
+            };
+            let busy = !self.ready.is_empty() || !self.inflight.is_empty() || woke;
             let mut timeout = if busy { Some(Duration::ZERO) } else { Some(EXPIRE_EVERY) };
+            if let Some(d) = deadline {
+                let left = Duration::from_millis(d.saturating_sub(cmd::now_ms()));
+                timeout = timeout.map(|t| t.min(left));
+            }
             // Commands held back by CLIENT PAUSE run once it is over.
             if !self.postponed.is_empty() {
                 let left = self.pause.get().0.saturating_sub(cmd::now_ms());
@@ -330,24 +347,39 @@ impl Server<'_> {
         let mut again = Vec::new();
         // Copies into the mirror wait from the batch's first store until its group is queued.
         let hold = self.primary.hold_copies();
+        // Keys a turn before left ready (its batch had no room) are served first.
+        seal_now |= self.serve_ready(now_ms)?;
         for (n, &i) in ready.iter().enumerate() {
             if seal_now {
                 again.extend_from_slice(&ready[n..]);
                 break;
             }
-            match self.run_client(i, now_ms)? {
-                ClientRun::Drained => {
-                    // A peer that closed its side with nothing complete left is done.
-                    if let Some(c) = self.clients[i].as_mut().filter(|c| c.eof) {
-                        c.closing = true;
+            loop {
+                match self.run_client(i, now_ms, false)? {
+                    ClientRun::Drained | ClientRun::Parked | ClientRun::Served => {
+                        // A peer that closed its side with nothing complete left is done (and
+                        // one parked stops waiting).
+                        if let Some(c) = self.clients[i].as_mut().filter(|c| c.eof) {
+                            c.closing = true;
+                        }
+                    }
+                    ClientRun::SealFirst => {
+                        again.push(i);
+                        seal_now = true;
+                    }
+                    // Its command made keys ready: their waiters are served before it goes on.
+                    ClientRun::Woke => {
+                        if !self.serve_ready(now_ms)? {
+                            continue;
+                        }
+                        again.push(i);
+                        seal_now = true;
                     }
                 }
-                ClientRun::SealFirst => {
-                    again.push(i);
-                    seal_now = true;
-                }
+                break;
             }
         }
+        self.expire_waits(now_ms);
         if !seal_now && self.last_expire.elapsed() >= EXPIRE_EVERY {
             self.expire(now_ms)?;
         }
@@ -356,7 +388,8 @@ impl Server<'_> {
         let ticket = self.commit(hold, reads)?;
         // The batch's replies wait for its group. Only the clients that ran have new ones.
         let mut replies = self.spare.pop().unwrap_or_default();
-        for &i in &ready {
+        let woken = std::mem::take(&mut self.woken);
+        for &i in ready.iter().chain(&woken) {
             let Some(c) = self.clients[i].as_mut() else { continue };
             let new = c.out.len() - c.releasable - c.held;
             if new > 0 {
@@ -377,7 +410,7 @@ impl Server<'_> {
             self.sweep_stale()?;
         }
         self.release(false)?;
-        for &i in &ready {
+        for &i in ready.iter().chain(&woken) {
             if self.clients[i].as_ref().is_some_and(|c| c.closing && c.unsent() == 0) {
                 self.closing.push(i);
             }
@@ -471,8 +504,9 @@ impl Server<'_> {
         }
     }
 
-    /// Runs the complete requests of client `i` into the batch.
-    fn run_client(&mut self, i: usize, now_ms: u64) -> Result<ClientRun, KvError> {
+    /// Runs the complete requests of client `i` into the batch; `once`: only the first, the
+    /// request a parked client waits with (`blocking.rs`).
+    fn run_client(&mut self, i: usize, now_ms: u64, once: bool) -> Result<ClientRun, KvError> {
         let max_request = self.max_request();
         let mut stats = self.stats.clone();
         stats.uptime_s = self.started.elapsed().as_secs();
@@ -484,6 +518,7 @@ impl Server<'_> {
         // The others are lent to the commands (CLIENT LIST), this one to the loop below.
         let (before, rest) = self.clients.split_at_mut(i);
         let (this, after) = rest.split_first_mut().expect("client i exists");
+        stats.blocked_clients = self.waits.borrow().count() as u64;
         let host = ServerHost {
             primary: self.primary,
             opts: self.opts,
@@ -496,8 +531,14 @@ impl Server<'_> {
             me,
             kill: &self.kill,
             pause: &self.pause,
+            waits: &self.waits,
         };
         let Some(c) = this.as_mut() else { return Ok(ClientRun::Drained) };
+        let parked = self.waits.borrow().is_parked(i);
+        if !once && parked {
+            // A parked client runs nothing until it is woken.
+            return Ok(ClientRun::Parked);
+        }
         let mut cx = Cx {
             store: &mut self.store,
             host: &host,
@@ -542,6 +583,8 @@ impl Server<'_> {
                 Ok(Parsed::Empty { len }) => *start += len,
                 Ok(Parsed::Request { len }) => {
                     let args = Args::Parsed { parser, buf: input };
+                    let watching = self.waits.borrow().any();
+                    let written = if watching { blocking::written(&args, session) } else { Written::Nothing };
                     let o = cmd::execute(&mut cx, session, &args, out)?;
                     self.stats.commands += 1;
                     self.stats.error_replies += std::mem::take(&mut cx.error_replies);
@@ -569,9 +612,28 @@ impl Server<'_> {
                             self.postponed.push(i);
                             return Ok(ClientRun::Drained);
                         }
+                        Outcome::Block(w) => {
+                            // Nothing changed, nothing answered: the request waits, unread.
+                            self.waits.borrow_mut().park(i, session.id, w, len);
+                            return Ok(ClientRun::Parked);
+                        }
+                    }
+                    let woke = {
+                        let mut w = self.waits.borrow_mut();
+                        if once {
+                            w.unpark(i);
+                        }
+                        w.note(written);
+                        w.has_ready()
+                    };
+                    if once {
+                        return Ok(ClientRun::Served);
                     }
                     if cx.store.flushed_in_batch() {
                         return Ok(ClientRun::SealFirst);
+                    }
+                    if woke {
+                        return Ok(ClientRun::Woke);
                     }
                 }
                 Err(e) => {
@@ -686,6 +748,7 @@ impl Server<'_> {
         for i in closing {
             if let Some(c) = self.clients[i].take() {
                 self.watches.unwatch(c.session.id);
+                self.waits.borrow_mut().unpark(i);
                 let _ = epoll::delete(&self.ep, c.stream.as_fd());
                 self.free.push(i);
                 self.ready.retain(|&r| r != i);
@@ -699,4 +762,11 @@ enum ClientRun {
     Drained,
     /// The batch must be sealed before this client's next request runs.
     SealFirst,
+    /// The client is parked: its request waits for a key (`blocking.rs`).
+    Parked,
+    /// Its command made keys ready that clients wait on (or asked to unblock one): serve
+    /// them, then run it on.
+    Woke,
+    /// (`once`) the parked request ran, and was answered.
+    Served,
 }

@@ -96,6 +96,9 @@ pub const ENC_RAW: u8 = 0x80;
 /// A string made without a try at Redis's `int` encoding (`INCRBYFLOAT`): `embstr` up to 44
 /// bytes, else `raw`. Strings only.
 pub const ENC_EMBSTR: u8 = 0x81;
+/// A list's value is the 32-byte handle of a chain of nodes (`quicklist.rs`); a list of
+/// [`ENC_PLAIN`] holds its elements in its value (`list_pack.rs`).
+pub const ENC_QUICKLIST: u8 = 2;
 
 /// The fixed shape of a store, decided at format from the region's size alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,7 +16,9 @@ mod journal;
 mod key_hash;
 mod keyspace;
 pub mod layout;
+pub mod list_pack;
 mod mem;
+pub mod quicklist;
 mod random;
 mod strings;
 mod table;
@@ -29,10 +31,11 @@ pub use error::StoreError;
 pub use journal::{coalesce, Savepoint};
 pub use key_hash::KeyHasher;
 pub use layout::{
-    kind_name, EntryHead, Geometry, ENC_EMBSTR, ENC_PLAIN, ENC_RAW, ENC_TREE, KIND_HASH, KIND_LIST, KIND_SET,
-    KIND_STRING, KIND_ZSET,
+    kind_name, EntryHead, Geometry, ENC_EMBSTR, ENC_PLAIN, ENC_QUICKLIST, ENC_RAW, ENC_TREE, KIND_HASH,
+    KIND_LIST, KIND_SET, KIND_STRING, KIND_ZSET,
 };
 pub use mem::{Mem, VecMem};
+pub use quicklist::QuickList;
 pub use table::Found;
 pub use tree::Tree;
 

@@ -244,6 +244,10 @@ impl<M: Mem> Store<M> {
         if let Some(t) = self.tree_of(f)? {
             self.tree_free(&t)?;
         }
+        if (f.head.kind, f.head.encoding) == (super::layout::KIND_LIST, super::layout::ENC_QUICKLIST) {
+            let ql = self.list_of(f)?;
+            self.ql_free(&ql)?;
+        }
         Ok(())
     }
 
