@@ -27,7 +27,7 @@ pub mod watch;
 pub use args::{now_ms, Args};
 pub use blocking::Wait;
 pub use config::{Encodings, Settings};
-pub use spec::{find_spec, Group, Spec, SPECS};
+pub use spec::{command_list, find_spec, Group, Spec, SPECS};
 pub use watch::Watches;
 
 use crate::resp::{Proto, Reply};
