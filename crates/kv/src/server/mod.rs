@@ -265,7 +265,7 @@ impl Server<'_> {
             let session = Session::new(id, peer.to_string(), self.opts.password.is_none());
             let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
             let mut c = Client::new(stream, session, self.opts.limits);
-            c.laddr = laddr;
+            c.laddr = laddr.into();
             let slot = match self.free.pop() {
                 Some(s) => s,
                 None => {
@@ -538,7 +538,7 @@ impl Server<'_> {
         stats.uptime_s = self.started.elapsed().as_secs();
         stats.auth_failures = self.auth.failures.get();
         let live = self.clients.len() - self.free.len();
-        let Some(me) = self.clients[i].as_ref().map(|c| c.conn(Instant::now())) else {
+        let Some(me) = self.clients[i].as_ref().map(|c| c.conn(now_ms)) else {
             return Ok(ClientRun::Drained);
         };
         // The others are lent to the commands (CLIENT LIST), this one to the loop below.
