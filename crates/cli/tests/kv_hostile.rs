@@ -148,7 +148,7 @@ fn a_huge_hash_is_built_in_one_command_and_changed_a_field_at_a_time() {
 /// 100 ms, so that in a region of 256 MiB an expired key was counted for up to 100 s.
 #[test]
 fn expired_keys_leave_a_large_region_within_seconds() {
-    let mut k = KvCluster::new("kv-active-expiry", 256 << 20);
+    let k = KvCluster::new("kv-active-expiry", 256 << 20);
     let mut c = k.client();
     let (_, buckets) = hasher_and_buckets(&k);
     assert!(buckets >= 1 << 19, "a large table: {buckets} buckets");
