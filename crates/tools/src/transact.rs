@@ -131,7 +131,7 @@ pub struct Transact {
 }
 
 /// A file removed when this is dropped.
-struct RemoveOnDrop(std::path::PathBuf);
+pub(crate) struct RemoveOnDrop(pub(crate) std::path::PathBuf);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
