@@ -237,6 +237,9 @@ fn partitioned(test: &str, read_barrier: bool) {
         f.cluster.heartbeat_timeout_ms = 1500;
         f.kv.sentinel_name = "mojim".into();
         f.kv.read_barrier = read_barrier;
+        // mojim kv listens on its namespace's address, not loopback, and has no password: the
+        // test's private network, so protected mode is turned off, as an operator would.
+        f.kv.protected_mode = false;
     });
     let cfg = c.cfg_path.to_str().expect("utf-8").to_string();
     let dir = |n: &str| c.dir.path().join(n).to_str().expect("utf-8").to_string();
