@@ -118,8 +118,9 @@ fn key_types() -> &'static [char] {
 }
 
 /// The operation a client runs next, its times and output not yet filled in. Each key type
-/// gets an equal share; within a type, reads are about a third, and a list's pushes and pops
-/// balance so that lists stay short. `value` is unique to the operation (`p<process>n<n>`).
+/// gets an equal share; within a type, reads are a quarter to a half, and a list's pushes and
+/// pops balance so that lists stay short. `value` is unique to the operation (`p<process>n<n>`),
+/// but a sorted-set operation's is one of a few members.
 fn next_op(rng: &mut Rng, process: usize, n: u64) -> Op {
     let types = key_types();
     let t = types[rng.range(0, types.len() as u64 - 1) as usize];
