@@ -296,8 +296,8 @@ fn partitioned(test: &str, read_barrier: bool) {
         f.cluster.heartbeat_timeout_ms = 1500;
         f.kv.sentinel_name = "mojim".into();
         f.kv.read_barrier = read_barrier;
-        // The servers listen on the namespaces' addresses, reached only from this host, and
-        // the clients give no password.
+        // mojim kv listens on its namespace's address, not loopback, and has no password: the
+        // test's private network, so protected mode is turned off, as an operator would.
         f.kv.protected_mode = false;
     });
     let cfg = c.cfg_path.to_str().expect("utf-8").to_string();

@@ -35,12 +35,14 @@ pub enum Group {
     Server,
     /// Lists (`lists.rs`).
     Lists,
+    /// SORT and SORT_RO (`sort.rs`).
+    Sort,
 }
 
 impl Group {
     /// Every group, in the order `mojim kv --help` lists them.
     pub const ALL: &[Group] =
-        &[Group::Strings, Group::Hashes, Group::Lists, Group::Keys, Group::Tx, Group::Server];
+        &[Group::Strings, Group::Hashes, Group::Lists, Group::Keys, Group::Sort, Group::Tx, Group::Server];
 
     /// The group's name in `mojim kv --help`.
     pub fn title(self) -> &'static str {
@@ -51,6 +53,7 @@ impl Group {
             Group::Hashes => "hashes",
             Group::Server => "connection and server",
             Group::Lists => "lists (blocking forms included)",
+            Group::Sort => "sorting",
         }
     }
 }
@@ -109,6 +112,7 @@ pub static SPECS: std::sync::LazyLock<Vec<&'static Spec>> = std::sync::LazyLock:
         super::hashes::SPECS,
         super::server::SPECS,
         super::lists::SPECS,
+        super::sort::SPECS,
         TX_SPECS,
     ]
     .iter()

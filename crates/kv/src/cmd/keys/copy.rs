@@ -1,11 +1,14 @@
 //! COPY source destination [DB n] [REPLACE]: a key's value, expiry and type copied to another
 //! key (in this database or another), the two sharing nothing after: a string's or small hash's
-//! bytes, a large hash's tree node by node (`store::tree::copy`).
+//! bytes, a large hash's tree node by node (`store::tree::copy`), a chained list's elements
+//! into a new chain.
 
 use super::super::args::{int, is, Args};
 use super::super::{Cx, Session, NOT_INT, SYNTAX};
 use crate::resp::Reply;
-use crate::store::{kind_name, Found, Mem, StoreError, ENC_PLAIN, ENC_TREE, KIND_HASH, KIND_STRING};
+use crate::store::{
+    kind_name, Found, Mem, StoreError, ENC_PLAIN, ENC_QUICKLIST, ENC_TREE, KIND_HASH, KIND_LIST, KIND_STRING,
+};
 
 /// The value a copy of `f` holds: its bytes, or a new tree's handle; `None` for a kind that
 /// cannot be copied yet.
@@ -18,6 +21,12 @@ fn copy_value<M: Mem>(cx: &mut Cx<M>, f: &Found) -> Result<Option<Vec<u8>>, Stor
             let t = cx.store.tree_of(f)?.expect("a hash of the tree encoding holds a tree");
             v.extend_from_slice(&cx.store.tree_copy(&t)?.encode());
         }
+        (KIND_LIST, ENC_QUICKLIST) => {
+            let elems = super::super::lists::elements(cx, f, usize::MAX)?;
+            let fill = crate::store::list_pack::Fill(cx.settings.encodings.list_max_size);
+            v.extend_from_slice(&cx.store.ql_new(&elems, fill)?.encode());
+        }
+        (KIND_LIST, _) => cx.store.value_into(f, &mut v)?,
         _ => return Ok(None),
     }
     Ok(Some(v))
@@ -72,7 +81,7 @@ pub(in crate::cmd) fn copy<M: Mem>(
     }
     let Some(value) = copy_value(cx, &f)? else {
         r.error(&format!(
-            "ERR mojim kv cannot COPY a {} yet: only strings and hashes are copied",
+            "ERR mojim kv cannot COPY a {} yet: only strings, hashes and lists are copied",
             kind_name(f.head.kind)
         ));
         return Ok(());

@@ -9,7 +9,7 @@ use super::super::strings::max_string;
 use super::super::{Cx, Encodings, NOT_INT, SYNTAX};
 use crate::resp::Reply;
 use crate::store::{
-    hash_blob, kind_name, Found, Mem, StoreError, ENC_PLAIN, ENC_TREE, KIND_HASH, KIND_STRING,
+    hash_blob, kind_name, Found, Mem, StoreError, ENC_PLAIN, ENC_TREE, KIND_HASH, KIND_LIST, KIND_STRING,
 };
 
 /// The payload of the live entry `f` (its body then the trailer) into `out`; false for a kind
@@ -42,6 +42,10 @@ fn dump_value<M: Mem>(cx: &Cx<M>, f: &Found, out: &mut Vec<u8>) -> Result<bool, 
                 room(out)
             })?;
         }
+        (KIND_LIST, _) => {
+            let elems = super::super::lists::elements(cx, f, limit)?;
+            rdb::list::encode(&elems, out);
+        }
         _ => return Ok(false),
     }
     room(out)?;
@@ -57,7 +61,7 @@ pub(in crate::cmd) fn dump<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> R
     let mut payload = Vec::new();
     if !dump_value(cx, &f, &mut payload)? {
         r.error(&format!(
-            "ERR mojim kv cannot DUMP a {} yet: strings and hashes only",
+            "ERR mojim kv cannot DUMP a {} yet: strings, hashes and lists only",
             kind_name(f.head.kind)
         ));
         return Ok(());
@@ -97,6 +101,7 @@ fn restore_value<M: Mem>(
                 cx.store.put_encoded(key, KIND_HASH, ENC_TREE, expire_ms, &[&t.encode()], 0, old)?;
             }
         }
+        Object::List(elems) => super::super::lists::store_list(cx, key, old, expire_ms, &elems)?,
     }
     Ok(())
 }

@@ -12,6 +12,7 @@
 
 pub mod crc64;
 pub mod hash;
+pub mod list;
 pub mod listpack;
 mod lzf;
 pub mod string;
@@ -24,6 +25,10 @@ pub const RDB_VERSION: u16 = 10;
 
 /// RDB type of a string.
 pub const TYPE_STRING: u8 = 0;
+/// RDB type of a list as a count and its elements (before Redis 3.2; read only).
+pub const TYPE_LIST: u8 = 1;
+/// RDB type of a list as a quicklist of listpacks (Redis 7.0).
+pub const TYPE_LIST_QUICKLIST_2: u8 = 18;
 /// RDB type of a hash as a table: a count, then each field and value.
 pub const TYPE_HASH: u8 = 4;
 /// RDB type of a small hash as a listpack of fields and values.
@@ -48,6 +53,8 @@ pub enum Object {
     String(Vec<u8>),
     /// A hash's fields and values, each field once, in the payload's order.
     Hash(Pairs),
+    /// A list's elements, in order (never none).
+    List(Vec<Vec<u8>>),
 }
 
 /// Why a payload is refused.
@@ -71,7 +78,7 @@ impl std::fmt::Display for DecodeError {
             DecodeError::Malformed(_) => f.write_str("Bad data format"),
             DecodeError::Unsupported(t) => write!(
                 f,
-                "mojim kv cannot RESTORE a {} yet (RDB type {t}): strings and hashes only",
+                "mojim kv cannot RESTORE a {} yet (RDB type {t}): strings, hashes and lists only",
                 type_name(*t)
             ),
             DecodeError::TooLarge(what) => f.write_str(what),
@@ -128,6 +135,8 @@ pub fn decode(payload: &[u8], limits: Limits) -> Result<Object, DecodeError> {
         TYPE_STRING => Object::String(string::decode(&mut r)?),
         TYPE_HASH => Object::Hash(hash::decode_table(&mut r)?),
         TYPE_HASH_LISTPACK => Object::Hash(hash::decode_listpack(&mut r)?),
+        TYPE_LIST => Object::List(list::decode_plain(&mut r)?),
+        TYPE_LIST_QUICKLIST_2 => Object::List(list::decode_quicklist(&mut r)?),
         t if known_type(t) => return Err(DecodeError::Unsupported(t)),
         t => return Err(DecodeError::Malformed(format!("byte 0 is {t}, no RDB type"))),
     };
