@@ -78,12 +78,62 @@ func TestALostAcknowledgedAppendIsAViolation(t *testing.T) {
 	}
 }
 
+func TestOneHistoryHoldsKeysOfEveryType(t *testing.T) {
+	base := `
+	  {"client": 0, "op": "set", "key": "k0", "value": "x", "call": 0, "return": 10},
+	  {"client": 1, "op": "rpush", "key": "l0", "value": "x", "output": 1, "call": 0, "return": 10},
+	  {"client": 2, "op": "zadd", "key": "z0", "value": "x", "score": 2, "output": 1, "call": 0, "return": 10},
+	  {"client": 0, "op": "get", "key": "k0", "output": "x", "call": 20, "return": 30},
+	  {"client": 1, "op": "lrange", "key": "l0", "output": ["x"], "call": 20, "return": 30},`
+	if res := check(t, "["+base+`
+	  {"client": 2, "op": "zrange", "key": "z0", "output": ["x", "2"], "call": 20, "return": 30}
+	]`); res != porcupine.Ok {
+		t.Fatalf("a linearizable history of three types was judged %s", res)
+	}
+	// A violation on one key fails the whole history.
+	if res := check(t, "["+base+`
+	  {"client": 2, "op": "zrange", "key": "z0", "output": ["x", "3"], "call": 20, "return": 30}
+	]`); res != porcupine.Illegal {
+		t.Fatalf("a history with a wrong score was judged %s", res)
+	}
+}
+
+func TestTheSummaryCountsEachOp(t *testing.T) {
+	ops, err := ParseHistory([]byte(`[
+	  {"client": 0, "op": "set", "key": "k0", "value": "x", "call": 0, "return": 10},
+	  {"client": 1, "op": "rpush", "key": "l0", "value": "x", "call": 0, "return": null},
+	  {"client": 1, "op": "lpop", "key": "l0", "output": null, "call": 20, "return": 30},
+	  {"client": 2, "op": "zpopmin", "key": "z0", "output": [], "call": 0, "return": 10}
+	]`))
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	want := "4 operations (1 pending), 3 keys, 3 clients; string 1 (set 1); list 2 (lpop 1, rpush 1); zset 1 (zpopmin 1)"
+	if got := Summarize(ops).String(); got != want {
+		t.Fatalf("summary %q, want %q", got, want)
+	}
+}
+
 func TestBadInputIsRefusedNamingTheOperation(t *testing.T) {
 	for _, h := range []string{
 		`{"op": "get"}`,
 		`[{"client": 0, "op": "incr", "key": "a", "call": 0, "return": 1}]`,
 		`[{"client": 0, "op": "get", "key": "a", "call": 0, "return": 1}]`,
 		`[{"client": 0, "op": "set", "key": "a", "value": "x", "call": 5, "return": 1}]`,
+		// A key of two types.
+		`[{"client": 0, "op": "set", "key": "a", "value": "x", "call": 0, "return": 1},
+		  {"client": 0, "op": "rpush", "key": "a", "value": "x", "output": 1, "call": 2, "return": 3}]`,
+		// Outputs of the wrong form.
+		`[{"client": 0, "op": "rpush", "key": "a", "value": "x", "output": "1", "call": 0, "return": 1}]`,
+		`[{"client": 0, "op": "rpush", "key": "a", "value": "x", "call": 0, "return": 1}]`,
+		`[{"client": 0, "op": "lrange", "key": "a", "output": "x", "call": 0, "return": 1}]`,
+		`[{"client": 0, "op": "lpop", "key": "a", "output": ["x"], "call": 0, "return": 1}]`,
+		`[{"client": 0, "op": "zincrby", "key": "a", "value": "m", "score": 1, "output": 1, "call": 0, "return": 1}]`,
+		`[{"client": 0, "op": "zpopmin", "key": "a", "output": null, "call": 0, "return": 1}]`,
+		// Scores: missing, not an integer, where none belongs.
+		`[{"client": 0, "op": "zadd", "key": "a", "value": "m", "output": 1, "call": 0, "return": 1}]`,
+		`[{"client": 0, "op": "zadd", "key": "a", "value": "m", "score": 1.5, "output": 1, "call": 0, "return": 1}]`,
+		`[{"client": 0, "op": "zrem", "key": "a", "value": "m", "score": 1, "output": 1, "call": 0, "return": 1}]`,
 	} {
 		if _, err := ParseHistory([]byte(h)); err == nil {
 			t.Errorf("accepted %s", h)

@@ -1,5 +1,6 @@
-// Command porcupine-check checks a key-value history recorded by a Mojim test for
-// linearizability with Porcupine (github.com/anishathalye/porcupine).
+// Command porcupine-check checks a history of string, list and sorted-set keys recorded by a
+// Mojim test for linearizability with Porcupine (github.com/anishathalye/porcupine), each key
+// with the model of its type (see [HistoryModel]).
 //
 // Usage:
 //
@@ -40,13 +41,13 @@ func main() {
 	}
 	res, info := Check(ops, *timeout)
 	s := Summarize(ops)
-	fmt.Printf("%d operations (%d pending), %d keys, %d clients: %s\n", s.Ops, s.Pending, s.Keys, s.Clients, res)
+	fmt.Printf("%s: %s\n", s, res)
 	switch res {
 	case porcupine.Ok:
 		os.Exit(0)
 	case porcupine.Illegal:
 		if *html != "" {
-			if err := porcupine.VisualizePath(KVModel, info, *html); err != nil {
+			if err := porcupine.VisualizePath(HistoryModel, info, *html); err != nil {
 				fmt.Fprintf(os.Stderr, "porcupine-check: write the visualization %s: %v\n", *html, err)
 			} else {
 				fmt.Printf("visualization: %s\n", *html)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"hash/fnv"
-	"sort"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -12,24 +10,8 @@ import (
 // key: a history is linearizable if and only if each key's is. The state is one key's value,
 // "" when it is missing.
 var KVModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		m := map[string][]porcupine.Operation{}
-		for _, o := range history {
-			k := o.Input.(Input).Key
-			m[k] = append(m[k], o)
-		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, m[k])
-		}
-		return out
-	},
-	Init: func() interface{} { return "" },
+	Partition: partitionByKey,
+	Init:      func() interface{} { return "" },
 	Step: func(state, input, output interface{}) (bool, interface{}) {
 		st := state.(string)
 		in := input.(Input)
@@ -39,15 +21,12 @@ var KVModel = porcupine.Model{
 			return out.Unknown || out.Value == st, st
 		case "set":
 			return true, in.Value
-		default: // append
+		case "append":
 			return true, st + in.Value
 		}
+		panic(fmt.Sprintf("the key-value model was given a %q operation", in.Kind))
 	},
-	Hash: func(state interface{}) uint64 {
-		h := fnv.New64a()
-		h.Write([]byte(state.(string)))
-		return h.Sum64()
-	},
+	Hash: func(state interface{}) uint64 { return hashString(state.(string)) },
 	DescribeOperation: func(input, output interface{}) string {
 		in := input.(Input)
 		out := output.(Output)

@@ -1,15 +1,18 @@
 //! Linearizability of `mojim kv` under faults, checked with Porcupine.
 //!
-//! Several clients run GET, SET and APPEND one at a time on a few keys, recording each
-//! operation's invocation and response times and its result (`common::kv_workload`), while
+//! Several clients run commands one at a time on a few keys of each type (strings: GET, SET,
+//! APPEND; lists: RPUSH, LPUSH, LPOP, LRANGE; sorted sets, once `mojim kv` has them: ZADD,
+//! ZINCRBY, ZREM, ZRANGE, ZPOPMIN), recording each operation's invocation and response times
+//! and its result (`common::kv_workload`), while
 //! faults hit the primary: SIGKILL and a restart on the same region; SIGKILL and a promotion
 //! of its mirror (`mojim promote`, then `mojim kv` on the promoted node), twice down a chain
 //! of nodes; the primary frozen (SIGSTOP), replaced and let run again; a promotion beside a
 //! running primary; and a real partition (network namespaces, as root). Clients whose
 //! connection dies find the current primary with `SENTINEL get-master-addr-by-name` and go
 //! on; an operation whose reply never came is recorded with an unknown outcome. The history
-//! goes to `tools/porcupine-check` (Porcupine's key-value model, partitioned by key); a
-//! violation fails the test with the seed and the kept history file. Without `[kv]
+//! goes to `tools/porcupine-check` (partitioned by key, each key checked with the model of its
+//! type: Porcupine's key-value model, a list model, a sorted-set model); a violation fails the
+//! test with the seed and the kept history file. Without `[kv]
 //! read_barrier` a replaced primary's stale reads must be reported: the check can fail.
 
 mod common;
@@ -17,7 +20,7 @@ mod common;
 use common::kv::{node, promote, start_kv_on_promoted, wait_for};
 use common::kv_workload::{progress, reads_on, Conn, Workload};
 use common::netns::Netns;
-use common::porcupine::{build_checker, check, go, to_json, Kind, Op};
+use common::porcupine::{build_checker, check, go, to_json, Kind, Op, Output};
 use common::{exe, seed, Cluster, TempDir, WAIT};
 use mojim_tools::child::ChildNode;
 use std::time::Duration;
@@ -135,7 +138,8 @@ fn the_checker_reports_a_stale_read() {
         kind,
         key: "k0".into(),
         value: value.into(),
-        output: output.map(String::from),
+        score: None,
+        output: output.map(|o| Output::Text(o.into())),
         call,
         ret,
     };
@@ -155,6 +159,61 @@ fn the_checker_reports_a_stale_read() {
     std::fs::write(&path, to_json(&history[..3])).expect("write the history");
     let v = check(&checker, &path, &html);
     assert_eq!(v.code, 0, "a linearizable history was refused: {}", v.output);
+}
+
+/// The lists' and sorted sets' part of the pipeline: a hand-made history with every op of
+/// both, written as the workload writes its own, passes; with a stale LRANGE, or a ZRANGE
+/// that misses an acknowledged ZINCRBY, it is reported as a violation.
+#[test]
+fn the_checker_reads_list_and_sorted_set_histories() {
+    let Some(go) = go() else { return };
+    let tools = TempDir::new("kv-linearizable-types");
+    let checker = build_checker(&go, tools.path());
+    let op = |client, kind, key: &str, value: &str, score, output, call, ret| Op {
+        client,
+        kind,
+        key: key.into(),
+        value: value.into(),
+        score,
+        output,
+        call,
+        ret,
+    };
+    let list = |l: &[&str]| Some(Output::List(l.iter().map(|s| s.to_string()).collect()));
+    let text = |s: &str| Some(Output::Text(s.into()));
+    let history = vec![
+        op(0, Kind::Rpush, "l0", "a", None, Some(Output::Int(1)), 0, Some(10)),
+        op(1, Kind::Lpush, "l0", "b\"\\", None, Some(Output::Int(2)), 5, Some(15)),
+        op(2, Kind::Lrange, "l0", "", None, list(&["b\"\\", "a"]), 20, Some(30)),
+        op(0, Kind::Rpush, "l0", "c", None, None, 31, None),
+        op(1, Kind::Lpop, "l0", "", None, text("b\"\\"), 40, Some(50)),
+        op(3, Kind::Lpop, "l1", "", None, Some(Output::Nil), 0, Some(10)),
+        op(4, Kind::Zadd, "z0", "m0", Some(-3), Some(Output::Int(1)), 0, Some(10)),
+        op(4, Kind::Zincrby, "z0", "m1", Some(5), text("5"), 11, Some(20)),
+        op(4, Kind::Zadd, "z0", "m1", Some(-7), Some(Output::Int(0)), 21, Some(30)),
+        op(5, Kind::Zrem, "z0", "m2", None, Some(Output::Int(0)), 0, Some(30)),
+        op(5, Kind::Zrange, "z0", "", None, list(&["m1", "-7", "m0", "-3"]), 31, Some(40)),
+        op(5, Kind::Zpopmin, "z0", "", None, list(&["m1", "-7"]), 41, Some(50)),
+        op(6, Kind::Zincrby, "z0", "m0", Some(4), text("1"), 51, Some(60)),
+        op(6, Kind::Zpopmin, "z1", "", None, list(&[]), 0, Some(10)),
+    ];
+    let path = tools.path().join("types.json");
+    let html = tools.path().join("types.html");
+    std::fs::write(&path, to_json(&history)).expect("write the history");
+    let v = check(&checker, &path, &html);
+    assert_eq!(v.code, 0, "a linearizable history was refused: {}", v.output);
+    for stale in [
+        // The list read after LPOP answered: b is gone.
+        op(2, Kind::Lrange, "l0", "", None, list(&["b\"\\", "a"]), 51, Some(60)),
+        // The set read after ZINCRBY answered 1.
+        op(5, Kind::Zrange, "z0", "", None, list(&["m0", "-3"]), 61, Some(70)),
+    ] {
+        let mut h = history.clone();
+        h.push(stale.clone());
+        std::fs::write(&path, to_json(&h)).expect("write the history");
+        let v = check(&checker, &path, &html);
+        assert_eq!(v.code, 1, "a stale read was not reported ({stale:?}): {}", v.output);
+    }
 }
 
 /// Split brain: the mirror is promoted while the primary still runs (as when the operator

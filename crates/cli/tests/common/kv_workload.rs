@@ -1,9 +1,11 @@
-//! The client side of the linearizability tests of `mojim kv`: clients that run GET, SET and
-//! APPEND one at a time on a few keys, follow fail-overs through the Sentinel subset, and
-//! record a history for Porcupine (`common::porcupine`).
+//! The client side of the linearizability tests of `mojim kv`: clients that run commands one at
+//! a time on a few string keys (GET, SET, APPEND), list keys (RPUSH, LPUSH, LPOP, LRANGE) and,
+//! once `mojim kv` has them, sorted-set keys (ZADD, ZINCRBY, ZREM, ZRANGE, ZPOPMIN), follow
+//! fail-overs through the Sentinel subset, and record a history for Porcupine
+//! (`common::porcupine`).
 
 use super::kv::wait_for;
-use super::porcupine::{check, to_json, Kind, Op};
+use super::porcupine::{check, to_json, Kind, Op, Output};
 use super::{Rng, WAIT};
 use mojim_kv::resp::{decode, encode_request, Limits, Value};
 use std::io::{Read, Write};
@@ -15,8 +17,14 @@ use std::time::{Duration, Instant};
 
 /// Clients of a workload.
 pub const CLIENTS: usize = 5;
-/// Keys they use: `k0`, `k1`, ...
+/// Keys of each type they use: strings `k0`, `k1`, ..., lists `l0`, ..., sorted sets `z0`, ...
+/// (the checker goes by the ops, the names are for the reader).
 pub const KEYS: u64 = 3;
+/// Whether the clients run sorted-set commands: off until `mojim kv` has sorted sets.
+pub const SORTED_SETS: bool = false;
+/// The members the sorted-set commands use, per key: few, so that ZADD updates and ZREM
+/// finds members often.
+const MEMBERS: u64 = 6;
 /// How long a client waits for one reply before it counts the outcome as unknown.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -100,6 +108,110 @@ impl Shared {
     }
 }
 
+/// The key types the clients use.
+fn key_types() -> &'static [char] {
+    if SORTED_SETS {
+        &['k', 'l', 'z']
+    } else {
+        &['k', 'l']
+    }
+}
+
+/// The operation a client runs next, its times and output not yet filled in. Each key type
+/// gets an equal share; within a type, reads are a quarter to a half, and a list's pushes and
+/// pops balance so that lists stay short. `value` is unique to the operation (`p<process>n<n>`),
+/// but a sorted-set operation's is one of a few members.
+fn next_op(rng: &mut Rng, process: usize, n: u64) -> Op {
+    let types = key_types();
+    let t = types[rng.range(0, types.len() as u64 - 1) as usize];
+    let key = format!("{t}{}", rng.range(0, KEYS - 1));
+    let mut value = format!("p{process}n{n}");
+    let mut score = None;
+    let roll = rng.range(0, 99);
+    let kind = match t {
+        'k' => match roll {
+            0..=49 => Kind::Get,
+            50..=79 => Kind::Set,
+            _ => {
+                value.push(',');
+                Kind::Append
+            }
+        },
+        'l' => match roll {
+            0..=19 => Kind::Rpush,
+            20..=34 => Kind::Lpush,
+            35..=69 => Kind::Lpop,
+            _ => Kind::Lrange,
+        },
+        _ => {
+            value = format!("m{}", rng.range(0, MEMBERS - 1));
+            match roll {
+                0..=24 => {
+                    score = Some(rng.range(0, 40) as i64 - 20);
+                    Kind::Zadd
+                }
+                25..=44 => {
+                    score = Some(rng.range(0, 10) as i64 - 5);
+                    Kind::Zincrby
+                }
+                45..=59 => Kind::Zrem,
+                60..=84 => Kind::Zrange,
+                _ => Kind::Zpopmin,
+            }
+        }
+    };
+    if matches!(kind, Kind::Lpop | Kind::Lrange | Kind::Zrange | Kind::Zpopmin | Kind::Get) {
+        value.clear();
+    }
+    Op { client: process, kind, key, value, score, output: None, call: 0, ret: None }
+}
+
+/// The command that runs `op`; `score` is its score's text.
+fn command<'a>(op: &'a Op, score: Option<&'a str>) -> Vec<&'a [u8]> {
+    let (k, v) = (op.key.as_bytes(), op.value.as_bytes());
+    let s = score.unwrap_or_default().as_bytes();
+    match op.kind {
+        Kind::Get => vec![b"GET", k],
+        Kind::Set => vec![b"SET", k, v],
+        Kind::Append => vec![b"APPEND", k, v],
+        Kind::Rpush => vec![b"RPUSH", k, v],
+        Kind::Lpush => vec![b"LPUSH", k, v],
+        Kind::Lpop => vec![b"LPOP", k],
+        Kind::Lrange => vec![b"LRANGE", k, b"0", b"-1"],
+        Kind::Zadd => vec![b"ZADD", k, s, v],
+        Kind::Zincrby => vec![b"ZINCRBY", k, s, v],
+        Kind::Zrem => vec![b"ZREM", k, v],
+        Kind::Zrange => vec![b"ZRANGE", k, b"0", b"-1", b"WITHSCORES"],
+        Kind::Zpopmin => vec![b"ZPOPMIN", k],
+    }
+}
+
+fn text(v: Vec<u8>) -> String {
+    String::from_utf8(v).expect("values, members and scores are text")
+}
+
+/// `op`'s output from its reply; panics, naming the operation, on a reply of the wrong form (an
+/// error reply included: no command here may fail).
+fn output(op: &Op, reply: Value) -> Option<Output> {
+    let list = |items: Vec<Value>| -> Option<Vec<String>> {
+        items.into_iter().map(|i| if let Value::Bulk(b) = i { Some(text(b)) } else { None }).collect()
+    };
+    match (op.kind, reply) {
+        (Kind::Get, Value::Bulk(v)) => Some(Output::Text(text(v))),
+        (Kind::Get, Value::Null) => Some(Output::Text(String::new())),
+        (Kind::Set, Value::Simple(s)) if s == b"OK" => None,
+        (Kind::Append, Value::Int(_)) => None,
+        (Kind::Rpush | Kind::Lpush | Kind::Zadd | Kind::Zrem, Value::Int(n)) => Some(Output::Int(n)),
+        (Kind::Lpop, Value::Bulk(v)) | (Kind::Zincrby, Value::Bulk(v)) => Some(Output::Text(text(v))),
+        (Kind::Lpop, Value::Null) => Some(Output::Nil),
+        (Kind::Lrange | Kind::Zrange | Kind::Zpopmin, Value::Array(items)) => match list(items) {
+            Some(l) => Some(Output::List(l)),
+            None => panic!("{:?} {} answered an array of other than bulk strings", op.kind, op.key),
+        },
+        (_, other) => panic!("{:?} {} {} answered {other:?}", op.kind, op.key, op.value),
+    }
+}
+
 /// One client: runs operations until told to stop; a new process id after each unknown outcome.
 fn client(sh: Arc<Shared>, seed: u64) -> Vec<Op> {
     let mut rng = Rng::new(seed);
@@ -128,45 +240,27 @@ fn client(sh: Arc<Shared>, seed: u64) -> Vec<Op> {
                 None => break,
             },
         };
-        let key = format!("k{}", rng.range(0, KEYS - 1));
-        let value = format!("p{process}n{n},");
+        let mut op = next_op(&mut rng, process, n);
         n += 1;
-        let kind = match rng.range(0, 9) {
-            0..=4 => Kind::Get,
-            5..=7 => Kind::Set,
-            _ => Kind::Append,
-        };
-        let args: Vec<&[u8]> = match kind {
-            Kind::Get => vec![b"GET", key.as_bytes()],
-            Kind::Set => vec![b"SET", key.as_bytes(), value.as_bytes()],
-            Kind::Append => vec![b"APPEND", key.as_bytes(), value.as_bytes()],
-        };
+        let score = op.score.map(|s| s.to_string());
+        let args = command(&op, score.as_deref());
         let call = sh.now();
         let reply = c.call(&args);
         let ret = sh.now();
-        let mut op = Op { client: process, kind, key, value, output: None, call, ret: Some(ret) };
-        let ok = match (kind, &reply) {
-            (Kind::Get, Ok(Value::Bulk(v))) => {
-                op.output = Some(String::from_utf8(v.clone()).expect("values are text"));
-                true
+        op.call = call;
+        match reply {
+            Ok(v) => {
+                op.output = output(&op, v);
+                op.ret = Some(ret);
+                sh.answered.fetch_add(1, Ordering::Relaxed);
+                conn = Some(c);
             }
-            (Kind::Get, Ok(Value::Null)) => {
-                op.output = Some(String::new());
-                true
+            Err(_) => {
+                // The connection died before the reply: the outcome is unknown, and this
+                // client goes on as a new process (the old one's operation may still take
+                // effect).
+                process = sh.processes.fetch_add(1, Ordering::Relaxed);
             }
-            (Kind::Set, Ok(Value::Simple(s))) if s == b"OK" => true,
-            (Kind::Append, Ok(Value::Int(_))) => true,
-            (_, Err(_)) => false,
-            (_, Ok(other)) => panic!("{kind:?} {} answered {other:?}", op.key),
-        };
-        if ok {
-            sh.answered.fetch_add(1, Ordering::Relaxed);
-            conn = Some(c);
-        } else {
-            // The connection died before the reply: the outcome is unknown, and this client
-            // goes on as a new process (the old one's operation may still take effect).
-            op.ret = None;
-            process = sh.processes.fetch_add(1, Ordering::Relaxed);
         }
         ops.push(op);
     }
@@ -260,9 +354,10 @@ impl Workload {
         let t = Instant::now();
         let v = check(checker, &path, &html);
         println!(
-            "{} operations ({pending} unknown) by {CLIENTS} clients on {KEYS} keys in {ran:?}, {faults}; \
+            "{} operations ({pending} unknown) by {CLIENTS} clients on {KEYS} keys of each type ({}) in {ran:?}, {faults}; \
              checked in {:?}: {}",
             ops.len(),
+            if SORTED_SETS { "strings, lists, sorted sets" } else { "strings, lists" },
             t.elapsed(),
             v.output.trim()
         );
@@ -292,31 +387,34 @@ impl Workload {
     }
 }
 
-/// Reads every key, one GET at a time, on `conn` (a client that still reaches a replaced
-/// primary), as process `process`; a read with no reply is left out.
+/// Reads every key, one at a time (GET, LRANGE k 0 -1, ZRANGE k 0 -1 WITHSCORES), on `conn` (a
+/// client that still reaches a replaced primary), as a process of its own; a read with no
+/// reply, and every read after it, is left out.
 pub fn reads_on(conn: &mut Conn, sh: &Shared) -> Vec<Op> {
     let process = sh.processes.fetch_add(1, Ordering::Relaxed);
     let mut ops = Vec::new();
-    for k in 0..KEYS {
-        let key = format!("k{k}");
-        let call = sh.now();
-        let reply = conn.call(&[b"GET", key.as_bytes()]);
-        let ret = sh.now();
-        let output = match reply {
-            Ok(Value::Bulk(v)) => String::from_utf8(v).expect("values are text"),
-            Ok(Value::Null) => String::new(),
-            Ok(other) => panic!("GET {key} answered {other:?}"),
-            Err(_) => break,
+    for &t in key_types() {
+        let kind = match t {
+            'k' => Kind::Get,
+            'l' => Kind::Lrange,
+            _ => Kind::Zrange,
         };
-        ops.push(Op {
-            client: process,
-            kind: Kind::Get,
-            key,
-            value: String::new(),
-            output: Some(output),
-            call,
-            ret: Some(ret),
-        });
+        for k in 0..KEYS {
+            let mut op = Op {
+                client: process,
+                kind,
+                key: format!("{t}{k}"),
+                value: String::new(),
+                score: None,
+                output: None,
+                call: sh.now(),
+                ret: None,
+            };
+            let Ok(reply) = conn.call(&command(&op, None)) else { return ops };
+            op.ret = Some(sh.now());
+            op.output = output(&op, reply);
+            ops.push(op);
+        }
     }
     ops
 }

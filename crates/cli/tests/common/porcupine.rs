@@ -1,15 +1,67 @@
-//! Key-value histories for the Porcupine checker (`tools/porcupine-check`): recording them as
-//! JSON, building the checker with Go and running it.
+//! Histories of string, list and sorted-set keys for the Porcupine checker
+//! (`tools/porcupine-check`, whose `history.go` describes the format): recording them as JSON,
+//! building the checker with Go and running it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// What a recorded operation did.
+/// What a recorded operation did: one command, in the form the checker's models know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Get,
     Set,
     Append,
+    /// `RPUSH k value`.
+    Rpush,
+    /// `LPUSH k value`.
+    Lpush,
+    /// `LPOP k`.
+    Lpop,
+    /// `LRANGE k 0 -1`.
+    Lrange,
+    /// `ZADD k score value`.
+    Zadd,
+    /// `ZINCRBY k score value`.
+    Zincrby,
+    /// `ZREM k value`.
+    Zrem,
+    /// `ZRANGE k 0 -1 WITHSCORES`.
+    Zrange,
+    /// `ZPOPMIN k`.
+    Zpopmin,
+}
+
+impl Kind {
+    /// The op's name in a history.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Get => "get",
+            Kind::Set => "set",
+            Kind::Append => "append",
+            Kind::Rpush => "rpush",
+            Kind::Lpush => "lpush",
+            Kind::Lpop => "lpop",
+            Kind::Lrange => "lrange",
+            Kind::Zadd => "zadd",
+            Kind::Zincrby => "zincrby",
+            Kind::Zrem => "zrem",
+            Kind::Zrange => "zrange",
+            Kind::Zpopmin => "zpopmin",
+        }
+    }
+}
+
+/// What a replied operation answered, in the form its op is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// GET's value ("" for a missing key), LPOP's value, ZINCRBY's new score.
+    Text(String),
+    /// LPOP of an empty list.
+    Nil,
+    /// RPUSH's and LPUSH's length, ZADD's and ZREM's 1 or 0.
+    Int(i64),
+    /// LRANGE's list, ZRANGE's members and scores, ZPOPMIN's member and score.
+    List(Vec<String>),
 }
 
 /// One operation: its invocation and response times (ns on one monotonic clock), and its
@@ -20,10 +72,12 @@ pub struct Op {
     pub client: usize,
     pub kind: Kind,
     pub key: String,
-    /// What a set or append wrote.
+    /// What a set, append or push wrote; a sorted-set op's member.
     pub value: String,
-    /// What a get read ("" for a missing key).
-    pub output: Option<String>,
+    /// ZADD's score, ZINCRBY's increment.
+    pub score: Option<i64>,
+    /// What it answered; `None` for SET and APPEND, and when no reply came.
+    pub output: Option<Output>,
     pub call: u64,
     pub ret: Option<u64>,
 }
@@ -42,22 +96,28 @@ fn json_str(s: &str) -> String {
     out
 }
 
+fn json_output(o: Option<&Output>) -> String {
+    match o {
+        None | Some(Output::Nil) => "null".to_string(),
+        Some(Output::Text(s)) => json_str(s),
+        Some(Output::Int(n)) => n.to_string(),
+        Some(Output::List(l)) => format!("[{}]", l.iter().map(|s| json_str(s)).collect::<Vec<_>>().join(",")),
+    }
+}
+
 /// The history as the checker reads it: a JSON array of operations.
 pub fn to_json(ops: &[Op]) -> String {
     let mut s = String::from("[\n");
     for (i, o) in ops.iter().enumerate() {
-        let kind = match o.kind {
-            Kind::Get => "get",
-            Kind::Set => "set",
-            Kind::Append => "append",
-        };
-        let output = o.output.as_deref().map_or("null".to_string(), json_str);
+        let score = o.score.map_or("null".to_string(), |n| n.to_string());
         let ret = o.ret.map_or("null".to_string(), |r| r.to_string());
         s.push_str(&format!(
-            "{{\"client\":{},\"op\":\"{kind}\",\"key\":{},\"value\":{},\"output\":{output},\"call\":{},\"return\":{ret}}}",
+            "{{\"client\":{},\"op\":\"{}\",\"key\":{},\"value\":{},\"score\":{score},\"output\":{},\"call\":{},\"return\":{ret}}}",
             o.client,
+            o.kind.name(),
             json_str(&o.key),
             json_str(&o.value),
+            json_output(o.output.as_ref()),
             o.call
         ));
         s.push_str(if i + 1 < ops.len() { ",\n" } else { "\n" });
