@@ -17,6 +17,7 @@ mod lists;
 #[cfg(test)]
 mod lists_tests;
 pub mod rdb;
+pub mod scripting;
 mod server;
 mod spec;
 mod strings;
@@ -27,6 +28,7 @@ pub mod watch;
 pub use args::{now_ms, Args};
 pub use blocking::Wait;
 pub use config::{Encodings, Settings};
+pub use scripting::Scripts;
 pub use spec::{find_spec, Group, Spec, SPECS};
 pub use watch::Watches;
 
@@ -77,6 +79,13 @@ pub trait Host {
     fn unblock(&self, _id: u64, _error: bool) -> bool {
         false
     }
+    /// The scripting engine (`EVAL`, `FUNCTION`): `None` where the host keeps none.
+    fn scripts(&self) -> Option<&std::cell::RefCell<Scripts>> {
+        None
+    }
+    /// While a script runs past its time limit: reads what the other clients sent and answers
+    /// each complete request with `answer` (`scripting/busy.rs`), writing the replies at once.
+    fn serve_busy(&self, _answer: &mut dyn FnMut(&mut Session, &Args, &mut Reply) -> scripting::Answered) {}
 }
 
 /// What a password check found.
@@ -536,6 +545,7 @@ fn dispatch<M: Mem>(
             Group::Keys => keys::run(cx, s, spec, a, r)?,
             Group::Hashes => hashes::run(cx, spec, a, r)?,
             Group::Server => server::run(cx, s, spec, a, r)?,
+            Group::Scripts => scripting::run(cx, s, spec, a, r)?,
             Group::Lists => {
                 // A blocking command that found nothing parks the client, having changed nothing.
                 let o = lists::run(cx, s, spec, a, r)?;

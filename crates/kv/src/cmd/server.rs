@@ -15,7 +15,6 @@ pub(super) const SPECS: &[Spec] = &[
     spec("COMMAND", -1, &["loading", "stale"], NO, Group::Server),
     spec("CONFIG", -2, ADM, NO, Group::Server),
     spec("ECHO", 2, A, NO, Group::Server),
-    spec("FUNCTION", -2, &["noscript"], NO, Group::Server),
     spec("HELLO", -1, &["noscript", "loading", "stale", "fast", "no_auth"], NO, Group::Server),
     spec("INFO", -1, &["loading", "stale"], NO, Group::Server),
     spec("PING", -1, A, NO, Group::Server),
@@ -88,11 +87,6 @@ pub(super) fn run<M: Mem>(
         "SENTINEL" => sentinel(cx, a, r),
         // Scripts and functions are not implemented yet (docs/COMPATIBILITY.md): FLUSH of the
         // empty function library is all there is, which Redis's test harness sends first.
-        "FUNCTION" if a.len() >= 2 && is(a.get(1), "FLUSH") && a.len() <= 3 => r.ok(),
-        "FUNCTION" => r.error(&format!(
-            "ERR unknown subcommand '{}': mojim kv has no functions yet (FUNCTION FLUSH only)",
-            show(a.get(1), 64)
-        )),
         other => unreachable!("{other} is in the table but has no code"),
     }
     Ok(())

@@ -35,6 +35,8 @@ pub enum Group {
     Server,
     /// Lists (`lists.rs`).
     Lists,
+    /// Scripts and functions (`scripting/`).
+    Scripts,
 }
 
 pub const W: &[&str] = &["write", "denyoom"];
@@ -70,6 +72,7 @@ pub static SPECS: std::sync::LazyLock<Vec<&'static Spec>> = std::sync::LazyLock:
         super::hashes::SPECS,
         super::server::SPECS,
         super::lists::SPECS,
+        super::scripting::SPECS,
         TX_SPECS,
     ]
     .iter()
@@ -144,6 +147,7 @@ pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
             ("stats", 2),
         ],
     ),
+    ("SCRIPT", &[("debug", 3), ("exists", -3), ("flush", -2), ("help", 2), ("kill", 2), ("load", 3)]),
     ("OBJECT", &[("encoding", 3), ("freq", 3), ("help", 2), ("idletime", 3), ("refcount", 3)]),
     (
         "SENTINEL",

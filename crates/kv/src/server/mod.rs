@@ -16,6 +16,7 @@
 //! its earlier replies, and is closed; nothing else changes.
 
 mod blocking;
+mod busy;
 mod client;
 mod host;
 mod sync;
@@ -120,6 +121,9 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         reset_stats: Default::default(),
         waits: RefCell::new(Waits::default()),
         woken: Vec::new(),
+        scripts: RefCell::default(),
+        arrivals: RefCell::default(),
+        busy_touched: RefCell::default(),
     };
     server.sweep_stale()?;
     tracing::info!(listen = %local, keys = server.store.keys(), "mojim kv serving");
@@ -170,6 +174,12 @@ struct Server<'p> {
     waits: RefCell<Waits>,
     /// Clients outside the turn's ready list that got a reply in it (woken, or timed out).
     woken: Vec<usize>,
+    /// Scripts and functions (`EVAL`, `FUNCTION`).
+    scripts: RefCell<cmd::Scripts>,
+    /// Clients accepted while a script ran (`busy.rs`).
+    arrivals: RefCell<Vec<Client>>,
+    /// Clients served while a script ran.
+    busy_touched: RefCell<Vec<usize>>,
 }
 
 impl Server<'_> {
@@ -419,6 +429,7 @@ impl Server<'_> {
         for i in again {
             self.mark_ready(i);
         }
+        self.after_busy();
         self.kill_pending();
         self.close_pending();
         Ok(())
@@ -527,11 +538,23 @@ impl Server<'_> {
             stats,
             auth: &self.auth,
             reset: &self.reset_stats,
-            others: [&*before, &*after],
+            others: RefCell::new([before, after]),
             me,
             kill: &self.kill,
             pause: &self.pause,
             waits: &self.waits,
+            scripts: &self.scripts,
+            busy: busy::BusyIo {
+                ep: &self.ep,
+                listener: &self.listener,
+                me: i,
+                waits: &self.waits,
+                arrivals: &self.arrivals,
+                touched: &self.busy_touched,
+                limits: self.opts.limits,
+                max_request,
+                password: self.opts.password.is_some(),
+            },
         };
         let Some(c) = this.as_mut() else { return Ok(ClientRun::Drained) };
         let parked = self.waits.borrow().is_parked(i);

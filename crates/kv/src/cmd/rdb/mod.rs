@@ -15,7 +15,7 @@ pub mod hash;
 pub mod listpack;
 mod lzf;
 pub mod string;
-mod wire;
+pub mod wire;
 
 pub use wire::{write_len, write_string, Reader};
 
