@@ -126,12 +126,14 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         let _ = write!(
             t,
             "# Memory\r\nused_memory:{}\r\nused_memory_heap_top:{}\r\nmaxmemory:{}\r\n\
-             maxmemory_policy:noeviction\r\nmem_allocator:mojim-region\r\nregion_size:{}\r\n\r\n",
+             maxmemory_policy:noeviction\r\nmem_allocator:mojim-region\r\nregion_size:{}\r\n",
             cx.store.used_bytes(),
             cx.store.heap_top_bytes(),
             g.heap_end - g.heap_off,
             g.size
         );
+        super::scripting::info_memory(host, &mut t);
+        t.push_str("\r\n");
     }
     if want("PERSISTENCE") {
         t.push_str("# Persistence\r\nloading:0\r\naof_enabled:0\r\nrdb_changes_since_last_save:0\r\n\r\n");
@@ -341,6 +343,13 @@ fn command(a: &Args, r: &mut Reply) {
             }
             let rest: Vec<Vec<u8>> = a.from(2).map(|x| x.to_vec()).collect();
             let args = super::Args::Owned(&rest);
+            if let Some(keys) = super::scripting::declared_keys(spec, &args) {
+                r.array(keys.len());
+                for k in keys {
+                    r.bulk(k);
+                }
+                return;
+            }
             let keys: Vec<&[u8]> = super::key_args(spec, &args).collect();
             if keys.is_empty() {
                 return r.error("ERR The command has no key arguments");

@@ -60,25 +60,43 @@ impl BusyIo<'_> {
             } else if token >= ARRIVAL {
                 let k = (token - ARRIVAL) as usize;
                 if let Some(c) = self.arrivals.borrow_mut().get_mut(k) {
-                    self.serve_client(c, token, answer);
+                    self.serve_client(c, token, true, answer);
                 }
             } else {
-                let i = token as usize;
-                let mut o = others.borrow_mut();
-                let c = match i.cmp(&self.me) {
-                    std::cmp::Ordering::Less => o[0].get_mut(i),
-                    std::cmp::Ordering::Equal => None,
-                    std::cmp::Ordering::Greater => o[1].get_mut(i - self.me - 1),
-                };
-                if let Some(c) = c.and_then(|c| c.as_mut()) {
-                    if self.waits.borrow().is_parked(i) {
-                        continue;
-                    }
-                    if self.serve_client(c, token, answer) {
-                        self.touched.borrow_mut().push(i);
-                    }
-                }
+                self.serve_slot(others, token as usize, true, answer);
             }
+        }
+        // Requests read before the script started (a client later in the turn's list) are
+        // answered too.
+        let n = {
+            let o = others.borrow();
+            o[0].len() + 1 + o[1].len()
+        };
+        for i in (0..n).filter(|&i| i != self.me) {
+            self.serve_slot(others, i, false, answer);
+        }
+    }
+
+    /// Serves the client in slot `i` (reading its socket when `read`).
+    fn serve_slot(
+        &self,
+        others: &RefCell<[&mut [Option<Client>]; 2]>,
+        i: usize,
+        read: bool,
+        answer: &mut dyn FnMut(&mut Session, &Args, &mut Reply) -> Answered,
+    ) {
+        let mut o = others.borrow_mut();
+        let c = match i.cmp(&self.me) {
+            std::cmp::Ordering::Less => o[0].get_mut(i),
+            std::cmp::Ordering::Equal => None,
+            std::cmp::Ordering::Greater => o[1].get_mut(i - self.me - 1),
+        };
+        let Some(c) = c.and_then(|c| c.as_mut()) else { return };
+        if (!read && c.pending_input().is_empty()) || self.waits.borrow().is_parked(i) {
+            return;
+        }
+        if self.serve_client(c, i as u64, read, answer) {
+            self.touched.borrow_mut().push(i);
         }
     }
 
@@ -105,19 +123,22 @@ impl BusyIo<'_> {
         }
     }
 
-    /// Reads and answers one client; whether it was served.
+    /// Reads (when `read`) and answers one client; whether it was served.
     fn serve_client(
         &self,
         c: &mut Client,
         token: u64,
+        read: bool,
         answer: &mut dyn FnMut(&mut Session, &Args, &mut Reply) -> Answered,
     ) -> bool {
         if c.closing || c.out.len() != c.releasable {
             return false;
         }
-        if let ReadOutcome::Closed = c.read(self.max_request) {
-            c.closing = true;
-            return true;
+        if read {
+            if let ReadOutcome::Closed = c.read(self.max_request) {
+                c.closing = true;
+                return true;
+            }
         }
         loop {
             let Client { parser, buf, start, end, session, out, closing, .. } = &mut *c;

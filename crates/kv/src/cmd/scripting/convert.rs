@@ -224,9 +224,16 @@ pub enum ReplyTooLarge {
 
 /// Writes a script's return value as the caller's reply, as Redis's `luaReplyToRedisReply`:
 /// `resp` is the protocol the script chose (it decides how booleans go to a RESP2 script's
-/// caller). Stops once the reply passes `limit` bytes.
-pub fn lua_to_reply(v: &Value, resp: Proto, r: &mut Reply, limit: usize) -> Result<(), ReplyTooLarge> {
-    write_value(v, resp, r, limit, 0)
+/// caller); `next` is Lua's raw `next` (a map is walked with it). Stops once the reply passes
+/// `limit` bytes.
+pub fn lua_to_reply(
+    v: &Value,
+    resp: Proto,
+    r: &mut Reply,
+    limit: usize,
+    next: &mlua::Function,
+) -> Result<(), ReplyTooLarge> {
+    write_value(v, resp, r, limit, next)
 }
 
 fn room(r: &Reply, limit: usize) -> Result<(), ReplyTooLarge> {
@@ -260,29 +267,95 @@ pub fn write_double(r: &mut Reply, d: f64) {
     }
 }
 
+/// Where the writer is in a collection it has written the head of.
+enum Cursor {
+    /// The next index of an array of `n`.
+    Array(Table, usize, usize),
+    /// The last key of a map written (`Nil`: none yet), and the value still to write.
+    Map(Table, Value, Option<Value>),
+    /// The last member of a set written.
+    Set(Table, Value),
+}
+
 fn write_value(
     v: &Value,
     resp: Proto,
     r: &mut Reply,
     limit: usize,
-    depth: usize,
+    next: &mlua::Function,
 ) -> Result<(), ReplyTooLarge> {
-    // An explicit stack: a hostile script's nesting costs heap, never the thread's stack.
-    let mut todo: Vec<(Value, usize)> = vec![(v.clone(), depth)];
-    while let Some((v, depth)) = todo.pop() {
-        room(r, limit)?;
-        if depth >= MAX_REPLY_DEPTH {
-            r.error("ERR reached lua stack limit");
-            continue;
+    // An explicit stack of cursors: a hostile script's nesting costs heap, never the thread's
+    // stack, and a wide table is walked without holding its elements.
+    let mut stack: Vec<Cursor> = Vec::new();
+    let mut pending = Some(v.clone());
+    loop {
+        if let Some(v) = pending.take() {
+            room(r, limit)?;
+            if stack.len() >= MAX_REPLY_DEPTH {
+                r.error("ERR reached lua stack limit");
+            } else if let Some(c) = write_one(&v, resp, r, next)? {
+                stack.push(c);
+            }
         }
-        let children = write_one(&v, resp, r)?;
-        todo.extend(children.into_iter().rev().map(|c| (c, depth + 1)));
+        let Some(top) = stack.last_mut() else { return Ok(()) };
+        match top {
+            Cursor::Array(t, i, n) => {
+                if *i > *n {
+                    stack.pop();
+                    continue;
+                }
+                pending = Some(t.raw_get::<Value>(*i).unwrap_or(Value::Nil));
+                *i += 1;
+            }
+            Cursor::Map(t, key, value) => {
+                if let Some(v) = value.take() {
+                    pending = Some(v);
+                    continue;
+                }
+                match next.call::<(Value, Value)>((t.clone(), key.clone())) {
+                    Ok((Value::Nil, _)) | Err(_) => {
+                        stack.pop();
+                    }
+                    Ok((k, v)) => {
+                        *key = k.clone();
+                        *value = Some(v);
+                        pending = Some(k);
+                    }
+                }
+            }
+            Cursor::Set(t, key) => match next.call::<(Value, Value)>((t.clone(), key.clone())) {
+                Ok((Value::Nil, _)) | Err(_) => {
+                    stack.pop();
+                }
+                Ok((k, _)) => {
+                    *key = k.clone();
+                    pending = Some(k);
+                }
+            },
+        }
     }
-    Ok(())
 }
 
-/// Writes one value, or the head of a collection: returns its elements, to be written next.
-fn write_one(v: &Value, resp: Proto, r: &mut Reply) -> Result<Vec<Value>, ReplyTooLarge> {
+/// Keys of a table, counted with `next`.
+fn count(t: &Table, next: &mlua::Function) -> usize {
+    let (mut n, mut key) = (0, Value::Nil);
+    while let Ok((k, _)) = next.call::<(Value, Value)>((t.clone(), key)) {
+        if k.is_nil() {
+            break;
+        }
+        n += 1;
+        key = k;
+    }
+    n
+}
+
+/// Writes one value, or the head of a collection: returns the cursor of its elements.
+fn write_one(
+    v: &Value,
+    resp: Proto,
+    r: &mut Reply,
+    next: &mlua::Function,
+) -> Result<Option<Cursor>, ReplyTooLarge> {
     match v {
         Value::String(s) => r.bulk(&s.as_bytes()),
         Value::Boolean(b) => match resp {
@@ -295,20 +368,20 @@ fn write_one(v: &Value, resp: Proto, r: &mut Reply) -> Result<Vec<Value>, ReplyT
         Value::Table(t) => {
             if let Some(e) = text_of(t, "err") {
                 r.error_bytes(&e.as_bytes());
-                return Ok(Vec::new());
+                return Ok(None);
             }
             if let Some(ok) = text_of(t, "ok") {
                 r.simple(&mapped_crlf(&ok.as_bytes()));
-                return Ok(Vec::new());
+                return Ok(None);
             }
             match t.raw_get::<Value>("double") {
                 Ok(Value::Number(d)) => {
                     write_double(r, d);
-                    return Ok(Vec::new());
+                    return Ok(None);
                 }
                 Ok(Value::Integer(d)) => {
                     write_double(r, d as f64);
-                    return Ok(Vec::new());
+                    return Ok(None);
                 }
                 _ => {}
             }
@@ -322,7 +395,7 @@ fn write_one(v: &Value, resp: Proto, r: &mut Reply) -> Result<Vec<Value>, ReplyT
                         r.buf.extend_from_slice(b"\r\n");
                     }
                 }
-                return Ok(Vec::new());
+                return Ok(None);
             }
             if let Ok(Value::Table(vs)) = t.raw_get::<Value>("verbatim_string") {
                 if let (Some(f), Some(s)) = (text_of(&vs, "format"), text_of(&vs, "string")) {
@@ -339,37 +412,27 @@ fn write_one(v: &Value, resp: Proto, r: &mut Reply) -> Result<Vec<Value>, ReplyT
                             r.buf.extend_from_slice(b"\r\n");
                         }
                     }
-                    return Ok(Vec::new());
+                    return Ok(None);
                 }
             }
             if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
-                let mut items = Vec::new();
-                for (k, v) in m.pairs::<Value, Value>().filter_map(Result::ok) {
-                    items.push(k);
-                    items.push(v);
-                }
-                r.map(items.len() / 2);
-                return Ok(items);
+                r.map(count(&m, next));
+                return Ok(Some(Cursor::Map(m, Value::Nil, None)));
             }
             if let Ok(Value::Table(s)) = t.raw_get::<Value>("set") {
-                let keys: Vec<Value> =
-                    s.pairs::<Value, Value>().filter_map(|p| p.ok().map(|(k, _)| k)).collect();
-                r.set(keys.len());
-                return Ok(keys);
+                r.set(count(&s, next));
+                return Ok(Some(Cursor::Set(s, Value::Nil)));
             }
-            let mut items = Vec::new();
-            for i in 1.. {
-                match t.raw_get::<Value>(i) {
-                    Ok(Value::Nil) | Err(_) => break,
-                    Ok(v) => items.push(v),
-                }
+            let mut n = 0;
+            while !matches!(t.raw_get::<Value>(n + 1), Ok(Value::Nil) | Err(_)) {
+                n += 1;
             }
-            r.array(items.len());
-            return Ok(items);
+            r.array(n);
+            return Ok(Some(Cursor::Array(t.clone(), 1, n)));
         }
         _ => r.null(),
     }
-    Ok(Vec::new())
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -416,19 +479,33 @@ mod tests {
     #[test]
     fn values_become_replies() {
         let lua = Lua::new();
+        let next: mlua::Function = lua.globals().get("next").unwrap();
         let v: Value = lua.load("return {1, 'a', {ok='fine'}, true, false, 2.9}").eval().unwrap();
         let mut b = Vec::new();
-        lua_to_reply(&v, Proto::Resp2, &mut Reply { buf: &mut b, proto: Proto::Resp2 }, 1 << 20).unwrap();
+        lua_to_reply(&v, Proto::Resp2, &mut Reply { buf: &mut b, proto: Proto::Resp2 }, 1 << 20, &next)
+            .unwrap();
         assert_eq!(b, b"*6\r\n:1\r\n$1\r\na\r\n+fine\r\n:1\r\n$-1\r\n:2\r\n");
         let v: Value = lua.load("local a = {} ; a[1] = a ; return a").eval().unwrap();
         let mut b = Vec::new();
-        lua_to_reply(&v, Proto::Resp2, &mut Reply { buf: &mut b, proto: Proto::Resp2 }, 1 << 20).unwrap();
+        lua_to_reply(&v, Proto::Resp2, &mut Reply { buf: &mut b, proto: Proto::Resp2 }, 1 << 20, &next)
+            .unwrap();
         assert!(b.ends_with(b"-ERR reached lua stack limit\r\n"));
         let mut b = Vec::new();
         let big: Value =
             lua.load("local t = {} for i=1,10000 do t[i] = 'xxxxxxxx' end return t").eval().unwrap();
-        assert!(
-            lua_to_reply(&big, Proto::Resp2, &mut Reply { buf: &mut b, proto: Proto::Resp2 }, 1000).is_err()
-        );
+        assert!(lua_to_reply(
+            &big,
+            Proto::Resp2,
+            &mut Reply { buf: &mut b, proto: Proto::Resp2 },
+            1000,
+            &next
+        )
+        .is_err());
+        let wide: Value =
+            lua.load("local t = {} for i=1,100000 do t['k' .. i] = i end return {map = t}").eval().unwrap();
+        let mut b = Vec::new();
+        lua_to_reply(&wide, Proto::Resp3, &mut Reply { buf: &mut b, proto: Proto::Resp3 }, 1 << 30, &next)
+            .unwrap();
+        assert!(b.starts_with(b"%100000\r\n"));
     }
 }

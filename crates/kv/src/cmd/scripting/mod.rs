@@ -81,6 +81,24 @@ impl Scripts {
     }
 }
 
+/// `INFO memory`'s lines on scripts (none while a script runs: it holds the engine).
+pub fn info_memory(host: &dyn super::Host, t: &mut String) {
+    use std::fmt::Write as _;
+    let Some(Ok(s)) = host.scripts().map(|c| c.try_borrow()) else { return };
+    let (eval, funcs) = (s.eval_memory(), s.functions_memory());
+    let _ = write!(
+        t,
+        "used_memory_lua:{eval}\r\nused_memory_vm_eval:{eval}\r\nused_memory_vm_functions:{funcs}\r\n\
+         used_memory_vm_total:{}\r\nused_memory_scripts_eval:{}\r\nnumber_of_cached_scripts:{}\r\n\
+         number_of_functions:{}\r\nnumber_of_libraries:{}\r\n",
+        eval + funcs,
+        s.cache_bytes,
+        s.cache.len(),
+        s.libraries.functions(),
+        s.libraries.len(),
+    );
+}
+
 fn state(slot: &mut Option<State>, kind: Kind) -> Result<&State, String> {
     if slot.is_none() {
         *slot = Some(State::new(kind).map_err(|e| format!("ERR cannot make a Lua state: {e}"))?);
@@ -130,6 +148,15 @@ fn keys_and_args<'a>(a: &Args<'a>, bad_number: &str) -> Result<(Vec<&'a [u8]>, V
     }
     let n = n as usize;
     Ok((a.from(3).take(n).collect(), a.from(3 + n).collect()))
+}
+
+/// The keys a script command declares (`EVAL script numkeys key...`), for `COMMAND GETKEYS`;
+/// `None` for other commands.
+pub fn declared_keys<'a>(spec: &Spec, a: &Args<'a>) -> Option<Vec<&'a [u8]>> {
+    if spec.group != Group::Scripts || matches!(spec.name, "SCRIPT" | "FUNCTION") {
+        return None;
+    }
+    Some(keys_and_args(a, "").map(|(k, _)| k).unwrap_or_default())
 }
 
 fn unavailable(r: &mut Reply) {

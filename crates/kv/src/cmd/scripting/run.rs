@@ -11,7 +11,7 @@ use super::state::State;
 use crate::cmd::{self, args, Args, Cx, Host, Session, Spec};
 use crate::resp::{Proto, Reply};
 use crate::store::{Mem, StoreError};
-use mlua::{HookTriggers, Lua, MultiValue, Table, Value, VmState};
+use mlua::{HookTriggers, Lua, Table, Value, VmState};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Instant;
@@ -24,6 +24,40 @@ const BUSY_KEY: &str = "mojim.busy";
 const HOOK_EVERY: u32 = 100_000;
 /// How long `FUNCTION LOAD` may run a library's code (Redis's).
 pub const LOAD_TIMEOUT_MS: u128 = 500;
+/// Commands (or one subcommand of them) Redis refuses inside scripts that `mojim kv` does not
+/// have: a script calling one is told it may not, as Redis tells it.
+const REDIS_NOSCRIPT: &[(&str, Option<&str>)] = &[
+    ("ACL", None),
+    ("BGREWRITEAOF", None),
+    ("BGSAVE", None),
+    ("BZPOPMAX", None),
+    ("BZPOPMIN", None),
+    ("CLUSTER", Some("RESET")),
+    ("DEBUG", None),
+    ("FAILOVER", None),
+    ("LATENCY", None),
+    ("MODULE", None),
+    ("MONITOR", None),
+    ("PSUBSCRIBE", None),
+    ("PSYNC", None),
+    ("PUNSUBSCRIBE", None),
+    ("REPLCONF", None),
+    ("REPLICAOF", None),
+    ("RESET", None),
+    ("ROLE", None),
+    ("SAVE", None),
+    ("SHUTDOWN", None),
+    ("SLAVEOF", None),
+    ("SSUBSCRIBE", None),
+    ("SUBSCRIBE", None),
+    ("SUNSUBSCRIBE", None),
+    ("SYNC", None),
+    ("UNSUBSCRIBE", None),
+];
+
+/// Scripts between two steps of garbage collection (Redis's).
+const GC_EVERY: u64 = 50;
+
 /// The message of a killed script.
 pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 
@@ -106,18 +140,18 @@ fn call<M: Mem>(
     cx: &mut Cx<M>,
     sess: &mut Session,
     shared: &Shared,
-    a: MultiValue,
+    (n, a): (usize, Table),
 ) -> mlua::Result<(Value, bool)> {
     if shared.borrow().must_stop() {
         return fail_table(lua, KILLED);
     }
-    if a.is_empty() {
+    if n == 0 {
         return fail_table(lua, "Please specify at least one argument for this redis lib call");
     }
-    let mut argv: Vec<Vec<u8>> = Vec::with_capacity(a.len());
-    for v in &a {
-        match v {
-            Value::Number(n) => argv.push(fmt_g17(*n).into_bytes()),
+    let mut argv: Vec<Vec<u8>> = Vec::with_capacity(n.min(1 << 16));
+    for i in 1..=n {
+        match a.raw_get::<Value>(i)? {
+            Value::Number(n) => argv.push(fmt_g17(n).into_bytes()),
             Value::Integer(i) => argv.push(i.to_string().into_bytes()),
             Value::String(s) => argv.push(s.as_bytes().to_vec()),
             _ => return fail_table(lua, "Lua redis lib command arguments must be strings or integers"),
@@ -126,6 +160,11 @@ fn call<M: Mem>(
     drop(a);
     let mut b = [0u8; 32];
     let Some(spec): Option<&Spec> = args::upper(&argv[0], &mut b).and_then(cmd::find_spec) else {
+        let name = String::from_utf8_lossy(&argv[0]).to_ascii_uppercase();
+        let sub = argv.get(1).map(|s| String::from_utf8_lossy(s).to_ascii_uppercase());
+        if REDIS_NOSCRIPT.iter().any(|(c, s)| *c == name && s.is_none_or(|s| sub.as_deref() == Some(s))) {
+            return fail_table(lua, "This Redis command is not allowed from script");
+        }
         return fail_table(lua, "Unknown Redis command called from script");
     };
     let n = argv.len() as i32;
@@ -311,7 +350,7 @@ pub fn run_script<M: Mem>(
     let result: mlua::Result<(bool, Value)> = lua.scope(|scope| {
         let s = shared.clone();
         let call_fn =
-            scope.create_function_mut(move |lua, a: MultiValue| call(lua, cx_in, &mut sess, &s, a))?;
+            scope.create_function_mut(move |lua, a: (usize, Table)| call(lua, cx_in, &mut sess, &s, a))?;
         let s2 = shared.clone();
         let busy_fn = scope.create_function(move |_, ()| {
             super::busy::serve(host, &s2);
@@ -334,6 +373,15 @@ pub fn run_script<M: Mem>(
         res
     });
     let run = std::mem::take(&mut *st.shared.borrow_mut());
+    // A step of garbage collection every so many scripts, as Redis does, so that a long
+    // collection does not fall on one script.
+    let runs = st.runs.get() + 1;
+    st.runs.set(runs);
+    if runs % GC_EVERY == 0 {
+        for _ in 0..GC_EVERY {
+            let _ = lua.gc_step();
+        }
+    }
     if inv.eval {
         let _ = st.globals.raw_set("KEYS", Value::Nil);
         let _ = st.globals.raw_set("ARGV", Value::Nil);
@@ -345,7 +393,7 @@ pub fn run_script<M: Mem>(
     match result {
         Ok((true, v)) => {
             let mark = r.buf.len();
-            if convert::lua_to_reply(&v, run.resp, r, limit).is_err() {
+            if convert::lua_to_reply(&v, run.resp, r, limit, &st.raw_next).is_err() {
                 r.buf.truncate(mark);
                 return Err(StoreError::OutputLimit(limit));
             }

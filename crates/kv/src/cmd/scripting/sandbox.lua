@@ -172,13 +172,14 @@ end
 local redis = G.redis
 if redis then
   local raw_call = P.call
+  -- The arguments go as one table: a script may pass thousands.
   redis.call = function(...)
-    local v, failed = raw_call(...)
+    local v, failed = raw_call(select('#', ...), { ... })
     if failed then error(v, 0) end
     return v
   end
   redis.pcall = function(...)
-    local v, failed = raw_call(...)
+    local v, failed = raw_call(select('#', ...), { ... })
     if failed and killed() then error(v, 0) end
     return v
   end

@@ -44,6 +44,10 @@ pub struct State {
     pub handler: Function,
     /// What the running script shares with the functions it calls.
     pub shared: Shared,
+    /// Lua's own `next` (scripts get one that sees through the sandbox's proxies).
+    pub raw_next: Function,
+    /// Scripts run (a garbage collection step every so many).
+    pub runs: Cell<u64>,
 }
 
 fn fail(msg: impl Into<String>) -> mlua::Error {
@@ -402,6 +406,7 @@ impl State {
         globals.set("cjson", libs::cjson::open(&lua)?)?;
         globals.set("bit", libs::bit::open(&lua)?)?;
         globals.set("cmsgpack", libs::cmsgpack::open(&lua)?)?;
+        let raw_next: Function = globals.get("next")?;
         let math: Table = globals.get("math")?;
         let (random, seed) = random(&lua)?;
         math.set("random", random)?;
@@ -411,7 +416,7 @@ impl State {
         p.set("killed", lua.create_function(move |_, ()| Ok(s.borrow().must_stop()))?)?;
         p.set(
             "call",
-            lua.create_function(|lua, a: MultiValue| -> mlua::Result<(Value, bool)> {
+            lua.create_function(|lua, a: (usize, Table)| -> mlua::Result<(Value, bool)> {
                 match lua.named_registry_value::<Value>(super::run::CALL_KEY)? {
                     Value::Function(f) => f.call::<(Value, bool)>(a),
                     _ => Ok((
@@ -467,7 +472,18 @@ impl State {
             }
         };
         lua.set_globals(env.clone())?;
-        Ok(State { lua, env, env_mt, globals, library_api, runner, handler, shared })
+        Ok(State {
+            lua,
+            env,
+            env_mt,
+            globals,
+            library_api,
+            runner,
+            handler,
+            shared,
+            raw_next,
+            runs: Cell::new(0),
+        })
     }
 
     /// Compiles `code` (text only) as a chunk named `name` in the sandbox.

@@ -231,6 +231,7 @@ fn conversions_both_ways_as_redis() {
     );
     assert!(err_text(&h.eval("return redis.pcall('blpop','x',0)", &["0"])).contains("not allowed"));
     assert!(err_text(&h.eval("return redis.call('eval','return 1', 0)", &["0"])).contains("not allowed"));
+    assert!(err_text(&h.eval("return redis.call('cluster','reset','hard')", &["0"])).contains("not allowed"));
     assert_eq!(err_text(&h.eval("return 1", &["-12"])), "ERR Number of keys can't be negative");
     assert_eq!(
         err_text(&h.eval("return 1", &["2", "a"])),
@@ -260,6 +261,8 @@ fn the_script_cache() {
         h.cmd(&["SCRIPT", "EXISTS", sha, "ffd632c7d33e571e9f24556ebed26c3479a87130"]),
         Value::Array(vec![Value::Int(1), Value::Int(0)])
     );
+    // INFO from inside a script (the engine is in use): no script lines, no panic.
+    assert!(matches!(h.eval("return redis.call('info', 'memory')", &["0"]), Value::Bulk(_)));
     assert_eq!(h.cmd(&["SCRIPT", "FLUSH"]), Value::Simple(b"OK".to_vec()));
     assert!(err_text(&h.cmd(&["EVALSHA", sha, "1", "mykey"])).starts_with("NOSCRIPT"));
     assert_eq!(
@@ -268,6 +271,8 @@ fn the_script_cache() {
     );
     assert_eq!(h.cmd(&["EVALSHA", "b534286061d4b9e4026607613b95c06c06015ae8", "0"]), bulk("loaded"));
     assert!(err_text(&h.cmd(&["SCRIPT", "LOAD", "bad script"])).contains("Error compiling script"));
+    let Value::Bulk(info) = h.cmd(&["INFO", "memory"]) else { panic!("INFO answers a bulk string") };
+    assert!(String::from_utf8_lossy(&info).contains("number_of_cached_scripts:1\r\n"));
     assert_eq!(err_text(&h.cmd(&["SCRIPT", "KILL"])), "NOTBUSY No scripts in execution right now.");
 }
 
@@ -465,6 +470,18 @@ fn hostile_scripts_are_bounded() {
         h.outcome(&["EVAL", "local t = {} for i = 1, 100000 do t[i] = 'xxxxxxxxxx' end return t", "0"]);
     assert_eq!(o, Outcome::OverLimit);
     h.output_limit = 1 << 30;
+    // Wide values cost no Lua stack slot each.
+    assert_eq!(
+        h.eval(
+            "local a = {} for i=1,7999 do a[i] = 1 end return redis.call('lpush', 'l', unpack(a))",
+            &["0"]
+        ),
+        Value::Int(7999)
+    );
+    assert_eq!(
+        h.eval("local m = {} for i=1,100000 do m[tostring(i)] = i end return #cmsgpack.pack(m) > 0", &["0"]),
+        Value::Int(1)
+    );
     // The state is usable after all of it.
     assert_eq!(h.eval("return 1", &["0"]), Value::Int(1));
 }

@@ -7,6 +7,9 @@ use mlua::{LightUserData, Lua, MultiValue, Table, Value};
 use std::cell::RefCell;
 use std::rc::Rc;
 
+/// The deepest nesting either way, whatever the settings say (the coders recurse).
+const MAX_DEPTH: usize = 1000;
+
 #[derive(Clone, Copy)]
 struct Config {
     encode_max_depth: usize,
@@ -109,7 +112,7 @@ fn encode(cfg: &Config, out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Res
         Value::String(s) => encode_string(out, &s.as_bytes()),
         Value::Table(t) => {
             let depth = depth + 1;
-            if depth > cfg.encode_max_depth {
+            if depth > cfg.encode_max_depth.min(MAX_DEPTH) {
                 return Err(err(format!("Cannot serialise, excessive nesting ({depth})")));
             }
             match array_length(cfg, t)? {
@@ -191,7 +194,7 @@ impl Decoder<'_> {
         match c {
             b'{' | b'[' => {
                 let depth = depth + 1;
-                if depth > self.cfg.decode_max_depth {
+                if depth > self.cfg.decode_max_depth.min(MAX_DEPTH) {
                     return Err(err(format!(
                         "Found too many nested data structures ({depth}) at character {}",
                         self.at + 1

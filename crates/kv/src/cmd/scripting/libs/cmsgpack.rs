@@ -110,12 +110,17 @@ fn encode(out: &mut Vec<u8>, v: &Value, level: usize) -> mlua::Result<()> {
                 }
             }
             None => {
-                let pairs: Vec<(Value, Value)> = t.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
-                len_head(out, pairs.len(), 0x80, 16, 0xde, 0xdf);
-                for (k, v) in &pairs {
-                    encode(out, k, level + 1)?;
-                    encode(out, v, level + 1)?;
-                }
+                // Two passes over the pairs: holding them all would take a Lua stack slot each.
+                let mut n = 0usize;
+                t.for_each::<Value, Value>(|_, _| {
+                    n += 1;
+                    Ok(())
+                })?;
+                len_head(out, n, 0x80, 16, 0xde, 0xdf);
+                t.for_each::<Value, Value>(|k, v| {
+                    encode(out, &k, level + 1)?;
+                    encode(out, &v, level + 1)
+                })?;
             }
         },
         _ => out.push(0xc0),
