@@ -86,6 +86,10 @@ pub trait Host {
     /// While a script runs past its time limit: reads what the other clients sent and answers
     /// each complete request with `answer` (`scripting/busy.rs`), writing the replies at once.
     fn serve_busy(&self, _answer: &mut dyn FnMut(&mut Session, &Args, &mut Reply) -> scripting::Answered) {}
+    /// Whether other clients have replies not yet sent (they wait for the running batch).
+    fn others_waiting(&self) -> bool {
+        false
+    }
 }
 
 /// What a password check found.
@@ -250,6 +254,11 @@ pub enum Outcome {
     /// nothing; park the client and run the request again when a key is written
     /// (`blocking.rs`).
     Block(Wait),
+    /// A script passed its time limit while other clients' replies waited in its batch (they
+    /// could not be sent before it ends): it was undone and answered nothing; seal the batch,
+    /// send every reply in flight, then run it again first in an empty batch
+    /// (`scripting/busy.rs`).
+    Alone,
 }
 
 /// What commands run against.
@@ -466,6 +475,13 @@ fn run_top<M: Mem>(
         _ => dispatch(cx, s, spec, args, out).and_then(|o| cx.check_group().map(|()| o)),
     };
     match r {
+        // A script asks to run alone: undone, to run again.
+        Ok(Outcome::Alone) => {
+            cx.watches.discard();
+            cx.store.rollback_to(&sp)?;
+            out.truncate(mark);
+            Ok(Outcome::Alone)
+        }
         Ok(o) => {
             cx.watches.commit();
             Ok(o)
@@ -545,7 +561,12 @@ fn dispatch<M: Mem>(
             Group::Keys => keys::run(cx, s, spec, a, r)?,
             Group::Hashes => hashes::run(cx, spec, a, r)?,
             Group::Server => server::run(cx, s, spec, a, r)?,
-            Group::Scripts => scripting::run(cx, s, spec, a, r)?,
+            Group::Scripts => {
+                let o = scripting::run(cx, s, spec, a, r)?;
+                if !matches!(o, Outcome::Done) {
+                    return Ok(o);
+                }
+            }
             Group::Lists => {
                 // A blocking command that found nothing parks the client, having changed nothing.
                 let o = lists::run(cx, s, spec, a, r)?;

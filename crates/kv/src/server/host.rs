@@ -162,6 +162,10 @@ impl Host for ServerHost<'_> {
         self.busy.serve(&self.others, answer);
     }
 
+    fn others_waiting(&self) -> bool {
+        self.others.borrow().iter().flat_map(|s| s.iter()).flatten().any(|c| c.out.len() != c.releasable)
+    }
+
     fn unblock(&self, id: u64, error: bool) -> bool {
         self.waits.borrow_mut().request_unblock(id, error)
     }

@@ -124,6 +124,7 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         scripts: RefCell::default(),
         arrivals: RefCell::default(),
         busy_touched: RefCell::default(),
+        drain_first: false,
     };
     server.sweep_stale()?;
     tracing::info!(listen = %local, keys = server.store.keys(), "mojim kv serving");
@@ -180,6 +181,8 @@ struct Server<'p> {
     arrivals: RefCell<Vec<Client>>,
     /// Clients served while a script ran.
     busy_touched: RefCell<Vec<usize>>,
+    /// A script asked to run alone: the replies in flight go first.
+    drain_first: bool,
 }
 
 impl Server<'_> {
@@ -419,6 +422,12 @@ impl Server<'_> {
             }
             self.sweep_stale()?;
         }
+        // A script runs alone next: every reply before it is sent first.
+        if std::mem::take(&mut self.drain_first) {
+            while !self.inflight.is_empty() {
+                self.release(true)?;
+            }
+        }
         self.release(false)?;
         for &i in ready.iter().chain(&woken) {
             if self.clients[i].as_ref().is_some_and(|c| c.closing && c.unsent() == 0) {
@@ -630,6 +639,10 @@ impl Server<'_> {
                             c.closing = true;
                         }
                         Outcome::Retry => return Ok(ClientRun::SealFirst),
+                        Outcome::Alone => {
+                            self.drain_first = true;
+                            return Ok(ClientRun::SealFirst);
+                        }
                         // Not run: it stays in the buffer until the pause is over.
                         Outcome::Paused => {
                             self.postponed.push(i);

@@ -22,7 +22,7 @@ pub use busy::Answered;
 
 use super::args::{int, is, Args};
 use super::spec::{spec, Group, Spec};
-use super::{show, Cx, Session};
+use super::{show, Cx, Outcome, Session};
 use crate::resp::Reply;
 use crate::store::{Mem, StoreError};
 use functions::{Libraries, Policy};
@@ -62,6 +62,8 @@ pub struct Scripts {
     cache_bytes: usize,
     funcs: Option<State>,
     libraries: Libraries,
+    /// The client whose script is to run again alone (it may not ask twice).
+    alone_for: Option<u64>,
 }
 
 impl Scripts {
@@ -119,7 +121,7 @@ pub(super) fn run<M: Mem>(
     spec: &Spec,
     a: &Args,
     r: &mut Reply,
-) -> Result<(), StoreError> {
+) -> Result<Outcome, StoreError> {
     match spec.name {
         "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" => {
             eval(cx, s, a, r, spec.name.starts_with("EVALSHA"), spec.name.ends_with("_RO"))
@@ -127,11 +129,11 @@ pub(super) fn run<M: Mem>(
         "FCALL" | "FCALL_RO" => fcall(cx, s, a, r, spec.name == "FCALL_RO"),
         "SCRIPT" => {
             script(cx, a, r);
-            Ok(())
+            Ok(Outcome::Done)
         }
         "FUNCTION" => {
             function(cx, a, r);
-            Ok(())
+            Ok(Outcome::Done)
         }
         other => unreachable!("{other} is not a script command"),
     }
@@ -170,23 +172,23 @@ fn eval<M: Mem>(
     r: &mut Reply,
     by_sha: bool,
     ro: bool,
-) -> Result<(), StoreError> {
+) -> Result<Outcome, StoreError> {
     cx.read_keys = true;
     if by_sha && a.get(1).len() != 40 {
         r.error("NOSCRIPT No matching script. Please use EVAL.");
-        return Ok(());
+        return Ok(Outcome::Done);
     }
     let (keys, argv) = match keys_and_args(a, super::NOT_INT) {
         Ok(k) => k,
         Err(e) => {
             r.error(&e);
-            return Ok(());
+            return Ok(Outcome::Done);
         }
     };
     let host = cx.host;
     let Some(cell) = host.scripts() else {
         unavailable(r);
-        return Ok(());
+        return Ok(Outcome::Done);
     };
     let mut guard = cell.borrow_mut();
     let eng = &mut *guard;
@@ -194,7 +196,7 @@ fn eval<M: Mem>(
         Ok(st) => st,
         Err(e) => {
             r.error(&e);
-            return Ok(());
+            return Ok(Outcome::Done);
         }
     };
     let body = a.get(1);
@@ -202,18 +204,18 @@ fn eval<M: Mem>(
     if !eng.cache.contains_key(&sha) {
         if by_sha {
             r.error("NOSCRIPT No matching script. Please use EVAL.");
-            return Ok(());
+            return Ok(Outcome::Done);
         }
         if let Err(e) = compile(&mut eng.cache, &mut eng.cache_bytes, st, &sha, body) {
             r.error(&e);
-            return Ok(());
+            return Ok(Outcome::Done);
         }
     }
     let c = &eng.cache[&sha];
     let declared_ro = !c.flags.compat && c.flags.flags & shebang::NO_WRITES != 0;
     if ro && !c.flags.compat && !declared_ro {
         r.error("ERR Can not execute a script with write flag using *_ro command.");
-        return Ok(());
+        return Ok(Outcome::Done);
     }
     let inv = run::Invocation {
         eval: true,
@@ -224,8 +226,11 @@ fn eval<M: Mem>(
         read_only: ro || declared_ro,
         command: a.to_owned_vec(),
         counts: (eng.libraries.len(), eng.libraries.functions()),
+        may_run_alone: !s.deny_blocking && eng.alone_for != Some(s.id),
     };
-    run::run_script(cx, s, st, inv, r)
+    let o = run::run_script(cx, s, st, inv, r)?;
+    eng.alone_for = (o == Outcome::Alone).then_some(s.id);
+    Ok(o)
 }
 
 fn compile(
@@ -256,33 +261,33 @@ fn fcall<M: Mem>(
     a: &Args,
     r: &mut Reply,
     ro: bool,
-) -> Result<(), StoreError> {
+) -> Result<Outcome, StoreError> {
     cx.read_keys = true;
     let host = cx.host;
     let Some(cell) = host.scripts() else {
         unavailable(r);
-        return Ok(());
+        return Ok(Outcome::Done);
     };
     let guard = cell.borrow();
     let Some(f) = guard.libraries.find(a.get(1)) else {
         r.error("ERR Function not found");
-        return Ok(());
+        return Ok(Outcome::Done);
     };
     let (keys, argv) = match keys_and_args(a, "ERR Bad number of keys provided") {
         Ok(k) => k,
         Err(e) => {
             r.error(&e);
-            return Ok(());
+            return Ok(Outcome::Done);
         }
     };
     let Some(st) = guard.funcs.as_ref() else {
         r.error("ERR Function not found");
-        return Ok(());
+        return Ok(Outcome::Done);
     };
     let declared_ro = f.flags & shebang::NO_WRITES != 0;
     if ro && !declared_ro {
         r.error("ERR Can not execute a script with write flag using *_ro command.");
-        return Ok(());
+        return Ok(Outcome::Done);
     }
     let inv = run::Invocation {
         eval: false,
@@ -293,8 +298,12 @@ fn fcall<M: Mem>(
         read_only: ro || declared_ro,
         command: a.to_owned_vec(),
         counts: (guard.libraries.len(), guard.libraries.functions()),
+        may_run_alone: !s.deny_blocking && guard.alone_for != Some(s.id),
     };
-    run::run_script(cx, s, st, inv, r)
+    let o = run::run_script(cx, s, st, inv, r)?;
+    drop(guard);
+    cell.borrow_mut().alone_for = (o == Outcome::Alone).then_some(s.id);
+    Ok(o)
 }
 
 fn subcommand_error(a: &Args, r: &mut Reply) {

@@ -8,7 +8,7 @@
 
 use super::convert::{self, error_table, fmt_g17};
 use super::state::State;
-use crate::cmd::{self, args, Args, Cx, Host, Session, Spec};
+use crate::cmd::{self, args, Args, Cx, Host, Outcome, Session, Spec};
 use crate::resp::{Proto, Reply};
 use crate::store::{Mem, StoreError};
 use mlua::{HookTriggers, Lua, Table, Value, VmState};
@@ -91,12 +91,15 @@ pub struct Run {
     pub loading: Option<Loading>,
     /// Libraries and functions now, for `FUNCTION STATS` during a script.
     pub counts: (usize, usize),
+    /// It passed its time limit while other clients' replies waited in its batch: it stops,
+    /// is undone, and runs again alone.
+    pub alone: bool,
 }
 
 impl Run {
-    /// Whether the script must stop (killed, or a store error).
+    /// Whether the script must stop (killed, a store error, or to run again alone).
     pub fn must_stop(&self) -> bool {
-        self.killed || self.abort.is_some()
+        self.killed || self.abort.is_some() || self.alone
     }
 }
 
@@ -128,6 +131,8 @@ pub struct Invocation<'a> {
     pub command: Vec<Vec<u8>>,
     /// Libraries and functions (`FUNCTION STATS` while it runs).
     pub counts: (usize, usize),
+    /// It may ask to run again alone (not inside `EXEC`, not already a second run).
+    pub may_run_alone: bool,
 }
 
 fn fail_table(lua: &Lua, msg: &str) -> mlua::Result<(Value, bool)> {
@@ -306,15 +311,15 @@ fn error_message(e: &mlua::Error) -> String {
     }
 }
 
-/// Runs an invocation and writes its reply. Returns the store error that stopped it (the
-/// caller undoes the whole command).
+/// Runs an invocation and writes its reply ([`Outcome::Alone`]: none, it is to run again
+/// alone). Returns the store error that stopped it (the caller undoes the whole command).
 pub fn run_script<M: Mem>(
     cx: &mut Cx<M>,
     caller: &Session,
     st: &State,
     inv: Invocation,
     r: &mut Reply,
-) -> Result<(), StoreError> {
+) -> Result<Outcome, StoreError> {
     let lua = &st.lua;
     let made = (|| -> mlua::Result<(Table, Table)> {
         Ok((array(lua, inv.keys.iter().copied())?, array(lua, inv.argv.iter().copied())?))
@@ -323,7 +328,7 @@ pub fn run_script<M: Mem>(
         Ok(k) => k,
         Err(e) => {
             r.error(&format!("ERR Error running script {}, {}", inv.name, super::state::error_text(&e)));
-            return Ok(());
+            return Ok(Outcome::Done);
         }
     };
     if inv.eval {
@@ -352,7 +357,14 @@ pub fn run_script<M: Mem>(
         let call_fn =
             scope.create_function_mut(move |lua, a: (usize, Table)| call(lua, cx_in, &mut sess, &s, a))?;
         let s2 = shared.clone();
+        let may_run_alone = inv.may_run_alone;
         let busy_fn = scope.create_function(move |_, ()| {
+            // Replies of other clients wait in this batch: they cannot go before the script
+            // ends, and their clients could not see -BUSY. The script stops, to run again alone.
+            if may_run_alone && host.others_waiting() {
+                s2.borrow_mut().alone = true;
+                return Ok(());
+            }
             super::busy::serve(host, &s2);
             Ok(())
         })?;
@@ -388,6 +400,10 @@ pub fn run_script<M: Mem>(
     }
     if let Some(e) = run.abort {
         return Err(e);
+    }
+    if run.alone {
+        tracing::info!(script = %inv.name, "a slow script is run again alone, after the replies waiting in its batch");
+        return Ok(Outcome::Alone);
     }
     let limit = cx.output_limit;
     match result {
@@ -441,5 +457,5 @@ pub fn run_script<M: Mem>(
             r.error(&text);
         }
     }
-    Ok(())
+    Ok(Outcome::Done)
 }

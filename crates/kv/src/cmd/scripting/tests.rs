@@ -14,6 +14,7 @@ struct TestHost {
     busy_requests: RefCell<Vec<Vec<&'static str>>>,
     busy_answers: RefCell<Vec<Value>>,
     busy_calls: Cell<u64>,
+    others_waiting: Cell<bool>,
 }
 
 impl Host for TestHost {
@@ -50,6 +51,9 @@ impl Host for TestHost {
     }
     fn scripts(&self) -> Option<&RefCell<Scripts>> {
         Some(&self.scripts)
+    }
+    fn others_waiting(&self) -> bool {
+        self.others_waiting.get()
     }
     fn serve_busy(&self, answer: &mut dyn FnMut(&mut Session, &Args, &mut Reply) -> scripting::Answered) {
         self.busy_calls.set(self.busy_calls.get() + 1);
@@ -131,6 +135,11 @@ impl Harness {
 
     /// The raw reply of a command.
     fn raw(&mut self, args: &[&str]) -> Vec<u8> {
+        self.raw_outcome(args).1
+    }
+
+    /// The outcome and raw reply of a command.
+    fn raw_outcome(&mut self, args: &[&str]) -> (Outcome, Vec<u8>) {
         let mut req = Vec::new();
         encode_request(args, &mut req);
         let mut p = Parser::new(Limits::default());
@@ -149,9 +158,9 @@ impl Harness {
             watches: &mut self.watches,
             error_replies: 0,
         };
-        execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
+        let o = execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
         self.store.seal(1024).unwrap();
-        out
+        (o, out)
     }
 
     fn eval(&mut self, script: &str, keys_and_args: &[&str]) -> Value {
@@ -556,4 +565,23 @@ fn functions_load_call_list_dump_restore() {
     let named = "#!lua name=lib3\nredis.register_function{function_name='f1', callback=function() return 'hello' end, description='some desc', flags={'no-writes'}}";
     h.cmd(&["FUNCTION", "LOAD", named]);
     assert_eq!(h.cmd(&["FCALL_RO", "f1", "0"]), bulk("hello"));
+}
+
+#[test]
+fn a_slow_script_behind_other_clients_replies_runs_again_alone() {
+    let mut h = Harness::new();
+    h.settings.busy_reply_ms = 1;
+    h.host.others_waiting.set(true);
+    let script = "redis.call('set', 'x', '1') local i = 0 while i < 3000000 do i = i + 1 end return i";
+    let (o, out) = h.raw_outcome(&["EVAL", script, "0"]);
+    assert_eq!((o, out.as_slice()), (Outcome::Alone, &b""[..]), "undone and unanswered, to run again");
+    assert_eq!(h.cmd(&["EXISTS", "x"]), Value::Int(0));
+    assert_eq!(h.host.busy_calls.get(), 0, "nobody was answered -BUSY by the first run");
+    // Run again (alone, as the server does it), it does not ask twice.
+    assert_eq!(h.cmd(&["EVAL", script, "0"]), Value::Int(3000000));
+    assert_eq!(h.cmd(&["GET", "x"]), bulk("1"));
+    // Inside a transaction a script never asks.
+    h.cmd(&["MULTI"]);
+    h.cmd(&["EVAL", script, "0"]);
+    assert_eq!(h.cmd(&["EXEC"]), Value::Array(vec![Value::Int(3000000)]));
 }
