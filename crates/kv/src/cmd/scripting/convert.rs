@@ -468,7 +468,7 @@ mod tests {
         let (v, _) = reply_to_lua(&lua, b"*3\r\n:1\r\n$-1\r\n$2\r\nhi\r\n").unwrap();
         let Value::Table(t) = v else { panic!("an array is a table") };
         assert_eq!(t.raw_get::<f64>(1).unwrap(), 1.0);
-        assert_eq!(t.raw_get::<bool>(2).unwrap(), false);
+        assert!(!t.raw_get::<bool>(2).unwrap());
         assert_eq!(t.raw_get::<String>(3).unwrap(), "hi");
         let (v, _) = reply_to_lua(&lua, b"%1\r\n+a\r\n#t\r\n").unwrap();
         let Value::Table(t) = v else { panic!("a map is a table") };

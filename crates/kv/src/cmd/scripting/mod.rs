@@ -139,8 +139,11 @@ pub(super) fn run<M: Mem>(
     }
 }
 
+/// A script's keys, then its arguments.
+type KeysAndArgs<'a> = (Vec<&'a [u8]>, Vec<&'a [u8]>);
+
 /// `numkeys` and the keys and arguments after it; the error to answer otherwise.
-fn keys_and_args<'a>(a: &Args<'a>, bad_number: &str) -> Result<(Vec<&'a [u8]>, Vec<&'a [u8]>), String> {
+fn keys_and_args<'a>(a: &Args<'a>, bad_number: &str) -> Result<KeysAndArgs<'a>, String> {
     let Some(n) = int(a.get(2)) else { return Err(bad_number.to_string()) };
     if n > a.len() as i64 - 3 {
         return Err("ERR Number of keys can't be greater than number of args".into());

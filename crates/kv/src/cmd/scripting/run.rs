@@ -389,7 +389,7 @@ pub fn run_script<M: Mem>(
     // collection does not fall on one script.
     let runs = st.runs.get() + 1;
     st.runs.set(runs);
-    if runs % GC_EVERY == 0 {
+    if runs.is_multiple_of(GC_EVERY) {
         for _ in 0..GC_EVERY {
             let _ = lua.gc_step();
         }

@@ -158,7 +158,8 @@ impl Harness {
             watches: &mut self.watches,
             error_replies: 0,
         };
-        let o = execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
+        let o =
+            execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
         self.store.seal(1024).unwrap();
         (o, out)
     }

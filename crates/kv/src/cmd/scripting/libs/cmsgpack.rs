@@ -59,7 +59,7 @@ fn int(out: &mut Vec<u8>, n: i64) {
 }
 
 fn number(out: &mut Vec<u8>, n: f64) {
-    if n.is_finite() && n.floor() == n && n >= -9.223372036854776e18 && n < 9.223372036854776e18 {
+    if n.is_finite() && n.floor() == n && (-9.223372036854776e18..9.223372036854776e18).contains(&n) {
         int(out, n as i64);
     } else if (n as f32) as f64 == n || n.is_nan() {
         out.push(0xca);
