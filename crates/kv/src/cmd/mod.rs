@@ -17,6 +17,7 @@ mod lists;
 #[cfg(test)]
 mod lists_tests;
 pub mod rdb;
+pub mod scripting;
 mod server;
 mod sort;
 mod spec;
@@ -28,6 +29,7 @@ pub mod watch;
 pub use args::{now_ms, Args};
 pub use blocking::Wait;
 pub use config::{Encodings, Settings};
+pub use scripting::Scripts;
 pub use spec::{command_list, find_spec, Group, Spec, SPECS};
 pub use watch::Watches;
 
@@ -76,6 +78,17 @@ pub trait Host {
     /// `CLIENT UNBLOCK`: asks that client `id`, if a blocking command parked it, be answered
     /// now (a null, as a timeout, or the `UNBLOCKED` error); whether it was parked.
     fn unblock(&self, _id: u64, _error: bool) -> bool {
+        false
+    }
+    /// The scripting engine (`EVAL`, `FUNCTION`): `None` where the host keeps none.
+    fn scripts(&self) -> Option<&std::cell::RefCell<Scripts>> {
+        None
+    }
+    /// While a script runs past its time limit: reads what the other clients sent and answers
+    /// each complete request with `answer` (`scripting/busy.rs`), writing the replies at once.
+    fn serve_busy(&self, _answer: &mut dyn FnMut(&mut Session, &Args, &mut Reply) -> scripting::Answered) {}
+    /// Whether other clients have replies not yet sent (they wait for the running batch).
+    fn others_waiting(&self) -> bool {
         false
     }
 }
@@ -242,6 +255,11 @@ pub enum Outcome {
     /// nothing; park the client and run the request again when a key is written
     /// (`blocking.rs`).
     Block(Wait),
+    /// A script passed its time limit while other clients' replies waited in its batch (they
+    /// could not be sent before it ends): it was undone and answered nothing; seal the batch,
+    /// send every reply in flight, then run it again first in an empty batch
+    /// (`scripting/busy.rs`).
+    Alone,
 }
 
 /// What commands run against.
@@ -458,6 +476,13 @@ fn run_top<M: Mem>(
         _ => dispatch(cx, s, spec, args, out).and_then(|o| cx.check_group().map(|()| o)),
     };
     match r {
+        // A script asks to run alone: undone, to run again.
+        Ok(Outcome::Alone) => {
+            cx.watches.discard();
+            cx.store.rollback_to(&sp)?;
+            out.truncate(mark);
+            Ok(Outcome::Alone)
+        }
         Ok(o) => {
             cx.watches.commit();
             Ok(o)
@@ -538,6 +563,12 @@ fn dispatch<M: Mem>(
             Group::Hashes => hashes::run(cx, spec, a, r)?,
             Group::Server => server::run(cx, s, spec, a, r)?,
             Group::Sort => sort::run(cx, s, spec, a, r)?,
+            Group::Scripts => {
+                let o = scripting::run(cx, s, spec, a, r)?;
+                if !matches!(o, Outcome::Done) {
+                    return Ok(o);
+                }
+            }
             Group::Lists => {
                 // A blocking command that found nothing parks the client, having changed nothing.
                 let o = lists::run(cx, s, spec, a, r)?;

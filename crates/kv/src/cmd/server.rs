@@ -15,7 +15,6 @@ pub(super) const SPECS: &[Spec] = &[
     spec("COMMAND", -1, &["loading", "stale"], NO, Group::Server),
     spec("CONFIG", -2, ADM, NO, Group::Server),
     spec("ECHO", 2, A, NO, Group::Server),
-    spec("FUNCTION", -2, &["noscript"], NO, Group::Server),
     spec("HELLO", -1, &["noscript", "loading", "stale", "fast", "no_auth"], NO, Group::Server),
     spec("INFO", -1, &["loading", "stale"], NO, Group::Server),
     spec("PING", -1, A, NO, Group::Server),
@@ -88,11 +87,6 @@ pub(super) fn run<M: Mem>(
         "SENTINEL" => sentinel(cx, a, r),
         // Scripts and functions are not implemented yet (docs/COMPATIBILITY.md): FLUSH of the
         // empty function library is all there is, which Redis's test harness sends first.
-        "FUNCTION" if a.len() >= 2 && is(a.get(1), "FLUSH") && a.len() <= 3 => r.ok(),
-        "FUNCTION" => r.error(&format!(
-            "ERR unknown subcommand '{}': mojim kv has no functions yet (FUNCTION FLUSH only)",
-            show(a.get(1), 64)
-        )),
         other => unreachable!("{other} is in the table but has no code"),
     }
     Ok(())
@@ -132,12 +126,14 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         let _ = write!(
             t,
             "# Memory\r\nused_memory:{}\r\nused_memory_heap_top:{}\r\nmaxmemory:{}\r\n\
-             maxmemory_policy:noeviction\r\nmem_allocator:mojim-region\r\nregion_size:{}\r\n\r\n",
+             maxmemory_policy:noeviction\r\nmem_allocator:mojim-region\r\nregion_size:{}\r\n",
             cx.store.used_bytes(),
             cx.store.heap_top_bytes(),
             g.heap_end - g.heap_off,
             g.size
         );
+        super::scripting::info_memory(host, &mut t);
+        t.push_str("\r\n");
     }
     if want("PERSISTENCE") {
         t.push_str("# Persistence\r\nloading:0\r\naof_enabled:0\r\nrdb_changes_since_last_save:0\r\n\r\n");
@@ -347,6 +343,13 @@ fn command(a: &Args, r: &mut Reply) {
             }
             let rest: Vec<Vec<u8>> = a.from(2).map(|x| x.to_vec()).collect();
             let args = super::Args::Owned(&rest);
+            if let Some(keys) = super::scripting::declared_keys(spec, &args) {
+                r.array(keys.len());
+                for k in keys {
+                    r.bulk(k);
+                }
+                return;
+            }
             let keys: Vec<&[u8]> = super::key_args(spec, &args).collect();
             if keys.is_empty() {
                 return r.error("ERR The command has no key arguments");

@@ -37,12 +37,14 @@ pub enum Group {
     Lists,
     /// SORT and SORT_RO (`sort.rs`).
     Sort,
+    /// Scripts and functions (`scripting/`).
+    Scripts,
 }
 
 impl Group {
     /// Every group, in the order `mojim kv --help` lists them.
     pub const ALL: &[Group] =
-        &[Group::Strings, Group::Hashes, Group::Lists, Group::Keys, Group::Sort, Group::Tx, Group::Server];
+        &[Group::Strings, Group::Hashes, Group::Lists, Group::Keys, Group::Sort, Group::Scripts, Group::Tx, Group::Server];
 
     /// The group's name in `mojim kv --help`.
     pub fn title(self) -> &'static str {
@@ -54,6 +56,7 @@ impl Group {
             Group::Server => "connection and server",
             Group::Lists => "lists (blocking forms included)",
             Group::Sort => "sorting",
+            Group::Scripts => "scripts and functions",
         }
     }
 }
@@ -113,6 +116,7 @@ pub static SPECS: std::sync::LazyLock<Vec<&'static Spec>> = std::sync::LazyLock:
         super::server::SPECS,
         super::lists::SPECS,
         super::sort::SPECS,
+        super::scripting::SPECS,
         TX_SPECS,
     ]
     .iter()
@@ -187,6 +191,7 @@ pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
             ("stats", 2),
         ],
     ),
+    ("SCRIPT", &[("debug", 3), ("exists", -3), ("flush", -2), ("help", 2), ("kill", 2), ("load", 3)]),
     ("OBJECT", &[("encoding", 3), ("freq", 3), ("help", 2), ("idletime", 3), ("refcount", 3)]),
     (
         "SENTINEL",

@@ -2,10 +2,13 @@
 //! counters, the Sentinel view.
 
 use super::blocking::Waits;
+use super::busy::BusyIo;
 use super::client::Client;
 use crate::cmd::client::Conn;
-use crate::cmd::{Auth, Host, Replication, Sentinel, Session, Stats};
+use crate::cmd::scripting::Answered;
+use crate::cmd::{Args, Auth, Host, Replication, Scripts, Sentinel, Session, Stats};
 use crate::options::{split_host_port, KvOptions};
+use crate::resp::Reply;
 use mojim::{Mode, Primary};
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
@@ -20,8 +23,9 @@ pub struct ServerHost<'a> {
     pub auth: &'a AuthLog,
     /// Set by `CONFIG RESETSTAT`: the server resets its counters after the command.
     pub reset: &'a Cell<bool>,
-    /// The clients but the one running the command (before and after it in the server's list).
-    pub others: [&'a [Option<Client>]; 2],
+    /// The clients but the one running the command (before and after it in the server's list;
+    /// a busy script's hook reads and answers them).
+    pub others: RefCell<[&'a mut [Option<Client>]; 2]>,
     /// The connection of the client running the command.
     pub me: Conn,
     /// Clients `CLIENT KILL` asked to close.
@@ -30,6 +34,10 @@ pub struct ServerHost<'a> {
     pub pause: &'a Cell<(u64, bool)>,
     /// The parked clients (`CLIENT UNBLOCK` asks for one to be answered).
     pub waits: &'a RefCell<Waits>,
+    /// Scripts and functions.
+    pub scripts: &'a RefCell<Scripts>,
+    /// What a busy script's hook needs to serve the other clients.
+    pub busy: BusyIo<'a>,
 }
 
 /// Failed `AUTH` attempts: counted, and logged with the client's address, at most one line a
@@ -128,7 +136,7 @@ impl Host for ServerHost<'_> {
 
     fn other_clients(&self, f: &mut dyn FnMut(&Session, &Conn)) {
         let now_ms = crate::cmd::now_ms();
-        for c in self.others.iter().flat_map(|s| s.iter()).flatten() {
+        for c in self.others.borrow().iter().flat_map(|s| s.iter()).flatten() {
             f(&c.session, &c.conn(now_ms));
         }
     }
@@ -144,6 +152,18 @@ impl Host for ServerHost<'_> {
     fn paused(&self, now_ms: u64, write: bool) -> bool {
         let (until, all) = self.pause.get();
         now_ms < until && (all || write)
+    }
+
+    fn scripts(&self) -> Option<&RefCell<Scripts>> {
+        Some(self.scripts)
+    }
+
+    fn serve_busy(&self, answer: &mut dyn FnMut(&mut Session, &Args, &mut Reply) -> Answered) {
+        self.busy.serve(&self.others, answer);
+    }
+
+    fn others_waiting(&self) -> bool {
+        self.others.borrow().iter().flat_map(|s| s.iter()).flatten().any(|c| c.out.len() != c.releasable)
     }
 
     fn unblock(&self, id: u64, error: bool) -> bool {

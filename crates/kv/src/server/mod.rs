@@ -16,6 +16,7 @@
 //! its earlier replies, and is closed; nothing else changes.
 
 mod blocking;
+mod busy;
 mod client;
 mod host;
 mod sync;
@@ -123,6 +124,10 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         reset_stats: Default::default(),
         waits: RefCell::new(Waits::default()),
         woken: Vec::new(),
+        scripts: RefCell::default(),
+        arrivals: RefCell::default(),
+        busy_touched: RefCell::default(),
+        drain_first: false,
     };
     server.sweep_stale()?;
     tracing::info!(listen = %local, keys = server.store.keys(), "mojim kv serving");
@@ -173,6 +178,14 @@ struct Server<'p> {
     waits: RefCell<Waits>,
     /// Clients outside the turn's ready list that got a reply in it (woken, or timed out).
     woken: Vec<usize>,
+    /// Scripts and functions (`EVAL`, `FUNCTION`).
+    scripts: RefCell<cmd::Scripts>,
+    /// Clients accepted while a script ran (`busy.rs`).
+    arrivals: RefCell<Vec<Client>>,
+    /// Clients served while a script ran.
+    busy_touched: RefCell<Vec<usize>>,
+    /// A script asked to run alone: the replies in flight go first.
+    drain_first: bool,
 }
 
 impl Server<'_> {
@@ -412,6 +425,12 @@ impl Server<'_> {
             }
             self.sweep_stale()?;
         }
+        // A script runs alone next: every reply before it is sent first.
+        if std::mem::take(&mut self.drain_first) {
+            while !self.inflight.is_empty() {
+                self.release(true)?;
+            }
+        }
         self.release(false)?;
         for &i in ready.iter().chain(&woken) {
             if self.clients[i].as_ref().is_some_and(|c| c.closing && c.unsent() == 0) {
@@ -422,6 +441,7 @@ impl Server<'_> {
         for i in again {
             self.mark_ready(i);
         }
+        self.after_busy();
         self.kill_pending();
         self.close_pending();
         Ok(())
@@ -553,11 +573,23 @@ impl Server<'_> {
             stats,
             auth: &self.auth,
             reset: &self.reset_stats,
-            others: [&*before, &*after],
+            others: RefCell::new([before, after]),
             me,
             kill: &self.kill,
             pause: &self.pause,
             waits: &self.waits,
+            scripts: &self.scripts,
+            busy: busy::BusyIo {
+                ep: &self.ep,
+                listener: &self.listener,
+                me: i,
+                waits: &self.waits,
+                arrivals: &self.arrivals,
+                touched: &self.busy_touched,
+                limits: self.opts.limits,
+                max_request,
+                password: self.opts.password.is_some(),
+            },
         };
         let Some(c) = this.as_mut() else { return Ok(ClientRun::Drained) };
         let parked = self.waits.borrow().is_parked(i);
@@ -633,6 +665,10 @@ impl Server<'_> {
                             c.closing = true;
                         }
                         Outcome::Retry => return Ok(ClientRun::SealFirst),
+                        Outcome::Alone => {
+                            self.drain_first = true;
+                            return Ok(ClientRun::SealFirst);
+                        }
                         // Not run: it stays in the buffer until the pause is over.
                         Outcome::Paused => {
                             self.postponed.push(i);

@@ -16,7 +16,7 @@ pub mod list;
 pub mod listpack;
 mod lzf;
 pub mod string;
-mod wire;
+pub mod wire;
 
 pub use wire::{write_len, write_string, Reader};
 
