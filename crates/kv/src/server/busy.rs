@@ -112,7 +112,7 @@ impl BusyIo<'_> {
             let _ = stream.set_nodelay(true);
             let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
             let mut c = Client::new(stream, Session::new(0, peer.to_string(), !self.password), self.limits);
-            c.laddr = laddr;
+            c.laddr = laddr.into();
             let token = ARRIVAL + self.arrivals.borrow().len() as u64;
             if epoll::add(self.ep, c.stream.as_fd(), epoll::EventData::new_u64(token), epoll::EventFlags::IN)
                 .is_err()
