@@ -35,6 +35,8 @@ pub enum Group {
     Server,
     /// Lists (`lists.rs`).
     Lists,
+    /// Pub/sub, and RESET (`pubsub.rs`).
+    PubSub,
 }
 
 pub const W: &[&str] = &["write", "denyoom"];
@@ -70,6 +72,7 @@ pub static SPECS: std::sync::LazyLock<Vec<&'static Spec>> = std::sync::LazyLock:
         super::hashes::SPECS,
         super::server::SPECS,
         super::lists::SPECS,
+        super::pubsub::SPECS,
         TX_SPECS,
     ]
     .iter()
@@ -145,6 +148,7 @@ pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
         ],
     ),
     ("OBJECT", &[("encoding", 3), ("freq", 3), ("help", 2), ("idletime", 3), ("refcount", 3)]),
+    ("PUBSUB", super::pubsub::PUBSUB_SUBCOMMANDS),
     (
         "SENTINEL",
         &[

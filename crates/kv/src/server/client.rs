@@ -47,6 +47,8 @@ pub struct Client {
     pub since: std::time::Instant,
     /// The server's end of the connection (`host:port`).
     pub laddr: String,
+    /// It got a message this turn (and is listed for its replies to be counted).
+    pub fed: bool,
 }
 
 /// What a read found.
@@ -76,6 +78,7 @@ impl Client {
             interest: rustix::event::epoll::EventFlags::IN,
             since: std::time::Instant::now(),
             laddr: String::new(),
+            fed: false,
         }
     }
 
