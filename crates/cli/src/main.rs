@@ -80,8 +80,10 @@ HSET HMSET HSETNX HGET HMGET HDEL HGETALL HKEYS HVALS HLEN HEXISTS HINCRBY; LPUS
 LPOP RPOP LLEN LINDEX LSET LRANGE LINSERT LREM LTRIM LPOS LMOVE RPOPLPUSH LMPOP BLPOP BRPOP BLMOVE \
 BRPOPLPUSH BLMPOP; DEL UNLINK EXISTS TYPE \
 RENAME RENAMENX SCAN KEYS DBSIZE FLUSHDB FLUSHALL; MULTI EXEC DISCARD; PING ECHO INFO CLIENT SELECT \
-QUIT HELLO COMMAND CONFIG GET WAIT TIME; SENTINEL get-master-addr-by-name, masters, master, \
-sentinels. Anything else is answered -ERR unknown command. WAIT answers at once with the replicas \
+QUIT HELLO COMMAND CONFIG GET WAIT TIME; SUBSCRIBE UNSUBSCRIBE PSUBSCRIBE PUNSUBSCRIBE SSUBSCRIBE \
+SUNSUBSCRIBE PUBLISH SPUBLISH PUBSUB RESET, and keyspace events (CONFIG SET notify-keyspace-events; \
+messages are neither persisted nor replicated, as in Redis); SENTINEL get-master-addr-by-name, \
+masters, master, sentinels. Anything else is answered -ERR unknown command. WAIT answers at once with the replicas \
 that hold every acknowledged write (1 in sync mode with the mirror online).
 
 Settings: [kv] in mojim.toml (listen, password, protected_mode, max_clients, max_bulk, max_args, \
