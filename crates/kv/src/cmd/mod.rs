@@ -467,15 +467,15 @@ fn execute_one<M: Mem>(
             return Ok(Outcome::Done);
         }
     }
-    // A pause holds commands back, before they run: writes only, or every one.
-    let write = spec.flags.contains(&"write")
+    // A pause holds commands back, before they run: writes (and PUBLISH, which Redis pauses
+    // with them: `may_replicate`) only, or every one.
+    let pausable = |sp: &Spec| sp.flags.iter().any(|f| *f == "write" || *f == "may_replicate");
+    let write = pausable(spec)
         || (spec.name == "EXEC"
             && s.multi.as_ref().is_some_and(|m| {
                 m.queue.iter().any(|c| {
                     let mut b = [0u8; 32];
-                    args::upper(&c[0], &mut b)
-                        .and_then(find_spec)
-                        .is_some_and(|sp| sp.flags.contains(&"write"))
+                    args::upper(&c[0], &mut b).and_then(find_spec).is_some_and(pausable)
                 })
             }));
     if cx.host.paused(cx.now_ms, write) {

@@ -80,7 +80,7 @@ impl SubCounts {
 }
 
 const SUB: &[&str] = &["pubsub", "noscript", "loading", "stale"];
-const PUBLISH: &[&str] = &["pubsub", "loading", "stale", "fast"];
+const PUBLISH: &[&str] = &["pubsub", "loading", "stale", "fast", "may_replicate"];
 
 /// The commands this module runs.
 pub(super) const SPECS: &[Spec] = &[

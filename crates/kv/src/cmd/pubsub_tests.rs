@@ -13,6 +13,7 @@ use std::cell::{Cell, RefCell};
 struct PubSubHost {
     registry: RefCell<Registry>,
     me: Cell<Sub>,
+    pause: Cell<(u64, bool)>,
 }
 
 impl Host for PubSubHost {
@@ -43,9 +44,12 @@ impl Host for PubSubHost {
     }
     fn other_clients(&self, _f: &mut dyn FnMut(&Session, &client::Conn)) {}
     fn kill_clients(&self, _ids: &[u64]) {}
-    fn pause(&self, _until_ms: u64, _all: bool) {}
-    fn paused(&self, _now_ms: u64, _write: bool) -> bool {
-        false
+    fn pause(&self, until_ms: u64, all: bool) {
+        self.pause.set((until_ms, all));
+    }
+    fn paused(&self, now_ms: u64, write: bool) -> bool {
+        let (until, all) = self.pause.get();
+        now_ms < until && (all || write)
     }
     fn subscribe(&self, kind: SubKind, name: &[u8]) -> bool {
         self.registry.borrow_mut().subscribe(self.me.get(), kind, name)
@@ -94,6 +98,7 @@ impl Harness {
             host: PubSubHost {
                 registry: RefCell::new(Registry::new(1 << 20)),
                 me: Cell::new(Sub { slot: 0, id: 0 }),
+                pause: Cell::new((0, false)),
             },
             settings: Settings::default(),
             watches: Watches::default(),
@@ -126,6 +131,10 @@ impl Harness {
         };
         let o = execute(&mut cx, &mut self.sessions[c], &Args::Parsed { parser: &p, buf: &req }, &mut out)
             .unwrap();
+        if o == Outcome::Paused {
+            // Not run: no reply (the server runs it again once the pause is over).
+            return Vec::new();
+        }
         assert_eq!(o, Outcome::Done, "{args:?}");
         self.store.seal(1024).unwrap();
         let mut v = Vec::new();
@@ -493,4 +502,21 @@ fn client_list_shows_subscriptions_and_types() {
     assert!(!l.is_empty());
     let Value::Bulk(l) = h.cmd(0, &["CLIENT", "LIST", "TYPE", "normal"]) else { panic!() };
     assert!(l.is_empty(), "a subscribed client is not a normal one");
+}
+
+#[test]
+fn client_pause_write_holds_publish_back_as_redis_does() {
+    let mut h = Harness::new(3);
+    h.run(1, &["SUBSCRIBE", "c"]);
+    h.cmd(0, &["CLIENT", "PAUSE", "100000", "WRITE"]);
+    assert!(h.run(0, &["PUBLISH", "c", "x"]).is_empty(), "held back");
+    assert!(h.run(0, &["SPUBLISH", "c", "x"]).is_empty(), "held back");
+    h.cmd(0, &["MULTI"]);
+    h.cmd(0, &["PUBLISH", "c", "x"]);
+    assert!(h.run(0, &["EXEC"]).is_empty(), "a transaction that publishes is held back");
+    assert_eq!(h.cmd(2, &["PUBSUB", "NUMSUB", "c"]), arr(vec![b("c"), i(1)]), "reads go on");
+    assert!(h.messages().is_empty());
+    h.cmd(2, &["CLIENT", "UNPAUSE"]);
+    assert_eq!(h.cmd(0, &["EXEC"]), arr(vec![i(1)]));
+    assert_eq!(h.messages().len(), 1);
 }
