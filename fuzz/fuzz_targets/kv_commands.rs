@@ -379,7 +379,7 @@ fn check_lines(v: &Value) {
         Value::Simple(s) | Value::Error(s) | Value::Double(s) => {
             assert!(!s.contains(&b'\r') && !s.contains(&b'\n'), "CR or LF in a line: {v:?}")
         }
-        Value::Array(a) | Value::Set(a) => a.iter().for_each(check_lines),
+        Value::Array(a) | Value::Set(a) | Value::Push(a) => a.iter().for_each(check_lines),
         Value::Map(m) => m.iter().for_each(|(k, x)| {
             check_lines(k);
             check_lines(x);
@@ -388,18 +388,35 @@ fn check_lines(v: &Value) {
     }
 }
 
-/// Exactly one well-formed reply.
+/// Exactly one well-formed reply; SUBSCRIBE and its kin answer one confirmation per name (one
+/// for none), each well-formed.
 fn check_reply(args: &[Vec<u8>], bytes: &[u8]) {
     let show = || {
         args.iter().map(|a| String::from_utf8_lossy(&a[..a.len().min(40)]).into_owned()).collect::<Vec<_>>()
     };
-    let (v, n) = match decode(bytes, &UNBOUNDED) {
-        Ok(Some(x)) => x,
-        Ok(None) => panic!("{:?}: an incomplete reply {:?}", show(), String::from_utf8_lossy(bytes)),
-        Err(e) => panic!("{:?}: a malformed reply ({e}) {:?}", show(), String::from_utf8_lossy(bytes)),
-    };
-    assert_eq!(n, bytes.len(), "{:?}: more than one reply: {:?}", show(), String::from_utf8_lossy(bytes));
-    check_lines(&v);
+    let name = args.first().map(|n| n.to_ascii_uppercase()).unwrap_or_default();
+    let several = matches!(
+        &name[..],
+        b"SUBSCRIBE" | b"PSUBSCRIBE" | b"SSUBSCRIBE" | b"UNSUBSCRIBE" | b"PUNSUBSCRIBE" | b"SUNSUBSCRIBE"
+    );
+    let mut at = 0;
+    let mut replies = 0;
+    while at < bytes.len() || replies == 0 {
+        let (v, n) = match decode(&bytes[at..], &UNBOUNDED) {
+            Ok(Some(x)) => x,
+            Ok(None) => panic!("{:?}: an incomplete reply {:?}", show(), String::from_utf8_lossy(bytes)),
+            Err(e) => panic!("{:?}: a malformed reply ({e}) {:?}", show(), String::from_utf8_lossy(bytes)),
+        };
+        check_lines(&v);
+        at += n;
+        replies += 1;
+        assert!(
+            several || replies == 1,
+            "{:?}: more than one reply: {:?}",
+            show(),
+            String::from_utf8_lossy(bytes)
+        );
+    }
 }
 
 #[derive(Debug)]

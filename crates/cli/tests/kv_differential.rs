@@ -67,7 +67,7 @@ const DELIBERATE: &[(&str, &str)] = &[
     (
         "DBSIZE while a key may have expired unremoved",
         "each server counts an expired key until its own expiry pass (or a read) removes it: exact only while \
-         no key can have expired since the last FLUSHALL/FLUSHDB, else each at least the live keys SCAN finds",
+         no key can have expired since the last FLUSHALL, else each at least the live keys SCAN finds",
     ),
     (
         "INFO, CONFIG GET (but save, appendonly, databases, maxmemory-policy, timeout), COMMAND, CLIENT \

@@ -201,6 +201,15 @@ const KEY_PATTERNS: &[&str] = &[
     "a\\*b*", "*[", "k[1-", "\\", "*:*", "??",
 ];
 
+/// Channels and patterns for the pub/sub commands (no client subscribes in this test: what
+/// they answer is the same on both servers whatever the name).
+const CHANNELS: &[&str] = &["news", "chan:1", "", "a*b", "__keyspace@0__:k1", "\x00bin", "[x"];
+
+/// `notify-keyspace-events` values, valid and not (the flags are read and written back as Redis
+/// does; with no subscriber no event is seen).
+const NOTIFY_FLAGS: &[&str] =
+    &["", "KEA", "gKE", "$lshzxeKE", "KA", "EA", "Enm", "AKEmn", "Kq", "xE", "t", "K E"];
+
 /// Redis commands mojim kv does not have (streams, geo, HyperLogLog, BITFIELD, MIGRATE:
 /// docs/COMPATIBILITY.md).
 const UNSUPPORTED: &[&str] = &[
@@ -291,6 +300,11 @@ const MAIN: &[(&str, u64)] = &[
     ("TIME", 1),
     ("INFO", 1),
     ("UNKNOWN", 1),
+    ("PUBLISH", 1),
+    ("SPUBLISH", 1),
+    ("PUBSUB", 1),
+    ("UNSUBSCRIBE", 1),
+    ("NOTIFY", 1),
 ];
 
 /// (command, weight) under OOM pressure: mostly writes that allocate, some that free.
@@ -475,6 +489,15 @@ impl Gen {
                 .collect(),
             _ => n.as_bytes().to_vec(),
         })
+    }
+
+    /// A channel name for the pub/sub commands.
+    fn channel(&mut self) -> Vec<u8> {
+        if self.rng.chance(5) {
+            let len = self.rng.range(0, 12) as usize;
+            return self.bytes(len);
+        }
+        CHANNELS[self.rng.range(0, CHANNELS.len() as u64 - 1) as usize].as_bytes().to_vec()
     }
 
     fn pool(&mut self) -> Pool {
@@ -923,6 +946,39 @@ impl Gen {
                 return vec![c];
             }
             "FLUSH" => return vec![self.flush()],
+            // CONFIG SET of the keyspace events' flags (a valid value first, then one that may
+            // not be), then GET, in one step: mojim kv keeps what CONFIG SET changes until it
+            // stops, and a restart comes only between steps.
+            "NOTIFY" => {
+                let mut v = Vec::new();
+                for valid in [true, false] {
+                    let f = loop {
+                        let f = NOTIFY_FLAGS[self.rng.range(0, NOTIFY_FLAGS.len() as u64 - 1) as usize];
+                        if !valid || !f.contains(['q', ' ']) {
+                            break f;
+                        }
+                    };
+                    let set = vec![
+                        self.name("CONFIG"),
+                        self.name("SET"),
+                        b(b"notify-keyspace-events"),
+                        b(f.as_bytes()),
+                    ];
+                    v.push(Cmd::new(set, Cmp::Exact));
+                }
+                let get = vec![self.name("CONFIG"), self.name("GET"), b(b"notify-keyspace-events")];
+                v.push(Cmd::new(get, Cmp::Exact));
+                return v;
+            }
+            // One channel at most: one reply, in a transaction too (a push in RESP3 on both).
+            "UNSUBSCRIBE" => {
+                let which = ["UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE"][self.rng.range(0, 2) as usize];
+                let mut a = vec![self.name(which)];
+                if self.rng.chance(2) {
+                    a.push(Arg::B(self.channel()));
+                }
+                return vec![Cmd::new(a, Cmp::Exact)];
+            }
             _ => {
                 let c = self.server_command(which);
                 let before = c.args.len();
@@ -1005,6 +1061,24 @@ impl Gen {
                 (a.iter().map(|x| b(x)).collect(), Cmp::Admin)
             }
             "TIME" => (vec![], Cmp::Time),
+            "PUBLISH" | "SPUBLISH" => (vec![Arg::B(self.channel()), Arg::B(word(self))], Cmp::Exact),
+            "PUBSUB" => {
+                let pattern = |g: &mut Gen| if g.rng.chance(2) { vec![] } else { vec![Arg::B(g.channel())] };
+                let channels =
+                    |g: &mut Gen| (0..g.rng.range(0, 3)).map(|_| Arg::B(g.channel())).collect::<Vec<_>>();
+                let (sub, rest) = match self.rng.range(0, 6) {
+                    0 => ("CHANNELS", pattern(self)),
+                    1 => ("SHARDCHANNELS", pattern(self)),
+                    2 => ("NUMSUB", channels(self)),
+                    3 => ("SHARDNUMSUB", channels(self)),
+                    4 => ("NUMPAT", vec![]),
+                    5 => ("HELP", vec![]),
+                    _ => ("NOSUCH", vec![]),
+                };
+                let mut a = vec![self.name(sub)];
+                a.extend(rest);
+                (a, Cmp::Exact)
+            }
             "INFO" => {
                 let s = [
                     "",

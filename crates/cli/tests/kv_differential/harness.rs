@@ -308,8 +308,9 @@ impl<'a> Harness<'a> {
             if name == "EXEC" && a.error_starts("EXECABORT") {
                 self.stats.exec_aborts += 1;
             }
-            // A flush leaves no key, expired or not (but the requests after it may).
-            if (name == "FLUSHALL" || name == "FLUSHDB") && a == &Reply::Simple(b"OK".to_vec()) {
+            // FLUSHALL leaves no key, expired or not (but the requests after it may). FLUSHDB
+            // leaves the other databases' (which the client may SELECT again, or reconnect to).
+            if name == "FLUSHALL" && a == &Reply::Simple(b"OK".to_vec()) {
                 self.expired_unremoved = cmds[i + 1..].iter().any(|c| c.leaves_expired);
             }
         }

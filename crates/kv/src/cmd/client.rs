@@ -54,6 +54,8 @@ pub struct KillFilter {
     pub user: Option<String>,
     /// `SKIPME` (default yes).
     pub skip_me: bool,
+    /// `TYPE pubsub` (true) or `TYPE normal` (false): clients with subscriptions, or without.
+    pub pubsub: Option<bool>,
 }
 
 impl KillFilter {
@@ -64,6 +66,7 @@ impl KillFilter {
             && self.addr.as_ref().is_none_or(|a| *a == s.addr)
             && self.laddr.as_deref().is_none_or(|a| a == &*c.laddr)
             && self.user.as_ref().is_none_or(|u| u == "default")
+            && self.pubsub.is_none_or(|p| p == s.subs.any())
     }
 }
 
@@ -72,6 +75,9 @@ pub fn line(s: &Session, c: &Conn) -> String {
     let name = s.name.as_deref().map(|n| String::from_utf8_lossy(n).into_owned()).unwrap_or_default();
     let (multi, multi_mem) = s.multi.as_ref().map_or((-1, 0), |m| (m.queue.len() as i64, m.bytes));
     let mut flags = String::new();
+    if s.subs.any() {
+        flags.push('P');
+    }
     if s.multi.is_some() {
         flags.push('x');
     }
@@ -85,7 +91,7 @@ pub fn line(s: &Session, c: &Conn) -> String {
     let mut l = String::with_capacity(256);
     let _ = write!(
         l,
-        "id={} addr={} laddr={} fd={} name={name} age={} idle={} flags={flags} db={} sub=0 psub=0 ssub=0 \
+        "id={} addr={} laddr={} fd={} name={name} age={} idle={} flags={flags} db={} sub={} psub={} ssub={} \
          multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem={multi_mem} rbs={} rbp={} obl=0 oll=0 \
          omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={resp}",
         s.id,
@@ -95,6 +101,9 @@ pub fn line(s: &Session, c: &Conn) -> String {
         c.age_s,
         c.idle_s,
         s.db,
+        s.subs.channels,
+        s.subs.patterns,
+        s.subs.shard,
         c.qbuf,
         c.qbuf_free,
         c.qbuf + c.qbuf_free,
@@ -139,9 +148,11 @@ fn parse_kill(s: &Session, a: &Args) -> Result<KillFilter, String> {
                 {
                     return Err(format!("ERR Unknown client type '{v}'"));
                 }
-                // Every client here is a normal one.
-                if !v.eq_ignore_ascii_case("normal") {
-                    f.id = Some(0);
+                // Every client here is a normal one or, subscribed, a pubsub one.
+                match v.to_ascii_lowercase().as_str() {
+                    "normal" => f.pubsub = Some(false),
+                    "pubsub" => f.pubsub = Some(true),
+                    _ => f.id = Some(0),
                 }
             }
             _ if is(k, "SKIPME") => match () {
@@ -196,14 +207,19 @@ pub(super) fn client<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut 
             // CLIENT LIST [TYPE normal|...] [ID id ...]
             let mut ids: Option<Vec<u64>> = None;
             let mut i = 2;
-            let mut normal = true;
+            // TYPE normal or pubsub: whether it has subscriptions; master or replica: none.
+            let mut kind: Option<Option<bool>> = Some(None);
             while i < n {
                 if is(a.get(i), "TYPE") && i + 1 < n {
                     let t = String::from_utf8_lossy(a.get(i + 1)).to_ascii_lowercase();
                     if !["normal", "master", "replica", "slave", "pubsub"].contains(&t.as_str()) {
                         return r.error(&format!("ERR Unknown client type '{t}'"));
                     }
-                    normal = t == "normal";
+                    kind = match t.as_str() {
+                        "normal" => Some(Some(false)),
+                        "pubsub" => Some(Some(true)),
+                        _ => None,
+                    };
                     i += 2;
                 } else if is(a.get(i), "ID") && i + 1 < n {
                     let mut v = Vec::new();
@@ -220,11 +236,18 @@ pub(super) fn client<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut 
                 }
             }
             let mut text = String::new();
-            if normal {
+            if let Some(pubsub) = kind {
                 let mut lines: Vec<(u64, String)> = Vec::new();
                 let me = cx.host.my_conn();
-                lines.push((s.id, line(s, &me)));
-                cx.host.other_clients(&mut |o, c| lines.push((o.id, line(o, c))));
+                let wanted = |o: &Session| pubsub.is_none_or(|p| p == o.subs.any());
+                if wanted(s) {
+                    lines.push((s.id, line(s, &me)));
+                }
+                cx.host.other_clients(&mut |o, c| {
+                    if wanted(o) {
+                        lines.push((o.id, line(o, c)))
+                    }
+                });
                 lines.sort_by_key(|l| l.0);
                 for (id, l) in lines {
                     if ids.as_ref().is_none_or(|v| v.contains(&id)) {

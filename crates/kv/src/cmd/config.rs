@@ -63,17 +63,14 @@ pub struct Settings {
     /// `busy-reply-threshold` (alias `lua-time-limit`): milliseconds a script may run before
     /// other clients are answered `-BUSY` and it may be killed.
     pub busy_reply_ms: u64,
-    /// `notify-keyspace-events`: the classes of keyspace events published (Redis's letters).
-    pub notify_keyspace_events: String,
+    /// `notify-keyspace-events`: the classes of keyspace events published (`notify.rs`'s
+    /// flags; Redis's letters in `CONFIG`).
+    pub notify_keyspace_events: u32,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings {
-            encodings: Encodings::default(),
-            busy_reply_ms: 5000,
-            notify_keyspace_events: String::new(),
-        }
+        Settings { encodings: Encodings::default(), busy_reply_ms: 5000, notify_keyspace_events: 0 }
     }
 }
 
@@ -117,8 +114,6 @@ macro_rules! int {
     };
 }
 
-const KEYSPACE_EVENTS: &str = "KEg$lshzxetmdnA";
-
 fn settings() -> Vec<Setting> {
     vec![
         int!(
@@ -152,13 +147,11 @@ fn settings() -> Vec<Setting> {
         Setting {
             names: &["notify-keyspace-events"],
             kind: Kind::Text {
-                get: |s| s.notify_keyspace_events.clone(),
-                set: |s, v| s.notify_keyspace_events = v,
-                check: |v| match v.chars().find(|c| !KEYSPACE_EVENTS.contains(*c)) {
-                    Some(c) => {
-                        Err(format!("'{c}' is not a keyspace event class (classes: {KEYSPACE_EVENTS})"))
-                    }
-                    None => Ok(()),
+                get: |s| super::notify::format(s.notify_keyspace_events),
+                set: |s, v| s.notify_keyspace_events = super::notify::parse(v.as_bytes()).unwrap_or(0),
+                check: |v| match super::notify::parse(v.as_bytes()) {
+                    Some(_) => Ok(()),
+                    None => Err(super::notify::BAD_CLASS.into()),
                 },
             },
         },

@@ -8,6 +8,7 @@
 //! a change takes it past either limit, and stays one.
 
 use super::args::{int, Args};
+use super::notify::{GENERIC, HASH};
 use super::spec::{spec, Group, Spec, ONE, R, RF, WF};
 use super::strings::lookup;
 use super::Encodings;
@@ -156,6 +157,7 @@ pub(super) fn hset<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, legacy: bool
     let Ok((found, live)) = load(cx, a.get(1), r)? else { return Ok(()) };
     let pairs: Vec<(&[u8], &[u8])> = (2..a.len()).step_by(2).map(|i| (a.get(i), a.get(i + 1))).collect();
     let added = set_fields(cx, a.get(1), found.as_ref(), live, &pairs)?;
+    cx.notify(HASH, "hset", a.get(1));
     if legacy {
         r.ok();
     } else {
@@ -173,6 +175,7 @@ pub(super) fn hsetnx<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<
         }
     }
     set_fields(cx, a.get(1), found.as_ref(), live, &[(a.get(2), a.get(3))])?;
+    cx.notify(HASH, "hset", a.get(1));
     r.int(1);
     Ok(())
 }
@@ -212,6 +215,7 @@ pub(super) fn hmget<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(
 pub(super) fn hdel<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let Ok((found, live)) = load(cx, a.get(1), r)? else { return Ok(()) };
     let fields: Vec<&[u8]> = a.from(2).collect();
+    let mut emptied = false;
     let removed = match live {
         None => 0,
         Some((f, Fields::Blob(blob))) => {
@@ -219,6 +223,7 @@ pub(super) fn hdel<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<()
             if removed > 0 {
                 if hash_blob::count(&new) == 0 {
                     cx.store.remove(&f)?;
+                    emptied = true;
                 } else {
                     cx.store.put(a.get(1), KIND_HASH, f.head.expire_ms, &[&new], 0, found.as_ref())?;
                 }
@@ -234,12 +239,19 @@ pub(super) fn hdel<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<()
                 // The last field's removal removes the hash (and frees its tree).
                 cx.store.set_tree(&mut f, &t)?;
                 cx.store.remove(&f)?;
+                emptied = true;
             } else if removed > 0 {
                 cx.store.set_tree(&mut f, &t)?;
             }
             removed
         }
     };
+    if removed > 0 {
+        cx.notify(HASH, "hdel", a.get(1));
+        if emptied {
+            cx.notify(GENERIC, "del", a.get(1));
+        }
+    }
     r.int(removed as i64);
     Ok(())
 }
@@ -333,6 +345,7 @@ pub(super) fn hincrby<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result
     let mut tmp = [0u8; 20];
     let digits = itoa(new, &mut tmp);
     set_fields(cx, a.get(1), found.as_ref(), live, &[(a.get(2), digits)])?;
+    cx.notify(HASH, "hincrby", a.get(1));
     r.int(new);
     Ok(())
 }

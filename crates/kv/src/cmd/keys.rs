@@ -9,6 +9,7 @@ mod tests;
 
 use super::args::{int, is, Args};
 use super::glob::matches;
+use super::notify::{GENERIC, NEW};
 use super::spec::{spec, Group, Spec, ALL, NO, ONE, R, RF, W, WD, WF};
 use super::strings::lookup;
 use super::{Cx, Session, NOT_INT, SYNTAX};
@@ -50,8 +51,12 @@ pub(super) fn del<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(),
     let mut n = 0;
     for k in a.from(1) {
         if let Some(f) = cx.store.find(k)? {
-            n += i64::from(!f.head.expired(cx.now_ms));
+            let live = !f.head.expired(cx.now_ms);
             cx.store.remove(&f)?;
+            if live {
+                n += 1;
+                cx.notify(GENERIC, "del", k);
+            }
         }
     }
     r.int(n);
@@ -99,6 +104,8 @@ pub(super) fn rename<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, nx: bool) 
     let old = cx.store.find(dst)?;
     let h = &f.head;
     cx.store.put_encoded(dst, h.kind, h.encoding, h.expire_ms, &[&value], 0, old.as_ref())?;
+    cx.notify(GENERIC, "rename_from", src);
+    cx.notify(GENERIC, "rename_to", dst);
     if nx {
         r.int(1);
     } else {
@@ -164,8 +171,10 @@ pub(super) fn expire<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, name: &str
     }
     if when <= cx.now_ms as i64 {
         cx.store.remove(&f)?;
+        cx.notify(GENERIC, "del", a.get(1));
     } else {
         cx.store.set_expire(&mut f, when as u64)?;
+        cx.notify(GENERIC, "expire", a.get(1));
     }
     r.int(1);
     Ok(())
@@ -196,6 +205,7 @@ pub(super) fn persist<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result
     match cx.store.get(a.get(1), cx.now_ms)? {
         Some(mut f) if f.head.expire_ms != 0 => {
             cx.store.set_expire(&mut f, 0)?;
+            cx.notify(GENERIC, "persist", a.get(1));
             r.int(1);
         }
         _ => r.int(0),
@@ -386,6 +396,10 @@ pub(super) fn move_key<M: Mem>(
     cx.store.select(s.db);
     put?;
     cx.watches.touch(to, key);
+    // The key is new in the other database (`notify::after` sees only this one).
+    cx.notify_in(to, NEW, "new", key);
+    cx.notify(GENERIC, "move_from", key);
+    cx.notify_in(to, GENERIC, "move_to", key);
     r.int(1);
     Ok(())
 }

@@ -14,6 +14,7 @@
 
 use super::args::{int, is, Args};
 use super::blocking::{block_or_null, deadline, Null};
+use super::notify::{GENERIC, LIST};
 use super::spec::{spec, Group, Spec, NO, ONE, R, RF, W, WD, WF};
 use super::strings::lookup;
 use super::{Cx, Outcome, Session, NOT_INT, SYNTAX, WRONGTYPE};
@@ -274,6 +275,20 @@ fn pop_into<M: Mem>(
     Ok(k)
 }
 
+/// The keyspace events of a pop from `key`'s head (`front`) or tail that left it `emptied`
+/// (and so deleted).
+fn popped<M: Mem>(cx: &Cx<M>, key: &[u8], front: bool, emptied: bool) {
+    cx.notify(LIST, if front { "lpop" } else { "rpop" }, key);
+    if emptied {
+        cx.notify(GENERIC, "del", key);
+    }
+}
+
+/// The keyspace event of a push onto `key`'s head (`front`) or tail.
+fn pushed<M: Mem>(cx: &Cx<M>, key: &[u8], front: bool) {
+    cx.notify(LIST, if front { "lpush" } else { "rpush" }, key);
+}
+
 /// Pops one element, returned.
 fn pop_one<M: Mem>(cx: &mut Cx<M>, key: &[u8], l: List, front: bool) -> Result<Vec<u8>, StoreError> {
     match l.e {
@@ -368,6 +383,7 @@ fn push<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, front: bool, xx: bool) 
     }
     let values: Vec<&[u8]> = a.from(2).collect();
     let n = push_values(cx, key, found.as_ref(), live, front, &values)?;
+    pushed(cx, key, front);
     r.int(n as i64);
     Ok(())
 }
@@ -398,11 +414,15 @@ fn pop<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, front: bool) -> Result<(
     match count {
         Some(0) => r.array(0),
         Some(n) => {
-            r.array(n.min(l.len()) as usize);
+            let len = l.len();
+            r.array(n.min(len) as usize);
             pop_into(cx, key, l, front, n, r)?;
+            popped(cx, key, front, n >= len);
         }
         None => {
+            let emptied = l.len() == 1;
             let e = pop_one(cx, key, l, front)?;
+            popped(cx, key, front, emptied);
             cx.reply_room(r, e.len() + 16)?;
             r.bulk(&e);
         }
@@ -474,6 +494,7 @@ fn lset<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErro
             finish_quick(cx, &l.f, &before, &ql)?;
         }
     }
+    cx.notify(LIST, "lset", key);
     r.ok();
     Ok(())
 }
@@ -534,6 +555,10 @@ fn ltrim<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErr
             finish_quick(cx, &l.f, &before, &ql)?;
         }
     }
+    cx.notify(LIST, "ltrim", key);
+    if ltrim + rtrim >= len {
+        cx.notify(GENERIC, "del", key);
+    }
     r.ok();
     Ok(())
 }
@@ -550,6 +575,7 @@ fn lrem<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErro
         return Ok(());
     };
     let (e, max, from_tail) = (a.get(3), count.unsigned_abs(), count < 0);
+    let len = l.len();
     let removed = match l.e {
         Elems::Small(v) => {
             let mut gone = vec![false; v.len()];
@@ -580,6 +606,12 @@ fn lrem<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErro
             n
         }
     };
+    if removed > 0 {
+        cx.notify(LIST, "lrem", key);
+        if removed as u64 == len {
+            cx.notify(GENERIC, "del", key);
+        }
+    }
     r.int(removed as i64);
     Ok(())
 }
@@ -629,6 +661,7 @@ fn linsert<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreE
             ql.len
         }
     };
+    cx.notify(LIST, "linsert", key);
     r.int(n as i64);
     Ok(())
 }
@@ -734,7 +767,7 @@ fn lmove<M: Mem>(
     let Some(l) = live else { return Ok(Moved::Missing) };
     let value = if src == dst {
         // A rotation: the same list, its expiry kept.
-        match l.e {
+        let e = match l.e {
             Elems::Small(mut v) => {
                 let e = if from_front { v.remove(0) } else { v.pop().expect("a live list has elements") };
                 if to_front {
@@ -754,13 +787,17 @@ fn lmove<M: Mem>(
                 finish_quick(cx, &l.f, &before, &ql)?;
                 e
             }
-        }
+        };
+        pushed(cx, src, to_front);
+        popped(cx, src, from_front, false);
+        e
     } else {
         let (_, d) = lookup(cx, dst)?;
         if d.is_some_and(|d| d.head.kind != KIND_LIST) {
             r.error(WRONGTYPE);
             return Ok(Moved::Done);
         }
+        let emptied = l.len() == 1;
         let e = pop_one(cx, src, l, from_front)?;
         // The table may have changed: the destination is found again.
         let mut none = Vec::new();
@@ -769,6 +806,9 @@ fn lmove<M: Mem>(
             unreachable!("the destination's type was checked")
         };
         push_values(cx, dst, found.as_ref(), live, to_front, &[&e])?;
+        // As Redis: the push's event, then the pop's.
+        pushed(cx, dst, to_front);
+        popped(cx, src, from_front, emptied);
         e
     };
     cx.reply_room(r, value.len() + 16)?;
@@ -869,10 +909,12 @@ fn mpop<M: Mem>(
         let key = a.get(i);
         let Ok((_, live)) = load(cx, key, r)? else { return Ok(Outcome::Done) };
         if let Some(l) = live {
+            let len = l.len();
             r.array(2);
             r.bulk(key);
-            r.array(count.min(l.len()) as usize);
+            r.array(count.min(len) as usize);
             pop_into(cx, key, l, front, count, r)?;
+            popped(cx, key, front, count >= len);
             return Ok(Outcome::Done);
         }
     }
@@ -903,7 +945,9 @@ fn bpop<M: Mem>(
         let key = a.get(i);
         let Ok((_, live)) = load(cx, key, r)? else { return Ok(Outcome::Done) };
         if let Some(l) = live {
+            let emptied = l.len() == 1;
             let e = pop_one(cx, key, l, front)?;
+            popped(cx, key, front, emptied);
             cx.reply_room(r, key.len() + e.len() + 32)?;
             r.array(2);
             r.bulk(key);

@@ -16,6 +16,10 @@ mod keys;
 mod lists;
 #[cfg(test)]
 mod lists_tests;
+pub mod notify;
+pub mod pubsub;
+#[cfg(test)]
+mod pubsub_tests;
 pub mod rdb;
 pub mod scripting;
 mod server;
@@ -91,6 +95,45 @@ pub trait Host {
     fn others_waiting(&self) -> bool {
         false
     }
+
+    // Pub/sub (`pubsub.rs`): the server holds the subscriptions (`server/pubsub.rs`). The
+    // defaults are a host without any: nothing is subscribed, a message reaches no one.
+    /// Subscribes the client running the command to `name` (a channel, a pattern or a shard
+    /// channel, by `kind`); whether it was not subscribed to it already.
+    fn subscribe(&self, _kind: pubsub::SubKind, _name: &[u8]) -> bool {
+        false
+    }
+    /// Unsubscribes the client running the command from `name`; whether it was subscribed.
+    fn unsubscribe(&self, _kind: pubsub::SubKind, _name: &[u8]) -> bool {
+        false
+    }
+    /// What the client running the command subscribes to, of `kind`, in the order it did.
+    fn subscriptions(&self, _kind: pubsub::SubKind) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
+    /// Queues `message` on `channel` (`sharded`: a shard channel) for its subscribers, written
+    /// into their output once the command is done; how many they are.
+    fn publish(&self, _channel: &[u8], _message: &[u8], _sharded: bool) -> usize {
+        0
+    }
+    /// Names of `kind` with subscribers (those `pattern` matches), sorted (`PUBSUB CHANNELS`).
+    fn pubsub_names(&self, _kind: pubsub::SubKind, _pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
+    /// Subscribers of `name` (`PUBSUB NUMSUB`).
+    fn pubsub_numsub(&self, _kind: pubsub::SubKind, _name: &[u8]) -> usize {
+        0
+    }
+    /// Channels, patterns and shard channels with subscribers.
+    fn pubsub_counts(&self) -> (usize, usize, usize) {
+        (0, 0, 0)
+    }
+    /// A mark of the messages queued so far, for [`Host::unpublish`].
+    fn published(&self) -> usize {
+        0
+    }
+    /// Drops the messages queued since `mark`: their command was undone.
+    fn unpublish(&self, _mark: usize) {}
 }
 
 /// What a password check found.
@@ -212,6 +255,8 @@ pub struct Session {
     pub replies: client::Replies,
     /// Blocking commands answer at once, as their non-blocking forms (inside `EXEC`).
     pub deny_blocking: bool,
+    /// What it subscribes to (`pubsub.rs`).
+    pub subs: pubsub::SubCounts,
 }
 
 impl Session {
@@ -231,6 +276,7 @@ impl Session {
             lib_ver: None,
             replies: client::Replies::On,
             deny_blocking: false,
+            subs: pubsub::SubCounts::default(),
         }
     }
 }
@@ -263,6 +309,14 @@ pub enum Outcome {
 }
 
 /// What commands run against.
+///
+/// Keyspace events (`notify.rs`): a command that changed a key calls
+/// `cx.notify(notify::CLASS, "event", key)` once the change is made (`cx.notify_in(db, ...)`
+/// for a key of another database), with the class and event name Redis uses for that command
+/// (`notify::LIST, "lpush"`; `notify::GENERIC, "del"` for a key the command emptied and so
+/// deleted). It costs one test of the flags while the class is off; events of a command that is
+/// then undone are dropped. `new`, `keymiss` and lazily `expired` keys are raised around every
+/// command, not by the families.
 pub struct Cx<'a, M: Mem> {
     /// The store.
     pub store: &'a mut Store<M>,
@@ -408,8 +462,16 @@ fn execute_one<M: Mem>(
         r.error(&e);
         return Ok(Outcome::Done);
     }
+    // A RESP2 client with subscriptions may run only pub/sub commands, PING, QUIT and RESET.
+    if s.subs.any() && s.proto == Proto::Resp2 && !pubsub::allowed_when_subscribed(spec.name) {
+        if let Some(m) = &mut s.multi {
+            m.failed = true;
+        }
+        r.error(&pubsub::refused_when_subscribed(spec, args));
+        return Ok(Outcome::Done);
+    }
     if let Some(m) = &mut s.multi {
-        if !matches!(spec.name, "EXEC" | "DISCARD" | "MULTI" | "QUIT" | "WATCH") {
+        if !matches!(spec.name, "EXEC" | "DISCARD" | "MULTI" | "QUIT" | "WATCH" | "RESET") {
             let bytes: usize = args.from(0).map(|a| a.len() + 16).sum();
             if m.bytes + bytes > MAX_QUEUED_BYTES {
                 m.failed = true;
@@ -424,15 +486,15 @@ fn execute_one<M: Mem>(
             return Ok(Outcome::Done);
         }
     }
-    // A pause holds commands back, before they run: writes only, or every one.
-    let write = spec.flags.contains(&"write")
+    // A pause holds commands back, before they run: writes (and PUBLISH, which Redis pauses
+    // with them: `may_replicate`) only, or every one.
+    let pausable = |sp: &Spec| sp.flags.iter().any(|f| *f == "write" || *f == "may_replicate");
+    let write = pausable(spec)
         || (spec.name == "EXEC"
             && s.multi.as_ref().is_some_and(|m| {
                 m.queue.iter().any(|c| {
                     let mut b = [0u8; 32];
-                    args::upper(&c[0], &mut b)
-                        .and_then(find_spec)
-                        .is_some_and(|sp| sp.flags.contains(&"write"))
+                    args::upper(&c[0], &mut b).and_then(find_spec).is_some_and(pausable)
                 })
             }));
     if cx.host.paused(cx.now_ms, write) {
@@ -443,12 +505,16 @@ fn execute_one<M: Mem>(
     let before = s.replies;
     let mark = out.len();
     let o = run_top(cx, s, spec, args, out)?;
-    // CLIENT REPLY OFF: no reply; SKIP: none for the next command.
+    // CLIENT REPLY OFF: no reply; SKIP: none for the next command. Pushes (the confirmations of
+    // SUBSCRIBE and its kin) go whatever it says.
     use client::Replies;
+    let drop = !pubsub::replies_are_pushes(spec.name) || out.get(mark) == Some(&b'-');
     match (before, s.replies) {
-        (Replies::Off, Replies::Off) => out.truncate(mark),
+        (Replies::Off, Replies::Off) if drop => out.truncate(mark),
         (Replies::Skip, now) => {
-            out.truncate(mark);
+            if drop {
+                out.truncate(mark);
+            }
             if now == Replies::Skip {
                 s.replies = Replies::On;
             }
@@ -469,6 +535,7 @@ fn run_top<M: Mem>(
     cx.store.select(s.db.min(cx.databases() - 1));
     let empty = !cx.store.dirty();
     let sp = cx.store.savepoint();
+    let published = cx.host.published();
     let mark = out.len();
     let r = match spec.name {
         // EXEC checks its group itself, so that it can keep its transaction for a retry.
@@ -490,6 +557,7 @@ fn run_top<M: Mem>(
         Err(e) if e.is_fatal() => Err(e),
         Err(e) => {
             cx.watches.discard();
+            cx.host.unpublish(published);
             cx.store.rollback_to(&sp)?;
             out.truncate(mark);
             // Too large for what the batch has left, or the heap is short of blocks the batch
@@ -522,6 +590,8 @@ fn dispatch<M: Mem>(
     a: &Args,
     out: &mut Vec<u8>,
 ) -> Result<Outcome, StoreError> {
+    // Keyspace events of no one command (notify.rs); `None` unless their classes are on.
+    let around = notify::before(cx, spec, a)?;
     let mut r = Reply { buf: out, proto: s.proto };
     let r = &mut r;
     let stores = cx.store.stores();
@@ -569,6 +639,7 @@ fn dispatch<M: Mem>(
                     return Ok(o);
                 }
             }
+            Group::PubSub => pubsub::run(cx, s, spec, a, r)?,
             Group::Lists => {
                 // A blocking command that found nothing parks the client, having changed nothing.
                 let o = lists::run(cx, s, spec, a, r)?;
@@ -577,6 +648,9 @@ fn dispatch<M: Mem>(
                 }
             }
         },
+    }
+    if let Some(b) = around {
+        notify::after(cx, spec, a, b)?;
     }
     // A write that changed something touches the keys it names, for the clients that watch
     // them (one refused, or that found nothing to do, does not).

@@ -37,6 +37,12 @@ pub(super) fn run<M: Mem>(
     r: &mut Reply,
 ) -> Result<(), StoreError> {
     match spec.name {
+        // A RESP2 client with subscriptions is answered as Redis answers it there.
+        "PING" if a.len() <= 2 && s.subs.any() && s.proto == Proto::Resp2 => {
+            r.array(2);
+            r.bulk(b"pong");
+            r.bulk(if a.len() == 2 { a.get(1) } else { b"" });
+        }
         "PING" => match a.len() {
             1 => r.simple(b"PONG"),
             2 => r.bulk(a.get(1)),
@@ -139,12 +145,14 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         t.push_str("# Persistence\r\nloading:0\r\naof_enabled:0\r\nrdb_changes_since_last_save:0\r\n\r\n");
     }
     if want("STATS") {
+        let pubsub = host.pubsub_counts();
         let _ = write!(
             t,
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
              expired_keys:{}\r\nevicted_keys:0\r\ntotal_forks:0\r\ntotal_error_replies:{}\r\n\
              mojim_groups_sent:{}\r\nmojim_protocol_errors:{}\r\nacl_access_denied_auth:{}\r\n\
-             client_output_limit_disconnections:{}\r\n\r\n",
+             client_output_limit_disconnections:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\n\
+             pubsubshard_channels:{}\r\n\r\n",
             st.connections,
             st.commands,
             st.expired_keys,
@@ -152,7 +160,10 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
             st.groups,
             st.protocol_errors,
             st.auth_failures,
-            st.output_limit_closes
+            st.output_limit_closes,
+            pubsub.0,
+            pubsub.1,
+            pubsub.2
         );
     }
     if want("REPLICATION") {

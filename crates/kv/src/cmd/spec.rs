@@ -39,12 +39,14 @@ pub enum Group {
     Sort,
     /// Scripts and functions (`scripting/`).
     Scripts,
+    /// Pub/sub, and RESET (`pubsub.rs`).
+    PubSub,
 }
 
 impl Group {
     /// Every group, in the order `mojim kv --help` lists them.
     pub const ALL: &[Group] =
-        &[Group::Strings, Group::Hashes, Group::Lists, Group::Keys, Group::Sort, Group::Scripts, Group::Tx, Group::Server];
+        &[Group::Strings, Group::Hashes, Group::Lists, Group::Keys, Group::Sort, Group::Scripts, Group::PubSub, Group::Tx, Group::Server];
 
     /// The group's name in `mojim kv --help`.
     pub fn title(self) -> &'static str {
@@ -57,6 +59,7 @@ impl Group {
             Group::Lists => "lists (blocking forms included)",
             Group::Sort => "sorting",
             Group::Scripts => "scripts and functions",
+            Group::PubSub => "pub/sub",
         }
     }
 }
@@ -117,6 +120,7 @@ pub static SPECS: std::sync::LazyLock<Vec<&'static Spec>> = std::sync::LazyLock:
         super::lists::SPECS,
         super::sort::SPECS,
         super::scripting::SPECS,
+        super::pubsub::SPECS,
         TX_SPECS,
     ]
     .iter()
@@ -193,6 +197,7 @@ pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
     ),
     ("SCRIPT", &[("debug", 3), ("exists", -3), ("flush", -2), ("help", 2), ("kill", 2), ("load", 3)]),
     ("OBJECT", &[("encoding", 3), ("freq", 3), ("help", 2), ("idletime", 3), ("refcount", 3)]),
+    ("PUBSUB", super::pubsub::PUBSUB_SUBCOMMANDS),
     (
         "SENTINEL",
         &[

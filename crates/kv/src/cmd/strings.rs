@@ -13,6 +13,7 @@ pub(crate) mod long_double;
 pub(super) mod tests;
 
 use super::args::{int, is, Args};
+use super::notify::{GENERIC, STRING};
 use super::spec::{spec, Group, Spec, ALL, ONE, PAIRS, R, RF, W, WF};
 use super::{Cx, NOT_INT, SYNTAX, WRONGTYPE};
 use crate::resp::{itoa, Reply};
@@ -220,6 +221,10 @@ pub(super) fn set<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(),
     }
     let ttl = if x.keep_ttl { live.map_or(0, |f| f.head.expire_ms) } else { expire.unwrap_or(0) };
     cx.store.put(key, KIND_STRING, ttl, &[a.get(2)], 0, found.as_ref())?;
+    cx.notify(STRING, "set", key);
+    if expire.is_some() {
+        cx.notify(GENERIC, "expire", key);
+    }
     if !x.get {
         r.ok();
     }
@@ -251,9 +256,18 @@ pub(super) fn getex<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(
     reply_value(cx, &f, r)?;
     match when {
         // A Unix time already past deletes the key.
-        Some(when) if when <= cx.now_ms => cx.store.remove(&f)?,
-        Some(when) => cx.store.set_expire(&mut f, when)?,
-        None if x.persist && f.head.expire_ms != 0 => cx.store.set_expire(&mut f, 0)?,
+        Some(when) if when <= cx.now_ms => {
+            cx.store.remove(&f)?;
+            cx.notify(GENERIC, "del", a.get(1));
+        }
+        Some(when) => {
+            cx.store.set_expire(&mut f, when)?;
+            cx.notify(GENERIC, "expire", a.get(1));
+        }
+        None if x.persist && f.head.expire_ms != 0 => {
+            cx.store.set_expire(&mut f, 0)?;
+            cx.notify(GENERIC, "persist", a.get(1));
+        }
         None => {}
     }
     Ok(())
@@ -266,6 +280,7 @@ pub(super) fn setnx<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(
         return Ok(());
     }
     cx.store.put(a.get(1), KIND_STRING, 0, &[a.get(2)], 0, found.as_ref())?;
+    cx.notify(STRING, "set", a.get(1));
     r.int(1);
     Ok(())
 }
@@ -282,6 +297,8 @@ pub(super) fn setex<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, millis: boo
     };
     let (found, _) = lookup(cx, a.get(1))?;
     cx.store.put(a.get(1), KIND_STRING, when, &[a.get(3)], 0, found.as_ref())?;
+    cx.notify(STRING, "set", a.get(1));
+    cx.notify(GENERIC, "expire", a.get(1));
     r.ok();
     Ok(())
 }
@@ -297,6 +314,7 @@ pub(super) fn getset<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<
         None => r.null(),
     }
     cx.store.put(a.get(1), KIND_STRING, 0, &[a.get(2)], 0, found.as_ref())?;
+    cx.notify(STRING, "set", a.get(1));
     Ok(())
 }
 
@@ -308,6 +326,7 @@ pub(super) fn getdel<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<
         Some(f) => {
             reply_value(cx, &f, r)?;
             cx.store.remove(&f)?;
+            cx.notify(GENERIC, "del", a.get(1));
         }
     }
     Ok(())
@@ -341,6 +360,7 @@ pub(super) fn mset<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, nx: bool) ->
     for i in (1..a.len()).step_by(2) {
         let found = cx.store.find(a.get(i))?;
         cx.store.put(a.get(i), KIND_STRING, 0, &[a.get(i + 1)], 0, found.as_ref())?;
+        cx.notify(STRING, "set", a.get(i));
     }
     if nx {
         r.int(1);
@@ -408,6 +428,7 @@ pub(super) fn incr_by<M: Mem>(
             cx.store.put(key, KIND_STRING, 0, &[digits], 0, found.as_ref())?;
         }
     }
+    cx.notify(STRING, "incrby", key);
     r.int(new);
     Ok(())
 }
@@ -453,6 +474,7 @@ pub(super) fn incr_by_float<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> 
     new.write_human(&mut text);
     let ttl = live.map_or(0, |f| f.head.expire_ms);
     cx.store.put_encoded(key, KIND_STRING, ENC_EMBSTR, ttl, &[&text], 0, found.as_ref())?;
+    cx.notify(STRING, "incrbyfloat", key);
     r.bulk(&text);
     Ok(())
 }
@@ -484,6 +506,7 @@ pub(super) fn append<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<
             total
         }
     };
+    cx.notify(STRING, "append", key);
     r.int(len as i64);
     Ok(())
 }
@@ -559,6 +582,7 @@ pub(super) fn setrange<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Resul
             }
             let zeros = vec![0u8; offset as usize];
             cx.store.put_encoded(key, KIND_STRING, ENC_RAW, 0, &[&zeros, value], 0, found.as_ref())?;
+            cx.notify(STRING, "setrange", key);
             r.int((offset + value.len() as u64) as i64);
         }
         Some(f) if f.head.kind != KIND_STRING => r.error(WRONGTYPE),
@@ -566,6 +590,7 @@ pub(super) fn setrange<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Resul
         Some(_) if !length_ok(cx, offset, value.len() as u64, r) => {}
         Some(f) => {
             let f = write_string(cx, key, f, found.as_ref(), offset, value)?;
+            cx.notify(STRING, "setrange", key);
             r.int(i64::from(f.head.vlen));
         }
     }

@@ -21,6 +21,7 @@ fn value() -> impl Strategy<Value = Value> {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
             prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Set),
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Push),
             prop::collection::vec((inner.clone(), inner), 0..3).prop_map(Value::Map),
         ]
     })

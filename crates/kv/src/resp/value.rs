@@ -30,6 +30,8 @@ pub enum Value {
     Bool(bool),
     /// `,` a double (RESP3), kept as its text.
     Double(Vec<u8>),
+    /// `>n` elements: a push (RESP3), such as a pub/sub message.
+    Push(Vec<Value>),
 }
 
 impl Value {
@@ -66,8 +68,13 @@ impl Value {
                 out.extend_from_slice(b"\r\n");
             }
             Value::Null => out.extend_from_slice(if resp3 { b"_\r\n" } else { b"$-1\r\n" }),
-            Value::Array(v) | Value::Set(v) => {
-                head(out, if matches!(self, Value::Array(_)) { b'*' } else { b'~' }, v.len());
+            Value::Array(v) | Value::Set(v) | Value::Push(v) => {
+                let t = match self {
+                    Value::Array(_) => b'*',
+                    Value::Set(_) => b'~',
+                    _ => b'>',
+                };
+                head(out, t, v.len());
                 for e in v {
                     e.encode(resp3, out);
                 }
@@ -152,7 +159,7 @@ fn decode_at(
             }
             Ok(Some((Value::Bulk(buf[next..next + n].to_vec()), next + n + 2)))
         }
-        b'*' | b'~' | b'%' => {
+        b'*' | b'~' | b'%' | b'>' => {
             let Some(n) = count(limits.max_args)? else { return Ok(Some((Value::Null, next))) };
             let items = if t == b'%' { n * 2 } else { n };
             // Each element takes at least 3 bytes: never reserve more than the bytes at hand.
@@ -166,6 +173,7 @@ fn decode_at(
             let value = match t {
                 b'*' => Value::Array(v),
                 b'~' => Value::Set(v),
+                b'>' => Value::Push(v),
                 _ => {
                     let mut m = Vec::with_capacity(n);
                     let mut it = v.into_iter();
@@ -193,6 +201,7 @@ mod tests {
             Value::Null,
             Value::Map(vec![(Value::Simple(b"k".to_vec()), Value::Bool(false))]),
             Value::Set(vec![Value::Double(b"1.5".to_vec())]),
+            Value::Push(vec![Value::bulk("message"), Value::bulk("ch"), Value::bulk("hi")]),
             Value::Error(b"ERR x".to_vec()),
         ]);
         let mut b = Vec::new();

@@ -141,6 +141,15 @@ impl Reply<'_> {
         }
     }
 
+    /// A push of `n` elements (`>n`; RESP2: an array): what the server sends unasked (pub/sub
+    /// messages) and the confirmations of `SUBSCRIBE` and its kin. The caller writes them next.
+    pub fn push(&mut self, n: usize) {
+        match self.proto {
+            Proto::Resp2 => self.head(b'*', n as i64),
+            Proto::Resp3 => self.head(b'>', n as i64),
+        }
+    }
+
     /// A boolean (`#t`/`#f`; RESP2: `:1`/`:0`).
     pub fn boolean(&mut self, b: bool) {
         match self.proto {
@@ -192,7 +201,11 @@ mod tests {
         r.int(1);
         r.int(2);
         r.end_deferred(m, 2);
-        assert_eq!(b, b"_\r\n%2\r\n#t\r\n*2\r\n:1\r\n:2\r\n");
+        r.push(1);
+        assert_eq!(b, b"_\r\n%2\r\n#t\r\n*2\r\n:1\r\n:2\r\n>1\r\n");
+        let mut b = Vec::new();
+        Reply { buf: &mut b, proto: Proto::Resp2 }.push(3);
+        assert_eq!(b, b"*3\r\n");
     }
 
     #[test]

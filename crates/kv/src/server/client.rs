@@ -50,6 +50,8 @@ pub struct Client {
     ///
     /// [`Conn`]: crate::cmd::client::Conn
     pub laddr: std::rc::Rc<str>,
+    /// It got a message this turn (and is listed for its replies to be counted).
+    pub fed: bool,
 }
 
 /// What a read found.
@@ -79,6 +81,7 @@ impl Client {
             interest: rustix::event::epoll::EventFlags::IN,
             since_ms: crate::cmd::now_ms(),
             laddr: std::rc::Rc::default(),
+            fed: false,
         }
     }
 

@@ -4,9 +4,11 @@
 use super::blocking::Waits;
 use super::busy::BusyIo;
 use super::client::Client;
+use super::pubsub::{Registry, Sub};
 use crate::cmd::client::Conn;
 use crate::cmd::scripting::Answered;
 use crate::cmd::{Args, Auth, Host, Replication, Scripts, Sentinel, Session, Stats};
+use crate::cmd::pubsub::SubKind;
 use crate::options::{split_host_port, KvOptions};
 use crate::resp::Reply;
 use mojim::{Mode, Primary};
@@ -38,6 +40,10 @@ pub struct ServerHost<'a> {
     pub scripts: &'a RefCell<Scripts>,
     /// What a busy script's hook needs to serve the other clients.
     pub busy: BusyIo<'a>,
+    /// Pub/sub's subscriptions and outbox.
+    pub pubsub: &'a RefCell<Registry>,
+    /// The client running the command, as a subscriber.
+    pub me_sub: Sub,
 }
 
 /// Failed `AUTH` attempts: counted, and logged with the client's address, at most one line a
@@ -168,6 +174,42 @@ impl Host for ServerHost<'_> {
 
     fn unblock(&self, id: u64, error: bool) -> bool {
         self.waits.borrow_mut().request_unblock(id, error)
+    }
+
+    fn subscribe(&self, kind: SubKind, name: &[u8]) -> bool {
+        self.pubsub.borrow_mut().subscribe(self.me_sub, kind, name)
+    }
+
+    fn unsubscribe(&self, kind: SubKind, name: &[u8]) -> bool {
+        self.pubsub.borrow_mut().unsubscribe(self.me_sub.id, kind, name)
+    }
+
+    fn subscriptions(&self, kind: SubKind) -> Vec<Vec<u8>> {
+        self.pubsub.borrow().names_of(self.me_sub.id, kind)
+    }
+
+    fn publish(&self, channel: &[u8], message: &[u8], sharded: bool) -> usize {
+        self.pubsub.borrow_mut().publish(channel, message, sharded)
+    }
+
+    fn pubsub_names(&self, kind: SubKind, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+        self.pubsub.borrow().names(kind, pattern)
+    }
+
+    fn pubsub_numsub(&self, kind: SubKind, name: &[u8]) -> usize {
+        self.pubsub.borrow().numsub(kind, name)
+    }
+
+    fn pubsub_counts(&self) -> (usize, usize, usize) {
+        self.pubsub.borrow().counts()
+    }
+
+    fn published(&self) -> usize {
+        self.pubsub.borrow().queued()
+    }
+
+    fn unpublish(&self, mark: usize) {
+        self.pubsub.borrow_mut().unpublish(mark)
     }
 
     fn sentinel(&self) -> Sentinel {

@@ -19,6 +19,7 @@ mod blocking;
 mod busy;
 mod client;
 mod host;
+pub(crate) mod pubsub;
 mod sync;
 
 use crate::cmd::{self, Args, Cx, Outcome, Session, Stats};
@@ -128,6 +129,8 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         arrivals: RefCell::default(),
         busy_touched: RefCell::default(),
         drain_first: false,
+        pubsub: RefCell::new(pubsub::Registry::new(opts.output_limit)),
+        outgoing: Vec::new(),
     };
     server.sweep_stale()?;
     tracing::info!(listen = %local, keys = server.store.keys(), "mojim kv serving");
@@ -176,7 +179,8 @@ struct Server<'p> {
     reset_stats: std::cell::Cell<bool>,
     /// Clients parked by blocking commands (`blocking.rs`).
     waits: RefCell<Waits>,
-    /// Clients outside the turn's ready list that got a reply in it (woken, or timed out).
+    /// Clients outside the turn's ready list that got a reply in it (woken, or timed out), or
+    /// a message (`fed`).
     woken: Vec<usize>,
     /// Scripts and functions (`EVAL`, `FUNCTION`).
     scripts: RefCell<cmd::Scripts>,
@@ -186,6 +190,10 @@ struct Server<'p> {
     busy_touched: RefCell<Vec<usize>>,
     /// A script asked to run alone: the replies in flight go first.
     drain_first: bool,
+    /// Pub/sub's subscriptions and the messages not yet delivered (`pubsub.rs`).
+    pubsub: RefCell<pubsub::Registry>,
+    /// Messages being delivered (kept for its allocation).
+    outgoing: Vec<pubsub::Message>,
 }
 
 impl Server<'_> {
@@ -407,6 +415,7 @@ impl Server<'_> {
         let woken = std::mem::take(&mut self.woken);
         for &i in ready.iter().chain(&woken) {
             let Some(c) = self.clients[i].as_mut() else { continue };
+            c.fed = false;
             let new = c.out.len() - c.releasable - c.held;
             if new > 0 {
                 c.held += new;
@@ -476,6 +485,12 @@ impl Server<'_> {
         let (max_group, max_ranges) = (self.opts.max_group_bytes, self.opts.primary.limits.max_ranges);
         let sp = self.store.savepoint();
         let watching = self.watches.any();
+        // `expired` keyspace events, when they are on and someone listens.
+        let on = self.settings.notify_keyspace_events;
+        let (channels, patterns, _) = self.pubsub.get_mut().counts();
+        let notify = on & cmd::notify::EXPIRED != 0
+            && on & (cmd::notify::KEYSPACE | cmd::notify::KEYEVENT) != 0
+            && channels + patterns > 0;
         let mut expired = Vec::new();
         let mut expired_keys = 0;
         let started = Instant::now();
@@ -493,7 +508,7 @@ impl Server<'_> {
                 |s| s.batch_has_room(max_group, max_ranges),
                 |db, key| {
                     expired_keys += 1;
-                    if watching {
+                    if watching || notify {
                         expired.push((db, key.to_vec()));
                     }
                 },
@@ -513,10 +528,17 @@ impl Server<'_> {
         match r {
             Ok(done) => {
                 self.stats.expired_keys += expired_keys;
-                // An expired key is touched, for the clients that WATCH it.
+                // An expired key is touched, for the clients that WATCH it, and its event raised.
                 for (db, key) in expired {
                     self.watches.touch_now(db, &key);
+                    if notify {
+                        let registry = self.pubsub.get_mut();
+                        cmd::notify::messages(on, db, "expired", &key, |channel, payload| {
+                            registry.publish(channel, payload, false);
+                        });
+                    }
                 }
+                self.deliver();
                 if done {
                     self.last_expire = Instant::now();
                 }
@@ -551,14 +573,20 @@ impl Server<'_> {
     }
 
     /// Runs the complete requests of client `i` into the batch; `once`: only the first, the
-    /// request a parked client waits with (`blocking.rs`).
+    /// request a parked client waits with (`blocking.rs`). Then delivers what they published.
     fn run_client(&mut self, i: usize, now_ms: u64, once: bool) -> Result<ClientRun, KvError> {
+        let r = self.run_requests(i, now_ms, once);
+        self.deliver();
+        r
+    }
+
+    fn run_requests(&mut self, i: usize, now_ms: u64, once: bool) -> Result<ClientRun, KvError> {
         let max_request = self.max_request();
         let mut stats = self.stats.clone();
         stats.uptime_s = self.started.elapsed().as_secs();
         stats.auth_failures = self.auth.failures.get();
         let live = self.clients.len() - self.free.len();
-        let Some(me) = self.clients[i].as_ref().map(|c| c.conn(now_ms)) else {
+        let Some((me, me_id)) = self.clients[i].as_ref().map(|c| (c.conn(now_ms), c.session.id)) else {
             return Ok(ClientRun::Drained);
         };
         // The others are lent to the commands (CLIENT LIST), this one to the loop below.
@@ -590,6 +618,8 @@ impl Server<'_> {
                 max_request,
                 password: self.opts.password.is_some(),
             },
+            pubsub: &self.pubsub,
+            me_sub: pubsub::Sub { slot: i, id: me_id },
         };
         let Some(c) = this.as_mut() else { return Ok(ClientRun::Drained) };
         let parked = self.waits.borrow().is_parked(i);
@@ -643,6 +673,7 @@ impl Server<'_> {
                     let args = Args::Parsed { parser, buf: input };
                     let watching = self.waits.borrow().any();
                     let written = if watching { blocking::written(&args, session) } else { Written::Nothing };
+                    let published = self.pubsub.borrow().queued();
                     let o = cmd::execute(&mut cx, session, &args, out)?;
                     self.stats.commands += 1;
                     self.stats.error_replies += std::mem::take(&mut cx.error_replies);
@@ -679,6 +710,16 @@ impl Server<'_> {
                             self.waits.borrow_mut().park(i, session.id, w, len);
                             return Ok(ClientRun::Parked);
                         }
+                    }
+                    // Its messages to itself follow its reply (the others' go when it is done).
+                    if self.pubsub.borrow().queued() > published
+                        && deliver_own(&self.pubsub, c, published, self.opts.output_limit)
+                    {
+                        self.stats.output_limit_closes += 1;
+                        tracing::info!(client = %c.session.addr, limit = self.opts.output_limit,
+                            "closing a subscriber whose messages would pass [kv] output_limit");
+                        self.closing.push(i);
+                        return Ok(ClientRun::Drained);
                     }
                     let woke = {
                         let mut w = self.waits.borrow_mut();
@@ -803,6 +844,41 @@ impl Server<'_> {
         Ok(())
     }
 
+    /// Writes what the commands published into the subscribers' output (it goes with the
+    /// batch's replies). A subscriber whose output would pass `[kv] output_limit` is closed, as
+    /// a client whose reply would be: a publisher can never grow the server's memory without
+    /// bound, and the publisher and the other subscribers go on.
+    fn deliver(&mut self) {
+        if !self.pubsub.get_mut().has_queued() {
+            return;
+        }
+        let mut msgs = std::mem::take(&mut self.outgoing);
+        self.pubsub.get_mut().take_all(&mut msgs);
+        let limit = self.opts.output_limit;
+        for m in msgs.drain(..) {
+            let i = m.to.slot;
+            let Some(c) =
+                self.clients.get_mut(i).and_then(|c| c.as_mut()).filter(|c| c.session.id == m.to.id)
+            else {
+                continue;
+            };
+            if c.closing {
+                continue;
+            }
+            if m.kind == pubsub::MessageKind::Cut || c.unsent().saturating_add(m.encoded_len()) > limit {
+                close_over_limit(c, &mut self.stats, limit);
+                self.closing.push(i);
+                continue;
+            }
+            m.write(c.session.proto, &mut c.out);
+            if !c.fed {
+                c.fed = true;
+                self.woken.push(i);
+            }
+        }
+        self.outgoing = msgs;
+    }
+
     fn close_pending(&mut self) {
         let mut closing = std::mem::take(&mut self.closing);
         closing.sort_unstable();
@@ -810,6 +886,7 @@ impl Server<'_> {
         for i in closing {
             if let Some(c) = self.clients[i].take() {
                 self.watches.unwatch(c.session.id);
+                self.pubsub.get_mut().remove_client(c.session.id);
                 self.waits.borrow_mut().unpark(i);
                 let _ = epoll::delete(&self.ep, c.stream.as_fd());
                 self.free.push(i);
@@ -817,6 +894,31 @@ impl Server<'_> {
             }
         }
     }
+}
+
+/// Writes the messages client `c` published to itself since `mark`, after its reply; true if
+/// they would pass the output limit (`c` is then marked closing, its input dropped).
+fn deliver_own(registry: &RefCell<pubsub::Registry>, c: &mut Client, mark: usize, limit: usize) -> bool {
+    let mut mine = Vec::new();
+    registry.borrow_mut().take_for(mark, c.session.id, &mut mine);
+    for m in mine {
+        if m.kind == pubsub::MessageKind::Cut || c.unsent().saturating_add(m.encoded_len()) > limit {
+            c.closing = true;
+            c.start = c.end;
+            return true;
+        }
+        m.write(c.session.proto, &mut c.out);
+    }
+    false
+}
+
+/// Closes subscriber `c`, whose messages would pass the output limit: what it sent and did not
+/// run is dropped, and so is what it was not sent yet.
+fn close_over_limit(c: &mut Client, stats: &mut Stats, limit: usize) {
+    stats.output_limit_closes += 1;
+    tracing::info!(client = %c.session.addr, limit, "closing a subscriber whose messages would pass [kv] output_limit");
+    c.closing = true;
+    c.start = c.end;
 }
 
 enum ClientRun {

@@ -4,6 +4,7 @@
 //! into a new chain.
 
 use super::super::args::{int, is, Args};
+use super::super::notify::{GENERIC, NEW};
 use super::super::{Cx, Session, NOT_INT, SYNTAX};
 use crate::resp::Reply;
 use crate::store::{
@@ -75,7 +76,8 @@ pub(in crate::cmd) fn copy<M: Mem>(
     cx.store.select(to);
     let taken = cx.store.get(dst, cx.now_ms);
     cx.store.select(s.db);
-    if taken?.is_some() && !replace {
+    let taken_live = taken?;
+    if taken_live.is_some() && !replace {
         r.int(0);
         return Ok(());
     }
@@ -94,6 +96,11 @@ pub(in crate::cmd) fn copy<M: Mem>(
     });
     cx.store.select(s.db);
     put?;
+    if to != s.db && taken_live.is_none() {
+        // New in the other database (`notify::after` sees only this one).
+        cx.notify_in(to, NEW, "new", dst);
+    }
+    cx.notify_in(to, GENERIC, "copy_to", dst);
     r.int(1);
     Ok(())
 }

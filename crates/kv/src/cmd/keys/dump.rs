@@ -4,6 +4,7 @@
 //! `rdb`); the others are refused by name.
 
 use super::super::args::{int, is, Args};
+use super::super::notify::GENERIC;
 use super::super::rdb::{self, Limits, Object};
 use super::super::strings::max_string;
 use super::super::{Cx, Encodings, NOT_INT, SYNTAX};
@@ -181,11 +182,13 @@ pub(in crate::cmd) fn restore<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -
         // Already past: the key is not made (and one it replaces goes).
         if let Some(f) = live {
             cx.store.remove(&f)?;
+            cx.notify(GENERIC, "del", key);
         }
         r.ok();
         return Ok(());
     }
     restore_value(cx, key, object, expire_ms, found.as_ref())?;
+    cx.notify(GENERIC, "restore", key);
     r.ok();
     Ok(())
 }

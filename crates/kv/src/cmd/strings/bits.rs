@@ -6,6 +6,7 @@ use super::{
     byte_range, clamp_range, lookup, max_string, write_string, Args, Cx, Reply, NOT_INT, SYNTAX, WRONGTYPE,
 };
 use crate::cmd::args::{int, is};
+use crate::cmd::notify::{GENERIC, STRING};
 use crate::store::{Mem, StoreError, ENC_RAW, KIND_STRING};
 
 /// Bytes of each source BITOP reads at a time.
@@ -42,6 +43,7 @@ pub(super) fn setbit<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<
             let mut v = vec![0u8; byte as usize + 1];
             v[byte as usize] = on << shift;
             cx.store.put_encoded(key, KIND_STRING, ENC_RAW, 0, &[&v], 0, found.as_ref())?;
+            cx.notify(STRING, "setbit", key);
             0
         }
         Some(f) if f.head.kind != KIND_STRING => {
@@ -57,6 +59,7 @@ pub(super) fn setbit<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<
             let new = (cur[0] & !(1 << shift)) | (on << shift);
             if new != cur[0] || byte >= u64::from(f.head.vlen) {
                 write_string(cx, key, f, found.as_ref(), byte, &[new])?;
+                cx.notify(STRING, "setbit", key);
             } else {
                 // Unchanged, but Redis makes the string its own, raw, all the same.
                 cx.store.set_string_encoding(&mut f, ENC_RAW)?;
@@ -321,6 +324,7 @@ pub(super) fn bitop<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(
     if longest == 0 {
         if let Some(f) = cx.store.get(dest, cx.now_ms)? {
             cx.store.remove(&f)?;
+            cx.notify(GENERIC, "del", dest);
         }
         r.int(0);
         return Ok(());
@@ -353,6 +357,7 @@ pub(super) fn bitop<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(
     }
     let (found, _) = lookup(cx, dest)?;
     cx.store.put_encoded(dest, KIND_STRING, ENC_RAW, 0, &[&out], 0, found.as_ref())?;
+    cx.notify(STRING, "set", dest);
     r.int(longest as i64);
     Ok(())
 }
