@@ -366,7 +366,7 @@ pub(super) fn run<M: Mem>(
 
 /// The name `OBJECT ENCODING` gives an entry's representation, as Redis names it for its kind.
 pub(super) fn encoding_name<M: Mem>(cx: &Cx<M>, f: &crate::store::Found) -> Result<&'static str, StoreError> {
-    use crate::store::{ENC_TREE, KIND_HASH, KIND_STRING};
+    use crate::store::{ENC_INTSET, ENC_LISTPACK, ENC_TREE, KIND_HASH, KIND_SET, KIND_STRING};
     Ok(match (f.head.kind, f.head.encoding) {
         (KIND_STRING, _) => {
             let n = f.head.vlen as usize;
@@ -384,6 +384,9 @@ pub(super) fn encoding_name<M: Mem>(cx: &Cx<M>, f: &crate::store::Found) -> Resu
         }
         (KIND_HASH, ENC_TREE) => "hashtable",
         (KIND_HASH, _) => "listpack",
+        (KIND_SET, ENC_INTSET) => "intset",
+        (KIND_SET, ENC_LISTPACK) => "listpack",
+        (KIND_SET, ENC_TREE) => "hashtable",
         _ => "unknown",
     })
 }

@@ -7,11 +7,15 @@
 //! an error; one that would fit an empty batch asks to be run again in one ([`Outcome::Retry`]).
 
 pub mod args;
+mod coll_scan;
 mod config;
 pub mod glob;
 pub mod hashes;
 mod keys;
+mod rand;
 mod server;
+mod set_value;
+mod sets;
 mod spec;
 mod strings;
 #[cfg(test)]
@@ -380,6 +384,7 @@ fn dispatch<M: Mem>(
             Group::Keys => keys::run(cx, s, spec, a, r)?,
             Group::Hashes => hashes::run(cx, spec, a, r)?,
             Group::Server => server::run(cx, s, spec, a, r)?,
+            Group::Sets => sets::run(cx, spec, a, r)?,
         },
     }
     Ok(Outcome::Done)

@@ -33,6 +33,8 @@ pub enum Group {
     Hashes,
     /// Connection and server commands (`server.rs`).
     Server,
+    /// Sets (`sets.rs`).
+    Sets,
 }
 
 pub const W: &[&str] = &["write", "denyoom"];
@@ -62,11 +64,17 @@ pub const PAIRS: (i32, i32, i32) = (1, -1, 2);
 
 /// Every command, sorted by name: the tables of the command modules, put together.
 pub static SPECS: std::sync::LazyLock<Vec<&'static Spec>> = std::sync::LazyLock::new(|| {
-    let mut all: Vec<&'static Spec> =
-        [super::strings::SPECS, super::keys::SPECS, super::hashes::SPECS, super::server::SPECS, TX_SPECS]
-            .iter()
-            .flat_map(|t| t.iter())
-            .collect();
+    let mut all: Vec<&'static Spec> = [
+        super::strings::SPECS,
+        super::keys::SPECS,
+        super::hashes::SPECS,
+        super::server::SPECS,
+        super::sets::SPECS,
+        TX_SPECS,
+    ]
+    .iter()
+    .flat_map(|t| t.iter())
+    .collect();
     all.sort_by_key(|s| s.name);
     all
 });

@@ -88,6 +88,10 @@ pub fn kind_name(kind: u8) -> &'static str {
 pub const ENC_PLAIN: u8 = 0;
 /// An entry's value is the 16-byte handle of a tree (`tree.rs`) that holds the collection.
 pub const ENC_TREE: u8 = 1;
+/// A set's value is an intset (`intset.rs`): its members are integers, sorted.
+pub const ENC_INTSET: u8 = 2;
+/// A set's value is a member list (`member_list.rs`): Redis 7.2's listpack sets.
+pub const ENC_LISTPACK: u8 = 3;
 
 /// The fixed shape of a store, decided at format from the region's size alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

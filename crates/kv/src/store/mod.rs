@@ -12,11 +12,13 @@ mod alloc;
 mod dynamic;
 mod error;
 pub mod hash_blob;
+pub mod intset;
 mod journal;
 mod key_hash;
 mod keyspace;
 pub mod layout;
 mod mem;
+pub mod member_list;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -27,8 +29,8 @@ pub use error::StoreError;
 pub use journal::{coalesce, Savepoint};
 pub use key_hash::KeyHasher;
 pub use layout::{
-    kind_name, EntryHead, Geometry, ENC_PLAIN, ENC_TREE, KIND_HASH, KIND_LIST, KIND_SET, KIND_STRING,
-    KIND_ZSET,
+    kind_name, EntryHead, Geometry, ENC_INTSET, ENC_LISTPACK, ENC_PLAIN, ENC_TREE, KIND_HASH, KIND_LIST,
+    KIND_SET, KIND_STRING, KIND_ZSET,
 };
 pub use mem::{Mem, VecMem};
 pub use table::Found;
