@@ -9,9 +9,12 @@
 pub mod args;
 mod coll_scan;
 mod config;
+#[cfg(test)]
+mod family_harness;
 pub mod glob;
 pub mod hashes;
 mod keys;
+mod long_double;
 mod rand;
 mod server;
 mod set_value;

@@ -200,7 +200,7 @@ fn smembers<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), Store
 
 /// A count argument as Redis's `getRangeLongFromObjectOrReply` reads one: `msg` for anything
 /// not in `min ..= max` (or not a number, when `msg` is given), else Redis's own messages.
-fn ranged(v: &[u8], min: i64, max: i64, msg: Option<&str>, r: &mut Reply) -> Option<i64> {
+pub(super) fn ranged(v: &[u8], min: i64, max: i64, msg: Option<&str>, r: &mut Reply) -> Option<i64> {
     match int(v) {
         Some(n) if n >= min && n <= max => Some(n),
         Some(_) => {

@@ -2,138 +2,12 @@
 //! their conversions, random picks tested for uniformity, SSCAN's guarantee under changes, a
 //! model of random commands, and crashes at every write.
 
-use super::super::*;
-use crate::resp::{decode, encode_request, Limits, Parsed, Parser, Value};
+use super::super::family_harness::*;
+use super::super::{NOT_INT, SYNTAX, WRONGTYPE};
+use crate::resp::Value;
 use crate::store::{VecMem, KIND_SET};
 use std::collections::{BTreeMap, BTreeSet};
 
-struct NoHost;
-
-impl Host for NoHost {
-    fn authenticate(&self, _: &str, _: &[u8], _: &[u8]) -> Auth {
-        Auth::NoPassword
-    }
-    fn replication(&self) -> Replication {
-        Replication::default()
-    }
-    fn connected_clients(&self) -> usize {
-        1
-    }
-    fn listen_addr(&self) -> String {
-        "127.0.0.1:6379".into()
-    }
-    fn stats(&self) -> Stats {
-        Stats::default()
-    }
-    fn fixed_setting(&self, name: &str) -> String {
-        format!("fixed {name}")
-    }
-    fn reset_stats(&self) {}
-    fn sentinel(&self) -> Sentinel {
-        Sentinel::default()
-    }
-}
-
-pub(crate) struct Harness<M: Mem> {
-    settings: Settings,
-    pub(crate) store: Store<M>,
-    session: Session,
-    pub(crate) now_ms: u64,
-    output_limit: usize,
-}
-
-impl Harness<VecMem> {
-    pub(crate) fn new() -> Harness<VecMem> {
-        Harness::on(VecMem::new(16 << 20)).unwrap()
-    }
-}
-
-impl<M: Mem> Harness<M> {
-    pub(crate) fn on(mem: M) -> Result<Harness<M>, StoreError> {
-        Ok(Harness {
-            settings: Settings::default(),
-            store: Store::open(mem, 1024)?,
-            session: Session::new(7, "t".into(), true),
-            now_ms: 1_000_000,
-            output_limit: 1 << 30,
-        })
-    }
-
-    /// Runs one command and seals its batch: its reply.
-    pub(crate) fn try_cmd(&mut self, args: &[&str]) -> Result<Value, StoreError> {
-        let mut req = Vec::new();
-        encode_request(args, &mut req);
-        let mut p = Parser::new(Limits::default());
-        assert!(matches!(p.parse(&req).unwrap(), Parsed::Request { .. }));
-        let mut out = Vec::new();
-        let mut cx = Cx {
-            store: &mut self.store,
-            host: &NoHost,
-            now_ms: self.now_ms,
-            max_ranges: 1024,
-            max_group_bytes: 1 << 30,
-            output_limit: self.output_limit,
-            read_keys: false,
-            settings: &mut self.settings,
-            databases: 16,
-        };
-        let o = execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out)?;
-        assert_ne!(o, Outcome::Retry);
-        self.store.seal(1024)?;
-        let (v, n) = decode(&out, &Limits::default()).unwrap().expect("a whole reply");
-        assert_eq!(n, out.len(), "one reply for {args:?}");
-        Ok(v)
-    }
-
-    pub(crate) fn cmd(&mut self, args: &[&str]) -> Value {
-        self.try_cmd(args).unwrap()
-    }
-
-    pub(crate) fn cmd_owned(&mut self, args: &[String]) -> Value {
-        let a: Vec<&str> = args.iter().map(String::as_str).collect();
-        self.cmd(&a)
-    }
-
-    pub(crate) fn encoding(&mut self, key: &str) -> String {
-        match self.cmd(&["OBJECT", "ENCODING", key]) {
-            Value::Bulk(b) => String::from_utf8(b).unwrap(),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    /// A set's members, sorted.
-    pub(crate) fn members(&mut self, key: &str) -> Vec<String> {
-        let mut m = strings(&self.cmd(&["SMEMBERS", key]));
-        m.sort();
-        m
-    }
-}
-
-pub(crate) fn b(s: &str) -> Value {
-    Value::bulk(s)
-}
-pub(crate) fn i(n: i64) -> Value {
-    Value::Int(n)
-}
-pub(crate) fn err(v: &Value) -> String {
-    match v {
-        Value::Error(e) => String::from_utf8_lossy(e).into_owned(),
-        other => panic!("not an error: {other:?}"),
-    }
-}
-/// The strings of an array (or set) reply.
-pub(crate) fn strings(v: &Value) -> Vec<String> {
-    match v {
-        Value::Array(a) | Value::Set(a) => a
-            .iter()
-            .map(|x| match x {
-                Value::Bulk(b) => String::from_utf8(b.clone()).unwrap(),
-                other => panic!("{other:?}"),
-            })
-            .collect(),
-        other => panic!("not an array: {other:?}"),
-    }
-}
 fn sorted(v: &Value) -> Vec<String> {
     let mut s = strings(v);
     s.sort();
@@ -144,17 +18,6 @@ fn list(items: &[&str]) -> Vec<String> {
     v.sort();
     v
 }
-/// Pearson's chi-square of the counts of each value in `picks` against a uniform spread over
-/// the values seen.
-pub(crate) fn chi_square(picks: &[String]) -> f64 {
-    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
-    for p in picks {
-        *counts.entry(p).or_default() += 1;
-    }
-    let e = picks.len() as f64 / counts.len() as f64;
-    counts.values().map(|&c| (c as f64 - e).powi(2) / e).sum()
-}
-
 fn sadd(h: &mut Harness<VecMem>, key: &str, members: impl IntoIterator<Item = String>) -> Value {
     let mut a = vec!["SADD".to_string(), key.to_string()];
     a.extend(members);
@@ -531,7 +394,7 @@ fn random_commands_against_a_model() {
     for step in 0..3000 {
         let k = keys[next(3) as usize];
         let k2 = keys[next(3) as usize];
-        let member = |n: u64| if n % 3 == 0 { format!("s{}", n % 40) } else { (n % 40).to_string() };
+        let member = |n: u64| if n.is_multiple_of(3) { format!("s{}", n % 40) } else { (n % 40).to_string() };
         match next(6) {
             0 | 1 => {
                 let ms: Vec<String> = (0..1 + next(4)).map(|_| member(next(1000))).collect();

@@ -139,7 +139,7 @@ mod tests {
                 1 => (x >> 8) as i64 % 100_000,
                 _ => x as i64,
             };
-            if x % 4 == 0 {
+            if x.is_multiple_of(4) {
                 model.remove(&v);
             } else {
                 model.insert(v);
