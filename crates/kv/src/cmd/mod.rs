@@ -15,6 +15,7 @@ pub mod glob;
 pub mod hashes;
 mod keys;
 mod long_double;
+mod memory;
 mod rand;
 mod server;
 mod set_value;
@@ -388,6 +389,7 @@ fn dispatch<M: Mem>(
             Group::Hashes => hashes::run(cx, spec, a, r)?,
             Group::Server => server::run(cx, s, spec, a, r)?,
             Group::Sets => sets::run(cx, spec, a, r)?,
+            Group::Memory => memory::run(cx, spec, a, r)?,
         },
     }
     Ok(Outcome::Done)

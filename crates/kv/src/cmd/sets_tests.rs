@@ -5,7 +5,7 @@
 use super::super::family_harness::*;
 use super::super::{NOT_INT, SYNTAX, WRONGTYPE};
 use crate::resp::Value;
-use crate::store::{VecMem, KIND_SET};
+use crate::store::{StoreError, VecMem, KIND_SET};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn sorted(v: &Value) -> Vec<String> {
@@ -456,4 +456,136 @@ fn random_commands_against_a_model() {
             }
         }
     }
+}
+
+/// A fixed run of set commands (no random picks, so that every run makes the same changes) and
+/// the model's state after each.
+fn crash_run(mem: &VecMem) -> (Vec<BTreeMap<String, BTreeSet<String>>>, Result<(), StoreError>) {
+    let mut states = vec![BTreeMap::new()];
+    let mut h = match Harness::on(mem) {
+        Ok(h) => h,
+        Err(e) => return (states, Err(e)),
+    };
+    let mut model: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let keys = ["a", "b", "c"];
+    for step in 0..160 {
+        let (k, k2) = (keys[next(3) as usize], keys[next(3) as usize]);
+        let member =
+            |n: u64| if n.is_multiple_of(4) { format!("m{}", n % 300) } else { (n % 300).to_string() };
+        let mut args: Vec<String>;
+        match next(6) {
+            0..=2 => {
+                args = vec!["SADD".into(), k.into()];
+                args.extend((0..1 + next(60)).map(|_| member(next(100_000))));
+                let s = model.entry(k.into()).or_default();
+                for m in &args[2..] {
+                    s.insert(m.clone());
+                }
+            }
+            3 => {
+                args = vec!["SREM".into(), k.into()];
+                args.extend((0..1 + next(30)).map(|_| member(next(100_000))));
+                let s = model.entry(k.into()).or_default();
+                for m in &args[2..] {
+                    s.remove(m);
+                }
+            }
+            4 => {
+                let m = member(next(100_000));
+                args = vec!["SMOVE".into(), k.into(), k2.into(), m.clone()];
+                if model.get(k).is_some_and(|s| s.contains(&m)) {
+                    model.get_mut(k).unwrap().remove(&m);
+                    model.entry(k2.into()).or_default().insert(m);
+                }
+            }
+            _ => {
+                let (a, b2) =
+                    (model.get(k).cloned().unwrap_or_default(), model.get(k2).cloned().unwrap_or_default());
+                let (cmd, want): (&str, BTreeSet<String>) = match step % 3 {
+                    0 => ("SINTERSTORE", a.intersection(&b2).cloned().collect()),
+                    1 => ("SUNIONSTORE", a.union(&b2).cloned().collect()),
+                    _ => ("SDIFFSTORE", a.difference(&b2).cloned().collect()),
+                };
+                let dst = keys[next(3) as usize];
+                args = vec![cmd.into(), dst.into(), k.into(), k2.into()];
+                model.insert(dst.into(), want);
+            }
+        }
+        model.retain(|_, s| !s.is_empty());
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        if let Err(e) = h.try_cmd(&a) {
+            return (states, Err(e));
+        }
+        states.push(model.clone());
+    }
+    (states, Ok(()))
+}
+
+/// What a reopened store holds: each key's members, and every tree's invariants checked.
+fn contents(mem: VecMem) -> BTreeMap<String, BTreeSet<String>> {
+    let mut h = Harness::on(mem).expect("the store reopens");
+    let mut out = BTreeMap::new();
+    for k in ["a", "b", "c"] {
+        if let Some(f) = h.store.find(k.as_bytes()).unwrap() {
+            if let Some(t) = h.store.tree_of(&f).unwrap() {
+                h.store.tree_blocks(&t, |_, _| {}).unwrap_or_else(|e| panic!("{k}: {e}"));
+            }
+            out.insert(k.to_string(), h.members(k).into_iter().collect());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_crash_at_any_write_leaves_the_sets_before_or_after_the_command() {
+    let mem = VecMem::new(4 << 20);
+    let (states, r) = crash_run(&mem);
+    r.unwrap();
+    assert_eq!(contents(VecMem::from_bytes(mem.image())), *states.last().unwrap());
+    assert!(
+        states.iter().any(|s| s.values().any(|m| m.len() > 250)),
+        "the run makes trees of several leaves"
+    );
+    let total = mem.writes();
+    let step = (total / 200).max(1);
+    let mut at = 1;
+    while at < total {
+        let mem = VecMem::new(4 << 20);
+        mem.crash_after(at);
+        let (states, r) = crash_run(&mem);
+        assert!(r.is_err(), "the crash at write {at} happened");
+        let got = contents(VecMem::from_bytes(mem.image()));
+        let n = states.len();
+        // The command the crash cut is undone, unless its batch was sealed before it.
+        assert!(
+            got == states[n - 1] || (n >= 2 && got == states[n - 2]),
+            "crash at write {at} of {total}: the store holds neither the state before nor after command {n}"
+        );
+        at += step;
+    }
+}
+
+#[test]
+fn a_set_command_the_heap_cannot_hold_is_undone_whole() {
+    let mut h = Harness::on(VecMem::new(1 << 20)).unwrap();
+    sadd(&mut h, "s", (0..300).map(|n| format!("member {n}")));
+    sadd(&mut h, "i", (0..100).map(|n| n.to_string()));
+    let (before_s, before_i, used) = (h.members("s"), h.members("i"), h.store.used_bytes());
+    let big = "x".repeat(20_000);
+    let mut a = vec!["SADD".to_string(), "s".to_string()];
+    a.extend((0..100).map(|n| format!("{n}{big}")));
+    assert!(err(&h.cmd_owned(&a)).starts_with("OOM"), "a set larger than the heap");
+    a[1] = "i".into();
+    assert!(err(&h.cmd_owned(&a)).starts_with("OOM"), "an intset turned into a tree larger than the heap");
+    assert_eq!(h.members("s"), before_s);
+    assert_eq!(h.members("i"), before_i);
+    assert_eq!(h.encoding("i"), "intset");
+    assert_eq!(h.store.used_bytes(), used, "every block the commands took was given back");
 }

@@ -35,6 +35,8 @@ pub enum Group {
     Server,
     /// Sets (`sets.rs`).
     Sets,
+    /// MEMORY (`memory.rs`).
+    Memory,
 }
 
 pub const W: &[&str] = &["write", "denyoom"];
@@ -70,6 +72,7 @@ pub static SPECS: std::sync::LazyLock<Vec<&'static Spec>> = std::sync::LazyLock:
         super::hashes::SPECS,
         super::server::SPECS,
         super::sets::SPECS,
+        super::memory::SPECS,
         TX_SPECS,
     ]
     .iter()

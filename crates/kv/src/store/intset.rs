@@ -153,6 +153,38 @@ mod tests {
     }
 
     #[test]
+    fn format_md_describes_the_set_encodings() {
+        use crate::store::{member_list, ENC_INTSET, ENC_LISTPACK, ENC_TREE, KIND_SET};
+        let doc = include_str!("../../../../docs/FORMAT.md");
+        let sec = &doc[doc.find("### 11.6 Sets").expect("FORMAT.md has section 11.6")..];
+        let sec = &sec[..sec.find("\n### ").unwrap_or(sec.len())];
+        assert!(sec.contains(&format!("`kind` {KIND_SET}")));
+        let row = |name: &str| {
+            sec.lines()
+                .find(|l| l.contains(&format!("| `{name}` |")))
+                .unwrap_or_else(|| panic!("no row {name}"))
+        };
+        let enc = |name: &str| -> u8 { row(name).split('|').nth(1).unwrap().trim().parse().unwrap() };
+        assert_eq!(enc("intset"), ENC_INTSET);
+        assert_eq!(enc("listpack"), ENC_LISTPACK);
+        assert_eq!(enc("hashtable"), ENC_TREE);
+        // The bytes the rows describe.
+        assert!(row("intset").contains("`width` (u8: 2, 4 or 8)"));
+        assert_eq!(encode(&[-2, 300]), [2, 0xFE, 0xFF, 0x2C, 0x01]);
+        assert_eq!(encode(&[1 << 20])[0], 4);
+        assert!(row("listpack").contains("`count` (u32)") && row("listpack").contains("LEB128"));
+        let long = [b'y'; 130];
+        let b = member_list::encode([&b"ab"[..], &long]);
+        assert_eq!(&b[..7], &[2, 0, 0, 0, 2, b'a', b'b']);
+        assert_eq!(&b[7..9], &[0x82, 0x01], "130 as LEB128");
+        assert!(
+            sec.contains("`set-max-intset-entries` (512)") && sec.contains("`set-max-listpack-value` (64)")
+        );
+        let d = crate::cmd::Encodings::default();
+        assert_eq!((d.set_max_intset_entries, d.set_max_entries, d.set_max_value), (512, 0, 64));
+    }
+
+    #[test]
     fn damaged_blobs_are_refused() {
         assert!(IntSet::parse(&[]).is_err());
         assert!(IntSet::parse(&[3, 0, 0, 0]).is_err());
