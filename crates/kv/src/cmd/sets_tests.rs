@@ -460,13 +460,16 @@ fn random_commands_against_a_model() {
 
 /// A fixed run of set commands (no random picks, so that every run makes the same changes) and
 /// the model's state after each.
-fn crash_run(mem: &VecMem) -> (Vec<BTreeMap<String, BTreeSet<String>>>, Result<(), StoreError>) {
+/// Each key's members.
+type Sets = BTreeMap<String, BTreeSet<String>>;
+
+fn crash_run(mem: &VecMem) -> (Vec<Sets>, Result<(), StoreError>) {
     let mut states = vec![BTreeMap::new()];
     let mut h = match Harness::on(mem) {
         Ok(h) => h,
         Err(e) => return (states, Err(e)),
     };
-    let mut model: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut model = Sets::new();
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = |n: u64| {
         x ^= x << 13;
@@ -529,7 +532,7 @@ fn crash_run(mem: &VecMem) -> (Vec<BTreeMap<String, BTreeSet<String>>>, Result<(
 }
 
 /// What a reopened store holds: each key's members, and every tree's invariants checked.
-fn contents(mem: VecMem) -> BTreeMap<String, BTreeSet<String>> {
+fn contents(mem: VecMem) -> Sets {
     let mut h = Harness::on(mem).expect("the store reopens");
     let mut out = BTreeMap::new();
     for k in ["a", "b", "c"] {
