@@ -1,40 +1,16 @@
-//! A harness for the command families' tests: commands run against a store in memory (any
-//! `Mem`, so that a test may crash it), each sealed in a batch of its own, replies decoded.
+//! A harness for the hash and set commands' tests: commands run against a store in memory (any
+//! `Mem`, so that a test may crash it; a store error is returned, not a panic), each sealed in a
+//! batch of its own, replies decoded. The host is the string tests' [`TestHost`].
 
+use super::strings::tests::TestHost;
 use super::*;
 use crate::resp::{decode, encode_request, Limits, Parsed, Parser, Value};
 use crate::store::VecMem;
 use std::collections::BTreeMap;
 
-struct NoHost;
-
-impl Host for NoHost {
-    fn authenticate(&self, _: &str, _: &[u8], _: &[u8]) -> Auth {
-        Auth::NoPassword
-    }
-    fn replication(&self) -> Replication {
-        Replication::default()
-    }
-    fn connected_clients(&self) -> usize {
-        1
-    }
-    fn listen_addr(&self) -> String {
-        "127.0.0.1:6379".into()
-    }
-    fn stats(&self) -> Stats {
-        Stats::default()
-    }
-    fn fixed_setting(&self, name: &str) -> String {
-        format!("fixed {name}")
-    }
-    fn reset_stats(&self) {}
-    fn sentinel(&self) -> Sentinel {
-        Sentinel::default()
-    }
-}
-
 pub(crate) struct Harness<M: Mem> {
     settings: Settings,
+    watches: Watches,
     pub(crate) store: Store<M>,
     session: Session,
     pub(crate) now_ms: u64,
@@ -51,6 +27,7 @@ impl<M: Mem> Harness<M> {
     pub(crate) fn on(mem: M) -> Result<Harness<M>, StoreError> {
         Ok(Harness {
             settings: Settings::default(),
+            watches: Watches::default(),
             store: Store::open(mem, 1024)?,
             session: Session::new(7, "t".into(), true),
             now_ms: 1_000_000,
@@ -67,7 +44,7 @@ impl<M: Mem> Harness<M> {
         let mut out = Vec::new();
         let mut cx = Cx {
             store: &mut self.store,
-            host: &NoHost,
+            host: &TestHost { max_bulk: 1 << 20 },
             now_ms: self.now_ms,
             max_ranges: 1024,
             max_group_bytes: 1 << 30,
@@ -75,6 +52,8 @@ impl<M: Mem> Harness<M> {
             read_keys: false,
             settings: &mut self.settings,
             databases: 16,
+            watches: &mut self.watches,
+            error_replies: 0,
         };
         let o = execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out)?;
         assert_ne!(o, Outcome::Retry);

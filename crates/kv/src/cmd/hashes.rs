@@ -10,10 +10,10 @@
 
 use super::args::{int, is, Args};
 use super::coll_scan;
-use super::long_double::{self, LongDouble};
 use super::rand;
 use super::sets;
 use super::spec::{spec, Group, Spec, ONE, R, RF, WF};
+use super::strings::long_double::LongDouble;
 use super::strings::lookup;
 use super::Encodings;
 use super::{Cx, NOT_INT, SYNTAX, WRONGTYPE};
@@ -338,13 +338,13 @@ pub(super) fn hstrlen<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result
     Ok(())
 }
 
-/// HINCRBYFLOAT: Redis's long double arithmetic and formatting (`long_double.rs`).
+/// HINCRBYFLOAT: Redis's long double arithmetic and formatting (`strings/long_double.rs`).
 pub(super) fn hincrbyfloat<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
-    let Some(by) = long_double::string2ld(a.get(3)) else {
+    let Some(by) = LongDouble::parse(a.get(3)) else {
         r.error("ERR value is not a valid float");
         return Ok(());
     };
-    if by.is_nan_or_inf() {
+    if !by.is_finite() {
         r.error("ERR value is NaN or Infinity");
         return Ok(());
     }
@@ -355,7 +355,7 @@ pub(super) fn hincrbyfloat<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> R
         None => false,
     };
     let cur = if had {
-        match long_double::string2ld(&cur) {
+        match LongDouble::parse(&cur) {
             Some(v) => v,
             None => {
                 r.error("ERR hash value is not a float");
@@ -363,16 +363,17 @@ pub(super) fn hincrbyfloat<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> R
             }
         }
     } else {
-        LongDouble::Zero { neg: false }
+        LongDouble::ZERO
     };
     let new = cur.add(by);
-    if new.is_nan_or_inf() {
+    if !new.is_finite() {
         r.error("ERR increment would produce NaN or Infinity");
         return Ok(());
     }
-    let text = new.human();
-    set_fields(cx, a.get(1), found.as_ref(), live, &[(a.get(2), text.as_bytes())])?;
-    r.bulk(text.as_bytes());
+    let mut text = Vec::new();
+    new.write_human(&mut text);
+    set_fields(cx, a.get(1), found.as_ref(), live, &[(a.get(2), &text)])?;
+    r.bulk(&text);
     Ok(())
 }
 

@@ -1,4 +1,4 @@
-//! A set of integers in one blob (a set's value with `ENC_INTSET`, FORMAT.md §11.6): `width`
+//! A set of integers in one blob (a set's value with `ENC_INTSET`, FORMAT.md §11.8): `width`
 //! (u8: 2, 4 or 8), then the members in ascending order, each `width` bytes of a little-endian
 //! two's complement integer. The width is the least that holds every member (as Redis's intset
 //! encodings), so a member costs 2, 4 or 8 bytes; a lookup is a bisection. A change writes the
@@ -156,7 +156,7 @@ mod tests {
     fn format_md_describes_the_set_encodings() {
         use crate::store::{member_list, ENC_INTSET, ENC_LISTPACK, ENC_TREE, KIND_SET};
         let doc = include_str!("../../../../docs/FORMAT.md");
-        let sec = &doc[doc.find("### 11.6 Sets").expect("FORMAT.md has section 11.6")..];
+        let sec = &doc[doc.find("### 11.8 Sets").expect("FORMAT.md has section 11.8")..];
         let sec = &sec[..sec.find("\n### ").unwrap_or(sec.len())];
         assert!(sec.contains(&format!("`kind` {KIND_SET}")));
         let row = |name: &str| {
@@ -180,6 +180,14 @@ mod tests {
         assert!(
             sec.contains("`set-max-intset-entries` (512)") && sec.contains("`set-max-listpack-value` (64)")
         );
+        // No two encodings share a byte.
+        use crate::store::{ENC_EMBSTR, ENC_PLAIN, ENC_QUICKLIST, ENC_RAW};
+        let all = [ENC_PLAIN, ENC_TREE, ENC_QUICKLIST, ENC_INTSET, ENC_LISTPACK, ENC_RAW, ENC_EMBSTR];
+        assert_eq!(all.iter().collect::<std::collections::BTreeSet<_>>().len(), all.len());
+        // The entry's encoding byte (§11.2) names the set encodings.
+        let entry = &doc[doc.find("### 11.2").expect("section 11.2")..];
+        assert!(entry
+            .contains(&format!("{ENC_INTSET}, {ENC_LISTPACK} (a set): an intset or a member list (§11.8)")));
         let d = crate::cmd::Encodings::default();
         assert_eq!((d.set_max_intset_entries, d.set_max_entries, d.set_max_value), (512, 0, 64));
     }

@@ -1,4 +1,4 @@
-//! A small set's members in one blob (a set's value with `ENC_LISTPACK`, FORMAT.md §11.6):
+//! A small set's members in one blob (a set's value with `ENC_LISTPACK`, FORMAT.md §11.8):
 //! `count` (u32), then per member its length (LEB128: 7 bits a byte, low first, the top bit set
 //! on every byte but the last) and its bytes, in the order they were added. A member costs its
 //! length and one byte (two past 127 bytes), as in Redis's listpack. Used only when
