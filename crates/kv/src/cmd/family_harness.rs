@@ -37,6 +37,12 @@ impl<M: Mem> Harness<M> {
 
     /// Runs one command and seals its batch: its reply.
     pub(crate) fn try_cmd(&mut self, args: &[&str]) -> Result<Value, StoreError> {
+        let a: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        self.try_cmd_bytes(&a)
+    }
+
+    /// As [`Harness::try_cmd`], with arguments of any bytes.
+    pub(crate) fn try_cmd_bytes(&mut self, args: &[&[u8]]) -> Result<Value, StoreError> {
         let mut req = Vec::new();
         encode_request(args, &mut req);
         let mut p = Parser::new(Limits::default());
@@ -65,6 +71,10 @@ impl<M: Mem> Harness<M> {
 
     pub(crate) fn cmd(&mut self, args: &[&str]) -> Value {
         self.try_cmd(args).unwrap()
+    }
+
+    pub(crate) fn cmd_bytes(&mut self, args: &[&[u8]]) -> Value {
+        self.try_cmd_bytes(args).unwrap()
     }
 
     pub(crate) fn cmd_owned(&mut self, args: &[String]) -> Value {

@@ -236,6 +236,19 @@ pub(super) fn store<M: Mem>(cx: &mut Cx<M>, key: &[u8], members: &[&[u8]]) -> Re
     write(cx, key, old.as_ref(), 0, enc, members)
 }
 
+/// Makes `key` the set of `members` (distinct, at least one) with expiry `ttl`, in place of
+/// `old` (an entry of any kind, or none), in the encoding a new set of them gets: RESTORE.
+pub(super) fn restore<M: Mem>(
+    cx: &mut Cx<M>,
+    key: &[u8],
+    old: Option<&Found>,
+    ttl: u64,
+    members: &[&[u8]],
+) -> Result<(), StoreError> {
+    let enc = choose(&cx.settings.encodings, None, members.iter().copied());
+    write(cx, key, old, ttl, enc, members)
+}
+
 /// Replaces the tree set `f` at `key` with a new tree of `members` (distinct, at least one),
 /// keeping its expiry; the old tree is freed.
 pub(super) fn replace_tree<M: Mem>(

@@ -572,3 +572,7 @@ pub(super) fn run<M: Mem>(cx: &mut Cx<M>, spec: &Spec, a: &Args, r: &mut Reply) 
 #[cfg(test)]
 #[path = "sets_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "sets_keys_tests.rs"]
+mod keys_tests;

@@ -40,6 +40,11 @@ impl<'a> IntSet<'a> {
         Ok(IntSet { width: w as usize, body })
     }
 
+    /// Bytes a member: 2, 4 or 8.
+    pub fn width(&self) -> u8 {
+        self.width as u8
+    }
+
     /// Members.
     pub fn len(&self) -> usize {
         self.body.len() / self.width
@@ -83,7 +88,7 @@ impl<'a> IntSet<'a> {
     }
 
     /// The members, in ascending order.
-    pub fn iter(&self) -> impl Iterator<Item = i64> + 'a {
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = i64> + 'a {
         let s = *self;
         (0..s.len()).map(move |i| s.get(i))
     }
