@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 pub(crate) struct Harness<M: Mem> {
     settings: Settings,
-    watches: Watches,
+    pub(crate) watches: Watches,
     pub(crate) store: Store<M>,
     session: Session,
     pub(crate) now_ms: u64,

@@ -550,7 +550,11 @@ fn dispatch<M: Mem>(
                     return Ok(o);
                 }
             }
-            Group::Sets => sets::run(cx, spec, a, r)?,
+            Group::Sets => {
+                // The set commands touch only the keys they change (sets.rs), as Redis.
+                sets::run(cx, spec, a, r)?;
+                return Ok(Outcome::Done);
+            }
             Group::Memory => memory::run(cx, spec, a, r)?,
         },
     }

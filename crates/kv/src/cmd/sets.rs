@@ -135,12 +135,17 @@ fn smove<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErr
         return Ok(());
     }
     set_value::remove(cx, src, f, v, &[m])?;
+    touch(cx, src);
     // The table changed: the destination is found afresh.
-    match set_value::fetch(cx, dst)? {
+    let added = match set_value::fetch(cx, dst)? {
         Fetched::Set(f, v) => set_value::add(cx, dst, None, Some((f, v)), &[m])?,
         Fetched::Missing(old) => set_value::add(cx, dst, old.as_ref(), None, &[m])?,
         Fetched::WrongType => unreachable!("checked above"),
     };
+    // A destination that had the member already is not changed, nor touched.
+    if added > 0 {
+        touch(cx, dst);
+    }
     r.int(1);
     Ok(())
 }
@@ -543,9 +548,21 @@ fn sscan<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErr
     coll_scan::reply(cx, r, next, n, &items)
 }
 
-/// Runs one of this module's commands.
+/// Records, for the clients that WATCH it, that the running command changed `key` of the
+/// selected database.
+fn touch<M: Mem>(cx: &mut Cx<M>, key: &[u8]) {
+    if cx.watches.any() {
+        let db = cx.store.selected();
+        cx.watches.touch(db, key);
+    }
+}
+
+/// Runs one of this module's commands. It touches (for WATCH) only the keys it changes, as
+/// Redis: SMOVE's destination only when the member was added to it, a *STORE's destination and
+/// never its sources.
 pub(super) fn run<M: Mem>(cx: &mut Cx<M>, spec: &Spec, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let keys_from = |i: usize| -> Vec<&[u8]> { a.from(i).collect() };
+    let stores = cx.store.stores();
     match spec.name {
         "SADD" => sadd(cx, a, r)?,
         "SREM" => srem(cx, a, r)?,
@@ -565,6 +582,12 @@ pub(super) fn run<M: Mem>(cx: &mut Cx<M>, spec: &Spec, a: &Args, r: &mut Reply) 
         "SDIFFSTORE" => sunion_diff(cx, &keys_from(2), Some(a.get(1)), true, r)?,
         "SSCAN" => sscan(cx, a, r)?,
         other => unreachable!("{other} is not a sets command"),
+    }
+    // SMOVE touched its keys itself; the others change only their first key.
+    let changes_first = matches!(spec.name, "SADD" | "SREM" | "SPOP")
+        || spec.name.ends_with("STORE") && spec.name.starts_with('S');
+    if changes_first && cx.store.stores() != stores {
+        touch(cx, a.get(1));
     }
     Ok(())
 }

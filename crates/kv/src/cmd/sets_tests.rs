@@ -594,3 +594,43 @@ fn a_set_command_the_heap_cannot_hold_is_undone_whole() {
     assert_eq!(h.encoding("i"), "intset");
     assert_eq!(h.store.used_bytes(), used, "every block the commands took was given back");
 }
+
+/// Whether a write of `cmd` makes a client watching `watched` (in database 0) fail its EXEC.
+fn touches(h: &mut Harness<VecMem>, watched: &str, cmd: &[&str]) -> bool {
+    h.watches.watch(99, 0, watched.as_bytes());
+    h.cmd(cmd);
+    let dirty = h.watches.is_dirty(99);
+    h.watches.unwatch(99);
+    dirty
+}
+
+#[test]
+fn a_set_command_touches_only_the_keys_it_changes() {
+    let mut h = Harness::new();
+    h.cmd(&["SADD", "src", "a", "b"]);
+    h.cmd(&["SADD", "dst", "a"]);
+    // SMOVE of a member the destination has: the source changes, the destination does not.
+    assert!(!touches(&mut h, "dst", &["SMOVE", "src", "dst", "a"]));
+    assert_eq!(h.members("dst"), ["a"]);
+    assert!(touches(&mut h, "src", &["SMOVE", "src", "dst", "b"]));
+    h.cmd(&["SADD", "src", "c"]);
+    assert!(touches(&mut h, "dst", &["SMOVE", "src", "dst", "c"]));
+    assert!(!touches(&mut h, "dst", &["SMOVE", "src", "dst", "nope"]));
+    // The *STORE commands touch their destination, never their sources.
+    h.cmd(&["SADD", "x", "1", "2"]);
+    h.cmd(&["SADD", "dst", "1"]);
+    for c in ["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"] {
+        assert!(!touches(&mut h, "x", &[c, "out", "x", "dst"]), "{c}");
+        assert!(touches(&mut h, "out", &[c, "out", "x", "dst"]), "{c}");
+    }
+    // An empty result deletes the destination (a touch), or changes nothing if there was none.
+    assert!(touches(&mut h, "out", &["SINTERSTORE", "out", "x", "none"]));
+    assert_eq!(h.cmd(&["EXISTS", "out"]), i(0));
+    assert!(!touches(&mut h, "out", &["SINTERSTORE", "out", "x", "none"]));
+    // Writes that change nothing touch nothing; those that do, their key.
+    assert!(!touches(&mut h, "x", &["SADD", "x", "1"]));
+    assert!(!touches(&mut h, "x", &["SREM", "x", "7"]));
+    assert!(touches(&mut h, "x", &["SADD", "x", "3"]));
+    assert!(touches(&mut h, "x", &["SPOP", "x"]));
+    assert!(!touches(&mut h, "x", &["SRANDMEMBER", "x"]));
+}
