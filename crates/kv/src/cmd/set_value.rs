@@ -249,15 +249,15 @@ pub(super) fn restore<M: Mem>(
     write(cx, key, old, ttl, enc, members)
 }
 
-/// Replaces the tree set `f` at `key` with a new tree of `members` (distinct, at least one),
-/// keeping its expiry; the old tree is freed.
-pub(super) fn replace_tree<M: Mem>(
+/// Replaces the set `f` at `key` with a new set of `members` (distinct, at least one), in the
+/// encoding a new set of them gets, keeping its expiry; the old tree, if any, is freed.
+pub(super) fn replace<M: Mem>(
     cx: &mut Cx<M>,
     key: &[u8],
     f: &Found,
     members: &[&[u8]],
 ) -> Result<(), StoreError> {
-    write(cx, key, Some(f), f.head.expire_ms, ENC_TREE, members)
+    restore(cx, key, Some(f), f.head.expire_ms, members)
 }
 
 /// Adds `new` to the set at `key` (`live`, or a new one in place of `missing`); returns how many

@@ -293,8 +293,9 @@ fn spop<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErro
     }
     let remaining = size - count;
     if matches!(v, SetVal::Tree(_)) && remaining.saturating_mul(5) <= count {
-        // Most of a tree goes: the members that stay go to a new tree, the old one is freed
-        // whole (far less to undo than removing its members one by one), as Redis does.
+        // Most of a tree goes: the members that stay go to a new set (an intset if they allow),
+        // the old tree is freed whole (far less to undo than removing its members one by
+        // one), as Redis does.
         let kept = sample(cx, &v, remaining)?;
         let keep: HashSet<&[u8]> = kept.iter().map(Vec::as_slice).collect();
         let mut gone = Vec::with_capacity(count as usize);
@@ -306,7 +307,7 @@ fn spop<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErro
         })?;
         reply_members(cx, r, &gone)?;
         let refs: Vec<&[u8]> = kept.iter().map(Vec::as_slice).collect();
-        return set_value::replace_tree(cx, key, &f, &refs);
+        return set_value::replace(cx, key, &f, &refs);
     }
     let picked = sample(cx, &v, count)?;
     reply_members(cx, r, &picked)?;

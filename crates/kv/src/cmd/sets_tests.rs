@@ -634,3 +634,25 @@ fn a_set_command_touches_only_the_keys_it_changes() {
     assert!(touches(&mut h, "x", &["SPOP", "x"]));
     assert!(!touches(&mut h, "x", &["SRANDMEMBER", "x"]));
 }
+
+#[test]
+fn spop_of_most_of_a_tree_makes_the_rest_a_new_set() {
+    // Redis 7.0 moves the members that stay into a new set when most go (remaining · 5 <=
+    // count), made as a new set of them is: an intset when they are integers.
+    let mut h = Harness::new();
+    sadd(&mut h, "s", (0..20).map(|n| n.to_string()).chain(["x".to_string()]));
+    assert_eq!(h.cmd(&["SREM", "s", "x"]), i(1));
+    assert_eq!(h.encoding("s"), "hashtable");
+    assert_eq!(h.cmd(&["PEXPIRE", "s", "100000"]), i(1));
+    let popped = strings(&h.cmd(&["SPOP", "s", "17"]));
+    assert_eq!(popped.len(), 17);
+    let rest = h.members("s");
+    assert_eq!(rest.len(), 3);
+    assert!(rest.iter().all(|m| !popped.contains(m)));
+    assert_eq!(h.encoding("s"), "intset");
+    assert_eq!(h.cmd(&["PTTL", "s"]), i(100000), "the expiry stays");
+    // Fewer going: members are removed where they are, and the encoding stays.
+    sadd(&mut h, "t", (0..20).map(|n| format!("m{n}")));
+    h.cmd(&["SPOP", "t", "3"]);
+    assert_eq!(h.encoding("t"), "hashtable");
+}
