@@ -117,11 +117,15 @@ fn set_fields<M: Mem>(
             };
             let ttl = entry.map_or(0, |f| f.head.expire_ms);
             let (new, added) = hash_blob::set(blob.as_deref(), pairs)?;
-            let small = fits_blob(
-                &enc,
-                hash_blob::count(&new) as usize,
-                hash_blob::pairs(&new)?.map(|p| p.map_or(usize::MAX, |(f, v)| f.len().max(v.len()))),
-            );
+            // As Redis 7.0 (hashTypeTryConversion), a field or value given past
+            // hash-max-listpack-value makes a tree even if a later pair of the same command
+            // replaces it.
+            let small = pairs.iter().all(|(f, v)| f.len().max(v.len()) <= enc.hash_max_value)
+                && fits_blob(
+                    &enc,
+                    hash_blob::count(&new) as usize,
+                    hash_blob::pairs(&new)?.map(|p| p.map_or(usize::MAX, |(f, v)| f.len().max(v.len()))),
+                );
             if small {
                 cx.store.put(key, KIND_HASH, ttl, &[&new], 0, found)?;
             } else {

@@ -171,3 +171,15 @@ fn hscan_of_a_blob_and_of_a_tree() {
     let Value::Array(p) = h.cmd(&["HSCAN", "t", "18446744073709551615", "COUNT", "1"]) else { panic!() };
     assert_eq!(p[0], b("0"));
 }
+
+#[test]
+fn a_long_argument_makes_a_tree_even_if_replaced_in_the_same_command() {
+    // Redis 7.0 converts before setting, on the arguments' lengths (hashTypeTryConversion).
+    let mut h = Harness::new();
+    let long = "v".repeat(65);
+    h.cmd(&["HSET", "h", "f", &long, "f", "short"]);
+    assert_eq!(h.cmd(&["HGET", "h", "f"]), b("short"));
+    assert_eq!(h.encoding("h"), "hashtable");
+    h.cmd(&["HSET", "small", "f", &"v".repeat(64), "f", "short"]);
+    assert_eq!(h.encoding("small"), "listpack");
+}
