@@ -54,6 +54,22 @@ const DELIBERATE: &[(&str, &str)] = &[
         "Redis leaves it unspecified: compared as sets (HGETALL as field/value pairs)",
     ),
     (
+        "order of SMEMBERS, SINTER, SUNION, SDIFF, and of SPOP's and SRANDMEMBER's members when they return the \
+         whole set",
+        "Redis leaves it unspecified (its dictionary's order): compared as sets",
+    ),
+    (
+        "which members SRANDMEMBER draws",
+        "each server's own random draw: the same number of members (distinct for a positive count); SPOP, whose \
+         draw would change the set, is sent only with counts that take none or all of it, or to keys that hold \
+         no set",
+    ),
+    (
+        "SSCAN's cursors",
+        "each server's own: SSCAN is sent from cursor 0 with a COUNT larger than any set here (one page, cursor \
+         0, on both; the members compared as sets), or with a cursor or option both refuse",
+    ),
+    (
         "SCAN's cursors and pages",
         "each server's own (mojim kv walks its buckets): SCAN is iterated from 0 to the end on each, with the \
          same options, and the sets of keys compared; only 0 and the server's own cursors are sent to it",
@@ -67,7 +83,8 @@ const DELIBERATE: &[(&str, &str)] = &[
     (
         "DBSIZE while a key may have expired unremoved",
         "each server counts an expired key until its own expiry pass (or a read) removes it: exact only while \
-         no key can have expired since the last FLUSHALL, else each at least the live keys SCAN finds",
+         no key can have expired since the last FLUSHALL (a FLUSHDB may have flushed another database than \
+         the one holding it), else each at least the live keys SCAN finds",
     ),
     (
         "INFO, CONFIG GET (but save, appendonly, databases, maxmemory-policy, timeout), COMMAND, CLIENT \

@@ -13,6 +13,11 @@ pub enum Cmp {
     Unordered,
     /// HGETALL: as sets of field/value pairs (a flat array in RESP2, a map in RESP3).
     Pairs,
+    /// A random draw (SRANDMEMBER, HRANDFIELD): the same kind of reply, as many elements, each
+    /// side's distinct when `distinct`; which members is each server's own draw.
+    Draw { distinct: bool },
+    /// A SSCAN page: the same cursor, and the same elements in any order.
+    ScanPage,
     /// TTL (`ms` false) or PTTL: the same sign, and close.
     Ttl { ms: bool },
     /// TTL right after a PTTL of the same key: as `Ttl`, and each server's TTL must be its
@@ -142,6 +147,26 @@ pub fn compare(
             }
             _ if m == r => Ok(()),
             _ => differ("different replies"),
+        },
+        Cmp::Draw { distinct } => {
+            let unique = |v: &[Reply]| !*distinct || sorted(v).windows(2).all(|w| w[0] != w[1]);
+            match (m, r) {
+                (Reply::Array(a), Reply::Array(b)) | (Reply::Set(a), Reply::Set(b))
+                    if a.len() == b.len() && unique(a) && unique(b) =>
+                {
+                    Ok(())
+                }
+                (Reply::Bulk(_), Reply::Bulk(_)) => Ok(()),
+                _ if m == r => Ok(()),
+                _ => differ("draws of different sizes or kinds, or a repeated member"),
+            }
+        }
+        Cmp::ScanPage => match (m, r) {
+            (Reply::Array(a), Reply::Array(b)) if a.len() == 2 && b.len() == 2 && a[0] == b[0] => {
+                compare(&Cmp::Unordered, &a[1], &b[1], None, cx)
+            }
+            _ if m == r => Ok(()),
+            _ => differ("different SSCAN pages"),
         },
         Cmp::Ttl { ms } => ttl_close(*ms, m, r, cx),
         Cmp::TtlAfterPttl => {

@@ -280,6 +280,24 @@ const MAIN: &[(&str, u64)] = &[
     ("LMOVE", 2),
     ("RPOPLPUSH", 1),
     ("LMPOP", 1),
+    ("SADD", 8),
+    ("SREM", 3),
+    ("SISMEMBER", 2),
+    ("SMISMEMBER", 2),
+    ("SCARD", 2),
+    ("SMEMBERS", 3),
+    ("SPOP", 2),
+    ("SRANDMEMBER", 2),
+    ("SMOVE", 2),
+    ("SINTER", 1),
+    ("SUNION", 1),
+    ("SDIFF", 1),
+    ("SINTERSTORE", 1),
+    ("SUNIONSTORE", 1),
+    ("SDIFFSTORE", 1),
+    ("SINTERCARD", 1),
+    ("SSCAN", 2),
+    ("OBJECT", 2),
     ("DEL", 3),
     ("UNLINK", 1),
     ("EXISTS", 3),
@@ -318,6 +336,8 @@ const OOM: &[(&str, u64)] = &[
     ("HINCRBY", 2),
     ("RPUSH", 4),
     ("LPOP", 2),
+    ("SADD", 6),
+    ("SUNIONSTORE", 1),
     ("INCR", 2),
     ("RENAME", 2),
     ("GET", 5),
@@ -325,6 +345,7 @@ const OOM: &[(&str, u64)] = &[
     ("DEL", 6),
     ("UNLINK", 2),
     ("HDEL", 3),
+    ("SREM", 2),
     ("GETDEL", 2),
     ("EXPIRE", 2),
     ("PERSIST", 1),
@@ -455,7 +476,8 @@ impl Gen {
                 }
                 Step::Pipeline(v)
             }
-            945..=964 => Step::Pipeline(vec![self.big_hash()]),
+            945..=956 => Step::Pipeline(vec![self.big_hash()]),
+            957..=964 => Step::Pipeline(vec![self.big_set()]),
             _ => Step::Pipeline(self.command()),
         }
     }
@@ -467,10 +489,11 @@ impl Gen {
         let mut v = Vec::new();
         while v.len() < 12 {
             let key = self.key(Pool::Plain);
-            let c = match self.rng.range(0, 3) {
+            let c = match self.rng.range(0, 4) {
                 0 => vec![self.name("SET"), b(&key), Arg::B(self.value())],
                 1 => vec![self.name("HSET"), b(&key), Arg::B(self.field()), Arg::B(self.hvalue())],
                 2 => vec![self.name("INCR"), b(&key)],
+                3 => vec![self.name("SADD"), b(&key), Arg::B(self.member())],
                 _ => vec![self.name("DEL"), b(&key)],
             };
             v.push(self.finish(Cmd::new(c, Cmp::Exact), vec![key]));
@@ -525,6 +548,39 @@ impl Gen {
         }
         let n = if self.rng.chance(3) { self.fields.len() } else { 6 };
         self.fields[self.rng.range(0, n as u64 - 1) as usize].clone()
+    }
+
+    /// A set member: mostly small integers (the intset encoding) and a few short strings, so
+    /// that members collide; now and then any integer text, binary, past 64 bytes, or any value.
+    fn member(&mut self) -> Vec<u8> {
+        match self.rng.range(0, 39) {
+            0..=15 => (self.rng.range(0, 40) as i64 - 10).to_string().into_bytes(),
+            16..=19 => self.int_text(),
+            20..=29 => format!("m{}", self.rng.range(0, 9)).into_bytes(),
+            30..=32 => format!("r{}", self.rng.range(0, 400)).into_bytes(),
+            33..=35 => {
+                let n = self.rng.range(0, 16) as usize;
+                self.bytes(n)
+            }
+            36..=37 => {
+                let n = self.rng.range(60, 300) as usize;
+                self.bytes(n)
+            }
+            _ => self.value(),
+        }
+    }
+
+    /// `lo ..= hi` members.
+    fn members(&mut self, lo: u64, hi: u64) -> Vec<Arg> {
+        (0..self.rng.range(lo, hi)).map(|_| Arg::B(self.member())).collect()
+    }
+
+    /// A count for SPOP and SRANDMEMBER whose answer does not depend on the random draw: none
+    /// of the members (0), all of them (more than any set here has), or not a count. Draws
+    /// that do are compared by their number only (`Cmp::Draw`).
+    fn count(&mut self) -> Vec<u8> {
+        let c = ["0", "100000", "9223372036854775807", "-1", "-9223372036854775808", "abc", "", "1.5"];
+        c[self.rng.range(0, c.len() as u64 - 1) as usize].as_bytes().to_vec()
     }
 
     fn int_text(&mut self) -> Vec<u8> {
@@ -694,7 +750,10 @@ impl Gen {
         let no_extra = (self.gates.set_options && name == "SET")
             || (self.gates.expire_option_order && name.contains("EXPIRE"))
             || (self.gates.subcommand_extra_args && (name == "CLIENT" || name == "COMMAND"));
-        if self.rng.chance(2) || no_extra {
+        // Not SPOP's count (a random pop), nor SSCAN's COUNT (pages that differ): an extra
+        // argument only.
+        let no_cut = name == "SPOP" || name == "SSCAN";
+        if (self.rng.chance(2) || no_extra) && !no_cut {
             c.args.truncate(self.rng.range(1, c.args.len() as u64 - 1) as usize);
         } else {
             c.args.push(Arg::B(b"extra".to_vec()));
@@ -926,6 +985,114 @@ impl Gen {
                     a.extend([self.name("COUNT"), Arg::B(self.small_int(0, 4))]);
                 }
                 (a, Cmp::Exact, keys)
+            }
+            "SADD" | "SREM" | "SMISMEMBER" => {
+                let mut a = vec![n(self), b(&k)];
+                a.extend(self.members(1, 5));
+                (a, Cmp::Exact, vec![k])
+            }
+            "SISMEMBER" => (vec![n(self), b(&k), Arg::B(self.member())], Cmp::Exact, vec![k]),
+            "SCARD" => (vec![n(self), b(&k)], Cmp::Exact, vec![k]),
+            "OBJECT" => (vec![n(self), self.name("ENCODING"), b(&k)], Cmp::Exact, vec![k]),
+            "SMEMBERS" => (vec![n(self), b(&k)], Cmp::Unordered, vec![k]),
+            "SPOP" | "SRANDMEMBER" => match self.rng.range(0, 9) {
+                // Without a count: a member at random, compared by kind (SPOP only on a key of
+                // another type or none, whose answer is the same on both).
+                0 if which == "SRANDMEMBER" => (vec![n(self), b(&k)], Cmp::Draw { distinct: true }, vec![k]),
+                0 | 1 => {
+                    let other = if self.rng.chance(2) { b"nosuch:set".to_vec() } else { self.key(p) };
+                    let a = vec![n(self), b(&other)];
+                    if which == "SPOP" {
+                        // Unless it is a set, whose member would be drawn: made a string first.
+                        let set = Cmd::new(vec![self.name("SET"), b(&other), b(b"x")], Cmp::Exact);
+                        let set = self.finish(set, vec![other.clone()]);
+                        let pop = self.finish(Cmd::new(a, Cmp::Exact), vec![other]);
+                        return vec![set, pop];
+                    }
+                    (a, Cmp::Draw { distinct: true }, vec![other])
+                }
+                // SRANDMEMBER with a count within the set: distinct members (positive) or as
+                // many as asked (negative), compared by number.
+                2 | 3 if which == "SRANDMEMBER" => {
+                    let c = self.rng.range(0, 30) as i64 - 15;
+                    (
+                        vec![n(self), b(&k), Arg::B(c.to_string().into_bytes())],
+                        Cmp::Draw { distinct: c > 0 },
+                        vec![k],
+                    )
+                }
+                _ => {
+                    let c = self.count();
+                    // SRANDMEMBER of a negative count draws that many, repeats allowed.
+                    let cmp = if which == "SRANDMEMBER" && c == b"-1" {
+                        Cmp::Draw { distinct: false }
+                    } else {
+                        Cmp::Unordered
+                    };
+                    (vec![n(self), b(&k), Arg::B(c)], cmp, vec![k])
+                }
+            },
+            "SMOVE" => {
+                let dst = self.key(p);
+                (vec![n(self), b(&k), b(&dst), Arg::B(self.member())], Cmp::Exact, vec![k, dst])
+            }
+            "SINTER" | "SUNION" | "SDIFF" => {
+                let keys = self.keys(p, 1, 4);
+                let mut a = vec![n(self)];
+                a.extend(keys.iter().map(|k| b(k)));
+                (a, Cmp::Unordered, keys)
+            }
+            "SINTERSTORE" | "SUNIONSTORE" | "SDIFFSTORE" => {
+                let keys = self.keys(p, 2, 4);
+                let mut a = vec![n(self)];
+                a.extend(keys.iter().map(|k| b(k)));
+                (a, Cmp::Exact, keys)
+            }
+            "SINTERCARD" => {
+                let keys = self.keys(p, 1, 4);
+                let numkeys = match self.rng.range(0, 19) {
+                    0 => b"0".to_vec(),
+                    1 => b"-1".to_vec(),
+                    2 => b"abc".to_vec(),
+                    3 => (keys.len() + 1).to_string().into_bytes(),
+                    4 if keys.len() > 1 => (keys.len() - 1).to_string().into_bytes(),
+                    _ => keys.len().to_string().into_bytes(),
+                };
+                let mut a = vec![n(self), Arg::B(numkeys)];
+                a.extend(keys.iter().map(|k| b(k)));
+                match self.rng.range(0, 9) {
+                    0..=2 => {
+                        let l = ["0", "1", "3", "-1", "abc", "100"][self.rng.range(0, 5) as usize];
+                        a.extend([self.name("LIMIT"), b(l.as_bytes())]);
+                    }
+                    3 => a.push(self.name("LIMIT")),
+                    4 => a.push(b(b"FOO")),
+                    _ => {}
+                }
+                (a, Cmp::Exact, keys)
+            }
+            "SSCAN" => {
+                // From cursor 0 with a COUNT past any set here: the whole set in one page on
+                // both (each server's cursors are its own), or an error for a bad option.
+                let cursor: &[u8] = match self.rng.range(0, 19) {
+                    0 => b"abc",
+                    1 => b"18446744073709551616",
+                    2 => b"",
+                    _ => b"0",
+                };
+                let mut a = vec![n(self), b(&k), b(cursor)];
+                if self.rng.chance(3) {
+                    let pat = ["*", "m*", "1*", "?", "*[0-4]", "-*", ""][self.rng.range(0, 6) as usize];
+                    a.extend([self.name("MATCH"), b(pat.as_bytes())]);
+                }
+                match self.rng.range(0, 19) {
+                    0 => a.extend([self.name("COUNT"), b(b"0")]),
+                    1 => a.extend([self.name("COUNT"), b(b"abc")]),
+                    2 => a.push(self.name("COUNT")),
+                    3 => a.extend([b(b"FOO"), b(b"bar")]),
+                    _ => a.extend([self.name("COUNT"), b(b"100000")]),
+                }
+                (a, Cmp::ScanPage, vec![k])
             }
             "RENAME" | "RENAMENX" => {
                 // A plain key's fate never hangs on an expiring one's existence.
@@ -1193,7 +1360,7 @@ impl Gen {
             opts.push(vec![b"COUNT".to_vec(), count.to_vec()]);
         }
         if self.rng.chance(5) {
-            let t = ["string", "hash", "list", "nosuch"][self.rng.range(0, 3) as usize];
+            let t = ["string", "hash", "list", "set", "nosuch"][self.rng.range(0, 4) as usize];
             opts.push(vec![b"TYPE".to_vec(), t.as_bytes().to_vec()]);
         }
         if self.rng.chance(15) {
@@ -1230,6 +1397,24 @@ impl Gen {
                 self.int_text()
             };
             a.push(Arg::B(v));
+        }
+        self.finish(Cmd::new(a, Cmp::Exact), vec![k])
+    }
+
+    /// A SADD of many members: integers past the intset's 512 at once or close to it, or
+    /// strings.
+    fn big_set(&mut self) -> Cmd {
+        let p = self.pool();
+        let k = self.key(p);
+        let mut a = vec![self.name("SADD"), b(&k)];
+        let ints = self.rng.chance(2);
+        for _ in 0..self.rng.range(100, 700) {
+            let m = if ints {
+                (self.rng.range(0, 1200) as i64 - 100).to_string().into_bytes()
+            } else {
+                format!("r{}", self.rng.range(0, 800)).into_bytes()
+            };
+            a.push(Arg::B(m));
         }
         self.finish(Cmd::new(a, Cmp::Exact), vec![k])
     }

@@ -308,8 +308,9 @@ impl<'a> Harness<'a> {
             if name == "EXEC" && a.error_starts("EXECABORT") {
                 self.stats.exec_aborts += 1;
             }
-            // FLUSHALL leaves no key, expired or not (but the requests after it may). FLUSHDB
-            // leaves the other databases' (which the client may SELECT again, or reconnect to).
+            // A flush of every database leaves no key, expired or not (but the requests after
+            // it may). Not FLUSHDB: the connection may have SELECTed another database than the
+            // one that holds a key expired unremoved.
             if name == "FLUSHALL" && a == &Reply::Simple(b"OK".to_vec()) {
                 self.expired_unremoved = cmds[i + 1..].iter().any(|c| c.leaves_expired);
             }
@@ -598,6 +599,7 @@ impl<'a> Harness<'a> {
             let read: Vec<&[u8]> = match t {
                 Reply::Simple(s) if s == b"hash" => vec![b"HGETALL"],
                 Reply::Simple(s) if s == b"list" => vec![b"LRANGE", b"0", b"-1"],
+                Reply::Simple(s) if s == b"set" => vec![b"SMEMBERS"],
                 _ => vec![b"GET"],
             };
             let mut r: Vec<Vec<u8>> = vec![read[0].to_vec(), k.clone()];
@@ -621,7 +623,8 @@ impl<'a> Harness<'a> {
             .collect())
     }
 
-    /// Compares `keys` on both servers: type, value (a hash as field/value pairs), whether
+    /// Compares `keys` on both servers: type, value (a hash as field/value pairs, a set's
+    /// members in any order), whether
     /// and when they expire. Expiring keys are read away from a tick.
     fn compare_keys(&mut self, keys: &[Vec<u8>], why: &str) {
         let keys: Vec<Vec<u8>> = keys.iter().cloned().collect::<BTreeSet<_>>().into_iter().collect();
@@ -649,7 +652,13 @@ impl<'a> Harness<'a> {
             ttl_may_round_up: self.o.ttl_may_round_up,
         };
         for ((k, a), b) in keys.iter().zip(&a).zip(&b) {
-            let value_cmp = if a.typ == Reply::Simple(b"hash".to_vec()) { Cmp::Pairs } else { Cmp::Exact };
+            let value_cmp = if a.typ == Reply::Simple(b"hash".to_vec()) {
+                Cmp::Pairs
+            } else if a.typ == Reply::Simple(b"set".to_vec()) {
+                Cmp::Unordered
+            } else {
+                Cmp::Exact
+            };
             let diff = compare(&Cmp::Exact, &a.typ, &b.typ, None, &cx)
                 .and_then(|()| compare(&value_cmp, &a.value, &b.value, None, &cx))
                 .and_then(|()| compare(&Cmp::Ttl { ms: true }, &a.pttl, &b.pttl, None, &cx));

@@ -455,7 +455,9 @@ pub(super) fn run<M: Mem>(
 
 /// The name `OBJECT ENCODING` gives an entry's representation, as Redis names it for its kind.
 pub(super) fn encoding_name<M: Mem>(cx: &Cx<M>, f: &crate::store::Found) -> Result<&'static str, StoreError> {
-    use crate::store::{ENC_EMBSTR, ENC_RAW, ENC_TREE, KIND_HASH, KIND_STRING};
+    use crate::store::{
+        ENC_EMBSTR, ENC_INTSET, ENC_LISTPACK, ENC_RAW, ENC_TREE, KIND_HASH, KIND_SET, KIND_STRING,
+    };
     Ok(match (f.head.kind, f.head.encoding) {
         (KIND_STRING, ENC_RAW) => "raw",
         (KIND_STRING, e) => {
@@ -478,6 +480,9 @@ pub(super) fn encoding_name<M: Mem>(cx: &Cx<M>, f: &crate::store::Found) -> Resu
         (KIND_HASH, _) => "listpack",
         // Redis 7.0 names every list so, whether it is one node or many.
         (crate::store::KIND_LIST, _) => "quicklist",
+        (KIND_SET, ENC_INTSET) => "intset",
+        (KIND_SET, ENC_LISTPACK) => "listpack",
+        (KIND_SET, ENC_TREE) => "hashtable",
         _ => "unknown",
     })
 }

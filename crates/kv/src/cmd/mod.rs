@@ -9,7 +9,10 @@
 pub mod args;
 pub mod blocking;
 pub mod client;
+mod coll_scan;
 mod config;
+#[cfg(test)]
+mod family_harness;
 pub mod glob;
 pub mod hashes;
 mod keys;
@@ -20,10 +23,14 @@ pub mod notify;
 pub mod pubsub;
 #[cfg(test)]
 mod pubsub_tests;
+mod memory;
+mod rand;
 pub mod rdb;
 pub mod scripting;
 mod server;
 mod sort;
+mod set_value;
+mod sets;
 mod spec;
 mod strings;
 #[cfg(test)]
@@ -647,6 +654,12 @@ fn dispatch<M: Mem>(
                     return Ok(o);
                 }
             }
+            Group::Sets => {
+                // The set commands touch only the keys they change (sets.rs), as Redis.
+                sets::run(cx, spec, a, r)?;
+                return Ok(Outcome::Done);
+            }
+            Group::Memory => memory::run(cx, spec, a, r)?,
         },
     }
     if let Some(b) = around {

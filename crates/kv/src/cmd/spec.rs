@@ -41,12 +41,16 @@ pub enum Group {
     Scripts,
     /// Pub/sub, and RESET (`pubsub.rs`).
     PubSub,
+    /// Sets (`sets.rs`).
+    Sets,
+    /// MEMORY (`memory.rs`).
+    Memory,
 }
 
 impl Group {
     /// Every group, in the order `mojim kv --help` lists them.
     pub const ALL: &[Group] =
-        &[Group::Strings, Group::Hashes, Group::Lists, Group::Keys, Group::Sort, Group::Scripts, Group::PubSub, Group::Tx, Group::Server];
+        &[Group::Strings, Group::Hashes, Group::Lists, Group::Sets, Group::Keys, Group::Sort, Group::Scripts, Group::PubSub, Group::Tx, Group::Server, Group::Memory];
 
     /// The group's name in `mojim kv --help`.
     pub fn title(self) -> &'static str {
@@ -60,6 +64,8 @@ impl Group {
             Group::Sort => "sorting",
             Group::Scripts => "scripts and functions",
             Group::PubSub => "pub/sub",
+            Group::Sets => "sets",
+            Group::Memory => "memory",
         }
     }
 }
@@ -121,6 +127,8 @@ pub static SPECS: std::sync::LazyLock<Vec<&'static Spec>> = std::sync::LazyLock:
         super::sort::SPECS,
         super::scripting::SPECS,
         super::pubsub::SPECS,
+        super::sets::SPECS,
+        super::memory::SPECS,
         TX_SPECS,
     ]
     .iter()

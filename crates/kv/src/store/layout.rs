@@ -99,6 +99,10 @@ pub const ENC_EMBSTR: u8 = 0x81;
 /// A list's value is the 32-byte handle of a chain of nodes (`quicklist.rs`); a list of
 /// [`ENC_PLAIN`] holds its elements in its value (`list_pack.rs`).
 pub const ENC_QUICKLIST: u8 = 2;
+/// A set's value is an intset (`intset.rs`): its members are integers, sorted.
+pub const ENC_INTSET: u8 = 3;
+/// A set's value is a member list (`member_list.rs`): Redis 7.2's listpack sets.
+pub const ENC_LISTPACK: u8 = 4;
 
 /// The fixed shape of a store, decided at format from the region's size alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

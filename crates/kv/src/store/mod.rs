@@ -12,12 +12,14 @@ mod alloc;
 mod dynamic;
 mod error;
 pub mod hash_blob;
+pub mod intset;
 mod journal;
 mod key_hash;
 mod keyspace;
 pub mod layout;
 pub mod list_pack;
 mod mem;
+pub mod member_list;
 pub mod quicklist;
 mod random;
 mod strings;
@@ -31,8 +33,8 @@ pub use error::StoreError;
 pub use journal::{coalesce, Savepoint};
 pub use key_hash::KeyHasher;
 pub use layout::{
-    kind_name, EntryHead, Geometry, ENC_EMBSTR, ENC_PLAIN, ENC_QUICKLIST, ENC_RAW, ENC_TREE, KIND_HASH,
-    KIND_LIST, KIND_SET, KIND_STRING, KIND_ZSET,
+    kind_name, EntryHead, Geometry, ENC_EMBSTR, ENC_INTSET, ENC_LISTPACK, ENC_PLAIN, ENC_QUICKLIST, ENC_RAW,
+    ENC_TREE, KIND_HASH, KIND_LIST, KIND_SET, KIND_STRING, KIND_ZSET,
 };
 pub use mem::{Mem, VecMem};
 pub use quicklist::QuickList;

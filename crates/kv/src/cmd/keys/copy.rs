@@ -1,14 +1,15 @@
 //! COPY source destination [DB n] [REPLACE]: a key's value, expiry and type copied to another
-//! key (in this database or another), the two sharing nothing after: a string's or small hash's
-//! bytes, a large hash's tree node by node (`store::tree::copy`), a chained list's elements
-//! into a new chain.
+//! key (in this database or another), the two sharing nothing after: a string's, small hash's or
+//! small set's bytes, a large hash's or set's tree node by node (`store::tree::copy`), a chained
+//! list's elements into a new chain.
 
 use super::super::args::{int, is, Args};
 use super::super::notify::{GENERIC, NEW};
 use super::super::{Cx, Session, NOT_INT, SYNTAX};
 use crate::resp::Reply;
 use crate::store::{
-    kind_name, Found, Mem, StoreError, ENC_PLAIN, ENC_QUICKLIST, ENC_TREE, KIND_HASH, KIND_LIST, KIND_STRING,
+    kind_name, Found, Mem, StoreError, ENC_INTSET, ENC_LISTPACK, ENC_PLAIN, ENC_QUICKLIST, ENC_TREE, KIND_HASH,
+    KIND_LIST, KIND_SET, KIND_STRING,
 };
 
 /// The value a copy of `f` holds: its bytes, or a new tree's handle; `None` for a kind that
@@ -17,9 +18,11 @@ fn copy_value<M: Mem>(cx: &mut Cx<M>, f: &Found) -> Result<Option<Vec<u8>>, Stor
     let mut v = Vec::new();
     match (f.head.kind, f.head.encoding) {
         // A string's value is whole, whatever its encoding says of it.
-        (KIND_STRING, _) | (KIND_HASH, ENC_PLAIN) => cx.store.value_into(f, &mut v)?,
-        (KIND_HASH, ENC_TREE) => {
-            let t = cx.store.tree_of(f)?.expect("a hash of the tree encoding holds a tree");
+        (KIND_STRING, _) | (KIND_HASH, ENC_PLAIN) | (KIND_SET, ENC_INTSET | ENC_LISTPACK) => {
+            cx.store.value_into(f, &mut v)?
+        }
+        (KIND_HASH | KIND_SET, ENC_TREE) => {
+            let t = cx.store.tree_of(f)?.expect("a hash or set of the tree encoding holds a tree");
             v.extend_from_slice(&cx.store.tree_copy(&t)?.encode());
         }
         (KIND_LIST, ENC_QUICKLIST) => {
@@ -83,7 +86,7 @@ pub(in crate::cmd) fn copy<M: Mem>(
     }
     let Some(value) = copy_value(cx, &f)? else {
         r.error(&format!(
-            "ERR mojim kv cannot COPY a {} yet: only strings, hashes and lists are copied",
+            "ERR mojim kv cannot COPY a {} yet: only strings, hashes, lists and sets are copied",
             kind_name(f.head.kind)
         ));
         return Ok(());

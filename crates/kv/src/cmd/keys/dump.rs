@@ -6,11 +6,14 @@
 use super::super::args::{int, is, Args};
 use super::super::notify::GENERIC;
 use super::super::rdb::{self, Limits, Object};
+use super::super::set_value::{self, SetVal};
 use super::super::strings::max_string;
 use super::super::{Cx, Encodings, NOT_INT, SYNTAX};
 use crate::resp::Reply;
+use crate::store::intset::IntSet;
 use crate::store::{
-    hash_blob, kind_name, Found, Mem, StoreError, ENC_PLAIN, ENC_TREE, KIND_HASH, KIND_LIST, KIND_STRING,
+    hash_blob, kind_name, Found, Mem, StoreError, ENC_PLAIN, ENC_TREE, KIND_HASH, KIND_LIST, KIND_SET,
+    KIND_STRING,
 };
 
 /// The payload of the live entry `f` (its body then the trailer) into `out`; false for a kind
@@ -47,6 +50,21 @@ fn dump_value<M: Mem>(cx: &Cx<M>, f: &Found, out: &mut Vec<u8>) -> Result<bool, 
             let elems = super::super::lists::elements(cx, f, limit)?;
             rdb::list::encode(&elems, out);
         }
+        // An intset as Redis 7.0's intset (type 11); any other set as a table (type 2), Redis
+        // 7.0 having no listpack sets.
+        (KIND_SET, _) => match set_value::read(cx, f)? {
+            SetVal::Ints(b) => {
+                let s = IntSet::parse(&b)?;
+                rdb::set::encode_intset(s.width(), s.iter(), out);
+            }
+            v => {
+                rdb::set::encode_table_head(v.len(), out);
+                v.each(cx, |m| {
+                    rdb::set::encode_member(m, out);
+                    room(out).map(|()| true)
+                })?;
+            }
+        },
         _ => return Ok(false),
     }
     room(out)?;
@@ -62,7 +80,7 @@ pub(in crate::cmd) fn dump<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> R
     let mut payload = Vec::new();
     if !dump_value(cx, &f, &mut payload)? {
         r.error(&format!(
-            "ERR mojim kv cannot DUMP a {} yet: strings, hashes and lists only",
+            "ERR mojim kv cannot DUMP a {} yet: strings, hashes, lists and sets only",
             kind_name(f.head.kind)
         ));
         return Ok(());
@@ -103,6 +121,11 @@ fn restore_value<M: Mem>(
             }
         }
         Object::List(elems) => super::super::lists::store_list(cx, key, old, expire_ms, &elems)?,
+        // In the encoding a new set of those members gets (as Redis 7.0 loads a set).
+        Object::Set(members) => {
+            let refs: Vec<&[u8]> = members.iter().map(Vec::as_slice).collect();
+            set_value::restore(cx, key, old, expire_ms, &refs)?;
+        }
     }
     Ok(())
 }

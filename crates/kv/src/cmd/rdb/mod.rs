@@ -3,7 +3,7 @@
 //! the RDB file format writes it, the RDB version (u16, little-endian) and a CRC-64 (Jones, see
 //! `crc64.rs`, little-endian) of all that comes before it.
 //!
-//! Each type has its own (de)serializer beside this file (`string.rs`, `hash.rs`); [`decode`]
+//! Each type has its own (de)serializer beside this file (`string.rs`, `hash.rs`, `set.rs`); [`decode`]
 //! picks one by the type byte, and a type not read yet is refused by name. Decoding is sans I/O
 //! over the payload's bytes and trusts nothing in them: every length is checked against what is
 //! left, nothing is allocated before the bytes it stands for are there (an LZF string against
@@ -15,6 +15,7 @@ pub mod hash;
 pub mod list;
 pub mod listpack;
 mod lzf;
+pub mod set;
 pub mod string;
 pub mod wire;
 
@@ -29,6 +30,10 @@ pub const TYPE_STRING: u8 = 0;
 pub const TYPE_LIST: u8 = 1;
 /// RDB type of a list as a quicklist of listpacks (Redis 7.0).
 pub const TYPE_LIST_QUICKLIST_2: u8 = 18;
+/// RDB type of a set as a table: a count, then each member.
+pub const TYPE_SET: u8 = 2;
+/// RDB type of a set of integers as an intset.
+pub const TYPE_SET_INTSET: u8 = 11;
 /// RDB type of a hash as a table: a count, then each field and value.
 pub const TYPE_HASH: u8 = 4;
 /// RDB type of a small hash as a listpack of fields and values.
@@ -55,6 +60,8 @@ pub enum Object {
     Hash(Pairs),
     /// A list's elements, in order (never none).
     List(Vec<Vec<u8>>),
+    /// A set's members, each once, in the payload's order.
+    Set(Vec<Vec<u8>>),
 }
 
 /// Why a payload is refused.
@@ -78,7 +85,7 @@ impl std::fmt::Display for DecodeError {
             DecodeError::Malformed(_) => f.write_str("Bad data format"),
             DecodeError::Unsupported(t) => write!(
                 f,
-                "mojim kv cannot RESTORE a {} yet (RDB type {t}): strings, hashes and lists only",
+                "mojim kv cannot RESTORE a {} yet (RDB type {t}): strings, hashes, lists and sets only",
                 type_name(*t)
             ),
             DecodeError::TooLarge(what) => f.write_str(what),
@@ -137,6 +144,10 @@ pub fn decode(payload: &[u8], limits: Limits) -> Result<Object, DecodeError> {
         TYPE_HASH_LISTPACK => Object::Hash(hash::decode_listpack(&mut r)?),
         TYPE_LIST => Object::List(list::decode_plain(&mut r)?),
         TYPE_LIST_QUICKLIST_2 => Object::List(list::decode_quicklist(&mut r)?),
+        TYPE_SET => Object::Set(set::decode_table(&mut r)?),
+        TYPE_SET_INTSET => {
+            Object::Set(set::decode_intset(&mut r)?.into_iter().map(|v| v.to_string().into_bytes()).collect())
+        }
         t if known_type(t) => return Err(DecodeError::Unsupported(t)),
         t => return Err(DecodeError::Malformed(format!("byte 0 is {t}, no RDB type"))),
     };

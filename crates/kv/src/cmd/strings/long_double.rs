@@ -563,6 +563,10 @@ impl Big {
 }
 
 #[cfg(test)]
+#[path = "long_double_vectors.rs"]
+mod long_double_vectors;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

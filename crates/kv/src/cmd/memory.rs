@@ -1,0 +1,102 @@
+//! MEMORY USAGE and MEMORY HELP: the region bytes a key takes.
+//!
+//! A key's bytes are its entry's block (header, key, and the value held there) and, for a
+//! collection in a tree, the tree's nodes and the blocks of its large entries. A tree of up to
+//! 100 000 entries (or any, with `SAMPLES 0`) is walked whole; a larger one is estimated from
+//! `SAMPLES` entries drawn at random (5 unless given), as Redis estimates from samples.
+
+use super::args::{is, Args};
+use super::rand;
+use super::spec::{spec, Group, Spec};
+use super::{Cx, NOT_INT, SYNTAX};
+use crate::resp::Reply;
+use crate::store::{Mem, StoreError, Tree};
+
+/// The commands this module runs.
+pub(super) const SPECS: &[Spec] = &[spec("MEMORY", -2, &["readonly"], (2, 2, 1), Group::Memory)];
+
+/// Trees of at most this many entries are measured block by block.
+const WALK_MAX: u64 = 100_000;
+
+/// Bytes of a tree: its blocks, walked or estimated from `samples` entries.
+fn tree_bytes<M: Mem>(cx: &Cx<M>, t: &Tree, samples: u64) -> Result<u64, StoreError> {
+    if t.len <= WALK_MAX || samples == 0 {
+        let mut total = 0;
+        cx.store.tree_blocks(t, |_, n| total += n).map_err(StoreError::Corrupt)?;
+        return Ok(total);
+    }
+    // An entry takes its hash (8), two lengths (4) and a slot (2) with its key and value in a
+    // leaf that is, on average, about three quarters full.
+    let (mut k, mut v, mut bytes) = (Vec::new(), Vec::new(), 0u64);
+    let n = samples.min(t.len);
+    for _ in 0..n {
+        k.clear();
+        v.clear();
+        cx.store.tree_nth(t, rand::below(t.len), &mut k, &mut v)?;
+        bytes += 14 + (k.len() + v.len()) as u64;
+    }
+    Ok(bytes * 4 / 3 * t.len / n)
+}
+
+fn usage<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+    let mut samples = 5u64;
+    let mut j = 3;
+    while j < a.len() {
+        if is(a.get(j), "SAMPLES") && j + 1 < a.len() {
+            match super::args::int(a.get(j + 1)) {
+                Some(n) if n >= 0 => samples = n as u64,
+                Some(_) => {
+                    r.error(SYNTAX);
+                    return Ok(());
+                }
+                None => {
+                    r.error(NOT_INT);
+                    return Ok(());
+                }
+            }
+            j += 2;
+        } else {
+            r.error(SYNTAX);
+            return Ok(());
+        }
+    }
+    let Some(f) = cx.store.get(a.get(2), cx.now_ms)? else {
+        r.null();
+        return Ok(());
+    };
+    let mut bytes = cx.store.class_size(f.head.class);
+    if let Some(t) = cx.store.tree_of(&f)? {
+        bytes += tree_bytes(cx, &t, samples)?;
+    }
+    r.int(bytes as i64);
+    Ok(())
+}
+
+/// Runs one of this module's commands.
+pub(super) fn run<M: Mem>(cx: &mut Cx<M>, spec: &Spec, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+    debug_assert_eq!(spec.name, "MEMORY");
+    let sub = a.get(1);
+    if is(sub, "USAGE") && a.len() >= 3 {
+        return usage(cx, a, r);
+    }
+    if is(sub, "HELP") && a.len() == 2 {
+        let lines = [
+            "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value, in the region. Trees of more",
+            "    than 100000 entries are estimated from <count> samples (5 unless given; 0: all).",
+            "HELP",
+            "    Print this help.",
+        ];
+        r.array(lines.len());
+        for l in lines {
+            r.simple(l.as_bytes());
+        }
+        return Ok(());
+    }
+    r.error(&format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
+        super::show(sub, 64)
+    ));
+    Ok(())
+}
