@@ -88,6 +88,9 @@ pub fn kind_name(kind: u8) -> &'static str {
 pub const ENC_PLAIN: u8 = 0;
 /// An entry's value is the 16-byte handle of a tree (`tree.rs`) that holds the collection.
 pub const ENC_TREE: u8 = 1;
+/// A sorted set's value is the 32-byte handle of its index (`zindex.rs`): an order tree and a
+/// member tree.
+pub const ENC_ZSET_INDEX: u8 = 5;
 
 /// The fixed shape of a store, decided at format from the region's size alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,18 +21,23 @@ mod table;
 #[cfg(test)]
 mod tests;
 pub mod tree;
+pub mod zindex;
+pub mod zset_blob;
+pub mod ztree;
 
 pub use dynamic::Dynamic;
 pub use error::StoreError;
 pub use journal::{coalesce, Savepoint};
 pub use key_hash::KeyHasher;
 pub use layout::{
-    kind_name, EntryHead, Geometry, ENC_PLAIN, ENC_TREE, KIND_HASH, KIND_LIST, KIND_SET, KIND_STRING,
-    KIND_ZSET,
+    kind_name, EntryHead, Geometry, ENC_PLAIN, ENC_TREE, ENC_ZSET_INDEX, KIND_HASH, KIND_LIST, KIND_SET,
+    KIND_STRING, KIND_ZSET,
 };
 pub use mem::{Mem, VecMem};
 pub use table::Found;
 pub use tree::Tree;
+pub use zindex::ZIndex;
+pub use ztree::{key_cmp, score_cmp, Lex, ZBound, ZCursor};
 
 use journal::Batch;
 use layout::{

@@ -244,6 +244,9 @@ impl<M: Mem> Store<M> {
         if let Some(t) = self.tree_of(f)? {
             self.tree_free(&t)?;
         }
+        if let Some(z) = self.zindex_of(f)? {
+            self.zindex_free(&z)?;
+        }
         Ok(())
     }
 
