@@ -76,18 +76,22 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let tails: Vec<u64> = heads.iter().map(|&h| h.saturating_sub(cap).next_multiple_of(64).min(h)).collect();
-    let logs: Vec<LaneLog<'_>> = areas.iter().zip(&tails).map(|(a, &t)| LaneLog { area: a, tail: t }).collect();
+    let logs: Vec<LaneLog<'_>> =
+        areas.iter().zip(&tails).map(|(a, &t)| LaneLog { area: &a[..], tail: t }).collect();
     let r = recover(&logs, applied, MAX_BODY, REGION);
     assert_eq!(r.heads.len(), lanes);
     for (lane, (&head, &tail)) in r.heads.iter().zip(&tails).enumerate() {
-        assert!(head >= tail && head - tail <= cap, "lane {lane}: head {head} outside [{tail}, {tail}+{cap}]");
+        assert!(
+            head >= tail && head - tail <= cap,
+            "lane {lane}: head {head} outside [{tail}, {tail}+{cap}]"
+        );
     }
     assert!(r.groups.windows(2).all(|w| w[0].seq < w[1].seq), "groups out of order: {:?}", r.groups);
     let mut image = vec![0u8; REGION as usize];
     for g in &r.groups {
         assert!(g.seq > applied);
         assert!(g.seq <= r.max_seq);
-        for_each_write(&areas[g.lane as usize], g, MAX_BODY, |off, body| {
+        for_each_write(&areas[g.lane as usize][..], g, MAX_BODY, |off, body| {
             let end = off as usize + body.len();
             assert!(end as u64 <= REGION, "write past the region: {off}+{}", body.len());
             image[off as usize..end].copy_from_slice(body);

@@ -36,7 +36,7 @@ fn redis_cli_scripted_sessions() {
     let (ok, out, err) = run_with_stdin(cli, script);
     assert!(ok, "redis-cli failed: {err}");
     let expected = "OK\nhello\n11\nhello world\n1\n42\n2\na\n1\nb\n2\n\n-1\n1\n100\n\
-                    ERR unknown command 'LPUSH', with args beginning with: 'l' 'x' \n\nOK\n1\n\n2\n2\nOK\nstring\nhash\n3\n\
+                    1\nOK\n1\n\n2\n2\nOK\nstring\nhash\n4\n\
                     OK\nQUEUED\nQUEUED\nOK\n2\n1\nOK\nPONG\n";
     assert_eq!(out, expected, "redis-cli's session (stderr: {err})");
 
@@ -336,4 +336,49 @@ fn requests_arriving_in_pieces_are_run_when_whole() {
     assert_eq!(c.read(), Some(Value::Simple(b"OK".to_vec())));
     assert_eq!(c.read(), Some(Value::bulk(&value)));
     assert_eq!(c.read(), Some(Value::Simple(b"PONG".to_vec())));
+}
+
+/// CLIENT LIST and CLIENT INFO as redis-py parses them; CLIENT KILL closes another connection;
+/// CLIENT PAUSE WRITE holds a write back until it ends, and lets reads through.
+#[test]
+fn client_list_kill_and_pause_across_connections() {
+    let Some(mut py) = python_with_redis() else { return };
+    let k = KvCluster::new("kv-client-cmds", 16 << 20);
+    let script = format!(
+        "import redis\n\
+         r = redis.Redis(port={port}, decode_responses=True)\n\
+         a = redis.Redis(port={port}, client_name='worker', decode_responses=True)\n\
+         a.ping()\n\
+         clients = r.client_list()\n\
+         assert any(c['name'] == 'worker' for c in clients), clients\n\
+         for c in clients:\n    assert c['user'] == 'default' and 'omem' in c and 'oll' in c and 'obl' in c, c\n\
+         me = r.client_info()\n\
+         assert me['id'] == r.client_id() and me['db'] == 0, me\n\
+         print('ok')\n",
+        port = k.port()
+    );
+    let out = py.args(["-c", &script]).output().expect("run python");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("ok"),
+        "redis-py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut admin = k.client();
+    let mut victim = k.client();
+    let Value::Int(id) = victim.cmd(&["CLIENT", "ID"]) else { panic!("CLIENT ID") };
+    assert_eq!(admin.cmd(&["CLIENT", "KILL", "ID", &id.to_string()]), Value::Int(1));
+    assert!(victim.closed(), "the killed connection is closed");
+    // A pause of writes: a SET waits, a GET does not; the SET runs when the pause ends.
+    let mut writer = k.client();
+    assert_eq!(admin.cmd(&["CLIENT", "PAUSE", "700", "WRITE"]), Value::Simple(b"OK".to_vec()));
+    let t0 = std::time::Instant::now();
+    writer.send(&[b"SET", b"paused", b"1"]);
+    assert_eq!(admin.cmd(&["GET", "paused"]), Value::Null, "reads go on; the write waits");
+    assert_eq!(writer.read(), Some(Value::Simple(b"OK".to_vec())));
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(600), "the write waited for the pause");
+    assert_eq!(admin.cmd(&["GET", "paused"]), bulk_value("1"));
+}
+
+fn bulk_value(s: &str) -> Value {
+    Value::Bulk(s.as_bytes().to_vec())
 }

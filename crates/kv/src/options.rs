@@ -97,6 +97,13 @@ impl KvOptions {
                 1u64 << 20
             )));
         }
+        if primary.limits.max_ranges < 2 {
+            return Err(KvError::Config(format!(
+                "[limits] max_ranges = {} is too few for mojim kv: a batch's group is its ranges and the \
+                 journal's, so it needs at least 2",
+                primary.limits.max_ranges
+            )));
+        }
         let log = cfg.log_capacity()?;
         let max_group_bytes = log / 2;
         if (max_bulk as u64) * 2 + (1 << 20) > max_group_bytes {

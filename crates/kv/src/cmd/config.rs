@@ -34,6 +34,9 @@ pub struct Encodings {
     /// `list-max-listpack-size`: a list node's size: a count of elements when positive, else
     /// -1 .. -5 for 4, 8, 16, 32 or 64 KiB.
     pub list_max_size: i64,
+    /// `list-compress-depth`: list nodes at each end left uncompressed. Recorded and reported;
+    /// `mojim kv` compresses no node (the replies are the same; only memory differs).
+    pub list_compress_depth: i64,
 }
 
 impl Default for Encodings {
@@ -47,6 +50,7 @@ impl Default for Encodings {
             zset_max_entries: 128,
             zset_max_value: 64,
             list_max_size: -2,
+            list_compress_depth: 0,
         }
     }
 }
@@ -135,6 +139,7 @@ fn settings() -> Vec<Setting> {
         ),
         int!(&["zset-max-listpack-value", "zset-max-ziplist-value"], encodings.zset_max_value, 0, 1 << 30),
         int!(&["list-max-listpack-size", "list-max-ziplist-size"], encodings.list_max_size, -5, 1 << 30),
+        int!(&["list-compress-depth"], encodings.list_compress_depth, 0, i64::from(i32::MAX)),
         Setting {
             names: &["busy-reply-threshold", "lua-time-limit"],
             kind: Kind::Int {
@@ -185,10 +190,6 @@ fn settings() -> Vec<Setting> {
         Setting { names: &["appendonly"], kind: Kind::Moot("no", NO_DISK) },
         Setting { names: &["appendfsync"], kind: Kind::Moot("no", NO_DISK) },
         Setting { names: &["timeout"], kind: Kind::Moot("0", "mojim kv does not close idle clients") },
-        Setting {
-            names: &["list-compress-depth"],
-            kind: Kind::Moot("0", "mojim kv does not compress list nodes"),
-        },
     ]
 }
 

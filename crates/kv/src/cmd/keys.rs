@@ -1,21 +1,30 @@
 //! Key commands: DEL UNLINK EXISTS TYPE RENAME RENAMENX EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL
-//! PTTL PERSIST SCAN KEYS FLUSHDB FLUSHALL.
+//! PTTL EXPIRETIME PEXPIRETIME PERSIST TOUCH RANDOMKEY SCAN KEYS FLUSHDB FLUSHALL MOVE OBJECT,
+//! COPY (`copy.rs`), DUMP and RESTORE (`dump.rs`).
+
+mod copy;
+mod dump;
+#[cfg(test)]
+mod tests;
 
 use super::args::{int, is, Args};
 use super::glob::matches;
-use super::spec::{spec, Group, Spec, ALL, NO, ONE, R, RF, WD, WF};
-use super::strings::{expiry, lookup};
+use super::spec::{spec, Group, Spec, ALL, NO, ONE, R, RF, W, WD, WF};
+use super::strings::lookup;
 use super::{Cx, Session, NOT_INT, SYNTAX};
 use crate::resp::Reply;
 use crate::store::{kind_name, Mem, StoreError, KIND_ZSET};
 
 /// The commands this module runs.
 pub(super) const SPECS: &[Spec] = &[
+    spec("COPY", -3, W, (1, 2, 1), Group::Keys),
     spec("DBSIZE", 1, RF, NO, Group::Keys),
     spec("DEL", -2, WD, ALL, Group::Keys),
+    spec("DUMP", 2, R, ONE, Group::Keys),
     spec("EXISTS", -2, RF, ALL, Group::Keys),
     spec("EXPIRE", -3, WF, ONE, Group::Keys),
     spec("EXPIREAT", -3, WF, ONE, Group::Keys),
+    spec("EXPIRETIME", 2, RF, ONE, Group::Keys),
     spec("FLUSHALL", -1, WD, NO, Group::Keys),
     spec("FLUSHDB", -1, WD, NO, Group::Keys),
     spec("KEYS", 2, R, NO, Group::Keys),
@@ -24,10 +33,14 @@ pub(super) const SPECS: &[Spec] = &[
     spec("PERSIST", 2, WF, ONE, Group::Keys),
     spec("PEXPIRE", -3, WF, ONE, Group::Keys),
     spec("PEXPIREAT", -3, WF, ONE, Group::Keys),
+    spec("PEXPIRETIME", 2, RF, ONE, Group::Keys),
     spec("PTTL", 2, RF, ONE, Group::Keys),
+    spec("RANDOMKEY", 1, R, NO, Group::Keys),
     spec("RENAME", 3, WD, (1, 2, 1), Group::Keys),
     spec("RENAMENX", 3, WF, (1, 2, 1), Group::Keys),
+    spec("RESTORE", -4, W, ONE, Group::Keys),
     spec("SCAN", -2, R, NO, Group::Keys),
+    spec("TOUCH", -2, RF, ALL, Group::Keys),
     spec("TTL", 2, RF, ONE, Group::Keys),
     spec("TYPE", 2, RF, ONE, Group::Keys),
     spec("UNLINK", -2, WF, ALL, Group::Keys),
@@ -94,17 +107,10 @@ pub(super) fn rename<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, nx: bool) 
     Ok(())
 }
 
+/// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT key time [NX|XX|GT|LT], as Redis's
+/// `expireGenericCommand`: the options first, then the time (negative ones too: a time at or
+/// before now deletes the key), refused only when it overflows.
 pub(super) fn expire<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, name: &str) -> Result<(), StoreError> {
-    let Some(n) = int(a.get(2)) else {
-        r.error(NOT_INT);
-        return Ok(());
-    };
-    let (unit, at) = match name {
-        "EXPIRE" => (1000, false),
-        "PEXPIRE" => (1, false),
-        "EXPIREAT" => (1000, true),
-        _ => (1, true),
-    };
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for o in a.from(3) {
         match () {
@@ -126,15 +132,18 @@ pub(super) fn expire<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, name: &str
         r.error("ERR GT and LT options at the same time are not compatible");
         return Ok(());
     }
-    // A time at or before now (0 included) deletes the key, as in Redis.
-    let when = if at {
-        u64::try_from(n).ok().and_then(|v| v.checked_mul(unit))
-    } else if n <= 0 {
-        Some(0)
-    } else {
-        expiry(cx.now_ms, n, unit, false)
+    let Some(n) = int(a.get(2)) else {
+        r.error(NOT_INT);
+        return Ok(());
     };
-    let Some(when) = when.filter(|&w| w < i64::MAX as u64) else {
+    let (seconds, base) = match name {
+        "EXPIRE" => (true, cx.now_ms as i64),
+        "PEXPIRE" => (false, cx.now_ms as i64),
+        "EXPIREAT" => (true, 0),
+        _ => (false, 0),
+    };
+    let when = if seconds { n.checked_mul(1000) } else { Some(n) }.and_then(|w| w.checked_add(base));
+    let Some(when) = when else {
         r.error(&format!("ERR invalid expire time in '{}' command", name.to_ascii_lowercase()));
         return Ok(());
     };
@@ -143,31 +152,41 @@ pub(super) fn expire<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, name: &str
         r.int(0);
         return Ok(());
     };
-    let cur = f.head.expire_ms;
-    let ok = !(nx && cur != 0
-        || xx && cur == 0
-        || gt && (cur == 0 || when <= cur)
-        || lt && cur != 0 && when >= cur);
-    if !ok {
+    // No expiry is an infinite one: GT never passes it, LT always does.
+    let cur = (f.head.expire_ms != 0).then_some(f.head.expire_ms as i64);
+    let refused = (nx && cur.is_some())
+        || (xx && cur.is_none())
+        || (gt && cur.is_none_or(|c| when <= c))
+        || (lt && cur.is_some_and(|c| when >= c));
+    if refused {
         r.int(0);
         return Ok(());
     }
-    if when <= cx.now_ms {
+    if when <= cx.now_ms as i64 {
         cx.store.remove(&f)?;
     } else {
-        cx.store.set_expire(&mut f, when)?;
+        cx.store.set_expire(&mut f, when as u64)?;
     }
     r.int(1);
     Ok(())
 }
 
-pub(super) fn ttl<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, millis: bool) -> Result<(), StoreError> {
+/// TTL and PTTL (the time left, seconds rounded to the nearest), EXPIRETIME and PEXPIRETIME
+/// (the Unix time): -2 for no key, -1 for no expiry.
+pub(super) fn ttl<M: Mem>(
+    cx: &mut Cx<M>,
+    a: &Args,
+    r: &mut Reply,
+    millis: bool,
+    absolute: bool,
+) -> Result<(), StoreError> {
     match cx.store.get(a.get(1), cx.now_ms)? {
         None => r.int(-2),
         Some(f) if f.head.expire_ms == 0 => r.int(-1),
         Some(f) => {
-            let left = f.head.expire_ms - cx.now_ms;
-            r.int(if millis { left as i64 } else { left.div_ceil(1000) as i64 });
+            let t = if absolute { f.head.expire_ms } else { f.head.expire_ms.saturating_sub(cx.now_ms) };
+            let t = t.min(i64::MAX as u64) as i64;
+            r.int(if millis { t } else { t.saturating_add(500) / 1000 });
         }
     }
     Ok(())
@@ -281,14 +300,47 @@ pub(super) fn flush<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, all: bool) 
         r.error(SYNTAX);
         return Ok(());
     }
+    let db = cx.store.selected();
+    // Watched keys that exist are touched (not those that do not, nor stale ones).
+    let dbs: Vec<usize> = if all { (0..cx.databases()).collect() } else { vec![db] };
+    touch_existing(cx, &dbs)?;
     if all {
         cx.store.flush()?;
     } else {
-        let db = cx.store.selected();
         cx.store.flush_db(db)?;
     }
     r.ok();
     Ok(())
+}
+
+/// Touches, for `WATCH`, the watched keys of databases `dbs` that exist (live) now in any of
+/// `dbs` (a flush empties them; a swap makes each one's keys the other's).
+pub(super) fn touch_existing<M: Mem>(cx: &mut Cx<M>, dbs: &[usize]) -> Result<(), StoreError> {
+    if !cx.watches.any() {
+        return Ok(());
+    }
+    let selected = cx.store.selected();
+    let mut r = Ok(());
+    'dbs: for &db in dbs {
+        for k in cx.watches.watched_in(db) {
+            for &other in dbs {
+                cx.store.select(other);
+                match cx.store.get(&k, cx.now_ms) {
+                    Ok(Some(_)) => {
+                        cx.watches.touch(db, &k);
+                        break;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        r = Err(e);
+                        break 'dbs;
+                    }
+                }
+            }
+        }
+    }
+    cx.store.select(selected);
+    r
 }
 
 /// MOVE key db: the key with its value (a tree with its handle), its expiry and its type,
@@ -333,7 +385,24 @@ pub(super) fn move_key<M: Mem>(
     let put = cx.store.put_encoded(key, h.kind, h.encoding, h.expire_ms, &[&value], 0, old.as_ref());
     cx.store.select(s.db);
     put?;
+    cx.watches.touch(to, key);
     r.int(1);
+    Ok(())
+}
+
+/// RANDOMKEY: a live key of the database, drawn at random; a null when there is none.
+pub(super) fn random_key<M: Mem>(cx: &mut Cx<M>, r: &mut Reply) -> Result<(), StoreError> {
+    let mut seed = [0u8; 16];
+    mojim::random::fill(&mut seed);
+    let r0 = u64::from_le_bytes(seed[..8].try_into().expect("8 bytes"));
+    let r1 = u64::from_le_bytes(seed[8..].try_into().expect("8 bytes"));
+    let mut key = Vec::new();
+    if cx.store.random_key(r0, r1, cx.now_ms, &mut key)? {
+        cx.reply_room(r, key.len() + 16)?;
+        r.bulk(&key);
+    } else {
+        r.null();
+    }
     Ok(())
 }
 
@@ -351,7 +420,13 @@ pub(super) fn run<M: Mem>(
         "TYPE" => type_of(cx, a, r)?,
         "RENAME" | "RENAMENX" => rename(cx, a, r, spec.name == "RENAMENX")?,
         "EXPIRE" | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT" => expire(cx, a, r, spec.name)?,
-        "TTL" | "PTTL" => ttl(cx, a, r, spec.name == "PTTL")?,
+        "TTL" | "PTTL" => ttl(cx, a, r, spec.name == "PTTL", false)?,
+        "EXPIRETIME" | "PEXPIRETIME" => ttl(cx, a, r, spec.name == "PEXPIRETIME", true)?,
+        "TOUCH" => exists(cx, a, r)?,
+        "RANDOMKEY" => random_key(cx, r)?,
+        "COPY" => copy::copy(cx, s, a, r)?,
+        "DUMP" => dump::dump(cx, a, r)?,
+        "RESTORE" => dump::restore(cx, a, r)?,
         "PERSIST" => persist(cx, a, r)?,
         "SCAN" => scan(cx, a, r)?,
         "KEYS" => keys(cx, a, r)?,
@@ -366,15 +441,18 @@ pub(super) fn run<M: Mem>(
 
 /// The name `OBJECT ENCODING` gives an entry's representation, as Redis names it for its kind.
 pub(super) fn encoding_name<M: Mem>(cx: &Cx<M>, f: &crate::store::Found) -> Result<&'static str, StoreError> {
-    use crate::store::{ENC_TREE, KIND_HASH, KIND_STRING};
+    use crate::store::{ENC_EMBSTR, ENC_RAW, ENC_TREE, KIND_HASH, KIND_STRING};
     Ok(match (f.head.kind, f.head.encoding) {
-        (KIND_STRING, _) => {
+        (KIND_STRING, ENC_RAW) => "raw",
+        (KIND_STRING, e) => {
+            // As Redis names a string it made whole: an integer in canonical form (of at most
+            // 20 bytes) is `int` unless made without a try at it, then `embstr` up to 44 bytes.
             let n = f.head.vlen as usize;
             let mut b = [0u8; 20];
-            if n <= 20 {
+            if n <= 20 && e != ENC_EMBSTR {
                 cx.store.read_value(f, 0, &mut b[..n])?;
             }
-            if n <= 20 && int(&b[..n]).is_some() {
+            if n <= 20 && e != ENC_EMBSTR && int(&b[..n]).is_some() {
                 "int"
             } else if n <= 44 {
                 "embstr"
@@ -384,6 +462,8 @@ pub(super) fn encoding_name<M: Mem>(cx: &Cx<M>, f: &crate::store::Found) -> Resu
         }
         (KIND_HASH, ENC_TREE) => "hashtable",
         (KIND_HASH, _) => "listpack",
+        // Redis 7.0 names every list so, whether it is one node or many.
+        (crate::store::KIND_LIST, _) => "quicklist",
         _ => "unknown",
     })
 }

@@ -7,19 +7,28 @@
 //! an error; one that would fit an empty batch asks to be run again in one ([`Outcome::Retry`]).
 
 pub mod args;
+pub mod blocking;
+pub mod client;
 mod config;
 pub mod glob;
 pub mod hashes;
 mod keys;
+mod lists;
+#[cfg(test)]
+mod lists_tests;
+pub mod rdb;
 mod server;
 mod spec;
 mod strings;
 #[cfg(test)]
 mod tests;
+pub mod watch;
 
 pub use args::{now_ms, Args};
+pub use blocking::Wait;
 pub use config::{Encodings, Settings};
 pub use spec::{find_spec, Group, Spec, SPECS};
+pub use watch::Watches;
 
 use crate::resp::{Proto, Reply};
 use crate::store::{Mem, Store, StoreError};
@@ -52,6 +61,22 @@ pub trait Host {
     fn fixed_setting(&self, name: &str) -> String;
     /// Resets the counters `INFO stats` shows (`CONFIG RESETSTAT`).
     fn reset_stats(&self);
+    /// The connection of the client running the command.
+    fn my_conn(&self) -> client::Conn;
+    /// Calls `f` with every other client's session and connection.
+    fn other_clients(&self, f: &mut dyn FnMut(&Session, &client::Conn));
+    /// Closes these clients once the command is done (`CLIENT KILL`).
+    fn kill_clients(&self, ids: &[u64]);
+    /// Holds commands back until `until_ms` (Unix milliseconds; 0: no more), every command or
+    /// only writes (`CLIENT PAUSE`, `UNPAUSE`).
+    fn pause(&self, until_ms: u64, all: bool);
+    /// Whether a command (a write when `write`) must wait for a pause to end.
+    fn paused(&self, now_ms: u64, write: bool) -> bool;
+    /// `CLIENT UNBLOCK`: asks that client `id`, if a blocking command parked it, be answered
+    /// now (a null, as a timeout, or the `UNBLOCKED` error); whether it was parked.
+    fn unblock(&self, _id: u64, _error: bool) -> bool {
+        false
+    }
 }
 
 /// What a password check found.
@@ -106,6 +131,12 @@ pub struct Stats {
     pub auth_failures: u64,
     /// Clients closed for passing `[kv] output_limit`.
     pub output_limit_closes: u64,
+    /// Error replies sent (a command's own, and commands refused).
+    pub error_replies: u64,
+    /// Keys removed because they expired.
+    pub expired_keys: u64,
+    /// Clients parked by a blocking command now.
+    pub blocked_clients: u64,
 }
 
 /// The Sentinel view: the master's name and address.
@@ -155,17 +186,43 @@ pub struct Session {
     pub db: usize,
     /// It may run commands: it gave the password, or none is needed.
     pub authenticated: bool,
+    /// The last command it ran (CLIENT LIST's `cmd`).
+    pub last_cmd: &'static str,
+    /// When it last ran one, in Unix milliseconds.
+    pub last_ms: u64,
+    /// `CLIENT SETINFO LIB-NAME` and `LIB-VER`.
+    pub lib_name: Option<String>,
+    /// See `lib_name`.
+    pub lib_ver: Option<String>,
+    /// `CLIENT REPLY`.
+    pub replies: client::Replies,
+    /// Blocking commands answer at once, as their non-blocking forms (inside `EXEC`).
+    pub deny_blocking: bool,
 }
 
 impl Session {
     /// A new connection's; `authenticated` when no password is needed.
     pub fn new(id: u64, addr: String, authenticated: bool) -> Session {
-        Session { id, addr, name: None, proto: Proto::Resp2, multi: None, db: 0, authenticated }
+        Session {
+            id,
+            addr,
+            name: None,
+            proto: Proto::Resp2,
+            multi: None,
+            db: 0,
+            authenticated,
+            last_cmd: "NULL",
+            last_ms: 0,
+            lib_name: None,
+            lib_ver: None,
+            replies: client::Replies::On,
+            deny_blocking: false,
+        }
     }
 }
 
 /// What the caller does after a command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Go on.
     Done,
@@ -177,6 +234,13 @@ pub enum Outcome {
     /// The command's reply would have passed the output limit: it was undone and answered
     /// with an error; send the replies, then close the connection.
     OverLimit,
+    /// Clients are paused (`CLIENT PAUSE`): the command did not run; run it again once the pause
+    /// is over.
+    Paused,
+    /// A blocking command found none of its keys ready: it changed nothing and answered
+    /// nothing; park the client and run the request again when a key is written
+    /// (`blocking.rs`).
+    Block(Wait),
 }
 
 /// What commands run against.
@@ -200,6 +264,10 @@ pub struct Cx<'a, M: Mem> {
     pub settings: &'a mut Settings,
     /// Databases clients may select (`[kv] databases`, at most what the store holds).
     pub databases: usize,
+    /// What clients `WATCH`.
+    pub watches: &'a mut Watches,
+    /// Error replies written so far (the server adds them to its counters).
+    pub error_replies: u64,
 }
 
 impl<M: Mem> Cx<'_, M> {
@@ -236,12 +304,28 @@ impl<M: Mem> Cx<'_, M> {
     }
 }
 
+/// Redis's answer to an unknown command: its name (128 bytes at most) and its first arguments,
+/// while the list is shorter than 128 bytes (each argument cut to what is left of them), the
+/// bytes as they were sent.
 fn unknown(args: &Args, r: &mut Reply) {
-    let mut msg = format!("ERR unknown command '{}', with args beginning with: ", show(args.get(0), 128));
-    for a in args.from(1).take(16) {
-        msg.push_str(&format!("'{}' ", show(a, 128)));
+    // As C's "%.*s": at most so many bytes, and none from a NUL byte on.
+    let c_str =
+        |b: &[u8], max: usize| -> Vec<u8> { b.iter().take(max).take_while(|&&c| c != 0).copied().collect() };
+    let mut msg = b"ERR unknown command '".to_vec();
+    msg.extend_from_slice(&c_str(args.get(0), 128));
+    msg.extend_from_slice(b"', with args beginning with: ");
+    let mut list: Vec<u8> = Vec::new();
+    for a in args.from(1) {
+        if list.len() >= 128 {
+            break;
+        }
+        let room = 128 - list.len();
+        list.push(b'\'');
+        list.extend_from_slice(&c_str(a, room));
+        list.extend_from_slice(b"' ");
     }
-    r.error(&msg);
+    msg.extend_from_slice(&list);
+    r.error_bytes(&msg);
 }
 
 /// At most `max` bytes of `b`, for a message.
@@ -251,8 +335,23 @@ pub fn show(b: &[u8], max: usize) -> String {
 
 /// Runs one command from a client: queues it inside a transaction, else executes it from a
 /// savepoint. Store errors that are not the command's fault are returned: the store is then
-/// unusable.
+/// unusable. Error replies are counted in `cx.error_replies` (a transaction's, one per
+/// command that failed).
 pub fn execute<M: Mem>(
+    cx: &mut Cx<M>,
+    s: &mut Session,
+    args: &Args,
+    out: &mut Vec<u8>,
+) -> Result<Outcome, StoreError> {
+    let mark = out.len();
+    let o = execute_one(cx, s, args, out)?;
+    if out.get(mark) == Some(&b'-') {
+        cx.error_replies += 1;
+    }
+    Ok(o)
+}
+
+fn execute_one<M: Mem>(
     cx: &mut Cx<M>,
     s: &mut Session,
     args: &Args,
@@ -283,8 +382,15 @@ pub fn execute<M: Mem>(
         r.error(&format!("ERR wrong number of arguments for '{}' command", spec.name.to_ascii_lowercase()));
         return Ok(Outcome::Done);
     }
+    if let Err(e) = spec::check_subcommand(spec.name, args.len(), (args.len() > 1).then(|| args.get(1))) {
+        if let Some(m) = &mut s.multi {
+            m.failed = true;
+        }
+        r.error(&e);
+        return Ok(Outcome::Done);
+    }
     if let Some(m) = &mut s.multi {
-        if !matches!(spec.name, "EXEC" | "DISCARD" | "MULTI" | "QUIT") {
+        if !matches!(spec.name, "EXEC" | "DISCARD" | "MULTI" | "QUIT" | "WATCH") {
             let bytes: usize = args.from(0).map(|a| a.len() + 16).sum();
             if m.bytes + bytes > MAX_QUEUED_BYTES {
                 m.failed = true;
@@ -299,7 +405,38 @@ pub fn execute<M: Mem>(
             return Ok(Outcome::Done);
         }
     }
-    run_top(cx, s, spec, args, out)
+    // A pause holds commands back, before they run: writes only, or every one.
+    let write = spec.flags.contains(&"write")
+        || (spec.name == "EXEC"
+            && s.multi.as_ref().is_some_and(|m| {
+                m.queue.iter().any(|c| {
+                    let mut b = [0u8; 32];
+                    args::upper(&c[0], &mut b)
+                        .and_then(find_spec)
+                        .is_some_and(|sp| sp.flags.contains(&"write"))
+                })
+            }));
+    if cx.host.paused(cx.now_ms, write) {
+        return Ok(Outcome::Paused);
+    }
+    s.last_cmd = spec.name;
+    s.last_ms = cx.now_ms;
+    let before = s.replies;
+    let mark = out.len();
+    let o = run_top(cx, s, spec, args, out)?;
+    // CLIENT REPLY OFF: no reply; SKIP: none for the next command.
+    use client::Replies;
+    match (before, s.replies) {
+        (Replies::Off, Replies::Off) => out.truncate(mark),
+        (Replies::Skip, now) => {
+            out.truncate(mark);
+            if now == Replies::Skip {
+                s.replies = Replies::On;
+            }
+        }
+        _ => {}
+    }
+    Ok(o)
 }
 
 fn run_top<M: Mem>(
@@ -320,9 +457,13 @@ fn run_top<M: Mem>(
         _ => dispatch(cx, s, spec, args, out).and_then(|o| cx.check_group().map(|()| o)),
     };
     match r {
-        Ok(o) => Ok(o),
+        Ok(o) => {
+            cx.watches.commit();
+            Ok(o)
+        }
         Err(e) if e.is_fatal() => Err(e),
         Err(e) => {
+            cx.watches.discard();
             cx.store.rollback_to(&sp)?;
             out.truncate(mark);
             // Too large for what the batch has left, or the heap is short of blocks the batch
@@ -357,6 +498,7 @@ fn dispatch<M: Mem>(
 ) -> Result<Outcome, StoreError> {
     let mut r = Reply { buf: out, proto: s.proto };
     let r = &mut r;
+    let stores = cx.store.stores();
     match spec.name {
         "EXEC" => unreachable!("EXEC runs from run_top, never queued or nested"),
         "MULTI" => match s.multi {
@@ -367,9 +509,23 @@ fn dispatch<M: Mem>(
             }
         },
         "DISCARD" => match s.multi.take() {
-            Some(_) => r.ok(),
+            Some(_) => {
+                cx.watches.unwatch(s.id);
+                r.ok()
+            }
             None => r.error("ERR DISCARD without MULTI"),
         },
+        "WATCH" if s.multi.is_some() => r.error("ERR WATCH inside MULTI is not allowed"),
+        "WATCH" => {
+            for k in a.from(1) {
+                cx.watches.watch(s.id, s.db, k);
+            }
+            r.ok();
+        }
+        "UNWATCH" => {
+            cx.watches.unwatch(s.id);
+            r.ok();
+        }
         "QUIT" => {
             r.ok();
             return Ok(Outcome::Close);
@@ -380,9 +536,37 @@ fn dispatch<M: Mem>(
             Group::Keys => keys::run(cx, s, spec, a, r)?,
             Group::Hashes => hashes::run(cx, spec, a, r)?,
             Group::Server => server::run(cx, s, spec, a, r)?,
+            Group::Lists => {
+                // A blocking command that found nothing parks the client, having changed nothing.
+                let o = lists::run(cx, s, spec, a, r)?;
+                if !matches!(o, Outcome::Done) {
+                    return Ok(o);
+                }
+            }
         },
     }
+    // A write that changed something touches the keys it names, for the clients that watch
+    // them (one refused, or that found nothing to do, does not).
+    if cx.watches.any() && spec.flags.contains(&"write") && cx.store.stores() != stores {
+        for k in key_args(spec, a) {
+            cx.watches.touch(s.db, k);
+        }
+    }
     Ok(Outcome::Done)
+}
+
+/// The key arguments of a command, as its table entry places them (first, last, step; a
+/// negative last counts from the end).
+pub fn key_args<'a>(spec: &Spec, a: &'a Args) -> impl Iterator<Item = &'a [u8]> + 'a {
+    let n = a.len() as i32;
+    let last = if spec.last_key < 0 { n + spec.last_key } else { spec.last_key.min(n - 1) };
+    let (first, step) = (spec.first_key, spec.step.max(1));
+    let idx: Vec<usize> = if first <= 0 {
+        Vec::new()
+    } else {
+        (first..=last).step_by(step as usize).map(|i| i as usize).collect()
+    };
+    idx.into_iter().map(move |i| a.get(i))
 }
 
 /// `EXEC`: the queued commands, in order, in this batch (so in one group), all or nothing. A
@@ -397,11 +581,20 @@ fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Ou
         return Ok(Outcome::Done);
     };
     if m.failed {
+        cx.watches.unwatch(s.id);
         r.error("EXECABORT Transaction discarded because of previous errors.");
+        return Ok(Outcome::Done);
+    }
+    // A watched key was touched since WATCH: the transaction does not run.
+    if cx.watches.is_dirty(s.id) {
+        cx.watches.unwatch(s.id);
+        r.null_array();
         return Ok(Outcome::Done);
     }
     r.array(m.queue.len());
     let mut close = false;
+    // A blocking command in a transaction answers at once, as its non-blocking form.
+    let deny = std::mem::replace(&mut s.deny_blocking, true);
     let mut run = || -> Result<(), StoreError> {
         for cmd in &m.queue {
             let a = Args::Owned(cmd);
@@ -410,12 +603,21 @@ fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Ou
                 args::upper(a.get(0), &mut name_buf).and_then(find_spec).expect("queued commands are known");
             // A SELECT in the transaction changes the database of the commands after it.
             cx.store.select(s.db.min(cx.databases() - 1));
+            let m0 = out.len();
             close |= dispatch(cx, s, spec, &a, out)? == Outcome::Close;
+            if out.get(m0) == Some(&b'-') {
+                cx.error_replies += 1;
+            }
         }
         cx.check_group()
     };
-    match run() {
-        Ok(()) => Ok(if close { Outcome::Close } else { Outcome::Done }),
+    let ran = run();
+    s.deny_blocking = deny;
+    match ran {
+        Ok(()) => {
+            cx.watches.unwatch(s.id);
+            Ok(if close { Outcome::Close } else { Outcome::Done })
+        }
         Err(e) => {
             s.multi = Some(m);
             Err(e)

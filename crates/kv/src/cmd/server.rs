@@ -58,6 +58,8 @@ pub(super) fn run<M: Mem>(
                 if !(0..n).contains(&x) || !(0..n).contains(&y) {
                     r.error("ERR DB index is out of range");
                 } else {
+                    // Watched keys that exist in either database change.
+                    super::keys::touch_existing(cx, &[x as usize, y as usize])?;
                     cx.store.swap_db(x as usize, y as usize);
                     r.ok();
                 }
@@ -78,7 +80,7 @@ pub(super) fn run<M: Mem>(
             _ => r.error(NOT_INT),
         },
         "INFO" => info(cx, a, r),
-        "CLIENT" => client(s, a, r),
+        "CLIENT" => super::client::client(cx, s, a, r),
         "AUTH" => auth(cx.host, s, a, r),
         "HELLO" => hello(cx.host, s, a, r),
         "COMMAND" => command(a, r),
@@ -118,14 +120,19 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         );
     }
     if want("CLIENTS") {
-        let _ = write!(t, "# Clients\r\nconnected_clients:{}\r\n\r\n", host.connected_clients());
+        let _ = write!(
+            t,
+            "# Clients\r\nconnected_clients:{}\r\nblocked_clients:{}\r\n\r\n",
+            host.connected_clients(),
+            st.blocked_clients
+        );
     }
     if want("MEMORY") {
         let g = cx.store.geometry();
         let _ = write!(
             t,
             "# Memory\r\nused_memory:{}\r\nused_memory_heap_top:{}\r\nmaxmemory:{}\r\n\
-             maxmemory_policy:noeviction\r\nregion_size:{}\r\n\r\n",
+             maxmemory_policy:noeviction\r\nmem_allocator:mojim-region\r\nregion_size:{}\r\n\r\n",
             cx.store.used_bytes(),
             cx.store.heap_top_bytes(),
             g.heap_end - g.heap_off,
@@ -139,10 +146,13 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         let _ = write!(
             t,
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
+             expired_keys:{}\r\nevicted_keys:0\r\ntotal_forks:0\r\ntotal_error_replies:{}\r\n\
              mojim_groups_sent:{}\r\nmojim_protocol_errors:{}\r\nacl_access_denied_auth:{}\r\n\
              client_output_limit_disconnections:{}\r\n\r\n",
             st.connections,
             st.commands,
+            st.expired_keys,
+            st.error_replies,
             st.groups,
             st.protocol_errors,
             st.auth_failures,
@@ -166,6 +176,9 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
             rep.epoch
         );
     }
+    if want("CLUSTER") {
+        t.push_str("# Cluster\r\ncluster_enabled:0\r\n\r\n");
+    }
     if want("KEYSPACE") {
         t.push_str("# Keyspace\r\n");
         for db in 0..cx.databases() {
@@ -176,42 +189,6 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         }
     }
     r.bulk(t.as_bytes());
-}
-
-fn client_line(s: &Session) -> String {
-    let name = s.name.as_deref().map(|n| String::from_utf8_lossy(n).into_owned()).unwrap_or_default();
-    let multi = s.multi.as_ref().map_or(-1, |m| m.queue.len() as i64);
-    let resp = if s.proto == Proto::Resp3 { 3 } else { 2 };
-    format!("id={} addr={} name={name} db=0 multi={multi} resp={resp}\n", s.id, s.addr)
-}
-
-fn client(s: &mut Session, a: &Args, r: &mut Reply) {
-    let sub = a.get(1);
-    match () {
-        _ if is(sub, "SETNAME") && a.len() == 3 => {
-            let name = a.get(2);
-            if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-                r.error("ERR Client names cannot contain spaces, newlines or special characters.");
-            } else {
-                s.name = (!name.is_empty()).then(|| name.to_vec());
-                r.ok();
-            }
-        }
-        _ if is(sub, "GETNAME") && a.len() == 2 => match &s.name {
-            Some(n) => r.bulk(n),
-            None => r.null(),
-        },
-        _ if is(sub, "ID") && a.len() == 2 => r.int(s.id as i64),
-        _ if is(sub, "INFO") && a.len() == 2 => r.bulk(client_line(s).as_bytes()),
-        // This connection's line (mojim kv keeps no list of the others' names).
-        _ if is(sub, "LIST") => r.bulk(client_line(s).as_bytes()),
-        _ if (is(sub, "SETINFO") && a.len() == 4) || is(sub, "NO-EVICT") || is(sub, "NO-TOUCH") => r.ok(),
-        _ if is(sub, "REPLY") && a.len() == 3 && is(a.get(2), "ON") => r.ok(),
-        _ => r.error(&format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-            show(sub, 64)
-        )),
-    }
 }
 
 /// `AUTH [username] password`: only the `default` user exists (its password is `[kv]
@@ -232,11 +209,13 @@ fn auth(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
             "ERR AUTH <password> called without any password configured for the default user. Are you sure \
              your configuration is correct?",
         ),
-        // `AUTH default <anything>` with no password configured: the default user takes any.
-        Auth::NoPassword => {
+        // `AUTH default <anything>` with no password configured: the default user takes any;
+        // no other user exists.
+        Auth::NoPassword if user == b"default" => {
             s.authenticated = true;
             r.ok();
         }
+        Auth::NoPassword => r.error(WRONGPASS),
     }
 }
 
@@ -258,7 +237,11 @@ fn hello(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
             creds = Some((a.get(i + 1), a.get(i + 2)));
             i += 3;
         } else if is(a.get(i), "SETNAME") && i + 1 < a.len() {
-            name = Some(a.get(i + 1).to_vec());
+            let n = a.get(i + 1);
+            if n.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+                return r.error("ERR Client names cannot contain spaces, newlines or special characters.");
+            }
+            name = Some(n.to_vec());
             i += 2;
         } else {
             return r.error(&format!("ERR Syntax error in HELLO option '{}'", show(a.get(i), 64)));
@@ -267,8 +250,9 @@ fn hello(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
     // Nothing changes (protocol, name) unless the whole command is accepted.
     match creds {
         Some((user, pass)) => match host.authenticate(&s.addr, user, pass) {
-            Auth::Accepted | Auth::NoPassword => s.authenticated = true,
-            Auth::Refused => return r.error(WRONGPASS),
+            Auth::Accepted => s.authenticated = true,
+            Auth::NoPassword if user == b"default" => s.authenticated = true,
+            Auth::NoPassword | Auth::Refused => return r.error(WRONGPASS),
         },
         None if !s.authenticated => {
             return r.error(
@@ -330,9 +314,46 @@ fn command(a: &Args, r: &mut Reply) {
     match () {
         _ if is(sub, "COUNT") => r.int(super::SPECS.len() as i64),
         _ if is(sub, "LIST") => {
-            r.array(super::SPECS.len());
-            for s in super::SPECS.iter() {
-                r.bulk(s.name.to_ascii_lowercase().as_bytes());
+            // COMMAND LIST [FILTERBY PATTERN p | ACLCAT c | MODULE m]
+            let pattern = match a.len() {
+                2 => None,
+                5 if is(a.get(2), "FILTERBY") && is(a.get(3), "PATTERN") => {
+                    Some(a.get(4).to_ascii_lowercase())
+                }
+                // No ACL categories or modules yet: nothing matches them.
+                5 if is(a.get(2), "FILTERBY") && (is(a.get(3), "ACLCAT") || is(a.get(3), "MODULE")) => {
+                    return r.array(0);
+                }
+                _ => return r.error(super::SYNTAX),
+            };
+            let names: Vec<String> = super::SPECS
+                .iter()
+                .map(|s| s.name.to_ascii_lowercase())
+                .filter(|n| pattern.as_ref().is_none_or(|p| super::glob::matches(p, n.as_bytes())))
+                .collect();
+            r.array(names.len());
+            for n in names {
+                r.bulk(n.as_bytes());
+            }
+        }
+        _ if is(sub, "GETKEYS") => {
+            let mut b = [0u8; 32];
+            let Some(spec) = super::args::upper(a.get(2), &mut b).and_then(super::find_spec) else {
+                return r.error("ERR Invalid command specified");
+            };
+            let argc = a.len() as i32 - 2;
+            if (spec.arity > 0 && argc != spec.arity) || (spec.arity < 0 && argc < -spec.arity) {
+                return r.error("ERR Invalid number of arguments specified for command");
+            }
+            let rest: Vec<Vec<u8>> = a.from(2).map(|x| x.to_vec()).collect();
+            let args = super::Args::Owned(&rest);
+            let keys: Vec<&[u8]> = super::key_args(spec, &args).collect();
+            if keys.is_empty() {
+                return r.error("ERR The command has no key arguments");
+            }
+            r.array(keys.len());
+            for k in keys {
+                r.bulk(k);
             }
         }
         _ if is(sub, "INFO") => {

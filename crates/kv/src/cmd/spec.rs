@@ -33,6 +33,8 @@ pub enum Group {
     Hashes,
     /// Connection and server commands (`server.rs`).
     Server,
+    /// Lists (`lists.rs`).
+    Lists,
 }
 
 pub const W: &[&str] = &["write", "denyoom"];
@@ -62,22 +64,130 @@ pub const PAIRS: (i32, i32, i32) = (1, -1, 2);
 
 /// Every command, sorted by name: the tables of the command modules, put together.
 pub static SPECS: std::sync::LazyLock<Vec<&'static Spec>> = std::sync::LazyLock::new(|| {
-    let mut all: Vec<&'static Spec> =
-        [super::strings::SPECS, super::keys::SPECS, super::hashes::SPECS, super::server::SPECS, TX_SPECS]
-            .iter()
-            .flat_map(|t| t.iter())
-            .collect();
+    let mut all: Vec<&'static Spec> = [
+        super::strings::SPECS,
+        super::keys::SPECS,
+        super::hashes::SPECS,
+        super::server::SPECS,
+        super::lists::SPECS,
+        TX_SPECS,
+    ]
+    .iter()
+    .flat_map(|t| t.iter())
+    .collect();
     all.sort_by_key(|s| s.name);
     all
 });
 
 /// The transaction and connection-state commands (run by `cmd::mod` itself).
 const TX_SPECS: &[Spec] = &[
+    spec("UNWATCH", 1, &["noscript", "loading", "stale", "fast", "allow_busy"], NO, Group::Tx),
+    spec("WATCH", -2, &["noscript", "loading", "stale", "fast", "allow_busy"], ALL, Group::Tx),
     spec("DISCARD", 1, TX, NO, Group::Tx),
     spec("EXEC", 1, &["noscript", "loading", "stale", "skip_slowlog"], NO, Group::Tx),
     spec("MULTI", 1, TX, NO, Group::Tx),
     spec("QUIT", -1, &["noscript", "loading", "stale", "fast", "no_auth"], NO, Group::Tx),
 ];
+
+/// The subcommands of the container commands, with Redis 7.0's arities (the name and the
+/// subcommand included): a client's call is checked against them before it runs or is queued,
+/// as Redis checks them. A subcommand listed here that `mojim kv` does not implement is refused
+/// when it runs, naming it.
+pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
+    (
+        "CLIENT",
+        &[
+            ("caching", 3),
+            ("getname", 2),
+            ("getredir", 2),
+            ("help", 2),
+            ("id", 2),
+            ("info", 2),
+            ("kill", -3),
+            ("list", -2),
+            ("no-evict", 3),
+            ("no-touch", 3),
+            ("pause", -3),
+            ("reply", 3),
+            ("setinfo", 4),
+            ("setname", 3),
+            ("tracking", -3),
+            ("trackinginfo", 2),
+            ("unblock", -3),
+            ("unpause", 2),
+        ],
+    ),
+    (
+        "COMMAND",
+        &[
+            ("count", 2),
+            ("docs", -2),
+            ("getkeys", -4),
+            ("getkeysandflags", -4),
+            ("help", 2),
+            ("info", -2),
+            ("list", -2),
+        ],
+    ),
+    ("CONFIG", &[("get", -3), ("help", 2), ("resetstat", 2), ("rewrite", 2), ("set", -4)]),
+    (
+        "FUNCTION",
+        &[
+            ("delete", 3),
+            ("dump", 2),
+            ("flush", -2),
+            ("help", 2),
+            ("kill", 2),
+            ("list", -2),
+            ("load", -3),
+            ("restore", -3),
+            ("stats", 2),
+        ],
+    ),
+    ("OBJECT", &[("encoding", 3), ("freq", 3), ("help", 2), ("idletime", 3), ("refcount", 3)]),
+    (
+        "SENTINEL",
+        &[
+            ("ckquorum", 3),
+            ("config", -3),
+            ("debug", -2),
+            ("failover", 3),
+            ("flushconfig", 2),
+            ("get-master-addr-by-name", 3),
+            ("help", 2),
+            ("info-cache", -3),
+            ("is-master-down-by-addr", 6),
+            ("master", 3),
+            ("masters", 2),
+            ("monitor", 6),
+            ("myid", 2),
+            ("pending-scripts", 2),
+            ("remove", 3),
+            ("replicas", 3),
+            ("reset", 3),
+            ("sentinels", 3),
+            ("set", -5),
+            ("simulate-failure", -3),
+            ("slaves", 3),
+        ],
+    ),
+];
+
+/// Checks a container command's subcommand and its arity, as Redis does before a command runs
+/// or is queued; the error to answer otherwise.
+pub fn check_subcommand(name: &str, argc: usize, sub: Option<&[u8]>) -> Result<(), String> {
+    let Some((_, subs)) = SUBCOMMANDS.iter().find(|(c, _)| *c == name) else { return Ok(()) };
+    let Some(sub) = sub else { return Ok(()) };
+    let Some((s, arity)) = subs.iter().find(|(s, _)| sub.eq_ignore_ascii_case(s.as_bytes())) else {
+        let shown = String::from_utf8_lossy(&sub[..sub.len().min(128)]).into_owned();
+        return Err(format!("ERR unknown subcommand '{shown}'. Try {name} HELP."));
+    };
+    let n = argc as i32;
+    if (*arity > 0 && n != *arity) || (*arity < 0 && n < -*arity) {
+        return Err(format!("ERR wrong number of arguments for '{}|{s}' command", name.to_ascii_lowercase()));
+    }
+    Ok(())
+}
 
 /// The spec of an upper-case command name.
 pub fn find_spec(name: &[u8]) -> Option<&'static Spec> {
@@ -97,6 +207,6 @@ mod tests {
         for s in SPECS.iter() {
             assert_eq!(find_spec(s.name.as_bytes()).map(|f| f.name), Some(s.name));
         }
-        assert!(find_spec(b"LPUSH").is_none());
+        assert!(find_spec(b"NOSUCHCOMMAND").is_none());
     }
 }

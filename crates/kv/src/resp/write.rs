@@ -67,6 +67,13 @@ impl Reply<'_> {
         self.buf.extend_from_slice(b"\r\n");
     }
 
+    /// `-msg` from bytes (CR and LF become spaces).
+    pub fn error_bytes(&mut self, msg: &[u8]) {
+        self.buf.push(b'-');
+        self.buf.extend(msg.iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+        self.buf.extend_from_slice(b"\r\n");
+    }
+
     /// `:n`.
     pub fn int(&mut self, n: i64) {
         self.head(b':', n);

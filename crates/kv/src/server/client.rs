@@ -43,6 +43,10 @@ pub struct Client {
     pub queued: bool,
     /// What it is registered for with epoll.
     pub interest: rustix::event::epoll::EventFlags,
+    /// When it connected.
+    pub since: std::time::Instant,
+    /// The server's end of the connection (`host:port`).
+    pub laddr: String,
 }
 
 /// What a read found.
@@ -70,6 +74,28 @@ impl Client {
             closing: false,
             queued: false,
             interest: rustix::event::epoll::EventFlags::IN,
+            since: std::time::Instant::now(),
+            laddr: String::new(),
+        }
+    }
+
+    /// What CLIENT LIST says of its connection.
+    pub fn conn(&self, now: std::time::Instant) -> crate::cmd::client::Conn {
+        use std::os::fd::AsRawFd;
+        let now_ms = crate::cmd::now_ms();
+        crate::cmd::client::Conn {
+            fd: self.stream.as_raw_fd(),
+            laddr: self.laddr.clone(),
+            age_s: now.saturating_duration_since(self.since).as_secs(),
+            idle_s: if self.session.last_ms == 0 {
+                now.saturating_duration_since(self.since).as_secs()
+            } else {
+                now_ms.saturating_sub(self.session.last_ms) / 1000
+            },
+            qbuf: self.end - self.start,
+            qbuf_free: self.buf.len() - (self.end - self.start),
+            omem: self.unsent(),
+            blocked: false,
         }
     }
 

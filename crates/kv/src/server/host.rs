@@ -1,10 +1,13 @@
 //! What the commands learn of the server: the primary's replication state, the clients, the
 //! counters, the Sentinel view.
 
-use crate::cmd::{Auth, Host, Replication, Sentinel, Stats};
+use super::blocking::Waits;
+use super::client::Client;
+use crate::cmd::client::Conn;
+use crate::cmd::{Auth, Host, Replication, Sentinel, Session, Stats};
 use crate::options::{split_host_port, KvOptions};
 use mojim::{Mode, Primary};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
 /// The host of one turn's commands.
@@ -17,6 +20,16 @@ pub struct ServerHost<'a> {
     pub auth: &'a AuthLog,
     /// Set by `CONFIG RESETSTAT`: the server resets its counters after the command.
     pub reset: &'a Cell<bool>,
+    /// The clients but the one running the command (before and after it in the server's list).
+    pub others: [&'a [Option<Client>]; 2],
+    /// The connection of the client running the command.
+    pub me: Conn,
+    /// Clients `CLIENT KILL` asked to close.
+    pub kill: &'a RefCell<Vec<u64>>,
+    /// `CLIENT PAUSE`: until when (Unix ms; 0: none) and whether every command waits.
+    pub pause: &'a Cell<(u64, bool)>,
+    /// The parked clients (`CLIENT UNBLOCK` asks for one to be answered).
+    pub waits: &'a RefCell<Waits>,
 }
 
 /// Failed `AUTH` attempts: counted, and logged with the client's address, at most one line a
@@ -107,6 +120,34 @@ impl Host for ServerHost<'_> {
 
     fn reset_stats(&self) {
         self.reset.set(true);
+    }
+
+    fn my_conn(&self) -> Conn {
+        self.me.clone()
+    }
+
+    fn other_clients(&self, f: &mut dyn FnMut(&Session, &Conn)) {
+        let now = std::time::Instant::now();
+        for c in self.others.iter().flat_map(|s| s.iter()).flatten() {
+            f(&c.session, &c.conn(now));
+        }
+    }
+
+    fn kill_clients(&self, ids: &[u64]) {
+        self.kill.borrow_mut().extend_from_slice(ids);
+    }
+
+    fn pause(&self, until_ms: u64, all: bool) {
+        self.pause.set((until_ms, all));
+    }
+
+    fn paused(&self, now_ms: u64, write: bool) -> bool {
+        let (until, all) = self.pause.get();
+        now_ms < until && (all || write)
+    }
+
+    fn unblock(&self, id: u64, error: bool) -> bool {
+        self.waits.borrow_mut().request_unblock(id, error)
     }
 
     fn sentinel(&self) -> Sentinel {

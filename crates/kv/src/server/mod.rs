@@ -15,6 +15,7 @@
 //! A client whose request breaks the protocol or a limit gets `-ERR Protocol error: ...` after
 //! its earlier replies, and is closed; nothing else changes.
 
+mod blocking;
 mod client;
 mod host;
 mod sync;
@@ -24,10 +25,12 @@ use crate::error::KvError;
 use crate::options::KvOptions;
 use crate::resp::{Parsed, Reply};
 use crate::store::Store;
+use blocking::{Waits, Written};
 use client::{Client, ReadOutcome, MAX_PENDING_OUT};
 use host::{AuthLog, ServerHost};
 use mojim::{CopyHold, Primary, Ticket};
 use rustix::event::epoll;
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io::Write as _;
 use std::net::TcpListener;
@@ -110,7 +113,13 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         auth: AuthLog::default(),
         reads_in_batch: false,
         settings: cmd::Settings::default(),
+        watches: cmd::Watches::default(),
+        kill: Default::default(),
+        pause: Default::default(),
+        postponed: Vec::new(),
         reset_stats: Default::default(),
+        waits: RefCell::new(Waits::default()),
+        woken: Vec::new(),
     };
     server.sweep_stale()?;
     tracing::info!(listen = %local, keys = server.store.keys(), "mojim kv serving");
@@ -147,16 +156,49 @@ struct Server<'p> {
     reads_in_batch: bool,
     /// What CONFIG SET changes.
     settings: cmd::Settings,
+    /// What clients WATCH.
+    watches: cmd::Watches,
+    /// Clients CLIENT KILL asked to close.
+    kill: std::cell::RefCell<Vec<u64>>,
+    /// CLIENT PAUSE: until when (Unix ms) and whether reads wait too.
+    pause: std::cell::Cell<(u64, bool)>,
+    /// Clients whose next command waits for the pause to end.
+    postponed: Vec<usize>,
     /// Set by CONFIG RESETSTAT.
     reset_stats: std::cell::Cell<bool>,
+    /// Clients parked by blocking commands (`blocking.rs`).
+    waits: RefCell<Waits>,
+    /// Clients outside the turn's ready list that got a reply in it (woken, or timed out).
+    woken: Vec<usize>,
 }
 
 impl Server<'_> {
     fn run_loop(&mut self) -> Result<(), KvError> {
         let mut events: Vec<epoll::Event> = Vec::with_capacity(1024);
         loop {
-            let busy = !self.ready.is_empty() || !self.inflight.is_empty();
-            let timeout = if busy { Some(Duration::ZERO) } else { Some(EXPIRE_EVERY) };
+            let (woke, deadline) = {
+                let w = self.waits.borrow();
+                (w.has_ready(), w.next_deadline())
+            };
+            let busy = !self.ready.is_empty() || !self.inflight.is_empty() || woke;
+            let mut timeout = if busy { Some(Duration::ZERO) } else { Some(EXPIRE_EVERY) };
+            if let Some(d) = deadline {
+                let left = Duration::from_millis(d.saturating_sub(cmd::now_ms()));
+                timeout = timeout.map(|t| t.min(left));
+            }
+            // Commands held back by CLIENT PAUSE run once it is over.
+            if !self.postponed.is_empty() {
+                let left = self.pause.get().0.saturating_sub(cmd::now_ms());
+                if left == 0 {
+                    self.pause.set((0, false));
+                    for i in std::mem::take(&mut self.postponed) {
+                        self.mark_ready(i);
+                    }
+                    timeout = Some(Duration::ZERO);
+                } else {
+                    timeout = timeout.map(|t| t.min(Duration::from_millis(left)));
+                }
+            }
             let ts = timeout.map(|d| rustix::event::Timespec {
                 tv_sec: d.as_secs() as i64,
                 tv_nsec: i64::from(d.subsec_nanos()),
@@ -218,7 +260,9 @@ impl Server<'_> {
             let id = self.next_id;
             self.next_id += 1;
             let session = Session::new(id, peer.to_string(), self.opts.password.is_none());
-            let c = Client::new(stream, session, self.opts.limits);
+            let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
+            let mut c = Client::new(stream, session, self.opts.limits);
+            c.laddr = laddr;
             let slot = match self.free.pop() {
                 Some(s) => s,
                 None => {
@@ -303,24 +347,39 @@ impl Server<'_> {
         let mut again = Vec::new();
         // Copies into the mirror wait from the batch's first store until its group is queued.
         let hold = self.primary.hold_copies();
+        // Keys a turn before left ready (its batch had no room) are served first.
+        seal_now |= self.serve_ready(now_ms)?;
         for (n, &i) in ready.iter().enumerate() {
             if seal_now {
                 again.extend_from_slice(&ready[n..]);
                 break;
             }
-            match self.run_client(i, now_ms)? {
-                ClientRun::Drained => {
-                    // A peer that closed its side with nothing complete left is done.
-                    if let Some(c) = self.clients[i].as_mut().filter(|c| c.eof) {
-                        c.closing = true;
+            loop {
+                match self.run_client(i, now_ms, false)? {
+                    ClientRun::Drained | ClientRun::Parked | ClientRun::Served => {
+                        // A peer that closed its side with nothing complete left is done (and
+                        // one parked stops waiting).
+                        if let Some(c) = self.clients[i].as_mut().filter(|c| c.eof) {
+                            c.closing = true;
+                        }
+                    }
+                    ClientRun::SealFirst => {
+                        again.push(i);
+                        seal_now = true;
+                    }
+                    // Its command made keys ready: their waiters are served before it goes on.
+                    ClientRun::Woke => {
+                        if !self.serve_ready(now_ms)? {
+                            continue;
+                        }
+                        again.push(i);
+                        seal_now = true;
                     }
                 }
-                ClientRun::SealFirst => {
-                    again.push(i);
-                    seal_now = true;
-                }
+                break;
             }
         }
+        self.expire_waits(now_ms);
         if !seal_now && self.last_expire.elapsed() >= EXPIRE_EVERY {
             self.expire(now_ms)?;
         }
@@ -329,7 +388,8 @@ impl Server<'_> {
         let ticket = self.commit(hold, reads)?;
         // The batch's replies wait for its group. Only the clients that ran have new ones.
         let mut replies = self.spare.pop().unwrap_or_default();
-        for &i in &ready {
+        let woken = std::mem::take(&mut self.woken);
+        for &i in ready.iter().chain(&woken) {
             let Some(c) = self.clients[i].as_mut() else { continue };
             let new = c.out.len() - c.releasable - c.held;
             if new > 0 {
@@ -350,7 +410,7 @@ impl Server<'_> {
             self.sweep_stale()?;
         }
         self.release(false)?;
-        for &i in &ready {
+        for &i in ready.iter().chain(&woken) {
             if self.clients[i].as_ref().is_some_and(|c| c.closing && c.unsent() == 0) {
                 self.closing.push(i);
             }
@@ -359,8 +419,26 @@ impl Server<'_> {
         for i in again {
             self.mark_ready(i);
         }
+        self.kill_pending();
         self.close_pending();
         Ok(())
+    }
+
+    /// Closes the clients CLIENT KILL named: what they sent and did not run is dropped.
+    fn kill_pending(&mut self) {
+        let ids = std::mem::take(&mut *self.kill.borrow_mut());
+        for id in ids {
+            let slot = self.clients.iter().position(|c| c.as_ref().is_some_and(|c| c.session.id == id));
+            // It is closed once the replies it was owed before are written (a client that
+            // killed itself gets its OK), as when it quits.
+            if let Some(c) = slot.and_then(|i| self.clients[i].as_mut()) {
+                c.closing = true;
+                c.start = c.end;
+                if c.unsent() == 0 {
+                    self.closing.push(slot.expect("found"));
+                }
+            }
+        }
     }
 
     /// One pass of active expiry over the next buckets, in the batch, as far as the batch has
@@ -370,11 +448,28 @@ impl Server<'_> {
         let (max_group, max_ranges) = (self.opts.max_group_bytes, self.opts.primary.limits.max_ranges);
         let sp = self.store.savepoint();
         let from = self.expire_cursor;
-        let r = self
-            .store
-            .expire_buckets(from, EXPIRE_BUCKETS, now_ms, |s| s.batch_has_room(max_group, max_ranges));
+        let watching = self.watches.any();
+        let mut expired = Vec::new();
+        let mut expired_keys = 0;
+        let r = self.store.expire_buckets(
+            from,
+            EXPIRE_BUCKETS,
+            now_ms,
+            |s| s.batch_has_room(max_group, max_ranges),
+            |db, key| {
+                expired_keys += 1;
+                if watching {
+                    expired.push((db, key.to_vec()));
+                }
+            },
+        );
         match r {
             Ok((next, _)) => {
+                self.stats.expired_keys += expired_keys;
+                // An expired key is touched, for the clients that WATCH it.
+                for (db, key) in expired {
+                    self.watches.touch_now(db, &key);
+                }
                 self.expire_cursor = next.unwrap_or(0);
                 // A pass cut short by the batch's room goes on in the next turn.
                 if next.is_none_or(|n| n == from + EXPIRE_BUCKETS) {
@@ -409,22 +504,41 @@ impl Server<'_> {
         }
     }
 
-    /// Runs the complete requests of client `i` into the batch.
-    fn run_client(&mut self, i: usize, now_ms: u64) -> Result<ClientRun, KvError> {
+    /// Runs the complete requests of client `i` into the batch; `once`: only the first, the
+    /// request a parked client waits with (`blocking.rs`).
+    fn run_client(&mut self, i: usize, now_ms: u64, once: bool) -> Result<ClientRun, KvError> {
         let max_request = self.max_request();
         let mut stats = self.stats.clone();
         stats.uptime_s = self.started.elapsed().as_secs();
         stats.auth_failures = self.auth.failures.get();
+        let live = self.clients.len() - self.free.len();
+        let Some(me) = self.clients[i].as_ref().map(|c| c.conn(Instant::now())) else {
+            return Ok(ClientRun::Drained);
+        };
+        // The others are lent to the commands (CLIENT LIST), this one to the loop below.
+        let (before, rest) = self.clients.split_at_mut(i);
+        let (this, after) = rest.split_first_mut().expect("client i exists");
+        stats.blocked_clients = self.waits.borrow().count() as u64;
         let host = ServerHost {
             primary: self.primary,
             opts: self.opts,
             listen: &self.listen,
-            clients: self.clients.len() - self.free.len(),
+            clients: live,
             stats,
             auth: &self.auth,
             reset: &self.reset_stats,
+            others: [&*before, &*after],
+            me,
+            kill: &self.kill,
+            pause: &self.pause,
+            waits: &self.waits,
         };
-        let Some(c) = self.clients[i].as_mut() else { return Ok(ClientRun::Drained) };
+        let Some(c) = this.as_mut() else { return Ok(ClientRun::Drained) };
+        let parked = self.waits.borrow().is_parked(i);
+        if !once && parked {
+            // A parked client runs nothing until it is woken.
+            return Ok(ClientRun::Parked);
+        }
         let mut cx = Cx {
             store: &mut self.store,
             host: &host,
@@ -435,6 +549,8 @@ impl Server<'_> {
             read_keys: false,
             settings: &mut self.settings,
             databases: self.opts.databases,
+            watches: &mut self.watches,
+            error_replies: 0,
         };
         loop {
             if c.closing {
@@ -467,8 +583,11 @@ impl Server<'_> {
                 Ok(Parsed::Empty { len }) => *start += len,
                 Ok(Parsed::Request { len }) => {
                     let args = Args::Parsed { parser, buf: input };
+                    let watching = self.waits.borrow().any();
+                    let written = if watching { blocking::written(&args, session) } else { Written::Nothing };
                     let o = cmd::execute(&mut cx, session, &args, out)?;
                     self.stats.commands += 1;
+                    self.stats.error_replies += std::mem::take(&mut cx.error_replies);
                     self.reads_in_batch |= cx.read_keys;
                     if self.reset_stats.take() {
                         self.stats = Stats::default();
@@ -488,9 +607,33 @@ impl Server<'_> {
                             c.closing = true;
                         }
                         Outcome::Retry => return Ok(ClientRun::SealFirst),
+                        // Not run: it stays in the buffer until the pause is over.
+                        Outcome::Paused => {
+                            self.postponed.push(i);
+                            return Ok(ClientRun::Drained);
+                        }
+                        Outcome::Block(w) => {
+                            // Nothing changed, nothing answered: the request waits, unread.
+                            self.waits.borrow_mut().park(i, session.id, w, len);
+                            return Ok(ClientRun::Parked);
+                        }
+                    }
+                    let woke = {
+                        let mut w = self.waits.borrow_mut();
+                        if once {
+                            w.unpark(i);
+                        }
+                        w.note(written);
+                        w.has_ready()
+                    };
+                    if once {
+                        return Ok(ClientRun::Served);
                     }
                     if cx.store.flushed_in_batch() {
                         return Ok(ClientRun::SealFirst);
+                    }
+                    if woke {
+                        return Ok(ClientRun::Woke);
                     }
                 }
                 Err(e) => {
@@ -583,7 +726,7 @@ impl Server<'_> {
         }
         let mut at = 0;
         loop {
-            let (next, group) = self.store.sweep(at, SWEEP_BUCKETS)?;
+            let (next, group) = self.store.sweep(at, SWEEP_BUCKETS, self.opts.primary.limits.max_ranges)?;
             if !group.is_empty() {
                 sync(self.primary, &group)?;
             }
@@ -604,6 +747,8 @@ impl Server<'_> {
         closing.dedup();
         for i in closing {
             if let Some(c) = self.clients[i].take() {
+                self.watches.unwatch(c.session.id);
+                self.waits.borrow_mut().unpark(i);
                 let _ = epoll::delete(&self.ep, c.stream.as_fd());
                 self.free.push(i);
                 self.ready.retain(|&r| r != i);
@@ -617,4 +762,11 @@ enum ClientRun {
     Drained,
     /// The batch must be sealed before this client's next request runs.
     SealFirst,
+    /// The client is parked: its request waits for a key (`blocking.rs`).
+    Parked,
+    /// Its command made keys ready that clients wait on (or asked to unblock one): serve
+    /// them, then run it on.
+    Woke,
+    /// (`once`) the parked request ran, and was answered.
+    Served,
 }

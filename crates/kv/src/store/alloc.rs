@@ -43,12 +43,18 @@ impl<M: Mem> Store<M> {
             return Ok(b);
         }
         let size = self.classes[c];
-        // After a flush in this batch the committed state still uses the old heap: give out
-        // only what lies above its top until the batch is sealed.
-        let floor = if self.batch.flushed { self.committed.heap_top } else { self.geo.heap_off };
+        // After a flush in this batch the sealed state, and every state of the batch before
+        // the flush, still use the old heap: give out only what lies above both until the
+        // batch is sealed.
+        let floor = if self.batch.flushed {
+            self.committed.heap_top.max(self.batch.top_mark)
+        } else {
+            self.geo.heap_off
+        };
         let top = self.dy.heap_top.max(floor);
         if top + size <= self.geo.heap_end {
             self.dy.heap_top = top + size;
+            self.batch.top_mark = self.batch.top_mark.max(self.dy.heap_top);
             self.dy.used += size;
             return Ok(Block { off: top, class: c as u8, untouched: top >= self.committed.heap_top });
         }

@@ -63,6 +63,10 @@ pub(crate) struct Batch {
     pub gen_words_from: usize,
     /// A flush happened in this batch.
     pub flushed: bool,
+    /// The highest the heap's top has been in this batch: after a flush, blocks are given out
+    /// only above it (and above the sealed top), so that no block a state earlier in the batch
+    /// used (one a rollback may bring back) is written over without undo.
+    pub top_mark: u64,
     /// Tree nodes made since the last savepoint: nothing but the command making them can
     /// have seen them, and no rollback can need their bytes back, so their changes need no
     /// undo (see `tree.rs`).
@@ -124,6 +128,7 @@ impl<M: Mem> Store<M> {
     /// Records a stored range, joined to the last one when they touch (a block's header and
     /// value, its first word and the rest): the count then tracks the group's ranges closely.
     fn note(&mut self, off: u64, len: u64) {
+        self.stores += 1;
         self.batch.bytes += len;
         if let Some((lo, ll)) = self.batch.ranges.last_mut() {
             if off == *lo + *ll {
@@ -236,6 +241,11 @@ impl<M: Mem> Store<M> {
         Ok((off, n))
     }
 
+    /// Stores made so far (it never goes down: a command that made none changed nothing).
+    pub fn stores(&self) -> u64 {
+        self.stores
+    }
+
     /// Whether the batch stored anything.
     pub fn dirty(&self) -> bool {
         !self.batch.ranges.is_empty() || self.dy != self.committed
@@ -310,6 +320,7 @@ impl<M: Mem> Store<M> {
         self.batch.ranges.clear();
         self.batch.bytes = 0;
         self.batch.flushed = false;
+        self.batch.top_mark = 0;
         self.batch.gen_words.clear();
         self.batch.gen_words_from = 0;
         self.batch.young.clear();

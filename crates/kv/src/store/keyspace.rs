@@ -79,6 +79,22 @@ impl<M: Mem> Store<M> {
         Ok((phys, gen == self.dy.dbs.gen[phys]))
     }
 
+    /// The logical database and the key of a stored key, if it is of its database's current
+    /// generation.
+    pub(crate) fn logical_key<'k>(&self, stored: &'k [u8]) -> Option<(usize, &'k [u8])> {
+        if !self.prefixed {
+            return Some((0, stored));
+        }
+        let (p, rest) = stored.split_first()?;
+        let gen = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?);
+        let phys = *p as usize;
+        if phys >= DBS || gen != self.dy.dbs.gen[phys] {
+            return None;
+        }
+        let db = self.dy.dbs.map.iter().position(|&m| m as usize == phys)?;
+        Some((db, &rest[4..]))
+    }
+
     /// Whether the entry at `e` is a key of the selected database (of its current generation).
     pub fn in_selected(&self, e: u64, head: &EntryHead) -> Result<bool, StoreError> {
         let (phys, current) = self.entry_db(e, head)?;

@@ -88,6 +88,17 @@ pub fn kind_name(kind: u8) -> &'static str {
 pub const ENC_PLAIN: u8 = 0;
 /// An entry's value is the 16-byte handle of a tree (`tree.rs`) that holds the collection.
 pub const ENC_TREE: u8 = 1;
+/// A string changed in place (`APPEND`, `SETRANGE`, `SETBIT`), or made whole by a command that
+/// makes Redis's `raw` strings: `OBJECT ENCODING` says `raw` whatever it holds. Strings only
+/// (a string's value is always whole: its encoding says only how Redis would name it), above
+/// 0x7f so that it never reads as a collection's encoding.
+pub const ENC_RAW: u8 = 0x80;
+/// A string made without a try at Redis's `int` encoding (`INCRBYFLOAT`): `embstr` up to 44
+/// bytes, else `raw`. Strings only.
+pub const ENC_EMBSTR: u8 = 0x81;
+/// A list's value is the 32-byte handle of a chain of nodes (`quicklist.rs`); a list of
+/// [`ENC_PLAIN`] holds its elements in its value (`list_pack.rs`).
+pub const ENC_QUICKLIST: u8 = 2;
 /// A sorted set's value is the 32-byte handle of its index (`zindex.rs`): an order tree and a
 /// member tree.
 pub const ENC_ZSET_INDEX: u8 = 5;

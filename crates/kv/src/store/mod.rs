@@ -16,7 +16,11 @@ mod journal;
 mod key_hash;
 mod keyspace;
 pub mod layout;
+pub mod list_pack;
 mod mem;
+pub mod quicklist;
+mod random;
+mod strings;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -30,10 +34,11 @@ pub use error::StoreError;
 pub use journal::{coalesce, Savepoint};
 pub use key_hash::KeyHasher;
 pub use layout::{
-    kind_name, EntryHead, Geometry, ENC_PLAIN, ENC_TREE, ENC_ZSET_INDEX, KIND_HASH, KIND_LIST, KIND_SET,
-    KIND_STRING, KIND_ZSET,
+    kind_name, EntryHead, Geometry, ENC_EMBSTR, ENC_PLAIN, ENC_QUICKLIST, ENC_RAW, ENC_TREE, ENC_ZSET_INDEX,
+    KIND_HASH, KIND_LIST, KIND_SET, KIND_STRING, KIND_ZSET,
 };
 pub use mem::{Mem, VecMem};
+pub use quicklist::QuickList;
 pub use table::Found;
 pub use tree::Tree;
 pub use zindex::ZIndex;
@@ -81,6 +86,8 @@ pub struct Store<M: Mem> {
     selected: usize,
     /// A stored key being built (reused).
     ikey_buf: Vec<u8>,
+    /// Stores made since the store was opened.
+    stores: u64,
 }
 
 impl<M: Mem> Store<M> {
@@ -156,6 +163,7 @@ impl<M: Mem> Store<M> {
             prefixed: version >= 2,
             selected: 0,
             ikey_buf: Vec::new(),
+            stores: 0,
         };
         s.batch_no = s.read_u64(JOURNAL_OFF + 8)?;
         if s.read_u64(JOURNAL_OFF)? != 0 {
@@ -292,9 +300,10 @@ impl<M: Mem> Store<M> {
 
     /// Zeroes the bucket words of older generations among buckets `from .. from + max`
     /// (logically they are empty already, so these stores need no undo and belong to no
-    /// batch); returns the next bucket (0 after the last) and the group to send. Call only
+    /// batch); returns the next bucket (0 after the last) and the group to send, of at most
+    /// `max_ranges` ranges. Call only
     /// between batches. After the last bucket, the next batch records that none remain.
-    pub fn sweep(&mut self, from: u64, max: u64) -> Result<(u64, Vec<Range>), StoreError> {
+    pub fn sweep(&mut self, from: u64, max: u64, max_ranges: usize) -> Result<(u64, Vec<Range>), StoreError> {
         assert!(!self.dirty(), "sweep inside a batch");
         let end = (from + max).min(self.geo.buckets);
         let mut words = vec![0u8; 8 * (end - from) as usize];
@@ -309,7 +318,7 @@ impl<M: Mem> Store<M> {
             }
         }
         let mut group = Vec::new();
-        coalesce(&mut raw, 1000, &mut group);
+        coalesce(&mut raw, max_ranges.max(1), &mut group);
         if end >= self.geo.buckets {
             self.dy.stale = 0;
             return Ok((0, group));

@@ -244,6 +244,10 @@ impl<M: Mem> Store<M> {
         if let Some(t) = self.tree_of(f)? {
             self.tree_free(&t)?;
         }
+        if (f.head.kind, f.head.encoding) == (super::layout::KIND_LIST, super::layout::ENC_QUICKLIST) {
+            let ql = self.list_of(f)?;
+            self.ql_free(&ql)?;
+        }
         if let Some(z) = self.zindex_of(f)? {
             self.zindex_free(&z)?;
         }
@@ -360,7 +364,8 @@ impl<M: Mem> Store<M> {
     }
 
     /// Removes the expired entries (and those of flushed databases) of buckets `from ..` (at
-    /// most `max` buckets) while `room`
+    /// most `max` buckets) while `room`, calling `expired(database, key)` for each key that
+    /// expired (not those of flushed databases),
     /// says the batch has room for another removal; returns the next bucket to look at (the
     /// bucket where it stopped, if `room` stopped it; `None` after the last bucket) and how
     /// many were removed. However many keys expire at once, a pass never takes more of the
@@ -371,6 +376,7 @@ impl<M: Mem> Store<M> {
         max: u64,
         now_ms: u64,
         room: impl Fn(&Self) -> bool,
+        mut expired: impl FnMut(usize, &[u8]),
     ) -> Result<(Option<u64>, u64), StoreError> {
         let end = (from + max).min(self.geo.buckets);
         let mut removed = 0;
@@ -394,6 +400,9 @@ impl<M: Mem> Store<M> {
                 if let Some(f) = self.find_stored(k)? {
                     self.remove(&f)?;
                     removed += 1;
+                    if let Some((db, key)) = self.logical_key(k) {
+                        expired(db, key);
+                    }
                 }
             }
         }

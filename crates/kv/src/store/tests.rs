@@ -232,7 +232,7 @@ fn run(seed: u64, batches: usize, crash: Option<u64>, local: &VecMem) -> Run {
     // The sweep of a new store's buckets.
     let mut at = 0;
     loop {
-        let (next, g) = s.sweep(at, 1000).unwrap();
+        let (next, g) = s.sweep(at, 1000, 1000).unwrap();
         send(local, &mirror, &g);
         if next == 0 {
             break;
@@ -269,7 +269,7 @@ fn run(seed: u64, batches: usize, crash: Option<u64>, local: &VecMem) -> Run {
         if s.stale() {
             let mut at = 0;
             loop {
-                let Ok((next, g)) = s.sweep(at, 1000) else {
+                let Ok((next, g)) = s.sweep(at, 1000, 1000) else {
                     return Run { states, mirror, cut: Some((i + 1, true)) };
                 };
                 send(local, &mirror, &g);
@@ -466,15 +466,16 @@ fn an_expiry_pass_takes_no_more_than_the_batch_has_room_for() {
     let all = s.geo.buckets;
     // Removing them all in one batch needs more undo space than the journal has.
     let sp = s.savepoint();
-    let e = s.expire_buckets(0, all, NOW + 20, |_| true).expect_err("one batch cannot hold it");
+    let e = s.expire_buckets(0, all, NOW + 20, |_| true, |_, _| {}).expect_err("one batch cannot hold it");
     assert!(matches!(e, StoreError::TooLarge(_)), "{e}");
     s.rollback_to(&sp).unwrap();
     s.seal(MAX_RANGES).unwrap();
     // Bounded by the room left, passes go on where the last stopped.
     let (mut at, mut passes, mut removed) = (0, 0, 0);
     loop {
-        let (next, r) =
-            s.expire_buckets(at, all, NOW + 20, |s| s.batch_has_room(u64::MAX, MAX_RANGES)).unwrap();
+        let (next, r) = s
+            .expire_buckets(at, all, NOW + 20, |s| s.batch_has_room(u64::MAX, MAX_RANGES), |_, _| {})
+            .unwrap();
         let (undo, cap) = s.undo_use();
         assert!(undo <= cap / 2 + 64, "a pass used {undo} of {cap} bytes of undo");
         s.seal(MAX_RANGES).unwrap();
@@ -488,4 +489,27 @@ fn an_expiry_pass_takes_no_more_than_the_batch_has_room_for() {
     assert_eq!(s.keys(), 0);
     drop(s);
     assert!(content(&mut Store::open(&mem, MAX_RANGES).unwrap()).is_empty());
+}
+
+#[test]
+fn a_sweep_keeps_to_the_range_limit() {
+    // Found by the kv_commands fuzz target: a sweep merged its group to 1000 ranges whatever
+    // [limits] max_ranges said, and gmsync refused it.
+    let mem = VecMem::new(SIZE);
+    let mut s = Store::open(&mem, 2).unwrap();
+    for k in 0..50 {
+        s.put(format!("k{k}").as_bytes(), KIND_STRING, 0, &[b"1"], 0, None).unwrap();
+    }
+    s.seal(2).unwrap();
+    s.flush().unwrap();
+    s.seal(2).unwrap();
+    let mut at = 0;
+    loop {
+        let (next, g) = s.sweep(at, 1 << 20, 2).unwrap();
+        assert!(g.len() <= 2, "{} ranges", g.len());
+        if next == 0 {
+            break;
+        }
+        at = next;
+    }
 }

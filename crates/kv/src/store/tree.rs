@@ -1019,5 +1019,6 @@ impl<M: Mem> Store<M> {
     }
 }
 
+mod copy;
 #[cfg(test)]
 mod tests;

@@ -2,10 +2,10 @@
 //! (`ztree.rs`) holds (score, member) in Redis's order, counted, for ranks and ranges; the
 //! member tree (`tree.rs`, by the keyed hash of each member) maps a member to its score, for
 //! `ZSCORE` and to find a member's place in the order tree. A change to one member costs
-//! O(log n) in each. The entry's value is the index's 32-byte handle (FORMAT.md §11.6).
+//! O(log n) in each. The entry's value is the index's 32-byte handle (FORMAT.md §11.9).
 
 use super::error::StoreError;
-use super::layout::ENC_ZSET_INDEX;
+use super::layout::{ENC_ZSET_INDEX, KIND_ZSET};
 use super::mem::Mem;
 use super::table::Found;
 use super::tree::Tree;
@@ -66,7 +66,7 @@ impl<M: Mem> Store<M> {
 
     /// The index an entry's value is the handle of, if it is one.
     pub fn zindex_of(&self, f: &Found) -> Result<Option<ZIndex>, StoreError> {
-        if f.head.encoding != ENC_ZSET_INDEX {
+        if (f.head.kind, f.head.encoding) != (KIND_ZSET, ENC_ZSET_INDEX) {
             return Ok(None);
         }
         let mut b = [0u8; ZIndex::LEN];

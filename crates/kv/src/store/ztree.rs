@@ -2,7 +2,7 @@
 //! (score, member) as Redis orders them (scores as numbers, -0 equal to 0; equal scores by the
 //! members' bytes). Every inner entry carries its subtree's entry count, so that a member's
 //! rank, the n-th entry and the number of entries below a bound are found in O(height), and a
-//! range of m entries is read in O(height + m). FORMAT.md §11.6 describes every byte.
+//! range of m entries is read in O(height + m). FORMAT.md §11.9 describes every byte.
 //!
 //! A node is one heap block of [`NODE`] bytes, as in `tree.rs`, and is changed the same way:
 //! on a copy, written back as the spans that differ (undo-logged, unless the node was made

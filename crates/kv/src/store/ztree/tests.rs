@@ -362,7 +362,7 @@ fn a_crash_at_any_write_leaves_the_last_sealed_tree() {
 #[test]
 fn format_md_says_what_the_code_does() {
     let doc = include_str!("../../../../../docs/FORMAT.md");
-    let sec = &doc[doc.find("### 11.6 Sorted sets").expect("FORMAT.md has section 11.6")..];
+    let sec = &doc[doc.find("### 11.9 Sorted sets").expect("FORMAT.md has section 11.9")..];
     let sec = &sec[..sec.find("\n### ").unwrap_or(sec.len())];
     // The prose, its lines joined.
     let text = sec.replace('\n', " ");

@@ -1,0 +1,270 @@
+//! `mojim kv` and a real redis-server side by side: a DUMP from Redis RESTOREs into mojim kv
+//! and back (strings of every RDB encoding, hashes of both encodings), and the string commands
+//! whose exact answers are easy to get wrong (INCRBYFLOAT's long double, the bit ranges, LCS,
+//! OBJECT ENCODING) answer as Redis does on the same seeded inputs.
+
+mod common;
+
+use common::kv::{KvCluster, Resp};
+use common::{skip, Rng, TempDir};
+use mojim_kv::resp::Value;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A redis-server of its own, on a free loopback port, killed when dropped.
+struct RedisServer {
+    child: Child,
+    port: u16,
+    _dir: TempDir,
+}
+
+impl RedisServer {
+    /// `None` (after `skip`) when redis-server is not installed.
+    fn start(test: &str) -> Option<RedisServer> {
+        if Command::new("redis-server").arg("--version").output().is_err() {
+            skip("redis-server is not installed (Debian redis-server)");
+            return None;
+        }
+        let dir = TempDir::new(test);
+        let port =
+            TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("its address").port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        let s = RedisServer { child, port, _dir: dir };
+        let until = Instant::now() + common::WAIT;
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < until, "redis-server did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(s)
+    }
+
+    fn client(&self) -> Resp {
+        Resp::connect(&format!("127.0.0.1:{}", self.port))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn cmd(c: &mut Resp, args: &[&[u8]]) -> Value {
+    c.send(args);
+    c.read().unwrap_or_else(|| panic!("the server closed the connection instead of answering {args:?}"))
+}
+
+fn bulk(v: Value) -> Vec<u8> {
+    match v {
+        Value::Bulk(b) => b,
+        other => panic!("not a bulk string: {other:?}"),
+    }
+}
+
+/// A hash's fields and values, sorted (the two servers order them differently).
+fn hash(c: &mut Resp, key: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let Value::Array(items) = cmd(c, &[b"HGETALL", key]) else { panic!("HGETALL is an array") };
+    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> =
+        items.chunks(2).map(|p| (bulk(p[0].clone()), bulk(p[1].clone()))).collect();
+    pairs.sort();
+    pairs
+}
+
+/// A key as both servers can show it: its type, its value (a string's), its fields (a
+/// hash's), its encoding.
+type Shown = (Value, Value, Vec<(Vec<u8>, Vec<u8>)>, Value);
+
+/// The value at `key`, comparable between the servers, with its type and encoding.
+fn value(c: &mut Resp, key: &[u8]) -> Shown {
+    let t = cmd(c, &[b"TYPE", key]);
+    let enc = cmd(c, &[b"OBJECT", b"ENCODING", key]);
+    let (v, h) = if t == Value::Simple(b"hash".to_vec()) {
+        (Value::Null, hash(c, key))
+    } else {
+        (cmd(c, &[b"GET", key]), Vec::new())
+    };
+    (t, v, h, enc)
+}
+
+#[test]
+fn dump_and_restore_move_values_between_redis_and_mojim_kv() {
+    let Some(redis) = RedisServer::start("kv-dump-redis") else { return };
+    let kv = KvCluster::new("kv-dump", 64 << 20);
+    let (mut r, mut k) = (redis.client(), kv.client());
+    let long: Vec<u8> = b"abcdefgh".repeat(500);
+    let binary: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
+    let big_value = vec![b'v'; 100];
+    let mut setup: Vec<Vec<Vec<u8>>> = vec![
+        vec![b"SET".to_vec(), b"s:short".to_vec(), b"hello".to_vec()],
+        vec![b"SET".to_vec(), b"s:int8".to_vec(), b"-7".to_vec()],
+        vec![b"SET".to_vec(), b"s:int16".to_vec(), b"12345".to_vec()],
+        vec![b"SET".to_vec(), b"s:int32".to_vec(), b"-2000000000".to_vec()],
+        vec![b"SET".to_vec(), b"s:int64".to_vec(), b"9223372036854775807".to_vec()],
+        vec![b"SET".to_vec(), b"s:empty".to_vec(), b"".to_vec()],
+        vec![b"SET".to_vec(), b"s:lzf".to_vec(), long.clone()],
+        vec![b"SET".to_vec(), b"s:binary".to_vec(), binary.clone()],
+        vec![
+            b"HSET".to_vec(),
+            b"h:small".to_vec(),
+            b"a".to_vec(),
+            b"1".to_vec(),
+            b"b".to_vec(),
+            b"hello".to_vec(),
+            b"-300".to_vec(),
+            b"70000".to_vec(),
+        ],
+        vec![b"HSET".to_vec(), b"h:wide".to_vec(), b"f".to_vec(), big_value.clone()],
+    ];
+    let mut many = vec![b"HSET".to_vec(), b"h:many".to_vec()];
+    for i in 0..400 {
+        many.push(format!("field:{i}").into_bytes());
+        many.push(if i % 9 == 0 { long.clone() } else { i.to_string().into_bytes() });
+    }
+    setup.push(many);
+    for c in &setup {
+        let a: Vec<&[u8]> = c.iter().map(|x| x.as_slice()).collect();
+        cmd(&mut r, &a);
+        cmd(&mut k, &a);
+    }
+    let keys: Vec<Vec<u8>> = setup.iter().map(|c| c[1].clone()).collect();
+    for key in &keys {
+        let name = String::from_utf8_lossy(key).into_owned();
+        let want = value(&mut r, key);
+        assert_eq!(value(&mut k, key), want, "{name}: the servers hold the same before");
+        // Redis -> mojim kv.
+        let from_redis = bulk(cmd(&mut r, &[b"DUMP", key]));
+        let restored = [b"r:".as_slice(), key].concat();
+        assert_eq!(
+            cmd(&mut k, &[b"RESTORE", &restored, b"0", &from_redis]),
+            Value::Simple(b"OK".to_vec()),
+            "{name}"
+        );
+        assert_eq!(value(&mut k, &restored), want, "{name}: Redis's DUMP restored in mojim kv");
+        // mojim kv -> Redis.
+        let from_kv = bulk(cmd(&mut k, &[b"DUMP", &restored]));
+        assert_eq!(
+            cmd(&mut r, &[b"RESTORE", &restored, b"0", &from_kv]),
+            Value::Simple(b"OK".to_vec()),
+            "{name}"
+        );
+        assert_eq!(value(&mut r, &restored), want, "{name}: mojim kv's DUMP restored in Redis");
+        // And mojim kv's own payload into itself, with a TTL.
+        assert_eq!(
+            cmd(&mut k, &[b"RESTORE", &restored, b"100000", &from_kv, b"REPLACE"]),
+            Value::Simple(b"OK".to_vec())
+        );
+        assert!(matches!(cmd(&mut k, &[b"PTTL", &restored]), Value::Int(t) if t > 90_000 && t <= 100_000));
+    }
+    // What one refuses, the other refuses alike.
+    let good = bulk(cmd(&mut r, &[b"DUMP", b"s:short"]));
+    let mut bad = good.clone();
+    bad[2] ^= 1;
+    for payload in [bad.as_slice(), b"...", &good[..good.len() - 1]] {
+        let (a, b) = (
+            cmd(&mut r, &[b"RESTORE", b"x", b"0", payload]),
+            cmd(&mut k, &[b"RESTORE", b"x", b"0", payload]),
+        );
+        assert_eq!(a, b, "{payload:?}");
+    }
+    assert_eq!(
+        cmd(&mut r, &[b"RESTORE", b"s:short", b"0", &good]),
+        cmd(&mut k, &[b"RESTORE", b"s:short", b"0", &good])
+    );
+}
+
+#[test]
+fn string_commands_answer_as_redis_does() {
+    let Some(redis) = RedisServer::start("kv-strings-redis") else { return };
+    let kv = KvCluster::new("kv-strings", 64 << 20);
+    let (mut r, mut k) = (redis.client(), kv.client());
+    let mut rng = Rng::new(common::seed("string_commands_answer_as_redis_does"));
+    let mut both = |args: Vec<Vec<u8>>| {
+        let a: Vec<&[u8]> = args.iter().map(|x| x.as_slice()).collect();
+        let (want, got) = (cmd(&mut r, &a), cmd(&mut k, &a));
+        assert_eq!(got, want, "{:?}", args.iter().map(|x| String::from_utf8_lossy(x)).collect::<Vec<_>>());
+    };
+    let s = |x: &str| x.as_bytes().to_vec();
+    // INCRBYFLOAT in long double: sums of decimals, exponents, tiny and huge steps.
+    let steps = [
+        "0.1",
+        "0.2",
+        "-0.3",
+        "1e-17",
+        "3.0e3",
+        "-1.5e-5",
+        "10.5",
+        "1234567.891",
+        "7",
+        "-2.5e10",
+        "0.000003814697265625",
+    ];
+    for n in 0..300 {
+        let step = steps[(rng.next_u64() % (steps.len() as u64)) as usize];
+        let key = format!("f{}", n % 7);
+        both(vec![s("INCRBYFLOAT"), s(&key), s(step)]);
+    }
+    for n in 0..7 {
+        both(vec![s("OBJECT"), s("ENCODING"), s(&format!("f{n}"))]);
+    }
+    // The bit commands and ranges on random strings.
+    for n in 0..40 {
+        let len = (rng.next_u64() % (40)) as usize;
+        let bytes: Vec<u8> = (0..len)
+            .map(|_| [0u8, 0xff, (rng.next_u64() % (256)) as u8][(rng.next_u64() % (3)) as usize])
+            .collect();
+        let key = format!("b{n}");
+        both(vec![s("SET"), s(&key), bytes]);
+        for _ in 0..20 {
+            let a = ((rng.next_u64() % (400)) as i64 - 200).to_string();
+            let b = ((rng.next_u64() % (400)) as i64 - 200).to_string();
+            let unit = ["BYTE", "BIT"][(rng.next_u64() % (2)) as usize];
+            let bit = (rng.next_u64() % (2)).to_string();
+            both(vec![s("BITCOUNT"), s(&key), s(&a), s(&b), s(unit)]);
+            both(vec![s("BITPOS"), s(&key), s(&bit), s(&a), s(&b), s(unit)]);
+            both(vec![s("BITPOS"), s(&key), s(&bit), s(&a)]);
+            both(vec![s("GETRANGE"), s(&key), s(&a), s(&b)]);
+            both(vec![s("GETBIT"), s(&key), s(&(rng.next_u64() % (400)).to_string())]);
+        }
+        both(vec![
+            s("SETBIT"),
+            s(&key),
+            s(&(rng.next_u64() % (500)).to_string()),
+            s(&(rng.next_u64() % (2)).to_string()),
+        ]);
+        both(vec![s("SETRANGE"), s(&key), s(&(rng.next_u64() % (60)).to_string()), s("xyz")]);
+        both(vec![s("GET"), s(&key)]);
+        both(vec![s("OBJECT"), s("ENCODING"), s(&key)]);
+        both(vec![s("BITOP"), s(["AND", "OR", "XOR"][n % 3]), s("dest"), s(&key), s("b0"), s("nope")]);
+        both(vec![s("GET"), s("dest")]);
+    }
+    // LCS with every option, on random strings over a small alphabet.
+    for _ in 0..20 {
+        let word = |rng: &mut Rng| {
+            (0..(rng.next_u64() % (60)))
+                .map(|_| b"ACGT"[(rng.next_u64() % (4)) as usize])
+                .collect::<Vec<u8>>()
+        };
+        let (x, y) = (word(&mut rng), word(&mut rng));
+        both(vec![s("SET"), s("l1"), x]);
+        both(vec![s("SET"), s("l2"), y]);
+        both(vec![s("LCS"), s("l1"), s("l2")]);
+        both(vec![
+            s("LCS"),
+            s("l1"),
+            s("l2"),
+            s("IDX"),
+            s("MINMATCHLEN"),
+            s(&(rng.next_u64() % (4)).to_string()),
+            s("WITHMATCHLEN"),
+        ]);
+    }
+}

@@ -1,0 +1,90 @@
+//! COPY source destination [DB n] [REPLACE]: a key's value, expiry and type copied to another
+//! key (in this database or another), the two sharing nothing after: a string's or small hash's
+//! bytes, a large hash's tree node by node (`store::tree::copy`).
+
+use super::super::args::{int, is, Args};
+use super::super::{Cx, Session, NOT_INT, SYNTAX};
+use crate::resp::Reply;
+use crate::store::{kind_name, Found, Mem, StoreError, ENC_PLAIN, ENC_TREE, KIND_HASH, KIND_STRING};
+
+/// The value a copy of `f` holds: its bytes, or a new tree's handle; `None` for a kind that
+/// cannot be copied yet.
+fn copy_value<M: Mem>(cx: &mut Cx<M>, f: &Found) -> Result<Option<Vec<u8>>, StoreError> {
+    let mut v = Vec::new();
+    match (f.head.kind, f.head.encoding) {
+        // A string's value is whole, whatever its encoding says of it.
+        (KIND_STRING, _) | (KIND_HASH, ENC_PLAIN) => cx.store.value_into(f, &mut v)?,
+        (KIND_HASH, ENC_TREE) => {
+            let t = cx.store.tree_of(f)?.expect("a hash of the tree encoding holds a tree");
+            v.extend_from_slice(&cx.store.tree_copy(&t)?.encode());
+        }
+        _ => return Ok(None),
+    }
+    Ok(Some(v))
+}
+
+pub(in crate::cmd) fn copy<M: Mem>(
+    cx: &mut Cx<M>,
+    s: &Session,
+    a: &Args,
+    r: &mut Reply,
+) -> Result<(), StoreError> {
+    let (src, dst) = (a.get(1), a.get(2));
+    let (mut to, mut replace) = (s.db, false);
+    let mut i = 3;
+    while i < a.len() {
+        let o = a.get(i);
+        if is(o, "REPLACE") {
+            replace = true;
+        } else if is(o, "DB") && i + 1 < a.len() {
+            match int(a.get(i + 1)).filter(|n| i32::try_from(*n).is_ok()) {
+                Some(n) if n >= 0 && (n as usize) < cx.databases() => to = n as usize,
+                Some(_) => {
+                    r.error("ERR DB index is out of range");
+                    return Ok(());
+                }
+                None => {
+                    r.error(NOT_INT);
+                    return Ok(());
+                }
+            }
+            i += 1;
+        } else {
+            r.error(SYNTAX);
+            return Ok(());
+        }
+        i += 1;
+    }
+    if to == s.db && src == dst {
+        r.error("ERR source and destination objects are the same");
+        return Ok(());
+    }
+    let Some(f) = cx.store.get(src, cx.now_ms)? else {
+        r.int(0);
+        return Ok(());
+    };
+    cx.store.select(to);
+    let taken = cx.store.get(dst, cx.now_ms);
+    cx.store.select(s.db);
+    if taken?.is_some() && !replace {
+        r.int(0);
+        return Ok(());
+    }
+    let Some(value) = copy_value(cx, &f)? else {
+        r.error(&format!(
+            "ERR mojim kv cannot COPY a {} yet: only strings and hashes are copied",
+            kind_name(f.head.kind)
+        ));
+        return Ok(());
+    };
+    cx.store.select(to);
+    // The destination afresh (the copy allocated blocks); an expired key there is replaced.
+    let put = cx.store.find(dst).and_then(|old| {
+        let h = &f.head;
+        cx.store.put_encoded(dst, h.kind, h.encoding, h.expire_ms, &[&value], 0, old.as_ref())
+    });
+    cx.store.select(s.db);
+    put?;
+    r.int(1);
+    Ok(())
+}
