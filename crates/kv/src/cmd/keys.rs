@@ -464,6 +464,7 @@ pub(super) fn encoding_name<M: Mem>(cx: &Cx<M>, f: &crate::store::Found) -> Resu
         (KIND_HASH, _) => "listpack",
         // Redis 7.0 names every list so, whether it is one node or many.
         (crate::store::KIND_LIST, _) => "quicklist",
+        (crate::store::KIND_ZSET, _) => super::zsets::encoding_name(cx, f)?,
         _ => "unknown",
     })
 }

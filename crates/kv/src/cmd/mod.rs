@@ -23,6 +23,7 @@ mod strings;
 #[cfg(test)]
 mod tests;
 pub mod watch;
+mod zsets;
 
 pub use args::{now_ms, Args};
 pub use blocking::Wait;
@@ -539,6 +540,12 @@ fn dispatch<M: Mem>(
             Group::Lists => {
                 // A blocking command that found nothing parks the client, having changed nothing.
                 let o = lists::run(cx, s, spec, a, r)?;
+                if !matches!(o, Outcome::Done) {
+                    return Ok(o);
+                }
+            }
+            Group::Zsets => {
+                let o = zsets::run(cx, s, spec, a, r)?;
                 if !matches!(o, Outcome::Done) {
                     return Ok(o);
                 }

@@ -35,6 +35,8 @@ pub enum Group {
     Server,
     /// Lists (`lists.rs`).
     Lists,
+    /// Sorted sets (`zsets/`).
+    Zsets,
 }
 
 pub const W: &[&str] = &["write", "denyoom"];
@@ -70,6 +72,7 @@ pub static SPECS: std::sync::LazyLock<Vec<&'static Spec>> = std::sync::LazyLock:
         super::hashes::SPECS,
         super::server::SPECS,
         super::lists::SPECS,
+        super::zsets::SPECS,
         TX_SPECS,
     ]
     .iter()

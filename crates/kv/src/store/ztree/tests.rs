@@ -367,9 +367,12 @@ fn format_md_says_what_the_code_does() {
     // The prose, its lines joined.
     let text = sec.replace('\n', " ");
     let row = |field: &str| {
-        sec.lines().find(|l| l.contains(&format!("| `{field}` |"))).unwrap_or_else(|| panic!("no row {field}"))
+        sec.lines()
+            .find(|l| l.contains(&format!("| `{field}` |")))
+            .unwrap_or_else(|| panic!("no row {field}"))
     };
-    let cell = |field: &str, i: usize| -> usize { row(field).split('|').nth(i).unwrap().trim().parse().unwrap() };
+    let cell =
+        |field: &str, i: usize| -> usize { row(field).split('|').nth(i).unwrap().trim().parse().unwrap() };
     let off = |field: &str| cell(field, 1);
     // The node's head.
     assert!(row("ztag").contains(&format!("ASCII `{}`", TAG as char)));
@@ -390,7 +393,10 @@ fn format_md_says_what_the_code_does() {
     assert_eq!((off("sep_score"), off("sep_len"), off("sep_class"), off("sep_body")), (0, 8, 12, 16));
     assert_eq!((off("zchild"), off("zn")), (SEP, SEP + 8));
     assert_eq!(cell("sep_body", 2), 32);
-    assert!(row("sep_body").contains(&format!("≤ {SEP_INLINE}; else its first {SEP_PREFIX} bytes, then at {}", 16 + SEP_PREFIX)));
+    assert!(row("sep_body").contains(&format!(
+        "≤ {SEP_INLINE}; else its first {SEP_PREFIX} bytes, then at {}",
+        16 + SEP_PREFIX
+    )));
     let e = Ient { sep: Sep([7; SEP]), child: 0x0102, n: 0x0304 };
     let mut q = [0u8; N];
     inner::init(&mut q, 1);
@@ -398,13 +404,16 @@ fn format_md_says_what_the_code_does() {
     assert_eq!(u64_at(&q, HEAD + off("zchild")), 0x0102);
     assert_eq!(u64_at(&q, HEAD + off("zn")), 0x0304);
     // The handle.
-    let z = crate::store::ZIndex { order: Tree { root: 1, len: 2 }, members: Tree { root: 3, len: 4 } }.encode();
+    let z =
+        crate::store::ZIndex { order: Tree { root: 1, len: 2 }, members: Tree { root: 3, len: 4 } }.encode();
     for (field, v) in [("order_root", 1u64), ("order_len", 2), ("members_root", 3), ("members_len", 4)] {
         assert_eq!(u64_at(&z, off(field)), v, "{field}");
     }
     // A small set's value.
     let blob = crate::store::zset_blob::encode([(2.5, &b"ab"[..])].into_iter());
-    assert!(text.contains("`count` (u32), then per member, in order, `score` (f64), `mlen` (u32), the member"));
+    assert!(
+        text.contains("`count` (u32), then per member, in order, `score` (f64), `mlen` (u32), the member")
+    );
     assert_eq!(blob, [&1u32.to_le_bytes()[..], &2.5f64.to_le_bytes(), &2u32.to_le_bytes(), b"ab"].concat());
     assert!(text.contains(&format!("`encoding` {}", crate::store::ENC_ZSET_INDEX)));
 }
