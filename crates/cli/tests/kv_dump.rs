@@ -1,5 +1,6 @@
 //! `mojim kv` and a real redis-server side by side: a DUMP from Redis RESTOREs into mojim kv
-//! and back (strings of every RDB encoding, hashes of both encodings), and the string commands
+//! and back (strings of every RDB encoding, hashes and sorted sets of both encodings), and the
+//! string commands
 //! whose exact answers are easy to get wrong (INCRBYFLOAT's long double, the bit ranges, LCS,
 //! OBJECT ENCODING) answer as Redis does on the same seeded inputs.
 
@@ -79,8 +80,8 @@ fn hash(c: &mut Resp, key: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     pairs
 }
 
-/// A key as both servers can show it: its type, its value (a string's), its fields (a
-/// hash's), its encoding.
+/// A key as both servers can show it: its type, its value (a string's; a sorted set's members
+/// and scores, in order), its fields (a hash's), its encoding.
 type Shown = (Value, Value, Vec<(Vec<u8>, Vec<u8>)>, Value);
 
 /// The value at `key`, comparable between the servers, with its type and encoding.
@@ -89,6 +90,8 @@ fn value(c: &mut Resp, key: &[u8]) -> Shown {
     let enc = cmd(c, &[b"OBJECT", b"ENCODING", key]);
     let (v, h) = if t == Value::Simple(b"hash".to_vec()) {
         (Value::Null, hash(c, key))
+    } else if t == Value::Simple(b"zset".to_vec()) {
+        (cmd(c, &[b"ZRANGE", key, b"0", b"-1", b"WITHSCORES"]), Vec::new())
     } else {
         (cmd(c, &[b"GET", key]), Vec::new())
     };
@@ -130,6 +133,28 @@ fn dump_and_restore_move_values_between_redis_and_mojim_kv() {
         many.push(if i % 9 == 0 { long.clone() } else { i.to_string().into_bytes() });
     }
     setup.push(many);
+    // Sorted sets: a listpack (scores that are integers, fractions, infinities, -0), a skiplist
+    // by count, one by a member's length.
+    setup.push(
+        [
+            "ZADD", "z:small", "1", "a", "2.5", "b", "-inf", "c", "inf", "d", "-0", "e", "0.1", "f",
+            "-70000", "g",
+        ]
+        .iter()
+        .map(|x| x.as_bytes().to_vec())
+        .collect(),
+    );
+    let mut zmany = vec![b"ZADD".to_vec(), b"z:many".to_vec()];
+    for i in 0..300 {
+        zmany.push(format!("{}", (i % 23) as f64 * 1.5 - 7.0).into_bytes());
+        zmany.push(if i % 11 == 0 {
+            [long.as_slice(), &i.to_string().into_bytes()].concat()
+        } else {
+            format!("m{i}").into_bytes()
+        });
+    }
+    setup.push(zmany);
+    setup.push(vec![b"ZADD".to_vec(), b"z:wide".to_vec(), b"1e300".to_vec(), big_value.clone()]);
     for c in &setup {
         let a: Vec<&[u8]> = c.iter().map(|x| x.as_slice()).collect();
         cmd(&mut r, &a);

@@ -151,6 +151,52 @@ impl<M: Mem> Store<M> {
         Ok(ZIndex { order, members })
     }
 
+    /// Calls `f(score, member)` for every member, in order (greatest first with `reverse`),
+    /// until it returns false.
+    pub fn zindex_each(
+        &self,
+        z: &ZIndex,
+        reverse: bool,
+        mut f: impl FnMut(f64, &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        if z.is_empty() {
+            return Ok(());
+        }
+        let first = if reverse { z.len() - 1 } else { 0 };
+        let Some(mut c) = self.zt_at(&z.order, first)? else { return Ok(()) };
+        let mut m = Vec::new();
+        loop {
+            let s = self.zt_read(&c, &mut m)?;
+            if !f(s, &m)? {
+                return Ok(());
+            }
+            let more = if reverse { self.zt_prev(&mut c)? } else { self.zt_next(&mut c)? };
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// A copy of `z` that shares no block with it (`COPY`): the order tree built again bottom
+    /// up, the member tree copied node by node. O(n).
+    pub fn zindex_copy(&mut self, z: &ZIndex) -> Result<ZIndex, StoreError> {
+        let mut items: Vec<(f64, Vec<u8>)> = Vec::with_capacity(z.len().min(1 << 20) as usize);
+        self.zindex_each(z, false, |s, m| {
+            items.push((s, m.to_vec()));
+            Ok(true)
+        })?;
+        if items.len() as u64 != z.len() {
+            return Err(StoreError::Corrupt(format!(
+                "a sorted set's order tree says {} members and holds {}",
+                z.len(),
+                items.len()
+            )));
+        }
+        let order = self.zt_build(items.iter().map(|(s, m)| (*s, m.as_slice())))?;
+        let members = self.tree_copy(&z.members)?;
+        Ok(ZIndex { order, members })
+    }
+
     /// Frees both trees.
     pub fn zindex_free(&mut self, z: &ZIndex) -> Result<(), StoreError> {
         self.zt_free(&z.order)?;

@@ -1,5 +1,6 @@
 //! A small sorted set's value (Redis's `listpack` encoding): `count` (u32), then per member, in
-//! the set's order (score, then member bytes), `score` (f64), `mlen` (u32), the member. A
+//! the set's order (score, then member bytes), `score` (f64; never -0: Redis's listpack holds a
+//! whole score as an integer, so -0 is written 0), `mlen` (u32), the member. A
 //! change writes the whole value again (copy-on-write, like every value); a set that passes
 //! `zset-max-listpack-entries` members or a member longer than `zset-max-listpack-value` bytes
 //! moves to an index (`zindex.rs`).
@@ -11,7 +12,8 @@ pub fn encode<'a>(items: impl ExactSizeIterator<Item = (f64, &'a [u8])>) -> Vec<
     let mut out = Vec::with_capacity(4 + 16 * items.len());
     out.extend_from_slice(&(items.len() as u32).to_le_bytes());
     for (score, member) in items {
-        out.extend_from_slice(&score.to_le_bytes());
+        // -0 + 0 is 0; every other score is itself.
+        out.extend_from_slice(&(score + 0.0).to_le_bytes());
         out.extend_from_slice(&(member.len() as u32).to_le_bytes());
         out.extend_from_slice(member);
     }
@@ -55,7 +57,7 @@ mod tests {
         let back = decode(&blob).unwrap();
         assert_eq!(back.len(), 3);
         assert_eq!(back[2].1, b"xyz");
-        assert!(back[2].0.is_sign_negative());
+        assert!(back[2].0 == 0.0 && back[2].0.is_sign_positive(), "-0 is kept as 0, as a listpack keeps it");
         for cut in 0..blob.len() {
             assert!(decode(&blob[..cut]).is_err(), "cut at {cut}");
         }

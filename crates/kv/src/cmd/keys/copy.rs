@@ -1,11 +1,14 @@
 //! COPY source destination [DB n] [REPLACE]: a key's value, expiry and type copied to another
 //! key (in this database or another), the two sharing nothing after: a string's or small hash's
-//! bytes, a large hash's tree node by node (`store::tree::copy`).
+//! bytes, a large hash's tree node by node (`store::tree::copy`), a large sorted set's index
+//! (`Store::zindex_copy`).
 
 use super::super::args::{int, is, Args};
 use super::super::{Cx, Session, NOT_INT, SYNTAX};
 use crate::resp::Reply;
-use crate::store::{kind_name, Found, Mem, StoreError, ENC_PLAIN, ENC_TREE, KIND_HASH, KIND_STRING};
+use crate::store::{
+    kind_name, Found, Mem, StoreError, ENC_PLAIN, ENC_TREE, ENC_ZSET_INDEX, KIND_HASH, KIND_STRING, KIND_ZSET,
+};
 
 /// The value a copy of `f` holds: its bytes, or a new tree's handle; `None` for a kind that
 /// cannot be copied yet.
@@ -13,10 +16,14 @@ fn copy_value<M: Mem>(cx: &mut Cx<M>, f: &Found) -> Result<Option<Vec<u8>>, Stor
     let mut v = Vec::new();
     match (f.head.kind, f.head.encoding) {
         // A string's value is whole, whatever its encoding says of it.
-        (KIND_STRING, _) | (KIND_HASH, ENC_PLAIN) => cx.store.value_into(f, &mut v)?,
+        (KIND_STRING, _) | (KIND_HASH | KIND_ZSET, ENC_PLAIN) => cx.store.value_into(f, &mut v)?,
         (KIND_HASH, ENC_TREE) => {
             let t = cx.store.tree_of(f)?.expect("a hash of the tree encoding holds a tree");
             v.extend_from_slice(&cx.store.tree_copy(&t)?.encode());
+        }
+        (KIND_ZSET, ENC_ZSET_INDEX) => {
+            let z = cx.store.zindex_of(f)?.expect("a sorted set of the index encoding holds an index");
+            v.extend_from_slice(&cx.store.zindex_copy(&z)?.encode());
         }
         _ => return Ok(None),
     }
@@ -72,7 +79,7 @@ pub(in crate::cmd) fn copy<M: Mem>(
     }
     let Some(value) = copy_value(cx, &f)? else {
         r.error(&format!(
-            "ERR mojim kv cannot COPY a {} yet: only strings and hashes are copied",
+            "ERR mojim kv cannot COPY a {} yet: only strings, hashes and sorted sets are copied",
             kind_name(f.head.kind)
         ));
         return Ok(());

@@ -14,7 +14,7 @@
 mod pop;
 mod range;
 mod read;
-mod score;
+pub(super) mod score;
 mod setops;
 #[cfg(test)]
 mod tests;
@@ -151,6 +151,18 @@ fn nested(r: &Reply) -> bool {
 fn members_header(r: &mut Reply, n: u64, withscores: bool) {
     let n = n as usize;
     r.array(if withscores && !nested(r) { 2 * n } else { n });
+}
+
+/// Stores `items` (in order, each member once) as a new sorted set at `key`, replacing whatever
+/// the key holds, expiring at `expire_ms` (0: never), in the encoding its size calls for
+/// (`RESTORE`).
+pub(super) fn store_members<M: Mem>(
+    cx: &mut Cx<M>,
+    key: &[u8],
+    items: &[(f64, Vec<u8>)],
+    expire_ms: u64,
+) -> Result<(), StoreError> {
+    value::store_new(cx, key, items, expire_ms)
 }
 
 /// `OBJECT ENCODING`'s name for a sorted set's entry.

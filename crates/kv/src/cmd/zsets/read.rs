@@ -237,7 +237,7 @@ pub(super) fn zrange<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, name: &str
         if ranks.rev {
             items.reverse();
         }
-        store_new(cx, a.get(1), &items)?;
+        store_new(cx, a.get(1), &items, 0)?;
         r.int(items.len() as i64);
         return Ok(());
     }

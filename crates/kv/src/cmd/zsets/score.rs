@@ -226,10 +226,11 @@ pub fn fmt_g17(d: f64, out: &mut Vec<u8>) {
     }
 }
 
-/// A score as a sorted set's listpack keeps it (Redis's `d2string`): `inf`, `-inf`, `-0`, an
-/// integer when it is one (within ±2^62), else `%.17g`.
+/// A score as a sorted set's listpack keeps it (Redis's `zzlInsertAt`): an integer when it is
+/// one within ±2^62 (0 for -0, which a listpack cannot tell from 0), else `inf`, `-inf` or
+/// `%.17g`.
 pub fn d2string(d: f64, out: &mut Vec<u8>) {
-    if d.is_finite() && d != 0.0 && d.fract() == 0.0 && d.abs() <= (i64::MAX / 2) as f64 {
+    if d.is_finite() && d.fract() == 0.0 && d.abs() <= (i64::MAX / 2) as f64 {
         let mut tmp = [0u8; 20];
         out.extend_from_slice(itoa(d as i64, &mut tmp));
     } else {
@@ -286,6 +287,9 @@ mod tests {
             assert_eq!(g(d), want, "{d:e}");
         }
         let mut v = Vec::new();
+        d2string(-0.0, &mut v);
+        assert_eq!(v, b"0", "a listpack holds -0 as the integer 0");
+        v.clear();
         d2string(1e17, &mut v);
         assert_eq!(v, b"100000000000000000");
         v.clear();

@@ -258,7 +258,7 @@ pub(super) fn run<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, name: &str) -
     }
     items.sort_by(|x, y| key_cmp(x.0, &x.1, y.0, &y.1));
     if store {
-        store_new(cx, a.get(1), &items)?;
+        store_new(cx, a.get(1), &items, 0)?;
         r.int(items.len() as i64);
         return Ok(());
     }

@@ -165,6 +165,8 @@ impl Zset {
         let enc = cx.settings.encodings;
         if let Body::Small(v) = &mut self.body {
             if v.len() < enc.zset_max_entries && member.len() <= enc.zset_max_value {
+                // As a listpack holds it: -0 is 0.
+                let score = score + 0.0;
                 let at = v.partition_point(|(s, m)| key_cmp(*s, m, score, member) == Ordering::Less);
                 v.insert(at, (score, member.to_vec()));
                 return Ok(());
@@ -175,7 +177,7 @@ impl Zset {
         cx.store.zindex_add(z, member, score)
     }
 
-    /// Moves the members to an index in the region.
+    /// Moves the members to an index in the region (Redis's `skiplist`), where they stay.
     fn make_big<M: Mem>(&mut self, cx: &mut Cx<M>) -> Result<(), StoreError> {
         if let Body::Small(v) = &self.body {
             let items: Vec<(f64, &[u8])> = v.iter().map(|(s, m)| (*s, m.as_slice())).collect();
@@ -199,6 +201,7 @@ impl Zset {
             Body::Small(v) => {
                 if let Some(i) = v.iter().position(|(_, m)| m == member) {
                     let (_, m) = v.remove(i);
+                    let new = new + 0.0;
                     let at = v.partition_point(|(s, x)| key_cmp(*s, x, new, &m) == Ordering::Less);
                     v.insert(at, (new, m));
                 }
@@ -293,12 +296,14 @@ impl Zset {
 }
 
 /// Stores `items` (in order, no member twice) as a new sorted set at `key`, replacing whatever
-/// the key holds, without an expiry (`ZRANGESTORE`, `ZUNIONSTORE`, ...): small if it fits the
-/// small encoding, else an index built bottom up. No items: the key is removed.
+/// the key holds, expiring at `expire_ms` (0: never; `ZRANGESTORE`, `ZUNIONSTORE`, ...: 0):
+/// small if it fits the small encoding, else an index built bottom up. No items: the key is
+/// removed.
 pub(super) fn store_new<M: Mem>(
     cx: &mut Cx<M>,
     key: &[u8],
     items: &[(f64, Vec<u8>)],
+    expire_ms: u64,
 ) -> Result<(), StoreError> {
     let old = cx.store.find(key)?;
     if items.is_empty() {
@@ -312,13 +317,13 @@ pub(super) fn store_new<M: Mem>(
         items.len() <= enc.zset_max_entries && items.iter().all(|(_, m)| m.len() <= enc.zset_max_value);
     if small {
         let blob = zset_blob::encode(items.iter().map(|(s, m)| (*s, m.as_slice())));
-        cx.store.put(key, KIND_ZSET, 0, &[&blob], 0, old.as_ref())?;
+        cx.store.put(key, KIND_ZSET, expire_ms, &[&blob], 0, old.as_ref())?;
     } else {
         let refs: Vec<(f64, &[u8])> = items.iter().map(|(s, m)| (*s, m.as_slice())).collect();
         let z = cx.store.zindex_build(&refs)?;
         // The table may have changed (blocks taken): find the key again.
         let old = cx.store.find(key)?;
-        cx.store.put_encoded(key, KIND_ZSET, ENC_ZSET_INDEX, 0, &[&z.encode()], 0, old.as_ref())?;
+        cx.store.put_encoded(key, KIND_ZSET, ENC_ZSET_INDEX, expire_ms, &[&z.encode()], 0, old.as_ref())?;
     }
     Ok(())
 }
