@@ -11,7 +11,7 @@ use super::value::{self, Opened, Zset};
 use super::{nested, room};
 use crate::cmd::args::{int, is, Args};
 use crate::cmd::blocking::{block_or_null, deadline, Null};
-use crate::cmd::{Cx, Outcome, Session, NOT_INT, SYNTAX, WRONGTYPE};
+use crate::cmd::{Cx, Outcome, Session, SYNTAX, WRONGTYPE};
 use crate::resp::Reply;
 use crate::store::{Mem, StoreError, KIND_ZSET};
 
@@ -85,15 +85,12 @@ pub(super) fn zpop<M: Mem>(
         r.error(SYNTAX);
         return Ok(());
     }
+    // Redis reads it with one message for both: not a number, or negative.
     let count = if a.len() == 3 {
         match int(a.get(2)) {
             Some(c) if c >= 0 => Some(c as u64),
-            Some(_) => {
+            _ => {
                 r.error("ERR value is out of range, must be positive");
-                return Ok(());
-            }
-            None => {
-                r.error(NOT_INT);
                 return Ok(());
             }
         }

@@ -213,6 +213,7 @@ fn removals_and_pops() {
         assert_eq!(h.cmd(&["EXISTS", "z"]), i(0));
         assert_eq!(h.cmd(&["ZPOPMIN", "z"]), arr(&[]));
         assert_eq!(err(&h.cmd(&["ZPOPMIN", "z", "-1"])), "ERR value is out of range, must be positive");
+        assert_eq!(err(&h.cmd(&["ZPOPMIN", "z", "abc"])), "ERR value is out of range, must be positive");
         assert_eq!(err(&h.cmd(&["ZPOPMIN", "z", "1", "2"])), "ERR syntax error");
         h.cmd(&["ZADD", "l", "0", "a", "0", "b", "0", "c"]);
         assert_eq!(h.cmd(&["ZREMRANGEBYLEX", "l", "[b", "+"]), i(2));
