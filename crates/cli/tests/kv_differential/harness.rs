@@ -594,8 +594,18 @@ impl<'a> Harness<'a> {
         let types = c.call(&types)?.replies;
         let mut reqs = Vec::new();
         for (k, t) in keys.iter().zip(&types) {
-            let read: &[u8] = if *t == Reply::Simple(b"hash".to_vec()) { b"HGETALL" } else { b"GET" };
-            reqs.push(vec![read.to_vec(), k.clone()]);
+            if *t == Reply::Simple(b"zset".to_vec()) {
+                reqs.push(vec![
+                    b"ZRANGE".to_vec(),
+                    k.clone(),
+                    b"0".to_vec(),
+                    b"-1".to_vec(),
+                    b"WITHSCORES".to_vec(),
+                ]);
+            } else {
+                let read: &[u8] = if *t == Reply::Simple(b"hash".to_vec()) { b"HGETALL" } else { b"GET" };
+                reqs.push(vec![read.to_vec(), k.clone()]);
+            }
             reqs.push(vec![b"PTTL".to_vec(), k.clone()]);
         }
         let got = c.call(&reqs)?.replies;
@@ -614,8 +624,8 @@ impl<'a> Harness<'a> {
             .collect())
     }
 
-    /// Compares `keys` on both servers: type, value (a hash as field/value pairs), whether
-    /// and when they expire. Expiring keys are read away from a tick.
+    /// Compares `keys` on both servers: type, value (a hash as field/value pairs, a sorted set
+    /// in order), whether and when they expire. Expiring keys are read away from a tick.
     fn compare_keys(&mut self, keys: &[Vec<u8>], why: &str) {
         let keys: Vec<Vec<u8>> = keys.iter().cloned().collect::<BTreeSet<_>>().into_iter().collect();
         let timed = keys.iter().any(|k| is_expiring(k));

@@ -85,7 +85,7 @@ pub fn deadline(arg: &[u8], now_ms: u64) -> Result<u64, &'static str> {
     } else {
         (secs * 1000.0).ceil()
     };
-    if ms < 0.0 || ms >= 9.223_372_036_854_776e18 {
+    if !(0.0..9.223_372_036_854_776e18).contains(&ms) {
         return Err(NEGATIVE);
     }
     if ms == 0.0 {

@@ -189,7 +189,14 @@ pub(super) fn bzpop<M: Mem>(
     a: &Args,
     r: &mut Reply,
 ) -> Result<Outcome, StoreError> {
+    // BZMPOP's other arguments are read before its timeout, as Redis reads them.
     let mpop = name == "BZMPOP";
+    let (keys, max, shape, count) = if mpop {
+        let Some((keys, max, count)) = parse_mpop(a, 2, r) else { return Ok(Outcome::Done) };
+        (keys, max, Shape::KeyNested, count)
+    } else {
+        (1..a.len() - 1, name == "BZPOPMAX", Shape::KeyFlat, 1)
+    };
     let t = if mpop { a.get(1) } else { a.get(a.len() - 1) };
     let deadline_ms = match deadline(t, cx.now_ms) {
         Ok(d) => d,
@@ -197,12 +204,6 @@ pub(super) fn bzpop<M: Mem>(
             r.error(e);
             return Ok(Outcome::Done);
         }
-    };
-    let (keys, max, shape, count) = if mpop {
-        let Some((keys, max, count)) = parse_mpop(a, 2, r) else { return Ok(Outcome::Done) };
-        (keys, max, Shape::KeyNested, count)
-    } else {
-        (1..a.len() - 1, name == "BZPOPMAX", Shape::KeyFlat, 1)
     };
     for i in keys.clone() {
         let key = a.get(i);

@@ -265,6 +265,12 @@ fn removals_and_pops() {
         assert_eq!(h.cmd(&["EXEC"]), Value::Array(vec![Value::Null, Value::Null]));
         assert_eq!(err(&h.cmd(&["BZPOPMIN", "m", "-1"])), "ERR timeout is negative");
         assert_eq!(err(&h.cmd(&["BZPOPMIN", "m", "x"])), "ERR timeout is not a float or out of range");
+        assert_eq!(
+            err(&h.cmd(&["BZMPOP", "-1", "1", "m", "MIN", "COUNT", "x"])),
+            "ERR count should be greater than 0",
+            "BZMPOP reads its timeout last"
+        );
+        assert_eq!(err(&h.cmd(&["BZMPOP", "-1", "1", "m", "MIN"])), "ERR timeout is negative");
     }
 }
 
