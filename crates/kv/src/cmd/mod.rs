@@ -553,9 +553,13 @@ fn dispatch<M: Mem>(
         },
     }
     // A write that changed something touches the keys it names, for the clients that watch
-    // them (one refused, or that found nothing to do, does not).
-    if cx.watches.any() && spec.flags.contains(&"write") && cx.store.stores() != stores {
-        for k in key_args(spec, a) {
+    // them (one refused, or that found nothing to do, does not); ZRANGESTORE only its
+    // destination, as Redis (its source is read; COPY touches its destination itself, in the
+    // database it copies to).
+    if cx.watches.any() && spec.flags.contains(&"write") && cx.store.stores() != stores && spec.name != "COPY"
+    {
+        let only_first = spec.name == "ZRANGESTORE";
+        for k in key_args(spec, a).take(if only_first { 1 } else { usize::MAX }) {
             cx.watches.touch(s.db, k);
         }
     }

@@ -92,6 +92,7 @@ pub(in crate::cmd) fn copy<M: Mem>(
     });
     cx.store.select(s.db);
     put?;
+    cx.watches.touch(to, dst);
     r.int(1);
     Ok(())
 }

@@ -4,7 +4,7 @@
 //! crash leaves.
 
 use crate::cmd::strings::tests::{b, err, i, Harness};
-use crate::cmd::{execute, Args, Cx, Outcome, Wait};
+use crate::cmd::{execute, Args, Cx, Outcome, Session, Wait};
 use crate::resp::{decode, encode_request, Limits, Parsed, Parser, Proto, Value};
 use crate::store::{Store, StoreError, VecMem, KIND_ZSET};
 use std::collections::BTreeMap;
@@ -782,4 +782,50 @@ fn dump_and_restore_keep_members_scores_and_encoding() {
     assert_eq!(h.encoding("small"), "listpack");
     // A listpack holds -0 as 0, as Redis's does.
     assert_eq!(h.cmd(&["ZSCORE", "small", "b"]), b("0"));
+}
+
+/// Client `h` WATCHes `watch`, client `other` runs `write`, `h` runs MULTI PING EXEC: EXEC's
+/// reply.
+fn exec_after(h: &mut Harness, other: &mut Session, watch: &str, write: &[&str]) -> Value {
+    h.cmd(&["WATCH", watch]);
+    std::mem::swap(&mut h.session, other);
+    h.cmd(write);
+    std::mem::swap(&mut h.session, other);
+    h.cmd(&["MULTI"]);
+    h.cmd(&["PING"]);
+    h.cmd(&["EXEC"])
+}
+
+#[test]
+fn a_store_touches_its_destination_for_watch_not_its_sources() {
+    let mut h = Harness::with_size(8 << 20);
+    let mut other = Session::new(8, "other".into(), true);
+    h.cmd(&["ZADD", "src", "1", "a", "2", "b"]);
+    let ran = Value::Array(vec![Value::Simple(b"PONG".to_vec())]);
+    for write in [
+        &["ZRANGESTORE", "dst", "src", "0", "-1"][..],
+        &["ZUNIONSTORE", "dst", "1", "src"],
+        &["ZINTERSTORE", "dst", "2", "src", "src"],
+        &["COPY", "src", "dst", "REPLACE"],
+    ] {
+        assert_eq!(exec_after(&mut h, &mut other, "src", write), ran, "{write:?} read its source");
+        assert_eq!(
+            exec_after(&mut h, &mut other, "dst", write),
+            Value::Null,
+            "{write:?} wrote its destination"
+        );
+    }
+    // COPY to another database touches the key there.
+    h.cmd(&["SELECT", "2"]);
+    let copy = ["COPY", "src", "dst", "DB", "2", "REPLACE"];
+    assert_eq!(
+        exec_after(&mut h, &mut other, "dst", &copy),
+        Value::Null,
+        "COPY ... DB 2 wrote dst in database 2"
+    );
+    h.cmd(&["SELECT", "0"]);
+    assert_eq!(exec_after(&mut h, &mut other, "dst", &copy), ran, "not dst of database 0");
+    // The pops touch the key they pop, ZMPOP's too (not in its table entry).
+    assert_eq!(exec_after(&mut h, &mut other, "src", &["ZMPOP", "1", "src", "MIN"]), Value::Null);
+    assert_eq!(exec_after(&mut h, &mut other, "src", &["ZPOPMAX", "src"]), Value::Null);
 }
