@@ -412,8 +412,11 @@ fn format_md_says_what_the_code_does() {
     // A small set's value.
     let blob = crate::store::zset_blob::encode([(2.5, &b"ab"[..])].into_iter());
     assert!(
-        text.contains("`count` (u32), then per member, in order, `score` (f64), `mlen` (u32), the member")
+        text.contains("`count` (u32), then per member, in order, `score` (f64; never -0, which is written 0")
     );
+    assert!(text.contains("`mlen` (u32), the member"));
     assert_eq!(blob, [&1u32.to_le_bytes()[..], &2.5f64.to_le_bytes(), &2u32.to_le_bytes(), b"ab"].concat());
+    let zero = crate::store::zset_blob::encode([(-0.0, &b""[..])].into_iter());
+    assert_eq!(&zero[4..12], &0.0f64.to_le_bytes(), "-0 is written 0");
     assert!(text.contains(&format!("`encoding` {}", crate::store::ENC_ZSET_INDEX)));
 }
