@@ -2,7 +2,7 @@
 
 mod export;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use mojim::config::{random_uuid, template, write_private, Config, Secret, DEFAULT_PORT};
 use mojim::size::parse_size;
 use mojim::Error;
@@ -74,16 +74,9 @@ the commands of one event-loop turn, from every client and pipelined, share one 
 trip. A restart, or mojim kv on a promoted mirror ([region] path = its data.mojim, or --region), \
 serves exactly the acknowledged state: opening the region is the whole recovery.
 
-Commands: AUTH; GET SET (NX XX GET EX PX EXAT PXAT KEEPTTL) SETNX SETEX PSETEX GETSET GETDEL MGET MSET \
-MSETNX INCR INCRBY DECR DECRBY APPEND STRLEN; EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL PTTL PERSIST; \
-HSET HMSET HSETNX HGET HMGET HDEL HGETALL HKEYS HVALS HLEN HEXISTS HINCRBY; LPUSH RPUSH LPUSHX RPUSHX \
-LPOP RPOP LLEN LINDEX LSET LRANGE LINSERT LREM LTRIM LPOS LMOVE RPOPLPUSH LMPOP BLPOP BRPOP BLMOVE \
-BRPOPLPUSH BLMPOP; every sorted-set command of Redis 7.0 (ZADD ... ZSCAN, and the blocking BZPOPMIN \
-BZPOPMAX BZMPOP); DEL UNLINK EXISTS TYPE \
-RENAME RENAMENX SCAN KEYS DBSIZE FLUSHDB FLUSHALL; MULTI EXEC DISCARD; PING ECHO INFO CLIENT SELECT \
-QUIT HELLO COMMAND CONFIG GET WAIT TIME; SENTINEL get-master-addr-by-name, masters, master, \
-sentinels. Anything else is answered -ERR unknown command. WAIT answers at once with the replicas \
-that hold every acknowledged write (1 in sync mode with the mirror online).
+Commands: listed below, by group (COMMAND LIST gives them too). Anything else is answered -ERR \
+unknown command; docs/COMPATIBILITY.md says what differs from Redis 7.0 and why. WAIT answers at \
+once with the replicas that hold every acknowledged write (1 in sync mode with the mirror online).
 
 Settings: [kv] in mojim.toml (listen, password, protected_mode, max_clients, max_bulk, max_args, \
 max_inline, output_limit, read_barrier, sentinel_name, announce, sentinels); the region, mode and \
@@ -239,7 +232,9 @@ struct CatArgs {
 fn main() -> ExitCode {
     // Colour only on a terminal: a log written to a file or a pipe stays plain text.
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let cli = Cli::parse();
+    // `mojim kv --help` lists the commands from the table the server runs them from.
+    let cmd = Cli::command().mut_subcommand("kv", |c| c.after_long_help(mojim_kv::cmd::command_list()));
+    let cli = Cli::from_arg_matches(&cmd.get_matches()).unwrap_or_else(|e| e.exit());
     // `bench --rvm` opens recoverable memory hundreds of times: its progress lines, not an
     // info line per open, unless MOJIM_LOG asks for them.
     let level = if matches!(&cli.command, Command::Bench(b) if b.rvm.rvm) { "warn" } else { "info" };

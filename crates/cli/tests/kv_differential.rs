@@ -127,16 +127,16 @@ const DELIBERATE: &[(&str, &str)] = &[
 ///
 /// `TTL k` rounds the time left up to a second; Redis rounds it to the nearest
 /// (`SET k v PXAT <now + 3600123>`, `TTL k`: mojim kv 3601, Redis 3600).
-const BUG_TTL_ROUNDS_UP: bool = true;
+const BUG_TTL_ROUNDS_UP: bool = false;
 /// `DECRBY k -9223372036854775808`: mojim kv `-ERR value is not an integer or out of range`,
 /// Redis `-ERR decrement would overflow`.
-const BUG_DECRBY_MIN_MESSAGE: bool = true;
+const BUG_DECRBY_MIN_MESSAGE: bool = false;
 /// `EXPIREAT k -5` (a time before 1970; PEXPIREAT too) on an existing key: Redis deletes it and
 /// answers 1; mojim kv answers `-ERR invalid expire time in 'expireat' command` and keeps it.
-const BUG_EXPIREAT_NEGATIVE: bool = true;
+const BUG_EXPIREAT_NEGATIVE: bool = false;
 /// `SET k <max_bulk bytes>`, `APPEND k x`: Redis refuses (`-ERR string exceeds maximum allowed
 /// size (proto-max-bulk-len)`); mojim kv makes a string longer than `[kv] max_bulk`.
-const BUG_APPEND_PAST_MAX_BULK: bool = true;
+const BUG_APPEND_PAST_MAX_BULK: bool = false;
 /// `HELLO 3 SETNAME "a b"`: Redis refuses the name (`-ERR Client names cannot contain spaces,
 /// newlines or special characters.`, as CLIENT SETNAME does); mojim kv takes it.
 const BUG_HELLO_SETNAME_UNCHECKED: bool = false;
@@ -145,15 +145,15 @@ const BUG_HELLO_SETNAME_UNCHECKED: bool = false;
 /// an integer or out of range`, Redis `-ERR syntax error`), and a repeated EX or PX is a syntax
 /// error, where Redis takes the last (`SET k v PX 100000 PX 200000`: mojim kv `-ERR syntax
 /// error`, Redis `+OK` and a PTTL near 200000).
-const BUG_SET_OPTIONS: bool = true;
+const BUG_SET_OPTIONS: bool = false;
 /// EXPIRE and the others check the time before the options, Redis the options first
 /// (`EXPIRE k abc FOO`: mojim kv `-ERR value is not an integer or out of range`, Redis `-ERR
 /// Unsupported option FOO`; the same with `NX XX`).
-const BUG_EXPIRE_OPTION_ORDER: bool = true;
+const BUG_EXPIRE_OPTION_ORDER: bool = false;
 /// The largest time in milliseconds is refused: `SET k v PXAT 9223372036854775807` and
 /// `PEXPIREAT k 9223372036854775807` answer `-ERR invalid expire time`; Redis takes them (`+OK`,
 /// `:1`).
-const BUG_LARGEST_EXPIRY: bool = true;
+const BUG_LARGEST_EXPIRY: bool = false;
 /// A subcommand of CLIENT, CONFIG or COMMAND that does not exist, or has the wrong number of
 /// arguments, is queued in a transaction, where Redis refuses it when it is queued (and EXEC
 /// then aborts): `MULTI`, `CLIENT NOSUCH`, `EXEC`: mojim kv `+QUEUED` and runs it; Redis `-ERR
@@ -161,7 +161,7 @@ const BUG_LARGEST_EXPIRY: bool = true;
 const BUG_SUBCOMMANDS_QUEUED: bool = false;
 /// `EXPIRE k -9223372036854775808` (seconds whose milliseconds overflow): Redis `-ERR invalid
 /// expire time in 'expire' command`; mojim kv deletes the key (`:1`).
-const BUG_EXPIRE_NEGATIVE_OVERFLOW: bool = true;
+const BUG_EXPIRE_NEGATIVE_OVERFLOW: bool = false;
 /// `COMMAND COUNT`, `COMMAND LIST` and `CLIENT LIST` take arguments they do not have:
 /// `COMMAND COUNT extra`: mojim kv `:62`, Redis `-ERR wrong number of arguments for
 /// 'command|count' command`; `COMMAND LIST extra`, `CLIENT LIST extra`: mojim kv answers, Redis

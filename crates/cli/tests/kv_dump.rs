@@ -1,6 +1,6 @@
 //! `mojim kv` and a real redis-server side by side: a DUMP from Redis RESTOREs into mojim kv
-//! and back (strings of every RDB encoding, hashes and sorted sets of both encodings), and the
-//! string commands
+//! and back (strings of every RDB encoding, hashes of both encodings, lists of one node and many,
+//! sorted sets of both encodings), and the string commands
 //! whose exact answers are easy to get wrong (INCRBYFLOAT's long double, the bit ranges, LCS,
 //! OBJECT ENCODING) answer as Redis does on the same seeded inputs.
 
@@ -90,6 +90,8 @@ fn value(c: &mut Resp, key: &[u8]) -> Shown {
     let enc = cmd(c, &[b"OBJECT", b"ENCODING", key]);
     let (v, h) = if t == Value::Simple(b"hash".to_vec()) {
         (Value::Null, hash(c, key))
+    } else if t == Value::Simple(b"list".to_vec()) {
+        (cmd(c, &[b"LRANGE", key, b"0", b"-1"]), Vec::new())
     } else if t == Value::Simple(b"zset".to_vec()) {
         (cmd(c, &[b"ZRANGE", key, b"0", b"-1", b"WITHSCORES"]), Vec::new())
     } else {
@@ -155,6 +157,22 @@ fn dump_and_restore_move_values_between_redis_and_mojim_kv() {
     }
     setup.push(zmany);
     setup.push(vec![b"ZADD".to_vec(), b"z:wide".to_vec(), b"1e300".to_vec(), big_value.clone()]);
+    setup.push(vec![
+        b"RPUSH".to_vec(),
+        b"l:small".to_vec(),
+        b"a".to_vec(),
+        b"1".to_vec(),
+        b"-300".to_vec(),
+        b"".to_vec(),
+        b"hello".to_vec(),
+    ]);
+    // Many nodes, on both servers: elements large enough to pass a node's 8 KiB.
+    let mut list = vec![b"RPUSH".to_vec(), b"l:many".to_vec()];
+    for i in 0..600 {
+        list.push(if i % 7 == 0 { long.clone() } else { format!("e{i}").into_bytes() });
+    }
+    list.push(binary.clone());
+    setup.push(list);
     for c in &setup {
         let a: Vec<&[u8]> = c.iter().map(|x| x.as_slice()).collect();
         cmd(&mut r, &a);

@@ -142,3 +142,23 @@ fn a_huge_hash_is_built_in_one_command_and_changed_a_field_at_a_time() {
     assert_eq!(other.cmd(&["HGET", "big", "field:99"]), Value::bulk("changed"));
     assert_eq!(other.cmd(&["HLEN", "big"]), Value::Int(100_000));
 }
+
+/// Keys that expire leave the keyspace (DBSIZE, INFO's `expired_keys`) within a few passes of
+/// the active expiry, whatever the region's size: a pass once looked at 1024 buckets every
+/// 100 ms, so that in a region of 256 MiB an expired key was counted for up to 100 s.
+#[test]
+fn expired_keys_leave_a_large_region_within_seconds() {
+    let k = KvCluster::new("kv-active-expiry", 256 << 20);
+    let mut c = k.client();
+    let (_, buckets) = hasher_and_buckets(&k);
+    assert!(buckets >= 1 << 19, "a large table: {buckets} buckets");
+    for key in ["x1", "x2", "x3"] {
+        assert_eq!(c.cmd(&["SET", key, "v", "PX", "100"]), ok());
+    }
+    assert_eq!(c.cmd(&["SET", "stays", "here"]), ok());
+    let t0 = std::time::Instant::now();
+    wait_for("the expired keys to leave DBSIZE", || (c.cmd(&["DBSIZE"]) == Value::Int(1)).then_some(()));
+    let took = t0.elapsed();
+    assert!(took < std::time::Duration::from_secs(10), "the keys took {took:?} to go");
+    assert_eq!(c.cmd(&["GET", "stays"]), Value::bulk("here"));
+}

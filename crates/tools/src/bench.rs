@@ -535,6 +535,20 @@ impl Session {
         open_settled(&primary_options(a, &self.setup, mode, &self.setup.region_path))
     }
 
+    /// Opens an unreplicated primary on a region file of its own at `path` (made here, `size`
+    /// bytes), for a benchmark that needs one beside the session's primary: a region has one
+    /// primary at a time.
+    pub fn open_local_primary(&self, a: &BenchArgs, path: &Path, size: u64) -> Result<Primary> {
+        let _ = std::fs::remove_file(path);
+        mojim::create_region(path, RegionId { uuid: random_uuid(), size })?;
+        open_settled(&primary_options(a, &self.setup, Mode::Unreplicated, path))
+    }
+
+    /// The session's region file.
+    pub fn region_path(&self) -> &Path {
+        &self.setup.region_path
+    }
+
     fn check_started(&self, k: Kind) -> Result<()> {
         let s = &self.setup;
         let started = match k {

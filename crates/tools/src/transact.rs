@@ -118,21 +118,35 @@ pub fn check_args(t: &TransactArgs, region_size: u64) -> Result<()> {
     Ok(())
 }
 
-/// The primaries Transact drives: one unreplicated (for `no-sm`) and one in sync mode (for
-/// `sm-rc` and `sm-ob`), both on the session's region, opened once.
+/// The primaries Transact drives: one in sync mode on the session's region (for `sm-rc` and
+/// `sm-ob`), and one unreplicated (for `no-sm`) on a region file of its own beside it (a region
+/// has one primary at a time), opened once.
 pub struct Transact {
     local: Primary,
     replicated: Primary,
     lines: u64,
     rng: XorShift,
+    /// Removes the unreplicated primary's region file once it is closed.
+    _local_file: RemoveOnDrop,
+}
+
+/// A file removed when this is dropped.
+pub(crate) struct RemoveOnDrop(pub(crate) std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 impl Transact {
     /// Opens both primaries and touches every page of both mappings, so that no measured
     /// write takes a page fault.
     pub fn open(session: &Session, a: &BenchArgs) -> Result<Transact> {
-        let local = session.open_primary(a, Mode::Unreplicated)?;
         let replicated = session.open_primary(a, Mode::Sync)?;
+        let path = session.region_path().with_extension("no-sm.mojim");
+        let local_file = RemoveOnDrop(path.clone());
+        let local = session.open_local_primary(a, &path, replicated.size())?;
         for p in [&local, &replicated] {
             let mut page = 0;
             while page < p.size() {
@@ -141,7 +155,13 @@ impl Transact {
             }
         }
         let lines = local.size() / LINE;
-        Ok(Transact { local, replicated, lines, rng: XorShift(0x5DEE_CE66_D1CE_4E5B) })
+        Ok(Transact {
+            local,
+            replicated,
+            lines,
+            rng: XorShift(0x5DEE_CE66_D1CE_4E5B),
+            _local_file: local_file,
+        })
     }
 
     /// Measures every strategy at `epochs` × `writes`: `a.repeat` interleaved rounds of

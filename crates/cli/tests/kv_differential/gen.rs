@@ -295,6 +295,23 @@ const MAIN: &[(&str, u64)] = &[
     ("ZRANDMEMBER", 1),
     ("ZSCAN", 1),
     ("OBJECT", 1),
+    ("LPUSH", 4),
+    ("RPUSH", 4),
+    ("LPUSHX", 1),
+    ("RPUSHX", 1),
+    ("LPOP", 3),
+    ("RPOP", 3),
+    ("LLEN", 2),
+    ("LINDEX", 2),
+    ("LSET", 2),
+    ("LRANGE", 3),
+    ("LINSERT", 1),
+    ("LREM", 2),
+    ("LTRIM", 2),
+    ("LPOS", 2),
+    ("LMOVE", 2),
+    ("RPOPLPUSH", 1),
+    ("LMPOP", 1),
     ("DEL", 3),
     ("UNLINK", 1),
     ("EXISTS", 3),
@@ -328,6 +345,8 @@ const OOM: &[(&str, u64)] = &[
     ("HINCRBY", 2),
     ("ZADD", 6),
     ("ZUNIONSTORE", 1),
+    ("RPUSH", 4),
+    ("LPOP", 2),
     ("INCR", 2),
     ("RENAME", 2),
     ("GET", 5),
@@ -573,6 +592,20 @@ impl Gen {
     }
 
     /// A hash field's value: mostly small (the small encoding keeps fields of at most 64 bytes).
+    /// A list element: one of a few short ones (so that LREM, LPOS and LINSERT find some),
+    /// now and then a value of any size.
+    fn element(&mut self) -> Vec<u8> {
+        if self.rng.chance(6) {
+            return self.value();
+        }
+        format!("e{}", self.rng.range(0, 5)).into_bytes()
+    }
+
+    /// An integer in `lo ..= hi` as text (an index, a count).
+    fn small_int(&mut self, lo: i64, hi: i64) -> Vec<u8> {
+        (lo + self.rng.range(0, (hi - lo) as u64) as i64).to_string().into_bytes()
+    }
+
     fn hvalue(&mut self) -> Vec<u8> {
         match self.rng.range(0, 19) {
             0..=5 => self.int_text(),
@@ -712,7 +745,7 @@ impl Gen {
         let k = self.key(p);
         let n = |g: &mut Gen| g.name(which);
         let (args, cmp, keys): (Vec<Arg>, Cmp, Vec<Vec<u8>>) = match which {
-            "GET" | "GETDEL" | "INCR" | "DECR" | "STRLEN" | "PERSIST" | "TYPE" | "HLEN" => {
+            "GET" | "GETDEL" | "INCR" | "DECR" | "STRLEN" | "PERSIST" | "TYPE" | "HLEN" | "LLEN" => {
                 (vec![n(self), b(&k)], Cmp::Exact, vec![k])
             }
             "PTTL" => (vec![n(self), b(&k)], Cmp::Ttl { ms: true }, vec![k]),
@@ -860,6 +893,75 @@ impl Gen {
                     self.rng.range(0, 20).to_string().into_bytes()
                 };
                 (vec![n(self), b(&k), Arg::B(self.field()), Arg::B(by)], Cmp::Exact, vec![k])
+            }
+            "LPUSH" | "RPUSH" | "LPUSHX" | "RPUSHX" => {
+                let mut a = vec![n(self), b(&k)];
+                for _ in 0..self.rng.range(1, 5) {
+                    a.push(Arg::B(self.element()));
+                }
+                (a, Cmp::Exact, vec![k])
+            }
+            "LPOP" | "RPOP" => {
+                let mut a = vec![n(self), b(&k)];
+                if self.rng.chance(2) {
+                    a.push(Arg::B(self.small_int(-1, 6)));
+                }
+                (a, Cmp::Exact, vec![k])
+            }
+            "LINDEX" => (vec![n(self), b(&k), Arg::B(self.small_int(-8, 8))], Cmp::Exact, vec![k]),
+            "LSET" => (
+                vec![n(self), b(&k), Arg::B(self.small_int(-8, 8)), Arg::B(self.element())],
+                Cmp::Exact,
+                vec![k],
+            ),
+            "LRANGE" | "LTRIM" => {
+                let (from, to) = (self.small_int(-10, 10), self.small_int(-10, 10));
+                (vec![n(self), b(&k), Arg::B(from), Arg::B(to)], Cmp::Exact, vec![k])
+            }
+            "LINSERT" => {
+                let side = if self.rng.chance(2) { "BEFORE" } else { "AFTER" };
+                let a = vec![n(self), b(&k), self.name(side), Arg::B(self.element()), Arg::B(self.element())];
+                (a, Cmp::Exact, vec![k])
+            }
+            "LREM" => (
+                vec![n(self), b(&k), Arg::B(self.small_int(-3, 3)), Arg::B(self.element())],
+                Cmp::Exact,
+                vec![k],
+            ),
+            "LPOS" => {
+                let mut a = vec![n(self), b(&k), Arg::B(self.element())];
+                if self.rng.chance(3) {
+                    a.extend([self.name("RANK"), Arg::B(self.small_int(-3, 3))]);
+                }
+                if self.rng.chance(3) {
+                    a.extend([self.name("COUNT"), Arg::B(self.small_int(0, 4))]);
+                }
+                if self.rng.chance(4) {
+                    a.extend([self.name("MAXLEN"), Arg::B(self.small_int(0, 10))]);
+                }
+                (a, Cmp::Exact, vec![k])
+            }
+            "LMOVE" | "RPOPLPUSH" => {
+                let dst = self.key(p);
+                let mut a = vec![n(self), b(&k), b(&dst)];
+                if which == "LMOVE" {
+                    for _ in 0..2 {
+                        let side = if self.rng.chance(2) { "LEFT" } else { "RIGHT" };
+                        a.push(self.name(side));
+                    }
+                }
+                (a, Cmp::Exact, vec![k, dst])
+            }
+            "LMPOP" => {
+                let keys = self.keys(p, 1, 3);
+                let mut a = vec![n(self), Arg::B(keys.len().to_string().into_bytes())];
+                a.extend(keys.iter().map(|k| b(k)));
+                let side = if self.rng.chance(2) { "LEFT" } else { "RIGHT" };
+                a.push(self.name(side));
+                if self.rng.chance(2) {
+                    a.extend([self.name("COUNT"), Arg::B(self.small_int(0, 4))]);
+                }
+                (a, Cmp::Exact, keys)
             }
             "RENAME" | "RENAMENX" => {
                 // A plain key's fate never hangs on an expiring one's existence.

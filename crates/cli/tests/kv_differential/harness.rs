@@ -594,18 +594,15 @@ impl<'a> Harness<'a> {
         let types = c.call(&types)?.replies;
         let mut reqs = Vec::new();
         for (k, t) in keys.iter().zip(&types) {
-            if *t == Reply::Simple(b"zset".to_vec()) {
-                reqs.push(vec![
-                    b"ZRANGE".to_vec(),
-                    k.clone(),
-                    b"0".to_vec(),
-                    b"-1".to_vec(),
-                    b"WITHSCORES".to_vec(),
-                ]);
-            } else {
-                let read: &[u8] = if *t == Reply::Simple(b"hash".to_vec()) { b"HGETALL" } else { b"GET" };
-                reqs.push(vec![read.to_vec(), k.clone()]);
-            }
+            let read: Vec<&[u8]> = match t {
+                Reply::Simple(s) if s == b"hash" => vec![b"HGETALL"],
+                Reply::Simple(s) if s == b"list" => vec![b"LRANGE", b"0", b"-1"],
+                Reply::Simple(s) if s == b"zset" => vec![b"ZRANGE", b"0", b"-1", b"WITHSCORES"],
+                _ => vec![b"GET"],
+            };
+            let mut r: Vec<Vec<u8>> = vec![read[0].to_vec(), k.clone()];
+            r.extend(read[1..].iter().map(|x| x.to_vec()));
+            reqs.push(r);
             reqs.push(vec![b"PTTL".to_vec(), k.clone()]);
         }
         let got = c.call(&reqs)?.replies;

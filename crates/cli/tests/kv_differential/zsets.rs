@@ -192,7 +192,7 @@ impl Gen {
     }
 
     /// A count or offset: mostly small, sometimes negative or not a number.
-    fn small_int(&mut self) -> Vec<u8> {
+    fn zint(&mut self) -> Vec<u8> {
         match self.rng.range(0, 19) {
             0 => b"abc".to_vec(),
             1 => b"-1".to_vec(),
@@ -203,9 +203,9 @@ impl Gen {
     }
 
     fn limit(&mut self) -> Vec<Arg> {
-        let mut v = vec![self.name("LIMIT"), Arg::B(self.small_int())];
+        let mut v = vec![self.name("LIMIT"), Arg::B(self.zint())];
         if !self.rng.chance(15) {
-            v.push(Arg::B(self.small_int()));
+            v.push(Arg::B(self.zint()));
         }
         v
     }
@@ -384,7 +384,7 @@ impl Gen {
             "ZPOPMIN" | "ZPOPMAX" => {
                 let mut a = vec![n(self), b(&k)];
                 if self.rng.chance(2) {
-                    a.push(Arg::B(self.small_int()));
+                    a.push(Arg::B(self.zint()));
                 }
                 (a, Cmp::Exact, vec![k])
             }
@@ -403,7 +403,7 @@ impl Gen {
                 a.push(self.name(side));
                 if self.rng.chance(2) {
                     a.push(self.name("COUNT"));
-                    a.push(Arg::B(self.small_int()));
+                    a.push(Arg::B(self.zint()));
                 }
                 (a, Cmp::Exact, keys)
             }
@@ -455,7 +455,7 @@ impl Gen {
                     opts.push(vec![self.name("WITHSCORES")]);
                 }
                 if (!setop && self.rng.chance(2)) || self.rng.chance(30) {
-                    opts.push(vec![self.name("LIMIT"), Arg::B(self.small_int())]);
+                    opts.push(vec![self.name("LIMIT"), Arg::B(self.zint())]);
                 }
                 self.shuffle(&mut opts);
                 a.extend(opts.into_iter().flatten());

@@ -14,7 +14,7 @@ pub struct Conn {
     /// The socket's descriptor.
     pub fd: i32,
     /// The server's end of the connection.
-    pub laddr: String,
+    pub laddr: std::rc::Rc<str>,
     /// Seconds since it connected.
     pub age_s: u64,
     /// Seconds since its last command.
@@ -62,7 +62,7 @@ impl KillFilter {
         (!self.skip_me || s.id != me)
             && self.id.is_none_or(|id| id == s.id)
             && self.addr.as_ref().is_none_or(|a| *a == s.addr)
-            && self.laddr.as_ref().is_none_or(|a| *a == c.laddr)
+            && self.laddr.as_deref().is_none_or(|a| a == &*c.laddr)
             && self.user.as_ref().is_none_or(|u| u == "default")
     }
 }

@@ -74,6 +74,24 @@ fn get_into<M: Mem>(cx: &Cx<M>, h: &Fields, field: &[u8], out: &mut Vec<u8>) -> 
     }
 }
 
+/// The value of `field` of the live hash entry `f` appended to `out`; false if there is none
+/// (SORT's `key->field` patterns).
+pub(super) fn field_of<M: Mem>(
+    cx: &Cx<M>,
+    f: &Found,
+    field: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<bool, StoreError> {
+    match cx.store.tree_of(f)? {
+        Some(t) => cx.store.tree_get(&t, field, out),
+        None => {
+            let mut blob = Vec::new();
+            cx.store.value_into(f, &mut blob)?;
+            Ok(hash_blob::get(&blob, field)?.map(|v| out.extend_from_slice(v)).is_some())
+        }
+    }
+}
+
 /// Whether a blob of `count` fields, with these pairs, stays within the small encoding.
 fn fits_blob(enc: &Encodings, count: usize, pairs: impl Iterator<Item = usize>) -> bool {
     count <= enc.hash_max_entries && pairs.into_iter().all(|n| n <= enc.hash_max_value)

@@ -97,6 +97,43 @@ fn load<M: Mem>(cx: &mut Cx<M>, key: &[u8], r: &mut Reply) -> Result<Result<Load
     }
 }
 
+/// The elements of the live list entry `f`, in order (DUMP, COPY), at most `limit` bytes of
+/// them ([`StoreError::OutputLimit`] past it).
+pub(in crate::cmd) fn elements<M: Mem>(
+    cx: &Cx<M>,
+    f: &Found,
+    limit: usize,
+) -> Result<Vec<Vec<u8>>, StoreError> {
+    if f.head.encoding != ENC_QUICKLIST {
+        let mut v = Vec::new();
+        cx.store.value_into(f, &mut v)?;
+        return list_pack::decode_small(&v);
+    }
+    let ql = cx.store.list_of(f)?;
+    let (mut out, mut bytes) = (Vec::with_capacity(ql.len.min(1 << 16) as usize), 0usize);
+    cx.store.ql_each(&ql, 0, false, |e| {
+        bytes += e.len() + 16;
+        if bytes > limit {
+            return Err(StoreError::OutputLimit(limit));
+        }
+        out.push(e.to_vec());
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+/// Stores `elems` (at least one) as a new list at `key` in place of `old`, in the encoding
+/// their size calls for (RESTORE, COPY).
+pub(in crate::cmd) fn store_list<M: Mem>(
+    cx: &mut Cx<M>,
+    key: &[u8],
+    old: Option<&Found>,
+    expire_ms: u64,
+    elems: &[Vec<u8>],
+) -> Result<(), StoreError> {
+    put_elems(cx, key, old, expire_ms, elems)
+}
+
 fn fill<M: Mem>(cx: &Cx<M>) -> Fill {
     Fill(cx.settings.encodings.list_max_size)
 }

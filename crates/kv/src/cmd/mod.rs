@@ -18,6 +18,7 @@ mod lists;
 mod lists_tests;
 pub mod rdb;
 mod server;
+mod sort;
 mod spec;
 mod strings;
 #[cfg(test)]
@@ -28,7 +29,7 @@ mod zsets;
 pub use args::{now_ms, Args};
 pub use blocking::Wait;
 pub use config::{Encodings, Settings};
-pub use spec::{find_spec, Group, Spec, SPECS};
+pub use spec::{command_list, find_spec, Group, Spec, SPECS};
 pub use watch::Watches;
 
 use crate::resp::{Proto, Reply};
@@ -537,6 +538,7 @@ fn dispatch<M: Mem>(
             Group::Keys => keys::run(cx, s, spec, a, r)?,
             Group::Hashes => hashes::run(cx, spec, a, r)?,
             Group::Server => server::run(cx, s, spec, a, r)?,
+            Group::Sort => sort::run(cx, s, spec, a, r)?,
             Group::Lists => {
                 // A blocking command that found nothing parks the client, having changed nothing.
                 let o = lists::run(cx, s, spec, a, r)?;

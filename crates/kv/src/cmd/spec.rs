@@ -37,6 +37,57 @@ pub enum Group {
     Lists,
     /// Sorted sets (`zsets/`).
     Zsets,
+    /// SORT and SORT_RO (`sort.rs`).
+    Sort,
+}
+
+impl Group {
+    /// Every group, in the order `mojim kv --help` lists them.
+    pub const ALL: &[Group] = &[
+        Group::Strings,
+        Group::Hashes,
+        Group::Lists,
+        Group::Zsets,
+        Group::Keys,
+        Group::Sort,
+        Group::Tx,
+        Group::Server,
+    ];
+
+    /// The group's name in `mojim kv --help`.
+    pub fn title(self) -> &'static str {
+        match self {
+            Group::Tx => "transactions",
+            Group::Strings => "strings",
+            Group::Keys => "keys and databases",
+            Group::Hashes => "hashes",
+            Group::Server => "connection and server",
+            Group::Lists => "lists (blocking forms included)",
+            Group::Sort => "sorting",
+            Group::Zsets => "sorted sets (blocking forms included)",
+        }
+    }
+}
+
+/// The commands `mojim kv` runs, by group, a paragraph per group wrapped at 100 columns
+/// (`mojim kv --help`).
+pub fn command_list() -> String {
+    let mut out = String::from("Commands:\n");
+    for &g in Group::ALL {
+        let mut line = format!("  {}:", g.title());
+        for s in SPECS.iter().filter(|s| s.group == g) {
+            if line.len() + 1 + s.name.len() > 100 {
+                out.push_str(&line);
+                out.push('\n');
+                line = "   ".into();
+            }
+            line.push(' ');
+            line.push_str(s.name);
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
 }
 
 pub const W: &[&str] = &["write", "denyoom"];
@@ -73,6 +124,7 @@ pub static SPECS: std::sync::LazyLock<Vec<&'static Spec>> = std::sync::LazyLock:
         super::server::SPECS,
         super::lists::SPECS,
         super::zsets::SPECS,
+        super::sort::SPECS,
         TX_SPECS,
     ]
     .iter()
@@ -200,6 +252,19 @@ pub fn find_spec(name: &[u8]) -> Option<&'static Spec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_group_is_listed_for_help() {
+        for s in SPECS.iter() {
+            assert!(
+                Group::ALL.contains(&s.group),
+                "{}'s group {:?} is missing from Group::ALL",
+                s.name,
+                s.group
+            );
+        }
+        assert!(command_list().contains(" LPUSH "));
+    }
 
     #[test]
     fn sorted_and_found() {

@@ -621,10 +621,11 @@ pub(super) fn run<M: Mem>(cx: &mut Cx<M>, spec: &Spec, a: &Args, r: &mut Reply) 
         "INCR" => incr_by(cx, a.get(1), Ok(1), r)?,
         "DECR" => incr_by(cx, a.get(1), Ok(-1), r)?,
         "INCRBY" => incr_by(cx, a.get(1), int(a.get(2)).ok_or(()), r)?,
-        "DECRBY" => {
-            let by = int(a.get(2)).and_then(|v| v.checked_neg()).ok_or(());
-            incr_by(cx, a.get(1), by, r)?
-        }
+        "DECRBY" => match int(a.get(2)) {
+            // Its negation does not exist: refused before the key is looked at, as Redis does.
+            Some(i64::MIN) => r.error("ERR decrement would overflow"),
+            by => incr_by(cx, a.get(1), by.map(|v| -v).ok_or(()), r)?,
+        },
         "INCRBYFLOAT" => incr_by_float(cx, a, r)?,
         "APPEND" => append(cx, a, r)?,
         "STRLEN" => strlen(cx, a, r)?,

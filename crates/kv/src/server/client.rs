@@ -43,10 +43,13 @@ pub struct Client {
     pub queued: bool,
     /// What it is registered for with epoll.
     pub interest: rustix::event::epoll::EventFlags,
-    /// When it connected.
-    pub since: std::time::Instant,
-    /// The server's end of the connection (`host:port`).
-    pub laddr: String,
+    /// When it connected, in Unix milliseconds.
+    pub since_ms: u64,
+    /// The server's end of the connection (`host:port`), shared with every [`Conn`] made of it
+    /// (one is made each time the client runs: no allocation).
+    ///
+    /// [`Conn`]: crate::cmd::client::Conn
+    pub laddr: std::rc::Rc<str>,
 }
 
 /// What a read found.
@@ -74,21 +77,21 @@ impl Client {
             closing: false,
             queued: false,
             interest: rustix::event::epoll::EventFlags::IN,
-            since: std::time::Instant::now(),
-            laddr: String::new(),
+            since_ms: crate::cmd::now_ms(),
+            laddr: std::rc::Rc::default(),
         }
     }
 
     /// What CLIENT LIST says of its connection.
-    pub fn conn(&self, now: std::time::Instant) -> crate::cmd::client::Conn {
+    pub fn conn(&self, now_ms: u64) -> crate::cmd::client::Conn {
         use std::os::fd::AsRawFd;
-        let now_ms = crate::cmd::now_ms();
+        let age_s = now_ms.saturating_sub(self.since_ms) / 1000;
         crate::cmd::client::Conn {
             fd: self.stream.as_raw_fd(),
             laddr: self.laddr.clone(),
-            age_s: now.saturating_duration_since(self.since).as_secs(),
+            age_s,
             idle_s: if self.session.last_ms == 0 {
-                now.saturating_duration_since(self.since).as_secs()
+                age_s
             } else {
                 now_ms.saturating_sub(self.session.last_ms) / 1000
             },

@@ -127,9 +127,9 @@ impl Host for ServerHost<'_> {
     }
 
     fn other_clients(&self, f: &mut dyn FnMut(&Session, &Conn)) {
-        let now = std::time::Instant::now();
+        let now_ms = crate::cmd::now_ms();
         for c in self.others.iter().flat_map(|s| s.iter()).flatten() {
-            f(&c.session, &c.conn(now));
+            f(&c.session, &c.conn(now_ms));
         }
     }
 

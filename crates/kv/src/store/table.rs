@@ -343,9 +343,19 @@ impl<M: Mem> Store<M> {
     pub fn bucket_entries(
         &mut self,
         b: u64,
-        mut f: impl FnMut(&mut Self, u64, &EntryHead) -> Result<(), StoreError>,
+        f: impl FnMut(&mut Self, u64, &EntryHead) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let word = self.read_u64(self.geo.bucket(b))?;
+        self.chain_entries(b, word, f)
+    }
+
+    /// As [`Store::bucket_entries`], for bucket `b` whose word was read already.
+    fn chain_entries(
+        &mut self,
+        b: u64,
+        word: u64,
+        mut f: impl FnMut(&mut Self, u64, &EntryHead) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         if word >> GEN_SHIFT != self.dy.gen {
             return Ok(());
         }
@@ -361,6 +371,12 @@ impl<M: Mem> Store<M> {
             e = head.next;
         }
         Ok(())
+    }
+
+    /// Whether an expiry pass may find anything: a key with an expiry, or one of a flushed
+    /// database.
+    pub fn expiring(&self) -> bool {
+        self.dy.dbs.stale_keys > 0 || self.dy.dbs.expires.iter().any(|&x| x > 0)
     }
 
     /// Removes the expired entries (and those of flushed databases) of buckets `from ..` (at
@@ -381,10 +397,23 @@ impl<M: Mem> Store<M> {
         let end = (from + max).min(self.geo.buckets);
         let mut removed = 0;
         let mut victims = Vec::new();
+        // The bucket words are read a slice at a time: most buckets are empty, or hold no key
+        // that expires, and a pass over them costs little more than a copy of the array.
+        const SLICE: u64 = 4096;
+        let mut words = vec![0u8; 8 * SLICE.min(end.saturating_sub(from)) as usize];
         for b in from..end {
+            let i = ((b - from) % SLICE) as usize;
+            if i == 0 {
+                let n = SLICE.min(end - b) as usize;
+                self.mem.read(self.geo.bucket(b), &mut words[..8 * n])?;
+            }
+            let word = u64::from_le_bytes(words[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+            if word == 0 {
+                continue;
+            }
             victims.clear();
             let stale = self.dy.dbs.stale_keys > 0;
-            self.bucket_entries(b, |s, e, h| {
+            self.chain_entries(b, word, |s, e, h| {
                 // Expired, or of a database flushed since (its generation is not the current).
                 if h.expired(now_ms) || (stale && !s.entry_db(e, h)?.1) {
                     let mut k = Vec::new();

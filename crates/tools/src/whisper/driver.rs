@@ -105,8 +105,13 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     sa.mode = vec![Mode::Sync.name().into()];
     sa.disk_file = None;
     let session = Session::start(&sa)?;
-    let local = session.open_primary(&sa, Mode::Unreplicated)?;
     let replicated = session.open_primary(&sa, Mode::Sync)?;
+    // The unreplicated primary on a region file of its own (a region has one primary at a
+    // time), removed at the end.
+    let local_path = session.region_path().with_extension("no-sm.mojim");
+    let local = session.open_local_primary(&sa, &local_path, replicated.size());
+    let _remove = crate::transact::RemoveOnDrop(local_path);
+    let local = local?;
     let area = Structure::ALL.iter().map(|&s| w.bytes(s)).max().unwrap_or(0);
     for p in [&local, &replicated] {
         let mut page = 0;

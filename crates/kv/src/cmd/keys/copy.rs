@@ -1,13 +1,14 @@
 //! COPY source destination [DB n] [REPLACE]: a key's value, expiry and type copied to another
 //! key (in this database or another), the two sharing nothing after: a string's or small hash's
-//! bytes, a large hash's tree node by node (`store::tree::copy`), a large sorted set's index
-//! (`Store::zindex_copy`).
+//! bytes, a large hash's tree node by node (`store::tree::copy`), a chained list's elements
+//! into a new chain, a large sorted set's index (`Store::zindex_copy`).
 
 use super::super::args::{int, is, Args};
 use super::super::{Cx, Session, NOT_INT, SYNTAX};
 use crate::resp::Reply;
 use crate::store::{
-    kind_name, Found, Mem, StoreError, ENC_PLAIN, ENC_TREE, ENC_ZSET_INDEX, KIND_HASH, KIND_STRING, KIND_ZSET,
+    kind_name, Found, Mem, StoreError, ENC_PLAIN, ENC_QUICKLIST, ENC_TREE, ENC_ZSET_INDEX, KIND_HASH,
+    KIND_LIST, KIND_STRING, KIND_ZSET,
 };
 
 /// The value a copy of `f` holds: its bytes, or a new tree's handle; `None` for a kind that
@@ -25,6 +26,12 @@ fn copy_value<M: Mem>(cx: &mut Cx<M>, f: &Found) -> Result<Option<Vec<u8>>, Stor
             let z = cx.store.zindex_of(f)?.expect("a sorted set of the index encoding holds an index");
             v.extend_from_slice(&cx.store.zindex_copy(&z)?.encode());
         }
+        (KIND_LIST, ENC_QUICKLIST) => {
+            let elems = super::super::lists::elements(cx, f, usize::MAX)?;
+            let fill = crate::store::list_pack::Fill(cx.settings.encodings.list_max_size);
+            v.extend_from_slice(&cx.store.ql_new(&elems, fill)?.encode());
+        }
+        (KIND_LIST, _) => cx.store.value_into(f, &mut v)?,
         _ => return Ok(None),
     }
     Ok(Some(v))
@@ -79,7 +86,7 @@ pub(in crate::cmd) fn copy<M: Mem>(
     }
     let Some(value) = copy_value(cx, &f)? else {
         r.error(&format!(
-            "ERR mojim kv cannot COPY a {} yet: only strings, hashes and sorted sets are copied",
+            "ERR mojim kv cannot COPY a {} yet: only strings, hashes, lists and sorted sets are copied",
             kind_name(f.head.kind)
         ));
         return Ok(());

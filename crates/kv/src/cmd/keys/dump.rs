@@ -10,7 +10,7 @@ use super::super::{Cx, Encodings, NOT_INT, SYNTAX};
 use crate::resp::Reply;
 use crate::store::{
     hash_blob, kind_name, zset_blob, Found, Mem, StoreError, ENC_PLAIN, ENC_TREE, ENC_ZSET_INDEX, KIND_HASH,
-    KIND_STRING, KIND_ZSET,
+    KIND_LIST, KIND_STRING, KIND_ZSET,
 };
 
 /// The payload of the live entry `f` (its body then the trailer) into `out`; false for a kind
@@ -58,6 +58,10 @@ fn dump_value<M: Mem>(cx: &Cx<M>, f: &Found, out: &mut Vec<u8>) -> Result<bool, 
                 room(out).map(|()| true)
             })?;
         }
+        (KIND_LIST, _) => {
+            let elems = super::super::lists::elements(cx, f, limit)?;
+            rdb::list::encode(&elems, out);
+        }
         _ => return Ok(false),
     }
     room(out)?;
@@ -73,7 +77,7 @@ pub(in crate::cmd) fn dump<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> R
     let mut payload = Vec::new();
     if !dump_value(cx, &f, &mut payload)? {
         r.error(&format!(
-            "ERR mojim kv cannot DUMP a {} yet: strings, hashes and sorted sets only",
+            "ERR mojim kv cannot DUMP a {} yet: strings, hashes, lists and sorted sets only",
             kind_name(f.head.kind)
         ));
         return Ok(());
@@ -114,6 +118,7 @@ fn restore_value<M: Mem>(
             }
         }
         Object::Zset(items) => super::super::zsets::store_members(cx, key, &items, expire_ms)?,
+        Object::List(elems) => super::super::lists::store_list(cx, key, old, expire_ms, &elems)?,
     }
     Ok(())
 }

@@ -12,6 +12,7 @@
 
 pub mod crc64;
 pub mod hash;
+pub mod list;
 pub mod listpack;
 mod lzf;
 pub mod string;
@@ -25,6 +26,10 @@ pub const RDB_VERSION: u16 = 10;
 
 /// RDB type of a string.
 pub const TYPE_STRING: u8 = 0;
+/// RDB type of a list as a count and its elements (before Redis 3.2; read only).
+pub const TYPE_LIST: u8 = 1;
+/// RDB type of a list as a quicklist of listpacks (Redis 7.0).
+pub const TYPE_LIST_QUICKLIST_2: u8 = 18;
 /// RDB type of a hash as a table: a count, then each field and value.
 pub const TYPE_HASH: u8 = 4;
 /// RDB type of a small hash as a listpack of fields and values.
@@ -51,6 +56,8 @@ pub enum Object {
     Hash(Pairs),
     /// A sorted set's members and scores, in the set's order.
     Zset(zset::Members),
+    /// A list's elements, in order (never none).
+    List(Vec<Vec<u8>>),
 }
 
 /// Why a payload is refused.
@@ -74,7 +81,7 @@ impl std::fmt::Display for DecodeError {
             DecodeError::Malformed(_) => f.write_str("Bad data format"),
             DecodeError::Unsupported(t) => write!(
                 f,
-                "mojim kv cannot RESTORE a {} yet (RDB type {t}): strings, hashes and sorted sets only",
+                "mojim kv cannot RESTORE a {} yet (RDB type {t}): strings, hashes, lists and sorted sets only",
                 type_name(*t)
             ),
             DecodeError::TooLarge(what) => f.write_str(what),
@@ -134,6 +141,8 @@ pub fn decode(payload: &[u8], limits: Limits) -> Result<Object, DecodeError> {
         zset::TYPE_ZSET => Object::Zset(zset::decode_pairs(&mut r, true)?),
         zset::TYPE_ZSET_2 => Object::Zset(zset::decode_pairs(&mut r, false)?),
         zset::TYPE_ZSET_LISTPACK => Object::Zset(zset::decode_listpack(&mut r)?),
+        TYPE_LIST => Object::List(list::decode_plain(&mut r)?),
+        TYPE_LIST_QUICKLIST_2 => Object::List(list::decode_quicklist(&mut r)?),
         t if known_type(t) => return Err(DecodeError::Unsupported(t)),
         t => return Err(DecodeError::Malformed(format!("byte 0 is {t}, no RDB type"))),
     };

@@ -173,3 +173,37 @@ fn damaged_payloads_never_panic() {
         }
     }
 }
+
+#[test]
+fn lists_round_trip_in_nodes_and_malformed_ones_are_refused() {
+    let elems: Vec<Vec<u8>> =
+        (0..300).map(|i| if i % 50 == 0 { vec![b'x'; 3000] } else { format!("{i}").into_bytes() }).collect();
+    let mut p = Vec::new();
+    list::encode(&elems, &mut p);
+    seal(&mut p);
+    assert_eq!(decode(&p, LIMITS), Ok(Object::List(elems.clone())));
+    // A node of one plain element, then a packed one; and the plain list of type 1.
+    let mut body = vec![TYPE_LIST_QUICKLIST_2, 2, 1];
+    write_string(b"big", &mut body);
+    body.push(2);
+    write_string(&listpack::encode([b"a".as_slice(), b"7"]), &mut body);
+    assert_eq!(
+        decode(&payload(&body), LIMITS),
+        Ok(Object::List(vec![b"big".to_vec(), b"a".to_vec(), b"7".to_vec()]))
+    );
+    let mut body = vec![TYPE_LIST, 2];
+    write_string(b"p", &mut body);
+    write_string(b"q", &mut body);
+    assert_eq!(decode(&payload(&body), LIMITS), Ok(Object::List(vec![b"p".to_vec(), b"q".to_vec()])));
+    // No nodes; an empty node; a container that does not exist; more nodes than bytes.
+    let malformed = |body: &[u8]| matches!(decode(&payload(body), LIMITS), Err(DecodeError::Malformed(_)));
+    assert!(malformed(&[TYPE_LIST_QUICKLIST_2, 0]));
+    let mut empty_node = vec![TYPE_LIST_QUICKLIST_2, 1, 2];
+    write_string(&listpack::encode(std::iter::empty::<&[u8]>()), &mut empty_node);
+    assert!(malformed(&empty_node));
+    let mut container = vec![TYPE_LIST_QUICKLIST_2, 1, 3];
+    write_string(b"x", &mut container);
+    assert!(malformed(&container));
+    assert!(decode(&payload(&[TYPE_LIST_QUICKLIST_2, 0x40, 0xff]), LIMITS).is_err());
+    assert!(malformed(&[TYPE_LIST, 0]));
+}

@@ -519,3 +519,21 @@ fn lcs() {
     assert!(err(&h.cmd(&["LCS", "l1", "l2"]))
         .starts_with("ERR Insufficient memory, transient memory for LCS exceeds"));
 }
+
+#[test]
+fn decrby_of_the_smallest_integer_is_refused_as_redis_refuses_it() {
+    let mut h = Harness::new();
+    h.cmd(&["SET", "k", "5"]);
+    let e = Value::Error(b"ERR decrement would overflow".to_vec());
+    assert_eq!(h.cmd(&["DECRBY", "k", "-9223372036854775808"]), e);
+    assert_eq!(h.cmd(&["DECRBY", "nokey", "-9223372036854775808"]), e);
+    assert_eq!(h.cmd(&["GET", "k"]), b("5"));
+    assert_eq!(
+        h.cmd(&["DECRBY", "k", "-9223372036854775807"]),
+        Value::Error(b"ERR increment or decrement would overflow".to_vec())
+    );
+    assert_eq!(
+        h.cmd(&["DECRBY", "k", "x"]),
+        Value::Error(b"ERR value is not an integer or out of range".to_vec())
+    );
+}

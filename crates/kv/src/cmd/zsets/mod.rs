@@ -165,6 +165,25 @@ pub(super) fn store_members<M: Mem>(
     value::store_new(cx, key, items, expire_ms)
 }
 
+/// The members of the live sorted set at `f`, in order (`SORT`).
+pub(super) fn members<M: Mem>(cx: &Cx<M>, f: &Found) -> Result<Vec<Vec<u8>>, StoreError> {
+    match cx.store.zindex_of(f)? {
+        Some(z) => {
+            let mut out = Vec::with_capacity(z.len().min(1 << 20) as usize);
+            cx.store.zindex_each(&z, false, |_, m| {
+                out.push(m.to_vec());
+                Ok(true)
+            })?;
+            Ok(out)
+        }
+        None => {
+            let mut blob = Vec::new();
+            cx.store.value_into(f, &mut blob)?;
+            Ok(crate::store::zset_blob::decode(&blob)?.into_iter().map(|(_, m)| m).collect())
+        }
+    }
+}
+
 /// `OBJECT ENCODING`'s name for a sorted set's entry.
 pub fn encoding_name<M: Mem>(cx: &Cx<M>, f: &Found) -> Result<&'static str, StoreError> {
     Ok(if cx.store.zindex_of(f)?.is_some() { "skiplist" } else { "listpack" })

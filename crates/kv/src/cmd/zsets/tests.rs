@@ -829,3 +829,23 @@ fn a_store_touches_its_destination_for_watch_not_its_sources() {
     assert_eq!(exec_after(&mut h, &mut other, "src", &["ZMPOP", "1", "src", "MIN"]), Value::Null);
     assert_eq!(exec_after(&mut h, &mut other, "src", &["ZPOPMAX", "src"]), Value::Null);
 }
+
+#[test]
+fn sort_takes_a_sorted_set() {
+    for big in [false, true] {
+        let mut h = Harness::with_size(8 << 20);
+        if big {
+            h.cmd(&["CONFIG", "SET", "zset-max-listpack-entries", "0"]);
+        }
+        h.cmd(&["ZADD", "z", "3", "10", "1", "2", "2", "abc", "5", "1.5"]);
+        // What a redis-server 7.0.15 answers.
+        assert_eq!(err(&h.cmd(&["SORT", "z"])), "ERR One or more scores can't be converted into double");
+        assert_eq!(h.cmd(&["SORT", "z", "ALPHA"]), arr(&["1.5", "10", "2", "abc"]));
+        assert_eq!(h.cmd(&["SORT", "z", "BY", "nosort"]), arr(&["2", "abc", "10", "1.5"]));
+        assert_eq!(h.cmd(&["SORT", "z", "BY", "nosort", "DESC"]), arr(&["1.5", "10", "abc", "2"]));
+        assert_eq!(h.cmd(&["SORT", "z", "BY", "nosort", "LIMIT", "1", "2"]), arr(&["abc", "10"]));
+        assert_eq!(h.cmd(&["SORT", "z", "BY", "nosort", "DESC", "LIMIT", "1", "2"]), arr(&["10", "abc"]));
+        h.cmd(&["ZREM", "z", "abc"]);
+        assert_eq!(h.cmd(&["SORT", "z", "DESC"]), arr(&["10", "2", "1.5"]));
+    }
+}
