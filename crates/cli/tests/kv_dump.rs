@@ -1,7 +1,7 @@
 //! `mojim kv` and a real redis-server side by side: a DUMP from Redis RESTOREs into mojim kv
 //! and back (strings of every RDB encoding, hashes of both encodings, lists of one node and many,
-//! sets as intsets of each width and as tables, and mojim kv's listpack sets, which Redis 7.0 reads
-//! as tables), and the string commands
+//! sets as intsets of each width and as tables and mojim kv's listpack sets, which Redis 7.0 reads
+//! as tables, sorted sets of both encodings), and the string commands
 //! whose exact answers are easy to get wrong (INCRBYFLOAT's long double, the bit ranges, LCS,
 //! OBJECT ENCODING) answer as Redis does on the same seeded inputs.
 
@@ -89,7 +89,8 @@ fn members(c: &mut Resp, key: &[u8]) -> Vec<Vec<u8>> {
     m
 }
 
-/// A key as both servers can show it: its type, its value (a string's), its fields (a
+/// A key as both servers can show it: its type, its value (a string's; a list's
+/// elements, a sorted set's members and scores, in order), its fields (a
 /// hash's), its members (a set's), its encoding.
 type Shown = (Value, Value, Vec<(Vec<u8>, Vec<u8>)>, Vec<Vec<u8>>, Value);
 
@@ -103,6 +104,8 @@ fn value(c: &mut Resp, key: &[u8]) -> Shown {
         (Value::Null, Vec::new(), members(c, key))
     } else if t == Value::Simple(b"list".to_vec()) {
         (cmd(c, &[b"LRANGE", key, b"0", b"-1"]), Vec::new(), Vec::new())
+    } else if t == Value::Simple(b"zset".to_vec()) {
+        (cmd(c, &[b"ZRANGE", key, b"0", b"-1", b"WITHSCORES"]), Vec::new(), Vec::new())
     } else {
         (cmd(c, &[b"GET", key]), Vec::new(), Vec::new())
     };
@@ -144,6 +147,28 @@ fn dump_and_restore_move_values_between_redis_and_mojim_kv() {
         many.push(if i % 9 == 0 { long.clone() } else { i.to_string().into_bytes() });
     }
     setup.push(many);
+    // Sorted sets: a listpack (scores that are integers, fractions, infinities, -0), a skiplist
+    // by count, one by a member's length.
+    setup.push(
+        [
+            "ZADD", "z:small", "1", "a", "2.5", "b", "-inf", "c", "inf", "d", "-0", "e", "0.1", "f",
+            "-70000", "g",
+        ]
+        .iter()
+        .map(|x| x.as_bytes().to_vec())
+        .collect(),
+    );
+    let mut zmany = vec![b"ZADD".to_vec(), b"z:many".to_vec()];
+    for i in 0..300 {
+        zmany.push(format!("{}", (i % 23) as f64 * 1.5 - 7.0).into_bytes());
+        zmany.push(if i % 11 == 0 {
+            [long.as_slice(), &i.to_string().into_bytes()].concat()
+        } else {
+            format!("m{i}").into_bytes()
+        });
+    }
+    setup.push(zmany);
+    setup.push(vec![b"ZADD".to_vec(), b"z:wide".to_vec(), b"1e300".to_vec(), big_value.clone()]);
     setup.push(vec![
         b"RPUSH".to_vec(),
         b"l:small".to_vec(),

@@ -13,6 +13,9 @@
 use super::compare::Cmp;
 use crate::common::Rng;
 
+#[path = "zsets.rs"]
+mod zsets;
+
 /// `[kv] max_bulk` of `mojim kv` and `proto-max-bulk-len` of Redis in this test.
 pub const MAX_BULK: usize = 1 << 20;
 
@@ -30,6 +33,7 @@ pub struct Gates {
     pub expire_overflow: bool,
     pub subcommand_extra_args: bool,
     pub auth_any_user: bool,
+    pub hash_encoding_by_args: bool,
 }
 
 /// An argument: bytes, or an absolute time filled in when the command is sent.
@@ -263,6 +267,43 @@ const MAIN: &[(&str, u64)] = &[
     ("HLEN", 2),
     ("HEXISTS", 2),
     ("HINCRBY", 3),
+    ("ZADD", 10),
+    ("ZADDLEX", 3),
+    ("ZINCRBY", 2),
+    ("ZREM", 3),
+    ("ZCARD", 2),
+    ("ZSCORE", 2),
+    ("ZMSCORE", 1),
+    ("ZRANK", 1),
+    ("ZREVRANK", 1),
+    ("ZCOUNT", 2),
+    ("ZLEXCOUNT", 1),
+    ("ZRANGE", 5),
+    ("ZRANGESTORE", 1),
+    ("ZRANGEBYSCORE", 2),
+    ("ZREVRANGEBYSCORE", 1),
+    ("ZRANGEBYLEX", 1),
+    ("ZREVRANGEBYLEX", 1),
+    ("ZREVRANGE", 1),
+    ("ZREMRANGEBYRANK", 1),
+    ("ZREMRANGEBYSCORE", 1),
+    ("ZREMRANGEBYLEX", 1),
+    ("ZPOPMIN", 1),
+    ("ZPOPMAX", 1),
+    ("ZMPOP", 1),
+    ("BZPOPMIN", 1),
+    ("BZPOPMAX", 1),
+    ("BZMPOP", 1),
+    ("ZUNION", 1),
+    ("ZINTER", 1),
+    ("ZDIFF", 1),
+    ("ZUNIONSTORE", 1),
+    ("ZINTERSTORE", 1),
+    ("ZDIFFSTORE", 1),
+    ("ZINTERCARD", 1),
+    ("ZRANDMEMBER", 1),
+    ("ZSCAN", 1),
+    ("OBJECT", 1),
     ("LPUSH", 4),
     ("RPUSH", 4),
     ("LPUSHX", 1),
@@ -334,6 +375,8 @@ const OOM: &[(&str, u64)] = &[
     ("GETSET", 3),
     ("SETEX", 2),
     ("HINCRBY", 2),
+    ("ZADD", 6),
+    ("ZUNIONSTORE", 1),
     ("RPUSH", 4),
     ("LPOP", 2),
     ("SADD", 6),
@@ -346,6 +389,8 @@ const OOM: &[(&str, u64)] = &[
     ("UNLINK", 2),
     ("HDEL", 3),
     ("SREM", 2),
+    ("ZREM", 2),
+    ("ZRANGE", 1),
     ("GETDEL", 2),
     ("EXPIRE", 2),
     ("PERSIST", 1),
@@ -476,8 +521,9 @@ impl Gen {
                 }
                 Step::Pipeline(v)
             }
-            945..=956 => Step::Pipeline(vec![self.big_hash()]),
-            957..=964 => Step::Pipeline(vec![self.big_set()]),
+            945..=952 => Step::Pipeline(vec![self.big_hash()]),
+            953..=958 => Step::Pipeline(vec![self.big_set()]),
+            959..=964 => Step::Pipeline(vec![self.big_zset()]),
             _ => Step::Pipeline(self.command()),
         }
     }
@@ -489,11 +535,12 @@ impl Gen {
         let mut v = Vec::new();
         while v.len() < 12 {
             let key = self.key(Pool::Plain);
-            let c = match self.rng.range(0, 4) {
+            let c = match self.rng.range(0, 5) {
                 0 => vec![self.name("SET"), b(&key), Arg::B(self.value())],
                 1 => vec![self.name("HSET"), b(&key), Arg::B(self.field()), Arg::B(self.hvalue())],
                 2 => vec![self.name("INCR"), b(&key)],
                 3 => vec![self.name("SADD"), b(&key), Arg::B(self.member())],
+                4 => vec![self.name("ZADD"), b(&key), b(b"1.5"), Arg::B(self.field())],
                 _ => vec![self.name("DEL"), b(&key)],
             };
             v.push(self.finish(Cmd::new(c, Cmp::Exact), vec![key]));
@@ -887,8 +934,15 @@ impl Gen {
             }
             "HSET" | "HMSET" => {
                 let mut a = vec![n(self), b(&k)];
+                let mut seen = Vec::new();
                 for _ in 0..self.rng.range(1, 4) {
-                    a.push(Arg::B(self.field()));
+                    let f = self.field();
+                    // `BUG_HASH_ENCODING_BY_ARGUMENTS`: no field set twice in one command.
+                    if self.gates.hash_encoding_by_args && seen.contains(&f) {
+                        continue;
+                    }
+                    seen.push(f.clone());
+                    a.push(Arg::B(f));
                     a.push(Arg::B(self.hvalue()));
                 }
                 if self.rng.chance(25) {
@@ -897,7 +951,12 @@ impl Gen {
                 (a, Cmp::Exact, vec![k])
             }
             "HSETNX" => {
-                (vec![n(self), b(&k), Arg::B(self.field()), Arg::B(self.hvalue())], Cmp::Exact, vec![k])
+                let mut v = self.hvalue();
+                // `BUG_HASH_ENCODING_BY_ARGUMENTS`: no value the small encoding does not take.
+                if self.gates.hash_encoding_by_args {
+                    v.truncate(64);
+                }
+                (vec![n(self), b(&k), Arg::B(self.field()), Arg::B(v)], Cmp::Exact, vec![k])
             }
             "HGET" | "HEXISTS" => (vec![n(self), b(&k), Arg::B(self.field())], Cmp::Exact, vec![k]),
             "HMGET" | "HDEL" => {
@@ -1146,6 +1205,7 @@ impl Gen {
                 }
                 return vec![Cmd::new(a, Cmp::Exact)];
             }
+            z if z.starts_with('Z') || z.starts_with("BZ") => return self.zset(z, p, k),
             _ => {
                 let c = self.server_command(which);
                 let before = c.args.len();
@@ -1388,8 +1448,14 @@ impl Gen {
         let k = self.key(p);
         let mut a = vec![self.name("HSET"), b(&k)];
         let n = self.rng.range(100, 300);
+        let mut seen = std::collections::HashSet::new();
         for _ in 0..n {
-            a.push(Arg::B(format!("r{}", self.rng.range(0, 400)).into_bytes()));
+            let f = format!("r{}", self.rng.range(0, 400)).into_bytes();
+            // `BUG_HASH_ENCODING_BY_ARGUMENTS`: no field set twice in one command.
+            if self.gates.hash_encoding_by_args && !seen.insert(f.clone()) {
+                continue;
+            }
+            a.push(Arg::B(f));
             let v = if self.rng.chance(20) {
                 let n = self.rng.range(65, 200) as usize;
                 self.bytes(n)

@@ -600,6 +600,7 @@ impl<'a> Harness<'a> {
                 Reply::Simple(s) if s == b"hash" => vec![b"HGETALL"],
                 Reply::Simple(s) if s == b"list" => vec![b"LRANGE", b"0", b"-1"],
                 Reply::Simple(s) if s == b"set" => vec![b"SMEMBERS"],
+                Reply::Simple(s) if s == b"zset" => vec![b"ZRANGE", b"0", b"-1", b"WITHSCORES"],
                 _ => vec![b"GET"],
             };
             let mut r: Vec<Vec<u8>> = vec![read[0].to_vec(), k.clone()];
@@ -624,8 +625,8 @@ impl<'a> Harness<'a> {
     }
 
     /// Compares `keys` on both servers: type, value (a hash as field/value pairs, a set's
-    /// members in any order), whether
-    /// and when they expire. Expiring keys are read away from a tick.
+    /// members in any order, a sorted set in order), whether and when they expire. Expiring keys
+    /// are read away from a tick.
     fn compare_keys(&mut self, keys: &[Vec<u8>], why: &str) {
         let keys: Vec<Vec<u8>> = keys.iter().cloned().collect::<BTreeSet<_>>().into_iter().collect();
         let timed = keys.iter().any(|k| is_expiring(k));

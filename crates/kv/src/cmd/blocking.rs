@@ -10,6 +10,7 @@
 //! Where a client may not block (the commands of `EXEC`, later a script's), the command answers
 //! at once as its non-blocking form would ([`block_or_null`]).
 
+use super::zsets::score::strtod;
 use super::{Outcome, Session};
 use crate::resp::Reply;
 
@@ -61,16 +62,31 @@ pub fn block_or_null<'k>(
 
 /// The deadline of a timeout in seconds (a float, as Redis reads it; 0: none), from `now_ms`;
 /// the error to answer if it is not one.
+///
+/// Redis 7.0 reads the seconds with `strtold` (the whole argument, no leading space: hexadecimal
+/// and `inf` are numbers, NaN is not) and takes `(long long) ceill(seconds * 1000)`, which is
+/// `LLONG_MIN` where the milliseconds are past a long long (infinity, 1e300): "negative".
 pub fn deadline(arg: &[u8], now_ms: u64) -> Result<u64, &'static str> {
-    let secs = std::str::from_utf8(arg)
-        .ok()
-        .filter(|t| !t.is_empty() && !t.starts_with(|c: char| c.is_ascii_whitespace()))
-        .and_then(|t| t.parse::<f64>().ok())
-        .filter(|v| v.is_finite())
-        .ok_or("ERR timeout is not a float or out of range")?;
-    let ms = (secs * 1000.0).ceil();
-    if ms < 0.0 {
-        return Err("ERR timeout is negative");
+    const NOT_FLOAT: &str = "ERR timeout is not a float or out of range";
+    const NEGATIVE: &str = "ERR timeout is negative";
+    let (secs, read, range) = strtod(arg);
+    let space = arg.first().is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r'));
+    if arg.is_empty() || space || read != arg.len() || secs.is_nan() {
+        return Err(NOT_FLOAT);
+    }
+    // A magnitude below the doubles' (a long double still holds it): above 0 by a hair, so one
+    // millisecond; below, none (for ever).
+    let ms = if range && secs == 0.0 {
+        if secs.is_sign_negative() {
+            0.0
+        } else {
+            1.0
+        }
+    } else {
+        (secs * 1000.0).ceil()
+    };
+    if !(0.0..9.223_372_036_854_776e18).contains(&ms) {
+        return Err(NEGATIVE);
     }
     if ms == 0.0 {
         return Ok(0);
@@ -94,10 +110,20 @@ mod tests {
         assert_eq!(deadline(b"0.0001", 1000), Ok(1001), "rounded up to a millisecond");
         assert_eq!(deadline(b"-0.0001", 1000), Ok(0), "rounds to 0: forever, as in Redis");
         assert_eq!(deadline(b"-1", 1000), Err("ERR timeout is negative"));
-        for bad in [&b"x"[..], b"", b" 1", b"1 ", b"nan", b"inf", b"1e400"] {
+        for bad in [&b"x"[..], b"", b" 1", b"1 ", b"nan", b"1e", b"\x0b1"] {
             assert_eq!(deadline(bad, 1000), Err("ERR timeout is not a float or out of range"), "{bad:?}");
         }
-        assert_eq!(deadline(b"1e300", 1000), Err("ERR timeout is out of range"));
+        // What a redis-server 7.0.15 answers: past a long long's milliseconds is negative.
+        for past in [&b"inf"[..], b"-inf", b"1e400", b"1e300", b"9.3e15"] {
+            assert_eq!(deadline(past, 1000), Err("ERR timeout is negative"), "{past:?}");
+        }
+        assert_eq!(deadline(b"0x10", 1000), Ok(17000));
+        assert_eq!(deadline(b"0x1p3", 1000), Ok(9000));
+        assert_eq!(deadline(b"+5", 1000), Ok(6000));
+        assert_eq!(deadline(b"1e-400", 1000), Ok(1001));
+        assert_eq!(deadline(b"-1e-400", 1000), Ok(0));
+        assert_eq!(deadline(b"9e15", 1000), Ok(9_000_000_000_000_001_000));
+        assert_eq!(deadline(b"9e15", 1 << 62), Err("ERR timeout is out of range"));
     }
 
     #[test]

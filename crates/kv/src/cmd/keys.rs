@@ -483,6 +483,7 @@ pub(super) fn encoding_name<M: Mem>(cx: &Cx<M>, f: &crate::store::Found) -> Resu
         (KIND_SET, ENC_INTSET) => "intset",
         (KIND_SET, ENC_LISTPACK) => "listpack",
         (KIND_SET, ENC_TREE) => "hashtable",
+        (crate::store::KIND_ZSET, _) => super::zsets::encoding_name(cx, f)?,
         _ => "unknown",
     })
 }

@@ -36,6 +36,7 @@ mod strings;
 #[cfg(test)]
 mod tests;
 pub mod watch;
+mod zsets;
 
 pub use args::{now_ms, Args};
 pub use blocking::Wait;
@@ -660,15 +661,25 @@ fn dispatch<M: Mem>(
                 return Ok(Outcome::Done);
             }
             Group::Memory => memory::run(cx, spec, a, r)?,
+            Group::Zsets => {
+                let o = zsets::run(cx, s, spec, a, r)?;
+                if !matches!(o, Outcome::Done) {
+                    return Ok(o);
+                }
+            }
         },
     }
     if let Some(b) = around {
         notify::after(cx, spec, a, b)?;
     }
     // A write that changed something touches the keys it names, for the clients that watch
-    // them (one refused, or that found nothing to do, does not).
-    if cx.watches.any() && spec.flags.contains(&"write") && cx.store.stores() != stores {
-        for k in key_args(spec, a) {
+    // them (one refused, or that found nothing to do, does not); ZRANGESTORE only its
+    // destination, as Redis (its source is read; COPY touches its destination itself, in the
+    // database it copies to).
+    if cx.watches.any() && spec.flags.contains(&"write") && cx.store.stores() != stores && spec.name != "COPY"
+    {
+        let only_first = spec.name == "ZRANGESTORE";
+        for k in key_args(spec, a).take(if only_first { 1 } else { usize::MAX }) {
             cx.watches.touch(s.db, k);
         }
     }

@@ -182,6 +182,7 @@ fn c_string(b: &[u8]) -> &[u8] {
 fn elements<M: Mem>(cx: &Cx<M>, f: &Found) -> Result<Option<Vec<Vec<u8>>>, StoreError> {
     Ok(match f.head.kind {
         KIND_LIST => Some(super::lists::elements(cx, f, usize::MAX)?),
+        KIND_ZSET => Some(super::zsets::members(cx, f)?),
         _ => None,
     })
 }

@@ -35,6 +35,8 @@ pub enum Group {
     Server,
     /// Lists (`lists.rs`).
     Lists,
+    /// Sorted sets (`zsets/`).
+    Zsets,
     /// SORT and SORT_RO (`sort.rs`).
     Sort,
     /// Scripts and functions (`scripting/`).
@@ -49,8 +51,20 @@ pub enum Group {
 
 impl Group {
     /// Every group, in the order `mojim kv --help` lists them.
-    pub const ALL: &[Group] =
-        &[Group::Strings, Group::Hashes, Group::Lists, Group::Sets, Group::Keys, Group::Sort, Group::Scripts, Group::PubSub, Group::Tx, Group::Server, Group::Memory];
+    pub const ALL: &[Group] = &[
+        Group::Strings,
+        Group::Hashes,
+        Group::Lists,
+        Group::Sets,
+        Group::Zsets,
+        Group::Keys,
+        Group::Sort,
+        Group::Scripts,
+        Group::PubSub,
+        Group::Tx,
+        Group::Server,
+        Group::Memory,
+    ];
 
     /// The group's name in `mojim kv --help`.
     pub fn title(self) -> &'static str {
@@ -66,6 +80,7 @@ impl Group {
             Group::PubSub => "pub/sub",
             Group::Sets => "sets",
             Group::Memory => "memory",
+            Group::Zsets => "sorted sets (blocking forms included)",
         }
     }
 }
@@ -124,6 +139,7 @@ pub static SPECS: std::sync::LazyLock<Vec<&'static Spec>> = std::sync::LazyLock:
         super::hashes::SPECS,
         super::server::SPECS,
         super::lists::SPECS,
+        super::zsets::SPECS,
         super::sort::SPECS,
         super::scripting::SPECS,
         super::pubsub::SPECS,

@@ -103,6 +103,9 @@ pub const ENC_QUICKLIST: u8 = 2;
 pub const ENC_INTSET: u8 = 3;
 /// A set's value is a member list (`member_list.rs`): Redis 7.2's listpack sets.
 pub const ENC_LISTPACK: u8 = 4;
+/// A sorted set's value is the 32-byte handle of its index (`zindex.rs`): an order tree and a
+/// member tree.
+pub const ENC_ZSET_INDEX: u8 = 5;
 
 /// The fixed shape of a store, decided at format from the region's size alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

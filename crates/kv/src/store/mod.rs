@@ -27,6 +27,9 @@ mod table;
 #[cfg(test)]
 mod tests;
 pub mod tree;
+pub mod zindex;
+pub mod zset_blob;
+pub mod ztree;
 
 pub use dynamic::Dynamic;
 pub use error::StoreError;
@@ -34,12 +37,14 @@ pub use journal::{coalesce, Savepoint};
 pub use key_hash::KeyHasher;
 pub use layout::{
     kind_name, EntryHead, Geometry, ENC_EMBSTR, ENC_INTSET, ENC_LISTPACK, ENC_PLAIN, ENC_QUICKLIST, ENC_RAW,
-    ENC_TREE, KIND_HASH, KIND_LIST, KIND_SET, KIND_STRING, KIND_ZSET,
+    ENC_TREE, ENC_ZSET_INDEX, KIND_HASH, KIND_LIST, KIND_SET, KIND_STRING, KIND_ZSET,
 };
 pub use mem::{Mem, VecMem};
 pub use quicklist::QuickList;
 pub use table::Found;
 pub use tree::Tree;
+pub use zindex::ZIndex;
+pub use ztree::{key_cmp, score_cmp, Lex, ZBound, ZCursor};
 
 use journal::Batch;
 use layout::{

@@ -248,6 +248,9 @@ impl<M: Mem> Store<M> {
             let ql = self.list_of(f)?;
             self.ql_free(&ql)?;
         }
+        if let Some(z) = self.zindex_of(f)? {
+            self.zindex_free(&z)?;
+        }
         Ok(())
     }
 

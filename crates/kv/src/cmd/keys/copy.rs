@@ -1,15 +1,16 @@
 //! COPY source destination [DB n] [REPLACE]: a key's value, expiry and type copied to another
-//! key (in this database or another), the two sharing nothing after: a string's, small hash's or
-//! small set's bytes, a large hash's or set's tree node by node (`store::tree::copy`), a chained
-//! list's elements into a new chain.
+//! key (in this database or another), the two sharing nothing after: a string's, small hash's,
+//! small set's or small sorted set's bytes, a large hash's or set's tree node by node
+//! (`store::tree::copy`), a chained list's elements into a new chain, a large sorted set's index
+//! (`Store::zindex_copy`).
 
 use super::super::args::{int, is, Args};
 use super::super::notify::{GENERIC, NEW};
 use super::super::{Cx, Session, NOT_INT, SYNTAX};
 use crate::resp::Reply;
 use crate::store::{
-    kind_name, Found, Mem, StoreError, ENC_INTSET, ENC_LISTPACK, ENC_PLAIN, ENC_QUICKLIST, ENC_TREE, KIND_HASH,
-    KIND_LIST, KIND_SET, KIND_STRING,
+    kind_name, Found, Mem, StoreError, ENC_INTSET, ENC_LISTPACK, ENC_PLAIN, ENC_QUICKLIST, ENC_TREE,
+    ENC_ZSET_INDEX, KIND_HASH, KIND_LIST, KIND_SET, KIND_STRING, KIND_ZSET,
 };
 
 /// The value a copy of `f` holds: its bytes, or a new tree's handle; `None` for a kind that
@@ -18,12 +19,16 @@ fn copy_value<M: Mem>(cx: &mut Cx<M>, f: &Found) -> Result<Option<Vec<u8>>, Stor
     let mut v = Vec::new();
     match (f.head.kind, f.head.encoding) {
         // A string's value is whole, whatever its encoding says of it.
-        (KIND_STRING, _) | (KIND_HASH, ENC_PLAIN) | (KIND_SET, ENC_INTSET | ENC_LISTPACK) => {
+        (KIND_STRING, _) | (KIND_HASH | KIND_ZSET, ENC_PLAIN) | (KIND_SET, ENC_INTSET | ENC_LISTPACK) => {
             cx.store.value_into(f, &mut v)?
         }
         (KIND_HASH | KIND_SET, ENC_TREE) => {
             let t = cx.store.tree_of(f)?.expect("a hash or set of the tree encoding holds a tree");
             v.extend_from_slice(&cx.store.tree_copy(&t)?.encode());
+        }
+        (KIND_ZSET, ENC_ZSET_INDEX) => {
+            let z = cx.store.zindex_of(f)?.expect("a sorted set of the index encoding holds an index");
+            v.extend_from_slice(&cx.store.zindex_copy(&z)?.encode());
         }
         (KIND_LIST, ENC_QUICKLIST) => {
             let elems = super::super::lists::elements(cx, f, usize::MAX)?;
@@ -86,7 +91,7 @@ pub(in crate::cmd) fn copy<M: Mem>(
     }
     let Some(value) = copy_value(cx, &f)? else {
         r.error(&format!(
-            "ERR mojim kv cannot COPY a {} yet: only strings, hashes, lists and sets are copied",
+            "ERR mojim kv cannot COPY a {} yet: only strings, hashes, lists, sets and sorted sets are copied",
             kind_name(f.head.kind)
         ));
         return Ok(());
@@ -104,6 +109,7 @@ pub(in crate::cmd) fn copy<M: Mem>(
         cx.notify_in(to, NEW, "new", dst);
     }
     cx.notify_in(to, GENERIC, "copy_to", dst);
+    cx.watches.touch(to, dst);
     r.int(1);
     Ok(())
 }

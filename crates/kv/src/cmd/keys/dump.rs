@@ -12,8 +12,8 @@ use super::super::{Cx, Encodings, NOT_INT, SYNTAX};
 use crate::resp::Reply;
 use crate::store::intset::IntSet;
 use crate::store::{
-    hash_blob, kind_name, Found, Mem, StoreError, ENC_PLAIN, ENC_TREE, KIND_HASH, KIND_LIST, KIND_SET,
-    KIND_STRING,
+    hash_blob, kind_name, zset_blob, Found, Mem, StoreError, ENC_PLAIN, ENC_TREE, ENC_ZSET_INDEX, KIND_HASH,
+    KIND_LIST, KIND_SET, KIND_STRING, KIND_ZSET,
 };
 
 /// The payload of the live entry `f` (its body then the trailer) into `out`; false for a kind
@@ -44,6 +44,21 @@ fn dump_value<M: Mem>(cx: &Cx<M>, f: &Found, out: &mut Vec<u8>) -> Result<bool, 
             cx.store.tree_each(&t, |k, v| {
                 rdb::hash::encode_pair(k, v, out);
                 room(out)
+            })?;
+        }
+        (KIND_ZSET, ENC_PLAIN) => {
+            let mut blob = Vec::new();
+            cx.store.value_into(f, &mut blob)?;
+            let items = zset_blob::decode(&blob)?;
+            rdb::zset::encode_listpack(items.iter().map(|(s, m)| (*s, m.as_slice())), out);
+        }
+        (KIND_ZSET, ENC_ZSET_INDEX) => {
+            let z = cx.store.zindex_of(f)?.expect("a sorted set of the index encoding holds an index");
+            rdb::zset::encode_head(z.len(), out);
+            // Greatest first, as Redis writes a skiplist.
+            cx.store.zindex_each(&z, true, |s, m| {
+                rdb::zset::encode_member(m, s, out);
+                room(out).map(|()| true)
             })?;
         }
         (KIND_LIST, _) => {
@@ -80,7 +95,7 @@ pub(in crate::cmd) fn dump<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> R
     let mut payload = Vec::new();
     if !dump_value(cx, &f, &mut payload)? {
         r.error(&format!(
-            "ERR mojim kv cannot DUMP a {} yet: strings, hashes, lists and sets only",
+            "ERR mojim kv cannot DUMP a {} yet: strings, hashes, lists, sets and sorted sets only",
             kind_name(f.head.kind)
         ));
         return Ok(());
@@ -120,6 +135,7 @@ fn restore_value<M: Mem>(
                 cx.store.put_encoded(key, KIND_HASH, ENC_TREE, expire_ms, &[&t.encode()], 0, old)?;
             }
         }
+        Object::Zset(items) => super::super::zsets::store_members(cx, key, &items, expire_ms)?,
         Object::List(elems) => super::super::lists::store_list(cx, key, old, expire_ms, &elems)?,
         // In the encoding a new set of those members gets (as Redis 7.0 loads a set).
         Object::Set(members) => {

@@ -3,7 +3,7 @@
 //! the RDB file format writes it, the RDB version (u16, little-endian) and a CRC-64 (Jones, see
 //! `crc64.rs`, little-endian) of all that comes before it.
 //!
-//! Each type has its own (de)serializer beside this file (`string.rs`, `hash.rs`, `set.rs`); [`decode`]
+//! Each type has its own (de)serializer beside this file (`string.rs`, `hash.rs`, `set.rs`, `zset.rs`); [`decode`]
 //! picks one by the type byte, and a type not read yet is refused by name. Decoding is sans I/O
 //! over the payload's bytes and trusts nothing in them: every length is checked against what is
 //! left, nothing is allocated before the bytes it stands for are there (an LZF string against
@@ -18,6 +18,7 @@ mod lzf;
 pub mod set;
 pub mod string;
 pub mod wire;
+pub mod zset;
 
 pub use wire::{write_len, write_string, Reader};
 
@@ -52,12 +53,14 @@ pub struct Limits {
 pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// A value as a payload carries it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Object {
     /// A string's bytes.
     String(Vec<u8>),
     /// A hash's fields and values, each field once, in the payload's order.
     Hash(Pairs),
+    /// A sorted set's members and scores, in the set's order.
+    Zset(zset::Members),
     /// A list's elements, in order (never none).
     List(Vec<Vec<u8>>),
     /// A set's members, each once, in the payload's order.
@@ -85,7 +88,7 @@ impl std::fmt::Display for DecodeError {
             DecodeError::Malformed(_) => f.write_str("Bad data format"),
             DecodeError::Unsupported(t) => write!(
                 f,
-                "mojim kv cannot RESTORE a {} yet (RDB type {t}): strings, hashes, lists and sets only",
+                "mojim kv cannot RESTORE a {} yet (RDB type {t}): strings, hashes, lists, sets and sorted sets only",
                 type_name(*t)
             ),
             DecodeError::TooLarge(what) => f.write_str(what),
@@ -142,6 +145,9 @@ pub fn decode(payload: &[u8], limits: Limits) -> Result<Object, DecodeError> {
         TYPE_STRING => Object::String(string::decode(&mut r)?),
         TYPE_HASH => Object::Hash(hash::decode_table(&mut r)?),
         TYPE_HASH_LISTPACK => Object::Hash(hash::decode_listpack(&mut r)?),
+        zset::TYPE_ZSET => Object::Zset(zset::decode_pairs(&mut r, true)?),
+        zset::TYPE_ZSET_2 => Object::Zset(zset::decode_pairs(&mut r, false)?),
+        zset::TYPE_ZSET_LISTPACK => Object::Zset(zset::decode_listpack(&mut r)?),
         TYPE_LIST => Object::List(list::decode_plain(&mut r)?),
         TYPE_LIST_QUICKLIST_2 => Object::List(list::decode_quicklist(&mut r)?),
         TYPE_SET => Object::Set(set::decode_table(&mut r)?),

@@ -379,7 +379,7 @@ fn format_md_says_what_the_code_does() {
     assert!(sec.contains("the byte\n`0xFF` and a u32") || sec.contains("the byte `0xFF` and a u32"));
     // The entry's kind and encoding.
     let entry = &doc[doc.find("### 11.2").unwrap()..];
-    assert!(entry.contains(&format!("{}: list |", crate::store::KIND_LIST)));
+    assert!(entry.contains(&format!("{}: list", crate::store::KIND_LIST)));
     assert!(entry.contains(&format!(
         "{} (a list): the value is a chain's 32-byte handle",
         crate::store::ENC_QUICKLIST
