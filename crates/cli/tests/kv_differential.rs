@@ -196,7 +196,7 @@ const BUG_UNKNOWN_COMMAND_ARGS: bool = false;
 /// moves it when any field or value the command is given passes `hash-max-listpack-value`, even
 /// one the command does not keep (`HSET h f <65 bytes> f x`, or `HSETNX h f <65 bytes>` of a
 /// field that exists: OBJECT ENCODING then says `listpack` on mojim kv, `hashtable` on Redis).
-const BUG_HASH_ENCODING_BY_ARGUMENTS: bool = true;
+const BUG_HASH_ENCODING_BY_ARGUMENTS: bool = false;
 
 /// Seeds run when `MOJIM_TEST_SEED` is not set.
 const SEEDS: &[u64] = &[1, 2, 3];

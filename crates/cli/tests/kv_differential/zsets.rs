@@ -89,7 +89,7 @@ impl Gen {
             .collect()
     }
 
-    fn member(&mut self) -> Vec<u8> {
+    fn zmember(&mut self) -> Vec<u8> {
         if self.rng.chance(25) {
             return [&b"long-member-"[..], &[b'x'; 60]].concat();
         }
@@ -100,8 +100,8 @@ impl Gen {
         MEMBERS[self.rng.range(0, n as u64 - 1) as usize].to_vec()
     }
 
-    fn members(&mut self, lo: u64, hi: u64) -> Vec<Arg> {
-        (0..self.rng.range(lo, hi)).map(|_| Arg::B(self.member())).collect()
+    fn zmembers(&mut self, lo: u64, hi: u64) -> Vec<Arg> {
+        (0..self.rng.range(lo, hi)).map(|_| Arg::B(self.zmember())).collect()
     }
 
     /// A score for ZADD, ZINCRBY: now and then one that is refused.
@@ -175,7 +175,7 @@ impl Gen {
             1..=3 => b"-".to_vec(),
             4..=6 => b"+".to_vec(),
             n => {
-                let m = self.member();
+                let m = self.zmember();
                 [if n % 2 == 0 { &b"["[..] } else { &b"("[..] }, &m].concat()
             }
         }
@@ -253,7 +253,7 @@ impl Gen {
                 a.extend(opts.into_iter().flatten());
                 for _ in 0..pairs {
                     a.push(Arg::B(self.score()));
-                    a.push(Arg::B(self.member()));
+                    a.push(Arg::B(self.zmember()));
                 }
                 if self.rng.chance(25) {
                     a.pop();
@@ -261,16 +261,16 @@ impl Gen {
                 (a, Cmp::Exact, vec![k])
             }
             "ZINCRBY" => {
-                (vec![n(self), b(&k), Arg::B(self.score()), Arg::B(self.member())], Cmp::Exact, vec![k])
+                (vec![n(self), b(&k), Arg::B(self.score()), Arg::B(self.zmember())], Cmp::Exact, vec![k])
             }
             "ZREM" | "ZMSCORE" => {
                 let mut a = vec![n(self), b(&k)];
-                a.extend(self.members(1, 4));
+                a.extend(self.zmembers(1, 4));
                 (a, Cmp::Exact, vec![k])
             }
             "ZCARD" => (vec![n(self), b(&k)], Cmp::Exact, vec![k]),
             "ZSCORE" | "ZRANK" | "ZREVRANK" => {
-                (vec![n(self), b(&k), Arg::B(self.member())], Cmp::Exact, vec![k])
+                (vec![n(self), b(&k), Arg::B(self.zmember())], Cmp::Exact, vec![k])
             }
             "ZCOUNT" | "ZREMRANGEBYSCORE" => (
                 vec![n(self), b(&k), Arg::B(self.score_end()), Arg::B(self.score_end())],
@@ -287,7 +287,7 @@ impl Gen {
                 let k = format!("zlex:{}", self.rng.range(0, 2)).into_bytes();
                 if self.rng.chance(4) {
                     let mut a = vec![self.name("ZREM"), b(&k)];
-                    a.extend(self.members(1, 3));
+                    a.extend(self.zmembers(1, 3));
                     (a, Cmp::Exact, vec![k])
                 } else {
                     let mut a = vec![self.name("ZADD"), b(&k)];
@@ -298,7 +298,7 @@ impl Gen {
                     }
                     for _ in 0..self.rng.range(1, 5) {
                         a.push(b(b"0"));
-                        a.push(Arg::B(self.member()));
+                        a.push(Arg::B(self.zmember()));
                     }
                     (a, Cmp::Exact, vec![k])
                 }

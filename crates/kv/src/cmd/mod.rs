@@ -19,18 +19,18 @@ mod keys;
 mod lists;
 #[cfg(test)]
 mod lists_tests;
+mod memory;
 pub mod notify;
 pub mod pubsub;
 #[cfg(test)]
 mod pubsub_tests;
-mod memory;
 mod rand;
 pub mod rdb;
 pub mod scripting;
 mod server;
-mod sort;
 mod set_value;
 mod sets;
+mod sort;
 mod spec;
 mod strings;
 #[cfg(test)]
@@ -655,11 +655,7 @@ fn dispatch<M: Mem>(
                     return Ok(o);
                 }
             }
-            Group::Sets => {
-                // The set commands touch only the keys they change (sets.rs), as Redis.
-                sets::run(cx, spec, a, r)?;
-                return Ok(Outcome::Done);
-            }
+            Group::Sets => sets::run(cx, spec, a, r)?,
             Group::Memory => memory::run(cx, spec, a, r)?,
             Group::Zsets => {
                 let o = zsets::run(cx, s, spec, a, r)?;
@@ -675,8 +671,12 @@ fn dispatch<M: Mem>(
     // A write that changed something touches the keys it names, for the clients that watch
     // them (one refused, or that found nothing to do, does not); ZRANGESTORE only its
     // destination, as Redis (its source is read; COPY touches its destination itself, in the
-    // database it copies to).
-    if cx.watches.any() && spec.flags.contains(&"write") && cx.store.stores() != stores && spec.name != "COPY"
+    // database it copies to, and the set commands only the keys they change, sets.rs).
+    if cx.watches.any()
+        && spec.flags.contains(&"write")
+        && cx.store.stores() != stores
+        && spec.name != "COPY"
+        && spec.group != Group::Sets
     {
         let only_first = spec.name == "ZRANGESTORE";
         for k in key_args(spec, a).take(if only_first { 1 } else { usize::MAX }) {

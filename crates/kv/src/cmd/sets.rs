@@ -4,6 +4,7 @@
 
 use super::args::{int, is, Args};
 use super::coll_scan;
+use super::notify::{GENERIC, SET};
 use super::rand;
 use super::set_value::{self, Fetched, SetVal};
 use super::spec::{spec, Group, Spec, ALL, NO, ONE, R, RF, W, WF};
@@ -91,6 +92,9 @@ fn sadd<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErro
         Fetched::Missing(old) => set_value::add(cx, key, old.as_ref(), None, &new)?,
         Fetched::WrongType => unreachable!("load replied"),
     };
+    if added > 0 {
+        cx.notify(SET, "sadd", key);
+    }
     r.int(added as i64);
     Ok(())
 }
@@ -101,7 +105,15 @@ fn srem<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErro
         None => return Ok(()),
         Some(Fetched::Set(f, v)) => {
             let gone: Vec<&[u8]> = a.from(2).collect();
-            set_value::remove(cx, key, f, v, &gone)?
+            let size = v.len();
+            let removed = set_value::remove(cx, key, f, v, &gone)?;
+            if removed > 0 {
+                cx.notify(SET, "srem", key);
+                if removed == size {
+                    cx.notify(GENERIC, "del", key);
+                }
+            }
+            removed
         }
         Some(_) => 0,
     };
@@ -134,8 +146,13 @@ fn smove<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErr
         r.int(0);
         return Ok(());
     }
+    let emptied = v.len() == 1;
     set_value::remove(cx, src, f, v, &[m])?;
     touch(cx, src);
+    cx.notify(SET, "srem", src);
+    if emptied {
+        cx.notify(GENERIC, "del", src);
+    }
     // The table changed: the destination is found afresh.
     let added = match set_value::fetch(cx, dst)? {
         Fetched::Set(f, v) => set_value::add(cx, dst, None, Some((f, v)), &[m])?,
@@ -145,6 +162,7 @@ fn smove<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErr
     // A destination that had the member already is not changed, nor touched.
     if added > 0 {
         touch(cx, dst);
+        cx.notify(SET, "sadd", dst);
     }
     r.int(1);
     Ok(())
@@ -278,6 +296,10 @@ fn spop<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErro
         let mut m = Vec::new();
         v.nth(cx, rand::below(size), &mut m)?;
         set_value::remove(cx, key, f, v, &[&m])?;
+        cx.notify(SET, "spop", key);
+        if size == 1 {
+            cx.notify(GENERIC, "del", key);
+        }
         cx.reply_room(r, m.len() + 16)?;
         r.bulk(&m);
         return Ok(());
@@ -286,9 +308,11 @@ fn spop<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErro
         r.set(0);
         return Ok(());
     }
+    cx.notify(SET, "spop", key);
     if count >= size {
         reply_set(cx, &v, r)?;
         cx.store.remove(&f)?;
+        cx.notify(GENERIC, "del", key);
         return Ok(());
     }
     let remaining = size - count;
@@ -429,7 +453,7 @@ fn sinter<M: Mem>(
         r.int(result.len() as i64);
     } else if let Some(dst) = dst {
         let refs: Vec<&[u8]> = result.iter().map(Vec::as_slice).collect();
-        set_value::store(cx, dst, &refs)?;
+        store(cx, dst, &refs, "sinterstore")?;
         r.int(result.len() as i64);
     } else {
         reply_members(cx, r, &result)?;
@@ -504,7 +528,7 @@ fn sunion_diff<M: Mem>(
     match dst {
         Some(dst) => {
             let refs: Vec<&[u8]> = out.iter().map(Vec::as_slice).collect();
-            set_value::store(cx, dst, &refs)?;
+            store(cx, dst, &refs, if diff { "sdiffstore" } else { "sunionstore" })?;
             r.int(out.len() as i64);
         }
         None => reply_members(cx, r, &out)?,
@@ -551,6 +575,20 @@ fn sscan<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErr
 
 /// Records, for the clients that WATCH it, that the running command changed `key` of the
 /// selected database.
+/// Makes `dst` the set of `members` for a `*STORE` command, raising its event (`del` for an
+/// empty result that removed a key, as Redis).
+fn store<M: Mem>(cx: &mut Cx<M>, dst: &[u8], members: &[&[u8]], event: &str) -> Result<(), StoreError> {
+    let now = cx.now_ms;
+    let existed = members.is_empty() && cx.store.find(dst)?.is_some_and(|f| !f.head.expired(now));
+    set_value::store(cx, dst, members)?;
+    if !members.is_empty() {
+        cx.notify(SET, event, dst);
+    } else if existed {
+        cx.notify(GENERIC, "del", dst);
+    }
+    Ok(())
+}
+
 fn touch<M: Mem>(cx: &mut Cx<M>, key: &[u8]) {
     if cx.watches.any() {
         let db = cx.store.selected();

@@ -183,6 +183,15 @@ fn elements<M: Mem>(cx: &Cx<M>, f: &Found) -> Result<Option<Vec<Vec<u8>>>, Store
     Ok(match f.head.kind {
         KIND_LIST => Some(super::lists::elements(cx, f, usize::MAX)?),
         KIND_ZSET => Some(super::zsets::members(cx, f)?),
+        KIND_SET => {
+            let v = super::set_value::read(cx, f)?;
+            let mut out = Vec::with_capacity(v.len().min(1 << 20) as usize);
+            v.each(cx, |m| {
+                out.push(m.to_vec());
+                Ok(true)
+            })?;
+            Some(out)
+        }
         _ => None,
     })
 }
@@ -362,6 +371,15 @@ mod tests {
         assert_eq!(err(&h.cmd(&["SORT_RO", "l", "STORE", "x"])), "ERR syntax error");
         h.cmd(&["RPUSH", "e", "", "2"]);
         assert_eq!(h.cmd(&["SORT", "e"]), bulks(&["", "2"]), "an empty weight is 0");
+        h.cmd(&["SADD", "set", "3", "1", "2"]);
+        assert_eq!(h.cmd(&["SORT", "set"]), bulks(&["1", "2", "3"]));
+        h.cmd(&["SADD", "strs", "b", "c", "a"]);
+        assert_eq!(h.cmd(&["SORT", "strs", "BY", "nosort", "STORE", "d"]), i(3));
+        assert_eq!(
+            h.cmd(&["LRANGE", "d", "0", "-1"]),
+            bulks(&["a", "b", "c"]),
+            "a set's STORE BY nosort is sorted"
+        );
     }
 
     #[test]

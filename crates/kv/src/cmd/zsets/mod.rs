@@ -165,6 +165,34 @@ pub(super) fn store_members<M: Mem>(
     value::store_new(cx, key, items, expire_ms)
 }
 
+/// Stores a `*STORE` command's result at `dst` (as [`store_members`]) and raises its event:
+/// `del` for an empty result that removed a key, as Redis.
+fn store_result<M: Mem>(
+    cx: &mut Cx<M>,
+    dst: &[u8],
+    items: &[(f64, Vec<u8>)],
+    event: &str,
+) -> Result<(), StoreError> {
+    let now = cx.now_ms;
+    let existed = items.is_empty() && cx.store.find(dst)?.is_some_and(|f| !f.head.expired(now));
+    value::store_new(cx, dst, items, 0)?;
+    if !items.is_empty() {
+        cx.notify(crate::cmd::notify::ZSET, event, dst);
+    } else if existed {
+        cx.notify(crate::cmd::notify::GENERIC, "del", dst);
+    }
+    Ok(())
+}
+
+/// Raises `event` for members removed from `key`, and `del` when that `emptied` it (the key is
+/// gone), as Redis.
+fn removed_events<M: Mem>(cx: &Cx<M>, event: &str, key: &[u8], emptied: bool) {
+    cx.notify(crate::cmd::notify::ZSET, event, key);
+    if emptied {
+        cx.notify(crate::cmd::notify::GENERIC, "del", key);
+    }
+}
+
 /// The members of the live sorted set at `f`, in order (`SORT`).
 pub(super) fn members<M: Mem>(cx: &Cx<M>, f: &Found) -> Result<Vec<Vec<u8>>, StoreError> {
     match cx.store.zindex_of(f)? {

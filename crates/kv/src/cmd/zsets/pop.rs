@@ -8,7 +8,7 @@
 
 use super::score::reply_double;
 use super::value::{self, Opened, Zset};
-use super::{nested, room};
+use super::{nested, removed_events, room};
 use crate::cmd::args::{int, is, Args};
 use crate::cmd::blocking::{block_or_null, deadline, Null};
 use crate::cmd::{Cx, Outcome, Session, SYNTAX, WRONGTYPE};
@@ -70,7 +70,12 @@ fn pop_into<M: Mem>(
         reply_double(r, score);
     }
     cx.watches.touch(s.db, key);
-    z.save(cx, key)
+    let emptied = z.len() == 0;
+    z.save(cx, key)?;
+    if n > 0 {
+        removed_events(cx, if max { "zpopmax" } else { "zpopmin" }, key, emptied);
+    }
+    Ok(())
 }
 
 /// ZPOPMIN, ZPOPMAX key [count].

@@ -3,7 +3,7 @@
 
 use super::range::{LexRange, ScoreRange, NOT_FLOAT_RANGE, NOT_LEX_RANGE};
 use super::score::{d2string, fmt_g17, reply_double};
-use super::value::{store_new, Zset};
+use super::value::Zset;
 use super::{emit, long_arg, members_header, nested, read_zset, room};
 use crate::cmd::args::{is, Args};
 use crate::cmd::glob::matches;
@@ -237,7 +237,7 @@ pub(super) fn zrange<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, name: &str
         if ranks.rev {
             items.reverse();
         }
-        store_new(cx, a.get(1), &items, 0)?;
+        super::store_result(cx, a.get(1), &items, "zrangestore")?;
         r.int(items.len() as i64);
         return Ok(());
     }

@@ -5,7 +5,8 @@
 //! all in O(N) for N input members (plus the sort), within the limits of one group.
 
 use super::score::parse_double;
-use super::value::{self, store_new, Opened, Zset};
+use super::store_result;
+use super::value::{self, Opened, Zset};
 use super::{emit, members_header, nested};
 use crate::cmd::args::{int, is, Args};
 use crate::cmd::{Cx, NOT_INT, SYNTAX, WRONGTYPE};
@@ -60,11 +61,15 @@ impl Input {
     }
 }
 
-/// The members of the set (`SADD`'s type) at `f`, as an input with score 1. This build
-/// stores no sets yet: whoever adds them gives their members here (`None` is answered
-/// `WRONGTYPE`).
-fn set_members<M: Mem>(_cx: &Cx<M>, _f: &Found) -> Result<Option<HashSet<Vec<u8>>>, StoreError> {
-    Ok(None)
+/// The members of the set (`SADD`'s type) at `f`, as an input with score 1.
+fn set_members<M: Mem>(cx: &Cx<M>, f: &Found) -> Result<Option<HashSet<Vec<u8>>>, StoreError> {
+    let v = crate::cmd::set_value::read(cx, f)?;
+    let mut out = HashSet::with_capacity(v.len().min(1 << 20) as usize);
+    v.each(cx, |m| {
+        out.insert(m.to_vec());
+        Ok(true)
+    })?;
+    Ok(Some(out))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -258,7 +263,12 @@ pub(super) fn run<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, name: &str) -
     }
     items.sort_by(|x, y| key_cmp(x.0, &x.1, y.0, &y.1));
     if store {
-        store_new(cx, a.get(1), &items, 0)?;
+        let event = match op {
+            Op::Union => "zunionstore",
+            Op::Inter => "zinterstore",
+            Op::Diff => "zdiffstore",
+        };
+        store_result(cx, a.get(1), &items, event)?;
         r.int(items.len() as i64);
         return Ok(());
     }

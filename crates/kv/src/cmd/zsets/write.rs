@@ -2,8 +2,9 @@
 
 use super::range::{LexRange, ScoreRange, NOT_FLOAT_RANGE, NOT_LEX_RANGE};
 use super::score::{parse_double, reply_double};
-use super::{long_arg, read_zset, write_zset};
+use super::{long_arg, read_zset, removed_events, write_zset};
 use crate::cmd::args::{is, Args};
+use crate::cmd::notify::ZSET;
 use crate::cmd::{Cx, SYNTAX};
 use crate::resp::Reply;
 use crate::store::{Mem, StoreError};
@@ -90,6 +91,9 @@ pub(super) fn zadd<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, zincrby: boo
         }
     }
     z.save(cx, key)?;
+    if added + updated > 0 {
+        cx.notify(ZSET, if incr { "zincr" } else { "zadd" }, key);
+    }
     if incr {
         if processed > 0 {
             reply_double(r, last);
@@ -116,7 +120,11 @@ pub(super) fn zrem<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<()
             break;
         }
     }
+    let emptied = z.len() == 0;
     z.save(cx, key)?;
+    if removed > 0 {
+        removed_events(cx, "zrem", key, emptied);
+    }
     r.int(removed);
     Ok(())
 }
@@ -175,7 +183,16 @@ pub(super) fn zremrange<M: Mem>(
         Kind::Lex(l) => (z.count_below(cx, &l.lo())?, z.count_below(cx, &l.hi())?),
     };
     let removed = z.remove_ranks(cx, lo, hi)?;
+    let emptied = z.len() == 0;
     z.save(cx, key)?;
+    if removed > 0 {
+        let event = match name {
+            "ZREMRANGEBYRANK" => "zremrangebyrank",
+            "ZREMRANGEBYSCORE" => "zremrangebyscore",
+            _ => "zremrangebylex",
+        };
+        removed_events(cx, event, key, emptied);
+    }
     r.int(removed as i64);
     Ok(())
 }
