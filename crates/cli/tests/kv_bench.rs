@@ -730,7 +730,7 @@ fn redis_waitaof_follows_every_write_with_waitaof() {
             "--redis-server",
             bin.to_str().expect("utf-8"),
             "--workloads",
-            "set,lpush-rpop,sadd",
+            "set,ycsb-f,lpush-rpop,sadd",
             "--tools",
             "kv",
             "--members",
@@ -752,7 +752,7 @@ fn redis_waitaof_follows_every_write_with_waitaof() {
     assert!(stdout.contains(&format!("redis-server {v} ({})", bin.display())), "{stdout}");
     let header = stdout.lines().next().expect("a header");
     assert!(header.contains("ops÷waitaof") && header.contains("p50÷none"), "{header}");
-    for (w, size) in [("set", "64"), ("lpush-rpop", "64"), ("sadd", "16")] {
+    for (w, size) in [("set", "64"), ("ycsb-f", "64"), ("lpush-rpop", "64"), ("sadd", "16")] {
         for p in ["1", "3"] {
             let row = stdout
                 .lines()

@@ -97,7 +97,7 @@ impl CollOp {
 
     /// Appends the request; `value` is the value an LPUSH pushes.
     pub fn encode(self, out: &mut Vec<u8>, value: &[u8]) {
-        let mut num = itoa_buf();
+        let mut num = [0u8; 20];
         match self {
             CollOp::Lpush { queue } => resp::encode_command(out, &[b"LPUSH", &queue_key(queue), value]),
             CollOp::Rpop { queue } => resp::encode_command(out, &[b"RPOP", &queue_key(queue)]),
@@ -105,7 +105,7 @@ impl CollOp {
                 resp::encode_command(out, &[b"ZADD", ZSET_KEY, itoa(&mut num, score), &member(m)])
             }
             CollOp::Zrange { start } => {
-                let mut end = itoa_buf();
+                let mut end = [0u8; 20];
                 let end = itoa(&mut end, start + ZRANGE_LEN - 1);
                 resp::encode_command(out, &[b"ZRANGE", ZSET_KEY, itoa(&mut num, start), end, b"WITHSCORES"])
             }
@@ -132,10 +132,6 @@ impl CollOp {
             _ => None,
         }
     }
-}
-
-fn itoa_buf() -> [u8; 20] {
-    [0; 20]
 }
 
 /// `v` in decimal, in `buf`.
@@ -291,7 +287,7 @@ mod tests {
         assert_eq!(&member(0), b"m000000000000000");
         assert_eq!(&member(1_234_567), b"m000000001234567");
         assert!(member(41) < member(42) && member(99) < member(100));
-        let mut b = itoa_buf();
+        let mut b = [0u8; 20];
         assert_eq!(itoa(&mut b, 0), b"0");
         assert_eq!(itoa(&mut b, u64::MAX), u64::MAX.to_string().as_bytes());
     }

@@ -10,8 +10,8 @@
 //!
 //! The string workloads' operations come from [`super::ycsb`], those on lists, sets and sorted
 //! sets from [`super::collections`]. Against a target that waits ([`Wait`]), every write is
-//! followed by `WAIT 1 0` or `WAITAOF 1 1 0` on the same connection, and is done when that
-//! answers.
+//! followed by `WAIT 1 0` (sent with the write) or `WAITAOF 1 1 0` (sent once the write's reply
+//! is in: [`Wait::pipelined`] says why) on the same connection, and is done when that answers.
 
 use super::collections::{CollOp, CollSource};
 use super::keys::{fnv64, Rng};
@@ -83,13 +83,12 @@ pub fn key_bulk(out: &mut Vec<u8>, n: u64) {
     resp::bulk(out, &b[..len]);
 }
 
-/// Appends `SET key value`, and the wait that follows it.
-pub fn encode_set(out: &mut Vec<u8>, key: u64, value: &[u8], wait: Wait) {
+/// Appends `SET key value`.
+pub fn encode_set(out: &mut Vec<u8>, key: u64, value: &[u8]) {
     resp::header(out, b'*', 3);
     resp::bulk(out, b"SET");
     key_bulk(out, key);
     resp::bulk(out, value);
-    out.extend_from_slice(wait.request());
 }
 
 /// The command a reply answers.
@@ -153,6 +152,22 @@ struct Expect {
     /// This reply completes the operation (else more follow, or, for a read-modify-write's GET,
     /// its SET is sent now).
     done: bool,
+    /// The wait to send once this reply, a write's, is in.
+    then: Option<Wait>,
+}
+
+/// Expects the reply of a write just encoded (`cmd`) and, if the target waits, of the wait
+/// that follows it: sent now, behind the write, or once the write's reply is in.
+fn expect_write(c: &mut Conn, slot: usize, cmd: Cmd, wait: Wait) {
+    match wait {
+        Wait::None => c.expect.push_back(Expect { slot, cmd, done: true, then: None }),
+        w if w.pipelined() => {
+            c.out.extend_from_slice(w.request());
+            c.expect.push_back(Expect { slot, cmd, done: false, then: None });
+            c.expect.push_back(Expect { slot, cmd: Cmd::Wait(w), done: true, then: None });
+        }
+        w => c.expect.push_back(Expect { slot, cmd, done: false, then: Some(w) }),
+    }
 }
 
 struct Conn {
@@ -288,23 +303,14 @@ impl Driver<'_> {
 
     fn encode_write(&mut self, c: &mut Conn, slot: usize, key: u64) {
         let v = self.value();
-        let wait = self.spec.wait;
-        encode_set(&mut c.out, key, &self.values[v], wait);
-        c.expect.push_back(Expect { slot, cmd: Cmd::Set, done: wait == Wait::None });
-        if wait != Wait::None {
-            c.expect.push_back(Expect { slot, cmd: Cmd::Wait(wait), done: true });
-        }
+        encode_set(&mut c.out, key, &self.values[v]);
+        expect_write(c, slot, Cmd::Set, self.spec.wait);
     }
 
     fn encode_coll(&mut self, c: &mut Conn, slot: usize, op: CollOp) {
         let v = self.value();
         op.encode(&mut c.out, &self.values[v]);
-        let wait = if op.writes() { self.spec.wait } else { Wait::None };
-        c.expect.push_back(Expect { slot, cmd: Cmd::Coll(op), done: wait == Wait::None });
-        if wait != Wait::None {
-            c.out.extend_from_slice(wait.request());
-            c.expect.push_back(Expect { slot, cmd: Cmd::Wait(wait), done: true });
-        }
+        expect_write(c, slot, Cmd::Coll(op), if op.writes() { self.spec.wait } else { Wait::None });
     }
 
     /// Starts the connection's next batch, if the run is not over; false if it is.
@@ -330,7 +336,7 @@ impl Driver<'_> {
                     resp::bulk(&mut c.out, b"GET");
                     key_bulk(&mut c.out, op.key);
                     let done = op.kind == OpKind::Read;
-                    c.expect.push_back(Expect { slot, cmd: Cmd::Get, done });
+                    c.expect.push_back(Expect { slot, cmd: Cmd::Get, done, then: None });
                 }
                 OpKind::Update | OpKind::Insert => self.encode_write(c, slot, op.key),
                 OpKind::Scan => {
@@ -339,7 +345,7 @@ impl Driver<'_> {
                     for k in op.key..op.key + op.len {
                         key_bulk(&mut c.out, k);
                     }
-                    c.expect.push_back(Expect { slot, cmd: Cmd::Mget(op.len), done: true });
+                    c.expect.push_back(Expect { slot, cmd: Cmd::Mget(op.len), done: true, then: None });
                 }
             }
         }
@@ -381,6 +387,10 @@ impl Driver<'_> {
                 }
             }
             c.parsed += n;
+            if let Some(w) = exp.then {
+                c.out.extend_from_slice(w.request());
+                c.expect.push_back(Expect { slot: exp.slot, cmd: Cmd::Wait(w), done: true, then: None });
+            }
             if exp.done {
                 let ns = now.saturating_duration_since(c.batch_start).as_nanos() as u64;
                 self.hist.record(ns.max(1)).ok();

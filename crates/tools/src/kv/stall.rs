@@ -392,16 +392,22 @@ impl BigClient {
         }
     }
 
-    /// Sends `args` and, if `wait`, the wait; reads every reply. `Some(message)` if the target
-    /// refused the command (or its wait).
+    /// Sends `args` and, if `wait`, the wait (with the command, or after its reply:
+    /// [`Wait::pipelined`]); reads every reply. `Some(message)` if the target refused the
+    /// command (or its wait).
     fn run(&mut self, args: &[&[u8]], wait: Wait) -> Result<Option<String>> {
         let mut out = Vec::new();
         super::resp::encode_command(&mut out, args);
-        out.extend_from_slice(wait.request());
+        if wait.pipelined() {
+            out.extend_from_slice(wait.request());
+        }
         self.send(&out)?;
         let refused = self.reply()?;
         if wait == Wait::None {
             return Ok(refused);
+        }
+        if !wait.pipelined() {
+            self.send(wait.request())?;
         }
         let waited = self.reply()?;
         Ok(refused.or(waited.map(|e| format!("{e} (answering {})", wait.name()))))

@@ -7,9 +7,10 @@
 //! - `redis-wait1`: a redis-server without persistence and a replica of it (`replicaof`) on
 //!   loopback; the load follows every write with `WAIT 1 0`;
 //! - `redis-waitaof`: a redis-server and a replica of it, both with `appendonly yes` and
-//!   `appendfsync always` on `--disk-dir`; the load follows every write with `WAITAOF 1 1 0`
-//!   (the write is in the primary's and the replica's fsynced AOF). WAITAOF came with Redis
-//!   7.2: [`check_version`] refuses an older redis-server;
+//!   `appendfsync always` on `--disk-dir`; the load follows every write, once its reply is in,
+//!   with `WAITAOF 1 1 0` (the write is in the primary's and the replica's fsynced AOF;
+//!   [`Wait::pipelined`] says why not at once). WAITAOF came with Redis 7.2: [`check_version`]
+//!   refuses an older redis-server;
 //! - `mojim-sync`: `mojim kv` on a region in mode `sync`, its mirror (`mojim serve`) on loopback.
 
 use super::client::RespClient;
@@ -73,6 +74,19 @@ impl Wait {
             Wait::Replica => b"*3\r\n$4\r\nWAIT\r\n$1\r\n1\r\n$1\r\n0\r\n",
             Wait::Aof => b"*4\r\n$7\r\nWAITAOF\r\n$1\r\n1\r\n$1\r\n1\r\n$1\r\n0\r\n",
         }
+    }
+
+    /// Whether the wait is sent right behind its write, or only once the write's reply is in.
+    ///
+    /// `WAIT 1 0` goes with the write, in one round trip. `WAITAOF 1 1 0` waits: sent with
+    /// the write, the primary's request for an acknowledgement (`REPLCONF GETACK`) reaches the
+    /// replica in the same read as the write, and Redis 7.2's replica answers it before its
+    /// `appendfsync always` fsync of that write (in the event loop's `beforeSleep`), then says
+    /// nothing more until its once-a-second acknowledgement: every write took about 1 s
+    /// (7.2.6, measured). Sent after the write's reply, it costs a round trip and mostly finds the
+    /// replica's fsync done.
+    pub fn pipelined(self) -> bool {
+        self != Wait::Aof
     }
 
     /// The command as a user would type it.
