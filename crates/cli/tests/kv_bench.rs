@@ -1,18 +1,22 @@
 //! `mojim bench --kv` and its parts against a real redis-server: the RESP client, the YCSB
-//! load (every key it loaded is found, every key it inserted is removed), the command as a
-//! user runs it (its JSON lines), its refusals of bad flags, its clean-up when it is killed,
-//! and the mojim-sync target (a clear refusal while this mojim has no `kv` server).
+//! load (every key it loaded is found, every key it inserted is removed), the workloads on
+//! collections (every read hits, the collections are left as loaded), the command as a user
+//! runs it (its JSON lines and tables), its refusals of bad flags and of a redis-server too old
+//! for redis-waitaof, its clean-up when it is killed, the mojim-sync target, and the memory
+//! (`--kv-memory`) and stall (`--kv-stall`) measurements. What mojim kv cannot run yet (sets,
+//! sorted sets) must be refused before anything is measured, naming the target and its answer.
 //! The numbers are not checked: a debug build on a shared machine.
 
 mod common;
 
 use common::TempDir;
 use mojim_tools::kv::client::RespClient;
+use mojim_tools::kv::collections::{self, Collection};
 use mojim_tools::kv::janitor::Janitor;
 use mojim_tools::kv::load::{self, RunSpec};
 use mojim_tools::kv::resp::Value;
-use mojim_tools::kv::targets::{self, Env, Server, Target};
-use mojim_tools::kv::ycsb::ALL_WORKLOADS;
+use mojim_tools::kv::targets::{self, Env, Server, Target, Wait};
+use mojim_tools::kv::ycsb::{COLLECTION_WORKLOADS, STRING_WORKLOADS};
 use mojim_tools::kv::{delete_keys, find_program, key_name, load_records};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -102,12 +106,12 @@ fn every_workload_finds_every_key_and_leaves_the_records_as_loaded() {
     let mut janitor = Janitor::start();
     let server = start(Target::RedisWait1, dir.path(), &mut janitor);
     let records = 300;
-    load_records(&server.addr, records, 100, true).expect("load");
+    load_records(&server.addr, records, 100, Wait::Replica).expect("load");
     let mut c = RespClient::connect(&server.addr, Duration::from_secs(10)).expect("connect");
     assert_eq!(c.command(&[b"DBSIZE"]).unwrap(), Value::Int(records as i64));
     let v = c.command(&[b"GET", key_name(records - 1).as_bytes()]).unwrap();
     assert_eq!(v.as_bytes().map(<[u8]>::len), Some(100), "{v}");
-    for w in ALL_WORKLOADS {
+    for w in STRING_WORKLOADS {
         let spec = RunSpec {
             addr: server.addr.clone(),
             workload: w,
@@ -117,7 +121,8 @@ fn every_workload_finds_every_key_and_leaves_the_records_as_loaded() {
             ops: 400,
             duration: None,
             records,
-            wait_replica: true,
+            members: 0,
+            wait: Wait::Replica,
             seed: 7,
         };
         let o = load::run(&spec).unwrap_or_else(|e| panic!("{}: {e}", w.name()));
@@ -146,7 +151,7 @@ fn an_error_reply_fails_the_run_naming_the_command_and_the_error() {
     let dir = TempDir::new("kv-refused");
     let mut janitor = Janitor::start();
     let server = start(Target::RedisNone, dir.path(), &mut janitor);
-    load_records(&server.addr, 50, 64, false).expect("load");
+    load_records(&server.addr, 50, 64, Wait::None).expect("load");
     let mut c = RespClient::connect(&server.addr, Duration::from_secs(10)).expect("connect");
     // Out of memory: reads go on, every write is refused.
     ok(c.command(&[b"CONFIG", b"SET", b"maxmemory", b"1"]).unwrap());
@@ -160,7 +165,8 @@ fn an_error_reply_fails_the_run_naming_the_command_and_the_error() {
             ops: 100,
             duration: None,
             records: 50,
-            wait_replica: false,
+            members: 0,
+            wait: Wait::None,
             seed: 1,
         })
     };
@@ -234,7 +240,7 @@ fn bench_kv_prints_a_json_line_per_run_with_every_key() {
         for c in [1, 50] {
             for p in [1, 16] {
                 for target in ["redis-none", "redis-wait1"] {
-                    for w in ALL_WORKLOADS {
+                    for w in STRING_WORKLOADS {
                         assert!(
                             has("kv", target, w.name(), size, c, p),
                             "no kv {target} {} {size} {c} {p}",
@@ -299,7 +305,10 @@ fn bench_kv_prints_a_table_of_median_rounds_with_ratios_against_redis() {
         assert!(header.contains(col), "no {col} in {header}");
     }
     assert!(!header.contains("wait1"), "a column for a target not run: {header}");
-    let lines: Vec<&str> = stdout.lines().filter(|l| l.contains("redis-")).collect();
+    // The last line names the redis-server.
+    assert!(stdout.lines().last().is_some_and(|l| l.starts_with("redis-server 7.")), "{stdout}");
+    let lines: Vec<&str> =
+        stdout.lines().filter(|l| l.contains("redis-") && !l.starts_with("redis-server ")).collect();
     // kv set, kv ycsb-f and redis-benchmark set (it runs the workloads asked for that it
     // knows), each for both targets.
     assert_eq!(lines.len(), 6, "{stdout}");
@@ -384,7 +393,7 @@ fn mojim_sync_runs_mojim_kv_with_a_mirror_and_measures_every_workload() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    for w in ALL_WORKLOADS.iter().map(|w| w.name()) {
+    for w in STRING_WORKLOADS.iter().map(|w| w.name()) {
         assert!(
             stdout
                 .lines()
@@ -469,4 +478,458 @@ fn redis_benchmark_alone_covers_set_and_get() {
     assert_eq!(workloads, ["set", "get"], "{stdout}");
     assert!(rows.iter().all(|r| r["tool"] == "redis-benchmark" && r["size"] == 4096 && r["pipeline"] == 4));
     assert!(leftovers(dir.path()).is_empty(), "left behind: {:?}", leftovers(dir.path()));
+}
+
+/// Runs `mojim bench` with `args`, its folders in `dir`: (succeeded, stdout, stderr).
+fn bench(dir: &Path, args: &[&str]) -> (bool, String, String) {
+    let d = dir.to_str().expect("utf-8 path");
+    let out = Command::new(common::exe())
+        .arg("bench")
+        .args(args)
+        .args(["--dir", d, "--disk-dir", d])
+        .output()
+        .expect("run mojim");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(leftovers(dir).is_empty(), "{args:?} left behind: {:?}", leftovers(dir));
+    (out.status.success(), stdout, stderr)
+}
+
+/// The table's line for `target` and `workload`, split into columns.
+fn table_row<'a>(table: &'a str, workload: &str, target: &str, size: &str) -> Vec<&'a str> {
+    table
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|c| c.len() > 6 && c[1] == workload && c[2] == size && c[5] == target)
+        .unwrap_or_else(|| panic!("no {workload} {size} {target} line in\n{table}"))
+}
+
+/// A run of a target that lacks a command either works (once mojim kv has it) or is refused
+/// before anything is measured, with the target's name and its own answer.
+fn works_or_is_refused_clearly(ok: bool, stderr: &str, target: &str, command: &str) -> bool {
+    if ok {
+        return true;
+    }
+    let said = format!("{target} cannot run");
+    let answer = format!("answered {command} with -ERR unknown command '{command}'");
+    assert!(stderr.contains(&said) && stderr.contains(&answer), "an unclear failure:\n{stderr}");
+    assert!(!stderr.contains("kv [") && !stderr.contains(" B/key"), "it measured before refusing:\n{stderr}");
+    false
+}
+
+#[test]
+fn every_collection_workload_hits_and_leaves_the_collections_as_loaded() {
+    let dir = TempDir::new("kv-collections");
+    let mut janitor = Janitor::start();
+    let server = start(Target::RedisWait1, dir.path(), &mut janitor);
+    let members = 500;
+    load_records(&server.addr, 10, 64, Wait::Replica).expect("load");
+    for what in [Collection::Zset, Collection::Set] {
+        collections::load(&server.addr, "redis-wait1", what, members, Wait::Replica, 5).expect("load");
+    }
+    let mut c = RespClient::connect(&server.addr, Duration::from_secs(10)).expect("connect");
+    for w in COLLECTION_WORKLOADS {
+        let spec = RunSpec {
+            addr: server.addr.clone(),
+            workload: w,
+            size: 100,
+            clients: 3,
+            pipeline: 4,
+            ops: 401,
+            duration: None,
+            records: 10,
+            members,
+            wait: Wait::Replica,
+            seed: 7,
+        };
+        let o = load::run(&spec).unwrap_or_else(|e| panic!("{}: {e}", w.name()));
+        assert_eq!((o.ops, o.hist.len()), (401, 401), "{}: a latency per operation", w.name());
+        assert_eq!(o.misses, 0, "{}: a read missed", w.name());
+        if w.name() == "sadd" {
+            assert_eq!(o.inserted, members..members + 401);
+            assert_eq!(c.command(&[b"SCARD", b"bench:set"]).unwrap(), Value::Int(members as i64 + 401));
+        }
+        if w.name() == "lpush-rpop" {
+            // Three clients, each LPUSH followed by its RPOP: the 401st operation is an LPUSH.
+            let lens: i64 = (0..collections::QUEUES)
+                .map(|q| match c.command(&[b"LLEN", &collections::queue_key(q)]).unwrap() {
+                    Value::Int(n) => n,
+                    v => panic!("LLEN answered {v}"),
+                })
+                .sum();
+            assert_eq!(lens, 1, "one LPUSH without its RPOP");
+        }
+        collections::clean_up(&server.addr, "redis-wait1", w, o.inserted).expect("clean up");
+        assert_eq!(
+            c.command(&[b"ZCARD", b"bench:zset"]).unwrap(),
+            Value::Int(members as i64),
+            "{}",
+            w.name()
+        );
+        assert_eq!(c.command(&[b"SCARD", b"bench:set"]).unwrap(), Value::Int(members as i64), "{}", w.name());
+        assert_eq!(c.command(&[b"DBSIZE"]).unwrap(), Value::Int(12), "{}: the queues are gone", w.name());
+    }
+    server.stop(&mut janitor);
+}
+
+#[test]
+fn bench_kv_runs_the_collection_workloads_into_a_table() {
+    let dir = TempDir::new("kv-coll-table");
+    let (ok, stdout, stderr) = bench(
+        dir.path(),
+        &[
+            "--kv",
+            "--targets",
+            "redis-none,redis-wait1",
+            "--workloads",
+            "lpush-rpop,zadd,zrange,sadd,sismember",
+            "--members",
+            "2000",
+            "--records",
+            "20",
+            "--sizes",
+            "64,256",
+            "--clients",
+            "2",
+            "--pipeline",
+            "1,4",
+            "--ops",
+            "100",
+        ],
+    );
+    assert!(ok, "{stderr}");
+    // The sorted set and the set were loaded, with progress, into both targets.
+    for target in ["redis-none", "redis-wait1"] {
+        for key in ["bench:zset", "bench:set"] {
+            let said = format!("kv: {target}: loaded 2000 elements into {key}");
+            assert!(stderr.contains(&said), "no '{said}' in\n{stderr}");
+        }
+    }
+    // lpush-rpop at each size, the others once (with 16-byte members): 6 workloads and sizes,
+    // 2 pipeline depths, 2 targets.
+    assert!(stderr.contains("kv [24/24]"), "{stderr}");
+    for target in ["redis-none", "redis-wait1"] {
+        for size in ["64", "256"] {
+            let row = table_row(&stdout, "lpush-rpop", target, size);
+            assert!(row[6].parse::<f64>().is_ok_and(|x| x > 0.0), "{row:?}");
+        }
+        for w in ["zadd", "zrange", "sadd", "sismember"] {
+            let row = table_row(&stdout, w, target, "16");
+            assert!(row[6].parse::<f64>().is_ok_and(|x| x > 0.0), "{row:?}");
+        }
+    }
+    assert!(!stdout.contains("zadd         64"), "zadd ran per size:\n{stdout}");
+    assert!(stdout.contains("an LPUSH and the RPOP that follows it are two operations"), "{stdout}");
+    assert!(stdout.contains("redis-server 7."), "the table names the redis-server:\n{stdout}");
+}
+
+#[test]
+fn mojim_sync_runs_the_job_queue_and_refuses_clearly_what_it_lacks() {
+    let dir = TempDir::new("kv-mojim-coll");
+    let common =
+        ["--members", "1000", "--records", "20", "--sizes", "64", "--clients", "2", "--pipeline", "2"];
+    let (ok, stdout, stderr) = bench(
+        dir.path(),
+        &[
+            &["--kv", "--targets", "mojim-sync,redis-none", "--workloads", "lpush-rpop", "--ops", "100"][..],
+            &common,
+            &["--region-size", "64MiB", "--json"],
+        ]
+        .concat(),
+    );
+    assert!(ok, "{stderr}");
+    let rows: Vec<serde_json::Value> =
+        stdout.lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+    let mojim = rows.iter().find(|r| r["target"] == "mojim-sync").expect("a mojim-sync line");
+    assert_eq!(
+        (&mojim["workload"], &mojim["ops"], &mojim["misses"]),
+        (&"lpush-rpop".into(), &100.into(), &0.into())
+    );
+    assert!(
+        rows.iter().all(|r| r.get("redis_version").is_some() == (r["target"] != "mojim-sync")),
+        "{stdout}"
+    );
+    for (w, command) in [("zadd", "ZADD"), ("sismember", "SADD")] {
+        let (ok, stdout, stderr) = bench(
+            dir.path(),
+            &[
+                &["--kv", "--targets", "mojim-sync,redis-none", "--workloads", w, "--ops", "100"][..],
+                &common,
+                &["--region-size", "64MiB"],
+            ]
+            .concat(),
+        );
+        if works_or_is_refused_clearly(ok, &stderr, "mojim-sync", command) {
+            table_row(&stdout, w, "mojim-sync", "16");
+        }
+    }
+}
+
+/// A redis-server of 7.2 or newer (WAITAOF): `MOJIM_TEST_REDIS_7_2`, or the one in PATH if it
+/// is new enough.
+fn redis_7_2() -> Option<PathBuf> {
+    let candidates =
+        std::env::var_os("MOJIM_TEST_REDIS_7_2").map(PathBuf::from).into_iter().chain([redis_server()]);
+    for bin in candidates {
+        let v = targets::redis_version(&bin).unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+        if v.parts >= (7, 2, 0) {
+            return Some(bin);
+        }
+    }
+    None
+}
+
+#[test]
+fn redis_waitaof_is_refused_with_a_redis_older_than_7_2_naming_it() {
+    let dir = TempDir::new("kv-waitaof-old");
+    let bin = redis_server();
+    let v = targets::redis_version(&bin).expect("a version");
+    let old = if v.parts < (7, 2, 0) {
+        bin
+    } else {
+        // Only a new redis-server is installed: one that says it is 7.0.15.
+        let fake = dir.path().join("redis-server-7.0");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\necho 'Redis server v=7.0.15 sha=00000000:0 malloc=libc bits=64 build=0'\n",
+        )
+        .expect("write");
+        let mode = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
+        std::fs::set_permissions(&fake, mode).expect("make it executable");
+        fake
+    };
+    let text = old.to_str().expect("utf-8");
+    let (ok, _, stderr) =
+        bench(dir.path(), &["--kv", "--targets", "redis-none,redis-waitaof", "--redis-server", text]);
+    let _ = std::fs::remove_file(dir.path().join("redis-server-7.0"));
+    assert!(!ok);
+    assert!(
+        stderr.contains("redis-waitaof needs WAITAOF")
+            && stderr.contains(text)
+            && stderr.contains("--redis-server PATH"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("Redis {}", targets::redis_version(&old).unwrap())), "{stderr}");
+    assert!(!stderr.contains("kv: starting"), "a server started:\n{stderr}");
+}
+
+#[test]
+fn redis_waitaof_follows_every_write_with_waitaof() {
+    let Some(bin) = redis_7_2() else {
+        return common::skip(
+            "no redis-server 7.2 or newer (set MOJIM_TEST_REDIS_7_2 to one) for redis-waitaof",
+        );
+    };
+    let dir = TempDir::new("kv-waitaof");
+    let (ok, stdout, stderr) = bench(
+        dir.path(),
+        &[
+            "--kv",
+            "--targets",
+            "redis-waitaof,redis-none",
+            "--redis-server",
+            bin.to_str().expect("utf-8"),
+            "--workloads",
+            "set,ycsb-f,lpush-rpop,sadd",
+            "--tools",
+            "kv",
+            "--members",
+            "1000",
+            "--records",
+            "50",
+            "--sizes",
+            "64",
+            "--clients",
+            "2",
+            "--pipeline",
+            "1,3",
+            "--ops",
+            "30",
+        ],
+    );
+    assert!(ok, "{stderr}");
+    let v = targets::redis_version(&bin).expect("a version");
+    assert!(stdout.contains(&format!("redis-server {v} ({})", bin.display())), "{stdout}");
+    let header = stdout.lines().next().expect("a header");
+    assert!(header.contains("ops÷waitaof") && header.contains("p50÷none"), "{header}");
+    for (w, size) in [("set", "64"), ("ycsb-f", "64"), ("lpush-rpop", "64"), ("sadd", "16")] {
+        for p in ["1", "3"] {
+            let row = stdout
+                .lines()
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+                .find(|c| c.len() > 6 && c[1] == w && c[2] == size && c[4] == p && c[5] == "redis-waitaof");
+            assert!(row.is_some(), "no redis-waitaof {w} pipeline {p} in\n{stdout}");
+        }
+    }
+}
+
+#[test]
+fn bench_kv_memory_gives_bytes_per_key_of_every_type() {
+    let dir = TempDir::new("kv-memory");
+    let (ok, stdout, stderr) = bench(
+        dir.path(),
+        &[
+            "--kv-memory",
+            "--targets",
+            "mojim-sync,redis-none",
+            "--memory-types",
+            "string,list",
+            "--members",
+            "2000",
+            "--region-size",
+            "64MiB",
+        ],
+    );
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("mojim÷none") && stdout.contains("redis-server 7."), "{stdout}");
+    let rows: Vec<Vec<&str>> = stdout.lines().skip(2).map(|l| l.split_whitespace().collect()).collect();
+    for (ty, per_key, keys) in [("string", "1", "2000"), ("list", "1", "2000"), ("list", "100", "20")] {
+        let row = rows
+            .iter()
+            .find(|c| c.len() == 7 && c[0] == ty && c[1] == per_key)
+            .unwrap_or_else(|| panic!("no {ty} × {per_key} in\n{stdout}"));
+        assert_eq!(row[2], keys, "{row:?}");
+        let [payload, mojim, redis, ratio] = [3, 4, 5, 6].map(|i| row[i].parse::<f64>().expect("a number"));
+        assert!(mojim > payload && redis > payload, "less memory than the bytes stored: {row:?}");
+        assert!((ratio - mojim / redis).abs() < 0.01, "{row:?}");
+        assert!(
+            stdout.contains(&format!("mojim-sync {ty} × {per_key}: ")),
+            "no breakdown of {ty} × {per_key}:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains("entry header") && stdout.contains("the bucket array"), "{stdout}");
+    // Redis alone, every type, as JSON lines.
+    let (ok, stdout, stderr) =
+        bench(dir.path(), &["--kv-memory", "--targets", "redis-none", "--members", "1000", "--json"]);
+    assert!(ok, "{stderr}");
+    let rows: Vec<serde_json::Value> =
+        stdout.lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+    assert_eq!(rows.len(), 9, "{stdout}");
+    for r in &rows {
+        let elements = r["keys"].as_u64().unwrap() * r["elements_per_key"].as_u64().unwrap();
+        assert_eq!(elements, 1000, "{r}");
+        assert!(r["bytes_per_element"].as_f64().is_some_and(|b| b > 100.0), "{r}");
+        assert!(r["redis_version"].as_str().is_some_and(|v| v.starts_with("7.")), "{r}");
+    }
+    // mojim kv's sets and sorted sets: measured, or refused before anything is.
+    for (ty, command) in [("set", "SADD"), ("zset", "ZADD")] {
+        let (ok, stdout, stderr) = bench(
+            dir.path(),
+            &[
+                "--kv-memory",
+                "--targets",
+                "mojim-sync",
+                "--memory-types",
+                ty,
+                "--members",
+                "1000",
+                "--region-size",
+                "64MiB",
+            ],
+        );
+        if works_or_is_refused_clearly(ok, &stderr, "mojim-sync", command) {
+            assert!(stdout.contains(&format!("mojim-sync {ty} × 100: ")), "{stdout}");
+        }
+    }
+}
+
+#[test]
+fn bench_kv_stall_gives_the_longest_ping_delay_of_each_target() {
+    let dir = TempDir::new("kv-stall");
+    let (ok, stdout, stderr) =
+        bench(dir.path(), &["--kv-stall", "--targets", "redis-none,redis-wait1", "--members", "2000"]);
+    assert!(ok, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[1].contains("redis-none") && lines[1].contains("redis-wait1"), "{stdout}");
+    for command in ["zunionstore", "del", "lrange"] {
+        let row: Vec<&str> =
+            lines.iter().find(|l| l.starts_with(command)).expect("a line").split_whitespace().collect();
+        assert_eq!(row.len(), 5, "{row:?}");
+        for x in &row[1..] {
+            assert!(x.parse::<f64>().is_ok_and(|x| x > 0.0), "{row:?}");
+        }
+    }
+    // mojim kv: LRANGE of its lists; DEL of a set and ZUNIONSTORE measured, or refused before
+    // anything is.
+    let (ok, stdout, stderr) = bench(
+        dir.path(),
+        &[
+            "--kv-stall",
+            "--targets",
+            "mojim-sync,redis-none",
+            "--stall-commands",
+            "lrange",
+            "--members",
+            "2000",
+            "--json",
+            "--region-size",
+            "64MiB",
+        ],
+    );
+    assert!(ok, "{stderr}");
+    let rows: Vec<serde_json::Value> =
+        stdout.lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for r in &rows {
+        assert_eq!(
+            (&r["mode"], &r["command"], &r["members"]),
+            (&"stall".into(), &"lrange".into(), &2000.into()),
+            "{r}"
+        );
+        assert!(r["longest_ping_ms"].as_f64().is_some_and(|x| x > 0.0) && r.get("error").is_none(), "{r}");
+    }
+    for (command, probe) in [("del", "SADD"), ("zunionstore", "ZADD")] {
+        let (ok, stdout, stderr) = bench(
+            dir.path(),
+            &[
+                "--kv-stall",
+                "--targets",
+                "mojim-sync",
+                "--stall-commands",
+                command,
+                "--members",
+                "1000",
+                "--region-size",
+                "64MiB",
+            ],
+        );
+        if works_or_is_refused_clearly(ok, &stderr, "mojim-sync", probe) {
+            assert!(stdout.lines().any(|l| l.starts_with(command)), "{stdout}");
+        }
+    }
+}
+
+#[test]
+fn the_new_modes_refuse_bad_flags_and_are_in_the_help() {
+    let dir = TempDir::new("kv-flags-new");
+    let cases: [(&[&str], &str); 8] = [
+        (&["--kv", "--workloads", "lpush-lpop"], "'lpush-lpop'"),
+        (&["--kv-stall", "--memory-types", "set"], "cannot be used with"),
+        (&["--kv-memory", "--sizes", "64"], "cannot be used with"),
+        (&["--kv", "--members", "10"], "'10'"),
+        (&["--kv-stall", "--stall-commands", "flushall"], "'flushall'"),
+        (&["--kv-memory", "--memory-types", "stream"], "'stream'"),
+        (&["--kv-memory", "--workloads", "zadd"], "--kv"),
+        (&["--kv-memory", "--kv-stall"], "cannot be used with"),
+    ];
+    for (args, named) in cases {
+        let (ok, _, stderr) = bench(dir.path(), args);
+        assert!(!ok, "{args:?} was accepted");
+        assert!(stderr.contains(named), "{args:?}: the error does not name {named}:\n{stderr}");
+        assert!(!stderr.contains("kv: starting"), "{args:?} started a server:\n{stderr}");
+    }
+    let out = Command::new(common::exe()).args(["bench", "--help"]).output().expect("run mojim");
+    let help = String::from_utf8_lossy(&out.stdout);
+    for s in [
+        "--kv-memory",
+        "--kv-stall",
+        "--members",
+        "--memory-types",
+        "--stall-commands",
+        "lpush-rpop",
+        "redis-waitaof",
+        "two operations",
+    ] {
+        assert!(help.contains(s), "no {s} in mojim bench --help");
+    }
 }

@@ -434,7 +434,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     if a.lmdb {
         return crate::bench_lmdb::run(a);
     }
-    if a.kv.kv {
+    if a.kv.kv || a.kv.kv_memory || a.kv.kv_stall {
         return crate::kv::run(a);
     }
     if a.transact.transact {

@@ -132,11 +132,15 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         let _ = write!(
             t,
             "# Memory\r\nused_memory:{}\r\nused_memory_heap_top:{}\r\nmaxmemory:{}\r\n\
-             maxmemory_policy:noeviction\r\nmem_allocator:mojim-region\r\nregion_size:{}\r\n",
+             maxmemory_policy:noeviction\r\nmem_allocator:mojim-region\r\nregion_size:{}\r\n\
+             mojim_bucket_array_bytes:{}\r\n",
             cx.store.used_bytes(),
             cx.store.heap_top_bytes(),
             g.heap_end - g.heap_off,
-            g.size
+            g.size,
+            // The key table, outside the heap (and so outside used_memory): 8 bytes a bucket,
+            // as many buckets as the region's size gives (FORMAT.md §11).
+            8 * g.buckets
         );
         super::scripting::info_memory(host, &mut t);
         t.push_str("\r\n");

@@ -1009,3 +1009,23 @@ fn a_rolled_back_transaction_that_flushed_leaves_the_batchs_earlier_writes_whole
     assert_eq!(h.cmd(&["GET", "k0"]), b("a"));
     assert_eq!(h.cmd(&["DBSIZE"]), i(2));
 }
+
+/// INFO memory: `used_memory` is the heap's blocks in use (a SET takes one), and the bucket
+/// array, outside the heap, is given apart as 8 bytes per bucket.
+#[test]
+fn info_memory_gives_the_blocks_in_use_and_the_bucket_array() {
+    let mut h = Harness::new();
+    let field = |h: &mut Harness, name: &str| -> u64 {
+        let Value::Bulk(info) = h.cmd(&["INFO", "memory"]) else { panic!("INFO answers a bulk string") };
+        let info = String::from_utf8(info).unwrap();
+        let line = info.lines().find_map(|l| l.strip_prefix(&format!("{name}:")));
+        line.unwrap_or_else(|| panic!("no {name} in {info}")).parse().unwrap()
+    };
+    assert_eq!(field(&mut h, "used_memory"), 0);
+    assert_eq!(h.cmd(&["SET", "k", &"v".repeat(100)]), ok());
+    let used = field(&mut h, "used_memory");
+    // A 32-byte header, the key with its 5-byte database prefix and the value, in one block.
+    assert!((32 + 6 + 100..=2 * (32 + 6 + 100)).contains(&used), "{used}");
+    let buckets = h.store.geometry().buckets;
+    assert_eq!(field(&mut h, "mojim_bucket_array_bytes"), 8 * buckets);
+}

@@ -7,9 +7,16 @@
 //! batch to the reply that completes it (its own reply; redis-benchmark gives every reply of a
 //! batch the latency of the batch's first). A run ends after `ops` operations over all clients,
 //! or when `duration` has passed, whichever is first.
+//!
+//! The string workloads' operations come from [`super::ycsb`], those on lists, sets and sorted
+//! sets from [`super::collections`]. Against a target that waits ([`Wait`]), every write is
+//! followed by `WAIT 1 0` (sent with the write) or `WAITAOF 1 1 0` (sent once the write's reply
+//! is in: [`Wait::pipelined`] says why) on the same connection, and is done when that answers.
 
+use super::collections::{CollOp, CollSource};
 use super::keys::{fnv64, Rng};
 use super::resp::{self, Reply};
+use super::targets::Wait;
 use super::ycsb::{Op, OpKind, OpSource, Workload};
 use hdrhistogram::Histogram;
 use mojim::error::{Error, Result};
@@ -41,8 +48,10 @@ pub struct RunSpec {
     pub duration: Option<Duration>,
     /// Keys loaded before the run (numbered 0..records).
     pub records: u64,
-    /// Follow every SET with `WAIT 1 0` (the write is done when WAIT answers).
-    pub wait_replica: bool,
+    /// Members of the loaded sorted set or set (the workloads on collections).
+    pub members: u64,
+    /// What follows every write (the write is done when it answers).
+    pub wait: Wait,
     /// Seed of the operation choices.
     pub seed: u64,
 }
@@ -55,9 +64,10 @@ pub struct RunOutcome {
     pub secs: f64,
     /// Latency of each operation, in nanoseconds.
     pub hist: Histogram<u64>,
-    /// Reads (or scanned keys) that found no value.
+    /// Reads (or scanned keys) that found no value; for the workloads on collections, the
+    /// replies [`super::collections`] counts as misses.
     pub misses: u64,
-    /// Key numbers the run inserted (to delete afterwards).
+    /// Key numbers the run inserted (to delete afterwards); for `sadd`, the members it added.
     pub inserted: std::ops::Range<u64>,
 }
 
@@ -73,26 +83,22 @@ pub fn key_bulk(out: &mut Vec<u8>, n: u64) {
     resp::bulk(out, &b[..len]);
 }
 
-/// Appends `SET key value`, and `WAIT 1 0` if asked.
-pub fn encode_set(out: &mut Vec<u8>, key: u64, value: &[u8], wait: bool) {
+/// Appends `SET key value`.
+pub fn encode_set(out: &mut Vec<u8>, key: u64, value: &[u8]) {
     resp::header(out, b'*', 3);
     resp::bulk(out, b"SET");
     key_bulk(out, key);
     resp::bulk(out, value);
-    if wait {
-        out.extend_from_slice(WAIT_1_0);
-    }
 }
-
-const WAIT_1_0: &[u8] = b"*3\r\n$4\r\nWAIT\r\n$1\r\n1\r\n$1\r\n0\r\n";
 
 /// The command a reply answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cmd {
     Get,
     Set,
-    Wait,
+    Wait(Wait),
     Mget(u64),
+    Coll(CollOp),
 }
 
 impl std::fmt::Display for Cmd {
@@ -100,8 +106,39 @@ impl std::fmt::Display for Cmd {
         match self {
             Cmd::Get => write!(f, "GET"),
             Cmd::Set => write!(f, "SET"),
-            Cmd::Wait => write!(f, "WAIT 1 0"),
+            Cmd::Wait(w) => write!(f, "{}", w.name()),
             Cmd::Mget(n) => write!(f, "MGET of {n} keys"),
+            Cmd::Coll(op) => write!(f, "{op}"),
+        }
+    }
+}
+
+/// An operation of a batch: a string workload's, or one on a collection (which its replies'
+/// [`Cmd::Coll`] carries).
+#[derive(Clone, Copy, Debug)]
+enum AnyOp {
+    Str(Op),
+    Coll,
+}
+
+/// Where a run's operations come from.
+enum Source {
+    Str(OpSource),
+    Coll(CollSource),
+}
+
+impl Source {
+    fn rng(&mut self) -> &mut Rng {
+        match self {
+            Source::Str(s) => s.rng(),
+            Source::Coll(s) => s.rng(),
+        }
+    }
+
+    fn inserted(&self) -> std::ops::Range<u64> {
+        match self {
+            Source::Str(s) => s.inserted(),
+            Source::Coll(s) => s.added(),
         }
     }
 }
@@ -115,6 +152,22 @@ struct Expect {
     /// This reply completes the operation (else more follow, or, for a read-modify-write's GET,
     /// its SET is sent now).
     done: bool,
+    /// The wait to send once this reply, a write's, is in.
+    then: Option<Wait>,
+}
+
+/// Expects the reply of a write just encoded (`cmd`) and, if the target waits, of the wait
+/// that follows it: sent now, behind the write, or once the write's reply is in.
+fn expect_write(c: &mut Conn, slot: usize, cmd: Cmd, wait: Wait) {
+    match wait {
+        Wait::None => c.expect.push_back(Expect { slot, cmd, done: true, then: None }),
+        w if w.pipelined() => {
+            c.out.extend_from_slice(w.request());
+            c.expect.push_back(Expect { slot, cmd, done: false, then: None });
+            c.expect.push_back(Expect { slot, cmd: Cmd::Wait(w), done: true, then: None });
+        }
+        w => c.expect.push_back(Expect { slot, cmd, done: false, then: Some(w) }),
+    }
 }
 
 struct Conn {
@@ -125,8 +178,10 @@ struct Conn {
     parsed: usize,
     filled: usize,
     expect: VecDeque<Expect>,
-    batch: Vec<Op>,
+    batch: Vec<AnyOp>,
     open: usize,
+    /// The queue this connection pops next (`lpush-rpop`: its RPOP follows its LPUSH).
+    pop: Option<u64>,
     batch_start: Instant,
 }
 
@@ -177,6 +232,7 @@ impl Conn {
             expect: VecDeque::with_capacity(4 * pipeline),
             batch: Vec::with_capacity(pipeline),
             open: 0,
+            pop: None,
             batch_start: Instant::now(),
         })
     }
@@ -225,7 +281,7 @@ impl Conn {
 /// The state every connection shares: the operations, the value bytes, the results.
 struct Driver<'a> {
     spec: &'a RunSpec,
-    src: OpSource,
+    src: Source,
     values: Vec<u8>,
     issued: u64,
     deadline: Option<Instant>,
@@ -247,12 +303,14 @@ impl Driver<'_> {
 
     fn encode_write(&mut self, c: &mut Conn, slot: usize, key: u64) {
         let v = self.value();
-        encode_set(&mut c.out, key, &self.values[v], self.spec.wait_replica);
-        let wait = self.spec.wait_replica;
-        c.expect.push_back(Expect { slot, cmd: Cmd::Set, done: !wait });
-        if wait {
-            c.expect.push_back(Expect { slot, cmd: Cmd::Wait, done: true });
-        }
+        encode_set(&mut c.out, key, &self.values[v]);
+        expect_write(c, slot, Cmd::Set, self.spec.wait);
+    }
+
+    fn encode_coll(&mut self, c: &mut Conn, slot: usize, op: CollOp) {
+        let v = self.value();
+        op.encode(&mut c.out, &self.values[v]);
+        expect_write(c, slot, Cmd::Coll(op), if op.writes() { self.spec.wait } else { Wait::None });
     }
 
     /// Starts the connection's next batch, if the run is not over; false if it is.
@@ -260,17 +318,25 @@ impl Driver<'_> {
         let now = Instant::now();
         c.batch.clear();
         while c.batch.len() < self.spec.pipeline && self.may_issue(now) {
-            let op = self.src.next_op();
             let slot = c.batch.len();
-            c.batch.push(op);
             self.issued += 1;
+            let op = match &mut self.src {
+                Source::Str(src) => src.next_op(),
+                Source::Coll(src) => {
+                    let op = src.next_op(&mut c.pop);
+                    c.batch.push(AnyOp::Coll);
+                    self.encode_coll(c, slot, op);
+                    continue;
+                }
+            };
+            c.batch.push(AnyOp::Str(op));
             match op.kind {
                 OpKind::Read | OpKind::ReadModifyWrite => {
                     resp::header(&mut c.out, b'*', 2);
                     resp::bulk(&mut c.out, b"GET");
                     key_bulk(&mut c.out, op.key);
                     let done = op.kind == OpKind::Read;
-                    c.expect.push_back(Expect { slot, cmd: Cmd::Get, done });
+                    c.expect.push_back(Expect { slot, cmd: Cmd::Get, done, then: None });
                 }
                 OpKind::Update | OpKind::Insert => self.encode_write(c, slot, op.key),
                 OpKind::Scan => {
@@ -279,7 +345,7 @@ impl Driver<'_> {
                     for k in op.key..op.key + op.len {
                         key_bulk(&mut c.out, k);
                     }
-                    c.expect.push_back(Expect { slot, cmd: Cmd::Mget(op.len), done: true });
+                    c.expect.push_back(Expect { slot, cmd: Cmd::Mget(op.len), done: true, then: None });
                 }
             }
         }
@@ -309,26 +375,37 @@ impl Driver<'_> {
                 }
                 (Cmd::Get, Reply::Bulk(v)) => self.misses += u64::from(v.is_none()),
                 (Cmd::Set, Reply::Simple(b"OK")) => {}
-                (Cmd::Wait, Reply::Int(n)) if *n >= 1 => {}
+                (Cmd::Wait(w), r) if w.met(&r.to_value()) => {}
                 (Cmd::Mget(len), Reply::Array(Some(items))) if items.len() as u64 == len => {
                     self.misses += items.iter().filter(|r| matches!(r, Reply::Bulk(None))).count() as u64;
+                }
+                (Cmd::Coll(op), r) if op.check(r).is_some() => {
+                    self.misses += u64::from(op.check(r) == Some(true));
                 }
                 (cmd, other) => {
                     return Err(fail(addr, format!("answered {cmd} with {}", other.to_value())));
                 }
             }
             c.parsed += n;
+            if let Some(w) = exp.then {
+                c.out.extend_from_slice(w.request());
+                c.expect.push_back(Expect { slot: exp.slot, cmd: Cmd::Wait(w), done: true, then: None });
+            }
             if exp.done {
                 let ns = now.saturating_duration_since(c.batch_start).as_nanos() as u64;
                 self.hist.record(ns.max(1)).ok();
                 self.done += 1;
                 c.open -= 1;
                 self.last_done = now;
-                if op.kind == OpKind::Insert {
-                    self.src.acknowledge_insert(op.key);
+                if let (AnyOp::Str(op), Source::Str(src)) = (op, &mut self.src) {
+                    if op.kind == OpKind::Insert {
+                        src.acknowledge_insert(op.key);
+                    }
                 }
-            } else if op.kind == OpKind::ReadModifyWrite && exp.cmd == Cmd::Get {
-                self.encode_write(c, exp.slot, op.key);
+            } else if let AnyOp::Str(op) = op {
+                if op.kind == OpKind::ReadModifyWrite && exp.cmd == Cmd::Get {
+                    self.encode_write(c, exp.slot, op.key);
+                }
             }
         }
         if c.parsed == c.filled {
@@ -350,7 +427,11 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome> {
     let start = Instant::now();
     let mut d = Driver {
         spec,
-        src: OpSource::new(spec.workload, spec.records, spec.ops, spec.seed),
+        src: if spec.workload.on_strings() {
+            Source::Str(OpSource::new(spec.workload, spec.records, spec.ops, spec.seed))
+        } else {
+            Source::Coll(CollSource::new(spec.workload, spec.members, spec.seed))
+        },
         values,
         issued: 0,
         deadline: spec.duration.map(|t| start + t),

@@ -1,26 +1,36 @@
 //! `mojim bench --kv`: Redis-protocol servers measured side by side in one run. The benchmark
 //! starts each target itself on loopback ([`targets`]: `mojim kv` in mode sync with its mirror,
-//! and redis-server without persistence, with `appendfsync always`, and with a replica and
-//! `WAIT 1 0` after every write), loads `--records` keys into each, and drives them with two
-//! tools:
+//! and redis-server without persistence, with `appendfsync always`, with a replica and
+//! `WAIT 1 0` after every write, and with AOFs on both and `WAITAOF 1 1 0` after every write),
+//! loads `--records` keys into each, and drives them with two tools:
 //!
 //! - `kv`: the built-in load ([`load`], over [`resp`]), running plain SET and GET and the YCSB
-//!   core workloads A–F ([`ycsb`], key choice in [`keys`]);
+//!   core workloads A–F ([`ycsb`], key choice in [`keys`]), and workloads on a job queue, a
+//!   sorted set and a set ([`collections`], loaded by [`fill`]);
 //! - `redis-benchmark`: `-t set,get` ([`redis_benchmark`]).
 //!
 //! Every cell (tool, workload, size, clients, pipeline) runs against every target one after
 //! another, so ratios come from one run. It prints one JSON line per run (`--json`) or a table
 //! ([`report`]); progress goes to stderr. On the way out, and through a janitor process if the
 //! benchmark itself is killed ([`janitor`]), it stops every server and removes its folders.
+//!
+//! Two more measurements use the same targets: `--kv-memory` ([`memory`]: bytes per key of
+//! each data type, mojim kv's region heap against Redis's `used_memory`) and `--kv-stall`
+//! ([`stall`]: the longest PING delay while another client runs one large command).
 
 pub mod client;
+pub mod collections;
+pub mod fill;
 pub mod janitor;
 pub mod keys;
 pub mod load;
+pub mod memory;
 mod plan;
+pub mod probe;
 pub mod redis_benchmark;
 pub mod report;
 pub mod resp;
+pub mod stall;
 pub mod targets;
 pub mod ycsb;
 
@@ -30,85 +40,124 @@ use janitor::Janitor;
 use mojim::error::{Error, Result};
 use resp::Value;
 use std::path::{Path, PathBuf};
-use targets::{Env, Server, Target};
+use targets::{Env, RedisVersion, Server, Target, Wait};
 use ycsb::Workload;
 
 /// Largest value `--sizes` accepts.
 pub const MAX_VALUE_BYTES: u64 = 64 << 20;
 
-/// Options of `mojim bench --kv` (the shared `--ops`, `--duration`, `--dir`, `--disk-dir`,
-/// `--region-size` and `--json` apply too). `Default` is "not asked for".
+/// The modes an option of `--kv` alone cannot go with (clap waives a `requires` of `--kv` when
+/// an argument of its group is given instead).
+const KV_ONLY: [&str; 2] = ["kv_memory", "kv_stall"];
+
+/// The targets `--kv` and `--kv-stall` run when `--targets` is not given.
+pub const DEFAULT_TARGETS: [Target; 4] =
+    [Target::MojimSync, Target::RedisNone, Target::RedisAofAlways, Target::RedisWait1];
+/// The targets `--kv-memory` measures when `--targets` is not given.
+pub const DEFAULT_MEMORY_TARGETS: [Target; 2] = [Target::MojimSync, Target::RedisNone];
+
+/// Options of `mojim bench --kv`, `--kv-memory` and `--kv-stall` (the shared `--ops`,
+/// `--duration`, `--repeat`, `--dir`, `--disk-dir`, `--region-size` and `--json` apply too).
+/// `Default` is "not asked for".
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct KvArgs {
-    /// Run the Redis-protocol benchmark: start the --targets, load --records keys into each, and
-    /// drive them with --tools over --workloads × --sizes × --clients × --pipeline, --ops
-    /// operations per run (--duration caps the seconds of a run of the kv tool), --repeat
-    /// rounds interleaved.
-    #[arg(long)]
+    /// Run the Redis-protocol benchmark: start the --targets, load --records keys into each (and
+    /// a sorted set or a set of --members members for the workloads that use one), and drive
+    /// them with --tools over --workloads × --sizes × --clients × --pipeline, --ops operations
+    /// per run (--duration caps the seconds of a run of the kv tool), --repeat rounds
+    /// interleaved.
+    #[arg(long, group = "kv_mode")]
     pub kv: bool,
+    /// Measure memory instead: per data type of --memory-types, load --members elements of 100
+    /// bytes (one per key, and for the collections also 100 per key) into fresh --targets
+    /// (default: mojim-sync,redis-none) and report bytes per key: mojim kv's region heap bytes
+    /// in use against Redis's used_memory, both from INFO memory.
+    #[arg(long, group = "kv_mode")]
+    pub kv_memory: bool,
+    /// Measure stalls instead: while one client runs a large command of --stall-commands on
+    /// collections of --members elements, a second client PINGs in a loop; report the longest
+    /// PING delay on each of the --targets.
+    #[arg(long, group = "kv_mode")]
+    pub kv_stall: bool,
     /// Servers to start and measure, comma-separated: mojim-sync, redis-none, redis-aof-always,
-    /// redis-wait1; and mojim-sync-shm (mojim-sync with its mirror reached through shared
-    /// memory), which is not in the default list.
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        requires = "kv",
-        default_value = "mojim-sync,redis-none,redis-aof-always,redis-wait1"
-    )]
+    /// redis-wait1 (the default list; --kv-memory's is mojim-sync,redis-none); mojim-sync-shm
+    /// (mojim-sync with its mirror reached through shared memory) and redis-waitaof (a
+    /// redis-server and a replica, both appendonly yes and appendfsync always, every write
+    /// followed by WAITAOF 1 1 0: Redis 7.2 or newer, see --redis-server).
+    #[arg(long, value_enum, value_delimiter = ',', requires = "kv_mode")]
     pub targets: Vec<Target>,
-    /// Workloads, comma-separated: set, get, ycsb-a … ycsb-f.
+    /// Workloads, comma-separated: set, get, ycsb-a … ycsb-f (the default list), and on
+    /// collections lpush-rpop (a job queue: LPUSH then RPOP, counted as two operations), zadd,
+    /// zrange (10 members WITHSCORES from a random rank), sadd and sismember (on a sorted set or
+    /// a set of --members members).
     #[arg(
         long,
         value_enum,
         value_delimiter = ',',
-        requires = "kv",
+        requires = "kv", conflicts_with_all = KV_ONLY,
         default_value = "set,get,ycsb-a,ycsb-b,ycsb-c,ycsb-d,ycsb-e,ycsb-f"
     )]
     pub workloads: Vec<Workload>,
+    /// Members of the sorted set (zadd, zrange) and the set (sadd, sismember) loaded before
+    /// their runs; with --kv-memory, the elements loaded per test; with --kv-stall, the
+    /// elements of each large collection.
+    #[arg(long, default_value_t = 1_000_000, requires = "kv_mode",
+          value_parser = clap::value_parser!(u64).range(100..=100_000_000))]
+    pub members: u64,
+    /// Data types --kv-memory measures, comma-separated: string, hash, list, set, zset.
+    #[arg(long, value_enum, value_delimiter = ',', requires = "kv_memory", conflicts_with_all = ["kv", "kv_stall"],
+          default_value = "string,hash,list,set,zset")]
+    pub memory_types: Vec<memory::DataType>,
+    /// Large commands --kv-stall runs, comma-separated: zunionstore (of two sorted sets of
+    /// --members members into a third), del (of a set of --members members) and lrange (0 -1 of
+    /// a list of --members elements).
+    #[arg(long, value_enum, value_delimiter = ',', requires = "kv_stall", conflicts_with_all = ["kv", "kv_memory"],
+          default_value = "zunionstore,del,lrange")]
+    pub stall_commands: Vec<stall::StallCommand>,
     /// Value sizes, comma-separated (B, KiB, MiB).
-    #[arg(long, value_delimiter = ',', requires = "kv", default_value = "64,4096", value_parser = parse_value_size)]
+    #[arg(long, value_delimiter = ',', requires = "kv", conflicts_with_all = KV_ONLY, default_value = "64,4096", value_parser = parse_value_size)]
     pub sizes: Vec<u64>,
     /// Client connections, comma-separated (1 to 1000 each).
-    #[arg(long, value_delimiter = ',', requires = "kv", default_value = "1,50",
+    #[arg(long, value_delimiter = ',', requires = "kv", conflicts_with_all = KV_ONLY, default_value = "1,50",
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub clients: Vec<u32>,
     /// Pipeline depths, comma-separated (1 to 1024 each): a client sends this many operations
     /// and waits for all of them before the next batch.
-    #[arg(long, value_delimiter = ',', requires = "kv", default_value = "1,16",
+    #[arg(long, value_delimiter = ',', requires = "kv", conflicts_with_all = KV_ONLY, default_value = "1,16",
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub pipeline: Vec<u32>,
     /// Keys loaded into each target before the runs (YCSB's recordcount).
-    #[arg(long, default_value_t = 10_000, requires = "kv",
+    #[arg(long, default_value_t = 10_000, requires = "kv", conflicts_with_all = KV_ONLY,
           value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     pub records: u64,
-    /// Load generators, comma-separated: kv (the built-in one: SET, GET, YCSB) and
+    /// Load generators, comma-separated: kv (the built-in one: every workload) and
     /// redis-benchmark (SET and GET).
-    #[arg(long, value_enum, value_delimiter = ',', requires = "kv", default_value = "kv,redis-benchmark")]
+    #[arg(long, value_enum, value_delimiter = ',', requires = "kv", conflicts_with_all = KV_ONLY, default_value = "kv,redis-benchmark")]
     pub tools: Vec<Tool>,
-    /// The redis-server to start (a name is looked up in PATH).
-    #[arg(long, default_value = "redis-server", requires = "kv")]
+    /// The redis-server to start (a name is looked up in PATH); redis-waitaof needs 7.2 or
+    /// newer. The results name its version.
+    #[arg(long, default_value = "redis-server", requires = "kv_mode")]
     pub redis_server: PathBuf,
     /// The redis-benchmark to run (a name is looked up in PATH).
-    #[arg(long, default_value = "redis-benchmark", requires = "kv")]
+    #[arg(long, default_value = "redis-benchmark", requires = "kv", conflicts_with_all = KV_ONLY)]
     pub redis_benchmark: PathBuf,
     /// An extra argument for `mojim kv` (repeat the flag for several).
-    #[arg(long = "kv-arg", allow_hyphen_values = true, requires = "kv")]
+    #[arg(long = "kv-arg", allow_hyphen_values = true, requires = "kv_mode")]
     pub kv_args: Vec<String>,
     /// A password for every target ([kv] password for mojim kv, requirepass for redis-server):
     /// every connection of the load, redis-benchmark's included, gives it first. Default: none.
-    #[arg(long, requires = "kv")]
+    #[arg(long, requires = "kv_mode")]
     pub password: Option<String>,
     /// mojim kv's [kv] read_barrier (true: a turn of reads waits for a round trip to the
     /// mirror; false: reads are answered at once). Default: the configuration's default (true).
-    #[arg(long, requires = "kv")]
+    #[arg(long, requires = "kv_mode")]
     pub read_barrier: Option<bool>,
 }
 
 /// A load generator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Tool {
-    /// The built-in load: SET, GET and YCSB A–F.
+    /// The built-in load: SET, GET, YCSB A–F and the workloads on collections.
     Kv,
     /// redis-benchmark -t set,get.
     RedisBenchmark,
@@ -154,7 +203,34 @@ impl Drop for Running {
     }
 }
 
-/// Runs the benchmark and prints its results.
+/// The redis-server of a run: where it is and which version it is.
+#[derive(Clone, Debug)]
+pub struct RedisServer {
+    /// The program.
+    pub path: PathBuf,
+    /// What `--version` says.
+    pub version: RedisVersion,
+}
+
+impl std::fmt::Display for RedisServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "redis-server {} ({})", self.version, self.path.display())
+    }
+}
+
+/// Starts `targets` (named after `tag`), returning them as they run.
+fn start_all(env: &Env, tag: &str, targets: &[Target], janitor: Janitor) -> Result<Running> {
+    let mut run = Running { servers: Vec::new(), janitor };
+    for t in targets {
+        eprintln!("kv: starting {}", t.name());
+        let s = targets::start(*t, env, tag, &mut run.janitor)?;
+        eprintln!("kv: {} serves on {}", t.name(), s.addr);
+        run.servers.push(s);
+    }
+    Ok(run)
+}
+
+/// Runs the benchmark (`--kv`, `--kv-memory` or `--kv-stall`) and prints its results.
 pub fn run(a: &BenchArgs) -> Result<()> {
     let k = &a.kv;
     // Everything is checked before anything starts.
@@ -167,18 +243,29 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     if let Some(d) = a.duration.filter(|d| !(d.is_finite() && *d > 0.0)) {
         return Err(Error::Config(format!("--duration {d}: give a positive number of seconds")));
     }
+    let asked: &[Target] = match (k.targets.is_empty(), k.kv_memory) {
+        (false, _) => &k.targets,
+        (true, true) => &DEFAULT_MEMORY_TARGETS,
+        (true, false) => &DEFAULT_TARGETS,
+    };
     let mut targets: Vec<Target> = Vec::new();
-    for t in &k.targets {
+    for t in asked {
         if !targets.contains(t) {
             targets.push(*t);
         }
     }
-    let redis_server = if targets.iter().any(|t| t.is_redis()) {
-        find_program(&k.redis_server, "--redis-server", "redis-server")?
+    let redis = if targets.iter().any(|t| t.is_redis()) {
+        let path = find_program(&k.redis_server, "--redis-server", "redis-server")?;
+        let version = targets::redis_version(&path)?;
+        targets::check_version(&targets, &path, &version)?;
+        let r = RedisServer { path, version };
+        eprintln!("kv: {r}");
+        Some(r)
     } else {
-        PathBuf::new()
+        None
     };
-    let with_rb = k.tools.contains(&Tool::RedisBenchmark)
+    let with_rb = k.kv
+        && k.tools.contains(&Tool::RedisBenchmark)
         && k.workloads.iter().any(|w| matches!(w, Workload::Set | Workload::Get));
     let redis_benchmark = if with_rb {
         find_program(&k.redis_benchmark, "--redis-benchmark", "redis-tools")?
@@ -192,9 +279,9 @@ pub fn run(a: &BenchArgs) -> Result<()> {
 
     client::set_password(k.password.clone().filter(|p| !p.is_empty()));
     let tag = format!("mojim-bench-kv-{}", std::process::id());
-    let mut run = Running { servers: Vec::new(), janitor: Janitor::start() };
+    let redis_path = redis.as_ref().map(|r| r.path.clone()).unwrap_or_default();
     let env = Env {
-        redis_server: &redis_server,
+        redis_server: &redis_path,
         mojim: &mojim,
         dir: &a.dir,
         disk_dir: &a.disk_dir,
@@ -203,18 +290,38 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         busy_poll_us: a.busy_poll_us,
         read_barrier: k.read_barrier,
     };
-    for t in &targets {
-        eprintln!("kv: starting {}", t.name());
-        let s = targets::start(*t, &env, &tag, &mut run.janitor)?;
-        eprintln!("kv: {} serves on {}", t.name(), s.addr);
-        run.servers.push(s);
-    }
+    let footer = redis.as_ref().map(|r| format!("{r}\n")).unwrap_or_default();
+    let version = redis.as_ref().map(|r| r.version.text.as_str());
 
-    let plan = plan::Plan { a, k, redis_benchmark: &redis_benchmark, with_rb };
+    if k.kv_memory {
+        let results = memory::run(&memory::Plan { a, k, env: &env, tag: &tag, targets: &targets, version })?;
+        if !a.json {
+            print!("{}{footer}", memory::table(&results));
+        }
+        return Ok(());
+    }
+    let run = start_all(&env, &tag, &targets, Janitor::start())?;
+    if k.kv_stall {
+        let needs: Vec<probe::Need> = k.stall_commands.iter().map(|c| c.need()).collect();
+        for s in &run.servers {
+            probe::require(&s.addr, s.target, &needs)?;
+        }
+        let results = stall::run(&stall::Plan { a, k, version }, &run.servers)?;
+        drop(run);
+        if !a.json {
+            print!("{}{footer}", stall::table(&results));
+        }
+        return Ok(());
+    }
+    let needs: Vec<probe::Need> = k.workloads.iter().filter_map(|w| collections::need(*w)).collect();
+    for s in &run.servers {
+        probe::require(&s.addr, s.target, &needs)?;
+    }
+    let plan = plan::Plan { a, k, redis_benchmark: &redis_benchmark, with_rb, version };
     let results = plan.execute(&run.servers)?;
     drop(run);
     if !a.json {
-        print!("{}", report::table(&results));
+        print!("{}{footer}", report::table(&results));
     }
     Ok(())
 }
@@ -235,8 +342,30 @@ fn expect(addr: &str, what: &str, v: &Value, ok: impl Fn(&Value) -> bool) -> Res
     }
 }
 
-/// Empties the server and stores records 0..records of `size` bytes, pipelined.
-pub fn load_records(addr: &str, records: u64, size: usize, wait_replica: bool) -> Result<()> {
+/// Sends `args` on `c` and fails, naming `target`, unless the answer passes `ok`.
+pub fn expect_reply(
+    c: &mut RespClient,
+    target: &str,
+    args: &[&[u8]],
+    ok: impl Fn(&Value) -> bool,
+) -> Result<()> {
+    let v = c.command(args)?;
+    let what = String::from_utf8_lossy(args[0]).into_owned();
+    expect(c.addr(), &format!("{what} ({target})"), &v, ok)
+}
+
+/// Waits until the target's replica (and its AOF, for [`Wait::Aof`]) has every write sent on
+/// `c` so far: `WAIT 1 0` or `WAITAOF 1 1 0`; nothing for [`Wait::None`].
+pub fn wait_for_replica(c: &mut RespClient, target: &str, wait: Wait) -> Result<()> {
+    match wait {
+        Wait::None => Ok(()),
+        Wait::Replica => expect_reply(c, target, &[b"WAIT", b"1", b"0"], |v| wait.met(v)),
+        Wait::Aof => expect_reply(c, target, &[b"WAITAOF", b"1", b"1", b"0"], |v| wait.met(v)),
+    }
+}
+
+/// Empties the server and stores records 0..records of `size` bytes, pipelined; then `wait`s.
+pub fn load_records(addr: &str, records: u64, size: usize, wait: Wait) -> Result<()> {
     let mut c = RespClient::connect(addr, load::STALL)?;
     let v = c.command(&[b"FLUSHDB"])?;
     expect(addr, "FLUSHDB", &v, |v| matches!(v, Value::Simple(s) if s == "OK"))?;
@@ -252,11 +381,7 @@ pub fn load_records(addr: &str, records: u64, size: usize, wait_replica: bool) -
         }
         n = end;
     }
-    if wait_replica {
-        let v = c.command(&[b"WAIT", b"1", b"0"])?;
-        expect(addr, "WAIT 1 0", &v, |v| matches!(v, Value::Int(n) if *n >= 1))?;
-    }
-    Ok(())
+    wait_for_replica(&mut c, addr, wait)
 }
 
 /// Deletes the records numbered `keys`.

@@ -1,7 +1,11 @@
-//! The order of the runs: per value size, the records are loaded into every target; then each
+//! The order of the runs: per value size, the records are loaded into every target (and, before
+//! the first size's runs, the sorted set and the set that workloads on them use); then each
 //! cell (tool, workload, clients, pipeline) runs against every target one after another,
 //! `--repeat` rounds interleaved, and per target the round with the median p50 is reported.
+//! The workloads on a sorted set or a set do not depend on the value size: they run with the
+//! first size only, and are reported with their members' size.
 
+use super::collections::{self, MEMBER_BYTES};
 use super::report::KvResult;
 use super::targets::{Server, Target};
 use super::ycsb::Workload;
@@ -19,6 +23,8 @@ pub(super) struct Plan<'a> {
     pub redis_benchmark: &'a Path,
     /// Whether redis-benchmark runs (it was asked for, with SET or GET among the workloads).
     pub with_rb: bool,
+    /// The redis-server's version, given in the Redis targets' results.
+    pub version: Option<&'a str>,
 }
 
 /// Counts the runs on stderr.
@@ -59,11 +65,23 @@ impl Plan<'_> {
     }
 
     fn runs(&self, servers: &[Server]) -> usize {
-        let cells = self.k.sizes.len() * self.k.clients.len() * self.k.pipeline.len();
-        let kv = if self.k.tools.contains(&Tool::Kv) { self.k.workloads.len() * servers.len() } else { 0 };
+        let k = self.k;
+        let cells = k.clients.len() * k.pipeline.len();
+        let workloads = if k.tools.contains(&Tool::Kv) {
+            // Those on collections of members run with the first size only.
+            let sized = k.workloads.iter().filter(|w| w.sized()).count();
+            sized * k.sizes.len() + (k.workloads.len() - sized)
+        } else {
+            0
+        };
         // redis-benchmark gives a line per test.
-        let rb = if self.with_rb { servers.iter().map(|s| self.rb_tests(s.target).len()).sum() } else { 0 };
-        cells * (kv + rb) * self.repeat()
+        let rb: usize =
+            if self.with_rb { servers.iter().map(|s| self.rb_tests(s.target).len()).sum() } else { 0 };
+        cells * (workloads * servers.len() + rb * k.sizes.len()) * self.repeat()
+    }
+
+    fn version_of(&self, t: Target) -> Option<String> {
+        self.version.filter(|_| t.is_redis()).map(str::to_string)
     }
 
     /// What redis-benchmark runs against `t`: SET and GET as asked, but no SET where every write
@@ -98,17 +116,31 @@ impl Plan<'_> {
         let k = self.k;
         let mut progress = Progress { done: 0, total: self.runs(servers), repeat: self.repeat() };
         let mut results = Vec::new();
-        for &size in &k.sizes {
+        for (si, &size) in k.sizes.iter().enumerate() {
             for s in servers {
                 eprintln!("kv: loading {} records of {size} B into {}", k.records, s.target.name());
-                load_records(&s.addr, k.records, size as usize, s.target.waits())?;
+                load_records(&s.addr, k.records, size as usize, s.target.wait())?;
+            }
+            let mut loaded = Vec::new();
+            for &w in k.workloads.iter().filter(|_| si == 0 && k.tools.contains(&Tool::Kv)) {
+                let Some(what) = collections::collection_of(w).filter(|c| !loaded.contains(c)) else {
+                    continue;
+                };
+                loaded.push(what);
+                for s in servers {
+                    let seed = keys::fnv64(loaded.len() as u64);
+                    collections::load(&s.addr, s.target.name(), what, k.members, s.target.wait(), seed)?;
+                }
             }
             if k.tools.contains(&Tool::Kv) {
                 for (wi, &w) in k.workloads.iter().enumerate() {
+                    if !w.sized() && si > 0 {
+                        continue;
+                    }
                     for &clients in &k.clients {
                         for &pipeline in &k.pipeline {
                             let cell = Cell {
-                                size: size as usize,
+                                size: if w.sized() { size as usize } else { MEMBER_BYTES },
                                 clients: clients as usize,
                                 pipeline: pipeline as usize,
                             };
@@ -179,7 +211,8 @@ impl Plan<'_> {
             ops: self.a.ops,
             duration: self.a.duration.map(Duration::from_secs_f64),
             records: self.k.records,
-            wait_replica: s.target.waits(),
+            members: self.k.members,
+            wait: s.target.wait(),
             // The same operations for every target of a cell.
             seed: keys::fnv64(
                 ((wi as u64) << 48)
@@ -197,8 +230,12 @@ impl Plan<'_> {
                 o.misses
             );
         }
-        if !o.inserted.is_empty() {
-            delete_keys(&s.addr, o.inserted.clone())?;
+        if w.on_strings() {
+            if !o.inserted.is_empty() {
+                delete_keys(&s.addr, o.inserted.clone())?;
+            }
+        } else {
+            collections::clean_up(&s.addr, s.target.name(), w, o.inserted.clone())?;
         }
         let secs = o.secs.max(1e-9);
         Ok(KvResult {
@@ -214,6 +251,7 @@ impl Plan<'_> {
             p99_us: o.hist.value_at_quantile(0.99) as f64 / 1000.0,
             mean_us: o.hist.mean() / 1000.0,
             misses: Some(o.misses),
+            redis_version: self.version_of(s.target),
         })
     }
 
@@ -248,6 +286,7 @@ impl Plan<'_> {
                 p99_us: r.p99_us,
                 mean_us: r.mean_us,
                 misses: None,
+                redis_version: self.version_of(s.target),
             })
             .collect())
     }

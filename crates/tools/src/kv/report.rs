@@ -10,11 +10,11 @@ use serde::Serialize;
 pub struct KvResult {
     /// `kv` (the built-in load) or `redis-benchmark`.
     pub tool: &'static str,
-    /// `mojim-sync`, `redis-none`, `redis-aof-always` or `redis-wait1`.
+    /// `mojim-sync`, `redis-none`, `redis-aof-always`, `redis-wait1`, ...
     pub target: &'static str,
-    /// `set`, `get`, `ycsb-a` … `ycsb-f`.
+    /// `set`, `get`, `ycsb-a` … `ycsb-f`, `lpush-rpop`, `zadd`, ...
     pub workload: &'static str,
-    /// Bytes per value.
+    /// Bytes per value (the workloads on a sorted set or a set: bytes per member).
     pub size: usize,
     /// Connections.
     pub clients: usize,
@@ -33,6 +33,9 @@ pub struct KvResult {
     /// Reads that found no value (the built-in load only; 0 unless the server lost a write).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub misses: Option<u64>,
+    /// The redis-server's version (the Redis targets only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_version: Option<String>,
 }
 
 impl KvResult {
@@ -46,16 +49,6 @@ impl KvResult {
     }
 }
 
-fn short(t: Target) -> &'static str {
-    match t {
-        Target::MojimSync => "mojim",
-        Target::MojimSyncShm => "mojim-shm",
-        Target::RedisNone => "none",
-        Target::RedisAofAlways => "aof",
-        Target::RedisWait1 => "wait1",
-    }
-}
-
 /// The table: per run its figures, then its throughput and median latency divided by those of
 /// each Redis target in the same cell (same tool, workload, size, clients and pipeline).
 pub fn table(results: &[KvResult]) -> String {
@@ -64,14 +57,14 @@ pub fn table(results: &[KvResult]) -> String {
         .filter(|t| t.is_redis() && results.iter().any(|r| r.target == t.name()))
         .collect();
     let mut out = format!(
-        "{:<15} {:<8} {:>5} {:>7} {:>4} {:<16} {:>10} {:>9} {:>9}",
+        "{:<15} {:<10} {:>5} {:>7} {:>4} {:<16} {:>10} {:>9} {:>9}",
         "tool", "workload", "size", "clients", "pipe", "target", "ops/s", "p50_us", "p99_us"
     );
     for t in &redis {
-        out += &format!(" {:>11}", format!("ops÷{}", short(*t)));
+        out += &format!(" {:>11}", format!("ops÷{}", t.short()));
     }
     for t in &redis {
-        out += &format!(" {:>11}", format!("p50÷{}", short(*t)));
+        out += &format!(" {:>11}", format!("p50÷{}", t.short()));
     }
     out.push('\n');
     // The runs of a cell together, cells in the order they ran.
@@ -90,7 +83,7 @@ pub fn table(results: &[KvResult]) -> String {
         }
         last_cell = Some(r.cell());
         out += &format!(
-            "{:<15} {:<8} {:>5} {:>7} {:>4} {:<16} {:>10.0} {:>9.1} {:>9.1}",
+            "{:<15} {:<10} {:>5} {:>7} {:>4} {:<16} {:>10.0} {:>9.1} {:>9.1}",
             r.tool, r.workload, r.size, r.clients, r.pipeline, r.target, r.ops_per_s, r.p50_us, r.p99_us
         );
         let base = |t: &Target| results.iter().find(|b| b.cell() == r.cell() && b.target == t.name());
@@ -107,6 +100,9 @@ pub fn table(results: &[KvResult]) -> String {
             };
         }
         out.push('\n');
+    }
+    if results.iter().any(|r| r.workload == "lpush-rpop") {
+        out += "lpush-rpop: an LPUSH and the RPOP that follows it are two operations (ops/s counts both)\n";
     }
     out
 }
@@ -129,6 +125,7 @@ mod tests {
             p99_us: 2.0 * p50_us,
             mean_us: p50_us,
             misses: Some(0),
+            redis_version: None,
         }
     }
 

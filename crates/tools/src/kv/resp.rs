@@ -209,6 +209,143 @@ fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<Option<(Reply<'_>, us
     }
 }
 
+/// Finds where a reply ends in a stream of bytes without keeping it: for a reply too large to
+/// parse whole as it grows (an `LRANGE 0 -1` of a million elements), fed as its bytes arrive.
+/// It checks the same limits as [`parse`].
+#[derive(Debug, Default)]
+pub struct Skipper {
+    /// Elements still owed by each open array, the innermost last.
+    open: Vec<u64>,
+    /// Bytes of a bulk string, its CRLF included, still to come.
+    bulk_left: usize,
+    /// The line being read, while it spans feeds.
+    line: Vec<u8>,
+    /// The reply's first line, without its CRLF.
+    first: Option<Vec<u8>>,
+}
+
+impl Skipper {
+    /// A skipper at the start of a reply.
+    pub fn new() -> Skipper {
+        Skipper::default()
+    }
+
+    /// Consumes `buf`: `Some(n)` when the reply ended after its first `n` bytes (what follows
+    /// is the next reply's), `None` when all of it was consumed and the reply goes on.
+    pub fn feed(&mut self, buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
+        let mut i = 0;
+        while i < buf.len() {
+            if self.bulk_left > 0 {
+                let n = self.bulk_left.min(buf.len() - i);
+                let before = self.bulk_left;
+                // The last two bytes are the bulk string's CRLF.
+                for (left, want) in [(2, b'\r'), (1, b'\n')] {
+                    if before >= left && before - n < left && buf[i + before - left] != want {
+                        return Err(ProtocolError::MissingCrlf);
+                    }
+                }
+                self.bulk_left -= n;
+                i += n;
+                if self.bulk_left == 0 && self.value_done() {
+                    return Ok(Some(i));
+                }
+                continue;
+            }
+            let rest = &buf[i..];
+            let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
+                self.line.extend_from_slice(rest);
+                if self.line.len() > MAX_LINE_BYTES + 1 {
+                    return Err(ProtocolError::TooLarge {
+                        what: "a line",
+                        len: self.line.len(),
+                        max: MAX_LINE_BYTES,
+                    });
+                }
+                return Ok(None);
+            };
+            self.line.extend_from_slice(&rest[..=nl]);
+            i += nl + 1;
+            let line = std::mem::take(&mut self.line);
+            let Some(body) = line.strip_suffix(b"\r\n").filter(|b| !b.is_empty()) else {
+                return Err(ProtocolError::BadNumber(
+                    String::from_utf8_lossy(&line[..line.len().min(32)]).into(),
+                ));
+            };
+            if body.len() > MAX_LINE_BYTES {
+                return Err(ProtocolError::TooLarge { what: "a line", len: body.len(), max: MAX_LINE_BYTES });
+            }
+            if self.first.is_none() {
+                self.first = Some(body.to_vec());
+            }
+            let done = match body[0] {
+                b'+' | b'-' => true,
+                b':' => {
+                    number(&body[1..])?;
+                    true
+                }
+                b'$' => match number(&body[1..])? {
+                    n if n < 0 => true,
+                    n if n as usize > MAX_BULK_BYTES => {
+                        return Err(ProtocolError::TooLarge {
+                            what: "a bulk string",
+                            len: n as usize,
+                            max: MAX_BULK_BYTES,
+                        })
+                    }
+                    n => {
+                        self.bulk_left = n as usize + 2;
+                        false
+                    }
+                },
+                b'*' => match number(&body[1..])? {
+                    n if n <= 0 => true,
+                    n if n as usize > MAX_ARRAY_LEN => {
+                        return Err(ProtocolError::TooLarge {
+                            what: "an array",
+                            len: n as usize,
+                            max: MAX_ARRAY_LEN,
+                        })
+                    }
+                    _ if self.open.len() >= MAX_DEPTH => {
+                        return Err(ProtocolError::TooLarge {
+                            what: "nesting",
+                            len: self.open.len() + 1,
+                            max: MAX_DEPTH,
+                        })
+                    }
+                    n => {
+                        self.open.push(n as u64);
+                        false
+                    }
+                },
+                other => return Err(ProtocolError::BadType(other)),
+            };
+            if done && self.value_done() {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A value ended: closes the arrays it completes; true if that ends the reply.
+    fn value_done(&mut self) -> bool {
+        while let Some(left) = self.open.last_mut() {
+            *left -= 1;
+            if *left > 0 {
+                return false;
+            }
+            self.open.pop();
+        }
+        true
+    }
+
+    /// The reply's first line without its CRLF, once read: `-ERR ...` for an error, `*1000`
+    /// for an array of 1000 elements.
+    pub fn first_line(&self) -> Option<&[u8]> {
+        self.first.as_deref()
+    }
+}
+
 /// The line starting at `at` (without CRLF, at least one byte) and the offset after its CRLF.
 fn line(buf: &[u8], at: usize) -> Result<Option<(&[u8], usize)>, ProtocolError> {
     let rest = &buf[at.min(buf.len())..];
@@ -262,6 +399,46 @@ mod tests {
                 assert_eq!(parse(&bytes[..cut]), Ok(None), "prefix {} of {}", cut, bytes.escape_ascii());
             }
         }
+    }
+
+    #[test]
+    fn the_skipper_ends_a_reply_where_parse_does_whatever_the_feeds() {
+        let big: Vec<u8> = {
+            let mut b = b"*3\r\n$5\r\nhello\r\n*2\r\n:7\r\n$-1\r\n*0\r\n".to_vec();
+            b.extend_from_slice(b"+NEXT\r\n");
+            b
+        };
+        let cases: [&[u8]; 6] =
+            [b"+OK\r\n", b"-ERR no such key\r\n", b":12\r\n", b"$3\r\na\r\n\r\n", b"*-1\r\n", &big];
+        for bytes in cases {
+            let (_, want) = parse(bytes).unwrap().expect("whole");
+            for step in [1, 2, 3, 7, bytes.len()] {
+                let mut s = Skipper::new();
+                let mut at = 0;
+                let end = loop {
+                    let chunk = &bytes[at..(at + step).min(bytes.len())];
+                    if let Some(n) = s.feed(chunk).unwrap() {
+                        break at + n;
+                    }
+                    at += chunk.len();
+                    assert!(at < bytes.len(), "{} never ended", bytes.escape_ascii());
+                };
+                assert_eq!(end, want, "{} fed {step} at a time", bytes.escape_ascii());
+                assert_eq!(
+                    s.first_line(),
+                    Some(bytes[..bytes.iter().position(|&b| b == b'\r').unwrap()].as_ref())
+                );
+            }
+        }
+        let mut s = Skipper::new();
+        assert_eq!(s.feed(b"$2\r\nabX\n"), Err(ProtocolError::MissingCrlf));
+        let mut s = Skipper::new();
+        assert_eq!(s.feed(b"?\r\n"), Err(ProtocolError::BadType(b'?')));
+        let mut s = Skipper::new();
+        assert!(matches!(
+            s.feed(&b"*1\r\n".repeat(MAX_DEPTH + 1)),
+            Err(ProtocolError::TooLarge { what: "nesting", .. })
+        ));
     }
 
     #[test]

@@ -6,6 +6,11 @@
 //!   (a disk: an fsync on tmpfs would cost nothing);
 //! - `redis-wait1`: a redis-server without persistence and a replica of it (`replicaof`) on
 //!   loopback; the load follows every write with `WAIT 1 0`;
+//! - `redis-waitaof`: a redis-server and a replica of it, both with `appendonly yes` and
+//!   `appendfsync always` on `--disk-dir`; the load follows every write, once its reply is in,
+//!   with `WAITAOF 1 1 0` (the write is in the primary's and the replica's fsynced AOF;
+//!   [`Wait::pipelined`] says why not at once). WAITAOF came with Redis 7.2: [`check_version`]
+//!   refuses an older redis-server;
 //! - `mojim-sync`: `mojim kv` on a region in mode `sync`, its mirror (`mojim serve`) on loopback.
 
 use super::client::RespClient;
@@ -35,11 +40,76 @@ pub enum Target {
     RedisAofAlways,
     /// redis-server and a replica; `WAIT 1 0` after every write.
     RedisWait1,
+    /// redis-server and a replica, both appendonly yes and appendfsync always; `WAITAOF 1 1 0`
+    /// after every write (Redis 7.2 or newer).
+    RedisWaitaof,
 }
 
-/// Every target, in the order they run.
-pub const ALL_TARGETS: [Target; 4] =
-    [Target::MojimSync, Target::RedisNone, Target::RedisAofAlways, Target::RedisWait1];
+/// Every target, in the order tables show them.
+pub const ALL_TARGETS: [Target; 6] = [
+    Target::MojimSync,
+    Target::MojimSyncShm,
+    Target::RedisNone,
+    Target::RedisAofAlways,
+    Target::RedisWait1,
+    Target::RedisWaitaof,
+];
+
+/// What the load sends after every write, and waits for, before the write counts as done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Nothing: the write's own reply.
+    None,
+    /// `WAIT 1 0`: a replica has the write (in its memory).
+    Replica,
+    /// `WAITAOF 1 1 0`: the write is in the primary's fsynced AOF and in a replica's.
+    Aof,
+}
+
+impl Wait {
+    /// The request, as RESP bytes (empty for [`Wait::None`]).
+    pub fn request(self) -> &'static [u8] {
+        match self {
+            Wait::None => b"",
+            Wait::Replica => b"*3\r\n$4\r\nWAIT\r\n$1\r\n1\r\n$1\r\n0\r\n",
+            Wait::Aof => b"*4\r\n$7\r\nWAITAOF\r\n$1\r\n1\r\n$1\r\n1\r\n$1\r\n0\r\n",
+        }
+    }
+
+    /// Whether the wait is sent right behind its write, or only once the write's reply is in.
+    ///
+    /// `WAIT 1 0` goes with the write, in one round trip. `WAITAOF 1 1 0` waits: sent with
+    /// the write, the primary's request for an acknowledgement (`REPLCONF GETACK`) reaches the
+    /// replica in the same read as the write, and Redis 7.2's replica answers it before its
+    /// `appendfsync always` fsync of that write (in the event loop's `beforeSleep`), then says
+    /// nothing more until its once-a-second acknowledgement: every write took about 1 s
+    /// (7.2.6, measured). Sent after the write's reply, it costs a round trip and mostly finds the
+    /// replica's fsync done.
+    pub fn pipelined(self) -> bool {
+        self != Wait::Aof
+    }
+
+    /// The command as a user would type it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Wait::None => "",
+            Wait::Replica => "WAIT 1 0",
+            Wait::Aof => "WAITAOF 1 1 0",
+        }
+    }
+
+    /// Whether `v` is the answer of a wait that was met.
+    pub fn met(self, v: &Value) -> bool {
+        match (self, v) {
+            (Wait::None, _) => true,
+            (Wait::Replica, Value::Int(n)) => *n >= 1,
+            (Wait::Aof, Value::Array(Some(a))) => {
+                a.len() == 2 && a.iter().all(|x| matches!(x, Value::Int(n) if *n >= 1))
+            }
+            _ => false,
+        }
+    }
+}
 
 impl Target {
     /// The name used in flags and results.
@@ -50,6 +120,19 @@ impl Target {
             Target::RedisNone => "redis-none",
             Target::RedisAofAlways => "redis-aof-always",
             Target::RedisWait1 => "redis-wait1",
+            Target::RedisWaitaof => "redis-waitaof",
+        }
+    }
+
+    /// The short name of a ratio's column (`ops÷wait1`).
+    pub fn short(self) -> &'static str {
+        match self {
+            Target::MojimSync => "mojim",
+            Target::MojimSyncShm => "mojim-shm",
+            Target::RedisNone => "none",
+            Target::RedisAofAlways => "aof",
+            Target::RedisWait1 => "wait1",
+            Target::RedisWaitaof => "waitaof",
         }
     }
 
@@ -58,10 +141,72 @@ impl Target {
         !matches!(self, Target::MojimSync | Target::MojimSyncShm)
     }
 
-    /// Whether the load follows every write with `WAIT 1 0`.
-    pub fn waits(self) -> bool {
-        self == Target::RedisWait1
+    /// What the load sends after every write.
+    pub fn wait(self) -> Wait {
+        match self {
+            Target::RedisWait1 => Wait::Replica,
+            Target::RedisWaitaof => Wait::Aof,
+            _ => Wait::None,
+        }
     }
+
+    /// Whether the load follows every write with a wait (which redis-benchmark cannot send).
+    pub fn waits(self) -> bool {
+        self.wait() != Wait::None
+    }
+}
+
+/// The version of a redis-server, as `redis-server --version` prints it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisVersion {
+    /// `7.2.6`.
+    pub text: String,
+    /// Major, minor and patch.
+    pub parts: (u32, u32, u32),
+}
+
+impl std::fmt::Display for RedisVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Reads the version out of `redis-server --version` (`Redis server v=7.2.6 sha=...`).
+pub fn parse_version(said: &str) -> Option<RedisVersion> {
+    let v = said.split_whitespace().find_map(|w| w.strip_prefix("v="))?;
+    let mut it = v.split('.').map(|p| p.parse::<u32>().ok());
+    let parts = (it.next()??, it.next().flatten().unwrap_or(0), it.next().flatten().unwrap_or(0));
+    Some(RedisVersion { text: v.to_string(), parts })
+}
+
+/// Runs `bin --version` and reads its version.
+pub fn redis_version(bin: &Path) -> Result<RedisVersion> {
+    let out = Command::new(bin)
+        .arg("--version")
+        .output()
+        .map_err(Error::io(format!("run {} --version", bin.display())))?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    parse_version(&said).ok_or_else(|| {
+        Error::Config(format!(
+            "--redis-server {}: `--version` printed \"{}\", which names no version (v=X.Y.Z): \
+             pass --redis-server PATH to a redis-server",
+            bin.display(),
+            said.trim()
+        ))
+    })
+}
+
+/// Refuses a redis-server too old for `targets`: redis-waitaof needs WAITAOF (Redis 7.2).
+pub fn check_version(targets: &[Target], bin: &Path, v: &RedisVersion) -> Result<()> {
+    if targets.contains(&Target::RedisWaitaof) && v.parts < (7, 2, 0) {
+        return Err(Error::Config(format!(
+            "target redis-waitaof needs WAITAOF, which came with Redis 7.2, and --redis-server {} is \
+             Redis {v}: pass --redis-server PATH to a redis-server 7.2 or newer, or leave redis-waitaof \
+             out of --targets",
+            bin.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Where the benchmark finds its programs and puts its files.
@@ -189,19 +334,26 @@ pub fn start(target: Target, env: &Env, tag: &str, janitor: &mut Janitor) -> Res
             s.procs.push(p);
             s.addr = addr;
         }
-        Target::RedisWait1 => {
-            let dir = mkdir(&env.dir.join(&name), janitor)?;
+        Target::RedisWait1 | Target::RedisWaitaof => {
+            let aof = target == Target::RedisWaitaof;
+            // The AOFs on a disk, where an fsync costs what it costs.
+            let dir = mkdir(&if aof { env.disk_dir } else { env.dir }.join(&name), janitor)?;
             s.dirs.push(dir.clone());
             let primary_dir = mkdir(&dir.join("primary"), janitor)?;
             let replica_dir = mkdir(&dir.join("replica"), janitor)?;
-            let diskless = ["--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"];
-            let (p, addr) = redis(env, &primary_dir, &diskless, janitor)?;
+            let persist: &[&str] =
+                if aof { &["--appendonly", "yes", "--appendfsync", "always"] } else { &[] };
+            let mut primary = vec!["--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"];
+            primary.extend(persist);
+            let (p, addr) = redis(env, &primary_dir, &primary, janitor)?;
             s.procs.push(p);
             s.addr = addr.clone();
             let port = addr.rsplit(':').next().unwrap_or_default().to_string();
-            let (r, _) = redis(env, &replica_dir, &["--replicaof", "127.0.0.1", &port], janitor)?;
+            let mut replica = vec!["--replicaof", "127.0.0.1", &port];
+            replica.extend(persist);
+            let (r, _) = redis(env, &replica_dir, &replica, janitor)?;
             s.procs.push(r);
-            wait_for_replica(&addr, &mut s.procs)?;
+            wait_for_replica(&addr, target.wait(), &mut s.procs)?;
         }
         Target::MojimSync | Target::MojimSyncShm => {
             let dir = mkdir(&env.dir.join(&name), janitor)?;
@@ -301,8 +453,9 @@ fn wait_ready(addr: &str, procs: &mut [Proc]) -> Result<()> {
     }
 }
 
-/// Waits until the primary at `addr` has its replica online and a `WAIT 1` is answered.
-fn wait_for_replica(addr: &str, procs: &mut [Proc]) -> Result<()> {
+/// Waits until the primary at `addr` has its replica online and a `WAIT 1` (and, for `wait`
+/// [`Wait::Aof`], a `WAITAOF 1 1`) is answered.
+fn wait_for_replica(addr: &str, wait: Wait, procs: &mut [Proc]) -> Result<()> {
     let t0 = Instant::now();
     let mut c = RespClient::connect(addr, Duration::from_secs(5))?;
     loop {
@@ -318,7 +471,9 @@ fn wait_for_replica(addr: &str, procs: &mut [Proc]) -> Result<()> {
             let info = String::from_utf8_lossy(&info);
             if info.contains("connected_slaves:1") && info.contains("state=online") {
                 if let Value::Int(1) = c.command(&[b"WAIT", b"1", b"1000"])? {
-                    return Ok(());
+                    if wait != Wait::Aof || wait.met(&c.command(&[b"WAITAOF", b"1", b"1", b"1000"])?) {
+                        return Ok(());
+                    }
                 }
             }
             if t0.elapsed() > START_TIMEOUT {
@@ -406,4 +561,46 @@ fn mojim_kv(env: &Env, dir: &Path, shm: bool, janitor: &mut Janitor) -> Result<(
         return Err(e);
     }
     Ok((procs, addr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_read_from_redis_server_version() {
+        let v =
+            parse_version("Redis server v=7.2.6 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=9036cd")
+                .expect("a version");
+        assert_eq!((v.text.as_str(), v.parts), ("7.2.6", (7, 2, 6)));
+        assert_eq!(parse_version("Redis server v=8.0 sha=0").map(|v| v.parts), Some((8, 0, 0)));
+        assert_eq!(parse_version("redis-server: command not found"), None);
+        assert_eq!(parse_version("Redis server v=x.y"), None);
+    }
+
+    #[test]
+    fn redis_waitaof_refuses_a_redis_older_than_7_2_naming_it_and_the_fix() {
+        let old = parse_version("Redis server v=7.0.15 sha=0").expect("a version");
+        let bin = Path::new("/usr/bin/redis-server");
+        let e = check_version(&[Target::RedisNone, Target::RedisWaitaof], bin, &old).unwrap_err().to_string();
+        assert!(e.contains("7.0.15") && e.contains("/usr/bin/redis-server") && e.contains("7.2"), "{e}");
+        assert!(e.contains("--redis-server PATH"), "{e}");
+        assert!(check_version(&[Target::RedisWait1], bin, &old).is_ok(), "WAIT is older than 7.2");
+        let new = parse_version("Redis server v=7.2.0 sha=0").expect("a version");
+        assert!(check_version(&[Target::RedisWaitaof], bin, &new).is_ok());
+    }
+
+    #[test]
+    fn waits_are_met_only_by_the_answers_that_say_so() {
+        assert!(Wait::Replica.met(&Value::Int(1)) && !Wait::Replica.met(&Value::Int(0)));
+        let aof = |l, r| Value::Array(Some(vec![Value::Int(l), Value::Int(r)]));
+        assert!(Wait::Aof.met(&aof(1, 1)));
+        assert!(!Wait::Aof.met(&aof(1, 0)) && !Wait::Aof.met(&aof(0, 1)) && !Wait::Aof.met(&Value::Int(1)));
+        let mut out = Vec::new();
+        crate::kv::resp::encode_command(&mut out, &[b"WAITAOF", b"1", b"1", b"0"]);
+        assert_eq!(out, Wait::Aof.request());
+        out.clear();
+        crate::kv::resp::encode_command(&mut out, &[b"WAIT", b"1", b"0"]);
+        assert_eq!(out, Wait::Replica.request());
+    }
 }

@@ -28,6 +28,10 @@
 //!
 //! Inserts take the next key number; reads choose only keys whose insert was acknowledged
 //! (YCSB's `AcknowledgedCounterGenerator`).
+//!
+//! The workloads on lists, sets and sorted sets (`lpush-rpop`, `zadd`, `zrange`, `sadd`,
+//! `sismember`) are values of the same [`Workload`] flag; their operations are in
+//! [`super::collections`].
 
 use super::keys::{Distribution, KeyChooser, Rng};
 
@@ -53,10 +57,21 @@ pub enum Workload {
     YcsbE,
     /// YCSB F: 50 % reads, 50 % read-modify-writes, zipfian.
     YcsbF,
+    /// A job queue: LPUSH of a --sizes value onto one of 4 queues, then, as the connection's
+    /// next operation, RPOP of that queue; the LPUSH and the RPOP count as two operations.
+    LpushRpop,
+    /// ZADD of a random member, with a random score, to a sorted set of --members members.
+    Zadd,
+    /// ZRANGE of 10 members from a random rank, WITHSCORES, on that sorted set.
+    Zrange,
+    /// SADD of a new member to a set of --members members (removed after the run).
+    Sadd,
+    /// SISMEMBER of a random member of that set.
+    Sismember,
 }
 
-/// Every workload, in the order they run.
-pub const ALL_WORKLOADS: [Workload; 8] = [
+/// The workloads on strings (`--workloads`' default), in the order they run.
+pub const STRING_WORKLOADS: [Workload; 8] = [
     Workload::Set,
     Workload::Get,
     Workload::YcsbA,
@@ -66,6 +81,10 @@ pub const ALL_WORKLOADS: [Workload; 8] = [
     Workload::YcsbE,
     Workload::YcsbF,
 ];
+
+/// The workloads on lists, sets and sorted sets.
+pub const COLLECTION_WORKLOADS: [Workload; 5] =
+    [Workload::LpushRpop, Workload::Zadd, Workload::Zrange, Workload::Sadd, Workload::Sismember];
 
 /// One operation of a workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -103,11 +122,28 @@ impl Workload {
             Workload::YcsbD => "ycsb-d",
             Workload::YcsbE => "ycsb-e",
             Workload::YcsbF => "ycsb-f",
+            Workload::LpushRpop => "lpush-rpop",
+            Workload::Zadd => "zadd",
+            Workload::Zrange => "zrange",
+            Workload::Sadd => "sadd",
+            Workload::Sismember => "sismember",
         }
     }
 
-    /// The workload's mix (see the table in this module's documentation).
-    pub fn mix(self) -> Mix {
+    /// Whether this is one of the workloads on string records (set, get, YCSB).
+    pub fn on_strings(self) -> bool {
+        self.mix().is_some()
+    }
+
+    /// Whether the workload's runs depend on --sizes (the string workloads and lpush-rpop); the
+    /// others run once, with members of [`super::collections::MEMBER_BYTES`] bytes.
+    pub fn sized(self) -> bool {
+        self.on_strings() || self == Workload::LpushRpop
+    }
+
+    /// The workload's mix (see the table in this module's documentation); `None` for the
+    /// workloads on collections.
+    pub fn mix(self) -> Option<Mix> {
         use Distribution::{Latest, Uniform, Zipfian};
         let (r, u, i, s, m, keys) = match self {
             Workload::Set => (0.0, 1.0, 0.0, 0.0, 0.0, Uniform),
@@ -118,8 +154,13 @@ impl Workload {
             Workload::YcsbD => (0.95, 0.0, 0.05, 0.0, 0.0, Latest),
             Workload::YcsbE => (0.0, 0.0, 0.05, 0.95, 0.0, Zipfian),
             Workload::YcsbF => (0.5, 0.0, 0.0, 0.0, 0.5, Zipfian),
+            Workload::LpushRpop
+            | Workload::Zadd
+            | Workload::Zrange
+            | Workload::Sadd
+            | Workload::Sismember => return None,
         };
-        Mix {
+        Some(Mix {
             proportions: [
                 (OpKind::Read, r),
                 (OpKind::Update, u),
@@ -128,12 +169,12 @@ impl Workload {
                 (OpKind::ReadModifyWrite, m),
             ],
             keys,
-        }
+        })
     }
 
-    /// Whether the workload adds keys (which are deleted after its run).
+    /// Whether the workload adds string keys (which are deleted after its run).
     pub fn inserts(self) -> bool {
-        self.mix().proportions[2].1 > 0.0
+        self.mix().is_some_and(|m| m.proportions[2].1 > 0.0)
     }
 }
 
@@ -180,9 +221,10 @@ pub struct Op {
 }
 
 impl OpSource {
-    /// Operations of `w` over `records` loaded keys, for a run of `ops` operations.
+    /// Operations of `w`, a workload on strings, over `records` loaded keys, for a run of `ops`
+    /// operations.
     pub fn new(w: Workload, records: u64, ops: u64, seed: u64) -> OpSource {
-        let mix = w.mix();
+        let mix = w.mix().expect("OpSource runs the workloads on strings only");
         let expected_inserts = (2.0 * ops as f64 * mix.proportions[2].1) as u64;
         OpSource {
             mix,
@@ -239,15 +281,18 @@ mod tests {
 
     #[test]
     fn every_mix_sums_to_one() {
-        for w in ALL_WORKLOADS {
-            let sum: f64 = w.mix().proportions.iter().map(|x| x.1).sum();
+        for w in STRING_WORKLOADS {
+            let sum: f64 = w.mix().expect("a string workload").proportions.iter().map(|x| x.1).sum();
             assert!((sum - 1.0).abs() < 1e-12, "{}: {sum}", w.name());
         }
     }
 
     #[test]
     fn operations_follow_the_mix_within_one_percent() {
-        for w in ALL_WORKLOADS {
+        for w in COLLECTION_WORKLOADS {
+            assert!(w.mix().is_none() && !w.inserts(), "{}", w.name());
+        }
+        for w in STRING_WORKLOADS {
             let n = 100_000u64;
             let mut src = OpSource::new(w, 1000, n, 42);
             let mut seen: HashMap<OpKind, u64> = HashMap::new();
@@ -258,7 +303,7 @@ mod tests {
                     src.acknowledge_insert(op.key);
                 }
             }
-            for (kind, p) in w.mix().proportions {
+            for (kind, p) in w.mix().expect("a string workload").proportions {
                 let got = *seen.get(&kind).unwrap_or(&0) as f64 / n as f64;
                 assert!((got - p).abs() < 0.01, "{}: {kind:?} drawn {got:.4}, expected {p}", w.name());
             }
