@@ -713,13 +713,13 @@ fn redis_waitaof_is_refused_with_a_redis_older_than_7_2_naming_it() {
     assert!(!stderr.contains("kv: starting"), "a server started:\n{stderr}");
 }
 
+/// Debian 12 ships Redis 7.0 only, and no registry the suite installs from has a newer one:
+/// run it by hand with `MOJIM_TEST_REDIS_7_2=PATH cargo test -p mojim-cli --test kv_bench --
+/// --ignored redis_waitaof`. The refusal above runs always.
 #[test]
+#[ignore = "needs a redis-server 7.2 or newer (MOJIM_TEST_REDIS_7_2)"]
 fn redis_waitaof_follows_every_write_with_waitaof() {
-    let Some(bin) = redis_7_2() else {
-        return common::skip(
-            "no redis-server 7.2 or newer (set MOJIM_TEST_REDIS_7_2 to one) for redis-waitaof",
-        );
-    };
+    let bin = redis_7_2().expect("no redis-server 7.2 or newer: set MOJIM_TEST_REDIS_7_2 to one");
     let dir = TempDir::new("kv-waitaof");
     let (ok, stdout, stderr) = bench(
         dir.path(),
