@@ -1,7 +1,7 @@
 //! Linearizability of `mojim kv` under faults, checked with Porcupine.
 //!
 //! Several clients run commands one at a time on a few keys of each type (strings: GET, SET,
-//! APPEND; lists: RPUSH, LPUSH, LPOP, LRANGE; sorted sets, once `mojim kv` has them: ZADD,
+//! APPEND; lists: RPUSH, LPUSH, LPOP, LRANGE; sorted sets: ZADD,
 //! ZINCRBY, ZREM, ZRANGE, ZPOPMIN), recording each operation's invocation and response times
 //! and its result (`common::kv_workload`), while
 //! faults hit the primary: SIGKILL and a restart on the same region; SIGKILL and a promotion

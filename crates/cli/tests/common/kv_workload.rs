@@ -1,6 +1,6 @@
 //! The client side of the linearizability tests of `mojim kv`: clients that run commands one at
-//! a time on a few string keys (GET, SET, APPEND), list keys (RPUSH, LPUSH, LPOP, LRANGE) and,
-//! once `mojim kv` has them, sorted-set keys (ZADD, ZINCRBY, ZREM, ZRANGE, ZPOPMIN), follow
+//! a time on a few string keys (GET, SET, APPEND), list keys (RPUSH, LPUSH, LPOP, LRANGE) and
+//! sorted-set keys (ZADD, ZINCRBY, ZREM, ZRANGE, ZPOPMIN), follow
 //! fail-overs through the Sentinel subset, and record a history for Porcupine
 //! (`common::porcupine`).
 
@@ -20,8 +20,6 @@ pub const CLIENTS: usize = 5;
 /// Keys of each type they use: strings `k0`, `k1`, ..., lists `l0`, ..., sorted sets `z0`, ...
 /// (the checker goes by the ops, the names are for the reader).
 pub const KEYS: u64 = 3;
-/// Whether the clients run sorted-set commands: off until `mojim kv` has sorted sets.
-pub const SORTED_SETS: bool = false;
 /// The members the sorted-set commands use, per key: few, so that ZADD updates and ZREM
 /// finds members often.
 const MEMBERS: u64 = 6;
@@ -110,11 +108,7 @@ impl Shared {
 
 /// The key types the clients use.
 fn key_types() -> &'static [char] {
-    if SORTED_SETS {
-        &['k', 'l', 'z']
-    } else {
-        &['k', 'l']
-    }
+    &['k', 'l', 'z']
 }
 
 /// The operation a client runs next, its times and output not yet filled in. Each key type
@@ -357,7 +351,7 @@ impl Workload {
             "{} operations ({pending} unknown) by {CLIENTS} clients on {KEYS} keys of each type ({}) in {ran:?}, {faults}; \
              checked in {:?}: {}",
             ops.len(),
-            if SORTED_SETS { "strings, lists, sorted sets" } else { "strings, lists" },
+            "strings, lists, sorted sets",
             t.elapsed(),
             v.output.trim()
         );
