@@ -915,6 +915,8 @@ fn mpop<M: Mem>(
             r.array(count.min(len) as usize);
             pop_into(cx, key, l, front, count, r)?;
             popped(cx, key, front, count >= len);
+            // Its keys are not in its table entry (numkeys before them): touched here.
+            cx.watches.touch(s.db, key);
             return Ok(Outcome::Done);
         }
     }

@@ -669,16 +669,13 @@ fn dispatch<M: Mem>(
         notify::after(cx, spec, a, b)?;
     }
     // A write that changed something touches the keys it names, for the clients that watch
-    // them (one refused, or that found nothing to do, does not); ZRANGESTORE only its
-    // destination, as Redis (its source is read; COPY touches its destination itself, in the
-    // database it copies to, and the set commands only the keys they change, sets.rs).
-    if cx.watches.any()
-        && spec.flags.contains(&"write")
-        && cx.store.stores() != stores
-        && spec.name != "COPY"
-        && spec.group != Group::Sets
-    {
-        let only_first = spec.name == "ZRANGESTORE";
+    // them (one refused, or that found nothing to do, does not); ZRANGESTORE and BITOP only
+    // their destination, as Redis (their sources are read). COPY (in the database it copies
+    // to), SORT ... STORE, the pops of several keys and the set commands touch the keys they
+    // change themselves.
+    let touches_itself = matches!(spec.name, "COPY" | "SORT") || spec.group == Group::Sets;
+    if cx.watches.any() && spec.flags.contains(&"write") && cx.store.stores() != stores && !touches_itself {
+        let only_first = matches!(spec.name, "ZRANGESTORE" | "BITOP");
         for k in key_args(spec, a).take(if only_first { 1 } else { usize::MAX }) {
             cx.watches.touch(s.db, k);
         }

@@ -927,6 +927,23 @@ fn watch_aborts_exec_when_a_watched_key_is_touched() {
     h.as_client(&mut other, &["SET", "x", "in db 3"]);
     h.as_client(&mut other, &["SWAPDB", "0", "3"]);
     assert_eq!(exec_of(&mut h), Value::Null, "x appears in db 0");
+    // Only the keys a command changes are touched, as redis-server 7.0.15 does: BITOP's and
+    // SORT ... STORE's sources are read; LMPOP's key (after its count) is popped.
+    h.as_client(&mut other, &["SELECT", "0"]);
+    h.cmd(&["SET", "src", "abc"]);
+    for (watched, cmd, touched) in [
+        ("dst", &["BITOP", "NOT", "dst", "src"][..], true),
+        ("src", &["BITOP", "AND", "dst", "src", "src"], false),
+        ("l", &["RPUSH", "l", "3", "1"], true),
+        ("l", &["SORT", "l", "STORE", "sorted"], false),
+        ("sorted", &["SORT", "l", "STORE", "sorted"], true),
+        ("l", &["LMPOP", "1", "l", "LEFT"], true),
+    ] {
+        h.cmd(&["WATCH", watched]);
+        h.as_client(&mut other, cmd);
+        let want = if touched { Value::Null } else { Value::Array(vec![ok()]) };
+        assert_eq!(exec_of(&mut h), want, "{cmd:?} with {watched} watched");
+    }
 }
 
 #[test]
