@@ -296,6 +296,40 @@ fn hello(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
     r.array(0);
 }
 
+/// The keys of a command whose table entry cannot place them (`movablekeys`), added to `keys`
+/// for `COMMAND GETKEYS`, as Redis finds them: those after a count (`LMPOP numkeys key...`,
+/// `ZUNIONSTORE dst numkeys key...`), SORT's `STORE` destination. `None`: the count is not a
+/// number of keys the arguments hold.
+fn movable_keys<'a>(name: &str, a: &Args<'a>, keys: &mut Vec<&'a [u8]>) -> Option<()> {
+    let at = match name {
+        "LMPOP" | "SINTERCARD" | "ZMPOP" | "ZUNION" | "ZINTER" | "ZDIFF" | "ZINTERCARD" => 1,
+        "BLMPOP" | "BZMPOP" | "ZUNIONSTORE" | "ZINTERSTORE" | "ZDIFFSTORE" => 2,
+        "SORT" | "SORT_RO" => {
+            // Redis's own scan of SORT's options: LIMIT takes two arguments, GET and BY one.
+            let mut i = 2;
+            let mut store = None;
+            while i < a.len() {
+                let o = a.get(i);
+                if is(o, "LIMIT") {
+                    i += 2;
+                } else if is(o, "GET") || is(o, "BY") {
+                    i += 1;
+                } else if is(o, "STORE") && i + 1 < a.len() {
+                    store = Some(a.get(i + 1));
+                    i += 1;
+                }
+                i += 1;
+            }
+            keys.extend(store);
+            return Some(());
+        }
+        _ => return Some(()),
+    };
+    let n = int(a.get(at)).filter(|&n| n > 0 && (n as u64) < (a.len() - at) as u64)?;
+    keys.extend((at + 1..=at + n as usize).map(|i| a.get(i)));
+    Some(())
+}
+
 fn command_info(spec: &Spec, r: &mut Reply) {
     r.array(10);
     r.bulk(spec.name.to_ascii_lowercase().as_bytes());
@@ -365,7 +399,10 @@ fn command(a: &Args, r: &mut Reply) {
                 }
                 return;
             }
-            let keys: Vec<&[u8]> = super::key_args(spec, &args).collect();
+            let mut keys: Vec<&[u8]> = super::key_args(spec, &args).collect();
+            if movable_keys(spec.name, &args, &mut keys).is_none() {
+                return r.error("ERR Invalid arguments specified for command");
+            }
             if keys.is_empty() {
                 return r.error("ERR The command has no key arguments");
             }

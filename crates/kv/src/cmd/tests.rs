@@ -354,6 +354,26 @@ fn server_commands() {
     assert_eq!(v.len(), SPECS.len());
     assert_eq!(h.cmd(&["COMMAND", "COUNT"]), i(SPECS.len() as i64));
     assert_eq!(h.cmd(&["COMMAND", "DOCS"]), Value::Array(vec![]));
+    // Keys after a count, and SORT's STORE, as redis-server 7.0.15 finds them.
+    for (cmd, keys) in [
+        (&["LMPOP", "2", "a", "b", "LEFT"][..], &["a", "b"][..]),
+        (&["BLMPOP", "0", "2", "a", "b", "LEFT"], &["a", "b"]),
+        (&["SINTERCARD", "2", "a", "b"], &["a", "b"]),
+        (&["ZUNIONSTORE", "d", "2", "a", "b"], &["d", "a", "b"]),
+        (&["ZMPOP", "1", "a", "MIN"], &["a"]),
+        (&["ZINTERCARD", "1", "a", "LIMIT", "1"], &["a"]),
+        (&["EVAL", "s", "1", "k", "a"], &["k"]),
+        (&["SORT", "a", "BY", "w", "STORE", "d"], &["a", "d"]),
+    ] {
+        let mut c = vec!["COMMAND", "GETKEYS"];
+        c.extend(cmd);
+        assert_eq!(h.cmd(&c), Value::Array(keys.iter().map(|k| b(k)).collect()), "{cmd:?}");
+    }
+    for bad in [&["LMPOP", "5", "a", "b", "LEFT"][..], &["LMPOP", "x", "a", "LEFT"]] {
+        let mut c = vec!["COMMAND", "GETKEYS"];
+        c.extend(bad);
+        assert_eq!(err(&h.cmd(&c)), "ERR Invalid arguments specified for command");
+    }
     assert_eq!(
         err(&h.cmd(&["NOSUCHCOMMAND", "l", "x"])),
         "ERR unknown command 'NOSUCHCOMMAND', with args beginning with: 'l' 'x' "
