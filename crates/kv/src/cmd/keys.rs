@@ -216,10 +216,12 @@ pub(super) fn persist<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result
 /// Appends (as bulk strings) the live keys of buckets `from ..` matching `pattern` and
 /// `kind`, until `want` keys or `max_buckets` buckets; returns the next bucket (0: the end)
 /// and the keys added.
+#[allow(clippy::too_many_arguments)]
 fn collect<M: Mem>(
     cx: &mut Cx<M>,
     from: u64,
     max_buckets: u64,
+    max_empty: u64,
     want: usize,
     pattern: Option<&[u8]>,
     kind: Option<u8>,
@@ -227,8 +229,17 @@ fn collect<M: Mem>(
 ) -> Result<(u64, usize), StoreError> {
     let buckets = cx.store.geometry().buckets;
     let (now, mut n, mut b, limit) = (cx.now_ms, 0, from, cx.output_limit);
+    let (mut used, mut empty) = (0, 0);
     let mut key = Vec::new();
-    while b < buckets && b - from < max_buckets && n < want {
+    while b < buckets && used < max_buckets && n < want {
+        // Empty buckets are skipped a slice of words at a time, up to `max_empty` of them.
+        let next = cx.store.next_used_bucket(b, b.saturating_add(max_empty - empty))?;
+        empty += next - b;
+        b = next;
+        if b >= buckets || empty >= max_empty {
+            break;
+        }
+        used += 1;
         cx.store.bucket_entries(b, |s, e, h| {
             if h.expired(now) || kind.is_some_and(|k| k != h.kind) || !s.in_selected(e, h)? {
                 return Ok(());
@@ -247,6 +258,9 @@ fn collect<M: Mem>(
     }
     Ok((if b >= buckets { 0 } else { b }, n))
 }
+
+/// Empty buckets one SCAN passes over at most (2 MiB of bucket words, about a millisecond).
+const SCAN_EMPTY: u64 = 1 << 18;
 
 pub(super) fn scan<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let Some(cursor) = std::str::from_utf8(a.get(1)).ok().and_then(|s| s.parse::<u64>().ok()) else {
@@ -287,7 +301,11 @@ pub(super) fn scan<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<()
     // The keys go to a buffer of their own: the cursor before them is known only after.
     let mut found = Vec::new();
     let mut fr = Reply { buf: &mut found, proto: r.proto };
-    let (next, n) = collect(cx, cursor, (count as u64) * 10, count, pattern, kind, &mut fr)?;
+    // As Redis's SCAN, which looks at up to ten times COUNT buckets of a table sized to its
+    // keys, it looks at up to ten times COUNT buckets that hold keys; the table here is sized to
+    // the region, mostly empty when the keys are few, and up to `SCAN_EMPTY` empty buckets are
+    // passed over besides (a read of 8 bytes each).
+    let (next, n) = collect(cx, cursor, (count as u64) * 10, SCAN_EMPTY, count, pattern, kind, &mut fr)?;
     r.array(2);
     let mut tmp = [0u8; 20];
     r.bulk(crate::resp::itoa(next as i64, &mut tmp));
@@ -299,7 +317,7 @@ pub(super) fn scan<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<()
 pub(super) fn keys<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let pattern = Some(a.get(1)).filter(|p| *p != b"*");
     let mark = r.deferred();
-    let (_, n) = collect(cx, 0, u64::MAX, usize::MAX, pattern, None, r)?;
+    let (_, n) = collect(cx, 0, u64::MAX, u64::MAX, usize::MAX, pattern, None, r)?;
     r.end_deferred(mark, n);
     Ok(())
 }

@@ -86,11 +86,15 @@ struct Harness {
 
 impl Harness {
     fn new() -> Harness {
+        Harness::with_size(4 << 20)
+    }
+
+    fn with_size(size: u64) -> Harness {
         Harness {
             host: TestHost::default(),
             settings: Settings::default(),
             watches: Watches::default(),
-            store: Store::open(VecMem::new(4 << 20), 1024).unwrap(),
+            store: Store::open(VecMem::new(size), 1024).unwrap(),
             session: Session::new(7, "t".into(), true),
             now_ms: 1_000_000,
             max_group_bytes: 1 << 30,
@@ -252,6 +256,31 @@ fn hashes() {
     assert_eq!(h.cmd(&["HGETALL", "h"]), Value::Array(vec![]));
     h.cmd(&["HELLO", "3"]);
     assert_eq!(h.cmd(&["HGETALL", "h2"]), Value::Map(vec![(b("f"), b("v"))]));
+}
+
+/// A region far larger than its keys (a bucket per 256 bytes): SCAN passes over the empty
+/// buckets in few calls, as Redis's table sized to its keys would need few.
+#[test]
+fn scan_of_few_keys_in_a_large_region_takes_few_calls() {
+    let mut h = Harness::with_size(256 << 20);
+    for k in ["a", "b", "c"] {
+        h.cmd(&["SET", k, "v"]);
+    }
+    let (mut calls, mut seen, mut cursor) = (0, Vec::new(), "0".to_string());
+    loop {
+        calls += 1;
+        let Value::Array(v) = h.cmd(&["SCAN", &cursor, "COUNT", "1"]) else { panic!() };
+        let (Value::Bulk(c), Value::Array(keys)) = (&v[0], &v[1]) else { panic!() };
+        seen.extend(keys.iter().cloned());
+        cursor = String::from_utf8(c.clone()).unwrap();
+        if cursor == "0" {
+            break;
+        }
+    }
+    seen.sort_by_key(|k| format!("{k:?}"));
+    assert_eq!(seen, vec![b("a"), b("b"), b("c")]);
+    // About a million buckets, 2^18 empty ones passed over per call: 4 calls and one a key.
+    assert!(calls <= 8, "{calls} calls");
 }
 
 #[test]

@@ -349,6 +349,29 @@ impl<M: Mem> Store<M> {
         self.chain_entries(b, word, f)
     }
 
+    /// The first bucket of `from .. to` that holds a chain (of the current generation), or
+    /// `to` (at most the bucket count) if none does. The words are read 512 at a time into the
+    /// stack: most buckets of a large region are empty, and skipping them costs little more
+    /// than reading 8 bytes each (`SCAN`, `KEYS`).
+    pub fn next_used_bucket(&mut self, from: u64, to: u64) -> Result<u64, StoreError> {
+        const SLICE: u64 = 512;
+        let to = to.min(self.geo.buckets);
+        let mut words = [0u8; 8 * SLICE as usize];
+        let mut b = from;
+        while b < to {
+            let n = SLICE.min(to - b) as usize;
+            self.mem.read(self.geo.bucket(b), &mut words[..8 * n])?;
+            for (i, w) in words[..8 * n].chunks_exact(8).enumerate() {
+                let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+                if w != 0 && w >> GEN_SHIFT == self.dy.gen {
+                    return Ok(b + i as u64);
+                }
+            }
+            b += n as u64;
+        }
+        Ok(to)
+    }
+
     /// As [`Store::bucket_entries`], for bucket `b` whose word was read already.
     fn chain_entries(
         &mut self,
