@@ -169,6 +169,19 @@ fn move_and_swapdb_wake_a_client_in_the_database_the_list_reaches() {
     assert_eq!(w.read(), Some(arr(&["k", "swapped"])));
 }
 
+/// SORT ... STORE makes its destination a list (a key its table entry does not name).
+#[test]
+fn sort_store_wakes_a_client_waiting_on_its_destination() {
+    let k = KvCluster::new("kv-block-sort", 64 << 20);
+    let mut r = k.client();
+    let mut w = k.client();
+    send(&mut w, &["BLPOP", "dst", "0"]);
+    wait_blocked(&mut r, 1);
+    r.cmd(&["RPUSH", "src", "b", "c", "a"]);
+    assert_eq!(r.cmd(&["SORT", "src", "ALPHA", "STORE", "dst"]), Value::Int(3));
+    assert_eq!(w.read(), Some(arr(&["dst", "a"])));
+}
+
 #[test]
 fn a_pop_a_client_was_answered_for_survives_kill_9() {
     let mut k = KvCluster::new("kv-block-durable", 64 << 20);

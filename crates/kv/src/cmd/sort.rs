@@ -10,15 +10,19 @@
 //! The work is Redis's own: O(n log n) for n elements, and every element is read into the heap.
 
 use super::args::{int, is, Args};
-use super::spec::{spec, Group, Spec, ONE, R, W};
+use super::spec::{spec, Group, Spec, ONE, R};
 use super::strings::lookup;
 use super::{Cx, Session, NOT_INT, SYNTAX, WRONGTYPE};
 use crate::resp::Reply;
 use crate::store::{Found, Mem, StoreError, KIND_HASH, KIND_LIST, KIND_SET, KIND_STRING, KIND_ZSET};
 use std::cmp::Ordering;
 
+/// SORT's flags, Redis's: its STORE destination is a key its table entry cannot place, which
+/// blocked clients may wait on (`server/blocking.rs`).
+const SORT_FLAGS: &[&str] = &["write", "denyoom", "movablekeys"];
+
 pub(super) const SPECS: &[Spec] =
-    &[spec("SORT", -2, W, ONE, Group::Sort), spec("SORT_RO", -2, R, ONE, Group::Sort)];
+    &[spec("SORT", -2, SORT_FLAGS, ONE, Group::Sort), spec("SORT_RO", -2, R, ONE, Group::Sort)];
 
 /// What the options ask.
 struct Options<'a> {
