@@ -265,6 +265,9 @@ pub struct Session {
     pub deny_blocking: bool,
     /// What it subscribes to (`pubsub.rs`).
     pub subs: pubsub::SubCounts,
+    /// Its watched keys are forgotten before its next command: its transaction was discarded
+    /// while a script was busy (`scripting/busy.rs`, which cannot reach the watches).
+    pub unwatch: bool,
 }
 
 impl Session {
@@ -285,6 +288,7 @@ impl Session {
             replies: client::Replies::On,
             deny_blocking: false,
             subs: pubsub::SubCounts::default(),
+            unwatch: false,
         }
     }
 }
@@ -598,6 +602,9 @@ fn dispatch<M: Mem>(
     a: &Args,
     out: &mut Vec<u8>,
 ) -> Result<Outcome, StoreError> {
+    if std::mem::take(&mut s.unwatch) {
+        cx.watches.unwatch(s.id);
+    }
     // Keyspace events of no one command (notify.rs); `None` unless their classes are on.
     let around = notify::before(cx, spec, a)?;
     let mut r = Reply { buf: out, proto: s.proto };

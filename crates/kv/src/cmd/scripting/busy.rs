@@ -1,11 +1,12 @@
 //! While a script runs past its time limit (`busy-reply-threshold`, `lua-time-limit`), the
 //! other clients are let in from its hook: `SCRIPT KILL` and `FUNCTION KILL` end a script that
-//! has not written, `FUNCTION STATS`, `AUTH` and `QUIT` are answered, and every other command
-//! gets Redis's `-BUSY`. The server does the I/O ([`Host::serve_busy`]); this decides the
-//! answers.
+//! has not written, `FUNCTION STATS`, `AUTH`, `QUIT`, `MULTI`, `DISCARD` and `UNWATCH` are
+//! answered, and every other command gets Redis's `-BUSY`, which fails the transaction of a
+//! client in `MULTI` (its `EXEC` answers `-EXECABORT` and ends it), as in Redis. The server does
+//! the I/O ([`Host::serve_busy`]); this decides the answers.
 
 use super::run::Shared;
-use crate::cmd::{args, Args, Auth, Host, Session, NOAUTH, WRONGPASS};
+use crate::cmd::{args, Args, Auth, Host, Multi, Session, NOAUTH, WRONGPASS};
 use crate::resp::Reply;
 
 /// What the server does with the client after an answer.
@@ -89,11 +90,38 @@ pub fn answer(host: &dyn Host, shared: &Shared, s: &mut Session, a: &Args, r: &m
                 ),
             }
         }
-        _ => {
-            if let Some(m) = &mut s.multi {
-                m.failed = true;
+        b"MULTI" if a.len() == 1 => match s.multi {
+            Some(_) => r.error("ERR MULTI calls can not be nested"),
+            None => {
+                s.multi = Some(Multi::default());
+                r.ok();
             }
-            r.error(if shared.borrow().eval { BUSY_EVAL } else { BUSY_FUNCTION });
+        },
+        b"DISCARD" if a.len() == 1 => match s.multi.take() {
+            Some(_) => {
+                s.unwatch = true;
+                r.ok();
+            }
+            None => r.error("ERR DISCARD without MULTI"),
+        },
+        b"UNWATCH" if a.len() == 1 => {
+            s.unwatch = true;
+            r.ok();
+        }
+        _ => {
+            let busy = if shared.borrow().eval { BUSY_EVAL } else { BUSY_FUNCTION };
+            if name == b"EXEC" {
+                // Redis's rejection of an EXEC (in MULTI or not): the transaction is discarded,
+                // its keys unwatched.
+                s.multi = None;
+                s.unwatch = true;
+                r.error(&format!("EXECABORT Transaction discarded because of: {busy}"));
+            } else {
+                if let Some(m) = &mut s.multi {
+                    m.failed = true;
+                }
+                r.error(busy);
+            }
         }
     }
     Answered::Done

@@ -419,6 +419,35 @@ fn a_store_error_undoes_the_whole_script() {
     assert_eq!(h.cmd(&["SET", "small", "1"]), Value::Simple(b"OK".to_vec()));
 }
 
+/// A transaction meets a busy script as in Redis 7.0.15 (its `unit/multi`'s "MULTI and script
+/// timeout" and "EXEC and script timeout"): MULTI is let in, a command refused with BUSY fails
+/// the transaction, and EXEC, refused, answers EXECABORT and ends it.
+#[test]
+fn a_transaction_meeting_a_busy_script_is_aborted_whole() {
+    let mut h = Harness::new();
+    h.settings.busy_reply_ms = 1;
+    h.host.busy_requests.borrow_mut().extend([
+        vec!["MULTI"],
+        vec!["INCR", "xx"],
+        vec!["EXEC"],
+        vec!["DISCARD"],
+        vec!["MULTI"],
+        vec!["DISCARD"],
+        vec!["UNWATCH"],
+        vec!["SCRIPT", "KILL"],
+    ]);
+    let e = err_text(&h.eval("while 1 do end", &["0"]));
+    assert!(e.contains("killed by user"), "{e}");
+    let a = h.host.busy_answers.borrow().clone();
+    let ok = Value::Simple(b"OK".to_vec());
+    assert_eq!(a[0], ok);
+    assert!(err_text(&a[1]).starts_with("BUSY"), "{a:?}");
+    assert!(err_text(&a[2]).starts_with("EXECABORT Transaction discarded because of: BUSY"), "{a:?}");
+    assert_eq!(err_text(&a[3]), "ERR DISCARD without MULTI", "EXEC ended the transaction");
+    assert_eq!(a[4..], [ok.clone(), ok.clone(), ok.clone(), ok]);
+    assert_eq!(h.cmd(&["EXISTS", "xx"]), Value::Int(0), "nothing of the transaction ran");
+}
+
 #[test]
 fn a_busy_read_only_script_is_killed_and_pcall_cannot_keep_it() {
     let mut h = Harness::new();
