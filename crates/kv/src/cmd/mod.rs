@@ -265,6 +265,8 @@ pub struct Session {
     pub deny_blocking: bool,
     /// What it subscribes to (`pubsub.rs`).
     pub subs: pubsub::SubCounts,
+    /// It is a script's, running the script's commands (`scripting/run.rs`).
+    pub in_script: bool,
     /// Its watched keys are forgotten before its next command: its transaction was discarded
     /// while a script was busy (`scripting/busy.rs`, which cannot reach the watches).
     pub unwatch: bool,
@@ -288,6 +290,7 @@ impl Session {
             replies: client::Replies::On,
             deny_blocking: false,
             subs: pubsub::SubCounts::default(),
+            in_script: false,
             unwatch: false,
         }
     }

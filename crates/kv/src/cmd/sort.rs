@@ -219,9 +219,9 @@ pub(super) fn run<M: Mem>(
             }
         },
     };
-    // A set has no order of its own: stored, it is sorted as strings (as Redis does, so that
-    // the result is the same everywhere).
-    if o.dontsort && kind == KIND_SET && o.store.is_some() {
+    // A set has no order of its own: stored, or given to a script, it is sorted as strings (as
+    // Redis does, so that the result is the same everywhere).
+    if o.dontsort && kind == KIND_SET && (o.store.is_some() || s.in_script) {
         (o.dontsort, o.alpha, o.by) = (false, true, None);
     }
     let len = elems.len() as i64;

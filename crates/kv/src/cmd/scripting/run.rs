@@ -348,6 +348,7 @@ pub fn run_script<M: Mem>(
     let mut sess = Session::new(caller.id, caller.addr.clone(), true);
     sess.db = caller.db;
     sess.deny_blocking = true;
+    sess.in_script = true;
     let host: &dyn Host = cx.host;
     let shared = st.shared.clone();
     let threshold = cx.settings.busy_reply_ms;

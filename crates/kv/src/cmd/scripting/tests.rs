@@ -448,6 +448,17 @@ fn a_transaction_meeting_a_busy_script_is_aborted_whole() {
     assert_eq!(h.cmd(&["EXISTS", "xx"]), Value::Int(0), "nothing of the transaction ran");
 }
 
+/// A set has no order: SORT BY a constant gives it to a script sorted (as redis-server 7.0.15
+/// does, its `unit/scripting`'s "SORT BY <constant> output gets ordered for scripting").
+#[test]
+fn a_set_sorted_by_a_constant_reaches_a_script_in_order() {
+    let mut h = Harness::new();
+    h.cmd(&["SADD", "myset", "c", "aa", "b", "a"]);
+    let got = h.eval("return redis.call('sort', KEYS[1], 'by', '_')", &["1", "myset"]);
+    let want: Vec<Value> = ["a", "aa", "b", "c"].iter().map(|m| Value::Bulk(m.as_bytes().to_vec())).collect();
+    assert_eq!(got, Value::Array(want));
+}
+
 #[test]
 fn a_busy_read_only_script_is_killed_and_pcall_cannot_keep_it() {
     let mut h = Harness::new();
