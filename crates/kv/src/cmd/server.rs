@@ -91,8 +91,6 @@ pub(super) fn run<M: Mem>(
         "COMMAND" => command(a, r),
         "CONFIG" => super::config::config(cx, a, r),
         "SENTINEL" => sentinel(cx, a, r),
-        // Scripts and functions are not implemented yet (docs/COMPATIBILITY.md): FLUSH of the
-        // empty function library is all there is, which Redis's test harness sends first.
         other => unreachable!("{other} is in the table but has no code"),
     }
     Ok(())
