@@ -17,7 +17,10 @@
 //! first `close` of any descriptor of the file, and never conflict within one process, so they
 //! would let a second primary in the same process through. A second `flock` of the file through
 //! another open conflicts, in this process as in any other. The descriptor is close-on-exec: a
-//! program this one starts does not inherit the lock (a forked child shares it while it lives).
+//! program this one starts does not inherit the lock, but a child another thread forks shares it
+//! until it execs, so a lock this process let go may be held a moment longer: a lock held by
+//! this process (or by no pid `/proc/locks` names) is tried again for up to [`SETTLE`] before
+//! the open is refused.
 //! Linux's `/proc/locks` names the pid that took a `flock`, where open file description locks
 //! (`F_OFD_SETLK`, otherwise alike) show none. Over NFS, Linux turns `flock` into a POSIX lock:
 //! keep regions on local storage (they are mapped files anyway).
@@ -27,6 +30,11 @@ use rustix::fs::{flock, FlockOperation};
 use rustix::io::Errno;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long a lock held by this process is waited for (a fork's copy of it, until the child
+/// execs; a primary being closed by another thread).
+pub const SETTLE: Duration = Duration::from_secs(1);
 
 /// The exclusive lock on a region file, held until dropped (and by a
 /// [`Primary`](crate::Primary) opened with it, until that is closed or dropped).
@@ -42,11 +50,17 @@ impl RegionLock {
     pub fn acquire(path: &Path) -> Result<RegionLock> {
         let file =
             File::open(path).map_err(Error::io(format!("open the region {} to lock it", path.display())))?;
+        let settle = Instant::now() + SETTLE;
         loop {
             match flock(&file, FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => return Ok(RegionLock { file, path: path.to_path_buf() }),
                 Err(Errno::WOULDBLOCK) => {
-                    return Err(Error::RegionLocked { path: path.to_path_buf(), holder: holder_of(&file) })
+                    let holder = holder_of(&file);
+                    if holder.is_none_or(|p| p == std::process::id()) && Instant::now() < settle {
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    }
+                    return Err(Error::RegionLocked { path: path.to_path_buf(), holder });
                 }
                 Err(Errno::INTR) => continue,
                 Err(e) => return Err(Error::io(format!("lock the region {}", path.display()))(e.into())),
@@ -156,5 +170,20 @@ mod tests {
         assert!(matches!(again.check_covers(&other), Err(Error::Config(_))));
         let _ = std::fs::remove_file(&path);
         let _ = std::fs::remove_file(&other);
+    }
+
+    /// A lock this process lets go a moment after another open asks (a forked child's copy of
+    /// it, a primary closing in another thread) is waited for, not refused.
+    #[test]
+    fn a_lock_this_process_lets_go_within_the_settle_time_is_taken() {
+        let path = scratch("settle");
+        let first = RegionLock::acquire(&path).expect("the first lock");
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(first);
+        });
+        RegionLock::acquire(&path).expect("taken once the first is let go");
+        t.join().expect("the holder ends");
+        let _ = std::fs::remove_file(&path);
     }
 }
