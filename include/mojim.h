@@ -3,7 +3,7 @@
  *
  * A program maps a region and uses it with ordinary loads and stores; at a sync point
  * (mojim_msync, mojim_gmsync) exactly the named bytes go to the mirror, atomically, in one
- * round trip. See README.md ("From C") and examples/c/fig1.c.
+ * round trip. See docs/C.md and examples/c/fig1.c.
  *
  *     struct mojim *h;
  *     if (mojim_open("mojim.toml", 0, &h) != MOJIM_OK) {

@@ -13,7 +13,7 @@
  * sync points of an iteration left the count one ahead of the log, and the next run finishes
  * that iteration first.
  *
- * Build (see README.md, "From C"):
+ * Build (see docs/C.md):
  *   cargo build -p mojim-capi --release
  *   cc -Iinclude examples/c/fig1.c -Ltarget/release -Wl,-rpath,$PWD/target/release -lmojim -o fig1
  *   ./fig1 mojim.toml 1000        # or without a count: run until killed

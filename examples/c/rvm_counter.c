@@ -1,5 +1,5 @@
 /*
- * rvm_counter.c: a counter in recoverable memory that survives kill -9 (README.md,
+ * rvm_counter.c: a counter in recoverable memory that survives kill -9 (docs/RVM.md,
  * "Recoverable memory").
  *
  * It prints the counter after each commit, counting up until killed. Run again on the same

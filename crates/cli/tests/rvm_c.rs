@@ -12,7 +12,7 @@
 //!   rvm_get_usr_data, frees and reallocates, and is killed again.
 //! - tests/c/rvm_bad_input.c passes bad input: each is refused with its code and a message
 //!   naming the bad value, and changes nothing; a region of the wrong size is refused.
-//! - examples/c/rvm_counter.c (README.md) counts on across a SIGKILL.
+//! - examples/c/rvm_counter.c (docs/RVM.md) counts on across a SIGKILL.
 //! - On the Redis backend (a real `redis-server` of the test's), rvm_atomic is killed at
 //!   random moments too, and memory stored with another `redis_capacity` is refused.
 
