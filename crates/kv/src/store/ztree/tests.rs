@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::store::layout::KIND_STRING;
+use crate::store::tree::NODE;
 use crate::store::VecMem;
 use std::collections::BTreeSet;
 
@@ -379,7 +380,7 @@ fn format_md_says_what_the_code_does() {
     assert!(row("zkind").contains(&format!("{LEAF}: leaf; {INNER}: inner")));
     assert_eq!((off("zkind"), off("zlevel"), off("zclass"), off("zcount")), (1, 2, 3, 8));
     let mut p = [0u8; N];
-    leaf::init(&mut p);
+    leaf::init(&mut p, N);
     leaf::insert(&mut p, 0, &[1; 12]);
     assert_eq!((count(&p), leaf::data_lo(&p), leaf::slot(&p, 0)), (1, N - 12, N - 12));
     assert_eq!(u16_at(&p, 8), 1, "zcount at 8");
@@ -387,7 +388,12 @@ fn format_md_says_what_the_code_does() {
     assert_eq!(u16_at(&p, HEAD), N - 12, "the slots from 16");
     assert!(text.contains(&format!("longer than {INLINE_MAX} bytes gets a block of its own")));
     assert!(text.contains(&format!("length (u32): {EXT_ENTRY} bytes")));
-    assert!(text.contains(&format!("heap blocks of {NODE} bytes")));
+    assert!(text.contains(&format!("heap blocks of at most {NODE} bytes")));
+    assert!(row("zsize").contains(&format!("(0: {NODE})")));
+    assert_eq!(off("zsize"), 4);
+    leaf::init(&mut p, 144);
+    assert_eq!((u16_at(&p, 4), u16_at(&p, 10)), (144, 144), "zsize at 4, data_lo at the end");
+    assert!(text.contains("(at most (`zsize` − 16) / 64)"));
     // An inner entry.
     assert!(text.contains(&format!("`zcount` entries of {IENT} bytes")));
     assert_eq!((off("sep_score"), off("sep_len"), off("sep_class"), off("sep_body")), (0, 8, 12, 16));
@@ -399,7 +405,7 @@ fn format_md_says_what_the_code_does() {
     )));
     let e = Ient { sep: Sep([7; SEP]), child: 0x0102, n: 0x0304 };
     let mut q = [0u8; N];
-    inner::init(&mut q, 1);
+    inner::init(&mut q, N, 1);
     inner::splice(&mut q, 0, 0, &[e]);
     assert_eq!(u64_at(&q, HEAD + off("zchild")), 0x0102);
     assert_eq!(u64_at(&q, HEAD + off("zn")), 0x0304);
