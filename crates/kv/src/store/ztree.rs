@@ -7,7 +7,9 @@
 //! A node is one heap block of at most [`NODE`](super::node::NODE) bytes, sized and changed as
 //! in `tree.rs`: on a copy, written back as the spans that differ (undo-logged, unless the node
 //! was made since the last savepoint: `young`); a node rewritten whole (grown, split, merged) is
-//! made anew and the old one freed, so one change costs O(height) nodes.
+//! made anew and the old one freed, so one change costs O(height) nodes. A key past the end of
+//! the last leaf (or before the first's start) that does not fit starts a leaf of its own, so
+//! that members added in order fill their leaves.
 //!
 //! Leaf: `count` (u16) at 8, `data_lo` (u16) at 10, `garbage` (u16) at 12; slots (u16 entry
 //! offsets, in order) from byte 16; entries packed from the end down. An entry is `score`
@@ -829,21 +831,24 @@ impl<M: Mem> Store<M> {
         let mut bytes = Vec::with_capacity(10 + member.len().min(INLINE_MAX));
         self.zencode(score, member, &mut bytes)?;
         let old = *spot.page;
-        let up = self.zleaf_put(spot.leaf, &old, spot.slot, &bytes, spot.path.depth == 0)?;
+        let up = self.zleaf_put(spot.leaf, &old, spot.slot, &bytes, &spot.path)?;
         self.zapply_up(t, &spot.path, up, 1)?;
         t.len += 1;
         Ok(())
     }
 
-    /// Puts an entry at slot `i` of leaf `node` (whose bytes are `old`; the tree's only leaf if
-    /// `root`): in place if it fits, else the leaf is rewritten into one or two new leaves.
+    /// Puts an entry at slot `i` of leaf `node` (whose bytes are `old`, reached by `path`): in
+    /// place if it fits, else the leaf is rewritten into one or two new leaves. An entry past
+    /// the end of the tree's last leaf (or before the start of its first) that does not fit
+    /// starts a leaf of its own, and the old one is made again as full as it is: a set whose
+    /// members come in order (ascending scores: times, counters) fills its leaves.
     fn zleaf_put(
         &mut self,
         node: u64,
         old: &Page,
         i: usize,
         bytes: &[u8],
-        root: bool,
+        path: &Path,
     ) -> Result<Up, StoreError> {
         let mut new = *old;
         if leaf::gap(&new) >= bytes.len() + 2 {
@@ -861,9 +866,38 @@ impl<M: Mem> Store<M> {
         if i == count(old) {
             entries.push(bytes.to_vec());
         }
+        let total: usize = entries.iter().map(|e| e.len() + 2).sum();
+        let cut = if total <= N - HEAD {
+            None
+        } else if i == count(old) && self.zpath_edge(path, true)? {
+            Some(i)
+        } else if i == 0 && self.zpath_edge(path, false)? {
+            Some(1)
+        } else {
+            None
+        };
         self.zfree(node, old)?;
-        let made = self.zbuild_leaves(&entries, !root)?;
+        let made = self.zbuild_leaves(&entries, cut, path.depth > 0)?;
         Ok(Up::Splice { at: None, remove: 1, new: made })
+    }
+
+    /// Whether `path` leads to the tree's last leaf (`last`), or to its first: every step takes
+    /// the last child (the first).
+    fn zpath_edge(&self, path: &Path, last: bool) -> Result<bool, StoreError> {
+        let mut p = [0u8; N];
+        for &(node, i) in &path.steps[..path.depth] {
+            if !last {
+                if i != 0 {
+                    return Ok(false);
+                }
+                continue;
+            }
+            self.zread(node, &mut p)?;
+            if i + 1 != count(&p) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// The key of an encoded leaf entry: its score, its member in `out` (cleared first).
@@ -879,13 +913,20 @@ impl<M: Mem> Store<M> {
     }
 
     /// New leaves holding `entries` (encoded, in order): one if they fit, else two of about
-    /// equal bytes, the second with its separator. A leaf is made in the smallest class that
-    /// holds its entries, with room for half as much again if `grow` (a leaf of a tree that has
-    /// more than one) or when two are made.
-    fn zbuild_leaves(&mut self, entries: &[Vec<u8>], grow: bool) -> Result<Vec<Ient>, StoreError> {
+    /// equal bytes, or the two sides of `cut`; the second with its separator. A leaf is made in
+    /// the smallest class that holds its entries, with room for half as much again if `grow` (a
+    /// leaf of a tree that has more than one) or when two are made, but for the side of a
+    /// `cut` that keeps the old entries, made as full as they are.
+    fn zbuild_leaves(
+        &mut self,
+        entries: &[Vec<u8>],
+        cut: Option<usize>,
+        grow: bool,
+    ) -> Result<Vec<Ient>, StoreError> {
         let total: usize = entries.iter().map(|e| e.len() + 2).sum();
-        let mut cut = entries.len();
-        if total > N - HEAD {
+        let forced = cut.is_some();
+        let mut cut = cut.unwrap_or(entries.len());
+        if total > N - HEAD && !forced {
             let mut acc = 0;
             for (k, e) in entries.iter().enumerate() {
                 if acc + e.len() + 2 > total / 2 && k > 0 {
@@ -898,7 +939,7 @@ impl<M: Mem> Store<M> {
         let mut out = Vec::with_capacity(2);
         let split = cut < entries.len();
         for (part, at) in [(&entries[..cut], 0), (&entries[cut..], cut)] {
-            let room = grow || split;
+            let room = if forced { part.len() == 1 } else { grow || split };
             if part.is_empty() {
                 continue;
             }
@@ -1099,7 +1140,7 @@ impl<M: Mem> Store<M> {
                     }
                     self.zfree(spot.leaf, old)?;
                     self.zfree(sib_off, &sp)?;
-                    let made = self.zbuild_leaves(&entries, true)?;
+                    let made = self.zbuild_leaves(&entries, None, true)?;
                     return Ok(Up::Splice { at: Some(lo), remove: 2, new: made });
                 }
             }

@@ -321,6 +321,46 @@ fn a_built_tree_is_the_tree_of_its_entries() {
 }
 
 #[test]
+fn members_added_in_order_fill_their_leaves() {
+    // Ascending keys go past the last leaf's end, descending ones before the first's start:
+    // either way every leaf but the one being filled is made as full as it is.
+    for descending in [false, true] {
+        let mem = VecMem::new(16 << 20);
+        let mut s = Store::open(&mem, MAX_RANGES).unwrap();
+        let mut r = Rng(3);
+        let mut t = s.zt_new().unwrap();
+        let mut model = Model::new();
+        let n = 3000u32;
+        for i in 0..n {
+            let k = if descending { n - i } else { i };
+            let m = format!("member {k:04} {}", "m".repeat(80)).into_bytes();
+            s.zt_insert(&mut t, f64::from(k), &m).unwrap();
+            model.insert(K(f64::from(k), m));
+        }
+        keep(&mut s, &t).unwrap();
+        s.seal(MAX_RANGES).unwrap();
+        check(&mut s, &t, &model, &mut r);
+        let mut leaves = Vec::new();
+        s.zt_blocks(&t, |off, size| leaves.push((off, size))).unwrap();
+        let mut fill = Vec::new();
+        for (off, size) in leaves {
+            let mut p = [0u8; N];
+            s.zread(off, &mut p).unwrap();
+            if p[1] == LEAF {
+                fill.push((leaf::live(&p) + 2 * count(&p) + HEAD) as f64 / size as f64);
+            }
+        }
+        let edge = if descending { fill.remove(0) } else { fill.pop().unwrap() };
+        let least = fill.iter().copied().fold(1.0, f64::min);
+        assert!(least > 0.9, "descending {descending}: a leaf {least:.2} full (the edge one {edge:.2})");
+        // And the entries cost little more than their bytes: 10 of score and length, a slot.
+        let entry = s.find(b"t").unwrap().unwrap().head.class;
+        let per = (s.used_bytes() - s.class_size(entry)) as f64 / f64::from(n);
+        assert!(per < (10 + 2 + 93) as f64 * 1.1, "descending {descending}: {per:.1} bytes an entry");
+    }
+}
+
+#[test]
 fn a_change_to_a_large_tree_touches_a_few_nodes() {
     let mem = VecMem::new(64 << 20);
     let mut s = Store::open(&mem, MAX_RANGES).unwrap();
