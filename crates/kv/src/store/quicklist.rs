@@ -725,8 +725,21 @@ impl<M: Mem> Store<M> {
         self.meta(f.value_off(), &ql.encode())
     }
 
+    /// Bytes of the blocks of the list's first `k` nodes (all of them, if it has no more), and
+    /// how many nodes that is.
+    pub fn ql_head_bytes(&self, ql: &QuickList, k: u64) -> Result<(u64, u64), StoreError> {
+        let (mut off, mut bytes, mut nodes) = (ql.head, 0, 0);
+        while off != 0 && nodes < k.min(ql.nodes) {
+            let n = self.read_node(off)?;
+            bytes += n.size;
+            nodes += 1;
+            off = n.next;
+        }
+        Ok((bytes, nodes))
+    }
+
     /// Calls `f(offset, bytes)` for every node of a list, checking the chain as it goes: links
-    /// both ways, the counts against the handle. For tests and checks.
+    /// both ways, the counts against the handle. For tests, checks and `MEMORY USAGE`.
     pub fn ql_blocks(&self, ql: &QuickList, mut f: impl FnMut(u64, u64)) -> Result<(), String> {
         let (mut off, mut prev, mut nodes, mut len) = (ql.head, 0u64, 0u64, 0u64);
         while off != 0 {
