@@ -1,21 +1,24 @@
 //! MEMORY USAGE and MEMORY HELP: the region bytes a key takes.
 //!
-//! A key's bytes are its entry's block (header, key, and the value held there) and, for a
-//! collection in a tree, the tree's nodes and the blocks of its large entries. A tree of up to
-//! 100 000 entries (or any, with `SAMPLES 0`) is walked whole; a larger one is estimated from
-//! `SAMPLES` entries drawn at random (5 unless given), as Redis estimates from samples.
+//! A key's bytes are its entry's block (header, key, and the value held there) and what its
+//! value's handle points at: a hash's or a set's tree (its nodes and the blocks of its large
+//! entries), a sorted set's two trees, a list's chain of nodes. A tree of up to 100 000 entries,
+//! or a chain of up to 100 000 nodes (any, with `SAMPLES 0`), is walked whole; a larger one is
+//! estimated from `SAMPLES` entries drawn at random, or the chain's first `SAMPLES` nodes (5
+//! unless given), as Redis estimates from samples.
 
 use super::args::{is, Args};
 use super::rand;
 use super::spec::{spec, Group, Spec};
 use super::{Cx, NOT_INT, SYNTAX};
 use crate::resp::Reply;
-use crate::store::{Mem, StoreError, Tree};
+use crate::store::{Mem, QuickList, StoreError, Tree, ZIndex, ENC_QUICKLIST, KIND_LIST};
 
 /// The commands this module runs.
 pub(super) const SPECS: &[Spec] = &[spec("MEMORY", -2, &["readonly"], (2, 2, 1), Group::Memory)];
 
-/// Trees of at most this many entries are measured block by block.
+/// Trees of at most this many entries, and chains of at most this many nodes, are measured
+/// block by block.
 const WALK_MAX: u64 = 100_000;
 
 /// Bytes of a tree: its blocks, walked or estimated from `samples` entries.
@@ -36,6 +39,39 @@ fn tree_bytes<M: Mem>(cx: &Cx<M>, t: &Tree, samples: u64) -> Result<u64, StoreEr
         bytes += 14 + (k.len() + v.len()) as u64;
     }
     Ok(bytes * 4 / 3 * t.len / n)
+}
+
+/// Bytes of a sorted set's two trees: their blocks, walked or estimated from `samples`
+/// members.
+fn zset_bytes<M: Mem>(cx: &Cx<M>, z: &ZIndex, samples: u64) -> Result<u64, StoreError> {
+    if z.len() <= WALK_MAX || samples == 0 {
+        let mut total = 0;
+        cx.store.zt_blocks(&z.order, |_, n| total += n).map_err(StoreError::Corrupt)?;
+        cx.store.tree_blocks(&z.members, |_, n| total += n).map_err(StoreError::Corrupt)?;
+        return Ok(total);
+    }
+    // A member takes, in the member tree, its hash, two lengths, a slot and its 8-byte score;
+    // in the order tree its score, a length and a slot; its bytes in each.
+    let (mut k, mut v, mut bytes) = (Vec::new(), Vec::new(), 0u64);
+    let n = samples.min(z.len());
+    for _ in 0..n {
+        k.clear();
+        v.clear();
+        cx.store.tree_nth(&z.members, rand::below(z.len()), &mut k, &mut v)?;
+        bytes += 14 + 12 + 2 * k.len() as u64 + v.len() as u64;
+    }
+    Ok(bytes * 4 / 3 * z.len() / n)
+}
+
+/// Bytes of a list's chain of nodes: walked, or estimated from its first `samples` nodes.
+fn list_bytes<M: Mem>(cx: &Cx<M>, ql: &QuickList, samples: u64) -> Result<u64, StoreError> {
+    if ql.nodes <= WALK_MAX || samples == 0 {
+        let mut total = 0;
+        cx.store.ql_blocks(ql, |_, n| total += n).map_err(StoreError::Corrupt)?;
+        return Ok(total);
+    }
+    let (bytes, seen) = cx.store.ql_head_bytes(ql, samples)?;
+    Ok(bytes * ql.nodes / seen.max(1))
 }
 
 fn usage<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
@@ -67,6 +103,10 @@ fn usage<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreErr
     let mut bytes = cx.store.class_size(f.head.class);
     if let Some(t) = cx.store.tree_of(&f)? {
         bytes += tree_bytes(cx, &t, samples)?;
+    } else if let Some(z) = cx.store.zindex_of(&f)? {
+        bytes += zset_bytes(cx, &z, samples)?;
+    } else if (f.head.kind, f.head.encoding) == (KIND_LIST, ENC_QUICKLIST) {
+        bytes += list_bytes(cx, &cx.store.list_of(&f)?, samples)?;
     }
     r.int(bytes as i64);
     Ok(())

@@ -20,6 +20,8 @@ mod lists;
 #[cfg(test)]
 mod lists_tests;
 mod memory;
+#[cfg(test)]
+mod memory_tests;
 pub mod notify;
 pub mod pubsub;
 #[cfg(test)]

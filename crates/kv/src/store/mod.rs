@@ -20,6 +20,7 @@ pub mod layout;
 pub mod list_pack;
 mod mem;
 pub mod member_list;
+mod node;
 pub mod quicklist;
 mod random;
 mod strings;

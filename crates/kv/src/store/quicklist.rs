@@ -6,10 +6,12 @@
 //! the element just before `lo`, one at the tail just after `hi`, and a pop moves `lo` or `hi`
 //! back; so pushes and pops at either end change the element's bytes and a word or two of the
 //! header, not the node. A node made at the head of the list gets its run at the end of its
-//! block (room for pushes in front), one at the tail at the start. A change inside a node (LSET
-//! of another size, LINSERT, LREM) or a push into a node whose room on that side is spent
-//! rewrites the node into a new block (or, past the limit, into two or more), copy-on-write:
-//! O(node) bytes, whatever the list's length. Finding the n-th element walks node headers from
+//! block (room for pushes in front), one at the tail at the start; a node made by a push or a
+//! change gets room for about twice its run, the nodes of a list made whole (`ql_new`) only
+//! their blocks' slack, as Redis's listpacks are sized to their elements. A change inside a
+//! node (LSET of another size, LINSERT, LREM) or a push into a node whose room on that side is
+//! spent rewrites the node into a new block (or, past the limit, into two or more),
+//! copy-on-write: O(node) bytes, whatever the list's length. Finding the n-th element walks node headers from
 //! the nearer end: O(n / elements per node).
 //!
 //! Stores into a node the last sealed state (or an earlier command of the batch) may use are
@@ -245,8 +247,8 @@ impl<M: Mem> Store<M> {
     }
 
     /// Makes nodes for `runs` between `prev` and `next` (0: an end of the list) and links them
-    /// in; returns the first and the last (0, 0 for no runs). `room` is the least room the
-    /// outer nodes get for their side's pushes.
+    /// in; returns the first and the last (0, 0 for no runs). With `room`, a node gets room for
+    /// pushes ([`room_for`]); without, only its block's slack (a list made whole).
     fn make_nodes(
         &mut self,
         ql: &mut QuickList,
@@ -254,6 +256,7 @@ impl<M: Mem> Store<M> {
         prev: u64,
         next: u64,
         fill: Fill,
+        room: bool,
     ) -> Result<(u64, u64), StoreError> {
         if runs.is_empty() {
             self.set_next(ql, prev, next)?;
@@ -262,7 +265,8 @@ impl<M: Mem> Store<M> {
         }
         let mut blocks = Vec::with_capacity(runs.len());
         for run in runs {
-            let need = HEAD + room_for(run.bytes.len(), fill) as u64;
+            let bytes = if room { room_for(run.bytes.len(), fill) } else { run.bytes.len() };
+            let need = HEAD + bytes as u64;
             if run.count > u32::MAX as usize || need > u64::from(u32::MAX) {
                 return Err(StoreError::TooLarge(format!(
                     "a list node of {} bytes is larger than a node may be (4 GiB)",
@@ -336,16 +340,18 @@ impl<M: Mem> Store<M> {
         let runs = split_runs(elems, fill);
         self.free(n.off, n.class)?;
         ql.nodes -= 1;
-        self.make_nodes(ql, &runs, n.prev, n.next, fill)?;
+        self.make_nodes(ql, &runs, n.prev, n.next, fill, true)?;
         Ok(())
     }
 
-    /// A new list of `elems` (at least one).
+    /// A new list of `elems` (at least one), its nodes of the size their runs need: a list
+    /// made whole may never be pushed to (a push into an end node without room makes that
+    /// node again, with room).
     pub fn ql_new(&mut self, elems: &[Vec<u8>], fill: Fill) -> Result<QuickList, StoreError> {
         assert!(!elems.is_empty(), "a list has elements");
         let mut ql = QuickList::default();
         let runs = split_runs(elems.iter().map(|e| &e[..]), fill);
-        self.make_nodes(&mut ql, &runs, 0, 0, fill)?;
+        self.make_nodes(&mut ql, &runs, 0, 0, fill, false)?;
         ql.len = elems.len() as u64;
         Ok(ql)
     }
@@ -395,7 +401,7 @@ impl<M: Mem> Store<M> {
                     let runs = [Run { bytes: all, count: n.count as usize + 1 }];
                     self.free(n.off, n.class)?;
                     ql.nodes -= 1;
-                    self.make_nodes(ql, &runs, n.prev, n.next, fill)?;
+                    self.make_nodes(ql, &runs, n.prev, n.next, fill, true)?;
                 }
                 ql.len += 1;
                 return Ok(());
@@ -405,7 +411,7 @@ impl<M: Mem> Store<M> {
         list_pack::push(&mut bytes, e);
         let runs = [Run { bytes, count: 1 }];
         let (prev, next) = if front { (0, ql.head) } else { (ql.tail, 0) };
-        self.make_nodes(ql, &runs, prev, next, fill)?;
+        self.make_nodes(ql, &runs, prev, next, fill, true)?;
         ql.len += 1;
         Ok(())
     }
@@ -572,7 +578,7 @@ impl<M: Mem> Store<M> {
                     let runs = [Run { bytes: kept, count: c as usize }];
                     self.free(n.off, n.class)?;
                     ql.nodes -= 1;
-                    self.make_nodes(ql, &runs, n.prev, n.next, fill)?;
+                    self.make_nodes(ql, &runs, n.prev, n.next, fill, true)?;
                 }
                 if let Some(p) = gap.take() {
                     self.set_next(ql, p, n.off)?;
@@ -719,8 +725,21 @@ impl<M: Mem> Store<M> {
         self.meta(f.value_off(), &ql.encode())
     }
 
+    /// Bytes of the blocks of the list's first `k` nodes (all of them, if it has no more), and
+    /// how many nodes that is.
+    pub fn ql_head_bytes(&self, ql: &QuickList, k: u64) -> Result<(u64, u64), StoreError> {
+        let (mut off, mut bytes, mut nodes) = (ql.head, 0, 0);
+        while off != 0 && nodes < k.min(ql.nodes) {
+            let n = self.read_node(off)?;
+            bytes += n.size;
+            nodes += 1;
+            off = n.next;
+        }
+        Ok((bytes, nodes))
+    }
+
     /// Calls `f(offset, bytes)` for every node of a list, checking the chain as it goes: links
-    /// both ways, the counts against the handle. For tests and checks.
+    /// both ways, the counts against the handle. For tests, checks and `MEMORY USAGE`.
     pub fn ql_blocks(&self, ql: &QuickList, mut f: impl FnMut(u64, u64)) -> Result<(), String> {
         let (mut off, mut prev, mut nodes, mut len) = (ql.head, 0u64, 0u64, 0u64);
         while off != 0 {

@@ -7,16 +7,18 @@
 //! Every inner entry carries its subtree's entry count, so that the n-th entry (a uniformly
 //! random one) is found in O(height).
 //!
-//! A node is one heap block of [`NODE`] bytes. Its first word (tag, kind, level, class) is
-//! written when it is made and never changes. Changes to a node are made on a copy of it and
+//! A node is one heap block of at most [`NODE`] bytes, of the size that holds what it is made
+//! with (`node.rs`): a tree of one leaf has a leaf of its size; a leaf of a larger tree, a half
+//! of a split and an inner node get room to grow. Its first word (tag, kind, level, class, size)
+//! is written when it is made and never changes. Changes to a node are made on a copy of it and
 //! written back as the spans that differ: undo-logged, unless the node was made since the last
 //! savepoint, when nothing else can have seen it (`young`). A node that must be rewritten whole
-//! (compacted, split, merged) is made anew and the old one freed, copy-on-write: the work of one
-//! change is O(height) nodes, whatever the tree's size.
+//! (compacted, grown, split, merged) is made anew and the old one freed, copy-on-write: the work
+//! of one change is O(height) nodes, whatever the tree's size.
 //!
 //! Leaf: `count` (u16) at 8, `data_lo` (u16, where the packed entries start) at 10, `garbage`
 //! (u16, bytes of dead entries below the end) at 12; slots (u16 entry offsets, in order) from
-//! byte 16 up; entries packed from the end down. An entry is `hash` (u64), `flen` (u16), `vlen`
+//! byte 16 up; entries packed from the node's end down. An entry is `hash` (u64), `flen` (u16), `vlen`
 //! (u16), the key, the value; when key and value together pass [`INLINE_MAX`] bytes, `flen` is
 //! 0xFFFF and `vlen` the class of a block of their own, whose offset (u64), key length (u32) and
 //! value length (u32) follow (the block holds the key, then the value).
@@ -25,20 +27,15 @@
 //! (u64): every hash in child `i`'s subtree is at least `sep_i` (for `i` > 0) and at most
 //! `sep_{i+1}`.
 
-use super::alloc::Block;
 use super::error::StoreError;
 use super::mem::Mem;
+pub use super::node::NODE;
+use super::node::{self, Page, HEAD, INNER, LEAF, N};
 use super::Store;
 
-/// Bytes of a node: a size class's blocks (checked by a test).
-pub const NODE: u64 = 4416;
-const N: usize = NODE as usize;
 /// Key and value bytes an entry holds in its leaf; larger ones get a block of their own.
 pub const INLINE_MAX: usize = 1000;
-const HEAD: usize = 16;
 const TAG: u8 = b'T';
-const LEAF: u8 = 1;
-const INNER: u8 = 2;
 const IENT: usize = 24;
 /// Children an inner node holds at most.
 const INNER_CAP: usize = (N - HEAD) / IENT;
@@ -46,8 +43,6 @@ const _: () = assert!(INNER_CAP >= 100, "inner nodes of a wide fan-out");
 /// Levels a tree may have (far more than any tree the heap could hold needs).
 const MAX_HEIGHT: usize = 16;
 const EXT: u16 = 0xFFFF;
-
-type Page = [u8; N];
 
 /// A tree, as its owner keeps it: 16 bytes (FORMAT.md §11.5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,7 +134,7 @@ mod leaf {
 
     /// Bytes of live entries.
     pub fn live(p: &Page) -> usize {
-        N - data_lo(p) - garbage(p)
+        node::size(p) - data_lo(p) - garbage(p)
     }
 
     /// Bytes free between the slots and the entries.
@@ -147,26 +142,27 @@ mod leaf {
         data_lo(p) - (HEAD + 2 * count(p))
     }
 
-    pub fn init(p: &mut Page, class: u8) {
+    /// An empty leaf of `bytes` bytes.
+    pub fn init(p: &mut Page, bytes: usize) {
         p.fill(0);
         p[0] = TAG;
         p[1] = LEAF;
-        p[2] = 0;
-        p[3] = class;
-        set_u16(p, 10, N);
+        node::set_size(p, bytes);
+        set_u16(p, 10, bytes);
     }
 
     pub fn entry(p: &Page, i: usize, node: u64) -> Result<Entry, StoreError> {
         let at = slot(p, i);
         let bad =
             || StoreError::Corrupt(format!("tree leaf {node}: entry {i} at byte {at} runs past the leaf"));
-        if at < HEAD + 2 * count(p) || at + 12 > N {
+        let end = node::size(p);
+        if at < HEAD + 2 * count(p) || at + 12 > end {
             return Err(bad());
         }
         let hash = u64_at(p, at);
         let (flen, vlen) = (u16_at(p, at + 8), u16_at(p, at + 10));
         if flen == EXT as usize {
-            if at + 28 > N {
+            if at + 28 > end {
                 return Err(bad());
             }
             let loc = Loc::Ext {
@@ -177,7 +173,7 @@ mod leaf {
             };
             return Ok(Entry { hash, size: 28, loc });
         }
-        if at + 12 + flen + vlen > N {
+        if at + 12 + flen + vlen > end {
             return Err(bad());
         }
         Ok(Entry { hash, size: 12 + flen + vlen, loc: Loc::Inline { at: at + 12, flen, vlen } })
@@ -249,12 +245,18 @@ mod inner {
         (sep(p, i), child(p, i), cnt(p, i))
     }
 
-    pub fn init(p: &mut Page, class: u8, level: u8) {
+    /// An empty inner node of `bytes` bytes at `level`.
+    pub fn init(p: &mut Page, bytes: usize, level: u8) {
         p.fill(0);
         p[0] = TAG;
         p[1] = INNER;
         p[2] = level;
-        p[3] = class;
+        node::set_size(p, bytes);
+    }
+
+    /// Children a node of its size holds.
+    pub fn cap(p: &Page) -> usize {
+        (node::size(p) - HEAD) / IENT
     }
 
     /// The child to look for hash `h` in first: the last whose separator is below `h` (the
@@ -318,23 +320,15 @@ struct Spot {
 
 impl<M: Mem> Store<M> {
     fn read_page(&self, off: u64, p: &mut Page) -> Result<(), StoreError> {
-        if !self.geo.in_heap(off, NODE) {
-            return Err(StoreError::Corrupt(format!("a tree link points at {off}, outside the heap")));
-        }
-        self.mem.read(off, p)?;
-        if p[0] != TAG
-            || (p[1] != LEAF && p[1] != INNER)
-            || self.classes.get(p[3] as usize).is_none_or(|&s| s < NODE)
-        {
-            return Err(StoreError::Corrupt(format!("the block at {off} is not a tree node")));
-        }
+        self.node_read(off, p, TAG, "tree")?;
         let c = count(p);
+        let n = node::size(p);
         let ok = if p[1] == LEAF {
             HEAD + 2 * c <= leaf::data_lo(p)
-                && leaf::data_lo(p) <= N
-                && leaf::garbage(p) <= N - leaf::data_lo(p)
+                && leaf::data_lo(p) <= n
+                && leaf::garbage(p) <= n - leaf::data_lo(p)
         } else {
-            c <= INNER_CAP
+            c <= inner::cap(p)
         };
         if !ok {
             return Err(StoreError::Corrupt(format!(
@@ -346,50 +340,12 @@ impl<M: Mem> Store<M> {
 
     /// Writes the spans of `new` that differ from `old` (the node's bytes now).
     fn write_page(&mut self, off: u64, old: &Page, new: &Page) -> Result<(), StoreError> {
-        debug_assert_eq!(old[..8], new[..8], "a node's first word never changes");
-        let young = self.batch.young.contains(&off);
-        let mut i = 8;
-        while i < N {
-            if old[i] == new[i] {
-                i += 1;
-                continue;
-            }
-            let start = i;
-            let mut end = i + 1;
-            let mut j = end;
-            // Join differences less than 16 bytes apart.
-            while j < N && j < end + 16 {
-                if old[j] != new[j] {
-                    end = j + 1;
-                }
-                j += 1;
-            }
-            let span = &new[start..end];
-            if young {
-                self.fresh(off + start as u64, span)?;
-            } else {
-                self.meta(off + start as u64, span)?;
-            }
-            i = end;
-        }
-        Ok(())
+        self.node_write(off, old, new)
     }
 
-    /// A new node holding `p` (its first word is set here: tag, kind, level, class).
+    /// A new node holding `p` (its size set; its tag and class are set here).
     fn new_page(&mut self, p: &mut Page) -> Result<u64, StoreError> {
-        let block: Block = self.alloc(NODE)?;
-        p[0] = TAG;
-        p[3] = block.class;
-        let off = block.off;
-        if block.untouched {
-            self.fresh(off, p)?;
-        } else {
-            // The first word holds a free list's link in the sealed state.
-            self.fresh(off + 8, &p[8..])?;
-            self.meta(off, &p[..8])?;
-        }
-        self.batch.young.insert(off);
-        Ok(off)
+        self.node_new(p, TAG)
     }
 
     fn free_page(&mut self, off: u64, p: &Page) -> Result<(), StoreError> {
@@ -399,7 +355,7 @@ impl<M: Mem> Store<M> {
     /// An empty tree.
     pub fn tree_new(&mut self) -> Result<Tree, StoreError> {
         let mut p = [0u8; N];
-        leaf::init(&mut p, 0);
+        leaf::init(&mut p, self.node_size_for(0, false));
         Ok(Tree { root: self.new_page(&mut p)?, len: 0 })
     }
 
@@ -610,21 +566,21 @@ impl<M: Mem> Store<M> {
             self.free_entry_block(&e)?;
             let mut new = page;
             leaf::remove(&mut new, spot.slot, e.size);
-            let up = self.leaf_put(spot.leaf, &page, new, spot.slot, &bytes)?;
+            let up = self.leaf_put(spot.leaf, &page, new, spot.slot, &bytes, spot.path.depth == 0)?;
             self.apply_up(t, &spot.path, up, 0)?;
             return Ok(false);
         }
         self.encode_entry(h, key, value, &mut bytes)?;
-        let up = self.leaf_put(spot.leaf, &page, page, spot.slot, &bytes)?;
+        let up = self.leaf_put(spot.leaf, &page, page, spot.slot, &bytes, spot.path.depth == 0)?;
         self.apply_up(t, &spot.path, up, 1)?;
         t.len += 1;
         Ok(true)
     }
 
     /// Puts an entry at slot `i` of leaf `node` (whose bytes are `old`, and `new` after the
-    /// changes so far): in place if it fits, else the leaf is rewritten into one or two new
-    /// leaves. Returns what the parent must do (`Delta(0)` for a change in place: the caller
-    /// adds the count).
+    /// changes so far; the tree's only leaf if `root`): in place if it fits, else the leaf is
+    /// rewritten into one or two new leaves. Returns what the parent must do (`Delta(0)` for a
+    /// change in place: the caller adds the count).
     fn leaf_put(
         &mut self,
         node: u64,
@@ -632,6 +588,7 @@ impl<M: Mem> Store<M> {
         mut new: Page,
         i: usize,
         bytes: &[u8],
+        root: bool,
     ) -> Result<Up, StoreError> {
         if leaf::gap(&new) >= bytes.len() + 2 {
             leaf::insert(&mut new, i, bytes);
@@ -652,13 +609,15 @@ impl<M: Mem> Store<M> {
             entries.push(bytes.to_vec());
         }
         self.free_page(node, old)?;
-        let made = self.build_leaves(&entries)?;
+        let made = self.build_leaves(&entries, !root)?;
         Ok(Up::Splice { at: usize::MAX, remove: 1, new: made })
     }
 
     /// New leaves holding `entries` (encoded, in order): one if they fit, else two of about
-    /// equal bytes. Returns their (separator, node, count).
-    fn build_leaves(&mut self, entries: &[Vec<u8>]) -> Result<Vec<(u64, u64, u64)>, StoreError> {
+    /// equal bytes. A leaf is made in the smallest class that holds its entries, with room for
+    /// half as much again if `grow` (a leaf of a tree that has more than one) or when two are
+    /// made. Returns their (separator, node, count).
+    fn build_leaves(&mut self, entries: &[Vec<u8>], grow: bool) -> Result<Vec<(u64, u64, u64)>, StoreError> {
         let total: usize = entries.iter().map(|e| e.len() + 2).sum();
         let cap = N - HEAD;
         let parts: Vec<&[Vec<u8>]> = if total <= cap {
@@ -676,9 +635,11 @@ impl<M: Mem> Store<M> {
             vec![&entries[..cut], &entries[cut..]]
         };
         let mut out = Vec::with_capacity(parts.len());
+        let grow = grow || parts.len() > 1;
         for part in parts {
             let mut p = [0u8; N];
-            leaf::init(&mut p, 0);
+            let bytes: usize = part.iter().map(|e| e.len() + 2).sum();
+            leaf::init(&mut p, self.node_size_for(bytes, grow));
             for (k, e) in part.iter().enumerate() {
                 assert!(leaf::gap(&p) >= e.len() + 2, "a leaf's half holds its entries");
                 leaf::insert(&mut p, k, e);
@@ -730,10 +691,22 @@ impl<M: Mem> Store<M> {
                     if c == 0 {
                         self.free_page(node, &old)?;
                         up = Up::Splice { at: usize::MAX, remove: 1, new: Vec::new() };
-                    } else if c <= INNER_CAP {
+                    } else if c <= inner::cap(&old) {
                         inner::splice(&mut new, at, remove, &entries);
                         self.write_page(node, &old, &new)?;
                         up = Up::Delta(d);
+                    } else if c <= INNER_CAP {
+                        // Past its size: made again, larger (the parent's entry keeps its
+                        // separator).
+                        inner::splice(&mut new, at, remove, &entries);
+                        let all: Vec<(u64, u64, u64)> = (0..c).map(|k| inner::get(&new, k)).collect();
+                        let mut p = [0u8; N];
+                        inner::init(&mut p, self.node_size_for(IENT * c, true), level(&old));
+                        inner::splice(&mut p, 0, 0, &all);
+                        let total = all.iter().map(|e| e.2).sum();
+                        let made = self.new_page(&mut p)?;
+                        self.free_page(node, &old)?;
+                        up = Up::Splice { at: usize::MAX, remove: 1, new: vec![(0, made, total)] };
                     } else {
                         // Split: all entries, then two new nodes of half each.
                         let mut all: Vec<(u64, u64, u64)> =
@@ -743,7 +716,7 @@ impl<M: Mem> Store<M> {
                         let mut made = Vec::with_capacity(2);
                         for part in [&all[..half], &all[half..]] {
                             let mut p = [0u8; N];
-                            inner::init(&mut p, 0, level(&old));
+                            inner::init(&mut p, self.node_size_for(IENT * part.len(), true), level(&old));
                             inner::splice(&mut p, 0, 0, part);
                             let sep = part[0].0;
                             let total = part.iter().map(|e| e.2).sum();
@@ -760,7 +733,7 @@ impl<M: Mem> Store<M> {
             match entries.len() {
                 0 => {
                     let mut p = [0u8; N];
-                    leaf::init(&mut p, 0);
+                    leaf::init(&mut p, self.node_size_for(0, false));
                     t.root = self.new_page(&mut p)?;
                 }
                 1 => t.root = entries[0].1,
@@ -768,7 +741,7 @@ impl<M: Mem> Store<M> {
                     let mut first = [0u8; N];
                     self.read_page(entries[0].1, &mut first)?;
                     let mut p = [0u8; N];
-                    inner::init(&mut p, 0, level(&first) + 1);
+                    inner::init(&mut p, self.node_size_for(IENT * entries.len(), true), level(&first) + 1);
                     inner::splice(&mut p, 0, 0, &entries);
                     t.root = self.new_page(&mut p)?;
                 }
@@ -844,7 +817,7 @@ impl<M: Mem> Store<M> {
                     }
                     self.free_page(spot.leaf, old)?;
                     self.free_page(sib_off, &sp)?;
-                    let made = self.build_leaves(&entries)?;
+                    let made = self.build_leaves(&entries, true)?;
                     return Ok(Up::Splice { at: lo, remove: 2, new: made });
                 }
             }

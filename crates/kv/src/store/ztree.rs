@@ -4,10 +4,12 @@
 //! rank, the n-th entry and the number of entries below a bound are found in O(height), and a
 //! range of m entries is read in O(height + m). FORMAT.md §11.9 describes every byte.
 //!
-//! A node is one heap block of [`NODE`] bytes, as in `tree.rs`, and is changed the same way:
-//! on a copy, written back as the spans that differ (undo-logged, unless the node was made
-//! since the last savepoint: `young`); a node rewritten whole (split, merged) is made anew and
-//! the old one freed, so one change costs O(height) nodes.
+//! A node is one heap block of at most [`NODE`](super::node::NODE) bytes, sized and changed as
+//! in `tree.rs`: on a copy, written back as the spans that differ (undo-logged, unless the node
+//! was made since the last savepoint: `young`); a node rewritten whole (grown, split, merged) is
+//! made anew and the old one freed, so one change costs O(height) nodes. A key past the end of
+//! the last leaf (or before the first's start) that does not fit starts a leaf of its own, so
+//! that members added in order fill their leaves.
 //!
 //! Leaf: `count` (u16) at 8, `data_lo` (u16) at 10, `garbage` (u16) at 12; slots (u16 entry
 //! offsets, in order) from byte 16; entries packed from the end down. An entry is `score`
@@ -26,20 +28,16 @@
 //! a block of its own holding all of it, owned by the entry. The first entry's separator is
 //! unused and empty: a node's lower bound is its parent's separator.
 
-use super::alloc::Block;
 use super::error::StoreError;
 use super::mem::Mem;
-use super::tree::{Tree, NODE};
+use super::node::{self, Page, HEAD, INNER, LEAF, N};
+use super::tree::Tree;
 use super::Store;
 use std::cmp::Ordering;
 
-const N: usize = NODE as usize;
 /// Member bytes an entry holds in its leaf; a longer member gets a block of its own.
 pub const INLINE_MAX: usize = 1000;
-const HEAD: usize = 16;
 const TAG: u8 = b'Z';
-const LEAF: u8 = 1;
-const INNER: u8 = 2;
 /// Bytes of an inner entry.
 const IENT: usize = 64;
 /// Bytes of a separator (the first part of an inner entry).
@@ -56,8 +54,6 @@ const MAX_HEIGHT: usize = 24;
 const EXT: u16 = 0xFFFF;
 /// Bytes of an entry whose member has a block of its own.
 const EXT_ENTRY: usize = 24;
-
-type Page = [u8; N];
 
 fn u16_at(p: &[u8], at: usize) -> usize {
     u16::from_le_bytes([p[at], p[at + 1]]) as usize
@@ -215,7 +211,7 @@ mod leaf {
 
     /// Bytes of live entries.
     pub fn live(p: &Page) -> usize {
-        N - data_lo(p) - garbage(p)
+        node::size(p) - data_lo(p) - garbage(p)
     }
 
     /// Bytes free between the slots and the entries.
@@ -223,11 +219,13 @@ mod leaf {
         data_lo(p) - (HEAD + 2 * count(p))
     }
 
-    pub fn init(p: &mut Page) {
+    /// An empty leaf of `bytes` bytes.
+    pub fn init(p: &mut Page, bytes: usize) {
         p.fill(0);
         p[0] = TAG;
         p[1] = LEAF;
-        set_u16(p, 10, N);
+        node::set_size(p, bytes);
+        set_u16(p, 10, bytes);
     }
 
     pub fn entry(p: &Page, i: usize, node: u64) -> Result<Entry, StoreError> {
@@ -237,19 +235,20 @@ mod leaf {
                 "sorted-set tree leaf {node}: entry {i} at byte {at} runs past the leaf"
             ))
         };
-        if at < HEAD + 2 * count(p) || at + 10 > N {
+        let end = node::size(p);
+        if at < HEAD + 2 * count(p) || at + 10 > end {
             return Err(bad());
         }
         let score = f64_at(p, at);
         let mlen = u16_at(p, at + 8);
         if mlen == EXT as usize {
-            if at + EXT_ENTRY > N {
+            if at + EXT_ENTRY > end {
                 return Err(bad());
             }
             let loc = Loc::Ext { off: u64_at(p, at + 12), class: p[at + 10], mlen: u32_at(p, at + 20) };
             return Ok(Entry { score, size: EXT_ENTRY, loc });
         }
-        if at + 10 + mlen > N {
+        if at + 10 + mlen > end {
             return Err(bad());
         }
         Ok(Entry { score, size: 10 + mlen, loc: Loc::Inline { at: at + 10, mlen } })
@@ -345,11 +344,18 @@ mod inner {
         set_u64(p, HEAD + IENT * i + SEP + 8, v);
     }
 
-    pub fn init(p: &mut Page, level: u8) {
+    /// An empty inner node of `bytes` bytes at `level`.
+    pub fn init(p: &mut Page, bytes: usize, level: u8) {
         p.fill(0);
         p[0] = TAG;
         p[1] = INNER;
         p[2] = level;
+        node::set_size(p, bytes);
+    }
+
+    /// Children a node of its size holds.
+    pub fn cap(p: &Page) -> usize {
+        (node::size(p) - HEAD) / IENT
     }
 
     /// Replaces entries `at .. at + remove` with `new`; the caller checked the result fits.
@@ -413,25 +419,15 @@ impl ZCursor {
 
 impl<M: Mem> Store<M> {
     fn zread(&self, off: u64, p: &mut Page) -> Result<(), StoreError> {
-        if !self.geo.in_heap(off, NODE) {
-            return Err(StoreError::Corrupt(format!(
-                "a sorted-set tree link points at {off}, outside the heap"
-            )));
-        }
-        self.mem.read(off, p)?;
-        if p[0] != TAG
-            || (p[1] != LEAF && p[1] != INNER)
-            || self.classes.get(p[3] as usize).is_none_or(|&s| s < NODE)
-        {
-            return Err(StoreError::Corrupt(format!("the block at {off} is not a sorted-set tree node")));
-        }
+        self.node_read(off, p, TAG, "sorted-set tree")?;
         let c = count(p);
+        let n = node::size(p);
         let ok = if p[1] == LEAF {
             HEAD + 2 * c <= leaf::data_lo(p)
-                && leaf::data_lo(p) <= N
-                && leaf::garbage(p) <= N - leaf::data_lo(p)
+                && leaf::data_lo(p) <= n
+                && leaf::garbage(p) <= n - leaf::data_lo(p)
         } else {
-            c <= INNER_CAP
+            c <= inner::cap(p)
         };
         if !ok {
             return Err(StoreError::Corrupt(format!(
@@ -443,49 +439,12 @@ impl<M: Mem> Store<M> {
 
     /// Writes the spans of `new` that differ from `old` (the node's bytes now).
     fn zwrite(&mut self, off: u64, old: &Page, new: &Page) -> Result<(), StoreError> {
-        debug_assert_eq!(old[..8], new[..8], "a node's first word never changes");
-        let young = self.batch.young.contains(&off);
-        let mut i = 8;
-        while i < N {
-            if old[i] == new[i] {
-                i += 1;
-                continue;
-            }
-            let start = i;
-            let mut end = i + 1;
-            let mut j = end;
-            // Join differences less than 16 bytes apart.
-            while j < N && j < end + 16 {
-                if old[j] != new[j] {
-                    end = j + 1;
-                }
-                j += 1;
-            }
-            if young {
-                self.fresh(off + start as u64, &new[start..end])?;
-            } else {
-                self.meta(off + start as u64, &new[start..end])?;
-            }
-            i = end;
-        }
-        Ok(())
+        self.node_write(off, old, new)
     }
 
-    /// A new node holding `p` (its class is set here).
+    /// A new node holding `p` (its size set; its tag and class are set here).
     fn znew(&mut self, p: &mut Page) -> Result<u64, StoreError> {
-        let block: Block = self.alloc(NODE)?;
-        p[0] = TAG;
-        p[3] = block.class;
-        let off = block.off;
-        if block.untouched {
-            self.fresh(off, p)?;
-        } else {
-            // The first word holds a free list's link in the sealed state.
-            self.fresh(off + 8, &p[8..])?;
-            self.meta(off, &p[..8])?;
-        }
-        self.batch.young.insert(off);
-        Ok(off)
+        self.node_new(p, TAG)
     }
 
     fn zfree(&mut self, off: u64, p: &Page) -> Result<(), StoreError> {
@@ -609,7 +568,7 @@ impl<M: Mem> Store<M> {
     /// An empty tree.
     pub fn zt_new(&mut self) -> Result<Tree, StoreError> {
         let mut p = [0u8; N];
-        leaf::init(&mut p);
+        leaf::init(&mut p, self.node_size_for(0, false));
         Ok(Tree { root: self.znew(&mut p)?, len: 0 })
     }
 
@@ -872,15 +831,25 @@ impl<M: Mem> Store<M> {
         let mut bytes = Vec::with_capacity(10 + member.len().min(INLINE_MAX));
         self.zencode(score, member, &mut bytes)?;
         let old = *spot.page;
-        let up = self.zleaf_put(spot.leaf, &old, spot.slot, &bytes)?;
+        let up = self.zleaf_put(spot.leaf, &old, spot.slot, &bytes, &spot.path)?;
         self.zapply_up(t, &spot.path, up, 1)?;
         t.len += 1;
         Ok(())
     }
 
-    /// Puts an entry at slot `i` of leaf `node` (whose bytes are `old`): in place if it fits,
-    /// else the leaf is rewritten into one or two new leaves.
-    fn zleaf_put(&mut self, node: u64, old: &Page, i: usize, bytes: &[u8]) -> Result<Up, StoreError> {
+    /// Puts an entry at slot `i` of leaf `node` (whose bytes are `old`, reached by `path`): in
+    /// place if it fits, else the leaf is rewritten into one or two new leaves. An entry past
+    /// the end of the tree's last leaf (or before the start of its first) that does not fit
+    /// starts a leaf of its own, and the old one is made again as full as it is: a set whose
+    /// members come in order (ascending scores: times, counters) fills its leaves.
+    fn zleaf_put(
+        &mut self,
+        node: u64,
+        old: &Page,
+        i: usize,
+        bytes: &[u8],
+        path: &Path,
+    ) -> Result<Up, StoreError> {
         let mut new = *old;
         if leaf::gap(&new) >= bytes.len() + 2 {
             leaf::insert(&mut new, i, bytes);
@@ -897,16 +866,45 @@ impl<M: Mem> Store<M> {
         if i == count(old) {
             entries.push(bytes.to_vec());
         }
+        let total: usize = entries.iter().map(|e| e.len() + 2).sum();
+        let cut = if total <= N - HEAD {
+            None
+        } else if i == count(old) && self.zpath_edge(path, true)? {
+            Some(i)
+        } else if i == 0 && self.zpath_edge(path, false)? {
+            Some(1)
+        } else {
+            None
+        };
         self.zfree(node, old)?;
-        let made = self.zbuild_leaves(&entries)?;
+        let made = self.zbuild_leaves(&entries, cut, path.depth > 0)?;
         Ok(Up::Splice { at: None, remove: 1, new: made })
+    }
+
+    /// Whether `path` leads to the tree's last leaf (`last`), or to its first: every step takes
+    /// the last child (the first).
+    fn zpath_edge(&self, path: &Path, last: bool) -> Result<bool, StoreError> {
+        let mut p = [0u8; N];
+        for &(node, i) in &path.steps[..path.depth] {
+            if !last {
+                if i != 0 {
+                    return Ok(false);
+                }
+                continue;
+            }
+            self.zread(node, &mut p)?;
+            if i + 1 != count(&p) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// The key of an encoded leaf entry: its score, its member in `out` (cleared first).
     fn raw_key(&self, raw: &[u8], out: &mut Vec<u8>) -> Result<f64, StoreError> {
         let mut p = [0u8; N];
         // A one-entry leaf around it, to read it as any other.
-        leaf::init(&mut p);
+        leaf::init(&mut p, N);
         leaf::insert(&mut p, 0, raw);
         let e = leaf::entry(&p, 0, 0)?;
         out.clear();
@@ -915,11 +913,20 @@ impl<M: Mem> Store<M> {
     }
 
     /// New leaves holding `entries` (encoded, in order): one if they fit, else two of about
-    /// equal bytes, the second with its separator.
-    fn zbuild_leaves(&mut self, entries: &[Vec<u8>]) -> Result<Vec<Ient>, StoreError> {
+    /// equal bytes, or the two sides of `cut`; the second with its separator. A leaf is made in
+    /// the smallest class that holds its entries, with room for half as much again if `grow` (a
+    /// leaf of a tree that has more than one) or when two are made, but for the side of a
+    /// `cut` that keeps the old entries, made as full as they are.
+    fn zbuild_leaves(
+        &mut self,
+        entries: &[Vec<u8>],
+        cut: Option<usize>,
+        grow: bool,
+    ) -> Result<Vec<Ient>, StoreError> {
         let total: usize = entries.iter().map(|e| e.len() + 2).sum();
-        let mut cut = entries.len();
-        if total > N - HEAD {
+        let forced = cut.is_some();
+        let mut cut = cut.unwrap_or(entries.len());
+        if total > N - HEAD && !forced {
             let mut acc = 0;
             for (k, e) in entries.iter().enumerate() {
                 if acc + e.len() + 2 > total / 2 && k > 0 {
@@ -930,7 +937,9 @@ impl<M: Mem> Store<M> {
             }
         }
         let mut out = Vec::with_capacity(2);
+        let split = cut < entries.len();
         for (part, at) in [(&entries[..cut], 0), (&entries[cut..], cut)] {
+            let room = if forced { part.len() == 1 } else { grow || split };
             if part.is_empty() {
                 continue;
             }
@@ -943,7 +952,8 @@ impl<M: Mem> Store<M> {
                 self.make_sep(s1, &m1, s2, &m2)?
             };
             let mut p = [0u8; N];
-            leaf::init(&mut p);
+            let bytes: usize = part.iter().map(|e| e.len() + 2).sum();
+            leaf::init(&mut p, self.node_size_for(bytes, room));
             for (k, e) in part.iter().enumerate() {
                 assert!(leaf::gap(&p) >= e.len() + 2, "a leaf's half holds its entries");
                 leaf::insert(&mut p, k, e);
@@ -1009,8 +1019,21 @@ impl<M: Mem> Store<M> {
                             self.free_sep(&first.sep)?;
                             inner::set(&mut new, 0, &Ient { sep: Sep::EMPTY, ..first });
                         }
-                        self.zwrite(node, &old, &new)?;
-                        up = Up::Delta(after as i64 - before as i64);
+                        if nc <= inner::cap(&old) {
+                            self.zwrite(node, &old, &new)?;
+                            up = Up::Delta(after as i64 - before as i64);
+                            continue;
+                        }
+                        // Past its size: made again, larger (the parent's entry keeps its
+                        // separator).
+                        let all: Vec<Ient> = (0..nc).map(|k| inner::get(&new, k)).collect();
+                        let mut p = [0u8; N];
+                        inner::init(&mut p, self.node_size_for(IENT * nc, true), level(&old));
+                        inner::splice(&mut p, 0, 0, &all);
+                        let n = all.iter().map(|e| e.n).sum();
+                        let made = Ient { sep: Sep::EMPTY, child: self.znew(&mut p)?, n };
+                        self.zfree(node, &old)?;
+                        up = Up::Splice { at: None, remove: 1, new: vec![made] };
                         continue;
                     }
                     // Split: every entry, then two new nodes of half each; the right one's
@@ -1023,7 +1046,7 @@ impl<M: Mem> Store<M> {
                     let mut made = Vec::with_capacity(2);
                     for (part, sep) in [(&all[..half], Sep::EMPTY), (&all[half..], up_sep)] {
                         let mut p = [0u8; N];
-                        inner::init(&mut p, level(&old));
+                        inner::init(&mut p, self.node_size_for(IENT * part.len(), true), level(&old));
                         inner::splice(&mut p, 0, 0, part);
                         let n = part.iter().map(|e| e.n).sum();
                         made.push(Ient { sep, child: self.znew(&mut p)?, n });
@@ -1038,7 +1061,7 @@ impl<M: Mem> Store<M> {
             match entries.len() {
                 0 => {
                     let mut p = [0u8; N];
-                    leaf::init(&mut p);
+                    leaf::init(&mut p, self.node_size_for(0, false));
                     t.root = self.znew(&mut p)?;
                 }
                 1 => t.root = entries[0].child,
@@ -1046,7 +1069,7 @@ impl<M: Mem> Store<M> {
                     let mut first = [0u8; N];
                     self.zread(entries[0].child, &mut first)?;
                     let mut p = [0u8; N];
-                    inner::init(&mut p, level(&first) + 1);
+                    inner::init(&mut p, self.node_size_for(IENT * entries.len(), true), level(&first) + 1);
                     inner::splice(&mut p, 0, 0, &entries);
                     t.root = self.znew(&mut p)?;
                 }
@@ -1117,7 +1140,7 @@ impl<M: Mem> Store<M> {
                     }
                     self.zfree(spot.leaf, old)?;
                     self.zfree(sib_off, &sp)?;
-                    let made = self.zbuild_leaves(&entries)?;
+                    let made = self.zbuild_leaves(&entries, None, true)?;
                     return Ok(Up::Splice { at: Some(lo), remove: 2, new: made });
                 }
             }
@@ -1135,7 +1158,7 @@ impl<M: Mem> Store<M> {
         let fill = (N - HEAD) * 7 / 8;
         let mut level: Vec<Ient> = Vec::new();
         let mut p = [0u8; N];
-        leaf::init(&mut p);
+        leaf::init(&mut p, N);
         let mut used = 0;
         let mut bytes = Vec::new();
         // The last key of the leaf being filled, and of the one before.
@@ -1173,7 +1196,7 @@ impl<M: Mem> Store<M> {
             let mut next = Vec::with_capacity(level.len() / per + 1);
             for group in level.chunks(per) {
                 let mut p = [0u8; N];
-                inner::init(&mut p, lvl);
+                inner::init(&mut p, self.node_size_for(IENT * group.len(), false), lvl);
                 let mut g = group.to_vec();
                 let sep = std::mem::replace(&mut g[0].sep, Sep::EMPTY);
                 inner::splice(&mut p, 0, 0, &g);
@@ -1202,8 +1225,15 @@ impl<M: Mem> Store<M> {
             _ => Sep::EMPTY,
         };
         let n = count(p) as u64;
-        level.push(Ient { sep, child: self.znew(p)?, n });
-        leaf::init(p);
+        // Made in the class that holds its entries.
+        let c = count(p);
+        let mut sized = [0u8; N];
+        leaf::init(&mut sized, self.node_size_for(N - leaf::data_lo(p) + 2 * c, false));
+        for i in 0..c {
+            leaf::insert(&mut sized, i, &leaf::raw(p, i, 0)?);
+        }
+        level.push(Ient { sep, child: self.znew(&mut sized)?, n });
+        leaf::init(p, N);
         Ok(())
     }
 

@@ -277,6 +277,41 @@ fn pushes_and_pops_at_the_ends_cost_the_element_not_the_node() {
 }
 
 #[test]
+fn a_list_made_whole_has_nodes_of_its_runs_and_a_push_makes_room() {
+    let mem = VecMem::new(16 << 20);
+    let mut s = Store::open(&mem, MAX_RANGES).unwrap();
+    let elems: Vec<Vec<u8>> = (0..100).map(|i| format!("{i:010}{}", "e".repeat(90)).into_bytes()).collect();
+    let mut ql = s.ql_new(&elems, Fill(-2)).unwrap();
+    // 100 elements of 101 bytes: two runs of about 5 KB (8 KB at most), each in the smallest
+    // class that holds it and the node's head.
+    let mut sizes = Vec::new();
+    s.ql_blocks(&ql, |_, size| sizes.push(size)).unwrap();
+    let run = 50 * 101 + u64::from(HEAD as u32);
+    let fit = crate::store::layout::class_sizes().into_iter().find(|&c| c >= run).unwrap();
+    assert_eq!(sizes, [fit, fit]);
+    // A push at the tail fits the block's slack while there is some; then the node is made
+    // again with room for twice its run, within the limit (8 KB of run).
+    let mut pushed = 0;
+    loop {
+        s.ql_push(&mut ql, false, &elems[0], Fill(-2)).unwrap();
+        pushed += 1;
+        let mut now = Vec::new();
+        s.ql_blocks(&ql, |_, size| now.push(size)).unwrap();
+        if now != sizes {
+            assert_eq!(now[0], fit, "the head is untouched");
+            assert!(now[1] >= 8192 + HEAD, "{now:?}: the tail made again with room");
+            break;
+        }
+        assert!(pushed <= 5, "{pushed} pushes into the slack of a {fit}-byte block");
+    }
+    keep(&mut s, &ql).unwrap();
+    s.seal(MAX_RANGES).unwrap();
+    let mut want: Vec<Vec<u8>> = elems.clone();
+    want.extend(std::iter::repeat_n(elems[0].clone(), pushed));
+    check(&mut s, &ql, &want.into_iter().collect(), &mut Rng(1));
+}
+
+#[test]
 fn a_list_made_in_one_command_needs_no_undo() {
     let mem = VecMem::new(64 << 20);
     let mut s = Store::open(&mem, MAX_RANGES).unwrap();

@@ -148,11 +148,6 @@ fn run(seed: u64, commands: usize, spread: u64, mem: &VecMem) -> Result<(Tree, M
 }
 
 #[test]
-fn the_node_is_a_size_class() {
-    assert!(class_sizes().contains(&NODE));
-}
-
-#[test]
 fn sets_removes_and_rollbacks_keep_the_tree_true() {
     for seed in 0..6 {
         let mem = VecMem::new(16 << 20);
@@ -304,4 +299,101 @@ fn a_crash_at_any_write_leaves_the_last_sealed_tree() {
         }
         at += step;
     }
+}
+
+/// The size of every node of the tree (its header's), and of its block.
+fn node_sizes<M: Mem>(s: &Store<M>, t: &Tree) -> Vec<(usize, u64)> {
+    let mut out = Vec::new();
+    let mut blocks = Vec::new();
+    s.tree_blocks(t, |off, size| blocks.push((off, size))).unwrap();
+    for (off, size) in blocks {
+        let mut p = [0u8; N];
+        if s.read_page(off, &mut p).is_ok() {
+            out.push((node::size(&p), size));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_tree_of_one_leaf_is_a_block_of_the_class_that_holds_it() {
+    let mem = VecMem::new(16 << 20);
+    let mut s = Store::open(&mem, MAX_RANGES).unwrap();
+    let mut t = s.tree_new().unwrap();
+    assert_eq!(node_sizes(&s, &t), [(48, 48)], "an empty tree: a leaf of the smallest class");
+    let mut held = HEAD;
+    let mut n = 0;
+    loop {
+        let (k, v) = (format!("field {n}"), vec![b'v'; 100]);
+        let entry = 12 + k.len() + v.len() + 2;
+        if held + entry > N {
+            break;
+        }
+        s.tree_set(&mut t, k.as_bytes(), &v).unwrap();
+        held += entry;
+        n += 1;
+        // One leaf, of the smallest class that holds it: its bytes are its block's.
+        let fit = class_sizes().into_iter().find(|&c| c >= held as u64).unwrap();
+        assert_eq!(node_sizes(&s, &t), [(fit as usize, fit)], "{n} entries, {held} bytes");
+    }
+    keep(&mut s, &t).unwrap();
+    s.seal(MAX_RANGES).unwrap();
+    let one_leaf = node_sizes(&s, &t);
+    assert_eq!(one_leaf.len(), 1);
+    // Reopened, the same.
+    let mut s = Store::open(&mem, MAX_RANGES).unwrap();
+    assert_eq!(node_sizes(&s, &t), one_leaf);
+    // One more splits it into two leaves with room to grow, under a root of two children.
+    s.tree_set(&mut t, b"one more", &[b'v'; 100]).unwrap();
+    let sizes = node_sizes(&s, &t);
+    assert_eq!(sizes.len(), 3, "{sizes:?}");
+    let leaves_bytes = (held + 12 + 8 + 100 + 2 - HEAD) as u64;
+    let leaves: u64 = sizes[1..].iter().map(|&(_, b)| b).sum();
+    assert!(leaves >= leaves_bytes * 5 / 4, "{sizes:?}: leaves of {leaves} bytes for {leaves_bytes}");
+    assert!(sizes[0].1 <= 128, "{sizes:?}: the root of two children");
+}
+
+#[test]
+fn a_node_made_before_nodes_had_sizes_reads_as_a_whole_node() {
+    // A leaf as every node was made before, bytes 4 .. 8 zero: read as NODE bytes, its
+    // entries packed at the end of the block, and changed in place.
+    let mem = VecMem::new(16 << 20);
+    let mut s = Store::open(&mem, MAX_RANGES).unwrap();
+    let mut t = s.tree_new().unwrap();
+    s.tree_set(&mut t, b"a field", b"its value").unwrap();
+    keep(&mut s, &t).unwrap();
+    s.seal(MAX_RANGES).unwrap();
+    let mut p = [0u8; N];
+    s.read_page(t.root, &mut p).unwrap();
+    let mut old = [0u8; N];
+    old[..8].copy_from_slice(&[TAG, LEAF, 0, 0, 0, 0, 0, 0]);
+    let e = leaf::entry(&p, 0, t.root).unwrap();
+    let at = leaf::slot(&p, 0);
+    let bytes = &p[at..at + e.size];
+    s.tree_free(&t).unwrap();
+    set_u16(&mut old, 8, 1);
+    set_u16(&mut old, 10, N - bytes.len());
+    set_u16(&mut old, HEAD, N - bytes.len());
+    old[N - bytes.len()..].copy_from_slice(bytes);
+    let b = s.alloc(NODE).unwrap();
+    old[3] = b.class;
+    s.fresh(b.off, &old).unwrap();
+    let t = Tree { root: b.off, len: 1 };
+    keep(&mut s, &t).unwrap();
+    s.seal(MAX_RANGES).unwrap();
+    let mut s = Store::open(&mem, MAX_RANGES).unwrap();
+    let mut t = handle(&mut s).unwrap();
+    assert_eq!(node_sizes(&s, &t), [(N, NODE)]);
+    let mut model: Model = [(b"a field".to_vec(), b"its value".to_vec())].into_iter().collect();
+    check(&mut s, &t, &model);
+    // Entries added in place, in the same block, until it splits.
+    for n in 0..20 {
+        let (k, v) = (format!("f{n}").into_bytes(), vec![b'x'; 50]);
+        s.tree_set(&mut t, &k, &v).unwrap();
+        model.insert(k, v);
+    }
+    assert_eq!(t.root, b.off);
+    keep(&mut s, &t).unwrap();
+    s.seal(MAX_RANGES).unwrap();
+    check(&mut s, &t, &model);
 }

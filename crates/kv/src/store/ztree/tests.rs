@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::store::layout::KIND_STRING;
+use crate::store::tree::NODE;
 use crate::store::VecMem;
 use std::collections::BTreeSet;
 
@@ -320,6 +321,46 @@ fn a_built_tree_is_the_tree_of_its_entries() {
 }
 
 #[test]
+fn members_added_in_order_fill_their_leaves() {
+    // Ascending keys go past the last leaf's end, descending ones before the first's start:
+    // either way every leaf but the one being filled is made as full as it is.
+    for descending in [false, true] {
+        let mem = VecMem::new(16 << 20);
+        let mut s = Store::open(&mem, MAX_RANGES).unwrap();
+        let mut r = Rng(3);
+        let mut t = s.zt_new().unwrap();
+        let mut model = Model::new();
+        let n = 3000u32;
+        for i in 0..n {
+            let k = if descending { n - i } else { i };
+            let m = format!("member {k:04} {}", "m".repeat(80)).into_bytes();
+            s.zt_insert(&mut t, f64::from(k), &m).unwrap();
+            model.insert(K(f64::from(k), m));
+        }
+        keep(&mut s, &t).unwrap();
+        s.seal(MAX_RANGES).unwrap();
+        check(&mut s, &t, &model, &mut r);
+        let mut leaves = Vec::new();
+        s.zt_blocks(&t, |off, size| leaves.push((off, size))).unwrap();
+        let mut fill = Vec::new();
+        for (off, size) in leaves {
+            let mut p = [0u8; N];
+            s.zread(off, &mut p).unwrap();
+            if p[1] == LEAF {
+                fill.push((leaf::live(&p) + 2 * count(&p) + HEAD) as f64 / size as f64);
+            }
+        }
+        let edge = if descending { fill.remove(0) } else { fill.pop().unwrap() };
+        let least = fill.iter().copied().fold(1.0, f64::min);
+        assert!(least > 0.9, "descending {descending}: a leaf {least:.2} full (the edge one {edge:.2})");
+        // And the entries cost little more than their bytes: 10 of score and length, a slot.
+        let entry = s.find(b"t").unwrap().unwrap().head.class;
+        let per = (s.used_bytes() - s.class_size(entry)) as f64 / f64::from(n);
+        assert!(per < (10 + 2 + 93) as f64 * 1.1, "descending {descending}: {per:.1} bytes an entry");
+    }
+}
+
+#[test]
 fn a_change_to_a_large_tree_touches_a_few_nodes() {
     let mem = VecMem::new(64 << 20);
     let mut s = Store::open(&mem, MAX_RANGES).unwrap();
@@ -379,7 +420,7 @@ fn format_md_says_what_the_code_does() {
     assert!(row("zkind").contains(&format!("{LEAF}: leaf; {INNER}: inner")));
     assert_eq!((off("zkind"), off("zlevel"), off("zclass"), off("zcount")), (1, 2, 3, 8));
     let mut p = [0u8; N];
-    leaf::init(&mut p);
+    leaf::init(&mut p, N);
     leaf::insert(&mut p, 0, &[1; 12]);
     assert_eq!((count(&p), leaf::data_lo(&p), leaf::slot(&p, 0)), (1, N - 12, N - 12));
     assert_eq!(u16_at(&p, 8), 1, "zcount at 8");
@@ -387,7 +428,12 @@ fn format_md_says_what_the_code_does() {
     assert_eq!(u16_at(&p, HEAD), N - 12, "the slots from 16");
     assert!(text.contains(&format!("longer than {INLINE_MAX} bytes gets a block of its own")));
     assert!(text.contains(&format!("length (u32): {EXT_ENTRY} bytes")));
-    assert!(text.contains(&format!("heap blocks of {NODE} bytes")));
+    assert!(text.contains(&format!("heap blocks of at most {NODE} bytes")));
+    assert!(row("zsize").contains(&format!("(0: {NODE})")));
+    assert_eq!(off("zsize"), 4);
+    leaf::init(&mut p, 144);
+    assert_eq!((u16_at(&p, 4), u16_at(&p, 10)), (144, 144), "zsize at 4, data_lo at the end");
+    assert!(text.contains("(at most (`zsize` − 16) / 64)"));
     // An inner entry.
     assert!(text.contains(&format!("`zcount` entries of {IENT} bytes")));
     assert_eq!((off("sep_score"), off("sep_len"), off("sep_class"), off("sep_body")), (0, 8, 12, 16));
@@ -399,7 +445,7 @@ fn format_md_says_what_the_code_does() {
     )));
     let e = Ient { sep: Sep([7; SEP]), child: 0x0102, n: 0x0304 };
     let mut q = [0u8; N];
-    inner::init(&mut q, 1);
+    inner::init(&mut q, N, 1);
     inner::splice(&mut q, 0, 0, &[e]);
     assert_eq!(u64_at(&q, HEAD + off("zchild")), 0x0102);
     assert_eq!(u64_at(&q, HEAD + off("zn")), 0x0304);

@@ -1,0 +1,202 @@
+//! A tree node's block, for both trees (`tree.rs`, FORMAT.md §11.5, and `ztree.rs`, §11.9):
+//! its size, and how it is read, changed and made.
+//!
+//! A node has at most [`NODE`] bytes. It is made in the smallest size class that holds what it
+//! is made with (`Store::node_fit`), so that a collection of a few members does not cost a
+//! whole [`NODE`]; a node that outgrows its bytes is made again, larger. Its size is in header
+//! bytes 4 .. 6 (u16), written when the node is made and never changed: 0 means [`NODE`], so a
+//! node of [`NODE`] bytes reads exactly as every node made before nodes had sizes. Only the
+//! first `size` bytes of the block are the node's; in memory a node is a [`Page`] of [`NODE`]
+//! bytes whose bytes past its size are zero.
+
+use super::alloc::Block;
+use super::error::StoreError;
+use super::mem::Mem;
+use super::Store;
+
+/// Bytes of the largest node: a size class's blocks (checked by a test).
+pub const NODE: u64 = 4416;
+/// [`NODE`] as a length.
+pub const N: usize = NODE as usize;
+/// A node in memory.
+pub type Page = [u8; N];
+/// Bytes of a node's header (both trees).
+pub const HEAD: usize = 16;
+/// Where the node's size is.
+const SIZE_AT: usize = 4;
+/// A node's `kind`: a leaf.
+pub const LEAF: u8 = 1;
+/// A node's `kind`: an inner node.
+pub const INNER: u8 = 2;
+
+/// The node's bytes.
+pub fn size(p: &Page) -> usize {
+    match u16::from_le_bytes([p[SIZE_AT], p[SIZE_AT + 1]]) {
+        0 => N,
+        s => s as usize,
+    }
+}
+
+/// Makes `p` a node of `bytes` bytes (at most [`NODE`]); the bytes past them are zeroed.
+pub fn set_size(p: &mut Page, bytes: usize) {
+    assert!((HEAD..=N).contains(&bytes), "a node of {bytes} bytes");
+    let v = if bytes == N { 0 } else { bytes as u16 };
+    p[SIZE_AT..SIZE_AT + 2].copy_from_slice(&v.to_le_bytes());
+    p[bytes..].fill(0);
+}
+
+impl<M: Mem> Store<M> {
+    /// The bytes a node made to hold `need` bytes gets: the smallest size class that holds
+    /// them, at most [`NODE`].
+    pub(super) fn node_fit(&self, need: usize) -> usize {
+        let need = need.clamp(HEAD, N) as u64;
+        self.class_for(need).map_or(N, |c| self.classes[c].min(NODE) as usize)
+    }
+
+    /// The bytes a node made to hold `bytes` bytes past its header gets: the smallest size
+    /// class that holds them ([`Store::node_fit`]); a half of a split (`grow`: in a tree that is
+    /// growing) gets room for half as much again.
+    pub(super) fn node_size_for(&self, bytes: usize, grow: bool) -> usize {
+        self.node_fit(HEAD + bytes + if grow { bytes / 2 } else { 0 })
+    }
+
+    /// Reads the node at `off` into `p` and checks its first word: `tag`, a kind, a size that
+    /// its block's class holds, in the heap. The caller checks the rest. `what` names the tree
+    /// in errors.
+    pub(super) fn node_read(&self, off: u64, p: &mut Page, tag: u8, what: &str) -> Result<(), StoreError> {
+        if !self.geo.in_heap(off, HEAD as u64) {
+            return Err(StoreError::Corrupt(format!("a {what} link points at {off}, outside the heap")));
+        }
+        self.mem.read(off, &mut p[..HEAD])?;
+        let n = size(p);
+        if p[0] != tag
+            || (p[1] != LEAF && p[1] != INNER)
+            || n < HEAD
+            || self.classes.get(p[3] as usize).is_none_or(|&s| s < n as u64)
+            || !self.geo.in_heap(off, n as u64)
+        {
+            return Err(StoreError::Corrupt(format!("the block at {off} is not a {what} node")));
+        }
+        self.mem.read(off + HEAD as u64, &mut p[HEAD..n])?;
+        p[n..].fill(0);
+        Ok(())
+    }
+
+    /// Writes the spans of `new` that differ from `old` (the node's bytes now): undo-logged,
+    /// unless the node was made since the last savepoint (`young`: nothing else has seen it).
+    pub(super) fn node_write(&mut self, off: u64, old: &Page, new: &Page) -> Result<(), StoreError> {
+        debug_assert_eq!(old[..8], new[..8], "a node's first word never changes");
+        let n = size(new);
+        debug_assert!(new[n..].iter().all(|&b| b == 0), "a node's bytes past its size are zero");
+        let young = self.batch.young.contains(&off);
+        let mut i = 8;
+        while i < n {
+            if old[i] == new[i] {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            let mut end = i + 1;
+            let mut j = end;
+            // Join differences less than 16 bytes apart.
+            while j < n && j < end + 16 {
+                if old[j] != new[j] {
+                    end = j + 1;
+                }
+                j += 1;
+            }
+            if young {
+                self.fresh(off + start as u64, &new[start..end])?;
+            } else {
+                self.meta(off + start as u64, &new[start..end])?;
+            }
+            i = end;
+        }
+        Ok(())
+    }
+
+    /// A new node holding `p` (its size set; its tag and class are set here).
+    pub(super) fn node_new(&mut self, p: &mut Page, tag: u8) -> Result<u64, StoreError> {
+        let n = size(p);
+        let block: Block = self.alloc(n as u64)?;
+        p[0] = tag;
+        p[3] = block.class;
+        let off = block.off;
+        if block.untouched {
+            self.fresh(off, &p[..n])?;
+        } else {
+            // The first word holds a free list's link in the sealed state.
+            self.fresh(off + 8, &p[8..n])?;
+            self.meta(off, &p[..8])?;
+        }
+        self.batch.young.insert(off);
+        Ok(off)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::layout::class_sizes;
+    use crate::store::VecMem;
+
+    #[test]
+    fn the_largest_node_is_a_size_class() {
+        assert!(class_sizes().contains(&NODE));
+    }
+
+    #[test]
+    fn a_node_is_made_in_the_smallest_class_that_holds_it() {
+        let mem = VecMem::new(4 << 20);
+        let s = Store::open(&mem, 64).unwrap();
+        assert_eq!(s.node_fit(0), 48);
+        assert_eq!(s.node_fit(132), 144);
+        assert_eq!(s.node_fit(289), 384);
+        assert_eq!(s.node_fit(N - 1), N);
+        assert_eq!(s.node_fit(N + 1), N);
+    }
+
+    #[test]
+    fn a_full_node_keeps_size_zero_and_a_small_one_its_bytes() {
+        let mut p = [0xAAu8; N];
+        set_size(&mut p, N);
+        assert_eq!(p[4..6], [0, 0]);
+        assert_eq!(size(&p), N);
+        set_size(&mut p, 144);
+        assert_eq!(p[4..6], 144u16.to_le_bytes());
+        assert_eq!(size(&p), 144);
+        assert!(p[144..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn format_md_says_what_the_code_does() {
+        let doc = include_str!("../../../../docs/FORMAT.md");
+        let sec = &doc[doc.find("### 11.5 Trees").expect("FORMAT.md has section 11.5")..];
+        let sec = &sec[..sec.find("\n### ").unwrap_or(sec.len())];
+        let row = sec.lines().find(|l| l.contains("| `size` |")).expect("a row for size");
+        assert!(row.starts_with(&format!("| {SIZE_AT} | 2 |")), "{row}");
+        assert!(row.contains(&format!("0 for {NODE}")), "{row}");
+        let sizes = class_sizes();
+        let below = sizes.iter().copied().filter(|&c| c < NODE).max().unwrap();
+        assert!(row.contains(&format!("{} .. {below}", sizes[0])), "{row}");
+    }
+
+    #[test]
+    fn a_node_larger_than_its_block_is_refused() {
+        let mem = VecMem::new(4 << 20);
+        let mut s = Store::open(&mem, 64).unwrap();
+        let mut p = [0u8; N];
+        p[1] = LEAF;
+        set_size(&mut p, 144);
+        let off = s.node_new(&mut p, b'T').unwrap();
+        let mut q = [0u8; N];
+        s.node_read(off, &mut q, b'T', "test").unwrap();
+        assert_eq!(size(&q), 144);
+        // Its size raised past its class's blocks: not a node.
+        mem.write(off + 4, &400u16.to_le_bytes()).unwrap();
+        let e = s.node_read(off, &mut q, b'T', "test").unwrap_err();
+        assert!(e.to_string().contains("not a test node"), "{e}");
+        mem.write(off + 4, &8u16.to_le_bytes()).unwrap();
+        assert!(s.node_read(off, &mut q, b'T', "test").is_err());
+    }
+}
