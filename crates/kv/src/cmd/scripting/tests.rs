@@ -380,6 +380,25 @@ fn errors_of_the_globals_are_placed_as_redis_places_them() {
     );
 }
 
+/// A script's number that is past the integers, or NaN, becomes the integer a C cast to `long
+/// long` gives on x86-64, as Redis's reply (redis-server 7.0.15's answers).
+#[test]
+fn numbers_past_the_integers_are_cast_as_redis_casts_them() {
+    let mut h = Harness::new();
+    for (script, want) in [
+        ("return 1e20", i64::MIN),
+        ("return -1e20", i64::MIN),
+        ("return 9223372036854775807", i64::MIN),
+        ("return 1/0", i64::MIN),
+        ("return 0/0", i64::MIN),
+        ("return 9.2e18", 9_200_000_000_000_000_000),
+        ("return -3.99", -3),
+    ] {
+        assert_eq!(h.eval(script, &["0"]), Value::Int(want), "{script}");
+    }
+    assert_eq!(h.eval("return {1e20, 2.5}", &["0"]), Value::Array(vec![Value::Int(i64::MIN), Value::Int(2)]));
+}
+
 #[test]
 fn libraries_of_lua_redis_embeds() {
     let mut h = Harness::new();
