@@ -399,6 +399,20 @@ fn numbers_past_the_integers_are_cast_as_redis_casts_them() {
     assert_eq!(h.eval("return {1e20, 2.5}", &["0"]), Value::Array(vec![Value::Int(i64::MIN), Value::Int(2)]));
 }
 
+/// SCRIPT DEBUG in a transaction is refused, as Redis refuses it while replies wait to be sent
+/// (in EXEC they always do); alone, NO is taken.
+#[test]
+fn script_debug_is_refused_in_a_transaction() {
+    let mut h = Harness::new();
+    assert_eq!(h.cmd(&["SCRIPT", "DEBUG", "NO"]), Value::Simple(b"OK".to_vec()));
+    h.cmd(&["MULTI"]);
+    assert_eq!(h.cmd(&["SCRIPT", "DEBUG", "NO"]), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(
+        h.cmd(&["EXEC"]),
+        Value::Array(vec![Value::Error(b"ERR SCRIPT DEBUG must be called outside a pipeline".to_vec())])
+    );
+}
+
 #[test]
 fn libraries_of_lua_redis_embeds() {
     let mut h = Harness::new();
