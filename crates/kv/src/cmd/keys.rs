@@ -56,6 +56,8 @@ pub(super) fn del<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(),
             if live {
                 n += 1;
                 cx.notify(GENERIC, "del", k);
+                // The keys it deletes only, as Redis.
+                cx.watches.touch(cx.store.selected(), k);
             }
         }
     }

@@ -1012,6 +1012,16 @@ fn watch_aborts_exec_when_a_watched_key_is_touched() {
         ("l", &["SORT", "l", "STORE", "sorted"], false),
         ("sorted", &["SORT", "l", "STORE", "sorted"], true),
         ("l", &["LMPOP", "1", "l", "LEFT"], true),
+        // DEL and UNLINK touch the keys they delete, not the missing ones they name; BLPOP,
+        // BRPOP, BZPOPMIN and BZPOPMAX the key they pop, not the others they name.
+        ("gone", &["DEL", "gone", "src"], false),
+        ("gone", &["UNLINK", "gone", "dst"], false),
+        ("l", &["RPUSH", "l", "a", "b"], true),
+        ("other", &["BLPOP", "l", "other", "0.01"], false),
+        ("other", &["BRPOP", "l", "other", "0.01"], false),
+        ("l", &["ZADD", "z", "1", "a", "2", "b"], false),
+        ("other", &["BZPOPMIN", "z", "other", "0.01"], false),
+        ("z", &["BZPOPMAX", "z", "other", "0.01"], true),
     ] {
         h.cmd(&["WATCH", watched]);
         h.as_client(&mut other, cmd);
