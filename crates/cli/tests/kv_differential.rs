@@ -3,9 +3,12 @@
 //!
 //! The sequences (kv_differential/gen.rs) use a small key space, so that commands collide;
 //! values of every size from empty to `[kv] max_bulk` (1 MiB here, Redis's
-//! `proto-max-bulk-len` the same), binary and text; every supported command with valid and
-//! invalid arguments (wrong arity, wrong type, bad numbers, bad options, odd cases of the
-//! names); pipelines; MULTI/EXEC/DISCARD with commands refused while queued and errors at run
+//! `proto-max-bulk-len` the same), binary and text; every command of mojim kv's table (a test
+//! fails on one that is neither sent nor left out with its reason, `coverage::LEFT_OUT`) with
+//! valid and invalid arguments (wrong arity, wrong type, bad numbers, bad options, odd cases of
+//! the names): SORT of lists, sets and sorted sets by weights and fields, DUMP payloads of one
+//! server restored on both (as they are, cut, or changed under a right checksum), scripts and
+//! functions that call commands on the test's keys; pipelines; MULTI/EXEC/DISCARD with commands refused while queued and errors at run
 //! time; FLUSHALL/FLUSHDB; expiries, absolute times chosen by the harness for the keys that
 //! expire while it runs; HELLO 2/3; QUIT; SCAN iterated to the end; a bulk string past the
 //! limit (both servers close the connection); Redis commands outside the subset (mojim kv
@@ -29,6 +32,8 @@ mod clock;
 mod common;
 #[path = "kv_differential/compare.rs"]
 mod compare;
+#[path = "kv_differential/coverage.rs"]
+mod coverage;
 #[path = "kv_differential/gen.rs"]
 mod gen;
 #[path = "kv_differential/harness.rs"]
@@ -44,6 +49,7 @@ use gen::{Gates, Mode, MAX_BULK};
 use harness::{Harness, Options};
 use redis::RedisServer;
 use stats::Stats;
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 /// Where `mojim kv` and Redis may answer differently, and why. Every other reply is compared
@@ -131,6 +137,61 @@ const DELIBERATE: &[(&str, &str)] = &[
          nothing",
     ),
     (
+        "HRANDFIELD's draws, HSCAN's cursors",
+        "as SRANDMEMBER's and SSCAN's: HRANDFIELD of the whole hash compared as a set of fields or of pairs, \
+         other counts by their number; HSCAN from cursor 0 with a COUNT larger than any hash here",
+    ),
+    (
+        "EXPIRETIME and PEXPIRETIME",
+        "a relative expiry is set milliseconds apart: as TTL and PTTL (-2, -1 exactly, times close)",
+    ),
+    (
+        "RANDOMKEY, MEMORY USAGE, DUMP, FUNCTION DUMP, OBJECT REFCOUNT, and the HELP subcommands",
+        "each server's own draw, bytes (the region's blocks; Redis's allocations), payload bytes (mojim kv \
+         writes strings uncompressed), shared integers (Redis's), and help lines: the kind of reply only, and \
+         MEMORY USAGE's null for a key that may have expired unremoved (Redis measures it). A payload is \
+         compared by restoring it: RESTORE and FUNCTION RESTORE are sent one server's payload, and the \
+         restored value is compared. A payload changed under a right checksum is restored in a step of its \
+         own: mojim kv reads it whole, and refuses as bad data what Redis may take (a length read on into \
+         the trailer, bytes left unread, a sorted set's score that is not a number: docs/COMPATIBILITY.md); \
+         the key is then deleted on both (a sorted set's payload is not changed so: it would be every time)",
+    ),
+    (
+        "OBJECT IDLETIME",
+        "mojim kv does not track when keys were last read and refuses it for a key that exists: sent for \
+         missing keys only",
+    ),
+    (
+        "LCS past proto-max-bulk-len",
+        "Redis refuses a table of counts larger than proto-max-bulk-len (1 MiB here), mojim kv only past its \
+         output limit: where Redis refuses, mojim kv's answer is taken",
+    ),
+    (
+        "SORT's sources, orders and ties",
+        "only the sort:* keys are sorted, which hold no number in hexadecimal (Redis's strtod reads 0x10, mojim \
+         kv refuses it) and no sorted set whose encoding OBJECT ENCODING could then show (Redis's SORT converts \
+         a small sorted set to a skiplist: docs/COMPATIBILITY.md); a set not sorted comes in each server's own \
+         order, and so do elements whose weights tie under ALPHA (Redis's comparison answers 0: the order of \
+         its dictionary, or of its partial quicksort under LIMIT): compared as a multiset (by its number under \
+         a LIMIT)",
+    ),
+    (
+        "SORT after a number that overflowed",
+        "Redis's SORT checks errno after strtod without clearing it, and refuses every element once anything \
+         before set ERANGE (INCRBYFLOAT k 1e400, a score of 1e-320): each SORT is sent right after a ZADD XX of \
+         a key that does not exist, which clears it and changes nothing",
+    ),
+    (
+        "FUNCTION LIST's order, and which library FUNCTION RESTORE names as existing",
+        "each server's own order of the libraries (Redis's dictionary's): compared as a set; a refusal may name \
+         another of the payload's libraries (or functions) that exist",
+    ),
+    (
+        "the script cache and the libraries across a restart of mojim kv",
+        "they live in its heap, not in the region, and are lost (docs/COMPATIBILITY.md): Redis's are flushed \
+         after each restart",
+    ),
+    (
         "commands on keys near their expiry instant",
         "not a reply difference but a rule of the harness: the servers run a command milliseconds apart, so \
          keys that expire during the test (e:*) are touched only away from their instant; a step that runs \
@@ -197,6 +258,53 @@ const BUG_UNKNOWN_COMMAND_ARGS: bool = false;
 /// one the command does not keep (`HSET h f <65 bytes> f x`, or `HSETNX h f <65 bytes>` of a
 /// field that exists: OBJECT ENCODING then says `listpack` on mojim kv, `hashtable` on Redis).
 const BUG_HASH_ENCODING_BY_ARGUMENTS: bool = false;
+/// MEMORY's subcommands are not checked as Redis checks them: `MEMORY NOSUCH`: mojim kv `-ERR
+/// unknown subcommand or wrong number of arguments for 'NOSUCH'. Try MEMORY HELP.`, Redis
+/// `-ERR unknown subcommand 'NOSUCH'. Try MEMORY HELP.` (`MEMORY USAGE` without a key alike).
+const BUG_MEMORY_SUBCOMMANDS: bool = false;
+/// An error raised by `redis.call` in a tail call (`return redis.call('INCR', KEYS[1])` on a key
+/// that is not a number) lacks where it was raised: mojim kv `-ERR value is not an integer or out
+/// of range`, Redis `... script: <sha>, on @user_script:1.` (a call that is not a tail call is
+/// placed alike).
+const BUG_SCRIPT_TAIL_CALL_ERROR: bool = true;
+/// A script's write of a global (`x = 1`, `redis.x = 1`), and its read of a missing one, are
+/// placed unlike Redis's: `x = 1`: mojim kv `-ERR sandbox:52: Attempt to modify a readonly table
+/// ...`, Redis `-ERR user_script:1: Attempt to ...`; `return nosuch`: mojim kv `-ERR Script
+/// attempted to access nonexistent global variable 'nosuch' ...`, Redis `-ERR user_script:1:
+/// Script attempted ...`; `rawset(_G, 'y', 1)`: mojim kv `-ERR user_script:1: Attempt to modify
+/// ...`, Redis without the place.
+const BUG_SCRIPT_GLOBAL_ERRORS: bool = false;
+/// A script's number past the integers, or NaN, becomes an integer unlike Redis's (a C cast,
+/// which on x86-64 gives the smallest integer): `return 1e20`: mojim kv `:9223372036854775807`,
+/// Redis `:-9223372036854775808`; `return 0/0`: mojim kv `:0`, Redis the same smallest integer.
+const BUG_SCRIPT_NUMBER_TO_INTEGER: bool = false;
+/// An error raised by a helper written in Rust (`redis.sha1hex()`, `redis.setresp(5)`,
+/// `bit.band({})`) reaches the client as `-ERR runtime error: <message> stack traceback: ...`;
+/// Redis answers `-ERR <message> script: ...` (`bit.band`'s with the place first, `user_script:1:
+/// bad argument #1 ...`). (Seen by hand, not sent: `pcall(redis.sha1hex)` gives the script a
+/// userdata where Redis gives a string, and cjson's messages name tokens unlike Redis's, `the
+/// end` for `T_END`.)
+const BUG_SCRIPT_HELPER_ERRORS: bool = true;
+/// `MULTI`, `SCRIPT DEBUG NO`, `EXEC`: Redis refuses it in the transaction (`-ERR SCRIPT DEBUG must
+/// be called outside a pipeline`: replies wait to be sent), mojim kv answers `+OK`.
+const BUG_SCRIPT_DEBUG_IN_EXEC: bool = false;
+/// `RESTORE k 9223372036854775807 <payload> REPLACE` (a TTL whose end, from now, is past the
+/// integers): Redis's sum wraps to a time past, so the key is not made (and the one it replaces
+/// goes); mojim kv makes it, expiring at the largest time.
+const BUG_RESTORE_TTL_OVERFLOW: bool = false;
+/// BITCOUNT reads its unit before its end: `BITCOUNT k 0 x FOO` on a string: mojim kv `-ERR
+/// syntax error`, Redis `-ERR value is not an integer or out of range` (both ends first).
+const BUG_BITCOUNT_ARGUMENT_ORDER: bool = false;
+/// A database number past a C `int` (SELECT, MOVE, COPY ... DB, SWAPDB; `redis.call('SELECT',
+/// ...)` in a script): `SELECT 9999999999`: mojim kv `-ERR DB index is out of range`, Redis `-ERR
+/// value is out of range, value must between -2147483648 and 2147483647` (SWAPDB: `-ERR invalid
+/// first DB index`; COPY: mojim kv `-ERR value is not an integer or out of range`).
+const BUG_DB_INDEX_INT: bool = false;
+/// WATCH: DEL and UNLINK touched every key they name, BLPOP, BRPOP, BZPOPMIN and BZPOPMAX every
+/// key they wait on; Redis touches the keys they delete, the key they pop (`WATCH k`, `DEL k
+/// other`, `MULTI`, `PING`, `EXEC` with `other` there and `k` not: mojim kv `*-1`, Redis
+/// `[+PONG]`).
+const BUG_WATCH_TOUCHES_NAMED_KEYS: bool = false;
 
 /// Seeds run when `MOJIM_TEST_SEED` is not set.
 const SEEDS: &[u64] = &[1, 2, 3];
@@ -248,6 +356,16 @@ fn options(test: &'static str, seed: u64, mode: Mode, steps: usize, region: u64)
             subcommand_extra_args: gated("BUG_SUBCOMMAND_EXTRA_ARGS", BUG_SUBCOMMAND_EXTRA_ARGS),
             auth_any_user: gated("BUG_AUTH_ANY_USER", BUG_AUTH_ANY_USER),
             hash_encoding_by_args: gated("BUG_HASH_ENCODING_BY_ARGUMENTS", BUG_HASH_ENCODING_BY_ARGUMENTS),
+            memory_subcommands: gated("BUG_MEMORY_SUBCOMMANDS", BUG_MEMORY_SUBCOMMANDS),
+            script_tail_call_error: gated("BUG_SCRIPT_TAIL_CALL_ERROR", BUG_SCRIPT_TAIL_CALL_ERROR),
+            script_global_errors: gated("BUG_SCRIPT_GLOBAL_ERRORS", BUG_SCRIPT_GLOBAL_ERRORS),
+            script_number_to_integer: gated("BUG_SCRIPT_NUMBER_TO_INTEGER", BUG_SCRIPT_NUMBER_TO_INTEGER),
+            script_helper_errors: gated("BUG_SCRIPT_HELPER_ERRORS", BUG_SCRIPT_HELPER_ERRORS),
+            script_debug_in_exec: gated("BUG_SCRIPT_DEBUG_IN_EXEC", BUG_SCRIPT_DEBUG_IN_EXEC),
+            restore_ttl_overflow: gated("BUG_RESTORE_TTL_OVERFLOW", BUG_RESTORE_TTL_OVERFLOW),
+            bitcount_argument_order: gated("BUG_BITCOUNT_ARGUMENT_ORDER", BUG_BITCOUNT_ARGUMENT_ORDER),
+            db_index_int: gated("BUG_DB_INDEX_INT", BUG_DB_INDEX_INT),
+            watch_touches_named_keys: gated("BUG_WATCH_TOUCHES_NAMED_KEYS", BUG_WATCH_TOUCHES_NAMED_KEYS),
         },
         ttl_may_round_up: gated("BUG_TTL_ROUNDS_UP", BUG_TTL_ROUNDS_UP),
         append_guard: gated("BUG_APPEND_PAST_MAX_BULK", BUG_APPEND_PAST_MAX_BULK),
@@ -302,4 +420,39 @@ fn under_oom_pressure_mojim_kv_refuses_whole_requests_and_changes_nothing() {
         total.add(&s);
     }
     report(TEST, &redis, &total, t0);
+}
+
+/// Every command of `mojim kv`'s table is sent by a run of the default size (`SEEDS`, `STEPS`,
+/// `OOM_STEPS`), or listed in `coverage::LEFT_OUT` with its reason; and no command is both.
+#[test]
+fn every_command_of_mojim_kv_is_sent_or_left_out_with_a_reason() {
+    const TEST: &str = "every_command_of_mojim_kv_is_sent_or_left_out_with_a_reason";
+    let mut sent = BTreeSet::new();
+    for &seed in SEEDS {
+        for (mode, steps, region) in [(Mode::Main, STEPS, 64 << 20), (Mode::Oom, OOM_STEPS, 2 << 20)] {
+            let o = options(TEST, seed, mode, steps, region);
+            sent.extend(coverage::sent(o.seed, o.mode, o.steps, o.faults, o.gates));
+        }
+    }
+    let table: BTreeSet<String> = mojim_kv::cmd::SPECS.iter().map(|s| s.name.to_string()).collect();
+    let left_out: BTreeSet<String> = coverage::LEFT_OUT.iter().map(|(n, _)| n.to_string()).collect();
+    let missing: Vec<&String> =
+        table.iter().filter(|n| !sent.contains(*n) && !left_out.contains(*n)).collect();
+    assert!(
+        missing.is_empty(),
+        "mojim kv has commands the differential test neither sends nor leaves out: {missing:?}; send them \
+         (kv_differential/gen.rs's MAIN and OOM tables) or list them in coverage::LEFT_OUT with the reason"
+    );
+    let both: Vec<&String> = left_out.intersection(&sent).collect();
+    assert!(both.is_empty(), "coverage::LEFT_OUT lists commands the test sends: {both:?}");
+    let unknown: Vec<&String> = left_out.difference(&table).collect();
+    assert!(unknown.is_empty(), "coverage::LEFT_OUT lists commands mojim kv does not have: {unknown:?}");
+    println!(
+        "{TEST}: {} of mojim kv's {} commands sent; left out:",
+        table.len() - left_out.len(),
+        table.len()
+    );
+    for (name, why) in coverage::LEFT_OUT {
+        println!("  - {name}: {why}");
+    }
 }

@@ -13,6 +13,18 @@
 use super::compare::Cmp;
 use crate::common::Rng;
 
+#[path = "hashes.rs"]
+mod hashes;
+#[path = "keys.rs"]
+mod keys;
+#[path = "lists.rs"]
+mod lists;
+#[path = "scripts.rs"]
+mod scripts;
+#[path = "sort.rs"]
+mod sort;
+#[path = "strings.rs"]
+mod strings;
 #[path = "zsets.rs"]
 mod zsets;
 
@@ -34,6 +46,16 @@ pub struct Gates {
     pub subcommand_extra_args: bool,
     pub auth_any_user: bool,
     pub hash_encoding_by_args: bool,
+    pub memory_subcommands: bool,
+    pub script_tail_call_error: bool,
+    pub script_global_errors: bool,
+    pub script_number_to_integer: bool,
+    pub script_helper_errors: bool,
+    pub script_debug_in_exec: bool,
+    pub restore_ttl_overflow: bool,
+    pub bitcount_argument_order: bool,
+    pub db_index_int: bool,
+    pub watch_touches_named_keys: bool,
 }
 
 /// An argument: bytes, or an absolute time filled in when the command is sent.
@@ -44,6 +66,32 @@ pub enum Arg {
     At {
         unit_ms: u64,
         when: When,
+    },
+    /// The payload one server answers to `req` (DUMP, FUNCTION DUMP) just before the command is
+    /// sent (`from_redis`: Redis's, else mojim kv's), changed by `mangle`; the same bytes go to
+    /// both. When it answers no payload, `NO_PAYLOAD`.
+    Dumped {
+        req: Vec<Vec<u8>>,
+        from_redis: bool,
+        mangle: Mangle,
+    },
+}
+
+/// A payload that neither server takes (no RDB trailer).
+pub const NO_PAYLOAD: &[u8] = b"\x00no payload";
+
+/// How a dumped payload is changed before it is sent back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mangle {
+    None,
+    /// Its last byte cut (a wrong checksum, or no trailer).
+    Truncate,
+    /// A bit of its checksum flipped.
+    Checksum,
+    /// A byte of its body (chosen by `at`) xored with `xor`, the checksum made right again.
+    Corrupt {
+        at: u64,
+        xor: u8,
     },
 }
 
@@ -98,6 +146,11 @@ impl Cmd {
                 Arg::At { unit_ms, when } => {
                     format!("<{when:?} in {}>", if *unit_ms == 1 { "ms" } else { "s" })
                 }
+                Arg::Dumped { req, from_redis, mangle } => format!(
+                    "<{} of {}, {mangle:?}>",
+                    req.iter().map(|a| a.escape_ascii().to_string()).collect::<Vec<_>>().join(" "),
+                    if *from_redis { "redis" } else { "mojim kv" }
+                ),
             })
             .collect::<Vec<_>>()
             .join(" ")
@@ -255,6 +308,19 @@ const MAIN: &[(&str, u64)] = &[
     ("TTL", 4),
     ("PTTL", 2),
     ("PERSIST", 2),
+    ("EXPIRETIME", 1),
+    ("PEXPIRETIME", 1),
+    ("GETEX", 2),
+    ("GETRANGE", 1),
+    ("SUBSTR", 1),
+    ("SETRANGE", 2),
+    ("INCRBYFLOAT", 2),
+    ("LCS", 2),
+    ("SETBIT", 2),
+    ("GETBIT", 1),
+    ("BITCOUNT", 1),
+    ("BITPOS", 1),
+    ("BITOP", 1),
     ("HSET", 9),
     ("HMSET", 2),
     ("HSETNX", 2),
@@ -267,6 +333,10 @@ const MAIN: &[(&str, u64)] = &[
     ("HLEN", 2),
     ("HEXISTS", 2),
     ("HINCRBY", 3),
+    ("HINCRBYFLOAT", 2),
+    ("HSTRLEN", 1),
+    ("HRANDFIELD", 2),
+    ("HSCAN", 1),
     ("ZADD", 10),
     ("ZADDLEX", 3),
     ("ZINCRBY", 2),
@@ -321,6 +391,11 @@ const MAIN: &[(&str, u64)] = &[
     ("LMOVE", 2),
     ("RPOPLPUSH", 1),
     ("LMPOP", 1),
+    ("BLPOP", 1),
+    ("BRPOP", 1),
+    ("BRPOPLPUSH", 1),
+    ("BLMOVE", 1),
+    ("BLMPOP", 1),
     ("SADD", 8),
     ("SREM", 3),
     ("SISMEMBER", 2),
@@ -345,6 +420,27 @@ const MAIN: &[(&str, u64)] = &[
     ("TYPE", 3),
     ("RENAME", 2),
     ("RENAMENX", 2),
+    ("COPY", 2),
+    ("MOVE", 1),
+    ("SWAPDB", 1),
+    ("RANDOMKEY", 1),
+    ("TOUCH", 1),
+    ("MEMORY", 1),
+    ("DUMP", 1),
+    ("RESTORE", 3),
+    ("WATCH", 2),
+    ("UNWATCH", 1),
+    ("RESET", 1),
+    ("SORT", 3),
+    ("SORT_RO", 1),
+    ("EVAL", 3),
+    ("EVAL_RO", 1),
+    ("EVALSHA", 2),
+    ("EVALSHA_RO", 1),
+    ("SCRIPT", 1),
+    ("FUNCTION", 2),
+    ("FCALL", 2),
+    ("FCALL_RO", 1),
     ("KEYS", 1),
     ("DBSIZE", 1),
     ("FLUSH", 1),
@@ -383,6 +479,12 @@ const OOM: &[(&str, u64)] = &[
     ("SUNIONSTORE", 1),
     ("INCR", 2),
     ("RENAME", 2),
+    ("SETRANGE", 2),
+    ("COPY", 2),
+    ("RESTORE", 2),
+    ("SORT", 1),
+    ("EVAL", 2),
+    ("BITOP", 1),
     ("GET", 5),
     ("HGETALL", 2),
     ("DEL", 6),
@@ -499,6 +601,7 @@ impl Gen {
             }
             840..=869 => self.scan(),
             870..=884 => Step::Pipeline(vec![self.flush()]),
+            885..=899 if !oom && self.rng.chance(6) => Step::Pipeline(vec![self.script_debug()]),
             885..=899 if !oom => Step::Pipeline(vec![self.hello()]),
             900..=909 if !oom => self.over_limit(),
             910..=924 if !oom => self.unsupported(),
@@ -524,6 +627,7 @@ impl Gen {
             945..=952 => Step::Pipeline(vec![self.big_hash()]),
             953..=958 => Step::Pipeline(vec![self.big_set()]),
             959..=964 => Step::Pipeline(vec![self.big_zset()]),
+            965..=972 => Step::Pipeline(vec![self.corrupt_restore()]),
             _ => Step::Pipeline(self.command()),
         }
     }
@@ -765,7 +869,7 @@ impl Gen {
             has("FOO") || (has("NX") && (has("XX") || has("GT") || has("LT"))) || (has("GT") && has("LT"));
         let number = match &a[2] {
             Arg::B(b) => std::str::from_utf8(b).is_ok_and(|s| s.parse::<i64>().is_ok()),
-            Arg::At { .. } => true,
+            Arg::At { .. } | Arg::Dumped { .. } => true,
         };
         if bad && !number {
             a[2] = Arg::B(b"100".to_vec());
@@ -799,7 +903,10 @@ impl Gen {
             || (self.gates.subcommand_extra_args && (name == "CLIENT" || name == "COMMAND"));
         // Not SPOP's count (a random pop), nor SSCAN's COUNT (pages that differ): an extra
         // argument only.
-        let no_cut = name == "SPOP" || name == "SSCAN";
+        // Nor of HRANDFIELD's, ZRANDMEMBER's, HSCAN's, SORT's (whose comparison follows its
+        // options).
+        let no_cut = ["SPOP", "SSCAN", "HSCAN", "HRANDFIELD", "ZRANDMEMBER", "SORT", "SORT_RO"]
+            .contains(&name.as_str());
         if (self.rng.chance(2) || no_extra) && !no_cut {
             c.args.truncate(self.rng.range(1, c.args.len() as u64 - 1) as usize);
         } else {
@@ -1052,7 +1159,6 @@ impl Gen {
             }
             "SISMEMBER" => (vec![n(self), b(&k), Arg::B(self.member())], Cmp::Exact, vec![k]),
             "SCARD" => (vec![n(self), b(&k)], Cmp::Exact, vec![k]),
-            "OBJECT" => (vec![n(self), self.name("ENCODING"), b(&k)], Cmp::Exact, vec![k]),
             "SMEMBERS" => (vec![n(self), b(&k)], Cmp::Unordered, vec![k]),
             "SPOP" | "SRANDMEMBER" => match self.rng.range(0, 9) {
                 // Without a count: a member at random, compared by kind (SPOP only on a key of
@@ -1206,6 +1312,18 @@ impl Gen {
                 return vec![Cmd::new(a, Cmp::Exact)];
             }
             z if z.starts_with('Z') || z.starts_with("BZ") => return self.zset(z, p, k),
+            "GETEX" | "GETRANGE" | "SUBSTR" | "SETRANGE" | "INCRBYFLOAT" | "LCS" | "SETBIT" | "GETBIT"
+            | "BITCOUNT" | "BITPOS" | "BITOP" => return self.string(which, p, k),
+            "HINCRBYFLOAT" | "HSTRLEN" | "HRANDFIELD" | "HSCAN" => return self.hash(which, k),
+            "BLPOP" | "BRPOP" | "BRPOPLPUSH" | "BLMOVE" | "BLMPOP" => return self.blocking_list(which, p, k),
+            "COPY" | "MOVE" | "SWAPDB" | "RANDOMKEY" | "TOUCH" | "EXPIRETIME" | "PEXPIRETIME" | "OBJECT"
+            | "MEMORY" | "DUMP" | "RESTORE" | "WATCH" | "UNWATCH" | "RESET" => {
+                return self.key_cmd(which, p, k)
+            }
+            "SORT" | "SORT_RO" => return self.sort(which),
+            "EVAL" | "EVAL_RO" | "EVALSHA" | "EVALSHA_RO" | "SCRIPT" | "FUNCTION" | "FCALL" | "FCALL_RO" => {
+                return self.scripting(which, p)
+            }
             _ => {
                 let c = self.server_command(which);
                 let before = c.args.len();
@@ -1378,15 +1496,30 @@ impl Gen {
         let mut v = vec![Cmd::new(vec![self.name("MULTI")], Cmp::Exact)];
         let mut queued = Vec::new();
         for _ in 0..self.rng.range(0, 6) {
+            // `BUG_SCRIPT_DEBUG_IN_EXEC`: not in a transaction.
+            if self.rng.chance(60) && !self.gates.script_debug_in_exec {
+                let mut c = self.script_debug();
+                queued.push(std::mem::replace(&mut c.cmp, Cmp::Exact));
+                v.push(c);
+                continue;
+            }
             if self.rng.chance(40) {
                 // Not queued: an error, and the transaction goes on.
-                v.push(Cmd::new(vec![self.name("MULTI")], Cmp::Exact));
+                let n = if self.rng.chance(2) { "MULTI" } else { "WATCH" };
+                let mut a = vec![self.name(n)];
+                if n == "WATCH" {
+                    a.push(Arg::B(self.key(Pool::Plain)));
+                }
+                v.push(Cmd::new(a, Cmp::Exact));
                 continue;
             }
             let mut cmds = self.command();
+            // Not WATCH (a step of its own, with its transaction) nor RESET (which would end
+            // this one, and the commands after it would run outside, compared as queued ones).
             // `BUG_SUBCOMMANDS_QUEUED`: no subcommands of CLIENT, CONFIG, COMMAND queued.
-            while self.gates.subcommands_queued
-                && ["CLIENT", "CONFIG", "COMMAND"].contains(&cmds[0].name().as_str())
+            while ["WATCH", "RESET"].contains(&cmds[0].name().as_str())
+                || (self.gates.subcommands_queued
+                    && ["CLIENT", "CONFIG", "COMMAND"].contains(&cmds[0].name().as_str()))
             {
                 cmds = self.command();
             }
@@ -1517,9 +1650,14 @@ impl Gen {
     }
 }
 
-/// The bytes of the commands' arguments.
+/// The bytes of the commands' arguments (a payload's, filled in when sent, as the largest).
 fn size(cmds: &[Cmd]) -> usize {
-    cmds.iter().flat_map(|c| &c.args).map(|a| if let Arg::B(b) = a { b.len() + 16 } else { 32 }).sum()
+    let one = |a: &Arg| match a {
+        Arg::B(b) => b.len() + 16,
+        Arg::At { .. } => 32,
+        Arg::Dumped { .. } => MAX_BULK,
+    };
+    cmds.iter().flat_map(|c| &c.args).map(one).sum()
 }
 
 fn b(x: &[u8]) -> Arg {

@@ -7,8 +7,10 @@
 //! compared afterwards (it must have changed nothing).
 
 use super::clock::{now_ms, Clock};
-use super::compare::{compare, Cmp, Ctx};
-use super::gen::{expiring_keys, is_expiring, Arg, Cmd, Fault, Gates, Gen, Mode, Step, When, MAX_BULK};
+use super::compare::{compare, took_what_mojim_refused, Cmp, Ctx};
+use super::gen::{
+    expiring_keys, is_expiring, Arg, Cmd, Fault, Gates, Gen, Mangle, Mode, Step, When, MAX_BULK, NO_PAYLOAD,
+};
 use super::redis::{running, RedisServer};
 use super::resp::{encode, show_all, Conn, Replies, Reply};
 use super::stats::Stats;
@@ -75,6 +77,9 @@ impl<'a> Harness<'a> {
         let mirror_addr = k.c.mirror_addr();
         let mut r = Conn::connect(&redis.addr).expect("connect to redis");
         r.call(&[vec![b"FLUSHALL".to_vec()]]).expect("flush redis");
+        // A new mojim kv has no scripts and no libraries: nor has Redis (the seed before may
+        // have left some).
+        forget_scripts(&mut r).expect("flush redis's scripts and functions");
         Harness {
             o,
             gen,
@@ -171,12 +176,49 @@ impl<'a> Harness<'a> {
                         };
                         (ms / unit_ms).to_string().into_bytes()
                     }
+                    Arg::Dumped { req, from_redis, mangle } => self.dumped(req, *from_redis, *mangle),
                 });
             }
             out.push(args);
         }
         self.stats.requests += out.len() as u64;
         out
+    }
+
+    /// The payload one server answers to `req` now, changed by `mangle` (`NO_PAYLOAD` if it
+    /// answers none, or one past `MAX_BULK`).
+    fn dumped(&mut self, req: &[Vec<u8>], from_redis: bool, mangle: Mangle) -> Vec<u8> {
+        let c = if from_redis { &mut self.r } else { &mut self.m };
+        let got = c.call(&[req.to_vec()]).map(|r| r.replies);
+        self.stats.requests += 1;
+        let mut p = match got {
+            // (A payload past `MAX_BULK`, of a value near it, is not sent: both servers would close
+            // the connection.)
+            Ok(r) => match r.into_iter().next() {
+                Some(Reply::Bulk(p)) if p.len() <= MAX_BULK => p,
+                _ => return NO_PAYLOAD.to_vec(),
+            },
+            Err(e) => self.fail("a server did not answer a DUMP", &e),
+        };
+        self.stats.payloads += 1;
+        let n = p.len();
+        match mangle {
+            Mangle::None => {}
+            Mangle::Truncate => p.truncate(n.saturating_sub(1)),
+            Mangle::Checksum if n > 0 => p[n - 1] ^= 0x10,
+            // The body, the RDB version and the checksum (CRC-64 of both), as Redis seals it. Not
+            // the type's byte (mojim kv refuses a kind it does not hold by name, Redis as bad
+            // data), nor a sorted set's (mojim kv checks its scores, which Redis's check leaves:
+            // docs/COMPATIBILITY.md): a wrong checksum for those.
+            Mangle::Corrupt { .. } if n > 11 && ZSET_TYPES.contains(&p[0]) => p[n - 1] ^= 0x10,
+            Mangle::Corrupt { at, xor } if n > 11 => {
+                p[1 + (at % (n as u64 - 11)) as usize] ^= xor;
+                let crc = mojim_kv::cmd::rdb::crc64::crc64(0, &p[..n - 8]);
+                p[n - 8..].copy_from_slice(&crc.to_le_bytes());
+            }
+            _ => {}
+        }
+        p
     }
 
     fn ctx(&mut self, span_ms: u64, cmds: &[Cmd]) -> Ctx {
@@ -256,7 +298,10 @@ impl<'a> Harness<'a> {
             m.unwrap_or_else(|e| self.fail("mojim kv did not answer", &format!("{e}\nthe step: {shown}")));
         let (keep, refused_keys) = self.kept(&cmds, &m.replies);
         let rreqs: Vec<Vec<Vec<u8>>> = keep.iter().map(|&i| reqs[i].clone()).collect();
-        let r = self.r.call(&rreqs).unwrap_or_else(|e| self.fail("redis did not answer", &e));
+        let r = self
+            .r
+            .call(&rreqs)
+            .unwrap_or_else(|e| self.fail("redis did not answer", &format!("{e}\nthe step: {shown}")));
         let t1 = now_ms();
         // Set before the step's flushes (below) may clear it.
         self.expired_unremoved |= cmds.iter().any(|c| c.leaves_expired);
@@ -272,6 +317,8 @@ impl<'a> Harness<'a> {
         }
         let cx = self.ctx(t1 - t0, &cmds);
         let mut quit = false;
+        // Keys a changed payload was restored into on Redis only.
+        let mut diverged = Vec::new();
         for (p, &i) in keep.iter().enumerate() {
             let (a, b) = match (m.replies.get(i), r.replies.get(p)) {
                 (Some(a), Some(b)) => (a, b),
@@ -288,10 +335,18 @@ impl<'a> Harness<'a> {
             };
             let prev = (p > 0 && keep[p - 1] == i - 1).then(|| (&m.replies[i - 1], &r.replies[p - 1]));
             if let Err(why) = compare(&cmds[i].cmp, a, b, prev, &cx) {
+                // A payload it was sent, whose bytes the step does not show.
+                let payload = cmds[i]
+                    .args
+                    .iter()
+                    .zip(&reqs[i])
+                    .find(|(a, _)| matches!(a, Arg::Dumped { .. }))
+                    .map_or(String::new(), |(_, p)| format!(" (the payload: \"{}\")", p.escape_ascii()));
+                let keys = self.describe_keys(&cmds[i].keys);
                 self.fail(
                     &format!("the servers answered request {i} differently: {why}"),
                     &format!(
-                        "request {i}: {}\nmojim kv: {}\nredis:    {}\nthe step: {shown}\nmojim kv's replies: {}\nredis's replies:    {}",
+                        "request {i}: {}{payload}\nmojim kv: {}\nredis:    {}\nthe step: {shown}\nmojim kv's replies: {}\nredis's replies:    {}\nthe keys it names, now:{keys}",
                         cmds[i].show(),
                         a.show(),
                         b.show(),
@@ -301,6 +356,11 @@ impl<'a> Harness<'a> {
                 );
             }
             let name = cmds[i].name();
+            if let Cmp::CorruptRestore { dst } = &cmds[i].cmp {
+                if took_what_mojim_refused(a, b) {
+                    diverged.push(dst.clone());
+                }
+            }
             quit |= name == "QUIT";
             if name == "MULTI" && a == &Reply::Simple(b"OK".to_vec()) {
                 self.stats.transactions += 1;
@@ -330,6 +390,10 @@ impl<'a> Harness<'a> {
         }
         if !refused_keys.is_empty() {
             self.compare_keys(&refused_keys, "after a request mojim kv refused with -OOM");
+        }
+        if !diverged.is_empty() {
+            self.stats.corrupt_payloads_taken += 1;
+            self.delete_on_both(&diverged, "a payload Redis took and mojim kv refused");
         }
     }
 
@@ -371,6 +435,16 @@ impl<'a> Harness<'a> {
         self.clock.wait_clear();
         let mut del = vec![b"DEL".to_vec()];
         del.extend(expiring_keys());
+        let req = [del];
+        self.m.call(&req).unwrap_or_else(|e| self.fail("mojim kv did not answer DEL", &e));
+        self.r.call(&req).unwrap_or_else(|e| self.fail("redis did not answer DEL", &e));
+    }
+
+    /// Deletes `keys` on both servers (their states differ for a documented reason).
+    fn delete_on_both(&mut self, keys: &[Vec<u8>], why: &str) {
+        self.remember(format!("({why}: deleted on both)"));
+        let mut del = vec![b"DEL".to_vec()];
+        del.extend(keys.iter().cloned());
         let req = [del];
         self.m.call(&req).unwrap_or_else(|e| self.fail("mojim kv did not answer DEL", &e));
         self.r.call(&req).unwrap_or_else(|e| self.fail("redis did not answer DEL", &e));
@@ -571,7 +645,16 @@ impl<'a> Harness<'a> {
             }
         }
         self.reconnect();
+        if matches!(f, Fault::KillKv | Fault::KillBoth) {
+            self.forget_scripts();
+        }
         self.check_keyspace(&format!("after {f:?}"));
+    }
+
+    /// mojim kv's script cache and libraries live in its heap, not in the region: a restart
+    /// loses them (docs/COMPATIBILITY.md). Redis's are flushed alike.
+    fn forget_scripts(&mut self) {
+        forget_scripts(&mut self.r).unwrap_or_else(|e| self.fail("redis did not flush its scripts", &e));
     }
 
     fn restart_mirror(&mut self) {
@@ -622,6 +705,30 @@ impl<'a> Harness<'a> {
                 pttl: it.next().expect("counted"),
             })
             .collect())
+    }
+
+    /// Each key's type, value and time to live on both servers, for a failure's report.
+    fn describe_keys(&mut self, keys: &[Vec<u8>]) -> String {
+        let mut n = 0;
+        let (Ok(a), Ok(b)) =
+            (Self::key_states(&mut self.m, keys, &mut n), Self::key_states(&mut self.r, keys, &mut n))
+        else {
+            return " (not read: a connection closed)".into();
+        };
+        let mut s = String::new();
+        for ((k, a), b) in keys.iter().zip(&a).zip(&b) {
+            s.push_str(&format!(
+                "\n  {:?}: mojim kv {} {} pttl {}; redis {} {} pttl {}",
+                k.escape_ascii().to_string(),
+                a.typ.show(),
+                a.value.show(),
+                a.pttl.show(),
+                b.typ.show(),
+                b.value.show(),
+                b.pttl.show()
+            ));
+        }
+        s
     }
 
     /// Compares `keys` on both servers: type, value (a hash as field/value pairs, a set's
@@ -791,6 +898,22 @@ fn redis_unknown_command(args: &[Vec<u8>]) -> Vec<u8> {
     msg.extend(list);
     msg.iter_mut().filter(|c| **c == b'\r' || **c == b'\n').for_each(|c| *c = b' ');
     msg
+}
+
+/// The RDB types of sorted sets (3 and 5: a table; 12: a ziplist; 17: a listpack).
+const ZSET_TYPES: [u8; 4] = [3, 5, 12, 17];
+
+/// SCRIPT FLUSH and FUNCTION FLUSH on `c`.
+fn forget_scripts(c: &mut Conn) -> Result<(), String> {
+    let ok = Reply::Simple(b"OK".to_vec());
+    let got = c.call(&[
+        vec![b"SCRIPT".to_vec(), b"FLUSH".to_vec()],
+        vec![b"FUNCTION".to_vec(), b"FLUSH".to_vec()],
+    ])?;
+    if got.replies != [ok.clone(), ok] {
+        return Err(format!("SCRIPT FLUSH, FUNCTION FLUSH answered {}", show_all(&got.replies)));
+    }
+    Ok(())
 }
 
 fn show_keys<'k>(keys: impl Iterator<Item = &'k Vec<u8>>) -> String {

@@ -1,7 +1,10 @@
 //! The reference: a real `redis-server` of the test's own, on a free loopback port, without
-//! persistence (`save ""`, `appendonly no`), one database (as `mojim kv`), and the same
-//! longest bulk string as `mojim kv`'s `[kv] max_bulk`. Killed, and its folder removed, when
-//! dropped.
+//! persistence (`save ""`, `appendonly no`), sixteen databases (as `mojim kv`), and the same
+//! longest bulk string as `mojim kv`'s `[kv] max_bulk`; RESTORE checks a payload whole
+//! (`sanitize-dump-payload yes`, as `mojim kv` always does: docs/COMPATIBILITY.md), and SORT
+//! ALPHA compares in the C locale (`LC_ALL=C`: Redis's `strcoll` follows the environment's
+//! locale, `mojim kv` compares bytes as the C locale does). Killed, and its folder removed,
+//! when dropped.
 
 use super::resp::{Conn, Reply};
 use crate::common::{skip, TempDir};
@@ -52,6 +55,8 @@ impl RedisServer {
                 "16",
                 "--proto-max-bulk-len",
                 &max_bulk,
+                "--sanitize-dump-payload",
+                "yes",
                 "--daemonize",
                 "no",
                 "--dir",
@@ -61,6 +66,7 @@ impl RedisServer {
             ];
             let mut child = Command::new("redis-server")
                 .args(args)
+                .env("LC_ALL", "C")
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())

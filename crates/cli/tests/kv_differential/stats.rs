@@ -29,6 +29,10 @@ pub struct Stats {
     /// Timed steps that ran into an expiry instant (not compared; expiring keys reset).
     pub overruns: u64,
     pub append_guarded: u64,
+    /// Payloads dumped to be restored (RESTORE, FUNCTION RESTORE).
+    pub payloads: u64,
+    /// Payloads changed under a right checksum that Redis took and mojim kv refused.
+    pub corrupt_payloads_taken: u64,
 }
 
 impl Stats {
@@ -56,7 +60,9 @@ impl Stats {
             values_at_max_bulk,
             tick_waits,
             overruns,
-            append_guarded
+            append_guarded,
+            payloads,
+            corrupt_payloads_taken
         );
     }
 }
@@ -70,7 +76,8 @@ impl std::fmt::Display for Stats {
              end, {} QUITs, {} values over 64 KiB, {} of max_bulk, {} bulk strings past it, {} commands outside \
              the subset, {} -OOM refusals); {} mojim kv restarts, {} mirror restarts ({} writes across one), {} of \
              both; {} keyspace checks ({} keys compared); {} waits for an expiry instant, {} steps that ran into \
-             one; {} APPEND steps guarded",
+             one; {} APPEND steps guarded; {} payloads dumped to restore ({} changed ones Redis took and mojim kv \
+             refused)",
             s.seeds,
             s.steps,
             s.requests,
@@ -93,6 +100,8 @@ impl std::fmt::Display for Stats {
             s.tick_waits,
             s.overruns,
             s.append_guarded,
+            s.payloads,
+            s.corrupt_payloads_taken,
         )
     }
 }

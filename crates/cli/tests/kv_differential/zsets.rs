@@ -71,7 +71,7 @@ const WEIGHTS: &[&str] = &["1", "2", "0", "-1", "0.5", "inf", "-inf", "1e300", "
 impl Gen {
     /// A key for a sorted-set command: half the time one of `z0`..`z3` (plain keys that only
     /// sorted-set commands, DEL, RENAME and the flushes reach), else `k`, of pool `p`.
-    fn zkey(&mut self, p: Pool, k: Vec<u8>) -> Vec<u8> {
+    pub(super) fn zkey(&mut self, p: Pool, k: Vec<u8>) -> Vec<u8> {
         if p == Pool::Plain && self.rng.chance(2) {
             format!("z{}", self.rng.range(0, 3)).into_bytes()
         } else {
@@ -226,7 +226,7 @@ impl Gen {
         (a, keys)
     }
 
-    fn shuffle(&mut self, opts: &mut [Vec<Arg>]) {
+    pub(super) fn shuffle(&mut self, opts: &mut [Vec<Arg>]) {
         for i in (1..opts.len()).rev() {
             let j = self.rng.range(0, i as u64) as usize;
             opts.swap(i, j);
@@ -505,7 +505,7 @@ impl Gen {
 
     /// A blocking pop's timeout: 10 ms (a pop that finds nothing answers a null after it), or
     /// one that is refused.
-    fn timeout(&mut self) -> Vec<u8> {
+    pub(super) fn timeout(&mut self) -> Vec<u8> {
         match self.rng.range(0, 9) {
             0 => [&b"-1"[..], b"abc", b"inf", b""][self.rng.range(0, 3) as usize].to_vec(),
             _ => b"0.01".to_vec(),

@@ -59,6 +59,28 @@ pub fn int(a: &[u8]) -> Option<i64> {
     parse_i64(a)
 }
 
+/// A C `int` as Redis's `getIntFromObjectOrReply` reads one; else the error to answer: `msg`
+/// (as SWAPDB's "invalid first DB index"), or Redis's own for what is not an integer and for one
+/// past an `int`.
+pub fn c_int(a: &[u8], msg: Option<&'static str>) -> Result<i32, String> {
+    let Some(n) = int(a) else { return Err(msg.unwrap_or(super::NOT_INT).to_string()) };
+    i32::try_from(n).map_err(|_| {
+        msg.map_or_else(
+            || format!("ERR value is out of range, value must between {} and {}", i32::MIN, i32::MAX),
+            str::to_string,
+        )
+    })
+}
+
+/// A database number as Redis reads one for SELECT, MOVE and COPY ... DB: a C `int`
+/// ([`c_int`]) in `0 .. databases`, else "DB index is out of range".
+pub fn db_index(a: &[u8], databases: usize) -> Result<usize, String> {
+    match usize::try_from(c_int(a, None)?) {
+        Ok(db) if db < databases => Ok(db),
+        _ => Err("ERR DB index is out of range".to_string()),
+    }
+}
+
 /// The command name in upper case, into `buf` (names longer than 32 bytes are no command).
 pub fn upper<'b>(name: &[u8], buf: &'b mut [u8; 32]) -> Option<&'b [u8]> {
     if name.len() > buf.len() {

@@ -56,6 +56,8 @@ pub(super) fn del<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(),
             if live {
                 n += 1;
                 cx.notify(GENERIC, "del", k);
+                // The keys it deletes only, as Redis.
+                cx.watches.touch(cx.store.selected(), k);
             }
         }
     }
@@ -380,14 +382,10 @@ pub(super) fn move_key<M: Mem>(
     r: &mut Reply,
 ) -> Result<(), StoreError> {
     let key = a.get(1);
-    let to = match int(a.get(2)) {
-        Some(n) if n >= 0 && (n as usize) < cx.databases() => n as usize,
-        Some(_) => {
-            r.error("ERR DB index is out of range");
-            return Ok(());
-        }
-        None => {
-            r.error(NOT_INT);
+    let to = match super::args::db_index(a.get(2), cx.databases()) {
+        Ok(db) => db,
+        Err(e) => {
+            r.error(&e);
             return Ok(());
         }
     };

@@ -950,6 +950,8 @@ fn bpop<M: Mem>(
             let emptied = l.len() == 1;
             let e = pop_one(cx, key, l, front)?;
             popped(cx, key, front, emptied);
+            // The key it pops only, as Redis.
+            cx.watches.touch(s.db, key);
             cx.reply_room(r, key.len() + e.len() + 32)?;
             r.array(2);
             r.bulk(key);

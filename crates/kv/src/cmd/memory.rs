@@ -1,4 +1,5 @@
-//! MEMORY USAGE and MEMORY HELP: the region bytes a key takes.
+//! MEMORY USAGE and MEMORY HELP: the region bytes a key takes. DOCTOR, STATS, MALLOC-STATS and
+//! PURGE, which describe an allocator's heap, are refused by name.
 //!
 //! A key's bytes are its entry's block (header, key, and the value held there) and what its
 //! value's handle points at: a hash's or a set's tree (its nodes and the blocks of its large
@@ -134,9 +135,43 @@ pub(super) fn run<M: Mem>(cx: &mut Cx<M>, spec: &Spec, a: &Args, r: &mut Reply) 
         }
         return Ok(());
     }
+    // DOCTOR, STATS, MALLOC-STATS, PURGE (the others are refused before, by `spec::SUBCOMMANDS`):
+    // they describe an allocator's heap, and the data is in the region.
     r.error(&format!(
-        "ERR unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
-        super::show(sub, 64)
+        "ERR MEMORY {} is not implemented: mojim kv keeps its data in the region, not in an allocator's \
+         heap (MEMORY USAGE gives a key's bytes in the region, INFO memory the region's)",
+        super::show(sub, 64).to_ascii_uppercase()
     ));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cmd::family_harness::{err, Harness};
+    use crate::resp::Value;
+
+    /// MEMORY's subcommands are checked as Redis checks them, before the command runs or is
+    /// queued: an unknown one, or USAGE without a key, is refused in Redis's words, and a
+    /// transaction holding one is aborted.
+    #[test]
+    fn subcommands_are_checked_as_redis_checks_them() {
+        let mut h = Harness::new();
+        assert_eq!(err(&h.cmd(&["MEMORY", "NOSUCH"])), "ERR unknown subcommand 'NOSUCH'. Try MEMORY HELP.");
+        assert_eq!(
+            err(&h.cmd(&["MEMORY", "USAGE"])),
+            "ERR wrong number of arguments for 'memory|usage' command"
+        );
+        assert_eq!(
+            err(&h.cmd(&["MEMORY", "HELP", "x"])),
+            "ERR wrong number of arguments for 'memory|help' command"
+        );
+        assert_eq!(h.cmd(&["MEMORY", "USAGE", "nosuch"]), Value::Null);
+        assert!(err(&h.cmd(&["MEMORY", "doctor"])).starts_with("ERR MEMORY DOCTOR is not implemented"));
+        h.cmd(&["MULTI"]);
+        assert_eq!(
+            err(&h.cmd(&["memory", "usage"])),
+            "ERR wrong number of arguments for 'memory|usage' command"
+        );
+        assert!(err(&h.cmd(&["EXEC"])).starts_with("EXECABORT"));
+    }
 }

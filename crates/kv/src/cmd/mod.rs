@@ -683,9 +683,11 @@ fn dispatch<M: Mem>(
     // A write that changed something touches the keys it names, for the clients that watch
     // them (one refused, or that found nothing to do, does not); ZRANGESTORE and BITOP only
     // their destination, as Redis (their sources are read). COPY (in the database it copies
-    // to), SORT ... STORE, the pops of several keys and the set commands touch the keys they
-    // change themselves.
-    let touches_itself = matches!(spec.name, "COPY" | "SORT") || spec.group == Group::Sets;
+    // to), SORT ... STORE, DEL and UNLINK (the keys they delete), the pops of several keys (the
+    // key they pop) and the set commands touch the keys they change themselves.
+    let touches_itself =
+        matches!(spec.name, "COPY" | "SORT" | "DEL" | "UNLINK" | "BLPOP" | "BRPOP" | "BZPOPMIN" | "BZPOPMAX")
+            || spec.group == Group::Sets;
     if cx.watches.any() && spec.flags.contains(&"write") && cx.store.stores() != stores && !touches_itself {
         let only_first = matches!(spec.name, "ZRANGESTORE" | "BITOP");
         for k in key_args(spec, a).take(if only_first { 1 } else { usize::MAX }) {

@@ -49,29 +49,29 @@ pub(super) fn run<M: Mem>(
             _ => r.error("ERR wrong number of arguments for 'ping' command"),
         },
         "ECHO" => r.bulk(a.get(1)),
-        "SELECT" => match int(a.get(1)) {
-            Some(n) if n >= 0 && (n as usize) < cx.databases() => {
-                s.db = n as usize;
+        "SELECT" => match super::args::db_index(a.get(1), cx.databases()) {
+            Ok(db) => {
+                s.db = db;
                 r.ok()
             }
-            Some(_) => r.error("ERR DB index is out of range"),
-            None => r.error(NOT_INT),
+            Err(e) => r.error(&e),
         },
-        "SWAPDB" => match (int(a.get(1)), int(a.get(2))) {
-            (Some(x), Some(y)) => {
-                let n = cx.databases() as i64;
-                if !(0..n).contains(&x) || !(0..n).contains(&y) {
-                    r.error("ERR DB index is out of range");
-                } else {
+        // Redis reads both numbers before it checks either against the databases.
+        "SWAPDB" => {
+            let first = super::args::c_int(a.get(1), Some("ERR invalid first DB index"));
+            let second = super::args::c_int(a.get(2), Some("ERR invalid second DB index"));
+            let n = cx.databases() as i32;
+            match (first, second) {
+                (Ok(x), Ok(y)) if (0..n).contains(&x) && (0..n).contains(&y) => {
                     // Watched keys that exist in either database change.
                     super::keys::touch_existing(cx, &[x as usize, y as usize])?;
                     cx.store.swap_db(x as usize, y as usize);
                     r.ok();
                 }
+                (Ok(_), Ok(_)) => r.error("ERR DB index is out of range"),
+                (Err(e), _) | (_, Err(e)) => r.error(&e),
             }
-            (None, _) => r.error("ERR invalid first DB index"),
-            (_, None) => r.error("ERR invalid second DB index"),
-        },
+        }
         "TIME" => {
             let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
             r.array(2);

@@ -219,6 +219,7 @@ pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
             ("stats", 2),
         ],
     ),
+    ("MEMORY", &[("doctor", 2), ("help", 2), ("malloc-stats", 2), ("purge", 2), ("stats", 2), ("usage", -3)]),
     ("SCRIPT", &[("debug", 3), ("exists", -3), ("flush", -2), ("help", 2), ("kill", 2), ("load", 3)]),
     ("OBJECT", &[("encoding", 3), ("freq", 3), ("help", 2), ("idletime", 3), ("refcount", 3)]),
     ("PUBSUB", super::pubsub::PUBSUB_SUBCOMMANDS),

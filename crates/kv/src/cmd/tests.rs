@@ -774,6 +774,31 @@ fn an_hset_of_forty_thousand_fields_is_one_command_and_later_changes_are_small()
     assert!(h.store.batch_bytes() < 16 << 10, "{} bytes", h.store.batch_bytes());
 }
 
+/// A database number is read as Redis reads it, a C `int` (redis-server 7.0.15's answers):
+/// past an `int` is Redis's range error (SWAPDB's own words), an `int` past the databases "DB
+/// index is out of range".
+#[test]
+fn database_numbers_are_read_as_c_ints() {
+    let mut h = Harness::new();
+    h.cmd(&["SET", "a", "1"]);
+    let range = "ERR value is out of range, value must between -2147483648 and 2147483647";
+    for n in ["9999999999", "-8167218991796769904", "2147483648"] {
+        assert_eq!(err(&h.cmd(&["SELECT", n])), range, "SELECT {n}");
+        assert_eq!(err(&h.cmd(&["MOVE", "a", n])), range, "MOVE {n}");
+        assert_eq!(err(&h.cmd(&["COPY", "a", "b", "DB", n])), range, "COPY DB {n}");
+        assert_eq!(err(&h.cmd(&["SWAPDB", n, "0"])), "ERR invalid first DB index");
+        assert_eq!(err(&h.cmd(&["SWAPDB", "0", n])), "ERR invalid second DB index");
+    }
+    for n in ["2147483647", "-1", "16"] {
+        assert_eq!(err(&h.cmd(&["SELECT", n])), "ERR DB index is out of range", "SELECT {n}");
+        assert_eq!(err(&h.cmd(&["MOVE", "a", n])), "ERR DB index is out of range", "MOVE {n}");
+        assert_eq!(err(&h.cmd(&["COPY", "a", "b", "DB", n])), "ERR DB index is out of range");
+    }
+    assert_eq!(err(&h.cmd(&["SWAPDB", "-1", "abc"])), "ERR invalid second DB index");
+    assert_eq!(err(&h.cmd(&["SWAPDB", "-1", "0"])), "ERR DB index is out of range");
+    assert_eq!(err(&h.cmd(&["SELECT", "1.5"])), NOT_INT);
+}
+
 #[test]
 fn databases_are_separate_and_flushed_swapped_and_moved_between() {
     let mut h = Harness::new();
@@ -987,6 +1012,16 @@ fn watch_aborts_exec_when_a_watched_key_is_touched() {
         ("l", &["SORT", "l", "STORE", "sorted"], false),
         ("sorted", &["SORT", "l", "STORE", "sorted"], true),
         ("l", &["LMPOP", "1", "l", "LEFT"], true),
+        // DEL and UNLINK touch the keys they delete, not the missing ones they name; BLPOP,
+        // BRPOP, BZPOPMIN and BZPOPMAX the key they pop, not the others they name.
+        ("gone", &["DEL", "gone", "src"], false),
+        ("gone", &["UNLINK", "gone", "dst"], false),
+        ("l", &["RPUSH", "l", "a", "b"], true),
+        ("other", &["BLPOP", "l", "other", "0.01"], false),
+        ("other", &["BRPOP", "l", "other", "0.01"], false),
+        ("l", &["ZADD", "z", "1", "a", "2", "b"], false),
+        ("other", &["BZPOPMIN", "z", "other", "0.01"], false),
+        ("z", &["BZPOPMAX", "z", "other", "0.01"], true),
     ] {
         h.cmd(&["WATCH", watched]);
         h.as_client(&mut other, cmd);

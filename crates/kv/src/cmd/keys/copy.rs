@@ -4,9 +4,9 @@
 //! (`store::tree::copy`), a chained list's elements into a new chain, a large sorted set's index
 //! (`Store::zindex_copy`).
 
-use super::super::args::{int, is, Args};
+use super::super::args::{is, Args};
 use super::super::notify::{GENERIC, NEW};
-use super::super::{Cx, Session, NOT_INT, SYNTAX};
+use super::super::{Cx, Session, SYNTAX};
 use crate::resp::Reply;
 use crate::store::{
     kind_name, Found, Mem, StoreError, ENC_INTSET, ENC_LISTPACK, ENC_PLAIN, ENC_QUICKLIST, ENC_TREE,
@@ -55,14 +55,10 @@ pub(in crate::cmd) fn copy<M: Mem>(
         if is(o, "REPLACE") {
             replace = true;
         } else if is(o, "DB") && i + 1 < a.len() {
-            match int(a.get(i + 1)).filter(|n| i32::try_from(*n).is_ok()) {
-                Some(n) if n >= 0 && (n as usize) < cx.databases() => to = n as usize,
-                Some(_) => {
-                    r.error("ERR DB index is out of range");
-                    return Ok(());
-                }
-                None => {
-                    r.error(NOT_INT);
+            match super::super::args::db_index(a.get(i + 1), cx.databases()) {
+                Ok(db) => to = db,
+                Err(e) => {
+                    r.error(&e);
                     return Ok(());
                 }
             }

@@ -216,8 +216,11 @@ pub(in crate::cmd) fn restore<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -
             return Ok(());
         }
     };
-    let expire_ms = if ttl != 0 && !absttl { ttl.saturating_add(cx.now_ms) } else { ttl };
-    if expire_ms != 0 && expire_ms <= cx.now_ms {
+    // Redis adds a relative TTL to now in a signed 64-bit integer, unchecked: a sum past the
+    // integers wraps to a time long past, and the key is not made.
+    let expire_ms =
+        if ttl != 0 && !absttl { (ttl as i64).wrapping_add(cx.now_ms as i64) } else { ttl as i64 };
+    if expire_ms != 0 && expire_ms <= cx.now_ms as i64 {
         // Already past: the key is not made (and one it replaces goes).
         if let Some(f) = live {
             cx.store.remove(&f)?;
@@ -226,7 +229,7 @@ pub(in crate::cmd) fn restore<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -
         r.ok();
         return Ok(());
     }
-    restore_value(cx, key, object, expire_ms, found.as_ref())?;
+    restore_value(cx, key, object, expire_ms as u64, found.as_ref())?;
     cx.notify(GENERIC, "restore", key);
     r.ok();
     Ok(())

@@ -175,6 +175,14 @@ fn dump_and_restore_strings_and_hashes() {
     let past = (h.now_ms - 3000).to_string();
     assert_eq!(h.cmd_bytes(&[b"RESTORE", b"foo", past.as_bytes(), &p, b"ABSTTL", b"REPLACE"]), ok());
     assert_eq!(h.cmd(&["EXISTS", "foo"]), i(0));
+    // A TTL whose end from now is past the integers: Redis's sum wraps to a time past, so no
+    // key (the one replaced goes).
+    assert_eq!(h.cmd_bytes(&[b"RESTORE", b"foo", b"0", &p]), ok());
+    assert_eq!(h.cmd_bytes(&[b"RESTORE", b"foo", b"9223372036854775807", &p, b"REPLACE"]), ok());
+    assert_eq!(h.cmd(&["EXISTS", "foo"]), i(0));
+    assert_eq!(h.cmd_bytes(&[b"RESTORE", b"foo", b"9223372036854775807", &p, b"ABSTTL"]), ok());
+    assert_eq!(h.cmd(&["PEXPIRETIME", "foo"]), i(i64::MAX));
+    h.cmd(&["DEL", "foo"]);
     assert_eq!(h.cmd_bytes(&[b"RESTORE", b"foo", b"0", &p, b"IDLETIME", b"1000"]), ok());
     assert_eq!(h.cmd_bytes(&[b"RESTORE", b"foo", b"0", &p, b"REPLACE", b"FREQ", b"100"]), ok());
     for (args, e) in [

@@ -349,6 +349,16 @@ fn count(t: &Table, next: &mlua::Function) -> usize {
     n
 }
 
+/// A Lua number as Redis makes it an integer reply, a C cast to `long long`: on x86-64
+/// (`cvttsd2si`) a number past the integers, or NaN, gives the smallest integer.
+fn c_integer(n: f64) -> i64 {
+    if n.is_nan() || !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&n) {
+        i64::MIN
+    } else {
+        n as i64
+    }
+}
+
 /// Writes one value, or the head of a collection: returns the cursor of its elements.
 fn write_one(
     v: &Value,
@@ -364,7 +374,7 @@ fn write_one(
             Proto::Resp3 => r.boolean(*b),
         },
         Value::Integer(i) => r.int(*i),
-        Value::Number(n) => r.int(*n as i64),
+        Value::Number(n) => r.int(c_integer(*n)),
         Value::Table(t) => {
             if let Some(e) = text_of(t, "err") {
                 r.error_bytes(&e.as_bytes());

@@ -128,7 +128,8 @@ pub(super) fn run<M: Mem>(
         }
         "FCALL" | "FCALL_RO" => fcall(cx, s, a, r, spec.name == "FCALL_RO"),
         "SCRIPT" => {
-            script(cx, a, r);
+            // In a transaction (the only place a SCRIPT command meets `deny_blocking`).
+            script(cx, a, r, s.deny_blocking);
             Ok(Outcome::Done)
         }
         "FUNCTION" => {
@@ -324,8 +325,8 @@ fn help(r: &mut Reply, lines: &[&str]) {
     }
 }
 
-/// `SCRIPT LOAD`, `EXISTS`, `FLUSH`, `KILL`, `HELP`.
-fn script<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
+/// `SCRIPT LOAD`, `EXISTS`, `FLUSH`, `KILL`, `DEBUG NO`, `HELP`; `in_exec`: run by EXEC.
+fn script<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, in_exec: bool) {
     let host = cx.host;
     let Some(cell) = host.scripts() else { return unavailable(r) };
     let mut eng = cell.borrow_mut();
@@ -381,7 +382,11 @@ fn script<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         // A running script is killed from its hook (busy.rs): here none runs.
         _ if is(sub, "KILL") && a.len() == 2 => r.error("NOTBUSY No scripts in execution right now."),
         _ if is(sub, "DEBUG") && a.len() == 3 => {
-            if is(a.get(2), "NO") {
+            // Redis refuses it while replies to the client wait to be sent, as they always do in
+            // EXEC (its reply's header).
+            if in_exec {
+                r.error("ERR SCRIPT DEBUG must be called outside a pipeline")
+            } else if is(a.get(2), "NO") {
                 r.ok()
             } else {
                 r.error("ERR mojim kv has no script debugger (SCRIPT DEBUG NO is the only mode)")

@@ -27,12 +27,17 @@ G.dofile, G.loadfile, G.print, G.module, G.require = nil, nil, nil, nil, nil
 local real_of = setmetatable({}, { __mode = 'k' })
 local proxy_of = setmetatable({}, { __mode = 'k' })
 
+-- Redis's VM refuses a write to a read-only table placed as a Lua error is (`user_script:1: `)
+-- when the script writes it (`level`: the script's frame from this function's caller), and
+-- unplaced (level 0) when a C function (rawset, setmetatable, ...) does.
 local function refuse(level)
-  error('Attempt to modify a readonly table', level + 1)
+  error('Attempt to modify a readonly table', level > 0 and level + 1 or 0)
 end
 
+-- The globals' __index, run by the VM for the script's read: placed at the script, as Redis's
+-- luaL_error is.
 local function nonexistent(_, k)
-  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 0)
+  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
 end
 
 local frozen_mt = {}
@@ -49,7 +54,7 @@ local function protect(t)
   end
   local mt = {
     __index = t,
-    __newindex = function() refuse(1) end,
+    __newindex = function() refuse(2) end,
     __metatable = frozen_mt,
   }
   mt_of[p] = mt
@@ -88,11 +93,11 @@ G.xpcall = function(f, h) return caught(xpcall(f, h)) end
 coroutine.resume = function(co, ...) return caught(resume(co, ...)) end
 
 G.setmetatable = function(t, mt)
-  if real_of[t] then refuse(2) end
+  if real_of[t] then refuse(0) end
   return setmetatable(t, mt)
 end
 G.rawset = function(t, k, v)
-  if real_of[t] then refuse(2) end
+  if real_of[t] then refuse(0) end
   return rawset(t, k, v)
 end
 G.next = function(t, k)
@@ -102,15 +107,15 @@ G.pairs = function(t)
   return G.next, t, nil
 end
 table.insert = function(t, ...)
-  if real_of[t] then refuse(2) end
+  if real_of[t] then refuse(0) end
   return tinsert(t, ...)
 end
 table.remove = function(t, ...)
-  if real_of[t] then refuse(2) end
+  if real_of[t] then refuse(0) end
   return tremove(t, ...)
 end
 table.sort = function(t, ...)
-  if real_of[t] then refuse(2) end
+  if real_of[t] then refuse(0) end
   return tsort(t, ...)
 end
 
@@ -125,9 +130,9 @@ G.getfenv = function(f)
   return proxy_of[e] or e
 end
 G.setfenv = function(f, t)
-  if f == 0 then refuse(2) end
+  if f == 0 then refuse(0) end
   local target = level(f)
-  if proxy_of[getfenv(target)] then refuse(2) end
+  if proxy_of[getfenv(target)] then refuse(0) end
   return setfenv(target, t)
 end
 

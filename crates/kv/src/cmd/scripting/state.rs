@@ -502,7 +502,11 @@ impl State {
 pub fn error_text(e: &mlua::Error) -> String {
     match e {
         mlua::Error::CallbackError { cause, .. } => error_text(cause),
-        mlua::Error::RuntimeError(m) | mlua::Error::MemoryError(m) => m.clone(),
+        // A Lua error that reaches Rust through a call has the stack's traceback appended
+        // (mlua's message handler): Redis's text has none.
+        mlua::Error::RuntimeError(m) | mlua::Error::MemoryError(m) => {
+            m.split_once("\nstack traceback:").map_or(m.as_str(), |(m, _)| m).to_string()
+        }
         mlua::Error::SyntaxError { message, .. } => message.clone(),
         mlua::Error::WithContext { cause, .. } => error_text(cause),
         other => other.to_string(),

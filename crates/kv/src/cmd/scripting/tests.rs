@@ -1,6 +1,7 @@
 //! Command tests of scripts and functions, against a store in memory, replies decoded and
 //! compared with Redis's.
 
+use super::super::scripting::sha1hex;
 use super::super::*;
 use crate::resp::{decode, encode_request, Limits, Parsed, Parser, Value};
 use crate::store::VecMem;
@@ -333,11 +334,82 @@ fn the_sandbox_keeps_scripts_apart() {
     // pcall gives Redis's error text.
     assert_eq!(
         h.eval("local s, r = pcall(function() return foo end) return tostring(s) .. ' ' .. r", &["0"]),
-        bulk("false Script attempted to access nonexistent global variable 'foo'")
+        bulk("false user_script:1: Script attempted to access nonexistent global variable 'foo'")
     );
     assert_eq!(
         h.eval("local ok, e = pcall(redis.call, 'incr', 'nokey', 'x') return e", &["0"]),
         bulk("ERR Wrong number of args calling Redis command from script")
+    );
+}
+
+/// A script's write of a global or of a library's field, and its read of a missing global,
+/// are placed at the script's line, as Redis's VM and its `luaL_error` place them; a write
+/// through a C function (rawset) is not placed, as in Redis. (redis-server 7.0.15's answers.)
+#[test]
+fn errors_of_the_globals_are_placed_as_redis_places_them() {
+    let mut h = Harness::new();
+    let place = |sha: &str, line: u32| format!(" script: {sha}, on @user_script:{line}.");
+    for (script, want) in [
+        ("x = 1", "ERR user_script:1: Attempt to modify a readonly table"),
+        ("local t = redis\n t.y = 2", "ERR user_script:2: Attempt to modify a readonly table"),
+        ("local function f() y = 2 end\n\nf()", "ERR user_script:1: Attempt to modify a readonly table"),
+        (
+            "return nosuch",
+            "ERR user_script:1: Script attempted to access nonexistent global variable 'nosuch'",
+        ),
+        ("rawset(_G, 'x', 1)", "ERR Attempt to modify a readonly table"),
+        ("table.insert(redis, 1)", "ERR Attempt to modify a readonly table"),
+    ] {
+        let sha = sha1hex(script.as_bytes());
+        let line = if script.starts_with("local t") { 2 } else { 1 };
+        assert_eq!(err_text(&h.eval(script, &["0"])), format!("{want}{}", place(&sha, line)), "{script}");
+    }
+    assert_eq!(
+        h.eval("local s, r = pcall(function() zz = 1 end) return tostring(s) .. ' ' .. r", &["0"]),
+        bulk("false user_script:1: Attempt to modify a readonly table")
+    );
+    // A library's code, when FUNCTION LOAD runs it: placed, and no traceback.
+    assert_eq!(
+        err_text(&h.cmd(&["FUNCTION", "LOAD", "#!lua name=bad\nlocal x = nosuch"])),
+        "ERR Error registering functions: ERR user_function:2: Script attempted to access nonexistent global \
+         variable 'nosuch'"
+    );
+    assert_eq!(
+        err_text(&h.cmd(&["FUNCTION", "LOAD", "#!lua name=bad\nxx = 1"])),
+        "ERR Error registering functions: ERR user_function:2: Attempt to modify a readonly table"
+    );
+}
+
+/// A script's number that is past the integers, or NaN, becomes the integer a C cast to `long
+/// long` gives on x86-64, as Redis's reply (redis-server 7.0.15's answers).
+#[test]
+fn numbers_past_the_integers_are_cast_as_redis_casts_them() {
+    let mut h = Harness::new();
+    for (script, want) in [
+        ("return 1e20", i64::MIN),
+        ("return -1e20", i64::MIN),
+        ("return 9223372036854775807", i64::MIN),
+        ("return 1/0", i64::MIN),
+        ("return 0/0", i64::MIN),
+        ("return 9.2e18", 9_200_000_000_000_000_000),
+        ("return -3.99", -3),
+    ] {
+        assert_eq!(h.eval(script, &["0"]), Value::Int(want), "{script}");
+    }
+    assert_eq!(h.eval("return {1e20, 2.5}", &["0"]), Value::Array(vec![Value::Int(i64::MIN), Value::Int(2)]));
+}
+
+/// SCRIPT DEBUG in a transaction is refused, as Redis refuses it while replies wait to be sent
+/// (in EXEC they always do); alone, NO is taken.
+#[test]
+fn script_debug_is_refused_in_a_transaction() {
+    let mut h = Harness::new();
+    assert_eq!(h.cmd(&["SCRIPT", "DEBUG", "NO"]), Value::Simple(b"OK".to_vec()));
+    h.cmd(&["MULTI"]);
+    assert_eq!(h.cmd(&["SCRIPT", "DEBUG", "NO"]), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(
+        h.cmd(&["EXEC"]),
+        Value::Array(vec![Value::Error(b"ERR SCRIPT DEBUG must be called outside a pipeline".to_vec())])
     );
 }
 

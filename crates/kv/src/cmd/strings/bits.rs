@@ -174,12 +174,15 @@ pub(super) fn bitcount<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Resul
     let range = match a.len() {
         2 => (len > 0).then(|| BitRange { from: 0, to: len - 1, head_out: 0, tail_out: 0 }),
         4 | 5 => {
-            // Two negative indexes the wrong way round count nothing, whatever follows.
-            if let (Some(s), Some(e)) = (int(a.get(2)), int(a.get(3))) {
-                if s < 0 && e < 0 && s > e {
-                    r.int(0);
-                    return Ok(());
-                }
+            // As Redis: both indexes are read before the unit, and two negative ones the wrong
+            // way round count nothing, whatever follows.
+            let (Some(s), Some(e)) = (int(a.get(2)), int(a.get(3))) else {
+                r.error(NOT_INT);
+                return Ok(());
+            };
+            if s < 0 && e < 0 && s > e {
+                r.int(0);
+                return Ok(());
             }
             match range_arg(a, 2, len, true, byte_range, r) {
                 Ok(range) => range,

@@ -422,6 +422,11 @@ fn bitcount_and_bitpos() {
     assert_eq!(h.cmd(&["BITCOUNT", "k", "-1", "-2", "BAD"]), i(0), "Redis answers before reading the unit");
     assert_eq!(err(&h.cmd(&["BITCOUNT", "k", "0"])), crate::cmd::SYNTAX);
     assert_eq!(err(&h.cmd(&["BITCOUNT", "k", "0", "1", "BAD"])), crate::cmd::SYNTAX);
+    // Both indexes are read before the unit, as Redis reads them (BITPOS reads the unit before
+    // its end).
+    assert_eq!(err(&h.cmd(&["BITCOUNT", "k", "-18", "", "FOO"])), crate::cmd::NOT_INT);
+    assert_eq!(err(&h.cmd(&["BITCOUNT", "k", "0", "x", "BIT"])), crate::cmd::NOT_INT);
+    assert_eq!(err(&h.cmd(&["BITPOS", "k", "1", "0", "x", "FOO"])), crate::cmd::SYNTAX);
     assert_eq!(h.cmd(&["BITCOUNT", "nope"]), i(0));
     let raw: &[u8] = &[0xff, 0xf0, 0x00];
     h.cmd_bytes(&[b"SET", b"k", raw]);
