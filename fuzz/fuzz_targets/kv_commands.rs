@@ -691,7 +691,7 @@ impl Harness {
                 settings: &mut self.settings,
                 databases: 16,
                 watches: &mut self.watches,
-                error_replies: 0,
+                errors: &mut Default::default(),
             };
             let o = execute(&mut cx, &mut c.session, &a, &mut c.out)?;
             if o == Outcome::Retry {

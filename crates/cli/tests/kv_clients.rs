@@ -317,6 +317,39 @@ fn pipelined_writes_from_many_clients_share_groups() {
     println!("1000 writes from 20 pipelining clients: {groups} groups");
 }
 
+/// `INFO errorstats` counts error replies by their code, a script's own and those inside a
+/// transaction included, and `CONFIG RESETSTAT` clears them with `total_error_replies`.
+#[test]
+fn error_replies_are_counted_by_code_until_resetstat() {
+    let k = KvCluster::new("kv-errorstats", 16 << 20);
+    let mut c = k.client();
+    let errorstats = |c: &mut Resp| {
+        let Value::Bulk(info) = c.cmd(&["INFO", "errorstats"]) else { panic!("INFO") };
+        String::from_utf8_lossy(&info).into_owned()
+    };
+    assert_eq!(c.cmd(&["CONFIG", "RESETSTAT"]), Value::Simple(b"OK".to_vec()));
+    c.cmd(&["SET", "s", "x"]);
+    assert!(matches!(c.cmd(&["LPUSH", "s", "x"]), Value::Error(_)));
+    assert!(matches!(c.cmd(&["NOSUCHCOMMAND"]), Value::Error(_)));
+    assert!(matches!(c.cmd(&["EVAL", "return redis.error_reply('MY_CODE custom')", "0"]), Value::Error(_)));
+    assert!(matches!(c.cmd(&["EVAL", "return redis.error_reply('')", "0"]), Value::Error(_)));
+    c.cmd(&["MULTI"]);
+    c.cmd(&["INCR", "s"]);
+    c.cmd(&["LPUSH", "s", "y"]);
+    c.cmd(&["EXEC"]);
+    let info = errorstats(&mut c);
+    assert_eq!(
+        info,
+        "# Errorstats\r\nerrorstat_ERR:count=3\r\nerrorstat_MY_CODE:count=1\r\n\
+         errorstat_WRONGTYPE:count=2\r\n\r\n",
+        "after six error replies"
+    );
+    assert_eq!(stat(&mut c, "total_error_replies"), 6);
+    c.cmd(&["CONFIG", "RESETSTAT"]);
+    assert_eq!(errorstats(&mut c), "# Errorstats\r\n\r\n");
+    assert_eq!(stat(&mut c, "total_error_replies"), 0);
+}
+
 /// Requests that arrive a few bytes at a time (each piece its own read on the server) are run
 /// once whole, in order.
 #[test]

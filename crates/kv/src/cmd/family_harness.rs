@@ -59,7 +59,7 @@ impl<M: Mem> Harness<M> {
             settings: &mut self.settings,
             databases: 16,
             watches: &mut self.watches,
-            error_replies: 0,
+            errors: &mut Default::default(),
         };
         let o = execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out)?;
         assert_ne!(o, Outcome::Retry);

@@ -51,7 +51,7 @@ impl Harness {
             settings: &mut self.settings,
             databases: 16,
             watches: &mut self.watches,
-            error_replies: 0,
+            errors: &mut Default::default(),
         };
         let o =
             execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();

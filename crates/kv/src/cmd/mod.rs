@@ -11,6 +11,7 @@ pub mod blocking;
 pub mod client;
 mod coll_scan;
 mod config;
+pub mod errorstats;
 #[cfg(test)]
 mod family_harness;
 pub mod glob;
@@ -49,6 +50,7 @@ pub use watch::Watches;
 
 use crate::resp::{Proto, Reply};
 use crate::store::{Mem, Store, StoreError};
+pub use errorstats::ErrorStats;
 
 /// `-WRONGTYPE`.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -198,8 +200,6 @@ pub struct Stats {
     pub auth_failures: u64,
     /// Clients closed for passing `[kv] output_limit`.
     pub output_limit_closes: u64,
-    /// Error replies sent (a command's own, and commands refused).
-    pub error_replies: u64,
     /// Keys removed because they expired.
     pub expired_keys: u64,
     /// Clients parked by a blocking command now.
@@ -356,8 +356,8 @@ pub struct Cx<'a, M: Mem> {
     pub databases: usize,
     /// What clients `WATCH`.
     pub watches: &'a mut Watches,
-    /// Error replies written so far (the server adds them to its counters).
-    pub error_replies: u64,
+    /// Error replies sent, in all and per code (`INFO errorstats`).
+    pub errors: &'a mut ErrorStats,
 }
 
 impl<M: Mem> Cx<'_, M> {
@@ -425,8 +425,8 @@ pub fn show(b: &[u8], max: usize) -> String {
 
 /// Runs one command from a client: queues it inside a transaction, else executes it from a
 /// savepoint. Store errors that are not the command's fault are returned: the store is then
-/// unusable. Error replies are counted in `cx.error_replies` (a transaction's, one per
-/// command that failed).
+/// unusable. Error replies are counted in `cx.errors` (a transaction's, one per command
+/// that failed).
 pub fn execute<M: Mem>(
     cx: &mut Cx<M>,
     s: &mut Session,
@@ -436,7 +436,7 @@ pub fn execute<M: Mem>(
     let mark = out.len();
     let o = execute_one(cx, s, args, out)?;
     if out.get(mark) == Some(&b'-') {
-        cx.error_replies += 1;
+        cx.errors.count(&out[mark..]);
     }
     Ok(o)
 }
@@ -748,7 +748,7 @@ fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Ou
             let m0 = out.len();
             close |= dispatch(cx, s, spec, &a, out)? == Outcome::Close;
             if out.get(m0) == Some(&b'-') {
-                cx.error_replies += 1;
+                cx.errors.count(&out[m0..]);
             }
         }
         cx.check_group()

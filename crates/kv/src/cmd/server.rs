@@ -158,7 +158,7 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
             st.connections,
             st.commands,
             st.expired_keys,
-            st.error_replies,
+            cx.errors.total(),
             st.groups,
             st.protocol_errors,
             st.auth_failures,
@@ -184,6 +184,9 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
             rep.acked_seq,
             rep.epoch
         );
+    }
+    if want("ERRORSTATS") {
+        cx.errors.write_info(&mut t);
     }
     if want("CLUSTER") {
         t.push_str("# Cluster\r\ncluster_enabled:0\r\n\r\n");

@@ -123,6 +123,7 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         pause: Default::default(),
         postponed: Vec::new(),
         reset_stats: Default::default(),
+        errors: Default::default(),
         waits: RefCell::new(Waits::default()),
         woken: Vec::new(),
         scripts: RefCell::default(),
@@ -177,6 +178,8 @@ struct Server<'p> {
     postponed: Vec<usize>,
     /// Set by CONFIG RESETSTAT.
     reset_stats: std::cell::Cell<bool>,
+    /// Error replies sent, per code (`INFO errorstats`).
+    errors: cmd::ErrorStats,
     /// Clients parked by blocking commands (`blocking.rs`).
     waits: RefCell<Waits>,
     /// Clients outside the turn's ready list that got a reply in it (woken, or timed out), or
@@ -638,7 +641,7 @@ impl Server<'_> {
             settings: &mut self.settings,
             databases: self.opts.databases,
             watches: &mut self.watches,
-            error_replies: 0,
+            errors: &mut self.errors,
         };
         loop {
             if c.closing {
@@ -676,10 +679,10 @@ impl Server<'_> {
                     let published = self.pubsub.borrow().queued();
                     let o = cmd::execute(&mut cx, session, &args, out)?;
                     self.stats.commands += 1;
-                    self.stats.error_replies += std::mem::take(&mut cx.error_replies);
                     self.reads_in_batch |= cx.read_keys;
                     if self.reset_stats.take() {
                         self.stats = Stats::default();
+                        cx.errors.reset();
                         self.auth.failures.set(0);
                     }
                     match o {
