@@ -93,7 +93,7 @@ pub fn line(s: &Session, c: &Conn) -> String {
         l,
         "id={} addr={} laddr={} fd={} name={name} age={} idle={} flags={flags} db={} sub={} psub={} ssub={} \
          multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem={multi_mem} rbs={} rbp={} obl=0 oll=0 \
-         omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={resp}",
+         omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={resp}",
         s.id,
         s.addr,
         c.laddr,
@@ -111,6 +111,7 @@ pub fn line(s: &Session, c: &Conn) -> String {
         c.omem,
         c.qbuf + c.qbuf_free + c.omem + multi_mem,
         s.last_cmd.to_ascii_lowercase(),
+        s.user,
     );
     if let Some(n) = &s.lib_name {
         let _ = write!(l, " lib-name={n}");

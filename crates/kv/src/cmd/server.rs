@@ -3,13 +3,14 @@
 
 use super::args::{int, is, Args};
 use super::spec::{spec, Group, Spec, A, ADM, NO};
-use super::{show, Auth, Cx, Host, Session, NOT_INT, SYNTAX, WRONGPASS};
+use super::{show, Auth, Cx, Session, NOT_INT, SYNTAX, WRONGPASS};
 use crate::resp::{Proto, Reply};
 use crate::store::{Mem, StoreError};
 use std::fmt::Write as _;
 
 /// The commands this module runs.
 pub(super) const SPECS: &[Spec] = &[
+    spec("ACL", -2, &["sentinel"], NO, Group::Server),
     spec("AUTH", -2, &["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], NO, Group::Server),
     spec("CLIENT", -2, &["admin", "noscript", "loading", "stale"], NO, Group::Server),
     spec("COMMAND", -1, &["loading", "stale"], NO, Group::Server),
@@ -86,8 +87,9 @@ pub(super) fn run<M: Mem>(
         },
         "INFO" => info(cx, a, r),
         "CLIENT" => super::client::client(cx, s, a, r),
-        "AUTH" => auth(cx.host, s, a, r),
-        "HELLO" => hello(cx.host, s, a, r),
+        "ACL" => super::acl::run(cx, s, a, r)?,
+        "AUTH" => auth(cx, s, a, r)?,
+        "HELLO" => hello(cx, s, a, r)?,
         "COMMAND" => command(a, r),
         "CONFIG" => super::config::config(cx, a, r),
         "SENTINEL" => sentinel(cx, a, r),
@@ -203,43 +205,50 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
     r.bulk(t.as_bytes());
 }
 
-/// `AUTH [username] password`: only the `default` user exists (its password is `[kv]
-/// password`). A failure leaves an authenticated client authenticated, as in Redis.
-fn auth(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
+/// `AUTH [username] password`, as the ACL users say (`acl/mod.rs`; the `default` user's
+/// password is `[kv] password` while it is set). A failure leaves an authenticated client
+/// authenticated as it was, as in Redis.
+fn auth<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let (user, pass) = match a.len() {
         2 => (&b"default"[..], a.get(1)),
         3 => (a.get(1), a.get(2)),
-        _ => return r.error(SYNTAX),
-    };
-    match host.authenticate(&s.addr, user, pass) {
-        Auth::Accepted => {
-            s.authenticated = true;
-            r.ok();
+        _ => {
+            r.error(SYNTAX);
+            return Ok(());
         }
-        Auth::Refused => r.error(WRONGPASS),
-        Auth::NoPassword if a.len() == 2 => r.error(
+    };
+    if a.len() == 2 && super::acl::default_needs_no_password(cx)? {
+        r.error(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure \
              your configuration is correct?",
-        ),
-        // `AUTH default <anything>` with no password configured: the default user takes any;
-        // no other user exists.
-        Auth::NoPassword if user == b"default" => {
+        );
+        return Ok(());
+    }
+    match super::acl::authenticate(cx, s, user, pass, a.get(0))? {
+        Auth::Accepted => {
             s.authenticated = true;
+            s.user = String::from_utf8_lossy(user).into_owned();
             r.ok();
         }
-        Auth::NoPassword => r.error(WRONGPASS),
+        _ => r.error(WRONGPASS),
     }
+    Ok(())
 }
 
-fn hello(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
+fn hello<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+    hello_inner(cx, s, a, r)?;
+    Ok(())
+}
+
+fn hello_inner<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let mut i = 1;
     let mut proto = s.proto;
     if a.len() > 1 {
         match int(a.get(1)) {
             Some(2) => proto = Proto::Resp2,
             Some(3) => proto = Proto::Resp3,
-            Some(_) => return r.error("NOPROTO unsupported protocol version"),
-            None => return r.error("ERR Protocol version is not an integer or out of range"),
+            Some(_) => return Ok(r.error("NOPROTO unsupported protocol version")),
+            None => return Ok(r.error("ERR Protocol version is not an integer or out of range")),
         }
         i = 2;
     }
@@ -251,27 +260,29 @@ fn hello(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
         } else if is(a.get(i), "SETNAME") && i + 1 < a.len() {
             let n = a.get(i + 1);
             if n.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-                return r.error("ERR Client names cannot contain spaces, newlines or special characters.");
+                return Ok(r.error("ERR Client names cannot contain spaces, newlines or special characters."));
             }
             name = Some(n.to_vec());
             i += 2;
         } else {
-            return r.error(&format!("ERR Syntax error in HELLO option '{}'", show(a.get(i), 64)));
+            return Ok(r.error(&format!("ERR Syntax error in HELLO option '{}'", show(a.get(i), 64))));
         }
     }
     // Nothing changes (protocol, name) unless the whole command is accepted.
     match creds {
-        Some((user, pass)) => match host.authenticate(&s.addr, user, pass) {
-            Auth::Accepted => s.authenticated = true,
-            Auth::NoPassword if user == b"default" => s.authenticated = true,
-            Auth::NoPassword | Auth::Refused => return r.error(WRONGPASS),
+        Some((user, pass)) => match super::acl::authenticate(cx, s, user, pass, a.get(0))? {
+            Auth::Accepted => {
+                s.authenticated = true;
+                s.user = String::from_utf8_lossy(user).into_owned();
+            }
+            _ => return Ok(r.error(WRONGPASS)),
         },
         None if !s.authenticated => {
-            return r.error(
+            return Ok(r.error(
                 "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO \
                  <proto> AUTH <user> <pass> option can be used to authenticate the client and select the \
                  RESP protocol version at the same time",
-            )
+            ))
         }
         None => {}
     }
@@ -295,13 +306,14 @@ fn hello(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
     r.bulk(b"master");
     r.bulk(b"modules");
     r.array(0);
+    Ok(())
 }
 
 /// The keys of a command whose table entry cannot place them (`movablekeys`), added to `keys`
 /// for `COMMAND GETKEYS`, as Redis finds them: those after a count (`LMPOP numkeys key...`,
 /// `ZUNIONSTORE dst numkeys key...`), SORT's `STORE` destination. `None`: the count is not a
 /// number of keys the arguments hold.
-fn movable_keys<'a>(name: &str, a: &Args<'a>, keys: &mut Vec<&'a [u8]>) -> Option<()> {
+pub(super) fn movable_keys<'a>(name: &str, a: &Args<'a>, keys: &mut Vec<&'a [u8]>) -> Option<()> {
     let at = match name {
         "LMPOP" | "SINTERCARD" | "ZMPOP" | "ZUNION" | "ZINTER" | "ZDIFF" | "ZINTERCARD" => 1,
         "BLMPOP" | "BZMPOP" | "ZUNIONSTORE" | "ZINTERSTORE" | "ZDIFFSTORE" => 2,

@@ -42,6 +42,12 @@ impl Host for TestHost {
     fn stats(&self) -> Stats {
         Stats::default()
     }
+    fn has_password(&self) -> bool {
+        self.password.is_some()
+    }
+    fn auth_failed(&self, _client: &str, _user: &[u8]) {
+        self.failures.set(self.failures.get() + 1);
+    }
     fn fixed_setting(&self, name: &str) -> String {
         format!("fixed {name}")
     }

@@ -121,6 +121,14 @@ impl Host for ServerHost<'_> {
         Auth::Refused
     }
 
+    fn has_password(&self) -> bool {
+        self.opts.password.is_some()
+    }
+
+    fn auth_failed(&self, client: &str, user: &[u8]) {
+        self.auth.failed(client, user);
+    }
+
     fn fixed_setting(&self, name: &str) -> String {
         let o = self.opts;
         match name {
