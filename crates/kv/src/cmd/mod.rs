@@ -131,6 +131,10 @@ pub trait Host {
     fn subscriptions(&self, _kind: pubsub::SubKind) -> Vec<Vec<u8>> {
         Vec::new()
     }
+    /// What client `id` subscribes to, of `kind`.
+    fn subscriptions_of(&self, _id: u64, _kind: pubsub::SubKind) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
     /// Queues `message` on `channel` (`sharded`: a shard channel) for its subscribers, written
     /// into their output once the command is done; how many they are.
     fn publish(&self, _channel: &[u8], _message: &[u8], _sharded: bool) -> usize {

@@ -247,8 +247,14 @@ fn hello_inner<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply)
         match int(a.get(1)) {
             Some(2) => proto = Proto::Resp2,
             Some(3) => proto = Proto::Resp3,
-            Some(_) => return Ok(r.error("NOPROTO unsupported protocol version")),
-            None => return Ok(r.error("ERR Protocol version is not an integer or out of range")),
+            Some(_) => {
+                r.error("NOPROTO unsupported protocol version");
+                return Ok(());
+            }
+            None => {
+                r.error("ERR Protocol version is not an integer or out of range");
+                return Ok(());
+            }
         }
         i = 2;
     }
@@ -260,12 +266,14 @@ fn hello_inner<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply)
         } else if is(a.get(i), "SETNAME") && i + 1 < a.len() {
             let n = a.get(i + 1);
             if n.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-                return Ok(r.error("ERR Client names cannot contain spaces, newlines or special characters."));
+                r.error("ERR Client names cannot contain spaces, newlines or special characters.");
+                return Ok(());
             }
             name = Some(n.to_vec());
             i += 2;
         } else {
-            return Ok(r.error(&format!("ERR Syntax error in HELLO option '{}'", show(a.get(i), 64))));
+            r.error(&format!("ERR Syntax error in HELLO option '{}'", show(a.get(i), 64)));
+            return Ok(());
         }
     }
     // Nothing changes (protocol, name) unless the whole command is accepted.
@@ -275,14 +283,18 @@ fn hello_inner<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply)
                 s.authenticated = true;
                 s.user = String::from_utf8_lossy(user).into_owned();
             }
-            _ => return Ok(r.error(WRONGPASS)),
+            _ => {
+                r.error(WRONGPASS);
+                return Ok(());
+            }
         },
         None if !s.authenticated => {
-            return Ok(r.error(
+            r.error(
                 "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO \
                  <proto> AUTH <user> <pass> option can be used to authenticate the client and select the \
                  RESP protocol version at the same time",
-            ))
+            );
+            return Ok(());
         }
         None => {}
     }
@@ -354,7 +366,11 @@ fn command_info(spec: &Spec, r: &mut Reply) {
     r.int(i64::from(spec.first_key));
     r.int(i64::from(spec.last_key));
     r.int(i64::from(spec.step));
-    r.set(0);
+    let cats = super::acl::categories(&spec.name.to_ascii_lowercase());
+    r.set(cats.len());
+    for c in cats {
+        r.simple(c.as_bytes());
+    }
     r.set(0);
     r.array(0);
     r.array(0);
@@ -378,8 +394,17 @@ fn command(a: &Args, r: &mut Reply) {
                 5 if is(a.get(2), "FILTERBY") && is(a.get(3), "PATTERN") => {
                     Some(a.get(4).to_ascii_lowercase())
                 }
-                // No ACL categories or modules yet: nothing matches them.
-                5 if is(a.get(2), "FILTERBY") && (is(a.get(3), "ACLCAT") || is(a.get(3), "MODULE")) => {
+                // An unknown category lists nothing, as in Redis.
+                5 if is(a.get(2), "FILTERBY") && is(a.get(3), "ACLCAT") => {
+                    let names = super::acl::commands_of(a.get(4)).unwrap_or_default();
+                    r.array(names.len());
+                    for n in names {
+                        r.bulk(n.as_bytes());
+                    }
+                    return;
+                }
+                // No modules: nothing matches.
+                5 if is(a.get(2), "FILTERBY") && is(a.get(3), "MODULE") => {
                     return r.array(0);
                 }
                 _ => return r.error(super::SYNTAX),

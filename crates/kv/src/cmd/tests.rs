@@ -1136,3 +1136,20 @@ fn info_memory_gives_the_blocks_in_use_and_the_bucket_array() {
     let buckets = h.store.geometry().buckets;
     assert_eq!(field(&mut h, "mojim_bucket_array_bytes"), 8 * buckets);
 }
+
+#[test]
+fn command_info_and_command_list_give_the_acl_categories() {
+    let mut h = Harness::new();
+    let simple = |s: &str| Value::Simple(s.as_bytes().to_vec());
+    let Value::Array(v) = h.cmd(&["COMMAND", "INFO", "get", "flushall"]) else { panic!("COMMAND INFO") };
+    let Value::Array(get) = &v[0] else { panic!("{v:?}") };
+    assert_eq!(get[6], Value::Array(vec![simple("@read"), simple("@string"), simple("@fast")]));
+    let Value::Array(flushall) = &v[1] else { panic!("{v:?}") };
+    assert_eq!(
+        flushall[6],
+        Value::Array(vec![simple("@keyspace"), simple("@write"), simple("@slow"), simple("@dangerous")])
+    );
+    let Value::Array(tx) = h.cmd(&["COMMAND", "LIST", "FILTERBY", "ACLCAT", "Transaction"]) else { panic!() };
+    assert!(tx.contains(&b("multi")) && tx.contains(&b("exec")) && !tx.contains(&b("get")), "{tx:?}");
+    assert_eq!(h.cmd(&["COMMAND", "LIST", "FILTERBY", "ACLCAT", "nosuch"]), Value::Array(vec![]));
+}

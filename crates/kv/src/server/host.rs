@@ -196,6 +196,10 @@ impl Host for ServerHost<'_> {
         self.pubsub.borrow().names_of(self.me_sub.id, kind)
     }
 
+    fn subscriptions_of(&self, id: u64, kind: SubKind) -> Vec<Vec<u8>> {
+        self.pubsub.borrow().names_of(id, kind)
+    }
+
     fn publish(&self, channel: &[u8], message: &[u8], sharded: bool) -> usize {
         self.pubsub.borrow_mut().publish(channel, message, sharded)
     }

@@ -17,7 +17,8 @@ pub mod record;
 pub mod user;
 
 use super::args::{int, Args};
-use super::{show, Auth, Cx, Session, Spec};
+use super::pubsub::SubKind;
+use super::{show, Auth, Cx, Host, Session, Spec};
 use crate::resp::Reply;
 use crate::store::{Mem, StoreError};
 use std::collections::VecDeque;
@@ -203,6 +204,21 @@ fn positions_of<'a>(a: &'a Args, keys: &[&'a [u8]]) -> Vec<(usize, &'a [u8])> {
         .collect()
 }
 
+/// The categories of a command or subcommand (its lower-case full name) as `COMMAND INFO`
+/// lists them (`@read`, ...), in Redis's order.
+pub fn categories(full: &str) -> Vec<String> {
+    let Some(id) = user::id_of(full.as_bytes()) else { return Vec::new() };
+    let c = user::CMDS[id].cats;
+    cats::NAMES.iter().enumerate().filter(|(i, _)| c & (1 << i) != 0).map(|(_, n)| format!("@{n}")).collect()
+}
+
+/// The commands and subcommands of category `name` (without `@`, any case), lower case, in
+/// the order `ACL CAT` lists them; `None` for an unknown category.
+pub fn commands_of(name: &[u8]) -> Option<Vec<&'static str>> {
+    let c = cats::index(name)?;
+    Some(user::CMDS.iter().filter(|x| x.cats & (1 << c) != 0).map(|x| x.full.as_str()).collect())
+}
+
 /// Records a refusal in the log.
 pub fn log_refusal(acl: &mut Acl, s: &Session, d: &Denied, a: &Args, context: &'static str, now_ms: u64) {
     let (reason, object) = match d {
@@ -268,6 +284,36 @@ pub fn default_needs_no_password<M: Mem>(cx: &mut Cx<M>) -> Result<bool, StoreEr
     Ok(cx.settings.acl.user(b"default").is_some_and(|u| u.on && u.nopass))
 }
 
+/// Closes, once the command is done, the clients logged in as `name` that may no longer be:
+/// every one when the user is gone (`now` is `None`), otherwise those subscribed to a channel
+/// or a pattern its channel rules no longer allow, as Redis 7.0 does.
+fn kill_affected(host: &dyn Host, s: &Session, name: &[u8], now: Option<&User>) {
+    let out_of_rights = |id: u64, mine: bool| -> bool {
+        let Some(u) = now else { return true };
+        if u.allchannels {
+            return false;
+        }
+        [(SubKind::Channel, false), (SubKind::Shard, false), (SubKind::Pattern, true)].into_iter().any(
+            |(k, p)| {
+                let names = if mine { host.subscriptions(k) } else { host.subscriptions_of(id, k) };
+                names.iter().any(|n| !u.may_channel(n, p))
+            },
+        )
+    };
+    let mut victims = Vec::new();
+    if s.user.as_bytes() == name && (now.is_none() || s.subs.any()) && out_of_rights(s.id, true) {
+        victims.push(s.id);
+    }
+    host.other_clients(&mut |o, _| {
+        if o.user.as_bytes() == name && (now.is_none() || o.subs.any()) && out_of_rights(o.id, false) {
+            victims.push(o.id);
+        }
+    });
+    if !victims.is_empty() {
+        host.kill_clients(&victims);
+    }
+}
+
 fn valid_name(n: &[u8]) -> bool {
     !n.iter().any(|&c| c == b' ' || c == 0)
 }
@@ -325,16 +371,17 @@ pub fn run<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> 
         b"SETUSER" => {
             let name = a.get(2);
             if !valid_name(name) {
-                return Ok(r.error("ERR Usernames can't contain spaces or null characters"));
+                r.error("ERR Usernames can't contain spaces or null characters");
+                return Ok(());
             }
             if a.len() - 3 > MAX_RULES {
-                return Ok(r.error(&format!("ERR ACL SETUSER takes at most {MAX_RULES} rules at once")));
+                r.error(&format!("ERR ACL SETUSER takes at most {MAX_RULES} rules at once"));
+                return Ok(());
             }
             let existing = acl.users.iter().position(|u| u.name == name);
             if existing.is_none() && acl.users.len() >= MAX_USERS {
-                return Ok(r.error(&format!(
-                    "ERR the server holds {MAX_USERS} users, the most it may: delete some"
-                )));
+                r.error(&format!("ERR the server holds {MAX_USERS} users, the most it may: delete some"));
+                return Ok(());
             }
             let mut u = existing.map(|i| acl.users[i].clone()).unwrap_or_else(|| User::new(name));
             let configured = cx.host.has_password();
@@ -345,18 +392,20 @@ pub fn run<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> 
                     && (matches!(l.as_slice(), b"nopass" | b"resetpass" | b"reset")
                         || matches!(l.first(), Some(b'>' | b'<' | b'#' | b'!')))
                 {
-                    return Ok(r.error(&format!(
-                        "ERR Error in ACL SETUSER modifier '{}': the default user's password is [kv] password \
-                         (MOJIM_KV_PASSWORD): change it there",
-                        show(rule, 128)
-                    )));
-                }
+                    r.error(&format!(
+                    "ERR Error in ACL SETUSER modifier '{}': the default user's password is [kv] password \
+                     (MOJIM_KV_PASSWORD): change it there",
+                    show(rule, 128)
+                ));
+                    return Ok(());
+                };
                 if let Err(e) = u.apply(rule) {
                     return Ok(
                         r.error(&format!("ERR Error in ACL SETUSER modifier '{}': {e}", show(rule, 128)))
                     );
                 }
             }
+            kill_affected(cx.host, s, name, Some(&u));
             match existing {
                 Some(i) => acl.users[i] = u,
                 None => acl.users.push(u),
@@ -368,12 +417,14 @@ pub fn run<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> 
             let mut n = 0;
             for name in a.from(2) {
                 if name == b"default" {
-                    return Ok(r.error("ERR The 'default' user cannot be removed"));
+                    r.error("ERR The 'default' user cannot be removed");
+                    return Ok(());
                 }
             }
             for name in a.from(2) {
                 if let Some(i) = acl.users.iter().position(|u| u.name == name) {
                     acl.users.remove(i);
+                    kill_affected(cx.host, s, name, None);
                     n += 1;
                 }
             }
@@ -390,9 +441,8 @@ pub fn run<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> 
         }
         b"CAT" => match cats::index(a.get(2)) {
             None => r.error(&format!("ERR Unknown category '{}'", show(a.get(2), 64))),
-            Some(c) => {
-                let names: Vec<&str> =
-                    user::CMDS.iter().filter(|x| x.cats & (1 << c) != 0).map(|x| x.full.as_str()).collect();
+            Some(_) => {
+                let names = commands_of(a.get(2)).unwrap_or_default();
                 r.array(names.len());
                 for n in names {
                     r.bulk(n.as_bytes());
@@ -403,7 +453,10 @@ pub fn run<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> 
             let bits = if a.len() > 2 {
                 match int(a.get(2)) {
                     Some(b) if b > 0 && b <= 4096 => b as usize,
-                    _ => return Ok(r.error("ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096")),
+                    _ => {
+                        r.error("ERR ACL GENPASS argument must be the number of bits for the output password, a positive number up to 4096");
+                        return Ok(());
+                    }
                 }
             } else {
                 256
@@ -416,12 +469,16 @@ pub fn run<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> 
         b"LOG" => {
             if a.len() > 2 && a.get(2).eq_ignore_ascii_case(b"RESET") {
                 acl.log.clear();
-                return Ok(r.ok());
+                r.ok();
+                return Ok(());
             }
             let count = if a.len() > 2 {
                 match int(a.get(2)) {
                     Some(c) if c >= 0 => c as usize,
-                    _ => return Ok(r.error("ERR value is out of range, must be positive")),
+                    _ => {
+                        r.error("ERR value is out of range, must be positive");
+                        return Ok(());
+                    }
                 }
             } else {
                 10
@@ -449,18 +506,21 @@ pub fn run<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> 
         }
         b"DRYRUN" => {
             let Some(u) = acl.user(a.get(2)) else {
-                return Ok(r.error(&format!("ERR User '{}' not found", show(a.get(2), 128))));
+                r.error(&format!("ERR User '{}' not found", show(a.get(2), 128)));
+                return Ok(());
             };
             let mut b = [0u8; 32];
             let Some(spec) = super::args::upper(a.get(3), &mut b).and_then(super::find_spec) else {
-                return Ok(r.error(&format!("ERR Command '{}' not found", show(a.get(3), 128))));
+                r.error(&format!("ERR Command '{}' not found", show(a.get(3), 128)));
+                return Ok(());
             };
             let n = a.len() as i32 - 3;
             if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
-                return Ok(r.error(&format!(
+                r.error(&format!(
                     "ERR wrong number of arguments for '{}' command",
                     spec.name.to_ascii_lowercase()
-                )));
+                ));
+                return Ok(());
             }
             let argv: Vec<Vec<u8>> = a.from(3).map(|x| x.to_vec()).collect();
             let sub = Args::Owned(&argv);
