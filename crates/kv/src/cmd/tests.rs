@@ -1153,3 +1153,23 @@ fn command_info_and_command_list_give_the_acl_categories() {
     assert!(tx.contains(&b("multi")) && tx.contains(&b("exec")) && !tx.contains(&b("get")), "{tx:?}");
     assert_eq!(h.cmd(&["COMMAND", "LIST", "FILTERBY", "ACLCAT", "nosuch"]), Value::Array(vec![]));
 }
+
+#[test]
+fn a_user_without_rights_to_auth_or_hello_may_still_run_them() {
+    // As Redis: commands that need no authentication (AUTH, HELLO, QUIT, RESET) are not checked
+    // against the user's command rules, so a user may always authenticate as another.
+    let mut h = Harness::new();
+    assert_eq!(h.cmd(&["ACL", "SETUSER", "alice", "on", ">pw", "-@all", "+get", "~*"]), ok());
+    assert_eq!(h.cmd(&["ACL", "SETUSER", "bob", "on", ">pw2", "+@all", "~*"]), ok());
+    assert_eq!(h.cmd(&["AUTH", "alice", "pw"]), ok());
+    assert!(err(&h.cmd(&["SET", "k", "v"])).starts_with("NOPERM"), "alice may not SET");
+    assert_eq!(h.cmd(&["AUTH", "alice", "pw"]), ok(), "AUTH again as alice");
+    assert!(matches!(h.cmd(&["HELLO", "2"]), Value::Array(_)), "HELLO without rights to it");
+    assert!(matches!(h.cmd(&["HELLO", "2", "AUTH", "bob", "pw2"]), Value::Array(_)));
+    assert_eq!(h.cmd(&["SET", "k", "v"]), ok(), "now bob");
+    assert_eq!(h.cmd(&["AUTH", "alice", "pw"]), ok());
+    assert_eq!(h.cmd(&["MULTI"]), ok());
+    assert_eq!(h.cmd(&["GET", "k"]), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(h.cmd(&["EXEC"]), Value::Array(vec![b("v")]));
+    assert_eq!(h.cmd(&["RESET"]), Value::Simple(b"RESET".to_vec()), "RESET needs no right");
+}

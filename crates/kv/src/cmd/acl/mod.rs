@@ -136,7 +136,12 @@ impl Acl {
 }
 
 /// Checks that the session's user may run `spec` with `a`: the command, its keys, its channels.
+/// Commands that need no authentication (AUTH, HELLO, QUIT) are not checked, as in Redis: a user
+/// without `+auth` can still authenticate as another.
 pub fn check(acl: &Acl, s: &Session, spec: &Spec, a: &Args) -> Result<(), Denied> {
+    if spec.flags.contains(&"no_auth") {
+        return Ok(());
+    }
     let Some(u) = acl.user(s.user.as_bytes()) else {
         return Err(Denied::Command(spec.name.to_ascii_lowercase()));
     };
