@@ -22,7 +22,7 @@ impl AdminClient {
     /// Connects to the node at `addr` (TCP, or shared memory for a path) and proves `secret`,
     /// waiting at most `timeout` for each step.
     pub fn connect(addr: &str, secret: &Secret, timeout: Duration) -> Result<AdminClient> {
-        AdminClient::connect_with(&AnyTransport, addr, secret, timeout)
+        AdminClient::connect_with(&AnyTransport::plain(), addr, secret, timeout)
     }
 }
 

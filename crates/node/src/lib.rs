@@ -289,7 +289,7 @@ impl Mirror {
     /// Starts serving on `opts.listen`: over TCP for a `host:port`, through shared memory for
     /// a path (a Unix socket there, `mojim_transport::shm`). Backups are reached the same way.
     pub fn serve(self) -> Result<MirrorHandle> {
-        self.serve_with(AnyTransport)
+        self.serve_with(AnyTransport::plain())
     }
 
     /// Starts serving over any transport.

@@ -348,13 +348,13 @@ impl Primary<AnyTransport> {
     /// dropped: while it is held, another open of the region, in this process or another, fails
     /// with [`Error::RegionLocked`].
     pub fn open(opts: &PrimaryOptions) -> Result<Primary<AnyTransport>> {
-        Primary::open_with(AnyTransport, opts)
+        Primary::open_with(AnyTransport::plain(), opts)
     }
 
     /// As [`Primary::open`], with the region's lock taken already: for a caller that changes the
     /// region file before the primary maps it (a repair, a replay), under the same lock.
     pub fn open_locked(lock: RegionLock, opts: &PrimaryOptions) -> Result<Primary<AnyTransport>> {
-        Primary::open_locked_with(AnyTransport, lock, opts)
+        Primary::open_locked_with(AnyTransport::plain(), lock, opts)
     }
 }
 
