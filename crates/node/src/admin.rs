@@ -24,6 +24,16 @@ impl AdminClient {
     pub fn connect(addr: &str, secret: &Secret, timeout: Duration) -> Result<AdminClient> {
         AdminClient::connect_with(&AnyTransport::plain(), addr, secret, timeout)
     }
+
+    /// As [`AdminClient::connect`], over mutual TLS with `tls` (`[security] tls`) when given.
+    pub fn connect_tls(
+        addr: &str,
+        secret: &Secret,
+        tls: Option<std::sync::Arc<mojim_transport::TlsContext>>,
+        timeout: Duration,
+    ) -> Result<AdminClient> {
+        AdminClient::connect_with(&AnyTransport::new(tls), addr, secret, timeout)
+    }
 }
 
 impl<C: Conn> AdminClient<C> {

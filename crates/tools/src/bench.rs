@@ -821,6 +821,7 @@ fn primary_options(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path) -> Prima
         mirror: s.mirror_for(mode),
         lanes: lanes(a),
         secret: s.secret.clone(),
+        tls: None,
         limits: s.limits.clone(),
         async_window: 256,
         connect_timeout: Duration::from_secs(5),
