@@ -1177,6 +1177,45 @@ fn a_commands_group_never_passes_the_limit_its_check_allowed() {
     assert!(refused > 0, "the largest commands were refused");
 }
 
+/// A `*STORE` whose result no group can carry is refused before anything of it is made: a
+/// ZUNIONSTORE of two sorted sets of a million members built its whole result (seconds) before
+/// the check after the command refused it.
+#[test]
+fn a_store_too_large_for_one_group_is_refused_before_it_is_built() {
+    let mut h = Harness::with_size(64 << 20);
+    let n = 6000;
+    for (zkey, skey, from) in [("za", "sa", 0), ("zb", "sb", n / 2)] {
+        for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+            let mut z = vec!["ZADD".to_string(), zkey.to_string()];
+            let mut s = vec!["SADD".to_string(), skey.to_string()];
+            for &j in chunk {
+                z.push(j.to_string());
+                z.push(format!("m{:015}", j + from));
+                s.push(format!("m{:015}", j + from));
+            }
+            h.cmd(&z.iter().map(String::as_str).collect::<Vec<_>>());
+            h.cmd(&s.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+    }
+    h.store.seal(1024).unwrap();
+    // The union's 9000 members take at least 9000 × (34 + 2 × 16) bytes as a sorted set and
+    // 9000 × (14 + 16) as a set: more than 256 KiB either way.
+    h.max_group_bytes = 256 << 10;
+    for cmd in [&["ZUNIONSTORE", "zc", "2", "za", "zb"][..], &["SUNIONSTORE", "sc", "sa", "sb"]] {
+        let stores = h.store.stores();
+        let (_, v) = h.in_batch(cmd);
+        let Some(Value::Error(e)) = &v else { panic!("{cmd:?} answered {v:?}") };
+        let e = String::from_utf8_lossy(e);
+        assert!(e.contains("would change at least") && e.contains("log_capacity"), "{cmd:?}: {e}");
+        assert_eq!(h.store.stores(), stores, "{cmd:?} stored before it was refused");
+        assert_eq!(h.cmd(&["EXISTS", cmd[1]]), i(0));
+    }
+    // Within the limit, stored as before.
+    h.max_group_bytes = 64 << 20;
+    assert_eq!(h.cmd(&["ZUNIONSTORE", "zc", "2", "za", "zb"]), i(9000));
+    assert_eq!(h.cmd(&["SUNIONSTORE", "sc", "sa", "sb"]), i(9000));
+}
+
 /// The group a batch would carry, as the check after each command reckons it, is never less
 /// than the group its seal makes: the seal also links every block the batch freed into its
 /// list (a DEL of many keys freed blocks all over the heap, and the reckoning left them out).
