@@ -122,6 +122,10 @@ struct InitArgs {
     /// Overwrite an existing mojim.toml (never an existing region file).
     #[arg(long)]
     force: bool,
+    /// Make a cluster CA and certificates for a node, an operator and an application in
+    /// <dir>/tls (mode 0600), and turn on mutual TLS ([security] tls = true) in mojim.toml.
+    #[arg(long)]
+    tls: bool,
 }
 
 #[derive(Args)]
@@ -322,12 +326,55 @@ fn init(a: InitArgs) -> mojim::Result<()> {
     });
     let uuid = random_uuid();
     mojim::create_region(&region_path, mojim::RegionId { uuid, size: a.size })?;
+    let mut text = template(&uuid, a.size, &secret, &a.listen);
+    if a.tls {
+        text = init_tls(&a.dir, &text)?;
+    }
     // The file holds the secret: readable by its owner only.
-    write_private(&cfg_path, &template(&uuid, a.size, &secret, &a.listen))
+    write_private(&cfg_path, &text)
         .map_err(|e| Error::Io { op: format!("write {}", cfg_path.display()), source: e })?;
     println!("created {} and {}", region_path.display(), cfg_path.display());
     println!("copy {} to the mirror and run: mojim serve --config mojim.toml", cfg_path.display());
     Ok(())
+}
+
+/// Makes `dir`/tls: a CA (its key too, to issue more) and a certificate and key for a node, an
+/// operator and an application, every file mode 0600; returns `config` with the `[security]`
+/// TLS settings on and `[primary]` pointing at the application's certificate.
+fn init_tls(dir: &std::path::Path, config: &str) -> mojim::Result<String> {
+    use mojim_transport::tls::pki::{Ca, Validity};
+    use mojim_transport::Role;
+    let tls = dir.join("tls");
+    std::fs::create_dir_all(&tls)
+        .map_err(|e| Error::Io { op: format!("create {}", tls.display()), source: e })?;
+    let write = |name: &str, text: &str| {
+        let p = tls.join(name);
+        if p.exists() {
+            return Err(Error::Config(format!("{} exists; certificates are never overwritten", p.display())));
+        }
+        write_private(&p, text).map_err(|e| Error::Io { op: format!("write {}", p.display()), source: e })
+    };
+    let ca = Ca::new("mojim cluster CA").map_err(Error::Config)?;
+    write("ca.pem", ca.cert_pem())?;
+    write("ca.key", ca.key_pem())?;
+    for role in [Role::Node, Role::Operator, Role::Application] {
+        let issued = ca.issue(role.name(), role, Validity::Years(1)).map_err(Error::Config)?;
+        write(&format!("{}.pem", role.name()), &issued.cert_pem)?;
+        write(&format!("{}.key", role.name()), &issued.key_pem)?;
+    }
+    println!("created a CA and certificates for a node, an operator and an application in {}", tls.display());
+    Ok(config
+        .replacen(
+            "tls = false\n",
+            "tls = true\nca_file = \"tls/ca.pem\"\ncert_file = \"tls/node.pem\"\nkey_file = \"tls/node.key\"\n",
+            1,
+        )
+        .replacen(
+            "[primary]\n",
+            "[primary]\n# The application's own certificate (role application; see [security] tls).\n\
+             cert_file = \"tls/application.pem\"\nkey_file = \"tls/application.key\"\n",
+            1,
+        ))
 }
 
 fn serve(a: ServeArgs) -> mojim::Result<()> {
@@ -388,7 +435,8 @@ fn promote(a: PromoteArgs, demote: bool) -> mojim::Result<()> {
     let cfg = Config::load(&a.target.config.config)?;
     let secret = cfg.secret(a.target.config.insecure)?;
     let addr = a.target.addr.clone().unwrap_or_else(|| cfg.file.mirror.listen.clone());
-    let connect = |x: &str| AdminClient::connect(x, &secret, Duration::from_secs(5));
+    let tls = cfg.tls()?;
+    let connect = |x: &str| AdminClient::connect_tls(x, &secret, tls.clone(), Duration::from_secs(5));
     let mut node = connect(&addr)?;
     let mut epoch = node.status()?.epoch;
     let mut peers = Vec::new();
@@ -431,7 +479,7 @@ fn promote(a: PromoteArgs, demote: bool) -> mojim::Result<()> {
 fn resolve(a: ResolveArgs) -> mojim::Result<()> {
     let cfg = Config::load(&a.config.config)?;
     let secret = cfg.secret(a.config.insecure)?;
-    let mut node = AdminClient::connect(&a.discard, &secret, Duration::from_secs(5))?;
+    let mut node = AdminClient::connect_tls(&a.discard, &secret, cfg.tls()?, Duration::from_secs(5))?;
     println!("{}", node.command(r#"{"op":"discard"}"#)?);
     eprintln!("{}: copy discarded; its next session copies the whole region into it", a.discard);
     Ok(())
@@ -441,7 +489,7 @@ pub(crate) fn admin(t: &AddrArgs) -> mojim::Result<AdminClient> {
     let cfg = Config::load(&t.config.config)?;
     let secret = cfg.secret(t.config.insecure)?;
     let addr = t.addr.clone().unwrap_or_else(|| cfg.file.mirror.listen.clone());
-    AdminClient::connect(&addr, &secret, Duration::from_secs(5))
+    AdminClient::connect_tls(&addr, &secret, cfg.tls()?, Duration::from_secs(5))
 }
 
 /// Progress bars of the copies into and from a node, until none is left.

@@ -5,10 +5,18 @@
 use crate::error::{Error, Result};
 use crate::size::{format_size, parse_size};
 pub use mojim_region::NvmmModel;
+use mojim_transport::TlsContext;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
+
+/// Environment variable that names another certificate than `[security] cert_file` (an
+/// operator's, with a node's configuration).
+pub const CERT_FILE_ENV: &str = "MOJIM_CERT_FILE";
+/// Environment variable that names another private key than `[security] key_file`.
+pub const KEY_FILE_ENV: &str = "MOJIM_KEY_FILE";
 
 /// Environment variable that supplies the cluster secret (it wins over the file).
 pub const SECRET_ENV: &str = "MOJIM_SECRET";
@@ -406,6 +414,12 @@ pub struct PrimarySection {
     /// `broadcast = []`: for comparison only (the paper's E-broadcast baseline): more mirrors
     /// to send every group to, each waited for like `mirror`.
     pub broadcast: Vec<String>,
+    /// `cert_file = ""`: with `[security] tls = true`, the application's certificate (role
+    /// application), when the configuration is shared with a node whose certificate is
+    /// `[security] cert_file`; empty: `[security] cert_file`.
+    pub cert_file: String,
+    /// `key_file = ""`: the private key of `cert_file` (mode 0600).
+    pub key_file: String,
 }
 
 impl Default for PrimarySection {
@@ -420,6 +434,8 @@ impl Default for PrimarySection {
             connect_timeout_ms: 5000,
             busy_poll_us: 0,
             broadcast: Vec::new(),
+            cert_file: String::new(),
+            key_file: String::new(),
         }
     }
 }
@@ -533,6 +549,15 @@ pub struct SecuritySection {
     pub secret: String,
     /// `insecure = false`: run without a secret (no authentication), as `--insecure` does.
     pub insecure: bool,
+    /// `tls = false`: run TCP links over mutual TLS 1.3, with the three files below; the
+    /// secret is then optional (its handshake runs inside TLS).
+    pub tls: bool,
+    /// `ca_file`: the cluster CA's certificate, PEM (relative to the configuration file).
+    pub ca_file: String,
+    /// `cert_file`: this host's certificate, PEM, carrying its role.
+    pub cert_file: String,
+    /// `key_file`: this certificate's private key, PEM, mode 0600.
+    pub key_file: String,
 }
 
 /// Who the region is: shared by every replica.
@@ -764,7 +789,53 @@ impl Config {
     /// The cluster secret (see [`Secret::resolve`]); `insecure_flag` is `--insecure`, which
     /// allows none as `[security] insecure = true` does.
     pub fn secret(&self, insecure_flag: bool) -> Result<Secret> {
-        Secret::resolve(&self.file.security.secret, insecure_flag || self.file.security.insecure)
+        let sec = &self.file.security;
+        Secret::resolve(&sec.secret, insecure_flag || sec.insecure || sec.tls)
+    }
+
+    /// The TLS settings (`[security] tls`, `ca_file`, `cert_file`, `key_file`), loaded and
+    /// checked; `None` when `tls = false`. A file that is missing, unreadable, not PEM, a key
+    /// readable by others or not the certificate's, a certificate the CA did not sign or that
+    /// is not valid now: refused, naming the setting and the file.
+    pub fn tls(&self) -> Result<Option<Arc<TlsContext>>> {
+        self.tls_with(None)
+    }
+
+    /// As [`Config::tls`], for an application: `[primary] cert_file` and `key_file` when set.
+    pub fn application_tls(&self) -> Result<Option<Arc<TlsContext>>> {
+        let p = &self.file.primary;
+        if p.cert_file.is_empty() != p.key_file.is_empty() {
+            return Err(Error::Config(
+                "[primary] cert_file and key_file go together: set both, or neither to use [security]'s"
+                    .into(),
+            ));
+        }
+        self.tls_with((!p.cert_file.is_empty()).then_some((&p.cert_file, &p.key_file)))
+    }
+
+    fn tls_with(&self, files: Option<(&String, &String)>) -> Result<Option<Arc<TlsContext>>> {
+        let sec = &self.file.security;
+        if !sec.tls {
+            return Ok(None);
+        }
+        for (key, v) in
+            [("ca_file", &sec.ca_file), ("cert_file", &sec.cert_file), ("key_file", &sec.key_file)]
+        {
+            if v.is_empty() {
+                return Err(Error::Config(format!(
+                    "[security] tls = true needs {key}: set ca_file, cert_file and key_file (`mojim init --tls` \
+                     makes a CA and certificates)"
+                )));
+            }
+        }
+        // An operator's tools may present their own certificate with the node's configuration.
+        let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let (cert, key) = files.unwrap_or((&sec.cert_file, &sec.key_file));
+        let cert = env(CERT_FILE_ENV).unwrap_or_else(|| self.resolve(cert));
+        let key = env(KEY_FILE_ENV).unwrap_or_else(|| self.resolve(key));
+        let ctx = TlsContext::load(&self.resolve(&sec.ca_file), &cert, &key)
+            .map_err(|e| Error::Config(e.to_string()))?;
+        Ok(Some(Arc::new(ctx)))
     }
 
     /// Checks `[section] transport` against the address `key` it governs: `shm` takes a path
@@ -1059,6 +1130,11 @@ lease_margin_ms = 500
 # keep this file readable by its owner only (mode 0600; see docs/SECURITY.md).
 secret = "{secret}"
 insecure = false
+# Mutual TLS 1.3 on every TCP link (the secret is then optional): ca_file, cert_file and
+# key_file name PEM files (relative to this file; the key mode 0600), each certificate from the
+# cluster's CA with its role (mojim:role:node, operator or application). `mojim init --tls`
+# makes them. Shared memory and UCX links are refused while it is on.
+tls = false
 
 [rvm]
 # Recoverable memory (rvm_* in C, the mojim-rvm crate): where commits go, "mojim" (this region,

@@ -11,7 +11,7 @@ use mojim_format::handshake::{
 };
 use mojim_format::log::LOG_HEADER_SIZE;
 use mojim_format::{FrameHeader, FrameKind};
-use mojim_transport::{Conn, Transport};
+use mojim_transport::{Conn, PeerIdentity, Role, Transport};
 use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -118,8 +118,16 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
             return;
         }
     };
+    let who = conn.peer_identity();
+    if let Err(message) = role_may(who.as_ref(), hello.role) {
+        s.stats.violation();
+        tracing::warn!(%peer, %message, "connection refused");
+        refuse(&mut conn, &Refusal { code: RefuseCode::Other, message });
+        conn.shutdown();
+        return;
+    }
     match hello.role {
-        PeerRole::Admin => admin(s, &mut conn, &peer),
+        PeerRole::Admin => admin(s, &mut conn, &peer, who.as_ref()),
         PeerRole::Primary | PeerRole::Mirror => {
             let closer = match conn.try_clone() {
                 Ok(c) => Box::new(move || c.shutdown()) as Box<dyn Fn() + Send>,
@@ -210,6 +218,13 @@ fn read_step<C: Conn>(
             ReadError::Io(io) if timed_out(io) => {
                 format!("no whole {what} within {HANDSHAKE_DEADLINE:?} of connecting")
             }
+            ReadError::Frame(mojim_format::FrameError::HeaderChecksum { stored, .. })
+                if stored.to_le_bytes()[..2] == [0x16, 0x03] =>
+            {
+                "the peer speaks TLS (its first bytes are a TLS ClientHello), and this node has [security] tls \
+                 = false: set [security] tls the same on every node and tool"
+                    .to_string()
+            }
             e => format!("bad {what}: {e}"),
         };
         (e, m)
@@ -276,7 +291,39 @@ fn accept_handshake<C: Conn>(
     Ok(accepted.hello)
 }
 
-fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str) {
+/// Whether the holder of a TLS certificate (`None`: no TLS) may connect as `asked`: a primary's
+/// lanes need an application's certificate, a mirror's feed a node's; anyone of the cluster may
+/// open an admin connection (what it may run is checked per request, [`may_command`]).
+fn role_may(who: Option<&PeerIdentity>, asked: PeerRole) -> Result<(), String> {
+    let Some(who) = who else { return Ok(()) };
+    let needed = match asked {
+        PeerRole::Primary => Role::Application,
+        PeerRole::Mirror => Role::Node,
+        PeerRole::Admin => return Ok(()),
+    };
+    if who.role == Some(needed) {
+        return Ok(());
+    }
+    Err(format!(
+        "the certificate of {} may not connect as {asked:?}: that needs a certificate with role {needed}",
+        who
+    ))
+}
+
+/// Whether the holder of a TLS certificate may run admin commands that change the node
+/// (promote, demote, fence, discard, reset): an operator's or a node's (a mirror resets its
+/// backups). An application's may read status and the data area only.
+fn may_command(who: Option<&PeerIdentity>) -> Result<(), String> {
+    match who {
+        Some(w) if !matches!(w.role, Some(Role::Operator | Role::Node)) => Err(format!(
+            "the certificate of {w} may not run operator commands: they need a certificate with role \
+             operator (status and reads are allowed)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str, who: Option<&PeerIdentity>) {
     let welcome = mojim_format::handshake::Welcome {
         next_seq: 0,
         log_capacity: s.opts.log_capacity,
@@ -306,7 +353,14 @@ fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str) {
                 let st = status::status(s);
                 Ok(serde_json::to_vec(&st).unwrap_or_default())
             }
-            Request::Command(json) => super::command::run(s, &json),
+            Request::Command(json) => match may_command(who) {
+                Ok(()) => super::command::run(s, &json),
+                Err(m) => {
+                    s.stats.violation();
+                    tracing::warn!(%peer, command = %json, %m, "admin command refused");
+                    Err(m)
+                }
+            },
             Request::Read { offset, len } => {
                 if len > MAX_READ {
                     match read_long(s, conn, offset, len) {

@@ -22,7 +22,17 @@ impl AdminClient {
     /// Connects to the node at `addr` (TCP, or shared memory for a path) and proves `secret`,
     /// waiting at most `timeout` for each step.
     pub fn connect(addr: &str, secret: &Secret, timeout: Duration) -> Result<AdminClient> {
-        AdminClient::connect_with(&AnyTransport, addr, secret, timeout)
+        AdminClient::connect_with(&AnyTransport::plain(), addr, secret, timeout)
+    }
+
+    /// As [`AdminClient::connect`], over mutual TLS with `tls` (`[security] tls`) when given.
+    pub fn connect_tls(
+        addr: &str,
+        secret: &Secret,
+        tls: Option<std::sync::Arc<mojim_transport::TlsContext>>,
+        timeout: Duration,
+    ) -> Result<AdminClient> {
+        AdminClient::connect_with(&AnyTransport::new(tls), addr, secret, timeout)
     }
 }
 

@@ -131,6 +131,9 @@ pub struct MirrorOptions {
     pub listen: String,
     pub region: RegionId,
     pub secret: Secret,
+    /// Mutual TLS on every TCP link (`[security] tls`), with this node's certificate: lanes,
+    /// operators, and the links to its backups.
+    pub tls: Option<Arc<mojim_transport::TlsContext>>,
     pub limits: Limits,
     pub log_capacity: u64,
     pub checkpoint_thresh: usize,
@@ -187,6 +190,7 @@ impl MirrorOptions {
             listen: m.listen.clone(),
             region: cfg.region_id()?,
             secret: cfg.secret(insecure)?,
+            tls: cfg.tls()?,
             limits: cfg.limits()?,
             log_capacity: cfg.log_capacity()?,
             checkpoint_thresh: m.checkpoint_thresh as usize,
@@ -289,7 +293,8 @@ impl Mirror {
     /// Starts serving on `opts.listen`: over TCP for a `host:port`, through shared memory for
     /// a path (a Unix socket there, `mojim_transport::shm`). Backups are reached the same way.
     pub fn serve(self) -> Result<MirrorHandle> {
-        self.serve_with(AnyTransport)
+        let transport = AnyTransport::new(self.shared.opts.tls.clone());
+        self.serve_with(transport)
     }
 
     /// Starts serving over any transport.

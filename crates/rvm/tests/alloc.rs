@@ -18,6 +18,7 @@ fn open(name: &str, size: u64, base: usize) -> (Rvm, std::path::PathBuf) {
         mirror: String::new(),
         lanes: 1,
         secret: Secret(Vec::new()),
+        tls: None,
         limits: Limits { max_frame: 64 << 10, max_ranges: 1024 },
         async_window: 16,
         connect_timeout: Duration::from_secs(5),

@@ -821,6 +821,7 @@ fn primary_options(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path) -> Prima
         mirror: s.mirror_for(mode),
         lanes: lanes(a),
         secret: s.secret.clone(),
+        tls: None,
         limits: s.limits.clone(),
         async_window: 256,
         connect_timeout: Duration::from_secs(5),
@@ -863,7 +864,7 @@ fn sync_points(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path, kind: Kind) 
 fn tcp_rtt(a: &BenchArgs, addr: &str) -> Result<BenchResult> {
     let mut states = Vec::new();
     for _ in 0..a.threads {
-        let mut c = AnyTransport
+        let mut c = AnyTransport::plain()
             .connect(addr, Duration::from_secs(5))
             .map_err(Error::io(format!("connect to {addr}")))?;
         c.set_busy_poll(Duration::from_micros(a.busy_poll_us));
@@ -880,11 +881,11 @@ fn tcp_rtt(a: &BenchArgs, addr: &str) -> Result<BenchResult> {
 /// size answers with 64 bytes (the size of an acknowledgement). Over TCP, UCX (`ucx:` address) or shared memory
 /// when `listen` is a path.
 pub fn echo_server(listen: &str, busy_poll_us: u64) -> Result<()> {
-    let l = AnyTransport.listen(listen).map_err(Error::io(format!("listen on {listen}")))?;
-    println!("serving on {}", AnyTransport.local_addr(&l).map_err(Error::io("local address"))?);
+    let l = AnyTransport::plain().listen(listen).map_err(Error::io(format!("listen on {listen}")))?;
+    println!("serving on {}", AnyTransport::plain().local_addr(&l).map_err(Error::io("local address"))?);
     let _ = std::io::stdout().flush();
     loop {
-        let Ok(mut c) = AnyTransport.accept(&l) else { continue };
+        let Ok(mut c) = AnyTransport::plain().accept(&l) else { continue };
         std::thread::spawn(move || -> std::io::Result<()> {
             c.set_busy_poll(Duration::from_micros(busy_poll_us));
             let mut sz = [0u8; 8];

@@ -541,6 +541,7 @@ impl<'a> Round<'a> {
             mirror: mirror.to_string(),
             lanes: self.lanes,
             secret: Secret(SECRET.to_vec()),
+            tls: None,
             limits: Limits::default(),
             async_window: 256,
             connect_timeout: Duration::from_secs(5),

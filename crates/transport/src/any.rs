@@ -1,24 +1,62 @@
 //! The transport a node or primary uses when it is configured, not chosen at compile time:
 //! TCP for a `host:port` address, shared memory ([`crate::shm`]) for an absolute path, UCX
-//! ([`crate::ucx`]) for `ucx:<host>:<port>`.
+//! ([`crate::ucx`]) for `ucx:<host>:<port>`. With a [`TlsContext`] (`[security] tls = true`), TCP
+//! connections run mutual TLS ([`crate::tls`]); shared memory and UCX are refused then.
 
 use crate::shm::{is_shm_addr, ShmConn, ShmListener, ShmTransport};
 use crate::tcp::{TcpConn, TcpTransport};
+use crate::tls::{PeerIdentity, TlsConn, TlsContext};
 use crate::ucx::{is_ucx_addr, UcxConn, UcxListener, UcxTransport};
 use crate::{Conn, Transport};
 use std::io::{self, IoSlice, Read, Write};
 use std::net::TcpListener;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// TCP, shared memory or UCX, by the address.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct AnyTransport;
+/// TCP, shared memory or UCX, by the address; TCP with mutual TLS when it has a [`TlsContext`].
+#[derive(Clone, Debug, Default)]
+pub struct AnyTransport {
+    tls: Option<Arc<TlsContext>>,
+}
+
+impl AnyTransport {
+    /// Plain TCP, shared memory or UCX.
+    pub fn plain() -> AnyTransport {
+        AnyTransport { tls: None }
+    }
+
+    /// With `tls`, TCP links run mutual TLS; without, as [`AnyTransport::plain`].
+    pub fn new(tls: Option<Arc<TlsContext>>) -> AnyTransport {
+        AnyTransport { tls }
+    }
+
+    /// The TLS settings, if any.
+    pub fn tls(&self) -> Option<&Arc<TlsContext>> {
+        self.tls.as_ref()
+    }
+
+    /// Refuses a shared-memory or UCX address when TLS is on.
+    fn check_tls(&self, addr: &str) -> io::Result<()> {
+        let kind = transport_of(addr);
+        if self.tls.is_some() && kind != "tcp" {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "{addr:?} is a {kind} address, and [security] tls = true covers TCP only: {kind} keeps its \
+                     own model (docs/SECURITY.md); use a host:port address, or tls = false"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// A connection of either kind.
 pub enum AnyConn {
     Tcp(TcpConn),
     Shm(ShmConn),
     Ucx(UcxConn),
+    Tls(TlsConn),
 }
 
 /// A listener of either kind.
@@ -45,6 +83,7 @@ macro_rules! each {
             AnyConn::Tcp($c) => $e,
             AnyConn::Shm($c) => $e,
             AnyConn::Ucx($c) => $e,
+            AnyConn::Tls($c) => $e,
         }
     };
 }
@@ -76,6 +115,7 @@ impl Conn for AnyConn {
             AnyConn::Tcp(c) => c.try_clone().map(AnyConn::Tcp),
             AnyConn::Shm(c) => c.try_clone().map(AnyConn::Shm),
             AnyConn::Ucx(c) => c.try_clone().map(AnyConn::Ucx),
+            AnyConn::Tls(c) => c.try_clone().map(AnyConn::Tls),
         }
     }
     fn peer(&self) -> String {
@@ -99,6 +139,9 @@ impl Conn for AnyConn {
     fn shares_with_remote_writers(&self) -> bool {
         each!(self, c => c.shares_with_remote_writers())
     }
+    fn peer_identity(&self) -> Option<PeerIdentity> {
+        each!(self, c => c.peer_identity())
+    }
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         each!(self, c => c.set_recv_timeout(timeout))
     }
@@ -112,6 +155,10 @@ impl Transport for AnyTransport {
     type Listener = AnyListener;
 
     fn connect(&self, addr: &str, timeout: Duration) -> io::Result<AnyConn> {
+        self.check_tls(addr)?;
+        if let Some(tls) = &self.tls {
+            return TlsConn::client(TcpTransport.connect(addr, timeout)?, tls).map(AnyConn::Tls);
+        }
         if is_ucx_addr(addr) {
             UcxTransport.connect(addr, timeout).map(AnyConn::Ucx)
         } else if is_shm_addr(addr) {
@@ -122,6 +169,7 @@ impl Transport for AnyTransport {
     }
 
     fn listen(&self, addr: &str) -> io::Result<AnyListener> {
+        self.check_tls(addr)?;
         if is_ucx_addr(addr) {
             UcxTransport.listen(addr).map(AnyListener::Ucx)
         } else if is_shm_addr(addr) {
@@ -133,7 +181,11 @@ impl Transport for AnyTransport {
 
     fn accept(&self, listener: &AnyListener) -> io::Result<AnyConn> {
         match listener {
-            AnyListener::Tcp(l) => TcpTransport.accept(l).map(AnyConn::Tcp),
+            // The TLS handshake runs with the connection's first reads, in its own thread.
+            AnyListener::Tcp(l) => match &self.tls {
+                Some(tls) => TlsConn::server(TcpTransport.accept(l)?, tls).map(AnyConn::Tls),
+                None => TcpTransport.accept(l).map(AnyConn::Tcp),
+            },
             AnyListener::Shm(l) => ShmTransport.accept(l).map(AnyConn::Shm),
             AnyListener::Ucx(l) => UcxTransport.accept(l).map(AnyConn::Ucx),
         }

@@ -17,6 +17,7 @@ pub mod shm;
 #[cfg(test)]
 mod stream_tests;
 mod tcp;
+pub mod tls;
 pub mod ucx;
 
 pub use any::{transport_of, AnyConn, AnyListener, AnyTransport};
@@ -24,6 +25,7 @@ pub use mem::{MemConn, MemListener, MemTransport};
 pub use peer_memory::PeerMemory;
 pub use shm::{ShmConn, ShmListener, ShmTransport};
 pub use tcp::{TcpConn, TcpListenerExt, TcpTransport};
+pub use tls::{PeerIdentity, Role, TlsConn, TlsContext};
 pub use ucx::{LocalRegion, RemoteRegion, UcxConn, UcxListener, UcxTransport};
 
 use std::io::{self, IoSlice, Read, Write};
@@ -90,6 +92,12 @@ pub trait Conn: Read + Write + Send + Sized + 'static {
     /// used.
     fn shares_with_remote_writers(&self) -> bool {
         false
+    }
+
+    /// Who the peer is by its certificate, once a TLS handshake has checked it (`None`: no TLS,
+    /// or not yet).
+    fn peer_identity(&self) -> Option<PeerIdentity> {
+        None
     }
 
     /// Bounds how long a receive may block (`None`: forever).

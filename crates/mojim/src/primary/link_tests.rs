@@ -69,6 +69,7 @@ fn options(scratch: &Scratch, mirror: &str, lanes: u16) -> PrimaryOptions {
         mirror: mirror.to_string(),
         lanes,
         secret: Secret(SECRET.to_vec()),
+        tls: None,
         limits: Limits { max_frame: MAX_FRAME, max_ranges: 64 },
         async_window: 1,
         connect_timeout: Duration::from_secs(10),

@@ -94,6 +94,9 @@ pub struct PrimaryOptions {
     /// The cluster secret; empty: no authentication (always so when the mode does not
     /// replicate).
     pub secret: Secret,
+    /// Mutual TLS on the lanes (`[security] tls`), with this application's certificate; `None`:
+    /// plain TCP.
+    pub tls: Option<std::sync::Arc<mojim_transport::TlsContext>>,
     /// Frame and group limits (`[limits]`).
     pub limits: Limits,
     /// In mode `async`, the groups a lane may have in flight before a sync point waits, 1 to
@@ -151,6 +154,7 @@ impl PrimaryOptions {
             mirror: p.mirror.clone(),
             lanes: p.lanes,
             secret: if mode.replicated() { cfg.secret(insecure)? } else { Secret(Vec::new()) },
+            tls: if mode.replicated() { cfg.application_tls()? } else { None },
             limits: cfg.limits()?,
             async_window: p.async_window,
             connect_timeout: Duration::from_millis(p.connect_timeout_ms),
@@ -348,13 +352,13 @@ impl Primary<AnyTransport> {
     /// dropped: while it is held, another open of the region, in this process or another, fails
     /// with [`Error::RegionLocked`].
     pub fn open(opts: &PrimaryOptions) -> Result<Primary<AnyTransport>> {
-        Primary::open_with(AnyTransport, opts)
+        Primary::open_with(AnyTransport::new(opts.tls.clone()), opts)
     }
 
     /// As [`Primary::open`], with the region's lock taken already: for a caller that changes the
     /// region file before the primary maps it (a repair, a replay), under the same lock.
     pub fn open_locked(lock: RegionLock, opts: &PrimaryOptions) -> Result<Primary<AnyTransport>> {
-        Primary::open_locked_with(AnyTransport, lock, opts)
+        Primary::open_locked_with(AnyTransport::new(opts.tls.clone()), lock, opts)
     }
 }
 

@@ -75,6 +75,7 @@ mod tests {
             mirror: String::new(),
             lanes: 1,
             secret: Secret(Vec::new()),
+            tls: None,
             limits: Limits::default(),
             async_window: 1,
             connect_timeout: Duration::from_secs(1),

@@ -1,0 +1,385 @@
+//! A TLS connection with two handles, one receiving and one sending (a lane's two threads).
+//!
+//! A TLS connection is one state machine, so the handles share one rustls connection behind a
+//! lock, `state`, that is never held across a blocking read or write:
+//!
+//! - a reader reads the socket with no lock but `reading` (which keeps two readers from feeding
+//!   bytes out of order), then feeds what it read to rustls under `state`, and takes the
+//!   plaintext out;
+//! - a writer seals its bytes into records under `state` and takes the socket's write lock,
+//!   `socket`, before it lets go of `state`, so that records reach the socket in the order they
+//!   were sealed; it writes them holding `socket` only. `sending` keeps one writer's records
+//!   together (a frame is never interleaved with another writer's).
+//! - what processing the peer's records asks this side to send (handshake messages, alerts,
+//!   key-update answers) the reader sends if the socket is free; if a writer holds it, the
+//!   writer sends it after its own records (it looks for more under `state` each time it lets
+//!   go of the socket).
+//!
+//! The first byte from the peer tells a plaintext Mojim peer from a TLS one (a TLS record
+//! begins 0x16, a handshake, or 0x15, an alert); each side refuses the other kind naming
+//! `[security] tls`.
+
+use super::{PeerIdentity, TlsContext};
+use crate::tcp::TcpConn;
+use crate::Conn;
+use mojim_format::handshake::{encode_refuse, RefuseCode};
+use mojim_format::{FrameHeader, FrameKind};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConnection, Connection, ServerConnection};
+use std::io::{self, IoSlice, Read, Write};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
+
+/// Plaintext sealed into records at a time (a few records; bounds what one seal buffers).
+const SEAL_CHUNK: usize = 64 << 10;
+/// Bytes read from the socket at a time.
+const READ_CHUNK: usize = 64 << 10;
+/// The first byte of a TLS handshake record and of an alert record.
+const TLS_HANDSHAKE: u8 = 0x16;
+const TLS_ALERT: u8 = 0x15;
+
+struct State {
+    tls: Connection,
+    /// Bytes read from the socket that rustls has not taken yet.
+    incoming: Vec<u8>,
+    /// The socket ended: rustls is told once `incoming` is taken.
+    eof: bool,
+    /// The first byte from the peer has been checked.
+    checked: bool,
+    /// Why this connection failed, for every later call.
+    failed: Option<(io::ErrorKind, String)>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    socket: Mutex<TcpConn>,
+    reading: Mutex<()>,
+    sending: Mutex<()>,
+    peer_identity: OnceLock<PeerIdentity>,
+    server: bool,
+}
+
+/// One handle on a TLS connection over TCP.
+pub struct TlsConn {
+    shared: Arc<Shared>,
+    /// This handle's socket, for reading (its busy poll and timeouts are the socket's).
+    tcp: TcpConn,
+    buf: Vec<u8>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl TlsConn {
+    /// The connecting side, over a connected socket. The handshake runs with the first reads
+    /// and writes (the ClientHello goes now).
+    pub fn client(tcp: TcpConn, ctx: &TlsContext) -> io::Result<TlsConn> {
+        let name = ServerName::try_from("mojim-node").expect("a valid name");
+        let tls = ClientConnection::new(ctx.client.clone(), name).map_err(io::Error::other)?;
+        let conn = TlsConn::new(tcp, Connection::Client(tls), false)?;
+        let st = lock(&conn.shared.state);
+        conn.flush_locked(st, false)?;
+        Ok(conn)
+    }
+
+    /// The accepting side, over an accepted socket. The handshake runs with the first reads, in
+    /// the connection's own thread.
+    pub fn server(tcp: TcpConn, ctx: &TlsContext) -> io::Result<TlsConn> {
+        let tls = ServerConnection::new(ctx.server.clone()).map_err(io::Error::other)?;
+        TlsConn::new(tcp, Connection::Server(tls), true)
+    }
+
+    fn new(tcp: TcpConn, mut tls: Connection, server: bool) -> io::Result<TlsConn> {
+        tls.set_buffer_limit(None);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State { tls, incoming: Vec::new(), eof: false, checked: false, failed: None }),
+            socket: Mutex::new(tcp.try_clone()?),
+            reading: Mutex::new(()),
+            sending: Mutex::new(()),
+            peer_identity: OnceLock::new(),
+            server,
+        });
+        Ok(TlsConn { shared, tcp, buf: Vec::new() })
+    }
+
+    /// The rustls connection (for keys derived from the session, with its exporter).
+    pub fn with_session<R>(&self, f: impl FnOnce(&mut Connection) -> R) -> R {
+        f(&mut lock(&self.shared.state).tls)
+    }
+
+    /// Seals what rustls has to send and writes it, in order. With `try_only` (a reader), leaves
+    /// it to the writer that holds the socket, if one does: that writer looks for more under
+    /// `state` once it lets go of the socket.
+    fn flush_locked<'a>(&'a self, mut st: MutexGuard<'a, State>, try_only: bool) -> io::Result<()> {
+        loop {
+            if !st.tls.wants_write() {
+                return Ok(());
+            }
+            let sock = if try_only {
+                match self.shared.socket.try_lock() {
+                    Ok(s) => s,
+                    Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                    Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+                }
+            } else {
+                lock(&self.shared.socket)
+            };
+            let mut out = Vec::new();
+            while st.tls.wants_write() {
+                st.tls.write_tls(&mut out)?;
+            }
+            drop(st);
+            write_or_fail(&self.shared, sock, &out)?;
+            st = lock(&self.shared.state);
+        }
+    }
+
+    fn fail(&self, st: &mut State, kind: io::ErrorKind, message: String) -> io::Error {
+        st.failed = Some((kind, message.clone()));
+        io::Error::new(kind, message)
+    }
+
+    /// Feeds what was read to rustls until it has plaintext or wants more.
+    fn feed(&self, st: &mut State) -> io::Result<()> {
+        while !st.incoming.is_empty() {
+            let State { tls, incoming, .. } = st;
+            let mut slice = &incoming[..];
+            // An error here is the plaintext buffer being full: the reader takes it first.
+            let Ok(n) = tls.read_tls(&mut slice) else { break };
+            incoming.drain(..n);
+            if let Err(e) = tls.process_new_packets() {
+                let message = describe(&e, self.shared.server);
+                // The alert for the peer, if any, goes out before the error comes back.
+                let mut out = Vec::new();
+                while st.tls.wants_write() && st.tls.write_tls(&mut out).is_ok() {}
+                let _ = lock(&self.shared.socket).write_all(&out);
+                return Err(self.fail(st, io::ErrorKind::InvalidData, message));
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        if st.eof && st.incoming.is_empty() {
+            let _ = st.tls.read_tls(&mut &[][..]);
+            if let Err(e) = st.tls.process_new_packets() {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, describe(&e, self.shared.server)));
+            }
+        }
+        if !st.tls.is_handshaking() && self.shared.peer_identity.get().is_none() {
+            if let Some(c) = st.tls.peer_certificates().and_then(|c| c.first()) {
+                let _ = self.shared.peer_identity.set(PeerIdentity::of_certificate(c));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the peer's first byte: a plaintext Mojim peer is refused, naming the setting.
+    fn check_first(&self, st: &mut State, first: u8) -> io::Result<()> {
+        st.checked = true;
+        if first == TLS_HANDSHAKE || (first == TLS_ALERT && !self.shared.server) {
+            return Ok(());
+        }
+        if self.shared.server {
+            // A Mojim peer without TLS reads a refusal it understands.
+            let text = "this node speaks TLS ([security] tls = true): set [security] tls = true, with \
+                        ca_file, cert_file and key_file, on the connecting side too";
+            let mut body = Vec::new();
+            encode_refuse(RefuseCode::Other, text, &mut body);
+            let mut h = FrameHeader::new(FrameKind::Refuse);
+            h.body_len = body.len() as u32;
+            h.body_checksum = mojim_format::checksum::crc32c(&body);
+            let mut sock = lock(&self.shared.socket);
+            let _ = sock.write_all(&h.to_bytes()).and_then(|()| sock.write_all(&body));
+            let m = format!(
+                "the peer sent plaintext (first byte {first:#04x}), not a TLS ClientHello: this node has \
+                 [security] tls = true, and the peer must too"
+            );
+            return Err(self.fail(st, io::ErrorKind::InvalidData, m));
+        }
+        let m = format!(
+            "the peer answered in plaintext (first byte {first:#04x}), not TLS: it has [security] tls = \
+             false, and this side true; set [security] tls the same on every node and tool"
+        );
+        Err(self.fail(st, io::ErrorKind::InvalidData, m))
+    }
+}
+
+/// Writes sealed records; a failed write ends the connection (the stream is cut mid-record).
+fn write_or_fail(
+    shared: &Shared,
+    mut sock: impl std::ops::DerefMut<Target = TcpConn>,
+    out: &[u8],
+) -> io::Result<()> {
+    let r = sock.write_all(out);
+    if let Err(e) = &r {
+        drop(sock);
+        let mut st = lock(&shared.state);
+        st.failed.get_or_insert((e.kind(), format!("TLS write failed: {e}")));
+    }
+    r
+}
+
+/// A rustls error in words, saying whose fault it is.
+fn describe(e: &rustls::Error, server: bool) -> String {
+    use rustls::{AlertDescription as A, CertificateError, Error};
+    let side = if server { "the connecting peer" } else { "the node" };
+    match e {
+        Error::InvalidCertificate(CertificateError::Other(o)) => o.0.to_string(),
+        Error::AlertReceived(a) => {
+            let why = match a {
+                A::CertificateUnknown
+                | A::BadCertificate
+                | A::CertificateExpired
+                | A::UnknownCA
+                | A::AccessDenied => {
+                    "this side's certificate: its log says why (another CA, expired, wrong role)"
+                }
+                A::HandshakeFailure | A::ProtocolVersion => "the handshake (does it speak TLS 1.3?)",
+                _ => "the connection",
+            };
+            format!("{side} refused {why} (TLS alert {a:?})")
+        }
+        Error::NoCertificatesPresented => {
+            format!("{side} presented no certificate: it needs [security] cert_file and key_file")
+        }
+        e => format!("TLS with {side} failed: {e}"),
+    }
+}
+
+impl Read for TlsConn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let _reading = lock(&self.shared.reading);
+        loop {
+            let mut st = lock(&self.shared.state);
+            if let Some((kind, m)) = &st.failed {
+                return Err(io::Error::new(*kind, m.clone()));
+            }
+            self.feed(&mut st)?;
+            match st.tls.reader().read(buf) {
+                Ok(n) => {
+                    self.flush_locked(st, true)?;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                // The socket ended without a close_notify: a frame cut short is found by the
+                // framing above, as over TCP.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) => return Err(e),
+            }
+            if st.eof {
+                return Ok(0);
+            }
+            self.flush_locked(st, true)?;
+            self.buf.resize(READ_CHUNK, 0);
+            let n = self.tcp.read(&mut self.buf)?;
+            let mut st = lock(&self.shared.state);
+            if n == 0 {
+                st.eof = true;
+                if !st.checked && self.shared.server {
+                    // Nothing came at all: a probe, or a peer that gave up.
+                    st.checked = true;
+                }
+                if !st.checked {
+                    let m = "the peer closed the connection during the TLS handshake: does it have \
+                             [security] tls = true, and does it accept this side's certificate (its log \
+                             says)?"
+                        .to_string();
+                    return Err(self.fail(&mut st, io::ErrorKind::UnexpectedEof, m));
+                }
+                if st.tls.is_handshaking() {
+                    let m = if self.shared.server {
+                        "the peer closed the connection during the TLS handshake (did it refuse this \
+                         node's certificate? its log says)"
+                    } else {
+                        "the node closed the connection during the TLS handshake: does it have [security] \
+                         tls = true, and does it accept this side's certificate (its log says)?"
+                    };
+                    return Err(self.fail(&mut st, io::ErrorKind::UnexpectedEof, m.to_string()));
+                }
+                continue;
+            }
+            if !st.checked {
+                self.check_first(&mut st, self.buf[0])?;
+            }
+            st.incoming.extend_from_slice(&self.buf[..n]);
+        }
+    }
+}
+
+impl Write for TlsConn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.send_all_vectored(&mut [IoSlice::new(buf)])?;
+        Ok(buf.len())
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let total = bufs.iter().map(|b| b.len()).sum();
+        let mut owned: Vec<IoSlice<'_>> = bufs.to_vec();
+        self.send_all_vectored(&mut owned)?;
+        Ok(total)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Conn for TlsConn {
+    fn send_all_vectored(&mut self, bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
+        let _sending = lock(&self.shared.sending);
+        let mut pieces = bufs.iter().map(|b| &b[..]).filter(|b| !b.is_empty()).peekable();
+        let mut current: &[u8] = pieces.next().unwrap_or(&[]);
+        loop {
+            let mut st = lock(&self.shared.state);
+            if let Some((kind, m)) = &st.failed {
+                return Err(io::Error::new(*kind, m.clone()));
+            }
+            let mut sealed = 0;
+            while sealed < SEAL_CHUNK && !current.is_empty() {
+                let n = current.len().min(SEAL_CHUNK - sealed);
+                st.tls.writer().write_all(&current[..n])?;
+                sealed += n;
+                current = &current[n..];
+                if current.is_empty() {
+                    current = pieces.next().unwrap_or(&[]);
+                }
+            }
+            // Records go out in the order they were sealed: the socket is taken before `state`
+            // is let go.
+            self.flush_locked(st, false)?;
+            if current.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn try_clone(&self) -> io::Result<TlsConn> {
+        Ok(TlsConn { shared: self.shared.clone(), tcp: self.tcp.try_clone()?, buf: Vec::new() })
+    }
+
+    fn peer(&self) -> String {
+        self.tcp.peer()
+    }
+
+    fn shutdown(&self) {
+        self.tcp.shutdown();
+    }
+
+    fn set_busy_poll(&mut self, spin: Duration) {
+        self.tcp.set_busy_poll(spin);
+    }
+
+    fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.tcp.set_recv_timeout(timeout)
+    }
+
+    fn set_send_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.tcp.set_send_timeout(timeout)
+    }
+
+    fn peer_identity(&self) -> Option<PeerIdentity> {
+        self.shared.peer_identity.get().cloned()
+    }
+}

@@ -1,0 +1,25 @@
+//! Mutual TLS 1.3 on TCP links (`[security] tls = true`): every connection authenticated by
+//! a certificate from the cluster's CA and encrypted, with the holder's role (node, operator,
+//! application) in its certificate. rustls, with ring as its crypto provider.
+//!
+//! - [`context`]: the CA, certificate and key files, loaded and checked, and the rustls
+//!   configurations made from them;
+//! - [`identity`]: a certificate's subject and role; [`der`]: just enough DER to read them;
+//! - [`verify`]: the checks of the peer's certificate during the handshake;
+//! - [`conn`]: a connection with a receiving and a sending handle over one TLS session;
+//! - [`pki`] (feature `pki`): making a CA and certificates (`mojim init --tls`, tests).
+
+mod conn;
+mod context;
+mod der;
+mod identity;
+#[cfg(any(test, feature = "pki"))]
+pub mod pki;
+#[cfg(test)]
+mod tests;
+mod verify;
+
+pub use conn::TlsConn;
+pub use context::{TlsContext, TlsFileError, TlsFiles};
+pub use identity::{PeerIdentity, Role, ROLE_URI_PREFIX};
+pub use verify::CertificateRefused;
