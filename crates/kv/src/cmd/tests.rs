@@ -1278,3 +1278,15 @@ fn the_reckoned_group_covers_the_blocks_the_seal_links() {
         assert!(reckoned >= sealed, "{max_ranges} ranges: reckoned {reckoned} bytes, sealed {sealed}");
     }
 }
+
+#[test]
+fn a_shard_channel_is_checked_against_channel_rules_not_key_rules() {
+    // SPUBLISH's channel sits where a key would (Redis flags it not_key): a user with no keys
+    // but the channel may publish to it, one without the channel may not.
+    let mut h = Harness::new();
+    assert_eq!(h.cmd(&["ACL", "SETUSER", "ps", "on", "nopass", "+@all", "resetchannels", "&foo:*"]), ok());
+    assert_eq!(h.cmd(&["AUTH", "ps", "x"]), ok());
+    assert_eq!(h.cmd(&["SPUBLISH", "foo:1", "m"]), i(0));
+    assert!(err(&h.cmd(&["SPUBLISH", "zap", "m"])).starts_with("NOPERM"), "outside its channels");
+    assert!(err(&h.cmd(&["GET", "foo:1"])).starts_with("NOPERM"), "no keys at all");
+}

@@ -158,7 +158,10 @@ pub fn check(acl: &Acl, s: &Session, spec: &Spec, a: &Args) -> Result<(), Denied
     if !u.may_run(id, sub) {
         return Err(Denied::Command(user::CMDS[id].full.clone()));
     }
-    if !u.allkeys {
+    // A shard channel sits where a key would (for a cluster's slot) but is not a key: Redis flags
+    // it `not_key`, and only the channel rules below apply to it.
+    let channels_only = matches!(spec.name, "SPUBLISH" | "SSUBSCRIBE" | "SUNSUBSCRIBE");
+    if !u.allkeys && !channels_only {
         let write = spec.flags.contains(&"write");
         let read = spec.flags.contains(&"readonly");
         let mut keys = Vec::new();
