@@ -317,18 +317,22 @@ impl User {
                 } else if let Some(id) = id_of(rest) {
                     self.set_command(id, on);
                 } else {
-                    // `+cmd|firstarg` of a command without subcommands.
-                    let bar = rest.iter().position(|&c| c == b'|').ok_or(UNKNOWN)?;
+                    // `+cmd|firstarg` of a command without subcommands, split at the last `|`
+                    // as Redis does: `+config|get|x` names a subcommand's first argument.
+                    let bar = rest.iter().rposition(|&c| c == b'|').ok_or(UNKNOWN)?;
                     let id = id_of(&rest[..bar]).ok_or(UNKNOWN)?;
-                    if !CMDS[id].subs.is_empty() || CMDS[id].parent.is_some() {
+                    if !on {
                         return Err(UNKNOWN);
+                    }
+                    if CMDS[id].parent.is_some() {
+                        return Err("Allowing first-arg of a subcommand is not supported");
                     }
                     let arg = &rest[bar + 1..];
-                    if !on || arg.is_empty() {
-                        return Err(UNKNOWN);
-                    }
-                    if arg.contains(&b'|') {
+                    if arg.is_empty() {
                         return Err(SYNTAX);
+                    }
+                    if !CMDS[id].subs.is_empty() {
+                        return Err(UNKNOWN);
                     }
                     if !self.bit(id) {
                         let list = self.firstargs.entry(id).or_default();
@@ -471,7 +475,7 @@ impl User {
             let (mine, theirs) = (self.bit(id), fake.bit(id));
             if mine != theirs {
                 rules.push(format!("{}{}", if mine { '+' } else { '-' }, cmd.full));
-                fake.set_bit(id, mine);
+                fake.set_command(id, mine);
             }
             if !mine {
                 for a in self.firstargs.get(&id).into_iter().flatten() {
@@ -582,12 +586,27 @@ mod tests {
     }
 
     #[test]
+    fn a_container_described_then_its_subcommands_that_differ() {
+        // As Redis: `-client` takes every subcommand with it, so only `+client|id` follows.
+        let u = user(&["+@all", "-client", "+client|id"]);
+        assert_eq!(u.describe_commands(), "+@all -client +client|id");
+        let u = user(&["-@all", "+config", "-config|set"]);
+        assert_eq!(u.describe_commands(), "-@all +config -config|set");
+    }
+
+    #[test]
     fn bad_rules_are_refused_naming_why() {
         let mut u = User::new(b"u");
         assert_eq!(u.apply(b"bogus"), Err(SYNTAX));
         assert_eq!(u.apply(b"+nosuch"), Err(UNKNOWN));
         assert_eq!(u.apply(b"+@nosuch"), Err(UNKNOWN));
         assert_eq!(u.apply(b"-select|0"), Err(UNKNOWN));
+        // Split at the last `|`, as Redis: a subcommand's first argument, an unknown command.
+        assert_eq!(u.apply(b"+config|get|appendonly"), Err("Allowing first-arg of a subcommand is not supported"));
+        assert_eq!(u.apply(b"+get|key1|key2"), Err(UNKNOWN));
+        assert_eq!(u.apply(b"-get|key1|key2"), Err(UNKNOWN));
+        assert_eq!(u.apply(b"+config|asdf"), Err(UNKNOWN));
+        assert_eq!(u.apply(b"+select|"), Err(SYNTAX));
         assert!(u.apply(b"#abc").unwrap_err().contains("64 characters"));
         assert!(u.apply(b"<nope").unwrap_err().contains("does not exist"));
         assert!(u.apply(b"%X~k").is_err());
