@@ -1,6 +1,7 @@
 //! MEMORY USAGE and MEMORY HELP: the region bytes a key takes; MEMORY DOCTOR: what the region's
-//! heap looks like (how full, how much lies in freed blocks). STATS, MALLOC-STATS and PURGE,
-//! which describe an allocator's heap, are refused by name.
+//! heap looks like (how full, how much lies in freed blocks); MEMORY STATS: the same as numbers,
+//! under Redis's names where they mean the same. MALLOC-STATS and PURGE, which describe an
+//! allocator's heap, are refused by name.
 //!
 //! A key's bytes are its entry's block (header, key, and the value held there) and what its
 //! value's handle points at: a hash's or a set's tree (its nodes and the blocks of its large
@@ -127,6 +128,8 @@ pub(super) fn run<M: Mem>(cx: &mut Cx<M>, spec: &Spec, a: &Args, r: &mut Reply) 
             "USAGE <key> [SAMPLES <count>]",
             "    Return memory in bytes used by <key> and its value, in the region. Trees of more",
             "    than 100000 entries are estimated from <count> samples (5 unless given; 0: all).",
+            "STATS",
+            "    Return the region's heap use: bytes holding data, freed, never given out, per key.",
             "DOCTOR",
             "    Return a report of the region's heap: how full it is, bytes in freed blocks.",
             "HELP",
@@ -143,7 +146,28 @@ pub(super) fn run<M: Mem>(cx: &mut Cx<M>, spec: &Spec, a: &Args, r: &mut Reply) 
         r.bulk(doctor(cx.store.used_bytes(), cx.store.heap_top_bytes(), g.heap_end - g.heap_off).as_bytes());
         return Ok(());
     }
-    // STATS, MALLOC-STATS, PURGE (the others are refused before, by `spec::SUBCOMMANDS`):
+    if is(sub, "STATS") && a.len() == 2 {
+        let g = cx.store.geometry();
+        let (used, top, keys) = (cx.store.used_bytes(), cx.store.heap_top_bytes(), cx.store.keys());
+        let fields: [(&str, u64); 9] = [
+            ("total.allocated", used),
+            ("startup.allocated", 0),
+            ("overhead.total", 8 * g.buckets),
+            ("keys.count", keys),
+            ("keys.bytes-per-key", if keys == 0 { 0 } else { used / keys }),
+            ("dataset.bytes", used),
+            ("region.heap.bytes", g.heap_end - g.heap_off),
+            ("region.heap.top", top),
+            ("region.heap.freed", top.saturating_sub(used)),
+        ];
+        r.map(fields.len());
+        for (name, v) in fields {
+            r.bulk(name.as_bytes());
+            r.int(v as i64);
+        }
+        return Ok(());
+    }
+    // MALLOC-STATS, PURGE (the others are refused before, by `spec::SUBCOMMANDS`):
     // they describe an allocator's heap, and the data is in the region.
     r.error(&format!(
         "ERR MEMORY {} is not implemented: mojim kv keeps its data in the region, not in an allocator's \
@@ -220,7 +244,13 @@ mod tests {
             "ERR wrong number of arguments for 'memory|help' command"
         );
         assert_eq!(h.cmd(&["MEMORY", "USAGE", "nosuch"]), Value::Null);
-        assert!(err(&h.cmd(&["MEMORY", "stats"])).starts_with("ERR MEMORY STATS is not implemented"));
+        assert!(err(&h.cmd(&["MEMORY", "purge"])).starts_with("ERR MEMORY PURGE is not implemented"));
+        h.cmd(&["SET", "k", "v"]);
+        let stats = h.cmd(&["MEMORY", "stats"]);
+        let Value::Array(m) = &stats else { panic!("{stats:?}") };
+        let at = m.iter().position(|v| *v == Value::Bulk(b"keys.count".to_vec())).expect("keys.count");
+        assert_eq!(m[at + 1], Value::Int(1));
+        assert!(m.contains(&Value::Bulk(b"region.heap.freed".to_vec())));
         let Value::Bulk(d) = h.cmd(&["MEMORY", "doctor"]) else { panic!("MEMORY DOCTOR") };
         assert!(String::from_utf8_lossy(&d).contains("nothing to diagnose"), "{}", String::from_utf8_lossy(&d));
         h.cmd(&["MULTI"]);
