@@ -51,7 +51,7 @@ const C_TRANSACTION: u32 = 1 << 19;
 const C_SCRIPTING: u32 = 1 << 20;
 
 /// Each command's and subcommand's categories, sorted by name.
-const TABLE: &[(&str, u32)] = &[
+pub(super) const TABLE: &[(&str, u32)] = &[
     ("acl", C_SLOW),
     ("acl|cat", C_SLOW),
     ("acl|deluser", C_ADMIN | C_SLOW | C_DANGEROUS),

@@ -220,11 +220,11 @@ pub fn categories(full: &str) -> Vec<String> {
     cats::NAMES.iter().enumerate().filter(|(i, _)| c & (1 << i) != 0).map(|(_, n)| format!("@{n}")).collect()
 }
 
-/// The commands and subcommands of category `name` (without `@`, any case), lower case, in
-/// the order `ACL CAT` lists them; `None` for an unknown category.
+/// The commands and subcommands `mojim kv` runs of category `name` (without `@`, any case),
+/// lower case, in the order `ACL CAT` lists them; `None` for an unknown category.
 pub fn commands_of(name: &[u8]) -> Option<Vec<&'static str>> {
     let c = cats::index(name)?;
-    Some(user::CMDS.iter().filter(|x| x.cats & (1 << c) != 0).map(|x| x.full.as_str()).collect())
+    Some(user::CMDS.iter().filter(|x| x.runs && x.cats & (1 << c) != 0).map(|x| x.full.as_str()).collect())
 }
 
 /// Records a refusal in the log.

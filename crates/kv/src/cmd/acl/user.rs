@@ -25,24 +25,45 @@ pub struct Cmd {
     pub cats: u32,
     /// Its subcommands' ids.
     pub subs: Vec<usize>,
+    /// `mojim kv` runs it; the others are Redis 7.0's commands that rules may still name
+    /// (`-debug +debug|digest`), as a Redis without them would accept the rules.
+    pub runs: bool,
 }
 
-/// Every command `mojim kv` runs and every subcommand it knows, by id (the index).
+/// Every command `mojim kv` runs and every subcommand it knows, then Redis 7.0's other
+/// commands and subcommands, by id (the index).
 pub static CMDS: LazyLock<Vec<Cmd>> = LazyLock::new(|| {
     let mut v: Vec<Cmd> = Vec::new();
     for s in SPECS.iter() {
         let full = s.name.to_ascii_lowercase();
         let cats = cats::of_name(&full).unwrap_or_else(|| cats::of_flags(s.flags));
         let id = v.len();
-        v.push(Cmd { full: full.clone(), parent: None, cats, subs: Vec::new() });
+        v.push(Cmd { full: full.clone(), parent: None, cats, subs: Vec::new(), runs: true });
         if let Some((_, subs)) = SUBCOMMANDS.iter().find(|(c, _)| *c == s.name) {
             for (sub, _) in subs.iter() {
                 let f = format!("{full}|{sub}");
                 let c = cats::of_name(&f).unwrap_or(cats);
                 let sid = v.len();
-                v.push(Cmd { full: f, parent: Some(id), cats: c, subs: Vec::new() });
+                v.push(Cmd { full: f, parent: Some(id), cats: c, subs: Vec::new(), runs: true });
                 v[id].subs.push(sid);
             }
+        }
+    }
+    for &(name, cats) in cats::TABLE {
+        if v.iter().any(|c| c.full == name) {
+            continue;
+        }
+        let parent = match name.split_once('|') {
+            None => None,
+            Some((p, _)) => match v.iter().position(|c| c.full == p) {
+                Some(p) => Some(p),
+                None => continue,
+            },
+        };
+        let id = v.len();
+        v.push(Cmd { full: name.to_string(), parent, cats, subs: Vec::new(), runs: false });
+        if let Some(p) = parent {
+            v[p].subs.push(id);
         }
     }
     assert!(v.len() < FUTURE, "{} commands and subcommands: raise WORDS", v.len());
@@ -592,6 +613,13 @@ mod tests {
         assert_eq!(u.describe_commands(), "+@all -client +client|id");
         let u = user(&["-@all", "+config", "-config|set"]);
         assert_eq!(u.describe_commands(), "-@all +config -config|set");
+    }
+
+    #[test]
+    fn rules_may_name_redis_commands_that_mojim_kv_does_not_run() {
+        let u = user(&["+@all", "-debug", "+debug|digest"]);
+        assert!(u.describe_commands().contains("-debug +debug|digest"), "{}", u.describe_commands());
+        assert!(!super::super::commands_of(b"stream").unwrap().contains(&"xadd"), "ACL CAT lists what runs");
     }
 
     #[test]
