@@ -1290,3 +1290,19 @@ fn a_shard_channel_is_checked_against_channel_rules_not_key_rules() {
     assert!(err(&h.cmd(&["SPUBLISH", "zap", "m"])).starts_with("NOPERM"), "outside its channels");
     assert!(err(&h.cmd(&["GET", "foo:1"])).starts_with("NOPERM"), "no keys at all");
 }
+
+#[test]
+fn acl_cat_arity_the_auth_log_entry_and_acl_load_answer_as_redis() {
+    let mut h = Harness::new();
+    assert_eq!(err(&h.cmd(&["ACL", "CAT", "NON_EXISTS"])), "ERR Unknown category 'NON_EXISTS'");
+    assert_eq!(
+        err(&h.cmd(&["ACL", "CAT", "a", "b"])),
+        "ERR unknown subcommand or wrong number of arguments for 'CAT'. Try ACL HELP."
+    );
+    assert!(err(&h.cmd(&["ACL", "LOAD"])).contains("Redis instance is not configured to use an ACL file"));
+    assert!(err(&h.cmd(&["AUTH", "antirez", "wrong"])).starts_with("WRONGPASS"));
+    let Value::Array(log) = h.cmd(&["ACL", "LOG"]) else { panic!("ACL LOG") };
+    let Value::Array(entry) = &log[0] else { panic!("{log:?}") };
+    let at = entry.iter().position(|v| *v == b("object")).expect("object");
+    assert_eq!(entry[at + 1], b("AUTH"), "the command as the client wrote it");
+}

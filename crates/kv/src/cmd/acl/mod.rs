@@ -274,7 +274,8 @@ pub fn authenticate<M: Mem>(
         count: 1,
         reason: "auth",
         context: if s.multi.is_some() { "multi" } else { "toplevel" },
-        object: cmd.to_ascii_lowercase(),
+        // The command as the client wrote it (`AUTH`, `hello`), as Redis logs it.
+        object: cmd.to_vec(),
         username: user.to_vec(),
         ms: cx.now_ms,
         client: format!("id={} addr={} user={}", s.id, s.addr, s.user),
@@ -447,6 +448,9 @@ pub fn run<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> 
                 r.bulk(c.as_bytes());
             }
         }
+        b"CAT" if a.len() > 3 => {
+            r.error("ERR unknown subcommand or wrong number of arguments for 'CAT'. Try ACL HELP.")
+        }
         b"CAT" => match cats::index(a.get(2)) {
             None => r.error(&format!("ERR Unknown category '{}'", show(a.get(2), 64))),
             Some(_) => {
@@ -555,8 +559,8 @@ pub fn run<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> 
             }
         }
         b"LOAD" | b"SAVE" => r.error(
-            "ERR mojim kv keeps its users in the region, not in an ACL file: ACL SETUSER and ACL DELUSER \
-             change them there, replicated to the mirror",
+            "ERR This Redis instance is not configured to use an ACL file: mojim kv keeps its users in the \
+             region, and ACL SETUSER and ACL DELUSER change them there, replicated to the mirror",
         ),
         b"HELP" => {
             let lines = [
