@@ -154,7 +154,7 @@ pub(super) fn run<M: Mem>(cx: &mut Cx<M>, spec: &Spec, a: &Args, r: &mut Reply) 
             ("startup.allocated", 0),
             ("overhead.total", 8 * g.buckets),
             ("keys.count", keys),
-            ("keys.bytes-per-key", if keys == 0 { 0 } else { used / keys }),
+            ("keys.bytes-per-key", used.checked_div(keys).unwrap_or(0)),
             ("dataset.bytes", used),
             ("region.heap.bytes", g.heap_end - g.heap_off),
             ("region.heap.top", top),
@@ -252,7 +252,11 @@ mod tests {
         assert_eq!(m[at + 1], Value::Int(1));
         assert!(m.contains(&Value::Bulk(b"region.heap.freed".to_vec())));
         let Value::Bulk(d) = h.cmd(&["MEMORY", "doctor"]) else { panic!("MEMORY DOCTOR") };
-        assert!(String::from_utf8_lossy(&d).contains("nothing to diagnose"), "{}", String::from_utf8_lossy(&d));
+        assert!(
+            String::from_utf8_lossy(&d).contains("nothing to diagnose"),
+            "{}",
+            String::from_utf8_lossy(&d)
+        );
         h.cmd(&["MULTI"]);
         assert_eq!(
             err(&h.cmd(&["memory", "usage"])),

@@ -1159,7 +1159,10 @@ fn a_user_without_rights_to_auth_or_hello_may_still_run_them() {
     // As Redis: commands that need no authentication (AUTH, HELLO, QUIT, RESET) are not checked
     // against the user's command rules, so a user may always authenticate as another.
     let mut h = Harness::new();
-    assert_eq!(h.cmd(&["ACL", "SETUSER", "alice", "on", ">pw", "-@all", "+get", "+multi", "+exec", "~*"]), ok());
+    assert_eq!(
+        h.cmd(&["ACL", "SETUSER", "alice", "on", ">pw", "-@all", "+get", "+multi", "+exec", "~*"]),
+        ok()
+    );
     assert_eq!(h.cmd(&["ACL", "SETUSER", "bob", "on", ">pw2", "+@all", "~*"]), ok());
     assert_eq!(h.cmd(&["AUTH", "alice", "pw"]), ok());
     assert!(err(&h.cmd(&["SET", "k", "v"])).starts_with("NOPERM"), "alice may not SET");

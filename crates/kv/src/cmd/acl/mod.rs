@@ -409,9 +409,8 @@ pub fn run<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> 
                     return Ok(());
                 };
                 if let Err(e) = u.apply(rule) {
-                    return Ok(
-                        r.error(&format!("ERR Error in ACL SETUSER modifier '{}': {e}", show(rule, 128)))
-                    );
+                    r.error(&format!("ERR Error in ACL SETUSER modifier '{}': {e}", show(rule, 128)));
+                    return Ok(());
                 }
             }
             kill_affected(cx.host, s, name, Some(&u));

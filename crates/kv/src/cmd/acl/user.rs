@@ -630,7 +630,10 @@ mod tests {
         assert_eq!(u.apply(b"+@nosuch"), Err(UNKNOWN));
         assert_eq!(u.apply(b"-select|0"), Err(UNKNOWN));
         // Split at the last `|`, as Redis: a subcommand's first argument, an unknown command.
-        assert_eq!(u.apply(b"+config|get|appendonly"), Err("Allowing first-arg of a subcommand is not supported"));
+        assert_eq!(
+            u.apply(b"+config|get|appendonly"),
+            Err("Allowing first-arg of a subcommand is not supported")
+        );
         assert_eq!(u.apply(b"+get|key1|key2"), Err(UNKNOWN));
         assert_eq!(u.apply(b"-get|key1|key2"), Err(UNKNOWN));
         assert_eq!(u.apply(b"+config|asdf"), Err(UNKNOWN));
