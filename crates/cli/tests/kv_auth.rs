@@ -24,6 +24,7 @@ fn err(v: &Value) -> String {
 
 /// `mojim kv` on `c`'s region aimed at its mirror, stderr into `log`, `env` set; returns the
 /// child and the address it serves on.
+#[allow(clippy::zombie_processes)] // the child is returned; the caller kills and waits for it
 fn kv_logging(c: &Cluster, log: &std::path::Path, env: &[(&str, &str)]) -> (Child, String) {
     let mut cmd = Command::new(exe());
     cmd.args(["kv", "--config", c.cfg_path.to_str().unwrap(), "--listen", "127.0.0.1:0"])

@@ -348,10 +348,9 @@ impl Workload {
         let t = Instant::now();
         let v = check(checker, &path, &html);
         println!(
-            "{} operations ({pending} unknown) by {CLIENTS} clients on {KEYS} keys of each type ({}) in {ran:?}, {faults}; \
-             checked in {:?}: {}",
+            "{} operations ({pending} unknown) by {CLIENTS} clients on {KEYS} keys of each type (strings, lists, \
+             sorted sets) in {ran:?}, {faults}; checked in {:?}: {}",
             ops.len(),
-            "strings, lists, sorted sets",
             t.elapsed(),
             v.output.trim()
         );

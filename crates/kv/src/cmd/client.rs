@@ -65,7 +65,7 @@ impl KillFilter {
             && self.id.is_none_or(|id| id == s.id)
             && self.addr.as_ref().is_none_or(|a| *a == s.addr)
             && self.laddr.as_deref().is_none_or(|a| a == &*c.laddr)
-            && self.user.as_ref().is_none_or(|u| u == "default")
+            && self.user.as_ref().is_none_or(|u| *u == s.user)
             && self.pubsub.is_none_or(|p| p == s.subs.any())
     }
 }
@@ -93,7 +93,7 @@ pub fn line(s: &Session, c: &Conn) -> String {
         l,
         "id={} addr={} laddr={} fd={} name={name} age={} idle={} flags={flags} db={} sub={} psub={} ssub={} \
          multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem={multi_mem} rbs={} rbp={} obl=0 oll=0 \
-         omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={resp}",
+         omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={resp}",
         s.id,
         s.addr,
         c.laddr,
@@ -111,6 +111,7 @@ pub fn line(s: &Session, c: &Conn) -> String {
         c.omem,
         c.qbuf + c.qbuf_free + c.omem + multi_mem,
         s.last_cmd.to_ascii_lowercase(),
+        s.user,
     );
     if let Some(n) = &s.lib_name {
         let _ = write!(l, " lib-name={n}");
@@ -119,6 +120,11 @@ pub fn line(s: &Session, c: &Conn) -> String {
         let _ = write!(l, " lib-ver={v}");
     }
     l
+}
+
+/// Whether the ACL user `name` exists (an unreadable record: no user does).
+fn user_exists<M: Mem>(cx: &mut Cx<M>, name: &[u8]) -> bool {
+    cx.settings.acl.sync(cx.store).is_ok() && cx.settings.acl.user(name).is_some()
 }
 
 fn parse_kill(s: &Session, a: &Args) -> Result<KillFilter, String> {
@@ -260,6 +266,10 @@ pub(super) fn client<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut 
         }
         _ if is(sub, "KILL") => match parse_kill(s, a) {
             Err(e) => r.error(&e),
+            Ok(f) if f.user.as_ref().is_some_and(|u| !user_exists(cx, u.as_bytes())) => r.error(&format!(
+                "ERR No such user '{}'",
+                show(f.user.as_deref().unwrap_or("").as_bytes(), 128)
+            )),
             Ok(f) => {
                 let mut victims = Vec::new();
                 let me = cx.host.my_conn();

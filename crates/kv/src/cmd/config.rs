@@ -66,11 +66,18 @@ pub struct Settings {
     /// `notify-keyspace-events`: the classes of keyspace events published (`notify.rs`'s
     /// flags; Redis's letters in `CONFIG`).
     pub notify_keyspace_events: u32,
+    /// The ACL users, as the region holds them, and the log of refusals (`acllog-max-len`).
+    pub acl: super::acl::Acl,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { encodings: Encodings::default(), busy_reply_ms: 5000, notify_keyspace_events: 0 }
+        Settings {
+            encodings: Encodings::default(),
+            busy_reply_ms: 5000,
+            notify_keyspace_events: 0,
+            acl: super::acl::Acl::default(),
+        }
     }
 }
 
@@ -142,6 +149,18 @@ fn settings() -> Vec<Setting> {
                 set: |s, v| s.busy_reply_ms = v as u64,
                 min: 0,
                 max: i64::MAX,
+            },
+        },
+        Setting {
+            names: &["acllog-max-len"],
+            kind: Kind::Int {
+                get: |s| s.acl.log_max as i64,
+                set: |s, v| {
+                    s.acl.log_max = v as usize;
+                    s.acl.log.truncate(v as usize);
+                },
+                min: 0,
+                max: i64::from(i32::MAX),
             },
         },
         Setting {

@@ -1,5 +1,7 @@
-//! MEMORY USAGE and MEMORY HELP: the region bytes a key takes. DOCTOR, STATS, MALLOC-STATS and
-//! PURGE, which describe an allocator's heap, are refused by name.
+//! MEMORY USAGE and MEMORY HELP: the region bytes a key takes; MEMORY DOCTOR: what the region's
+//! heap looks like (how full, how much lies in freed blocks); MEMORY STATS: the same as numbers,
+//! under Redis's names where they mean the same. MALLOC-STATS and PURGE, which describe an
+//! allocator's heap, are refused by name.
 //!
 //! A key's bytes are its entry's block (header, key, and the value held there) and what its
 //! value's handle points at: a hash's or a set's tree (its nodes and the blocks of its large
@@ -126,6 +128,10 @@ pub(super) fn run<M: Mem>(cx: &mut Cx<M>, spec: &Spec, a: &Args, r: &mut Reply) 
             "USAGE <key> [SAMPLES <count>]",
             "    Return memory in bytes used by <key> and its value, in the region. Trees of more",
             "    than 100000 entries are estimated from <count> samples (5 unless given; 0: all).",
+            "STATS",
+            "    Return the region's heap use: bytes holding data, freed, never given out, per key.",
+            "DOCTOR",
+            "    Return a report of the region's heap: how full it is, bytes in freed blocks.",
             "HELP",
             "    Print this help.",
         ];
@@ -135,7 +141,33 @@ pub(super) fn run<M: Mem>(cx: &mut Cx<M>, spec: &Spec, a: &Args, r: &mut Reply) 
         }
         return Ok(());
     }
-    // DOCTOR, STATS, MALLOC-STATS, PURGE (the others are refused before, by `spec::SUBCOMMANDS`):
+    if is(sub, "DOCTOR") && a.len() == 2 {
+        let g = cx.store.geometry();
+        r.bulk(doctor(cx.store.used_bytes(), cx.store.heap_top_bytes(), g.heap_end - g.heap_off).as_bytes());
+        return Ok(());
+    }
+    if is(sub, "STATS") && a.len() == 2 {
+        let g = cx.store.geometry();
+        let (used, top, keys) = (cx.store.used_bytes(), cx.store.heap_top_bytes(), cx.store.keys());
+        let fields: [(&str, u64); 9] = [
+            ("total.allocated", used),
+            ("startup.allocated", 0),
+            ("overhead.total", 8 * g.buckets),
+            ("keys.count", keys),
+            ("keys.bytes-per-key", used.checked_div(keys).unwrap_or(0)),
+            ("dataset.bytes", used),
+            ("region.heap.bytes", g.heap_end - g.heap_off),
+            ("region.heap.top", top),
+            ("region.heap.freed", top.saturating_sub(used)),
+        ];
+        r.map(fields.len());
+        for (name, v) in fields {
+            r.bulk(name.as_bytes());
+            r.int(v as i64);
+        }
+        return Ok(());
+    }
+    // MALLOC-STATS, PURGE (the others are refused before, by `spec::SUBCOMMANDS`):
     // they describe an allocator's heap, and the data is in the region.
     r.error(&format!(
         "ERR MEMORY {} is not implemented: mojim kv keeps its data in the region, not in an allocator's \
@@ -145,8 +177,54 @@ pub(super) fn run<M: Mem>(cx: &mut Cx<M>, spec: &Spec, a: &Args, r: &mut Reply) 
     Ok(())
 }
 
+/// MEMORY DOCTOR's report: `used` bytes in blocks that hold data, `top` bytes of the heap given
+/// out (the rest of what was given out lies in freed blocks, on their size classes' lists), of
+/// `heap`.
+fn doctor(used: u64, top: u64, heap: u64) -> String {
+    let freed = top.saturating_sub(used);
+    let pct = |a: u64, b: u64| if b == 0 { 0.0 } else { 100.0 * a as f64 / b as f64 };
+    let mut out = format!(
+        "The region's heap: {used} bytes hold data, {freed} bytes lie in freed blocks, {} bytes never given \
+         out, of {heap} ({:.1} % in use).\n",
+        heap - top,
+        pct(used, heap)
+    );
+    let mut found = false;
+    if used < 1 << 20 {
+        out.push_str("The region holds little data: nothing to diagnose.\n");
+        return out;
+    }
+    if freed > used / 2 {
+        found = true;
+        out.push_str(&format!(
+            "* {:.1} % of the heap given out lies in freed blocks: they are reused only by values of their \
+             size class (blocks are never split or joined); a workload that moved from one value size to \
+             another leaves them idle.\n",
+            pct(freed, top)
+        ));
+    }
+    if heap - top + freed < heap / 10 {
+        found = true;
+        out.push_str(
+            "* Less than 10 % of the heap is left: writes will be refused with -OOM when it is gone; \
+             make the region larger (mojim init --size) or delete data.\n",
+        );
+    }
+    if !found {
+        out.push_str("No memory problem found.\n");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_doctor_names_idle_freed_blocks_and_a_full_heap() {
+        let g = 100 << 20;
+        assert!(super::doctor(10 << 20, 12 << 20, g).contains("No memory problem found"));
+        assert!(super::doctor(10 << 20, 40 << 20, g).contains("lies in freed blocks"));
+        assert!(super::doctor(95 << 20, 96 << 20, g).contains("Less than 10 %"));
+    }
     use crate::cmd::family_harness::{err, Harness};
     use crate::resp::Value;
 
@@ -166,7 +244,19 @@ mod tests {
             "ERR wrong number of arguments for 'memory|help' command"
         );
         assert_eq!(h.cmd(&["MEMORY", "USAGE", "nosuch"]), Value::Null);
-        assert!(err(&h.cmd(&["MEMORY", "doctor"])).starts_with("ERR MEMORY DOCTOR is not implemented"));
+        assert!(err(&h.cmd(&["MEMORY", "purge"])).starts_with("ERR MEMORY PURGE is not implemented"));
+        h.cmd(&["SET", "k", "v"]);
+        let stats = h.cmd(&["MEMORY", "stats"]);
+        let Value::Array(m) = &stats else { panic!("{stats:?}") };
+        let at = m.iter().position(|v| *v == Value::Bulk(b"keys.count".to_vec())).expect("keys.count");
+        assert_eq!(m[at + 1], Value::Int(1));
+        assert!(m.contains(&Value::Bulk(b"region.heap.freed".to_vec())));
+        let Value::Bulk(d) = h.cmd(&["MEMORY", "doctor"]) else { panic!("MEMORY DOCTOR") };
+        assert!(
+            String::from_utf8_lossy(&d).contains("nothing to diagnose"),
+            "{}",
+            String::from_utf8_lossy(&d)
+        );
         h.cmd(&["MULTI"]);
         assert_eq!(
             err(&h.cmd(&["memory", "usage"])),

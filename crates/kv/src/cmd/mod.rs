@@ -6,6 +6,7 @@
 //! it is larger than a group may be) is rolled back, store and reply alike, and answered with
 //! an error; one that would fit an empty batch asks to be run again in one ([`Outcome::Retry`]).
 
+pub mod acl;
 pub mod args;
 pub mod blocking;
 pub mod client;
@@ -75,6 +76,13 @@ pub trait Host {
     /// Checks `user`'s `password` (`AUTH`, `HELLO ... AUTH`) for the client at `client`, and
     /// counts and logs a failure.
     fn authenticate(&self, client: &str, user: &[u8], password: &[u8]) -> Auth;
+    /// Whether `[kv] password` is set (it is then the `default` user's password).
+    fn has_password(&self) -> bool {
+        false
+    }
+    /// Counts and logs a failed `AUTH` that [`Host::authenticate`] did not see (another
+    /// user's, checked against the ACL users).
+    fn auth_failed(&self, _client: &str, _user: &[u8]) {}
     /// The value of a setting fixed at start-up, by its Redis name (`protected-mode`,
     /// `requirepass`, `maxclients`, `proto-max-bulk-len`).
     fn fixed_setting(&self, name: &str) -> String;
@@ -121,6 +129,10 @@ pub trait Host {
     }
     /// What the client running the command subscribes to, of `kind`, in the order it did.
     fn subscriptions(&self, _kind: pubsub::SubKind) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
+    /// What client `id` subscribes to, of `kind`.
+    fn subscriptions_of(&self, _id: u64, _kind: pubsub::SubKind) -> Vec<Vec<u8>> {
         Vec::new()
     }
     /// Queues `message` on `channel` (`sharded`: a shard channel) for its subscribers, written
@@ -253,6 +265,11 @@ pub struct Session {
     pub db: usize,
     /// It may run commands: it gave the password, or none is needed.
     pub authenticated: bool,
+    /// The ACL user it runs as (`default` until `AUTH`).
+    pub user: String,
+    /// Whether its first command has run (a connection is logged in as `default` without
+    /// `AUTH` only while default takes any password, which the first command checks).
+    pub started: bool,
     /// The last command it ran (CLIENT LIST's `cmd`).
     pub last_cmd: &'static str,
     /// When it last ran one, in Unix milliseconds.
@@ -285,6 +302,8 @@ impl Session {
             multi: None,
             db: 0,
             authenticated,
+            user: "default".into(),
+            started: false,
             last_cmd: "NULL",
             last_ms: 0,
             lib_name: None,
@@ -472,6 +491,14 @@ fn execute_one<M: Mem>(
         unknown(args, &mut r);
         return Ok(Outcome::Done);
     };
+    // A region without ACL changes: the server's own rule stands (no `[kv] password`, no AUTH).
+    if !std::mem::replace(&mut s.started, true)
+        && s.authenticated
+        && !s.in_script
+        && cx.store.acl_block() != 0
+    {
+        s.authenticated = acl::default_needs_no_password(cx)?;
+    }
     if !s.authenticated && !spec.flags.contains(&"no_auth") {
         if let Some(m) = &mut s.multi {
             m.failed = true;
@@ -493,6 +520,18 @@ fn execute_one<M: Mem>(
         }
         r.error(&e);
         return Ok(Outcome::Done);
+    }
+    if s.authenticated {
+        cx.settings.acl.sync(cx.store)?;
+        if let Err(d) = acl::check(&cx.settings.acl, s, spec, args) {
+            let context = if s.multi.is_some() { "multi" } else { "toplevel" };
+            acl::log_refusal(&mut cx.settings.acl, s, &d, args, context, cx.now_ms);
+            if let Some(m) = &mut s.multi {
+                m.failed = true;
+            }
+            r.error(&d.message());
+            return Ok(Outcome::Done);
+        }
     }
     // A RESP2 client with subscriptions may run only pub/sub commands, PING, QUIT and RESET.
     if s.subs.any() && s.proto == Proto::Resp2 && !pubsub::allowed_when_subscribed(spec.name) {
@@ -761,6 +800,25 @@ fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Ou
             // A SELECT in the transaction changes the database of the commands after it.
             cx.store.select(s.db.min(cx.databases() - 1));
             let m0 = out.len();
+            // The rights may have changed since the command was queued (an ACL SETUSER before).
+            cx.settings.acl.sync(cx.store)?;
+            if let Err(d) = acl::check(&cx.settings.acl, s, spec, &a) {
+                acl::log_refusal(&mut cx.settings.acl, s, &d, &a, "multi", cx.now_ms);
+                let reason = match d {
+                    acl::Denied::Command(_) => "no permission to execute the command or subcommand",
+                    acl::Denied::Key(_) => "no permission to touch the specified keys",
+                    acl::Denied::Channel(_) => {
+                        "no permission to access one of the channels used as arguments"
+                    }
+                };
+                let mut r = Reply { buf: out, proto: s.proto };
+                r.error(&format!(
+                    "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC \
+                     call. This command is no longer allowed for the following reason: {reason}"
+                ));
+                cx.errors.count(&out[m0..]);
+                continue;
+            }
             close |= dispatch(cx, s, spec, &a, out)? == Outcome::Close;
             if out.get(m0) == Some(&b'-') {
                 cx.errors.count(&out[m0..]);

@@ -3,13 +3,14 @@
 
 use super::args::{int, is, Args};
 use super::spec::{spec, Group, Spec, A, ADM, NO};
-use super::{show, Auth, Cx, Host, Session, NOT_INT, SYNTAX, WRONGPASS};
+use super::{show, Auth, Cx, Session, NOT_INT, SYNTAX, WRONGPASS};
 use crate::resp::{Proto, Reply};
 use crate::store::{Mem, StoreError};
 use std::fmt::Write as _;
 
 /// The commands this module runs.
 pub(super) const SPECS: &[Spec] = &[
+    spec("ACL", -2, &["sentinel"], NO, Group::Server),
     spec("AUTH", -2, &["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], NO, Group::Server),
     spec("CLIENT", -2, &["admin", "noscript", "loading", "stale"], NO, Group::Server),
     spec("COMMAND", -1, &["loading", "stale"], NO, Group::Server),
@@ -86,8 +87,9 @@ pub(super) fn run<M: Mem>(
         },
         "INFO" => info(cx, a, r),
         "CLIENT" => super::client::client(cx, s, a, r),
-        "AUTH" => auth(cx.host, s, a, r),
-        "HELLO" => hello(cx.host, s, a, r),
+        "ACL" => super::acl::run(cx, s, a, r)?,
+        "AUTH" => auth(cx, s, a, r)?,
+        "HELLO" => hello(cx, s, a, r)?,
         "COMMAND" => command(a, r),
         "CONFIG" => super::config::config(cx, a, r),
         "SENTINEL" => sentinel(cx, a, r),
@@ -203,43 +205,56 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
     r.bulk(t.as_bytes());
 }
 
-/// `AUTH [username] password`: only the `default` user exists (its password is `[kv]
-/// password`). A failure leaves an authenticated client authenticated, as in Redis.
-fn auth(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
+/// `AUTH [username] password`, as the ACL users say (`acl/mod.rs`; the `default` user's
+/// password is `[kv] password` while it is set). A failure leaves an authenticated client
+/// authenticated as it was, as in Redis.
+fn auth<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let (user, pass) = match a.len() {
         2 => (&b"default"[..], a.get(1)),
         3 => (a.get(1), a.get(2)),
-        _ => return r.error(SYNTAX),
-    };
-    match host.authenticate(&s.addr, user, pass) {
-        Auth::Accepted => {
-            s.authenticated = true;
-            r.ok();
+        _ => {
+            r.error(SYNTAX);
+            return Ok(());
         }
-        Auth::Refused => r.error(WRONGPASS),
-        Auth::NoPassword if a.len() == 2 => r.error(
+    };
+    if a.len() == 2 && super::acl::default_needs_no_password(cx)? {
+        r.error(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure \
              your configuration is correct?",
-        ),
-        // `AUTH default <anything>` with no password configured: the default user takes any;
-        // no other user exists.
-        Auth::NoPassword if user == b"default" => {
+        );
+        return Ok(());
+    }
+    match super::acl::authenticate(cx, s, user, pass, a.get(0))? {
+        Auth::Accepted => {
             s.authenticated = true;
+            s.user = String::from_utf8_lossy(user).into_owned();
             r.ok();
         }
-        Auth::NoPassword => r.error(WRONGPASS),
+        _ => r.error(WRONGPASS),
     }
+    Ok(())
 }
 
-fn hello(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
+fn hello<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+    hello_inner(cx, s, a, r)?;
+    Ok(())
+}
+
+fn hello_inner<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let mut i = 1;
     let mut proto = s.proto;
     if a.len() > 1 {
         match int(a.get(1)) {
             Some(2) => proto = Proto::Resp2,
             Some(3) => proto = Proto::Resp3,
-            Some(_) => return r.error("NOPROTO unsupported protocol version"),
-            None => return r.error("ERR Protocol version is not an integer or out of range"),
+            Some(_) => {
+                r.error("NOPROTO unsupported protocol version");
+                return Ok(());
+            }
+            None => {
+                r.error("ERR Protocol version is not an integer or out of range");
+                return Ok(());
+            }
         }
         i = 2;
     }
@@ -251,27 +266,35 @@ fn hello(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
         } else if is(a.get(i), "SETNAME") && i + 1 < a.len() {
             let n = a.get(i + 1);
             if n.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-                return r.error("ERR Client names cannot contain spaces, newlines or special characters.");
+                r.error("ERR Client names cannot contain spaces, newlines or special characters.");
+                return Ok(());
             }
             name = Some(n.to_vec());
             i += 2;
         } else {
-            return r.error(&format!("ERR Syntax error in HELLO option '{}'", show(a.get(i), 64)));
+            r.error(&format!("ERR Syntax error in HELLO option '{}'", show(a.get(i), 64)));
+            return Ok(());
         }
     }
     // Nothing changes (protocol, name) unless the whole command is accepted.
     match creds {
-        Some((user, pass)) => match host.authenticate(&s.addr, user, pass) {
-            Auth::Accepted => s.authenticated = true,
-            Auth::NoPassword if user == b"default" => s.authenticated = true,
-            Auth::NoPassword | Auth::Refused => return r.error(WRONGPASS),
+        Some((user, pass)) => match super::acl::authenticate(cx, s, user, pass, a.get(0))? {
+            Auth::Accepted => {
+                s.authenticated = true;
+                s.user = String::from_utf8_lossy(user).into_owned();
+            }
+            _ => {
+                r.error(WRONGPASS);
+                return Ok(());
+            }
         },
         None if !s.authenticated => {
-            return r.error(
+            r.error(
                 "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO \
                  <proto> AUTH <user> <pass> option can be used to authenticate the client and select the \
                  RESP protocol version at the same time",
-            )
+            );
+            return Ok(());
         }
         None => {}
     }
@@ -295,13 +318,14 @@ fn hello(host: &dyn Host, s: &mut Session, a: &Args, r: &mut Reply) {
     r.bulk(b"master");
     r.bulk(b"modules");
     r.array(0);
+    Ok(())
 }
 
 /// The keys of a command whose table entry cannot place them (`movablekeys`), added to `keys`
 /// for `COMMAND GETKEYS`, as Redis finds them: those after a count (`LMPOP numkeys key...`,
 /// `ZUNIONSTORE dst numkeys key...`), SORT's `STORE` destination. `None`: the count is not a
 /// number of keys the arguments hold.
-fn movable_keys<'a>(name: &str, a: &Args<'a>, keys: &mut Vec<&'a [u8]>) -> Option<()> {
+pub(super) fn movable_keys<'a>(name: &str, a: &Args<'a>, keys: &mut Vec<&'a [u8]>) -> Option<()> {
     let at = match name {
         "LMPOP" | "SINTERCARD" | "ZMPOP" | "ZUNION" | "ZINTER" | "ZDIFF" | "ZINTERCARD" => 1,
         "BLMPOP" | "BZMPOP" | "ZUNIONSTORE" | "ZINTERSTORE" | "ZDIFFSTORE" => 2,
@@ -342,7 +366,11 @@ fn command_info(spec: &Spec, r: &mut Reply) {
     r.int(i64::from(spec.first_key));
     r.int(i64::from(spec.last_key));
     r.int(i64::from(spec.step));
-    r.set(0);
+    let cats = super::acl::categories(&spec.name.to_ascii_lowercase());
+    r.set(cats.len());
+    for c in cats {
+        r.simple(c.as_bytes());
+    }
     r.set(0);
     r.array(0);
     r.array(0);
@@ -366,8 +394,17 @@ fn command(a: &Args, r: &mut Reply) {
                 5 if is(a.get(2), "FILTERBY") && is(a.get(3), "PATTERN") => {
                     Some(a.get(4).to_ascii_lowercase())
                 }
-                // No ACL categories or modules yet: nothing matches them.
-                5 if is(a.get(2), "FILTERBY") && (is(a.get(3), "ACLCAT") || is(a.get(3), "MODULE")) => {
+                // An unknown category lists nothing, as in Redis.
+                5 if is(a.get(2), "FILTERBY") && is(a.get(3), "ACLCAT") => {
+                    let names = super::acl::commands_of(a.get(4)).unwrap_or_default();
+                    r.array(names.len());
+                    for n in names {
+                        r.bulk(n.as_bytes());
+                    }
+                    return;
+                }
+                // No modules: nothing matches.
+                5 if is(a.get(2), "FILTERBY") && is(a.get(3), "MODULE") => {
                     return r.array(0);
                 }
                 _ => return r.error(super::SYNTAX),

@@ -170,6 +170,24 @@ const TX_SPECS: &[Spec] = &[
 /// when it runs, naming it.
 pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
     (
+        "ACL",
+        &[
+            ("cat", -2),
+            ("deluser", -3),
+            ("dryrun", -4),
+            ("genpass", -2),
+            ("getuser", 3),
+            ("help", 2),
+            ("list", 2),
+            ("load", 2),
+            ("log", -2),
+            ("save", 2),
+            ("setuser", -3),
+            ("users", 2),
+            ("whoami", 2),
+        ],
+    ),
+    (
         "CLIENT",
         &[
             ("caching", 3),

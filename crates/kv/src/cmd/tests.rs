@@ -42,6 +42,12 @@ impl Host for TestHost {
     fn stats(&self) -> Stats {
         Stats::default()
     }
+    fn has_password(&self) -> bool {
+        self.password.is_some()
+    }
+    fn auth_failed(&self, _client: &str, _user: &[u8]) {
+        self.failures.set(self.failures.get() + 1);
+    }
     fn fixed_setting(&self, name: &str) -> String {
         format!("fixed {name}")
     }
@@ -1131,6 +1137,46 @@ fn info_memory_gives_the_blocks_in_use_and_the_bucket_array() {
     assert_eq!(field(&mut h, "mojim_bucket_array_bytes"), 8 * buckets);
 }
 
+#[test]
+fn command_info_and_command_list_give_the_acl_categories() {
+    let mut h = Harness::new();
+    let simple = |s: &str| Value::Simple(s.as_bytes().to_vec());
+    let Value::Array(v) = h.cmd(&["COMMAND", "INFO", "get", "flushall"]) else { panic!("COMMAND INFO") };
+    let Value::Array(get) = &v[0] else { panic!("{v:?}") };
+    assert_eq!(get[6], Value::Array(vec![simple("@read"), simple("@string"), simple("@fast")]));
+    let Value::Array(flushall) = &v[1] else { panic!("{v:?}") };
+    assert_eq!(
+        flushall[6],
+        Value::Array(vec![simple("@keyspace"), simple("@write"), simple("@slow"), simple("@dangerous")])
+    );
+    let Value::Array(tx) = h.cmd(&["COMMAND", "LIST", "FILTERBY", "ACLCAT", "Transaction"]) else { panic!() };
+    assert!(tx.contains(&b("multi")) && tx.contains(&b("exec")) && !tx.contains(&b("get")), "{tx:?}");
+    assert_eq!(h.cmd(&["COMMAND", "LIST", "FILTERBY", "ACLCAT", "nosuch"]), Value::Array(vec![]));
+}
+
+#[test]
+fn a_user_without_rights_to_auth_or_hello_may_still_run_them() {
+    // As Redis: commands that need no authentication (AUTH, HELLO, QUIT, RESET) are not checked
+    // against the user's command rules, so a user may always authenticate as another.
+    let mut h = Harness::new();
+    assert_eq!(
+        h.cmd(&["ACL", "SETUSER", "alice", "on", ">pw", "-@all", "+get", "+multi", "+exec", "~*"]),
+        ok()
+    );
+    assert_eq!(h.cmd(&["ACL", "SETUSER", "bob", "on", ">pw2", "+@all", "~*"]), ok());
+    assert_eq!(h.cmd(&["AUTH", "alice", "pw"]), ok());
+    assert!(err(&h.cmd(&["SET", "k", "v"])).starts_with("NOPERM"), "alice may not SET");
+    assert_eq!(h.cmd(&["AUTH", "alice", "pw"]), ok(), "AUTH again as alice");
+    assert!(matches!(h.cmd(&["HELLO", "2"]), Value::Array(_)), "HELLO without rights to it");
+    assert!(matches!(h.cmd(&["HELLO", "2", "AUTH", "bob", "pw2"]), Value::Array(_)));
+    assert_eq!(h.cmd(&["SET", "k", "v"]), ok(), "now bob");
+    assert_eq!(h.cmd(&["AUTH", "alice", "pw"]), ok());
+    assert_eq!(h.cmd(&["MULTI"]), ok());
+    assert_eq!(h.cmd(&["GET", "k"]), Value::Simple(b"QUEUED".to_vec()));
+    assert_eq!(h.cmd(&["EXEC"]), Value::Array(vec![b("v")]));
+    assert_eq!(h.cmd(&["RESET"]), Value::Simple(b"RESET".to_vec()), "RESET needs no right");
+}
+
 /// The group a command leaves is never larger than the check after it allowed, whatever the
 /// command built and freed (a ZUNIONSTORE of two sorted sets of a million members passed the
 /// check and left a group of 286 MB, which no lane's log could take, and mojim kv stopped).
@@ -1234,4 +1280,32 @@ fn the_reckoned_group_covers_the_blocks_the_seal_links() {
         let sealed: u64 = h.store.seal(max_ranges).unwrap().expect("a group").iter().map(|r| r.len).sum();
         assert!(reckoned >= sealed, "{max_ranges} ranges: reckoned {reckoned} bytes, sealed {sealed}");
     }
+}
+
+#[test]
+fn a_shard_channel_is_checked_against_channel_rules_not_key_rules() {
+    // SPUBLISH's channel sits where a key would (Redis flags it not_key): a user with no keys
+    // but the channel may publish to it, one without the channel may not.
+    let mut h = Harness::new();
+    assert_eq!(h.cmd(&["ACL", "SETUSER", "ps", "on", "nopass", "+@all", "resetchannels", "&foo:*"]), ok());
+    assert_eq!(h.cmd(&["AUTH", "ps", "x"]), ok());
+    assert_eq!(h.cmd(&["SPUBLISH", "foo:1", "m"]), i(0));
+    assert!(err(&h.cmd(&["SPUBLISH", "zap", "m"])).starts_with("NOPERM"), "outside its channels");
+    assert!(err(&h.cmd(&["GET", "foo:1"])).starts_with("NOPERM"), "no keys at all");
+}
+
+#[test]
+fn acl_cat_arity_the_auth_log_entry_and_acl_load_answer_as_redis() {
+    let mut h = Harness::new();
+    assert_eq!(err(&h.cmd(&["ACL", "CAT", "NON_EXISTS"])), "ERR Unknown category 'NON_EXISTS'");
+    assert_eq!(
+        err(&h.cmd(&["ACL", "CAT", "a", "b"])),
+        "ERR unknown subcommand or wrong number of arguments for 'CAT'. Try ACL HELP."
+    );
+    assert!(err(&h.cmd(&["ACL", "LOAD"])).contains("Redis instance is not configured to use an ACL file"));
+    assert!(err(&h.cmd(&["AUTH", "antirez", "wrong"])).starts_with("WRONGPASS"));
+    let Value::Array(log) = h.cmd(&["ACL", "LOG"]) else { panic!("ACL LOG") };
+    let Value::Array(entry) = &log[0] else { panic!("{log:?}") };
+    let at = entry.iter().position(|v| *v == b("object")).expect("object");
+    assert_eq!(entry[at + 1], b("AUTH"), "the command as the client wrote it");
 }

@@ -121,6 +121,14 @@ impl Host for ServerHost<'_> {
         Auth::Refused
     }
 
+    fn has_password(&self) -> bool {
+        self.opts.password.is_some()
+    }
+
+    fn auth_failed(&self, client: &str, user: &[u8]) {
+        self.auth.failed(client, user);
+    }
+
     fn fixed_setting(&self, name: &str) -> String {
         let o = self.opts;
         match name {
@@ -186,6 +194,10 @@ impl Host for ServerHost<'_> {
 
     fn subscriptions(&self, kind: SubKind) -> Vec<Vec<u8>> {
         self.pubsub.borrow().names_of(self.me_sub.id, kind)
+    }
+
+    fn subscriptions_of(&self, id: u64, kind: SubKind) -> Vec<Vec<u8>> {
+        self.pubsub.borrow().names_of(id, kind)
     }
 
     fn publish(&self, channel: &[u8], message: &[u8], sharded: bool) -> usize {

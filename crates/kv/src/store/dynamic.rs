@@ -1,7 +1,7 @@
 //! The superblock's dynamic part: the allocator's state and the counters, kept in the process
 //! while a batch runs and written back, as one undo-logged write, when it is sealed.
 
-use super::layout::{CLASSES, DBS, DB_AT, DYN_LEN, HEADS_AT};
+use super::layout::{ACL_AT, CLASSES, DBS, DB_AT, DYN_LEN, HEADS_AT};
 
 /// What commands change in the superblock (region bytes 128 .. 1664, FORMAT.md §11.1).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,6 +21,9 @@ pub struct Dynamic {
     pub heads: [u64; CLASSES],
     /// The databases (version 2).
     pub dbs: Databases,
+    /// The heap block holding the ACL users' record (`acl.rs`); 0: none, the users of a
+    /// server without ACL changes.
+    pub acl: u64,
 }
 
 /// The databases' part of the dynamic state: which physical database each `SELECT` number
@@ -62,6 +65,7 @@ impl Dynamic {
             stale: 1,
             heads: [0; CLASSES],
             dbs: Databases::fresh(),
+            acl: 0,
         }
     }
 
@@ -85,6 +89,7 @@ impl Dynamic {
         }
         b[DB_AT + 320..DB_AT + 336].copy_from_slice(&d.map);
         b[DB_AT + 336..DB_AT + 344].copy_from_slice(&d.stale_keys.to_le_bytes());
+        b[ACL_AT..ACL_AT + 8].copy_from_slice(&self.acl.to_le_bytes());
         b
     }
 
@@ -104,7 +109,16 @@ impl Dynamic {
         }
         dbs.map.copy_from_slice(&b[DB_AT + 320..DB_AT + 336]);
         dbs.stale_keys = w(DB_AT + 336);
-        Dynamic { heap_top: w(0), keys: w(8), used: w(16), gen: w(24), stale: w(32), heads, dbs }
+        Dynamic {
+            heap_top: w(0),
+            keys: w(8),
+            used: w(16),
+            gen: w(24),
+            stale: w(32),
+            heads,
+            dbs,
+            acl: w(ACL_AT),
+        }
     }
 
     /// The smallest span of words that differ from `old`, as (offset in the part, length).
@@ -128,6 +142,7 @@ mod tests {
         d.dbs.gen[15] = u32::MAX;
         d.dbs.map.swap(0, 9);
         d.dbs.stale_keys = 3;
+        d.acl = 4096;
         let e = Dynamic::decode(&d.encode());
         assert_eq!(e, d);
         let mut f = d.clone();

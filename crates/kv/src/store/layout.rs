@@ -33,6 +33,8 @@ pub const HEADS_AT: usize = 128;
 pub const DB_AT: usize = 128 + 8 * CLASSES;
 /// Databases a store holds (`SELECT 0` .. `SELECT 15`).
 pub const DBS: usize = 16;
+/// Where the ACL record's block offset lies in the dynamic part (region byte 1624).
+pub const ACL_AT: usize = DB_AT + 344;
 /// Bytes before the key in a version 2 entry's key: the physical database (u8) and its
 /// generation (u32).
 pub const KEY_PREFIX: usize = 5;
@@ -380,6 +382,7 @@ mod tests {
         assert_eq!(off("db_keys"), DYN_OFF + DB_AT as u64);
         assert_eq!(off("db_map"), DYN_OFF + DB_AT as u64 + 320);
         assert_eq!(off("stale_keys"), DYN_OFF + DB_AT as u64 + 336);
+        assert_eq!(off("acl"), DYN_OFF + ACL_AT as u64);
         assert!(row("heads").contains(&format!("8 × {CLASSES}")));
         assert_eq!(off("undo_len"), 0);
         assert!(sec.contains(&format!("| {UNDO_AT} | J − {UNDO_AT} | undo area |")));

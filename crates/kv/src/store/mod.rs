@@ -8,6 +8,7 @@
 //! [`Store::rollback_to`]), [`Store::seal`], send the group, and only then answer. A [`Found`]
 //! is valid until the next change to the table.
 
+pub mod acl;
 mod alloc;
 mod dynamic;
 mod error;

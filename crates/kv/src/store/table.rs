@@ -315,6 +315,8 @@ impl<M: Mem> Store<M> {
     /// words set to the current generation since the first (every one of them was set in
     /// this batch), undo-logged like any store.
     pub fn flush(&mut self) -> Result<(), StoreError> {
+        // The users are no keys: their record is written again in the emptied heap.
+        let acl = self.acl_record()?;
         if self.batch.flushed {
             for i in self.batch.gen_words_from..self.batch.gen_words.len() {
                 let at = self.batch.gen_words[i];
@@ -336,7 +338,7 @@ impl<M: Mem> Store<M> {
         self.dy.heads = [0; super::layout::CLASSES];
         self.batch.frees_from = self.batch.frees.len();
         self.batch.flushed = true;
-        Ok(())
+        self.keep_acl_over_flush(acl)
     }
 
     /// Calls `f(entry, head)` for every entry of bucket `b` (expired ones too).

@@ -197,6 +197,17 @@ fn call<M: Mem>(
         run.wrote |= has("write");
         sess.proto = run.resp;
     }
+    // The script's commands run as the user who called it.
+    if let Err(e) = cx.settings.acl.sync(cx.store) {
+        shared.borrow_mut().abort = Some(e);
+        return fail_table(lua, KILLED);
+    }
+    if let Err(d) = cmd::acl::check(&cx.settings.acl, sess, spec, &Args::Owned(&argv)) {
+        cmd::acl::log_refusal(&mut cx.settings.acl, sess, &d, &Args::Owned(&argv), "lua", cx.now_ms);
+        let why = d.message();
+        let why = why.strip_prefix("NOPERM this user").unwrap_or(&why);
+        return fail_table(lua, &format!("The user executing the script{why}"));
+    }
     cx.store.select(sess.db.min(cx.databases() - 1));
     let sp = cx.store.savepoint();
     let mut out = Vec::new();
@@ -349,6 +360,8 @@ pub fn run_script<M: Mem>(
     sess.db = caller.db;
     sess.deny_blocking = true;
     sess.in_script = true;
+    sess.started = true;
+    sess.user = caller.user.clone();
     let host: &dyn Host = cx.host;
     let shared = st.shared.clone();
     let threshold = cx.settings.busy_reply_ms;
