@@ -72,14 +72,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl TlsConn {
-    /// The connecting side, over a connected socket. The handshake runs with the first reads
-    /// and writes (the ClientHello goes now).
-    pub fn client(tcp: TcpConn, ctx: &TlsContext) -> io::Result<TlsConn> {
+    /// The connecting side, over a connected socket. Its side of the handshake is finished
+    /// here, waiting at most `timeout` for each of the node's messages: what it sends next goes
+    /// out at once, even if it reads nothing first (the node's verdict on this side's
+    /// certificate comes with the first read).
+    pub fn client(tcp: TcpConn, ctx: &TlsContext, timeout: Duration) -> io::Result<TlsConn> {
         let name = ServerName::try_from("mojim-node").expect("a valid name");
         let tls = ClientConnection::new(ctx.client.clone(), name).map_err(io::Error::other)?;
-        let conn = TlsConn::new(tcp, Connection::Client(tls), false)?;
+        let mut conn = TlsConn::new(tcp, Connection::Client(tls), false)?;
         let st = lock(&conn.shared.state);
         conn.flush_locked(st, false)?;
+        conn.tcp.set_recv_timeout(Some(timeout))?;
+        conn.pump(&mut [], true)?;
+        conn.tcp.set_recv_timeout(None)?;
         Ok(conn)
     }
 
@@ -252,6 +257,14 @@ impl Read for TlsConn {
         if buf.is_empty() {
             return Ok(0);
         }
+        self.pump(buf, false)
+    }
+}
+
+impl TlsConn {
+    /// Reads the socket and feeds rustls until there is plaintext for `buf` or, with
+    /// `handshake_only`, until this side's handshake is done (then 0).
+    fn pump(&mut self, buf: &mut [u8], handshake_only: bool) -> io::Result<usize> {
         let _reading = lock(&self.shared.reading);
         loop {
             let mut st = lock(&self.shared.state);
@@ -259,7 +272,16 @@ impl Read for TlsConn {
                 return Err(io::Error::new(*kind, m.clone()));
             }
             self.feed(&mut st)?;
-            match st.tls.reader().read(buf) {
+            if handshake_only && !st.tls.is_handshaking() {
+                self.flush_locked(st, false)?;
+                return Ok(0);
+            }
+            let plaintext = if handshake_only {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                st.tls.reader().read(buf)
+            };
+            match plaintext {
                 Ok(n) => {
                     self.flush_locked(st, true)?;
                     return Ok(n);
@@ -329,27 +351,40 @@ impl Write for TlsConn {
 impl Conn for TlsConn {
     fn send_all_vectored(&mut self, bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
         let _sending = lock(&self.shared.sending);
-        let mut pieces = bufs.iter().map(|b| &b[..]).filter(|b| !b.is_empty()).peekable();
-        let mut current: &[u8] = pieces.next().unwrap_or(&[]);
+        let mut pieces: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).filter(|b| !b.is_empty()).collect();
+        let mut next = 0;
+        let mut batch: Vec<IoSlice<'_>> = Vec::with_capacity(pieces.len());
         loop {
             let mut st = lock(&self.shared.state);
             if let Some((kind, m)) = &st.failed {
                 return Err(io::Error::new(*kind, m.clone()));
             }
-            let mut sealed = 0;
-            while sealed < SEAL_CHUNK && !current.is_empty() {
-                let n = current.len().min(SEAL_CHUNK - sealed);
-                st.tls.writer().write_all(&current[..n])?;
-                sealed += n;
-                current = &current[n..];
-                if current.is_empty() {
-                    current = pieces.next().unwrap_or(&[]);
+            // Up to SEAL_CHUNK bytes of the pieces sealed in one call: records span pieces, so
+            // that a frame's header and body go out in one record, not one each.
+            batch.clear();
+            let mut n = 0;
+            while next < pieces.len() && n < SEAL_CHUNK {
+                let take = pieces[next].len().min(SEAL_CHUNK - n);
+                batch.push(IoSlice::new(&pieces[next][..take]));
+                n += take;
+                if take == pieces[next].len() {
+                    next += 1;
+                } else {
+                    pieces[next] = &pieces[next][take..];
+                }
+            }
+            if n > 0 {
+                // The buffer limit is off: rustls takes it all.
+                let taken = st.tls.writer().write_vectored(&batch)?;
+                if taken != n {
+                    let m = format!("TLS took {taken} of {n} bytes to seal");
+                    return Err(self.fail(&mut st, io::ErrorKind::Other, m));
                 }
             }
             // Records go out in the order they were sealed: the socket is taken before `state`
             // is let go.
             self.flush_locked(st, false)?;
-            if current.is_empty() {
+            if next == pieces.len() {
                 return Ok(());
             }
         }
