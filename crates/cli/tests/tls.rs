@@ -369,12 +369,20 @@ fn a_tls_cluster_fails_over_through_its_backup() {
     let mut got = vec![0u8; page.len()];
     p.read(0, &mut got).unwrap();
     assert_eq!(got, page, "what was acknowledged survived the fail-over");
+    let st = p.wait_resync(common::WAIT).expect("the backup is brought up to date");
+    assert!(st.done, "{st:?}");
     p.write(8192, b"after").unwrap();
     p.msync(8192, 5).unwrap();
     drop(p);
-    let out = cli(&d, &["cat", "--addr", &backup.addr, "--offset", "8192", "--len", "5"], Some("operator"));
-    assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(&out.stdout[..5], b"after");
+    // The backup, now the mirror, holds it once applied and consistent (read over TLS).
+    let secret = cfg.secret(false).unwrap();
+    let op = context(&d, "ca.pem", "operator");
+    let mut a = AdminClient::connect_tls(&backup.addr, &secret, Some(op), Duration::from_secs(5)).unwrap();
+    common::wait_applied(&mut a);
+    common::wait_status(&mut a, "the copy to be consistent", |st| st.consistent);
+    let image = common::mirror_image(&mut a, 16384);
+    assert_eq!(&image[..8192], &page[..]);
+    assert_eq!(&image[8192..8197], b"after");
     drop((mirror, backup));
     std::fs::remove_dir_all(&d).unwrap();
 }
