@@ -39,6 +39,7 @@ fn start(target: Target, dir: &Path, janitor: &mut Janitor) -> Server {
         kv_args: &[],
         busy_poll_us: 0,
         read_barrier: None,
+        log_capacity: None,
     };
     targets::start(target, &env, "test", janitor).unwrap_or_else(|e| panic!("start {}: {e}", target.name()))
 }

@@ -7,6 +7,7 @@ pub mod c;
 pub mod kv;
 pub mod kv_workload;
 pub mod netns;
+pub mod onpath;
 pub mod porcupine;
 pub mod preload;
 pub mod raw;

@@ -392,6 +392,21 @@ impl<M: Mem> Cx<'_, M> {
         }
         Ok(())
     }
+
+    /// Refuses, before it is made, a change of at least `bytes` more bytes that would take the
+    /// group past its limit (the check after the command would refuse it, once the work was
+    /// done: a ZUNIONSTORE of a million members took seconds to be refused).
+    pub fn check_room(&self, bytes: u64) -> Result<(), StoreError> {
+        let total = self.store.group_bytes(self.max_ranges).saturating_add(bytes);
+        if total > self.max_group_bytes {
+            return Err(StoreError::TooLarge(format!(
+                "the command would change at least {total} bytes, more than one atomic group may carry \
+                 ({}, half a lane's log): split it, or raise [mirror] log_capacity",
+                self.max_group_bytes
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Redis's answer to an unknown command: its name (128 bytes at most) and its first arguments,

@@ -212,10 +212,11 @@ fn write<M: Mem>(
             cx.store.put_encoded(key, KIND_SET, ENC_LISTPACK, ttl, &[&blob], 0, old)?;
         }
         _ => {
-            let mut t = cx.store.tree_new()?;
-            for m in members {
-                cx.store.tree_set(&mut t, m, b"")?;
-            }
+            // At least a hash, two lengths and a slot (14 bytes) and the member for each
+            // (FORMAT.md §11.5): refused before it is made when no group can carry it.
+            cx.check_room(members.iter().map(|m| 14 + m.len() as u64).sum())?;
+            let entries: Vec<(&[u8], &[u8])> = members.iter().map(|m| (*m, &b""[..])).collect();
+            let t = cx.store.tree_build(&entries)?;
             cx.store.put_encoded(key, KIND_SET, ENC_TREE, ttl, &[&t.encode()], 0, old)?;
         }
     }

@@ -30,6 +30,7 @@ use mojim::Range;
 pub struct Savepoint {
     undo_len: u64,
     records: usize,
+    ranges: usize,
     frees: usize,
     frees_from: usize,
     gen_words: usize,
@@ -190,6 +191,7 @@ impl<M: Mem> Store<M> {
         Savepoint {
             undo_len: self.batch.undo_len,
             records: self.batch.records.len(),
+            ranges: self.batch.ranges.len(),
             frees: self.batch.frees.len(),
             frees_from: self.batch.frees_from,
             gen_words: self.batch.gen_words.len(),
@@ -200,8 +202,12 @@ impl<M: Mem> Store<M> {
         }
     }
 
-    /// Undoes every store since `sp` (the ranges stay listed: they hold the state of `sp`,
-    /// or bytes nothing uses).
+    /// Undoes every store since `sp`, and forgets the ranges stored since: each byte in them
+    /// is back to its state at `sp`, which is either in a range listed before `sp` or what the
+    /// last sealed group holds, or lies in blocks that are free again (a node the undone
+    /// command made), which nothing reads before writing. Keeping them listed sent a refused
+    /// command's whole work in the group: a ZUNIONSTORE too large for one group, refused,
+    /// then left one too large for the mirror's log.
     pub fn rollback_to(&mut self, sp: &Savepoint) -> Result<(), StoreError> {
         while self.batch.records.len() > sp.records {
             let at = self.batch.records.pop().expect("more records than the savepoint's");
@@ -209,6 +215,7 @@ impl<M: Mem> Store<M> {
         }
         self.batch.undo_len = sp.undo_len;
         self.mem.write(JOURNAL_OFF, &self.batch.undo_len.to_le_bytes())?;
+        self.batch.ranges.truncate(sp.ranges);
         self.batch.young.clear();
         self.batch.frees.truncate(sp.frees);
         self.batch.frees_from = sp.frees_from;
@@ -261,15 +268,21 @@ impl<M: Mem> Store<M> {
         self.batch.ranges.len()
     }
 
-    /// Bytes the group of the batch would carry if it were sealed now (with at most
-    /// `max_ranges` ranges, gaps joined as sealing joins them).
+    /// At most the bytes the group of the batch would carry if it were sealed now (with at
+    /// most `max_ranges` ranges, gaps joined as sealing joins them): its ranges, and what the
+    /// seal adds, the link stored in each block freed (8 bytes each) and the allocator's
+    /// dynamic part.
     pub fn group_bytes(&self, max_ranges: usize) -> u64 {
+        use crate::store::layout::{DYN_LEN, DYN_OFF};
         let max = max_ranges.clamp(2, LIST_MAX + 1) - 1;
-        let list = LIST_AT + 16 * max as u64 + crate::store::layout::DYN_LEN;
-        if self.batch.ranges.len() <= max {
-            return self.batch.bytes + list;
+        let list = LIST_AT + 16 * max as u64;
+        let frees = &self.batch.frees[self.batch.frees_from..];
+        if self.batch.ranges.len() + frees.len() < max {
+            return self.batch.bytes + 8 * frees.len() as u64 + DYN_LEN + list;
         }
         let mut raw = self.batch.ranges.clone();
+        raw.extend(frees.iter().map(|&(b, _)| (b, 8)));
+        raw.push((DYN_OFF, DYN_LEN));
         let mut group = Vec::new();
         coalesce(&mut raw, max, &mut group);
         group.iter().map(|r| r.len).sum::<u64>() + list

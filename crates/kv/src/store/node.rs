@@ -28,6 +28,8 @@ const SIZE_AT: usize = 4;
 pub const LEAF: u8 = 1;
 /// A node's `kind`: an inner node.
 pub const INNER: u8 = 2;
+/// Bytes compared at a time where a changed node's bytes are equal (`Store::node_write`).
+const SKIP: usize = 32;
 
 /// The node's bytes.
 pub fn size(p: &Page) -> usize {
@@ -92,7 +94,13 @@ impl<M: Mem> Store<M> {
         let mut i = 8;
         while i < n {
             if old[i] == new[i] {
-                i += 1;
+                // Equal bytes are most of a changed node: skipped a word at a time.
+                while i + SKIP <= n && old[i..i + SKIP] == new[i..i + SKIP] {
+                    i += SKIP;
+                }
+                if i < n && old[i] == new[i] {
+                    i += 1;
+                }
                 continue;
             }
             let start = i;

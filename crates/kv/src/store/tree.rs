@@ -992,6 +992,7 @@ impl<M: Mem> Store<M> {
     }
 }
 
+mod build;
 mod copy;
 #[cfg(test)]
 mod tests;

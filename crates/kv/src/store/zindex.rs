@@ -141,13 +141,13 @@ impl<M: Mem> Store<M> {
         self.zt_rank(&z.order, score, member)
     }
 
-    /// An index of `items` (in order, no member twice): the order tree built bottom up.
+    /// An index of `items` (in order, no member twice): both trees built bottom up.
     pub fn zindex_build(&mut self, items: &[(f64, &[u8])]) -> Result<ZIndex, StoreError> {
         let order = self.zt_build(items.iter().copied())?;
-        let mut members = self.tree_new()?;
-        for &(score, member) in items {
-            self.tree_set(&mut members, member, &score.to_le_bytes())?;
-        }
+        let scores: Vec<[u8; 8]> = items.iter().map(|(s, _)| s.to_le_bytes()).collect();
+        let entries: Vec<(&[u8], &[u8])> =
+            items.iter().zip(&scores).map(|((_, m), s)| (*m, &s[..])).collect();
+        let members = self.tree_build(&entries)?;
         Ok(ZIndex { order, members })
     }
 

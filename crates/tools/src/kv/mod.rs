@@ -152,6 +152,12 @@ pub struct KvArgs {
     /// mirror; false: reads are answered at once). Default: the configuration's default (true).
     #[arg(long, requires = "kv_mode")]
     pub read_barrier: Option<bool>,
+    /// mojim-sync's [mirror] log_capacity (B, KiB, MiB, GiB): bytes of each lane's log, of
+    /// which one command's atomic group may take half. Default: the configuration's (64 MiB),
+    /// which refuses a ZUNIONSTORE of 1000000 members; 1GiB takes it (within
+    /// --region-size).
+    #[arg(long, requires = "kv_mode", value_parser = mojim::size::parse_size)]
+    pub kv_log_capacity: Option<u64>,
 }
 
 /// A load generator.
@@ -289,6 +295,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         kv_args: &k.kv_args,
         busy_poll_us: a.busy_poll_us,
         read_barrier: k.read_barrier,
+        log_capacity: k.kv_log_capacity,
     };
     let footer = redis.as_ref().map(|r| format!("{r}\n")).unwrap_or_default();
     let version = redis.as_ref().map(|r| r.version.text.as_str());

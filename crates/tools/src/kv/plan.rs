@@ -147,7 +147,7 @@ impl Plan<'_> {
                             let mut rounds: Vec<Vec<KvResult>> = vec![Vec::new(); servers.len()];
                             for round in 0..self.repeat() {
                                 for (i, s) in servers.iter().enumerate() {
-                                    let r = self.kv_run(s, w, wi, &cell)?;
+                                    let r = self.kv_run(s, w, wi, &cell, round)?;
                                     progress.ran(&r, round);
                                     rounds[i].push(r);
                                 }
@@ -201,7 +201,7 @@ impl Plan<'_> {
     }
 
     /// One run of the built-in load.
-    fn kv_run(&self, s: &Server, w: Workload, wi: usize, cell: &Cell) -> Result<KvResult> {
+    fn kv_run(&self, s: &Server, w: Workload, wi: usize, cell: &Cell, round: usize) -> Result<KvResult> {
         let spec = load::RunSpec {
             addr: s.addr.clone(),
             workload: w,
@@ -213,13 +213,7 @@ impl Plan<'_> {
             records: self.k.records,
             members: self.k.members,
             wait: s.target.wait(),
-            // The same operations for every target of a cell.
-            seed: keys::fnv64(
-                ((wi as u64) << 48)
-                    ^ ((cell.size as u64) << 20)
-                    ^ ((cell.clients as u64) << 10)
-                    ^ cell.pipeline as u64,
-            ),
+            seed: cell.seed(wi, round),
         };
         let o = load::run(&spec)?;
         if o.misses > 0 {
@@ -299,8 +293,44 @@ struct Cell {
     pipeline: usize,
 }
 
+impl Cell {
+    /// The seed of a run: the same operations for every target of a cell in one round, and
+    /// others in the next round (a round that drew the same ZADDs again would set every score
+    /// to what it already is, and write nothing).
+    fn seed(&self, workload: usize, round: usize) -> u64 {
+        keys::fnv64(
+            ((round as u64) << 56)
+                ^ ((workload as u64) << 48)
+                ^ ((self.size as u64) << 20)
+                ^ ((self.clients as u64) << 10)
+                ^ self.pipeline as u64,
+        )
+    }
+}
+
 impl std::fmt::Display for Cell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} B, clients {}, pipeline {}", self.size, self.clients, self.pipeline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv::collections::CollSource;
+
+    /// Every target of a round draws the same operations; the next round draws others, so its
+    /// ZADDs change scores again (the same draws again wrote nothing, and a round of no-op
+    /// ZADDs, as fast as a read, was reported as the median).
+    #[test]
+    fn a_round_draws_other_zadds_than_the_round_before() {
+        let cell = Cell { size: 16, clients: 1, pipeline: 1 };
+        let wi = 2;
+        let draws = |round| {
+            let mut src = CollSource::new(Workload::Zadd, 1_000_000, cell.seed(wi, round));
+            (0..100).map(|_| src.next_op(&mut None)).collect::<Vec<_>>()
+        };
+        assert_eq!(draws(0), draws(0), "one round's targets draw the same operations");
+        assert!(draws(0).iter().zip(draws(1)).all(|(a, b)| *a != b), "round 2 repeats round 1's ZADDs");
     }
 }

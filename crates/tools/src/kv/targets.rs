@@ -227,6 +227,8 @@ pub struct Env<'a> {
     pub read_barrier: Option<bool>,
     /// `--busy-poll-us`: mojim-sync's primary and mirror poll this long before sleeping.
     pub busy_poll_us: u64,
+    /// `--kv-log-capacity`: mojim-sync's [mirror] log_capacity (`None`: the default).
+    pub log_capacity: Option<u64>,
 }
 
 /// A process of a server: killed, reaped and forgotten by the janitor when dropped.
@@ -513,8 +515,18 @@ fn mojim_kv(env: &Env, dir: &Path, shm: bool, janitor: &mut Janitor) -> Result<(
     mojim::create_region(&dir.join("region.mojim"), id)?;
     let cfg_path = dir.join("mojim.toml");
     let secret = format!("mojim-bench-kv-{}", std::process::id());
-    let text = template(&id.uuid, id.size, &secret, "127.0.0.1:0")
+    let mut text = template(&id.uuid, id.size, &secret, "127.0.0.1:0")
         .replace("busy_poll_us = 0", &format!("busy_poll_us = {}", env.busy_poll_us));
+    if let Some(c) = env.log_capacity {
+        // The mirror makes its logs of this size when it starts: it reads it from this text.
+        let line = "log_capacity = \"64MiB\"";
+        if !text.contains(line) {
+            return Err(Error::Config(format!(
+                "the configuration template has no `{line}` to set --kv-log-capacity in"
+            )));
+        }
+        text = text.replace(line, &format!("log_capacity = \"{c}\""));
+    }
     write_private(&cfg_path, &text).map_err(Error::io("write the configuration"))?;
     let cfg_s =
         cfg_path.to_str().ok_or_else(|| Error::Config(format!("{} is not UTF-8", cfg_path.display())))?;

@@ -319,6 +319,7 @@ pub(super) fn store_new<M: Mem>(
         let blob = zset_blob::encode(items.iter().map(|(s, m)| (*s, m.as_slice())));
         cx.store.put(key, KIND_ZSET, expire_ms, &[&blob], 0, old.as_ref())?;
     } else {
+        cx.check_room(zindex_bytes(items.iter().map(|(_, m)| m.len())))?;
         let refs: Vec<(f64, &[u8])> = items.iter().map(|(s, m)| (*s, m.as_slice())).collect();
         let z = cx.store.zindex_build(&refs)?;
         // The table may have changed (blocks taken): find the key again.
@@ -326,4 +327,12 @@ pub(super) fn store_new<M: Mem>(
         cx.store.put_encoded(key, KIND_ZSET, ENC_ZSET_INDEX, expire_ms, &[&z.encode()], 0, old.as_ref())?;
     }
     Ok(())
+}
+
+/// Bytes an index of members of these lengths stores at least: in the order tree a score, a
+/// length and a slot (12 bytes) and the member; in the member tree a hash, two lengths, the
+/// score and a slot (22 bytes) and the member again (FORMAT.md §11.5, §11.9), nodes' heads and
+/// free room left out.
+pub(super) fn zindex_bytes(members: impl Iterator<Item = usize>) -> u64 {
+    members.map(|m| 34 + 2 * m as u64).sum()
 }

@@ -6,12 +6,12 @@ use crate::store::layout::{class_sizes, KIND_STRING};
 use crate::store::VecMem;
 use std::collections::BTreeMap;
 
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+pub(super) type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -19,28 +19,28 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(super) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }
 
-const MAX_RANGES: usize = 1024;
+pub(super) const MAX_RANGES: usize = 1024;
 
 /// The tree's handle is kept in the value of key "t".
-fn handle<M: Mem>(s: &mut Store<M>) -> Option<Tree> {
+pub(super) fn handle<M: Mem>(s: &mut Store<M>) -> Option<Tree> {
     let f = s.find(b"t").unwrap()?;
     let mut v = Vec::new();
     s.value_into(&f, &mut v).unwrap();
     Tree::decode(&v)
 }
 
-fn keep<M: Mem>(s: &mut Store<M>, t: &Tree) -> Result<(), StoreError> {
+pub(super) fn keep<M: Mem>(s: &mut Store<M>, t: &Tree) -> Result<(), StoreError> {
     let old = s.find(b"t")?;
     s.put(b"t", KIND_STRING, 0, &[&t.encode()], 0, old.as_ref())?;
     Ok(())
 }
 
-fn contents<M: Mem>(s: &Store<M>, t: &Tree) -> Model {
+pub(super) fn contents<M: Mem>(s: &Store<M>, t: &Tree) -> Model {
     let mut m = Model::new();
     s.tree_each(t, |k, v| {
         assert!(m.insert(k.to_vec(), v.to_vec()).is_none(), "a key twice");
@@ -52,7 +52,7 @@ fn contents<M: Mem>(s: &Store<M>, t: &Tree) -> Model {
 
 /// Every block the tree holds, and the rest of the heap's accounting: the tree's blocks and
 /// the entry of "t" are all the used bytes.
-fn check<M: Mem>(s: &mut Store<M>, t: &Tree, model: &Model) {
+pub(super) fn check<M: Mem>(s: &mut Store<M>, t: &Tree, model: &Model) {
     let mut blocks = Vec::new();
     s.tree_blocks(t, |off, size| blocks.push((off, size))).unwrap_or_else(|e| panic!("{e}"));
     let f = s.find(b"t").unwrap().expect("the handle");
@@ -76,7 +76,7 @@ fn check<M: Mem>(s: &mut Store<M>, t: &Tree, model: &Model) {
     }
 }
 
-fn key(r: &mut Rng, spread: u64) -> Vec<u8> {
+pub(super) fn key(r: &mut Rng, spread: u64) -> Vec<u8> {
     let n = r.below(spread);
     match r.below(20) {
         // Now and then a key too large to be inline.
@@ -85,7 +85,7 @@ fn key(r: &mut Rng, spread: u64) -> Vec<u8> {
     }
 }
 
-fn value(r: &mut Rng) -> Vec<u8> {
+pub(super) fn value(r: &mut Rng) -> Vec<u8> {
     let len = match r.below(10) {
         0 => 1001 + r.below(3000),
         1 => 0,
@@ -302,7 +302,7 @@ fn a_crash_at_any_write_leaves_the_last_sealed_tree() {
 }
 
 /// The size of every node of the tree (its header's), and of its block.
-fn node_sizes<M: Mem>(s: &Store<M>, t: &Tree) -> Vec<(usize, u64)> {
+pub(super) fn node_sizes<M: Mem>(s: &Store<M>, t: &Tree) -> Vec<(usize, u64)> {
     let mut out = Vec::new();
     let mut blocks = Vec::new();
     s.tree_blocks(t, |off, size| blocks.push((off, size))).unwrap();
