@@ -116,6 +116,33 @@ fn vectored_sends_arrive_whole_and_in_order() {
 }
 
 #[test]
+fn more_pieces_than_one_seal_takes_arrive_in_order() {
+    let ca = Ca::new("cluster").unwrap();
+    let server = AnyTransport::new(Some(ctx(&ca, "node-a", Role::Node)));
+    let client = AnyTransport::new(Some(ctx(&ca, "app-1", Role::Application)));
+    let l = server.listen("127.0.0.1:0").unwrap();
+    let addr = server.local_addr(&l).unwrap();
+    // Three times the pieces one seal takes (a lane's 32 headers and bodies), some empty.
+    let pieces: Vec<Vec<u8>> =
+        (0..3 * 64).map(|i: usize| (0..(i * 37) % 300).map(|j| (j * 13 + i) as u8).collect()).collect();
+    let want: Vec<u8> = pieces.concat();
+    let total = want.len();
+    let h = std::thread::spawn(move || {
+        let mut c = server.accept(&l).unwrap();
+        let mut got = vec![0u8; 2 * total];
+        c.read_exact(&mut got).unwrap();
+        got
+    });
+    let mut c = client.connect(&addr, Duration::from_secs(5)).unwrap();
+    let mut slices: Vec<IoSlice<'_>> = pieces.iter().map(|p| IoSlice::new(p)).collect();
+    c.send_all_vectored(&mut slices).unwrap();
+    let n = c.write_vectored(&slices).unwrap();
+    assert_eq!(n, total);
+    let got = h.join().unwrap();
+    assert!(got[..total] == want[..] && got[total..] == want[..]);
+}
+
+#[test]
 fn another_cas_certificate_is_refused_on_both_sides() {
     let (ours, theirs) = (Ca::new("cluster").unwrap(), Ca::new("elsewhere").unwrap());
     let (s, c) = exchange(
