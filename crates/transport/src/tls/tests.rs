@@ -143,6 +143,34 @@ fn more_pieces_than_one_seal_takes_arrive_in_order() {
 }
 
 #[test]
+fn the_suite_is_aes_128_gcm_where_the_cpu_has_aes_instructions() {
+    let ca = Ca::new("cluster").unwrap();
+    let server = AnyTransport::new(Some(ctx(&ca, "node-a", Role::Node)));
+    let client = AnyTransport::new(Some(ctx(&ca, "app-1", Role::Application)));
+    let l = server.listen("127.0.0.1:0").unwrap();
+    let addr = server.local_addr(&l).unwrap();
+    let suite = |c: &crate::AnyConn| match c {
+        crate::AnyConn::Tls(t) => t.with_session(|s| s.negotiated_cipher_suite().map(|s| s.suite())),
+        _ => panic!("not a TLS connection"),
+    };
+    let h = std::thread::spawn(move || {
+        let mut c = server.accept(&l).unwrap();
+        let mut b = [0u8; 1];
+        c.read_exact(&mut b).unwrap();
+        suite(&c)
+    });
+    let mut c = client.connect(&addr, Duration::from_secs(5)).unwrap();
+    c.write_all(b"x").unwrap();
+    let want = if super::context::hardware_aes() {
+        rustls::CipherSuite::TLS13_AES_128_GCM_SHA256
+    } else {
+        rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256
+    };
+    assert_eq!(suite(&c), Some(want));
+    assert_eq!(h.join().unwrap(), Some(want));
+}
+
+#[test]
 fn another_cas_certificate_is_refused_on_both_sides() {
     let (ours, theirs) = (Ca::new("cluster").unwrap(), Ca::new("elsewhere").unwrap());
     let (s, c) = exchange(
