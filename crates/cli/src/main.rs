@@ -64,6 +64,9 @@ enum Command {
         listen: String,
         #[arg(long, default_value_t = 0)]
         busy_poll_us: u64,
+        /// A configuration whose `[security]` settings it uses (mutual TLS when tls = true).
+        #[arg(long)]
+        config: Option<std::path::PathBuf>,
     },
 }
 
@@ -265,7 +268,9 @@ fn main() -> ExitCode {
         Command::Kv(a) => kv(a),
         Command::ChaosWorker(a) => mojim_tools::chaos::worker(&a),
         Command::BenchWorker(a) => mojim_tools::bench_failover::worker(&a),
-        Command::Echo { listen, busy_poll_us } => mojim_tools::bench::echo_server(&listen, busy_poll_us),
+        Command::Echo { listen, busy_poll_us, config } => {
+            mojim_tools::bench::echo_server(&listen, busy_poll_us, config.as_deref())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -338,43 +343,14 @@ fn init(a: InitArgs) -> mojim::Result<()> {
     Ok(())
 }
 
-/// Makes `dir`/tls: a CA (its key too, to issue more) and a certificate and key for a node, an
-/// operator and an application, every file mode 0600; returns `config` with the `[security]`
-/// TLS settings on and `[primary]` pointing at the application's certificate.
+/// Makes `dir`/tls and returns `config` with TLS on ([`mojim_tools::certs::make_cluster_certs`]).
 fn init_tls(dir: &std::path::Path, config: &str) -> mojim::Result<String> {
-    use mojim_transport::tls::pki::{Ca, Validity};
-    use mojim_transport::Role;
-    let tls = dir.join("tls");
-    std::fs::create_dir_all(&tls)
-        .map_err(|e| Error::Io { op: format!("create {}", tls.display()), source: e })?;
-    let write = |name: &str, text: &str| {
-        let p = tls.join(name);
-        if p.exists() {
-            return Err(Error::Config(format!("{} exists; certificates are never overwritten", p.display())));
-        }
-        write_private(&p, text).map_err(|e| Error::Io { op: format!("write {}", p.display()), source: e })
-    };
-    let ca = Ca::new("mojim cluster CA").map_err(Error::Config)?;
-    write("ca.pem", ca.cert_pem())?;
-    write("ca.key", ca.key_pem())?;
-    for role in [Role::Node, Role::Operator, Role::Application] {
-        let issued = ca.issue(role.name(), role, Validity::Years(1)).map_err(Error::Config)?;
-        write(&format!("{}.pem", role.name()), &issued.cert_pem)?;
-        write(&format!("{}.key", role.name()), &issued.key_pem)?;
-    }
-    println!("created a CA and certificates for a node, an operator and an application in {}", tls.display());
-    Ok(config
-        .replacen(
-            "tls = false\n",
-            "tls = true\nca_file = \"tls/ca.pem\"\ncert_file = \"tls/node.pem\"\nkey_file = \"tls/node.key\"\n",
-            1,
-        )
-        .replacen(
-            "[primary]\n",
-            "[primary]\n# The application's own certificate (role application; see [security] tls).\n\
-             cert_file = \"tls/application.pem\"\nkey_file = \"tls/application.key\"\n",
-            1,
-        ))
+    let text = mojim_tools::certs::make_cluster_certs(dir, config)?;
+    println!(
+        "created a CA and certificates for a node, an operator and an application in {}",
+        dir.join("tls").display()
+    );
+    Ok(text)
 }
 
 fn serve(a: ServeArgs) -> mojim::Result<()> {

@@ -1,14 +1,22 @@
 //! Mutual TLS between real processes: a cluster made by `mojim init --tls` replicates over
-//! TLS; an application's certificate reads status but cannot promote; a plaintext peer and a
-//! TLS one are each refused naming `[security] tls`.
+//! TLS and fails over through a backup; an application's certificate reads status but cannot
+//! promote; a plaintext peer and a TLS one are each refused naming `[security] tls`; an expired
+//! certificate and another CA's are refused on lanes and operator connections, by the node and
+//! by the connecting side, the refusing side naming the subject and the reason.
 
 mod common;
 
-use mojim::config::Config;
+use mojim::config::{write_private, Config};
 use mojim::{Primary, PrimaryOptions};
+use mojim_node::admin::AdminClient;
+use mojim_transport::tls::pki::{Ca, Validity};
+use mojim_transport::tls::TlsFiles;
+use mojim_transport::{Role, TlsContext};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 struct Node {
     child: Child,
@@ -38,11 +46,22 @@ fn init(d: &Path) {
 }
 
 fn serve(d: &Path) -> Node {
+    serve_logged(&d.join("mojim.toml"), &d.join("node"), None)
+}
+
+/// `mojim serve` with `cfg`, its files in `dir`, its log (stderr) in `log` when given.
+fn serve_logged(cfg: &Path, dir: &Path, log: Option<&Path>) -> Node {
+    let stderr = match log {
+        Some(l) => Stdio::from(std::fs::File::create(l).expect("create the node's log")),
+        None => Stdio::null(),
+    };
     let mut child = Command::new(common::exe())
-        .args(["serve", "--config"])
-        .arg(d.join("mojim.toml"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(cfg)
+        .arg("--dir")
+        .arg(dir)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("run mojim serve");
     let mut line = String::new();
@@ -134,4 +153,236 @@ fn plaintext_and_tls_peers_are_refused_naming_the_setting() {
     drop(node);
     std::fs::remove_dir_all(&d).unwrap();
     std::fs::remove_dir_all(&plain).unwrap();
+}
+
+/// Replaces the certificates `mojim init --tls` made with ones from a CA of this test's (so
+/// that it can issue more): `ca.pem`, and `node`, `operator` and `application` certificates.
+fn reissue(d: &Path) -> Ca {
+    let ca = Ca::new("test cluster CA").unwrap();
+    write_private(&d.join("tls/ca.pem"), ca.cert_pem()).unwrap();
+    for role in [Role::Node, Role::Operator, Role::Application] {
+        issue(d, &ca, role.name(), role, Validity::Years(1));
+    }
+    ca
+}
+
+/// Writes a certificate for `subject` with `role` to `d`/tls/`subject`.pem and its key beside.
+fn issue(d: &Path, ca: &Ca, subject: &str, role: Role, validity: Validity) {
+    let c = ca.issue(subject, role, validity).unwrap();
+    write_private(&d.join(format!("tls/{subject}.pem")), &c.cert_pem).unwrap();
+    write_private(&d.join(format!("tls/{subject}.key")), &c.key_pem).unwrap();
+}
+
+/// A configuration beside `d`/mojim.toml, named `name`, trusting both the cluster's CA and
+/// `other` (`tls/bundle.pem`, as during a change of CA), with `cert` as its certificate.
+fn config_trusting_both(d: &Path, other: &Ca, name: &str, cert: &str) -> PathBuf {
+    let bundle = format!("{}{}", std::fs::read_to_string(d.join("tls/ca.pem")).unwrap(), other.cert_pem());
+    write_private(&d.join("tls/bundle.pem"), &bundle).unwrap();
+    let text = std::fs::read_to_string(d.join("mojim.toml"))
+        .unwrap()
+        .replacen("ca_file = \"tls/ca.pem\"", "ca_file = \"tls/bundle.pem\"", 1)
+        .replacen("tls/node.pem", &format!("tls/{cert}.pem"), 1)
+        .replacen("tls/node.key", &format!("tls/{cert}.key"), 1);
+    let p = d.join(name);
+    write_private(&p, &text).unwrap();
+    p
+}
+
+/// The TLS settings of a connecting side with `d`'s CA file `ca` and the certificate `cert`.
+fn context(d: &Path, ca: &str, cert: &str) -> Arc<TlsContext> {
+    let read = |f: &str| std::fs::read(d.join("tls").join(f)).unwrap();
+    let (ca_pem, cert_pem, key_pem) = (read(ca), read(&format!("{cert}.pem")), read(&format!("{cert}.key")));
+    let (cp, ep, kp) = (PathBuf::from(ca), PathBuf::from(cert), PathBuf::from(cert));
+    let files = TlsFiles { ca: (&cp, &ca_pem), cert: (&ep, &cert_pem), key: (&kp, &key_pem) };
+    Arc::new(TlsContext::from_pem(&files).unwrap_or_else(|e| panic!("{cert}: {e}")))
+}
+
+/// Waits until `t` is past by more than a second (certificates count whole seconds).
+fn wait_until_past(t: SystemTime) {
+    while SystemTime::now() < t + Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until the log at `path` holds every one of `needles`; its text.
+fn wait_log(path: &Path, needles: &[&str]) -> String {
+    let t0 = Instant::now();
+    loop {
+        let t = std::fs::read_to_string(path).unwrap_or_default();
+        if needles.iter().all(|n| t.contains(n)) {
+            return t;
+        }
+        assert!(t0.elapsed() < common::WAIT, "the node's log lacks {needles:?}:\n{t}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Opens a primary on `d`'s region against `addr` with `tls`; the error.
+fn open_refused(d: &Path, addr: &str, tls: Arc<TlsContext>) -> String {
+    let cfg = Config::load(&d.join("mojim.toml")).unwrap();
+    let mut opts = PrimaryOptions::from_config(&cfg, false).unwrap();
+    opts.mirror = addr.to_string();
+    opts.tls = Some(tls);
+    opts.connect_timeout = Duration::from_secs(5);
+    match Primary::open(&opts) {
+        Ok(_) => panic!("a primary with a refused certificate opened"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Connects as an operator to `addr` with `tls`; the error.
+fn admin_refused(d: &Path, addr: &str, tls: Arc<TlsContext>) -> String {
+    let secret = Config::load(&d.join("mojim.toml")).unwrap().secret(false).unwrap();
+    match AdminClient::connect_tls(addr, &secret, Some(tls), Duration::from_secs(5))
+        .and_then(|mut a| a.status())
+    {
+        Ok(_) => panic!("an operator with a refused certificate was answered"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_node_refuses_expired_and_foreign_certificates_naming_them() {
+    let d = dir("refuses");
+    init(&d);
+    let ca = reissue(&d);
+    let other = Ca::new("another CA").unwrap();
+    for (subject, role) in
+        [("stranger-application", Role::Application), ("stranger-operator", Role::Operator)]
+    {
+        issue(&d, &other, subject, role, Validity::Years(1));
+    }
+    // Certificates valid now, expired once the node checks them.
+    let end = SystemTime::now() + Duration::from_secs(4);
+    issue(&d, &ca, "brief-application", Role::Application, Validity::Until(end));
+    issue(&d, &ca, "brief-operator", Role::Operator, Validity::Until(end));
+    let (brief_app, brief_op) =
+        (context(&d, "ca.pem", "brief-application"), context(&d, "ca.pem", "brief-operator"));
+    let log = d.join("node.log");
+    let node = serve_logged(&d.join("mojim.toml"), &d.join("node"), Some(&log));
+    let addr = node.addr.as_str();
+    let not_ours = "is not signed by this side's cluster CA";
+
+    // Another CA's certificate, from a side that trusts both CAs: on a lane ...
+    config_trusting_both(&d, &other, "both.toml", "node");
+    let e = open_refused(&d, addr, context(&d, "bundle.pem", "stranger-application"));
+    assert!(e.contains("refused this side's certificate"), "{e}");
+    wait_log(&log, &["stranger-application", not_ours]);
+    // ... and on an operator's connection (the command-line tool).
+    let mut c = Command::new(common::exe());
+    c.args(["status", "--addr", addr, "--config"]).arg(d.join("both.toml"));
+    c.env("MOJIM_CERT_FILE", d.join("tls/stranger-operator.pem"));
+    c.env("MOJIM_KEY_FILE", d.join("tls/stranger-operator.key"));
+    let out = c.output().unwrap();
+    assert!(!out.status.success());
+    assert!(text(&out).contains("refused this side's certificate"), "{}", text(&out));
+    wait_log(&log, &["stranger-operator", not_ours]);
+
+    // Expired certificates, on a lane and on an operator's connection.
+    wait_until_past(end);
+    let e = open_refused(&d, addr, brief_app);
+    assert!(e.contains("refused this side's certificate"), "{e}");
+    wait_log(&log, &["brief-application", "it has expired"]);
+    let e = admin_refused(&d, addr, brief_op);
+    assert!(e.contains("refused this side's certificate"), "{e}");
+    wait_log(&log, &["brief-operator", "it has expired"]);
+    drop(node);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_connecting_side_refuses_a_node_with_an_expired_or_foreign_certificate() {
+    let d = dir("refused");
+    init(&d);
+    let ca = reissue(&d);
+    let other = Ca::new("another CA").unwrap();
+    issue(&d, &other, "stranger-node", Role::Node, Validity::Years(1));
+    let end = SystemTime::now() + Duration::from_secs(4);
+    issue(&d, &ca, "brief-node", Role::Node, Validity::Until(end));
+    // A node with another CA's certificate (it trusts both CAs itself) ...
+    let foreign = config_trusting_both(&d, &other, "foreign.toml", "stranger-node");
+    let foreign = serve_logged(&foreign, &d.join("foreign"), None);
+    // ... and one whose certificate expires while it runs.
+    let brief = config_trusting_both(&d, &other, "brief.toml", "brief-node");
+    let brief = serve_logged(&brief, &d.join("brief"), None);
+    let app = context(&d, "ca.pem", "application");
+
+    let check = |e: &str, subject: &str, reason: &str| {
+        assert!(e.contains(&format!("subject {subject:?}")) && e.contains(reason), "{e}");
+    };
+    let not_ours = "is not signed by this side's cluster CA";
+    check(&open_refused(&d, &foreign.addr, app.clone()), "stranger-node", not_ours);
+    let out = cli(&d, &["status", "--addr", &foreign.addr], Some("operator"));
+    assert!(!out.status.success());
+    check(&text(&out), "stranger-node", not_ours);
+
+    wait_until_past(end);
+    check(&open_refused(&d, &brief.addr, app), "brief-node", "it has expired");
+    let out = cli(&d, &["status", "--addr", &brief.addr], Some("operator"));
+    assert!(!out.status.success());
+    check(&text(&out), "brief-node", "it has expired");
+    drop((foreign, brief));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_tls_cluster_fails_over_through_its_backup() {
+    let d = dir("failover");
+    init(&d);
+    let cfg_path = d.join("mojim.toml");
+    let backup = serve_logged(&cfg_path, &d.join("b"), None);
+    let mut child = Command::new(common::exe())
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&cfg_path)
+        .arg("--dir")
+        .arg(d.join("m"))
+        .args(["--backup", &backup.addr])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let mirror = Node { child, addr: line.trim().trim_start_matches("serving on ").to_string() };
+
+    let cfg = Config::load(&cfg_path).unwrap();
+    let mut o = PrimaryOptions::from_config(&cfg, false).unwrap();
+    assert!(o.tls.is_some(), "the application's options carry its certificate");
+    o.mirror = mirror.addr.clone();
+    let old = Primary::open(&o).expect("a primary over TLS");
+    let page: Vec<u8> = (0..8192u32).map(|i| (i * 7 % 251) as u8).collect();
+    old.write(0, &page).unwrap();
+    old.msync(0, page.len() as u64).unwrap();
+
+    // The operator promotes the mirror; its backup is drained first, over TLS.
+    let out = cli(&d, &["promote", "--addr", &mirror.addr, "--peer", &backup.addr], Some("operator"));
+    assert!(out.status.success(), "{}", text(&out));
+    let reply: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(reply["backups_drained"], true, "{reply}");
+    drop(old);
+
+    // The application restarts on the promoted copy, the backup its mirror, over TLS.
+    let mut o2 = o.clone();
+    o2.region_path = d.join("m").join("data.mojim");
+    o2.mirror = backup.addr.clone();
+    let p = Primary::open(&o2).expect("open the promoted copy over TLS");
+    let mut got = vec![0u8; page.len()];
+    p.read(0, &mut got).unwrap();
+    assert_eq!(got, page, "what was acknowledged survived the fail-over");
+    let st = p.wait_resync(common::WAIT).expect("the backup is brought up to date");
+    assert!(st.done, "{st:?}");
+    p.write(8192, b"after").unwrap();
+    p.msync(8192, 5).unwrap();
+    drop(p);
+    // The backup, now the mirror, holds it once applied and consistent (read over TLS).
+    let secret = cfg.secret(false).unwrap();
+    let op = context(&d, "ca.pem", "operator");
+    let mut a = AdminClient::connect_tls(&backup.addr, &secret, Some(op), Duration::from_secs(5)).unwrap();
+    common::wait_applied(&mut a);
+    common::wait_status(&mut a, "the copy to be consistent", |st| st.consistent);
+    let image = common::mirror_image(&mut a, 16384);
+    assert_eq!(&image[..8192], &page[..]);
+    assert_eq!(&image[8192..8197], b"after");
+    drop((mirror, backup));
+    std::fs::remove_dir_all(&d).unwrap();
 }

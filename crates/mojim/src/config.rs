@@ -830,11 +830,21 @@ impl Config {
         }
         // An operator's tools may present their own certificate with the node's configuration.
         let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let section = if files.is_some() { "[primary]" } else { "[security]" };
         let (cert, key) = files.unwrap_or((&sec.cert_file, &sec.key_file));
-        let cert = env(CERT_FILE_ENV).unwrap_or_else(|| self.resolve(cert));
-        let key = env(KEY_FILE_ENV).unwrap_or_else(|| self.resolve(key));
-        let ctx = TlsContext::load(&self.resolve(&sec.ca_file), &cert, &key)
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let (cert_env, key_env) = (env(CERT_FILE_ENV), env(KEY_FILE_ENV));
+        // A bad file is named by where it was set: `[primary]`, `[security]` or the environment.
+        let origin = |setting: &str| match setting {
+            "cert_file" if cert_env.is_some() => CERT_FILE_ENV.to_string(),
+            "key_file" if key_env.is_some() => KEY_FILE_ENV.to_string(),
+            "cert_file" | "key_file" => format!("{section} {setting}"),
+            _ => format!("[security] {setting}"),
+        };
+        let cert = cert_env.clone().unwrap_or_else(|| self.resolve(cert));
+        let key = key_env.clone().unwrap_or_else(|| self.resolve(key));
+        let ctx = TlsContext::load(&self.resolve(&sec.ca_file), &cert, &key).map_err(|e| {
+            Error::Config(format!("{} {}: {}", origin(e.setting), e.file.display(), e.reason))
+        })?;
         Ok(Some(Arc::new(ctx)))
     }
 
@@ -1217,6 +1227,24 @@ mod tests {
         assert_eq!(parse_rate("100MiB/s"), Ok(100 << 20));
         assert!(parse_rate("100MiB").unwrap_err().contains("100MiB/s"));
         assert!(parse_rate("0/s").is_err());
+    }
+
+    #[test]
+    fn a_bad_primary_cert_file_is_named_under_primary() {
+        let dir = std::env::temp_dir().join(format!("mojim-config-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ca.pem"), "not read this far").unwrap();
+        let mut file: ConfigFile = toml::from_str(&template(&[0; 16], 4096, "", "a:1")).unwrap();
+        file.security.tls = true;
+        file.security.ca_file = "ca.pem".into();
+        file.security.cert_file = "node.pem".into();
+        file.security.key_file = "node.key".into();
+        file.primary.cert_file = "missing-application.pem".into();
+        file.primary.key_file = "application.key".into();
+        let c = Config { file, base: dir.clone() };
+        let e = c.application_tls().unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(e.contains("[primary] cert_file ") && e.contains("missing-application.pem"), "{e}");
     }
 
     #[test]

@@ -10,10 +10,11 @@ use mojim::config::{random_uuid, template, Config, ConfigFile, Limits, Mode, Nvm
 use mojim::error::{Error, Result};
 use mojim::primary::{Primary, PrimaryOptions};
 use mojim::size::{format_size, parse_size};
-use mojim_transport::{AnyTransport, Conn, Transport};
+use mojim_transport::{AnyTransport, Conn, TlsContext, Transport};
 use serde::Serialize;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Options of `mojim bench`.
@@ -140,6 +141,12 @@ pub struct BenchArgs {
     /// records' bytes through the registered rings).
     #[arg(long, default_value = "tcp", value_delimiter = ',')]
     pub transport: Vec<String>,
+    /// Mutual TLS on the TCP links, comma-separated: off, on, or on,off to run both side by
+    /// side (a session each, their rounds interleaved under --repeat) and print the ratios. With
+    /// on, the benchmark makes a CA and certificates for its mirrors (role node) and its
+    /// primary and pinger (role application); tcp-rtt's echo server speaks TLS too. TCP only.
+    #[arg(long, default_value = "off", value_delimiter = ',', conflicts_with = "mirror")]
+    pub tls: Vec<String>,
     /// Print one JSON object per result instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -171,6 +178,8 @@ pub struct BenchResult {
     pub topology: String,
     /// `tcp`, `shm` or `ucx`.
     pub transport: String,
+    /// Whether the links ran mutual TLS (`--tls on`).
+    pub tls: bool,
     /// CPU time (user + system, µs) per operation of the sending process (the benchmark and the
     /// primary in it; the pinger for tcp-rtt), warm-up included, at the kernel's tick resolution.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -264,6 +273,10 @@ struct Setup {
     disk_args: Vec<String>,
     disk_dir: Option<PathBuf>,
     echo: Option<ChildNode>,
+    /// The primary's and pinger's TLS settings (`--tls on`; role application).
+    tls: Option<Arc<TlsContext>>,
+    /// The benchmark's configuration, for the echo server's TLS settings.
+    echo_config: Option<String>,
     /// The emulated NVMM under the primary's region (`--nvmm-*`; the local mirrors have it too).
     nvmm: NvmmModel,
 }
@@ -283,6 +296,8 @@ impl Setup {
             disk_args: Vec::new(),
             disk_dir: None,
             echo: None,
+            tls: None,
+            echo_config: None,
             nvmm: NvmmModel::default(),
         }
     }
@@ -326,6 +341,8 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         let cfg = Config::load(cfg)?;
         let mut s = Setup::new(None, cfg.resolve(&cfg.file.region.path), cfg.secret(false)?, cfg.limits()?);
         s.mirror_addr = Some(addr.clone());
+        s.tls = cfg.application_tls()?;
+        s.echo_config = a.config.as_ref().and_then(|c| c.to_str()).map(str::to_string);
         s
     } else {
         // Named after the process and a count, so that sessions of one process never share one.
@@ -342,14 +359,25 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         );
         let id = RegionId { uuid: random_uuid(), size: a.region_size };
         mojim::create_region(&s.region_path, id)?;
-        let base = with_mirror_nvmm(template(&id.uuid, id.size, "mojim-bench-secret", "127.0.0.1:0"), a)?;
+        let mut base = with_mirror_nvmm(template(&id.uuid, id.size, "mojim-bench-secret", "127.0.0.1:0"), a)?;
+        if tls_on(a)? {
+            if transport(a) != "tcp" {
+                return Err(Error::Config(format!(
+                    "--tls on covers TCP only, not --transport {}: run it with --transport tcp",
+                    transport_name(a)
+                )));
+            }
+            base = crate::certs::make_cluster_certs(&dir, &base)?;
+        }
         let cfg = dir.join("mojim.toml");
         mojim::config::write_private(&cfg, &base).map_err(Error::io("write config"))?;
+        s.tls = Config::load(&cfg)?.application_tls()?;
         let cfg = cfg.to_str().unwrap_or_default().to_string();
         let poll = a.busy_poll_us.to_string();
         let thresh = a.checkpoint_thresh.map(|t| t.to_string());
         let disk_listen = crate::cluster::listen_addr(&dir, "disk-mirror", transport(a));
         let mut serve = vec!["serve", "--config", &cfg, "--listen", &disk_listen, "--busy-poll-us", &poll];
+        s.echo_config = Some(cfg.clone());
         if let Some(t) = &thresh {
             serve.extend(["--checkpoint-thresh", t.as_str()]);
         }
@@ -405,7 +433,11 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
             None if transport(a) == "ucx" => "ucx:127.0.0.1:0".into(),
             None => "127.0.0.1:0".into(),
         };
-        s.echo = Some(ChildNode::spawn(&exe()?, &["echo", "--listen", &listen, "--busy-poll-us", &poll])?);
+        let mut args = vec!["echo", "--listen", &listen, "--busy-poll-us", &poll];
+        if let Some(c) = &s.echo_config {
+            args.extend(["--config", c.as_str()]);
+        }
+        s.echo = Some(ChildNode::spawn(&exe()?, &args)?);
     }
     Ok(s)
 }
@@ -452,14 +484,74 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     if a.mode.iter().any(|m| m.trim() == "failover") {
         return crate::bench_failover::run(a);
     }
+    let tls = tls_settings(a)?;
     let mut results = Vec::new();
     for t in transports(a)? {
         let mut one = a.clone();
         one.transport = vec![t.to_string()];
-        results.extend(measure(&one)?);
+        if tls.len() == 1 {
+            results.extend(measure(&one)?);
+        } else {
+            results.extend(measure_side_by_side(&one, &tls)?);
+        }
     }
     print(&results, a.json);
     Ok(())
+}
+
+/// `--tls`, checked: each of on and off at most once.
+fn tls_settings(a: &BenchArgs) -> Result<Vec<&'static str>> {
+    let mut out = Vec::new();
+    for t in &a.tls {
+        let t = match t.trim() {
+            "on" => "on",
+            "off" => "off",
+            other => return Err(Error::Config(format!("--tls {other}: choose on, off, or on,off"))),
+        };
+        if out.contains(&t) {
+            return Err(Error::Config(format!("--tls names {t} twice")));
+        }
+        out.push(t);
+    }
+    if out.is_empty() {
+        out.push("off");
+    }
+    Ok(out)
+}
+
+/// Whether this run's links use TLS (the first of `--tls`).
+fn tls_on(a: &BenchArgs) -> Result<bool> {
+    Ok(tls_settings(a)?[0] == "on")
+}
+
+/// Runs the modes once per `--tls` setting, each in a session of its own started before any is
+/// measured, the sessions taking turns round by round (`--repeat`), so that a noisy moment of
+/// this machine falls on both; for each setting and mode, the round with the median p50.
+fn measure_side_by_side(a: &BenchArgs, tls: &[&str]) -> Result<Vec<BenchResult>> {
+    let mut sessions = Vec::new();
+    for t in tls {
+        let mut one = a.clone();
+        one.tls = vec![t.to_string()];
+        one.repeat = 1;
+        sessions.push((Session::start(&one)?, one));
+    }
+    let mut rounds: Vec<Vec<Vec<BenchResult>>> = vec![Vec::new(); sessions.len()];
+    for round in 0..a.repeat.max(1) {
+        for (i, (s, one)) in sessions.iter().enumerate() {
+            if !a.json {
+                eprintln!("bench: --tls {} round {} of {}", tls[i], round + 1, a.repeat);
+            }
+            rounds[i].push(s.measure(one)?);
+        }
+    }
+    let mut out = Vec::new();
+    for per_session in rounds {
+        let modes = per_session.first().map_or(0, Vec::len);
+        for m in 0..modes {
+            out.push(median(per_session.iter().map(|r| r[m].clone()).collect()));
+        }
+    }
+    Ok(out)
 }
 
 /// `--transport`, checked: tcp, shm, shm-rings, ucx and ucx-rings.
@@ -636,7 +728,7 @@ fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
     let cpu = |pid: Option<u32>| pid.and_then(|p| crate::cpu_time::process(p).ok());
     let (sender0, receiver0) = (cpu(Some(std::process::id())), cpu(receiver));
     let mut r = match k {
-        Kind::TcpRtt => tcp_rtt(a, s.echo.as_ref().expect("echo started").addr())?,
+        Kind::TcpRtt => tcp_rtt(a, s, s.echo.as_ref().expect("echo started").addr())?,
         Kind::Mode(m) => sync_points(a, s, m, &s.region_path, k)?,
         Kind::Scheme(..) => sync_points(a, s, Mode::Sync, &s.region_path, k)?,
         Kind::DiskFile => {
@@ -651,6 +743,7 @@ fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
         }
     };
     r.transport = transport_name(a).into();
+    r.tls = s.tls.is_some();
     let ops = (r.ops + a.warmup * a.threads as u64).max(1) as f64;
     let per_op = |before: Option<Duration>, after: Option<Duration>| match (before, after) {
         (Some(b), Some(e)) => Some(e.saturating_sub(b).as_secs_f64() * 1e6 / ops),
@@ -701,8 +794,12 @@ fn disk_recovery(a: &BenchArgs, s: &Setup) -> Result<(u64, usize)> {
     }
     let args: Vec<&str> = s.disk_args.iter().map(String::as_str).collect();
     let restarted = ChildNode::spawn(&exe()?, &args)?;
-    let mut admin =
-        mojim_node::admin::AdminClient::connect(restarted.addr(), &s.secret, Duration::from_secs(5))?;
+    let mut admin = mojim_node::admin::AdminClient::connect_tls(
+        restarted.addr(),
+        &s.secret,
+        s.tls.clone(),
+        Duration::from_secs(5),
+    )?;
     let st = admin.status()?;
     Ok((st.recovery.micros, st.recovery.groups_applied))
 }
@@ -794,6 +891,7 @@ fn drive<S: Send>(
         backups: 0,
         topology: "none".into(),
         transport: "tcp".into(),
+        tls: false,
         cpu_us_sender: None,
         cpu_us_receiver: None,
     })
@@ -821,7 +919,7 @@ fn primary_options(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path) -> Prima
         mirror: s.mirror_for(mode),
         lanes: lanes(a),
         secret: s.secret.clone(),
-        tls: None,
+        tls: s.tls.clone(),
         limits: s.limits.clone(),
         async_window: 256,
         connect_timeout: Duration::from_secs(5),
@@ -861,10 +959,10 @@ fn sync_points(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path, kind: Kind) 
     Ok(r)
 }
 
-fn tcp_rtt(a: &BenchArgs, addr: &str) -> Result<BenchResult> {
+fn tcp_rtt(a: &BenchArgs, s: &Setup, addr: &str) -> Result<BenchResult> {
     let mut states = Vec::new();
     for _ in 0..a.threads {
-        let mut c = AnyTransport::plain()
+        let mut c = AnyTransport::new(s.tls.clone())
             .connect(addr, Duration::from_secs(5))
             .map_err(Error::io(format!("connect to {addr}")))?;
         c.set_busy_poll(Duration::from_micros(a.busy_poll_us));
@@ -879,13 +977,18 @@ fn tcp_rtt(a: &BenchArgs, addr: &str) -> Result<BenchResult> {
 
 /// The other end of `tcp-rtt`: per connection, reads a size, then for each message of that
 /// size answers with 64 bytes (the size of an acknowledgement). Over TCP, UCX (`ucx:` address) or shared memory
-/// when `listen` is a path.
-pub fn echo_server(listen: &str, busy_poll_us: u64) -> Result<()> {
-    let l = AnyTransport::plain().listen(listen).map_err(Error::io(format!("listen on {listen}")))?;
-    println!("serving on {}", AnyTransport::plain().local_addr(&l).map_err(Error::io("local address"))?);
+/// when `listen` is a path; over mutual TLS when `config` has `[security] tls = true`.
+pub fn echo_server(listen: &str, busy_poll_us: u64, config: Option<&Path>) -> Result<()> {
+    let tls = match config {
+        Some(c) => Config::load(c)?.tls()?,
+        None => None,
+    };
+    let t = AnyTransport::new(tls);
+    let l = t.listen(listen).map_err(Error::io(format!("listen on {listen}")))?;
+    println!("serving on {}", t.local_addr(&l).map_err(Error::io("local address"))?);
     let _ = std::io::stdout().flush();
     loop {
-        let Ok(mut c) = AnyTransport::plain().accept(&l) else { continue };
+        let Ok(mut c) = t.accept(&l) else { continue };
         std::thread::spawn(move || -> std::io::Result<()> {
             c.set_busy_poll(Duration::from_micros(busy_poll_us));
             let mut sz = [0u8; 8];
@@ -928,10 +1031,11 @@ pub fn print(results: &[BenchResult], json: bool) {
         "MB/s"
     );
     for r in results {
+        let transport = if r.tls { format!("{}+tls", r.transport) } else { r.transport.clone() };
         println!(
             "{:<18} {:<9} {:>7} {:>7} {:>5} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>11.0} {:>9.1} {:>15}",
             r.mode,
-            r.transport,
+            transport,
             r.size,
             r.threads,
             r.lanes,
@@ -944,7 +1048,18 @@ pub fn print(results: &[BenchResult], json: bool) {
             format!("{}/{}", cpu_cell(r.cpu_us_sender), cpu_cell(r.cpu_us_receiver))
         );
     }
-    let on = |m: &str, t: &str| results.iter().find(|r| r.mode == m && r.transport == t);
+    let on = |m: &str, t: &str| results.iter().find(|r| r.mode == m && r.transport == t && !r.tls);
+    let with_tls = |m: &str| results.iter().find(|r| r.mode == m && r.transport == "tcp" && r.tls);
+    for m in ["sync", "tcp-rtt"] {
+        if let (Some(s), Some(p)) = (with_tls(m), on(m, "tcp")) {
+            println!(
+                "{m} with TLS / without: p50 {:.2}, ops/s {:.2} ({} threads)",
+                s.p50_us / p.p50_us,
+                s.ops_per_s / p.ops_per_s,
+                s.threads
+            );
+        }
+    }
     if let (Some(s), Some(t)) = (on("sync", "tcp"), on("tcp-rtt", "tcp")) {
         println!("sync p50 / tcp-rtt p50 = {:.2}", s.p50_us / t.p50_us);
     }

@@ -167,6 +167,7 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         preload: None,
         c_api: false,
         transport: vec!["tcp".into()],
+        tls: vec!["off".into()],
         json: false,
     };
     println!();

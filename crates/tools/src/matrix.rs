@@ -1165,6 +1165,7 @@ mod tests {
             backups: 0,
             topology: "none".into(),
             transport: "tcp".into(),
+            tls: false,
             cpu_us_sender: None,
             cpu_us_receiver: None,
         }

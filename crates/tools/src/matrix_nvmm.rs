@@ -210,6 +210,7 @@ pub(crate) mod tests {
             backups: 0,
             topology: "none".into(),
             transport: "tcp".into(),
+            tls: false,
             cpu_us_sender: None,
             cpu_us_receiver: None,
         };

@@ -157,7 +157,7 @@ impl Transport for AnyTransport {
     fn connect(&self, addr: &str, timeout: Duration) -> io::Result<AnyConn> {
         self.check_tls(addr)?;
         if let Some(tls) = &self.tls {
-            return TlsConn::client(TcpTransport.connect(addr, timeout)?, tls).map(AnyConn::Tls);
+            return TlsConn::client(TcpTransport.connect(addr, timeout)?, tls, timeout).map(AnyConn::Tls);
         }
         if is_ucx_addr(addr) {
             UcxTransport.connect(addr, timeout).map(AnyConn::Ucx)

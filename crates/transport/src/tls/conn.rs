@@ -15,6 +15,10 @@
 //!   writer sends it after its own records (it looks for more under `state` each time it lets
 //!   go of the socket).
 //!
+//! Neither direction allocates once its buffers have grown: a handle keeps the socket bytes it
+//! read (rustls takes them from there, and only what it cannot take yet is kept in `state`) and
+//! the records it sealed (copied out of rustls under `state`, written once it is let go).
+//!
 //! The first byte from the peer tells a plaintext Mojim peer from a TLS one (a TLS record
 //! begins 0x16, a handshake, or 0x15, an alert); each side refuses the other kind naming
 //! `[security] tls`.
@@ -32,6 +36,8 @@ use std::time::Duration;
 
 /// Plaintext sealed into records at a time (a few records; bounds what one seal buffers).
 const SEAL_CHUNK: usize = 64 << 10;
+/// Pieces sealed at a time (a lane sends up to 32 frames, a header and a body each, at once).
+const SEAL_PIECES: usize = 64;
 /// Bytes read from the socket at a time.
 const READ_CHUNK: usize = 64 << 10;
 /// The first byte of a TLS handshake record and of an alert record.
@@ -40,7 +46,8 @@ const TLS_ALERT: u8 = 0x15;
 
 struct State {
     tls: Connection,
-    /// Bytes read from the socket that rustls has not taken yet.
+    /// Bytes read from the socket that rustls has not taken yet (it takes at most its buffer
+    /// limit of plaintext ahead of the reader).
     incoming: Vec<u8>,
     /// The socket ended: rustls is told once `incoming` is taken.
     eof: bool,
@@ -64,7 +71,10 @@ pub struct TlsConn {
     shared: Arc<Shared>,
     /// This handle's socket, for reading (its busy poll and timeouts are the socket's).
     tcp: TcpConn,
+    /// What this handle read from the socket.
     buf: Vec<u8>,
+    /// Records sealed by this handle on their way to the socket.
+    out: Vec<u8>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -72,14 +82,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl TlsConn {
-    /// The connecting side, over a connected socket. The handshake runs with the first reads
-    /// and writes (the ClientHello goes now).
-    pub fn client(tcp: TcpConn, ctx: &TlsContext) -> io::Result<TlsConn> {
+    /// The connecting side, over a connected socket. Its side of the handshake is finished
+    /// here, waiting at most `timeout` for each of the node's messages: what it sends next goes
+    /// out at once, even if it reads nothing first (the node's verdict on this side's
+    /// certificate comes with the first read).
+    pub fn client(tcp: TcpConn, ctx: &TlsContext, timeout: Duration) -> io::Result<TlsConn> {
         let name = ServerName::try_from("mojim-node").expect("a valid name");
         let tls = ClientConnection::new(ctx.client.clone(), name).map_err(io::Error::other)?;
-        let conn = TlsConn::new(tcp, Connection::Client(tls), false)?;
+        let mut conn = TlsConn::new(tcp, Connection::Client(tls), false)?;
         let st = lock(&conn.shared.state);
-        conn.flush_locked(st, false)?;
+        flush(&conn.shared, st, false, &mut conn.out)?;
+        conn.tcp.set_recv_timeout(Some(timeout))?;
+        conn.pump(&mut [], true)?;
+        conn.tcp.set_recv_timeout(None)?;
         Ok(conn)
     }
 
@@ -100,7 +115,7 @@ impl TlsConn {
             peer_identity: OnceLock::new(),
             server,
         });
-        Ok(TlsConn { shared, tcp, buf: Vec::new() })
+        Ok(TlsConn { shared, tcp, buf: Vec::new(), out: Vec::new() })
     }
 
     /// The rustls connection (for keys derived from the session, with its exporter).
@@ -108,58 +123,24 @@ impl TlsConn {
         f(&mut lock(&self.shared.state).tls)
     }
 
-    /// Seals what rustls has to send and writes it, in order. With `try_only` (a reader), leaves
-    /// it to the writer that holds the socket, if one does: that writer looks for more under
-    /// `state` once it lets go of the socket.
-    fn flush_locked<'a>(&'a self, mut st: MutexGuard<'a, State>, try_only: bool) -> io::Result<()> {
-        loop {
-            if !st.tls.wants_write() {
-                return Ok(());
-            }
-            let sock = if try_only {
-                match self.shared.socket.try_lock() {
-                    Ok(s) => s,
-                    Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                    Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
-                }
-            } else {
-                lock(&self.shared.socket)
-            };
-            let mut out = Vec::new();
-            while st.tls.wants_write() {
-                st.tls.write_tls(&mut out)?;
-            }
-            drop(st);
-            write_or_fail(&self.shared, sock, &out)?;
-            st = lock(&self.shared.state);
-        }
-    }
-
     fn fail(&self, st: &mut State, kind: io::ErrorKind, message: String) -> io::Error {
         st.failed = Some((kind, message.clone()));
         io::Error::new(kind, message)
     }
 
-    /// Feeds what was read to rustls until it has plaintext or wants more.
-    fn feed(&self, st: &mut State) -> io::Result<()> {
-        while !st.incoming.is_empty() {
-            let State { tls, incoming, .. } = st;
-            let mut slice = &incoming[..];
-            // An error here is the plaintext buffer being full: the reader takes it first.
-            let Ok(n) = tls.read_tls(&mut slice) else { break };
-            incoming.drain(..n);
-            if let Err(e) = tls.process_new_packets() {
-                let message = describe(&e, self.shared.server);
-                // The alert for the peer, if any, goes out before the error comes back.
-                let mut out = Vec::new();
-                while st.tls.wants_write() && st.tls.write_tls(&mut out).is_ok() {}
-                let _ = lock(&self.shared.socket).write_all(&out);
-                return Err(self.fail(st, io::ErrorKind::InvalidData, message));
-            }
-            if n == 0 {
-                break;
-            }
+    /// Gives rustls what was read, what it left before and then `fresh`, and processes it; what
+    /// it does not take yet is kept in `incoming`.
+    fn feed(&self, st: &mut State, fresh: &[u8]) -> io::Result<()> {
+        let mut pending = std::mem::take(&mut st.incoming);
+        if pending.is_empty() {
+            let taken = self.give(st, fresh)?;
+            pending.extend_from_slice(&fresh[taken..]);
+        } else {
+            pending.extend_from_slice(fresh);
+            let taken = self.give(st, &pending)?;
+            pending.drain(..taken);
         }
+        st.incoming = pending;
         if st.eof && st.incoming.is_empty() {
             let _ = st.tls.read_tls(&mut &[][..]);
             if let Err(e) = st.tls.process_new_packets() {
@@ -172,6 +153,29 @@ impl TlsConn {
             }
         }
         Ok(())
+    }
+
+    /// Has rustls take and process `bytes` until it takes no more (its plaintext buffer is full:
+    /// the reader takes that first); returns how many it took.
+    fn give(&self, st: &mut State, bytes: &[u8]) -> io::Result<usize> {
+        let mut taken = 0;
+        while taken < bytes.len() {
+            let mut rest = &bytes[taken..];
+            let Ok(n) = st.tls.read_tls(&mut rest) else { break };
+            taken += n;
+            if let Err(e) = st.tls.process_new_packets() {
+                let message = describe(&e, self.shared.server);
+                // The alert for the peer, if any, goes out before the error comes back.
+                let mut out = Vec::new();
+                while st.tls.wants_write() && st.tls.write_tls(&mut out).is_ok() {}
+                let _ = lock(&self.shared.socket).write_all(&out);
+                return Err(self.fail(st, io::ErrorKind::InvalidData, message));
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        Ok(taken)
     }
 
     /// Checks the peer's first byte: a plaintext Mojim peer is refused, naming the setting.
@@ -202,6 +206,39 @@ impl TlsConn {
              false, and this side true; set [security] tls the same on every node and tool"
         );
         Err(self.fail(st, io::ErrorKind::InvalidData, m))
+    }
+}
+
+/// Takes what rustls has sealed to send (records, and handshake messages and alerts) into `out`
+/// and writes it, in order, until rustls has nothing more. With `try_only` (a reader), leaves it
+/// to the writer that holds the socket, if one does: that writer looks for more under `state`
+/// once it lets go of the socket.
+fn flush<'a>(
+    shared: &'a Shared,
+    mut st: MutexGuard<'a, State>,
+    try_only: bool,
+    out: &mut Vec<u8>,
+) -> io::Result<()> {
+    loop {
+        if !st.tls.wants_write() {
+            return Ok(());
+        }
+        let sock = if try_only {
+            match shared.socket.try_lock() {
+                Ok(s) => s,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+            }
+        } else {
+            lock(&shared.socket)
+        };
+        out.clear();
+        while st.tls.wants_write() {
+            st.tls.write_tls(out)?;
+        }
+        drop(st);
+        write_or_fail(shared, sock, out)?;
+        st = lock(&shared.state);
     }
 }
 
@@ -252,16 +289,36 @@ impl Read for TlsConn {
         if buf.is_empty() {
             return Ok(0);
         }
+        self.pump(buf, false)
+    }
+}
+
+impl TlsConn {
+    /// Reads the socket and feeds rustls until there is plaintext for `buf` or, with
+    /// `handshake_only`, until this side's handshake is done (then 0).
+    fn pump(&mut self, buf: &mut [u8], handshake_only: bool) -> io::Result<usize> {
         let _reading = lock(&self.shared.reading);
+        // Bytes at the start of `self.buf` that were read and not yet given to rustls.
+        let mut fresh = 0;
         loop {
             let mut st = lock(&self.shared.state);
             if let Some((kind, m)) = &st.failed {
                 return Err(io::Error::new(*kind, m.clone()));
             }
-            self.feed(&mut st)?;
-            match st.tls.reader().read(buf) {
+            let fed = std::mem::take(&mut fresh);
+            self.feed(&mut st, &self.buf[..fed])?;
+            if handshake_only && !st.tls.is_handshaking() {
+                flush(&self.shared, st, false, &mut self.out)?;
+                return Ok(0);
+            }
+            let plaintext = if handshake_only {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                st.tls.reader().read(buf)
+            };
+            match plaintext {
                 Ok(n) => {
-                    self.flush_locked(st, true)?;
+                    flush(&self.shared, st, true, &mut self.out)?;
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -273,9 +330,12 @@ impl Read for TlsConn {
             if st.eof {
                 return Ok(0);
             }
-            self.flush_locked(st, true)?;
-            self.buf.resize(READ_CHUNK, 0);
+            flush(&self.shared, st, true, &mut self.out)?;
+            if self.buf.len() != READ_CHUNK {
+                self.buf.resize(READ_CHUNK, 0);
+            }
             let n = self.tcp.read(&mut self.buf)?;
+            fresh = n;
             let mut st = lock(&self.shared.state);
             if n == 0 {
                 st.eof = true;
@@ -305,21 +365,62 @@ impl Read for TlsConn {
             if !st.checked {
                 self.check_first(&mut st, self.buf[0])?;
             }
-            st.incoming.extend_from_slice(&self.buf[..n]);
+        }
+    }
+
+    /// Seals `bufs` and writes the records. Records span pieces (a frame's header and body go
+    /// out in one record, not one each), up to SEAL_CHUNK bytes and SEAL_PIECES pieces at a time.
+    fn send(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<()> {
+        let _sending = lock(&self.shared.sending);
+        // The next piece to seal, and how much of it is sealed.
+        let (mut next, mut done) = (0, 0);
+        let mut batch = [IoSlice::new(&[]); SEAL_PIECES];
+        loop {
+            let mut st = lock(&self.shared.state);
+            if let Some((kind, m)) = &st.failed {
+                return Err(io::Error::new(*kind, m.clone()));
+            }
+            let (mut k, mut n) = (0, 0);
+            while next < bufs.len() && n < SEAL_CHUNK && k < SEAL_PIECES {
+                let piece = &bufs[next][done..];
+                let take = piece.len().min(SEAL_CHUNK - n);
+                if take > 0 {
+                    batch[k] = IoSlice::new(&piece[..take]);
+                    k += 1;
+                    n += take;
+                }
+                if take == piece.len() {
+                    (next, done) = (next + 1, 0);
+                } else {
+                    done += take;
+                }
+            }
+            if n > 0 {
+                // The buffer limit is off: rustls takes it all.
+                let taken = st.tls.writer().write_vectored(&batch[..k])?;
+                if taken != n {
+                    let m = format!("TLS took {taken} of {n} bytes to seal");
+                    return Err(self.fail(&mut st, io::ErrorKind::Other, m));
+                }
+            }
+            // Records go out in the order they were sealed: the socket is taken before `state`
+            // is let go.
+            flush(&self.shared, st, false, &mut self.out)?;
+            if next == bufs.len() {
+                return Ok(());
+            }
         }
     }
 }
 
 impl Write for TlsConn {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.send_all_vectored(&mut [IoSlice::new(buf)])?;
+        self.send(&[IoSlice::new(buf)])?;
         Ok(buf.len())
     }
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        let total = bufs.iter().map(|b| b.len()).sum();
-        let mut owned: Vec<IoSlice<'_>> = bufs.to_vec();
-        self.send_all_vectored(&mut owned)?;
-        Ok(total)
+        self.send(bufs)?;
+        Ok(bufs.iter().map(|b| b.len()).sum())
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -328,35 +429,16 @@ impl Write for TlsConn {
 
 impl Conn for TlsConn {
     fn send_all_vectored(&mut self, bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
-        let _sending = lock(&self.shared.sending);
-        let mut pieces = bufs.iter().map(|b| &b[..]).filter(|b| !b.is_empty()).peekable();
-        let mut current: &[u8] = pieces.next().unwrap_or(&[]);
-        loop {
-            let mut st = lock(&self.shared.state);
-            if let Some((kind, m)) = &st.failed {
-                return Err(io::Error::new(*kind, m.clone()));
-            }
-            let mut sealed = 0;
-            while sealed < SEAL_CHUNK && !current.is_empty() {
-                let n = current.len().min(SEAL_CHUNK - sealed);
-                st.tls.writer().write_all(&current[..n])?;
-                sealed += n;
-                current = &current[n..];
-                if current.is_empty() {
-                    current = pieces.next().unwrap_or(&[]);
-                }
-            }
-            // Records go out in the order they were sealed: the socket is taken before `state`
-            // is let go.
-            self.flush_locked(st, false)?;
-            if current.is_empty() {
-                return Ok(());
-            }
-        }
+        self.send(bufs)
     }
 
     fn try_clone(&self) -> io::Result<TlsConn> {
-        Ok(TlsConn { shared: self.shared.clone(), tcp: self.tcp.try_clone()?, buf: Vec::new() })
+        Ok(TlsConn {
+            shared: self.shared.clone(),
+            tcp: self.tcp.try_clone()?,
+            buf: Vec::new(),
+            out: Vec::new(),
+        })
     }
 
     fn peer(&self) -> String {
@@ -369,6 +451,13 @@ impl Conn for TlsConn {
 
     fn set_busy_poll(&mut self, spin: Duration) {
         self.tcp.set_busy_poll(spin);
+    }
+
+    /// A TLS connection reads ahead itself (the socket in READ_CHUNK reads, the plaintext held
+    /// by rustls until it is read): every read is a copy out of rustls, and a buffer above it
+    /// would add one.
+    fn reads_ahead(&self) -> bool {
+        false
     }
 
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {

@@ -1,6 +1,6 @@
 //! A node's, operator's or application's TLS settings, loaded once: the cluster's CA, its own
 //! certificate and key, and the rustls configurations made from them (TLS 1.3 only, ring as the
-//! crypto provider, no session resumption).
+//! crypto provider, no session resumption, AES-128-GCM first where the CPU has AES instructions).
 
 use super::verify::{NodeVerifier, PeerVerifier};
 use super::{PeerIdentity, Role};
@@ -72,7 +72,10 @@ impl TlsContext {
     /// As [`TlsContext::load`], from the files' contents (the paths name them in errors).
     pub fn from_pem(f: &TlsFiles<'_>) -> Result<TlsContext, TlsFileError> {
         let fail = |setting, file: &Path, reason: String| TlsFileError { setting, file: file.into(), reason };
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(rustls::crypto::CryptoProvider {
+            cipher_suites: cipher_suites(),
+            ..rustls::crypto::ring::default_provider()
+        });
         let algs = provider.signature_verification_algorithms;
 
         let mut roots = RootCertStore::empty();
@@ -161,6 +164,40 @@ impl TlsContext {
     /// This side's role.
     pub fn role(&self) -> Role {
         self.me.role.expect("a loaded certificate carries a role")
+    }
+}
+
+/// TLS 1.3's suites, the one offered first the cheapest on this CPU. With AES instructions
+/// (x86-64's AES-NI and PCLMULQDQ, Arm's AES and PMULL) AES-128-GCM: constant-time in hardware,
+/// a 128-bit key, the suite every TLS 1.3 implementation must have (RFC 8446, section 9.1), and
+/// rustls updates its keys long before the records one key may seal (2^24) run out. Without
+/// them ChaCha20-Poly1305, which software runs fast and in constant time. Each side offers all
+/// three, so that hosts of either kind agree; the connecting side's order decides.
+fn cipher_suites() -> Vec<rustls::SupportedCipherSuite> {
+    use rustls::crypto::ring::cipher_suite::{
+        TLS13_AES_128_GCM_SHA256 as AES128, TLS13_AES_256_GCM_SHA384 as AES256,
+        TLS13_CHACHA20_POLY1305_SHA256 as CHACHA,
+    };
+    if hardware_aes() {
+        vec![AES128, AES256, CHACHA]
+    } else {
+        vec![CHACHA, AES128, AES256]
+    }
+}
+
+/// Whether this CPU has the instructions AES-GCM needs to run fast in constant time.
+pub(super) fn hardware_aes() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("aes") && std::arch::is_x86_feature_detected!("pclmulqdq")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("aes") && std::arch::is_aarch64_feature_detected!("pmull")
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
     }
 }
 

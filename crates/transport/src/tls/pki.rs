@@ -24,6 +24,8 @@ pub enum Validity {
     Years(u32),
     /// Ended yesterday.
     Expired,
+    /// From a day ago until this time (a certificate that expires while its holder runs).
+    Until(std::time::SystemTime),
 }
 
 /// A cluster's certificate authority.
@@ -98,6 +100,7 @@ fn set_validity(params: &mut CertificateParams, validity: Validity) {
     let (from, to) = match validity {
         Validity::Years(y) => (now - 365 * day, now + 365 * day * y),
         Validity::Expired => (now - 30 * day, now - day),
+        Validity::Until(end) => (now - day, end),
     };
     params.not_before = from.into();
     params.not_after = to.into();
