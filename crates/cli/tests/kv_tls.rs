@@ -331,7 +331,8 @@ fn tls_alone_with_optional_client_certificates() {
 #[test]
 fn bad_tls_settings_stop_it_before_it_serves_naming_the_value() {
     let certs = Certs::new("kv-tls-bad");
-    let cases: [(&str, fn(&mut mojim::config::ConfigFile), &str); 4] = [
+    type Edit = fn(&mut mojim::config::ConfigFile);
+    let cases: [(&str, Edit, &str); 4] = [
         ("protocols", |f| f.kv.tls_protocols = "TLSv1.1 TLSv1.2".into(), "TLSv1.1"),
         ("auth", |f| f.kv.tls_auth_clients = "sometimes".into(), "\"sometimes\""),
         ("ca", |f| f.kv.tls_ca_cert_file.clear(), "needs tls_ca_cert_file"),
