@@ -309,7 +309,12 @@ fn strangers_are_refused_and_stalled_or_plaintext_clients_hold_no_one_up() {
 #[test]
 fn tls_alone_with_optional_client_certificates() {
     let certs = Certs::new("kv-tls-alone");
-    let c = cluster("kv-tls-alone", &certs, "optional", |_| {});
+    // Small requests only: a client's query buffer holds 32 KiB, so that a long pipeline
+    // leaves plaintext in the TLS session once the socket is drained.
+    let c = cluster("kv-tls-alone", &certs, "optional", |f| {
+        f.kv.max_bulk = "1KiB".into();
+        f.kv.max_inline = "1KiB".into();
+    });
     // listen = "": the plaintext listener is off (Redis's `port 0`).
     let mut kv = Kv::start(&c, &["--listen", ""]);
     assert!(kv.plain.is_empty());
@@ -321,6 +326,20 @@ fn tls_alone_with_optional_client_certificates() {
     assert_eq!(stdout(&o), "v", "{}", all(&o));
     let o = redis_cli(&certs, &kv, Some("stranger"), &["GET", "k"]).expect("redis-cli");
     assert_ne!(stdout(&o), "v", "another CA's client was served: {}", all(&o));
+    let pipeline = r#"
+import sys, redis
+d, port = sys.argv[1], int(sys.argv[2])
+r = redis.Redis(host="127.0.0.1", port=port, ssl=True, ssl_ca_certs=d + "/ca.pem", ssl_cert_reqs="required")
+for round in range(5):
+    p = r.pipeline(transaction=False)
+    for i in range(20000):
+        p.incr("n")
+    assert p.execute()[-1] == 20000 * (round + 1)
+print("ok")
+"#;
+    if let Some(o) = python(&certs, &kv, pipeline) {
+        assert_eq!(stdout(&o), "ok", "{}", all(&o));
+    }
     let o = redis_cli(&certs, &kv, None, &["CONFIG", "GET", "port"]).expect("redis-cli");
     assert_eq!(stdout(&o), "port\n0", "{}", all(&o));
     let o = redis_cli(&certs, &kv, None, &["CONFIG", "GET", "tls-auth-clients"]).expect("redis-cli");
