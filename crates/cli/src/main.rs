@@ -82,21 +82,29 @@ unknown command; docs/COMPATIBILITY.md says what differs from Redis 7.0 and why.
 once with the replicas that hold every acknowledged write (1 in sync mode with the mirror online).
 
 Settings: [kv] in mojim.toml (listen, password, protected_mode, max_clients, max_bulk, max_args, \
-max_inline, output_limit, read_barrier, sentinel_name, announce, sentinels); the region, mode and \
+max_inline, output_limit, read_barrier, sentinel_name, announce, sentinels, and TLS for clients as \
+Redis's tls-* settings: tls_listen, tls_cert_file, tls_key_file, tls_ca_cert_file, \
+tls_auth_clients, tls_protocols); the region, mode and \
 mirror from [region] and [primary]. With a password ([kv] password, or the environment variable \
 MOJIM_KV_PASSWORD; mojim init writes a random one) a client must AUTH before anything else \
 (-NOAUTH); without one, protected mode refuses any listen address but loopback. A request past a \
 limit, or one that breaks the protocol, closes that client with -ERR Protocol error; a reply past \
 output_limit closes it with an error, its command undone; nothing else changes. While the mirror is lost (on_mirror_loss = \"block\") writes wait; a primary fenced by a \
-promotion stops with an error. Prints \"serving on ADDR\" when ready.";
+promotion stops with an error. Prints \"serving on ADDR\" when ready \
+(with tls_listen, \"serving TLS on ADDR\" before it; with listen = \"\", ADDR is the TLS one).";
 
 #[derive(Args)]
 struct KvArgs {
     #[command(flatten)]
     config: ConfigArgs,
-    /// Address Redis clients connect to, instead of [kv] listen (port 0: any free port).
+    /// Address Redis clients connect to, instead of [kv] listen (port 0: any free port; "":
+    /// no plaintext listener, TLS only).
     #[arg(long)]
     listen: Option<String>,
+    /// Address Redis clients connect to over TLS, instead of [kv] tls_listen (port 0: any free
+    /// port); the certificates are [kv] tls_cert_file, tls_key_file and tls_ca_cert_file.
+    #[arg(long)]
+    tls_listen: Option<String>,
     /// Region file, instead of [region] path (on a promoted node: the mirror's data.mojim).
     #[arg(long)]
     region: Option<PathBuf>,
@@ -283,8 +291,13 @@ fn main() -> ExitCode {
 
 fn kv(a: KvArgs) -> mojim::Result<()> {
     let cfg = Config::load(&a.config.config)?;
-    let mut opts =
-        mojim_kv::KvOptions::from_config(&cfg, a.config.insecure, a.listen.as_deref()).map_err(kv_error)?;
+    let mut opts = mojim_kv::KvOptions::from_config(
+        &cfg,
+        a.config.insecure,
+        a.listen.as_deref(),
+        a.tls_listen.as_deref(),
+    )
+    .map_err(kv_error)?;
     if let Some(r) = a.region {
         opts.primary.region_path = r;
     }

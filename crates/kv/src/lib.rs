@@ -15,6 +15,7 @@ mod options;
 pub mod resp;
 pub mod server;
 pub mod store;
+pub mod tls;
 
 pub use error::KvError;
 pub use options::{split_host_port, KvOptions};

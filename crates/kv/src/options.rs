@@ -2,6 +2,7 @@
 
 use crate::error::KvError;
 use crate::resp::Limits;
+use crate::tls::{KvTls, TlsSettings};
 use mojim::{Config, PrimaryOptions};
 
 /// Everything `mojim kv` needs, read once at start-up.
@@ -9,8 +10,10 @@ use mojim::{Config, PrimaryOptions};
 pub struct KvOptions {
     /// How to open the region and reach its mirror.
     pub primary: PrimaryOptions,
-    /// The address to listen on.
+    /// The address to listen on in plaintext ("": no plaintext listener).
     pub listen: String,
+    /// The TLS listener, if any (`[kv] tls_listen`).
+    pub tls: Option<KvTls>,
     /// Request limits.
     pub limits: Limits,
     /// Connections served at once.
@@ -77,8 +80,13 @@ fn size(key: &str, v: &str, min: u64, max: u64) -> Result<usize, KvError> {
 
 impl KvOptions {
     /// Reads `cfg`'s `[kv]` section (and what the primary needs); `listen` overrides
-    /// `[kv] listen`.
-    pub fn from_config(cfg: &Config, insecure: bool, listen: Option<&str>) -> Result<KvOptions, KvError> {
+    /// `[kv] listen`, `tls_listen` `[kv] tls_listen`.
+    pub fn from_config(
+        cfg: &Config,
+        insecure: bool,
+        listen: Option<&str>,
+        tls_listen: Option<&str>,
+    ) -> Result<KvOptions, KvError> {
         let primary = PrimaryOptions::from_config(cfg, insecure)?;
         let k = &cfg.file.kv;
         let max_bulk = size("max_bulk", &k.max_bulk, 1, 1 << 30)?;
@@ -119,12 +127,46 @@ impl KvOptions {
             None => k.password.clone().into_bytes(),
         };
         let password = (!password.is_empty()).then(|| Password::new(&password));
-        if password.is_none() && k.protected_mode && !is_loopback(&listen) {
+        let tls_listen = tls_listen.unwrap_or(&k.tls_listen).to_string();
+        let tls = if tls_listen.is_empty() {
+            None
+        } else {
+            let file = |v: &str| (!v.is_empty()).then(|| cfg.resolve(v));
+            Some(KvTls::load(&TlsSettings {
+                listen: &tls_listen,
+                cert_file: file(&k.tls_cert_file),
+                key_file: file(&k.tls_key_file),
+                ca_cert_file: file(&k.tls_ca_cert_file),
+                auth_clients: &k.tls_auth_clients,
+                protocols: &k.tls_protocols,
+            })?)
+        };
+        if listen.is_empty() && tls.is_none() {
+            return Err(KvError::Config(
+                "[kv] listen is empty (no plaintext listener) and so is [kv] tls_listen: mojim kv would \
+                 serve no one; set either"
+                    .into(),
+            ));
+        }
+        if password.is_none() && k.protected_mode && !listen.is_empty() && !is_loopback(&listen) {
             return Err(KvError::Config(format!(
                 "protected mode: mojim kv would listen on {listen}, which is not a loopback address, with no \
                  password, so anyone who reaches the port could read, change and flush the data; set [kv] \
                  password (or MOJIM_KV_PASSWORD), listen on 127.0.0.1, or set [kv] protected_mode = false"
             )));
+        }
+        // Over TLS, a client that had to present a certificate from the CA is known.
+        if let Some(t) = tls.as_ref().filter(|t| t.auth_clients != crate::tls::AuthClients::Yes) {
+            if password.is_none() && k.protected_mode && !is_loopback(&t.listen) {
+                return Err(KvError::Config(format!(
+                    "protected mode: mojim kv would listen on {} (tls_listen), which is not a loopback \
+                     address, with no password and tls_auth_clients = \"{}\", so anyone who reaches the port \
+                     could read, change and flush the data; set [kv] password (or MOJIM_KV_PASSWORD), \
+                     tls_auth_clients = \"yes\", listen on 127.0.0.1, or set [kv] protected_mode = false",
+                    t.listen,
+                    t.auth_clients.name()
+                )));
+            }
         }
         if k.databases == 0 || k.databases > mojim_kv_dbs() {
             return Err(KvError::Config(format!(
@@ -151,6 +193,7 @@ impl KvOptions {
         Ok(KvOptions {
             primary,
             listen,
+            tls,
             limits: Limits { max_bulk, max_args: k.max_args as usize, max_inline },
             max_clients: k.max_clients as usize,
             max_group_bytes,

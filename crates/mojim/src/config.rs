@@ -164,6 +164,25 @@ pub struct KvSection {
     /// whose reply would pass it is undone, and the client is sent an error and closed (as
     /// Redis's `client-output-buffer-limit`). It must be at least twice `max_bulk`, and 1 MiB.
     pub output_limit: String,
+    /// `tls_listen = ""`: the address Redis clients connect to over TLS (Redis's `tls-port`;
+    /// `--tls-listen` overrides it; port 0 takes any free port). Empty: no TLS listener. It
+    /// serves beside `listen`, or alone when `listen` is empty.
+    pub tls_listen: String,
+    /// `tls_cert_file = ""`: the server's certificate (and chain), PEM (Redis's
+    /// `tls-cert-file`; relative to this file).
+    pub tls_cert_file: String,
+    /// `tls_key_file = ""`: its private key, PEM, mode 0600 (`tls-key-file`).
+    pub tls_key_file: String,
+    /// `tls_ca_cert_file = ""`: the CA certificates clients' certificates must chain to, PEM
+    /// (`tls-ca-cert-file`); needed unless `tls_auth_clients = "no"`.
+    pub tls_ca_cert_file: String,
+    /// `tls_auth_clients = "yes"`: "yes": a client must present a certificate from
+    /// `tls_ca_cert_file`; "optional": one it presents must be, but it may present none; "no":
+    /// none is asked for (`tls-auth-clients`).
+    pub tls_auth_clients: String,
+    /// `tls_protocols = "TLSv1.2 TLSv1.3"`: the TLS versions served, separated by spaces
+    /// (`tls-protocols`); only TLSv1.2 and TLSv1.3 are offered.
+    pub tls_protocols: String,
 }
 
 impl Default for KvSection {
@@ -182,6 +201,12 @@ impl Default for KvSection {
             protected_mode: true,
             output_limit: "256MiB".into(),
             databases: 16,
+            tls_listen: String::new(),
+            tls_cert_file: String::new(),
+            tls_key_file: String::new(),
+            tls_ca_cert_file: String::new(),
+            tls_auth_clients: "yes".into(),
+            tls_protocols: "TLSv1.2 TLSv1.3".into(),
         }
     }
 }
@@ -1198,6 +1223,19 @@ protected_mode = true
 output_limit = "256MiB"
 # Databases clients may SELECT (1 to 16).
 databases = 16
+# TLS for Redis clients (redis-cli --tls, redis-py ssl=True), as Redis's tls-* settings: the
+# address it listens on (--tls-listen overrides it; empty: no TLS; listen = "" turns the
+# plaintext one off), the server's certificate and key (PEM, relative to this file, the key mode
+# 0600) and the CA that clients' certificates must chain to. tls_auth_clients: "yes" (a client
+# certificate is required), "optional" (checked if given) or "no". tls_protocols: TLSv1.2 and/or
+# TLSv1.3. `mojim init --tls` makes a CA and certificates (tls/ca.pem, tls/node.pem for the
+# server, tls/application.pem for clients).
+tls_listen = ""
+tls_cert_file = ""
+tls_key_file = ""
+tls_ca_cert_file = ""
+tls_auth_clients = "yes"
+tls_protocols = "TLSv1.2 TLSv1.3"
 "#,
         uuid = format_uuid(uuid),
         size = format_size(size),

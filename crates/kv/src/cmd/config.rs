@@ -183,6 +183,15 @@ fn settings() -> Vec<Setting> {
             names: &["bind"],
             kind: Kind::Fixed("it is the host of [kv] listen (or --listen), read at start-up"),
         },
+        Setting {
+            names: &["tls-port"],
+            kind: Kind::Fixed("it is the port of [kv] tls_listen (or --tls-listen), read at start-up"),
+        },
+        Setting { names: &["tls-cert-file"], kind: Kind::Fixed(FIXED_KV) },
+        Setting { names: &["tls-key-file"], kind: Kind::Fixed(FIXED_KV) },
+        Setting { names: &["tls-ca-cert-file"], kind: Kind::Fixed(FIXED_KV) },
+        Setting { names: &["tls-auth-clients"], kind: Kind::Fixed(FIXED_KV) },
+        Setting { names: &["tls-protocols"], kind: Kind::Fixed(FIXED_KV) },
         Setting { names: &["maxclients"], kind: Kind::Fixed(FIXED_KV) },
         Setting { names: &["proto-max-bulk-len"], kind: Kind::Fixed(FIXED_KV) },
         Setting { names: &["requirepass"], kind: Kind::Fixed(FIXED_KV) },
@@ -215,15 +224,16 @@ impl Setting {
             Kind::Moot(v, _) => v.to_string(),
             Kind::Fixed(_) => match self.names[0] {
                 "databases" => cx.databases().to_string(),
-                "port" => port.to_string(),
+                "port" if cx.host.plaintext() => port.to_string(),
+                "port" => "0".into(),
                 "bind" => bind.to_string(),
                 "maxmemory" => {
                     let g = cx.store.geometry();
                     (g.heap_end - g.heap_off).to_string()
                 }
-                "protected-mode" | "requirepass" | "maxclients" | "proto-max-bulk-len" => {
-                    cx.host.fixed_setting(self.names[0])
-                }
+                "protected-mode" | "requirepass" | "maxclients" | "proto-max-bulk-len" | "tls-port"
+                | "tls-cert-file" | "tls-key-file" | "tls-ca-cert-file" | "tls-auth-clients"
+                | "tls-protocols" => cx.host.fixed_setting(self.names[0]),
                 other => unreachable!("{other} has no value"),
             },
         }

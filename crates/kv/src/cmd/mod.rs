@@ -68,6 +68,11 @@ pub trait Host {
     fn connected_clients(&self) -> usize;
     /// The address clients connect to.
     fn listen_addr(&self) -> String;
+    /// Whether clients may connect in the clear (false when only `[kv] tls_listen` serves:
+    /// `CONFIG GET port` is then 0, as in Redis).
+    fn plaintext(&self) -> bool {
+        true
+    }
     /// Counters for INFO.
     fn stats(&self) -> Stats;
     /// The Sentinel master name and the addresses of the servers that answer for it (the
@@ -84,7 +89,7 @@ pub trait Host {
     /// user's, checked against the ACL users).
     fn auth_failed(&self, _client: &str, _user: &[u8]) {}
     /// The value of a setting fixed at start-up, by its Redis name (`protected-mode`,
-    /// `requirepass`, `maxclients`, `proto-max-bulk-len`).
+    /// `requirepass`, `maxclients`, `proto-max-bulk-len`, and the `tls-*` ones).
     fn fixed_setting(&self, name: &str) -> String;
     /// Resets the counters `INFO stats` shows (`CONFIG RESETSTAT`).
     fn reset_stats(&self);

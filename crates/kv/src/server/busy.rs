@@ -10,13 +10,13 @@
 
 use super::blocking::Waits;
 use super::client::{Client, ReadOutcome};
+use super::listeners::{self, Listeners};
 use super::Server;
 use crate::cmd::scripting::Answered;
 use crate::cmd::{Args, Session};
 use crate::resp::{Limits, Parsed, Reply};
 use rustix::event::epoll;
 use std::cell::RefCell;
-use std::net::TcpListener;
 use std::os::fd::{AsFd, OwnedFd};
 
 /// Tokens of the clients accepted while a script runs (their index added).
@@ -27,7 +27,7 @@ const MAX_ARRIVALS: usize = 1024;
 /// What serving the other clients needs from the server.
 pub struct BusyIo<'a> {
     pub ep: &'a OwnedFd,
-    pub listener: &'a TcpListener,
+    pub listeners: &'a Listeners,
     /// The slot of the client running the script.
     pub me: usize,
     pub waits: &'a RefCell<Waits>,
@@ -55,8 +55,8 @@ impl BusyIo<'_> {
         }
         for ev in &events {
             let token = ev.data.u64();
-            if token == super::LISTENER {
-                self.accept();
+            if listeners::is_listener(token) {
+                self.accept(token);
             } else if token >= ARRIVAL {
                 let k = (token - ARRIVAL) as usize;
                 if let Some(c) = self.arrivals.borrow_mut().get_mut(k) {
@@ -100,17 +100,13 @@ impl BusyIo<'_> {
         }
     }
 
-    fn accept(&self) {
+    fn accept(&self, token: u64) {
         loop {
             if self.arrivals.borrow().len() >= MAX_ARRIVALS {
                 return;
             }
-            let Ok((stream, peer)) = self.listener.accept() else { return };
-            if stream.set_nonblocking(true).is_err() {
-                continue;
-            }
-            let _ = stream.set_nodelay(true);
-            let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
+            let Ok(Some((stream, peer))) = self.listeners.accept(token) else { return };
+            let laddr = stream.tcp().local_addr().map(|a| a.to_string()).unwrap_or_default();
             let mut c = Client::new(stream, Session::new(0, peer.to_string(), !self.password), self.limits);
             c.laddr = laddr.into();
             let token = ARRIVAL + self.arrivals.borrow().len() as u64;
@@ -172,7 +168,7 @@ impl BusyIo<'_> {
         if !c.write() {
             c.closing = true;
         }
-        if c.sent < c.releasable && !c.interest.contains(epoll::EventFlags::OUT) {
+        if c.wants_write() && !c.interest.contains(epoll::EventFlags::OUT) {
             let want = c.interest | epoll::EventFlags::OUT;
             if epoll::modify(self.ep, c.stream.as_fd(), epoll::EventData::new_u64(token), want).is_ok() {
                 c.interest = want;
@@ -218,7 +214,10 @@ impl Server<'_> {
         if c.eof && c.pending_input().is_empty() {
             c.closing = true;
         }
-        let (closing, done, input) = (c.closing, c.unsent() == 0, !c.pending_input().is_empty());
+        let (closing, done, input) = (c.closing, c.all_sent(), !c.pending_input().is_empty());
+        if c.stream.is_tls() && c.stream.has_buffered_input() && !self.tls_backlog.contains(&i) {
+            self.tls_backlog.push(i);
+        }
         if closing && done {
             self.closing.push(i);
         } else if input {

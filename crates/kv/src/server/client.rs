@@ -1,10 +1,10 @@
 //! One connection: its socket, the bytes read and not yet run, the replies not yet sent, and
 //! its session.
 
+use super::link::Link;
 use crate::cmd::Session;
 use crate::resp::{Limits, Parser};
-use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::io::ErrorKind;
 
 /// Bytes read from one client per turn at most, so that one busy client cannot starve the
 /// others (level-triggered polling brings the rest next turn).
@@ -20,7 +20,7 @@ pub fn buffer_cap(max_request: usize) -> usize {
 
 /// A connected client.
 pub struct Client {
-    pub stream: TcpStream,
+    pub stream: Link,
     pub session: Session,
     pub parser: Parser,
     /// Bytes read: `buf[start..end]` not yet run (`buf` is always initialised to its length).
@@ -63,7 +63,7 @@ pub enum ReadOutcome {
 }
 
 impl Client {
-    pub fn new(stream: TcpStream, session: Session, limits: Limits) -> Client {
+    pub fn new(stream: Link, session: Session, limits: Limits) -> Client {
         Client {
             stream,
             session,
@@ -90,7 +90,7 @@ impl Client {
         use std::os::fd::AsRawFd;
         let age_s = now_ms.saturating_sub(self.since_ms) / 1000;
         crate::cmd::client::Conn {
-            fd: self.stream.as_raw_fd(),
+            fd: self.stream.tcp().as_raw_fd(),
             laddr: self.laddr.clone(),
             age_s,
             idle_s: if self.session.last_ms == 0 {
@@ -141,7 +141,13 @@ impl Client {
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return ReadOutcome::Data,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return ReadOutcome::Closed,
+                Err(e) => {
+                    if e.kind() == ErrorKind::InvalidData {
+                        // A TLS client's handshake or records failed (its doing).
+                        tracing::info!(client = %self.session.addr, error = %e, "closing a TLS client");
+                    }
+                    return ReadOutcome::Closed;
+                }
             }
         }
         ReadOutcome::Data
@@ -157,6 +163,12 @@ impl Client {
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => return false,
             }
+        }
+        // Over TLS: the records sealed and not sent yet (the handshake's too).
+        match self.stream.flush() {
+            Ok(()) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+            Err(_) => return false,
         }
         if self.sent == self.out.len() {
             self.out.clear();
@@ -174,8 +186,18 @@ impl Client {
         self.start > 0 || self.end < self.buf.len() || self.buf.len() < buffer_cap(max_request)
     }
 
-    /// Replies waiting to be written.
+    /// Replies waiting to be written (over TLS, rustls holds at most 64 KiB more, sealed).
     pub fn unsent(&self) -> usize {
         self.out.len() - self.sent
+    }
+
+    /// Whether everything was sent: the replies, and over TLS the records sealed of them.
+    pub fn all_sent(&self) -> bool {
+        self.unsent() == 0 && self.stream.flushed()
+    }
+
+    /// Whether the socket must say when it is writable: replies may go, or TLS records wait.
+    pub fn wants_write(&self) -> bool {
+        self.sent < self.releasable || !self.stream.flushed()
     }
 }

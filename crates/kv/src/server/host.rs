@@ -106,6 +106,10 @@ impl Host for ServerHost<'_> {
         self.listen.to_string()
     }
 
+    fn plaintext(&self) -> bool {
+        !self.busy.listeners.plain_addr.is_empty()
+    }
+
     fn stats(&self) -> Stats {
         self.stats.clone()
     }
@@ -136,6 +140,17 @@ impl Host for ServerHost<'_> {
             "requirepass" => o.password.as_ref().map(|p| p.reveal()).unwrap_or_default(),
             "maxclients" => o.max_clients.to_string(),
             "proto-max-bulk-len" => o.limits.max_bulk.to_string(),
+            "tls-port" => {
+                let a = &self.busy.listeners.tls_addr;
+                a.rsplit_once(':').map_or("0", |(_, p)| p).to_string()
+            }
+            "tls-cert-file" => o.tls.as_ref().map(|t| t.cert_file.display().to_string()).unwrap_or_default(),
+            "tls-key-file" => o.tls.as_ref().map(|t| t.key_file.display().to_string()).unwrap_or_default(),
+            "tls-ca-cert-file" => {
+                o.tls.as_ref().map(|t| t.ca_cert_file.display().to_string()).unwrap_or_default()
+            }
+            "tls-auth-clients" => o.tls.as_ref().map_or("yes", |t| t.auth_clients.name()).into(),
+            "tls-protocols" => o.tls.as_ref().map_or("TLSv1.2 TLSv1.3".into(), |t| t.protocols.clone()),
             _ => String::new(),
         }
     }

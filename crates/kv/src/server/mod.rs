@@ -19,6 +19,8 @@ mod blocking;
 mod busy;
 mod client;
 mod host;
+mod link;
+mod listeners;
 pub(crate) mod pubsub;
 mod sync;
 
@@ -30,17 +32,16 @@ use crate::store::Store;
 use blocking::{Waits, Written};
 use client::{Client, ReadOutcome, MAX_PENDING_OUT};
 use host::{AuthLog, ServerHost};
+use listeners::Listeners;
 use mojim::{CopyHold, Primary, Ticket};
 use rustix::event::epoll;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io::Write as _;
-use std::net::TcpListener;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 use sync::{persist, settle, sync, wait};
 
-const LISTENER: u64 = u64::MAX;
 /// How often expired keys are looked for.
 const EXPIRE_EVERY: Duration = Duration::from_millis(100);
 /// Buckets an expiry pass looks at in one slice.
@@ -86,24 +87,19 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
     let resend = store.take_resend();
     sync(&primary, &resend)?;
     settle(&primary);
-    let listener = TcpListener::bind(&opts.listen).map_err(|e| {
-        KvError::Config(format!(
-            "cannot listen on [kv] listen (or --listen) {}: {e}; choose a free address (port 0: any)",
-            opts.listen
-        ))
-    })?;
-    listener.set_nonblocking(true).map_err(KvError::io("make the listener non-blocking"))?;
-    let local = listener.local_addr().map_err(KvError::io("read the listener's address"))?.to_string();
     let ep = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(|e| KvError::io("epoll_create")(e.into()))?;
-    epoll::add(&ep, listener.as_fd(), epoll::EventData::new_u64(LISTENER), epoll::EventFlags::IN)
-        .map_err(|e| KvError::io("epoll_ctl")(e.into()))?;
+    let listeners = Listeners::bind(opts, &ep)?;
+    let local = listeners.main_addr().to_string();
+    let tls_local = listeners.tls_addr.clone();
+    let plain = !listeners.plain_addr.is_empty();
     let mut server = Server {
         primary: &primary,
         store,
         opts,
-        listener,
+        listeners,
         listen: local.clone(),
         ep,
+        tls_backlog: Vec::new(),
         clients: Vec::new(),
         free: Vec::new(),
         ready: Vec::new(),
@@ -134,7 +130,11 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         outgoing: Vec::new(),
     };
     server.sweep_stale()?;
-    tracing::info!(listen = %local, keys = server.store.keys(), "mojim kv serving");
+    tracing::info!(listen = %local, tls = %tls_local, keys = server.store.keys(), "mojim kv serving");
+    // The ready line comes last: "serving on" the plaintext address, or the TLS one alone.
+    if plain && !tls_local.is_empty() {
+        println!("serving TLS on {tls_local}");
+    }
     println!("serving on {local}");
     let _ = std::io::stdout().flush();
     server.run_loop()
@@ -144,9 +144,13 @@ struct Server<'p> {
     primary: &'p Primary,
     store: Store<&'p Primary>,
     opts: &'p KvOptions,
-    listener: TcpListener,
+    listeners: Listeners,
+    /// The address INFO and SENTINEL give (the plaintext listener's, else the TLS one's).
     listen: String,
     ep: std::os::fd::OwnedFd,
+    /// TLS clients whose session holds plaintext not read yet (the socket, drained, will not
+    /// say so): read again once they may read.
+    tls_backlog: Vec<usize>,
     clients: Vec<Option<Client>>,
     free: Vec<usize>,
     /// Clients with input to run (in order of arrival).
@@ -207,7 +211,8 @@ impl Server<'_> {
                 let w = self.waits.borrow();
                 (w.has_ready(), w.next_deadline())
             };
-            let busy = !self.ready.is_empty() || !self.inflight.is_empty() || woke;
+            let backlog = self.tls_backlog.iter().any(|&i| self.may_read(i));
+            let busy = !self.ready.is_empty() || !self.inflight.is_empty() || woke || backlog;
             let mut timeout = if busy { Some(Duration::ZERO) } else { Some(EXPIRE_EVERY) };
             if let Some(d) = deadline {
                 let left = Duration::from_millis(d.saturating_sub(cmd::now_ms()));
@@ -239,8 +244,8 @@ impl Server<'_> {
             };
             for ev in &events {
                 let token = ev.data.u64();
-                if token == LISTENER {
-                    self.accept();
+                if listeners::is_listener(token) {
+                    self.accept(token);
                     continue;
                 }
                 let i = token as usize;
@@ -250,6 +255,13 @@ impl Server<'_> {
                 }
                 if flags.intersects(epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR) {
                     self.read_client(i);
+                }
+            }
+            for i in std::mem::take(&mut self.tls_backlog) {
+                if self.may_read(i) {
+                    self.read_client(i);
+                } else if !self.tls_backlog.contains(&i) {
+                    self.tls_backlog.push(i);
                 }
             }
             self.turn()?;
@@ -262,12 +274,21 @@ impl Server<'_> {
         }
     }
 
-    fn accept(&mut self) {
+    /// Whether client `i` is open and registered for input (its buffer has room, its replies
+    /// are being read).
+    fn may_read(&self, i: usize) -> bool {
+        self.clients
+            .get(i)
+            .and_then(|c| c.as_ref())
+            .is_some_and(|c| c.interest.contains(epoll::EventFlags::IN))
+    }
+
+    /// Accepts the connections waiting on the listener of `token`.
+    fn accept(&mut self, token: u64) {
         loop {
-            let (stream, peer) = match self.listener.accept() {
-                Ok(x) => x,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            let (stream, peer) = match self.listeners.accept(token) {
+                Ok(Some(x)) => x,
+                Ok(None) => return,
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
                     return;
@@ -276,18 +297,16 @@ impl Server<'_> {
             self.stats.connections += 1;
             let live = self.clients.len() - self.free.len();
             if live >= self.opts.max_clients {
-                let mut s = stream;
-                let _ = s.write_all(b"-ERR max number of clients reached\r\n");
+                // Over TLS, before a handshake, it can only be closed.
+                if let link::Link::Plain(mut s) = stream {
+                    let _ = s.write_all(b"-ERR max number of clients reached\r\n");
+                }
                 continue;
             }
-            if stream.set_nonblocking(true).is_err() {
-                continue;
-            }
-            let _ = stream.set_nodelay(true);
             let id = self.next_id;
             self.next_id += 1;
             let session = Session::new(id, peer.to_string(), self.opts.password.is_none());
-            let laddr = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
+            let laddr = stream.tcp().local_addr().map(|a| a.to_string()).unwrap_or_default();
             let mut c = Client::new(stream, session, self.opts.limits);
             c.laddr = laddr.into();
             let slot = match self.free.pop() {
@@ -319,11 +338,20 @@ impl Server<'_> {
             return;
         }
         let (before, was_eof) = (c.end - c.start, c.eof);
-        match c.read(max_request) {
+        let outcome = c.read(max_request);
+        let tls = c.stream.is_tls();
+        if tls && c.stream.has_buffered_input() && !self.tls_backlog.contains(&i) {
+            self.tls_backlog.push(i);
+        }
+        match outcome {
             ReadOutcome::Closed => self.closing.push(i),
             // New bytes (or the end): whatever was waiting may be complete now.
             ReadOutcome::Data if c.end - c.start != before || c.eof != was_eof => self.mark_ready(i),
             ReadOutcome::Data => {}
+        }
+        if tls {
+            // The handshake's answers may wait for the socket to be writable.
+            self.update_interest(i);
         }
     }
 
@@ -349,7 +377,7 @@ impl Server<'_> {
             self.closing.push(i);
             return;
         }
-        if c.unsent() == 0 && c.closing {
+        if c.all_sent() && c.closing {
             self.closing.push(i);
         }
         // A client that was held back for its pending replies may run again.
@@ -445,7 +473,7 @@ impl Server<'_> {
         }
         self.release(false)?;
         for &i in ready.iter().chain(&woken) {
-            if self.clients[i].as_ref().is_some_and(|c| c.closing && c.unsent() == 0) {
+            if self.clients[i].as_ref().is_some_and(|c| c.closing && c.all_sent()) {
                 self.closing.push(i);
             }
             self.update_interest(i);
@@ -469,7 +497,7 @@ impl Server<'_> {
             if let Some(c) = slot.and_then(|i| self.clients[i].as_mut()) {
                 c.closing = true;
                 c.start = c.end;
-                if c.unsent() == 0 {
+                if c.all_sent() {
                     self.closing.push(slot.expect("found"));
                 }
             }
@@ -566,7 +594,7 @@ impl Server<'_> {
         if !c.closing && c.unsent() < MAX_PENDING_OUT && c.can_read(max_request) {
             want |= epoll::EventFlags::IN;
         }
-        if c.sent < c.releasable {
+        if c.wants_write() {
             want |= epoll::EventFlags::OUT;
         }
         if want != c.interest {
@@ -612,7 +640,7 @@ impl Server<'_> {
             scripts: &self.scripts,
             busy: busy::BusyIo {
                 ep: &self.ep,
-                listener: &self.listener,
+                listeners: &self.listeners,
                 me: i,
                 waits: &self.waits,
                 arrivals: &self.arrivals,
@@ -800,7 +828,7 @@ impl Server<'_> {
                 c.held -= bytes;
                 c.releasable += bytes;
                 self.write_client(i);
-                if self.clients[i].as_ref().is_some_and(|c| c.closing && c.unsent() == 0) {
+                if self.clients[i].as_ref().is_some_and(|c| c.closing && c.all_sent()) {
                     self.closing.push(i);
                 }
             }
@@ -887,7 +915,9 @@ impl Server<'_> {
         closing.sort_unstable();
         closing.dedup();
         for i in closing {
-            if let Some(c) = self.clients[i].take() {
+            if let Some(mut c) = self.clients[i].take() {
+                c.stream.close();
+                self.tls_backlog.retain(|&r| r != i);
                 self.watches.unwatch(c.session.id);
                 self.pubsub.get_mut().remove_client(c.session.id);
                 self.waits.borrow_mut().unpark(i);
