@@ -212,6 +212,17 @@ pub struct RvmSection {
     /// with `requirepass` (empty: none). The `MOJIM_REDIS_PASSWORD` environment variable wins
     /// over it. A file that holds it must be private (mode 0600), as for the secret.
     pub redis_password: String,
+    /// `redis_tls = false`: speak TLS to the Redis server (redis-cli's `--tls`), which needs
+    /// `redis_ca_file`.
+    pub redis_tls: bool,
+    /// `redis_ca_file = ""`: the CA that signed the Redis server's certificate, PEM (redis-cli's
+    /// `--cacert`; relative to the configuration file).
+    pub redis_ca_file: String,
+    /// `redis_cert_file = ""`: this client's certificate for a server with `tls-auth-clients`
+    /// (redis-cli's `--cert`); set with `redis_key_file`.
+    pub redis_cert_file: String,
+    /// `redis_key_file = ""`: the private key of `redis_cert_file` (redis-cli's `--key`).
+    pub redis_key_file: String,
 }
 
 impl Default for RvmSection {
@@ -224,6 +235,10 @@ impl Default for RvmSection {
             redis_key: "mojim-rvm".into(),
             redis_capacity: "64MiB".into(),
             redis_password: String::new(),
+            redis_tls: false,
+            redis_ca_file: String::new(),
+            redis_cert_file: String::new(),
+            redis_key_file: String::new(),
         }
     }
 }
@@ -1232,6 +1247,13 @@ redis_capacity = "64MiB"
 # The password for a Redis server with requirepass (sent with AUTH; empty: none). The
 # MOJIM_REDIS_PASSWORD environment variable wins over it and keeps it out of this file.
 redis_password = ""
+# TLS to the Redis server, as redis-cli's --tls, --cacert, --cert and --key: the CA that signed
+# the server's certificate (which must name the host or IP address of `redis`), and this
+# client's certificate and key for a server with tls-auth-clients (PEM, relative to this file).
+redis_tls = false
+redis_ca_file = ""
+redis_cert_file = ""
+redis_key_file = ""
 
 [kv]
 # mojim kv: a Redis-protocol server whose keys and values live in this region (on the primary's
