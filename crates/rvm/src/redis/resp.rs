@@ -154,7 +154,23 @@ impl fmt::Display for RespError {
             RespError::Io { op, source } if source.kind() == io::ErrorKind::WouldBlock => {
                 write!(f, "{op}: no answer within the timeout ({source})")
             }
-            RespError::Io { op, source } => write!(f, "{op}: {source}"),
+            RespError::Io { op, source } => {
+                write!(f, "{op}: {source}")?;
+                use rustls::AlertDescription as A;
+                match source.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+                    Some(rustls::Error::AlertReceived(A::CertificateRequired)) => f.write_str(
+                        " (the server requires a client certificate: set [rvm] redis_cert_file and \
+                         redis_key_file)",
+                    ),
+                    Some(rustls::Error::AlertReceived(
+                        A::BadCertificate | A::UnknownCA | A::CertificateUnknown | A::CertificateExpired,
+                    )) => f.write_str(
+                        " (the server refused [rvm] redis_cert_file: it must be signed by a CA in the \
+                         server's tls-ca-cert-file, and be valid now)",
+                    ),
+                    _ => Ok(()),
+                }
+            }
             RespError::Protocol(m) => write!(f, "protocol violation: {m}"),
         }
     }
