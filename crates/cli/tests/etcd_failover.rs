@@ -5,11 +5,15 @@
 mod common;
 
 use common::{first_difference, mirror_image, wait_applied, Cluster, Rng, WAIT};
+use mojim::config::ConfigFile;
 use mojim::coord::Coordinator;
 use mojim::{Primary, PrimaryOptions};
-use mojim_etcd::testing::EtcdServer;
+use mojim_etcd::testing::{EtcdServer, ServerTls};
 use mojim_node::admin::AdminClient;
 use mojim_tools::child::ChildNode;
+use mojim_transport::tls::pki::{Ca, Validity};
+use mojim_transport::tls::Role;
+use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 fn scribble(p: &Primary, rng: &mut Rng, n: usize) {
@@ -40,9 +44,43 @@ fn start_node(c: &Cluster, name: &str, backups: &[&str]) -> ChildNode {
 #[test]
 fn the_mirror_takes_over_when_the_primary_lease_expires() {
     let Some(etcd) = EtcdServer::start_for_test() else { return };
-    let mut rng = Rng::new(common::seed("etcd-failover"));
+    fail_over(etcd, "etcd-failover", |_| {});
+}
+
+/// The same over TLS: etcd requires client certificates, and every node and the application
+/// present one from etcd's CA (`[cluster] etcd_ca_file`, `etcd_cert_file`, `etcd_key_file`).
+#[test]
+fn the_mirror_takes_over_when_the_primary_lease_expires_with_tls_to_etcd() {
+    let ca = Ca::new("etcd CA").expect("CA");
+    let server = ca.issue_for_hosts("etcd", &[], &["127.0.0.1"], Validity::Years(1)).expect("certificate");
+    let tls = ServerTls { ca_pem: ca.cert_pem(), cert_pem: &server.cert_pem, key_pem: &server.key_pem };
+    let Some(etcd) = EtcdServer::start_tls_for_test(&tls) else { return };
+    assert!(etcd.endpoint().starts_with("https://"), "{}", etcd.endpoint());
+    let pki = common::TempDir::new("etcd-failover-tls-pki");
+    let client = ca.issue("mojim", Role::Node, Validity::Years(1)).expect("certificate");
+    let write = |name: &str, pem: &str| {
+        let path = pki.path().join(name);
+        std::fs::write(&path, pem).expect("write a PEM file");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        path.to_str().expect("utf-8").to_string()
+    };
+    let (ca_file, cert_file, key_file) = (
+        write("ca.pem", ca.cert_pem()),
+        write("client.pem", &client.cert_pem),
+        write("client.key", &client.key_pem),
+    );
+    fail_over(etcd, "etcd-failover-tls", |f| {
+        f.cluster.etcd_ca_file = ca_file.clone();
+        f.cluster.etcd_cert_file = cert_file.clone();
+        f.cluster.etcd_key_file = key_file.clone();
+    });
+}
+
+fn fail_over(etcd: EtcdServer, test: &str, tls: impl Fn(&mut ConfigFile)) {
+    let mut rng = Rng::new(common::seed(test));
     let endpoint = etcd.endpoint();
-    let c = Cluster::new("etcd-failover", 2 << 20, |f| {
+    let c = Cluster::new(test, 2 << 20, |f| {
+        tls(f);
         f.primary.lanes = 2;
         f.cluster.coordinator = "etcd".into();
         f.cluster.etcd_endpoints = vec![endpoint.clone()];

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::error::EtcdError;
 use crate::http::{self, Failure};
+use crate::tls::EtcdTls;
 use crate::wire::{self, Guard};
 
 /// gRPC's `NOT_FOUND`, which etcd returns for a lease that does not exist.
@@ -60,23 +61,58 @@ struct Inner {
     timeout: Duration,
     /// The index of the endpoint that answered last, tried first.
     preferred: AtomicUsize,
+    /// For `https://` endpoints.
+    tls: Option<EtcdTls>,
 }
 
 impl Client {
     /// A client of the etcd members at `endpoints` (`"host:port"`, or `"http://host:port"`),
     /// giving each request `timeout` per endpoint. Nothing is contacted yet.
     pub fn new(endpoints: &[String], timeout: Duration) -> Result<Client, EtcdError> {
+        Client::with_tls(endpoints, timeout, None)
+    }
+
+    /// As [`Client::new`], with TLS for `https://host:port` endpoints. Either every endpoint is
+    /// `https://` and `tls` is given, or none is and `tls` is `None`: a client that was given
+    /// TLS files never falls back to plain HTTP.
+    pub fn with_tls(
+        endpoints: &[String],
+        timeout: Duration,
+        tls: Option<EtcdTls>,
+    ) -> Result<Client, EtcdError> {
         if endpoints.is_empty() {
             return Err(EtcdError::InvalidArgument { what: "the endpoint list is empty".into() });
         }
         if timeout.is_zero() {
             return Err(EtcdError::InvalidArgument { what: "the request timeout is zero".into() });
         }
-        let endpoints = endpoints.iter().map(|e| normalize_endpoint(e)).collect::<Result<_, _>>()?;
-        Ok(Client { inner: Arc::new(Inner { endpoints, timeout, preferred: AtomicUsize::new(0) }) })
+        let endpoints: Vec<String> =
+            endpoints.iter().map(|e| normalize_endpoint(e)).collect::<Result<_, _>>()?;
+        for e in &endpoints {
+            match (e.starts_with(HTTPS), tls.is_some()) {
+                (true, false) => {
+                    return Err(EtcdError::InvalidArgument {
+                        what: format!(
+                            "endpoint {e:?} speaks TLS but no CA to check it was given (etcd_ca_file, \
+                             etcdctl --cacert)"
+                        ),
+                    })
+                }
+                (false, true) => {
+                    return Err(EtcdError::InvalidArgument {
+                        what: format!(
+                            "endpoint {e:?} is plain HTTP but TLS files were given: write it https://{e}, \
+                             or drop the TLS files"
+                        ),
+                    })
+                }
+                _ => {}
+            }
+        }
+        Ok(Client { inner: Arc::new(Inner { endpoints, timeout, preferred: AtomicUsize::new(0), tls }) })
     }
 
-    /// The endpoints, as `"host:port"`.
+    /// The endpoints, as `"host:port"` (`"https://host:port"` for TLS).
     pub fn endpoints(&self) -> &[String] {
         &self.inner.endpoints
     }
@@ -279,7 +315,9 @@ impl Client {
             let index = (first + i) % endpoints.len();
             let endpoint = &endpoints[index];
             tried.push(endpoint.clone());
-            let response = match http::post(endpoint, path, &body, self.inner.timeout) {
+            let addr = endpoint.strip_prefix(HTTPS).unwrap_or(endpoint);
+            let tls = self.inner.tls.as_ref();
+            let response = match http::post(addr, tls, path, &body, self.inner.timeout) {
                 Ok(r) => r,
                 Err(Failure::NotSent(e)) => {
                     last_error = format!("{endpoint}: {e}");
@@ -310,20 +348,24 @@ impl Client {
     }
 }
 
-/// Checks one endpoint and reduces it to `"host:port"`.
+/// The scheme of a TLS endpoint.
+const HTTPS: &str = "https://";
+
+/// Checks one endpoint and reduces it to `"host:port"`, or `"https://host:port"` for TLS.
 fn normalize_endpoint(endpoint: &str) -> Result<String, EtcdError> {
     let bad = |why: &str| EtcdError::InvalidArgument { what: format!("endpoint {endpoint:?} {why}") };
     let e = endpoint.trim();
-    if e.starts_with("https://") {
-        return Err(bad("uses TLS, which this client does not speak; give a plain-HTTP client URL"));
-    }
-    let e = e.strip_prefix("http://").unwrap_or(e).trim_end_matches('/');
+    let (scheme, e) = match e.strip_prefix(HTTPS) {
+        Some(rest) => (HTTPS, rest),
+        None => ("", e.strip_prefix("http://").unwrap_or(e)),
+    };
+    let e = e.trim_end_matches('/');
     if e.contains('/') {
         return Err(bad("has a path; give host:port"));
     }
     match e.rsplit_once(':') {
         Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0) => {
-            Ok(e.to_owned())
+            Ok(format!("{scheme}{e}"))
         }
         _ => Err(bad("is not host:port with a non-zero port")),
     }

@@ -8,6 +8,11 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use rustls::pki_types::ServerName;
+use rustls::{ClientConnection, StreamOwned};
+
+use crate::tls::EtcdTls;
+
 /// Longest status line plus headers (or trailers) accepted.
 pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Largest response body accepted; etcd's own request limit is 1.5 MiB, a prefix read may be more.
@@ -31,11 +36,17 @@ pub(crate) enum Failure {
     Malformed(String),
 }
 
-/// Sends `POST path` with a JSON `body` to `addr` ("host:port") and reads the response, all
-/// within `timeout`.
-pub(crate) fn post(addr: &str, path: &str, body: &[u8], timeout: Duration) -> Result<Response, Failure> {
+/// Sends `POST path` with a JSON `body` to `addr` ("host:port"), over TLS if `tls` is given,
+/// and reads the response, all within `timeout` (the TLS handshake included).
+pub(crate) fn post(
+    addr: &str,
+    tls: Option<&EtcdTls>,
+    path: &str,
+    body: &[u8],
+    timeout: Duration,
+) -> Result<Response, Failure> {
     let deadline = Instant::now() + timeout;
-    let stream = connect(addr, deadline)?;
+    let socket = DeadlineSocket { stream: connect(addr, deadline)?, deadline };
     let mut request = format!(
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n",
@@ -43,14 +54,70 @@ pub(crate) fn post(addr: &str, path: &str, body: &[u8], timeout: Duration) -> Re
     )
     .into_bytes();
     request.extend_from_slice(body);
-    let sent = |e: io::Error| Failure::Sent(format!("{e}"));
-    stream.set_write_timeout(Some(left(deadline).map_err(sent)?)).map_err(sent)?;
-    (&stream).write_all(&request).map_err(sent)?;
-    let mut reader = BufReader::new(DeadlineReader { stream, deadline });
-    read_response(&mut reader).map_err(|e| match e {
-        ReadError::Io(e) => Failure::Sent(format!("{e}")),
+    match tls {
+        None => exchange(socket, &request, false),
+        Some(tls) => {
+            let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+            let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+            let name = ServerName::try_from(host.to_owned())
+                .map_err(|e| Failure::NotSent(format!("{host:?} is no host name for TLS: {e}")))?;
+            let conn = ClientConnection::new(tls.config.clone(), name)
+                .map_err(|e| Failure::NotSent(crate::tls::explain(&e, tls.has_cert())))?;
+            let mut stream = StreamOwned::new(conn, socket);
+            // Nothing of the request leaves before the handshake is done: a failure is NotSent.
+            while stream.conn.is_handshaking() {
+                let r = stream.conn.complete_io(&mut stream.sock);
+                r.map_err(|e| Failure::NotSent(io_reason(&e, tls.has_cert())))?;
+            }
+            exchange(stream, &request, tls.has_cert())
+        }
+    }
+}
+
+/// Writes `request` and reads one response; `has_cert`: whether a TLS client presented a
+/// certificate.
+fn exchange(mut stream: impl Read + Write, request: &[u8], has_cert: bool) -> Result<Response, Failure> {
+    let sent = |e: io::Error| Failure::Sent(io_reason(&e, has_cert));
+    stream.write_all(request).map_err(sent)?;
+    stream.flush().map_err(sent)?;
+    let mut reader = BufReader::new(Counted { inner: stream, read: 0 });
+    let r = read_response(&mut reader);
+    let answered = reader.get_ref().read > 0;
+    r.map_err(|e| match e {
+        // TLS 1.3 servers check the client's certificate after the client's side of the
+        // handshake is done, so their refusal comes as an alert where the answer should be:
+        // the session was refused before the request reached etcd.
+        ReadError::Io(e) if !answered && refused_session(&e) => Failure::NotSent(io_reason(&e, has_cert)),
+        ReadError::Io(e) => Failure::Sent(io_reason(&e, has_cert)),
         ReadError::Malformed(m) => Failure::Malformed(m),
     })
+}
+
+/// Whether `e` is a fatal TLS alert from the server about the handshake.
+fn refused_session(e: &io::Error) -> bool {
+    use rustls::AlertDescription as A;
+    matches!(
+        e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()),
+        Some(rustls::Error::AlertReceived(
+            A::CertificateRequired
+                | A::BadCertificate
+                | A::UnknownCA
+                | A::CertificateUnknown
+                | A::CertificateExpired
+                | A::CertificateRevoked
+                | A::UnsupportedCertificate
+                | A::HandshakeFailure
+                | A::AccessDenied
+        ))
+    )
+}
+
+/// An I/O error in words, with a hint for the TLS failures.
+fn io_reason(e: &io::Error, has_cert: bool) -> String {
+    match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        Some(tls) => crate::tls::explain(tls, has_cert),
+        None => format!("{e}"),
+    }
 }
 
 /// Connects to the first address of `addr` that accepts before `deadline`.
@@ -81,21 +148,50 @@ fn left(deadline: Instant) -> io::Result<Duration> {
     Ok(d)
 }
 
-/// A socket whose every read gives up at one deadline, however the bytes trickle in.
-struct DeadlineReader {
+/// A socket whose every read and write gives up at one deadline, however the bytes trickle.
+struct DeadlineSocket {
     stream: TcpStream,
     deadline: Instant,
 }
 
-impl Read for DeadlineReader {
+fn timed_out(r: io::Result<usize>) -> io::Result<usize> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            Err(io::Error::new(io::ErrorKind::TimedOut, "no answer within the timeout"))
+        }
+        r => r,
+    }
+}
+
+impl Read for DeadlineSocket {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.stream.set_read_timeout(Some(left(self.deadline)?))?;
-        match self.stream.read(buf) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                Err(io::Error::new(io::ErrorKind::TimedOut, "no answer within the timeout"))
-            }
-            r => r,
-        }
+        timed_out(self.stream.read(buf))
+    }
+}
+
+impl Write for DeadlineSocket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stream.set_write_timeout(Some(left(self.deadline)?))?;
+        timed_out(self.stream.write(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
+    }
+}
+
+/// A reader that counts the bytes it delivered.
+struct Counted<R> {
+    inner: R,
+    read: usize,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n;
+        Ok(n)
     }
 }
 
@@ -344,7 +440,7 @@ mod tests {
         let (addr, server) =
             serve_once(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{}\r\n\r\n0\r\n\r\n");
         let started = Instant::now();
-        let r = post(&addr, "/v3/kv/range", b"{}", Duration::from_secs(5)).unwrap();
+        let r = post(&addr, None, "/v3/kv/range", b"{}", Duration::from_secs(5)).unwrap();
         assert!(started.elapsed() < Duration::from_millis(400), "waited for close");
         assert_eq!(r, Response { status: 200, body: b"{}\r\n".to_vec() });
         let request = String::from_utf8(server.join().unwrap()).unwrap();
@@ -357,8 +453,22 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let started = Instant::now();
-        let r = post(&addr, "/v3/kv/range", b"{}", Duration::from_millis(200));
+        let r = post(&addr, None, "/v3/kv/range", b"{}", Duration::from_millis(200));
         assert!(matches!(r, Err(Failure::Sent(_))), "{r:?}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        drop(listener);
+    }
+
+    #[test]
+    fn a_silent_tls_handshake_times_out_as_not_sent() {
+        let ca = mojim_transport::tls::pki::Ca::new("CA").unwrap();
+        let p = std::path::Path::new("ca.pem");
+        let tls = EtcdTls::from_pem((p, ca.cert_pem().as_bytes()), None).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let started = Instant::now();
+        let r = post(&addr, Some(&tls), "/v3/kv/range", b"{}", Duration::from_millis(200));
+        assert!(matches!(&r, Err(Failure::NotSent(e)) if e.contains("timeout")), "{r:?}");
         assert!(started.elapsed() < Duration::from_secs(2));
         drop(listener);
     }
@@ -366,7 +476,7 @@ mod tests {
     #[test]
     fn refused_connection_is_not_sent() {
         let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
-        let r = post(&addr, "/", b"", Duration::from_secs(1));
+        let r = post(&addr, None, "/", b"", Duration::from_secs(1));
         assert!(matches!(r, Err(Failure::NotSent(_))), "{r:?}");
     }
 }

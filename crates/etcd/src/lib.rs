@@ -1,7 +1,8 @@
 //! A small, blocking etcd v3 client and leader election held with a lease.
 //!
-//! The client speaks etcd's JSON gateway (`POST /v3/kv/range` and friends) over plain HTTP/1.1,
-//! one request per connection, so it needs neither an async runtime nor gRPC. It covers what
+//! The client speaks etcd's JSON gateway (`POST /v3/kv/range` and friends) over HTTP/1.1, plain
+//! or in TLS with a client certificate ([`EtcdTls`], `https://` endpoints), one request per
+//! connection, so it needs neither an async runtime nor gRPC. It covers what
 //! fail-over needs and nothing more: single-key reads, prefix reads, puts, the two transactions
 //! that make a key a lock (create-if-absent and compare-and-swap), deletes and leases.
 //!
@@ -19,8 +20,10 @@ mod http;
 mod leadership;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+mod tls;
 mod wire;
 
 pub use client::{Client, KeyValue};
 pub use error::EtcdError;
 pub use leadership::Leadership;
+pub use tls::{EtcdTls, TlsFile, TlsFileError};

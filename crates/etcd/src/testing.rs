@@ -2,7 +2,8 @@
 //!
 //! [`EtcdServer::start`] runs the system's `etcd` on loopback ports with its data in a fresh
 //! directory (in `/dev/shm` when there is one), tuned so that leases may be as short as 1 s.
-//! Dropping the server kills it and removes the directory.
+//! Dropping the server kills it and removes the directory. [`EtcdServer::start_tls`] runs it
+//! with https client URLs that require a client certificate (etcd's `--client-cert-auth`).
 
 use std::fs;
 use std::net::TcpListener;
@@ -13,6 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::client::Client;
+use crate::tls::EtcdTls;
 
 /// Where Debian's `etcd-server` puts the binary; `etcd` on `PATH` is the fallback.
 const DEBIAN_ETCD: &str = "/usr/bin/etcd";
@@ -31,6 +33,27 @@ pub struct EtcdServer {
     child: Child,
     data_dir: PathBuf,
     client_port: u16,
+    tls: Option<ServerTlsFiles>,
+}
+
+/// What an etcd with TLS on its client URLs presents and trusts, PEM.
+///
+/// The certificate must name 127.0.0.1 (an IP subject alternative name) and allow both server
+/// and client authentication: etcd presents it to clients, and the server's own probe presents
+/// it to etcd as a client certificate.
+pub struct ServerTls<'a> {
+    /// The CA that signed `cert_pem` and that etcd trusts for client certificates.
+    pub ca_pem: &'a str,
+    pub cert_pem: &'a str,
+    pub key_pem: &'a str,
+}
+
+/// Where the server's TLS files were written (in its data directory).
+#[derive(Debug, Clone)]
+pub struct ServerTlsFiles {
+    pub ca_file: PathBuf,
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
 }
 
 impl EtcdServer {
@@ -39,12 +62,21 @@ impl EtcdServer {
     /// Fails if no etcd binary is installed (install Debian's `etcd-server`), or if it does not
     /// answer within 10 s; the error then quotes the end of etcd's log.
     pub fn start() -> Result<EtcdServer, String> {
+        Self::start_with(None)
+    }
+
+    /// As [`EtcdServer::start`], with TLS on the client URLs and client certificates required.
+    pub fn start_tls(tls: &ServerTls<'_>) -> Result<EtcdServer, String> {
+        Self::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<&ServerTls<'_>>) -> Result<EtcdServer, String> {
         let binary = etcd_binary().ok_or_else(|| {
             format!("no etcd binary at {DEBIAN_ETCD} or on PATH: install the Debian package etcd-server")
         })?;
         let mut last = String::new();
         for _ in 0..START_ATTEMPTS {
-            match Self::start_once(&binary) {
+            match Self::start_once(&binary, tls) {
                 Ok(server) => return Ok(server),
                 Err(e) => last = e,
             }
@@ -67,7 +99,18 @@ impl EtcdServer {
         }
     }
 
-    fn start_once(binary: &Path) -> Result<EtcdServer, String> {
+    /// As [`EtcdServer::start_for_test`], with TLS ([`EtcdServer::start_tls`]).
+    pub fn start_tls_for_test(tls: &ServerTls<'_>) -> Option<EtcdServer> {
+        if skip_without_etcd() {
+            return None;
+        }
+        match Self::start_tls(tls) {
+            Ok(server) => Some(server),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn start_once(binary: &Path, tls: Option<&ServerTls<'_>>) -> Result<EtcdServer, String> {
         let [client_port, peer_port] = free_ports()?;
         let data_dir = fresh_dir();
         fs::create_dir_all(&data_dir).map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
@@ -75,9 +118,18 @@ impl EtcdServer {
         let log =
             fs::File::create(&log_path).map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
         let log_err = log.try_clone().map_err(|e| format!("cannot duplicate the log file handle: {e}"))?;
-        let client_url = format!("http://127.0.0.1:{client_port}");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let client_url = format!("{scheme}://127.0.0.1:{client_port}");
         let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let files = tls.map(|t| write_tls_files(&data_dir, t)).transpose()?;
         let mut command = Command::new(binary);
+        if let Some(f) = &files {
+            command
+                .arg(format!("--cert-file={}", f.cert_file.display()))
+                .arg(format!("--key-file={}", f.key_file.display()))
+                .arg(format!("--trusted-ca-file={}", f.ca_file.display()))
+                .arg("--client-cert-auth");
+        }
         // etcd refuses ETCD_* variables that shadow the flags given here.
         for (name, _) in std::env::vars_os() {
             if name.to_string_lossy().starts_with("ETCD_") {
@@ -101,15 +153,15 @@ impl EtcdServer {
             .stdout(log)
             .stderr(log_err);
         let child = command.spawn().map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
-        let mut server = EtcdServer { child, data_dir, client_port };
+        let mut server = EtcdServer { child, data_dir, client_port, tls: files };
         server.wait_until_ready()?;
         Ok(server)
     }
 
     /// Polls with reads until etcd answers, it exits, or the start timeout passes.
     fn wait_until_ready(&mut self) -> Result<(), String> {
-        let client =
-            Client::new(&[self.endpoint()], Duration::from_millis(500)).map_err(|e| e.to_string())?;
+        let client = Client::with_tls(&[self.endpoint()], Duration::from_millis(500), self.client_tls())
+            .map_err(|e| e.to_string())?;
         let started = Instant::now();
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -129,16 +181,31 @@ impl EtcdServer {
         }
     }
 
-    /// The client endpoint, `"127.0.0.1:port"`.
+    /// The client endpoint, `"127.0.0.1:port"`, or `"https://127.0.0.1:port"` with TLS.
     pub fn endpoint(&self) -> String {
-        format!("127.0.0.1:{}", self.client_port)
+        let scheme = if self.tls.is_some() { "https://" } else { "" };
+        format!("{scheme}127.0.0.1:{}", self.client_port)
     }
 
-    /// A client of this server with the given request timeout.
+    /// The TLS files of a server started with [`EtcdServer::start_tls`].
+    pub fn tls_files(&self) -> Option<&ServerTlsFiles> {
+        self.tls.as_ref()
+    }
+
+    /// With TLS, the client side of the server's own files (its certificate as the client's).
+    fn client_tls(&self) -> Option<EtcdTls> {
+        let f = self.tls.as_ref()?;
+        let tls = EtcdTls::load(&f.ca_file, Some((&f.cert_file, &f.key_file)));
+        Some(tls.expect("the files etcd was started with load"))
+    }
+
+    /// A client of this server with the given request timeout (over TLS, with the server's own
+    /// certificate as the client's, if it was started with TLS).
     pub fn client(&self, timeout: Duration) -> Client {
         // The endpoint is host:port and the timeout is checked here, so `new` cannot refuse them.
         assert!(!timeout.is_zero(), "a zero request timeout");
-        Client::new(&[self.endpoint()], timeout).expect("a loopback host:port endpoint is valid")
+        Client::with_tls(&[self.endpoint()], timeout, self.client_tls())
+            .expect("a loopback host:port endpoint is valid")
     }
 
     /// Kills etcd with SIGKILL and waits for it to die; the data directory stays until drop.
@@ -213,6 +280,29 @@ fn missing_etcd(installed: bool, required: Option<&str>) -> Result<bool, String>
     }
     eprintln!("skipping: etcd is not installed (install the Debian package etcd-server)");
     Ok(true)
+}
+
+/// Writes the server's TLS files into `dir`, its key readable by its owner only.
+fn write_tls_files(dir: &Path, tls: &ServerTls<'_>) -> Result<ServerTlsFiles, String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let files = ServerTlsFiles {
+        ca_file: dir.join("ca.pem"),
+        cert_file: dir.join("etcd.pem"),
+        key_file: dir.join("etcd.key"),
+    };
+    for (path, pem) in
+        [(&files.ca_file, tls.ca_pem), (&files.cert_file, tls.cert_pem), (&files.key_file, tls.key_pem)]
+    {
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .and_then(|mut f| f.write_all(pem.as_bytes()))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(files)
 }
 
 /// The etcd binary: Debian's, else the first `etcd` on `PATH`.

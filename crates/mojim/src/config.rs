@@ -237,6 +237,17 @@ pub struct RvmSection {
     /// with `requirepass` (empty: none). The `MOJIM_REDIS_PASSWORD` environment variable wins
     /// over it. A file that holds it must be private (mode 0600), as for the secret.
     pub redis_password: String,
+    /// `redis_tls = false`: speak TLS to the Redis server (redis-cli's `--tls`), which needs
+    /// `redis_ca_file`.
+    pub redis_tls: bool,
+    /// `redis_ca_file = ""`: the CA that signed the Redis server's certificate, PEM (redis-cli's
+    /// `--cacert`; relative to the configuration file).
+    pub redis_ca_file: String,
+    /// `redis_cert_file = ""`: this client's certificate for a server with `tls-auth-clients`
+    /// (redis-cli's `--cert`); set with `redis_key_file`.
+    pub redis_cert_file: String,
+    /// `redis_key_file = ""`: the private key of `redis_cert_file` (redis-cli's `--key`).
+    pub redis_key_file: String,
 }
 
 impl Default for RvmSection {
@@ -249,6 +260,10 @@ impl Default for RvmSection {
             redis_key: "mojim-rvm".into(),
             redis_capacity: "64MiB".into(),
             redis_password: String::new(),
+            redis_tls: false,
+            redis_ca_file: String::new(),
+            redis_cert_file: String::new(),
+            redis_key_file: String::new(),
         }
     }
 }
@@ -282,8 +297,17 @@ pub struct ClusterSection {
     /// operator's `mojim promote`) or "etcd" (leases in etcd; the mirror takes over when the
     /// primary's lease expires).
     pub coordinator: String,
-    /// `etcd_endpoints = []`: etcd endpoints (host:port), for `coordinator = "etcd"`.
+    /// `etcd_endpoints = []`: etcd endpoints (host:port, or https://host:port for TLS), for
+    /// `coordinator = "etcd"`.
     pub etcd_endpoints: Vec<String>,
+    /// `etcd_ca_file = ""`: with https:// endpoints, the CA that signed etcd's certificate, PEM
+    /// (etcdctl's `--cacert`; relative to the configuration file).
+    pub etcd_ca_file: String,
+    /// `etcd_cert_file = ""`: this node's client certificate for etcd (etcdctl's `--cert`),
+    /// for an etcd with `--client-cert-auth`; set with `etcd_key_file`.
+    pub etcd_cert_file: String,
+    /// `etcd_key_file = ""`: the private key of `etcd_cert_file` (etcdctl's `--key`).
+    pub etcd_key_file: String,
     /// `etcd_prefix = ""`: key prefix in etcd; empty means `/mojim/<region uuid>`.
     pub etcd_prefix: String,
     /// `lease_ttl_ms = 3000`: the time to live of the primary's leadership lease in etcd.
@@ -308,6 +332,9 @@ impl Default for ClusterSection {
             node: String::new(),
             coordinator: "static".into(),
             etcd_endpoints: Vec::new(),
+            etcd_ca_file: String::new(),
+            etcd_cert_file: String::new(),
+            etcd_key_file: String::new(),
             etcd_prefix: String::new(),
             lease_ttl_ms: 3000,
             lease_renew_ms: 1000,
@@ -337,11 +364,23 @@ impl FromStr for OnMirrorLoss {
     }
 }
 
+/// The files of TLS to etcd, paths resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdTlsFiles {
+    /// `[cluster] etcd_ca_file`.
+    pub ca_file: PathBuf,
+    /// `[cluster] etcd_cert_file` and `etcd_key_file`, if this node presents a certificate.
+    pub identity: Option<(PathBuf, PathBuf)>,
+}
+
 /// Where and how the etcd coordinator keeps roles and the primary's lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EtcdSettings {
-    /// The etcd endpoints, host:port (`[cluster] etcd_endpoints`).
+    /// The etcd endpoints, host:port or https://host:port (`[cluster] etcd_endpoints`).
     pub endpoints: Vec<String>,
+    /// With https:// endpoints, the TLS files (`[cluster] etcd_ca_file`, `etcd_cert_file`,
+    /// `etcd_key_file`).
+    pub tls: Option<EtcdTlsFiles>,
     /// The key prefix, without a trailing `/` (`[cluster] etcd_prefix`, else
     /// `/mojim/<region uuid>`).
     pub prefix: String,
@@ -951,6 +990,7 @@ impl Config {
                         c.lease_renew_ms, c.lease_margin_ms, c.lease_ttl_ms
                     )));
                 }
+                let tls = self.etcd_tls()?;
                 let prefix = if c.etcd_prefix.is_empty() {
                     format!("/mojim/{}", format_uuid(&self.region_id()?.uuid))
                 } else {
@@ -958,6 +998,7 @@ impl Config {
                 };
                 Ok(Some(EtcdSettings {
                     endpoints: c.etcd_endpoints.clone(),
+                    tls,
                     prefix,
                     lease_ttl: std::time::Duration::from_millis(c.lease_ttl_ms),
                     lease_renew: std::time::Duration::from_millis(c.lease_renew_ms),
@@ -968,6 +1009,54 @@ impl Config {
                 "[cluster] coordinator = {other:?} is unknown; choose \"static\" or \"etcd\""
             ))),
         }
+    }
+
+    /// The TLS files for etcd, checked against the endpoints: https:// endpoints need
+    /// `etcd_ca_file`; TLS files need https:// endpoints, all of them; `etcd_cert_file` and
+    /// `etcd_key_file` go together. `[security]`'s files are not used for etcd: etcd is
+    /// usually run with its own CA, and the cluster's certificate is its credential to nodes.
+    fn etcd_tls(&self) -> Result<Option<EtcdTlsFiles>> {
+        let c = &self.file.cluster;
+        let https = c.etcd_endpoints.iter().filter(|e| e.trim().starts_with("https://")).count();
+        let files = !c.etcd_ca_file.is_empty() || !c.etcd_cert_file.is_empty() || !c.etcd_key_file.is_empty();
+        if https > 0 && https < c.etcd_endpoints.len() {
+            return Err(Error::Config(format!(
+                "[cluster] etcd_endpoints {:?} mixes https:// and plain endpoints: write all of them                  https:// (one etcd cluster, one scheme)",
+                c.etcd_endpoints
+            )));
+        }
+        if https == 0 {
+            if files {
+                return Err(Error::Config(
+                    "[cluster] etcd_ca_file, etcd_cert_file and etcd_key_file are for TLS to etcd, but                      etcd_endpoints are plain: write them https://host:port, or clear the files"
+                        .into(),
+                ));
+            }
+            return Ok(None);
+        }
+        if c.etcd_ca_file.is_empty() {
+            return Err(Error::Config(format!(
+                "[cluster] etcd_endpoints {:?} are https:// but etcd_ca_file is not set: name the CA that                  signed etcd's certificate (etcdctl's --cacert)",
+                c.etcd_endpoints
+            )));
+        }
+        let identity = match (c.etcd_cert_file.is_empty(), c.etcd_key_file.is_empty()) {
+            (true, true) => None,
+            (false, false) => Some((self.resolve(&c.etcd_cert_file), self.resolve(&c.etcd_key_file))),
+            (false, true) => {
+                return Err(Error::Config(
+                    "[cluster] etcd_cert_file is set but etcd_key_file is not: set both (etcdctl's --cert                      and --key), or neither"
+                        .into(),
+                ))
+            }
+            (true, false) => {
+                return Err(Error::Config(
+                    "[cluster] etcd_key_file is set but etcd_cert_file is not: set both (etcdctl's --cert                      and --key), or neither"
+                        .into(),
+                ))
+            }
+        };
+        Ok(Some(EtcdTlsFiles { ca_file: self.resolve(&c.etcd_ca_file), identity }))
     }
 
     /// `[cluster] dirty_chunk` in bytes, checked: a power of two of at least 4 KiB.
@@ -1149,6 +1238,13 @@ metadata_log_records = 65536
 node = ""
 coordinator = "static"
 etcd_endpoints = []
+# TLS to etcd, as etcdctl's --cacert, --cert and --key: with https://host:port endpoints, the
+# CA that signed etcd's certificate (which must name the endpoint's host or IP address), and
+# this node's client certificate and key for an etcd with --client-cert-auth (PEM, relative to
+# this file). [security]'s files are not used for etcd.
+etcd_ca_file = ""
+etcd_cert_file = ""
+etcd_key_file = ""
 # Key prefix; empty means /mojim/<region uuid>.
 etcd_prefix = ""
 # The primary's lease: its time to live; how often the primary renews it; and how long before
@@ -1186,6 +1282,13 @@ redis_capacity = "64MiB"
 # The password for a Redis server with requirepass (sent with AUTH; empty: none). The
 # MOJIM_REDIS_PASSWORD environment variable wins over it and keeps it out of this file.
 redis_password = ""
+# TLS to the Redis server, as redis-cli's --tls, --cacert, --cert and --key: the CA that signed
+# the server's certificate (which must name the host or IP address of `redis`), and this
+# client's certificate and key for a server with tls-auth-clients (PEM, relative to this file).
+redis_tls = false
+redis_ca_file = ""
+redis_cert_file = ""
+redis_key_file = ""
 
 [kv]
 # mojim kv: a Redis-protocol server whose keys and values live in this region (on the primary's
@@ -1258,6 +1361,35 @@ mod tests {
         assert_eq!(c.limits().unwrap().max_frame, 65536);
         assert_eq!(c.resolve("region.mojim"), PathBuf::from("/x/region.mojim"));
         assert_eq!(parse_uuid(&format_uuid(&u)).unwrap(), u);
+    }
+
+    #[test]
+    fn etcd_tls_settings_are_checked_against_the_endpoints() {
+        let mut file: ConfigFile = toml::from_str(&template(&[0; 16], 4096, "", "a:1")).unwrap();
+        file.cluster.coordinator = "etcd".into();
+        let with = |endpoints: &[&str], ca: &str, cert: &str, key: &str| {
+            let mut f = file.clone();
+            f.cluster.etcd_endpoints = endpoints.iter().map(|e| e.to_string()).collect();
+            (f.cluster.etcd_ca_file, f.cluster.etcd_cert_file, f.cluster.etcd_key_file) =
+                (ca.into(), cert.into(), key.into());
+            Config { file: f, base: PathBuf::from("/etc/mojim") }.etcd().map(|s| s.unwrap().tls)
+        };
+        assert_eq!(with(&["h:1"], "", "", "").unwrap(), None);
+        let files = with(&["https://h:1", "https://g:1"], "ca.pem", "c.pem", "/k.pem").unwrap().unwrap();
+        assert_eq!(files.ca_file, PathBuf::from("/etc/mojim/ca.pem"));
+        assert_eq!(files.identity, Some((PathBuf::from("/etc/mojim/c.pem"), PathBuf::from("/k.pem"))));
+        assert_eq!(with(&["https://h:1"], "ca.pem", "", "").unwrap().unwrap().identity, None);
+        for (endpoints, ca, cert, key, needle) in [
+            (&["https://h:1"][..], "", "", "", "etcd_ca_file is not set"),
+            (&["https://h:1", "h:2"][..], "ca.pem", "", "", "mixes https:// and plain"),
+            (&["h:1"][..], "ca.pem", "", "", "etcd_endpoints are plain"),
+            (&["h:1"][..], "", "c.pem", "k.pem", "etcd_endpoints are plain"),
+            (&["https://h:1"][..], "ca.pem", "c.pem", "", "etcd_key_file is not"),
+            (&["https://h:1"][..], "ca.pem", "", "k.pem", "etcd_cert_file is not"),
+        ] {
+            let e = with(endpoints, ca, cert, key).unwrap_err().to_string();
+            assert!(e.contains(needle) && e.contains("[cluster]"), "{needle:?} not in {e}");
+        }
     }
 
     #[test]

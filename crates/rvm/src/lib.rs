@@ -41,7 +41,7 @@ pub use error::{Result, RvmError};
 pub use mojim_region::{Cells, Plain, WriteTracking};
 pub use mojim_rmem::MojimRmem;
 pub use options::{parse_base, parse_tracking, Backend, RvmOptions, DEFAULT_BASE};
-pub use redis::{RedisOptions, RedisPassword, RedisRmem, REDIS_PASSWORD_ENV};
+pub use redis::{RedisOptions, RedisPassword, RedisRmem, RedisTls, REDIS_PASSWORD_ENV};
 pub use redo::path_beside as redo_path;
 pub use rmem::Rmem;
 pub use rvm::{Recovery, Rvm, RvmStatus};

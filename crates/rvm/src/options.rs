@@ -1,10 +1,11 @@
 //! How to open recoverable memory: from the `[rvm]` section of a configuration file.
 
 use crate::error::{Result, RvmError};
-use crate::redis::RedisOptions;
+use crate::redis::{RedisOptions, RedisTls};
 use mojim::config::RvmSection;
 use mojim::{Config, PrimaryOptions};
 use mojim_region::WriteTracking;
+use std::path::PathBuf;
 
 /// Where recoverable memory's bytes are kept.
 #[derive(Clone, Debug)]
@@ -39,7 +40,7 @@ impl RvmOptions {
         let r = &cfg.file.rvm;
         let backend = match r.backend.as_str() {
             "mojim" => Backend::Mojim(PrimaryOptions::from_config(cfg, insecure)?),
-            "redis" => Backend::Redis(redis_options(r)?),
+            "redis" => Backend::Redis(redis_options(r, |p| cfg.resolve(p))?),
             other => {
                 return Err(RvmError::Config(format!(
                     "[rvm] backend = \"{other}\" is not a backend: use \"mojim\" or \"redis\""
@@ -51,9 +52,10 @@ impl RvmOptions {
 }
 
 /// `[rvm] redis`, `redis_key`, `redis_capacity` and `redis_password` (or
-/// [`crate::REDIS_PASSWORD_ENV`], which wins), checked (the timeout is
-/// [`RedisOptions::DEFAULT_TIMEOUT`]).
-pub fn redis_options(r: &RvmSection) -> Result<RedisOptions> {
+/// [`crate::REDIS_PASSWORD_ENV`], which wins), and the TLS settings `redis_tls`,
+/// `redis_ca_file`, `redis_cert_file`, `redis_key_file` (their files loaded, paths made
+/// absolute by `resolve`), checked (the timeout is [`RedisOptions::DEFAULT_TIMEOUT`]).
+pub fn redis_options(r: &RvmSection, resolve: impl Fn(&str) -> PathBuf) -> Result<RedisOptions> {
     let capacity = mojim::size::parse_size(&r.redis_capacity)
         .map_err(|e| RvmError::Config(format!("[rvm] redis_capacity: {e}")))?;
     let o = RedisOptions {
@@ -62,9 +64,42 @@ pub fn redis_options(r: &RvmSection) -> Result<RedisOptions> {
         capacity,
         timeout: RedisOptions::DEFAULT_TIMEOUT,
         password: crate::RedisPassword::resolve(&r.redis_password),
+        tls: redis_tls(r, resolve)?,
     };
     o.check()?;
     Ok(o)
+}
+
+/// The TLS settings of `[rvm]`, checked and loaded: `redis_tls` needs `redis_ca_file`; the files
+/// need `redis_tls`; `redis_cert_file` and `redis_key_file` go together.
+fn redis_tls(r: &RvmSection, resolve: impl Fn(&str) -> PathBuf) -> Result<Option<RedisTls>> {
+    let bad = |m: &str| Err(RvmError::Config(m.into()));
+    let (ca, cert, key) = (&r.redis_ca_file, &r.redis_cert_file, &r.redis_key_file);
+    if !r.redis_tls {
+        if !ca.is_empty() || !cert.is_empty() || !key.is_empty() {
+            return bad("[rvm] redis_ca_file, redis_cert_file and redis_key_file are for TLS to Redis, but \
+                 redis_tls = false: set redis_tls = true, or clear the files");
+        }
+        return Ok(None);
+    }
+    if ca.is_empty() {
+        return bad(
+            "[rvm] redis_tls = true needs redis_ca_file: name the CA that signed the Redis server's \
+             certificate (redis-cli's --cacert)",
+        );
+    }
+    let identity = match (cert.is_empty(), key.is_empty()) {
+        (true, true) => None,
+        (false, false) => Some((resolve(cert), resolve(key))),
+        (false, true) => {
+            return bad("[rvm] redis_cert_file is set but redis_key_file is not: set both, or neither")
+        }
+        (true, false) => {
+            return bad("[rvm] redis_key_file is set but redis_cert_file is not: set both, or neither")
+        }
+    };
+    let identity = identity.as_ref().map(|(c, k)| (c.as_path(), k.as_path()));
+    RedisTls::load(&resolve(ca), identity).map(Some)
 }
 
 /// `[rvm] base`: a page-aligned address, in hex (`0x…`) or decimal.
@@ -135,7 +170,21 @@ mod tests {
     #[test]
     fn bad_redis_settings_are_named() {
         type Change = fn(&mut RvmSection);
-        let cases: [(Change, &str); 5] = [
+        let cases: [(Change, &str); 10] = [
+            (|r| r.redis_tls = true, "redis_tls = true needs redis_ca_file"),
+            (|r| r.redis_ca_file = "ca.pem".into(), "but redis_tls = false"),
+            (|r| r.redis_cert_file = "c.pem".into(), "but redis_tls = false"),
+            (
+                |r| {
+                    (r.redis_tls, r.redis_ca_file, r.redis_cert_file) =
+                        (true, "ca.pem".into(), "c.pem".into())
+                },
+                "redis_key_file is not",
+            ),
+            (
+                |r| (r.redis_tls, r.redis_ca_file) = (true, "/nonexistent/ca.pem".into()),
+                "[rvm] redis_ca_file /nonexistent/ca.pem: No such file",
+            ),
             (|r| r.redis_capacity = "lots".into(), "[rvm] redis_capacity: \"lots\""),
             (|r| r.redis_capacity = "4KiB".into(), "[rvm] redis_capacity = 4096"),
             (|r| r.redis = "redis.example".into(), "[rvm] redis = \"redis.example\""),

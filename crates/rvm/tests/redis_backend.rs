@@ -7,8 +7,9 @@ mod suite;
 
 use mojim_rvm::redis::resp::{Conn, Reply};
 use mojim_rvm::{
-    Backend, RedisOptions, RedisPassword, RedisRmem, Rmem, Rvm, RvmError, RvmOptions, WriteTracking,
+    Backend, RedisOptions, RedisPassword, RedisRmem, RedisTls, Rmem, Rvm, RvmError, RvmOptions, WriteTracking,
 };
+use mojim_transport::tls::pki::{Ca, Validity};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -27,6 +28,8 @@ struct Server {
     port: u16,
     extra: Vec<String>,
     dir: Dir,
+    /// For a server that speaks TLS only: how the test's own connections speak it.
+    tls: Option<RedisTls>,
 }
 
 /// A port nothing listens on (just now).
@@ -37,11 +40,25 @@ fn free_port() -> u16 {
 impl Server {
     /// A server without persistence (`--save "" --appendonly no`), with `extra` settings after.
     fn start(name: &str, extra: &[&str]) -> Server {
+        Server::start_with(name, extra, None)
+    }
+
+    /// A server that speaks TLS only, on its port, with `pki`'s certificate, requiring client
+    /// certificates from `pki`'s CA (Redis's default `tls-auth-clients yes`).
+    fn start_tls(name: &str, pki: &Pki) -> Server {
+        let f = |n: &str| pki.dir.0.join(n).to_str().unwrap().to_string();
+        let (ca, cert, key) = (f("ca.pem"), f("redis.pem"), f("redis.key"));
+        let extra = ["--tls-cert-file", &cert, "--tls-key-file", &key, "--tls-ca-cert-file", &ca];
+        Server::start_with(name, &extra, Some(pki.client(true)))
+    }
+
+    fn start_with(name: &str, extra: &[&str], tls: Option<RedisTls>) -> Server {
         let mut s = Server {
             child: None,
             port: 0,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             dir: Dir::new(&format!("redis-{name}")),
+            tls,
         };
         // Another process may take the port between choosing and binding it: choose again.
         for _ in 0..5 {
@@ -58,9 +75,14 @@ impl Server {
         let port = self.port.to_string();
         let (data, log) = (self.dir.0.join("data"), self.dir.0.join("redis.log"));
         let (data, log) = (data.to_str().unwrap(), log.to_str().unwrap());
+        // A TLS server listens with TLS on its port and on no plain one.
+        let (plain, tls) = match self.tls {
+            None => (port.as_str(), vec![]),
+            Some(_) => ("0", vec!["--tls-port", port.as_str()]),
+        };
         let mut args = vec![
             "--port",
-            &port,
+            plain,
             "--bind",
             "127.0.0.1",
             "--save",
@@ -76,6 +98,7 @@ impl Server {
             "--daemonize",
             "no",
         ];
+        args.extend(tls);
         args.extend(self.extra.iter().map(String::as_str));
         std::fs::create_dir_all(self.dir.0.join("data")).unwrap();
         let child = Command::new("redis-server")
@@ -102,7 +125,7 @@ impl Server {
                 }
                 panic!("redis-server exited ({status}): {}", self.log());
             }
-            if let Ok(mut c) = Conn::connect(&self.addr(), Duration::from_secs(1)) {
+            if let Ok(mut c) = Conn::connect_tls(&self.addr(), Duration::from_secs(1), self.tls.as_ref()) {
                 if matches!(c.call(&[b"PING"]), Ok(Reply::Status(_) | Reply::Error(_))) {
                     self.child = Some(child);
                     return true;
@@ -137,7 +160,7 @@ impl Server {
     }
 
     fn conn(&self) -> Conn {
-        Conn::connect(&self.addr(), Duration::from_secs(10)).unwrap()
+        Conn::connect_tls(&self.addr(), Duration::from_secs(10), self.tls.as_ref()).unwrap()
     }
 }
 
@@ -154,6 +177,7 @@ fn redis_options(addr: &str, capacity: u64) -> RedisOptions {
         capacity,
         timeout: Duration::from_secs(10),
         password: None,
+        tls: None,
     }
 }
 
@@ -791,4 +815,99 @@ fn a_memory_written_before_page_checks_is_read_and_given_them() {
         .collect();
     want.sort();
     assert_eq!(keys(&mut c), want, "the old versions are gone");
+}
+
+/// A CA, the Redis server's certificate for 127.0.0.1 and a client's, as PEM files in a folder
+/// of the test's (the keys private to their owner).
+struct Pki {
+    dir: Dir,
+}
+
+impl Pki {
+    fn new(name: &str) -> Pki {
+        let dir = Dir::new(&format!("pki-{name}"));
+        let ca = Ca::new(&format!("Redis CA {name}")).unwrap();
+        let server = ca.issue_for_hosts("redis", &[], &["127.0.0.1"], Validity::Years(1)).unwrap();
+        let client = ca.issue_for_hosts("rvm", &[], &[], Validity::Years(1)).unwrap();
+        for (file, pem) in [
+            ("ca.pem", ca.cert_pem()),
+            ("redis.pem", &server.cert_pem),
+            ("redis.key", &server.key_pem),
+            ("client.pem", &client.cert_pem),
+            ("client.key", &client.key_pem),
+        ] {
+            let path = dir.0.join(file);
+            std::fs::write(&path, pem).unwrap();
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        }
+        Pki { dir }
+    }
+
+    /// The client side: this CA, and the client's certificate if `certificate`.
+    fn client(&self, certificate: bool) -> RedisTls {
+        let f = |n: &str| self.dir.0.join(n);
+        let (cert, key) = (f("client.pem"), f("client.key"));
+        RedisTls::load(&f("ca.pem"), certificate.then_some((cert.as_path(), key.as_path()))).unwrap()
+    }
+}
+
+/// A Redis server that speaks TLS only, with its certificate authority's folder.
+struct TlsRedisStore {
+    server: Arc<Server>,
+    _pki: Arc<Pki>,
+    capacity: u64,
+}
+
+impl Store for TlsRedisStore {
+    fn create(name: &str, size: u64) -> TlsRedisStore {
+        let pki = Pki::new(name);
+        let server = Server::start_tls(&format!("tls-{name}"), &pki);
+        TlsRedisStore { server: Arc::new(server), _pki: Arc::new(pki), capacity: size }
+    }
+
+    /// As the plain store's, at addresses of its own (base(16) up) so that the two run at once.
+    fn options(&self, base: usize, tracking: WriteTracking) -> RvmOptions {
+        let mut o = options(&self.server.addr(), self.capacity, base + (16 << 36));
+        let Backend::Redis(r) = &mut o.backend else { unreachable!() };
+        r.tls = self.server.tls.clone();
+        RvmOptions { tracking: Some(tracking), ..o }
+    }
+
+    fn stored(&self, len: usize) -> Vec<u8> {
+        RedisStore { server: Arc::clone(&self.server), capacity: self.capacity }.stored(len)
+    }
+
+    fn resized(&self, _name: &str, size: u64, _len: usize) -> TlsRedisStore {
+        TlsRedisStore { server: Arc::clone(&self.server), _pki: Arc::clone(&self._pki), capacity: size }
+    }
+}
+
+/// Commits and recovery over TLS, with a client certificate, to a server that speaks nothing
+/// else: the suite's structures come back at their addresses.
+#[test]
+fn pointer_rich_structures_come_back_over_tls_to_redis() {
+    suite::pointer_rich_structures_come_back_at_the_same_addresses_with_either_tracker::<TlsRedisStore>()
+}
+
+/// Without a client certificate, or trusting another CA than the server's, the memory is not
+/// opened, and the error says why; plain TCP to the TLS port is not mistaken for a server.
+#[test]
+fn a_tls_server_refuses_a_client_without_its_certificate_and_another_cas_server_is_refused() {
+    let pki = Pki::new("refusals");
+    let server = Server::start_tls("tls-refusals", &pki);
+    let open = |tls: Option<RedisTls>| {
+        let mut o = options(&server.addr(), 1 << 20, base(15));
+        let Backend::Redis(r) = &mut o.backend else { unreachable!() };
+        r.tls = tls;
+        Rvm::open(&o).err().map(|e| e.to_string()).expect("the memory opened")
+    };
+    let e = open(Some(pki.client(false)));
+    assert!(e.contains(&server.addr()) && e.contains("set [rvm] redis_cert_file"), "{e}");
+    let other = Pki::new("refusals-other");
+    let e = open(Some(other.client(true)));
+    assert!(e.contains("invalid peer certificate") && e.contains("UnknownIssuer"), "{e}");
+    let e = open(None);
+    assert!(e.contains(&server.addr()), "{e}");
+    // The server still serves a client with its certificate.
+    assert_eq!(call(&mut server.conn(), &[b"PING"]), Reply::Status("PONG".into()));
 }

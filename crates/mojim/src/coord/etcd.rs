@@ -3,7 +3,7 @@
 use super::{Leader, Roles};
 use crate::config::EtcdSettings;
 use crate::error::{Error, Result};
-use mojim_etcd::{Client, Leadership};
+use mojim_etcd::{Client, EtcdTls, Leadership};
 use std::time::Duration;
 
 /// The primary's lease on the leader key.
@@ -25,7 +25,17 @@ impl Coordinator {
     /// most the lease's renewal interval, kept within 200 ms to 2 s.
     pub fn new(settings: &EtcdSettings) -> Result<Coordinator> {
         let timeout = settings.lease_renew.min(Duration::from_secs(2)).max(Duration::from_millis(200));
-        let client = Client::new(&settings.endpoints, timeout).map_err(etcd_err("etcd endpoints"))?;
+        let tls = match &settings.tls {
+            None => None,
+            Some(f) => {
+                let identity = f.identity.as_ref().map(|(c, k)| (c.as_path(), k.as_path()));
+                let tls = EtcdTls::load(&f.ca_file, identity)
+                    .map_err(|e| Error::Config(format!("[cluster] {e}")))?;
+                Some(tls)
+            }
+        };
+        let client =
+            Client::with_tls(&settings.endpoints, timeout, tls).map_err(etcd_err("etcd endpoints"))?;
         Ok(Coordinator { client, settings: settings.clone() })
     }
 

@@ -101,6 +101,7 @@ mod tests {
     fn asking_for_etcd_names_the_feature() {
         let settings = EtcdSettings {
             endpoints: vec!["127.0.0.1:2379".into()],
+            tls: None,
             prefix: "/mojim/test".into(),
             lease_ttl: Duration::from_secs(3),
             lease_renew: Duration::from_secs(1),

@@ -32,7 +32,8 @@
 //!
 //! Connecting authenticates first when a password is set (`AUTH`; `[rvm] redis_password` or
 //! `MOJIM_REDIS_PASSWORD`), and otherwise checks that the server wants none (`PING` answered
-//! `-NOAUTH` is an error naming both). TLS is not spoken yet (`resp.rs` says where it goes).
+//! `-NOAUTH` is an error naming both). With `[rvm] redis_tls` it speaks TLS (`tls.rs`), with a
+//! client certificate when one is set.
 //! Then it reads the master entry (`HGETALL`): that is recovery, and an absent master is
 //! new memory. Every page read later is verified against its check, and a page that fails is
 //! an error naming it: nothing of a page changed in the server is used. A memory an older
@@ -64,9 +65,11 @@ mod page;
 mod read;
 mod recover;
 pub mod resp;
+mod tls;
 mod upgrade;
 
 pub use options::{RedisOptions, RedisPassword, MAX_KEY_LEN, REDIS_PASSWORD_ENV};
+pub use tls::RedisTls;
 
 use crate::error::{Result, RvmError};
 use crate::layout::PAGE;
@@ -200,8 +203,8 @@ impl RedisRmem {
 
     fn reconnect(&mut self) -> Result<()> {
         let addr = self.opts.addr.clone();
-        let mut conn =
-            Conn::connect(&addr, self.opts.timeout).map_err(|e| fail(&addr, "cannot connect", e))?;
+        let mut conn = Conn::connect_tls(&addr, self.opts.timeout, self.opts.tls.as_ref())
+            .map_err(|e| fail(&addr, "cannot connect", e))?;
         self.authenticate(&mut conn)?;
         conn.wait_loaded(self.opts.timeout).map_err(|e| fail(&addr, "waiting for it to load its data", e))?;
         let found = self.read_master(&mut conn)?;

@@ -1,5 +1,6 @@
 //! How to reach the Redis server of the Redis backend, checked.
 
+use super::tls::RedisTls;
 use crate::error::{Result, RvmError};
 use crate::layout::{META_LEN, PAGE};
 use std::time::Duration;
@@ -54,6 +55,9 @@ pub struct RedisOptions {
     /// The password for `AUTH` (the server's `requirepass`), if the server wants one
     /// (`[rvm] redis_password`, or [`REDIS_PASSWORD_ENV`]).
     pub password: Option<RedisPassword>,
+    /// TLS to the server (`[rvm] redis_tls`, `redis_ca_file`, `redis_cert_file`,
+    /// `redis_key_file`), or plain TCP.
+    pub tls: Option<RedisTls>,
 }
 
 impl RedisOptions {
@@ -107,6 +111,7 @@ mod tests {
             capacity: 1 << 20,
             timeout: RedisOptions::DEFAULT_TIMEOUT,
             password: None,
+            tls: None,
         }
     }
 

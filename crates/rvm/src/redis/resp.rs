@@ -1,7 +1,8 @@
 //! A minimal RESP2 client: commands out as arrays of bulk strings, pipelined through one
 //! buffer; replies in, parsed with a bound on every size.
 //!
-//! Only what the Redis backend needs, over a std [`TcpStream`]: no dependency. The parser reads
+//! Only what the Redis backend needs, over a std [`TcpStream`], or a rustls session on one
+//! ([`Conn::connect_tls`]). The parser reads
 //! from any [`BufRead`], so it is tested on bytes alone. Every size it reads is bounded (a
 //! line, a bulk string, an array, nesting): a server that sends more breaks the protocol and
 //! gets a [`RespError::Protocol`], never an allocation of its choosing.
@@ -17,6 +18,10 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
+use super::tls::RedisTls;
+use rustls::pki_types::ServerName;
+use rustls::{ClientConnection, StreamOwned};
+
 /// The longest line (a status, an error, an integer, a length) a reply may have, CRLF excluded.
 pub const MAX_LINE: usize = 64 << 10;
 /// The longest bulk string [`read_reply`] takes. Pages (4096 bytes) and keys are far shorter.
@@ -27,6 +32,57 @@ pub const MAX_ELEMENTS: usize = 1 << 20;
 pub const MAX_DEPTH: usize = 4;
 /// Buffered command bytes past which [`Conn::flush_if_full`] writes them out.
 pub const FLUSH_AT: usize = 256 << 10;
+
+/// A connection to the server: a socket, or a TLS session on one.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// The TLS handshake on `stream`, the server named by the host of `addr`.
+fn handshake(
+    addr: &str,
+    mut stream: TcpStream,
+    tls: &RedisTls,
+) -> Result<StreamOwned<ClientConnection, TcpStream>, RespError> {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    let bad =
+        |e: String| RespError::Io { op: "start TLS", source: io::Error::new(io::ErrorKind::InvalidInput, e) };
+    let name =
+        ServerName::try_from(host.to_owned()).map_err(|e| bad(format!("{host:?} is no host name: {e}")))?;
+    let mut conn = ClientConnection::new(tls.config.clone(), name).map_err(|e| bad(e.to_string()))?;
+    while conn.is_handshaking() {
+        let checked = "the TLS handshake (the server's certificate must be signed by [rvm] redis_ca_file and name the host)";
+        conn.complete_io(&mut stream).map_err(io_err(checked))?;
+    }
+    Ok(StreamOwned::new(conn, stream))
+}
 
 /// A reply, whole.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,7 +154,23 @@ impl fmt::Display for RespError {
             RespError::Io { op, source } if source.kind() == io::ErrorKind::WouldBlock => {
                 write!(f, "{op}: no answer within the timeout ({source})")
             }
-            RespError::Io { op, source } => write!(f, "{op}: {source}"),
+            RespError::Io { op, source } => {
+                write!(f, "{op}: {source}")?;
+                use rustls::AlertDescription as A;
+                match source.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+                    Some(rustls::Error::AlertReceived(A::CertificateRequired)) => f.write_str(
+                        " (the server requires a client certificate: set [rvm] redis_cert_file and \
+                         redis_key_file)",
+                    ),
+                    Some(rustls::Error::AlertReceived(
+                        A::BadCertificate | A::UnknownCA | A::CertificateUnknown | A::CertificateExpired,
+                    )) => f.write_str(
+                        " (the server refused [rvm] redis_cert_file: it must be signed by a CA in the \
+                         server's tls-ca-cert-file, and be valid now)",
+                    ),
+                    _ => Ok(()),
+                }
+            }
             RespError::Protocol(m) => write!(f, "protocol violation: {m}"),
         }
     }
@@ -242,8 +314,8 @@ fn read_nested<R: BufRead>(r: &mut R, line: &mut Vec<u8>, depth: usize) -> Resul
 /// One connection to a Redis server, speaking RESP2.
 pub struct Conn {
     addr: String,
-    stream: TcpStream,
-    reader: BufReader<TcpStream>,
+    /// The connection, read through a buffer and written through [`BufReader::get_mut`].
+    io: BufReader<Stream>,
     /// Commands not yet written.
     out: Vec<u8>,
     /// Scratch for reply lines.
@@ -254,24 +326,27 @@ impl Conn {
     /// Connects to `addr` (`host:port`), trying each address it resolves to for at most
     /// `timeout`; reads and writes then time out after `timeout` too (nonzero).
     pub fn connect(addr: &str, timeout: Duration) -> Result<Conn, RespError> {
+        Conn::connect_tls(addr, timeout, None)
+    }
+
+    /// As [`Conn::connect`], then a TLS handshake if `tls` is given (within `timeout` for each
+    /// read and write of it), the server's certificate checked against the host of `addr`.
+    pub fn connect_tls(addr: &str, timeout: Duration, tls: Option<&RedisTls>) -> Result<Conn, RespError> {
         assert!(!timeout.is_zero(), "a zero timeout means none to the socket API; the caller checks it");
         let mut last = None;
         for a in addr.to_socket_addrs().map_err(io_err("resolve the address"))? {
             match TcpStream::connect_timeout(&a, timeout) {
-                // TLS to the server (a later change) goes here: the handshake on `stream`, and
-                // `Conn` reading and writing the TLS session instead of the socket.
                 Ok(stream) => {
                     stream.set_read_timeout(Some(timeout)).map_err(io_err("set the read timeout"))?;
                     stream.set_write_timeout(Some(timeout)).map_err(io_err("set the write timeout"))?;
                     stream.set_nodelay(true).map_err(io_err("set TCP_NODELAY"))?;
-                    let reader = BufReader::with_capacity(
-                        64 << 10,
-                        stream.try_clone().map_err(io_err("clone the socket"))?,
-                    );
+                    let stream = match tls {
+                        None => Stream::Plain(stream),
+                        Some(tls) => Stream::Tls(Box::new(handshake(addr, stream, tls)?)),
+                    };
                     return Ok(Conn {
                         addr: addr.to_string(),
-                        stream,
-                        reader,
+                        io: BufReader::with_capacity(64 << 10, stream),
                         out: Vec::with_capacity(FLUSH_AT + (8 << 10)),
                         line: Vec::new(),
                     });
@@ -341,24 +416,25 @@ impl Conn {
 
     /// Writes every buffered command out.
     pub fn flush(&mut self) -> Result<(), RespError> {
-        let r = self.stream.write_all(&self.out).map_err(io_err("send commands"));
+        let stream = self.io.get_mut();
+        let r = stream.write_all(&self.out).and_then(|()| stream.flush()).map_err(io_err("send commands"));
         self.out.clear();
         r
     }
 
     /// Reads the next reply, whole.
     pub fn read(&mut self) -> Result<Reply, RespError> {
-        read_reply(&mut self.reader, &mut self.line)
+        read_reply(&mut self.io, &mut self.line)
     }
 
     /// Reads the start of the next reply.
     pub fn read_head(&mut self) -> Result<Head, RespError> {
-        read_head(&mut self.reader, &mut self.line)
+        read_head(&mut self.io, &mut self.line)
     }
 
     /// Reads the body of a bulk string whose [`Head::Bulk`] was just read, `out.len()` bytes.
     pub fn read_bulk(&mut self, out: &mut [u8]) -> Result<(), RespError> {
-        read_bulk(&mut self.reader, out)
+        read_bulk(&mut self.io, out)
     }
 
     /// Sends one command and reads its reply (after any buffered before it, whose replies the

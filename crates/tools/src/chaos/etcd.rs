@@ -134,6 +134,7 @@ impl Etcd {
     pub fn settings(&self, prefix: String) -> EtcdSettings {
         EtcdSettings {
             endpoints: vec![self.endpoint.clone()],
+            tls: None,
             prefix,
             lease_ttl: LEASE_TTL,
             lease_renew: LEASE_RENEW,

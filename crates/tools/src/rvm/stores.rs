@@ -199,6 +199,7 @@ impl RedisServer {
             capacity,
             timeout: RedisOptions::DEFAULT_TIMEOUT,
             password: None,
+            tls: None,
         };
         o.check().map_err(super::rvm_error)?;
         self.prefixes.push(prefix.to_string());

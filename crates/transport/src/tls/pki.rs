@@ -76,9 +76,28 @@ impl Ca {
         uris: &[String],
         validity: Validity,
     ) -> Result<Issued, String> {
+        self.issue_for_hosts(subject, uris, &[], validity)
+    }
+
+    /// A certificate for `subject` with the URI alternative names `uris` and the host names or
+    /// IP addresses `hosts` (DNS or IP alternative names), which a server outside the cluster
+    /// checked by its host name needs (etcd, Redis).
+    pub fn issue_for_hosts(
+        &self,
+        subject: &str,
+        uris: &[String],
+        hosts: &[&str],
+        validity: Validity,
+    ) -> Result<Issued, String> {
         let key = KeyPair::generate().map_err(err)?;
         let mut params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
         params.distinguished_name.push(DnType::CommonName, subject);
+        for h in hosts {
+            params.subject_alt_names.push(match h.parse::<std::net::IpAddr>() {
+                Ok(ip) => SanType::IpAddress(ip),
+                Err(_) => SanType::DnsName((*h).try_into().map_err(|e| format!("host {h:?}: {e}"))?),
+            });
+        }
         for u in uris {
             let uri = u.clone().try_into().map_err(|e| format!("URI {u:?}: {e}"))?;
             params.subject_alt_names.push(SanType::URI(uri));
