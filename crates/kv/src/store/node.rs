@@ -33,7 +33,12 @@ const SKIP: usize = 32;
 
 /// The node's bytes.
 pub fn size(p: &Page) -> usize {
-    match u16::from_le_bytes([p[SIZE_AT], p[SIZE_AT + 1]]) {
+    head_size(p[..HEAD].try_into().expect("a header"))
+}
+
+/// The bytes of the node whose header is `head`.
+pub fn head_size(head: &[u8; HEAD]) -> usize {
+    match u16::from_le_bytes([head[SIZE_AT], head[SIZE_AT + 1]]) {
         0 => N,
         s => s as usize,
     }
@@ -66,22 +71,37 @@ impl<M: Mem> Store<M> {
     /// its block's class holds, in the heap. The caller checks the rest. `what` names the tree
     /// in errors.
     pub(super) fn node_read(&self, off: u64, p: &mut Page, tag: u8, what: &str) -> Result<(), StoreError> {
+        let mut head = [0u8; HEAD];
+        let n = self.node_head(off, &mut head, tag, what)?;
+        p[..HEAD].copy_from_slice(&head);
+        self.mem.read(off + HEAD as u64, &mut p[HEAD..n])?;
+        p[n..].fill(0);
+        Ok(())
+    }
+
+    /// Reads the header of the node at `off` into `head` and checks it as [`Store::node_read`]
+    /// does; returns the node's size (its bytes lie in the heap).
+    pub(super) fn node_head(
+        &self,
+        off: u64,
+        head: &mut [u8; HEAD],
+        tag: u8,
+        what: &str,
+    ) -> Result<usize, StoreError> {
         if !self.geo.in_heap(off, HEAD as u64) {
             return Err(StoreError::Corrupt(format!("a {what} link points at {off}, outside the heap")));
         }
-        self.mem.read(off, &mut p[..HEAD])?;
-        let n = size(p);
-        if p[0] != tag
-            || (p[1] != LEAF && p[1] != INNER)
+        self.mem.read(off, head)?;
+        let n = head_size(head);
+        if head[0] != tag
+            || (head[1] != LEAF && head[1] != INNER)
             || n < HEAD
-            || self.classes.get(p[3] as usize).is_none_or(|&s| s < n as u64)
+            || self.classes.get(head[3] as usize).is_none_or(|&s| s < n as u64)
             || !self.geo.in_heap(off, n as u64)
         {
             return Err(StoreError::Corrupt(format!("the block at {off} is not a {what} node")));
         }
-        self.mem.read(off + HEAD as u64, &mut p[HEAD..n])?;
-        p[n..].fill(0);
-        Ok(())
+        Ok(n)
     }
 
     /// Writes the spans of `new` that differ from `old` (the node's bytes now): undo-logged,
@@ -121,6 +141,34 @@ impl<M: Mem> Store<M> {
             i = end;
         }
         Ok(())
+    }
+
+    /// Stores `data` at byte `at` of the node at `off`: undo-logged, unless the node was made
+    /// since the last savepoint (`young`).
+    pub(super) fn node_store(&mut self, off: u64, at: usize, data: &[u8]) -> Result<(), StoreError> {
+        debug_assert!(at >= 8 && at + data.len() <= N, "bytes {at}+{} of a node", data.len());
+        if self.batch.young.contains(&off) {
+            self.fresh(off + at as u64, data)
+        } else {
+            self.meta(off + at as u64, data)
+        }
+    }
+
+    /// Adds `d` to the count (u64) at byte `at` of the node at `off`, a node this command read
+    /// and checked on its way down (a step of its path, whose entry holds the count): stores
+    /// the count's bytes that change, as [`Store::node_write`] would, without reading the node
+    /// again. `what` names the tree in errors.
+    pub(super) fn node_add(&mut self, off: u64, at: usize, d: i64, what: &str) -> Result<(), StoreError> {
+        debug_assert!(at >= HEAD && at + 8 <= N, "a count at byte {at}");
+        let mut old = [0u8; 8];
+        self.mem.read(off + at as u64, &mut old)?;
+        let v = u64::from_le_bytes(old)
+            .checked_add_signed(d)
+            .ok_or_else(|| StoreError::Corrupt(format!("{what} node {off}: a count goes below 0")))?;
+        let new = v.to_le_bytes();
+        let Some(lo) = (0..8).find(|&k| old[k] != new[k]) else { return Ok(()) };
+        let hi = (0..8).rfind(|&k| old[k] != new[k]).map_or(lo, |k| k) + 1;
+        self.node_store(off, at + lo, &new[lo..hi])
     }
 
     /// A new node holding `p` (its size set; its tag and class are set here).

@@ -231,10 +231,6 @@ mod inner {
         u64_at(p, HEAD + IENT * i + 16)
     }
 
-    pub fn set_cnt(p: &mut Page, i: usize, v: u64) {
-        set_u64(p, HEAD + IENT * i + 16, v);
-    }
-
     pub fn set(p: &mut Page, i: usize, e: (u64, u64, u64)) {
         set_u64(p, HEAD + IENT * i, e.0);
         set_u64(p, HEAD + IENT * i + 8, e.1);
@@ -257,21 +253,6 @@ mod inner {
     /// Children a node of its size holds.
     pub fn cap(p: &Page) -> usize {
         (node::size(p) - HEAD) / IENT
-    }
-
-    /// The child to look for hash `h` in first: the last whose separator is below `h` (the
-    /// first child has none).
-    pub fn route(p: &Page, h: u64) -> usize {
-        let (mut lo, mut hi) = (1, count(p));
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if sep(p, mid) < h {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo - 1
     }
 
     /// Replaces entries `at .. at + remove` with `new`; the caller checked the result fits.
@@ -395,23 +376,45 @@ impl<M: Mem> Store<M> {
         Ok(())
     }
 
+    /// The leaf to look for hash `h` in (read into `page`), and the path to it. An inner node
+    /// is searched where it lies: its header, then the separators the search meets (a few
+    /// dozen bytes of up to [`NODE`]).
     fn descend(&self, root: u64, h: u64, page: &mut Page) -> Result<(Path, u64), StoreError> {
         let mut path = Path::new();
         let mut node = root;
+        let mut head = [0u8; HEAD];
         loop {
-            self.read_page(node, page)?;
-            if page[1] == LEAF {
+            let n = self.node_head(node, &mut head, TAG, "tree")?;
+            if head[1] == LEAF {
+                self.read_page(node, page)?;
                 return Ok((path, node));
             }
-            if path.depth == MAX_HEIGHT || count(page) == 0 {
+            let c = u16_at(&head, 8);
+            if c > (n - HEAD) / IENT {
+                return Err(StoreError::Corrupt(format!(
+                    "the tree node at {node} says {c} entries, which do not fit"
+                )));
+            }
+            if path.depth == MAX_HEIGHT || c == 0 {
                 return Err(StoreError::Corrupt(format!(
                     "the tree at {root} is deeper than it can be, or has an empty node"
                 )));
             }
-            let i = inner::route(page, h);
+            // The child to look for `h` in first: the last whose separator is below `h` (the
+            // first child has none).
+            let (mut lo, mut hi) = (1, c);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if self.read_u64(node + (HEAD + IENT * mid) as u64)? < h {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            let i = lo - 1;
             path.steps[path.depth] = (node, i);
             path.depth += 1;
-            node = inner::child(page, i);
+            node = self.read_u64(node + (HEAD + IENT * i + 8) as u64)?;
         }
     }
 
@@ -571,10 +574,33 @@ impl<M: Mem> Store<M> {
             return Ok(false);
         }
         self.encode_entry(h, key, value, &mut bytes)?;
-        let up = self.leaf_put(spot.leaf, &page, page, spot.slot, &bytes, spot.path.depth == 0)?;
+        let up = if leaf::gap(&page) >= bytes.len() + 2 {
+            self.leaf_insert(spot.leaf, &mut page, spot.slot, &bytes)?;
+            Up::Delta(0)
+        } else {
+            self.leaf_put(spot.leaf, &page, page, spot.slot, &bytes, spot.path.depth == 0)?
+        };
         self.apply_up(t, &spot.path, up, 1)?;
         t.len += 1;
         Ok(true)
+    }
+
+    /// Inserts `bytes` (an encoded entry that the gap holds) at slot `i` of leaf `node`, whose
+    /// bytes `p` change to match. Stores only what changes, as [`Store::write_page`] would find
+    /// it without a copy to compare: the count and `data_lo`, the slots from `i` on, the entry.
+    fn leaf_insert(&mut self, node: u64, p: &mut Page, i: usize, bytes: &[u8]) -> Result<(), StoreError> {
+        debug_assert!(leaf::gap(p) >= bytes.len() + 2, "the gap holds the entry");
+        leaf::insert(p, i, bytes);
+        let (slots, end) = (HEAD + 2 * i, HEAD + 2 * count(p));
+        // The header's count and `data_lo` (bytes 8 .. 12), with the slots when they are near.
+        if slots < 12 + 16 {
+            self.node_store(node, 8, &p[8..end])?;
+        } else {
+            self.node_store(node, 8, &p[8..12])?;
+            self.node_store(node, slots, &p[slots..end])?;
+        }
+        let at = leaf::data_lo(p);
+        self.node_store(node, at, &p[at..at + bytes.len()])
     }
 
     /// Puts an entry at slot `i` of leaf `node` (whose bytes are `old`, and `new` after the
@@ -661,71 +687,65 @@ impl<M: Mem> Store<M> {
         while at_depth > 0 {
             at_depth -= 1;
             let (node, idx) = path.steps[at_depth];
+            let (at, remove, mut entries) = match up {
+                // Nothing changes above.
+                Up::Delta(0) => break,
+                // Only the count changes: stored without reading the node again (the descent
+                // checked it, and `idx` is one of its entries).
+                Up::Delta(d) => {
+                    self.node_add(node, HEAD + IENT * idx + 16, d, "tree")?;
+                    continue;
+                }
+                Up::Splice { at, remove, new } => (at, remove, new),
+            };
             let mut old = [0u8; N];
             self.read_page(node, &mut old)?;
             let mut new = old;
-            match up {
-                // Nothing changes above.
-                Up::Delta(0) => break,
-                Up::Delta(d) => {
-                    let c = inner::cnt(&new, idx).checked_add_signed(d);
-                    let c = c.ok_or_else(|| {
-                        StoreError::Corrupt(format!("tree node {node}: a count goes below 0"))
-                    })?;
-                    inner::set_cnt(&mut new, idx, c);
-                    self.write_page(node, &old, &new)?;
-                    up = Up::Delta(d);
+            let at = if at == usize::MAX { idx } else { at };
+            let before: u64 = (at..at + remove).map(|k| inner::cnt(&new, k)).sum();
+            let after: u64 = entries.iter().map(|e| e.2).sum();
+            // The first new child keeps the separator of the first it replaces.
+            if let Some(first) = entries.first_mut() {
+                first.0 = inner::sep(&new, at);
+            }
+            // The new entries' counts are whole: they hold the leaf's change already.
+            let d = after as i64 - before as i64;
+            let c = count(&new) - remove + entries.len();
+            if c == 0 {
+                self.free_page(node, &old)?;
+                up = Up::Splice { at: usize::MAX, remove: 1, new: Vec::new() };
+            } else if c <= inner::cap(&old) {
+                inner::splice(&mut new, at, remove, &entries);
+                self.write_page(node, &old, &new)?;
+                up = Up::Delta(d);
+            } else if c <= INNER_CAP {
+                // Past its size: made again, larger (the parent's entry keeps its
+                // separator).
+                inner::splice(&mut new, at, remove, &entries);
+                let all: Vec<(u64, u64, u64)> = (0..c).map(|k| inner::get(&new, k)).collect();
+                let mut p = [0u8; N];
+                inner::init(&mut p, self.node_size_for(IENT * c, true), level(&old));
+                inner::splice(&mut p, 0, 0, &all);
+                let total = all.iter().map(|e| e.2).sum();
+                let made = self.new_page(&mut p)?;
+                self.free_page(node, &old)?;
+                up = Up::Splice { at: usize::MAX, remove: 1, new: vec![(0, made, total)] };
+            } else {
+                // Split: all entries, then two new nodes of half each.
+                let mut all: Vec<(u64, u64, u64)> = (0..count(&new)).map(|k| inner::get(&new, k)).collect();
+                all.splice(at..at + remove, entries);
+                let half = all.len() / 2;
+                let mut made = Vec::with_capacity(2);
+                for part in [&all[..half], &all[half..]] {
+                    let mut p = [0u8; N];
+                    inner::init(&mut p, self.node_size_for(IENT * part.len(), true), level(&old));
+                    inner::splice(&mut p, 0, 0, part);
+                    let sep = part[0].0;
+                    let total = part.iter().map(|e| e.2).sum();
+                    made.push((sep, self.new_page(&mut p)?, total));
                 }
-                Up::Splice { at, remove, new: entries } => {
-                    let at = if at == usize::MAX { idx } else { at };
-                    let before: u64 = (at..at + remove).map(|k| inner::cnt(&new, k)).sum();
-                    let after: u64 = entries.iter().map(|e| e.2).sum();
-                    // The first new child keeps the separator of the first it replaces.
-                    let mut entries = entries;
-                    if let Some(first) = entries.first_mut() {
-                        first.0 = inner::sep(&new, at);
-                    }
-                    // The new entries' counts are whole: they hold the leaf's change already.
-                    let d = after as i64 - before as i64;
-                    let c = count(&new) - remove + entries.len();
-                    if c == 0 {
-                        self.free_page(node, &old)?;
-                        up = Up::Splice { at: usize::MAX, remove: 1, new: Vec::new() };
-                    } else if c <= inner::cap(&old) {
-                        inner::splice(&mut new, at, remove, &entries);
-                        self.write_page(node, &old, &new)?;
-                        up = Up::Delta(d);
-                    } else if c <= INNER_CAP {
-                        // Past its size: made again, larger (the parent's entry keeps its
-                        // separator).
-                        inner::splice(&mut new, at, remove, &entries);
-                        let all: Vec<(u64, u64, u64)> = (0..c).map(|k| inner::get(&new, k)).collect();
-                        let mut p = [0u8; N];
-                        inner::init(&mut p, self.node_size_for(IENT * c, true), level(&old));
-                        inner::splice(&mut p, 0, 0, &all);
-                        let total = all.iter().map(|e| e.2).sum();
-                        let made = self.new_page(&mut p)?;
-                        self.free_page(node, &old)?;
-                        up = Up::Splice { at: usize::MAX, remove: 1, new: vec![(0, made, total)] };
-                    } else {
-                        // Split: all entries, then two new nodes of half each.
-                        let mut all: Vec<(u64, u64, u64)> =
-                            (0..count(&new)).map(|k| inner::get(&new, k)).collect();
-                        all.splice(at..at + remove, entries);
-                        let half = all.len() / 2;
-                        let mut made = Vec::with_capacity(2);
-                        for part in [&all[..half], &all[half..]] {
-                            let mut p = [0u8; N];
-                            inner::init(&mut p, self.node_size_for(IENT * part.len(), true), level(&old));
-                            inner::splice(&mut p, 0, 0, part);
-                            let sep = part[0].0;
-                            let total = part.iter().map(|e| e.2).sum();
-                            made.push((sep, self.new_page(&mut p)?, total));
-                        }
-                        self.free_page(node, &old)?;
-                        up = Up::Splice { at: usize::MAX, remove: 1, new: made };
-                    }
-                }
+                self.free_page(node, &old)?;
+                up = Up::Splice { at: usize::MAX, remove: 1, new: made };
             }
         }
         // At the root.

@@ -340,10 +340,6 @@ mod inner {
         u64_at(p, HEAD + IENT * i + SEP + 8)
     }
 
-    pub fn set_n(p: &mut Page, i: usize, v: u64) {
-        set_u64(p, HEAD + IENT * i + SEP + 8, v);
-    }
-
     /// An empty inner node of `bytes` bytes at `level`.
     pub fn init(p: &mut Page, bytes: usize, level: u8) {
         p.fill(0);
@@ -974,87 +970,85 @@ impl<M: Mem> Store<M> {
         while d > 0 {
             d -= 1;
             let (node, idx) = path.steps[d];
+            let (at, remove, mut entries) = match up {
+                Up::Delta(0) => break,
+                // Only the count changes: stored without reading the node again (the descent
+                // checked it, and `idx` is one of its entries).
+                Up::Delta(dl) => {
+                    self.node_add(node, HEAD + IENT * idx + SEP + 8, dl, "sorted-set tree")?;
+                    continue;
+                }
+                Up::Splice { at, remove, new } => (at, remove, new),
+            };
             let mut old = [0u8; N];
             self.zread(node, &mut old)?;
             let mut new = old;
-            match up {
-                Up::Delta(0) => break,
-                Up::Delta(dl) => {
-                    let n = inner::n(&new, idx).checked_add_signed(dl).ok_or_else(|| {
-                        StoreError::Corrupt(format!("sorted-set tree node {node}: a count goes below 0"))
-                    })?;
-                    inner::set_n(&mut new, idx, n);
-                    self.zwrite(node, &old, &new)?;
-                }
-                Up::Splice { at, remove, new: mut entries } => {
-                    let at = at.unwrap_or(idx);
-                    let c = count(&new);
-                    if at + remove > c {
-                        return Err(StoreError::Corrupt(format!(
-                            "sorted-set tree node {node}: a change at entry {at} of {c}"
-                        )));
-                    }
-                    let before: u64 = (at..at + remove).map(|k| inner::n(&new, k)).sum();
-                    let after: u64 = entries.iter().map(|e| e.n).sum();
-                    // The separators of the entries replaced go, but the first's, which the
-                    // first new entry takes.
-                    let keep_first = !entries.is_empty();
-                    for k in at + usize::from(keep_first)..at + remove {
-                        self.free_sep(&inner::get(&new, k).sep)?;
-                    }
-                    if let Some(first) = entries.first_mut() {
-                        first.sep = inner::get(&new, at).sep;
-                    }
-                    let nc = c - remove + entries.len();
-                    if nc == 0 {
-                        self.zfree(node, &old)?;
-                        up = Up::Splice { at: None, remove: 1, new: Vec::new() };
-                        continue;
-                    }
-                    if nc <= INNER_CAP {
-                        inner::splice(&mut new, at, remove, &entries);
-                        // A new first entry: its separator is the node's, in the parent.
-                        let first = inner::get(&new, 0);
-                        if first.sep != Sep::EMPTY {
-                            self.free_sep(&first.sep)?;
-                            inner::set(&mut new, 0, &Ient { sep: Sep::EMPTY, ..first });
-                        }
-                        if nc <= inner::cap(&old) {
-                            self.zwrite(node, &old, &new)?;
-                            up = Up::Delta(after as i64 - before as i64);
-                            continue;
-                        }
-                        // Past its size: made again, larger (the parent's entry keeps its
-                        // separator).
-                        let all: Vec<Ient> = (0..nc).map(|k| inner::get(&new, k)).collect();
-                        let mut p = [0u8; N];
-                        inner::init(&mut p, self.node_size_for(IENT * nc, true), level(&old));
-                        inner::splice(&mut p, 0, 0, &all);
-                        let n = all.iter().map(|e| e.n).sum();
-                        let made = Ient { sep: Sep::EMPTY, child: self.znew(&mut p)?, n };
-                        self.zfree(node, &old)?;
-                        up = Up::Splice { at: None, remove: 1, new: vec![made] };
-                        continue;
-                    }
-                    // Split: every entry, then two new nodes of half each; the right one's
-                    // first separator moves up.
-                    let mut all: Vec<Ient> = (0..c).map(|k| inner::get(&new, k)).collect();
-                    all.splice(at..at + remove, entries);
-                    let half = all.len() / 2;
-                    let up_sep = all[half].sep;
-                    all[half].sep = Sep::EMPTY;
-                    let mut made = Vec::with_capacity(2);
-                    for (part, sep) in [(&all[..half], Sep::EMPTY), (&all[half..], up_sep)] {
-                        let mut p = [0u8; N];
-                        inner::init(&mut p, self.node_size_for(IENT * part.len(), true), level(&old));
-                        inner::splice(&mut p, 0, 0, part);
-                        let n = part.iter().map(|e| e.n).sum();
-                        made.push(Ient { sep, child: self.znew(&mut p)?, n });
-                    }
-                    self.zfree(node, &old)?;
-                    up = Up::Splice { at: None, remove: 1, new: made };
-                }
+            let at = at.unwrap_or(idx);
+            let c = count(&new);
+            if at + remove > c {
+                return Err(StoreError::Corrupt(format!(
+                    "sorted-set tree node {node}: a change at entry {at} of {c}"
+                )));
             }
+            let before: u64 = (at..at + remove).map(|k| inner::n(&new, k)).sum();
+            let after: u64 = entries.iter().map(|e| e.n).sum();
+            // The separators of the entries replaced go, but the first's, which the
+            // first new entry takes.
+            let keep_first = !entries.is_empty();
+            for k in at + usize::from(keep_first)..at + remove {
+                self.free_sep(&inner::get(&new, k).sep)?;
+            }
+            if let Some(first) = entries.first_mut() {
+                first.sep = inner::get(&new, at).sep;
+            }
+            let nc = c - remove + entries.len();
+            if nc == 0 {
+                self.zfree(node, &old)?;
+                up = Up::Splice { at: None, remove: 1, new: Vec::new() };
+                continue;
+            }
+            if nc <= INNER_CAP {
+                inner::splice(&mut new, at, remove, &entries);
+                // A new first entry: its separator is the node's, in the parent.
+                let first = inner::get(&new, 0);
+                if first.sep != Sep::EMPTY {
+                    self.free_sep(&first.sep)?;
+                    inner::set(&mut new, 0, &Ient { sep: Sep::EMPTY, ..first });
+                }
+                if nc <= inner::cap(&old) {
+                    self.zwrite(node, &old, &new)?;
+                    up = Up::Delta(after as i64 - before as i64);
+                    continue;
+                }
+                // Past its size: made again, larger (the parent's entry keeps its
+                // separator).
+                let all: Vec<Ient> = (0..nc).map(|k| inner::get(&new, k)).collect();
+                let mut p = [0u8; N];
+                inner::init(&mut p, self.node_size_for(IENT * nc, true), level(&old));
+                inner::splice(&mut p, 0, 0, &all);
+                let n = all.iter().map(|e| e.n).sum();
+                let made = Ient { sep: Sep::EMPTY, child: self.znew(&mut p)?, n };
+                self.zfree(node, &old)?;
+                up = Up::Splice { at: None, remove: 1, new: vec![made] };
+                continue;
+            }
+            // Split: every entry, then two new nodes of half each; the right one's
+            // first separator moves up.
+            let mut all: Vec<Ient> = (0..c).map(|k| inner::get(&new, k)).collect();
+            all.splice(at..at + remove, entries);
+            let half = all.len() / 2;
+            let up_sep = all[half].sep;
+            all[half].sep = Sep::EMPTY;
+            let mut made = Vec::with_capacity(2);
+            for (part, sep) in [(&all[..half], Sep::EMPTY), (&all[half..], up_sep)] {
+                let mut p = [0u8; N];
+                inner::init(&mut p, self.node_size_for(IENT * part.len(), true), level(&old));
+                inner::splice(&mut p, 0, 0, part);
+                let n = part.iter().map(|e| e.n).sum();
+                made.push(Ient { sep, child: self.znew(&mut p)?, n });
+            }
+            self.zfree(node, &old)?;
+            up = Up::Splice { at: None, remove: 1, new: made };
         }
         if let Up::Splice { new: entries, .. } = up {
             // At the root.
