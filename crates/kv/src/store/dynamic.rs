@@ -1,9 +1,9 @@
 //! The superblock's dynamic part: the allocator's state and the counters, kept in the process
 //! while a batch runs and written back, as one undo-logged write, when it is sealed.
 
-use super::layout::{CLASSES, DBS, DB_AT, DYN_LEN, HEADS_AT};
+use super::layout::{CLASSES, DBS, DB_AT, DYN_LEN, HEADS_AT, LAZYFREE_AT};
 
-/// What commands change in the superblock (region bytes 128 .. 1664, FORMAT.md §11.1).
+/// What commands change in the superblock (region bytes 128 .. 1792, FORMAT.md §11.1).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dynamic {
     /// First heap byte never given out.
@@ -21,6 +21,11 @@ pub struct Dynamic {
     pub heads: [u64; CLASSES],
     /// The databases (version 2).
     pub dbs: Databases,
+    /// The first entry of the pending-free list (0: none): removed keys whose values are
+    /// freed in the background (`lazyfree.rs`), chained by their entries' `next`.
+    pub lazyfree_head: u64,
+    /// Entries on that list.
+    pub lazyfree_pending: u64,
 }
 
 /// The databases' part of the dynamic state: which physical database each `SELECT` number
@@ -62,6 +67,8 @@ impl Dynamic {
             stale: 1,
             heads: [0; CLASSES],
             dbs: Databases::fresh(),
+            lazyfree_head: 0,
+            lazyfree_pending: 0,
         }
     }
 
@@ -85,6 +92,8 @@ impl Dynamic {
         }
         b[DB_AT + 320..DB_AT + 336].copy_from_slice(&d.map);
         b[DB_AT + 336..DB_AT + 344].copy_from_slice(&d.stale_keys.to_le_bytes());
+        b[LAZYFREE_AT..LAZYFREE_AT + 8].copy_from_slice(&self.lazyfree_head.to_le_bytes());
+        b[LAZYFREE_AT + 8..LAZYFREE_AT + 16].copy_from_slice(&self.lazyfree_pending.to_le_bytes());
         b
     }
 
@@ -104,7 +113,17 @@ impl Dynamic {
         }
         dbs.map.copy_from_slice(&b[DB_AT + 320..DB_AT + 336]);
         dbs.stale_keys = w(DB_AT + 336);
-        Dynamic { heap_top: w(0), keys: w(8), used: w(16), gen: w(24), stale: w(32), heads, dbs }
+        Dynamic {
+            heap_top: w(0),
+            keys: w(8),
+            used: w(16),
+            gen: w(24),
+            stale: w(32),
+            heads,
+            dbs,
+            lazyfree_head: w(LAZYFREE_AT),
+            lazyfree_pending: w(LAZYFREE_AT + 8),
+        }
     }
 
     /// The smallest span of words that differ from `old`, as (offset in the part, length).
@@ -128,6 +147,8 @@ mod tests {
         d.dbs.gen[15] = u32::MAX;
         d.dbs.map.swap(0, 9);
         d.dbs.stale_keys = 3;
+        d.lazyfree_head = 4096 + 48;
+        d.lazyfree_pending = 2;
         let e = Dynamic::decode(&d.encode());
         assert_eq!(e, d);
         let mut f = d.clone();
