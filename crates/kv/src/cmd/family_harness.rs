@@ -82,6 +82,12 @@ impl<M: Mem> Harness<M> {
         self.cmd(&a)
     }
 
+    /// Frees the values removed in the background, a sealed step at a time, as the server
+    /// does. Returns the values freed.
+    pub(crate) fn lazyfree(&mut self) -> u64 {
+        self.store.lazyfree_all(1 << 30, 1024)
+    }
+
     pub(crate) fn encoding(&mut self, key: &str) -> String {
         match self.cmd(&["OBJECT", "ENCODING", key]) {
             Value::Bulk(b) => String::from_utf8(b).unwrap(),

@@ -219,6 +219,8 @@ pub struct Stats {
     pub output_limit_closes: u64,
     /// Keys removed because they expired.
     pub expired_keys: u64,
+    /// Removed values freed in the background (`lazyfreed_objects`).
+    pub lazyfreed_objects: u64,
     /// Clients parked by a blocking command now.
     pub blocked_clients: u64,
 }

@@ -133,14 +133,15 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
             t,
             "# Memory\r\nused_memory:{}\r\nused_memory_heap_top:{}\r\nmaxmemory:{}\r\n\
              maxmemory_policy:noeviction\r\nmem_allocator:mojim-region\r\nregion_size:{}\r\n\
-             mojim_bucket_array_bytes:{}\r\n",
+             mojim_bucket_array_bytes:{}\r\nlazyfree_pending_objects:{}\r\n",
             cx.store.used_bytes(),
             cx.store.heap_top_bytes(),
             g.heap_end - g.heap_off,
             g.size,
             // The key table, outside the heap (and so outside used_memory): 8 bytes a bucket,
             // as many buckets as the region's size gives (FORMAT.md §11).
-            8 * g.buckets
+            8 * g.buckets,
+            cx.store.lazyfree_pending()
         );
         super::scripting::info_memory(host, &mut t);
         t.push_str("\r\n");
@@ -156,7 +157,7 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
              expired_keys:{}\r\nevicted_keys:0\r\ntotal_forks:0\r\ntotal_error_replies:{}\r\n\
              mojim_groups_sent:{}\r\nmojim_protocol_errors:{}\r\nacl_access_denied_auth:{}\r\n\
              client_output_limit_disconnections:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\n\
-             pubsubshard_channels:{}\r\n\r\n",
+             pubsubshard_channels:{}\r\nlazyfreed_objects:{}\r\n\r\n",
             st.connections,
             st.commands,
             st.expired_keys,
@@ -167,7 +168,8 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
             st.output_limit_closes,
             pubsub.0,
             pubsub.1,
-            pubsub.2
+            pubsub.2,
+            st.lazyfreed_objects
         );
     }
     if want("REPLICATION") {

@@ -109,6 +109,7 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         stats: Stats::default(),
         expire_cursor: 0,
         last_expire: Instant::now(),
+        lazyfree_retry: Instant::now(),
         inflight: VecDeque::new(),
         spare: Vec::new(),
         auth: AuthLog::default(),
@@ -162,6 +163,8 @@ struct Server<'p> {
     stats: Stats,
     expire_cursor: u64,
     last_expire: Instant,
+    /// When freeing removed values in the background may go on (after a pass that failed).
+    lazyfree_retry: Instant,
     /// Batches whose replies are not released yet, oldest first.
     inflight: VecDeque<Batch>,
     /// Reply lists of released batches, for reuse.
@@ -212,7 +215,7 @@ impl Server<'_> {
                 (w.has_ready(), w.next_deadline())
             };
             let backlog = self.tls_backlog.iter().any(|&i| self.may_read(i));
-            let busy = !self.ready.is_empty() || !self.inflight.is_empty() || woke || backlog;
+            let busy = !self.ready.is_empty() || !self.inflight.is_empty() || woke || backlog || self.lazyfree_due();
             let mut timeout = if busy { Some(Duration::ZERO) } else { Some(EXPIRE_EVERY) };
             if let Some(d) = deadline {
                 let left = Duration::from_millis(d.saturating_sub(cmd::now_ms()));
@@ -438,6 +441,9 @@ impl Server<'_> {
         if !seal_now && self.last_expire.elapsed() >= EXPIRE_EVERY {
             self.expire(now_ms)?;
         }
+        if !seal_now {
+            self.lazyfree()?;
+        }
         let reads = self.reads_in_batch;
         let flushed = self.store.flushed_in_batch();
         let ticket = self.commit(hold, reads)?;
@@ -580,6 +586,38 @@ impl Server<'_> {
                 self.expire_cursor = pass_from;
                 self.last_expire = Instant::now();
                 tracing::warn!(error = %e, bucket = pass_from, "an expiry pass was undone; it is tried again later");
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether values wait to be freed in the background and may be freed now.
+    fn lazyfree_due(&self) -> bool {
+        self.store.lazyfree_pending() > 0 && Instant::now() >= self.lazyfree_retry
+    }
+
+    /// Frees values removed in the background, as far as the batch has room
+    /// ([`Store::lazyfree_room`]), after the turn's commands: each turn's group carries a
+    /// share of the freeing, and a turn with no commands is all freeing. A pass that meets a
+    /// store error (other than a damaged store) is undone, logged, and tried again a while
+    /// later.
+    fn lazyfree(&mut self) -> Result<(), KvError> {
+        if !self.lazyfree_due() {
+            return Ok(());
+        }
+        let (max_group, max_ranges) = (self.opts.max_group_bytes, self.opts.primary.limits.max_ranges);
+        if !self.store.batch_has_room(max_group, max_ranges) {
+            return Ok(());
+        }
+        let sp = self.store.savepoint();
+        let r = self.store.lazyfree_step(|s, blocks| s.lazyfree_room(blocks, max_group, max_ranges));
+        match r {
+            Ok(freed) => self.stats.lazyfreed_objects += freed,
+            Err(e) if e.is_fatal() => return Err(e.into()),
+            Err(e) => {
+                self.store.rollback_to(&sp)?;
+                self.lazyfree_retry = Instant::now() + EXPIRE_EVERY;
+                tracing::warn!(error = %e, "a pass freeing removed values was undone; it is tried again later");
             }
         }
         Ok(())

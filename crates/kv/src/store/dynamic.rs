@@ -1,9 +1,9 @@
 //! The superblock's dynamic part: the allocator's state and the counters, kept in the process
 //! while a batch runs and written back, as one undo-logged write, when it is sealed.
 
-use super::layout::{ACL_AT, CLASSES, DBS, DB_AT, DYN_LEN, HEADS_AT};
+use super::layout::{ACL_AT, CLASSES, DBS, DB_AT, DYN_LEN, HEADS_AT, LAZYFREE_AT};
 
-/// What commands change in the superblock (region bytes 128 .. 1664, FORMAT.md §11.1).
+/// What commands change in the superblock (region bytes 128 .. 1792, FORMAT.md §11.1).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dynamic {
     /// First heap byte never given out.
@@ -24,6 +24,11 @@ pub struct Dynamic {
     /// The heap block holding the ACL users' record (`acl.rs`); 0: none, the users of a
     /// server without ACL changes.
     pub acl: u64,
+    /// The first entry of the pending-free list (0: none): removed keys whose values are
+    /// freed in the background (`lazyfree.rs`), chained by their entries' `next`.
+    pub lazyfree_head: u64,
+    /// Entries on that list.
+    pub lazyfree_pending: u64,
 }
 
 /// The databases' part of the dynamic state: which physical database each `SELECT` number
@@ -66,6 +71,8 @@ impl Dynamic {
             heads: [0; CLASSES],
             dbs: Databases::fresh(),
             acl: 0,
+            lazyfree_head: 0,
+            lazyfree_pending: 0,
         }
     }
 
@@ -90,6 +97,8 @@ impl Dynamic {
         b[DB_AT + 320..DB_AT + 336].copy_from_slice(&d.map);
         b[DB_AT + 336..DB_AT + 344].copy_from_slice(&d.stale_keys.to_le_bytes());
         b[ACL_AT..ACL_AT + 8].copy_from_slice(&self.acl.to_le_bytes());
+        b[LAZYFREE_AT..LAZYFREE_AT + 8].copy_from_slice(&self.lazyfree_head.to_le_bytes());
+        b[LAZYFREE_AT + 8..LAZYFREE_AT + 16].copy_from_slice(&self.lazyfree_pending.to_le_bytes());
         b
     }
 
@@ -118,6 +127,8 @@ impl Dynamic {
             heads,
             dbs,
             acl: w(ACL_AT),
+            lazyfree_head: w(LAZYFREE_AT),
+            lazyfree_pending: w(LAZYFREE_AT + 8),
         }
     }
 
@@ -143,6 +154,8 @@ mod tests {
         d.dbs.map.swap(0, 9);
         d.dbs.stale_keys = 3;
         d.acl = 4096;
+        d.lazyfree_head = 4096 + 48;
+        d.lazyfree_pending = 2;
         let e = Dynamic::decode(&d.encode());
         assert_eq!(e, d);
         let mut f = d.clone();

@@ -31,6 +31,9 @@ pub const DYN_LEN: u64 = 128 + 8 * CLASSES as u64 + 512;
 pub const HEADS_AT: usize = 128;
 /// Offset of the databases' block inside the dynamic part.
 pub const DB_AT: usize = 128 + 8 * CLASSES;
+/// Offset of the pending-free list's head and count inside the dynamic part (region bytes
+/// 1632 .. 1648; 1624 .. 1632 are kept for another field).
+pub const LAZYFREE_AT: usize = DB_AT + 352;
 /// Databases a store holds (`SELECT 0` .. `SELECT 15`).
 pub const DBS: usize = 16;
 /// Where the ACL record's block offset lies in the dynamic part (region byte 1624).
@@ -383,6 +386,8 @@ mod tests {
         assert_eq!(off("db_map"), DYN_OFF + DB_AT as u64 + 320);
         assert_eq!(off("stale_keys"), DYN_OFF + DB_AT as u64 + 336);
         assert_eq!(off("acl"), DYN_OFF + ACL_AT as u64);
+        assert_eq!(off("lazyfree_head"), DYN_OFF + LAZYFREE_AT as u64);
+        assert_eq!(off("lazyfree_pending"), DYN_OFF + LAZYFREE_AT as u64 + 8);
         assert!(row("heads").contains(&format!("8 × {CLASSES}")));
         assert_eq!(off("undo_len"), 0);
         assert!(sec.contains(&format!("| {UNDO_AT} | J − {UNDO_AT} | undo area |")));

@@ -18,6 +18,7 @@ mod journal;
 mod key_hash;
 mod keyspace;
 pub mod layout;
+mod lazyfree;
 pub mod list_pack;
 mod mem;
 pub mod member_list;
@@ -41,6 +42,7 @@ pub use layout::{
     kind_name, EntryHead, Geometry, ENC_EMBSTR, ENC_INTSET, ENC_LISTPACK, ENC_PLAIN, ENC_QUICKLIST, ENC_RAW,
     ENC_TREE, ENC_ZSET_INDEX, KIND_HASH, KIND_LIST, KIND_SET, KIND_STRING, KIND_ZSET,
 };
+pub use lazyfree::LAZYFREE_THRESHOLD;
 pub use mem::{Mem, VecMem};
 pub use quicklist::QuickList;
 pub use table::Found;
@@ -203,6 +205,14 @@ impl<M: Mem> Store<M> {
                     d.dbs.map
                 )));
             }
+        }
+        if (d.lazyfree_head == 0) != (d.lazyfree_pending == 0)
+            || (d.lazyfree_head != 0 && !g.in_heap(d.lazyfree_head, layout::ENTRY_HEAD))
+        {
+            return Err(StoreError::Corrupt(format!(
+                "the superblock's pending-free list starts at {} and counts {} values",
+                d.lazyfree_head, d.lazyfree_pending
+            )));
         }
         for (c, &h) in d.heads.iter().enumerate() {
             if h != 0 && !g.in_heap(h, self.classes[c]) {

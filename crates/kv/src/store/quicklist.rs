@@ -707,6 +707,13 @@ impl<M: Mem> Store<M> {
         Ok(())
     }
 
+    /// A node's `next` and its block's class, for freeing a chain a node at a time
+    /// (`lazyfree.rs`).
+    pub(super) fn ql_node_link(&self, off: u64) -> Result<(u64, u8), StoreError> {
+        let n = self.read_node(off)?;
+        Ok((n.next, n.class))
+    }
+
     /// The list handle an entry's value is, if it is one.
     pub fn list_of(&self, f: &Found) -> Result<QuickList, StoreError> {
         let mut b = [0u8; QuickList::LEN];

@@ -104,7 +104,8 @@ impl<M: Mem> Store<M> {
     }
 
     /// Writes a new entry (the value given in parts, `spare` more bytes of room after it) and
-    /// links it in place of `old` (whose value is dropped: a tree it holds is freed), or at the
+    /// links it in place of `old` (whose value is dropped: a tree it holds is freed, at once or
+    /// in the background, as [`Store::remove`] frees it), or at the
     /// head of its bucket. Returns it.
     pub fn put(
         &mut self,
@@ -197,9 +198,8 @@ impl<M: Mem> Store<M> {
         }
         self.set_link(link, link_is_bucket, e)?;
         if let Some(o) = old {
-            self.drop_value(o)?;
             self.count_key(o.entry, &o.head, -1)?;
-            self.free(o.entry, o.head.class)?
+            self.release(o)?;
         } else {
             self.dy.keys += 1;
         }
@@ -207,10 +207,14 @@ impl<M: Mem> Store<M> {
         Ok(Found { entry: e, head, link, link_is_bucket })
     }
 
-    /// Unlinks and frees an entry, and what its value holds (a tree).
+    /// Unlinks and frees an entry, and what its value holds (a tree): at once, or in the
+    /// background when that is large work (`lazyfree.rs`).
     pub fn remove(&mut self, f: &Found) -> Result<(), StoreError> {
-        self.drop_value(f)?;
-        self.unlink(f)
+        self.set_link(f.link, f.link_is_bucket, f.head.next)?;
+        self.count_key(f.entry, &f.head, -1)?;
+        self.release(f)?;
+        self.dy.keys = self.dy.keys.saturating_sub(1);
+        Ok(())
     }
 
     /// Unlinks and frees an entry but not what its value holds: its tree goes on, owned by
@@ -240,7 +244,7 @@ impl<M: Mem> Store<M> {
     }
 
     /// Frees what an entry's value holds outside its block.
-    fn drop_value(&mut self, f: &Found) -> Result<(), StoreError> {
+    pub(super) fn drop_value(&mut self, f: &Found) -> Result<(), StoreError> {
         if let Some(t) = self.tree_of(f)? {
             self.tree_free(&t)?;
         }
@@ -336,6 +340,8 @@ impl<M: Mem> Store<M> {
         let d = &mut self.dy.dbs;
         (d.keys, d.expires, d.stale_keys) = ([0; super::layout::DBS], [0; super::layout::DBS], 0);
         self.dy.heads = [0; super::layout::CLASSES];
+        // Values waiting to be freed lay in the heap just emptied.
+        (self.dy.lazyfree_head, self.dy.lazyfree_pending) = (0, 0);
         self.batch.frees_from = self.batch.frees.len();
         self.batch.flushed = true;
         self.keep_acl_over_flush(acl)

@@ -1012,6 +1012,32 @@ impl<M: Mem> Store<M> {
     }
 }
 
+/// The hash tree's shape, for freeing it a piece at a time (`lazyfree.rs`).
+pub(super) struct HashTree;
+
+impl super::lazyfree::TreeShape for HashTree {
+    fn read<M: Mem>(s: &Store<M>, off: u64, p: &mut Page) -> Result<(), StoreError> {
+        s.read_page(off, p)
+    }
+
+    fn child(p: &Page, i: usize) -> u64 {
+        inner::child(p, i)
+    }
+
+    fn entry_block(_: &Page, _: usize) -> Option<(u64, u8)> {
+        None
+    }
+
+    fn leaf_blocks(p: &Page, node: u64, out: &mut Vec<(u64, u8)>) -> Result<(), StoreError> {
+        for j in 0..count(p) {
+            if let Loc::Ext { off, class, .. } = leaf::entry(p, j, node)?.loc {
+                out.push((off, class));
+            }
+        }
+        Ok(())
+    }
+}
+
 mod build;
 mod copy;
 #[cfg(test)]

@@ -1361,6 +1361,32 @@ impl<M: Mem> Store<M> {
     }
 }
 
+/// The order tree's shape, for freeing it a piece at a time (`lazyfree.rs`).
+pub(super) struct OrderTree;
+
+impl super::lazyfree::TreeShape for OrderTree {
+    fn read<M: Mem>(s: &Store<M>, off: u64, p: &mut Page) -> Result<(), StoreError> {
+        s.zread(off, p)
+    }
+
+    fn child(p: &Page, i: usize) -> u64 {
+        inner::child(p, i)
+    }
+
+    fn entry_block(p: &Page, i: usize) -> Option<(u64, u8)> {
+        inner::get(p, i).sep.ext()
+    }
+
+    fn leaf_blocks(p: &Page, node: u64, out: &mut Vec<(u64, u8)>) -> Result<(), StoreError> {
+        for j in 0..count(p) {
+            if let Loc::Ext { off, class, .. } = leaf::entry(p, j, node)?.loc {
+                out.push((off, class));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The state of an invariant walk.
 struct Walk<'a> {
     leaf_depth: Option<usize>,

@@ -14,6 +14,11 @@
 //! command's own time, are reported for each target side by side; with `--repeat`, the round
 //! with the median longest delay. A command a target refuses (an error reply) is reported as
 //! refused, with its answer, and the other targets go on.
+//!
+//! A `DEL` may leave its value to be freed in the background (Redis's lazyfree, mojim kv's
+//! large values): the PINGs then go on until the target's `INFO memory` counts no value waiting
+//! (`lazyfree_pending_objects` 0, polled every millisecond from the reply), and the time until
+//! then and the longest PING delay until then are reported too.
 
 use super::client::{self, RespClient};
 use super::fill;
@@ -85,6 +90,11 @@ impl StallCommand {
         self != StallCommand::Lrange
     }
 
+    /// Whether it removes a value that a target may free in the background.
+    fn frees(self) -> bool {
+        self == StallCommand::Del
+    }
+
     /// What the command works on, for the table.
     pub fn describe(self, members: u64) -> String {
         match self {
@@ -126,6 +136,13 @@ pub struct StallResult {
     pub ping_p50_us: f64,
     /// PINGs answered while the command ran.
     pub pings_during: u64,
+    /// `del`: from the command's send until the target's `INFO memory` said no value waits to
+    /// be freed in the background (`lazyfree_pending_objects` 0), ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub freed_ms: Option<f64>,
+    /// `del`: the longest PING delay until then, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub longest_ping_until_freed_ms: Option<f64>,
     /// The target's answer, if it refused the command.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -150,10 +167,16 @@ pub fn run(p: &Plan, servers: &[Server]) -> Result<Vec<StallResult>> {
                 done += 1;
                 let round =
                     if repeat > 1 { format!(", round {}/{repeat}", round + 1) } else { String::new() };
+                let freed = match (r.freed_ms, r.longest_ping_until_freed_ms) {
+                    (Some(f), Some(p)) => {
+                        format!("; freed after {f:.1} ms, the longest PING until then {p:.1} ms")
+                    }
+                    _ => String::new(),
+                };
                 match &r.error {
                     None => eprintln!(
                         "kv stall [{done}/{total}] {} {}: the command took {:.1} ms, the longest PING {:.1} ms \
-                         ({} PINGs answered meanwhile{round})",
+                         ({} PINGs answered meanwhile{round}){freed}",
                         s.target.name(),
                         cmd.describe(k.members),
                         r.command_ms,
@@ -302,9 +325,16 @@ fn measure(s: &Server, cmd: StallCommand, members: u64) -> Result<StallResult> {
     let t0 = Instant::now();
     let answer = big.run(cmd.args(), wait);
     let t1 = Instant::now();
+    let freed = match answer {
+        Ok(None) if cmd.frees() => Some(wait_freed(&s.addr)),
+        _ => None,
+    };
     stop.store(true, Ordering::Release);
     let pings = pinger.join().map_err(|_| Error::Config("the PING thread panicked".into()))??;
     let answer = answer?;
+    let freed = freed.transpose()?;
+    let until_freed =
+        freed.map(|t2| pings.iter().filter(|p| p.0 < t2).map(|p| p.1).max().unwrap_or_default());
     let mut before: Vec<Duration> = pings.iter().filter(|p| p.0 < t0).map(|p| p.1).collect();
     before.sort();
     let longest = pings.iter().filter(|p| p.0 < t1).map(|p| p.1).max().unwrap_or_default();
@@ -317,9 +347,38 @@ fn measure(s: &Server, cmd: StallCommand, members: u64) -> Result<StallResult> {
         longest_ping_ms: longest.as_secs_f64() * 1e3,
         ping_p50_us: before.get(before.len() / 2).copied().unwrap_or_default().as_secs_f64() * 1e6,
         pings_during: pings.iter().filter(|p| p.0 >= t0 && p.0 + p.1 <= t1).count() as u64,
+        freed_ms: freed.map(|t2| (t2 - t0).as_secs_f64() * 1e3),
+        longest_ping_until_freed_ms: until_freed.map(|d| d.as_secs_f64() * 1e3),
         error: answer,
         redis_version: None,
     })
+}
+
+/// When `addr`'s `INFO memory` first says that no value waits to be freed in the background
+/// (`lazyfree_pending_objects` 0, or no such field: a target that frees in the command), polled
+/// every millisecond.
+fn wait_freed(addr: &str) -> Result<Instant> {
+    let mut c = RespClient::connect(addr, COMMAND_TIMEOUT)?;
+    let t0 = Instant::now();
+    loop {
+        let v = c.command(&[b"INFO", b"memory"])?;
+        let text = String::from_utf8_lossy(v.as_bytes().unwrap_or_default()).into_owned();
+        let pending = text
+            .lines()
+            .find_map(|l| l.strip_prefix("lazyfree_pending_objects:"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        if pending == 0 {
+            return Ok(Instant::now());
+        }
+        if t0.elapsed() > COMMAND_TIMEOUT {
+            return Err(Error::Config(format!(
+                "{addr} still had {pending} values to free {} s after the command",
+                COMMAND_TIMEOUT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// The connection of the large command: its reply is read as it streams in and never kept.
@@ -415,7 +474,8 @@ impl BigClient {
 }
 
 /// The table: a line per command, the longest PING delay and the command's time of each
-/// target side by side; then the refusals, in full.
+/// target side by side; then, for a `del`, when each target had freed the value and the
+/// longest PING delay until then; then the refusals, in full.
 pub fn table(results: &[StallResult]) -> String {
     let targets: Vec<Target> = super::targets::ALL_TARGETS
         .into_iter()
@@ -442,6 +502,7 @@ pub fn table(results: &[StallResult]) -> String {
     }
     out.push('\n');
     let mut refusals = String::new();
+    let mut freed = String::new();
     for c in commands {
         out += &format!("{c:<12}");
         for t in &targets {
@@ -450,13 +511,21 @@ pub fn table(results: &[StallResult]) -> String {
                     out += &format!(" {:>23}", "refused");
                     refusals += &format!("{} {c}: -{e}\n", t.name());
                 }
-                Some(r) => out += &format!(" {:>11.1} {:>11.1}", r.longest_ping_ms, r.command_ms),
+                Some(r) => {
+                    out += &format!(" {:>11.1} {:>11.1}", r.longest_ping_ms, r.command_ms);
+                    if let (Some(f), Some(p)) = (r.freed_ms, r.longest_ping_until_freed_ms) {
+                        freed += &format!(
+                            "{} {c}: freed {f:.1} ms after the send, the longest PING until then {p:.1} ms\n",
+                            t.name()
+                        );
+                    }
+                }
                 None => out += &format!(" {:>23}", "-"),
             }
         }
         out.push('\n');
     }
-    out + &refusals
+    out + &freed + &refusals
 }
 
 #[cfg(test)]
@@ -473,6 +542,8 @@ mod tests {
             longest_ping_ms: ping,
             ping_p50_us: 30.0,
             pings_during: 3,
+            freed_ms: (command == "del" && error.is_none()).then_some(40.0),
+            longest_ping_until_freed_ms: (command == "del" && error.is_none()).then_some(7.5),
             error: error.map(str::to_string),
             redis_version: None,
         }
@@ -494,5 +565,9 @@ mod tests {
         let lrange: Vec<&str> = lines[4].split_whitespace().collect();
         assert_eq!(lrange, ["lrange", "2.5", "5.0", "3.0", "6.0"], "{t}");
         assert!(t.contains("mojim-sync del: -ERR too large"), "{t}");
+        assert!(
+            t.contains("redis-none del: freed 40.0 ms after the send, the longest PING until then 7.5 ms"),
+            "{t}"
+        );
     }
 }

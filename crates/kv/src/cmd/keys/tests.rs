@@ -145,12 +145,15 @@ fn copy_strings_and_hashes() {
     h.cmd(&["DEL", "big"]);
     assert_eq!(h.cmd(&["HGET", "big2", "f50"]), b(&"v".repeat(1200)));
     assert_eq!(h.cmd(&["HLEN", "big2"]), i(400));
-    // Replacing a hash with a copy frees the old one's tree (the heap does not leak).
+    // Replacing a hash with a copy frees the old one's tree (the heap does not leak), in the
+    // background (as the DEL of big was).
+    assert_eq!(h.store.lazyfree_all(1 << 30, 1024), 1);
     let used = h.store.used_bytes();
     for _ in 0..5 {
         assert_eq!(h.cmd(&["COPY", "big2", "big3", "REPLACE"]), i(1));
     }
     h.cmd(&["DEL", "big3"]);
+    assert_eq!(h.store.lazyfree_all(1 << 30, 1024), 5);
     assert_eq!(h.store.used_bytes(), used);
 }
 
