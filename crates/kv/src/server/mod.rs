@@ -215,7 +215,8 @@ impl Server<'_> {
                 (w.has_ready(), w.next_deadline())
             };
             let backlog = self.tls_backlog.iter().any(|&i| self.may_read(i));
-            let busy = !self.ready.is_empty() || !self.inflight.is_empty() || woke || backlog || self.lazyfree_due();
+            let busy =
+                !self.ready.is_empty() || !self.inflight.is_empty() || woke || backlog || self.lazyfree_due();
             let mut timeout = if busy { Some(Duration::ZERO) } else { Some(EXPIRE_EVERY) };
             if let Some(d) = deadline {
                 let left = Duration::from_millis(d.saturating_sub(cmd::now_ms()));
