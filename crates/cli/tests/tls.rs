@@ -6,11 +6,11 @@
 
 mod common;
 
+use common::tls::context;
 use mojim::config::{write_private, Config};
 use mojim::{Primary, PrimaryOptions};
 use mojim_node::admin::AdminClient;
 use mojim_transport::tls::pki::{Ca, Validity};
-use mojim_transport::tls::TlsFiles;
 use mojim_transport::{Role, TlsContext};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -186,15 +186,6 @@ fn config_trusting_both(d: &Path, other: &Ca, name: &str, cert: &str) -> PathBuf
     let p = d.join(name);
     write_private(&p, &text).unwrap();
     p
-}
-
-/// The TLS settings of a connecting side with `d`'s CA file `ca` and the certificate `cert`.
-fn context(d: &Path, ca: &str, cert: &str) -> Arc<TlsContext> {
-    let read = |f: &str| std::fs::read(d.join("tls").join(f)).unwrap();
-    let (ca_pem, cert_pem, key_pem) = (read(ca), read(&format!("{cert}.pem")), read(&format!("{cert}.key")));
-    let (cp, ep, kp) = (PathBuf::from(ca), PathBuf::from(cert), PathBuf::from(cert));
-    let files = TlsFiles { ca: (&cp, &ca_pem), cert: (&ep, &cert_pem), key: (&kp, &key_pem) };
-    Arc::new(TlsContext::from_pem(&files).unwrap_or_else(|e| panic!("{cert}: {e}")))
 }
 
 /// Waits until `t` is past by more than a second (certificates count whole seconds).

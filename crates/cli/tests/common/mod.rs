@@ -12,6 +12,7 @@ pub mod porcupine;
 pub mod preload;
 pub mod raw;
 pub mod storage;
+pub mod tls;
 
 use mojim::config::{random_uuid, template, write_private, ConfigFile};
 use mojim::{Config, PrimaryOptions, Secret};
