@@ -339,7 +339,14 @@ fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str, who: Option<&PeerIdentit
     loop {
         let h = match read_frame(conn, REQUEST_SIZE + COMMAND_MAX, &mut body) {
             Ok(h) => h,
-            Err(_) => return,
+            // The operator is done.
+            Err(ReadError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
+            // A record that fails its TLS check, a frame that does not decode: the operator's
+            // side (or someone on the path) is told nothing more, and the log says why.
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "closing an operator's connection");
+                return;
+            }
         };
         let req = match (h.kind, Request::decode(&body)) {
             (FrameKind::Request, Ok(r)) => r,

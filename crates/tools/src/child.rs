@@ -19,10 +19,25 @@ impl ChildNode {
         if std::env::var_os("MOJIM_LOG").is_none() {
             cmd.env("MOJIM_LOG", "warn");
         }
+        Self::start(cmd, exe, args, Stdio::inherit())
+    }
+
+    /// As [`ChildNode::spawn`], its log (stderr, from level info unless `MOJIM_LOG` says
+    /// otherwise) written to the file `log`, for a caller that reads what the process saw.
+    pub fn spawn_logged(exe: &Path, args: &[&str], log: &Path) -> Result<ChildNode> {
+        let mut cmd = Command::new(exe);
+        if std::env::var_os("MOJIM_LOG").is_none() {
+            cmd.env("MOJIM_LOG", "info");
+        }
+        let file = std::fs::File::create(log).map_err(Error::io(format!("create {}", log.display())))?;
+        Self::start(cmd, exe, args, Stdio::from(file))
+    }
+
+    fn start(mut cmd: Command, exe: &Path, args: &[&str], stderr: Stdio) -> Result<ChildNode> {
         let mut child = cmd
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .map_err(Error::io(format!("start {}", exe.display())))?;
         let out = child.stdout.take().expect("stdout is piped");

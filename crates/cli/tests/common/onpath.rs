@@ -15,9 +15,24 @@
 //! - take over an operator's connection once it has logged in ([`OnPath::splice`]) and send
 //!   its own requests on it.
 //!
-//! It needs no secret: nothing after the handshake is authenticated. A stream whose first 64
-//! bytes are not a frame header (TLS, say) is passed through as bytes and marked opaque: no
-//! attack touches it, and [`OnPath::report`] says so.
+//! It needs no secret: nothing after the handshake is authenticated.
+//!
+//! A stream whose first 64 bytes are not a frame header is marked opaque ([`Report::opaque`]).
+//! When it is TLS (mutual TLS on the link, `[security] tls`), the proxy reads it as TLS records
+//! (RFC 8446 §5.1: a type, a version, a length, then the sealed bytes) and can, once, on the
+//! first application-data record toward the acceptor after [`OnPath::set`]:
+//!
+//! - flip a bit in it ([`Attack::FlipBit`]);
+//! - send it twice ([`Attack::ReplayRecord`]);
+//! - keep it from the acceptor, and send the connector, as the acceptor's answer, a copy of the
+//!   acceptor's latest application-data record ([`Attack::ForgeAcks`]);
+//! - send it, and everything after it, on a new connection of its own to the acceptor
+//!   ([`Attack::Splice`]).
+//!
+//! It keeps every byte each connector sent, so that it can also send a whole earlier
+//! connection's bytes on a new connection of its own ([`OnPath::replay_connection`]).
+//! [`OnPath::splice`] on a TLS stream sends its request as a plaintext frame. Any other stream
+//! is passed through as bytes, untouched.
 
 use mojim_format::checksum::crc32c;
 use mojim_format::handshake::{PeerRole, Request};
@@ -82,11 +97,25 @@ impl Frame {
 pub enum Attack {
     /// Forward every byte unchanged.
     Pass,
+    /// TLS: flip the lowest bit of the last byte (in the AEAD tag) of the next
+    /// application-data record toward the acceptor; then pass.
+    FlipBit,
+    /// TLS: send the next application-data record toward the acceptor, then the same record
+    /// again; then pass.
+    ReplayRecord,
+    /// TLS: the next application-data record toward the acceptor goes instead, with all that
+    /// follows it from the connector, to a new connection of the proxy's own to the acceptor
+    /// (whose replies go to the connector); the connector's first connection to the acceptor
+    /// hears no more from it.
+    Splice,
     /// In every Data frame toward the acceptor whose body holds `from`, write `to` (as long) in
     /// its place and recompute the body and header checksums.
     Alter { from: Vec<u8>, to: Vec<u8> },
     /// Data frames toward the acceptor are not forwarded; the last frame of each group is
     /// answered, to the connector, with an `Ack` of the group that the proxy makes itself.
+    /// On TLS, the proxy cannot make an Ack: it keeps the next application-data record from
+    /// the acceptor and sends the connector a copy of the acceptor's latest one (an earlier
+    /// Ack or Heartbeat) in its place; then passes.
     ForgeAcks,
     /// Forward everything, and keep a copy of the first Data group (all its frames) whose
     /// first frame holds `needle`.
@@ -125,6 +154,25 @@ pub struct Report {
     pub spliced: u64,
     /// The first frame stream that broke (a header that does not decode after the first).
     pub broken: Option<String>,
+    /// TLS records forwarded (both ways).
+    pub tls_records: u64,
+    /// TLS records changed by [`Attack::FlipBit`].
+    pub flipped: u64,
+    /// TLS records sent twice by [`Attack::ReplayRecord`].
+    pub replayed_records: u64,
+    /// Connections of the proxy's own made by [`Attack::Splice`].
+    pub spliced_sessions: u64,
+}
+
+/// What [`OnPath::replay_connection`] saw.
+#[derive(Clone, Debug)]
+pub struct Replayed {
+    /// Bytes sent: all the earlier connector's.
+    pub sent: usize,
+    /// Bytes the acceptor answered with.
+    pub answered: usize,
+    /// Whether the acceptor closed the connection (rather than the time running out).
+    pub closed: bool,
 }
 
 /// The proxy. Dropping it closes its listener and every connection through it.
@@ -155,6 +203,10 @@ struct Link {
     spliced: Mutex<Option<Sender<Frame>>>,
     /// The largest log tail the acceptor announced (an Ack's or Heartbeat's `offset`).
     tail: Mutex<u64>,
+    /// On an opaque stream: every byte the connector sent.
+    sent: Mutex<Vec<u8>>,
+    /// On TLS: the acceptor's latest application-data record.
+    last_reply: Mutex<Option<Vec<u8>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -240,6 +292,41 @@ impl OnPath {
     }
 }
 
+impl OnPath {
+    /// Opens a connection of the proxy's own to the acceptor and sends on it every byte the
+    /// connector of connection `index` (0: the first the proxy accepted) sent, as it sent them;
+    /// then reads what the acceptor answers until it closes the connection, at most `within`.
+    pub fn replay_connection(&self, index: usize, within: Duration) -> Replayed {
+        let bytes = {
+            let conns = lock(&self.shared.conns);
+            let link = conns.get(index).unwrap_or_else(|| panic!("no connection {index} to replay"));
+            let sent = lock(&link.sent).clone();
+            sent
+        };
+        let mut own = TcpStream::connect(&self.shared.upstream).expect("the proxy connects to the acceptor");
+        own.set_read_timeout(Some(within)).expect("a read timeout");
+        // The acceptor may close before it has read everything: that is an answer too.
+        let _ = own.write_all(&bytes);
+        let (mut answered, mut buf, t0) = (0, [0u8; 65536], Instant::now());
+        let closed = loop {
+            match own.read(&mut buf) {
+                Ok(0) => break true,
+                Ok(n) => answered += n,
+                Err(e)
+                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
+                {
+                    break false
+                }
+                Err(_) => break true,
+            }
+            if t0.elapsed() >= within {
+                break false;
+            }
+        };
+        Replayed { sent: bytes.len(), answered, closed }
+    }
+}
+
 impl Drop for OnPath {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
@@ -304,6 +391,8 @@ fn accept_loop(listener: TcpListener, s: Arc<Shared>) {
             closed: AtomicBool::new(false),
             spliced: Mutex::new(None),
             tail: Mutex::new(0),
+            sent: Mutex::new(Vec::new()),
+            last_reply: Mutex::new(None),
         });
         lock(&s.conns).push(link.clone());
         bump(&s, |r| r.connections += 1);
@@ -361,9 +450,7 @@ fn pump(s: &Shared, link: &Link, dir: Dir, mut from: TcpStream) {
                 // Not a frame stream: pass it through as bytes, untouched.
                 link.opaque.store(true, Ordering::Release);
                 bump(s, |r| r.opaque += 1);
-                if link.send(dir, &raw).is_ok() {
-                    pass_bytes(link, dir, &mut from);
-                }
+                pass_bytes(s, link, dir, &mut from, raw.to_vec());
                 break;
             }
             Ok(Some(Err(raw))) => {
@@ -389,17 +476,111 @@ fn pump(s: &Shared, link: &Link, dir: Dir, mut from: TcpStream) {
     link.close();
 }
 
-fn pass_bytes(link: &Link, dir: Dir, from: &mut TcpStream) {
-    let mut buf = [0u8; 65536];
+/// TLS record content type of application data (RFC 8446 §5.1): after the ServerHello, every
+/// record but a ChangeCipherSpec.
+const APPLICATION_DATA: u8 = 23;
+/// A TLS record's header: type, version (2 bytes), length (2 bytes, big-endian).
+const RECORD_HEADER: usize = 5;
+
+/// The length of the complete TLS record at the start of `buf`, if `buf` holds one.
+fn record_len(buf: &[u8]) -> Option<usize> {
+    if buf.len() < RECORD_HEADER {
+        return None;
+    }
+    let n = RECORD_HEADER + u16::from_be_bytes([buf[3], buf[4]]) as usize;
+    (buf.len() >= n).then_some(n)
+}
+
+/// Forwards an opaque stream whose first bytes are `buf`: record by record when it is TLS (a
+/// handshake record of version 3.x first), else as bytes.
+fn pass_bytes(s: &Shared, link: &Link, dir: Dir, from: &mut TcpStream, mut buf: Vec<u8>) {
+    let tls = buf.len() >= 3 && buf[0] == 22 && buf[1] == 3;
+    let mut chunk = [0u8; 65536];
     loop {
-        match from.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                if link.send(dir, &buf[..n]).is_err() {
+        if tls {
+            while let Some(n) = record_len(&buf) {
+                let rec: Vec<u8> = buf.drain(..n).collect();
+                if record(s, link, dir, rec).is_err() {
                     return;
                 }
             }
+        } else if !buf.is_empty() {
+            if dir == Dir::ToAcceptor {
+                lock(&link.sent).extend_from_slice(&buf);
+            }
+            if link.send(dir, &buf).is_err() {
+                return;
+            }
+            buf.clear();
         }
+        match from.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// One TLS record, under the attack in force.
+fn record(s: &Shared, link: &Link, dir: Dir, mut rec: Vec<u8>) -> std::io::Result<()> {
+    bump(s, |r| r.tls_records += 1);
+    if dir == Dir::ToAcceptor {
+        // Kept for `replay_connection`, as the connector sent it.
+        lock(&link.sent).extend_from_slice(&rec);
+    }
+    if rec[0] != APPLICATION_DATA {
+        return link.send(dir, &rec);
+    }
+    if dir == Dir::ToConnector {
+        *lock(&link.last_reply) = Some(rec.clone());
+        return link.send(dir, &rec);
+    }
+    let attack = {
+        let mut a = lock(&s.attack);
+        match *a {
+            Attack::FlipBit | Attack::ReplayRecord | Attack::ForgeAcks | Attack::Splice => {
+                std::mem::replace(&mut *a, Attack::Pass)
+            }
+            _ => Attack::Pass,
+        }
+    };
+    match attack {
+        Attack::FlipBit => {
+            *rec.last_mut().expect("a record has a header") ^= 1;
+            bump(s, |r| r.flipped += 1);
+            link.send(dir, &rec)
+        }
+        Attack::ReplayRecord => {
+            link.send(dir, &rec)?;
+            bump(s, |r| r.replayed_records += 1);
+            link.send(dir, &rec)
+        }
+        Attack::ForgeAcks => {
+            bump(s, |r| r.dropped += 1);
+            let Some(reply) = lock(&link.last_reply).clone() else { return Ok(()) };
+            link.send(Dir::ToConnector, &reply)?;
+            bump(s, |r| r.forged_acks += 1);
+            Ok(())
+        }
+        Attack::Splice => {
+            let own = TcpStream::connect(&s.upstream)?;
+            let _ = own.set_nodelay(true);
+            let replies = own.try_clone()?;
+            // From now on the connector's bytes go to the proxy's own connection.
+            let old = std::mem::replace(&mut *lock(&link.acceptor), own);
+            drop(old);
+            bump(s, |r| r.spliced_sessions += 1);
+            let connector = lock(&link.connector).try_clone()?;
+            std::thread::Builder::new()
+                .name("onpath-splice".into())
+                .spawn(move || {
+                    let (mut from, mut to) = (replies, connector);
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(Shutdown::Both);
+                })
+                .expect("start a proxy thread");
+            link.send(dir, &rec)
+        }
+        _ => link.send(dir, &rec),
     }
 }
 
@@ -484,7 +665,8 @@ fn data(s: &Shared, link: &Link, mut f: Frame, st: &mut GroupState, attack: Atta
         return forward(&f);
     }
     match attack {
-        Attack::Pass => forward(&f),
+        // Attacks on TLS records leave frames alone.
+        Attack::Pass | Attack::FlipBit | Attack::ReplayRecord | Attack::Splice => forward(&f),
         Attack::Alter { from, to } => {
             assert_eq!(from.len(), to.len(), "Attack::Alter replaces bytes by as many");
             let Some(at) = contains(&f.body, &from) else { return forward(&f) };
