@@ -63,15 +63,21 @@ fn log(c: &Cluster, name: &str) -> PathBuf {
     c.dir.path().join(format!("{name}.log"))
 }
 
-/// Waits until the log at `path` tells of a failed TLS connection ([`TLS_FAILED`]), at most
-/// [`WAIT`]: the line that does, or the whole log.
-fn tls_failure(path: &Path) -> Result<String, String> {
+/// The lines of the log at `path` that tell of a failed TLS connection ([`TLS_FAILED`]).
+fn tls_failures(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().filter(|l| TLS_FAILED.iter().any(|n| l.contains(n))).map(str::to_string).collect()
+}
+
+/// Waits until the log at `path` tells of a failed TLS connection ([`TLS_FAILED`]) after the
+/// `skip` it told of before, at most [`WAIT`]: the line that does, or the whole log.
+fn tls_failure(path: &Path, skip: usize) -> Result<String, String> {
     let t0 = Instant::now();
     loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        if let Some(l) = text.lines().find(|l| TLS_FAILED.iter().any(|n| l.contains(n))) {
-            return Ok(l.to_string());
+        if let Some(l) = tls_failures(path).into_iter().nth(skip) {
+            return Ok(l);
         }
+        let text = std::fs::read_to_string(path).unwrap_or_default();
         if t0.elapsed() >= WAIT {
             return Err(format!("no line with one of {TLS_FAILED:?} in {}:\n{text}", path.display()));
         }
@@ -147,7 +153,7 @@ fn forged_ack(tls: bool) -> Outcome {
     );
     let got = after.cmd(&["GET", "forged"]);
     let never_received = report.forged_seqs.first().is_some_and(|&s| st.last_received_seq < s);
-    let failure = if tls { tls_failure(&log(&c, "kv")) } else { Err("no TLS".into()) };
+    let failure = if tls { tls_failure(&log(&c, "kv"), 0) } else { Err("no TLS".into()) };
     let acknowledged_is_there = reply != ok() || got == Value::bulk("acknowledged");
     Outcome {
         worked: reply == ok() && report.forged_acks > 0 && never_received && got == Value::Null,
@@ -177,7 +183,7 @@ fn forged_ack_without_tls() {
     assert!(
         o.worked,
         "the forged Ack no longer loses an acknowledged write: a defence is in place (authenticated \
-         frames?); make this a with_tls test that asserts the attack fails. {}",
+         frames?); assert the defence here (and in docs/SECURITY.md). {}",
         o.seen
     );
 }
@@ -246,7 +252,7 @@ fn altered_data(link: Link, tls: bool) -> Outcome {
     let mut own = vec![0u8; sent.len()];
     p.read(OFF, &mut own).expect("read the primary's copy");
     p.close().expect("close the primary");
-    let failure = if tls { tls_failure(&log(&c, receiver)) } else { Err("no TLS".into()) };
+    let failure = if tls { tls_failure(&log(&c, receiver), 0) } else { Err("no TLS".into()) };
     Outcome {
         worked: synced.is_ok() && report.altered > 0 && own == sent && held == altered && st.violations == 0,
         // Either the sender sent again and the receiver holds its bytes, or the sync point
@@ -294,7 +300,7 @@ fn altered_data_between_primary_and_mirror_without_tls() {
     assert!(
         o.worked,
         "altered Data with a recomputed checksum is no longer applied by the mirror: a defence is in \
-         place; make this a with_tls test that asserts the attack fails. {}",
+         place; assert the defence here (and in docs/SECURITY.md). {}",
         o.seen
     );
 }
@@ -305,7 +311,7 @@ fn altered_data_between_mirror_and_backup_without_tls() {
     assert!(
         o.worked,
         "altered Data with a recomputed checksum is no longer applied by the backup: a defence is in \
-         place; make this a with_tls test that asserts the attack fails. {}",
+         place; assert the defence here (and in docs/SECURITY.md). {}",
         o.seen
     );
 }
@@ -320,8 +326,10 @@ fn altered_data_between_mirror_and_backup_without_tls() {
 /// verify: the proxy sends every byte the first primary sent, connection by connection, on new
 /// connections of its own to the mirror (another session's frames,
 /// [`OnPath::replay_connection`]). The mirror ends each in the handshake and logs the TLS
-/// failure; it receives no group and begins no session, and a later primary's write is what it
-/// holds.
+/// failure; it receives no group and begins no session. Then a record of a second session is
+/// sent twice on its own connection ([`Attack::ReplayRecord`]): the copy does not verify under
+/// the next record number, and the mirror ends the session, logging the TLS failure, having
+/// received the group once at most. A later primary's write is what the mirror holds.
 fn replayed_group(tls: bool) -> Outcome {
     let mut c = cluster("onpath-replay", 4 << 20, tls);
     c.mirror = Some(serve(&c, "m", &[]));
@@ -343,13 +351,26 @@ fn replayed_group(tls: bool) -> Outcome {
         let replays: Vec<_> = (0..connections).map(|i| path.replay_connection(i, WAIT)).collect();
         let after = a.status().expect("the mirror's status");
         let held_then = a.read(OFF, old.len() as u64).expect("read the mirror's copy");
-        let failure = tls_failure(&log(&c, "m"));
+        let failure = tls_failure(&log(&c, "m"), 0);
+        // A record of a second session sent twice on its own connection.
+        let earlier = tls_failures(&log(&c, "m")).len();
         let second = Primary::open(&o).expect("open the second primary");
+        path.set(Attack::ReplayRecord);
         second.write(OFF, new).expect("write");
-        let synced = second.msync(OFF, new.len() as u64);
+        let twice = second.msync(OFF, new.len() as u64);
+        let failure_twice = tls_failure(&log(&c, "m"), earlier);
+        let st_twice = common::wait_applied(&mut a);
+        let held_twice = a.read(OFF, new.len() as u64).expect("read the mirror's copy");
+        let closed_twice = second.close();
+        let replayed_records = path.report().replayed_records;
+        // A later session's write is what the mirror holds.
+        let newer = b"balance=050".as_slice();
+        let third = Primary::open(&o).expect("open the third primary");
+        third.write(OFF, newer).expect("write");
+        let synced = third.msync(OFF, newer.len() as u64);
         common::wait_applied(&mut a);
-        let held = a.read(OFF, new.len() as u64).expect("read the mirror's copy");
-        second.close().expect("close the second primary");
+        let held = a.read(OFF, newer.len() as u64).expect("read the mirror's copy");
+        third.close().expect("close the third primary");
         return Outcome {
             worked: false,
             defended: connections > 0
@@ -359,12 +380,18 @@ fn replayed_group(tls: bool) -> Outcome {
                 && after.sessions == before.sessions
                 && held_then == old
                 && failure.is_ok()
+                && replayed_records == 1
+                && failure_twice.is_ok()
+                && st_twice.groups_received <= after.groups_received + 1
+                && (twice.is_err() || held_twice == new)
                 && synced.is_ok()
-                && held == new,
+                && held == newer,
             seen: format!(
                 "replayed {connections} connections: {replays:?}; the mirror had received up to group {} ({} groups, \
-                 {} sessions) before, {} ({} groups, {} sessions) after, held {:?}, logged {failure:?}; msync of a \
-                 later session: {synced:?}, then the mirror held {:?}",
+                 {} sessions) before, {} ({} groups, {} sessions) after, held {:?}, logged {failure:?}; a record sent \
+                 twice ({replayed_records}): msync {twice:?}, the mirror then received {} groups, held {:?} and \
+                 logged {failure_twice:?}, close: {closed_twice:?}; msync of a later session: {synced:?}, then the \
+                 mirror held {:?}",
                 before.last_received_seq,
                 before.groups_received,
                 before.sessions,
@@ -372,6 +399,8 @@ fn replayed_group(tls: bool) -> Outcome {
                 after.groups_received,
                 after.sessions,
                 String::from_utf8_lossy(&held_then),
+                st_twice.groups_received,
+                String::from_utf8_lossy(&held_twice),
                 String::from_utf8_lossy(&held)
             ),
         };
@@ -419,8 +448,8 @@ fn replayed_group_with_tls() {
 /// connection of its own to the mirror ([`Attack::Splice`]): a session's records without its
 /// handshake. The mirror refuses that connection (not a ClientHello) and logs it; the primary,
 /// answered on its TLS connection by bytes that do not verify, ends its session: its `msync`
-/// returns `MirrorLost` and the mirror holds what it held (or, had the primary sent again on a
-/// connection of its own, its write).
+/// returns `MirrorLost`. The mirror holds what it held, or the primary's write when its group
+/// went on another lane, which the proxy left alone.
 fn spliced_session() -> Outcome {
     let mut c = cluster("onpath-splice", 4 << 20, true);
     c.mirror = Some(serve(&c, "m", &[]));
@@ -439,14 +468,15 @@ fn spliced_session() -> Outcome {
     let held = a.read(OFF, 5).expect("read the mirror's copy");
     p.close().expect("close the primary");
     let report = path.report();
-    let failure = tls_failure(&log(&c, "m"));
+    let failure = tls_failure(&log(&c, "m"), 0);
     Outcome {
         worked: false,
         // The write reached the mirror on a connection of the primary's own, or the sync point
-        // failed and the mirror holds what it held.
+        // failed: the mirror then holds what it held, or the primary's write if the group went
+        // on a lane the proxy left alone; never anything else.
         defended: report.spliced_sessions == 1
             && failure.is_ok()
-            && held == if synced.is_ok() { b"again" } else { b"first" },
+            && if synced.is_ok() { held == b"again" } else { held == b"first" || held == b"again" },
         seen: format!(
             "{} connections of the proxy's own; msync: {synced:?}; the mirror holds {:?} ({} violations counted) \
              and logged {failure:?}",
@@ -474,7 +504,7 @@ fn replayed_group_without_tls() {
     assert!(
         o.worked,
         "a group replayed into a later session is no longer taken by the mirror: a defence is in \
-         place; make this a with_tls test that asserts the attack fails. {}",
+         place; assert the defence here (and in docs/SECURITY.md). {}",
         o.seen
     );
 }
@@ -506,7 +536,7 @@ fn operator_hijack(tls: bool) -> Outcome {
     let demoted = taken.command(&format!(r#"{{"op":"demote","epoch":{}}}"#, epoch + 2), WAIT);
     let after_demote = own.status().expect("the node's status");
     let operator_cut_off = operator.status().is_err();
-    let failure = if tls { tls_failure(&log(&c, "m")) } else { Err("no TLS".into()) };
+    let failure = if tls { tls_failure(&log(&c, "m"), 0) } else { Err("no TLS".into()) };
     Outcome {
         defended: promoted.is_err()
             && demoted.is_err()
@@ -550,7 +580,7 @@ fn operator_hijack_without_tls() {
     assert!(
         o.worked,
         "a hijacked operator connection can no longer promote and demote the node: a defence is in \
-         place; make this a with_tls test that asserts the attack fails. {}",
+         place; assert the defence here (and in docs/SECURITY.md). {}",
         o.seen
     );
 }
@@ -602,8 +632,8 @@ fn application_credentials_promote_without_tls() {
     let o = application_promotes(false);
     assert!(
         o.worked,
-        "the application's credentials no longer promote a node: roles are in place; make this a \
-         with_tls test that asserts the attack fails. {}",
+        "the application's credentials no longer promote a node: roles are in place; assert the defence here (and in \
+         docs/SECURITY.md). {}",
         o.seen
     );
 }

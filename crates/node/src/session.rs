@@ -384,6 +384,10 @@ pub(crate) fn leave(s: &Shared, tag: SessionTag, reason: &str) {
     if !cur.ended {
         tracing::info!(session = format!("{session:#x}"), %reason, "primary session ends");
         end_locked(cur);
+    } else if !reason.ends_with("end of stream") && !reason.ends_with("shutting down") {
+        // A lane that failed on its own (a TLS record that does not verify, say) after another
+        // lane ended the session: its reason is not the session's, and is said here.
+        tracing::info!(session = format!("{session:#x}"), %reason, "a lane of the ended session ends");
     }
     if cur.within != 0 {
         return;
