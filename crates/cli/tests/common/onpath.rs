@@ -557,9 +557,10 @@ fn record(s: &Shared, link: &Link, dir: Dir, mut rec: Vec<u8>) -> std::io::Resul
         Attack::ForgeAcks => {
             bump(s, |r| r.dropped += 1);
             let Some(reply) = lock(&link.last_reply).clone() else { return Ok(()) };
-            link.send(Dir::ToConnector, &reply)?;
+            // Counted before it is sent: the connector may act on it (answer its client, whose
+            // test then reads the report) before this thread runs again.
             bump(s, |r| r.forged_acks += 1);
-            Ok(())
+            link.send(Dir::ToConnector, &reply)
         }
         Attack::Splice => {
             let own = TcpStream::connect(&s.upstream)?;
@@ -683,11 +684,14 @@ fn data(s: &Shared, link: &Link, mut f: Frame, st: &mut GroupState, attack: Atta
                 ack.header.session = h.session;
                 ack.header.seq = h.seq;
                 ack.header.offset = *lock(&link.tail);
-                link.send(Dir::ToConnector, &ack.sealed())?;
+                // Counted before it is sent: the primary may answer its client on this Ack, and
+                // the test read the report, before this thread runs again (a group split over
+                // two lanes was seen dropped on one and not yet counted as forged on the other).
                 bump(s, |r| {
                     r.forged_acks += 1;
                     r.forged_seqs.push(h.seq);
                 });
+                link.send(Dir::ToConnector, &ack.sealed())?;
             }
             Ok(())
         }
