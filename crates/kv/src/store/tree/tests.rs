@@ -210,11 +210,13 @@ fn large_trees_grow_levels_and_find_the_nth_entry() {
         assert_eq!(k, all[i as usize]);
     }
     assert!(s.tree_nth(&t, n, &mut Vec::new(), &mut Vec::new()).is_err());
-    // One change to a large tree touches a few spans of a few nodes.
+    // One change to a large tree touches a few spans of a few nodes; an insert into a full leaf
+    // (which leaf depends on the store's random hash key) splits it into two new leaves, which
+    // are written whole, and changes spans of its parents.
     let before = s.batch_bytes();
     s.tree_set(&mut t, b"f17", b"changed!").unwrap();
     s.tree_set(&mut t, b"new field", b"x").unwrap();
-    assert!(s.batch_bytes() - before < 2 * NODE, "{} bytes", s.batch_bytes() - before);
+    assert!(s.batch_bytes() - before < 3 * NODE, "{} bytes", s.batch_bytes() - before);
     let (undo, _) = s.undo_use();
     assert!(undo < 4096, "{undo} bytes of undo");
 }
