@@ -47,6 +47,16 @@ fn exchange(server: AnyTransport, client: AnyTransport) -> (Result<String, Strin
     (h.join().unwrap(), got)
 }
 
+/// A node and an application of `ca` over TLS, the node listening on loopback: its transport,
+/// the application's, the listener and its address.
+fn node_and_app(ca: &Ca) -> (AnyTransport, AnyTransport, crate::AnyListener, String) {
+    let server = AnyTransport::new(Some(ctx(ca, "node-a", Role::Node)));
+    let client = AnyTransport::new(Some(ctx(ca, "app-1", Role::Application)));
+    let l = server.listen("127.0.0.1:0").unwrap();
+    let addr = server.local_addr(&l).unwrap();
+    (server, client, l, addr)
+}
+
 #[test]
 fn both_ends_know_each_other_and_data_crosses() {
     let ca = Ca::new("cluster").unwrap();
@@ -61,10 +71,7 @@ fn both_ends_know_each_other_and_data_crosses() {
 #[test]
 fn a_receiving_and_a_sending_handle_share_the_session() {
     let ca = Ca::new("cluster").unwrap();
-    let server = AnyTransport::new(Some(ctx(&ca, "node-a", Role::Node)));
-    let client = AnyTransport::new(Some(ctx(&ca, "app-1", Role::Application)));
-    let l = server.listen("127.0.0.1:0").unwrap();
-    let addr = server.local_addr(&l).unwrap();
+    let (server, client, l, addr) = node_and_app(&ca);
     const N: usize = 4 << 20;
     // Each side sends N bytes from one handle while its other handle receives N: both
     // directions full at once, as a lane's Data and Acks are.
@@ -90,10 +97,7 @@ fn a_receiving_and_a_sending_handle_share_the_session() {
 #[test]
 fn vectored_sends_arrive_whole_and_in_order() {
     let ca = Ca::new("cluster").unwrap();
-    let server = AnyTransport::new(Some(ctx(&ca, "node-a", Role::Node)));
-    let client = AnyTransport::new(Some(ctx(&ca, "app-1", Role::Application)));
-    let l = server.listen("127.0.0.1:0").unwrap();
-    let addr = server.local_addr(&l).unwrap();
+    let (server, client, l, addr) = node_and_app(&ca);
     // Pieces small and large (past what is sealed at a time), and empty ones among them.
     let sizes = [3usize, 0, 100_000, 1, 0, 70_000, 64 << 10, 17];
     let pieces: Vec<Vec<u8>> =
@@ -118,10 +122,7 @@ fn vectored_sends_arrive_whole_and_in_order() {
 #[test]
 fn more_pieces_than_one_seal_takes_arrive_in_order() {
     let ca = Ca::new("cluster").unwrap();
-    let server = AnyTransport::new(Some(ctx(&ca, "node-a", Role::Node)));
-    let client = AnyTransport::new(Some(ctx(&ca, "app-1", Role::Application)));
-    let l = server.listen("127.0.0.1:0").unwrap();
-    let addr = server.local_addr(&l).unwrap();
+    let (server, client, l, addr) = node_and_app(&ca);
     // Three times the pieces one seal takes (a lane's 32 headers and bodies), some empty.
     let pieces: Vec<Vec<u8>> =
         (0..3 * 64).map(|i: usize| (0..(i * 37) % 300).map(|j| (j * 13 + i) as u8).collect()).collect();
@@ -145,10 +146,7 @@ fn more_pieces_than_one_seal_takes_arrive_in_order() {
 #[test]
 fn the_suite_is_aes_128_gcm_where_the_cpu_has_aes_instructions() {
     let ca = Ca::new("cluster").unwrap();
-    let server = AnyTransport::new(Some(ctx(&ca, "node-a", Role::Node)));
-    let client = AnyTransport::new(Some(ctx(&ca, "app-1", Role::Application)));
-    let l = server.listen("127.0.0.1:0").unwrap();
-    let addr = server.local_addr(&l).unwrap();
+    let (server, client, l, addr) = node_and_app(&ca);
     let suite = |c: &crate::AnyConn| match c {
         crate::AnyConn::Tls(t) => t.with_session(|s| s.negotiated_cipher_suite().map(|s| s.suite())),
         _ => panic!("not a TLS connection"),
