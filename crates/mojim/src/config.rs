@@ -5,6 +5,7 @@
 use crate::error::{Error, Result};
 use crate::size::{format_size, parse_size};
 pub use mojim_region::NvmmModel;
+use mojim_transport::tls::TlsPaths;
 use mojim_transport::TlsContext;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -622,6 +623,10 @@ pub struct SecuritySection {
     pub cert_file: String,
     /// `key_file`: this certificate's private key, PEM, mode 0600.
     pub key_file: String,
+    /// `crl_file = ""`: certificate revocation lists (PEM `X509 CRL` blocks) issued by the
+    /// cluster CA; a peer whose certificate one lists is refused at the handshake. Read again
+    /// with the other files on SIGHUP.
+    pub crl_file: String,
 }
 
 /// Who the region is: shared by every replica.
@@ -857,10 +862,12 @@ impl Config {
         Secret::resolve(&sec.secret, insecure_flag || sec.insecure || sec.tls)
     }
 
-    /// The TLS settings (`[security] tls`, `ca_file`, `cert_file`, `key_file`), loaded and
-    /// checked; `None` when `tls = false`. A file that is missing, unreadable, not PEM, a key
-    /// readable by others or not the certificate's, a certificate the CA did not sign or that
-    /// is not valid now: refused, naming the setting and the file.
+    /// The TLS settings (`[security] tls`, `ca_file`, `cert_file`, `key_file`, `crl_file`),
+    /// loaded and checked; `None` when `tls = false`. A file that is missing, unreadable, not
+    /// PEM, a key readable by others or not the certificate's, a certificate the CA did not sign,
+    /// that is not valid now or that a list revokes, a list the CA did not issue: refused,
+    /// naming the setting and the file. The context reloads the same files in place
+    /// ([`TlsContext::reload`]).
     pub fn tls(&self) -> Result<Option<Arc<TlsContext>>> {
         self.tls_with(None)
     }
@@ -906,7 +913,13 @@ impl Config {
         };
         let cert = cert_env.clone().unwrap_or_else(|| self.resolve(cert));
         let key = key_env.clone().unwrap_or_else(|| self.resolve(key));
-        let ctx = TlsContext::load(&self.resolve(&sec.ca_file), &cert, &key).map_err(|e| {
+        let paths = TlsPaths {
+            ca: self.resolve(&sec.ca_file),
+            cert,
+            key,
+            crl: (!sec.crl_file.is_empty()).then(|| self.resolve(&sec.crl_file)),
+        };
+        let ctx = TlsContext::load(&paths).map_err(|e| {
             Error::Config(format!("{} {}: {}", origin(e.setting), e.file.display(), e.reason))
         })?;
         Ok(Some(Arc::new(ctx)))
@@ -1264,7 +1277,9 @@ insecure = false
 # Mutual TLS 1.3 on every TCP link (the secret is then optional): ca_file, cert_file and
 # key_file name PEM files (relative to this file; the key mode 0600), each certificate from the
 # cluster's CA with its role (mojim:role:node, operator or application). `mojim init --tls`
-# makes them. Shared memory and UCX links are refused while it is on.
+# makes them. Shared memory and UCX links are refused while it is on. crl_file (optional) names
+# the CA's certificate revocation lists, PEM: a peer whose certificate one lists is refused.
+# `mojim serve` and `mojim kv` read these files again on SIGHUP.
 tls = false
 
 [rvm]
