@@ -309,7 +309,7 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
         opts.primary.node = n;
     }
     let mut sets: Vec<reload::Reloadable> =
-        opts.primary.tls.clone().map(security_reload).into_iter().collect();
+        opts.primary.tls.clone().map(|t| security_reload(t, &cfg, true)).into_iter().collect();
     if let Some(t) = opts.tls.clone() {
         sets.push(reload::Reloadable {
             what: "[kv] tls_*",
@@ -320,11 +320,25 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
     mojim_kv::run(&opts).map_err(kv_error)
 }
 
-/// Reloading the `[security]` TLS files of `ctx` (a node's, or an application's).
-fn security_reload(ctx: std::sync::Arc<mojim_transport::TlsContext>) -> reload::Reloadable {
+/// Reloading the `[security]` TLS files of `ctx`, a node's or (`application`) an application's,
+/// its errors naming each file by where `cfg` sets it.
+fn security_reload(
+    ctx: std::sync::Arc<mojim_transport::TlsContext>,
+    cfg: &Config,
+    application: bool,
+) -> reload::Reloadable {
+    let names: Vec<(&str, String)> = ["ca_file", "cert_file", "key_file", "crl_file"]
+        .into_iter()
+        .map(|s| (s, cfg.tls_setting(s, application)))
+        .collect();
     reload::Reloadable {
         what: "[security]",
-        reload: Box::new(move || ctx.reload().map(|l| l.to_string()).map_err(|e| e.to_string())),
+        reload: Box::new(move || {
+            ctx.reload().map(|l| l.to_string()).map_err(|e| {
+                let name = names.iter().find(|(s, _)| *s == e.setting).map_or(e.setting, |(_, n)| n.as_str());
+                format!("{name} {}: {}", e.file.display(), e.reason)
+            })
+        }),
     }
 }
 
@@ -430,7 +444,7 @@ fn serve(a: ServeArgs) -> mojim::Result<()> {
             opts.listen
         )));
     }
-    let tls = opts.tls.clone().map(security_reload);
+    let tls = opts.tls.clone().map(|t| security_reload(t, &cfg, false));
     reload::on_sighup(tls.into_iter().collect())
         .map_err(|e| Error::Io { op: "install the SIGHUP handler".into(), source: e })?;
     let mirror = Mirror::open(opts)?;

@@ -901,16 +901,9 @@ impl Config {
         }
         // An operator's tools may present their own certificate with the node's configuration.
         let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-        let section = if files.is_some() { "[primary]" } else { "[security]" };
+        let application = files.is_some();
         let (cert, key) = files.unwrap_or((&sec.cert_file, &sec.key_file));
         let (cert_env, key_env) = (env(CERT_FILE_ENV), env(KEY_FILE_ENV));
-        // A bad file is named by where it was set: `[primary]`, `[security]` or the environment.
-        let origin = |setting: &str| match setting {
-            "cert_file" if cert_env.is_some() => CERT_FILE_ENV.to_string(),
-            "key_file" if key_env.is_some() => KEY_FILE_ENV.to_string(),
-            "cert_file" | "key_file" => format!("{section} {setting}"),
-            _ => format!("[security] {setting}"),
-        };
         let cert = cert_env.clone().unwrap_or_else(|| self.resolve(cert));
         let key = key_env.clone().unwrap_or_else(|| self.resolve(key));
         let paths = TlsPaths {
@@ -920,9 +913,29 @@ impl Config {
             crl: (!sec.crl_file.is_empty()).then(|| self.resolve(&sec.crl_file)),
         };
         let ctx = TlsContext::load(&paths).map_err(|e| {
-            Error::Config(format!("{} {}: {}", origin(e.setting), e.file.display(), e.reason))
+            Error::Config(format!(
+                "{} {}: {}",
+                self.tls_setting(e.setting, application),
+                e.file.display(),
+                e.reason
+            ))
         })?;
         Ok(Some(Arc::new(ctx)))
+    }
+
+    /// Where the TLS file `setting` (`ca_file`, `cert_file`, `key_file`, `crl_file`) is set,
+    /// as errors (at start-up and on a reload) name it: `MOJIM_CERT_FILE` or `MOJIM_KEY_FILE`
+    /// when set, `[primary]` for an `application`'s own certificate and key when it has them,
+    /// `[security]` otherwise.
+    pub fn tls_setting(&self, setting: &str, application: bool) -> String {
+        let env = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+        let own = application && !self.file.primary.cert_file.is_empty();
+        match setting {
+            "cert_file" if env(CERT_FILE_ENV) => CERT_FILE_ENV.to_string(),
+            "key_file" if env(KEY_FILE_ENV) => KEY_FILE_ENV.to_string(),
+            "cert_file" | "key_file" if own => format!("[primary] {setting}"),
+            _ => format!("[security] {setting}"),
+        }
     }
 
     /// Checks `[section] transport` against the address `key` it governs: `shm` takes a path
