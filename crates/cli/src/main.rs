@@ -1,6 +1,7 @@
 //! The `mojim` command: initialise a region, run a mirror, inspect it, demo and benchmark.
 
 mod export;
+mod reload;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use mojim::config::{random_uuid, template, write_private, Config, Secret, DEFAULT_PORT};
@@ -25,7 +26,7 @@ struct Cli {
 enum Command {
     /// Create a region file and a commented configuration file beside it.
     Init(InitArgs),
-    /// Run a node in the mirror role (the daemon).
+    /// Run a node in the mirror role (the daemon). SIGHUP reloads its [security] TLS files.
     Serve(ServeArgs),
     /// Show a node's role, epoch, lanes, log fill, sequence numbers and lag.
     Status(StatusArgs),
@@ -84,8 +85,8 @@ once with the replicas that hold every acknowledged write (1 in sync mode with t
 Settings: [kv] in mojim.toml (listen, password, protected_mode, max_clients, max_bulk, max_args, \
 max_inline, output_limit, read_barrier, sentinel_name, announce, sentinels, and TLS for clients as \
 Redis's tls-* settings: tls_listen, tls_cert_file, tls_key_file, tls_ca_cert_file, \
-tls_auth_clients, tls_protocols); the region, mode and \
-mirror from [region] and [primary]. With a password ([kv] password, or the environment variable \
+tls_auth_clients, tls_protocols; SIGHUP reads these files and [security]'s again); the region, \
+mode and mirror from [region] and [primary]. With a password ([kv] password, or the environment variable \
 MOJIM_KV_PASSWORD; mojim init writes a random one) a client must AUTH before anything else \
 (-NOAUTH); without one, protected mode refuses any listen address but loopback. A request past a \
 limit, or one that breaks the protocol, closes that client with -ERR Protocol error; a reply past \
@@ -307,7 +308,38 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
     if let Some(n) = a.node {
         opts.primary.node = n;
     }
+    let mut sets: Vec<reload::Reloadable> =
+        opts.primary.tls.clone().map(|t| security_reload(t, &cfg, true)).into_iter().collect();
+    if let Some(t) = opts.tls.clone() {
+        sets.push(reload::Reloadable {
+            what: "[kv] tls_*",
+            reload: Box::new(move || t.reload().map_err(|e| e.to_string())),
+        });
+    }
+    reload::on_sighup(sets).map_err(|e| Error::Io { op: "install the SIGHUP handler".into(), source: e })?;
     mojim_kv::run(&opts).map_err(kv_error)
+}
+
+/// Reloading the `[security]` TLS files of `ctx`, a node's or (`application`) an application's,
+/// its errors naming each file by where `cfg` sets it.
+fn security_reload(
+    ctx: std::sync::Arc<mojim_transport::TlsContext>,
+    cfg: &Config,
+    application: bool,
+) -> reload::Reloadable {
+    let names: Vec<(&str, String)> = ["ca_file", "cert_file", "key_file", "crl_file"]
+        .into_iter()
+        .map(|s| (s, cfg.tls_setting(s, application)))
+        .collect();
+    reload::Reloadable {
+        what: "[security]",
+        reload: Box::new(move || {
+            ctx.reload().map(|l| l.to_string()).map_err(|e| {
+                let name = names.iter().find(|(s, _)| *s == e.setting).map_or(e.setting, |(_, n)| n.as_str());
+                format!("{name} {}: {}", e.file.display(), e.reason)
+            })
+        }),
+    }
 }
 
 fn kv_error(e: mojim_kv::KvError) -> Error {
@@ -412,6 +444,9 @@ fn serve(a: ServeArgs) -> mojim::Result<()> {
             opts.listen
         )));
     }
+    let tls = opts.tls.clone().map(|t| security_reload(t, &cfg, false));
+    reload::on_sighup(tls.into_iter().collect())
+        .map_err(|e| Error::Io { op: "install the SIGHUP handler".into(), source: e })?;
     let mirror = Mirror::open(opts)?;
     let handle = mirror.serve()?;
     println!("serving on {}", handle.addr());

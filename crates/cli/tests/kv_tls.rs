@@ -3,7 +3,8 @@
 //! over it; with `tls_auth_clients = "yes"` a client without a certificate, or with one from
 //! another CA, is refused and the server goes on serving; a client that stalls mid-handshake
 //! holds no one else up; plaintext sent to the TLS port closes that connection, with a log line;
-//! `listen = ""` serves TLS alone. The certificates are made with the project's own CA code
+//! `listen = ""` serves TLS alone; SIGHUP reloads the server's certificate, keeping the old one
+//! when the new files are bad. The certificates are made with the project's own CA code
 //! (`mojim init --tls`'s).
 
 mod common;
@@ -22,6 +23,7 @@ use std::process::{Child, Command, Output, Stdio};
 /// another CA, in a folder of their own.
 struct Certs {
     dir: TempDir,
+    ca: Ca,
 }
 
 impl Certs {
@@ -40,7 +42,7 @@ impl Certs {
         let stranger = other.issue("stranger", Role::Application, Validity::Years(1)).expect("a certificate");
         write("stranger.pem", &stranger.cert_pem);
         write("stranger.key", &stranger.key_pem);
-        Certs { dir }
+        Certs { dir, ca }
     }
 
     fn path(&self, name: &str) -> String {
@@ -373,4 +375,65 @@ fn bad_tls_settings_stop_it_before_it_serves_naming_the_value() {
         assert!(!o.status.success(), "{name}: it started");
         assert!(all(&o).contains(expect), "{name}: {}", all(&o));
     }
+}
+
+/// Prints the common name of the certificate the server at `argv[2]` presents, connecting with
+/// the client certificate in `argv[1]`.
+const SERVER_SUBJECT: &str = r#"
+import socket, ssl, sys
+d, port = sys.argv[1], int(sys.argv[2])
+ctx = ssl.create_default_context(cafile=d + "/ca.pem")
+ctx.check_hostname = False
+ctx.load_cert_chain(d + "/client.pem", d + "/client.key")
+with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+    with ctx.wrap_socket(s) as t:
+        print(dict(x[0] for x in t.getpeercert()["subject"])["commonName"])
+"#;
+
+/// The subject of the certificate `kv` presents to a new TLS client; `None` without python3.
+fn server_subject(certs: &Certs, kv: &Kv) -> Option<String> {
+    let mut cmd = tool("python3")?;
+    cmd.args(["-c", SERVER_SUBJECT, certs.dir.path().to_str().expect("utf-8"), kv.tls_port()]);
+    let o = finish(cmd);
+    assert!(o.status.success(), "{}", all(&o));
+    Some(stdout(&o))
+}
+
+#[test]
+fn sighup_reloads_the_client_facing_certificate() {
+    let certs = Certs::new("kv-tls-reload");
+    let c = cluster("kv-tls-reload", &certs, "yes", |_| {});
+    let mut kv = Kv::start(&c, &["--listen", "127.0.0.1:0"]);
+    let Some(subject) = server_subject(&certs, &kv) else { return };
+    assert_eq!(subject, "server");
+    let sighup = |kv: &Kv| {
+        let pid = rustix::process::Pid::from_raw(kv.child.id() as i32).expect("a pid");
+        rustix::process::kill_process(pid, rustix::process::Signal::HUP).expect("send SIGHUP");
+    };
+
+    let renewed = certs.ca.issue("server-renewed", Role::Node, Validity::Years(2)).expect("a certificate");
+    write_private(&certs.dir.path().join("server.pem"), &renewed.cert_pem).expect("write");
+    write_private(&certs.dir.path().join("server.key"), &renewed.key_pem).expect("write");
+    sighup(&kv);
+    wait_for("the reload's log line", || {
+        kv.log()
+            .contains("SIGHUP: reloaded the [kv] tls_* TLS files: certificate of \"server-renewed\"")
+            .then_some(())
+    });
+    assert_eq!(server_subject(&certs, &kv).expect("python3"), "server-renewed");
+    let o = redis_cli(&certs, &kv, Some("client"), &["PING"]).expect("redis-cli");
+    assert_eq!(stdout(&o), "PONG", "{}", all(&o));
+
+    // A key that is not the certificate's: refused and logged; the server keeps the one it has.
+    let other = certs.ca.issue("other", Role::Node, Validity::Years(1)).expect("a certificate");
+    write_private(&certs.dir.path().join("server.key"), &other.key_pem).expect("write");
+    sighup(&kv);
+    wait_for("the refused reload's log line", || {
+        kv.log().contains("SIGHUP: kept the [kv] tls_* TLS files loaded before").then_some(())
+    });
+    assert!(kv.log().contains(&format!("[kv] tls_key_file {}", certs.path("server.key"))), "{}", kv.log());
+    assert_eq!(server_subject(&certs, &kv).expect("python3"), "server-renewed");
+    let o = redis_cli(&certs, &kv, Some("client"), &["PING"]).expect("redis-cli");
+    assert_eq!(stdout(&o), "PONG", "{}", all(&o));
+    assert!(kv.alive(), "mojim kv stopped");
 }

@@ -2,7 +2,10 @@
 //! TLS and fails over through a backup; an application's certificate reads status but cannot
 //! promote; a plaintext peer and a TLS one are each refused naming `[security] tls`; an expired
 //! certificate and another CA's are refused on lanes and operator connections, by the node and
-//! by the connecting side, the refusing side naming the subject and the reason.
+//! by the connecting side, the refusing side naming the subject and the reason; a node reloads
+//! its certificate on SIGHUP while its primary keeps syncing, and keeps the old one when the
+//! new files are bad; an operator whose certificate a reloaded revocation list names is
+//! refused, naming it.
 
 mod common;
 
@@ -10,8 +13,8 @@ use common::tls::context;
 use mojim::config::{write_private, Config};
 use mojim::{Primary, PrimaryOptions};
 use mojim_node::admin::AdminClient;
-use mojim_transport::tls::pki::{Ca, Validity};
-use mojim_transport::{Role, TlsContext};
+use mojim_transport::tls::pki::{Ca, Issued, Validity};
+use mojim_transport::{AnyTransport, Conn, Role, TlsContext, Transport};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -167,10 +170,11 @@ fn reissue(d: &Path) -> Ca {
 }
 
 /// Writes a certificate for `subject` with `role` to `d`/tls/`subject`.pem and its key beside.
-fn issue(d: &Path, ca: &Ca, subject: &str, role: Role, validity: Validity) {
+fn issue(d: &Path, ca: &Ca, subject: &str, role: Role, validity: Validity) -> Issued {
     let c = ca.issue(subject, role, validity).unwrap();
     write_private(&d.join(format!("tls/{subject}.pem")), &c.cert_pem).unwrap();
     write_private(&d.join(format!("tls/{subject}.key")), &c.key_pem).unwrap();
+    c
 }
 
 /// A configuration beside `d`/mojim.toml, named `name`, trusting both the cluster's CA and
@@ -375,5 +379,119 @@ fn a_tls_cluster_fails_over_through_its_backup() {
     assert_eq!(&image[..8192], &page[..]);
     assert_eq!(&image[8192..8197], b"after");
     drop((mirror, backup));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Sends SIGHUP to `node`.
+fn sighup(node: &Node) {
+    let pid = rustix::process::Pid::from_raw(node.child.id() as i32).expect("a pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::HUP).expect("send SIGHUP");
+}
+
+/// How many times `needle` is in the log at `path`.
+fn count(path: &Path, needle: &str) -> usize {
+    std::fs::read_to_string(path).unwrap_or_default().matches(needle).count()
+}
+
+/// Waits until the log at `path` holds `needle` `n` times; its text.
+fn wait_count(path: &Path, needle: &str, n: usize) -> String {
+    let t0 = Instant::now();
+    loop {
+        let t = std::fs::read_to_string(path).unwrap_or_default();
+        if t.matches(needle).count() >= n {
+            return t;
+        }
+        assert!(t0.elapsed() < common::WAIT, "the log lacks {needle:?} ({n} times):\n{t}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The subject of the certificate the node at `addr` presents to a new connection.
+fn presented(addr: &str, tls: &Arc<TlsContext>) -> String {
+    let c = AnyTransport::new(Some(tls.clone())).connect(addr, Duration::from_secs(5)).expect("a handshake");
+    c.peer_identity().expect("the node's identity").subject
+}
+
+#[test]
+fn a_node_reloads_its_certificate_on_sighup_and_keeps_a_bad_one_out() {
+    let d = dir("reload");
+    init(&d);
+    let ca = reissue(&d);
+    let log = d.join("node.log");
+    let node = serve_logged(&d.join("mojim.toml"), &d.join("node"), Some(&log));
+    let op = context(&d, "ca.pem", "operator");
+    assert_eq!(presented(&node.addr, &op), "node");
+
+    // A primary's session, running across the reloads.
+    let cfg = Config::load(&d.join("mojim.toml")).unwrap();
+    let mut opts = PrimaryOptions::from_config(&cfg, false).unwrap();
+    opts.mirror = node.addr.clone();
+    let p = Primary::open(&opts).expect("a primary over TLS");
+    p.write(0, b"before").unwrap();
+    p.msync(0, 6).unwrap();
+
+    // New files in place of the old, then SIGHUP: new connections see the new certificate.
+    let renewed = ca.issue("node-renewed", Role::Node, Validity::Years(2)).unwrap();
+    write_private(&d.join("tls/node.pem"), &renewed.cert_pem).unwrap();
+    write_private(&d.join("tls/node.key"), &renewed.key_pem).unwrap();
+    sighup(&node);
+    let t = wait_log(&log, &["SIGHUP: reloaded the [security] TLS files"]);
+    assert!(t.contains("certificate of \"node-renewed\" (role node), valid until 20"), "{t}");
+    assert_eq!(presented(&node.addr, &op), "node-renewed");
+    p.write(6, b" during").unwrap();
+    p.msync(6, 7).unwrap();
+
+    // A broken key: refused, logged naming the setting and the file; the node goes on with the
+    // certificate it has.
+    write_private(&d.join("tls/node.key"), "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+        .unwrap();
+    sighup(&node);
+    let key = d.join("tls/node.key");
+    let t = wait_log(&log, &["SIGHUP: kept the [security] TLS files loaded before"]);
+    assert!(t.contains(&format!("[security] key_file {}", key.display())), "{t}");
+    assert_eq!(presented(&node.addr, &op), "node-renewed");
+    p.write(13, b" after").unwrap();
+    p.msync(13, 6).unwrap();
+    drop(p);
+    let out = cli(&d, &["cat", "--addr", &node.addr, "--offset", "0", "--len", "19"], Some("operator"));
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(&out.stdout[..19], b"before during after");
+    drop(node);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn an_operator_a_reloaded_revocation_list_names_is_refused() {
+    let d = dir("revoked");
+    init(&d);
+    let ca = reissue(&d);
+    let leaving = issue(&d, &ca, "operator-leaving", Role::Operator, Validity::Years(1));
+    // The node's configuration names a revocation list (the operators' does not).
+    write_private(&d.join("tls/crl.pem"), &ca.revocation_list(1, &[]).unwrap()).unwrap();
+    let text_cfg = std::fs::read_to_string(d.join("mojim.toml")).unwrap().replacen(
+        "key_file = \"tls/node.key\"",
+        "key_file = \"tls/node.key\"\ncrl_file = \"tls/crl.pem\"",
+        1,
+    );
+    assert!(text_cfg.contains("crl_file"), "{text_cfg}");
+    write_private(&d.join("node.toml"), &text_cfg).unwrap();
+    let log = d.join("node.log");
+    let node = serve_logged(&d.join("node.toml"), &d.join("node"), Some(&log));
+    let addr = node.addr.as_str();
+    let out = cli(&d, &["status", "--addr", addr], Some("operator-leaving"));
+    assert!(out.status.success(), "{}", text(&out));
+
+    write_private(&d.join("tls/crl.pem"), &ca.revocation_list(2, &[&leaving]).unwrap()).unwrap();
+    let reloads = count(&log, "SIGHUP: reloaded");
+    sighup(&node);
+    wait_count(&log, "SIGHUP: reloaded the [security] TLS files", reloads + 1);
+    let out = cli(&d, &["status", "--addr", addr], Some("operator-leaving"));
+    assert!(!out.status.success());
+    assert!(text(&out).contains("refused this side's certificate"), "{}", text(&out));
+    wait_log(&log, &["\"operator-leaving\"", "it has been revoked"]);
+    // Another operator still works.
+    let out = cli(&d, &["status", "--addr", addr], Some("operator"));
+    assert!(out.status.success(), "{}", text(&out));
+    drop(node);
     std::fs::remove_dir_all(&d).unwrap();
 }

@@ -1,7 +1,9 @@
 //! TLS for Redis clients, as Redis's `tls-*` settings: `[kv] tls_listen` (Redis's `tls-port`),
 //! `tls_cert_file`, `tls_key_file`, `tls_ca_cert_file`, `tls_auth_clients` and
 //! `tls_protocols`, checked and made into one rustls server configuration at start-up (ring,
-//! the crypto provider of Mojim's own links). The connections themselves are in
+//! the crypto provider of Mojim's own links), and made again from the same files by
+//! [`KvTls::reload`] (`mojim kv` on SIGHUP): each new handshake takes the configuration current
+//! when it starts; connections already open keep theirs. The connections themselves are in
 //! `server/link.rs`.
 
 use crate::error::KvError;
@@ -10,7 +12,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 /// `tls_auth_clients`: whether a client must present a certificate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,13 +84,30 @@ pub fn parse_protocols(v: &str) -> Result<(Vec<&'static SupportedProtocolVersion
     Ok((versions, names.join(" ")))
 }
 
+/// The server configuration new handshakes take; a reload replaces it whole.
+#[derive(Clone)]
+pub struct KvTlsConfig(Arc<RwLock<Arc<ServerConfig>>>);
+
+impl KvTlsConfig {
+    /// What the next handshake runs with.
+    pub fn current(&self) -> Arc<ServerConfig> {
+        // A writer only assigns a whole `Arc`: a panic elsewhere cannot leave it half made.
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn replace(&self, config: ServerConfig) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
+    }
+}
+
 /// The TLS listener's settings, loaded and checked.
 #[derive(Clone)]
 pub struct KvTls {
     /// The address to listen on (`[kv] tls_listen`).
     pub listen: String,
-    /// What the handshake of every client runs with.
-    pub config: Arc<ServerConfig>,
+    /// What the handshake of every client runs with (shared by the clones: a reload through
+    /// one is seen by all).
+    pub config: KvTlsConfig,
     /// `tls_auth_clients`.
     pub auth_clients: AuthClients,
     /// `tls_protocols`, as Redis writes them.
@@ -156,61 +175,21 @@ impl KvTls {
         };
         let cert_file = need("tls_cert_file", &s.cert_file)?;
         let key_file = need("tls_key_file", &s.key_file)?;
-        let chain = CertificateDer::pem_slice_iter(&read("tls_cert_file", &cert_file)?)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| file_error("tls_cert_file", &cert_file, format!("not PEM certificates: {e}")))?;
-        if chain.is_empty() {
-            return Err(file_error(
-                "tls_cert_file",
-                &cert_file,
-                "holds no certificate (a PEM `CERTIFICATE` block)",
-            ));
-        }
-        private_key_mode(&key_file)?;
-        let key = PrivateKeyDer::from_pem_slice(&read("tls_key_file", &key_file)?)
-            .map_err(|e| file_error("tls_key_file", &key_file, format!("holds no PEM private key: {e}")))?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = ServerConfig::builder_with_provider(provider.clone())
-            .with_protocol_versions(&versions)
-            .map_err(|e| KvError::Config(format!("[kv] tls_protocols = {:?}: {e}", s.protocols)))?;
-        let (builder, ca_cert_file) = match auth_clients {
-            AuthClients::No => (builder.with_no_client_auth(), PathBuf::new()),
-            _ => {
-                let ca = s.ca_cert_file.clone().ok_or_else(|| {
-                    KvError::Config(format!(
-                        "[kv] tls_auth_clients = {:?} needs tls_ca_cert_file, the CA that clients' \
-                         certificates must chain to; set it, or set tls_auth_clients = \"no\"",
-                        auth_clients.name()
-                    ))
-                })?;
-                let mut roots = RootCertStore::empty();
-                for c in CertificateDer::pem_slice_iter(&read("tls_ca_cert_file", &ca)?) {
-                    let c = c.map_err(|e| {
-                        file_error("tls_ca_cert_file", &ca, format!("not PEM certificates: {e}"))
-                    })?;
-                    roots.add(c).map_err(|e| {
-                        file_error("tls_ca_cert_file", &ca, format!("not a CA certificate: {e}"))
-                    })?;
-                }
-                if roots.is_empty() {
-                    return Err(file_error(
-                        "tls_ca_cert_file",
-                        &ca,
-                        "holds no certificate (a PEM `CERTIFICATE` block)",
-                    ));
-                }
-                let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
-                let v = if auth_clients == AuthClients::Optional { v.allow_unauthenticated() } else { v };
-                let v = v.build().map_err(|e| file_error("tls_ca_cert_file", &ca, e))?;
-                (builder.with_client_cert_verifier(v), ca)
-            }
+        let ca_cert_file = match auth_clients {
+            AuthClients::No => PathBuf::new(),
+            _ => s.ca_cert_file.clone().ok_or_else(|| {
+                KvError::Config(format!(
+                    "[kv] tls_auth_clients = {:?} needs tls_ca_cert_file, the CA that clients' \
+                     certificates must chain to; set it, or set tls_auth_clients = \"no\"",
+                    auth_clients.name()
+                ))
+            })?,
         };
-        let config = builder.with_single_cert(chain, key).map_err(|e| {
-            file_error("tls_key_file", &key_file, format!("is not the key of {}: {e}", cert_file.display()))
-        })?;
+        let (config, _) =
+            server_config(&cert_file, &key_file, &ca_cert_file, auth_clients, s.protocols, &versions)?;
         Ok(KvTls {
             listen: s.listen.to_string(),
-            config: Arc::new(config),
+            config: KvTlsConfig(Arc::new(RwLock::new(Arc::new(config)))),
             auth_clients,
             protocols,
             cert_file,
@@ -218,6 +197,85 @@ impl KvTls {
             ca_cert_file,
         })
     }
+
+    /// Reads `tls_cert_file`, `tls_key_file` and `tls_ca_cert_file` again, with every check
+    /// [`KvTls::load`] makes, and only if all pass makes the configuration new handshakes
+    /// take; connections already open keep theirs. Says what it loaded: the certificate's
+    /// subject and when it stops being valid.
+    pub fn reload(&self) -> Result<String, KvError> {
+        let (versions, _) = parse_protocols(&self.protocols)?;
+        let (config, loaded) = server_config(
+            &self.cert_file,
+            &self.key_file,
+            &self.ca_cert_file,
+            self.auth_clients,
+            &self.protocols,
+            &versions,
+        )?;
+        self.config.replace(config);
+        Ok(loaded)
+    }
+}
+
+/// The server configuration made from the files, and what it presents in words.
+fn server_config(
+    cert_file: &Path,
+    key_file: &Path,
+    ca: &Path,
+    auth_clients: AuthClients,
+    protocols: &str,
+    versions: &[&'static SupportedProtocolVersion],
+) -> Result<(ServerConfig, String), KvError> {
+    let chain = CertificateDer::pem_slice_iter(&read("tls_cert_file", cert_file)?)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file_error("tls_cert_file", cert_file, format!("not PEM certificates: {e}")))?;
+    let Some(first) = chain.first() else {
+        return Err(file_error(
+            "tls_cert_file",
+            cert_file,
+            "holds no certificate (a PEM `CERTIFICATE` block)",
+        ));
+    };
+    let loaded = format!(
+        "certificate of {:?}, valid until {}",
+        mojim_transport::PeerIdentity::of_certificate(first).subject,
+        mojim_transport::tls::not_after(first).unwrap_or_else(|| "?".into())
+    );
+    private_key_mode(key_file)?;
+    let key = PrivateKeyDer::from_pem_slice(&read("tls_key_file", key_file)?)
+        .map_err(|e| file_error("tls_key_file", key_file, format!("holds no PEM private key: {e}")))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions)
+        .map_err(|e| KvError::Config(format!("[kv] tls_protocols = {protocols:?}: {e}")))?;
+    let builder = match auth_clients {
+        AuthClients::No => builder.with_no_client_auth(),
+        _ => {
+            let mut roots = RootCertStore::empty();
+            for c in CertificateDer::pem_slice_iter(&read("tls_ca_cert_file", ca)?) {
+                let c =
+                    c.map_err(|e| file_error("tls_ca_cert_file", ca, format!("not PEM certificates: {e}")))?;
+                roots
+                    .add(c)
+                    .map_err(|e| file_error("tls_ca_cert_file", ca, format!("not a CA certificate: {e}")))?;
+            }
+            if roots.is_empty() {
+                return Err(file_error(
+                    "tls_ca_cert_file",
+                    ca,
+                    "holds no certificate (a PEM `CERTIFICATE` block)",
+                ));
+            }
+            let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let v = if auth_clients == AuthClients::Optional { v.allow_unauthenticated() } else { v };
+            let v = v.build().map_err(|e| file_error("tls_ca_cert_file", ca, e))?;
+            builder.with_client_cert_verifier(v)
+        }
+    };
+    let config = builder.with_single_cert(chain, key).map_err(|e| {
+        file_error("tls_key_file", key_file, format!("is not the key of {}: {e}", cert_file.display()))
+    })?;
+    Ok((config, loaded))
 }
 
 /// Refuses a private key file that its group or others may read or write.

@@ -5,6 +5,7 @@
 use crate::error::{Error, Result};
 use crate::size::{format_size, parse_size};
 pub use mojim_region::NvmmModel;
+use mojim_transport::tls::TlsPaths;
 use mojim_transport::TlsContext;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -622,6 +623,10 @@ pub struct SecuritySection {
     pub cert_file: String,
     /// `key_file`: this certificate's private key, PEM, mode 0600.
     pub key_file: String,
+    /// `crl_file = ""`: certificate revocation lists (PEM `X509 CRL` blocks) issued by the
+    /// cluster CA; a peer whose certificate one lists is refused at the handshake. Read again
+    /// with the other files on SIGHUP.
+    pub crl_file: String,
 }
 
 /// Who the region is: shared by every replica.
@@ -857,10 +862,12 @@ impl Config {
         Secret::resolve(&sec.secret, insecure_flag || sec.insecure || sec.tls)
     }
 
-    /// The TLS settings (`[security] tls`, `ca_file`, `cert_file`, `key_file`), loaded and
-    /// checked; `None` when `tls = false`. A file that is missing, unreadable, not PEM, a key
-    /// readable by others or not the certificate's, a certificate the CA did not sign or that
-    /// is not valid now: refused, naming the setting and the file.
+    /// The TLS settings (`[security] tls`, `ca_file`, `cert_file`, `key_file`, `crl_file`),
+    /// loaded and checked; `None` when `tls = false`. A file that is missing, unreadable, not
+    /// PEM, a key readable by others or not the certificate's, a certificate the CA did not sign,
+    /// that is not valid now or that a list revokes, a list the CA did not issue: refused,
+    /// naming the setting and the file. The context reloads the same files in place
+    /// ([`TlsContext::reload`]).
     pub fn tls(&self) -> Result<Option<Arc<TlsContext>>> {
         self.tls_with(None)
     }
@@ -894,22 +901,41 @@ impl Config {
         }
         // An operator's tools may present their own certificate with the node's configuration.
         let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-        let section = if files.is_some() { "[primary]" } else { "[security]" };
+        let application = files.is_some();
         let (cert, key) = files.unwrap_or((&sec.cert_file, &sec.key_file));
         let (cert_env, key_env) = (env(CERT_FILE_ENV), env(KEY_FILE_ENV));
-        // A bad file is named by where it was set: `[primary]`, `[security]` or the environment.
-        let origin = |setting: &str| match setting {
-            "cert_file" if cert_env.is_some() => CERT_FILE_ENV.to_string(),
-            "key_file" if key_env.is_some() => KEY_FILE_ENV.to_string(),
-            "cert_file" | "key_file" => format!("{section} {setting}"),
-            _ => format!("[security] {setting}"),
-        };
         let cert = cert_env.clone().unwrap_or_else(|| self.resolve(cert));
         let key = key_env.clone().unwrap_or_else(|| self.resolve(key));
-        let ctx = TlsContext::load(&self.resolve(&sec.ca_file), &cert, &key).map_err(|e| {
-            Error::Config(format!("{} {}: {}", origin(e.setting), e.file.display(), e.reason))
+        let paths = TlsPaths {
+            ca: self.resolve(&sec.ca_file),
+            cert,
+            key,
+            crl: (!sec.crl_file.is_empty()).then(|| self.resolve(&sec.crl_file)),
+        };
+        let ctx = TlsContext::load(&paths).map_err(|e| {
+            Error::Config(format!(
+                "{} {}: {}",
+                self.tls_setting(e.setting, application),
+                e.file.display(),
+                e.reason
+            ))
         })?;
         Ok(Some(Arc::new(ctx)))
+    }
+
+    /// Where the TLS file `setting` (`ca_file`, `cert_file`, `key_file`, `crl_file`) is set,
+    /// as errors (at start-up and on a reload) name it: `MOJIM_CERT_FILE` or `MOJIM_KEY_FILE`
+    /// when set, `[primary]` for an `application`'s own certificate and key when it has them,
+    /// `[security]` otherwise.
+    pub fn tls_setting(&self, setting: &str, application: bool) -> String {
+        let env = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+        let own = application && !self.file.primary.cert_file.is_empty();
+        match setting {
+            "cert_file" if env(CERT_FILE_ENV) => CERT_FILE_ENV.to_string(),
+            "key_file" if env(KEY_FILE_ENV) => KEY_FILE_ENV.to_string(),
+            "cert_file" | "key_file" if own => format!("[primary] {setting}"),
+            _ => format!("[security] {setting}"),
+        }
     }
 
     /// Checks `[section] transport` against the address `key` it governs: `shm` takes a path
@@ -1264,7 +1290,9 @@ insecure = false
 # Mutual TLS 1.3 on every TCP link (the secret is then optional): ca_file, cert_file and
 # key_file name PEM files (relative to this file; the key mode 0600), each certificate from the
 # cluster's CA with its role (mojim:role:node, operator or application). `mojim init --tls`
-# makes them. Shared memory and UCX links are refused while it is on.
+# makes them. Shared memory and UCX links are refused while it is on. crl_file (optional) names
+# the CA's certificate revocation lists, PEM: a peer whose certificate one lists is refused.
+# `mojim serve` and `mojim kv` read these files again on SIGHUP.
 tls = false
 
 [rvm]

@@ -35,7 +35,7 @@ pub fn context(d: &Path, ca: &str, cert: &str) -> Arc<TlsContext> {
     let read = |f: &str| std::fs::read(d.join("tls").join(f)).unwrap();
     let (ca_pem, cert_pem, key_pem) = (read(ca), read(&format!("{cert}.pem")), read(&format!("{cert}.key")));
     let (cp, ep, kp) = (PathBuf::from(ca), PathBuf::from(cert), PathBuf::from(cert));
-    let files = TlsFiles { ca: (&cp, &ca_pem), cert: (&ep, &cert_pem), key: (&kp, &key_pem) };
+    let files = TlsFiles { ca: (&cp, &ca_pem), cert: (&ep, &cert_pem), key: (&kp, &key_pem), crl: None };
     Arc::new(TlsContext::from_pem(&files).unwrap_or_else(|e| panic!("{cert}: {e}")))
 }
 

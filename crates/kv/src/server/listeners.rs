@@ -8,7 +8,6 @@ use rustix::event::epoll;
 use std::io::{self, ErrorKind};
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Arc;
 
 /// The epoll token of the plaintext listener.
 pub const LISTENER: u64 = u64::MAX;
@@ -23,7 +22,7 @@ pub fn is_listener(token: u64) -> bool {
 /// The listening sockets.
 pub struct Listeners {
     plain: Option<TcpListener>,
-    tls: Option<(TcpListener, Arc<rustls::ServerConfig>)>,
+    tls: Option<(TcpListener, crate::tls::KvTlsConfig)>,
     /// The plaintext listener's address ("" when off).
     pub plain_addr: String,
     /// The TLS listener's address ("" when off).
@@ -90,7 +89,7 @@ impl Listeners {
             let _ = stream.set_nodelay(true);
             let link = match tls {
                 None => Link::Plain(stream),
-                Some(config) => Link::tls(stream, config)?,
+                Some(config) => Link::tls(stream, &config.current())?,
             };
             return Ok(Some((link, peer)));
         }

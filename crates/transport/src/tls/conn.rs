@@ -88,7 +88,7 @@ impl TlsConn {
     /// certificate comes with the first read).
     pub fn client(tcp: TcpConn, ctx: &TlsContext, timeout: Duration) -> io::Result<TlsConn> {
         let name = ServerName::try_from("mojim-node").expect("a valid name");
-        let tls = ClientConnection::new(ctx.client.clone(), name).map_err(io::Error::other)?;
+        let tls = ClientConnection::new(ctx.client_config(), name).map_err(io::Error::other)?;
         let mut conn = TlsConn::new(tcp, Connection::Client(tls), false)?;
         let st = lock(&conn.shared.state);
         flush(&conn.shared, st, false, &mut conn.out)?;
@@ -101,7 +101,7 @@ impl TlsConn {
     /// The accepting side, over an accepted socket. The handshake runs with the first reads, in
     /// the connection's own thread.
     pub fn server(tcp: TcpConn, ctx: &TlsContext) -> io::Result<TlsConn> {
-        let tls = ServerConnection::new(ctx.server.clone()).map_err(io::Error::other)?;
+        let tls = ServerConnection::new(ctx.server_config()).map_err(io::Error::other)?;
         TlsConn::new(tcp, Connection::Server(tls), true)
     }
 
@@ -258,7 +258,7 @@ fn write_or_fail(
 }
 
 /// A rustls error in words, saying whose fault it is.
-fn describe(e: &rustls::Error, server: bool) -> String {
+pub(super) fn describe(e: &rustls::Error, server: bool) -> String {
     use rustls::{AlertDescription as A, CertificateError, Error};
     let side = if server { "the connecting peer" } else { "the node" };
     match e {
@@ -270,7 +270,7 @@ fn describe(e: &rustls::Error, server: bool) -> String {
                 | A::CertificateExpired
                 | A::UnknownCA
                 | A::AccessDenied => {
-                    "this side's certificate: its log says why (another CA, expired, wrong role)"
+                    "this side's certificate: its log says why (another CA, expired, revoked, wrong role)"
                 }
                 A::HandshakeFailure | A::ProtocolVersion => "the handshake (does it speak TLS 1.3?)",
                 _ => "the connection",

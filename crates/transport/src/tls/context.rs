@@ -1,22 +1,25 @@
-//! A node's, operator's or application's TLS settings, loaded once: the cluster's CA, its own
-//! certificate and key, and the rustls configurations made from them (TLS 1.3 only, ring as the
-//! crypto provider, no session resumption, AES-128-GCM first where the CPU has AES instructions).
+//! A node's, operator's or application's TLS settings: the cluster's CA, its own certificate
+//! and key, the CA's revocation lists, and the rustls configurations made from them (TLS 1.3
+//! only, ring as the crypto provider, no session resumption, AES-128-GCM first where the CPU has
+//! AES instructions). Loaded at start, and reloaded in place from the same files (on SIGHUP):
+//! each new handshake takes the configurations current when it starts, and sessions already
+//! established keep theirs.
 
-use super::verify::{NodeVerifier, PeerVerifier};
+use super::identity::not_after;
+use super::verify::{is_list_error, reason, NodeVerifier, PeerVerifier, Trust};
 use super::{PeerIdentity, Role};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
-use rustls::server::ParsedCertificate;
+use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer, UnixTime};
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 /// A TLS file that cannot be used, named by its `[security]` setting and its path.
 #[derive(Debug)]
 pub struct TlsFileError {
-    /// `ca_file`, `cert_file` or `key_file`.
+    /// `ca_file`, `cert_file`, `key_file` or `crl_file`.
     pub setting: &'static str,
     pub file: PathBuf,
     pub reason: String,
@@ -30,17 +33,14 @@ impl fmt::Display for TlsFileError {
 
 impl std::error::Error for TlsFileError {}
 
-/// What one side of a connection presents and trusts.
-pub struct TlsContext {
-    pub(crate) client: Arc<ClientConfig>,
-    pub(crate) server: Arc<ServerConfig>,
-    me: PeerIdentity,
-}
-
-impl fmt::Debug for TlsContext {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "TlsContext({})", self.me)
-    }
+/// Where a side's TLS files are (`[security] ca_file`, `cert_file`, `key_file`, `crl_file`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsPaths {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The CA's certificate revocation lists, if any.
+    pub crl: Option<PathBuf>,
 }
 
 /// The PEM files' contents and paths.
@@ -48,29 +48,158 @@ pub struct TlsFiles<'a> {
     pub ca: (&'a Path, &'a [u8]),
     pub cert: (&'a Path, &'a [u8]),
     pub key: (&'a Path, &'a [u8]),
+    /// The CA's certificate revocation lists (PEM `X509 CRL` blocks), if any.
+    pub crl: Option<(&'a Path, &'a [u8])>,
+}
+
+/// What a load or a reload put in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsLoaded {
+    /// This side's certificate's subject and role.
+    pub identity: PeerIdentity,
+    /// When that certificate stops being valid (`YYYY-MM-DD HH:MM:SS UTC`).
+    pub not_after: String,
+    /// How many revocation lists `crl_file` holds (0 without one).
+    pub revocation_lists: usize,
+}
+
+impl fmt::Display for TlsLoaded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "certificate of {}, valid until {}, {} revocation list{}",
+            self.identity,
+            self.not_after,
+            self.revocation_lists,
+            if self.revocation_lists == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// The configurations new handshakes use, and what they were made from.
+struct Configs {
+    client: Arc<ClientConfig>,
+    server: Arc<ServerConfig>,
+    loaded: TlsLoaded,
+}
+
+/// What one side of a connection presents and trusts, reloadable in place.
+pub struct TlsContext {
+    paths: TlsPaths,
+    /// Read once per handshake; replaced whole by a reload whose files all pass.
+    current: RwLock<Arc<Configs>>,
+}
+
+impl fmt::Debug for TlsContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TlsContext({})", self.current().loaded.identity)
+    }
+}
+
+/// Reads `path`, naming `setting` if it cannot.
+fn read(setting: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
+    std::fs::read(path).map_err(|e| TlsFileError { setting, file: path.into(), reason: e.to_string() })
 }
 
 impl TlsContext {
-    /// Loads `ca_file`, `cert_file` and `key_file`. Refuses, naming the setting and the file, one
-    /// that is missing or unreadable, holds no certificate or key, a key readable by anyone
-    /// but its owner, a key that is not the certificate's, and a certificate that the CA did
-    /// not sign, that is not valid now, or that carries no role.
-    pub fn load(ca: &Path, cert: &Path, key: &Path) -> Result<TlsContext, TlsFileError> {
-        let read = |setting, path: &Path| {
-            std::fs::read(path).map_err(|e| TlsFileError {
-                setting,
-                file: path.into(),
-                reason: e.to_string(),
-            })
-        };
-        let (ca_pem, cert_pem) = (read("ca_file", ca)?, read("cert_file", cert)?);
-        private_key_mode(key)?;
-        let key_pem = read("key_file", key)?;
-        TlsContext::from_pem(&TlsFiles { ca: (ca, &ca_pem), cert: (cert, &cert_pem), key: (key, &key_pem) })
+    /// Loads `ca_file`, `cert_file`, `key_file` and `crl_file`. Refuses, naming the setting and
+    /// the file, one that is missing or unreadable, holds no certificate, key or revocation
+    /// list, a key readable by anyone but its owner, a key that is not the certificate's, a
+    /// certificate that the CA did not sign, that is not valid now, that a list revokes or that
+    /// carries no role, and a revocation list that is not one or that no CA in `ca_file` issued.
+    pub fn load(paths: &TlsPaths) -> Result<TlsContext, TlsFileError> {
+        let configs = Self::read_files(paths)?;
+        Ok(TlsContext { paths: paths.clone(), current: RwLock::new(Arc::new(configs)) })
     }
 
-    /// As [`TlsContext::load`], from the files' contents (the paths name them in errors).
+    /// As [`TlsContext::load`], from the files' contents (the paths name them in errors, and
+    /// [`TlsContext::reload`] reads them).
     pub fn from_pem(f: &TlsFiles<'_>) -> Result<TlsContext, TlsFileError> {
+        let configs = Self::configs(f)?;
+        let paths = TlsPaths {
+            ca: f.ca.0.into(),
+            cert: f.cert.0.into(),
+            key: f.key.0.into(),
+            crl: f.crl.map(|c| c.0.into()),
+        };
+        Ok(TlsContext { paths, current: RwLock::new(Arc::new(configs)) })
+    }
+
+    /// Reads the files again, with every check [`TlsContext::load`] makes, and only if all pass
+    /// puts their configurations in place for the handshakes that start from now on; sessions
+    /// already established keep theirs. A certificate of another role than the one this side
+    /// started with is refused (a change of role needs a restart). On an error nothing changes.
+    pub fn reload(&self) -> Result<TlsLoaded, TlsFileError> {
+        let configs = Self::read_files(&self.paths)?;
+        let (was, now) = (self.role(), configs.loaded.identity.role);
+        if now != Some(was) {
+            return Err(TlsFileError {
+                setting: "cert_file",
+                file: self.paths.cert.clone(),
+                reason: format!(
+                    "the certificate of {} is refused: this side runs as {was}, and a change of role \
+                     needs a restart",
+                    configs.loaded.identity
+                ),
+            });
+        }
+        let loaded = configs.loaded.clone();
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(configs);
+        Ok(loaded)
+    }
+
+    /// The files this context is loaded from.
+    pub fn paths(&self) -> &TlsPaths {
+        &self.paths
+    }
+
+    /// What is loaded now.
+    pub fn loaded(&self) -> TlsLoaded {
+        self.current().loaded.clone()
+    }
+
+    /// This side's own subject and role, as loaded now.
+    pub fn identity(&self) -> PeerIdentity {
+        self.current().loaded.identity.clone()
+    }
+
+    /// This side's role (a reload keeps it).
+    pub fn role(&self) -> Role {
+        self.current().loaded.identity.role.expect("a loaded certificate carries a role")
+    }
+
+    /// The configuration a new connecting handshake uses.
+    pub(crate) fn client_config(&self) -> Arc<ClientConfig> {
+        self.current().client.clone()
+    }
+
+    /// The configuration a new accepting handshake uses.
+    pub(crate) fn server_config(&self) -> Arc<ServerConfig> {
+        self.current().server.clone()
+    }
+
+    fn current(&self) -> Arc<Configs> {
+        // A writer only assigns a whole `Arc`: a panic elsewhere cannot leave it half made.
+        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn read_files(paths: &TlsPaths) -> Result<Configs, TlsFileError> {
+        let (ca_pem, cert_pem) = (read("ca_file", &paths.ca)?, read("cert_file", &paths.cert)?);
+        private_key_mode(&paths.key)?;
+        let key_pem = read("key_file", &paths.key)?;
+        let crl_pem = match &paths.crl {
+            Some(p) => Some((p.as_path(), read("crl_file", p)?)),
+            None => None,
+        };
+        Self::configs(&TlsFiles {
+            ca: (&paths.ca, &ca_pem),
+            cert: (&paths.cert, &cert_pem),
+            key: (&paths.key, &key_pem),
+            crl: crl_pem.as_ref().map(|(p, b)| (*p, b.as_slice())),
+        })
+    }
+
+    fn configs(f: &TlsFiles<'_>) -> Result<Configs, TlsFileError> {
         let fail = |setting, file: &Path, reason: String| TlsFileError { setting, file: file.into(), reason };
         let provider = Arc::new(rustls::crypto::CryptoProvider {
             cipher_suites: cipher_suites(),
@@ -86,7 +215,11 @@ impl TlsContext {
         if roots.is_empty() {
             return Err(fail("ca_file", f.ca.0, "holds no certificate (a PEM `CERTIFICATE` block)".into()));
         }
-        let roots = Arc::new(roots);
+        let crls = match f.crl {
+            Some((path, pem)) => revocation_lists(path, pem, &roots, f.ca.0)?,
+            None => Vec::new(),
+        };
+        let trust = Arc::new(Trust { roots: Arc::new(roots), crls, algs });
 
         let chain = CertificateDer::pem_slice_iter(f.cert.1)
             .collect::<Result<Vec<_>, _>>()
@@ -99,17 +232,12 @@ impl TlsContext {
             ));
         };
         let me = PeerIdentity::of_certificate(mine);
-        let parsed = ParsedCertificate::try_from(mine)
-            .map_err(|e| fail("cert_file", f.cert.0, format!("not a usable certificate: {e}")))?;
-        rustls::client::verify_server_cert_signed_by_trust_anchor(
-            &parsed,
-            &roots,
-            &chain[1..],
-            UnixTime::now(),
-            algs.all,
-        )
-        .map_err(|e| {
-            fail("cert_file", f.cert.0, format!("the certificate of {:?} is refused: {e}", me.subject))
+        trust.verify_chain(mine, &chain[1..], UnixTime::now()).map_err(|e| {
+            let message = format!("the certificate of {:?} is refused: {}", me.subject, reason(&e));
+            match f.crl {
+                Some((crl, _)) if is_list_error(&e) => fail("crl_file", crl, message),
+                _ => fail("cert_file", f.cert.0, message),
+            }
         })?;
         if me.role.is_none() {
             return Err(fail(
@@ -123,6 +251,11 @@ impl TlsContext {
                 ),
             ));
         }
+        let loaded = TlsLoaded {
+            not_after: not_after(mine).unwrap_or_else(|| "?".into()),
+            identity: me.clone(),
+            revocation_lists: trust.crls.len(),
+        };
 
         let key = PrivateKeyDer::from_pem_slice(f.key.1)
             .map_err(|e| fail("key_file", f.key.0, format!("holds no PEM private key: {e}")))?;
@@ -140,31 +273,53 @@ impl TlsContext {
             .with_protocol_versions(&tls13)
             .map_err(|e| fail("cert_file", f.cert.0, e.to_string()))?
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NodeVerifier { roots: roots.clone(), algs }))
+            .with_custom_certificate_verifier(Arc::new(NodeVerifier { trust: trust.clone() }))
             .with_client_auth_cert(chain.clone(), key.clone_key())
             .map_err(|e| fail("key_file", f.key.0, e.to_string()))?;
         client.resumption = rustls::client::Resumption::disabled();
 
-        let hints = roots.subjects();
+        let hints = trust.roots.subjects();
         let mut server = ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&tls13)
             .map_err(|e| fail("cert_file", f.cert.0, e.to_string()))?
-            .with_client_cert_verifier(Arc::new(PeerVerifier { roots, algs, hints }))
+            .with_client_cert_verifier(Arc::new(PeerVerifier { trust, hints }))
             .with_single_cert(chain, key)
             .map_err(|e| fail("key_file", f.key.0, e.to_string()))?;
         server.send_tls13_tickets = 0;
-        Ok(TlsContext { client: Arc::new(client), server: Arc::new(server), me })
+        Ok(Configs { client: Arc::new(client), server: Arc::new(server), loaded })
     }
+}
 
-    /// This side's own subject and role.
-    pub fn identity(&self) -> &PeerIdentity {
-        &self.me
+/// The revocation lists in `pem` (the file `path`), each issued by a CA of `roots` (from
+/// `ca_file`); their signatures are checked when a certificate of that CA is.
+fn revocation_lists(
+    path: &Path,
+    pem: &[u8],
+    roots: &RootCertStore,
+    ca_file: &Path,
+) -> Result<Vec<webpki::CertRevocationList<'static>>, TlsFileError> {
+    let fail = |reason: String| TlsFileError { setting: "crl_file", file: path.into(), reason };
+    let mut crls = Vec::new();
+    for (i, der) in CertificateRevocationListDer::pem_slice_iter(pem).enumerate() {
+        let der = der.map_err(|e| fail(format!("not PEM revocation lists: {e}")))?;
+        let crl = webpki::OwnedCertRevocationList::from_der(der.as_ref()).map_err(|e| {
+            fail(format!("list {} is not a certificate revocation list webpki can use: {e:?}", i + 1))
+        })?;
+        let crl = webpki::CertRevocationList::from(crl);
+        if !roots.roots.iter().any(|ta| ta.subject.as_ref() == crl.issuer()) {
+            return Err(fail(format!(
+                "list {} was not issued by a CA in [security] ca_file {}: a list must come from the \
+                 cluster's CA",
+                i + 1,
+                ca_file.display()
+            )));
+        }
+        crls.push(crl);
     }
-
-    /// This side's role.
-    pub fn role(&self) -> Role {
-        self.me.role.expect("a loaded certificate carries a role")
+    if crls.is_empty() {
+        return Err(fail("holds no revocation list (a PEM `X509 CRL` block)".into()));
     }
+    Ok(crls)
 }
 
 /// TLS 1.3's suites, the one offered first the cheapest on this CPU. With AES instructions

@@ -118,6 +118,37 @@ fn read(der: &[u8]) -> Option<(Option<String>, Vec<String>)> {
     Some((subject, uris))
 }
 
+/// When a DER certificate stops being valid, as `YYYY-MM-DD HH:MM:SS UTC`; `None` if the bytes
+/// are not a certificate.
+pub fn not_after(der: &[u8]) -> Option<String> {
+    let cert = Der::new(der).expect(SEQUENCE)?;
+    let mut tbs = Der::new(Der::new(cert).expect(SEQUENCE)?);
+    tbs.optional(0xa0); // version
+    tbs.next()?; // serialNumber
+    tbs.expect(SEQUENCE)?; // signature
+    tbs.expect(SEQUENCE)?; // issuer
+    let mut validity = Der::new(tbs.expect(SEQUENCE)?);
+    validity.next()?; // notBefore
+    let (tag, time) = validity.next()?;
+    let t = std::str::from_utf8(time).ok()?;
+    // UTCTime YYMMDDHHMMSSZ (years 1950 to 2049), GeneralizedTime YYYYMMDDHHMMSSZ.
+    let full = match (tag, t.len()) {
+        (UTC_TIME, 13) => format!("{}{t}", if &t[..2] < "50" { "20" } else { "19" }),
+        (GENERALIZED_TIME, 15) => t.to_string(),
+        _ => return None,
+    };
+    if !full[..14].bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let f = |a: usize, b: usize| &full[a..b];
+    Some(format!("{}-{}-{} {}:{}:{} UTC", f(0, 4), f(4, 6), f(6, 8), f(8, 10), f(10, 12), f(12, 14)))
+}
+
+/// UTCTime.
+const UTC_TIME: u8 = 0x17;
+/// GeneralizedTime.
+const GENERALIZED_TIME: u8 = 0x18;
+
 /// The first commonName of a Name (a SEQUENCE of SETs of attribute SEQUENCEs).
 fn common_name(name: &[u8]) -> Option<String> {
     let mut rdns = Der::new(name);
@@ -163,6 +194,15 @@ mod tests {
         ] {
             assert_eq!(PeerIdentity::of_certificate(&cert("n", &uris)).role, None, "{uris:?}");
         }
+    }
+
+    #[test]
+    fn the_end_of_validity_is_read_from_the_certificate() {
+        let ca = Ca::new("a cluster").expect("CA");
+        let end = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_900_000_000);
+        let c = ca.issue("holder-8", Role::Node, Validity::Until(end)).expect("certificate");
+        assert_eq!(not_after(&c.cert_der).as_deref(), Some("2030-03-17 17:46:40 UTC"));
+        assert_eq!(not_after(&[0x30, 3, 1, 2]), None);
     }
 
     #[test]

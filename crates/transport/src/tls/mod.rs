@@ -2,8 +2,8 @@
 //! a certificate from the cluster's CA and encrypted, with the holder's role (node, operator,
 //! application) in its certificate. rustls, with ring as its crypto provider.
 //!
-//! - [`context`]: the CA, certificate and key files, loaded and checked, and the rustls
-//!   configurations made from them;
+//! - [`context`]: the CA, certificate, key and revocation list files, loaded and checked, the
+//!   rustls configurations made from them, and their reload in place;
 //! - [`identity`]: a certificate's subject and role; [`der`]: just enough DER to read them;
 //! - [`verify`]: the checks of the peer's certificate during the handshake;
 //! - [`conn`]: a connection with a receiving and a sending handle over one TLS session;
@@ -20,6 +20,6 @@ mod tests;
 mod verify;
 
 pub use conn::TlsConn;
-pub use context::{TlsContext, TlsFileError, TlsFiles};
-pub use identity::{PeerIdentity, Role, ROLE_URI_PREFIX};
+pub use context::{TlsContext, TlsFileError, TlsFiles, TlsLoaded, TlsPaths};
+pub use identity::{not_after, PeerIdentity, Role, ROLE_URI_PREFIX};
 pub use verify::CertificateRefused;

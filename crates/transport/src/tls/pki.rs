@@ -5,8 +5,8 @@
 
 use super::Role;
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, CertificateRevocationListParams, DnType, ExtendedKeyUsagePurpose,
+    IsCa, Issuer, KeyIdMethod, KeyPair, KeyUsagePurpose, RevokedCertParams, SanType, SerialNumber,
 };
 
 /// A certificate and its private key, in PEM.
@@ -15,6 +15,8 @@ pub struct Issued {
     pub key_pem: String,
     /// The certificate, DER.
     pub cert_der: Vec<u8>,
+    /// Its serial number, big-endian (what a revocation list names).
+    pub serial: Vec<u8>,
 }
 
 /// When a certificate is valid.
@@ -108,9 +110,52 @@ impl Ca {
         params.extended_key_usages =
             vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
         set_validity(&mut params, validity);
+        let serial = random_serial()?;
+        params.serial_number = Some(SerialNumber::from_slice(&serial));
         let cert = params.signed_by(&key, &self.issuer).map_err(err)?;
-        Ok(Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem(), cert_der: cert.der().to_vec() })
+        Ok(Issued {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            cert_der: cert.der().to_vec(),
+            serial,
+        })
     }
+
+    /// A certificate revocation list, PEM (what `[security] crl_file` holds), signed by this
+    /// CA, revoking `revoked`; number `number` (a later list has a larger one).
+    pub fn revocation_list(&self, number: u64, revoked: &[&Issued]) -> Result<String, String> {
+        let now = std::time::SystemTime::now();
+        let day = std::time::Duration::from_secs(86_400);
+        let params = CertificateRevocationListParams {
+            this_update: (now - day).into(),
+            next_update: (now + 30 * day).into(),
+            crl_number: SerialNumber::from(number),
+            issuing_distribution_point: None,
+            revoked_certs: revoked
+                .iter()
+                .map(|c| RevokedCertParams {
+                    serial_number: SerialNumber::from_slice(&c.serial),
+                    revocation_time: (now - day).into(),
+                    reason_code: None,
+                    invalidity_date: None,
+                })
+                .collect(),
+            key_identifier_method: KeyIdMethod::Sha256,
+        };
+        params.signed_by(&self.issuer).and_then(|crl| crl.pem()).map_err(err)
+    }
+}
+
+/// Sixteen random bytes, positive and without a leading zero (RFC 5280 allows up to 20).
+fn random_serial() -> Result<Vec<u8>, String> {
+    let mut serial = vec![0u8; 16];
+    let mut filled = 0;
+    while filled < serial.len() {
+        filled += rustix::rand::getrandom(&mut serial[filled..], rustix::rand::GetRandomFlags::empty())
+            .map_err(|e| format!("cannot make a serial number: {e}"))?;
+    }
+    serial[0] = (serial[0] & 0x7f) | 0x40;
+    Ok(serial)
 }
 
 fn set_validity(params: &mut CertificateParams, validity: Validity) {

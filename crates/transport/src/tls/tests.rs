@@ -2,7 +2,7 @@
 //! message on both sides.
 
 use super::pki::{Ca, Issued, Validity};
-use super::{Role, TlsContext, TlsFiles};
+use super::{Role, TlsContext, TlsFiles, TlsPaths};
 use crate::{AnyTransport, Conn, TcpTransport, Transport};
 use std::io::{IoSlice, Read, Write};
 use std::path::Path;
@@ -15,6 +15,7 @@ fn context(ca: &Ca, issued: &Issued) -> Arc<TlsContext> {
         ca: (p, ca.cert_pem().as_bytes()),
         cert: (p, issued.cert_pem.as_bytes()),
         key: (p, issued.key_pem.as_bytes()),
+        crl: None,
     };
     Arc::new(TlsContext::from_pem(&files).expect("a valid context"))
 }
@@ -192,6 +193,7 @@ fn an_expired_certificate_is_refused_naming_its_subject() {
         ca: (p, ca.cert_pem().as_bytes()),
         cert: (p, expired.cert_pem.as_bytes()),
         key: (p, expired.key_pem.as_bytes()),
+        crl: None,
     };
     let e = TlsContext::from_pem(&files).unwrap_err().to_string();
     assert!(e.contains("[security] cert_file op.pem") && e.contains("old-operator"), "{e}");
@@ -266,13 +268,227 @@ fn key_files_must_be_private_and_match_the_certificate() {
     let cert = write("a.pem", &a.cert_pem, 0o644);
     let open_key = write("a-open.key", &a.key_pem, 0o644);
     let other_key = write("b.key", &b.key_pem, 0o600);
-    let e = TlsContext::load(&caf, &cert, &open_key).unwrap_err().to_string();
+    let paths =
+        |ca: &Path, key: &Path| TlsPaths { ca: ca.into(), cert: cert.clone(), key: key.into(), crl: None };
+    let e = TlsContext::load(&paths(&caf, &open_key)).unwrap_err().to_string();
     assert!(e.contains("[security] key_file") && e.contains("mode 644") && e.contains("chmod 600"), "{e}");
-    let e = TlsContext::load(&caf, &cert, &other_key).unwrap_err().to_string();
+    let e = TlsContext::load(&paths(&caf, &other_key)).unwrap_err().to_string();
     assert!(e.contains("[security] key_file") && e.contains("is not the key of"), "{e}");
-    let e = TlsContext::load(&dir.join("missing.pem"), &cert, &other_key).unwrap_err().to_string();
+    let e = TlsContext::load(&paths(&dir.join("missing.pem"), &other_key)).unwrap_err().to_string();
     assert!(e.contains("[security] ca_file") && e.contains("missing.pem"), "{e}");
     let good_key = write("a.key", &a.key_pem, 0o600);
-    assert!(TlsContext::load(&caf, &cert, &good_key).is_ok());
+    assert!(TlsContext::load(&paths(&caf, &good_key)).is_ok());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `issued`'s context trusting `ca`, with the revocation lists `crl` (PEM).
+fn context_with_crl(ca: &Ca, issued: &Issued, crl: &str) -> Result<Arc<TlsContext>, String> {
+    let p = Path::new("x.pem");
+    let files = TlsFiles {
+        ca: (p, ca.cert_pem().as_bytes()),
+        cert: (p, issued.cert_pem.as_bytes()),
+        key: (p, issued.key_pem.as_bytes()),
+        crl: Some((Path::new("crl.pem"), crl.as_bytes())),
+    };
+    TlsContext::from_pem(&files).map(Arc::new).map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_node_refuses_a_revoked_peer_naming_it_and_takes_the_others() {
+    let ca = Ca::new("cluster").unwrap();
+    let node = ca.issue("node-a", Role::Node, Validity::Years(1)).unwrap();
+    let revoked = ca.issue("op-revoked", Role::Operator, Validity::Years(1)).unwrap();
+    let crl = ca.revocation_list(1, &[&revoked]).unwrap();
+    let server = || AnyTransport::new(Some(context_with_crl(&ca, &node, &crl).unwrap()));
+    let (s, c) = exchange(server(), AnyTransport::new(Some(context(&ca, &revoked))));
+    let s = s.unwrap_err();
+    assert!(s.contains("\"op-revoked\"") && s.contains("revoked"), "{s}");
+    let c = c.unwrap_err();
+    assert!(c.contains("refused this side's certificate") && c.contains("revoked"), "{c}");
+    // Another operator of the same CA is let in.
+    let (s, c) = exchange(server(), AnyTransport::new(Some(ctx(&ca, "op-good", Role::Operator))));
+    assert_eq!(s.unwrap(), "\"op-good\" (role operator)");
+    assert_eq!(c.unwrap(), b"12345678");
+}
+
+#[test]
+fn a_connecting_side_refuses_a_revoked_node_naming_it() {
+    let ca = Ca::new("cluster").unwrap();
+    let app = ca.issue("app-1", Role::Application, Validity::Years(1)).unwrap();
+    let revoked = ca.issue("node-revoked", Role::Node, Validity::Years(1)).unwrap();
+    let crl = ca.revocation_list(1, &[&revoked]).unwrap();
+    let client = || AnyTransport::new(Some(context_with_crl(&ca, &app, &crl).unwrap()));
+    let (s, c) = exchange(AnyTransport::new(Some(context(&ca, &revoked))), client());
+    let c = c.unwrap_err();
+    assert!(c.contains("subject \"node-revoked\"") && c.contains("it has been revoked"), "{c}");
+    let s = s.unwrap_err();
+    assert!(s.contains("refused this side's certificate"), "{s}");
+    let (s, c) = exchange(AnyTransport::new(Some(ctx(&ca, "node-b", Role::Node))), client());
+    assert_eq!(s.unwrap(), "\"app-1\" (role application)");
+    assert_eq!(c.unwrap(), b"12345678");
+}
+
+#[test]
+fn the_verifiers_refuse_an_expired_certificate_naming_it() {
+    use super::verify::{NodeVerifier, PeerVerifier, Trust};
+    use rustls::client::danger::ServerCertVerifier;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use rustls::server::danger::ClientCertVerifier;
+    let ca = Ca::new("cluster").unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_slice(ca.cert_pem().as_bytes()).unwrap()).unwrap();
+    let algs = rustls::crypto::ring::default_provider().signature_verification_algorithms;
+    let trust = Arc::new(Trust { roots: Arc::new(roots), crls: Vec::new(), algs });
+    let node_verifier = NodeVerifier { trust: trust.clone() };
+    let peer_verifier = PeerVerifier { trust, hints: Vec::new() };
+    for (subject, role) in [("old-node", Role::Node), ("old-app", Role::Application)] {
+        let old = ca.issue(subject, role, Validity::Expired).unwrap();
+        let der = CertificateDer::from(old.cert_der.clone());
+        let name = ServerName::try_from("node").unwrap();
+        let e = node_verifier.verify_server_cert(&der, &[], &name, &[], UnixTime::now()).unwrap_err();
+        let e = super::conn::describe(&e, false);
+        assert!(e.contains(&format!("subject {subject:?}")) && e.contains("it has expired"), "{e}");
+        let e = peer_verifier.verify_client_cert(&der, &[], UnixTime::now()).unwrap_err();
+        let e = super::conn::describe(&e, true);
+        assert!(e.contains(&format!("subject {subject:?}")) && e.contains("it has expired"), "{e}");
+    }
+}
+
+#[test]
+fn a_revoked_own_certificate_and_unusable_lists_are_refused_at_load() {
+    let ca = Ca::new("cluster").unwrap();
+    let other = Ca::new("elsewhere").unwrap();
+    let me = ca.issue("node-a", Role::Node, Validity::Years(1)).unwrap();
+    let e = context_with_crl(&ca, &me, &ca.revocation_list(1, &[&me]).unwrap()).unwrap_err();
+    assert!(e.contains("[security] cert_file") && e.contains("\"node-a\"") && e.contains("revoked"), "{e}");
+    let e = context_with_crl(&ca, &me, &other.revocation_list(1, &[]).unwrap()).unwrap_err();
+    assert!(e.contains("[security] crl_file crl.pem") && e.contains("not issued by a CA"), "{e}");
+    let e = context_with_crl(&ca, &me, "-----BEGIN X509 CRL-----\nMAMCAQA=\n-----END X509 CRL-----\n")
+        .unwrap_err();
+    assert!(
+        e.contains("[security] crl_file crl.pem") && e.contains("is not a certificate revocation"),
+        "{e}"
+    );
+    let e = context_with_crl(&ca, &me, "").unwrap_err();
+    assert!(e.contains("[security] crl_file crl.pem") && e.contains("holds no revocation list"), "{e}");
+    // A list from the CA that revokes someone else loads.
+    let gone = ca.issue("gone", Role::Operator, Validity::Years(1)).unwrap();
+    let ctx = context_with_crl(&ca, &me, &ca.revocation_list(2, &[&gone]).unwrap()).unwrap();
+    assert_eq!(ctx.loaded().revocation_lists, 1);
+}
+
+/// A folder for one test's files, removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("mojim-tls-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+
+    /// Writes `text` to `name` with mode 0600 (replacing it whole, as a deployment would).
+    fn write(&self, name: &str, text: &str) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = self.0.join(name);
+        let tmp = self.0.join(format!("{name}.new"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::rename(&tmp, &p).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn a_reload_changes_what_new_handshakes_present_and_keeps_established_sessions() {
+    let ca = Ca::new("cluster").unwrap();
+    let dir = TempDir::new("reload");
+    let first = ca.issue("node-first", Role::Node, Validity::Years(1)).unwrap();
+    let paths = TlsPaths {
+        ca: dir.write("ca.pem", ca.cert_pem()),
+        cert: dir.write("node.pem", &first.cert_pem),
+        key: dir.write("node.key", &first.key_pem),
+        crl: None,
+    };
+    let node = Arc::new(TlsContext::load(&paths).unwrap());
+    assert_eq!(node.identity().subject, "node-first");
+    let server = AnyTransport::new(Some(node.clone()));
+    let client = AnyTransport::new(Some(ctx(&ca, "app-1", Role::Application)));
+    let l = server.listen("127.0.0.1:0").unwrap();
+    let addr = server.local_addr(&l).unwrap();
+    // The node echoes each byte on every connection it accepts.
+    std::thread::spawn(move || {
+        while let Ok(mut c) = server.accept(&l) {
+            std::thread::spawn(move || {
+                let mut b = [0u8; 1];
+                while c.read_exact(&mut b).is_ok() && c.write_all(&b).is_ok() {}
+            });
+        }
+    });
+    let echo = |c: &mut crate::AnyConn, byte: u8| {
+        c.write_all(&[byte]).unwrap();
+        let mut b = [0u8; 1];
+        c.read_exact(&mut b).unwrap();
+        assert_eq!(b, [byte]);
+    };
+    let mut old = client.connect(&addr, Duration::from_secs(5)).unwrap();
+    echo(&mut old, 1);
+    assert_eq!(old.peer_identity().unwrap().subject, "node-first");
+
+    let second = ca.issue("node-second", Role::Node, Validity::Years(1)).unwrap();
+    dir.write("node.pem", &second.cert_pem);
+    dir.write("node.key", &second.key_pem);
+    let loaded = node.reload().unwrap();
+    assert_eq!(loaded.identity.subject, "node-second");
+    assert!(loaded.to_string().contains("\"node-second\" (role node), valid until 20"), "{loaded}");
+    let mut new = client.connect(&addr, Duration::from_secs(5)).unwrap();
+    echo(&mut new, 2);
+    assert_eq!(new.peer_identity().unwrap().subject, "node-second");
+    echo(&mut old, 3);
+
+    // A broken key, and a certificate of another role: refused, naming the file; the last
+    // good files stay in use.
+    let broken = dir.write("node.key", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n");
+    let e = node.reload().unwrap_err().to_string();
+    assert!(e.contains("[security] key_file") && e.contains(&broken.display().to_string()), "{e}");
+    let op = ca.issue("op-1", Role::Operator, Validity::Years(1)).unwrap();
+    dir.write("node.pem", &op.cert_pem);
+    dir.write("node.key", &op.key_pem);
+    let e = node.reload().unwrap_err().to_string();
+    assert!(e.contains("[security] cert_file") && e.contains("a change of role needs a restart"), "{e}");
+    let mut after = client.connect(&addr, Duration::from_secs(5)).unwrap();
+    echo(&mut after, 4);
+    assert_eq!(after.peer_identity().unwrap().subject, "node-second");
+    assert_eq!(node.identity().subject, "node-second");
+    echo(&mut old, 5);
+}
+
+#[test]
+fn a_reload_reads_the_revocation_list_again() {
+    let ca = Ca::new("cluster").unwrap();
+    let dir = TempDir::new("reload-crl");
+    let node = ca.issue("node-a", Role::Node, Validity::Years(1)).unwrap();
+    let app = ca.issue("app-late", Role::Application, Validity::Years(1)).unwrap();
+    let paths = TlsPaths {
+        ca: dir.write("ca.pem", ca.cert_pem()),
+        cert: dir.write("node.pem", &node.cert_pem),
+        key: dir.write("node.key", &node.key_pem),
+        crl: Some(dir.write("crl.pem", &ca.revocation_list(1, &[]).unwrap())),
+    };
+    let node = Arc::new(TlsContext::load(&paths).unwrap());
+    let (s, _) = exchange(AnyTransport::new(Some(node.clone())), AnyTransport::new(Some(context(&ca, &app))));
+    assert_eq!(s.unwrap(), "\"app-late\" (role application)");
+    dir.write("crl.pem", &ca.revocation_list(2, &[&app]).unwrap());
+    node.reload().unwrap();
+    let (s, _) = exchange(AnyTransport::new(Some(node)), AnyTransport::new(Some(context(&ca, &app))));
+    let s = s.unwrap_err();
+    assert!(s.contains("\"app-late\"") && s.contains("revoked"), "{s}");
 }

@@ -1,21 +1,64 @@
-//! Checking the peer's certificate: it must chain to the cluster's CA, be valid now, and carry
-//! a role (a server's must be a node's). Host names are not checked: the cluster's CA issues
-//! certificates to the cluster only, and what a holder may do follows its role, checked here
-//! and, for what it asks, after the handshake (`Role`). A refusal names the certificate's
-//! subject and the reason.
+//! Checking the peer's certificate: it must chain to the cluster's CA, be valid now, not be
+//! revoked by a list in `[security] crl_file`, and carry a role (a server's must be a node's).
+//! Host names are not checked: the cluster's CA issues certificates to the cluster only, and
+//! what a holder may do follows its role, checked here and, for what it asks, after the
+//! handshake (`Role`). A refusal names the certificate's subject and the reason.
 
 use super::{PeerIdentity, Role};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, WebPkiSupportedAlgorithms};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::server::ParsedCertificate;
 use rustls::{
     CertificateError, DigitallySignedStruct, DistinguishedName, Error, OtherError, RootCertStore,
     SignatureScheme,
 };
 use std::fmt;
 use std::sync::Arc;
+use webpki::{
+    CertRevocationList, ExpirationPolicy, RevocationCheckDepth, RevocationOptionsBuilder, UnknownStatusPolicy,
+};
+
+/// What a side trusts: the cluster's CA certificates and the revocation lists it issued.
+#[derive(Debug)]
+pub(crate) struct Trust {
+    pub(crate) roots: Arc<RootCertStore>,
+    /// From `[security] crl_file`; each issued by a CA in `roots` (checked at load).
+    pub(crate) crls: Vec<CertRevocationList<'static>>,
+    pub(crate) algs: WebPkiSupportedAlgorithms,
+}
+
+impl Trust {
+    /// Checks that `end_entity` chains to a root through `intermediates`, is valid at `now`,
+    /// and is on none of the revocation lists. A list's own dates are not enforced: a list
+    /// past its next-update date still revokes what it names, and a certificate whose issuer
+    /// published no list is not refused for that.
+    pub(crate) fn verify_chain(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<(), webpki::Error> {
+        let cert = webpki::EndEntityCert::try_from(end_entity)?;
+        let crls: Vec<&CertRevocationList<'_>> = self.crls.iter().collect();
+        let revocation = RevocationOptionsBuilder::new(&crls).ok().map(|b| {
+            b.with_depth(RevocationCheckDepth::EndEntity)
+                .with_status_policy(UnknownStatusPolicy::Allow)
+                .with_expiration_policy(ExpirationPolicy::Ignore)
+                .build()
+        });
+        cert.verify_for_usage(
+            self.algs.all,
+            &self.roots.roots,
+            intermediates,
+            now,
+            webpki::KeyUsage::server_auth(),
+            revocation,
+            None,
+        )?;
+        Ok(())
+    }
+}
 
 /// Why a peer's certificate was refused, naming its subject.
 #[derive(Debug)]
@@ -41,36 +84,46 @@ fn refused(cert: &CertificateDer<'_>, reason: String) -> Error {
 }
 
 /// Says in words why webpki refused a certificate.
-fn reason(e: &Error) -> String {
+pub(crate) fn reason(e: &webpki::Error) -> String {
+    use webpki::Error as E;
     match e {
-        Error::InvalidCertificate(CertificateError::Expired | CertificateError::ExpiredContext { .. }) => {
-            "it has expired".into()
+        E::CertExpired { .. } => "it has expired".into(),
+        E::CertNotValidYet { .. } => "it is not valid yet (is this host's clock right?)".into(),
+        E::UnknownIssuer => "it is not signed by this side's cluster CA ([security] ca_file)".into(),
+        E::CertRevoked => "it has been revoked (it is on a list in [security] crl_file)".into(),
+        E::RequiredEkuNotFoundContext(_) => {
+            "its extended key usage does not allow this end of a connection".into()
         }
-        Error::InvalidCertificate(
-            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. },
-        ) => "it is not valid yet (is this host's clock right?)".into(),
-        Error::InvalidCertificate(CertificateError::UnknownIssuer) => {
-            "it is not signed by this side's cluster CA ([security] ca_file)".into()
-        }
-        Error::InvalidCertificate(
-            CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. },
-        ) => "its extended key usage does not allow this end of a connection".into(),
-        e => e.to_string(),
+        e if is_list_error(e) => format!(
+            "a revocation list in [security] crl_file cannot be checked against its CA ({e:?}): \
+             replace it with one the cluster CA signed"
+        ),
+        e => format!("{e:?}"),
     }
 }
 
-/// Checks the chain and the validity, then the role.
+/// Whether webpki could not check a revocation list itself (its signature or its issuer), the
+/// list's fault rather than the certificate's.
+pub(crate) fn is_list_error(e: &webpki::Error) -> bool {
+    use webpki::Error as E;
+    matches!(
+        e,
+        E::InvalidCrlSignatureForPublicKey
+            | E::IssuerNotCrlSigner
+            | E::UnsupportedCrlSignatureAlgorithmContext(_)
+            | E::UnsupportedCrlSignatureAlgorithmForPublicKeyContext(_)
+    )
+}
+
+/// Checks the chain, the validity and the revocation lists, then the role.
 fn check(
-    roots: &RootCertStore,
-    algs: &WebPkiSupportedAlgorithms,
+    trust: &Trust,
     end_entity: &CertificateDer<'_>,
     intermediates: &[CertificateDer<'_>],
     now: UnixTime,
     allowed: &[Role],
 ) -> Result<(), Error> {
-    let parsed = ParsedCertificate::try_from(end_entity).map_err(|e| refused(end_entity, reason(&e)))?;
-    rustls::client::verify_server_cert_signed_by_trust_anchor(&parsed, roots, intermediates, now, algs.all)
-        .map_err(|e| refused(end_entity, reason(&e)))?;
+    trust.verify_chain(end_entity, intermediates, now).map_err(|e| refused(end_entity, reason(&e)))?;
     let id = PeerIdentity::of_certificate(end_entity);
     match id.role {
         Some(r) if allowed.contains(&r) => Ok(()),
@@ -94,8 +147,7 @@ fn names(roles: &[Role]) -> String {
 /// The connecting side's check of the node it reached.
 #[derive(Debug)]
 pub(crate) struct NodeVerifier {
-    pub(crate) roots: Arc<RootCertStore>,
-    pub(crate) algs: WebPkiSupportedAlgorithms,
+    pub(crate) trust: Arc<Trust>,
 }
 
 impl ServerCertVerifier for NodeVerifier {
@@ -107,7 +159,7 @@ impl ServerCertVerifier for NodeVerifier {
         _ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, Error> {
-        check(&self.roots, &self.algs, end_entity, intermediates, now, &[Role::Node])?;
+        check(&self.trust, end_entity, intermediates, now, &[Role::Node])?;
         Ok(ServerCertVerified::assertion())
     }
 
@@ -117,7 +169,7 @@ impl ServerCertVerifier for NodeVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        verify_tls12_signature(message, cert, dss, &self.algs)
+        verify_tls12_signature(message, cert, dss, &self.trust.algs)
     }
 
     fn verify_tls13_signature(
@@ -126,11 +178,11 @@ impl ServerCertVerifier for NodeVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        verify_tls13_signature(message, cert, dss, &self.algs)
+        verify_tls13_signature(message, cert, dss, &self.trust.algs)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algs.supported_schemes()
+        self.trust.algs.supported_schemes()
     }
 }
 
@@ -138,8 +190,7 @@ impl ServerCertVerifier for NodeVerifier {
 /// role may ask is checked once the peer has said what it is.
 #[derive(Debug)]
 pub(crate) struct PeerVerifier {
-    pub(crate) roots: Arc<RootCertStore>,
-    pub(crate) algs: WebPkiSupportedAlgorithms,
+    pub(crate) trust: Arc<Trust>,
     /// The CA's subject, offered to clients as the one to pick a certificate for.
     pub(crate) hints: Vec<DistinguishedName>,
 }
@@ -155,14 +206,7 @@ impl ClientCertVerifier for PeerVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, Error> {
-        check(
-            &self.roots,
-            &self.algs,
-            end_entity,
-            intermediates,
-            now,
-            &[Role::Node, Role::Operator, Role::Application],
-        )?;
+        check(&self.trust, end_entity, intermediates, now, &[Role::Node, Role::Operator, Role::Application])?;
         Ok(ClientCertVerified::assertion())
     }
 
@@ -172,7 +216,7 @@ impl ClientCertVerifier for PeerVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        verify_tls12_signature(message, cert, dss, &self.algs)
+        verify_tls12_signature(message, cert, dss, &self.trust.algs)
     }
 
     fn verify_tls13_signature(
@@ -181,10 +225,10 @@ impl ClientCertVerifier for PeerVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        verify_tls13_signature(message, cert, dss, &self.algs)
+        verify_tls13_signature(message, cert, dss, &self.trust.algs)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algs.supported_schemes()
+        self.trust.algs.supported_schemes()
     }
 }
