@@ -40,6 +40,7 @@ fn start(target: Target, dir: &Path, janitor: &mut Janitor) -> Server {
         busy_poll_us: 0,
         read_barrier: None,
         log_capacity: None,
+        tls: None,
     };
     targets::start(target, &env, "test", janitor).unwrap_or_else(|e| panic!("start {}: {e}", target.name()))
 }
@@ -306,6 +307,7 @@ fn bench_kv_prints_a_table_of_median_rounds_with_ratios_against_redis() {
         assert!(header.contains(col), "no {col} in {header}");
     }
     assert!(!header.contains("wait1"), "a column for a target not run: {header}");
+    assert!(!header.contains("on÷off"), "a column for TLS runs without --tls: {header}");
     // The last line names the redis-server.
     assert!(stdout.lines().last().is_some_and(|l| l.starts_with("redis-server 7.")), "{stdout}");
     let lines: Vec<&str> =
@@ -481,6 +483,69 @@ fn redis_benchmark_alone_covers_set_and_get() {
     assert!(leftovers(dir.path()).is_empty(), "left behind: {:?}", leftovers(dir.path()));
 }
 
+/// `--tls on,off`: redis-benchmark's clients connect to each target's TLS port (mojim kv's
+/// `[kv] tls_listen`, Redis's `tls-port`, both asking for a client certificate) and to its
+/// plaintext port; the table divides each TLS run by the same target's plaintext run. The
+/// built-in load, which speaks plaintext only, is refused with --tls on, naming the fix.
+#[test]
+fn bench_kv_tls_runs_redis_benchmark_over_tls_and_in_the_clear() {
+    let dir = TempDir::new("kv-tls");
+    let (ok, stdout, stderr) = bench(
+        dir.path(),
+        &[
+            "--kv",
+            "--targets",
+            "mojim-sync,redis-none",
+            "--tools",
+            "redis-benchmark",
+            "--workloads",
+            "set,get",
+            "--tls",
+            "on,off",
+            "--ops",
+            "200",
+            "--records",
+            "20",
+            "--sizes",
+            "4096",
+            "--clients",
+            "2",
+            "--pipeline",
+            "1",
+        ],
+    );
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("pipeline 1, TLS:"), "{stderr}");
+    let header = stdout.lines().next().expect("a header");
+    assert!(header.contains("ops on÷off") && header.contains("p50 on÷off"), "{header}");
+    for target in ["mojim-sync", "redis-none"] {
+        for w in ["set", "get"] {
+            let rows: Vec<Vec<&str>> = stdout
+                .lines()
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+                .filter(|c| c.len() > 7 && c[1] == w && c[6] == target)
+                .collect();
+            let tls: Vec<&str> = rows.iter().map(|c| c[5]).collect();
+            assert_eq!(
+                tls,
+                ["on", "off"],
+                "{w} {target}:
+{stdout}"
+            );
+            // A TLS run has both ratios to its plaintext run; a plaintext run has none.
+            let on = &rows[0];
+            assert!(on[on.len() - 2].parse::<f64>().is_ok_and(|x| x > 0.0), "{on:?}");
+            assert_eq!(rows[1][rows[1].len() - 1], "-", "{:?}", rows[1]);
+        }
+    }
+    // The built-in load cannot speak TLS; nothing starts.
+    for extra in [&["--kv", "--tls", "on"][..], &["--kv-stall", "--tls", "on"][..]] {
+        let (ok, _, stderr) = bench(dir.path(), &[extra, &["--targets", "redis-none"]].concat());
+        assert!(!ok, "{extra:?} was accepted");
+        assert!(stderr.contains("--tls on") && !stderr.contains("kv: starting"), "{extra:?}: {stderr}");
+    }
+}
+
 /// Runs `mojim bench` with `args`, its folders in `dir`: (succeeded, stdout, stderr).
 fn bench(dir: &Path, args: &[&str]) -> (bool, String, String) {
     let d = dir.to_str().expect("utf-8 path");
@@ -501,7 +566,7 @@ fn table_row<'a>(table: &'a str, workload: &str, target: &str, size: &str) -> Ve
     table
         .lines()
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|c| c.len() > 6 && c[1] == workload && c[2] == size && c[5] == target)
+        .find(|c| c.len() > 7 && c[1] == workload && c[2] == size && c[6] == target)
         .unwrap_or_else(|| panic!("no {workload} {size} {target} line in\n{table}"))
 }
 
@@ -612,11 +677,11 @@ fn bench_kv_runs_the_collection_workloads_into_a_table() {
     for target in ["redis-none", "redis-wait1"] {
         for size in ["64", "256"] {
             let row = table_row(&stdout, "lpush-rpop", target, size);
-            assert!(row[6].parse::<f64>().is_ok_and(|x| x > 0.0), "{row:?}");
+            assert!(row[7].parse::<f64>().is_ok_and(|x| x > 0.0), "{row:?}");
         }
         for w in ["zadd", "zrange", "sadd", "sismember"] {
             let row = table_row(&stdout, w, target, "16");
-            assert!(row[6].parse::<f64>().is_ok_and(|x| x > 0.0), "{row:?}");
+            assert!(row[7].parse::<f64>().is_ok_and(|x| x > 0.0), "{row:?}");
         }
     }
     assert!(!stdout.contains("zadd         64"), "zadd ran per size:\n{stdout}");

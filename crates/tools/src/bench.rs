@@ -500,7 +500,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
 }
 
 /// `--tls`, checked: each of on and off at most once.
-fn tls_settings(a: &BenchArgs) -> Result<Vec<&'static str>> {
+pub(crate) fn tls_settings(a: &BenchArgs) -> Result<Vec<&'static str>> {
     let mut out = Vec::new();
     for t in &a.tls {
         let t = match t.trim() {

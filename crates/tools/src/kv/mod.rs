@@ -32,6 +32,7 @@ pub mod report;
 pub mod resp;
 pub mod stall;
 pub mod targets;
+pub mod tls;
 pub mod ycsb;
 
 use crate::bench::BenchArgs;
@@ -278,6 +279,23 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     } else {
         PathBuf::new()
     };
+    let tls: Vec<bool> = crate::bench::tls_settings(a)?.iter().map(|t| *t == "on").collect();
+    if tls.contains(&true) {
+        if !k.kv {
+            return Err(Error::Config(
+                "--tls on measures clients over TLS with --kv; --kv-memory and --kv-stall run in the clear: \
+                 leave --tls out"
+                    .into(),
+            ));
+        }
+        if k.tools.contains(&Tool::Kv) || !with_rb {
+            return Err(Error::Config(
+                "--kv --tls on: the clients over TLS are redis-benchmark's (the built-in load speaks \
+                 plaintext only): pass --tools redis-benchmark and --workloads set and/or get"
+                    .into(),
+            ));
+        }
+    }
     let mojim = crate::bench::exe()?;
     if targets.iter().any(|t| !t.is_redis()) {
         targets::check_kv_subcommand(&mojim)?;
@@ -285,6 +303,11 @@ pub fn run(a: &BenchArgs) -> Result<()> {
 
     client::set_password(k.password.clone().filter(|p| !p.is_empty()));
     let tag = format!("mojim-bench-kv-{}", std::process::id());
+    let mut janitor = Janitor::start();
+    let certs = match tls.contains(&true) {
+        true => Some(tls::KvTls::make(&a.dir.join(format!("{tag}-tls")), &mut janitor)?),
+        false => None,
+    };
     let redis_path = redis.as_ref().map(|r| r.path.clone()).unwrap_or_default();
     let env = Env {
         redis_server: &redis_path,
@@ -296,6 +319,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         busy_poll_us: a.busy_poll_us,
         read_barrier: k.read_barrier,
         log_capacity: k.kv_log_capacity,
+        tls: certs.as_ref(),
     };
     let footer = redis.as_ref().map(|r| format!("{r}\n")).unwrap_or_default();
     let version = redis.as_ref().map(|r| r.version.text.as_str());
@@ -307,7 +331,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let run = start_all(&env, &tag, &targets, Janitor::start())?;
+    let run = start_all(&env, &tag, &targets, janitor)?;
     if k.kv_stall {
         let needs: Vec<probe::Need> = k.stall_commands.iter().map(|c| c.need()).collect();
         for s in &run.servers {
@@ -324,7 +348,15 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     for s in &run.servers {
         probe::require(&s.addr, s.target, &needs)?;
     }
-    let plan = plan::Plan { a, k, redis_benchmark: &redis_benchmark, with_rb, version };
+    let plan = plan::Plan {
+        a,
+        k,
+        redis_benchmark: &redis_benchmark,
+        with_rb,
+        version,
+        tls: &tls,
+        certs: certs.as_ref(),
+    };
     let results = plan.execute(&run.servers)?;
     drop(run);
     if !a.json {

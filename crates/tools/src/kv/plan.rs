@@ -25,6 +25,10 @@ pub(super) struct Plan<'a> {
     pub with_rb: bool,
     /// The redis-server's version, given in the Redis targets' results.
     pub version: Option<&'a str>,
+    /// `--tls`: whether redis-benchmark connects in the clear, over TLS, or both (in this
+    /// order); the certificates when over TLS.
+    pub tls: &'a [bool],
+    pub certs: Option<&'a super::tls::KvTls>,
 }
 
 /// Counts the runs on stderr.
@@ -46,8 +50,16 @@ impl Progress {
             format!("{} finished within its 1 ms clock tick and gives no rate", r.tool)
         };
         eprintln!(
-            "kv [{}/{}] {} {} {} B, clients {}, pipeline {}: {figures} ({}{round})",
-            self.done, self.total, r.target, r.workload, r.size, r.clients, r.pipeline, r.tool
+            "kv [{}/{}] {} {} {} B, clients {}, pipeline {}{}: {figures} ({}{round})",
+            self.done,
+            self.total,
+            r.target,
+            r.workload,
+            r.size,
+            r.clients,
+            r.pipeline,
+            if r.tls { ", TLS" } else { "" },
+            r.tool
         );
     }
 }
@@ -75,8 +87,11 @@ impl Plan<'_> {
             0
         };
         // redis-benchmark gives a line per test.
-        let rb: usize =
-            if self.with_rb { servers.iter().map(|s| self.rb_tests(s.target).len()).sum() } else { 0 };
+        let rb: usize = if self.with_rb {
+            servers.iter().map(|s| self.rb_tests(s.target).len()).sum::<usize>() * self.tls.len()
+        } else {
+            0
+        };
         cells * (workloads * servers.len() + rb * k.sizes.len()) * self.repeat()
     }
 
@@ -160,7 +175,7 @@ impl Plan<'_> {
                     }
                 }
             }
-            if self.with_rb {
+            for &tls in self.tls.iter().filter(|_| self.with_rb) {
                 for &clients in &k.clients {
                     for &pipeline in &k.pipeline {
                         let cell = Cell {
@@ -179,7 +194,7 @@ impl Plan<'_> {
                         let mut rounds: Vec<Vec<KvResult>> = vec![Vec::new(); servers.len()];
                         for round in 0..self.repeat() {
                             for (i, s) in servers.iter().enumerate() {
-                                for r in self.rb_run(s, &cell)? {
+                                for r in self.rb_run(s, &cell, tls)? {
                                     progress.ran(&r, round);
                                     rounds[i].push(r);
                                 }
@@ -188,8 +203,9 @@ impl Plan<'_> {
                         for (s, rs) in servers.iter().zip(rounds) {
                             for w in self.rb_tests(s.target) {
                                 let of_w = rs.iter().filter(|r| r.workload == w.name()).cloned().collect();
+                                let tls = if tls { ", TLS" } else { "" };
                                 let what =
-                                    format!("redis-benchmark {} {} ({cell})", s.target.name(), w.name());
+                                    format!("redis-benchmark {} {} ({cell}{tls})", s.target.name(), w.name());
                                 self.emit(median(of_w), &what, &mut results);
                             }
                         }
@@ -239,6 +255,7 @@ impl Plan<'_> {
             size: cell.size,
             clients: cell.clients,
             pipeline: cell.pipeline,
+            tls: false,
             ops: o.ops,
             ops_per_s: o.ops as f64 / secs,
             p50_us: o.hist.value_at_quantile(0.5) as f64 / 1000.0,
@@ -249,21 +266,27 @@ impl Plan<'_> {
         })
     }
 
-    /// One redis-benchmark invocation: a result per test.
-    fn rb_run(&self, s: &Server, cell: &Cell) -> Result<Vec<KvResult>> {
+    /// One redis-benchmark invocation, over TLS if `tls`: a result per test.
+    fn rb_run(&self, s: &Server, cell: &Cell, tls: bool) -> Result<Vec<KvResult>> {
         let tests = self.rb_tests(s.target);
         if tests.is_empty() {
             return Ok(Vec::new());
         }
+        let addr = match (tls, &s.tls_addr) {
+            (false, _) => &s.addr,
+            (true, Some(a)) => a,
+            (true, None) => unreachable!("--tls on starts every target with a TLS port"),
+        };
         let rows = redis_benchmark::run(&redis_benchmark::Invocation {
             bin: self.redis_benchmark,
-            addr: &s.addr,
+            addr,
             tests: &tests,
             size: cell.size,
             clients: cell.clients,
             pipeline: cell.pipeline,
             ops: self.a.ops,
             records: self.k.records,
+            tls: self.certs.filter(|_| tls),
         })?;
         Ok(rows
             .into_iter()
@@ -274,6 +297,7 @@ impl Plan<'_> {
                 size: cell.size,
                 clients: cell.clients,
                 pipeline: cell.pipeline,
+                tls,
                 ops: self.a.ops,
                 ops_per_s: r.rps,
                 p50_us: r.p50_us,

@@ -42,6 +42,8 @@ pub struct Invocation<'a> {
     pub ops: u64,
     /// `-r`: keys drawn from this many.
     pub records: u64,
+    /// Connect over TLS with these certificates (`addr` is then the TLS port).
+    pub tls: Option<&'a super::tls::KvTls>,
 }
 
 /// Runs redis-benchmark once and returns a row per test.
@@ -57,7 +59,11 @@ pub fn run(inv: &Invocation) -> Result<Vec<Row>> {
     if let Some(p) = super::client::password() {
         cmd.args(["-a", p]);
     }
-    let shown = format!("{} -h {host} -p {port} -t {} ...", inv.bin.display(), tests.join(","));
+    if let Some(t) = inv.tls {
+        cmd.args(t.client_args());
+    }
+    let tls = if inv.tls.is_some() { " --tls" } else { "" };
+    let shown = format!("{} -h {host} -p {port}{tls} -t {} ...", inv.bin.display(), tests.join(","));
     let mut out = cmd.output().map_err(Error::io(format!("run {}", inv.bin.display())))?;
     // redis-benchmark gives up when its connections are reset (seen once on a loaded machine,
     // against a server that went on serving): once, it is run again, and says so.

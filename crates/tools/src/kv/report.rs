@@ -20,6 +20,8 @@ pub struct KvResult {
     pub clients: usize,
     /// Operations per batch on a connection.
     pub pipeline: usize,
+    /// Whether the clients connected over TLS (`--tls on`).
+    pub tls: bool,
     /// Operations done.
     pub ops: u64,
     /// Operations per second over all clients.
@@ -44,27 +46,37 @@ impl KvResult {
         serde_json::to_string(self).unwrap_or_default()
     }
 
-    fn cell(&self) -> (&'static str, &'static str, usize, usize, usize) {
-        (self.tool, self.workload, self.size, self.clients, self.pipeline)
+    fn cell(&self) -> (&'static str, &'static str, usize, usize, usize, bool) {
+        (self.tool, self.workload, self.size, self.clients, self.pipeline, self.tls)
+    }
+
+    /// The same run without TLS: the cell's, with `tls` off.
+    fn plain_cell(&self) -> (&'static str, &'static str, usize, usize, usize, bool) {
+        (self.tool, self.workload, self.size, self.clients, self.pipeline, false)
     }
 }
 
 /// The table: per run its figures, then its throughput and median latency divided by those of
-/// each Redis target in the same cell (same tool, workload, size, clients and pipeline).
+/// each Redis target in the same cell (same tool, workload, size, clients, pipeline and TLS);
+/// with TLS runs, also each TLS run's divided by the same target's run without TLS.
 pub fn table(results: &[KvResult]) -> String {
+    let with_tls = results.iter().any(|r| r.tls);
     let redis: Vec<Target> = ALL_TARGETS
         .into_iter()
         .filter(|t| t.is_redis() && results.iter().any(|r| r.target == t.name()))
         .collect();
     let mut out = format!(
-        "{:<15} {:<10} {:>5} {:>7} {:>4} {:<16} {:>10} {:>9} {:>9}",
-        "tool", "workload", "size", "clients", "pipe", "target", "ops/s", "p50_us", "p99_us"
+        "{:<15} {:<10} {:>5} {:>7} {:>4} {:>3} {:<16} {:>10} {:>9} {:>9}",
+        "tool", "workload", "size", "clients", "pipe", "tls", "target", "ops/s", "p50_us", "p99_us"
     );
     for t in &redis {
         out += &format!(" {:>11}", format!("ops÷{}", t.short()));
     }
     for t in &redis {
         out += &format!(" {:>11}", format!("p50÷{}", t.short()));
+    }
+    if with_tls {
+        out += &format!(" {:>11} {:>11}", "ops on÷off", "p50 on÷off");
     }
     out.push('\n');
     // The runs of a cell together, cells in the order they ran.
@@ -83,8 +95,17 @@ pub fn table(results: &[KvResult]) -> String {
         }
         last_cell = Some(r.cell());
         out += &format!(
-            "{:<15} {:<10} {:>5} {:>7} {:>4} {:<16} {:>10.0} {:>9.1} {:>9.1}",
-            r.tool, r.workload, r.size, r.clients, r.pipeline, r.target, r.ops_per_s, r.p50_us, r.p99_us
+            "{:<15} {:<10} {:>5} {:>7} {:>4} {:>3} {:<16} {:>10.0} {:>9.1} {:>9.1}",
+            r.tool,
+            r.workload,
+            r.size,
+            r.clients,
+            r.pipeline,
+            if r.tls { "on" } else { "off" },
+            r.target,
+            r.ops_per_s,
+            r.p50_us,
+            r.p99_us
         );
         let base = |t: &Target| results.iter().find(|b| b.cell() == r.cell() && b.target == t.name());
         for t in &redis {
@@ -97,6 +118,15 @@ pub fn table(results: &[KvResult]) -> String {
             out += &match base(t) {
                 Some(b) if b.p50_us > 0.0 => format!(" {:>11.2}", r.p50_us / b.p50_us),
                 _ => format!(" {:>11}", "-"),
+            };
+        }
+        if with_tls {
+            let plain = results.iter().find(|b| b.cell() == r.plain_cell() && b.target == r.target);
+            out += &match plain {
+                Some(b) if r.tls && b.ops_per_s > 0.0 && b.p50_us > 0.0 => {
+                    format!(" {:>11.2} {:>11.2}", r.ops_per_s / b.ops_per_s, r.p50_us / b.p50_us)
+                }
+                _ => format!(" {:>11} {:>11}", "-", "-"),
             };
         }
         out.push('\n');
@@ -119,6 +149,7 @@ mod tests {
             size: 64,
             clients: 1,
             pipeline: 1,
+            tls: false,
             ops: 10,
             ops_per_s,
             p50_us,

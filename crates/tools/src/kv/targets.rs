@@ -229,6 +229,8 @@ pub struct Env<'a> {
     pub busy_poll_us: u64,
     /// `--kv-log-capacity`: mojim-sync's [mirror] log_capacity (`None`: the default).
     pub log_capacity: Option<u64>,
+    /// `--tls on`: every target also serves clients over TLS with these certificates.
+    pub tls: Option<&'a super::tls::KvTls>,
 }
 
 /// A process of a server: killed, reaped and forgotten by the janitor when dropped.
@@ -274,6 +276,8 @@ pub struct Server {
     pub target: Target,
     /// Where clients connect.
     pub addr: String,
+    /// Where clients connect over TLS (with `--tls on`).
+    pub tls_addr: Option<String>,
     procs: Vec<Proc>,
     dirs: Vec<PathBuf>,
 }
@@ -319,22 +323,23 @@ fn mkdir(dir: &Path, janitor: &mut Janitor) -> Result<PathBuf> {
 
 /// Starts `target`; its files go under `env`'s folders, named after `tag`.
 pub fn start(target: Target, env: &Env, tag: &str, janitor: &mut Janitor) -> Result<Server> {
-    let mut s = Server { target, addr: String::new(), procs: Vec::new(), dirs: Vec::new() };
+    let mut s = Server { target, addr: String::new(), tls_addr: None, procs: Vec::new(), dirs: Vec::new() };
     let name = format!("{tag}-{}", target.name());
     match target {
         Target::RedisNone => {
             let dir = mkdir(&env.dir.join(&name), janitor)?;
             s.dirs.push(dir.clone());
-            let (p, addr) = redis(env, &dir, &[], janitor)?;
+            let (p, addr, tls_addr) = redis(env, &dir, &[], janitor)?;
             s.procs.push(p);
-            s.addr = addr;
+            (s.addr, s.tls_addr) = (addr, tls_addr);
         }
         Target::RedisAofAlways => {
             let dir = mkdir(&env.disk_dir.join(&name), janitor)?;
             s.dirs.push(dir.clone());
-            let (p, addr) = redis(env, &dir, &["--appendonly", "yes", "--appendfsync", "always"], janitor)?;
+            let (p, addr, tls_addr) =
+                redis(env, &dir, &["--appendonly", "yes", "--appendfsync", "always"], janitor)?;
             s.procs.push(p);
-            s.addr = addr;
+            (s.addr, s.tls_addr) = (addr, tls_addr);
         }
         Target::RedisWait1 | Target::RedisWaitaof => {
             let aof = target == Target::RedisWaitaof;
@@ -347,29 +352,35 @@ pub fn start(target: Target, env: &Env, tag: &str, janitor: &mut Janitor) -> Res
                 if aof { &["--appendonly", "yes", "--appendfsync", "always"] } else { &[] };
             let mut primary = vec!["--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"];
             primary.extend(persist);
-            let (p, addr) = redis(env, &primary_dir, &primary, janitor)?;
+            let (p, addr, tls_addr) = redis(env, &primary_dir, &primary, janitor)?;
             s.procs.push(p);
-            s.addr = addr.clone();
+            (s.addr, s.tls_addr) = (addr.clone(), tls_addr);
             let port = addr.rsplit(':').next().unwrap_or_default().to_string();
             let mut replica = vec!["--replicaof", "127.0.0.1", &port];
             replica.extend(persist);
-            let (r, _) = redis(env, &replica_dir, &replica, janitor)?;
+            let (r, _, _) = redis(env, &replica_dir, &replica, janitor)?;
             s.procs.push(r);
             wait_for_replica(&addr, target.wait(), &mut s.procs)?;
         }
         Target::MojimSync | Target::MojimSyncShm => {
             let dir = mkdir(&env.dir.join(&name), janitor)?;
             s.dirs.push(dir.clone());
-            let (procs, addr) = mojim_kv(env, &dir, target == Target::MojimSyncShm, janitor)?;
+            let (procs, addr, tls_addr) = mojim_kv(env, &dir, target == Target::MojimSyncShm, janitor)?;
             s.procs.extend(procs);
-            s.addr = addr;
+            (s.addr, s.tls_addr) = (addr, tls_addr);
         }
     }
     Ok(s)
 }
 
-/// Starts a redis-server in `dir` with `extra` settings and waits until it answers.
-fn redis(env: &Env, dir: &Path, extra: &[&str], janitor: &mut Janitor) -> Result<(Proc, String)> {
+/// Starts a redis-server in `dir` with `extra` settings (and a TLS port with `env.tls`) and
+/// waits until it answers; returns it, its address and its TLS address.
+fn redis(
+    env: &Env,
+    dir: &Path,
+    extra: &[&str],
+    janitor: &mut Janitor,
+) -> Result<(Proc, String, Option<String>)> {
     let log = dir.join("redis.log");
     // What it says before its log file is open (a bad setting, say).
     let early = dir.join("redis.stderr");
@@ -377,6 +388,10 @@ fn redis(env: &Env, dir: &Path, extra: &[&str], janitor: &mut Janitor) -> Result
     // A port found free may be taken before the server binds it: try a few.
     for _ in 0..4 {
         let port = free_port()?.to_string();
+        let tls_port = match env.tls {
+            Some(_) => Some(free_port()?.to_string()),
+            None => None,
+        };
         let mut cmd = Command::new(env.redis_server);
         cmd.args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]).args([
             "--daemonize",
@@ -393,6 +408,7 @@ fn redis(env: &Env, dir: &Path, extra: &[&str], janitor: &mut Janitor) -> Result
             .arg("--logfile")
             .arg(&log)
             .args(extra)
+            .args(env.tls.zip(tls_port.as_deref()).map(|(t, p)| t.redis_args(p)).into_iter().flatten())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(
@@ -403,7 +419,7 @@ fn redis(env: &Env, dir: &Path, extra: &[&str], janitor: &mut Janitor) -> Result
         let mut p = Proc::Plain { child, name: format!("{} --port {port}", env.redis_server.display()) };
         let addr = format!("127.0.0.1:{port}");
         match wait_ready(&addr, std::slice::from_mut(&mut p)) {
-            Ok(()) => return Ok((p, addr)),
+            Ok(()) => return Ok((p, addr, tls_port.map(|t| format!("127.0.0.1:{t}")))),
             Err(e) => {
                 let tail = std::fs::read_to_string(&early).unwrap_or_default()
                     + &std::fs::read_to_string(&log).unwrap_or_default();
@@ -508,8 +524,13 @@ pub fn check_kv_subcommand(exe: &Path) -> Result<()> {
 }
 
 /// Starts a mirror (`mojim serve`) and `mojim kv` in mode sync in front of it, reaching it
-/// through shared memory if `shm`.
-fn mojim_kv(env: &Env, dir: &Path, shm: bool, janitor: &mut Janitor) -> Result<(Vec<Proc>, String)> {
+/// through shared memory if `shm`; returns its processes, its address and its TLS address.
+fn mojim_kv(
+    env: &Env,
+    dir: &Path,
+    shm: bool,
+    janitor: &mut Janitor,
+) -> Result<(Vec<Proc>, String, Option<String>)> {
     check_kv_subcommand(env.mojim)?;
     let id = RegionId { uuid: random_uuid(), size: env.region_size };
     mojim::create_region(&dir.join("region.mojim"), id)?;
@@ -548,6 +569,14 @@ fn mojim_kv(env: &Env, dir: &Path, shm: bool, janitor: &mut Janitor) -> Result<(
     if let Some(b) = env.read_barrier {
         cfg.file.kv.read_barrier = b;
     }
+    let tls_addr = match env.tls {
+        Some(t) => {
+            let a = format!("127.0.0.1:{}", free_port()?);
+            t.configure(&mut cfg.file.kv, &a);
+            Some(a)
+        }
+        None => None,
+    };
     let text =
         toml::to_string(&cfg.file).map_err(|e| Error::Config(format!("serialise the configuration: {e}")))?;
     write_private(&cfg_path, &text).map_err(Error::io("write the configuration"))?;
@@ -572,7 +601,7 @@ fn mojim_kv(env: &Env, dir: &Path, shm: bool, janitor: &mut Janitor) -> Result<(
         }
         return Err(e);
     }
-    Ok((procs, addr))
+    Ok((procs, addr, tls_addr))
 }
 
 #[cfg(test)]
