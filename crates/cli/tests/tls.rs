@@ -364,8 +364,11 @@ fn a_tls_cluster_fails_over_through_its_backup() {
     let mut got = vec![0u8; page.len()];
     p.read(0, &mut got).unwrap();
     assert_eq!(got, page, "what was acknowledged survived the fail-over");
-    let st = p.wait_resync(common::WAIT).expect("the backup is brought up to date");
-    assert!(st.done, "{st:?}");
+    // The backup was drained before the promotion: it may hold every group already (no copy
+    // runs), or be brought up to date by one.
+    if let Some(st) = p.wait_resync(common::WAIT) {
+        assert!(st.done, "the copy to the backup failed: {st:?}");
+    }
     p.write(8192, b"after").unwrap();
     p.msync(8192, 5).unwrap();
     drop(p);
