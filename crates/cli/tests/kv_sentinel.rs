@@ -1,7 +1,9 @@
 //! Fail-over for Redis clients: redis-py's `Sentinel`, given the `mojim kv` address of each
 //! node, finds the primary by the Sentinel commands `mojim kv` answers, writes through it; the
 //! primary's node is lost, the mirror promoted and `mojim kv` started there; the same client
-//! code then finds the new primary and reads every acknowledged write.
+//! code then finds the new primary and reads every acknowledged write. The same over TLS: the
+//! links between the nodes and `mojim kv` mutual TLS, and redis-py's Sentinel and master
+//! connections TLS to `mojim kv`'s TLS port, which names its own TLS port as the master's.
 
 mod common;
 
@@ -30,8 +32,18 @@ print(f"{host}:{port}")
 "#;
 
 fn python(nodes: &str, step: &str) -> String {
+    python_with(PY, nodes, step, None)
+}
+
+/// Runs `program` with the step as `argv[1]`, `nodes` in NODES and, over TLS, the folder of
+/// the certificates in CERTS; its output.
+fn python_with(program: &str, nodes: &str, step: &str, certs: Option<&std::path::Path>) -> String {
     let mut py = python_with_redis().expect("checked by the caller");
-    let out = py.args(["-c", PY, step]).env("NODES", nodes).output().expect("run python3");
+    py.args(["-c", program, step]).env("NODES", nodes);
+    if let Some(d) = certs {
+        py.env("CERTS", d);
+    }
+    let out = py.output().expect("run python3");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "redis-py Sentinel, {step}: {stdout}{stderr}");
     stdout.trim().to_string()
@@ -77,6 +89,74 @@ fn redis_py_sentinel_follows_the_promotion() {
 
     // The same client code: the first node does not answer, the second says it is the master.
     assert_eq!(python(&nodes, "read"), later);
+    drop(mirror);
+}
+
+const PY_TLS: &str = r#"
+import os, sys
+from redis.sentinel import Sentinel
+d = os.environ["CERTS"]
+tls = dict(ssl=True, ssl_ca_certs=d + "/ca.pem", ssl_certfile=d + "/application.pem",
+           ssl_keyfile=d + "/application.key", ssl_cert_reqs="required")
+nodes = [tuple(a.rsplit(":", 1)) for a in os.environ["NODES"].split(",")]
+nodes = [(h, int(p)) for h, p in nodes]
+s = Sentinel(nodes, socket_timeout=2, sentinel_kwargs=dict(tls, socket_timeout=2))
+host, port = s.discover_master("mojim")
+m = s.master_for("mojim", socket_timeout=2, decode_responses=True, **tls)
+if sys.argv[1] == "write":
+    for i in range(200):
+        assert m.set(f"k{i}", f"v{i}") is True
+else:
+    for i in range(200):
+        assert m.get(f"k{i}") == f"v{i}", (i, m.get(f"k{i}"))
+    assert m.set("after", "failover") is True
+# The master connection really is TLS.
+assert m.connection_pool.get_connection("PING")._sock.version().startswith("TLS")
+print(f"{host}:{port}")
+"#;
+
+/// Fail-over over TLS: the cluster's links are mutual TLS (`[security] tls`), each `mojim kv`
+/// serves its Redis clients over TLS too, and redis-py's Sentinel, connected over TLS, is named
+/// the TLS port of the primary (a client in the clear is named the plaintext one), then the
+/// promoted node's after the fail-over.
+#[test]
+fn redis_py_sentinel_follows_the_promotion_over_tls() {
+    if python_with_redis().is_none() {
+        return;
+    }
+    let (first_tls, later_tls) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
+    let c = Cluster::new("kv-sentinel-tls", 16 << 20, |f| {
+        f.cluster.heartbeat_interval_ms = 50;
+        f.cluster.heartbeat_timeout_ms = 1500;
+        f.kv.sentinel_name = "mojim".into();
+        common::tls::configure(f);
+        // mojim kv presents the node's certificate to its clients and asks for theirs.
+        f.kv.tls_cert_file = "tls/node.pem".into();
+        f.kv.tls_key_file = "tls/node.key".into();
+        f.kv.tls_ca_cert_file = "tls/ca.pem".into();
+        f.kv.tls_auth_clients = "yes".into();
+    });
+    common::tls::make_certs(&c);
+    let certs = c.dir.path().join("tls");
+    let backup = node(&c, "b", &[]);
+    let mirror = node(&c, "m", &[backup.addr()]);
+    let mut kv = start_kv(&c, &["--mirror", mirror.addr(), "--tls-listen", &first_tls]);
+    let nodes = format!("{first_tls},{later_tls}");
+
+    assert_eq!(python_with(PY_TLS, &nodes, "write", Some(&certs)), first_tls);
+    // In the clear, the same server names its plaintext address.
+    let mut r = Resp::connect(kv.addr());
+    let (host, port) = kv.addr().rsplit_once(':').expect("host:port");
+    assert_eq!(
+        r.cmd(&["SENTINEL", "get-master-addr-by-name", "mojim"]),
+        Value::Array(vec![Value::bulk(host), Value::bulk(port)])
+    );
+    drop(r);
+
+    kv.kill();
+    promote(&c, mirror.addr(), &[backup.addr()]);
+    let _promoted = start_kv_on_promoted(&c, "m", backup.addr(), &["--tls-listen", &later_tls]);
+    assert_eq!(python_with(PY_TLS, &nodes, "read", Some(&certs)), later_tls);
     drop(mirror);
 }
 

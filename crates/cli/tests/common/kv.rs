@@ -81,10 +81,16 @@ pub fn node(c: &Cluster, name: &str, backups: &[&str]) -> ChildNode {
     ChildNode::spawn(exe(), &args).expect("start a node")
 }
 
-/// `mojim promote` of the node at `addr`, fencing `peers` first.
+/// `mojim promote` of the node at `addr`, fencing `peers` first (with TLS on, as the operator
+/// whose certificate `super::tls::make_certs` made).
 pub fn promote(c: &Cluster, addr: &str, peers: &[&str]) {
     let mut cmd = Command::new(exe());
     cmd.args(["promote", "--config", c.cfg_path.to_str().expect("utf-8"), "--addr", addr]);
+    if c.cfg.file.security.tls {
+        let tls = c.dir.path().join("tls");
+        cmd.env(mojim::config::CERT_FILE_ENV, tls.join("operator.pem"));
+        cmd.env(mojim::config::KEY_FILE_ENV, tls.join("operator.key"));
+    }
     for p in peers {
         cmd.args(["--peer", p]);
     }

@@ -232,6 +232,9 @@ pub struct Sentinel {
     pub name: String,
     /// host and port of the current primary's `mojim kv`.
     pub master: (String, u16),
+    /// The same over TLS, named to clients connected over TLS (`None`: the server has no TLS
+    /// listener, or `[kv] announce` names one address for all).
+    pub master_tls: Option<(String, u16)>,
     /// Every server answering Sentinel queries for this name, host and port.
     pub sentinels: Vec<(String, u16)>,
     /// Whether this server may act as the master now: it has its mirror (or needs none), and
@@ -296,6 +299,8 @@ pub struct Session {
     /// Its watched keys are forgotten before its next command: its transaction was discarded
     /// while a script was busy (`scripting/busy.rs`, which cannot reach the watches).
     pub unwatch: bool,
+    /// Whether the client connected over TLS (`[kv] tls_listen`).
+    pub tls: bool,
 }
 
 impl Session {
@@ -320,6 +325,7 @@ impl Session {
             subs: pubsub::SubCounts::default(),
             in_script: false,
             unwatch: false,
+            tls: false,
         }
     }
 }

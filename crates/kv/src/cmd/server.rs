@@ -92,7 +92,7 @@ pub(super) fn run<M: Mem>(
         "HELLO" => hello(cx, s, a, r)?,
         "COMMAND" => command(a, r),
         "CONFIG" => super::config::config(cx, a, r),
-        "SENTINEL" => sentinel(cx, a, r),
+        "SENTINEL" => sentinel(cx, s, a, r),
         other => unreachable!("{other} is in the table but has no code"),
     }
     Ok(())
@@ -493,9 +493,14 @@ fn master_fields(sn: &super::Sentinel, others: usize, r: &mut Reply) {
     }
 }
 
-fn sentinel<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
+/// The Sentinel subset clients use. A client connected over TLS is told the master's TLS
+/// address, one in the clear its plaintext address: each follows with the connection it has.
+fn sentinel<M: Mem>(cx: &mut Cx<M>, s: &Session, a: &Args, r: &mut Reply) {
     let sub = a.get(1);
-    let sn = cx.host.sentinel();
+    let mut sn = cx.host.sentinel();
+    if let Some(tls) = sn.master_tls.take().filter(|_| s.tls) {
+        sn.master = tls;
+    }
     let known = |n: &[u8]| n == sn.name.as_bytes();
     let me = cx.host.listen_addr();
     let others: Vec<&(String, u16)> = sn.sentinels.iter().filter(|(h, p)| format!("{h}:{p}") != me).collect();

@@ -73,6 +73,7 @@ impl Host for TestHost {
         Sentinel {
             name: "mojim".into(),
             master: ("127.0.0.1".into(), 6379),
+            master_tls: Some(("127.0.0.1".into(), 6380)),
             sentinels: vec![("127.0.0.1".into(), 6379), ("10.0.0.2".into(), 6379)],
             serving: !self.cut_off,
         }
@@ -434,6 +435,12 @@ fn server_commands() {
     assert_eq!(h.cmd(&["SENTINEL", "get-master-addr-by-name", "other"]), Value::Null);
     let Value::Array(s) = h.cmd(&["SENTINEL", "sentinels", "mojim"]) else { panic!() };
     assert_eq!(s.len(), 1, "the others, not this one");
+    // A client over TLS is named the master's TLS port, to follow with the connection it has.
+    h.session.tls = true;
+    assert_eq!(
+        h.cmd(&["SENTINEL", "get-master-addr-by-name", "mojim"]),
+        Value::Array(vec![b("127.0.0.1"), b("6380")])
+    );
 }
 
 #[test]

@@ -20,6 +20,8 @@ pub struct ServerHost<'a> {
     pub primary: &'a Primary,
     pub opts: &'a KvOptions,
     pub listen: &'a str,
+    /// The TLS listener's address ("" when none).
+    pub tls_listen: &'a str,
     pub clients: usize,
     pub stats: Stats,
     pub auth: &'a AuthLog,
@@ -250,6 +252,7 @@ impl Host for ServerHost<'_> {
         Sentinel {
             name: self.opts.sentinel_name.clone(),
             master: split_host_port(me).unwrap_or_default(),
+            master_tls: split_host_port(self.tls_listen).filter(|_| self.opts.announce.is_empty()),
             sentinels: self.opts.sentinels.iter().filter_map(|s| split_host_port(s)).collect(),
             serving: mirrored && !replaced && !lease_lost,
         }

@@ -309,7 +309,8 @@ impl Server<'_> {
             }
             let id = self.next_id;
             self.next_id += 1;
-            let session = Session::new(id, peer.to_string(), self.opts.password.is_none());
+            let mut session = Session::new(id, peer.to_string(), self.opts.password.is_none());
+            session.tls = matches!(stream, link::Link::Tls(_));
             let laddr = stream.tcp().local_addr().map(|a| a.to_string()).unwrap_or_default();
             let mut c = Client::new(stream, session, self.opts.limits);
             c.laddr = laddr.into();
@@ -667,6 +668,7 @@ impl Server<'_> {
             primary: self.primary,
             opts: self.opts,
             listen: &self.listen,
+            tls_listen: &self.listeners.tls_addr,
             clients: live,
             stats,
             auth: &self.auth,
