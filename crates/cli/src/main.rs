@@ -178,6 +178,11 @@ struct ServeArgs {
     /// This node's name for the etcd coordinator, instead of [cluster] node.
     #[arg(long)]
     node: Option<String>,
+    /// Check the configuration (and the flags above) as serving would, then exit: 0 and
+    /// "configuration OK" when it would start, 1 and the error otherwise. Nothing is created,
+    /// bound or changed.
+    #[arg(long)]
+    check_config: bool,
 }
 
 #[derive(Args)]
@@ -245,6 +250,26 @@ struct CatArgs {
     inconsistent: bool,
 }
 
+/// How log lines are written (`MOJIM_LOG_FORMAT`).
+enum LogFormat {
+    /// Lines for people (the default).
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `MOJIM_LOG_FORMAT`: unset, `text` or `json`.
+fn log_format() -> Result<LogFormat, String> {
+    match std::env::var("MOJIM_LOG_FORMAT").as_deref() {
+        Err(std::env::VarError::NotPresent) | Ok("" | "text") => Ok(LogFormat::Text),
+        Ok("json") => Ok(LogFormat::Json),
+        Ok(other) => Err(format!("MOJIM_LOG_FORMAT={other:?}: choose text (the default) or json")),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            Err(format!("MOJIM_LOG_FORMAT={v:?} is not UTF-8: choose text (the default) or json"))
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // Colour only on a terminal: a log written to a file or a pipe stays plain text.
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
@@ -254,13 +279,17 @@ fn main() -> ExitCode {
     // `bench --rvm` opens recoverable memory hundreds of times: its progress lines, not an
     // info line per open, unless MOJIM_LOG asks for them.
     let level = if matches!(&cli.command, Command::Bench(b) if b.rvm.rvm) { "warn" } else { "info" };
-    tracing_subscriber::fmt()
-        .with_ansi(colour)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MOJIM_LOG").unwrap_or_else(|_| level.into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MOJIM_LOG").unwrap_or_else(|_| level.into());
+    let log = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match log_format() {
+        Ok(LogFormat::Text) => log.with_ansi(colour).init(),
+        // One JSON object per line, for log shippers: timestamp, level, target, fields.
+        Ok(LogFormat::Json) => log.json().flatten_event(true).init(),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let result = match cli.command {
         Command::Init(a) => init(a),
         Command::Serve(a) => serve(a),
@@ -444,6 +473,11 @@ fn serve(a: ServeArgs) -> mojim::Result<()> {
             opts.listen
         )));
     }
+    if a.check_config {
+        check_serve_config(&opts)?;
+        println!("configuration OK: {}", a.config.config.display());
+        return Ok(());
+    }
     let tls = opts.tls.clone().map(|t| security_reload(t, &cfg, false));
     reload::on_sighup(tls.into_iter().collect())
         .map_err(|e| Error::Io { op: "install the SIGHUP handler".into(), source: e })?;
@@ -452,6 +486,34 @@ fn serve(a: ServeArgs) -> mojim::Result<()> {
     println!("serving on {}", handle.addr());
     let _ = std::io::stdout().flush();
     handle.wait();
+    Ok(())
+}
+
+/// What `mojim serve --check-config` checks beyond loading the configuration (which checks its
+/// values and the TLS files): that the listen and backup addresses are host:port, and that the
+/// data and log folders are folders where they exist (they are made at start otherwise).
+fn check_serve_config(opts: &MirrorOptions) -> mojim::Result<()> {
+    for (what, addr) in std::iter::once(("[mirror] listen", &opts.listen))
+        .chain(opts.backups.iter().map(|b| ("[mirror] backups", b)))
+    {
+        // A shared-memory socket's path, or [ucx:]host:port.
+        if mojim_transport::shm::is_shm_addr(addr) {
+            continue;
+        }
+        let hp = addr.strip_prefix("ucx:").unwrap_or(addr);
+        let port = hp.rsplit_once(':').and_then(|(h, p)| (!h.is_empty()).then_some(p));
+        if port.and_then(|p| p.parse::<u16>().ok()).is_none() {
+            return Err(Error::Config(format!(
+                "{what} {addr:?} is neither host:port (e.g. \"10.0.0.2:7070\"), ucx:host:port, nor a \
+                 shared-memory socket's absolute path"
+            )));
+        }
+    }
+    for (what, dir) in [("[mirror] dir", &opts.dir), ("[mirror] log_dir", &opts.log_dir)] {
+        if dir.exists() && !dir.is_dir() {
+            return Err(Error::Config(format!("{what} {} exists and is not a folder", dir.display())));
+        }
+    }
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 //! The operator's commands as a user runs them: what `mojim cat` promises about the bytes it
-//! prints, and log output fit for a file.
+//! prints, log output fit for a file (or a log shipper: `MOJIM_LOG_FORMAT=json`), and `mojim
+//! serve --check-config`.
 
 mod common;
 
@@ -103,6 +104,86 @@ fn logs_to_a_pipe_are_plain_text() {
     child.stderr.take().expect("piped").read_to_string(&mut log).expect("read stderr");
     assert!(log.contains("mirror serving"), "{log}");
     assert!(!log.contains('\x1b'), "colour escapes in a piped log: {log:?}");
+}
+
+/// `MOJIM_LOG_FORMAT=json`: every log line is one JSON object with the time, the level and the
+/// message; a format it does not know is refused, naming the value and the choices.
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let c = Cluster::new("json-logs", MIB, |_| {});
+    let mut child = Command::new(common::exe())
+        .args(["serve", "--config", c.cfg_path.to_str().expect("utf-8 path"), "--listen", "127.0.0.1:0"])
+        .env("MOJIM_LOG", "info")
+        .env("MOJIM_LOG_FORMAT", "json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mojim serve");
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().expect("piped")).read_line(&mut ready).expect("read stdout");
+    assert!(ready.starts_with("serving on "), "{ready}");
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    let mut log = String::new();
+    child.stderr.take().expect("piped").read_to_string(&mut log).expect("read stderr");
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let serving = lines.iter().find(|v| v["message"] == "mirror serving").expect("the serving line");
+    assert_eq!(serving["level"], "INFO", "{serving}");
+    assert!(serving["timestamp"].is_string(), "{serving}");
+
+    let out = Command::new(common::exe())
+        .args(["status", "--config", c.cfg_path.to_str().expect("utf-8 path")])
+        .env("MOJIM_LOG_FORMAT", "yaml")
+        .output()
+        .expect("run mojim");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("MOJIM_LOG_FORMAT=\"yaml\"") && err.contains("json"), "{err}");
+}
+
+/// `mojim serve --check-config` says whether the node would start, and starts nothing: a good
+/// configuration is OK (no folder made, no port bound); a bad value, a missing TLS file and a
+/// data folder that is a file are each refused naming the setting.
+#[test]
+fn serve_check_config_checks_and_starts_nothing() {
+    let c = Cluster::new("check-config", MIB, |_| {});
+    let cfg = c.cfg_path.to_str().expect("utf-8 path");
+    let check = |extra: &[&str]| {
+        let out = Command::new(common::exe())
+            .args(["serve", "--config", cfg, "--check-config"])
+            .args(extra)
+            .output()
+            .expect("run mojim serve --check-config");
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), text)
+    };
+    let fresh = c.dir.path().join("never-made");
+    let (ok, text) = check(&["--dir", fresh.to_str().expect("utf-8"), "--listen", "127.0.0.1:1"]);
+    assert!(ok && text.contains("configuration OK"), "{text}");
+    assert!(!fresh.exists(), "--check-config made the data folder");
+    let (ok, text) = check(&["--listen", "nowhere"]);
+    assert!(!ok && text.contains("\"nowhere\"") && text.contains("[mirror] listen"), "{text}");
+    let file = c.dir.path().join("a-file");
+    std::fs::write(&file, b"x").expect("write a file");
+    let (ok, text) = check(&["--dir", file.to_str().expect("utf-8")]);
+    assert!(!ok && text.contains("[mirror] dir") && text.contains("not a folder"), "{text}");
+    // A configuration with TLS on and no certificate files.
+    let tls = Cluster::new("check-config-tls", MIB, |f| {
+        f.security.tls = true;
+        f.security.ca_file = "missing-ca.pem".into();
+        f.security.cert_file = "missing-node.pem".into();
+        f.security.key_file = "missing-node.key".into();
+    });
+    let out = Command::new(common::exe())
+        .args(["serve", "--config", tls.cfg_path.to_str().expect("utf-8"), "--check-config"])
+        .output()
+        .expect("run mojim serve --check-config");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("missing-ca.pem"), "{err}");
 }
 
 /// `cat` refuses a data area marked inconsistent (here by `mojim resolve --discard`, as a copy
