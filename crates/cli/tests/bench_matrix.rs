@@ -318,6 +318,25 @@ fn resync_with_a_tiny_region_reports_every_kind_verified() {
     assert_eq!(std::fs::read_dir(dir.path()).expect("read the test folder").count(), 0);
 }
 
+/// `--tls on` adds `full-tls`: the whole region copied to a new mirror over mutual TLS, compared
+/// with the primary's copy; it was ignored before (the resync kinds ran in the clear only).
+#[test]
+fn resync_with_tls_copies_the_whole_region_over_tls() {
+    let dir = TempDir::new("resync-bench-tls");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let out =
+        mojim(&["bench", "--mode", "resync", "--region-size", "4MiB", "--tls", "on", "--dir", d, "--json"]);
+    let rows: Vec<serde_json::Value> =
+        out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    let kinds: Vec<&str> = rows.iter().map(|r| r["kind"].as_str().expect("kind is a string")).collect();
+    assert_eq!(kinds, ["tcp", "tcp-region", "tcp-checked", "full", "full-tls", "bitmap", "log"], "{out}");
+    let tls = rows.iter().find(|r| r["kind"] == "full-tls").expect("full-tls");
+    assert_eq!(tls["bytes"].as_u64(), Some(4 << 20), "{out}");
+    assert_eq!(tls["verified"], "whole region", "{out}");
+    assert!(tls["mb_per_s"].as_f64().is_some_and(|s| s > 0.0), "{out}");
+    assert_eq!(std::fs::read_dir(dir.path()).expect("read the test folder").count(), 0);
+}
+
 #[test]
 fn bad_resync_options_are_refused_before_anything_starts() {
     for (args, names) in

@@ -145,6 +145,7 @@ pub struct BenchArgs {
     /// side (a session each, their rounds interleaved under --repeat) and print the ratios. With
     /// on, the benchmark makes a CA and certificates for its mirrors (role node) and its
     /// primary and pinger (role application); tcp-rtt's echo server speaks TLS too. TCP only.
+    /// With --mode resync, on adds the kind full-tls: full with every link over mutual TLS.
     #[arg(long, default_value = "off", value_delimiter = ',', conflicts_with = "mirror")]
     pub tls: Vec<String>,
     /// Print one JSON object per result instead of a table.

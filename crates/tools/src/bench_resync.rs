@@ -42,11 +42,13 @@ use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_node::admin::AdminClient;
 use mojim_node::{BackupStatus, MirrorStatus, MAX_READ};
 use mojim_region::MappedFile;
-use mojim_transport::{Conn, TcpTransport, Transport};
+use mojim_transport::tls::TlsPaths;
+use mojim_transport::{Conn, TcpTransport, TlsContext, Transport};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::io::{IoSlice, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Bytes of one changed chunk, and of one bit of the primary's dirty bitmap here.
@@ -185,6 +187,16 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         if let Some(s) = Spread::of(&rounds, "full", "tcp", 0.8) {
             println!(
                 "full/tcp per round: {:.2} to {:.2}, median {:.2}; {} of {} rounds >= 0.8",
+                s.min,
+                s.max,
+                s.median,
+                s.meeting,
+                rounds.len()
+            );
+        }
+        if let Some(s) = Spread::of(&rounds, "full-tls", "full", 0.8) {
+            println!(
+                "full-tls/full per round: {:.2} to {:.2}, median {:.2}; {} of {} rounds >= 0.8",
                 s.min,
                 s.max,
                 s.median,
@@ -353,6 +365,8 @@ struct Node {
     args: Vec<String>,
     addr: String,
     child: Option<ChildNode>,
+    /// The operator's TLS settings, for a node with `[security] tls` on.
+    operator_tls: Option<Arc<TlsContext>>,
 }
 
 impl Node {
@@ -369,7 +383,7 @@ impl Node {
             "--busy-poll-us".into(),
             busy_poll_us.to_string(),
         ];
-        let mut n = Node { exe: exe.to_path_buf(), args, addr, child: None };
+        let mut n = Node { exe: exe.to_path_buf(), args, addr, child: None, operator_tls: None };
         n.restart()?;
         Ok(n)
     }
@@ -395,7 +409,8 @@ impl Node {
     }
 
     fn admin(&self) -> Result<AdminClient> {
-        AdminClient::connect(&self.addr, &Secret(SECRET.to_vec()), Duration::from_secs(5))
+        let secret = Secret(SECRET.to_vec());
+        AdminClient::connect_tls(&self.addr, &secret, self.operator_tls.clone(), Duration::from_secs(5))
     }
 }
 
@@ -484,6 +499,8 @@ struct Round<'a> {
     /// Offsets of the chunks changed while a replica is away, in the order they are written.
     chunks: Vec<u64>,
     rng: XorShift,
+    /// `--tls on` (or on,off): also measure `full-tls`.
+    tls: bool,
 }
 
 impl<'a> Round<'a> {
@@ -503,16 +520,80 @@ impl<'a> Round<'a> {
             lanes: lanes(a),
             chunks,
             rng,
+            tls: crate::bench::tls_settings(a)?.contains(&"on"),
         })
     }
 
     fn run(mut self) -> Result<Vec<ResyncResult>> {
         let (tcp, full, bitmap) = self.full_and_bitmap()?;
+        let full_tls = if self.tls { Some(self.full_tls()?) } else { None };
         let log = self.log()?;
         // Last, so that mapping and freeing region-sized files cannot weigh on the others.
         let tcp_region = self.tcp_region(false)?;
         let tcp_checked = self.tcp_region(true)?;
-        Ok(vec![tcp, tcp_region, tcp_checked, full, bitmap, log])
+        let mut all = vec![tcp, tcp_region, tcp_checked, full];
+        all.extend(full_tls);
+        all.extend([bitmap, log]);
+        Ok(all)
+    }
+
+    /// `full-tls`: `full` with every link mutual TLS (`[security] tls`, a CA and certificates
+    /// made for the round): a new, empty mirror gets the whole region over TLS.
+    fn full_tls(&mut self) -> Result<ResyncResult> {
+        let scratch = Scratch::create(self.dir.0.join("copy-tls"))?;
+        let region = scratch.0.join("region.mojim");
+        self.prepare(&scratch.0, &region)?;
+        self.say("full-tls: a new, empty mirror meets the primary, over mutual TLS");
+        crate::certs::make_cluster_certs(&scratch.0, "")?;
+        let file = |name: &str| scratch.0.join("tls").join(name);
+        let paths = |role: &str| TlsPaths {
+            ca: file("ca.pem"),
+            cert: file(&format!("{role}.pem")),
+            key: file(&format!("{role}.key")),
+            crl: None,
+        };
+        let load = |role: &str| {
+            TlsContext::load(&paths(role)).map(Arc::new).map_err(|e| Error::Config(e.to_string()))
+        };
+        let node = paths("node");
+        let cfg = self.config(&scratch.0, "mirror", |f| {
+            f.security.tls = true;
+            f.security.ca_file = node.ca.to_string_lossy().into_owned();
+            f.security.cert_file = node.cert.to_string_lossy().into_owned();
+            f.security.key_file = node.key.to_string_lossy().into_owned();
+        })?;
+        let mut mirror = self.node(&cfg, &scratch.0.join("mirror"))?;
+        mirror.operator_tls = Some(load("operator")?);
+        let mut o = self.options(&region, &mirror.addr, Mode::Sync);
+        o.tls = Some(load("application")?);
+        let mirror_pid = mirror.child.as_ref().map(ChildNode::pid).expect("just started");
+        let cpu = CpuSpent::since_now(vec![std::process::id(), mirror_pid])?;
+        let opened = Instant::now();
+        let p = Primary::open(&o)?;
+        let open_s = opened.elapsed().as_secs_f64();
+        let st = self.wait_copy(&p, "full-tls")?;
+        let cpu_s = cpu.seconds()?;
+        if st.kind != CopyKind::Full || st.total_bytes != self.id.size {
+            return Err(failed(
+                "full-tls",
+                format!(
+                    "a new mirror got a {} copy of {} bytes; expected a full copy of {} bytes",
+                    st.kind.name(),
+                    st.total_bytes,
+                    self.id.size
+                ),
+            ));
+        }
+        let mut admin = mirror.admin()?;
+        self.wait_applied(&p, &mut admin, "full-tls")?;
+        self.compare(&p, &mut admin, &[(0, self.id.size)], "full-tls")?;
+        let mut r = ResyncResult::new("full-tls", st.total_bytes, st.seconds, self, "whole region".into());
+        r.cpu_s = Some(cpu_s);
+        r.open_s = Some(open_s);
+        drop(admin);
+        p.close()?;
+        mirror.kill();
+        Ok(r)
     }
 
     fn say(&self, what: &str) {
@@ -1200,6 +1281,12 @@ pub fn print(results: &[ResyncResult], json: bool) {
         println!("full/tcp bandwidth = {:.2} (target >= 0.8)", f.mb_per_s / t.mb_per_s);
         if let (Some(fc), Some(tc)) = (f.cpu_s, t.cpu_s.filter(|&c| c > 0.0)) {
             println!("full/tcp CPU per byte = {:.2}", (fc / f.bytes as f64) / (tc / t.bytes as f64));
+        }
+    }
+    if let (Some(ft), Some(f)) = (find("full-tls"), find("full")) {
+        println!("full-tls/full bandwidth = {:.2} (target >= 0.8)", ft.mb_per_s / f.mb_per_s);
+        if let (Some(tc), Some(fc)) = (ft.cpu_s, f.cpu_s.filter(|&c| c > 0.0)) {
+            println!("full-tls/full CPU per byte = {:.2}", (tc / ft.bytes as f64) / (fc / f.bytes as f64));
         }
     }
     for base in ["tcp-region", "tcp-checked"] {
