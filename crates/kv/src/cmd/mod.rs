@@ -25,6 +25,7 @@ mod memory;
 #[cfg(test)]
 mod memory_tests;
 pub mod notify;
+pub mod observe;
 pub mod pubsub;
 #[cfg(test)]
 mod pubsub_tests;
@@ -75,6 +76,10 @@ pub trait Host {
     }
     /// Counters for INFO.
     fn stats(&self) -> Stats;
+    /// The server's run id: 40 hex digits drawn when it starts (INFO's `run_id`).
+    fn run_id(&self) -> String {
+        "0".repeat(40)
+    }
     /// The Sentinel master name and the addresses of the servers that answer for it (the
     /// current primary's first), for the `SENTINEL` subset.
     fn sentinel(&self) -> Sentinel;
@@ -223,6 +228,20 @@ pub struct Stats {
     pub lazyfreed_objects: u64,
     /// Clients parked by a blocking command now.
     pub blocked_clients: u64,
+    /// Connections closed at once because `[kv] max_clients` were connected.
+    pub rejected_connections: u64,
+    /// Bytes read from clients (over TLS: the plaintext).
+    pub net_input_bytes: u64,
+    /// Bytes written to clients (over TLS: the plaintext).
+    pub net_output_bytes: u64,
+    /// Commands a second, the mean of the last samples (`server/instant.rs`).
+    pub ops_per_sec: u64,
+    /// KiB read a second, likewise.
+    pub input_kbps: f64,
+    /// KiB written a second, likewise.
+    pub output_kbps: f64,
+    /// The most heap bytes in use at the end of a turn since the start or the last reset.
+    pub used_memory_peak: u64,
 }
 
 /// The Sentinel view: the master's name and address.
@@ -384,6 +403,8 @@ pub struct Cx<'a, M: Mem> {
     pub watches: &'a mut Watches,
     /// Error replies sent, in all and per code (`INFO errorstats`).
     pub errors: &'a mut ErrorStats,
+    /// Per command counts, latency histograms, the slow log (`observe/`).
+    pub telemetry: &'a mut observe::Telemetry,
 }
 
 impl<M: Mem> Cx<'_, M> {
@@ -475,11 +496,35 @@ pub fn execute<M: Mem>(
     out: &mut Vec<u8>,
 ) -> Result<Outcome, StoreError> {
     let mark = out.len();
-    let o = execute_one(cx, s, args, out)?;
-    if out.get(mark) == Some(&b'-') {
+    let start = std::time::Instant::now();
+    let mut call = Call::None;
+    let o = execute_one(cx, s, args, out, &mut call)?;
+    let failed = out.get(mark) == Some(&b'-');
+    if failed {
         cx.errors.count(&out[mark..]);
     }
+    // A command that did not run yet (paused, parked, to be run again) is counted when it does.
+    let ran = matches!(o, Outcome::Done | Outcome::Close | Outcome::OverLimit);
+    let ending = match call {
+        Call::Rejected(spec) => Some((spec, observe::Ending::Rejected)),
+        Call::Ran(spec) if ran && failed => Some((spec, observe::Ending::Failed)),
+        Call::Ran(spec) if ran => Some((spec, observe::Ending::Ok)),
+        _ => None,
+    };
+    if let Some((spec, ending)) = ending {
+        observe::record(cx, s, spec, args, start.elapsed().as_nanos() as u64, ending);
+    }
     Ok(o)
+}
+
+/// What became of a call, for `observe::record`.
+enum Call {
+    /// Not a command, or queued in a transaction: nothing to count.
+    None,
+    /// Refused before it ran.
+    Rejected(&'static Spec),
+    /// Run.
+    Ran(&'static Spec),
 }
 
 fn execute_one<M: Mem>(
@@ -487,6 +532,7 @@ fn execute_one<M: Mem>(
     s: &mut Session,
     args: &Args,
     out: &mut Vec<u8>,
+    call: &mut Call,
 ) -> Result<Outcome, StoreError> {
     let mut name_buf = [0u8; 32];
     let spec = args::upper(args.get(0), &mut name_buf).and_then(find_spec);
@@ -498,6 +544,7 @@ fn execute_one<M: Mem>(
         unknown(args, &mut r);
         return Ok(Outcome::Done);
     };
+    *call = Call::Rejected(spec);
     // A region without ACL changes: the server's own rule stands (no `[kv] password`, no AUTH).
     if !std::mem::replace(&mut s.started, true)
         && s.authenticated
@@ -560,6 +607,7 @@ fn execute_one<M: Mem>(
             }
             m.bytes += bytes;
             m.queue.push(args.to_owned_vec());
+            *call = Call::None;
             r.simple(b"QUEUED");
             return Ok(Outcome::Done);
         }
@@ -576,8 +624,10 @@ fn execute_one<M: Mem>(
                 })
             }));
     if cx.host.paused(cx.now_ms, write) {
+        *call = Call::None;
         return Ok(Outcome::Paused);
     }
+    *call = Call::Ran(spec);
     s.last_cmd = spec.name;
     s.last_ms = cx.now_ms;
     let before = s.replies;
@@ -824,12 +874,17 @@ fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Ou
                      call. This command is no longer allowed for the following reason: {reason}"
                 ));
                 cx.errors.count(&out[m0..]);
+                observe::record(cx, s, spec, &a, 0, observe::Ending::Rejected);
                 continue;
             }
+            let start = std::time::Instant::now();
             close |= dispatch(cx, s, spec, &a, out)? == Outcome::Close;
-            if out.get(m0) == Some(&b'-') {
+            let failed = out.get(m0) == Some(&b'-');
+            if failed {
                 cx.errors.count(&out[m0..]);
             }
+            let ending = if failed { observe::Ending::Failed } else { observe::Ending::Ok };
+            observe::record(cx, s, spec, &a, start.elapsed().as_nanos() as u64, ending);
         }
         cx.check_group()
     };

@@ -22,6 +22,7 @@ pub struct ServerHost<'a> {
     pub listen: &'a str,
     pub clients: usize,
     pub stats: Stats,
+    pub run_id: &'a str,
     pub auth: &'a AuthLog,
     /// Set by `CONFIG RESETSTAT`: the server resets its counters after the command.
     pub reset: &'a Cell<bool>,
@@ -112,6 +113,10 @@ impl Host for ServerHost<'_> {
 
     fn stats(&self) -> Stats {
         self.stats.clone()
+    }
+
+    fn run_id(&self) -> String {
+        self.run_id.to_string()
     }
 
     fn authenticate(&self, client: &str, user: &[u8], password: &[u8]) -> Auth {
