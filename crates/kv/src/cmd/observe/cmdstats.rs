@@ -12,37 +12,39 @@ use crate::cmd::spec::{Spec, SPECS, SUBCOMMANDS};
 use std::fmt::Write;
 use std::sync::LazyLock;
 
-/// The slots' names, and where each command's slots begin (by its index in `SPECS`).
+/// The slots' names, and where each command's slots begin and its subcommands (by its index
+/// in `SPECS`).
 struct Slots {
     names: Vec<String>,
     first: Vec<usize>,
+    subs: Vec<&'static [(&'static str, i32)]>,
 }
 
 static SLOTS: LazyLock<Slots> = LazyLock::new(|| {
-    let (mut names, mut first) = (Vec::new(), Vec::new());
+    let (mut names, mut first, mut all_subs) = (Vec::new(), Vec::new(), Vec::new());
     for s in SPECS.iter() {
         first.push(names.len());
         let name = s.name.to_ascii_lowercase();
-        if let Some((_, subs)) = SUBCOMMANDS.iter().find(|(c, _)| *c == s.name) {
-            for (sub, _) in subs.iter() {
-                names.push(format!("{name}|{sub}"));
-            }
+        let subs = SUBCOMMANDS.iter().find(|(c, _)| *c == s.name).map_or(&[][..], |(_, subs)| subs);
+        for (sub, _) in subs.iter() {
+            names.push(format!("{name}|{sub}"));
         }
+        all_subs.push(subs);
         // The command itself (a container's: a call whose subcommand is unknown).
         names.push(name);
     }
-    Slots { names, first }
+    Slots { names, first, subs: all_subs }
 });
 
 /// The slot of `spec` called with `sub` as its first argument.
 pub fn slot(spec: &Spec, sub: Option<&[u8]>) -> usize {
     let i = SPECS.binary_search_by(|s| s.name.cmp(spec.name)).expect("a command of the table");
     let first = SLOTS.first[i];
-    let subs = match (sub, SUBCOMMANDS.iter().find(|(c, _)| *c == spec.name)) {
-        (Some(sub), Some((_, subs))) => subs.iter().position(|(s, _)| sub.eq_ignore_ascii_case(s.as_bytes())),
-        _ => None,
+    let at = match sub {
+        Some(sub) => SLOTS.subs[i].iter().position(|(s, _)| sub.eq_ignore_ascii_case(s.as_bytes())),
+        None => None,
     };
-    match subs {
+    match at {
         Some(j) => first + j,
         None => SLOTS.first.get(i + 1).copied().unwrap_or(SLOTS.names.len()) - 1,
     }
@@ -161,5 +163,37 @@ impl CommandStats {
     pub fn histograms_of(&self, name: &str) -> Vec<(&str, &Histogram)> {
         let sub = format!("{name}|");
         self.histograms().into_iter().filter(|(n, _)| *n == name || n.starts_with(&sub)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::find_spec;
+
+    fn name(cmd: &str, sub: Option<&str>) -> &'static str {
+        SLOTS.names[slot(find_spec(cmd.as_bytes()).unwrap(), sub.map(str::as_bytes))].as_str()
+    }
+
+    #[test]
+    fn each_command_and_subcommand_has_its_slot_named_as_redis_names_it() {
+        assert_eq!(name("SET", None), "set");
+        assert_eq!(name("SET", Some("k")), "set");
+        assert_eq!(name("CLIENT", Some("LiSt")), "client|list");
+        assert_eq!(name("CONFIG", Some("resetstat")), "config|resetstat");
+        assert_eq!(name("CLIENT", Some("nosuch")), "client");
+        assert_eq!(name("CLIENT", None), "client");
+        for s in SPECS.iter() {
+            assert_eq!(name(s.name, None), s.name.to_ascii_lowercase());
+        }
+        for (c, subs) in SUBCOMMANDS {
+            for (sub, _) in subs.iter() {
+                assert_eq!(name(c, Some(sub)), format!("{}|{sub}", c.to_ascii_lowercase()));
+            }
+        }
+        let mut names = SLOTS.names.clone();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), SLOTS.names.len(), "every slot's name is its own");
     }
 }
