@@ -158,6 +158,18 @@ pub trait Host {
     fn pubsub_numsub(&self, _kind: pubsub::SubKind, _name: &[u8]) -> usize {
         0
     }
+    /// Makes the client running the command a monitor (`MONITOR`): every command run after
+    /// is sent to it, as [`Host::feed_monitors`] gets it; false where the host cannot.
+    fn monitor(&self) -> bool {
+        false
+    }
+    /// Whether a client monitors the commands.
+    fn has_monitors(&self) -> bool {
+        false
+    }
+    /// Queues `line` for every monitor (written into their output once the command is done,
+    /// dropped if the command is undone).
+    fn feed_monitors(&self, _line: &[u8]) {}
     /// Channels, patterns and shard channels with subscribers.
     fn pubsub_counts(&self) -> (usize, usize, usize) {
         (0, 0, 0)

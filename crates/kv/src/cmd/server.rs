@@ -93,7 +93,7 @@ pub(super) fn run<M: Mem>(
         "COMMAND" => command(a, r),
         "CONFIG" => super::config::config(cx, a, r),
         "SENTINEL" => sentinel(cx, a, r),
-        "LATENCY" | "MONITOR" | "SLOWLOG" => super::observe::run(cx, a, r),
+        "LATENCY" | "MONITOR" | "SLOWLOG" => super::observe::run(cx, s, a, r),
         other => unreachable!("{other} is in the table but has no code"),
     }
     Ok(())

@@ -232,6 +232,19 @@ impl Host for ServerHost<'_> {
         self.pubsub.borrow().numsub(kind, name)
     }
 
+    fn monitor(&self) -> bool {
+        self.pubsub.borrow_mut().add_monitor(self.me_sub);
+        true
+    }
+
+    fn has_monitors(&self) -> bool {
+        self.pubsub.borrow().has_monitors()
+    }
+
+    fn feed_monitors(&self, line: &[u8]) {
+        self.pubsub.borrow_mut().feed_monitors(line)
+    }
+
     fn pubsub_counts(&self) -> (usize, usize, usize) {
         self.pubsub.borrow().counts()
     }

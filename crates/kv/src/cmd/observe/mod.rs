@@ -1,7 +1,8 @@
 //! What the server records of the commands it runs, for Redis's tooling: per command calls,
 //! time and outcomes (`INFO commandstats`), latency histograms (`INFO latencystats`,
 //! `LATENCY HISTOGRAM`), the slow log (`SLOWLOG`) and the latency monitor (`LATENCY LATEST`,
-//! `HISTORY`, `RESET`, `DOCTOR`), and the process's CPU and memory (`procstat.rs`).
+//! `HISTORY`, `RESET`, `DOCTOR`), the process's CPU and memory (`procstat.rs`), and the lines
+//! sent to `MONITOR` clients (`monitor.rs`).
 //!
 //! [`record`] is called once for each call, where the error replies are counted
 //! (`cmd::execute`, and `EXEC` for each queued command): one slot lookup, a few additions and
@@ -11,6 +12,7 @@
 pub mod cmdstats;
 pub mod histogram;
 pub mod latency;
+pub mod monitor;
 pub mod procstat;
 pub mod slowlog;
 #[cfg(test)]
@@ -30,8 +32,8 @@ pub(super) const SPECS: &[Spec] = &[
     spec("SLOWLOG", -2, &["admin", "loading", "stale"], NO, Group::Server),
 ];
 
-/// `MONITOR`'s refusal.
-pub const NO_MONITOR: &str = "ERR MONITOR is not supported by mojim kv: it does not stream commands to \
+/// `MONITOR`'s refusal where the host keeps no monitors.
+pub const NO_MONITOR: &str = "ERR MONITOR is not available here: this host does not stream commands to \
                               clients; use SLOWLOG (CONFIG SET slowlog-log-slower-than 0 logs every command) \
                               or INFO commandstats";
 
@@ -54,11 +56,22 @@ impl Telemetry {
     }
 }
 
-/// Records a call of `spec` (`a` its arguments) by session `s` that took `ns` nanoseconds.
+/// Records a call of `spec` (`a` its arguments) by session `s` that took `ns` nanoseconds:
+/// counted, shown to monitors, and for a client's own command (not a script's) offered to the
+/// slow log and the latency monitor.
 pub fn record<M: Mem>(cx: &mut Cx<M>, s: &Session, spec: &Spec, a: &Args, ns: u64, ending: Ending) {
     let slot = cmdstats::slot(spec, (a.len() > 1).then(|| a.get(1)));
     cx.telemetry.commands.record(slot, ns, ending);
-    if ending == Ending::Rejected || spec.flags.contains(&"skip_slowlog") {
+    if ending == Ending::Rejected {
+        return;
+    }
+    if cx.host.has_monitors() && monitor::shown(spec.name, spec.flags) {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let addr = if s.in_script { "lua" } else { &s.addr };
+        cx.host.feed_monitors(&monitor::line(now.as_micros(), s.db, addr, (0..a.len()).map(|i| a.get(i))));
+    }
+    // A script's commands are in its own entry, not logged each (as in Redis).
+    if spec.flags.contains(&"skip_slowlog") || s.in_script {
         return;
     }
     let us = ns / 1000;
@@ -71,10 +84,13 @@ pub fn record<M: Mem>(cx: &mut Cx<M>, s: &Session, spec: &Spec, a: &Args, ns: u6
     cx.telemetry.monitor.offer(now_s, us / 1000, spec.flags.contains(&"fast"), set.latency_threshold_ms);
 }
 
-pub(super) fn run<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
+pub(super) fn run<M: Mem>(cx: &mut Cx<M>, s: &Session, a: &Args, r: &mut Reply) {
     match a.get(0) {
         n if is(n, "SLOWLOG") => slowlog_cmd(cx, a, r),
         n if is(n, "LATENCY") => latency_cmd(cx, a, r),
+        // Inside a transaction it could never answer as a monitor does.
+        _ if s.deny_blocking => r.error("ERR MONITOR isn't allowed for DENY BLOCKING client"),
+        _ if cx.host.monitor() => r.ok(),
         _ => r.error(NO_MONITOR),
     }
 }

@@ -12,6 +12,7 @@ use crate::store::{Store, VecMem};
 struct TestHost {
     /// Clients may connect only over TLS.
     tls_only: bool,
+    scripts: std::cell::RefCell<crate::cmd::Scripts>,
 }
 
 impl Host for TestHost {
@@ -48,6 +49,9 @@ impl Host for TestHost {
     fn pause(&self, _until_ms: u64, _all: bool) {}
     fn paused(&self, _now_ms: u64, _write: bool) -> bool {
         false
+    }
+    fn scripts(&self) -> Option<&std::cell::RefCell<crate::cmd::Scripts>> {
+        Some(&self.scripts)
     }
 }
 
@@ -333,8 +337,9 @@ fn latency_latest_history_and_reset_follow_the_monitor() {
 }
 
 #[test]
-fn monitor_is_refused_saying_what_to_use_instead() {
+fn monitor_is_refused_by_a_host_without_monitors() {
     let mut h = Harness::new();
+    // A host that keeps no monitors (the server keeps them: pubsub_tests.rs).
     assert_eq!(h.cmd(&["MONITOR"]), Value::Error(NO_MONITOR.as_bytes().to_vec()));
 }
 
@@ -367,4 +372,28 @@ fn the_new_commands_are_in_the_command_table() {
         &h.cmd(&["SLOWLOG", "LEN", "x"]),
         "ERR wrong number of arguments for 'slowlog|len' command"
     ));
+}
+
+#[test]
+fn a_scripts_commands_are_counted_but_not_logged_each() {
+    let mut h = Harness::new();
+    h.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    h.cmd(&["SLOWLOG", "RESET"]);
+    h.cmd(&["EVAL", "redis.call('SET', KEYS[1], 'v'); return redis.pcall('INCR', KEYS[1])", "1", "k"]);
+    let t = h.text(&["INFO", "commandstats"]);
+    let line = |name: &str| {
+        t.lines()
+            .find(|l| l.starts_with(&format!("cmdstat_{name}:")))
+            .unwrap_or_else(|| panic!("{name}: {t}"))
+    };
+    assert_eq!(counts(line("set")), (1, 0, 0));
+    assert_eq!(counts(line("incr")), (1, 0, 1));
+    // The script returns INCR's error: EVAL answered an error.
+    assert_eq!(counts(line("eval")), (1, 0, 1));
+    // The SLOWLOG RESET, the EVAL and the INFO, newest first: not the script's SET and INCR.
+    let logged: Vec<Value> = items(h.cmd(&["SLOWLOG", "GET", "-1"]))
+        .into_iter()
+        .map(|e| items(items(e)[3].clone())[0].clone())
+        .collect();
+    assert_eq!(logged, vec![Value::bulk("INFO"), Value::bulk("EVAL"), Value::bulk("SLOWLOG")]);
 }
