@@ -5,9 +5,10 @@
 //! sent to `MONITOR` clients (`monitor.rs`).
 //!
 //! [`record`] is called once for each call, where the error replies are counted
-//! (`cmd::execute`, and `EXEC` for each queued command): one slot lookup, a few additions and
-//! one histogram bucket; the slow log and the latency monitor copy a command only when it
-//! passes their thresholds.
+//! (`cmd::execute`, `EXEC` for each queued command, and a script's `redis.call`): one slot
+//! lookup, a few additions and one histogram bucket; the slow log and the latency monitor copy
+//! a command only when it passes their thresholds, and a line is made for monitors only while
+//! there are some.
 
 pub mod cmdstats;
 pub mod histogram;

@@ -4,7 +4,7 @@
 //!
 //! Which commands are shown is Redis's rule too: those that ran (not those refused before), but
 //! not the `admin` ones (`CONFIG`, `ACL`, ...) and not those that carry a password (`AUTH`,
-//! `HELLO`, flagged `no_auth` or `noscript`... here: `AUTH` and `HELLO` by name).
+//! `HELLO`, which Redis flags `skip_monitor`), nor `MONITOR` itself.
 
 use std::io::Write;
 
