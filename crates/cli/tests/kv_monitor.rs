@@ -5,8 +5,11 @@
 
 mod common;
 
-use common::kv::KvCluster;
+use common::kv::{tool, KvCluster};
 use mojim_kv::resp::Value;
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::sync::mpsc;
 
 fn line(v: Value) -> String {
     match v {
@@ -56,4 +59,35 @@ fn a_monitor_gets_every_command_the_others_run() {
     drop(m);
     c.cmd(&["DEL", "l"]);
     assert_eq!(rest(&line(m2.read().expect("a monitor line"))), format!(r#"[3 {me}] "DEL" "l""#));
+}
+
+/// `redis-cli monitor`, the real tool, prints the commands another client runs.
+#[test]
+fn redis_cli_monitor_prints_the_commands() {
+    let Some(mut cli) = tool("redis-cli") else { return };
+    let k = KvCluster::new("kv-monitor-cli", 16 << 20);
+    let mut child = cli
+        .args(["-p", &k.port(), "monitor"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-cli monitor");
+    let (tx, rx) = mpsc::channel();
+    let out = child.stdout.take().expect("its stdout");
+    let reader = std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || rx.recv_timeout(common::WAIT).expect("a line from redis-cli monitor");
+    assert_eq!(next(), "OK");
+    let mut c = k.client();
+    let me = c.stream.local_addr().expect("local address").to_string();
+    c.cmd(&["SET", "k", "two words"]);
+    assert_eq!(rest(&next()), format!(r#"[0 {me}] "SET" "k" "two words""#));
+    let _ = child.kill();
+    let _ = child.wait();
+    reader.join().expect("the reader thread");
 }
