@@ -324,6 +324,8 @@ pub struct Session {
     pub subs: pubsub::SubCounts,
     /// It is a script's, running the script's commands (`scripting/run.rs`).
     pub in_script: bool,
+    /// It ran `MONITOR` (CLIENT LIST's flag `O`).
+    pub monitor: bool,
     /// Its watched keys are forgotten before its next command: its transaction was discarded
     /// while a script was busy (`scripting/busy.rs`, which cannot reach the watches).
     pub unwatch: bool,
@@ -350,6 +352,7 @@ impl Session {
             deny_blocking: false,
             subs: pubsub::SubCounts::default(),
             in_script: false,
+            monitor: false,
             unwatch: false,
         }
     }

@@ -538,6 +538,8 @@ fn monitors_get_each_command_run_after_as_redis_shows_it_but_not_admin_ones_or_r
     let mut h = Harness::new(3);
     assert_eq!(h.cmd(0, &["MONITOR"]), ok());
     assert_eq!(h.cmd(2, &["MONITOR"]), ok());
+    let Value::Bulk(me) = h.cmd(2, &["CLIENT", "INFO"]) else { panic!("CLIENT INFO") };
+    assert!(String::from_utf8_lossy(&me).contains(" flags=O "), "{}", String::from_utf8_lossy(&me));
     h.cmd(1, &["SELECT", "2"]);
     h.cmd(1, &["set", "k", "a \"b\"\n"]);
     // Refused before it ran (arity), an admin command, a password: not shown.

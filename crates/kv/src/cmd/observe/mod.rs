@@ -85,13 +85,16 @@ pub fn record<M: Mem>(cx: &mut Cx<M>, s: &Session, spec: &Spec, a: &Args, ns: u6
     cx.telemetry.monitor.offer(now_s, us / 1000, spec.flags.contains(&"fast"), set.latency_threshold_ms);
 }
 
-pub(super) fn run<M: Mem>(cx: &mut Cx<M>, s: &Session, a: &Args, r: &mut Reply) {
+pub(super) fn run<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) {
     match a.get(0) {
         n if is(n, "SLOWLOG") => slowlog_cmd(cx, a, r),
         n if is(n, "LATENCY") => latency_cmd(cx, a, r),
         // Inside a transaction it could never answer as a monitor does.
         _ if s.deny_blocking => r.error("ERR MONITOR isn't allowed for DENY BLOCKING client"),
-        _ if cx.host.monitor() => r.ok(),
+        _ if cx.host.monitor() => {
+            s.monitor = true;
+            r.ok();
+        }
         _ => r.error(NO_MONITOR),
     }
 }
