@@ -18,6 +18,9 @@ struct Slots {
     names: Vec<String>,
     first: Vec<usize>,
     subs: Vec<&'static [(&'static str, i32)]>,
+    /// Each command's index in `SPECS` by the address of its entry, sorted: a call finds its
+    /// command by comparing integers, not names.
+    by_addr: Vec<(usize, usize)>,
 }
 
 static SLOTS: LazyLock<Slots> = LazyLock::new(|| {
@@ -33,20 +36,29 @@ static SLOTS: LazyLock<Slots> = LazyLock::new(|| {
         // The command itself (a container's: a call whose subcommand is unknown).
         names.push(name);
     }
-    Slots { names, first, subs: all_subs }
+    let mut by_addr: Vec<(usize, usize)> =
+        SPECS.iter().enumerate().map(|(i, s)| (*s as *const Spec as usize, i)).collect();
+    by_addr.sort_unstable();
+    Slots { names, first, subs: all_subs, by_addr }
 });
 
 /// The slot of `spec` called with `sub` as its first argument.
 pub fn slot(spec: &Spec, sub: Option<&[u8]>) -> usize {
-    let i = SPECS.binary_search_by(|s| s.name.cmp(spec.name)).expect("a command of the table");
-    let first = SLOTS.first[i];
+    let slots = &*SLOTS;
+    let addr = spec as *const Spec as usize;
+    let i = match slots.by_addr.binary_search_by_key(&addr, |&(a, _)| a) {
+        Ok(at) => slots.by_addr[at].1,
+        // Not an entry of the table (a copy): by its name.
+        Err(_) => SPECS.binary_search_by(|s| s.name.cmp(spec.name)).expect("a command of the table"),
+    };
+    let first = slots.first[i];
     let at = match sub {
-        Some(sub) => SLOTS.subs[i].iter().position(|(s, _)| sub.eq_ignore_ascii_case(s.as_bytes())),
+        Some(sub) => slots.subs[i].iter().position(|(s, _)| sub.eq_ignore_ascii_case(s.as_bytes())),
         None => None,
     };
     match at {
         Some(j) => first + j,
-        None => SLOTS.first.get(i + 1).copied().unwrap_or(SLOTS.names.len()) - 1,
+        None => slots.first.get(i + 1).copied().unwrap_or(slots.names.len()) - 1,
     }
 }
 
