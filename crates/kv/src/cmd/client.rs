@@ -81,6 +81,9 @@ pub fn line(s: &Session, c: &Conn) -> String {
     if s.multi.is_some() {
         flags.push('x');
     }
+    if s.monitor {
+        flags.push('O');
+    }
     if c.blocked {
         flags.push('b');
     }

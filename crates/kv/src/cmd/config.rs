@@ -68,6 +68,14 @@ pub struct Settings {
     pub notify_keyspace_events: u32,
     /// The ACL users, as the region holds them, and the log of refusals (`acllog-max-len`).
     pub acl: super::acl::Acl,
+    /// `slowlog-log-slower-than`: microseconds a command takes to be logged (0: every one;
+    /// negative: none).
+    pub slowlog_slower_than_us: i64,
+    /// `slowlog-max-len`: slow commands kept.
+    pub slowlog_max_len: usize,
+    /// `latency-monitor-threshold`: milliseconds a command takes to be a latency sample (0:
+    /// the monitor is off).
+    pub latency_threshold_ms: u64,
 }
 
 impl Default for Settings {
@@ -77,6 +85,9 @@ impl Default for Settings {
             busy_reply_ms: 5000,
             notify_keyspace_events: 0,
             acl: super::acl::Acl::default(),
+            slowlog_slower_than_us: super::observe::slowlog::DEFAULT_SLOWER_THAN_US,
+            slowlog_max_len: super::observe::slowlog::DEFAULT_MAX_LEN,
+            latency_threshold_ms: 0,
         }
     }
 }
@@ -161,6 +172,33 @@ fn settings() -> Vec<Setting> {
                 },
                 min: 0,
                 max: i64::from(i32::MAX),
+            },
+        },
+        Setting {
+            names: &["slowlog-log-slower-than"],
+            kind: Kind::Int {
+                get: |s| s.slowlog_slower_than_us,
+                set: |s, v| s.slowlog_slower_than_us = v,
+                min: -1,
+                max: i64::MAX,
+            },
+        },
+        Setting {
+            names: &["slowlog-max-len"],
+            kind: Kind::Int {
+                get: |s| s.slowlog_max_len as i64,
+                set: |s, v| s.slowlog_max_len = v as usize,
+                min: 0,
+                max: i64::from(i32::MAX),
+            },
+        },
+        Setting {
+            names: &["latency-monitor-threshold"],
+            kind: Kind::Int {
+                get: |s| s.latency_threshold_ms as i64,
+                set: |s, v| s.latency_threshold_ms = v as u64,
+                min: 0,
+                max: i64::MAX,
             },
         },
         Setting {
@@ -305,10 +343,14 @@ pub(super) fn config<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
                 }
             }
             *cx.settings = new;
+            cx.telemetry.slowlog.truncate(cx.settings.slowlog_max_len);
             r.ok();
         }
         _ if is(sub, "RESETSTAT") && a.len() == 2 => {
+            // The server's counters are reset by the server once the command is done.
             cx.host.reset_stats();
+            cx.errors.reset();
+            cx.telemetry.reset_stats();
             r.ok()
         }
         _ => r.error(&format!(

@@ -60,6 +60,7 @@ impl<M: Mem> Harness<M> {
             databases: 16,
             watches: &mut self.watches,
             errors: &mut Default::default(),
+            telemetry: &mut Default::default(),
         };
         let o = execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out)?;
         assert_ne!(o, Outcome::Retry);

@@ -25,6 +25,7 @@ mod memory;
 #[cfg(test)]
 mod memory_tests;
 pub mod notify;
+pub mod observe;
 pub mod pubsub;
 #[cfg(test)]
 mod pubsub_tests;
@@ -75,6 +76,10 @@ pub trait Host {
     }
     /// Counters for INFO.
     fn stats(&self) -> Stats;
+    /// The server's run id: 40 hex digits drawn when it starts (INFO's `run_id`).
+    fn run_id(&self) -> String {
+        "0".repeat(40)
+    }
     /// The Sentinel master name and the addresses of the servers that answer for it (the
     /// current primary's first), for the `SENTINEL` subset.
     fn sentinel(&self) -> Sentinel;
@@ -153,6 +158,18 @@ pub trait Host {
     fn pubsub_numsub(&self, _kind: pubsub::SubKind, _name: &[u8]) -> usize {
         0
     }
+    /// Makes the client running the command a monitor (`MONITOR`): every command run after
+    /// is sent to it, as [`Host::feed_monitors`] gets it; false where the host cannot.
+    fn monitor(&self) -> bool {
+        false
+    }
+    /// Whether a client monitors the commands.
+    fn has_monitors(&self) -> bool {
+        false
+    }
+    /// Queues `line` for every monitor (written into their output once the command is done,
+    /// dropped if the command is undone).
+    fn feed_monitors(&self, _line: &[u8]) {}
     /// Channels, patterns and shard channels with subscribers.
     fn pubsub_counts(&self) -> (usize, usize, usize) {
         (0, 0, 0)
@@ -223,6 +240,20 @@ pub struct Stats {
     pub lazyfreed_objects: u64,
     /// Clients parked by a blocking command now.
     pub blocked_clients: u64,
+    /// Connections closed at once because `[kv] max_clients` were connected.
+    pub rejected_connections: u64,
+    /// Bytes read from clients (over TLS: the plaintext).
+    pub net_input_bytes: u64,
+    /// Bytes written to clients (over TLS: the plaintext).
+    pub net_output_bytes: u64,
+    /// Commands a second, the mean of the last samples (`server/instant.rs`).
+    pub ops_per_sec: u64,
+    /// KiB read a second, likewise.
+    pub input_kbps: f64,
+    /// KiB written a second, likewise.
+    pub output_kbps: f64,
+    /// The most heap bytes in use at the end of a turn since the start or the last reset.
+    pub used_memory_peak: u64,
 }
 
 /// The Sentinel view: the master's name and address.
@@ -296,6 +327,8 @@ pub struct Session {
     pub subs: pubsub::SubCounts,
     /// It is a script's, running the script's commands (`scripting/run.rs`).
     pub in_script: bool,
+    /// It ran `MONITOR` (CLIENT LIST's flag `O`).
+    pub monitor: bool,
     /// Its watched keys are forgotten before its next command: its transaction was discarded
     /// while a script was busy (`scripting/busy.rs`, which cannot reach the watches).
     pub unwatch: bool,
@@ -324,6 +357,7 @@ impl Session {
             deny_blocking: false,
             subs: pubsub::SubCounts::default(),
             in_script: false,
+            monitor: false,
             unwatch: false,
             tls: false,
         }
@@ -390,6 +424,8 @@ pub struct Cx<'a, M: Mem> {
     pub watches: &'a mut Watches,
     /// Error replies sent, in all and per code (`INFO errorstats`).
     pub errors: &'a mut ErrorStats,
+    /// Per command counts, latency histograms, the slow log (`observe/`).
+    pub telemetry: &'a mut observe::Telemetry,
 }
 
 impl<M: Mem> Cx<'_, M> {
@@ -481,11 +517,35 @@ pub fn execute<M: Mem>(
     out: &mut Vec<u8>,
 ) -> Result<Outcome, StoreError> {
     let mark = out.len();
-    let o = execute_one(cx, s, args, out)?;
-    if out.get(mark) == Some(&b'-') {
+    let start = std::time::Instant::now();
+    let mut call = Call::None;
+    let o = execute_one(cx, s, args, out, &mut call)?;
+    let failed = out.get(mark) == Some(&b'-');
+    if failed {
         cx.errors.count(&out[mark..]);
     }
+    // A command that did not run yet (paused, parked, to be run again) is counted when it does.
+    let ran = matches!(o, Outcome::Done | Outcome::Close | Outcome::OverLimit);
+    let ending = match call {
+        Call::Rejected(spec) => Some((spec, observe::Ending::Rejected)),
+        Call::Ran(spec) if ran && failed => Some((spec, observe::Ending::Failed)),
+        Call::Ran(spec) if ran => Some((spec, observe::Ending::Ok)),
+        _ => None,
+    };
+    if let Some((spec, ending)) = ending {
+        observe::record(cx, s, spec, args, start.elapsed().as_nanos() as u64, ending);
+    }
     Ok(o)
+}
+
+/// What became of a call, for `observe::record`.
+enum Call {
+    /// Not a command, or queued in a transaction: nothing to count.
+    None,
+    /// Refused before it ran.
+    Rejected(&'static Spec),
+    /// Run.
+    Ran(&'static Spec),
 }
 
 fn execute_one<M: Mem>(
@@ -493,6 +553,7 @@ fn execute_one<M: Mem>(
     s: &mut Session,
     args: &Args,
     out: &mut Vec<u8>,
+    call: &mut Call,
 ) -> Result<Outcome, StoreError> {
     let mut name_buf = [0u8; 32];
     let spec = args::upper(args.get(0), &mut name_buf).and_then(find_spec);
@@ -504,6 +565,7 @@ fn execute_one<M: Mem>(
         unknown(args, &mut r);
         return Ok(Outcome::Done);
     };
+    *call = Call::Rejected(spec);
     // A region without ACL changes: the server's own rule stands (no `[kv] password`, no AUTH).
     if !std::mem::replace(&mut s.started, true)
         && s.authenticated
@@ -566,6 +628,7 @@ fn execute_one<M: Mem>(
             }
             m.bytes += bytes;
             m.queue.push(args.to_owned_vec());
+            *call = Call::None;
             r.simple(b"QUEUED");
             return Ok(Outcome::Done);
         }
@@ -582,8 +645,10 @@ fn execute_one<M: Mem>(
                 })
             }));
     if cx.host.paused(cx.now_ms, write) {
+        *call = Call::None;
         return Ok(Outcome::Paused);
     }
+    *call = Call::Ran(spec);
     s.last_cmd = spec.name;
     s.last_ms = cx.now_ms;
     let before = s.replies;
@@ -830,12 +895,17 @@ fn exec<M: Mem>(cx: &mut Cx<M>, s: &mut Session, out: &mut Vec<u8>) -> Result<Ou
                      call. This command is no longer allowed for the following reason: {reason}"
                 ));
                 cx.errors.count(&out[m0..]);
+                observe::record(cx, s, spec, &a, 0, observe::Ending::Rejected);
                 continue;
             }
+            let start = std::time::Instant::now();
             close |= dispatch(cx, s, spec, &a, out)? == Outcome::Close;
-            if out.get(m0) == Some(&b'-') {
+            let failed = out.get(m0) == Some(&b'-');
+            if failed {
                 cx.errors.count(&out[m0..]);
             }
+            let ending = if failed { observe::Ending::Failed } else { observe::Ending::Ok };
+            observe::record(cx, s, spec, &a, start.elapsed().as_nanos() as u64, ending);
         }
         cx.check_group()
     };

@@ -51,6 +51,16 @@ impl Host for PubSubHost {
         let (until, all) = self.pause.get();
         now_ms < until && (all || write)
     }
+    fn monitor(&self) -> bool {
+        self.registry.borrow_mut().add_monitor(self.me.get());
+        true
+    }
+    fn has_monitors(&self) -> bool {
+        self.registry.borrow().has_monitors()
+    }
+    fn feed_monitors(&self, line: &[u8]) {
+        self.registry.borrow_mut().feed_monitors(line)
+    }
     fn subscribe(&self, kind: SubKind, name: &[u8]) -> bool {
         self.registry.borrow_mut().subscribe(self.me.get(), kind, name)
     }
@@ -128,6 +138,7 @@ impl Harness {
             databases: 16,
             watches: &mut self.watches,
             errors: &mut Default::default(),
+            telemetry: &mut Default::default(),
         };
         let o = execute(&mut cx, &mut self.sessions[c], &Args::Parsed { parser: &p, buf: &req }, &mut out)
             .unwrap();
@@ -166,6 +177,7 @@ impl Harness {
                     MessageKind::PMessage => "pmessage",
                     MessageKind::SMessage => "smessage",
                     MessageKind::Cut => "cut",
+                    MessageKind::Monitor => "monitor",
                 };
                 (m.to.id, kind, m.pattern.as_deref().map(s).unwrap_or_default(), s(&m.channel), s(&m.payload))
             })
@@ -519,4 +531,45 @@ fn client_pause_write_holds_publish_back_as_redis_does() {
     h.cmd(2, &["CLIENT", "UNPAUSE"]);
     assert_eq!(h.cmd(0, &["EXEC"]), arr(vec![i(1)]));
     assert_eq!(h.messages().len(), 1);
+}
+
+#[test]
+fn monitors_get_each_command_run_after_as_redis_shows_it_but_not_admin_ones_or_refused_ones() {
+    let mut h = Harness::new(3);
+    assert_eq!(h.cmd(0, &["MONITOR"]), ok());
+    assert_eq!(h.cmd(2, &["MONITOR"]), ok());
+    let Value::Bulk(me) = h.cmd(2, &["CLIENT", "INFO"]) else { panic!("CLIENT INFO") };
+    assert!(String::from_utf8_lossy(&me).contains(" flags=O "), "{}", String::from_utf8_lossy(&me));
+    h.cmd(1, &["SELECT", "2"]);
+    h.cmd(1, &["set", "k", "a \"b\"\n"]);
+    // Refused before it ran (arity), an admin command, a password: not shown.
+    assert!(err(&h.cmd(1, &["GET"])).contains("wrong number"));
+    h.cmd(1, &["CONFIG", "GET", "port"]);
+    h.cmd(1, &["AUTH", "secret"]);
+    // A command that ran and failed is shown.
+    assert!(err(&h.cmd(1, &["INCR", "k"])).contains("not an integer"));
+    let msgs = h.messages();
+    let lines: Vec<(u64, String)> = msgs
+        .iter()
+        .map(|(to, kind, _, _, payload)| {
+            assert_eq!(*kind, "monitor");
+            // Unix seconds and microseconds first: the rest is fixed.
+            let (time, rest) = payload.split_once(' ').unwrap();
+            let (s, us) = time.split_once('.').unwrap();
+            assert!(s.parse::<u64>().unwrap() > 1_600_000_000 && us.len() == 6, "{payload}");
+            (*to, rest.to_string())
+        })
+        .collect();
+    let want = |line: &str| [(0, line.to_string()), (2, line.to_string())];
+    let mut expected = Vec::new();
+    // After it ran, as Redis 7.0 feeds monitors: the database it selected.
+    expected.extend(want(r#"[2 c1] "SELECT" "2""#));
+    expected.extend(want(r#"[2 c1] "set" "k" "a \"b\"\n""#));
+    expected.extend(want(r#"[2 c1] "INCR" "k""#));
+    assert_eq!(lines, expected);
+    // Inside a transaction MONITOR is refused, as Redis refuses it.
+    h.cmd(1, &["MULTI"]);
+    h.cmd(1, &["MONITOR"]);
+    let v = h.cmd(1, &["EXEC"]);
+    assert_eq!(v, arr(vec![Value::Error(b"ERR MONITOR isn't allowed for DENY BLOCKING client".to_vec())]));
 }

@@ -93,50 +93,68 @@ pub(super) fn run<M: Mem>(
         "COMMAND" => command(a, r),
         "CONFIG" => super::config::config(cx, a, r),
         "SENTINEL" => sentinel(cx, s, a, r),
+        "LATENCY" | "MONITOR" | "SLOWLOG" => super::observe::run(cx, s, a, r),
         other => unreachable!("{other} is in the table but has no code"),
     }
     Ok(())
 }
 
 fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
-    let all = a.len() == 1 || a.from(1).any(|x| is(x, "ALL") || is(x, "EVERYTHING") || is(x, "DEFAULT"));
-    let want = |name: &str| all || a.from(1).any(|x| is(x, name));
+    // No section named: Redis's default ones; `all` and `everything` add the per command ones.
+    let all = a.from(1).any(|x| is(x, "ALL") || is(x, "EVERYTHING"));
+    let default = a.len() == 1 || a.from(1).any(|x| is(x, "DEFAULT"));
+    let want = |name: &str| all || default || a.from(1).any(|x| is(x, name));
+    let want_all = |name: &str| all || a.from(1).any(|x| is(x, name));
     let mut t = String::new();
     let host = cx.host;
     let st = host.stats();
     if want("SERVER") {
-        let port = host.listen_addr().rsplit(':').next().unwrap_or("0").to_string();
+        // The plaintext port, 0 when clients may connect only over TLS (as Redis with `port 0`).
+        let listen = host.listen_addr();
+        let port = if host.plaintext() { listen.rsplit(':').next().unwrap_or("0") } else { "0" };
         let _ = write!(
             t,
-            "# Server\r\nredis_version:{REDIS_VERSION}\r\nmojim_version:{}\r\nredis_mode:standalone\r\n\
-             os:{} {}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{}\r\n\
-             uptime_in_days:{}\r\n\r\n",
+            "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n\
+             redis_build_id:0\r\nmojim_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\n\
+             multiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{port}\r\n\
+             server_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nexecutable:{}\r\n\r\n",
             env!("CARGO_PKG_VERSION"),
             std::env::consts::OS,
             std::env::consts::ARCH,
             std::process::id(),
+            host.run_id(),
+            cx.now_ms * 1000,
             st.uptime_s,
-            st.uptime_s / 86400
+            st.uptime_s / 86400,
+            std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default()
         );
     }
     if want("CLIENTS") {
         let _ = write!(
             t,
-            "# Clients\r\nconnected_clients:{}\r\nblocked_clients:{}\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\n\r\n",
             host.connected_clients(),
-            st.blocked_clients
+            host.fixed_setting("maxclients"),
+            st.blocked_clients,
         );
     }
     if want("MEMORY") {
         let g = cx.store.geometry();
+        let used = cx.store.used_bytes();
+        let rss = super::observe::procstat::rss_bytes();
         let _ = write!(
             t,
-            "# Memory\r\nused_memory:{}\r\nused_memory_heap_top:{}\r\nmaxmemory:{}\r\n\
-             maxmemory_policy:noeviction\r\nmem_allocator:mojim-region\r\nregion_size:{}\r\n\
-             mojim_bucket_array_bytes:{}\r\nlazyfree_pending_objects:{}\r\n",
-            cx.store.used_bytes(),
+            "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
+             used_memory_rss_human:{}\r\nused_memory_peak:{}\r\nused_memory_peak_human:{}\r\n\
+             used_memory_heap_top:{}\r\nmaxmemory:{}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\n\
+             mem_allocator:mojim-region\r\nregion_size:{}\r\nmojim_bucket_array_bytes:{}\r\nlazyfree_pending_objects:{}\r\n",
+            human(used),
+            human(rss),
+            st.used_memory_peak.max(used),
+            human(st.used_memory_peak.max(used)),
             cx.store.heap_top_bytes(),
             g.heap_end - g.heap_off,
+            human(g.heap_end - g.heap_off),
             g.size,
             // The key table, outside the heap (and so outside used_memory): 8 bytes a bucket,
             // as many buckets as the region's size gives (FORMAT.md §11).
@@ -147,24 +165,37 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         t.push_str("\r\n");
     }
     if want("PERSISTENCE") {
-        t.push_str("# Persistence\r\nloading:0\r\naof_enabled:0\r\nrdb_changes_since_last_save:0\r\n\r\n");
+        t.push_str(
+            "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\n\
+             rdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\n\
+             aof_rewrite_in_progress:0\r\naof_last_bgrewrite_status:ok\r\naof_last_write_status:ok\r\n\r\n",
+        );
     }
     if want("STATS") {
         let pubsub = host.pubsub_counts();
         let _ = write!(
             t,
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
-             expired_keys:{}\r\nevicted_keys:0\r\ntotal_forks:0\r\ntotal_error_replies:{}\r\n\
-             mojim_groups_sent:{}\r\nmojim_protocol_errors:{}\r\nacl_access_denied_auth:{}\r\n\
-             client_output_limit_disconnections:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\n\
-             pubsubshard_channels:{}\r\nlazyfreed_objects:{}\r\n\r\n",
+             instantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\n\
+             instantaneous_input_kbps:{:.2}\r\ninstantaneous_output_kbps:{:.2}\r\nrejected_connections:{}\r\n\
+             expired_keys:{}\r\nevicted_keys:0\r\nevicted_clients:0\r\ntotal_forks:0\r\nlatest_fork_usec:0\r\n\
+             total_error_replies:{}\r\nmojim_groups_sent:{}\r\nmojim_protocol_errors:{}\r\nacl_access_denied_auth:{}\r\n\
+             client_output_buffer_limit_disconnections:{}\r\nclient_output_limit_disconnections:{}\r\n\
+             pubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nlazyfreed_objects:{}\r\n\r\n",
             st.connections,
             st.commands,
+            st.ops_per_sec,
+            st.net_input_bytes,
+            st.net_output_bytes,
+            st.input_kbps,
+            st.output_kbps,
+            st.rejected_connections,
             st.expired_keys,
             cx.errors.total(),
             st.groups,
             st.protocol_errors,
             st.auth_failures,
+            st.output_limit_closes,
             st.output_limit_closes,
             pubsub.0,
             pubsub.1,
@@ -176,21 +207,30 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         let rep = host.replication();
         let _ = write!(
             t,
-            "# Replication\r\nrole:master\r\nconnected_slaves:{}\r\nmirror:{}\r\nmirror_state:{}\r\n\
-             mirror_mode:{}\r\nmirror_lag_groups:{}\r\nmirror_acked_seq:{}\r\nmaster_repl_offset:{}\r\n\
+            "# Replication\r\nrole:master\r\nconnected_slaves:{}\r\nmaster_repl_offset:{}\r\n\
+             mirror:{}\r\nmirror_state:{}\r\nmirror_mode:{}\r\nmirror_lag_groups:{}\r\nmirror_acked_seq:{}\r\n\
              epoch:{}\r\n\r\n",
             rep.durable_replicas,
+            rep.acked_seq,
             rep.mirror,
             rep.state,
             rep.mode,
             rep.lag_groups,
             rep.acked_seq,
-            rep.acked_seq,
             rep.epoch
         );
     }
+    if want("CPU") {
+        super::observe::procstat::Cpu::now().write_info(&mut t);
+    }
+    if want_all("COMMANDSTATS") {
+        cx.telemetry.commands.write_commandstats(&mut t);
+    }
     if want("ERRORSTATS") {
         cx.errors.write_info(&mut t);
+    }
+    if want_all("LATENCYSTATS") {
+        cx.telemetry.commands.write_latencystats(&mut t);
     }
     if want("CLUSTER") {
         t.push_str("# Cluster\r\ncluster_enabled:0\r\n\r\n");
@@ -205,6 +245,22 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         }
     }
     r.bulk(t.as_bytes());
+}
+
+/// Bytes as Redis writes them for people (`1.50M`).
+fn human(n: u64) -> String {
+    let units = ["B", "K", "M", "G", "T", "P"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < units.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n}B")
+    } else {
+        format!("{v:.2}{}", units[u])
+    }
 }
 
 /// `AUTH [username] password`, as the ACL users say (`acl/mod.rs`; the `default` user's

@@ -145,6 +145,7 @@ pub static SPECS: std::sync::LazyLock<Vec<&'static Spec>> = std::sync::LazyLock:
         super::pubsub::SPECS,
         super::sets::SPECS,
         super::memory::SPECS,
+        super::observe::SPECS,
         TX_SPECS,
     ]
     .iter()
@@ -237,7 +238,20 @@ pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
             ("stats", 2),
         ],
     ),
+    (
+        "LATENCY",
+        &[
+            ("doctor", 2),
+            ("graph", 3),
+            ("help", 2),
+            ("histogram", -2),
+            ("history", 3),
+            ("latest", 2),
+            ("reset", -2),
+        ],
+    ),
     ("MEMORY", &[("doctor", 2), ("help", 2), ("malloc-stats", 2), ("purge", 2), ("stats", 2), ("usage", -3)]),
+    ("SLOWLOG", &[("get", -2), ("help", 2), ("len", 2), ("reset", 2)]),
     ("SCRIPT", &[("debug", 3), ("exists", -3), ("flush", -2), ("help", 2), ("kill", 2), ("load", 3)]),
     ("OBJECT", &[("encoding", 3), ("freq", 3), ("help", 2), ("idletime", 3), ("refcount", 3)]),
     ("PUBSUB", super::pubsub::PUBSUB_SUBCOMMANDS),

@@ -31,6 +31,8 @@ pub struct Client {
     /// acknowledged, but written only after.
     pub out: Vec<u8>,
     pub sent: usize,
+    /// Bytes written to the connection since it was accepted (INFO's `total_net_output_bytes`).
+    pub written: u64,
     /// Bytes of `out` that belong to acknowledged batches (may be written).
     pub releasable: usize,
     /// Bytes of `out` after `releasable` that belong to batches whose groups are in flight.
@@ -73,6 +75,7 @@ impl Client {
             end: 0,
             out: Vec::new(),
             sent: 0,
+            written: 0,
             releasable: 0,
             held: 0,
             eof: false,
@@ -158,7 +161,10 @@ impl Client {
         while self.sent < self.releasable {
             match self.stream.write(&self.out[self.sent..self.releasable]) {
                 Ok(0) => return false,
-                Ok(n) => self.sent += n,
+                Ok(n) => {
+                    self.sent += n;
+                    self.written += n as u64;
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => return false,

@@ -24,6 +24,7 @@ pub struct ServerHost<'a> {
     pub tls_listen: &'a str,
     pub clients: usize,
     pub stats: Stats,
+    pub run_id: &'a str,
     pub auth: &'a AuthLog,
     /// Set by `CONFIG RESETSTAT`: the server resets its counters after the command.
     pub reset: &'a Cell<bool>,
@@ -114,6 +115,10 @@ impl Host for ServerHost<'_> {
 
     fn stats(&self) -> Stats {
         self.stats.clone()
+    }
+
+    fn run_id(&self) -> String {
+        self.run_id.to_string()
     }
 
     fn authenticate(&self, client: &str, user: &[u8], password: &[u8]) -> Auth {
@@ -227,6 +232,19 @@ impl Host for ServerHost<'_> {
 
     fn pubsub_numsub(&self, kind: SubKind, name: &[u8]) -> usize {
         self.pubsub.borrow().numsub(kind, name)
+    }
+
+    fn monitor(&self) -> bool {
+        self.pubsub.borrow_mut().add_monitor(self.me_sub);
+        true
+    }
+
+    fn has_monitors(&self) -> bool {
+        self.pubsub.borrow().has_monitors()
+    }
+
+    fn feed_monitors(&self, line: &[u8]) {
+        self.pubsub.borrow_mut().feed_monitors(line)
     }
 
     fn pubsub_counts(&self) -> (usize, usize, usize) {

@@ -19,6 +19,7 @@ mod blocking;
 mod busy;
 mod client;
 mod host;
+mod instant;
 mod link;
 mod listeners;
 pub(crate) mod pubsub;
@@ -121,6 +122,9 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         postponed: Vec::new(),
         reset_stats: Default::default(),
         errors: Default::default(),
+        telemetry: Default::default(),
+        rates: Default::default(),
+        run_id: run_id(),
         waits: RefCell::new(Waits::default()),
         woken: Vec::new(),
         scripts: RefCell::default(),
@@ -139,6 +143,13 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
     println!("serving on {local}");
     let _ = std::io::stdout().flush();
     server.run_loop()
+}
+
+/// A run id: 40 hex digits from the system's random source (INFO's `run_id`).
+fn run_id() -> String {
+    let mut b = [0u8; 20];
+    let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 struct Server<'p> {
@@ -187,6 +198,12 @@ struct Server<'p> {
     reset_stats: std::cell::Cell<bool>,
     /// Error replies sent, per code (`INFO errorstats`).
     errors: cmd::ErrorStats,
+    /// Per command counts and histograms, the slow log, the latency monitor.
+    telemetry: cmd::observe::Telemetry,
+    /// INFO's instantaneous rates.
+    rates: instant::Rates,
+    /// INFO's `run_id`.
+    run_id: String,
     /// Clients parked by blocking commands (`blocking.rs`).
     waits: RefCell<Waits>,
     /// Clients outside the turn's ready list that got a reply in it (woken, or timed out), or
@@ -239,6 +256,7 @@ impl Server<'_> {
                 tv_sec: d.as_secs() as i64,
                 tv_nsec: i64::from(d.subsec_nanos()),
             });
+            self.rates.sample(&self.stats);
             events.clear();
             let found = match epoll::wait(&self.ep, rustix::buffer::spare_capacity(&mut events), ts.as_ref())
             {
@@ -301,6 +319,7 @@ impl Server<'_> {
             self.stats.connections += 1;
             let live = self.clients.len() - self.free.len();
             if live >= self.opts.max_clients {
+                self.stats.rejected_connections += 1;
                 // Over TLS, before a handshake, it can only be closed.
                 if let link::Link::Plain(mut s) = stream {
                     let _ = s.write_all(b"-ERR max number of clients reached\r\n");
@@ -344,6 +363,7 @@ impl Server<'_> {
         }
         let (before, was_eof) = (c.end - c.start, c.eof);
         let outcome = c.read(max_request);
+        self.stats.net_input_bytes += (c.end - c.start).saturating_sub(before) as u64;
         let tls = c.stream.is_tls();
         if tls && c.stream.has_buffered_input() && !self.tls_backlog.contains(&i) {
             self.tls_backlog.push(i);
@@ -378,7 +398,10 @@ impl Server<'_> {
 
     fn write_client(&mut self, i: usize) {
         let Some(c) = self.clients.get_mut(i).and_then(|c| c.as_mut()) else { return };
-        if !c.write() {
+        let written = c.written;
+        let ok = c.write();
+        self.stats.net_output_bytes += c.written - written;
+        if !ok {
             self.closing.push(i);
             return;
         }
@@ -449,6 +472,7 @@ impl Server<'_> {
         let reads = self.reads_in_batch;
         let flushed = self.store.flushed_in_batch();
         let ticket = self.commit(hold, reads)?;
+        self.stats.used_memory_peak = self.stats.used_memory_peak.max(self.store.used_bytes());
         // The batch's replies wait for its group. Only the clients that ran have new ones.
         let mut replies = self.spare.pop().unwrap_or_default();
         let woken = std::mem::take(&mut self.woken);
@@ -664,6 +688,7 @@ impl Server<'_> {
         let (before, rest) = self.clients.split_at_mut(i);
         let (this, after) = rest.split_first_mut().expect("client i exists");
         stats.blocked_clients = self.waits.borrow().count() as u64;
+        self.rates.fill(&mut stats);
         let host = ServerHost {
             primary: self.primary,
             opts: self.opts,
@@ -671,6 +696,7 @@ impl Server<'_> {
             tls_listen: &self.listeners.tls_addr,
             clients: live,
             stats,
+            run_id: &self.run_id,
             auth: &self.auth,
             reset: &self.reset_stats,
             others: RefCell::new([before, after]),
@@ -711,6 +737,7 @@ impl Server<'_> {
             databases: self.opts.databases,
             watches: &mut self.watches,
             errors: &mut self.errors,
+            telemetry: &mut self.telemetry,
         };
         loop {
             if c.closing {

@@ -90,6 +90,8 @@ pub enum MessageKind {
     /// Not a message: what was queued for this subscriber passed the output limit; it is to be
     /// closed.
     Cut,
+    /// A command a client ran, to a `MONITOR` client: `+` and the payload (one line).
+    Monitor,
 }
 
 /// A message on its way to one subscriber.
@@ -113,6 +115,7 @@ impl Message {
             MessageKind::Message => 7,
             MessageKind::SMessage | MessageKind::PMessage => 8,
             MessageKind::Cut => return 0,
+            MessageKind::Monitor => return self.payload.len() + 3,
         };
         4 + bulk(word)
             + self.pattern.as_ref().map_or(0, |p| bulk(p.len()))
@@ -134,6 +137,12 @@ impl Message {
                 r.bulk(self.pattern.as_deref().unwrap_or_default());
             }
             MessageKind::Cut => return,
+            MessageKind::Monitor => {
+                r.buf.push(b'+');
+                r.buf.extend_from_slice(&self.payload);
+                r.buf.extend_from_slice(b"\r\n");
+                return;
+            }
         }
         r.bulk(&self.channel);
         r.bulk(&self.payload);
@@ -155,6 +164,8 @@ pub struct Registry {
     clients: HashMap<u64, Mine>,
     /// Messages published and not yet delivered.
     outbox: Vec<Message>,
+    /// Clients that ran `MONITOR`, in that order.
+    monitors: Vec<Sub>,
 }
 
 fn index(kind: SubKind) -> usize {
@@ -175,6 +186,7 @@ impl Registry {
             pattern_order: Ordered::default(),
             clients: HashMap::new(),
             outbox: Vec::new(),
+            monitors: Vec::new(),
         }
     }
 
@@ -258,6 +270,7 @@ impl Registry {
     /// A client is gone: it subscribes to nothing any more (and nothing more is queued for
     /// it; what is queued is dropped when delivered, its id no longer in its slot).
     pub fn remove_client(&mut self, id: u64) {
+        self.monitors.retain(|m| m.id != id);
         let Some(mine) = self.clients.get(&id) else { return };
         let all: Vec<(SubKind, Vec<u8>)> = [SubKind::Channel, SubKind::Pattern, SubKind::Shard]
             .into_iter()
@@ -331,6 +344,34 @@ impl Registry {
             self.queue(m);
         }
         receivers
+    }
+
+    /// Makes `who` a monitor: every command run from now on is sent to it (`MONITOR`).
+    pub fn add_monitor(&mut self, who: Sub) {
+        if !self.monitors.contains(&who) {
+            self.monitors.push(who);
+        }
+    }
+
+    /// Whether a client monitors the commands.
+    pub fn has_monitors(&self) -> bool {
+        !self.monitors.is_empty()
+    }
+
+    /// Queues `line` (a command as `MONITOR` shows it) for every monitor, within the same
+    /// limit as messages.
+    pub fn feed_monitors(&mut self, line: &[u8]) {
+        let payload: Rc<[u8]> = Rc::from(line);
+        let channel: Rc<[u8]> = Rc::from(&b""[..]);
+        for to in self.monitors.clone() {
+            self.queue(Message {
+                to,
+                kind: MessageKind::Monitor,
+                pattern: None,
+                channel: channel.clone(),
+                payload: payload.clone(),
+            });
+        }
     }
 
     /// Messages queued so far: a mark to cut the outbox back to.

@@ -212,7 +212,14 @@ fn call<M: Mem>(
     let sp = cx.store.savepoint();
     let mut out = Vec::new();
     let argv_ref = Args::Owned(&argv);
+    let start = std::time::Instant::now();
     let res = cmd::dispatch(cx, sess, spec, &argv_ref, &mut out).and_then(|_| cx.check_group());
+    if res.is_ok() {
+        // Counted in commandstats and shown to monitors (as `lua`), as Redis does.
+        let ending =
+            if out.first() == Some(&b'-') { cmd::observe::Ending::Failed } else { cmd::observe::Ending::Ok };
+        cmd::observe::record(cx, sess, spec, &argv_ref, start.elapsed().as_nanos() as u64, ending);
+    }
     match res {
         Ok(()) => convert::reply_to_lua(lua, &out),
         Err(StoreError::OutputLimit(limit)) => {

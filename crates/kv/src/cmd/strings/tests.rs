@@ -116,6 +116,7 @@ impl Harness {
             databases: 16,
             watches: &mut self.watches,
             errors: &mut Default::default(),
+            telemetry: &mut Default::default(),
         };
         let o =
             execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();

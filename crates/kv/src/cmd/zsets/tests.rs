@@ -40,6 +40,7 @@ impl Z for Harness {
             databases: 16,
             watches: &mut self.watches,
             errors: &mut Default::default(),
+            telemetry: &mut Default::default(),
         };
         let o = execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out)?;
         assert!(matches!(o, Outcome::Done | Outcome::OverLimit), "{args:?}: {o:?}");
