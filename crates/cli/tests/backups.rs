@@ -22,11 +22,23 @@ fn admin(node: &ChildNode, c: &Cluster) -> AdminClient {
 }
 
 /// Starts the backup again from its folder `dir` on `addr` (the running mirror keeps feeding that
-/// address); the cluster's configuration must feed nobody by then (`c.feed(&[], ..)`).
+/// address); the cluster's configuration must feed nobody by then (`c.feed(&[], ..)`). The
+/// address of the backup just killed may not be free yet (UCX's listener says "Device is busy"
+/// until the old one's socket is gone): the start is tried again for up to [`common::WAIT`].
 fn restart_backup(c: &Cluster, addr: &str, dir: &std::path::Path) -> ChildNode {
     let cfg = c.cfg_path.to_str().expect("utf-8");
     let args = ["serve", "--config", cfg, "--listen", addr, "--dir", dir.to_str().expect("utf-8")];
-    ChildNode::spawn(common::exe(), &args).expect("restart the backup")
+    let t0 = std::time::Instant::now();
+    loop {
+        match ChildNode::spawn(common::exe(), &args) {
+            Ok(n) => return n,
+            Err(e) if t0.elapsed() < common::WAIT => {
+                eprintln!("restarting the backup on {addr}: {e}; trying again");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("restart the backup on {addr}: {e}"),
+        }
+    }
 }
 
 /// Random groups from `threads` threads, each in its own part of the region; returns every
