@@ -6,6 +6,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use mojim::config::{random_uuid, template, write_private, Config, Secret, DEFAULT_PORT};
 use mojim::size::parse_size;
 use mojim::Error;
+use mojim_metrics::MetricsListener;
 use mojim_node::admin::AdminClient;
 use mojim_node::{Mirror, MirrorOptions};
 use std::io::{IsTerminal, Write};
@@ -177,6 +178,10 @@ struct ServeArgs {
     /// This node's name for the etcd coordinator, instead of [cluster] node.
     #[arg(long)]
     node: Option<String>,
+    /// Address of the metrics listener (/metrics, /healthz, /readyz), instead of [metrics]
+    /// listen (port 0: any free port; "": none).
+    #[arg(long)]
+    metrics_listen: Option<String>,
 }
 
 #[derive(Args)]
@@ -412,8 +417,28 @@ fn serve(a: ServeArgs) -> mojim::Result<()> {
             opts.listen
         )));
     }
+    let metrics = match &a.metrics_listen {
+        Some(l) => mojim::config::check_metrics_listen(l, "--metrics-listen")?,
+        None => cfg.metrics_listen()?,
+    };
+    // Bound before the node opens, so that an address it cannot have stops it at once.
+    let metrics = match metrics {
+        Some(addr) => Some(MetricsListener::bind(&addr).map_err(|e| {
+            Error::Config(format!(
+                "cannot open the metrics listener on {addr} ([metrics] listen or --metrics-listen): {e}; \
+                 choose a free host:port of this machine, or \"\" for none"
+            ))
+        })?),
+        None => None,
+    };
     let mirror = Mirror::open(opts)?;
     let handle = mirror.serve()?;
+    if let Some(l) = metrics {
+        let addr = l.local_addr();
+        l.serve(mojim_node::metrics::pages(handle.status_source()), mojim_metrics::Limits::default())
+            .map_err(Error::io("start the metrics listener"))?;
+        println!("metrics on {addr}");
+    }
     println!("serving on {}", handle.addr());
     let _ = std::io::stdout().flush();
     handle.wait();
