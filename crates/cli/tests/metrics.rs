@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{skip, Cluster, TempDir, WAIT};
+use common::{exe, skip, Cluster, TempDir, WAIT};
 use mojim::Primary;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -181,6 +181,30 @@ fn hostile_metrics_clients_do_not_stall_the_node() {
         stop.store(true, Ordering::Relaxed);
         writer.join().expect("the writer");
     });
+}
+
+#[test]
+fn an_address_the_listener_cannot_have_stops_the_node_at_start_naming_it() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let taken = taken.local_addr().expect("addr").to_string();
+    let c = Cluster::new("metrics_bad_address", 1 << 20, |f| f.metrics.listen = taken.clone());
+    let serve = |extra: &[&str]| {
+        let cfg = c.cfg_path.to_str().expect("utf-8");
+        let mut args = vec!["serve", "--config", cfg, "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let out = Command::new(exe()).args(&args).stdin(Stdio::null()).output().expect("run mojim serve");
+        assert!(!out.status.success(), "mojim serve {extra:?} started");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("serving on"));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let e = serve(&[]);
+    for needle in [taken.as_str(), "[metrics] listen", "cannot open the metrics listener", "\"\" for none"] {
+        assert!(e.contains(needle), "{needle:?} not in {e}");
+    }
+    let e = serve(&["--metrics-listen", "127.0.0.1"]);
+    for needle in ["--metrics-listen = \"127.0.0.1\"", "not a host:port", "127.0.0.1:9420"] {
+        assert!(e.contains(needle), "{needle:?} not in {e}");
+    }
 }
 
 #[test]
