@@ -7,6 +7,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use mojim::config::{random_uuid, template, write_private, Config, Secret, DEFAULT_PORT};
 use mojim::size::parse_size;
 use mojim::Error;
+use mojim_metrics::MetricsListener;
 use mojim_node::admin::AdminClient;
 use mojim_node::{Mirror, MirrorOptions};
 use std::io::{IsTerminal, Write};
@@ -178,6 +179,10 @@ struct ServeArgs {
     /// This node's name for the etcd coordinator, instead of [cluster] node.
     #[arg(long)]
     node: Option<String>,
+    /// Address of the metrics listener (/metrics, /healthz, /readyz), instead of [metrics]
+    /// listen (port 0: any free port; "": none).
+    #[arg(long)]
+    metrics_listen: Option<String>,
     /// Check the configuration (and the flags above) as serving would, then exit: 0 and
     /// "configuration OK" when it would start, 1 and the error otherwise. Nothing is created,
     /// bound or changed.
@@ -473,16 +478,36 @@ fn serve(a: ServeArgs) -> mojim::Result<()> {
             opts.listen
         )));
     }
+    let metrics = match &a.metrics_listen {
+        Some(l) => mojim::config::check_metrics_listen(l, "--metrics-listen")?,
+        None => cfg.metrics_listen()?,
+    };
     if a.check_config {
         check_serve_config(&opts)?;
         println!("configuration OK: {}", a.config.config.display());
         return Ok(());
     }
+    // Bound before the node opens, so that an address it cannot have stops it at once.
+    let metrics = match metrics {
+        Some(addr) => Some(MetricsListener::bind(&addr).map_err(|e| {
+            Error::Config(format!(
+                "cannot open the metrics listener on {addr} ([metrics] listen or --metrics-listen): {e}; \
+                 choose a free host:port of this machine, or \"\" for none"
+            ))
+        })?),
+        None => None,
+    };
     let tls = opts.tls.clone().map(|t| security_reload(t, &cfg, false));
     reload::on_sighup(tls.into_iter().collect())
         .map_err(|e| Error::Io { op: "install the SIGHUP handler".into(), source: e })?;
     let mirror = Mirror::open(opts)?;
     let handle = mirror.serve()?;
+    if let Some(l) = metrics {
+        let addr = l.local_addr();
+        l.serve(mojim_node::metrics::pages(handle.status_source()), mojim_metrics::Limits::default())
+            .map_err(Error::io("start the metrics listener"))?;
+        println!("metrics on {addr}");
+    }
     println!("serving on {}", handle.addr());
     let _ = std::io::stdout().flush();
     handle.wait();

@@ -115,6 +115,19 @@ pub struct ConfigFile {
     /// `[kv]`: the Redis-protocol server (`mojim kv`, the `mojim-kv` crate).
     #[serde(default)]
     pub kv: KvSection,
+    /// `[metrics]`: the Prometheus metrics and health listener.
+    #[serde(default)]
+    pub metrics: MetricsSection,
+}
+
+/// `[metrics]`: an HTTP listener serving Prometheus metrics (`/metrics`), `/healthz` and
+/// `/readyz` (docs/METRICS.md). Every field has a default (shown as `key = default`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSection {
+    /// `listen = ""`: the `host:port` it listens on (port 0: any free port); empty: no
+    /// listener. `mojim serve --metrics-listen` overrides it.
+    pub listen: String,
 }
 
 /// `[kv]`: `mojim kv`, a Redis-protocol server whose data lives in the region. Every field has
@@ -1125,6 +1138,12 @@ impl Config {
         size_field("mirror", "secondary_tier_thresh", &self.file.mirror.secondary_tier_thresh)
     }
 
+    /// `[metrics] listen`, checked to be a `host:port` (whether it can be bound is known only
+    /// when it is); `None` when empty (no metrics listener).
+    pub fn metrics_listen(&self) -> Result<Option<String>> {
+        check_metrics_listen(&self.file.metrics.listen, "[metrics] listen")
+    }
+
     /// `[mirror] log_capacity` in bytes, checked: a multiple of 4 KiB and at least 64 KiB.
     pub fn log_capacity(&self) -> Result<u64> {
         let c = size_field("mirror", "log_capacity", &self.file.mirror.log_capacity)?;
@@ -1136,6 +1155,25 @@ impl Config {
         }
         Ok(c)
     }
+}
+
+/// Checks a metrics listen address from `from` (a setting or a flag): empty (none), or
+/// `host:port` with a port of 0 to 65535.
+pub fn check_metrics_listen(addr: &str, from: &str) -> Result<Option<String>> {
+    if addr.is_empty() {
+        return Ok(None);
+    }
+    let ok = addr.rsplit_once(':').is_some_and(|(host, port)| {
+        let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+        !host.is_empty() && !host.contains(['/', ' ']) && port.parse::<u16>().is_ok()
+    });
+    if !ok {
+        return Err(Error::Config(format!(
+            "{from} = \"{addr}\" is not a host:port: write e.g. \"127.0.0.1:9420\" (port 0: any free port), \
+             or \"\" for no metrics listener"
+        )));
+    }
+    Ok(Some(addr.to_string()))
 }
 
 /// Parses a rate such as `100MiB/s` into bytes per second.
@@ -1367,6 +1405,13 @@ tls_key_file = ""
 tls_ca_cert_file = ""
 tls_auth_clients = "yes"
 tls_protocols = "TLSv1.2 TLSv1.3"
+
+[metrics]
+# An HTTP listener for monitoring, opened by `mojim serve`: Prometheus metrics on /metrics,
+# /healthz and /readyz (ready: the data area is consistent; docs/METRICS.md). A host:port such
+# as "127.0.0.1:9420" (port 0: any free port); "" opens none. It serves anyone who reaches it:
+# keep it on a trusted network.
+listen = ""
 "#,
         uuid = format_uuid(uuid),
         size = format_size(size),
@@ -1417,6 +1462,25 @@ mod tests {
         ] {
             let e = with(endpoints, ca, cert, key).unwrap_err().to_string();
             assert!(e.contains(needle) && e.contains("[cluster]"), "{needle:?} not in {e}");
+        }
+    }
+
+    #[test]
+    fn metrics_listen_is_off_by_default_and_a_bad_address_is_named() {
+        let mut file: ConfigFile = toml::from_str(&template(&[0; 16], 4096, "", "a:1")).unwrap();
+        assert_eq!(Config { file: file.clone(), base: PathBuf::new() }.metrics_listen().unwrap(), None);
+        for good in ["127.0.0.1:9420", "localhost:0", "[::1]:9420", "0.0.0.0:65535"] {
+            file.metrics.listen = good.into();
+            let c = Config { file: file.clone(), base: PathBuf::new() };
+            assert_eq!(c.metrics_listen().unwrap().as_deref(), Some(good));
+        }
+        for bad in ["9420", "127.0.0.1", "127.0.0.1:99999", ":9420", "/run/m.sock:1", "h:x"] {
+            file.metrics.listen = bad.into();
+            let e =
+                Config { file: file.clone(), base: PathBuf::new() }.metrics_listen().unwrap_err().to_string();
+            for needle in ["[metrics] listen", bad, "host:port", "\"\" for no metrics"] {
+                assert!(e.contains(needle), "{needle:?} not in {e}");
+            }
         }
     }
 

@@ -75,6 +75,7 @@ mod forward;
 mod forward_error;
 mod lane;
 mod lanes;
+pub mod metrics;
 mod pending;
 mod session;
 mod stats;
@@ -561,6 +562,12 @@ impl MirrorHandle {
         status::status(&self.shared)
     }
 
+    /// What reads this mirror's status from other threads (a metrics listener's) while it
+    /// serves, and after.
+    pub fn status_source(&self) -> StatusSource {
+        StatusSource { shared: self.shared.clone() }
+    }
+
     /// Applies every complete group now (gap-free prefix only).
     pub fn checkpoint(&self) {
         apply::checkpoint(&self.shared, false);
@@ -587,6 +594,23 @@ impl MirrorHandle {
             let _ = t.join();
         }
         apply::checkpoint(&self.shared, false);
+    }
+}
+
+/// Reads a mirror's status from any thread, as [`MirrorHandle::status`] does.
+#[derive(Clone)]
+pub struct StatusSource {
+    shared: Arc<Shared>,
+}
+
+impl StatusSource {
+    pub fn status(&self) -> MirrorStatus {
+        status::status(&self.shared)
+    }
+
+    /// Whether the mirror still serves (it has not begun to stop).
+    pub fn serving(&self) -> bool {
+        !self.shared.shutdown.load(Ordering::SeqCst)
     }
 }
 

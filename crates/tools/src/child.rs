@@ -9,6 +9,8 @@ use std::process::{Child, Command, Stdio};
 pub struct ChildNode {
     child: Child,
     addr: String,
+    /// The lines it printed before that one (e.g. `metrics on ADDR`).
+    printed: Vec<String>,
 }
 
 impl ChildNode {
@@ -43,6 +45,7 @@ impl ChildNode {
         let out = child.stdout.take().expect("stdout is piped");
         let mut line = String::new();
         let mut reader = BufReader::new(out);
+        let mut printed = Vec::new();
         loop {
             line.clear();
             let n = reader.read_line(&mut line).map_err(Error::io("read child output"))?;
@@ -62,13 +65,24 @@ impl ChildNode {
                         sink.clear();
                     }
                 });
-                return Ok(ChildNode { child, addr });
+                return Ok(ChildNode { child, addr, printed });
             }
+            printed.push(line.trim_end().to_string());
         }
     }
 
     pub fn addr(&self) -> &str {
         &self.addr
+    }
+
+    /// The lines it printed before it was ready.
+    pub fn printed(&self) -> &[String] {
+        &self.printed
+    }
+
+    /// The address of its metrics listener, from its `metrics on ADDR` line.
+    pub fn metrics_addr(&self) -> Option<&str> {
+        self.printed.iter().find_map(|l| l.strip_prefix("metrics on "))
     }
 
     pub fn pid(&self) -> u32 {

@@ -1,0 +1,15 @@
+//! Metrics for monitoring systems: the Prometheus text exposition format ([`text`]) and an
+//! HTTP listener ([`listener`]) that serves `/metrics`, `/healthz` and `/readyz` from closures
+//! a role supplies, on threads of its own.
+//!
+//! The crate knows no role: `mojim serve` renders its status into an [`Exposition`] at scrape
+//! time, and other roles can do the same with theirs. It depends on the standard library only,
+//! so a library that offers metrics behind a feature links nothing else for them.
+
+#![forbid(unsafe_code)]
+
+pub mod listener;
+pub mod text;
+
+pub use listener::{Limits, MetricsListener, Pages};
+pub use text::{Exposition, Kind, Value};

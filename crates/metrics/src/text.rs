@@ -1,0 +1,207 @@
+//! The Prometheus text exposition format, version 0.0.4: for each metric family a `# HELP` and
+//! a `# TYPE` line, then its samples, `name{label="value",...} value`, one a line.
+//!
+//! Names follow Prometheus's conventions, which [`Exposition::family`] asserts: `[a-z_:]`
+//! and digits; counters end in `_total`; units are base units and go last (`_bytes`,
+//! `_seconds`).
+
+use std::fmt::Write;
+
+/// The `Content-Type` of a page this module writes.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// A metric family's type, as its `# TYPE` line says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Only ever rises (until the process restarts); the name ends in `_total`.
+    Counter,
+    /// A value that goes up and down, or a state (1 for the state it is in, labelled).
+    Gauge,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+        }
+    }
+}
+
+/// A page of metric families being written.
+#[derive(Default)]
+pub struct Exposition {
+    out: String,
+    /// The family whose samples are being written, and its kind.
+    family: String,
+}
+
+impl Exposition {
+    pub fn new() -> Exposition {
+        Exposition::default()
+    }
+
+    /// Starts a family: its `# HELP` and `# TYPE` lines. Samples named `name` follow.
+    pub fn family(&mut self, name: &str, kind: Kind, help: &str) {
+        assert!(valid_name(name), "metric name {name:?} is not [a-zA-Z_:][a-zA-Z0-9_:]*");
+        assert_eq!(
+            kind == Kind::Counter,
+            name.ends_with("_total"),
+            "{name}: counters, and only they, end in _total"
+        );
+        // Writing to a String cannot fail.
+        let _ = writeln!(self.out, "# HELP {name} {}", escape(help, false));
+        let _ = writeln!(self.out, "# TYPE {name} {}", kind.name());
+        self.family = name.to_string();
+    }
+
+    /// A sample of the current family.
+    pub fn sample(&mut self, labels: &[(&str, &str)], value: impl Into<Value>) {
+        assert!(!self.family.is_empty(), "a sample comes after its family");
+        self.out.push_str(&self.family);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                assert!(valid_name(k) && !k.contains(':'), "label name {k:?}");
+                if i > 0 {
+                    self.out.push(',');
+                }
+                let _ = write!(self.out, "{k}=\"{}\"", escape(v, true));
+            }
+            self.out.push('}');
+        }
+        self.out.push(' ');
+        self.out.push_str(&value.into().to_string());
+        self.out.push('\n');
+    }
+
+    /// A family of one sample without labels.
+    pub fn single(&mut self, name: &str, kind: Kind, help: &str, value: impl Into<Value>) {
+        self.family(name, kind, help);
+        self.sample(&[], value);
+    }
+
+    /// The page.
+    pub fn finish(self) -> String {
+        self.out
+    }
+}
+
+fn valid_name(n: &str) -> bool {
+    let mut chars = n.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+/// Escapes a HELP text (backslash, newline) or a label value (and the double quote).
+fn escape(s: &str, quote: bool) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            '"' if quote => o.push_str("\\\""),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// A sample's value: a count, exact to the last unit, or a measure.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    Int(u64),
+    Float(f64),
+}
+
+impl From<u64> for Value {
+    fn from(v: u64) -> Value {
+        Value::Int(v)
+    }
+}
+
+impl From<usize> for Value {
+    fn from(v: usize) -> Value {
+        Value::Int(v as u64)
+    }
+}
+
+impl From<u16> for Value {
+    fn from(v: u16) -> Value {
+        Value::Int(v.into())
+    }
+}
+
+/// A state: 1 when true, else 0.
+impl From<bool> for Value {
+    fn from(v: bool) -> Value {
+        Value::Int(v.into())
+    }
+}
+
+impl From<f64> for Value {
+    fn from(v: f64) -> Value {
+        Value::Float(v)
+    }
+}
+
+/// As the format writes it: `NaN`, `+Inf`, `-Inf`, or a decimal number.
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Value::Int(v) => write!(f, "{v}"),
+            Value::Float(v) if v.is_nan() => f.write_str("NaN"),
+            Value::Float(v) if v.is_infinite() => f.write_str(if v > 0.0 { "+Inf" } else { "-Inf" }),
+            Value::Float(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_samples_and_escapes() {
+        let mut e = Exposition::new();
+        e.family("mojim_received_groups_total", Kind::Counter, "Groups received.\nWhole.");
+        e.sample(&[], 12u64);
+        e.family("mojim_backup_lag_bytes", Kind::Gauge, "Lag of a \\ backup.");
+        e.sample(&[("backup", "a\"b\\c\nd")], 0.5);
+        e.sample(&[("backup", "x"), ("lane", "2")], f64::INFINITY);
+        e.single("mojim_value", Kind::Gauge, "A value.", f64::NAN);
+        assert_eq!(
+            e.finish(),
+            "# HELP mojim_received_groups_total Groups received.\\nWhole.\n\
+             # TYPE mojim_received_groups_total counter\n\
+             mojim_received_groups_total 12\n\
+             # HELP mojim_backup_lag_bytes Lag of a \\\\ backup.\n\
+             # TYPE mojim_backup_lag_bytes gauge\n\
+             mojim_backup_lag_bytes{backup=\"a\\\"b\\\\c\\nd\"} 0.5\n\
+             mojim_backup_lag_bytes{backup=\"x\",lane=\"2\"} +Inf\n\
+             # HELP mojim_value A value.\n\
+             # TYPE mojim_value gauge\n\
+             mojim_value NaN\n"
+        );
+    }
+
+    #[test]
+    fn values_are_plain_decimals_and_counts_exact() {
+        assert_eq!(Value::from(1e20).to_string(), "100000000000000000000");
+        assert_eq!(Value::from(u64::MAX).to_string(), "18446744073709551615", "counts are exact");
+        assert_eq!(Value::from(-3.25).to_string(), "-3.25");
+        assert_eq!(Value::from(true).to_string(), "1");
+    }
+
+    #[test]
+    #[should_panic(expected = "end in _total")]
+    fn a_counter_without_total_is_a_bug() {
+        Exposition::new().family("mojim_groups", Kind::Counter, "x");
+    }
+
+    #[test]
+    #[should_panic(expected = "metric name")]
+    fn a_bad_name_is_a_bug() {
+        Exposition::new().family("mojim-groups", Kind::Gauge, "x");
+    }
+}
