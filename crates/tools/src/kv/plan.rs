@@ -175,7 +175,7 @@ impl Plan<'_> {
                     }
                 }
             }
-            for &tls in self.tls.iter().filter(|_| self.with_rb) {
+            if self.with_rb {
                 for &clients in &k.clients {
                     for &pipeline in &k.pipeline {
                         let cell = Cell {
@@ -191,16 +191,20 @@ impl Plan<'_> {
                                 );
                             }
                         }
-                        let mut rounds: Vec<Vec<KvResult>> = vec![Vec::new(); servers.len()];
+                        // Per TLS setting and target; the settings take turns within a round,
+                        // as the targets do, so that a noisy moment falls on both.
+                        let runs: Vec<(bool, &Server)> =
+                            self.tls.iter().flat_map(|&t| servers.iter().map(move |s| (t, s))).collect();
+                        let mut rounds: Vec<Vec<KvResult>> = vec![Vec::new(); runs.len()];
                         for round in 0..self.repeat() {
-                            for (i, s) in servers.iter().enumerate() {
+                            for (i, &(tls, s)) in runs.iter().enumerate() {
                                 for r in self.rb_run(s, &cell, tls)? {
                                     progress.ran(&r, round);
                                     rounds[i].push(r);
                                 }
                             }
                         }
-                        for (s, rs) in servers.iter().zip(rounds) {
+                        for (&(tls, s), rs) in runs.iter().zip(rounds) {
                             for w in self.rb_tests(s.target) {
                                 let of_w = rs.iter().filter(|r| r.workload == w.name()).cloned().collect();
                                 let tls = if tls { ", TLS" } else { "" };
