@@ -26,6 +26,17 @@ pub const LEFT_OUT: &[(&str, &str)] = &[
         "mojim kv's own fail-over queries, which a Redis that is not a Sentinel does not know (DELIBERATE): \
          tests/kv_sentinel.rs",
     ),
+    (
+        "LATENCY",
+        "its replies are each server's own timings and latency events, which two servers never share: the kv \
+         crate's observe tests",
+    ),
+    ("SLOWLOG", "as LATENCY: entries carry each server's own durations, times and ids"),
+    (
+        "MONITOR",
+        "turns the connection into a stream of every other client's commands, where the harness reads one \
+         reply per request: tests/kv_monitor.rs runs redis-cli monitor against it",
+    ),
 ];
 
 /// The names (upper case) of the commands the generator sends in one run.
