@@ -84,13 +84,20 @@ fn a_mirror_on_a_wildcard_address_takes_over_from_a_primary_that_spelt_it_otherw
         assert!(t0.elapsed() < WAIT, "the mirror never named itself in the roles: {r:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // Its status (and metrics) say what it sees of etcd: reachable, the primary's lease held,
+    // itself named the mirror.
+    let addr = format!("127.0.0.1:{port}");
+    let mut m = AdminClient::connect(&addr, &c.secret(), Duration::from_secs(5)).expect("admin");
+    let st = common::wait_status(&mut m, "the mirror to see itself named", |st| {
+        st.coordinator.as_ref().is_some_and(|c| c.named_mirror && c.primary_lease_held)
+    });
+    let seen = st.coordinator.expect("a coordinator");
+    assert!(seen.reachable && seen.roles_epoch == epoch, "{seen:?}");
 
     // The primary's application dies; its lease expires.
     drop(p);
     let roles = await_takeover(&coord, epoch, Instant::now() + WAIT);
     assert_eq!((roles.primary.as_str(), roles.mirror_addr.as_str()), ("m", backup.addr()), "{roles:?}");
-    let addr = format!("127.0.0.1:{port}");
-    let mut m = AdminClient::connect(&addr, &c.secret(), Duration::from_secs(5)).expect("admin");
     common::wait_status(&mut m, "the mirror to be promoted", |st| st.role == "primary");
 }
 

@@ -112,6 +112,54 @@ fn metrics_follow_the_writes_and_promtool_accepts_them() {
     drop(p);
 }
 
+/// Refused connections are counted by reason: an operator with the wrong secret under
+/// `secret`, bytes that are no frame under `malformed`, a TLS ClientHello to a node without TLS
+/// under `tls`.
+#[test]
+fn refused_handshakes_are_counted_by_reason() {
+    let (c, addr) = cluster("metrics_refused");
+    let refused = |reason: &str| {
+        sample(&body_of(&addr, "/metrics"), &format!("mojim_refused_handshakes_total{{reason=\"{reason}\"}}"))
+            .unwrap_or_else(|| panic!("no count for {reason}"))
+    };
+    for reason in ["secret", "malformed", "tls", "timeout", "role"] {
+        assert_eq!(refused(reason), 0.0, "{reason}");
+    }
+    let node = c.mirror_addr();
+    let out = Command::new(exe())
+        .args(["status", "--config", c.cfg_path.to_str().expect("utf-8 path"), "--addr", &node])
+        .env(mojim::config::SECRET_ENV, "not-the-cluster-secret-at-all")
+        .output()
+        .expect("run mojim status");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("secret"), "a wrong secret was let in: {err}");
+    // Bytes that are no frame header, then a TLS ClientHello's first bytes; each connection
+    // ends when the node refuses it.
+    for first in [&[0x42u8; 64][..], &[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03][..]]
+    {
+        let mut s = TcpStream::connect(&node).expect("connect to the node");
+        s.set_read_timeout(Some(WAIT)).expect("timeout");
+        s.write_all(first).expect("send");
+        let mut rest = [0u8; 64];
+        let padded = first.len() < 64;
+        if padded {
+            s.write_all(&[0u8; 64][first.len()..]).expect("pad to a header");
+        }
+        let _ = s.read(&mut rest);
+    }
+    let deadline = Instant::now() + WAIT;
+    while (refused("secret"), refused("malformed"), refused("tls")) != (1.0, 1.0, 1.0) {
+        assert!(
+            Instant::now() < deadline,
+            "refusals by reason: secret {}, malformed {}, tls {}",
+            refused("secret"),
+            refused("malformed"),
+            refused("tls")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn hostile_metrics_clients_do_not_stall_the_node() {
     let (c, addr) = cluster("metrics_hostile");

@@ -84,17 +84,18 @@ fn a_long_cat_is_one_consistent_image() {
     common::assert_same_image("cat of a quiet mirror", &mine, &out.stdout);
 }
 
-/// Log lines written to a file or a pipe carry no colour escapes.
-#[test]
-fn logs_to_a_pipe_are_plain_text() {
-    let c = Cluster::new("plain-logs", MIB, |_| {});
-    let mut child = Command::new(common::exe())
-        .args(["serve", "--config", c.cfg_path.to_str().expect("utf-8 path"), "--listen", "127.0.0.1:0"])
+/// Starts `mojim serve` with its log piped and `MOJIM_LOG_FORMAT` set to `format` (unset:
+/// None), waits until it serves, stops it and returns what it logged.
+fn serve_log(c: &Cluster, format: Option<&str>) -> String {
+    let mut cmd = Command::new(common::exe());
+    cmd.args(["serve", "--config", c.cfg_path.to_str().expect("utf-8 path"), "--listen", "127.0.0.1:0"])
         .env("MOJIM_LOG", "info")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start mojim serve");
+        .stderr(Stdio::piped());
+    if let Some(f) = format {
+        cmd.env("MOJIM_LOG_FORMAT", f);
+    }
+    let mut child = cmd.spawn().expect("start mojim serve");
     let mut ready = String::new();
     BufReader::new(child.stdout.take().expect("piped")).read_line(&mut ready).expect("read stdout");
     assert!(ready.starts_with("serving on "), "{ready}");
@@ -102,6 +103,14 @@ fn logs_to_a_pipe_are_plain_text() {
     child.wait().expect("wait");
     let mut log = String::new();
     child.stderr.take().expect("piped").read_to_string(&mut log).expect("read stderr");
+    log
+}
+
+/// Log lines written to a file or a pipe carry no colour escapes.
+#[test]
+fn logs_to_a_pipe_are_plain_text() {
+    let c = Cluster::new("plain-logs", MIB, |_| {});
+    let log = serve_log(&c, None);
     assert!(log.contains("mirror serving"), "{log}");
     assert!(!log.contains('\x1b'), "colour escapes in a piped log: {log:?}");
 }
@@ -111,21 +120,7 @@ fn logs_to_a_pipe_are_plain_text() {
 #[test]
 fn json_logs_are_one_object_per_line() {
     let c = Cluster::new("json-logs", MIB, |_| {});
-    let mut child = Command::new(common::exe())
-        .args(["serve", "--config", c.cfg_path.to_str().expect("utf-8 path"), "--listen", "127.0.0.1:0"])
-        .env("MOJIM_LOG", "info")
-        .env("MOJIM_LOG_FORMAT", "json")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start mojim serve");
-    let mut ready = String::new();
-    BufReader::new(child.stdout.take().expect("piped")).read_line(&mut ready).expect("read stdout");
-    assert!(ready.starts_with("serving on "), "{ready}");
-    child.kill().expect("kill");
-    child.wait().expect("wait");
-    let mut log = String::new();
-    child.stderr.take().expect("piped").read_to_string(&mut log).expect("read stderr");
+    let log = serve_log(&c, Some("json"));
     let lines: Vec<serde_json::Value> = log
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))

@@ -1,6 +1,7 @@
 //! Accepting connections: the handshake, then a data lane or an operator's requests.
 
 use super::pending::{source, Pending};
+use super::refused::Refused;
 use super::{lane, session, status, Shared};
 use mojim::net::{frame_header, read_frame, send, timed_out, write_frame, ReadBy, ReadError, WriteBy};
 use mojim_core::encode::SessionTag;
@@ -102,17 +103,19 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
     let kept = left.get().unwrap_or_else(remove);
     let hello = match hello {
         Ok(h) => h,
-        Err(reason) => {
-            let reason = if kept {
-                reason
+        Err((why, reason)) => {
+            let (why, reason) = if kept {
+                (why, reason)
             } else {
-                format!(
+                let reason = format!(
                     "displaced by a newer connection: more than {MAX_PENDING_PER_ADDRESS} from {} or \
                      {MAX_PENDING} in all were in their handshake",
                     source(&peer)
-                )
+                );
+                (Refused::Displaced, reason)
             };
             s.stats.violation();
+            s.stats.refused(why);
             tracing::warn!(%peer, %reason, "connection refused");
             conn.shutdown();
             return;
@@ -121,6 +124,7 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
     let who = conn.peer_identity();
     if let Err(message) = role_may(who.as_ref(), hello.role) {
         s.stats.violation();
+        s.stats.refused(Refused::Role);
         tracing::warn!(%peer, %message, "connection refused");
         refuse(&mut conn, &Refusal { code: RefuseCode::Other, message });
         conn.shutdown();
@@ -139,6 +143,7 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
             let (welcome, tag, _) = match session::join(s, &hello, &peer, closer) {
                 Ok(w) => w,
                 Err(r) => {
+                    s.stats.refused(Refused::of_code(r.code));
                     tracing::warn!(%peer, refusal = %r, "lane refused");
                     refuse(&mut conn, &r);
                     conn.shutdown();
@@ -148,6 +153,7 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
             // The lane's log is made before the lane is welcomed: a node that cannot make it
             // refuses the lane now, and neither the first group nor a copy waits for it later.
             if let Err(message) = s.lanes.log_of(tag.lane) {
+                s.stats.refused(Refused::Storage);
                 tracing::warn!(%peer, lane = tag.lane, %message, "lane refused: no log");
                 refuse(&mut conn, &Refusal { code: RefuseCode::Storage, message: message.clone() });
                 conn.shutdown();
@@ -242,14 +248,14 @@ fn handshake<C: Conn>(
     peer: &str,
     deadline: Instant,
     keep: impl FnOnce() -> bool,
-) -> Result<Hello, String> {
+) -> Result<Hello, (Refused, String)> {
     let me = || Identity {
         region_uuid: s.opts.region.uuid,
         region_size: s.opts.region.size,
         epoch: s.session.epoch(),
         max_lanes: s.opts.max_lanes,
     };
-    accept_handshake(&s.opts.secret.0, me, conn, peer, deadline, keep)
+    accept_handshake(&s.opts.secret.0, me, conn, peer, deadline, keep, s.opts.tls.is_some())
 }
 
 /// [`handshake`], given the secret and this node's identity (asked for when the Proof is
@@ -261,7 +267,8 @@ fn accept_handshake<C: Conn>(
     peer: &str,
     deadline: Instant,
     keep: impl FnOnce() -> bool,
-) -> Result<Hello, String> {
+    tls: bool,
+) -> Result<Hello, (Refused, String)> {
     let mut nonce = [0u8; NONCE_SIZE];
     mojim::random::fill(&mut nonce);
     let mut hs = ServerHandshake::new(secret, nonce);
@@ -270,24 +277,28 @@ fn accept_handshake<C: Conn>(
         if let ReadError::Frame(mojim_format::FrameError::Version { .. }) = e {
             refuse(conn, &Refusal { code: RefuseCode::Version, message: e.to_string() });
         }
-        m
+        (Refused::of_read(&e, tls), m)
     })?;
     let challenge = hs.on_hello(&h, &body).map_err(|r| {
         refuse(conn, &r);
-        r.to_string()
+        (Refused::of_code(r.code), r.to_string())
     })?;
-    write_frame(conn, &challenge.header, &challenge.body).map_err(|e| e.to_string())?;
-    let h = read_step(conn, deadline, &mut body, "Proof").map_err(|(_, m)| m)?;
+    write_frame(conn, &challenge.header, &challenge.body).map_err(|e| (Refused::Closed, e.to_string()))?;
+    let h = read_step(conn, deadline, &mut body, "Proof").map_err(|(e, m)| (Refused::of_read(&e, tls), m))?;
     let accepted = hs.on_proof(&h, &body, &me()).map_err(|r| {
         refuse(conn, &r);
-        format!("{r} (from {peer})")
+        (Refused::of_code(r.code), format!("{r} (from {peer})"))
     })?;
     if !keep() {
         // Closed by whoever displaced it, or about to be: it must not go on into a session,
         // where it could end the current one before its closed socket is noticed.
-        return Err("displaced by a newer connection before its handshake ended".into());
+        return Err((
+            Refused::Displaced,
+            "displaced by a newer connection before its handshake ended".into(),
+        ));
     }
-    write_frame(conn, &accepted.proof.header, &accepted.proof.body).map_err(|e| e.to_string())?;
+    write_frame(conn, &accepted.proof.header, &accepted.proof.body)
+        .map_err(|e| (Refused::Closed, e.to_string()))?;
     Ok(accepted.hello)
 }
 
@@ -456,7 +467,7 @@ mod tests {
     /// A primary's handshake against this node's accepting side over loopback TCP, where the
     /// pending connections say `kept` when the peer has proved the secret. Returns the accepting
     /// side's result, and whether the peer got this node's Proof.
-    fn handshake_when_kept(kept: bool) -> (Result<Hello, String>, bool) {
+    fn handshake_when_kept(kept: bool) -> (Result<Hello, (Refused, String)>, bool) {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
         let peer = std::thread::spawn(move || {
@@ -506,6 +517,7 @@ mod tests {
                 asked += 1;
                 kept
             },
+            false,
         );
         conn.shutdown();
         drop(conn);
@@ -516,8 +528,9 @@ mod tests {
     #[test]
     fn a_peer_displaced_before_the_nodes_proof_gets_no_proof_and_no_session() {
         let (r, got_proof) = handshake_when_kept(false);
-        let e = r.expect_err("a displaced peer's handshake fails");
+        let (why, e) = r.expect_err("a displaced peer's handshake fails");
         assert!(e.contains("displaced"), "{e}");
+        assert_eq!(why, Refused::Displaced);
         assert!(!got_proof, "a displaced peer was sent this node's Proof");
     }
 

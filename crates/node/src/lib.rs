@@ -69,6 +69,7 @@ pub mod admin;
 mod apply;
 mod ckpt;
 mod command;
+mod coord_state;
 mod copy_check;
 mod data;
 mod forward;
@@ -77,6 +78,7 @@ mod lane;
 mod lanes;
 pub mod metrics;
 mod pending;
+mod refused;
 mod session;
 mod stats;
 mod status;
@@ -97,6 +99,7 @@ mod open_tests;
 #[cfg(test)]
 mod test_peer;
 
+pub use coord_state::CoordinatorStatus;
 use data::DataArea;
 pub use data::DataPlacement;
 pub use forward::BackupStatus;
@@ -238,6 +241,8 @@ pub(crate) struct Shared {
     pub forward: Option<forward::Forward>,
     /// The emulated NVMM under the data area and the logs, if any (for status).
     pub nvmm: Option<Arc<Nvmm>>,
+    /// What the node last saw of the etcd coordinator (unused without one).
+    pub coord: coord_state::CoordState,
     /// Set once when the node stops; every thread checks it.
     pub shutdown: AtomicBool,
 }
@@ -542,6 +547,7 @@ impl Shared {
             stats: stats::Stats::new(r.report),
             forward: r.forward,
             nvmm: r.nvmm,
+            coord: coord_state::CoordState::new(),
             shutdown: AtomicBool::new(false),
         }
     }

@@ -173,6 +173,15 @@ pub fn render(st: &MirrorStatus) -> String {
         "Peers refused and lanes closed for breaking the protocol (status: violations).",
         st.violations,
     );
+    e.family(
+        "mojim_refused_handshakes_total",
+        Counter,
+        "Connections refused at their handshake and lanes refused as they joined a session, by reason \
+         (status: refused_handshakes).",
+    );
+    for (reason, n) in &st.refused_handshakes {
+        e.sample(&[("reason", reason)], *n);
+    }
 
     let copy = st.copy.as_ref();
     e.single(
@@ -264,6 +273,13 @@ pub fn render(st: &MirrorStatus) -> String {
         &|b| b.copy_total.into(),
     );
     e.single(
+        "mojim_forward_threshold_bytes",
+        Gauge,
+        "Bytes a backup may lag before lanes wait for forwarding ([mirror] secondary_tier_thresh; status: \
+         secondary_tier_thresh).",
+        st.secondary_tier_thresh,
+    );
+    e.single(
         "mojim_forward_stalls_total",
         Counter,
         "Times lanes waited for forwarding to the backups to catch up (status: stalls).",
@@ -274,6 +290,51 @@ pub fn render(st: &MirrorStatus) -> String {
         Counter,
         "Seconds lanes waited for forwarding to the backups to catch up (status: stalled_ms / 1000).",
         st.stalled_ms / 1000.0,
+    );
+
+    // The coordinator's families are always named (a dashboard's queries find them); their
+    // samples exist only under etcd.
+    let c = st.coordinator.as_ref();
+    let coord = |e: &mut Exposition,
+                 name: &str,
+                 help: &str,
+                 value: &dyn Fn(&crate::CoordinatorStatus) -> mojim_metrics::Value| {
+        e.family(name, Gauge, help);
+        if let Some(c) = c {
+            e.sample(&[], value(c));
+        }
+    };
+    coord(
+        &mut e,
+        "mojim_etcd_reachable",
+        "1 when etcd answered the node's last poll (status: coordinator.reachable).",
+        &|c| c.reachable.into(),
+    );
+    coord(
+        &mut e,
+        "mojim_etcd_since_contact_seconds",
+        "Seconds since etcd last answered the node (status: coordinator.since_contact_s).",
+        &|c| c.since_contact_s.into(),
+    );
+    coord(
+        &mut e,
+        "mojim_etcd_primary_lease_held",
+        "1 when the primary of the roles' epoch held its lease at the last poll (status: \
+         coordinator.primary_lease_held).",
+        &|c| c.primary_lease_held.into(),
+    );
+    coord(
+        &mut e,
+        "mojim_etcd_roles_epoch",
+        "The epoch of the roles in etcd at the last poll (status: coordinator.roles_epoch).",
+        &|c| c.roles_epoch.into(),
+    );
+    coord(
+        &mut e,
+        "mojim_etcd_named_mirror",
+        "1 when the roles in etcd name this node the mirror, the one that takes over (status: \
+         coordinator.named_mirror).",
+        &|c| c.named_mirror.into(),
     );
 
     let r = &st.recovery;
@@ -315,7 +376,10 @@ mod tests {
             },
             "backups": [{"addr": "b\"1:7420", "connected": true, "acked_seq": 7, "lag_groups": 2, "lag_bytes": 200,
                 "error": null, "needs_copy": false}],
-            "stalls": 0, "stalled_ms": 2.5, "uptime_s": 1.0
+            "stalls": 0, "stalled_ms": 2.5, "uptime_s": 1.0, "secondary_tier_thresh": 41943040,
+            "refused_handshakes": {"secret": 2, "tls": 0},
+            "coordinator": {"reachable": true, "since_contact_s": 0.5, "primary_lease_held": true,
+                "roles_epoch": 3, "named_mirror": false}
         });
         for (k, x) in extra.as_object().expect("an object") {
             v[k] = x.clone();
@@ -335,6 +399,10 @@ mod tests {
             "mojim_backup_lag_groups{backup=\"b\\\"1:7420\"} 2",
             "mojim_forward_stalled_seconds_total 0.0025",
             "mojim_recovery_duration_seconds 0.0015",
+            "mojim_refused_handshakes_total{reason=\"secret\"} 2",
+            "mojim_forward_threshold_bytes 41943040",
+            "mojim_etcd_primary_lease_held 1",
+            "mojim_etcd_named_mirror 0",
         ] {
             assert!(page.lines().any(|l| l == line), "{line:?} not in\n{page}");
         }
@@ -344,6 +412,10 @@ mod tests {
             assert!(page.contains(&format!("# HELP {name} ")), "{name} has no HELP");
         }
         assert_eq!(families.len(), page.lines().filter(|l| l.starts_with("# HELP ")).count());
+        let without = render(&status(serde_json::json!({"coordinator": null})));
+        let etcd_samples = without.lines().filter(|l| l.starts_with("mojim_etcd_")).count();
+        assert_eq!(etcd_samples, 0, "no coordinator, no etcd samples:\n{without}");
+        assert!(without.contains("# TYPE mojim_etcd_reachable gauge"), "{without}");
     }
 
     #[test]

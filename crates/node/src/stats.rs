@@ -4,6 +4,7 @@
 //!
 //! Locks: `last_violation`, and nothing is taken under it (see the lock order in lib.rs).
 
+use super::refused::Refused;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
@@ -23,6 +24,8 @@ pub(crate) struct Stats {
     bytes_received: AtomicU64,
     last_received_seq: AtomicU64,
     violations: AtomicU64,
+    /// Connections and lanes refused, per [`Refused`] reason (in `Refused::ALL`'s order).
+    refused: [AtomicU64; Refused::ALL.len()],
     /// What the last protocol violation on a data lane was.
     last_violation: Mutex<Option<String>>,
     sessions: AtomicU64,
@@ -43,6 +46,8 @@ pub(crate) struct Counters {
     pub bytes_received: u64,
     pub last_received_seq: u64,
     pub violations: u64,
+    /// Refusals per reason, each reason's label and count, in `Refused::ALL`'s order.
+    pub refused: Vec<(&'static str, u64)>,
     pub last_violation: Option<String>,
     pub sessions: u64,
     pub copy_retries: u64,
@@ -59,6 +64,7 @@ impl Stats {
             bytes_received: AtomicU64::new(0),
             last_received_seq: AtomicU64::new(0),
             violations: AtomicU64::new(0),
+            refused: Default::default(),
             last_violation: Mutex::new(None),
             sessions: AtomicU64::new(0),
             copy_retries: AtomicU64::new(0),
@@ -88,6 +94,11 @@ impl Stats {
     /// A peer was refused or a lane closed for breaking the protocol.
     pub fn violation(&self) {
         self.violations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A connection was refused at its handshake, or a lane as it joined, for `why`.
+    pub fn refused(&self, why: Refused) {
+        self.refused[why as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// What the last protocol violation on a data lane was.
@@ -134,6 +145,10 @@ impl Stats {
             bytes_received: self.bytes_received.load(Ordering::Relaxed),
             last_received_seq: self.last_received_seq.load(Ordering::Relaxed),
             violations: self.violations.load(Ordering::Relaxed),
+            refused: Refused::ALL
+                .iter()
+                .map(|r| (r.name(), self.refused[*r as usize].load(Ordering::Relaxed)))
+                .collect(),
             last_violation: self.last_violation.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             sessions: self.sessions.load(Ordering::Relaxed),
             copy_retries: self.copy_retries.load(Ordering::Relaxed),

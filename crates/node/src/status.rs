@@ -48,6 +48,10 @@ pub struct MirrorStatus {
     pub groups_received: u64,
     pub bytes_received: u64,
     pub violations: u64,
+    /// Connections refused at their handshake and lanes refused as they joined a session, by
+    /// reason (`timeout`, `tls`, `secret`, ...: every reason, 0 included).
+    #[serde(default)]
+    pub refused_handshakes: std::collections::BTreeMap<String, u64>,
     /// The last protocol violation that ended a data lane: the lane, the frame and what was
     /// expected.
     #[serde(default)]
@@ -74,7 +78,13 @@ pub struct MirrorStatus {
     /// Times lanes waited for forwarding to catch up (`secondary_tier_thresh`), and how long.
     pub stalls: u64,
     pub stalled_ms: f64,
+    /// `[mirror] secondary_tier_thresh`: bytes a backup may lag before lanes wait.
+    #[serde(default)]
+    pub secondary_tier_thresh: u64,
     pub uptime_s: f64,
+    /// The etcd coordinator as this node last saw it (`[cluster] coordinator = "etcd"` only).
+    #[serde(default)]
+    pub coordinator: Option<super::CoordinatorStatus>,
     /// The emulated NVMM under the logs and the data area, if one is set (`[mirror] nvmm_*`).
     #[serde(default)]
     pub nvmm: Option<mojim::nvmm::NvmmStatus>,
@@ -145,6 +155,7 @@ fn status_here(
         groups_received: counts.groups_received,
         bytes_received: counts.bytes_received,
         violations: counts.violations,
+        refused_handshakes: counts.refused.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
         last_violation: counts.last_violation,
         sessions: counts.sessions,
         copy_retries: counts.copy_retries,
@@ -156,7 +167,9 @@ fn status_here(
         backups: Vec::new(),
         stalls: 0,
         stalled_ms: 0.0,
+        secondary_tier_thresh: s.opts.secondary_tier_thresh,
         uptime_s: counts.uptime_s,
         nvmm: s.nvmm.as_deref().map(mojim::nvmm::NvmmStatus::of),
+        coordinator: s.opts.coordinator.is_some().then(|| s.coord.status()),
     }
 }

@@ -47,12 +47,17 @@ pub(crate) fn watch(s: &Shared, settings: &mojim::config::EtcdSettings) {
         }
         let (roles, revision) = match coord.roles() {
             Ok(Some(r)) => r,
-            Ok(None) => continue,
+            Ok(None) => {
+                s.coord.roles(0, false);
+                continue;
+            }
             Err(e) => {
+                s.coord.unreachable();
                 tracing::debug!(error = %e, "coordinator unreachable");
                 continue;
             }
         };
+        s.coord.roles(roles.epoch, node.as_deref().is_some_and(|n| roles.mirror == n));
         if let Some(node) = &node {
             if roles.by_takeover
                 && roles.primary == *node
@@ -68,7 +73,12 @@ pub(crate) fn watch(s: &Shared, settings: &mojim::config::EtcdSettings) {
                 continue;
             }
         }
-        match coord.leader() {
+        let leader = coord.leader();
+        match &leader {
+            Ok(l) => s.coord.lease(l.as_ref().is_some_and(|l| l.epoch == roles.epoch)),
+            Err(_) => s.coord.unreachable(),
+        }
+        match leader {
             Ok(Some(l)) if l.epoch == roles.epoch => seen_leader = Some(roles.epoch),
             Ok(Some(_)) => {}
             Ok(None) if seen_leader == Some(roles.epoch) => match &node {

@@ -573,17 +573,7 @@ impl<'a> Round<'a> {
         let open_s = opened.elapsed().as_secs_f64();
         let st = self.wait_copy(&p, "full-tls")?;
         let cpu_s = cpu.seconds()?;
-        if st.kind != CopyKind::Full || st.total_bytes != self.id.size {
-            return Err(failed(
-                "full-tls",
-                format!(
-                    "a new mirror got a {} copy of {} bytes; expected a full copy of {} bytes",
-                    st.kind.name(),
-                    st.total_bytes,
-                    self.id.size
-                ),
-            ));
-        }
+        self.expect_full_copy(&st, "full-tls")?;
         let mut admin = mirror.admin()?;
         self.wait_applied(&p, &mut admin, "full-tls")?;
         self.compare(&p, &mut admin, &[(0, self.id.size)], "full-tls")?;
@@ -594,6 +584,22 @@ impl<'a> Round<'a> {
         p.close()?;
         mirror.kill();
         Ok(r)
+    }
+
+    /// A new, empty mirror must have been given the whole region.
+    fn expect_full_copy(&self, st: &ResyncStatus, stage: &str) -> Result<()> {
+        if st.kind == CopyKind::Full && st.total_bytes == self.id.size {
+            return Ok(());
+        }
+        Err(failed(
+            stage,
+            format!(
+                "a new mirror got a {} copy of {} bytes; expected a full copy of {} bytes",
+                st.kind.name(),
+                st.total_bytes,
+                self.id.size
+            ),
+        ))
     }
 
     fn say(&self, what: &str) {
@@ -848,17 +854,7 @@ impl<'a> Round<'a> {
         let open_s = opened.elapsed().as_secs_f64();
         let st = self.wait_copy(&p, "full")?;
         let full_cpu = cpu.seconds()?;
-        if st.kind != CopyKind::Full || st.total_bytes != self.id.size {
-            return Err(failed(
-                "full",
-                format!(
-                    "a new mirror got a {} copy of {} bytes; expected a full copy of {} bytes",
-                    st.kind.name(),
-                    st.total_bytes,
-                    self.id.size
-                ),
-            ));
-        }
+        self.expect_full_copy(&st, "full")?;
         let mut admin = mirror.admin()?;
         self.wait_applied(&p, &mut admin, "full")?;
         let tcp_after = self.tcp()?;
