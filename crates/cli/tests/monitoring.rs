@@ -117,7 +117,7 @@ fn every_metric_the_rules_and_the_dashboard_query_is_served() {
     let m = c.start_mirror();
     let addr = m.metrics_addr().unwrap_or_else(|| panic!("no \"metrics on\" line in {:?}", m.printed()));
     let mut have = BTreeSet::new();
-    served(&scrape(&addr.to_string()), &mut have);
+    served(&scrape(addr), &mut have);
     assert!(have.contains("mojim_received_groups_total"), "{have:?}");
 
     let mut queried = BTreeSet::new();
