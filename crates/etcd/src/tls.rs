@@ -7,9 +7,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::{ClientConfig, RootCertStore};
+use rustls::ClientConfig;
 
 /// Which of the three TLS files an error is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,8 +30,7 @@ impl fmt::Display for TlsFile {
     }
 }
 
-/// A PEM file: its path (which errors name) and its contents.
-pub type PemFile<'a> = (&'a Path, &'a [u8]);
+pub use mojim_transport::tls::client::PemFile;
 
 /// The CA, and this client's certificate and key if it has one, ready for connections.
 #[derive(Clone)]
@@ -78,7 +75,14 @@ impl EtcdTls {
         };
         let ca_pem = read(TlsFile::Ca, ca)?;
         let identity = match identity {
-            Some((cert, key)) => Some((cert, read(TlsFile::Cert, cert)?, key, read(TlsFile::Key, key)?)),
+            Some((cert, key)) => {
+                mojim_transport::tls::client::private_key_mode(key).map_err(|reason| TlsFileError {
+                    file: TlsFile::Key,
+                    path: key.into(),
+                    reason,
+                })?;
+                Some((cert, read(TlsFile::Cert, cert)?, key, read(TlsFile::Key, key)?))
+            }
             None => None,
         };
         let identity = identity.as_ref().map(|(c, cp, k, kp)| ((*c, &cp[..]), (*k, &kp[..])));
@@ -90,40 +94,15 @@ impl EtcdTls {
         ca: PemFile<'_>,
         identity: Option<(PemFile<'_>, PemFile<'_>)>,
     ) -> Result<EtcdTls, TlsFileError> {
-        let fail = |file, path: &Path, reason: String| TlsFileError { file, path: path.into(), reason };
-        let mut roots = RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(ca.1) {
-            let c = c.map_err(|e| fail(TlsFile::Ca, ca.0, format!("not PEM certificates: {e}")))?;
-            roots.add(c).map_err(|e| fail(TlsFile::Ca, ca.0, format!("not a CA certificate: {e}")))?;
-        }
-        if roots.is_empty() {
-            return Err(fail(TlsFile::Ca, ca.0, "holds no certificate (a PEM `CERTIFICATE` block)".into()));
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(|e| fail(TlsFile::Ca, ca.0, e.to_string()))?
-            .with_root_certificates(roots);
-        let mut config = match identity {
-            None => builder.with_no_client_auth(),
-            Some(((cert_path, cert_pem), (key_path, key_pem))) => {
-                let chain = CertificateDer::pem_slice_iter(cert_pem)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| fail(TlsFile::Cert, cert_path, format!("not PEM certificates: {e}")))?;
-                if chain.is_empty() {
-                    let why = "holds no certificate (a PEM `CERTIFICATE` block)".into();
-                    return Err(fail(TlsFile::Cert, cert_path, why));
-                }
-                let key = PrivateKeyDer::from_pem_slice(key_pem)
-                    .map_err(|e| fail(TlsFile::Key, key_path, format!("holds no PEM private key: {e}")))?;
-                builder.with_client_auth_cert(chain, key).map_err(|e| {
-                    let why = format!("is not the private key of {}: {e}", cert_path.display());
-                    fail(TlsFile::Key, key_path, why)
-                })?
-            }
-        };
-        // One request per connection: a session ticket would only be stored and never used.
-        config.resumption = rustls::client::Resumption::disabled();
+        use mojim_transport::tls::client::{client_config, ClientFile};
+        let config = client_config(ca.1, identity.map(|(cert, key)| (cert, key.1))).map_err(|e| {
+            let (file, path) = match e.file {
+                ClientFile::Ca => (TlsFile::Ca, ca.0),
+                ClientFile::Cert => (TlsFile::Cert, identity.expect("a certificate was given").0 .0),
+                ClientFile::Key => (TlsFile::Key, identity.expect("a key was given").1 .0),
+            };
+            TlsFileError { file, path: path.into(), reason: e.reason }
+        })?;
         Ok(EtcdTls { config: Arc::new(config) })
     }
 }
@@ -196,6 +175,31 @@ mod tests {
             Err(e @ EtcdError::Unreachable { .. }) => e.to_string(),
             other => panic!("expected the TLS session to be refused, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_key_file_others_may_read_is_refused_naming_it_and_the_fix() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("mojim-etcd-keymode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (ca, me) = pki("etcd CA");
+        let f = |n: &str, pem: &str, mode: u32| {
+            let path = dir.join(n);
+            std::fs::write(&path, pem).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            path
+        };
+        let (ca_file, cert, key) = (
+            f("ca.pem", ca.cert_pem(), 0o644),
+            f("c.pem", &me.cert_pem, 0o644),
+            f("k.pem", &me.key_pem, 0o640),
+        );
+        let e = EtcdTls::load(&ca_file, Some((&cert, &key))).unwrap_err();
+        assert_eq!(e.file, TlsFile::Key);
+        assert!(e.to_string().contains("etcd_key_file") && e.reason.contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(EtcdTls::load(&ca_file, Some((&cert, &key))).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

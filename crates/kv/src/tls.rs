@@ -280,20 +280,7 @@ fn server_config(
 
 /// Refuses a private key file that its group or others may read or write.
 fn private_key_mode(path: &Path) -> Result<(), KvError> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path).map_err(|e| file_error("tls_key_file", path, e))?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(file_error(
-            "tls_key_file",
-            path,
-            format!(
-                "mode {mode:03o}: a private key must be readable by its owner only: run `chmod 600 {}`",
-                path.display()
-            ),
-        ));
-    }
-    Ok(())
+    mojim_transport::tls::client::private_key_mode(path).map_err(|e| file_error("tls_key_file", path, e))
 }
 
 #[cfg(test)]

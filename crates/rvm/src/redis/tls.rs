@@ -4,15 +4,12 @@
 //! server that asks for one (`tls-auth-clients`, on by default).
 
 use crate::error::{Result, RvmError};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::{ClientConfig, RootCertStore};
+use rustls::ClientConfig;
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-/// A PEM file: its path (which errors name) and its contents.
-pub type PemFile<'a> = (&'a Path, &'a [u8]);
+pub use mojim_transport::tls::client::PemFile;
 
 /// The CA, and this client's certificate and key if it has one, ready for connections.
 #[derive(Clone)]
@@ -37,7 +34,11 @@ impl RedisTls {
         };
         let ca_pem = read("redis_ca_file", ca)?;
         let identity = match identity {
-            Some((c, k)) => Some((c, read("redis_cert_file", c)?, k, read("redis_key_file", k)?)),
+            Some((c, k)) => {
+                mojim_transport::tls::client::private_key_mode(k)
+                    .map_err(|e| RvmError::Config(format!("[rvm] redis_key_file {}: {e}", k.display())))?;
+                Some((c, read("redis_cert_file", c)?, k, read("redis_key_file", k)?))
+            }
             None => None,
         };
         let identity = identity.as_ref().map(|(c, cp, k, kp)| ((*c, &cp[..]), (*k, &kp[..])));
@@ -46,44 +47,46 @@ impl RedisTls {
 
     /// As [`RedisTls::load`], from the files' contents (the paths name them in errors).
     pub fn from_pem(ca: PemFile<'_>, identity: Option<(PemFile<'_>, PemFile<'_>)>) -> Result<RedisTls> {
-        let fail = |setting: &str, path: &Path, why: String| {
-            RvmError::Config(format!("[rvm] {setting} {}: {why}", path.display()))
-        };
-        let mut roots = RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(ca.1) {
-            let c = c.map_err(|e| fail("redis_ca_file", ca.0, format!("not PEM certificates: {e}")))?;
-            roots.add(c).map_err(|e| fail("redis_ca_file", ca.0, format!("not a CA certificate: {e}")))?;
-        }
-        if roots.is_empty() {
-            let why = "holds no certificate (a PEM `CERTIFICATE` block)".into();
-            return Err(fail("redis_ca_file", ca.0, why));
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .map_err(|e| fail("redis_ca_file", ca.0, e.to_string()))?
-            .with_root_certificates(roots);
-        let mut config = match identity {
-            None => builder.with_no_client_auth(),
-            Some(((cert_path, cert_pem), (key_path, key_pem))) => {
-                let chain = CertificateDer::pem_slice_iter(cert_pem)
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(|e| fail("redis_cert_file", cert_path, format!("not PEM certificates: {e}")))?;
-                if chain.is_empty() {
-                    let why = "holds no certificate (a PEM `CERTIFICATE` block)".into();
-                    return Err(fail("redis_cert_file", cert_path, why));
-                }
-                let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| {
-                    fail("redis_key_file", key_path, format!("holds no PEM private key: {e}"))
-                })?;
-                builder.with_client_auth_cert(chain, key).map_err(|e| {
-                    let why = format!("is not the private key of {}: {e}", cert_path.display());
-                    fail("redis_key_file", key_path, why)
-                })?
-            }
-        };
-        // Sessions are long-lived and few: a ticket would seldom be used.
-        config.resumption = rustls::client::Resumption::disabled();
+        use mojim_transport::tls::client::{client_config, ClientFile};
+        let config = client_config(ca.1, identity.map(|(cert, key)| (cert, key.1))).map_err(|e| {
+            let (setting, path) = match e.file {
+                ClientFile::Ca => ("redis_ca_file", ca.0),
+                ClientFile::Cert => ("redis_cert_file", identity.expect("a certificate was given").0 .0),
+                ClientFile::Key => ("redis_key_file", identity.expect("a key was given").1 .0),
+            };
+            RvmError::Config(format!("[rvm] {setting} {}: {}", path.display(), e.reason))
+        })?;
         Ok(RedisTls { config: Arc::new(config) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mojim_transport::tls::pki::{Ca, Validity};
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_key_file_others_may_read_is_refused_naming_the_setting_and_the_fix() {
+        let dir = std::env::temp_dir().join(format!("mojim-rvm-keymode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = Ca::new("Redis CA").unwrap();
+        let me = ca.issue_for_hosts("rvm", &[], &[], Validity::Years(1)).unwrap();
+        let f = |n: &str, pem: &str, mode: u32| {
+            let path = dir.join(n);
+            std::fs::write(&path, pem).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            path
+        };
+        let (ca_file, cert, key) = (
+            f("ca.pem", ca.cert_pem(), 0o644),
+            f("c.pem", &me.cert_pem, 0o644),
+            f("k.pem", &me.key_pem, 0o604),
+        );
+        let e = RedisTls::load(&ca_file, Some((&cert, &key))).unwrap_err().to_string();
+        assert!(e.contains("[rvm] redis_key_file") && e.contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(RedisTls::load(&ca_file, Some((&cert, &key))).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -358,22 +358,9 @@ pub(super) fn hardware_aes() -> bool {
 
 /// Refuses a private key file that its group or others may read or write.
 fn private_key_mode(path: &Path) -> Result<(), TlsFileError> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path).map_err(|e| TlsFileError {
+    super::client::private_key_mode(path).map_err(|reason| TlsFileError {
         setting: "key_file",
         file: path.into(),
-        reason: e.to_string(),
-    })?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(TlsFileError {
-            setting: "key_file",
-            file: path.into(),
-            reason: format!(
-                "mode {mode:03o}: a private key must be readable by its owner only: run `chmod 600 {}`",
-                path.display()
-            ),
-        });
-    }
-    Ok(())
+        reason,
+    })
 }

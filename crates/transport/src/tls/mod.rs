@@ -6,9 +6,11 @@
 //!   rustls configurations made from them, and their reload in place;
 //! - [`identity`]: a certificate's subject and role; [`der`]: just enough DER to read them;
 //! - [`verify`]: the checks of the peer's certificate during the handshake;
+//! - [`client`]: a client to a server outside the cluster (etcd, Redis), as their own tools;
 //! - [`conn`]: a connection with a receiving and a sending handle over one TLS session;
 //! - [`pki`] (feature `pki`): making a CA and certificates (`mojim init --tls`, tests).
 
+pub mod client;
 mod conn;
 mod context;
 mod der;
