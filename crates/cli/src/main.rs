@@ -116,6 +116,10 @@ struct KvArgs {
     /// This node's name for the etcd coordinator, instead of [cluster] node.
     #[arg(long)]
     node: Option<String>,
+    /// Address of the metrics listener (/metrics, /healthz, /readyz), instead of [kv]
+    /// metrics_listen (port 0: any free port; "": none).
+    #[arg(long)]
+    metrics_listen: Option<String>,
 }
 
 #[derive(Args)]
@@ -350,8 +354,22 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
             reload: Box::new(move || t.reload().map_err(|e| e.to_string())),
         });
     }
+    let metrics = match &a.metrics_listen {
+        Some(l) => mojim::config::check_metrics_listen(l, "--metrics-listen")?,
+        None => cfg.kv_metrics_listen()?,
+    };
+    // Bound before the region opens, so that an address it cannot have stops it at once.
+    let metrics = match metrics {
+        Some(addr) => Some(MetricsListener::bind(&addr).map_err(|e| {
+            Error::Config(format!(
+                "cannot open the metrics listener on {addr} ([kv] metrics_listen or --metrics-listen): {e}; \
+                 choose a free host:port of this machine, or \"\" for none"
+            ))
+        })?),
+        None => None,
+    };
     reload::on_sighup(sets).map_err(|e| Error::Io { op: "install the SIGHUP handler".into(), source: e })?;
-    mojim_kv::run(&opts).map_err(kv_error)
+    mojim_kv::run_with_metrics(&opts, metrics).map_err(kv_error)
 }
 
 /// Reloading the `[security]` TLS files of `ctx`, a node's or (`application`) an application's,

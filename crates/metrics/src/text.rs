@@ -17,6 +17,10 @@ pub enum Kind {
     Counter,
     /// A value that goes up and down, or a state (1 for the state it is in, labelled).
     Gauge,
+    /// Counts of observations at or below each bound (`name_bucket{le="..."}`, cumulative, the
+    /// last `le="+Inf"`), their sum (`name_sum`) and count (`name_count`), written with
+    /// [`Exposition::sample_of`].
+    Histogram,
 }
 
 impl Kind {
@@ -24,6 +28,7 @@ impl Kind {
         match self {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
         }
     }
 }
@@ -57,8 +62,16 @@ impl Exposition {
 
     /// A sample of the current family.
     pub fn sample(&mut self, labels: &[(&str, &str)], value: impl Into<Value>) {
+        self.sample_of("", labels, value);
+    }
+
+    /// A sample of the current family named with `suffix` after the family's name: a
+    /// histogram's `_bucket` (with its `le` label last), `_sum` and `_count`.
+    pub fn sample_of(&mut self, suffix: &str, labels: &[(&str, &str)], value: impl Into<Value>) {
         assert!(!self.family.is_empty(), "a sample comes after its family");
+        assert!(matches!(suffix, "" | "_bucket" | "_sum" | "_count"), "sample suffix {suffix:?}");
         self.out.push_str(&self.family);
+        self.out.push_str(suffix);
         if !labels.is_empty() {
             self.out.push('{');
             for (i, (k, v)) in labels.iter().enumerate() {
@@ -191,6 +204,25 @@ mod tests {
         assert_eq!(Value::from(u64::MAX).to_string(), "18446744073709551615", "counts are exact");
         assert_eq!(Value::from(-3.25).to_string(), "-3.25");
         assert_eq!(Value::from(true).to_string(), "1");
+    }
+
+    #[test]
+    fn histograms_have_buckets_a_sum_and_a_count() {
+        let mut e = Exposition::new();
+        e.family("mojim_kv_batch_commands", Kind::Histogram, "Commands a group.");
+        e.sample_of("_bucket", &[("le", "1")], 2u64);
+        e.sample_of("_bucket", &[("le", "+Inf")], 3u64);
+        e.sample_of("_sum", &[], 7u64);
+        e.sample_of("_count", &[], 3u64);
+        assert_eq!(
+            e.finish(),
+            "# HELP mojim_kv_batch_commands Commands a group.\n\
+             # TYPE mojim_kv_batch_commands histogram\n\
+             mojim_kv_batch_commands_bucket{le=\"1\"} 2\n\
+             mojim_kv_batch_commands_bucket{le=\"+Inf\"} 3\n\
+             mojim_kv_batch_commands_sum 7\n\
+             mojim_kv_batch_commands_count 3\n"
+        );
     }
 
     #[test]

@@ -197,6 +197,12 @@ pub struct KvSection {
     /// `tls_protocols = "TLSv1.2 TLSv1.3"`: the TLS versions served, separated by spaces
     /// (`tls-protocols`); only TLSv1.2 and TLSv1.3 are offered.
     pub tls_protocols: String,
+    /// `metrics_listen = ""`: the `host:port` of `mojim kv`'s metrics listener (`/metrics`,
+    /// `/healthz`, `/readyz`; port 0: any free port); empty: none. Its own setting, not
+    /// `[metrics] listen`, because one file serves every node: where `mojim serve` and
+    /// `mojim kv` run on one host (a promoted node), each needs its own port.
+    /// `mojim kv --metrics-listen` overrides it.
+    pub metrics_listen: String,
 }
 
 impl Default for KvSection {
@@ -221,6 +227,7 @@ impl Default for KvSection {
             tls_ca_cert_file: String::new(),
             tls_auth_clients: "yes".into(),
             tls_protocols: "TLSv1.2 TLSv1.3".into(),
+            metrics_listen: String::new(),
         }
     }
 }
@@ -1144,6 +1151,11 @@ impl Config {
         check_metrics_listen(&self.file.metrics.listen, "[metrics] listen")
     }
 
+    /// `[kv] metrics_listen`, checked as [`Config::metrics_listen`]; `None` when empty.
+    pub fn kv_metrics_listen(&self) -> Result<Option<String>> {
+        check_metrics_listen(&self.file.kv.metrics_listen, "[kv] metrics_listen")
+    }
+
     /// `[mirror] log_capacity` in bytes, checked: a multiple of 4 KiB and at least 64 KiB.
     pub fn log_capacity(&self) -> Result<u64> {
         let c = size_field("mirror", "log_capacity", &self.file.mirror.log_capacity)?;
@@ -1405,6 +1417,11 @@ tls_key_file = ""
 tls_ca_cert_file = ""
 tls_auth_clients = "yes"
 tls_protocols = "TLSv1.2 TLSv1.3"
+# mojim kv's HTTP listener for monitoring: Prometheus metrics on /metrics, /healthz and /readyz
+# (ready: it takes writes, its mirror online; docs/METRICS.md). A host:port such as
+# "127.0.0.1:9421" (--metrics-listen overrides it); "" opens none. Not [metrics] listen, which
+# is mojim serve's: on a promoted node both run. It serves anyone who reaches it.
+metrics_listen = ""
 
 [metrics]
 # An HTTP listener for monitoring, opened by `mojim serve`: Prometheus metrics on /metrics,
@@ -1463,6 +1480,19 @@ mod tests {
             let e = with(endpoints, ca, cert, key).unwrap_err().to_string();
             assert!(e.contains(needle) && e.contains("[cluster]"), "{needle:?} not in {e}");
         }
+    }
+
+    #[test]
+    fn kv_metrics_listen_is_its_own_setting_off_by_default() {
+        let mut file: ConfigFile = toml::from_str(&template(&[0; 16], 4096, "", "a:1")).unwrap();
+        assert_eq!(Config { file: file.clone(), base: PathBuf::new() }.kv_metrics_listen().unwrap(), None);
+        file.metrics.listen = "127.0.0.1:9420".into();
+        file.kv.metrics_listen = "127.0.0.1:9421".into();
+        let c = Config { file: file.clone(), base: PathBuf::new() };
+        assert_eq!(c.kv_metrics_listen().unwrap().as_deref(), Some("127.0.0.1:9421"));
+        file.kv.metrics_listen = "9421".into();
+        let e = Config { file, base: PathBuf::new() }.kv_metrics_listen().unwrap_err().to_string();
+        assert!(e.contains("[kv] metrics_listen = \"9421\" is not a host:port"), "{e}");
     }
 
     #[test]

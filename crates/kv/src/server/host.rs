@@ -11,7 +11,7 @@ use crate::cmd::scripting::Answered;
 use crate::cmd::{Args, Auth, Host, Replication, Scripts, Sentinel, Session, Stats};
 use crate::options::{split_host_port, KvOptions};
 use crate::resp::Reply;
-use mojim::{Mode, Primary};
+use mojim::{Mode, Primary, PrimaryStatus};
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
@@ -76,29 +76,7 @@ impl AuthLog {
 
 impl Host for ServerHost<'_> {
     fn replication(&self) -> Replication {
-        let st = self.primary.status();
-        let mode = self.primary.mode();
-        let acked = st.acked_seq.iter().copied().max().unwrap_or(0);
-        let sent = st.next_seq.saturating_sub(1);
-        let state = if mode == Mode::Unreplicated {
-            "none"
-        } else if st.failed.is_some() && st.degraded {
-            "degraded"
-        } else if st.failed.is_some() {
-            "lost"
-        } else {
-            "online"
-        };
-        let durable = i64::from(mode.waits_for_mirror() && state == "online");
-        Replication {
-            mode: mode.name().to_string(),
-            mirror: if mode == Mode::Unreplicated { String::new() } else { st.mirror.clone() },
-            state: state.to_string(),
-            lag_groups: sent.saturating_sub(acked),
-            acked_seq: acked,
-            durable_replicas: durable,
-            epoch: st.epoch,
-        }
+        replication(&self.primary.status(), self.primary.mode())
     }
 
     fn connected_clients(&self) -> usize {
@@ -261,18 +239,59 @@ impl Host for ServerHost<'_> {
 
     fn sentinel(&self) -> Sentinel {
         let me = if self.opts.announce.is_empty() { self.listen } else { &self.opts.announce };
-        let st = self.primary.status();
-        let replaced =
-            st.reconnect_error.as_deref().is_some_and(|m| m.contains("fenced") || m.contains("(Epoch)"));
-        let lease_lost = st.lease.as_ref().is_some_and(|l| l.lost.is_some());
-        // Degraded (on_mirror_loss = "degrade") is serving without the mirror by choice.
-        let mirrored = !self.primary.mode().waits_for_mirror() || st.failed.is_none() || st.degraded;
         Sentinel {
             name: self.opts.sentinel_name.clone(),
             master: split_host_port(me).unwrap_or_default(),
             master_tls: split_host_port(self.tls_listen).filter(|_| self.opts.announce.is_empty()),
             sentinels: self.opts.sentinels.iter().filter_map(|s| split_host_port(s)).collect(),
-            serving: mirrored && !replaced && !lease_lost,
+            serving: not_serving(&self.primary.status(), self.primary.mode()).is_none(),
         }
     }
+}
+
+/// The replication state (`INFO replication`, the metrics) of a primary in `mode` whose status
+/// is `st`.
+pub fn replication(st: &PrimaryStatus, mode: Mode) -> Replication {
+    let acked = st.acked_seq.iter().copied().max().unwrap_or(0);
+    let sent = st.next_seq.saturating_sub(1);
+    let state = if mode == Mode::Unreplicated {
+        "none"
+    } else if st.failed.is_some() && st.degraded {
+        "degraded"
+    } else if st.failed.is_some() {
+        "lost"
+    } else {
+        "online"
+    };
+    let durable = i64::from(mode.waits_for_mirror() && state == "online");
+    Replication {
+        mode: mode.name().to_string(),
+        mirror: if mode == Mode::Unreplicated { String::new() } else { st.mirror.clone() },
+        state: state.to_string(),
+        lag_groups: sent.saturating_sub(acked),
+        acked_seq: acked,
+        durable_replicas: durable,
+        epoch: st.epoch,
+    }
+}
+
+/// Why this server may not act as the master now (Sentinel reports it down, `/readyz` answers
+/// 503), or `None` when it may: it has its mirror (or needs none, or serves without it by
+/// choice, `on_mirror_loss = "degrade"`), and it knows of no newer epoch (a fence, or a lease
+/// lost under etcd).
+pub fn not_serving(st: &PrimaryStatus, mode: Mode) -> Option<String> {
+    if let Some(m) = st.reconnect_error.as_deref().filter(|m| m.contains("fenced") || m.contains("(Epoch)")) {
+        return Some(format!("replaced by a newer primary: {m}"));
+    }
+    if let Some(l) = st.lease.as_ref().and_then(|l| l.lost.as_ref()) {
+        return Some(format!("its etcd lease was lost: {l}"));
+    }
+    if mode.waits_for_mirror() && st.failed.is_some() && !st.degraded {
+        return Some(format!(
+            "mirror {} lost ([primary] mode = \"{}\"): writes wait until it is back",
+            st.mirror,
+            mode.name()
+        ));
+    }
+    None
 }

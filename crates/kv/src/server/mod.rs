@@ -23,6 +23,7 @@ mod instant;
 mod link;
 mod listeners;
 pub(crate) mod pubsub;
+mod scrape;
 mod sync;
 
 use crate::cmd::{self, Args, Cx, Outcome, Session, Stats};
@@ -64,6 +65,16 @@ struct Batch {
 
 /// Runs `mojim kv` until the process is stopped or the primary is fenced.
 pub fn run(opts: &KvOptions) -> Result<(), KvError> {
+    run_with_metrics(opts, None)
+}
+
+/// [`run`], serving `/metrics`, `/healthz` and `/readyz` on `metrics` (bound by the caller,
+/// so that an address it cannot have stops it before the region is opened) once it serves
+/// clients, and printing "metrics on ADDR" before "serving on ADDR".
+pub fn run_with_metrics(
+    opts: &KvOptions,
+    metrics: Option<mojim_metrics::MetricsListener>,
+) -> Result<(), KvError> {
     let max_ranges = opts.primary.limits.max_ranges;
     let path = &opts.primary.region_path;
     // Repair first, on the region file itself: the primary then only ever sends whole states.
@@ -133,8 +144,28 @@ pub fn run(opts: &KvOptions) -> Result<(), KvError> {
         drain_first: false,
         pubsub: RefCell::new(pubsub::Registry::new(opts.output_limit)),
         outgoing: Vec::new(),
+        scrape: None,
+        batches: Default::default(),
     };
     server.sweep_stale()?;
+    if let Some(l) = metrics {
+        let sc = scrape::Scrape::new().map_err(KvError::io("make the metrics listener's eventfd"))?;
+        epoll::add(
+            &server.ep,
+            sc.wake_fd().as_fd(),
+            epoll::EventData::new_u64(scrape::WAKE),
+            epoll::EventFlags::IN | epoll::EventFlags::ET,
+        )
+        .map_err(|e| KvError::io("epoll_ctl (metrics eventfd)")(e.into()))?;
+        let addr = l.local_addr();
+        l.serve(
+            scrape::pages(sc.clone(), Box::new(primary.status_source())),
+            mojim_metrics::Limits::default(),
+        )
+        .map_err(KvError::io("start the metrics listener"))?;
+        server.scrape = Some(sc);
+        println!("metrics on {addr}");
+    }
     tracing::info!(listen = %local, tls = %tls_local, keys = server.store.keys(), "mojim kv serving");
     // The ready line comes last: "serving on" the plaintext address, or the TLS one alone.
     if plain && !tls_local.is_empty() {
@@ -221,12 +252,23 @@ struct Server<'p> {
     pubsub: RefCell<pubsub::Registry>,
     /// Messages being delivered (kept for its allocation).
     outgoing: Vec<pubsub::Message>,
+    /// The metrics listener's requests for snapshots, when it has one (`scrape.rs`).
+    scrape: Option<std::sync::Arc<scrape::Scrape>>,
+    /// Commands per group sent, for the metrics.
+    batches: scrape::BatchSizes,
 }
 
 impl Server<'_> {
     fn run_loop(&mut self) -> Result<(), KvError> {
         let mut events: Vec<epoll::Event> = Vec::with_capacity(1024);
         loop {
+            // Between turns: the counters are consistent.
+            if let Some(asked) = self.scrape.as_ref().and_then(|s| s.wanted()) {
+                let snap = self.snapshot();
+                if let Some(s) = &self.scrape {
+                    s.publish(asked, snap);
+                }
+            }
             let (woke, deadline) = {
                 let w = self.waits.borrow();
                 (w.has_ready(), w.next_deadline())
@@ -268,6 +310,10 @@ impl Server<'_> {
                 let token = ev.data.u64();
                 if listeners::is_listener(token) {
                     self.accept(token);
+                    continue;
+                }
+                // A snapshot is asked for: taken at the top of the loop.
+                if token == scrape::WAKE {
                     continue;
                 }
                 let i = token as usize;
@@ -419,6 +465,7 @@ impl Server<'_> {
     /// One turn: run what the ready clients sent (one batch), commit it, release the replies.
     fn turn(&mut self) -> Result<(), KvError> {
         let now_ms = cmd::now_ms();
+        let commands = self.stats.commands;
         self.reads_in_batch = false;
         let mut seal_now = false;
         let ready = std::mem::take(&mut self.ready);
@@ -471,7 +518,11 @@ impl Server<'_> {
         }
         let reads = self.reads_in_batch;
         let flushed = self.store.flushed_in_batch();
+        let groups = self.stats.groups;
         let ticket = self.commit(hold, reads)?;
+        if self.stats.groups > groups {
+            self.batches.record(self.stats.commands.saturating_sub(commands));
+        }
         self.stats.used_memory_peak = self.stats.used_memory_peak.max(self.store.used_bytes());
         // The batch's replies wait for its group. Only the clients that ran have new ones.
         let mut replies = self.spare.pop().unwrap_or_default();
@@ -778,6 +829,7 @@ impl Server<'_> {
                     self.reads_in_batch |= cx.read_keys;
                     if self.reset_stats.take() {
                         self.stats = Stats::default();
+                        self.batches = Default::default();
                         cx.errors.reset();
                         self.auth.failures.set(0);
                     }

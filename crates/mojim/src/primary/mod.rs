@@ -704,6 +704,16 @@ where
     pub fn status(&self) -> PrimaryStatus {
         self.inner.status()
     }
+
+    /// [`Primary::status`] for another thread (a metrics listener), with the mode: it keeps
+    /// nothing of the primary alive, and answers `None` once the primary is dropped.
+    pub fn status_source(&self) -> impl Fn() -> Option<(PrimaryStatus, Mode)> + Send + Sync + 'static
+    where
+        T: 'static,
+    {
+        let inner = Arc::downgrade(&self.inner);
+        move || inner.upgrade().map(|i| (i.status(), i.mode))
+    }
 }
 
 impl<T: Transport> Primary<T> {

@@ -83,6 +83,21 @@ pub enum Ending {
     Rejected,
 }
 
+/// One command's counts, as the metrics listener shows them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommandRow {
+    /// As `INFO commandstats` names it (`set`, `client|list`).
+    pub name: &'static str,
+    /// Calls that ran (`calls`).
+    pub calls: u64,
+    /// Their time, in nanoseconds (`usec`, in microseconds).
+    pub ns: u64,
+    /// Calls refused or that answered an error (`rejected_calls` + `failed_calls`).
+    pub errors: u64,
+    /// Calls that took less than each power of two of nanoseconds asked for.
+    pub below: Vec<u64>,
+}
+
 /// Every slot's counts.
 #[derive(Clone, Debug)]
 pub struct CommandStats {
@@ -121,13 +136,19 @@ impl CommandStats {
         }
     }
 
-    fn used(&self) -> impl Iterator<Item = (&str, &Entry)> {
+    /// The slots called or refused since the start or the last reset, by name.
+    fn used_slots(&self) -> Vec<usize> {
         let names = &SLOTS.names;
         let mut order: Vec<usize> = (0..self.entries.len())
             .filter(|&i| self.entries[i].calls > 0 || self.entries[i].rejected > 0)
             .collect();
         order.sort_by(|&a, &b| names[a].cmp(&names[b]));
-        order.into_iter().map(move |i| (names[i].as_str(), &self.entries[i]))
+        order
+    }
+
+    fn used(&self) -> impl Iterator<Item = (&str, &Entry)> {
+        let names = &SLOTS.names;
+        self.used_slots().into_iter().map(move |i| (names[i].as_str(), &self.entries[i]))
     }
 
     /// Writes the `# Commandstats` section: the commands called or refused since the start
@@ -162,6 +183,28 @@ impl CommandStats {
             );
         }
         t.push_str("\r\n");
+    }
+
+    /// The counts of every command called or refused since the start or the last reset, by
+    /// name, for the metrics listener (the histograms as counts below powers of two of
+    /// nanoseconds, [`Histogram::below_powers`] of `powers`).
+    pub fn rows(&self, powers: std::ops::RangeInclusive<u32>) -> Vec<CommandRow> {
+        self.used_slots()
+            .into_iter()
+            .map(|i| {
+                let e = &self.entries[i];
+                CommandRow {
+                    name: SLOTS.names[i].as_str(),
+                    calls: e.calls,
+                    ns: e.ns,
+                    errors: e.rejected + e.failed,
+                    below: match e.latency.as_deref() {
+                        Some(h) => h.below_powers(powers.clone()).map(|(_, n)| n).collect(),
+                        None => vec![0; powers.clone().count()],
+                    },
+                }
+            })
+            .collect()
     }
 
     /// The histograms of the commands called, by name (`LATENCY HISTOGRAM` with no names).

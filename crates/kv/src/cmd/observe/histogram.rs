@@ -87,6 +87,24 @@ impl Histogram {
         upper(BUCKETS - 1)
     }
 
+    /// The durations of at most 2^k − 1 ns (below 2^k), for each k of `powers`: the cumulative
+    /// buckets of a Prometheus histogram whose bounds are those values (each a bucket boundary
+    /// here, so the counts are exact).
+    pub fn below_powers(
+        &self,
+        powers: std::ops::RangeInclusive<u32>,
+    ) -> impl Iterator<Item = (u32, u64)> + '_ {
+        let (mut seen, mut at) = (0u64, 0usize);
+        powers.map(move |k| {
+            let bound = 1u64 << k.min(TOP);
+            while at < BUCKETS - 1 && upper(at) < bound {
+                seen += self.counts[at];
+                at += 1;
+            }
+            (k, seen)
+        })
+    }
+
     /// `LATENCY HISTOGRAM`'s buckets, as Redis gives them: for each power of two from 1024 ns,
     /// the bound in microseconds (the power of two over 1000) and the durations below it, where
     /// that count grew, until it reaches every duration.
@@ -155,6 +173,15 @@ mod tests {
         assert!((3_000_000..=3_375_000).contains(&p999), "{p999}");
         // Below 2048 ns (2 us): 98; below 131072 ns (131 us): 99; below 4194304 (4194 us): all.
         assert_eq!(h.cumulative_usec(), vec![(2, 98), (131, 99), (4194, 100)]);
+        let below: Vec<_> = h.below_powers(10..=23).collect();
+        assert_eq!(below[0], (10, 0), "none below 1024 ns");
+        assert_eq!(below[1], (11, 98), "1500 ns is below 2048");
+        assert_eq!(below[7], (17, 99), "100 us is below 2^17 ns");
+        assert_eq!(below[13], (23, 100), "3 ms is below 2^23 ns");
+        let mut edge = Histogram::default();
+        edge.record(1023);
+        edge.record(1024);
+        assert_eq!(edge.below_powers(10..=11).collect::<Vec<_>>(), vec![(10, 1), (11, 2)]);
         h.reset();
         assert_eq!((h.total(), h.percentile(99.0)), (0, 0));
     }

@@ -24,7 +24,7 @@ use super::spec::{spec, Group, Spec, NO};
 use super::{show, Cx, Session};
 use crate::resp::Reply;
 use crate::store::Mem;
-pub use cmdstats::{CommandStats, Ending};
+pub use cmdstats::{CommandRow, CommandStats, Ending};
 
 /// The commands this module runs.
 pub(super) const SPECS: &[Spec] = &[
