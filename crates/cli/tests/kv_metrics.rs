@@ -6,13 +6,11 @@
 
 mod common;
 
+use common::exe;
 use common::kv::{python_with_redis, wait_for, KvCluster, Resp};
-use common::{exe, skip, TempDir, WAIT};
+use common::scrape::{get, metrics, outlasts_hostile_clients, promtool_accepts, sample, Prometheus};
 use mojim_kv::resp::Value;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// A cluster whose `mojim kv` has a metrics listener on any free port, and its address.
 fn cluster(test: &str) -> (KvCluster, String) {
@@ -21,35 +19,6 @@ fn cluster(test: &str) -> (KvCluster, String) {
     let addr = kv.metrics_addr().unwrap_or_else(|| panic!("no \"metrics on\" line in {:?}", kv.printed()));
     let addr = addr.to_string();
     (k, addr)
-}
-
-/// Sends `request` and reads the whole answer (the listener closes after each).
-fn http(addr: &str, request: &str) -> String {
-    let mut s = TcpStream::connect(addr).expect("connect to the metrics listener");
-    s.set_read_timeout(Some(WAIT)).expect("timeout");
-    s.write_all(request.as_bytes()).expect("send the request");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read the answer");
-    out
-}
-
-fn get(addr: &str, path: &str) -> String {
-    http(addr, &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"))
-}
-
-/// The body of a 200 answer to `GET /metrics`.
-fn metrics(addr: &str) -> String {
-    let r = get(addr, "/metrics");
-    assert!(r.starts_with("HTTP/1.1 200 "), "GET /metrics: {r}");
-    r.split_once("\r\n\r\n").expect("a head and a body").1.to_string()
-}
-
-/// The value of the sample `name` (with its labels, as written, e.g. `x{cmd="set"}`).
-fn sample(page: &str, name: &str) -> Option<f64> {
-    page.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
-        .map(|v| v.parse().expect("a number"))
 }
 
 /// [`sample`], 0 where the page has none (a command not called yet has no row).
@@ -106,30 +75,6 @@ for _ in range(2):
         pass
 print(r0.dbsize(), r3.dbsize())
 "#;
-
-/// `promtool check metrics` on `page`: passes, or fails the test (skips where promtool is
-/// missing, failing under MOJIM_TEST_STRICT=1).
-fn promtool_accepts(page: &str) {
-    match Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Err(e) => skip(&format!("promtool (Debian's prometheus) cannot run: {e}")),
-        Ok(mut child) => {
-            child.stdin.take().expect("stdin").write_all(page.as_bytes()).expect("feed promtool");
-            let out = child.wait_with_output().expect("promtool ran");
-            assert!(
-                out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-                "promtool check metrics: {}{}\n{page}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    }
-}
 
 #[test]
 fn counters_rise_by_the_commands_sent_and_promtool_accepts_them() {
@@ -245,49 +190,25 @@ fn hostile_metrics_clients_do_not_stall_the_redis_clients() {
             assert_eq!(c.cmd(&["SET", &key, "v"]), Value::Simple(b"OK".to_vec()), "SET {what}");
         }
     };
-    // A slow client: half a request head, then nothing; dropped at the listener's deadline.
-    let mut slow = TcpStream::connect(&addr).expect("connect");
-    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").expect("send half a head");
-    answers("beside a slow metrics client");
-    assert!(metrics(&addr).contains("mojim_kv_commands_total{cmd=\"set\"} 20\n"));
-    slow.set_read_timeout(Some(WAIT)).expect("timeout");
-    let mut out = Vec::new();
-    slow.read_to_end(&mut out).expect("the slow client is closed, not left hanging");
-    assert!(out.is_empty(), "the slow client got {:?}", String::from_utf8_lossy(&out));
-
-    // A 100 KiB header: 431, and closed.
-    let big = format!("GET /metrics HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(100 << 10));
-    let r = http(&addr, &big);
-    assert!(r.starts_with("HTTP/1.1 431 "), "{}", &r[..r.len().min(200)]);
-    answers("after a huge header");
-
-    // 500 connections held open: the listener serves 64 and closes the rest; Redis clients
-    // are answered meanwhile.
-    let crowd: Vec<TcpStream> = (0..500).filter_map(|_| TcpStream::connect(&addr).ok()).collect();
-    assert!(!crowd.is_empty());
-    answers("while 500 metrics connections are held");
-    let mut other = Resp::connect(&k.addr());
-    assert_eq!(other.cmd(&["PING"]), Value::Simple(b"PONG".to_vec()), "a new Redis client is served");
-    let py =
-        "import os, redis\nr = redis.Redis(host=os.environ['KV_HOST'], port=int(os.environ['KV_PORT']))\n\
-              assert r.set('py', 'v') and r.get('py') == b'v'\nprint('ok')\n";
-    if let Some(out) = redis_py(&k.addr(), py) {
-        assert_eq!(out, "ok\n", "redis-py is answered while 500 metrics connections are held");
-    }
-    drop(crowd);
-    let t0 = Instant::now();
-    let page = loop {
-        let mut s = TcpStream::connect(&addr).expect("connect");
-        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n");
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        if out.starts_with("HTTP/1.1 200 ") {
-            break out;
+    let mut redis_py_answered = false;
+    let page = outlasts_hostile_clients(&addr, |what| {
+        answers(what);
+        let mut other = Resp::connect(&k.addr());
+        assert_eq!(
+            other.cmd(&["PING"]),
+            Value::Simple(b"PONG".to_vec()),
+            "a new Redis client is served {what}"
+        );
+        if what.starts_with("while 500") {
+            let py = "import os, redis\nr = redis.Redis(host=os.environ['KV_HOST'], port=int(os.environ['KV_PORT']))\n\
+                      assert r.set('py', 'v') and r.get('py') == b'v'\nprint('ok')\n";
+            if let Some(out) = redis_py(&k.addr(), py) {
+                assert_eq!(out, "ok\n", "redis-py is answered {what}");
+                redis_py_answered = true;
+            }
         }
-        assert!(t0.elapsed() < WAIT, "the metrics listener never served again: {out:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let sets = if python_with_redis().is_some() { 61 } else { 60 };
+    });
+    let sets = 80 + u64::from(redis_py_answered);
     assert!(page.contains(&format!("mojim_kv_commands_total{{cmd=\"set\"}} {sets}\n")), "{page}");
 }
 
@@ -349,64 +270,23 @@ fn an_address_the_listener_cannot_have_stops_mojim_kv_at_start_naming_it() {
 
 #[test]
 fn a_prometheus_server_scrapes_mojim_kv() {
-    if Command::new("prometheus").arg("--version").output().is_err() {
-        return skip("prometheus (Debian's prometheus) cannot run");
-    }
     let (k, addr) = cluster("kv_metrics_prometheus");
+    let Some(prometheus) = Prometheus::scraping("kv_metrics_prometheus_server", "mojim_kv", &[&addr]) else {
+        return;
+    };
     let mut c = k.client();
     for i in 0..30 {
         assert_eq!(c.cmd(&["SET", &format!("k{i}"), "v"]), Value::Simple(b"OK".to_vec()));
     }
-    let dir = TempDir::new("kv_metrics_prometheus_server");
-    let cfg = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: mojim_kv\n    static_configs:\n      - targets: ['{addr}']\n"
-        ),
-    )
-    .expect("write prometheus.yml");
-    let web = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr");
-    let server = Command::new("prometheus")
-        .arg(format!("--config.file={}", cfg.display()))
-        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-        .arg(format!("--web.listen-address={web}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start prometheus");
-    let _server = Killed(server);
-    let web = web.to_string();
-    let t0 = Instant::now();
-    let query = "/api/v1/query?query=mojim_kv_commands_total%7Bcmd%3D%22set%22%7D";
-    loop {
-        // Until Prometheus listens, has scraped, and shows every SET.
-        let answer = TcpStream::connect(&web).ok().map(|_| get(&web, query));
-        if let Some(v) = answer.as_deref().and_then(|a| a.split("\"value\":[").nth(1)) {
-            let v: f64 = v.split('"').nth(1).and_then(|x| x.parse().ok()).expect("a value");
-            if v == 30.0 {
-                break;
-            }
-            assert!(v < 30.0, "Prometheus shows {v} SETs of 30");
-        }
-        assert!(
-            t0.elapsed() < 2 * WAIT,
-            "Prometheus never showed mojim_kv_commands_total of 30 SETs: {answer:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let query = "mojim_kv_commands_total%7Bcmd%3D%22set%22%7D";
+    let v = prometheus.wait_value(query, "mojim_kv_commands_total of 30 SETs", |v| {
+        assert!(v <= 30.0, "Prometheus shows {v} SETs of 30");
+        v == 30.0
+    });
+    assert_eq!(v, 30.0);
     // The histogram, as Prometheus computes from it.
-    let q = "/api/v1/query?query=histogram_quantile(0.5%2Cmojim_kv_command_duration_seconds_bucket%7Bcmd%3D%22set%22%7D)";
-    let a = get(&web, q);
+    let a = prometheus
+        .query("histogram_quantile(0.5%2Cmojim_kv_command_duration_seconds_bucket%7Bcmd%3D%22set%22%7D)")
+        .expect("Prometheus answers");
     assert!(a.contains("\"status\":\"success\"") && a.contains("\"value\":["), "{a}");
-}
-
-/// A child process killed and reaped when dropped, before the folders it writes are removed.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

@@ -6,42 +6,14 @@
 
 mod common;
 
-use common::{exe, skip, Cluster, TempDir, WAIT};
+use common::scrape::{body_of, get, http, outlasts_hostile_clients, promtool_accepts, sample, Prometheus};
+use common::{exe, Cluster, WAIT};
 use mojim::Primary;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-/// Sends `request` and reads the whole answer (the listener closes after each).
-fn http(addr: &str, request: &str) -> String {
-    let mut s = TcpStream::connect(addr).expect("connect to the metrics listener");
-    s.set_read_timeout(Some(WAIT)).expect("timeout");
-    s.write_all(request.as_bytes()).expect("send the request");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read the answer");
-    out
-}
-
-fn get(addr: &str, path: &str) -> String {
-    http(addr, &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"))
-}
-
-/// The body of a 200 answer to `GET path`.
-fn body_of(addr: &str, path: &str) -> String {
-    let r = get(addr, path);
-    assert!(r.starts_with("HTTP/1.1 200 "), "GET {path}: {r}");
-    r.split_once("\r\n\r\n").expect("a head and a body").1.to_string()
-}
-
-/// The value of the sample `name` (with its labels, as written, e.g. `x{lane="0"}`).
-fn sample(page: &str, name: &str) -> Option<f64> {
-    page.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
-        .map(|v| v.parse().expect("a number"))
-}
 
 /// The cluster with a mirror whose metrics listener is on any free port, and its address.
 fn cluster(test: &str) -> (Cluster, String) {
@@ -80,26 +52,7 @@ fn metrics_follow_the_writes_and_promtool_accepts_them() {
         assert!(line.starts_with("mojim_"), "{line}");
     }
 
-    // Prometheus's own linter and parser.
-    match Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Err(e) => skip(&format!("promtool (Debian's prometheus) cannot run: {e}")),
-        Ok(mut child) => {
-            child.stdin.take().expect("stdin").write_all(page.as_bytes()).expect("feed promtool");
-            let out = child.wait_with_output().expect("promtool ran");
-            assert!(
-                out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-                "promtool check metrics: {}{}\n{page}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    }
+    promtool_accepts(&page);
 
     assert!(get(&addr, "/healthz").ends_with("\r\n\r\nok\n"));
     assert!(get(&addr, "/readyz").ends_with("\r\n\r\nready\n"));
@@ -188,44 +141,12 @@ fn hostile_metrics_clients_do_not_stall_the_node() {
             }
         };
 
-        // A slow client: half a request head, then nothing. It is dropped at the listener's
-        // deadline (5 s), and others are served meanwhile.
-        let mut slow = TcpStream::connect(&addr).expect("connect");
-        slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").expect("send half a head");
-        assert!(body_of(&addr, "/metrics").contains("mojim_received_groups_total"));
-        keeps_syncing("beside a slow metrics client");
-        slow.set_read_timeout(Some(WAIT)).expect("timeout");
-        let mut out = Vec::new();
-        slow.read_to_end(&mut out).expect("the slow client is closed, not left hanging");
-        assert!(out.is_empty(), "the slow client got {:?}", String::from_utf8_lossy(&out));
-
-        // A 100 KiB header: 431, and closed.
-        let big = format!("GET /metrics HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(100 << 10));
-        let r = http(&addr, &big);
-        assert!(r.starts_with("HTTP/1.1 431 "), "{}", &r[..r.len().min(200)]);
-
-        // 500 connections held open: the listener serves 64 and closes the rest at once; the
-        // node goes on syncing and answering status.
-        let crowd: Vec<TcpStream> = (0..500).filter_map(|_| TcpStream::connect(&addr).ok()).collect();
-        assert!(!crowd.is_empty());
-        keeps_syncing("while 500 metrics connections are held");
-        let st = c.admin().status().expect("status while the metrics listener is crowded");
-        assert!(st.session.is_some(), "{st:?}");
-        drop(crowd);
-        // Once they are gone, a scrape is served again.
-        let t0 = Instant::now();
-        loop {
-            let mut s = TcpStream::connect(&addr).expect("connect");
-            let _ = s.write_all(b"GET /healthz HTTP/1.1\r\n\r\n");
-            let mut out = String::new();
-            let _ = s.read_to_string(&mut out);
-            if out.ends_with("\r\n\r\nok\n") {
-                break;
-            }
-            assert!(t0.elapsed() < WAIT, "the metrics listener never served again: {out:?}");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        keeps_syncing("after the crowd left");
+        let page = outlasts_hostile_clients(&addr, |what| {
+            keeps_syncing(what);
+            let st = c.admin().status().expect("status while the metrics listener is under attack");
+            assert!(st.session.is_some(), "{st:?}");
+        });
+        assert!(page.contains("mojim_received_groups_total"), "{page}");
         stop.store(true, Ordering::Relaxed);
         writer.join().expect("the writer");
     });
@@ -257,60 +178,15 @@ fn an_address_the_listener_cannot_have_stops_the_node_at_start_naming_it() {
 
 #[test]
 fn a_prometheus_server_scrapes_the_node() {
-    if Command::new("prometheus").arg("--version").output().is_err() {
-        return skip("prometheus (Debian's prometheus) cannot run");
-    }
     let (c, addr) = cluster("metrics_prometheus");
+    let Some(prometheus) = Prometheus::scraping("metrics_prometheus_server", "mojim", &[&addr]) else {
+        return;
+    };
     let p = Primary::open(&c.primary_options()).expect("open the primary");
     write_groups(&p, 30);
-    let dir = TempDir::new("metrics_prometheus_server");
-    let cfg = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: mojim\n    static_configs:\n      - targets: ['{addr}']\n"
-        ),
-    )
-    .expect("write prometheus.yml");
-    // A port for Prometheus's own API: free when asked, taken by Prometheus at once.
-    let web = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr");
-    let server = Command::new("prometheus")
-        .arg(format!("--config.file={}", cfg.display()))
-        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-        .arg(format!("--web.listen-address={web}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start prometheus");
-    let _server = Killed(server);
-    let web = web.to_string();
-    let t0 = Instant::now();
-    let found = loop {
-        // Until Prometheus listens, has scraped, and shows the counter with every group.
-        let answer = TcpStream::connect(&web)
-            .ok()
-            .map(|_| get(&web, "/api/v1/query?query=mojim_received_groups_total"));
-        if let Some(v) = answer.as_deref().and_then(|a| a.split("\"value\":[").nth(1)) {
-            let v: f64 = v.split('"').nth(1).and_then(|x| x.parse().ok()).expect("a value");
-            if v >= 30.0 {
-                break v;
-            }
-        }
-        if t0.elapsed() > 2 * WAIT {
-            panic!("Prometheus never showed mojim_received_groups_total >= 30: {answer:?}");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let found =
+        prometheus
+            .wait_value("mojim_received_groups_total", "mojim_received_groups_total >= 30", |v| v >= 30.0);
     assert!(found >= 30.0);
     drop(p);
-}
-
-/// A child process killed and reaped when dropped, before the folders it writes are removed.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

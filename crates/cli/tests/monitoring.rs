@@ -5,10 +5,9 @@
 
 mod common;
 
+use common::kv::KvCluster;
 use common::{skip, Cluster};
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -101,24 +100,19 @@ fn served(page: &str, into: &mut BTreeSet<String>) {
     }
 }
 
-fn scrape(addr: &str) -> String {
-    let mut s = TcpStream::connect(addr).expect("connect to the metrics listener");
-    s.set_read_timeout(Some(common::WAIT)).expect("timeout");
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("send");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read the answer");
-    assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
-    out.split_once("\r\n\r\n").expect("a head and a body").1.to_string()
-}
-
 #[test]
 fn every_metric_the_rules_and_the_dashboard_query_is_served() {
     let mut c = Cluster::new("monitoring_names", 1 << 20, |f| f.metrics.listen = "127.0.0.1:0".into());
     let m = c.start_mirror();
     let addr = m.metrics_addr().unwrap_or_else(|| panic!("no \"metrics on\" line in {:?}", m.printed()));
     let mut have = BTreeSet::new();
-    served(&scrape(addr), &mut have);
+    served(&common::scrape::metrics(addr), &mut have);
     assert!(have.contains("mojim_received_groups_total"), "{have:?}");
+    let k = KvCluster::with("monitoring_names_kv", 16 << 20, |f| f.kv.metrics_listen = "127.0.0.1:0".into());
+    let kv = k.kv.as_ref().expect("mojim kv runs");
+    let addr = kv.metrics_addr().unwrap_or_else(|| panic!("no \"metrics on\" line in {:?}", kv.printed()));
+    served(&common::scrape::metrics(addr), &mut have);
+    assert!(have.contains("mojim_kv_commands_total"), "{have:?}");
 
     let mut queried = BTreeSet::new();
     for e in rule_exprs().iter().chain(&panel_exprs()) {

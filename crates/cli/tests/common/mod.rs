@@ -11,6 +11,7 @@ pub mod onpath;
 pub mod porcupine;
 pub mod preload;
 pub mod raw;
+pub mod scrape;
 pub mod storage;
 pub mod tls;
 
