@@ -2,19 +2,25 @@
 //! `Mem`, so that a test may crash it; a store error is returned, not a panic), each sealed in a
 //! batch of its own, replies decoded. The host is the string tests' [`TestHost`].
 
+use super::observe::Telemetry;
 use super::strings::tests::TestHost;
 use super::*;
 use crate::resp::{decode, encode_request, Limits, Parsed, Parser, Value};
 use crate::store::VecMem;
 use std::collections::BTreeMap;
 
-pub(crate) struct Harness<M: Mem> {
+pub(crate) struct Harness<M: Mem, H: Host = TestHost> {
     settings: Settings,
     pub(crate) watches: Watches,
     pub(crate) store: Store<M>,
-    session: Session,
+    pub(crate) session: Session,
     pub(crate) now_ms: u64,
     output_limit: usize,
+    pub(crate) host: H,
+    /// INFO's errorstats and the per command records, kept across commands as the server
+    /// keeps them.
+    pub(crate) errors: ErrorStats,
+    pub(crate) telemetry: Telemetry,
 }
 
 impl Harness<VecMem> {
@@ -25,6 +31,13 @@ impl Harness<VecMem> {
 
 impl<M: Mem> Harness<M> {
     pub(crate) fn on(mem: M) -> Result<Harness<M>, StoreError> {
+        Harness::with_host(mem, TestHost { max_bulk: 1 << 20 })
+    }
+}
+
+impl<M: Mem, H: Host> Harness<M, H> {
+    /// A store on `mem` whose commands see `host`.
+    pub(crate) fn with_host(mem: M, host: H) -> Result<Harness<M, H>, StoreError> {
         Ok(Harness {
             settings: Settings::default(),
             watches: Watches::default(),
@@ -32,6 +45,9 @@ impl<M: Mem> Harness<M> {
             session: Session::new(7, "t".into(), true),
             now_ms: 1_000_000,
             output_limit: 1 << 30,
+            host,
+            errors: ErrorStats::default(),
+            telemetry: Telemetry::default(),
         })
     }
 
@@ -50,7 +66,7 @@ impl<M: Mem> Harness<M> {
         let mut out = Vec::new();
         let mut cx = Cx {
             store: &mut self.store,
-            host: &TestHost { max_bulk: 1 << 20 },
+            host: &self.host,
             now_ms: self.now_ms,
             max_ranges: 1024,
             max_group_bytes: 1 << 30,
@@ -59,8 +75,8 @@ impl<M: Mem> Harness<M> {
             settings: &mut self.settings,
             databases: 16,
             watches: &mut self.watches,
-            errors: &mut Default::default(),
-            telemetry: &mut Default::default(),
+            errors: &mut self.errors,
+            telemetry: &mut self.telemetry,
         };
         let o = execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out)?;
         assert_ne!(o, Outcome::Retry);

@@ -2,11 +2,9 @@
 //! in the heap, with one set of records kept across the commands as the server keeps it.
 
 use super::*;
-use crate::cmd::{
-    client, execute, Auth, Host, Outcome, Replication, Sentinel, Session, Settings, Stats, Watches,
-};
-use crate::resp::{decode, encode_request, Limits, Parsed, Parser, Value};
-use crate::store::{Store, VecMem};
+use crate::cmd::{client, Auth, Host, Replication, Sentinel, Session, Stats};
+use crate::resp::Value;
+use crate::store::VecMem;
 
 #[derive(Default)]
 struct TestHost {
@@ -55,58 +53,24 @@ impl Host for TestHost {
     }
 }
 
-struct Harness {
-    host: TestHost,
-    store: Store<VecMem>,
-    settings: Settings,
-    watches: Watches,
-    errors: crate::cmd::ErrorStats,
-    telemetry: Telemetry,
-    session: Session,
+type Harness = crate::cmd::family_harness::Harness<VecMem, TestHost>;
+
+/// A store in the heap whose client is 10.1.2.3:4567, at a wall clock of 2023.
+fn harness() -> Harness {
+    let mut h = Harness::with_host(VecMem::new(4 << 20), TestHost::default()).unwrap();
+    h.session = Session::new(7, "10.1.2.3:4567".into(), true);
+    h.now_ms = 1_700_000_000_000;
+    h
 }
 
-impl Harness {
-    fn new() -> Harness {
-        Harness {
-            host: TestHost::default(),
-            store: Store::open(VecMem::new(4 << 20), 1024).unwrap(),
-            settings: Settings::default(),
-            watches: Watches::default(),
-            errors: Default::default(),
-            telemetry: Telemetry::default(),
-            session: Session::new(7, "10.1.2.3:4567".into(), true),
-        }
-    }
+/// What these tests read of INFO.
+trait Info {
+    fn text(&mut self, args: &[&str]) -> String;
+    /// The value of `field` in INFO's `section`.
+    fn info_field(&mut self, section: &str, field: &str) -> Option<String>;
+}
 
-    fn cmd(&mut self, args: &[&str]) -> Value {
-        let mut req = Vec::new();
-        encode_request(args, &mut req);
-        let mut p = Parser::new(Limits::default());
-        assert!(matches!(p.parse(&req).unwrap(), Parsed::Request { .. }));
-        let mut out = Vec::new();
-        let mut cx = Cx {
-            store: &mut self.store,
-            host: &self.host,
-            now_ms: 1_700_000_000_000,
-            max_ranges: 1024,
-            max_group_bytes: 1 << 30,
-            output_limit: 1 << 30,
-            read_keys: false,
-            settings: &mut self.settings,
-            databases: 16,
-            watches: &mut self.watches,
-            errors: &mut self.errors,
-            telemetry: &mut self.telemetry,
-        };
-        let o =
-            execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
-        assert_eq!(o, Outcome::Done, "{args:?}");
-        self.store.seal(1024).unwrap();
-        let (v, n) = decode(&out, &Limits::default()).unwrap().expect("a whole reply");
-        assert_eq!(n, out.len(), "one reply for {args:?}");
-        v
-    }
-
+impl Info for Harness {
     fn text(&mut self, args: &[&str]) -> String {
         match self.cmd(args) {
             Value::Bulk(b) => String::from_utf8(b).unwrap(),
@@ -114,7 +78,6 @@ impl Harness {
         }
     }
 
-    /// The value of `field` in INFO's `section`.
     fn info_field(&mut self, section: &str, field: &str) -> Option<String> {
         let t = self.text(&["INFO", section]);
         t.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_string))
@@ -149,7 +112,7 @@ fn counts(line: &str) -> (u64, u64, u64) {
 
 #[test]
 fn commandstats_count_calls_failures_and_refusals_by_command_and_subcommand() {
-    let mut h = Harness::new();
+    let mut h = harness();
     h.cmd(&["SET", "k", "v"]);
     h.cmd(&["SET", "k", "w"]);
     assert!(is_error(&h.cmd(&["INCR", "k"]), "ERR"));
@@ -194,7 +157,7 @@ fn commandstats_count_calls_failures_and_refusals_by_command_and_subcommand() {
 
 #[test]
 fn latencystats_give_percentiles_of_the_commands_called() {
-    let mut h = Harness::new();
+    let mut h = harness();
     for _ in 0..10 {
         h.cmd(&["SET", "k", "v"]);
     }
@@ -218,7 +181,7 @@ fn latencystats_give_percentiles_of_the_commands_called() {
 
 #[test]
 fn latency_histogram_gives_each_command_its_calls_and_cumulative_buckets() {
-    let mut h = Harness::new();
+    let mut h = harness();
     for _ in 0..5 {
         h.cmd(&["SET", "k", "v"]);
     }
@@ -248,7 +211,7 @@ fn latency_histogram_gives_each_command_its_calls_and_cumulative_buckets() {
 
 #[test]
 fn config_resetstat_forgets_commandstats_errorstats_and_histograms() {
-    let mut h = Harness::new();
+    let mut h = harness();
     h.cmd(&["SET", "k", "v"]);
     assert!(is_error(&h.cmd(&["INCR", "k"]), "ERR"));
     assert!(h.text(&["INFO", "errorstats"]).contains("errorstat_ERR:count=1"));
@@ -263,7 +226,7 @@ fn config_resetstat_forgets_commandstats_errorstats_and_histograms() {
 
 #[test]
 fn slowlog_logs_what_passes_its_threshold_newest_first_within_its_length() {
-    let mut h = Harness::new();
+    let mut h = harness();
     // The default threshold (10 ms) is far above these commands.
     h.cmd(&["SET", "k", "v"]);
     assert_eq!(int(&h.cmd(&["SLOWLOG", "LEN"])), 0);
@@ -309,7 +272,7 @@ fn slowlog_logs_what_passes_its_threshold_newest_first_within_its_length() {
 
 #[test]
 fn latency_latest_history_and_reset_follow_the_monitor() {
-    let mut h = Harness::new();
+    let mut h = harness();
     assert_eq!(items(h.cmd(&["LATENCY", "LATEST"])), vec![]);
     assert!(
         matches!(h.cmd(&["LATENCY", "DOCTOR"]), Value::Bulk(t) if t.starts_with(b"Latency monitoring is disabled"))
@@ -338,14 +301,14 @@ fn latency_latest_history_and_reset_follow_the_monitor() {
 
 #[test]
 fn monitor_is_refused_by_a_host_without_monitors() {
-    let mut h = Harness::new();
+    let mut h = harness();
     // A host that keeps no monitors (the server keeps them: pubsub_tests.rs).
     assert_eq!(h.cmd(&["MONITOR"]), Value::Error(NO_MONITOR.as_bytes().to_vec()));
 }
 
 #[test]
 fn info_server_gives_the_plaintext_port_or_0_when_only_tls_serves() {
-    let mut h = Harness::new();
+    let mut h = harness();
     assert_eq!(h.info_field("server", "tcp_port").as_deref(), Some("6379"));
     h.host.tls_only = true;
     assert_eq!(h.info_field("server", "tcp_port").as_deref(), Some("0"));
@@ -361,7 +324,7 @@ fn info_server_gives_the_plaintext_port_or_0_when_only_tls_serves() {
 
 #[test]
 fn the_new_commands_are_in_the_command_table() {
-    let mut h = Harness::new();
+    let mut h = harness();
     let info = items(h.cmd(&["COMMAND", "INFO", "slowlog", "latency", "monitor"]));
     assert_eq!(info.len(), 3);
     for (i, name) in ["slowlog", "latency", "monitor"].iter().enumerate() {
@@ -376,7 +339,7 @@ fn the_new_commands_are_in_the_command_table() {
 
 #[test]
 fn a_scripts_commands_are_counted_but_not_logged_each() {
-    let mut h = Harness::new();
+    let mut h = harness();
     h.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
     h.cmd(&["SLOWLOG", "RESET"]);
     h.cmd(&["EVAL", "redis.call('SET', KEYS[1], 'v'); return redis.pcall('INCR', KEYS[1])", "1", "k"]);
