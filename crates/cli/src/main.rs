@@ -1,7 +1,9 @@
 //! The `mojim` command: initialise a region, run a mirror, inspect it, demo and benchmark.
 
 mod export;
+mod notify;
 mod reload;
+mod stop;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use mojim::config::{random_uuid, template, write_private, Config, Secret, DEFAULT_PORT};
@@ -27,7 +29,8 @@ struct Cli {
 enum Command {
     /// Create a region file and a commented configuration file beside it.
     Init(InitArgs),
-    /// Run a node in the mirror role (the daemon). SIGHUP reloads its [security] TLS files.
+    /// Run a node in the mirror role (the daemon). SIGHUP reloads its [security] TLS files;
+    /// SIGTERM or SIGINT stops it cleanly (the logs applied, exit 0).
     Serve(ServeArgs),
     /// Show a node's role, epoch, lanes, log fill, sequence numbers and lag.
     Status(StatusArgs),
@@ -59,6 +62,14 @@ enum Command {
     /// The application of a `bench --mode failover` round (started by `mojim bench`).
     #[command(hide = true)]
     BenchWorker(mojim_tools::bench_failover::WorkerArgs),
+    /// Writes the manual pages (mojim.1, and mojim-COMMAND.1 for each command) into a folder,
+    /// from the same definitions as --help (scripts/package).
+    #[command(hide = true)]
+    Man {
+        /// Folder to write the pages into (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Raw TCP echo server used by `bench --mode tcp-rtt` (prints `serving on ADDR`).
     #[command(hide = true)]
     Echo {
@@ -93,7 +104,9 @@ MOJIM_KV_PASSWORD; mojim init writes a random one) a client must AUTH before any
 limit, or one that breaks the protocol, closes that client with -ERR Protocol error; a reply past \
 output_limit closes it with an error, its command undone; nothing else changes. While the mirror is lost (on_mirror_loss = \"block\") writes wait; a primary fenced by a \
 promotion stops with an error. Prints \"serving on ADDR\" when ready \
-(with tls_listen, \"serving TLS on ADDR\" before it; with listen = \"\", ADDR is the TLS one).";
+(with tls_listen, \"serving TLS on ADDR\" before it; with listen = \"\", ADDR is the TLS one), and \
+tells systemd (READY=1) when NOTIFY_SOCKET is set. SIGTERM or SIGINT stops it cleanly: every request \
+read is answered once its group is acknowledged, then the clients and the region are closed (exit 0).";
 
 #[derive(Args)]
 struct KvArgs {
@@ -279,12 +292,27 @@ fn log_format() -> Result<LogFormat, String> {
     }
 }
 
+/// The command line's definition: what parses the arguments, prints --help and makes the
+/// manual pages.
+fn command() -> clap::Command {
+    // `mojim kv --help` lists the commands from the table the server runs them from.
+    Cli::command().mut_subcommand("kv", |c| c.after_long_help(mojim_kv::cmd::command_list()))
+}
+
+/// `mojim man --out DIR`: a page per command that --help lists (hidden ones left out).
+fn man(out: &std::path::Path) -> mojim::Result<()> {
+    std::fs::create_dir_all(out)
+        .map_err(|e| Error::Io { op: format!("create {}", out.display()), source: e })?;
+    clap_mangen::generate_to(command(), out)
+        .map_err(|e| Error::Io { op: format!("write the manual pages into {}", out.display()), source: e })?;
+    println!("wrote the manual pages into {}", out.display());
+    Ok(())
+}
+
 fn main() -> ExitCode {
     // Colour only on a terminal: a log written to a file or a pipe stays plain text.
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    // `mojim kv --help` lists the commands from the table the server runs them from.
-    let cmd = Cli::command().mut_subcommand("kv", |c| c.after_long_help(mojim_kv::cmd::command_list()));
-    let cli = Cli::from_arg_matches(&cmd.get_matches()).unwrap_or_else(|e| e.exit());
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     // `bench --rvm` opens recoverable memory hundreds of times: its progress lines, not an
     // info line per open, unless MOJIM_LOG asks for them.
     let level = if matches!(&cli.command, Command::Bench(b) if b.rvm.rvm) { "warn" } else { "info" };
@@ -315,6 +343,7 @@ fn main() -> ExitCode {
         Command::Kv(a) => kv(a),
         Command::ChaosWorker(a) => mojim_tools::chaos::worker(&a),
         Command::BenchWorker(a) => mojim_tools::bench_failover::worker(&a),
+        Command::Man { out } => man(&out),
         Command::Echo { listen, busy_poll_us, config } => {
             mojim_tools::bench::echo_server(&listen, busy_poll_us, config.as_deref())
         }
@@ -369,7 +398,21 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
         None => None,
     };
     reload::on_sighup(sets).map_err(|e| Error::Io { op: "install the SIGHUP handler".into(), source: e })?;
-    mojim_kv::run_with_metrics(&opts, metrics).map_err(kv_error)
+    let stop =
+        stop::stop_fd().map_err(|e| Error::Io { op: "install the SIGTERM handler".into(), source: e })?;
+    let control = mojim_kv::Control {
+        stop: Some(stop),
+        ready: Some(Box::new(|addr: &str| {
+            notify::notify(&format!("READY=1\nSTATUS=serving Redis clients on {addr}"));
+        })),
+        metrics,
+    };
+    let result = mojim_kv::run_with(&opts, control).map_err(kv_error);
+    if result.is_ok() {
+        // Only a stop signal ends a serving server without an error.
+        notify::notify("STATUS=stopped");
+    }
+    result
 }
 
 /// Reloading the `[security]` TLS files of `ctx`, a node's or (`application`) an application's,
@@ -518,6 +561,8 @@ fn serve(a: ServeArgs) -> mojim::Result<()> {
     let tls = opts.tls.clone().map(|t| security_reload(t, &cfg, false));
     reload::on_sighup(tls.into_iter().collect())
         .map_err(|e| Error::Io { op: "install the SIGHUP handler".into(), source: e })?;
+    let mut signals =
+        stop::signals().map_err(|e| Error::Io { op: "install the SIGTERM handler".into(), source: e })?;
     let mirror = Mirror::open(opts)?;
     let handle = mirror.serve()?;
     if let Some(l) = metrics {
@@ -528,7 +573,25 @@ fn serve(a: ServeArgs) -> mojim::Result<()> {
     }
     println!("serving on {}", handle.addr());
     let _ = std::io::stdout().flush();
-    handle.wait();
+    let st = handle.status();
+    notify::notify(&format!(
+        "READY=1\nSTATUS=serving on {} (epoch {}, applied up to group {})",
+        handle.addr(),
+        st.epoch,
+        st.applied_seq
+    ));
+    // The mirror's threads run until it is stopped: wait for a stop signal.
+    let signal = signals.forever().next().unwrap_or(signal_hook::consts::SIGTERM);
+    tracing::info!("{}: stopping (ending the session, applying the logs)", stop::name(signal));
+    notify::notify(&format!("STOPPING=1\nSTATUS=stopping on {}", stop::name(signal)));
+    // A second signal while it stops is only logged.
+    std::thread::spawn(move || {
+        for s in signals.forever() {
+            tracing::warn!("{}: already stopping (SIGKILL ends it at once)", stop::name(s));
+        }
+    });
+    handle.shutdown();
+    tracing::info!("stopped");
     Ok(())
 }
 

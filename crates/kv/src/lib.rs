@@ -19,4 +19,4 @@ pub mod tls;
 
 pub use error::KvError;
 pub use options::{split_host_port, KvOptions};
-pub use server::{run, run_with_metrics};
+pub use server::{run, run_with, Control};

@@ -44,6 +44,17 @@ fn bind(addr: &str, setting: &str, ep: &OwnedFd, token: u64) -> Result<(TcpListe
 }
 
 impl Listeners {
+    /// Stops accepting: the listening sockets are closed (a connection not accepted yet is
+    /// refused).
+    pub fn close(&mut self, ep: &OwnedFd) {
+        if let Some(l) = self.plain.take() {
+            let _ = epoll::delete(ep, l.as_fd());
+        }
+        if let Some((l, _)) = self.tls.take() {
+            let _ = epoll::delete(ep, l.as_fd());
+        }
+    }
+
     /// Binds the listeners `opts` names and registers them with `ep`.
     pub fn bind(opts: &KvOptions, ep: &OwnedFd) -> Result<Listeners, KvError> {
         let mut ls = Listeners { plain: None, tls: None, plain_addr: String::new(), tls_addr: String::new() };

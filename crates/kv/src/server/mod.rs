@@ -40,10 +40,13 @@ use rustix::event::epoll;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io::Write as _;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 use sync::{persist, settle, sync, wait};
 
+/// The epoll token of [`Control::stop`] (client slots are small numbers, the listeners' the
+/// largest two).
+const STOP: u64 = u64::MAX - 2;
 /// How often expired keys are looked for.
 const EXPIRE_EVERY: Duration = Duration::from_millis(100);
 /// Buckets an expiry pass looks at in one slice.
@@ -63,18 +66,44 @@ struct Batch {
     replies: Vec<(usize, u64, usize)>,
 }
 
-/// Runs `mojim kv` until the process is stopped or the primary is fenced.
-pub fn run(opts: &KvOptions) -> Result<(), KvError> {
-    run_with_metrics(opts, None)
+/// How long a stopping server waits for clients to read the replies it owes them.
+const STOP_WRITE_WAIT: Duration = Duration::from_secs(5);
+
+/// What the caller of [`run_with`] controls: when the server stops, and whom it tells that it
+/// serves.
+#[derive(Default)]
+pub struct Control {
+    /// A descriptor (the read end of a pipe or socket pair) that becomes readable when the
+    /// server is to stop, as a signal handler makes it: the server then stops accepting, runs
+    /// the requests it has read, waits for their groups, sends their replies and closes every
+    /// client ([`run_with`]).
+    pub stop: Option<OwnedFd>,
+    /// Called once the server serves, with the address clients connect to.
+    pub ready: Option<OnReady>,
+    /// A metrics listener, bound by the caller (so that an address it cannot have stops it
+    /// before the region is opened): it serves `/metrics`, `/healthz` and `/readyz` once the
+    /// server serves clients, and "metrics on ADDR" is printed before "serving on ADDR".
+    pub metrics: Option<mojim_metrics::MetricsListener>,
 }
 
-/// [`run`], serving `/metrics`, `/healthz` and `/readyz` on `metrics` (bound by the caller,
-/// so that an address it cannot have stops it before the region is opened) once it serves
-/// clients, and printing "metrics on ADDR" before "serving on ADDR".
-pub fn run_with_metrics(
-    opts: &KvOptions,
-    metrics: Option<mojim_metrics::MetricsListener>,
-) -> Result<(), KvError> {
+/// What [`Control::ready`] calls: told the address clients connect to.
+pub type OnReady = Box<dyn FnOnce(&str)>;
+
+/// Runs `mojim kv` until the process is stopped or the primary is fenced.
+pub fn run(opts: &KvOptions) -> Result<(), KvError> {
+    run_with(opts, Control::default())
+}
+
+/// Runs `mojim kv` until `control.stop` becomes readable (then returns `Ok` once every request
+/// it read is answered and the region is closed), the process is stopped, or the primary is
+/// fenced.
+///
+/// A clean stop answers every request the server had read: each one's group is acknowledged
+/// (or, once the mirror is back, sent again) before its reply is written, as in any turn.
+/// Requests still in a client's socket are not read; the client sees its connection closed
+/// after the replies it was owed. A client blocked in BLPOP and the like is closed too. While
+/// the mirror is lost with `on_mirror_loss = "block"`, the stop waits for it, as writes do.
+pub fn run_with(opts: &KvOptions, control: Control) -> Result<(), KvError> {
     let max_ranges = opts.primary.limits.max_ranges;
     let path = &opts.primary.region_path;
     // Repair first, on the region file itself: the primary then only ever sends whole states.
@@ -101,6 +130,10 @@ pub fn run_with_metrics(
     settle(&primary);
     let ep = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(|e| KvError::io("epoll_create")(e.into()))?;
     let listeners = Listeners::bind(opts, &ep)?;
+    if let Some(fd) = &control.stop {
+        epoll::add(&ep, fd.as_fd(), epoll::EventData::new_u64(STOP), epoll::EventFlags::IN)
+            .map_err(|e| KvError::io("epoll_ctl")(e.into()))?;
+    }
     let local = listeners.main_addr().to_string();
     let tls_local = listeners.tls_addr.clone();
     let plain = !listeners.plain_addr.is_empty();
@@ -148,7 +181,7 @@ pub fn run_with_metrics(
         batches: Default::default(),
     };
     server.sweep_stale()?;
-    if let Some(l) = metrics {
+    if let Some(l) = control.metrics {
         let sc = scrape::Scrape::new().map_err(KvError::io("make the metrics listener's eventfd"))?;
         epoll::add(
             &server.ep,
@@ -173,7 +206,17 @@ pub fn run_with_metrics(
     }
     println!("serving on {local}");
     let _ = std::io::stdout().flush();
-    server.run_loop()
+    if let Some(ready) = control.ready {
+        ready(&local);
+    }
+    server.run_loop()?;
+    // Stopped: every client is answered and closed. The store's last changes are acknowledged;
+    // closing the primary waits for anything else sent (and a copy in progress) and ends the
+    // session, then the region's lock goes with it.
+    drop(server);
+    primary.close()?;
+    tracing::info!("mojim kv stopped");
+    Ok(())
 }
 
 /// A run id: 40 hex digits from the system's random source (INFO's `run_id`).
@@ -306,8 +349,13 @@ impl Server<'_> {
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(KvError::io("epoll_wait")(e.into())),
             };
+            let mut stop = false;
             for ev in &events {
                 let token = ev.data.u64();
+                if token == STOP {
+                    stop = true;
+                    continue;
+                }
                 if listeners::is_listener(token) {
                     self.accept(token);
                     continue;
@@ -339,7 +387,63 @@ impl Server<'_> {
             if groups >= GROUPS_IN_FLIGHT || (found == 0 && self.ready.is_empty()) {
                 self.release(true)?;
             }
+            if stop {
+                return self.finish();
+            }
         }
+    }
+
+    /// The clean stop: no new client, no new request; the requests read so far run (turns go
+    /// on while clients have complete requests buffered), every batch's group is waited for,
+    /// the replies are written (for at most [`STOP_WRITE_WAIT`] to a client that does not
+    /// read them), then every client is closed.
+    fn finish(&mut self) -> Result<(), KvError> {
+        self.listeners.close(&self.ep);
+        let clients = self.clients.iter().flatten().count();
+        tracing::info!(clients, "stopping: answering the requests read, then closing every client");
+        loop {
+            while !self.inflight.is_empty() {
+                self.release(true)?;
+            }
+            if self.ready.is_empty() {
+                break;
+            }
+            self.turn()?;
+        }
+        let deadline = Instant::now() + STOP_WRITE_WAIT;
+        let mut events: Vec<epoll::Event> = Vec::with_capacity(64);
+        loop {
+            let owed: Vec<usize> = (0..self.clients.len())
+                .filter(|&i| self.clients[i].as_ref().is_some_and(|c| !c.all_sent()))
+                .collect();
+            let left = deadline.saturating_duration_since(Instant::now());
+            if owed.is_empty() || left.is_zero() {
+                if !owed.is_empty() {
+                    tracing::warn!(
+                        clients = owed.len(),
+                        "stopping: closing clients that did not read their replies"
+                    );
+                }
+                break;
+            }
+            for i in owed {
+                self.write_client(i);
+            }
+            self.close_pending();
+            // Wakes when a socket can take more (or the time is up).
+            let ts = rustix::event::Timespec {
+                tv_sec: left.as_secs() as i64,
+                tv_nsec: i64::from(left.subsec_nanos()),
+            };
+            events.clear();
+            match epoll::wait(&self.ep, rustix::buffer::spare_capacity(&mut events), Some(&ts)) {
+                Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(KvError::io("epoll_wait")(e.into())),
+            }
+        }
+        self.closing.extend((0..self.clients.len()).filter(|&i| self.clients[i].is_some()));
+        self.close_pending();
+        Ok(())
     }
 
     /// Whether client `i` is open and registered for input (its buffer has room, its replies
