@@ -47,6 +47,20 @@ use sync::{persist, settle, sync, wait};
 /// The epoll token of [`Control::stop`] (client slots are small numbers, the listeners' the
 /// largest two).
 const STOP: u64 = u64::MAX - 2;
+// The tokens above every client slot and arrival (`busy::ARRIVAL`): each its own.
+const _: () = {
+    let tokens = [listeners::LISTENER, listeners::TLS_LISTENER, STOP, scrape::WAKE];
+    let mut i = 0;
+    while i < tokens.len() {
+        assert!(tokens[i] > busy::ARRIVAL + 1024);
+        let mut j = i + 1;
+        while j < tokens.len() {
+            assert!(tokens[i] != tokens[j], "two epoll tokens are the same");
+            j += 1;
+        }
+        i += 1;
+    }
+};
 /// How often expired keys are looked for.
 const EXPIRE_EVERY: Duration = Duration::from_millis(100);
 /// Buckets an expiry pass looks at in one slice.

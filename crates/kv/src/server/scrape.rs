@@ -23,9 +23,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-/// The epoll token of the wake-up eventfd (below the listeners', above any client slot and
-/// any arrival's token, `busy.rs`).
-pub const WAKE: u64 = u64::MAX - 2;
+/// The epoll token of the wake-up eventfd (below the listeners' and the stop descriptor's,
+/// above any client slot and any arrival's token, `busy.rs`; `mod.rs` checks they differ).
+pub const WAKE: u64 = u64::MAX - 3;
 
 /// How long a request waits for the command thread's snapshot.
 pub const FRESH_WAIT: Duration = Duration::from_secs(2);
