@@ -17,6 +17,9 @@ pub enum Kind {
     Counter,
     /// A value that goes up and down, or a state (1 for the state it is in, labelled).
     Gauge,
+    /// Observations counted in buckets: samples `name_bucket{le="..."}` (cumulative, the last
+    /// `le="+Inf"`), `name_sum` and `name_count`, written with [`Exposition::histogram_sample`].
+    Histogram,
 }
 
 impl Kind {
@@ -24,6 +27,7 @@ impl Kind {
         match self {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
         }
     }
 }
@@ -34,6 +38,7 @@ pub struct Exposition {
     out: String,
     /// The family whose samples are being written, and its kind.
     family: String,
+    kind: Option<Kind>,
 }
 
 impl Exposition {
@@ -53,12 +58,32 @@ impl Exposition {
         let _ = writeln!(self.out, "# HELP {name} {}", escape(help, false));
         let _ = writeln!(self.out, "# TYPE {name} {}", kind.name());
         self.family = name.to_string();
+        self.kind = Some(kind);
     }
 
     /// A sample of the current family.
     pub fn sample(&mut self, labels: &[(&str, &str)], value: impl Into<Value>) {
         assert!(!self.family.is_empty(), "a sample comes after its family");
+        assert!(self.kind != Some(Kind::Histogram), "a histogram's samples have suffixes");
+        self.write_sample("", labels, value.into());
+    }
+
+    /// A sample of the current family, a histogram: `suffix` is `_bucket` (with an `le` label
+    /// among `labels`), `_sum` or `_count`.
+    pub fn histogram_sample(&mut self, suffix: &str, labels: &[(&str, &str)], value: impl Into<Value>) {
+        assert_eq!(self.kind, Some(Kind::Histogram), "histogram samples come after a histogram family");
+        assert!(["_bucket", "_sum", "_count"].contains(&suffix), "histogram sample suffix {suffix:?}");
+        assert_eq!(
+            suffix == "_bucket",
+            labels.iter().any(|(k, _)| *k == "le"),
+            "{suffix}: le goes on buckets only"
+        );
+        self.write_sample(suffix, labels, value.into());
+    }
+
+    fn write_sample(&mut self, suffix: &str, labels: &[(&str, &str)], value: Value) {
         self.out.push_str(&self.family);
+        self.out.push_str(suffix);
         if !labels.is_empty() {
             self.out.push('{');
             for (i, (k, v)) in labels.iter().enumerate() {
@@ -71,7 +96,7 @@ impl Exposition {
             self.out.push('}');
         }
         self.out.push(' ');
-        self.out.push_str(&value.into().to_string());
+        self.out.push_str(&value.to_string());
         self.out.push('\n');
     }
 
@@ -191,6 +216,33 @@ mod tests {
         assert_eq!(Value::from(u64::MAX).to_string(), "18446744073709551615", "counts are exact");
         assert_eq!(Value::from(-3.25).to_string(), "-3.25");
         assert_eq!(Value::from(true).to_string(), "1");
+    }
+
+    #[test]
+    fn histogram_samples_carry_suffixes() {
+        let mut e = Exposition::new();
+        e.family("mojim_sync_seconds", Kind::Histogram, "Sync points.");
+        e.histogram_sample("_bucket", &[("mode", "sync"), ("le", "0.001")], 2u64);
+        e.histogram_sample("_bucket", &[("mode", "sync"), ("le", "+Inf")], 3u64);
+        e.histogram_sample("_sum", &[("mode", "sync")], 0.5);
+        e.histogram_sample("_count", &[("mode", "sync")], 3u64);
+        assert_eq!(
+            e.finish(),
+            "# HELP mojim_sync_seconds Sync points.\n\
+             # TYPE mojim_sync_seconds histogram\n\
+             mojim_sync_seconds_bucket{mode=\"sync\",le=\"0.001\"} 2\n\
+             mojim_sync_seconds_bucket{mode=\"sync\",le=\"+Inf\"} 3\n\
+             mojim_sync_seconds_sum{mode=\"sync\"} 0.5\n\
+             mojim_sync_seconds_count{mode=\"sync\"} 3\n"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "have suffixes")]
+    fn a_plain_sample_of_a_histogram_is_a_bug() {
+        let mut e = Exposition::new();
+        e.family("mojim_sync_seconds", Kind::Histogram, "x");
+        e.sample(&[], 1u64);
     }
 
     #[test]
