@@ -624,12 +624,18 @@ where
     /// in `sync` and `sync-flush`, the durability point.
     pub fn gmsync(&self, ranges: &[Range]) -> Result<()> {
         let t0 = Instant::now();
-        let r = self.persist(ranges).and_then(|t| match self.inner.mode.waits_for_mirror() {
-            true => self.wait(t),
-            false => Ok(()),
-        });
+        let r = self.persist(ranges).and_then(|t| self.durable(t));
         self.inner.counters.sync_point(t0.elapsed(), r.is_ok());
         r
+    }
+
+    /// The second half of a sync point: waits for the ticket where the mode waits for the
+    /// mirror.
+    fn durable(&self, t: Ticket) -> Result<()> {
+        if self.inner.mode.waits_for_mirror() {
+            self.wait(t)?;
+        }
+        Ok(())
     }
 
     /// `msync` of the bytes at `ptr` (which must lie inside the region).
@@ -667,10 +673,7 @@ where
         let mut stage = Stage::new(ranges, put);
         let t = self.inner.persist(ranges, &mut stage);
         stage.finish();
-        let r = t.and_then(|t| match self.inner.mode.waits_for_mirror() {
-            true => self.wait(t),
-            false => Ok(()),
-        });
+        let r = t.and_then(|t| self.durable(t));
         self.inner.counters.sync_point(t0.elapsed(), r.is_ok());
         r
     }
