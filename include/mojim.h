@@ -33,8 +33,9 @@
  *
  * Threads
  *  - A handle may be used from many threads at once: mojim_msync, mojim_gmsync (and the _at
- *    forms), mojim_persist, mojim_wait, mojim_status, mojim_base and mojim_size. Each thread
- *    keeps to one lane (a connection to the mirror); groups from many threads pipeline.
+ *    forms), mojim_persist, mojim_wait, mojim_status, mojim_metrics, mojim_base and
+ *    mojim_size. Each thread keeps to one lane (a connection to the mirror); groups from many
+ *    threads pipeline.
  *  - mojim_close only when no other call on the handle is in flight, and none after it.
  *  - While a range is being synced its bytes must not change (their checksum is computed
  *    from the mapping and checked by the mirror; a change under way fails the session).
@@ -95,6 +96,13 @@ typedef struct rvm_status rvm_status_t;
  * network.
  */
 #define MOJIM_OPEN_INSECURE 1
+
+/**
+ * Buckets of `struct mojim_metrics`'s `sync_buckets`: bucket `k` (0 to 23) counts sync points
+ * that took more than 2^(k-1) µs and at most 2^k µs (bucket 0: at most 1 µs); the last, 24,
+ * those that took longer than 2^23 µs (about 8.4 s).
+ */
+#define MOJIM_METRICS_BUCKETS 25
 
 /**
  * Bytes of the short string fields of `rvm_status_t` (`tracking`, `backend`), NUL included.
@@ -474,6 +482,94 @@ struct mojim_status {
 };
 
 /**
+ * A snapshot of what a primary counted since it opened, filled by `mojim_metrics`.
+ *
+ * Set `size` to `sizeof(struct mojim_metrics)` before the call: the library fills at most
+ * that many bytes and sets `size` to the number it filled. Fields are only ever added at the
+ * end.
+ */
+struct mojim_metrics {
+    /**
+     * In: the caller's `sizeof(struct mojim_metrics)`. Out: the bytes filled.
+     */
+    uint32_t size;
+    /**
+     * A `MOJIM_MIRROR_*` value, as `struct mojim_status` has it.
+     */
+    uint32_t mirror_state;
+    /**
+     * Connected lanes, counting every broadcast mirror's (0 while not connected).
+     */
+    uint32_t lanes;
+    /**
+     * The current or last resynchronisation's kind: 0 none ran, 1 log, 2 bitmap, 3 full.
+     */
+    uint32_t resync_kind;
+    /**
+     * 1 while a resynchronisation runs, else 0.
+     */
+    uint32_t resync_running;
+    /**
+     * Always 0 (keeps the next field aligned).
+     */
+    uint32_t reserved;
+    /**
+     * Sync points that succeeded (`mojim_msync`, `mojim_gmsync` and their `_at` forms): the
+     * sum of `sync_buckets`.
+     */
+    uint64_t sync_count;
+    /**
+     * Their latencies summed, in nanoseconds.
+     */
+    uint64_t sync_sum_ns;
+    /**
+     * Sync points that returned an error.
+     */
+    uint64_t sync_failures;
+    /**
+     * Groups sent to the mirror by sync points (not a resynchronisation's copies).
+     */
+    uint64_t groups_sent;
+    /**
+     * Bytes of the ranges of those groups.
+     */
+    uint64_t bytes_sent;
+    /**
+     * Groups sent and not yet known to be acknowledged, at most.
+     */
+    uint64_t in_flight_groups;
+    /**
+     * Times the mirror was lost since the region was opened.
+     */
+    uint64_t mirror_losses;
+    /**
+     * Microseconds the last loss took to make the primary's copy persistent (the window of
+     * vulnerability), or `UINT64_MAX` if the mirror was never lost.
+     */
+    uint64_t vulnerable_us;
+    /**
+     * Bytes the dirty bitmap marks as changed since the mirror last had them.
+     */
+    uint64_t dirty_bytes;
+    /**
+     * The current or last resynchronisation: bytes it sends in all (0 if none ran).
+     */
+    uint64_t resync_total_bytes;
+    /**
+     * The current or last resynchronisation: bytes sent so far.
+     */
+    uint64_t resync_sent_bytes;
+    /**
+     * Renewal attempts of the etcd lease, or `UINT64_MAX` without the etcd coordinator.
+     */
+    uint64_t lease_renewals;
+    /**
+     * Sync points by latency, not cumulative (see `MOJIM_METRICS_BUCKETS`).
+     */
+    uint64_t sync_buckets[MOJIM_METRICS_BUCKETS];
+};
+
+/**
  * What `rvm_cfg_create` is told beyond the configuration file: a NULL `rvm_options_t *`
  * means all defaults.
  *
@@ -745,6 +841,22 @@ int mojim_wait(const struct mojim *h, struct mojim_ticket ticket);
  * for reads and writes of `out->size` bytes.
  */
 int mojim_status(const struct mojim *h, struct mojim_status *out);
+
+/**
+ * Fills `*out` with a snapshot of what the primary counted since it opened
+ * (`Primary::metrics`): sync points by latency, groups and bytes sent, groups in flight, the
+ * mirror's state and losses, a resynchronisation's progress. Set `out->size =
+ * sizeof(struct mojim_metrics)` first: at most that many bytes are filled, and `out->size`
+ * becomes the number filled. Sync points count themselves without a lock; this call reads
+ * the rest as `mojim_status` does.
+ *
+ * Errors: `MOJIM_EINVAL` (NULL, or `out->size` smaller than 8: not set).
+ *
+ * # Safety
+ * `h` is NULL or a handle `mojim_open` returned that is not closed; `out` is NULL or valid
+ * for reads and writes of `out->size` bytes.
+ */
+int mojim_metrics(const struct mojim *h, struct mojim_metrics *out);
 
 /**
  * The message of the last call that failed on this thread: the text the `mojim` command

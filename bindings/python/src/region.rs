@@ -221,6 +221,20 @@ impl Region {
         py.import("json")?.call_method1("loads", (json,))
     }
 
+    /// metrics() -> dict: what the primary counted since it opened, as `Primary::metrics`
+    /// reports it: `mirror_state` (`online`, `lost`, `degraded`, `unreplicated`),
+    /// `sync_seconds` (a histogram: `bounds_seconds`, per-bucket `counts` with one more entry
+    /// for longer ones, `count`, `sum_seconds`), `sync_failures`, `groups_sent`, `bytes_sent`,
+    /// `in_flight_groups`, `lanes`, `mirror_losses`, `vulnerable_seconds`, `dirty_bytes`,
+    /// `resync`, `lease_renewals`, `lease_valid_seconds`.
+    fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let p = self.primary()?;
+        let json = py
+            .detach(|| serde_json::to_string(&p.metrics()))
+            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("metrics: {e}")))?;
+        py.import("json")?.call_method1("loads", (json,))
+    }
+
     /// close(): waits until every group sent is acknowledged, ends the session and unmaps the
     /// region. Refused (mojim.Busy) while views of it are alive. Closing twice does nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {

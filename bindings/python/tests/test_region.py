@@ -85,6 +85,31 @@ def test_a_lost_mirror_raises_mirror_lost(cluster):
         assert region.status()["failed"]
 
 
+def test_metrics_count_sync_points_and_see_the_mirror_lost(cluster):
+    with mojim.Region(cluster.cfg) as region:
+        m = region.metrics()
+        assert m["mirror_state"] == "online"
+        assert m["sync_seconds"]["count"] == 0
+        for i in range(10):
+            region.msync(i * 4096, 100)
+        m = region.metrics()
+        h = m["sync_seconds"]
+        assert h["count"] == 10 == sum(h["counts"])
+        assert len(h["counts"]) == len(h["bounds_seconds"]) + 1
+        assert h["sum_seconds"] > 0
+        assert (m["groups_sent"], m["bytes_sent"]) == (10, 1000)
+        assert m["sync_failures"] == 0
+        cluster.kill_mirror()
+        with pytest.raises(mojim.MirrorLost):
+            region.msync(0, 8)
+        m = region.metrics()
+        assert m["mirror_state"] == "lost"
+        assert m["mirror_losses"] == 1
+        assert m["vulnerable_seconds"] >= 0
+        assert m["sync_failures"] == 1
+        assert m["sync_seconds"]["count"] == 10
+
+
 def test_tickets(cluster):
     with mojim.Region(cluster.cfg) as region:
         t1 = region.persist([(0, 8)])

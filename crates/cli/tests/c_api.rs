@@ -7,8 +7,8 @@
 //!   the count and the log always agree (the log append is atomic), and no state it printed
 //!   (acknowledged) is lost.
 //! - tests/c/bad_input.c (linked against libmojim.a) passes bad arguments: clear codes and
-//!   messages, and good calls still work after them; then four threads sync through one
-//!   handle and their last values are on the mirror.
+//!   messages, and good calls still work after them (`mojim_metrics` counts five sync points);
+//!   then four threads sync through one handle and their last values are on the mirror.
 
 mod common;
 
@@ -258,6 +258,14 @@ fn bad_input_through_c_gives_clear_codes_and_messages() {
     );
     expect("status-null", "MOJIM_EINVAL", &["out is NULL"]);
     expect("status-short", "MOJIM_OK", &[]);
+    expect(
+        "metrics-size-unset",
+        "MOJIM_EINVAL",
+        &["status size is 0: set out->size = sizeof(struct mojim_metrics)"],
+    );
+    expect("metrics-null", "MOJIM_EINVAL", &["out is NULL"]);
+    expect("metrics", "MOJIM_OK", &[]);
+    expect("metrics-after", "MOJIM_OK", &[]);
     expect("close-null", "MOJIM_EINVAL", &["the handle is NULL"]);
     expect("close", "MOJIM_OK", &[]);
     let line = |prefix: &str| {
@@ -271,6 +279,11 @@ fn bad_input_through_c_gives_clear_codes_and_messages() {
         )
     );
     assert_eq!(line("status-short-fields "), "status-short-fields size=16 untouched=1");
+    assert_eq!(
+        line("metrics-fields "),
+        "metrics-fields size=320 mirror_state=1 lanes=2 count=5 groups=5 bytes=40 buckets_ok=1 sum_ok=1 \
+         vulnerable=none"
+    );
     assert_eq!(line("strerror "), "strerror MOJIM_EBUG MOJIM_E?");
     assert_eq!(line("threads "), "threads OK", "threads sharing a handle failed");
 

@@ -44,6 +44,7 @@ fn mirror_opts(dir: &Path, id: RegionId) -> MirrorOptions {
 
 fn primary_opts(dir: &Path, addr: &str, mode: Mode, lanes: u16) -> PrimaryOptions {
     PrimaryOptions {
+        metrics_listen: None,
         region_path: dir.join("region.mojim"),
         mode,
         mirror: addr.into(),

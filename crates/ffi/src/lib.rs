@@ -12,12 +12,14 @@
 
 mod error;
 mod handle;
+mod metrics;
 mod rvm;
 mod rvm_status;
 mod status;
 
 pub use error::{mojim_last_error, mojim_last_error_code, mojim_strerror, MojimError};
 pub use handle::Handle;
+pub use metrics::{MojimMetrics, MOJIM_METRICS_BUCKETS};
 pub use rvm::{
     rvm_alloc, rvm_cfg_create, rvm_cfg_destroy, rvm_free, rvm_get_usr_data, rvm_set_usr_data, rvm_status,
     rvm_txn_commit, rvm_txn_start, RvmCfg,
@@ -491,6 +493,32 @@ pub unsafe extern "C" fn mojim_status(h: *const Mojim, out: *mut MojimStatus) ->
         unsafe {
             status::copy_sized(out, "struct mojim_status", status::MIN_STATUS_SIZE, || {
                 MojimStatus::of(&m.primary.status(), m.primary.mode())
+            })
+        }
+    })
+}
+
+/// Fills `*out` with a snapshot of what the primary counted since it opened
+/// (`Primary::metrics`): sync points by latency, groups and bytes sent, groups in flight, the
+/// mirror's state and losses, a resynchronisation's progress. Set `out->size =
+/// sizeof(struct mojim_metrics)` first: at most that many bytes are filled, and `out->size`
+/// becomes the number filled. Sync points count themselves without a lock; this call reads
+/// the rest as `mojim_status` does.
+///
+/// Errors: `MOJIM_EINVAL` (NULL, or `out->size` smaller than 8: not set).
+///
+/// # Safety
+/// `h` is NULL or a handle `mojim_open` returned that is not closed; `out` is NULL or valid
+/// for reads and writes of `out->size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn mojim_metrics(h: *const Mojim, out: *mut MojimMetrics) -> c_int {
+    call(|| {
+        // SAFETY: the caller's promise, passed on.
+        let m = unsafe { handle(h) }?;
+        // SAFETY: the caller's promise about `out`, passed on.
+        unsafe {
+            status::copy_sized(out, "struct mojim_metrics", metrics::MIN_METRICS_SIZE, || {
+                MojimMetrics::of(&m.primary.metrics(), m.primary.mode())
             })
         }
     })

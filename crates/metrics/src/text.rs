@@ -17,9 +17,8 @@ pub enum Kind {
     Counter,
     /// A value that goes up and down, or a state (1 for the state it is in, labelled).
     Gauge,
-    /// Counts of observations at or below each bound (`name_bucket{le="..."}`, cumulative, the
-    /// last `le="+Inf"`), their sum (`name_sum`) and count (`name_count`), written with
-    /// [`Exposition::sample_of`].
+    /// Observations counted in buckets: samples `name_bucket{le="..."}` (cumulative, the last
+    /// `le="+Inf"`), `name_sum` and `name_count`, written with [`Exposition::histogram_sample`].
     Histogram,
 }
 
@@ -39,6 +38,7 @@ pub struct Exposition {
     out: String,
     /// The family whose samples are being written, and its kind.
     family: String,
+    kind: Option<Kind>,
 }
 
 impl Exposition {
@@ -58,18 +58,30 @@ impl Exposition {
         let _ = writeln!(self.out, "# HELP {name} {}", escape(help, false));
         let _ = writeln!(self.out, "# TYPE {name} {}", kind.name());
         self.family = name.to_string();
+        self.kind = Some(kind);
     }
 
     /// A sample of the current family.
     pub fn sample(&mut self, labels: &[(&str, &str)], value: impl Into<Value>) {
-        self.sample_of("", labels, value);
+        assert!(!self.family.is_empty(), "a sample comes after its family");
+        assert!(self.kind != Some(Kind::Histogram), "a histogram's samples have suffixes");
+        self.write_sample("", labels, value.into());
     }
 
-    /// A sample of the current family named with `suffix` after the family's name: a
-    /// histogram's `_bucket` (with its `le` label last), `_sum` and `_count`.
-    pub fn sample_of(&mut self, suffix: &str, labels: &[(&str, &str)], value: impl Into<Value>) {
-        assert!(!self.family.is_empty(), "a sample comes after its family");
-        assert!(matches!(suffix, "" | "_bucket" | "_sum" | "_count"), "sample suffix {suffix:?}");
+    /// A sample of the current family, a histogram: `suffix` is `_bucket` (with an `le` label
+    /// among `labels`), `_sum` or `_count`.
+    pub fn histogram_sample(&mut self, suffix: &str, labels: &[(&str, &str)], value: impl Into<Value>) {
+        assert_eq!(self.kind, Some(Kind::Histogram), "histogram samples come after a histogram family");
+        assert!(["_bucket", "_sum", "_count"].contains(&suffix), "histogram sample suffix {suffix:?}");
+        assert_eq!(
+            suffix == "_bucket",
+            labels.iter().any(|(k, _)| *k == "le"),
+            "{suffix}: le goes on buckets only"
+        );
+        self.write_sample(suffix, labels, value.into());
+    }
+
+    fn write_sample(&mut self, suffix: &str, labels: &[(&str, &str)], value: Value) {
         self.out.push_str(&self.family);
         self.out.push_str(suffix);
         if !labels.is_empty() {
@@ -84,7 +96,7 @@ impl Exposition {
             self.out.push('}');
         }
         self.out.push(' ');
-        self.out.push_str(&value.into().to_string());
+        self.out.push_str(&value.to_string());
         self.out.push('\n');
     }
 
@@ -207,22 +219,30 @@ mod tests {
     }
 
     #[test]
-    fn histograms_have_buckets_a_sum_and_a_count() {
+    fn histogram_samples_carry_suffixes() {
         let mut e = Exposition::new();
-        e.family("mojim_kv_batch_commands", Kind::Histogram, "Commands a group.");
-        e.sample_of("_bucket", &[("le", "1")], 2u64);
-        e.sample_of("_bucket", &[("le", "+Inf")], 3u64);
-        e.sample_of("_sum", &[], 7u64);
-        e.sample_of("_count", &[], 3u64);
+        e.family("mojim_sync_seconds", Kind::Histogram, "Sync points.");
+        e.histogram_sample("_bucket", &[("mode", "sync"), ("le", "0.001")], 2u64);
+        e.histogram_sample("_bucket", &[("mode", "sync"), ("le", "+Inf")], 3u64);
+        e.histogram_sample("_sum", &[("mode", "sync")], 0.5);
+        e.histogram_sample("_count", &[("mode", "sync")], 3u64);
         assert_eq!(
             e.finish(),
-            "# HELP mojim_kv_batch_commands Commands a group.\n\
-             # TYPE mojim_kv_batch_commands histogram\n\
-             mojim_kv_batch_commands_bucket{le=\"1\"} 2\n\
-             mojim_kv_batch_commands_bucket{le=\"+Inf\"} 3\n\
-             mojim_kv_batch_commands_sum 7\n\
-             mojim_kv_batch_commands_count 3\n"
+            "# HELP mojim_sync_seconds Sync points.\n\
+             # TYPE mojim_sync_seconds histogram\n\
+             mojim_sync_seconds_bucket{mode=\"sync\",le=\"0.001\"} 2\n\
+             mojim_sync_seconds_bucket{mode=\"sync\",le=\"+Inf\"} 3\n\
+             mojim_sync_seconds_sum{mode=\"sync\"} 0.5\n\
+             mojim_sync_seconds_count{mode=\"sync\"} 3\n"
         );
+    }
+
+    #[test]
+    #[should_panic(expected = "have suffixes")]
+    fn a_plain_sample_of_a_histogram_is_a_bug() {
+        let mut e = Exposition::new();
+        e.family("mojim_sync_seconds", Kind::Histogram, "x");
+        e.sample(&[], 1u64);
     }
 
     #[test]

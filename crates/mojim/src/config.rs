@@ -505,6 +505,10 @@ pub struct PrimarySection {
     pub cert_file: String,
     /// `key_file = ""`: the private key of `cert_file` (mode 0600).
     pub key_file: String,
+    /// `metrics_listen = ""`: the `host:port` where the application's primary serves its
+    /// metrics (`/metrics`, `/healthz`, `/readyz`; port 0: any free port); empty: none. Apart
+    /// from `[metrics] listen`, the mirror's, because one file often configures both roles.
+    pub metrics_listen: String,
 }
 
 impl Default for PrimarySection {
@@ -521,6 +525,7 @@ impl Default for PrimarySection {
             broadcast: Vec::new(),
             cert_file: String::new(),
             key_file: String::new(),
+            metrics_listen: String::new(),
         }
     }
 }
@@ -1245,6 +1250,11 @@ busy_poll_us = 0
 # Baseline for comparison only (the paper's E-broadcast): more mirrors to send every group to,
 # each waited for like the mirror above.
 broadcast = []
+# An HTTP listener for monitoring, opened by the application's primary: its mojim_primary_*
+# metrics on /metrics, /healthz and /readyz (ready: the mirror is online; docs/METRICS.md). A
+# host:port such as "127.0.0.1:9421" (port 0: any free port); "" opens none. Apart from
+# [metrics] listen (mojim serve's), so that both roles can share this file on one host.
+metrics_listen = ""
 
 [mirror]
 listen = "{listen}"

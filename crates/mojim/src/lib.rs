@@ -36,8 +36,8 @@ pub use config::{Config, Limits, Mode, RegionId, Secret};
 pub use error::{Error, Result};
 pub use mojim_core::Range;
 pub use primary::{
-    CopyHold, CopyKind, FailurePolicy, LeaseStatus, Primary, PrimaryOptions, PrimaryStatus, ResyncStatus,
-    Ticket,
+    CopyHold, CopyKind, FailurePolicy, LeaseStatus, MirrorState, Primary, PrimaryMetrics, PrimaryOptions,
+    PrimaryStatus, ResyncStatus, SyncHistogram, Ticket, SYNC_BUCKETS,
 };
 pub use region_lock::RegionLock;
 

@@ -88,6 +88,7 @@ pub fn serve(net: &MemTransport, opts: MirrorOptions) -> MirrorHandle {
 /// frames of at most [`MAX_FRAME`], heartbeats as given, records sent on the connection.
 pub fn primary_options(path: &Path, mirror: &str, heartbeat: Heartbeat) -> PrimaryOptions {
     PrimaryOptions {
+        metrics_listen: None,
         region_path: path.to_path_buf(),
         mode: Mode::Sync,
         mirror: mirror.to_string(),

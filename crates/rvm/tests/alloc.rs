@@ -13,6 +13,7 @@ fn open(name: &str, size: u64, base: usize) -> (Rvm, std::path::PathBuf) {
     let region = dir.join("region.mojim");
     create_region(&region, RegionId { uuid: random_uuid(), size }).unwrap();
     let p = PrimaryOptions {
+        metrics_listen: None,
         region_path: region,
         mode: Mode::Unreplicated,
         mirror: String::new(),

@@ -71,6 +71,7 @@ fn cluster(dir: &Path, size: u64) -> (RegionId, MirrorHandle) {
 
 fn options(dir: &Path, mirror: &str, base: usize, tracking: WriteTracking) -> RvmOptions {
     let p = PrimaryOptions {
+        metrics_listen: None,
         region_path: dir.join("region.mojim"),
         mode: Mode::Sync,
         mirror: mirror.into(),

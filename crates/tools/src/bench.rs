@@ -148,6 +148,14 @@ pub struct BenchArgs {
     /// With --mode resync, on adds the kind full-tls: full with every link over mutual TLS.
     #[arg(long, default_value = "off", value_delimiter = ',', conflicts_with = "mirror")]
     pub tls: Vec<String>,
+    /// The primary's metrics listener, comma-separated: off, on, or on,off to run both side by
+    /// side (a session each, their rounds interleaved under --repeat) and print the ratios.
+    /// With on, each primary serves its metrics on a free loopback port (`[primary]
+    /// metrics_listen`) and a thread of the benchmark scrapes `/metrics` once a second while it
+    /// runs. Rows of modes without a primary (tcp-rtt) measure the same thing in both settings:
+    /// their ratio shows the run's noise.
+    #[arg(long, default_value = "off", value_delimiter = ',')]
+    pub metrics: Vec<String>,
     /// Print one JSON object per result instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -181,6 +189,8 @@ pub struct BenchResult {
     pub transport: String,
     /// Whether the links ran mutual TLS (`--tls on`).
     pub tls: bool,
+    /// Whether the primary served its metrics and was scraped each second (`--metrics on`).
+    pub metrics: bool,
     /// CPU time (user + system, µs) per operation of the sending process (the benchmark and the
     /// primary in it; the pinger for tcp-rtt), warm-up included, at the kernel's tick resolution.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -486,14 +496,24 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         return crate::bench_failover::run(a);
     }
     let tls = tls_settings(a)?;
+    let metrics = on_off_settings("--metrics", &a.metrics)?;
+    if tls.len() > 1 && metrics.len() > 1 {
+        return Err(Error::Config(
+            "--tls on,off and --metrics on,off: compare one at a time (give the other one setting)".into(),
+        ));
+    }
     let mut results = Vec::new();
     for t in transports(a)? {
         let mut one = a.clone();
         one.transport = vec![t.to_string()];
-        if tls.len() == 1 {
-            results.extend(measure(&one)?);
+        if tls.len() > 1 {
+            results.extend(measure_side_by_side(&one, "--tls", &tls, |o, t| o.tls = vec![t.into()])?);
+        } else if metrics.len() > 1 {
+            results.extend(measure_side_by_side(&one, "--metrics", &metrics, |o, m| {
+                o.metrics = vec![m.into()]
+            })?);
         } else {
-            results.extend(measure_side_by_side(&one, &tls)?);
+            results.extend(measure(&one)?);
         }
     }
     print(&results, a.json);
@@ -502,15 +522,20 @@ pub fn run(a: &BenchArgs) -> Result<()> {
 
 /// `--tls`, checked: each of on and off at most once.
 pub(crate) fn tls_settings(a: &BenchArgs) -> Result<Vec<&'static str>> {
+    on_off_settings("--tls", &a.tls)
+}
+
+/// A flag of on and off (`--tls`, `--metrics`), checked: each at most once; none is off.
+fn on_off_settings(flag: &str, given: &[String]) -> Result<Vec<&'static str>> {
     let mut out = Vec::new();
-    for t in &a.tls {
+    for t in given {
         let t = match t.trim() {
             "on" => "on",
             "off" => "off",
-            other => return Err(Error::Config(format!("--tls {other}: choose on, off, or on,off"))),
+            other => return Err(Error::Config(format!("{flag} {other}: choose on, off, or on,off"))),
         };
         if out.contains(&t) {
-            return Err(Error::Config(format!("--tls names {t} twice")));
+            return Err(Error::Config(format!("{flag} names {t} twice")));
         }
         out.push(t);
     }
@@ -520,19 +545,30 @@ pub(crate) fn tls_settings(a: &BenchArgs) -> Result<Vec<&'static str>> {
     Ok(out)
 }
 
+/// Whether this run's primaries serve their metrics (the first of `--metrics`).
+fn metrics_on(a: &BenchArgs) -> Result<bool> {
+    Ok(on_off_settings("--metrics", &a.metrics)?[0] == "on")
+}
+
 /// Whether this run's links use TLS (the first of `--tls`).
 fn tls_on(a: &BenchArgs) -> Result<bool> {
     Ok(tls_settings(a)?[0] == "on")
 }
 
-/// Runs the modes once per `--tls` setting, each in a session of its own started before any is
-/// measured, the sessions taking turns round by round (`--repeat`), so that a noisy moment of
-/// this machine falls on both; for each setting and mode, the round with the median p50.
-fn measure_side_by_side(a: &BenchArgs, tls: &[&str]) -> Result<Vec<BenchResult>> {
+/// Runs the modes once per setting of `flag` (`--tls`, `--metrics`; `set` applies one), each in
+/// a session of its own started before any is measured, the sessions taking turns round by
+/// round (`--repeat`), so that a noisy moment of this machine falls on both; for each setting
+/// and mode, the round with the median p50.
+fn measure_side_by_side(
+    a: &BenchArgs,
+    flag: &str,
+    settings: &[&str],
+    set: impl Fn(&mut BenchArgs, &str),
+) -> Result<Vec<BenchResult>> {
     let mut sessions = Vec::new();
-    for t in tls {
+    for t in settings {
         let mut one = a.clone();
-        one.tls = vec![t.to_string()];
+        set(&mut one, t);
         one.repeat = 1;
         sessions.push((Session::start(&one)?, one));
     }
@@ -540,7 +576,7 @@ fn measure_side_by_side(a: &BenchArgs, tls: &[&str]) -> Result<Vec<BenchResult>>
     for round in 0..a.repeat.max(1) {
         for (i, (s, one)) in sessions.iter().enumerate() {
             if !a.json {
-                eprintln!("bench: --tls {} round {} of {}", tls[i], round + 1, a.repeat);
+                eprintln!("bench: {flag} {} round {} of {}", settings[i], round + 1, a.repeat);
             }
             rounds[i].push(s.measure(one)?);
         }
@@ -745,6 +781,7 @@ fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
     };
     r.transport = transport_name(a).into();
     r.tls = s.tls.is_some();
+    r.metrics = metrics_on(a)?;
     let ops = (r.ops + a.warmup * a.threads as u64).max(1) as f64;
     let per_op = |before: Option<Duration>, after: Option<Duration>| match (before, after) {
         (Some(b), Some(e)) => Some(e.saturating_sub(b).as_secs_f64() * 1e6 / ops),
@@ -893,6 +930,7 @@ fn drive<S: Send>(
         topology: "none".into(),
         transport: "tcp".into(),
         tls: false,
+        metrics: false,
         cpu_us_sender: None,
         cpu_us_receiver: None,
     })
@@ -915,6 +953,7 @@ fn open_settled(opts: &PrimaryOptions) -> Result<Primary> {
 
 fn primary_options(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path) -> PrimaryOptions {
     PrimaryOptions {
+        metrics_listen: None,
         region_path: region.to_path_buf(),
         mode,
         mirror: s.mirror_for(mode),
@@ -945,7 +984,11 @@ fn sync_points(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path, kind: Kind) 
         opts.mirror = c.mirror.addr().to_string();
         opts.broadcast = c.broadcast.clone();
     }
+    if metrics_on(a)? {
+        opts.metrics_listen = Some("127.0.0.1:0".into());
+    }
     let p = open_settled(&opts)?;
+    let scraper = p.metrics_addr().map(crate::bench_scrape::Scraper::start).transpose()?;
     let part = p.size() / a.threads as u64;
     let slots = (part / a.size).max(1);
     let states: Vec<(u64, u64)> = (0..a.threads as u64).map(|t| (t * part, 0u64)).collect();
@@ -956,6 +999,10 @@ fn sync_points(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path, kind: Kind) 
         p.write(off, &stamp[..stamp.len().min(a.size as usize)])?;
         p.msync(off, a.size)
     })?;
+    if let Some(scraper) = scraper {
+        // A scrape that failed fails the run: the setting would not be what it says.
+        scraper.finish()?;
+    }
     p.close()?;
     Ok(r)
 }
@@ -1018,7 +1065,7 @@ pub fn print(results: &[BenchResult], json: bool) {
         return;
     }
     println!(
-        "{:<18} {:<9} {:>7} {:>7} {:>5} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9}",
+        "{:<18} {:<11} {:>7} {:>7} {:>5} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9}",
         "mode",
         "transport",
         "size",
@@ -1032,9 +1079,12 @@ pub fn print(results: &[BenchResult], json: bool) {
         "MB/s"
     );
     for r in results {
-        let transport = if r.tls { format!("{}+tls", r.transport) } else { r.transport.clone() };
+        let mut transport = if r.tls { format!("{}+tls", r.transport) } else { r.transport.clone() };
+        if r.metrics {
+            transport.push_str("+metrics");
+        }
         println!(
-            "{:<18} {:<9} {:>7} {:>7} {:>5} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>11.0} {:>9.1} {:>15}",
+            "{:<18} {:<11} {:>7} {:>7} {:>5} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>11.0} {:>9.1} {:>15}",
             r.mode,
             transport,
             r.size,
@@ -1049,7 +1099,19 @@ pub fn print(results: &[BenchResult], json: bool) {
             format!("{}/{}", cpu_cell(r.cpu_us_sender), cpu_cell(r.cpu_us_receiver))
         );
     }
-    let on = |m: &str, t: &str| results.iter().find(|r| r.mode == m && r.transport == t && !r.tls);
+    let on =
+        |m: &str, t: &str| results.iter().find(|r| r.mode == m && r.transport == t && !r.tls && !r.metrics);
+    let with_metrics = |m: &str| results.iter().find(|r| r.mode == m && r.transport == "tcp" && r.metrics);
+    for m in ["sync", "tcp-rtt"] {
+        if let (Some(s), Some(p)) = (with_metrics(m), on(m, "tcp")) {
+            println!(
+                "{m} with metrics scraped / without: p50 {:.3}, ops/s {:.3} ({} threads)",
+                s.p50_us / p.p50_us,
+                s.ops_per_s / p.ops_per_s,
+                s.threads
+            );
+        }
+    }
     let with_tls = |m: &str| results.iter().find(|r| r.mode == m && r.transport == "tcp" && r.tls);
     for m in ["sync", "tcp-rtt"] {
         if let (Some(s), Some(p)) = (with_tls(m), on(m, "tcp")) {

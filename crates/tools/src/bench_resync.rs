@@ -623,6 +623,7 @@ impl<'a> Round<'a> {
 
     fn options(&self, region: &Path, mirror: &str, mode: Mode) -> PrimaryOptions {
         PrimaryOptions {
+            metrics_listen: None,
             region_path: region.to_path_buf(),
             mode,
             mirror: mirror.to_string(),

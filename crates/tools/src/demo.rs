@@ -168,6 +168,7 @@ pub fn run(a: &DemoArgs) -> Result<()> {
         c_api: false,
         transport: vec!["tcp".into()],
         tls: vec!["off".into()],
+        metrics: vec!["off".into()],
         json: false,
     };
     println!();

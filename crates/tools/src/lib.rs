@@ -9,6 +9,7 @@ pub mod bench_capi;
 pub mod bench_failover;
 pub mod bench_lmdb;
 pub mod bench_resync;
+pub mod bench_scrape;
 pub mod certs;
 pub mod chaos;
 pub mod child;

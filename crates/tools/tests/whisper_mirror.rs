@@ -65,6 +65,7 @@ fn mirror(dir: &Path, id: RegionId) -> MirrorHandle {
 
 fn primary(dir: &Path, mirror: &str, mode: Mode) -> Primary {
     Primary::open(&PrimaryOptions {
+        metrics_listen: None,
         region_path: dir.join("region.mojim"),
         mode,
         mirror: mirror.into(),

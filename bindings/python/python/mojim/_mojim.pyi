@@ -59,6 +59,8 @@ class Region(Buffer):
         """(offset, length) of a view of the region."""
     def status(self) -> Dict[str, Any]:
         """The primary's state: session, lanes, acknowledgements, losses, lease."""
+    def metrics(self) -> Dict[str, Any]:
+        """Counted since opening: mirror state, sync latency histogram, groups and bytes sent."""
     def close(self) -> None:
         """Drains, ends the session and unmaps; mojim.Busy while views are alive."""
     @property

@@ -285,11 +285,11 @@ pub fn render(s: Option<&Snapshot>, fresh: bool, rep: &Replication, serving: boo
     for c in &s.commands {
         for (k, n) in POWERS.zip(&c.below) {
             let le = ((1u64 << k) - 1) as f64 / 1e9;
-            e.sample_of("_bucket", &[("cmd", c.name), ("le", &le.to_string())], *n);
+            e.histogram_sample("_bucket", &[("cmd", c.name), ("le", &le.to_string())], *n);
         }
-        e.sample_of("_bucket", &[("cmd", c.name), ("le", "+Inf")], c.calls);
-        e.sample_of("_sum", &[("cmd", c.name)], c.ns as f64 / 1e9);
-        e.sample_of("_count", &[("cmd", c.name)], c.calls);
+        e.histogram_sample("_bucket", &[("cmd", c.name), ("le", "+Inf")], c.calls);
+        e.histogram_sample("_sum", &[("cmd", c.name)], c.ns as f64 / 1e9);
+        e.histogram_sample("_count", &[("cmd", c.name)], c.calls);
     }
     e.single(
         "mojim_kv_commands_processed_total",
@@ -383,11 +383,11 @@ pub fn render(s: Option<&Snapshot>, fresh: bool, rep: &Replication, serving: boo
         "Commands run in the turn of each group sent (group commit: one group a turn), reads included.",
     );
     for (k, n) in s.batches.below.iter().enumerate() {
-        e.sample_of("_bucket", &[("le", &(1u64 << k).to_string())], *n);
+        e.histogram_sample("_bucket", &[("le", &(1u64 << k).to_string())], *n);
     }
-    e.sample_of("_bucket", &[("le", "+Inf")], s.batches.count);
-    e.sample_of("_sum", &[], s.batches.sum);
-    e.sample_of("_count", &[], s.batches.count);
+    e.histogram_sample("_bucket", &[("le", "+Inf")], s.batches.count);
+    e.histogram_sample("_sum", &[], s.batches.sum);
+    e.histogram_sample("_count", &[], s.batches.count);
     e.single(
         "mojim_kv_auth_failures_total",
         Counter,

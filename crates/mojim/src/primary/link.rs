@@ -1053,6 +1053,15 @@ impl<C: Conn> Link<C> {
         self.lanes.iter().map(|l| l.acked.load(Ordering::Relaxed)).collect()
     }
 
+    /// Groups sent and not yet known to be acknowledged, at most: from the lowest
+    /// acknowledgement a lane still owes to the last group numbered (0 while none is owed).
+    pub fn in_flight(&self) -> u64 {
+        let last = self.next_seq.load(Ordering::Relaxed).saturating_sub(1);
+        let owed = |l: &&Lane<C>| l.last_sent.load(Ordering::Acquire) > l.acked.load(Ordering::Acquire);
+        let lowest = self.lanes.iter().filter(owed).map(|l| l.acked.load(Ordering::Acquire)).min();
+        lowest.map_or(0, |a| last.saturating_sub(a))
+    }
+
     /// The lowest acknowledged number over all lanes: every group up to it is at the mirror.
     pub fn acked_floor(&self) -> u64 {
         self.lanes.iter().map(|l| l.acked.load(Ordering::Relaxed)).min().unwrap_or(0)

@@ -64,6 +64,7 @@ impl Drop for Scratch {
 
 fn options(scratch: &Scratch, mirror: &str, lanes: u16) -> PrimaryOptions {
     PrimaryOptions {
+        metrics_listen: None,
         region_path: scratch.region_path(),
         mode: Mode::Sync,
         mirror: mirror.to_string(),

@@ -19,11 +19,15 @@ mod link;
 mod link_error;
 #[cfg(test)]
 mod link_tests;
+mod metrics;
+mod metrics_page;
 mod populate;
 mod resync;
 mod stage;
 
 pub use link::COPY_FRAME;
+pub use metrics::{MirrorState, PrimaryMetrics, SyncHistogram, SYNC_BUCKETS};
+pub use metrics_page::render_metrics;
 // Shared with the node; kept here too, where they were first.
 pub use crate::history::{new_generation, CopyKind, PrimaryFiles};
 pub use resync::ResyncStatus;
@@ -123,6 +127,9 @@ pub struct PrimaryOptions {
     /// Emulated slow NVMM under the region, charged whenever the primary persists it locally
     /// (`[region] nvmm_barrier_ns` and `nvmm_write_rate`; default: none, memory speed).
     pub nvmm: NvmmModel,
+    /// Where to serve the primary's metrics (`/metrics`, `/healthz`, `/readyz`), `host:port`
+    /// (`[primary] metrics_listen`; default none). See [`Primary::serve_metrics`].
+    pub metrics_listen: Option<String>,
 }
 
 impl PrimaryOptions {
@@ -171,6 +178,10 @@ impl PrimaryOptions {
             coordinator: cfg.etcd()?,
             node: cfg.file.cluster.node.clone(),
             nvmm: cfg.region_nvmm()?,
+            metrics_listen: crate::config::check_metrics_listen(
+                &p.metrics_listen,
+                "[primary] metrics_listen",
+            )?,
         })
     }
 
@@ -295,6 +306,8 @@ pub(crate) struct Inner<T: Transport> {
     meta: Option<MetaRing>,
     dirty: Option<DirtyMap>,
     health: Mutex<Health>,
+    /// What sync points count (see `metrics.rs`).
+    counters: metrics::SyncCounters,
     resync: resync::Progress,
     /// The primary's lease (etcd coordinator): nothing is acknowledged once it may have expired.
     lease: Option<crate::coord::Lease>,
@@ -310,6 +323,8 @@ pub(crate) struct Inner<T: Transport> {
     /// The threads of the sessions' copies into the mirror (see `resync.rs`), joined when the
     /// primary closes, so that nothing of it touches the region once its lock is let go.
     resyncs: Mutex<Vec<JoinHandle<()>>>,
+    /// The address of the first metrics listener ([`Primary::serve_metrics`]).
+    metrics_addr: std::sync::OnceLock<std::net::SocketAddr>,
     /// One primary per region: held as long as anything of this one can touch the region.
     _lock: RegionLock,
 }
@@ -491,6 +506,7 @@ where
             meta,
             dirty: Some(dirty),
             health: Mutex::new(Health::default()),
+            counters: metrics::SyncCounters::default(),
             resync: resync::Progress::default(),
             lease,
             closing: AtomicBool::new(false),
@@ -498,6 +514,7 @@ where
             wake: (Mutex::new(()), Condvar::new()),
             copy_gate: Mutex::new(()),
             resyncs: Mutex::new(Vec::new()),
+            metrics_addr: std::sync::OnceLock::new(),
             region,
             _lock: lock,
         });
@@ -505,6 +522,7 @@ where
         let mut p = Primary { populater: populate::start(&inner), inner, keeper: None, beater: None };
         if !replicated {
             p.inner.start_unreplicated()?;
+            p.open_metrics_listener()?;
             return Ok(p);
         }
         match p.inner.connect() {
@@ -527,7 +545,16 @@ where
             .spawn(move || b.beater_loop())
             .map_err(Error::io("spawn the heartbeat thread"))?;
         p.beater = Some(beater);
+        p.open_metrics_listener()?;
         Ok(p)
+    }
+
+    /// Serves the metrics at `metrics_listen`, if set: last, once nothing else can fail.
+    fn open_metrics_listener(&self) -> Result<()> {
+        if let Some(addr) = &self.inner.opts.metrics_listen {
+            self.serve_metrics(addr)?;
+        }
+        Ok(())
     }
 
     /// Bytes in the region.
@@ -596,7 +623,15 @@ where
     /// Makes all `ranges` durable for the mode as one atomic group: the ordering point and,
     /// in `sync` and `sync-flush`, the durability point.
     pub fn gmsync(&self, ranges: &[Range]) -> Result<()> {
-        let t = self.persist(ranges)?;
+        let t0 = Instant::now();
+        let r = self.persist(ranges).and_then(|t| self.durable(t));
+        self.inner.counters.sync_point(t0.elapsed(), r.is_ok());
+        r
+    }
+
+    /// The second half of a sync point: waits for the ticket where the mode waits for the
+    /// mirror.
+    fn durable(&self, t: Ticket) -> Result<()> {
         if self.inner.mode.waits_for_mirror() {
             self.wait(t)?;
         }
@@ -634,14 +669,13 @@ where
     /// before it is sent, so that the copying overlaps the mirror's work. When this returns,
     /// whatever the outcome, every part has been put.
     pub fn gmsync_staged(&self, ranges: &[Range], put: Put<'_>) -> Result<()> {
+        let t0 = Instant::now();
         let mut stage = Stage::new(ranges, put);
         let t = self.inner.persist(ranges, &mut stage);
         stage.finish();
-        let t = t?;
-        if self.inner.mode.waits_for_mirror() {
-            self.wait(t)?;
-        }
-        Ok(())
+        let r = t.and_then(|t| self.durable(t));
+        self.inner.counters.sync_point(t0.elapsed(), r.is_ok());
+        r
     }
 
     /// The durability point: returns when the ticket's group (and every group queued before
@@ -713,6 +747,19 @@ where
     {
         let inner = Arc::downgrade(&self.inner);
         move || inner.upgrade().map(|i| (i.status(), i.mode))
+    }
+
+    /// A snapshot of what the primary counted since it opened (sync-point latencies, groups
+    /// and bytes sent) and where it stands (the mirror's state, groups in flight, losses, a
+    /// resynchronisation, the lease). Sync points count themselves without a lock; taking the
+    /// snapshot reads the rest as [`Primary::status`] does.
+    pub fn metrics(&self) -> PrimaryMetrics {
+        self.inner.metrics()
+    }
+
+    /// Where the primary's metrics are served, if they are (the first listener's address).
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.inner.metrics_addr.get().copied()
     }
 }
 
@@ -888,6 +935,7 @@ where
             stage.finish();
             match sent {
                 Ok((seq, behind)) => {
+                    self.counters.sent(ranges.iter().map(|r| r.len).sum());
                     if self.mode.flushes_locally() {
                         // Overlaps the local flush with the network round trip.
                         self.flush_local(ranges)?;
@@ -1046,6 +1094,42 @@ where
                 }
                 None => {}
             }
+        }
+    }
+
+    fn mirror_state(&self, online: bool) -> MirrorState {
+        match (self.mode.replicated(), online, self.opts.failure.on_mirror_loss) {
+            (false, _, _) => MirrorState::Unreplicated,
+            (true, true, _) => MirrorState::Online,
+            (true, false, OnMirrorLoss::Degrade) => MirrorState::Degraded,
+            (true, false, OnMirrorLoss::Block) => MirrorState::Lost,
+        }
+    }
+
+    fn metrics(&self) -> PrimaryMetrics {
+        let link = self.current();
+        let (losses, vulnerable_us) = {
+            let h = lock(&self.health);
+            (h.losses, h.vulnerable_us)
+        };
+        PrimaryMetrics {
+            mode: self.mode.name().into(),
+            mirror_state: self.mirror_state(link.is_some()),
+            sync_seconds: self.counters.histogram(),
+            sync_failures: self.counters.failures(),
+            groups_sent: self.counters.groups(),
+            bytes_sent: self.counters.bytes(),
+            in_flight_groups: link.as_ref().map_or(0, |l| l.in_flight()),
+            lanes: link.as_ref().map_or(0, |l| l.lanes.len() as u64),
+            mirror_losses: losses,
+            vulnerable_seconds: vulnerable_us.map(|us| us as f64 / 1e6),
+            dirty_bytes: self.dirty.as_ref().map_or(0, |d| d.dirty_bytes()),
+            resync: self.resync.status(),
+            lease_renewals: self.lease.as_ref().map(|l| l.renewals()),
+            lease_valid_seconds: self
+                .lease
+                .as_ref()
+                .map(|l| l.valid_until().saturating_duration_since(Instant::now()).as_secs_f64()),
         }
     }
 

@@ -70,6 +70,7 @@ mod tests {
         let size = 8 << 20;
         crate::create_region(&path, RegionId { uuid: [7; 16], size }).expect("create the region");
         let opts = PrimaryOptions {
+            metrics_listen: None,
             region_path: path,
             mode: Mode::Unreplicated,
             mirror: String::new(),
