@@ -94,6 +94,8 @@ fn a_backup_added_under_load_catches_up_and_wrong_requests_are_refused() {
         assert!(e.contains("already a backup"), "{e}");
         let e = refused(&backup_cmd(&c, "add", &c.mirror_addr()), "adding the mirror itself");
         assert!(e.contains("own backup"), "{e}");
+        let e = refused(&backup_cmd(&c, "add", "not-an-address"), "adding what is no address");
+        assert!(e.contains("\"not-an-address\" is not a node's address"), "{e}");
         let e = refused(&backup_cmd(&c, "remove", "127.0.0.1:9"), "removing a backup not fed");
         assert!(e.contains("not a backup of this node") && e.contains(backup.addr()), "{e}");
         assert_eq!(m.status().expect("status").backups.len(), 1);
@@ -162,4 +164,26 @@ fn a_removed_backup_no_longer_holds_the_log_nor_stalls_the_primary() {
         st.lag_groups == 0 && st.lanes.iter().all(|l| l.log_used == 0)
     });
     assert!(st.backups.is_empty(), "{st:?}");
+}
+
+/// `mojim rejoin` will not take a region an application still has open: it says so, naming
+/// the holder, and leaves the region where it is.
+#[test]
+fn rejoin_refuses_a_region_an_application_holds() {
+    let mut c = Cluster::new("rejoin-held", 1 << 20, |_| {});
+    c.start_mirror();
+    let p = Primary::open(&c.primary_options()).expect("open the primary");
+    let region = c.cfg.resolve(&c.cfg.file.region.path);
+    let dir = c.dir.path().join("old");
+    let out = std::process::Command::new(common::exe())
+        .args(["rejoin", "--config", c.cfg_path.to_str().expect("utf-8"), "--listen", "127.0.0.1:0"])
+        .args(["--dir", dir.to_str().expect("utf-8"), "--mirror", &c.mirror_addr()])
+        .output()
+        .expect("run mojim rejoin");
+    let e = refused(&out, "rejoin with the application running");
+    assert!(e.contains(&format!("is open as primary in process {}", std::process::id())), "{e}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("rejoin 1/4: placing") && !said.contains("2/4"), "{said}");
+    assert!(region.exists() && !dir.join("data.mojim").exists(), "the region was moved");
+    drop(p);
 }

@@ -266,6 +266,12 @@ pub(crate) fn add(s: &Shared, addr: &str) -> Result<serde_json::Value, String> {
              [mirror] listen"
         ));
     }
+    if !is_address(addr) {
+        return Err(format!(
+            "{addr:?} is not a node's address: give host:port (e.g. \"10.0.0.3:7070\"), ucx:host:port, or \
+             a shared-memory socket's absolute path, as in [mirror] listen"
+        ));
+    }
     let mut threads = f.threads.lock().unwrap_or_else(|p| p.into_inner());
     let id = {
         let mut st = lock(f);
@@ -302,6 +308,16 @@ pub(crate) fn add(s: &Shared, addr: &str) -> Result<serde_json::Value, String> {
     }
     tracing::warn!(backup = %addr, "backup added: feeding it from now on (not kept across a restart)");
     Ok(serde_json::json!({ "added": addr, "backups": backup_addrs(f) }))
+}
+
+/// Whether `addr` can be a node's address: a shared-memory socket's absolute path, or
+/// `[ucx:]host:port`.
+fn is_address(addr: &str) -> bool {
+    if mojim_transport::shm::is_shm_addr(addr) {
+        return true;
+    }
+    let hp = addr.strip_prefix("ucx:").unwrap_or(addr);
+    hp.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
 }
 
 /// Stops feeding the backup at `addr`: its link ends, and the log space held for it alone is
