@@ -1,7 +1,9 @@
 //! The `mojim` command: initialise a region, run a mirror, inspect it, demo and benchmark.
 
+mod backup;
 mod export;
 mod notify;
+mod rejoin;
 mod reload;
 mod stop;
 
@@ -45,6 +47,13 @@ enum Command {
     Demote(PromoteArgs),
     /// Resolve a split brain: discard a node's copy, so its next session copies everything in.
     Resolve(ResolveArgs),
+    /// Bring a former primary's node back as a backup of the current mirror: place its region
+    /// file as the data area, serve it, demote it, and have the mirror feed it (then serve on).
+    #[command(long_about = rejoin::ABOUT)]
+    Rejoin(rejoin::RejoinArgs),
+    /// Add or remove a backup of a running mirror, without restarting it.
+    #[command(subcommand, long_about = backup::ABOUT)]
+    Backup(backup::BackupCommand),
     /// Start a mirror on loopback, run the paper's Fig. 1 workload, verify, and clean up.
     Demo(mojim_tools::demo::DemoArgs),
     /// The paper's microbenchmark: persist random ranges and report latency and throughput.
@@ -162,22 +171,22 @@ struct InitArgs {
 pub(crate) struct ConfigArgs {
     /// Configuration file.
     #[arg(long, short, default_value = "mojim.toml")]
-    config: PathBuf,
+    pub(crate) config: PathBuf,
     /// Run without a cluster secret (no authentication). Never on a shared network.
     #[arg(long)]
-    insecure: bool,
+    pub(crate) insecure: bool,
 }
 
 #[derive(Args)]
-struct ServeArgs {
+pub(crate) struct ServeArgs {
     #[command(flatten)]
-    config: ConfigArgs,
+    pub(crate) config: ConfigArgs,
     /// Listen address, instead of [mirror] listen (use port 0 for any free port).
     #[arg(long)]
     listen: Option<String>,
     /// Data folder, instead of [mirror] dir.
     #[arg(long)]
-    dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     /// Log folder, instead of [mirror] log_dir.
     #[arg(long)]
     log_dir: Option<PathBuf>,
@@ -191,8 +200,9 @@ struct ServeArgs {
     #[arg(long)]
     data: Option<mojim_node::DataPlacement>,
     /// A backup this node feeds, instead of [mirror] backups (repeat the flag for several).
+    /// `mojim backup add|remove` changes the set while the node runs.
     #[arg(long = "backup")]
-    backups: Vec<String>,
+    pub(crate) backups: Vec<String>,
     /// This node's name for the etcd coordinator, instead of [cluster] node.
     #[arg(long)]
     node: Option<String>,
@@ -204,16 +214,19 @@ struct ServeArgs {
     /// "configuration OK" when it would start, 1 and the error otherwise. Nothing is created,
     /// bound or changed.
     #[arg(long)]
-    check_config: bool,
+    pub(crate) check_config: bool,
+    /// Feed no backup whatever the configuration names (`mojim rejoin`).
+    #[arg(skip)]
+    pub(crate) feed_none: bool,
 }
 
 #[derive(Args)]
 pub(crate) struct AddrArgs {
     #[command(flatten)]
-    config: ConfigArgs,
+    pub(crate) config: ConfigArgs,
     /// Node to ask, instead of [mirror] listen.
     #[arg(long)]
-    addr: Option<String>,
+    pub(crate) addr: Option<String>,
 }
 
 #[derive(Args)]
@@ -227,6 +240,10 @@ struct StatusArgs {
     /// progress bars until they finish.
     #[arg(long)]
     progress: bool,
+    /// Wait up to this many seconds for the node to answer (one just started), instead of
+    /// failing at once when it does not.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    wait: u64,
 }
 
 #[derive(Args)]
@@ -333,6 +350,8 @@ fn main() -> ExitCode {
         Command::Promote(a) => promote(a, false),
         Command::Demote(a) => promote(a, true),
         Command::Resolve(a) => resolve(a),
+        Command::Backup(c) => backup::run(c),
+        Command::Rejoin(a) => rejoin::rejoin(a),
         Command::Status(a) => status(a),
         Command::Cat(a) => cat(a),
         Command::Export(a) => export::export(a),
@@ -494,6 +513,13 @@ fn init_tls(dir: &std::path::Path, config: &str) -> mojim::Result<String> {
 }
 
 fn serve(a: ServeArgs) -> mojim::Result<()> {
+    serve_then(a, |_| Ok(true))
+}
+
+/// Serves as `mojim serve` does; `then` runs once the node serves (given its address), and says
+/// whether to serve on (until the process is stopped) or stop now. Its error stops the node and
+/// is returned.
+pub(crate) fn serve_then(a: ServeArgs, then: impl FnOnce(&str) -> mojim::Result<bool>) -> mojim::Result<()> {
     // A panic means a broken invariant: stop the whole daemon; the logs make restart safe.
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -526,7 +552,7 @@ fn serve(a: ServeArgs) -> mojim::Result<()> {
     if let Some(d) = a.data {
         opts.data = d;
     }
-    if !a.backups.is_empty() {
+    if !a.backups.is_empty() || a.feed_none {
         opts.backups = a.backups;
     }
     if let Some(n) = a.node {
@@ -573,6 +599,18 @@ fn serve(a: ServeArgs) -> mojim::Result<()> {
     }
     println!("serving on {}", handle.addr());
     let _ = std::io::stdout().flush();
+    let addr = handle.addr().to_string();
+    match then(&addr) {
+        Ok(true) => {}
+        Ok(false) => {
+            handle.shutdown();
+            return Ok(());
+        }
+        Err(e) => {
+            handle.shutdown();
+            return Err(e);
+        }
+    }
     let st = handle.status();
     notify::notify(&format!(
         "READY=1\nSTATUS=serving on {} (epoch {}, applied up to group {})",
@@ -736,11 +774,25 @@ fn follow_copies(node: &mut AdminClient) -> mojim::Result<()> {
     }
 }
 
+/// An operator's connection to `t`, tried again for up to `wait` seconds while the node does
+/// not answer.
+fn admin_waiting(t: &AddrArgs, wait: u64) -> mojim::Result<AdminClient> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(wait);
+    loop {
+        match admin(t).and_then(|mut c| c.status().map(|_| c)) {
+            Ok(c) => return Ok(c),
+            Err(e @ (Error::Config(_) | Error::Refused { .. })) => return Err(e),
+            Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
 fn status(a: StatusArgs) -> mojim::Result<()> {
     if a.progress {
-        return follow_copies(&mut admin(&a.target)?);
+        return follow_copies(&mut admin_waiting(&a.target, a.wait)?);
     }
-    let st = admin(&a.target)?.status()?;
+    let st = admin_waiting(&a.target, a.wait)?.status()?;
     if a.json {
         println!("{}", serde_json::to_string(&st).unwrap_or_default());
         return Ok(());

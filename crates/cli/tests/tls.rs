@@ -116,7 +116,16 @@ fn a_tls_cluster_replicates_and_roles_hold() {
     assert!(!out.status.success());
     let t = text(&out);
     assert!(t.contains("\"application\" (role application) may not run operator commands"), "{t}");
-    // An operator's may.
+    // Nor add or remove a backup; an operator's may.
+    for op in ["add", "remove"] {
+        let out = cli(&d, &["backup", op, "--addr", addr, "127.0.0.1:9"], Some("application"));
+        assert!(!out.status.success(), "backup {op}: {}", text(&out));
+        let t = text(&out);
+        assert!(t.contains("\"application\" (role application) may not run operator commands"), "{t}");
+        let out = cli(&d, &["backup", op, "--addr", addr, "127.0.0.1:9"], Some("operator"));
+        assert!(out.status.success(), "backup {op}: {}", text(&out));
+    }
+    // An operator's may promote.
     let out = cli(&d, &["promote", "--addr", addr], Some("operator"));
     assert!(out.status.success(), "{}", text(&out));
     drop(node);

@@ -3,7 +3,7 @@
 //! from the code without this failing.
 
 use mojim_format::handshake::{
-    CHALLENGE_SIZE, HELLO_SIZE, PROOF_SIZE, REFUSE_MAX, REQUEST_SIZE, WELCOME_SIZE,
+    Request, CHALLENGE_SIZE, HELLO_SIZE, PROOF_SIZE, REFUSE_MAX, REQUEST_SIZE, WELCOME_SIZE,
 };
 use mojim_format::log::{
     tail_of, tail_slot, LogHeader, LOG_HEADER_USED, LOG_VERSION, LOG_VERSION_UNCHECKED_TAIL,
@@ -50,7 +50,7 @@ fn examples() -> Vec<(String, Vec<u8>)> {
 #[test]
 fn every_example_decodes_to_what_the_text_says() {
     let ex = examples();
-    assert_eq!(ex.len(), 2, "FORMAT.md's examples: {:?}", ex.iter().map(|e| &e.0).collect::<Vec<_>>());
+    assert_eq!(ex.len(), 3, "FORMAT.md's examples: {:?}", ex.iter().map(|e| &e.0).collect::<Vec<_>>());
 
     let (title, ack) = &ex[0];
     assert!(title.contains("`Ack` for group 3, lane 1, epoch 2, session `0x1122334455667788`"), "{title}");
@@ -62,7 +62,21 @@ fn every_example_decodes_to_what_the_text_says() {
     );
     assert_eq!(&h.to_bytes(), hb, "the example is the one encoding of that header");
 
-    let (title, log) = &ex[1];
+    let (title, req) = &ex[1];
+    assert!(
+        title.contains("a `backup_add` request for `10.0.0.3:7070` (66 bytes: 24, then 42 of JSON)"),
+        "{title}"
+    );
+    let json = r#"{"op":"backup_add","addr":"10.0.0.3:7070"}"#;
+    assert_eq!(Request::decode(req), Ok(Request::Command(json.into())), "the backup_add example decodes");
+    assert_eq!((req.len(), json.len()), (66, 42));
+    assert_eq!(
+        &Request::Command(json.into()).encode(),
+        req,
+        "the example is the one encoding of that request"
+    );
+
+    let (title, log) = &ex[2];
     assert!(
         title.contains(
             "lane 1 of region `ab ab ...`, capacity 1 MiB, slot 0 holding `tail_pos` = 128 and slot 1"

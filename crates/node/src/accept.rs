@@ -322,8 +322,9 @@ fn role_may(who: Option<&PeerIdentity>, asked: PeerRole) -> Result<(), String> {
 }
 
 /// Whether the holder of a TLS certificate may run admin commands that change the node
-/// (promote, demote, fence, discard, reset): an operator's or a node's (a mirror resets its
-/// backups). An application's may read status and the data area only.
+/// (promote, demote, fence, discard, reset, backup_add, backup_remove): an operator's or a
+/// node's (a mirror resets its backups). An application's may read status and the data area
+/// only.
 fn may_command(who: Option<&PeerIdentity>) -> Result<(), String> {
     match who {
         Some(w) if !matches!(w.role, Some(Role::Operator | Role::Node)) => Err(format!(

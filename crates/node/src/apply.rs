@@ -116,9 +116,7 @@ fn apply_locked(s: &Shared, allow_gaps: bool, wait: DataWait, applier: &mut Appl
             }
         }
         let done = &batch[..written];
-        if let Some(f) = &s.forward {
-            f.queue_applied(done);
-        }
+        s.forward.queue_applied(done);
         s.ckpt.applied(batch, written, applier);
         total += written;
         if written < n || n == 0 {
@@ -184,7 +182,7 @@ fn reclaim_locked(s: &Shared, applier: &Applier<'_>) {
         held.clear();
     } else if !held.is_empty() {
         // With backups, a group's log space waits until every backup has it.
-        let upto = s.forward.as_ref().map_or(u64::MAX, |f| f.min_acked());
+        let upto = s.forward.min_acked();
         let n = held.iter().take_while(|g| g.seq <= upto).count();
         release(s, &held[..n]);
         held.drain(..n);

@@ -13,6 +13,10 @@
 //!   (resolving a split brain in favour of the peer).
 //! - `reset {base}`: before a feeding mirror copies its whole data area here: forget the logs,
 //!   mark the copy inconsistent, and start the sequence over at `base + 1`.
+//! - `backup_add {addr}`: start feeding the backup at `addr` as one named at start would be
+//!   (`forward::add`); reply `{"added": addr, "backups": [...]}`, every backup fed now.
+//! - `backup_remove {addr}`: stop feeding it and release the log space held for it alone;
+//!   reply `{"removed": addr, "backups": [...]}`. Neither is kept across a restart.
 
 use super::{apply, forward, session, Shared};
 use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
@@ -36,6 +40,12 @@ enum Command {
     Discard {},
     Reset {
         base: u64,
+    },
+    BackupAdd {
+        addr: String,
+    },
+    BackupRemove {
+        addr: String,
     },
 }
 
@@ -78,6 +88,8 @@ pub(crate) fn run(s: &Shared, json: &str) -> Result<Vec<u8>, String> {
             reset(s, base)?;
             serde_json::json!({ "base": base })
         }
+        Command::BackupAdd { addr } => forward::add(s, &addr)?,
+        Command::BackupRemove { addr } => forward::remove(s, &addr)?,
     };
     Ok(reply.to_string().into_bytes())
 }

@@ -25,14 +25,16 @@ use mojim_transport::{Conn, Transport};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::io::IoSlice;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// Frames written per `writev`.
 const BATCH: usize = 32;
 /// How long to wait before connecting again to a backup that failed.
 const RETRY: Duration = Duration::from_millis(200);
+/// Most backups one node feeds (each is a thread, a connection, and log space held for it).
+pub const MAX_BACKUPS: usize = 16;
 
 /// One backup link, as status shows it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -67,7 +69,9 @@ struct FwdState {
     queue_bytes: u64,
     /// The highest sequence number every backup has (groups up to it left the queue).
     base: u64,
-    links: Vec<BackupStatus>,
+    /// Each backup link's id (its thread's, stable while others come and go) and state.
+    links: Vec<(u64, BackupStatus)>,
+    next_id: u64,
     /// Times a lane waited for forwarding to catch up, and for how long in all.
     stalls: u64,
     stalled_micros: u64,
@@ -83,7 +87,16 @@ struct FwdState {
 pub(crate) struct Forward {
     state: Mutex<FwdState>,
     cv: Condvar,
+    /// How many links there are, read without the lock by lanes that have none to wait for.
+    count: AtomicUsize,
+    /// Starts a link's thread (set once the node serves, [`start`]).
+    spawn: OnceLock<Spawner>,
+    /// Every link thread started, joined when the node stops.
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
+
+/// Starts the thread of link `id` to the backup at the address given.
+type Spawner = Box<dyn Fn(u64, String) -> std::io::Result<std::thread::JoinHandle<()>> + Send + Sync>;
 
 /// The forwarder as status shows it.
 pub(crate) struct ForwardReport {
@@ -101,12 +114,23 @@ impl Forward {
     /// Forwarding state for `backups`, whose queue starts after `base` and holds `groups`
     /// (recovered from the logs, to send to the backups again).
     pub fn new(backups: &[String], base: u64, groups: &[GroupRef]) -> Forward {
-        let links = backups.iter().map(|a| BackupStatus { addr: a.clone(), ..Default::default() }).collect();
-        let mut st = FwdState { base, links, ..Default::default() };
+        let links: Vec<(u64, BackupStatus)> = backups
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (i as u64, BackupStatus { addr: a.clone(), ..Default::default() }))
+            .collect();
+        let count = AtomicUsize::new(links.len());
+        let mut st = FwdState { base, next_id: links.len() as u64, links, ..Default::default() };
         for g in groups {
             st.push(g);
         }
-        Forward { state: Mutex::new(st), cv: Condvar::new() }
+        Forward {
+            state: Mutex::new(st),
+            cv: Condvar::new(),
+            count,
+            spawn: OnceLock::new(),
+            threads: Mutex::new(Vec::new()),
+        }
     }
 
     /// Queues groups just applied (in sequence order) for the backups.
@@ -143,6 +167,7 @@ impl FwdState {
     fn min_acked(&self) -> u64 {
         self.links
             .iter()
+            .map(|(_, l)| l)
             .filter(|l| !l.needs_copy)
             .map(|l| l.acked_seq)
             .min()
@@ -176,11 +201,16 @@ impl FwdState {
         self.queue.iter().filter(|g| g.seq > acked).fold((0, 0), |(n, b), g| (n + 1, b + g.bytes))
     }
 
+    /// Link `id`'s state; `None` once it was removed.
+    fn link(&mut self, id: u64) -> Option<&mut BackupStatus> {
+        self.links.iter_mut().find(|(i, _)| *i == id).map(|(_, l)| l)
+    }
+
     /// Status of every link.
     fn links(&self) -> Vec<BackupStatus> {
         self.links
             .iter()
-            .map(|l| {
+            .map(|(_, l)| {
                 let (lag_groups, lag_bytes) = self.lag_of(l.acked_seq);
                 BackupStatus { lag_groups, lag_bytes, ..l.clone() }
             })
@@ -188,21 +218,139 @@ impl FwdState {
     }
 }
 
-/// Starts one thread per backup; each reaches its backup over `transport`.
-pub(crate) fn start<T: Transport>(
-    s: &Arc<Shared>,
-    transport: &Arc<T>,
-) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
-    let mut threads = Vec::new();
-    for i in 0..s.opts.backups.len() {
-        let (s, t) = (s.clone(), transport.clone());
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("mojim-fwd-{i}"))
-                .spawn(move || link_loop(&s, &*t, i))?,
-        );
+/// Starts one thread per backup named at start; each reaches its backup over `transport`, as do
+/// those [`add`]ed later.
+pub(crate) fn start<T: Transport>(s: &Arc<Shared>, transport: &Arc<T>) -> std::io::Result<()> {
+    let f = &s.forward;
+    // The spawner holds the node weakly: the node holds the spawner.
+    let (weak, t): (Weak<Shared>, _) = (Arc::downgrade(s), transport.clone());
+    let spawner: Spawner = Box::new(move |id, addr| {
+        let (s, t) = (weak.clone(), t.clone());
+        std::thread::Builder::new().name(format!("mojim-fwd-{id}")).spawn(move || {
+            if let Some(s) = s.upgrade() {
+                link_loop(&s, &*t, id, &addr);
+            }
+        })
+    });
+    let spawner = f.spawn.get_or_init(|| spawner);
+    let links: Vec<(u64, String)> = lock(f).links.iter().map(|(i, l)| (*i, l.addr.clone())).collect();
+    let mut threads = f.threads.lock().unwrap_or_else(|p| p.into_inner());
+    for (id, addr) in links {
+        threads.push(spawner(id, addr)?);
     }
-    Ok(threads)
+    Ok(())
+}
+
+/// Joins every link thread (once the node's `shutdown` is set).
+pub(crate) fn join(s: &Shared) {
+    let threads = std::mem::take(&mut *s.forward.threads.lock().unwrap_or_else(|p| p.into_inner()));
+    s.forward.cv.notify_all();
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
+/// Starts feeding the backup at `addr` while the node serves, as one named at start would be
+/// fed: it holds this node's log from now on, gets a full copy if it lacks what the log keeps,
+/// then follows the groups. Refuses this node's own address, one already fed, and more than
+/// [`MAX_BACKUPS`].
+pub(crate) fn add(s: &Shared, addr: &str) -> Result<serde_json::Value, String> {
+    let f = &s.forward;
+    let Some(spawner) = f.spawn.get() else {
+        return Err("this node is not serving yet; add the backup once it serves".into());
+    };
+    let listening = s.stats.listen_addr();
+    if addr.is_empty() || addr == s.opts.listen || addr == listening {
+        return Err(format!(
+            "{addr:?} is this node's own address: a node cannot be its own backup; name another node's \
+             [mirror] listen"
+        ));
+    }
+    if !is_address(addr) {
+        return Err(format!(
+            "{addr:?} is not a node's address: give host:port (e.g. \"10.0.0.3:7070\"), ucx:host:port, or \
+             a shared-memory socket's absolute path, as in [mirror] listen"
+        ));
+    }
+    let mut threads = f.threads.lock().unwrap_or_else(|p| p.into_inner());
+    let id = {
+        let mut st = lock(f);
+        if st.links.iter().any(|(_, l)| l.addr == addr) {
+            return Err(format!("{addr} is already a backup of this node (`mojim status` lists its link)"));
+        }
+        if st.links.len() >= MAX_BACKUPS {
+            return Err(format!(
+                "this node already feeds {} backups, the most it feeds ({MAX_BACKUPS}); remove one first",
+                st.links.len()
+            ));
+        }
+        if s.data.is_primary() {
+            return Err(
+                "this node's copy is the primary's: it feeds no backup (add backups to the current mirror)"
+                    .into(),
+            );
+        }
+        let id = st.next_id;
+        st.next_id += 1;
+        st.links.push((id, BackupStatus { addr: addr.to_string(), ..Default::default() }));
+        f.count.store(st.links.len(), Ordering::SeqCst);
+        id
+    };
+    // Threads of links removed before, finished by now or soon.
+    threads.retain(|t| !t.is_finished());
+    match spawner(id, addr.to_string()) {
+        Ok(t) => threads.push(t),
+        Err(e) => {
+            drop(threads);
+            remove_link(f, addr);
+            return Err(format!("cannot start the link to {addr}: {e}"));
+        }
+    }
+    tracing::warn!(backup = %addr, "backup added: feeding it from now on (not kept across a restart)");
+    Ok(serde_json::json!({ "added": addr, "backups": backup_addrs(f) }))
+}
+
+/// Whether `addr` can be a node's address: a shared-memory socket's absolute path, or
+/// `[ucx:]host:port`.
+fn is_address(addr: &str) -> bool {
+    if mojim_transport::shm::is_shm_addr(addr) {
+        return true;
+    }
+    let hp = addr.strip_prefix("ucx:").unwrap_or(addr);
+    hp.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+}
+
+/// Stops feeding the backup at `addr`: its link ends, and the log space held for it alone is
+/// released at the next reclaim.
+pub(crate) fn remove(s: &Shared, addr: &str) -> Result<serde_json::Value, String> {
+    let f = &s.forward;
+    if !remove_link(f, addr) {
+        let fed = backup_addrs(f);
+        return Err(format!(
+            "{addr} is not a backup of this node; it feeds {}",
+            if fed.is_empty() { "none".to_string() } else { fed.join(", ") }
+        ));
+    }
+    // Wake the checkpointer: what only this backup held may be released now.
+    s.ckpt.wake();
+    tracing::warn!(backup = %addr, "backup removed: no longer fed (not kept across a restart)");
+    Ok(serde_json::json!({ "removed": addr, "backups": backup_addrs(f) }))
+}
+
+fn remove_link(f: &Forward, addr: &str) -> bool {
+    let mut st = lock(f);
+    let before = st.links.len();
+    st.links.retain(|(_, l)| l.addr != addr);
+    let removed = st.links.len() < before;
+    f.count.store(st.links.len(), Ordering::SeqCst);
+    st.trim();
+    drop(st);
+    f.cv.notify_all();
+    removed
+}
+
+fn backup_addrs(f: &Forward) -> Vec<String> {
+    lock(f).links.iter().map(|(_, l)| l.addr.clone()).collect()
 }
 
 /// Waits, before a lane acknowledges a group, while more than `secondary_tier_thresh` bytes
@@ -213,7 +361,10 @@ pub(crate) fn start<T: Transport>(
 /// lane leaves. A failed storage frees nothing more: the wait ends with its message, and the
 /// lane must not acknowledge.
 pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) -> Result<(), ForwardError> {
-    let Some(f) = &s.forward else { return Ok(()) };
+    let f = &s.forward;
+    if f.count.load(Ordering::SeqCst) == 0 {
+        return Ok(());
+    }
     let over = |st: &FwdState| {
         let waiting = s.ckpt.waiting_bytes();
         st.queue_bytes + waiting > s.opts.secondary_tier_thresh
@@ -252,7 +403,10 @@ pub(crate) fn wait_forwarded(
     seq: u64,
     beat: &mut dyn FnMut() -> bool,
 ) -> Result<(), ForwardError> {
-    let Some(f) = &s.forward else { return Ok(()) };
+    let f = &s.forward;
+    if f.count.load(Ordering::SeqCst) == 0 {
+        return Ok(());
+    }
     super::apply::apply_inline(s);
     let mut st = lock(f);
     while st.min_acked() < seq && !s.shutdown.load(Ordering::SeqCst) {
@@ -272,11 +426,11 @@ pub(crate) fn wait_forwarded(
 /// Waits until every backup has acknowledged `seq`, at most `timeout`. Returns whether they all
 /// did (a backup that is down, needs a full copy, or has not landed one yet did not).
 pub(crate) fn wait_all_acked(s: &Shared, seq: u64, timeout: Duration) -> bool {
-    let Some(f) = &s.forward else { return true };
+    let f = &s.forward;
     let deadline = Instant::now() + timeout;
     let mut st = lock(f);
     loop {
-        if st.links.iter().all(|l| !l.copying && l.acked_seq >= seq) {
+        if st.links.iter().all(|(_, l)| !l.copying && l.acked_seq >= seq) {
             return true;
         }
         let left = deadline.saturating_duration_since(Instant::now());
@@ -287,27 +441,34 @@ pub(crate) fn wait_all_acked(s: &Shared, seq: u64, timeout: Duration) -> bool {
     }
 }
 
-fn set_link(s: &Shared, i: usize, edit: impl FnOnce(&mut BackupStatus)) {
-    let f = s.forward.as_ref().expect("forwarding is on");
-    edit(&mut lock(f).links[i]);
+/// Edits link `id`'s state; returns false (editing nothing) once the link was removed.
+fn set_link(s: &Shared, id: u64, edit: impl FnOnce(&mut BackupStatus)) -> bool {
+    lock(&s.forward).link(id).map(edit).is_some()
 }
 
-fn link_loop<T: Transport>(s: &Shared, t: &T, i: usize) {
-    let addr = s.opts.backups[i].clone();
-    while !s.shutdown.load(Ordering::SeqCst) {
+/// Whether link `id` was removed.
+fn removed(s: &Shared, id: u64) -> bool {
+    lock(&s.forward).link(id).is_none()
+}
+
+fn link_loop<T: Transport>(s: &Shared, t: &T, id: u64, addr: &str) {
+    while !s.shutdown.load(Ordering::SeqCst) && !removed(s, id) {
         if s.data.is_primary() {
-            set_link(s, i, |l| {
+            set_link(s, id, |l| {
                 l.connected = false;
                 l.error = Some("this node's copy is the primary's: it feeds no backup".into());
             });
             std::thread::sleep(RETRY);
             continue;
         }
-        if let Err(e) = serve_link(s, t, i, &addr) {
+        if let Err(e) = serve_link(s, t, id, addr) {
+            if removed(s, id) {
+                break;
+            }
             if !s.shutdown.load(Ordering::SeqCst) {
                 tracing::warn!(backup = %addr, error = %e, "backup link down; retrying");
             }
-            set_link(s, i, |l| {
+            set_link(s, id, |l| {
                 l.connected = false;
                 l.error = Some(e.to_string());
             });
@@ -340,8 +501,8 @@ fn open_session<T: Transport>(
 /// One connection to a backup: handshake, catch up from where it is (from the log, or by a full
 /// copy when the log no longer holds what it lacks or its copy follows another history), then
 /// follow the queue.
-fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(), ForwardError> {
-    let f = s.forward.as_ref().expect("forwarding is on");
+fn serve_link<T: Transport>(s: &Shared, t: &T, id: u64, addr: &str) -> Result<(), ForwardError> {
+    let f = &s.forward;
     let (mut conn, mut welcome, mut intro) = open_session(s, t, addr)?;
     let generation = s.data.area().generation().map(|g| g.0).unwrap_or(0);
     let have = welcome.next_seq - 1;
@@ -364,10 +525,11 @@ fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(
         conn.shutdown();
         {
             let mut st = lock(f);
-            let l = &mut st.links[i];
-            l.connected = false;
-            l.needs_copy = true;
-            l.error = Some(why.into());
+            if let Some(l) = st.link(id) {
+                l.connected = false;
+                l.needs_copy = true;
+                l.error = Some(why.into());
+            }
             st.trim();
         }
         f.cv.notify_all();
@@ -384,7 +546,7 @@ fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(
         };
         tracing::warn!(backup = %addr, %why, "the backup needs a full copy");
         conn.shutdown();
-        let base = pin_for_copy(s, i);
+        let base = pin_for_copy(s, id)?;
         reset_backup(s, t, addr, base)?;
         (conn, welcome, intro) = open_session(s, t, addr)?;
         if welcome.next_seq != base + 1 {
@@ -394,7 +556,7 @@ fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(
             )));
         }
         let tag = Tag { session: intro.session, epoch: intro.epoch, max_frame: welcome.max_frame };
-        full_copy(s, i, &mut conn, &tag, generation)?;
+        full_copy(s, id, &mut conn, &tag, generation)?;
         confirm_landed(s, &mut conn, &tag)?;
         feed.sent_generation = generation;
         base
@@ -404,7 +566,7 @@ fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(
     let epoch = intro.epoch;
     {
         let mut st = lock(f);
-        let l = &mut st.links[i];
+        let Some(l) = st.link(id) else { return Err(ended_by_removal()) };
         l.connected = true;
         l.error = None;
         l.needs_copy = false;
@@ -425,7 +587,7 @@ fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(
     std::thread::scope(|scope| {
         let first_error = &first_error;
         let reader = scope.spawn(move || {
-            let r = read_acks(s, i, &mut acks);
+            let r = read_acks(s, id, &mut acks);
             if let Err(e) = &r {
                 let _ = first_error.set(e.clone());
             }
@@ -433,7 +595,7 @@ fn serve_link<T: Transport>(s: &Shared, t: &T, i: usize, addr: &str) -> Result<(
             reader_closer.shutdown();
             r
         });
-        let sent = send_loop(s, &mut conn, &tag, have, feed);
+        let sent = send_loop(s, id, &mut conn, &tag, have, feed);
         if let Err(e) = &sent {
             let _ = first_error.set(e.clone());
         }
@@ -451,13 +613,13 @@ struct Tag {
 
 /// Keeps every group after what this node has applied until the backup acknowledges it, and
 /// returns that number: the copy starts from it.
-fn pin_for_copy(s: &Shared, i: usize) -> u64 {
-    let f = s.forward.as_ref().expect("forwarding is on");
+fn pin_for_copy(s: &Shared, id: u64) -> Result<u64, ForwardError> {
+    let f = &s.forward;
     // As the applier, no group is half applied: what is applied is also queued.
     let _applier = s.ckpt.applier();
     let mut st = lock(f);
     let base = st.queue.back().map_or(st.base, |g| g.seq);
-    let l = &mut st.links[i];
+    let Some(l) = st.link(id) else { return Err(ended_by_removal()) };
     l.needs_copy = false;
     l.connected = false;
     l.copying = true;
@@ -465,7 +627,12 @@ fn pin_for_copy(s: &Shared, i: usize) -> u64 {
     l.acked_seq = base;
     l.copy_total = s.opts.region.size;
     l.copy_sent = 0;
-    base
+    Ok(base)
+}
+
+/// Why a link's work stops when an operator removed the backup.
+fn ended_by_removal() -> ForwardError {
+    ForwardError::Ended("the backup was removed (`mojim backup remove`)".into())
 }
 
 /// Tells the backup (over an operator's connection) to forget its logs and start at `base`.
@@ -493,16 +660,15 @@ fn reset_backup<T: Transport>(s: &Shared, t: &T, addr: &str, base: u64) -> Resul
 /// backup's copy is redone once this node's is complete.
 fn full_copy<C: Conn>(
     s: &Shared,
-    i: usize,
+    id: u64,
     conn: &mut C,
     tag: &Tag,
     generation: u64,
 ) -> Result<(), ForwardError> {
-    let f = s.forward.as_ref().expect("forwarding is on");
     let size = s.opts.region.size;
     let mut copy = OpenCopy::begin(s, conn, tag)?;
     let t0 = Instant::now();
-    copy.send_range(s, conn, tag, 0, size, |sent| lock(f).links[i].copy_sent = sent)?;
+    copy.send_range(s, conn, tag, 0, size, |sent| set_link(s, id, |l| l.copy_sent = sent))?;
     let until = copy.complete_at(s).ok_or_else(|| {
         ForwardError::Ended(
             "a copy into this node began during the full copy to the backup; it is redone once this node's copy is complete"
@@ -572,7 +738,8 @@ impl OpenCopy {
         Ok(OpenCopy { read_through: 0, buf: vec![0u8; chunk as usize] })
     }
 
-    /// Sends `[off, off + len)` of the data area as Copy frames; `progress` gets the bytes sent.
+    /// Sends `[off, off + len)` of the data area as Copy frames; `progress` gets the bytes sent,
+    /// and returns false to stop the copy (its backup was removed).
     fn send_range<C: Conn>(
         &mut self,
         s: &Shared,
@@ -580,7 +747,7 @@ impl OpenCopy {
         tag: &Tag,
         off: u64,
         len: u64,
-        mut progress: impl FnMut(u64),
+        mut progress: impl FnMut(u64) -> bool,
     ) -> Result<(), ForwardError> {
         let chunk = self.buf.len() as u64;
         let mut at = off;
@@ -601,7 +768,9 @@ impl OpenCopy {
             conn.send_all_vectored(&mut [IoSlice::new(&h), IoSlice::new(&self.buf[..n])])
                 .map_err(|e| ForwardError::Lost(format!("send copy at {at}: {e}")))?;
             at += n as u64;
-            progress(at - off);
+            if !progress(at - off) {
+                return Err(ended_by_removal());
+            }
             if s.shutdown.load(Ordering::SeqCst) {
                 return Err(ForwardError::Ended("shutting down".into()));
             }
@@ -645,12 +814,13 @@ fn announce<C: Conn>(s: &Shared, conn: &mut C, tag: &Tag, feed: &mut Feed) -> Re
 /// Sends queued groups after `sent`, in order, until the connection fails or the node stops.
 fn send_loop<C: Conn>(
     s: &Shared,
+    id: u64,
     conn: &mut C,
     tag: &Tag,
     mut sent: u64,
     mut feed: Feed,
 ) -> Result<(), ForwardError> {
-    let f = s.forward.as_ref().expect("forwarding is on");
+    let f = &s.forward;
     let rate = s.opts.secondary_rate_limit;
     let (mut budget_start, mut budget_bytes) = (Instant::now(), 0u64);
     let mut last_sent = Instant::now();
@@ -665,6 +835,9 @@ fn send_loop<C: Conn>(
             loop {
                 if s.shutdown.load(Ordering::SeqCst) {
                     return Ok(());
+                }
+                if st.link(id).is_none() {
+                    return Err(ended_by_removal());
                 }
                 let at = st.queue.partition_point(|g| g.seq <= sent);
                 if let Some(g) = st.queue.get(at) {
@@ -803,7 +976,7 @@ fn send_group<C: Conn>(
             // A Copied body is a short list of ranges (at most 16 KiB), read out of the log once.
             let body = body.to_vec();
             for (off, len) in mojim_format::copied::ranges(&body) {
-                copy.send_range(s, conn, tag, off, len, |_| {})?;
+                copy.send_range(s, conn, tag, off, len, |_| true)?;
             }
             conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes()), IoSlice::new(&body)])
                 .map_err(|e| ForwardError::Lost(format!("send group {}: {e}", g.seq)))?;
@@ -813,8 +986,8 @@ fn send_group<C: Conn>(
 }
 
 /// Reads the backup's acknowledgements; each moves the link forward and may free queue space.
-fn read_acks<C: Conn>(s: &Shared, i: usize, conn: &mut C) -> Result<(), ForwardError> {
-    let f = s.forward.as_ref().expect("forwarding is on");
+fn read_acks<C: Conn>(s: &Shared, id: u64, conn: &mut C) -> Result<(), ForwardError> {
+    let f = &s.forward;
     loop {
         let mut hb = [0u8; FRAME_HEADER_SIZE];
         if let Err(e) = conn.read_exact(&mut hb) {
@@ -838,7 +1011,7 @@ fn read_acks<C: Conn>(s: &Shared, i: usize, conn: &mut C) -> Result<(), ForwardE
             // Nothing after the last queued group was sent: a backup that acknowledges more
             // would free log space it does not hold.
             let queued = st.queue.back().map_or(st.base, |g| g.seq.max(st.base));
-            let l = &mut st.links[i];
+            let Some(l) = st.link(id) else { return Err(ended_by_removal()) };
             if h.seq > queued.max(l.acked_seq) {
                 return Err(ForwardError::BackupMisbehaved(format!(
                     "the backup acknowledged group {}, but no group after {} was sent to it",

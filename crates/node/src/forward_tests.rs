@@ -57,3 +57,11 @@ fn a_node_forwards_every_applied_group_and_its_backup_matches() {
     node.shutdown();
     backup.shutdown();
 }
+
+/// docs/FORMAT.md states the limit on backups the code has.
+#[test]
+fn the_format_document_states_the_backup_limit() {
+    let doc = include_str!("../../../docs/FORMAT.md");
+    let says = format!("`MAX_BACKUPS` = {}", crate::MAX_BACKUPS);
+    assert!(doc.contains(&says), "FORMAT.md should say {says:?}");
+}

@@ -102,7 +102,7 @@ mod test_peer;
 pub use coord_state::CoordinatorStatus;
 use data::DataArea;
 pub use data::DataPlacement;
-pub use forward::BackupStatus;
+pub use forward::{BackupStatus, MAX_BACKUPS};
 /// Largest Reply frame of an operator's read (see `mojim_format::handshake::MAX_READ`).
 pub use mojim_format::handshake::MAX_READ;
 pub use session::CopyProgress;
@@ -237,8 +237,8 @@ pub(crate) struct Shared {
     pub session: session::SessionSlot,
     /// Counters and facts for status.
     pub stats: stats::Stats,
-    /// Feeding backups, when this node has any.
-    pub forward: Option<forward::Forward>,
+    /// Feeding backups: those named at start, and those added since (`backup_add`).
+    pub forward: forward::Forward,
     /// The emulated NVMM under the data area and the logs, if any (for status).
     pub nvmm: Option<Arc<Nvmm>>,
     /// What the node last saw of the etcd coordinator (unused without one).
@@ -278,7 +278,12 @@ impl Mirror {
         let applied = replay(&opts, &region, &logs, &found, applied_seq, &mut report)?;
         let keep = !opts.backups.is_empty();
         let lanes = lane_states(&opts, &logs, &found, keep)?;
-        let forward = keep.then(|| seed_forward(&opts, &found, applied));
+        // Without backups at start, an empty forwarder (backups may be added while serving).
+        let forward = if keep {
+            seed_forward(&opts, &found, applied)
+        } else {
+            forward::Forward::new(&[], applied, &[])
+        };
         let retained: Vec<GroupRef> = if keep { found.groups.clone() } else { Vec::new() };
         warn_discarded(&found);
         report.applied_seq = applied;
@@ -320,7 +325,7 @@ impl Mirror {
                 .spawn(move || apply::checkpointer_loop(&s))
                 .map_err(Error::io("spawn checkpointer"))?,
         );
-        threads.extend(forward::start(&shared, &transport).map_err(Error::io("spawn forwarders"))?);
+        forward::start(&shared, &transport).map_err(Error::io("spawn forwarders"))?;
         let s = shared.clone();
         let t = transport.clone();
         threads.push(
@@ -517,7 +522,7 @@ struct Opened {
     region: DataArea,
     logs: Vec<OnceLock<LogFile>>,
     lanes: Vec<Mutex<MirrorLane>>,
-    forward: Option<forward::Forward>,
+    forward: forward::Forward,
     /// Recovered groups kept in the logs for the backups: applied, not yet released.
     retained: Vec<GroupRef>,
     applied: u64,
@@ -584,6 +589,7 @@ impl MirrorHandle {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        forward::join(&self.shared);
     }
 
     /// Stops serving, seals any session, and returns.
@@ -599,6 +605,7 @@ impl MirrorHandle {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        forward::join(&self.shared);
         apply::checkpoint(&self.shared, false);
     }
 }

@@ -97,7 +97,7 @@ pub(crate) fn status(s: &Shared) -> MirrorStatus {
     let consistent = s.data.consistent();
     let copy = session::copy_progress(s);
     let here = || status_here(s, consistent, copy, sess);
-    let Some(f) = &s.forward else { return here() };
+    let f = &s.forward;
     // What this node has is taken with the forwarding state held, so that no group applied
     // meanwhile is counted here and missing from the backups' lag.
     let (fwd, mut st) = f.report(here);
