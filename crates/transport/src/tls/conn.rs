@@ -1,6 +1,7 @@
 //! A TLS connection with two handles, one receiving and one sending (a lane's two threads),
 //! over any byte stream of the transport: a TCP socket, a shared-memory connection's rings or a
-//! UCX stream. A TLS connection shares no memory: every byte goes through the session.
+//! UCX stream. What a stream shares besides its bytes (an offered log, for placed records) goes
+//! around TLS, on the stream's own side channel.
 //!
 //! A TLS connection is one state machine, so the handles share one rustls connection behind a
 //! lock, `state`, that is never held across a blocking read or write:
@@ -26,9 +27,10 @@
 //! `[security] tls`.
 
 use super::{PeerIdentity, TlsContext};
+use crate::record_mac::{RECORD_KEY_SIZE, RECORD_MAC_LABEL};
 use crate::tcp::TcpConn;
 use crate::Conn;
-use crate::PeerMemory;
+use crate::{PeerMemory, RecordMac};
 use mojim_format::handshake::{encode_refuse, RefuseCode};
 use mojim_format::{FrameHeader, FrameKind};
 use rustls::pki_types::ServerName;
@@ -475,20 +477,28 @@ impl<C: Conn> Conn for TlsConn<C> {
         self.shared.peer_identity.get().cloned()
     }
 
-    /// No memory is shared over TLS: a placed record's body would go around the session, written
-    /// straight into the mirror's log with nothing to authenticate it. Every record goes through
-    /// TLS instead, as over TCP (the mirror's `Log` frame offers capacity 0, docs/FORMAT.md §2.4).
+    /// Memory goes around TLS, on the stream's own side channel (the file over a shared-memory
+    /// connection's socket, a UCX registration): every record placed in it carries a tag under
+    /// [`Conn::record_mac`]'s key (docs/FORMAT.md §2.4).
     fn offer_memory(&self, file: &std::fs::File, from: u64) -> io::Result<Option<Vec<u8>>> {
-        let _ = (file, from);
-        Ok(None)
+        self.tcp.offer_memory(file, from)
     }
 
     fn take_memory(&self, len: usize, token: &[u8]) -> io::Result<PeerMemory> {
-        let _ = (len, token);
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "a TLS connection shares no memory ([security] tls = true): records go through TLS",
-        ))
+        self.tcp.take_memory(len, token)
+    }
+
+    fn record_mac(&self, session: u64, lane: u16) -> io::Result<Option<RecordMac>> {
+        let context = RecordMac::context(session, lane);
+        let key = self.with_session(|s| {
+            s.export_keying_material([0u8; RECORD_KEY_SIZE], RECORD_MAC_LABEL, Some(&context[..]))
+        });
+        match key {
+            Ok(key) => Ok(Some(RecordMac::new(&key))),
+            Err(e) => Err(io::Error::other(format!(
+                "derive the placed records' key from the TLS session (is its handshake done?): {e}"
+            ))),
+        }
     }
 
     fn shares_with_remote_writers(&self) -> bool {

@@ -260,8 +260,8 @@ fn tls_pair(ca: &Ca, addr: &str) -> (crate::AnyConn, crate::AnyConn, crate::AnyL
 }
 
 /// Over a shared-memory or UCX stream TLS runs as over TCP: the bytes arrive in order across
-/// many laps of the rings, the peer is known by its certificate, and no memory is shared (a
-/// placed record would go around the session).
+/// many laps of the rings, and the peer is known by its certificate. Both ends derive the same
+/// key for a lane's placed records from the session, and another for another lane.
 fn tls_runs_over(addr: &str) {
     let ca = Ca::new("cluster").unwrap();
     let (c, a, l) = tls_pair(&ca, addr);
@@ -270,9 +270,11 @@ fn tls_runs_over(addr: &str) {
         (crate::AnyConn::TlsShm(_), crate::AnyConn::TlsShm(_))
             | (crate::AnyConn::TlsUcx(_), crate::AnyConn::TlsUcx(_))
     ));
-    let file = std::fs::File::open("/proc/self/exe").unwrap();
-    assert!(a.offer_memory(&file, 4096).unwrap().is_none(), "a TLS connection offers no memory");
-    assert!(c.take_memory(4096, &4096u64.to_le_bytes()).is_err());
+    let (primary, mirror) = (c.record_mac(7, 1).unwrap().unwrap(), a.record_mac(7, 1).unwrap().unwrap());
+    let tag = primary.tag(3, 0, b"body");
+    assert!(mirror.verify(3, 0, b"body", &tag), "both ends derive one key");
+    assert!(!a.record_mac(7, 2).unwrap().unwrap().verify(3, 0, b"body", &tag), "a key per lane");
+    assert!(!a.record_mac(8, 1).unwrap().unwrap().verify(3, 0, b"body", &tag), "a key per session");
     crate::stream_tests::bytes_arrive_in_order(c, a, 3 * crate::shm::RING_BYTES as u64 + 12_345);
     drop(l);
     let (mut c, mut a, _l) = tls_pair(&ca, addr);
