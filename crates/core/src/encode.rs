@@ -6,7 +6,7 @@
 
 use crate::Range;
 use mojim_format::checksum::crc32c;
-use mojim_format::frame::FLAG_END;
+use mojim_format::frame::{FLAG_END, FLAG_MAC};
 use mojim_format::log::record_size;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use std::fmt;
@@ -186,6 +186,15 @@ pub fn placed_data_header(
     h.seq = seq;
     h.offset = plan.offset;
     h.log_pos = log_pos;
+    h.to_bytes()
+}
+
+/// `header` (a placed `Data` or `Copied` record's) with its `MAC` flag set: its tag follows its
+/// body in the log (docs/FORMAT.md §2.4). The header's checksum is made again.
+pub fn sealed(header: [u8; FRAME_HEADER_SIZE]) -> [u8; FRAME_HEADER_SIZE] {
+    let mut h = FrameHeader::decode(&header).expect("a header this side encoded");
+    assert!(matches!(h.kind, FrameKind::Data | FrameKind::Copied), "only records are sealed");
+    h.flags |= FLAG_MAC;
     h.to_bytes()
 }
 

@@ -5,7 +5,7 @@ use crate::checkpoint::GroupRef;
 use crate::encode::SessionTag;
 use crate::log_space::{LogSpace, Placement};
 use crate::receive::{Accepted, LaneReceiver, Violation};
-use mojim_format::log::record_size;
+use mojim_format::log::record_size_of;
 use mojim_format::{FrameKind, FRAME_HEADER_SIZE};
 
 /// Receive state and log space of one lane.
@@ -94,7 +94,8 @@ impl MirrorLane {
             let placement = Placement { pad_at: None, pos: self.space.head() };
             return Ok(Some(Slot { accepted, placement, size: 0 }));
         }
-        let size = record_size(accepted.header.body_len as u64);
+        // A sealed record's tag lies after its body (its `MAC` flag): it takes room too.
+        let size = record_size_of(&accepted.header);
         let Some(placement) = self.space.place(size) else {
             return Ok(None);
         };
@@ -215,9 +216,22 @@ mod tests {
         h.body_len = body.len() as u32;
         h.body_checksum = mojim_format::checksum::crc32c(&body);
         let s = l.on_header(&h.to_bytes()).unwrap().unwrap();
-        assert_eq!(s.size, record_size(16));
+        assert_eq!(s.size, mojim_format::log::record_size(16));
         let g = l.commit(&s).unwrap().group;
         assert_eq!((g.seq, g.start_pos, g.end_pos, g.bytes), (1, 0, 128, 200));
+    }
+
+    #[test]
+    fn a_sealed_record_takes_room_for_its_tag_after_its_body() {
+        let tag = SessionTag { session: 1, epoch: 1, lane: 0 };
+        let mut l = MirrorLane::new(0, 4096, 0, 0);
+        l.begin(tag, 1 << 20, 4096, 1);
+        let plan = FramePlan { offset: 0, len: 64, frame_index: 0, end: true };
+        let h = crate::encode::sealed(crate::encode::data_header(tag, 1, plan, &[7u8; 64]));
+        let s = l.on_header(&h).unwrap().unwrap();
+        // 64 bytes of header, 64 of body, 16 of tag rounded up to 64.
+        assert_eq!(s.size, 192);
+        assert_eq!(l.commit(&s).unwrap().group.end_pos, 192);
     }
 
     fn one_frame(l: &mut MirrorLane, tag: SessionTag, seq: u64, len: u32) -> (Slot, Option<Completed>) {

@@ -73,6 +73,15 @@ pub enum Violation {
         found: u64,
         expected: u64,
     },
+    /// A placed record on a lane that seals them (TLS) whose tag does not check, or is missing
+    /// (`sealed` false), or a sealed record on a lane that does not seal them (`sealed` true):
+    /// the record was forged or changed in the log, or the peer does not seal its records.
+    RecordMac {
+        seq: u64,
+        frame_index: u32,
+        sealed: bool,
+        expected: bool,
+    },
     /// The Copy frames since the last group cover more separate ranges than one Copied frame
     /// may list.
     CopiedRanges {
@@ -103,6 +112,23 @@ impl fmt::Display for Violation {
             Violation::Frame(e) => write!(f, "{e}"),
             Violation::Body(e) => write!(f, "{e}"),
             Violation::Kind { found } => write!(f, "unexpected {found:?} frame on a data lane"),
+            Violation::RecordMac { seq, frame_index, sealed, expected } => match (sealed, expected) {
+                (true, true) => write!(
+                    f,
+                    "record MAC of group {seq} frame {frame_index} does not check: the record was forged or \
+                     changed in the log after it was placed"
+                ),
+                (false, _) => write!(
+                    f,
+                    "record MAC missing on group {seq} frame {frame_index}: a placed record over TLS must carry \
+                     one (a primary of an older build does not: upgrade it, or set [primary] place_records = false)"
+                ),
+                (true, false) => write!(
+                    f,
+                    "record MAC flag on group {seq} frame {frame_index}, on a lane whose records carry none \
+                     (only placed records over TLS do)"
+                ),
+            },
             Violation::Placed { found, expected } => write!(
                 f,
                 "a record placed at log position {found} where the lane's next record goes at {expected}"

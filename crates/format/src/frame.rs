@@ -7,7 +7,8 @@
 //!   8   2 magic            0x4A4D ("MJ" in memory)
 //!  10   1 version          PROTOCOL_VERSION
 //!  11   1 kind             FrameKind
-//!  12   1 flags            bit 0: END (last frame of a group)
+//!  12   1 flags            bit 0: END (last frame of a group); bit 1: MAC (Data, Copied: a
+//!                         16-byte tag follows the body in the log, docs/FORMAT.md §2.4)
 //!  13   1 reserved         0
 //!  14   2 lane             lane index
 //!  16   4 body_len         bytes of body that follow the header
@@ -34,6 +35,11 @@ const _: () =
 pub const FRAME_MAGIC: u16 = 0x4A4D;
 /// Flag: this frame is the last of its group.
 pub const FLAG_END: u8 = 1;
+/// Flag (`Data` and `Copied` only): a placed record authenticated by a MAC, whose
+/// [`RECORD_TAG_SIZE`]-byte tag lies in the log right after its body (docs/FORMAT.md §2.4).
+pub const FLAG_MAC: u8 = 2;
+/// Bytes of a placed record's tag.
+pub const RECORD_TAG_SIZE: usize = 16;
 
 /// What a frame carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -191,6 +197,20 @@ impl FrameHeader {
         self.flags & FLAG_END != 0
     }
 
+    /// Whether this record's tag follows its body in the log ([`FLAG_MAC`]).
+    pub fn has_mac(&self) -> bool {
+        self.flags & FLAG_MAC != 0
+    }
+
+    /// Bytes after the body that belong to the record: its tag, if it has one.
+    pub fn tag_len(&self) -> usize {
+        if self.has_mac() {
+            RECORD_TAG_SIZE
+        } else {
+            0
+        }
+    }
+
     /// Writes the header, with its checksum, into `out`.
     pub fn encode(&self, out: &mut [u8; FRAME_HEADER_SIZE]) {
         put_u32(out, 4, self.body_checksum);
@@ -244,7 +264,11 @@ impl FrameHeader {
             return Err(FrameError::Version { found: b[10], expected: PROTOCOL_VERSION });
         }
         let kind = FrameKind::from_u8(b[11]).ok_or(FrameError::Kind { found: b[11] })?;
-        if b[12] & !FLAG_END != 0 {
+        let known = match kind {
+            FrameKind::Data | FrameKind::Copied => FLAG_END | FLAG_MAC,
+            _ => FLAG_END,
+        };
+        if b[12] & !known != 0 {
             return Err(FrameError::Flags { found: b[12] });
         }
         if b[13] != 0 {
@@ -374,6 +398,33 @@ mod tests {
             })
             .collect();
         assert_eq!(hex, documented, "update the Ack example in docs/FORMAT.md");
+    }
+
+    /// docs/FORMAT.md §2: flag bit 1 `MAC` is known on `Data` and `Copied` only, and says a
+    /// 16-byte tag follows the body in the log.
+    #[test]
+    fn the_mac_flag_belongs_to_records_only() {
+        for kind in [FrameKind::Data, FrameKind::Copied] {
+            let mut h = FrameHeader::new(kind);
+            (h.flags, h.body_len) = (FLAG_END | FLAG_MAC, 100);
+            let back = FrameHeader::decode(&h.to_bytes()).expect("a sealed record's header");
+            assert!(back.has_mac() && back.is_end());
+            assert_eq!(back.tag_len(), RECORD_TAG_SIZE);
+            assert_eq!(h.to_bytes()[12], 0b11, "{kind:?}: END is bit 0, MAC bit 1 of byte 12");
+        }
+        for kind in [FrameKind::Ack, FrameKind::Copy, FrameKind::Pad, FrameKind::Heartbeat] {
+            let mut h = FrameHeader::new(kind);
+            h.flags = FLAG_MAC;
+            assert_eq!(
+                FrameHeader::decode(&h.to_bytes()),
+                Err(FrameError::Flags { found: FLAG_MAC }),
+                "{kind:?}"
+            );
+        }
+        let mut h = FrameHeader::new(FrameKind::Data);
+        h.flags = 4;
+        assert_eq!(FrameHeader::decode(&h.to_bytes()), Err(FrameError::Flags { found: 4 }));
+        assert_eq!(FrameHeader::new(FrameKind::Data).tag_len(), 0);
     }
 
     #[test]

@@ -63,6 +63,12 @@ pub const fn record_size(body_len: u64) -> u64 {
     FRAME_HEADER_SIZE as u64 + body_len.div_ceil(RECORD_ALIGN) * RECORD_ALIGN
 }
 
+/// Bytes the record whose header is `h` occupies: its body and, with `MAC`, the tag after it.
+pub const fn record_size_of(h: &FrameHeader) -> u64 {
+    let tag = if h.flags & crate::frame::FLAG_MAC != 0 { crate::frame::RECORD_TAG_SIZE as u64 } else { 0 };
+    record_size(h.body_len as u64 + tag)
+}
+
 /// The static part of a log file header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LogHeader {
@@ -241,7 +247,7 @@ pub struct Record {
 impl Record {
     /// Position just past this record.
     pub fn end_pos(&self) -> u64 {
-        self.pos + record_size(self.header.body_len as u64)
+        self.pos + record_size_of(&self.header)
     }
 
     /// The record's body in `area`, the area it was found in.
@@ -331,7 +337,7 @@ fn record_at_with<A: RecordArea + ?Sized>(
     if header.log_pos != pos {
         return None;
     }
-    let size = record_size(header.body_len as u64);
+    let size = record_size_of(&header);
     // Positions near the top of the u64 range are corrupt tails, not logs.
     pos.checked_add(size)?;
     match header.kind {
@@ -448,6 +454,29 @@ mod tests {
         let hb: &mut [u8; 64] = (&mut area[at..at + 64]).try_into().unwrap();
         h.encode(hb);
         pos.wrapping_add(size)
+    }
+
+    /// docs/FORMAT.md §2.4 "Sealed records": a record with `MAC` holds its 16-byte tag right
+    /// after its body, and its size counts the tag before rounding up to 64. The scan steps over
+    /// it (it checks headers and checksums, not tags: it has no key).
+    #[test]
+    fn a_sealed_record_holds_its_tag_after_its_body() {
+        let mut area = vec![0u8; 4096];
+        let body = [0x42u8; 120];
+        let mut h = FrameHeader::new(FrameKind::Data);
+        (h.seq, h.body_len, h.body_checksum) = (1, 120, crc32c(&body));
+        h.flags = crate::frame::FLAG_END | crate::frame::FLAG_MAC;
+        assert_eq!(record_size_of(&h), 256, "64 header + 120 body + 16 tag, rounded up to 64");
+        assert_eq!(record_size(120), 192, "the same body without a tag");
+        h.encode((&mut area[..64]).try_into().unwrap());
+        area[64..184].copy_from_slice(&body);
+        area[184..200].copy_from_slice(&[0xee; 16]);
+        let next = put(&mut area, 256, 2, &[7u8; 10], true);
+        let recs: Vec<Record> = scan(&area[..], 0, 1 << 20).collect();
+        assert_eq!(recs.len(), 2);
+        assert_eq!((recs[0].body_at, recs[0].end_pos()), (64, 256));
+        assert_eq!((recs[1].pos, recs[1].end_pos()), (256, next));
+        assert_eq!(next, 256 + 128);
     }
 
     #[test]

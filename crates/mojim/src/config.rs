@@ -639,8 +639,9 @@ pub struct SecuritySection {
     pub secret: String,
     /// `insecure = false`: run without a secret (no authentication), as `--insecure` does.
     pub insecure: bool,
-    /// `tls = false`: run TCP links over mutual TLS 1.3, with the three files below; the
-    /// secret is then optional (its handshake runs inside TLS).
+    /// `tls = false`: run every link (TCP, shared memory, UCX) over mutual TLS 1.3, with the
+    /// three files below; the secret is then optional (its handshake runs inside TLS). Records
+    /// placed in a mirror's log then carry a MAC (docs/FORMAT.md §2.4).
     pub tls: bool,
     /// `ca_file`: the cluster CA's certificate, PEM (relative to the configuration file).
     pub ca_file: String,
@@ -1347,10 +1348,11 @@ lease_margin_ms = 500
 # keep this file readable by its owner only (mode 0600; see docs/SECURITY.md).
 secret = "{secret}"
 insecure = false
-# Mutual TLS 1.3 on every TCP link (the secret is then optional): ca_file, cert_file and
-# key_file name PEM files (relative to this file; the key mode 0600), each certificate from the
-# cluster's CA with its role (mojim:role:node, operator or application). `mojim init --tls`
-# makes them. Shared memory and UCX links are refused while it is on. crl_file (optional) names
+# Mutual TLS 1.3 on every link, TCP, shared memory and UCX (the secret is then optional):
+# ca_file, cert_file and key_file name PEM files (relative to this file; the key mode 0600), each
+# certificate from the cluster's CA with its role (mojim:role:node, operator or application).
+# `mojim init --tls` makes them. Records placed in a mirror's log (shm, ucx) then carry a MAC
+# under a key from the lane's TLS session (docs/FORMAT.md §2.4). crl_file (optional) names
 # the CA's certificate revocation lists, PEM: a peer whose certificate one lists is refused.
 # `mojim serve` and `mojim kv` read these files again on SIGHUP.
 tls = false

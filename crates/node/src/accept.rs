@@ -12,7 +12,7 @@ use mojim_format::handshake::{
 };
 use mojim_format::log::LOG_HEADER_SIZE;
 use mojim_format::{FrameHeader, FrameKind};
-use mojim_transport::{Conn, PeerIdentity, Role, Transport};
+use mojim_transport::{Conn, PeerIdentity, RecordMac, Role, Transport};
 use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -168,7 +168,7 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
                 return;
             }
             let placed = match hello.place.then(|| offer_log(s, &mut conn, tag)) {
-                None => false,
+                None => None,
                 Some(Ok(offered)) => offered,
                 Some(Err(e)) => {
                     session::leave(s, tag, &format!("offer lane {}'s log: {e}", tag.lane));
@@ -188,9 +188,16 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
 
 /// Answers a primary's lane that asked to place its records: offers the lane's log through the
 /// transport if it can share memory, and sends the `Log` frame that says where the next record
-/// goes (capacity 0: declined, the bodies come on the connection). Returns whether it offered.
-fn offer_log<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> std::io::Result<bool> {
+/// goes (capacity 0: declined, the bodies come on the connection). Returns, if it offered, the
+/// placed records' key on a TLS connection (`Some(None)` without TLS).
+fn offer_log<C: Conn>(
+    s: &Shared,
+    conn: &mut C,
+    tag: SessionTag,
+) -> std::io::Result<Option<Option<RecordMac>>> {
     let log = s.lanes.log_of(tag.lane).map_err(std::io::Error::other)?;
+    // Derived before anything is offered: a TLS connection whose key cannot be had offers none.
+    let mac = conn.record_mac(tag.session, tag.lane)?;
     let file = std::fs::OpenOptions::new().read(true).write(true).open(log.path())?;
     // Marked before the offer: from then on the peer may write the log at any time, so the
     // checkpointer copies this log's records out before it checks and applies them.
@@ -200,6 +207,9 @@ fn offer_log<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> std::io::Res
     // The record area only: the header page (the tail recovery starts from) stays out of the
     // peer's reach where the transport can keep it out (UCX registers only what is offered).
     let token = conn.offer_memory(&file, LOG_HEADER_SIZE as u64)?;
+    if let (Some(_), Some(mac)) = (&token, &mac) {
+        s.lanes.keep_mac(tag.lane, tag.session, mac.clone());
+    }
     let window = if token.is_some() {
         // The lane's session has begun and nothing is received on it yet: its head stays where
         // it is until the first record; the tail only moves on, so an older one is safe to give.
@@ -209,7 +219,7 @@ fn offer_log<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag) -> std::io::Res
         LogWindow::default()
     };
     send(conn, FrameKind::Log, 0, &window.encode_offer(token.as_deref().unwrap_or_default()))?;
-    Ok(token.is_some())
+    Ok(token.is_some().then_some(mac))
 }
 
 /// Reads the handshake's next frame, `what`, which must have come whole by `deadline`.

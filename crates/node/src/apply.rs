@@ -85,7 +85,8 @@ fn apply_locked(s: &Shared, allow_gaps: bool, wait: DataWait, applier: &mut Appl
                 if s.lanes.exposed(g.lane) {
                     let scratch = applier.scratch();
                     let size = s.data.area().size();
-                    if let Err(why) = scratch.copy_group(log.area(), g, MAX_FRAME_LIMIT, size) {
+                    let macs = s.lanes.macs(g.lane);
+                    if let Err(why) = scratch.copy_group(log.area(), g, MAX_FRAME_LIMIT, size, &macs) {
                         s.data.fail_changed(changed(g, &why));
                         break;
                     }

@@ -5,12 +5,18 @@
 //! checkpointer then applies nothing straight from the log: it copies the group's record bodies
 //! into this buffer, checks each body's checksum on the copy, and writes only from the copy. A
 //! group whose records no longer check is applied not at all.
+//!
+//! A record placed over TLS carries a tag (docs/FORMAT.md §2.4); while this process has the key
+//! of the session that placed it, the tag is checked on the copy too, so a record changed by
+//! someone without the key (a recomputed checksum is no obstacle to a writer) is not applied.
 
 use mojim_core::checkpoint::GroupRef;
 use mojim_format::checksum::crc32c;
 use mojim_format::log::{record_at_verified, RecordArea};
 use mojim_format::FrameKind;
 use mojim_region::MapSlice;
+use mojim_transport::record_mac::TAG_SIZE;
+use mojim_transport::RecordMac;
 
 /// The applier's buffer for one group's bodies, reused from group to group (it grows to the
 /// largest group once).
@@ -23,14 +29,16 @@ pub(crate) struct Scratch {
 
 impl Scratch {
     /// Copies group `g`'s record bodies out of `area` and checks each, on the copy, against its
-    /// header (also copied out), and that it lies within a data area of `region_size` bytes.
-    /// Err: what no longer holds (the peer changed the log after the lane checked it).
+    /// header (also copied out), its tag under the key `macs` holds for its session, if any, and
+    /// that it lies within a data area of `region_size` bytes. Err: what no longer holds (the
+    /// peer changed the log after the lane checked it).
     pub fn copy_group(
         &mut self,
         area: MapSlice<'_>,
         g: &GroupRef,
         max_body: u32,
         region_size: u64,
+        macs: &[(u64, RecordMac)],
     ) -> Result<(), String> {
         self.bytes.clear();
         self.writes.clear();
@@ -67,6 +75,19 @@ impl Scratch {
                      matches its checksum",
                     rec.pos, h.offset
                 ));
+            }
+            if let Some((_, mac)) = macs.iter().find(|(s, _)| *s == h.session) {
+                let mut tag = [0u8; TAG_SIZE];
+                if h.has_mac() {
+                    area.copy_out(rec.body_at + len, &mut tag);
+                }
+                if !h.has_mac() || !mac.verify(h.seq, h.frame_index, body, &tag) {
+                    return Err(format!(
+                        "the record MAC of the record at log position {} ({len} bytes for offset {}) no \
+                         longer checks",
+                        rec.pos, h.offset
+                    ));
+                }
             }
             self.writes.push((h.offset, start, len));
         }
@@ -134,7 +155,7 @@ mod tests {
         let (_dir, map, g) = log_with([&[1u8; 100], &[2u8; 100]]);
         let mut s = Scratch::default();
         let area = map.view(LOG_HEADER_SIZE, 1 << 16);
-        s.copy_group(area, &g, 1 << 20, 1 << 20).expect("checks");
+        s.copy_group(area, &g, 1 << 20, 1 << 20, &[]).expect("checks");
         let got: Vec<(u64, Vec<u8>)> = s.writes().map(|(o, b)| (o, b.to_vec())).collect();
         assert_eq!(got, vec![(0, vec![1u8; 100]), (4096, vec![2u8; 100])]);
     }
@@ -146,14 +167,14 @@ mod tests {
         let second = LOG_HEADER_SIZE + record_size(100) as usize + 64;
         map.write(second, &[9u8; 10]);
         let mut s = Scratch::default();
-        let err = s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20).unwrap_err();
+        let err = s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &[]).unwrap_err();
         assert!(err.contains("no longer matches its checksum"), "{err}");
         // Past the region's end, or a header that is no longer one.
         let (_dir, map, g) = log_with([&[1u8; 100], &[2u8; 100]]);
-        let err = s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 4096).unwrap_err();
+        let err = s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 4096, &[]).unwrap_err();
         assert!(err.contains("offset 4096"), "{err}");
         map.write(LOG_HEADER_SIZE, &[0xff; 8]);
-        let err = s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20).unwrap_err();
+        let err = s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &[]).unwrap_err();
         assert!(err.contains("no longer a record"), "{err}");
         assert!(group_ranges(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, |_, _| {}).is_err());
     }

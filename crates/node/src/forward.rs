@@ -950,6 +950,8 @@ fn send_group<C: Conn>(
             h.epoch = tag.epoch;
             h.session = tag.session;
             h.log_pos = 0;
+            // A placed record's tag stays in this log: the backup's lane gets the body alone.
+            h.flags &= !mojim_format::frame::FLAG_MAC;
             let body = rec.body(&area);
             if h.kind == FrameKind::Copied {
                 copied = Some((h, body));

@@ -11,7 +11,8 @@ use mojim_format::frame::BodyError;
 use mojim_format::handshake::{encode_refuse, RefuseCode};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::LogFile;
-use mojim_transport::Conn;
+use mojim_transport::record_mac::TAG_SIZE;
+use mojim_transport::{Conn, RecordMac};
 use std::io::{BufReader, Read};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -43,9 +44,15 @@ impl LaneEnd {
     }
 }
 
-/// Receives the lane until it ends. On a `placed` lane the primary writes each record's body
-/// into the log itself and sends only its header, the doorbell.
-pub(crate) fn run<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag, placed: bool) -> LaneEnd {
+/// Receives the lane until it ends. On a `placed` lane (`Some`) the primary writes each
+/// record's body into the log itself and sends only its header, the doorbell; over TLS each
+/// such record is sealed with the key `placed` holds.
+pub(crate) fn run<C: Conn>(
+    s: &Shared,
+    conn: &mut C,
+    tag: SessionTag,
+    placed: Option<Option<RecordMac>>,
+) -> LaneEnd {
     let end = receive(s, conn, tag, placed);
     if let LaneEnd::Violation(v) = &end {
         s.stats.set_last_violation(format!("session {:#x} lane {}: {v}", tag.session, tag.lane));
@@ -84,7 +91,7 @@ fn heartbeat<C: Conn>(conn: &mut C, tag: SessionTag, tail: u64, probe: u64) -> s
     mojim::net::write_frame(conn, &heartbeat_answer(tag, tail, probe), &[])
 }
 
-fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag, placed: bool) -> LaneEnd {
+fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag, placed: Option<Option<RecordMac>>) -> LaneEnd {
     let pacer = Pacer { last_beat: Instant::now(), interval: s.opts.heartbeat.interval, tag };
     // Made when the lane joined (see `accept.rs`).
     let log = match s.lanes.log_of(tag.lane) {
@@ -97,7 +104,8 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag, placed: bool) -> 
         lane: s.lanes.lane(tag.lane),
         log,
         pacer,
-        placed,
+        placed: placed.is_some(),
+        mac: placed.flatten(),
         copy_buf: Vec::new(),
         // Reads go through `rx`; replies are written to the connection under it.
         rx: BufReader::with_capacity(if conn.reads_ahead() { READ_AHEAD } else { FRAME_HEADER_SIZE }, conn),
@@ -136,6 +144,8 @@ struct Receiver<'a, C: Conn> {
     pacer: Pacer,
     /// The primary places records' bodies in the log itself (see [`check_placed`]).
     placed: bool,
+    /// On a placed lane over TLS, the key every record placed in the log is sealed with.
+    mac: Option<RecordMac>,
     /// Where a Copy frame's body is read and checked.
     copy_buf: Vec<u8>,
     rx: BufReader<&'a mut C>,
@@ -159,8 +169,13 @@ impl<C: Conn> Receiver<'_, C> {
         if self.control(&h)? {
             return Ok(());
         }
+        if slot.size > 0 && h.has_mac() != self.mac.is_some() {
+            let (seq, frame_index) = (h.seq, h.frame_index);
+            let (sealed, expected) = (h.has_mac(), self.mac.is_some());
+            return Err(LaneEnd::Violation(Violation::RecordMac { seq, frame_index, sealed, expected }));
+        }
         if slot.size > 0 && self.placed {
-            check_placed(self.log, &slot)?;
+            check_placed(self.log, &slot, self.mac.as_ref())?;
         } else if slot.size > 0 {
             store(self.log, &mut self.rx, &slot)?;
         }
@@ -399,10 +414,29 @@ fn receive_copy<C: Conn>(
 /// checks every record again. Over shared memory only a process of the mirror's own user on its
 /// host can hold the log (it is offered on a socket of mode 0600), and such a process can write
 /// the mirror's memory anyway (docs/DESIGN-transport.md).
-fn check_placed(log: &LogFile, slot: &Slot) -> Result<(), LaneEnd> {
+///
+/// Over TLS (`mac`) the record's tag, after its body, is checked first, on the bytes as they lie:
+/// a body or tag forged or changed by anyone without the key (over UCX on tcp, anyone who can
+/// reach the listener can put into the log) ends the lane before anything of it is logged.
+fn check_placed(log: &LogFile, slot: &Slot, mac: Option<&RecordMac>) -> Result<(), LaneEnd> {
     let (pos, h) = (slot.placement.pos, slot.accepted.header);
     if h.log_pos != pos {
         return Err(LaneEnd::Violation(Violation::Placed { found: h.log_pos, expected: pos }));
+    }
+    if let Some(mac) = mac {
+        let (len, body_at) = (h.body_len as usize, pos + FRAME_HEADER_SIZE as u64);
+        let mut tag = [0u8; TAG_SIZE];
+        log.view_at(body_at + len as u64, TAG_SIZE).read(0, &mut tag);
+        let body = log.view_at(body_at, len);
+        if !body.with_bytes(|b| mac.verify(h.seq, h.frame_index, b, &tag)) {
+            let (seq, frame_index) = (h.seq, h.frame_index);
+            return Err(LaneEnd::Violation(Violation::RecordMac {
+                seq,
+                frame_index,
+                sealed: true,
+                expected: true,
+            }));
+        }
     }
     if let Some(pad) = slot.placement.pad_at {
         log.write_pad(pad);

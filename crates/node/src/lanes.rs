@@ -10,6 +10,7 @@ use mojim_core::checkpoint::GroupRef;
 use mojim_core::encode::SessionTag;
 use mojim_core::lane::MirrorLane;
 use mojim_region::{LogFile, Nvmm};
+use mojim_transport::RecordMac;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -34,7 +35,15 @@ pub(crate) struct Lanes {
     /// a record was checked. Stays set while the process runs: records written then may still
     /// wait in the log after the connection ended.
     exposed: Vec<AtomicBool>,
+    /// Per lane: the keys of the records placed in its log over TLS by the last few sessions,
+    /// `(session, key)`, newest last, for the checkpointer's check of its copy (`copy_check`).
+    /// Only in memory: after a restart recovery has no key (docs/SECURITY.md).
+    macs: Vec<Mutex<Vec<(u64, RecordMac)>>>,
 }
+
+/// Sessions per lane whose placed records' keys are kept: groups of an older session wait in
+/// the log only until the checkpointer applies them, which it does before it takes newer ones.
+const MACS_KEPT: usize = 4;
 
 /// One lane's receiving state, for the thread that serves the lane.
 #[derive(Clone, Copy)]
@@ -67,7 +76,8 @@ impl Lanes {
     ) -> Lanes {
         assert_eq!(logs.len(), lanes.len(), "a log cell per lane");
         let exposed = (0..logs.len()).map(|_| AtomicBool::new(false)).collect();
-        Lanes { logs, log_create: Mutex::new(()), lanes, log_dir, region_uuid, nvmm: None, exposed }
+        let macs = (0..logs.len()).map(|_| Mutex::new(Vec::new())).collect();
+        Lanes { logs, log_create: Mutex::new(()), lanes, log_dir, region_uuid, nvmm: None, exposed, macs }
     }
 
     /// Charges the persists of logs made from now on to `nvmm` (those opened at start-up
@@ -105,6 +115,21 @@ impl Lanes {
     /// are copied out, and checked on the copy, before they are applied.
     pub fn exposed(&self, lane: u16) -> bool {
         self.exposed[lane as usize].load(Ordering::Acquire)
+    }
+
+    /// Keeps `mac`, the key of session `session`'s records placed in `lane`'s log.
+    pub fn keep_mac(&self, lane: u16, session: u64, mac: RecordMac) {
+        let mut macs = lock(&self.macs[lane as usize]);
+        macs.retain(|(s, _)| *s != session);
+        if macs.len() == MACS_KEPT {
+            macs.remove(0);
+        }
+        macs.push((session, mac));
+    }
+
+    /// The keys kept for `lane`'s placed records, by session.
+    pub fn macs(&self, lane: u16) -> Vec<(u64, RecordMac)> {
+        lock(&self.macs[lane as usize]).clone()
     }
 
     /// The log that holds group `g` (it exists: the group was received into it).

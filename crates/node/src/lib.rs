@@ -354,7 +354,9 @@ impl Mirror {
 
 /// A lane's log must be a multiple of 4 KiB holding at least two full frames.
 fn check_log_capacity(opts: &MirrorOptions) -> Result<()> {
-    let frame_record = mojim_format::log::record_size(opts.limits.max_frame as u64);
+    // With a placed record's tag after its body (over TLS), the largest record a lane takes.
+    let tag = mojim_format::frame::RECORD_TAG_SIZE as u64;
+    let frame_record = mojim_format::log::record_size(opts.limits.max_frame as u64 + tag);
     if opts.log_capacity < 2 * frame_record || !opts.log_capacity.is_multiple_of(4096) {
         return Err(Error::Config(format!(
             "[mirror] log_capacity {} is too small for [limits] max_frame {}: a lane's log must be a \

@@ -578,6 +578,12 @@ impl<'a> MapSlice<'a> {
         crc32c(self.transient())
     }
 
+    /// Runs `f` over the bytes as they are read now, in place: for one MAC, which a byte
+    /// changed meanwhile fails as it fails a checksum. `f` cannot keep the slice.
+    pub fn with_bytes<R>(self, f: impl FnOnce(&[u8]) -> R) -> R {
+        f(self.transient())
+    }
+
     /// The bytes for one vectored write: the kernel (or the transport) reads them while
     /// sending. The `IoSlice` dereferences to `&[u8]`; read that way, bytes may change under
     /// the reader (it is for handing to a write, not for inspecting).
@@ -591,12 +597,12 @@ impl<'a> MapSlice<'a> {
         file.write_all_at(self.transient(), offset)
     }
 
-    /// A shared slice over the view, for one checksum, one `pwrite` or one vectored write.
+    /// A shared slice over the view, for one checksum or MAC, one `pwrite` or one vectored write.
     fn transient(self) -> &'a [u8] {
         // SAFETY: the view is valid for reads of `len` initialised bytes (mapped file bytes)
         // for `'a`, or is empty and dangling (which a zero-length slice allows), and `len` is
-        // at most the mapping's length, below `isize::MAX`. The slice serves one checksum, one
-        // `pwrite`, or one vectored write (`io_slice`), and is not kept. The only `&mut` this
+        // at most the mapping's length, below `isize::MAX`. The slice serves one checksum or MAC
+        // (`with_bytes`), one `pwrite`, or one vectored write (`io_slice`), and is not kept. The only `&mut` this
         // crate makes over mapped bytes is the one `recv_at` lends a reader for one receive,
         // and receives and views are kept apart by where they are: a lane receives past its
         // log's head, views are of records before it or of a data area, which nothing receives

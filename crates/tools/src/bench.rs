@@ -141,10 +141,11 @@ pub struct BenchArgs {
     /// records' bytes through the registered rings).
     #[arg(long, default_value = "tcp", value_delimiter = ',')]
     pub transport: Vec<String>,
-    /// Mutual TLS on the TCP links, comma-separated: off, on, or on,off to run both side by
-    /// side (a session each, their rounds interleaved under --repeat) and print the ratios. With
-    /// on, the benchmark makes a CA and certificates for its mirrors (role node) and its
-    /// primary and pinger (role application); tcp-rtt's echo server speaks TLS too. TCP only.
+    /// Mutual TLS on the links, comma-separated: off, on, or on,off to run both side by side (a
+    /// session each, their rounds interleaved under --repeat) and print the ratios. With on, the
+    /// benchmark makes a CA and certificates for its mirrors (role node) and its primary and
+    /// pinger (role application); tcp-rtt's echo server speaks TLS too. Over shm and ucx, TLS
+    /// runs over the rings or the UCX stream, and placed records carry their MAC.
     /// With --mode resync, on adds the kind full-tls: full with every link over mutual TLS.
     #[arg(long, default_value = "off", value_delimiter = ',', conflicts_with = "mirror")]
     pub tls: Vec<String>,
@@ -372,12 +373,6 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         mojim::create_region(&s.region_path, id)?;
         let mut base = with_mirror_nvmm(template(&id.uuid, id.size, "mojim-bench-secret", "127.0.0.1:0"), a)?;
         if tls_on(a)? {
-            if transport(a) != "tcp" {
-                return Err(Error::Config(format!(
-                    "--tls on covers TCP only, not --transport {}: run it with --transport tcp",
-                    transport_name(a)
-                )));
-            }
             base = crate::certs::make_cluster_certs(&dir, &base)?;
         }
         let cfg = dir.join("mojim.toml");
@@ -1112,11 +1107,12 @@ pub fn print(results: &[BenchResult], json: bool) {
             );
         }
     }
-    let with_tls = |m: &str| results.iter().find(|r| r.mode == m && r.transport == "tcp" && r.tls);
-    for m in ["sync", "tcp-rtt"] {
-        if let (Some(s), Some(p)) = (with_tls(m), on(m, "tcp")) {
+    let with_tls = |m: &str, t: &str| results.iter().find(|r| r.mode == m && r.transport == t && r.tls);
+    for (m, t) in [("sync", "tcp"), ("tcp-rtt", "tcp"), ("sync", "shm"), ("sync", "ucx")] {
+        if let (Some(s), Some(p)) = (with_tls(m, t), on(m, t)) {
+            let over = if t == "tcp" { String::new() } else { format!(" over {t}") };
             println!(
-                "{m} with TLS / without: p50 {:.2}, ops/s {:.2} ({} threads)",
+                "{m}{over} with TLS / without: p50 {:.2}, ops/s {:.2} ({} threads)",
                 s.p50_us / p.p50_us,
                 s.ops_per_s / p.ops_per_s,
                 s.threads

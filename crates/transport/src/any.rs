@@ -1,7 +1,8 @@
 //! The transport a node or primary uses when it is configured, not chosen at compile time:
 //! TCP for a `host:port` address, shared memory ([`crate::shm`]) for an absolute path, UCX
-//! ([`crate::ucx`]) for `ucx:<host>:<port>`. With a [`TlsContext`] (`[security] tls = true`), TCP
-//! connections run mutual TLS ([`crate::tls`]); shared memory and UCX are refused then.
+//! ([`crate::ucx`]) for `ucx:<host>:<port>`. With a [`TlsContext`] (`[security] tls = true`), every
+//! connection runs mutual TLS ([`crate::tls`]) over its stream: a TCP socket, a shared-memory
+//! connection's rings or a UCX stream.
 
 use crate::shm::{is_shm_addr, ShmConn, ShmListener, ShmTransport};
 use crate::tcp::{TcpConn, TcpTransport};
@@ -13,7 +14,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// TCP, shared memory or UCX, by the address; TCP with mutual TLS when it has a [`TlsContext`].
+/// TCP, shared memory or UCX, by the address; each with mutual TLS when it has a [`TlsContext`].
 #[derive(Clone, Debug, Default)]
 pub struct AnyTransport {
     tls: Option<Arc<TlsContext>>,
@@ -25,7 +26,7 @@ impl AnyTransport {
         AnyTransport { tls: None }
     }
 
-    /// With `tls`, TCP links run mutual TLS; without, as [`AnyTransport::plain`].
+    /// With `tls`, every link runs mutual TLS; without, as [`AnyTransport::plain`].
     pub fn new(tls: Option<Arc<TlsContext>>) -> AnyTransport {
         AnyTransport { tls }
     }
@@ -33,21 +34,6 @@ impl AnyTransport {
     /// The TLS settings, if any.
     pub fn tls(&self) -> Option<&Arc<TlsContext>> {
         self.tls.as_ref()
-    }
-
-    /// Refuses a shared-memory or UCX address when TLS is on.
-    fn check_tls(&self, addr: &str) -> io::Result<()> {
-        let kind = transport_of(addr);
-        if self.tls.is_some() && kind != "tcp" {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!(
-                    "{addr:?} is a {kind} address, and [security] tls = true covers TCP only: {kind} keeps its \
-                     own model (docs/SECURITY.md); use a host:port address, or tls = false"
-                ),
-            ));
-        }
-        Ok(())
     }
 }
 
@@ -57,6 +43,8 @@ pub enum AnyConn {
     Shm(ShmConn),
     Ucx(UcxConn),
     Tls(TlsConn),
+    TlsShm(TlsConn<ShmConn>),
+    TlsUcx(TlsConn<UcxConn>),
 }
 
 /// A listener of either kind.
@@ -84,6 +72,8 @@ macro_rules! each {
             AnyConn::Shm($c) => $e,
             AnyConn::Ucx($c) => $e,
             AnyConn::Tls($c) => $e,
+            AnyConn::TlsShm($c) => $e,
+            AnyConn::TlsUcx($c) => $e,
         }
     };
 }
@@ -116,6 +106,8 @@ impl Conn for AnyConn {
             AnyConn::Shm(c) => c.try_clone().map(AnyConn::Shm),
             AnyConn::Ucx(c) => c.try_clone().map(AnyConn::Ucx),
             AnyConn::Tls(c) => c.try_clone().map(AnyConn::Tls),
+            AnyConn::TlsShm(c) => c.try_clone().map(AnyConn::TlsShm),
+            AnyConn::TlsUcx(c) => c.try_clone().map(AnyConn::TlsUcx),
         }
     }
     fn peer(&self) -> String {
@@ -142,6 +134,9 @@ impl Conn for AnyConn {
     fn peer_identity(&self) -> Option<PeerIdentity> {
         each!(self, c => c.peer_identity())
     }
+    fn record_mac(&self, session: u64, lane: u16) -> io::Result<Option<crate::RecordMac>> {
+        each!(self, c => c.record_mac(session, lane))
+    }
     fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         each!(self, c => c.set_recv_timeout(timeout))
     }
@@ -155,9 +150,14 @@ impl Transport for AnyTransport {
     type Listener = AnyListener;
 
     fn connect(&self, addr: &str, timeout: Duration) -> io::Result<AnyConn> {
-        self.check_tls(addr)?;
         if let Some(tls) = &self.tls {
-            return TlsConn::client(TcpTransport.connect(addr, timeout)?, tls, timeout).map(AnyConn::Tls);
+            return if is_ucx_addr(addr) {
+                TlsConn::client(UcxTransport.connect(addr, timeout)?, tls, timeout).map(AnyConn::TlsUcx)
+            } else if is_shm_addr(addr) {
+                TlsConn::client(ShmTransport.connect(addr, timeout)?, tls, timeout).map(AnyConn::TlsShm)
+            } else {
+                TlsConn::client(TcpTransport.connect(addr, timeout)?, tls, timeout).map(AnyConn::Tls)
+            };
         }
         if is_ucx_addr(addr) {
             UcxTransport.connect(addr, timeout).map(AnyConn::Ucx)
@@ -169,7 +169,6 @@ impl Transport for AnyTransport {
     }
 
     fn listen(&self, addr: &str) -> io::Result<AnyListener> {
-        self.check_tls(addr)?;
         if is_ucx_addr(addr) {
             UcxTransport.listen(addr).map(AnyListener::Ucx)
         } else if is_shm_addr(addr) {
@@ -186,8 +185,14 @@ impl Transport for AnyTransport {
                 Some(tls) => TlsConn::server(TcpTransport.accept(l)?, tls).map(AnyConn::Tls),
                 None => TcpTransport.accept(l).map(AnyConn::Tcp),
             },
-            AnyListener::Shm(l) => ShmTransport.accept(l).map(AnyConn::Shm),
-            AnyListener::Ucx(l) => UcxTransport.accept(l).map(AnyConn::Ucx),
+            AnyListener::Shm(l) => match &self.tls {
+                Some(tls) => TlsConn::server(ShmTransport.accept(l)?, tls).map(AnyConn::TlsShm),
+                None => ShmTransport.accept(l).map(AnyConn::Shm),
+            },
+            AnyListener::Ucx(l) => match &self.tls {
+                Some(tls) => TlsConn::server(UcxTransport.accept(l)?, tls).map(AnyConn::TlsUcx),
+                None => UcxTransport.accept(l).map(AnyConn::Ucx),
+            },
         }
     }
 

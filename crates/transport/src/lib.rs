@@ -13,6 +13,7 @@
 mod any;
 pub mod mem;
 mod peer_memory;
+pub mod record_mac;
 pub mod shm;
 #[cfg(test)]
 mod stream_tests;
@@ -23,6 +24,7 @@ pub mod ucx;
 pub use any::{transport_of, AnyConn, AnyListener, AnyTransport};
 pub use mem::{MemConn, MemListener, MemTransport};
 pub use peer_memory::PeerMemory;
+pub use record_mac::RecordMac;
 pub use shm::{ShmConn, ShmListener, ShmTransport};
 pub use tcp::{TcpConn, TcpListenerExt, TcpTransport};
 pub use tls::{PeerIdentity, Role, TlsConn, TlsContext};
@@ -92,6 +94,14 @@ pub trait Conn: Read + Write + Send + Sized + 'static {
     /// used.
     fn shares_with_remote_writers(&self) -> bool {
         false
+    }
+
+    /// The key of the placed records of lane `lane` of session `session` on this connection
+    /// ([`RecordMac`]), from its TLS session's exporter; `Ok(None)` without TLS (a placed record
+    /// then carries no tag). Call it after the handshake.
+    fn record_mac(&self, session: u64, lane: u16) -> io::Result<Option<RecordMac>> {
+        let _ = (session, lane);
+        Ok(None)
     }
 
     /// Who the peer is by its certificate, once a TLS handshake has checked it (`None`: no TLS,

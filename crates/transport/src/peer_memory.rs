@@ -7,7 +7,9 @@
 //! written with puts. The mirror validates every record in place before it acknowledges it
 //! (docs/DESIGN-transport.md).
 
+use crate::record_mac::TAG_SIZE;
 use crate::ucx::RemoteRegion;
+use crate::RecordMac;
 use mojim_region::{MapSlice, MappedFile};
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -108,6 +110,65 @@ impl PeerMemory {
                 Ok(mojim_format::checksum::crc32c(bytes))
             }
         }
+    }
+
+    /// As [`PeerMemory::place`], for a record authenticated by `mac` as frame `frame_index` of
+    /// group `seq`: its tag, of exactly the bytes placed, goes right after them (the record's
+    /// `MAC` flag, docs/FORMAT.md §2.4).
+    pub fn place_sealed(
+        &mut self,
+        at: usize,
+        src: MapSlice<'_>,
+        mac: &RecordMac,
+        seq: u64,
+        frame_index: u32,
+    ) -> io::Result<u32> {
+        let len = src.len();
+        match &mut self.backing {
+            Backing::Mapped { map, from } => {
+                let at = Self::inside(*from, map.len(), at, len + TAG_SIZE)?;
+                map.write_from(at, src);
+                // Of the bytes where they lie: the application may store into the source.
+                let placed = map.view(at, len);
+                let tag = placed.with_bytes(|b| mac.tag(seq, frame_index, b));
+                map.write(at + len, &tag);
+                Ok(placed.crc32c())
+            }
+            Backing::Remote { region, staging } => {
+                if staging.len() < len + TAG_SIZE {
+                    staging.resize(len + TAG_SIZE, 0);
+                }
+                let (bytes, tag) = staging[..len + TAG_SIZE].split_at_mut(len);
+                src.read(0, bytes);
+                tag.copy_from_slice(&mac.tag(seq, frame_index, bytes));
+                region.put(at as u64, &[IoSlice::new(&staging[..len + TAG_SIZE])])?;
+                Ok(mojim_format::checksum::crc32c(&staging[..len]))
+            }
+        }
+    }
+
+    /// As [`PeerMemory::write`], with `data`'s tag under `mac` right after it (see
+    /// [`PeerMemory::place_sealed`]).
+    pub fn write_sealed(
+        &mut self,
+        at: usize,
+        data: &[u8],
+        mac: &RecordMac,
+        seq: u64,
+        frame_index: u32,
+    ) -> io::Result<u32> {
+        let tag = mac.tag(seq, frame_index, data);
+        match &mut self.backing {
+            Backing::Mapped { map, from } => {
+                let at = Self::inside(*from, map.len(), at, data.len() + TAG_SIZE)?;
+                map.write(at, data);
+                map.write(at + data.len(), &tag);
+            }
+            Backing::Remote { region, .. } => {
+                region.put(at as u64, &[IoSlice::new(data), IoSlice::new(&tag)])?
+            }
+        }
+        Ok(mojim_format::checksum::crc32c(data))
     }
 
     /// Writes `data` at `at` and returns its CRC32C (the bytes are this side's own).

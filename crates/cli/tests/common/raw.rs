@@ -40,7 +40,17 @@ pub fn hello(role: PeerRole, region: ([u8; 16], u64), session: u64, lane: u16, l
 /// Connects to `addr` and runs the whole handshake for `hello` with `secret`: Hello, the
 /// node's Challenge, this side's Proof, the node's Proof, then the Welcome.
 pub fn handshake(addr: &str, hello: &Hello, secret: &[u8]) -> (AnyConn, Welcome) {
-    let mut s = AnyTransport::plain().connect(addr, Duration::from_secs(10)).expect("connect to the node");
+    handshake_over(&AnyTransport::plain(), addr, hello, secret)
+}
+
+/// As [`handshake`], over `transport` (with TLS, if it has it).
+pub fn handshake_over(
+    transport: &AnyTransport,
+    addr: &str,
+    hello: &Hello,
+    secret: &[u8],
+) -> (AnyConn, Welcome) {
+    let mut s = transport.connect(addr, Duration::from_secs(10)).expect("connect to the node");
     s.set_recv_timeout(Some(Duration::from_secs(10))).expect("set timeout");
     let mut hs = ClientHandshake::new(hello, secret);
     let out = hs.hello();

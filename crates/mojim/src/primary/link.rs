@@ -13,11 +13,12 @@ use mojim_core::encode::{
 use mojim_core::log_space::LogSpace;
 use mojim_core::Range;
 use mojim_format::copied::{COPIED_RANGE_SIZE, MAX_COPIED_RANGES};
+use mojim_format::frame::RECORD_TAG_SIZE;
 use mojim_format::handshake::{decode_refuse, LogWindow, PeerRole, Welcome, LOG_BODY_MAX, REFUSE_MAX};
 use mojim_format::log::record_size;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::{MapSlice, RegionFile};
-use mojim_transport::{Conn, PeerMemory, Transport};
+use mojim_transport::{Conn, PeerMemory, RecordMac, Transport};
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, TryLockError};
@@ -68,9 +69,17 @@ pub(crate) struct Tx<C> {
 struct Placed {
     mem: PeerMemory,
     space: LogSpace,
+    /// On a TLS connection, the key every record placed here is sealed with (its tag after its
+    /// body, docs/FORMAT.md §2.4): the body goes around the session.
+    mac: Option<RecordMac>,
 }
 
 impl Placed {
+    /// Bytes of log a record with a body of `len` takes here (its tag included, if it has one).
+    fn record_size(&self, len: u64) -> u64 {
+        record_size(len + if self.mac.is_some() { RECORD_TAG_SIZE as u64 } else { 0 })
+    }
+
     /// Takes the place of the next record of `size` bytes, which [`Link::room`] made: its log
     /// position, and where in the peer's memory (the log's record area) its body goes.
     fn take(&mut self, size: u64) -> (u64, usize) {
@@ -222,7 +231,13 @@ impl CopyScratch {
 
 /// Reads the mirror's answer to this lane's request to place its records (the `Log` frame after
 /// its Welcome) and, if the mirror offered the lane's log, maps it.
-fn take_log<C: Conn>(conn: &mut C, target: &str, timeout: Duration) -> Result<Option<Placed>> {
+fn take_log<C: Conn>(
+    conn: &mut C,
+    target: &str,
+    timeout: Duration,
+    session: u64,
+    lane: u16,
+) -> Result<Option<Placed>> {
     let lost = |what: String| Error::MirrorLost { reason: format!("{target}: {what}") };
     let mut body = Vec::with_capacity(LOG_BODY_MAX);
     let mut by = crate::net::ReadBy { conn: &mut *conn, deadline: Instant::now() + timeout };
@@ -249,7 +264,10 @@ fn take_log<C: Conn>(conn: &mut C, target: &str, timeout: Duration) -> Result<Op
             mem.len()
         )));
     }
-    Ok(Some(Placed { mem, space: LogSpace::new(window.capacity, window.tail, window.head) }))
+    let mac = conn
+        .record_mac(session, lane)
+        .map_err(|e| lost(format!("lane {lane}: the key of the records placed in its log: {e}")))?;
+    Ok(Some(Placed { mem, space: LogSpace::new(window.capacity, window.tail, window.head), mac }))
 }
 
 /// One lane's sending side of every replica (`None` past the link's replicas), locked.
@@ -300,6 +318,7 @@ impl<C: Conn> Link<C> {
         let mut log_capacity = u64::MAX;
         let mut first: Option<Welcome> = None;
         let mut lanes = Vec::new();
+        let mut sealed = false;
         for (r, target) in targets.iter().enumerate() {
             for lane in 0..opts.lanes {
                 let intro = Intro {
@@ -315,8 +334,12 @@ impl<C: Conn> Link<C> {
                 };
                 let (mut conn, welcome) =
                     connect(transport, target, opts.connect_timeout, &opts.secret, &intro)?;
-                let placed =
-                    if intro.place { take_log(&mut conn, target, opts.connect_timeout)? } else { None };
+                let placed = if intro.place {
+                    take_log(&mut conn, target, opts.connect_timeout, session, lane)?
+                } else {
+                    None
+                };
+                sealed |= placed.as_ref().is_some_and(|p| p.mac.is_some());
                 match &first {
                     None => first = Some(welcome),
                     Some(w) if welcome.next_seq != w.next_seq => {
@@ -374,7 +397,14 @@ impl<C: Conn> Link<C> {
             region_size: id.size,
             max_frame,
             max_ranges: opts.limits.max_ranges,
-            max_group_log_bytes: encode::max_group_log_bytes(log_capacity, max_frame),
+            max_group_log_bytes: if sealed {
+                // A sealed record takes up to 64 bytes more than its body's record (its tag, and
+                // the padding that rounds it up), and every record takes at least 128: a group
+                // measured at two thirds of the bound still fits with its tags.
+                encode::max_group_log_bytes(log_capacity, max_frame + RECORD_TAG_SIZE as u32) / 3 * 2
+            } else {
+                encode::max_group_log_bytes(log_capacity, max_frame)
+            },
         };
         Ok(Link {
             lanes: lanes.into_boxed_slice(),
@@ -533,14 +563,21 @@ impl<C: Conn> Link<C> {
             }
             let sent = if tx.placed.is_some() {
                 let len = scratch.ranges.len();
-                let size = record_size(len as u64);
+                let size = tx.placed.as_ref().expect("a placed lane").record_size(len as u64);
                 self.room(tx, r * self.lanes_per_replica + l, || std::iter::once(size))?;
                 let p = tx.placed.as_mut().expect("a placed lane");
                 let (pos, at) = p.take(size);
-                match p.mem.write(at, &scratch.ranges) {
+                let written = match &p.mac {
+                    Some(mac) => p.mem.write_sealed(at, &scratch.ranges, mac, seq, 0),
+                    None => p.mem.write(at, &scratch.ranges),
+                };
+                match written {
                     Ok(checksum) => {
-                        let marker =
+                        let mut marker =
                             encode::placed_copied_header(self.tag(l), seq, len as u32, checksum, pos);
+                        if p.mac.is_some() {
+                            marker = encode::sealed(marker);
+                        }
                         tx.conn.send_all_vectored(&mut [IoSlice::new(&marker)])
                     }
                     Err(e) => Err(e),
@@ -636,8 +673,14 @@ impl<C: Conn> Link<C> {
         let lane = self.lanes[at].index;
         let tag = self.tag(lane as usize);
         let Group { ranges, shape, region } = group;
-        let sizes =
-            || encode::frames(ranges, self.limits.max_frame, shape).map(|p| record_size(p.len as u64));
+        let tag_len = match &tx.placed.as_ref().expect("a placed lane").mac {
+            Some(_) => RECORD_TAG_SIZE as u64,
+            None => 0,
+        };
+        let sizes = || {
+            encode::frames(ranges, self.limits.max_frame, shape)
+                .map(move |p| record_size(p.len as u64 + tag_len))
+        };
         self.room(tx, at, sizes)?;
         let mut framed = 0;
         let mut n = 0;
@@ -645,14 +688,22 @@ impl<C: Conn> Link<C> {
             stage.frame(framed, plan.offset, plan.len as u64);
             framed += plan.len as u64;
             let p = tx.placed.as_mut().expect("a placed lane");
-            let (pos, body_at) = p.take(record_size(plan.len as u64));
-            // The application may store into the region meanwhile: the checksum is of exactly
-            // the bytes placed.
-            let checksum = match p.mem.place(body_at, region.view(plan.offset, plan.len as usize)) {
+            let (pos, body_at) = p.take(record_size(plan.len as u64 + tag_len));
+            // The application may store into the region meanwhile: the checksum (and the tag)
+            // are of exactly the bytes placed.
+            let body = region.view(plan.offset, plan.len as usize);
+            let placed = match &p.mac {
+                Some(mac) => p.mem.place_sealed(body_at, body, mac, seq, plan.frame_index),
+                None => p.mem.place(body_at, body),
+            };
+            let checksum = match placed {
                 Ok(c) => c,
                 Err(e) => return Err(self.fail_send(at, format!("place a record on lane {lane}: {e}"))),
             };
             tx.headers[n] = placed_data_header(tag, seq, plan, checksum, pos);
+            if p.mac.is_some() {
+                tx.headers[n] = encode::sealed(tx.headers[n]);
+            }
             n += 1;
             if n == BATCH {
                 self.ring(tx, at, &mut n)?;

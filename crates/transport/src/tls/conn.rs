@@ -1,4 +1,7 @@
-//! A TLS connection with two handles, one receiving and one sending (a lane's two threads).
+//! A TLS connection with two handles, one receiving and one sending (a lane's two threads),
+//! over any byte stream of the transport: a TCP socket, a shared-memory connection's rings or a
+//! UCX stream. What a stream shares besides its bytes (an offered log, for placed records) goes
+//! around TLS, on the stream's own side channel.
 //!
 //! A TLS connection is one state machine, so the handles share one rustls connection behind a
 //! lock, `state`, that is never held across a blocking read or write:
@@ -24,8 +27,10 @@
 //! `[security] tls`.
 
 use super::{PeerIdentity, TlsContext};
+use crate::record_mac::{RECORD_KEY_SIZE, RECORD_MAC_LABEL};
 use crate::tcp::TcpConn;
 use crate::Conn;
+use crate::{PeerMemory, RecordMac};
 use mojim_format::handshake::{encode_refuse, RefuseCode};
 use mojim_format::{FrameHeader, FrameKind};
 use rustls::pki_types::ServerName;
@@ -57,20 +62,20 @@ struct State {
     failed: Option<(io::ErrorKind, String)>,
 }
 
-struct Shared {
+struct Shared<C> {
     state: Mutex<State>,
-    socket: Mutex<TcpConn>,
+    socket: Mutex<C>,
     reading: Mutex<()>,
     sending: Mutex<()>,
     peer_identity: OnceLock<PeerIdentity>,
     server: bool,
 }
 
-/// One handle on a TLS connection over TCP.
-pub struct TlsConn {
-    shared: Arc<Shared>,
-    /// This handle's socket, for reading (its busy poll and timeouts are the socket's).
-    tcp: TcpConn,
+/// One handle on a TLS connection over a byte stream `C` (TCP unless said otherwise).
+pub struct TlsConn<C: Conn = TcpConn> {
+    shared: Arc<Shared<C>>,
+    /// This handle's stream, for reading (its busy poll and timeouts are the stream's).
+    tcp: C,
     /// What this handle read from the socket.
     buf: Vec<u8>,
     /// Records sealed by this handle on their way to the socket.
@@ -81,12 +86,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl TlsConn {
-    /// The connecting side, over a connected socket. Its side of the handshake is finished
+impl<C: Conn> TlsConn<C> {
+    /// The connecting side, over a connected stream. Its side of the handshake is finished
     /// here, waiting at most `timeout` for each of the node's messages: what it sends next goes
     /// out at once, even if it reads nothing first (the node's verdict on this side's
     /// certificate comes with the first read).
-    pub fn client(tcp: TcpConn, ctx: &TlsContext, timeout: Duration) -> io::Result<TlsConn> {
+    pub fn client(tcp: C, ctx: &TlsContext, timeout: Duration) -> io::Result<TlsConn<C>> {
         let name = ServerName::try_from("mojim-node").expect("a valid name");
         let tls = ClientConnection::new(ctx.client_config(), name).map_err(io::Error::other)?;
         let mut conn = TlsConn::new(tcp, Connection::Client(tls), false)?;
@@ -100,12 +105,12 @@ impl TlsConn {
 
     /// The accepting side, over an accepted socket. The handshake runs with the first reads, in
     /// the connection's own thread.
-    pub fn server(tcp: TcpConn, ctx: &TlsContext) -> io::Result<TlsConn> {
+    pub fn server(tcp: C, ctx: &TlsContext) -> io::Result<TlsConn<C>> {
         let tls = ServerConnection::new(ctx.server_config()).map_err(io::Error::other)?;
         TlsConn::new(tcp, Connection::Server(tls), true)
     }
 
-    fn new(tcp: TcpConn, mut tls: Connection, server: bool) -> io::Result<TlsConn> {
+    fn new(tcp: C, mut tls: Connection, server: bool) -> io::Result<TlsConn<C>> {
         tls.set_buffer_limit(None);
         let shared = Arc::new(Shared {
             state: Mutex::new(State { tls, incoming: Vec::new(), eof: false, checked: false, failed: None }),
@@ -213,8 +218,8 @@ impl TlsConn {
 /// and writes it, in order, until rustls has nothing more. With `try_only` (a reader), leaves it
 /// to the writer that holds the socket, if one does: that writer looks for more under `state`
 /// once it lets go of the socket.
-fn flush<'a>(
-    shared: &'a Shared,
+fn flush<'a, C: Conn>(
+    shared: &'a Shared<C>,
     mut st: MutexGuard<'a, State>,
     try_only: bool,
     out: &mut Vec<u8>,
@@ -243,9 +248,9 @@ fn flush<'a>(
 }
 
 /// Writes sealed records; a failed write ends the connection (the stream is cut mid-record).
-fn write_or_fail(
-    shared: &Shared,
-    mut sock: impl std::ops::DerefMut<Target = TcpConn>,
+fn write_or_fail<C: Conn>(
+    shared: &Shared<C>,
+    mut sock: impl std::ops::DerefMut<Target = C>,
     out: &[u8],
 ) -> io::Result<()> {
     let r = sock.write_all(out);
@@ -284,7 +289,7 @@ pub(super) fn describe(e: &rustls::Error, server: bool) -> String {
     }
 }
 
-impl Read for TlsConn {
+impl<C: Conn> Read for TlsConn<C> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
@@ -293,7 +298,7 @@ impl Read for TlsConn {
     }
 }
 
-impl TlsConn {
+impl<C: Conn> TlsConn<C> {
     /// Reads the socket and feeds rustls until there is plaintext for `buf` or, with
     /// `handshake_only`, until this side's handshake is done (then 0).
     fn pump(&mut self, buf: &mut [u8], handshake_only: bool) -> io::Result<usize> {
@@ -413,7 +418,7 @@ impl TlsConn {
     }
 }
 
-impl Write for TlsConn {
+impl<C: Conn> Write for TlsConn<C> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.send(&[IoSlice::new(buf)])?;
         Ok(buf.len())
@@ -427,12 +432,12 @@ impl Write for TlsConn {
     }
 }
 
-impl Conn for TlsConn {
+impl<C: Conn> Conn for TlsConn<C> {
     fn send_all_vectored(&mut self, bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
         self.send(bufs)
     }
 
-    fn try_clone(&self) -> io::Result<TlsConn> {
+    fn try_clone(&self) -> io::Result<TlsConn<C>> {
         Ok(TlsConn {
             shared: self.shared.clone(),
             tcp: self.tcp.try_clone()?,
@@ -470,5 +475,33 @@ impl Conn for TlsConn {
 
     fn peer_identity(&self) -> Option<PeerIdentity> {
         self.shared.peer_identity.get().cloned()
+    }
+
+    /// Memory goes around TLS, on the stream's own side channel (the file over a shared-memory
+    /// connection's socket, a UCX registration): every record placed in it carries a tag under
+    /// [`Conn::record_mac`]'s key (docs/FORMAT.md §2.4).
+    fn offer_memory(&self, file: &std::fs::File, from: u64) -> io::Result<Option<Vec<u8>>> {
+        self.tcp.offer_memory(file, from)
+    }
+
+    fn take_memory(&self, len: usize, token: &[u8]) -> io::Result<PeerMemory> {
+        self.tcp.take_memory(len, token)
+    }
+
+    fn record_mac(&self, session: u64, lane: u16) -> io::Result<Option<RecordMac>> {
+        let context = RecordMac::context(session, lane);
+        let key = self.with_session(|s| {
+            s.export_keying_material([0u8; RECORD_KEY_SIZE], RECORD_MAC_LABEL, Some(&context[..]))
+        });
+        match key {
+            Ok(key) => Ok(Some(RecordMac::new(&key))),
+            Err(e) => Err(io::Error::other(format!(
+                "derive the placed records' key from the TLS session (is its handshake done?): {e}"
+            ))),
+        }
+    }
+
+    fn shares_with_remote_writers(&self) -> bool {
+        self.tcp.shares_with_remote_writers()
     }
 }
