@@ -1,7 +1,7 @@
 //! The monitoring files an operator loads (deploy/prometheus/alerts.yml, deploy/grafana/
 //! mojim.json): Prometheus's own checker accepts the rules, their unit tests fire each alert
 //! when it should and not before, and every metric a rule or a dashboard panel queries is one
-//! that a running Mojim serves.
+//! that a running Mojim serves (a mirror's, an application's primary's or mojim kv's).
 
 mod common;
 
@@ -102,12 +102,19 @@ fn served(page: &str, into: &mut BTreeSet<String>) {
 
 #[test]
 fn every_metric_the_rules_and_the_dashboard_query_is_served() {
-    let mut c = Cluster::new("monitoring_names", 1 << 20, |f| f.metrics.listen = "127.0.0.1:0".into());
+    let mut c = Cluster::new("monitoring_names", 1 << 20, |f| {
+        f.metrics.listen = "127.0.0.1:0".into();
+        f.primary.metrics_listen = "127.0.0.1:0".into();
+    });
     let m = c.start_mirror();
     let addr = m.metrics_addr().unwrap_or_else(|| panic!("no \"metrics on\" line in {:?}", m.printed()));
     let mut have = BTreeSet::new();
     served(&common::scrape::metrics(addr), &mut have);
     assert!(have.contains("mojim_received_groups_total"), "{have:?}");
+    let p = mojim::Primary::open(&c.primary_options()).expect("open the primary");
+    let addr = p.metrics_addr().expect("the primary serves its metrics").to_string();
+    served(&common::scrape::metrics(&addr), &mut have);
+    assert!(have.contains("mojim_primary_sync_seconds_bucket"), "{have:?}");
     let k = KvCluster::with("monitoring_names_kv", 16 << 20, |f| f.kv.metrics_listen = "127.0.0.1:0".into());
     let kv = k.kv.as_ref().expect("mojim kv runs");
     let addr = kv.metrics_addr().unwrap_or_else(|| panic!("no \"metrics on\" line in {:?}", kv.printed()));

@@ -108,13 +108,15 @@ pub fn render_metrics(m: &PrimaryMetrics) -> String {
         "Times the mirror was lost since the primary opened.",
         m.mirror_losses,
     );
+    // Families with nothing to say yet (no loss, no resync, no etcd) are listed without a
+    // sample, so that a dashboard's queries always name something served.
+    e.family(
+        "mojim_primary_vulnerable_seconds",
+        Gauge,
+        "How long the last loss took to make the primary's copy persistent (the window of vulnerability).",
+    );
     if let Some(v) = m.vulnerable_seconds {
-        e.single(
-            "mojim_primary_vulnerable_seconds",
-            Gauge,
-            "How long the last loss took to make the primary's copy persistent (the window of vulnerability).",
-            v,
-        );
+        e.sample(&[], v);
     }
     e.single(
         "mojim_primary_dirty_bytes",
@@ -122,37 +124,39 @@ pub fn render_metrics(m: &PrimaryMetrics) -> String {
         "Bytes the dirty bitmap marks as changed since the mirror last had them.",
         m.dirty_bytes,
     );
-    if let Some(r) = &m.resync {
-        let kind = [("kind", r.kind.name())];
-        e.family(
-            "mojim_primary_resync_total_bytes",
-            Gauge,
-            "Bytes the current or last resynchronisation sends.",
-        );
-        e.sample(&kind, r.total_bytes);
-        e.family(
-            "mojim_primary_resync_sent_bytes",
-            Gauge,
-            "Bytes the current or last resynchronisation has sent.",
-        );
-        e.sample(&kind, r.sent_bytes);
-        e.family(
-            "mojim_primary_resync_running",
-            Gauge,
-            "1 while a resynchronisation runs (0 once it finished or failed).",
-        );
-        e.sample(&kind, !r.done && r.error.is_none());
+    let resync = m.resync.as_ref();
+    let kind = resync.map(|r| [("kind", r.kind.name())]);
+    e.family("mojim_primary_resync_total_bytes", Gauge, "Bytes the current or last resynchronisation sends.");
+    if let (Some(r), Some(kind)) = (resync, &kind) {
+        e.sample(kind, r.total_bytes);
     }
+    e.family(
+        "mojim_primary_resync_sent_bytes",
+        Gauge,
+        "Bytes the current or last resynchronisation has sent.",
+    );
+    if let (Some(r), Some(kind)) = (resync, &kind) {
+        e.sample(kind, r.sent_bytes);
+    }
+    e.family(
+        "mojim_primary_resync_running",
+        Gauge,
+        "1 while a resynchronisation runs (0 once it finished or failed).",
+    );
+    if let (Some(r), Some(kind)) = (resync, &kind) {
+        e.sample(kind, !r.done && r.error.is_none());
+    }
+    e.family("mojim_primary_lease_renewals_total", Counter, "Renewal attempts of the lease in etcd.");
     if let Some(n) = m.lease_renewals {
-        e.single("mojim_primary_lease_renewals_total", Counter, "Renewal attempts of the lease in etcd.", n);
+        e.sample(&[], n);
     }
+    e.family(
+        "mojim_primary_lease_valid_seconds",
+        Gauge,
+        "Seconds this primary may still acknowledge for under its lease.",
+    );
     if let Some(s) = m.lease_valid_seconds {
-        e.single(
-            "mojim_primary_lease_valid_seconds",
-            Gauge,
-            "Seconds this primary may still acknowledge for under its lease.",
-            s,
-        );
+        e.sample(&[], s);
     }
     e.finish()
 }
@@ -213,6 +217,11 @@ mod tests {
         ] {
             assert!(page.contains(line), "{line:?} missing from\n{page}");
         }
-        assert!(!page.contains("lease"), "no lease without the coordinator");
+        let lease_samples = page.lines().filter(|l| l.starts_with("mojim_primary_lease")).count();
+        assert_eq!(lease_samples, 0, "no lease without the coordinator:\n{page}");
+        assert!(
+            page.contains("# TYPE mojim_primary_lease_valid_seconds gauge"),
+            "the family is listed:\n{page}"
+        );
     }
 }
