@@ -6,59 +6,10 @@
 
 mod common;
 
-use common::{skip, Cluster, WAIT};
+use common::scrape::{get, metrics as page, promtool_accepts, sample};
+use common::{Cluster, WAIT};
 use mojim::Primary;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn get(addr: SocketAddr, path: &str) -> String {
-    let mut s = TcpStream::connect(addr).expect("connect to the metrics listener");
-    s.set_read_timeout(Some(WAIT)).expect("timeout");
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())
-        .expect("send the request");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read the answer");
-    out
-}
-
-/// The body of a 200 answer to `GET /metrics`.
-fn page(addr: SocketAddr) -> String {
-    let r = get(addr, "/metrics");
-    assert!(r.starts_with("HTTP/1.1 200 "), "GET /metrics: {r}");
-    r.split_once("\r\n\r\n").expect("a head and a body").1.to_string()
-}
-
-/// The value of the sample `name` (with its labels, as written).
-fn sample(page: &str, name: &str) -> Option<f64> {
-    page.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
-        .map(|v| v.parse().expect("a number"))
-}
-
-fn promtool_accepts(page: &str) {
-    match Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Err(e) => skip(&format!("promtool (Debian's prometheus) cannot run: {e}")),
-        Ok(mut child) => {
-            child.stdin.take().expect("stdin").write_all(page.as_bytes()).expect("feed promtool");
-            let out = child.wait_with_output().expect("promtool ran");
-            assert!(
-                out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-                "promtool check metrics: {}{}\n{page}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    }
-}
 
 #[test]
 fn the_primarys_metrics_follow_its_sync_points_and_see_the_mirror_killed() {
@@ -67,7 +18,8 @@ fn the_primarys_metrics_follow_its_sync_points_and_see_the_mirror_killed() {
     let opts = c.primary_options();
     assert_eq!(opts.metrics_listen.as_deref(), Some("127.0.0.1:0"), "read from [primary] metrics_listen");
     let p = Primary::open(&opts).expect("open the primary");
-    let addr = p.metrics_addr().expect("the primary serves its metrics");
+    let addr = p.metrics_addr().expect("the primary serves its metrics").to_string();
+    let addr = addr.as_str();
 
     let before = page(addr);
     assert_eq!(sample(&before, "mojim_primary_mirror_state{state=\"online\"}"), Some(1.0), "{before}");
