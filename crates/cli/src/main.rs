@@ -594,7 +594,8 @@ pub(crate) fn serve_then(a: ServeArgs, then: impl FnOnce(&str) -> mojim::Result<
     if let Some(l) = metrics {
         let addr = l.local_addr();
         l.serve(mojim_node::metrics::pages(handle.status_source()), mojim_metrics::Limits::default())
-            .map_err(Error::io("start the metrics listener"))?;
+            .map_err(Error::io("start the metrics listener"))?
+            .forever();
         println!("metrics on {addr}");
     }
     println!("serving on {}", handle.addr());

@@ -11,5 +11,5 @@
 pub mod listener;
 pub mod text;
 
-pub use listener::{Limits, MetricsListener, Pages};
+pub use listener::{Limits, MetricsListener, Pages, Serving};
 pub use text::{Exposition, Kind, Value};

@@ -15,7 +15,7 @@
 use crate::text::CONTENT_TYPE;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -65,17 +65,54 @@ impl MetricsListener {
         self.addr
     }
 
-    /// Serves `pages` from now on, on a thread of its own, for as long as the process runs.
-    pub fn serve(self, pages: Pages, limits: Limits) -> io::Result<()> {
+    /// Serves `pages` from now on, on a thread of its own, until the returned [`Serving`] is
+    /// dropped (or for as long as the process runs, [`Serving::forever`]).
+    pub fn serve(self, pages: Pages, limits: Limits) -> io::Result<Serving> {
         let pages = Arc::new(pages);
-        std::thread::Builder::new()
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
             .name("mojim-metrics".into())
-            .spawn(move || accept_loop(self.listener, pages, limits))?;
-        Ok(())
+            .spawn(move || accept_loop(self.listener, pages, limits, &stopped))?;
+        Ok(Serving { addr: self.addr, stop, thread: Some(thread) })
     }
 }
 
-fn accept_loop(listener: TcpListener, pages: Arc<Pages>, limits: Limits) {
+/// A listener serving its pages. Dropping it stops accepting and frees the port (connections
+/// being answered finish on their own threads, within the request timeout), so that a role
+/// that opens again, such as a primary reopened after a loss, can bind the same address.
+pub struct Serving {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Serving {
+    /// Serves for as long as the process runs.
+    pub fn forever(mut self) {
+        self.thread = None;
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let Some(thread) = self.thread.take() else { return };
+        self.stop.store(true, Ordering::Release);
+        // Wakes the acceptor with a connection of its own (to loopback for a wildcard).
+        let mut wake = self.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(match wake {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        if TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn accept_loop(listener: TcpListener, pages: Arc<Pages>, limits: Limits, stop: &AtomicBool) {
     let active = Arc::new(AtomicUsize::new(0));
     loop {
         let stream = match listener.accept() {
@@ -87,6 +124,9 @@ fn accept_loop(listener: TcpListener, pages: Arc<Pages>, limits: Limits) {
                 continue;
             }
         };
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
         if active.load(Ordering::Acquire) >= limits.max_connections {
             drop(stream);
             continue;
@@ -239,8 +279,26 @@ mod tests {
             health: Box::new(|| Ok(())),
             ready: Box::new(|| Err("the data area is inconsistent".into())),
         };
-        l.serve(pages, limits).unwrap();
+        l.serve(pages, limits).unwrap().forever();
         addr
+    }
+
+    #[test]
+    fn a_dropped_listener_frees_its_port_for_the_next() {
+        let pages = || Pages {
+            metrics: Box::new(|| "# HELP m M.\n# TYPE m gauge\nm 1\n".into()),
+            health: Box::new(|| Ok(())),
+            ready: Box::new(|| Ok(())),
+        };
+        let first = MetricsListener::bind("127.0.0.1:0").unwrap();
+        let addr = first.local_addr();
+        let serving = first.serve(pages(), Limits::default()).unwrap();
+        assert!(ask(addr, b"GET /healthz HTTP/1.1\r\n\r\n").ends_with("ok\n"));
+        drop(serving);
+        assert!(TcpStream::connect(addr).is_err(), "nothing listens on {addr} once dropped");
+        let again = MetricsListener::bind(&addr.to_string()).expect("the same address, free again");
+        let _serving = again.serve(pages(), Limits::default()).unwrap();
+        assert!(ask(addr, b"GET /healthz HTTP/1.1\r\n\r\n").ends_with("ok\n"));
     }
 
     fn ask(addr: SocketAddr, request: &[u8]) -> String {

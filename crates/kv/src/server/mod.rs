@@ -209,7 +209,8 @@ pub fn run_with(opts: &KvOptions, control: Control) -> Result<(), KvError> {
             scrape::pages(sc.clone(), Box::new(primary.status_source())),
             mojim_metrics::Limits::default(),
         )
-        .map_err(KvError::io("start the metrics listener"))?;
+        .map_err(KvError::io("start the metrics listener"))?
+        .forever();
         server.scrape = Some(sc);
         println!("metrics on {addr}");
     }

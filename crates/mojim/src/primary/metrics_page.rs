@@ -17,8 +17,9 @@ where
     /// Serves the primary's metrics at `addr` (`host:port`; port 0: any free port) on threads
     /// of their own, and returns the address bound. [`Primary::open`] calls it for
     /// `PrimaryOptions::metrics_listen`. A scrape takes a [`Primary::metrics`] snapshot and
-    /// touches no sync point's path. The listener outlives the primary: once it is closed,
-    /// `/metrics` is empty and `/healthz` and `/readyz` answer 503.
+    /// touches no sync point's path. The listener stops, and frees its port, when the primary
+    /// is closed or dropped (a scrape being answered then finds `/metrics` empty and `/healthz`
+    /// and `/readyz` answering 503).
     pub fn serve_metrics(&self, addr: &str) -> Result<SocketAddr> {
         let listener = MetricsListener::bind(addr).map_err(Error::io(format!(
             "bind the primary's metrics listener to {addr} ([primary] metrics_listen): choose a free port, or 0"
@@ -37,9 +38,10 @@ where
                 }
             }),
         };
-        listener
+        let serving = listener
             .serve(pages, Limits::default())
             .map_err(Error::io("start the primary's metrics listener"))?;
+        self.metrics_serving.lock().unwrap_or_else(|p| p.into_inner()).push(serving);
         let _ = self.inner.metrics_addr.set(bound);
         tracing::info!(%bound, "primary metrics listener");
         Ok(bound)

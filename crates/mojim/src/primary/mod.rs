@@ -343,6 +343,9 @@ pub struct Primary<T: Transport = AnyTransport> {
     beater: Option<JoinHandle<()>>,
     /// Maps the region's pages after opening (see `populate.rs`).
     populater: Option<JoinHandle<()>>,
+    /// Metrics listeners serving this primary ([`Primary::serve_metrics`]): stopped, and their
+    /// ports freed, when it closes.
+    metrics_serving: Mutex<Vec<mojim_metrics::Serving>>,
 }
 
 static THREADS: AtomicUsize = AtomicUsize::new(0);
@@ -519,7 +522,13 @@ where
             _lock: lock,
         });
         // Dropped on an error below: stops and joins the populater.
-        let mut p = Primary { populater: populate::start(&inner), inner, keeper: None, beater: None };
+        let mut p = Primary {
+            populater: populate::start(&inner),
+            inner,
+            keeper: None,
+            beater: None,
+            metrics_serving: Mutex::new(Vec::new()),
+        };
         if !replicated {
             p.inner.start_unreplicated()?;
             p.open_metrics_listener()?;
@@ -725,12 +734,18 @@ where
     }
 
     fn stop(&mut self) {
+        self.stop_metrics();
         self.inner.closing.store(true, Ordering::SeqCst);
         self.stop_beating();
         if let Some(l) = self.inner.current() {
             l.close();
         }
         self.join_threads();
+    }
+
+    /// Stops the metrics listeners, freeing their ports.
+    fn stop_metrics(&mut self) {
+        self.metrics_serving.get_mut().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
     /// A snapshot of the primary's state: the session, acknowledgements, losses, a
