@@ -587,7 +587,7 @@ pub(crate) fn serve_then(a: ServeArgs, then: impl FnOnce(&str) -> mojim::Result<
     let tls = opts.tls.clone().map(|t| security_reload(t, &cfg, false));
     reload::on_sighup(tls.into_iter().collect())
         .map_err(|e| Error::Io { op: "install the SIGHUP handler".into(), source: e })?;
-    let mut signals =
+    let signals =
         stop::signals().map_err(|e| Error::Io { op: "install the SIGTERM handler".into(), source: e })?;
     let mirror = Mirror::open(opts)?;
     let handle = mirror.serve()?;
@@ -620,15 +620,7 @@ pub(crate) fn serve_then(a: ServeArgs, then: impl FnOnce(&str) -> mojim::Result<
         st.applied_seq
     ));
     // The mirror's threads run until it is stopped: wait for a stop signal.
-    let signal = signals.forever().next().unwrap_or(signal_hook::consts::SIGTERM);
-    tracing::info!("{}: stopping (ending the session, applying the logs)", stop::name(signal));
-    notify::notify(&format!("STOPPING=1\nSTATUS=stopping on {}", stop::name(signal)));
-    // A second signal while it stops is only logged.
-    std::thread::spawn(move || {
-        for s in signals.forever() {
-            tracing::warn!("{}: already stopping (SIGKILL ends it at once)", stop::name(s));
-        }
-    });
+    stop::wait(signals, "ending the session, applying the logs");
     handle.shutdown();
     tracing::info!("stopped");
     Ok(())

@@ -34,26 +34,33 @@ pub fn signals() -> std::io::Result<Signals> {
     Signals::new(STOP_SIGNALS)
 }
 
+/// Waits for the first stop signal, logs it with what the daemon does now (`doing`), tells the
+/// service manager (`STOPPING=1`), and leaves a thread that only logs any later one.
+pub fn wait(mut signals: Signals, doing: &str) {
+    let signal = signals.forever().next().unwrap_or(SIGTERM);
+    tracing::info!("{}: stopping ({doing})", name(signal));
+    crate::notify::notify(&format!("STOPPING=1\nSTATUS=stopping on {}", name(signal)));
+    let later = std::thread::Builder::new().name("stop".into()).spawn(move || {
+        for s in signals.forever() {
+            tracing::warn!("{}: already stopping (SIGKILL ends it at once)", name(s));
+        }
+    });
+    if let Err(e) = later {
+        tracing::warn!("cannot watch for more stop signals: {e}");
+    }
+}
+
 /// Installs the stop signals' handlers and returns a descriptor that becomes readable at the
-/// first of them (for an event loop's epoll). A thread waits for the signal, logs it and tells
-/// the service manager (`STOPPING=1`) before it wakes the loop.
+/// first of them (for an event loop's epoll), once [`wait`] has logged it and told the service
+/// manager.
 pub fn stop_fd() -> std::io::Result<OwnedFd> {
-    let mut signals = signals()?;
+    let signals = signals()?;
     let (read, mut write) = UnixStream::pair()?;
     std::thread::Builder::new().name("stop".into()).spawn(move || {
-        let mut first = true;
-        for signal in signals.forever() {
-            if !first {
-                tracing::warn!("{}: already stopping (SIGKILL ends it at once)", name(signal));
-                continue;
-            }
-            first = false;
-            tracing::info!("{}: stopping (answering the requests read, then closing)", name(signal));
-            crate::notify::notify(&format!("STOPPING=1\nSTATUS=stopping on {}", name(signal)));
-            // The loop only looks for the descriptor to become readable.
-            if let Err(e) = write.write_all(b"x") {
-                tracing::error!("could not wake the server to stop: {e}");
-            }
+        wait(signals, "answering the requests read, then closing");
+        // The loop only looks for the descriptor to become readable.
+        if let Err(e) = write.write_all(b"x") {
+            tracing::error!("could not wake the server to stop: {e}");
         }
     })?;
     Ok(read.into())
