@@ -61,6 +61,15 @@ impl Exposition {
         self.kind = Some(kind);
     }
 
+    /// A family of one unlabelled sample, listed also when there is no value yet (`None`):
+    /// then only its HELP and TYPE lines, so that queries naming it always find it served.
+    pub fn single_or_none<V: Into<Value>>(&mut self, name: &str, kind: Kind, help: &str, value: Option<V>) {
+        self.family(name, kind, help);
+        if let Some(v) = value {
+            self.sample(&[], v);
+        }
+    }
+
     /// A sample of the current family.
     pub fn sample(&mut self, labels: &[(&str, &str)], value: impl Into<Value>) {
         assert!(!self.family.is_empty(), "a sample comes after its family");

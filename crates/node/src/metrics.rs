@@ -295,46 +295,37 @@ pub fn render(st: &MirrorStatus) -> String {
     // The coordinator's families are always named (a dashboard's queries find them); their
     // samples exist only under etcd.
     let c = st.coordinator.as_ref();
-    let coord = |e: &mut Exposition,
-                 name: &str,
-                 help: &str,
-                 value: &dyn Fn(&crate::CoordinatorStatus) -> mojim_metrics::Value| {
-        e.family(name, Gauge, help);
-        if let Some(c) = c {
-            e.sample(&[], value(c));
-        }
-    };
-    coord(
-        &mut e,
+    e.single_or_none(
         "mojim_etcd_reachable",
+        Gauge,
         "1 when etcd answered the node's last poll (status: coordinator.reachable).",
-        &|c| c.reachable.into(),
+        c.map(|c| c.reachable),
     );
-    coord(
-        &mut e,
+    e.single_or_none(
         "mojim_etcd_since_contact_seconds",
+        Gauge,
         "Seconds since etcd last answered the node (status: coordinator.since_contact_s).",
-        &|c| c.since_contact_s.into(),
+        c.map(|c| c.since_contact_s),
     );
-    coord(
-        &mut e,
+    e.single_or_none(
         "mojim_etcd_primary_lease_held",
+        Gauge,
         "1 when the primary of the roles' epoch held its lease at the last poll (status: \
          coordinator.primary_lease_held).",
-        &|c| c.primary_lease_held.into(),
+        c.map(|c| c.primary_lease_held),
     );
-    coord(
-        &mut e,
+    e.single_or_none(
         "mojim_etcd_roles_epoch",
+        Gauge,
         "The epoch of the roles in etcd at the last poll (status: coordinator.roles_epoch).",
-        &|c| c.roles_epoch.into(),
+        c.map(|c| c.roles_epoch),
     );
-    coord(
-        &mut e,
+    e.single_or_none(
         "mojim_etcd_named_mirror",
+        Gauge,
         "1 when the roles in etcd name this node the mirror, the one that takes over (status: \
          coordinator.named_mirror).",
-        &|c| c.named_mirror.into(),
+        c.map(|c| c.named_mirror),
     );
 
     let r = &st.recovery;

@@ -112,14 +112,12 @@ pub fn render_metrics(m: &PrimaryMetrics) -> String {
     );
     // Families with nothing to say yet (no loss, no resync, no etcd) are listed without a
     // sample, so that a dashboard's queries always name something served.
-    e.family(
+    e.single_or_none(
         "mojim_primary_vulnerable_seconds",
         Gauge,
         "How long the last loss took to make the primary's copy persistent (the window of vulnerability).",
+        m.vulnerable_seconds,
     );
-    if let Some(v) = m.vulnerable_seconds {
-        e.sample(&[], v);
-    }
     e.single(
         "mojim_primary_dirty_bytes",
         Gauge,
@@ -148,18 +146,18 @@ pub fn render_metrics(m: &PrimaryMetrics) -> String {
     if let (Some(r), Some(kind)) = (resync, &kind) {
         e.sample(kind, !r.done && r.error.is_none());
     }
-    e.family("mojim_primary_lease_renewals_total", Counter, "Renewal attempts of the lease in etcd.");
-    if let Some(n) = m.lease_renewals {
-        e.sample(&[], n);
-    }
-    e.family(
+    e.single_or_none(
+        "mojim_primary_lease_renewals_total",
+        Counter,
+        "Renewal attempts of the lease in etcd.",
+        m.lease_renewals,
+    );
+    e.single_or_none(
         "mojim_primary_lease_valid_seconds",
         Gauge,
         "Seconds this primary may still acknowledge for under its lease.",
+        m.lease_valid_seconds,
     );
-    if let Some(s) = m.lease_valid_seconds {
-        e.sample(&[], s);
-    }
     e.finish()
 }
 
