@@ -12,6 +12,7 @@ pub mod encode;
 pub mod handshake;
 pub mod lane;
 pub mod log_space;
+pub mod mirror;
 pub mod receive;
 pub mod recovery;
 pub mod seq_window;
