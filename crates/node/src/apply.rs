@@ -4,12 +4,21 @@
 //! on). *Reclaim* makes applied groups persistent in the data area, then records the applied
 //! sequence number, then frees their log space; until then the log still holds them, so a crash
 //! in between only means recovery applies them again, in order, to the same result.
+//!
+//! The order is not decided here: `mojim_core::mirror::CheckpointEngine` emits the steps as
+//! commands, and `mojim_core::mirror::execute` runs each against the data area and the logs
+//! (the simulator runs the same two against media a power cut tears). This file drives them
+//! under the node's locks, and adds what only the node has: the inline apply on a lane thread,
+//! the copy-then-check of logs a peer can write (`copy_check`), and the node's fail-stop.
 
 use super::ckpt::Applier;
-use super::copy_check::group_ranges;
+use super::copy_check::{group_ranges, Scratch};
+use super::data::Writing;
+use super::lanes::LaneLogs;
 use super::{Shared, MAX_FRAME_LIMIT};
 use mojim_core::checkpoint::GroupRef;
-use mojim_core::recovery::for_each_verified_write;
+use mojim_core::mirror::{execute, Command, Failure};
+use std::io;
 
 /// Records a complete, acknowledged group.
 ///
@@ -42,7 +51,7 @@ pub(crate) fn checkpointer_loop(s: &Shared) {
 pub(crate) fn checkpoint(s: &Shared, allow_gaps: bool) {
     let mut applier = s.ckpt.applier();
     apply_locked(s, allow_gaps, DataWait::Block, &mut applier);
-    reclaim_locked(s, &applier);
+    reclaim_locked(s, &mut applier);
 }
 
 /// Whether an applier waits for the data area while a reader holds it.
@@ -66,61 +75,25 @@ enum DataWait {
 fn apply_locked(s: &Shared, allow_gaps: bool, wait: DataWait, applier: &mut Applier<'_>) -> usize {
     let mut total = 0;
     loop {
-        let batch = s.ckpt.plan(allow_gaps, applier);
-        let n = batch.len();
-        let mut written = 0;
+        let n = s.ckpt.plan(allow_gaps, applier);
+        if n == 0 {
+            // Nothing to apply, or the engine stopped: it may still owe its FailStop.
+            run(s, applier, None);
+            return total;
+        }
         let writing = match wait {
             DataWait::Block => Some(s.data.write()),
             DataWait::Never => s.data.try_write(),
         };
-        if let Some(w) = writing {
-            for g in &batch {
-                // Once the data area failed nothing more goes to it: the groups stay in the log,
-                // and restart recovery applies them from there.
-                if s.data.failed().is_some() {
-                    break;
-                }
-                let log = s.lanes.log_holding(g);
-                let mut failed = None;
-                if s.lanes.exposed(g.lane) {
-                    let scratch = applier.scratch();
-                    let size = s.data.area().size();
-                    let macs = s.lanes.macs(g.lane);
-                    if let Err(why) = scratch.copy_group(log.area(), g, MAX_FRAME_LIMIT, size, &macs) {
-                        s.data.fail_changed(changed(g, &why));
-                        break;
-                    }
-                    // Made persistent as it is written: reclaim cannot trust the log's headers
-                    // to say again which ranges this group wrote.
-                    for (off, body) in scratch.writes() {
-                        if let Err(e) = w.write_persistent(off, body) {
-                            failed = Some((off, body.len(), e));
-                            break;
-                        }
-                    }
-                } else {
-                    for_each_verified_write(&log.area(), g, MAX_FRAME_LIMIT, |off, body| {
-                        if failed.is_none() {
-                            if let Err(e) = w.write_from(off, body) {
-                                failed = Some((off, body.len(), e));
-                            }
-                        }
-                    });
-                }
-                if let Some((off, len, e)) = failed {
-                    let why = format!("cannot write group {} ({len} bytes at offset {off}): {e}", g.seq);
-                    s.data.fail_area(why);
-                    break;
-                }
-                w.written(g.seq);
-                written += 1;
-            }
+        if let Some(w) = &writing {
+            run(s, applier, Some(w));
         }
-        let done = &batch[..written];
+        drop(writing);
+        let done = s.ckpt.applied(applier);
         s.forward.queue_applied(done);
-        s.ckpt.applied(batch, written, applier);
+        let written = done.len();
         total += written;
-        if written < n || n == 0 {
+        if written < n {
             return total;
         }
     }
@@ -128,85 +101,118 @@ fn apply_locked(s: &Shared, allow_gaps: bool, wait: DataWait, applier: &mut Appl
 
 /// Persists the groups applied since the last reclaim, records the watermark, and frees the log
 /// space of every persistent group that each backup has. A group a backup still lacks is held
-/// (`Checkpoint::to_reclaim`) and not persisted again: while a backup is away, each reclaim costs only
+/// (`CheckpointEngine`) and not persisted again: while a backup is away, each reclaim costs only
 /// what was applied since the last one.
-fn reclaim_locked(s: &Shared, applier: &Applier<'_>) {
+fn reclaim_locked(s: &Shared, applier: &mut Applier<'_>) {
     s.stats.reclaimed();
-    let (mut fresh, mut held) = s.ckpt.to_reclaim(applier);
-    // After a failure nothing is persisted or recorded: the applied number stays where the data
-    // area is known good, and every later group stays in the log.
-    if let Some(last) = fresh.last().copied().filter(|_| s.data.failed().is_none()) {
-        let mut result = Ok(());
-        let area = s.data.area();
-        if area.persists_ranges() {
-            for g in &fresh {
-                let log = s.lanes.log_holding(g);
-                if s.lanes.exposed(g.lane) {
-                    // The peer may have changed the headers since: read without trusting them
-                    // to still be records.
-                    let walked = group_ranges(log.area(), g, MAX_FRAME_LIMIT, |off, len| {
-                        if result.is_ok() {
-                            result = area.persist(off, len);
-                        }
-                    });
-                    if let Err(why) = walked {
-                        let msg = s.data.fail_changed(changed(g, &why));
-                        result = Err(std::io::Error::other(msg));
-                        break;
-                    }
-                    continue;
+    let engine = applier.engine();
+    // With backups, a group's log space waits until every backup has it.
+    let upto = if engine.unreleased() == (0, 0) { 0 } else { s.forward.min_acked() };
+    engine.reclaim(upto);
+    run(s, applier, None);
+    s.ckpt.reclaimed(applier);
+}
+
+/// Runs the engine's pass to its end: each command against the node's data area and logs, in
+/// the order the engine emits them. `w` holds the data area for writing (an apply pass).
+fn run(s: &Shared, applier: &mut Applier<'_>, w: Option<&Writing<'_>>) {
+    let (engine, scratch) = applier.parts();
+    let mut area = s.data.area();
+    let mut logs = LaneLogs(&s.lanes);
+    while let Some(cmd) = engine.poll() {
+        if let Command::FailStop(f) = &cmd {
+            fail_stop(s, f);
+            continue;
+        }
+        // Once the data area failed nothing more goes to it, is persisted or released: the
+        // groups stay in the log, and restart recovery applies them from there.
+        if let Some(msg) = s.data.failed() {
+            engine.stop(Failure::Stopped(msg.clone()));
+            continue;
+        }
+        let result = match cmd {
+            Command::WriteGroup(g) if s.lanes.exposed(g.lane) => write_copied(s, &g, scratch),
+            Command::PersistGroup(g) if s.lanes.exposed(g.lane) => persist_ranges(s, &g),
+            _ => Ok(execute(&cmd, &mut area, &mut logs, MAX_FRAME_LIMIT)),
+        };
+        let result = match result {
+            Ok(result) => result,
+            Err(changed) => {
+                engine.stop(changed);
+                continue;
+            }
+        };
+        if result.is_ok() {
+            match cmd {
+                Command::WriteGroup(g) => {
+                    w.expect("groups are written with the data area held").written(g.seq)
                 }
-                for_each_verified_write(&log.area(), g, MAX_FRAME_LIMIT, |off, body| {
-                    if result.is_ok() {
-                        result = area.persist(off, body.len());
-                    }
-                });
+                Command::SetAppliedSeq(_) => {
+                    s.data.consistent();
+                    s.stats.persisted(engine.reclaiming().len() as u64);
+                }
+                Command::ReleaseTail { lane, pos } => s.lanes.freed(lane, pos),
+                _ => {}
             }
         }
-        let result = result.and_then(|_| area.sync()).and_then(|_| area.set_applied_seq(last.seq));
-        match result {
-            Ok(()) => {
-                s.data.consistent();
-                s.stats.persisted(fresh.len() as u64);
-                held.extend_from_slice(&fresh);
-            }
-            // Never retry a failed flush (the failed pages may be marked clean and a retry
-            // "succeed" without them).
-            Err(e) => {
-                let why = format!("cannot make groups up to {} persistent: {e}", last.seq);
-                s.data.fail_area(why);
-            }
+        engine.done(result);
+    }
+}
+
+/// Writes group `g` from a log a peer can write at any time: copied out and checked first, and
+/// made persistent as it is written (reclaim cannot trust the log's headers to say again which
+/// ranges this group wrote). Err: the peer changed the group.
+fn write_copied(s: &Shared, g: &GroupRef, scratch: &mut Scratch) -> Result<io::Result<()>, Failure> {
+    let log = s.lanes.log_holding(g);
+    let area = s.data.area();
+    let macs = s.lanes.macs(g.lane);
+    if let Err(why) = scratch.copy_group(log.area(), g, MAX_FRAME_LIMIT, area.size(), &macs) {
+        return Err(Failure::Changed { seq: g.seq, lane: g.lane, why });
+    }
+    for (off, body) in scratch.writes() {
+        if let Err(e) = area.write_persistent(off, body) {
+            return Ok(Err(io::Error::new(e.kind(), format!("{} bytes at offset {off}: {e}", body.len()))));
         }
     }
-    fresh.clear();
-    if s.data.failed().is_some() {
-        held.clear();
-    } else if !held.is_empty() {
-        // With backups, a group's log space waits until every backup has it.
-        let upto = s.forward.min_acked();
-        let n = held.iter().take_while(|g| g.seq <= upto).count();
-        release(s, &held[..n]);
-        held.drain(..n);
+    Ok(Ok(()))
+}
+
+/// Persists the ranges group `g`'s records name, in a log a peer may have changed since: read
+/// without trusting them to still be records. Err: the peer changed the group.
+fn persist_ranges(s: &Shared, g: &GroupRef) -> Result<io::Result<()>, Failure> {
+    let log = s.lanes.log_holding(g);
+    let area = s.data.area();
+    let mut result = Ok(());
+    let walked = group_ranges(log.area(), g, MAX_FRAME_LIMIT, |off, len| {
+        if result.is_ok() {
+            result = area.persist(off, len);
+        }
+    });
+    match walked {
+        Ok(()) => Ok(result),
+        Err(why) => Err(Failure::Changed { seq: g.seq, lane: g.lane, why }),
     }
-    s.ckpt.reclaimed(fresh, held, applier);
 }
 
-/// Why the node stops applying: group `g`'s records in its log changed after its lane checked
-/// them (`why`).
-fn changed(g: &GroupRef, why: &str) -> String {
-    format!(
-        "group {} on lane {}: a peer changed a record after it was checked ({why}); nothing of the \
-         group was applied",
-        g.seq, g.lane
-    )
-}
-
-/// Frees log space up to the end of the last reclaimed group of each lane in `done`. A tail
-/// that cannot be made persistent fail-stops the node and frees nothing more: recovery reads
-/// the log from the persistent tail, so the space after it must not be written over.
-fn release(s: &Shared, done: &[GroupRef]) {
-    if let Err(what) = s.lanes.release(done) {
-        s.data.fail(what);
+/// The engine stopped for `f`: the node's storage fail-stops (see `Store::fail`), with a message
+/// that names the file. A failure from elsewhere was recorded where it happened.
+fn fail_stop(s: &Shared, f: &Failure) {
+    match f {
+        Failure::Write { .. } | Failure::Persist { .. } => {
+            s.data.fail_area(f.to_string());
+        }
+        Failure::Changed { .. } => {
+            s.data.fail_changed(f.to_string());
+        }
+        // A tail that cannot be made persistent frees nothing more: recovery reads the log from
+        // the persistent tail, so the space after it must not be written over.
+        Failure::Tail { lane, pos, error } => {
+            let path = s.lanes.log(*lane).map(|l| l.path().display().to_string()).unwrap_or_default();
+            s.data.fail(format!(
+                "the log of lane {lane} ({path}) failed: cannot persist its tail ({pos}): {error}"
+            ));
+        }
+        Failure::Stopped(_) => {}
     }
 }
 

@@ -1,13 +1,16 @@
 //! The checkpointer's state: complete groups waiting to be applied (`mojim_core`'s
-//! `Checkpointer`), groups applied and not yet released from the logs, and what wakes whom.
-//! How groups are applied and reclaimed is `apply.rs`'s.
+//! `Checkpointer`), the checkpoint engine (`mojim_core::mirror::CheckpointEngine`: the batch
+//! being applied, groups applied and not yet released from the logs), and what wakes whom.
+//! How the engine's commands are executed is `apply.rs`'s.
 //!
 //! Locks (see the lock order in lib.rs): `applier`, one applier at a time, held across a whole
-//! apply or reclaim (an [`Applier`] guard); `state`, held briefly, with `work` (the checkpointer
-//! waits on it for work) and `space` (lanes wait on it for log space).
+//! apply or reclaim (an [`Applier`] guard), which owns the engine; `state`, held briefly (once
+//! per batch, not per group), with `work` (the checkpointer waits on it for work) and `space`
+//! (lanes wait on it for log space).
 
 use crate::copy_check::Scratch;
 use mojim_core::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
+use mojim_core::mirror::CheckpointEngine;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -22,8 +25,9 @@ const PLAN_BATCH: usize = 256;
 
 pub(crate) struct Checkpoint {
     /// Serialises appliers (the checkpointer thread, a lane applying inline, session sealing).
-    /// The right to apply, and the applier's buffer for groups copied out of their log.
-    applier: Mutex<Scratch>,
+    /// The right to apply: the engine, and the applier's buffer for groups copied out of their
+    /// log.
+    applier: Mutex<Applying>,
     state: Mutex<State>,
     /// The checkpointer waits here for work.
     work: Condvar,
@@ -40,23 +44,34 @@ struct State {
     /// ... and with no timer, because nothing is pending.
     parked: bool,
     waiting_bytes: u64,
-    batch: Vec<GroupRef>,
-    /// Applied, not yet persistent in the data area nor released from the log.
-    unreleased: Vec<GroupRef>,
-    /// Persistent in the data area, kept in the log until every backup has them.
-    held: Vec<GroupRef>,
+    /// Groups applied, not yet persistent in the data area nor released from the log (the
+    /// engine's count, as of the end of the last apply or reclaim).
+    fresh: usize,
+    /// Persistent in the data area, kept in the log until every backup has them (likewise).
+    held: usize,
+}
+
+/// What the applier owns.
+struct Applying {
+    engine: CheckpointEngine,
+    scratch: Scratch,
 }
 
 /// The right to apply: held by one thread at a time.
 pub(crate) struct Applier<'a> {
-    held: MutexGuard<'a, Scratch>,
+    held: MutexGuard<'a, Applying>,
 }
 
 impl Applier<'_> {
-    /// Where a group from a log that a peer can write at any time is copied before it is
-    /// checked and applied.
-    pub fn scratch(&mut self) -> &mut Scratch {
-        &mut self.held
+    /// The engine, and where a group from a log that a peer can write at any time is copied
+    /// before it is checked and applied.
+    pub fn parts(&mut self) -> (&mut CheckpointEngine, &mut Scratch) {
+        let a = &mut *self.held;
+        (&mut a.engine, &mut a.scratch)
+    }
+
+    pub fn engine(&mut self) -> &mut CheckpointEngine {
+        &mut self.held.engine
     }
 }
 
@@ -75,12 +90,12 @@ fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
 
 impl State {
     fn reclaim_due(&self) -> bool {
-        self.unreleased.len() >= RECLAIM_BATCH || self.log_full
+        self.fresh >= RECLAIM_BATCH || self.log_full
     }
 
     /// Groups applied and not yet released from the log: to persist, or held for the backups.
     fn unreleased(&self) -> usize {
-        self.unreleased.len() + self.held.len()
+        self.fresh + self.held
     }
 }
 
@@ -95,16 +110,12 @@ impl Checkpoint {
             sleeping: false,
             parked: false,
             waiting_bytes: 0,
-            batch: Vec::with_capacity(PLAN_BATCH),
-            unreleased: {
-                let mut v = Vec::with_capacity(4 * RECLAIM_BATCH + 256 + retained.len());
-                v.extend_from_slice(retained);
-                v
-            },
-            held: Vec::with_capacity(4 * RECLAIM_BATCH + 256),
+            fresh: retained.len(),
+            held: 0,
         };
+        let engine = CheckpointEngine::new(lanes as u16, PLAN_BATCH, 4 * RECLAIM_BATCH, retained);
         Checkpoint {
-            applier: Mutex::new(Scratch::default()),
+            applier: Mutex::new(Applying { engine, scratch: Scratch::default() }),
             state: Mutex::new(state),
             work: Condvar::new(),
             space: Condvar::new(),
@@ -194,42 +205,29 @@ impl Checkpoint {
         let _ = self.space.wait_timeout(c, Duration::from_millis(5));
     }
 
-    /// The next groups to apply in order: the gap-free run, or every waiting group
-    /// (`allow_gaps`). Hand the batch back with [`Checkpoint::applied`].
-    pub fn plan(&self, allow_gaps: bool, _applier: &Applier<'_>) -> Vec<GroupRef> {
+    /// Starts the applier's engine on the next groups to apply in order: the gap-free run, or
+    /// every waiting group (`allow_gaps`). Returns how many; end the pass with
+    /// [`Checkpoint::applied`].
+    pub fn plan(&self, allow_gaps: bool, applier: &mut Applier<'_>) -> usize {
         let mut c = lock(&self.state);
-        let mut batch = std::mem::take(&mut c.batch);
-        c.cp.plan(allow_gaps, PLAN_BATCH, &mut batch);
-        batch
+        applier.engine().plan(&mut c.cp, allow_gaps)
     }
 
-    /// The first `written` groups of `batch` (from [`Checkpoint::plan`]) are applied.
-    pub fn applied(&self, mut batch: Vec<GroupRef>, written: usize, _applier: &Applier<'_>) {
+    /// Ends the engine's apply pass: returns the groups written (the first of the batch), which
+    /// stop waiting.
+    pub fn applied<'a>(&self, applier: &'a mut Applier<'_>) -> &'a [GroupRef] {
         let mut c = lock(&self.state);
-        for g in &batch[..written] {
-            c.cp.applied(*g);
-            c.waiting_bytes -= g.bytes;
-            c.unreleased.push(*g);
-        }
-        batch.clear();
-        c.batch = batch;
+        let engine = &mut applier.held.engine;
+        engine.applied(&mut c.cp);
+        c.waiting_bytes -= engine.last_applied().iter().map(|g| g.bytes).sum::<u64>();
+        (c.fresh, c.held) = engine.unreleased();
+        applier.held.engine.last_applied()
     }
 
-    /// For a reclaim: the groups applied since the last one, and those held for the backups.
-    /// Hand them back with [`Checkpoint::reclaimed`].
-    pub fn to_reclaim(&self, _applier: &Applier<'_>) -> (Vec<GroupRef>, Vec<GroupRef>) {
+    /// A reclaim is done: wakes the lanes that wait for log space.
+    pub fn reclaimed(&self, applier: &mut Applier<'_>) {
         let mut c = lock(&self.state);
-        (std::mem::take(&mut c.unreleased), std::mem::take(&mut c.held))
-    }
-
-    /// A reclaim is done: `fresh` (emptied) and the groups still `held`; wakes the lanes that
-    /// wait for log space.
-    pub fn reclaimed(&self, fresh: Vec<GroupRef>, held: Vec<GroupRef>, _applier: &Applier<'_>) {
-        // Only appliers push to `unreleased`, and this one holds the applier lock.
-        let mut c = lock(&self.state);
-        let previous = std::mem::replace(&mut c.unreleased, fresh);
-        assert!(previous.is_empty(), "groups applied during a reclaim");
-        c.held = held;
+        (c.fresh, c.held) = applier.engine().unreleased();
         drop(c);
         self.space.notify_all();
     }

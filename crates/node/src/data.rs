@@ -4,7 +4,7 @@
 
 use mojim::error::{Error, Result};
 use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
-use mojim_region::{DiskRegion, MapSlice, Nvmm, RegionFile};
+use mojim_region::{Bytes, DataMedia, DiskRegion, MapSlice, Media, Nvmm, RegionFile};
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -195,6 +195,50 @@ impl DataArea {
     }
 }
 
+/// The data area as the checkpoint executor (`mojim_core::mirror::execute`) writes and persists
+/// it: the mapped region's or the disk file's media.
+impl Media for &DataArea {
+    fn len(&self) -> u64 {
+        self.size()
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        DataArea::read(self, offset, out)
+    }
+
+    fn write(&mut self, offset: u64, src: Bytes<'_>) -> io::Result<()> {
+        match *self {
+            DataArea::Memory(r) => Media::write(&mut &*r, offset, src),
+            DataArea::Disk(d) => Media::write(&mut &*d, offset, src),
+        }
+    }
+
+    fn persist(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        DataArea::persist(self, offset, len as usize)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        DataArea::sync(self)
+    }
+
+    fn persists_ranges(&self) -> bool {
+        DataArea::persists_ranges(self)
+    }
+}
+
+impl DataMedia for &DataArea {
+    fn applied_seq(&self) -> io::Result<u64> {
+        match *self {
+            DataArea::Memory(r) => DataMedia::applied_seq(&r),
+            DataArea::Disk(d) => DataMedia::applied_seq(&d),
+        }
+    }
+
+    fn set_applied_seq(&mut self, seq: u64) -> io::Result<()> {
+        DataArea::set_applied_seq(self, seq)
+    }
+}
+
 /// The data area as the node's threads share it: the area, the lock that keeps readers from
 /// seeing part of a group, the last group written, and whether the area failed.
 ///
@@ -337,11 +381,6 @@ impl Store {
 }
 
 impl Writing<'_> {
-    /// See [`DataArea::write_from`].
-    pub fn write_from(&self, offset: u64, src: MapSlice<'_>) -> io::Result<()> {
-        self.store.area.write_from(offset, src)
-    }
-
     /// See [`DataArea::write_persistent`].
     pub fn write_persistent(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.store.area.write_persistent(offset, data)

@@ -9,7 +9,8 @@
 use mojim_core::checkpoint::GroupRef;
 use mojim_core::encode::SessionTag;
 use mojim_core::lane::MirrorLane;
-use mojim_region::{LogFile, Nvmm};
+use mojim_core::mirror::Logs;
+use mojim_region::{Bytes, LogFile, Nvmm};
 use mojim_transport::RecordMac;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,6 +40,21 @@ pub(crate) struct Lanes {
     /// `(session, key)`, newest last, for the checkpointer's check of its copy (`copy_check`).
     /// Only in memory: after a restart recovery has no key (docs/SECURITY.md).
     macs: Vec<Mutex<Vec<(u64, RecordMac)>>>,
+}
+
+/// The lanes' logs as the checkpoint executor (`mojim_core::mirror::execute`) reads groups from
+/// them and frees them. The lanes' own state learns of a freed tail through [`Lanes::freed`],
+/// once the tail is persistent.
+pub(crate) struct LaneLogs<'a>(pub &'a Lanes);
+
+impl Logs for LaneLogs<'_> {
+    fn records(&self, lane: u16) -> Bytes<'_> {
+        Bytes::Mapped(self.0.log(lane).expect("a group's log exists").area())
+    }
+
+    fn set_tail(&mut self, lane: u16, pos: u64) -> std::io::Result<()> {
+        self.0.log(lane).expect("a group's log exists").set_tail(pos)
+    }
 }
 
 /// Sessions per lane whose placed records' keys are kept: groups of an older session wait in
@@ -184,24 +200,9 @@ impl Lanes {
         }
     }
 
-    /// Frees log space up to the end of the last group of each lane in `done`, persisting each
-    /// log's tail first. A tail that cannot be made persistent stops it: nothing more is freed,
-    /// and the error says which log failed.
-    pub fn release(&self, done: &[GroupRef]) -> Result<(), String> {
-        for lane in 0..self.lanes.len() as u16 {
-            let Some(end) = done.iter().rev().find(|g| g.lane == lane).map(|g| g.end_pos) else {
-                continue;
-            };
-            let log = self.log(lane).expect("a group's log exists");
-            if let Err(e) = log.set_tail(end) {
-                return Err(format!(
-                    "the log of lane {lane} ({}) failed: cannot persist its tail ({end}): {e}",
-                    log.path().display()
-                ));
-            }
-            self.with(lane, |l| l.release(end));
-        }
-        Ok(())
+    /// Lane `lane`'s log made its tail `pos` persistent: its space before `pos` is free.
+    pub fn freed(&self, lane: u16, pos: u64) {
+        self.with(lane, |l| l.release(pos));
     }
 
     /// Drops every lane's records: each log's tail moves to its head (persistently).

@@ -126,8 +126,9 @@ impl CheckpointEngine {
 
     /// Ends the apply pass: the groups written are marked applied in `cp` (and wait for the
     /// next reclaim); those not written (after a failure, or when the runtime could not take the
-    /// data area) stay waiting. Returns the groups applied, in order.
-    pub fn applied(&mut self, cp: &mut Checkpointer) -> &[GroupRef] {
+    /// data area) stay waiting. Returns how many were applied: see
+    /// [`CheckpointEngine::last_applied`].
+    pub fn applied(&mut self, cp: &mut Checkpointer) -> usize {
         assert!(self.in_flight.is_none(), "applied with {:?} in flight", self.in_flight);
         if self.step == Step::Write {
             self.step = Step::Idle;
@@ -139,7 +140,17 @@ impl CheckpointEngine {
         if self.step != Step::Stopped {
             self.fresh.extend_from_slice(done);
         }
-        done
+        self.written
+    }
+
+    /// The batch the running apply pass writes, in order.
+    pub fn planned(&self) -> &[GroupRef] {
+        &self.batch
+    }
+
+    /// The groups the last apply pass applied, in order.
+    pub fn last_applied(&self) -> &[GroupRef] {
+        &self.batch[..self.written]
     }
 
     /// Starts a reclaim: the groups applied since the last one are made persistent and

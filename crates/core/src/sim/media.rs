@@ -1,4 +1,7 @@
-//! Simulated persistent media: what the mirror writes is volatile until it persists it.
+//! Simulated persistent media: what the mirror writes is volatile until it persists it. The
+//! data area ([`SimData`]) and the lane logs ([`SimLog`]) implement the storage seam
+//! (`mojim_region::{Media, DataMedia, LogMedia}`), so the checkpoint commands run here through
+//! the node's own executor (`crate::mirror::execute`).
 //!
 //! As in storage engines' crash tests (redb's crash-image backend, TigerBeetle's storage faults),
 //! each area keeps two images: the bytes written, which the process reads and which a process
@@ -11,13 +14,15 @@
 //! is not simulated.
 
 use super::rng::Rng;
+use mojim_region::{Bytes, DataMedia, LogMedia, Media};
+use std::io;
 
 /// Bytes a power cut keeps or loses together in memory.
 pub(super) const CACHE_LINE: usize = 64;
 
 /// A byte area with a written and a persisted image.
 #[derive(Clone, Debug)]
-pub(super) struct Media {
+pub(super) struct Area {
     written: Vec<u8>,
     persisted: Vec<u8>,
     /// Per unit: written since it was last persisted.
@@ -25,11 +30,11 @@ pub(super) struct Media {
     unit: usize,
 }
 
-impl Media {
+impl Area {
     /// `len` zero bytes, persisted, lost or kept in units of `unit` bytes.
-    pub fn new(len: usize, unit: usize) -> Media {
+    pub fn new(len: usize, unit: usize) -> Area {
         assert!(unit > 0);
-        Media { written: vec![0; len], persisted: vec![0; len], dirty: vec![false; len.div_ceil(unit)], unit }
+        Area { written: vec![0; len], persisted: vec![0; len], dirty: vec![false; len.div_ceil(unit)], unit }
     }
 
     /// What the process reads: everything written.
@@ -53,7 +58,7 @@ impl Media {
         at / self.unit..(at + len).div_ceil(self.unit)
     }
 
-    /// Stores bytes, volatile until [`Media::persist`] covers them.
+    /// Stores bytes, volatile until [`Area::persist`] covers them.
     pub fn write(&mut self, at: usize, data: &[u8]) {
         let units = self.units(at, data.len());
         self.written[at..at + data.len()].copy_from_slice(data);
@@ -153,13 +158,207 @@ impl Word {
     }
 }
 
+/// A fault of the data area's media, injected into the node's executor (see
+/// [`super::Sabotage`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum DataFault {
+    None,
+    /// Write-back is reordered after the metadata: the ranges a reclaim persists reach the media
+    /// only when the next reclaim records its applied number, after this one's number and tails.
+    LatePersist,
+    /// Write-back of a range is skipped, and reported done.
+    SkippedPersist,
+}
+
+/// The simulated data area: its bytes in memory, and the applied sequence number.
+#[derive(Clone, Debug)]
+pub(super) struct SimData {
+    pub area: Area,
+    pub applied_seq: Word,
+    fault: DataFault,
+    /// [`DataFault::LatePersist`]: ranges persisted since the last applied number, and those of
+    /// the reclaim before it, still unwritten.
+    queued: Vec<(u64, u64)>,
+    late: Vec<(u64, u64)>,
+}
+
+impl SimData {
+    pub fn new(len: usize, fault: DataFault) -> SimData {
+        SimData {
+            area: Area::new(len, CACHE_LINE),
+            applied_seq: Word::new(0),
+            fault,
+            queued: Vec::new(),
+            late: Vec::new(),
+        }
+    }
+
+    /// The process died: write-backs it had not issued never will be.
+    pub fn crashed(&mut self) {
+        self.queued.clear();
+        self.late.clear();
+    }
+}
+
+impl Media for SimData {
+    fn len(&self) -> u64 {
+        self.area.len() as u64
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        out.copy_from_slice(&self.area.bytes()[offset as usize..offset as usize + out.len()]);
+        Ok(())
+    }
+
+    fn write(&mut self, offset: u64, src: Bytes<'_>) -> io::Result<()> {
+        write_area(&mut self.area, offset, src);
+        Ok(())
+    }
+
+    fn persist(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        match self.fault {
+            DataFault::None => self.area.persist(offset as usize, len as usize),
+            DataFault::LatePersist => self.queued.push((offset, len)),
+            DataFault::SkippedPersist => {}
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl DataMedia for SimData {
+    fn applied_seq(&self) -> io::Result<u64> {
+        Ok(self.applied_seq.value())
+    }
+
+    /// A store and a write-back of its line, as `RegionFile::set_applied_seq` does.
+    fn set_applied_seq(&mut self, seq: u64) -> io::Result<()> {
+        self.applied_seq.store(seq);
+        if self.fault == DataFault::LatePersist {
+            for (offset, len) in std::mem::take(&mut self.late) {
+                self.area.persist(offset as usize, len as usize);
+            }
+            self.late = std::mem::take(&mut self.queued);
+        }
+        Ok(())
+    }
+}
+
+/// A simulated lane log: its circular record area in memory, and its tail.
+#[derive(Clone, Debug)]
+pub(super) struct SimLog {
+    pub area: Area,
+    pub tail: Word,
+}
+
+impl SimLog {
+    pub fn new(capacity: usize) -> SimLog {
+        SimLog { area: Area::new(capacity, CACHE_LINE), tail: Word::new(0) }
+    }
+}
+
+impl Media for SimLog {
+    fn len(&self) -> u64 {
+        self.area.len() as u64
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        out.copy_from_slice(&self.area.bytes()[offset as usize..offset as usize + out.len()]);
+        Ok(())
+    }
+
+    fn write(&mut self, offset: u64, src: Bytes<'_>) -> io::Result<()> {
+        write_area(&mut self.area, offset, src);
+        Ok(())
+    }
+
+    fn persist(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        self.area.persist(offset as usize, len as usize);
+        Ok(())
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl LogMedia for SimLog {
+    fn records(&self) -> Bytes<'_> {
+        Bytes::Slice(self.area.bytes())
+    }
+
+    fn tail(&self) -> u64 {
+        self.tail.value()
+    }
+
+    /// Both slots stored and written back, as `LogFile::set_tail` does: one word here.
+    fn set_tail(&mut self, pos: u64) -> io::Result<()> {
+        self.tail.store(pos);
+        Ok(())
+    }
+}
+
+/// A data area whose process is killed while writing: of what is written from now on, only the
+/// first `left` bytes land.
+pub(super) struct Torn<'a> {
+    pub data: &'a mut SimData,
+    pub left: usize,
+}
+
+impl Media for Torn<'_> {
+    fn len(&self) -> u64 {
+        self.data.len()
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        self.data.read(offset, out)
+    }
+
+    fn write(&mut self, offset: u64, src: Bytes<'_>) -> io::Result<()> {
+        let mut bytes = vec![0; src.len()];
+        src.read(0, &mut bytes);
+        let n = bytes.len().min(self.left);
+        self.left -= n;
+        self.data.area.write(offset as usize, &bytes[..n]);
+        Ok(())
+    }
+
+    fn persist(&mut self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl DataMedia for Torn<'_> {
+    fn applied_seq(&self) -> io::Result<u64> {
+        self.data.applied_seq()
+    }
+
+    fn set_applied_seq(&mut self, _seq: u64) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn write_area(area: &mut Area, offset: u64, src: Bytes<'_>) {
+    match src {
+        Bytes::Slice(s) => area.write(offset as usize, s),
+        Bytes::Mapped(m) => area.write(offset as usize, &m.to_vec()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_power_cut_keeps_what_was_persisted_and_some_of_the_rest() {
-        let mut m = Media::new(1024, CACHE_LINE);
+        let mut m = Area::new(1024, CACHE_LINE);
         m.write(0, &[1; 300]);
         m.persist(10, 100); // lines 0 and 1
         assert_eq!(m.unpersisted(), 3);

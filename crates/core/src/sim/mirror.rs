@@ -1,10 +1,11 @@
-//! The mirror: per lane a log area run by [`MirrorLane`], a [`Checkpointer`] that applies
-//! complete groups to the data area, restart recovery, and the epoch it has adopted from the
-//! primaries it welcomed. Split by what a process crash keeps ([`Durable`]: its media, see
+//! The mirror: per lane a log area run by [`MirrorLane`], a [`Checkpointer`] and the node's
+//! checkpoint engine ([`CheckpointEngine`]) whose commands the node's executor
+//! ([`crate::mirror::execute`]) runs against the simulated media, restart recovery, and the
+//! epoch it has adopted from the primaries it welcomed. Split by what a process crash keeps ([`Durable`]: its media, see
 //! [`super::media`]) and what it loses ([`Volatile`]), so a process crash is simply dropping the
 //! latter, and a power cut also drops what the media did not persist.
 
-use super::media::{Media, Word, CACHE_LINE};
+use super::media::{DataFault, SimData, SimLog, Torn, Word};
 use super::model::{GroupId, Model, Writes};
 use super::net::WireFrame;
 use super::rng::Rng;
@@ -14,6 +15,7 @@ use crate::encode::{ack_header, SessionTag};
 use crate::handshake::Identity;
 use crate::lane::{Completed, MirrorLane, Slot};
 use crate::log_space::LogSpace;
+use crate::mirror::{execute, CheckpointEngine, Command};
 use crate::receive::Violation;
 use crate::recovery::{for_each_write, recover, LaneLog};
 use crate::seq_window::{window_for_logs, SeqWindow};
@@ -21,6 +23,7 @@ use mojim_format::checksum::crc32c;
 use mojim_format::handshake::{Hello, Welcome};
 use mojim_format::log::{area_pieces, pad_header, record_at};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
+use mojim_region::LogMedia;
 
 /// Complete groups one lane's queue is sized for.
 const QUEUE_CAPACITY: usize = 64;
@@ -29,14 +32,12 @@ pub(super) const REGION_UUID: [u8; 16] = *b"mojim-sim-region";
 /// Lanes the mirror serves at most.
 const MAX_LANES: u16 = 16;
 
-/// What survives a process crash: the log areas, each lane's tail, the data area, the
+/// What survives a process crash: the logs (record areas and tails), the data area and the
 /// sequence number of the last group applied to it, and the epoch. A power cut keeps of these
 /// only what was persisted, and a random part of the rest.
 pub(super) struct Durable {
-    pub areas: Vec<Media>,
-    pub tails: Vec<Word>,
-    pub data: Media,
-    pub applied_seq: Word,
+    pub logs: Vec<SimLog>,
+    pub data: SimData,
     /// The highest epoch of a primary this mirror welcomed (persisted before the Welcome).
     pub epoch: Word,
 }
@@ -46,11 +47,12 @@ impl Durable {
     /// whose last writes were.
     fn power_cut(&mut self, rng: &mut Rng) -> u64 {
         let mut lost = 0;
-        for area in &mut self.areas {
-            lost += area.power_cut(rng);
+        for log in &mut self.logs {
+            lost += log.area.power_cut(rng);
+            lost += u64::from(log.tail.power_cut(rng));
         }
-        lost += self.data.power_cut(rng);
-        for w in self.tails.iter_mut().chain([&mut self.applied_seq, &mut self.epoch]) {
+        lost += self.data.area.power_cut(rng);
+        for w in [&mut self.data.applied_seq, &mut self.epoch] {
             lost += u64::from(w.power_cut(rng));
         }
         lost
@@ -61,6 +63,9 @@ impl Durable {
 struct Volatile {
     lanes: Vec<MirrorLane>,
     ckpt: Checkpointer,
+    /// The node's checkpoint engine: which groups are applied next, and the order of every
+    /// storage step after.
+    engine: CheckpointEngine,
     /// The current session's tag per lane, if one is open.
     tags: Option<Vec<SessionTag>>,
     /// The current session's first sequence number.
@@ -107,25 +112,6 @@ pub(super) struct Snapshot {
     committed_log_crc: u32,
 }
 
-/// One step of applying a batch of groups, in order.
-#[derive(Clone, Copy, Debug)]
-enum PersistStep {
-    /// Frame write `.1` of group `.0` of the batch into the data area (volatile).
-    Data(usize, usize),
-    /// Every frame write of the batch is made persistent (the daemon's reclaim).
-    PersistData,
-    /// The watermark, stored and flushed: every group of the batch is applied.
-    AppliedSeq(u64),
-    /// A lane's tail, stored and flushed.
-    Tail(u16, u64),
-}
-
-/// A batch of groups read back from the logs, and the writes that make it durable.
-struct ApplyPlan {
-    groups: Vec<(GroupId, Writes)>,
-    steps: Vec<PersistStep>,
-}
-
 pub(super) struct Mirror {
     cfg: SimConfig,
     pub durable: Durable,
@@ -135,11 +121,14 @@ pub(super) struct Mirror {
 impl Mirror {
     pub fn new(cfg: &SimConfig) -> Mirror {
         let n = cfg.lanes as usize;
+        let fault = match cfg.sabotage {
+            Sabotage::TailBeforeData => DataFault::LatePersist,
+            Sabotage::SkippedPersist => DataFault::SkippedPersist,
+            _ => DataFault::None,
+        };
         let durable = Durable {
-            areas: vec![Media::new(cfg.log_capacity as usize, CACHE_LINE); n],
-            tails: vec![Word::new(0); n],
-            data: Media::new(cfg.region_size as usize, CACHE_LINE),
-            applied_seq: Word::new(0),
+            logs: vec![SimLog::new(cfg.log_capacity as usize); n],
+            data: SimData::new(cfg.region_size as usize, fault),
             epoch: Word::new(1),
         };
         let vol = Volatile::fresh(cfg, &durable, &vec![0; n], 0);
@@ -237,8 +226,8 @@ impl Mirror {
                 report.groups_dropped += 1;
             }
         }
-        while let Some(batch) = self.next_batch(true) {
-            self.apply(&batch, model)?;
+        while self.plan(true) > 0 {
+            self.apply(model, None)?;
         }
         self.vol.blocked.fill(false);
         self.check_consistent()
@@ -279,7 +268,7 @@ impl Mirror {
             if slot.accepted.header.kind != FrameKind::Skip {
                 return Err(format!("a {:?} frame completed group {g:?}", slot.accepted.header.kind));
             }
-            let area = &mut self.durable.areas[lane];
+            let area = &mut self.durable.logs[lane].area;
             for (at, n) in area_pieces(area.len() as u64, persist_from, persist_to) {
                 area.persist(at as usize, n as usize);
             }
@@ -288,7 +277,7 @@ impl Mirror {
             return Ok(Delivered::Stored { ack: Some(ack_header(tag, g.seq)) });
         }
         check_placement(lane, &slot, v.lanes[lane].space())?;
-        let area = &mut self.durable.areas[lane];
+        let area = &mut self.durable.logs[lane].area;
         let cap = area.len() as u64;
         if let Some(pad) = slot.placement.pad_at {
             area.write((pad % cap) as usize, &pad_header(cap, pad));
@@ -351,32 +340,28 @@ impl Mirror {
             return Ok(0);
         }
         let mut applied = 0;
-        while let Some(batch) = self.next_batch(false) {
-            self.apply(&batch, model)?;
-            applied += batch.len();
+        loop {
+            let n = self.plan(false);
+            if n == 0 {
+                return Ok(applied);
+            }
+            self.apply(model, None)?;
+            applied += n;
         }
-        Ok(applied)
     }
 
-    /// The next groups to apply, in order: the gap-free run while running, or the lowest
-    /// waiting ones when sealing or recovering. One at a time with `next`/`next_any`, or in
-    /// batches with `plan`, as the daemon does.
-    fn next_batch(&mut self, allow_gaps: bool) -> Option<Vec<GroupRef>> {
-        let ckpt = &mut self.vol.ckpt;
-        let batch = match self.cfg.apply_batch {
-            0 => if allow_gaps { ckpt.next_any() } else { ckpt.next() }.into_iter().collect(),
-            max => {
-                let mut out = Vec::with_capacity(max);
-                ckpt.plan(allow_gaps, max, &mut out);
-                out
-            }
-        };
-        (!batch.is_empty()).then_some(batch)
+    /// Starts the engine on the next groups to apply, in order: the gap-free run while
+    /// running, or the lowest waiting ones when sealing or recovering; one at a time, or in
+    /// batches, as [`SimConfig::apply_batch`] says. Returns how many; apply them with
+    /// [`Mirror::apply`].
+    fn plan(&mut self, allow_gaps: bool) -> usize {
+        let v = &mut self.vol;
+        v.engine.plan(&mut v.ckpt, allow_gaps)
     }
 
     /// Reads group `g` back from its log, checking it against what the checkpointer claims.
     fn read_group(&self, g: &GroupRef) -> Check<(GroupId, Writes)> {
-        let area = self.durable.areas[g.lane as usize].bytes();
+        let area = self.durable.logs[g.lane as usize].area.bytes();
         let first = record_at(area, g.start_pos, self.cfg.max_frame).ok_or_else(|| {
             format!("group {} on lane {} has no valid record at its start {}", g.seq, g.lane, g.start_pos)
         })?;
@@ -397,66 +382,64 @@ impl Mirror {
         Ok(((first.header.session, g.seq), writes))
     }
 
-    /// Lays out the writes of applying `batch`, in the daemon's order: all the data, then its
-    /// persistence, then the watermark, then each lane's tail.
-    fn plan(&self, batch: &[GroupRef]) -> Check<ApplyPlan> {
-        let mut groups = Vec::with_capacity(batch.len());
-        let mut data = Vec::new();
-        for (i, g) in batch.iter().enumerate() {
-            let (id, writes) = self.read_group(g)?;
-            data.extend((0..writes.len()).map(|w| PersistStep::Data(i, w)));
-            groups.push((id, writes));
+    /// Applies the batch [`Mirror::plan`] started and reclaims it at once, running the engine's
+    /// commands through the node's executor against the simulated media: the data written, then
+    /// persisted, the applied number recorded, the tails moved. With `crash`, the process dies
+    /// before a random one of those commands, a write of group data perhaps half done; the
+    /// caller then restarts it.
+    fn apply(&mut self, model: &mut Model, crash: Option<&mut Rng>) -> Check<()> {
+        // The model's own reading of the groups, to check each as it becomes durable.
+        let mut groups = Vec::new();
+        for g in self.vol.engine.planned() {
+            groups.push(self.read_group(g)?);
         }
-        data.push(PersistStep::PersistData);
-        let last = batch.last().expect("batches are not empty");
-        let mut meta = vec![PersistStep::AppliedSeq(last.seq)];
-        for lane in 0..self.cfg.lanes {
-            if let Some(g) = batch.iter().rev().find(|g| g.lane == lane) {
-                meta.push(PersistStep::Tail(lane, g.end_pos));
+        let lanes =
+            (0..self.cfg.lanes).filter(|&l| self.vol.engine.planned().iter().any(|g| g.lane == l)).count();
+        // Writes, persists, the sync, the applied number and the tails.
+        let commands = 2 * groups.len() + 2 + lanes;
+        let mut crash = crash.map(|rng| (rng.index(commands), rng));
+        let mut run = 0;
+        for pass in 0..2 {
+            if pass == 1 {
+                let v = &mut self.vol;
+                v.engine.applied(&mut v.ckpt);
+                v.engine.reclaim(u64::MAX);
             }
-        }
-        let steps = if self.cfg.sabotage == Sabotage::TailBeforeData {
-            // Broken on purpose: the watermark is persisted before the data it vouches for.
-            meta.into_iter().chain(data).collect()
-        } else {
-            data.into_iter().chain(meta).collect()
-        };
-        Ok(ApplyPlan { groups, steps })
-    }
-
-    fn persist(&mut self, plan: &ApplyPlan, step: PersistStep, model: &mut Model) -> Check<()> {
-        match step {
-            PersistStep::Data(g, w) => {
-                let (offset, bytes) = &plan.groups[g].1[w];
-                self.durable.data.write(*offset as usize, bytes);
-            }
-            PersistStep::PersistData => {
-                for (offset, bytes) in plan.groups.iter().flat_map(|g| &g.1) {
-                    self.durable.data.persist(*offset as usize, bytes.len());
+            while let Some(cmd) = self.vol.engine.poll() {
+                if let Command::FailStop(f) = cmd {
+                    return Err(format!("the simulated media failed, which they never do: {f}"));
                 }
-            }
-            PersistStep::AppliedSeq(seq) => {
-                self.durable.applied_seq.store(seq);
-                for (id, writes) in &plan.groups {
-                    model.applied(*id, writes)?;
+                if let Some((_, rng)) = crash.as_mut().filter(|(at, _)| *at == run) {
+                    if let Command::WriteGroup(g) = cmd {
+                        let left = rng.index(g.bytes as usize + 1);
+                        let mut torn = Torn { data: &mut self.durable.data, left };
+                        execute(&cmd, &mut torn, &mut self.durable.logs[..], self.cfg.max_frame)
+                            .map_err(|e| format!("torn write of group {}: {e}", g.seq))?;
+                    }
+                    return Ok(());
                 }
+                run += 1;
+                let result =
+                    execute(&cmd, &mut self.durable.data, &mut self.durable.logs[..], self.cfg.max_frame);
+                if let Err(e) = &result {
+                    return Err(format!("{cmd:?} failed on the simulated media: {e}"));
+                }
+                match cmd {
+                    Command::SetAppliedSeq(_) => {
+                        for (id, writes) in &groups {
+                            model.applied(*id, writes)?;
+                        }
+                    }
+                    Command::ReleaseTail { lane, pos } => self.vol.lanes[lane as usize].release(pos),
+                    _ => {}
+                }
+                self.vol.engine.done(result);
             }
-            PersistStep::Tail(lane, pos) => self.durable.tails[lane as usize].store(pos),
         }
-        Ok(())
-    }
-
-    /// Applies `batch` (as returned by [`Mirror::next_batch`]) and releases its log space.
-    fn apply(&mut self, batch: &[GroupRef], model: &mut Model) -> Check<()> {
-        let plan = self.plan(batch)?;
-        for &step in &plan.steps {
-            self.persist(&plan, step, model)?;
+        if crash.is_some() {
+            return Err(format!("the batch ended before its command {run} of {commands}"));
         }
-        for g in batch {
-            self.vol.ckpt.applied(*g);
-            self.vol.lanes[g.lane as usize].release(g.end_pos);
-        }
-        model.check_data(self.durable.data.bytes())
+        model.check_data(self.durable.data.area.bytes())
     }
 
     /// The mirror crashes at `point`: the record being received, the group being applied, or
@@ -485,11 +468,9 @@ impl Mirror {
                         }
                     }
                 }
-                if rng.chance_pct(faults.torn_apply_pct) {
-                    if let Some(batch) = self.next_batch(false) {
-                        self.torn_apply(&batch, rng, model)?;
-                        report.torn_applies += 1;
-                    }
+                if rng.chance_pct(faults.torn_apply_pct) && self.plan(false) > 0 {
+                    self.apply(model, Some(&mut *rng))?;
+                    report.torn_applies += 1;
                 }
             }
             CrashPoint::Sealing => {
@@ -499,14 +480,14 @@ impl Mirror {
                     lane.end_session();
                 }
                 for _ in 0..rng.index(self.vol.ckpt.waiting() + 1) {
-                    let Some(batch) = self.next_batch(true) else { break };
-                    self.apply(&batch, model)?;
-                }
-                if rng.chance_pct(faults.torn_apply_pct) {
-                    if let Some(batch) = self.next_batch(true) {
-                        self.torn_apply(&batch, rng, model)?;
-                        report.torn_applies += 1;
+                    if self.plan(true) == 0 {
+                        break;
                     }
+                    self.apply(model, None)?;
+                }
+                if rng.chance_pct(faults.torn_apply_pct) && self.plan(true) > 0 {
+                    self.apply(model, Some(&mut *rng))?;
+                    report.torn_applies += 1;
                 }
             }
             CrashPoint::Clean => {}
@@ -525,7 +506,7 @@ impl Mirror {
     /// Writes part of a record: a random prefix in write order (pad, body, header), as a process
     /// killed in the middle leaves it (a power cut may then lose any of its cache lines).
     fn torn_write(&mut self, lane: usize, slot: &Slot, frame: &WireFrame, rng: &mut Rng) {
-        let area = &mut self.durable.areas[lane];
+        let area = &mut self.durable.logs[lane].area;
         let cap = area.len() as u64;
         let mut bytes: Vec<(usize, u8)> = Vec::new();
         if let Some(pad) = slot.placement.pad_at {
@@ -544,21 +525,6 @@ impl Mirror {
         }
     }
 
-    /// Makes a random prefix of the steps of applying `batch`, the last one partial.
-    fn torn_apply(&mut self, batch: &[GroupRef], rng: &mut Rng, model: &mut Model) -> Check<()> {
-        let plan = self.plan(batch)?;
-        let done = rng.index(plan.steps.len());
-        for &step in &plan.steps[..done] {
-            self.persist(&plan, step, model)?;
-        }
-        if let PersistStep::Data(g, w) = plan.steps[done] {
-            let (offset, bytes) = &plan.groups[g].1[w];
-            let keep = rng.index(bytes.len());
-            self.durable.data.write(*offset as usize, &bytes[..keep]);
-        }
-        Ok(())
-    }
-
     /// Restart: everything volatile is rebuilt from the durable state by recovery. With
     /// `faults`, the restart itself may crash while applying, and starts over.
     fn restart(
@@ -571,6 +537,7 @@ impl Mirror {
         let mut attempts = 0;
         'restart: loop {
             attempts += 1;
+            self.durable.data.crashed();
             let heads = self.recover_logs(report)?;
             let waiting = self.vol.ckpt.waiting();
             let interrupt = (faults
@@ -579,9 +546,13 @@ impl Mirror {
                 && rng.chance_pct(self.cfg.faults.recovery_crash_pct))
             .then(|| rng.index(waiting));
             let mut applied = 0;
-            while let Some(batch) = self.next_batch(true) {
-                if interrupt.is_some_and(|at| at < applied + batch.len()) {
-                    self.torn_apply(&batch, rng, model)?;
+            loop {
+                let n = self.plan(true);
+                if n == 0 {
+                    break;
+                }
+                if interrupt.is_some_and(|at| at < applied + n) {
+                    self.apply(model, Some(&mut *rng))?;
                     report.torn_applies += 1;
                     report.crashes += 1;
                     report.recovery_crashes += 1;
@@ -590,15 +561,15 @@ impl Mirror {
                     }
                     continue 'restart;
                 }
-                self.apply(&batch, model)?;
-                applied += batch.len();
+                self.apply(model, None)?;
+                applied += n;
             }
             // Everything before each head is applied (or a discarded duplicate): resume there.
             for (lane, &head) in heads.iter().enumerate() {
-                self.durable.tails[lane].store(head);
+                self.durable.logs[lane].tail.store(head);
                 self.vol.lanes[lane] = MirrorLane::new(lane as u16, self.cfg.log_capacity, head, head);
             }
-            model.check_data(self.durable.data.bytes())?;
+            model.check_data(self.durable.data.area.bytes())?;
             return self.check_consistent();
         }
     }
@@ -608,18 +579,14 @@ impl Mirror {
     fn recover_logs(&mut self, report: &mut SimReport) -> Check<Vec<u64>> {
         let n = self.cfg.lanes as usize;
         let d = &self.durable;
-        let tails: Vec<u64> = d.tails.iter().map(Word::value).collect();
-        let applied_seq = d.applied_seq.value();
+        let tails: Vec<u64> = d.logs.iter().map(|l| l.tail.value()).collect();
+        let applied_seq = d.data.applied_seq.value();
         let (groups, heads, max_seq) = if self.cfg.sabotage == Sabotage::SkipRecovery {
             // Broken on purpose: the logs are ignored.
             (Vec::new(), tails.clone(), applied_seq)
         } else {
-            let logs: Vec<LaneLog<'_>> = d
-                .areas
-                .iter()
-                .zip(&tails)
-                .map(|(area, &tail)| LaneLog { area: area.bytes(), tail })
-                .collect();
+            let logs: Vec<LaneLog<'_>> =
+                d.logs.iter().map(|l| LaneLog { area: l.area.bytes(), tail: l.tail.value() }).collect();
             let r = recover(&logs, applied_seq, self.cfg.max_frame, self.cfg.region_size);
             report.groups_recovered += r.groups.len() as u64;
             report.groups_discarded += r.discarded.len() as u64;
@@ -654,16 +621,16 @@ impl Mirror {
     /// What a refused frame must not change.
     pub fn snapshot(&self, lane: usize) -> Snapshot {
         let space = *self.vol.lanes[lane].space();
-        let area = self.durable.areas[lane].bytes();
+        let area = self.durable.logs[lane].area.bytes();
         let cap = area.len() as u64;
         let (tail, used) = (space.tail() % cap, space.used());
         let first = used.min(cap - tail);
         let crc = crc32c(&area[tail as usize..(tail + first) as usize]);
         let crc = mojim_format::checksum::crc32c_append(crc, &area[..(used - first) as usize]);
         Snapshot {
-            data_crc: crc32c(self.durable.data.bytes()),
-            applied_seq: self.durable.applied_seq.value(),
-            tails: self.durable.tails.iter().map(Word::value).collect(),
+            data_crc: crc32c(self.durable.data.area.bytes()),
+            applied_seq: self.durable.data.applied_seq.value(),
+            tails: self.durable.logs.iter().map(|l| l.tail.value()).collect(),
             space,
             waiting: self.vol.ckpt.waiting(),
             committed_log_crc: crc,
@@ -673,19 +640,19 @@ impl Mirror {
     /// Cheap cross-checks between the durable state and the volatile one.
     pub fn check_consistent(&self) -> Check<()> {
         for (lane, l) in self.vol.lanes.iter().enumerate() {
-            if l.space().tail() != self.durable.tails[lane].value() {
+            if l.space().tail() != self.durable.logs[lane].tail() {
                 return Err(format!(
                     "lane {lane}: log space tail {} but persisted tail {}",
                     l.space().tail(),
-                    self.durable.tails[lane].value()
+                    self.durable.logs[lane].tail()
                 ));
             }
         }
-        if self.vol.ckpt.applied_seq() < self.durable.applied_seq.value() {
+        if self.vol.ckpt.applied_seq() < self.durable.data.applied_seq.value() {
             return Err(format!(
                 "checkpointer applied_seq {} behind the persisted {}",
                 self.vol.ckpt.applied_seq(),
-                self.durable.applied_seq.value()
+                self.durable.data.applied_seq.value()
             ));
         }
         Ok(())
@@ -720,9 +687,11 @@ impl Volatile {
         let n = cfg.lanes as usize;
         Volatile {
             lanes: (0..n)
-                .map(|l| MirrorLane::new(l as u16, cfg.log_capacity, d.tails[l].value(), heads[l]))
+                .map(|l| MirrorLane::new(l as u16, cfg.log_capacity, d.logs[l].tail(), heads[l]))
                 .collect(),
-            ckpt: Checkpointer::new(n, d.applied_seq.value(), QUEUE_CAPACITY),
+            ckpt: Checkpointer::new(n, d.data.applied_seq.value(), QUEUE_CAPACITY),
+            // One group at a time (`next`, `next_any`) is a batch of one.
+            engine: CheckpointEngine::new(cfg.lanes, cfg.apply_batch.max(1), cfg.apply_batch.max(1), &[]),
             tags: None,
             next_seq: 0,
             seqs: None,

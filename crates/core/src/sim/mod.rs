@@ -84,9 +84,14 @@ pub enum Sabotage {
     AckBeforeEnd,
     /// Ignores its logs on restart (acknowledged groups not yet applied are lost).
     SkipRecovery,
-    /// Persists the applied sequence number and the tail before the data (a crash in the middle
-    /// of an apply leaves a torn group visible).
+    /// A reordered persist, injected into the data area's media under the node's executor: the
+    /// write-back of the ranges a reclaim persists reaches the media only at the next reclaim,
+    /// after this one's applied number and tails. A power cut in between loses data that the
+    /// applied number vouches for and whose log space is freed (invariant 2 must fail).
     TailBeforeData,
+    /// A skipped persist, injected likewise: the data area's write-back of a range does nothing
+    /// and reports success (invariants 1 and 2 must fail after a power cut).
+    SkippedPersist,
     /// Leaves the checkpointer's watermark where it was when a session begins after the one
     /// named to the primary. After a restart whose logs held sequence numbers past the last
     /// applied group (dropped or torn groups), the running checkpointer then waits for a number

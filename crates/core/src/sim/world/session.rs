@@ -122,10 +122,10 @@ impl World {
         if !self.nodes[node].has_copy {
             // A promoted incarnation resumes from the mirror's applied state, taken now that the
             // old session is sealed: it must hold every group acknowledged to its predecessors.
-            self.nodes[node].primary.take_copy(self.mirror.durable.data.bytes());
+            self.nodes[node].primary.take_copy(self.mirror.durable.data.area.bytes());
             self.nodes[node].has_copy = true;
             self.model.check_acked_applied(&format!("primary {node} took its copy of the region"))?;
-            self.model.check_data(self.mirror.durable.data.bytes())?;
+            self.model.check_data(self.mirror.durable.data.area.bytes())?;
         }
         self.nodes[node].primary.begin(id, next_seq, lanes);
         let ci = self.conn(id).expect("joined above");
@@ -191,7 +191,7 @@ impl World {
         self.close_mirror_end(ci, true);
         self.mirror.end_session(&mut self.model, &mut self.report)?;
         self.model.check_acked_applied("the session was sealed")?;
-        self.model.check_data(self.mirror.durable.data.bytes())?;
+        self.model.check_data(self.mirror.durable.data.area.bytes())?;
         self.prune();
         Ok(())
     }
@@ -244,7 +244,7 @@ impl World {
         }
         self.prune();
         self.model.check_acked_applied("crash and recovery")?;
-        self.model.check_data(self.mirror.durable.data.bytes())?;
+        self.model.check_data(self.mirror.durable.data.area.bytes())?;
         if self.mirror.durable.epoch.value() < self.model.fence() {
             return Err(format!(
                 "the mirror restarted at epoch {} after announcing epoch {}: a fenced primary \
