@@ -40,8 +40,9 @@
 //  - applier -> Forward::state: `apply::apply_locked` (`Forward::queue_applied`),
 //    `apply::reclaim_locked` (`Forward::min_acked`), `forward::pin_for_copy`
 //  - applier -> Checkpoint::state: every `Checkpoint` method that asks for the `Applier`
-//    (`plan`, `applied`, `to_reclaim`, `reclaimed`, `reset_to`)
-//  - applier -> a lane: `apply::release` (`Lanes::release`, under `apply::reclaim_locked`)
+//    (`plan`, `applied`, `reclaimed`, `reset_to`)
+//  - applier -> a lane: `apply::run` (`Lanes::freed`, once a `ReleaseTail` command made a
+//    log's tail persistent, under `apply::reclaim_locked`)
 //  - applier -> Store::lock: `apply::apply_locked` (`Store::write`, or `Store::try_write` from
 //    a lane thread, which becomes the applier only with `Checkpoint::try_applier`:
 //    `apply::apply_inline`)
@@ -55,7 +56,7 @@
 //  - log_create -> a lane: `Lanes::log_of`
 //
 // A lane that waits for log space (`lane::Receiver::take_slot`, `Checkpoint::wait_for_space`)
-// holds no lane: the checkpointer's `apply::release` needs it to free the space, and
+// holds no lane: the checkpointer's `Lanes::freed` needs it to free the space, and
 // `command::reset` takes Checkpoint::state -> a lane. `LaneRef::with` lets go of the lane when
 // its closure returns, so the wait cannot happen under it.
 //

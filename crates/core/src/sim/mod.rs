@@ -23,9 +23,11 @@
 //!   new primary's handshake arrives (sealing the old session first) and must then refuse every
 //!   handshake and frame of a lower one.
 //! - **Mirror crashes and power cuts.** The mirror's media (log areas, data area, and the
-//!   metadata: tails, applied sequence number, epoch) are volatile until persisted, as the daemon
-//!   persists them (a log range before an acknowledgement, the data before the watermark, each
-//!   metadata write at once): see `media`. A *process crash* (kill -9) loses the volatile state
+//!   metadata: tails, applied sequence number, epoch) are volatile until persisted: see `media`,
+//!   which implements the node's storage seam (`mojim_region::Media`). A log range is persisted
+//!   before an acknowledgement, as the daemon does; checkpoints run the node's own engine and
+//!   executor ([`crate::mirror`]) against these media, so the order of the data, the watermark
+//!   and the tails is the node's, not a copy of it. A *process crash* (kill -9) loses the volatile state
 //!   and keeps everything written; a *power cut* keeps only what was persisted and a random subset
 //!   of the rest, in whole cache lines and whole 8-byte words. The record being received and the
 //!   group being applied may be torn. On restart [`crate::recovery::recover`] runs and the
@@ -183,9 +185,8 @@ pub struct SimConfig {
     pub dead_ticks: u64,
     /// Groups the primary may have outstanding (sync points from many threads).
     pub window: usize,
-    /// Groups the checkpointer applies as one batch with [`crate::checkpoint::Checkpointer::plan`]
-    /// (data, then the watermark, then the tails, as the daemon does); 0 applies one group at a
-    /// time with `next` and `next_any`.
+    /// Groups the node's checkpoint engine ([`crate::mirror::CheckpointEngine`]) applies and
+    /// reclaims as one batch; 0 (as 1) applies one group at a time.
     pub apply_batch: usize,
     pub faults: FaultRates,
     pub sabotage: Sabotage,
