@@ -180,6 +180,8 @@ pub(super) struct SimData {
     /// the reclaim before it, still unwritten.
     queued: Vec<(u64, u64)>,
     late: Vec<(u64, u64)>,
+    /// The next write, write-back or store of the applied number fails, changing nothing.
+    fail_next: bool,
 }
 
 impl SimData {
@@ -190,13 +192,32 @@ impl SimData {
             fault,
             queued: Vec::new(),
             late: Vec::new(),
+            fail_next: false,
         }
+    }
+
+    /// No operation fails from now on.
+    pub fn disarm(&mut self) {
+        self.fail_next = false;
+    }
+
+    /// The next operation fails with an I/O error (see [`super::FaultRates::media_error_ppm`]).
+    pub fn fail_next(&mut self) {
+        self.fail_next = true;
+    }
+
+    fn failing(&mut self) -> io::Result<()> {
+        if std::mem::take(&mut self.fail_next) {
+            return Err(io::Error::other("simulated I/O error of the data area"));
+        }
+        Ok(())
     }
 
     /// The process died: write-backs it had not issued never will be.
     pub fn crashed(&mut self) {
         self.queued.clear();
         self.late.clear();
+        self.fail_next = false;
     }
 }
 
@@ -211,11 +232,13 @@ impl Media for SimData {
     }
 
     fn write(&mut self, offset: u64, src: Bytes<'_>) -> io::Result<()> {
+        self.failing()?;
         write_area(&mut self.area, offset, src);
         Ok(())
     }
 
     fn persist(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        self.failing()?;
         match self.fault {
             DataFault::None => self.area.persist(offset as usize, len as usize),
             DataFault::LatePersist => self.queued.push((offset, len)),
@@ -236,6 +259,7 @@ impl DataMedia for SimData {
 
     /// A store and a write-back of its line, as `RegionFile::set_applied_seq` does.
     fn set_applied_seq(&mut self, seq: u64) -> io::Result<()> {
+        self.failing()?;
         self.applied_seq.store(seq);
         if self.fault == DataFault::LatePersist {
             for (offset, len) in std::mem::take(&mut self.late) {

@@ -33,6 +33,9 @@
 //!   group being applied may be torn. On restart [`crate::recovery::recover`] runs and the
 //!   complete groups are applied. The range a group's acknowledgement persists is the one
 //!   [`crate::lane::MirrorLane::commit`] returns, the daemon's decision.
+//! - **Media errors.** The data area's media fails an operation now and then; the node's
+//!   engine must fail-stop (nothing applied, persisted or released after it), and the restart
+//!   that follows must lose nothing acknowledged.
 //! - **Bad input.** Bit flips, random bytes, wrong fields with valid checksums (a lower epoch
 //!   among them), and frames of earlier sessions and fenced primaries are slipped into the
 //!   streams; each must be refused and change nothing. So are the frames of a hostile peer that
@@ -141,6 +144,10 @@ pub struct FaultRates {
     pub promote_ppm: u32,
     /// A node's path to the mirror is cut, on one lane or all, in one direction or both.
     pub partition_ppm: u32,
+    /// The data area's media fails its next operation (a write, a write-back, the store of the
+    /// applied number) with an I/O error: the node's engine must fail-stop, and a restart lose
+    /// nothing acknowledged.
+    pub media_error_ppm: u32,
 }
 
 impl FaultRates {
@@ -158,6 +165,7 @@ impl FaultRates {
         recovery_crash_pct: 0,
         promote_ppm: 0,
         partition_ppm: 0,
+        media_error_ppm: 0,
     };
 }
 
@@ -238,6 +246,7 @@ impl SimConfig {
                 recovery_crash_pct: 25,
                 promote_ppm: 200 + 300 * storm,
                 partition_ppm: 300 + 500 * storm,
+                media_error_ppm: 20 + 200 * storm,
             },
             sabotage: Sabotage::None,
         }
@@ -327,6 +336,9 @@ pub struct SimReport {
     pub timeouts: u64,
     /// Handshakes of a fenced primary the mirror refused for their epoch.
     pub epoch_refusals: u64,
+    /// I/O errors of the data area's media, each of which fail-stopped the mirror's engine
+    /// (and the mirror was restarted).
+    pub fail_stops: u64,
     /// Groups a fenced primary issued after the mirror had adopted a higher epoch.
     pub fenced_groups: u64,
 }
@@ -364,6 +376,7 @@ impl SimReport {
         self.frames_lost += other.frames_lost;
         self.timeouts += other.timeouts;
         self.epoch_refusals += other.epoch_refusals;
+        self.fail_stops += other.fail_stops;
         self.fenced_groups += other.fenced_groups;
     }
 }
@@ -377,7 +390,8 @@ impl fmt::Display for SimReport {
              cuts losing {} unpersisted writes), torn writes {}, torn applies {}, bad frames injected {} (stale {}, replayed {}, resent on another lane {}, \
              numbered far ahead {}) refused {} ({} by the session's window), log-full waits {}; \
              promotions {}, partitions {} (frames lost {}, lanes timed out {}), stale-epoch handshakes \
-             refused {}, groups sent by fenced primaries {}",
+             refused {}, groups sent by fenced primaries {}; media errors that fail-stopped the \
+             mirror {}",
             self.steps,
             self.groups_sent,
             self.groups_acked,
@@ -408,7 +422,8 @@ impl fmt::Display for SimReport {
             self.frames_lost,
             self.timeouts,
             self.epoch_refusals,
-            self.fenced_groups
+            self.fenced_groups,
+            self.fail_stops
         )
     }
 }

@@ -130,6 +130,12 @@ impl World {
     fn step(&mut self) -> Check<()> {
         self.now += 1;
         let rates = self.cfg.faults;
+        if self.restart_if_failed()? {
+            return Ok(());
+        }
+        if self.rng.chance_ppm(rates.media_error_ppm) {
+            self.mirror.durable.data.fail_next();
+        }
         self.tick_network()?;
         self.stop_due();
         self.reconnect_due()?;
@@ -543,6 +549,8 @@ impl World {
     /// point.
     fn finish(&mut self) -> Check<()> {
         self.note("final drain: the network heals, old primaries stop".into());
+        self.mirror.durable.data.disarm();
+        self.restart_if_failed()?;
         let newest = self.nodes.len() - 1;
         for node in 0..self.nodes.len() {
             self.nodes[node].cuts.fill(Cut::default());
@@ -584,6 +592,18 @@ impl World {
         Ok(())
     }
 
+    /// The mirror's engine fail-stopped on a media error: the operator restarts the mirror, whose
+    /// recovery must lose nothing acknowledged. Returns whether it did.
+    pub(super) fn restart_if_failed(&mut self) -> Check<bool> {
+        if !self.mirror.failed() {
+            return Ok(false);
+        }
+        self.report.fail_stops += 1;
+        self.note("the data area failed: the mirror fail-stopped, and is restarted".into());
+        self.crash(CrashPoint::Clean, false)?;
+        Ok(true)
+    }
+
     /// Runs the network and the checkpointer, without new faults, until nothing is in flight and
     /// every session is either open at both ends or closed at both (an end left alone notices by
     /// the close or by its timeout).
@@ -609,6 +629,7 @@ impl World {
                 }
             }
             self.mirror.checkpoint(self.now, true, &mut self.model)?;
+            progress |= self.restart_if_failed()?;
             // Applying (here, or when a full log triggered it during delivery) frees space.
             progress |= self.model.counts().3 != applied_before;
             self.mirror.check_consistent()?;

@@ -190,6 +190,9 @@ impl World {
         }
         self.close_mirror_end(ci, true);
         self.mirror.end_session(&mut self.model, &mut self.report)?;
+        if self.restart_if_failed()? {
+            return Ok(());
+        }
         self.model.check_acked_applied("the session was sealed")?;
         self.model.check_data(self.mirror.durable.data.area.bytes())?;
         self.prune();
