@@ -214,7 +214,7 @@ fn stuck_reader(c: &Cluster, len: u64) -> AnyConn {
     let hello = raw::hello(PeerRole::Admin, ([0; 16], 0), 0, 0, 0);
     let (mut s, _) = raw::handshake(&c.mirror_addr(), &hello, &c.secret().0);
     let req = Request::Read { offset: 0, len }.encode();
-    let header = mojim::net::frame_header(FrameKind::Request, 0, &req);
+    let header = mojim_transport::frames::frame_header(FrameKind::Request, 0, &req);
     s.write_all(&header).and_then(|_| s.write_all(&req)).expect("send the read request");
     s
 }

@@ -64,6 +64,16 @@ pub enum PeerRole {
     Mirror = 3,
 }
 
+/// Who the region is: shared by every replica, and checked at every handshake (a Hello's
+/// `region_uuid` and `region_size`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionId {
+    /// The region's identity (`[region] uuid`).
+    pub uuid: [u8; 16],
+    /// Bytes in the data area (`[region] size`).
+    pub size: u64,
+}
+
 /// The connecting side's introduction.
 ///
 /// ```text

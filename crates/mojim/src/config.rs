@@ -655,14 +655,7 @@ pub struct SecuritySection {
     pub crl_file: String,
 }
 
-/// Who the region is: shared by every replica.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RegionId {
-    /// The region's identity (`[region] uuid`).
-    pub uuid: [u8; 16],
-    /// Bytes in the data area (`[region] size`).
-    pub size: u64,
-}
+pub use mojim_format::handshake::RegionId;
 
 /// Settings shared by both roles (`[limits]`, checked).
 #[derive(Clone, Debug)]
@@ -781,7 +774,7 @@ pub fn format_uuid(u: &[u8; 16]) -> String {
 /// A fresh random UUID (version 4).
 pub fn random_uuid() -> [u8; 16] {
     let mut u = [0u8; 16];
-    crate::random::fill(&mut u);
+    mojim_transport::random::fill(&mut u);
     u[6] = (u[6] & 0x0f) | 0x40;
     u[8] = (u[8] & 0x3f) | 0x80;
     u

@@ -101,6 +101,17 @@ impl Error {
     }
 }
 
+impl From<mojim_transport::connect::ConnectError> for Error {
+    fn from(e: mojim_transport::connect::ConnectError) -> Error {
+        use mojim_transport::connect::ConnectError;
+        match e {
+            ConnectError::Io { op, source } => Error::Io { op, source },
+            ConnectError::Refused { peer, code, message } => Error::Refused { peer, code, message },
+            ConnectError::Handshake { peer, source } => Error::Handshake { peer, source },
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

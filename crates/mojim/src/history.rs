@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 /// A random, non-zero generation id.
 pub fn new_generation() -> u64 {
-    crate::random::u64() | 1
+    mojim_transport::random::u64() | 1
 }
 
 /// How a mirror is brought up to date.

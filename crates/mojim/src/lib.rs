@@ -17,18 +17,11 @@
 #![warn(missing_docs)]
 
 pub mod config;
-// Wire plumbing shared with `mojim-node` and the tools, not a stable API.
-#[doc(hidden)]
-pub mod connect;
 pub mod coord;
 pub mod error;
 pub mod history;
-#[doc(hidden)]
-pub mod net;
 pub mod nvmm;
 pub mod primary;
-#[doc(hidden)]
-pub mod random;
 mod region_lock;
 pub mod size;
 

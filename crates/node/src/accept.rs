@@ -3,7 +3,6 @@
 use super::pending::{source, Pending};
 use super::refused::Refused;
 use super::{lane, session, status, Shared};
-use mojim::net::{frame_header, read_frame, send, timed_out, write_frame, ReadBy, ReadError, WriteBy};
 use mojim_core::encode::SessionTag;
 use mojim_core::handshake::{Identity, Refusal, ServerHandshake};
 use mojim_format::handshake::{
@@ -12,6 +11,9 @@ use mojim_format::handshake::{
 };
 use mojim_format::log::LOG_HEADER_SIZE;
 use mojim_format::{FrameHeader, FrameKind};
+use mojim_transport::frames::{
+    frame_header, read_frame, send, timed_out, write_frame, ReadBy, ReadError, WriteBy,
+};
 use mojim_transport::{Conn, PeerIdentity, RecordMac, Role, Transport};
 use std::io::Write;
 use std::sync::atomic::Ordering;
@@ -280,7 +282,7 @@ fn accept_handshake<C: Conn>(
     tls: bool,
 ) -> Result<Hello, (Refused, String)> {
     let mut nonce = [0u8; NONCE_SIZE];
-    mojim::random::fill(&mut nonce);
+    mojim_transport::random::fill(&mut nonce);
     let mut hs = ServerHandshake::new(secret, nonce);
     let mut body = Vec::with_capacity(256);
     let h = read_step(conn, deadline, &mut body, "Hello").map_err(|(e, m)| {

@@ -2,11 +2,11 @@
 
 use crate::MirrorStatus;
 use mojim::config::{RegionId, Secret};
-use mojim::connect::{connect, Intro};
 use mojim::error::{Error, Result};
-use mojim::net::{read_frame, send};
 use mojim_format::handshake::{decode_refuse, read_reply_len, PeerRole, Request};
 use mojim_format::FrameKind;
+use mojim_transport::connect::{connect, Intro};
+use mojim_transport::frames::{read_frame, send};
 use mojim_transport::{AnyConn, AnyTransport, Conn, Transport};
 use std::time::Duration;
 
@@ -55,7 +55,7 @@ impl<C: Conn> AdminClient<C> {
             generation: 0,
             place: false,
         };
-        let (conn, _) = connect(transport, addr, timeout, secret, &intro)?;
+        let (conn, _) = connect(transport, addr, timeout, &secret.0, &intro)?;
         Ok(AdminClient { conn, addr: addr.to_string(), body: Vec::new() })
     }
 
@@ -176,12 +176,12 @@ mod tests {
             let mut body = Vec::new();
             let h = read_frame(&mut conn, REFUSE_MAX, &mut body).expect("a Hello");
             let challenge = hs.on_hello(&h, &body).expect("a valid Hello");
-            mojim::net::write_frame(&mut conn, &challenge.header, &challenge.body)
+            mojim_transport::frames::write_frame(&mut conn, &challenge.header, &challenge.body)
                 .expect("send the Challenge");
             let h = read_frame(&mut conn, REFUSE_MAX, &mut body).expect("a Proof");
             let me = Identity { region_uuid: [0; 16], region_size: 0, epoch: 1, max_lanes: 8 };
             let accepted = hs.on_proof(&h, &body, &me).expect("the operator proves the secret");
-            mojim::net::write_frame(&mut conn, &accepted.proof.header, &accepted.proof.body)
+            mojim_transport::frames::write_frame(&mut conn, &accepted.proof.header, &accepted.proof.body)
                 .expect("send the Proof");
             send(&mut conn, FrameKind::Welcome, 0, &Welcome::default().encode()).expect("send the Welcome");
             read_frame(&mut conn, REFUSE_MAX, &mut body).expect("a Request");

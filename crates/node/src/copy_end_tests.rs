@@ -11,10 +11,10 @@
 use crate::test_peer::{node_options, primary_options, region, region_with_history, wait_for, Scratch};
 use crate::Mirror;
 use mojim::config::Heartbeat;
-use mojim::net::read_frame;
 use mojim::Primary;
 use mojim_format::handshake::Hello;
 use mojim_format::FrameKind;
+use mojim_transport::frames::read_frame;
 use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::{mpsc, Arc, Mutex};

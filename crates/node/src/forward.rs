@@ -13,7 +13,6 @@
 use super::forward_error::ForwardError;
 use super::Shared;
 use mojim::config::RegionId;
-use mojim::connect::{connect, Intro};
 use mojim_core::checkpoint::GroupRef;
 use mojim_core::encode::{copy_header, SessionTag};
 use mojim_format::handshake::PeerRole;
@@ -21,6 +20,7 @@ use mojim_format::handshake::Welcome;
 use mojim_format::log::record_at_verified;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::MapSlice;
+use mojim_transport::connect::{connect, Intro};
 use mojim_transport::{Conn, Transport};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -487,14 +487,14 @@ fn open_session<T: Transport>(
         role: PeerRole::Mirror,
         region: RegionId { uuid: s.opts.region.uuid, size: s.opts.region.size },
         epoch: s.session.epoch(),
-        session: mojim::random::u64() | 1,
+        session: mojim_transport::random::u64() | 1,
         lane: 0,
         lanes: 1,
         max_frame: super::MAX_FRAME_LIMIT,
         generation: s.data.area().generation().map(|g| g.0).unwrap_or(0),
         place: false,
     };
-    let (conn, welcome) = connect(t, addr, Duration::from_secs(5), &s.opts.secret, &intro)?;
+    let (conn, welcome) = connect(t, addr, Duration::from_secs(5), &s.opts.secret.0, &intro)?;
     Ok((conn, welcome, intro))
 }
 

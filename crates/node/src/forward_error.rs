@@ -72,6 +72,13 @@ impl fmt::Display for ForwardError {
 
 impl std::error::Error for ForwardError {}
 
+impl From<mojim_transport::connect::ConnectError> for ForwardError {
+    /// A failure to reach the backup, blamed as the library's errors are.
+    fn from(e: mojim_transport::connect::ConnectError) -> ForwardError {
+        ForwardError::from(Error::from(e))
+    }
+}
+
 impl From<Error> for ForwardError {
     /// A failure to reach the backup, blamed by its kind, with its message.
     fn from(e: Error) -> ForwardError {

@@ -61,7 +61,7 @@ pub(crate) fn run<C: Conn>(
         // Tell the primary why before closing: its sync fails with this message.
         let mut body = Vec::new();
         encode_refuse(RefuseCode::Storage, msg, &mut body);
-        if mojim::net::send(conn, FrameKind::Refuse, 0, &body).is_ok() {
+        if mojim_transport::frames::send(conn, FrameKind::Refuse, 0, &body).is_ok() {
             drain(conn);
         }
     }
@@ -79,7 +79,7 @@ fn drain<C: Conn>(conn: &mut C) {
         match conn.read(&mut buf) {
             Ok(0) => return,
             Ok(_) => {}
-            Err(e) if mojim::net::timed_out(&e) => {}
+            Err(e) if mojim_transport::frames::timed_out(&e) => {}
             Err(_) => return,
         }
     }
@@ -88,7 +88,7 @@ fn drain<C: Conn>(conn: &mut C) {
 /// A heartbeat, telling the primary where the lane's log is free (`tail`: it places records
 /// on a placed lane); `probe`: the probe number of the Heartbeat it answers (0: sent unasked).
 fn heartbeat<C: Conn>(conn: &mut C, tag: SessionTag, tail: u64, probe: u64) -> std::io::Result<()> {
-    mojim::net::write_frame(conn, &heartbeat_answer(tag, tail, probe), &[])
+    mojim_transport::frames::write_frame(conn, &heartbeat_answer(tag, tail, probe), &[])
 }
 
 fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag, placed: Option<Option<RecordMac>>) -> LaneEnd {
@@ -196,7 +196,7 @@ impl<C: Conn> Receiver<'_, C> {
         if let Err(e) = self.rx.read_exact(hb) {
             return Err(LaneEnd::Closed(if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 "end of stream".into()
-            } else if mojim::net::timed_out(&e) {
+            } else if mojim_transport::frames::timed_out(&e) {
                 format!(
                     "the peer sent nothing for the heartbeat timeout ({:?})",
                     self.s.opts.heartbeat.timeout
@@ -346,7 +346,7 @@ impl<C: Conn> Receiver<'_, C> {
             return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));
         }
         let ack = ack_header_with_tail(self.tag, g.seq, self.lane.tail());
-        if let Err(e) = mojim::net::write_frame(*self.rx.get_mut(), &ack, &[]) {
+        if let Err(e) = mojim_transport::frames::write_frame(*self.rx.get_mut(), &ack, &[]) {
             return Err(LaneEnd::Closed(format!("send ack: {e}")));
         }
         if due {
@@ -390,8 +390,12 @@ fn receive_copy<C: Conn>(
         Err(BodyError::Checksum { .. }) => {
             super::session::copy_rejected(s, h.session, h.offset, len).map_err(LaneEnd::Violation)?;
             s.stats.copy_retried();
-            return mojim::net::write_frame(*rx.get_mut(), &copy_retry_header(tag, h.offset, len), &[])
-                .map_err(|e| LaneEnd::Closed(format!("send copy retry: {e}")));
+            return mojim_transport::frames::write_frame(
+                *rx.get_mut(),
+                &copy_retry_header(tag, h.offset, len),
+                &[],
+            )
+            .map_err(|e| LaneEnd::Closed(format!("send copy retry: {e}")));
         }
         Err(e) => return Err(LaneEnd::Violation(Violation::Body(e))),
     }

@@ -2,9 +2,9 @@
 //! reasons `mojim status` counts (`refused_handshakes`) and the metric
 //! `mojim_refused_handshakes_total{reason}` labels.
 
-use mojim::net::{timed_out, ReadError};
 use mojim_format::handshake::RefuseCode;
 use mojim_format::FrameError;
+use mojim_transport::frames::{timed_out, ReadError};
 use std::io::ErrorKind;
 
 /// One reason a connection or lane was refused.

@@ -4,12 +4,12 @@
 
 use super::{MirrorHandle, MirrorOptions, Shared};
 use mojim::config::{Heartbeat, Limits, Mode, OnMirrorLoss, RegionId, Secret};
-use mojim::connect::{connect, Intro};
-use mojim::net::{read_frame, timed_out, write_frame, ReadError};
 use mojim::{FailurePolicy, Primary, PrimaryOptions};
 use mojim_core::encode::{data_header, FramePlan, SessionTag};
 use mojim_format::handshake::{PeerRole, Welcome};
 use mojim_format::{FrameHeader, FrameKind};
+use mojim_transport::connect::{connect, Intro};
+use mojim_transport::frames::{read_frame, timed_out, write_frame, ReadError};
 use mojim_transport::{Conn, MemConn, MemTransport};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -166,8 +166,8 @@ pub fn join(net: &MemTransport, addr: &str, region: RegionId, session: u64, lane
         generation: 0,
         place: false,
     };
-    let (conn, welcome) = connect(net, addr, Duration::from_secs(10), &Secret(SECRET.to_vec()), &intro)
-        .expect("join the session");
+    let (conn, welcome) =
+        connect(net, addr, Duration::from_secs(10), SECRET, &intro).expect("join the session");
     conn.set_recv_timeout(Some(Duration::from_secs(10))).expect("set the receive timeout");
     let tag = SessionTag { session, epoch: welcome.epoch, lane };
     Lane { conn, tag, welcome }

@@ -962,7 +962,7 @@ fn vulnerable(a: &BenchArgs, exe: &Path, round: usize, dir: &Path) -> Result<Vul
     let p = Primary::open(&o)?;
     let piece = 1u64 << 20;
     let mut buf = vec![0u8; piece as usize];
-    let mut rng = XorShift(mojim::random::u64() | 1);
+    let mut rng = XorShift(mojim_transport::random::u64() | 1);
     for off in (0..a.region_size).step_by(piece as usize) {
         for w in buf.chunks_mut(8) {
             w.copy_from_slice(&rng.next().to_le_bytes());

@@ -507,7 +507,7 @@ impl<'a> Round<'a> {
     fn new(a: &'a BenchArgs, round: usize) -> Result<Round<'a>> {
         let dir = Scratch::create(a.dir.join(format!("mojim-resync-{}-{round}", std::process::id())))?;
         let id = RegionId { uuid: mojim::config::random_uuid(), size: a.region_size };
-        let mut rng = XorShift(mojim::random::u64() | 1);
+        let mut rng = XorShift(mojim_transport::random::u64() | 1);
         let total = a.region_size / CHUNK;
         let n = ((total as f64 * a.resync.changed / 100.0).ceil() as u64).clamp(1, total);
         let chunks = pick_chunks(total, n, &mut rng);

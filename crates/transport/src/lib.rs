@@ -11,8 +11,11 @@
 #![forbid(unsafe_code)]
 
 mod any;
+pub mod connect;
+pub mod frames;
 pub mod mem;
 mod peer_memory;
+pub mod random;
 pub mod record_mac;
 pub mod shm;
 #[cfg(test)]

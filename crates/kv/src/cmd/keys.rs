@@ -423,7 +423,7 @@ pub(super) fn move_key<M: Mem>(
 /// RANDOMKEY: a live key of the database, drawn at random; a null when there is none.
 pub(super) fn random_key<M: Mem>(cx: &mut Cx<M>, r: &mut Reply) -> Result<(), StoreError> {
     let mut seed = [0u8; 16];
-    mojim::random::fill(&mut seed);
+    mojim_transport::random::fill(&mut seed);
     let r0 = u64::from_le_bytes(seed[..8].try_into().expect("8 bytes"));
     let r1 = u64::from_le_bytes(seed[8..].try_into().expect("8 bytes"));
     let mut key = Vec::new();

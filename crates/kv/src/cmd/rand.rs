@@ -12,7 +12,7 @@ thread_local! {
 
 fn seed() -> [u64; 4] {
     let mut b = [0u8; 32];
-    mojim::random::fill(&mut b);
+    mojim_transport::random::fill(&mut b);
     let mut s = [0u64; 4];
     for (i, w) in s.iter_mut().enumerate() {
         *w = u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes"));

@@ -29,7 +29,7 @@ impl KeyHasher {
     /// A hasher under a fresh random key (for a store being made).
     pub fn random() -> KeyHasher {
         let mut b = [0u8; 16];
-        mojim::random::fill(&mut b);
+        mojim_transport::random::fill(&mut b);
         KeyHasher::from_bytes(&b)
     }
 

@@ -5,7 +5,6 @@
 //! woken. The primary replaces it with a new link (see `resync.rs`).
 
 use super::stage::Stage;
-use crate::connect::{connect, Intro};
 use crate::error::{Error, Result};
 use mojim_core::encode::{
     self, data_header_with_checksum, placed_data_header, GroupLimits, GroupShape, SessionTag,
@@ -18,6 +17,7 @@ use mojim_format::handshake::{decode_refuse, LogWindow, PeerRole, Welcome, LOG_B
 use mojim_format::log::record_size;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::{MapSlice, RegionFile};
+use mojim_transport::connect::{connect, Intro};
 use mojim_transport::{Conn, PeerMemory, RecordMac, Transport};
 use std::io::IoSlice;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -240,8 +240,8 @@ fn take_log<C: Conn>(
 ) -> Result<Option<Placed>> {
     let lost = |what: String| Error::MirrorLost { reason: format!("{target}: {what}") };
     let mut body = Vec::with_capacity(LOG_BODY_MAX);
-    let mut by = crate::net::ReadBy { conn: &mut *conn, deadline: Instant::now() + timeout };
-    let h = crate::net::read_frame(&mut by, LOG_BODY_MAX, &mut body)
+    let mut by = mojim_transport::frames::ReadBy { conn: &mut *conn, deadline: Instant::now() + timeout };
+    let h = mojim_transport::frames::read_frame(&mut by, LOG_BODY_MAX, &mut body)
         .map_err(|e| lost(format!("no Log frame after the Welcome within {timeout:?}: {e}")))?;
     if h.kind != FrameKind::Log {
         return Err(lost(format!("sent a {:?} frame where the Log frame after the Welcome goes", h.kind)));
@@ -304,7 +304,7 @@ impl<C: Conn> Link<C> {
         generation: u64,
     ) -> Result<Link<C>> {
         let id = RegionId { uuid: region.uuid(), size: region.size() };
-        let session = crate::random::u64() | 1;
+        let session = mojim_transport::random::u64() | 1;
         let targets: Vec<&String> = std::iter::once(&opts.mirror).chain(&opts.broadcast).collect();
         if targets.len() > MAX_REPLICAS {
             return Err(Error::Config(format!(
@@ -333,7 +333,7 @@ impl<C: Conn> Link<C> {
                     place: opts.place_records,
                 };
                 let (mut conn, welcome) =
-                    connect(transport, target, opts.connect_timeout, &opts.secret, &intro)?;
+                    connect(transport, target, opts.connect_timeout, &opts.secret.0, &intro)?;
                 let placed = if intro.place {
                     take_log(&mut conn, target, opts.connect_timeout, session, lane)?
                 } else {
@@ -877,7 +877,7 @@ impl<C: Conn> Link<C> {
             }
             let mut hb = [0u8; FRAME_HEADER_SIZE];
             if let Err(e) = rx.read_exact(&mut hb) {
-                let why = if crate::net::timed_out(&e) {
+                let why = if mojim_transport::frames::timed_out(&e) {
                     "no heartbeat or acknowledgement within the heartbeat timeout".to_string()
                 } else {
                     e.to_string()

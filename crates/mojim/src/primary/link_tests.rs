@@ -8,13 +8,13 @@ use super::stage::Stage;
 use super::{FailurePolicy, Primary, PrimaryOptions};
 use crate::config::{Heartbeat, Limits, Mode, OnMirrorLoss, Secret};
 use crate::error::Error;
-use crate::net::{read_frame, write_frame};
 use mojim_core::encode::{ack_header, check_group, SessionTag};
 use mojim_core::handshake::{Identity, ServerHandshake};
 use mojim_core::Range;
 use mojim_format::handshake::{encode_refuse, Hello, RefuseCode, Welcome, NONCE_SIZE, REFUSE_MAX};
 use mojim_format::{FrameHeader, FrameKind};
 use mojim_region::RegionFile;
+use mojim_transport::frames::{read_frame, write_frame};
 use mojim_transport::{Conn, MemConn, MemListener, MemTransport, Transport};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -120,11 +120,13 @@ impl PeerLane {
         let me = Identity { region_uuid: UUID, region_size: SIZE, epoch: 1, max_lanes: 8 };
         let accepted = hs.on_proof(&h, &body, &me).expect("the primary proves the secret");
         write_frame(&mut conn, &accepted.proof.header, &accepted.proof.body).expect("send the Proof");
-        crate::net::send(&mut conn, FrameKind::Welcome, 0, &welcome.encode()).expect("send the Welcome");
+        mojim_transport::frames::send(&mut conn, FrameKind::Welcome, 0, &welcome.encode())
+            .expect("send the Welcome");
         // A primary asks to place its records; over memory there is nothing to share: declined.
         assert!(accepted.hello.place, "a primary's lane asks to place its records");
         let declined = mojim_format::handshake::LogWindow::default();
-        crate::net::send(&mut conn, FrameKind::Log, 0, &declined.encode()).expect("send the Log frame");
+        mojim_transport::frames::send(&mut conn, FrameKind::Log, 0, &declined.encode())
+            .expect("send the Log frame");
         PeerLane { conn, hello: accepted.hello }
     }
 
@@ -312,7 +314,7 @@ fn a_refusal_fails_the_session_with_the_mirrors_reason() {
     let _ = peers[0].read();
     let mut body = Vec::new();
     encode_refuse(RefuseCode::Storage, "the log device failed", &mut body);
-    crate::net::send(&mut peers[0].conn, FrameKind::Refuse, 0, &body).expect("refuse");
+    mojim_transport::frames::send(&mut peers[0].conn, FrameKind::Refuse, 0, &body).expect("refuse");
     peers[0].conn.shutdown();
     let e = link.wait(0, seq).expect_err("refused");
     assert_eq!(e, LinkError::Refused("mirror refused the session (Storage): the log device failed".into()));

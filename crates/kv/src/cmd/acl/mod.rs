@@ -473,7 +473,7 @@ pub fn run<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> 
                 256
             };
             let mut bytes = vec![0u8; bits.div_ceil(8)];
-            mojim::random::fill(&mut bytes);
+            mojim_transport::random::fill(&mut bytes);
             let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
             r.bulk(&hex.as_bytes()[..bits.div_ceil(4)]);
         }

@@ -273,7 +273,7 @@ pub(super) struct Rng(u64);
 impl Rng {
     pub fn new() -> Rng {
         let mut b = [0u8; 8];
-        mojim::random::fill(&mut b);
+        mojim_transport::random::fill(&mut b);
         Rng(u64::from_le_bytes(b))
     }
 

@@ -1,13 +1,14 @@
 //! Whole frames over a connection: for the handshake and administrative traffic. The data path
 //! reads headers and bodies itself, straight into log slots.
 //!
-//! This is the wire plumbing shared with `mojim-node` and the tools, not a stable API: an
-//! application never needs it, since [`crate::Primary`] speaks the protocol itself.
+//! The primary's link, the node's acceptor and lanes, and the operator's tools all speak frames
+//! through these functions; an application never needs them, since `mojim::Primary` speaks
+//! the protocol itself.
 
+use crate::Conn;
 use mojim_format::checksum::crc32c;
 use mojim_format::frame::{BodyError, FrameError};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
-use mojim_transport::Conn;
 use std::fmt;
 use std::io::{self, IoSlice, Read, Write};
 use std::time::Instant;

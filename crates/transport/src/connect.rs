@@ -1,17 +1,71 @@
-//! The connecting side of the handshake, for primaries and operators' tools.
-//!
-//! This is the wire plumbing shared with `mojim-node` and the tools, not a stable API: an
-//! application never needs it, since [`crate::Primary`] connects by itself.
+//! The connecting side of the handshake: a primary's lanes, a mirror feeding its backups, and
+//! operators' tools. An application never calls it, since `mojim::Primary` connects by itself.
 
-use crate::config::{RegionId, Secret};
-use crate::error::{Error, Result};
-use crate::net::{read_frame, timed_out, write_frame, ReadBy, ReadError};
+use crate::frames::{read_frame, timed_out, write_frame, ReadBy, ReadError};
+use crate::{Conn, Transport};
 use mojim_core::handshake::{ClientHandshake, HandshakeError};
-use mojim_format::handshake::{Hello, PeerRole, Welcome, NONCE_SIZE, REFUSE_MAX};
+use mojim_format::handshake::{Hello, PeerRole, RefuseCode, RegionId, Welcome, NONCE_SIZE, REFUSE_MAX};
 use mojim_format::FrameHeader;
-use mojim_transport::{Conn, Transport};
-use std::io::ErrorKind;
+use std::fmt;
+use std::io::{self, ErrorKind};
 use std::time::{Duration, Instant};
+
+/// Why a connection was not made: the network or a silent peer, the peer's refusal, or a
+/// handshake the peer got wrong (or this side's secret did not match).
+#[derive(Debug)]
+pub enum ConnectError {
+    /// Connecting, sending or receiving failed, or an answer did not come in time (`op` says
+    /// which step, and the error says what to check).
+    Io {
+        /// The step that failed, naming the peer.
+        op: String,
+        /// What failed.
+        source: io::Error,
+    },
+    /// The peer refused this side and said why.
+    Refused {
+        /// The peer's address.
+        peer: String,
+        /// Why, as a code.
+        code: RefuseCode,
+        /// What the peer said.
+        message: String,
+    },
+    /// The handshake failed: a malformed answer, or proofs that did not match (the secret).
+    Handshake {
+        /// The peer's address.
+        peer: String,
+        /// What went wrong.
+        source: HandshakeError,
+    },
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnectError::Io { op, source } => write!(f, "{op}: {source}"),
+            ConnectError::Refused { peer, code, message } => {
+                write!(f, "{peer} refused the connection ({code:?}): {message}")
+            }
+            ConnectError::Handshake { peer, source } => write!(f, "handshake with {peer} failed: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConnectError::Io { source, .. } => Some(source),
+            ConnectError::Handshake { source, .. } => Some(source),
+            ConnectError::Refused { .. } => None,
+        }
+    }
+}
+
+fn io_error(op: impl Into<String>) -> impl FnOnce(io::Error) -> ConnectError {
+    let op = op.into();
+    move |source| ConnectError::Io { op, source }
+}
 
 /// What a connection is for.
 #[derive(Clone, Copy, Debug)]
@@ -43,10 +97,10 @@ pub fn connect<T: Transport>(
     transport: &T,
     addr: &str,
     timeout: Duration,
-    secret: &Secret,
+    secret: &[u8],
     intro: &Intro,
-) -> Result<(T::Conn, Welcome)> {
-    let mut conn = transport.connect(addr, timeout).map_err(Error::io(format!("connect to {addr}")))?;
+) -> Result<(T::Conn, Welcome), ConnectError> {
+    let mut conn = transport.connect(addr, timeout).map_err(io_error(format!("connect to {addr}")))?;
     let mut nonce = [0u8; NONCE_SIZE];
     crate::random::fill(&mut nonce);
     let hello = Hello {
@@ -62,18 +116,20 @@ pub fn connect<T: Transport>(
         generation: intro.generation,
         place: intro.place,
     };
-    let mut hs = ClientHandshake::new(&hello, &secret.0);
+    let mut hs = ClientHandshake::new(&hello, secret);
     let peer = addr.to_string();
     let fail = |source: HandshakeError| match source {
-        HandshakeError::Refused { code, message } => Error::Refused { peer: peer.clone(), code, message },
-        source => Error::Handshake { peer: peer.clone(), source },
+        HandshakeError::Refused { code, message } => {
+            ConnectError::Refused { peer: peer.clone(), code, message }
+        }
+        source => ConnectError::Handshake { peer: peer.clone(), source },
     };
     let out = hs.hello();
-    write_frame(&mut conn, &out.header, &out.body).map_err(Error::io(format!("send Hello to {addr}")))?;
+    write_frame(&mut conn, &out.header, &out.body).map_err(io_error(format!("send Hello to {addr}")))?;
     let mut body = Vec::with_capacity(REFUSE_MAX);
     let h = read_reply(&mut conn, addr, timeout, &mut body, "Challenge", "is a Mojim node listening there?")?;
     let proof = hs.on_challenge(&h, &body).map_err(fail)?;
-    write_frame(&mut conn, &proof.header, &proof.body).map_err(Error::io(format!("send Proof to {addr}")))?;
+    write_frame(&mut conn, &proof.header, &proof.body).map_err(io_error(format!("send Proof to {addr}")))?;
     // The node proves the secret as soon as it has checked this side's proof.
     let h = read_reply(&mut conn, addr, timeout, &mut body, "Proof", "is the node stalled?")?;
     hs.on_proof(&h, &body).map_err(fail)?;
@@ -94,7 +150,7 @@ pub fn connect<T: Transport>(
     };
     let h = read_reply(&mut conn, addr, timeout, &mut body, "answer after the Proofs", hint)?;
     let welcome = hs.on_verdict(&h, &body).map_err(fail)?;
-    conn.set_recv_timeout(None).map_err(Error::io("clear timeout"))?;
+    conn.set_recv_timeout(None).map_err(io_error("clear timeout"))?;
     Ok((conn, welcome))
 }
 
@@ -107,9 +163,9 @@ fn read_reply<C: Conn>(
     body: &mut Vec<u8>,
     what: &str,
     hint: &str,
-) -> Result<FrameHeader> {
+) -> Result<FrameHeader, ConnectError> {
     let mut by = ReadBy { conn, deadline: Instant::now() + timeout };
-    read_frame(&mut by, REFUSE_MAX, body).map_err(|e| Error::Io {
+    read_frame(&mut by, REFUSE_MAX, body).map_err(|e| ConnectError::Io {
         op: format!("handshake with {addr}"),
         source: match e {
             ReadError::Io(e) if timed_out(&e) => {
@@ -123,9 +179,9 @@ fn read_reply<C: Conn>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{MemConn, MemTransport};
     use mojim_core::handshake::{Identity, ServerHandshake};
     use mojim_format::FrameKind;
-    use mojim_transport::{MemConn, MemTransport};
     use std::io::Write;
 
     fn intro(role: PeerRole) -> Intro {
@@ -150,8 +206,7 @@ mod tests {
         let addr = t.local_addr(&listener).expect("addr");
         std::thread::scope(|s| {
             s.spawn(|| serve(t.accept(&listener).expect("accept")));
-            let secret = Secret(b"a secret".to_vec());
-            match connect(&t, &addr, Duration::from_millis(300), &secret, &intro(role)) {
+            match connect(&t, &addr, Duration::from_millis(300), b"a secret", &intro(role)) {
                 Ok(_) => panic!("the handshake with a stalled peer succeeded"),
                 Err(e) => e.to_string(),
             }

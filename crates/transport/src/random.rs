@@ -1,6 +1,6 @@
 //! Randomness from the operating system (nonces, session ids, UUIDs).
 //!
-//! A helper shared with `mojim-node` and the tools, not a stable API.
+//! Shared by the primary, the node (handshake nonces, session ids), `mojim kv` and the tools.
 
 /// Fills `buf` with random bytes from the kernel.
 pub fn fill(buf: &mut [u8]) {
