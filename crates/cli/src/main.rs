@@ -818,11 +818,12 @@ fn status(a: StatusArgs) -> mojim::Result<()> {
             ", full copy sent, not yet confirmed landed by the backup".to_string()
         };
         println!(
-            "backup          {} {} acked {} lag {} groups{}{copy}",
+            "backup          {} {} acked {} lag {} groups, {:.3} s{}{copy}",
             b.addr,
             if b.connected { "connected" } else { "down" },
             b.acked_seq,
             b.lag_groups,
+            b.lag_seconds,
             b.error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default()
         );
     }
