@@ -558,6 +558,7 @@ pub(crate) fn serve_then(a: ServeArgs, then: impl FnOnce(&str) -> mojim::Result<
     if let Some(n) = a.node {
         opts.node = n;
     }
+    opts.check_backups()?;
     if opts.backups.contains(&opts.listen) {
         return Err(Error::Config(format!(
             "this node listens on {} and names itself as its own backup; each node's [mirror] backups \
