@@ -558,6 +558,7 @@ pub(crate) fn serve_then(a: ServeArgs, then: impl FnOnce(&str) -> mojim::Result<
     if let Some(n) = a.node {
         opts.node = n;
     }
+    opts.check_backups()?;
     if opts.backups.contains(&opts.listen) {
         return Err(Error::Config(format!(
             "this node listens on {} and names itself as its own backup; each node's [mirror] backups \
@@ -818,11 +819,12 @@ fn status(a: StatusArgs) -> mojim::Result<()> {
             ", full copy sent, not yet confirmed landed by the backup".to_string()
         };
         println!(
-            "backup          {} {} acked {} lag {} groups{}{copy}",
+            "backup          {} {} acked {} lag {} groups, {:.3} s{}{copy}",
             b.addr,
             if b.connected { "connected" } else { "down" },
             b.acked_seq,
             b.lag_groups,
+            b.lag_seconds,
             b.error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default()
         );
     }

@@ -44,23 +44,14 @@ fn mirror_opts(dir: &Path, id: RegionId) -> MirrorOptions {
 
 fn primary_opts(dir: &Path, addr: &str, mode: Mode, lanes: u16) -> PrimaryOptions {
     PrimaryOptions {
-        metrics_listen: None,
         region_path: dir.join("region.mojim"),
         mode,
         mirror: addr.into(),
         lanes,
         secret: Secret(b"test-secret".to_vec()),
-        tls: None,
         limits: Limits { max_frame: 4096, max_ranges: 64 },
         async_window: 16,
-        connect_timeout: Duration::from_secs(5),
-        busy_poll: Duration::ZERO,
-        place_records: true,
-        broadcast: Vec::new(),
-        failure: Default::default(),
-        coordinator: None,
-        node: String::new(),
-        nvmm: Default::default(),
+        ..PrimaryOptions::default()
     }
 }
 

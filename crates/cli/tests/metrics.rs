@@ -190,3 +190,59 @@ fn a_prometheus_server_scrapes_the_node() {
     assert!(found >= 30.0);
     drop(p);
 }
+
+/// A backup frozen (SIGSTOP) while the primary syncs falls behind in time: its lag in seconds,
+/// in status and on the metrics page, grows above 0 while it is frozen, and is 0 again once it
+/// runs (SIGCONT) and catches up.
+#[test]
+fn a_frozen_backups_lag_in_seconds_grows_then_returns_to_zero() {
+    let mut c = Cluster::new("metrics_backup_lag", 1 << 20, |f| f.metrics.listen = "127.0.0.1:0".into());
+    let backup = c.start_backup("backup");
+    c.feed(&[&backup], |_| {});
+    let m = c.start_mirror();
+    let addr = m.metrics_addr().unwrap_or_else(|| panic!("no \"metrics on\" line in {:?}", m.printed()));
+    let addr = addr.to_string();
+    let series = format!("mojim_backup_lag_seconds{{backup=\"{}\"}}", backup.addr());
+    let p = Primary::open(&c.primary_options()).expect("open the primary");
+    let mut a = c.admin();
+    let caught_up = |st: &mojim_node::MirrorStatus| {
+        st.lag_groups == 0
+            && st.backups.iter().all(|b| b.connected && b.acked_seq >= st.applied_seq && b.lag_groups == 0)
+    };
+    write_groups(&p, 10);
+    let st = common::wait_status(&mut a, "the backup to follow", caught_up);
+    assert_eq!(st.backups[0].lag_seconds, 0.0, "{st:?}");
+    assert_eq!(sample(&body_of(&addr, "/metrics"), &series), Some(0.0));
+
+    backup.freeze().expect("SIGSTOP the backup");
+    write_groups(&p, 10);
+    let behind = common::wait_status(&mut a, "the frozen backup's lag to pass 0.2 s", |st| {
+        st.backups[0].lag_seconds > 0.2
+    });
+    assert!(behind.backups[0].lag_groups > 0, "{behind:?}");
+    let was = behind.backups[0].lag_seconds;
+    let later =
+        common::wait_status(&mut a, "the frozen backup's lag to grow", |st| st.backups[0].lag_seconds > was);
+    let page = body_of(&addr, "/metrics");
+    let shown = sample(&page, &series).unwrap_or_else(|| panic!("no {series} in\n{page}"));
+    assert!(shown >= later.backups[0].lag_seconds, "the page shows {shown} s, status showed {later:?}");
+    let text = Command::new(exe())
+        .args(["status", "--config", c.cfg_path.to_str().expect("utf-8"), "--addr", &c.mirror_addr()])
+        .output()
+        .expect("run mojim status");
+    let text = String::from_utf8_lossy(&text.stdout);
+    let line = text.lines().find(|l| l.starts_with("backup ")).unwrap_or_else(|| panic!("{text}"));
+    let secs: f64 = line
+        .split(" groups, ")
+        .nth(1)
+        .and_then(|r| r.split(" s").next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no lag in seconds in {line:?}"));
+    assert!(secs > 0.2, "{line}");
+
+    backup.thaw().expect("SIGCONT the backup");
+    let st = common::wait_status(&mut a, "the thawed backup to catch up", caught_up);
+    assert_eq!(st.backups[0].lag_seconds, 0.0, "{st:?}");
+    assert_eq!(sample(&body_of(&addr, "/metrics"), &series), Some(0.0));
+    drop(p);
+}

@@ -181,6 +181,50 @@ fn serve_check_config_checks_and_starts_nothing() {
     assert!(!out.status.success() && err.contains("missing-ca.pem"), "{err}");
 }
 
+/// A node named more backups than it feeds ([`mojim_node::MAX_BACKUPS`]), in `[mirror] backups`
+/// or in `--backup` flags, is refused at start and by `--check-config`, naming the count, the
+/// limit and the fix; flags naming fewer replace a list that is too long.
+#[test]
+fn more_backups_than_a_node_feeds_are_refused_at_start() {
+    let max = mojim_node::MAX_BACKUPS;
+    let many: Vec<String> = (0..=max).map(|k| format!("127.0.0.1:{}", 7100 + k)).collect();
+    let c = Cluster::new("too-many-backups", MIB, |f| f.mirror.backups = many.clone());
+    let cfg = c.cfg_path.to_str().expect("utf-8 path");
+    let refused = |text: &str| {
+        for says in
+            [format!("names {} backups", max + 1), format!("the {max} a node feeds"), "1 fewer".into()]
+        {
+            assert!(text.contains(&says), "{says:?} not in {text}");
+        }
+    };
+    let check = |extra: &[&str]| {
+        let out = Command::new(common::exe())
+            .args(["serve", "--config", cfg, "--check-config"])
+            .args(extra)
+            .output()
+            .expect("run mojim serve --check-config");
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (ok, err) = check(&[]);
+    assert!(!ok, "--check-config accepted {} backups", max + 1);
+    refused(&err);
+
+    let log = c.dir.path().join("serve.log");
+    let listen = common::listen_addr(c.dir.path());
+    let dir = c.dir.path().join("node");
+    let args = ["serve", "--config", cfg, "--listen", &listen, "--dir", dir.to_str().expect("utf-8")];
+    let started = mojim_tools::child::ChildNode::spawn_logged(common::exe(), &args, &log);
+    assert!(started.is_err(), "a node with {} backups started", max + 1);
+    refused(&std::fs::read_to_string(&log).expect("read the node's log"));
+
+    let (ok, _) = check(&["--backup", &many[0]]);
+    assert!(ok, "one --backup flag replaces the list");
+    let flags: Vec<&str> = many.iter().flat_map(|b| ["--backup", b.as_str()]).collect();
+    let (ok, err) = check(&flags);
+    assert!(!ok, "--check-config accepted {} --backup flags", max + 1);
+    refused(&err);
+}
+
 /// `cat` refuses a data area marked inconsistent (here by `mojim resolve --discard`, as a copy
 /// into it would), and reads it only when told to, with a warning.
 #[test]

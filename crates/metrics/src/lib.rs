@@ -1,4 +1,5 @@
-//! Metrics for monitoring systems: the Prometheus text exposition format ([`text`]) and an
+//! Metrics for monitoring systems: the Prometheus text exposition format ([`text`]), a
+//! histogram with fixed log-spaced buckets that records without a lock ([`histogram`]), and an
 //! HTTP listener ([`listener`]) that serves `/metrics`, `/healthz` and `/readyz` from closures
 //! a role supplies, on threads of its own.
 //!
@@ -8,8 +9,10 @@
 
 #![forbid(unsafe_code)]
 
+pub mod histogram;
 pub mod listener;
 pub mod text;
 
+pub use histogram::LogHistogram;
 pub use listener::{Limits, MetricsListener, Pages, Serving};
 pub use text::{Exposition, Kind, Value};

@@ -90,6 +90,29 @@ impl Exposition {
         self.write_sample(suffix, labels, value.into());
     }
 
+    /// A histogram's samples, after its family: `_bucket` for each `(le, count)` of `buckets`
+    /// (bounds rising, counts cumulative), then `_bucket{le="+Inf"}`, `_sum` and `_count`, each
+    /// with `labels` (`le` after them).
+    pub fn histogram(
+        &mut self,
+        labels: &[(&str, &str)],
+        buckets: impl IntoIterator<Item = (f64, u64)>,
+        sum: impl Into<Value>,
+        count: u64,
+    ) {
+        for (le, n) in buckets {
+            let le = le.to_string();
+            let mut all = labels.to_vec();
+            all.push(("le", &le));
+            self.histogram_sample("_bucket", &all, n);
+        }
+        let mut all = labels.to_vec();
+        all.push(("le", "+Inf"));
+        self.histogram_sample("_bucket", &all, count);
+        self.histogram_sample("_sum", labels, sum);
+        self.histogram_sample("_count", labels, count);
+    }
+
     fn write_sample(&mut self, suffix: &str, labels: &[(&str, &str)], value: Value) {
         self.out.push_str(&self.family);
         self.out.push_str(suffix);

@@ -46,6 +46,10 @@ pub struct BackupStatus {
     /// Groups and bytes applied here but not yet acknowledged by this backup.
     pub lag_groups: usize,
     pub lag_bytes: u64,
+    /// Seconds since the oldest of those groups was applied here (0 when there is none): how
+    /// far behind this node the backup's copy is in time.
+    #[serde(default)]
+    pub lag_seconds: f64,
     pub error: Option<String>,
     /// The backup needs a full copy that waits for this node's own copy (new, wiped, or
     /// inconsistent) to be complete; until then it does not hold back this node's log.
@@ -64,8 +68,9 @@ pub struct BackupStatus {
 
 #[derive(Default)]
 struct FwdState {
-    /// Applied groups not yet acknowledged by every backup, in sequence order.
-    queue: VecDeque<GroupRef>,
+    /// Applied groups not yet acknowledged by every backup, in sequence order, each with when
+    /// it was applied here (a group recovered at start: when the node started).
+    queue: VecDeque<(GroupRef, Instant)>,
     queue_bytes: u64,
     /// The highest sequence number every backup has (groups up to it left the queue).
     base: u64,
@@ -121,8 +126,9 @@ impl Forward {
             .collect();
         let count = AtomicUsize::new(links.len());
         let mut st = FwdState { base, next_id: links.len() as u64, links, ..Default::default() };
+        let now = Instant::now();
         for g in groups {
-            st.push(g);
+            st.push(g, now);
         }
         Forward {
             state: Mutex::new(st),
@@ -138,9 +144,10 @@ impl Forward {
         if done.is_empty() {
             return;
         }
+        let now = Instant::now();
         let mut st = lock(self);
         for g in done {
-            st.push(g);
+            st.push(g, now);
         }
         drop(st);
         self.cv.notify_all();
@@ -175,13 +182,13 @@ impl FwdState {
             .max(self.base)
     }
 
-    /// Queues applied groups for the backups.
-    fn push(&mut self, g: &GroupRef) {
-        if let Some(last) = self.queue.back() {
+    /// Queues a group applied at `at` for the backups.
+    fn push(&mut self, g: &GroupRef, at: Instant) {
+        if let Some((last, _)) = self.queue.back() {
             assert!(g.first_seq > last.seq, "forward queue out of order: {last:?} then {g:?}");
         }
         self.queue_bytes += g.bytes;
-        self.queue.push_back(*g);
+        self.queue.push_back((*g, at));
         // A group no backup waits for (all of them need a full copy) leaves at once; a backup
         // that is merely down still holds it.
         self.trim();
@@ -190,15 +197,21 @@ impl FwdState {
     /// Drops the groups every backup has.
     fn trim(&mut self) {
         let min = self.min_acked();
-        while self.queue.front().is_some_and(|g| g.seq <= min) {
-            let g = self.queue.pop_front().expect("front exists");
+        while self.queue.front().is_some_and(|(g, _)| g.seq <= min) {
+            let (g, _) = self.queue.pop_front().expect("front exists");
             self.queue_bytes -= g.bytes;
             self.base = g.seq;
         }
     }
 
-    fn lag_of(&self, acked: u64) -> (usize, u64) {
-        self.queue.iter().filter(|g| g.seq > acked).fold((0, 0), |(n, b), g| (n + 1, b + g.bytes))
+    /// The groups after `acked`, their bytes, and how long ago the first of them was applied
+    /// (zero when there is none), as of `now`.
+    fn lag_of(&self, acked: u64, now: Instant) -> (usize, u64, Duration) {
+        let at = self.queue.partition_point(|(g, _)| g.seq <= acked);
+        let behind = self.queue.range(at..);
+        let bytes = behind.clone().map(|(g, _)| g.bytes).sum();
+        let age = self.queue.get(at).map_or(Duration::ZERO, |(_, t)| now.saturating_duration_since(*t));
+        (behind.len(), bytes, age)
     }
 
     /// Link `id`'s state; `None` once it was removed.
@@ -208,11 +221,12 @@ impl FwdState {
 
     /// Status of every link.
     fn links(&self) -> Vec<BackupStatus> {
+        let now = Instant::now();
         self.links
             .iter()
             .map(|(_, l)| {
-                let (lag_groups, lag_bytes) = self.lag_of(l.acked_seq);
-                BackupStatus { lag_groups, lag_bytes, ..l.clone() }
+                let (lag_groups, lag_bytes, age) = self.lag_of(l.acked_seq, now);
+                BackupStatus { lag_groups, lag_bytes, lag_seconds: age.as_secs_f64(), ..l.clone() }
             })
             .collect()
     }
@@ -618,7 +632,7 @@ fn pin_for_copy(s: &Shared, id: u64) -> Result<u64, ForwardError> {
     // As the applier, no group is half applied: what is applied is also queued.
     let _applier = s.ckpt.applier();
     let mut st = lock(f);
-    let base = st.queue.back().map_or(st.base, |g| g.seq);
+    let base = st.queue.back().map_or(st.base, |(g, _)| g.seq);
     let Some(l) = st.link(id) else { return Err(ended_by_removal()) };
     l.needs_copy = false;
     l.connected = false;
@@ -839,8 +853,8 @@ fn send_loop<C: Conn>(
                 if st.link(id).is_none() {
                     return Err(ended_by_removal());
                 }
-                let at = st.queue.partition_point(|g| g.seq <= sent);
-                if let Some(g) = st.queue.get(at) {
+                let at = st.queue.partition_point(|(g, _)| g.seq <= sent);
+                if let Some((g, _)) = st.queue.get(at) {
                     break *g;
                 }
                 st = f.cv.wait_timeout(st, Duration::from_millis(20)).unwrap_or_else(|p| p.into_inner()).0;
@@ -1012,7 +1026,7 @@ fn read_acks<C: Conn>(s: &Shared, id: u64, conn: &mut C) -> Result<(), ForwardEr
             let mut st = lock(f);
             // Nothing after the last queued group was sent: a backup that acknowledges more
             // would free log space it does not hold.
-            let queued = st.queue.back().map_or(st.base, |g| g.seq.max(st.base));
+            let queued = st.queue.back().map_or(st.base, |(g, _)| g.seq.max(st.base));
             let Some(l) = st.link(id) else { return Err(ended_by_removal()) };
             if h.seq > queued.max(l.acked_seq) {
                 return Err(ForwardError::BackupMisbehaved(format!(
@@ -1027,5 +1041,35 @@ fn read_acks<C: Conn>(s: &Shared, id: u64, conn: &mut C) -> Result<(), ForwardEr
             st.trim();
         }
         f.cv.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backup's lag counts the queued groups after what it acknowledged, and its age is the
+    /// first of them's: older groups it has, and newer ones, do not count.
+    #[test]
+    fn the_lag_is_the_groups_after_the_acknowledged_one_and_the_first_ones_age() {
+        let t0 = Instant::now();
+        let mut st = FwdState::default();
+        st.links.push((0, BackupStatus { addr: "b:1".into(), ..Default::default() }));
+        for (k, seq) in [3u64, 4, 7].into_iter().enumerate() {
+            st.push(&GroupRef::data(seq, 0, 0, 128, 100 * seq), t0 + Duration::from_secs(k as u64));
+        }
+        let now = t0 + Duration::from_secs(10);
+        assert_eq!(st.lag_of(0, now), (3, 1400, Duration::from_secs(10)));
+        assert_eq!(st.lag_of(3, now), (2, 1100, Duration::from_secs(9)));
+        assert_eq!(st.lag_of(5, now), (1, 700, Duration::from_secs(8)));
+        assert_eq!(st.lag_of(7, now), (0, 0, Duration::ZERO));
+        // A clock read before the group was queued gives no negative age.
+        assert_eq!(st.lag_of(6, t0).2, Duration::ZERO);
+        // Once the backup acknowledges them, the groups leave the queue, and so does the lag.
+        st.links[0].1.acked_seq = 4;
+        st.trim();
+        assert_eq!(st.queue.len(), 1);
+        let l = &st.links()[0];
+        assert_eq!((l.lag_groups, l.lag_bytes), (1, 700), "{l:?}");
     }
 }

@@ -52,7 +52,8 @@ fn a_node_forwards_every_applied_group_and_its_backup_matches() {
     assert!(mine.iter().any(|&x| x != 0));
     assert!(image(b) == mine, "the backup's image differs from the node's");
     let st = node.status();
-    assert_eq!((st.backups[0].lag_groups, st.backups[0].lag_bytes), (0, 0), "{st:?}");
+    let b0 = &st.backups[0];
+    assert_eq!((b0.lag_groups, b0.lag_bytes, b0.lag_seconds), (0, 0, 0.0), "{st:?}");
     drop(lanes);
     node.shutdown();
     backup.shutdown();

@@ -189,7 +189,7 @@ impl MirrorOptions {
             return Err(Error::Config("[mirror] checkpoint_thresh must be at least 1".into()));
         }
         let dir = cfg.resolve(&m.dir);
-        Ok(MirrorOptions {
+        let opts = MirrorOptions {
             log_dir: if m.log_dir.is_empty() { dir.clone() } else { cfg.resolve(&m.log_dir) },
             dir,
             listen: m.listen.clone(),
@@ -214,7 +214,24 @@ impl MirrorOptions {
             coordinator: cfg.etcd()?,
             node: cfg.file.cluster.node.clone(),
             nvmm: cfg.mirror_nvmm()?,
-        })
+        };
+        // Checked once `--backup` flags may have replaced them, and at open.
+        Ok(opts)
+    }
+
+    /// Refuses more backups than a node feeds ([`MAX_BACKUPS`]; `mojim backup add` refuses one
+    /// past it too).
+    pub fn check_backups(&self) -> Result<()> {
+        let n = self.backups.len();
+        if n > MAX_BACKUPS {
+            return Err(Error::Config(format!(
+                "[mirror] backups (or --backup) names {n} backups, more than the {MAX_BACKUPS} a node feeds \
+                 (each is a thread, a connection, and log space held for it); name at most {MAX_BACKUPS}, \
+                 {} fewer",
+                n - MAX_BACKUPS
+            )));
+        }
+        Ok(())
     }
 
     pub fn data_path(&self) -> PathBuf {
@@ -266,6 +283,7 @@ impl Mirror {
     /// Opens (or creates) the data area and the logs, and runs restart recovery.
     pub fn open(opts: MirrorOptions) -> Result<Mirror> {
         let t0 = Instant::now();
+        opts.check_backups()?;
         check_log_capacity(&opts)?;
         create_folders(&opts)?;
         // One emulated device under the data area and every log, opened now or made later.

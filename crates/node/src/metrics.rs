@@ -250,6 +250,13 @@ pub fn render(st: &MirrorStatus) -> String {
     );
     backups(
         &mut e,
+        "mojim_backup_lag_seconds",
+        "Seconds since the oldest group applied here that a backup has not acknowledged was applied, 0 when \
+         there is none (status: backups[].lag_seconds).",
+        &|b| b.lag_seconds.into(),
+    );
+    backups(
+        &mut e,
         "mojim_backup_needs_copy",
         "1 while a backup waits for a full copy (status: backups[].needs_copy).",
         &|b| b.needs_copy.into(),
@@ -366,7 +373,7 @@ mod tests {
                 "groups_applied": 0, "groups_discarded": 0, "bytes_applied": 0, "applied_seq": 0, "micros": 1500
             },
             "backups": [{"addr": "b\"1:7420", "connected": true, "acked_seq": 7, "lag_groups": 2, "lag_bytes": 200,
-                "error": null, "needs_copy": false}],
+                "lag_seconds": 1.5, "error": null, "needs_copy": false}],
             "stalls": 0, "stalled_ms": 2.5, "uptime_s": 1.0, "secondary_tier_thresh": 41943040,
             "refused_handshakes": {"secret": 2, "tls": 0},
             "coordinator": {"reachable": true, "since_contact_s": 0.5, "primary_lease_held": true,
@@ -388,6 +395,7 @@ mod tests {
             "mojim_received_groups_total 9",
             "mojim_protocol_violations_total 1",
             "mojim_backup_lag_groups{backup=\"b\\\"1:7420\"} 2",
+            "mojim_backup_lag_seconds{backup=\"b\\\"1:7420\"} 1.5",
             "mojim_forward_stalled_seconds_total 0.0025",
             "mojim_recovery_duration_seconds 0.0015",
             "mojim_refused_handshakes_total{reason=\"secret\"} 2",

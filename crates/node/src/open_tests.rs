@@ -30,3 +30,21 @@ fn the_logs_of_the_expected_lanes_are_made_when_the_node_opens() {
     let m = Mirror::open(opts.clone()).expect("reopen the node");
     assert!((0..3).all(|lane| m.shared.lanes.log(lane).is_some()));
 }
+
+/// A node named more backups than it feeds ([`crate::MAX_BACKUPS`]) refuses to open, naming the
+/// count, the limit and the fix, and makes nothing; as many as it feeds open.
+#[test]
+fn more_backups_than_a_node_feeds_are_refused_at_open() {
+    let scratch = Scratch::new("too-many-backups");
+    let id = region(1 << 20);
+    let mut opts = node_options(&scratch.dir.join("node"), "node", id, 1 << 20);
+    let max = crate::MAX_BACKUPS;
+    opts.backups = (0..=max).map(|k| format!("127.0.0.1:{}", 7000 + k)).collect();
+    let e = Mirror::open(opts.clone()).err().expect("17 backups are refused").to_string();
+    for says in [format!("names {} backups", max + 1), format!("the {max} a node feeds"), "1 fewer".into()] {
+        assert!(e.contains(&says), "{says:?} not in {e}");
+    }
+    assert!(!scratch.dir.join("node").exists(), "the refused node made its folder");
+    opts.backups.pop();
+    Mirror::open(opts).expect("as many backups as a node feeds");
+}

@@ -88,23 +88,15 @@ pub fn serve(net: &MemTransport, opts: MirrorOptions) -> MirrorHandle {
 /// frames of at most [`MAX_FRAME`], heartbeats as given, records sent on the connection.
 pub fn primary_options(path: &Path, mirror: &str, heartbeat: Heartbeat) -> PrimaryOptions {
     PrimaryOptions {
-        metrics_listen: None,
         region_path: path.to_path_buf(),
-        mode: Mode::Sync,
         mirror: mirror.to_string(),
-        lanes: 2,
         secret: Secret(SECRET.to_vec()),
-        tls: None,
         limits: Limits { max_frame: MAX_FRAME, max_ranges: 64 },
         async_window: 1,
         connect_timeout: Duration::from_secs(10),
-        busy_poll: Duration::ZERO,
         place_records: false,
-        broadcast: Vec::new(),
         failure: FailurePolicy { heartbeat, on_mirror_loss: OnMirrorLoss::Block, ..FailurePolicy::default() },
-        coordinator: None,
-        node: String::new(),
-        nvmm: Default::default(),
+        ..PrimaryOptions::default()
     }
 }
 

@@ -2,9 +2,8 @@
 //! memory is reused, the table's limit is an error that changes nothing.
 
 use mojim::config::random_uuid;
-use mojim::{create_region, Limits, Mode, PrimaryOptions, RegionId, Secret};
+use mojim::{create_region, Limits, Mode, PrimaryOptions, RegionId};
 use mojim_rvm::{Backend, Rvm, RvmError, RvmOptions};
-use std::time::Duration;
 
 fn open(name: &str, size: u64, base: usize) -> (Rvm, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("mojim-rvm-alloc-{}-{name}", std::process::id()));
@@ -13,23 +12,13 @@ fn open(name: &str, size: u64, base: usize) -> (Rvm, std::path::PathBuf) {
     let region = dir.join("region.mojim");
     create_region(&region, RegionId { uuid: random_uuid(), size }).unwrap();
     let p = PrimaryOptions {
-        metrics_listen: None,
         region_path: region,
         mode: Mode::Unreplicated,
         mirror: String::new(),
         lanes: 1,
-        secret: Secret(Vec::new()),
-        tls: None,
         limits: Limits { max_frame: 64 << 10, max_ranges: 1024 },
         async_window: 16,
-        connect_timeout: Duration::from_secs(5),
-        busy_poll: Duration::ZERO,
-        place_records: true,
-        broadcast: Vec::new(),
-        failure: Default::default(),
-        coordinator: None,
-        node: String::new(),
-        nvmm: Default::default(),
+        ..PrimaryOptions::default()
     };
     let opts = RvmOptions { backend: Backend::Mojim(p), base, tracking: None };
     (Rvm::open(&opts).unwrap(), dir)

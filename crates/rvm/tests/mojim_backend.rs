@@ -6,7 +6,7 @@ mod suite;
 
 use mojim::config::random_uuid;
 use mojim::config::OnMirrorLoss;
-use mojim::{create_region, FailurePolicy, Limits, Mode, PrimaryOptions, RegionId, Secret};
+use mojim::{create_region, FailurePolicy, Limits, PrimaryOptions, RegionId, Secret};
 use mojim_node::{Mirror, MirrorHandle, MirrorOptions};
 use mojim_rvm::{Backend, Rvm, RvmError, RvmOptions, WriteTracking};
 use std::path::Path;
@@ -71,23 +71,14 @@ fn cluster(dir: &Path, size: u64) -> (RegionId, MirrorHandle) {
 
 fn options(dir: &Path, mirror: &str, base: usize, tracking: WriteTracking) -> RvmOptions {
     let p = PrimaryOptions {
-        metrics_listen: None,
         region_path: dir.join("region.mojim"),
-        mode: Mode::Sync,
         mirror: mirror.into(),
         lanes: 1,
         secret: Secret(SECRET.to_vec()),
-        tls: None,
         limits: Limits { max_frame: 64 << 10, max_ranges: 64 },
         async_window: 16,
-        connect_timeout: Duration::from_secs(5),
-        busy_poll: Duration::ZERO,
-        place_records: true,
-        broadcast: Vec::new(),
         failure: FailurePolicy { reconnect: Duration::from_millis(20), ..Default::default() },
-        coordinator: None,
-        node: String::new(),
-        nvmm: Default::default(),
+        ..PrimaryOptions::default()
     };
     RvmOptions { backend: Backend::Mojim(p), base, tracking: Some(tracking) }
 }

@@ -948,7 +948,6 @@ fn open_settled(opts: &PrimaryOptions) -> Result<Primary> {
 
 fn primary_options(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path) -> PrimaryOptions {
     PrimaryOptions {
-        metrics_listen: None,
         region_path: region.to_path_buf(),
         mode,
         mirror: s.mirror_for(mode),
@@ -956,15 +955,10 @@ fn primary_options(a: &BenchArgs, s: &Setup, mode: Mode, region: &Path) -> Prima
         secret: s.secret.clone(),
         tls: s.tls.clone(),
         limits: s.limits.clone(),
-        async_window: 256,
-        connect_timeout: Duration::from_secs(5),
         busy_poll: Duration::from_micros(a.busy_poll_us),
         place_records: !transport_name(a).ends_with("-rings"),
-        broadcast: Vec::new(),
-        failure: Default::default(),
-        coordinator: None,
-        node: String::new(),
         nvmm: s.nvmm,
+        ..PrimaryOptions::default()
     }
 }
 

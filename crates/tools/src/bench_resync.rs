@@ -31,7 +31,7 @@
 use crate::bench::{exe, lanes, BenchArgs, XorShift};
 use crate::child::ChildNode;
 use indicatif::{ProgressBar, ProgressStyle};
-use mojim::config::{template, ConfigFile, Limits, Mode, OnMirrorLoss, RegionId, Secret};
+use mojim::config::{template, ConfigFile, Mode, OnMirrorLoss, RegionId, Secret};
 use mojim::error::{Error, Result};
 use mojim::primary::{
     CopyKind, FailurePolicy, Primary, PrimaryOptions, ResyncStatus, COPY_FRAME, COPY_GROUP_BYTES,
@@ -623,27 +623,18 @@ impl<'a> Round<'a> {
 
     fn options(&self, region: &Path, mirror: &str, mode: Mode) -> PrimaryOptions {
         PrimaryOptions {
-            metrics_listen: None,
             region_path: region.to_path_buf(),
             mode,
             mirror: mirror.to_string(),
             lanes: self.lanes,
             secret: Secret(SECRET.to_vec()),
-            tls: None,
-            limits: Limits::default(),
-            async_window: 256,
-            connect_timeout: Duration::from_secs(5),
             busy_poll: Duration::from_micros(self.a.busy_poll_us),
-            place_records: true,
-            broadcast: Vec::new(),
             failure: FailurePolicy {
                 on_mirror_loss: OnMirrorLoss::Degrade,
                 dirty_chunk: CHUNK,
                 ..FailurePolicy::default()
             },
-            coordinator: None,
-            node: String::new(),
-            nvmm: Default::default(),
+            ..PrimaryOptions::default()
         }
     }
 

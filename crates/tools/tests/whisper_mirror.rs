@@ -65,23 +65,15 @@ fn mirror(dir: &Path, id: RegionId) -> MirrorHandle {
 
 fn primary(dir: &Path, mirror: &str, mode: Mode) -> Primary {
     Primary::open(&PrimaryOptions {
-        metrics_listen: None,
         region_path: dir.join("region.mojim"),
         mode,
         mirror: mirror.into(),
         lanes: 1,
         secret: Secret(SECRET.to_vec()),
-        tls: None,
         limits: Limits { max_frame: 64 << 10, max_ranges: 64 },
         async_window: 16,
-        connect_timeout: Duration::from_secs(5),
-        busy_poll: Duration::ZERO,
-        place_records: true,
-        broadcast: Vec::new(),
         failure: FailurePolicy { reconnect: Duration::from_millis(20), ..Default::default() },
-        coordinator: None,
-        node: String::new(),
-        nvmm: Default::default(),
+        ..PrimaryOptions::default()
     })
     .unwrap()
 }

@@ -283,13 +283,8 @@ pub fn render(s: Option<&Snapshot>, fresh: bool, rep: &Replication, serving: boo
         "Latency of each command (INFO latencystats, LATENCY HISTOGRAM); le is 2^k - 1 ns.",
     );
     for c in &s.commands {
-        for (k, n) in POWERS.zip(&c.below) {
-            let le = ((1u64 << k) - 1) as f64 / 1e9;
-            e.histogram_sample("_bucket", &[("cmd", c.name), ("le", &le.to_string())], *n);
-        }
-        e.histogram_sample("_bucket", &[("cmd", c.name), ("le", "+Inf")], c.calls);
-        e.histogram_sample("_sum", &[("cmd", c.name)], c.ns as f64 / 1e9);
-        e.histogram_sample("_count", &[("cmd", c.name)], c.calls);
+        let buckets = POWERS.zip(&c.below).map(|(k, n)| (((1u64 << k) - 1) as f64 / 1e9, *n));
+        e.histogram(&[("cmd", c.name)], buckets, c.ns as f64 / 1e9, c.calls);
     }
     e.single(
         "mojim_kv_commands_processed_total",
@@ -382,12 +377,8 @@ pub fn render(s: Option<&Snapshot>, fresh: bool, rep: &Replication, serving: boo
         Histogram,
         "Commands run in the turn of each group sent (group commit: one group a turn), reads included.",
     );
-    for (k, n) in s.batches.below.iter().enumerate() {
-        e.histogram_sample("_bucket", &[("le", &(1u64 << k).to_string())], *n);
-    }
-    e.histogram_sample("_bucket", &[("le", "+Inf")], s.batches.count);
-    e.histogram_sample("_sum", &[], s.batches.sum);
-    e.histogram_sample("_count", &[], s.batches.count);
+    let b = &s.batches;
+    e.histogram(&[], b.below.iter().enumerate().map(|(k, n)| ((1u64 << k) as f64, *n)), b.sum, b.count);
     e.single(
         "mojim_kv_auth_failures_total",
         Counter,

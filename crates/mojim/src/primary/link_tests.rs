@@ -6,7 +6,7 @@ use super::link::Link;
 use super::link_error::LinkError;
 use super::stage::Stage;
 use super::{FailurePolicy, Primary, PrimaryOptions};
-use crate::config::{Heartbeat, Limits, Mode, OnMirrorLoss, Secret};
+use crate::config::{Heartbeat, Limits, OnMirrorLoss, Secret};
 use crate::error::Error;
 use mojim_core::encode::{ack_header, check_group, SessionTag};
 use mojim_core::handshake::{Identity, ServerHandshake};
@@ -64,27 +64,19 @@ impl Drop for Scratch {
 
 fn options(scratch: &Scratch, mirror: &str, lanes: u16) -> PrimaryOptions {
     PrimaryOptions {
-        metrics_listen: None,
         region_path: scratch.region_path(),
-        mode: Mode::Sync,
         mirror: mirror.to_string(),
         lanes,
         secret: Secret(SECRET.to_vec()),
-        tls: None,
         limits: Limits { max_frame: MAX_FRAME, max_ranges: 64 },
         async_window: 1,
         connect_timeout: Duration::from_secs(10),
-        busy_poll: Duration::ZERO,
-        place_records: true,
-        broadcast: Vec::new(),
         failure: FailurePolicy {
             heartbeat: Heartbeat { interval: Duration::from_millis(100), timeout: Duration::from_secs(10) },
             on_mirror_loss: OnMirrorLoss::Block,
             ..FailurePolicy::default()
         },
-        coordinator: None,
-        node: String::new(),
-        nvmm: Default::default(),
+        ..PrimaryOptions::default()
     }
 }
 

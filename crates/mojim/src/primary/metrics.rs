@@ -2,7 +2,8 @@
 //!
 //! Sync points are counted on their own path: one `Instant` pair and relaxed `fetch_add`s on
 //! atomics fixed at open, no lock and no allocation. The latency goes into a histogram with
-//! fixed log-spaced buckets (1 µs doubling up to about 8.4 s, then `+Inf`). Everything else in
+//! fixed log-spaced buckets (`mojim_metrics::LogHistogram`: 1 µs doubling up to about 8.4 s,
+//! then `+Inf`). Everything else in
 //! the snapshot is read when it is taken, from what the primary keeps anyway.
 //!
 //! [`Primary::metrics`]: super::Primary::metrics
@@ -14,29 +15,15 @@ use std::time::Duration;
 /// Finite buckets of the sync-point histogram: bucket `k` holds latencies up to 2^k µs.
 pub const SYNC_BUCKETS: usize = 24;
 
-/// The upper bound of finite bucket `k`, in nanoseconds.
-const fn bound_ns(k: usize) -> u64 {
-    1000 << k
-}
-
-/// The bucket a latency of `ns` nanoseconds falls in: the first whose bound is at least `ns`;
-/// [`SYNC_BUCKETS`] (the `+Inf` bucket) past the last.
-fn bucket_of(ns: u64) -> usize {
-    if ns <= bound_ns(0) {
-        return 0;
-    }
-    // For ns in (1000·2^(k-1), 1000·2^k], (ns-1)/1000 lies in [2^(k-1), 2^k - 1]: k bits.
-    let k = (64 - ((ns - 1) / 1000).leading_zeros()) as usize;
-    k.min(SYNC_BUCKETS)
-}
+/// Latencies in nanoseconds: bucket `k` holds those up to 2^k µs (its bound included), the
+/// last those past 2^23 µs (`+Inf`).
+type SyncLatency = mojim_metrics::LogHistogram<{ SYNC_BUCKETS + 1 }, 0, 1000, true>;
 
 /// The counters sync points update (shared by every thread of the application).
 #[derive(Default)]
 pub(crate) struct SyncCounters {
-    /// Sync points that returned `Ok`, by latency bucket (not cumulative); the last is `+Inf`.
-    buckets: [AtomicU64; SYNC_BUCKETS + 1],
-    /// Their latencies summed, in nanoseconds.
-    sum_ns: AtomicU64,
+    /// Sync points that returned `Ok`, by latency, and their latencies summed.
+    latency: SyncLatency,
     /// Sync points that returned an error.
     failures: AtomicU64,
     /// Groups sent to the mirror, and the bytes of their ranges.
@@ -52,8 +39,7 @@ impl SyncCounters {
             return;
         }
         let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
-        self.buckets[bucket_of(ns)].fetch_add(1, Ordering::Relaxed);
-        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+        self.latency.record(ns);
     }
 
     /// A group of `bytes` sent to the mirror.
@@ -65,12 +51,14 @@ impl SyncCounters {
     /// The histogram now (counts read one by one, so a sync point finishing meanwhile may be
     /// in the count and not yet in the sum).
     pub fn histogram(&self) -> SyncHistogram {
-        let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
+        let counts: Vec<u64> = self.latency.counts().collect();
         SyncHistogram {
-            bounds_seconds: (0..SYNC_BUCKETS).map(|k| bound_ns(k) as f64 / 1e9).collect(),
+            bounds_seconds: (0..SYNC_BUCKETS as u32)
+                .map(|k| SyncLatency::power_bound(k) as f64 / 1e9)
+                .collect(),
             count: counts.iter().sum(),
             counts,
-            sum_seconds: self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9,
+            sum_seconds: self.latency.sum() as f64 / 1e9,
         }
     }
 
@@ -198,6 +186,9 @@ mod tests {
 
     #[test]
     fn buckets_hold_up_to_their_bound() {
+        let bucket_of = SyncLatency::bucket;
+        let bound_ns = |k: usize| SyncLatency::power_bound(k as u32);
+        assert_eq!(bound_ns(0), 1000);
         assert_eq!(bucket_of(0), 0);
         assert_eq!(bucket_of(1000), 0);
         assert_eq!(bucket_of(1001), 1);

@@ -71,14 +71,11 @@ pub fn render_metrics(m: &PrimaryMetrics) -> String {
         "Latency of the sync points that succeeded (msync, gmsync), from the call to the return.",
     );
     let h = &m.sync_seconds;
-    let mut cumulative = 0;
-    for (k, c) in h.counts.iter().enumerate() {
-        cumulative += c;
-        let le = h.bounds_seconds.get(k).map_or_else(|| "+Inf".to_string(), |b| b.to_string());
-        e.histogram_sample("_bucket", &[("mode", &m.mode), ("le", &le)], cumulative);
-    }
-    e.histogram_sample("_sum", &mode, h.sum_seconds);
-    e.histogram_sample("_count", &mode, h.count);
+    let cumulative = h.counts.iter().scan(0, |seen, c| {
+        *seen += c;
+        Some(*seen)
+    });
+    e.histogram(&mode, h.bounds_seconds.iter().copied().zip(cumulative), h.sum_seconds, h.count);
     e.single(
         "mojim_primary_sync_failures_total",
         Counter,

@@ -21,6 +21,8 @@ mod link_error;
 mod link_tests;
 mod metrics;
 mod metrics_page;
+#[cfg(test)]
+mod options_tests;
 mod populate;
 mod resync;
 mod stage;
@@ -130,6 +132,33 @@ pub struct PrimaryOptions {
     /// Where to serve the primary's metrics (`/metrics`, `/healthz`, `/readyz`), `host:port`
     /// (`[primary] metrics_listen`; default none). See [`Primary::serve_metrics`].
     pub metrics_listen: Option<String>,
+}
+
+/// The defaults each field names (those of a configuration file that sets nothing), with no
+/// region file, no secret (a replicated mode then needs one: set `secret`) and no coordinator:
+/// set `region_path` and what differs, `PrimaryOptions { region_path, ..Default::default() }`.
+impl Default for PrimaryOptions {
+    fn default() -> Self {
+        PrimaryOptions {
+            region_path: PathBuf::new(),
+            mode: Mode::Sync,
+            mirror: format!("127.0.0.1:{}", crate::config::DEFAULT_PORT),
+            lanes: 2,
+            secret: Secret(Vec::new()),
+            tls: None,
+            limits: Limits::default(),
+            async_window: 256,
+            connect_timeout: Duration::from_secs(5),
+            busy_poll: Duration::ZERO,
+            place_records: true,
+            broadcast: Vec::new(),
+            failure: FailurePolicy::default(),
+            coordinator: None,
+            node: String::new(),
+            nvmm: NvmmModel::default(),
+            metrics_listen: None,
+        }
+    }
 }
 
 impl PrimaryOptions {

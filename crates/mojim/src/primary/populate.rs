@@ -47,8 +47,8 @@ where
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{Limits, Mode, RegionId, Secret};
-    use crate::primary::{FailurePolicy, Primary, PrimaryOptions};
+    use crate::config::{Mode, RegionId};
+    use crate::primary::{Primary, PrimaryOptions};
     use std::time::{Duration, Instant};
 
     /// Bytes of the mapping at `addr` that have page-table entries (its `Rss` in smaps).
@@ -70,23 +70,13 @@ mod tests {
         let size = 8 << 20;
         crate::create_region(&path, RegionId { uuid: [7; 16], size }).expect("create the region");
         let opts = PrimaryOptions {
-            metrics_listen: None,
             region_path: path,
             mode: Mode::Unreplicated,
             mirror: String::new(),
             lanes: 1,
-            secret: Secret(Vec::new()),
-            tls: None,
-            limits: Limits::default(),
             async_window: 1,
             connect_timeout: Duration::from_secs(1),
-            busy_poll: Duration::ZERO,
-            place_records: true,
-            broadcast: Vec::new(),
-            failure: FailurePolicy::default(),
-            coordinator: None,
-            node: String::new(),
-            nvmm: Default::default(),
+            ..PrimaryOptions::default()
         };
         let p = Primary::open(&opts).expect("open the region");
         // The header page before the data is mapped too: the mapping starts a page earlier.

@@ -66,10 +66,17 @@ pub fn slot(spec: &Spec, sub: Option<&[u8]>) -> usize {
 #[derive(Clone, Debug, Default)]
 struct Entry {
     calls: u64,
-    ns: u64,
     rejected: u64,
     failed: u64,
+    /// The latencies of the calls that ran, and their sum (made at the first).
     latency: Option<Box<Histogram>>,
+}
+
+impl Entry {
+    /// The calls' time, in nanoseconds.
+    fn ns(&self) -> u64 {
+        self.latency.as_ref().map_or(0, |h| h.sum_ns())
+    }
 }
 
 /// How a call ended.
@@ -119,7 +126,6 @@ impl CommandStats {
             return;
         }
         e.calls += 1;
-        e.ns += ns;
         if ending == Ending::Failed {
             e.failed += 1;
         }
@@ -129,7 +135,7 @@ impl CommandStats {
     /// Forgets every count (`CONFIG RESETSTAT`); the histograms are kept, emptied.
     pub fn reset(&mut self) {
         for e in &mut self.entries {
-            (e.calls, e.ns, e.rejected, e.failed) = (0, 0, 0, 0);
+            (e.calls, e.rejected, e.failed) = (0, 0, 0);
             if let Some(h) = &mut e.latency {
                 h.reset();
             }
@@ -156,7 +162,7 @@ impl CommandStats {
     pub fn write_commandstats(&self, t: &mut String) {
         t.push_str("# Commandstats\r\n");
         for (name, e) in self.used() {
-            let usec = e.ns / 1000;
+            let usec = e.ns() / 1000;
             let per_call = if e.calls == 0 { 0.0 } else { usec as f64 / e.calls as f64 };
             let _ = write!(
                 t,
@@ -196,7 +202,7 @@ impl CommandStats {
                 CommandRow {
                     name: SLOTS.names[i].as_str(),
                     calls: e.calls,
-                    ns: e.ns,
+                    ns: e.ns(),
                     errors: e.rejected + e.failed,
                     below: match e.latency.as_deref() {
                         Some(h) => h.below_powers(powers.clone()).map(|(_, n)| n).collect(),

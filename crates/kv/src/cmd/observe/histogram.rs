@@ -1,90 +1,49 @@
-//! A command's latency histogram: a fixed array of counts (no allocation when a value is
-//! recorded), for `INFO latencystats` (percentiles) and `LATENCY HISTOGRAM` (cumulative counts
-//! at powers of two).
+//! A command's latency histogram (`mojim_metrics::LogHistogram`: a fixed array of counts, no
+//! allocation when a value is recorded), for `INFO latencystats` (percentiles) and `LATENCY
+//! HISTOGRAM` (cumulative counts at powers of two).
 //!
-//! Values are nanoseconds. Below [`EXACT`] each value has its own bucket; from there each power
-//! of two is split into [`SUBS`] equal buckets, so a bucket is at most 1/8 (12.5 %) of its
-//! values wide, up to 2^[`TOP`] ns (about 9.8 hours), where the last bucket takes every larger
+//! Values are nanoseconds. Below 16 ns each value has its own bucket; from there each power
+//! of two is split into 8 equal buckets, so a bucket is at most 1/8 (12.5 %) of its values
+//! wide, up to 2^[`TOP`] ns (about 9.8 hours), where the last bucket takes every larger
 //! value.
 
-/// Values with a bucket of their own (0 .. 15 ns).
-const EXACT: u64 = 16;
-/// Buckets a power of two is split into (its first three bits after the leading one).
-const SUBS: usize = 8;
 /// The power of two of the largest value told apart.
 const TOP: u32 = 45;
-/// Buckets in all.
-pub const BUCKETS: usize = EXACT as usize + (TOP as usize - 4 + 1) * SUBS;
+/// Buckets in all: 16 exact ones, then 8 for each power of two from 2^4 to 2^[`TOP`].
+pub const BUCKETS: usize = 16 + (TOP as usize - 4 + 1) * 8;
 
-/// Counts of recorded durations by bucket.
-#[derive(Clone, Debug)]
-pub struct Histogram {
-    counts: [u64; BUCKETS],
-    total: u64,
-}
+/// Nanoseconds in buckets 1/8 of a power of two wide, a power of two's bound excluding itself.
+type Buckets = mojim_metrics::LogHistogram<BUCKETS, 3, 1, false>;
 
-impl Default for Histogram {
-    fn default() -> Self {
-        Histogram { counts: [0; BUCKETS], total: 0 }
-    }
-}
-
-/// The bucket of `ns`.
-fn bucket(ns: u64) -> usize {
-    if ns < EXACT {
-        return ns as usize;
-    }
-    let e = (63 - ns.leading_zeros()).min(TOP);
-    if e == TOP && ns >> TOP > 1 {
-        return BUCKETS - 1;
-    }
-    let sub = ((ns >> (e - 3)) & (SUBS as u64 - 1)) as usize;
-    EXACT as usize + (e as usize - 4) * SUBS + sub
-}
-
-/// The largest value bucket `b` holds.
-fn upper(b: usize) -> u64 {
-    if b < EXACT as usize {
-        return b as u64;
-    }
-    let e = ((b - EXACT as usize) / SUBS + 4) as u32;
-    let sub = ((b - EXACT as usize) % SUBS) as u64;
-    ((SUBS as u64 + sub + 1) << (e - 3)) - 1
-}
+/// Counts of recorded durations by bucket, and their sum.
+#[derive(Clone, Debug, Default)]
+pub struct Histogram(Buckets);
 
 impl Histogram {
     /// Records one duration.
     pub fn record(&mut self, ns: u64) {
-        self.counts[bucket(ns)] += 1;
-        self.total += 1;
+        self.0.record_mut(ns);
     }
 
     /// Durations recorded.
     pub fn total(&self) -> u64 {
-        self.total
+        self.0.count()
+    }
+
+    /// Their sum, in nanoseconds.
+    pub fn sum_ns(&self) -> u64 {
+        self.0.sum()
     }
 
     /// Forgets every count (its array is kept).
     pub fn reset(&mut self) {
-        self.counts = [0; BUCKETS];
-        self.total = 0;
+        self.0.reset();
     }
 
     /// The value under which `p` percent of the durations fall (the largest value of the
     /// bucket that holds the one at that rank), in nanoseconds; 0 when none was recorded.
     pub fn percentile(&self, p: f64) -> u64 {
-        if self.total == 0 {
-            return 0;
-        }
-        let rank = ((p / 100.0 * self.total as f64).ceil() as u64).clamp(1, self.total);
-        let mut seen = 0;
-        for (b, &n) in self.counts.iter().enumerate() {
-            seen += n;
-            if seen >= rank {
-                return upper(b);
-            }
-        }
-        upper(BUCKETS - 1)
+        self.0.quantile(p / 100.0).unwrap_or(0)
     }
 
     /// The durations of at most 2^k − 1 ns (below 2^k), for each k of `powers`: the cumulative
@@ -94,35 +53,25 @@ impl Histogram {
         &self,
         powers: std::ops::RangeInclusive<u32>,
     ) -> impl Iterator<Item = (u32, u64)> + '_ {
-        let (mut seen, mut at) = (0u64, 0usize);
-        powers.map(move |k| {
-            let bound = 1u64 << k.min(TOP);
-            while at < BUCKETS - 1 && upper(at) < bound {
-                seen += self.counts[at];
-                at += 1;
-            }
-            (k, seen)
-        })
+        let ks = powers.clone();
+        ks.zip(self.0.below_powers(powers)).map(|(k, (_, n))| (k, n))
     }
 
     /// `LATENCY HISTOGRAM`'s buckets, as Redis gives them: for each power of two from 1024 ns,
     /// the bound in microseconds (the power of two over 1000) and the durations below it, where
     /// that count grew, until it reaches every duration.
     pub fn cumulative_usec(&self) -> Vec<(u64, u64)> {
+        let total = self.total();
         let mut out = Vec::new();
-        let (mut seen, mut at, mut last) = (0u64, 0usize, 0u64);
-        for k in 10..=TOP + 1 {
-            let bound = 1u64 << k;
-            // Every bucket whose values are all below the bound.
-            while at < BUCKETS && upper(at) < bound {
-                seen += self.counts[at];
-                at += 1;
-            }
+        let mut last = 0;
+        for (k, seen) in self.below_powers(10..=TOP + 1) {
+            // The last bucket's nominal top is 2^(TOP+1) - 1: every duration counts there.
+            let seen = if k == TOP + 1 { total } else { seen };
             if seen > last {
-                out.push((bound / 1000, seen));
+                out.push(((1u64 << k) / 1000, seen));
                 last = seen;
             }
-            if seen == self.total {
+            if seen == total {
                 break;
             }
         }
@@ -133,26 +82,6 @@ impl Histogram {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn buckets_hold_their_values_and_follow_each_other() {
-        for ns in (0..5000).chain([1 << 20, (1 << 20) + 1, (1 << 30) - 1, 1 << 40, (1 << 45) + 5]) {
-            let b = bucket(ns);
-            assert!(ns <= upper(b), "{ns} in bucket {b} whose top is {}", upper(b));
-            if b > 0 && b < BUCKETS - 1 {
-                assert!(ns > upper(b - 1), "{ns} belongs after bucket {}", b - 1);
-            }
-        }
-        for b in 1..BUCKETS - 1 {
-            assert_eq!(bucket(upper(b - 1) + 1), b, "bucket {b} starts after {}", upper(b - 1));
-        }
-        assert_eq!(bucket(u64::MAX), BUCKETS - 1);
-        // At most an eighth of its values wide, above the exact ones.
-        for b in EXACT as usize + 1..BUCKETS - 1 {
-            let (lo, hi) = (upper(b - 1) + 1, upper(b));
-            assert!((hi - lo + 1) * 8 <= lo, "bucket {b}: {lo}..={hi}");
-        }
-    }
 
     #[test]
     fn percentiles_and_the_cumulative_buckets() {
