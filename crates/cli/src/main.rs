@@ -1,4 +1,5 @@
 //! The `mojim` command: initialise a region, run a mirror, inspect it, demo and benchmark.
+#![forbid(unsafe_code)]
 
 mod backup;
 mod export;

@@ -4,6 +4,7 @@
 //!
 //! Threads: one acceptor; one per connection (handshake, then a data lane or an operator's
 //! requests); one checkpointer. The replication logic itself is `mojim_core`'s.
+#![forbid(unsafe_code)]
 
 // The node is a handful of components, each owning its state and its locks behind methods;
 // `Shared` holds them (and the options and the shutdown flag), and the modules that carry out
