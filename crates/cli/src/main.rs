@@ -1,4 +1,5 @@
 //! The `mojim` command: initialise a region, run a mirror, inspect it, demo and benchmark.
+#![forbid(unsafe_code)]
 
 mod backup;
 mod export;
@@ -184,10 +185,11 @@ pub(crate) struct ServeArgs {
     /// Listen address, instead of [mirror] listen (use port 0 for any free port).
     #[arg(long)]
     listen: Option<String>,
-    /// Data folder, instead of [mirror] dir.
+    /// Data folder, instead of [mirror] dir. Relative to the working folder, as every path on
+    /// the command line is (a path in the configuration file is relative to the file's folder).
     #[arg(long)]
     pub(crate) dir: Option<PathBuf>,
-    /// Log folder, instead of [mirror] log_dir.
+    /// Log folder, instead of [mirror] log_dir (relative to the working folder).
     #[arg(long)]
     log_dir: Option<PathBuf>,
     /// Checkpoint after this many complete groups, instead of [mirror] checkpoint_thresh.

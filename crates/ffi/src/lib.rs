@@ -7,7 +7,6 @@
 //! what C needs: opaque handles, pointers checked before use (NULL, outside the mapping),
 //! integer error codes with the library's messages (`mojim_last_error`), and no panic across
 //! the boundary (`error::call`).
-#![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
 mod error;

@@ -3,7 +3,7 @@
 //! Every limit is read here, once, at start-up; nothing on the data path reads configuration.
 
 use crate::error::{Error, Result};
-use crate::size::{format_size, parse_size};
+use crate::size::{format_size, parse_size, SizeError};
 pub use mojim_region::NvmmModel;
 use mojim_transport::tls::TlsPaths;
 use mojim_transport::TlsContext;
@@ -80,13 +80,35 @@ impl fmt::Display for Mode {
 }
 
 impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Mode, String> {
-        Mode::ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| {
-            format!("unknown mode {s:?}; choose one of unreplicated, async, sync, sync-flush, sync-disk")
+    type Err = UnknownChoice;
+    fn from_str(s: &str) -> Result<Mode, UnknownChoice> {
+        Mode::ALL.into_iter().find(|m| m.name() == s).ok_or_else(|| UnknownChoice {
+            what: "mode",
+            value: s.to_string(),
+            choices: "one of unreplicated, async, sync, sync-flush, sync-disk",
         })
     }
 }
+
+/// A word of the configuration (or a flag) that is none of its choices: a mistake in what
+/// someone wrote. Names the value given and the choices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownChoice {
+    /// What the word is, e.g. `mode`.
+    pub what: &'static str,
+    /// The word given.
+    pub value: String,
+    /// The words it may be, as a phrase.
+    pub choices: &'static str,
+}
+
+impl fmt::Display for UnknownChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown {} {:?}; choose {}", self.what, self.value, self.choices)
+    }
+}
+
+impl std::error::Error for UnknownChoice {}
 
 /// The file, as written by people (`mojim init` writes a commented one).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -375,12 +397,12 @@ pub enum OnMirrorLoss {
 }
 
 impl FromStr for OnMirrorLoss {
-    type Err = String;
-    fn from_str(s: &str) -> Result<OnMirrorLoss, String> {
+    type Err = UnknownChoice;
+    fn from_str(s: &str) -> Result<OnMirrorLoss, UnknownChoice> {
         match s {
             "block" => Ok(OnMirrorLoss::Block),
             "degrade" => Ok(OnMirrorLoss::Degrade),
-            _ => Err(format!("unknown policy {s:?}; choose block or degrade")),
+            _ => Err(UnknownChoice { what: "policy", value: s.to_string(), choices: "block or degrade" }),
         }
     }
 }
@@ -1188,11 +1210,11 @@ pub fn check_metrics_listen(addr: &str, from: &str) -> Result<Option<String>> {
 }
 
 /// Parses a rate such as `100MiB/s` into bytes per second.
-pub fn parse_rate(s: &str) -> Result<u64, String> {
+pub fn parse_rate(s: &str) -> Result<u64, SizeError> {
     let t = s.trim();
-    let size = t.strip_suffix("/s").ok_or_else(|| format!("{s:?} is not a rate; write e.g. 100MiB/s"))?;
+    let size = t.strip_suffix("/s").ok_or_else(|| SizeError::NotARate(s.to_string()))?;
     match parse_size(size)? {
-        0 => Err(format!("rate {s:?} must be more than 0")),
+        0 => Err(SizeError::ZeroRate(s.to_string())),
         n => Ok(n),
     }
 }
@@ -1522,8 +1544,9 @@ mod tests {
     #[test]
     fn rates() {
         assert_eq!(parse_rate("100MiB/s"), Ok(100 << 20));
-        assert!(parse_rate("100MiB").unwrap_err().contains("100MiB/s"));
-        assert!(parse_rate("0/s").is_err());
+        assert_eq!(parse_rate("100MiB"), Err(SizeError::NotARate("100MiB".into())));
+        assert!(parse_rate("100MiB").unwrap_err().to_string().contains("100MiB/s"));
+        assert_eq!(parse_rate("0/s"), Err(SizeError::ZeroRate("0/s".into())));
     }
 
     #[test]

@@ -124,7 +124,8 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
         }
     };
     let who = conn.peer_identity();
-    if let Err(message) = role_may(who.as_ref(), hello.role) {
+    if let Err(e) = role_may(who.as_ref(), hello.role) {
+        let message = e.to_string();
         s.stats.violation();
         s.stats.refused(Refused::Role);
         tracing::warn!(%peer, %message, "connection refused");
@@ -317,7 +318,7 @@ fn accept_handshake<C: Conn>(
 /// Whether the holder of a TLS certificate (`None`: no TLS) may connect as `asked`: a primary's
 /// lanes need an application's certificate, a mirror's feed a node's; anyone of the cluster may
 /// open an admin connection (what it may run is checked per request, [`may_command`]).
-fn role_may(who: Option<&PeerIdentity>, asked: PeerRole) -> Result<(), String> {
+fn role_may(who: Option<&PeerIdentity>, asked: PeerRole) -> Result<(), NotPermitted> {
     let Some(who) = who else { return Ok(()) };
     let needed = match asked {
         PeerRole::Primary => Role::Application,
@@ -327,23 +328,46 @@ fn role_may(who: Option<&PeerIdentity>, asked: PeerRole) -> Result<(), String> {
     if who.role == Some(needed) {
         return Ok(());
     }
-    Err(format!(
-        "the certificate of {} may not connect as {asked:?}: that needs a certificate with role {needed}",
-        who
-    ))
+    Err(NotPermitted::Connect { who: who.to_string(), asked, needed })
 }
 
 /// Whether the holder of a TLS certificate may run admin commands that change the node
 /// (promote, demote, fence, discard, reset, backup_add, backup_remove): an operator's or a
 /// node's (a mirror resets its backups). An application's may read status and the data area
 /// only.
-fn may_command(who: Option<&PeerIdentity>) -> Result<(), String> {
+fn may_command(who: Option<&PeerIdentity>) -> Result<(), NotPermitted> {
     match who {
-        Some(w) if !matches!(w.role, Some(Role::Operator | Role::Node)) => Err(format!(
-            "the certificate of {w} may not run operator commands: they need a certificate with role \
-             operator (status and reads are allowed)"
-        )),
+        Some(w) if !matches!(w.role, Some(Role::Operator | Role::Node)) => {
+            Err(NotPermitted::Command { who: w.to_string() })
+        }
         _ => Ok(()),
+    }
+}
+
+/// What a peer's TLS certificate does not allow it (the peer's fault, or its operator's who
+/// gave it that certificate): the certificate, named.
+#[derive(Debug)]
+enum NotPermitted {
+    /// To connect in the role it asked for.
+    Connect { who: String, asked: PeerRole, needed: Role },
+    /// To run a command that changes the node.
+    Command { who: String },
+}
+
+impl std::fmt::Display for NotPermitted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotPermitted::Connect { who, asked, needed } => write!(
+                f,
+                "the certificate of {who} may not connect as {asked:?}: that needs a certificate with role \
+                 {needed}"
+            ),
+            NotPermitted::Command { who } => write!(
+                f,
+                "the certificate of {who} may not run operator commands: they need a certificate with role \
+                 operator (status and reads are allowed)"
+            ),
+        }
     }
 }
 
@@ -385,8 +409,10 @@ fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str, who: Option<&PeerIdentit
                 Ok(serde_json::to_vec(&st).unwrap_or_default())
             }
             Request::Command(json) => match may_command(who) {
-                Ok(()) => super::command::run(s, &json),
-                Err(m) => {
+                // The operator reads why as the refusal's text: a string from here on.
+                Ok(()) => super::command::run(s, &json).map_err(|e| e.to_string()),
+                Err(e) => {
+                    let m = e.to_string();
                     s.stats.violation();
                     tracing::warn!(%peer, command = %json, %m, "admin command refused");
                     Err(m)

@@ -18,6 +18,7 @@
 //! - `backup_remove {addr}`: stop feeding it and release the log space held for it alone;
 //!   reply `{"removed": addr, "backups": [...]}`. Neither is kept across a restart.
 
+use super::command_error::{CommandError, StorageError};
 use super::{apply, forward, session, Shared};
 use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
 use serde::Deserialize;
@@ -53,9 +54,10 @@ fn default_drain() -> u64 {
     5000
 }
 
-/// Runs one command and returns its JSON reply, or a message saying what is wrong.
-pub(crate) fn run(s: &Shared, json: &str) -> Result<Vec<u8>, String> {
-    let cmd: Command = serde_json::from_str(json).map_err(|e| format!("bad command {json:?}: {e}"))?;
+/// Runs one command and returns its JSON reply, or why it did not happen.
+pub(crate) fn run(s: &Shared, json: &str) -> Result<Vec<u8>, CommandError> {
+    let cmd: Command = serde_json::from_str(json)
+        .map_err(|e| CommandError::BadRequest { json: json.to_string(), reason: e.to_string() })?;
     let reply = match cmd {
         Command::Fence { epoch } => {
             fence(s, epoch)?;
@@ -94,22 +96,22 @@ pub(crate) fn run(s: &Shared, json: &str) -> Result<Vec<u8>, String> {
     Ok(reply.to_string().into_bytes())
 }
 
-fn io(what: &'static str) -> impl Fn(std::io::Error) -> String {
-    move |e| format!("{what}: {e}")
+fn io(op: &'static str) -> impl Fn(std::io::Error) -> StorageError {
+    StorageError::io(op)
 }
 
-fn no_session(s: &Shared) -> Result<(), String> {
+fn no_session(s: &Shared) -> Result<(), CommandError> {
     match session::describe(s) {
-        Some((_, peer, _, _)) => Err(format!("a session from {peer} is active; fence this node first")),
+        Some((_, peer, _, _)) => Err(CommandError::SessionActive { peer }),
         None => Ok(()),
     }
 }
 
 /// Takes `epoch` if it is newer, persistently, and ends an older session.
-fn fence(s: &Shared, epoch: u64) -> Result<(), String> {
+fn fence(s: &Shared, epoch: u64) -> Result<(), CommandError> {
     let current = s.session.epoch();
     if epoch < current {
-        return Err(format!("epoch {epoch} is older than this node's epoch {current}"));
+        return Err(CommandError::OlderEpoch { epoch, current });
     }
     if epoch > current {
         s.data.area().set_epoch(epoch).map_err(io("persist the epoch"))?;
@@ -120,7 +122,7 @@ fn fence(s: &Shared, epoch: u64) -> Result<(), String> {
     Ok(())
 }
 
-pub(crate) fn promote(s: &Shared, epoch: u64, drain: Duration) -> Result<serde_json::Value, String> {
+pub(crate) fn promote(s: &Shared, epoch: u64, drain: Duration) -> Result<serde_json::Value, CommandError> {
     promote_to(s, epoch, drain, false)
 }
 
@@ -131,25 +133,22 @@ pub(crate) fn promote_to(
     epoch: u64,
     drain: Duration,
     resume: bool,
-) -> Result<serde_json::Value, String> {
+) -> Result<serde_json::Value, CommandError> {
     let current = s.session.epoch();
     if epoch < current || (epoch == current && !resume) {
-        return Err(format!("promotion needs a new epoch: {epoch} is not above this node's epoch {current}"));
+        return Err(CommandError::EpochNotNew { epoch, current });
     }
     if !s.data.consistent() {
-        return Err(
-            "this copy is inconsistent (a copy into it did not finish): promoting it would lose data; \
-                    promote another node"
-                .into(),
-        );
+        return Err(CommandError::Inconsistent);
     }
     fence(s, epoch)?;
     session::wait_ended(s, Duration::from_secs(5))?;
     apply::checkpoint(s, true);
     if let Some(msg) = s.data.failed() {
-        return Err(format!("the data area failed: {msg}"));
+        return Err(CommandError::DataAreaFailed(msg.clone()));
     }
-    let applied = s.data.area().applied_seq().map_err(|e| e.to_string())?;
+    let applied =
+        s.data.area().applied_seq().map_err(StorageError::mojim("read the applied sequence number"))?;
     // Backups that are connected get what this node applied, so one can become the new mirror
     // with nothing to copy.
     let t0 = Instant::now();
@@ -166,7 +165,7 @@ pub(crate) fn promote_to(
             base,
             applied,
         )
-        .map_err(|e| format!("prepare the primary's files: {e}"))?;
+        .map_err(StorageError::mojim("prepare the primary's files"))?;
     let generation = mojim::history::new_generation();
     s.data.area().set_generation(generation, base).map_err(io("persist the generation"))?;
     let (flags, until) = s.data.area().copy_state().map_err(io("read the copy state"))?;
@@ -184,16 +183,29 @@ pub(crate) fn promote_to(
 }
 
 /// Forgets the logs and starts the sequence over at `base + 1`, marked inconsistent.
-fn reset(s: &Shared, base: u64) -> Result<(), String> {
+fn reset(s: &Shared, base: u64) -> Result<(), CommandError> {
     no_session(s)?;
     let applier = s.ckpt.applier();
-    s.ckpt.reset_to(base, &applier, || {
-        s.lanes.drop_records().map_err(io("drop the log's records"))?;
-        let area = s.data.area();
-        let (flags, _) = area.copy_state().map_err(io("read the copy state"))?;
-        area.set_copy_state(flags | FLAG_INCONSISTENT, 0).map_err(io("mark the copy inconsistent"))?;
-        area.set_applied_seq(base).map_err(io("persist the applied sequence number"))
-    })?;
+    // The checkpointer takes a preparation that fails with a message; its storage error is
+    // kept whole here, and the message is only what the checkpointer passes on.
+    let mut failed = None;
+    let prepared = s.ckpt.reset_to(base, &applier, || {
+        let prepare = || -> Result<(), StorageError> {
+            s.lanes.drop_records().map_err(io("drop the log's records"))?;
+            let area = s.data.area();
+            let (flags, _) = area.copy_state().map_err(io("read the copy state"))?;
+            area.set_copy_state(flags | FLAG_INCONSISTENT, 0).map_err(io("mark the copy inconsistent"))?;
+            area.set_applied_seq(base).map_err(io("persist the applied sequence number"))
+        };
+        prepare().map_err(|e| {
+            let m = e.to_string();
+            failed = Some(e);
+            m
+        })
+    });
+    if let Err(m) = prepared {
+        return Err(failed.map_or(CommandError::Busy(m), CommandError::Storage));
+    }
     tracing::warn!(base, "reset for a full copy");
     Ok(())
 }

@@ -22,15 +22,28 @@ pub enum DataPlacement {
 }
 
 impl std::str::FromStr for DataPlacement {
-    type Err = String;
-    fn from_str(s: &str) -> Result<DataPlacement, String> {
+    type Err = UnknownPlacement;
+    fn from_str(s: &str) -> Result<DataPlacement, UnknownPlacement> {
         match s {
             "memory" => Ok(DataPlacement::Memory),
             "disk" => Ok(DataPlacement::Disk),
-            _ => Err(format!("unknown data placement {s:?}; choose memory or disk")),
+            _ => Err(UnknownPlacement(s.to_string())),
         }
     }
 }
+
+/// A data placement that is neither `memory` nor `disk` (the operator's flag or configuration):
+/// the text given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownPlacement(pub String);
+
+impl std::fmt::Display for UnknownPlacement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unknown data placement {:?}; choose memory or disk", self.0)
+    }
+}
+
+impl std::error::Error for UnknownPlacement {}
 
 pub(crate) enum DataArea {
     Memory(RegionFile),

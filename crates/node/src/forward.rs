@@ -10,6 +10,7 @@
 //! `secondary_tier_thresh` bytes, lanes stop acknowledging new groups until forwarding catches
 //! up (the paper's stall).
 
+use super::command_error::BackupError;
 use super::forward_error::ForwardError;
 use super::Shared;
 use mojim::config::RegionId;
@@ -268,41 +269,29 @@ pub(crate) fn join(s: &Shared) {
 /// fed: it holds this node's log from now on, gets a full copy if it lacks what the log keeps,
 /// then follows the groups. Refuses this node's own address, one already fed, and more than
 /// [`MAX_BACKUPS`].
-pub(crate) fn add(s: &Shared, addr: &str) -> Result<serde_json::Value, String> {
+pub(crate) fn add(s: &Shared, addr: &str) -> Result<serde_json::Value, BackupError> {
     let f = &s.forward;
     let Some(spawner) = f.spawn.get() else {
-        return Err("this node is not serving yet; add the backup once it serves".into());
+        return Err(BackupError::NotServing);
     };
     let listening = s.stats.listen_addr();
     if addr.is_empty() || addr == s.opts.listen || addr == listening {
-        return Err(format!(
-            "{addr:?} is this node's own address: a node cannot be its own backup; name another node's \
-             [mirror] listen"
-        ));
+        return Err(BackupError::OwnAddress(addr.to_string()));
     }
     if !is_address(addr) {
-        return Err(format!(
-            "{addr:?} is not a node's address: give host:port (e.g. \"10.0.0.3:7070\"), ucx:host:port, or \
-             a shared-memory socket's absolute path, as in [mirror] listen"
-        ));
+        return Err(BackupError::NotAnAddress(addr.to_string()));
     }
     let mut threads = f.threads.lock().unwrap_or_else(|p| p.into_inner());
     let id = {
         let mut st = lock(f);
         if st.links.iter().any(|(_, l)| l.addr == addr) {
-            return Err(format!("{addr} is already a backup of this node (`mojim status` lists its link)"));
+            return Err(BackupError::AlreadyFed(addr.to_string()));
         }
         if st.links.len() >= MAX_BACKUPS {
-            return Err(format!(
-                "this node already feeds {} backups, the most it feeds ({MAX_BACKUPS}); remove one first",
-                st.links.len()
-            ));
+            return Err(BackupError::TooMany { fed: st.links.len(), max: MAX_BACKUPS });
         }
         if s.data.is_primary() {
-            return Err(
-                "this node's copy is the primary's: it feeds no backup (add backups to the current mirror)"
-                    .into(),
-            );
+            return Err(BackupError::Primary);
         }
         let id = st.next_id;
         st.next_id += 1;
@@ -317,7 +306,7 @@ pub(crate) fn add(s: &Shared, addr: &str) -> Result<serde_json::Value, String> {
         Err(e) => {
             drop(threads);
             remove_link(f, addr);
-            return Err(format!("cannot start the link to {addr}: {e}"));
+            return Err(BackupError::Start { addr: addr.to_string(), source: e });
         }
     }
     tracing::warn!(backup = %addr, "backup added: feeding it from now on (not kept across a restart)");
@@ -336,14 +325,10 @@ fn is_address(addr: &str) -> bool {
 
 /// Stops feeding the backup at `addr`: its link ends, and the log space held for it alone is
 /// released at the next reclaim.
-pub(crate) fn remove(s: &Shared, addr: &str) -> Result<serde_json::Value, String> {
+pub(crate) fn remove(s: &Shared, addr: &str) -> Result<serde_json::Value, BackupError> {
     let f = &s.forward;
     if !remove_link(f, addr) {
-        let fed = backup_addrs(f);
-        return Err(format!(
-            "{addr} is not a backup of this node; it feeds {}",
-            if fed.is_empty() { "none".to_string() } else { fed.join(", ") }
-        ));
+        return Err(BackupError::NotABackup { addr: addr.to_string(), fed: backup_addrs(f) });
     }
     // Wake the checkpointer: what only this backup held may be released now.
     s.ckpt.wake();

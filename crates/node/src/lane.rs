@@ -268,8 +268,8 @@ impl<C: Conn> Receiver<'_, C> {
                 Ok(true)
             }
             FrameKind::CopyBegin => {
-                if let Err(m) = super::session::copy_begin(s, tag.session, h.seq) {
-                    return Err(LaneEnd::Storage(m));
+                if let Err(e) = super::session::copy_begin(s, tag.session, h.seq) {
+                    return Err(LaneEnd::Storage(e.to_string()));
                 }
                 Ok(true)
             }
@@ -277,8 +277,8 @@ impl<C: Conn> Receiver<'_, C> {
                 if let Some(v) = super::session::copy_unsettled(s, tag.session) {
                     return Err(LaneEnd::Violation(v));
                 }
-                if let Err(m) = super::session::copy_end(s, tag.session, tag.lane, h.offset, h.seq) {
-                    return Err(LaneEnd::Storage(m));
+                if let Err(e) = super::session::copy_end(s, tag.session, tag.lane, h.offset, h.seq) {
+                    return Err(LaneEnd::Storage(e.to_string()));
                 }
                 Ok(true)
             }

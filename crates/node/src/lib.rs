@@ -4,6 +4,7 @@
 //!
 //! Threads: one acceptor; one per connection (handshake, then a data lane or an operator's
 //! requests); one checkpointer. The replication logic itself is `mojim_core`'s.
+#![forbid(unsafe_code)]
 
 // The node is a handful of components, each owning its state and its locks behind methods;
 // `Shared` holds them (and the options and the shutdown flag), and the modules that carry out
@@ -70,6 +71,7 @@ pub mod admin;
 mod apply;
 mod ckpt;
 mod command;
+mod command_error;
 mod coord_state;
 mod copy_check;
 mod data;
@@ -102,7 +104,7 @@ mod test_peer;
 
 pub use coord_state::CoordinatorStatus;
 use data::DataArea;
-pub use data::DataPlacement;
+pub use data::{DataPlacement, UnknownPlacement};
 pub use forward::{BackupStatus, MAX_BACKUPS};
 /// Largest Reply frame of an operator's read (see `mojim_format::handshake::MAX_READ`).
 pub use mojim_format::handshake::MAX_READ;
@@ -203,7 +205,10 @@ impl MirrorOptions {
             max_lanes: m.max_lanes,
             logs_at_start: cfg.file.primary.lanes.min(m.max_lanes),
             busy_poll: Duration::from_micros(m.busy_poll_us),
-            data: m.data.parse().map_err(|e: String| Error::Config(format!("[mirror] data: {e}")))?,
+            data: m
+                .data
+                .parse()
+                .map_err(|e: UnknownPlacement| Error::Config(format!("[mirror] data: {e}")))?,
             backups: m.backups.clone(),
             secondary_tier_thresh: cfg.secondary_tier_thresh()?,
             secondary_rate_limit: cfg.secondary_rate_limit()?,

@@ -15,31 +15,67 @@ pub fn pages(source: StatusSource) -> Pages {
             true => Ok(()),
             false => Err("the node is stopping".into()),
         }),
-        ready: Box::new(move || ready(&r.status())),
+        // The page's body says why not: the reason becomes text here.
+        ready: Box::new(move || ready(&r.status()).map_err(|e| e.to_string())),
     }
 }
 
 /// Whether a load balancer may send this node what a mirror takes: its data area is
 /// consistent, has not failed, and the node has not been promoted. Else why not.
-pub fn ready(st: &MirrorStatus) -> Result<(), String> {
+pub fn ready(st: &MirrorStatus) -> Result<(), NotReady> {
     if let Some(why) = &st.storage_failed {
-        return Err(format!("the data area failed and takes no more checkpoints: {why}"));
+        return Err(NotReady::StorageFailed(why.clone()));
     }
     if !st.consistent {
-        let progress = match &st.copy {
-            Some(c) => format!(" ({} of {} bytes received)", c.received_bytes, c.total_bytes),
-            None => String::new(),
-        };
-        return Err(format!("the data area is inconsistent: a copy into it is unfinished{progress}"));
+        let progress = st.copy.as_ref().map(|c| (c.received_bytes, c.total_bytes));
+        return Err(NotReady::Inconsistent { progress });
     }
     if st.role == "primary" {
-        return Err(format!(
-            "promoted at epoch {}: the data area is the primary's region, and this node refuses sessions",
-            st.epoch
-        ));
+        return Err(NotReady::Promoted { epoch: st.epoch });
     }
     Ok(())
 }
+
+/// Why a mirror is not ready for sessions: its own storage's state, or an operator's promotion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotReady {
+    /// The data area failed (this node's storage) and takes no more checkpoints: why.
+    StorageFailed(String),
+    /// A copy into the data area is unfinished: `(received, total)` bytes, when one is running.
+    Inconsistent {
+        /// Bytes of the copy received so far and in all.
+        progress: Option<(u64, u64)>,
+    },
+    /// The node was promoted (by an operator or the coordinator): it refuses sessions.
+    Promoted {
+        /// The epoch it was promoted at.
+        epoch: u64,
+    },
+}
+
+impl std::fmt::Display for NotReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotReady::StorageFailed(why) => {
+                write!(f, "the data area failed and takes no more checkpoints: {why}")
+            }
+            NotReady::Inconsistent { progress } => {
+                f.write_str("the data area is inconsistent: a copy into it is unfinished")?;
+                match progress {
+                    Some((received, total)) => write!(f, " ({received} of {total} bytes received)"),
+                    None => Ok(()),
+                }
+            }
+            NotReady::Promoted { epoch } => write!(
+                f,
+                "promoted at epoch {epoch}: the data area is the primary's region, and this node refuses \
+                 sessions"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NotReady {}
 
 /// The metrics page for `st`.
 pub fn render(st: &MirrorStatus) -> String {
@@ -423,13 +459,15 @@ mod tests {
         let copying = status(serde_json::json!({"consistent": false, "copy": {
             "total_bytes": 4096, "received_bytes": 1024, "remaining_bytes": 3072, "seconds": 1.0, "mb_per_s": 0.0
         }}));
+        assert_eq!(ready(&copying), Err(NotReady::Inconsistent { progress: Some((1024, 4096)) }));
         assert_eq!(
-            ready(&copying).unwrap_err(),
+            ready(&copying).unwrap_err().to_string(),
             "the data area is inconsistent: a copy into it is unfinished (1024 of 4096 bytes received)"
         );
         let failed = status(serde_json::json!({"storage_failed": "fdatasync: EIO"}));
-        assert!(ready(&failed).unwrap_err().contains("fdatasync: EIO"));
+        assert!(ready(&failed).unwrap_err().to_string().contains("fdatasync: EIO"));
         let promoted = status(serde_json::json!({"role": "primary"}));
-        assert!(ready(&promoted).unwrap_err().starts_with("promoted at epoch 3"));
+        assert_eq!(ready(&promoted), Err(NotReady::Promoted { epoch: 3 }));
+        assert!(ready(&promoted).unwrap_err().to_string().starts_with("promoted at epoch 3"));
     }
 }

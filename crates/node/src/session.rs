@@ -6,6 +6,7 @@
 //! lane drops its open group, every complete group is applied in sequence order (across gaps,
 //! as recovery would), and the next session starts after the highest sequence number seen.
 
+use super::command_error::{CommandError, StorageError};
 use super::{apply, Shared};
 use mojim_core::encode::SessionTag;
 use mojim_core::handshake::Refusal;
@@ -408,7 +409,7 @@ pub(crate) fn leave(s: &Shared, tag: SessionTag, reason: &str) {
 }
 
 /// A lane of `session` announced a copy: mark the data area inconsistent before any of it lands.
-pub(crate) fn copy_begin(s: &Shared, session: u64, total: u64) -> Result<(), String> {
+pub(crate) fn copy_begin(s: &Shared, session: u64, total: u64) -> Result<(), StorageError> {
     let mut slot = s.session.lock();
     let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
     if cur.copy_open {
@@ -422,11 +423,11 @@ pub(crate) fn copy_begin(s: &Shared, session: u64, total: u64) -> Result<(), Str
     cur.copy_started = Some(std::time::Instant::now());
     cur.copy_base_bytes = s.stats.bytes_received();
     cur.copy_retry.clear();
-    let (flags, _) = s.data.area().copy_state().map_err(|e| format!("read the copy state: {e}"))?;
+    let (flags, _) = s.data.area().copy_state().map_err(StorageError::io("read the copy state"))?;
     s.data
         .area()
         .set_copy_state(flags | FLAG_INCONSISTENT, 0)
-        .map_err(|e| format!("mark the data area inconsistent: {e}"))?;
+        .map_err(StorageError::io("mark the data area inconsistent"))?;
     tracing::info!(
         session = format!("{session:#x}"),
         "a copy begins: the data area is inconsistent until it ends"
@@ -446,7 +447,7 @@ pub(crate) fn copy_end(
     lane: u16,
     generation: u64,
     last: u64,
-) -> Result<(), String> {
+) -> Result<(), StorageError> {
     let mut slot = s.session.lock();
     let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
     cur.copy_ended |= 1u64 << lane;
@@ -454,19 +455,19 @@ pub(crate) fn copy_end(
     if cur.copy_open && cur.copy_ended.count_ones() < cur.lanes as u32 {
         return Ok(());
     }
-    let (old, old_prev) = s.data.area().generation().map_err(|e| format!("read the generation: {e}"))?;
+    let (old, old_prev) = s.data.area().generation().map_err(StorageError::io("read the generation"))?;
     if generation != old {
         let prev = if old != 0 { old } else { old_prev };
-        s.data.area().set_generation(generation, prev).map_err(|e| format!("persist the generation: {e}"))?;
+        s.data.area().set_generation(generation, prev).map_err(StorageError::io("persist the generation"))?;
     }
     cur.copy_ended = 0;
     let until = std::mem::take(&mut cur.copy_until);
     if std::mem::take(&mut cur.copy_open) {
-        let (flags, _) = s.data.area().copy_state().map_err(|e| format!("read the copy state: {e}"))?;
+        let (flags, _) = s.data.area().copy_state().map_err(StorageError::io("read the copy state"))?;
         s.data
             .area()
             .set_copy_state(flags | FLAG_INCONSISTENT, until.max(1))
-            .map_err(|e| format!("record the end of the copy: {e}"))?;
+            .map_err(StorageError::io("record the end of the copy"))?;
     }
     drop(slot);
     s.data.consistent();
@@ -484,14 +485,14 @@ pub(crate) fn end_older(s: &Shared, epoch: u64) {
 }
 
 /// Waits until no session is active (its lanes have left and it is sealed).
-pub(crate) fn wait_ended(s: &Shared, timeout: Duration) -> Result<(), String> {
+pub(crate) fn wait_ended(s: &Shared, timeout: Duration) -> Result<(), CommandError> {
     let deadline = std::time::Instant::now() + timeout;
     let mut slot = s.session.lock();
     while let Some(cur) = slot.current.as_mut() {
         end_locked(cur);
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
-            return Err(format!("the session from {} did not end within {timeout:?}", cur.peer));
+            return Err(CommandError::SessionStayed { peer: cur.peer.clone(), timeout });
         }
         slot = s
             .session

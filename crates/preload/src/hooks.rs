@@ -1380,8 +1380,8 @@ macro_rules! xstat_path {
     ($name:ident) => {
         #[no_mangle]
         pub unsafe extern "C" fn $name(ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
-            // SAFETY: passed on.
             let r =
+                // SAFETY: the caller's arguments, passed on unchanged to the C library's own.
                 unsafe { real!($name: unsafe extern "C" fn(c_int, *const c_char, *mut libc::stat) -> c_int)(ver, path, buf) };
             if r == 0 {
                 // SAFETY: the caller's path; `buf` filled by the real call.

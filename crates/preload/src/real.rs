@@ -39,9 +39,9 @@ macro_rules! real {
     ($name:ident : $ty:ty) => {{
         static CACHE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let p = $crate::real::resolve(concat!(stringify!($name), "\0"), &CACHE);
+        #[allow(unused_unsafe)] // also used inside the callers' unsafe blocks
         // SAFETY: `p` is the address of the C library's `$name`, whose C signature `$ty`
         // spells (checked against glibc's headers for x86_64).
-        #[allow(unused_unsafe)] // also used inside the callers' unsafe blocks
         let f = unsafe { std::mem::transmute::<usize, $ty>(p) };
         f
     }};

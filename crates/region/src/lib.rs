@@ -1,14 +1,13 @@
 //! Mojim's memory layer: files mapped for loads and stores, and making their bytes persistent.
 //!
-//! This is the library's one crate with `unsafe` code (the others are the C ABI crates,
-//! `mojim-capi` and `mojim-preload`); every other crate forbids it. The mapping
+//! This is the library's one crate with `unsafe` code beside the UCX bindings (`mojim-ucx`);
+//! outside the library, the C ABI (`mojim-ffi`), the interposer (`mojim-preload`) and the
+//! Python bindings' buffer exporter have their own, and every other crate forbids it (the
+//! workspace's lint table, docs/DESIGN.md "Where unsafe lives"). The mapping
 //! is memory shared with other threads (and, for region files, possibly other processes): safe
 //! code reaches it only through bounds-checked copies, atomics and [`MapSlice`] views, never
 //! through a Rust reference it could hold while someone else stores into those bytes (see the
 //! memory model in `map.rs`). Every `unsafe` block says why it is sound.
-
-#![deny(unsafe_op_in_unsafe_fn)]
-#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod arena;
 mod cells;

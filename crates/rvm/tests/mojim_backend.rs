@@ -141,6 +141,7 @@ fn a_commit_without_the_mirror_fails_under_block_and_is_sent_by_the_next() {
     rvm.set_usr_data(p as *mut u8).unwrap();
     rvm.txn_commit().unwrap();
     m.shutdown();
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *p = 41 };
     let mut failed = false;
     for _ in 0..100 {
@@ -189,12 +190,15 @@ fn a_commit_without_the_mirror_under_degrade_keeps_the_data_locally() {
     rvm.txn_commit().unwrap();
     m.shutdown();
     for i in 0..20u64 {
+        // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
         unsafe { *p = i };
         rvm.txn_commit().expect("a degraded commit succeeds");
     }
     rvm.close().unwrap();
     // Recovery (degraded again: no mirror) finds the last commit in the local copy.
     let rvm = Rvm::open(&opts).unwrap();
+    // SAFETY: the root block recovered from the last commit, allocated as large as this read,
+    // mapped while `rvm` lives.
     assert_eq!(unsafe { *(rvm.usr_data() as *mut u64) }, 19);
     rvm.close().unwrap();
 }
@@ -251,6 +255,7 @@ fn a_commit_the_process_died_copying_is_put_back_and_sent_on_open() {
     let rvm = Rvm::open(&opts).unwrap();
     let p = rvm.alloc(8).unwrap() as *mut u64;
     rvm.set_usr_data(p as *mut u8).unwrap();
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *p = 5 };
     rvm.txn_commit().unwrap();
     rvm.close().unwrap();
@@ -267,6 +272,8 @@ fn a_commit_the_process_died_copying_is_put_back_and_sent_on_open() {
     std::fs::write(&redo, redo_file(&[(page, bytes)])).unwrap();
 
     let rvm = Rvm::open(&opts).unwrap();
+    // SAFETY: the root block recovered from the last commit, allocated as large as this read,
+    // mapped while `rvm` lives.
     assert_eq!(unsafe { *(rvm.usr_data() as *mut u64) }, 9, "the commit in the redo file is the memory's");
     rvm.close().unwrap();
     m.checkpoint();
@@ -297,6 +304,8 @@ fn the_redo_file_is_private_and_holds_no_committed_bytes_once_applied() {
     let secret = b"a committed secret, not for the redo file to keep";
     let p = rvm.alloc(4096).unwrap();
     rvm.set_usr_data(p).unwrap();
+    // SAFETY: `p` is the 4096 bytes `rvm.alloc` returned, longer than `secret`; the two do not
+    // overlap.
     unsafe { std::ptr::copy_nonoverlapping(secret.as_ptr(), p, secret.len()) };
     rvm.txn_commit().unwrap();
     assert!(holds(&mojim_region::RegionFile::open(&region).unwrap().view(0, 1 << 20).to_vec(), secret));
@@ -315,6 +324,7 @@ fn the_redo_file_is_private_and_holds_no_committed_bytes_once_applied() {
     assert_eq!(mode(&redo), 0o600, "an existing redo file is made private");
     let file = std::fs::read(&redo).unwrap();
     assert!(!holds(&file, &[0x5e; 64]), "the applied commit left in it is zeroed");
+    // SAFETY: the recovered root block, the 4096 bytes allocated above, mapped while `rvm` lives.
     assert_eq!(unsafe { std::slice::from_raw_parts(rvm.usr_data(), secret.len()) }, secret);
     rvm.close().unwrap();
     m.shutdown();
@@ -367,11 +377,14 @@ fn a_full_file_system_fails_the_commit_before_anything_is_written_and_the_next_o
     let rvm = Rvm::open(&opts).unwrap();
     let p = rvm.alloc(8).unwrap() as *mut u64;
     rvm.set_usr_data(p as *mut u8).unwrap();
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *p = 1 };
     rvm.txn_commit().unwrap();
     // A block larger than the redo file's first MiB: the file must grow, and cannot.
     let filler = fs.fill();
     let big = rvm.alloc(1536 << 10).unwrap();
+    // SAFETY: `p` (8 bytes) and `big` (1.5 MiB) are blocks `rvm.alloc` returned, mapped read-write
+    // while `rvm` lives.
     unsafe {
         *p = 2;
         *big.add(1000) = 7;
@@ -393,7 +406,9 @@ fn a_full_file_system_fails_the_commit_before_anything_is_written_and_the_next_o
     rvm.close().unwrap();
     let rvm = Rvm::open(&opts).unwrap();
     let p = rvm.usr_data() as *mut u64;
+    // SAFETY: `p` is the recovered root block (8 bytes), mapped while `rvm` lives.
     assert_eq!(unsafe { *p }, 2);
+    // SAFETY: `big`'s allocation was committed, and the memory maps at the same base again.
     assert_eq!(unsafe { *big.add(1000) }, 7);
     rvm.close().unwrap();
     m.shutdown();
@@ -406,6 +421,7 @@ fn a_second_user_of_the_same_region_is_refused_and_the_first_goes_on() {
     let rvm = Rvm::open(&options(&dir.0, m.addr(), base(10), WriteTracking::UffdAsync)).unwrap();
     let p = rvm.alloc(8).unwrap() as *mut u64;
     rvm.set_usr_data(p as *mut u8).unwrap();
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *p = 3 };
     rvm.txn_commit().unwrap();
     // Another base address, so that only the region is shared.
@@ -416,10 +432,13 @@ fn a_second_user_of_the_same_region_is_refused_and_the_first_goes_on() {
         Err(e) => panic!("a second user refused for the wrong reason: {e}"),
         Ok(_) => panic!("a second user of the same region was let in"),
     }
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *p = 4 };
     rvm.txn_commit().expect("the first user commits on");
     rvm.close().unwrap();
     let rvm = Rvm::open(&options(&dir.0, m.addr(), base(10), WriteTracking::UffdAsync)).unwrap();
+    // SAFETY: the root block recovered from the last commit, allocated as large as this read,
+    // mapped while `rvm` lives.
     assert_eq!(unsafe { *(rvm.usr_data() as *mut u64) }, 4);
     rvm.close().unwrap();
     m.shutdown();

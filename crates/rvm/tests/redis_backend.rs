@@ -302,6 +302,7 @@ fn pages_live_under_the_master_and_superseded_versions_are_deleted() {
     rvm.set_usr_data(a).unwrap();
     rvm.txn_commit().unwrap();
     let first = (a as u64 - base(5) as u64) / PAGE;
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *a.add(4096) = 9 };
     rvm.txn_commit().unwrap();
     let mut c = server.conn();
@@ -340,6 +341,7 @@ fn a_crash_between_the_shadow_writes_and_exec_recovers_the_previous_commit_and_r
     let rvm = Rvm::open(&opts).unwrap();
     let p = rvm.alloc(8).unwrap() as *mut u64;
     rvm.set_usr_data(p as *mut u8).unwrap();
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *p = 1 };
     rvm.txn_commit().unwrap();
     rvm.close().unwrap();
@@ -369,6 +371,8 @@ fn a_crash_between_the_shadow_writes_and_exec_recovers_the_previous_commit_and_r
     drop(c); // the process dies: Redis discards the queued transaction
     let rvm = Rvm::open(&opts).unwrap();
     assert_eq!(rvm.usr_data(), p as *mut u8);
+    // SAFETY: `p` is the root block again (asserted just above), mapped while the reopened `rvm`
+    // lives.
     assert_eq!(unsafe { *p }, 1, "the previous commit, whole");
     assert_eq!(rvm.status().recovery.expect("recovered").seq, 1 + 1, "the RVM header's commit count");
     let mut c = server.conn();
@@ -380,11 +384,14 @@ fn a_crash_between_the_shadow_writes_and_exec_recovers_the_previous_commit_and_r
         assert_eq!(call(&mut c, &[b"EXISTS", k.as_bytes()]), Reply::Int(1), "{k} is not ours");
     }
     // And the memory goes on: the next commit takes the number the crashed one had.
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *p = 2 };
     rvm.txn_commit().unwrap();
     assert_eq!(master(&mut c).0, next);
     rvm.close().unwrap();
     let rvm = Rvm::open(&opts).unwrap();
+    // SAFETY: the root block recovered from the last commit, allocated as large as this read,
+    // mapped while `rvm` lives.
     assert_eq!(unsafe { *(rvm.usr_data() as *mut u64) }, 2);
     rvm.close().unwrap();
 }
@@ -458,6 +465,7 @@ fn an_error_reply_during_a_commit_fails_it_and_the_next_commit_sends_its_pages()
     let mut c = server.conn();
     let before = master(&mut c);
     call(&mut c, &[b"CONFIG", b"SET", b"maxmemory", b"1"]);
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *p = 41 };
     match rvm.txn_commit() {
         Err(RvmError::Redis(m)) => assert!(m.contains(&server.addr()) && m.contains("OOM"), "{m}"),
@@ -468,6 +476,8 @@ fn an_error_reply_during_a_commit_fails_it_and_the_next_commit_sends_its_pages()
     rvm.txn_commit().unwrap();
     rvm.close().unwrap();
     let rvm = Rvm::open(&opts).unwrap();
+    // SAFETY: the root block recovered from the last commit, allocated as large as this read,
+    // mapped while `rvm` lives.
     assert_eq!(unsafe { *(rvm.usr_data() as *mut u64) }, 41, "the failed commit's page came with the next");
     rvm.close().unwrap();
 }
@@ -480,9 +490,11 @@ fn the_server_gone_during_a_commit_fails_it_and_a_commit_once_it_is_back_sends_i
     let rvm = Rvm::open(&opts).unwrap();
     let p = rvm.alloc(8).unwrap() as *mut u64;
     rvm.set_usr_data(p as *mut u8).unwrap();
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *p = 1 };
     rvm.txn_commit().unwrap();
     server.kill();
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *p = 42 };
     // The connection is dead: the shadow writes go out to no one, or fail to.
     match rvm.txn_commit() {
@@ -500,6 +512,8 @@ fn the_server_gone_during_a_commit_fails_it_and_a_commit_once_it_is_back_sends_i
     rvm.close().unwrap();
     let rvm = Rvm::open(&opts).unwrap();
     assert_eq!(
+        // SAFETY: the root block recovered from the last commit, allocated as large as this read,
+        // mapped while `rvm` lives.
         unsafe { *(rvm.usr_data() as *mut u64) },
         42,
         "the failed commits' page came with the later one"
@@ -576,6 +590,7 @@ fn a_commit_whose_exec_answer_is_lost_is_found_landed_by_the_next_connection() {
     rvm.set_usr_data(p as *mut u8).unwrap();
     rvm.txn_commit().unwrap();
     armed.store(true, Ordering::SeqCst);
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *p = 7 };
     match rvm.txn_commit() {
         Err(RvmError::Redis(m)) => assert!(m.contains(&relay) && m.contains("closed the connection"), "{m}"),
@@ -584,6 +599,7 @@ fn a_commit_whose_exec_answer_is_lost_is_found_landed_by_the_next_connection() {
     // It landed (the server ran the EXEC): the next connection finds the master one commit on,
     // takes it as this process's, and goes on from there.
     assert_eq!(master(&mut server.conn()).0, 3);
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *p.add(1) = 8 };
     rvm.txn_commit().unwrap();
     assert_eq!(master(&mut server.conn()).0, 4);
@@ -591,6 +607,8 @@ fn a_commit_whose_exec_answer_is_lost_is_found_landed_by_the_next_connection() {
     t.join().unwrap();
     let rvm = Rvm::open(&options(&server.addr(), 1 << 20, base(12))).unwrap();
     let p = rvm.usr_data() as *mut u64;
+    // SAFETY: `p` is the recovered root block, the 16 bytes allocated above, mapped while `rvm`
+    // lives.
     assert_eq!(unsafe { (*p, *p.add(1)) }, (7, 8));
     rvm.close().unwrap();
 }
@@ -603,7 +621,9 @@ fn a_server_back_without_the_memory_is_found_out_and_nothing_more_is_written() {
     rvm.set_usr_data(p as *mut u8).unwrap();
     rvm.txn_commit().unwrap();
     server.kill();
-    server.restart(); // no persistence: empty
+    // No persistence: it is back empty.
+    server.restart();
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *p = 5 };
     let mut refused = Vec::new();
     for _ in 0..3 {
@@ -641,6 +661,7 @@ fn unaligned_reads_and_pages_never_written_read_as_stored() {
     let server = Server::start("read", &[]);
     let rvm = Rvm::open(&options(&server.addr(), 1 << 20, base(11))).unwrap();
     let a = rvm.alloc(3 * 4096).unwrap();
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe {
         for i in 0..3 * 4096 {
             *a.add(i) = (i % 251) as u8;
@@ -738,10 +759,13 @@ fn a_server_with_requirepass_takes_the_password_and_a_page_changed_behind_the_ba
     let rvm = Rvm::open(&opts).unwrap();
     let p = rvm.alloc(2 * 4096).unwrap();
     rvm.set_usr_data(p).unwrap();
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *p.add(4096) = 42 };
     rvm.txn_commit().unwrap();
     rvm.close().unwrap();
     let rvm = Rvm::open(&opts).unwrap();
+    // SAFETY: the root block recovered from the last commit, allocated as large as this read,
+    // mapped while `rvm` lives.
     assert_eq!(unsafe { *rvm.usr_data().add(4096) }, 42);
     rvm.close().unwrap();
 
@@ -775,6 +799,8 @@ fn a_server_with_requirepass_takes_the_password_and_a_page_changed_behind_the_ba
     // Put back as it was, the memory opens again.
     call(&mut c, &[b"SET", &key(page, v), &good]);
     let rvm = Rvm::open(&opts).unwrap();
+    // SAFETY: the root block recovered from the last commit, allocated as large as this read,
+    // mapped while `rvm` lives.
     assert_eq!(unsafe { *rvm.usr_data().add(4096) }, 42);
     rvm.close().unwrap();
 }
@@ -788,6 +814,7 @@ fn a_memory_written_before_page_checks_is_read_and_given_them() {
     let rvm = Rvm::open(&opts).unwrap();
     let p = rvm.alloc(8).unwrap() as *mut u64;
     rvm.set_usr_data(p as *mut u8).unwrap();
+    // SAFETY: within the block `rvm.alloc` returned above, mapped read-write while `rvm` lives.
     unsafe { *p = 77 };
     rvm.txn_commit().unwrap();
     rvm.close().unwrap();
@@ -800,6 +827,8 @@ fn a_memory_written_before_page_checks_is_read_and_given_them() {
     }
     call(&mut c, &[b"HDEL", &master_key(), b"checked"]);
     let rvm = Rvm::open(&opts).unwrap();
+    // SAFETY: the root block recovered from the last commit, allocated as large as this read,
+    // mapped while `rvm` lives.
     assert_eq!(unsafe { *(rvm.usr_data() as *mut u64) }, 77);
     rvm.close().unwrap();
     let (after, now) = master(&mut c);

@@ -243,9 +243,9 @@ fn parse_kinds(a: &BenchArgs) -> Result<Vec<Kind>> {
                 let s = SCHEME_NAMES.iter().find(|s| s.0 == m).expect("found");
                 Kind::Scheme(s.1, s.2)
             }
-            _ => {
-                Kind::Mode(m.parse().map_err(|e: String| Error::Config(format!("--mode: {e}; or tcp-rtt")))?)
-            }
+            _ => Kind::Mode(m.parse().map_err(|e: mojim::config::UnknownChoice| {
+                Error::Config(format!("--mode: {e}; or tcp-rtt"))
+            })?),
         });
     }
     if a.disk_file.is_some() {
@@ -1045,16 +1045,10 @@ fn cpu_cell(us: Option<f64>) -> String {
     us.map_or("-".into(), |u| format!("{u:.1}"))
 }
 
-/// Prints results as a table with side-by-side ratios, or as JSON lines.
-pub fn print(results: &[BenchResult], json: bool) {
-    if json {
-        for r in results {
-            println!("{}", serde_json::to_string(r).unwrap_or_default());
-        }
-        return;
-    }
-    println!(
-        "{:<18} {:<11} {:>7} {:>7} {:>5} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9}",
+/// The latency table's header: one label per column of [`table_row`].
+fn table_header() -> String {
+    format!(
+        "{:<18} {:<11} {:>7} {:>7} {:>5} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9} {:>15}",
         "mode",
         "transport",
         "size",
@@ -1065,28 +1059,46 @@ pub fn print(results: &[BenchResult], json: bool) {
         "p50_us",
         "p99_us",
         "ops/s",
-        "MB/s"
-    );
-    for r in results {
-        let mut transport = if r.tls { format!("{}+tls", r.transport) } else { r.transport.clone() };
-        if r.metrics {
-            transport.push_str("+metrics");
+        "MB/s",
+        "cpu_us_snd/rcv"
+    )
+}
+
+/// One result as a row of the latency table; the last column is the CPU microseconds per
+/// operation of the sender and of the receiver (`-` where not measured).
+fn table_row(r: &BenchResult) -> String {
+    let mut transport = if r.tls { format!("{}+tls", r.transport) } else { r.transport.clone() };
+    if r.metrics {
+        transport.push_str("+metrics");
+    }
+    format!(
+        "{:<18} {:<11} {:>7} {:>7} {:>5} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>11.0} {:>9.1} {:>15}",
+        r.mode,
+        transport,
+        r.size,
+        r.threads,
+        r.lanes,
+        r.ops,
+        r.mean_us,
+        r.p50_us,
+        r.p99_us,
+        r.ops_per_s,
+        r.mb_per_s,
+        format!("{}/{}", cpu_cell(r.cpu_us_sender), cpu_cell(r.cpu_us_receiver))
+    )
+}
+
+/// Prints results as a table with side-by-side ratios, or as JSON lines.
+pub fn print(results: &[BenchResult], json: bool) {
+    if json {
+        for r in results {
+            println!("{}", serde_json::to_string(r).unwrap_or_default());
         }
-        println!(
-            "{:<18} {:<11} {:>7} {:>7} {:>5} {:>9} {:>9.2} {:>9.2} {:>9.2} {:>11.0} {:>9.1} {:>15}",
-            r.mode,
-            transport,
-            r.size,
-            r.threads,
-            r.lanes,
-            r.ops,
-            r.mean_us,
-            r.p50_us,
-            r.p99_us,
-            r.ops_per_s,
-            r.mb_per_s,
-            format!("{}/{}", cpu_cell(r.cpu_us_sender), cpu_cell(r.cpu_us_receiver))
-        );
+        return;
+    }
+    println!("{}", table_header());
+    for r in results {
+        println!("{}", table_row(r));
     }
     let on =
         |m: &str, t: &str| results.iter().find(|r| r.mode == m && r.transport == t && !r.tls && !r.metrics);
@@ -1137,5 +1149,39 @@ pub fn print(results: &[BenchResult], json: bool) {
     let find = |m: &str| results.iter().find(|r| r.mode == m);
     if let (Some(s), Some(d)) = (find("sync"), find("unreplicated-disk")) {
         println!("sync p50 / unreplicated-disk p50 = {:.2}", s.p50_us / d.p50_us);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_column_of_the_latency_table_has_a_label() {
+        let r = BenchResult {
+            mode: "sync".into(),
+            size: 4096,
+            threads: 1,
+            lanes: 1,
+            ops: 1000,
+            mean_us: 40.0,
+            p50_us: 38.5,
+            p99_us: 90.25,
+            ops_per_s: 25000.0,
+            mb_per_s: 102.4,
+            backups: 0,
+            topology: "none".into(),
+            transport: "tcp".into(),
+            tls: true,
+            metrics: true,
+            cpu_us_sender: Some(12.5),
+            cpu_us_receiver: None,
+        };
+        let (header, row) = (table_header(), table_row(&r));
+        let labels: Vec<&str> = header.split_whitespace().collect();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(labels.len(), cells.len(), "\n{header}\n{row}");
+        assert_eq!(labels.last(), Some(&"cpu_us_snd/rcv"));
+        assert_eq!(cells.last(), Some(&"12.5/-"));
     }
 }

@@ -593,10 +593,10 @@ impl Registered {
         // drop.
         check("ucp_mem_map", unsafe { (fns.ucp_mem_map)(ctx.h, &p, &mut memh) })?;
         let (mut buf, mut key_len) = (std::ptr::null_mut(), 0usize);
-        // SAFETY: context and handle are live; UCX allocates the packed key.
-        if let Err(e) =
-            check("ucp_rkey_pack", unsafe { (fns.ucp_rkey_pack)(ctx.h, memh, &mut buf, &mut key_len) })
-        {
+        // SAFETY: the context and the handle just made are live; UCX allocates the packed key
+        // and writes its address and length into the two locals.
+        let packed = unsafe { (fns.ucp_rkey_pack)(ctx.h, memh, &mut buf, &mut key_len) };
+        if let Err(e) = check("ucp_rkey_pack", packed) {
             // SAFETY: live handle, not used after.
             unsafe { (fns.ucp_mem_unmap)(ctx.h, memh) };
             return Err(e);

@@ -69,6 +69,8 @@ pub struct Root {
 /// # Safety
 /// `t` points at a tree of [`Tree`]s in `rvm`'s memory.
 pub unsafe fn insert(rvm: &Rvm, t: *mut *mut Tree, key: u64) {
+    // SAFETY: every `*at` is `t` or a child link of a node of that tree (the caller's promise);
+    // the new node is a block of `Tree`'s size that `rvm.alloc` just returned.
     unsafe {
         let mut at = t;
         while !(*at).is_null() {
@@ -80,7 +82,11 @@ pub unsafe fn insert(rvm: &Rvm, t: *mut *mut Tree, key: u64) {
     }
 }
 
+/// # Safety
+/// `t` is null or points at a tree of [`Tree`]s in a live `Rvm`'s memory.
 unsafe fn in_order(t: *mut Tree, out: &mut Vec<u64>) {
+    // SAFETY: `t` is not null here, so a node of that tree (the caller's promise), and so are
+    // its children or null.
     unsafe {
         if t.is_null() {
             return;
@@ -93,6 +99,9 @@ unsafe fn in_order(t: *mut Tree, out: &mut Vec<u64>) {
 
 /// A list of 100 nodes, a tree of 10 keys and a large block, under the root pointer.
 pub fn build(rvm: &Rvm) {
+    // SAFETY: every pointer written through is a block `rvm.alloc` just returned, of the size
+    // of what is written (the large block: `3 * 4096 + 100` bytes, written word by word below
+    // that); `rvm` maps them read-write while it lives.
     unsafe {
         let root = rvm.alloc(std::mem::size_of::<Root>()).unwrap() as *mut Root;
         root.write(Root {
@@ -119,6 +128,9 @@ pub fn build(rvm: &Rvm) {
 
 /// The list's values and the tree's keys in order, after checking the large block.
 pub fn check(rvm: &Rvm) -> (Vec<u64>, Vec<u64>) {
+    // SAFETY: the root is not null (asserted), so it is the `Root` that `build` allocated, and
+    // every pointer under it is one of `build`'s blocks or null: recovery brings them back at
+    // the same addresses, mapped while `rvm` lives.
     unsafe {
         let root = rvm.usr_data() as *mut Root;
         assert!(!root.is_null(), "the root pointer is back");
@@ -149,6 +161,7 @@ pub fn pointer_rich_structures_come_back_at_the_same_addresses_with_either_track
         let root = rvm.usr_data();
         let before = check(&rvm);
         // Written after the last commit: gone after recovery.
+        // SAFETY: `root` is the `Root` that `build` allocated, mapped while `rvm` lives.
         unsafe { (*(root as *mut Root)).list = std::ptr::null_mut() };
         rvm.close().unwrap();
 
@@ -162,6 +175,8 @@ pub fn pointer_rich_structures_come_back_at_the_same_addresses_with_either_track
         let rec = st.recovery.expect("recovered");
         assert!(rec.blocks >= 2, "{rec:?}");
         // Changes after recovery commit and recover too; the allocator's state came back.
+        // SAFETY: `root` is the recovered `Root` (the same address, asserted above), and its
+        // `tree` the tree `build` made.
         unsafe { insert(&rvm, &mut (*(root as *mut Root)).tree, 60) };
         rvm.txn_commit().unwrap();
         rvm.close().unwrap();
@@ -179,6 +194,7 @@ pub fn a_commit_sends_exactly_the_written_pages_with_the_header<S: Store>() {
     assert_eq!(rvm.status().last_commit_pages, 65, "the fresh block whole, and the header page");
     rvm.txn_commit().unwrap();
     assert_eq!(rvm.status().last_commit_pages, 1, "the header only");
+    // SAFETY: all three bytes lie within the 64 pages `rvm.alloc` returned above.
     unsafe {
         *a.add(5 * 4096 + 7) = 1;
         *a.add(6 * 4096) = 1;
@@ -195,6 +211,7 @@ pub fn bad_input_is_refused_and_changes_nothing<S: Store>() {
     let opts = store.options(base(3), WriteTracking::UffdAsync);
     let rvm = Rvm::open(&opts).unwrap();
     let p = rvm.alloc(100).unwrap();
+    // SAFETY: the 100 bytes `rvm.alloc` just returned, mapped read-write while `rvm` lives.
     unsafe { p.write_bytes(7, 100) };
     rvm.set_usr_data(p).unwrap();
     rvm.txn_commit().unwrap();
@@ -232,6 +249,7 @@ pub fn bad_input_is_refused_and_changes_nothing<S: Store>() {
     }
     let (a, b) = (rvm.alloc(100).unwrap(), rvm.alloc(100).unwrap());
     assert_ne!(a, b, "a double free put one chunk on the free list twice");
+    // SAFETY: the second word of the 100 bytes `rvm.alloc` returned at `a`.
     unsafe { (a as *mut u64).add(1).write(a as u64 ^ u64::from_le_bytes(*b"MOJIMFRE")) };
     rvm.free(a).unwrap();
     rvm.free(b).unwrap();
@@ -243,6 +261,7 @@ pub fn bad_input_is_refused_and_changes_nothing<S: Store>() {
     rvm.close().unwrap();
     let rvm = Rvm::open(&opts).unwrap();
     assert_eq!(rvm.usr_data(), p);
+    // SAFETY: `p` is the recovered root, the 100 bytes allocated before, mapped while `rvm` lives.
     assert_eq!(unsafe { std::slice::from_raw_parts(p, 100) }, &[7u8; 100][..]);
     rvm.close().unwrap();
     // The address taken by another mapping in this process: named, nothing remapped, and the

@@ -171,7 +171,7 @@ pub enum Tool {
 }
 
 fn parse_value_size(s: &str) -> std::result::Result<u64, String> {
-    let n = mojim::size::parse_size(s)?;
+    let n = mojim::size::parse_size(s).map_err(|e| e.to_string())?;
     if n == 0 || n > MAX_VALUE_BYTES {
         return Err(format!("a value of {n} bytes is out of range: sizes are 1 B to 64 MiB"));
     }
