@@ -139,6 +139,10 @@ struct KvArgs {
     /// This node's name for the etcd coordinator, instead of [cluster] node.
     #[arg(long)]
     node: Option<String>,
+    /// Seconds to wait at start for a mirror that cannot be reached yet (not started, or
+    /// restarting), trying again every second and saying so once; 0: fail at once.
+    #[arg(long, value_name = "SECONDS", default_value_t = mojim_kv::DEFAULT_MIRROR_WAIT.as_secs())]
+    mirror_wait: u64,
     /// Address of the metrics listener (/metrics, /healthz, /readyz), instead of [kv]
     /// metrics_listen (port 0: any free port; "": none).
     #[arg(long)]
@@ -390,6 +394,7 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
     if let Some(r) = a.region {
         opts.primary.region_path = r;
     }
+    opts.mirror_wait = std::time::Duration::from_secs(a.mirror_wait);
     if let Some(m) = a.mirror {
         opts.primary.mirror = m;
     }

@@ -126,3 +126,75 @@ fn an_output_limit_below_twice_max_bulk_is_refused() {
     let e = refused(&c, &[]);
     assert!(e.contains("[kv] output_limit") && e.contains("\"1MiB\"") && e.contains("max_bulk"), "{e}");
 }
+
+/// Lines a child prints on one of its streams, sent as they come.
+fn lines(stream: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stream).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits (up to 60 s) for a line containing `what`; panics naming the lines seen.
+fn wait_for(rx: &std::sync::mpsc::Receiver<String>, what: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if l.contains(what) => return l,
+            Ok(l) => seen.push(l),
+            Err(_) => panic!("no line with {what:?}; saw {seen:#?}"),
+        }
+    }
+}
+
+#[test]
+fn kv_started_before_its_mirror_waits_for_it_and_then_serves() {
+    let mut c = Cluster::new("kv-waits-for-mirror", 16 << 20, |_| {});
+    // An address nothing listens on yet (bound, noted, freed).
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
+    let mut kv = Command::new(exe())
+        .args(["kv", "--config", c.cfg_path.to_str().unwrap(), "--listen", "127.0.0.1:0", "--mirror", &addr])
+        .env("MOJIM_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start mojim kv");
+    let out = lines(kv.stdout.take().unwrap());
+    let err = lines(kv.stderr.take().unwrap());
+    let said = wait_for(&err, "waiting for the mirror");
+    assert!(said.contains(&addr) && said.contains("mojim serve"), "{said}");
+    assert!(kv.try_wait().unwrap().is_none(), "mojim kv exited instead of waiting");
+    c.start_mirror_with(&["--listen", &addr]);
+    let serving = wait_for(&out, "serving on");
+    let kv_addr = serving.rsplit(' ').next().unwrap().to_string();
+    let mut s = std::net::TcpStream::connect(&kv_addr).expect("connect to mojim kv");
+    use std::io::{Read, Write};
+    s.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n").unwrap();
+    let mut reply = [0u8; 5];
+    s.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"+OK\r\n");
+    let _ = kv.kill();
+    let _ = kv.wait();
+}
+
+#[test]
+fn kv_told_not_to_wait_names_the_unreachable_mirror_at_once() {
+    let c = Cluster::new("kv-no-wait", 16 << 20, |_| {});
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
+    let err = refused(&c, &["--mirror", &addr, "--mirror-wait", "0"]);
+    assert!(err.contains(&addr), "{err}");
+}

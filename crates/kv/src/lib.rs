@@ -18,5 +18,5 @@ pub mod store;
 pub mod tls;
 
 pub use error::KvError;
-pub use options::{split_host_port, KvOptions};
+pub use options::{split_host_port, KvOptions, DEFAULT_MIRROR_WAIT};
 pub use server::{run, run_with, Control};

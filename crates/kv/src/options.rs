@@ -36,7 +36,13 @@ pub struct KvOptions {
     pub output_limit: usize,
     /// Databases clients may select (`SELECT 0` .. `databases - 1`).
     pub databases: usize,
+    /// How long start-up waits for a mirror it cannot reach yet ([`DEFAULT_MIRROR_WAIT`];
+    /// `mojim kv --mirror-wait`), trying again every second; zero fails at once.
+    pub mirror_wait: std::time::Duration,
 }
+
+/// How long `mojim kv` waits for its mirror at start unless told otherwise.
+pub const DEFAULT_MIRROR_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The `default` user's password, compared in constant time.
 #[derive(Clone)]
@@ -205,6 +211,7 @@ impl KvOptions {
             protected_mode: k.protected_mode,
             output_limit,
             databases: k.databases as usize,
+            mirror_wait: DEFAULT_MIRROR_WAIT,
         })
     }
 }

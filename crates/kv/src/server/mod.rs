@@ -103,6 +103,34 @@ pub struct Control {
 /// What [`Control::ready`] calls: told the address clients connect to.
 pub type OnReady = Box<dyn FnOnce(&str)>;
 
+/// Opens the primary; while its mirror cannot be reached (not started yet, or restarting), tries
+/// again every second for up to `opts.mirror_wait`, saying so once, so that `mojim kv` started
+/// before its mirror waits for it instead of exiting on "Connection refused".
+fn open_waiting_for_mirror(lock: mojim::RegionLock, opts: &KvOptions) -> Result<Primary, KvError> {
+    let deadline = Instant::now() + opts.mirror_wait;
+    let mut lock = lock;
+    let mut said = false;
+    loop {
+        match Primary::open_locked(lock, &opts.primary) {
+            Ok(p) => return Ok(p),
+            Err(e) if e.is_peer_unreachable() && Instant::now() < deadline => {
+                if !said {
+                    tracing::warn!(
+                        mirror = %opts.primary.mirror,
+                        error = %e,
+                        wait_s = opts.mirror_wait.as_secs(),
+                        "waiting for the mirror (start it with `mojim serve`; --mirror-wait sets how long to wait)"
+                    );
+                    said = true;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+                lock = mojim::RegionLock::acquire(&opts.primary.region_path)?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Runs `mojim kv` until the process is stopped or the primary is fenced.
 pub fn run(opts: &KvOptions) -> Result<(), KvError> {
     run_with(opts, Control::default())
@@ -134,7 +162,7 @@ pub fn run_with(opts: &KvOptions, control: Control) -> Result<(), KvError> {
             }
         }
     }
-    let primary = Primary::open_locked(lock, &opts.primary)?;
+    let primary = open_waiting_for_mirror(lock, opts)?;
     let mut store = Store::open(&primary, max_ranges).map_err(region_error)?;
     if store.opened().formatted {
         tracing::info!(region = %path.display(), "made an empty store in the region");
