@@ -36,8 +36,8 @@
 //! caches. `PrimaryStatus::vulnerable_us` is that time. Measured with the region on `--dir`
 //! (tmpfs: cache-line write-back) and on `--disk-dir` (an ordinary file system: msync).
 
-use crate::bench::{exe, BenchArgs, XorShift};
-use crate::bench_resync::Scratch;
+use crate::bench::harness::{exe, Scratch, XorShift};
+use crate::bench::BenchArgs;
 use crate::child::ChildNode;
 use mojim::config::{template, Config, ConfigFile, EtcdSettings, Mode, OnMirrorLoss, RegionId, Secret};
 use mojim::error::{Error, Result};

@@ -28,7 +28,8 @@
 //! Every node is a `mojim serve` child on an address chosen here, so that a killed node comes
 //! back where its peers look for it.
 
-use crate::bench::{exe, lanes, BenchArgs, XorShift};
+use crate::bench::harness::{exe, lanes, Scratch, XorShift};
+use crate::bench::BenchArgs;
 use crate::child::ChildNode;
 use indicatif::{ProgressBar, ProgressStyle};
 use mojim::config::{template, ConfigFile, Limits, Mode, OnMirrorLoss, RegionId, Secret};
@@ -337,22 +338,6 @@ fn check_args(a: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// A folder removed when dropped (declare it before what lives in it).
-pub(crate) struct Scratch(pub(crate) PathBuf);
-
-impl Scratch {
-    pub(crate) fn create(p: PathBuf) -> Result<Scratch> {
-        std::fs::create_dir_all(&p).map_err(Error::io(format!("create {}", p.display())))?;
-        Ok(Scratch(p))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A free loopback address (a node started on it right after keeps it across restarts).
 fn free_addr() -> Result<String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(Error::io("find a free port"))?;
@@ -520,7 +505,7 @@ impl<'a> Round<'a> {
             lanes: lanes(a),
             chunks,
             rng,
-            tls: crate::bench::tls_settings(a)?.contains(&"on"),
+            tls: crate::bench::harness::tls_settings(a)?.contains(&"on"),
         })
     }
 

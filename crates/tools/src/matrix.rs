@@ -15,12 +15,15 @@
 //! One mirror (and a disk mirror and an echo server, for the schemes that need them) is started
 //! for the whole run; the checkpoint, secondary and nvmm experiments start their own per point.
 
-use crate::bench::{BenchArgs, BenchResult, Session};
-use crate::matrix_nvmm::{self, NvmmPoint};
+pub mod nvmm;
+
+use crate::bench::harness::transact::{self, Strategy, Transact, TransactArgs, TransactResult};
+use crate::bench::harness::{BenchResult, Session};
+use crate::bench::BenchArgs;
 use crate::plot::{self, Axis, Legend, Series};
-use crate::transact::{self, Strategy, Transact, TransactArgs, TransactResult};
 use indicatif::{ProgressBar, ProgressStyle};
 use mojim::error::{Error, Result};
+use nvmm::NvmmPoint;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -218,7 +221,7 @@ impl Step {
             Step::Size(_) => SIZE_MODES.len() as u64,
             Step::Threads { lanes: Some(_), .. } | Step::Checkpoint(_) | Step::Secondary(_) => 1,
             Step::Threads { lanes: None, .. } => THREAD_REFERENCE_MODES.len() as u64,
-            Step::Nvmm(_) => (matrix_nvmm::NVMM_SERIES.len() * matrix_nvmm::NVMM_SIZES.len()) as u64,
+            Step::Nvmm(_) => (nvmm::NVMM_SERIES.len() * nvmm::NVMM_SIZES.len()) as u64,
             Step::Transact { .. } => Strategy::ALL.len() as u64,
         }
     }
@@ -485,7 +488,7 @@ fn run_step(
             let own = Session::start(&a)?;
             res.secondary.extend(own.measure(&a)?.into_iter().map(|r| (thresh as usize, r)));
         }
-        Step::Nvmm(ns) => res.nvmm.extend(matrix_nvmm::measure(&a, ns)?),
+        Step::Nvmm(ns) => res.nvmm.extend(nvmm::measure(&a, ns)?),
         Step::Transact { epochs, writes } => {
             let t = match transact {
                 Some(t) => t,
@@ -698,7 +701,7 @@ pub fn key_ratios(res: &MatrixResults) -> String {
             num(hi / lo)
         );
     }
-    s.push_str(&matrix_nvmm::key_lines(&res.nvmm));
+    s.push_str(&nvmm::key_lines(&res.nvmm));
     if s.is_empty() {
         s.push_str("- (nothing measured that a key ratio needs)\n");
     }
@@ -730,7 +733,7 @@ pub fn summary_md(res: &MatrixResults, info: &RunInfo) -> String {
         sweep_table(&mut s, h, "secondary_tier_thresh", &res.secondary, |t| plot::bytes(t as f64));
     }
     if !res.nvmm.is_empty() {
-        matrix_nvmm::table(&mut s, &res.nvmm);
+        nvmm::table(&mut s, &res.nvmm);
     }
     if !res.transact.is_empty() {
         transact_table(&mut s, &res.transact);
@@ -912,7 +915,7 @@ pub fn write_all(out: &Path, res: &MatrixResults, info: &RunInfo) -> Result<Vec<
         put("secondary.csv", secondary_csv(&res.secondary))?;
     }
     if !res.nvmm.is_empty() {
-        put("nvmm.csv", matrix_nvmm::csv(&res.nvmm))?;
+        put("nvmm.csv", nvmm::csv(&res.nvmm))?;
     }
     if !res.transact.is_empty() {
         put("transact.csv", transact_csv(&res.transact))?;
@@ -955,7 +958,7 @@ pub fn plots(out: &Path, res: &MatrixResults) -> Result<Vec<PathBuf>> {
         })?);
     }
     if !res.nvmm.is_empty() {
-        files.push(draw(out, "nvmm_latency.png", |p| matrix_nvmm::plot(p, &res.nvmm))?);
+        files.push(draw(out, "nvmm_latency.png", |p| nvmm::plot(p, &res.nvmm))?);
     }
     if !res.transact.is_empty() {
         files.push(transact_slowdown_plot(out, &res.transact)?);
@@ -1217,7 +1220,7 @@ mod tests {
         for t in [40 << 10, 4 << 20, 400 << 20] {
             r.secondary.push((t, bench("sync-backup-slow", 4096, 1, 1, 200.0 - (t >> 20) as f64 / 4.0)));
         }
-        r.nvmm = matrix_nvmm::tests::fake();
+        r.nvmm = nvmm::tests::fake();
         for w in [1, 2] {
             for e in [1, 8, 16] {
                 let base = 0.2 * (e * w) as f64;
