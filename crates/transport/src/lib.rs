@@ -13,6 +13,7 @@
 mod any;
 pub mod mem;
 mod peer_memory;
+pub mod ports;
 pub mod record_mac;
 pub mod shm;
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use super::failed;
 use mojim::error::{Error, Result};
+use mojim_transport::ports::free_loopback_ports;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -30,13 +31,7 @@ impl Etcd {
         let binary =
             etcd_binary().ok_or_else(|| failed("etcd", format!("no etcd binary at {ETCD} or on PATH")))?;
         std::fs::create_dir_all(dir).map_err(Error::io(format!("create {}", dir.display())))?;
-        // Both stay bound until both are read, so the two ports differ.
-        let bind = || std::net::TcpListener::bind("127.0.0.1:0").map_err(Error::io("find a free port"));
-        let (l1, l2) = (bind()?, bind()?);
-        let port =
-            |l: &std::net::TcpListener| l.local_addr().map(|a| a.port()).map_err(Error::io("local address"));
-        let (client, peer) = (port(&l1)?, port(&l2)?);
-        drop((l1, l2));
+        let [client, peer] = free_loopback_ports().map_err(Error::io("find a free port"))?;
         let log = dir.join("etcd.log");
         let out = std::fs::File::create(&log).map_err(Error::io(format!("create {}", log.display())))?;
         let err = out.try_clone().map_err(Error::io("duplicate the log's handle"))?;

@@ -7,6 +7,7 @@ use mojim::config::Secret;
 use mojim::error::{Error, Result};
 use mojim_node::admin::AdminClient;
 use mojim_node::MirrorStatus;
+use mojim_transport::ports::free_loopback_port;
 use mojim_transport::TlsContext;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,8 +15,7 @@ use std::time::{Duration, Instant};
 
 /// A free loopback address (a node started on it right after keeps it across restarts).
 pub(super) fn free_addr() -> Result<String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(Error::io("find a free port"))?;
-    Ok(l.local_addr().map_err(Error::io("local address"))?.to_string())
+    Ok(format!("127.0.0.1:{}", free_loopback_port().map_err(Error::io("find a free port"))?))
 }
 
 /// A `mojim serve` child that can be killed and restarted on the same address and folder.
