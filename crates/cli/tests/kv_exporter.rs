@@ -6,6 +6,7 @@
 mod common;
 
 use common::kv::{wait_for, KvCluster};
+use mojim_transport::ports::free_loopback_port;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -24,12 +25,6 @@ impl Drop for Exporter {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// A port nothing listens on now (taken and let go), for the exporter's web server.
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
 }
 
 /// The body of `GET /metrics` at `addr`, or `None` while nothing answers there.
@@ -61,7 +56,7 @@ fn redis_exporter_reports_the_server_the_keys_the_commands_and_the_mirror() {
         let v = c.cmd(&["SET", &format!("key:{i}"), "value"]);
         assert_eq!(v, mojim_kv::resp::Value::Simple(b"OK".to_vec()));
     }
-    let web = format!("127.0.0.1:{}", free_port());
+    let web = format!("127.0.0.1:{}", free_loopback_port().expect("a free port"));
     let child = Command::new(EXPORTER)
         .arg(format!("--redis.addr=redis://{}", k.addr()))
         .arg(format!("--web.listen-address={web}"))

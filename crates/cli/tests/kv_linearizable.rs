@@ -23,6 +23,7 @@ use common::netns::Netns;
 use common::porcupine::{build_checker, check, go, to_json, Kind, Op, Output};
 use common::{exe, seed, Cluster, TempDir, WAIT};
 use mojim_tools::child::ChildNode;
+use mojim_transport::ports::free_loopback_port;
 use std::time::Duration;
 
 /// Operations answered between two faults (and after the last).
@@ -32,8 +33,7 @@ const RESTARTS: usize = 8;
 
 /// A port nothing listens on now, for a `mojim kv` started later.
 fn free_port() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    format!("127.0.0.1:{}", l.local_addr().expect("addr").port())
+    format!("127.0.0.1:{}", free_loopback_port().expect("a free port"))
 }
 
 /// `mojim kv` on the cluster's own region at `listen`, mirrored to `mirror`.

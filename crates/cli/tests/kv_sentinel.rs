@@ -10,6 +10,7 @@ mod common;
 use common::kv::{node, promote, python_with_redis, start_kv, start_kv_on_promoted, Resp};
 use common::Cluster;
 use mojim_kv::resp::Value;
+use mojim_transport::ports::free_loopback_port;
 
 const PY: &str = r#"
 import os, sys
@@ -49,18 +50,12 @@ fn python_with(program: &str, nodes: &str, step: &str, certs: Option<&std::path:
     stdout.trim().to_string()
 }
 
-/// A port nothing listens on now (taken and let go), for the node that starts later.
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
-}
-
 #[test]
 fn redis_py_sentinel_follows_the_promotion() {
     if python_with_redis().is_none() {
         return;
     }
-    let later = format!("127.0.0.1:{}", free_port());
+    let later = format!("127.0.0.1:{}", free_loopback_port().expect("a free port"));
     let c = Cluster::new("kv-sentinel", 16 << 20, |f| {
         f.cluster.heartbeat_interval_ms = 50;
         f.cluster.heartbeat_timeout_ms = 1500;
@@ -124,7 +119,10 @@ fn redis_py_sentinel_follows_the_promotion_over_tls() {
     if python_with_redis().is_none() {
         return;
     }
-    let (first_tls, later_tls) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
+    let (first_tls, later_tls) = (
+        format!("127.0.0.1:{}", free_loopback_port().expect("a free port")),
+        format!("127.0.0.1:{}", free_loopback_port().expect("a free port")),
+    );
     let c = Cluster::new("kv-sentinel-tls", 16 << 20, |f| {
         f.cluster.heartbeat_interval_ms = 50;
         f.cluster.heartbeat_timeout_ms = 1500;

@@ -6,7 +6,6 @@
 //! with https client URLs that require a client certificate (etcd's `--client-cert-auth`).
 
 use std::fs;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::client::Client;
 use crate::tls::EtcdTls;
+use mojim_transport::ports::free_loopback_ports;
 
 /// Where Debian's `etcd-server` puts the binary; `etcd` on `PATH` is the fallback.
 const DEBIAN_ETCD: &str = "/usr/bin/etcd";
@@ -111,7 +111,8 @@ impl EtcdServer {
     }
 
     fn start_once(binary: &Path, tls: Option<&ServerTls<'_>>) -> Result<EtcdServer, String> {
-        let [client_port, peer_port] = free_ports()?;
+        let [client_port, peer_port] =
+            free_loopback_ports().map_err(|e| format!("cannot find two free loopback ports: {e}"))?;
         let data_dir = fresh_dir();
         fs::create_dir_all(&data_dir).map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
         let log_path = data_dir.join("etcd.log");
@@ -313,17 +314,6 @@ fn etcd_binary() -> Option<PathBuf> {
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|dir| dir.join("etcd")).find(|p| p.is_file())
-}
-
-/// Two distinct loopback ports that were free a moment ago.
-fn free_ports() -> Result<[u16; 2], String> {
-    let bind = || TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot bind a loopback port: {e}"));
-    // Both stay bound until both are read, so the kernel cannot hand out the same port twice.
-    let listeners = [bind()?, bind()?];
-    let port = |l: &TcpListener| {
-        l.local_addr().map(|a| a.port()).map_err(|e| format!("cannot read a bound port: {e}"))
-    };
-    Ok([port(&listeners[0])?, port(&listeners[1])?])
 }
 
 /// A directory name no other server of this or another process uses.

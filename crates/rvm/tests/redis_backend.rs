@@ -9,6 +9,7 @@ use mojim_rvm::redis::resp::{Conn, Reply};
 use mojim_rvm::{
     Backend, RedisOptions, RedisPassword, RedisRmem, RedisTls, Rmem, Rvm, RvmError, RvmOptions, WriteTracking,
 };
+use mojim_transport::ports::free_loopback_port;
 use mojim_transport::tls::pki::{Ca, Validity};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -30,11 +31,6 @@ struct Server {
     dir: Dir,
     /// For a server that speaks TLS only: how the test's own connections speak it.
     tls: Option<RedisTls>,
-}
-
-/// A port nothing listens on (just now).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 impl Server {
@@ -62,7 +58,7 @@ impl Server {
         };
         // Another process may take the port between choosing and binding it: choose again.
         for _ in 0..5 {
-            s.port = free_port();
+            s.port = free_loopback_port().expect("a free port");
             if s.spawn() {
                 return s;
             }
@@ -434,7 +430,7 @@ fn a_server_that_answers_garbage_an_error_or_nothing_is_named() {
     assert!(m.contains(&addr) && m.contains("an array of 100000000000 elements"), "{m}");
     t.join().unwrap();
     // Nothing listening.
-    let addr = format!("127.0.0.1:{}", free_port());
+    let addr = format!("127.0.0.1:{}", free_loopback_port().expect("a free port"));
     let m = redis_error(Rvm::open(&options(&addr, 1 << 20, base(7))));
     assert!(m.contains(&addr) && m.contains("cannot connect"), "{m}");
     // A real server's error replies: a master key of another type, a master hash of something

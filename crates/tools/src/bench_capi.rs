@@ -4,7 +4,8 @@
 //! program calls them), so the three see the same mirror, lanes and machine at the same time.
 //! It reports each one's latency and the C layer's cost: the difference from the Rust call.
 
-use crate::bench::{BenchArgs, Session, XorShift};
+use crate::bench::harness::{Session, XorShift};
+use crate::bench::BenchArgs;
 use hdrhistogram::Histogram;
 use mojim::config::Mode;
 use mojim::error::{Error, Result};

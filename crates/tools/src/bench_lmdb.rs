@@ -51,7 +51,7 @@ fn preload_lib(a: &BenchArgs) -> Result<PathBuf> {
     if let Some(p) = &a.preload {
         return Ok(p.clone());
     }
-    let exe = crate::bench::exe()?;
+    let exe = crate::bench::harness::exe()?;
     let dir = exe.parent().unwrap_or(Path::new("."));
     for p in [dir.join("libmojim_preload.so"), dir.join("deps").join("libmojim_preload.so")] {
         if p.is_file() {
@@ -126,7 +126,7 @@ pub fn measure(a: &BenchArgs) -> Result<Vec<LmdbResult>> {
     let cfg_s = cfg_path.to_str().unwrap_or_default().to_string();
     let poll = a.busy_poll_us.to_string();
     let mirror = ChildNode::spawn(
-        &crate::bench::exe()?,
+        &crate::bench::harness::exe()?,
         &["serve", "--config", &cfg_s, "--listen", "127.0.0.1:0", "--busy-poll-us", &poll],
     )?;
     let mut cfg = mojim::Config::load(&cfg_path)?;

@@ -7,7 +7,7 @@
 //! Then the mirror's data area is compared with the primary's byte for byte, a latency table
 //! per mode is printed, and everything is removed.
 
-use crate::bench::{self, BenchArgs};
+use crate::bench::{harness, BenchArgs};
 use crate::child::ChildNode;
 use mojim::config::{random_uuid, template, Config, Mode};
 use mojim::error::{Error, Result};
@@ -173,7 +173,7 @@ pub fn run(a: &DemoArgs) -> Result<()> {
     };
     println!();
     println!("latency of one 4 KiB sync point per mode ({} ops each):", a.ops);
-    bench::print(&bench::measure(&args)?, false);
+    harness::print(&harness::measure(&args)?, false);
     drop(mirror);
     println!();
     println!("demo passed: the mirror's copy matched the primary's byte for byte");

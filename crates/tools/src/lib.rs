@@ -18,7 +18,6 @@ pub mod cpu_time;
 pub mod demo;
 pub mod kv;
 pub mod matrix;
-pub mod matrix_nvmm;
 pub mod plot;
 pub mod rvm;
 pub mod transact;

@@ -6,7 +6,7 @@ use mojim::config::random_uuid;
 use mojim::primary::Primary;
 use mojim::{create_region, FailurePolicy, Limits, Mode, PrimaryOptions, RegionId, Secret};
 use mojim_node::{Mirror, MirrorHandle, MirrorOptions};
-use mojim_tools::transact::Strategy;
+use mojim_tools::bench::harness::transact::Strategy;
 use mojim_tools::whisper::mem::{PmMem, VecMem};
 use mojim_tools::whisper::{decode, workload, Contents, Structure, Workload};
 use std::path::{Path, PathBuf};

@@ -15,6 +15,7 @@ pub mod connect;
 pub mod frames;
 pub mod mem;
 mod peer_memory;
+pub mod ports;
 pub mod random;
 pub mod record_mac;
 pub mod shm;

@@ -8,7 +8,7 @@
 
 use super::resp::{Conn, Reply};
 use crate::common::{skip, TempDir};
-use std::net::TcpListener;
+use mojim_transport::ports::free_loopback_port;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,10 +21,6 @@ pub struct RedisServer {
 }
 
 /// A port nothing listens on (just now).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
-}
-
 impl RedisServer {
     /// Starts one; `None` (after `common::skip`, which fails the test under
     /// `MOJIM_TEST_STRICT`) when redis-server is not installed.
@@ -40,7 +36,7 @@ impl RedisServer {
         let log = dir.path().join("redis.log");
         // Another process may take the port between choosing and binding it: choose again.
         for _ in 0..5 {
-            let port = free_port().to_string();
+            let port = free_loopback_port().expect("a free port").to_string();
             let max_bulk = max_bulk.to_string();
             let args = [
                 "--port",

@@ -9,6 +9,7 @@
 use super::cluster::Net;
 use mojim::config::EtcdSettings;
 use mojim_etcd::Client;
+use mojim_transport::ports::free_loopback_ports;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -58,7 +59,12 @@ impl Etcd {
         let host = net.host(site);
         let (client_port, peer_port) = match net {
             Net::Netns(_) => (NETNS_CLIENT_PORT, NETNS_PEER_PORT),
-            Net::Loopback { .. } => free_ports()?,
+            // Free a moment ago (a start is retried if one was taken since).
+            Net::Loopback { .. } => {
+                let [client, peer] =
+                    free_loopback_ports().map_err(|e| format!("find two free loopback ports: {e}"))?;
+                (client, peer)
+            }
         };
         std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
         let log_path = dir.join("etcd.log");
@@ -161,13 +167,4 @@ fn binary() -> Option<PathBuf> {
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|d| d.join("etcd")).find(|p| p.is_file())
-}
-
-/// Two loopback ports that were free a moment ago (a start is retried if one was taken since).
-fn free_ports() -> Result<(u16, u16), String> {
-    let bind =
-        || std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind a loopback port: {e}"));
-    let (a, b) = (bind()?, bind()?);
-    let port = |l: &std::net::TcpListener| l.local_addr().map(|a| a.port()).map_err(|e| e.to_string());
-    Ok((port(&a)?, port(&b)?))
 }

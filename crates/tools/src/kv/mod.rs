@@ -279,7 +279,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     } else {
         PathBuf::new()
     };
-    let tls: Vec<bool> = crate::bench::tls_settings(a)?.iter().map(|t| *t == "on").collect();
+    let tls: Vec<bool> = crate::bench::harness::tls_settings(a)?.iter().map(|t| *t == "on").collect();
     if tls.contains(&true) {
         if !k.kv {
             return Err(Error::Config(
@@ -296,7 +296,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             ));
         }
     }
-    let mojim = crate::bench::exe()?;
+    let mojim = crate::bench::harness::exe()?;
     if targets.iter().any(|t| !t.is_redis()) {
         targets::check_kv_subcommand(&mojim)?;
     }

@@ -363,7 +363,7 @@ pub fn measure(a: &BenchArgs) -> Result<Vec<RvmResult>> {
     let disk = run_dir(&a.disk_dir, "disk");
     std::fs::create_dir_all(&disk).map_err(Error::io(format!("create {}", disk.display())))?;
     let mut stores = Stores {
-        exe: crate::bench::exe()?,
+        exe: crate::bench::harness::exe()?,
         busy_poll_us: a.busy_poll_us,
         dir: a.dir.clone(),
         wants_mojim: plan.targets.iter().any(|t| matches!(t, Target::Mojim(_))),

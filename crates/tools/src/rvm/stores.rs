@@ -9,6 +9,7 @@ use mojim::error::{Error, Result};
 use mojim::Config;
 use mojim_rvm::redis::resp::{Conn, Reply};
 use mojim_rvm::{Backend, RedisOptions, RvmOptions, WriteTracking, DEFAULT_BASE};
+use mojim_transport::ports::free_loopback_port;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -98,10 +99,8 @@ impl RedisServer {
     pub fn start(dir: &Path) -> std::result::Result<RedisServer, NoRedis> {
         let mut last = String::new();
         for _ in 0..5 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map_err(|e| NoRedis(format!("no free port on 127.0.0.1: {e}")))?
-                .port();
+            let port =
+                free_loopback_port().map_err(|e| NoRedis(format!("no free port on 127.0.0.1: {e}")))?;
             match Self::spawn(dir, port) {
                 Ok(s) => return Ok(s),
                 Err(Spawn::Fatal(m)) => return Err(NoRedis(m)),

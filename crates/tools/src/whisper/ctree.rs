@@ -245,7 +245,7 @@ impl CritBit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::XorShift;
+    use crate::bench::harness::XorShift;
     use crate::whisper::mem::VecMem;
     use std::collections::BTreeMap;
 

@@ -6,8 +6,9 @@
 
 use super::mem::PmMem;
 use super::{workload, Structure, Workload};
-use crate::bench::{BenchArgs, Session};
-use crate::transact::Strategy;
+use crate::bench::harness::transact::Strategy;
+use crate::bench::harness::Session;
+use crate::bench::BenchArgs;
 use hdrhistogram::Histogram;
 use mojim::error::{Error, Result};
 use mojim::primary::Primary;
@@ -110,7 +111,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     // time), removed at the end.
     let local_path = session.region_path().with_extension("no-sm.mojim");
     let local = session.open_local_primary(&sa, &local_path, replicated.size());
-    let _remove = crate::transact::RemoveOnDrop(local_path);
+    let _remove = crate::bench::harness::RemoveOnDrop(local_path);
     let local = local?;
     let area = Structure::ALL.iter().map(|&s| w.bytes(s)).max().unwrap_or(0);
     for p in [&local, &replicated] {

@@ -139,7 +139,7 @@ impl Echo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::XorShift;
+    use crate::bench::harness::XorShift;
     use crate::whisper::mem::VecMem;
 
     #[test]

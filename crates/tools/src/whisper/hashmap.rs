@@ -166,7 +166,7 @@ impl HashMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::XorShift;
+    use crate::bench::harness::XorShift;
     use crate::whisper::mem::VecMem;
 
     #[test]

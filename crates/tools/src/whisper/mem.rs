@@ -14,7 +14,7 @@
 //! [`VecMem`] is the same interface on a plain buffer: the structures' own tests, and the
 //! decoding of a mirror's copy, use it.
 
-use crate::transact::Strategy;
+use crate::bench::harness::transact::Strategy;
 use mojim::error::{Error, Result};
 use mojim::primary::{Primary, Ticket};
 use mojim::Range;

@@ -16,7 +16,7 @@ pub mod echo;
 pub mod hashmap;
 pub mod mem;
 
-use crate::bench::XorShift;
+use crate::bench::harness::XorShift;
 use mem::Mem;
 use mojim::error::{Error, Result};
 use std::collections::BTreeMap;

@@ -9,7 +9,8 @@
 //! barrier delay from which a sync series is faster (mean latency) than `unreplicated`,
 //! interpolated between the two measured delays around it.
 
-use crate::bench::{BenchArgs, BenchResult, Session};
+use crate::bench::harness::{BenchResult, Session};
+use crate::bench::BenchArgs;
 use crate::plot::{self, Axis, Legend, Series};
 use mojim::error::Result;
 use std::fmt::Write as _;
@@ -55,9 +56,9 @@ pub fn measure(base: &BenchArgs, barrier_ns: u64) -> Result<Vec<NvmmPoint>> {
 
 /// One row per barrier delay, series and size.
 pub fn csv(rs: &[NvmmPoint]) -> String {
-    let mut s = format!("barrier_ns,series,size_B,{}\n", crate::matrix::BENCH_COLUMNS);
+    let mut s = format!("barrier_ns,series,size_B,{}\n", super::BENCH_COLUMNS);
     for (b, r) in rs {
-        let _ = writeln!(s, "{b},{},{},{}", r.mode, r.size, crate::matrix::bench_columns(r));
+        let _ = writeln!(s, "{b},{},{},{}", r.mode, r.size, super::bench_columns(r));
     }
     s
 }
@@ -111,7 +112,7 @@ fn describe(c: Crossover) -> String {
 /// The crossovers, one line per size, for the key ratios.
 pub fn key_lines(rs: &[NvmmPoint]) -> String {
     let mut s = String::new();
-    for size in crate::matrix::distinct(rs.iter().map(|(_, r)| r.size)) {
+    for size in super::distinct(rs.iter().map(|(_, r)| r.size)) {
         let each: Vec<String> = [DRAM_MIRROR, "sync"]
             .into_iter()
             .filter_map(|series| {
@@ -139,8 +140,8 @@ pub fn table(s: &mut String, rs: &[NvmmPoint]) {
          acknowledges; sync-dram-mirror is sync against a mirror at memory speed (the paper's \
          M-sync).\n\n",
     );
-    let sizes = crate::matrix::distinct(rs.iter().map(|(_, r)| r.size));
-    let delays = crate::matrix::distinct(rs.iter().map(|(b, _)| *b));
+    let sizes = super::distinct(rs.iter().map(|(_, r)| r.size));
+    let delays = super::distinct(rs.iter().map(|(b, _)| *b));
     let cols: Vec<(u64, &str)> = sizes.iter().flat_map(|&z| NVMM_SERIES.map(|m| (z, m))).collect();
     let _ = write!(s, "| barrier ns |");
     for (z, m) in &cols {
@@ -151,7 +152,7 @@ pub fn table(s: &mut String, rs: &[NvmmPoint]) {
         let _ = write!(s, "| {b} |");
         for (z, m) in &cols {
             let v = rs.iter().find(|(x, r)| *x == b && r.size == *z && r.mode == *m).map(|(_, r)| r.mean_us);
-            let _ = write!(s, " {} |", v.map_or("–".into(), crate::matrix::num));
+            let _ = write!(s, " {} |", v.map_or("–".into(), super::num));
         }
         s.push('\n');
     }
@@ -161,7 +162,7 @@ pub fn table(s: &mut String, rs: &[NvmmPoint]) {
 
 /// Mean latency by barrier delay, a line per series and size (dashed: 64 B).
 pub fn plot(path: &Path, rs: &[NvmmPoint]) -> Result<()> {
-    let sizes = crate::matrix::distinct(rs.iter().map(|(_, r)| r.size));
+    let sizes = super::distinct(rs.iter().map(|(_, r)| r.size));
     let mut series = Vec::new();
     for (zi, &z) in sizes.iter().enumerate() {
         for (i, m) in NVMM_SERIES.iter().enumerate() {
