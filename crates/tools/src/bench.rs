@@ -141,11 +141,13 @@ pub struct BenchArgs {
     /// records' bytes through the registered rings).
     #[arg(long, default_value = "tcp", value_delimiter = ',')]
     pub transport: Vec<String>,
-    /// Mutual TLS on the links, comma-separated: off, on, or on,off to run both side by side (a
-    /// session each, their rounds interleaved under --repeat) and print the ratios. With on, the
-    /// benchmark makes a CA and certificates for its mirrors (role node) and its primary and
-    /// pinger (role application); tcp-rtt's echo server speaks TLS too. Over shm and ucx, TLS
-    /// runs over the rings or the UCX stream, and placed records carry their MAC.
+    /// Mutual TLS on the links, comma-separated: off, on, encrypt, or several (off,on,encrypt)
+    /// to run them side by side (a session each, their rounds interleaved under --repeat) and
+    /// print the ratios. With on, the benchmark makes a CA and certificates for its mirrors
+    /// (role node) and its primary and pinger (role application); tcp-rtt's echo server speaks
+    /// TLS too. Over shm and ucx, TLS runs over the rings or the UCX stream, and placed records
+    /// carry their MAC. encrypt is on with `[security] encrypt_placed = true`: placed records'
+    /// bodies are encrypted too (reported as +tls+enc; over tcp the same as on).
     /// With --mode resync, on adds the kind full-tls: full with every link over mutual TLS.
     #[arg(long, default_value = "off", value_delimiter = ',', conflicts_with = "mirror")]
     pub tls: Vec<String>,
@@ -188,8 +190,11 @@ pub struct BenchResult {
     pub topology: String,
     /// `tcp`, `shm` or `ucx`.
     pub transport: String,
-    /// Whether the links ran mutual TLS (`--tls on`).
+    /// Whether the links ran mutual TLS (`--tls on` or `encrypt`).
     pub tls: bool,
+    /// Whether placed records' bodies were encrypted (`--tls encrypt`: `[security]
+    /// encrypt_placed`).
+    pub encrypt_placed: bool,
     /// Whether the primary served its metrics and was scraped each second (`--metrics on`).
     pub metrics: bool,
     /// CPU time (user + system, µs) per operation of the sending process (the benchmark and the
@@ -375,6 +380,15 @@ fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         if tls_on(a)? {
             base = crate::certs::make_cluster_certs(&dir, &base)?;
         }
+        if tls_settings(a)?[0] == "encrypt" {
+            let (off, on) = ("encrypt_placed = false\n", "encrypt_placed = true\n");
+            if !base.contains(off) {
+                return Err(Error::Config(format!(
+                    "--tls encrypt: the configuration template has no `{off}`"
+                )));
+            }
+            base = base.replacen(off, on, 1);
+        }
         let cfg = dir.join("mojim.toml");
         mojim::config::write_private(&cfg, &base).map_err(Error::io("write config"))?;
         s.tls = Config::load(&cfg)?.application_tls()?;
@@ -515,12 +529,32 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// `--tls`, checked: each of on and off at most once.
+/// `--tls`, checked: each of off, on and encrypt at most once; none is off.
 pub(crate) fn tls_settings(a: &BenchArgs) -> Result<Vec<&'static str>> {
-    on_off_settings("--tls", &a.tls)
+    let mut out = Vec::new();
+    for t in &a.tls {
+        let t = match t.trim() {
+            "off" => "off",
+            "on" => "on",
+            "encrypt" => "encrypt",
+            other => {
+                return Err(Error::Config(format!(
+                    "--tls {other}: choose off, on or encrypt, or several comma-separated (off,on,encrypt)"
+                )))
+            }
+        };
+        if out.contains(&t) {
+            return Err(Error::Config(format!("--tls names {t} twice")));
+        }
+        out.push(t);
+    }
+    if out.is_empty() {
+        out.push("off");
+    }
+    Ok(out)
 }
 
-/// A flag of on and off (`--tls`, `--metrics`), checked: each at most once; none is off.
+/// A flag of on and off (`--metrics`), checked: each at most once; none is off.
 fn on_off_settings(flag: &str, given: &[String]) -> Result<Vec<&'static str>> {
     let mut out = Vec::new();
     for t in given {
@@ -545,9 +579,9 @@ fn metrics_on(a: &BenchArgs) -> Result<bool> {
     Ok(on_off_settings("--metrics", &a.metrics)?[0] == "on")
 }
 
-/// Whether this run's links use TLS (the first of `--tls`).
+/// Whether this run's links use TLS (the first of `--tls`: on, or encrypt).
 fn tls_on(a: &BenchArgs) -> Result<bool> {
-    Ok(tls_settings(a)?[0] == "on")
+    Ok(tls_settings(a)?[0] != "off")
 }
 
 /// Runs the modes once per setting of `flag` (`--tls`, `--metrics`; `set` applies one), each in
@@ -776,6 +810,7 @@ fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResult> {
     };
     r.transport = transport_name(a).into();
     r.tls = s.tls.is_some();
+    r.encrypt_placed = s.tls.as_ref().is_some_and(|t| t.encrypt_placed());
     r.metrics = metrics_on(a)?;
     let ops = (r.ops + a.warmup * a.threads as u64).max(1) as f64;
     let per_op = |before: Option<Duration>, after: Option<Duration>| match (before, after) {
@@ -925,6 +960,7 @@ fn drive<S: Send>(
         topology: "none".into(),
         transport: "tcp".into(),
         tls: false,
+        encrypt_placed: false,
         metrics: false,
         cpu_us_sender: None,
         cpu_us_receiver: None,
@@ -1075,6 +1111,9 @@ pub fn print(results: &[BenchResult], json: bool) {
     );
     for r in results {
         let mut transport = if r.tls { format!("{}+tls", r.transport) } else { r.transport.clone() };
+        if r.encrypt_placed {
+            transport.push_str("+enc");
+        }
         if r.metrics {
             transport.push_str("+metrics");
         }
@@ -1107,16 +1146,28 @@ pub fn print(results: &[BenchResult], json: bool) {
             );
         }
     }
-    let with_tls = |m: &str, t: &str| results.iter().find(|r| r.mode == m && r.transport == t && r.tls);
+    let with_tls = |m: &str, t: &str, enc: bool| {
+        results.iter().find(|r| r.mode == m && r.transport == t && r.tls && r.encrypt_placed == enc)
+    };
     for (m, t) in [("sync", "tcp"), ("tcp-rtt", "tcp"), ("sync", "shm"), ("sync", "ucx")] {
-        if let (Some(s), Some(p)) = (with_tls(m, t), on(m, t)) {
-            let over = if t == "tcp" { String::new() } else { format!(" over {t}") };
+        let over = if t == "tcp" { String::new() } else { format!(" over {t}") };
+        if let (Some(s), Some(p)) = (with_tls(m, t, false), on(m, t)) {
             println!(
                 "{m}{over} with TLS / without: p50 {:.2}, ops/s {:.2} ({} threads)",
                 s.p50_us / p.p50_us,
                 s.ops_per_s / p.ops_per_s,
                 s.threads
             );
+        }
+        for (than, base) in [("without TLS", on(m, t)), ("TLS alone", with_tls(m, t, false))] {
+            if let (Some(s), Some(p)) = (with_tls(m, t, true), base) {
+                println!(
+                    "{m}{over} with TLS and encrypt_placed / {than}: p50 {:.2}, ops/s {:.2} ({} threads)",
+                    s.p50_us / p.p50_us,
+                    s.ops_per_s / p.ops_per_s,
+                    s.threads
+                );
+            }
         }
     }
     if let (Some(s), Some(t)) = (on("sync", "tcp"), on("tcp-rtt", "tcp")) {

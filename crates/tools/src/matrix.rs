@@ -1166,6 +1166,7 @@ mod tests {
             topology: "none".into(),
             transport: "tcp".into(),
             tls: false,
+            encrypt_placed: false,
             metrics: false,
             cpu_us_sender: None,
             cpu_us_receiver: None,
