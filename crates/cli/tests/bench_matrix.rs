@@ -337,21 +337,25 @@ fn resync_with_tls_copies_the_whole_region_over_tls() {
     assert_eq!(std::fs::read_dir(dir.path()).expect("read the test folder").count(), 0);
 }
 
-/// `--tls on,off` over shared memory and UCX: a sync run with every link over mutual TLS (its
-/// placed records sealed) and one without, side by side; it was refused before ("--tls on covers
-/// TCP only").
+/// `--tls on,off,encrypt` over shared memory and UCX: a sync run with every link over mutual
+/// TLS (its placed records sealed), one with their bodies encrypted too (`[security]
+/// encrypt_placed`), and one without TLS, side by side; `on,off` was refused before ("--tls on
+/// covers TCP only").
 #[test]
-fn sync_over_shm_and_ucx_runs_with_and_without_tls_side_by_side() {
+fn sync_over_shm_and_ucx_runs_with_tls_encrypted_and_without_side_by_side() {
     let dir = TempDir::new("sync-bench-tls-shm");
     let d = dir.path().to_str().expect("utf-8 path");
-    let args = ["bench", "--mode", "sync", "--transport", "shm,ucx", "--tls", "on,off", "--ops", "200"];
+    let args =
+        ["bench", "--mode", "sync", "--transport", "shm,ucx", "--tls", "on,off,encrypt", "--ops", "200"];
     let out = mojim(&[&args[..], &["--region-size", "4MiB", "--dir", d, "--json"]].concat());
     let rows: Vec<serde_json::Value> =
         out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
     for t in ["shm", "ucx"] {
-        for tls in [true, false] {
-            let r = rows.iter().find(|r| r["transport"] == t && r["tls"] == tls && r["mode"] == "sync");
-            let r = r.unwrap_or_else(|| panic!("a sync row over {t} with tls {tls}: {out}"));
+        for (tls, enc) in [(true, false), (false, false), (true, true)] {
+            let r = rows.iter().find(|r| {
+                r["transport"] == t && r["tls"] == tls && r["encrypt_placed"] == enc && r["mode"] == "sync"
+            });
+            let r = r.unwrap_or_else(|| panic!("a sync row over {t} with tls {tls}, encrypt {enc}: {out}"));
             assert!(r["ops"].as_u64().is_some_and(|n| n > 0), "{out}");
         }
     }

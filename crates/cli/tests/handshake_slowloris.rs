@@ -63,6 +63,7 @@ fn hello_frame(c: &Cluster) -> Vec<u8> {
         max_frame: 4096,
         generation: 0,
         place: false,
+        encrypt_placed: false,
     }
     .encode();
     let mut h = FrameHeader::new(FrameKind::Hello);

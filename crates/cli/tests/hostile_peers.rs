@@ -34,6 +34,7 @@ fn hello_body(c: &Cluster, rng: &mut Rng) -> [u8; HELLO_SIZE] {
         max_frame: 4096,
         generation: 0,
         place: false,
+        encrypt_placed: false,
     }
     .encode()
 }

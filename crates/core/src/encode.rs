@@ -6,7 +6,7 @@
 
 use crate::Range;
 use mojim_format::checksum::crc32c;
-use mojim_format::frame::{FLAG_END, FLAG_MAC};
+use mojim_format::frame::{FLAG_ENCRYPTED, FLAG_END, FLAG_MAC};
 use mojim_format::log::record_size;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use std::fmt;
@@ -195,6 +195,15 @@ pub fn sealed(header: [u8; FRAME_HEADER_SIZE]) -> [u8; FRAME_HEADER_SIZE] {
     let mut h = FrameHeader::decode(&header).expect("a header this side encoded");
     assert!(matches!(h.kind, FrameKind::Data | FrameKind::Copied), "only records are sealed");
     h.flags |= FLAG_MAC;
+    h.to_bytes()
+}
+
+/// `header` (a placed `Data` or `Copied` record's doorbell) with its `MAC` and `ENCRYPTED`
+/// flags set: the body placed is ciphertext, its tag after it (`[security] encrypt_placed`,
+/// docs/FORMAT.md §2.4). The header's checksum is made again.
+pub fn encrypted(header: [u8; FRAME_HEADER_SIZE]) -> [u8; FRAME_HEADER_SIZE] {
+    let mut h = FrameHeader::decode(&sealed(header)).expect("a header this side encoded");
+    h.flags |= FLAG_ENCRYPTED;
     h.to_bytes()
 }
 

@@ -292,6 +292,7 @@ mod tests {
             max_frame: 65536,
             generation: 0,
             place: false,
+            encrypt_placed: false,
         }
     }
 

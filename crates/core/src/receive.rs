@@ -82,6 +82,13 @@ pub enum Violation {
         sealed: bool,
         expected: bool,
     },
+    /// A placed record whose `ENCRYPTED` flag is not what its lane agreed at its handshake
+    /// (`[security] encrypt_placed`): `encrypted`, the flag found.
+    RecordEncrypted {
+        seq: u64,
+        frame_index: u32,
+        encrypted: bool,
+    },
     /// The Copy frames since the last group cover more separate ranges than one Copied frame
     /// may list.
     CopiedRanges {
@@ -129,6 +136,16 @@ impl fmt::Display for Violation {
                      (only placed records over TLS do)"
                 ),
             },
+            Violation::RecordEncrypted { seq, frame_index, encrypted: true } => write!(
+                f,
+                "record ENCRYPTED flag on group {seq} frame {frame_index}, on a lane whose records are not \
+                 encrypted (its Hello did not ask for [security] encrypt_placed)"
+            ),
+            Violation::RecordEncrypted { seq, frame_index, encrypted: false } => write!(
+                f,
+                "record not encrypted on group {seq} frame {frame_index}, on a lane that agreed to \
+                 [security] encrypt_placed = true: every record placed on it must be"
+            ),
             Violation::Placed { found, expected } => write!(
                 f,
                 "a record placed at log position {found} where the lane's next record goes at {expected}"

@@ -8,7 +8,9 @@
 //!  10   1 version          PROTOCOL_VERSION
 //!  11   1 kind             FrameKind
 //!  12   1 flags            bit 0: END (last frame of a group); bit 1: MAC (Data, Copied: a
-//!                         16-byte tag follows the body in the log, docs/FORMAT.md §2.4)
+//!                         16-byte tag follows the body in the log, docs/FORMAT.md §2.4);
+//!                         bit 2: ENCRYPTED (with MAC, on a placed lane's doorbell only: the
+//!                         placed body is AES-256-GCM ciphertext)
 //!  13   1 reserved         0
 //!  14   2 lane             lane index
 //!  16   4 body_len         bytes of body that follow the header
@@ -38,6 +40,11 @@ pub const FLAG_END: u8 = 1;
 /// Flag (`Data` and `Copied` only): a placed record authenticated by a MAC, whose
 /// [`RECORD_TAG_SIZE`]-byte tag lies in the log right after its body (docs/FORMAT.md §2.4).
 pub const FLAG_MAC: u8 = 2;
+/// Flag (`Data` and `Copied` only, and only with [`FLAG_MAC`]): on a placed lane's doorbell,
+/// the body placed in the log is AES-256-GCM ciphertext and its tag the tag of that encryption
+/// (`[security] encrypt_placed`, docs/FORMAT.md §2.4). Never in a log: the mirror decrypts the
+/// body in place and writes the record's header without it.
+pub const FLAG_ENCRYPTED: u8 = 4;
 /// Bytes of a placed record's tag.
 pub const RECORD_TAG_SIZE: usize = 16;
 
@@ -202,6 +209,11 @@ impl FrameHeader {
         self.flags & FLAG_MAC != 0
     }
 
+    /// Whether this placed record's body is ciphertext ([`FLAG_ENCRYPTED`]).
+    pub fn is_encrypted(&self) -> bool {
+        self.flags & FLAG_ENCRYPTED != 0
+    }
+
     /// Bytes after the body that belong to the record: its tag, if it has one.
     pub fn tag_len(&self) -> usize {
         if self.has_mac() {
@@ -265,10 +277,12 @@ impl FrameHeader {
         }
         let kind = FrameKind::from_u8(b[11]).ok_or(FrameError::Kind { found: b[11] })?;
         let known = match kind {
-            FrameKind::Data | FrameKind::Copied => FLAG_END | FLAG_MAC,
+            FrameKind::Data | FrameKind::Copied => FLAG_END | FLAG_MAC | FLAG_ENCRYPTED,
             _ => FLAG_END,
         };
-        if b[12] & !known != 0 {
+        // Only a sealed record can be encrypted: its tag is the encryption's.
+        let lone_encrypted = b[12] & (FLAG_ENCRYPTED | FLAG_MAC) == FLAG_ENCRYPTED;
+        if b[12] & !known != 0 || lone_encrypted {
             return Err(FrameError::Flags { found: b[12] });
         }
         if b[13] != 0 {
@@ -422,9 +436,33 @@ mod tests {
             );
         }
         let mut h = FrameHeader::new(FrameKind::Data);
-        h.flags = 4;
-        assert_eq!(FrameHeader::decode(&h.to_bytes()), Err(FrameError::Flags { found: 4 }));
+        h.flags = 8;
+        assert_eq!(FrameHeader::decode(&h.to_bytes()), Err(FrameError::Flags { found: 8 }));
         assert_eq!(FrameHeader::new(FrameKind::Data).tag_len(), 0);
+    }
+
+    /// docs/FORMAT.md §2: flag bit 2 `ENCRYPTED` is known on `Data` and `Copied` only, and only
+    /// with `MAC` (the tag is the encryption's); it does not change the record's size.
+    #[test]
+    fn the_encrypted_flag_needs_the_mac_flag_on_a_record() {
+        for kind in [FrameKind::Data, FrameKind::Copied] {
+            let mut h = FrameHeader::new(kind);
+            (h.flags, h.body_len) = (FLAG_END | FLAG_MAC | FLAG_ENCRYPTED, 100);
+            let back = FrameHeader::decode(&h.to_bytes()).expect("an encrypted record's doorbell");
+            assert!(back.is_encrypted() && back.has_mac() && back.is_end());
+            assert_eq!(back.tag_len(), RECORD_TAG_SIZE);
+            assert_eq!(h.to_bytes()[12], 0b111, "{kind:?}: ENCRYPTED is bit 2 of byte 12");
+            h.flags = FLAG_END | FLAG_ENCRYPTED;
+            let found = FLAG_END | FLAG_ENCRYPTED;
+            assert_eq!(FrameHeader::decode(&h.to_bytes()), Err(FrameError::Flags { found }), "{kind:?}");
+        }
+        for kind in [FrameKind::Ack, FrameKind::Copy, FrameKind::Pad] {
+            let mut h = FrameHeader::new(kind);
+            h.flags = FLAG_ENCRYPTED;
+            let found = FLAG_ENCRYPTED;
+            assert_eq!(FrameHeader::decode(&h.to_bytes()), Err(FrameError::Flags { found }), "{kind:?}");
+        }
+        assert!(!FrameHeader::new(FrameKind::Data).is_encrypted());
     }
 
     #[test]

@@ -82,7 +82,8 @@ pub struct RegionId {
 ///   1   1 reserved      0
 ///   2   2 lane          lane this connection carries
 ///   4   2 lanes         lanes in the session
-///   6   2 flags         bit 0 (HELLO_PLACE): a primary asks to place its records itself
+///   6   2 flags         bit 0 (HELLO_PLACE): a primary asks to place its records itself;
+///                       bit 1 (HELLO_ENCRYPT, with PLACE): and to encrypt their bodies
 ///   8  16 region_uuid
 ///  24   8 region_size   bytes in the data area
 ///  32   8 epoch
@@ -107,10 +108,15 @@ pub struct Hello {
     /// A primary asks to place its records in the lane's log itself (one-sided placement); the
     /// receiver answers with a [`LogWindow`] after its Welcome.
     pub place: bool,
+    /// With `place`: the primary encrypts the bodies it places (`[security] encrypt_placed`);
+    /// the receiver refuses the lane unless it is set to the same (docs/FORMAT.md §2.4).
+    pub encrypt_placed: bool,
 }
 
 /// Hello flag: the sender asks to place its records in the lane's log itself.
 pub const HELLO_PLACE: u16 = 1;
+/// Hello flag, with [`HELLO_PLACE`] only: the sender encrypts the bodies it places.
+pub const HELLO_ENCRYPT: u16 = 2;
 
 impl Hello {
     pub fn encode(&self) -> [u8; HELLO_SIZE] {
@@ -118,7 +124,8 @@ impl Hello {
         b[0] = self.role as u8;
         put_u16(&mut b, 2, self.lane);
         put_u16(&mut b, 4, self.lanes);
-        put_u16(&mut b, 6, if self.place { HELLO_PLACE } else { 0 });
+        let encrypt = if self.encrypt_placed { HELLO_ENCRYPT } else { 0 };
+        put_u16(&mut b, 6, if self.place { HELLO_PLACE } else { 0 } | encrypt);
         b[8..24].copy_from_slice(&self.region_uuid);
         put_u64(&mut b, 24, self.region_size);
         put_u64(&mut b, 32, self.epoch);
@@ -141,7 +148,8 @@ impl Hello {
             return Err(BodyFormatError::Field { kind: "Hello", field: "reserved bytes", value: 0 });
         }
         let flags = u16_at(b, 6);
-        if flags & !HELLO_PLACE != 0 {
+        // Encryption is of placed bodies: without PLACE it means nothing, and is refused.
+        if flags & !(HELLO_PLACE | HELLO_ENCRYPT) != 0 || flags == HELLO_ENCRYPT {
             return Err(BodyFormatError::Field { kind: "Hello", field: "flags", value: flags as u64 });
         }
         let mut region_uuid = [0u8; 16];
@@ -160,6 +168,7 @@ impl Hello {
             max_frame: u32_at(b, 80),
             generation: u64_at(b, 88),
             place: flags & HELLO_PLACE != 0,
+            encrypt_placed: flags & HELLO_ENCRYPT != 0,
         })
     }
 }
@@ -520,10 +529,17 @@ mod tests {
         let mut b = [0u8; HELLO_SIZE];
         b[0] = PeerRole::Primary as u8;
         assert!(Hello::decode(&b).is_ok());
-        b[6] = 2;
-        assert!(matches!(Hello::decode(&b), Err(BodyFormatError::Field { field: "flags", .. })));
+        for unknown in [4, 2] {
+            // Bit 2 is unknown; bit 1, ENCRYPT, is known only with PLACE.
+            b[6] = unknown;
+            assert!(matches!(Hello::decode(&b), Err(BodyFormatError::Field { field: "flags", .. })));
+        }
         b[6] = 1;
-        assert!(Hello::decode(&b).expect("PLACE is a flag").place);
+        let h = Hello::decode(&b).expect("PLACE is a flag");
+        assert!(h.place && !h.encrypt_placed);
+        b[6] = 3;
+        let h = Hello::decode(&b).expect("PLACE with ENCRYPT");
+        assert!(h.place && h.encrypt_placed);
     }
 
     proptest! {
@@ -531,10 +547,11 @@ mod tests {
         fn hello_round_trip(admin in any::<bool>(), lane in any::<u16>(), lanes in any::<u16>(),
                             uuid in any::<[u8; 16]>(), size in any::<u64>(), epoch in any::<u64>(),
                             session in any::<u64>(), nonce in any::<[u8; 32]>(), mf in any::<u32>(),
-                            place in any::<bool>()) {
+                            place in any::<bool>(), encrypt in any::<bool>()) {
             let h = Hello { role: if admin { PeerRole::Admin } else { PeerRole::Primary }, lane,
                             lanes, region_uuid: uuid, region_size: size, epoch, session, nonce,
-                            max_frame: mf, generation: size ^ epoch, place };
+                            max_frame: mf, generation: size ^ epoch, place,
+                            encrypt_placed: place && encrypt };
             prop_assert_eq!(Hello::decode(&h.encode()), Ok(h));
         }
 

@@ -347,7 +347,8 @@ fn record_at_with<A: RecordArea + ?Sized>(
             }
         }
         FrameKind::Data | FrameKind::Copied => {
-            if header.body_len == 0 || header.body_len > max_body || size > room {
+            // A body is decrypted before its header is written: an encrypted one is no record.
+            if header.body_len == 0 || header.body_len > max_body || size > room || header.is_encrypted() {
                 return None;
             }
             if header.kind == FrameKind::Copied && !copied_shape_ok(&header) {
@@ -477,6 +478,27 @@ mod tests {
         assert_eq!((recs[0].body_at, recs[0].end_pos()), (64, 256));
         assert_eq!((recs[1].pos, recs[1].end_pos()), (256, next));
         assert_eq!(next, 256 + 128);
+    }
+
+    /// docs/FORMAT.md §4.3 rule 5: a record's header is written only after its body was
+    /// decrypted, without `ENCRYPTED`; a header that still has it (a torn write, or bytes a peer
+    /// put there) is not a record, and the scan ends before it.
+    #[test]
+    fn a_header_still_marked_encrypted_is_not_a_record() {
+        let mut area = vec![0u8; 4096];
+        let next = put(&mut area, 0, 1, &[1u8; 10], true);
+        let body = [0x42u8; 120];
+        let mut h = FrameHeader::new(FrameKind::Data);
+        (h.seq, h.body_len, h.body_checksum, h.log_pos) = (2, 120, crc32c(&body), next);
+        h.flags = crate::frame::FLAG_END | crate::frame::FLAG_MAC;
+        let at = next as usize;
+        area[at + 64..at + 184].copy_from_slice(&body);
+        h.encode((&mut area[at..at + 64]).try_into().unwrap());
+        assert!(record_at(&area[..], next, 1 << 20).is_some(), "decrypted: a record");
+        h.flags |= crate::frame::FLAG_ENCRYPTED;
+        h.encode((&mut area[at..at + 64]).try_into().unwrap());
+        assert!(record_at(&area[..], next, 1 << 20).is_none());
+        assert_eq!(scan(&area[..], 0, 1 << 20).count(), 1, "the scan ends before it");
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! are, and every size and version the text states is the code's. The document cannot drift
 //! from the code without this failing.
 
+use mojim_format::frame::{FLAG_ENCRYPTED, FLAG_END, FLAG_MAC};
 use mojim_format::handshake::{
-    Request, CHALLENGE_SIZE, HELLO_SIZE, PROOF_SIZE, REFUSE_MAX, REQUEST_SIZE, WELCOME_SIZE,
+    Request, CHALLENGE_SIZE, HELLO_ENCRYPT, HELLO_PLACE, HELLO_SIZE, PROOF_SIZE, REFUSE_MAX, REQUEST_SIZE,
+    WELCOME_SIZE,
 };
 use mojim_format::log::{
     tail_of, tail_slot, LogHeader, LOG_HEADER_USED, LOG_VERSION, LOG_VERSION_UNCHECKED_TAIL,
@@ -151,6 +153,34 @@ fn sizes_and_versions_are_the_codes() {
     }
     assert!(line_with("`LogHeader::encode` writes bytes 0..").contains(&format!("0..{LOG_HEADER_USED} ")));
     assert!(line_with("| 8 | 4 | `version` | `REGION_VERSION`").contains(&format!("= {REGION_VERSION} ")));
+}
+
+/// The flag bits the header's and the Hello's tables name are the code's, and what a decoder
+/// refuses is what the text says.
+#[test]
+fn flag_bits_are_the_codes() {
+    let row = line_with("| 12 | 1 | `flags` |");
+    for (bit, name, value) in [(0, "END", FLAG_END), (1, "MAC", FLAG_MAC), (2, "ENCRYPTED", FLAG_ENCRYPTED)] {
+        assert_eq!(value, 1 << bit, "{name}");
+        assert!(row.contains(&format!("bit {bit} `{name}`")), "{row:?} should name bit {bit} {name}");
+    }
+    assert!(row.contains("bits 3..7 must be 0"), "{row:?}");
+    let row = line_with("| 6 | 2 | `flags` |");
+    for (bit, name, value) in [(0, "PLACE", HELLO_PLACE), (1, "ENCRYPT", HELLO_ENCRYPT)] {
+        assert_eq!(value, 1 << bit, "{name}");
+        assert!(row.contains(&format!("bit {bit} `{name}`")), "{row:?} should name bit {bit} {name}");
+    }
+    // The decoder refuses what the text says it refuses: ENCRYPTED without MAC, ENCRYPT
+    // without PLACE.
+    let mut h = FrameHeader::new(FrameKind::Data);
+    h.flags = FLAG_ENCRYPTED;
+    assert!(FrameHeader::decode(&h.to_bytes()).is_err());
+    assert!(line_with("5. `flags` has no bit but").contains("`ENCRYPTED` only with `MAC`"));
+    let mut hello = [0u8; HELLO_SIZE];
+    hello[0] = 1;
+    hello[6] = HELLO_ENCRYPT as u8;
+    assert!(mojim_format::handshake::Hello::decode(&hello).is_err());
+    assert!(line_with("Decode rejects a size other than 96").contains("`ENCRYPT` without `PLACE`"));
 }
 
 #[test]

@@ -675,6 +675,12 @@ pub struct SecuritySection {
     /// cluster CA; a peer whose certificate one lists is refused at the handshake. Read again
     /// with the other files on SIGHUP.
     pub crl_file: String,
+    /// `encrypt_placed = false`: with `tls = true`, encrypt the bodies of the records a primary
+    /// places in its mirror's log (shm, ucx) with AES-256-GCM, where they are otherwise only
+    /// authenticated (docs/FORMAT.md §2.4). Needs `tls`; no effect on TCP lanes, whose bytes
+    /// TLS encrypts already. A primary and its mirror must agree: a lane set otherwise is
+    /// refused at its handshake.
+    pub encrypt_placed: bool,
 }
 
 pub use mojim_format::handshake::RegionId;
@@ -928,6 +934,13 @@ impl Config {
     fn tls_with(&self, files: Option<(&String, &String)>) -> Result<Option<Arc<TlsContext>>> {
         let sec = &self.file.security;
         if !sec.tls {
+            if sec.encrypt_placed {
+                return Err(Error::Config(
+                    "[security] encrypt_placed = true needs [security] tls = true: placed records are \
+                     encrypted under keys from the lanes' TLS sessions; turn tls on, or encrypt_placed off"
+                        .into(),
+                ));
+            }
             return Ok(None);
         }
         for (key, v) in
@@ -961,7 +974,7 @@ impl Config {
                 e.reason
             ))
         })?;
-        Ok(Some(Arc::new(ctx)))
+        Ok(Some(Arc::new(ctx.with_encrypt_placed(sec.encrypt_placed))))
     }
 
     /// Where the TLS file `setting` (`ca_file`, `cert_file`, `key_file`, `crl_file`) is set,
@@ -1371,6 +1384,9 @@ insecure = false
 # the CA's certificate revocation lists, PEM: a peer whose certificate one lists is refused.
 # `mojim serve` and `mojim kv` read these files again on SIGHUP.
 tls = false
+# With tls = true: encrypt placed records' bodies too (AES-256-GCM; only authenticated without
+# it). Set it the same on a primary and its mirror; it has no effect on TCP lanes.
+encrypt_placed = false
 
 [rvm]
 # Recoverable memory (rvm_* in C, the mojim-rvm crate): where commits go, "mojim" (this region,
@@ -1506,6 +1522,18 @@ mod tests {
         ] {
             let e = with(endpoints, ca, cert, key).unwrap_err().to_string();
             assert!(e.contains(needle) && e.contains("[cluster]"), "{needle:?} not in {e}");
+        }
+    }
+
+    /// `[security] encrypt_placed` needs `tls`: refused at start naming both; off by default.
+    #[test]
+    fn encrypt_placed_without_tls_is_refused_naming_both_settings() {
+        let mut file: ConfigFile = toml::from_str(&template(&[0; 16], 4096, "", "a:1")).unwrap();
+        assert!(!file.security.encrypt_placed, "off by default");
+        file.security.encrypt_placed = true;
+        let c = Config { file, base: PathBuf::new() };
+        for e in [c.tls().unwrap_err().to_string(), c.application_tls().unwrap_err().to_string()] {
+            assert!(e.contains("[security] encrypt_placed = true needs [security] tls = true"), "{e}");
         }
     }
 

@@ -170,9 +170,17 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
                 session::leave(s, tag, &format!("send Welcome: {e}"));
                 return;
             }
-            let placed = match hello.place.then(|| offer_log(s, &mut conn, tag)) {
+            let placed = match hello.place.then(|| offer_log(s, &mut conn, tag, hello.encrypt_placed)) {
                 None => None,
-                Some(Ok(offered)) => offered,
+                Some(Ok(Ok(offered))) => offered,
+                Some(Ok(Err(message))) => {
+                    s.stats.refused(Refused::Other);
+                    tracing::warn!(%peer, lane = tag.lane, %message, "lane refused");
+                    refuse(&mut conn, &Refusal { code: RefuseCode::Other, message: message.clone() });
+                    conn.shutdown();
+                    session::leave(s, tag, &message);
+                    return;
+                }
                 Some(Err(e)) => {
                     session::leave(s, tag, &format!("offer lane {}'s log: {e}", tag.lane));
                     return;
@@ -192,12 +200,16 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
 /// Answers a primary's lane that asked to place its records: offers the lane's log through the
 /// transport if it can share memory, and sends the `Log` frame that says where the next record
 /// goes (capacity 0: declined, the bodies come on the connection). Returns, if it offered, the
-/// placed records' key on a TLS connection (`Some(None)` without TLS).
+/// placed records' key on a TLS connection (`Some(None)` without TLS), sealing by encryption
+/// where `encrypt` (the Hello's `ENCRYPT`) asked for it; `Ok(Err(why))` where the lane would
+/// place records and `encrypt` is not what this node is set to (`[security] encrypt_placed`):
+/// the caller refuses it, sending the Refuse in place of the `Log` frame.
 fn offer_log<C: Conn>(
     s: &Shared,
     conn: &mut C,
     tag: SessionTag,
-) -> std::io::Result<Option<Option<RecordMac>>> {
+    encrypt: bool,
+) -> std::io::Result<Result<Option<Option<RecordMac>>, String>> {
     let log = s.lanes.log_of(tag.lane).map_err(std::io::Error::other)?;
     // Derived before anything is offered: a TLS connection whose key cannot be had offers none.
     let mac = conn.record_mac(tag.session, tag.lane)?;
@@ -210,6 +222,13 @@ fn offer_log<C: Conn>(
     // The record area only: the header page (the tail recovery starts from) stays out of the
     // peer's reach where the transport can keep it out (UCX registers only what is offered).
     let token = conn.offer_memory(&file, LOG_HEADER_SIZE as u64)?;
+    let own = s.opts.tls.as_ref().is_some_and(|t| t.encrypt_placed());
+    if token.is_some() {
+        if let Some(why) = encrypt_disagrees(encrypt, own, mac.is_some(), tag.lane) {
+            return Ok(Err(why));
+        }
+    }
+    let mac = mac.map(|m| m.encrypting(own));
     if let (Some(_), Some(mac)) = (&token, &mac) {
         s.lanes.keep_mac(tag.lane, tag.session, mac.clone());
     }
@@ -222,7 +241,30 @@ fn offer_log<C: Conn>(
         LogWindow::default()
     };
     send(conn, FrameKind::Log, 0, &window.encode_offer(token.as_deref().unwrap_or_default()))?;
-    Ok(token.is_some().then_some(mac))
+    Ok(Ok(token.is_some().then_some(mac)))
+}
+
+/// Why a lane that places its records may not, when the primary's Hello asked for encrypted
+/// bodies (`asked`) and this node is set to `own` (`[security] encrypt_placed`), on a
+/// connection with TLS or not (`tls`); `None` when they agree. Bodies encrypted by one side
+/// and read in the clear by the other (or the other way) would be refused record by record, or
+/// worse, taken for what they are not: the lane is refused at once, naming the setting.
+fn encrypt_disagrees(asked: bool, own: bool, tls: bool, lane: u16) -> Option<String> {
+    let on_off = |b: bool| if b { "true" } else { "false" };
+    if asked && !tls {
+        return Some(format!(
+            "lane {lane} asked to encrypt the records it places ([security] encrypt_placed = true) on a \
+             connection without TLS: encryption needs [security] tls = true on both sides"
+        ));
+    }
+    (asked != own).then(|| {
+        format!(
+            "lane {lane}: the primary has [security] encrypt_placed = {} and this node {}: set \
+             encrypt_placed the same on the primary and its mirror",
+            on_off(asked),
+            on_off(own)
+        )
+    })
 }
 
 /// Reads the handshake's next frame, `what`, which must have come whole by `deadline`.
@@ -524,6 +566,7 @@ mod tests {
                 max_frame: 4096,
                 generation: 0,
                 place: false,
+                encrypt_placed: false,
             };
             let mut hs = ClientHandshake::new(&hello, SECRET);
             let out = hs.hello();

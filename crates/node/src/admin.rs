@@ -54,6 +54,7 @@ impl<C: Conn> AdminClient<C> {
             max_frame: 0,
             generation: 0,
             place: false,
+            encrypt_placed: false,
         };
         let (conn, _) = connect(transport, addr, timeout, &secret.0, &intro)?;
         Ok(AdminClient { conn, addr: addr.to_string(), body: Vec::new() })

@@ -9,6 +9,9 @@
 //! A record placed over TLS carries a tag (docs/FORMAT.md §2.4); while this process has the key
 //! of the session that placed it, the tag is checked on the copy too, so a record changed by
 //! someone without the key (a recomputed checksum is no obstacle to a writer) is not applied.
+//! A record whose body was placed encrypted lies decrypted in the log: its tag is checked by
+//! encrypting the copy again (and decrypting it back once the tag holds). A `Copied` record is
+//! checked the same way (header, checksum, group, tag), though it writes nothing.
 
 use mojim_core::checkpoint::GroupRef;
 use mojim_format::checksum::crc32c;
@@ -30,8 +33,9 @@ pub(crate) struct Scratch {
 impl Scratch {
     /// Copies group `g`'s record bodies out of `area` and checks each, on the copy, against its
     /// header (also copied out), its tag under the key `macs` holds for its session, if any, and
-    /// that it lies within a data area of `region_size` bytes. Err: what no longer holds (the
-    /// peer changed the log after the lane checked it).
+    /// that it lies within a data area of `region_size` bytes; a `Copied` record's list is
+    /// checked so too, and not kept. Err: what no longer holds (the peer changed the log after
+    /// the lane checked it).
     pub fn copy_group(
         &mut self,
         area: MapSlice<'_>,
@@ -55,25 +59,32 @@ impl Scratch {
             }
             pos = rec.end_pos();
             let h = rec.header;
-            if h.kind != FrameKind::Data {
-                continue;
-            }
+            let data = match h.kind {
+                FrameKind::Data => true,
+                FrameKind::Copied => false,
+                _ => continue,
+            };
             let len = h.body_len as usize;
-            if h.seq != g.seq || h.offset.checked_add(len as u64).is_none_or(|end| end > region_size) {
+            let outside = data && h.offset.checked_add(len as u64).is_none_or(|end| end > region_size);
+            if h.seq != g.seq || outside {
                 return Err(format!(
                     "the record at log position {} now says group {}, {len} bytes at offset {}",
                     rec.pos, h.seq, h.offset
                 ));
             }
+            let what = if data {
+                format!("{len} bytes for offset {}", h.offset)
+            } else {
+                format!("a Copied list of {len} bytes")
+            };
             let start = self.bytes.len();
             self.bytes.resize(start + len, 0);
             let body = &mut self.bytes[start..];
             area.copy_out(rec.body_at, body);
             if h.check_checksum(len, crc32c(body)).is_err() {
                 return Err(format!(
-                    "the body of the record at log position {} ({len} bytes for offset {}) no longer \
-                     matches its checksum",
-                    rec.pos, h.offset
+                    "the body of the record at log position {} ({what}) no longer matches its checksum",
+                    rec.pos
                 ));
             }
             if let Some((_, mac)) = macs.iter().find(|(s, _)| *s == h.session) {
@@ -81,15 +92,27 @@ impl Scratch {
                 if h.has_mac() {
                     area.copy_out(rec.body_at + len, &mut tag);
                 }
-                if !h.has_mac() || !mac.verify(h.seq, h.frame_index, body, &tag) {
+                // A body the mirror decrypted holds the plaintext: its tag is its encryption's.
+                let checks = h.has_mac()
+                    && if mac.encrypts() {
+                        mac.verify_decrypted(h.seq, h.frame_index, body, &tag)
+                    } else {
+                        mac.verify(h.seq, h.frame_index, body, &tag)
+                    };
+                if !checks {
                     return Err(format!(
-                        "the record MAC of the record at log position {} ({len} bytes for offset {}) no \
-                         longer checks",
-                        rec.pos, h.offset
+                        "the record MAC of the record at log position {} ({what}) no longer checks",
+                        rec.pos
                     ));
                 }
             }
-            self.writes.push((h.offset, start, len));
+            if data {
+                self.writes.push((h.offset, start, len));
+            } else {
+                // A Copied group writes nothing here (its bytes landed as it came): its list is
+                // checked, as what the backups are sent is read from it.
+                self.bytes.truncate(start);
+            }
         }
         Ok(())
     }
@@ -123,7 +146,7 @@ pub(crate) fn group_ranges(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mojim_core::encode::{placed_data_header, FramePlan, SessionTag};
+    use mojim_core::encode::{placed_copied_header, placed_data_header, sealed, FramePlan, SessionTag};
     use mojim_format::log::{record_size, LOG_HEADER_SIZE};
     use mojim_region::MappedFile;
 
@@ -158,6 +181,92 @@ mod tests {
         s.copy_group(area, &g, 1 << 20, 1 << 20, &[]).expect("checks");
         let got: Vec<(u64, Vec<u8>)> = s.writes().map(|(o, b)| (o, b.to_vec())).collect();
         assert_eq!(got, vec![(0, vec![1u8; 100]), (4096, vec![2u8; 100])]);
+    }
+
+    /// Writes a sealed record of `body` at log position `pos` of `map` (its header `header`,
+    /// tag `tag` after its body) and returns the position after it.
+    fn put_sealed(map: &MappedFile, pos: u64, header: [u8; 64], body: &[u8], tag: [u8; 16]) -> u64 {
+        let at = LOG_HEADER_SIZE + pos as usize;
+        map.write(at, &sealed(header));
+        map.write(at + 64, body);
+        map.write(at + 64 + body.len(), &tag);
+        pos + record_size(body.len() as u64 + 16)
+    }
+
+    /// The header of the record at `pos` of `map`, its body's checksum made anew for `body`:
+    /// what a writer without the key can do.
+    fn rewrite(map: &MappedFile, pos: u64, body: &[u8]) {
+        let at = LOG_HEADER_SIZE + pos as usize;
+        let mut hb = [0u8; 64];
+        map.read(at, &mut hb);
+        let mut h = mojim_format::FrameHeader::decode(&hb).expect("a header");
+        h.body_checksum = crc32c(body);
+        map.write(at, &h.to_bytes());
+        map.write(at + 64, body);
+    }
+
+    /// A body the mirror decrypted lies in the log as plaintext, its tag the tag of its
+    /// encryption: the copy checks under the session's key, and a plaintext changed after (its
+    /// checksum made anew) does not.
+    #[test]
+    fn a_decrypted_body_is_checked_by_its_encryptions_tag() {
+        let dir = crate::test_peer::Scratch::new("copy-check-enc");
+        let map =
+            MappedFile::create(&dir.dir.join("log"), (LOG_HEADER_SIZE + (1 << 16)) as u64).expect("mapped");
+        let tag = SessionTag { session: 7, epoch: 1, lane: 0 };
+        let mac = RecordMac::new(&[3; 32]).encrypting(true);
+        let body = vec![0x42u8; 300];
+        let mut cipher = body.clone();
+        let seal = mac.encrypt(1, 0, &mut cipher);
+        let plan = FramePlan { offset: 4096, len: 300, frame_index: 0, end: true };
+        let end = put_sealed(&map, 0, placed_data_header(tag, 1, plan, crc32c(&body), 0), &body, seal);
+        let g = GroupRef::data(1, 0, 0, end, 300);
+        let macs = [(7, mac.clone())];
+        let mut s = Scratch::default();
+        s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &macs).expect("checks");
+        let got: Vec<(u64, Vec<u8>)> = s.writes().map(|(o, b)| (o, b.to_vec())).collect();
+        assert_eq!(got, vec![(4096, body.clone())], "the plaintext, as it lies");
+        // A GMAC tag would not do: the tag is the encryption's.
+        let plain = [(7, RecordMac::new(&[3; 32]))];
+        assert!(s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &plain).is_err());
+        let mut changed = body.clone();
+        changed[299] ^= 1;
+        rewrite(&map, 0, &changed);
+        let err = s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &macs).unwrap_err();
+        assert!(err.contains("record MAC") && err.contains("no longer checks"), "{err}");
+    }
+
+    /// A sealed `Copied` record, its list changed after it was checked and its checksum made
+    /// anew (what a writer without the key can do), fails its group: its tag is checked on the
+    /// copy as a `Data` record's is, encrypted or not.
+    #[test]
+    fn a_copied_record_changed_after_it_was_checked_fails_its_group() {
+        for encrypt in [false, true] {
+            let dir = crate::test_peer::Scratch::new("copy-check-copied");
+            let map = MappedFile::create(&dir.dir.join("log"), (LOG_HEADER_SIZE + (1 << 16)) as u64)
+                .expect("mapped");
+            let tag = SessionTag { session: 9, epoch: 1, lane: 0 };
+            let mac = RecordMac::new(&[5; 32]).encrypting(encrypt);
+            let mut list = [0u8; 16];
+            list[8..].copy_from_slice(&4096u64.to_le_bytes());
+            let seal = if encrypt { mac.encrypt(3, 0, &mut list.clone()) } else { mac.tag(3, 0, &list) };
+            let header = placed_copied_header(tag, 3, 16, crc32c(&list), 0);
+            let end = put_sealed(&map, 0, header, &list, seal);
+            let g = GroupRef::data(3, 0, 0, end, 0);
+            let macs = [(9, mac)];
+            let mut s = Scratch::default();
+            s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &macs).expect("checks");
+            assert_eq!(s.writes().count(), 0, "a Copied group writes nothing");
+            let mut changed = list;
+            changed[15] = 0x10;
+            rewrite(&map, 0, &changed);
+            let err =
+                s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &macs).unwrap_err();
+            assert!(
+                err.contains("record MAC") && err.contains("a Copied list of 16 bytes"),
+                "{encrypt}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -492,6 +492,7 @@ fn open_session<T: Transport>(
         max_frame: super::MAX_FRAME_LIMIT,
         generation: s.data.area().generation().map(|g| g.0).unwrap_or(0),
         place: false,
+        encrypt_placed: false,
     };
     let (conn, welcome) = connect(t, addr, Duration::from_secs(5), &s.opts.secret.0, &intro)?;
     Ok((conn, welcome, intro))

@@ -144,9 +144,10 @@ struct Receiver<'a, C: Conn> {
     pacer: Pacer,
     /// The primary places records' bodies in the log itself (see [`check_placed`]).
     placed: bool,
-    /// On a placed lane over TLS, the key every record placed in the log is sealed with.
+    /// On a placed lane over TLS, the key every record placed in the log is sealed with (and,
+    /// if it encrypts, its body encrypted with).
     mac: Option<RecordMac>,
-    /// Where a Copy frame's body is read and checked.
+    /// Where a Copy frame's body is read and checked, and an encrypted body decrypted.
     copy_buf: Vec<u8>,
     rx: BufReader<&'a mut C>,
 }
@@ -174,8 +175,13 @@ impl<C: Conn> Receiver<'_, C> {
             let (sealed, expected) = (h.has_mac(), self.mac.is_some());
             return Err(LaneEnd::Violation(Violation::RecordMac { seq, frame_index, sealed, expected }));
         }
+        let encrypts = self.mac.as_ref().is_some_and(RecordMac::encrypts);
+        if slot.size > 0 && h.is_encrypted() != encrypts {
+            let (seq, frame_index, encrypted) = (h.seq, h.frame_index, h.is_encrypted());
+            return Err(LaneEnd::Violation(Violation::RecordEncrypted { seq, frame_index, encrypted }));
+        }
         if slot.size > 0 && self.placed {
-            check_placed(self.log, &slot, self.mac.as_ref())?;
+            check_placed(self.log, &slot, self.mac.as_ref(), &mut self.copy_buf)?;
         } else if slot.size > 0 {
             store(self.log, &mut self.rx, &slot)?;
         }
@@ -422,7 +428,18 @@ fn receive_copy<C: Conn>(
 /// Over TLS (`mac`) the record's tag, after its body, is checked first, on the bytes as they lie:
 /// a body or tag forged or changed by anyone without the key (over UCX on tcp, anyone who can
 /// reach the listener can put into the log) ends the lane before anything of it is logged.
-fn check_placed(log: &LogFile, slot: &Slot, mac: Option<&RecordMac>) -> Result<(), LaneEnd> {
+///
+/// Where `mac` encrypts (`[security] encrypt_placed`), the body is ciphertext: it is copied into
+/// `scratch`, its tag checked and it decrypted there, and the plaintext written back in its place
+/// before the header, so that the log (and what reads it: recovery, the checkpointer, the
+/// backups) holds plaintext as on any other lane. The copy is this process's own: the peer may
+/// write the log meanwhile, and what is written back is exactly what the tag checked.
+fn check_placed(
+    log: &LogFile,
+    slot: &Slot,
+    mac: Option<&RecordMac>,
+    scratch: &mut Vec<u8>,
+) -> Result<(), LaneEnd> {
     let (pos, h) = (slot.placement.pos, slot.accepted.header);
     if h.log_pos != pos {
         return Err(LaneEnd::Violation(Violation::Placed { found: h.log_pos, expected: pos }));
@@ -431,8 +448,18 @@ fn check_placed(log: &LogFile, slot: &Slot, mac: Option<&RecordMac>) -> Result<(
         let (len, body_at) = (h.body_len as usize, pos + FRAME_HEADER_SIZE as u64);
         let mut tag = [0u8; TAG_SIZE];
         log.view_at(body_at + len as u64, TAG_SIZE).read(0, &mut tag);
-        let body = log.view_at(body_at, len);
-        if !body.with_bytes(|b| mac.verify(h.seq, h.frame_index, b, &tag)) {
+        let checks = if mac.encrypts() {
+            scratch.resize(len, 0);
+            log.view_at(body_at, len).read(0, scratch);
+            let opened = mac.decrypt(h.seq, h.frame_index, scratch, &tag);
+            if opened {
+                log.write_at(body_at, scratch);
+            }
+            opened
+        } else {
+            log.view_at(body_at, len).with_bytes(|b| mac.verify(h.seq, h.frame_index, b, &tag))
+        };
+        if !checks {
             let (seq, frame_index) = (h.seq, h.frame_index);
             return Err(LaneEnd::Violation(Violation::RecordMac {
                 seq,
@@ -472,6 +499,8 @@ fn make_record(log: &LogFile, slot: &Slot) -> Result<(), LaneEnd> {
     }
     let mut stamped = h;
     stamped.log_pos = pos;
+    // The body now lies decrypted (`check_placed`): the record says so by not saying ENCRYPTED.
+    stamped.flags &= !mojim_format::frame::FLAG_ENCRYPTED;
     let bytes = stamped.to_bytes();
     log.write_at(pos, &bytes);
     debug_assert_eq!(FrameHeader::decode(&bytes).map(|x| x.log_pos), Ok(pos));

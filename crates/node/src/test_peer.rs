@@ -157,6 +157,7 @@ pub fn join(net: &MemTransport, addr: &str, region: RegionId, session: u64, lane
         max_frame: MAX_FRAME,
         generation: 0,
         place: false,
+        encrypt_placed: false,
     };
     let (conn, welcome) =
         connect(net, addr, Duration::from_secs(10), SECRET, &intro).expect("join the session");

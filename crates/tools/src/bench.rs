@@ -142,11 +142,13 @@ pub struct BenchArgs {
     /// records' bytes through the registered rings).
     #[arg(long, default_value = "tcp", value_delimiter = ',')]
     pub transport: Vec<String>,
-    /// Mutual TLS on the links, comma-separated: off, on, or on,off to run both side by side (a
-    /// session each, their rounds interleaved under --repeat) and print the ratios. With on, the
-    /// benchmark makes a CA and certificates for its mirrors (role node) and its primary and
-    /// pinger (role application); tcp-rtt's echo server speaks TLS too. Over shm and ucx, TLS
-    /// runs over the rings or the UCX stream, and placed records carry their MAC.
+    /// Mutual TLS on the links, comma-separated: off, on, encrypt, or several (off,on,encrypt)
+    /// to run them side by side (a session each, their rounds interleaved under --repeat) and
+    /// print the ratios. With on, the benchmark makes a CA and certificates for its mirrors
+    /// (role node) and its primary and pinger (role application); tcp-rtt's echo server speaks
+    /// TLS too. Over shm and ucx, TLS runs over the rings or the UCX stream, and placed records
+    /// carry their MAC. encrypt is on with `[security] encrypt_placed = true`: placed records'
+    /// bodies are encrypted too (reported as +tls+enc; over tcp the same as on).
     /// With --mode resync, on adds the kind full-tls: full with every link over mutual TLS.
     #[arg(long, default_value = "off", value_delimiter = ',', conflicts_with = "mirror")]
     pub tls: Vec<String>,

@@ -89,6 +89,9 @@ pub struct Intro {
     /// A primary's lane asks to place its records in the lane's log itself: the node answers
     /// its Welcome with a `Log` frame (read by the caller).
     pub place: bool,
+    /// With `place`: this side encrypts the bodies it places (`[security] encrypt_placed`); a
+    /// node set otherwise refuses the lane.
+    pub encrypt_placed: bool,
 }
 
 /// Connects to `addr` and completes the handshake. Each of the peer's answers must arrive
@@ -115,10 +118,24 @@ pub fn connect<T: Transport>(
         max_frame: intro.max_frame,
         generation: intro.generation,
         place: intro.place,
+        encrypt_placed: intro.place && intro.encrypt_placed,
     };
     let mut hs = ClientHandshake::new(&hello, secret);
     let peer = addr.to_string();
     let fail = |source: HandshakeError| match source {
+        // A node of an older build does not know the Hello's ENCRYPT flag: it refuses the Hello
+        // as malformed, and cannot name the setting.
+        HandshakeError::Refused { code: RefuseCode::Malformed, message } if hello.encrypt_placed => {
+            ConnectError::Refused {
+                peer: peer.clone(),
+                code: RefuseCode::Malformed,
+                message: format!(
+                    "{message} (this lane asked to encrypt the records it places, [security] encrypt_placed = \
+                     true, which a node of an older build does not know: upgrade it, or set encrypt_placed = \
+                     false on both sides)"
+                ),
+            }
+        }
         HandshakeError::Refused { code, message } => {
             ConnectError::Refused { peer: peer.clone(), code, message }
         }
@@ -195,6 +212,7 @@ mod tests {
             max_frame: 1 << 20,
             generation: 0,
             place: false,
+            encrypt_placed: false,
         }
     }
 
@@ -217,6 +235,41 @@ mod tests {
     fn hold(mut stream: MemConn) {
         let _ = stream.set_recv_timeout(Some(Duration::from_secs(5)));
         let _ = std::io::copy(&mut stream, &mut std::io::sink());
+    }
+
+    /// A node of an older build knows the Hello's PLACE flag but not ENCRYPT: its decoder
+    /// refuses the Hello as malformed, naming the flags. The lane's error names the setting.
+    #[test]
+    fn a_node_that_does_not_know_encrypt_placed_is_named_with_the_setting() {
+        let t = MemTransport::new();
+        let listener = t.listen("node:0").expect("listen");
+        let addr = t.local_addr(&listener).expect("addr");
+        let serve = |mut stream: MemConn| {
+            let mut body = Vec::new();
+            let h = read_frame(&mut stream, REFUSE_MAX, &mut body).expect("Hello");
+            assert_eq!(h.kind, FrameKind::Hello);
+            let flags = u16::from_le_bytes([body[6], body[7]]);
+            assert_eq!(flags, 3, "PLACE and ENCRYPT");
+            // What the decoder of a build that knows only PLACE answers.
+            let why =
+                mojim_format::handshake::BodyFormatError::Field { kind: "Hello", field: "flags", value: 3 };
+            let mut refusal = Vec::new();
+            mojim_format::handshake::encode_refuse(RefuseCode::Malformed, &why.to_string(), &mut refusal);
+            crate::frames::send(&mut stream, FrameKind::Refuse, 0, &refusal).expect("send");
+        };
+        let e = std::thread::scope(|s| {
+            s.spawn(|| serve(t.accept(&listener).expect("accept")));
+            let intro = Intro { place: true, encrypt_placed: true, ..intro(PeerRole::Primary) };
+            match connect(&t, &addr, Duration::from_secs(5), b"a secret", &intro) {
+                Ok(_) => panic!("a node that refused the Hello welcomed the lane"),
+                Err(e) => e.to_string(),
+            }
+        });
+        assert!(e.contains("flags"), "{e}");
+        assert!(
+            e.contains("[security] encrypt_placed = true, which a node of an older build does not know"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -24,14 +24,45 @@ pub(crate) fn map_file(fd: BorrowedFd<'_>) -> io::Result<MappedFile> {
 /// Memory the peer offered: mapped here, or reached with UCX puts.
 pub struct PeerMemory {
     backing: Backing,
+    /// Where a body is staged before it is put (UCX) or encrypted (either): the bytes
+    /// checksummed are the bytes placed, whatever the application stores into the source
+    /// meanwhile. Grows to the longest body (and tag) once; no allocation per record after that.
+    staging: Vec<u8>,
 }
 
 enum Backing {
     /// The peer's file, mapped into this process; the offered bytes start at `from` of it.
     Mapped { map: MappedFile, from: usize },
-    /// The peer's registered memory, and where a body is staged before it is put: the bytes
-    /// checksummed are the bytes put (the application may store into the source meanwhile).
-    Remote { region: RemoteRegion, staging: Vec<u8> },
+    /// The peer's registered memory.
+    Remote { region: RemoteRegion },
+}
+
+/// `staging`, grown to at least `len` bytes, its first `len`.
+fn staged(staging: &mut Vec<u8>, len: usize) -> &mut [u8] {
+    if staging.len() < len {
+        staging.resize(len, 0);
+    }
+    &mut staging[..len]
+}
+
+/// Stages a body of `len` bytes (`fill` writes it) and encrypts it under `mac` as frame
+/// `frame_index` of group `seq`, its tag after it. Returns the staged ciphertext and tag, and
+/// the CRC32C of the plaintext (what the record's header carries: the mirror checks it after it
+/// decrypted the body).
+fn encrypt_staged<'a>(
+    staging: &'a mut Vec<u8>,
+    len: usize,
+    fill: impl FnOnce(&mut [u8]),
+    mac: &RecordMac,
+    seq: u64,
+    frame_index: u32,
+) -> (&'a [u8], u32) {
+    let bytes = staged(staging, len + TAG_SIZE);
+    let (body, tag) = bytes.split_at_mut(len);
+    fill(body);
+    let checksum = mojim_format::checksum::crc32c(body);
+    tag.copy_from_slice(&mac.encrypt(seq, frame_index, body));
+    (bytes, checksum)
 }
 
 fn too_small(offered: u64, len: usize) -> io::Error {
@@ -49,7 +80,7 @@ impl PeerMemory {
         if offered < len {
             return Err(too_small(offered as u64, len));
         }
-        Ok(PeerMemory { backing: Backing::Mapped { map, from } })
+        Ok(PeerMemory { backing: Backing::Mapped { map, from }, staging: Vec::new() })
     }
 
     /// The peer's registered `region` of at least `len` bytes, or an error naming both sizes.
@@ -57,7 +88,7 @@ impl PeerMemory {
         if region.len() < len as u64 {
             return Err(too_small(region.len(), len));
         }
-        Ok(PeerMemory { backing: Backing::Remote { region, staging: Vec::new() } })
+        Ok(PeerMemory { backing: Backing::Remote { region }, staging: Vec::new() })
     }
 
     /// Where `len` bytes at `at` of the offer lie in a mapping of `map_len` bytes whose offer
@@ -75,7 +106,7 @@ impl PeerMemory {
     pub fn len(&self) -> usize {
         match &self.backing {
             Backing::Mapped { map, from } => map.len() - from,
-            Backing::Remote { region, .. } => region.len() as usize,
+            Backing::Remote { region } => region.len() as usize,
         }
     }
 
@@ -99,12 +130,8 @@ impl PeerMemory {
                 // source meanwhile.
                 Ok(map.view(at, src.len()).crc32c())
             }
-            Backing::Remote { region, staging } => {
-                // Grows to the longest body once; no allocation per record after that.
-                if staging.len() < src.len() {
-                    staging.resize(src.len(), 0);
-                }
-                let bytes = &mut staging[..src.len()];
+            Backing::Remote { region } => {
+                let bytes = staged(&mut self.staging, src.len());
                 src.read(0, bytes);
                 region.put(at as u64, &[IoSlice::new(bytes)])?;
                 Ok(mojim_format::checksum::crc32c(bytes))
@@ -114,7 +141,9 @@ impl PeerMemory {
 
     /// As [`PeerMemory::place`], for a record authenticated by `mac` as frame `frame_index` of
     /// group `seq`: its tag, of exactly the bytes placed, goes right after them (the record's
-    /// `MAC` flag, docs/FORMAT.md §2.4).
+    /// `MAC` flag, docs/FORMAT.md §2.4). If `mac` encrypts, the bytes are staged here and
+    /// encrypted, and their ciphertext and its tag placed: the plaintext never enters the
+    /// peer's memory (the record's `ENCRYPTED` flag); the CRC32C returned is the plaintext's.
     pub fn place_sealed(
         &mut self,
         at: usize,
@@ -124,6 +153,12 @@ impl PeerMemory {
         frame_index: u32,
     ) -> io::Result<u32> {
         let len = src.len();
+        if mac.encrypts() {
+            let (sealed, checksum) =
+                encrypt_staged(&mut self.staging, len, |b| src.read(0, b), mac, seq, frame_index);
+            Self::put(&mut self.backing, at, sealed)?;
+            return Ok(checksum);
+        }
         match &mut self.backing {
             Backing::Mapped { map, from } => {
                 let at = Self::inside(*from, map.len(), at, len + TAG_SIZE)?;
@@ -134,21 +169,30 @@ impl PeerMemory {
                 map.write(at + len, &tag);
                 Ok(placed.crc32c())
             }
-            Backing::Remote { region, staging } => {
-                if staging.len() < len + TAG_SIZE {
-                    staging.resize(len + TAG_SIZE, 0);
-                }
-                let (bytes, tag) = staging[..len + TAG_SIZE].split_at_mut(len);
+            Backing::Remote { region } => {
+                let staging = staged(&mut self.staging, len + TAG_SIZE);
+                let (bytes, tag) = staging.split_at_mut(len);
                 src.read(0, bytes);
                 tag.copy_from_slice(&mac.tag(seq, frame_index, bytes));
-                region.put(at as u64, &[IoSlice::new(&staging[..len + TAG_SIZE])])?;
+                region.put(at as u64, &[IoSlice::new(staging)])?;
                 Ok(mojim_format::checksum::crc32c(&staging[..len]))
             }
         }
     }
 
-    /// As [`PeerMemory::write`], with `data`'s tag under `mac` right after it (see
-    /// [`PeerMemory::place_sealed`]).
+    /// Writes `bytes` at `at` of the offer (a mapping's stores, or one put).
+    fn put(backing: &mut Backing, at: usize, bytes: &[u8]) -> io::Result<()> {
+        match backing {
+            Backing::Mapped { map, from } => {
+                map.write(Self::inside(*from, map.len(), at, bytes.len())?, bytes)
+            }
+            Backing::Remote { region } => region.put(at as u64, &[IoSlice::new(bytes)])?,
+        }
+        Ok(())
+    }
+
+    /// As [`PeerMemory::write`], with `data`'s tag under `mac` right after it, or, if `mac`
+    /// encrypts, its ciphertext and tag (see [`PeerMemory::place_sealed`]).
     pub fn write_sealed(
         &mut self,
         at: usize,
@@ -157,6 +201,13 @@ impl PeerMemory {
         seq: u64,
         frame_index: u32,
     ) -> io::Result<u32> {
+        if mac.encrypts() {
+            let fill = |b: &mut [u8]| b.copy_from_slice(data);
+            let (sealed, checksum) =
+                encrypt_staged(&mut self.staging, data.len(), fill, mac, seq, frame_index);
+            Self::put(&mut self.backing, at, sealed)?;
+            return Ok(checksum);
+        }
         let tag = mac.tag(seq, frame_index, data);
         match &mut self.backing {
             Backing::Mapped { map, from } => {
@@ -164,19 +215,14 @@ impl PeerMemory {
                 map.write(at, data);
                 map.write(at + data.len(), &tag);
             }
-            Backing::Remote { region, .. } => {
-                region.put(at as u64, &[IoSlice::new(data), IoSlice::new(&tag)])?
-            }
+            Backing::Remote { region } => region.put(at as u64, &[IoSlice::new(data), IoSlice::new(&tag)])?,
         }
         Ok(mojim_format::checksum::crc32c(data))
     }
 
     /// Writes `data` at `at` and returns its CRC32C (the bytes are this side's own).
     pub fn write(&mut self, at: usize, data: &[u8]) -> io::Result<u32> {
-        match &mut self.backing {
-            Backing::Mapped { map, from } => map.write(Self::inside(*from, map.len(), at, data.len())?, data),
-            Backing::Remote { region, .. } => region.put(at as u64, &[IoSlice::new(data)])?,
-        }
+        Self::put(&mut self.backing, at, data)?;
         Ok(mojim_format::checksum::crc32c(data))
     }
 
@@ -184,7 +230,7 @@ impl PeerMemory {
     pub fn flush(&self) -> io::Result<()> {
         match &self.backing {
             Backing::Mapped { .. } => Ok(()),
-            Backing::Remote { region, .. } => region.flush(),
+            Backing::Remote { region } => region.flush(),
         }
     }
 

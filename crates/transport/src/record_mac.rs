@@ -15,8 +15,16 @@
 //! The header needs no tag: it is the doorbell, which travels through TLS. The tag binds the
 //! body to the group and frame the header names, so a body cannot be moved to another record
 //! either.
+//!
+//! **Encrypted** (`[security] encrypt_placed`, [`RecordMac::encrypting`]): the body is the
+//! plaintext of AES-256-GCM under the same key and nonce, with no additional data; the
+//! ciphertext takes the body's place and the GCM tag the tag's. A lane's session either
+//! encrypts every record or none (its Hello says which), so a nonce still serves one record
+//! under a key. The mirror decrypts a body before it writes its header; the record then holds
+//! the plaintext, and its tag is the tag of that plaintext's encryption, which whoever holds the
+//! key checks by encrypting it again ([`RecordMac::verify_decrypted`]).
 
-use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_256_GCM};
 
 /// The exporter label of placed records' keys.
 pub const RECORD_MAC_LABEL: &[u8] = b"EXPORTER-mojim-placed-record-v1";
@@ -30,11 +38,13 @@ const _: () = assert!(TAG_SIZE == 16);
 #[derive(Clone)]
 pub struct RecordMac {
     key: LessSafeKey,
+    /// The bodies are encrypted, not only authenticated.
+    encrypt: bool,
 }
 
 impl std::fmt::Debug for RecordMac {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RecordMac(..)")
+        write!(f, "RecordMac(.., encrypt: {})", self.encrypt)
     }
 }
 
@@ -50,7 +60,19 @@ impl RecordMac {
     /// The key made from `key`, 32 bytes the exporter gave.
     pub fn new(key: &[u8; RECORD_KEY_SIZE]) -> RecordMac {
         let unbound = UnboundKey::new(&AES_256_GCM, key).expect("a 32-byte key is an AES-256-GCM key");
-        RecordMac { key: LessSafeKey::new(unbound) }
+        RecordMac { key: LessSafeKey::new(unbound), encrypt: false }
+    }
+
+    /// This key, sealing by encryption when `on` (`[security] encrypt_placed`), by a tag alone
+    /// otherwise.
+    pub fn encrypting(mut self, on: bool) -> RecordMac {
+        self.encrypt = on;
+        self
+    }
+
+    /// Whether the bodies sealed with this key are encrypted.
+    pub fn encrypts(&self) -> bool {
+        self.encrypt
     }
 
     fn nonce(seq: u64, frame_index: u32) -> Nonce {
@@ -76,6 +98,40 @@ impl RecordMac {
     pub fn verify(&self, seq: u64, frame_index: u32, body: &[u8], tag: &[u8; TAG_SIZE]) -> bool {
         let mut t = *tag;
         self.key.open_in_place(Self::nonce(seq, frame_index), Aad::from(body), &mut t).is_ok()
+    }
+
+    /// Encrypts `body`, frame `frame_index` of group `seq`, in place, and returns its tag.
+    pub fn encrypt(&self, seq: u64, frame_index: u32, body: &mut [u8]) -> [u8; TAG_SIZE] {
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(Self::nonce(seq, frame_index), Aad::empty(), body)
+            .expect("GCM seals up to 2^36 bytes");
+        let mut out = [0u8; TAG_SIZE];
+        out.copy_from_slice(tag.as_ref());
+        out
+    }
+
+    /// Decrypts `body`, frame `frame_index` of group `seq`, in place if `tag` is its tag
+    /// (checked in constant time, before anything is decrypted). False: the bytes of `body`
+    /// are then unspecified.
+    pub fn decrypt(&self, seq: u64, frame_index: u32, body: &mut [u8], tag: &[u8; TAG_SIZE]) -> bool {
+        let nonce = Self::nonce(seq, frame_index);
+        self.key.open_in_place_separate_tag(nonce, Aad::empty(), Tag::from(*tag), body, 0..).is_ok()
+    }
+
+    /// Whether `tag` is the tag of the encryption of `plain`, frame `frame_index` of group
+    /// `seq`: a record the mirror decrypted, checked again. `plain` is encrypted in place and,
+    /// if the tag checks, decrypted back (true: it holds the plaintext again; false: its bytes
+    /// are unspecified).
+    pub fn verify_decrypted(
+        &self,
+        seq: u64,
+        frame_index: u32,
+        plain: &mut [u8],
+        tag: &[u8; TAG_SIZE],
+    ) -> bool {
+        self.encrypt(seq, frame_index, plain);
+        self.decrypt(seq, frame_index, plain, tag)
     }
 }
 
@@ -122,5 +178,68 @@ mod tests {
         assert!(!mac.verify(9, 3, &body, &tag), "another frame");
         assert!(!RecordMac::new(&[8u8; 32]).verify(9, 2, &body, &tag), "another key");
         assert_eq!(RecordMac::context(0x0102_0304_0506_0708, 0x0a0b), [8, 7, 6, 5, 4, 3, 2, 1, 0x0b, 0x0a]);
+    }
+
+    /// An encrypted body is AES-256-GCM's encryption with no additional data: the NIST GCM test
+    /// vector of that shape (gcmEncryptExtIV256.rsp, [Keylen = 256] [IVlen = 96] [PTlen = 128]
+    /// [AADlen = 0] [Taglen = 128], Count = 0), with its IV as seq and frame_index.
+    #[test]
+    fn an_encrypted_body_is_aes_256_gcm_under_the_nonce_of_seq_and_frame() {
+        let hex = |s: &str| {
+            (0..s.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+                .collect::<Vec<u8>>()
+        };
+        let key: [u8; 32] =
+            hex("31bdadd96698c204aa9ce1448ea94ae1fb4a9a0b3c9d773b51bb1822666b8f22").try_into().unwrap();
+        let iv = hex("0d18e06c7c725ac9e362e1ce");
+        let plain = hex("2db5168e932556f8089a0622981d017d");
+        let cipher = hex("fa4362189661d163fcd6a56d8bf0405a");
+        let expected: [u8; 16] = hex("d636ac1bbedd5cc3ee727dc2ab4a9489").try_into().unwrap();
+        let seq = u64::from_le_bytes(iv[..8].try_into().unwrap());
+        let frame_index = u32::from_le_bytes(iv[8..].try_into().unwrap());
+        let mac = RecordMac::new(&key).encrypting(true);
+        assert!(mac.encrypts() && !RecordMac::new(&key).encrypts());
+        let mut body = plain.clone();
+        assert_eq!(mac.encrypt(seq, frame_index, &mut body), expected);
+        assert_eq!(body, cipher);
+        assert!(mac.decrypt(seq, frame_index, &mut body, &expected));
+        assert_eq!(body, plain);
+        assert!(mac.verify_decrypted(seq, frame_index, &mut body, &expected));
+        assert_eq!(body, plain, "checked, and the plaintext again");
+    }
+
+    #[test]
+    fn a_changed_ciphertext_plaintext_tag_group_or_key_fails() {
+        let mac = RecordMac::new(&[7u8; 32]).encrypting(true);
+        let plain = vec![0x5au8; 4096];
+        let mut body = plain.clone();
+        let tag = mac.encrypt(9, 2, &mut body);
+        assert_ne!(body, plain);
+        let cipher = body.clone();
+        let opens = |m: &RecordMac, seq: u64, frame: u32, bytes: &[u8], tag: &[u8; 16]| {
+            let mut b = bytes.to_vec();
+            m.decrypt(seq, frame, &mut b, tag)
+        };
+        assert!(opens(&mac, 9, 2, &cipher, &tag));
+        let mut changed = cipher.clone();
+        changed[100] ^= 1;
+        assert!(!opens(&mac, 9, 2, &changed, &tag));
+        let mut forged = tag;
+        forged[0] ^= 1;
+        assert!(!opens(&mac, 9, 2, &cipher, &forged));
+        assert!(!opens(&mac, 10, 2, &cipher, &tag), "another group");
+        assert!(!opens(&mac, 9, 3, &cipher, &tag), "another frame");
+        assert!(!opens(&RecordMac::new(&[8u8; 32]), 9, 2, &cipher, &tag), "another key");
+        // The plaintext the mirror left in its log, checked again: changed, it fails.
+        let mut again = plain.clone();
+        again[4095] ^= 0x80;
+        assert!(!mac.verify_decrypted(9, 2, &mut again, &tag));
+        let mut again = plain.clone();
+        assert!(mac.verify_decrypted(9, 2, &mut again, &tag));
+        // A GMAC tag of the plaintext is not the tag of its encryption, and the other way.
+        assert!(!mac.verify_decrypted(9, 2, &mut plain.clone(), &mac.tag(9, 2, &plain)));
+        assert!(!mac.verify(9, 2, &plain, &tag));
     }
 }

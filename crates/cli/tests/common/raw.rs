@@ -34,6 +34,7 @@ pub fn hello(role: PeerRole, region: ([u8; 16], u64), session: u64, lane: u16, l
         max_frame: 64 << 10,
         generation: 0,
         place: false,
+        encrypt_placed: false,
     }
 }
 

@@ -109,6 +109,7 @@ mod tests {
             max_frame: 256,
             generation: 0,
             place: false,
+            encrypt_placed: false,
         }
     }
 

@@ -80,6 +80,16 @@ impl Placed {
         record_size(len + if self.mac.is_some() { RECORD_TAG_SIZE as u64 } else { 0 })
     }
 
+    /// `header`, a placed record's doorbell, with the flags its placement needs: `MAC` over
+    /// TLS, and `ENCRYPTED` too where the bodies are encrypted.
+    fn seal(&self, header: [u8; FRAME_HEADER_SIZE]) -> [u8; FRAME_HEADER_SIZE] {
+        match &self.mac {
+            Some(mac) if mac.encrypts() => encode::encrypted(header),
+            Some(_) => encode::sealed(header),
+            None => header,
+        }
+    }
+
     /// Takes the place of the next record of `size` bytes, which [`Link::room`] made: its log
     /// position, and where in the peer's memory (the log's record area) its body goes.
     fn take(&mut self, size: u64) -> (u64, usize) {
@@ -237,12 +247,20 @@ fn take_log<C: Conn>(
     timeout: Duration,
     session: u64,
     lane: u16,
+    encrypt: bool,
 ) -> Result<Option<Placed>> {
     let lost = |what: String| Error::MirrorLost { reason: format!("{target}: {what}") };
     let mut body = Vec::with_capacity(LOG_BODY_MAX);
     let mut by = mojim_transport::frames::ReadBy { conn: &mut *conn, deadline: Instant::now() + timeout };
     let h = mojim_transport::frames::read_frame(&mut by, LOG_BODY_MAX, &mut body)
         .map_err(|e| lost(format!("no Log frame after the Welcome within {timeout:?}: {e}")))?;
+    if h.kind == FrameKind::Refuse {
+        // The node would not let this lane place its records as it asked (`[security]
+        // encrypt_placed` set otherwise there, say): it says why.
+        let (code, message) =
+            decode_refuse(&body).map_err(|e| lost(format!("sent a bad Refuse frame: {e}")))?;
+        return Err(Error::Refused { peer: target.to_string(), code, message });
+    }
     if h.kind != FrameKind::Log {
         return Err(lost(format!("sent a {:?} frame where the Log frame after the Welcome goes", h.kind)));
     }
@@ -266,7 +284,8 @@ fn take_log<C: Conn>(
     }
     let mac = conn
         .record_mac(session, lane)
-        .map_err(|e| lost(format!("lane {lane}: the key of the records placed in its log: {e}")))?;
+        .map_err(|e| lost(format!("lane {lane}: the key of the records placed in its log: {e}")))?
+        .map(|m| m.encrypting(encrypt));
     Ok(Some(Placed { mem, space: LogSpace::new(window.capacity, window.tail, window.head), mac }))
 }
 
@@ -331,11 +350,12 @@ impl<C: Conn> Link<C> {
                     max_frame: opts.limits.max_frame,
                     generation,
                     place: opts.place_records,
+                    encrypt_placed: opts.tls.as_ref().is_some_and(|t| t.encrypt_placed()),
                 };
                 let (mut conn, welcome) =
                     connect(transport, target, opts.connect_timeout, &opts.secret.0, &intro)?;
                 let placed = if intro.place {
-                    take_log(&mut conn, target, opts.connect_timeout, session, lane)?
+                    take_log(&mut conn, target, opts.connect_timeout, session, lane, intro.encrypt_placed)?
                 } else {
                     None
                 };
@@ -573,11 +593,8 @@ impl<C: Conn> Link<C> {
                 };
                 match written {
                     Ok(checksum) => {
-                        let mut marker =
-                            encode::placed_copied_header(self.tag(l), seq, len as u32, checksum, pos);
-                        if p.mac.is_some() {
-                            marker = encode::sealed(marker);
-                        }
+                        let marker =
+                            p.seal(encode::placed_copied_header(self.tag(l), seq, len as u32, checksum, pos));
                         tx.conn.send_all_vectored(&mut [IoSlice::new(&marker)])
                     }
                     Err(e) => Err(e),
@@ -700,10 +717,7 @@ impl<C: Conn> Link<C> {
                 Ok(c) => c,
                 Err(e) => return Err(self.fail_send(at, format!("place a record on lane {lane}: {e}"))),
             };
-            tx.headers[n] = placed_data_header(tag, seq, plan, checksum, pos);
-            if p.mac.is_some() {
-                tx.headers[n] = encode::sealed(tx.headers[n]);
-            }
+            tx.headers[n] = p.seal(placed_data_header(tag, seq, plan, checksum, pos));
             n += 1;
             if n == BATCH {
                 self.ring(tx, at, &mut n)?;

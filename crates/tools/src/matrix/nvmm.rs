@@ -212,6 +212,7 @@ pub(crate) mod tests {
             topology: "none".into(),
             transport: "tcp".into(),
             tls: false,
+            encrypt_placed: false,
             metrics: false,
             cpu_us_sender: None,
             cpu_us_receiver: None,

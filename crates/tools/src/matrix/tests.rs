@@ -25,6 +25,7 @@ fn bench(mode: &str, size: u64, threads: usize, lanes: u16, mean: f64) -> BenchR
         topology: "none".into(),
         transport: "tcp".into(),
         tls: false,
+        encrypt_placed: false,
         metrics: false,
         cpu_us_sender: None,
         cpu_us_receiver: None,

@@ -88,6 +88,9 @@ pub struct TlsContext {
     paths: TlsPaths,
     /// Read once per handshake; replaced whole by a reload whose files all pass.
     current: RwLock<Arc<Configs>>,
+    /// Placed records' bodies are encrypted, not only authenticated (`[security]
+    /// encrypt_placed`; a reload keeps it).
+    encrypt_placed: bool,
 }
 
 impl fmt::Debug for TlsContext {
@@ -109,7 +112,11 @@ impl TlsContext {
     /// carries no role, and a revocation list that is not one or that no CA in `ca_file` issued.
     pub fn load(paths: &TlsPaths) -> Result<TlsContext, TlsFileError> {
         let configs = Self::read_files(paths)?;
-        Ok(TlsContext { paths: paths.clone(), current: RwLock::new(Arc::new(configs)) })
+        Ok(TlsContext {
+            paths: paths.clone(),
+            current: RwLock::new(Arc::new(configs)),
+            encrypt_placed: false,
+        })
     }
 
     /// As [`TlsContext::load`], from the files' contents (the paths name them in errors, and
@@ -122,7 +129,21 @@ impl TlsContext {
             key: f.key.0.into(),
             crl: f.crl.map(|c| c.0.into()),
         };
-        Ok(TlsContext { paths, current: RwLock::new(Arc::new(configs)) })
+        Ok(TlsContext { paths, current: RwLock::new(Arc::new(configs)), encrypt_placed: false })
+    }
+
+    /// This context, encrypting the bodies of the records its connections place in a peer's
+    /// log when `on` (`[security] encrypt_placed`; docs/FORMAT.md §2.4), where they are
+    /// otherwise only authenticated. Both sides of a placed lane must agree: a primary says so in
+    /// its Hello, and a node set otherwise refuses the lane.
+    pub fn with_encrypt_placed(mut self, on: bool) -> TlsContext {
+        self.encrypt_placed = on;
+        self
+    }
+
+    /// Whether placed records' bodies are encrypted ([`TlsContext::with_encrypt_placed`]).
+    pub fn encrypt_placed(&self) -> bool {
+        self.encrypt_placed
     }
 
     /// Reads the files again, with every check [`TlsContext::load`] makes, and only if all pass

@@ -53,6 +53,7 @@ impl World {
                 max_frame: self.cfg.max_frame,
                 generation: 0,
                 place: false,
+                encrypt_placed: false,
             };
             let mut server_nonce = [0u8; NONCE_SIZE];
             self.rng.fill(&mut server_nonce);

@@ -94,6 +94,7 @@ pub(crate) fn drive<S: Send>(
         topology: "none".into(),
         transport: "tcp".into(),
         tls: false,
+        encrypt_placed: false,
         metrics: false,
         cpu_us_sender: None,
         cpu_us_receiver: None,

@@ -129,6 +129,7 @@ pub(crate) fn measure_one(a: &BenchArgs, s: &Setup, k: Kind) -> Result<BenchResu
     };
     r.transport = transport_name(a).into();
     r.tls = s.tls.is_some();
+    r.encrypt_placed = s.tls.as_ref().is_some_and(|t| t.encrypt_placed());
     r.metrics = metrics_on(a)?;
     let ops = (r.ops + a.warmup * a.threads as u64).max(1) as f64;
     let per_op = |before: Option<Duration>, after: Option<Duration>| match (before, after) {

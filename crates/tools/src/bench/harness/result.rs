@@ -20,8 +20,11 @@ pub struct BenchResult {
     pub topology: String,
     /// `tcp`, `shm` or `ucx`.
     pub transport: String,
-    /// Whether the links ran mutual TLS (`--tls on`).
+    /// Whether the links ran mutual TLS (`--tls on` or `encrypt`).
     pub tls: bool,
+    /// Whether placed records' bodies were encrypted (`--tls encrypt`: `[security]
+    /// encrypt_placed`).
+    pub encrypt_placed: bool,
     /// Whether the primary served its metrics and was scraped each second (`--metrics on`).
     pub metrics: bool,
     /// CPU time (user + system, µs) per operation of the sending process (the benchmark and the
@@ -67,6 +70,9 @@ fn table_header() -> String {
 /// operation of the sender and of the receiver (`-` where not measured).
 fn table_row(r: &BenchResult) -> String {
     let mut transport = if r.tls { format!("{}+tls", r.transport) } else { r.transport.clone() };
+    if r.encrypt_placed {
+        transport.push_str("+enc");
+    }
     if r.metrics {
         transport.push_str("+metrics");
     }
@@ -112,16 +118,28 @@ pub fn print(results: &[BenchResult], json: bool) {
             );
         }
     }
-    let with_tls = |m: &str, t: &str| results.iter().find(|r| r.mode == m && r.transport == t && r.tls);
+    let with_tls = |m: &str, t: &str, enc: bool| {
+        results.iter().find(|r| r.mode == m && r.transport == t && r.tls && r.encrypt_placed == enc)
+    };
     for (m, t) in [("sync", "tcp"), ("tcp-rtt", "tcp"), ("sync", "shm"), ("sync", "ucx")] {
-        if let (Some(s), Some(p)) = (with_tls(m, t), on(m, t)) {
-            let over = if t == "tcp" { String::new() } else { format!(" over {t}") };
+        let over = if t == "tcp" { String::new() } else { format!(" over {t}") };
+        if let (Some(s), Some(p)) = (with_tls(m, t, false), on(m, t)) {
             println!(
                 "{m}{over} with TLS / without: p50 {:.2}, ops/s {:.2} ({} threads)",
                 s.p50_us / p.p50_us,
                 s.ops_per_s / p.ops_per_s,
                 s.threads
             );
+        }
+        for (than, base) in [("without TLS", on(m, t)), ("TLS alone", with_tls(m, t, false))] {
+            if let (Some(s), Some(p)) = (with_tls(m, t, true), base) {
+                println!(
+                    "{m}{over} with TLS and encrypt_placed / {than}: p50 {:.2}, ops/s {:.2} ({} threads)",
+                    s.p50_us / p.p50_us,
+                    s.ops_per_s / p.ops_per_s,
+                    s.threads
+                );
+            }
         }
     }
     if let (Some(s), Some(t)) = (on("sync", "tcp"), on("tcp-rtt", "tcp")) {
@@ -172,6 +190,7 @@ mod tests {
             topology: "none".into(),
             transport: "tcp".into(),
             tls: true,
+            encrypt_placed: true,
             metrics: true,
             cpu_us_sender: Some(12.5),
             cpu_us_receiver: None,

@@ -13,12 +13,32 @@ pub(crate) fn lanes(a: &BenchArgs) -> u16 {
     a.lanes.unwrap_or(a.threads.min(64) as u16).max(1)
 }
 
-/// `--tls`, checked: each of on and off at most once.
+/// `--tls`, checked: each of off, on and encrypt at most once; none is off.
 pub(crate) fn tls_settings(a: &BenchArgs) -> Result<Vec<&'static str>> {
-    on_off_settings("--tls", &a.tls)
+    let mut out = Vec::new();
+    for t in &a.tls {
+        let t = match t.trim() {
+            "off" => "off",
+            "on" => "on",
+            "encrypt" => "encrypt",
+            other => {
+                return Err(Error::Config(format!(
+                    "--tls {other}: choose off, on or encrypt, or several comma-separated (off,on,encrypt)"
+                )))
+            }
+        };
+        if out.contains(&t) {
+            return Err(Error::Config(format!("--tls names {t} twice")));
+        }
+        out.push(t);
+    }
+    if out.is_empty() {
+        out.push("off");
+    }
+    Ok(out)
 }
 
-/// A flag of on and off (`--tls`, `--metrics`), checked: each at most once; none is off.
+/// A flag of on and off (`--metrics`), checked: each at most once; none is off.
 pub(crate) fn on_off_settings(flag: &str, given: &[String]) -> Result<Vec<&'static str>> {
     let mut out = Vec::new();
     for t in given {
@@ -43,9 +63,9 @@ pub(crate) fn metrics_on(a: &BenchArgs) -> Result<bool> {
     Ok(on_off_settings("--metrics", &a.metrics)?[0] == "on")
 }
 
-/// Whether this run's links use TLS (the first of `--tls`).
+/// Whether this run's links use TLS (the first of `--tls`: on, or encrypt).
 pub(crate) fn tls_on(a: &BenchArgs) -> Result<bool> {
-    Ok(tls_settings(a)?[0] == "on")
+    Ok(tls_settings(a)?[0] != "off")
 }
 
 /// `--transport`, checked: tcp, shm, shm-rings, ucx and ucx-rings.

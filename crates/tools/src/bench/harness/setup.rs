@@ -115,6 +115,15 @@ pub(crate) fn setup(a: &BenchArgs, kinds: &[Kind]) -> Result<Setup> {
         if tls_on(a)? {
             base = crate::certs::make_cluster_certs(&dir, &base)?;
         }
+        if super::settings::tls_settings(a)?[0] == "encrypt" {
+            let (off, on) = ("encrypt_placed = false\n", "encrypt_placed = true\n");
+            if !base.contains(off) {
+                return Err(Error::Config(format!(
+                    "--tls encrypt: the configuration template has no `{off}`"
+                )));
+            }
+            base = base.replacen(off, on, 1);
+        }
         let cfg = dir.join("mojim.toml");
         mojim::config::write_private(&cfg, &base).map_err(Error::io("write config"))?;
         s.tls = Config::load(&cfg)?.application_tls()?;
