@@ -30,8 +30,10 @@
 //!   and the tails is the node's, not a copy of it. A *process crash* (kill -9) loses the volatile state
 //!   and keeps everything written; a *power cut* keeps only what was persisted and a random subset
 //!   of the rest, in whole cache lines and whole 8-byte words. The record being received and the
-//!   group being applied may be torn. On restart [`crate::recovery::recover`] runs and the
-//!   complete groups are applied. The range a group's acknowledgement persists is the one
+//!   group being applied may be torn. On restart the node's recovery runs
+//!   ([`crate::recovery::recover`] scans the logs, [`crate::mirror::Restart`] applies, persists and
+//!   records the complete groups and frees the logs, through the same executor), and may itself
+//!   crash before any of its commands. The range a group's acknowledgement persists is the one
 //!   [`crate::lane::MirrorLane::commit`] returns, the daemon's decision.
 //! - **Media errors.** The data area's media fails an operation now and then; the node's
 //!   engine must fail-stop (nothing applied, persisted or released after it), and the restart
