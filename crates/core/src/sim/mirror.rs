@@ -11,6 +11,7 @@ use super::net::WireFrame;
 use super::rng::Rng;
 use super::{Check, Sabotage, SimConfig, SimReport};
 use crate::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
+use crate::control::{lane_step, CopyPhase, LaneStep};
 use crate::encode::{ack_header, SessionTag};
 use crate::handshake::Identity;
 use crate::lane::{Completed, MirrorLane, Slot};
@@ -261,10 +262,18 @@ impl Mirror {
                 return Ok(Delivered::Rejected(violation));
             }
         }
+        // Which frames a lane takes when is the node's rule. This mirror never has a copy open
+        // (the simulated primary sends none), so a Copy frame is refused; a Heartbeat, a
+        // CopyBegin or a CopyEnd (only injected ones arrive here) changes nothing it models.
+        match lane_step(slot.accepted.header.kind, || CopyPhase::Closed) {
+            Err(violation) => return Ok(Delivered::Rejected(violation)),
+            Ok(LaneStep::Record) => {}
+            Ok(_) => return Ok(Delivered::Stored { ack: None }),
+        }
         if slot.size == 0 {
-            // A control frame or a Skip (the simulated primary sends none of its own; they can
-            // be injected): it takes no log room. A Skip becomes a void group, acknowledged
-            // once the log before it is persistent, as the daemon does.
+            // A Skip (the simulated primary sends none of its own; they can be injected): it
+            // takes no log room, and becomes a void group, acknowledged once the log before it
+            // is persistent, as the daemon does.
             let Some(Completed { group: g, persist_from, persist_to }) = v.lanes[lane].commit(&slot) else {
                 return Ok(Delivered::Stored { ack: None });
             };
