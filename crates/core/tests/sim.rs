@@ -30,6 +30,7 @@ fn seeded_runs_keep_the_invariants() {
     let started = Instant::now();
     let mut total = SimReport::default();
     let mut runs = 0u64;
+    let mut most_lanes = 0;
     for seed in seeds {
         match run(config(seed)) {
             Ok(report) => {
@@ -37,6 +38,7 @@ fn seeded_runs_keep_the_invariants() {
                     eprintln!("seed {seed}: {report}");
                 }
                 total.add(&report);
+                most_lanes = most_lanes.max(report.lanes);
                 runs += 1;
             }
             Err(failure) => panic!("{failure}"),
@@ -46,6 +48,8 @@ fn seeded_runs_keep_the_invariants() {
     if runs >= 50 {
         // The faults the invariants are about did happen, so the runs were not vacuous.
         assert!(total.groups_acked > 1000, "{total}");
+        // Some runs use many lanes, toward the node's limit (`handshake::MAX_LANES`).
+        assert!(most_lanes > 32, "at most {most_lanes} lanes in {runs} runs");
         assert!(total.crashes > 0 && total.torn_writes > 0 && total.torn_applies > 0);
         // Power cuts happened and lost writes that were never persisted.
         assert!(total.power_cuts > 0 && total.writes_lost > 0, "{total}");

@@ -124,7 +124,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Most lanes a mirror serves (a session's lanes are a bit set in one word).
-pub const MAX_LANES: u16 = 64;
+pub use mojim_core::handshake::MAX_LANES;
 /// Largest frame body any configuration allows; records are checked against it on recovery,
 /// so that a smaller `max_frame` set later does not hide records written before.
 pub(crate) const MAX_FRAME_LIMIT: u32 = 16 << 20;

@@ -13,7 +13,7 @@ use super::{Check, Sabotage, SimConfig, SimReport};
 use crate::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
 use crate::control::{lane_step, CopyPhase, LaneStep};
 use crate::encode::{ack_header, SessionTag};
-use crate::handshake::Identity;
+use crate::handshake::{Identity, MAX_LANES};
 use crate::lane::{Completed, MirrorLane, Slot};
 use crate::log_space::LogSpace;
 use crate::mirror::{execute, CheckpointEngine, Command, Restart};
@@ -30,8 +30,6 @@ use mojim_region::LogMedia;
 const QUEUE_CAPACITY: usize = 64;
 /// The region every node of the simulated cluster serves.
 pub(super) const REGION_UUID: [u8; 16] = *b"mojim-sim-region";
-/// Lanes the mirror serves at most.
-const MAX_LANES: u16 = 16;
 
 /// What survives a process crash: the logs (record areas and tails), the data area and the
 /// sequence number of the last group applied to it, and the epoch. A power cut keeps of these
