@@ -151,6 +151,10 @@ impl fmt::Display for Refusal {
     }
 }
 
+/// Most lanes a mirror serves: a session's lanes are a bit set in one 64-bit word. The node
+/// refuses a `max_lanes` above it, and the simulator's mirror offers all of them.
+pub const MAX_LANES: u16 = 64;
+
 /// What the accepting side requires of a primary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Identity {

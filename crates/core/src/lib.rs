@@ -8,6 +8,7 @@
 
 pub mod auth;
 pub mod checkpoint;
+pub mod control;
 pub mod encode;
 pub mod handshake;
 pub mod lane;

@@ -111,6 +111,9 @@ pub enum Violation {
         frames: usize,
         first_offset: u64,
     },
+    /// A Copy frame while the session has no copy open: none was announced with CopyBegin, or
+    /// every lane's CopyEnd closed it (see [`crate::control`]).
+    CopyClosed,
 }
 
 impl fmt::Display for Violation {
@@ -203,6 +206,10 @@ impl fmt::Display for Violation {
                 f,
                 "{frames} Copy frames that failed their checksum were not sent again (the first at offset \
                  {first_offset}); the copy cannot end"
+            ),
+            Violation::CopyClosed => f.write_str(
+                "a Copy frame while the session has no copy open: a copy's frames come after its \
+                 CopyBegin and before the last lane's CopyEnd",
             ),
         }
     }

@@ -23,6 +23,13 @@ const QUEUE_PER_LANE: usize = 1024;
 /// Groups one apply pass plans at most.
 const PLAN_BATCH: usize = 256;
 
+/// A checkpoint engine and checkpointer for `lanes` lanes at applied number `applied`, sized
+/// for the node: restart recovery runs them first (`replay.rs`), then [`Checkpoint::new`].
+pub(crate) fn parts(lanes: usize, applied: u64) -> (CheckpointEngine, Checkpointer) {
+    let engine = CheckpointEngine::new(lanes as u16, PLAN_BATCH, 4 * RECLAIM_BATCH);
+    (engine, Checkpointer::new(lanes, applied, QUEUE_PER_LANE))
+}
+
 pub(crate) struct Checkpoint {
     /// Serialises appliers (the checkpointer thread, a lane applying inline, session sealing).
     /// The right to apply: the engine, and the applier's buffer for groups copied out of their
@@ -100,20 +107,13 @@ impl State {
 }
 
 impl Checkpoint {
-    /// Checkpointing after recovery for `lanes` lanes: `applied` is the applied prefix, and
-    /// `retained` the groups applied but kept in the logs for the backups; a checkpoint is due
-    /// once `thresh` groups wait.
-    pub fn new(lanes: usize, applied: u64, retained: &[GroupRef], thresh: usize) -> Checkpoint {
-        let state = State {
-            cp: Checkpointer::new(lanes, applied, QUEUE_PER_LANE),
-            log_full: false,
-            sleeping: false,
-            parked: false,
-            waiting_bytes: 0,
-            fresh: retained.len(),
-            held: 0,
-        };
-        let engine = CheckpointEngine::new(lanes as u16, PLAN_BATCH, 4 * RECLAIM_BATCH, retained);
+    /// Checkpointing after recovery, which ran `engine` and `cp` (see [`parts`]): `cp` is at
+    /// the applied prefix, and the engine holds the groups kept in the logs for the backups; a
+    /// checkpoint is due once `thresh` groups wait.
+    pub fn new(engine: CheckpointEngine, cp: Checkpointer, thresh: usize) -> Checkpoint {
+        let (fresh, held) = engine.unreleased();
+        let state =
+            State { cp, log_full: false, sleeping: false, parked: false, waiting_bytes: 0, fresh, held };
         Checkpoint {
             applier: Mutex::new(Applying { engine, scratch: Scratch::default() }),
             state: Mutex::new(state),

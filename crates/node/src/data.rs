@@ -4,7 +4,7 @@
 
 use mojim::error::{Error, Result};
 use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
-use mojim_region::{Bytes, DataMedia, DiskRegion, MapSlice, Media, Nvmm, RegionFile};
+use mojim_region::{Bytes, DataMedia, DiskRegion, Media, Nvmm, RegionFile};
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -151,18 +151,6 @@ impl DataArea {
         match self {
             DataArea::Memory(r) => r.set_copy_state(flags, copy_until),
             DataArea::Disk(d) => d.set_copy_state(flags, copy_until),
-        }
-    }
-
-    /// Applies bytes of a mapping (a log record's body), copied straight from it: visible to
-    /// readers at once; durable after [`DataArea::persist`] of the range and [`DataArea::sync`].
-    pub fn write_from(&self, offset: u64, src: MapSlice<'_>) -> io::Result<()> {
-        match self {
-            DataArea::Memory(r) => {
-                r.write_from(offset, src);
-                Ok(())
-            }
-            DataArea::Disk(d) => d.write_from(offset, src),
         }
     }
 

@@ -4,6 +4,7 @@
 use super::lanes::LaneRef;
 use super::Shared;
 use mojim_core::checkpoint::GroupRef;
+use mojim_core::control::{lane_step, CopyPhase, LaneStep};
 use mojim_core::encode::{ack_header_with_tail, copy_retry_header, heartbeat_answer, SessionTag};
 use mojim_core::lane::{Completed, Slot};
 use mojim_core::receive::Violation;
@@ -248,12 +249,13 @@ impl<C: Conn> Receiver<'_, C> {
     }
 
     /// Carries out a control frame. Returns whether `h` was one: Data, Skip and Copied frames
-    /// are records for the log instead.
+    /// are records for the log instead. Which frames are legal when is the core's rule
+    /// (`mojim_core::control`); what they do is the node's.
     fn control(&mut self, h: &FrameHeader) -> Result<bool, LaneEnd> {
         let (s, tag) = (self.s, self.tag);
-        match h.kind {
-            FrameKind::Data | FrameKind::Skip | FrameKind::Copied => Ok(false),
-            FrameKind::Heartbeat => {
+        match lane_step(h.kind, || copy_phase(s, tag.session)).map_err(LaneEnd::Violation)? {
+            LaneStep::Record => Ok(false),
+            LaneStep::AnswerHeartbeat => {
                 // On a placed lane, `offset` is the log bytes the primary waits for: it sees the
                 // log full (as far as the tails it was told go). The lane asks the checkpointer
                 // for space, as it does when a record does not fit, before it answers.
@@ -273,26 +275,22 @@ impl<C: Conn> Receiver<'_, C> {
                 }
                 Ok(true)
             }
-            FrameKind::CopyBegin => {
+            LaneStep::BeginCopy => {
                 if let Err(e) = super::session::copy_begin(s, tag.session, h.seq) {
                     return Err(LaneEnd::Storage(e.to_string()));
                 }
                 Ok(true)
             }
-            FrameKind::CopyEnd => {
-                if let Some(v) = super::session::copy_unsettled(s, tag.session) {
-                    return Err(LaneEnd::Violation(v));
-                }
+            LaneStep::EndCopy => {
                 if let Err(e) = super::session::copy_end(s, tag.session, tag.lane, h.offset, h.seq) {
                     return Err(LaneEnd::Storage(e.to_string()));
                 }
                 Ok(true)
             }
-            FrameKind::Copy => {
+            LaneStep::LandCopy => {
                 receive_copy(s, &mut self.rx, tag, h, &mut self.copy_buf)?;
                 Ok(true)
             }
-            k => Err(LaneEnd::Violation(Violation::Kind { found: k })),
         }
     }
 
@@ -362,8 +360,23 @@ impl<C: Conn> Receiver<'_, C> {
     }
 }
 
+/// Where `session`'s copy stands, for the core's rule on Copy and CopyEnd frames (the copy is
+/// the session's: `session.rs`).
+fn copy_phase(s: &Shared, session: u64) -> CopyPhase {
+    if !super::session::copying(s, session) {
+        return CopyPhase::Closed;
+    }
+    match super::session::copy_unsettled(s, session) {
+        Some(Violation::CopyNotResent { frames, first_offset }) => {
+            CopyPhase::AwaitingResend { frames, first_offset }
+        }
+        _ => CopyPhase::Open,
+    }
+}
+
 /// A Copy frame: region bytes, checked, then written straight into the data area (not the
-/// log). Allowed only after this session's CopyBegin marked the data area inconsistent.
+/// log). Allowed only after this session's CopyBegin marked the data area inconsistent (the
+/// core's rule, checked before this runs).
 ///
 /// The bytes land before the group they belong to is applied in order. That is the same
 /// result: the sender read them after the group's number was assigned, so they are at least
@@ -382,9 +395,6 @@ fn receive_copy<C: Conn>(
     h: &FrameHeader,
     scratch: &mut Vec<u8>,
 ) -> Result<(), LaneEnd> {
-    if !super::session::copying(s, h.session) {
-        return Err(LaneEnd::Violation(Violation::Kind { found: FrameKind::Copy }));
-    }
     scratch.resize(h.body_len as usize, 0);
     if let Err(e) = rx.read_exact(scratch) {
         return Err(LaneEnd::Closed(format!("receive copy body: {e}")));

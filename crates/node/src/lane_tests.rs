@@ -148,3 +148,25 @@ fn a_full_log_makes_the_lane_wait_until_the_checkpointer_frees_space() {
     drop((l0, l1));
     node.shutdown();
 }
+
+#[test]
+fn a_copy_frame_outside_a_copy_ends_the_lane_and_lands_nothing() {
+    let scratch = Scratch::new("lane-copy-closed");
+    let id = region(1 << 20);
+    let net = MemTransport::new();
+    let node = serve(&net, node_options(&scratch.dir, "node", id, 1 << 20));
+    let s = shared(&node);
+    let mut l = join(&net, node.addr(), id, 0xc0b1, 0, 1);
+    // A well-formed Copy frame of this session, but no CopyBegin came before it.
+    let body = vec![0x77; 512];
+    let mut h = mojim_format::FrameHeader::new(FrameKind::Copy);
+    (h.epoch, h.session, h.lane, h.offset) = (l.tag.epoch, l.tag.session, 0, 4096);
+    h.body_len = body.len() as u32;
+    h.body_checksum = mojim_format::checksum::crc32c(&body);
+    l.send_raw(&h.to_bytes(), &body);
+    assert!(l.closed_by_node(), "the node ends a lane that sends a Copy frame outside a copy");
+    let v = s.stats.counters().last_violation.unwrap_or_default();
+    assert!(v.contains("a Copy frame while the session has no copy open"), "{v}");
+    assert_eq!(read(s, 4096, body.len()), vec![0u8; body.len()], "the frame's bytes did not land");
+    node.shutdown();
+}

@@ -82,6 +82,7 @@ mod lanes;
 pub mod metrics;
 mod pending;
 mod refused;
+mod replay;
 mod session;
 mod stats;
 mod status;
@@ -114,7 +115,6 @@ pub use status::{LaneStatus, MirrorStatus};
 
 use mojim::config::{Config, Limits, NvmmModel, RegionId, Secret};
 use mojim::error::{Error, Result};
-use mojim_core::checkpoint::GroupRef;
 use mojim_core::lane::MirrorLane;
 use mojim_core::recovery::{self, LaneLog};
 use mojim_region::{LogFile, MapSlice, Nvmm};
@@ -126,7 +126,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Most lanes a mirror serves (a session's lanes are a bit set in one word).
-pub const MAX_LANES: u16 = 64;
+pub use mojim_core::handshake::MAX_LANES;
 /// Largest frame body any configuration allows; records are checked against it on recovery,
 /// so that a smaller `max_frame` set later does not hide records written before.
 pub(crate) const MAX_FRAME_LIMIT: u32 = 16 << 20;
@@ -299,16 +299,16 @@ impl Mirror {
         let applied_seq = region.applied_seq()?;
         let found = scan_logs(&opts, &logs, applied_seq);
         let mut report = RecoveryReport { groups_discarded: found.discarded.len(), ..Default::default() };
-        let applied = replay(&opts, &region, &logs, &found, applied_seq, &mut report)?;
         let keep = !opts.backups.is_empty();
-        let lanes = lane_states(&opts, &logs, &found, keep)?;
+        let (engine, cp) = replay::replay(&opts, &region, &logs, &found, applied_seq, keep, &mut report)?;
+        let applied = cp.applied_seq();
+        let lanes = lane_states(&opts, &logs, &found);
         // Without backups at start, an empty forwarder (backups may be added while serving).
         let forward = if keep {
             seed_forward(&opts, &found, applied)
         } else {
             forward::Forward::new(&[], applied, &[])
         };
-        let retained: Vec<GroupRef> = if keep { found.groups.clone() } else { Vec::new() };
         warn_discarded(&found);
         report.applied_seq = applied;
         report.micros = t0.elapsed().as_micros() as u64;
@@ -316,7 +316,7 @@ impl Mirror {
             tracing::info!(?report, "recovered logs");
         }
         let epoch = region.epoch()?.max(1);
-        let opened = Opened { region, logs, lanes, forward, retained, applied, epoch, report, nvmm };
+        let opened = Opened { region, logs, lanes, forward, engine, cp, epoch, report, nvmm };
         Ok(Mirror { shared: Arc::new(Shared::new(opts, opened)) })
     }
 
@@ -466,63 +466,21 @@ fn scan_logs(opts: &MirrorOptions, logs: &[OnceLock<LogFile>], applied_seq: u64)
     recovery::recover(&views, since, MAX_FRAME_LIMIT, opts.region.size)
 }
 
-/// Applies the recovered groups after `applied_seq` to the data area, makes them persistent,
-/// and records the new applied sequence number, which it returns.
-fn replay(
-    opts: &MirrorOptions,
-    region: &DataArea,
-    logs: &[OnceLock<LogFile>],
-    found: &recovery::Recovered,
-    applied_seq: u64,
-    report: &mut RecoveryReport,
-) -> Result<u64> {
-    let data_path = opts.data_path();
-    let mut failed: Option<std::io::Error> = None;
-    for g in found.groups.iter().filter(|g| g.seq > applied_seq) {
-        let log = logs[g.lane as usize].get().expect("a log with groups exists");
-        recovery::for_each_write(&log.area(), g, MAX_FRAME_LIMIT, |off, body| {
-            if let Err(e) = region.write_from(off, body).and_then(|_| region.persist(off, body.len())) {
-                failed.get_or_insert(e);
-            }
-        });
-        report.groups_applied += 1;
-        report.bytes_applied += g.bytes;
-    }
-    if let Some(e) = failed {
-        return Err(Error::Io {
-            op: format!("apply recovered groups to {}", data_path.display()),
-            source: e,
-        });
-    }
-    region.sync().map_err(Error::io(format!("sync {}", data_path.display())))?;
-    let applied = found.groups.last().map_or(applied_seq, |g| g.seq.max(applied_seq));
-    region.set_applied_seq(applied).map_err(Error::io("persist applied sequence"))?;
-    Ok(applied)
-}
-
-/// Every lane's state after recovery: its log's tail (made persistent) and head. A node
-/// without backups frees each log up to its head; one with backups (`keep`) keeps the
-/// recovered groups until every backup has them.
+/// Every lane's state after recovery: its log's tail (as recovery left it: the head, or, with
+/// backups, where it was) and head.
 fn lane_states(
     opts: &MirrorOptions,
     logs: &[OnceLock<LogFile>],
     found: &recovery::Recovered,
-    keep: bool,
-) -> Result<Vec<Mutex<MirrorLane>>> {
-    let mut lanes = Vec::new();
-    for (lane, cell) in logs.iter().enumerate() {
+) -> Vec<Mutex<MirrorLane>> {
+    let lane = |(lane, cell): (usize, &OnceLock<LogFile>)| {
         let (cap, tail, head) = match cell.get() {
-            Some(l) => {
-                let head = found.heads[lane];
-                let tail = if keep { l.tail() } else { head };
-                l.set_tail(tail).map_err(Error::io(format!("persist tail of {}", l.path().display())))?;
-                (l.capacity(), tail, head)
-            }
+            Some(l) => (l.capacity(), l.tail(), found.heads[lane]),
             None => (opts.log_capacity, 0, 0),
         };
-        lanes.push(Mutex::new(MirrorLane::new(lane as u16, cap, tail, head)));
-    }
-    Ok(lanes)
+        Mutex::new(MirrorLane::new(lane as u16, cap, tail, head))
+    };
+    logs.iter().enumerate().map(lane).collect()
 }
 
 /// Forwarding state whose queue holds every recovered group, to send to the backups again.
@@ -549,9 +507,10 @@ struct Opened {
     logs: Vec<OnceLock<LogFile>>,
     lanes: Vec<Mutex<MirrorLane>>,
     forward: forward::Forward,
-    /// Recovered groups kept in the logs for the backups: applied, not yet released.
-    retained: Vec<GroupRef>,
-    applied: u64,
+    /// The checkpoint engine recovery ran (holding, with backups, the recovered groups until
+    /// every backup has them), and its checkpointer, at the applied number.
+    engine: mojim_core::mirror::CheckpointEngine,
+    cp: mojim_core::checkpoint::Checkpointer,
     epoch: u64,
     report: RecoveryReport,
     /// The emulated NVMM under the data area and the logs, if any.
@@ -565,12 +524,7 @@ impl Shared {
             .with_nvmm(r.nvmm.clone());
         let data = data::Store::new(r.region, opts.data_path());
         Shared {
-            ckpt: ckpt::Checkpoint::new(
-                opts.max_lanes as usize,
-                r.applied,
-                &r.retained,
-                opts.checkpoint_thresh,
-            ),
+            ckpt: ckpt::Checkpoint::new(r.engine, r.cp, opts.checkpoint_thresh),
             opts,
             data,
             lanes,

@@ -68,18 +68,15 @@ pub struct CheckpointEngine {
 
 impl CheckpointEngine {
     /// An engine for `lanes` lanes, whose batches hold at most `batch` groups and whose reclaims
-    /// cover about `reclaim` groups. `retained` are groups applied (by recovery) but still in
-    /// their logs: the first reclaim persists and releases them.
-    pub fn new(lanes: u16, batch: usize, reclaim: usize, retained: &[GroupRef]) -> CheckpointEngine {
-        let mut fresh = Vec::with_capacity(reclaim + batch + retained.len());
-        fresh.extend_from_slice(retained);
+    /// cover about `reclaim` groups. Restart recovery ([`super::Restart`]) runs it first.
+    pub fn new(lanes: u16, batch: usize, reclaim: usize) -> CheckpointEngine {
         assert!(batch > 0, "an apply pass takes at least one group");
         CheckpointEngine {
             lanes,
             max_batch: batch,
             batch: Vec::with_capacity(batch),
             written: 0,
-            fresh,
+            fresh: Vec::with_capacity(reclaim + batch),
             held: Vec::with_capacity(reclaim + batch),
             release_upto: 0,
             step: Step::Idle,
@@ -87,6 +84,25 @@ impl CheckpointEngine {
             failure: None,
             fail_emitted: false,
         }
+    }
+
+    /// Holds `g`, a group persistent in the data area that stays in its log until every backup
+    /// has it (restart recovery found it at or below the applied number). Groups are held in
+    /// sequence order.
+    pub(super) fn hold(&mut self, g: GroupRef) {
+        self.assert_idle("hold");
+        assert!(
+            self.fresh.is_empty() && self.held.last().is_none_or(|h| h.seq < g.seq),
+            "{g:?} held out of order"
+        );
+        self.held.push(g);
+    }
+
+    /// Forgets the held groups: their logs were freed past them (restart recovery frees each
+    /// log to its head).
+    pub(super) fn forget_held(&mut self) {
+        self.assert_idle("forget_held");
+        self.held.clear();
     }
 
     /// Why the engine stopped, if it did.

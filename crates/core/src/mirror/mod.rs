@@ -5,17 +5,21 @@
 //! groups are applied next, and the order of the storage steps that make them durable and free
 //! their log space ([`Command`]), with the failure policy (a failed step fail-stops, never
 //! retried). [`execute`] runs one command against any [`mojim_region::DataMedia`] and the lane
-//! logs ([`Logs`]). The node (`mojim-node`'s `apply.rs`) and the simulator (`sim`) both drive this
-//! engine and this executor, so the order lives here and nowhere else, and the simulator's
-//! power cuts test the order the node runs.
+//! logs ([`Logs`]). Restart recovery runs the same engine ([`Restart`]): the groups the logs
+//! hold are applied, persisted and recorded as the running mirror's are, and then the logs are
+//! freed. The node (`mojim-node`'s `apply.rs` and `replay.rs`) and the simulator (`sim`) both
+//! drive these engines and this executor, so the order lives here and nowhere else, and the
+//! simulator's power cuts test the order the node runs.
 
 mod command;
 mod engine;
 mod execute;
+mod restart;
 
 pub use command::{Command, Failure};
 pub use engine::CheckpointEngine;
 pub use execute::{execute, Logs};
+pub use restart::Restart;
 
 #[cfg(test)]
 mod tests {
@@ -47,7 +51,7 @@ mod tests {
     #[test]
     fn data_is_written_then_persisted_then_recorded_then_the_log_is_freed() {
         let mut cp = Checkpointer::new(2, 0, 8);
-        let mut e = CheckpointEngine::new(2, 8, 8, &[]);
+        let mut e = CheckpointEngine::new(2, 8, 8);
         for x in [g(1, 0, 0), g(2, 1, 0), g(3, 0, 128), g(5, 1, 128)] {
             cp.push(x);
         }
@@ -88,7 +92,7 @@ mod tests {
     #[test]
     fn groups_a_backup_lacks_are_persisted_once_and_released_later() {
         let mut cp = Checkpointer::new(1, 0, 8);
-        let mut e = CheckpointEngine::new(1, 8, 8, &[]);
+        let mut e = CheckpointEngine::new(1, 8, 8);
         cp.push(g(1, 0, 0));
         cp.push(g(2, 0, 128));
         e.plan(&mut cp, false);
@@ -108,7 +112,7 @@ mod tests {
     #[test]
     fn a_failed_persist_fail_stops_and_nothing_follows_it_ever() {
         let mut cp = Checkpointer::new(1, 0, 8);
-        let mut e = CheckpointEngine::new(1, 8, 8, &[]);
+        let mut e = CheckpointEngine::new(1, 8, 8);
         cp.push(g(1, 0, 0));
         cp.push(g(2, 0, 128));
         e.plan(&mut cp, false);
@@ -142,7 +146,7 @@ mod tests {
     #[test]
     fn a_failed_write_applies_the_groups_before_it_only_and_a_failed_tail_stops_releasing() {
         let mut cp = Checkpointer::new(2, 0, 8);
-        let mut e = CheckpointEngine::new(2, 8, 8, &[]);
+        let mut e = CheckpointEngine::new(2, 8, 8);
         for x in [g(1, 0, 0), g(2, 1, 0), g(3, 0, 128)] {
             cp.push(x);
         }
@@ -160,7 +164,7 @@ mod tests {
         assert_eq!(drive(&mut e, ok), vec![], "group 1 is neither persisted nor released");
 
         let mut cp = Checkpointer::new(2, 0, 8);
-        let mut e = CheckpointEngine::new(2, 8, 8, &[]);
+        let mut e = CheckpointEngine::new(2, 8, 8);
         cp.push(g(1, 0, 0));
         cp.push(g(2, 1, 0));
         e.plan(&mut cp, false);
@@ -178,32 +182,19 @@ mod tests {
 
     #[test]
     fn a_stop_from_outside_is_emitted_once_and_ends_the_pass() {
-        let mut cp = Checkpointer::new(1, 1, 8);
-        let mut e = CheckpointEngine::new(1, 1, 8, &[g(1, 0, 0)]);
+        let mut cp = Checkpointer::new(1, 0, 8);
+        let mut e = CheckpointEngine::new(1, 1, 8);
+        cp.push(g(1, 0, 0));
         cp.push(g(2, 0, 128));
         assert_eq!(e.plan(&mut cp, false), 1, "batches of one");
         let first = e.poll();
-        assert_eq!(first, Some(Command::WriteGroup(g(2, 0, 128))));
+        assert_eq!(first, Some(Command::WriteGroup(g(1, 0, 0))));
         e.stop(Failure::Stopped("lane 0's log failed".into()));
         e.stop(Failure::Stopped("a second failure".into()));
         assert_eq!(e.poll(), Some(Command::FailStop(Failure::Stopped("lane 0's log failed".into()))));
         assert_eq!(e.poll(), None);
         assert_eq!(e.applied(&mut cp), 0);
-        assert_eq!(e.unreleased(), (0, 0), "the retained group is not released either");
-    }
-
-    #[test]
-    fn retained_groups_are_persisted_and_released_by_the_first_reclaim() {
-        let mut e = CheckpointEngine::new(1, 4, 4, &[g(7, 0, 0)]);
-        e.reclaim(u64::MAX);
-        assert_eq!(
-            drive(&mut e, ok),
-            vec![
-                Command::PersistGroup(g(7, 0, 0)),
-                Command::SyncData,
-                Command::SetAppliedSeq(7),
-                Command::ReleaseTail { lane: 0, pos: 128 }
-            ]
-        );
+        assert_eq!(e.unreleased(), (0, 0));
+        assert_eq!(cp.waiting(), 2, "both groups stay in the log, for recovery");
     }
 }

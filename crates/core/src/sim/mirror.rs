@@ -1,7 +1,7 @@
 //! The mirror: per lane a log area run by [`MirrorLane`], a [`Checkpointer`] and the node's
 //! checkpoint engine ([`CheckpointEngine`]) whose commands the node's executor
-//! ([`crate::mirror::execute`]) runs against the simulated media, restart recovery, and the
-//! epoch it has adopted from the primaries it welcomed. Split by what a process crash keeps ([`Durable`]: its media, see
+//! ([`crate::mirror::execute`]) runs against the simulated media, the node's restart recovery
+//! ([`Restart`], run the same way), and the epoch it has adopted from the primaries it welcomed. Split by what a process crash keeps ([`Durable`]: its media, see
 //! [`super::media`]) and what it loses ([`Volatile`]), so a process crash is simply dropping the
 //! latter, and a power cut also drops what the media did not persist.
 
@@ -11,13 +11,14 @@ use super::net::WireFrame;
 use super::rng::Rng;
 use super::{Check, Sabotage, SimConfig, SimReport};
 use crate::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
+use crate::control::{lane_step, CopyPhase, LaneStep};
 use crate::encode::{ack_header, SessionTag};
-use crate::handshake::Identity;
+use crate::handshake::{Identity, MAX_LANES};
 use crate::lane::{Completed, MirrorLane, Slot};
 use crate::log_space::LogSpace;
-use crate::mirror::{execute, CheckpointEngine, Command};
+use crate::mirror::{execute, CheckpointEngine, Command, Restart};
 use crate::receive::Violation;
-use crate::recovery::{for_each_write, recover, LaneLog};
+use crate::recovery::{for_each_write, recover, LaneLog, Recovered};
 use crate::seq_window::{window_for_logs, SeqWindow};
 use mojim_format::checksum::crc32c;
 use mojim_format::handshake::{Hello, Welcome};
@@ -29,8 +30,6 @@ use mojim_region::LogMedia;
 const QUEUE_CAPACITY: usize = 64;
 /// The region every node of the simulated cluster serves.
 pub(super) const REGION_UUID: [u8; 16] = *b"mojim-sim-region";
-/// Lanes the mirror serves at most.
-const MAX_LANES: u16 = 16;
 
 /// What survives a process crash: the logs (record areas and tails), the data area and the
 /// sequence number of the last group applied to it, and the epoch. A power cut keeps of these
@@ -133,7 +132,8 @@ impl Mirror {
             data: SimData::new(cfg.region_size as usize, fault),
             epoch: Word::new(1),
         };
-        let vol = Volatile::fresh(cfg, &durable, &vec![0; n], 0);
+        let ckpt = Checkpointer::new(n, 0, QUEUE_CAPACITY);
+        let vol = Volatile::fresh(cfg, &durable, &vec![0; n], 0, new_engine(cfg), ckpt);
         Mirror { cfg: cfg.clone(), durable, vol }
     }
 
@@ -260,10 +260,18 @@ impl Mirror {
                 return Ok(Delivered::Rejected(violation));
             }
         }
+        // Which frames a lane takes when is the node's rule. This mirror never has a copy open
+        // (the simulated primary sends none), so a Copy frame is refused; a Heartbeat, a
+        // CopyBegin or a CopyEnd (only injected ones arrive here) changes nothing it models.
+        match lane_step(slot.accepted.header.kind, || CopyPhase::Closed) {
+            Err(violation) => return Ok(Delivered::Rejected(violation)),
+            Ok(LaneStep::Record) => {}
+            Ok(_) => return Ok(Delivered::Stored { ack: None }),
+        }
         if slot.size == 0 {
-            // A control frame or a Skip (the simulated primary sends none of its own; they can
-            // be injected): it takes no log room. A Skip becomes a void group, acknowledged
-            // once the log before it is persistent, as the daemon does.
+            // A Skip (the simulated primary sends none of its own; they can be injected): it
+            // takes no log room, and becomes a void group, acknowledged once the log before it
+            // is persistent, as the daemon does.
             let Some(Completed { group: g, persist_from, persist_to }) = v.lanes[lane].commit(&slot) else {
                 return Ok(Delivered::Stored { ack: None });
             };
@@ -534,8 +542,11 @@ impl Mirror {
         }
     }
 
-    /// Restart: everything volatile is rebuilt from the durable state by recovery. With
-    /// `faults`, the restart itself may crash while applying, and starts over.
+    /// Restart: everything volatile is rebuilt from the durable state by the node's recovery
+    /// ([`Restart`]: the recovered groups applied by the checkpoint engine, persisted, recorded,
+    /// and the logs freed to their heads), run through the node's executor. With `faults`, the
+    /// restart itself may crash before any of its commands (a write of group data perhaps half
+    /// done), and starts over.
     fn restart(
         &mut self,
         faults: bool,
@@ -547,21 +558,31 @@ impl Mirror {
         'restart: loop {
             attempts += 1;
             self.durable.data.crashed();
-            let heads = self.recover_logs(report)?;
-            let waiting = self.vol.ckpt.waiting();
-            let interrupt = (faults
+            let found = self.recover_logs(report)?;
+            let n = self.cfg.lanes as usize;
+            let tails: Vec<Option<u64>> = self.durable.logs.iter().map(|l| Some(l.tail.value())).collect();
+            let ckpt = Checkpointer::new(n, self.durable.data.applied_seq.value(), QUEUE_CAPACITY);
+            let mut restart = Restart::new(new_engine(&self.cfg), ckpt, &found, &tails, false);
+            // Writes and persists of each group, the sync, the applied number, a tail per lane.
+            let commands = 2 * found.groups.len() + 2 + n;
+            let crash = (faults
                 && attempts <= 3
-                && waiting > 0
+                && !found.groups.is_empty()
                 && rng.chance_pct(self.cfg.faults.recovery_crash_pct))
-            .then(|| rng.index(waiting));
-            let mut applied = 0;
-            loop {
-                let n = self.plan(true);
-                if n == 0 {
-                    break;
+            .then(|| rng.index(commands));
+            let mut run = 0;
+            while let Some(cmd) = restart.poll() {
+                if let Command::FailStop(f) = &cmd {
+                    // No media error is armed while restarting (`SimData::crashed`).
+                    return Err(format!("restart recovery fail-stopped: {f}"));
                 }
-                if interrupt.is_some_and(|at| at < applied + n) {
-                    self.apply(model, Some(&mut *rng))?;
+                if crash == Some(run) {
+                    if let Command::WriteGroup(g) = cmd {
+                        let left = rng.index(g.bytes as usize + 1);
+                        let mut torn = Torn { data: &mut self.durable.data, left };
+                        execute(&cmd, &mut torn, &mut self.durable.logs[..], self.cfg.max_frame)
+                            .map_err(|e| format!("torn write of recovered group {}: {e}", g.seq))?;
+                    }
                     report.torn_applies += 1;
                     report.crashes += 1;
                     report.recovery_crashes += 1;
@@ -570,51 +591,55 @@ impl Mirror {
                     }
                     continue 'restart;
                 }
-                self.apply(model, None)?;
-                applied += n;
+                run += 1;
+                let result =
+                    execute(&cmd, &mut self.durable.data, &mut self.durable.logs[..], self.cfg.max_frame);
+                if result.is_ok() && matches!(cmd, Command::SetAppliedSeq(_)) {
+                    for g in restart.reclaiming() {
+                        let (id, writes) = self.read_group(g)?;
+                        model.applied(id, &writes)?;
+                    }
+                }
+                restart.done(result);
             }
-            // Everything before each head is applied (or a discarded duplicate): resume there.
-            for (lane, &head) in heads.iter().enumerate() {
-                self.durable.logs[lane].tail.store(head);
-                self.vol.lanes[lane] = MirrorLane::new(lane as u16, self.cfg.log_capacity, head, head);
-            }
+            let (engine, ckpt) = restart.into_parts();
+            self.vol = Volatile::fresh(&self.cfg, &self.durable, &found.heads, found.max_seq, engine, ckpt);
             model.check_data(self.durable.data.area.bytes())?;
             return self.check_consistent();
         }
     }
 
-    /// Scans the logs and rebuilds the volatile state with the complete groups waiting to be
-    /// applied. Returns where each lane resumes.
-    fn recover_logs(&mut self, report: &mut SimReport) -> Check<Vec<u64>> {
+    /// Scans the logs (the production scan, [`recover`]) and checks what it found: where each
+    /// lane resumes, and the complete groups to apply, in sequence order.
+    fn recover_logs(&self, report: &mut SimReport) -> Check<Recovered> {
         let n = self.cfg.lanes as usize;
         let d = &self.durable;
         let tails: Vec<u64> = d.logs.iter().map(|l| l.tail.value()).collect();
         let applied_seq = d.data.applied_seq.value();
-        let (groups, heads, max_seq) = if self.cfg.sabotage == Sabotage::SkipRecovery {
+        let found = if self.cfg.sabotage == Sabotage::SkipRecovery {
             // Broken on purpose: the logs are ignored.
-            (Vec::new(), tails.clone(), applied_seq)
+            Recovered { heads: tails.clone(), max_seq: applied_seq, ..Recovered::default() }
         } else {
             let logs: Vec<LaneLog<'_>> =
                 d.logs.iter().map(|l| LaneLog { area: l.area.bytes(), tail: l.tail.value() }).collect();
             let r = recover(&logs, applied_seq, self.cfg.max_frame, self.cfg.region_size);
             report.groups_recovered += r.groups.len() as u64;
             report.groups_discarded += r.discarded.len() as u64;
-            (r.groups, r.heads, r.max_seq)
+            r
         };
-        if heads.len() != n {
-            return Err(format!("recovery returned {} heads for {n} lanes", heads.len()));
+        if found.heads.len() != n {
+            return Err(format!("recovery returned {} heads for {n} lanes", found.heads.len()));
         }
-        for (lane, (&head, &tail)) in heads.iter().zip(&tails).enumerate() {
+        for (lane, (&head, &tail)) in found.heads.iter().zip(&tails).enumerate() {
             if head < tail || head - tail > self.cfg.log_capacity {
                 return Err(format!("recovery put lane {lane}'s head at {head}, tail is {tail}"));
             }
         }
-        if max_seq < applied_seq {
-            return Err(format!("recovery's max_seq {max_seq} is below applied_seq {applied_seq}"));
+        if found.max_seq < applied_seq {
+            return Err(format!("recovery's max_seq {} is below applied_seq {applied_seq}", found.max_seq));
         }
-        self.vol = Volatile::fresh(&self.cfg, d, &heads, max_seq);
         let mut last = applied_seq;
-        for g in groups {
+        for g in &found.groups {
             if g.seq <= last {
                 return Err(format!(
                     "recovery returned group {} after {last} (applied_seq {applied_seq})",
@@ -622,9 +647,8 @@ impl Mirror {
                 ));
             }
             last = g.seq;
-            self.vol.ckpt.push(g);
         }
-        Ok(heads)
+        Ok(found)
     }
 
     /// What a refused frame must not change.
@@ -696,16 +720,29 @@ impl Mirror {
     }
 }
 
+/// The node's checkpoint engine, applying and reclaiming [`SimConfig::apply_batch`] groups at a
+/// time (0 is a batch of one).
+fn new_engine(cfg: &SimConfig) -> CheckpointEngine {
+    CheckpointEngine::new(cfg.lanes, cfg.apply_batch.max(1), cfg.apply_batch.max(1))
+}
+
 impl Volatile {
-    fn fresh(cfg: &SimConfig, d: &Durable, heads: &[u64], highest_seq: u64) -> Volatile {
+    /// The state of a mirror whose lanes resume at `heads`, run by `engine` and `ckpt`.
+    fn fresh(
+        cfg: &SimConfig,
+        d: &Durable,
+        heads: &[u64],
+        highest_seq: u64,
+        engine: CheckpointEngine,
+        ckpt: Checkpointer,
+    ) -> Volatile {
         let n = cfg.lanes as usize;
         Volatile {
             lanes: (0..n)
                 .map(|l| MirrorLane::new(l as u16, cfg.log_capacity, d.logs[l].tail(), heads[l]))
                 .collect(),
-            ckpt: Checkpointer::new(n, d.data.applied_seq.value(), QUEUE_CAPACITY),
-            // One group at a time (`next`, `next_any`) is a batch of one.
-            engine: CheckpointEngine::new(cfg.lanes, cfg.apply_batch.max(1), cfg.apply_batch.max(1), &[]),
+            ckpt,
+            engine,
             tags: None,
             next_seq: 0,
             seqs: None,

@@ -30,8 +30,10 @@
 //!   and the tails is the node's, not a copy of it. A *process crash* (kill -9) loses the volatile state
 //!   and keeps everything written; a *power cut* keeps only what was persisted and a random subset
 //!   of the rest, in whole cache lines and whole 8-byte words. The record being received and the
-//!   group being applied may be torn. On restart [`crate::recovery::recover`] runs and the
-//!   complete groups are applied. The range a group's acknowledgement persists is the one
+//!   group being applied may be torn. On restart the node's recovery runs
+//!   ([`crate::recovery::recover`] scans the logs, [`crate::mirror::Restart`] applies, persists and
+//!   records the complete groups and frees the logs, through the same executor), and may itself
+//!   crash before any of its commands. The range a group's acknowledgement persists is the one
 //!   [`crate::lane::MirrorLane::commit`] returns, the daemon's decision.
 //! - **Media errors.** The data area's media fails an operation now and then; the node's
 //!   engine must fail-stop (nothing applied, persisted or released after it), and the restart
@@ -70,6 +72,7 @@ mod world;
 
 pub use rng::Rng;
 
+use crate::handshake::MAX_LANES;
 use mojim_format::log::record_size;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
@@ -175,7 +178,7 @@ pub struct SimConfig {
     pub seed: u64,
     /// Random steps before the final drain.
     pub steps: u64,
-    /// Lanes, 1..=16.
+    /// Lanes, 1..=[`MAX_LANES`] (the node's limit, which the simulated mirror offers).
     pub lanes: u16,
     pub region_size: u64,
     /// Bytes of each lane's log area (a multiple of 64).
@@ -217,7 +220,7 @@ impl SimConfig {
         let log_capacity = r.between(min_cap, max_cap) * 64;
         // Some runs are calm (long sessions), some stormy.
         let storm = r.between(0, 4) as u32;
-        SimConfig {
+        let mut c = SimConfig {
             seed,
             steps: SimConfig::DEFAULT_STEPS,
             lanes,
@@ -249,7 +252,13 @@ impl SimConfig {
                 media_error_ppm: 20 + 200 * storm,
             },
             sabotage: Sabotage::None,
+        };
+        // A few runs use many lanes, up to the node's limit (a session's lanes are one word's
+        // bits). Drawn last, so that the rest of a seed's configuration is what it was.
+        if r.chance_pct(5) {
+            c.lanes = r.between(5, u64::from(MAX_LANES)) as u16;
         }
+        c
     }
 
     pub fn with_steps(mut self, steps: u64) -> SimConfig {
@@ -265,7 +274,7 @@ impl SimConfig {
     fn validate(&self) -> Result<(), String> {
         let limit = crate::encode::max_group_log_bytes(self.log_capacity, self.max_frame);
         let smallest = self.max_ranges as u64 * record_size(1);
-        if !(1..=16).contains(&self.lanes)
+        if !(1..=MAX_LANES).contains(&self.lanes)
             || self.region_size == 0
             || self.max_frame == 0
             || self.max_ranges == 0
