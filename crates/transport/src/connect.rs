@@ -122,7 +122,8 @@ pub fn connect<T: Transport>(
     };
     let mut hs = ClientHandshake::new(&hello, secret);
     let peer = addr.to_string();
-    let fail = |source: HandshakeError| match source {
+    let fail = |source: HandshakeError| {
+        match source {
         // A node of an older build does not know the Hello's ENCRYPT flag: it refuses the Hello
         // as malformed, and cannot name the setting.
         HandshakeError::Refused { code: RefuseCode::Malformed, message } if hello.encrypt_placed => {
@@ -140,6 +141,7 @@ pub fn connect<T: Transport>(
             ConnectError::Refused { peer: peer.clone(), code, message }
         }
         source => ConnectError::Handshake { peer: peer.clone(), source },
+    }
     };
     let out = hs.hello();
     write_frame(&mut conn, &out.header, &out.body).map_err(io_error(format!("send Hello to {addr}")))?;

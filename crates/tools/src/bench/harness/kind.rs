@@ -47,11 +47,9 @@ pub(crate) fn parse_kinds(a: &BenchArgs) -> Result<Vec<Kind>> {
                 let s = SCHEME_NAMES.iter().find(|s| s.0 == m).expect("found");
                 Kind::Scheme(s.1, s.2)
             }
-            _ => {
-                Kind::Mode(m.parse().map_err(|e: mojim::config::UnknownChoice| {
-                    Error::Config(format!("--mode: {e}; or tcp-rtt"))
-                })?)
-            }
+            _ => Kind::Mode(m.parse().map_err(|e: mojim::config::UnknownChoice| {
+                Error::Config(format!("--mode: {e}; or tcp-rtt"))
+            })?),
         });
     }
     if a.disk_file.is_some() {
