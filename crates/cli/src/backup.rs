@@ -5,7 +5,7 @@
 use crate::{admin, AddrArgs};
 use clap::{Args, Subcommand};
 use mojim::Error;
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use std::io::Write;
 use std::time::Duration;
 

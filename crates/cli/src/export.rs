@@ -7,7 +7,7 @@
 use clap::Args;
 use mojim::Error;
 use mojim_format::files::{FileEntry, FileTable, FILE_TABLE_PAGE};
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};

@@ -13,7 +13,7 @@ use mojim::config::{random_uuid, template, write_private, Config, Secret, DEFAUL
 use mojim::size::parse_size;
 use mojim::Error;
 use mojim_metrics::MetricsListener;
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use mojim_node::{Mirror, MirrorOptions};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;

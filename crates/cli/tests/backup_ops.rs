@@ -7,7 +7,7 @@ mod common;
 
 use common::{assert_same_image, mirror_image, Cluster, Rng, WAIT};
 use mojim::Primary;
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use mojim_node::MirrorStatus;
 use std::process::Output;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -6,7 +6,7 @@ mod common;
 
 use common::{first_difference, mirror_image, Cluster, Rng, WAIT};
 use mojim::{Primary, Range};
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use mojim_tools::child::ChildNode;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -9,7 +9,7 @@ use mojim::config::ConfigFile;
 use mojim::coord::Coordinator;
 use mojim::{Primary, PrimaryOptions};
 use mojim_etcd::testing::{EtcdServer, ServerTls};
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use mojim_tools::child::ChildNode;
 use mojim_transport::tls::pki::{Ca, Validity};
 use mojim_transport::tls::Role;

@@ -8,7 +8,7 @@ use common::{Cluster, WAIT};
 use mojim::coord::Coordinator;
 use mojim::{Primary, PrimaryOptions};
 use mojim_etcd::testing::EtcdServer;
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use mojim_tools::child::ChildNode;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -7,7 +7,7 @@ mod common;
 use common::{first_difference, mirror_image, wait_applied, Cluster, Rng, WAIT};
 use mojim::config::OnMirrorLoss;
 use mojim::{CopyKind, Primary, PrimaryOptions};
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use mojim_tools::child::ChildNode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -12,7 +12,7 @@ use mojim::Primary;
 use mojim_format::checksum::crc32c;
 use mojim_format::handshake::{Hello, PeerRole};
 use mojim_format::{FrameHeader, FrameKind};
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::process::Command;

@@ -119,7 +119,7 @@ fn a_node_and_a_primary_run_over_the_in_memory_transport() {
     p.msync(4096, 100).unwrap();
     let secret = Secret(b"test-secret".to_vec());
     let mut admin =
-        mojim_node::admin::AdminClient::connect_with(&net, m.addr(), &secret, Duration::from_secs(5))
+        mojim_node::admin_client::AdminClient::connect_with(&net, m.addr(), &secret, Duration::from_secs(5))
             .unwrap();
     let st = admin.status().unwrap();
     assert_eq!((st.sessions, st.session_lanes), (1, 2), "{st:?}");

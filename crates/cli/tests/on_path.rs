@@ -17,7 +17,7 @@ use common::onpath::{Attack, OnPath, Report};
 use common::{exe, Cluster, WAIT};
 use mojim::Primary;
 use mojim_kv::resp::Value;
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use mojim_tools::child::ChildNode;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

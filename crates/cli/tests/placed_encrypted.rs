@@ -56,7 +56,7 @@ fn start_mirror(c: &mut Cluster, listen: &str) {
     };
 }
 
-fn operator(c: &Cluster, addr: &str) -> mojim_node::admin::AdminClient {
+fn operator(c: &Cluster, addr: &str) -> mojim_node::admin_client::AdminClient {
     common::tls::operator(c, addr)
 }
 

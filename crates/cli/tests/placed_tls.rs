@@ -14,7 +14,7 @@ use mojim_core::encode::{placed_data_header, sealed, FramePlan, SessionTag};
 use mojim_format::checksum::crc32c;
 use mojim_format::handshake::{LogWindow, PeerRole, Welcome};
 use mojim_format::{FrameKind, FRAME_HEADER_SIZE};
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use mojim_transport::{AnyConn, AnyTransport, Conn, PeerMemory};
 use std::io::Write;
 

@@ -95,7 +95,7 @@ fn the_first_lanes_copy_end_makes_the_generation_durable_before_any_group_is_ack
 fn mirror_with_backup(
     name: &str,
     edit: impl FnOnce(&mut mojim::config::ConfigFile),
-) -> (Cluster, mojim_tools::child::ChildNode, mojim_node::admin::AdminClient) {
+) -> (Cluster, mojim_tools::child::ChildNode, mojim_node::admin_client::AdminClient) {
     let mut c = Cluster::new(name, 1 << 20, edit);
     let backup = c.start_backup("backup");
     c.feed(&[&backup], |_| {});

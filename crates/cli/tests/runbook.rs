@@ -10,7 +10,7 @@ mod common;
 use common::{assert_same_image, mirror_image, Cluster, Rng, WAIT};
 use mojim::config::OnMirrorLoss;
 use mojim::{Primary, PrimaryOptions};
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

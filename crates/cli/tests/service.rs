@@ -10,7 +10,7 @@ use common::kv::{bulk, node, promote, start_kv, start_kv_on_promoted, Resp};
 use common::{exe, mirror_image, skip, wait_applied, Cluster, TempDir, WAIT};
 use mojim::Primary;
 use mojim_kv::resp::Value;
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use std::net::TcpStream;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};

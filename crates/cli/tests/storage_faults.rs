@@ -18,7 +18,7 @@ use common::storage::{run, Tmpfs};
 use common::{assert_same_image, mirror_image, wait_applied, wait_status, Cluster, Rng};
 use mojim::config::ConfigFile;
 use mojim::Primary;
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 

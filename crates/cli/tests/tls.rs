@@ -12,7 +12,7 @@ mod common;
 use common::tls::context;
 use mojim::config::{write_private, Config};
 use mojim::{Primary, PrimaryOptions};
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use mojim_transport::tls::pki::{Ca, Issued, Validity};
 use mojim_transport::{AnyTransport, Conn, Role, TlsContext, Transport};
 use std::io::{BufRead, BufReader};

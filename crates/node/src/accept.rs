@@ -452,7 +452,7 @@ fn admin<C: Conn>(s: &Shared, conn: &mut C, peer: &str, who: Option<&PeerIdentit
             }
             Request::Command(json) => match may_command(who) {
                 // The operator reads why as the refusal's text: a string from here on.
-                Ok(()) => super::command::run(s, &json).map_err(|e| e.to_string()),
+                Ok(()) => super::operator_commands::run(s, &json).map_err(|e| e.to_string()),
                 Err(e) => {
                     let m = e.to_string();
                     s.stats.violation();

@@ -10,8 +10,8 @@
 //! `secondary_tier_thresh` bytes, lanes stop acknowledging new groups until forwarding catches
 //! up (the paper's stall).
 
-use super::command_error::BackupError;
 use super::forward_error::ForwardError;
+use super::operator_command_error::BackupError;
 use super::Shared;
 use mojim::config::RegionId;
 use mojim_core::checkpoint::GroupRef;
@@ -376,7 +376,7 @@ pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) -> R
     st.stalls += 1;
     drop(st);
     // What waits to be applied cannot be forwarded yet: apply it now.
-    super::apply::apply_inline(s);
+    super::checkpoint::apply_inline(s);
     let mut st = lock(f);
     while over(&st) && !s.shutdown.load(Ordering::SeqCst) {
         if let Some(msg) = s.data.failed() {
@@ -406,7 +406,7 @@ pub(crate) fn wait_forwarded(
     if f.count.load(Ordering::SeqCst) == 0 {
         return Ok(());
     }
-    super::apply::apply_inline(s);
+    super::checkpoint::apply_inline(s);
     let mut st = lock(f);
     while st.min_acked() < seq && !s.shutdown.load(Ordering::SeqCst) {
         if let Some(msg) = s.data.failed() {
@@ -639,8 +639,9 @@ fn ended_by_removal() -> ForwardError {
 fn reset_backup<T: Transport>(s: &Shared, t: &T, addr: &str, base: u64) -> Result<(), ForwardError> {
     let mut last = None;
     for _ in 0..50 {
-        let r = crate::admin::AdminClient::connect_with(t, addr, &s.opts.secret, Duration::from_secs(5))
-            .and_then(|mut a| a.command(&format!(r#"{{"op":"reset","base":{base}}}"#)));
+        let r =
+            crate::admin_client::AdminClient::connect_with(t, addr, &s.opts.secret, Duration::from_secs(5))
+                .and_then(|mut a| a.command(&format!(r#"{{"op":"reset","base":{base}}}"#)));
         match r {
             Ok(_) => return Ok(()),
             // The session just closed may not be sealed yet.

@@ -1,7 +1,7 @@
 //! A data lane: frames from the primary go straight into the lane's log, and each group is
 //! acknowledged once it is whole there and persistent.
 
-use super::lanes::LaneRef;
+use super::lane_logs::LaneRef;
 use super::Shared;
 use mojim_core::checkpoint::GroupRef;
 use mojim_core::control::{lane_step, CopyPhase, LaneStep};
@@ -327,7 +327,7 @@ impl<C: Conn> Receiver<'_, C> {
     /// acknowledges it, and only then applies, off the primary's critical path.
     fn acknowledge(&mut self, g: GroupRef) -> Result<(), LaneEnd> {
         let s = self.s;
-        let due = super::apply::push(s, g);
+        let due = super::checkpoint::push(s, g);
         // A long wait still tells the primary this node is alive.
         let mut beat_failed = None;
         let (pacer, rx, lane) = (&mut self.pacer, &mut self.rx, &self.lane);
@@ -354,7 +354,7 @@ impl<C: Conn> Receiver<'_, C> {
             return Err(LaneEnd::Closed(format!("send ack: {e}")));
         }
         if due {
-            super::apply::apply_inline(s);
+            super::checkpoint::apply_inline(s);
         }
         Ok(())
     }

@@ -12,11 +12,11 @@
 // methods:
 //
 //  - `session::SessionSlot`: the current session, the epoch, what roles have reached the node
-//  - `ckpt::Checkpoint`: groups waiting to be applied and released, the right to apply
+//  - `checkpoint_state::Checkpoint`: groups waiting to be applied and released, the right to apply
 //  - `forward::Forward`: the queue of groups for the backups, each backup link's state
-//  - `lanes::Lanes`: each lane's log and receiving state
+//  - `lane_logs::Lanes`: each lane's log and receiving state
 //  - `data::Store`: the data area, its reader/writer lock, whether it failed
-//  - `stats::Stats`: counters and facts for status
+//  - `counters::Stats`: counters and facts for status
 //
 // Lock order. The components' locks, outermost first; a thread that holds one takes only locks
 // further down this list.
@@ -33,7 +33,7 @@
 //
 // The pairs held together, and where (the method that takes the inner lock in brackets):
 //  - slot -> applier, and through it everything the appliers take: `session::leave` (it
-//    seals with `apply::seal` while the slot is held)
+//    seals with `checkpoint::seal` while the slot is held)
 //  - slot -> Checkpoint::state: `session::begin` (`Checkpoint::resume`)
 //  - slot -> a lane: `session::session_max_frame` and `session::session_window`
 //    (`Lanes::capacities`), `session::add_lane` (`Lanes::begin`), `session::welcome`
@@ -67,29 +67,29 @@
 // `Shared`.
 
 mod accept;
-pub mod admin;
-mod apply;
-mod ckpt;
-mod command;
-mod command_error;
+pub mod admin_client;
+mod checkpoint;
+mod checkpoint_state;
 mod coord_state;
 mod copy_check;
+mod counters;
 mod data;
 mod forward;
 mod forward_error;
 mod lane;
-mod lanes;
+mod lane_logs;
 pub mod metrics;
+mod operator_command_error;
+mod operator_commands;
 mod pending;
 mod refused;
 mod replay;
 mod session;
-mod stats;
 mod status;
 mod takeover;
 
 #[cfg(test)]
-mod apply_tests;
+mod checkpoint_tests;
 #[cfg(test)]
 mod copy_end_tests;
 #[cfg(test)]
@@ -104,13 +104,13 @@ mod open_tests;
 mod test_peer;
 
 pub use coord_state::CoordinatorStatus;
+pub use counters::RecoveryReport;
 use data::DataArea;
 pub use data::{DataPlacement, UnknownPlacement};
 pub use forward::{BackupStatus, MAX_BACKUPS};
 /// Largest Reply frame of an operator's read (see `mojim_format::handshake::MAX_READ`).
 pub use mojim_format::handshake::MAX_READ;
 pub use session::CopyProgress;
-pub use stats::RecoveryReport;
 pub use status::{LaneStatus, MirrorStatus};
 
 use mojim::config::{Config, Limits, NvmmModel, RegionId, Secret};
@@ -244,7 +244,7 @@ impl MirrorOptions {
     }
 
     pub fn log_path(&self, lane: u16) -> PathBuf {
-        lanes::log_path(&self.log_dir, lane)
+        lane_logs::log_path(&self.log_dir, lane)
     }
 }
 
@@ -253,13 +253,13 @@ pub(crate) struct Shared {
     /// The data area, its lock, and whether it failed.
     pub data: data::Store,
     /// Every lane's log and receiving state.
-    pub lanes: lanes::Lanes,
+    pub lanes: lane_logs::Lanes,
     /// Groups waiting to be applied and released, and the right to apply.
-    pub ckpt: ckpt::Checkpoint,
+    pub ckpt: checkpoint_state::Checkpoint,
     /// The current session and the epoch this node is at.
     pub session: session::SessionSlot,
     /// Counters and facts for status.
-    pub stats: stats::Stats,
+    pub stats: counters::Stats,
     /// Feeding backups: those named at start, and those added since (`backup_add`).
     pub forward: forward::Forward,
     /// The emulated NVMM under the data area and the logs, if any (for status).
@@ -346,7 +346,7 @@ impl Mirror {
         threads.push(
             std::thread::Builder::new()
                 .name("mojim-checkpoint".into())
-                .spawn(move || apply::checkpointer_loop(&s))
+                .spawn(move || checkpoint::checkpointer_loop(&s))
                 .map_err(Error::io("spawn checkpointer"))?,
         );
         forward::start(&shared, &transport).map_err(Error::io("spawn forwarders"))?;
@@ -520,16 +520,16 @@ struct Opened {
 impl Shared {
     /// A mirror's state, neither serving nor in a session yet.
     fn new(opts: MirrorOptions, r: Opened) -> Shared {
-        let lanes = lanes::Lanes::new(r.logs, r.lanes, opts.log_dir.clone(), opts.region.uuid)
+        let lanes = lane_logs::Lanes::new(r.logs, r.lanes, opts.log_dir.clone(), opts.region.uuid)
             .with_nvmm(r.nvmm.clone());
         let data = data::Store::new(r.region, opts.data_path());
         Shared {
-            ckpt: ckpt::Checkpoint::new(r.engine, r.cp, opts.checkpoint_thresh),
+            ckpt: checkpoint_state::Checkpoint::new(r.engine, r.cp, opts.checkpoint_thresh),
             opts,
             data,
             lanes,
             session: session::SessionSlot::new(r.epoch),
-            stats: stats::Stats::new(r.report),
+            stats: counters::Stats::new(r.report),
             forward: r.forward,
             nvmm: r.nvmm,
             coord: coord_state::CoordState::new(),
@@ -561,7 +561,7 @@ impl MirrorHandle {
 
     /// Applies every complete group now (gap-free prefix only).
     pub fn checkpoint(&self) {
-        apply::checkpoint(&self.shared, false);
+        checkpoint::checkpoint(&self.shared, false);
     }
 
     /// Blocks until the process is asked to stop.
@@ -586,7 +586,7 @@ impl MirrorHandle {
             let _ = t.join();
         }
         forward::join(&self.shared);
-        apply::checkpoint(&self.shared, false);
+        checkpoint::checkpoint(&self.shared, false);
     }
 }
 

@@ -4,9 +4,9 @@
 //! simulator runs the same recovery against its power-cut media; this file only executes the
 //! commands against the node's files and names the file that failed.
 
+use super::counters::RecoveryReport;
 use super::data::DataArea;
-use super::stats::RecoveryReport;
-use super::{ckpt, MirrorOptions, MAX_FRAME_LIMIT};
+use super::{checkpoint_state, MirrorOptions, MAX_FRAME_LIMIT};
 use mojim::error::{Error, Result};
 use mojim_core::checkpoint::Checkpointer;
 use mojim_core::mirror::{execute, CheckpointEngine, Command, Logs, Restart};
@@ -47,7 +47,7 @@ pub(crate) fn replay(
     keep: bool,
     report: &mut RecoveryReport,
 ) -> Result<(CheckpointEngine, Checkpointer)> {
-    let (engine, cp) = ckpt::parts(logs.len(), applied_seq);
+    let (engine, cp) = checkpoint_state::parts(logs.len(), applied_seq);
     let tails: Vec<Option<u64>> = logs.iter().map(|l| l.get().map(LogFile::tail)).collect();
     let mut restart = Restart::new(engine, cp, found, &tails, keep);
     let mut data = region;

@@ -6,8 +6,8 @@
 //! lane drops its open group, every complete group is applied in sequence order (across gaps,
 //! as recovery would), and the next session starts after the highest sequence number seen.
 
-use super::command_error::{CommandError, StorageError};
-use super::{apply, Shared};
+use super::operator_command_error::{CommandError, StorageError};
+use super::{checkpoint, Shared};
 use mojim_core::encode::SessionTag;
 use mojim_core::handshake::Refusal;
 use mojim_core::receive::Violation;
@@ -68,7 +68,7 @@ pub struct CopyProgress {
 /// Locks (see the lock order in lib.rs): `slot`, the outermost of the node's locks, with `left`
 /// (a new session waits on it for an ended one's lanes to leave). The functions of this module
 /// that take other components' locks under it: [`join`] (the checkpointer's, and each lane's in
-/// turn) and [`leave`] (each lane's, then the applier's through `apply::seal`).
+/// turn) and [`leave`] (each lane's, then the applier's through `checkpoint::seal`).
 pub(crate) struct SessionSlot {
     slot: Mutex<Slot>,
     left: Condvar,
@@ -395,7 +395,7 @@ pub(crate) fn leave(s: &Shared, tag: SessionTag, reason: &str) {
     }
     s.lanes.end_session(cur.lanes);
     let t0 = std::time::Instant::now();
-    apply::seal(s);
+    checkpoint::seal(s);
     if t0.elapsed() >= SLOW_LEAVE {
         // New sessions wait meanwhile (the slot is held).
         tracing::warn!(

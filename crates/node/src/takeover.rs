@@ -147,7 +147,7 @@ fn cannot_take_over(s: &Shared, node: Option<&str>, roles: &Roles) {
 }
 
 fn finish_promotion(s: &Shared, roles: &Roles) {
-    match super::command::promote_to(s, roles.epoch, DRAIN, true) {
+    match super::operator_commands::promote_to(s, roles.epoch, DRAIN, true) {
         Ok(reply) => tracing::warn!(%reply, "finished a promotion claimed before a restart"),
         Err(e) => tracing::error!(error = %e, "this node holds the primary's roles but cannot be promoted"),
     }
@@ -183,7 +183,7 @@ fn take_over(s: &Shared, coord: &Coordinator, node: &str, roles: &Roles, revisio
         mirror = %new.mirror_addr,
         "the primary's lease is gone (expired, or given up): taking over"
     );
-    match super::command::promote(s, new.epoch, DRAIN) {
+    match super::operator_commands::promote(s, new.epoch, DRAIN) {
         Ok(reply) => {
             tracing::warn!(%reply, "promoted by the coordinator: start the application on this node")
         }

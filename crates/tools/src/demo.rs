@@ -13,7 +13,7 @@ use mojim::config::{random_uuid, template, Config, Mode};
 use mojim::error::{Error, Result};
 use mojim::primary::{Primary, PrimaryOptions};
 use mojim::Range;
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

@@ -17,7 +17,7 @@ pub mod tls;
 
 use mojim::config::{random_uuid, template, write_private, ConfigFile};
 use mojim::{Config, PrimaryOptions, Secret};
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use mojim_node::MirrorStatus;
 use mojim_tools::child::ChildNode;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 
 use super::Cluster;
 use mojim::config::ConfigFile;
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use mojim_transport::tls::TlsFiles;
 use mojim_transport::TlsContext;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@
 //! retried). [`execute`] runs one command against any [`mojim_region::DataMedia`] and the lane
 //! logs ([`Logs`]). Restart recovery runs the same engine ([`Restart`]): the groups the logs
 //! hold are applied, persisted and recorded as the running mirror's are, and then the logs are
-//! freed. The node (`mojim-node`'s `apply.rs` and `replay.rs`) and the simulator (`sim`) both
+//! freed. The node (`mojim-node`'s `checkpoint.rs` and `replay.rs`) and the simulator (`sim`) both
 //! drive these engines and this executor, so the order lives here and nowhere else, and the
 //! simulator's power cuts test the order the node runs.
 

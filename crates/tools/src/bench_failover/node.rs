@@ -4,7 +4,7 @@ use super::{failed, SECRET, STEP};
 use crate::child::ChildNode;
 use mojim::config::{template, ConfigFile, RegionId, Secret};
 use mojim::error::{Error, Result};
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use mojim_node::MirrorStatus;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

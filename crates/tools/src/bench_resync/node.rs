@@ -5,7 +5,7 @@ use super::{failed, POLL, SECRET};
 use crate::child::ChildNode;
 use mojim::config::Secret;
 use mojim::error::{Error, Result};
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use mojim_node::MirrorStatus;
 use mojim_transport::ports::free_loopback_port;
 use mojim_transport::TlsContext;

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use mojim::config::{template, ConfigFile, Limits, Mode, OnMirrorLoss, RegionId, Secret};
 use mojim::error::{Error, Result};
 use mojim::primary::{FailurePolicy, Primary, PrimaryOptions};
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use mojim_node::{MirrorStatus, MAX_READ};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

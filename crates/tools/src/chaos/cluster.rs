@@ -9,7 +9,7 @@
 //! cut a node off from it too.
 
 use mojim::config::{template, ConfigFile, EtcdSettings, Secret};
-use mojim_node::admin::AdminClient;
+use mojim_node::admin_client::AdminClient;
 use mojim_node::MirrorStatus;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -181,7 +181,7 @@ pub(crate) fn disk_recovery(a: &BenchArgs, s: &Setup) -> Result<(u64, usize)> {
     }
     let args: Vec<&str> = s.disk_args.iter().map(String::as_str).collect();
     let restarted = ChildNode::spawn(&exe()?, &args)?;
-    let mut admin = mojim_node::admin::AdminClient::connect_tls(
+    let mut admin = mojim_node::admin_client::AdminClient::connect_tls(
         restarted.addr(),
         &s.secret,
         s.tls.clone(),

@@ -1,7 +1,7 @@
 //! The checkpointer's state: complete groups waiting to be applied (`mojim_core`'s
 //! `Checkpointer`), the checkpoint engine (`mojim_core::mirror::CheckpointEngine`: the batch
 //! being applied, groups applied and not yet released from the logs), and what wakes whom.
-//! How the engine's commands are executed is `apply.rs`'s.
+//! How the engine's commands are executed is `checkpoint.rs`'s.
 //!
 //! Locks (see the lock order in lib.rs): `applier`, one applier at a time, held across a whole
 //! apply or reclaim (an [`Applier`] guard), which owns the engine; `state`, held briefly (once

@@ -1,4 +1,4 @@
-//! Apply and checkpoint (`apply.rs`) behind a hand-written primary over the in-memory
+//! Apply and checkpoint (`checkpoint.rs`) behind a hand-written primary over the in-memory
 //! transport: groups reach the data area in sequence order whatever order their lanes deliver
 //! them in, and the applied sequence number survives a restart.
 

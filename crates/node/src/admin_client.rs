@@ -80,7 +80,7 @@ impl<C: Conn> AdminClient<C> {
         }
     }
 
-    /// Sends an operator's command (see `command.rs`) and returns the node's JSON reply.
+    /// Sends an operator's command (see `operator_commands.rs`) and returns the node's JSON reply.
     pub fn command(&mut self, json: &str) -> Result<serde_json::Value> {
         let b = self.call(Request::Command(json.to_string()), 1 << 16)?;
         serde_json::from_slice(&b)

@@ -11,10 +11,10 @@
 //! under the node's locks, and adds what only the node has: the inline apply on a lane thread,
 //! the copy-then-check of logs a peer can write (`copy_check`), and the node's fail-stop.
 
-use super::ckpt::Applier;
+use super::checkpoint_state::Applier;
 use super::copy_check::{group_ranges, Scratch};
 use super::data::Writing;
-use super::lanes::LaneLogs;
+use super::lane_logs::LaneLogs;
 use super::{Shared, MAX_FRAME_LIMIT};
 use mojim_core::checkpoint::GroupRef;
 use mojim_core::mirror::{execute, Command, Failure};

@@ -18,8 +18,8 @@
 //! - `backup_remove {addr}`: stop feeding it and release the log space held for it alone;
 //!   reply `{"removed": addr, "backups": [...]}`. Neither is kept across a restart.
 
-use super::command_error::{CommandError, StorageError};
-use super::{apply, forward, session, Shared};
+use super::operator_command_error::{CommandError, StorageError};
+use super::{checkpoint, forward, session, Shared};
 use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
 use serde::Deserialize;
 use std::time::{Duration, Instant};
@@ -143,7 +143,7 @@ pub(crate) fn promote_to(
     }
     fence(s, epoch)?;
     session::wait_ended(s, Duration::from_secs(5))?;
-    apply::checkpoint(s, true);
+    checkpoint::checkpoint(s, true);
     if let Some(msg) = s.data.failed() {
         return Err(CommandError::DataAreaFailed(msg.clone()));
     }
