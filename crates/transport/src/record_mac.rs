@@ -139,17 +139,16 @@ impl RecordMac {
 mod tests {
     use super::*;
 
+    /// Bytes from hexadecimal digits (the NIST vectors').
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
     /// The tag is AES-256-GCM's over an empty plaintext with the body as additional data: the
     /// NIST GCM test vector of that shape (gcmEncryptExtIV256.rsp, [Keylen = 256] [IVlen = 96]
     /// [PTlen = 0] [AADlen = 128] [Taglen = 128], Count = 0), with its IV as seq and frame_index.
     #[test]
     fn the_tag_is_gmac_of_the_body_under_the_nonce_of_seq_and_frame() {
-        let hex = |s: &str| {
-            (0..s.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-                .collect::<Vec<u8>>()
-        };
         let key: [u8; 32] =
             hex("78dc4e0aaf52d935c3c01eea57428f00ca1fd475f5da86a49c8dd73d68c8e223").try_into().unwrap();
         let iv = hex("d79cf22d504cc793c3fb6c8a");
@@ -185,12 +184,6 @@ mod tests {
     /// [AADlen = 0] [Taglen = 128], Count = 0), with its IV as seq and frame_index.
     #[test]
     fn an_encrypted_body_is_aes_256_gcm_under_the_nonce_of_seq_and_frame() {
-        let hex = |s: &str| {
-            (0..s.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-                .collect::<Vec<u8>>()
-        };
         let key: [u8; 32] =
             hex("31bdadd96698c204aa9ce1448ea94ae1fb4a9a0b3c9d773b51bb1822666b8f22").try_into().unwrap();
         let iv = hex("0d18e06c7c725ac9e362e1ce");
