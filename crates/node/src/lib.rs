@@ -225,7 +225,7 @@ impl MirrorOptions {
     }
 
     /// Refuses more backups than a node feeds ([`MAX_BACKUPS`]; `mojim backup add` refuses one
-    /// past it too).
+    /// past it too), and a backup named twice (as `mojim backup add` refuses one already fed).
     pub fn check_backups(&self) -> Result<()> {
         let n = self.backups.len();
         if n > MAX_BACKUPS {
@@ -235,6 +235,14 @@ impl MirrorOptions {
                  {} fewer",
                 n - MAX_BACKUPS
             )));
+        }
+        // Two links to one backup would each displace the other's session, for ever.
+        for (i, b) in self.backups.iter().enumerate() {
+            if self.backups[..i].contains(b) {
+                return Err(Error::Config(format!(
+                    "[mirror] backups (or --backup) names {b} twice; a node feeds each backup once: name it once"
+                )));
+            }
         }
         Ok(())
     }

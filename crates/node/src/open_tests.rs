@@ -48,3 +48,14 @@ fn more_backups_than_a_node_feeds_are_refused_at_open() {
     opts.backups.pop();
     Mirror::open(opts).expect("as many backups as a node feeds");
 }
+
+#[test]
+fn a_backup_named_twice_is_refused_at_open() {
+    let scratch = Scratch::new("backup-twice");
+    let id = region(1 << 20);
+    let mut opts = node_options(&scratch.dir.join("node"), "node", id, 1 << 20);
+    opts.backups = vec!["127.0.0.1:7001".into(), "127.0.0.1:7002".into(), "127.0.0.1:7001".into()];
+    let e = Mirror::open(opts).err().expect("a backup named twice is refused").to_string();
+    assert!(e.contains("names 127.0.0.1:7001 twice"), "{e}");
+    assert!(!scratch.dir.join("node").exists(), "the refused node made its folder");
+}
