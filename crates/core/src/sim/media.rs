@@ -46,6 +46,12 @@ impl Area {
         self.written.len()
     }
 
+    /// Copies the bytes written at `offset` into `out` (what a read of the media returns).
+    pub fn read(&self, offset: u64, out: &mut [u8]) {
+        let at = offset as usize;
+        out.copy_from_slice(&self.written[at..at + out.len()]);
+    }
+
     fn units(&self, at: usize, len: usize) -> std::ops::Range<usize> {
         assert!(
             at + len <= self.written.len(),
@@ -227,7 +233,7 @@ impl Media for SimData {
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
-        out.copy_from_slice(&self.area.bytes()[offset as usize..offset as usize + out.len()]);
+        self.area.read(offset, out);
         Ok(())
     }
 
@@ -290,7 +296,7 @@ impl Media for SimLog {
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
-        out.copy_from_slice(&self.area.bytes()[offset as usize..offset as usize + out.len()]);
+        self.area.read(offset, out);
         Ok(())
     }
 
