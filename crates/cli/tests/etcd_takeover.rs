@@ -214,7 +214,10 @@ fn a_primary_woken_past_its_lease_validity_lets_the_lease_go_at_once() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    // The mirror takes over, and the woken primary acknowledged nothing after it woke.
+    // The mirror takes over, and the woken primary acknowledged nothing after it woke. The
+    // sync point in flight across the freeze fails either way: on the lease, or on the lane the
+    // mirror closed while no heartbeat came (1.5 s into the freeze); which the primary sees
+    // first is a race between its reader and its lease thread, and both refuse the group.
     let moved = await_takeover(&coord, roles.epoch, Instant::now() + WAIT);
     assert_eq!(moved.primary, "m", "{moved:?}");
     loop {
@@ -223,7 +226,7 @@ fn a_primary_woken_past_its_lease_validity_lets_the_lease_go_at_once() {
             let ns: u64 = rest.split(' ').nth(1).and_then(|n| n.parse().ok()).expect("ack K NS");
             assert!(ns < woken_ns, "the woken primary acknowledged a group: {l}");
         } else if l.starts_with("error") {
-            assert!(l.contains("lease"), "{l}");
+            assert!(l.contains("lease") || l.contains("the mirror is lost"), "{l}");
             break;
         }
     }
