@@ -1,0 +1,3 @@
+//! `mojim kv` as one shard of a Redis Cluster: the topology etcd holds, and the slots.
+
+pub mod topology;
