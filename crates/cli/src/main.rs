@@ -432,6 +432,7 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
             notify::notify(&format!("READY=1\nSTATUS=serving Redis clients on {addr}"));
         })),
         metrics,
+        cluster: None,
     };
     let result = mojim_kv::run_with(&opts, control).map_err(kv_error);
     if result.is_ok() {

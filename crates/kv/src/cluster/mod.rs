@@ -1,3 +1,4 @@
 //! `mojim kv` as one shard of a Redis Cluster: the topology etcd holds, and the slots.
 
 pub mod topology;
+pub mod view;

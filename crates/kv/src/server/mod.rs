@@ -98,6 +98,9 @@ pub struct Control {
     /// before the region is opened): it serves `/metrics`, `/healthz` and `/readyz` once the
     /// server serves clients, and "metrics on ADDR" is printed before "serving on ADDR".
     pub metrics: Option<mojim_metrics::MetricsListener>,
+    /// Cluster mode: the topology this server redirects by (MOVED, ASK) and answers CLUSTER
+    /// from, kept current by the caller's etcd watcher. `None`: a standalone server.
+    pub cluster: Option<std::sync::Arc<crate::cluster::view::ClusterView>>,
 }
 
 /// What [`Control::ready`] calls: told the address clients connect to.

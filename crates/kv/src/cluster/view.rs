@@ -1,0 +1,49 @@
+//! The topology as one `mojim kv` sees it: replaced whole by whoever watches etcd, read by the
+//! event loop before each command without a lock on the path (a generation number says when
+//! its cached copy is stale).
+
+use super::topology::{Shard, Topology};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The current topology and this node's name in it.
+#[derive(Debug)]
+pub struct ClusterView {
+    me: String,
+    generation: AtomicU64,
+    current: Mutex<Arc<Topology>>,
+}
+
+impl ClusterView {
+    /// A view for the node named `me`, starting from `topology`.
+    pub fn new(me: &str, topology: Topology) -> ClusterView {
+        ClusterView { me: me.to_owned(), generation: AtomicU64::new(1), current: Mutex::new(Arc::new(topology)) }
+    }
+
+    /// This node's name (`--node`).
+    pub fn me(&self) -> &str {
+        &self.me
+    }
+
+    /// Replaces the topology (a watcher saw a newer one).
+    pub fn set(&self, topology: Topology) {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(topology);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Changes whenever [`set`](Self::set) is called: a reader holding a copy from an earlier
+    /// generation takes [`current`](Self::current) again.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The topology now.
+    pub fn current(&self) -> Arc<Topology> {
+        Arc::clone(&self.current.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The shard this node serves as primary in `t`, if any.
+    pub fn my_shard<'t>(&self, t: &'t Topology) -> Option<&'t Shard> {
+        t.shards.iter().find(|s| s.primary == self.me)
+    }
+}
