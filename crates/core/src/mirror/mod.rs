@@ -10,16 +10,25 @@
 //! freed. The node (`mojim-node`'s `checkpoint.rs` and `replay.rs`) and the simulator (`sim`) both
 //! drive these engines and this executor, so the order lives here and nowhere else, and the
 //! simulator's power cuts test the order the node runs.
+//!
+//! The session slot ([`SessionSlot`], in [`session`]) decides which handshake opens, joins or
+//! replaces the one session a mirror serves, the epoch it adopts, when the session ends and is
+//! sealed, and its copies ([`CopyState`]); it emits [`SessionCommand`]s that the node's
+//! `session.rs` and the simulator's mirror execute.
 
 mod command;
+mod copy;
 mod engine;
 mod execute;
 mod restart;
+pub mod session;
 
 pub use command::{Command, Failure};
+pub use copy::{generation_after, CopyState, MAX_COPY_RETRIES};
 pub use engine::CheckpointEngine;
 pub use execute::{execute, Logs};
 pub use restart::Restart;
+pub use session::{Admission, EndReason, NodeState, Refused, SessionCommand, SessionSlot};
 
 #[cfg(test)]
 mod tests {
