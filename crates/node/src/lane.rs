@@ -363,15 +363,7 @@ impl<C: Conn> Receiver<'_, C> {
 /// Where `session`'s copy stands, for the core's rule on Copy and CopyEnd frames (the copy is
 /// the session's: `session.rs`).
 fn copy_phase(s: &Shared, session: u64) -> CopyPhase {
-    if !super::session::copying(s, session) {
-        return CopyPhase::Closed;
-    }
-    match super::session::copy_unsettled(s, session) {
-        Some(Violation::CopyNotResent { frames, first_offset }) => {
-            CopyPhase::AwaitingResend { frames, first_offset }
-        }
-        _ => CopyPhase::Open,
-    }
+    super::session::copy_phase(s, session)
 }
 
 /// A Copy frame: region bytes, checked, then written straight into the data area (not the

@@ -36,8 +36,9 @@
 //    seals with `checkpoint::seal` while the slot is held)
 //  - slot -> Checkpoint::state: `session::begin` (`Checkpoint::resume`)
 //  - slot -> a lane: `session::session_max_frame` and `session::session_window`
-//    (`Lanes::capacities`), `session::add_lane` (`Lanes::begin`), `session::welcome`
-//    (`Lanes::capacity`), all under `session::join`; `session::leave` (`Lanes::end_session`)
+//    (`Lanes::capacities`), `session::execute` of a `BeginLane` (`Lanes::begin`),
+//    `session::welcome` (`Lanes::capacity`), all under `session::join`; `session::execute` of
+//    a `Seal`, under `session::leave` (`Lanes::end_session`)
 //  - applier -> Forward::state: `apply::apply_locked` (`Forward::queue_applied`),
 //    `apply::reclaim_locked` (`Forward::min_acked`), `forward::pin_for_copy`
 //  - applier -> Checkpoint::state: every `Checkpoint` method that asks for the `Applier`

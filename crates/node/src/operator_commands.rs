@@ -109,17 +109,7 @@ fn no_session(s: &Shared) -> Result<(), CommandError> {
 
 /// Takes `epoch` if it is newer, persistently, and ends an older session.
 fn fence(s: &Shared, epoch: u64) -> Result<(), CommandError> {
-    let current = s.session.epoch();
-    if epoch < current {
-        return Err(CommandError::OlderEpoch { epoch, current });
-    }
-    if epoch > current {
-        s.data.area().set_epoch(epoch).map_err(io("persist the epoch"))?;
-        s.session.set_epoch(epoch);
-        tracing::warn!(from = current, to = epoch, "fenced: sessions below the new epoch are refused");
-    }
-    session::end_older(s, epoch);
-    Ok(())
+    session::fence(s, epoch)
 }
 
 pub(crate) fn promote(s: &Shared, epoch: u64, drain: Duration) -> Result<serde_json::Value, CommandError> {

@@ -8,48 +8,28 @@
 
 use super::operator_command_error::{CommandError, StorageError};
 use super::{checkpoint, Shared};
+use mojim_core::control::CopyPhase;
 use mojim_core::encode::SessionTag;
 use mojim_core::handshake::Refusal;
+use mojim_core::mirror::session::OlderEpoch;
+use mojim_core::mirror::{self, generation_after, Admission, EndReason, NodeState, Refused, SessionCommand};
 use mojim_core::receive::Violation;
 use mojim_core::seq_window::{window_for_logs, SeqWindow};
-use mojim_format::handshake::{Hello, RefuseCode, Welcome};
+use mojim_format::handshake::{Hello, Welcome};
 use mojim_format::region::FLAG_INCONSISTENT;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-pub(crate) struct Session {
-    pub id: u64,
-    pub lanes: u16,
-    pub epoch: u64,
-    pub next_seq: u64,
-    pub max_frame: u32,
-    joined: u64,
-    /// Lanes joined and not yet left (bit per lane): the last to leave seals the session.
-    within: u64,
-    ended: bool,
+/// What the node keeps of the current session beside the core's state: the handles that close
+/// its lanes, its peer, and when its copy began.
+struct SessionIo {
     /// Handles to close each joined lane's connection from another thread.
     closers: Vec<Box<dyn Fn() + Send>>,
-    pub peer: String,
-    /// A copy began in this session and not every lane has ended it (the data area is marked
-    /// inconsistent). A session may hold several copies, one after another (a mirror feeding
-    /// this backup opens one for each copy it gets).
-    copy_open: bool,
-    /// Lanes that sent CopyEnd since the last copy or generation was complete, and the highest
-    /// copy group among them.
-    copy_ended: u64,
-    copy_until: u64,
-    /// The copy's size (from CopyBegin), when it began, and the bytes received before it.
-    copy_total: u64,
-    copy_started: Option<std::time::Instant>,
+    peer: String,
+    /// When the open copy began, and the bytes received before it.
+    copy_started: Option<Instant>,
     copy_base_bytes: u64,
-    /// Copy frames of the open copy that failed their check, did not land, and were asked for
-    /// again (CopyRetry): `(offset, len)`. The copy cannot end until each is covered by a Copy
-    /// frame that landed.
-    copy_retry: Vec<(u64, u64)>,
-    /// The session's sequence numbers across its lanes: each taken once, none applied before,
-    /// none too far ahead (see `mojim_core::seq_window`).
-    seqs: SeqWindow,
 }
 
 /// A copy into this node, as status shows it. `received_bytes` counts everything received
@@ -63,12 +43,16 @@ pub struct CopyProgress {
     pub mb_per_s: f64,
 }
 
-/// The session slot: the current session, if any, and the epoch this node is at.
+/// The session slot: the core's state machine ([`mirror::SessionSlot`]), which makes every
+/// decision, and what this node keeps beside it; the node executes the commands it emits.
 ///
 /// Locks (see the lock order in lib.rs): `slot`, the outermost of the node's locks, with `left`
 /// (a new session waits on it for an ended one's lanes to leave). The functions of this module
 /// that take other components' locks under it: [`join`] (the checkpointer's, and each lane's in
 /// turn) and [`leave`] (each lane's, then the applier's through `checkpoint::seal`).
+///
+/// The epoch, the latest primary's epoch and whether a mirror feeds this node are published
+/// after each decision, for readers that do not take the slot.
 pub(crate) struct SessionSlot {
     slot: Mutex<Slot>,
     left: Condvar,
@@ -80,16 +64,17 @@ pub(crate) struct SessionSlot {
     is_backup: AtomicBool,
 }
 
-#[derive(Default)]
 struct Slot {
-    current: Option<Session>,
+    engine: mirror::SessionSlot,
+    /// Present while the engine has a current session.
+    io: Option<SessionIo>,
 }
 
 impl SessionSlot {
     /// No session yet, at `epoch`.
     pub fn new(epoch: u64) -> SessionSlot {
         SessionSlot {
-            slot: Mutex::new(Slot::default()),
+            slot: Mutex::new(Slot { engine: mirror::SessionSlot::new(epoch), io: None }),
             left: Condvar::new(),
             epoch: AtomicU64::new(epoch),
             primary_epoch: AtomicU64::new(0),
@@ -101,14 +86,18 @@ impl SessionSlot {
         self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Publishes what `engine` decided about the epoch and the roles.
+    fn publish(&self, engine: &mirror::SessionSlot) {
+        self.epoch.store(engine.epoch(), Ordering::SeqCst);
+        self.primary_epoch.fetch_max(engine.primary_epoch(), Ordering::SeqCst);
+        if engine.is_backup() {
+            self.is_backup.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// The epoch this node is at.
     pub fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::SeqCst)
-    }
-
-    /// Takes `epoch` (the caller persists it, and never lowers it).
-    pub fn set_epoch(&self, epoch: u64) {
-        self.epoch.store(epoch, Ordering::SeqCst);
     }
 
     /// The latest epoch in which a primary opened a session here (0: none since the start).
@@ -126,34 +115,148 @@ impl SessionSlot {
 /// logged: normally milliseconds, and a primary's handshake gives up after its connect timeout.
 const SLOW_LEAVE: Duration = Duration::from_millis(500);
 
-/// Joins lane `hello.lane` to its session, creating the session (and ending another) as
-/// needed. `closer` closes this lane's connection.
+/// Runs the engine's `commands` in order, with the slot held. `peer` is the handshake's that
+/// asked, if one did. Returns whether the data area's consistency is to be checked once the slot
+/// is released (a copy ended). A storage error stops the rest.
+fn execute(
+    s: &Shared,
+    slot: &mut Slot,
+    commands: Vec<SessionCommand>,
+    peer: Option<&str>,
+) -> Result<bool, StorageError> {
+    let mut check_consistent = false;
+    for cmd in commands {
+        match cmd {
+            SessionCommand::EndSession(why) => end_session(slot, &why, peer),
+            SessionCommand::BeginLane(tag) => {
+                let cur = slot.engine.current().expect("a lane begins in the current session");
+                s.lanes.begin(tag, s.data.area().size(), cur.max_frame, cur.next_seq);
+            }
+            SessionCommand::Seal { session, lanes } => {
+                s.lanes.end_session(lanes);
+                let t0 = Instant::now();
+                checkpoint::seal(s);
+                if t0.elapsed() >= SLOW_LEAVE {
+                    // New sessions wait meanwhile (the slot is held).
+                    tracing::warn!(
+                        session = format!("{session:#x}"),
+                        ms = t0.elapsed().as_millis() as u64,
+                        "sealing the ended session was slow"
+                    );
+                }
+                slot.engine.sealed(session);
+                slot.io = None;
+                s.session.left.notify_all();
+            }
+            SessionCommand::CopyStarted { .. } => {
+                let io = slot.io.as_mut().expect("a copy begins in the current session");
+                io.copy_started = Some(Instant::now());
+                io.copy_base_bytes = s.stats.bytes_received();
+            }
+            SessionCommand::MarkInconsistent { copy_until } => {
+                let (flags, _) =
+                    s.data.area().copy_state().map_err(StorageError::io("read the copy state"))?;
+                let op = if copy_until == 0 { "mark the data area inconsistent" } else { "record the end of the copy" };
+                s.data.area().set_copy_state(flags | FLAG_INCONSISTENT, copy_until).map_err(StorageError::io(op))?;
+                if copy_until == 0 {
+                    let session = slot.engine.current().map_or(0, |c| c.id);
+                    tracing::info!(
+                        session = format!("{session:#x}"),
+                        "a copy begins: the data area is inconsistent until it ends"
+                    );
+                }
+            }
+            SessionCommand::AdoptGeneration(generation) => {
+                let (old, old_prev) =
+                    s.data.area().generation().map_err(StorageError::io("read the generation"))?;
+                if let Some((generation, prev)) = generation_after(old, old_prev, generation) {
+                    s.data
+                        .area()
+                        .set_generation(generation, prev)
+                        .map_err(StorageError::io("persist the generation"))?;
+                }
+            }
+            SessionCommand::CheckConsistent => check_consistent = true,
+        }
+    }
+    Ok(check_consistent)
+}
+
+/// Closes every joined lane of the current session, which the engine ended for `why`.
+fn end_session(slot: &Slot, why: &EndReason, new_peer: Option<&str>) {
+    let (Some(cur), Some(io)) = (slot.engine.current(), slot.io.as_ref()) else { return };
+    match why {
+        EndReason::LaneLeft(reason) => {
+            tracing::info!(session = format!("{:#x}", cur.id), %reason, "primary session ends")
+        }
+        EndReason::Replaced => tracing::warn!(
+            old = %io.peer,
+            new = %new_peer.unwrap_or("?"),
+            "a new primary session replaces the current one"
+        ),
+        EndReason::Fenced { epoch } => tracing::warn!(
+            peer = %io.peer,
+            session_epoch = cur.epoch,
+            epoch,
+            "ending a session of an older epoch"
+        ),
+        EndReason::Stopping => {}
+    }
+    for close in &io.closers {
+        close();
+    }
+}
+
+/// What admission needs to know of this node now.
+fn node_state(s: &Shared) -> NodeState<'_> {
+    NodeState {
+        shutting_down: s.shutdown.load(Ordering::SeqCst),
+        data_failed: s.data.failed().map(String::as_str),
+        promoted: s.data.is_primary(),
+    }
+}
+
+/// Joins lane `hello.lane` to its session, creating the session (and ending another) as the
+/// engine decides. `closer` closes this lane's connection.
 pub(crate) fn join(
     s: &Shared,
     hello: &Hello,
     peer: &str,
     closer: Box<dyn Fn() + Send>,
 ) -> Result<(Welcome, SessionTag, u32), Refusal> {
-    let mut slot = session_of(s, hello, peer)?;
-    let cur = slot.current.as_mut().expect("session present");
-    let tag = add_lane(s, cur, hello, closer)?;
+    let mut slot = session_of(s, hello, peer).map_err(|r| r.refusal())?;
+    let commands = slot.engine.join_lane(hello).map_err(|r| r.refusal())?;
+    s.session.publish(&slot.engine);
+    slot.io.as_mut().expect("the session's state").closers.push(closer);
+    let tag = commands.iter().find_map(|c| match c {
+        SessionCommand::BeginLane(tag) => Some(*tag),
+        _ => None,
+    });
+    // Starting a lane does no I/O that can fail.
+    execute(s, &mut slot, commands, Some(peer)).expect("a lane's start");
+    let tag = tag.expect("a joined lane begins");
+    let cur = slot.engine.current().expect("session present");
     let welcome = welcome(s, cur, hello.lane)?;
     Ok((welcome, tag, cur.max_frame))
 }
 
 /// The session slot, locked, with `hello`'s session current: the one already there, or a new
 /// one once an ended (or replaced) session's lanes have all left.
-fn session_of<'a>(s: &'a Shared, hello: &Hello, peer: &str) -> Result<MutexGuard<'a, Slot>, Refusal> {
+fn session_of<'a>(s: &'a Shared, hello: &Hello, peer: &str) -> Result<MutexGuard<'a, Slot>, Refused> {
     let mut slot = s.session.lock();
     // When this handshake began waiting for an ended session's lanes to leave (said once, after
     // a while: the primary's handshake times out meanwhile).
-    let mut waiting: Option<(std::time::Instant, bool)> = None;
+    let mut waiting: Option<(Instant, bool)> = None;
     loop {
-        admissible(s, hello)?;
-        match &mut slot.current {
-            Some(cur) if cur.id == hello.session && !cur.ended => return Ok(slot),
-            Some(cur) => {
-                replace(cur, peer, &mut waiting);
+        let admission = slot.engine.on_hello(hello, &node_state(s));
+        s.session.publish(&slot.engine);
+        match admission {
+            Admission::Refuse(why) => return Err(why),
+            Admission::Join => return Ok(slot),
+            Admission::WaitForSeal(commands) => {
+                // Ending a session does no I/O that can fail.
+                execute(s, &mut slot, commands, Some(peer)).expect("ending a session");
+                say_waiting(&slot, peer, &mut waiting);
                 slot = s
                     .session
                     .left
@@ -161,157 +264,59 @@ fn session_of<'a>(s: &'a Shared, hello: &Hello, peer: &str) -> Result<MutexGuard
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
             }
-            None => {
-                begin(s, &mut slot, hello, peer)?;
+            Admission::Begin { persist_epoch } => {
+                if let Some(epoch) = persist_epoch {
+                    s.data.area().set_epoch(epoch).map_err(|e| Refused::EpochNotPersisted(e.to_string()))?;
+                }
+                begin(s, &mut slot, hello, peer);
                 return Ok(slot);
             }
         }
     }
 }
 
-/// Whether this node takes a lane of `hello`'s session at all: not while shutting down, not
-/// after its data area failed, and not from a stale primary.
-fn admissible(s: &Shared, hello: &Hello) -> Result<(), Refusal> {
-    if s.shutdown.load(Ordering::SeqCst) {
-        return Err(Refusal { code: RefuseCode::Busy, message: "the mirror is shutting down".into() });
+/// Says once, after a while, that the handshake of `peer` still waits for the ended session's
+/// lanes to leave.
+fn say_waiting(slot: &Slot, peer: &str, waiting: &mut Option<(Instant, bool)>) {
+    let (since, said) = waiting.get_or_insert((Instant::now(), false));
+    if *said || since.elapsed() < SLOW_LEAVE {
+        return;
     }
-    // A failed data area takes nothing more until a restart recovers it from the logs.
-    if let Some(msg) = s.data.failed() {
-        return Err(Refusal { code: RefuseCode::Storage, message: msg.clone() });
-    }
-    // Checked before anything else: a stale primary must not end the current session.
-    let epoch = s.session.epoch();
-    if hello.epoch < epoch {
-        return Err(Refusal {
-            code: RefuseCode::Epoch,
-            message: format!("stale epoch: peer is at epoch {}, this node is at epoch {epoch}", hello.epoch),
-        });
-    }
-    Ok(())
+    *said = true;
+    let Some(cur) = slot.engine.current() else { return };
+    tracing::warn!(
+        %peer,
+        ended = format!("{:#x}", cur.id),
+        lanes_in = ?lanes_of(cur.lanes_within()),
+        lanes = cur.lanes,
+        waited_ms = since.elapsed().as_millis() as u64,
+        "a new session waits for the ended one's lanes to leave"
+    );
 }
 
-/// Ends `cur` for the session of a new handshake from `peer`, and says once, after a while,
-/// that the handshake still waits for its lanes to leave.
-fn replace(cur: &mut Session, peer: &str, waiting: &mut Option<(std::time::Instant, bool)>) {
-    if !cur.ended {
-        tracing::warn!(old = %cur.peer, new = %peer, "a new primary session replaces the current one");
-        end_locked(cur);
-    }
-    let (since, said) = waiting.get_or_insert((std::time::Instant::now(), false));
-    if !*said && since.elapsed() >= SLOW_LEAVE {
-        *said = true;
-        tracing::warn!(
-            %peer,
-            ended = format!("{:#x}", cur.id),
-            lanes_in = ?lanes_of(cur.within),
-            lanes = cur.lanes,
-            waited_ms = since.elapsed().as_millis() as u64,
-            "a new session waits for the ended one's lanes to leave"
-        );
-    }
-}
-
-/// Makes `hello`'s session the current one (the slot has none): this node takes its epoch, and
-/// its sequence numbers start right after the applied prefix.
-fn begin(s: &Shared, slot: &mut Slot, hello: &Hello, peer: &str) -> Result<(), Refusal> {
-    refuse_if_promoted(s)?;
-    let epoch = take_epoch(s, hello.epoch)?;
+/// Makes `hello`'s session the current one (the engine admitted it, and its epoch is
+/// persistent): its sequence numbers start right after the applied prefix.
+fn begin(s: &Shared, slot: &mut Slot, hello: &Hello, peer: &str) {
     // Start right after the applied prefix: the checkpointer waits for exactly that number
     // (numbers of dropped groups are used again).
     let next_seq = s.ckpt.resume();
-    slot.current = Some(Session {
-        id: hello.session,
-        lanes: hello.lanes,
-        epoch: hello.epoch.max(epoch),
-        next_seq,
-        max_frame: session_max_frame(s, hello.max_frame),
-        joined: 0,
-        within: 0,
-        ended: false,
+    let max_frame = session_max_frame(s, hello.max_frame);
+    slot.engine.begin(hello, next_seq, max_frame, session_window(s, hello, next_seq));
+    slot.io = Some(SessionIo {
         closers: Vec::new(),
         peer: peer.to_string(),
-        copy_open: false,
-        copy_ended: 0,
-        copy_until: 0,
-        copy_total: 0,
         copy_started: None,
         copy_base_bytes: 0,
-        copy_retry: Vec::new(),
-        seqs: session_window(s, hello, next_seq),
     });
     s.stats.session_began();
     tracing::info!(%peer, session = format!("{:#x}", hello.session), lanes = hello.lanes, next_seq, "primary session begins");
-    Ok(())
-}
-
-/// A node whose copy is the primary's (promoted) serves no session as a replica.
-fn refuse_if_promoted(s: &Shared) -> Result<(), Refusal> {
-    if s.data.is_primary() {
-        return Err(Refusal {
-            code: RefuseCode::Epoch,
-            message: format!(
-                "this node's copy is the primary's since epoch {} (an application writes it); \
-                 demote it before it serves as a replica",
-                s.session.epoch()
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// Takes the peer's epoch, persistently, if it is newer; returns the epoch this node was at.
-fn take_epoch(s: &Shared, peer_epoch: u64) -> Result<u64, Refusal> {
-    let epoch = s.session.epoch();
-    if peer_epoch > epoch {
-        s.session.set_epoch(peer_epoch);
-        if let Err(e) = s.data.area().set_epoch(peer_epoch) {
-            return Err(Refusal { code: RefuseCode::Storage, message: format!("cannot persist epoch: {e}") });
-        }
-    }
-    Ok(epoch)
-}
-
-/// Adds lane `hello.lane` to `cur`, which must have room for it, and starts the lane in the
-/// session. `closer` closes the lane's connection when the session ends.
-fn add_lane(
-    s: &Shared,
-    cur: &mut Session,
-    hello: &Hello,
-    closer: Box<dyn Fn() + Send>,
-) -> Result<SessionTag, Refusal> {
-    let bit = 1u64 << hello.lane;
-    if hello.lanes != cur.lanes || cur.joined & bit != 0 {
-        return Err(Refusal {
-            code: RefuseCode::Malformed,
-            message: format!(
-                "lane {} of {} does not fit session {:#x} ({} lanes, lane already joined: {})",
-                hello.lane,
-                hello.lanes,
-                cur.id,
-                cur.lanes,
-                cur.joined & bit != 0
-            ),
-        });
-    }
-    if hello.role == mojim_format::handshake::PeerRole::Mirror {
-        s.session.is_backup.store(true, Ordering::SeqCst);
-    }
-    if hello.role == mojim_format::handshake::PeerRole::Primary {
-        s.session.primary_epoch.fetch_max(cur.epoch, Ordering::SeqCst);
-    }
-    cur.joined |= bit;
-    cur.within |= bit;
-    cur.closers.push(closer);
-    let tag = SessionTag { session: cur.id, epoch: cur.epoch, lane: hello.lane };
-    s.lanes.begin(tag, s.data.area().size(), cur.max_frame, cur.next_seq);
-    Ok(tag)
 }
 
 /// What the joining lane `lane` of `cur` is told: this node's history and where the session
 /// starts.
-fn welcome(s: &Shared, cur: &Session, lane: u16) -> Result<Welcome, Refusal> {
+fn welcome(s: &Shared, cur: &mirror::session::Session, lane: u16) -> Result<Welcome, Refusal> {
     let (generation, prev_generation) = s.data.area().generation().map_err(|e| Refusal {
-        code: RefuseCode::Storage,
+        code: mojim_format::handshake::RefuseCode::Storage,
         message: format!("cannot read the generation: {e}"),
     })?;
     let welcome = Welcome {
@@ -349,17 +354,10 @@ fn session_window(s: &Shared, hello: &Hello, next_seq: u64) -> SeqWindow {
 }
 
 /// Takes the sequence numbers `first ..= last` for a group that begins on lane `tag.lane`, before
-/// any of it touches a log: each number once per session, on any lane, none applied before the
-/// session began, none beyond the session's window. A violation ends the session (the caller
-/// closes the lane) and changes nothing.
+/// any of it touches a log (see [`mirror::SessionSlot::take_seqs`]). A violation ends the session
+/// (the caller closes the lane) and changes nothing.
 pub(crate) fn take_seqs(s: &Shared, tag: SessionTag, first: u64, last: u64) -> Result<(), Violation> {
-    let mut slot = s.session.lock();
-    match slot.current.as_mut() {
-        Some(cur) if cur.id == tag.session => cur.seqs.take(tag.lane, first, last),
-        // A lane's session stays current until its last lane has left, so this cannot happen;
-        // were it to, the lane ends (its session is not this node's) rather than the node.
-        other => Err(Violation::Session { found: tag.session, expected: other.map_or(0, |c| c.id) }),
-    }
+    s.session.lock().engine.take_seqs(tag, first, last)
 }
 
 /// The lanes whose bits are set in `mask`.
@@ -367,80 +365,42 @@ fn lanes_of(mask: u64) -> Vec<u16> {
     (0..64).filter(|l| mask & (1u64 << l) != 0).collect()
 }
 
-fn end_locked(cur: &mut Session) {
-    cur.ended = true;
-    for close in &cur.closers {
-        close();
-    }
-}
-
 /// A lane's connection is done. The last lane out seals the session.
 pub(crate) fn leave(s: &Shared, tag: SessionTag, reason: &str) {
-    let session = tag.session;
     let mut slot = s.session.lock();
-    let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else {
+    let Some(cur) = slot.engine.current().filter(|c| c.id == tag.session) else {
         return;
     };
-    cur.within &= !(1u64 << tag.lane);
-    if !cur.ended {
-        tracing::info!(session = format!("{session:#x}"), %reason, "primary session ends");
-        end_locked(cur);
-    } else if !reason.ends_with("end of stream") && !reason.ends_with("shutting down") {
+    if cur.ended() && !reason.ends_with("end of stream") && !reason.ends_with("shutting down") {
         // A lane that failed on its own (a TLS record that does not verify, say) after another
         // lane ended the session: its reason is not the session's, and is said here.
-        tracing::info!(session = format!("{session:#x}"), %reason, "a lane of the ended session ends");
+        tracing::info!(session = format!("{:#x}", tag.session), %reason, "a lane of the ended session ends");
     }
-    if cur.within != 0 {
-        return;
+    let commands = slot.engine.leave(tag, reason);
+    // Ending and sealing a session do no I/O that can fail (a failed seal fail-stops the
+    // node's storage instead).
+    execute(s, &mut slot, commands, None).expect("ending and sealing a session");
+}
+
+/// Runs `commands` of a lane of `session`'s copy, then checks the data area's consistency once
+/// the slot is released if a copy ended.
+fn run_copy_commands(s: &Shared, mut slot: MutexGuard<'_, Slot>, commands: Vec<SessionCommand>) -> Result<(), StorageError> {
+    if execute(s, &mut slot, commands, None)? {
+        drop(slot);
+        s.data.consistent();
     }
-    s.lanes.end_session(cur.lanes);
-    let t0 = std::time::Instant::now();
-    checkpoint::seal(s);
-    if t0.elapsed() >= SLOW_LEAVE {
-        // New sessions wait meanwhile (the slot is held).
-        tracing::warn!(
-            session = format!("{session:#x}"),
-            ms = t0.elapsed().as_millis() as u64,
-            "sealing the ended session was slow"
-        );
-    }
-    slot.current = None;
-    s.session.left.notify_all();
+    Ok(())
 }
 
 /// A lane of `session` announced a copy: mark the data area inconsistent before any of it lands.
 pub(crate) fn copy_begin(s: &Shared, session: u64, total: u64) -> Result<(), StorageError> {
     let mut slot = s.session.lock();
-    let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
-    if cur.copy_open {
-        // Another lane's announcement of the same copy.
-        return Ok(());
-    }
-    cur.copy_open = true;
-    cur.copy_ended = 0;
-    cur.copy_until = 0;
-    cur.copy_total = total;
-    cur.copy_started = Some(std::time::Instant::now());
-    cur.copy_base_bytes = s.stats.bytes_received();
-    cur.copy_retry.clear();
-    let (flags, _) = s.data.area().copy_state().map_err(StorageError::io("read the copy state"))?;
-    s.data
-        .area()
-        .set_copy_state(flags | FLAG_INCONSISTENT, 0)
-        .map_err(StorageError::io("mark the data area inconsistent"))?;
-    tracing::info!(
-        session = format!("{session:#x}"),
-        "a copy begins: the data area is inconsistent until it ends"
-    );
-    Ok(())
+    let commands = slot.engine.copy_begin(session, total);
+    run_copy_commands(s, slot, commands)
 }
 
 /// A lane of `session` ended its part of a copy (or, without CopyBegin, just names the
-/// generation). Once every lane has, the data area takes `generation` and is consistent as soon
-/// as the last copy group is applied. Without a copy the first lane's CopyEnd is enough: it
-/// comes before every group of its lane, so no group is acknowledged, on any lane, before the
-/// generation is durable (else a crash could leave applied groups under the old generation,
-/// which the primary's next session would call a split brain).
+/// generation): see [`mojim_core::mirror::CopyState`].
 pub(crate) fn copy_end(
     s: &Shared,
     session: u64,
@@ -449,50 +409,46 @@ pub(crate) fn copy_end(
     last: u64,
 ) -> Result<(), StorageError> {
     let mut slot = s.session.lock();
-    let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
-    cur.copy_ended |= 1u64 << lane;
-    cur.copy_until = cur.copy_until.max(last);
-    if cur.copy_open && cur.copy_ended.count_ones() < cur.lanes as u32 {
-        return Ok(());
+    let commands = slot.engine.copy_end(session, lane, generation, last);
+    run_copy_commands(s, slot, commands)
+}
+
+/// An operator fences this node at `epoch`: takes it, persistently, if it is newer, and ends a
+/// session of an older epoch.
+pub(crate) fn fence(s: &Shared, epoch: u64) -> Result<(), CommandError> {
+    let mut slot = s.session.lock();
+    let current = slot.engine.epoch();
+    match slot.engine.fence(epoch) {
+        Err(OlderEpoch { epoch, current }) => return Err(CommandError::OlderEpoch { epoch, current }),
+        Ok(None) => {}
+        Ok(Some(epoch)) => {
+            s.data.area().set_epoch(epoch).map_err(StorageError::io("persist the epoch"))?;
+            tracing::warn!(from = current, to = epoch, "fenced: sessions below the new epoch are refused");
+        }
     }
-    let (old, old_prev) = s.data.area().generation().map_err(StorageError::io("read the generation"))?;
-    if generation != old {
-        let prev = if old != 0 { old } else { old_prev };
-        s.data.area().set_generation(generation, prev).map_err(StorageError::io("persist the generation"))?;
-    }
-    cur.copy_ended = 0;
-    let until = std::mem::take(&mut cur.copy_until);
-    if std::mem::take(&mut cur.copy_open) {
-        let (flags, _) = s.data.area().copy_state().map_err(StorageError::io("read the copy state"))?;
-        s.data
-            .area()
-            .set_copy_state(flags | FLAG_INCONSISTENT, until.max(1))
-            .map_err(StorageError::io("record the end of the copy"))?;
-    }
-    drop(slot);
-    s.data.consistent();
+    let commands = slot.engine.fenced(epoch);
+    s.session.publish(&slot.engine);
+    execute(s, &mut slot, commands, None).expect("ending a session");
+    s.session.left.notify_all();
     Ok(())
 }
 
-/// Ends the current session if it is older than `epoch` (a fence).
-pub(crate) fn end_older(s: &Shared, epoch: u64) {
-    let mut slot = s.session.lock();
-    if let Some(cur) = slot.current.as_mut().filter(|c| c.epoch < epoch && !c.ended) {
-        tracing::warn!(peer = %cur.peer, session_epoch = cur.epoch, epoch, "ending a session of an older epoch");
-        end_locked(cur);
-    }
-    s.session.left.notify_all();
+/// Ends the current session, if any, and not ended yet.
+fn end_locked(s: &Shared, slot: &mut Slot) {
+    let commands = slot.engine.end(EndReason::Stopping);
+    execute(s, slot, commands, None).expect("ending a session");
 }
 
 /// Waits until no session is active (its lanes have left and it is sealed).
 pub(crate) fn wait_ended(s: &Shared, timeout: Duration) -> Result<(), CommandError> {
-    let deadline = std::time::Instant::now() + timeout;
+    let deadline = Instant::now() + timeout;
     let mut slot = s.session.lock();
-    while let Some(cur) = slot.current.as_mut() {
-        end_locked(cur);
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
+    while slot.engine.current().is_some() {
+        end_locked(s, &mut slot);
+        let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(CommandError::SessionStayed { peer: cur.peer.clone(), timeout });
+            let peer = slot.io.as_ref().map_or_else(String::new, |io| io.peer.clone());
+            return Err(CommandError::SessionStayed { peer, timeout });
         }
         slot = s
             .session
@@ -507,90 +463,50 @@ pub(crate) fn wait_ended(s: &Shared, timeout: Duration) -> Result<(), CommandErr
 /// The copy into this node in progress, if any.
 pub(crate) fn copy_progress(s: &Shared) -> Option<CopyProgress> {
     let slot = s.session.lock();
-    let cur = slot.current.as_ref().filter(|c| c.copy_open)?;
-    let received = s.stats.bytes_received().saturating_sub(cur.copy_base_bytes);
-    let seconds = cur.copy_started.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    let cur = slot.engine.current().filter(|c| c.copy().is_open())?;
+    let io = slot.io.as_ref()?;
+    let total = cur.copy().total_bytes();
+    let received = s.stats.bytes_received().saturating_sub(io.copy_base_bytes);
+    let seconds = io.copy_started.map_or(0.0, |t| t.elapsed().as_secs_f64());
     Some(CopyProgress {
-        total_bytes: cur.copy_total,
-        received_bytes: received.min(cur.copy_total.max(received)),
-        remaining_bytes: cur.copy_total.saturating_sub(received),
+        total_bytes: total,
+        received_bytes: received.min(total.max(received)),
+        remaining_bytes: total.saturating_sub(received),
         seconds,
         mb_per_s: if seconds > 0.0 { received as f64 / 1e6 / seconds } else { 0.0 },
     })
 }
 
-/// Copy frames a copy may have waiting to be sent again, at most: more means the link corrupts
-/// much of what it carries, and the session ends.
-const MAX_COPY_RETRIES: usize = 1024;
-
 /// The Copy frame `[offset, offset + len)` of `session`'s open copy failed its check and did not
 /// land; the sender is asked for it again. A violation when too many wait.
 pub(crate) fn copy_rejected(s: &Shared, session: u64, offset: u64, len: u64) -> Result<(), Violation> {
-    let mut slot = s.session.lock();
-    let Some(cur) = slot.current.as_mut().filter(|c| c.id == session) else { return Ok(()) };
-    if cur.copy_retry.len() >= MAX_COPY_RETRIES {
-        return Err(Violation::CopyNotResent {
-            frames: cur.copy_retry.len(),
-            first_offset: cur.copy_retry[0].0,
-        });
-    }
-    cur.copy_retry.push((offset, len));
-    Ok(())
+    s.session.lock().engine.copy_rejected(session, offset, len)
 }
 
 /// The Copy frame `[offset, offset + len)` landed: it settles what it covers of the rejected
-/// frames (a resend may cut the same bytes into frames differently).
+/// frames.
 pub(crate) fn copy_landed(s: &Shared, session: u64, offset: u64, len: u64) {
-    let mut slot = s.session.lock();
-    if let Some(cur) = slot.current.as_mut().filter(|c| c.id == session && !c.copy_retry.is_empty()) {
-        cur.copy_retry = subtract(&cur.copy_retry, offset, offset + len);
-    }
+    s.session.lock().engine.copy_landed(session, offset, len);
 }
 
-/// `ranges` (offset, len) without `[lo, hi)`.
-fn subtract(ranges: &[(u64, u64)], lo: u64, hi: u64) -> Vec<(u64, u64)> {
-    let mut out = Vec::with_capacity(ranges.len() + 1);
-    for &(o, l) in ranges {
-        let end = o + l;
-        if end <= lo || o >= hi {
-            out.push((o, l));
-            continue;
-        }
-        if o < lo {
-            out.push((o, lo - o));
-        }
-        if end > hi {
-            out.push((hi, end - hi));
-        }
-    }
-    out
-}
-
-/// Why `session`'s copy cannot end yet: rejected Copy frames not sent again.
-pub(crate) fn copy_unsettled(s: &Shared, session: u64) -> Option<Violation> {
-    let slot = s.session.lock();
-    let cur = slot.current.as_ref().filter(|c| c.id == session)?;
-    let &(first_offset, _) = cur.copy_retry.first()?;
-    Some(Violation::CopyNotResent { frames: cur.copy_retry.len(), first_offset })
-}
-
-/// Whether `session` is the current one and announced a copy.
-pub(crate) fn copying(s: &Shared, session: u64) -> bool {
-    s.session.lock().current.as_ref().is_some_and(|c| c.id == session && c.copy_open)
+/// Where `session`'s copy stands, for the core's rule on Copy and CopyEnd frames.
+pub(crate) fn copy_phase(s: &Shared, session: u64) -> CopyPhase {
+    s.session.lock().engine.copy_phase(session)
 }
 
 /// Ends the current session, if any (shutdown).
 pub(crate) fn end_current(s: &Shared) {
     let mut slot = s.session.lock();
-    if let Some(cur) = slot.current.as_mut() {
-        end_locked(cur);
-    }
+    end_locked(s, &mut slot);
     s.session.left.notify_all();
 }
 
 /// The session's id, peer and lane count, for status.
 pub(crate) fn describe(s: &Shared) -> Option<(u64, String, u16, u64)> {
-    s.session.lock().current.as_ref().map(|c| (c.id, c.peer.clone(), c.lanes, c.next_seq))
+    let slot = s.session.lock();
+    let cur = slot.engine.current()?;
+    let peer = slot.io.as_ref().map_or_else(String::new, |io| io.peer.clone());
+    Some((cur.id, peer, cur.lanes, cur.next_seq))
 }
 
 #[cfg(test)]
@@ -602,16 +518,5 @@ mod tests {
         assert_eq!(lanes_of(0), Vec::<u16>::new());
         assert_eq!(lanes_of(0b1011), vec![0, 1, 3]);
         assert_eq!(lanes_of(1 << 63), vec![63]);
-    }
-
-    #[test]
-    fn a_landed_frame_settles_what_it_covers_of_rejected_ones() {
-        let rejected = [(0, 4096), (4096, 256 << 10), (1 << 20, 100)];
-        // A resend cut from offset 0 in 256 KiB frames covers the first whole, the second in part.
-        assert_eq!(subtract(&rejected, 0, 256 << 10), [(256 << 10, 4096), (1 << 20, 100)]);
-        assert_eq!(subtract(&[(256 << 10, 4096)], 256 << 10, 512 << 10), []);
-        // A frame inside a rejected one leaves both sides.
-        assert_eq!(subtract(&[(0, 100)], 10, 20), [(0, 10), (20, 80)]);
-        assert_eq!(subtract(&[(0, 100)], 100, 200), [(0, 100)]);
     }
 }

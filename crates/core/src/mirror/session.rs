@@ -167,6 +167,11 @@ impl Session {
     pub fn copy(&self) -> &CopyState {
         &self.copy
     }
+
+    /// The sequence numbers it admits now.
+    pub fn seqs(&self) -> &SeqWindow {
+        &self.seqs
+    }
 }
 
 /// A fault injected on purpose into the slot, for the simulator to prove it catches it.
@@ -179,6 +184,8 @@ pub enum SessionFault {
     EpochNotPersisted,
     /// Begins a new session over a live one, without ending (and sealing) it.
     SecondSession,
+    /// Admits a peer whose epoch is below this node's, and runs its session at that epoch.
+    AdmitStaleEpoch,
 }
 
 /// The session slot: the current session, if any, and the epoch this node is at.
@@ -257,7 +264,11 @@ impl SessionSlot {
         if let Some(msg) = node.data_failed {
             return Admission::Refuse(Refused::DataAreaFailed(msg.to_string()));
         }
-        if hello.epoch < self.epoch {
+        #[cfg(feature = "sim")]
+        let stale_ok = self.faulty(SessionFault::AdmitStaleEpoch);
+        #[cfg(not(feature = "sim"))]
+        let stale_ok = self.faulty(());
+        if hello.epoch < self.epoch && !stale_ok {
             return Admission::Refuse(Refused::StaleEpoch { peer: hello.epoch, node: self.epoch });
         }
         #[cfg(feature = "sim")]
@@ -297,10 +308,15 @@ impl SessionSlot {
         #[cfg(not(feature = "sim"))]
         let second = self.faulty(());
         assert!(second || self.current.is_none(), "a session begins while {:?} is current", self.current);
+        #[cfg(feature = "sim")]
+        let epoch =
+            if self.faulty(SessionFault::AdmitStaleEpoch) { hello.epoch } else { hello.epoch.max(self.epoch) };
+        #[cfg(not(feature = "sim"))]
+        let epoch = hello.epoch.max(self.epoch);
         self.current.insert(Session {
             id: hello.session,
             lanes: hello.lanes,
-            epoch: hello.epoch.max(self.epoch),
+            epoch,
             next_seq,
             max_frame,
             joined: 0,
@@ -350,13 +366,15 @@ impl SessionSlot {
     /// last one out seals it.
     pub fn leave(&mut self, tag: SessionTag, why: &str) -> Vec<SessionCommand> {
         let Some(cur) = self.of(tag.session) else { return Vec::new() };
-        cur.within &= !(1u64 << tag.lane);
+        let bit = 1u64 << tag.lane;
+        let was_within = cur.within & bit != 0;
+        cur.within &= !bit;
         let mut out = Vec::new();
         if !cur.ended {
             cur.ended = true;
             out.push(SessionCommand::EndSession(EndReason::LaneLeft(why.to_string())));
         }
-        if cur.within == 0 {
+        if was_within && cur.within == 0 {
             out.push(SessionCommand::Seal { session: cur.id, lanes: cur.lanes });
         }
         out
@@ -580,7 +598,18 @@ mod tests {
         assert_eq!(slot.leave(tag(0xa, 1, 2), "reset"), [EndSession(EndReason::LaneLeft("reset".into()))]);
         assert_eq!(slot.leave(tag(0xa, 1, 0), "end of stream"), []);
         assert_eq!(slot.leave(tag(0xa, 1, 1), "end of stream"), [Seal { session: 0xa, lanes: 3 }]);
+        assert_eq!(slot.leave(tag(0xa, 1, 1), "end of stream"), [], "sealed once");
         slot.sealed(0xa);
+        // A session whose handshake stopped after two of its three lanes: sealed when both left.
+        let h = hello(0xc, 1, 0, 3);
+        slot.on_hello(&h, &IDLE);
+        slot.begin(&h, 1, 1024, SeqWindow::new(1, 64));
+        slot.join_lane(&h).expect("fits");
+        slot.join_lane(&Hello { lane: 1, ..h }).expect("fits");
+        assert_eq!(slot.leave(tag(0xc, 1, 2), "never joined").len(), 1, "ends, seals nothing");
+        assert_eq!(slot.leave(tag(0xc, 1, 0), "closed"), []);
+        assert_eq!(slot.leave(tag(0xc, 1, 1), "closed"), [Seal { session: 0xc, lanes: 3 }]);
+        slot.sealed(0xc);
         assert!(slot.current().is_none());
     }
 
