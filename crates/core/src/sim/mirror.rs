@@ -1,7 +1,9 @@
 //! The mirror: per lane a log area run by [`MirrorLane`], a [`Checkpointer`] and the node's
 //! checkpoint engine ([`CheckpointEngine`]) whose commands the node's executor
 //! ([`crate::mirror::execute`]) runs against the simulated media, the node's restart recovery
-//! ([`Restart`], run the same way), and the epoch it has adopted from the primaries it welcomed. Split by what a process crash keeps ([`Durable`]: its media, see
+//! ([`Restart`], run the same way), and the node's session slot ([`SessionSlot`]), which
+//! admits, joins, replaces, ends and seals sessions and adopts the epoch of the primaries it
+//! welcomes, its commands run here as the node runs them. Split by what a process crash keeps ([`Durable`]: its media, see
 //! [`super::media`]) and what it loses ([`Volatile`]), so a process crash is simply dropping the
 //! latter, and a power cut also drops what the media did not persist.
 
@@ -16,11 +18,15 @@ use crate::encode::{ack_header, SessionTag};
 use crate::handshake::{Identity, MAX_LANES};
 use crate::lane::{Completed, MirrorLane, Slot};
 use crate::log_space::LogSpace;
-use crate::mirror::{execute, CheckpointEngine, Command, Restart};
+use crate::mirror::session::SessionFault;
+use crate::mirror::{
+    execute, Admission, CheckpointEngine, Command, EndReason, NodeState, Restart, SessionCommand, SessionSlot,
+};
 use crate::receive::Violation;
 use crate::recovery::{for_each_write, recover, LaneLog, Recovered};
 use crate::seq_window::{window_for_logs, SeqWindow};
 use mojim_format::checksum::crc32c;
+use crate::handshake::Refusal;
 use mojim_format::handshake::{Hello, Welcome};
 use mojim_format::log::{area_pieces, pad_header, record_at};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
@@ -65,13 +71,10 @@ struct Volatile {
     /// The node's checkpoint engine: which groups are applied next, and the order of every
     /// storage step after.
     engine: CheckpointEngine,
-    /// The current session's tag per lane, if one is open.
-    tags: Option<Vec<SessionTag>>,
-    /// The current session's first sequence number.
-    next_seq: u64,
-    /// The numbers the current session's groups took, on every lane (none with
-    /// [`Sabotage::NoSeqWindow`]).
-    seqs: Option<SeqWindow>,
+    /// The node's session slot: the current session (its lanes, first sequence number and the
+    /// numbers its groups took on every lane) and the epoch, rebuilt from the durable epoch on
+    /// restart.
+    slot: SessionSlot,
     /// Highest sequence number this mirror has seen in a log or a session.
     highest_seq: u64,
     /// Lanes whose next frame waits for log space.
@@ -90,6 +93,18 @@ pub(super) enum CrashPoint {
     Sealing,
     /// A clean stop, nothing in progress.
     Clean,
+}
+
+/// What the mirror does with a lane's authenticated handshake, as the node's session slot
+/// decides.
+pub(super) enum Admit {
+    /// The lane joined its session: the Welcome to send.
+    Joined(Welcome),
+    /// Another session is current and the slot ended it: the mirror's end of it is to be closed
+    /// and the session sealed ([`Mirror::end_session`]) before the handshake is asked again.
+    Replace,
+    /// Refused, with the words the node sends.
+    Refused(Refusal),
 }
 
 /// What became of a delivered frame.
@@ -146,54 +161,77 @@ impl Mirror {
         let epoch = match self.cfg.sabotage {
             // Broken on purpose: no epoch is too old.
             Sabotage::AcceptStaleEpoch => 0,
-            _ => self.durable.epoch.value(),
+            _ => self.vol.slot.epoch(),
         };
         Identity { region_uuid: REGION_UUID, region_size: self.cfg.region_size, epoch, max_lanes: MAX_LANES }
     }
 
     /// The current session's id, if one is open.
     pub fn session(&self) -> Option<u64> {
-        self.vol.tags.as_ref().map(|t| t[0].session)
+        self.vol.slot.current().map(|c| c.id)
     }
 
-    /// A lane's handshake passed (`hello` is authenticated and its epoch is not below this
-    /// mirror's): joins it to its session, beginning the session at its first lane, as the
-    /// daemon does. A higher epoch is adopted, and persisted, before the Welcome goes out. Any
-    /// other session must have been ended first.
-    pub fn join(&mut self, hello: &Hello) -> Check<Welcome> {
-        if self.session().is_none() {
-            if hello.epoch > self.durable.epoch.value() {
-                self.durable.epoch.store(hello.epoch);
+    /// The current session's tag for `lane`, if one is open.
+    fn tag(&self, lane: usize) -> Option<SessionTag> {
+        self.vol.slot.current().map(|c| SessionTag { session: c.id, epoch: c.epoch, lane: lane as u16 })
+    }
+
+    /// A lane's handshake passed (`hello` is authenticated): the node's session slot decides
+    /// whether it joins its session, begins it (adopting, and persisting before the Welcome goes
+    /// out, a higher epoch), must wait for the current one to end, or is refused; its commands
+    /// run here.
+    pub fn admit(&mut self, hello: &Hello) -> Check<Admit> {
+        let node =
+            NodeState { shutting_down: false, data_failed: self.vol.failed.then_some("failed"), promoted: false };
+        match self.vol.slot.on_hello(hello, &node) {
+            Admission::Refuse(why) => return Ok(Admit::Refused(why.refusal())),
+            Admission::WaitForSeal(commands) => {
+                if commands.iter().any(|c| !matches!(c, SessionCommand::EndSession(EndReason::Replaced))) {
+                    return Err(format!("a replacing handshake emitted {commands:?}"));
+                }
+                return Ok(Admit::Replace);
             }
-            let epoch = match self.cfg.sabotage {
-                // Broken on purpose: the session runs at the primary's stale epoch.
-                Sabotage::AcceptStaleEpoch => hello.epoch,
-                _ => self.durable.epoch.value(),
-            };
-            self.begin_session(hello.session, epoch)?;
+            Admission::Begin { persist_epoch } => {
+                if let Some(epoch) = persist_epoch {
+                    self.durable.epoch.store(epoch);
+                }
+                self.begin_session(hello)?;
+            }
+            Admission::Join => {}
         }
-        let tag = self.vol.tags.as_ref().expect("a session is open")[0];
-        if tag.session != hello.session {
-            return Err(format!(
-                "lane {} of session {:#x} joined while session {:#x} is open",
-                hello.lane, hello.session, tag.session
-            ));
+        let commands = match self.vol.slot.join_lane(hello) {
+            Ok(commands) => commands,
+            Err(why) => return Ok(Admit::Refused(why.refusal())),
+        };
+        let cur = self.vol.slot.current().expect("a lane joined");
+        for cmd in commands {
+            match cmd {
+                SessionCommand::BeginLane(tag) => {
+                    self.vol.lanes[tag.lane as usize].begin(tag, self.cfg.region_size, cur.max_frame, cur.next_seq)
+                }
+                other => return Err(format!("joining lane {} emitted {other:?}", hello.lane)),
+            }
         }
-        Ok(Welcome {
-            next_seq: self.vol.next_seq,
+        Ok(Admit::Joined(Welcome {
+            next_seq: cur.next_seq,
             log_capacity: self.cfg.log_capacity,
-            max_frame: self.cfg.max_frame,
-            epoch: tag.epoch,
+            max_frame: cur.max_frame,
+            epoch: cur.epoch,
             ..Welcome::default()
-        })
+        }))
     }
 
-    /// The primary resumes at the returned sequence number, right after everything this mirror
-    /// has applied (as the daemon does, through `Checkpointer::resume`).
-    fn begin_session(&mut self, session: u64, epoch: u64) -> Check<u64> {
+    /// Begins `hello`'s session, as the slot admitted it: the primary resumes at the returned
+    /// sequence number, right after everything this mirror has applied (as the daemon does,
+    /// through `Checkpointer::resume`).
+    fn begin_session(&mut self, hello: &Hello) -> Check<u64> {
         let v = &mut self.vol;
-        if v.ckpt.waiting() != 0 || v.tags.is_some() {
-            return Err("session begun while another is open".into());
+        if v.ckpt.waiting() != 0 {
+            return Err(format!(
+                "session {:#x} begun while {} groups of an earlier one wait to be applied",
+                hello.session,
+                v.ckpt.waiting()
+            ));
         }
         let next_seq = if self.cfg.sabotage == Sabotage::GapAfterRestart {
             // The bug this sabotage stands for: resuming past numbers the checkpointer still
@@ -202,26 +240,34 @@ impl Mirror {
         } else {
             v.ckpt.resume()
         };
-        let tags: Vec<SessionTag> =
-            (0..self.cfg.lanes).map(|lane| SessionTag { session, epoch, lane }).collect();
-        for (lane, tag) in v.lanes.iter_mut().zip(&tags) {
-            lane.begin(*tag, self.cfg.region_size, self.cfg.max_frame, next_seq);
-        }
-        v.tags = Some(tags);
-        v.next_seq = next_seq;
         // One window per session, sized by the logs of its lanes, as the daemon does.
-        v.seqs = (self.cfg.sabotage != Sabotage::NoSeqWindow).then(|| {
-            SeqWindow::new(next_seq, window_for_logs((0..self.cfg.lanes).map(|_| self.cfg.log_capacity)))
-        });
+        let window = SeqWindow::new(next_seq, window_for_logs((0..hello.lanes).map(|_| self.cfg.log_capacity)));
+        v.slot.begin(hello, next_seq, self.cfg.max_frame, window);
         v.blocked.fill(false);
         Ok(next_seq)
     }
 
     /// The session ended (a lane disconnected or misbehaved): drop open groups, then apply every
     /// complete group, gaps or not, and move the watermark past everything seen.
-    pub fn end_session(&mut self, model: &mut Model, report: &mut SimReport) -> Check<()> {
-        self.vol.tags = None;
-        self.vol.seqs = None;
+    /// Every lane of the session leaves the node's session slot, and the last one out seals it.
+    pub fn end_session(&mut self, why: &str, model: &mut Model, report: &mut SimReport) -> Check<()> {
+        let cur = self.vol.slot.current().ok_or("the mirror ended a session it does not have")?;
+        let (session, epoch, lanes) = (cur.id, cur.epoch, cur.lanes);
+        let mut commands = self.vol.slot.end(EndReason::LaneLeft(why.to_string()));
+        for lane in 0..lanes {
+            commands.extend(self.vol.slot.leave(SessionTag { session, epoch, lane }, why));
+        }
+        if commands.last() != Some(&SessionCommand::Seal { session, lanes }) {
+            return Err(format!("every lane of session {session:#x} left, and the slot emitted {commands:?}"));
+        }
+        self.seal(model, report)?;
+        self.vol.slot.sealed(session);
+        Ok(())
+    }
+
+    /// The seal: drop open groups, then apply every complete group, gaps or not, and move the
+    /// watermark past everything seen.
+    fn seal(&mut self, model: &mut Model, report: &mut SimReport) -> Check<()> {
         for lane in &mut self.vol.lanes {
             if let Some(seq) = lane.end_session() {
                 self.vol.highest_seq = self.vol.highest_seq.max(seq);
@@ -237,8 +283,8 @@ impl Mirror {
 
     /// Receives one frame on `lane`: check, place, write pad, body and header, commit.
     pub fn deliver(&mut self, lane: usize, frame: &WireFrame, now: u64) -> Check<Delivered> {
+        let tag = self.tag(lane).ok_or("frame delivered to the mirror outside a session")?;
         let v = &mut self.vol;
-        let tag = v.tags.as_ref().ok_or("frame delivered to the mirror outside a session")?[lane];
         let header = match self.cfg.sabotage {
             Sabotage::AcceptStaleEpoch => with_epoch_raised(&frame.header, tag.epoch),
             _ => frame.header,
@@ -255,8 +301,10 @@ impl Mirror {
         v.last_activity = now;
         // A group's numbers are taken for the whole session (every lane) at its first frame,
         // before anything of it touches the log, as the daemon does.
-        if let (Some(seqs), Some((first, last))) = (v.seqs.as_mut(), slot.accepted.begins_group()) {
-            if let Err(violation) = seqs.take(lane as u16, first, last) {
+        if let (true, Some((first, last))) =
+            (self.cfg.sabotage != Sabotage::NoSeqWindow, slot.accepted.begins_group())
+        {
+            if let Err(violation) = v.slot.take_seqs(tag, first, last) {
                 return Ok(Delivered::Rejected(violation));
             }
         }
@@ -477,7 +525,7 @@ impl Mirror {
             CrashPoint::Running => {
                 if !fronts.is_empty() && rng.chance_pct(faults.torn_write_pct) {
                     let (lane, frame) = &fronts[rng.index(fronts.len())];
-                    if self.vol.tags.is_some() {
+                    if self.session().is_some() {
                         if let Ok(Some(slot)) = self.vol.lanes[*lane].on_header(&frame.header) {
                             check_placement(*lane, &slot, self.vol.lanes[*lane].space())?;
                             self.torn_write(*lane, &slot, frame, rng);
@@ -694,14 +742,15 @@ impl Mirror {
     /// The lowest number `lane` accepts for a new group, by its own rules (a group is not open
     /// on it), if a session is open.
     pub fn lane_next_seq(&self, lane: usize) -> Option<u64> {
-        self.vol.tags.as_ref()?;
-        Some(self.vol.next_seq.max(self.vol.lanes[lane].max_seq().saturating_add(1)))
+        let cur = self.vol.slot.current()?;
+        Some(cur.next_seq.max(self.vol.lanes[lane].max_seq().saturating_add(1)))
     }
 
     /// The numbers the session's window admits now, if it has one: `(lowest not yet received,
     /// last admitted)`.
     pub fn seq_window(&self) -> Option<(u64, u64)> {
-        self.vol.seqs.as_ref().map(|w| (w.base(), w.last_admitted()))
+        let w = self.vol.slot.current()?.seqs();
+        (self.cfg.sabotage != Sabotage::NoSeqWindow).then(|| (w.base(), w.last_admitted()))
     }
 
     /// Whether any lane waits for log space.
@@ -718,6 +767,18 @@ impl Mirror {
     pub fn waiting(&self) -> usize {
         self.vol.ckpt.waiting()
     }
+}
+
+/// The node's session slot at the durable epoch, broken on purpose as `cfg`'s sabotage says.
+fn new_slot(cfg: &SimConfig, d: &Durable) -> SessionSlot {
+    let mut slot = SessionSlot::new(d.epoch.value());
+    slot.inject(match cfg.sabotage {
+        Sabotage::AcceptStaleEpoch => SessionFault::AdmitStaleEpoch,
+        Sabotage::EpochNotPersisted => SessionFault::EpochNotPersisted,
+        Sabotage::SecondSession => SessionFault::SecondSession,
+        _ => SessionFault::None,
+    });
+    slot
 }
 
 /// The node's checkpoint engine, applying and reclaiming [`SimConfig::apply_batch`] groups at a
@@ -743,9 +804,7 @@ impl Volatile {
                 .collect(),
             ckpt,
             engine,
-            tags: None,
-            next_seq: 0,
-            seqs: None,
+            slot: new_slot(cfg, d),
             highest_seq,
             blocked: vec![false; n],
             last_activity: 0,

@@ -107,6 +107,8 @@ pub enum Sabotage {
     GapAfterRestart,
     /// Accepts handshakes and frames of an epoch below its own: a primary fenced by a promotion
     /// can open a session again (at its old epoch) and be acknowledged (invariant 4 must fail).
+    /// In the node's session slot it is [`crate::mirror::session::SessionFault::AdmitStaleEpoch`];
+    /// the handshake's and the lanes' own epoch checks are broken with it.
     AcceptStaleEpoch,
     /// Persists only a completed group's own records before acknowledging it, not the Pad
     /// written at the end of the lap before them. A power cut may then lose the pad, and
@@ -117,6 +119,13 @@ pub enum Sabotage {
     /// number another lane of the session already took, or one far ahead, is stored (the mirror
     /// must refuse such frames, see [`crate::seq_window`]).
     NoSeqWindow,
+    /// A fault in the node's session slot: a higher epoch is adopted without being persisted
+    /// ([`crate::mirror::session::SessionFault::EpochNotPersisted`]), so a restart forgets it and
+    /// a fenced primary would be accepted again (invariant 4 must fail).
+    EpochNotPersisted,
+    /// A fault in the node's session slot: a new session begins over a live one, which is
+    /// neither ended nor sealed ([`crate::mirror::session::SessionFault::SecondSession`]).
+    SecondSession,
 }
 
 /// How often faults happen: per step in parts per million, or per crash in percent.

@@ -6,7 +6,7 @@
 
 use super::{World, STALE_POOL};
 use crate::sim::connect::LaneHandshake;
-use crate::sim::mirror::{CrashPoint, REGION_UUID};
+use crate::sim::mirror::{Admit, CrashPoint, REGION_UUID};
 use crate::sim::net::{Conn, WireFrame};
 use crate::sim::Check;
 use mojim_format::handshake::{Hello, PeerRole, RefuseCode, NONCE_SIZE};
@@ -85,18 +85,40 @@ impl World {
                      of primary {node} at epoch {epoch}"
                 ));
             }
-            if lane == 0 {
-                if self.mirror_conn().is_some() {
-                    let crashes = self.report.crashes;
-                    self.mirror_end(format!("primary {node}'s session {id:#x} (epoch {epoch}) replaces it"))?;
-                    if self.report.crashes != crashes {
-                        let backoff = self.rng.between(1, 10);
-                        return self.abort_connect(node, id, "the mirror crashed".into(), backoff);
+            // The node's session slot decides: join, begin, or end the current session first.
+            let welcome = loop {
+                match self.mirror.admit(&accepted)? {
+                    Admit::Joined(welcome) => break welcome,
+                    Admit::Refused(refusal) => {
+                        if refusal.code != RefuseCode::Epoch || epoch >= fence {
+                            return Err(format!(
+                                "the mirror's session slot (epoch {fence}) refused primary {node} at \
+                                 epoch {epoch}: {refusal}"
+                            ));
+                        }
+                        self.report.epoch_refusals += 1;
+                        let backoff = self.rng.between(10, 40);
+                        return self.abort_connect(node, id, format!("refused: {refusal}"), backoff);
+                    }
+                    Admit::Replace => {
+                        if self.mirror_conn().is_none() {
+                            return Err(format!(
+                                "the mirror's slot has session {:?} to replace, and no connection of it",
+                                self.mirror.session()
+                            ));
+                        }
+                        let crashes = self.report.crashes;
+                        self.mirror_end(format!("primary {node}'s session {id:#x} (epoch {epoch}) replaces it"))?;
+                        if self.report.crashes != crashes {
+                            let backoff = self.rng.between(1, 10);
+                            return self.abort_connect(node, id, "the mirror crashed".into(), backoff);
+                        }
                     }
                 }
+            };
+            if lane == 0 {
                 self.conns.push(Conn::new(id, node, lanes as usize, self.now));
             }
-            let welcome = self.mirror.join(&accepted)?;
             let ci = self.conn(id).expect("pushed at the first lane");
             let c = &mut self.conns[ci];
             c.joined = lane as usize + 1;
@@ -190,7 +212,7 @@ impl World {
             return self.crash(CrashPoint::Sealing, power_cut);
         }
         self.close_mirror_end(ci, true);
-        self.mirror.end_session(&mut self.model, &mut self.report)?;
+        self.mirror.end_session(&why, &mut self.model, &mut self.report)?;
         if self.restart_if_failed()? {
             return Ok(());
         }
