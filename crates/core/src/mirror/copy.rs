@@ -166,17 +166,26 @@ mod tests {
     fn a_copy_marks_the_area_inconsistent_once_and_ends_when_every_lane_has_ended_it() {
         let mut c = CopyState::default();
         assert_eq!(c.phase(), CopyPhase::Closed);
-        assert_eq!(c.begin(1 << 20), [CopyStarted { total_bytes: 1 << 20 }, MarkInconsistent { copy_until: 0 }]);
+        assert_eq!(
+            c.begin(1 << 20),
+            [CopyStarted { total_bytes: 1 << 20 }, MarkInconsistent { copy_until: 0 }]
+        );
         assert_eq!(c.begin(1 << 20), [], "another lane's announcement of the same copy");
         assert_eq!((c.phase(), c.total_bytes()), (CopyPhase::Open, 1 << 20));
         assert_eq!(c.end(3, 0, 7, 40), []);
         assert_eq!(c.end(3, 2, 7, 55), []);
         assert_eq!(c.end(3, 2, 7, 50), [], "a lane counts once");
-        assert_eq!(c.end(3, 1, 7, 12), [AdoptGeneration(7), MarkInconsistent { copy_until: 55 }, CheckConsistent]);
+        assert_eq!(
+            c.end(3, 1, 7, 12),
+            [AdoptGeneration(7), MarkInconsistent { copy_until: 55 }, CheckConsistent]
+        );
         assert_eq!((c.phase(), c.total_bytes()), (CopyPhase::Closed, 0));
         // A second copy in the same session starts from nothing.
         c.begin(10);
-        assert_eq!(c.end(1, 0, 8, 0), [AdoptGeneration(8), MarkInconsistent { copy_until: 1 }, CheckConsistent]);
+        assert_eq!(
+            c.end(1, 0, 8, 0),
+            [AdoptGeneration(8), MarkInconsistent { copy_until: 1 }, CheckConsistent]
+        );
     }
 
     #[test]

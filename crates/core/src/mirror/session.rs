@@ -74,11 +74,22 @@ pub enum Refused {
     /// The data area failed (its message).
     DataAreaFailed(String),
     /// The peer's epoch is below this node's.
-    StaleEpoch { peer: u64, node: u64 },
+    StaleEpoch {
+        peer: u64,
+        node: u64,
+    },
     /// This node is the primary's copy since `epoch`.
-    Promoted { epoch: u64 },
+    Promoted {
+        epoch: u64,
+    },
     /// The lane does not fit the current session: another lane count, or a lane joined twice.
-    LaneMismatch { lane: u16, lanes: u16, session: u64, session_lanes: u16, already_joined: bool },
+    LaneMismatch {
+        lane: u16,
+        lanes: u16,
+        session: u64,
+        session_lanes: u16,
+        already_joined: bool,
+    },
     /// The adopted epoch could not be persisted (the media's error).
     EpochNotPersisted(String),
 }
@@ -126,7 +137,9 @@ pub enum Admission {
     Join,
     /// No session is current: begin the handshake's ([`SessionSlot::begin`]), after persisting
     /// `persist_epoch`, the epoch this node just adopted, if any.
-    Begin { persist_epoch: Option<u64> },
+    Begin {
+        persist_epoch: Option<u64>,
+    },
     /// Another session is current: it has been ended (the commands say so, once). Wait for its
     /// lanes to leave and its seal, then ask again.
     WaitForSeal(Vec<SessionCommand>),
@@ -309,8 +322,11 @@ impl SessionSlot {
         let second = self.faulty(());
         assert!(second || self.current.is_none(), "a session begins while {:?} is current", self.current);
         #[cfg(feature = "sim")]
-        let epoch =
-            if self.faulty(SessionFault::AdmitStaleEpoch) { hello.epoch } else { hello.epoch.max(self.epoch) };
+        let epoch = if self.faulty(SessionFault::AdmitStaleEpoch) {
+            hello.epoch
+        } else {
+            hello.epoch.max(self.epoch)
+        };
         #[cfg(not(feature = "sim"))]
         let epoch = hello.epoch.max(self.epoch);
         self.current.insert(Session {
@@ -348,7 +364,11 @@ impl SessionSlot {
         }
         cur.joined |= bit;
         cur.within |= bit;
-        Ok(vec![SessionCommand::BeginLane(SessionTag { session: cur.id, epoch: cur.epoch, lane: hello.lane })])
+        Ok(vec![SessionCommand::BeginLane(SessionTag {
+            session: cur.id,
+            epoch: cur.epoch,
+            lane: hello.lane,
+        })])
     }
 
     /// Takes the sequence numbers `first ..= last` for a group that begins on lane `tag.lane`,
@@ -568,7 +588,10 @@ mod tests {
         let mut slot = SessionSlot::new(1);
         open(&mut slot, &hello(0xa, 1, 0, 2), 1);
         let newer = hello(0xb, 2, 0, 1);
-        assert_eq!(slot.on_hello(&newer, &IDLE), Admission::WaitForSeal(vec![EndSession(EndReason::Replaced)]));
+        assert_eq!(
+            slot.on_hello(&newer, &IDLE),
+            Admission::WaitForSeal(vec![EndSession(EndReason::Replaced)])
+        );
         assert_eq!(slot.on_hello(&newer, &IDLE), Admission::WaitForSeal(vec![]), "ended once");
         assert_eq!(slot.epoch(), 1, "the new epoch is adopted only when its session begins");
         assert_eq!(slot.leave(tag(0xa, 1, 1), "closed"), []);
@@ -578,7 +601,10 @@ mod tests {
         // A lane of a session that ended (and not its replacement) is not admitted to it either.
         let mut slot = SessionSlot::new(1);
         open(&mut slot, &hello(0xa, 1, 0, 2), 1);
-        assert_eq!(slot.leave(tag(0xa, 1, 0), "end of stream"), [EndSession(EndReason::LaneLeft("end of stream".into()))]);
+        assert_eq!(
+            slot.leave(tag(0xa, 1, 0), "end of stream"),
+            [EndSession(EndReason::LaneLeft("end of stream".into()))]
+        );
         assert_eq!(slot.on_hello(&hello(0xa, 1, 1, 2), &IDLE), Admission::WaitForSeal(vec![]));
     }
 
@@ -586,7 +612,10 @@ mod tests {
     fn a_stale_peer_is_refused_before_it_can_end_the_session() {
         let mut slot = SessionSlot::new(2);
         open(&mut slot, &hello(0xa, 2, 0, 1), 1);
-        assert!(matches!(slot.on_hello(&hello(0xb, 1, 0, 1), &IDLE), Admission::Refuse(Refused::StaleEpoch { .. })));
+        assert!(matches!(
+            slot.on_hello(&hello(0xb, 1, 0, 1), &IDLE),
+            Admission::Refuse(Refused::StaleEpoch { .. })
+        ));
         assert!(!slot.current().expect("current").ended());
     }
 
@@ -633,13 +662,22 @@ mod tests {
         open(&mut slot, &hello(0xa, 1, 0, 2), 10);
         assert_eq!(slot.take_seqs(tag(0xa, 1, 0), 10, 10), Ok(()));
         assert!(slot.take_seqs(tag(0xa, 1, 1), 10, 10).is_err(), "taken on lane 0");
-        assert_eq!(slot.take_seqs(tag(0xb, 1, 0), 11, 11), Err(Violation::Session { found: 0xb, expected: 0xa }));
+        assert_eq!(
+            slot.take_seqs(tag(0xb, 1, 0), 11, 11),
+            Err(Violation::Session { found: 0xb, expected: 0xa })
+        );
         assert_eq!(slot.copy_begin(0xb, 100), [], "not the current session");
-        assert_eq!(slot.copy_begin(0xa, 100), [CopyStarted { total_bytes: 100 }, MarkInconsistent { copy_until: 0 }]);
+        assert_eq!(
+            slot.copy_begin(0xa, 100),
+            [CopyStarted { total_bytes: 100 }, MarkInconsistent { copy_until: 0 }]
+        );
         assert_eq!(slot.copy_phase(0xa), CopyPhase::Open);
         assert_eq!(slot.copy_phase(0xb), CopyPhase::Closed);
         assert_eq!(slot.copy_end(0xa, 0, 7, 20), []);
-        assert_eq!(slot.copy_end(0xa, 1, 7, 21), [AdoptGeneration(7), MarkInconsistent { copy_until: 21 }, CheckConsistent]);
+        assert_eq!(
+            slot.copy_end(0xa, 1, 7, 21),
+            [AdoptGeneration(7), MarkInconsistent { copy_until: 21 }, CheckConsistent]
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ use super::{Check, Sabotage, SimConfig, SimReport};
 use crate::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
 use crate::control::{lane_step, CopyPhase, LaneStep};
 use crate::encode::{ack_header, SessionTag};
+use crate::handshake::Refusal;
 use crate::handshake::{Identity, MAX_LANES};
 use crate::lane::{Completed, MirrorLane, Slot};
 use crate::log_space::LogSpace;
@@ -26,7 +27,6 @@ use crate::receive::Violation;
 use crate::recovery::{for_each_write, recover, LaneLog, Recovered};
 use crate::seq_window::{window_for_logs, SeqWindow};
 use mojim_format::checksum::crc32c;
-use crate::handshake::Refusal;
 use mojim_format::handshake::{Hello, Welcome};
 use mojim_format::log::{area_pieces, pad_header, record_at};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
@@ -181,8 +181,11 @@ impl Mirror {
     /// out, a higher epoch), must wait for the current one to end, or is refused; its commands
     /// run here.
     pub fn admit(&mut self, hello: &Hello) -> Check<Admit> {
-        let node =
-            NodeState { shutting_down: false, data_failed: self.vol.failed.then_some("failed"), promoted: false };
+        let node = NodeState {
+            shutting_down: false,
+            data_failed: self.vol.failed.then_some("failed"),
+            promoted: false,
+        };
         match self.vol.slot.on_hello(hello, &node) {
             Admission::Refuse(why) => return Ok(Admit::Refused(why.refusal())),
             Admission::WaitForSeal(commands) => {
@@ -206,9 +209,12 @@ impl Mirror {
         let cur = self.vol.slot.current().expect("a lane joined");
         for cmd in commands {
             match cmd {
-                SessionCommand::BeginLane(tag) => {
-                    self.vol.lanes[tag.lane as usize].begin(tag, self.cfg.region_size, cur.max_frame, cur.next_seq)
-                }
+                SessionCommand::BeginLane(tag) => self.vol.lanes[tag.lane as usize].begin(
+                    tag,
+                    self.cfg.region_size,
+                    cur.max_frame,
+                    cur.next_seq,
+                ),
                 other => return Err(format!("joining lane {} emitted {other:?}", hello.lane)),
             }
         }
@@ -241,7 +247,8 @@ impl Mirror {
             v.ckpt.resume()
         };
         // One window per session, sized by the logs of its lanes, as the daemon does.
-        let window = SeqWindow::new(next_seq, window_for_logs((0..hello.lanes).map(|_| self.cfg.log_capacity)));
+        let window =
+            SeqWindow::new(next_seq, window_for_logs((0..hello.lanes).map(|_| self.cfg.log_capacity)));
         v.slot.begin(hello, next_seq, self.cfg.max_frame, window);
         v.blocked.fill(false);
         Ok(next_seq)
@@ -258,7 +265,9 @@ impl Mirror {
             commands.extend(self.vol.slot.leave(SessionTag { session, epoch, lane }, why));
         }
         if commands.last() != Some(&SessionCommand::Seal { session, lanes }) {
-            return Err(format!("every lane of session {session:#x} left, and the slot emitted {commands:?}"));
+            return Err(format!(
+                "every lane of session {session:#x} left, and the slot emitted {commands:?}"
+            ));
         }
         self.seal(model, report)?;
         self.vol.slot.sealed(session);

@@ -21,7 +21,9 @@
 //!   while, keeps writing over whatever links it still has and keeps reconnecting with its old
 //!   epoch, often after a partition, until it stops. The mirror adopts the higher epoch when the
 //!   new primary's handshake arrives (sealing the old session first) and must then refuse every
-//!   handshake and frame of a lower one.
+//!   handshake and frame of a lower one. Which handshake joins, begins or replaces a session,
+//!   the epoch adopted, and when a session ends and is sealed are decided by the node's session
+//!   slot ([`crate::mirror::SessionSlot`]), whose commands the simulated mirror runs.
 //! - **Mirror crashes and power cuts.** The mirror's media (log areas, data area, and the
 //!   metadata: tails, applied sequence number, epoch) are volatile until persisted: see `media`,
 //!   which implements the node's storage seam (`mojim_region::Media`). A log range is persisted

@@ -108,7 +108,9 @@ impl World {
                             ));
                         }
                         let crashes = self.report.crashes;
-                        self.mirror_end(format!("primary {node}'s session {id:#x} (epoch {epoch}) replaces it"))?;
+                        self.mirror_end(format!(
+                            "primary {node}'s session {id:#x} (epoch {epoch}) replaces it"
+                        ))?;
                         if self.report.crashes != crashes {
                             let backoff = self.rng.between(1, 10);
                             return self.abort_connect(node, id, "the mirror crashed".into(), backoff);
