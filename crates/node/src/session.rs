@@ -156,8 +156,15 @@ fn execute(
             SessionCommand::MarkInconsistent { copy_until } => {
                 let (flags, _) =
                     s.data.area().copy_state().map_err(StorageError::io("read the copy state"))?;
-                let op = if copy_until == 0 { "mark the data area inconsistent" } else { "record the end of the copy" };
-                s.data.area().set_copy_state(flags | FLAG_INCONSISTENT, copy_until).map_err(StorageError::io(op))?;
+                let op = if copy_until == 0 {
+                    "mark the data area inconsistent"
+                } else {
+                    "record the end of the copy"
+                };
+                s.data
+                    .area()
+                    .set_copy_state(flags | FLAG_INCONSISTENT, copy_until)
+                    .map_err(StorageError::io(op))?;
                 if copy_until == 0 {
                     let session = slot.engine.current().map_or(0, |c| c.id);
                     tracing::info!(
@@ -384,7 +391,11 @@ pub(crate) fn leave(s: &Shared, tag: SessionTag, reason: &str) {
 
 /// Runs `commands` of a lane of `session`'s copy, then checks the data area's consistency once
 /// the slot is released if a copy ended.
-fn run_copy_commands(s: &Shared, mut slot: MutexGuard<'_, Slot>, commands: Vec<SessionCommand>) -> Result<(), StorageError> {
+fn run_copy_commands(
+    s: &Shared,
+    mut slot: MutexGuard<'_, Slot>,
+    commands: Vec<SessionCommand>,
+) -> Result<(), StorageError> {
     if execute(s, &mut slot, commands, None)? {
         drop(slot);
         s.data.consistent();

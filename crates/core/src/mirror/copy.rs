@@ -124,7 +124,7 @@ impl CopyState {
 /// when it already has it; else the new one, with the old one (or, if it had none, its previous
 /// one) as its previous.
 pub fn generation_after(old: u64, old_prev: u64, generation: u64) -> Option<(u64, u64)> {
-    (generation != old).then(|| (generation, if old != 0 { old } else { old_prev }))
+    (generation != old).then_some((generation, if old != 0 { old } else { old_prev }))
 }
 
 /// `ranges` (offset, len) without `[lo, hi)`.
