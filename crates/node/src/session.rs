@@ -421,6 +421,11 @@ pub(crate) fn copy_end(
 ) -> Result<(), StorageError> {
     let mut slot = s.session.lock();
     let commands = slot.engine.copy_end(session, lane, generation, last);
+    if commands.is_empty() {
+        return Ok(());
+    }
+    execute(s, &mut slot, commands, None)?;
+    let commands = slot.engine.generation_adopted(session);
     run_copy_commands(s, slot, commands)
 }
 

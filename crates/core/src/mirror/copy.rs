@@ -75,19 +75,27 @@ impl CopyState {
 
     /// Lane `lane` of a session of `lanes` ended its part of a copy with `last`, its last copy
     /// group (or, without CopyBegin, just names `generation`). Once every lane has, the data area
-    /// takes `generation` and records the copy's last group. Without a copy the first lane's
-    /// CopyEnd is enough: it comes before every group of its lane, so no group is acknowledged,
-    /// on any lane, before the generation is durable (else a crash could leave applied groups
-    /// under the old generation, which the primary's next session would call a split brain).
+    /// takes `generation` ([`CopyState::generation_adopted`] once it has). Without a copy the
+    /// first lane's CopyEnd is enough: it comes before every group of its lane, so no group is
+    /// acknowledged, on any lane, before the generation is durable (else a crash could leave
+    /// applied groups under the old generation, which the primary's next session would call a
+    /// split brain).
     pub(super) fn end(&mut self, lanes: u16, lane: u16, generation: u64, last: u64) -> Vec<SessionCommand> {
         self.ended_lanes |= 1u64 << lane;
         self.until = self.until.max(last);
         if self.open && self.ended_lanes.count_ones() < u32::from(lanes) {
             return Vec::new();
         }
-        let mut out = vec![SessionCommand::AdoptGeneration(generation)];
+        vec![SessionCommand::AdoptGeneration(generation)]
+    }
+
+    /// The generation [`CopyState::end`] named is persistent: the copy is complete, and the data
+    /// area records its last group (it is consistent once that group is applied). Until then a
+    /// failed write of the generation leaves the copy open.
+    pub(super) fn generation_adopted(&mut self) -> Vec<SessionCommand> {
         self.ended_lanes = 0;
         let until = std::mem::take(&mut self.until);
+        let mut out = Vec::new();
         if std::mem::take(&mut self.open) {
             out.push(SessionCommand::MarkInconsistent { copy_until: until.max(1) });
         }
@@ -175,23 +183,21 @@ mod tests {
         assert_eq!(c.end(3, 0, 7, 40), []);
         assert_eq!(c.end(3, 2, 7, 55), []);
         assert_eq!(c.end(3, 2, 7, 50), [], "a lane counts once");
-        assert_eq!(
-            c.end(3, 1, 7, 12),
-            [AdoptGeneration(7), MarkInconsistent { copy_until: 55 }, CheckConsistent]
-        );
+        assert_eq!(c.end(3, 1, 7, 12), [AdoptGeneration(7)]);
+        assert_eq!(c.phase(), CopyPhase::Open, "open until the generation is persistent");
+        assert_eq!(c.generation_adopted(), [MarkInconsistent { copy_until: 55 }, CheckConsistent]);
         assert_eq!((c.phase(), c.total_bytes()), (CopyPhase::Closed, 0));
         // A second copy in the same session starts from nothing.
         c.begin(10);
-        assert_eq!(
-            c.end(1, 0, 8, 0),
-            [AdoptGeneration(8), MarkInconsistent { copy_until: 1 }, CheckConsistent]
-        );
+        assert_eq!(c.end(1, 0, 8, 0), [AdoptGeneration(8)]);
+        assert_eq!(c.generation_adopted(), [MarkInconsistent { copy_until: 1 }, CheckConsistent]);
     }
 
     #[test]
     fn without_a_copy_the_first_lane_end_names_the_generation() {
         let mut c = CopyState::default();
-        assert_eq!(c.end(4, 3, 9, 0), [AdoptGeneration(9), CheckConsistent]);
+        assert_eq!(c.end(4, 3, 9, 0), [AdoptGeneration(9)]);
+        assert_eq!(c.generation_adopted(), [CheckConsistent]);
         assert_eq!(generation_after(0, 0, 9), Some((9, 0)));
         assert_eq!(generation_after(9, 0, 9), None);
         assert_eq!(generation_after(9, 3, 12), Some((12, 9)));

@@ -451,6 +451,12 @@ impl SessionSlot {
         self.of(session).map_or_else(Vec::new, |c| c.copy.end(c.lanes, lane, generation, last))
     }
 
+    /// The generation a CopyEnd of `session` named is persistent: the copy, if one was open, is
+    /// complete.
+    pub fn generation_adopted(&mut self, session: u64) -> Vec<SessionCommand> {
+        self.of(session).map_or_else(Vec::new, |c| c.copy.generation_adopted())
+    }
+
     /// A Copy frame of `session` failed its check: asked for again, or a violation when too
     /// many wait.
     pub fn copy_rejected(&mut self, session: u64, offset: u64, len: u64) -> Result<(), Violation> {
@@ -674,10 +680,8 @@ mod tests {
         assert_eq!(slot.copy_phase(0xa), CopyPhase::Open);
         assert_eq!(slot.copy_phase(0xb), CopyPhase::Closed);
         assert_eq!(slot.copy_end(0xa, 0, 7, 20), []);
-        assert_eq!(
-            slot.copy_end(0xa, 1, 7, 21),
-            [AdoptGeneration(7), MarkInconsistent { copy_until: 21 }, CheckConsistent]
-        );
+        assert_eq!(slot.copy_end(0xa, 1, 7, 21), [AdoptGeneration(7)]);
+        assert_eq!(slot.generation_adopted(0xa), [MarkInconsistent { copy_until: 21 }, CheckConsistent]);
     }
 
     #[test]
