@@ -17,7 +17,11 @@ pub struct ClusterView {
 impl ClusterView {
     /// A view for the node named `me`, starting from `topology`.
     pub fn new(me: &str, topology: Topology) -> ClusterView {
-        ClusterView { me: me.to_owned(), generation: AtomicU64::new(1), current: Mutex::new(Arc::new(topology)) }
+        ClusterView {
+            me: me.to_owned(),
+            generation: AtomicU64::new(1),
+            current: Mutex::new(Arc::new(topology)),
+        }
     }
 
     /// This node's name (`--node`).
