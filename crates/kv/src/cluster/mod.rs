@@ -1,4 +1,7 @@
-//! `mojim kv` as one shard of a Redis Cluster: the topology etcd holds, and the slots.
+//! `mojim kv` as one shard of a Redis Cluster: the topology etcd holds, the slots, and where a
+//! command's keys are served.
 
+pub mod redirect;
+pub mod slot;
 pub mod topology;
 pub mod view;
