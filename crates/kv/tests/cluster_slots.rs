@@ -51,7 +51,10 @@ impl ClusterRedis {
             if let Ok(s) = TcpStream::connect(("127.0.0.1", self.port)) {
                 return s;
             }
-            assert!(self.child.try_wait().expect("poll redis-server").is_none(), "redis-server exited at start");
+            assert!(
+                self.child.try_wait().expect("poll redis-server").is_none(),
+                "redis-server exited at start"
+            );
             assert!(Instant::now() < deadline, "redis-server did not listen on {} within 10 s", self.port);
             std::thread::sleep(Duration::from_millis(20));
         }
