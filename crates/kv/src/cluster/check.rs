@@ -342,7 +342,8 @@ mod tests {
 
     #[test]
     fn each_broken_rule_is_named() {
-        let cases: Vec<(Box<dyn Fn(&mut Topology)>, &str)> = vec![
+        type Breaks = Box<dyn Fn(&mut Topology)>;
+        let cases: Vec<(Breaks, &str)> = vec![
             (Box::new(|t| t.shards[0].id = "xyz".into()), "\"xyz\" is not 40"),
             (Box::new(|t| t.shards[1].id = t.shards[0].id.clone()), "used by two shards"),
             (Box::new(|t| t.shards[1].slots[0].end = 16384), "8192-16384"),
