@@ -3,6 +3,7 @@
 
 mod backup;
 mod export;
+mod kv_cluster;
 mod notify;
 mod rejoin;
 mod reload;
@@ -107,7 +108,8 @@ once with the replicas that hold every acknowledged write (1 in sync mode with t
 Settings: [kv] in mojim.toml (listen, password, protected_mode, max_clients, max_bulk, max_args, \
 max_inline, output_limit, read_barrier, sentinel_name, announce, sentinels, and TLS for clients as \
 Redis's tls-* settings: tls_listen, tls_cert_file, tls_key_file, tls_ca_cert_file, \
-tls_auth_clients, tls_protocols; SIGHUP reads these files and [security]'s again); the region, \
+tls_auth_clients, tls_protocols; SIGHUP reads these files and [security]'s again; cluster and \
+cluster_prefix for Redis Cluster mode, whose topology `mojim kv cluster` makes); the region, \
 mode and mirror from [region] and [primary]. With a password ([kv] password, or the environment variable \
 MOJIM_KV_PASSWORD; mojim init writes a random one) a client must AUTH before anything else \
 (-NOAUTH); without one, protected mode refuses any listen address but loopback. A request past a \
@@ -119,9 +121,18 @@ tells systemd (READY=1) when NOTIFY_SOCKET is set. SIGTERM or SIGINT stops it cl
 read is answered once its group is acknowledged, then the clients and the region are closed (exit 0).";
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 struct KvArgs {
+    /// Operations on a Redis Cluster's topology instead of serving.
+    #[command(subcommand)]
+    command: Option<KvCommand>,
     #[command(flatten)]
     config: ConfigArgs,
+    /// Serve one shard of a Redis Cluster, as [kv] cluster = true: the topology is read from
+    /// etcd ([cluster] coordinator = "etcd", [kv] cluster_prefix; written by `mojim kv cluster
+    /// create`) and watched; --node (or [cluster] node) names this node in it.
+    #[arg(long)]
+    cluster: bool,
     /// Address Redis clients connect to, instead of [kv] listen (port 0: any free port; "":
     /// no plaintext listener, TLS only).
     #[arg(long)]
@@ -147,6 +158,14 @@ struct KvArgs {
     /// metrics_listen (port 0: any free port; "": none).
     #[arg(long)]
     metrics_listen: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum KvCommand {
+    /// Make, check and change the Redis Cluster topology in etcd (create, status, add-shard,
+    /// remove-shard).
+    #[command(subcommand, long_about = kv_cluster::ABOUT)]
+    Cluster(kv_cluster::ClusterCommand),
 }
 
 #[derive(Args)]
@@ -383,6 +402,9 @@ fn main() -> ExitCode {
 }
 
 fn kv(a: KvArgs) -> mojim::Result<()> {
+    if let Some(KvCommand::Cluster(c)) = a.command {
+        return kv_cluster::run(c);
+    }
     let cfg = Config::load(&a.config.config)?;
     let mut opts = mojim_kv::KvOptions::from_config(
         &cfg,
@@ -423,6 +445,13 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
         })?),
         None => None,
     };
+    // Kept for as long as the server runs: dropping it stops the watch.
+    let (cluster, _watcher) = if a.cluster || cfg.file.kv.cluster {
+        let (view, watcher) = cluster_view(&cfg, &opts.primary.node)?;
+        (Some(view), Some(watcher))
+    } else {
+        (None, None)
+    };
     reload::on_sighup(sets).map_err(|e| Error::Io { op: "install the SIGHUP handler".into(), source: e })?;
     let stop =
         stop::stop_fd().map_err(|e| Error::Io { op: "install the SIGTERM handler".into(), source: e })?;
@@ -432,7 +461,7 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
             notify::notify(&format!("READY=1\nSTATUS=serving Redis clients on {addr}"));
         })),
         metrics,
-        cluster: None,
+        cluster,
     };
     let result = mojim_kv::run_with(&opts, control).map_err(kv_error);
     if result.is_ok() {
@@ -440,6 +469,41 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
         notify::notify("STATUS=stopped");
     }
     result
+}
+
+/// Cluster mode: the topology read from etcd, this node's view of it, and the watch that keeps
+/// the view current.
+fn cluster_view(
+    cfg: &Config,
+    node: &str,
+) -> mojim::Result<(
+    std::sync::Arc<mojim_kv::cluster::view::ClusterView>,
+    mojim_kv::cluster::watcher::TopologyWatcher,
+)> {
+    use mojim_kv::cluster::{connect, view::ClusterView, watcher::TopologyWatcher};
+    let why = "[kv] cluster = true (or mojim kv --cluster)";
+    if node.is_empty() {
+        return Err(Error::Config(format!(
+            "{why} needs this node's name in the cluster topology: pass --node or set [cluster] node"
+        )));
+    }
+    let store = connect::topology_store(cfg, why).map_err(kv_error)?;
+    let (topology, revision) = store.read_existing().map_err(|e| kv_error(e.into()))?;
+    if !topology.shards.iter().any(|s| s.nodes.iter().any(|n| n.name == node)) {
+        let names: Vec<&str> =
+            topology.shards.iter().flat_map(|s| s.nodes.iter().map(|n| n.name.as_str())).collect();
+        return Err(Error::Config(format!(
+            "node {node:?} (--node or [cluster] node) is in no shard of the cluster topology at {} (epoch {};              its nodes: {}): add its shard with `mojim kv cluster add-shard`, or give this node's name",
+            store.key(),
+            topology.epoch,
+            names.join(", ")
+        )));
+    }
+    tracing::info!(epoch = topology.epoch, key = store.key(), "cluster mode: serving as node {node}");
+    let view = std::sync::Arc::new(ClusterView::new(node, topology));
+    let watcher = TopologyWatcher::start(&store, std::sync::Arc::clone(&view), revision)
+        .map_err(|e| Error::Coordinator(format!("watch the cluster topology at {}: {e}", store.key())))?;
+    Ok((view, watcher))
 }
 
 /// Reloading the `[security]` TLS files of `ctx`, a node's or (`application`) an application's,
@@ -464,9 +528,10 @@ fn security_reload(
     }
 }
 
-fn kv_error(e: mojim_kv::KvError) -> Error {
+pub(crate) fn kv_error(e: mojim_kv::KvError) -> Error {
     match e {
         mojim_kv::KvError::Config(m) => Error::Config(m),
+        mojim_kv::KvError::Cluster(e) => Error::Coordinator(e.to_string()),
         mojim_kv::KvError::Mojim(e) => e,
         mojim_kv::KvError::Io { op, source } => Error::Io { op, source },
         e => Error::Io { op: "mojim kv".into(), source: std::io::Error::other(e.to_string()) },

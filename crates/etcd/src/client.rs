@@ -122,6 +122,16 @@ impl Client {
         self.inner.timeout
     }
 
+    /// The TLS settings for `https://` endpoints.
+    pub(crate) fn tls(&self) -> Option<&EtcdTls> {
+        self.inner.tls.as_ref()
+    }
+
+    /// The index of the endpoint that answered last.
+    pub(crate) fn preferred(&self) -> usize {
+        self.inner.preferred.load(Ordering::Relaxed)
+    }
+
     /// The value of `key`, or `None` if it does not exist.
     pub fn get(&self, key: &str) -> Result<Option<KeyValue>, EtcdError> {
         let (endpoint, r): (_, wire::RangeResponse) =
@@ -298,6 +308,16 @@ impl Client {
         Ok((endpoint, parsed))
     }
 
+    /// [`Client::call`] for tests of calls the client has no method for (compaction).
+    #[cfg(test)]
+    pub(crate) fn call_for_test<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<(String, T), EtcdError> {
+        self.call(path, body, Repeat::Safe)
+    }
+
     /// Sends `body` to `path` (a request safe to repeat) and returns the raw successful answer.
     fn call_raw(&self, path: &str, body: &Value) -> Result<(String, Vec<u8>), EtcdError> {
         self.send(path, body, Repeat::Safe)
@@ -371,7 +391,7 @@ fn normalize_endpoint(endpoint: &str) -> Result<String, EtcdError> {
     }
 }
 
-fn protocol(endpoint: &str, detail: impl Into<String>) -> EtcdError {
+pub(crate) fn protocol(endpoint: &str, detail: impl Into<String>) -> EtcdError {
     EtcdError::Protocol { endpoint: endpoint.to_owned(), detail: detail.into() }
 }
 
@@ -381,7 +401,7 @@ fn parse<T: DeserializeOwned>(endpoint: &str, body: &[u8]) -> Result<T, EtcdErro
 }
 
 /// The error for a non-2xx answer, with etcd's message if the body is its JSON error.
-fn http_error(endpoint: &str, status: u16, body: &[u8]) -> EtcdError {
+pub(crate) fn http_error(endpoint: &str, status: u16, body: &[u8]) -> EtcdError {
     let (code, message) = match serde_json::from_slice::<wire::ErrorBody>(body) {
         Ok(b) if !b.message.is_empty() => (b.code, b.message),
         Ok(b) if !b.error.is_empty() => (b.code, b.error),
@@ -402,7 +422,7 @@ fn lease_gone(error: EtcdError, lease: Option<i64>) -> EtcdError {
     }
 }
 
-fn decode_kv(endpoint: &str, kv: wire::RawKeyValue) -> Result<KeyValue, EtcdError> {
+pub(crate) fn decode_kv(endpoint: &str, kv: wire::RawKeyValue) -> Result<KeyValue, EtcdError> {
     let key = wire::unb64("key", &kv.key).map_err(|e| protocol(endpoint, e))?;
     let key = String::from_utf8(key).map_err(|e| {
         protocol(endpoint, format!("key {:?} is not UTF-8", String::from_utf8_lossy(e.as_bytes())))

@@ -220,6 +220,14 @@ enum Framing {
 
 /// Reads one response: status line, headers, body. 1xx responses are skipped.
 fn read_response(r: &mut impl BufRead) -> Result<Response, ReadError> {
+    let (status, framing) = read_head(r)?;
+    let body = read_body(r, framing)?;
+    Ok(Response { status, body })
+}
+
+/// Reads a response's status line and headers, 1xx responses skipped, and says how its body
+/// is framed.
+fn read_head(r: &mut impl BufRead) -> Result<(u16, Framing), ReadError> {
     loop {
         let mut head_budget = MAX_HEAD_BYTES;
         let status_line = read_line(r, &mut head_budget)?;
@@ -261,8 +269,7 @@ fn read_response(r: &mut impl BufRead) -> Result<Response, ReadError> {
             (_, false, Some(n)) => Framing::Length(n),
             (_, false, None) => Framing::UntilClose,
         };
-        let body = read_body(r, framing)?;
-        return Ok(Response { status, body });
+        return Ok((status, framing));
     }
 }
 
@@ -346,6 +353,226 @@ fn read_line(r: &mut impl BufRead, budget: &mut usize) -> Result<String, ReadErr
     }
 }
 
+/// A streamed answer (`/v3/watch`): its body is read line by line as the server sends it.
+pub(crate) struct Stream {
+    lines: BufReader<Dechunk<BufReader<Conn>>>,
+}
+
+/// What [`open_stream`] got when it could not start a stream.
+#[derive(Debug)]
+pub(crate) enum StreamFailure {
+    /// The exchange itself failed.
+    Exchange(Failure),
+    /// The server answered with a complete (not streamed) response, an error status or a body
+    /// that is not chunked.
+    Answered(Response),
+}
+
+/// Sends `POST path` with `body` to `addr` and, if the server answers 2xx with a chunked body,
+/// returns the body as a stream together with a handle on the socket (shutting it down ends a
+/// read blocked on the stream). Connecting, sending and the answer's head must finish within
+/// `timeout`; after that each read of the stream waits at most `idle`.
+pub(crate) fn open_stream(
+    addr: &str,
+    tls: Option<&EtcdTls>,
+    path: &str,
+    body: &[u8],
+    timeout: Duration,
+    idle: Duration,
+) -> Result<(Stream, TcpStream), StreamFailure> {
+    let fail = StreamFailure::Exchange;
+    let deadline = Instant::now() + timeout;
+    let tcp = connect(addr, deadline).map_err(fail)?;
+    let handle = tcp.try_clone().map_err(|e| fail(Failure::NotSent(format!("duplicate the socket: {e}"))))?;
+    let socket = TimedSocket { stream: tcp, deadline: Some(deadline), idle };
+    let has_cert = tls.is_some_and(EtcdTls::has_cert);
+    let mut conn = match tls {
+        None => Conn::Plain(socket),
+        Some(tls) => {
+            let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+            let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+            let name = ServerName::try_from(host.to_owned())
+                .map_err(|e| fail(Failure::NotSent(format!("{host:?} is no host name for TLS: {e}"))))?;
+            let tls_conn = ClientConnection::new(tls.config.clone(), name)
+                .map_err(|e| fail(Failure::NotSent(crate::tls::explain(&e, has_cert))))?;
+            let mut stream = StreamOwned::new(tls_conn, socket);
+            while stream.conn.is_handshaking() {
+                let r = stream.conn.complete_io(&mut stream.sock);
+                r.map_err(|e| fail(Failure::NotSent(io_reason(&e, has_cert))))?;
+            }
+            Conn::Tls(Box::new(stream))
+        }
+    };
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let sent = |e: io::Error| fail(Failure::Sent(io_reason(&e, has_cert)));
+    conn.write_all(request.as_bytes()).map_err(sent)?;
+    conn.write_all(body).map_err(sent)?;
+    conn.flush().map_err(sent)?;
+    let mut reader = BufReader::new(conn);
+    let read_failed = |e: ReadError| match e {
+        ReadError::Io(e) => fail(Failure::Sent(io_reason(&e, has_cert))),
+        ReadError::Malformed(m) => fail(Failure::Malformed(m)),
+    };
+    let (status, framing) = read_head(&mut reader).map_err(read_failed)?;
+    match framing {
+        Framing::Chunked if (200..300).contains(&status) => {
+            reader.get_mut().socket().deadline = None;
+            let dechunk = Dechunk { inner: reader, left: 0, first: true, done: false };
+            Ok((Stream { lines: BufReader::new(dechunk) }, handle))
+        }
+        framing => {
+            let body = read_body(&mut reader, framing).map_err(read_failed)?;
+            Err(StreamFailure::Answered(Response { status, body }))
+        }
+    }
+}
+
+impl Stream {
+    /// The next line of the body without its `\n`, or `None` once the body has ended. A line
+    /// longer than `max` bytes is an error, as is a read that waited longer than the idle time.
+    pub(crate) fn next_line(&mut self, max: usize) -> io::Result<Option<Vec<u8>>> {
+        let mut line = Vec::new();
+        let n = (&mut self.lines).take(max as u64 + 1).read_until(b'\n', &mut line)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        } else if line.len() > max {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("a line over {max} bytes")));
+        } else {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended mid-line"));
+        }
+        Ok(Some(line))
+    }
+}
+
+/// A socket whose reads give up at a deadline while one is set, and otherwise after `idle`.
+struct TimedSocket {
+    stream: TcpStream,
+    deadline: Option<Instant>,
+    idle: Duration,
+}
+
+impl TimedSocket {
+    fn wait(&self) -> io::Result<Duration> {
+        match self.deadline {
+            Some(d) => left(d),
+            None => Ok(self.idle),
+        }
+    }
+}
+
+impl Read for TimedSocket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.set_read_timeout(Some(self.wait()?))?;
+        timed_out(self.stream.read(buf))
+    }
+}
+
+impl Write for TimedSocket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stream.set_write_timeout(Some(self.wait()?))?;
+        timed_out(self.stream.write(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
+    }
+}
+
+/// A streaming connection, plain or TLS.
+enum Conn {
+    Plain(TimedSocket),
+    Tls(Box<StreamOwned<ClientConnection, TimedSocket>>),
+}
+
+impl Conn {
+    fn socket(&mut self) -> &mut TimedSocket {
+        match self {
+            Conn::Plain(s) => s,
+            Conn::Tls(s) => &mut s.sock,
+        }
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.read(buf),
+            Conn::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.write(buf),
+            Conn::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.flush(),
+            Conn::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// The data of a chunked body, read as it arrives.
+struct Dechunk<R> {
+    inner: R,
+    /// Bytes left in the current chunk.
+    left: usize,
+    /// No chunk has been read yet (none is followed by its CRLF).
+    first: bool,
+    /// The last chunk was read.
+    done: bool,
+}
+
+impl<R: BufRead> Read for Dechunk<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let framing = |e: ReadError| match e {
+            ReadError::Io(e) => e,
+            ReadError::Malformed(m) => io::Error::new(io::ErrorKind::InvalidData, m),
+        };
+        while self.left == 0 {
+            if self.done || buf.is_empty() {
+                return Ok(0);
+            }
+            let mut budget = MAX_HEAD_BYTES;
+            if !self.first && !read_line(&mut self.inner, &mut budget).map_err(framing)?.is_empty() {
+                return Err(framing(ReadError::Malformed("chunk not followed by CRLF".into())));
+            }
+            self.first = false;
+            let line = read_line(&mut self.inner, &mut budget).map_err(framing)?;
+            let size = line.split(';').next().unwrap_or("").trim();
+            let Ok(size) = usize::from_str_radix(size, 16) else {
+                return Err(framing(ReadError::Malformed(format!("bad chunk size line {line:?}"))));
+            };
+            if size == 0 {
+                while !read_line(&mut self.inner, &mut budget).map_err(framing)?.is_empty() {}
+                self.done = true;
+                return Ok(0);
+            }
+            self.left = size;
+        }
+        let want = buf.len().min(self.left);
+        let n = self.inner.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed mid-chunk"));
+        }
+        self.left -= n;
+        Ok(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,6 +581,20 @@ mod tests {
 
     fn parse(raw: &[u8]) -> Result<Response, ReadError> {
         read_response(&mut &raw[..])
+    }
+
+    #[test]
+    fn a_chunked_stream_is_read_line_by_line() {
+        let raw = b"5\r\nab\ncd\r\n3;x=y\r\ne\nf\r\n0\r\nTrailer: 1\r\n\r\n";
+        let dechunk = Dechunk { inner: &raw[..], left: 0, first: true, done: false };
+        let mut lines = BufReader::new(dechunk);
+        let mut all = String::new();
+        lines.read_to_string(&mut all).unwrap();
+        assert_eq!(all, "ab\ncde\nf");
+        let bad = b"4\r\nabcdXX3\r\n";
+        let mut dechunk = Dechunk { inner: &bad[..], left: 0, first: true, done: false };
+        let mut buf = Vec::new();
+        assert_eq!(dechunk.read_to_end(&mut buf).unwrap_err().kind(), io::ErrorKind::InvalidData);
     }
 
     #[test]

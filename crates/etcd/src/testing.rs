@@ -33,6 +33,8 @@ pub struct EtcdServer {
     child: Child,
     data_dir: PathBuf,
     client_port: u16,
+    peer_port: u16,
+    binary: PathBuf,
     tls: Option<ServerTlsFiles>,
 }
 
@@ -115,48 +117,22 @@ impl EtcdServer {
             free_loopback_ports().map_err(|e| format!("cannot find two free loopback ports: {e}"))?;
         let data_dir = fresh_dir();
         fs::create_dir_all(&data_dir).map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
-        let log_path = data_dir.join("etcd.log");
-        let log =
-            fs::File::create(&log_path).map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
-        let log_err = log.try_clone().map_err(|e| format!("cannot duplicate the log file handle: {e}"))?;
-        let scheme = if tls.is_some() { "https" } else { "http" };
-        let client_url = format!("{scheme}://127.0.0.1:{client_port}");
-        let peer_url = format!("http://127.0.0.1:{peer_port}");
         let files = tls.map(|t| write_tls_files(&data_dir, t)).transpose()?;
-        let mut command = Command::new(binary);
-        if let Some(f) = &files {
-            command
-                .arg(format!("--cert-file={}", f.cert_file.display()))
-                .arg(format!("--key-file={}", f.key_file.display()))
-                .arg(format!("--trusted-ca-file={}", f.ca_file.display()))
-                .arg("--client-cert-auth");
-        }
-        // etcd refuses ETCD_* variables that shadow the flags given here.
-        for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("ETCD_") {
-                command.env_remove(name);
-            }
-        }
-        command
-            .arg("--name=test")
-            .arg(format!("--data-dir={}", data_dir.join("data").display()))
-            .arg(format!("--listen-client-urls={client_url}"))
-            .arg(format!("--advertise-client-urls={client_url}"))
-            .arg(format!("--listen-peer-urls={peer_url}"))
-            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-            .arg(format!("--initial-cluster=test={peer_url}"))
-            .arg("--initial-cluster-state=new")
-            .arg(format!("--heartbeat-interval={HEARTBEAT_MS}"))
-            .arg(format!("--election-timeout={ELECTION_MS}"))
-            .arg("--logger=zap")
-            .arg("--log-level=warn")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err);
-        let child = command.spawn().map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
-        let mut server = EtcdServer { child, data_dir, client_port, tls: files };
+        let child = spawn(binary, &data_dir, client_port, peer_port, files.as_ref())?;
+        let mut server =
+            EtcdServer { child, data_dir, client_port, peer_port, binary: binary.to_path_buf(), tls: files };
         server.wait_until_ready()?;
         Ok(server)
+    }
+
+    /// Kills etcd (SIGKILL) and starts it again on the same ports and data directory, as a
+    /// machine that restarts etcd: what it had written is still there. Fails if it does not
+    /// answer within 10 s (another process may have taken a port meanwhile).
+    pub fn restart(&mut self) -> Result<(), String> {
+        self.kill();
+        self.child =
+            spawn(&self.binary, &self.data_dir, self.client_port, self.peer_port, self.tls.as_ref())?;
+        self.wait_until_ready()
     }
 
     /// Polls with reads until etcd answers, it exits, or the start timeout passes.
@@ -281,6 +257,58 @@ fn missing_etcd(installed: bool, required: Option<&str>) -> Result<bool, String>
     }
     eprintln!("skipping: etcd is not installed (install the Debian package etcd-server)");
     Ok(true)
+}
+
+/// Runs etcd on loopback with its data in `data_dir` (TLS on the client URL if `files`), its
+/// log appended to `data_dir`/etcd.log.
+fn spawn(
+    binary: &Path,
+    data_dir: &Path,
+    client_port: u16,
+    peer_port: u16,
+    files: Option<&ServerTlsFiles>,
+) -> Result<Child, String> {
+    let log_path = data_dir.join("etcd.log");
+    let log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
+    let log_err = log.try_clone().map_err(|e| format!("cannot duplicate the log file handle: {e}"))?;
+    let scheme = if files.is_some() { "https" } else { "http" };
+    let client_url = format!("{scheme}://127.0.0.1:{client_port}");
+    let peer_url = format!("http://127.0.0.1:{peer_port}");
+    let mut command = Command::new(binary);
+    if let Some(f) = files {
+        command
+            .arg(format!("--cert-file={}", f.cert_file.display()))
+            .arg(format!("--key-file={}", f.key_file.display()))
+            .arg(format!("--trusted-ca-file={}", f.ca_file.display()))
+            .arg("--client-cert-auth");
+    }
+    // etcd refuses ETCD_* variables that shadow the flags given here.
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("ETCD_") {
+            command.env_remove(name);
+        }
+    }
+    command
+        .arg("--name=test")
+        .arg(format!("--data-dir={}", data_dir.join("data").display()))
+        .arg(format!("--listen-client-urls={client_url}"))
+        .arg(format!("--advertise-client-urls={client_url}"))
+        .arg(format!("--listen-peer-urls={peer_url}"))
+        .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+        .arg(format!("--initial-cluster=test={peer_url}"))
+        .arg("--initial-cluster-state=new")
+        .arg(format!("--heartbeat-interval={HEARTBEAT_MS}"))
+        .arg(format!("--election-timeout={ELECTION_MS}"))
+        .arg("--logger=zap")
+        .arg("--log-level=warn")
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err);
+    command.spawn().map_err(|e| format!("cannot run {}: {e}", binary.display()))
 }
 
 /// Writes the server's TLS files into `dir`, its key readable by its owner only.

@@ -184,6 +184,51 @@ pub(crate) struct KeepAliveResponse {
     pub(crate) ttl_s: i64,
 }
 
+/// The body of `/v3/watch`: watch `key` (every key from `key` up to `range_end`, if given),
+/// from `start_revision` (0: from now on).
+pub(crate) fn watch(key: &[u8], range_end: Option<&[u8]>, start_revision: i64) -> Value {
+    let mut create = json!({ "key": b64(key) });
+    if let Some(end) = range_end {
+        create["range_end"] = json!(b64(end));
+    }
+    if start_revision > 0 {
+        create["start_revision"] = json!(start_revision.to_string());
+    }
+    json!({ "create_request": create })
+}
+
+/// One message of the `/v3/watch` stream: `{"result": {...}}`, or `{"error": {...}}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct WatchMessage {
+    pub(crate) result: Option<WatchResponse>,
+    pub(crate) error: Option<Value>,
+}
+
+/// A watch answer: the watch was created, or cancelled, or events happened (or, with no
+/// events, a progress notification: nothing happened up to the header's revision).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct WatchResponse {
+    pub(crate) header: Header,
+    pub(crate) created: bool,
+    pub(crate) canceled: bool,
+    /// Set when the watch asked for a revision etcd has compacted away (and is cancelled).
+    #[serde(deserialize_with = "int64")]
+    pub(crate) compact_revision: i64,
+    pub(crate) cancel_reason: String,
+    pub(crate) events: Vec<RawEvent>,
+}
+
+/// One change: a put (`type` absent) or a delete (`"DELETE"`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct RawEvent {
+    #[serde(rename = "type")]
+    pub(crate) kind: String,
+    pub(crate) kv: RawKeyValue,
+}
+
 /// The gateway's error body, sent with a non-2xx status.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -226,6 +271,21 @@ mod tests {
             serde_json::from_str(r#"{"result":{"header":{"revision":"6"},"ID":"123"}}"#).unwrap();
         let r = m.result.unwrap();
         assert_eq!((r.id, r.ttl_s), (123, 0));
+    }
+
+    #[test]
+    fn watch_messages_read_events_and_cancellations() {
+        let raw = r#"{"result":{"header":{"revision":"3"},"events":[{"kv":{"key":"Zm9v","mod_revision":"2","value":"YmFy"}},{"type":"DELETE","kv":{"key":"Zm9v","mod_revision":"3"}}]}}"#;
+        let m: WatchMessage = serde_json::from_str(raw).unwrap();
+        let r = m.result.unwrap();
+        assert_eq!((r.header.revision, r.created, r.canceled, r.events.len()), (3, false, false, 2));
+        assert_eq!((r.events[0].kind.as_str(), r.events[0].kv.mod_revision), ("", 2));
+        assert_eq!((r.events[1].kind.as_str(), r.events[1].kv.value.as_str()), ("DELETE", ""));
+        let raw = r#"{"result":{"header":{},"canceled":true,"compact_revision":"3"}}"#;
+        let r = serde_json::from_str::<WatchMessage>(raw).unwrap().result.unwrap();
+        assert_eq!((r.canceled, r.compact_revision), (true, 3));
+        assert_eq!(watch(b"k", None, 0), json!({"create_request": {"key": "aw=="}}));
+        assert_eq!(watch(b"k", Some(b"l"), 7)["create_request"]["start_revision"], "7");
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub enum KvError {
     /// Another node was promoted: this primary must not serve. The message says how it was
     /// found out.
     Replaced(String),
+    /// The cluster's topology could not be read from etcd, or is not there.
+    Cluster(crate::cluster::store::ClusterStoreError),
     /// A system call failed.
     Io {
         /// What was being done.
@@ -48,6 +50,7 @@ impl fmt::Display for KvError {
             KvError::Replaced(m) => {
                 write!(f, "this primary was replaced ({m}); start mojim kv on the promoted node")
             }
+            KvError::Cluster(e) => write!(f, "{e}"),
             KvError::Io { op, source } => write!(f, "{op}: {source}"),
         }
     }
@@ -58,6 +61,12 @@ impl std::error::Error for KvError {}
 impl From<StoreError> for KvError {
     fn from(e: StoreError) -> KvError {
         KvError::Store(e)
+    }
+}
+
+impl From<crate::cluster::store::ClusterStoreError> for KvError {
+    fn from(e: crate::cluster::store::ClusterStoreError) -> KvError {
+        KvError::Cluster(e)
     }
 }
 

@@ -225,6 +225,14 @@ pub struct KvSection {
     /// `mojim kv` run on one host (a promoted node), each needs its own port.
     /// `mojim kv --metrics-listen` overrides it.
     pub metrics_listen: String,
+    /// `cluster = false`: true serves one shard of a Redis Cluster (`mojim kv --cluster` turns
+    /// it on too): the topology is read from etcd, so `[cluster] coordinator = "etcd"` is
+    /// required, and `mojim kv cluster create` must have written it.
+    pub cluster: bool,
+    /// `cluster_prefix = "/mojim/kv"`: the etcd prefix the cluster's topology lives under
+    /// (`<cluster_prefix>/kv-cluster/topology`). The same for every shard of one cluster, and
+    /// apart from each shard's own `[cluster] etcd_prefix` (its roles and lease).
+    pub cluster_prefix: String,
 }
 
 impl Default for KvSection {
@@ -250,6 +258,8 @@ impl Default for KvSection {
             tls_auth_clients: "yes".into(),
             tls_protocols: "TLSv1.2 TLSv1.3".into(),
             metrics_listen: String::new(),
+            cluster: false,
+            cluster_prefix: "/mojim/kv".into(),
         }
     }
 }
@@ -1465,6 +1475,11 @@ tls_protocols = "TLSv1.2 TLSv1.3"
 # "127.0.0.1:9421" (--metrics-listen overrides it); "" opens none. Not [metrics] listen, which
 # is mojim serve's: on a promoted node both run. It serves anyone who reaches it.
 metrics_listen = ""
+# Redis Cluster mode (mojim kv --cluster): this server is one shard of a cluster whose topology
+# etcd holds at <cluster_prefix>/kv-cluster/topology ([cluster] coordinator = "etcd"; made by
+# `mojim kv cluster create`). cluster_prefix is the same on every shard of one cluster.
+cluster = false
+cluster_prefix = "/mojim/kv"
 
 [metrics]
 # An HTTP listener for monitoring, opened by `mojim serve`: Prometheus metrics on /metrics,

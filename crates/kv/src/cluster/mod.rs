@@ -1,4 +1,11 @@
-//! `mojim kv` as one shard of a Redis Cluster: the topology etcd holds, and the slots.
+//! `mojim kv` as one shard of a Redis Cluster: the topology etcd holds, the slots, and where a
+//! command's keys are served.
 
+pub mod check;
+pub mod connect;
+pub mod redirect;
+pub mod slot;
+pub mod store;
 pub mod topology;
 pub mod view;
+pub mod watcher;

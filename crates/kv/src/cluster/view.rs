@@ -17,7 +17,11 @@ pub struct ClusterView {
 impl ClusterView {
     /// A view for the node named `me`, starting from `topology`.
     pub fn new(me: &str, topology: Topology) -> ClusterView {
-        ClusterView { me: me.to_owned(), generation: AtomicU64::new(1), current: Mutex::new(Arc::new(topology)) }
+        ClusterView {
+            me: me.to_owned(),
+            generation: AtomicU64::new(1),
+            current: Mutex::new(Arc::new(topology)),
+        }
     }
 
     /// This node's name (`--node`).
@@ -45,5 +49,47 @@ impl ClusterView {
     /// The shard this node serves as primary in `t`, if any.
     pub fn my_shard<'t>(&self, t: &'t Topology) -> Option<&'t Shard> {
         t.shards.iter().find(|s| s.primary == self.me)
+    }
+}
+
+/// The event loop's copy of a [`ClusterView`]: the topology taken once per generation, so
+/// that a command reads it without a lock.
+#[derive(Debug)]
+pub struct CachedView {
+    view: Arc<ClusterView>,
+    generation: u64,
+    topology: Arc<Topology>,
+}
+
+impl CachedView {
+    /// A copy of `view` now.
+    pub fn new(view: Arc<ClusterView>) -> CachedView {
+        let generation = view.generation();
+        let topology = view.current();
+        CachedView { view, generation, topology }
+    }
+
+    /// Takes the topology again if it was replaced since (one atomic load when it was not).
+    pub fn refresh(&mut self) {
+        let g = self.view.generation();
+        if g != self.generation {
+            self.topology = self.view.current();
+            self.generation = g;
+        }
+    }
+
+    /// The topology as last taken.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// This node's name.
+    pub fn me(&self) -> &str {
+        self.view.me()
+    }
+
+    /// The shard this node serves as primary, if any.
+    pub fn my_shard(&self) -> Option<&Shard> {
+        self.view.my_shard(&self.topology)
     }
 }

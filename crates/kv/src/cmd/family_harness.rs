@@ -77,6 +77,7 @@ impl<M: Mem, H: Host> Harness<M, H> {
             watches: &mut self.watches,
             errors: &mut self.errors,
             telemetry: &mut self.telemetry,
+            cluster: None,
         };
         let o = execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out)?;
         assert_ne!(o, Outcome::Retry);

@@ -460,6 +460,7 @@ pub(super) fn run<M: Mem>(
         "PERSIST" => persist(cx, a, r)?,
         "SCAN" => scan(cx, a, r)?,
         "KEYS" => keys(cx, a, r)?,
+        "MOVE" if cx.cluster.is_some() => r.error("ERR MOVE is not allowed in cluster mode"),
         "MOVE" => move_key(cx, s, a, r)?,
         "FLUSHDB" | "FLUSHALL" => flush(cx, a, r, spec.name == "FLUSHALL")?,
         "DBSIZE" => r.int(cx.store.db_keys(s.db) as i64),

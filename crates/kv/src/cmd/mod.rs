@@ -10,6 +10,7 @@ pub mod acl;
 pub mod args;
 pub mod blocking;
 pub mod client;
+mod cluster;
 mod coll_scan;
 mod config;
 pub mod errorstats;
@@ -31,6 +32,7 @@ pub mod pubsub;
 mod pubsub_tests;
 mod rand;
 pub mod rdb;
+mod redirect;
 pub mod scripting;
 mod server;
 mod set_value;
@@ -334,6 +336,12 @@ pub struct Session {
     pub unwatch: bool,
     /// Whether the client connected over TLS (`[kv] tls_listen`).
     pub tls: bool,
+    /// Cluster mode: it sent `ASKING`, for its next command (or its transaction): a slot being
+    /// moved here is served to it.
+    pub asking: bool,
+    /// Cluster mode: `READONLY` (kept for the clients that ask; every shard's node is its
+    /// primary, which serves reads and writes alike).
+    pub readonly: bool,
 }
 
 impl Session {
@@ -360,6 +368,8 @@ impl Session {
             monitor: false,
             unwatch: false,
             tls: false,
+            asking: false,
+            readonly: false,
         }
     }
 }
@@ -426,6 +436,8 @@ pub struct Cx<'a, M: Mem> {
     pub errors: &'a mut ErrorStats,
     /// Per command counts, latency histograms, the slow log (`observe/`).
     pub telemetry: &'a mut observe::Telemetry,
+    /// Cluster mode: the topology commands are redirected by; `None`: a standalone server.
+    pub cluster: Option<&'a crate::cluster::view::CachedView>,
 }
 
 impl<M: Mem> Cx<'_, M> {
@@ -535,6 +547,10 @@ pub fn execute<M: Mem>(
     if let Some((spec, ending)) = ending {
         observe::record(cx, s, spec, args, start.elapsed().as_nanos() as u64, ending);
     }
+    // ASKING holds for the next command that completes (or the transaction it starts).
+    if s.asking && ran && s.multi.is_none() && !matches!(call, Call::Ran(sp) if sp.name == "ASKING") {
+        s.asking = false;
+    }
     Ok(o)
 }
 
@@ -605,6 +621,22 @@ fn execute_one<M: Mem>(
                 m.failed = true;
             }
             r.error(&d.message());
+            return Ok(Outcome::Done);
+        }
+    }
+    // Cluster mode: a command whose keys another shard serves, or that no shard may serve, is
+    // answered with the redirect (queued in a transaction, it makes EXEC fail; at EXEC, the
+    // transaction is discarded). A script's own commands run where the script runs.
+    if let Some(view) = cx.cluster.filter(|_| !s.in_script) {
+        let route = redirect::check(cx, view, s, spec, args)?;
+        if let Some(e) = route.error() {
+            if spec.name == "EXEC" {
+                s.multi = None;
+                cx.watches.unwatch(s.id);
+            } else if let Some(m) = &mut s.multi {
+                m.failed = true;
+            }
+            r.error(&e);
             return Ok(Outcome::Done);
         }
     }
@@ -801,6 +833,7 @@ fn dispatch<M: Mem>(
             }
             Group::Sets => sets::run(cx, spec, a, r)?,
             Group::Memory => memory::run(cx, spec, a, r)?,
+            Group::Cluster => cluster::run(cx, s, spec, a, r)?,
             Group::Zsets => {
                 let o = zsets::run(cx, s, spec, a, r)?;
                 if !matches!(o, Outcome::Done) {

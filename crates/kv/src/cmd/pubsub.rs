@@ -293,6 +293,8 @@ fn reset<M: Mem>(cx: &mut Cx<M>, s: &mut Session, r: &mut Reply) {
     r.proto = Proto::Resp2;
     s.name = None;
     s.replies = super::client::Replies::On;
+    s.asking = false;
+    s.readonly = false;
     s.authenticated = cx.host.fixed_setting("requirepass").is_empty();
     r.simple(b"RESET");
 }

@@ -50,6 +50,16 @@ pub(super) fn run<M: Mem>(
             _ => r.error("ERR wrong number of arguments for 'ping' command"),
         },
         "ECHO" => r.bulk(a.get(1)),
+        // Cluster mode has database 0 alone, as Redis Cluster.
+        "SELECT" if cx.cluster.is_some() => match super::args::c_int(a.get(1), None) {
+            Ok(0) => {
+                s.db = 0;
+                r.ok()
+            }
+            Ok(_) => r.error("ERR SELECT is not allowed in cluster mode"),
+            Err(e) => r.error(&e),
+        },
+        "SWAPDB" if cx.cluster.is_some() => r.error("ERR SWAPDB is not allowed in cluster mode"),
         "SELECT" => match super::args::db_index(a.get(1), cx.databases()) {
             Ok(db) => {
                 s.db = db;
@@ -115,10 +125,11 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         let _ = write!(
             t,
             "# Server\r\nredis_version:{REDIS_VERSION}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n\
-             redis_build_id:0\r\nmojim_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\n\
+             redis_build_id:0\r\nmojim_version:{}\r\nredis_mode:{}\r\nos:{} {}\r\narch_bits:64\r\n\
              multiplexing_api:epoll\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{port}\r\n\
              server_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nexecutable:{}\r\n\r\n",
             env!("CARGO_PKG_VERSION"),
+            if cx.cluster.is_some() { "cluster" } else { "standalone" },
             std::env::consts::OS,
             std::env::consts::ARCH,
             std::process::id(),
@@ -233,7 +244,7 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         cx.telemetry.commands.write_latencystats(&mut t);
     }
     if want("CLUSTER") {
-        t.push_str("# Cluster\r\ncluster_enabled:0\r\n\r\n");
+        let _ = write!(t, "# Cluster\r\ncluster_enabled:{}\r\n\r\n", u8::from(cx.cluster.is_some()));
     }
     if want("KEYSPACE") {
         t.push_str("# Keyspace\r\n");
@@ -371,7 +382,7 @@ fn hello_inner<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply)
     r.bulk(b"id");
     r.int(s.id as i64);
     r.bulk(b"mode");
-    r.bulk(b"standalone");
+    r.bulk(if cx.cluster.is_some() { b"cluster" } else { b"standalone" });
     r.bulk(b"role");
     r.bulk(b"master");
     r.bulk(b"modules");

@@ -47,6 +47,8 @@ pub enum Group {
     Sets,
     /// MEMORY (`memory.rs`).
     Memory,
+    /// CLUSTER, ASKING, READONLY, READWRITE (`cluster.rs`).
+    Cluster,
 }
 
 impl Group {
@@ -64,6 +66,7 @@ impl Group {
         Group::Tx,
         Group::Server,
         Group::Memory,
+        Group::Cluster,
     ];
 
     /// The group's name in `mojim kv --help`.
@@ -80,6 +83,7 @@ impl Group {
             Group::PubSub => "pub/sub",
             Group::Sets => "sets",
             Group::Memory => "memory",
+            Group::Cluster => "cluster mode",
             Group::Zsets => "sorted sets (blocking forms included)",
         }
     }
@@ -146,6 +150,7 @@ pub static SPECS: std::sync::LazyLock<Vec<&'static Spec>> = std::sync::LazyLock:
         super::sets::SPECS,
         super::memory::SPECS,
         super::observe::SPECS,
+        super::cluster::SPECS,
         TX_SPECS,
     ]
     .iter()
@@ -223,6 +228,7 @@ pub const SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
             ("list", -2),
         ],
     ),
+    ("CLUSTER", super::cluster::SUBCOMMANDS),
     ("CONFIG", &[("get", -3), ("help", 2), ("resetstat", 2), ("rewrite", 2), ("set", -4)]),
     (
         "FUNCTION",

@@ -89,6 +89,8 @@ struct Harness {
     now_ms: u64,
     max_group_bytes: u64,
     output_limit: usize,
+    /// Cluster mode (`cluster/`): the topology, taken again before each command.
+    cluster: Option<crate::cluster::view::CachedView>,
 }
 
 impl Harness {
@@ -106,6 +108,7 @@ impl Harness {
             now_ms: 1_000_000,
             max_group_bytes: 1 << 30,
             output_limit: 1 << 30,
+            cluster: None,
         }
     }
 
@@ -130,6 +133,9 @@ impl Harness {
         let mut p = Parser::new(Limits::default());
         assert!(matches!(p.parse(&req).unwrap(), Parsed::Request { .. }));
         let mut out = Vec::new();
+        if let Some(c) = &mut self.cluster {
+            c.refresh();
+        }
         let mut cx = Cx {
             store: &mut self.store,
             host: &self.host,
@@ -143,6 +149,7 @@ impl Harness {
             watches: &mut self.watches,
             errors: &mut Default::default(),
             telemetry: &mut Default::default(),
+            cluster: self.cluster.as_ref(),
         };
         let o =
             execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
@@ -154,6 +161,9 @@ impl Harness {
         (o, Some(v))
     }
 }
+
+/// Cluster mode's commands and redirects.
+mod cluster;
 
 fn ok() -> Value {
     Value::Simple(b"OK".to_vec())

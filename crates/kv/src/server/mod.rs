@@ -224,6 +224,7 @@ pub fn run_with(opts: &KvOptions, control: Control) -> Result<(), KvError> {
         outgoing: Vec::new(),
         scrape: None,
         batches: Default::default(),
+        cluster: control.cluster.map(crate::cluster::view::CachedView::new),
     };
     server.sweep_stale()?;
     if let Some(l) = control.metrics {
@@ -345,6 +346,9 @@ struct Server<'p> {
     scrape: Option<std::sync::Arc<scrape::Scrape>>,
     /// Commands per group sent, for the metrics.
     batches: scrape::BatchSizes,
+    /// Cluster mode: the topology, taken again when its watcher replaced it; `None`:
+    /// standalone.
+    cluster: Option<crate::cluster::view::CachedView>,
 }
 
 impl Server<'_> {
@@ -926,6 +930,9 @@ impl Server<'_> {
             // A parked client runs nothing until it is woken.
             return Ok(ClientRun::Parked);
         }
+        if let Some(c) = &mut self.cluster {
+            c.refresh();
+        }
         let mut cx = Cx {
             store: &mut self.store,
             host: &host,
@@ -939,6 +946,7 @@ impl Server<'_> {
             watches: &mut self.watches,
             errors: &mut self.errors,
             telemetry: &mut self.telemetry,
+            cluster: self.cluster.as_ref(),
         };
         loop {
             if c.closing {

@@ -69,6 +69,10 @@ pub(in crate::cmd) fn copy<M: Mem>(
         }
         i += 1;
     }
+    if cx.cluster.is_some() && (s.db != 0 || to != 0) {
+        r.error("ERR Copying to another database is not allowed in cluster mode");
+        return Ok(());
+    }
     if to == s.db && src == dst {
         r.error("ERR source and destination objects are the same");
         return Ok(());

@@ -164,10 +164,12 @@ fn call<M: Mem>(
     }
     drop(a);
     let mut b = [0u8; 32];
+    let name = String::from_utf8_lossy(&argv[0]).to_ascii_uppercase();
+    let sub = argv.get(1).map(|s| String::from_utf8_lossy(s).to_ascii_uppercase());
+    let redis_noscript =
+        REDIS_NOSCRIPT.iter().any(|(c, s)| *c == name && s.is_none_or(|s| sub.as_deref() == Some(s)));
     let Some(spec): Option<&Spec> = args::upper(&argv[0], &mut b).and_then(cmd::find_spec) else {
-        let name = String::from_utf8_lossy(&argv[0]).to_ascii_uppercase();
-        let sub = argv.get(1).map(|s| String::from_utf8_lossy(s).to_ascii_uppercase());
-        if REDIS_NOSCRIPT.iter().any(|(c, s)| *c == name && s.is_none_or(|s| sub.as_deref() == Some(s))) {
+        if redis_noscript {
             return fail_table(lua, "This Redis command is not allowed from script");
         }
         return fail_table(lua, "Unknown Redis command called from script");
@@ -185,7 +187,10 @@ fn call<M: Mem>(
         return fail_table(lua, msg);
     }
     let has = |f: &str| spec.flags.contains(&f);
-    if has("noscript") || spec.group == cmd::Group::Scripts {
+    // A subcommand Redis flags `noscript` of a command that runs here (CLUSTER RESET) as well.
+    let sub_noscript =
+        REDIS_NOSCRIPT.iter().any(|(c, s)| *c == name && s.is_some_and(|s| sub.as_deref() == Some(s)));
+    if has("noscript") || spec.group == cmd::Group::Scripts || sub_noscript {
         return fail_table(lua, "This Redis command is not allowed from script");
     }
     let write = has("write") || has("may_replicate");

@@ -126,6 +126,7 @@ impl Harness {
             watches: &mut self.watches,
             errors: &mut Default::default(),
             telemetry: &mut Default::default(),
+            cluster: None,
         };
         let o =
             execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
@@ -160,6 +161,7 @@ impl Harness {
             watches: &mut self.watches,
             errors: &mut Default::default(),
             telemetry: &mut Default::default(),
+            cluster: None,
         };
         let o =
             execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();

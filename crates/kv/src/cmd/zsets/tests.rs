@@ -41,6 +41,7 @@ impl Z for Harness {
             watches: &mut self.watches,
             errors: &mut Default::default(),
             telemetry: &mut Default::default(),
+            cluster: None,
         };
         let o = execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out)?;
         assert!(matches!(o, Outcome::Done | Outcome::OverLimit), "{args:?}: {o:?}");

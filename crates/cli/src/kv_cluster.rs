@@ -1,0 +1,398 @@
+//! `mojim kv cluster create | status | add-shard | remove-shard`: the Redis Cluster topology in
+//! etcd, made and changed by compare-and-swap (`mojim_kv::cluster::store`).
+
+use clap::{Args, Subcommand};
+use mojim::{Config, Error};
+use mojim_kv::cluster::check::is_shard_id;
+use mojim_kv::cluster::store::{ClusterStoreError, TopologyStore};
+use mojim_kv::cluster::topology::{Shard, ShardNode, SlotRange, Topology, SLOTS};
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub(crate) const ABOUT: &str = "The Redis Cluster topology in etcd: the shards, the nodes that \
+serve each, and the 16384 hash slots each owns. It lives at <[kv] cluster_prefix>/kv-cluster/topology \
+in the etcd of [cluster] etcd_endpoints (coordinator = \"etcd\"), one JSON value changed only by \
+compare-and-swap, its epoch one more at each change. Every `mojim kv --cluster` watches it.
+
+A shard is given as its nodes, comma-separated, the first its primary; a node as \
+NAME/KV_ADDR/SERVE_ADDR[/ZONE]: its name (--node of its mojim kv and mojim serve), where its \
+mojim kv serves Redis clients when it is the primary, where its mojim serve listens, and an \
+optional failure domain. Example: --shard a1/10.0.0.1:6379/10.0.0.1:7070,a2/10.0.0.2:6379/10.0.0.2:7070
+
+A shard's nodes must be on different hosts (by the host of their addresses) and, when every node \
+has a zone, in different zones.";
+
+/// The configuration whose `[cluster]` names the etcd and whose `[kv] cluster_prefix` the key.
+#[derive(Args)]
+pub(crate) struct ConfigArgs {
+    /// Configuration file.
+    #[arg(long, short, default_value = "mojim.toml")]
+    config: PathBuf,
+}
+
+/// `mojim kv cluster ...`.
+#[derive(Subcommand)]
+pub(crate) enum ClusterCommand {
+    /// Write a new topology: the shards given, the 16384 slots spread evenly over them in
+    /// contiguous ranges, in the order given. Refuses to replace one already there unless
+    /// --force.
+    Create(CreateArgs),
+    /// Check the topology (as redis-cli --cluster check): every slot covered, each shard's
+    /// slots, config epoch and primary, and whether the primary answers PING. Exits 1 when a
+    /// slot is not covered or a primary does not answer.
+    Status(StatusArgs),
+    /// Add a shard that owns no slots yet (move slots to it afterwards).
+    AddShard(AddShardArgs),
+    /// Remove a shard; refused while it owns slots (they are named).
+    RemoveShard(RemoveShardArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct CreateArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// A shard: NAME/KV_ADDR/SERVE_ADDR[/ZONE] for each of its nodes, comma-separated, the
+    /// primary first (repeat the flag for each shard).
+    #[arg(long = "shard", required = true, value_name = "NODES")]
+    shards: Vec<String>,
+    /// Replace the topology already in etcd (its epoch goes on from the old one's).
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Args)]
+pub(crate) struct StatusArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+}
+
+#[derive(Args)]
+pub(crate) struct AddShardArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// The shard: NAME/KV_ADDR/SERVE_ADDR[/ZONE] for each of its nodes, comma-separated, the
+    /// primary first.
+    #[arg(long = "shard", value_name = "NODES")]
+    shard: String,
+}
+
+#[derive(Args)]
+pub(crate) struct RemoveShardArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// The shard's id (40 hex characters, as `status` shows), or the name of one of its nodes.
+    #[arg(long = "shard", value_name = "ID_OR_NODE")]
+    shard: String,
+}
+
+/// Runs one `mojim kv cluster` command.
+pub(crate) fn run(command: ClusterCommand) -> mojim::Result<()> {
+    match command {
+        ClusterCommand::Create(a) => create(a),
+        ClusterCommand::Status(a) => status(a),
+        ClusterCommand::AddShard(a) => add_shard(a),
+        ClusterCommand::RemoveShard(a) => remove_shard(a),
+    }
+}
+
+fn store(config: &ConfigArgs) -> mojim::Result<(Config, TopologyStore)> {
+    let cfg = Config::load(&config.config)?;
+    let store =
+        mojim_kv::cluster::connect::topology_store(&cfg, "mojim kv cluster").map_err(crate::kv_error)?;
+    Ok((cfg, store))
+}
+
+fn refused(e: ClusterStoreError) -> Error {
+    crate::kv_error(e.into())
+}
+
+/// A new shard id: 40 random hex characters.
+fn new_shard_id() -> String {
+    let mut b = [0u8; 20];
+    mojim_transport::random::fill(&mut b);
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Parses `--shard`: nodes `NAME/KV_ADDR/SERVE_ADDR[/ZONE]`, comma-separated, primary first.
+fn parse_shard(text: &str) -> mojim::Result<Shard> {
+    let mut nodes = Vec::new();
+    for node in text.split(',') {
+        let parts: Vec<&str> = node.trim().split('/').collect();
+        let [name, kv_addr, serve_addr, zone @ ..] = parts.as_slice() else {
+            return Err(Error::Config(format!(
+                "--shard {text:?}: node {node:?} is not NAME/KV_ADDR/SERVE_ADDR[/ZONE] \
+                 (e.g. a1/10.0.0.1:6379/10.0.0.1:7070)"
+            )));
+        };
+        if zone.len() > 1 {
+            return Err(Error::Config(format!("--shard {text:?}: node {node:?} has more than four parts")));
+        }
+        nodes.push(ShardNode {
+            name: (*name).to_owned(),
+            kv_addr: (*kv_addr).to_owned(),
+            serve_addr: (*serve_addr).to_owned(),
+            zone: zone.first().map(|z| (*z).to_owned()).unwrap_or_default(),
+        });
+    }
+    let primary = nodes[0].name.clone();
+    let shard = Shard { id: new_shard_id(), config_epoch: 1, slots: Vec::new(), nodes, primary };
+    shard.check_placement().map_err(|e| Error::Config(format!("--shard {text:?}: {e}")))?;
+    Ok(shard)
+}
+
+/// Slot ranges for `n` shards: 16384 / n each, the first 16384 % n one more.
+fn spread(n: usize) -> Vec<SlotRange> {
+    let n16 = u16::try_from(n).expect("at most 16384 shards, checked by the caller");
+    let (each, extra) = (SLOTS / n16, SLOTS % n16);
+    let mut start = 0;
+    (0..n16)
+        .map(|i| {
+            let len = each + u16::from(i < extra);
+            let r = SlotRange { start, end: start + len - 1 };
+            start += len;
+            r
+        })
+        .collect()
+}
+
+fn create(a: CreateArgs) -> mojim::Result<()> {
+    let (_, store) = store(&a.config)?;
+    if a.shards.len() > usize::from(SLOTS) {
+        return Err(Error::Config(format!("{} shards is more than the {SLOTS} slots", a.shards.len())));
+    }
+    let mut shards = a.shards.iter().map(|s| parse_shard(s)).collect::<mojim::Result<Vec<_>>>()?;
+    for (shard, range) in shards.iter_mut().zip(spread(a.shards.len())) {
+        shard.slots = vec![range];
+    }
+    let written = store.create(Topology { epoch: 0, shards, moves: Vec::new() }, a.force).map_err(refused)?;
+    println!("created the cluster topology at {} (epoch {})", store.key(), written.epoch);
+    for s in &written.shards {
+        let r = s.slots[0];
+        println!("shard {} slots {}-{} primary {}", s.id, r.start, r.end, s.primary);
+    }
+    Ok(())
+}
+
+fn add_shard(a: AddShardArgs) -> mojim::Result<()> {
+    let (_, store) = store(&a.config)?;
+    let shard = parse_shard(&a.shard)?;
+    let id = shard.id.clone();
+    let written = store
+        .update(|t: &mut Topology| -> Result<(), ClusterStoreError> {
+            t.shards.push(shard.clone());
+            Ok(())
+        })
+        .map_err(refused)?;
+    println!("added shard {id} with no slots (epoch {})", written.epoch);
+    Ok(())
+}
+
+fn remove_shard(a: RemoveShardArgs) -> mojim::Result<()> {
+    let (_, store) = store(&a.config)?;
+    let wanted = a.shard.as_str();
+    let mut removed = String::new();
+    let written = store
+        .update(|t: &mut Topology| -> Result<(), ChangeError> {
+            let found = t.shards.iter().position(|s| {
+                if is_shard_id(wanted) {
+                    s.id == wanted
+                } else {
+                    s.nodes.iter().any(|n| n.name == wanted)
+                }
+            });
+            let Some(i) = found else {
+                return Err(ChangeError::Refused(format!(
+                    "no shard {wanted:?} in the topology (epoch {}): give a shard id or a node name as \
+                     `mojim kv cluster status` shows them",
+                    t.epoch
+                )));
+            };
+            let s = &t.shards[i];
+            if !s.slots.is_empty() {
+                return Err(ChangeError::Refused(format!(
+                    "shard {} still owns slots {}: move them to other shards first",
+                    s.id,
+                    ranges(&s.slots)
+                )));
+            }
+            if let Some(m) = t.moves.iter().find(|m| m.from == s.id || m.to == s.id) {
+                return Err(ChangeError::Refused(format!(
+                    "shard {} is part of the move of slot {}: finish or undo it first",
+                    s.id, m.slot
+                )));
+            }
+            removed = t.shards.remove(i).id;
+            Ok(())
+        })
+        .map_err(Error::from)?;
+    println!("removed shard {removed} (epoch {})", written.epoch);
+    Ok(())
+}
+
+/// Why a change of the topology was not made: etcd's side, or the command's own refusal.
+enum ChangeError {
+    Store(ClusterStoreError),
+    Refused(String),
+}
+
+impl From<ClusterStoreError> for ChangeError {
+    fn from(e: ClusterStoreError) -> ChangeError {
+        ChangeError::Store(e)
+    }
+}
+
+impl From<ChangeError> for Error {
+    fn from(e: ChangeError) -> Error {
+        match e {
+            ChangeError::Store(e) => refused(e),
+            ChangeError::Refused(m) => Error::Config(m),
+        }
+    }
+}
+
+/// `0-5460,5462` for the ranges.
+fn ranges(slots: &[SlotRange]) -> String {
+    let text: Vec<String> = slots
+        .iter()
+        .map(|r| if r.start == r.end { r.start.to_string() } else { format!("{}-{}", r.start, r.end) })
+        .collect();
+    text.join(",")
+}
+
+/// How long `status` waits for a primary's PONG.
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Sends PING (after AUTH with `password`, if any) to `addr` and says what came back.
+fn ping(addr: &str, password: Option<&[u8]>) -> Result<(), String> {
+    let a = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve: {e}"))?
+        .next()
+        .ok_or_else(|| "resolves to no address".to_owned())?;
+    let mut s = TcpStream::connect_timeout(&a, PING_TIMEOUT).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(PING_TIMEOUT)).map_err(|e| e.to_string())?;
+    let mut request = Vec::new();
+    if let Some(p) = password {
+        request.extend_from_slice(format!("*2\r\n$4\r\nAUTH\r\n${}\r\n", p.len()).as_bytes());
+        request.extend_from_slice(p);
+        request.extend_from_slice(b"\r\n");
+    }
+    request.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+    s.write_all(&request).map_err(|e| e.to_string())?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 512];
+    while !got.ends_with(b"+PONG\r\n") {
+        let n = s.read(&mut buf).map_err(|e| format!("no PONG: {e}"))?;
+        if n == 0 || got.len() > 4096 {
+            return Err(format!("answered {:?}", String::from_utf8_lossy(&got).trim()));
+        }
+        got.extend_from_slice(&buf[..n]);
+        if got.starts_with(b"-") && got.ends_with(b"\r\n") {
+            return Err(format!("answered {:?}", String::from_utf8_lossy(&got).trim()));
+        }
+    }
+    Ok(())
+}
+
+fn status(a: StatusArgs) -> mojim::Result<()> {
+    let (cfg, store) = store(&a.config)?;
+    let (t, revision) = store.read_existing().map_err(refused)?;
+    let password = match std::env::var_os("MOJIM_KV_PASSWORD") {
+        Some(p) => p.into_encoded_bytes(),
+        None => cfg.file.kv.password.clone().into_bytes(),
+    };
+    let password = (!password.is_empty()).then_some(password);
+    println!(
+        "topology {} epoch {} (etcd revision {revision}), {} shards",
+        store.key(),
+        t.epoch,
+        t.shards.len()
+    );
+    let mut unreachable = Vec::new();
+    for s in &t.shards {
+        let owned: u32 = s.slots.iter().map(|r| u32::from(r.end - r.start) + 1).sum();
+        let slots = if s.slots.is_empty() { "none".to_owned() } else { ranges(&s.slots) };
+        println!("shard {} config_epoch {} slots {slots} ({owned} slots)", s.id, s.config_epoch);
+        for n in &s.nodes {
+            let zone = if n.zone.is_empty() { String::new() } else { format!(" zone {}", n.zone) };
+            if n.name == s.primary {
+                let state = match ping(&n.kv_addr, password.as_deref()) {
+                    Ok(()) => "ok (PONG)".to_owned(),
+                    Err(e) => {
+                        unreachable.push(format!("{} ({})", n.name, n.kv_addr));
+                        format!("UNREACHABLE: {e}")
+                    }
+                };
+                println!("  primary {} kv {} serve {}{zone}: {state}", n.name, n.kv_addr, n.serve_addr);
+            } else {
+                println!("  replica {} kv {} serve {}{zone}", n.name, n.kv_addr, n.serve_addr);
+            }
+        }
+    }
+    for m in &t.moves {
+        println!("moving slot {} from {} to {}", m.slot, m.from, m.to);
+    }
+    let gaps = t.uncovered();
+    let uncovered: u32 = gaps.iter().map(|&(a, b)| u32::from(b - a) + 1).sum();
+    let gaps: Vec<SlotRange> = gaps.into_iter().map(|(start, end)| SlotRange { start, end }).collect();
+    let mut problems = Vec::new();
+    if gaps.is_empty() {
+        println!("[OK] all {SLOTS} slots covered");
+    } else {
+        println!("[ERR] {uncovered} slots not covered: {}", ranges(&gaps));
+        problems.push(format!(
+            "{uncovered} of {SLOTS} slots are not covered ({}): a client asking for a key in them gets an \
+             error; give them to a shard",
+            ranges(&gaps)
+        ));
+    }
+    if !unreachable.is_empty() {
+        problems.push(format!("primaries not answering PING: {}", unreachable.join(", ")));
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let why = format!("the cluster is not healthy: {}", problems.join("; "));
+    Err(Error::Io { op: "mojim kv cluster status".into(), source: std::io::Error::other(why) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_spread_evenly_in_contiguous_ranges() {
+        for n in [1, 2, 3, 7, 16384] {
+            let r = spread(n);
+            assert_eq!(r.len(), n);
+            assert_eq!((r[0].start, r[n - 1].end), (0, SLOTS - 1));
+            for w in r.windows(2) {
+                assert_eq!(w[0].end + 1, w[1].start);
+            }
+            let lens: Vec<u16> = r.iter().map(|r| r.end - r.start + 1).collect();
+            assert!(lens.iter().max().unwrap() - lens.iter().min().unwrap() <= 1, "{n}: {lens:?}");
+        }
+        assert_eq!(ranges(&spread(3)), "0-5461,5462-10922,10923-16383");
+    }
+
+    #[test]
+    fn shards_parse_and_bad_ones_are_named() {
+        let s = parse_shard("a1/10.0.0.1:6379/10.0.0.1:7070/z1, a2/10.0.0.2:6379/10.0.0.2:7070/z2").unwrap();
+        assert_eq!((s.primary.as_str(), s.nodes.len(), s.nodes[1].zone.as_str()), ("a1", 2, "z2"));
+        assert!(is_shard_id(&s.id));
+        assert_ne!(s.id, parse_shard("a/h:1/h:2").unwrap().id, "ids are random");
+        for (bad, says) in [
+            ("a1/10.0.0.1:6379", "is not NAME/KV_ADDR/SERVE_ADDR"),
+            ("a/h:1/h:2/z/x", "more than four parts"),
+            (
+                "a/10.0.0.1:1/10.0.0.1:2,b/10.0.0.1:3/10.0.0.1:4",
+                "nodes a and b are on the same host 10.0.0.1",
+            ),
+        ] {
+            let e = parse_shard(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+}
