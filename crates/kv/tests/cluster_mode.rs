@@ -138,9 +138,17 @@ impl Client {
     }
 
     fn cmd(&mut self, args: &[&str]) -> Value {
+        self.send(args);
+        self.read()
+    }
+
+    fn send(&mut self, args: &[&str]) {
         let mut req = Vec::new();
         encode_request(args, &mut req);
         self.s.write_all(&req).expect("send");
+    }
+
+    fn read(&mut self) -> Value {
         loop {
             if let Some((v, n)) = decode(&self.buf, &Limits::default()).expect("RESP") {
                 self.buf.drain(..n);
@@ -216,6 +224,30 @@ fn three_shards_redirect_and_serve_redis_cluster_clients() {
     }
     assert_eq!(c1.cmd(&["GET", &gone]), Value::bulk("w"));
     assert_eq!(err(c0.cmd(&["GET", &here])), format!("MOVED {slot} {}", a[1]));
+
+    // A client parked by BLPOP on a slot that then leaves the shard is redirected, as Redis
+    // unblocks it with -MOVED.
+    let waiting = key_in(0, "list");
+    let wslot = key_slot(waiting.as_bytes());
+    let mut blocked = Client::connect(&a[0]);
+    blocked.send(&["BLPOP", &waiting, "0"]);
+    // Parked: the server answers this connection's next command only after BLPOP's.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut handed = done.clone();
+    handed.shards[0].slots.retain(|r| !(r.start..=r.end).contains(&wslot));
+    let rest = |s: u16, e: u16| (s <= e).then_some(SlotRange { start: s, end: e });
+    for r in done.shards[0].slots.iter().filter(|r| (r.start..=r.end).contains(&wslot)) {
+        handed.shards[0].slots.extend(rest(r.start, wslot.wrapping_sub(1)).filter(|_| wslot > 0));
+        handed.shards[0].slots.extend(rest(wslot + 1, r.end));
+    }
+    handed.shards[2].slots.push(SlotRange { start: wslot, end: wslot });
+    for n in &c.nodes {
+        n.view.set(handed.clone());
+    }
+    assert_eq!(err(blocked.read()), format!("MOVED {wslot} {}", a[2]));
+    for n in &c.nodes {
+        n.view.set(done.clone());
+    }
 
     // redis-py's RedisCluster, told of one node, finds the others from CLUSTER SLOTS.
     let port0 = a[0].rsplit(':').next().expect("a port");

@@ -33,6 +33,15 @@ pub const LEFT_OUT: &[(&str, &str)] = &[
     ),
     ("SLOWLOG", "as LATENCY: entries carry each server's own durations, times and ids"),
     (
+        "CLUSTER",
+        "cluster mode's commands, which a standalone Redis and a standalone mojim kv both refuse with the same \
+         error (the kv crate's cmd/tests/cluster.rs checks mojim kv's): their answers in cluster mode are \
+         tested in cmd/tests/cluster.rs and, with redis-py's RedisCluster, crates/kv/tests/cluster_mode.rs",
+    ),
+    ("ASKING", "as CLUSTER"),
+    ("READONLY", "as CLUSTER"),
+    ("READWRITE", "as CLUSTER"),
+    (
         "MONITOR",
         "turns the connection into a stream of every other client's commands, where the harness reads one \
          reply per request: tests/kv_monitor.rs runs redis-cli monitor against it",

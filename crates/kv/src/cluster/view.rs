@@ -69,13 +69,16 @@ impl CachedView {
         CachedView { view, generation, topology }
     }
 
-    /// Takes the topology again if it was replaced since (one atomic load when it was not).
-    pub fn refresh(&mut self) {
+    /// Takes the topology again if it was replaced since (one atomic load when it was not);
+    /// whether it was.
+    pub fn refresh(&mut self) -> bool {
         let g = self.view.generation();
-        if g != self.generation {
-            self.topology = self.view.current();
-            self.generation = g;
+        if g == self.generation {
+            return false;
         }
+        self.topology = self.view.current();
+        self.generation = g;
+        true
     }
 
     /// The topology as last taken.

@@ -134,7 +134,7 @@ impl Harness {
         assert!(matches!(p.parse(&req).unwrap(), Parsed::Request { .. }));
         let mut out = Vec::new();
         if let Some(c) = &mut self.cluster {
-            c.refresh();
+            let _ = c.refresh();
         }
         let mut cx = Cx {
             store: &mut self.store,

@@ -43,6 +43,9 @@ pub struct Waits {
     ready_set: HashSet<Vec<u8>>,
     /// `CLIENT UNBLOCK` requests: (slot, answer an error rather than the timeout's null).
     unblocks: Vec<(usize, bool)>,
+    /// Cluster mode's topology changed: every parked client runs its request again, to be
+    /// redirected if its keys' slot left the shard (or to park again).
+    recheck: bool,
 }
 
 /// Which keys a command may have made non-empty.
@@ -138,9 +141,14 @@ impl Waits {
         }
     }
 
-    /// Whether keys wait to be served (or clients to be unblocked).
+    /// Whether keys wait to be served (or clients to be unblocked, or checked again).
     pub fn has_ready(&self) -> bool {
-        !self.ready.is_empty() || !self.unblocks.is_empty()
+        !self.ready.is_empty() || !self.unblocks.is_empty() || self.recheck
+    }
+
+    /// Asks that every parked client run its request again (the cluster's topology changed).
+    pub fn recheck_all(&mut self) {
+        self.recheck = !self.parked.is_empty();
     }
 
     /// `CLIENT UNBLOCK id`: whether client `id` is parked (it is then answered, a null or
@@ -242,6 +250,27 @@ impl Server<'_> {
         let unblocks = std::mem::take(&mut self.waits.borrow_mut().unblocks);
         for (slot, error) in unblocks {
             self.answer_parked(slot, error);
+        }
+        if std::mem::take(&mut self.waits.borrow_mut().recheck) {
+            let mut parked: Vec<usize> = self.waits.borrow().parked.keys().copied().collect();
+            parked.sort_unstable();
+            for slot in parked {
+                if self.clients[slot].as_ref().is_none_or(|c| c.closing) {
+                    continue;
+                }
+                match self.run_client(slot, now_ms, true)? {
+                    ClientRun::Served => {
+                        self.woken.push(slot);
+                        self.mark_ready(slot);
+                    }
+                    ClientRun::SealFirst => {
+                        // The rest after the seal (one checked already parks again).
+                        self.waits.borrow_mut().recheck = true;
+                        return Ok(true);
+                    }
+                    ClientRun::Parked | ClientRun::Drained | ClientRun::Woke => {}
+                }
+            }
         }
         let databases = self.opts.databases.min(self.store.databases()).max(1);
         loop {

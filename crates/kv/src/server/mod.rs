@@ -352,9 +352,20 @@ struct Server<'p> {
 }
 
 impl Server<'_> {
+    /// Cluster mode: takes the topology again if its watcher replaced it. Clients parked by
+    /// blocking commands then run their request again, to be redirected if their keys' slot
+    /// left this shard (as Redis unblocks them with -MOVED); the others park again.
+    fn follow_topology(&mut self) {
+        if self.cluster.as_mut().is_some_and(|c| c.refresh()) && self.waits.borrow().any() {
+            self.waits.borrow_mut().recheck_all();
+        }
+    }
+
     fn run_loop(&mut self) -> Result<(), KvError> {
         let mut events: Vec<epoll::Event> = Vec::with_capacity(1024);
         loop {
+            // Between turns (and before each client runs, in run_client).
+            self.follow_topology();
             // Between turns: the counters are consistent.
             if let Some(asked) = self.scrape.as_ref().and_then(|s| s.wanted()) {
                 let snap = self.snapshot();
@@ -930,8 +941,9 @@ impl Server<'_> {
             // A parked client runs nothing until it is woken.
             return Ok(ClientRun::Parked);
         }
-        if let Some(c) = &mut self.cluster {
-            c.refresh();
+        // As follow_topology (the clients are lent out here).
+        if self.cluster.as_mut().is_some_and(|c| c.refresh()) && self.waits.borrow().any() {
+            self.waits.borrow_mut().recheck_all();
         }
         let mut cx = Cx {
             store: &mut self.store,
