@@ -10,24 +10,16 @@
 
 mod common;
 
-use common::{mirror_image, raw, wait_status, Cluster};
-use mojim_core::encode::{encrypted, placed_data_header, sealed, FramePlan, SessionTag};
-use mojim_format::checksum::crc32c;
-use mojim_format::handshake::{LogWindow, PeerRole, Welcome};
+use common::placed::{self, log_file, operator, start_mirror, Placing, SHM, TCP, UCX};
+use common::{mirror_image, wait_status, Cluster};
 use mojim_format::log::LOG_HEADER_SIZE;
-use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
-use mojim_transport::{AnyConn, AnyTransport, Conn, PeerMemory, RecordMac};
-use std::io::Write;
-use std::path::PathBuf;
+use mojim_format::FrameHeader;
 use std::time::{Duration, Instant};
 
-/// Shared memory: a socket in the test's folder.
-const SHM: &str = "";
-const UCX: &str = "ucx:127.0.0.1:0";
-const OFFSET: u64 = 8192;
+const OFFSET: u64 = placed::OFFSET;
 
 /// A cluster with mutual TLS and `encrypt_placed` as `encrypt` whose mirror listens on
-/// `listen` (shared memory: a socket in its folder; "tcp": the default TCP address), after
+/// `listen` (shared memory: a socket in its folder; [`TCP`]: the default TCP address), after
 /// `edit`.
 fn start(
     test: &str,
@@ -35,34 +27,7 @@ fn start(
     encrypt: bool,
     edit: impl FnOnce(&mut mojim::config::ConfigFile),
 ) -> Cluster {
-    let mut c = Cluster::new(test, 1 << 20, |f| {
-        common::tls::configure(f);
-        f.security.encrypt_placed = encrypt;
-        edit(f);
-    });
-    common::tls::make_certs(&c);
-    start_mirror(&mut c, listen);
-    c
-}
-
-fn start_mirror(c: &mut Cluster, listen: &str) {
-    match listen {
-        "tcp" => c.start_mirror(),
-        "" => {
-            let sock = c.dir.path().join("m.sock").to_str().expect("utf-8").to_string();
-            c.start_mirror_with(&["--listen", &sock])
-        }
-        _ => c.start_mirror_with(&["--listen", listen]),
-    };
-}
-
-fn operator(c: &Cluster, addr: &str) -> mojim_node::admin_client::AdminClient {
-    common::tls::operator(c, addr)
-}
-
-/// The mirror's log of lane 0.
-fn log_file(c: &Cluster) -> PathBuf {
-    c.cfg.resolve(&c.cfg.file.mirror.dir).join("lane-0.log")
+    placed::start(test, listen, encrypt, edit)
 }
 
 /// A primary with `encrypt_placed` writes and syncs groups; the mirror, which applies nothing
@@ -110,11 +75,7 @@ fn records_placed_encrypted_with_ucx_puts_replicate_and_recover_after_kill_9() {
 /// (over its own TLS link) and holds the primary's bytes.
 #[test]
 fn a_backup_of_a_mirror_of_encrypted_records_holds_the_plaintext() {
-    let mut c = Cluster::new("placed_enc_backup", 1 << 20, |f| {
-        common::tls::configure(f);
-        f.security.encrypt_placed = true;
-    });
-    common::tls::make_certs(&c);
+    let mut c = placed::cluster("placed_enc_backup", true, |_| {});
     let backup = c.start_backup("backup");
     c.feed(&[&backup], |_| {});
     start_mirror(&mut c, SHM);
@@ -138,33 +99,6 @@ fn a_backup_of_a_mirror_of_encrypted_records_holds_the_plaintext() {
     let st = common::wait_applied(&mut b);
     assert!(st.last_violation.is_none() && st.applied_seq >= last, "{st:?}");
     common::assert_same_image("placed_enc_backup", &expected, &mirror_image(&mut b, c.size()));
-}
-
-/// A lane of a hostile primary over TLS that asked to place its records encrypted, with the log
-/// it was offered and the key its session gives (encrypting).
-struct Lane {
-    conn: AnyConn,
-    welcome: Welcome,
-    window: LogWindow,
-    mem: PeerMemory,
-    mac: RecordMac,
-    tag: SessionTag,
-}
-
-fn join(c: &Cluster, session: u64) -> Lane {
-    let id = c.cfg.region_id().expect("region id");
-    let mut hello = raw::hello(PeerRole::Primary, (id.uuid, id.size), session, 0, 1);
-    (hello.place, hello.encrypt_placed) = (true, true);
-    let tls = AnyTransport::new(Some(common::tls::context(c.dir.path(), "ca.pem", "application")));
-    let (mut conn, welcome) = raw::handshake_over(&tls, &c.mirror_addr(), &hello, &c.secret().0);
-    let (h, body) = raw::read_frame(&mut conn).expect("the Log frame after the Welcome");
-    assert_eq!(h.kind, FrameKind::Log);
-    let (window, token) = LogWindow::decode_offer(&body).expect("a valid Log body");
-    assert!(window.capacity > 0, "over TLS the mirror offers its log");
-    let mem = conn.take_memory(window.capacity as usize, token).expect("take the offered log");
-    let mac = conn.record_mac(session, 0).expect("a key").expect("a TLS connection has one").encrypting(true);
-    let tag = SessionTag { session, epoch: welcome.epoch, lane: 0 };
-    Lane { conn, welcome, window, mem, mac, tag }
 }
 
 /// A recognisable plaintext: a line of text, repeated.
@@ -195,61 +129,45 @@ enum Spoil {
 /// was, and that the log then holds the plaintext under a header without `ENCRYPTED`, and
 /// returns "".
 fn place(test: &str, listen: &str, spoil: Spoil) -> String {
-    let c = start(test, listen, true, |_| {});
-    let mut lane = join(&c, 0x0009_1ace_7200);
+    let mut p = Placing::new(start(test, listen, true, |_| {}), 0x0009_1ace_7200, true);
     let body = pattern();
-    let (seq, pos) = (lane.welcome.next_seq, lane.window.head);
-    let at = (pos % lane.window.capacity) as usize + FRAME_HEADER_SIZE;
-    let plan = FramePlan { offset: OFFSET, len: 4096, frame_index: 0, end: true };
     let header = if spoil == Spoil::NotEncrypted {
-        let checksum = lane.mem.write(at, &body).expect("place the body");
-        lane.mem.write(at + body.len(), &lane.mac.tag(seq, 0, &body)).expect("place its tag");
-        sealed(placed_data_header(lane.tag, seq, plan, checksum, pos))
+        let checksum = p.lane.mem.write(p.at, &body).expect("place the body");
+        p.lane.mem.write(p.at + body.len(), &p.lane.mac.tag(p.seq, 0, &body)).expect("place its tag");
+        mojim_core::encode::sealed(p.header(checksum))
     } else {
         // What the primary's placement does (`PeerMemory::write_sealed` with a key that
         // encrypts): the checksum returned is the plaintext's.
-        let checksum = lane.mem.write_sealed(at, &body, &lane.mac, seq, 0).expect("place the ciphertext");
-        assert_eq!(checksum, crc32c(&body));
-        encrypted(placed_data_header(lane.tag, seq, plan, checksum, pos))
+        p.seal(&body)
     };
-    lane.mem.flush().expect("the bytes are in the mirror's log");
-    let file_at = LOG_HEADER_SIZE + at;
-    let in_flight = std::fs::read(log_file(&c)).expect("read the mirror's log")[file_at..][..4096].to_vec();
+    p.lane.mem.flush().expect("the bytes are in the mirror's log");
+    let file_at = LOG_HEADER_SIZE + p.at;
+    let in_flight = std::fs::read(log_file(&p.c)).expect("read the mirror's log")[file_at..][..4096].to_vec();
     if spoil != Spoil::NotEncrypted {
         assert!(!holds_any_of(&in_flight, &body), "{listen:?}: the placed bytes hold none of the plaintext");
     }
     if spoil == Spoil::Ciphertext {
-        lane.mem.write(at + 100, &[!in_flight[100]]).expect("change the ciphertext");
-        lane.mem.flush().expect("flushed");
+        p.lane.mem.write(p.at + 100, &[!in_flight[100]]).expect("change the ciphertext");
     }
-    lane.conn.write_all(&header).expect("ring the doorbell");
-    let answer = raw::read_frame(&mut lane.conn);
-    let mut admin = operator(&c, &c.mirror_addr());
-    let log = std::fs::read(log_file(&c)).expect("read the mirror's log");
+    let answer = p.ring(&header);
+    let log = std::fs::read(log_file(&p.c)).expect("read the mirror's log");
     if spoil == Spoil::None {
-        let (ack, _) = answer.expect("an ack");
-        assert_eq!((ack.kind, ack.seq), (FrameKind::Ack, seq));
+        assert!(answer.is_ok(), "{listen:?}: an ack");
         assert_eq!(&log[file_at..][..4096], &body[..], "{listen:?}: decrypted in place");
-        let hb: &[u8; 64] = log[file_at - FRAME_HEADER_SIZE..file_at].try_into().expect("64 bytes");
+        let hb: &[u8; 64] = log[file_at - 64..file_at].try_into().expect("64 bytes");
         let h = FrameHeader::decode(hb).expect("the record's header");
         assert!(h.has_mac() && !h.is_encrypted(), "{listen:?}: {h:?}");
-        common::wait_applied(&mut admin);
-        assert_eq!(&mirror_image(&mut admin, c.size())[OFFSET as usize..][..4096], &body[..]);
+        p.applied(answer, &body);
         return String::new();
     }
-    assert!(answer.is_err(), "{spoil:?}: no ack, the lane is closed");
-    let st = wait_status(&mut admin, "the violation is counted", |s| s.last_violation.is_some());
-    assert_eq!(st.applied_seq, 0, "{spoil:?}: nothing was applied");
-    assert!(st.last_received_seq < seq, "{spoil:?}: nothing of the group was logged: {st:?}");
+    let violation = p.refused(answer, &format!("{spoil:?}"));
     if spoil == Spoil::Ciphertext {
         assert!(
             !holds_any_of(&log[file_at..][..4096], &body),
             "{listen:?}: nothing was decrypted into the log"
         );
     }
-    let image = mirror_image(&mut admin, c.size());
-    assert!(image[OFFSET as usize..][..4096].iter().all(|&b| b == 0), "{spoil:?}: the bytes never landed");
-    st.last_violation.expect("a violation")
+    violation
 }
 
 #[test]
@@ -297,7 +215,7 @@ fn a_primary_and_a_mirror_set_otherwise_are_refused_at_the_handshake_naming_the_
         }
     }
     // Over TCP nothing is placed: the setting has no effect, and nothing is refused.
-    let mut c = start("placed_enc_mismatch_tcp", "tcp", false, |_| {});
+    let mut c = start("placed_enc_mismatch_tcp", TCP, false, |_| {});
     let p = open_with(&mut c, true).expect("over TCP encrypt_placed changes nothing");
     p.write(OFFSET, b"tcp").expect("write");
     p.msync(OFFSET, 3).expect("sync");
@@ -329,4 +247,13 @@ fn encrypt_placed_without_tls_is_refused_at_start_naming_both_settings() {
     assert!(err.contains("[security] encrypt_placed = true needs [security] tls = true"), "{err}");
     let opts = mojim::PrimaryOptions::from_config(&c.cfg, false).expect_err("refused").to_string();
     assert!(opts.contains("[security] encrypt_placed = true needs [security] tls = true"), "{opts}");
+}
+
+/// A record placed encrypted, decrypted into the mirror's log, checked and applied, then changed
+/// there (the plaintext, its checksum made anew) by the primary, which keeps the log's memory key
+/// over UCX, is never forwarded to a backup: the backup gets the mirror's data area instead.
+/// Fails without the forwarder's check of its seal.
+#[test]
+fn a_decrypted_record_changed_after_the_mirrors_check_never_reaches_a_backup() {
+    placed::changed_after_the_check_never_reaches_a_backup("placed_enc_fwd_changed", true);
 }

@@ -216,8 +216,9 @@ fn offer_log<C: Conn>(
     let file = std::fs::OpenOptions::new().read(true).write(true).open(log.path())?;
     // Marked before the offer: from then on the peer may write the log at any time, so the
     // checkpointer copies this log's records out before it checks and applies them.
+    // The groups of the log still queued for the backups are sealed first (`forward::expose`).
     if conn.shares_with_remote_writers() {
-        s.lanes.expose(tag.lane);
+        super::forward::expose(s, tag.lane);
     }
     // The record area only: the header page (the tail recovery starts from) stays out of the
     // peer's reach where the transport can keep it out (UCX registers only what is offered).

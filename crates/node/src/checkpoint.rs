@@ -89,6 +89,7 @@ fn apply_locked(s: &Shared, allow_gaps: bool, wait: DataWait, applier: &mut Appl
             run(s, applier, Some(w));
         }
         drop(writing);
+        s.forward.sealed(&mut applier.parts().1.seals);
         let done = s.ckpt.applied(applier);
         s.forward.queue_applied(done);
         let written = done.len();
@@ -159,15 +160,17 @@ fn run(s: &Shared, applier: &mut Applier<'_>, w: Option<&Writing<'_>>) {
     }
 }
 
-/// Writes group `g` from a log a peer can write at any time: copied out and checked first, and
-/// made persistent as it is written (reclaim cannot trust the log's headers to say again which
+/// Writes group `g` from a log a peer can write at any time: copied out and checked first (and
+/// what was checked sealed for the forwarder, `group_seal`), and made persistent as it is written (reclaim cannot trust the log's headers to say again which
 /// ranges this group wrote). Err: the peer changed the group.
 fn write_copied(s: &Shared, g: &GroupRef, scratch: &mut Scratch) -> Result<io::Result<()>, Failure> {
     let log = s.lanes.log_holding(g);
     let area = s.data.area();
     let macs = s.lanes.macs(g.lane);
-    if let Err(why) = scratch.copy_group(log.area(), g, MAX_FRAME_LIMIT, area.size(), &macs) {
-        return Err(Failure::Changed { seq: g.seq, lane: g.lane, why });
+    match scratch.copy_group(log.area(), g, MAX_FRAME_LIMIT, area.size(), &macs, s.forward.sealer()) {
+        // Kept for the forwarder, which sends the backups only what matches it.
+        Ok(seal) => scratch.seals.push((g.seq, seal)),
+        Err(why) => return Err(Failure::Changed { seq: g.seq, lane: g.lane, why }),
     }
     for (off, body) in scratch.writes() {
         if let Err(e) = area.write_persistent(off, body) {

@@ -12,7 +12,12 @@
 //! A record whose body was placed encrypted lies decrypted in the log: its tag is checked by
 //! encrypting the copy again (and decrypting it back once the tag holds). A `Copied` record is
 //! checked the same way (header, checksum, group, tag), though it writes nothing.
+//!
+//! The copy is laid out as the group's sealed form (`group_seal`: each record's header as a
+//! backup gets it, then its body), and sealed under this node's own key once every record
+//! checks: the forwarder sends a backup only what matches that seal.
 
+use super::group_seal::{push_record, GroupSealer, Seal};
 use mojim_core::checkpoint::GroupRef;
 use mojim_format::checksum::crc32c;
 use mojim_format::log::{record_at_verified, RecordArea};
@@ -25,17 +30,22 @@ use mojim_transport::RecordMac;
 /// largest group once).
 #[derive(Default)]
 pub(crate) struct Scratch {
+    /// The group's sealed form: each record's header (as sealed), then its body.
     bytes: Vec<u8>,
-    /// `(data offset, start in bytes, len)` of each body copied.
+    /// `(data offset, start in bytes, len)` of each `Data` body copied.
     writes: Vec<(u64, usize, usize)>,
+    /// The seals of the groups written in this pass, for the forwarder (handed over once the
+    /// data area is no longer held: see the lock order in lib.rs).
+    pub seals: Vec<(u64, Seal)>,
 }
 
 impl Scratch {
     /// Copies group `g`'s record bodies out of `area` and checks each, on the copy, against its
     /// header (also copied out), its tag under the key `macs` holds for its session, if any, and
     /// that it lies within a data area of `region_size` bytes; a `Copied` record's list is
-    /// checked so too, and not kept. Err: what no longer holds (the peer changed the log after
-    /// the lane checked it).
+    /// checked so too, and writes nothing. Returns the seal of what was checked, under
+    /// `sealer`'s key. Err: what no longer holds (the peer changed the log after the lane
+    /// checked it).
     pub fn copy_group(
         &mut self,
         area: MapSlice<'_>,
@@ -43,7 +53,8 @@ impl Scratch {
         max_body: u32,
         region_size: u64,
         macs: &[(u64, RecordMac)],
-    ) -> Result<(), String> {
+        sealer: &GroupSealer,
+    ) -> Result<Seal, String> {
         self.bytes.clear();
         self.writes.clear();
         let mut pos = g.start_pos;
@@ -77,8 +88,7 @@ impl Scratch {
             } else {
                 format!("a Copied list of {len} bytes")
             };
-            let start = self.bytes.len();
-            self.bytes.resize(start + len, 0);
+            let start = push_record(&mut self.bytes, &h).start;
             let body = &mut self.bytes[start..];
             area.copy_out(rec.body_at, body);
             if h.check_checksum(len, crc32c(body)).is_err() {
@@ -106,15 +116,13 @@ impl Scratch {
                     ));
                 }
             }
+            // A Copied group writes nothing here (its bytes landed as it came): its list is
+            // checked, and sealed, as what the backups are sent is read from it.
             if data {
                 self.writes.push((h.offset, start, len));
-            } else {
-                // A Copied group writes nothing here (its bytes landed as it came): its list is
-                // checked, as what the backups are sent is read from it.
-                self.bytes.truncate(start);
             }
         }
-        Ok(())
+        Ok(sealer.seal(g.seq, &self.bytes))
     }
 
     /// The bodies of the last group copied: `(data offset, bytes)`.
@@ -178,9 +186,16 @@ mod tests {
         let (_dir, map, g) = log_with([&[1u8; 100], &[2u8; 100]]);
         let mut s = Scratch::default();
         let area = map.view(LOG_HEADER_SIZE, 1 << 16);
-        s.copy_group(area, &g, 1 << 20, 1 << 20, &[]).expect("checks");
+        s.copy_group(area, &g, 1 << 20, 1 << 20, &[], &GroupSealer::new()).expect("checks");
         let got: Vec<(u64, Vec<u8>)> = s.writes().map(|(o, b)| (o, b.to_vec())).collect();
         assert_eq!(got, vec![(0, vec![1u8; 100]), (4096, vec![2u8; 100])]);
+        // The copy is the group's sealed form: the forwarder's copy of the same log checks
+        // against the seal made here.
+        let sealer = GroupSealer::new();
+        let seal = s.copy_group(area, &g, 1 << 20, 1 << 20, &[], &sealer).expect("checks");
+        let mut form = Vec::new();
+        crate::group_seal::copy_form(area, &g, 1 << 20, &mut form).expect("a group");
+        assert!(sealer.verify(g.seq, &form, &seal));
     }
 
     /// Writes a sealed record of `body` at log position `pos` of `map` (its header `header`,
@@ -223,16 +238,21 @@ mod tests {
         let g = GroupRef::data(1, 0, 0, end, 300);
         let macs = [(7, mac.clone())];
         let mut s = Scratch::default();
-        s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &macs).expect("checks");
+        s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &macs, &GroupSealer::new())
+            .expect("checks");
         let got: Vec<(u64, Vec<u8>)> = s.writes().map(|(o, b)| (o, b.to_vec())).collect();
         assert_eq!(got, vec![(4096, body.clone())], "the plaintext, as it lies");
         // A GMAC tag would not do: the tag is the encryption's.
         let plain = [(7, RecordMac::new(&[3; 32]))];
-        assert!(s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &plain).is_err());
+        assert!(s
+            .copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &plain, &GroupSealer::new())
+            .is_err());
         let mut changed = body.clone();
         changed[299] ^= 1;
         rewrite(&map, 0, &changed);
-        let err = s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &macs).unwrap_err();
+        let err = s
+            .copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &macs, &GroupSealer::new())
+            .unwrap_err();
         assert!(err.contains("record MAC") && err.contains("no longer checks"), "{err}");
     }
 
@@ -255,13 +275,29 @@ mod tests {
             let g = GroupRef::data(3, 0, 0, end, 0);
             let macs = [(9, mac)];
             let mut s = Scratch::default();
-            s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &macs).expect("checks");
+            s.copy_group(
+                map.view(LOG_HEADER_SIZE, 1 << 16),
+                &g,
+                1 << 20,
+                1 << 20,
+                &macs,
+                &GroupSealer::new(),
+            )
+            .expect("checks");
             assert_eq!(s.writes().count(), 0, "a Copied group writes nothing");
             let mut changed = list;
             changed[15] = 0x10;
             rewrite(&map, 0, &changed);
-            let err =
-                s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &macs).unwrap_err();
+            let err = s
+                .copy_group(
+                    map.view(LOG_HEADER_SIZE, 1 << 16),
+                    &g,
+                    1 << 20,
+                    1 << 20,
+                    &macs,
+                    &GroupSealer::new(),
+                )
+                .unwrap_err();
             assert!(
                 err.contains("record MAC") && err.contains("a Copied list of 16 bytes"),
                 "{encrypt}: {err}"
@@ -276,14 +312,20 @@ mod tests {
         let second = LOG_HEADER_SIZE + record_size(100) as usize + 64;
         map.write(second, &[9u8; 10]);
         let mut s = Scratch::default();
-        let err = s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &[]).unwrap_err();
+        let err = s
+            .copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &[], &GroupSealer::new())
+            .unwrap_err();
         assert!(err.contains("no longer matches its checksum"), "{err}");
         // Past the region's end, or a header that is no longer one.
         let (_dir, map, g) = log_with([&[1u8; 100], &[2u8; 100]]);
-        let err = s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 4096, &[]).unwrap_err();
+        let err = s
+            .copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 4096, &[], &GroupSealer::new())
+            .unwrap_err();
         assert!(err.contains("offset 4096"), "{err}");
         map.write(LOG_HEADER_SIZE, &[0xff; 8]);
-        let err = s.copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &[]).unwrap_err();
+        let err = s
+            .copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &[], &GroupSealer::new())
+            .unwrap_err();
         assert!(err.contains("no longer a record"), "{err}");
         assert!(group_ranges(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, |_, _| {}).is_err());
     }

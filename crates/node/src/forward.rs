@@ -9,8 +9,15 @@
 //! backup has acknowledged it. When the queue and the groups not yet applied hold more than
 //! `secondary_tier_thresh` bytes, lanes stop acknowledging new groups until forwarding catches
 //! up (the paper's stall).
+//!
+//! A group in a log a peer can write at any time (offered over UCX) is not sent straight from
+//! the log: the peer could have changed it since this node checked it. It goes from a copy of
+//! the link's, checked against the seal this node made of what it checked (`group_seal`); a
+//! group that no longer matches is never sent: the link ends, the violation is counted, and the
+//! backup gets this node's data area (a full copy) instead.
 
 use super::forward_error::ForwardError;
+use super::group_seal::{copy_form, records, sealed_header, GroupSealer, Seal};
 use super::operator_command_error::BackupError;
 use super::Shared;
 use mojim::config::RegionId;
@@ -20,7 +27,6 @@ use mojim_format::handshake::PeerRole;
 use mojim_format::handshake::Welcome;
 use mojim_format::log::record_at_verified;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
-use mojim_region::MapSlice;
 use mojim_transport::connect::{connect, Intro};
 use mojim_transport::{Conn, Transport};
 use serde::{Deserialize, Serialize};
@@ -70,8 +76,14 @@ pub struct BackupStatus {
 #[derive(Default)]
 struct FwdState {
     /// Applied groups not yet acknowledged by every backup, in sequence order, each with when
-    /// it was applied here (a group recovered at start: when the node started).
-    queue: VecDeque<(GroupRef, Instant)>,
+    /// it was applied here (a group recovered at start: when the node started) and, for a group
+    /// of a log a peer can write at any time, its seal (`group_seal`).
+    queue: VecDeque<(GroupRef, Instant, Option<Seal>)>,
+    /// Seals of groups being applied, by sequence number, until the groups join the queue.
+    seals: Vec<(u64, Seal)>,
+    /// Links whose backup must get a full copy on their next connection: a group they were
+    /// to be sent was changed in the log after this node checked it.
+    resync: Vec<u64>,
     queue_bytes: u64,
     /// The highest sequence number every backup has (groups up to it left the queue).
     base: u64,
@@ -99,6 +111,10 @@ pub(crate) struct Forward {
     spawn: OnceLock<Spawner>,
     /// Every link thread started, joined when the node stops.
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// The key of groups' seals.
+    sealer: GroupSealer,
+    /// Groups being sent straight from a log no peer writes ([`UnsealedSend`]).
+    unsealed_sends: AtomicUsize,
 }
 
 /// Starts the thread of link `id` to the backup at the address given.
@@ -137,6 +153,21 @@ impl Forward {
             count,
             spawn: OnceLock::new(),
             threads: Mutex::new(Vec::new()),
+            sealer: GroupSealer::new(),
+            unsealed_sends: AtomicUsize::new(0),
+        }
+    }
+
+    /// The key groups are sealed with.
+    pub fn sealer(&self) -> &GroupSealer {
+        &self.sealer
+    }
+
+    /// Takes `seals`, of groups just applied by sequence number, for when the groups join the
+    /// queue (`seals` is left empty, its capacity kept).
+    pub fn sealed(&self, seals: &mut Vec<(u64, Seal)>) {
+        if !seals.is_empty() {
+            lock(self).seals.append(seals);
         }
     }
 
@@ -150,6 +181,9 @@ impl Forward {
         for g in done {
             st.push(g, now);
         }
+        // Seals of groups whose write failed: those stay in the log, for recovery.
+        let last = done[done.len() - 1].seq;
+        st.seals.retain(|(seq, _)| *seq > last);
         drop(st);
         self.cv.notify_all();
     }
@@ -185,11 +219,12 @@ impl FwdState {
 
     /// Queues a group applied at `at` for the backups.
     fn push(&mut self, g: &GroupRef, at: Instant) {
-        if let Some((last, _)) = self.queue.back() {
+        if let Some((last, _, _)) = self.queue.back() {
             assert!(g.first_seq > last.seq, "forward queue out of order: {last:?} then {g:?}");
         }
+        let seal = self.seals.iter().position(|(seq, _)| *seq == g.seq).map(|i| self.seals.swap_remove(i).1);
         self.queue_bytes += g.bytes;
-        self.queue.push_back((*g, at));
+        self.queue.push_back((*g, at, seal));
         // A group no backup waits for (all of them need a full copy) leaves at once; a backup
         // that is merely down still holds it.
         self.trim();
@@ -198,8 +233,8 @@ impl FwdState {
     /// Drops the groups every backup has.
     fn trim(&mut self) {
         let min = self.min_acked();
-        while self.queue.front().is_some_and(|(g, _)| g.seq <= min) {
-            let (g, _) = self.queue.pop_front().expect("front exists");
+        while self.queue.front().is_some_and(|(g, _, _)| g.seq <= min) {
+            let (g, _, _) = self.queue.pop_front().expect("front exists");
             self.queue_bytes -= g.bytes;
             self.base = g.seq;
         }
@@ -208,10 +243,10 @@ impl FwdState {
     /// The groups after `acked`, their bytes, and how long ago the first of them was applied
     /// (zero when there is none), as of `now`.
     fn lag_of(&self, acked: u64, now: Instant) -> (usize, u64, Duration) {
-        let at = self.queue.partition_point(|(g, _)| g.seq <= acked);
+        let at = self.queue.partition_point(|(g, _, _)| g.seq <= acked);
         let behind = self.queue.range(at..);
-        let bytes = behind.clone().map(|(g, _)| g.bytes).sum();
-        let age = self.queue.get(at).map_or(Duration::ZERO, |(_, t)| now.saturating_duration_since(*t));
+        let bytes = behind.clone().map(|(g, _, _)| g.bytes).sum();
+        let age = self.queue.get(at).map_or(Duration::ZERO, |(_, t, _)| now.saturating_duration_since(*t));
         (behind.len(), bytes, age)
     }
 
@@ -254,6 +289,77 @@ pub(crate) fn start<T: Transport>(s: &Arc<Shared>, transport: &Arc<T>) -> std::i
         threads.push(spawner(id, addr)?);
     }
     Ok(())
+}
+
+/// A group being sent straight from a log no peer writes, counted while it is (so that
+/// [`expose`] can wait for it).
+struct UnsealedSend<'a>(&'a AtomicUsize);
+
+impl UnsealedSend<'_> {
+    /// Counts a send; taken with the forwarding state locked, where the group was picked.
+    fn begin(f: &Forward) -> UnsealedSend<'_> {
+        f.unsealed_sends.fetch_add(1, Ordering::SeqCst);
+        UnsealedSend(&f.unsealed_sends)
+    }
+}
+
+impl Drop for UnsealedSend<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Marks `lane`'s log as written by a peer at any time (`Lanes::expose`), before it is offered
+/// to one. The groups of that lane still queued for the backups were applied while no peer
+/// could write the log (or recovered at start): they are sealed first, from the log as this
+/// node checked it, and the sends straight from the log that began before are waited for. From
+/// then on the checkpointer copies, checks and seals every group of the lane, and the links
+/// send only what matches a group's seal.
+pub(crate) fn expose(s: &Shared, lane: u16) {
+    let f = &s.forward;
+    // As the applier: no group is half applied (written unsealed and not yet queued), and none
+    // is applied until the lane is marked.
+    let _applier = s.ckpt.applier();
+    let unsealed: Vec<GroupRef> = {
+        let st = lock(f);
+        // Marked with the forwarding state held: a link that picks a group of the lane from now
+        // on sees the mark, and waits for the group's seal.
+        s.lanes.expose(lane);
+        st.queue
+            .iter()
+            .filter(|(g, _, seal)| g.lane == lane && g.bytes > 0 && seal.is_none())
+            .map(|e| e.0)
+            .collect()
+    };
+    while f.unsealed_sends.load(Ordering::SeqCst) > 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if unsealed.is_empty() {
+        return;
+    }
+    let mut form = Vec::new();
+    let seals: Vec<(u64, Seal)> = unsealed
+        .iter()
+        .map(|g| match copy_form(s.lanes.log_holding(g).area(), g, super::MAX_FRAME_LIMIT, &mut form) {
+            Ok(()) => (g.seq, f.sealer.seal(g.seq, &form)),
+            // No longer whole (damage: no peer could write it yet): a seal nothing matches, so
+            // its link finds it changed and gives the backup a full copy instead.
+            Err(_) => (g.seq, [0u8; 16]),
+        })
+        .collect();
+    let mut st = lock(f);
+    for (g, _, seal) in st.queue.iter_mut() {
+        if let Some((_, made)) = seals.iter().find(|(seq, _)| *seq == g.seq) {
+            *seal = Some(*made);
+        }
+    }
+    drop(st);
+    f.cv.notify_all();
+    tracing::info!(
+        lane,
+        groups = seals.len(),
+        "sealed the queued groups of a log offered to a peer that writes at any time"
+    );
 }
 
 /// Joins every link thread (once the node's `shutdown` is set).
@@ -464,6 +570,11 @@ fn link_loop<T: Transport>(s: &Shared, t: &T, id: u64, addr: &str) {
             if removed(s, id) {
                 break;
             }
+            if let ForwardError::LogChanged(what) = &e {
+                s.stats.violation();
+                s.stats.set_last_violation(format!("the feed of backup {addr}: {what}"));
+                lock(&s.forward).resync.push(id);
+            }
             if !s.shutdown.load(Ordering::SeqCst) {
                 tracing::warn!(backup = %addr, error = %e, "backup link down; retrying");
             }
@@ -509,11 +620,19 @@ fn serve_link<T: Transport>(s: &Shared, t: &T, id: u64, addr: &str) -> Result<()
     let has_history = welcome.generation != 0 || have > 0;
     let other_history = has_history && welcome.generation != generation;
     let behind = have < lock(f).base;
+    // A group it was to be sent was changed in this node's log after this node checked it: it
+    // gets this node's data area, which holds what was checked.
+    let changed = {
+        let mut st = lock(f);
+        let before = st.resync.len();
+        st.resync.retain(|&l| l != id);
+        st.resync.len() < before
+    };
     // A backup's consistent copy is never replaced by a worse one: not by this node's while it
     // has none (new or wiped: generation 0, and its numbers would restart below the backup's),
     // nor while this node's own copy is inconsistent (a copy into it runs). The backup waits,
     // holding nothing back, until this node's copy is complete.
-    let replace = welcome.inconsistent || other_history || behind;
+    let replace = welcome.inconsistent || other_history || behind || changed;
     let wait = if generation == 0 && has_history {
         Some("this node has no copy of the region yet (generation 0); the backup keeps its own until it has")
     } else if replace && !s.data.consistent() {
@@ -537,7 +656,9 @@ fn serve_link<T: Transport>(s: &Shared, t: &T, id: u64, addr: &str) -> Result<()
     }
     let mut feed = Feed { sent_generation: 0, copy: None };
     let have = if replace {
-        let why = if welcome.inconsistent {
+        let why = if changed {
+            "a group it was to be sent was changed in this node's log after this node checked it".to_string()
+        } else if welcome.inconsistent {
             "its copy is inconsistent".to_string()
         } else if other_history {
             format!("its copy follows generation {:#x}, this node's {generation:#x}", welcome.generation)
@@ -618,7 +739,7 @@ fn pin_for_copy(s: &Shared, id: u64) -> Result<u64, ForwardError> {
     // As the applier, no group is half applied: what is applied is also queued.
     let _applier = s.ckpt.applier();
     let mut st = lock(f);
-    let base = st.queue.back().map_or(st.base, |(g, _)| g.seq);
+    let base = st.queue.back().map_or(st.base, |(g, _, _)| g.seq);
     let Some(l) = st.link(id) else { return Err(ended_by_removal()) };
     l.needs_copy = false;
     l.connected = false;
@@ -825,13 +946,15 @@ fn send_loop<C: Conn>(
     let rate = s.opts.secondary_rate_limit;
     let (mut budget_start, mut budget_bytes) = (Instant::now(), 0u64);
     let mut last_sent = Instant::now();
+    // The copy of a sealed group sent from (grown to the largest such group once).
+    let mut form = Vec::new();
     // The backup follows this node's history: it takes this node's generation id.
     loop {
         if s.data.is_primary() {
             return Err(ForwardError::Ended("this node was promoted: it feeds no backup".into()));
         }
         announce(s, conn, tag, &mut feed)?;
-        let next = {
+        let (next, seal, unsealed) = {
             let mut st = lock(f);
             loop {
                 if s.shutdown.load(Ordering::SeqCst) {
@@ -840,9 +963,17 @@ fn send_loop<C: Conn>(
                 if st.link(id).is_none() {
                     return Err(ended_by_removal());
                 }
-                let at = st.queue.partition_point(|(g, _)| g.seq <= sent);
-                if let Some((g, _)) = st.queue.get(at) {
-                    break *g;
+                let at = st.queue.partition_point(|(g, _, _)| g.seq <= sent);
+                if let Some((g, _, seal)) = st.queue.get(at) {
+                    if g.bytes == 0 || seal.is_some() {
+                        break (*g, *seal, None);
+                    }
+                    if !s.lanes.exposed(g.lane) {
+                        // Sent straight from the log: `expose` waits for this send to end
+                        // before it offers the log to a peer that writes at any time.
+                        break (*g, None, Some(UnsealedSend::begin(f)));
+                    }
+                    // Its log is being offered to such a peer: `expose` seals it first.
                 }
                 st = f.cv.wait_timeout(st, Duration::from_millis(20)).unwrap_or_else(|p| p.into_inner()).0;
                 if last_sent.elapsed() >= s.opts.heartbeat.interval {
@@ -866,8 +997,13 @@ fn send_loop<C: Conn>(
             if first < next.seq {
                 send_skip(conn, tag, first, next.seq - 1)?;
             }
-            send_group(s, conn, tag, &next, &mut feed)?;
+            if unsealed.is_some() {
+                send_group(s, conn, tag, &next, &mut feed)?;
+            } else {
+                send_sealed_group(s, conn, tag, &next, seal, &mut form, &mut feed)?;
+            }
         }
+        drop(unsealed);
         sent = next.seq;
         last_sent = Instant::now();
         if let Some(rate) = rate {
@@ -905,10 +1041,11 @@ fn send_skip<C: Conn>(conn: &mut C, tag: &Tag, first: u64, last: u64) -> Result<
     send_control(conn, tag, FrameKind::Skip, first, last)
 }
 
-/// Sends one group's records straight from this node's log. A Copied record goes as Copy
-/// frames read from this node's data area (opening a copy into the backup first), then the
-/// record itself: the group was applied here, so the area holds its bytes or newer ones, and
-/// every newer group follows on this link.
+/// Sends one group's records straight from this node's log, which no peer writes (`exposed` is
+/// false for its lane: the caller holds an [`UnsealedSend`] that keeps it so). A Copied record
+/// goes as Copy frames read from this node's data area (opening a copy into the backup first),
+/// then the record itself: the group was applied here, so the area holds its bytes or newer
+/// ones, and every newer group follows on this link.
 fn send_group<C: Conn>(
     s: &Shared,
     conn: &mut C,
@@ -918,74 +1055,166 @@ fn send_group<C: Conn>(
 ) -> Result<(), ForwardError> {
     let log = s.lanes.log_holding(g);
     let area = log.area();
-    let mut headers = [[0u8; FRAME_HEADER_SIZE]; BATCH];
-    let mut bodies = [MapSlice::empty(); BATCH];
+    let mut batch = Batch::new();
     let mut pos = g.start_pos;
     while pos < g.end_pos {
-        let mut n = 0;
-        let mut copied: Option<(FrameHeader, MapSlice<'_>)> = None;
-        while n < BATCH && pos < g.end_pos {
-            let Some(rec) = record_at_verified(&area, pos, super::MAX_FRAME_LIMIT) else {
-                // Only a log a peer can write at any time (offered over UCX) changes under a
-                // group the node took; the backup checks every body it receives.
-                let why = format!("the record at {pos} of group {} is no longer one", g.seq);
-                return Err(if s.lanes.exposed(g.lane) {
-                    ForwardError::Local(format!("{why}: a peer changed a record after it was checked"))
-                } else {
-                    ForwardError::Bug(why)
-                });
-            };
-            pos = rec.end_pos();
-            if !matches!(rec.header.kind, FrameKind::Data | FrameKind::Copied) {
-                continue;
-            }
-            if rec.header.body_len > tag.max_frame {
-                return Err(ForwardError::Config(format!(
-                    "group {} has a frame of {} bytes but the backup accepts at most {}; \
-                     give every node the same [limits] max_frame",
-                    g.seq, rec.header.body_len, tag.max_frame
-                )));
-            }
-            let mut h = rec.header;
-            h.lane = 0;
-            h.epoch = tag.epoch;
-            h.session = tag.session;
-            h.log_pos = 0;
-            // A placed record's tag stays in this log: the backup's lane gets the body alone.
-            h.flags &= !mojim_format::frame::FLAG_MAC;
-            let body = rec.body(&area);
-            if h.kind == FrameKind::Copied {
-                copied = Some((h, body));
-                break;
-            }
-            headers[n] = h.to_bytes();
-            bodies[n] = body;
-            n += 1;
+        let Some(rec) = record_at_verified(&area, pos, super::MAX_FRAME_LIMIT) else {
+            // Only a log a peer can write at any time changes under a group the node took, and
+            // such a group goes by `send_sealed_group`.
+            return Err(ForwardError::Bug(format!(
+                "the record at {pos} of group {} is no longer one",
+                g.seq
+            )));
+        };
+        pos = rec.end_pos();
+        if !matches!(rec.header.kind, FrameKind::Data | FrameKind::Copied) {
+            continue;
         }
-        let mut iov = [IoSlice::new(&[]); 2 * BATCH];
-        for k in 0..n {
-            iov[2 * k] = IoSlice::new(&headers[k]);
-            iov[2 * k + 1] = bodies[k].io_slice();
-        }
-        if n > 0 {
-            conn.send_all_vectored(&mut iov[..2 * n])
-                .map_err(|e| ForwardError::Lost(format!("send group {}: {e}", g.seq)))?;
-        }
-        if let Some((h, body)) = copied {
-            if feed.copy.is_none() {
-                feed.copy = Some(OpenCopy::begin(s, conn, tag)?);
-            }
-            let copy = feed.copy.as_mut().expect("opened above");
+        let header = link_header(&rec.header, tag, g)?;
+        let body = rec.body(&area);
+        if rec.header.kind == FrameKind::Copied {
+            batch.send(conn, g)?;
             // A Copied body is a short list of ranges (at most 16 KiB), read out of the log once.
-            let body = body.to_vec();
-            for (off, len) in mojim_format::copied::ranges(&body) {
-                copy.send_range(s, conn, tag, off, len, |_| true)?;
-            }
-            conn.send_all_vectored(&mut [IoSlice::new(&h.to_bytes()), IoSlice::new(&body)])
-                .map_err(|e| ForwardError::Lost(format!("send group {}: {e}", g.seq)))?;
+            send_copied(s, conn, tag, g, &header, &body.to_vec(), feed)?;
+        } else {
+            batch.add(conn, g, header, body.io_slice())?;
         }
     }
-    Ok(())
+    batch.send(conn, g)
+}
+
+/// Sends one group of a log a peer can write at any time (offered over UCX): its records are
+/// copied out of the log into `form` (the link's buffer, kept from group to group), checked
+/// there against `seal`, the seal this node made of what it checked and applied
+/// (`group_seal`), and sent from the copy, so that what reaches the backup is what was checked
+/// whatever the peer writes meanwhile. A group that no longer matches is not sent at all:
+/// `ForwardError::LogChanged`, naming it.
+fn send_sealed_group<C: Conn>(
+    s: &Shared,
+    conn: &mut C,
+    tag: &Tag,
+    g: &GroupRef,
+    seal: Option<Seal>,
+    form: &mut Vec<u8>,
+    feed: &mut Feed,
+) -> Result<(), ForwardError> {
+    let Some(seal) = seal else {
+        return Err(ForwardError::Bug(format!(
+            "group {} of lane {} is in a log a peer can write but was never sealed",
+            g.seq, g.lane
+        )));
+    };
+    let changed = |why: &str| {
+        ForwardError::LogChanged(format!(
+            "group {} of lane {} (log positions {}..{}) was changed in this node's log after this node \
+             checked it: {why}; it was not sent to the backup, which gets a full copy of this node's \
+             data area instead (a peer that can write the log over UCX broke the protocol)",
+            g.seq, g.lane, g.start_pos, g.end_pos
+        ))
+    };
+    let log = s.lanes.log_holding(g);
+    copy_form(log.area(), g, super::MAX_FRAME_LIMIT, form).map_err(|why| changed(&why))?;
+    if !s.forward.sealer.verify(g.seq, form, &seal) {
+        return Err(changed("its records are no longer those this node checked and applied"));
+    }
+    let mut batch = Batch::new();
+    for rec in records(form) {
+        let (h, body) = rec.map_err(|at| {
+            ForwardError::Bug(format!("the sealed copy of group {} holds no header at byte {at}", g.seq))
+        })?;
+        let header = link_header(&h, tag, g)?;
+        if h.kind == FrameKind::Copied {
+            batch.send(conn, g)?;
+            send_copied(s, conn, tag, g, &header, body, feed)?;
+        } else {
+            batch.add(conn, g, header, IoSlice::new(body))?;
+        }
+    }
+    batch.send(conn, g)
+}
+
+/// The header of a group's record as its backup's link sends it: of the link's session, lane 0,
+/// at no log position, without the `MAC` flag (a placed record's tag stays in this node's log:
+/// the backup's lane gets the body alone). Err: the body is over the backup's frame limit.
+fn link_header(h: &FrameHeader, tag: &Tag, g: &GroupRef) -> Result<[u8; FRAME_HEADER_SIZE], ForwardError> {
+    if h.body_len > tag.max_frame {
+        return Err(ForwardError::Config(format!(
+            "group {} has a frame of {} bytes but the backup accepts at most {}; \
+             give every node the same [limits] max_frame",
+            g.seq, h.body_len, tag.max_frame
+        )));
+    }
+    let mut h = sealed_header(*h);
+    h.epoch = tag.epoch;
+    h.session = tag.session;
+    Ok(h.to_bytes())
+}
+
+/// Sends a Copied record (`header`, its list of ranges `body`): the ranges as Copy frames read
+/// from this node's data area (opening a copy into the backup first), then the record.
+fn send_copied<C: Conn>(
+    s: &Shared,
+    conn: &mut C,
+    tag: &Tag,
+    g: &GroupRef,
+    header: &[u8; FRAME_HEADER_SIZE],
+    body: &[u8],
+    feed: &mut Feed,
+) -> Result<(), ForwardError> {
+    if feed.copy.is_none() {
+        feed.copy = Some(OpenCopy::begin(s, conn, tag)?);
+    }
+    let copy = feed.copy.as_mut().expect("opened above");
+    for (off, len) in mojim_format::copied::ranges(body) {
+        copy.send_range(s, conn, tag, off, len, |_| true)?;
+    }
+    conn.send_all_vectored(&mut [IoSlice::new(header), IoSlice::new(body)])
+        .map_err(|e| ForwardError::Lost(format!("send group {}: {e}", g.seq)))
+}
+
+/// A group's records on their way to a backup, up to [`BATCH`] of them sent by one `writev`.
+struct Batch<'a> {
+    headers: [[u8; FRAME_HEADER_SIZE]; BATCH],
+    bodies: [IoSlice<'a>; BATCH],
+    n: usize,
+}
+
+impl<'a> Batch<'a> {
+    fn new() -> Batch<'a> {
+        Batch { headers: [[0u8; FRAME_HEADER_SIZE]; BATCH], bodies: [IoSlice::new(&[]); BATCH], n: 0 }
+    }
+
+    /// Adds a record, sending those before it first if there are [`BATCH`] of them.
+    fn add<C: Conn>(
+        &mut self,
+        conn: &mut C,
+        g: &GroupRef,
+        header: [u8; FRAME_HEADER_SIZE],
+        body: IoSlice<'a>,
+    ) -> Result<(), ForwardError> {
+        if self.n == BATCH {
+            self.send(conn, g)?;
+        }
+        self.headers[self.n] = header;
+        self.bodies[self.n] = body;
+        self.n += 1;
+        Ok(())
+    }
+
+    /// Sends the records added since the last send.
+    fn send<C: Conn>(&mut self, conn: &mut C, g: &GroupRef) -> Result<(), ForwardError> {
+        if self.n == 0 {
+            return Ok(());
+        }
+        let mut iov = [IoSlice::new(&[]); 2 * BATCH];
+        for k in 0..self.n {
+            iov[2 * k] = IoSlice::new(&self.headers[k]);
+            iov[2 * k + 1] = self.bodies[k];
+        }
+        let n = std::mem::take(&mut self.n);
+        conn.send_all_vectored(&mut iov[..2 * n])
+            .map_err(|e| ForwardError::Lost(format!("send group {}: {e}", g.seq)))
+    }
 }
 
 /// Reads the backup's acknowledgements; each moves the link forward and may free queue space.
@@ -1013,7 +1242,7 @@ fn read_acks<C: Conn>(s: &Shared, id: u64, conn: &mut C) -> Result<(), ForwardEr
             let mut st = lock(f);
             // Nothing after the last queued group was sent: a backup that acknowledges more
             // would free log space it does not hold.
-            let queued = st.queue.back().map_or(st.base, |(g, _)| g.seq.max(st.base));
+            let queued = st.queue.back().map_or(st.base, |(g, _, _)| g.seq.max(st.base));
             let Some(l) = st.link(id) else { return Err(ended_by_removal()) };
             if h.seq > queued.max(l.acked_seq) {
                 return Err(ForwardError::BackupMisbehaved(format!(
@@ -1058,5 +1287,28 @@ mod tests {
         assert_eq!(st.queue.len(), 1);
         let l = &st.links()[0];
         assert_eq!((l.lag_groups, l.lag_bytes), (1, 700), "{l:?}");
+    }
+
+    /// A seal made as its group was applied joins that group in the queue; the seal of a group
+    /// whose write failed (it never joins) is dropped, and one of a group still to come is kept.
+    #[test]
+    fn a_seal_joins_its_group_and_one_whose_group_never_came_is_dropped() {
+        let f = Forward::new(&["b:1".into()], 0, &[]);
+        let mut seals = vec![(2, [2u8; 16]), (3, [3u8; 16]), (5, [5u8; 16])];
+        f.sealed(&mut seals);
+        assert!(seals.is_empty());
+        f.queue_applied(&[GroupRef::data(3, 0, 0, 128, 100)]);
+        let st = lock(&f);
+        assert_eq!(
+            st.queue.iter().map(|(g, _, s)| (g.seq, *s)).collect::<Vec<_>>(),
+            vec![(3, Some([3u8; 16]))]
+        );
+        assert_eq!(st.seals, vec![(5, [5u8; 16])], "2 never came, 5 may");
+        drop(st);
+        f.queue_applied(&[GroupRef::data(4, 0, 128, 256, 100), GroupRef::data(5, 0, 256, 384, 100)]);
+        let st = lock(&f);
+        let queued: Vec<_> = st.queue.iter().map(|(g, _, s)| (g.seq, *s)).collect();
+        assert_eq!(queued, vec![(3, Some([3u8; 16])), (4, None), (5, Some([5u8; 16]))]);
+        assert!(st.seals.is_empty());
     }
 }

@@ -25,6 +25,10 @@ pub(crate) enum ForwardError {
     /// This node failed: its storage (its data area cannot be read, or a write to it failed),
     /// or its system resources.
     Local(String),
+    /// A group to send was changed in this node's log after this node checked it, by a peer
+    /// that can write the log at any time (UCX): the group is not sent, the violation is
+    /// counted, and the backup gets a full copy on its next connection.
+    LogChanged(String),
     /// The nodes are configured differently (their secrets, their frame limits).
     Config(String),
     /// This node ended the link: it is shutting down, was promoted, or a copy into it began.
@@ -42,6 +46,7 @@ impl ForwardError {
             | ForwardError::Refused(m)
             | ForwardError::Lost(m)
             | ForwardError::Local(m)
+            | ForwardError::LogChanged(m)
             | ForwardError::Config(m)
             | ForwardError::Ended(m)
             | ForwardError::Bug(m) => m,
@@ -98,6 +103,7 @@ mod tests {
             ForwardError::Refused("b".into()),
             ForwardError::Lost("c".into()),
             ForwardError::Local("d".into()),
+            ForwardError::LogChanged("h".into()),
             ForwardError::Config("e".into()),
             ForwardError::Ended("f".into()),
             ForwardError::Bug("g".into()),

@@ -39,8 +39,10 @@
 //    (`Lanes::capacities`), `session::execute` of a `BeginLane` (`Lanes::begin`),
 //    `session::welcome` (`Lanes::capacity`), all under `session::join`; `session::execute` of
 //    a `Seal`, under `session::leave` (`Lanes::end_session`)
-//  - applier -> Forward::state: `apply::apply_locked` (`Forward::queue_applied`),
-//    `apply::reclaim_locked` (`Forward::min_acked`), `forward::pin_for_copy`
+//  - applier -> Forward::state: `apply::apply_locked` (`Forward::sealed`,
+//    `Forward::queue_applied`), `apply::reclaim_locked` (`Forward::min_acked`),
+//    `forward::pin_for_copy`, `forward::expose` (which reads the lane's log with neither held
+//    between the two times it takes the state)
 //  - applier -> Checkpoint::state: every `Checkpoint` method that asks for the `Applier`
 //    (`plan`, `applied`, `reclaimed`, `reset_to`)
 //  - applier -> a lane: `apply::run` (`Lanes::freed`, once a `ReleaseTail` command made a
@@ -77,6 +79,7 @@ mod counters;
 mod data;
 mod forward;
 mod forward_error;
+mod group_seal;
 mod lane;
 mod lane_logs;
 pub mod metrics;

@@ -8,6 +8,7 @@ pub mod kv;
 pub mod kv_workload;
 pub mod netns;
 pub mod onpath;
+pub mod placed;
 pub mod porcupine;
 pub mod preload;
 pub mod raw;
