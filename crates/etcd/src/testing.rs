@@ -62,13 +62,16 @@ pub struct ServerTlsFiles {
     pub key_file: PathBuf,
 }
 
+/// What runs etcd: given the binary, a command to which the launcher adds etcd's arguments.
+type MakeCommand<'a> = Box<dyn Fn(&Path) -> Command + 'a>;
+
 /// How to start an [`EtcdServer`]: from [`EtcdServer::launch`], then [`EtcdLaunch::start`].
 pub struct EtcdLaunch<'a> {
     tls: Option<&'a ServerTls<'a>>,
     dir: Option<PathBuf>,
     host: String,
     ports: Option<[u16; 2]>,
-    command: Option<Box<dyn Fn(&Path) -> Command + 'a>>,
+    command: Option<MakeCommand<'a>>,
     start_timeout: Duration,
 }
 
