@@ -19,10 +19,10 @@ mod common;
 
 use common::kv::{node, promote, start_kv_on_promoted, wait_for};
 use common::kv_workload::{progress, reads_on, Conn, Workload};
-use common::netns::Netns;
 use common::porcupine::{build_checker, check, go, to_json, Kind, Op, Output};
 use common::{exe, seed, Cluster, TempDir, WAIT};
 use mojim_tools::child::ChildNode;
+use mojim_tools::netns::Netns;
 use mojim_transport::ports::free_loopback_port;
 use std::time::Duration;
 

@@ -13,7 +13,8 @@
 //! of the last successful renewal plus the lease's TTL less a safety margin, which is always
 //! before etcd can let the lease expire and hand the key to someone else.
 //!
-//! With the `testing` feature, [`testing::EtcdServer`] starts a throw-away etcd for tests.
+//! With the `testing` feature, [`testing::EtcdServer`] starts a throw-away etcd for tests and
+//! for the tools that need a real one (the fail-over benchmark, the chaos harness).
 #![forbid(unsafe_code)]
 
 mod client;

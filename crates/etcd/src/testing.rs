@@ -1,9 +1,12 @@
-//! A throw-away single-member etcd for tests.
+//! A throw-away single-member etcd, for tests and for the tools that need a real one (the
+//! fail-over benchmark, the chaos harness).
 //!
 //! [`EtcdServer::start`] runs the system's `etcd` on loopback ports with its data in a fresh
 //! directory (in `/dev/shm` when there is one), tuned so that leases may be as short as 1 s.
 //! Dropping the server kills it and removes the directory. [`EtcdServer::start_tls`] runs it
 //! with https client URLs that require a client certificate (etcd's `--client-cert-auth`).
+//! [`EtcdServer::launch`] takes the other options: the directory, the host and ports, and a
+//! command that runs etcd somewhere else (in a network namespace).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -17,25 +20,31 @@ use crate::tls::EtcdTls;
 use mojim_transport::ports::free_loopback_ports;
 
 /// Where Debian's `etcd-server` puts the binary; `etcd` on `PATH` is the fallback.
-const DEBIAN_ETCD: &str = "/usr/bin/etcd";
-/// How long etcd has to start answering.
+pub const DEBIAN_ETCD: &str = "/usr/bin/etcd";
+/// How long etcd has to start answering, unless [`EtcdLaunch::start_timeout`] says otherwise.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often a start is retried when etcd exits at once (another process took a port).
 const START_ATTEMPTS: usize = 3;
 /// Raft tick and election timeout in milliseconds: etcd's shortest lease TTL is 1.5 election
-/// timeouts rounded up to whole seconds, so 100 ms lets tests use 1 s leases.
+/// timeouts rounded up to whole seconds, so 100 ms lets tests use 1 s leases (and a single
+/// member elects itself after one election timeout, so it starts quickly).
 const HEARTBEAT_MS: u32 = 10;
 const ELECTION_MS: u32 = 100;
 
-/// A running etcd, killed and wiped on drop.
+/// A running etcd, killed and wiped on drop (unless [`EtcdServer::keep_files`]).
 #[derive(Debug)]
 pub struct EtcdServer {
     child: Child,
     data_dir: PathBuf,
+    host: String,
     client_port: u16,
     peer_port: u16,
     binary: PathBuf,
     tls: Option<ServerTlsFiles>,
+    keep: bool,
+    /// Started through [`EtcdLaunch::command`]: [`EtcdServer::restart`] cannot repeat it.
+    custom_command: bool,
+    start_timeout: Duration,
 }
 
 /// What an etcd with TLS on its client URLs presents and trusts, PEM.
@@ -58,32 +67,127 @@ pub struct ServerTlsFiles {
     pub key_file: PathBuf,
 }
 
+/// What runs etcd: given the binary, a command to which the launcher adds etcd's arguments.
+type MakeCommand<'a> = Box<dyn Fn(&Path) -> Command + 'a>;
+
+/// How to start an [`EtcdServer`]: from [`EtcdServer::launch`], then [`EtcdLaunch::start`].
+pub struct EtcdLaunch<'a> {
+    tls: Option<&'a ServerTls<'a>>,
+    dir: Option<PathBuf>,
+    host: String,
+    ports: Option<[u16; 2]>,
+    command: Option<MakeCommand<'a>>,
+    start_timeout: Duration,
+}
+
+impl<'a> EtcdLaunch<'a> {
+    /// TLS on the client URLs, client certificates required.
+    pub fn tls(mut self, tls: &'a ServerTls<'a>) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Its data and log in `dir` (created; removed on drop) instead of a fresh directory.
+    pub fn dir(mut self, dir: &Path) -> Self {
+        self.dir = Some(dir.to_path_buf());
+        self
+    }
+
+    /// Listen on `host` (an IP address) with these client and peer ports, instead of free
+    /// loopback ports.
+    pub fn listen(mut self, host: &str, client_port: u16, peer_port: u16) -> Self {
+        self.host = host.to_string();
+        self.ports = Some([client_port, peer_port]);
+        self
+    }
+
+    /// Runs etcd with the command `make(binary)` returns (e.g. `ip netns exec NS binary`), to
+    /// which the launcher adds etcd's arguments; the process it starts must become etcd.
+    pub fn command(mut self, make: impl Fn(&Path) -> Command + 'a) -> Self {
+        self.command = Some(Box::new(make));
+        self
+    }
+
+    /// How long etcd has to start answering (10 s unless set).
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = timeout;
+        self
+    }
+
+    /// Starts etcd and waits until it answers a read; a start is tried three times.
+    ///
+    /// Fails if no etcd binary is installed (install Debian's `etcd-server`), or if it does not
+    /// answer in time; the error then quotes the end of etcd's log.
+    pub fn start(&self) -> Result<EtcdServer, String> {
+        let binary = etcd_binary().ok_or_else(|| {
+            format!("no etcd binary at {DEBIAN_ETCD} or on PATH: install the Debian package etcd-server")
+        })?;
+        let mut last = String::new();
+        for _ in 0..START_ATTEMPTS {
+            match self.start_once(&binary) {
+                Ok(server) => return Ok(server),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    fn start_once(&self, binary: &Path) -> Result<EtcdServer, String> {
+        let [client_port, peer_port] = match self.ports {
+            Some(ports) => ports,
+            None => free_loopback_ports().map_err(|e| format!("cannot find two free loopback ports: {e}"))?,
+        };
+        let data_dir = self.dir.clone().unwrap_or_else(fresh_dir);
+        fs::create_dir_all(&data_dir).map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
+        let files = self.tls.map(|t| write_tls_files(&data_dir, t)).transpose()?;
+        let mut command = match &self.command {
+            Some(make) => make(binary),
+            None => Command::new(binary),
+        };
+        let child =
+            spawn(&mut command, binary, &data_dir, &self.host, [client_port, peer_port], files.as_ref())?;
+        let mut server = EtcdServer {
+            child,
+            data_dir,
+            host: self.host.clone(),
+            client_port,
+            peer_port,
+            binary: binary.to_path_buf(),
+            tls: files,
+            keep: false,
+            custom_command: self.command.is_some(),
+            start_timeout: self.start_timeout,
+        };
+        server.wait_until_ready(self.start_timeout)?;
+        Ok(server)
+    }
+}
+
 impl EtcdServer {
     /// Starts etcd and waits until it answers a read.
     ///
     /// Fails if no etcd binary is installed (install Debian's `etcd-server`), or if it does not
     /// answer within 10 s; the error then quotes the end of etcd's log.
     pub fn start() -> Result<EtcdServer, String> {
-        Self::start_with(None)
+        Self::launch().start()
     }
 
     /// As [`EtcdServer::start`], with TLS on the client URLs and client certificates required.
     pub fn start_tls(tls: &ServerTls<'_>) -> Result<EtcdServer, String> {
-        Self::start_with(Some(tls))
+        Self::launch().tls(tls).start()
     }
 
-    fn start_with(tls: Option<&ServerTls<'_>>) -> Result<EtcdServer, String> {
-        let binary = etcd_binary().ok_or_else(|| {
-            format!("no etcd binary at {DEBIAN_ETCD} or on PATH: install the Debian package etcd-server")
-        })?;
-        let mut last = String::new();
-        for _ in 0..START_ATTEMPTS {
-            match Self::start_once(&binary, tls) {
-                Ok(server) => return Ok(server),
-                Err(e) => last = e,
-            }
+    /// The options of a start: on free loopback ports, in a fresh directory, unless the
+    /// [`EtcdLaunch`] methods say otherwise.
+    pub fn launch<'a>() -> EtcdLaunch<'a> {
+        EtcdLaunch {
+            tls: None,
+            dir: None,
+            host: "127.0.0.1".into(),
+            ports: None,
+            command: None,
+            start_timeout: START_TIMEOUT,
         }
-        Err(last)
     }
 
     /// Starts etcd for a test, or returns `None` after printing why if etcd is not installed
@@ -112,31 +216,29 @@ impl EtcdServer {
         }
     }
 
-    fn start_once(binary: &Path, tls: Option<&ServerTls<'_>>) -> Result<EtcdServer, String> {
-        let [client_port, peer_port] =
-            free_loopback_ports().map_err(|e| format!("cannot find two free loopback ports: {e}"))?;
-        let data_dir = fresh_dir();
-        fs::create_dir_all(&data_dir).map_err(|e| format!("cannot create {}: {e}", data_dir.display()))?;
-        let files = tls.map(|t| write_tls_files(&data_dir, t)).transpose()?;
-        let child = spawn(binary, &data_dir, client_port, peer_port, files.as_ref())?;
-        let mut server =
-            EtcdServer { child, data_dir, client_port, peer_port, binary: binary.to_path_buf(), tls: files };
-        server.wait_until_ready()?;
-        Ok(server)
-    }
-
     /// Kills etcd (SIGKILL) and starts it again on the same ports and data directory, as a
     /// machine that restarts etcd: what it had written is still there. Fails if it does not
-    /// answer within 10 s (another process may have taken a port meanwhile).
+    /// answer within the start timeout (another process may have taken a port meanwhile), or if
+    /// it was started through [`EtcdLaunch::command`] (that command is not kept).
     pub fn restart(&mut self) -> Result<(), String> {
+        if self.custom_command {
+            return Err("an etcd started through EtcdLaunch::command cannot be restarted".into());
+        }
         self.kill();
-        self.child =
-            spawn(&self.binary, &self.data_dir, self.client_port, self.peer_port, self.tls.as_ref())?;
-        self.wait_until_ready()
+        let mut command = Command::new(&self.binary);
+        self.child = spawn(
+            &mut command,
+            &self.binary,
+            &self.data_dir,
+            &self.host,
+            [self.client_port, self.peer_port],
+            self.tls.as_ref(),
+        )?;
+        self.wait_until_ready(self.start_timeout)
     }
 
     /// Polls with reads until etcd answers, it exits, or the start timeout passes.
-    fn wait_until_ready(&mut self) -> Result<(), String> {
+    fn wait_until_ready(&mut self, timeout: Duration) -> Result<(), String> {
         let client = Client::with_tls(&[self.endpoint()], Duration::from_millis(500), self.client_tls())
             .map_err(|e| e.to_string())?;
         let started = Instant::now();
@@ -148,9 +250,10 @@ impl EtcdServer {
                 Ok(_) => return Ok(()),
                 Err(e) => e,
             };
-            if started.elapsed() > START_TIMEOUT {
+            if started.elapsed() > timeout {
                 return Err(format!(
-                    "etcd did not answer within {START_TIMEOUT:?} ({last}); its log ends:\n{}",
+                    "etcd at {} did not answer within {timeout:?} ({last}); its log ends:\n{}",
+                    self.endpoint(),
                     self.log_tail()
                 ));
             }
@@ -158,10 +261,21 @@ impl EtcdServer {
         }
     }
 
-    /// The client endpoint, `"127.0.0.1:port"`, or `"https://127.0.0.1:port"` with TLS.
+    /// The client endpoint, `"host:port"`, or `"https://host:port"` with TLS.
     pub fn endpoint(&self) -> String {
         let scheme = if self.tls.is_some() { "https://" } else { "" };
-        format!("{scheme}127.0.0.1:{}", self.client_port)
+        format!("{scheme}{}:{}", self.host, self.client_port)
+    }
+
+    /// etcd's log (its stdout and stderr).
+    pub fn log_path(&self) -> PathBuf {
+        self.data_dir.join("etcd.log")
+    }
+
+    /// Whether drop leaves the directory (its data and log) in place, e.g. for a failed run's
+    /// report.
+    pub fn keep_files(&mut self, keep: bool) {
+        self.keep = keep;
     }
 
     /// The TLS files of a server started with [`EtcdServer::start_tls`].
@@ -210,7 +324,7 @@ impl EtcdServer {
 
     /// The last lines etcd logged.
     fn log_tail(&self) -> String {
-        let log = fs::read_to_string(self.data_dir.join("etcd.log")).unwrap_or_default();
+        let log = fs::read_to_string(self.log_path()).unwrap_or_default();
         let lines: Vec<&str> = log.lines().collect();
         lines[lines.len().saturating_sub(20)..].join("\n")
     }
@@ -219,8 +333,10 @@ impl EtcdServer {
 impl Drop for EtcdServer {
     fn drop(&mut self) {
         self.kill();
-        // Best effort: a leftover directory in /dev/shm is only litter.
-        let _ = fs::remove_dir_all(&self.data_dir);
+        if !self.keep {
+            // Best effort: a leftover directory in /dev/shm is only litter.
+            let _ = fs::remove_dir_all(&self.data_dir);
+        }
     }
 }
 
@@ -259,13 +375,15 @@ fn missing_etcd(installed: bool, required: Option<&str>) -> Result<bool, String>
     Ok(true)
 }
 
-/// Runs etcd on loopback with its data in `data_dir` (TLS on the client URL if `files`), its
-/// log appended to `data_dir`/etcd.log.
+/// Adds etcd's arguments to `command` (which runs `binary`, perhaps through another program)
+/// and runs it on `host` with its data in `data_dir` (TLS on the client URL if `files`), its log
+/// appended to `data_dir`/etcd.log.
 fn spawn(
+    command: &mut Command,
     binary: &Path,
     data_dir: &Path,
-    client_port: u16,
-    peer_port: u16,
+    host: &str,
+    [client_port, peer_port]: [u16; 2],
     files: Option<&ServerTlsFiles>,
 ) -> Result<Child, String> {
     let log_path = data_dir.join("etcd.log");
@@ -276,9 +394,8 @@ fn spawn(
         .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
     let log_err = log.try_clone().map_err(|e| format!("cannot duplicate the log file handle: {e}"))?;
     let scheme = if files.is_some() { "https" } else { "http" };
-    let client_url = format!("{scheme}://127.0.0.1:{client_port}");
-    let peer_url = format!("http://127.0.0.1:{peer_port}");
-    let mut command = Command::new(binary);
+    let client_url = format!("{scheme}://{host}:{client_port}");
+    let peer_url = format!("http://{host}:{peer_port}");
     if let Some(f) = files {
         command
             .arg(format!("--cert-file={}", f.cert_file.display()))
@@ -293,13 +410,13 @@ fn spawn(
         }
     }
     command
-        .arg("--name=test")
+        .arg("--name=mojim")
         .arg(format!("--data-dir={}", data_dir.join("data").display()))
         .arg(format!("--listen-client-urls={client_url}"))
         .arg(format!("--advertise-client-urls={client_url}"))
         .arg(format!("--listen-peer-urls={peer_url}"))
         .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-        .arg(format!("--initial-cluster=test={peer_url}"))
+        .arg(format!("--initial-cluster=mojim={peer_url}"))
         .arg("--initial-cluster-state=new")
         .arg(format!("--heartbeat-interval={HEARTBEAT_MS}"))
         .arg(format!("--election-timeout={ELECTION_MS}"))
@@ -335,7 +452,7 @@ fn write_tls_files(dir: &Path, tls: &ServerTls<'_>) -> Result<ServerTlsFiles, St
 }
 
 /// The etcd binary: Debian's, else the first `etcd` on `PATH`.
-fn etcd_binary() -> Option<PathBuf> {
+pub fn etcd_binary() -> Option<PathBuf> {
     let debian = PathBuf::from(DEBIAN_ETCD);
     if debian.is_file() {
         return Some(debian);
@@ -379,5 +496,32 @@ mod tests {
         assert!(matches!(client.get("k"), Err(crate::EtcdError::Unreachable { .. })));
         drop(server);
         assert!(!dir.exists(), "{} left behind", dir.display());
+    }
+
+    #[test]
+    fn launch_options_place_the_directory_ports_and_command_and_keep_the_files() {
+        if skip_without_etcd() {
+            return;
+        }
+        let dir = fresh_dir();
+        let [client_port, peer_port] = free_loopback_ports().unwrap();
+        // `env` executes etcd in its own process, as `ip netns exec` does.
+        let mut server = EtcdServer::launch()
+            .dir(&dir)
+            .listen("127.0.0.1", client_port, peer_port)
+            .command(|binary| {
+                let mut c = Command::new("env");
+                c.arg(binary);
+                c
+            })
+            .start()
+            .unwrap();
+        assert_eq!(server.endpoint(), format!("127.0.0.1:{client_port}"));
+        assert_eq!(server.log_path(), dir.join("etcd.log"));
+        server.client(Duration::from_millis(300)).put("k", b"v", None).unwrap();
+        server.keep_files(true);
+        drop(server);
+        assert!(dir.join("data").is_dir(), "{} was removed", dir.display());
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

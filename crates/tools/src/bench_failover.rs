@@ -36,7 +36,6 @@
 //! caches. `PrimaryStatus::vulnerable_us` is that time. Measured with the region on `--dir`
 //! (tmpfs: cache-line write-back) and on `--disk-dir` (an ordinary file system: msync).
 
-mod etcd;
 mod node;
 mod result;
 mod round;
@@ -46,8 +45,8 @@ mod worker_child;
 
 use crate::bench::harness::exe;
 use crate::bench::BenchArgs;
-use etcd::{etcd_binary, ETCD};
 use mojim::error::{Error, Result};
+use mojim_etcd::testing::{etcd_binary, DEBIAN_ETCD};
 use result::summarise;
 use round::FailoverRun;
 use std::time::{Duration, SystemTime};
@@ -121,7 +120,7 @@ pub fn measure(a: &BenchArgs) -> Result<FailoverResults> {
     let f = &a.failover;
     if f.coordinator == Coordinator::Etcd && etcd_binary().is_none() {
         return Err(Error::Config(format!(
-            "--coordinator etcd runs a local etcd: no etcd binary at {ETCD} or on PATH (install the Debian \
+            "--coordinator etcd runs a local etcd: no etcd binary at {DEBIAN_ETCD} or on PATH (install the Debian \
              package etcd-server)"
         )));
     }

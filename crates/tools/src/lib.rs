@@ -18,6 +18,7 @@ pub mod cpu_time;
 pub mod demo;
 pub mod kv;
 pub mod matrix;
+pub mod netns;
 pub mod plot;
 pub mod rvm;
 pub mod transact;

@@ -6,7 +6,6 @@
 pub mod c;
 pub mod kv;
 pub mod kv_workload;
-pub mod netns;
 pub mod onpath;
 pub mod placed;
 pub mod porcupine;
@@ -141,14 +140,9 @@ impl Rng {
 /// (`./scripts/test` runs the multi-process suites all three ways).
 pub fn listen_addr(dir: &Path) -> String {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    match std::env::var("MOJIM_TEST_TRANSPORT").as_deref() {
-        Ok("shm") => {
-            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            dir.join(format!("n{n}.sock")).to_str().expect("utf-8").to_string()
-        }
-        Ok("ucx") => "ucx:127.0.0.1:0".into(),
-        _ => "127.0.0.1:0".into(),
-    }
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let transport = std::env::var("MOJIM_TEST_TRANSPORT").unwrap_or_default();
+    mojim_tools::cluster::listen_addr(dir, &format!("n{n}"), &transport)
 }
 
 /// A test cluster: a folder with `mojim.toml` and the primary's region file, and at most one

@@ -57,13 +57,26 @@ mod tests {
         Ok(())
     }
 
-    #[test]
-    fn data_is_written_then_persisted_then_recorded_then_the_log_is_freed() {
-        let mut cp = Checkpointer::new(2, 0, 8);
-        let mut e = CheckpointEngine::new(2, 8, 8);
-        for x in [g(1, 0, 0), g(2, 1, 0), g(3, 0, 128), g(5, 1, 128)] {
+    /// A checkpointer of `lanes` lanes holding `groups`, and an engine that applies them in
+    /// batches of at most `batch`.
+    fn holding(lanes: u16, batch: usize, groups: &[GroupRef]) -> (Checkpointer, CheckpointEngine) {
+        let mut cp = Checkpointer::new(lanes.into(), 0, 8);
+        for &x in groups {
             cp.push(x);
         }
+        (cp, CheckpointEngine::new(lanes, batch, 8))
+    }
+
+    /// Writes the gap-free groups `cp` holds, every write succeeding, and records them applied.
+    fn apply_all(cp: &mut Checkpointer, e: &mut CheckpointEngine) {
+        e.plan(cp, false);
+        drive(e, ok);
+        e.applied(cp);
+    }
+
+    #[test]
+    fn data_is_written_then_persisted_then_recorded_then_the_log_is_freed() {
+        let (mut cp, mut e) = holding(2, 8, &[g(1, 0, 0), g(2, 1, 0), g(3, 0, 128), g(5, 1, 128)]);
         assert_eq!(e.plan(&mut cp, false), 3, "the gap-free run: 1, 2, 3");
         let writes = drive(&mut e, ok);
         assert_eq!(
@@ -100,13 +113,8 @@ mod tests {
 
     #[test]
     fn groups_a_backup_lacks_are_persisted_once_and_released_later() {
-        let mut cp = Checkpointer::new(1, 0, 8);
-        let mut e = CheckpointEngine::new(1, 8, 8);
-        cp.push(g(1, 0, 0));
-        cp.push(g(2, 0, 128));
-        e.plan(&mut cp, false);
-        drive(&mut e, ok);
-        e.applied(&mut cp);
+        let (mut cp, mut e) = holding(1, 8, &[g(1, 0, 0), g(2, 0, 128)]);
+        apply_all(&mut cp, &mut e);
         e.reclaim(1);
         let cmds = drive(&mut e, ok);
         assert_eq!(cmds.last(), Some(&Command::ReleaseTail { lane: 0, pos: 128 }), "{cmds:?}");
@@ -120,13 +128,8 @@ mod tests {
 
     #[test]
     fn a_failed_persist_fail_stops_and_nothing_follows_it_ever() {
-        let mut cp = Checkpointer::new(1, 0, 8);
-        let mut e = CheckpointEngine::new(1, 8, 8);
-        cp.push(g(1, 0, 0));
-        cp.push(g(2, 0, 128));
-        e.plan(&mut cp, false);
-        drive(&mut e, ok);
-        e.applied(&mut cp);
+        let (mut cp, mut e) = holding(1, 8, &[g(1, 0, 0), g(2, 0, 128)]);
+        apply_all(&mut cp, &mut e);
         e.reclaim(u64::MAX);
         let cmds = drive(&mut e, |c| match c {
             Command::PersistGroup(x) if x.seq == 2 => Err(io::Error::other("EIO")),
@@ -154,11 +157,7 @@ mod tests {
 
     #[test]
     fn a_failed_write_applies_the_groups_before_it_only_and_a_failed_tail_stops_releasing() {
-        let mut cp = Checkpointer::new(2, 0, 8);
-        let mut e = CheckpointEngine::new(2, 8, 8);
-        for x in [g(1, 0, 0), g(2, 1, 0), g(3, 0, 128)] {
-            cp.push(x);
-        }
+        let (mut cp, mut e) = holding(2, 8, &[g(1, 0, 0), g(2, 1, 0), g(3, 0, 128)]);
         e.plan(&mut cp, false);
         let cmds = drive(&mut e, |c| match c {
             Command::WriteGroup(x) if x.seq == 2 => Err(io::Error::other("ENOSPC")),
@@ -172,13 +171,8 @@ mod tests {
         e.reclaim(u64::MAX);
         assert_eq!(drive(&mut e, ok), vec![], "group 1 is neither persisted nor released");
 
-        let mut cp = Checkpointer::new(2, 0, 8);
-        let mut e = CheckpointEngine::new(2, 8, 8);
-        cp.push(g(1, 0, 0));
-        cp.push(g(2, 1, 0));
-        e.plan(&mut cp, false);
-        drive(&mut e, ok);
-        e.applied(&mut cp);
+        let (mut cp, mut e) = holding(2, 8, &[g(1, 0, 0), g(2, 1, 0)]);
+        apply_all(&mut cp, &mut e);
         e.reclaim(u64::MAX);
         let cmds = drive(&mut e, |c| match c {
             Command::ReleaseTail { lane: 0, .. } => Err(io::Error::other("EIO")),
@@ -191,10 +185,7 @@ mod tests {
 
     #[test]
     fn a_stop_from_outside_is_emitted_once_and_ends_the_pass() {
-        let mut cp = Checkpointer::new(1, 0, 8);
-        let mut e = CheckpointEngine::new(1, 1, 8);
-        cp.push(g(1, 0, 0));
-        cp.push(g(2, 0, 128));
+        let (mut cp, mut e) = holding(1, 1, &[g(1, 0, 0), g(2, 0, 128)]);
         assert_eq!(e.plan(&mut cp, false), 1, "batches of one");
         let first = e.poll();
         assert_eq!(first, Some(Command::WriteGroup(g(1, 0, 0))));

@@ -1,7 +1,6 @@
 //! One fail-over round: the primary killed, the coordinator's reaction (`static` or `etcd`)
 //! timed, and a new primary started on the promoted node.
 
-use super::etcd::Etcd;
 use super::node::{admin, serve, wait_status, write_config};
 use super::result::FailoverRound;
 use super::worker_child::{check_groups, Event, Worker};
@@ -11,6 +10,7 @@ use crate::bench::BenchArgs;
 use crate::child::ChildNode;
 use mojim::config::{Config, EtcdSettings};
 use mojim::error::{Error, Result};
+use mojim_etcd::testing::EtcdServer;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,7 @@ pub(super) struct FailoverRun<'a> {
     pub(super) mirror_dir: PathBuf,
     pub(super) backup: ChildNode,
     /// The etcd coordinator's server and settings (`--coordinator etcd`).
-    pub(super) etcd: Option<(Etcd, EtcdSettings)>,
+    pub(super) etcd: Option<(EtcdServer, EtcdSettings)>,
     pub(super) _dir: Scratch,
 }
 
@@ -47,9 +47,11 @@ impl<'a> FailoverRun<'a> {
         let dir = Scratch::create(a.dir.join(format!("mojim-failover-{}-{round}", std::process::id())))?;
         let etcd = match a.failover.coordinator {
             Coordinator::Static => None,
-            Coordinator::Etcd => Some(Etcd::start(&dir.0.join("etcd"))?),
+            Coordinator::Etcd => {
+                Some(EtcdServer::launch().dir(&dir.0.join("etcd")).start().map_err(|e| failed("etcd", e))?)
+            }
         };
-        let cfg = write_config(&dir.0, a.region_size, etcd.as_ref().map(|e| e.endpoint.as_str()))?;
+        let cfg = write_config(&dir.0, a.region_size, etcd.as_ref().map(|e| e.endpoint()).as_deref())?;
         let loaded = Config::load(&cfg)?;
         let etcd = match etcd {
             Some(e) => Some((e, loaded.etcd()?.expect("the configuration names the coordinator"))),

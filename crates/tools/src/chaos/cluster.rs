@@ -8,6 +8,7 @@
 //! namespace of its own on the same bridge (the one after the nodes'), so that a partition can
 //! cut a node off from it too.
 
+pub(crate) use crate::netns::Netns;
 use mojim::config::{template, ConfigFile, EtcdSettings, Secret};
 use mojim_node::admin_client::AdminClient;
 use mojim_node::MirrorStatus;
@@ -25,118 +26,6 @@ const READY_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long a node may take to answer an operator (a promotion waits up to 5 s for a session
 /// to end).
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// Runs `ip ARGS` and returns its error output on failure.
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out =
-        Command::new("ip").args(args).output().map_err(|e| format!("run ip {}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
-    }
-}
-
-/// Each node in a network namespace of its own, on a bridge.
-pub(crate) struct Netns {
-    tag: u32,
-    subnet: String,
-    /// Namespaces created (the nodes', then the etcd's if there is one).
-    nodes: usize,
-    /// Pairs currently cut off from each other.
-    cut: Vec<(usize, usize)>,
-}
-
-impl Netns {
-    fn ns(&self, i: usize) -> String {
-        format!("mojim-chaos-{}-{i}", self.tag)
-    }
-
-    fn bridge(tag: u32) -> String {
-        format!("mjb{tag}")
-    }
-
-    pub fn ip_of(&self, i: usize) -> String {
-        format!("{}.{}", self.subnet, i + 1)
-    }
-
-    /// Namespaces, veth pairs and a bridge for `nodes` nodes (the nodes of the cluster, and the
-    /// etcd when there is one).
-    pub fn create(nodes: usize) -> Result<Netns, String> {
-        if !rustix::process::geteuid().is_root() {
-            return Err("network namespaces need root".into());
-        }
-        Self::remove_stale();
-        let tag = std::process::id();
-        let used = Command::new("ip")
-            .args(["-o", "-4", "addr", "show"])
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .map_err(|e| format!("run ip: {e}"))?;
-        let subnet = (0..256u32)
-            .map(|i| format!("10.213.{}", (tag + i) % 256))
-            .find(|s| !used.contains(&format!("{s}.")))
-            .ok_or("no free 10.213.x.0/24 subnet")?;
-        let mut n = Netns { tag, subnet, nodes: 0, cut: Vec::new() };
-        let br = Self::bridge(tag);
-        ip(&["link", "add", &br, "type", "bridge"])?;
-        ip(&["addr", "add", &format!("{}.254/24", n.subnet), "dev", &br])?;
-        ip(&["link", "set", &br, "up"])?;
-        for i in 0..nodes {
-            let ns = n.ns(i);
-            let (host, inner) = (format!("mjh{tag}x{i}"), format!("mjn{tag}x{i}"));
-            ip(&["netns", "add", &ns])?;
-            n.nodes = i + 1;
-            ip(&["link", "add", &host, "type", "veth", "peer", "name", &inner])?;
-            ip(&["link", "set", &inner, "netns", &ns])?;
-            ip(&["link", "set", &host, "master", &br, "up"])?;
-            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
-            ip(&["-n", &ns, "addr", "add", &format!("{}/24", n.ip_of(i)), "dev", &inner])?;
-            ip(&["-n", &ns, "link", "set", &inner, "up"])?;
-        }
-        Ok(n)
-    }
-
-    /// Removes namespaces and bridges left behind by harnesses that no longer run.
-    fn remove_stale() {
-        let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else { return };
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            let name = line.split_whitespace().next().unwrap_or_default();
-            let Some(rest) = name.strip_prefix("mojim-chaos-") else { continue };
-            let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
-            if !Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = ip(&["netns", "del", name]);
-                let _ = ip(&["link", "del", &Self::bridge(pid)]);
-            }
-        }
-    }
-
-    /// Cuts `a` and `b` off from each other (both directions).
-    pub fn partition(&mut self, a: usize, b: usize) -> Result<(), String> {
-        ip(&["-n", &self.ns(a), "route", "add", "blackhole", &format!("{}/32", self.ip_of(b))])?;
-        ip(&["-n", &self.ns(b), "route", "add", "blackhole", &format!("{}/32", self.ip_of(a))])?;
-        self.cut.push((a, b));
-        Ok(())
-    }
-
-    /// Ends every partition.
-    pub fn heal(&mut self) -> Result<(), String> {
-        for (a, b) in std::mem::take(&mut self.cut) {
-            ip(&["-n", &self.ns(a), "route", "del", "blackhole", &format!("{}/32", self.ip_of(b))])?;
-            ip(&["-n", &self.ns(b), "route", "del", "blackhole", &format!("{}/32", self.ip_of(a))])?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for i in 0..self.nodes {
-            let _ = ip(&["netns", "del", &self.ns(i)]);
-        }
-        let _ = ip(&["link", "del", &Self::bridge(self.tag)]);
-    }
-}
 
 /// Where the nodes run.
 pub(crate) enum Net {
@@ -187,11 +76,7 @@ impl Net {
     pub fn command(&self, i: usize, exe: &Path) -> Command {
         match self {
             Net::Loopback { .. } => Command::new(exe),
-            Net::Netns(n) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", &n.ns(i)]).arg(exe);
-                c
-            }
+            Net::Netns(n) => n.command(i, exe),
         }
     }
 
@@ -207,8 +92,8 @@ impl Net {
             }
             Net::Netns(n) => format!(
                 "network namespaces on bridge {} ({}.0/24; partitions are blackhole routes on both sides)",
-                Netns::bridge(n.tag),
-                n.subnet
+                n.bridge(),
+                n.subnet()
             ),
         }
     }

@@ -31,6 +31,7 @@ pub use workload::{worker, WorkerArgs};
 use cluster::{Cluster, Net, Netns, Shape};
 use mojim::config::random_uuid;
 use mojim::error::{Error, Result};
+use mojim_etcd::testing::EtcdServer;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -225,7 +226,7 @@ pub fn run(a: &ChaosArgs) -> Result<()> {
         }
     }
     if let Some(e) = etcd.as_mut() {
-        e.keep = a.keep || !t.failed.is_empty();
+        e.keep_files(a.keep || !t.failed.is_empty());
     }
     drop(etcd);
     if !a.keep && t.failed.is_empty() {
@@ -303,15 +304,15 @@ fn trials_base(a: &ChaosArgs) -> PathBuf {
 }
 
 /// Starts the run's etcd, its files under `root`, and says where it is and its lease timings.
-fn start_etcd(net: &Net, nodes: usize, root: &Path) -> Result<etcd::Etcd> {
-    let e = etcd::Etcd::start(net, nodes, &root.join("etcd")).map_err(Error::Config)?;
+fn start_etcd(net: &Net, nodes: usize, root: &Path) -> Result<EtcdServer> {
+    let e = etcd::start(net, nodes, &root.join("etcd")).map_err(Error::Config)?;
     println!(
         "chaos: etcd coordinator at {} (lease ttl {:?}, renewed every {:?}, margin {:?}; its log: {})",
         e.endpoint(),
         etcd::LEASE_TTL,
         etcd::LEASE_RENEW,
         etcd::LEASE_MARGIN,
-        e.log().display()
+        e.log_path().display()
     );
     Ok(e)
 }
@@ -320,14 +321,15 @@ fn start_etcd(net: &Net, nodes: usize, root: &Path) -> Result<etcd::Etcd> {
 fn run_trial(
     a: &ChaosArgs,
     net: &mut Net,
-    etcd: Option<&etcd::Etcd>,
+    etcd: Option<&EtcdServer>,
     exe: &Path,
     dir: &Path,
     i: u64,
     s: u64,
 ) -> Result<faults::Report> {
     let shape = Shape { uuid: random_uuid(), size: 1 << 20, secret: format!("chaos-secret-{s:016x}") };
-    let coordinator = etcd.map(|e| e.settings(format!("/mojim-chaos/{}/trial-{i}", std::process::id())));
+    let coordinator =
+        etcd.map(|e| etcd::settings(e, format!("/mojim-chaos/{}/trial-{i}", std::process::id())));
     let cluster =
         Cluster::new(dir, net, a.nodes, shape, exe.to_path_buf(), coordinator).map_err(Error::Config)?;
     let mut trial = faults::Trial::new(s, net, cluster).map_err(Error::Config)?;

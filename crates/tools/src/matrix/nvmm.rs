@@ -198,24 +198,12 @@ pub(crate) mod tests {
 
     fn point(b: u64, mode: &str, size: u64, mean: f64) -> NvmmPoint {
         let r = BenchResult {
-            mode: mode.into(),
-            size,
-            threads: 1,
-            lanes: 1,
             ops: 10,
             mean_us: mean,
             p50_us: mean,
             p99_us: mean,
             ops_per_s: 1e6 / mean,
-            mb_per_s: 0.0,
-            backups: 0,
-            topology: "none".into(),
-            transport: "tcp".into(),
-            tls: false,
-            encrypt_placed: false,
-            metrics: false,
-            cpu_us_sender: None,
-            cpu_us_receiver: None,
+            ..BenchResult::new(mode, size, 1, 1)
         };
         (b, r)
     }

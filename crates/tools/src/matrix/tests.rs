@@ -11,24 +11,13 @@ use crate::bench::harness::BenchResult;
 
 fn bench(mode: &str, size: u64, threads: usize, lanes: u16, mean: f64) -> BenchResult {
     BenchResult {
-        mode: mode.into(),
-        size,
-        threads,
-        lanes,
         ops: 100,
         mean_us: mean,
         p50_us: mean * 0.9,
         p99_us: mean * 3.0,
         ops_per_s: 1e6 / mean * threads as f64,
         mb_per_s: size as f64 / mean * threads as f64,
-        backups: 0,
-        topology: "none".into(),
-        transport: "tcp".into(),
-        tls: false,
-        encrypt_placed: false,
-        metrics: false,
-        cpu_us_sender: None,
-        cpu_us_receiver: None,
+        ..BenchResult::new(mode, size, threads, lanes)
     }
 }
 

@@ -75,28 +75,18 @@ pub(crate) fn drive<S: Send>(
         ops += n;
     }
     let secs = wall.as_secs_f64().max(1e-9);
+    let lanes = if matches!(kind, Kind::Mode(m) if m.replicated()) || matches!(kind, Kind::Scheme(..)) {
+        lanes(a)
+    } else {
+        0
+    };
     Ok(BenchResult {
-        mode: kind.name().into(),
-        size: a.size,
-        threads: a.threads,
-        lanes: if matches!(kind, Kind::Mode(m) if m.replicated()) || matches!(kind, Kind::Scheme(..)) {
-            lanes(a)
-        } else {
-            0
-        },
         ops,
         mean_us: all.mean() / 1000.0,
         p50_us: all.value_at_quantile(0.5) as f64 / 1000.0,
         p99_us: all.value_at_quantile(0.99) as f64 / 1000.0,
         ops_per_s: ops as f64 / secs,
         mb_per_s: ops as f64 * a.size as f64 / secs / 1e6,
-        backups: 0,
-        topology: "none".into(),
-        transport: "tcp".into(),
-        tls: false,
-        encrypt_placed: false,
-        metrics: false,
-        cpu_us_sender: None,
-        cpu_us_receiver: None,
+        ..BenchResult::new(kind.name(), a.size, a.threads, lanes)
     })
 }

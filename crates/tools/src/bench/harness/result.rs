@@ -37,6 +37,34 @@ pub struct BenchResult {
     pub cpu_us_receiver: Option<f64>,
 }
 
+impl BenchResult {
+    /// A result of `mode` with `size`-byte operations on `threads` threads over `lanes` lanes,
+    /// before its figures are filled in: no operations, no replicas (topology `none`), over
+    /// tcp without TLS or metrics, no CPU times.
+    pub fn new(mode: &str, size: u64, threads: usize, lanes: u16) -> BenchResult {
+        BenchResult {
+            mode: mode.into(),
+            size,
+            threads,
+            lanes,
+            ops: 0,
+            mean_us: 0.0,
+            p50_us: 0.0,
+            p99_us: 0.0,
+            ops_per_s: 0.0,
+            mb_per_s: 0.0,
+            backups: 0,
+            topology: "none".into(),
+            transport: "tcp".into(),
+            tls: false,
+            encrypt_placed: false,
+            metrics: false,
+            cpu_us_sender: None,
+            cpu_us_receiver: None,
+        }
+    }
+}
+
 /// The result whose p50 is the median of a mode's rounds (all its figures come from that round).
 pub(crate) fn median(mut rs: Vec<BenchResult>) -> BenchResult {
     rs.sort_by(|x, y| x.p50_us.total_cmp(&y.p50_us));
@@ -176,24 +204,17 @@ mod tests {
     #[test]
     fn every_column_of_the_latency_table_has_a_label() {
         let r = BenchResult {
-            mode: "sync".into(),
-            size: 4096,
-            threads: 1,
-            lanes: 1,
             ops: 1000,
             mean_us: 40.0,
             p50_us: 38.5,
             p99_us: 90.25,
             ops_per_s: 25000.0,
             mb_per_s: 102.4,
-            backups: 0,
-            topology: "none".into(),
-            transport: "tcp".into(),
             tls: true,
             encrypt_placed: true,
             metrics: true,
             cpu_us_sender: Some(12.5),
-            cpu_us_receiver: None,
+            ..BenchResult::new("sync", 4096, 1, 1)
         };
         let (header, row) = (table_header(), table_row(&r));
         let labels: Vec<&str> = header.split_whitespace().collect();
