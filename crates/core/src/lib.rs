@@ -14,6 +14,7 @@ pub mod handshake;
 pub mod lane;
 pub mod log_space;
 pub mod mirror;
+pub mod primary;
 pub mod receive;
 pub mod recovery;
 pub mod seq_window;

@@ -10,7 +10,8 @@ pub fn new_generation() -> u64 {
     mojim_transport::random::u64() | 1
 }
 
-/// How a mirror is brought up to date.
+/// How a mirror is brought up to date: [`mojim_core::primary::CopyKind`], with the same
+/// numbers on the wire, as status shows and stores it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CopyKind {
@@ -29,6 +30,16 @@ impl CopyKind {
             CopyKind::Log => "log",
             CopyKind::Bitmap => "bitmap",
             CopyKind::Full => "full",
+        }
+    }
+}
+
+impl From<mojim_core::primary::CopyKind> for CopyKind {
+    fn from(k: mojim_core::primary::CopyKind) -> CopyKind {
+        match k {
+            mojim_core::primary::CopyKind::Log => CopyKind::Log,
+            mojim_core::primary::CopyKind::Bitmap => CopyKind::Bitmap,
+            mojim_core::primary::CopyKind::Full => CopyKind::Full,
         }
     }
 }

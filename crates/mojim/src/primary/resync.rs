@@ -1,18 +1,9 @@
 //! Bringing a mirror up to date when a session begins.
 //!
-//! The primary compares the mirror's history (its generation id, the one before it, and its
-//! applied sequence number, from the Welcome) with its own, as DRBD compares its UUIDs, and
-//! picks the cheapest way that is certain to be complete:
-//!
-//! | mirror | plan |
-//! |---|---|
-//! | inconsistent (a copy into it did not finish) | full copy |
-//! | new (generation 0, nothing applied) and this copy new too | nothing: both are zero |
-//! | new, this copy has a history | full copy |
-//! | same generation | the ranges of the metadata log after the mirror's applied number (log catch-up), else full copy |
-//! | this copy's previous generation, and the dirty bitmap starts there | dirty chunks + those ranges (bitmap) |
-//! | the mirror's previous generation is this copy's | refuse: the mirror is newer |
-//! | anything else | refuse: split brain |
+//! The primary compares the mirror's history (from its Welcome) with its own and picks the
+//! cheapest way that is certain to be complete: nothing, the metadata log's ranges, the dirty
+//! bitmap's chunks, or everything; or it refuses a mirror whose copy diverged. The choice is
+//! [`mojim_core::primary::resync_choice`] (its module has the table); this module runs it.
 //!
 //! A copy is a stream of copy groups on all lanes, read from the region when sent: Copy frames,
 //! which the mirror writes straight into its data area, each group closed by a Copied frame
@@ -31,13 +22,12 @@ use super::link_error::LinkError;
 use super::Inner;
 use crate::error::{Error, Result};
 use crate::history::{new_generation, CopyKind};
+use mojim_core::primary::{coalesce, resync_choice, MirrorHistory, Plan, PrimaryHistory};
 use mojim_core::Range;
 use mojim_format::copied::{COPIED_RANGE_SIZE, MAX_COPIED_RANGES};
-use mojim_format::handshake::Welcome;
 use mojim_format::FrameKind;
 use mojim_transport::Transport;
 use std::collections::VecDeque;
-use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -51,125 +41,6 @@ const FRAMED_AHEAD: usize = 2;
 const MAX_RESEND_ROUNDS: usize = 3;
 /// Bytes of region content per copy group, at most.
 pub const COPY_GROUP_BYTES: u64 = 1 << 20;
-
-/// What to send before the mirror is current.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Plan {
-    InSync,
-    Copy { kind: CopyKind, ranges: Vec<(u64, u64)> },
-}
-
-/// This copy's history.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Mine {
-    pub generation: u64,
-    pub prev: u64,
-    /// The generation the dirty bitmap started from, if it is recording.
-    pub dirty_base: Option<u64>,
-}
-
-/// Why the mirror's copy cannot be brought up to date automatically: the two copies' histories
-/// say which to keep is the operator's choice (or that this node must not be primary).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Divergence {
-    /// The mirror moved on from this copy's generation `mine` to `theirs`: it was primary
-    /// after this node.
-    MirrorNewer { mine: u64, theirs: u64 },
-    /// This copy was never replicated, but the mirror holds one (generation `theirs`, with
-    /// `applied` groups applied).
-    NeverReplicated { theirs: u64, applied: u64 },
-    /// Both copies changed since they last agreed.
-    SplitBrain { mine: u64, mine_prev: u64, theirs: u64, theirs_prev: u64 },
-}
-
-impl fmt::Display for Divergence {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Divergence::MirrorNewer { mine, theirs } => write!(
-                f,
-                "the mirror's copy is newer than this one: it moved on from this copy's generation {mine:#x} to \
-                 {theirs:#x} (it was primary after this node); this node must not be primary: rejoin it as a backup"
-            ),
-            Divergence::NeverReplicated { theirs, applied } => write!(
-                f,
-                "this region has never been replicated but the mirror holds a copy (generation {theirs:#x}, \
-                 {applied} groups applied); open the mirror's copy instead, or discard the mirror's copy with \
-                 `mojim resolve --discard`"
-            ),
-            Divergence::SplitBrain { mine, mine_prev, theirs, theirs_prev } => write!(
-                f,
-                "split brain: this copy (generation {mine:#x}, before it {mine_prev:#x}) and the mirror's \
-                 (generation {theirs:#x}, before it {theirs_prev:#x}) both changed since they last agreed; choose \
-                 the copy to keep and discard the other with `mojim resolve --discard NODE`"
-            ),
-        }
-    }
-}
-
-/// Picks the plan (see the module's table). `ring_after(seq)` gives the ranges of groups after
-/// `seq` if the metadata log still holds them all; `dirty()` the dirty chunks.
-pub(crate) fn plan(
-    mine: Mine,
-    w: &Welcome,
-    region_size: u64,
-    ring_after: impl FnOnce(u64) -> Option<Vec<(u64, u64)>>,
-    dirty: impl FnOnce() -> Vec<(u64, u64)>,
-) -> Result<Plan, Divergence> {
-    let full = Plan::Copy { kind: CopyKind::Full, ranges: vec![(0, region_size)] };
-    let applied = w.next_seq.saturating_sub(1);
-    let mirror_new = w.generation == 0 && applied == 0;
-    if w.inconsistent {
-        return Ok(full);
-    }
-    if mirror_new {
-        return Ok(if mine.generation == 0 { Plan::InSync } else { full });
-    }
-    if mine.generation != 0 && w.generation == mine.generation {
-        return Ok(match ring_after(applied) {
-            Some(r) if r.is_empty() => Plan::InSync,
-            Some(ranges) => Plan::Copy { kind: CopyKind::Log, ranges },
-            None => full,
-        });
-    }
-    if mine.prev != 0 && w.generation == mine.prev && mine.dirty_base == Some(w.generation) {
-        return Ok(match ring_after(applied) {
-            Some(mut ranges) => {
-                ranges.extend(dirty());
-                Plan::Copy { kind: CopyKind::Bitmap, ranges: coalesce(ranges) }
-            }
-            None => full,
-        });
-    }
-    if mine.generation != 0 && w.prev_generation == mine.generation {
-        return Err(Divergence::MirrorNewer { mine: mine.generation, theirs: w.generation });
-    }
-    if mine.generation == 0 {
-        return Err(Divergence::NeverReplicated { theirs: w.generation, applied });
-    }
-    Err(Divergence::SplitBrain {
-        mine: mine.generation,
-        mine_prev: mine.prev,
-        theirs: w.generation,
-        theirs_prev: w.prev_generation,
-    })
-}
-
-/// Sorts ranges and merges those that overlap or touch.
-pub(crate) fn coalesce(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    v.retain(|r| r.1 > 0);
-    v.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
-    for (off, len) in v {
-        match out.last_mut() {
-            Some(last) if off <= last.0 + last.1 => {
-                let end = (last.0 + last.1).max(off + len);
-                last.1 = end - last.0;
-            }
-            _ => out.push((off, len)),
-        }
-    }
-    out
-}
 
 /// A resynchronisation, as status shows it.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -287,10 +158,10 @@ where
     let meta = inner.meta.as_ref().expect("replicated primaries have a metadata log");
     let dirty = inner.dirty.as_ref().expect("replicated primaries have a dirty map");
     let (generation, prev) = inner.region.generation();
-    let mine = Mine { generation, prev, dirty_base: dirty.base().map(|b| b.0) };
-    let chosen = plan(
+    let mine = PrimaryHistory { generation, prev, dirty_base: dirty.base().map(|b| b.0) };
+    let chosen = resync_choice(
         mine,
-        &link.welcome,
+        MirrorHistory::of(&link.welcome),
         inner.region.size(),
         |s| meta.ranges_after(s),
         || {
@@ -314,7 +185,7 @@ where
     };
     let lanes = link.lanes_per_replica;
     match &chosen {
-        Plan::InSync => {
+        Plan::InSync(_) => {
             // The metadata log now answers for every group after the mirror's applied prefix.
             meta.restart(link.next_seq.load(Ordering::Relaxed))
                 .map_err(Error::io("restart the metadata log"))?;
@@ -324,7 +195,7 @@ where
                 }
             }
         }
-        Plan::Copy { kind, ranges } => {
+        Plan::Copy { kind, ranges, .. } => {
             let total = ranges.iter().map(|r| r.1).sum();
             for l in 0..lanes {
                 link.send_control(l, FrameKind::CopyBegin, *kind as u64, total).map_err(Error::from)?;
@@ -336,8 +207,8 @@ where
         }
     }
     // Registered before the link is visible, so nobody sees the session without its copy.
-    if let Plan::Copy { kind, ranges } = &chosen {
-        inner.resync.start(link.session, *kind, ranges.iter().map(|r| r.1).sum());
+    if let Plan::Copy { kind, ranges, .. } = &chosen {
+        inner.resync.start(link.session, (*kind).into(), ranges.iter().map(|r| r.1).sum());
     }
     *slot = Some(link.clone());
     lock(&inner.health).lost = None;
@@ -346,10 +217,12 @@ where
         mirror = %link.mirror,
         session = format!("{:#x}", link.session),
         next_seq = link.next_seq.load(Ordering::Relaxed),
-        plan = ?match &chosen { Plan::InSync => "in sync", Plan::Copy { kind, .. } => kind.name() },
+        plan = ?chosen.name(),
+        reason = %chosen.reason(),
         "session begins"
     );
-    if let Plan::Copy { kind, ranges } = chosen {
+    if let Plan::Copy { kind, ranges, .. } = chosen {
+        let kind = CopyKind::from(kind);
         let inner2 = inner.clone();
         let thread = std::thread::Builder::new()
             .name("mojim-resync".into())
@@ -578,55 +451,6 @@ where
 mod tests {
     use super::*;
 
-    fn welcome(next_seq: u64, generation: u64, prev: u64, inconsistent: bool) -> Welcome {
-        Welcome { next_seq, generation, prev_generation: prev, inconsistent, ..Default::default() }
-    }
-
-    fn mine(generation: u64, prev: u64, dirty_base: Option<u64>) -> Mine {
-        Mine { generation, prev, dirty_base }
-    }
-
-    const SIZE: u64 = 1 << 20;
-
-    fn run(m: Mine, w: Welcome, ring: Option<Vec<(u64, u64)>>) -> Result<Plan, Divergence> {
-        plan(m, &w, SIZE, |_| ring, || vec![(65536, 65536)])
-    }
-
-    fn full() -> Plan {
-        Plan::Copy { kind: CopyKind::Full, ranges: vec![(0, SIZE)] }
-    }
-
-    #[test]
-    fn chooses_the_cheapest_complete_plan() {
-        assert_eq!(run(mine(0, 0, None), welcome(1, 0, 0, false), None), Ok(Plan::InSync), "both new");
-        assert_eq!(run(mine(7, 0, None), welcome(1, 0, 0, false), Some(vec![])), Ok(full()), "new mirror");
-        assert_eq!(run(mine(7, 0, None), welcome(9, 7, 0, true), Some(vec![])), Ok(full()), "inconsistent");
-        assert_eq!(run(mine(7, 0, None), welcome(9, 7, 0, false), Some(vec![])), Ok(Plan::InSync));
-        assert_eq!(
-            run(mine(7, 0, None), welcome(9, 7, 0, false), Some(vec![(0, 10)])),
-            Ok(Plan::Copy { kind: CopyKind::Log, ranges: vec![(0, 10)] })
-        );
-        assert_eq!(run(mine(7, 0, None), welcome(9, 7, 0, false), None), Ok(full()), "log overwritten");
-        assert_eq!(
-            run(mine(8, 7, Some(7)), welcome(9, 7, 0, false), Some(vec![(0, 10), (65536, 10)])),
-            Ok(Plan::Copy { kind: CopyKind::Bitmap, ranges: vec![(0, 10), (65536, 65536)] })
-        );
-        assert_eq!(run(mine(8, 7, Some(7)), welcome(9, 7, 0, false), None), Ok(full()));
-    }
-
-    #[test]
-    fn divergence_is_refused_and_named() {
-        let e = run(mine(7, 0, None), welcome(9, 8, 7, false), Some(vec![])).unwrap_err().to_string();
-        assert!(e.contains("newer"), "{e}");
-        let e = run(mine(7, 5, None), welcome(9, 8, 6, false), Some(vec![])).unwrap_err().to_string();
-        assert!(e.contains("split brain") && e.contains("resolve"), "{e}");
-        let e = run(mine(0, 0, None), welcome(9, 8, 0, false), Some(vec![])).unwrap_err().to_string();
-        assert!(e.contains("never been replicated"), "{e}");
-        // A degraded copy whose bitmap started elsewhere cannot use it.
-        let e = run(mine(8, 7, Some(5)), welcome(9, 7, 0, false), Some(vec![])).unwrap_err().to_string();
-        assert!(e.contains("split brain"), "{e}");
-    }
-
     #[test]
     fn copy_groups_cover_the_ranges_in_order_within_their_limits() {
         let ranges = [(0, 10), (100, 25), (200, 3), (300, 1), (400, 1)];
@@ -641,10 +465,5 @@ mod tests {
                 vec![(201, 2), (300, 1), (400, 1)],
             ]
         );
-    }
-
-    #[test]
-    fn coalesces_ranges() {
-        assert_eq!(coalesce(vec![(10, 5), (0, 10), (30, 0), (14, 2), (40, 1)]), vec![(0, 16), (40, 1)]);
     }
 }
