@@ -3,7 +3,8 @@
 //! order.
 //!
 //! Threads: one acceptor; one per connection (handshake, then a data lane or an operator's
-//! requests); one checkpointer. The replication logic itself is `mojim_core`'s.
+//! requests); one checkpointer; one that maps the files' pages after start (`populate`). The
+//! replication logic itself is `mojim_core`'s.
 #![forbid(unsafe_code)]
 
 // The node is a handful of components, each owning its state and its locks behind methods;
@@ -82,6 +83,7 @@ pub mod metrics;
 mod operator_command_error;
 mod operator_commands;
 mod pending;
+mod populate;
 mod refused;
 mod replay;
 mod session;
@@ -358,6 +360,7 @@ impl Mirror {
                 .map_err(Error::io("spawn checkpointer"))?,
         );
         forward::start(&shared, &transport).map_err(Error::io("spawn forwarders"))?;
+        threads.extend(populate::start(&shared));
         let s = shared.clone();
         let t = transport.clone();
         threads.push(
@@ -436,7 +439,7 @@ fn open_logs(opts: &MirrorOptions, nvmm: &Option<Arc<Nvmm>>) -> Result<Vec<OnceL
         let cell = OnceLock::new();
         let p = opts.log_path(lane);
         if p.exists() {
-            let mut log = LogFile::open(&p)?;
+            let mut log = LogFile::open_unpopulated(&p)?;
             log.emulate_nvmm(nvmm.clone());
             if log.header().region_uuid != opts.region.uuid || log.header().lane != lane {
                 return Err(Error::Config(format!(
