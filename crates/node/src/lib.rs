@@ -227,7 +227,8 @@ impl MirrorOptions {
     }
 
     /// Refuses more backups than a node feeds ([`MAX_BACKUPS`]; `mojim backup add` refuses one
-    /// past it too), and a backup named twice (as `mojim backup add` refuses one already fed).
+    /// past it too), a backup named twice (as `mojim backup add` refuses one already fed), and
+    /// this node's own listen address (as `mojim backup add` refuses it).
     pub fn check_backups(&self) -> Result<()> {
         let n = self.backups.len();
         if n > MAX_BACKUPS {
@@ -245,6 +246,14 @@ impl MirrorOptions {
                     "[mirror] backups (or --backup) names {b} twice; a node feeds each backup once: name it once"
                 )));
             }
+        }
+        // A node cannot be its own backup (`mojim backup add` refuses its own address too).
+        if self.backups.contains(&self.listen) {
+            return Err(Error::Config(format!(
+                "this node listens on {} and names itself as its own backup; each node's [mirror] backups \
+                 (or --backup) must name other nodes",
+                self.listen
+            )));
         }
         Ok(())
     }

@@ -108,3 +108,15 @@ fn a_backup_named_twice_is_refused_at_open() {
     assert!(!scratch.dir.join("node").exists(), "the refused node made its folder");
 }
 
+/// A node named as its own backup (its listen address among `backups`) is refused by every way
+/// of opening one, not only by `mojim serve`, and makes nothing.
+#[test]
+fn a_node_named_as_its_own_backup_is_refused_at_open() {
+    let scratch = Scratch::new("own-backup");
+    let id = region(1 << 20);
+    let mut opts = node_options(&scratch.dir.join("node"), "node", id, 1 << 20);
+    opts.backups = vec!["127.0.0.1:7001".into(), opts.listen.clone()];
+    let e = Mirror::open(opts).err().expect("a node named as its own backup is refused").to_string();
+    assert!(e.contains("listens on node:0 and names itself as its own backup"), "{e}");
+    assert!(!scratch.dir.join("node").exists(), "the refused node made its folder");
+}
