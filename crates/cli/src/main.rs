@@ -632,13 +632,6 @@ pub(crate) fn serve_then(a: ServeArgs, then: impl FnOnce(&str) -> mojim::Result<
         opts.node = n;
     }
     opts.check_backups()?;
-    if opts.backups.contains(&opts.listen) {
-        return Err(Error::Config(format!(
-            "this node listens on {} and names itself as its own backup; each node's [mirror] backups \
-             (or --backup) must name other nodes",
-            opts.listen
-        )));
-    }
     let metrics = match &a.metrics_listen {
         Some(l) => mojim::config::check_metrics_listen(l, "--metrics-listen")?,
         None => cfg.metrics_listen()?,

@@ -51,7 +51,9 @@ pub(crate) enum DataArea {
 }
 
 impl DataArea {
-    /// Opens the region file at `path`, or creates it with `uuid` and `size`.
+    /// Opens the region file at `path`, or creates it with `uuid` and `size`; a mapped one
+    /// without mapping its pages ([`DataArea::populate`] maps them, and whatever touches a page
+    /// first maps that one).
     pub fn open_or_create(
         path: &Path,
         uuid: [u8; 16],
@@ -60,11 +62,20 @@ impl DataArea {
     ) -> Result<DataArea> {
         let exists = path.exists();
         Ok(match (placement, exists) {
-            (DataPlacement::Memory, true) => DataArea::Memory(RegionFile::open(path)?),
+            (DataPlacement::Memory, true) => DataArea::Memory(RegionFile::open_unpopulated(path)?),
             (DataPlacement::Memory, false) => DataArea::Memory(RegionFile::create(path, uuid, size)?),
             (DataPlacement::Disk, true) => DataArea::Disk(DiskRegion::open(path)?),
             (DataPlacement::Disk, false) => DataArea::Disk(DiskRegion::create(path, uuid, size)?),
         })
+    }
+
+    /// Maps the pages of data bytes `[offset, offset + len)` of a memory data area now (a disk
+    /// one has none): only saves the page faults of a later touch.
+    pub fn populate(&self, offset: u64, len: u64) -> io::Result<()> {
+        match self {
+            DataArea::Memory(r) => r.populate(offset, len),
+            DataArea::Disk(_) => Ok(()),
+        }
     }
 
     /// Charges the persists of a memory data area to an emulated NVMM (a disk one pays its

@@ -169,6 +169,11 @@ impl Lanes {
         match LogFile::create(&path, self.region_uuid, lane, cap) {
             Ok(mut l) => {
                 l.emulate_nvmm(self.nvmm.clone());
+                // Mapped now, as the lane is about to receive into it (only saves its page
+                // faults: a failure leaves them to the lane).
+                if let Err(e) = l.populate(0, cap) {
+                    tracing::debug!(lane, error = %e, "cannot map the new log's pages ahead");
+                }
                 let _ = cell.set(l);
                 Ok(cell.get().expect("just set"))
             }

@@ -3,7 +3,8 @@
 //! order.
 //!
 //! Threads: one acceptor; one per connection (handshake, then a data lane or an operator's
-//! requests); one checkpointer. The replication logic itself is `mojim_core`'s.
+//! requests); one checkpointer; one that maps the files' pages after start (`populate`). The
+//! replication logic itself is `mojim_core`'s.
 #![forbid(unsafe_code)]
 
 // The node is a handful of components, each owning its state and its locks behind methods;
@@ -86,6 +87,7 @@ pub mod metrics;
 mod operator_command_error;
 mod operator_commands;
 mod pending;
+mod populate;
 mod refused;
 mod replay;
 mod session;
@@ -229,7 +231,8 @@ impl MirrorOptions {
     }
 
     /// Refuses more backups than a node feeds ([`MAX_BACKUPS`]; `mojim backup add` refuses one
-    /// past it too), and a backup named twice (as `mojim backup add` refuses one already fed).
+    /// past it too), a backup named twice (as `mojim backup add` refuses one already fed), and
+    /// this node's own listen address (as `mojim backup add` refuses it).
     pub fn check_backups(&self) -> Result<()> {
         let n = self.backups.len();
         if n > MAX_BACKUPS {
@@ -247,6 +250,14 @@ impl MirrorOptions {
                     "[mirror] backups (or --backup) names {b} twice; a node feeds each backup once: name it once"
                 )));
             }
+        }
+        // A node cannot be its own backup (`mojim backup add` refuses its own address too).
+        if self.backups.contains(&self.listen) {
+            return Err(Error::Config(format!(
+                "this node listens on {} and names itself as its own backup; each node's [mirror] backups \
+                 (or --backup) must name other nodes",
+                self.listen
+            )));
         }
         Ok(())
     }
@@ -362,6 +373,7 @@ impl Mirror {
                 .map_err(Error::io("spawn checkpointer"))?,
         );
         forward::start(&shared, &transport).map_err(Error::io("spawn forwarders"))?;
+        threads.extend(populate::start(&shared));
         let s = shared.clone();
         let t = transport.clone();
         threads.push(
@@ -440,7 +452,7 @@ fn open_logs(opts: &MirrorOptions, nvmm: &Option<Arc<Nvmm>>) -> Result<Vec<OnceL
         let cell = OnceLock::new();
         let p = opts.log_path(lane);
         if p.exists() {
-            let mut log = LogFile::open(&p)?;
+            let mut log = LogFile::open_unpopulated(&p)?;
             log.emulate_nvmm(nvmm.clone());
             if log.header().region_uuid != opts.region.uuid || log.header().lane != lane {
                 return Err(Error::Config(format!(

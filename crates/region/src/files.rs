@@ -51,9 +51,8 @@ fn create_with_header(path: &Path, len: u64, encode: impl FnOnce(&mut [u8])) -> 
     Ok(map)
 }
 
-/// Maps an existing file that must be at least a header page long.
-fn open_with_header(path: &Path, header_size: usize, what: &str) -> Result<MappedFile, MapError> {
-    let map = MappedFile::open(path)?;
+/// An existing file's mapping, which must be at least a header page long.
+fn long_enough(path: &Path, map: MappedFile, header_size: usize, what: &str) -> Result<MappedFile, MapError> {
     if map.len() < header_size {
         return Err(corrupt(path, format!("file is {} bytes, shorter than the {what} header", map.len())));
     }
@@ -76,20 +75,14 @@ impl RegionFile {
 
     /// Opens a region and checks its header against the file's length.
     pub fn open(path: &Path) -> Result<RegionFile, MapError> {
-        Self::checked(path, open_with_header(path, REGION_HEADER_SIZE, "region")?)
+        Self::checked(path, long_enough(path, MappedFile::open(path)?, REGION_HEADER_SIZE, "region")?)
     }
 
     /// As [`RegionFile::open`], without mapping the data area's pages yet (see
     /// [`MappedFile::open_unpopulated`]): call [`RegionFile::populate`], from any thread.
     pub fn open_unpopulated(path: &Path) -> Result<RegionFile, MapError> {
         let map = MappedFile::open_unpopulated(path)?;
-        if map.len() < REGION_HEADER_SIZE {
-            return Err(corrupt(
-                path,
-                format!("file is {} bytes, shorter than the region header", map.len()),
-            ));
-        }
-        Self::checked(path, map)
+        Self::checked(path, long_enough(path, map, REGION_HEADER_SIZE, "region")?)
     }
 
     /// Maps the pages of data bytes `[offset, offset + len)` now (see [`MappedFile::populate`]).
@@ -258,7 +251,24 @@ impl LogFile {
     /// its tail into both slots, then the version; a crash in between leaves a version 1 log
     /// with the same tail.
     pub fn open(path: &Path) -> Result<LogFile, MapError> {
-        let map = open_with_header(path, LOG_HEADER_SIZE, "log")?;
+        Self::checked(path, long_enough(path, MappedFile::open(path)?, LOG_HEADER_SIZE, "log")?)
+    }
+
+    /// As [`LogFile::open`], without mapping the record area's pages yet (see
+    /// [`MappedFile::open_unpopulated`]): recovery's scan maps those it reads, and
+    /// [`LogFile::populate`], from any thread, the rest.
+    pub fn open_unpopulated(path: &Path) -> Result<LogFile, MapError> {
+        let map = MappedFile::open_unpopulated(path)?;
+        Self::checked(path, long_enough(path, map, LOG_HEADER_SIZE, "log")?)
+    }
+
+    /// Maps the pages of record-area bytes `[offset, offset + len)` now (see
+    /// [`MappedFile::populate`]).
+    pub fn populate(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.map.populate(LOG_HEADER_SIZE + offset as usize, len as usize)
+    }
+
+    fn checked(path: &Path, map: MappedFile) -> Result<LogFile, MapError> {
         let mut page = [0u8; 128];
         map.read(0, &mut page);
         let header = LogHeader::decode(&page).map_err(|e| corrupt(path, e))?;
@@ -400,6 +410,12 @@ mod tests {
         let l = LogFile::open(&dir.join("l")).unwrap();
         assert_eq!(l.tail(), 192);
         drop(l);
+        // Opened without its pages mapped: the same header, tail and records.
+        let l = LogFile::open_unpopulated(&dir.join("l")).unwrap();
+        assert_eq!((l.tail(), l.capacity(), l.header().lane), (192, 1024, 2));
+        l.populate(0, 1024).unwrap();
+        assert_eq!(mojim_format::log::record_at(&l.area(), 960, 1 << 20).unwrap().pos, 960);
+        drop(l);
 
         // Version 1 (one unchecked tail at 64) is read and rewritten as version 2.
         let path = dir.join("l");
@@ -427,9 +443,13 @@ mod tests {
         std::fs::write(&path, &page).unwrap();
         let e = LogFile::open(&path).err().expect("refused").to_string();
         assert!(e.contains("tail_pos fail their check") && e.contains(path.to_str().unwrap()), "{e}");
+        let e = LogFile::open_unpopulated(&path).err().expect("refused unpopulated too").to_string();
+        assert!(e.contains("tail_pos fail their check"), "{e}");
 
         std::fs::write(dir.join("short"), b"MOJIMRGN").unwrap();
         assert!(RegionFile::open(&dir.join("short")).is_err());
+        assert!(RegionFile::open_unpopulated(&dir.join("short")).is_err());
+        assert!(LogFile::open_unpopulated(&dir.join("short")).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
