@@ -681,17 +681,17 @@ impl<M: Mem> Store<M> {
             return Ok(Up::Delta(0));
         }
         // Gather the live entries, the new one in its place, and rewrite.
-        let mut entries: Vec<Vec<u8>> = Vec::with_capacity(count(&new) + 1);
+        let mut entries: Vec<&[u8]> = Vec::with_capacity(count(&new) + 1);
         for j in 0..count(&new) {
             if j == i {
-                entries.push(bytes.to_vec());
+                entries.push(bytes);
             }
             let e = leaf::entry(&new, j, node)?;
             let at = leaf::slot(&new, j);
-            entries.push(new[at..at + e.size].to_vec());
+            entries.push(&new[at..at + e.size]);
         }
         if i == count(&new) {
-            entries.push(bytes.to_vec());
+            entries.push(bytes);
         }
         self.free_page(node, old)?;
         let made = self.build_leaves(&entries, !root)?;
@@ -702,20 +702,24 @@ impl<M: Mem> Store<M> {
     /// equal bytes. A leaf is made in the smallest class that holds its entries, with room for
     /// half as much again if `grow` (a leaf of a tree that has more than one) or when two are
     /// made. Returns their (separator, node, count).
-    fn build_leaves(&mut self, entries: &[Vec<u8>], grow: bool) -> Result<Vec<(u64, u64, u64)>, StoreError> {
-        let total: usize = entries.iter().map(|e| e.len() + 2).sum();
+    fn build_leaves<E: AsRef<[u8]>>(
+        &mut self,
+        entries: &[E],
+        grow: bool,
+    ) -> Result<Vec<(u64, u64, u64)>, StoreError> {
+        let total: usize = entries.iter().map(|e| e.as_ref().len() + 2).sum();
         let cap = N - HEAD;
-        let parts: Vec<&[Vec<u8>]> = if total <= cap {
+        let parts: Vec<&[E]> = if total <= cap {
             vec![entries]
         } else {
             let mut acc = 0;
             let mut cut = entries.len();
             for (k, e) in entries.iter().enumerate() {
-                if acc + e.len() + 2 > total / 2 && k > 0 {
+                if acc + e.as_ref().len() + 2 > total / 2 && k > 0 {
                     cut = k;
                     break;
                 }
-                acc += e.len() + 2;
+                acc += e.as_ref().len() + 2;
             }
             vec![&entries[..cut], &entries[cut..]]
         };
@@ -723,13 +727,15 @@ impl<M: Mem> Store<M> {
         let grow = grow || parts.len() > 1;
         for part in parts {
             let mut p = [0u8; N];
-            let bytes: usize = part.iter().map(|e| e.len() + 2).sum();
+            let bytes: usize = part.iter().map(|e| e.as_ref().len() + 2).sum();
             leaf::init(&mut p, self.node_size_for(bytes, grow));
             for (k, e) in part.iter().enumerate() {
+                let e = e.as_ref();
                 assert!(leaf::gap(&p) >= e.len() + 2, "a leaf's half holds its entries");
                 leaf::insert(&mut p, k, e);
             }
-            let sep = part.first().map_or(0, |e| u64::from_le_bytes(e[..8].try_into().expect("8 bytes")));
+            let sep =
+                part.first().map_or(0, |e| u64::from_le_bytes(e.as_ref()[..8].try_into().expect("8 bytes")));
             out.push((sep, self.new_page(&mut p)?, part.len() as u64));
         }
         Ok(out)
