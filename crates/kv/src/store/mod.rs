@@ -94,6 +94,9 @@ pub struct Store<M: Mem> {
     ikey_buf: Vec<u8>,
     /// Stores made since the store was opened.
     stores: u64,
+    /// A page to read a tree node into, kept between commands so that the hot paths neither
+    /// allocate nor zero one (`node.rs`).
+    spare_page: std::cell::Cell<Option<Box<node::Page>>>,
 }
 
 impl<M: Mem> Store<M> {
@@ -170,6 +173,7 @@ impl<M: Mem> Store<M> {
             selected: 0,
             ikey_buf: Vec::new(),
             stores: 0,
+            spare_page: std::cell::Cell::new(None),
         };
         s.batch_no = s.read_u64(JOURNAL_OFF + 8)?;
         if s.read_u64(JOURNAL_OFF)? != 0 {

@@ -67,6 +67,17 @@ impl<M: Mem> Store<M> {
         self.node_fit(HEAD + bytes + if grow { bytes / 2 } else { 0 })
     }
 
+    /// A page to read a node into: the store's spare one, else a new one. Its bytes are what
+    /// its last user left; [`Store::node_read`] sets every one.
+    pub(super) fn page_take(&self) -> Box<Page> {
+        self.spare_page.take().unwrap_or_else(|| Box::new([0u8; N]))
+    }
+
+    /// Gives a page back for the next [`Store::page_take`].
+    pub(super) fn page_give(&self, p: Box<Page>) {
+        self.spare_page.set(Some(p));
+    }
+
     /// Reads the node at `off` into `p` and checks its first word: `tag`, a kind, a size that
     /// its block's class holds, in the heap. The caller checks the rest. `what` names the tree
     /// in errors.
@@ -76,6 +87,43 @@ impl<M: Mem> Store<M> {
         p[..HEAD].copy_from_slice(&head);
         self.mem.read(off + HEAD as u64, &mut p[HEAD..n])?;
         p[n..].fill(0);
+        Ok(())
+    }
+
+    /// Reads the leaf at `off`, whose header `head` [`Store::node_head`] read and checked (its
+    /// size `n`), into `p` as far as a search needs it: the header and the slots, checked as a
+    /// whole leaf's are (both trees' leaves: `count` at 8, `data_lo` at 10, `garbage` at 12,
+    /// slots of u16 from [`HEAD`]). The entries are read as the search meets them
+    /// ([`Store::leaf_bytes`]); the rest of `p` is stale, so a change that needs the whole leaf
+    /// reads it whole first.
+    pub(super) fn leaf_slots(
+        &self,
+        off: u64,
+        head: &[u8; HEAD],
+        n: usize,
+        p: &mut Page,
+        what: &str,
+    ) -> Result<(), StoreError> {
+        p[..HEAD].copy_from_slice(head);
+        let c = u16::from_le_bytes([p[8], p[9]]) as usize;
+        let lo = u16::from_le_bytes([p[10], p[11]]) as usize;
+        let garbage = u16::from_le_bytes([p[12], p[13]]) as usize;
+        if HEAD + 2 * c > lo || lo > n || garbage > n - lo {
+            return Err(StoreError::Corrupt(format!(
+                "the {what} node at {off} says {c} entries, which do not fit"
+            )));
+        }
+        self.mem.read(off + HEAD as u64, &mut p[HEAD..HEAD + 2 * c])
+    }
+
+    /// Reads bytes `at .. at + len` of the node at `off` (of size `n`, as `p`'s header says)
+    /// into the same bytes of `p`, cut at the node's end (the caller's checks of what it
+    /// decodes there find an entry that runs past it).
+    pub(super) fn leaf_bytes(&self, off: u64, p: &mut Page, at: usize, len: usize) -> Result<(), StoreError> {
+        let end = (at + len).min(size(p));
+        if at < end {
+            self.mem.read(off + at as u64, &mut p[at..end])?;
+        }
         Ok(())
     }
 
@@ -151,6 +199,46 @@ impl<M: Mem> Store<M> {
             self.fresh(off + at as u64, data)
         } else {
             self.meta(off + at as u64, data)
+        }
+    }
+
+    /// Stores what putting an entry of `len` bytes at slot `i` changed in the leaf at `off`,
+    /// whose bytes `p` are after the change (both trees' leaves: `count` at 8, `data_lo` at
+    /// 10, slots of u16 from [`HEAD`], entries packed from the end down, the new one at
+    /// `data_lo`): the count and `data_lo`, the slots from `i` on, the entry. The spans are
+    /// those [`Store::node_write`] would find against the leaf before, without a copy of it to
+    /// compare.
+    pub(super) fn leaf_inserted(
+        &mut self,
+        off: u64,
+        p: &Page,
+        i: usize,
+        len: usize,
+    ) -> Result<(), StoreError> {
+        let count = u16::from_le_bytes([p[8], p[9]]) as usize;
+        let (slots, end) = (HEAD + 2 * i, HEAD + 2 * count);
+        // The header's count and `data_lo` (bytes 8 .. 12), with the slots when they are near.
+        if slots < 12 + 16 {
+            self.node_store(off, 8, &p[8..end])?;
+        } else {
+            self.node_store(off, 8, &p[8..12])?;
+            self.node_store(off, slots, &p[slots..end])?;
+        }
+        let at = u16::from_le_bytes([p[10], p[11]]) as usize;
+        self.node_store(off, at, &p[at..at + len])
+    }
+
+    /// Stores what removing slot `i` changed in the leaf at `off`, whose bytes `p` are after
+    /// the change (the layout of [`Store::leaf_inserted`]; `garbage` at 12): the count and
+    /// `garbage`, and the slots from `i` to the old count's (the last now zero).
+    pub(super) fn leaf_removed(&mut self, off: u64, p: &Page, i: usize) -> Result<(), StoreError> {
+        let count = u16::from_le_bytes([p[8], p[9]]) as usize;
+        let (slots, end) = (HEAD + 2 * i, HEAD + 2 * (count + 1));
+        if slots < 14 + 16 {
+            self.node_store(off, 8, &p[8..end])
+        } else {
+            self.node_store(off, 8, &p[8..14])?;
+            self.node_store(off, slots, &p[slots..end])
         }
     }
 

@@ -379,14 +379,19 @@ impl<M: Mem> Store<M> {
     /// The leaf to look for hash `h` in (read into `page`), and the path to it. An inner node
     /// is searched where it lies: its header, then the separators the search meets (a few
     /// dozen bytes of up to [`NODE`]).
-    fn descend(&self, root: u64, h: u64, page: &mut Page) -> Result<(Path, u64), StoreError> {
+    /// Unless `whole`, only the leaf's header and slots are read ([`Store::leaf_slots`]).
+    fn descend(&self, root: u64, h: u64, page: &mut Page, whole: bool) -> Result<(Path, u64), StoreError> {
         let mut path = Path::new();
         let mut node = root;
         let mut head = [0u8; HEAD];
         loop {
             let n = self.node_head(node, &mut head, TAG, "tree")?;
             if head[1] == LEAF {
-                self.read_page(node, page)?;
+                if whole {
+                    self.read_page(node, page)?;
+                } else {
+                    self.leaf_slots(node, &head, n, page, "tree")?;
+                }
                 return Ok((path, node));
             }
             let c = u16_at(&head, 8);
@@ -446,12 +451,60 @@ impl<M: Mem> Store<M> {
         Ok(None)
     }
 
+    /// [`leaf::lower_bound`] in a leaf of which `page` holds the header and slots: the hashes
+    /// the search probes are read from the leaf.
+    fn lower_bound_in(&self, node: u64, page: &mut Page, h: u64) -> Result<usize, StoreError> {
+        let (mut lo, mut hi) = (0, count(page));
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let at = leaf::slot(page, mid);
+            self.leaf_bytes(node, page, at, 8)?;
+            if at + 8 > node::size(page) || at < HEAD + 2 * count(page) {
+                // Decoded as an entry for its error.
+                return leaf::entry(page, mid, node).map(|_| mid);
+            }
+            if u64_at(page, at) < h {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// Reads entry `i` of the leaf at `node` (whose header and slots `page` holds) into `page`.
+    fn load_entry(&self, node: u64, page: &mut Page, i: usize) -> Result<(), StoreError> {
+        let at = leaf::slot(page, i);
+        if at < HEAD + 2 * count(page) {
+            return Ok(());
+        }
+        self.leaf_bytes(node, page, at, 12)?;
+        if at + 12 > node::size(page) {
+            return Ok(());
+        }
+        let flen = u16_at(page, at + 8);
+        let rest = if flen == EXT as usize { 16 } else { flen + u16_at(page, at + 10) };
+        self.leaf_bytes(node, page, at + 12, rest)
+    }
+
     /// Finds `key` (of hash `h`): where it is, or where it would be inserted (in the leaf the
     /// search starts from, after the keys of equal hash there).
-    fn find_spot(&self, t: &Tree, h: u64, key: &[u8], page: &mut Page) -> Result<Spot, StoreError> {
-        let (path, leaf) = self.descend(t.root, h, page)?;
-        let mut i = leaf::lower_bound(page, h);
+    /// Unless `whole`, `page` holds only the leaf's header, its slots and the entries the
+    /// search read (the found one among them).
+    fn find_spot(
+        &self,
+        t: &Tree,
+        h: u64,
+        key: &[u8],
+        page: &mut Page,
+        whole: bool,
+    ) -> Result<Spot, StoreError> {
+        let (path, leaf) = self.descend(t.root, h, page, whole)?;
+        let mut i = if whole { leaf::lower_bound(page, h) } else { self.lower_bound_in(leaf, page, h)? };
         while i < count(page) {
+            if !whole {
+                self.load_entry(leaf, page, i)?;
+            }
             let e = leaf::entry(page, i, leaf)?;
             if e.hash != h {
                 return Ok(Spot { path, leaf, slot: i, found: None });
@@ -487,15 +540,13 @@ impl<M: Mem> Store<M> {
     /// Appends `key`'s value to `out`; false (nothing appended) if the tree has no `key`.
     pub fn tree_get(&self, t: &Tree, key: &[u8], out: &mut Vec<u8>) -> Result<bool, StoreError> {
         let h = self.hasher.hash64(key);
-        let mut page = [0u8; N];
-        let spot = self.find_spot(t, h, key, &mut page)?;
-        match spot.found {
-            Some(e) => {
-                self.entry_part(&page, &e, false, out)?;
-                Ok(true)
-            }
+        let mut page = self.page_take();
+        let r = self.find_spot(t, h, key, &mut page, false).and_then(|spot| match spot.found {
+            Some(e) => self.entry_part(&page, &e, false, out).map(|()| true),
             None => Ok(false),
-        }
+        });
+        self.page_give(page);
+        r
     }
 
     /// The bytes of an entry for `key` and `value` in a leaf (a block of their own made for
@@ -552,33 +603,50 @@ impl<M: Mem> Store<M> {
 
     /// Sets `key` to `value`; true if the key is new.
     pub fn tree_set(&mut self, t: &mut Tree, key: &[u8], value: &[u8]) -> Result<bool, StoreError> {
+        let mut page = self.page_take();
+        let r = self.tree_set_in(t, key, value, &mut page);
+        self.page_give(page);
+        r
+    }
+
+    /// [`Store::tree_set`], reading the leaf into `page`.
+    fn tree_set_in(
+        &mut self,
+        t: &mut Tree,
+        key: &[u8],
+        value: &[u8],
+        page: &mut Page,
+    ) -> Result<bool, StoreError> {
         let h = self.hasher.hash64(key);
-        let mut page = [0u8; N];
-        let spot = self.find_spot(t, h, key, &mut page)?;
+        let spot = self.find_spot(t, h, key, page, false)?;
         let mut bytes = Vec::with_capacity(12 + key.len().min(INLINE_MAX) + value.len().min(INLINE_MAX));
         if let Some(e) = spot.found {
             // Same size, inline: overwrite the value in place.
             if let Loc::Inline { at, flen, vlen } = e.loc {
                 if vlen == value.len() {
-                    let mut new = page;
-                    new[at + flen..at + flen + vlen].copy_from_slice(value);
-                    return self.write_page(spot.leaf, &page, &new).map(|()| false);
+                    let v = at + flen;
+                    if page[v..v + vlen] != *value {
+                        self.node_store(spot.leaf, v, value)?;
+                    }
+                    return Ok(false);
                 }
             }
             self.encode_entry(h, key, value, &mut bytes)?;
             self.free_entry_block(&e)?;
-            let mut new = page;
+            self.read_page(spot.leaf, page)?;
+            let mut new = *page;
             leaf::remove(&mut new, spot.slot, e.size);
-            let up = self.leaf_put(spot.leaf, &page, new, spot.slot, &bytes, spot.path.depth == 0)?;
+            let up = self.leaf_put(spot.leaf, page, new, spot.slot, &bytes, spot.path.depth == 0)?;
             self.apply_up(t, &spot.path, up, 0)?;
             return Ok(false);
         }
         self.encode_entry(h, key, value, &mut bytes)?;
-        let up = if leaf::gap(&page) >= bytes.len() + 2 {
-            self.leaf_insert(spot.leaf, &mut page, spot.slot, &bytes)?;
+        let up = if leaf::gap(page) >= bytes.len() + 2 {
+            self.leaf_insert(spot.leaf, page, spot.slot, &bytes)?;
             Up::Delta(0)
         } else {
-            self.leaf_put(spot.leaf, &page, page, spot.slot, &bytes, spot.path.depth == 0)?
+            self.read_page(spot.leaf, page)?;
+            self.leaf_put(spot.leaf, page, *page, spot.slot, &bytes, spot.path.depth == 0)?
         };
         self.apply_up(t, &spot.path, up, 1)?;
         t.len += 1;
@@ -591,16 +659,7 @@ impl<M: Mem> Store<M> {
     fn leaf_insert(&mut self, node: u64, p: &mut Page, i: usize, bytes: &[u8]) -> Result<(), StoreError> {
         debug_assert!(leaf::gap(p) >= bytes.len() + 2, "the gap holds the entry");
         leaf::insert(p, i, bytes);
-        let (slots, end) = (HEAD + 2 * i, HEAD + 2 * count(p));
-        // The header's count and `data_lo` (bytes 8 .. 12), with the slots when they are near.
-        if slots < 12 + 16 {
-            self.node_store(node, 8, &p[8..end])?;
-        } else {
-            self.node_store(node, 8, &p[8..12])?;
-            self.node_store(node, slots, &p[slots..end])?;
-        }
-        let at = leaf::data_lo(p);
-        self.node_store(node, at, &p[at..at + bytes.len()])
+        self.leaf_inserted(node, p, i, bytes.len())
     }
 
     /// Puts an entry at slot `i` of leaf `node` (whose bytes are `old`, and `new` after the
@@ -622,17 +681,17 @@ impl<M: Mem> Store<M> {
             return Ok(Up::Delta(0));
         }
         // Gather the live entries, the new one in its place, and rewrite.
-        let mut entries: Vec<Vec<u8>> = Vec::with_capacity(count(&new) + 1);
+        let mut entries: Vec<&[u8]> = Vec::with_capacity(count(&new) + 1);
         for j in 0..count(&new) {
             if j == i {
-                entries.push(bytes.to_vec());
+                entries.push(bytes);
             }
             let e = leaf::entry(&new, j, node)?;
             let at = leaf::slot(&new, j);
-            entries.push(new[at..at + e.size].to_vec());
+            entries.push(&new[at..at + e.size]);
         }
         if i == count(&new) {
-            entries.push(bytes.to_vec());
+            entries.push(bytes);
         }
         self.free_page(node, old)?;
         let made = self.build_leaves(&entries, !root)?;
@@ -643,20 +702,24 @@ impl<M: Mem> Store<M> {
     /// equal bytes. A leaf is made in the smallest class that holds its entries, with room for
     /// half as much again if `grow` (a leaf of a tree that has more than one) or when two are
     /// made. Returns their (separator, node, count).
-    fn build_leaves(&mut self, entries: &[Vec<u8>], grow: bool) -> Result<Vec<(u64, u64, u64)>, StoreError> {
-        let total: usize = entries.iter().map(|e| e.len() + 2).sum();
+    fn build_leaves<E: AsRef<[u8]>>(
+        &mut self,
+        entries: &[E],
+        grow: bool,
+    ) -> Result<Vec<(u64, u64, u64)>, StoreError> {
+        let total: usize = entries.iter().map(|e| e.as_ref().len() + 2).sum();
         let cap = N - HEAD;
-        let parts: Vec<&[Vec<u8>]> = if total <= cap {
+        let parts: Vec<&[E]> = if total <= cap {
             vec![entries]
         } else {
             let mut acc = 0;
             let mut cut = entries.len();
             for (k, e) in entries.iter().enumerate() {
-                if acc + e.len() + 2 > total / 2 && k > 0 {
+                if acc + e.as_ref().len() + 2 > total / 2 && k > 0 {
                     cut = k;
                     break;
                 }
-                acc += e.len() + 2;
+                acc += e.as_ref().len() + 2;
             }
             vec![&entries[..cut], &entries[cut..]]
         };
@@ -664,13 +727,15 @@ impl<M: Mem> Store<M> {
         let grow = grow || parts.len() > 1;
         for part in parts {
             let mut p = [0u8; N];
-            let bytes: usize = part.iter().map(|e| e.len() + 2).sum();
+            let bytes: usize = part.iter().map(|e| e.as_ref().len() + 2).sum();
             leaf::init(&mut p, self.node_size_for(bytes, grow));
             for (k, e) in part.iter().enumerate() {
+                let e = e.as_ref();
                 assert!(leaf::gap(&p) >= e.len() + 2, "a leaf's half holds its entries");
                 leaf::insert(&mut p, k, e);
             }
-            let sep = part.first().map_or(0, |e| u64::from_le_bytes(e[..8].try_into().expect("8 bytes")));
+            let sep =
+                part.first().map_or(0, |e| u64::from_le_bytes(e.as_ref()[..8].try_into().expect("8 bytes")));
             out.push((sep, self.new_page(&mut p)?, part.len() as u64));
         }
         Ok(out)
@@ -770,10 +835,16 @@ impl<M: Mem> Store<M> {
         self.collapse_root(t)
     }
 
-    /// A root with one child gives way to it.
+    /// A root with one child gives way to it. Only the root's header is read unless it has
+    /// one child (the rare case: a change that emptied or merged the root's others).
     fn collapse_root(&mut self, t: &mut Tree) -> Result<(), StoreError> {
-        let mut p = [0u8; N];
+        let mut head = [0u8; HEAD];
         loop {
+            self.node_head(t.root, &mut head, TAG, "tree")?;
+            if head[1] != INNER || u16_at(&head, 8) != 1 {
+                return Ok(());
+            }
+            let mut p = [0u8; N];
             self.read_page(t.root, &mut p)?;
             if p[1] != INNER || count(&p) != 1 {
                 return Ok(());
@@ -788,7 +859,7 @@ impl<M: Mem> Store<M> {
     pub fn tree_remove(&mut self, t: &mut Tree, key: &[u8]) -> Result<bool, StoreError> {
         let h = self.hasher.hash64(key);
         let mut page = [0u8; N];
-        let spot = self.find_spot(t, h, key, &mut page)?;
+        let spot = self.find_spot(t, h, key, &mut page, true)?;
         let Some(e) = spot.found else { return Ok(false) };
         self.free_entry_block(&e)?;
         let mut new = page;
@@ -804,7 +875,7 @@ impl<M: Mem> Store<M> {
     fn leaf_shrunk(&mut self, spot: &Spot, old: &Page, new: Page) -> Result<Up, StoreError> {
         let Some(&(parent, idx)) = spot.path.steps[..spot.path.depth].last() else {
             // The root leaf: stays, however empty.
-            self.write_page(spot.leaf, old, &new)?;
+            self.leaf_removed(spot.leaf, &new, spot.slot)?;
             return Ok(Up::Delta(0));
         };
         if count(&new) == 0 {
@@ -842,7 +913,7 @@ impl<M: Mem> Store<M> {
                 }
             }
         }
-        self.write_page(spot.leaf, old, &new)?;
+        self.leaf_removed(spot.leaf, &new, spot.slot)?;
         Ok(Up::Delta(0))
     }
 
@@ -857,7 +928,7 @@ impl<M: Mem> Store<M> {
         mut f: impl FnMut(u64, &[u8], &[u8]) -> Result<bool, StoreError>,
     ) -> Result<Option<u64>, StoreError> {
         let mut page = [0u8; N];
-        let (mut path, mut leaf) = self.descend(t.root, from, &mut page)?;
+        let (mut path, mut leaf) = self.descend(t.root, from, &mut page, true)?;
         let mut i = leaf::lower_bound(&page, from);
         let (mut k, mut v) = (Vec::new(), Vec::new());
         loop {

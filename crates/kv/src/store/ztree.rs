@@ -571,12 +571,51 @@ impl<M: Mem> Store<M> {
     /// Descends to the leaf where the first key not below `b` is, or would be: the first slot
     /// there not below `b` (possibly the leaf's end, when the key is the next leaf's first).
     fn zlocate(&self, t: &Tree, b: &ZBound) -> Result<Spot, StoreError> {
-        let mut page = Box::new([0u8; N]);
+        self.zlocate_ranked(t, b, true)
+    }
+
+    /// [`Store::zlocate`]; the spot's `base` (the rank of its leaf's first entry) only if
+    /// `ranked`, else 0. Without it an inner node is searched where it lies: its header, then
+    /// the separators the search meets (a few hundred bytes of up to [`NODE`](super::node::NODE)).
+    fn zlocate_ranked(&self, t: &Tree, b: &ZBound, ranked: bool) -> Result<Spot, StoreError> {
+        let mut page = self.page_take();
         let mut path = Path::new();
         let mut node = t.root;
         let mut base = 0u64;
         let mut buf = Vec::new();
+        let mut head = [0u8; HEAD];
         loop {
+            if !ranked {
+                let n = self.node_head(node, &mut head, TAG, "sorted-set tree")?;
+                if head[1] == INNER {
+                    let c = u16_at(&head, 8);
+                    if c > (n - HEAD) / IENT || path.depth == MAX_HEIGHT || c == 0 {
+                        return Err(StoreError::Corrupt(format!(
+                            "the sorted-set tree node at {node} says {c} entries, which do not fit, or the \
+                             tree at {} is deeper than it can be",
+                            t.root
+                        )));
+                    }
+                    let (mut lo, mut hi) = (1, c);
+                    let mut sep = Sep::EMPTY;
+                    while lo < hi {
+                        let mid = (lo + hi) / 2;
+                        self.mem.read(node + (HEAD + IENT * mid) as u64, &mut sep.0)?;
+                        if self.sep_below(&sep, b, &mut buf)? {
+                            lo = mid + 1;
+                        } else {
+                            hi = mid;
+                        }
+                    }
+                    let i = lo - 1;
+                    path.steps[path.depth] = (node, i);
+                    path.depth += 1;
+                    node = self.read_u64(node + (HEAD + IENT * i + SEP) as u64)?;
+                    continue;
+                }
+                self.leaf_slots(node, &head, n, &mut page, "sorted-set tree")?;
+                break;
+            }
             self.zread(node, &mut page)?;
             if page[1] == LEAF {
                 break;
@@ -607,6 +646,9 @@ impl<M: Mem> Store<M> {
         let (mut lo, mut hi) = (0, count(&page));
         while lo < hi {
             let mid = (lo + hi) / 2;
+            if !ranked {
+                self.zload_entry(node, &mut page, mid)?;
+            }
             if self.entry_below(&page, mid, node, b, &mut buf)? {
                 lo = mid + 1;
             } else {
@@ -614,6 +656,21 @@ impl<M: Mem> Store<M> {
             }
         }
         Ok(Spot { path, leaf: node, page, slot: lo, base })
+    }
+
+    /// Reads entry `i` of the leaf at `node` (whose header and slots `page` holds) into `page`.
+    fn zload_entry(&self, node: u64, page: &mut Page, i: usize) -> Result<(), StoreError> {
+        let at = leaf::slot(page, i);
+        if at < HEAD + 2 * count(page) {
+            return Ok(());
+        }
+        self.leaf_bytes(node, page, at, 10)?;
+        if at + 10 > node::size(page) {
+            return Ok(());
+        }
+        let mlen = u16_at(page, at + 8);
+        let rest = if mlen == EXT as usize { EXT_ENTRY - 10 } else { mlen };
+        self.leaf_bytes(node, page, at + 10, rest)
     }
 
     /// Moves `spot` to the first entry of the next leaf; false at the tree's end.
@@ -702,13 +759,16 @@ impl<M: Mem> Store<M> {
     }
 
     /// The spot of the key (`score`, `member`), if the tree holds it.
-    fn zfind(&self, t: &Tree, score: f64, member: &[u8]) -> Result<Option<Spot>, StoreError> {
-        let mut spot = self.zlocate(t, &ZBound::Key { score, member })?;
+    fn zfind(&self, t: &Tree, score: f64, member: &[u8], ranked: bool) -> Result<Option<Spot>, StoreError> {
+        let mut spot = self.zlocate_ranked(t, &ZBound::Key { score, member }, ranked)?;
         if spot.slot == count(&spot.page) && !self.znext_leaf(&mut spot)? {
             return Ok(None);
         }
         if spot.slot >= count(&spot.page) {
             return Ok(None);
+        }
+        if !ranked {
+            self.zload_entry(spot.leaf, &mut spot.page, spot.slot)?;
         }
         let e = leaf::entry(&spot.page, spot.slot, spot.leaf)?;
         if score_cmp(e.score, score) != Ordering::Equal {
@@ -728,7 +788,7 @@ impl<M: Mem> Store<M> {
 
     /// The rank (from 0) of (`score`, `member`), if the tree holds it.
     pub fn zt_rank(&self, t: &Tree, score: f64, member: &[u8]) -> Result<Option<u64>, StoreError> {
-        Ok(self.zfind(t, score, member)?.map(|s| s.base + s.slot as u64))
+        Ok(self.zfind(t, score, member, true)?.map(|s| s.base + s.slot as u64))
     }
 
     /// A cursor at the entry of rank `rank` (`None` past the end).
@@ -823,13 +883,22 @@ impl<M: Mem> Store<M> {
 
     /// Adds (`score`, `member`), which the tree must not hold.
     pub fn zt_insert(&mut self, t: &mut Tree, score: f64, member: &[u8]) -> Result<(), StoreError> {
-        let spot = self.zlocate(t, &ZBound::Key { score, member })?;
+        let mut spot = self.zlocate_ranked(t, &ZBound::Key { score, member }, false)?;
         let mut bytes = Vec::with_capacity(10 + member.len().min(INLINE_MAX));
         self.zencode(score, member, &mut bytes)?;
-        let old = *spot.page;
-        let up = self.zleaf_put(spot.leaf, &old, spot.slot, &bytes, &spot.path)?;
+        let up = if leaf::gap(&spot.page) >= bytes.len() + 2 {
+            // In place: only the spans that change are stored.
+            leaf::insert(&mut spot.page, spot.slot, &bytes);
+            self.leaf_inserted(spot.leaf, &spot.page, spot.slot, bytes.len())?;
+            Up::Delta(0)
+        } else {
+            self.zread(spot.leaf, &mut spot.page)?;
+            let old = *spot.page;
+            self.zleaf_put(spot.leaf, &old, spot.slot, &bytes, &spot.path)?
+        };
         self.zapply_up(t, &spot.path, up, 1)?;
         t.len += 1;
+        self.page_give(spot.page);
         Ok(())
     }
 
@@ -1069,9 +1138,14 @@ impl<M: Mem> Store<M> {
                 }
             }
         }
-        // A root with one child gives way to it.
-        let mut p = [0u8; N];
+        // A root with one child gives way to it (its header read first: the rare case).
+        let mut head = [0u8; HEAD];
         loop {
+            self.node_head(t.root, &mut head, TAG, "sorted-set tree")?;
+            if head[1] != INNER || u16_at(&head, 8) != 1 {
+                return Ok(());
+            }
+            let mut p = [0u8; N];
             self.zread(t.root, &mut p)?;
             if p[1] != INNER || count(&p) != 1 {
                 return Ok(());
@@ -1084,33 +1158,43 @@ impl<M: Mem> Store<M> {
 
     /// Removes (`score`, `member`); true if the tree held it.
     pub fn zt_remove(&mut self, t: &mut Tree, score: f64, member: &[u8]) -> Result<bool, StoreError> {
-        let Some(spot) = self.zfind(t, score, member)? else { return Ok(false) };
+        let Some(mut spot) = self.zfind(t, score, member, false)? else { return Ok(false) };
         let e = leaf::entry(&spot.page, spot.slot, spot.leaf)?;
         if let Loc::Ext { off, class, .. } = e.loc {
             self.free(off, class)?;
         }
-        let old = *spot.page;
-        let mut new = old;
-        leaf::remove(&mut new, spot.slot, e.size);
-        let up = self.zleaf_shrunk(&spot, &old, new)?;
+        leaf::remove(&mut spot.page, spot.slot, e.size);
+        let up = self.zleaf_shrunk(&spot)?;
         self.zapply_up(t, &spot.path, up, -1)?;
         t.len -= 1;
+        self.page_give(spot.page);
         Ok(true)
     }
 
-    /// After an entry's removal from a leaf: an empty leaf leaves its parent; a leaf less than
-    /// a quarter full is merged with a neighbour when the two fit in three quarters of one.
-    fn zleaf_shrunk(&mut self, spot: &Spot, old: &Page, new: Page) -> Result<Up, StoreError> {
+    /// After an entry's removal from a leaf (`spot.page`, its bytes after the removal): an
+    /// empty leaf leaves its parent; a leaf less than a quarter full is merged with a neighbour
+    /// when the two fit in three quarters of one.
+    fn zleaf_shrunk(&mut self, spot: &Spot) -> Result<Up, StoreError> {
+        let new: &Page = &spot.page;
+        // The removal left the first word, which freeing reads, as it was.
+        let old = new;
         let Some(&(parent, idx)) = spot.path.steps[..spot.path.depth].last() else {
             // The root leaf stays, however empty.
-            self.zwrite(spot.leaf, old, &new)?;
+            self.leaf_removed(spot.leaf, new, spot.slot)?;
             return Ok(Up::Delta(0));
         };
-        if count(&new) == 0 {
+        if count(new) == 0 {
             self.zfree(spot.leaf, old)?;
             return Ok(Up::Splice { at: Some(idx), remove: 1, new: Vec::new() });
         }
-        if leaf::live(&new) + 2 * count(&new) < N / 4 {
+        if leaf::live(new) + 2 * count(new) < N / 4 {
+            // A merge needs the leaf's entries (the search read only some): read whole, as it
+            // still is in the region, and the removal made again.
+            let mut whole = [0u8; N];
+            self.zread(spot.leaf, &mut whole)?;
+            let e = leaf::entry(&whole, spot.slot, spot.leaf)?;
+            leaf::remove(&mut whole, spot.slot, e.size);
+            let new = &whole;
             let mut pp = [0u8; N];
             self.zread(parent, &mut pp)?;
             let sib = if idx + 1 < count(&pp) { Some(idx + 1) } else { idx.checked_sub(1) };
@@ -1119,12 +1203,12 @@ impl<M: Mem> Store<M> {
                 let mut sp = [0u8; N];
                 self.zread(sib_off, &mut sp)?;
                 if sp[1] == LEAF
-                    && leaf::live(&sp) + 2 * count(&sp) + leaf::live(&new) + 2 * count(&new) <= N * 3 / 4
+                    && leaf::live(&sp) + 2 * count(&sp) + leaf::live(new) + 2 * count(new) <= N * 3 / 4
                 {
                     let (left, right, lo) = if sib > idx {
-                        ((spot.leaf, &new), (sib_off, &sp), idx)
+                        ((spot.leaf, new), (sib_off, &sp), idx)
                     } else {
-                        ((sib_off, &sp), (spot.leaf, &new), sib)
+                        ((sib_off, &sp), (spot.leaf, new), sib)
                     };
                     let mut entries = Vec::new();
                     for (node, p) in [left, right] {
@@ -1139,7 +1223,7 @@ impl<M: Mem> Store<M> {
                 }
             }
         }
-        self.zwrite(spot.leaf, old, &new)?;
+        self.leaf_removed(spot.leaf, new, spot.slot)?;
         Ok(Up::Delta(0))
     }
 
