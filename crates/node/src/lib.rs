@@ -40,17 +40,17 @@
 //    (`Lanes::capacities`), `session::execute` of a `BeginLane` (`Lanes::begin`),
 //    `session::welcome` (`Lanes::capacity`), all under `session::join`; `session::execute` of
 //    a `Seal`, under `session::leave` (`Lanes::end_session`)
-//  - applier -> Forward::state: `apply::apply_locked` (`Forward::sealed`,
-//    `Forward::queue_applied`), `apply::reclaim_locked` (`Forward::min_acked`),
+//  - applier -> Forward::state: `checkpoint::apply_locked` (`Forward::sealed`,
+//    `Forward::queue_applied`), `checkpoint::reclaim_locked` (`Forward::min_acked`),
 //    `forward::pin_for_copy`, `forward::expose` (which reads the lane's log with neither held
 //    between the two times it takes the state)
 //  - applier -> Checkpoint::state: every `Checkpoint` method that asks for the `Applier`
 //    (`plan`, `applied`, `reclaimed`, `reset_to`)
-//  - applier -> a lane: `apply::run` (`Lanes::freed`, once a `ReleaseTail` command made a
-//    log's tail persistent, under `apply::reclaim_locked`)
-//  - applier -> Store::lock: `apply::apply_locked` (`Store::write`, or `Store::try_write` from
+//  - applier -> a lane: `checkpoint::run` (`Lanes::freed`, once a `ReleaseTail` command made a
+//    log's tail persistent, under `checkpoint::reclaim_locked`)
+//  - applier -> Store::lock: `checkpoint::apply_locked` (`Store::write`, or `Store::try_write` from
 //    a lane thread, which becomes the applier only with `Checkpoint::try_applier`:
-//    `apply::apply_inline`)
+//    `checkpoint::apply_inline`)
 //  - Forward::state -> Checkpoint::state: `forward::wait_below_thresh`
 //    (`Checkpoint::waiting_bytes`); `status::status` (`Forward::report` runs
 //    `status::status_here`, which takes `Checkpoint::lag`)
