@@ -10,39 +10,9 @@ pub fn new_generation() -> u64 {
     mojim_transport::random::u64() | 1
 }
 
-/// How a mirror is brought up to date: [`mojim_core::primary::CopyKind`], with the same
-/// numbers on the wire, as status shows and stores it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CopyKind {
-    /// The ranges of the groups the mirror missed, from the metadata log.
-    Log = 1,
-    /// The chunks the dirty bitmap recorded while degraded, and the missed groups' ranges.
-    Bitmap = 2,
-    /// Everything.
-    Full = 3,
-}
-
-impl CopyKind {
-    /// The kind's name as status shows it: `log`, `bitmap` or `full`.
-    pub fn name(self) -> &'static str {
-        match self {
-            CopyKind::Log => "log",
-            CopyKind::Bitmap => "bitmap",
-            CopyKind::Full => "full",
-        }
-    }
-}
-
-impl From<mojim_core::primary::CopyKind> for CopyKind {
-    fn from(k: mojim_core::primary::CopyKind) -> CopyKind {
-        match k {
-            mojim_core::primary::CopyKind::Log => CopyKind::Log,
-            mojim_core::primary::CopyKind::Bitmap => CopyKind::Bitmap,
-            mojim_core::primary::CopyKind::Full => CopyKind::Full,
-        }
-    }
-}
+/// How a mirror is brought up to date (the core's decision, shown and stored by name:
+/// `log`, `bitmap`, `full`).
+pub use mojim_core::primary::CopyKind;
 
 /// The files a primary keeps beside its region file.
 pub struct PrimaryFiles {

@@ -22,6 +22,7 @@ use std::fmt;
 
 /// How a mirror is brought up to date; the number is CopyBegin's argument on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(rename_all = "kebab-case"))]
 pub enum CopyKind {
     /// The ranges of the groups the mirror missed, from the metadata log.
     Log = 1,

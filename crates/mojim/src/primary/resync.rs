@@ -208,7 +208,7 @@ where
     }
     // Registered before the link is visible, so nobody sees the session without its copy.
     if let Plan::Copy { kind, ranges, .. } = &chosen {
-        inner.resync.start(link.session, (*kind).into(), ranges.iter().map(|r| r.1).sum());
+        inner.resync.start(link.session, *kind, ranges.iter().map(|r| r.1).sum());
     }
     *slot = Some(link.clone());
     lock(&inner.health).lost = None;
@@ -222,7 +222,6 @@ where
         "session begins"
     );
     if let Plan::Copy { kind, ranges, .. } = chosen {
-        let kind = CopyKind::from(kind);
         let inner2 = inner.clone();
         let thread = std::thread::Builder::new()
             .name("mojim-resync".into())
