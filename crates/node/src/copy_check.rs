@@ -17,7 +17,7 @@
 //! backup gets it, then its body), and sealed under this node's own key once every record
 //! checks: the forwarder sends a backup only what matches that seal.
 
-use super::group_seal::{push_record, GroupSealer, Seal};
+use super::group_seal::{push_record, record_in_group, GroupSealer, Seal};
 use mojim_core::checkpoint::GroupRef;
 use mojim_format::checksum::crc32c;
 use mojim_format::log::{record_at_verified, RecordArea};
@@ -59,15 +59,7 @@ impl Scratch {
         self.writes.clear();
         let mut pos = g.start_pos;
         while pos < g.end_pos {
-            let rec = record_at_verified(&area, pos, max_body)
-                .ok_or_else(|| format!("the record at log position {pos} is no longer a record"))?;
-            if rec.end_pos() > g.end_pos {
-                return Err(format!(
-                    "the record at log position {pos} now ends at {}, past the group's end {}",
-                    rec.end_pos(),
-                    g.end_pos
-                ));
-            }
+            let rec = record_in_group(&area, g, pos, max_body)?;
             pos = rec.end_pos();
             let h = rec.header;
             let data = match h.kind {

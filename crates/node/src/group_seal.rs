@@ -31,7 +31,7 @@
 //! it sends, whatever the peer writes meanwhile.
 
 use mojim_core::checkpoint::GroupRef;
-use mojim_format::log::{record_at_verified, RecordArea};
+use mojim_format::log::{record_at_verified, Record, RecordArea};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::MapSlice;
 use mojim_transport::record_mac::{RECORD_KEY_SIZE, TAG_SIZE};
@@ -86,6 +86,26 @@ pub(crate) fn push_record(form: &mut Vec<u8>, h: &FrameHeader) -> std::ops::Rang
     start..form.len()
 }
 
+/// The record at `pos` of group `g` in a log a peer can write, checked again (its header's
+/// checksum, and that it still ends within the group). Err: what no longer holds.
+pub(crate) fn record_in_group(
+    area: &MapSlice<'_>,
+    g: &GroupRef,
+    pos: u64,
+    max_body: u32,
+) -> Result<Record, String> {
+    let rec = record_at_verified(area, pos, max_body)
+        .ok_or_else(|| format!("the record at log position {pos} is no longer a record"))?;
+    if rec.end_pos() > g.end_pos {
+        return Err(format!(
+            "the record at log position {pos} now ends at {}, past the group's end {}",
+            rec.end_pos(),
+            g.end_pos
+        ));
+    }
+    Ok(rec)
+}
+
 /// Copies group `g`'s sealed form out of `area` (its lane's log) into `form`, which is cleared
 /// first and keeps its capacity. Err: where the log no longer holds a record of the group (a
 /// peer changed it).
@@ -98,15 +118,7 @@ pub(crate) fn copy_form(
     form.clear();
     let mut pos = g.start_pos;
     while pos < g.end_pos {
-        let rec = record_at_verified(&area, pos, max_body)
-            .ok_or_else(|| format!("the record at log position {pos} is no longer a record"))?;
-        if rec.end_pos() > g.end_pos {
-            return Err(format!(
-                "the record at log position {pos} now ends at {}, past the group's end {}",
-                rec.end_pos(),
-                g.end_pos
-            ));
-        }
+        let rec = record_in_group(&area, g, pos, max_body)?;
         pos = rec.end_pos();
         if !matches!(rec.header.kind, FrameKind::Data | FrameKind::Copied) {
             continue;
