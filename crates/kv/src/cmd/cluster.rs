@@ -342,8 +342,5 @@ fn help(r: &mut Reply) {
         "HELP",
         "    Prints this help.",
     ];
-    r.array(lines.len());
-    for l in lines {
-        r.simple(l.as_bytes());
-    }
+    r.help(&lines);
 }

@@ -521,10 +521,7 @@ fn object<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreEr
             "REFCOUNT <key>",
             "    Return the number of references of the value associated with the specified <key>.",
         ];
-        r.array(lines.len());
-        for l in lines {
-            r.simple(l.as_bytes());
-        }
+        r.help(&lines);
         return Ok(());
     }
     if a.len() != 3 {

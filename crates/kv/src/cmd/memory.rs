@@ -135,10 +135,7 @@ pub(super) fn run<M: Mem>(cx: &mut Cx<M>, spec: &Spec, a: &Args, r: &mut Reply) 
             "HELP",
             "    Print this help.",
         ];
-        r.array(lines.len());
-        for l in lines {
-            r.simple(l.as_bytes());
-        }
+        r.help(&lines);
         return Ok(());
     }
     if is(sub, "DOCTOR") && a.len() == 2 {

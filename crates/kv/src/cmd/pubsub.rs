@@ -264,10 +264,7 @@ fn pubsub<M: Mem>(cx: &Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError>
                 "HELP",
                 "    Prints this help.",
             ];
-            r.array(lines.len());
-            for l in lines {
-                r.simple(l.as_bytes());
-            }
+            r.help(&lines);
         }
         _ if is(sub, "CHANNELS") && n <= 3 => names(r, SubKind::Channel)?,
         _ if is(sub, "SHARDCHANNELS") && n <= 3 => names(r, SubKind::Shard)?,

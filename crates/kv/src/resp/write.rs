@@ -54,6 +54,14 @@ impl Reply<'_> {
         self.buf.extend_from_slice(b"\r\n");
     }
 
+    /// An array of simple strings, one a line: what every `... HELP` answers.
+    pub fn help(&mut self, lines: &[&str]) {
+        self.array(lines.len());
+        for l in lines {
+            self.simple(l.as_bytes());
+        }
+    }
+
     /// `+OK`.
     pub fn ok(&mut self) {
         self.buf.extend_from_slice(b"+OK\r\n");

@@ -577,10 +577,7 @@ pub fn run<M: Mem>(cx: &mut Cx<M>, s: &mut Session, a: &Args, r: &mut Reply) -> 
                 "LOAD, SAVE: refused (the users live in the region)",
                 "HELP",
             ];
-            r.array(lines.len());
-            for l in lines {
-                r.simple(l.as_bytes());
-            }
+            r.help(&lines);
         }
         _ => r.error(&format!("ERR unknown subcommand '{}'. Try ACL HELP.", show(a.get(1), 128))),
     }

@@ -133,34 +133,24 @@ fn slowlog_cmd<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
             log.reset();
             r.ok();
         }
-        _ if is(sub, "HELP") => help(
-            r,
-            &[
-                "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "GET [<count>]",
-                "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
-                "    Entries are made of:",
-                "    id, timestamp, time in microseconds, arguments array, client IP and port,",
-                "    client name",
-                "LEN",
-                "    Return the length of the slowlog.",
-                "RESET",
-                "    Reset the slowlog.",
-                "HELP",
-                "    Print this help.",
-            ],
-        ),
+        _ if is(sub, "HELP") => r.help(&[
+            "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET [<count>]",
+            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+            "    Entries are made of:",
+            "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+            "    client name",
+            "LEN",
+            "    Return the length of the slowlog.",
+            "RESET",
+            "    Reset the slowlog.",
+            "HELP",
+            "    Print this help.",
+        ]),
         _ => r.error(&format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.",
             show(sub, 64)
         )),
-    }
-}
-
-fn help(r: &mut Reply, lines: &[&str]) {
-    r.array(lines.len());
-    for l in lines {
-        r.simple(l.as_bytes());
     }
 }
 
@@ -225,8 +215,7 @@ fn latency_cmd<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
         _ if is(sub, "GRAPH") => r.error(
             "ERR mojim kv does not draw latency graphs: LATENCY HISTORY <event> gives the samples to plot",
         ),
-        _ if is(sub, "HELP") => help(
-            r,
+        _ if is(sub, "HELP") => r.help(
             &[
                 "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "DOCTOR",

@@ -318,13 +318,6 @@ fn subcommand_error(a: &Args, r: &mut Reply) {
     ));
 }
 
-fn help(r: &mut Reply, lines: &[&str]) {
-    r.array(lines.len());
-    for l in lines {
-        r.simple(l.as_bytes());
-    }
-}
-
 /// `SCRIPT LOAD`, `EXISTS`, `FLUSH`, `KILL`, `DEBUG NO`, `HELP`; `in_exec`: run by EXEC.
 fn script<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, in_exec: bool) {
     let host = cx.host;
@@ -332,22 +325,19 @@ fn script<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, in_exec: bool) {
     let mut eng = cell.borrow_mut();
     let sub = a.get(1);
     match () {
-        _ if is(sub, "HELP") && a.len() == 2 => help(
-            r,
-            &[
-                "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "EXISTS <sha1> [<sha1> ...]",
-                "    Return information about the existence of the scripts in the script cache.",
-                "FLUSH [ASYNC|SYNC]",
-                "    Flush the Lua scripts cache.",
-                "KILL",
-                "    Kill the currently executing Lua script.",
-                "LOAD <script>",
-                "    Load a script into the scripts cache without executing it.",
-                "HELP",
-                "    Print this help.",
-            ],
-        ),
+        _ if is(sub, "HELP") && a.len() == 2 => r.help(&[
+            "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "EXISTS <sha1> [<sha1> ...]",
+            "    Return information about the existence of the scripts in the script cache.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Flush the Lua scripts cache.",
+            "KILL",
+            "    Kill the currently executing Lua script.",
+            "LOAD <script>",
+            "    Load a script into the scripts cache without executing it.",
+            "HELP",
+            "    Print this help.",
+        ]),
         _ if is(sub, "FLUSH") => {
             if a.len() > 3 || (a.len() == 3 && !is(a.get(2), "SYNC") && !is(a.get(2), "ASYNC")) {
                 return r.error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
@@ -456,7 +446,7 @@ fn function<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
     let eng = &mut *guard;
     let sub = a.get(1);
     match () {
-        _ if is(sub, "HELP") && a.len() == 2 => help(r, FUNCTION_HELP),
+        _ if is(sub, "HELP") && a.len() == 2 => r.help(FUNCTION_HELP),
         _ if is(sub, "LOAD") => {
             let mut replace = false;
             let mut i = 2;
