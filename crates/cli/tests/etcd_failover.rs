@@ -82,13 +82,7 @@ fn fail_over(etcd: EtcdServer, test: &str, tls: impl Fn(&mut ConfigFile)) {
     let c = Cluster::new(test, 2 << 20, |f| {
         tls(f);
         f.primary.lanes = 2;
-        f.cluster.coordinator = "etcd".into();
-        f.cluster.etcd_endpoints = vec![endpoint.clone()];
-        f.cluster.lease_ttl_ms = 1500;
-        f.cluster.lease_renew_ms = 300;
-        f.cluster.lease_margin_ms = 300;
-        f.cluster.heartbeat_interval_ms = 50;
-        f.cluster.heartbeat_timeout_ms = 1500;
+        common::use_etcd(f, &endpoint);
     });
     let backup = start_node(&c, "b", &[]);
     let mirror = start_node(&c, "m", &[backup.addr()]);

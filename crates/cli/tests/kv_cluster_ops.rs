@@ -51,13 +51,7 @@ fn create_status_changes_and_refusals() {
     let Some(etcd) = EtcdServer::start_for_test() else { return };
     let endpoint = etcd.endpoint();
     let mut c = Cluster::new("kv_cluster_ops", 2 << 20, |f| {
-        f.cluster.coordinator = "etcd".into();
-        f.cluster.etcd_endpoints = vec![endpoint.clone()];
-        f.cluster.lease_ttl_ms = 1500;
-        f.cluster.lease_renew_ms = 300;
-        f.cluster.lease_margin_ms = 300;
-        f.cluster.heartbeat_interval_ms = 50;
-        f.cluster.heartbeat_timeout_ms = 1500;
+        common::use_etcd(f, &endpoint);
         f.kv.cluster_prefix = "/ops-test".into();
     });
     c.start_mirror_with(&["--node", "a2"]);
@@ -176,13 +170,7 @@ fn redis_py_cluster_client_spreads_1000_keys_over_three_shards() {
     let shards: Vec<Cluster> = (0..3)
         .map(|i| {
             let mut c = Cluster::new(&format!("kv_cluster_e2e{i}"), 4 << 20, |f| {
-                f.cluster.coordinator = "etcd".into();
-                f.cluster.etcd_endpoints = vec![endpoint.clone()];
-                f.cluster.lease_ttl_ms = 1500;
-                f.cluster.lease_renew_ms = 300;
-                f.cluster.lease_margin_ms = 300;
-                f.cluster.heartbeat_interval_ms = 50;
-                f.cluster.heartbeat_timeout_ms = 1500;
+                common::use_etcd(f, &endpoint);
                 f.kv.cluster_prefix = "/e2e".into();
             });
             c.start_mirror_with(&["--node", &format!("m{i}"), "--listen", "127.0.0.2:0"]);

@@ -155,6 +155,18 @@ pub struct Cluster {
     pub dir: TempDir,
 }
 
+/// Sets `f` to coordinate through the etcd at `endpoint`, with leases short enough for a test
+/// (1.5 s, renewed every 0.3 s) and heartbeats every 50 ms.
+pub fn use_etcd(f: &mut ConfigFile, endpoint: &str) {
+    f.cluster.coordinator = "etcd".into();
+    f.cluster.etcd_endpoints = vec![endpoint.to_owned()];
+    f.cluster.lease_ttl_ms = 1500;
+    f.cluster.lease_renew_ms = 300;
+    f.cluster.lease_margin_ms = 300;
+    f.cluster.heartbeat_interval_ms = 50;
+    f.cluster.heartbeat_timeout_ms = 1500;
+}
+
 impl Cluster {
     /// Writes a configuration for a region of `size` bytes (from `mojim init`'s template, then
     /// `edit`), and creates the primary's region file.
