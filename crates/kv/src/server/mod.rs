@@ -351,14 +351,19 @@ struct Server<'p> {
     cluster: Option<crate::cluster::view::CachedView>,
 }
 
+/// [`Server::follow_topology`] on the fields it touches.
+fn follow_topology(cluster: &mut Option<crate::cluster::view::CachedView>, waits: &RefCell<Waits>) {
+    if cluster.as_mut().is_some_and(|c| c.refresh()) && waits.borrow().any() {
+        waits.borrow_mut().recheck_all();
+    }
+}
+
 impl Server<'_> {
     /// Cluster mode: takes the topology again if its watcher replaced it. Clients parked by
     /// blocking commands then run their request again, to be redirected if their keys' slot
     /// left this shard (as Redis unblocks them with -MOVED); the others park again.
     fn follow_topology(&mut self) {
-        if self.cluster.as_mut().is_some_and(|c| c.refresh()) && self.waits.borrow().any() {
-            self.waits.borrow_mut().recheck_all();
-        }
+        follow_topology(&mut self.cluster, &self.waits);
     }
 
     fn run_loop(&mut self) -> Result<(), KvError> {
@@ -941,10 +946,8 @@ impl Server<'_> {
             // A parked client runs nothing until it is woken.
             return Ok(ClientRun::Parked);
         }
-        // As follow_topology (the clients are lent out here).
-        if self.cluster.as_mut().is_some_and(|c| c.refresh()) && self.waits.borrow().any() {
-            self.waits.borrow_mut().recheck_all();
-        }
+        // The clients are lent out here: the fields it needs, not `self`.
+        follow_topology(&mut self.cluster, &self.waits);
         let mut cx = Cx {
             store: &mut self.store,
             host: &host,
