@@ -369,8 +369,10 @@ fn a_silent_mirror_fails_the_heartbeat_within_its_timeout() {
     let listener = t.listen("mirror:0").expect("listen");
     let addr = t.local_addr(&listener).expect("its name");
     let mut opts = options(&scratch, &addr, 1);
+    // A timeout long enough for the answering thread to be scheduled on a loaded machine (at
+    // 100 ms the answered round failed under a load of 19 on two cores).
     opts.failure.heartbeat =
-        Heartbeat { interval: Duration::from_millis(10), timeout: Duration::from_millis(100) };
+        Heartbeat { interval: Duration::from_millis(10), timeout: Duration::from_millis(1500) };
     let (link, mut peer) = thread::scope(|s| {
         let peer = s.spawn(|| PeerLane::accept(&t, &listener, &welcome()));
         let link = Link::connect(&t, &opts, &region, 1, 0).expect("connects");
