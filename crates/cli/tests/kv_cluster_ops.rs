@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::kv_cluster::{KvShards, Network};
 use common::Cluster;
 use mojim_etcd::testing::EtcdServer;
 use mojim_tools::child::ChildNode;
@@ -160,56 +161,17 @@ fn cluster_mode_needs_the_etcd_coordinator() {
 
 /// Three shards, each a region with its `mojim serve` mirror (on 127.0.0.2, apart from its
 /// primary's host) and its `mojim kv --cluster` primary, the topology made by `mojim kv cluster
-/// create` in a real etcd: an unmodified redis-py `RedisCluster` told of one shard writes and
-/// reads 1000 keys, and every shard holds some of them. Needs redis-py (Debian python3-redis).
+/// create` in a real etcd (`common::kv_cluster`): an unmodified redis-py `RedisCluster` told of
+/// one shard writes and reads 1000 keys, and every shard holds some of them. Needs redis-py
+/// (Debian python3-redis).
 #[test]
 fn redis_py_cluster_client_spreads_1000_keys_over_three_shards() {
     let Some(python) = common::kv::python_with_redis() else { return };
-    let Some(etcd) = EtcdServer::start_for_test() else { return };
-    let endpoint = etcd.endpoint();
-    let shards: Vec<Cluster> = (0..3)
-        .map(|i| {
-            let mut c = Cluster::new(&format!("kv_cluster_e2e{i}"), 4 << 20, |f| {
-                common::use_etcd(f, &endpoint);
-                f.kv.cluster_prefix = "/e2e".into();
-            });
-            c.start_mirror_with(&["--node", &format!("m{i}"), "--listen", "127.0.0.2:0"]);
-            c
-        })
-        .collect();
-    let kv_addrs: Vec<String> = (0..3).map(|_| free_addr()).collect();
-    let mut create = vec!["kv".to_owned(), "cluster".into(), "create".into()];
-    for (i, c) in shards.iter().enumerate() {
-        create.push("--shard".into());
-        create.push(format!("p{i}/{}/127.0.0.1:1,m{i}/127.0.0.2:6379/{}", kv_addrs[i], c.mirror_addr()));
-    }
-    let create: Vec<&str> = create.iter().map(String::as_str).collect();
-    ok(&shards[0], &create);
-    let servers: Vec<ChildNode> = shards
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let cfg = c.cfg_path.to_str().expect("utf-8");
-            let (node, mirror) = (format!("p{i}"), c.mirror_addr());
-            let args = [
-                "kv",
-                "--config",
-                cfg,
-                "--cluster",
-                "--node",
-                &node,
-                "--mirror",
-                &mirror,
-                "--listen",
-                &kv_addrs[i],
-            ];
-            ChildNode::spawn(common::exe(), &args).expect("mojim kv --cluster starts")
-        })
-        .collect();
-    let out = ok(&shards[0], &["kv", "cluster", "status"]);
+    let Some(c) = KvShards::start("kv_cluster_e2e", 3, Network::Loopback, None) else { return };
+    let out = text(&c.mojim(&["kv", "cluster", "status"]));
     assert_eq!(out.matches("ok (PONG)").count(), 3, "{out}");
 
-    let ports: Vec<&str> = kv_addrs.iter().map(|a| a.rsplit(':').next().expect("a port")).collect();
+    let ports: Vec<&str> = (0..3).map(|i| c.host_port(i).1).collect();
     let script = format!(
         r#"
 import redis
@@ -230,5 +192,4 @@ print("ok", sizes)
     let mut python = python;
     let o = python.args(["-c", &script]).output().expect("run python3");
     assert!(o.status.success() && text(&o).contains("ok ["), "redis-py: {}", text(&o));
-    drop(servers);
 }

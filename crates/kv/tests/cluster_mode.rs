@@ -68,6 +68,7 @@ fn topology(addrs: &[String], moves: Vec<SlotMove>) -> Topology {
                     kv_addr: addrs[i].clone(),
                     serve_addr: String::new(),
                     zone: String::new(),
+                    kv_tls_addr: None,
                 }],
                 primary: format!("n{i}"),
             })

@@ -8,6 +8,11 @@ use std::fmt;
 /// Why a topology is not valid; each variant names the offending value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TopologyError {
+    /// More shards than slots.
+    TooManyShards {
+        /// How many there are.
+        count: usize,
+    },
     /// A shard id is not 40 lowercase hex characters.
     BadShardId {
         /// The id.
@@ -69,7 +74,7 @@ pub enum TopologyError {
     BadAddress {
         /// The node.
         node: String,
-        /// `kv_addr` or `serve_addr`.
+        /// `kv_addr`, `serve_addr` or `kv_tls_addr`.
         field: &'static str,
         /// The address.
         value: String,
@@ -98,6 +103,9 @@ impl fmt::Display for TopologyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use TopologyError as E;
         match self {
+            E::TooManyShards { count } => {
+                write!(f, "{count} shards is more than the {SLOTS} slots: remove the shards that own none")
+            }
             E::BadShardId { id } => write!(f, "shard id {id:?} is not 40 lowercase hex characters"),
             E::DuplicateShardId { id } => write!(f, "shard id {id} is used by two shards"),
             E::SlotRangeOutOfBounds { shard, start, end } => {
@@ -162,6 +170,9 @@ impl Topology {
         let mut owner: Vec<Option<&str>> = vec![None; usize::from(SLOTS)];
         let mut ids = HashMap::new();
         let mut names = HashMap::new();
+        if self.shards.len() > usize::from(SLOTS) {
+            return Err(TopologyError::TooManyShards { count: self.shards.len() });
+        }
         for s in &self.shards {
             if !is_shard_id(&s.id) {
                 return Err(TopologyError::BadShardId { id: s.id.clone() });
@@ -203,7 +214,10 @@ impl Topology {
                 if names.insert(n.name.as_str(), ()).is_some() {
                     return Err(TopologyError::DuplicateNodeName { name: n.name.clone() });
                 }
-                for (field, value) in [("kv_addr", &n.kv_addr), ("serve_addr", &n.serve_addr)] {
+                let tls = n.kv_tls_addr.iter().map(|a| ("kv_tls_addr", a));
+                for (field, value) in
+                    [("kv_addr", &n.kv_addr), ("serve_addr", &n.serve_addr)].into_iter().chain(tls)
+                {
                     if address_host(value).is_none() {
                         return Err(TopologyError::BadAddress {
                             node: n.name.clone(),
@@ -304,6 +318,7 @@ mod tests {
             kv_addr: format!("{host}:6379"),
             serve_addr: format!("{host}:7070"),
             zone: zone.into(),
+            kv_tls_addr: None,
         }
     }
 
@@ -361,6 +376,10 @@ mod tests {
             (Box::new(|t| t.shards[1].nodes[0].name = "a1".into()), "node name \"a1\" is used twice"),
             (Box::new(|t| t.shards[1].nodes[1].name = "b 2".into()), "node name \"b 2\""),
             (Box::new(|t| t.shards[1].nodes[1].kv_addr = "nowhere".into()), "kv_addr \"nowhere\""),
+            (
+                Box::new(|t| t.shards[1].nodes[0].kv_tls_addr = Some("10.0.0.2".into())),
+                "node b1: kv_tls_addr \"10.0.0.2\" is not host:port",
+            ),
             (
                 Box::new(|t| {
                     let (from, to) = (t.shards[1].id.clone(), t.shards[0].id.clone());

@@ -5,6 +5,7 @@ pub mod check;
 pub mod connect;
 pub mod redirect;
 pub mod slot;
+pub mod slot_table;
 pub mod store;
 pub mod topology;
 pub mod view;

@@ -3,6 +3,7 @@
 //! the keys are here and the client's ASKING flag go in, a [`Route`] comes out. Redis 7.0's
 //! `getNodeByQuery`, with etcd's topology in place of the gossip's.
 
+use super::slot_table::SlotTable;
 use super::topology::Topology;
 
 /// What becomes of a command with keys.
@@ -83,14 +84,19 @@ pub struct Presence {
     pub several: bool,
 }
 
-/// Where a command whose keys are `slots` is served, on the node named `me`. `asking`: the
+/// Where a command whose keys are `slots` is served, on the node named `me`; `table` is
+/// `t`'s slot table. A redirect names the shard's `kv_tls_addr` when `tls` (the client is
+/// connected over TLS) and the shard has one, its `kv_addr` otherwise. `asking`: the
 /// client sent `ASKING` just before (or in its transaction). `presence` is called only when the
 /// slot is moving to or from this shard, to count which keys are here; `shard_channels`: the
 /// keys are shard channels (SPUBLISH, SSUBSCRIBE), served by the slot's owner until the move
 /// ends, whatever keys are where.
+#[allow(clippy::too_many_arguments)]
 pub fn route(
     t: &Topology,
+    table: &SlotTable,
     me: &str,
+    tls: bool,
     slots: Slots,
     asking: bool,
     shard_channels: bool,
@@ -101,7 +107,7 @@ pub fn route(
         Slots::Cross => return Route::CrossSlot,
         Slots::One(slot) => slot,
     };
-    let Some(owner) = t.owner(slot) else { return Route::Down };
+    let Some(owner) = table.owner(t, slot) else { return Route::Down };
     let mine = owner.primary == me;
     let moving = t.moving(slot);
     let migrating = moving.filter(|m| mine && m.from == owner.id);
@@ -111,7 +117,8 @@ pub fn route(
     } else {
         Presence::default()
     };
-    let addr_of = |id: &str| t.shard(id).and_then(|s| s.primary_node()).map(|n| n.kv_addr.clone());
+    let addr_of =
+        |id: &str| t.shard(id).and_then(|s| s.primary_node()).map(|n| n.client_addr(tls).to_owned());
     if let Some(m) = migrating {
         if p.missing > 0 {
             if p.existing > 0 {
@@ -130,7 +137,7 @@ pub fn route(
         return Route::Serve;
     }
     match owner.primary_node() {
-        Some(n) => Route::Moved { slot, addr: n.kv_addr.clone() },
+        Some(n) => Route::Moved { slot, addr: n.client_addr(tls).to_owned() },
         None => Route::Down,
     }
 }
@@ -150,6 +157,7 @@ mod tests {
                 kv_addr: addr.into(),
                 serve_addr: String::new(),
                 zone: String::new(),
+                kv_tls_addr: None,
             }],
             primary: primary.into(),
         }
@@ -168,6 +176,18 @@ mod tests {
         }
     }
 
+    /// The route for a client in the clear.
+    fn plain(
+        t: &Topology,
+        me: &str,
+        slots: Slots,
+        asking: bool,
+        shard_channels: bool,
+        presence: impl FnOnce() -> Presence,
+    ) -> Route {
+        route(t, &SlotTable::new(t), me, false, slots, asking, shard_channels, presence)
+    }
+
     fn one(slot: u16) -> Slots {
         Slots::One(slot)
     }
@@ -183,30 +203,30 @@ mod tests {
     #[test]
     fn keyless_runs_anywhere_and_cross_slot_nowhere() {
         let t = three();
-        assert_eq!(route(&t, "n1", Slots::None, false, false, never), Route::Serve);
-        assert_eq!(route(&t, "n9", Slots::None, false, false, never), Route::Serve);
-        assert_eq!(route(&t, "n1", Slots::Cross, false, false, never), Route::CrossSlot);
+        assert_eq!(plain(&t, "n1", Slots::None, false, false, never), Route::Serve);
+        assert_eq!(plain(&t, "n9", Slots::None, false, false, never), Route::Serve);
+        assert_eq!(plain(&t, "n1", Slots::Cross, false, false, never), Route::CrossSlot);
     }
 
     #[test]
     fn own_slots_are_served_others_moved_unowned_down() {
         let t = three();
-        assert_eq!(route(&t, "n1", one(0), false, false, never), Route::Serve);
-        assert_eq!(route(&t, "n1", one(5460), false, false, never), Route::Serve);
+        assert_eq!(plain(&t, "n1", one(0), false, false, never), Route::Serve);
+        assert_eq!(plain(&t, "n1", one(5460), false, false, never), Route::Serve);
         assert_eq!(
-            route(&t, "n1", one(12182), false, false, never),
+            plain(&t, "n1", one(12182), false, false, never),
             Route::Moved { slot: 12182, addr: "10.0.0.3:6379".into() }
         );
-        assert_eq!(route(&t, "n1", one(16383), false, false, never), Route::Down);
+        assert_eq!(plain(&t, "n1", one(16383), false, false, never), Route::Down);
         // A node that is no shard's primary (a mirror, or one not in the topology yet) serves
         // nothing: everything is MOVED to its owner.
         assert_eq!(
-            route(&t, "n9", one(0), false, false, never),
+            plain(&t, "n9", one(0), false, false, never),
             Route::Moved { slot: 0, addr: "10.0.0.1:6379".into() }
         );
         // ASKING changes nothing for a slot that is not moving.
         assert_eq!(
-            route(&t, "n1", one(6000), true, false, never),
+            plain(&t, "n1", one(6000), true, false, never),
             Route::Moved { slot: 6000, addr: "10.0.0.2:6379".into() }
         );
     }
@@ -215,14 +235,14 @@ mod tests {
     fn a_slot_moving_away_is_served_while_its_keys_are_here() {
         let t = three();
         // Every key here: served by the source.
-        assert_eq!(route(&t, "n1", one(100), false, false, here(1, 0)), Route::Serve);
-        assert_eq!(route(&t, "n1", one(100), false, false, here(3, 0)), Route::Serve);
+        assert_eq!(plain(&t, "n1", one(100), false, false, here(1, 0)), Route::Serve);
+        assert_eq!(plain(&t, "n1", one(100), false, false, here(3, 0)), Route::Serve);
         // None here: ASK the target.
         let ask = Route::Ask { slot: 100, addr: "10.0.0.2:6379".into() };
-        assert_eq!(route(&t, "n1", one(100), false, false, here(0, 1)), ask);
-        assert_eq!(route(&t, "n1", one(100), false, false, here(0, 2)), ask);
+        assert_eq!(plain(&t, "n1", one(100), false, false, here(0, 1)), ask);
+        assert_eq!(plain(&t, "n1", one(100), false, false, here(0, 2)), ask);
         // Some here, some not: neither side has them all.
-        assert_eq!(route(&t, "n1", one(100), false, false, here(1, 1)), Route::TryAgain);
+        assert_eq!(plain(&t, "n1", one(100), false, false, here(1, 1)), Route::TryAgain);
         assert_eq!(ask.error().unwrap(), "ASK 100 10.0.0.2:6379");
     }
 
@@ -230,21 +250,42 @@ mod tests {
     fn a_slot_moving_here_is_served_only_after_asking() {
         let t = three();
         let moved = Route::Moved { slot: 100, addr: "10.0.0.1:6379".into() };
-        assert_eq!(route(&t, "n2", one(100), false, false, here(0, 1)), moved);
-        assert_eq!(route(&t, "n2", one(100), true, false, here(0, 1)), Route::Serve);
-        assert_eq!(route(&t, "n2", one(100), true, false, here(1, 0)), Route::Serve);
-        assert_eq!(route(&t, "n2", one(100), true, false, here(2, 0)), Route::Serve);
-        assert_eq!(route(&t, "n2", one(100), true, false, here(1, 1)), Route::TryAgain);
+        assert_eq!(plain(&t, "n2", one(100), false, false, here(0, 1)), moved);
+        assert_eq!(plain(&t, "n2", one(100), true, false, here(0, 1)), Route::Serve);
+        assert_eq!(plain(&t, "n2", one(100), true, false, here(1, 0)), Route::Serve);
+        assert_eq!(plain(&t, "n2", one(100), true, false, here(2, 0)), Route::Serve);
+        assert_eq!(plain(&t, "n2", one(100), true, false, here(1, 1)), Route::TryAgain);
         // A third shard knows nothing of the move: MOVED to the owner.
-        assert_eq!(route(&t, "n3", one(100), true, false, never), moved);
+        assert_eq!(plain(&t, "n3", one(100), true, false, never), moved);
+    }
+
+    #[test]
+    fn a_tls_client_is_sent_to_the_tls_address_where_there_is_one() {
+        let mut t = three();
+        t.shards[2].nodes[0].kv_tls_addr = Some("10.0.0.3:6390".into());
+        t.shards[1].nodes[0].kv_tls_addr = Some("10.0.0.2:6390".into());
+        let table = SlotTable::new(&t);
+        let tls = |me, slot, p: fn() -> Presence| route(&t, &table, me, true, one(slot), false, false, p);
+        assert_eq!(tls("n1", 12182, never), Route::Moved { slot: 12182, addr: "10.0.0.3:6390".into() });
+        assert_eq!(
+            tls("n1", 100, || Presence { existing: 0, missing: 1, several: false }),
+            Route::Ask { slot: 100, addr: "10.0.0.2:6390".into() }
+        );
+        // A shard without a TLS address: its kv_addr, the only one there is.
+        assert_eq!(tls("n2", 0, never), Route::Moved { slot: 0, addr: "10.0.0.1:6379".into() });
+        // A client in the clear is never sent to the TLS port.
+        assert_eq!(
+            plain(&t, "n1", one(12182), false, false, never),
+            Route::Moved { slot: 12182, addr: "10.0.0.3:6379".into() }
+        );
     }
 
     #[test]
     fn shard_channels_stay_with_the_owner_during_a_move() {
         let t = three();
-        assert_eq!(route(&t, "n1", one(100), false, true, never), Route::Serve);
+        assert_eq!(plain(&t, "n1", one(100), false, true, never), Route::Serve);
         assert_eq!(
-            route(&t, "n2", one(100), false, true, never),
+            plain(&t, "n2", one(100), false, true, never),
             Route::Moved { slot: 100, addr: "10.0.0.1:6379".into() }
         );
     }
@@ -286,6 +327,6 @@ mod tests {
         // a repeated key once), where two different keys missing would be TRYAGAIN.
         let t = three();
         let twice = || Presence { existing: 0, missing: 2, several: false };
-        assert_eq!(route(&t, "n2", one(100), true, false, twice), Route::Serve);
+        assert_eq!(plain(&t, "n2", one(100), true, false, twice), Route::Serve);
     }
 }

@@ -210,6 +210,7 @@ mod tests {
             kv_addr: format!("127.0.0.{host}:6379"),
             serve_addr: format!("127.0.0.{host}:7070"),
             zone: String::new(),
+            kv_tls_addr: None,
         };
         Shard {
             id: format!("{n:040x}"),

@@ -53,6 +53,11 @@ pub struct ShardNode {
     /// A failure domain (rack, zone); placement keeps a shard's nodes in different ones.
     #[serde(default)]
     pub zone: String,
+    /// Where clients reach its `mojim kv` over TLS (`[kv] tls_listen`, "host:port"), if it
+    /// serves TLS: a client connected over TLS is redirected there, and given it in CLUSTER
+    /// SLOTS, SHARDS and NODES, as Redis 7.0 with `tls-cluster yes` gives its TLS port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_tls_addr: Option<String>,
 }
 
 /// `start..=end`.
@@ -76,7 +81,8 @@ pub struct SlotMove {
 }
 
 impl Topology {
-    /// The shard that owns `slot`, if any.
+    /// The shard that owns `slot`, if any, found by a scan of every shard's ranges (the
+    /// redirect path asks a [`SlotTable`](super::slot_table::SlotTable) instead).
     pub fn owner(&self, slot: u16) -> Option<&Shard> {
         self.shards.iter().find(|s| s.slots.iter().any(|r| r.start <= slot && slot <= r.end))
     }
@@ -96,5 +102,16 @@ impl Shard {
     /// The node serving the shard now.
     pub fn primary_node(&self) -> Option<&ShardNode> {
         self.nodes.iter().find(|n| n.name == self.primary)
+    }
+}
+
+impl ShardNode {
+    /// Where a client reaches this node's `mojim kv`: its `kv_tls_addr` for a client connected
+    /// over TLS (its `kv_addr` when it has none), else its `kv_addr`.
+    pub fn client_addr(&self, tls: bool) -> &str {
+        match &self.kv_tls_addr {
+            Some(a) if tls => a,
+            _ => &self.kv_addr,
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! event loop before each command without a lock on the path (a generation number says when
 //! its cached copy is stale).
 
+use super::slot_table::SlotTable;
 use super::topology::{Shard, Topology};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,7 @@ use std::sync::{Arc, Mutex};
 pub struct ClusterView {
     me: String,
     generation: AtomicU64,
-    current: Mutex<Arc<Topology>>,
+    current: Mutex<(Arc<Topology>, Arc<SlotTable>)>,
 }
 
 impl ClusterView {
@@ -20,7 +21,7 @@ impl ClusterView {
         ClusterView {
             me: me.to_owned(),
             generation: AtomicU64::new(1),
-            current: Mutex::new(Arc::new(topology)),
+            current: Mutex::new(indexed(topology)),
         }
     }
 
@@ -31,7 +32,8 @@ impl ClusterView {
 
     /// Replaces the topology (a watcher saw a newer one).
     pub fn set(&self, topology: Topology) {
-        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(topology);
+        let new = indexed(topology);
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = new;
         self.generation.fetch_add(1, Ordering::Release);
     }
 
@@ -43,7 +45,13 @@ impl ClusterView {
 
     /// The topology now.
     pub fn current(&self) -> Arc<Topology> {
-        Arc::clone(&self.current.lock().unwrap_or_else(|p| p.into_inner()))
+        Arc::clone(&self.current.lock().unwrap_or_else(|p| p.into_inner()).0)
+    }
+
+    /// The topology now and its slot table.
+    fn current_indexed(&self) -> (Arc<Topology>, Arc<SlotTable>) {
+        let c = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        (Arc::clone(&c.0), Arc::clone(&c.1))
     }
 
     /// The shard this node serves as primary in `t`, if any.
@@ -52,21 +60,28 @@ impl ClusterView {
     }
 }
 
-/// The event loop's copy of a [`ClusterView`]: the topology taken once per generation, so
-/// that a command reads it without a lock.
+/// `topology` with its slot table, built once, outside the lock.
+fn indexed(topology: Topology) -> (Arc<Topology>, Arc<SlotTable>) {
+    let table = SlotTable::new(&topology);
+    (Arc::new(topology), Arc::new(table))
+}
+
+/// The event loop's copy of a [`ClusterView`]: the topology and its slot table taken once per
+/// generation, so that a command reads them without a lock.
 #[derive(Debug)]
 pub struct CachedView {
     view: Arc<ClusterView>,
     generation: u64,
     topology: Arc<Topology>,
+    table: Arc<SlotTable>,
 }
 
 impl CachedView {
     /// A copy of `view` now.
     pub fn new(view: Arc<ClusterView>) -> CachedView {
         let generation = view.generation();
-        let topology = view.current();
-        CachedView { view, generation, topology }
+        let (topology, table) = view.current_indexed();
+        CachedView { view, generation, topology, table }
     }
 
     /// Takes the topology again if it was replaced since (one atomic load when it was not);
@@ -76,7 +91,7 @@ impl CachedView {
         if g == self.generation {
             return false;
         }
-        self.topology = self.view.current();
+        (self.topology, self.table) = self.view.current_indexed();
         self.generation = g;
         true
     }
@@ -84,6 +99,11 @@ impl CachedView {
     /// The topology as last taken.
     pub fn topology(&self) -> &Topology {
         &self.topology
+    }
+
+    /// The topology's slot table.
+    pub fn table(&self) -> &SlotTable {
+        &self.table
     }
 
     /// This node's name.

@@ -83,20 +83,28 @@ pub(super) fn run<M: Mem>(
             s.readonly = false;
             r.ok();
         }
-        "CLUSTER" => cluster(cx, view, a, r)?,
+        "CLUSTER" => cluster(cx, view, s.tls, a, r)?,
         other => unreachable!("{other} is not a cluster command"),
     }
     Ok(())
 }
 
-fn cluster<M: Mem>(cx: &mut Cx<M>, view: &CachedView, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
+/// `tls`: the client is connected over TLS, and is given the shards' TLS addresses where they
+/// have them.
+fn cluster<M: Mem>(
+    cx: &mut Cx<M>,
+    view: &CachedView,
+    tls: bool,
+    a: &Args,
+    r: &mut Reply,
+) -> Result<(), StoreError> {
     let t = view.topology();
     let sub = a.get(1);
     match () {
         _ if is(sub, "HELP") => help(r),
-        _ if is(sub, "SLOTS") => slots(t, r),
-        _ if is(sub, "SHARDS") => shards(cx, view, r),
-        _ if is(sub, "NODES") => r.bulk(nodes(view).as_bytes()),
+        _ if is(sub, "SLOTS") => slots(t, tls, r),
+        _ if is(sub, "SHARDS") => shards(cx, view, tls, r),
+        _ if is(sub, "NODES") => r.bulk(nodes(view, tls).as_bytes()),
         _ if is(sub, "MYID") => r.bulk(my_id(view).as_bytes()),
         _ if is(sub, "INFO") => r.bulk(info(view).as_bytes()),
         _ if is(sub, "KEYSLOT") => r.int(i64::from(key_slot(a.get(2)))),
@@ -187,9 +195,13 @@ fn my_id(view: &CachedView) -> String {
     my_shard(view).map_or_else(|| "0".repeat(40), |s| s.id.clone())
 }
 
-/// A shard's primary's host and port (its `kv_addr`), `("?", 0)` when it names none.
-fn endpoint(s: &Shard) -> (String, u16) {
-    s.primary_node().and_then(|n| crate::split_host_port(&n.kv_addr)).unwrap_or_else(|| ("?".into(), 0))
+/// A shard's primary's host and port, `("?", 0)` when it names none: its `kv_tls_addr` for a
+/// client over TLS (`tls`) when it has one, as Redis 7.0 with `tls-cluster yes` gives TLS
+/// clients its TLS port, else its `kv_addr`.
+fn endpoint(s: &Shard, tls: bool) -> (String, u16) {
+    s.primary_node()
+        .and_then(|n| crate::split_host_port(n.client_addr(tls)))
+        .unwrap_or_else(|| ("?".into(), 0))
 }
 
 /// Every owned range, sorted, adjacent ranges of one shard joined (as Redis walks its slots):
@@ -209,14 +221,14 @@ fn ranges(t: &Topology) -> Vec<(u16, u16, &Shard)> {
 }
 
 /// `CLUSTER SLOTS`: per range, its start, end and primary (ip, port, id, no more endpoints).
-fn slots(t: &Topology, r: &mut Reply) {
+fn slots(t: &Topology, tls: bool, r: &mut Reply) {
     let rs = ranges(t);
     r.array(rs.len());
     for (start, end, s) in rs {
         r.array(3);
         r.int(i64::from(start));
         r.int(i64::from(end));
-        let (host, port) = endpoint(s);
+        let (host, port) = endpoint(s, tls);
         r.array(4);
         r.bulk(host.as_bytes());
         r.int(i64::from(port));
@@ -226,7 +238,7 @@ fn slots(t: &Topology, r: &mut Reply) {
 }
 
 /// `CLUSTER SHARDS`: per shard, its ranges and its node.
-fn shards<M: Mem>(cx: &Cx<M>, view: &CachedView, r: &mut Reply) {
+fn shards<M: Mem>(cx: &Cx<M>, view: &CachedView, tls: bool, r: &mut Reply) {
     let t = view.topology();
     let mine = view.my_shard().map(|s| s.id.as_str());
     r.array(t.shards.len());
@@ -243,7 +255,7 @@ fn shards<M: Mem>(cx: &Cx<M>, view: &CachedView, r: &mut Reply) {
         }
         r.bulk(b"nodes");
         r.array(1);
-        let (host, port) = endpoint(s);
+        let (host, port) = endpoint(s, tls);
         r.map(7);
         r.bulk(b"id");
         r.bulk(s.id.as_bytes());
@@ -268,13 +280,13 @@ fn shards<M: Mem>(cx: &Cx<M>, view: &CachedView, r: &mut Reply) {
 /// <pong-recv> <config-epoch> <link-state> <slot> ...`, and on this node's line the slots
 /// being moved from it (`[slot->-target]`) or to it (`[slot-<-source]`). There is no cluster
 /// bus: its port is given as 0.
-fn nodes(view: &CachedView) -> String {
+fn nodes(view: &CachedView, tls: bool) -> String {
     let t = view.topology();
     let mine = view.my_shard().map(|s| s.id.as_str());
     let all = ranges(t);
     let mut out = String::new();
     for s in &t.shards {
-        let (host, port) = endpoint(s);
+        let (host, port) = endpoint(s, tls);
         let myself = mine == Some(s.id.as_str());
         let flags = if myself { "myself,master" } else { "master" };
         let _ = write!(out, "{} {host}:{port}@0 {flags} - 0 0 {} connected", s.id, s.config_epoch);

@@ -79,7 +79,7 @@ pub(super) fn check<M: Mem>(
         });
         p
     };
-    let r = route(view.topology(), view.me(), slots, s.asking, shard_channels, presence);
+    let r = route(view.topology(), view.table(), view.me(), s.tls, slots, s.asking, shard_channels, presence);
     match failed {
         Some(e) => Err(e),
         None => Ok(r),

@@ -20,6 +20,7 @@ fn shard(id: &str, node: &str, addr: &str, ranges: &[(u16, u16)]) -> Shard {
             kv_addr: addr.into(),
             serve_addr: "127.0.0.1:1".into(),
             zone: String::new(),
+            kv_tls_addr: None,
         }],
         primary: node.into(),
     }

@@ -1,0 +1,219 @@
+//! A Redis Cluster of `mojim kv` shards for the tests: a real etcd, and per shard a region, its
+//! `mojim serve` mirror and its `mojim kv --cluster` primary, the topology made by `mojim kv
+//! cluster create`. On loopback (the primaries on 127.0.0.1, the mirrors on 127.0.0.2), or
+//! every process in a network namespace of its own (root only), etcd on the namespaces'
+//! bridge, which every namespace and the test itself reach.
+
+use super::kv::wait_for;
+use super::{exe, Cluster, TempDir};
+use mojim::config::write_private;
+use mojim_etcd::testing::EtcdServer;
+use mojim_tools::child::ChildNode;
+use mojim_tools::netns::Netns;
+use mojim_transport::ports::free_loopback_ports;
+use mojim_transport::tls::pki::{Ca, Validity};
+use mojim_transport::Role;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Where the shards' processes run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Network {
+    /// On this machine's loopback addresses.
+    Loopback,
+    /// Each process in a network namespace of its own: primary `i` in namespace `2i`, its
+    /// mirror in `2i + 1`.
+    Namespaces,
+}
+
+/// A CA, a certificate for the servers and one for the clients (`ca.pem`, `server.pem`,
+/// `server.key`, `client.pem`, `client.key`), in a folder of their own.
+pub struct KvCerts {
+    pub dir: TempDir,
+}
+
+impl KvCerts {
+    pub fn new(test: &str) -> KvCerts {
+        let dir = TempDir::new(&format!("{test}-certs"));
+        let write =
+            |name: &str, text: &str| write_private(&dir.path().join(name), text).expect("write a PEM file");
+        let ca = Ca::new("kv cluster test CA").expect("a CA");
+        write("ca.pem", ca.cert_pem());
+        for (name, role) in [("server", Role::Node), ("client", Role::Application)] {
+            let issued = ca.issue(name, role, Validity::Years(1)).expect("a certificate");
+            write(&format!("{name}.pem"), &issued.cert_pem);
+            write(&format!("{name}.key"), &issued.key_pem);
+        }
+        KvCerts { dir }
+    }
+
+    pub fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).to_str().expect("utf-8").to_string()
+    }
+}
+
+/// The running cluster. Its fields drop in order: the servers, the shards' folders (with
+/// their mirrors), etcd, and last the namespaces.
+pub struct KvShards {
+    pub servers: Vec<ChildNode>,
+    /// Shard `i`'s region and configuration; its mirror is its `mirror`.
+    pub shards: Vec<Cluster>,
+    /// Shard `i`'s primary's `kv_addr`.
+    pub kv_addrs: Vec<String>,
+    /// Shard `i`'s primary's `kv_tls_addr` (empty without TLS).
+    pub tls_addrs: Vec<String>,
+    pub etcd: EtcdServer,
+    pub net: Option<Netns>,
+}
+
+/// Two ports nothing listens on now.
+fn two_ports() -> [u16; 2] {
+    free_loopback_ports().expect("free ports")
+}
+
+impl KvShards {
+    /// Starts `n` shards on `network`, their primaries serving TLS too with `certs`' server
+    /// certificate (clients' certificates required) when given. `None` when the test cannot
+    /// run here (no etcd, or namespaces without root), after [`super::skip`] said why.
+    pub fn start(test: &str, n: usize, network: Network, certs: Option<&KvCerts>) -> Option<KvShards> {
+        let net = match network {
+            Network::Loopback => None,
+            Network::Namespaces => match Netns::create(2 * n) {
+                Ok(net) => Some(net),
+                Err(e) => {
+                    super::skip(&format!("no network namespaces: {e}"));
+                    return None;
+                }
+            },
+        };
+        if mojim_etcd::testing::skip_without_etcd() {
+            return None;
+        }
+        let etcd = match &net {
+            None => EtcdServer::start(),
+            Some(net) => {
+                let [client, peer] = two_ports();
+                EtcdServer::launch().listen(&format!("{}.254", net.subnet()), client, peer).start()
+            }
+        };
+        let etcd = etcd.unwrap_or_else(|e| panic!("etcd: {e}"));
+        let endpoint = etcd.endpoint();
+        let prefix = format!("/{test}");
+        // The addresses of shard i's primary (plain, TLS) and mirror.
+        let addrs: Vec<(String, String, String)> = (0..n)
+            .map(|i| match &net {
+                Some(net) => (
+                    format!("{}:6379", net.ip_of(2 * i)),
+                    format!("{}:6380", net.ip_of(2 * i)),
+                    format!("{}:7070", net.ip_of(2 * i + 1)),
+                ),
+                None => {
+                    let [plain, tls] = two_ports();
+                    (format!("127.0.0.1:{plain}"), format!("127.0.0.1:{tls}"), "127.0.0.2:0".into())
+                }
+            })
+            .collect();
+        let mut shards: Vec<Cluster> = (0..n)
+            .map(|i| {
+                Cluster::new(&format!("{test}{i}"), 4 << 20, |f| {
+                    super::use_etcd(f, &endpoint);
+                    f.kv.cluster_prefix = prefix.clone();
+                    // The namespaces' network is the test's own: no password, and clients from
+                    // outside loopback, as an operator turns protected mode off.
+                    f.kv.protected_mode = net.is_none();
+                    if let Some(certs) = certs {
+                        f.kv.tls_listen = addrs[i].1.clone();
+                        f.kv.tls_cert_file = certs.path("server.pem");
+                        f.kv.tls_key_file = certs.path("server.key");
+                        f.kv.tls_ca_cert_file = certs.path("ca.pem");
+                        f.kv.tls_auth_clients = "yes".into();
+                    }
+                })
+            })
+            .collect();
+        for (i, c) in shards.iter_mut().enumerate() {
+            let node = format!("m{i}");
+            match &net {
+                None => {
+                    c.start_mirror_with(&["--node", &node, "--listen", &addrs[i].2]);
+                }
+                Some(net) => {
+                    let cfg = c.cfg_path.to_str().expect("utf-8");
+                    let args = ["serve", "--config", cfg, "--node", &node, "--listen", &addrs[i].2];
+                    c.mirror = Some(spawn_in(net, 2 * i + 1, &args));
+                }
+            }
+        }
+        let mut create = vec!["kv".to_owned(), "cluster".into(), "create".into()];
+        for (i, c) in shards.iter().enumerate() {
+            let (kv, tls) = (&addrs[i].0, &addrs[i].1);
+            let tls = if certs.is_some() { format!("/tls={tls}") } else { String::new() };
+            let (primary_host, mirror_addr) = (kv.rsplit_once(':').expect("host:port").0, c.mirror_addr());
+            let mirror_host = mirror_addr.rsplit_once(':').expect("host:port").0;
+            create.push("--shard".into());
+            create.push(format!("p{i}/{kv}/{primary_host}:7070{tls},m{i}/{mirror_host}:6379/{mirror_addr}"));
+        }
+        let create: Vec<&str> = create.iter().map(String::as_str).collect();
+        let o = mojim(&shards[0], &create);
+        assert!(o.status.success(), "mojim kv cluster create: {}", text(&o));
+        let servers = shards
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let cfg = c.cfg_path.to_str().expect("utf-8");
+                let (node, mirror) = (format!("p{i}"), c.mirror_addr());
+                let args = [
+                    "kv",
+                    "--config",
+                    cfg,
+                    "--cluster",
+                    "--node",
+                    &node,
+                    "--mirror",
+                    &mirror,
+                    "--listen",
+                    &addrs[i].0,
+                ];
+                match &net {
+                    None => ChildNode::spawn(exe(), &args).expect("mojim kv --cluster starts"),
+                    Some(net) => spawn_in(net, 2 * i, &args),
+                }
+            })
+            .collect();
+        let kv_addrs = addrs.iter().map(|a| a.0.clone()).collect();
+        let tls_addrs =
+            addrs.iter().map(|a| if certs.is_some() { a.1.clone() } else { String::new() }).collect();
+        Some(KvShards { servers, shards, kv_addrs, tls_addrs, etcd, net })
+    }
+
+    /// `mojim <args> --config <shard 0's>`, run to its end.
+    pub fn mojim(&self, args: &[&str]) -> Output {
+        mojim(&self.shards[0], args)
+    }
+
+    /// Shard `i`'s primary's host and port.
+    pub fn host_port(&self, i: usize) -> (&str, &str) {
+        self.kv_addrs[i].rsplit_once(':').expect("host:port")
+    }
+}
+
+/// `mojim <args> --config <c's>`, run to its end.
+pub fn mojim(c: &Cluster, args: &[&str]) -> Output {
+    let mut cmd = Command::new(exe());
+    cmd.args(args).args(["--config", c.cfg_path.to_str().expect("utf-8")]);
+    cmd.env("MOJIM_LOG", "warn");
+    cmd.output().expect("run mojim")
+}
+
+/// A command's output and errors together.
+pub fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// `mojim args...` in site `i`'s network namespace, ready.
+fn spawn_in(net: &Netns, i: usize, args: &[&str]) -> ChildNode {
+    let ns = net.name(i);
+    let mut a = vec!["netns", "exec", &ns, exe().to_str().expect("utf-8")];
+    a.extend_from_slice(args);
+    wait_for("a process in its namespace to start", || ChildNode::spawn(Path::new("ip"), &a).ok())
+}
