@@ -40,6 +40,15 @@ pub enum ClusterStoreError {
     },
     /// The topology a change would write breaks a rule; nothing was written.
     Invalid(TopologyError),
+    /// A node that must be in a shard (one taking its shard over) is in none.
+    NotInTopology {
+        /// The key.
+        key: String,
+        /// The node's name.
+        node: String,
+        /// The topology's epoch.
+        epoch: u64,
+    },
     /// Other writers changed the topology between every read and write of this change.
     Contended {
         /// The key.
@@ -69,6 +78,11 @@ impl fmt::Display for ClusterStoreError {
                  `mojim kv cluster create --force`"
             ),
             ClusterStoreError::Invalid(e) => write!(f, "refused, nothing written: {e}"),
+            ClusterStoreError::NotInTopology { key, node, epoch } => write!(
+                f,
+                "node {node:?} is in no shard of the cluster topology at {key} (epoch {epoch}): add its \
+                 shard with `mojim kv cluster add-shard`, or give this node's name (--node or [cluster] node)"
+            ),
             ClusterStoreError::Contended { key, tries } => write!(
                 f,
                 "{key} changed under each of {tries} tries to change it (other writers are busy); try again"
