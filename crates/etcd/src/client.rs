@@ -201,6 +201,30 @@ impl Client {
         self.put_if_all(&guards, key, value, lease)
     }
 
+    /// As [`Client::compare_and_swap`], and only while `held` is the key it was at
+    /// `held_created` (its create revision: not deleted, nor deleted and made again, as a key
+    /// held with a lease is once the lease expires), in one transaction; says whether it wrote.
+    pub fn compare_and_swap_while(
+        &self,
+        key: &str,
+        expected_mod_revision: i64,
+        held: &str,
+        held_created: i64,
+        value: &[u8],
+        lease: Option<i64>,
+    ) -> Result<bool, EtcdError> {
+        if held_created <= 0 {
+            return Err(EtcdError::InvalidArgument {
+                what: format!("create revision {held_created} of {held:?} is not that of an existing key"),
+            });
+        }
+        let guards = [
+            (modified(key, expected_mod_revision)?, key.as_bytes()),
+            (Guard::Created(held_created), held.as_bytes()),
+        ];
+        self.put_if_all(&guards, key, value, lease)
+    }
+
     fn put_if(&self, guard: Guard, key: &str, value: &[u8], lease: Option<i64>) -> Result<bool, EtcdError> {
         self.put_if_all(&[(guard, key.as_bytes())], key, value, lease)
     }

@@ -81,11 +81,18 @@ impl From<ClusterStoreError> for Stop {
 /// made again on the new value if another writer got there first), and hands the result to
 /// `view` at once, so that the server serves its slots from its first command. Call it only
 /// while holding the region's primary lease (after `Primary::open` under the etcd
-/// coordinator): a node the roles do not name never gets this far.
-pub fn claim_shard(store: &TopologyStore, view: &ClusterView) -> Result<Claim, ClusterStoreError> {
+/// coordinator): a node the roles do not name never gets this far. With `lease_key`, the
+/// region's leader key and its create revision read while holding the lease, the write is also
+/// conditional on that key still being the same one in etcd: a primary whose lease expired
+/// meanwhile gets [`ClusterStoreError::Fenced`] and writes nothing.
+pub fn claim_shard(
+    store: &TopologyStore,
+    view: &ClusterView,
+    lease_key: Option<(&str, i64)>,
+) -> Result<Claim, ClusterStoreError> {
     let me = view.me();
     let mut from = String::new();
-    let written = store.update(|t: &mut Topology| -> Result<(), Stop> {
+    let change = |t: &mut Topology| -> Result<(), Stop> {
         let shard = t.shards.iter().find(|s| s.nodes.iter().any(|n| n.name == me));
         from = shard.map(|s| s.primary.clone()).unwrap_or_default();
         match take_shard(t, me) {
@@ -97,7 +104,11 @@ pub fn claim_shard(store: &TopologyStore, view: &ClusterView) -> Result<Claim, C
                 epoch: t.epoch,
             })),
         }
-    });
+    };
+    let written = match lease_key {
+        None => store.update(change),
+        Some((key, created)) => store.update_while(key, created, change),
+    };
     match written {
         Ok(t) => {
             let shard = t.shards.iter().find(|s| s.primary == me).expect("take_shard made this node primary");
@@ -125,27 +136,38 @@ pub fn claim_shard(store: &TopologyStore, view: &ClusterView) -> Result<Claim, C
 
 /// What a `mojim kv --cluster` does once its region is open as primary and before it serves:
 /// takes its shard in the topology if another node holds it there (logged), and only while
-/// `primary` holds the region's lease in etcd.
+/// `primary` holds the region's lease in etcd: the write is conditional on the region's leader
+/// key (`<etcd_prefix>/leader`, `[cluster] etcd_prefix`) being the one held with this
+/// primary's lease.
 pub fn take_over_shard(
     primary: &mojim::Primary,
+    etcd_prefix: &str,
     store: &TopologyStore,
     view: &ClusterView,
 ) -> Result<(), KvError> {
     let lease = primary.status().lease;
-    match lease.as_ref().map(|l| (&l.lost, l.valid_ms)) {
-        Some((None, valid_ms)) if valid_ms > 0 => {}
-        Some((Some(why), _)) => {
+    let lease_id = match lease.as_ref().map(|l| (&l.lost, l.valid_ms, l.id)) {
+        Some((None, valid_ms, id)) if valid_ms > 0 => id,
+        Some((Some(why), _, _)) => {
             return Err(KvError::Replaced(format!(
                 "the region's lease in etcd was lost before serving ({why})"
             )))
         }
-        _ => return Err(KvError::Config(
-            "cluster mode takes its shard only as the holder of the region's lease in etcd: set [cluster] \
-                 coordinator = \"etcd\""
-                .into(),
-        )),
-    }
-    match claim_shard(store, view)? {
+        _ => {
+            return Err(KvError::Config(
+                "cluster mode takes its shard only as the holder of the region's lease in etcd: set \
+                 [cluster] coordinator = \"etcd\""
+                    .into(),
+            ))
+        }
+    };
+    let leader_key = format!("{etcd_prefix}/leader");
+    let held = store.client().get(&leader_key).map_err(ClusterStoreError::from)?;
+    let created = match held {
+        Some(kv) if kv.lease == lease_id => kv.create_revision,
+        _ => return Err(ClusterStoreError::Fenced { held: leader_key }.into()),
+    };
+    match claim_shard(store, view, Some((&leader_key, created)))? {
         Claim::Already => {
             tracing::info!(node = view.me(), "the topology names this node its shard's primary")
         }
@@ -311,7 +333,7 @@ mod tests {
         let store = TopologyStore::new(server.client(Duration::from_secs(2)), "/claim");
         store.create(topology(), false).unwrap();
         let view = ClusterView::new("a2", store.read_existing().unwrap().0);
-        let claim = claim_shard(&store, &view).unwrap();
+        let claim = claim_shard(&store, &view, None).unwrap();
         let want =
             Claim::Taken { shard: format!("{:040x}", 1), from: "a1".into(), epoch: 2, config_epoch: 4 };
         assert_eq!(claim, want);
@@ -320,10 +342,32 @@ mod tests {
         assert_eq!(t.shards[0].primary, "a2");
         assert_eq!(t.shards[1], topology().shards[1], "the other shard is untouched");
         // Claimed again: nothing written.
-        assert_eq!(claim_shard(&store, &view).unwrap(), Claim::Already);
+        assert_eq!(claim_shard(&store, &view, None).unwrap(), Claim::Already);
         assert_eq!(store.read_existing().unwrap().1, revision);
         let stranger = ClusterView::new("zz", t);
-        let e = claim_shard(&store, &stranger).unwrap_err().to_string();
+        let e = claim_shard(&store, &stranger, None).unwrap_err().to_string();
         assert!(e.contains("node \"zz\" is in no shard") && e.contains("add-shard"), "{e}");
+    }
+
+    #[test]
+    fn a_claim_under_a_lease_key_made_again_since_writes_nothing() {
+        let Some(server) = EtcdServer::start_for_test() else { return };
+        let client = server.client(Duration::from_secs(2));
+        let store = TopologyStore::new(client.clone(), "/fenced");
+        store.create(topology(), false).unwrap();
+        // a2 held the region's leader key when it read it; a1's claim, under the key as a1
+        // read it before, is fenced once the key is made again.
+        let first = client.put("/region/leader", b"a1", None).unwrap();
+        client.delete("/region/leader").unwrap();
+        let now = client.put("/region/leader", b"a2", None).unwrap();
+        let a2 = ClusterView::new("a2", store.read_existing().unwrap().0);
+        assert!(matches!(claim_shard(&store, &a2, Some(("/region/leader", now))), Ok(Claim::Taken { .. })));
+        let (t, revision) = store.read_existing().unwrap();
+        let a1 = ClusterView::new("a1", t);
+        let e = claim_shard(&store, &a1, Some(("/region/leader", first))).unwrap_err();
+        assert!(matches!(&e, ClusterStoreError::Fenced { held } if held == "/region/leader"), "{e}");
+        assert!(e.to_string().contains("no longer this primary's"), "{e}");
+        let (after, after_revision) = store.read_existing().unwrap();
+        assert_eq!((after.shards[0].primary.as_str(), after_revision), ("a2", revision), "nothing written");
     }
 }

@@ -171,7 +171,8 @@ pub fn run_with(opts: &KvOptions, control: Control) -> Result<(), KvError> {
     }
     let primary = open_waiting_for_mirror(lock, opts)?;
     if let (Some(store), Some(view)) = (&control.cluster_store, &control.cluster) {
-        crate::cluster::failover::take_over_shard(&primary, store, view)?;
+        let prefix = opts.primary.coordinator.as_ref().map_or("", |c| c.prefix.as_str());
+        crate::cluster::failover::take_over_shard(&primary, prefix, store, view)?;
     }
     let mut store = Store::open(&primary, max_ranges).map_err(region_error)?;
     if store.opened().formatted {
