@@ -609,6 +609,27 @@ mod tests {
     }
 
     #[test]
+    fn compare_and_swap_while_also_needs_the_held_key_unchanged_since_its_creation() {
+        let Some(server) = EtcdServer::start_for_test() else { return };
+        let c = client(&server);
+        c.put("leader", b"me", None).unwrap();
+        let created = c.get("leader").unwrap().unwrap().create_revision;
+        assert!(c.compare_and_swap_while("k", 0, "leader", created, b"v1", None).unwrap());
+        let rev = c.get("k").unwrap().unwrap().mod_revision;
+        // Written again, the key keeps its create revision: still held.
+        c.put("leader", b"me, renewed", None).unwrap();
+        assert!(c.compare_and_swap_while("k", rev, "leader", created, b"v2", None).unwrap());
+        let rev = c.get("k").unwrap().unwrap().mod_revision;
+        // Deleted, then made again by someone else: not the key that was held.
+        c.delete("leader").unwrap();
+        assert!(!c.compare_and_swap_while("k", rev, "leader", created, b"v3", None).unwrap(), "gone");
+        c.put("leader", b"someone else", None).unwrap();
+        assert!(!c.compare_and_swap_while("k", rev, "leader", created, b"v3", None).unwrap(), "made again");
+        assert_eq!(c.get("k").unwrap().unwrap().value, b"v2");
+        assert!(c.compare_and_swap_while("k", rev, "leader", 0, b"x", None).is_err());
+    }
+
+    #[test]
     fn lease_keys_vanish_when_the_lease_is_not_renewed() {
         let Some(server) = EtcdServer::start_for_test() else { return };
         let c = client(&server);
