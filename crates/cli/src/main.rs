@@ -109,7 +109,7 @@ Settings: [kv] in mojim.toml (listen, password, protected_mode, max_clients, max
 max_inline, output_limit, read_barrier, sentinel_name, announce, sentinels, and TLS for clients as \
 Redis's tls-* settings: tls_listen, tls_cert_file, tls_key_file, tls_ca_cert_file, \
 tls_auth_clients, tls_protocols; SIGHUP reads these files and [security]'s again; cluster and \
-cluster_prefix for Redis Cluster mode, whose topology `mojim kv cluster` makes); the region, \
+cluster_prefix for Redis Cluster mode, whose topology `mojim kv cluster` makes, and standby); the region, \
 mode and mirror from [region] and [primary]. With a password ([kv] password, or the environment variable \
 MOJIM_KV_PASSWORD; mojim init writes a random one) a client must AUTH before anything else \
 (-NOAUTH); without one, protected mode refuses any listen address but loopback. A request past a \
@@ -133,6 +133,14 @@ struct KvArgs {
     /// create`) and watched; --node (or [cluster] node) names this node in it.
     #[arg(long)]
     cluster: bool,
+    /// With --cluster, on a node that is not its shard's primary (as [kv] standby = true):
+    /// wait, watching the region's roles in etcd ([cluster] etcd_prefix), until this node's
+    /// `mojim serve` has taken the region over (the roles name this node the primary and its
+    /// copy is promoted); then serve that copy (--region or [region] path: the mirror's
+    /// <dir>/data.mojim) and make this node the shard's primary in the topology. So a shard
+    /// fails over with no operator.
+    #[arg(long)]
+    standby: bool,
     /// Address Redis clients connect to, instead of [kv] listen (port 0: any free port; "":
     /// no plaintext listener, TLS only).
     #[arg(long)]
@@ -445,13 +453,38 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
         })?),
         None => None,
     };
+    let cluster_mode = a.cluster || cfg.file.kv.cluster;
+    let standby = a.standby || cfg.file.kv.standby;
+    if standby && !cluster_mode {
+        return Err(Error::Config(
+            "--standby (or [kv] standby = true) waits to serve a shard of a Redis Cluster: it needs \
+             --cluster (or [kv] cluster = true) and [cluster] coordinator = \"etcd\""
+                .into(),
+        ));
+    }
     // Kept for as long as the server runs: dropping it stops the watch.
-    let (cluster, _watcher) = if a.cluster || cfg.file.kv.cluster {
-        let (view, watcher) = cluster_view(&cfg, &opts.primary.node)?;
-        (Some(view), Some(watcher))
+    let (cluster, cluster_store, _watcher) = if cluster_mode {
+        let (view, store, watcher) = cluster_view(&cfg, &opts.primary.node)?;
+        (Some(view), Some(store), Some(watcher))
     } else {
-        (None, None)
+        (None, None, None)
     };
+    if standby {
+        // Before the stop handler: a standby stopped while it waits just ends.
+        let settings = opts.primary.coordinator.as_ref().ok_or_else(|| {
+            Error::Config("--standby (or [kv] standby = true) needs [cluster] coordinator = \"etcd\"".into())
+        })?;
+        let client = mojim_kv::cluster::connect::etcd_client(&cfg, "--standby (or [kv] standby = true)")
+            .map_err(kv_error)?;
+        let roles = format!("{}/roles", settings.prefix);
+        mojim_kv::cluster::failover::await_promotion(
+            &client,
+            &roles,
+            &opts.primary.node,
+            &opts.primary.region_path,
+        )
+        .map_err(kv_error)?;
+    }
     reload::on_sighup(sets).map_err(|e| Error::Io { op: "install the SIGHUP handler".into(), source: e })?;
     let stop =
         stop::stop_fd().map_err(|e| Error::Io { op: "install the SIGTERM handler".into(), source: e })?;
@@ -462,6 +495,7 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
         })),
         metrics,
         cluster,
+        cluster_store,
     };
     let result = mojim_kv::run_with(&opts, control).map_err(kv_error);
     if result.is_ok() {
@@ -471,13 +505,14 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
     result
 }
 
-/// Cluster mode: the topology read from etcd, this node's view of it, and the watch that keeps
-/// the view current.
+/// Cluster mode: the topology read from etcd, this node's view of it, the topology's store, and
+/// the watch that keeps the view current.
 fn cluster_view(
     cfg: &Config,
     node: &str,
 ) -> mojim::Result<(
     std::sync::Arc<mojim_kv::cluster::view::ClusterView>,
+    mojim_kv::cluster::store::TopologyStore,
     mojim_kv::cluster::watcher::TopologyWatcher,
 )> {
     use mojim_kv::cluster::{connect, view::ClusterView, watcher::TopologyWatcher};
@@ -503,7 +538,7 @@ fn cluster_view(
     let view = std::sync::Arc::new(ClusterView::new(node, topology));
     let watcher = TopologyWatcher::start(&store, std::sync::Arc::clone(&view), revision)
         .map_err(|e| Error::Coordinator(format!("watch the cluster topology at {}: {e}", store.key())))?;
-    Ok((view, watcher))
+    Ok((view, store, watcher))
 }
 
 /// Reloading the `[security]` TLS files of `ctx`, a node's or (`application`) an application's,

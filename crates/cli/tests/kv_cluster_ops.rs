@@ -4,48 +4,11 @@
 
 mod common;
 
-use common::kv_cluster::{KvShards, Network};
+use common::kv_cluster::{free_addr, mojim, ok, refused, text, KvShards, Network};
 use common::Cluster;
 use mojim_etcd::testing::EtcdServer;
 use mojim_tools::child::ChildNode;
-use std::process::{Command, Output};
 use std::time::Duration;
-
-/// `mojim <args>` with the cluster's configuration, run to its end.
-fn mojim(c: &Cluster, args: &[&str]) -> Output {
-    let mut cmd = Command::new(common::exe());
-    cmd.args(args).args(["--config", c.cfg_path.to_str().expect("utf-8")]);
-    cmd.env("MOJIM_LOG", "warn");
-    cmd.output().expect("run mojim")
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-/// Runs `mojim <args>` and requires it to succeed; returns its output.
-fn ok(c: &Cluster, args: &[&str]) -> String {
-    let o = mojim(c, args);
-    assert!(o.status.success(), "mojim {args:?} failed: {}", text(&o));
-    text(&o)
-}
-
-/// Runs `mojim <args>` and requires it to fail saying each of `says`.
-fn refused(c: &Cluster, args: &[&str], says: &[&str]) -> String {
-    let o = mojim(c, args);
-    let t = text(&o);
-    assert!(!o.status.success(), "mojim {args:?} should have failed: {t}");
-    for s in says {
-        assert!(t.contains(s), "mojim {args:?} does not say {s:?}: {t}");
-    }
-    t
-}
-
-/// A loopback address nothing listens on now.
-fn free_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("address").to_string()
-}
 
 #[test]
 fn create_status_changes_and_refusals() {
@@ -154,6 +117,9 @@ fn cluster_mode_needs_the_etcd_coordinator() {
     });
     refused(&c, &["kv", "--node", "a"], &["[kv] cluster = true", "coordinator = \"etcd\"", "\"static\""]);
     refused(&c, &["kv", "cluster", "status"], &["mojim kv cluster needs the etcd coordinator"]);
+    // A standby waits to serve a shard: without cluster mode it is refused, naming both.
+    let c = Cluster::new("kv_cluster_standby", 1 << 20, |_| {});
+    refused(&c, &["kv", "--standby", "--node", "a"], &["--standby", "[kv] standby", "--cluster"]);
     // The operations are a subcommand: serving flags do not mix with them.
     let o = mojim(&c, &["kv", "--listen", "127.0.0.1:0", "cluster", "status"]);
     assert!(!o.status.success(), "{}", text(&o));

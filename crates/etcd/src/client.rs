@@ -201,6 +201,30 @@ impl Client {
         self.put_if_all(&guards, key, value, lease)
     }
 
+    /// As [`Client::compare_and_swap`], and only while `held` is the key it was at
+    /// `held_created` (its create revision: not deleted, nor deleted and made again, as a key
+    /// held with a lease is once the lease expires), in one transaction; says whether it wrote.
+    pub fn compare_and_swap_while(
+        &self,
+        key: &str,
+        expected_mod_revision: i64,
+        held: &str,
+        held_created: i64,
+        value: &[u8],
+        lease: Option<i64>,
+    ) -> Result<bool, EtcdError> {
+        if held_created <= 0 {
+            return Err(EtcdError::InvalidArgument {
+                what: format!("create revision {held_created} of {held:?} is not that of an existing key"),
+            });
+        }
+        let guards = [
+            (modified(key, expected_mod_revision)?, key.as_bytes()),
+            (Guard::Created(held_created), held.as_bytes()),
+        ];
+        self.put_if_all(&guards, key, value, lease)
+    }
+
     fn put_if(&self, guard: Guard, key: &str, value: &[u8], lease: Option<i64>) -> Result<bool, EtcdError> {
         self.put_if_all(&[(guard, key.as_bytes())], key, value, lease)
     }
@@ -582,6 +606,27 @@ mod tests {
         assert!(c.compare_and_swap_unless("k", rev, "leader", b"v2", None).unwrap());
         assert_eq!(c.get("k").unwrap().unwrap().value, b"v2");
         assert!(c.compare_and_swap_unless("k", -1, "leader", b"x", None).is_err());
+    }
+
+    #[test]
+    fn compare_and_swap_while_also_needs_the_held_key_unchanged_since_its_creation() {
+        let Some(server) = EtcdServer::start_for_test() else { return };
+        let c = client(&server);
+        c.put("leader", b"me", None).unwrap();
+        let created = c.get("leader").unwrap().unwrap().create_revision;
+        assert!(c.compare_and_swap_while("k", 0, "leader", created, b"v1", None).unwrap());
+        let rev = c.get("k").unwrap().unwrap().mod_revision;
+        // Written again, the key keeps its create revision: still held.
+        c.put("leader", b"me, renewed", None).unwrap();
+        assert!(c.compare_and_swap_while("k", rev, "leader", created, b"v2", None).unwrap());
+        let rev = c.get("k").unwrap().unwrap().mod_revision;
+        // Deleted, then made again by someone else: not the key that was held.
+        c.delete("leader").unwrap();
+        assert!(!c.compare_and_swap_while("k", rev, "leader", created, b"v3", None).unwrap(), "gone");
+        c.put("leader", b"someone else", None).unwrap();
+        assert!(!c.compare_and_swap_while("k", rev, "leader", created, b"v3", None).unwrap(), "made again");
+        assert_eq!(c.get("k").unwrap().unwrap().value, b"v2");
+        assert!(c.compare_and_swap_while("k", rev, "leader", 0, b"x", None).is_err());
     }
 
     #[test]

@@ -116,6 +116,7 @@ fn start() -> Cluster {
                 })),
                 metrics: None,
                 cluster: Some(v),
+                cluster_store: None,
             };
             run_with(&opts, control).expect("mojim kv runs and stops cleanly");
         });

@@ -233,6 +233,11 @@ pub struct KvSection {
     /// (`<cluster_prefix>/kv-cluster/topology`). The same for every shard of one cluster, and
     /// apart from each shard's own `[cluster] etcd_prefix` (its roles and lease).
     pub cluster_prefix: String,
+    /// `standby = false`: true (`mojim kv --standby`), with `cluster`, on a node that is not its
+    /// shard's primary: wait until this node's `mojim serve` has taken the region over (the
+    /// roles in etcd name this node the primary and its copy is promoted), then serve that copy
+    /// (`[region] path` = the mirror's `<dir>/data.mojim`) and take the shard in the topology.
+    pub standby: bool,
 }
 
 impl Default for KvSection {
@@ -260,6 +265,7 @@ impl Default for KvSection {
             metrics_listen: String::new(),
             cluster: false,
             cluster_prefix: "/mojim/kv".into(),
+            standby: false,
         }
     }
 }
@@ -1480,6 +1486,10 @@ metrics_listen = ""
 # `mojim kv cluster create`). cluster_prefix is the same on every shard of one cluster.
 cluster = false
 cluster_prefix = "/mojim/kv"
+# With cluster, on a mirror's node (mojim kv --standby): wait until this node's mojim serve has
+# taken the region over (the roles in etcd name it the primary), then serve the promoted copy
+# ([region] path = the mirror's <dir>/data.mojim) and take the shard in the topology.
+standby = false
 
 [metrics]
 # An HTTP listener for monitoring, opened by `mojim serve`: Prometheus metrics on /metrics,

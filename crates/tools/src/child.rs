@@ -35,7 +35,22 @@ impl ChildNode {
         Self::start(cmd, exe, args, Stdio::from(file))
     }
 
-    fn start(mut cmd: Command, exe: &Path, args: &[&str], stderr: Stdio) -> Result<ChildNode> {
+    fn start(cmd: Command, exe: &Path, args: &[&str], stderr: Stdio) -> Result<ChildNode> {
+        Self::launch_with(cmd, exe, args, stderr)?.ready()
+    }
+
+    /// Runs `exe args...` without waiting for its ready line: for a process that serves only
+    /// once something else happens (a standby). [`Starting::ready`] waits for the line; a
+    /// [`Starting`] dropped before that kills the process.
+    pub fn launch(exe: &Path, args: &[&str]) -> Result<Starting> {
+        let mut cmd = Command::new(exe);
+        if std::env::var_os("MOJIM_LOG").is_none() {
+            cmd.env("MOJIM_LOG", "warn");
+        }
+        Self::launch_with(cmd, exe, args, Stdio::inherit())
+    }
+
+    fn launch_with(mut cmd: Command, exe: &Path, args: &[&str], stderr: Stdio) -> Result<Starting> {
         let mut child = cmd
             .args(args)
             .stdout(Stdio::piped())
@@ -43,32 +58,11 @@ impl ChildNode {
             .spawn()
             .map_err(Error::io(format!("start {}", exe.display())))?;
         let out = child.stdout.take().expect("stdout is piped");
-        let mut line = String::new();
-        let mut reader = BufReader::new(out);
-        let mut printed = Vec::new();
-        loop {
-            line.clear();
-            let n = reader.read_line(&mut line).map_err(Error::io("read child output"))?;
-            if n == 0 {
-                let status = child.wait().map_err(Error::io("wait for child"))?;
-                return Err(Error::Io {
-                    op: format!("start {} {}", exe.display(), args.join(" ")),
-                    source: std::io::Error::other(format!("exited ({status}) before it was ready")),
-                });
-            }
-            if let Some(addr) = line.trim().strip_prefix("serving on ") {
-                let addr = addr.to_string();
-                // Keep draining stdout so the child never blocks on a full pipe.
-                std::thread::spawn(move || {
-                    let mut sink = String::new();
-                    while reader.read_line(&mut sink).is_ok_and(|n| n > 0) {
-                        sink.clear();
-                    }
-                });
-                return Ok(ChildNode { child, addr, printed });
-            }
-            printed.push(line.trim_end().to_string());
-        }
+        Ok(Starting {
+            child: Some(child),
+            reader: Some(BufReader::new(out)),
+            what: format!("{} {}", exe.display(), args.join(" ")),
+        })
     }
 
     pub fn addr(&self) -> &str {
@@ -136,5 +130,64 @@ impl ChildNode {
 impl Drop for ChildNode {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// A child process started by [`ChildNode::launch`], not known to be ready yet; killed on drop.
+pub struct Starting {
+    /// Taken by [`Starting::ready`].
+    child: Option<Child>,
+    /// Taken by [`Starting::ready`] with the ready line.
+    reader: Option<BufReader<std::process::ChildStdout>>,
+    /// The command line, for errors.
+    what: String,
+}
+
+impl Starting {
+    /// The process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Waits for the `serving on ADDR` line (an error if the process exits first).
+    pub fn ready(mut self) -> Result<ChildNode> {
+        let mut line = String::new();
+        let mut printed = Vec::new();
+        loop {
+            line.clear();
+            let reader = self.reader.as_mut().expect("taken only with the ready line");
+            let n = reader.read_line(&mut line).map_err(Error::io("read child output"))?;
+            if n == 0 {
+                let mut child = self.child.take().expect("a starting process has its child");
+                let status = child.wait().map_err(Error::io("wait for child"))?;
+                return Err(Error::Io {
+                    op: format!("start {}", self.what),
+                    source: std::io::Error::other(format!("exited ({status}) before it was ready")),
+                });
+            }
+            if let Some(addr) = line.trim().strip_prefix("serving on ") {
+                let addr = addr.to_string();
+                let child = self.child.take().expect("a starting process has its child");
+                let mut reader = self.reader.take().expect("read until now");
+                // Keep draining stdout so the child never blocks on a full pipe.
+                std::thread::spawn(move || {
+                    let mut sink = String::new();
+                    while reader.read_line(&mut sink).is_ok_and(|n| n > 0) {
+                        sink.clear();
+                    }
+                });
+                return Ok(ChildNode { child, addr, printed });
+            }
+            printed.push(line.trim_end().to_string());
+        }
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }

@@ -2,7 +2,9 @@
 //! `mojim serve` mirror and its `mojim kv --cluster` primary, the topology made by `mojim kv
 //! cluster create`. On loopback (the primaries on 127.0.0.1, the mirrors on 127.0.0.2), or
 //! every process in a network namespace of its own (root only), etcd on the namespaces'
-//! bridge, which every namespace and the test itself reach.
+//! bridge, which every namespace and the test itself reach. Also `mojim` commands run to their
+//! end against a cluster's configuration, free addresses on a loopback host, and named
+//! `mojim serve` nodes.
 
 use super::kv::wait_for;
 use super::{exe, Cluster, TempDir};
@@ -208,6 +210,48 @@ pub fn mojim(c: &Cluster, args: &[&str]) -> Output {
 /// A command's output and errors together.
 pub fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// Runs `mojim <args>` and requires it to succeed; returns its output.
+pub fn ok(c: &Cluster, args: &[&str]) -> String {
+    let o = mojim(c, args);
+    assert!(o.status.success(), "mojim {args:?} failed: {}", text(&o));
+    text(&o)
+}
+
+/// Runs `mojim <args>` and requires it to fail saying each of `says`.
+pub fn refused(c: &Cluster, args: &[&str], says: &[&str]) -> String {
+    let o = mojim(c, args);
+    let t = text(&o);
+    assert!(!o.status.success(), "mojim {args:?} should have failed: {t}");
+    for s in says {
+        assert!(t.contains(s), "mojim {args:?} does not say {s:?}: {t}");
+    }
+    t
+}
+
+/// A loopback address nothing listens on now.
+pub fn free_addr() -> String {
+    free_addr_on("127.0.0.1")
+}
+
+/// An address on `host` (a loopback address such as 127.0.0.2) nothing listens on now.
+pub fn free_addr_on(host: &str) -> String {
+    let l = std::net::TcpListener::bind(format!("{host}:0")).expect("bind");
+    l.local_addr().expect("address").to_string()
+}
+
+/// `mojim serve --node NAME` of the cluster's configuration in folder `name`, listening on
+/// `listen`, feeding `backups`.
+pub fn named_node(c: &Cluster, name: &str, listen: &str, backups: &[&str]) -> ChildNode {
+    let dir = c.dir.path().join(name);
+    let cfg = c.cfg_path.to_str().expect("utf-8");
+    let mut args = vec!["serve", "--config", cfg, "--listen", listen, "--node", name];
+    args.extend(["--dir", dir.to_str().expect("utf-8")]);
+    for b in backups {
+        args.extend(["--backup", b]);
+    }
+    ChildNode::spawn(exe(), &args).expect("start a named node")
 }
 
 /// `mojim args...` in site `i`'s network namespace, ready.

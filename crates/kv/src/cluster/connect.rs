@@ -14,6 +14,20 @@ const ETCD_TIMEOUT: Duration = Duration::from_secs(2);
 /// cluster_prefix`. `why` says what needs it, for the error when the coordinator is not etcd
 /// (e.g. "[kv] cluster = true (or mojim kv --cluster)").
 pub fn topology_store(cfg: &Config, why: &str) -> Result<TopologyStore, KvError> {
+    let client = etcd_client(cfg, why)?;
+    let prefix = cfg.file.kv.cluster_prefix.trim_end_matches('/');
+    if !prefix.starts_with('/') {
+        return Err(KvError::Config(format!(
+            "[kv] cluster_prefix = {:?} must start with '/' (e.g. \"/mojim/kv\")",
+            cfg.file.kv.cluster_prefix
+        )));
+    }
+    Ok(TopologyStore::new(client, prefix))
+}
+
+/// A client of the etcd that `cfg`'s `[cluster]` names (endpoints and TLS files). `why` says
+/// what needs it, for the error when the coordinator is not etcd.
+pub fn etcd_client(cfg: &Config, why: &str) -> Result<Client, KvError> {
     let Some(etcd) = cfg.etcd()? else {
         return Err(KvError::Config(format!(
             "{why} needs the etcd coordinator, where the cluster's topology lives: set [cluster] \
@@ -28,14 +42,6 @@ pub fn topology_store(cfg: &Config, why: &str) -> Result<TopologyStore, KvError>
             Some(EtcdTls::load(&f.ca_file, identity).map_err(|e| KvError::Config(format!("[cluster] {e}")))?)
         }
     };
-    let client = Client::with_tls(&etcd.endpoints, ETCD_TIMEOUT, tls)
-        .map_err(|e| KvError::Config(format!("[cluster] etcd_endpoints: {e}")))?;
-    let prefix = cfg.file.kv.cluster_prefix.trim_end_matches('/');
-    if !prefix.starts_with('/') {
-        return Err(KvError::Config(format!(
-            "[kv] cluster_prefix = {:?} must start with '/' (e.g. \"/mojim/kv\")",
-            cfg.file.kv.cluster_prefix
-        )));
-    }
-    Ok(TopologyStore::new(client, prefix))
+    Client::with_tls(&etcd.endpoints, ETCD_TIMEOUT, tls)
+        .map_err(|e| KvError::Config(format!("[cluster] etcd_endpoints: {e}")))
 }

@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod connect;
+pub mod failover;
 pub mod redirect;
 pub mod slot;
 pub mod slot_table;

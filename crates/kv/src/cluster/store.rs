@@ -40,6 +40,21 @@ pub enum ClusterStoreError {
     },
     /// The topology a change would write breaks a rule; nothing was written.
     Invalid(TopologyError),
+    /// The key a change was made under (a primary's lease key) is no longer the one it held:
+    /// its lease expired or another node took over. Nothing was written.
+    Fenced {
+        /// The held key.
+        held: String,
+    },
+    /// A node that must be in a shard (one taking its shard over) is in none.
+    NotInTopology {
+        /// The key.
+        key: String,
+        /// The node's name.
+        node: String,
+        /// The topology's epoch.
+        epoch: u64,
+    },
     /// Other writers changed the topology between every read and write of this change.
     Contended {
         /// The key.
@@ -69,6 +84,16 @@ impl fmt::Display for ClusterStoreError {
                  `mojim kv cluster create --force`"
             ),
             ClusterStoreError::Invalid(e) => write!(f, "refused, nothing written: {e}"),
+            ClusterStoreError::Fenced { held } => write!(
+                f,
+                "the topology was not changed: {held} in etcd is no longer this primary's (its lease \
+                 expired, or another node took over); restart on the node the roles name the primary"
+            ),
+            ClusterStoreError::NotInTopology { key, node, epoch } => write!(
+                f,
+                "node {node:?} is in no shard of the cluster topology at {key} (epoch {epoch}): add its \
+                 shard with `mojim kv cluster add-shard`, or give this node's name (--node or [cluster] node)"
+            ),
             ClusterStoreError::Contended { key, tries } => write!(
                 f,
                 "{key} changed under each of {tries} tries to change it (other writers are busy); try again"
@@ -153,7 +178,7 @@ impl TopologyStore {
             };
             let (epoch, revision) = current.unwrap_or((0, 0));
             topology.epoch = epoch + 1;
-            if self.swap(&topology, revision)? {
+            if self.swap(&topology, revision, None)? {
                 return Ok(topology);
             }
         }
@@ -164,7 +189,33 @@ impl TopologyStore {
     /// if the topology was not changed meanwhile; otherwise reads it again and lets `change` edit
     /// the new one. Returns what was written. `change` may refuse (its error is returned,
     /// nothing written).
-    pub fn update<E>(&self, mut change: impl FnMut(&mut Topology) -> Result<(), E>) -> Result<Topology, E>
+    pub fn update<E>(&self, change: impl FnMut(&mut Topology) -> Result<(), E>) -> Result<Topology, E>
+    where
+        E: From<ClusterStoreError>,
+    {
+        self.update_guarded(None, change)
+    }
+
+    /// As [`update`](Self::update), written only while the key `held` is the one created at
+    /// revision `created` (a primary's lease key, read while holding the lease): once it is
+    /// gone or made again, [`ClusterStoreError::Fenced`] and nothing is written.
+    pub fn update_while<E>(
+        &self,
+        held: &str,
+        created: i64,
+        change: impl FnMut(&mut Topology) -> Result<(), E>,
+    ) -> Result<Topology, E>
+    where
+        E: From<ClusterStoreError>,
+    {
+        self.update_guarded(Some((held, created)), change)
+    }
+
+    fn update_guarded<E>(
+        &self,
+        held: Option<(&str, i64)>,
+        mut change: impl FnMut(&mut Topology) -> Result<(), E>,
+    ) -> Result<Topology, E>
     where
         E: From<ClusterStoreError>,
     {
@@ -172,21 +223,39 @@ impl TopologyStore {
             let (mut t, revision) = self.read_existing()?;
             change(&mut t)?;
             t.epoch += 1;
-            if self.swap(&t, revision)? {
+            if self.swap(&t, revision, held)? {
                 return Ok(t);
+            }
+            if let Some((key, created)) = held {
+                let now = self.client.get(key).map_err(ClusterStoreError::from)?;
+                if now.is_none_or(|kv| kv.create_revision != created) {
+                    return Err(ClusterStoreError::Fenced { held: key.to_owned() }.into());
+                }
             }
         }
         Err(ClusterStoreError::Contended { key: self.key.clone(), tries: MAX_RACES }.into())
     }
 
-    /// Writes `t` (checked first) if the key is still at `revision` (0: absent); says whether it
-    /// did. A transaction whose outcome is unknown (the connection broke after sending it) is
-    /// settled by reading the key: it went in if the key now holds exactly this value.
-    fn swap(&self, t: &Topology, revision: i64) -> Result<bool, ClusterStoreError> {
+    /// Writes `t` (checked first) if the key is still at `revision` (0: absent) and `held`, if
+    /// given, is still the key created at that revision; says whether it did. A transaction
+    /// whose outcome is unknown (the connection broke after sending it) is settled by reading
+    /// the key: it went in if the key now holds exactly this value.
+    fn swap(
+        &self,
+        t: &Topology,
+        revision: i64,
+        held: Option<(&str, i64)>,
+    ) -> Result<bool, ClusterStoreError> {
         t.check()?;
         // Serialising plain structs of strings and numbers cannot fail.
         let value = serde_json::to_vec_pretty(t).expect("a topology serialises");
-        match self.client.compare_and_swap(&self.key, revision, &value, None) {
+        let done = match held {
+            None => self.client.compare_and_swap(&self.key, revision, &value, None),
+            Some((key, created)) => {
+                self.client.compare_and_swap_while(&self.key, revision, key, created, &value, None)
+            }
+        };
+        match done {
             Ok(done) => Ok(done),
             Err(EtcdError::OutcomeUnknown { .. }) => {
                 let now = self.client.get(&self.key)?;

@@ -101,6 +101,10 @@ pub struct Control {
     /// Cluster mode: the topology this server redirects by (MOVED, ASK) and answers CLUSTER
     /// from, kept current by the caller's etcd watcher. `None`: a standalone server.
     pub cluster: Option<std::sync::Arc<crate::cluster::view::ClusterView>>,
+    /// Cluster mode: the topology's store. Once the region is open as primary (holding its
+    /// lease in etcd) and before any client is served, this node takes its shard there if the
+    /// topology names another node its primary (`cluster::failover`).
+    pub cluster_store: Option<crate::cluster::store::TopologyStore>,
 }
 
 /// What [`Control::ready`] calls: told the address clients connect to.
@@ -166,6 +170,10 @@ pub fn run_with(opts: &KvOptions, control: Control) -> Result<(), KvError> {
         }
     }
     let primary = open_waiting_for_mirror(lock, opts)?;
+    if let (Some(store), Some(view)) = (&control.cluster_store, &control.cluster) {
+        let prefix = opts.primary.coordinator.as_ref().map_or("", |c| c.prefix.as_str());
+        crate::cluster::failover::take_over_shard(&primary, prefix, store, view)?;
+    }
     let mut store = Store::open(&primary, max_ranges).map_err(region_error)?;
     if store.opened().formatted {
         tracing::info!(region = %path.display(), "made an empty store in the region");
