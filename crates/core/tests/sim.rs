@@ -118,8 +118,9 @@ fn sabotaged_mirrors_are_caught() {
         (Sabotage::NoSeqWindow, &["stored a SeqResend frame", "stored a SeqAhead frame"][..]),
         // Faults in the node's session slot. An adopted epoch not persisted: a restart forgets it
         // (when last measured, first caught with seed 3 at step 1502, the restart that ends the
-        // run; 65 of seeds 1..=100). A session begun over a live one: the old one is never
-        // sealed (first caught with seed 3 at step 1080, its groups still waiting; 65 of 100).
+        // run; 65 of seeds 1..=100; since backups are modelled, seed 2 at step 1515). A session
+        // begun over a live one: the old one is never sealed (first caught with seed 3 at step
+        // 1080, its groups still waiting; 65 of 100; since backups, seed 2 at step 1244).
         (Sabotage::EpochNotPersisted, &["restarted at epoch"][..]),
         (Sabotage::SecondSession, &["wait to be applied", "its connections belong to"][..]),
         // Faults in the node's ack gate: an acknowledgement over the secondary tier's threshold
