@@ -79,6 +79,12 @@ impl Checkpointer {
         self.waiting
     }
 
+    /// Bytes the waiting groups write, whether or not they can be applied yet (counted on each
+    /// call: the node keeps its own running sum).
+    pub fn waiting_bytes(&self) -> u64 {
+        self.lanes.iter().flatten().map(|g| g.bytes).sum()
+    }
+
     /// Highest sequence number waiting, if any.
     pub fn highest_waiting(&self) -> Option<u64> {
         self.lanes.iter().filter_map(|q| q.back().map(|g| g.seq)).max()

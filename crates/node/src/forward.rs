@@ -6,9 +6,11 @@
 //! sequence numbers that carry no group here go as Skip frames, so the backup applies exactly the
 //! groups this node applied, in the same order: its data area is always this node's as of some
 //! earlier sequence number. A group leaves the queue, and its log space may be reused, once every
-//! backup has acknowledged it. When the queue and the groups not yet applied hold more than
+//! backup has acknowledged it. When a lane may acknowledge a group is the core's ack gate
+//! (`mojim_core::mirror::ack`): when the queue and the groups not yet applied hold more than
 //! `secondary_tier_thresh` bytes, lanes stop acknowledging new groups until forwarding catches
-//! up (the paper's stall).
+//! up (the paper's stall), and in chain mode a lane acknowledges a group only once every backup
+//! has it; [`wait_to_ack`] waits as the gate says.
 //!
 //! A group in a log a peer can write at any time (offered over UCX) is not sent straight from
 //! the log: the peer could have changed it since this node checked it. It goes from a copy of
@@ -23,6 +25,7 @@ use super::Shared;
 use mojim::config::RegionId;
 use mojim_core::checkpoint::GroupRef;
 use mojim_core::encode::{copy_header, SessionTag};
+use mojim_core::mirror::{AckDecision, AckGate, AckRule, AckView, Hold, NoAck};
 use mojim_format::handshake::PeerRole;
 use mojim_format::handshake::Welcome;
 use mojim_format::log::record_at_verified;
@@ -100,7 +103,7 @@ struct FwdState {
 /// methods and this module's functions.
 ///
 /// Locks (see the lock order in lib.rs): `state`, with `cv` (link threads and stalled lanes
-/// wait on it). Under it: the checkpointer's state ([`wait_below_thresh`], and whatever
+/// wait on it). Under it: the checkpointer's state ([`wait_to_ack`], and whatever
 /// [`Forward::report`] is given).
 pub(crate) struct Forward {
     state: Mutex<FwdState>,
@@ -458,74 +461,95 @@ fn backup_addrs(f: &Forward) -> Vec<String> {
     lock(f).links.iter().map(|(_, l)| l.addr.clone()).collect()
 }
 
-/// Waits, before a lane acknowledges a group, while more than `secondary_tier_thresh` bytes
-/// are not yet at every backup.
-/// `beat` runs every ~10 ms while waiting, so the lane can send heartbeats; it returns false
-/// once the lane's connection is gone (its session ended), and the wait ends with it: nothing
-/// will be acknowledged there, and the session cannot be sealed, nor a new one begin, until the
-/// lane leaves. A failed storage frees nothing more: the wait ends with its message, and the
-/// lane must not acknowledge.
-pub(crate) fn wait_below_thresh(s: &Shared, beat: &mut dyn FnMut() -> bool) -> Result<(), ForwardError> {
+/// Waits until the core's ack gate ([`AckGate`]) lets a lane acknowledge group `seq`: under
+/// `secondary_tier_thresh`, and in chain mode once every backup has the group. The gate decides;
+/// this runs its decisions: applies inline when it asks, and waits on the forwarder's condition
+/// variable (a backup's acknowledgement, a group queued) or 10 ms, whichever comes first.
+///
+/// `beat` runs after each wait, so the lane can send heartbeats; it returns false once the
+/// lane's connection is gone (its session ended), and the wait ends with it: nothing will be
+/// acknowledged there, and the session cannot be sealed, nor a new one begin, until the lane
+/// leaves. A failed storage frees nothing more: the wait ends with its message, and the lane
+/// must not acknowledge. The time spent over the threshold is counted as a stall.
+pub(crate) fn wait_to_ack(s: &Shared, seq: u64, beat: &mut dyn FnMut() -> bool) -> Result<(), AckRefused> {
     let f = &s.forward;
+    let rule = AckRule { secondary_tier_thresh: s.opts.secondary_tier_thresh, chain: s.opts.chain };
+    let mut gate = AckGate::new(rule, seq);
+    let mut alive = true;
+    // With no backup the gate is open: no lock to take.
     if f.count.load(Ordering::SeqCst) == 0 {
-        return Ok(());
+        let view = AckView {
+            backups: 0,
+            queued_bytes: 0,
+            waiting_bytes: 0,
+            all_acked_seq: 0,
+            data_failed: false,
+            lane_alive: alive,
+            shutting_down: false,
+        };
+        return match gate.decide(&view) {
+            AckDecision::Ack => Ok(()),
+            other => unreachable!("the ack gate without backups decided {other:?}"),
+        };
     }
-    let over = |st: &FwdState| {
-        let waiting = s.ckpt.waiting_bytes();
-        st.queue_bytes + waiting > s.opts.secondary_tier_thresh
-    };
+    let mut stalled: Option<Instant> = None;
     let mut st = lock(f);
-    if !over(&st) {
-        return Ok(());
-    }
-    let t0 = Instant::now();
-    st.stalls += 1;
-    drop(st);
-    // What waits to be applied cannot be forwarded yet: apply it now.
-    super::checkpoint::apply_inline(s);
-    let mut st = lock(f);
-    while over(&st) && !s.shutdown.load(Ordering::SeqCst) {
-        if let Some(msg) = s.data.failed() {
-            st.stalled_micros += t0.elapsed().as_micros() as u64;
-            return Err(ForwardError::Local(msg.clone()));
+    loop {
+        let view = AckView {
+            backups: st.links.len(),
+            queued_bytes: st.queue_bytes,
+            waiting_bytes: s.ckpt.waiting_bytes(),
+            all_acked_seq: st.min_acked(),
+            data_failed: s.data.failed().is_some(),
+            lane_alive: alive,
+            shutting_down: s.shutdown.load(Ordering::SeqCst),
+        };
+        let decision = gate.decide(&view);
+        let over = matches!(
+            decision,
+            AckDecision::ApplyInline(Hold::OverThreshold { .. })
+                | AckDecision::Wait(Hold::OverThreshold { .. })
+        );
+        // A stall lasts while the threshold's gate holds the lane.
+        if !over {
+            if let Some(t0) = stalled.take() {
+                st.stalled_micros += t0.elapsed().as_micros() as u64;
+            }
         }
-        st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
-        drop(st);
-        let alive = beat();
-        st = lock(f);
-        if !alive {
-            break;
+        match decision {
+            AckDecision::Ack => return Ok(()),
+            AckDecision::Refuse(NoAck::LaneGone) => return Err(AckRefused::LaneGone),
+            AckDecision::Refuse(NoAck::DataFailed) => {
+                let msg = s.data.failed().cloned().unwrap_or_else(|| "the data area failed".into());
+                return Err(AckRefused::Storage(ForwardError::Local(msg)));
+            }
+            AckDecision::ApplyInline(hold) => {
+                if matches!(hold, Hold::OverThreshold { .. }) {
+                    st.stalls += 1;
+                    stalled = Some(Instant::now());
+                }
+                // What waits to be applied cannot be forwarded yet: apply it now.
+                drop(st);
+                super::checkpoint::apply_inline(s);
+                st = lock(f);
+            }
+            AckDecision::Wait(_) => {
+                st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
+                drop(st);
+                alive = beat();
+                st = lock(f);
+            }
         }
     }
-    st.stalled_micros += t0.elapsed().as_micros() as u64;
-    Ok(())
 }
 
-/// The chain baseline: waits until every backup has group `seq` (`beat` as for
-/// [`wait_below_thresh`]).
-pub(crate) fn wait_forwarded(
-    s: &Shared,
-    seq: u64,
-    beat: &mut dyn FnMut() -> bool,
-) -> Result<(), ForwardError> {
-    let f = &s.forward;
-    if f.count.load(Ordering::SeqCst) == 0 {
-        return Ok(());
-    }
-    super::checkpoint::apply_inline(s);
-    let mut st = lock(f);
-    while st.min_acked() < seq && !s.shutdown.load(Ordering::SeqCst) {
-        if let Some(msg) = s.data.failed() {
-            return Err(ForwardError::Local(msg.clone()));
-        }
-        st = f.cv.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
-        drop(st);
-        if !beat() {
-            return Ok(());
-        }
-        st = lock(f);
-    }
-    Ok(())
+/// Why a lane's wait at the ack gate ended without an acknowledgement.
+#[derive(Debug)]
+pub(crate) enum AckRefused {
+    /// This node's storage failed (its message).
+    Storage(ForwardError),
+    /// The lane's connection is gone: its heartbeat failed.
+    LaneGone,
 }
 
 /// Waits until every backup has acknowledged `seq`, at most `timeout`. Returns whether they all

@@ -1,6 +1,7 @@
 //! A data lane: frames from the primary go straight into the lane's log, and each group is
 //! acknowledged once it is whole there and persistent.
 
+use super::forward::AckRefused;
 use super::lane_logs::LaneRef;
 use super::Shared;
 use mojim_core::checkpoint::GroupRef;
@@ -337,17 +338,16 @@ impl<C: Conn> Receiver<'_, C> {
             }
             beat_failed.is_none()
         };
-        // The storage may fail while the group waits: it is whole in the log (recovery may
-        // apply it), but it is not acknowledged.
-        let mut waited = super::forward::wait_below_thresh(s, &mut beat_now);
-        if s.opts.chain && waited.is_ok() {
-            waited = super::forward::wait_forwarded(s, g.seq, &mut beat_now);
-        }
-        if let Err(msg) = waited {
-            return Err(LaneEnd::Storage(msg.to_string()));
-        }
-        if let Some(e) = beat_failed {
-            return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));
+        // With backups, the core's ack gate may hold the acknowledgement (the secondary tier's
+        // threshold, chain mode). The storage may fail while the group waits: it is whole in the
+        // log (recovery may apply it), but it is not acknowledged.
+        match super::forward::wait_to_ack(s, g.seq, &mut beat_now) {
+            Ok(()) => {}
+            Err(AckRefused::Storage(e)) => return Err(LaneEnd::Storage(e.to_string())),
+            Err(AckRefused::LaneGone) => {
+                let e = beat_failed.map_or_else(|| "the connection is gone".to_string(), |e| e.to_string());
+                return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));
+            }
         }
         let ack = ack_header_with_tail(self.tag, g.seq, self.lane.tail());
         if let Err(e) = mojim_transport::frames::write_frame(*self.rx.get_mut(), &ack, &[]) {

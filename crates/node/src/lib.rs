@@ -51,7 +51,7 @@
 //  - applier -> Store::lock: `checkpoint::apply_locked` (`Store::write`, or `Store::try_write` from
 //    a lane thread, which becomes the applier only with `Checkpoint::try_applier`:
 //    `checkpoint::apply_inline`)
-//  - Forward::state -> Checkpoint::state: `forward::wait_below_thresh`
+//  - Forward::state -> Checkpoint::state: `forward::wait_to_ack`
 //    (`Checkpoint::waiting_bytes`); `status::status` (`Forward::report` runs
 //    `status::status_here`, which takes `Checkpoint::lag`)
 //  - Forward::state -> a lane, Stats::last_violation: `status::status` (`Lanes::usage`,

@@ -15,7 +15,13 @@
 //! replaces the one session a mirror serves, the epoch it adopts, when the session ends and is
 //! sealed, and its copies ([`CopyState`]); it emits [`SessionCommand`]s that the node's
 //! `session.rs` and the simulator's mirror execute.
+//!
+//! The ack gate ([`AckGate`], in [`ack`]) decides when a mirror that feeds backups may
+//! acknowledge a group: under the secondary tier's threshold, and in chain mode once every
+//! backup has it. The node's `forward.rs` waits as it says; the simulator's mirror asks it
+//! against its model of the backups.
 
+pub mod ack;
 mod command;
 mod copy;
 mod engine;
@@ -23,6 +29,7 @@ mod execute;
 mod restart;
 pub mod session;
 
+pub use ack::{AckDecision, AckGate, AckRule, AckView, Hold, NoAck};
 pub use command::{Command, Failure};
 pub use copy::{generation_after, CopyState, MAX_COPY_RETRIES};
 pub use engine::CheckpointEngine;

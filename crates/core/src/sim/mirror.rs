@@ -3,10 +3,12 @@
 //! ([`crate::mirror::execute`]) runs against the simulated media, the node's restart recovery
 //! ([`Restart`], run the same way), and the node's session slot ([`SessionSlot`]), which
 //! admits, joins, replaces, ends and seals sessions and adopts the epoch of the primaries it
-//! welcomes, its commands run here as the node runs them. Split by what a process crash keeps ([`Durable`]: its media, see
+//! welcomes, its commands run here as the node runs them; each acknowledgement passes the
+//! node's ack gate ([`AckGate`]) against the backups' model ([`Backups`]). Split by what a process crash keeps ([`Durable`]: its media, see
 //! [`super::media`]) and what it loses ([`Volatile`]), so a process crash is simply dropping the
 //! latter, and a power cut also drops what the media did not persist.
 
+use super::backup::Backups;
 use super::media::{DataFault, SimData, SimLog, Torn, Word};
 use super::model::{GroupId, Model, Writes};
 use super::net::WireFrame;
@@ -19,9 +21,11 @@ use crate::handshake::Refusal;
 use crate::handshake::{Identity, MAX_LANES};
 use crate::lane::{Completed, MirrorLane, Slot};
 use crate::log_space::LogSpace;
+use crate::mirror::ack::AckFault;
 use crate::mirror::session::SessionFault;
 use crate::mirror::{
-    execute, Admission, CheckpointEngine, Command, EndReason, NodeState, Restart, SessionCommand, SessionSlot,
+    execute, AckDecision, AckGate, AckView, Admission, CheckpointEngine, Command, EndReason, Hold, NoAck,
+    NodeState, Restart, SessionCommand, SessionSlot,
 };
 use crate::receive::Violation;
 use crate::recovery::{for_each_write, recover, LaneLog, Recovered};
@@ -82,6 +86,15 @@ struct Volatile {
     last_activity: u64,
     /// The engine fail-stopped: nothing more is applied until the mirror restarts.
     failed: bool,
+    /// Per lane, the acknowledgement the ack gate holds back, if any: the lane reads nothing
+    /// more until it is sent (the node's lane thread waits in the gate).
+    held: Vec<Option<Held>>,
+}
+
+/// An acknowledgement the ack gate holds back.
+struct Held {
+    gate: AckGate,
+    ack: [u8; FRAME_HEADER_SIZE],
 }
 
 /// Where a crash interrupts the mirror.
@@ -132,6 +145,10 @@ pub(super) struct Mirror {
     cfg: SimConfig,
     pub durable: Durable,
     vol: Volatile,
+    /// The backups it feeds: other machines, which its crashes leave as they are.
+    pub backups: Backups,
+    /// Acknowledgements the ack gate held back, and of them those at the chain's gate.
+    pub acks_held: (u64, u64),
 }
 
 impl Mirror {
@@ -149,7 +166,13 @@ impl Mirror {
         };
         let ckpt = Checkpointer::new(n, 0, QUEUE_CAPACITY);
         let vol = Volatile::fresh(cfg, &durable, &vec![0; n], 0, new_engine(cfg), ckpt);
-        Mirror { cfg: cfg.clone(), durable, vol }
+        Mirror {
+            cfg: cfg.clone(),
+            durable,
+            vol,
+            backups: Backups::new(cfg.backups, cfg.seed),
+            acks_held: (0, 0),
+        }
     }
 
     fn policy(&self) -> CheckpointPolicy {
@@ -260,6 +283,18 @@ impl Mirror {
     pub fn end_session(&mut self, why: &str, model: &mut Model, report: &mut SimReport) -> Check<()> {
         let cur = self.vol.slot.current().ok_or("the mirror ended a session it does not have")?;
         let (session, epoch, lanes) = (cur.id, cur.epoch, cur.lanes);
+        // A lane waiting in the ack gate finds its connection gone: it acknowledges nothing.
+        for lane in 0..self.vol.held.len() {
+            if let Some(mut h) = self.vol.held[lane].take() {
+                let view = AckView { lane_alive: false, ..self.ack_view() };
+                let decision = h.gate.decide(&view);
+                if decision != AckDecision::Refuse(NoAck::LaneGone) {
+                    return Err(format!(
+                        "lane {lane}'s connection is gone, and its ack gate decided {decision:?}"
+                    ));
+                }
+            }
+        }
         let mut commands = self.vol.slot.end(EndReason::LaneLeft(why.to_string()));
         for lane in 0..lanes {
             commands.extend(self.vol.slot.leave(SessionTag { session, epoch, lane }, why));
@@ -291,7 +326,16 @@ impl Mirror {
     }
 
     /// Receives one frame on `lane`: check, place, write pad, body and header, commit.
-    pub fn deliver(&mut self, lane: usize, frame: &WireFrame, now: u64) -> Check<Delivered> {
+    pub fn deliver(
+        &mut self,
+        lane: usize,
+        frame: &WireFrame,
+        now: u64,
+        model: &mut Model,
+    ) -> Check<Delivered> {
+        if self.vol.held[lane].is_some() {
+            return Err(format!("lane {lane} read a frame while its acknowledgement waits in the ack gate"));
+        }
         let tag = self.tag(lane).ok_or("frame delivered to the mirror outside a session")?;
         let v = &mut self.vol;
         let header = match self.cfg.sabotage {
@@ -341,7 +385,8 @@ impl Mirror {
             }
             v.highest_seq = v.highest_seq.max(g.seq);
             v.ckpt.push(g);
-            return Ok(Delivered::Stored { ack: Some(ack_header(tag, g.seq)) });
+            let ack = self.gate(lane, self.new_gate(g.seq), ack_header(tag, g.seq), model, true)?;
+            return Ok(Delivered::Stored { ack });
         }
         check_placement(lane, &slot, v.lanes[lane].space())?;
         let area = &mut self.durable.logs[lane].area;
@@ -390,12 +435,102 @@ impl Mirror {
             }
             v.ckpt.push(g);
         }
-        let ack = match self.cfg.sabotage {
+        let ack = match (self.cfg.sabotage, done) {
             // Broken on purpose: acknowledges a group when its first frame is in the log.
-            Sabotage::AckBeforeEnd => (h.frame_index == 0).then(|| ack_header(tag, h.seq)),
-            _ => done.map(|c| ack_header(tag, c.group.seq)),
+            (Sabotage::AckBeforeEnd, _) => (h.frame_index == 0).then(|| ack_header(tag, h.seq)),
+            (_, Some(c)) => {
+                self.gate(lane, self.new_gate(c.group.seq), ack_header(tag, c.group.seq), model, true)?
+            }
+            (_, None) => None,
         };
         Ok(Delivered::Stored { ack })
+    }
+
+    /// The node's ack gate for group `seq`, broken on purpose as the sabotage says.
+    fn new_gate(&self, seq: u64) -> AckGate {
+        let mut gate = AckGate::new(self.backups.rule(), seq);
+        gate.inject(match self.cfg.sabotage {
+            Sabotage::AckPastThreshold => AckFault::PastThreshold,
+            Sabotage::ChainAckEarly => AckFault::ChainEarly,
+            _ => AckFault::None,
+        });
+        gate
+    }
+
+    /// What the node's ack gate sees now.
+    fn ack_view(&self) -> AckView {
+        AckView {
+            backups: self.backups.count(),
+            queued_bytes: self.backups.queued_bytes(),
+            waiting_bytes: self.vol.ckpt.waiting_bytes(),
+            all_acked_seq: self.backups.all_acked_seq(),
+            data_failed: self.vol.failed,
+            lane_alive: true,
+            shutting_down: false,
+        }
+    }
+
+    /// Asks `gate` whether `ack`, on `lane`, goes out now, and does what it says: applies
+    /// inline, holds the acknowledgement (asked again by [`Mirror::release_acks`]), or drops it
+    /// when the data area failed (the mirror is restarted). Checks, apart from the gate, that an
+    /// acknowledgement it lets out keeps to the backups' rule. `fresh`: asked for the first time.
+    fn gate(
+        &mut self,
+        lane: usize,
+        mut gate: AckGate,
+        ack: [u8; FRAME_HEADER_SIZE],
+        model: &mut Model,
+        fresh: bool,
+    ) -> Check<Option<[u8; FRAME_HEADER_SIZE]>> {
+        loop {
+            match gate.decide(&self.ack_view()) {
+                AckDecision::Ack => {
+                    self.backups.check_ack(gate.seq(), self.vol.ckpt.waiting_bytes())?;
+                    return Ok(Some(ack));
+                }
+                AckDecision::ApplyInline(_) => {
+                    while !self.vol.failed && self.plan(false) > 0 {
+                        self.apply(model, None)?;
+                    }
+                }
+                AckDecision::Wait(hold) => {
+                    if fresh {
+                        self.acks_held.0 += 1;
+                        self.acks_held.1 += u64::from(matches!(hold, Hold::NotAtBackups { .. }));
+                    }
+                    self.vol.held[lane] = Some(Held { gate, ack });
+                    return Ok(None);
+                }
+                AckDecision::Refuse(NoAck::DataFailed) => return Ok(None),
+                AckDecision::Refuse(NoAck::LaneGone) => {
+                    return Err(format!("lane {lane}'s ack gate found a live connection gone"))
+                }
+            }
+        }
+    }
+
+    /// Asks the ack gate again for every acknowledgement it holds; returns those it lets out,
+    /// by lane.
+    pub fn release_acks(&mut self, model: &mut Model) -> Check<Vec<(usize, [u8; FRAME_HEADER_SIZE])>> {
+        let mut out = Vec::new();
+        for lane in 0..self.vol.held.len() {
+            if let Some(Held { gate, ack }) = self.vol.held[lane].take() {
+                if let Some(ack) = self.gate(lane, gate, ack, model, false)? {
+                    out.push((lane, ack));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether `lane`'s acknowledgement waits in the ack gate.
+    pub fn holds(&self, lane: usize) -> bool {
+        self.vol.held[lane].is_some()
+    }
+
+    /// Lanes whose acknowledgement waits in the ack gate.
+    pub fn held(&self) -> usize {
+        self.vol.held.iter().filter(|h| h.is_some()).count()
     }
 
     /// Applies every group that may be applied now, if the policy says it is time. Returns how
@@ -460,6 +595,7 @@ impl Mirror {
         for g in self.vol.engine.planned() {
             groups.push(self.read_group(g)?);
         }
+        let forward: Vec<(u64, u64)> = self.vol.engine.planned().iter().map(|g| (g.seq, g.bytes)).collect();
         let lanes =
             (0..self.cfg.lanes).filter(|&l| self.vol.engine.planned().iter().any(|g| g.lane == l)).count();
         // Writes, persists, the sync, the applied number and the tails.
@@ -498,6 +634,10 @@ impl Mirror {
                     Command::SetAppliedSeq(_) => {
                         for (id, writes) in &groups {
                             model.applied(*id, writes)?;
+                        }
+                        // Applied: queued for the backups.
+                        for &(seq, bytes) in &forward {
+                            self.backups.applied(seq, bytes);
                         }
                     }
                     Command::ReleaseTail { lane, pos } => self.vol.lanes[lane as usize].release(pos),
@@ -655,6 +795,8 @@ impl Mirror {
                     for g in restart.reclaiming() {
                         let (id, writes) = self.read_group(g)?;
                         model.applied(id, &writes)?;
+                        // The node queues what recovery applied for its backups.
+                        self.backups.applied(g.seq, g.bytes);
                     }
                 }
                 restart.done(result);
@@ -818,6 +960,7 @@ impl Volatile {
             blocked: vec![false; n],
             last_activity: 0,
             failed: false,
+            held: (0..n).map(|_| None).collect(),
         }
     }
 }

@@ -37,6 +37,12 @@
 //!   records the complete groups and frees the logs, through the same executor), and may itself
 //!   crash before any of its commands. The range a group's acknowledgement persists is the one
 //!   [`crate::lane::MirrorLane::commit`] returns, the daemon's decision.
+//! - **Backups.** In about half the runs the mirror feeds backups (`backup`): the groups it
+//!   applies are queued for them, and they acknowledge them on their own schedule. Before the
+//!   mirror sends an acknowledgement it asks the node's ack gate ([`crate::mirror::AckGate`]):
+//!   over the secondary tier's threshold, or in chain mode until every backup has the group, the
+//!   acknowledgement is held (applying inline when the gate asks), and the lane reads nothing
+//!   more until it is sent, as the node's lane thread does.
 //! - **Media errors.** The data area's media fails an operation now and then; the node's
 //!   engine must fail-stop (nothing applied, persisted or released after it), and the restart
 //!   that follows must lose nothing acknowledged.
@@ -59,10 +65,12 @@
 //! announced, no group a fenced primary sent is ever acknowledged or applied, and only one
 //! incarnation is acknowledged in any epoch (4); refused frames change nothing (5).
 //!
-//! Everything is driven by one [`Rng`] seeded from [`SimConfig::seed`]; time is a step counter
+//! Everything is driven by one [`Rng`] seeded from [`SimConfig::seed`] (the backups' schedule by
+//! one of their own, seeded from it too); time is a step counter
 //! (one tick per step). A failure names the seed, and
 //! `MOJIM_SIM_SEED=<seed> cargo test -p mojim-core --test sim` replays it.
 
+mod backup;
 mod connect;
 mod media;
 mod mirror;
@@ -128,6 +136,24 @@ pub enum Sabotage {
     /// A fault in the node's session slot: a new session begins over a live one, which is
     /// neither ended nor sealed ([`crate::mirror::session::SessionFault::SecondSession`]).
     SecondSession,
+    /// A fault in the node's ack gate: the secondary tier's threshold never holds an
+    /// acknowledgement ([`crate::mirror::ack::AckFault::PastThreshold`]).
+    AckPastThreshold,
+    /// A fault in the node's ack gate: in chain mode a group is acknowledged before every backup
+    /// has it ([`crate::mirror::ack::AckFault::ChainEarly`]).
+    ChainAckEarly,
+}
+
+/// The backups the mirror feeds, and the gate its acknowledgements pass (`[mirror]
+/// secondary_tier_thresh` and `chain`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BackupConfig {
+    /// 0: none, and no acknowledgement waits.
+    pub count: usize,
+    pub secondary_tier_thresh: u64,
+    pub chain: bool,
+    /// Chance per tick that the backups acknowledge the next few queued groups.
+    pub pace_pct: u32,
 }
 
 /// How often faults happen: per step in parts per million, or per crash in percent.
@@ -211,6 +237,7 @@ pub struct SimConfig {
     /// reclaims as one batch; 0 (as 1) applies one group at a time.
     pub apply_batch: usize,
     pub faults: FaultRates,
+    pub backups: BackupConfig,
     pub sabotage: Sabotage,
 }
 
@@ -262,12 +289,27 @@ impl SimConfig {
                 partition_ppm: 300 + 500 * storm,
                 media_error_ppm: 20 + 200 * storm,
             },
+            backups: BackupConfig::default(),
             sabotage: Sabotage::None,
         };
         // A few runs use many lanes, up to the node's limit (a session's lanes are one word's
         // bits). Drawn last, so that the rest of a seed's configuration is what it was.
         if r.chance_pct(5) {
             c.lanes = r.between(5, u64::from(MAX_LANES)) as u16;
+        }
+        // Backups in about half the runs, from a generator of their own (the rest of a seed's
+        // configuration is what it was). The threshold is above what the logs can hold, so that
+        // the groups waiting to be applied never hold a lane over it alone: only the backups'
+        // lag does (below that, groups after a gap can hold every lane for good: DESIGN.md, "The
+        // ack gate").
+        let mut b = Rng::new(seed ^ 0x6D6F_6A69_6D2D_6263);
+        if b.chance_pct(50) {
+            c.backups = BackupConfig {
+                count: b.between(1, 3) as usize,
+                secondary_tier_thresh: u64::from(c.lanes) * c.log_capacity + b.below(8192),
+                chain: b.chance_pct(30),
+                pace_pct: b.between(5, 60) as u32,
+            };
         }
         c
     }
@@ -361,6 +403,10 @@ pub struct SimReport {
     pub fail_stops: u64,
     /// Groups a fenced primary issued after the mirror had adopted a higher epoch.
     pub fenced_groups: u64,
+    /// Acknowledgements the mirror's ack gate held back for the backups, and of them those
+    /// held in chain mode.
+    pub acks_held: u64,
+    pub acks_held_chain: u64,
 }
 
 impl SimReport {
@@ -398,6 +444,8 @@ impl SimReport {
         self.epoch_refusals += other.epoch_refusals;
         self.fail_stops += other.fail_stops;
         self.fenced_groups += other.fenced_groups;
+        self.acks_held += other.acks_held;
+        self.acks_held_chain += other.acks_held_chain;
     }
 }
 
@@ -411,7 +459,7 @@ impl fmt::Display for SimReport {
              numbered far ahead {}) refused {} ({} by the session's window), log-full waits {}; \
              promotions {}, partitions {} (frames lost {}, lanes timed out {}), stale-epoch handshakes \
              refused {}, groups sent by fenced primaries {}; media errors that fail-stopped the \
-             mirror {}",
+             mirror {}; acks held for backups {} ({} in chain mode)",
             self.steps,
             self.groups_sent,
             self.groups_acked,
@@ -443,7 +491,9 @@ impl fmt::Display for SimReport {
             self.timeouts,
             self.epoch_refusals,
             self.fenced_groups,
-            self.fail_stops
+            self.fail_stops,
+            self.acks_held,
+            self.acks_held_chain
         )
     }
 }
@@ -481,7 +531,7 @@ impl fmt::Display for SimFailure {
         writeln!(
             f,
             "config: {} lanes, region {} B, log {} B, max_frame {}, thresh {}, idle {}, dead {}, batch {}, \
-             window {}, {:?}",
+             window {}, {:?}, {:?}",
             c.lanes,
             c.region_size,
             c.log_capacity,
@@ -491,7 +541,8 @@ impl fmt::Display for SimFailure {
             c.dead_ticks,
             c.apply_batch,
             c.window,
-            c.faults
+            c.faults,
+            c.backups
         )?;
         write!(f, "last events:")?;
         for event in &self.trace {

@@ -124,6 +124,7 @@ impl World {
         self.report.groups_acked = acked as u64;
         self.report.groups_failed = failed as u64;
         self.report.groups_applied = applied as u64;
+        (self.report.acks_held, self.report.acks_held_chain) = self.mirror.acks_held;
         Ok(())
     }
 
@@ -137,6 +138,7 @@ impl World {
             self.mirror.durable.data.fail_next();
         }
         self.tick_network()?;
+        self.tick_backups()?;
         self.stop_due();
         self.reconnect_due()?;
         if self.rng.chance_ppm(rates.crash_ppm) {
@@ -252,6 +254,11 @@ impl World {
         {
             return Ok(false);
         }
+        // A lane whose acknowledgement waits in the ack gate reads nothing (it still sees its
+        // stream end).
+        if self.mirror.holds(lane) && !c.links[lane].to_mirror.is_empty() {
+            return Ok(false);
+        }
         let Some(frame) = c.links[lane].to_mirror.front() else {
             if c.links[lane].primary_closed {
                 self.mirror_end(format!("the primary closed lane {lane}"))?;
@@ -261,7 +268,7 @@ impl World {
         };
         let injected = frame.injected;
         let before = injected.map(|_| self.mirror.snapshot(lane));
-        let delivered = self.mirror.deliver(lane, frame, self.now)?;
+        let delivered = self.mirror.deliver(lane, frame, self.now, &mut self.model)?;
         if let Delivered::Stored { ack } = &delivered {
             // A frame the simulator did not touch carries its sender's epoch.
             let epoch = match injected {
@@ -349,6 +356,26 @@ impl World {
         };
         let seq = self.nodes[node].primary.on_ack(lane, &ack, &mut self.model)?;
         self.note(format!("primary {node} gets ack {seq} on lane {lane}"));
+        Ok(true)
+    }
+
+    /// One tick of the backups: they may acknowledge groups, and the mirror asks its ack gate
+    /// again for every acknowledgement it holds; those it lets out go to the primary. Returns
+    /// whether anything moved.
+    fn tick_backups(&mut self) -> Check<bool> {
+        let advanced = self.mirror.backups.tick();
+        let released = self.mirror.release_acks(&mut self.model)?;
+        if released.is_empty() {
+            return Ok(advanced);
+        }
+        let ci = self.mirror_conn().ok_or("the ack gate let out acknowledgements outside a session")?;
+        for (lane, ack) in released {
+            let fence = self.model.fence();
+            check_fencing(fence, lane, fence, Some(&ack))?;
+            let seq = FrameHeader::decode(&ack).map(|h| h.seq).unwrap_or_default();
+            self.conns[ci].links[lane].to_primary.push_back(ack);
+            self.note(format!("the ack gate lets out the ack of group {seq} on lane {lane}"));
+        }
         Ok(true)
     }
 
@@ -615,6 +642,8 @@ impl World {
             let ends_before = (self.conns.len(), self.report.timeouts);
             self.tick_network()?;
             let mut progress = (self.conns.len(), self.report.timeouts) != ends_before;
+            // Backups with groups still to acknowledge will: slow ones are not stuck.
+            progress |= self.tick_backups()? || self.mirror.backups.behind();
             for lane in 0..self.cfg.lanes as usize {
                 while self.deliver_frame(lane)? {
                     progress = true;
@@ -633,7 +662,7 @@ impl World {
             // Applying (here, or when a full log triggered it during delivery) frees space.
             progress |= self.model.counts().3 != applied_before;
             self.mirror.check_consistent()?;
-            if self.conns.iter().all(Conn::is_settled) {
+            if self.conns.iter().all(Conn::is_settled) && self.mirror.held() == 0 {
                 return Ok(());
             }
             quiet_rounds = if progress { 0 } else { quiet_rounds + 1 };
@@ -645,9 +674,11 @@ impl World {
                     .unwrap_or_default();
                 return Err(format!(
                     "stuck: frames queued per lane {queued:?}, lanes blocked {}, {} groups \
-                     waiting in the checkpointer, none applicable",
+                     waiting in the checkpointer, none applicable, {} acknowledgements held by \
+                     the ack gate",
                     self.mirror.any_blocked(),
-                    self.mirror.waiting()
+                    self.mirror.waiting(),
+                    self.mirror.held()
                 ));
             }
         }

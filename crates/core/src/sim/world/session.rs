@@ -249,8 +249,10 @@ impl World {
             (CrashPoint::Running, Some(ci)) => {
                 let c = &self.conns[ci];
                 let cuts = &self.nodes[c.node].cuts;
+                // A lane waiting in the ack gate is receiving nothing.
                 (0..c.joined)
                     .filter(|&lane| !c.links[lane].broken_to_mirror && !cuts[lane].toward_mirror(self.now))
+                    .filter(|&lane| !self.mirror.holds(lane))
                     .filter_map(|lane| c.links[lane].to_mirror.front().map(|f| (lane, f.clone())))
                     .collect()
             }
