@@ -299,6 +299,7 @@ mod tests {
                     kv_addr: format!("127.0.0.{}:6379", i + 1),
                     serve_addr: format!("127.0.0.{}:7070", i + 1),
                     zone: String::new(),
+                    kv_tls_addr: None,
                 })
                 .collect(),
             primary: names[0].into(),
