@@ -85,6 +85,24 @@ impl Checkpointer {
         self.lanes.iter().flatten().map(|g| g.bytes).sum()
     }
 
+    /// Bytes the gap-free run of waiting groups after the applied prefix writes: what applying
+    /// now can take away. Groups after a gap are left out: they wait for a lane to bring the
+    /// missing group. Counted on each call, without allocating.
+    pub fn ready_bytes(&self) -> u64 {
+        let mut at = [0usize; crate::handshake::MAX_LANES as usize];
+        assert!(self.lanes.len() <= at.len(), "{} lanes, past the limit", self.lanes.len());
+        let (mut seq, mut bytes) = (self.applied_seq, 0);
+        loop {
+            let next = self.lanes.iter().enumerate().find_map(|(i, q)| {
+                q.get(at[i]).filter(|g| g.first_seq == seq + 1).map(|g| (i, g.seq, g.bytes))
+            });
+            let Some((i, last, b)) = next else { return bytes };
+            at[i] += 1;
+            seq = last;
+            bytes += b;
+        }
+    }
+
     /// Highest sequence number waiting, if any.
     pub fn highest_waiting(&self) -> Option<u64> {
         self.lanes.iter().filter_map(|q| q.back().map(|g| g.seq)).max()
@@ -224,6 +242,19 @@ mod tests {
             c.applied(x);
         }
         assert_eq!((c.applied_seq(), c.waiting()), (4, 0));
+    }
+
+    #[test]
+    fn ready_bytes_count_the_gap_free_run_only() {
+        let mut c = Checkpointer::new(2, 0, 8);
+        assert_eq!(c.ready_bytes(), 0);
+        c.push(g(2, 1, 0));
+        c.push(g(4, 1, 128));
+        assert_eq!((c.ready_bytes(), c.waiting_bytes()), (0, 20), "1 is missing");
+        c.push(g(1, 0, 0));
+        assert_eq!(c.ready_bytes(), 20, "1 and 2; 4 waits for 3");
+        c.push(GroupRef::void(3, 3, 0, 128));
+        assert_eq!(c.ready_bytes(), 30);
     }
 
     #[test]

@@ -152,7 +152,7 @@ fn sabotaged_mirrors_are_caught() {
 /// through: a group already received on another lane sent again, and a Data or Skip frame
 /// numbered far ahead (up to 2^64-2). In runs of 1500 steps about one seed in five catches it
 /// (38 of seeds 1..=200 when this was written): when last measured, a number far ahead first at
-/// seed 2 (step 434), a resend on another lane first at seed 4 (step 350).
+/// seed 6 (step 1039), a resend on another lane first at seed 26 (step 283).
 #[test]
 fn a_mirror_without_the_session_window_stores_both_hostile_cases() {
     let mut first = [None, None];
@@ -165,6 +165,11 @@ fn a_mirror_without_the_session_window_stores_both_hostile_cases() {
             0
         } else if failure.message.contains("stored a SeqAhead frame") {
             1
+        } else if failure.message.contains("already applied") {
+            // The stored frame tripped the checkpointer's own order check before the checker
+            // named it (a Skip far ahead covering numbers already applied): caught, but neither
+            // case by name.
+            continue;
         } else {
             panic!("NoSeqWindow caught for another reason:\n{failure}");
         };

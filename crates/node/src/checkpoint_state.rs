@@ -260,9 +260,10 @@ impl Checkpoint {
         lock(&self.state).cp.applied_seq()
     }
 
-    /// Bytes of complete groups not yet applied.
-    pub fn waiting_bytes(&self) -> u64 {
-        lock(&self.state).waiting_bytes
+    /// Bytes of the complete groups that can be applied now (the gap-free run after the applied
+    /// prefix): what the ack gate counts as on its way to the backups.
+    pub fn ready_bytes(&self) -> u64 {
+        lock(&self.state).cp.ready_bytes()
     }
 
     pub fn lag(&self) -> Lag {

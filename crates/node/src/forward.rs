@@ -498,7 +498,7 @@ pub(crate) fn wait_to_ack(s: &Shared, seq: u64, beat: &mut dyn FnMut() -> bool) 
         let view = AckView {
             backups: st.links.len(),
             queued_bytes: st.queue_bytes,
-            waiting_bytes: s.ckpt.waiting_bytes(),
+            waiting_bytes: s.ckpt.ready_bytes(),
             all_acked_seq: st.min_acked(),
             data_failed: s.data.failed().is_some(),
             lane_alive: alive,

@@ -52,7 +52,7 @@
 //    a lane thread, which becomes the applier only with `Checkpoint::try_applier`:
 //    `checkpoint::apply_inline`)
 //  - Forward::state -> Checkpoint::state: `forward::wait_to_ack`
-//    (`Checkpoint::waiting_bytes`); `status::status` (`Forward::report` runs
+//    (`Checkpoint::ready_bytes`); `status::status` (`Forward::report` runs
 //    `status::status_here`, which takes `Checkpoint::lag`)
 //  - Forward::state -> a lane, Stats::last_violation: `status::status` (`Lanes::usage`,
 //    `Stats::counters`, under `Forward::report`)

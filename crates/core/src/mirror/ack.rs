@@ -7,7 +7,9 @@
 //!
 //! 1. **The secondary tier's threshold** (`secondary_tier_thresh`). While the bytes not yet at
 //!    every backup exceed it, the lane waits: the applied groups queued for the backups, and the
-//!    complete groups still waiting to be applied (which will be queued once they are). This is
+//!    complete groups that can be applied now (which will be queued once they are; groups after
+//!    a gap are not counted, since the lane held here may be the one that brings the gap's
+//!    group: counted, they held every lane for good once they passed the threshold). This is
 //!    the stall that bounds how far the backups lag behind what was acknowledged. A group not
 //!    applied cannot be forwarded, so before it waits the lane applies what it can itself, once.
 //! 2. **Chain mode** (`chain`). The lane waits until every backup has acknowledged the group
@@ -42,7 +44,10 @@ pub struct AckView {
     pub backups: usize,
     /// Bytes of applied groups not yet acknowledged by every backup.
     pub queued_bytes: u64,
-    /// Bytes of complete groups not yet applied (the group asked about among them, until it is).
+    /// Bytes of the complete groups that can be applied now: the gap-free run after the applied
+    /// prefix (the group asked about among them, until it is applied). Groups after a gap are
+    /// not counted: they wait for a lane to bring the missing group, perhaps the very lane
+    /// this gate holds, so counting them could hold every lane for good.
     pub waiting_bytes: u64,
     /// The highest sequence number every backup has acknowledged.
     pub all_acked_seq: u64,

@@ -83,7 +83,7 @@ impl Backups {
         true
     }
 
-    /// The mirror acknowledges group `seq` while `waiting_bytes` wait to be applied: in chain mode
+    /// The mirror acknowledges group `seq` while `waiting_bytes` could be applied now: in chain mode
     /// every backup must have the group; otherwise the bytes not yet at every backup must be
     /// within the threshold. (In chain mode the threshold's gate is passed before the chain's,
     /// and the bytes may grow again while the lane waits at the second.)

@@ -462,7 +462,7 @@ impl Mirror {
         AckView {
             backups: self.backups.count(),
             queued_bytes: self.backups.queued_bytes(),
-            waiting_bytes: self.vol.ckpt.waiting_bytes(),
+            waiting_bytes: self.vol.ckpt.ready_bytes(),
             all_acked_seq: self.backups.all_acked_seq(),
             data_failed: self.vol.failed,
             lane_alive: true,
@@ -485,7 +485,7 @@ impl Mirror {
         loop {
             match gate.decide(&self.ack_view()) {
                 AckDecision::Ack => {
-                    self.backups.check_ack(gate.seq(), self.vol.ckpt.waiting_bytes())?;
+                    self.backups.check_ack(gate.seq(), self.vol.ckpt.ready_bytes())?;
                     return Ok(Some(ack));
                 }
                 AckDecision::ApplyInline(_) => {

@@ -298,18 +298,23 @@ impl SimConfig {
             c.lanes = r.between(5, u64::from(MAX_LANES)) as u16;
         }
         // Backups in about half the runs, from a generator of their own (the rest of a seed's
-        // configuration is what it was). The threshold is above what the logs can hold, so that
-        // the groups waiting to be applied never hold a lane over it alone: only the backups'
-        // lag does (below that, groups after a gap can hold every lane for good: DESIGN.md, "The
-        // ack gate").
+        // configuration is what it was). The threshold is above what the logs can hold in half
+        // of them, so that only the backups' lag holds a lane; in the other half a few hundred
+        // bytes to a few KiB, below one lane's log, where groups waiting after a gap would hold
+        // every lane for good if the gate counted them (DESIGN.md, "The ack gate").
         let mut b = Rng::new(seed ^ 0x6D6F_6A69_6D2D_6263);
         if b.chance_pct(50) {
+            let count = b.between(1, 3) as usize;
+            let above_logs = u64::from(c.lanes) * c.log_capacity + b.below(8192);
             c.backups = BackupConfig {
-                count: b.between(1, 3) as usize,
-                secondary_tier_thresh: u64::from(c.lanes) * c.log_capacity + b.below(8192),
+                count,
+                secondary_tier_thresh: above_logs,
                 chain: b.chance_pct(30),
                 pace_pct: b.between(5, 60) as u32,
             };
+            if b.chance_pct(50) {
+                c.backups.secondary_tier_thresh = b.between(256, 4096);
+            }
         }
         c
     }
