@@ -216,6 +216,8 @@ fn fail_stop(s: &Shared, f: &Failure) {
             ));
         }
         Failure::Stopped(_) => {}
+        // Only restart recovery persists a log's records, and it stops the open instead.
+        Failure::Records { .. } => unreachable!("the running engine persists no records: {f}"),
     }
 }
 

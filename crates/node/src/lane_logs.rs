@@ -55,6 +55,10 @@ impl Logs for LaneLogs<'_> {
     fn set_tail(&mut self, lane: u16, pos: u64) -> std::io::Result<()> {
         self.0.log(lane).expect("a group's log exists").set_tail(pos)
     }
+
+    fn persist(&mut self, lane: u16, from: u64, to: u64) -> std::io::Result<()> {
+        mojim_core::mirror::persist_positions(&mut self.0.log(lane).expect("a group's log exists"), from, to)
+    }
 }
 
 /// Sessions per lane whose placed records' keys are kept: groups of an older session wait in

@@ -9,7 +9,7 @@ use super::data::DataArea;
 use super::{checkpoint_state, MirrorOptions, MAX_FRAME_LIMIT};
 use mojim::error::{Error, Result};
 use mojim_core::checkpoint::Checkpointer;
-use mojim_core::mirror::{execute, CheckpointEngine, Command, Logs, Restart};
+use mojim_core::mirror::{execute, persist_positions, CheckpointEngine, Command, Logs, Restart};
 use mojim_core::recovery::Recovered;
 use mojim_region::{Bytes, LogFile};
 use std::io;
@@ -31,6 +31,10 @@ impl Logs for OpenLogs<'_> {
 
     fn set_tail(&mut self, lane: u16, pos: u64) -> io::Result<()> {
         self.log(lane).set_tail(pos)
+    }
+
+    fn persist(&mut self, lane: u16, from: u64, to: u64) -> io::Result<()> {
+        persist_positions(&mut self.log(lane), from, to)
     }
 }
 
@@ -86,6 +90,9 @@ fn what_failed(opts: &MirrorOptions, cmd: &Command) -> String {
         Command::SetAppliedSeq(_) => format!("persist the applied sequence number in {}", data.display()),
         Command::ReleaseTail { lane, .. } => {
             format!("persist the tail of {}", opts.log_path(*lane).display())
+        }
+        Command::PersistLog { lane, .. } => {
+            format!("persist the records recovered from {}", opts.log_path(*lane).display())
         }
         Command::FailStop(f) => f.to_string(),
     }

@@ -22,6 +22,11 @@ pub enum Command {
     SetAppliedSeq(u64),
     /// Free `lane`'s log before `pos`, persistently (the log's tail).
     ReleaseTail { lane: u16, pos: u64 },
+    /// Make `lane`'s log positions `from..to` persistent: at restart, the records recovery found
+    /// there, before any of their groups is written into the data area (a crash may have left
+    /// them only in the page cache or the CPU's caches, where a power cut would lose them after
+    /// the data area took part of a group).
+    PersistLog { lane: u16, from: u64, to: u64 },
     /// The storage failed: apply, persist and release nothing more, accept no more data, and
     /// leave every later group in its log for restart recovery.
     FailStop(Failure),
@@ -40,6 +45,8 @@ pub enum Failure {
     Persist { seq: u64, error: String },
     /// `lane`'s log could not make its tail `pos` persistent.
     Tail { lane: u16, pos: u64, error: String },
+    /// `lane`'s log could not make its records `from..to` persistent (restart recovery).
+    Records { lane: u16, from: u64, to: u64, error: String },
     /// Something outside the checkpoint path stopped the storage (a lane's log failed).
     Stopped(String),
 }
@@ -55,6 +62,9 @@ impl fmt::Display for Failure {
             ),
             Failure::Persist { seq, error } => {
                 write!(f, "cannot make groups up to {seq} persistent: {error}")
+            }
+            Failure::Records { lane, from, to, error } => {
+                write!(f, "the log of lane {lane} failed: cannot persist its records {from}..{to} ({error})")
             }
             Failure::Tail { lane, pos, error } => {
                 write!(f, "the log of lane {lane} failed: cannot persist its tail ({pos}): {error}")

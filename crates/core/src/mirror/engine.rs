@@ -255,7 +255,9 @@ impl CheckpointEngine {
                     Failure::Persist { seq: self.fresh.last().map_or(0, |g| g.seq), error }
                 }
                 Command::ReleaseTail { lane, pos } => Failure::Tail { lane, pos, error },
-                Command::FailStop(_) => unreachable!("FailStop is never in flight"),
+                Command::PersistLog { .. } | Command::FailStop(_) => {
+                    unreachable!("{cmd:?} is never the engine's in flight")
+                }
             };
             return self.stop(failure);
         }

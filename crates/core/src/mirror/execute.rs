@@ -15,6 +15,10 @@ pub trait Logs {
 
     /// See [`LogMedia::set_tail`].
     fn set_tail(&mut self, lane: u16, pos: u64) -> io::Result<()>;
+
+    /// Makes `lane`'s log positions `from..to` persistent (at most the log's capacity; the
+    /// positions wrap around its record area).
+    fn persist(&mut self, lane: u16, from: u64, to: u64) -> io::Result<()>;
 }
 
 impl<L: LogMedia> Logs for [L] {
@@ -25,6 +29,28 @@ impl<L: LogMedia> Logs for [L] {
     fn set_tail(&mut self, lane: u16, pos: u64) -> io::Result<()> {
         self[lane as usize].set_tail(pos)
     }
+
+    fn persist(&mut self, lane: u16, from: u64, to: u64) -> io::Result<()> {
+        persist_positions(&mut self[lane as usize], from, to)
+    }
+}
+
+/// Makes log positions `from..to` of `log` persistent: one range of its record area, or two
+/// where the positions wrap around its end.
+pub fn persist_positions<L: LogMedia + ?Sized>(log: &mut L, from: u64, to: u64) -> io::Result<()> {
+    let cap = log.len();
+    assert!(from <= to && to - from <= cap, "log positions {from}..{to} in a log of {cap} bytes");
+    if from == to {
+        return Ok(());
+    }
+    let start = from % cap;
+    let len = to - from;
+    let first = len.min(cap - start);
+    log.persist(start, first)?;
+    if first < len {
+        log.persist(0, len - first)?;
+    }
+    Ok(())
 }
 
 /// Runs `cmd` (anything but [`Command::FailStop`], which is the runtime's to act on) against
@@ -53,6 +79,7 @@ pub fn execute<D: DataMedia + ?Sized, L: Logs + ?Sized>(
         Command::SyncData => data.sync(),
         Command::SetAppliedSeq(seq) => data.set_applied_seq(seq),
         Command::ReleaseTail { lane, pos } => logs.set_tail(lane, pos),
+        Command::PersistLog { lane, from, to } => logs.persist(lane, from, to),
         Command::FailStop(ref f) => panic!("FailStop ({f}) is the runtime's, not the media's"),
     }
 }

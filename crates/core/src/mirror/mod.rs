@@ -33,7 +33,7 @@ pub use ack::{AckDecision, AckGate, AckRule, AckView, Hold, NoAck};
 pub use command::{Command, Failure};
 pub use copy::{generation_after, CopyState, MAX_COPY_RETRIES};
 pub use engine::CheckpointEngine;
-pub use execute::{execute, Logs};
+pub use execute::{execute, persist_positions, Logs};
 pub use restart::Restart;
 pub use session::{Admission, EndReason, NodeState, Refused, SessionCommand, SessionSlot};
 

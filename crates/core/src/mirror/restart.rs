@@ -2,7 +2,11 @@
 //! by the checkpoint engine, in the order the running mirror uses, and each lane's log is then
 //! freed up to where the lane resumes.
 //!
-//! The commands, in order: [`Command::WriteGroup`] for every recovered group after the applied
+//! The commands, in order: [`Command::PersistLog`] for every lane whose log holds records, from
+//! its tail to its head (a crash may have left them only in the page cache or the CPU's caches:
+//! a group must not reach the data area, even in part, while a power cut could still take it
+//! from its log, or the next recovery would not find it to write it whole); then
+//! [`Command::WriteGroup`] for every recovered group after the applied
 //! number, in sequence order (batch by batch, across gaps: nothing will fill them); then
 //! [`Command::PersistGroup`] for each, [`Command::SyncData`] and [`Command::SetAppliedSeq`]; then
 //! [`Command::ReleaseTail`] for every lane that has a log, to its head (the end of its last
@@ -26,6 +30,8 @@ use std::io;
 /// Where recovery is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
+    /// Making the recovered records persistent in their logs, lane by lane from `.0`.
+    PersistLogs(u16),
     /// Applying the recovered groups, batch by batch; `.0`: a batch is planned.
     Apply(bool),
     /// Persisting them and recording the applied number.
@@ -49,6 +55,11 @@ pub struct Restart {
     /// The groups stay in their logs for the backups.
     keep: bool,
     phase: Phase,
+    /// Per lane, the log positions recovery found records in (tail to head), made persistent
+    /// first (None: nothing there, or no log).
+    records: Vec<Option<(u64, u64)>>,
+    /// The persist of a lane's records in flight.
+    persisting: Option<(u16, u64, u64)>,
     /// The release in flight.
     releasing: Option<(u16, u64)>,
     failure: Option<Failure>,
@@ -81,12 +92,27 @@ impl Restart {
                 cp.push(*g);
             }
         }
+        let records = tails
+            .iter()
+            .zip(&found.heads)
+            .map(|(tail, &head)| tail.filter(|&t| head > t).map(|t| (t, head)))
+            .collect();
         let release = tails
             .iter()
             .zip(&found.heads)
             .map(|(tail, &head)| tail.map(|t| if keep { t } else { head }))
             .collect();
-        Restart { engine, cp, release, keep, phase: Phase::Apply(false), releasing: None, failure: None }
+        Restart {
+            engine,
+            cp,
+            records,
+            persisting: None,
+            release,
+            keep,
+            phase: Phase::PersistLogs(0),
+            releasing: None,
+            failure: None,
+        }
     }
 
     /// The next command, or None when recovery is over (after [`Command::FailStop`], or when
@@ -94,8 +120,20 @@ impl Restart {
     /// [`Restart::done`] before the next poll.
     pub fn poll(&mut self) -> Option<Command> {
         assert!(self.releasing.is_none(), "polled with a release in flight");
+        assert!(self.persisting.is_none(), "polled with a persist in flight");
         loop {
             match self.phase {
+                Phase::PersistLogs(from) => {
+                    let next = (from..self.records.len() as u16)
+                        .find_map(|lane| self.records[lane as usize].map(|(a, b)| (lane, a, b)));
+                    let Some((lane, from, to)) = next else {
+                        self.phase = Phase::Apply(false);
+                        continue;
+                    };
+                    self.phase = Phase::PersistLogs(lane);
+                    self.persisting = Some((lane, from, to));
+                    return Some(Command::PersistLog { lane, from, to });
+                }
                 Phase::Apply(planned) => {
                     if planned {
                         if let Some(cmd) = self.engine.poll() {
@@ -151,6 +189,16 @@ impl Restart {
     /// The result of the command last polled. An error stops recovery: the next poll emits
     /// [`Command::FailStop`], and nothing follows it.
     pub fn done(&mut self, result: io::Result<()>) {
+        if let Some((lane, from, to)) = self.persisting.take() {
+            match result {
+                Ok(()) => self.phase = Phase::PersistLogs(lane + 1),
+                Err(e) => {
+                    self.failure = Some(Failure::Records { lane, from, to, error: e.to_string() });
+                    self.phase = Phase::Failed;
+                }
+            }
+            return;
+        }
         let Some((lane, pos)) = self.releasing.take() else {
             return self.engine.done(result);
         };
@@ -236,6 +284,9 @@ mod tests {
         assert_eq!(
             drive(&mut r, ok),
             vec![
+                // The records found, persistent in their logs before any reaches the data area.
+                Command::PersistLog { lane: 0, from: 0, to: 512 },
+                Command::PersistLog { lane: 1, from: 0, to: 128 },
                 // Batches of two, across the gap at 4.
                 Command::WriteGroup(g(2, 0, 0)),
                 Command::WriteGroup(g(3, 1, 0)),
@@ -267,7 +318,11 @@ mod tests {
         );
         assert_eq!(
             drive(&mut r, ok),
-            vec![Command::ReleaseTail { lane: 0, pos: 256 }, Command::ReleaseTail { lane: 1, pos: 64 }]
+            vec![
+                Command::PersistLog { lane: 0, from: 0, to: 256 },
+                Command::ReleaseTail { lane: 0, pos: 256 },
+                Command::ReleaseTail { lane: 1, pos: 64 }
+            ]
         );
         assert_eq!(r.applied_seq(), 9);
     }
@@ -281,6 +336,7 @@ mod tests {
         assert_eq!(
             drive(&mut r, ok),
             vec![
+                Command::PersistLog { lane: 0, from: 0, to: 384 },
                 Command::WriteGroup(g(3, 0, 256)),
                 Command::PersistGroup(g(3, 0, 256)),
                 Command::SyncData,
@@ -314,6 +370,8 @@ mod tests {
         assert_eq!(
             cmds,
             vec![
+                Command::PersistLog { lane: 0, from: 0, to: 128 },
+                Command::PersistLog { lane: 1, from: 0, to: 128 },
                 Command::WriteGroup(g(1, 0, 0)),
                 Command::WriteGroup(g(2, 1, 0)),
                 Command::FailStop(stop.clone())
@@ -343,6 +401,33 @@ mod tests {
             [
                 Command::ReleaseTail { lane: 0, pos: 128 },
                 Command::ReleaseTail { lane: 1, pos: 0 },
+                Command::FailStop(stop.clone())
+            ]
+        );
+        assert_eq!(r.failure(), Some(&stop));
+        assert_eq!(r.poll(), None);
+    }
+
+    #[test]
+    fn a_log_that_cannot_persist_its_records_fail_stops_before_any_group_is_written() {
+        let f = found(&[g(1, 0, 0), g(2, 1, 0)], &[128, 128]);
+        let mut r = Restart::new(
+            CheckpointEngine::new(2, 8, 8),
+            Checkpointer::new(2, 0, 8),
+            &f,
+            &[Some(0), Some(0)],
+            false,
+        );
+        let cmds = drive(&mut r, |c| match c {
+            Command::PersistLog { lane: 1, .. } => Err(io::Error::other("EIO")),
+            _ => Ok(()),
+        });
+        let stop = Failure::Records { lane: 1, from: 0, to: 128, error: "EIO".into() };
+        assert_eq!(
+            cmds,
+            vec![
+                Command::PersistLog { lane: 0, from: 0, to: 128 },
+                Command::PersistLog { lane: 1, from: 0, to: 128 },
                 Command::FailStop(stop.clone())
             ]
         );

@@ -760,8 +760,9 @@ impl Mirror {
             let tails: Vec<Option<u64>> = self.durable.logs.iter().map(|l| Some(l.tail.value())).collect();
             let ckpt = Checkpointer::new(n, self.durable.data.applied_seq.value(), QUEUE_CAPACITY);
             let mut restart = Restart::new(new_engine(&self.cfg), ckpt, &found, &tails, false);
-            // Writes and persists of each group, the sync, the applied number, a tail per lane.
-            let commands = 2 * found.groups.len() + 2 + n;
+            // A persist of each lane's records, writes and persists of each group, the sync, the
+            // applied number, a tail per lane.
+            let commands = 2 * found.groups.len() + 2 + 2 * n;
             let crash = (faults
                 && attempts <= 3
                 && !found.groups.is_empty()
