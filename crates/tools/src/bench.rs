@@ -153,7 +153,8 @@ pub struct BenchArgs {
     #[arg(long, default_value = "off", value_delimiter = ',', conflicts_with = "mirror")]
     pub tls: Vec<String>,
     /// The primary's metrics listener, comma-separated: off, on, or on,off to run both side by
-    /// side (a session each, their rounds interleaved under --repeat) and print the ratios.
+    /// side (on one session, the primary opened with and without it in turns under --repeat)
+    /// and print the ratios.
     /// With on, each primary serves its metrics on a free loopback port (`[primary]
     /// metrics_listen`) and a thread of the benchmark scrapes `/metrics` once a second while it
     /// runs. Rows of modes without a primary (tcp-rtt) measure the same thing in both settings:
@@ -214,9 +215,9 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         let mut one = a.clone();
         one.transport = vec![t.to_string()];
         if tls.len() > 1 {
-            results.extend(measure_side_by_side(&one, "--tls", &tls, |o, t| o.tls = vec![t.into()])?);
+            results.extend(measure_side_by_side(&one, "--tls", &tls, true, |o, t| o.tls = vec![t.into()])?);
         } else if metrics.len() > 1 {
-            results.extend(measure_side_by_side(&one, "--metrics", &metrics, |o, m| {
+            results.extend(measure_side_by_side(&one, "--metrics", &metrics, false, |o, m| {
                 o.metrics = vec![m.into()]
             })?);
         } else {

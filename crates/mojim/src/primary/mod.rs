@@ -663,7 +663,7 @@ where
     pub fn gmsync(&self, ranges: &[Range]) -> Result<()> {
         let t0 = Instant::now();
         let r = self.persist(ranges).and_then(|t| self.durable(t));
-        self.inner.counters.sync_point(t0.elapsed(), r.is_ok());
+        self.inner.counters.sync_point(thread_no(), t0.elapsed(), r.is_ok());
         r
     }
 
@@ -712,7 +712,7 @@ where
         let t = self.inner.persist(ranges, &mut stage);
         stage.finish();
         let r = t.and_then(|t| self.durable(t));
-        self.inner.counters.sync_point(t0.elapsed(), r.is_ok());
+        self.inner.counters.sync_point(thread_no(), t0.elapsed(), r.is_ok());
         r
     }
 
@@ -979,7 +979,7 @@ where
             stage.finish();
             match sent {
                 Ok((seq, behind)) => {
-                    self.counters.sent(ranges.iter().map(|r| r.len).sum());
+                    self.counters.sent(thread_no(), ranges.iter().map(|r| r.len).sum());
                     if self.mode.flushes_locally() {
                         // Overlaps the local flush with the network round trip.
                         self.flush_local(ranges)?;

@@ -17,37 +17,63 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::time::Duration;
 
-/// Runs the modes once per setting of `flag` (`--tls`, `--metrics`; `set` applies one), each in
-/// a session of its own started before any is measured, the sessions taking turns round by
-/// round (`--repeat`), so that a noisy moment of this machine falls on both; for each setting
-/// and mode, the round with the median p50.
+/// Runs the modes once per setting of `flag` (`--tls`, `--metrics`; `set` applies one), the
+/// settings taking turns round by round (`--repeat`), in the opposite order every other round,
+/// so that a noisy moment of this machine, and going first or last in a round, fall on each
+/// alike; for each setting and mode, the round with the median p50.
+///
+/// A setting that changes a session's processes (`--tls`: `own_sessions`) gets a session of
+/// its own, every one started before any is measured. One that changes only the primary,
+/// opened anew for each measurement (`--metrics`), shares one session, so that what differs
+/// between two mirrors' processes and regions is not read as the setting's cost.
 pub(crate) fn measure_side_by_side(
     a: &BenchArgs,
     flag: &str,
     settings: &[&str],
+    own_sessions: bool,
     set: impl Fn(&mut BenchArgs, &str),
 ) -> Result<Vec<BenchResult>> {
-    let mut sessions = Vec::new();
-    for t in settings {
-        let mut one = a.clone();
-        set(&mut one, t);
-        one.repeat = 1;
-        sessions.push((Session::start(&one)?, one));
-    }
-    let mut rounds: Vec<Vec<Vec<BenchResult>>> = vec![Vec::new(); sessions.len()];
+    let ones: Vec<BenchArgs> = settings
+        .iter()
+        .map(|t| {
+            let mut one = a.clone();
+            set(&mut one, t);
+            one.repeat = 1;
+            one
+        })
+        .collect();
+    let sessions = if own_sessions {
+        ones.iter().map(Session::start).collect::<Result<Vec<_>>>()?
+    } else {
+        vec![Session::start(&ones[0])?]
+    };
+    let mut rounds: Vec<Vec<Vec<BenchResult>>> = vec![Vec::new(); ones.len()];
     for round in 0..a.repeat.max(1) {
-        for (i, (s, one)) in sessions.iter().enumerate() {
+        let mut order: Vec<usize> = (0..ones.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let r = sessions[if own_sessions { i } else { 0 }].measure(&ones[i])?;
             if !a.json {
-                eprintln!("bench: {flag} {} round {} of {}", settings[i], round + 1, a.repeat);
+                let p50s: Vec<String> =
+                    r.iter().map(|m| format!("{} p50 {:.2} µs", m.mode, m.p50_us)).collect();
+                eprintln!(
+                    "bench: {flag} {}, round {} of {}: {}",
+                    settings[i],
+                    round + 1,
+                    a.repeat,
+                    p50s.join(", ")
+                );
             }
-            rounds[i].push(s.measure(one)?);
+            rounds[i].push(r);
         }
     }
     let mut out = Vec::new();
-    for per_session in rounds {
-        let modes = per_session.first().map_or(0, Vec::len);
+    for per_setting in rounds {
+        let modes = per_setting.first().map_or(0, Vec::len);
         for m in 0..modes {
-            out.push(median(per_session.iter().map(|r| r[m].clone()).collect()));
+            out.push(median(per_setting.iter().map(|r| r[m].clone()).collect()));
         }
     }
     Ok(out)
