@@ -41,6 +41,8 @@ fn start(target: Target, dir: &Path, janitor: &mut Janitor) -> Server {
         read_barrier: None,
         log_capacity: None,
         tls: None,
+        shards: &[],
+        etcd: None,
     };
     targets::start(target, &env, "test", janitor).unwrap_or_else(|e| panic!("start {}: {e}", target.name()))
 }
@@ -108,7 +110,7 @@ fn every_workload_finds_every_key_and_leaves_the_records_as_loaded() {
     let mut janitor = Janitor::start();
     let server = start(Target::RedisWait1, dir.path(), &mut janitor);
     let records = 300;
-    load_records(&server.addr, records, 100, Wait::Replica).expect("load");
+    load_records(&server.addr, false, records, 100, Wait::Replica).expect("load");
     let mut c = RespClient::connect(&server.addr, Duration::from_secs(10)).expect("connect");
     assert_eq!(c.command(&[b"DBSIZE"]).unwrap(), Value::Int(records as i64));
     let v = c.command(&[b"GET", key_name(records - 1).as_bytes()]).unwrap();
@@ -126,6 +128,7 @@ fn every_workload_finds_every_key_and_leaves_the_records_as_loaded() {
             members: 0,
             wait: Wait::Replica,
             seed: 7,
+            cluster: false,
         };
         let o = load::run(&spec).unwrap_or_else(|e| panic!("{}: {e}", w.name()));
         assert_eq!(o.ops, 400, "{}", w.name());
@@ -135,7 +138,7 @@ fn every_workload_finds_every_key_and_leaves_the_records_as_loaded() {
             assert!(!o.inserted.is_empty() && o.inserted.start == records, "{}: {:?}", w.name(), o.inserted);
             let n = o.inserted.end as i64;
             assert_eq!(c.command(&[b"DBSIZE"]).unwrap(), Value::Int(n), "{}", w.name());
-            delete_keys(&server.addr, o.inserted).expect("delete");
+            delete_keys(&server.addr, false, o.inserted).expect("delete");
         } else {
             assert!(o.inserted.is_empty(), "{}", w.name());
         }
@@ -153,7 +156,7 @@ fn an_error_reply_fails_the_run_naming_the_command_and_the_error() {
     let dir = TempDir::new("kv-refused");
     let mut janitor = Janitor::start();
     let server = start(Target::RedisNone, dir.path(), &mut janitor);
-    load_records(&server.addr, 50, 64, Wait::None).expect("load");
+    load_records(&server.addr, false, 50, 64, Wait::None).expect("load");
     let mut c = RespClient::connect(&server.addr, Duration::from_secs(10)).expect("connect");
     // Out of memory: reads go on, every write is refused.
     ok(c.command(&[b"CONFIG", b"SET", b"maxmemory", b"1"]).unwrap());
@@ -170,6 +173,7 @@ fn an_error_reply_fails_the_run_naming_the_command_and_the_error() {
             members: 0,
             wait: Wait::None,
             seed: 1,
+            cluster: false,
         })
     };
     assert_eq!(run(mojim_tools::kv::ycsb::Workload::YcsbC).expect("reads are served").misses, 0);
@@ -589,7 +593,7 @@ fn every_collection_workload_hits_and_leaves_the_collections_as_loaded() {
     let mut janitor = Janitor::start();
     let server = start(Target::RedisWait1, dir.path(), &mut janitor);
     let members = 500;
-    load_records(&server.addr, 10, 64, Wait::Replica).expect("load");
+    load_records(&server.addr, false, 10, 64, Wait::Replica).expect("load");
     for what in [Collection::Zset, Collection::Set] {
         collections::load(&server.addr, "redis-wait1", what, members, Wait::Replica, 5).expect("load");
     }
@@ -607,6 +611,7 @@ fn every_collection_workload_hits_and_leaves_the_collections_as_loaded() {
             members,
             wait: Wait::Replica,
             seed: 7,
+            cluster: false,
         };
         let o = load::run(&spec).unwrap_or_else(|e| panic!("{}: {e}", w.name()));
         assert_eq!((o.ops, o.hist.len()), (401, 401), "{}: a latency per operation", w.name());

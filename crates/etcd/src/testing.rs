@@ -267,6 +267,11 @@ impl EtcdServer {
         format!("{scheme}{}:{}", self.host, self.client_port)
     }
 
+    /// The etcd process's id (for a benchmark that charges etcd's CPU time to a run).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// etcd's log (its stdout and stderr).
     pub fn log_path(&self) -> PathBuf {
         self.data_dir.join("etcd.log")

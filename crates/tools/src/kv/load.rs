@@ -12,10 +12,18 @@
 //! sets from [`super::collections`]. Against a target that waits ([`Wait`]), every write is
 //! followed by `WAIT 1 0` (sent with the write) or `WAITAOF 1 1 0` (sent once the write's reply
 //! is in: [`Wait::pipelined`] says why) on the same connection, and is done when that answers.
+//!
+//! Against a cluster target each client holds a connection to every shard and sends each
+//! operation to the shard that owns its key ([`super::route`], from `CLUSTER SLOTS` read once
+//! when the run starts); a batch may span shards. A `-MOVED` answer moves the slot for the rest
+//! of the run and the operation is sent again there, a `-ASK` answer sends it there behind
+//! `ASKING`; both are counted. The cluster targets run the workloads on one key per command
+//! (not YCSB-E's MGET, nor those on collections).
 
 use super::collections::{CollOp, CollSource};
 use super::keys::{fnv64, Rng};
 use super::resp::{self, Reply};
+use super::route::{Redirect, Route};
 use super::targets::Wait;
 use super::ycsb::{Op, OpKind, OpSource, Workload};
 use hdrhistogram::Histogram;
@@ -54,6 +62,8 @@ pub struct RunSpec {
     pub wait: Wait,
     /// Seed of the operation choices.
     pub seed: u64,
+    /// `addr` is one shard of a cluster: each key goes to its slot's owner.
+    pub cluster: bool,
 }
 
 /// What one run measured.
@@ -69,10 +79,17 @@ pub struct RunOutcome {
     pub misses: u64,
     /// Key numbers the run inserted (to delete afterwards); for `sadd`, the members it added.
     pub inserted: std::ops::Range<u64>,
+    /// Per shard (its address; the one server of a standalone target), the operations it
+    /// completed.
+    pub shard_ops: Vec<(String, u64)>,
+    /// `-MOVED` answers followed.
+    pub moved: u64,
+    /// `-ASK` answers followed.
+    pub asked: u64,
 }
 
-/// Appends the name of record `n` (`user<fnv64(n)>`, YCSB's hashed key) as a bulk string.
-pub fn key_bulk(out: &mut Vec<u8>, n: u64) {
+/// The name of record `n` (`user<fnv64(n)>`, YCSB's hashed key), and its length.
+fn key_bytes(n: u64) -> ([u8; 32], usize) {
     let mut b = [0u8; 32];
     let len = {
         let mut c = std::io::Cursor::new(&mut b[..]);
@@ -80,7 +97,20 @@ pub fn key_bulk(out: &mut Vec<u8>, n: u64) {
         let _ = write!(c, "user{}", fnv64(n));
         c.position() as usize
     };
+    (b, len)
+}
+
+/// Appends the name of record `n` as a bulk string.
+pub fn key_bulk(out: &mut Vec<u8>, n: u64) {
+    let (b, len) = key_bytes(n);
     resp::bulk(out, &b[..len]);
+}
+
+/// Appends `GET key`.
+fn encode_get(out: &mut Vec<u8>, key: u64) {
+    resp::header(out, b'*', 2);
+    resp::bulk(out, b"GET");
+    key_bulk(out, key);
 }
 
 /// Appends `SET key value`.
@@ -99,6 +129,8 @@ enum Cmd {
     Wait(Wait),
     Mget(u64),
     Coll(CollOp),
+    /// `ASKING`, ahead of a command sent where an `-ASK` said.
+    Asking,
 }
 
 impl std::fmt::Display for Cmd {
@@ -109,6 +141,7 @@ impl std::fmt::Display for Cmd {
             Cmd::Wait(w) => write!(f, "{}", w.name()),
             Cmd::Mget(n) => write!(f, "MGET of {n} keys"),
             Cmd::Coll(op) => write!(f, "{op}"),
+            Cmd::Asking => write!(f, "ASKING"),
         }
     }
 }
@@ -158,7 +191,7 @@ struct Expect {
 
 /// Expects the reply of a write just encoded (`cmd`) and, if the target waits, of the wait
 /// that follows it: sent now, behind the write, or once the write's reply is in.
-fn expect_write(c: &mut Conn, slot: usize, cmd: Cmd, wait: Wait) {
+fn expect_write(c: &mut Link, slot: usize, cmd: Cmd, wait: Wait) {
     match wait {
         Wait::None => c.expect.push_back(Expect { slot, cmd, done: true, then: None }),
         w if w.pipelined() => {
@@ -170,7 +203,9 @@ fn expect_write(c: &mut Conn, slot: usize, cmd: Cmd, wait: Wait) {
     }
 }
 
-struct Conn {
+/// One connection of a client, to one server (to one shard of a cluster).
+struct Link {
+    addr: String,
     stream: TcpStream,
     out: Vec<u8>,
     sent: usize,
@@ -178,6 +213,11 @@ struct Conn {
     parsed: usize,
     filled: usize,
     expect: VecDeque<Expect>,
+}
+
+/// A client: its connections (one per shard of the route, in its order) and its batch.
+struct Conn {
+    links: Vec<Link>,
     batch: Vec<AnyOp>,
     open: usize,
     /// The queue this connection pops next (`lpush-rpop`: its RPOP follows its LPUSH).
@@ -195,7 +235,24 @@ fn fail(addr: &str, msg: String) -> Error {
 }
 
 impl Conn {
-    fn open(addr: &str, pipeline: usize) -> Result<Conn> {
+    fn open(route: &Route, pipeline: usize) -> Result<Conn> {
+        Ok(Conn {
+            links: route.addrs.iter().map(|a| Link::open(a, pipeline)).collect::<Result<_>>()?,
+            batch: Vec::with_capacity(pipeline),
+            open: 0,
+            pop: None,
+            batch_start: Instant::now(),
+        })
+    }
+
+    /// Sends what it can of every link's pending output.
+    fn send(&mut self) -> Result<()> {
+        self.links.iter_mut().try_for_each(Link::send)
+    }
+}
+
+impl Link {
+    fn open(addr: &str, pipeline: usize) -> Result<Link> {
         let sa = addr
             .to_socket_addrs()
             .map_err(io_err(addr, "resolve"))?
@@ -222,7 +279,8 @@ impl Conn {
             return Err(fail(addr, format!("answered PING with \"{}\"", pong.escape_ascii())));
         }
         stream.set_nonblocking(true).map_err(io_err(addr, "make non-blocking"))?;
-        Ok(Conn {
+        Ok(Link {
+            addr: addr.to_string(),
             stream,
             out: Vec::with_capacity(64 << 10),
             sent: 0,
@@ -230,21 +288,17 @@ impl Conn {
             parsed: 0,
             filled: 0,
             expect: VecDeque::with_capacity(4 * pipeline),
-            batch: Vec::with_capacity(pipeline),
-            open: 0,
-            pop: None,
-            batch_start: Instant::now(),
         })
     }
 
     /// Sends what it can of the pending output.
-    fn send(&mut self, addr: &str) -> Result<()> {
+    fn send(&mut self) -> Result<()> {
         while self.sent < self.out.len() {
             match self.stream.write(&self.out[self.sent..]) {
                 Ok(n) => self.sent += n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_err(addr, "send to")(e)),
+                Err(e) => return Err(io_err(&self.addr, "send to")(e)),
             }
         }
         self.out.clear();
@@ -253,7 +307,8 @@ impl Conn {
     }
 
     /// Reads what has arrived; false once nothing more is there.
-    fn receive(&mut self, addr: &str) -> Result<bool> {
+    fn receive(&mut self) -> Result<bool> {
+        let addr = &self.addr;
         if self.filled == self.buf.len() {
             if self.parsed > 0 {
                 self.buf.copy_within(self.parsed..self.filled, 0);
@@ -289,6 +344,11 @@ struct Driver<'a> {
     misses: u64,
     hist: Histogram<u64>,
     last_done: Instant,
+    route: Route,
+    /// Per shard of `route`, the operations it completed.
+    shard_ops: Vec<u64>,
+    moved: u64,
+    asked: u64,
 }
 
 impl Driver<'_> {
@@ -301,16 +361,32 @@ impl Driver<'_> {
         off..off + self.spec.size
     }
 
-    fn encode_write(&mut self, c: &mut Conn, slot: usize, key: u64) {
-        let v = self.value();
-        encode_set(&mut c.out, key, &self.values[v]);
-        expect_write(c, slot, Cmd::Set, self.spec.wait);
+    /// The link (shard) that serves record `key`.
+    fn link_of(&self, key: u64) -> usize {
+        if !self.route.is_cluster() {
+            return 0;
+        }
+        let (b, len) = key_bytes(key);
+        self.route.shard_of(&b[..len])
     }
 
+    fn encode_write(&mut self, c: &mut Conn, slot: usize, key: u64) {
+        let l = self.link_of(key);
+        self.encode_write_on(&mut c.links[l], slot, key);
+    }
+
+    fn encode_write_on(&mut self, l: &mut Link, slot: usize, key: u64) {
+        let v = self.value();
+        encode_set(&mut l.out, key, &self.values[v]);
+        expect_write(l, slot, Cmd::Set, self.spec.wait);
+    }
+
+    /// Collections and scans run on standalone targets only: their link is the one.
     fn encode_coll(&mut self, c: &mut Conn, slot: usize, op: CollOp) {
         let v = self.value();
-        op.encode(&mut c.out, &self.values[v]);
-        expect_write(c, slot, Cmd::Coll(op), if op.writes() { self.spec.wait } else { Wait::None });
+        let l = &mut c.links[0];
+        op.encode(&mut l.out, &self.values[v]);
+        expect_write(l, slot, Cmd::Coll(op), if op.writes() { self.spec.wait } else { Wait::None });
     }
 
     /// Starts the connection's next batch, if the run is not over; false if it is.
@@ -332,47 +408,90 @@ impl Driver<'_> {
             c.batch.push(AnyOp::Str(op));
             match op.kind {
                 OpKind::Read | OpKind::ReadModifyWrite => {
-                    resp::header(&mut c.out, b'*', 2);
-                    resp::bulk(&mut c.out, b"GET");
-                    key_bulk(&mut c.out, op.key);
+                    let l = &mut c.links[self.link_of(op.key)];
+                    encode_get(&mut l.out, op.key);
                     let done = op.kind == OpKind::Read;
-                    c.expect.push_back(Expect { slot, cmd: Cmd::Get, done, then: None });
+                    l.expect.push_back(Expect { slot, cmd: Cmd::Get, done, then: None });
                 }
                 OpKind::Update | OpKind::Insert => self.encode_write(c, slot, op.key),
                 OpKind::Scan => {
-                    resp::header(&mut c.out, b'*', 1 + op.len as usize);
-                    resp::bulk(&mut c.out, b"MGET");
+                    let l = &mut c.links[0];
+                    resp::header(&mut l.out, b'*', 1 + op.len as usize);
+                    resp::bulk(&mut l.out, b"MGET");
                     for k in op.key..op.key + op.len {
-                        key_bulk(&mut c.out, k);
+                        key_bulk(&mut l.out, k);
                     }
-                    c.expect.push_back(Expect { slot, cmd: Cmd::Mget(op.len), done: true, then: None });
+                    l.expect.push_back(Expect { slot, cmd: Cmd::Mget(op.len), done: true, then: None });
                 }
             }
         }
         c.open = c.batch.len();
         c.batch_start = Instant::now();
-        c.send(&self.spec.addr)?;
+        c.send()?;
         Ok(c.open > 0)
     }
 
-    /// Parses the replies received on `c` and acts on each.
-    fn handle_replies(&mut self, c: &mut Conn, now: Instant) -> Result<()> {
-        let addr = &self.spec.addr;
+    /// Sends the operation `exp` belongs to again where `r` says: for good (MOVED), or once,
+    /// behind `ASKING` (ASK).
+    fn redirect(&mut self, c: &mut Conn, from: usize, exp: Expect, r: Redirect) -> Result<()> {
+        let Some(to) = self.route.index_of(&r.addr) else {
+            return Err(fail(
+                &c.links[from].addr,
+                format!(
+                    "redirected {} to {}, a shard CLUSTER SLOTS did not name when the run started",
+                    exp.cmd, r.addr
+                ),
+            ));
+        };
+        let l = &mut c.links[to];
+        if r.ask {
+            self.asked += 1;
+            resp::encode_command(&mut l.out, &[b"ASKING"]);
+            l.expect.push_back(Expect { slot: exp.slot, cmd: Cmd::Asking, done: false, then: None });
+        } else {
+            self.moved += 1;
+            self.route.moved(r.slot, to);
+        }
+        match (exp.cmd, c.batch[exp.slot]) {
+            (Cmd::Get, AnyOp::Str(op)) => {
+                encode_get(&mut l.out, op.key);
+                l.expect.push_back(exp);
+            }
+            (Cmd::Set, AnyOp::Str(op)) => self.encode_write_on(l, exp.slot, op.key),
+            (cmd, _) => {
+                return Err(fail(
+                    &c.links[from].addr,
+                    format!("redirected {cmd}, which the load does not send to a cluster"),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses the replies received on `c`'s link `li` and acts on each.
+    fn handle_replies(&mut self, c: &mut Conn, li: usize, now: Instant) -> Result<()> {
         loop {
-            let parsed = resp::parse(&c.buf[c.parsed..c.filled])
+            let l = &mut c.links[li];
+            let addr = &l.addr;
+            let parsed = resp::parse(&l.buf[l.parsed..l.filled])
                 .map_err(|e| fail(addr, format!("broke RESP2: {e}")))?;
             let Some((reply, n)) = parsed else { break };
-            let Some(exp) = c.expect.pop_front() else {
+            let Some(exp) = l.expect.pop_front() else {
                 return Err(fail(addr, format!("sent a reply nobody asked for: {}", reply.to_value())));
             };
             let op = c.batch[exp.slot];
+            let mut redirect = None;
             match (exp.cmd, &reply) {
+                (_, Reply::Error(e)) if self.route.is_cluster() && Redirect::parse(e).is_some() => {
+                    redirect = Redirect::parse(e);
+                }
                 (_, Reply::Error(e)) => {
                     return Err(fail(
                         addr,
                         format!("answered {} with -{}", exp.cmd, String::from_utf8_lossy(e)),
                     ))
                 }
+                (Cmd::Asking, Reply::Simple(b"OK")) => {}
                 (Cmd::Get, Reply::Bulk(v)) => self.misses += u64::from(v.is_none()),
                 (Cmd::Set, Reply::Simple(b"OK")) => {}
                 (Cmd::Wait(w), r) if w.met(&r.to_value()) => {}
@@ -386,15 +505,20 @@ impl Driver<'_> {
                     return Err(fail(addr, format!("answered {cmd} with {}", other.to_value())));
                 }
             }
-            c.parsed += n;
+            l.parsed += n;
+            if let Some(r) = redirect {
+                self.redirect(c, li, exp, r)?;
+                continue;
+            }
             if let Some(w) = exp.then {
-                c.out.extend_from_slice(w.request());
-                c.expect.push_back(Expect { slot: exp.slot, cmd: Cmd::Wait(w), done: true, then: None });
+                l.out.extend_from_slice(w.request());
+                l.expect.push_back(Expect { slot: exp.slot, cmd: Cmd::Wait(w), done: true, then: None });
             }
             if exp.done {
                 let ns = now.saturating_duration_since(c.batch_start).as_nanos() as u64;
                 self.hist.record(ns.max(1)).ok();
                 self.done += 1;
+                self.shard_ops[li] += 1;
                 c.open -= 1;
                 self.last_done = now;
                 if let (AnyOp::Str(op), Source::Str(src)) = (op, &mut self.src) {
@@ -408,19 +532,22 @@ impl Driver<'_> {
                 }
             }
         }
-        if c.parsed == c.filled {
-            c.parsed = 0;
-            c.filled = 0;
+        let l = &mut c.links[li];
+        if l.parsed == l.filled {
+            l.parsed = 0;
+            l.filled = 0;
         }
-        c.send(addr)
+        // A redirect may have written to another link.
+        c.send()
     }
 }
 
 /// Runs `spec` against its server, whose keys 0..records must be loaded.
 pub fn run(spec: &RunSpec) -> Result<RunOutcome> {
     assert!(spec.clients >= 1 && spec.pipeline >= 1 && spec.size >= 1, "checked by the flags");
+    let route = if spec.cluster { Route::read(&spec.addr)? } else { Route::standalone(&spec.addr) };
     let mut conns =
-        (0..spec.clients).map(|_| Conn::open(&spec.addr, spec.pipeline)).collect::<Result<Vec<_>>>()?;
+        (0..spec.clients).map(|_| Conn::open(&route, spec.pipeline)).collect::<Result<Vec<_>>>()?;
     let mut rng = Rng(spec.seed ^ 0xA5A5_5A5A_DEAD_BEEF | 1);
     // Printable bytes, so that a value read back by a person is text.
     let values: Vec<u8> = (0..spec.size + 64).map(|_| b'a' + (rng.next() % 26) as u8).collect();
@@ -439,11 +566,15 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome> {
         misses: 0,
         hist: Histogram::new(3).expect("3 significant figures is valid"),
         last_done: start,
+        shard_ops: vec![0; route.addrs.len()],
+        route,
+        moved: 0,
+        asked: 0,
     };
     for c in &mut conns {
         d.start_batch(c)?;
     }
-    let mut ready: Vec<(usize, PollFlags)> = Vec::with_capacity(conns.len());
+    let mut ready: Vec<(usize, usize, PollFlags)> = Vec::with_capacity(conns.len());
     let mut progress = Instant::now();
     loop {
         ready.clear();
@@ -451,12 +582,15 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome> {
             let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(conns.len());
             let mut index = Vec::with_capacity(conns.len());
             for (i, c) in conns.iter().enumerate().filter(|(_, c)| c.open > 0) {
-                let mut f = PollFlags::IN;
-                if c.sent < c.out.len() {
-                    f |= PollFlags::OUT;
+                // The links that owe replies (every link that was sent something does).
+                for (j, l) in c.links.iter().enumerate().filter(|(_, l)| !l.expect.is_empty()) {
+                    let mut f = PollFlags::IN;
+                    if l.sent < l.out.len() {
+                        f |= PollFlags::OUT;
+                    }
+                    fds.push(PollFd::new(&l.stream, f));
+                    index.push((i, j));
                 }
-                fds.push(PollFd::new(&c.stream, f));
-                index.push(i);
             }
             if fds.is_empty() {
                 break;
@@ -473,12 +607,12 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome> {
                 fds.iter()
                     .zip(&index)
                     .filter(|(f, _)| !f.revents().is_empty())
-                    .map(|(f, &i)| (i, f.revents())),
+                    .map(|(f, &(i, j))| (i, j, f.revents())),
             );
         }
         if ready.is_empty() {
             if progress.elapsed() > STALL {
-                let owed: usize = conns.iter().map(|c| c.expect.len()).sum();
+                let owed: usize = conns.iter().flat_map(|c| &c.links).map(|l| l.expect.len()).sum();
                 return Err(fail(
                     &spec.addr,
                     format!(
@@ -492,14 +626,14 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome> {
             continue;
         }
         progress = Instant::now();
-        for &(i, flags) in &ready {
+        for &(i, j, flags) in &ready {
             let c = &mut conns[i];
             if flags.contains(PollFlags::OUT) {
-                c.send(&spec.addr)?;
+                c.links[j].send()?;
             }
             if flags.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR) {
-                while c.receive(&spec.addr)? {
-                    d.handle_replies(c, Instant::now())?;
+                while c.links[j].receive()? {
+                    d.handle_replies(c, j, Instant::now())?;
                 }
                 if c.open == 0 {
                     d.start_batch(c)?;
@@ -508,5 +642,15 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome> {
         }
     }
     let secs = d.last_done.saturating_duration_since(start).as_secs_f64();
-    Ok(RunOutcome { ops: d.done, secs, hist: d.hist, misses: d.misses, inserted: d.src.inserted() })
+    let shard_ops = d.route.addrs.iter().cloned().zip(d.shard_ops).collect();
+    Ok(RunOutcome {
+        ops: d.done,
+        secs,
+        hist: d.hist,
+        misses: d.misses,
+        inserted: d.src.inserted(),
+        shard_ops,
+        moved: d.moved,
+        asked: d.asked,
+    })
 }

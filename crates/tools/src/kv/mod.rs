@@ -17,6 +17,11 @@
 //! Two more measurements use the same targets: `--kv-memory` ([`memory`]: bytes per key of
 //! each data type, mojim kv's region heap against Redis's `used_memory`) and `--kv-stall`
 //! ([`stall`]: the longest PING delay while another client runs one large command).
+//!
+//! The target `mojim-cluster` is a Redis Cluster of `--shards` shards ([`shards`]); the load
+//! sends each key to its slot's owner ([`route`]). Every run of the built-in load is charged
+//! the CPU time of all the target's processes (servers, mirrors, a cluster's etcd) and of the
+//! load itself, and reports operations per CPU-second beside operations per second.
 
 pub mod client;
 pub mod collections;
@@ -30,6 +35,8 @@ pub mod probe;
 pub mod redis_benchmark;
 pub mod report;
 pub mod resp;
+pub mod route;
+pub mod shards;
 pub mod stall;
 pub mod targets;
 pub mod tls;
@@ -84,9 +91,19 @@ pub struct KvArgs {
     /// redis-wait1 (the default list; --kv-memory's is mojim-sync,redis-none); mojim-sync-shm
     /// (mojim-sync with its mirror reached through shared memory) and redis-waitaof (a
     /// redis-server and a replica, both appendonly yes and appendfsync always, every write
-    /// followed by WAITAOF 1 1 0: Redis 7.2 or newer, see --redis-server).
+    /// followed by WAITAOF 1 1 0: Redis 7.2 or newer, see --redis-server); mojim-cluster (a
+    /// Redis Cluster of --shards shards, each mojim kv --cluster in mode sync with its mirror,
+    /// the topology in an etcd the benchmark starts; the built-in load sends each key to its
+    /// slot's owner, from CLUSTER SLOTS, and follows MOVED and ASK; --kv only, workloads on one
+    /// key per command). --targets mojim-sync,mojim-cluster --shards 1 measures the cost of
+    /// cluster mode side by side; --shards 1,2,4 how SET scales.
     #[arg(long, value_enum, value_delimiter = ',', requires = "kv_mode")]
     pub targets: Vec<Target>,
+    /// Shards of the mojim-cluster target, comma-separated (1 to 16 each): one cluster of each
+    /// size is started and measured like another target.
+    #[arg(long, value_delimiter = ',', default_value = "1", requires = "kv",
+          value_parser = clap::value_parser!(u32).range(1..=shards::MAX_SHARDS as i64))]
+    pub shards: Vec<u32>,
     /// Workloads, comma-separated: set, get, ycsb-a … ycsb-f (the default list), and on
     /// collections lpush-rpop (a job queue: LPUSH then RPOP, counted as two operations), zadd,
     /// zrange (10 members WITHSCORES from a random rank), sadd and sismember (on a sorted set or
@@ -202,6 +219,11 @@ struct Running {
     janitor: Janitor,
 }
 
+/// The workloads a cluster target runs: those on one key per command.
+fn cluster_workload(w: Workload) -> bool {
+    w.on_strings() && w != Workload::YcsbE
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         for s in self.servers.drain(..).rev() {
@@ -229,6 +251,16 @@ impl std::fmt::Display for RedisServer {
 fn start_all(env: &Env, tag: &str, targets: &[Target], janitor: Janitor) -> Result<Running> {
     let mut run = Running { servers: Vec::new(), janitor };
     for t in targets {
+        if t.is_cluster() {
+            for &n in env.shards {
+                eprintln!("kv: starting {} of {n} shards", t.name());
+                let s = shards::start(env, tag, n, &mut run.janitor)?;
+                let addrs = s.cluster.as_ref().map(|c| c.addrs.join(", ")).unwrap_or_default();
+                eprintln!("kv: {} serves on {addrs}", s.label());
+                run.servers.push(s);
+            }
+            continue;
+        }
         eprintln!("kv: starting {}", t.name());
         let s = targets::start(*t, env, tag, &mut run.janitor)?;
         eprintln!("kv: {} serves on {}", t.name(), s.addr);
@@ -261,6 +293,34 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             targets.push(*t);
         }
     }
+    let mut shard_counts: Vec<usize> = Vec::new();
+    for &n in &k.shards {
+        if !shard_counts.contains(&(n as usize)) {
+            shard_counts.push(n as usize);
+        }
+    }
+    let cluster = targets.iter().any(|t| t.is_cluster());
+    if cluster {
+        if !k.kv {
+            return Err(Error::Config(
+                "target mojim-cluster is measured by --kv only: leave it out of --targets with --kv-memory                  and --kv-stall"
+                    .into(),
+            ));
+        }
+        let refused: Vec<&str> =
+            k.workloads.iter().filter(|w| !cluster_workload(**w)).map(|w| w.name()).collect();
+        if !refused.is_empty() {
+            return Err(Error::Config(format!(
+                "target mojim-cluster runs the workloads on one key per command (set, get, ycsb-a, ycsb-b,                  ycsb-c, ycsb-d, ycsb-f), not {}: leave those out of --workloads, or mojim-cluster out of                  --targets",
+                refused.join(", ")
+            )));
+        }
+    } else if k.shards != [1] {
+        return Err(Error::Config(format!(
+            "--shards {}: shards are those of target mojim-cluster; add it to --targets",
+            k.shards.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        )));
+    }
     let redis = if targets.iter().any(|t| t.is_redis()) {
         let path = find_program(&k.redis_server, "--redis-server", "redis-server")?;
         let version = targets::redis_version(&path)?;
@@ -281,6 +341,12 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     };
     let tls: Vec<bool> = crate::bench::harness::tls_settings(a)?.iter().map(|t| *t == "on").collect();
     if tls.contains(&true) {
+        if cluster {
+            return Err(Error::Config(
+                "--tls on: target mojim-cluster serves its clients in the clear (CLUSTER SLOTS names                  plaintext ports): leave it out of --targets, or --tls out"
+                    .into(),
+            ));
+        }
         if !k.kv {
             return Err(Error::Config(
                 "--tls on measures clients over TLS with --kv; --kv-memory and --kv-stall run in the clear: \
@@ -308,6 +374,20 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         true => Some(tls::KvTls::make(&a.dir.join(format!("{tag}-tls")), &mut janitor)?),
         false => None,
     };
+    let etcd = match cluster {
+        true => {
+            let dir = a.dir.join(format!("{tag}-etcd"));
+            janitor.folder(&dir);
+            let e = mojim_etcd::testing::EtcdServer::launch().dir(&dir).start().map_err(|e| Error::Io {
+                op: "start etcd for target mojim-cluster".into(),
+                source: std::io::Error::other(e),
+            })?;
+            janitor.process(e.pid());
+            eprintln!("kv: etcd serves on {}", e.endpoint());
+            Some(e)
+        }
+        false => None,
+    };
     let redis_path = redis.as_ref().map(|r| r.path.clone()).unwrap_or_default();
     let env = Env {
         redis_server: &redis_path,
@@ -320,6 +400,8 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         read_barrier: k.read_barrier,
         log_capacity: k.kv_log_capacity,
         tls: certs.as_ref(),
+        shards: &shard_counts,
+        etcd: etcd.as_ref(),
     };
     let footer = redis.as_ref().map(|r| format!("{r}\n")).unwrap_or_default();
     let version = redis.as_ref().map(|r| r.version.text.as_str());
@@ -345,7 +427,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         return Ok(());
     }
     let needs: Vec<probe::Need> = k.workloads.iter().filter_map(|w| collections::need(*w)).collect();
-    for s in &run.servers {
+    for s in run.servers.iter().filter(|s| !s.target.is_cluster()) {
         probe::require(&s.addr, s.target, &needs)?;
     }
     let plan = plan::Plan {
@@ -403,35 +485,52 @@ pub fn wait_for_replica(c: &mut RespClient, target: &str, wait: Wait) -> Result<
     }
 }
 
-/// Empties the server and stores records 0..records of `size` bytes, pipelined; then `wait`s.
-pub fn load_records(addr: &str, records: u64, size: usize, wait: Wait) -> Result<()> {
-    let mut c = RespClient::connect(addr, load::STALL)?;
-    let v = c.command(&[b"FLUSHDB"])?;
-    expect(addr, "FLUSHDB", &v, |v| matches!(v, Value::Simple(s) if s == "OK"))?;
-    let value: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
-    let mut n = 0;
-    while n < records {
-        let end = (n + 256).min(records);
+/// Sends `command key ...` for each key of `keys` to the shard that serves it (the one server of
+/// a standalone target), pipelined, and fails unless every answer passes `ok`.
+fn each_key(
+    ks: &mut route::Keyspace,
+    keys: std::ops::Range<u64>,
+    args: &[&[u8]],
+    ok: impl Fn(&Value) -> bool,
+) -> Result<()> {
+    let what = String::from_utf8_lossy(args[0]).into_owned();
+    let mut n = keys.start;
+    while n < keys.end {
+        let end = (n + 256).min(keys.end);
         for i in n..end {
-            c.queue(&[b"SET", key_name(i).as_bytes(), &value]);
+            let key = key_name(i);
+            let mut full: Vec<&[u8]> = vec![args[0], key.as_bytes()];
+            full.extend_from_slice(&args[1..]);
+            ks.client_for(key.as_bytes()).queue(&full);
         }
-        for v in c.exec()? {
-            expect(addr, "SET", &v, |v| matches!(v, Value::Simple(s) if s == "OK"))?;
+        for c in &mut ks.clients {
+            for v in c.exec()? {
+                expect(c.addr(), &what, &v, &ok)?;
+            }
         }
         n = end;
     }
-    wait_for_replica(&mut c, addr, wait)
+    Ok(())
 }
 
-/// Deletes the records numbered `keys`.
-pub fn delete_keys(addr: &str, keys: std::ops::Range<u64>) -> Result<()> {
-    let mut c = RespClient::connect(addr, load::STALL)?;
-    let names: Vec<String> = keys.map(key_name).collect();
-    for chunk in names.chunks(256) {
-        let mut args: Vec<&[u8]> = vec![b"DEL"];
-        args.extend(chunk.iter().map(|s| s.as_bytes()));
-        let v = c.command(&args)?;
-        expect(addr, "DEL", &v, |v| matches!(v, Value::Int(_)))?;
+/// Empties the server (every shard of a `cluster`) and stores records 0..records of `size`
+/// bytes, each on the shard that serves it, pipelined; then `wait`s.
+pub fn load_records(addr: &str, cluster: bool, records: u64, size: usize, wait: Wait) -> Result<()> {
+    let mut ks = route::Keyspace::connect(addr, cluster, load::STALL)?;
+    for c in &mut ks.clients {
+        let v = c.command(&[b"FLUSHDB"])?;
+        expect(c.addr(), "FLUSHDB", &v, |v| matches!(v, Value::Simple(s) if s == "OK"))?;
+    }
+    let value: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
+    each_key(&mut ks, 0..records, &[b"SET", &value], |v| matches!(v, Value::Simple(s) if s == "OK"))?;
+    for c in &mut ks.clients {
+        wait_for_replica(c, addr, wait)?;
     }
     Ok(())
+}
+
+/// Deletes the records numbered `keys` (a DEL each: a cluster refuses one across slots).
+pub fn delete_keys(addr: &str, cluster: bool, keys: std::ops::Range<u64>) -> Result<()> {
+    let mut ks = route::Keyspace::connect(addr, cluster, load::STALL)?;
+    each_key(&mut ks, keys, &[b"DEL"], |v| matches!(v, Value::Int(_)))
 }

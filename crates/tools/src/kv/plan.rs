@@ -4,6 +4,9 @@
 //! `--repeat` rounds interleaved, and per target the round with the median p50 is reported.
 //! The workloads on a sorted set or a set do not depend on the value size: they run with the
 //! first size only, and are reported with their members' size.
+//!
+//! A run of the built-in load is charged the CPU time (user and system) its target's processes
+//! and the load's own thread used from just before its connections open to its last reply.
 
 use super::collections::{self, MEMBER_BYTES};
 use super::report::KvResult;
@@ -31,6 +34,9 @@ pub(super) struct Plan<'a> {
     pub certs: Option<&'a super::tls::KvTls>,
 }
 
+/// The fewest shards `redis-benchmark --cluster` accepts (7.0: "Invalid cluster: 2 node(s)").
+const RB_CLUSTER_SHARDS: usize = 3;
+
 /// Counts the runs on stderr.
 struct Progress {
     done: usize,
@@ -53,7 +59,7 @@ impl Progress {
             "kv [{}/{}] {} {} {} B, clients {}, pipeline {}{}: {figures} ({}{round})",
             self.done,
             self.total,
-            r.target,
+            r.label(),
             r.workload,
             r.size,
             r.clients,
@@ -88,7 +94,7 @@ impl Plan<'_> {
         };
         // redis-benchmark gives a line per test.
         let rb: usize = if self.with_rb {
-            servers.iter().map(|s| self.rb_tests(s.target).len()).sum::<usize>() * self.tls.len()
+            servers.iter().map(|s| self.rb_tests(s).len()).sum::<usize>() * self.tls.len()
         } else {
             0
         };
@@ -99,9 +105,14 @@ impl Plan<'_> {
         self.version.filter(|_| t.is_redis()).map(str::to_string)
     }
 
-    /// What redis-benchmark runs against `t`: SET and GET as asked, but no SET where every write
-    /// must be followed by WAIT, which redis-benchmark cannot send.
-    fn rb_tests(&self, t: Target) -> Vec<Workload> {
+    /// What redis-benchmark runs against `s`: SET and GET as asked, but no SET where every write
+    /// must be followed by WAIT, which redis-benchmark cannot send, and nothing on a cluster of
+    /// fewer than 3 shards, which `redis-benchmark --cluster` refuses ("Invalid cluster").
+    fn rb_tests(&self, s: &Server) -> Vec<Workload> {
+        let t = s.target;
+        if s.cluster.as_ref().is_some_and(|c| c.addrs.len() < RB_CLUSTER_SHARDS) {
+            return Vec::new();
+        }
         let mut tests: Vec<Workload> = Vec::new();
         for &w in &self.k.workloads {
             if (w == Workload::Get || (w == Workload::Set && !t.waits())) && !tests.contains(&w) {
@@ -133,8 +144,8 @@ impl Plan<'_> {
         let mut results = Vec::new();
         for (si, &size) in k.sizes.iter().enumerate() {
             for s in servers {
-                eprintln!("kv: loading {} records of {size} B into {}", k.records, s.target.name());
-                load_records(&s.addr, k.records, size as usize, s.target.wait())?;
+                eprintln!("kv: loading {} records of {size} B into {}", k.records, s.label());
+                load_records(&s.addr, s.target.is_cluster(), k.records, size as usize, s.target.wait())?;
             }
             let mut loaded = Vec::new();
             for &w in k.workloads.iter().filter(|_| si == 0 && k.tools.contains(&Tool::Kv)) {
@@ -168,7 +179,7 @@ impl Plan<'_> {
                                 }
                             }
                             for (s, rs) in servers.iter().zip(rounds) {
-                                let what = format!("{} {} ({cell})", s.target.name(), w.name());
+                                let what = format!("{} {} ({cell})", s.label(), w.name());
                                 self.emit(median(rs), &what, &mut results);
                             }
                         }
@@ -184,6 +195,12 @@ impl Plan<'_> {
                             pipeline: pipeline as usize,
                         };
                         for s in servers {
+                            if self.rb_tests(s).is_empty() && s.target.is_cluster() {
+                                eprintln!(
+                                    "kv: redis-benchmark --cluster needs {RB_CLUSTER_SHARDS} shards or more: {} is measured by the kv tool only",
+                                    s.label()
+                                );
+                            }
                             if s.target.waits() && k.workloads.contains(&Workload::Set) {
                                 eprintln!(
                                     "kv: redis-benchmark cannot send WAIT after each SET: {} SET is measured by the kv tool only",
@@ -205,11 +222,11 @@ impl Plan<'_> {
                             }
                         }
                         for (&(tls, s), rs) in runs.iter().zip(rounds) {
-                            for w in self.rb_tests(s.target) {
+                            for w in self.rb_tests(s) {
                                 let of_w = rs.iter().filter(|r| r.workload == w.name()).cloned().collect();
                                 let tls = if tls { ", TLS" } else { "" };
                                 let what =
-                                    format!("redis-benchmark {} {} ({cell}{tls})", s.target.name(), w.name());
+                                    format!("redis-benchmark {} {} ({cell}{tls})", s.label(), w.name());
                                 self.emit(median(of_w), &what, &mut results);
                             }
                         }
@@ -234,19 +251,23 @@ impl Plan<'_> {
             members: self.k.members,
             wait: s.target.wait(),
             seed: cell.seed(wi, round),
+            cluster: s.target.is_cluster(),
         };
+        let pids = s.pids();
+        let cpu_before = cpu_of(&pids)?;
         let o = load::run(&spec)?;
+        let cpu_s = (cpu_of(&pids)? - cpu_before).max(0.0);
         if o.misses > 0 {
             eprintln!(
                 "kv: warning: {} {}: {} reads found no value (a write it acknowledged is missing)",
-                s.target.name(),
+                s.label(),
                 w.name(),
                 o.misses
             );
         }
         if w.on_strings() {
             if !o.inserted.is_empty() {
-                delete_keys(&s.addr, o.inserted.clone())?;
+                delete_keys(&s.addr, s.target.is_cluster(), o.inserted.clone())?;
             }
         } else {
             collections::clean_up(&s.addr, s.target.name(), w, o.inserted.clone())?;
@@ -267,12 +288,18 @@ impl Plan<'_> {
             mean_us: o.hist.mean() / 1000.0,
             misses: Some(o.misses),
             redis_version: self.version_of(s.target),
+            cpu_s: Some(cpu_s),
+            ops_per_cpu_s: (cpu_s > 0.0).then(|| o.ops as f64 / cpu_s),
+            shards: s.cluster.as_ref().map(|c| c.addrs.len()),
+            shard_ops: s.cluster.as_ref().map(|_| o.shard_ops.iter().map(|(_, n)| *n).collect()),
+            moved: s.cluster.as_ref().map(|_| o.moved),
+            asked: s.cluster.as_ref().map(|_| o.asked),
         })
     }
 
     /// One redis-benchmark invocation, over TLS if `tls`: a result per test.
     fn rb_run(&self, s: &Server, cell: &Cell, tls: bool) -> Result<Vec<KvResult>> {
-        let tests = self.rb_tests(s.target);
+        let tests = self.rb_tests(s);
         if tests.is_empty() {
             return Ok(Vec::new());
         }
@@ -291,6 +318,7 @@ impl Plan<'_> {
             ops: self.a.ops,
             records: self.k.records,
             tls: self.certs.filter(|_| tls),
+            cluster: s.target.is_cluster(),
         })?;
         Ok(rows
             .into_iter()
@@ -309,9 +337,26 @@ impl Plan<'_> {
                 mean_us: r.mean_us,
                 misses: None,
                 redis_version: self.version_of(s.target),
+                cpu_s: None,
+                ops_per_cpu_s: None,
+                shards: s.cluster.as_ref().map(|c| c.addrs.len()),
+                shard_ops: None,
+                moved: None,
+                asked: None,
             })
             .collect())
     }
+}
+
+/// Seconds of CPU time the processes `pids` and this thread (the load's) have used so far.
+fn cpu_of(pids: &[u32]) -> Result<f64> {
+    let mut total =
+        crate::cpu_time::this_thread().map_err(mojim::Error::io("read this thread's CPU time"))?;
+    for &pid in pids {
+        total += crate::cpu_time::process(pid)
+            .map_err(mojim::Error::io(format!("read the CPU time of process {pid}")))?;
+    }
+    Ok(total.as_secs_f64())
 }
 
 /// The value size, clients and pipeline depth of a run.

@@ -44,6 +44,8 @@ pub struct Invocation<'a> {
     pub records: u64,
     /// Connect over TLS with these certificates (`addr` is then the TLS port).
     pub tls: Option<&'a super::tls::KvTls>,
+    /// `--cluster`: `addr` is one shard of a cluster, each key is sent to its slot's owner.
+    pub cluster: bool,
 }
 
 /// Runs redis-benchmark once and returns a row per test.
@@ -61,6 +63,9 @@ pub fn run(inv: &Invocation) -> Result<Vec<Row>> {
     }
     if let Some(t) = inv.tls {
         cmd.args(t.client_args());
+    }
+    if inv.cluster {
+        cmd.arg("--cluster");
     }
     let tls = if inv.tls.is_some() { " --tls" } else { "" };
     let shown = format!("{} -h {host} -p {port}{tls} -t {} ...", inv.bin.display(), tests.join(","));
@@ -96,9 +101,12 @@ pub fn run(inv: &Invocation) -> Result<Vec<Row>> {
 }
 
 /// Parses redis-benchmark's `--csv` output: a header naming the columns, then one line per
-/// test. Tests other than SET and GET are ignored.
+/// test. Tests other than SET and GET are ignored. What comes before the header (with
+/// `--cluster`, the masters it found) is skipped.
 pub fn parse_csv(text: &str) -> std::result::Result<Vec<Row>, String> {
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let all = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let skip = all().position(|l| l.starts_with("\"test\"")).unwrap_or(0);
+    let mut lines = all().skip(skip);
     let header: Vec<String> = fields(lines.next().ok_or("redis-benchmark printed nothing")?);
     let col = |name: &str| {
         header.iter().position(|h| h == name).ok_or_else(|| {
@@ -161,6 +169,14 @@ mod tests {
         assert!((rows[0].p99_us - 863.0).abs() < 1e-9);
         assert!((rows[1].mean_us - 118.0).abs() < 1e-9);
         assert_eq!(rows[1].workload, Workload::Get);
+    }
+
+    #[test]
+    fn the_masters_listed_with_cluster_come_before_the_header_and_are_skipped() {
+        let out = format!(
+            "Cluster has 3 master nodes:\n\nMaster 0: 0123 127.0.0.1:7001\nMaster 1: 4567 127.0.0.1:7002\n{SAMPLE}"
+        );
+        assert_eq!(parse_csv(&out).expect("parses"), parse_csv(SAMPLE).expect("parses"));
     }
 
     #[test]

@@ -38,9 +38,36 @@ pub struct KvResult {
     /// The redis-server's version (the Redis targets only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redis_version: Option<String>,
+    /// Seconds of CPU time (user and system) the run used: all the target's processes
+    /// (servers, mirrors, a cluster's etcd) and the load's (the built-in load only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_s: Option<f64>,
+    /// `ops` per second of `cpu_s`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ops_per_cpu_s: Option<f64>,
+    /// A cluster target's shards.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<usize>,
+    /// A cluster target's operations per shard, in its topology's order (the built-in load).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard_ops: Option<Vec<u64>>,
+    /// A cluster target's `-MOVED` answers the load followed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved: Option<u64>,
+    /// A cluster target's `-ASK` answers the load followed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub asked: Option<u64>,
 }
 
 impl KvResult {
+    /// The target, and a cluster's shards (`mojim-cluster/2`).
+    pub fn label(&self) -> String {
+        match self.shards {
+            Some(n) => format!("{}/{n}", self.target),
+            None => self.target.to_string(),
+        }
+    }
+
     /// The JSON line.
     pub fn json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
@@ -56,18 +83,33 @@ impl KvResult {
     }
 }
 
-/// The table: per run its figures, then its throughput and median latency divided by those of
-/// each Redis target in the same cell (same tool, workload, size, clients, pipeline and TLS);
-/// with TLS runs, also each TLS run's divided by the same target's run without TLS.
+/// The table: per run its figures (CPU-seconds and operations per CPU-second for the built-in
+/// load), then its throughput and median latency divided by those of each Redis target in the
+/// same cell (same tool, workload, size, clients, pipeline and TLS), and of mojim-sync when a
+/// cluster target ran beside it (the cost of cluster mode); with TLS runs, also each TLS run's
+/// divided by the same target's run without TLS.
 pub fn table(results: &[KvResult]) -> String {
     let with_tls = results.iter().any(|r| r.tls);
+    let with_cluster = results.iter().any(|r| r.shards.is_some());
     let redis: Vec<Target> = ALL_TARGETS
         .into_iter()
-        .filter(|t| t.is_redis() && results.iter().any(|r| r.target == t.name()))
+        .filter(|t| t.is_redis() || (with_cluster && *t == Target::MojimSync))
+        .filter(|t| results.iter().any(|r| r.target == t.name()))
         .collect();
     let mut out = format!(
-        "{:<15} {:<10} {:>5} {:>7} {:>4} {:>3} {:<16} {:>10} {:>9} {:>9}",
-        "tool", "workload", "size", "clients", "pipe", "tls", "target", "ops/s", "p50_us", "p99_us"
+        "{:<15} {:<10} {:>5} {:>7} {:>4} {:>3} {:<16} {:>10} {:>9} {:>9} {:>7} {:>10}",
+        "tool",
+        "workload",
+        "size",
+        "clients",
+        "pipe",
+        "tls",
+        "target",
+        "ops/s",
+        "p50_us",
+        "p99_us",
+        "cpu_s",
+        "ops/cpu_s"
     );
     for t in &redis {
         out += &format!(" {:>11}", format!("ops÷{}", t.short()));
@@ -95,19 +137,23 @@ pub fn table(results: &[KvResult]) -> String {
         }
         last_cell = Some(r.cell());
         out += &format!(
-            "{:<15} {:<10} {:>5} {:>7} {:>4} {:>3} {:<16} {:>10.0} {:>9.1} {:>9.1}",
+            "{:<15} {:<10} {:>5} {:>7} {:>4} {:>3} {:<16} {:>10.0} {:>9.1} {:>9.1} {:>7} {:>10}",
             r.tool,
             r.workload,
             r.size,
             r.clients,
             r.pipeline,
             if r.tls { "on" } else { "off" },
-            r.target,
+            r.label(),
             r.ops_per_s,
             r.p50_us,
-            r.p99_us
+            r.p99_us,
+            r.cpu_s.map_or("-".into(), |c| format!("{c:.2}")),
+            r.ops_per_cpu_s.map_or("-".into(), |c| format!("{c:.0}")),
         );
-        let base = |t: &Target| results.iter().find(|b| b.cell() == r.cell() && b.target == t.name());
+        let base = |t: &Target| {
+            results.iter().find(|b| b.cell() == r.cell() && b.target == t.name() && b.shards.is_none())
+        };
         for t in &redis {
             out += &match base(t) {
                 Some(b) if b.ops_per_s > 0.0 => format!(" {:>11.2}", r.ops_per_s / b.ops_per_s),
@@ -131,6 +177,29 @@ pub fn table(results: &[KvResult]) -> String {
         }
         out.push('\n');
     }
+    let shards: Vec<String> = results
+        .iter()
+        .filter_map(|r| {
+            let per = r.shard_ops.as_ref()?;
+            let per: Vec<String> = per.iter().map(u64::to_string).collect();
+            Some(format!(
+                "{} {} ({} B, clients {}, pipeline {}): ops per shard {}, MOVED {}, ASK {}\n",
+                r.label(),
+                r.workload,
+                r.size,
+                r.clients,
+                r.pipeline,
+                per.join(" "),
+                r.moved.unwrap_or(0),
+                r.asked.unwrap_or(0)
+            ))
+        })
+        .collect();
+    if !shards.is_empty() {
+        out.push('\n');
+        out += &shards.concat();
+    }
+    out += "cpu_s: CPU-seconds of every process of the target (servers, mirrors, a cluster's etcd) and of the load\n";
     if results.iter().any(|r| r.workload == "lpush-rpop") {
         out += "lpush-rpop: an LPUSH and the RPOP that follows it are two operations (ops/s counts both)\n";
     }
@@ -157,6 +226,12 @@ mod tests {
             mean_us: p50_us,
             misses: Some(0),
             redis_version: None,
+            cpu_s: Some(0.5),
+            ops_per_cpu_s: Some(20.0),
+            shards: None,
+            shard_ops: None,
+            moved: None,
+            asked: None,
         }
     }
 
@@ -166,7 +241,10 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[0].contains("ops÷none") && lines[0].contains("p50÷wait1"), "{t}");
         assert!(!lines[0].contains("aof"), "no column for a target not run: {t}");
-        let wait = lines.iter().find(|l| l.contains("redis-wait1")).expect("a wait1 line");
+        let wait = lines
+            .iter()
+            .find(|l| l.contains("redis-wait1") && !l.starts_with("cpu_s"))
+            .expect("a wait1 line");
         let cols: Vec<&str> = wait.split_whitespace().collect();
         // ops÷none, ops÷wait1, p50÷none, p50÷wait1
         assert_eq!(&cols[cols.len() - 4..], ["0.25", "1.00", "4.00", "1.00"], "{t}");
@@ -175,10 +253,39 @@ mod tests {
     #[test]
     fn json_lines_have_every_key() {
         let v: serde_json::Value = serde_json::from_str(&row("redis-none", 1.0, 1.0).json()).expect("JSON");
-        for k in
-            ["tool", "target", "workload", "size", "clients", "pipeline", "ops_per_s", "p50_us", "p99_us"]
-        {
+        for k in [
+            "tool",
+            "target",
+            "workload",
+            "size",
+            "clients",
+            "pipeline",
+            "ops_per_s",
+            "p50_us",
+            "p99_us",
+            "cpu_s",
+            "ops_per_cpu_s",
+        ] {
             assert!(v.get(k).is_some(), "no {k} in {v}");
         }
+    }
+
+    #[test]
+    fn cluster_rows_are_divided_by_mojim_sync_and_name_their_shards() {
+        let mut c = row("mojim-cluster", 970.0, 10.0);
+        (c.shards, c.shard_ops, c.moved, c.asked) = (Some(2), Some(vec![6, 4]), Some(0), Some(0));
+        let t = table(&[row("mojim-sync", 1000.0, 10.0), c]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].contains("ops÷mojim") && lines[0].contains("ops/cpu_s"), "{t}");
+        let line =
+            lines.iter().find(|l| l.contains("mojim-cluster/2") && l.starts_with("kv")).expect("a row");
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(&cols[cols.len() - 2..], ["0.97", "1.00"], "{t}");
+        assert!(
+            t.contains(
+                "mojim-cluster/2 set (64 B, clients 1, pipeline 1): ops per shard 6 4, MOVED 0, ASK 0"
+            ),
+            "{t}"
+        );
     }
 }

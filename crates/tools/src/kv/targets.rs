@@ -11,13 +11,15 @@
 //!   with `WAITAOF 1 1 0` (the write is in the primary's and the replica's fsynced AOF;
 //!   [`Wait::pipelined`] says why not at once). WAITAOF came with Redis 7.2: [`check_version`]
 //!   refuses an older redis-server;
-//! - `mojim-sync`: `mojim kv` on a region in mode `sync`, its mirror (`mojim serve`) on loopback.
+//! - `mojim-sync`: `mojim kv` on a region in mode `sync`, its mirror (`mojim serve`) on loopback;
+//! - `mojim-cluster`: a Redis Cluster of `--shards` such shards, each `mojim kv --cluster` with
+//!   its mirror, the topology in an etcd the benchmark starts ([`super::shards`]).
 
 use super::client::RespClient;
 use super::janitor::Janitor;
 use super::resp::Value;
 use crate::child::ChildNode;
-use mojim::config::{random_uuid, template, write_private, RegionId};
+use mojim::config::{random_uuid, template, write_private, ConfigFile, RegionId};
 use mojim::error::{Error, Result};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -43,11 +45,14 @@ pub enum Target {
     /// redis-server and a replica, both appendonly yes and appendfsync always; `WAITAOF 1 1 0`
     /// after every write (Redis 7.2 or newer).
     RedisWaitaof,
+    /// A cluster of `--shards` shards, each `mojim kv --cluster` in mode sync with its mirror.
+    MojimCluster,
 }
 
 /// Every target, in the order tables show them.
-pub const ALL_TARGETS: [Target; 6] = [
+pub const ALL_TARGETS: [Target; 7] = [
     Target::MojimSync,
+    Target::MojimCluster,
     Target::MojimSyncShm,
     Target::RedisNone,
     Target::RedisAofAlways,
@@ -121,6 +126,7 @@ impl Target {
             Target::RedisAofAlways => "redis-aof-always",
             Target::RedisWait1 => "redis-wait1",
             Target::RedisWaitaof => "redis-waitaof",
+            Target::MojimCluster => "mojim-cluster",
         }
     }
 
@@ -133,12 +139,18 @@ impl Target {
             Target::RedisAofAlways => "aof",
             Target::RedisWait1 => "wait1",
             Target::RedisWaitaof => "waitaof",
+            Target::MojimCluster => "cluster",
         }
     }
 
     /// Whether this is one of the Redis configurations.
     pub fn is_redis(self) -> bool {
-        !matches!(self, Target::MojimSync | Target::MojimSyncShm)
+        !matches!(self, Target::MojimSync | Target::MojimSyncShm | Target::MojimCluster)
+    }
+
+    /// Whether this is a cluster of shards (the load sends each key to its slot's owner).
+    pub fn is_cluster(self) -> bool {
+        self == Target::MojimCluster
     }
 
     /// What the load sends after every write.
@@ -231,10 +243,14 @@ pub struct Env<'a> {
     pub log_capacity: Option<u64>,
     /// `--tls on`: every target also serves clients over TLS with these certificates.
     pub tls: Option<&'a super::tls::KvTls>,
+    /// `--shards`: one mojim-cluster target of each of these sizes.
+    pub shards: &'a [usize],
+    /// The etcd of the mojim-cluster targets' topologies (started when one is asked for).
+    pub etcd: Option<&'a mojim_etcd::testing::EtcdServer>,
 }
 
 /// A process of a server: killed, reaped and forgotten by the janitor when dropped.
-enum Proc {
+pub(super) enum Proc {
     Plain { child: Child, name: String },
     Node(ChildNode),
 }
@@ -257,7 +273,7 @@ impl Proc {
         }
     }
 
-    fn stop(self, janitor: &mut Janitor) {
+    pub(super) fn stop(self, janitor: &mut Janitor) {
         let pid = self.pid();
         match self {
             Proc::Plain { mut child, .. } => {
@@ -278,11 +294,28 @@ pub struct Server {
     pub addr: String,
     /// Where clients connect over TLS (with `--tls on`).
     pub tls_addr: Option<String>,
-    procs: Vec<Proc>,
-    dirs: Vec<PathBuf>,
+    /// A mojim-cluster target's shards.
+    pub cluster: Option<super::shards::ClusterInfo>,
+    pub(super) procs: Vec<Proc>,
+    pub(super) dirs: Vec<PathBuf>,
 }
 
 impl Server {
+    /// The target's name, and for a cluster its shards (`mojim-cluster/2`).
+    pub fn label(&self) -> String {
+        match &self.cluster {
+            Some(c) => format!("{}/{}", self.target.name(), c.addrs.len()),
+            None => self.target.name().to_string(),
+        }
+    }
+
+    /// Every process the target runs (a cluster's etcd too), whose CPU time a run is charged.
+    pub fn pids(&self) -> Vec<u32> {
+        let mut pids: Vec<u32> = self.procs.iter().map(Proc::pid).collect();
+        pids.extend(self.cluster.as_ref().map(|c| c.etcd_pid));
+        pids
+    }
+
     /// Stops the processes (newest first) and removes the folders.
     pub fn stop(mut self, janitor: &mut Janitor) {
         while let Some(p) = self.procs.pop() {
@@ -310,12 +343,12 @@ impl Drop for Server {
 }
 
 /// A port free on loopback right now.
-fn free_port() -> Result<u16> {
+pub(super) fn free_port() -> Result<u16> {
     let l = TcpListener::bind("127.0.0.1:0").map_err(Error::io("find a free port on 127.0.0.1"))?;
     Ok(l.local_addr().map_err(Error::io("read a bound address"))?.port())
 }
 
-fn mkdir(dir: &Path, janitor: &mut Janitor) -> Result<PathBuf> {
+pub(super) fn mkdir(dir: &Path, janitor: &mut Janitor) -> Result<PathBuf> {
     janitor.folder(dir);
     std::fs::create_dir_all(dir).map_err(Error::io(format!("create {}", dir.display())))?;
     Ok(dir.to_path_buf())
@@ -323,7 +356,17 @@ fn mkdir(dir: &Path, janitor: &mut Janitor) -> Result<PathBuf> {
 
 /// Starts `target`; its files go under `env`'s folders, named after `tag`.
 pub fn start(target: Target, env: &Env, tag: &str, janitor: &mut Janitor) -> Result<Server> {
-    let mut s = Server { target, addr: String::new(), tls_addr: None, procs: Vec::new(), dirs: Vec::new() };
+    if target.is_cluster() {
+        return super::shards::start(env, tag, env.shards.first().copied().unwrap_or(1), janitor);
+    }
+    let mut s = Server {
+        target,
+        addr: String::new(),
+        tls_addr: None,
+        cluster: None,
+        procs: Vec::new(),
+        dirs: Vec::new(),
+    };
     let name = format!("{tag}-{}", target.name());
     match target {
         Target::RedisNone => {
@@ -365,10 +408,15 @@ pub fn start(target: Target, env: &Env, tag: &str, janitor: &mut Janitor) -> Res
         Target::MojimSync | Target::MojimSyncShm => {
             let dir = mkdir(&env.dir.join(&name), janitor)?;
             s.dirs.push(dir.clone());
-            let (procs, addr, tls_addr) = mojim_kv(env, &dir, target == Target::MojimSyncShm, janitor)?;
-            s.procs.extend(procs);
-            (s.addr, s.tls_addr) = (addr, tls_addr);
+            let shm = target == Target::MojimSyncShm;
+            let listen = crate::cluster::listen_addr(&dir, "mirror", if shm { "shm" } else { "tcp" });
+            let prepared = prepare_mojim(env, &dir, &listen, &[], shm, &|_| {}, janitor)?;
+            s.procs.push(prepared.mirror);
+            let addr = format!("127.0.0.1:{}", free_port()?);
+            s.procs.push(serve_kv(env, &prepared.cfg_path, &addr, &[], janitor)?);
+            (s.addr, s.tls_addr) = (addr, prepared.tls_addr);
         }
+        Target::MojimCluster => unreachable!("started by shards::start above"),
     }
     Ok(s)
 }
@@ -444,7 +492,7 @@ fn last_lines(s: &str, n: usize) -> String {
 }
 
 /// Waits until `addr` answers PING, failing early if one of `procs` exits.
-fn wait_ready(addr: &str, procs: &mut [Proc]) -> Result<()> {
+pub(super) fn wait_ready(addr: &str, procs: &mut [Proc]) -> Result<()> {
     let t0 = Instant::now();
     loop {
         for p in procs.iter_mut() {
@@ -523,14 +571,30 @@ pub fn check_kv_subcommand(exe: &Path) -> Result<()> {
     )))
 }
 
-/// Starts a mirror (`mojim serve`) and `mojim kv` in mode sync in front of it, reaching it
-/// through shared memory if `shm`; returns its processes, its address and its TLS address.
-fn mojim_kv(
+/// A region of mode sync, its configuration written and its mirror running, before its
+/// `mojim kv` starts.
+pub(super) struct Prepared {
+    /// The configuration, with the mirror's address in it.
+    pub cfg_path: PathBuf,
+    /// The mirror.
+    pub mirror: Proc,
+    /// Where the mirror listens.
+    pub mirror_addr: String,
+    /// Where `mojim kv` will serve over TLS (with `--tls on`).
+    pub tls_addr: Option<String>,
+}
+
+/// Creates a region in `dir` and its configuration (edited by `edit`), and starts its mirror
+/// (`mojim serve --listen listen`, with `serve_args`), reached through shared memory if `shm`.
+pub(super) fn prepare_mojim(
     env: &Env,
     dir: &Path,
+    listen: &str,
+    serve_args: &[&str],
     shm: bool,
+    edit: &dyn Fn(&mut ConfigFile),
     janitor: &mut Janitor,
-) -> Result<(Vec<Proc>, String, Option<String>)> {
+) -> Result<Prepared> {
     check_kv_subcommand(env.mojim)?;
     let id = RegionId { uuid: random_uuid(), size: env.region_size };
     mojim::create_region(&dir.join("region.mojim"), id)?;
@@ -549,18 +613,20 @@ fn mojim_kv(
         text = text.replace(line, &format!("log_capacity = \"{c}\""));
     }
     write_private(&cfg_path, &text).map_err(Error::io("write the configuration"))?;
+    let mut cfg = mojim::Config::load(&cfg_path)?;
+    // The mirror reads the same file: what `edit` sets (its coordinator, say) is there first.
+    edit(&mut cfg.file);
+    write_config(&cfg_path, &cfg.file)?;
     let cfg_s =
         cfg_path.to_str().ok_or_else(|| Error::Config(format!("{} is not UTF-8", cfg_path.display())))?;
     let mirror_dir = dir.join("mirror");
     let mirror_s = mirror_dir.to_str().unwrap_or_default();
-    let listen = crate::cluster::listen_addr(dir, "mirror", if shm { "shm" } else { "tcp" });
-    let mirror =
-        ChildNode::spawn(env.mojim, &["serve", "--config", cfg_s, "--listen", &listen, "--dir", mirror_s])?;
+    let mut args = vec!["serve", "--config", cfg_s, "--listen", listen, "--dir", mirror_s];
+    args.extend_from_slice(serve_args);
+    let mirror = ChildNode::spawn(env.mojim, &args)?;
     janitor.process(mirror.pid());
-    let mut procs = vec![Proc::Node(mirror)];
-    let mut cfg = mojim::Config::load(&cfg_path)?;
-    let Proc::Node(m) = &procs[0] else { unreachable!("pushed just above") };
-    cfg.file.primary.mirror = m.addr().to_string();
+    let mirror_addr = mirror.addr().to_string();
+    cfg.file.primary.mirror = mirror_addr.clone();
     if shm {
         cfg.file.primary.transport = "shm".into();
     }
@@ -577,16 +643,34 @@ fn mojim_kv(
         }
         None => None,
     };
+    write_config(&cfg_path, &cfg.file)?;
+    Ok(Prepared { cfg_path, mirror: Proc::Node(mirror), mirror_addr, tls_addr })
+}
+
+fn write_config(path: &Path, file: &ConfigFile) -> Result<()> {
     let text =
-        toml::to_string(&cfg.file).map_err(|e| Error::Config(format!("serialise the configuration: {e}")))?;
-    write_private(&cfg_path, &text).map_err(Error::io("write the configuration"))?;
-    let addr = format!("127.0.0.1:{}", free_port()?);
+        toml::to_string(file).map_err(|e| Error::Config(format!("serialise the configuration: {e}")))?;
+    write_private(path, &text).map_err(Error::io("write the configuration"))
+}
+
+/// Starts `mojim kv --config cfg_path --listen addr` (with `args`, then `--kv-arg`s) and waits
+/// until it answers PING.
+pub(super) fn serve_kv(
+    env: &Env,
+    cfg_path: &Path,
+    addr: &str,
+    args: &[&str],
+    janitor: &mut Janitor,
+) -> Result<Proc> {
     let mut cmd = Command::new(env.mojim);
     if std::env::var_os("MOJIM_LOG").is_none() {
         cmd.env("MOJIM_LOG", "warn");
     }
     let child = cmd
-        .args(["kv", "--config", cfg_s, "--listen", &addr])
+        .args(["kv", "--config"])
+        .arg(cfg_path)
+        .args(["--listen", addr])
+        .args(args)
         .args(env.kv_args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -594,14 +678,12 @@ fn mojim_kv(
         .spawn()
         .map_err(Error::io(format!("start {} kv", env.mojim.display())))?;
     janitor.process(child.id());
-    procs.push(Proc::Plain { child, name: format!("{} kv --listen {addr}", env.mojim.display()) });
-    if let Err(e) = wait_ready(&addr, &mut procs) {
-        for p in procs.into_iter().rev() {
-            p.stop(janitor);
-        }
+    let mut p = Proc::Plain { child, name: format!("{} kv --listen {addr}", env.mojim.display()) };
+    if let Err(e) = wait_ready(addr, std::slice::from_mut(&mut p)) {
+        p.stop(janitor);
         return Err(e);
     }
-    Ok((procs, addr, tls_addr))
+    Ok(p)
 }
 
 #[cfg(test)]

@@ -1,0 +1,249 @@
+//! `mojim bench --kv --targets mojim-cluster`: clusters of shards (each `mojim kv --cluster`
+//! with its `mojim serve` mirror, the topology made by `mojim kv cluster create` in an etcd the
+//! benchmark starts) measured beside mojim-sync; the report's CPU-seconds, operations per
+//! CPU-second and operations per shard; the load following MOVED when a slot changes owner
+//! during a run; the refusals; and that nothing is left behind. Needs etcd (Debian
+//! etcd-server). The numbers are not checked: a debug build on a shared machine.
+
+mod common;
+
+use common::TempDir;
+use mojim_etcd::testing::{skip_without_etcd, EtcdServer};
+use mojim_tools::kv::janitor::Janitor;
+use mojim_tools::kv::load::{self, RunSpec};
+use mojim_tools::kv::targets::{Env, Wait};
+use mojim_tools::kv::ycsb::Workload;
+use mojim_tools::kv::{load_records, shards};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// Every entry of `dir` (there should be none left).
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .expect("read the test folder")
+        .map(|e| e.expect("entry").path().display().to_string())
+        .collect()
+}
+
+/// Runs `mojim bench --kv` with `args`, its folders in `dir`: (succeeded, stdout, stderr).
+fn bench(dir: &Path, args: &[&str]) -> (bool, String, String) {
+    let d = dir.to_str().expect("utf-8 path");
+    let out = Command::new(common::exe())
+        .args(["bench", "--kv"])
+        .args(args)
+        .args(["--dir", d, "--disk-dir", d])
+        .output()
+        .expect("run mojim");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(leftovers(dir).is_empty(), "{args:?} left behind: {:?}", leftovers(dir));
+    (out.status.success(), stdout, stderr)
+}
+
+/// One cluster of 2 shards beside mojim-sync, SET and GET for a short time: every line has its
+/// CPU-seconds and operations per CPU-second; the cluster's lines name their 2 shards, and every
+/// shard served some of the operations (and no MOVED: nothing moved).
+#[test]
+fn a_two_shard_cluster_reports_cpu_and_operations_on_every_shard() {
+    if skip_without_etcd() {
+        return;
+    }
+    let dir = TempDir::new("kv-bench-cluster");
+    let (ok, stdout, stderr) = bench(
+        dir.path(),
+        &[
+            "--targets",
+            "mojim-sync,mojim-cluster",
+            "--shards",
+            "2",
+            "--workloads",
+            "set,get",
+            "--tools",
+            "kv",
+            "--sizes",
+            "64",
+            "--clients",
+            "3",
+            "--pipeline",
+            "4",
+            "--records",
+            "200",
+            "--ops",
+            "1000000",
+            "--duration",
+            "0.5",
+            "--region-size",
+            "64MiB",
+            "--json",
+        ],
+    );
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("kv: starting mojim-cluster of 2 shards"), "{stderr}");
+    let rows: Vec<serde_json::Value> =
+        stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    assert_eq!(rows.len(), 4, "set and get on two targets:\n{stdout}");
+    for r in &rows {
+        assert!(r["ops"].as_u64().is_some_and(|n| n > 0), "{r}");
+        assert_eq!(r["misses"], 0, "{r}");
+        assert!(r["cpu_s"].as_f64().is_some_and(|c| c >= 0.0), "no cpu_s in {r}");
+        if r["cpu_s"].as_f64() > Some(0.0) {
+            assert!(r["ops_per_cpu_s"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+        }
+        if r["target"] == "mojim-cluster" {
+            assert_eq!(r["shards"], 2, "{r}");
+            let per: Vec<u64> = r["shard_ops"]
+                .as_array()
+                .expect("shard_ops")
+                .iter()
+                .map(|n| n.as_u64().expect("a count"))
+                .collect();
+            assert_eq!(per.len(), 2, "{r}");
+            assert!(per.iter().all(|n| *n > 0), "a shard served nothing: {r}");
+            assert_eq!(per.iter().sum::<u64>(), r["ops"].as_u64().unwrap(), "{r}");
+            assert_eq!((r["moved"].as_u64(), r["asked"].as_u64()), (Some(0), Some(0)), "{r}");
+        } else {
+            assert_eq!(r["target"], "mojim-sync", "{r}");
+            assert!(r.get("shards").is_none() && r.get("shard_ops").is_none(), "{r}");
+        }
+    }
+    for w in ["set", "get"] {
+        for t in ["mojim-sync", "mojim-cluster"] {
+            assert!(rows.iter().any(|r| r["workload"] == w && r["target"] == t), "no {t} {w}:\n{stdout}");
+        }
+    }
+}
+
+/// The table: a cluster of one shard beside mojim-sync, divided by it (the cost of cluster
+/// mode), with its CPU columns and a line of operations per shard.
+#[test]
+fn the_table_divides_a_one_shard_cluster_by_mojim_sync() {
+    if skip_without_etcd() {
+        return;
+    }
+    let dir = TempDir::new("kv-bench-cluster-table");
+    let (ok, stdout, stderr) = bench(
+        dir.path(),
+        &[
+            "--targets",
+            "mojim-sync,mojim-cluster",
+            "--workloads",
+            "set",
+            "--tools",
+            "kv",
+            "--sizes",
+            "64",
+            "--clients",
+            "2",
+            "--pipeline",
+            "1",
+            "--records",
+            "50",
+            "--ops",
+            "300",
+            "--region-size",
+            "64MiB",
+        ],
+    );
+    assert!(ok, "{stderr}");
+    let header = stdout.lines().next().expect("a header");
+    for col in ["cpu_s", "ops/cpu_s", "ops÷mojim", "p50÷mojim"] {
+        assert!(header.contains(col), "no {col} in {header}");
+    }
+    let row = stdout.lines().find(|l| l.starts_with("kv") && l.contains("mojim-cluster/1")).expect("a row");
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert!(cols[7].parse::<f64>().is_ok_and(|x| x > 0.0), "{row}");
+    assert!(cols[10].parse::<f64>().is_ok(), "cpu_s in {row}");
+    assert!(
+        stdout.contains("mojim-cluster/1 set (64 B, clients 2, pipeline 1): ops per shard 300, MOVED 0"),
+        "{stdout}"
+    );
+}
+
+/// What a cluster target cannot run is refused before anything starts, naming it.
+#[test]
+fn what_a_cluster_cannot_run_is_refused_before_anything_starts() {
+    let dir = TempDir::new("kv-bench-cluster-refused");
+    for (args, says) in [
+        (&["--targets", "mojim-cluster", "--workloads", "set,ycsb-e,zadd"][..], "not ycsb-e, zadd"),
+        (
+            &["--targets", "mojim-sync", "--shards", "2"][..],
+            "--shards 2: shards are those of target mojim-cluster",
+        ),
+        (&["--targets", "mojim-cluster", "--shards", "17"][..], "17"),
+        (
+            &[
+                "--targets",
+                "mojim-cluster",
+                "--workloads",
+                "set",
+                "--tls",
+                "on",
+                "--tools",
+                "redis-benchmark",
+            ][..],
+            "in the clear",
+        ),
+    ] {
+        let (ok, _, stderr) = bench(dir.path(), args);
+        assert!(!ok && stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains("kv: starting"), "{args:?} started something: {stderr}");
+    }
+}
+
+/// A slot range changes owner in etcd while the load runs: the load is answered MOVED, sends
+/// the operations again to the new owner, counts the redirects, and the run completes.
+#[test]
+fn the_load_follows_moved_when_the_slots_change_owner_mid_run() {
+    let Some(etcd) = EtcdServer::start_for_test() else { return };
+    let dir = TempDir::new("kv-bench-cluster-moved");
+    let mut janitor = Janitor::start();
+    let env = Env {
+        redis_server: Path::new("redis-server"),
+        mojim: common::exe(),
+        dir: dir.path(),
+        disk_dir: dir.path(),
+        region_size: 16 << 20,
+        kv_args: &[],
+        busy_poll_us: 0,
+        read_barrier: None,
+        log_capacity: None,
+        tls: None,
+        shards: &[2],
+        etcd: Some(&etcd),
+    };
+    let server = shards::start(&env, "moved", 2, &mut janitor).expect("a cluster of 2 shards starts");
+    load_records(&server.addr, true, 100, 32, Wait::None).expect("load");
+    let spec = RunSpec {
+        addr: server.addr.clone(),
+        workload: Workload::Set,
+        size: 32,
+        clients: 2,
+        pipeline: 2,
+        ops: u64::MAX,
+        duration: Some(Duration::from_secs(3)),
+        records: 100,
+        members: 0,
+        wait: Wait::None,
+        seed: 3,
+        cluster: true,
+    };
+    let run = std::thread::spawn(move || load::run(&spec));
+    std::thread::sleep(Duration::from_millis(800));
+    // Shard 0's slots go to shard 1 (its keys stay behind: the load only writes).
+    let client = etcd.client(Duration::from_secs(2));
+    let key = "/moved-mojim-cluster2/kv-cluster/topology";
+    let mut t: serde_json::Value = serde_json::from_slice(&client.get(key).unwrap().unwrap().value).unwrap();
+    t["shards"][1]["slots"] = serde_json::json!([{ "start": 0, "end": 16383 }]);
+    t["shards"][0]["slots"] = serde_json::json!([]);
+    t["epoch"] = (t["epoch"].as_u64().unwrap() + 1).into();
+    client.put(key, &serde_json::to_vec(&t).unwrap(), None).unwrap();
+    let o = run.join().expect("the load").expect("the run completes");
+    assert!(o.moved > 0, "no MOVED was followed ({} operations)", o.ops);
+    assert_eq!(o.asked, 0);
+    assert_eq!(o.shard_ops.len(), 2);
+    assert!(o.shard_ops.iter().all(|(_, n)| *n > 0), "{:?}", o.shard_ops);
+    assert_eq!(o.shard_ops.iter().map(|(_, n)| n).sum::<u64>(), o.ops);
+    server.stop(&mut janitor);
+    assert!(leftovers(dir.path()).is_empty(), "left behind: {:?}", leftovers(dir.path()));
+}
