@@ -4,47 +4,11 @@
 
 mod common;
 
+use common::kv_cluster::{free_addr, mojim, ok, refused, text, Shards};
 use common::Cluster;
 use mojim_etcd::testing::EtcdServer;
 use mojim_tools::child::ChildNode;
-use std::process::{Command, Output};
 use std::time::Duration;
-
-/// `mojim <args>` with the cluster's configuration, run to its end.
-fn mojim(c: &Cluster, args: &[&str]) -> Output {
-    let mut cmd = Command::new(common::exe());
-    cmd.args(args).args(["--config", c.cfg_path.to_str().expect("utf-8")]);
-    cmd.env("MOJIM_LOG", "warn");
-    cmd.output().expect("run mojim")
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-/// Runs `mojim <args>` and requires it to succeed; returns its output.
-fn ok(c: &Cluster, args: &[&str]) -> String {
-    let o = mojim(c, args);
-    assert!(o.status.success(), "mojim {args:?} failed: {}", text(&o));
-    text(&o)
-}
-
-/// Runs `mojim <args>` and requires it to fail saying each of `says`.
-fn refused(c: &Cluster, args: &[&str], says: &[&str]) -> String {
-    let o = mojim(c, args);
-    let t = text(&o);
-    assert!(!o.status.success(), "mojim {args:?} should have failed: {t}");
-    for s in says {
-        assert!(t.contains(s), "mojim {args:?} does not say {s:?}: {t}");
-    }
-    t
-}
-
-/// A loopback address nothing listens on now.
-fn free_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("address").to_string()
-}
 
 #[test]
 fn create_status_changes_and_refusals() {
@@ -167,49 +131,11 @@ fn redis_py_cluster_client_spreads_1000_keys_over_three_shards() {
     let Some(python) = common::kv::python_with_redis() else { return };
     let Some(etcd) = EtcdServer::start_for_test() else { return };
     let endpoint = etcd.endpoint();
-    let shards: Vec<Cluster> = (0..3)
-        .map(|i| {
-            let mut c = Cluster::new(&format!("kv_cluster_e2e{i}"), 4 << 20, |f| {
-                common::use_etcd(f, &endpoint);
-                f.kv.cluster_prefix = "/e2e".into();
-            });
-            c.start_mirror_with(&["--node", &format!("m{i}"), "--listen", "127.0.0.2:0"]);
-            c
-        })
-        .collect();
-    let kv_addrs: Vec<String> = (0..3).map(|_| free_addr()).collect();
-    let mut create = vec!["kv".to_owned(), "cluster".into(), "create".into()];
-    for (i, c) in shards.iter().enumerate() {
-        create.push("--shard".into());
-        create.push(format!("p{i}/{}/127.0.0.1:1,m{i}/127.0.0.2:6379/{}", kv_addrs[i], c.mirror_addr()));
-    }
-    let create: Vec<&str> = create.iter().map(String::as_str).collect();
-    ok(&shards[0], &create);
-    let servers: Vec<ChildNode> = shards
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let cfg = c.cfg_path.to_str().expect("utf-8");
-            let (node, mirror) = (format!("p{i}"), c.mirror_addr());
-            let args = [
-                "kv",
-                "--config",
-                cfg,
-                "--cluster",
-                "--node",
-                &node,
-                "--mirror",
-                &mirror,
-                "--listen",
-                &kv_addrs[i],
-            ];
-            ChildNode::spawn(common::exe(), &args).expect("mojim kv --cluster starts")
-        })
-        .collect();
-    let out = ok(&shards[0], &["kv", "cluster", "status"]);
+    let shards = Shards::start("kv_cluster_e2e", 3, &endpoint, "/e2e");
+    let out = ok(&shards.shards[0], &["kv", "cluster", "status"]);
     assert_eq!(out.matches("ok (PONG)").count(), 3, "{out}");
 
-    let ports: Vec<&str> = kv_addrs.iter().map(|a| a.rsplit(':').next().expect("a port")).collect();
+    let ports: Vec<&str> = (0..3).map(|i| shards.port(i)).collect();
     let script = format!(
         r#"
 import redis
@@ -230,5 +156,5 @@ print("ok", sizes)
     let mut python = python;
     let o = python.args(["-c", &script]).output().expect("run python3");
     assert!(o.status.success() && text(&o).contains("ok ["), "redis-py: {}", text(&o));
-    drop(servers);
+    drop(shards);
 }
