@@ -11,6 +11,7 @@ use mojim_etcd::testing::EtcdServer;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// The keys (tags whose slot is in [lo, hi), five keys of each: a string with an expiry, a
@@ -155,6 +156,19 @@ fn stop_writer(dir: &Path, mut w: std::process::Child) {
 
 /// `mojim kv cluster move-slots <args>` started, killed -9 once its progress shows keys moved.
 fn kill_mid_move(shards: &Shards, args: &[&str]) {
+    let mut m = start_move(shards, args);
+    m.child.kill().expect("kill -9 move-slots");
+    m.child.wait().expect("reap move-slots");
+}
+
+/// A `move-slots` running, and the lines of its stderr so far.
+struct Running {
+    child: std::process::Child,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+/// `mojim kv cluster move-slots <args>` started, returned once its progress shows keys moved.
+fn start_move(shards: &Shards, args: &[&str]) -> Running {
     let cfg = shards.shards[0].cfg_path.to_str().expect("utf-8");
     let mut child = Command::new(common::exe())
         .args(["kv", "cluster", "move-slots", "--config", cfg])
@@ -165,20 +179,26 @@ fn kill_mid_move(shards: &Shards, args: &[&str]) {
         .spawn()
         .expect("start move-slots");
     let stderr = BufReader::new(child.stderr.take().expect("piped"));
-    let t0 = Instant::now();
-    let mut seen = Vec::new();
-    for line in stderr.lines() {
-        let line = line.expect("read move-slots' progress");
-        seen.push(line.clone());
-        let moved = line.split(" keys moved").next().and_then(|h| h.rsplit(' ').next()?.parse::<u64>().ok());
-        if moved.is_some_and(|n| n > 0) {
-            break;
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&lines);
+    // Read to the end, so that the tool never writes to a closed pipe.
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            sink.lock().expect("not poisoned").push(line);
         }
+    });
+    let moved = |line: &String| {
+        let n = line.split(" keys moved").next().and_then(|h| h.rsplit(' ').next()?.parse::<u64>().ok());
+        n.is_some_and(|n| n > 0)
+    };
+    let t0 = Instant::now();
+    while !lines.lock().expect("not poisoned").iter().any(moved) {
+        let seen = lines.lock().expect("not poisoned").clone();
         assert!(t0.elapsed() < common::WAIT, "no progress from move-slots: {seen:?}");
+        assert!(child.try_wait().expect("poll").is_none(), "move-slots ended already: {seen:?}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    assert!(child.try_wait().expect("poll").is_none(), "move-slots ended before it was killed: {seen:?}");
-    child.kill().expect("kill -9 move-slots");
-    child.wait().expect("reap move-slots");
+    Running { child, stderr: lines }
 }
 
 fn call(a: &[String]) -> Vec<&str> {
@@ -225,6 +245,35 @@ fn slots_move_live_and_a_killed_move_resumes() {
     assert!(checked.contains("checked 2040 keys"), "{checked}");
     let st = status(&shards);
     assert!(st.contains("slots 0-8191 (8192 slots)") && !st.contains("moving slot"), "{st}");
+}
+
+/// The source's `mojim kv` killed -9 mid-move: the tool stops, naming it; the server restarted on
+/// its region, the move resumes, and nothing acknowledged to a client or the tool is lost.
+#[test]
+fn the_source_killed_mid_move_restarts_and_the_move_resumes() {
+    let Some(etcd) = EtcdServer::start_for_test() else { return };
+    let mut shards = Shards::start("kv_move_source", 2, &etcd.endpoint(), "/move-source");
+    let dir = shards.shards[0].dir.path().to_owned();
+    run_python(&shards, &dir, "load", &[]);
+
+    let w = start_writer(&shards, &dir);
+    let mut tool = start_move(&shards, &["--from", "p0", "--to", "p1", "--slots", "0-99", "--pipeline", "3"]);
+    shards.servers[0].take().expect("shard 0's server runs").kill();
+    let status_code = tool.child.wait().expect("move-slots ends");
+    let said = || tool.stderr.lock().expect("not poisoned").join("\n");
+    common::kv::wait_for("move-slots' last words", || said().contains("mojim: ").then_some(()));
+    let said = said();
+    assert!(
+        !status_code.success() && said.contains("shard ") && said.contains("move-slots` again"),
+        "{said}"
+    );
+    shards.start_server(0);
+    let out = ok(&shards.shards[0], &["kv", "cluster", "move-slots"]);
+    assert!(out.contains("moved "), "{out}");
+    stop_writer(&dir, w);
+    let checked = run_python(&shards, &dir, "check", &["1"]);
+    assert!(checked.contains("checked 2040 keys"), "{checked}");
+    assert!(!status(&shards).contains("moving slot"), "{}", status(&shards));
 }
 
 /// A move killed -9 mid-way is given back with --rollback: the keys of every slot still moving
