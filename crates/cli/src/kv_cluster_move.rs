@@ -867,3 +867,105 @@ fn current_epoch(info: &[u8]) -> Option<u64> {
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mojim_kv::cluster::topology::ShardNode;
+
+    fn shard(n: u8, slots: &[(u16, u16)]) -> Shard {
+        Shard {
+            id: format!("{n:040x}"),
+            config_epoch: 1,
+            slots: slots.iter().map(|&(start, end)| SlotRange { start, end }).collect(),
+            nodes: vec![ShardNode {
+                name: format!("n{n}"),
+                kv_addr: format!("127.0.0.{n}:6379"),
+                serve_addr: format!("127.0.0.{n}:7070"),
+                zone: String::new(),
+            }],
+            primary: format!("n{n}"),
+        }
+    }
+
+    #[test]
+    fn slots_parse_in_order_once_and_bad_ones_are_named() {
+        assert_eq!(parse_slots("5-7, 3,6,16383").unwrap(), vec![3, 5, 6, 7, 16383]);
+        for bad in ["", "7-5", "16384", "1-x", "-3"] {
+            let e = parse_slots(bad).unwrap_err();
+            assert!(e.contains("is not a slot or A-B range"), "{bad:?}: {e}");
+        }
+        assert_eq!(ranges(&to_ranges(&[0, 1, 2, 5, 7, 8])), "0-2,5,7-8");
+    }
+
+    #[test]
+    fn a_slot_given_keeps_ranges_merged_and_bumps_both_epochs() {
+        let mut t = Topology {
+            epoch: 3,
+            shards: vec![shard(1, &[(0, 9)]), shard(2, &[(11, 20)]), shard(3, &[(21, 30)])],
+            moves: Vec::new(),
+        };
+        let (a, b) = (t.shards[0].id.clone(), t.shards[1].id.clone());
+        give_slot(&mut t, 9, &a, &b);
+        assert_eq!(ranges(&t.shards[0].slots), "0-8");
+        assert_eq!(ranges(&t.shards[1].slots), "9,11-20");
+        give_slot(&mut t, 4, &a, &b);
+        assert_eq!(ranges(&t.shards[0].slots), "0-3,5-8");
+        assert_eq!(ranges(&t.shards[1].slots), "4,9,11-20");
+        assert_eq!((t.shards[0].config_epoch, t.shards[1].config_epoch, t.shards[2].config_epoch), (3, 3, 1));
+    }
+
+    #[test]
+    fn moves_are_refused_naming_the_slots() {
+        let mut t = Topology {
+            epoch: 1,
+            shards: vec![shard(1, &[(0, 99)]), shard(2, &[(100, 16383)])],
+            moves: vec![],
+        };
+        let refusal = |r: Result<(), ChangeError>| match r {
+            Err(ChangeError::Refused(m)) => m,
+            _ => panic!("not refused"),
+        };
+        let e = refusal(record(&mut t, 0, 1, &[98, 99, 100, 101, 200]));
+        assert!(e.contains("does not own slots 100-101,200"), "{e}");
+        assert!(refusal(record(&mut t, 0, 0, &[1])).contains("the same shard"));
+        assert!(record(&mut t, 0, 1, &[5, 6]).is_ok());
+        assert_eq!(t.moves.len(), 2);
+        let e = refusal(record(&mut t, 0, 1, &[4, 5, 6, 7]));
+        assert!(e.contains("slots 5-6 are moving already"), "{e}");
+        assert_eq!(first_free_slots(&t, 0, 6).ok(), Some(vec![0, 1, 2, 3, 4, 7]));
+        assert!(t.check().is_ok(), "the moves recorded are valid");
+    }
+
+    #[test]
+    fn the_plan_evens_slot_counts_from_the_end_of_the_larger_shards() {
+        let t = Topology {
+            epoch: 1,
+            shards: vec![shard(1, &[(0, 8191)]), shard(2, &[(8192, 16383)]), shard(3, &[])],
+            moves: vec![],
+        };
+        let plan = balance_plan(&t);
+        let shown: Vec<(usize, usize, String)> =
+            plan.iter().map(|(f, d, s)| (*f, *d, ranges(&to_ranges(s)))).collect();
+        assert_eq!(shown, vec![(0, 2, "5462-8191".to_owned()), (1, 2, "13653-16383".to_owned())]);
+        // Applied, the counts differ by one at most, and a second plan is empty.
+        let mut after = t.clone();
+        for (f, d, slots) in &plan {
+            let (from, to) = (after.shards[*f].id.clone(), after.shards[*d].id.clone());
+            for &s in slots {
+                give_slot(&mut after, s, &from, &to);
+            }
+        }
+        let counts: Vec<usize> = after.shards.iter().map(|s| owned(s).count()).collect();
+        assert_eq!(counts, vec![5462, 5461, 5461]);
+        assert!(balance_plan(&after).is_empty());
+        assert!(after.check().is_ok());
+    }
+
+    #[test]
+    fn the_current_epoch_is_read_from_cluster_info() {
+        let info = b"cluster_state:ok\r\ncluster_current_epoch:17\r\ncluster_my_epoch:3\r\n";
+        assert_eq!(current_epoch(info), Some(17));
+        assert_eq!(current_epoch(b"cluster_state:ok\r\n"), None);
+    }
+}
