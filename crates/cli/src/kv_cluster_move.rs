@@ -963,6 +963,18 @@ mod tests {
     }
 
     #[test]
+    fn a_move_forward_is_stored_as_before_and_a_rollback_is_marked() {
+        let forward = SlotMove { slot: 7, from: "a".into(), to: "b".into(), rollback: false };
+        let text = serde_json::to_string(&forward).unwrap();
+        assert_eq!(text, r#"{"slot":7,"from":"a","to":"b"}"#);
+        assert_eq!(serde_json::from_str::<SlotMove>(&text).unwrap(), forward);
+        let back = SlotMove { rollback: true, ..forward };
+        let text = serde_json::to_string(&back).unwrap();
+        assert!(text.ends_with(r#","rollback":true}"#), "{text}");
+        assert_eq!(serde_json::from_str::<SlotMove>(&text).unwrap(), back);
+    }
+
+    #[test]
     fn the_current_epoch_is_read_from_cluster_info() {
         let info = b"cluster_state:ok\r\ncluster_current_epoch:17\r\ncluster_my_epoch:3\r\n";
         assert_eq!(current_epoch(info), Some(17));
