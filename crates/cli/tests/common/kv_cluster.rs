@@ -78,7 +78,8 @@ impl Shards {
         s
     }
 
-    /// Starts shard `i`'s `mojim kv --cluster` on its region.
+    /// Starts shard `i`'s `mojim kv --cluster` on its region; after a kill -9 it is tried again
+    /// until the killed one's primary lease in etcd has run out.
     pub fn start_server(&mut self, i: usize) {
         assert!(self.servers[i].is_none(), "shard {i}'s server runs already");
         let c = &self.shards[i];
@@ -96,7 +97,9 @@ impl Shards {
             "--listen",
             &self.kv_addrs[i],
         ];
-        self.servers[i] = Some(ChildNode::spawn(exe(), &args).expect("mojim kv --cluster starts"));
+        let started =
+            super::kv::wait_for("mojim kv --cluster to start", || ChildNode::spawn(exe(), &args).ok());
+        self.servers[i] = Some(started);
     }
 
     /// The port of shard `i`'s `mojim kv`.
