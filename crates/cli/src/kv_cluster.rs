@@ -1,5 +1,6 @@
 //! `mojim kv cluster create | status | add-shard | remove-shard`: the Redis Cluster topology in
-//! etcd, made and changed by compare-and-swap (`mojim_kv::cluster::store`).
+//! etcd, made and changed by compare-and-swap (`mojim_kv::cluster::store`); `move-slots` and
+//! `rebalance` live in `kv_cluster_move`.
 
 use clap::{Args, Subcommand};
 use mojim::{Config, Error};
@@ -31,7 +32,7 @@ has a zone, in different zones.";
 pub(crate) struct ConfigArgs {
     /// Configuration file.
     #[arg(long, short, default_value = "mojim.toml")]
-    config: PathBuf,
+    pub(crate) config: PathBuf,
 }
 
 /// `mojim kv cluster ...`.
@@ -51,6 +52,14 @@ pub(crate) enum ClusterCommand {
     AddShard(AddShardArgs),
     /// Remove a shard; refused while it owns slots (they are named).
     RemoveShard(RemoveShardArgs),
+    /// Move slots to another shard while clients run: records the moves in etcd, copies each
+    /// slot's keys (written on the target before deleted from the source), then gives the slot
+    /// to the target. Without --from/--to it resumes the moves recorded (after a run was cut
+    /// short); --rollback gives them back.
+    MoveSlots(crate::kv_cluster_move::MoveSlotsArgs),
+    /// Even the shards' slot counts (e.g. after add-shard): moves slots from the shards above
+    /// the mean to those below, in slot order, as move-slots does. --dry-run prints the plan.
+    Rebalance(crate::kv_cluster_move::RebalanceArgs),
 }
 
 #[derive(Args)]
@@ -98,10 +107,12 @@ pub(crate) fn run(command: ClusterCommand) -> mojim::Result<()> {
         ClusterCommand::Status(a) => status(a),
         ClusterCommand::AddShard(a) => add_shard(a),
         ClusterCommand::RemoveShard(a) => remove_shard(a),
+        ClusterCommand::MoveSlots(a) => crate::kv_cluster_move::move_slots(a),
+        ClusterCommand::Rebalance(a) => crate::kv_cluster_move::rebalance(a),
     }
 }
 
-fn store(config: &ConfigArgs) -> mojim::Result<(Config, TopologyStore)> {
+pub(crate) fn store(config: &ConfigArgs) -> mojim::Result<(Config, TopologyStore)> {
     let cfg = Config::load(&config.config)?;
     let store =
         mojim_kv::cluster::connect::topology_store(&cfg, "mojim kv cluster").map_err(crate::kv_error)?;
@@ -205,14 +216,7 @@ fn remove_shard(a: RemoveShardArgs) -> mojim::Result<()> {
     let mut removed = String::new();
     let written = store
         .update(|t: &mut Topology| -> Result<(), ChangeError> {
-            let found = t.shards.iter().position(|s| {
-                if is_shard_id(wanted) {
-                    s.id == wanted
-                } else {
-                    s.nodes.iter().any(|n| n.name == wanted)
-                }
-            });
-            let Some(i) = found else {
+            let Some(i) = find_shard(t, wanted) else {
                 return Err(ChangeError::Refused(format!(
                     "no shard {wanted:?} in the topology (epoch {}): give a shard id or a node name as \
                      `mojim kv cluster status` shows them",
@@ -241,8 +245,19 @@ fn remove_shard(a: RemoveShardArgs) -> mojim::Result<()> {
     Ok(())
 }
 
+/// The index of the shard `wanted` names: its id, or the name of one of its nodes.
+pub(crate) fn find_shard(t: &Topology, wanted: &str) -> Option<usize> {
+    t.shards.iter().position(|s| {
+        if is_shard_id(wanted) {
+            s.id == wanted
+        } else {
+            s.nodes.iter().any(|n| n.name == wanted)
+        }
+    })
+}
+
 /// Why a change of the topology was not made: etcd's side, or the command's own refusal.
-enum ChangeError {
+pub(crate) enum ChangeError {
     Store(ClusterStoreError),
     Refused(String),
 }
@@ -263,12 +278,21 @@ impl From<ChangeError> for Error {
 }
 
 /// `0-5460,5462` for the ranges.
-fn ranges(slots: &[SlotRange]) -> String {
+pub(crate) fn ranges(slots: &[SlotRange]) -> String {
     let text: Vec<String> = slots
         .iter()
         .map(|r| if r.start == r.end { r.start.to_string() } else { format!("{}-{}", r.start, r.end) })
         .collect();
     text.join(",")
+}
+
+/// The password the shards' servers want (`MOJIM_KV_PASSWORD`, else `[kv] password`), if any.
+pub(crate) fn kv_password(cfg: &Config) -> Option<Vec<u8>> {
+    let password = match std::env::var_os("MOJIM_KV_PASSWORD") {
+        Some(p) => p.into_encoded_bytes(),
+        None => cfg.file.kv.password.clone().into_bytes(),
+    };
+    (!password.is_empty()).then_some(password)
 }
 
 /// How long `status` waits for a primary's answers.
@@ -402,11 +426,7 @@ impl Replication {
 fn status(a: StatusArgs) -> mojim::Result<()> {
     let (cfg, store) = store(&a.config)?;
     let (t, revision) = store.read_existing().map_err(refused)?;
-    let password = match std::env::var_os("MOJIM_KV_PASSWORD") {
-        Some(p) => p.into_encoded_bytes(),
-        None => cfg.file.kv.password.clone().into_bytes(),
-    };
-    let password = (!password.is_empty()).then_some(password);
+    let password = kv_password(&cfg);
     println!(
         "topology {} epoch {} (etcd revision {revision}), {} shards",
         store.key(),

@@ -4,6 +4,7 @@
 mod backup;
 mod export;
 mod kv_cluster;
+mod kv_cluster_move;
 mod notify;
 mod rejoin;
 mod reload;
@@ -171,7 +172,7 @@ struct KvArgs {
 #[derive(Subcommand)]
 enum KvCommand {
     /// Make, check and change the Redis Cluster topology in etcd (create, status, add-shard,
-    /// remove-shard).
+    /// remove-shard) and move slots between shards (move-slots, rebalance).
     #[command(subcommand, long_about = kv_cluster::ABOUT)]
     Cluster(kv_cluster::ClusterCommand),
 }

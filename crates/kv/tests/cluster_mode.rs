@@ -205,7 +205,10 @@ fn three_shards_redirect_and_serve_redis_cluster_clients() {
     let gone = format!("{tag}.gone");
     assert_eq!(c0.cmd(&["SET", &here, "v"]), Value::Simple(b"OK".to_vec()));
     for n in &c.nodes {
-        n.view.set(topology(a, vec![SlotMove { slot, from: IDS[0].into(), to: IDS[1].into() }]));
+        n.view.set(topology(
+            a,
+            vec![SlotMove { slot, from: IDS[0].into(), to: IDS[1].into(), rollback: false }],
+        ));
     }
     let mut c1 = Client::connect(&a[1]);
     assert_eq!(c0.cmd(&["GET", &here]), Value::bulk("v"));

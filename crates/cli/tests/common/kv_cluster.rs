@@ -7,7 +7,7 @@
 //! `mojim serve` nodes.
 
 use super::kv::wait_for;
-use super::{exe, Cluster, TempDir};
+use super::{exe, use_etcd, Cluster, TempDir};
 use mojim::config::write_private;
 use mojim_etcd::testing::EtcdServer;
 use mojim_tools::child::ChildNode;
@@ -260,4 +260,72 @@ fn spawn_in(net: &Netns, i: usize, args: &[&str]) -> ChildNode {
     let mut a = vec!["netns", "exec", &ns, exe().to_str().expect("utf-8")];
     a.extend_from_slice(args);
     wait_for("a process in its namespace to start", || ChildNode::spawn(Path::new("ip"), &a).ok())
+}
+
+/// `n` shards, each its own `Cluster` (configuration, region, mirror) so that a shard's server
+/// can be killed and started again on its region ([`KvShards`] starts the processes of all
+/// shards from one configuration, on loopback or in namespaces): shard i's primary is node `p<i>` (its `mojim kv` on 127.0.0.1), its mirror node
+/// `m<i>` (`mojim serve` on 127.0.0.2), the topology under `prefix` in the etcd at `endpoint`.
+pub struct Shards {
+    /// Dropped (killed) before the shards' folders.
+    pub servers: Vec<Option<ChildNode>>,
+    pub kv_addrs: Vec<String>,
+    pub shards: Vec<Cluster>,
+}
+
+impl Shards {
+    pub fn start(test: &str, n: usize, endpoint: &str, prefix: &str) -> Shards {
+        let shards: Vec<Cluster> = (0..n)
+            .map(|i| {
+                let mut c = Cluster::new(&format!("{test}{i}"), 4 << 20, |f| {
+                    use_etcd(f, endpoint);
+                    f.kv.cluster_prefix = prefix.into();
+                });
+                c.start_mirror_with(&["--node", &format!("m{i}"), "--listen", "127.0.0.2:0"]);
+                c
+            })
+            .collect();
+        let kv_addrs: Vec<String> = (0..n).map(|_| free_addr()).collect();
+        let mut create = vec!["kv".to_owned(), "cluster".into(), "create".into()];
+        for (i, c) in shards.iter().enumerate() {
+            create.push("--shard".into());
+            create.push(format!("p{i}/{}/127.0.0.1:1,m{i}/127.0.0.2:6379/{}", kv_addrs[i], c.mirror_addr()));
+        }
+        let create: Vec<&str> = create.iter().map(String::as_str).collect();
+        ok(&shards[0], &create);
+        let mut s = Shards { servers: (0..n).map(|_| None).collect(), kv_addrs, shards };
+        for i in 0..n {
+            s.start_server(i);
+        }
+        s
+    }
+
+    /// Starts shard `i`'s `mojim kv --cluster` on its region; after a kill -9 it is tried again
+    /// until the killed one's primary lease in etcd has run out.
+    pub fn start_server(&mut self, i: usize) {
+        assert!(self.servers[i].is_none(), "shard {i}'s server runs already");
+        let c = &self.shards[i];
+        let cfg = c.cfg_path.to_str().expect("utf-8");
+        let (node, mirror) = (format!("p{i}"), c.mirror_addr());
+        let args = [
+            "kv",
+            "--config",
+            cfg,
+            "--cluster",
+            "--node",
+            &node,
+            "--mirror",
+            &mirror,
+            "--listen",
+            &self.kv_addrs[i],
+        ];
+        let started =
+            super::kv::wait_for("mojim kv --cluster to start", || ChildNode::spawn(exe(), &args).ok());
+        self.servers[i] = Some(started);
+    }
+
+    /// The port of shard `i`'s `mojim kv`.
+    pub fn port(&self, i: usize) -> &str {
+        self.kv_addrs[i].rsplit(':').next().expect("a port")
+    }
 }

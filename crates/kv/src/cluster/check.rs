@@ -383,13 +383,18 @@ mod tests {
             (
                 Box::new(|t| {
                     let (from, to) = (t.shards[1].id.clone(), t.shards[0].id.clone());
-                    t.moves.push(SlotMove { slot: 5, from, to })
+                    t.moves.push(SlotMove { slot: 5, from, to, rollback: false })
                 }),
                 "move of slot 5: its source",
             ),
             (
                 Box::new(|t| {
-                    t.moves.push(SlotMove { slot: 5, from: t.shards[0].id.clone(), to: "ab".into() })
+                    t.moves.push(SlotMove {
+                        slot: 5,
+                        from: t.shards[0].id.clone(),
+                        to: "ab".into(),
+                        rollback: false,
+                    })
                 }),
                 "shard \"ab\" is not in the topology",
             ),

@@ -172,7 +172,7 @@ mod tests {
                 shard("b", "n2", "10.0.0.2:6379", &[(5461, 10922)]),
                 shard("c", "n3", "10.0.0.3:6379", &[(10923, 16382)]),
             ],
-            moves: vec![SlotMove { slot: 100, from: "a".into(), to: "b".into() }],
+            moves: vec![SlotMove { slot: 100, from: "a".into(), to: "b".into(), rollback: false }],
         }
     }
 

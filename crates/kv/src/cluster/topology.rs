@@ -78,6 +78,11 @@ pub struct SlotMove {
     pub from: String,
     /// The target shard's id.
     pub to: String,
+    /// The move gives the slot back to the shard it was moving away from (`mojim kv cluster
+    /// move-slots --rollback` turned it around): `to` is where it was before. Absent (false)
+    /// in the stored value of a move forward.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rollback: bool,
 }
 
 impl Topology {

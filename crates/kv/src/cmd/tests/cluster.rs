@@ -101,7 +101,7 @@ fn a_slot_moving_away_asks_for_the_keys_not_here() {
     let (mut h, view) = on("n1", three());
     assert_eq!(h.cmd(&["SET", "bar", "1"]), ok());
     let mut t = three();
-    t.moves.push(SlotMove { slot: 5061, from: A.into(), to: B.into() });
+    t.moves.push(SlotMove { slot: 5061, from: A.into(), to: B.into(), rollback: false });
     view.set(t);
     assert_eq!(h.cmd(&["GET", "bar"]), b("1"));
     assert_eq!(err(&h.cmd(&["GET", "{bar}gone"])), "ASK 5061 127.0.0.1:7002");
@@ -119,7 +119,7 @@ fn a_slot_moving_away_asks_for_the_keys_not_here() {
 #[test]
 fn a_slot_moving_here_is_served_after_asking_for_one_command() {
     let mut t = three();
-    t.moves.push(SlotMove { slot: 5061, from: A.into(), to: B.into() });
+    t.moves.push(SlotMove { slot: 5061, from: A.into(), to: B.into(), rollback: false });
     let (mut h, _view) = on("n2", t);
     let moved = "MOVED 5061 127.0.0.1:7001";
     assert_eq!(err(&h.cmd(&["SET", "bar", "1"])), moved);

@@ -1,0 +1,984 @@
+//! `mojim kv cluster move-slots | rebalance`: live slot moves between shards while clients
+//! run. The moves are recorded in the topology in etcd first (the source then answers ASK for
+//! the slot's keys it no longer holds, the target accepts them after ASKING); then, slot by
+//! slot, batches of keys are copied: read on the source (`DUMP`, `PEXPIRETIME`), written on the
+//! target by one script (`RESTORE ... REPLACE ABSTTL`, acknowledged once the target's mirror
+//! holds it), and deleted on the source by one script that deletes only the keys no client
+//! changed meanwhile. A slot whose source holds no key is given to the target in one more
+//! topology change. Everything the tool needs to go on is in etcd, so running it again resumes
+//! whatever was cut short.
+
+use crate::kv_cluster::{find_shard, kv_password, ranges, store, ChangeError, ConfigArgs};
+use clap::Args;
+use mojim::Error;
+use mojim_kv::cluster::store::TopologyStore;
+use mojim_kv::cluster::topology::{Shard, SlotMove, SlotRange, Topology, SLOTS};
+use mojim_tools::kv::client::{self, ClientError, RespClient};
+use mojim_tools::kv::resp::Value;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long one reply from a shard may take.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Keys that expire sooner than this are left on the source to expire there: a copy restored
+/// after its time would be no copy at all, and could take the place of a key a client wrote on
+/// the target meanwhile.
+const EXPIRY_MARGIN_MS: i64 = 2_000;
+
+/// How often the progress line is written at most, besides one per slot done.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// On the target: `RESTORE` each key (ARGV: key, absolute expiry ms or 0, payload, the `DUMP`
+/// this run last wrote there or "", ...) with REPLACE and ABSTTL, if the target holds no copy
+/// of it or the one this run wrote; answers per key {1, its `DUMP` as written} or, leaving a
+/// copy the run did not write (from a run cut short, or a client's), {0, that copy's `DUMP`}.
+/// One script: one atomic group on the target, acknowledged by its mirror before the reply.
+const RESTORE_SCRIPT: &str = "local out = {}
+for i = 1, #ARGV, 4 do
+  local now = redis.call('DUMP', ARGV[i])
+  if (not now) or now == ARGV[i + 3] then
+    redis.call('RESTORE', ARGV[i], ARGV[i + 1], ARGV[i + 2], 'REPLACE', 'ABSTTL')
+    out[#out + 1] = {1, redis.call('DUMP', ARGV[i]) or ''}
+  else
+    out[#out + 1] = {0, now}
+  end
+end
+return out";
+
+/// On the source: delete each key (ARGV: key, DUMP payload, PEXPIRETIME, ...) whose value and
+/// expiry are still the ones copied. Answers per key 1 (deleted), 0 (changed by a client since
+/// it was read: copied again next round) or -1 (gone: deleted by a client or expired).
+const DELETE_SCRIPT: &str = "local out = {}
+for i = 1, #ARGV, 3 do
+  local now = redis.call('DUMP', ARGV[i])
+  if not now then
+    out[#out + 1] = -1
+  elseif now == ARGV[i + 1] and redis.call('PEXPIRETIME', ARGV[i]) == tonumber(ARGV[i + 2]) then
+    redis.call('DEL', ARGV[i])
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out";
+
+/// Deletes each key (ARGV: key, DUMP payload, ...) whose `DUMP` is still the one given; answers
+/// how many it deleted.
+const DELETE_IF_SAME_SCRIPT: &str = "local n = 0
+for i = 1, #ARGV, 2 do
+  if redis.call('DUMP', ARGV[i]) == ARGV[i + 1] then
+    redis.call('DEL', ARGV[i])
+    n = n + 1
+  end
+end
+return n";
+
+/// Answers per key (ARGV) 1 if it is here, 0 if not; a script, so that a key the slot's routing
+/// would answer with ASK is looked up all the same.
+const EXISTS_SCRIPT: &str = "local out = {}
+for i = 1, #ARGV do
+  out[i] = redis.call('EXISTS', ARGV[i])
+end
+return out";
+
+/// How the copying runs.
+#[derive(Args)]
+pub(crate) struct RunArgs {
+    /// Keys per batch: read, written on the target and deleted on the source together.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pipeline: u32,
+    /// Seconds to wait for every shard's server to take a new topology (its CLUSTER INFO
+    /// cluster_current_epoch) before keys are copied.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    epoch_timeout: u64,
+}
+
+#[derive(Args)]
+pub(crate) struct MoveSlotsArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// The source shard: its id, or the name of one of its nodes.
+    #[arg(long, value_name = "ID_OR_NODE", requires = "to")]
+    from: Option<String>,
+    /// The target shard: its id, or the name of one of its nodes.
+    #[arg(long, value_name = "ID_OR_NODE", requires = "from")]
+    to: Option<String>,
+    /// The slots to move, e.g. 0-99,200 (the source must own each).
+    #[arg(long, value_name = "RANGES", requires = "from", conflicts_with = "count")]
+    slots: Option<String>,
+    /// Move this many of the source's slots (its first ones not already moving).
+    #[arg(long, requires = "from")]
+    count: Option<u16>,
+    /// Give every recorded move back: keys already on the target return to the source, then
+    /// the slot stays with the source.
+    #[arg(long, conflicts_with_all = ["from", "to", "slots", "count"])]
+    rollback: bool,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Args)]
+pub(crate) struct RebalanceArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Print the moves that would even the shards' slot counts, and change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Why keys could not be moved.
+#[derive(Debug)]
+enum MoveError {
+    /// A shard's server could not be reached, or broke the connection.
+    Shard { shard: String, addr: String, source: ClientError },
+    /// A shard's server answered something other than what the command expects.
+    Reply { addr: String, command: &'static str, got: String },
+    /// A shard's server did not take the topology's epoch in time.
+    Lagging { epoch: u64, behind: Vec<String>, waited: Duration },
+    /// A shard of a move has no primary node in the topology.
+    NoPrimary { shard: String },
+}
+
+impl fmt::Display for MoveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MoveError::Shard { shard, addr, source } => write!(
+                f,
+                "shard {shard} at {addr}: {source}; start it (or wait for its fail-over) and run `mojim kv \
+                 cluster move-slots` again to resume the recorded moves"
+            ),
+            MoveError::Reply { addr, command, got } => write!(
+                f,
+                "{addr} answered {command} with {got}; the recorded moves stay in etcd: run `mojim kv cluster \
+                 move-slots` again to resume, or with --rollback to give them back"
+            ),
+            MoveError::Lagging { epoch, behind, waited } => write!(
+                f,
+                "after {} s not every shard's server has taken topology epoch {epoch} (CLUSTER INFO \
+                 cluster_current_epoch): {}; check that each runs and reaches etcd, then run `mojim kv cluster \
+                 move-slots` again (keys are copied only once every server knows the move)",
+                waited.as_secs(),
+                behind.join(", ")
+            ),
+            MoveError::NoPrimary { shard } => {
+                write!(f, "shard {shard} has no primary node in the topology; fix it in etcd first")
+            }
+        }
+    }
+}
+
+impl From<MoveError> for Error {
+    fn from(e: MoveError) -> Error {
+        Error::Io { op: "mojim kv cluster move-slots".into(), source: std::io::Error::other(e.to_string()) }
+    }
+}
+
+/// `move-slots`: records the moves asked for (if any), gives recorded moves back with
+/// --rollback, then runs every recorded move to its end.
+pub(crate) fn move_slots(a: MoveSlotsArgs) -> mojim::Result<()> {
+    let (cfg, store) = store(&a.config)?;
+    set_password(&cfg)?;
+    if let (Some(from), Some(to)) = (&a.from, &a.to) {
+        let written = store.update(|t: &mut Topology| -> Result<(), ChangeError> {
+            let (from_i, to_i) = (shard_index(t, from)?, shard_index(t, to)?);
+            let slots = match (&a.slots, a.count) {
+                (Some(text), _) => parse_slots(text).map_err(ChangeError::Refused)?,
+                (None, Some(n)) => first_free_slots(t, from_i, n)?,
+                (None, None) => {
+                    return Err(ChangeError::Refused(
+                        "give the slots to move: --slots A-B[,C..] or --count N".into(),
+                    ))
+                }
+            };
+            record(t, from_i, to_i, &slots)
+        })?;
+        let count = written.moves.len();
+        println!("recorded the moves: {count} slots moving (epoch {})", written.epoch);
+    } else if a.rollback {
+        turn_back(&store, &a.run)?;
+    }
+    Mover::new(store, &a.run).run_all()
+}
+
+/// `rebalance`: moves slots from the shards above the mean to those below, in slot order.
+pub(crate) fn rebalance(a: RebalanceArgs) -> mojim::Result<()> {
+    let (cfg, store) = store(&a.config)?;
+    let (t, _) = store.read_existing().map_err(|e| crate::kv_error(e.into()))?;
+    if !t.moves.is_empty() {
+        return Err(Error::Config(format!(
+            "{} slot moves are recorded (slot {} first): finish them with `mojim kv cluster move-slots` or give \
+             them back with `move-slots --rollback` before rebalancing",
+            t.moves.len(),
+            t.moves[0].slot
+        )));
+    }
+    let plan = balance_plan(&t);
+    if plan.is_empty() {
+        println!("the {} shards' slot counts are even already: nothing to move", t.shards.len());
+        return Ok(());
+    }
+    for (from, to, slots) in &plan {
+        let r = to_ranges(slots);
+        println!(
+            "move {} slots {} from {} to {}",
+            slots.len(),
+            ranges(&r),
+            t.shards[*from].id,
+            t.shards[*to].id
+        );
+    }
+    if a.dry_run {
+        println!("dry run: nothing changed");
+        return Ok(());
+    }
+    set_password(&cfg)?;
+    let written = store.update(|now: &mut Topology| -> Result<(), ChangeError> {
+        if now.epoch != t.epoch {
+            return Err(ChangeError::Refused(format!(
+                "the topology changed while the plan was made (epoch {} then {}): run rebalance again",
+                t.epoch, now.epoch
+            )));
+        }
+        for (from, to, slots) in &plan {
+            record(now, *from, *to, slots)?;
+        }
+        Ok(())
+    })?;
+    println!("recorded the moves: {} slots moving (epoch {})", written.moves.len(), written.epoch);
+    Mover::new(store, &a.run).run_all()
+}
+
+fn set_password(cfg: &mojim::Config) -> mojim::Result<()> {
+    if let Some(p) = kv_password(cfg) {
+        let p = String::from_utf8(p).map_err(|_| {
+            Error::Config(
+                "the [kv] password (or MOJIM_KV_PASSWORD) is not UTF-8; the shards' AUTH needs text".into(),
+            )
+        })?;
+        client::set_password(Some(p));
+    }
+    Ok(())
+}
+
+fn shard_index(t: &Topology, wanted: &str) -> Result<usize, ChangeError> {
+    find_shard(t, wanted).ok_or_else(|| {
+        ChangeError::Refused(format!(
+            "no shard {wanted:?} in the topology (epoch {}): give a shard id or a node name as `mojim kv \
+             cluster status` shows them",
+            t.epoch
+        ))
+    })
+}
+
+/// Parses `0-99,200`: the slots, each once, in order.
+fn parse_slots(text: &str) -> Result<Vec<u16>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        let bad =
+            || format!("--slots {text:?}: {part:?} is not a slot or A-B range of slots 0..{}", SLOTS - 1);
+        let (a, b) = match part.trim().split_once('-') {
+            Some((a, b)) => (a, b),
+            None => (part.trim(), part.trim()),
+        };
+        let (a, b): (u16, u16) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+        if a > b || b >= SLOTS {
+            return Err(bad());
+        }
+        out.extend(a..=b);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// The first `n` slots shard `from` owns that are not moving.
+fn first_free_slots(t: &Topology, from: usize, n: u16) -> Result<Vec<u16>, ChangeError> {
+    let free: Vec<u16> =
+        owned(&t.shards[from]).filter(|&s| t.moving(s).is_none()).take(usize::from(n)).collect();
+    if free.len() < usize::from(n) {
+        return Err(ChangeError::Refused(format!(
+            "shard {} owns {} slots not already moving, fewer than --count {n}",
+            t.shards[from].id,
+            free.len()
+        )));
+    }
+    Ok(free)
+}
+
+fn owned(s: &Shard) -> impl Iterator<Item = u16> + '_ {
+    s.slots.iter().flat_map(|r| r.start..=r.end)
+}
+
+/// Adds moves of `slots` from shard `from` to shard `to`, refusing (and naming them) slots the
+/// source does not own or that are moving already.
+fn record(t: &mut Topology, from: usize, to: usize, slots: &[u16]) -> Result<(), ChangeError> {
+    let (src, dst) = (&t.shards[from], &t.shards[to]);
+    if from == to {
+        return Err(ChangeError::Refused(format!("--from and --to are the same shard {}", src.id)));
+    }
+    let not_owned: Vec<u16> =
+        slots.iter().copied().filter(|&s| t.owner(s).is_none_or(|o| o.id != src.id)).collect();
+    if !not_owned.is_empty() {
+        return Err(ChangeError::Refused(format!(
+            "shard {} does not own slots {}: `mojim kv cluster status` shows who does",
+            src.id,
+            ranges(&to_ranges(&not_owned))
+        )));
+    }
+    let moving: Vec<u16> = slots.iter().copied().filter(|&s| t.moving(s).is_some()).collect();
+    if !moving.is_empty() {
+        return Err(ChangeError::Refused(format!(
+            "slots {} are moving already: finish with `mojim kv cluster move-slots` or give them back with \
+             --rollback first",
+            ranges(&to_ranges(&moving))
+        )));
+    }
+    let (from_id, to_id) = (src.id.clone(), dst.id.clone());
+    t.moves.extend(slots.iter().map(|&slot| SlotMove {
+        slot,
+        from: from_id.clone(),
+        to: to_id.clone(),
+        rollback: false,
+    }));
+    Ok(())
+}
+
+/// `slots` (sorted) as inclusive ranges.
+fn to_ranges(slots: &[u16]) -> Vec<SlotRange> {
+    let mut out: Vec<SlotRange> = Vec::new();
+    for &s in slots {
+        match out.last_mut() {
+            Some(r) if r.end + 1 == s => r.end = s,
+            _ => out.push(SlotRange { start: s, end: s }),
+        }
+    }
+    out
+}
+
+/// Gives `slot` from shard `from` to shard `to` (ranges kept sorted and merged), bumping both
+/// shards' config epochs.
+fn give_slot(t: &mut Topology, slot: u16, from: &str, to: &str) {
+    for s in &mut t.shards {
+        if s.id == from || s.id == to {
+            let mut all: Vec<u16> = owned(s).filter(|&x| x != slot).collect();
+            if s.id == to {
+                all.push(slot);
+                all.sort_unstable();
+            }
+            s.slots = to_ranges(&all);
+            s.config_epoch += 1;
+        }
+    }
+}
+
+/// The moves that even the shards' slot counts: (from, to, slots in order) by shard index.
+/// Each shard's share is 16384 / n, the first 16384 % n of the shards that hold most now one
+/// more; a shard above its share gives its last slots, to the shards below theirs in order.
+fn balance_plan(t: &Topology) -> Vec<(usize, usize, Vec<u16>)> {
+    let n = t.shards.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let counts: Vec<usize> = t.shards.iter().map(|s| owned(s).count()).collect();
+    let (each, extra) = (usize::from(SLOTS) / n, usize::from(SLOTS) % n);
+    let mut by_size: Vec<usize> = (0..n).collect();
+    by_size.sort_by_key(|&i| (std::cmp::Reverse(counts[i]), i));
+    let mut share = vec![each; n];
+    for &i in by_size.iter().take(extra) {
+        share[i] += 1;
+    }
+    let mut surplus: Vec<(usize, Vec<u16>)> = Vec::new();
+    for i in 0..n {
+        if counts[i] > share[i] {
+            let mine: Vec<u16> = owned(&t.shards[i]).collect();
+            surplus.push((i, mine[share[i]..].to_vec()));
+        }
+    }
+    let mut plan: Vec<(usize, usize, Vec<u16>)> = Vec::new();
+    let mut give = surplus.into_iter().flat_map(|(i, slots)| slots.into_iter().map(move |s| (i, s)));
+    for to in 0..n {
+        for _ in counts[to]..share[to] {
+            let Some((from, slot)) = give.next() else { break };
+            match plan.last_mut() {
+                Some((f, d, slots)) if *f == from && *d == to => slots.push(slot),
+                _ => plan.push((from, to, vec![slot])),
+            }
+        }
+    }
+    plan
+}
+
+/// `--rollback`: turns every recorded move around. First, a key held by both shards (copied to
+/// the target, not yet deleted from the source when a run was cut short) loses its target copy:
+/// the source's is the one clients use. Then one topology change gives each slot to its
+/// target, as a move back to its source marked `rollback`, so that the keys on the target stay
+/// the ones served while they are moved back the usual way. A move turned around already is
+/// left as it is (running --rollback again goes on with it).
+fn turn_back(store: &TopologyStore, run: &RunArgs) -> mojim::Result<()> {
+    let (t, _) = store.read_existing().map_err(|e| crate::kv_error(e.into()))?;
+    let forward: Vec<SlotMove> = t.moves.iter().filter(|m| !m.rollback).cloned().collect();
+    if forward.is_empty() {
+        println!("no recorded move to give back but those going back already");
+        return Ok(());
+    }
+    let mut mover = Mover::new(store.clone(), run);
+    mover.wait_epoch(&t)?;
+    for m in &forward {
+        let (src, dst) = (mover.addr(&t, &m.from)?, mover.addr(&t, &m.to)?);
+        mover.drop_duplicates(m.slot, (&m.from, &src), (&m.to, &dst))?;
+    }
+    let written = store.update(|now: &mut Topology| -> Result<(), ChangeError> {
+        for m in &forward {
+            let Some(i) = now.moves.iter().position(|x| x == m) else { continue };
+            give_slot(now, m.slot, &m.from, &m.to);
+            let back = &mut now.moves[i];
+            std::mem::swap(&mut back.from, &mut back.to);
+            back.rollback = true;
+        }
+        Ok(())
+    })?;
+    println!("giving back {} slot moves (epoch {})", forward.len(), written.epoch);
+    Ok(())
+}
+
+/// What the copying of one slot remembers between batches.
+#[derive(Default)]
+struct Batch {
+    /// Keys left to expire on the source (see EXPIRY_MARGIN_MS).
+    expiring: HashSet<Vec<u8>>,
+    /// The `DUMP` on the target of each key this run wrote there and has not deleted from the
+    /// source yet (a client changed it on the source meanwhile).
+    written: HashMap<Vec<u8>, Vec<u8>>,
+}
+
+/// Copies the keys of recorded moves and ends them.
+struct Mover {
+    store: TopologyStore,
+    batch: usize,
+    epoch_timeout: Duration,
+    clients: HashMap<String, RespClient>,
+    started: Instant,
+    keys: u64,
+    slots_done: usize,
+    slots_total: usize,
+    last_print: Instant,
+}
+
+impl Mover {
+    fn new(store: TopologyStore, run: &RunArgs) -> Mover {
+        let now = Instant::now();
+        Mover {
+            store,
+            batch: run.pipeline as usize,
+            epoch_timeout: Duration::from_secs(run.epoch_timeout),
+            clients: HashMap::new(),
+            started: now,
+            keys: 0,
+            slots_done: 0,
+            slots_total: 0,
+            last_print: now,
+        }
+    }
+
+    /// The kv address of shard `id`'s primary.
+    fn addr(&self, t: &Topology, id: &str) -> Result<String, MoveError> {
+        t.shard(id)
+            .and_then(Shard::primary_node)
+            .map(|n| n.kv_addr.clone())
+            .ok_or_else(|| MoveError::NoPrimary { shard: id.to_owned() })
+    }
+
+    /// The connection to `addr` (shard `shard`), made on first use.
+    fn client(&mut self, shard: &str, addr: &str) -> Result<&mut RespClient, MoveError> {
+        if !self.clients.contains_key(addr) {
+            let c = RespClient::connect(addr, REPLY_TIMEOUT).map_err(|source| MoveError::Shard {
+                shard: shard.to_owned(),
+                addr: addr.to_owned(),
+                source,
+            })?;
+            self.clients.insert(addr.to_owned(), c);
+        }
+        Ok(self.clients.get_mut(addr).expect("inserted above"))
+    }
+
+    /// Sends the queued commands on `(shard, addr)` and returns the replies; a broken
+    /// connection is dropped (and the error returned).
+    fn exec(
+        &mut self,
+        (shard, addr): (&str, &str),
+        commands: &[Vec<Vec<u8>>],
+    ) -> Result<Vec<Value>, MoveError> {
+        let c = self.client(shard, addr)?;
+        for cmd in commands {
+            let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
+            c.queue(&args);
+        }
+        match c.exec() {
+            Ok(v) => Ok(v),
+            Err(source) => {
+                self.clients.remove(addr);
+                Err(MoveError::Shard { shard: shard.to_owned(), addr: addr.to_owned(), source })
+            }
+        }
+    }
+
+    fn one(
+        &mut self,
+        at: (&str, &str),
+        command: &'static str,
+        cmd: Vec<Vec<u8>>,
+    ) -> Result<Value, MoveError> {
+        let v = self.exec(at, &[cmd])?.pop().expect("one reply per command");
+        if let Value::Error(e) = &v {
+            return Err(MoveError::Reply { addr: at.1.to_owned(), command, got: format!("-{e}") });
+        }
+        Ok(v)
+    }
+
+    /// Waits until every shard's server answers CLUSTER INFO with `cluster_current_epoch` at
+    /// least `t.epoch`.
+    fn wait_epoch(&mut self, t: &Topology) -> Result<(), MoveError> {
+        let t0 = Instant::now();
+        loop {
+            let mut behind = Vec::new();
+            for s in &t.shards {
+                let addr = self.addr(t, &s.id)?;
+                let info = self.one((&s.id, &addr), "CLUSTER INFO", args(&[b"CLUSTER", b"INFO"]));
+                let seen = info.ok().as_ref().and_then(Value::as_bytes).and_then(current_epoch);
+                match seen {
+                    Some(e) if e >= t.epoch => {}
+                    Some(e) => behind.push(format!("{} at {addr} is at epoch {e}", s.primary)),
+                    None => behind.push(format!("{} at {addr} does not answer", s.primary)),
+                }
+            }
+            if behind.is_empty() {
+                return Ok(());
+            }
+            if t0.elapsed() >= self.epoch_timeout {
+                return Err(MoveError::Lagging { epoch: t.epoch, behind, waited: t0.elapsed() });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Runs every recorded move to its end.
+    fn run_all(mut self) -> mojim::Result<()> {
+        let (t, _) = self.store.read_existing().map_err(|e| crate::kv_error(e.into()))?;
+        if t.moves.is_empty() {
+            println!("no slot moves recorded: nothing to do");
+            return Ok(());
+        }
+        self.slots_total = t.moves.len();
+        self.wait_epoch(&t)?;
+        for m in &t.moves {
+            let (src, dst) = (self.addr(&t, &m.from)?, self.addr(&t, &m.to)?);
+            let keys = self.move_slot(m.slot, (&m.from, &src), (&m.to, &dst))?;
+            self.finish(m)?;
+            self.slots_done += 1;
+            self.progress(Some((m.slot, keys)));
+        }
+        let secs = self.started.elapsed().as_secs_f64();
+        println!(
+            "moved {} slots, {} keys in {secs:.1} s ({:.0} keys/s)",
+            self.slots_done,
+            self.keys,
+            self.keys as f64 / secs.max(1e-3)
+        );
+        Ok(())
+    }
+
+    fn progress(&mut self, slot_done: Option<(u16, u64)>) {
+        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+        let head = match slot_done {
+            Some((slot, keys)) => format!("slot {slot} moved ({keys} keys); "),
+            None if self.last_print.elapsed() >= PROGRESS_EVERY => String::new(),
+            None => return,
+        };
+        self.last_print = Instant::now();
+        eprintln!(
+            "{head}{} keys moved ({:.0} keys/s), {}/{} slots done",
+            self.keys,
+            self.keys as f64 / secs,
+            self.slots_done,
+            self.slots_total
+        );
+    }
+
+    /// Moves the keys of `slot` from `src` to `dst` until the source holds none; returns how
+    /// many it moved.
+    fn move_slot(&mut self, slot: u16, src: (&str, &str), dst: (&str, &str)) -> Result<u64, MoveError> {
+        let mut moved = 0u64;
+        let mut batch = Batch::default();
+        loop {
+            let want = self.batch + batch.expiring.len();
+            let listed = self.one(
+                src,
+                "CLUSTER GETKEYSINSLOT",
+                args(&[
+                    b"CLUSTER",
+                    b"GETKEYSINSLOT",
+                    slot.to_string().as_bytes(),
+                    want.to_string().as_bytes(),
+                ]),
+            )?;
+            let keys: Vec<Vec<u8>> =
+                bulks(&listed).into_iter().filter(|k| !batch.expiring.contains(k)).take(self.batch).collect();
+            if keys.is_empty() {
+                let count = self.one(
+                    src,
+                    "CLUSTER COUNTKEYSINSLOT",
+                    args(&[b"CLUSTER", b"COUNTKEYSINSLOT", slot.to_string().as_bytes()]),
+                )?;
+                if count == Value::Int(0) {
+                    return Ok(moved);
+                }
+                // Only keys about to expire are left (or they expired meanwhile): look again.
+                batch.expiring.clear();
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            moved += self.move_batch(&keys, src, dst, &mut batch)?;
+            self.progress(None);
+        }
+    }
+
+    /// Moves one batch of keys; returns how many were deleted from the source.
+    fn move_batch(
+        &mut self,
+        keys: &[Vec<u8>],
+        src: (&str, &str),
+        dst: (&str, &str),
+        batch: &mut Batch,
+    ) -> Result<u64, MoveError> {
+        // Read: DUMP and PEXPIRETIME of each, pipelined. A key gone meanwhile (nil, or ASK now
+        // that it is not here) is skipped.
+        let mut reads = Vec::with_capacity(keys.len() * 2);
+        for k in keys {
+            reads.push(args(&[b"DUMP", k]));
+            reads.push(args(&[b"PEXPIRETIME", k]));
+        }
+        let replies = self.exec(src, &reads)?;
+        let now = now_ms();
+        let mut copies: Vec<(&[u8], Vec<u8>, i64)> = Vec::new();
+        for (k, pair) in keys.iter().zip(replies.chunks(2)) {
+            let (Some(payload), Value::Int(at)) = (pair[0].as_bytes(), &pair[1]) else { continue };
+            if *at >= 0 && *at < now + EXPIRY_MARGIN_MS {
+                batch.expiring.insert(k.clone());
+                continue;
+            }
+            copies.push((k, payload.to_vec(), *at));
+        }
+        if copies.is_empty() {
+            return Ok(0);
+        }
+        // Write on the target: one script, one group, acknowledged by the target's mirror.
+        let mut restore = args(&[b"EVAL", RESTORE_SCRIPT.as_bytes(), b"0"]);
+        for (k, payload, at) in &copies {
+            restore.push(k.to_vec());
+            restore.push((*at).max(0).to_string().into_bytes());
+            restore.push(payload.clone());
+            restore.push(batch.written.get(*k).cloned().unwrap_or_default());
+        }
+        let on_target = self.one(dst, "EVAL (RESTORE)", restore)?;
+        let on_target = array(&on_target, copies.len())
+            .ok_or_else(|| reply_error(dst.1, "EVAL (RESTORE)", &on_target))?
+            .to_vec();
+        let mut restored = Vec::new();
+        let mut foreign = Vec::new();
+        for ((k, payload, at), r) in copies.into_iter().zip(&on_target) {
+            let (flag, dump) = match r {
+                Value::Array(Some(pair)) if pair.len() == 2 => {
+                    (&pair[0], pair[1].as_bytes().unwrap_or_default())
+                }
+                _ => return Err(reply_error(dst.1, "EVAL (RESTORE)", r)),
+            };
+            if *flag == Value::Int(1) {
+                restored.push((k, payload, at, dump.to_vec()));
+            } else {
+                foreign.push((k.to_vec(), dump.to_vec()));
+            }
+        }
+        // A copy on the target this run did not write, of a key the source holds: written
+        // while the source held the key, so never served, so stale (the source never gets a
+        // key of a moving slot back once it lost it). It goes, if still the same, and the key
+        // is copied in the next round. Of a key the source no longer holds: a client's, kept.
+        if !foreign.is_empty() {
+            let mut exists = args(&[b"EVAL", EXISTS_SCRIPT.as_bytes(), b"0"]);
+            exists.extend(foreign.iter().map(|(k, _)| k.clone()));
+            let here = self.one(src, "EVAL (EXISTS)", exists)?;
+            let here = array(&here, foreign.len())
+                .ok_or_else(|| reply_error(src.1, "EVAL (EXISTS)", &here))?
+                .to_vec();
+            let mut drop = args(&[b"EVAL", DELETE_IF_SAME_SCRIPT.as_bytes(), b"0"]);
+            for ((k, d), h) in foreign.into_iter().zip(&here) {
+                if *h == Value::Int(1) {
+                    drop.push(k);
+                    drop.push(d);
+                }
+            }
+            if drop.len() > 3 {
+                self.one(dst, "EVAL (drop stale copies)", drop)?;
+            }
+        }
+        if restored.is_empty() {
+            return Ok(0);
+        }
+        // Delete on the source what is still as copied: one script, one group.
+        let mut delete = args(&[b"EVAL", DELETE_SCRIPT.as_bytes(), b"0"]);
+        for (k, payload, at, _) in &restored {
+            delete.push(k.to_vec());
+            delete.push(payload.clone());
+            delete.push(at.to_string().into_bytes());
+        }
+        let outcome = self.one(src, "EVAL (delete)", delete)?;
+        let outcome = array(&outcome, restored.len())
+            .ok_or_else(|| reply_error(src.1, "EVAL (delete)", &outcome))?
+            .to_vec();
+        let mut deleted = 0;
+        // Keys a client deleted on the source (or that expired there) after they were read:
+        // the target's copy goes too, unless a client wrote it since.
+        let mut gone = args(&[b"EVAL", DELETE_IF_SAME_SCRIPT.as_bytes(), b"0"]);
+        for ((k, _, _, written), o) in restored.into_iter().zip(&outcome) {
+            match o {
+                Value::Int(1) => {
+                    batch.written.remove(k);
+                    deleted += 1;
+                }
+                Value::Int(-1) => {
+                    batch.written.remove(k);
+                    if !written.is_empty() {
+                        gone.push(k.to_vec());
+                        gone.push(written);
+                    }
+                }
+                // Changed by a client since it was read: copied again, over this copy.
+                _ => {
+                    batch.written.insert(k.to_vec(), written);
+                }
+            }
+        }
+        if gone.len() > 3 {
+            self.one(dst, "EVAL (drop deleted)", gone)?;
+        }
+        self.keys += deleted;
+        Ok(deleted)
+    }
+
+    /// Before a move is turned around: drops the target's copy of each key the source holds
+    /// too, if no client changed it since it was read.
+    fn drop_duplicates(&mut self, slot: u16, src: (&str, &str), dst: (&str, &str)) -> Result<(), MoveError> {
+        let count = self.one(
+            dst,
+            "CLUSTER COUNTKEYSINSLOT",
+            args(&[b"CLUSTER", b"COUNTKEYSINSLOT", slot.to_string().as_bytes()]),
+        )?;
+        let Value::Int(count) = count else {
+            return Err(reply_error(dst.1, "CLUSTER COUNTKEYSINSLOT", &count));
+        };
+        if count == 0 {
+            return Ok(());
+        }
+        let listed = self.one(
+            dst,
+            "CLUSTER GETKEYSINSLOT",
+            args(&[b"CLUSTER", b"GETKEYSINSLOT", slot.to_string().as_bytes(), count.to_string().as_bytes()]),
+        )?;
+        for keys in bulks(&listed).chunks(self.batch) {
+            let mut reads = Vec::with_capacity(keys.len() * 2);
+            for k in keys {
+                reads.push(args(&[b"ASKING"]));
+                reads.push(args(&[b"DUMP", k]));
+            }
+            let dumps = self.exec(dst, &reads)?;
+            let mut exists = args(&[b"EVAL", EXISTS_SCRIPT.as_bytes(), b"0"]);
+            exists.extend(keys.iter().cloned());
+            let here = self.one(src, "EVAL (EXISTS)", exists)?;
+            let here =
+                array(&here, keys.len()).ok_or_else(|| reply_error(src.1, "EVAL (EXISTS)", &here))?.to_vec();
+            let mut drop = args(&[b"EVAL", DELETE_IF_SAME_SCRIPT.as_bytes(), b"0"]);
+            for ((k, d), h) in keys.iter().zip(dumps.chunks(2)).zip(&here) {
+                if let (Value::Int(1), Some(d)) = (h, d[1].as_bytes()) {
+                    drop.push(k.clone());
+                    drop.push(d.to_vec());
+                }
+            }
+            if drop.len() > 3 {
+                self.one(dst, "EVAL (drop duplicates)", drop)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the move of `m.slot` once its source holds no key: the slot goes to the target, the
+    /// move is dropped, both shards' config epochs go up.
+    fn finish(&mut self, m: &SlotMove) -> mojim::Result<()> {
+        self.store
+            .update(|t: &mut Topology| -> Result<(), ChangeError> {
+                if !t.moves.contains(m) {
+                    return Err(ChangeError::Refused(format!(
+                        "the move of slot {} from {} to {} is no longer recorded (the topology changed \
+                         meanwhile, epoch {}): see `mojim kv cluster status`",
+                        m.slot, m.from, m.to, t.epoch
+                    )));
+                }
+                t.moves.retain(|x| x != m);
+                give_slot(t, m.slot, &m.from, &m.to);
+                Ok(())
+            })
+            .map_err(Error::from)?;
+        Ok(())
+    }
+}
+
+fn args(parts: &[&[u8]]) -> Vec<Vec<u8>> {
+    parts.iter().map(|p| p.to_vec()).collect()
+}
+
+fn bulks(v: &Value) -> Vec<Vec<u8>> {
+    match v {
+        Value::Array(Some(items)) => items.iter().filter_map(|i| i.as_bytes().map(<[u8]>::to_vec)).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn array(v: &Value, n: usize) -> Option<&[Value]> {
+    match v {
+        Value::Array(Some(items)) if items.len() == n => Some(items),
+        _ => None,
+    }
+}
+
+fn reply_error(addr: &str, command: &'static str, got: &Value) -> MoveError {
+    let mut got = got.to_string();
+    got.truncate(200);
+    MoveError::Reply { addr: addr.to_owned(), command, got }
+}
+
+/// `cluster_current_epoch` of a CLUSTER INFO answer.
+fn current_epoch(info: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(info).ok()?;
+    text.lines().find_map(|l| l.strip_prefix("cluster_current_epoch:")).and_then(|v| v.trim().parse().ok())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mojim_kv::cluster::topology::ShardNode;
+
+    fn shard(n: u8, slots: &[(u16, u16)]) -> Shard {
+        Shard {
+            id: format!("{n:040x}"),
+            config_epoch: 1,
+            slots: slots.iter().map(|&(start, end)| SlotRange { start, end }).collect(),
+            nodes: vec![ShardNode {
+                name: format!("n{n}"),
+                kv_addr: format!("127.0.0.{n}:6379"),
+                serve_addr: format!("127.0.0.{n}:7070"),
+                zone: String::new(),
+                kv_tls_addr: None,
+            }],
+            primary: format!("n{n}"),
+        }
+    }
+
+    #[test]
+    fn slots_parse_in_order_once_and_bad_ones_are_named() {
+        assert_eq!(parse_slots("5-7, 3,6,16383").unwrap(), vec![3, 5, 6, 7, 16383]);
+        for bad in ["", "7-5", "16384", "1-x", "-3"] {
+            let e = parse_slots(bad).unwrap_err();
+            assert!(e.contains("is not a slot or A-B range"), "{bad:?}: {e}");
+        }
+        assert_eq!(ranges(&to_ranges(&[0, 1, 2, 5, 7, 8])), "0-2,5,7-8");
+    }
+
+    #[test]
+    fn a_slot_given_keeps_ranges_merged_and_bumps_both_epochs() {
+        let mut t = Topology {
+            epoch: 3,
+            shards: vec![shard(1, &[(0, 9)]), shard(2, &[(11, 20)]), shard(3, &[(21, 30)])],
+            moves: Vec::new(),
+        };
+        let (a, b) = (t.shards[0].id.clone(), t.shards[1].id.clone());
+        give_slot(&mut t, 9, &a, &b);
+        assert_eq!(ranges(&t.shards[0].slots), "0-8");
+        assert_eq!(ranges(&t.shards[1].slots), "9,11-20");
+        give_slot(&mut t, 4, &a, &b);
+        assert_eq!(ranges(&t.shards[0].slots), "0-3,5-8");
+        assert_eq!(ranges(&t.shards[1].slots), "4,9,11-20");
+        assert_eq!((t.shards[0].config_epoch, t.shards[1].config_epoch, t.shards[2].config_epoch), (3, 3, 1));
+    }
+
+    #[test]
+    fn moves_are_refused_naming_the_slots() {
+        let mut t = Topology {
+            epoch: 1,
+            shards: vec![shard(1, &[(0, 99)]), shard(2, &[(100, 16383)])],
+            moves: vec![],
+        };
+        let refusal = |r: Result<(), ChangeError>| match r {
+            Err(ChangeError::Refused(m)) => m,
+            _ => panic!("not refused"),
+        };
+        let e = refusal(record(&mut t, 0, 1, &[98, 99, 100, 101, 200]));
+        assert!(e.contains("does not own slots 100-101,200"), "{e}");
+        assert!(refusal(record(&mut t, 0, 0, &[1])).contains("the same shard"));
+        assert!(record(&mut t, 0, 1, &[5, 6]).is_ok());
+        assert_eq!(t.moves.len(), 2);
+        let e = refusal(record(&mut t, 0, 1, &[4, 5, 6, 7]));
+        assert!(e.contains("slots 5-6 are moving already"), "{e}");
+        assert_eq!(first_free_slots(&t, 0, 6).ok(), Some(vec![0, 1, 2, 3, 4, 7]));
+        assert!(t.check().is_ok(), "the moves recorded are valid");
+    }
+
+    #[test]
+    fn the_plan_evens_slot_counts_from_the_end_of_the_larger_shards() {
+        let t = Topology {
+            epoch: 1,
+            shards: vec![shard(1, &[(0, 8191)]), shard(2, &[(8192, 16383)]), shard(3, &[])],
+            moves: vec![],
+        };
+        let plan = balance_plan(&t);
+        let shown: Vec<(usize, usize, String)> =
+            plan.iter().map(|(f, d, s)| (*f, *d, ranges(&to_ranges(s)))).collect();
+        assert_eq!(shown, vec![(0, 2, "5462-8191".to_owned()), (1, 2, "13653-16383".to_owned())]);
+        // Applied, the counts differ by one at most, and a second plan is empty.
+        let mut after = t.clone();
+        for (f, d, slots) in &plan {
+            let (from, to) = (after.shards[*f].id.clone(), after.shards[*d].id.clone());
+            for &s in slots {
+                give_slot(&mut after, s, &from, &to);
+            }
+        }
+        let counts: Vec<usize> = after.shards.iter().map(|s| owned(s).count()).collect();
+        assert_eq!(counts, vec![5462, 5461, 5461]);
+        assert!(balance_plan(&after).is_empty());
+        assert!(after.check().is_ok());
+    }
+
+    #[test]
+    fn a_move_forward_is_stored_as_before_and_a_rollback_is_marked() {
+        let forward = SlotMove { slot: 7, from: "a".into(), to: "b".into(), rollback: false };
+        let text = serde_json::to_string(&forward).unwrap();
+        assert_eq!(text, r#"{"slot":7,"from":"a","to":"b"}"#);
+        assert_eq!(serde_json::from_str::<SlotMove>(&text).unwrap(), forward);
+        let back = SlotMove { rollback: true, ..forward };
+        let text = serde_json::to_string(&back).unwrap();
+        assert!(text.ends_with(r#","rollback":true}"#), "{text}");
+        assert_eq!(serde_json::from_str::<SlotMove>(&text).unwrap(), back);
+    }
+
+    #[test]
+    fn the_current_epoch_is_read_from_cluster_info() {
+        let info = b"cluster_state:ok\r\ncluster_current_epoch:17\r\ncluster_my_epoch:3\r\n";
+        assert_eq!(current_epoch(info), Some(17));
+        assert_eq!(current_epoch(b"cluster_state:ok\r\n"), None);
+    }
+}

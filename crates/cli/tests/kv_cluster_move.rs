@@ -1,0 +1,350 @@
+//! `mojim kv cluster move-slots | rebalance` against a real etcd and two shards, each a
+//! `mojim serve` mirror and a `mojim kv --cluster` primary: slots holding keys of every type
+//! move while redis-py's `RedisCluster` increments counters in them; the tool killed -9
+//! mid-move resumes, or gives the moves back; afterwards every key is in exactly one shard,
+//! values and expiry times intact, and no acknowledged increment lost.
+
+mod common;
+
+use common::kv_cluster::{ok, refused, text, Shards};
+use mojim_etcd::testing::EtcdServer;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// The keys (tags whose slot is in [lo, hi), five keys of each: a string with an expiry, a
+/// hash, a list, a set, a sorted set), the counters the writer increments (the first 40 tags'
+/// `:c`), and the checks.
+const SCRIPT: &str = r#"
+import json, os, sys, time
+import redis
+from redis.cluster import RedisCluster
+from redis.crc import key_slot
+import logging
+logging.disable(logging.CRITICAL)  # redis-py logs each MOVED and ASK it follows
+
+mode, port0, port1, lo, hi, state = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+TAGS, COUNTERS = 400, 40
+
+def tags():
+    out, i = [], 0
+    while len(out) < TAGS:
+        t = "m%d" % i
+        if lo <= key_slot(t.encode()) < hi:
+            out.append(t)
+        i += 1
+    return out
+
+def keys(t):
+    return ["{%s}:s" % t, "{%s}:h" % t, "{%s}:l" % t, "{%s}:t" % t, "{%s}:z" % t]
+
+def value(rc, k):
+    kind = k[-1]
+    if kind == "s": return rc.get(k).decode()
+    if kind == "h": return {a.decode(): b.decode() for a, b in rc.hgetall(k).items()}
+    if kind == "l": return [x.decode() for x in rc.lrange(k, 0, -1)]
+    if kind == "t": return sorted(x.decode() for x in rc.smembers(k))
+    if kind == "z": return [[m.decode(), s] for m, s in rc.zrange(k, 0, -1, withscores=True)]
+
+def client():
+    return RedisCluster(host="127.0.0.1", port=port0, cluster_error_retry_attempts=20)
+
+if mode == "load":
+    rc = client()
+    expect = {}
+    for t in tags():
+        s, h, l, st, z = keys(t)
+        rc.set(s, "string of " + t, px=3600000 + len(t))
+        rc.hset(h, mapping={"a": t, "b": "2", "c": "x" * 50})
+        rc.rpush(l, "one", t, "three")
+        rc.sadd(st, "x", "y", t)
+        rc.zadd(z, {"low": 1.5, t: 2.0, "high": 3.25})
+        for k in keys(t):
+            expect[k] = [value(rc, k), rc.execute_command("PEXPIRETIME", k)]
+    json.dump(expect, open(state, "w"))
+    print("loaded", len(expect))
+elif mode == "writer":
+    rc = client()
+    counters = ["{%s}:c" % t for t in tags()[:COUNTERS]]
+    acked, errors, i = [0] * COUNTERS, [0] * COUNTERS, 0
+    if os.path.exists(state + ".writer"):  # a writer ran before: its counts go on
+        w = json.load(open(state + ".writer"))
+        acked, errors = w["acked"], w["errors"]
+    while not os.path.exists(state + ".stop"):
+        j = i % COUNTERS
+        if i == COUNTERS:
+            open(state + ".started", "w").close()
+        try:
+            rc.incr(counters[j])
+            acked[j] += 1
+        except Exception as e:
+            errors[j] += 1
+            print("INCR failed:", repr(e), file=sys.stderr)
+            time.sleep(0.01)
+        i += 1
+    json.dump({"acked": acked, "errors": errors}, open(state + ".writer", "w"))
+    print("writer done", sum(acked), "acked", sum(errors), "failed")
+elif mode == "check":
+    owner = sys.argv[7]  # the shard that must hold every key, or "auto": each slot's owner
+    rc = client()
+    expect = json.load(open(state))
+    for k, (v, at) in expect.items():
+        assert rc.exists(k) == 1, k
+        assert value(rc, k) == v, (k, value(rc, k), v)
+        assert rc.execute_command("PEXPIRETIME", k) == at, (k, at)
+    w = json.load(open(state + ".writer"))
+    counters = ["{%s}:c" % t for t in tags()[:COUNTERS]]
+    for c, a, e in zip(counters, w["acked"], w["errors"]):
+        got = int(rc.get(c) or 0)
+        assert a <= got <= a + e, (c, got, a, e)
+    assert sum(w["acked"]) > 0, w
+    shard = [redis.Redis(host="127.0.0.1", port=p) for p in (port0, port1)]
+    per_slot = {}
+    for k in list(expect) + counters:
+        per_slot[key_slot(k.encode())] = per_slot.get(key_slot(k.encode()), 0) + 1
+    owners = {}
+    for start, end, node, *_ in shard[0].execute_command("CLUSTER SLOTS"):
+        for slot in range(max(start, lo), min(end, hi - 1) + 1):
+            owners[slot] = [port0, port1].index(int(node[1]))
+    sizes = [0, 0]
+    for slot in range(lo, hi):
+        owner = owners[slot] if sys.argv[7] == "auto" else int(sys.argv[7])
+        assert owners[slot] == owner, (slot, owners[slot], owner)
+        counts = [s.execute_command("CLUSTER COUNTKEYSINSLOT", slot) for s in shard]
+        stray = shard[1 - owner].execute_command("CLUSTER GETKEYSINSLOT", slot, 5)
+        assert counts[1 - owner] == 0 and counts[owner] == per_slot.get(slot, 0), (slot, counts, owner, stray)
+        sizes[owner] += counts[owner]
+    total = len(expect) + COUNTERS
+    assert [s.dbsize() for s in shard] == sizes and sum(sizes) == total, (sizes, total)
+    print("checked", total, "keys", sum(w["acked"]), "increments", sum(w["errors"]), "failed")
+"#;
+
+/// Runs SCRIPT in `mode`.
+fn python(shards: &Shards, dir: &Path, mode: &str, extra: &[&str]) -> Command {
+    let mut py = common::kv::python_with_redis().expect("python3 with redis-py");
+    let state = dir.join("keys.json");
+    py.args(["-c", SCRIPT, mode, shards.port(0), shards.port(1), "0", "100"]);
+    py.arg(state).args(extra);
+    py
+}
+
+fn run_python(shards: &Shards, dir: &Path, mode: &str, extra: &[&str]) -> String {
+    let o = python(shards, dir, mode, extra).output().expect("run python3");
+    assert!(o.status.success(), "python {mode}: {}", text(&o));
+    text(&o)
+}
+
+/// The counter writer, running until `stop_writer`.
+fn start_writer(shards: &Shards, dir: &Path) -> std::process::Child {
+    let _ = std::fs::remove_file(dir.join("keys.json.stop"));
+    let _ = std::fs::remove_file(dir.join("keys.json.started"));
+    let w = python(shards, dir, "writer", &[]).stdout(Stdio::null()).stderr(Stdio::inherit()).spawn();
+    let w = w.expect("start the writer");
+    // Every counter exists before the move starts.
+    common::kv::wait_for("the writer's first increments", || {
+        dir.join("keys.json.started").exists().then_some(())
+    });
+    w
+}
+
+fn stop_writer(dir: &Path, mut w: std::process::Child) {
+    std::fs::write(dir.join("keys.json.stop"), b"").expect("write the stop file");
+    assert!(w.wait().expect("the writer ends").success(), "the writer failed");
+}
+
+/// `mojim kv cluster move-slots <args>` started, killed -9 once its progress shows keys moved.
+fn kill_mid_move(shards: &Shards, args: &[&str]) {
+    let mut m = start_move(shards, args);
+    m.child.kill().expect("kill -9 move-slots");
+    m.child.wait().expect("reap move-slots");
+}
+
+/// A `move-slots` running, and the lines of its stderr so far.
+struct Running {
+    child: std::process::Child,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+/// `mojim kv cluster move-slots <args>` started, returned once its progress shows keys moved.
+fn start_move(shards: &Shards, args: &[&str]) -> Running {
+    let cfg = shards.shards[0].cfg_path.to_str().expect("utf-8");
+    let mut child = Command::new(common::exe())
+        .args(["kv", "cluster", "move-slots", "--config", cfg])
+        .args(args)
+        .env("MOJIM_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start move-slots");
+    let stderr = BufReader::new(child.stderr.take().expect("piped"));
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&lines);
+    // Read to the end, so that the tool never writes to a closed pipe.
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            sink.lock().expect("not poisoned").push(line);
+        }
+    });
+    let moved = |line: &String| {
+        let n = line.split(" keys moved").next().and_then(|h| h.rsplit(' ').next()?.parse::<u64>().ok());
+        n.is_some_and(|n| n > 0)
+    };
+    let t0 = Instant::now();
+    while !lines.lock().expect("not poisoned").iter().any(moved) {
+        let seen = lines.lock().expect("not poisoned").clone();
+        assert!(t0.elapsed() < common::WAIT, "no progress from move-slots: {seen:?}");
+        assert!(child.try_wait().expect("poll").is_none(), "move-slots ended already: {seen:?}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Running { child, stderr: lines }
+}
+
+fn call(a: &[String]) -> Vec<&str> {
+    a.iter().map(String::as_str).collect()
+}
+
+fn status(shards: &Shards) -> String {
+    text(&common::kv_cluster::mojim(&shards.shards[0], &["kv", "cluster", "status"]))
+}
+
+/// 100 slots holding 2,000 keys of every type move from shard 0 to shard 1 while a writer
+/// increments 40 counters in them; then the same slots move back, the tool killed -9 mid-move
+/// and run again to resume.
+#[test]
+fn slots_move_live_and_a_killed_move_resumes() {
+    let Some(etcd) = EtcdServer::start_for_test() else { return };
+    let shards = Shards::start("kv_move_live", 2, &etcd.endpoint(), "/move-live");
+    let dir = shards.shards[0].dir.path().to_owned();
+    run_python(&shards, &dir, "load", &[]);
+
+    let w = start_writer(&shards, &dir);
+    let out = ok(
+        &shards.shards[0],
+        &["kv", "cluster", "move-slots", "--from", "p0", "--to", "p1", "--slots", "0-99"],
+    );
+    assert!(out.contains("recorded the moves: 100 slots moving"), "{out}");
+    assert!(out.contains("moved 100 slots, 2") && out.contains("keys/s"), "{out}");
+    stop_writer(&dir, w);
+    let checked = run_python(&shards, &dir, "check", &["1"]);
+    eprintln!("{out}{checked}");
+    assert!(checked.contains("checked 2040 keys"), "{checked}");
+    let st = status(&shards);
+    assert!(st.contains("slots 0-99,8192-16383 (8292 slots)") && !st.contains("moving slot"), "{st}");
+
+    // Back to shard 0, the tool killed -9 mid-move, then resumed by running it again.
+    let w = start_writer(&shards, &dir);
+    kill_mid_move(&shards, &["--from", "p1", "--to", "p0", "--slots", "0-99", "--pipeline", "3"]);
+    let st = status(&shards);
+    assert!(st.contains("moving slot"), "the moves stay recorded: {st}");
+    let out = ok(&shards.shards[0], &["kv", "cluster", "move-slots"]);
+    assert!(out.contains("moved ") && !out.contains("recorded the moves"), "{out}");
+    stop_writer(&dir, w);
+    let checked = run_python(&shards, &dir, "check", &["0"]);
+    assert!(checked.contains("checked 2040 keys"), "{checked}");
+    let st = status(&shards);
+    assert!(st.contains("slots 0-8191 (8192 slots)") && !st.contains("moving slot"), "{st}");
+}
+
+/// The source's `mojim kv` killed -9 mid-move: the tool stops, naming it; the server restarted on
+/// its region, the move resumes, and nothing acknowledged to a client or the tool is lost.
+#[test]
+fn the_source_killed_mid_move_restarts_and_the_move_resumes() {
+    let Some(etcd) = EtcdServer::start_for_test() else { return };
+    let mut shards = Shards::start("kv_move_source", 2, &etcd.endpoint(), "/move-source");
+    let dir = shards.shards[0].dir.path().to_owned();
+    run_python(&shards, &dir, "load", &[]);
+
+    let w = start_writer(&shards, &dir);
+    let mut tool = start_move(&shards, &["--from", "p0", "--to", "p1", "--slots", "0-99", "--pipeline", "3"]);
+    shards.servers[0].take().expect("shard 0's server runs").kill();
+    let status_code = tool.child.wait().expect("move-slots ends");
+    let said = || tool.stderr.lock().expect("not poisoned").join("\n");
+    common::kv::wait_for("move-slots' last words", || said().contains("mojim: ").then_some(()));
+    let said = said();
+    assert!(
+        !status_code.success() && said.contains("shard ") && said.contains("move-slots` again"),
+        "{said}"
+    );
+    shards.start_server(0);
+    let out = ok(&shards.shards[0], &["kv", "cluster", "move-slots"]);
+    assert!(out.contains("moved "), "{out}");
+    stop_writer(&dir, w);
+    let checked = run_python(&shards, &dir, "check", &["1"]);
+    assert!(checked.contains("checked 2040 keys"), "{checked}");
+    assert!(!status(&shards).contains("moving slot"), "{}", status(&shards));
+}
+
+/// A move killed -9 mid-way is given back with --rollback: the keys of every slot still moving
+/// (the one cut short among them) return to the source, which keeps those slots; the slots
+/// whose move ended before the kill stay with the target.
+#[test]
+fn a_killed_move_is_rolled_back() {
+    let Some(etcd) = EtcdServer::start_for_test() else { return };
+    let shards = Shards::start("kv_move_back", 2, &etcd.endpoint(), "/move-back");
+    let dir = shards.shards[0].dir.path().to_owned();
+    run_python(&shards, &dir, "load", &[]);
+
+    let w = start_writer(&shards, &dir);
+    kill_mid_move(&shards, &["--from", "p0", "--to", "p1", "--slots", "0-99", "--pipeline", "3"]);
+    let out = ok(&shards.shards[0], &["kv", "cluster", "move-slots", "--rollback"]);
+    assert!(out.contains("giving back") && out.contains("moved "), "{out}");
+    stop_writer(&dir, w);
+    let checked = run_python(&shards, &dir, "check", &["auto"]);
+    assert!(checked.contains("checked 2040 keys"), "{checked}");
+    // The slots whose move ended before the kill are shard 1's; the others shard 0's again.
+    let st = status(&shards);
+    assert!(!st.contains("moving slot") && st.contains("-8191 (") && st.contains("8192-16383 ("), "{st}");
+}
+
+/// Refusals name what is wrong and write nothing; rebalance --dry-run after add-shard plans the
+/// new shard's share.
+#[test]
+fn refusals_and_the_rebalance_plan() {
+    let Some(etcd) = EtcdServer::start_for_test() else { return };
+    let shards = Shards::start("kv_move_refusals", 2, &etcd.endpoint(), "/move-refusals");
+    let c = &shards.shards[0];
+    let mv = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = ["kv", "cluster", "move-slots"].map(String::from).to_vec();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    refused(c, &call(&mv(&["--from", "zz", "--to", "p1", "--slots", "1"])), &["no shard \"zz\""]);
+    refused(
+        c,
+        &call(&mv(&["--from", "p1", "--to", "p0", "--slots", "5-7,9"])),
+        &["does not own slots 5-7,9"],
+    );
+    refused(c, &call(&mv(&["--from", "p0", "--to", "m0", "--slots", "5"])), &["the same shard"]);
+    refused(c, &call(&mv(&["--from", "p0", "--to", "p1", "--slots", "5-x"])), &["\"5-x\" is not a slot"]);
+    refused(c, &call(&mv(&["--from", "p0", "--to", "p1"])), &["--slots A-B[,C..] or --count N"]);
+    assert!(!status(&shards).contains("moving slot"), "nothing was recorded");
+
+    // Empty slots move at once.
+    let out = ok(c, &call(&mv(&["--from", "p0", "--to", "p1", "--count", "2"])));
+    assert!(out.contains("moved 2 slots, 0 keys"), "{out}");
+
+    // A third shard, with no slots and no server yet: the plan gives it its share, from the
+    // end of each other shard's slots.
+    let shard_c = "c1/127.0.0.3:6379/127.0.0.3:7001,c2/127.0.0.4:6379/127.0.0.4:7001";
+    ok(c, &["kv", "cluster", "add-shard", "--shard", shard_c]);
+    let plan = ok(c, &["kv", "cluster", "rebalance", "--dry-run"]);
+    assert!(plan.contains("move 2729 slots 5463-8191 from "), "{plan}");
+    assert!(plan.contains("move 2732 slots 13652-16383 from "), "{plan}");
+    assert!(plan.contains("dry run: nothing changed"), "{plan}");
+    assert!(!status(&shards).contains("moving slot"), "a dry run records nothing");
+
+    // A move to it is recorded, but no key is copied until every server took the new epoch:
+    // the wait names the one that does not answer. Then the slot is moving already.
+    let args = mv(&["--from", "p0", "--to", "c1", "--slots", "10", "--epoch-timeout", "1"]);
+    refused(c, &call(&args), &["c1 at 127.0.0.3:6379 does not answer", "move-slots` again"]);
+    assert!(status(&shards).contains("moving slot 10 from"), "{}", status(&shards));
+    refused(
+        c,
+        &call(&mv(&["--from", "p0", "--to", "p1", "--slots", "9-11"])),
+        &["slots 10 are moving already"],
+    );
+    refused(c, &["kv", "cluster", "rebalance", "--dry-run"], &["1 slot moves are recorded", "--rollback"]);
+    refused(c, &["kv", "cluster", "remove-shard", "--shard", "c1"], &["part of the move of slot 10"]);
+}
