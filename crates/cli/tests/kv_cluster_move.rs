@@ -136,12 +136,25 @@ fn run_python(shards: &Shards, dir: &Path, mode: &str, extra: &[&str]) -> String
     text(&o)
 }
 
+/// The counter writer, killed if the test ends before `stop_writer` (a failed test left it
+/// running, holding the test's output open).
+struct Writer(Option<std::process::Child>);
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if let Some(mut w) = self.0.take() {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+    }
+}
+
 /// The counter writer, running until `stop_writer`.
-fn start_writer(shards: &Shards, dir: &Path) -> std::process::Child {
+fn start_writer(shards: &Shards, dir: &Path) -> Writer {
     let _ = std::fs::remove_file(dir.join("keys.json.stop"));
     let _ = std::fs::remove_file(dir.join("keys.json.started"));
     let w = python(shards, dir, "writer", &[]).stdout(Stdio::null()).stderr(Stdio::inherit()).spawn();
-    let w = w.expect("start the writer");
+    let w = Writer(Some(w.expect("start the writer")));
     // Every counter exists before the move starts.
     common::kv::wait_for("the writer's first increments", || {
         dir.join("keys.json.started").exists().then_some(())
@@ -149,9 +162,10 @@ fn start_writer(shards: &Shards, dir: &Path) -> std::process::Child {
     w
 }
 
-fn stop_writer(dir: &Path, mut w: std::process::Child) {
+fn stop_writer(dir: &Path, mut w: Writer) {
     std::fs::write(dir.join("keys.json.stop"), b"").expect("write the stop file");
-    assert!(w.wait().expect("the writer ends").success(), "the writer failed");
+    let mut child = w.0.take().expect("the writer runs");
+    assert!(child.wait().expect("the writer ends").success(), "the writer failed");
 }
 
 /// `mojim kv cluster move-slots <args>` started, killed -9 once its progress shows keys moved.

@@ -17,6 +17,7 @@ use mojim_transport::tls::pki::{Ca, Validity};
 use mojim_transport::Role;
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 /// Where the shards' processes run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -319,8 +320,19 @@ impl Shards {
             "--listen",
             &self.kv_addrs[i],
         ];
-        let started =
-            super::kv::wait_for("mojim kv --cluster to start", || ChildNode::spawn(exe(), &args).ok());
+        // The lease of a killed server runs out first: a few seconds, longer on a loaded machine
+        // (30 s was too short with the other cluster tests beside it).
+        let t0 = std::time::Instant::now();
+        let started = loop {
+            if let Ok(c) = ChildNode::spawn(exe(), &args) {
+                break c;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(90),
+                "mojim kv --cluster of shard {i} did not start in 90 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
         self.servers[i] = Some(started);
     }
 
