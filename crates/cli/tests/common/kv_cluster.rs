@@ -265,8 +265,10 @@ fn spawn_in(net: &Netns, i: usize, args: &[&str]) -> ChildNode {
 
 /// `n` shards, each its own `Cluster` (configuration, region, mirror) so that a shard's server
 /// can be killed and started again on its region ([`KvShards`] starts the processes of all
-/// shards from one configuration, on loopback or in namespaces): shard i's primary is node `p<i>` (its `mojim kv` on 127.0.0.1), its mirror node
-/// `m<i>` (`mojim serve` on 127.0.0.2), the topology under `prefix` in the etcd at `endpoint`.
+/// shards from one configuration, on loopback or in namespaces): shard i's primary is node
+/// `p<i>` (its `mojim kv` on 127.0.0.1), its mirror node `m<i>` in the topology (`mojim serve`
+/// on 127.0.0.2, unnamed, so never taking over), the topology under `prefix` in the etcd at
+/// `endpoint`.
 pub struct Shards {
     /// Dropped (killed) before the shards' folders.
     pub servers: Vec<Option<ChildNode>>,
@@ -282,7 +284,10 @@ impl Shards {
                     use_etcd(f, endpoint);
                     f.kv.cluster_prefix = prefix.into();
                 });
-                c.start_mirror_with(&["--node", &format!("m{i}"), "--listen", "127.0.0.2:0"]);
+                // The mirror is not named: it never takes over, so a shard's server killed by a
+                // test is started again on its region (a named mirror took over once the killed
+                // server's lease ran out, and the restart was then refused).
+                c.start_mirror_with(&["--listen", "127.0.0.2:0"]);
                 c
             })
             .collect();
@@ -320,8 +325,7 @@ impl Shards {
             "--listen",
             &self.kv_addrs[i],
         ];
-        // The lease of a killed server runs out first: a few seconds, longer on a loaded machine
-        // (30 s was too short with the other cluster tests beside it).
+        // The lease of a killed server runs out first: a few seconds, longer on a loaded machine.
         let t0 = std::time::Instant::now();
         let started = loop {
             if let Ok(c) = ChildNode::spawn(exe(), &args) {
