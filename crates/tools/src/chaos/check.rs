@@ -110,18 +110,26 @@ pub struct Move {
 /// keyed by the epoch left). A primary holding a lease decides before its validity ends,
 /// `margin_us` before the lease can expire and so before the roles can move: a group whose
 /// successful sync began after `after_us - margin_us` was acknowledged too late (without a
-/// lease the margin is 0). With `by_return`, a group whose sync returned after `after_us` is
-/// reported too (sound only where no worker is frozen between deciding and logging).
+/// lease the margin is 0).
+///
+/// A holder that saw its validity lapse revokes its lease at once, so the roles may move as
+/// soon as it stopped, not a margin later: for the epochs in `let_go` (their primary said it
+/// stopped for its lease) only a sync begun after the move is late.
+///
+/// With `by_return`, a group whose sync returned after `after_us` is reported too (sound only
+/// where no worker is frozen between deciding and logging).
 pub fn late_acks(
     logs: &[(char, Vec<Ack>)],
     moves: &BTreeMap<u64, Move>,
     margin_us: u64,
+    let_go: &BTreeSet<u64>,
     by_return: bool,
 ) -> Vec<String> {
     let mut out = Vec::new();
     for (node, acks) in logs {
         for a in acks {
             let Some(m) = moves.get(&a.epoch) else { continue };
+            let margin_us = if let_go.contains(&a.epoch) { 0 } else { margin_us };
             let deadline = m.after_us.saturating_sub(margin_us);
             let (when, what) = if a.start_us > deadline {
                 (a.start_us, "began to sync")
@@ -206,17 +214,25 @@ mod tests {
     #[test]
     fn acknowledgements_after_the_roles_moved_on_are_late() {
         let moves = BTreeMap::from([(2, Move { after_us: 1000, to: 'b' })]);
+        let none = BTreeSet::new();
         let at = |start_us, done_us| Ack { start_us, done_us, ..ack(1, 0, 1) };
         let logs = vec![('a', vec![at(100, 200), at(950, 1100)])];
-        assert!(late_acks(&logs, &moves, 0, false).is_empty(), "it began before the move");
-        assert_eq!(late_acks(&logs, &moves, 0, true).len(), 1, "it returned after the move");
+        assert!(late_acks(&logs, &moves, 0, &none, false).is_empty(), "it began before the move");
+        assert_eq!(late_acks(&logs, &moves, 0, &none, true).len(), 1, "it returned after the move");
         let logs = vec![('a', vec![at(1001, 1002)])];
-        assert_eq!(late_acks(&logs, &moves, 0, false).len(), 1);
+        assert_eq!(late_acks(&logs, &moves, 0, &none, false).len(), 1);
         let logs = vec![('a', vec![at(960, 970)])];
-        assert!(late_acks(&logs, &moves, 0, false).is_empty());
-        assert_eq!(late_acks(&logs, &moves, 50, false).len(), 1, "it began within the lease's margin");
+        assert!(late_acks(&logs, &moves, 0, &none, false).is_empty());
+        assert_eq!(late_acks(&logs, &moves, 50, &none, false).len(), 1, "it began within the lease's margin");
+        let let_go = BTreeSet::from([2]);
+        assert!(
+            late_acks(&logs, &moves, 50, &let_go, false).is_empty(),
+            "a holder that let its lease go stopped before the roles could move"
+        );
+        let logs = vec![('a', vec![at(1001, 1002)])];
+        assert_eq!(late_acks(&logs, &moves, 50, &let_go, false).len(), 1, "it began after the move");
         let mut later = at(5000, 5001);
         later.epoch = 3;
-        assert!(late_acks(&[('b', vec![later])], &moves, 50, true).is_empty(), "epoch 3 did not end");
+        assert!(late_acks(&[('b', vec![later])], &moves, 50, &none, true).is_empty(), "epoch 3 did not end");
     }
 }

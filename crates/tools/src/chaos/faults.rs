@@ -29,7 +29,7 @@ use super::cluster::{Cluster, Net, Proc, WorkerPlan};
 use super::workload::{read_acks, read_intent, wall_us, Ack};
 use super::Rng;
 use mojim::coord::Coordinator;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -94,6 +94,8 @@ pub(crate) struct Trial<'n> {
     pub(super) coord: Option<Coordinator>,
     /// When the roles left each epoch, keyed by the epoch left.
     pub(super) moves: BTreeMap<u64, Move>,
+    /// The epochs whose primary stopped for its lease (and so revoked it at once).
+    pub(super) let_go: BTreeSet<u64>,
     /// When the primary of each epoch left (keyed by that epoch) was lost, where known.
     pub(super) losses: BTreeMap<u64, u64>,
     /// Also crash the mirror while it takes over (`--takeover-crashes`).
@@ -121,6 +123,7 @@ impl<'n> Trial<'n> {
             logs: Vec::new(),
             coord,
             moves: BTreeMap::new(),
+            let_go: BTreeSet::new(),
             losses: BTreeMap::new(),
             takeover_crashes: false,
             report: Report::default(),
@@ -182,7 +185,13 @@ impl<'n> Trial<'n> {
                 // that is never frozen logs its acknowledgements at once.
                 let margin_us = self.c.etcd.as_ref().map_or(0, |e| e.lease_margin.as_micros() as u64);
                 let by_return = self.coord.is_some() && matches!(self.net, Net::Netns(_));
-                self.report.dual.extend(check::late_acks(&acks, &self.moves, margin_us, by_return));
+                self.report.dual.extend(check::late_acks(
+                    &acks,
+                    &self.moves,
+                    margin_us,
+                    &self.let_go,
+                    by_return,
+                ));
                 for (&epoch, &loss_us) in &self.losses {
                     let first = acks.iter().flat_map(|(_, a)| a).filter(|a| a.epoch == epoch + 1);
                     if let Some(t) = first.map(|a| a.done_us).min() {

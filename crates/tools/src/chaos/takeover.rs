@@ -20,6 +20,10 @@ use mojim::coord::Roles;
 use mojim_node::MirrorStatus;
 use std::time::{Duration, Instant};
 
+/// How long a worker whose roles moved on is given to exit by itself: a holder that saw its
+/// lease lapse waits for its revocation (at most the lease's TTL) before it stops.
+const LET_GO_EXIT: Duration = Duration::from_millis(1500);
+
 /// How long the lease may be gone with the roles unchanged before the harness concludes that
 /// no take-over will come (the mirror polls every half renewal interval).
 const NO_TAKEOVER: Duration = Duration::from_millis(2000);
@@ -100,10 +104,16 @@ impl Trial<'_> {
         }
         let name = self.name(self.primary);
         if let Some(w) = self.worker.as_mut() {
+            // A worker that stopped for its lease exits once its lease is revoked, which may be
+            // after the roles moved: let it finish saying why.
+            let exited = exited || w.wait_exit(LET_GO_EXIT).is_some();
             let line = w.last_line();
             if exited {
                 if line.starts_with("exit fenced") {
                     self.report.lease_stops += 1;
+                    if line.contains("no longer hold its lease") {
+                        self.let_go.insert(self.epoch);
+                    }
                     self.note(format!("worker on node {name} stopped: {line}"));
                 } else {
                     let status = w.exited();
