@@ -265,6 +265,19 @@ mod tests {
         Ok(())
     }
 
+    /// Recovery of what `f` found, for as many lanes as `tails` names, applied up to `applied`,
+    /// in batches of `batch` groups, holding the groups for backups with `keep`.
+    fn restart(f: &Recovered, tails: &[Option<u64>], applied: u64, batch: usize, keep: bool) -> Restart {
+        let lanes = tails.len();
+        Restart::new(
+            CheckpointEngine::new(lanes as u16, batch, 4),
+            Checkpointer::new(lanes, applied, 8),
+            f,
+            tails,
+            keep,
+        )
+    }
+
     fn found(groups: &[GroupRef], heads: &[u64]) -> Recovered {
         Recovered { groups: groups.to_vec(), heads: heads.to_vec(), ..Recovered::default() }
     }
@@ -274,13 +287,7 @@ mod tests {
         // Applied up to 1. Lane 0 holds 2 and 5 (and an incomplete group after them, up to its
         // head 512); lane 1 holds 3; lane 2 has no log.
         let f = found(&[g(2, 0, 0), g(3, 1, 0), g(5, 0, 128)], &[512, 128, 0]);
-        let mut r = Restart::new(
-            CheckpointEngine::new(3, 2, 8),
-            Checkpointer::new(3, 1, 8),
-            &f,
-            &[Some(0), Some(0), None],
-            false,
-        );
+        let mut r = restart(&f, &[Some(0), Some(0), None], 1, 2, false);
         assert_eq!(
             drive(&mut r, ok),
             vec![
@@ -309,13 +316,7 @@ mod tests {
     fn an_empty_log_records_nothing_and_frees_each_log_to_its_head() {
         // Complete groups at or below the applied number, and a torn one: the heads are past them.
         let f = found(&[], &[256, 64]);
-        let mut r = Restart::new(
-            CheckpointEngine::new(2, 4, 4),
-            Checkpointer::new(2, 9, 8),
-            &f,
-            &[Some(0), Some(64)],
-            false,
-        );
+        let mut r = restart(&f, &[Some(0), Some(64)], 9, 4, false);
         assert_eq!(
             drive(&mut r, ok),
             vec![
@@ -331,8 +332,7 @@ mod tests {
     fn a_mirror_with_backups_applies_the_new_groups_and_holds_them_all_in_their_logs() {
         // Scanned from the tail: 1 and 2 are applied already, 3 is not.
         let f = found(&[g(1, 0, 0), g(2, 0, 128), g(3, 0, 256)], &[384]);
-        let mut r =
-            Restart::new(CheckpointEngine::new(1, 4, 4), Checkpointer::new(1, 2, 8), &f, &[Some(0)], true);
+        let mut r = restart(&f, &[Some(0)], 2, 4, true);
         assert_eq!(
             drive(&mut r, ok),
             vec![
@@ -355,13 +355,7 @@ mod tests {
     #[test]
     fn a_failed_write_fail_stops_before_anything_is_recorded_or_freed() {
         let f = found(&[g(1, 0, 0), g(2, 1, 0)], &[128, 128]);
-        let mut r = Restart::new(
-            CheckpointEngine::new(2, 8, 8),
-            Checkpointer::new(2, 0, 8),
-            &f,
-            &[Some(0), Some(0)],
-            false,
-        );
+        let mut r = restart(&f, &[Some(0), Some(0)], 0, 8, false);
         let cmds = drive(&mut r, |c| match c {
             Command::WriteGroup(x) if x.seq == 2 => Err(io::Error::other("EIO")),
             _ => Ok(()),
@@ -384,13 +378,7 @@ mod tests {
     #[test]
     fn a_failed_release_fail_stops_and_frees_no_other_log() {
         let f = found(&[g(1, 0, 0)], &[128, 0, 64]);
-        let mut r = Restart::new(
-            CheckpointEngine::new(3, 8, 8),
-            Checkpointer::new(3, 0, 8),
-            &f,
-            &[Some(0), Some(0), Some(0)],
-            false,
-        );
+        let mut r = restart(&f, &[Some(0), Some(0), Some(0)], 0, 8, false);
         let cmds = drive(&mut r, |c| match c {
             Command::ReleaseTail { lane: 1, .. } => Err(io::Error::other("EIO")),
             _ => Ok(()),
@@ -411,13 +399,7 @@ mod tests {
     #[test]
     fn a_log_that_cannot_persist_its_records_fail_stops_before_any_group_is_written() {
         let f = found(&[g(1, 0, 0), g(2, 1, 0)], &[128, 128]);
-        let mut r = Restart::new(
-            CheckpointEngine::new(2, 8, 8),
-            Checkpointer::new(2, 0, 8),
-            &f,
-            &[Some(0), Some(0)],
-            false,
-        );
+        let mut r = restart(&f, &[Some(0), Some(0)], 0, 8, false);
         let cmds = drive(&mut r, |c| match c {
             Command::PersistLog { lane: 1, .. } => Err(io::Error::other("EIO")),
             _ => Ok(()),
