@@ -9,6 +9,7 @@
 
 mod common;
 
+use common::bench::{bench, leftovers};
 use common::TempDir;
 use mojim_tools::kv::client::RespClient;
 use mojim_tools::kv::collections::{self, Collection};
@@ -180,14 +181,6 @@ fn an_error_reply_fails_the_run_naming_the_command_and_the_error() {
     let e = run(mojim_tools::kv::ycsb::Workload::Set).err().expect("writes are refused").to_string();
     assert!(e.contains(&server.addr) && e.contains("answered SET with -OOM"), "{e}");
     server.stop(&mut janitor);
-}
-
-/// Every entry of `dir` (there should be none left).
-fn leftovers(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .expect("read the test folder")
-        .map(|e| e.expect("entry").path().display().to_string())
-        .collect()
 }
 
 #[test]
@@ -548,21 +541,6 @@ fn bench_kv_tls_runs_redis_benchmark_over_tls_and_in_the_clear() {
         assert!(!ok, "{extra:?} was accepted");
         assert!(stderr.contains("--tls on") && !stderr.contains("kv: starting"), "{extra:?}: {stderr}");
     }
-}
-
-/// Runs `mojim bench` with `args`, its folders in `dir`: (succeeded, stdout, stderr).
-fn bench(dir: &Path, args: &[&str]) -> (bool, String, String) {
-    let d = dir.to_str().expect("utf-8 path");
-    let out = Command::new(common::exe())
-        .arg("bench")
-        .args(args)
-        .args(["--dir", d, "--disk-dir", d])
-        .output()
-        .expect("run mojim");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(leftovers(dir).is_empty(), "{args:?} left behind: {:?}", leftovers(dir));
-    (out.status.success(), stdout, stderr)
 }
 
 /// The table's line for `target` and `workload`, split into columns.

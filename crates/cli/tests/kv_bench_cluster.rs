@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::bench::leftovers;
 use common::TempDir;
 use mojim_etcd::testing::{skip_without_etcd, EtcdServer};
 use mojim_tools::kv::janitor::Janitor;
@@ -15,30 +16,11 @@ use mojim_tools::kv::targets::{Env, Wait};
 use mojim_tools::kv::ycsb::Workload;
 use mojim_tools::kv::{load_records, shards};
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-/// Every entry of `dir` (there should be none left).
-fn leftovers(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .expect("read the test folder")
-        .map(|e| e.expect("entry").path().display().to_string())
-        .collect()
-}
-
-/// Runs `mojim bench --kv` with `args`, its folders in `dir`: (succeeded, stdout, stderr).
+/// `mojim bench --kv` with `args`, its folders in `dir`: (succeeded, stdout, stderr).
 fn bench(dir: &Path, args: &[&str]) -> (bool, String, String) {
-    let d = dir.to_str().expect("utf-8 path");
-    let out = Command::new(common::exe())
-        .args(["bench", "--kv"])
-        .args(args)
-        .args(["--dir", d, "--disk-dir", d])
-        .output()
-        .expect("run mojim");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(leftovers(dir).is_empty(), "{args:?} left behind: {:?}", leftovers(dir));
-    (out.status.success(), stdout, stderr)
+    common::bench::bench(dir, &[&["--kv"], args].concat())
 }
 
 /// One cluster of 2 shards beside mojim-sync, SET and GET for a short time: every line has its

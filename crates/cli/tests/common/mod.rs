@@ -3,6 +3,7 @@
 //! mirror to catch up, and comparing images without printing megabytes.
 #![allow(dead_code)] // Each test binary uses a different part of this module.
 
+pub mod bench;
 pub mod c;
 pub mod kv;
 pub mod kv_cluster;
