@@ -1,7 +1,8 @@
 //! `mojim kv cluster move-slots | rebalance`: live slot moves between shards while clients
 //! run. The moves are recorded in the topology in etcd first (the source then answers ASK for
-//! the slot's keys it no longer holds, the target accepts them after ASKING); then, slot by
-//! slot, batches of keys are copied: read on the source (`DUMP`, `PEXPIRETIME`), written on the
+//! the slot's keys it no longer holds, the target accepts them after ASKING); then, source by
+//! source, passes over its keyspace (`SCAN`) gather the keys of its moving slots into batches,
+//! each copied: read on the source (`DUMP`, `PEXPIRETIME`), written on the
 //! target by one script (`RESTORE ... REPLACE ABSTTL`, acknowledged once the target's mirror
 //! holds it), and deleted on the source by one script that deletes only the keys no client
 //! changed meanwhile. A slot whose source holds no key is given to the target in one more
@@ -11,6 +12,7 @@
 use crate::kv_cluster::{find_shard, kv_password, ranges, store, ChangeError, ConfigArgs};
 use clap::Args;
 use mojim::Error;
+use mojim_kv::cluster::slot::key_slot;
 use mojim_kv::cluster::store::TopologyStore;
 use mojim_kv::cluster::topology::{Shard, SlotMove, SlotRange, Topology, SLOTS};
 use mojim_tools::kv::client::{self, ClientError, RespClient};
@@ -26,6 +28,9 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 /// after its time would be no copy at all, and could take the place of a key a client wrote on
 /// the target meanwhile.
 const EXPIRY_MARGIN_MS: i64 = 2_000;
+
+/// Buckets' worth of keys one `SCAN` of a source asks for.
+const SCAN_COUNT: &str = "1000";
 
 /// How often the progress line is written at most, besides one per slot done.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -565,7 +570,9 @@ impl Mover {
         }
     }
 
-    /// Runs every recorded move to its end.
+    /// Runs every recorded move to its end: source by source, the keys of all its moving slots
+    /// are moved in passes over its keyspace ([`Mover::drain`]); then each of its slots is
+    /// given to its target.
     fn run_all(mut self) -> mojim::Result<()> {
         let (t, _) = self.store.read_existing().map_err(|e| crate::kv_error(e.into()))?;
         if t.moves.is_empty() {
@@ -574,12 +581,22 @@ impl Mover {
         }
         self.slots_total = t.moves.len();
         self.wait_epoch(&t)?;
-        for m in &t.moves {
-            let (src, dst) = (self.addr(&t, &m.from)?, self.addr(&t, &m.to)?);
-            let keys = self.move_slot(m.slot, (&m.from, &src), (&m.to, &dst))?;
-            self.finish(m)?;
-            self.slots_done += 1;
-            self.progress(Some((m.slot, keys)));
+        let mut sources: Vec<&str> = t.moves.iter().map(|m| m.from.as_str()).collect();
+        sources.sort_unstable();
+        sources.dedup();
+        for from in sources {
+            let moves: Vec<&SlotMove> = t.moves.iter().filter(|m| m.from == from).collect();
+            let src = self.addr(&t, from)?;
+            let mut targets = HashMap::new();
+            for m in &moves {
+                targets.insert(m.slot, (m.to.clone(), self.addr(&t, &m.to)?));
+            }
+            let moved = self.drain((from, &src), &targets)?;
+            for m in moves {
+                self.finish(m)?;
+                self.slots_done += 1;
+                self.progress(Some((m.slot, moved.get(&m.slot).copied().unwrap_or(0))));
+            }
         }
         let secs = self.started.elapsed().as_secs_f64();
         println!(
@@ -608,41 +625,72 @@ impl Mover {
         );
     }
 
-    /// Moves the keys of `slot` from `src` to `dst` until the source holds none; returns how
-    /// many it moved.
-    fn move_slot(&mut self, slot: u16, src: (&str, &str), dst: (&str, &str)) -> Result<u64, MoveError> {
-        let mut moved = 0u64;
-        let mut batch = Batch::default();
+    /// Moves every key of the slots in `targets` (slot: the target shard's id and address) from
+    /// `src` until the source holds none; returns how many keys of each slot it moved.
+    ///
+    /// Each pass is one `SCAN` of the source's whole keyspace, the keys of the moving slots
+    /// moved in batches as they are met. The source's table never moves a key between buckets
+    /// and the source never gets a key of a moving slot (its commands `ASK` for a key it does
+    /// not hold), so a pass lists every key of those slots that the source held from its start
+    /// to its end, and a pass that meets none shows the slots empty. A pass thus costs one walk
+    /// of the keyspace for all the slots, where `CLUSTER GETKEYSINSLOT` walks it once per batch.
+    fn drain(
+        &mut self,
+        src: (&str, &str),
+        targets: &HashMap<u16, (String, String)>,
+    ) -> Result<HashMap<u16, u64>, MoveError> {
+        let mut moved: HashMap<u16, u64> = HashMap::new();
+        let mut batches: HashMap<u16, Batch> = HashMap::new();
         loop {
-            let want = self.batch + batch.expiring.len();
-            let listed = self.one(
-                src,
-                "CLUSTER GETKEYSINSLOT",
-                args(&[
-                    b"CLUSTER",
-                    b"GETKEYSINSLOT",
-                    slot.to_string().as_bytes(),
-                    want.to_string().as_bytes(),
-                ]),
-            )?;
-            let keys: Vec<Vec<u8>> =
-                bulks(&listed).into_iter().filter(|k| !batch.expiring.contains(k)).take(self.batch).collect();
-            if keys.is_empty() {
-                let count = self.one(
-                    src,
-                    "CLUSTER COUNTKEYSINSLOT",
-                    args(&[b"CLUSTER", b"COUNTKEYSINSLOT", slot.to_string().as_bytes()]),
-                )?;
-                if count == Value::Int(0) {
-                    return Ok(moved);
+            let (mut met, mut expiring) = (0u64, 0u64);
+            let mut queued: HashMap<u16, Vec<Vec<u8>>> = HashMap::new();
+            let mut cursor = b"0".to_vec();
+            loop {
+                let reply =
+                    self.one(src, "SCAN", args(&[b"SCAN", &cursor, b"COUNT", SCAN_COUNT.as_bytes()]))?;
+                let (next, keys) = match array(&reply, 2) {
+                    Some([next, keys]) => (next.as_bytes().unwrap_or_default().to_vec(), bulks(keys)),
+                    _ => return Err(reply_error(src.1, "SCAN", &reply)),
+                };
+                for key in keys {
+                    let slot = key_slot(&key);
+                    let Some(dst) = targets.get(&slot) else { continue };
+                    met += 1;
+                    let batch = batches.entry(slot).or_default();
+                    if batch.expiring.contains(&key) {
+                        expiring += 1;
+                        continue;
+                    }
+                    let q = queued.entry(slot).or_default();
+                    q.push(key);
+                    if q.len() >= self.batch {
+                        let keys = std::mem::take(q);
+                        *moved.entry(slot).or_default() +=
+                            self.move_batch(&keys, src, (&dst.0, &dst.1), batch)?;
+                        self.progress(None);
+                    }
                 }
-                // Only keys about to expire are left (or they expired meanwhile): look again.
-                batch.expiring.clear();
-                std::thread::sleep(Duration::from_millis(100));
-                continue;
+                if next == b"0" {
+                    break;
+                }
+                cursor = next;
             }
-            moved += self.move_batch(&keys, src, dst, &mut batch)?;
-            self.progress(None);
+            for (slot, keys) in queued.into_iter().filter(|(_, k)| !k.is_empty()) {
+                let dst = &targets[&slot];
+                let batch = batches.entry(slot).or_default();
+                *moved.entry(slot).or_default() += self.move_batch(&keys, src, (&dst.0, &dst.1), batch)?;
+                self.progress(None);
+            }
+            if met == 0 {
+                return Ok(moved);
+            }
+            if met == expiring {
+                // Only keys about to expire are left (or they expired meanwhile): look again.
+                for b in batches.values_mut() {
+                    b.expiring.clear();
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
     }
 
