@@ -229,3 +229,47 @@ fn the_load_follows_moved_when_the_slots_change_owner_mid_run() {
     server.stop(&mut janitor);
     assert!(leftovers(dir.path()).is_empty(), "left behind: {:?}", leftovers(dir.path()));
 }
+
+/// `--kv-move`: a small move under load reports the move's rate and the clients' latency before
+/// and during it (the run itself checks that the target then owns the slots and holds every
+/// loaded key), as a table and as JSON; a region too small for the bytes, and a target other
+/// than the cluster, are refused before anything starts.
+#[test]
+fn a_slot_move_under_load_is_measured_and_checked() {
+    if skip_without_etcd() {
+        return;
+    }
+    let dir = TempDir::new("kv-bench-move");
+    let small = ["--move-bytes", "2MiB", "--move-slots", "3", "--move-clients", "2", "--duration", "0.3"];
+    let (ok, stdout, stderr) =
+        common::bench::bench(dir.path(), &[&["--kv-move", "--region-size", "96MiB"][..], &small].concat());
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("slot move under load: 3 slots, 2.0 MiB in 512 keys of 4096 B"), "{stdout}");
+    for line in ["before ", "during move ", "MiB/s", "keys/s", "p99 during ÷ before"] {
+        assert!(stdout.contains(line), "no {line:?} in\n{stdout}");
+    }
+    assert!(stderr.contains("slot 2 moved"), "{stderr}");
+    let (ok, stdout, stderr) = common::bench::bench(
+        dir.path(),
+        &[&["--kv-move", "--region-size", "96MiB", "--json", "--move-pipeline", "7"][..], &small].concat(),
+    );
+    assert!(ok, "{stderr}");
+    let row: serde_json::Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!((row["slots"].as_u64(), row["keys"].as_u64()), (Some(3), Some(512)), "{row}");
+    for k in ["move_mib_per_s", "move_keys_per_s", "before_p99_us", "during_p99_us", "p99_ratio"] {
+        assert!(row[k].as_f64().is_some_and(|x| x > 0.0), "{k} in {row}");
+    }
+    for (args, says) in [
+        (
+            &["--kv-move", "--move-bytes", "1GiB", "--region-size", "64MiB"][..],
+            "--region-size 1344MiB or more",
+        ),
+        (&["--kv-move", "--targets", "mojim-sync", "--region-size", "512MiB"][..], "leave --targets out"),
+        (&["--kv-move", "--move-bytes", "8KiB", "--move-slots", "3"][..], "fewer than the 3 --move-slots"),
+    ] {
+        let (ok, _, stderr) = common::bench::bench(dir.path(), args);
+        assert!(!ok && stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains("starting"), "{args:?} started something: {stderr}");
+    }
+}

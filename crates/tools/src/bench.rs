@@ -185,7 +185,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     if a.lmdb {
         return crate::bench_lmdb::run(a);
     }
-    if a.kv.kv || a.kv.kv_memory || a.kv.kv_stall {
+    if a.kv.kv || a.kv.kv_memory || a.kv.kv_stall || a.kv.kv_move {
         return crate::kv::run(a);
     }
     if a.transact.transact {

@@ -37,6 +37,7 @@ pub mod report;
 pub mod resp;
 pub mod route;
 pub mod shards;
+pub mod slot_move;
 pub mod stall;
 pub mod targets;
 pub mod tls;
@@ -56,7 +57,7 @@ pub const MAX_VALUE_BYTES: u64 = 64 << 20;
 
 /// The modes an option of `--kv` alone cannot go with (clap waives a `requires` of `--kv` when
 /// an argument of its group is given instead).
-const KV_ONLY: [&str; 2] = ["kv_memory", "kv_stall"];
+const KV_ONLY: [&str; 3] = ["kv_memory", "kv_stall", "kv_move"];
 
 /// The targets `--kv` and `--kv-stall` run when `--targets` is not given.
 pub const DEFAULT_TARGETS: [Target; 4] =
@@ -87,6 +88,32 @@ pub struct KvArgs {
     /// PING delay on each of the --targets.
     #[arg(long, group = "kv_mode")]
     pub kv_stall: bool,
+    /// Measure a live slot move instead: a mojim-cluster of 2 shards; --move-bytes of values of
+    /// --move-value-size bytes loaded into the first --move-slots slots (the first shard's);
+    /// --move-clients clients SET values of that size over 10000 keys for --duration
+    /// seconds (default 5), then again while `mojim kv cluster move-slots` moves those slots to
+    /// the second shard. Reports the move's MiB/s and keys/s, and the clients' ops/s, p50 and
+    /// p99 before and during the move. Needs etcd; --region-size must hold the moved bytes.
+    #[arg(long, group = "kv_mode")]
+    pub kv_move: bool,
+    /// --kv-move: bytes of values loaded into the moving slots (B, KiB, MiB, GiB).
+    #[arg(long, default_value = "256MiB", requires = "kv_move", value_parser = mojim::size::parse_size)]
+    pub move_bytes: u64,
+    /// --kv-move: slots moved (the first N slots, all the first shard's).
+    #[arg(long, default_value_t = 16, requires = "kv_move",
+          value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub move_slots: u16,
+    /// --kv-move: bytes per value, loaded and SET by the clients.
+    #[arg(long, default_value = "4096", requires = "kv_move", value_parser = parse_value_size)]
+    pub move_value_size: u64,
+    /// --kv-move: the clients writing during the move (1 to 1000).
+    #[arg(long, default_value_t = 50, requires = "kv_move",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub move_clients: u32,
+    /// --kv-move: the move tool's --pipeline (keys per batch).
+    #[arg(long, default_value_t = 100, requires = "kv_move",
+          value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub move_pipeline: u32,
     /// Servers to start and measure, comma-separated: mojim-sync, redis-none, redis-aof-always,
     /// redis-wait1 (the default list; --kv-memory's is mojim-sync,redis-none); mojim-sync-shm
     /// (mojim-sync with its mirror reached through shared memory) and redis-waitaof (a
@@ -269,7 +296,66 @@ fn start_all(env: &Env, tag: &str, targets: &[Target], janitor: Janitor) -> Resu
     Ok(run)
 }
 
-/// Runs the benchmark (`--kv`, `--kv-memory` or `--kv-stall`) and prints its results.
+/// The etcd of a run's cluster targets, in a folder of `a.dir` named after `tag`.
+fn start_etcd(a: &BenchArgs, tag: &str, janitor: &mut Janitor) -> Result<mojim_etcd::testing::EtcdServer> {
+    let dir = a.dir.join(format!("{tag}-etcd"));
+    janitor.folder(&dir);
+    let e = mojim_etcd::testing::EtcdServer::launch().dir(&dir).start().map_err(|e| Error::Io {
+        op: "start etcd for target mojim-cluster".into(),
+        source: std::io::Error::other(e),
+    })?;
+    janitor.process(e.pid());
+    eprintln!("kv: etcd serves on {}", e.endpoint());
+    Ok(e)
+}
+
+/// `--kv-move`: a slot move under load ([`slot_move`]).
+fn run_move(a: &BenchArgs) -> Result<()> {
+    let k = &a.kv;
+    let plan = slot_move::Plan::new(a)?;
+    if k.targets.iter().any(|t| !t.is_cluster()) {
+        return Err(Error::Config(
+            "--kv-move measures target mojim-cluster (2 shards) alone: leave --targets out".into(),
+        ));
+    }
+    if crate::bench::harness::tls_settings(a)?.contains(&"on") {
+        return Err(Error::Config("--kv-move runs its clients in the clear: leave --tls out".into()));
+    }
+    let mojim = crate::bench::harness::exe()?;
+    targets::check_kv_subcommand(&mojim)?;
+    client::set_password(k.password.clone().filter(|p| !p.is_empty()));
+    let tag = format!("mojim-bench-kv-move-{}", std::process::id());
+    let mut janitor = Janitor::start();
+    let etcd = start_etcd(a, &tag, &mut janitor)?;
+    let env = Env {
+        redis_server: Path::new(""),
+        mojim: &mojim,
+        dir: &a.dir,
+        disk_dir: &a.disk_dir,
+        region_size: a.region_size,
+        kv_args: &k.kv_args,
+        busy_poll_us: a.busy_poll_us,
+        read_barrier: k.read_barrier,
+        log_capacity: k.kv_log_capacity,
+        tls: None,
+        shards: &[2],
+        etcd: Some(&etcd),
+    };
+    let server = slot_move::start(&env, &tag, &mut janitor)?;
+    let run = Running { servers: vec![server], janitor };
+    let outcome = slot_move::run(&plan, &env, &run.servers[0], a);
+    drop(run);
+    let outcome = outcome?;
+    if a.json {
+        println!("{}", serde_json::to_string(&outcome).unwrap_or_default());
+    } else {
+        print!("{}", outcome.table());
+    }
+    Ok(())
+}
+
+/// Runs the benchmark (`--kv`, `--kv-memory`, `--kv-stall` or `--kv-move`) and prints its
+/// results.
 pub fn run(a: &BenchArgs) -> Result<()> {
     let k = &a.kv;
     // Everything is checked before anything starts.
@@ -281,6 +367,9 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     }
     if let Some(d) = a.duration.filter(|d| !(d.is_finite() && *d > 0.0)) {
         return Err(Error::Config(format!("--duration {d}: give a positive number of seconds")));
+    }
+    if k.kv_move {
+        return run_move(a);
     }
     let asked: &[Target] = match (k.targets.is_empty(), k.kv_memory) {
         (false, _) => &k.targets,
@@ -375,17 +464,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         false => None,
     };
     let etcd = match cluster {
-        true => {
-            let dir = a.dir.join(format!("{tag}-etcd"));
-            janitor.folder(&dir);
-            let e = mojim_etcd::testing::EtcdServer::launch().dir(&dir).start().map_err(|e| Error::Io {
-                op: "start etcd for target mojim-cluster".into(),
-                source: std::io::Error::other(e),
-            })?;
-            janitor.process(e.pid());
-            eprintln!("kv: etcd serves on {}", e.endpoint());
-            Some(e)
-        }
+        true => Some(start_etcd(a, &tag, &mut janitor)?),
         false => None,
     };
     let redis_path = redis.as_ref().map(|r| r.path.clone()).unwrap_or_default();
