@@ -239,7 +239,7 @@ fn cluster_histories_under_failover_moves_and_etcd_restart_are_linearizable() {
     let mut m = shards.move_slots(&["--from", "p1", "--to", "m0", "--slots", &second]);
     m.wait_keys_moved();
     let took1 = fail_over(&mut shards, 1);
-    let (cut_short, said) = m.finish();
+    let (first_ok, said) = m.finish();
     move_to_end(&shards, &[]);
     assert_owned(&shards, SECOND_MOVE, 0);
     progress(&w.sh, PHASE_OPS);
@@ -267,7 +267,7 @@ fn cluster_histories_under_failover_moves_and_etcd_restart_are_linearizable() {
         "kill -9 and take-over of shard 0 in {took0:?}; move-slots killed -9 and resumed; move during \
          shard 1's take-over in {took1:?} (the first run {}); etcd down {without_etcd:?}, \
          {} operations answered after {ETCD_DOWN:?} of it, restarted, a move after",
-        if cut_short {
+        if first_ok {
             "ended well".to_string()
         } else {
             format!("failed: {}", said.lines().last().unwrap_or(""))
