@@ -9,6 +9,7 @@ use super::kv::wait_for;
 use super::porcupine::{check, to_json, Kind, Op, Output};
 use super::{Rng, WAIT};
 use mojim_kv::cluster::slot::key_slot;
+use mojim_kv::cluster::topology::SLOTS;
 use mojim_kv::resp::{decode, encode_request, Limits, Value};
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -153,11 +154,6 @@ impl Shared {
     pub fn redirects(&self) -> (u64, u64) {
         (self.moved.load(Ordering::Relaxed), self.asked.load(Ordering::Relaxed))
     }
-
-    /// The nodes the workload was started with.
-    pub fn nodes(&self) -> &[String] {
-        &self.nodes
-    }
 }
 
 /// The key types the clients use.
@@ -293,14 +289,11 @@ struct Router {
     next: usize,
 }
 
-/// Slots in a Redis Cluster.
-const SLOTS: usize = 16384;
-
 impl Router {
     fn new(nodes: &[String]) -> Router {
         Router {
             addrs: nodes.to_vec(),
-            owners: vec![usize::MAX; SLOTS],
+            owners: vec![usize::MAX; usize::from(SLOTS)],
             conns: HashMap::new(),
             stale: true,
             next: 0,
