@@ -10,13 +10,16 @@ use super::kv::wait_for;
 use super::{exe, use_etcd, Cluster, TempDir};
 use mojim::config::write_private;
 use mojim_etcd::testing::EtcdServer;
+use mojim_kv::cluster::topology::Topology;
 use mojim_tools::child::ChildNode;
 use mojim_tools::netns::Netns;
 use mojim_transport::ports::free_loopback_ports;
 use mojim_transport::tls::pki::{Ca, Validity};
 use mojim_transport::Role;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 /// Where the shards' processes run.
@@ -343,5 +346,333 @@ impl Shards {
     /// The port of shard `i`'s `mojim kv`.
     pub fn port(&self, i: usize) -> &str {
         self.kv_addrs[i].rsplit(':').next().expect("a port")
+    }
+}
+
+/// `mojim` with `args`: in site `site`'s namespace of `net`, or here on loopback; ready.
+fn spawn_at(net: Option<&Netns>, site: usize, args: &[&str]) -> ChildNode {
+    match net {
+        Some(net) => spawn_in(net, site, args),
+        None => ChildNode::spawn(exe(), args).expect("mojim starts"),
+    }
+}
+
+/// A `mojim kv --cluster --standby` waiting for its node to become the region's primary.
+pub struct Standby {
+    pid: u32,
+    ready: mpsc::Receiver<mojim::error::Result<ChildNode>>,
+    node: Option<ChildNode>,
+}
+
+impl Standby {
+    fn launch(net: Option<&Netns>, site: usize, args: &[&str]) -> Standby {
+        let starting = match net {
+            Some(net) => {
+                let ns = net.name(site);
+                let mut a = vec!["netns", "exec", &ns, exe().to_str().expect("utf-8")];
+                a.extend_from_slice(args);
+                ChildNode::launch(Path::new("ip"), &a)
+            }
+            None => ChildNode::launch(exe(), args),
+        };
+        let starting = starting.expect("start a standby");
+        let pid = starting.pid();
+        let (tx, ready) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(starting.ready());
+        });
+        Standby { pid, ready, node: None }
+    }
+
+    /// Waits until it serves (its node took the region and the shard over).
+    pub fn serving(&mut self, timeout: Duration) -> &ChildNode {
+        if self.node.is_none() {
+            match self.ready.recv_timeout(timeout) {
+                Ok(r) => self.node = Some(r.expect("the standby serves the promoted copy")),
+                Err(_) => panic!("the standby (pid {}) did not serve within {timeout:?}", self.pid),
+            }
+        }
+        self.node.as_ref().expect("set above")
+    }
+
+    /// Whether it serves already, without waiting.
+    pub fn serves(&mut self) -> bool {
+        if self.node.is_none() {
+            if let Ok(r) = self.ready.try_recv() {
+                self.node = Some(r.expect("the standby serves the promoted copy"));
+            }
+        }
+        self.node.is_some()
+    }
+}
+
+impl Drop for Standby {
+    fn drop(&mut self) {
+        // Still starting: its process is held by the thread waiting for its ready line.
+        if self.node.is_none() {
+            if let Some(p) = rustix::process::Pid::from_raw(self.pid as i32) {
+                let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+            }
+        }
+    }
+}
+
+/// Shards that fail over through etcd: shard `i` is its own `Cluster` (configuration, region),
+/// node `p<i>`'s `mojim kv --cluster` its primary, node `m<i>`'s named `mojim serve` its mirror
+/// (feeding the backup `b<i>`, the mirror after a take-over), and `m<i>`'s `mojim kv --cluster
+/// --standby`, which serves the promoted copy and takes the shard in the topology once
+/// `p<i>`'s lease has lapsed. On loopback (primaries on 127.0.0.1, `m<i>` on 127.0.0.2), or in
+/// network namespaces (root): `p<i>` in site `2i`; `m<i>`, `b<i>` and the standby in site
+/// `2i + 1`; etcd in site `2n`. Fields drop in order: processes, folders, etcd, namespaces.
+pub struct FailoverShards {
+    pub primaries: Vec<Option<ChildNode>>,
+    pub standbys: Vec<Standby>,
+    pub mirrors: Vec<ChildNode>,
+    pub backups: Vec<ChildNode>,
+    /// `p<i>`'s `kv_addr`.
+    pub kv_addrs: Vec<String>,
+    /// `m<i>`'s `kv_addr` (the standby's).
+    pub standby_addrs: Vec<String>,
+    pub shards: Vec<Cluster>,
+    pub etcd: EtcdServer,
+    pub prefix: String,
+    pub net: Option<Netns>,
+}
+
+impl FailoverShards {
+    /// Starts `n` shards on `network`, each configuration edited by `edit` after the etcd
+    /// settings. `None` when the test cannot run here (no etcd; namespaces without root), after
+    /// [`super::skip`] said why.
+    pub fn start(
+        test: &str,
+        n: usize,
+        network: Network,
+        edit: impl Fn(&mut mojim::config::ConfigFile),
+    ) -> Option<FailoverShards> {
+        let net = match network {
+            Network::Loopback => None,
+            Network::Namespaces => match Netns::create(2 * n + 1) {
+                Ok(net) => Some(net),
+                Err(e) => {
+                    super::skip(&format!("no network namespaces: {e}"));
+                    return None;
+                }
+            },
+        };
+        if mojim_etcd::testing::skip_without_etcd() {
+            return None;
+        }
+        let etcd = match &net {
+            None => EtcdServer::start(),
+            Some(net) => {
+                let ns = net.name(2 * n);
+                EtcdServer::launch()
+                    .listen(&net.ip_of(2 * n), 2379, 2380)
+                    .command(move |bin| {
+                        let mut c = Command::new("ip");
+                        c.args(["netns", "exec", &ns]).arg(bin);
+                        c
+                    })
+                    .start()
+            }
+        };
+        let etcd = etcd.unwrap_or_else(|e| panic!("etcd: {e}"));
+        let endpoint = etcd.endpoint();
+        let prefix = format!("/{test}");
+        let site = |i: usize, mirror: bool| 2 * i + usize::from(mirror);
+        // Per shard: p's kv_addr, m's kv_addr, m's and b's listen addresses.
+        let addrs: Vec<[String; 4]> = (0..n)
+            .map(|i| match &net {
+                Some(net) => {
+                    let (p, m) = (net.ip_of(site(i, false)), net.ip_of(site(i, true)));
+                    [format!("{p}:6379"), format!("{m}:6379"), format!("{m}:7070"), format!("{m}:7071")]
+                }
+                None => [free_addr(), free_addr_on("127.0.0.2"), "127.0.0.2:0".into(), "127.0.0.1:0".into()],
+            })
+            .collect();
+        let shards: Vec<Cluster> = (0..n)
+            .map(|i| {
+                Cluster::new(&format!("{test}{i}"), 4 << 20, |f| {
+                    use_etcd(f, &endpoint);
+                    f.kv.cluster_prefix = prefix.clone();
+                    f.kv.protected_mode = net.is_none();
+                    edit(f);
+                })
+            })
+            .collect();
+        let (mut mirrors, mut backups) = (Vec::new(), Vec::new());
+        for (i, c) in shards.iter().enumerate() {
+            let cfg = c.cfg_path.to_str().expect("utf-8");
+            let node = |name: &str, listen: &str, backup: Option<&str>| {
+                let dir = c.dir.path().join(name);
+                let mut args = vec!["serve", "--config", cfg, "--listen", listen, "--node", name];
+                args.extend(["--dir", dir.to_str().expect("utf-8")]);
+                args.extend(backup.map(|b| ["--backup", b]).into_iter().flatten());
+                spawn_at(net.as_ref(), site(i, true), &args)
+            };
+            let b = node(&format!("b{i}"), &addrs[i][3], None);
+            mirrors.push(node(&format!("m{i}"), &addrs[i][2], Some(b.addr())));
+            backups.push(b);
+        }
+        let mut create = vec!["kv".to_owned(), "cluster".into(), "create".into()];
+        for i in 0..n {
+            let [p_kv, m_kv, ..] = &addrs[i];
+            let p_host = p_kv.rsplit_once(':').expect("host:port").0;
+            create.push("--shard".into());
+            create.push(format!("p{i}/{p_kv}/{p_host}:1,m{i}/{m_kv}/{}", mirrors[i].addr()));
+        }
+        let create: Vec<&str> = create.iter().map(String::as_str).collect();
+        ok(&shards[0], &create);
+        let mut primaries = Vec::new();
+        let mut standbys = Vec::new();
+        for (i, c) in shards.iter().enumerate() {
+            let cfg = c.cfg_path.to_str().expect("utf-8");
+            let (node, mirror) = (format!("p{i}"), mirrors[i].addr().to_string());
+            let args = [
+                "kv",
+                "--config",
+                cfg,
+                "--cluster",
+                "--node",
+                &node,
+                "--mirror",
+                &mirror,
+                "--listen",
+                &addrs[i][0],
+            ];
+            primaries.push(Some(spawn_at(net.as_ref(), site(i, false), &args)));
+            let region = c.dir.path().join(format!("m{i}")).join("data.mojim");
+            let node = format!("m{i}");
+            let args = [
+                "kv",
+                "--config",
+                cfg,
+                "--cluster",
+                "--standby",
+                "--node",
+                &node,
+                "--region",
+                region.to_str().expect("utf-8"),
+                "--listen",
+                &addrs[i][1],
+            ];
+            standbys.push(Standby::launch(net.as_ref(), site(i, true), &args));
+        }
+        Some(FailoverShards {
+            primaries,
+            standbys,
+            mirrors,
+            backups,
+            kv_addrs: addrs.iter().map(|a| a[0].clone()).collect(),
+            standby_addrs: addrs.iter().map(|a| a[1].clone()).collect(),
+            shards,
+            etcd,
+            prefix,
+            net,
+        })
+    }
+
+    /// Every `kv_addr` of the cluster: the primaries', then the standbys'.
+    pub fn all_kv_addrs(&self) -> Vec<String> {
+        self.kv_addrs.iter().chain(&self.standby_addrs).cloned().collect()
+    }
+
+    /// The site of shard `i`'s primary (`mirror`: of its mirror's node) in the namespaces.
+    pub fn site(&self, i: usize, mirror: bool) -> usize {
+        2 * i + usize::from(mirror)
+    }
+
+    /// The site of etcd in the namespaces.
+    pub fn etcd_site(&self) -> usize {
+        2 * self.shards.len()
+    }
+
+    /// The topology in etcd and its mod revision.
+    pub fn topology(&self) -> (Topology, i64) {
+        let client = self.etcd.client(Duration::from_secs(2));
+        let key = format!("{}/kv-cluster/topology", self.prefix);
+        let kv = client.get(&key).expect("read the topology").expect("a topology");
+        (serde_json::from_slice(&kv.value).expect("a topology"), kv.mod_revision)
+    }
+
+    /// `mojim <args> --config <shard 0's>`, run to its end.
+    pub fn mojim(&self, args: &[&str]) -> Output {
+        mojim(&self.shards[0], args)
+    }
+
+    /// Starts `mojim kv cluster move-slots <args>`.
+    pub fn move_slots(&self, args: &[&str]) -> MoveSlots {
+        MoveSlots::start(&self.shards[0], args)
+    }
+}
+
+/// A `mojim kv cluster move-slots` running, and the lines of its stderr so far; killed on drop.
+pub struct MoveSlots {
+    child: std::process::Child,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl MoveSlots {
+    pub fn start(c: &Cluster, args: &[&str]) -> MoveSlots {
+        let cfg = c.cfg_path.to_str().expect("utf-8");
+        let mut child = Command::new(exe())
+            .args(["kv", "cluster", "move-slots", "--config", cfg])
+            .args(args)
+            .env("MOJIM_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start move-slots");
+        let stderr = BufReader::new(child.stderr.take().expect("piped"));
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&lines);
+        // Read to the end, so that the tool never writes to a closed pipe.
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                sink.lock().expect("not poisoned").push(line);
+            }
+        });
+        MoveSlots { child, stderr: lines }
+    }
+
+    /// What it wrote to stderr so far.
+    pub fn stderr(&self) -> Vec<String> {
+        self.stderr.lock().expect("not poisoned").clone()
+    }
+
+    /// Waits until its progress shows keys moved.
+    pub fn wait_keys_moved(&mut self) {
+        let moved = |line: &String| {
+            let n = line.split(" keys moved").next().and_then(|h| h.rsplit(' ').next()?.parse::<u64>().ok());
+            n.is_some_and(|n| n > 0)
+        };
+        let t0 = std::time::Instant::now();
+        while !self.stderr().iter().any(moved) {
+            assert!(t0.elapsed() < super::WAIT, "no progress from move-slots: {:?}", self.stderr());
+            let ended = self.child.try_wait().expect("poll move-slots");
+            assert!(ended.is_none(), "move-slots ended ({ended:?}) before keys moved: {:?}", self.stderr());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Kills it with SIGKILL.
+    pub fn kill(mut self) {
+        self.child.kill().expect("kill -9 move-slots");
+        self.child.wait().expect("reap move-slots");
+    }
+
+    /// Waits for its end: whether it succeeded, and its stderr.
+    pub fn finish(mut self) -> (bool, String) {
+        let status = self.child.wait().expect("wait for move-slots");
+        // The reader thread ends with the pipe.
+        std::thread::sleep(Duration::from_millis(50));
+        (status.success(), self.stderr().join("\n"))
+    }
+}
+
+impl Drop for MoveSlots {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
