@@ -3,7 +3,8 @@
 //!
 //! Clients (`common::kv_workload`, routed by `CLUSTER SLOTS`, following `MOVED` and `ASK`, and
 //! reading the slots again after a dead connection, never restarted) run commands on keys of
-//! both shards and of the slots being moved, while faults hit the cluster; an operation whose
+//! both shards and (strings only: see [`routing`]) of the slots being moved, while faults hit
+//! the cluster; an operation whose
 //! reply never came is recorded with an unknown outcome. Every shard has `[kv] read_barrier`.
 //! Each shard is a primary `p<i>`, its named mirror `m<i>` (feeding a backup) and a standby
 //! `mojim kv --cluster --standby` on `m<i>`, which takes the shard over through etcd
@@ -61,17 +62,31 @@ fn tag_in(lo: u16, hi: u16, skip: &BTreeSet<String>) -> String {
         .expect("some tag hashes into any range")
 }
 
-/// The workload's keys: one of each type in shard 0's own slots, one in shard 1's, one in the
-/// slots of each move.
-fn tags() -> Vec<String> {
+/// The workload's keys: strings in shard 0's own slots, in shard 1's, and in the slots of each
+/// move; lists and sorted sets in the two shards' own slots only, two in each.
+///
+/// No list or sorted set is in a moving slot, because of a known race of the move protocol
+/// (docs/KV.md, "Moving slots", Limits): when a client empties a collection on the source (a
+/// pop of its last element deletes the key) after the tool copied it and before the tool
+/// deleted it, a client sent on by ASK meets the target's copy, with the popped elements, until
+/// the tool drops it. Strings are never deleted by this workload.
+fn routing() -> Routing {
     let mut used = BTreeSet::new();
-    for (lo, hi) in [(100, 8191), (9000, 16383), FIRST_MOVE, SECOND_MOVE] {
-        let t = tag_in(lo, hi, &used);
-        used.insert(t);
-    }
-    let mut tags: Vec<String> = used.into_iter().collect();
-    tags.sort_by_key(|t| key_slot(t.as_bytes()));
-    tags
+    let mut pick = |ranges: &[(u16, u16)]| -> Vec<String> {
+        let mut tags: Vec<String> = ranges
+            .iter()
+            .map(|&(lo, hi)| {
+                let t = tag_in(lo, hi, &used);
+                used.insert(t.clone());
+                t
+            })
+            .collect();
+        tags.sort_by_key(|t| key_slot(t.as_bytes()));
+        tags
+    };
+    let tags = pick(&[(100, 8191), (9000, 16383), FIRST_MOVE, SECOND_MOVE]);
+    let collections = pick(&[(100, 8191), (9000, 16383), (100, 8191), (9000, 16383)]);
+    Routing::Cluster { tags, collections }
 }
 
 /// Writes `FILLER_PER_SLOT` strings into each slot of `lo..=hi` on `addr` (one `MSET` per
@@ -211,8 +226,7 @@ fn cluster_histories_under_failover_moves_and_etcd_restart_are_linearizable() {
     let seed = seed("kv_cluster_linearizable");
     let mut filler = fill(&shards.kv_addrs[1], FIRST_MOVE);
     filler.extend(fill(&shards.kv_addrs[1], SECOND_MOVE));
-    let tags = tags();
-    let w = Workload::start_routed(seed, vec![shards.kv_addrs[0].clone()], Routing::Cluster { tags });
+    let w = Workload::start_routed(seed, vec![shards.kv_addrs[0].clone()], routing());
     progress(&w.sh, PHASE_OPS);
 
     // 1. Shard 0's primary killed -9: its standby takes the shard over through etcd.
@@ -289,8 +303,7 @@ fn cluster_histories_across_a_partitioned_primary_are_linearizable() {
         return;
     };
     let seed = seed("kv_cluster_partition");
-    let tags = tags();
-    let w = Workload::start_routed(seed, shards.all_kv_addrs(), Routing::Cluster { tags });
+    let w = Workload::start_routed(seed, shards.all_kv_addrs(), routing());
     progress(&w.sh, PHASE_OPS);
     // A client that keeps its connection to shard 0's primary through the partition.
     let mut stale = Conn::open(&shards.kv_addrs[0]).expect("connect to shard 0's primary");

@@ -98,9 +98,10 @@ pub enum Routing {
     /// A Redis Cluster whose nodes the workload was given: each client learns the slots'
     /// owners from `CLUSTER SLOTS`, follows `MOVED` (updating its map) and `ASK` (`ASKING`,
     /// then the command, on the named node), and after a dead connection reads `CLUSTER SLOTS`
-    /// again from any node that answers. Key `i` of each type carries the hash tag `tags[i]`
-    /// (`{tag}k0`, `{tag}l0`, ...), so the test chooses each key's slot.
-    Cluster { tags: Vec<String> },
+    /// again from any node that answers. String `i` carries the hash tag `tags[i]` (`{tag}k0`),
+    /// list and sorted set `i` the tag `collections[i]` (`{tag}l0`, `{tag}z0`; as many as
+    /// `tags`), so the test chooses each key's slot.
+    Cluster { tags: Vec<String>, collections: Vec<String> },
 }
 
 /// Shared by the clients and the test.
@@ -133,7 +134,7 @@ impl Shared {
     pub fn keys(&self) -> u64 {
         match &self.routing {
             Routing::Sentinel => KEYS,
-            Routing::Cluster { tags } => tags.len() as u64,
+            Routing::Cluster { tags, .. } => tags.len() as u64,
         }
     }
 
@@ -141,7 +142,8 @@ impl Shared {
     pub fn key_name(&self, t: char, i: u64) -> String {
         match &self.routing {
             Routing::Sentinel => format!("{t}{i}"),
-            Routing::Cluster { tags } => format!("{{{}}}{t}{i}", tags[i as usize]),
+            Routing::Cluster { tags, .. } if t == 'k' => format!("{{{}}}{t}{i}", tags[i as usize]),
+            Routing::Cluster { collections, .. } => format!("{{{}}}{t}{i}", collections[i as usize]),
         }
     }
 
@@ -561,8 +563,9 @@ impl Workload {
 
     /// Starts the clients, each seeded from `seed`, against `nodes` routed as `routing` says.
     pub fn start_routed(seed: u64, nodes: Vec<String>, routing: Routing) -> Workload {
-        if let Routing::Cluster { tags } = &routing {
+        if let Routing::Cluster { tags, collections } = &routing {
             assert!(!tags.is_empty(), "a cluster workload needs at least one key of each type");
+            assert_eq!(tags.len(), collections.len(), "as many collections' tags as strings'");
         }
         let sh = Arc::new(Shared {
             t0: Instant::now(),
