@@ -142,6 +142,10 @@ pub enum Sabotage {
     /// A fault in the node's ack gate: in chain mode a group is acknowledged before every backup
     /// has it ([`crate::mirror::ack::AckFault::ChainEarly`]).
     ChainAckEarly,
+    /// A fault in the node's session slot: a copy is recorded complete when it begins
+    /// ([`crate::mirror::session::SessionFault::CopyCompleteAtBegin`]), so the half-copied data
+    /// area reads consistent (it must be reported inconsistent until the copy's end).
+    CopyCompleteAtBegin,
 }
 
 /// The backups the mirror feeds, and the gate its acknowledgements pass (`[mirror]
@@ -188,6 +192,11 @@ pub struct FaultRates {
     /// applied number) with an I/O error: the node's engine must fail-stop, and a restart lose
     /// nothing acknowledged.
     pub media_error_ppm: u32,
+    /// The mirror comes to need a copy: its data area is wiped (a new area, generation 0) or
+    /// discarded (`mojim discard`), or the newest primary begins a new generation (a degraded
+    /// period), which its next session resolves by a copy, or, without a dirty bitmap, by a
+    /// refusal after which the operator discards the mirror's copy.
+    pub copy_fault_ppm: u32,
 }
 
 impl FaultRates {
@@ -206,6 +215,7 @@ impl FaultRates {
         promote_ppm: 0,
         partition_ppm: 0,
         media_error_ppm: 0,
+        copy_fault_ppm: 0,
     };
 }
 
@@ -288,6 +298,7 @@ impl SimConfig {
                 promote_ppm: 200 + 300 * storm,
                 partition_ppm: 300 + 500 * storm,
                 media_error_ppm: 20 + 200 * storm,
+                copy_fault_ppm: 150 + 150 * storm,
             },
             backups: BackupConfig::default(),
             sabotage: Sabotage::None,
@@ -412,6 +423,12 @@ pub struct SimReport {
     /// held in chain mode.
     pub acks_held: u64,
     pub acks_held_chain: u64,
+    /// Faults that made the mirror need a copy (wipes, discards, new generations), copies the
+    /// mirror began (CopyBegin), and copies completed (the generation adopted and the last copy
+    /// group applied).
+    pub copy_faults: u64,
+    pub copies_begun: u64,
+    pub copies_completed: u64,
 }
 
 impl SimReport {
@@ -451,6 +468,9 @@ impl SimReport {
         self.fenced_groups += other.fenced_groups;
         self.acks_held += other.acks_held;
         self.acks_held_chain += other.acks_held_chain;
+        self.copy_faults += other.copy_faults;
+        self.copies_begun += other.copies_begun;
+        self.copies_completed += other.copies_completed;
     }
 }
 
@@ -464,7 +484,8 @@ impl fmt::Display for SimReport {
              numbered far ahead {}) refused {} ({} by the session's window), log-full waits {}; \
              promotions {}, partitions {} (frames lost {}, lanes timed out {}), stale-epoch handshakes \
              refused {}, groups sent by fenced primaries {}; media errors that fail-stopped the \
-             mirror {}; acks held for backups {} ({} in chain mode)",
+             mirror {}; acks held for backups {} ({} in chain mode); copy faults {}, copies begun {} \
+             completed {}",
             self.steps,
             self.groups_sent,
             self.groups_acked,
@@ -498,7 +519,10 @@ impl fmt::Display for SimReport {
             self.fenced_groups,
             self.fail_stops,
             self.acks_held,
-            self.acks_held_chain
+            self.acks_held_chain,
+            self.copy_faults,
+            self.copies_begun,
+            self.copies_completed
         )
     }
 }
