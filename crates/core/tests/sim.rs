@@ -73,6 +73,12 @@ fn seeded_runs_keep_the_invariants() {
         // The ack gate held acknowledgements for the backups, over the threshold and in chain
         // mode.
         assert!(total.acks_held > total.acks_held_chain && total.acks_held_chain > 0, "{total}");
+        // The mirror needed copies (wiped, discarded, a primary's new generation, a split brain
+        // resolved by a discard); copies began, crashes and power cuts interrupted some, and
+        // others ran to their end, checked against the fold and the generation.
+        assert!(total.copy_faults > 0 && total.split_brains > 0, "{total}");
+        assert!(total.copies_begun > total.copies_completed && total.copies_completed > 0, "{total}");
+        assert!(total.crashes_mid_copy > 0, "{total}");
     }
 }
 

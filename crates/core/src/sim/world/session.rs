@@ -187,6 +187,7 @@ impl World {
             }
             Err(divergence) => {
                 self.discard_due = true;
+                self.report.split_brains += 1;
                 let backoff = self.rng.between(1, 10);
                 return self.abort_connect(node, id, format!("refused the mirror: {divergence}"), backoff);
             }
@@ -281,6 +282,7 @@ impl World {
     pub(super) fn crash(&mut self, point: CrashPoint, power_cut: bool) -> Check<()> {
         if point != CrashPoint::Clean {
             self.report.crashes += 1;
+            self.report.crashes_mid_copy += u64::from(self.model.copying());
         }
         if point == CrashPoint::Sealing {
             self.report.seal_crashes += 1;
