@@ -79,6 +79,9 @@ fn seeded_runs_keep_the_invariants() {
         assert!(total.copy_faults > 0 && total.split_brains > 0, "{total}");
         assert!(total.copies_begun > total.copies_completed && total.copies_completed > 0, "{total}");
         assert!(total.crashes_mid_copy > 0, "{total}");
+        // Copy frames corrupted in flight were asked for again (CopyRetry) and sent again before
+        // their copy could end.
+        assert!(total.copy_retries > 0, "{total}");
     }
 }
 

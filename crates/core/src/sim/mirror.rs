@@ -16,7 +16,7 @@ use super::rng::Rng;
 use super::{Check, Sabotage, SimConfig, SimReport};
 use crate::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
 use crate::control::{lane_step, LaneStep};
-use crate::encode::{ack_header, SessionTag};
+use crate::encode::{ack_header, copy_retry_header, SessionTag};
 use crate::handshake::Refusal;
 use crate::handshake::{Identity, MAX_LANES};
 use crate::lane::{Completed, MirrorLane, Slot};
@@ -146,6 +146,9 @@ pub(super) enum Delivered {
     Stored { ack: Option<[u8; FRAME_HEADER_SIZE]> },
     /// The frame broke a rule: the lane closes.
     Rejected(Violation),
+    /// A Copy frame whose body failed its check: it did not land, and the CopyRetry to send
+    /// back asks for its bytes again.
+    AskedAgain([u8; FRAME_HEADER_SIZE]),
 }
 
 /// Everything a refused frame must leave unchanged.
@@ -421,7 +424,7 @@ impl Mirror {
                     if let Err(violation) = v.slot.copy_rejected(tag.session, h.offset, len as u64) {
                         return Ok(Delivered::Rejected(violation));
                     }
-                    return Ok(Delivered::Stored { ack: None });
+                    return Ok(Delivered::AskedAgain(copy_retry_header(tag, h.offset, len as u64)));
                 }
                 // Straight into the data area, persistently, as the node's `receive_copy` does.
                 let area = &mut self.durable.data.area;

@@ -53,7 +53,10 @@
 //!   the operator discards the mirror's copy. A copy is CopyBegin on every lane, copy groups
 //!   (Copy frames read from the primary's region after the group's number is assigned, closed by
 //!   a Copied frame) interleaved with the application's groups, and, once every copy group is
-//!   acknowledged, CopyEnd on every lane naming the generation. Which frames a lane takes when is
+//!   acknowledged, CopyEnd on every lane naming the generation. A Copy frame whose body is
+//!   corrupted in flight does not land: the mirror asks for it again (CopyRetry, before the
+//!   group's acknowledgement) and the primary sends the range again as a copy group of its own
+//!   before its CopyEnd. Which frames a lane takes when is
 //!   [`crate::control::lane_step`]; the copy's bookkeeping (the area marked inconsistent, the
 //!   generation adopted, the copy's last group recorded) is the node's session slot's
 //!   ([`crate::mirror::CopyState`]), its commands run against the data area's header words as
@@ -455,6 +458,8 @@ pub struct SimReport {
     pub copies_completed: u64,
     /// Crashes and power cuts of the mirror while a copy into it was unfinished (in `crashes`).
     pub crashes_mid_copy: u64,
+    /// Copy frames corrupted in flight that the mirror asked for again (CopyRetry).
+    pub copy_retries: u64,
     /// Sessions a primary refused for a split brain (the operator then discarded the mirror's
     /// copy).
     pub split_brains: u64,
@@ -501,6 +506,7 @@ impl SimReport {
         self.copies_begun += other.copies_begun;
         self.copies_completed += other.copies_completed;
         self.crashes_mid_copy += other.crashes_mid_copy;
+        self.copy_retries += other.copy_retries;
         self.split_brains += other.split_brains;
     }
 }
@@ -516,7 +522,7 @@ impl fmt::Display for SimReport {
              promotions {}, partitions {} (frames lost {}, lanes timed out {}), stale-epoch handshakes \
              refused {}, groups sent by fenced primaries {}; media errors that fail-stopped the \
              mirror {}; acks held for backups {} ({} in chain mode); copy faults {}, copies begun {} \
-             completed {}, crashes mid-copy {}, split brains refused {}",
+             completed {}, crashes mid-copy {}, copy frames asked again {}, split brains refused {}",
             self.steps,
             self.groups_sent,
             self.groups_acked,
@@ -555,6 +561,7 @@ impl fmt::Display for SimReport {
             self.copies_begun,
             self.copies_completed,
             self.crashes_mid_copy,
+            self.copy_retries,
             self.split_brains
         )
     }

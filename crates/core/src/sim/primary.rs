@@ -284,6 +284,31 @@ impl Primary {
         Ok(Some(seq))
     }
 
+    /// A CopyRetry arrived on `lane` (else `None`): the copy sends the range again, as a copy
+    /// group of its own, before its CopyEnd. Returns the range.
+    pub fn on_copy_retry(
+        &mut self,
+        lane: usize,
+        bytes: &[u8; FRAME_HEADER_SIZE],
+    ) -> Check<Option<(u64, u64)>> {
+        let s = self.session.as_mut().ok_or("a reply delivered outside a session")?;
+        let h = FrameHeader::decode(bytes)
+            .map_err(|e| format!("primary got a corrupt reply on lane {lane}: {e}"))?;
+        if h.kind != FrameKind::CopyRetry {
+            return Ok(None);
+        }
+        let c = s.copy.as_mut().filter(|c| !c.ended && usize::from(h.lane) == lane && h.session == s.id);
+        let Some(c) = c else {
+            return Err(format!("primary got a CopyRetry on lane {lane} outside an open copy: {h:?}"));
+        };
+        let range = (h.offset, h.seq);
+        if range.0.checked_add(range.1).is_none_or(|end| end > self.region.len() as u64) || range.1 == 0 {
+            return Err(format!("primary was asked again for bytes outside its region: {h:?}"));
+        }
+        c.pieces.push_front(range);
+        Ok(Some(range))
+    }
+
     /// An ack arrived on `lane`: it must name the oldest outstanding group of that lane.
     pub fn on_ack(&mut self, lane: usize, bytes: &[u8; FRAME_HEADER_SIZE], model: &mut Model) -> Check<u64> {
         let s = self.session.as_mut().ok_or("ack delivered outside a session")?;

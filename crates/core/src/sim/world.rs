@@ -405,6 +405,18 @@ impl World {
                 self.note(format!("lane {lane} log full; checkpoint applied {n} groups"));
                 Ok(false)
             }
+            (Delivered::AskedAgain(retry), Some(Injection::BodyFlip)) => {
+                // Not refused: the bytes did not land and are asked for again, on this lane.
+                let link = &mut self.conns[ci].links[lane];
+                link.to_mirror.pop_front();
+                link.to_primary.push_back(retry);
+                self.report.copy_retries += 1;
+                self.note(format!("lane {lane} asks for a corrupted Copy frame again"));
+                Ok(true)
+            }
+            (Delivered::AskedAgain(_), kind) => {
+                Err(format!("mirror asked for a {kind:?} Copy frame on lane {lane} again"))
+            }
             (Delivered::Stored { .. }, Some(kind)) => {
                 Err(format!("mirror stored a {kind:?} frame on lane {lane}"))
             }
@@ -452,6 +464,10 @@ impl World {
             }
             return Ok(false);
         };
+        if let Some((offset, len)) = self.nodes[node].primary.on_copy_retry(lane, &ack)? {
+            self.note(format!("primary {node} is asked for {len} bytes at {offset} again on lane {lane}"));
+            return Ok(true);
+        }
         let seq = self.nodes[node].primary.on_ack(lane, &ack, &mut self.model)?;
         self.note(format!("primary {node} gets ack {seq} on lane {lane}"));
         Ok(true)
@@ -509,18 +525,19 @@ impl World {
         let stream = &mut self.conns[ci].links[lane].to_mirror;
         // Corruptions apply to the frame the receiver expects next, so that they are invalid
         // whatever its state; without one, random bytes are sent instead.
-        // Not a copy's frame: a field changed on one may keep every rule (a Copy frame lands
-        // wherever it says), and a Copy body that fails its check is asked for again, not refused.
-        let front_ok = stream.front().is_some_and(|f| {
-            f.injected.is_none()
-                && FrameHeader::decode(&f.header).is_ok_and(|h| {
-                    !matches!(
-                        h.kind,
-                        FrameKind::Copy | FrameKind::CopyBegin | FrameKind::CopyEnd | FrameKind::Copied
-                    )
-                })
-        });
-        let kind = if front_ok { kind } else { Injection::Garbage };
+        // Not a copy's frame, where a field changed may keep every rule (a Copy frame lands
+        // wherever it says); a Copy frame's body gets a flipped bit, which is not refused but
+        // asked for again.
+        let front = stream.front().filter(|f| f.injected.is_none()).map(|f| FrameHeader::decode(&f.header));
+        let kind = match front {
+            Some(Ok(h)) if h.kind == FrameKind::Copy => Injection::BodyFlip,
+            Some(Ok(h))
+                if !matches!(h.kind, FrameKind::CopyBegin | FrameKind::CopyEnd | FrameKind::Copied) =>
+            {
+                kind
+            }
+            _ => Injection::Garbage,
+        };
         if kind == Injection::Garbage {
             let mut header = [0u8; FRAME_HEADER_SIZE];
             self.rng.fill(&mut header);
