@@ -19,7 +19,7 @@ use super::{Check, SimConfig};
 use crate::encode::{
     check_group, copied_header, copy_header, data_header, frames, GroupLimits, RangeError, SessionTag,
 };
-use crate::primary::{resync_choice, Divergence, MirrorHistory, Plan, PrimaryHistory};
+use crate::primary::{resync_choice, CopyKind, Divergence, MirrorHistory, Plan, PrimaryHistory};
 use crate::Range;
 use mojim_format::handshake::Welcome;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
@@ -100,23 +100,25 @@ impl Primary {
         self.history = PrimaryHistory { generation, prev, dirty_base: None };
     }
 
-    /// Every lane's handshake is done: groups start at `next_seq`. With `copy` (the plan's
-    /// ranges), CopyBegin goes out on every lane first; copy groups are cut `piece` bytes long.
+    /// Every lane's handshake is done: groups start at `next_seq`. With `copy` (the plan's kind
+    /// and ranges), CopyBegin goes out on every lane first; copy groups are cut `piece` bytes
+    /// long.
     pub fn begin(
         &mut self,
         id: u64,
         next_seq: u64,
         links: &mut [Link],
-        copy: Option<&[(u64, u64)]>,
+        copy: Option<(CopyKind, &[(u64, u64)])>,
         piece: u64,
     ) {
         assert!(self.session.is_none(), "primary session begun twice");
         let lanes = links.len();
-        let copy = copy.map(|ranges| {
+        let copy = copy.map(|(kind, ranges)| {
             let total: u64 = ranges.iter().map(|r| r.1).sum();
             for (lane, link) in links.iter_mut().enumerate() {
                 let mut h = FrameHeader::new(FrameKind::CopyBegin);
-                (h.lane, h.epoch, h.session, h.seq) = (lane as u16, self.epoch, id, total);
+                (h.lane, h.epoch, h.session) = (lane as u16, self.epoch, id);
+                (h.offset, h.seq) = (kind as u64, total);
                 link.to_mirror.push_back(WireFrame {
                     header: h.to_bytes(),
                     body: Vec::new(),

@@ -183,7 +183,7 @@ impl World {
             Ok(crate::primary::Plan::InSync(_)) => None,
             Ok(crate::primary::Plan::Copy { kind, reason, ranges }) => {
                 self.note(format!("primary {node} copies into the mirror ({kind:?}: {reason})"));
-                Some(ranges)
+                Some((kind, ranges))
             }
             Err(divergence) => {
                 self.discard_due = true;
@@ -195,7 +195,13 @@ impl World {
         let ci = self.conn(id).expect("joined above");
         let piece = 4 * u64::from(self.cfg.max_frame);
         let links = &mut self.conns[ci].links;
-        self.nodes[node].primary.begin(id, next_seq, links, copy.as_deref(), piece);
+        self.nodes[node].primary.begin(
+            id,
+            next_seq,
+            links,
+            copy.as_ref().map(|(kind, ranges)| (*kind, ranges.as_slice())),
+            piece,
+        );
         let ci = self.conn(id).expect("joined above");
         self.conns[ci].primary_open = true;
         self.note(format!("primary {node} opens session {id:#x} at seq {next_seq}"));
