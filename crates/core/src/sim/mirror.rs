@@ -2,9 +2,11 @@
 //! checkpoint engine ([`CheckpointEngine`]) whose commands the node's executor
 //! ([`crate::mirror::execute`]) runs against the simulated media, the node's restart recovery
 //! ([`Restart`], run the same way), and the node's session slot ([`SessionSlot`]), which
-//! admits, joins, replaces, ends and seals sessions and adopts the epoch of the primaries it
-//! welcomes, its commands run here as the node runs them; each acknowledgement passes the
-//! node's ack gate ([`AckGate`]) against the backups' model ([`Backups`]). Split by what a process crash keeps ([`Durable`]: its media, see
+//! admits, joins, replaces, ends and seals sessions, adopts the epoch of the primaries it
+//! welcomes and keeps the books of their copies, its commands run here as the node runs them
+//! (a copy's against the data area's header words: the inconsistent mark with the copy's last
+//! group, and the generations); each acknowledgement passes the node's ack gate ([`AckGate`])
+//! against the backups' model ([`Backups`]). Split by what a process crash keeps ([`Durable`]: its media, see
 //! [`super::media`]) and what it loses ([`Volatile`]), so a process crash is simply dropping the
 //! latter, and a power cut also drops what the media did not persist.
 
