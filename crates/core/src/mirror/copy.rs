@@ -135,6 +135,14 @@ pub fn generation_after(old: u64, old_prev: u64, generation: u64) -> Option<(u64
     (generation != old).then_some((generation, if old != 0 { old } else { old_prev }))
 }
 
+/// Whether a data area holds a usable copy: no copy into it is unfinished (`inconsistent`
+/// clear), or the copy recorded its last group (`copy_until`, 0 while it runs) and the area has
+/// applied it (`applied_seq`). Only such an area may be reported consistent, served from or
+/// promoted; the runtime clears the mark once this holds of a marked one.
+pub fn copy_complete(inconsistent: bool, copy_until: u64, applied_seq: u64) -> bool {
+    !inconsistent || (copy_until != 0 && applied_seq >= copy_until)
+}
+
 /// `ranges` (offset, len) without `[lo, hi)`.
 fn subtract(ranges: &[(u64, u64)], lo: u64, hi: u64) -> Vec<(u64, u64)> {
     let mut out = Vec::with_capacity(ranges.len() + 1);
@@ -191,6 +199,14 @@ mod tests {
         c.begin(10);
         assert_eq!(c.end(1, 0, 8, 0), [AdoptGeneration(8)]);
         assert_eq!(c.generation_adopted(), [MarkInconsistent { copy_until: 1 }, CheckConsistent]);
+    }
+
+    #[test]
+    fn an_area_is_usable_once_no_copy_runs_or_its_last_group_is_applied() {
+        assert!(copy_complete(false, 0, 0));
+        assert!(!copy_complete(true, 0, 50), "the copy has not ended");
+        assert!(!copy_complete(true, 60, 59));
+        assert!(copy_complete(true, 60, 60));
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub mod session;
 
 pub use ack::{AckDecision, AckGate, AckRule, AckView, Hold, NoAck};
 pub use command::{Command, Failure};
-pub use copy::{generation_after, CopyState, MAX_COPY_RETRIES};
+pub use copy::{copy_complete, generation_after, CopyState, MAX_COPY_RETRIES};
 pub use engine::CheckpointEngine;
 pub use execute::{execute, persist_positions, Logs};
 pub use restart::Restart;

@@ -199,6 +199,10 @@ pub enum SessionFault {
     SecondSession,
     /// Admits a peer whose epoch is below this node's, and runs its session at that epoch.
     AdmitStaleEpoch,
+    /// Records a copy as complete when it begins: CopyBegin marks the data area with a last
+    /// copy group of 1, already applied, instead of 0 (not known yet), so the area reads
+    /// consistent while the copy runs.
+    CopyCompleteAtBegin,
 }
 
 /// The session slot: the current session, if any, and the epoch this node is at.
@@ -442,7 +446,23 @@ impl SessionSlot {
 
     /// A lane of `session` announced a copy of `total_bytes` (see [`super::copy`]).
     pub fn copy_begin(&mut self, session: u64, total_bytes: u64) -> Vec<SessionCommand> {
-        self.of(session).map_or_else(Vec::new, |c| c.copy.begin(total_bytes))
+        #[cfg(feature = "sim")]
+        let early = self.faulty(SessionFault::CopyCompleteAtBegin);
+        #[cfg(not(feature = "sim"))]
+        let early = self.faulty(());
+        let commands = self.of(session).map_or_else(Vec::new, |c| c.copy.begin(total_bytes));
+        if !early {
+            return commands;
+        }
+        commands
+            .into_iter()
+            .map(|c| match c {
+                SessionCommand::MarkInconsistent { copy_until: 0 } => {
+                    SessionCommand::MarkInconsistent { copy_until: 1 }
+                }
+                other => other,
+            })
+            .collect()
     }
 
     /// Lane `lane` of `session` ended its part of a copy, naming `generation` and its last copy

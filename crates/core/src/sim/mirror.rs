@@ -2,9 +2,11 @@
 //! checkpoint engine ([`CheckpointEngine`]) whose commands the node's executor
 //! ([`crate::mirror::execute`]) runs against the simulated media, the node's restart recovery
 //! ([`Restart`], run the same way), and the node's session slot ([`SessionSlot`]), which
-//! admits, joins, replaces, ends and seals sessions and adopts the epoch of the primaries it
-//! welcomes, its commands run here as the node runs them; each acknowledgement passes the
-//! node's ack gate ([`AckGate`]) against the backups' model ([`Backups`]). Split by what a process crash keeps ([`Durable`]: its media, see
+//! admits, joins, replaces, ends and seals sessions, adopts the epoch of the primaries it
+//! welcomes and keeps the books of their copies, its commands run here as the node runs them
+//! (a copy's against the data area's header words: the inconsistent mark with the copy's last
+//! group, and the generations); each acknowledgement passes the node's ack gate ([`AckGate`])
+//! against the backups' model ([`Backups`]). Split by what a process crash keeps ([`Durable`]: its media, see
 //! [`super::media`]) and what it loses ([`Volatile`]), so a process crash is simply dropping the
 //! latter, and a power cut also drops what the media did not persist.
 
@@ -15,14 +17,15 @@ use super::net::WireFrame;
 use super::rng::Rng;
 use super::{Check, Sabotage, SimConfig, SimReport};
 use crate::checkpoint::{CheckpointPolicy, Checkpointer, GroupRef};
-use crate::control::{lane_step, CopyPhase, LaneStep};
-use crate::encode::{ack_header, SessionTag};
+use crate::control::{lane_step, LaneStep};
+use crate::encode::{ack_header, copy_retry_header, SessionTag};
 use crate::handshake::Refusal;
 use crate::handshake::{Identity, MAX_LANES};
 use crate::lane::{Completed, MirrorLane, Slot};
 use crate::log_space::LogSpace;
 use crate::mirror::ack::AckFault;
 use crate::mirror::session::SessionFault;
+use crate::mirror::{copy_complete, generation_after};
 use crate::mirror::{
     execute, AckDecision, AckGate, AckView, Admission, CheckpointEngine, Command, EndReason, Hold, NoAck,
     NodeState, Restart, SessionCommand, SessionSlot,
@@ -40,6 +43,9 @@ use mojim_region::LogMedia;
 const QUEUE_CAPACITY: usize = 64;
 /// The region every node of the simulated cluster serves.
 pub(super) const REGION_UUID: [u8; 16] = *b"mojim-sim-region";
+/// The generation the first primary and the mirror share at the start (both zero regions, as
+/// if replicated from the start).
+pub(super) const FIRST_GENERATION: u64 = 0x6d6f_6a69_6d00_0001;
 
 /// What survives a process crash: the logs (record areas and tails), the data area and the
 /// sequence number of the last group applied to it, and the epoch. A power cut keeps of these
@@ -49,6 +55,13 @@ pub(super) struct Durable {
     pub data: SimData,
     /// The highest epoch of a primary this mirror welcomed (persisted before the Welcome).
     pub epoch: Word,
+    /// The data area's generation and the one before it (FORMAT.md, the region header).
+    pub generation: Word,
+    pub prev_generation: Word,
+    /// Its `INCONSISTENT` flag (1: a copy into it is unfinished) and the copy's last group
+    /// (`copy_until`, 0: not known yet), stored together.
+    pub inconsistent: Word,
+    pub copy_until: Word,
 }
 
 impl Durable {
@@ -61,7 +74,14 @@ impl Durable {
             lost += u64::from(log.tail.power_cut(rng));
         }
         lost += self.data.area.power_cut(rng);
-        for w in [&mut self.data.applied_seq, &mut self.epoch] {
+        for w in [
+            &mut self.data.applied_seq,
+            &mut self.epoch,
+            &mut self.generation,
+            &mut self.prev_generation,
+            &mut self.inconsistent,
+            &mut self.copy_until,
+        ] {
             lost += u64::from(w.power_cut(rng));
         }
         lost
@@ -128,6 +148,9 @@ pub(super) enum Delivered {
     Stored { ack: Option<[u8; FRAME_HEADER_SIZE]> },
     /// The frame broke a rule: the lane closes.
     Rejected(Violation),
+    /// A Copy frame whose body failed its check: it did not land, and the CopyRetry to send
+    /// back asks for its bytes again.
+    AskedAgain([u8; FRAME_HEADER_SIZE]),
 }
 
 /// Everything a refused frame must leave unchanged.
@@ -149,6 +172,8 @@ pub(super) struct Mirror {
     pub backups: Backups,
     /// Acknowledgements the ack gate held back, and of them those at the chain's gate.
     pub acks_held: (u64, u64),
+    /// Copies begun (CopyBegin opened one).
+    pub copies_begun: u64,
 }
 
 impl Mirror {
@@ -163,6 +188,10 @@ impl Mirror {
             logs: vec![SimLog::new(cfg.log_capacity as usize); n],
             data: SimData::new(cfg.region_size as usize, fault),
             epoch: Word::new(1),
+            generation: Word::new(FIRST_GENERATION),
+            prev_generation: Word::new(0),
+            inconsistent: Word::new(0),
+            copy_until: Word::new(0),
         };
         let ckpt = Checkpointer::new(n, 0, QUEUE_CAPACITY);
         let vol = Volatile::fresh(cfg, &durable, &vec![0; n], 0, new_engine(cfg), ckpt);
@@ -172,6 +201,7 @@ impl Mirror {
             vol,
             backups: Backups::new(cfg.backups, cfg.seed),
             acks_held: (0, 0),
+            copies_begun: 0,
         }
     }
 
@@ -229,6 +259,8 @@ impl Mirror {
             Ok(commands) => commands,
             Err(why) => return Ok(Admit::Refused(why.refusal())),
         };
+        let consistent = self.reports_consistent();
+        let (generation, prev_generation) = self.generations();
         let cur = self.vol.slot.current().expect("a lane joined");
         for cmd in commands {
             match cmd {
@@ -246,7 +278,9 @@ impl Mirror {
             log_capacity: self.cfg.log_capacity,
             max_frame: cur.max_frame,
             epoch: cur.epoch,
-            ..Welcome::default()
+            generation,
+            prev_generation,
+            inconsistent: !consistent,
         }))
     }
 
@@ -361,14 +395,60 @@ impl Mirror {
                 return Ok(Delivered::Rejected(violation));
             }
         }
-        // Which frames a lane takes when is the node's rule. This mirror never has a copy open
-        // (the simulated primary sends none), so a Copy frame is refused; a Heartbeat, a
-        // CopyBegin or a CopyEnd (only injected ones arrive here) changes nothing it models.
-        match lane_step(slot.accepted.header.kind, || CopyPhase::Closed) {
+        // Which frames a lane takes when is the node's rule, against the session's copy as the
+        // node's session slot keeps it; the copy's bookkeeping is the slot's too, its commands
+        // run here as the node's `session.rs` runs them.
+        let h = slot.accepted.header;
+        match lane_step(h.kind, || v.slot.copy_phase(tag.session)) {
             Err(violation) => return Ok(Delivered::Rejected(violation)),
             Ok(LaneStep::Record) => {}
-            Ok(_) => return Ok(Delivered::Stored { ack: None }),
+            Ok(LaneStep::AnswerHeartbeat) => return Ok(Delivered::Stored { ack: None }),
+            Ok(LaneStep::BeginCopy) => {
+                let commands = v.slot.copy_begin(tag.session, h.seq);
+                self.run_session(commands, model)?;
+                return Ok(Delivered::Stored { ack: None });
+            }
+            Ok(LaneStep::EndCopy) => {
+                let commands = v.slot.copy_end(tag.session, tag.lane, h.offset, h.seq);
+                if !commands.is_empty() {
+                    self.run_session(commands, model)?;
+                    let commands = self.vol.slot.generation_adopted(tag.session);
+                    self.run_session(commands, model)?;
+                }
+                return Ok(Delivered::Stored { ack: None });
+            }
+            Ok(LaneStep::LandCopy) => {
+                let len = h.body_len as usize;
+                let body = &frame.body[..len.min(frame.body.len())];
+                if body.len() != len || h.check_body(body).is_err() {
+                    // Not landed: asked for again (CopyRetry), and the copy cannot end before a
+                    // Copy frame covering it lands.
+                    if let Err(violation) = v.slot.copy_rejected(tag.session, h.offset, len as u64) {
+                        return Ok(Delivered::Rejected(violation));
+                    }
+                    return Ok(Delivered::AskedAgain(copy_retry_header(tag, h.offset, len as u64)));
+                }
+                // Straight into the data area, persistently, as the node's `receive_copy` does.
+                let area = &mut self.durable.data.area;
+                area.write(h.offset as usize, body);
+                area.persist(h.offset as usize, len);
+                v.slot.copy_landed(tag.session, h.offset, len as u64);
+                model.disturbed();
+                if self.reports_consistent() {
+                    return Err(format!(
+                        "a Copy frame of {len} bytes at {} landed in the data area on lane {lane}, \
+                         and the area reads consistent (inconsistent flag {}, copy_until {}, applied \
+                         {}): a half-copied area would be served or promoted",
+                        h.offset,
+                        self.durable.inconsistent.value(),
+                        self.durable.copy_until.value(),
+                        self.durable.data.applied_seq.value()
+                    ));
+                }
+                return Ok(Delivered::Stored { ack: None });
+            }
         }
+        let v = &mut self.vol;
         if slot.size == 0 {
             // A Skip (the simulated primary sends none of its own; they can be injected): it
             // takes no log room, and becomes a void group, acknowledged once the log before it
@@ -444,6 +524,83 @@ impl Mirror {
             (_, None) => None,
         };
         Ok(Delivered::Stored { ack })
+    }
+
+    /// Runs the session slot's copy commands against the data area's header words, as the
+    /// node's `session.rs` does: the inconsistent mark and the copy's last group stored
+    /// together, the generation (with the one before it) stored together.
+    fn run_session(&mut self, commands: Vec<SessionCommand>, model: &mut Model) -> Check<()> {
+        for cmd in commands {
+            let d = &mut self.durable;
+            match cmd {
+                SessionCommand::CopyStarted { .. } => self.copies_begun += 1,
+                SessionCommand::MarkInconsistent { copy_until } => {
+                    d.inconsistent.store(1);
+                    d.copy_until.store(copy_until);
+                }
+                SessionCommand::AdoptGeneration(generation) => {
+                    let (old, prev) = (d.generation.value(), d.prev_generation.value());
+                    if let Some((generation, prev)) = generation_after(old, prev, generation) {
+                        d.generation.store(generation);
+                        d.prev_generation.store(prev);
+                    }
+                }
+                SessionCommand::CheckConsistent => {
+                    self.reports_consistent();
+                }
+                other => return Err(format!("a copy frame emitted {other:?}")),
+            }
+        }
+        model.check_generation(self.durable.generation.value())
+    }
+
+    /// Whether the data area holds a usable copy, by the node's rule ([`copy_complete`]); a
+    /// marked area whose copy is complete is marked consistent again, as the node's
+    /// `Store::consistent` does. What the Welcome reports, and what the coordinator asks before
+    /// it promotes.
+    pub fn reports_consistent(&mut self) -> bool {
+        let d = &mut self.durable;
+        let marked = d.inconsistent.value() != 0;
+        let complete = copy_complete(marked, d.copy_until.value(), d.data.applied_seq.value());
+        if marked && complete {
+            d.inconsistent.store(0);
+            d.copy_until.store(0);
+        }
+        complete
+    }
+
+    /// The data area's generation and the one before it.
+    pub fn generations(&self) -> (u64, u64) {
+        (self.durable.generation.value(), self.durable.prev_generation.value())
+    }
+
+    /// An operator discards this copy (`mojim discard`, between sessions): the data area is
+    /// marked inconsistent, and the next session copies everything into it.
+    pub fn discard(&mut self, model: &mut Model) {
+        assert!(self.session().is_none(), "discard during a session");
+        self.durable.inconsistent.store(1);
+        self.durable.copy_until.store(0);
+        model.disturbed();
+    }
+
+    /// The data area is wiped (replaced by a new one, between sessions): its bytes are lost,
+    /// its generation is 0, and it is marked inconsistent; the logs and the applied number stay.
+    pub fn wipe(&mut self, rng: &mut Rng, model: &mut Model) {
+        assert!(self.session().is_none(), "wipe during a session");
+        let area = &mut self.durable.data.area;
+        let mut junk = vec![0u8; area.len()];
+        if rng.chance_pct(50) {
+            rng.fill(&mut junk);
+        }
+        area.write(0, &junk);
+        area.persist(0, junk.len());
+        for w in
+            [&mut self.durable.generation, &mut self.durable.prev_generation, &mut self.durable.copy_until]
+        {
+            w.store(0);
+        }
+        self.durable.inconsistent.store(1);
+        model.disturbed();
     }
 
     /// The node's ack gate for group `seq`, broken on purpose as the sabotage says.
@@ -574,6 +731,14 @@ impl Mirror {
             ));
         }
         let mut writes: Writes = Vec::new();
+        if first.header.kind == FrameKind::Copied {
+            // A copy group's bytes are in the data area already: the ranges its record lists.
+            let body = &area[first.body_at..first.body_at + first.header.body_len as usize];
+            let data = self.durable.data.area.bytes();
+            for (offset, len) in mojim_format::copied::ranges(body) {
+                writes.push((offset, data[offset as usize..(offset + len) as usize].to_vec()));
+            }
+        }
         for_each_write(area, g, self.cfg.max_frame, |offset, body| {
             writes.push((offset, body.to_vec()));
         });
@@ -653,7 +818,8 @@ impl Mirror {
         if crash.is_some() {
             return Err(format!("the batch ended before its command {run} of {commands}"));
         }
-        model.check_data(self.durable.data.area.bytes())
+        model.check_data(self.durable.data.area.bytes())?;
+        model.check_generation(self.durable.generation.value())
     }
 
     /// The mirror crashes at `point`: the record being received, the group being applied, or
@@ -675,7 +841,9 @@ impl Mirror {
                 if !fronts.is_empty() && rng.chance_pct(faults.torn_write_pct) {
                     let (lane, frame) = &fronts[rng.index(fronts.len())];
                     if self.session().is_some() {
-                        if let Ok(Some(slot)) = self.vol.lanes[*lane].on_header(&frame.header) {
+                        // A record only: control frames (Copy among them) take no log room.
+                        let record = self.vol.lanes[*lane].on_header(&frame.header);
+                        if let Ok(Some(slot)) = record.as_ref().map(|s| s.filter(|s| s.size > 0)) {
                             check_placement(*lane, &slot, self.vol.lanes[*lane].space())?;
                             self.torn_write(*lane, &slot, frame, rng);
                             report.torn_writes += 1;
@@ -805,6 +973,7 @@ impl Mirror {
             let (engine, ckpt) = restart.into_parts();
             self.vol = Volatile::fresh(&self.cfg, &self.durable, &found.heads, found.max_seq, engine, ckpt);
             model.check_data(self.durable.data.area.bytes())?;
+            model.check_generation(self.durable.generation.value())?;
             return self.check_consistent();
         }
     }
@@ -928,6 +1097,7 @@ fn new_slot(cfg: &SimConfig, d: &Durable) -> SessionSlot {
         Sabotage::AcceptStaleEpoch => SessionFault::AdmitStaleEpoch,
         Sabotage::EpochNotPersisted => SessionFault::EpochNotPersisted,
         Sabotage::SecondSession => SessionFault::SecondSession,
+        Sabotage::CopyCompleteAtBegin => SessionFault::CopyCompleteAtBegin,
         _ => SessionFault::None,
     });
     slot

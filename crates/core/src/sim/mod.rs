@@ -1,7 +1,8 @@
 //! A deterministic, seeded simulator of a primary, its promoted successors, and one mirror.
 //!
 //! The simulator runs the production core ([`crate::encode`], [`crate::handshake`],
-//! [`crate::lane`], [`crate::checkpoint`], [`crate::recovery`]) the way the daemon does, on a
+//! [`crate::lane`], [`crate::control`], [`crate::checkpoint`], [`crate::recovery`],
+//! [`crate::mirror`], [`crate::primary::resync_choice`]) the way the daemon does, on a
 //! simulated network and simulated persistent memory, with faults:
 //!
 //! - **Network.** Per lane of a session, one connection: an ordered stream each way that loses
@@ -43,6 +44,26 @@
 //!   over the secondary tier's threshold, or in chain mode until every backup has the group, the
 //!   acknowledgement is held (applying inline when the gate asks), and the lane reads nothing
 //!   more until it is sent, as the node's lane thread does.
+//! - **Copies and generations.** Now and then the mirror comes to need a copy: its data area is
+//!   wiped (a new area: generation 0, marked inconsistent) or discarded (`mojim discard`), each
+//!   between sessions, or the newest primary begins a new generation (a degraded period), with a
+//!   dirty bitmap or without one. The primary's next session plans with the production
+//!   [`crate::primary::resync_choice`] against the Welcome (the mirror's generations and its
+//!   inconsistent mark): in sync, a full or bitmap copy, or a refusal (split brain), after which
+//!   the operator discards the mirror's copy. A copy is CopyBegin on every lane, copy groups
+//!   (Copy frames read from the primary's region after the group's number is assigned, closed by
+//!   a Copied frame) interleaved with the application's groups, and, once every copy group is
+//!   acknowledged, CopyEnd on every lane naming the generation. A Copy frame whose body is
+//!   corrupted in flight does not land: the mirror asks for it again (CopyRetry, before the
+//!   group's acknowledgement) and the primary sends the range again as a copy group of its own
+//!   before its CopyEnd. Which frames a lane takes when is
+//!   [`crate::control::lane_step`]; the copy's bookkeeping (the area marked inconsistent, the
+//!   generation adopted, the copy's last group recorded) is the node's session slot's
+//!   ([`crate::mirror::CopyState`]), its commands run against the data area's header words as
+//!   the node runs them, and when the area counts as consistent again is
+//!   [`crate::mirror::copy_complete`]. Disconnects, partitions, crashes and power cuts hit a copy
+//!   anywhere; the coordinator promotes only a consistent copy (a promotion decided before a
+//!   copy began is refused, as `mojim promote` refuses, and withdrawn).
 //! - **Media errors.** The data area's media fails an operation now and then; the node's
 //!   engine must fail-stop (nothing applied, persisted or released after it), and the restart
 //!   that follows must lose nothing acknowledged.
@@ -63,7 +84,13 @@
 //! incarnation, is applied after every seal, every recovery and every promotion (1); the mirror
 //! never accepts a handshake, stores a frame or sends an ack of an epoch below the one it has
 //! announced, no group a fenced primary sent is ever acknowledged or applied, and only one
-//! incarnation is acknowledged in any epoch (4); refused frames change nothing (5).
+//! incarnation is acknowledged in any epoch (4); refused frames change nothing (5). Of copies, the
+//! model knows apart from the mirror when its data area may differ from that fold (from a wipe,
+//! a discard or the first copied byte until every lane's CopyEnd is in and the copy's last group
+//! is applied; a copy group counts as a write of the bytes it copied, at its place in the
+//! sequence) and checks that meanwhile the area never reads consistent (when a Copy frame lands,
+//! in the Welcome, after a restart, so that the next session copies again) and is never promoted
+//! from, and that once the copy ends the area is the fold again and holds the copy's generation.
 //!
 //! Everything is driven by one [`Rng`] seeded from [`SimConfig::seed`] (the backups' schedule by
 //! one of their own, seeded from it too); time is a step counter
@@ -142,6 +169,10 @@ pub enum Sabotage {
     /// A fault in the node's ack gate: in chain mode a group is acknowledged before every backup
     /// has it ([`crate::mirror::ack::AckFault::ChainEarly`]).
     ChainAckEarly,
+    /// A fault in the node's session slot: a copy is recorded complete when it begins
+    /// ([`crate::mirror::session::SessionFault::CopyCompleteAtBegin`]), so the half-copied data
+    /// area reads consistent (it must be reported inconsistent until the copy's end).
+    CopyCompleteAtBegin,
 }
 
 /// The backups the mirror feeds, and the gate its acknowledgements pass (`[mirror]
@@ -188,6 +219,11 @@ pub struct FaultRates {
     /// applied number) with an I/O error: the node's engine must fail-stop, and a restart lose
     /// nothing acknowledged.
     pub media_error_ppm: u32,
+    /// The mirror comes to need a copy: its data area is wiped (a new area, generation 0) or
+    /// discarded (`mojim discard`), or the newest primary begins a new generation (a degraded
+    /// period), which its next session resolves by a copy, or, without a dirty bitmap, by a
+    /// refusal after which the operator discards the mirror's copy.
+    pub copy_fault_ppm: u32,
 }
 
 impl FaultRates {
@@ -206,6 +242,7 @@ impl FaultRates {
         promote_ppm: 0,
         partition_ppm: 0,
         media_error_ppm: 0,
+        copy_fault_ppm: 0,
     };
 }
 
@@ -288,6 +325,7 @@ impl SimConfig {
                 promote_ppm: 200 + 300 * storm,
                 partition_ppm: 300 + 500 * storm,
                 media_error_ppm: 20 + 200 * storm,
+                copy_fault_ppm: 150 + 150 * storm,
             },
             backups: BackupConfig::default(),
             sabotage: Sabotage::None,
@@ -412,6 +450,19 @@ pub struct SimReport {
     /// held in chain mode.
     pub acks_held: u64,
     pub acks_held_chain: u64,
+    /// Faults that made the mirror need a copy (wipes, discards, new generations), copies the
+    /// mirror began (CopyBegin), and copies completed (the generation adopted and the last copy
+    /// group applied).
+    pub copy_faults: u64,
+    pub copies_begun: u64,
+    pub copies_completed: u64,
+    /// Crashes and power cuts of the mirror while a copy into it was unfinished (in `crashes`).
+    pub crashes_mid_copy: u64,
+    /// Copy frames corrupted in flight that the mirror asked for again (CopyRetry).
+    pub copy_retries: u64,
+    /// Sessions a primary refused for a split brain (the operator then discarded the mirror's
+    /// copy).
+    pub split_brains: u64,
 }
 
 impl SimReport {
@@ -451,6 +502,12 @@ impl SimReport {
         self.fenced_groups += other.fenced_groups;
         self.acks_held += other.acks_held;
         self.acks_held_chain += other.acks_held_chain;
+        self.copy_faults += other.copy_faults;
+        self.copies_begun += other.copies_begun;
+        self.copies_completed += other.copies_completed;
+        self.crashes_mid_copy += other.crashes_mid_copy;
+        self.copy_retries += other.copy_retries;
+        self.split_brains += other.split_brains;
     }
 }
 
@@ -464,7 +521,8 @@ impl fmt::Display for SimReport {
              numbered far ahead {}) refused {} ({} by the session's window), log-full waits {}; \
              promotions {}, partitions {} (frames lost {}, lanes timed out {}), stale-epoch handshakes \
              refused {}, groups sent by fenced primaries {}; media errors that fail-stopped the \
-             mirror {}; acks held for backups {} ({} in chain mode)",
+             mirror {}; acks held for backups {} ({} in chain mode); copy faults {}, copies begun {} \
+             completed {}, crashes mid-copy {}, copy frames asked again {}, split brains refused {}",
             self.steps,
             self.groups_sent,
             self.groups_acked,
@@ -498,7 +556,13 @@ impl fmt::Display for SimReport {
             self.fenced_groups,
             self.fail_stops,
             self.acks_held,
-            self.acks_held_chain
+            self.acks_held_chain,
+            self.copy_faults,
+            self.copies_begun,
+            self.copies_completed,
+            self.crashes_mid_copy,
+            self.copy_retries,
+            self.split_brains
         )
     }
 }

@@ -3,13 +3,25 @@
 //! consecutive Data frames. Acks arrive per lane in order; when the session ends, every
 //! unacknowledged group fails (the application is told it is not durable). An incarnation has
 //! one epoch for life, given by the coordinator that started it.
+//!
+//! A session begins with the production resync choice ([`resync_choice`]) against the mirror's
+//! Welcome. A copy is CopyBegin on every lane, then copy groups (Copy frames read from the
+//! region after the group's number is assigned, closed by a Copied frame) interleaved with the
+//! application's groups, and, once every copy group is acknowledged, CopyEnd on every lane
+//! naming this copy's generation and the lane's last copy group. The simulated primary keeps
+//! no metadata log (a mirror at its generation has missed nothing it must resend: a group it
+//! did not acknowledge failed) and its dirty bitmap, when it records one, is the whole region.
 
 use super::model::{Model, Writes};
 use super::net::{Link, WireFrame};
 use super::rng::Rng;
 use super::{Check, SimConfig};
-use crate::encode::{check_group, data_header, frames, GroupLimits, RangeError, SessionTag};
+use crate::encode::{
+    check_group, copied_header, copy_header, data_header, frames, GroupLimits, RangeError, SessionTag,
+};
+use crate::primary::{resync_choice, CopyKind, Divergence, MirrorHistory, Plan, PrimaryHistory};
 use crate::Range;
+use mojim_format::handshake::Welcome;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use std::collections::VecDeque;
 
@@ -21,7 +33,20 @@ pub(super) struct Primary {
     node: usize,
     epoch: u64,
     region: Vec<u8>,
+    history: PrimaryHistory,
     session: Option<PrimarySession>,
+}
+
+/// A copy into the mirror, as one session sends it.
+struct CopyJob {
+    generation: u64,
+    /// Region ranges still to send, each as one copy group.
+    pieces: VecDeque<(u64, u64)>,
+    /// The copy groups sent, and per lane the last one sent on it (0: none).
+    sent: Vec<u64>,
+    last_on_lane: Vec<u64>,
+    /// CopyEnd went out on every lane.
+    ended: bool,
 }
 
 struct PrimarySession {
@@ -30,11 +55,33 @@ struct PrimarySession {
     /// Per lane, the groups sent and not yet acknowledged, in order.
     unacked: Vec<VecDeque<u64>>,
     recent: VecDeque<WireFrame>,
+    copy: Option<CopyJob>,
 }
 
 impl Primary {
-    pub fn new(node: usize, epoch: u64, region_size: u64) -> Primary {
-        Primary { node, epoch, region: vec![0; region_size as usize], session: None }
+    /// An incarnation at `epoch` whose copy is of `generation` (0: it has none yet).
+    pub fn new(node: usize, epoch: u64, region_size: u64, generation: u64) -> Primary {
+        let history = PrimaryHistory { generation, prev: 0, dirty_base: None };
+        Primary { node, epoch, region: vec![0; region_size as usize], history, session: None }
+    }
+
+    /// This copy begins a new generation (a degraded period): the old one becomes the one
+    /// before it, and with `bitmap` the dirty bitmap records from it.
+    pub fn new_generation(&mut self, generation: u64, bitmap: bool) {
+        let old = self.history.generation;
+        self.history = PrimaryHistory { generation, prev: old, dirty_base: bitmap.then_some(old) };
+    }
+
+    /// The production resync choice against the mirror's Welcome.
+    pub fn plan(&self, welcome: &Welcome) -> Result<Plan, Divergence> {
+        let size = self.region.len() as u64;
+        resync_choice(
+            self.history,
+            MirrorHistory::of(welcome),
+            size,
+            |_| Some(Vec::new()),
+            || vec![(0, size)],
+        )
     }
 
     pub fn epoch(&self) -> u64 {
@@ -46,20 +93,112 @@ impl Primary {
         self.session.as_ref().map(|s| s.id)
     }
 
-    /// A promoted incarnation resumes from a copy of the region it was given.
-    pub fn take_copy(&mut self, data: &[u8]) {
+    /// A promoted incarnation resumes from a copy of the region it was given, with its
+    /// generations.
+    pub fn take_copy(&mut self, data: &[u8], (generation, prev): (u64, u64)) {
         self.region.copy_from_slice(data);
+        self.history = PrimaryHistory { generation, prev, dirty_base: None };
     }
 
-    /// Every lane's handshake is done: groups start at `next_seq`.
-    pub fn begin(&mut self, id: u64, next_seq: u64, lanes: u16) {
+    /// Every lane's handshake is done: groups start at `next_seq`. With `copy` (the plan's kind
+    /// and ranges), CopyBegin goes out on every lane first; copy groups are cut `piece` bytes
+    /// long.
+    pub fn begin(
+        &mut self,
+        id: u64,
+        next_seq: u64,
+        links: &mut [Link],
+        copy: Option<(CopyKind, &[(u64, u64)])>,
+        piece: u64,
+    ) {
         assert!(self.session.is_none(), "primary session begun twice");
+        let lanes = links.len();
+        let copy = copy.map(|(kind, ranges)| {
+            let total: u64 = ranges.iter().map(|r| r.1).sum();
+            for (lane, link) in links.iter_mut().enumerate() {
+                let mut h = FrameHeader::new(FrameKind::CopyBegin);
+                (h.lane, h.epoch, h.session) = (lane as u16, self.epoch, id);
+                (h.offset, h.seq) = (kind as u64, total);
+                link.to_mirror.push_back(WireFrame {
+                    header: h.to_bytes(),
+                    body: Vec::new(),
+                    injected: None,
+                });
+            }
+            let mut pieces = VecDeque::new();
+            for &(mut offset, len) in ranges {
+                let end = offset + len;
+                while offset < end {
+                    let n = piece.min(end - offset);
+                    pieces.push_back((offset, n));
+                    offset += n;
+                }
+            }
+            CopyJob {
+                generation: self.history.generation,
+                pieces,
+                sent: Vec::new(),
+                last_on_lane: vec![0; lanes],
+                ended: false,
+            }
+        });
         self.session = Some(PrimarySession {
             id,
             next_seq,
-            unacked: vec![VecDeque::new(); lanes as usize],
+            unacked: vec![VecDeque::new(); lanes],
             recent: VecDeque::with_capacity(RECENT_FRAMES),
+            copy,
         });
+    }
+
+    /// Sends the copy's next group, or, once every copy group is acknowledged, CopyEnd on every
+    /// lane. Returns what it sent: a copy group's number, or 0 for CopyEnd.
+    pub fn copy_step(
+        &mut self,
+        cfg: &SimConfig,
+        rng: &mut Rng,
+        links: &mut [Link],
+        model: &mut Model,
+    ) -> Option<u64> {
+        let s = self.session.as_mut()?;
+        let c = s.copy.as_mut().filter(|c| !c.ended)?;
+        let Some((offset, len)) = c.pieces.pop_front() else {
+            if c.sent.iter().any(|seq| s.unacked.iter().any(|q| q.contains(seq))) {
+                return None;
+            }
+            for (lane, link) in links.iter_mut().enumerate() {
+                let mut h = FrameHeader::new(FrameKind::CopyEnd);
+                (h.lane, h.epoch, h.session) = (lane as u16, self.epoch, s.id);
+                (h.offset, h.seq) = (c.generation, c.last_on_lane[lane]);
+                link.to_mirror.push_back(WireFrame {
+                    header: h.to_bytes(),
+                    body: Vec::new(),
+                    injected: None,
+                });
+            }
+            c.ended = true;
+            return Some(0);
+        };
+        // The number first, then the bytes, read from the region as it is now.
+        let seq = s.next_seq;
+        s.next_seq = seq.checked_add(1)?;
+        let lane = rng.index(links.len());
+        let tag = SessionTag { session: s.id, epoch: self.epoch, lane: lane as u16 };
+        let bytes = self.region[offset as usize..(offset + len) as usize].to_vec();
+        let mut listed = Vec::new();
+        for (i, chunk) in bytes.chunks(cfg.max_frame as usize).enumerate() {
+            let at = offset + (i * cfg.max_frame as usize) as u64;
+            let header = copy_header(tag, at, chunk);
+            links[lane].to_mirror.push_back(WireFrame { header, body: chunk.to_vec(), injected: None });
+            mojim_format::copied::push_range(&mut listed, at, chunk.len() as u64);
+        }
+        let header = copied_header(tag, seq, &listed);
+        links[lane].to_mirror.push_back(WireFrame { header, body: listed, injected: None });
+        model.issued_copy((s.id, seq), vec![(offset, bytes)]);
+        s.unacked[lane].push_back(seq);
+        c.sent.push(seq);
+        c.last_on_lane[lane] = seq;
+        Some(seq)
     }
 
     /// Groups sent and not yet acknowledged.
@@ -117,7 +256,9 @@ impl Primary {
             rng.fill(&mut self.region[r.offset as usize..(r.offset + r.len) as usize]);
         }
         let seq = s.next_seq;
-        s.next_seq += 1;
+        s.next_seq = seq.checked_add(1).ok_or_else(|| {
+            format!("the mirror resumed session {:#x} at group {seq}: no sequence number is left", s.id)
+        })?;
         let lane = rng.index(links.len());
         let tag = SessionTag { session: s.id, epoch: self.epoch, lane: lane as u16 };
         let mut writes: Writes = Vec::with_capacity(shape.frames as usize);
@@ -143,6 +284,31 @@ impl Primary {
         model.issued((s.id, seq), writes);
         s.unacked[lane].push_back(seq);
         Ok(Some(seq))
+    }
+
+    /// A CopyRetry arrived on `lane` (else `None`): the copy sends the range again, as a copy
+    /// group of its own, before its CopyEnd. Returns the range.
+    pub fn on_copy_retry(
+        &mut self,
+        lane: usize,
+        bytes: &[u8; FRAME_HEADER_SIZE],
+    ) -> Check<Option<(u64, u64)>> {
+        let s = self.session.as_mut().ok_or("a reply delivered outside a session")?;
+        let h = FrameHeader::decode(bytes)
+            .map_err(|e| format!("primary got a corrupt reply on lane {lane}: {e}"))?;
+        if h.kind != FrameKind::CopyRetry {
+            return Ok(None);
+        }
+        let c = s.copy.as_mut().filter(|c| !c.ended && usize::from(h.lane) == lane && h.session == s.id);
+        let Some(c) = c else {
+            return Err(format!("primary got a CopyRetry on lane {lane} outside an open copy: {h:?}"));
+        };
+        let range = (h.offset, h.seq);
+        if range.0.checked_add(range.1).is_none_or(|end| end > self.region.len() as u64) || range.1 == 0 {
+            return Err(format!("primary was asked again for bytes outside its region: {h:?}"));
+        }
+        c.pieces.push_front(range);
+        Ok(Some(range))
     }
 
     /// An ack arrived on `lane`: it must name the oldest outstanding group of that lane.

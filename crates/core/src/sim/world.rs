@@ -7,7 +7,7 @@
 mod failover;
 mod session;
 
-use super::mirror::{CrashPoint, Delivered, Mirror};
+use super::mirror::{CrashPoint, Delivered, Mirror, FIRST_GENERATION};
 use super::model::Model;
 use super::net::{Conn, Cut, FieldMutation, Injection, WireFrame};
 use super::primary::Primary;
@@ -46,7 +46,12 @@ struct Node {
 impl Node {
     fn new(index: usize, epoch: u64, cfg: &SimConfig, reconnect_at: u64) -> Node {
         Node {
-            primary: Primary::new(index, epoch, cfg.region_size),
+            primary: Primary::new(
+                index,
+                epoch,
+                cfg.region_size,
+                if index == 0 { FIRST_GENERATION } else { 0 },
+            ),
             alive: true,
             stop_at: None,
             reconnect_at,
@@ -74,6 +79,12 @@ pub(super) struct World {
     /// Per lane, frames of the mirror's open session it has stored, most recent last.
     stored: Vec<VecDeque<WireFrame>>,
     sessions_begun: u64,
+    /// A primary refused the mirror's history (split brain): the operator discards the mirror's
+    /// copy once it serves no session.
+    discard_due: bool,
+    /// The CopyEnd frames of the mirror's session delivered so far: the session, its lanes (a
+    /// bit each), the highest last copy group named and the generation.
+    copy_ends: (u64, u64, u64, u64),
 }
 
 impl World {
@@ -91,12 +102,14 @@ impl World {
             nodes: vec![Node::new(0, 1, &cfg, 0)],
             mirror: Mirror::new(&cfg),
             conns: Vec::new(),
-            model: Model::new(cfg.region_size),
+            model: Model::new(cfg.region_size, FIRST_GENERATION),
             report: SimReport { seed: cfg.seed, lanes: cfg.lanes, ..SimReport::default() },
             trace: VecDeque::with_capacity(TRACE_LEN),
             stale: VecDeque::with_capacity(STALE_POOL),
             stored: vec![VecDeque::with_capacity(STORED_KEPT); cfg.lanes as usize],
             sessions_begun: 0,
+            discard_due: false,
+            copy_ends: (0, 0, 0, 0),
             cfg,
         }
     }
@@ -125,6 +138,8 @@ impl World {
         self.report.groups_failed = failed as u64;
         self.report.groups_applied = applied as u64;
         (self.report.acks_held, self.report.acks_held_chain) = self.mirror.acks_held;
+        self.report.copies_begun = self.mirror.copies_begun;
+        self.report.copies_completed = self.model.copies_completed();
         Ok(())
     }
 
@@ -152,6 +167,14 @@ impl World {
         }
         if self.rng.chance_ppm(rates.partition_ppm) {
             self.partition();
+        }
+        if self.rng.chance_ppm(rates.copy_fault_ppm) {
+            return self.copy_fault();
+        }
+        if self.discard_due && self.mirror.session().is_none() && self.nodes.iter().all(|n| n.has_copy) {
+            self.discard_due = false;
+            self.note("the operator discards the mirror's copy (split brain resolved)".into());
+            self.mirror.discard(&mut self.model);
         }
         if let Some(ci) = self.mirror_conn() {
             if self.rng.chance_ppm(rates.disconnect_ppm) {
@@ -205,6 +228,62 @@ impl World {
         }
     }
 
+    /// The mirror comes to need a copy: its data area is wiped or discarded (the operator ends
+    /// its session first), or the newest primary begins a new generation (it lost its mirror:
+    /// its session ends), with a dirty bitmap or without one. Not while a promoted incarnation
+    /// has yet to take its copy from the mirror.
+    fn copy_fault(&mut self) -> Check<()> {
+        if self.discard_due || self.nodes.iter().any(|n| !n.has_copy) || self.mirror.failed() {
+            return Ok(());
+        }
+        self.report.copy_faults += 1;
+        let newest = self.nodes.len() - 1;
+        match self.rng.below(3) {
+            0 | 1 => {
+                self.mirror_end("the operator stops the mirror's session".into())?;
+                if self.mirror.session().is_some() || self.mirror.failed() {
+                    return Ok(());
+                }
+                if self.rng.chance_pct(50) {
+                    self.note("the mirror's data area is wiped".into());
+                    self.mirror.wipe(&mut self.rng, &mut self.model);
+                } else {
+                    self.note("the operator discards the mirror's copy".into());
+                    self.mirror.discard(&mut self.model);
+                }
+            }
+            _ if self.nodes[newest].alive => {
+                let generation = self.rng.next_u64() | 1;
+                let bitmap = self.rng.chance_pct(70);
+                self.note(format!(
+                    "primary {newest} begins generation {generation:#x} (dirty bitmap: {bitmap})"
+                ));
+                self.primary_end(newest, "it lost its mirror".into(), true);
+                self.nodes[newest].primary.new_generation(generation, bitmap);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A CopyEnd of `session` (of `lanes` lanes) reached the mirror; once every lane's has, the
+    /// model knows the copy's last group and generation.
+    fn copy_end_delivered(&mut self, session: u64, lanes: usize, h: &FrameHeader) {
+        let (s, mask, until, generation) = &mut self.copy_ends;
+        if *s != session {
+            (*s, *mask, *until) = (session, 0, 0);
+        }
+        *mask |= 1 << h.lane;
+        *until = (*until).max(h.seq);
+        *generation = h.offset;
+        if mask.count_ones() as usize == lanes {
+            let (until, generation) = (*until, *generation);
+            self.copy_ends = (0, 0, 0, 0);
+            self.note(format!("every lane's CopyEnd is in: the copy ends at group {until}"));
+            self.model.copy_ended(until, generation);
+        }
+    }
+
     /// A running incarnation with an open session (old or new) issues a group.
     fn issue(&mut self) -> Check<()> {
         let open: Vec<usize> =
@@ -226,6 +305,16 @@ impl World {
         let ci = self.conn(session).ok_or("a primary's open session has no connections")?;
         let primary = &mut self.nodes[node].primary;
         let links = &mut self.conns[ci].links;
+        if self.rng.chance_pct(50) {
+            if let Some(seq) = primary.copy_step(&self.cfg, &mut self.rng, links, &mut self.model) {
+                if primary.epoch() < self.model.fence() {
+                    self.model.issued_fenced((session, seq));
+                }
+                let what = if seq == 0 { "CopyEnd".to_string() } else { format!("copy group {seq}") };
+                self.note(format!("primary {node} sends {what}"));
+                return Ok(());
+            }
+        }
         let Some(seq) = primary.issue(&self.cfg, &self.limits, &mut self.rng, links, &mut self.model)? else {
             return Ok(());
         };
@@ -316,14 +405,35 @@ impl World {
                 self.note(format!("lane {lane} log full; checkpoint applied {n} groups"));
                 Ok(false)
             }
+            (Delivered::AskedAgain(retry), Some(Injection::BodyFlip)) => {
+                // Not refused: the bytes did not land and are asked for again, on this lane.
+                let link = &mut self.conns[ci].links[lane];
+                link.to_mirror.pop_front();
+                link.to_primary.push_back(retry);
+                self.report.copy_retries += 1;
+                self.note(format!("lane {lane} asks for a corrupted Copy frame again"));
+                Ok(true)
+            }
+            (Delivered::AskedAgain(_), kind) => {
+                Err(format!("mirror asked for a {kind:?} Copy frame on lane {lane} again"))
+            }
             (Delivered::Stored { .. }, Some(kind)) => {
                 Err(format!("mirror stored a {kind:?} frame on lane {lane}"))
             }
             (Delivered::Stored { ack }, None) => {
+                let (session, lanes) = (self.conns[ci].session, self.conns[ci].links.len());
                 let link = &mut self.conns[ci].links[lane];
                 let frame = link.to_mirror.pop_front().expect("delivered from the front");
                 if let Some(ack) = ack {
                     link.to_primary.push_back(ack);
+                }
+                let h = FrameHeader::decode(&frame.header).map_err(|e| format!("a valid frame: {e}"))?;
+                if h.kind == FrameKind::CopyEnd {
+                    self.copy_end_delivered(session, lanes, &h);
+                }
+                if !matches!(h.kind, FrameKind::Data | FrameKind::Copied) {
+                    // Only records are replayed (a Copy frame lands wherever it is sent).
+                    return Ok(true);
                 }
                 let stored = &mut self.stored[lane];
                 if stored.len() == STORED_KEPT {
@@ -354,6 +464,10 @@ impl World {
             }
             return Ok(false);
         };
+        if let Some((offset, len)) = self.nodes[node].primary.on_copy_retry(lane, &ack)? {
+            self.note(format!("primary {node} is asked for {len} bytes at {offset} again on lane {lane}"));
+            return Ok(true);
+        }
         let seq = self.nodes[node].primary.on_ack(lane, &ack, &mut self.model)?;
         self.note(format!("primary {node} gets ack {seq} on lane {lane}"));
         Ok(true)
@@ -411,8 +525,19 @@ impl World {
         let stream = &mut self.conns[ci].links[lane].to_mirror;
         // Corruptions apply to the frame the receiver expects next, so that they are invalid
         // whatever its state; without one, random bytes are sent instead.
-        let front_ok = stream.front().is_some_and(|f| f.injected.is_none());
-        let kind = if front_ok { kind } else { Injection::Garbage };
+        // Not a copy's frame, where a field changed may keep every rule (a Copy frame lands
+        // wherever it says); a Copy frame's body gets a flipped bit, which is not refused but
+        // asked for again.
+        let front = stream.front().filter(|f| f.injected.is_none()).map(|f| FrameHeader::decode(&f.header));
+        let kind = match front {
+            Some(Ok(h)) if h.kind == FrameKind::Copy => Injection::BodyFlip,
+            Some(Ok(h))
+                if !matches!(h.kind, FrameKind::CopyBegin | FrameKind::CopyEnd | FrameKind::Copied) =>
+            {
+                kind
+            }
+            _ => Injection::Garbage,
+        };
         if kind == Injection::Garbage {
             let mut header = [0u8; FRAME_HEADER_SIZE];
             self.rng.fill(&mut header);
@@ -458,7 +583,12 @@ impl World {
         let between_groups = match stream.front() {
             None => true,
             Some(f) => {
-                f.injected.is_none() && FrameHeader::decode(&f.header).is_ok_and(|h| h.frame_index == 0)
+                // Not inside a copy group either: its Copy frames wait for their Copied frame.
+                f.injected.is_none()
+                    && FrameHeader::decode(&f.header).is_ok_and(|h| {
+                        h.frame_index == 0
+                            && matches!(h.kind, FrameKind::Data | FrameKind::CopyBegin | FrameKind::CopyEnd)
+                    })
             }
         };
         let Some(lane_next) = self.mirror.lane_next_seq(lane) else { return };

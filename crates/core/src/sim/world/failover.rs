@@ -26,6 +26,10 @@ impl World {
         if self.nodes.iter().filter(|n| n.alive).count() >= MAX_RUNNING {
             return;
         }
+        // The coordinator promotes only from a consistent copy, as the mirror reports it.
+        if self.discard_due || !self.mirror.reports_consistent() {
+            return;
+        }
         let dead = self.cfg.dead_ticks;
         let old = self.nodes.len() - 1;
         let epoch = self.nodes[old].primary.epoch() + 1;
@@ -44,6 +48,20 @@ impl World {
         self.nodes.push(Node::new(index, epoch, &self.cfg, reconnect_at));
         self.report.promotions += 1;
         self.note(format!("promote primary {index} at epoch {epoch}; primary {old} runs on"));
+    }
+
+    /// The promotion of `node`, the newest incarnation, which has not yet taken its copy, is
+    /// refused (the mirror's copy is not consistent): it never runs, and the incarnation it was
+    /// to replace runs on, no longer told to stop.
+    pub(super) fn withdraw_promotion(&mut self, node: usize) {
+        assert!(node == self.nodes.len() - 1 && !self.nodes[node].has_copy, "withdraw primary {node}");
+        assert!(self.conns.iter().all(|c| c.node != node), "a promotion withdrawn with a session open");
+        self.nodes.pop();
+        self.report.promotions -= 1;
+        if let Some(prev) = self.nodes.last_mut() {
+            prev.stop_at = None;
+        }
+        self.note(format!("the promotion of primary {node} is refused: the mirror's copy is not consistent"));
     }
 
     /// A running node's path to the mirror is cut for a while, on one lane or all.

@@ -33,7 +33,15 @@ impl World {
         let id = (self.sessions_begun << 40) | (self.rng.next_u64() & ((1 << 40) - 1));
         let epoch = self.nodes[node].primary.epoch();
         let lanes = self.cfg.lanes;
+        if !self.nodes[node].has_copy && !self.mirror.reports_consistent() {
+            // The promotion is refused, as `mojim promote` refuses a copy that is not
+            // consistent (a copy into it began after the coordinator decided): withdrawn, before
+            // anything of the new epoch reaches the mirror.
+            self.withdraw_promotion(node);
+            return Ok(());
+        }
         let mut next_seq = None;
+        let mut welcomed = None;
         for lane in 0..lanes {
             if self.nodes[node].cuts[lane as usize].any(self.now) {
                 let backoff = self.rng.between(1, 10);
@@ -142,17 +150,58 @@ impl World {
                 ));
             }
             next_seq = Some(read.next_seq);
+            welcomed.get_or_insert(read);
         }
         let next_seq = next_seq.expect("at least one lane");
+        let welcome = welcomed.expect("at least one lane");
+        if !welcome.inconsistent && self.model.copying() {
+            return Err(format!(
+                "the mirror's Welcome reports its data area consistent while a copy into it is \
+                 unfinished: {welcome:?}"
+            ));
+        }
         if !self.nodes[node].has_copy {
             // A promoted incarnation resumes from the mirror's applied state, taken now that the
             // old session is sealed: it must hold every group acknowledged to its predecessors.
-            self.nodes[node].primary.take_copy(self.mirror.durable.data.area.bytes());
+            // The coordinator promoted it only while the mirror's copy was consistent.
+            if self.model.copying() {
+                return Err(format!(
+                    "primary {node} was promoted from the mirror's data area while a copy into it \
+                     is unfinished (it reads consistent: {})",
+                    !welcome.inconsistent
+                ));
+            }
+            let generations = self.mirror.generations();
+            self.nodes[node].primary.take_copy(self.mirror.durable.data.area.bytes(), generations);
             self.nodes[node].has_copy = true;
             self.model.check_acked_applied(&format!("primary {node} took its copy of the region"))?;
             self.model.check_data(self.mirror.durable.data.area.bytes())?;
         }
-        self.nodes[node].primary.begin(id, next_seq, lanes);
+        // The production resync choice: in sync, a copy, or a refusal (split brain), which the
+        // operator resolves by discarding the mirror's copy.
+        let copy = match self.nodes[node].primary.plan(&welcome) {
+            Ok(crate::primary::Plan::InSync(_)) => None,
+            Ok(crate::primary::Plan::Copy { kind, reason, ranges }) => {
+                self.note(format!("primary {node} copies into the mirror ({kind:?}: {reason})"));
+                Some((kind, ranges))
+            }
+            Err(divergence) => {
+                self.discard_due = true;
+                self.report.split_brains += 1;
+                let backoff = self.rng.between(1, 10);
+                return self.abort_connect(node, id, format!("refused the mirror: {divergence}"), backoff);
+            }
+        };
+        let ci = self.conn(id).expect("joined above");
+        let piece = 4 * u64::from(self.cfg.max_frame);
+        let links = &mut self.conns[ci].links;
+        self.nodes[node].primary.begin(
+            id,
+            next_seq,
+            links,
+            copy.as_ref().map(|(kind, ranges)| (*kind, ranges.as_slice())),
+            piece,
+        );
         let ci = self.conn(id).expect("joined above");
         self.conns[ci].primary_open = true;
         self.note(format!("primary {node} opens session {id:#x} at seq {next_seq}"));
@@ -239,6 +288,7 @@ impl World {
     pub(super) fn crash(&mut self, point: CrashPoint, power_cut: bool) -> Check<()> {
         if point != CrashPoint::Clean {
             self.report.crashes += 1;
+            self.report.crashes_mid_copy += u64::from(self.model.copying());
         }
         if point == CrashPoint::Sealing {
             self.report.seal_crashes += 1;
@@ -275,6 +325,13 @@ impl World {
         self.prune();
         self.model.check_acked_applied("crash and recovery")?;
         self.model.check_data(self.mirror.durable.data.area.bytes())?;
+        if self.model.copying() && self.mirror.reports_consistent() {
+            return Err(format!(
+                "the mirror restarted with a half-copied data area that reads consistent \
+                 (generations {:x?})",
+                self.mirror.generations()
+            ));
+        }
         if self.mirror.durable.epoch.value() < self.model.fence() {
             return Err(format!(
                 "the mirror restarted at epoch {} after announcing epoch {}: a fenced primary \
