@@ -376,11 +376,12 @@ impl Store {
     /// clears the mark here, once every copy group is applied.
     pub fn consistent(&self) -> bool {
         let Ok((flags, until)) = self.area.copy_state() else { return false };
-        if flags & FLAG_INCONSISTENT == 0 {
+        let inconsistent = flags & FLAG_INCONSISTENT != 0;
+        if !inconsistent {
             return true;
         }
         let applied = self.area.applied_seq().unwrap_or(0);
-        if until != 0 && applied >= until {
+        if mojim_core::mirror::copy_complete(inconsistent, until, applied) {
             if let Err(e) = self.area.set_copy_state(flags & !FLAG_INCONSISTENT, 0) {
                 tracing::error!(error = %e, "cannot clear the inconsistent mark");
                 return false;
