@@ -6,6 +6,7 @@
 pub mod c;
 pub mod kv;
 pub mod kv_cluster;
+pub mod kv_ops;
 pub mod kv_workload;
 pub mod onpath;
 pub mod placed;
