@@ -46,10 +46,10 @@ impl OneShard {
         serde_json::from_slice(&kv.value).expect("a topology")
     }
 
-    /// `mojim kv --config <its> --cluster --node a1 --mirror <its mirror>` and `extra`.
-    pub fn kv_args(&self, extra: &[&str]) -> Vec<String> {
+    /// `mojim kv --config <its> --cluster --node <node> --mirror <its mirror>` and `extra`.
+    pub fn kv_args(&self, node: &str, extra: &[&str]) -> Vec<String> {
         let cfg = self.c.cfg_path.to_str().expect("utf-8");
-        let mut a: Vec<String> = ["kv", "--config", cfg, "--cluster", "--node", "a1", "--mirror"]
+        let mut a: Vec<String> = ["kv", "--config", cfg, "--cluster", "--node", node, "--mirror"]
             .iter()
             .map(|s| s.to_string())
             .collect();
