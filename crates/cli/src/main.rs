@@ -466,6 +466,17 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
     // Kept for as long as the server runs: dropping it stops the watch.
     let (cluster, cluster_store, _watcher) = if cluster_mode {
         let (view, store, watcher) = cluster_view(&cfg, &opts.primary.node)?;
+        // Where the topology sends clients must be where this server listens.
+        let topology = view.current();
+        let node = topology
+            .shards
+            .iter()
+            .flat_map(|s| &s.nodes)
+            .find(|n| n.name == opts.primary.node)
+            .expect("cluster_view refuses a node in no shard");
+        let tls_listen = opts.tls.as_ref().map_or("", |t| t.listen.as_str());
+        mojim_kv::cluster::listen::check_listen(store.key(), node, &opts.listen, tls_listen)
+            .map_err(kv_error)?;
         (Some(view), Some(store), Some(watcher))
     } else {
         (None, None, None)

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::kv_cluster::refused;
+use common::kv_ops::refused_at_start as refused;
 use common::kv_ops::OneShard;
 use common::scrape::{metrics, promtool_accepts};
 use common::WAIT;
@@ -82,7 +82,7 @@ fn a_standby_that_can_never_serve_is_refused_and_a_waiting_one_stops_on_a_signal
     let copy = s.c.dir.path().join("mirror").join("data.mojim");
     let copy = copy.to_str().expect("utf-8");
     let refused_with = |args: &[&str], says: &[&str]| {
-        let mut all = vec!["kv", "--cluster", "--standby"];
+        let mut all = vec!["kv", "--cluster", "--standby", "--listen", &s.a2_kv];
         all.extend_from_slice(args);
         refused(&s.c, &all, says);
     };
@@ -104,7 +104,7 @@ fn a_standby_that_can_never_serve_is_refused_and_a_waiting_one_stops_on_a_signal
 
     // A standby of a2 waits (no roles name it); a stop signal ends it at once.
     for (signal, name) in [(Signal::TERM, "SIGTERM"), (Signal::INT, "SIGINT")] {
-        let (mut child, log) = waiting_standby(&s, &["--standby", "--region", copy]);
+        let (mut child, log) = waiting_standby(&s, &["--standby", "--region", copy, "--listen", &s.a2_kv]);
         let pid = Pid::from_raw(child.id() as i32).expect("a pid");
         kill_process(pid, signal).expect("signal the standby");
         let t0 = Instant::now();
@@ -129,4 +129,26 @@ fn a_standby_that_can_never_serve_is_refused_and_a_waiting_one_stops_on_a_signal
         assert!(said.contains(&format!("{name}: stopping")), "{said}");
         assert!(said.contains("standby: stopped while waiting to take over; it served nothing"), "{said}");
     }
+}
+
+/// A cluster node whose listener is not the address the topology sends clients to is refused
+/// at start, naming both addresses and the fix; on that address it serves.
+#[test]
+fn a_node_not_listening_where_the_topology_sends_clients_is_refused() {
+    let Some(s) = OneShard::start("kv_ops_listen") else { return };
+    let other = common::kv_cluster::free_addr();
+    let args = s.kv_args("a1", &["--listen", &other]);
+    // `refused` gives the configuration itself.
+    let args: Vec<&str> = ["kv"].into_iter().chain(args.iter().skip(3).map(String::as_str)).collect();
+    let says = [
+        format!("gives node a1 the address {} (kv_addr", s.a1_kv),
+        format!("this server listens on {other} (--listen or [kv] listen)"),
+        format!("listen on {}", s.a1_kv),
+    ];
+    let says: Vec<&str> = says.iter().map(String::as_str).collect();
+    refused(&s.c, &args, &says);
+    let args = s.kv_args("a1", &["--listen", &s.a1_kv]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let kv = ChildNode::spawn(common::exe(), &args).expect("mojim kv --cluster starts on its address");
+    assert_eq!(kv.addr(), s.a1_kv);
 }

@@ -4,6 +4,7 @@
 pub mod check;
 pub mod connect;
 pub mod failover;
+pub mod listen;
 pub mod move_lock;
 pub mod redirect;
 pub mod slot;
