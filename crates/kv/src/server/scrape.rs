@@ -482,6 +482,23 @@ mod tests {
     }
 
     #[test]
+    fn constant_labels_come_first_on_every_sample() {
+        let mut s = Snapshot { dbs: vec![(3, 1)], ..Snapshot::default() };
+        s.batches.record(2);
+        let shard = [("shard".to_owned(), "ab12".to_owned())];
+        let page = render(Some(&s), true, &Replication::default(), true, &shard);
+        let samples: Vec<&str> = page.lines().filter(|l| !l.starts_with('#')).collect();
+        assert!(samples.len() > 30, "{page}");
+        for l in samples {
+            assert!(l.contains("{shard=\"ab12\""), "{l}");
+        }
+        assert!(page.contains("mojim_kv_keys{shard=\"ab12\",db=\"0\"} 3\n"), "{page}");
+        assert!(page.contains("mojim_kv_group_commands_bucket{shard=\"ab12\",le=\"1\"} 0\n"), "{page}");
+        let plain = render(Some(&s), true, &Replication::default(), true, &[]);
+        assert!(!plain.contains("shard="), "{plain}");
+    }
+
+    #[test]
     fn a_snapshot_is_taken_after_the_request() {
         let s = Scrape::new().unwrap();
         assert_eq!(s.wanted(), None, "nothing asked yet");
