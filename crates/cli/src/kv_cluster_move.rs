@@ -7,11 +7,14 @@
 //! holds it), and deleted on the source by one script that deletes only the keys no client
 //! changed meanwhile. A slot whose source holds no key is given to the target in one more
 //! topology change. Everything the tool needs to go on is in etcd, so running it again resumes
-//! whatever was cut short.
+//! whatever was cut short. One tool runs at a time: each holds the slot-move lock in etcd
+//! (`mojim_kv::cluster::move_lock`) while it runs, and a second one is refused, naming the
+//! first.
 
 use crate::kv_cluster::{find_shard, kv_password, ranges, store, ChangeError, ConfigArgs};
 use clap::Args;
 use mojim::Error;
+use mojim_kv::cluster::move_lock::{MoveLock, MoveLockError};
 use mojim_kv::cluster::slot::key_slot;
 use mojim_kv::cluster::store::TopologyStore;
 use mojim_kv::cluster::topology::{Shard, SlotMove, SlotRange, Topology, SLOTS};
@@ -146,6 +149,8 @@ enum MoveError {
     Lagging { epoch: u64, behind: Vec<String>, waited: Duration },
     /// A shard of a move has no primary node in the topology.
     NoPrimary { shard: String },
+    /// The slot-move lock could not be kept: another tool may run now.
+    Lock(MoveLockError),
 }
 
 impl fmt::Display for MoveError {
@@ -172,6 +177,7 @@ impl fmt::Display for MoveError {
             MoveError::NoPrimary { shard } => {
                 write!(f, "shard {shard} has no primary node in the topology; fix it in etcd first")
             }
+            MoveError::Lock(e) => write!(f, "{e}"),
         }
     }
 }
@@ -187,6 +193,8 @@ impl From<MoveError> for Error {
 pub(crate) fn move_slots(a: MoveSlotsArgs) -> mojim::Result<()> {
     let (cfg, store) = store(&a.config)?;
     set_password(&cfg)?;
+    // Held until this returns, however it returns.
+    let lock = take_lock(&store, "move-slots")?;
     if let (Some(from), Some(to)) = (&a.from, &a.to) {
         let written = store.update(|t: &mut Topology| -> Result<(), ChangeError> {
             let (from_i, to_i) = (shard_index(t, from)?, shard_index(t, to)?);
@@ -204,14 +212,22 @@ pub(crate) fn move_slots(a: MoveSlotsArgs) -> mojim::Result<()> {
         let count = written.moves.len();
         println!("recorded the moves: {count} slots moving (epoch {})", written.epoch);
     } else if a.rollback {
-        turn_back(&store, &a.run)?;
+        turn_back(&store, &a.run, &lock)?;
     }
-    Mover::new(store, &a.run).run_all()
+    Mover::new(store, &a.run, &lock).run_all()
+}
+
+/// The slot-move lock for `command`, or why another tool holds it.
+fn take_lock(store: &TopologyStore, command: &str) -> mojim::Result<MoveLock> {
+    MoveLock::take(store, command).map_err(|e| Error::Coordinator(e.to_string()))
 }
 
 /// `rebalance`: moves slots from the shards above the mean to those below, in slot order.
 pub(crate) fn rebalance(a: RebalanceArgs) -> mojim::Result<()> {
     let (cfg, store) = store(&a.config)?;
+    // A dry run changes nothing and needs no lock; a run holds it from before it reads the
+    // topology until it returns.
+    let lock = if a.dry_run { None } else { Some(take_lock(&store, "rebalance")?) };
     let (t, _) = store.read_existing().map_err(|e| crate::kv_error(e.into()))?;
     if !t.moves.is_empty() {
         return Err(Error::Config(format!(
@@ -254,7 +270,8 @@ pub(crate) fn rebalance(a: RebalanceArgs) -> mojim::Result<()> {
         Ok(())
     })?;
     println!("recorded the moves: {} slots moving (epoch {})", written.moves.len(), written.epoch);
-    Mover::new(store, &a.run).run_all()
+    let lock = lock.expect("taken unless a dry run, which returned above");
+    Mover::new(store, &a.run, &lock).run_all()
 }
 
 fn set_password(cfg: &mojim::Config) -> mojim::Result<()> {
@@ -423,19 +440,20 @@ fn balance_plan(t: &Topology) -> Vec<(usize, usize, Vec<u16>)> {
 /// target, as a move back to its source marked `rollback`, so that the keys on the target stay
 /// the ones served while they are moved back the usual way. A move turned around already is
 /// left as it is (running --rollback again goes on with it).
-fn turn_back(store: &TopologyStore, run: &RunArgs) -> mojim::Result<()> {
+fn turn_back(store: &TopologyStore, run: &RunArgs, lock: &MoveLock) -> mojim::Result<()> {
     let (t, _) = store.read_existing().map_err(|e| crate::kv_error(e.into()))?;
     let forward: Vec<SlotMove> = t.moves.iter().filter(|m| !m.rollback).cloned().collect();
     if forward.is_empty() {
         println!("no recorded move to give back but those going back already");
         return Ok(());
     }
-    let mut mover = Mover::new(store.clone(), run);
+    let mut mover = Mover::new(store.clone(), run, lock);
     mover.wait_epoch(&t)?;
     for m in &forward {
         let (src, dst) = (mover.addr(&t, &m.from)?, mover.addr(&t, &m.to)?);
         mover.drop_duplicates(m.slot, (&m.from, &src), (&m.to, &dst))?;
     }
+    lock.check().map_err(MoveError::Lock)?;
     let written = store.update(|now: &mut Topology| -> Result<(), ChangeError> {
         for m in &forward {
             let Some(i) = now.moves.iter().position(|x| x == m) else { continue };
@@ -460,9 +478,10 @@ struct Batch {
     written: HashMap<Vec<u8>, Vec<u8>>,
 }
 
-/// Copies the keys of recorded moves and ends them.
-struct Mover {
+/// Copies the keys of recorded moves and ends them, while it holds the slot-move lock.
+struct Mover<'l> {
     store: TopologyStore,
+    lock: &'l MoveLock,
     batch: usize,
     epoch_timeout: Duration,
     clients: HashMap<String, RespClient>,
@@ -473,11 +492,12 @@ struct Mover {
     last_print: Instant,
 }
 
-impl Mover {
-    fn new(store: TopologyStore, run: &RunArgs) -> Mover {
+impl<'l> Mover<'l> {
+    fn new(store: TopologyStore, run: &RunArgs, lock: &'l MoveLock) -> Mover<'l> {
         let now = Instant::now();
         Mover {
             store,
+            lock,
             batch: run.pipeline as usize,
             epoch_timeout: Duration::from_secs(run.epoch_timeout),
             clients: HashMap::new(),
@@ -593,6 +613,7 @@ impl Mover {
             }
             let moved = self.drain((from, &src), &targets)?;
             for m in moves {
+                self.lock.check().map_err(MoveError::Lock)?;
                 self.finish(m)?;
                 self.slots_done += 1;
                 self.progress(Some((m.slot, moved.get(&m.slot).copied().unwrap_or(0))));
@@ -664,6 +685,7 @@ impl Mover {
                     let q = queued.entry(slot).or_default();
                     q.push(key);
                     if q.len() >= self.batch {
+                        self.lock.check().map_err(MoveError::Lock)?;
                         let keys = std::mem::take(q);
                         *moved.entry(slot).or_default() +=
                             self.move_batch(&keys, src, (&dst.0, &dst.1), batch)?;
@@ -676,6 +698,7 @@ impl Mover {
                 cursor = next;
             }
             for (slot, keys) in queued.into_iter().filter(|(_, k)| !k.is_empty()) {
+                self.lock.check().map_err(MoveError::Lock)?;
                 let dst = &targets[&slot];
                 let batch = batches.entry(slot).or_default();
                 *moved.entry(slot).or_default() += self.move_batch(&keys, src, (&dst.0, &dst.1), batch)?;

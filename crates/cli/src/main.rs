@@ -466,29 +466,52 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
     // Kept for as long as the server runs: dropping it stops the watch.
     let (cluster, cluster_store, _watcher) = if cluster_mode {
         let (view, store, watcher) = cluster_view(&cfg, &opts.primary.node)?;
+        // Where the topology sends clients must be where this server listens.
+        let topology = view.current();
+        let node = topology
+            .shards
+            .iter()
+            .flat_map(|s| &s.nodes)
+            .find(|n| n.name == opts.primary.node)
+            .expect("cluster_view refuses a node in no shard");
+        let tls_listen = opts.tls.as_ref().map_or("", |t| t.listen.as_str());
+        mojim_kv::cluster::listen::check_listen(store.key(), node, &opts.listen, tls_listen)
+            .map_err(kv_error)?;
         (Some(view), Some(store), Some(watcher))
     } else {
         (None, None, None)
     };
+    // Before a standby waits: a stop signal ends the wait at once, or the serving server.
+    let stop = if standby {
+        stop::stop_fd_doing("ending a standby's wait at once, or answering the requests read, then closing")
+    } else {
+        stop::stop_fd()
+    }
+    .map_err(|e| Error::Io { op: "install the SIGTERM handler".into(), source: e })?;
     if standby {
-        // Before the stop handler: a standby stopped while it waits just ends.
+        use mojim_kv::cluster::failover::{await_promotion, check_standby_region, Waited, MIRROR_DATA_FILE};
         let settings = opts.primary.coordinator.as_ref().ok_or_else(|| {
             Error::Config("--standby (or [kv] standby = true) needs [cluster] coordinator = \"etcd\"".into())
         })?;
+        let mirror_data = cfg.resolve(&cfg.file.mirror.dir).join(MIRROR_DATA_FILE);
+        check_standby_region(&opts.primary.region_path, &mirror_data).map_err(kv_error)?;
         let client = mojim_kv::cluster::connect::etcd_client(&cfg, "--standby (or [kv] standby = true)")
             .map_err(kv_error)?;
         let roles = format!("{}/roles", settings.prefix);
-        mojim_kv::cluster::failover::await_promotion(
+        let waited = await_promotion(
             &client,
             &roles,
             &opts.primary.node,
             &opts.primary.region_path,
+            Some(std::os::fd::AsFd::as_fd(&stop)),
         )
         .map_err(kv_error)?;
+        if waited == Waited::Stopped {
+            notify::notify("STATUS=stopped");
+            return Ok(());
+        }
     }
     reload::on_sighup(sets).map_err(|e| Error::Io { op: "install the SIGHUP handler".into(), source: e })?;
-    let stop =
-        stop::stop_fd().map_err(|e| Error::Io { op: "install the SIGTERM handler".into(), source: e })?;
     let control = mojim_kv::Control {
         stop: Some(stop),
         ready: Some(Box::new(|addr: &str| {

@@ -54,10 +54,15 @@ pub fn wait(mut signals: Signals, doing: &str) {
 /// first of them (for an event loop's epoll), once [`wait`] has logged it and told the service
 /// manager.
 pub fn stop_fd() -> std::io::Result<OwnedFd> {
+    stop_fd_doing("answering the requests read, then closing")
+}
+
+/// [`stop_fd`], logging `doing` as what the daemon does at the signal.
+pub fn stop_fd_doing(doing: &'static str) -> std::io::Result<OwnedFd> {
     let signals = signals()?;
     let (read, mut write) = UnixStream::pair()?;
     std::thread::Builder::new().name("stop".into()).spawn(move || {
-        wait(signals, "answering the requests read, then closing");
+        wait(signals, doing);
         // The loop only looks for the descriptor to become readable.
         if let Err(e) = write.write_all(b"x") {
             tracing::error!("could not wake the server to stop: {e}");

@@ -168,6 +168,25 @@ fn stop_writer(dir: &Path, mut w: Writer) {
     assert!(child.wait().expect("the writer ends").success(), "the writer failed");
 }
 
+/// `mojim kv cluster <args>` after a tool was killed -9: refused while the killed one's
+/// slot-move lock lives (its lease runs out within 10 s, longer on a loaded machine), then run to
+/// its end; its output.
+fn after_the_killed_lock(shards: &Shards, args: &[&str]) -> String {
+    let t0 = Instant::now();
+    loop {
+        let o = common::kv_cluster::mojim(&shards.shards[0], args);
+        let t = text(&o);
+        if o.status.success() {
+            return t;
+        }
+        assert!(
+            t.contains("holds the slot-move lock") && t0.elapsed() < std::time::Duration::from_secs(60),
+            "mojim {args:?}: {t}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
 /// `mojim kv cluster move-slots <args>` started, killed -9 once its progress shows keys moved.
 fn kill_mid_move(shards: &Shards, args: &[&str]) {
     let mut m = start_move(shards, args);
@@ -247,12 +266,21 @@ fn slots_move_live_and_a_killed_move_resumes() {
     let st = status(&shards);
     assert!(st.contains("slots 0-99,8192-16383 (8292 slots)") && !st.contains("moving slot"), "{st}");
 
-    // Back to shard 0, the tool killed -9 mid-move, then resumed by running it again.
+    // Back to shard 0, the tool killed -9 mid-move, then resumed by running it again. While it
+    // runs, a second tool is refused, naming it.
     let w = start_writer(&shards, &dir);
-    kill_mid_move(&shards, &["--from", "p1", "--to", "p0", "--slots", "0-99", "--pipeline", "3"]);
+    let mut first =
+        start_move(&shards, &["--from", "p1", "--to", "p0", "--slots", "0-99", "--pipeline", "3"]);
+    let pid = format!("pid {}", first.child.id());
+    let says =
+        ["`mojim kv cluster move-slots` on host", &pid, "since unix time", "goes by itself within 10 s"];
+    refused(&shards.shards[0], &["kv", "cluster", "move-slots"], &says);
+    refused(&shards.shards[0], &["kv", "cluster", "rebalance"], &says);
+    first.child.kill().expect("kill -9 move-slots");
+    first.child.wait().expect("reap move-slots");
     let st = status(&shards);
     assert!(st.contains("moving slot"), "the moves stay recorded: {st}");
-    let out = ok(&shards.shards[0], &["kv", "cluster", "move-slots"]);
+    let out = after_the_killed_lock(&shards, &["kv", "cluster", "move-slots"]);
     assert!(out.contains("moved ") && !out.contains("recorded the moves"), "{out}");
     stop_writer(&dir, w);
     let checked = run_python(&shards, &dir, "check", &["0"]);
@@ -302,7 +330,7 @@ fn a_killed_move_is_rolled_back() {
 
     let w = start_writer(&shards, &dir);
     kill_mid_move(&shards, &["--from", "p0", "--to", "p1", "--slots", "0-99", "--pipeline", "3"]);
-    let out = ok(&shards.shards[0], &["kv", "cluster", "move-slots", "--rollback"]);
+    let out = after_the_killed_lock(&shards, &["kv", "cluster", "move-slots", "--rollback"]);
     assert!(out.contains("giving back") && out.contains("moved "), "{out}");
     stop_writer(&dir, w);
     let checked = run_python(&shards, &dir, "check", &["auto"]);

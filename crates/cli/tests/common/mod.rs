@@ -7,6 +7,7 @@ pub mod bench;
 pub mod c;
 pub mod kv;
 pub mod kv_cluster;
+pub mod kv_ops;
 pub mod kv_workload;
 pub mod onpath;
 pub mod placed;

@@ -11,7 +11,9 @@
 //! - a standby `mojim kv --cluster --standby` on a mirror's node waits, watching the roles key
 //!   in etcd, until the roles name its node the primary and the node's `mojim serve` has
 //!   finished promoting the copy ([`await_promotion`]); then it opens that copy and takes the
-//!   shard as above. No operator is needed.
+//!   shard as above. No operator is needed. A stop signal ends the wait at once
+//!   ([`Waited::Stopped`]); a region path no promoted copy can ever be at is refused before it
+//!   ([`check_standby_region`]).
 //!
 //! An old primary restarted after the take-over is refused when it opens its region (the roles
 //! name another node), so it never reaches the topology.
@@ -22,6 +24,7 @@ use super::view::ClusterView;
 use crate::error::KvError;
 use mojim::coord::Roles;
 use mojim_etcd::{Client, Scope, WatchEvent};
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -209,12 +212,94 @@ fn promoted(path: &Path) -> Result<bool, KvError> {
     Ok(flags & mojim_format::region::FLAG_PRIMARY != 0)
 }
 
-/// A standby's wait: returns once the roles under `roles_key` (`[cluster] etcd_prefix`'s
-/// `roles`) name `node` the primary and, after a take-over, the copy at `region` is promoted.
-/// It follows the roles key with an etcd watch (each change read again), not by polling; only
-/// the end of the promotion, a local file, is looked at every [`PROMOTION_POLL`].
-pub fn await_promotion(client: &Client, roles_key: &str, node: &str, region: &Path) -> Result<(), KvError> {
+/// The file name of a mirror's copy in its folder (`mojim serve`'s `<[mirror] dir>/data.mojim`).
+pub const MIRROR_DATA_FILE: &str = "data.mojim";
+
+/// Refuses, before a standby waits, a region path at which its node's promoted copy can never
+/// be: a copy is always `<the mirror's [mirror] dir>/data.mojim`, so a path of another name (the
+/// primary's `[region] path` left as it was, say), a folder, one whose folder does not exist, or
+/// a file that is not a region file would be waited for forever. `mirror_data` is where this
+/// configuration's own `mojim serve` keeps its copy, given in the fix.
+pub fn check_standby_region(region: &Path, mirror_data: &Path) -> Result<(), KvError> {
+    let refuse = |why: String| {
+        Err(KvError::Config(format!(
+            "--standby (or [kv] standby = true) serves its node's promoted copy, and [region] path (or \
+             --region) {} {why}: give the mirror's copy, --region {} (<[mirror] dir>/{MIRROR_DATA_FILE} of this \
+             node's mojim serve)",
+            region.display(),
+            mirror_data.display()
+        )))
+    };
+    if region.file_name().is_none_or(|n| n != MIRROR_DATA_FILE) {
+        return refuse(format!("is not a mirror's copy, which is always named {MIRROR_DATA_FILE}"));
+    }
+    let folder = match region.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !folder.is_dir() {
+        return refuse(format!(
+            "is in {}, which is not a folder (start this node's mojim serve first: it makes its folder)",
+            folder.display()
+        ));
+    }
+    match std::fs::metadata(region) {
+        Ok(m) if m.is_dir() => refuse("is a folder".into()),
+        Ok(_) => match mojim_region::RegionFile::open(region) {
+            Ok(_) => Ok(()),
+            Err(e) => refuse(format!("is not a region file ({e})")),
+        },
+        // Not made yet: the mirror makes it when it first serves.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => refuse(format!("cannot be read ({e})")),
+    }
+}
+
+/// How a standby's wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// The roles name this node the primary and its copy is promoted: open it and serve.
+    Promoted,
+    /// A stop signal came first: serve nothing and exit.
+    Stopped,
+}
+
+/// What wakes a standby.
+enum Wake {
+    /// The roles key changed (`true`: the watch is reconnecting).
+    Roles(bool),
+    /// The stop descriptor became readable.
+    Stop,
+}
+
+/// A standby's wait: returns [`Waited::Promoted`] once the roles under `roles_key` (`[cluster]
+/// etcd_prefix`'s `roles`) name `node` the primary and, after a take-over, the copy at `region`
+/// is promoted; [`Waited::Stopped`] as soon as `stop` (the stop signals' descriptor, readable
+/// at the first) becomes readable. It follows the roles key with an etcd watch (each change
+/// read again), not by polling; only the end of the promotion, a local file, is looked at every
+/// [`PROMOTION_POLL`].
+pub fn await_promotion(
+    client: &Client,
+    roles_key: &str,
+    node: &str,
+    region: &Path,
+    stop: Option<BorrowedFd<'_>>,
+) -> Result<Waited, KvError> {
     let (tx, rx) = mpsc::channel();
+    if let Some(stop) = stop {
+        // A copy of the descriptor, so that the thread never polls one closed under it; it
+        // ends at the signal (its message then goes nowhere once the wait is over).
+        let fd = stop.try_clone_to_owned().map_err(KvError::io("dup the stop descriptor"))?;
+        let tx = tx.clone();
+        std::thread::Builder::new()
+            .name("standby-stop".into())
+            .spawn(move || {
+                let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+                while rustix::event::poll(&mut fds, None).is_err() {}
+                let _ = tx.send(Wake::Stop);
+            })
+            .map_err(KvError::io("start the standby's stop thread"))?;
+    }
     let mut watch = None;
     let mut said_waiting = false;
     let mut said_promoting = false;
@@ -226,11 +311,12 @@ pub fn await_promotion(client: &Client, roles_key: &str, node: &str, region: &Pa
             let tx = tx.clone();
             let w = client
                 .watch(roles_key, Scope::Key, from, move |e: WatchEvent| {
-                    let _ = tx.send(matches!(e, WatchEvent::Interrupted { .. }));
+                    let _ = tx.send(Wake::Roles(matches!(e, WatchEvent::Interrupted { .. })));
                 })
                 .map_err(|e| KvError::Config(format!("watch the roles at {roles_key} in etcd: {e}")))?;
             watch = Some(w);
         }
+        let mut wait = ROLES_BACKSTOP;
         match &roles {
             Some((r, _)) if r.primary == node => {
                 if !r.by_takeover || promoted(region)? {
@@ -240,7 +326,7 @@ pub fn await_promotion(client: &Client, roles_key: &str, node: &str, region: &Pa
                         region = %region.display(),
                         "the roles name this node the primary: opening its copy"
                     );
-                    return Ok(());
+                    return Ok(Waited::Promoted);
                 }
                 if !said_promoting {
                     tracing::info!(
@@ -250,8 +336,7 @@ pub fn await_promotion(client: &Client, roles_key: &str, node: &str, region: &Pa
                     );
                     said_promoting = true;
                 }
-                std::thread::sleep(PROMOTION_POLL);
-                continue;
+                wait = PROMOTION_POLL;
             }
             Some((r, _)) if !said_waiting => {
                 tracing::info!(
@@ -270,9 +355,13 @@ pub fn await_promotion(client: &Client, roles_key: &str, node: &str, region: &Pa
             }
             _ => {}
         }
-        match rx.recv_timeout(ROLES_BACKSTOP) {
-            Ok(true) => tracing::debug!("the watch on the roles is reconnecting"),
-            Ok(false) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+        match rx.recv_timeout(wait) {
+            Ok(Wake::Stop) => {
+                tracing::info!(node, "standby: stopped while waiting to take over; it served nothing");
+                return Ok(Waited::Stopped);
+            }
+            Ok(Wake::Roles(true)) => tracing::debug!("the watch on the roles is reconnecting"),
+            Ok(Wake::Roles(false)) | Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 unreachable!("this function holds a sender")
             }

@@ -4,6 +4,8 @@
 pub mod check;
 pub mod connect;
 pub mod failover;
+pub mod listen;
+pub mod move_lock;
 pub mod redirect;
 pub mod slot;
 pub mod slot_table;

@@ -54,6 +54,12 @@ impl ClusterView {
         (Arc::clone(&c.0), Arc::clone(&c.1))
     }
 
+    /// The id of the shard whose nodes list this node (as primary or not), if any.
+    pub fn member_of(&self) -> Option<String> {
+        let t = self.current();
+        t.shards.iter().find(|s| s.nodes.iter().any(|n| n.name == self.me)).map(|s| s.id.clone())
+    }
+
     /// The shard this node serves as primary in `t`, if any.
     pub fn my_shard<'t>(&self, t: &'t Topology) -> Option<&'t Shard> {
         t.shards.iter().find(|s| s.primary == self.me)

@@ -190,6 +190,14 @@ pub fn run_with(opts: &KvOptions, control: Control) -> Result<(), KvError> {
     let local = listeners.main_addr().to_string();
     let tls_local = listeners.tls_addr.clone();
     let plain = !listeners.plain_addr.is_empty();
+    // In cluster mode every metric carries the shard this node belongs to (it never changes).
+    let metric_labels: Vec<(String, String)> = control
+        .cluster
+        .as_ref()
+        .and_then(|v| v.member_of())
+        .map(|id| ("shard".to_owned(), id))
+        .into_iter()
+        .collect();
     let mut server = Server {
         primary: &primary,
         store,
@@ -246,7 +254,7 @@ pub fn run_with(opts: &KvOptions, control: Control) -> Result<(), KvError> {
         .map_err(|e| KvError::io("epoll_ctl (metrics eventfd)")(e.into()))?;
         let addr = l.local_addr();
         l.serve(
-            scrape::pages(sc.clone(), Box::new(primary.status_source())),
+            scrape::pages(sc.clone(), Box::new(primary.status_source()), metric_labels),
             mojim_metrics::Limits::default(),
         )
         .map_err(KvError::io("start the metrics listener"))?

@@ -198,15 +198,16 @@ fn standing(status: &StatusSource) -> (Replication, Option<String>) {
     }
 }
 
-/// The listener's pages.
-pub fn pages(scrape: Arc<Scrape>, status: StatusSource) -> Pages {
+/// The listener's pages, every sample carrying the labels `constant` (in cluster mode the
+/// node's `shard`; none outside it).
+pub fn pages(scrape: Arc<Scrape>, status: StatusSource, constant: Vec<(String, String)>) -> Pages {
     let status = Arc::new(status);
     let (m, r) = (status.clone(), status);
     Pages {
         metrics: Box::new(move || {
             let (s, fresh) = scrape.snapshot();
             let (rep, not_serving) = standing(&m);
-            render(s.as_deref(), fresh, &rep, not_serving.is_none())
+            render(s.as_deref(), fresh, &rep, not_serving.is_none(), &constant)
         }),
         // The process serves until it stops: the loop's end ends it.
         health: Box::new(|| Ok(())),
@@ -215,11 +216,64 @@ pub fn pages(scrape: Arc<Scrape>, status: StatusSource) -> Pages {
     }
 }
 
+/// A page being written whose every sample carries the same labels first (cluster mode's
+/// `shard`: a node never changes shard, so they are set once at start).
+struct Page<'c> {
+    e: Exposition,
+    constant: &'c [(String, String)],
+}
+
+impl Page<'_> {
+    fn family(&mut self, name: &str, kind: Kind, help: &str) {
+        self.e.family(name, kind, help);
+    }
+
+    fn sample(&mut self, labels: &[(&str, &str)], value: impl Into<mojim_metrics::Value>) {
+        self.e.sample(&with_constant(self.constant, labels), value);
+    }
+
+    fn single(&mut self, name: &str, kind: Kind, help: &str, value: impl Into<mojim_metrics::Value>) {
+        self.family(name, kind, help);
+        self.sample(&[], value);
+    }
+
+    fn histogram(
+        &mut self,
+        labels: &[(&str, &str)],
+        buckets: impl IntoIterator<Item = (f64, u64)>,
+        sum: impl Into<mojim_metrics::Value>,
+        count: u64,
+    ) {
+        self.e.histogram(&with_constant(self.constant, labels), buckets, sum, count);
+    }
+
+    fn finish(self) -> String {
+        self.e.finish()
+    }
+}
+
+/// `constant`'s labels, then `labels`.
+fn with_constant<'a>(
+    constant: &'a [(String, String)],
+    labels: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    let mut all: Vec<(&str, &str)> = constant.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    all.extend_from_slice(labels);
+    all
+}
+
 /// The `/metrics` page: the counters `s` (none before the first snapshot), whether they are
-/// fresh, and the replication state and whether it takes writes, read now.
-pub fn render(s: Option<&Snapshot>, fresh: bool, rep: &Replication, serving: bool) -> String {
+/// fresh, and the replication state and whether it takes writes, read now; every sample
+/// carries the labels `constant` first.
+pub fn render(
+    s: Option<&Snapshot>,
+    fresh: bool,
+    rep: &Replication,
+    serving: bool,
+    constant: &[(String, String)],
+) -> String {
     use Kind::{Counter, Gauge, Histogram};
-    let mut e = Exposition::new();
+    let mut e = Page { e: Exposition::new(), constant };
     e.single(
         "mojim_kv_snapshot_fresh",
         Gauge,
@@ -428,6 +482,23 @@ mod tests {
     }
 
     #[test]
+    fn constant_labels_come_first_on_every_sample() {
+        let mut s = Snapshot { dbs: vec![(3, 1)], ..Snapshot::default() };
+        s.batches.record(2);
+        let shard = [("shard".to_owned(), "ab12".to_owned())];
+        let page = render(Some(&s), true, &Replication::default(), true, &shard);
+        let samples: Vec<&str> = page.lines().filter(|l| !l.starts_with('#')).collect();
+        assert!(samples.len() > 30, "{page}");
+        for l in samples {
+            assert!(l.contains("{shard=\"ab12\""), "{l}");
+        }
+        assert!(page.contains("mojim_kv_keys{shard=\"ab12\",db=\"0\"} 3\n"), "{page}");
+        assert!(page.contains("mojim_kv_group_commands_bucket{shard=\"ab12\",le=\"1\"} 0\n"), "{page}");
+        let plain = render(Some(&s), true, &Replication::default(), true, &[]);
+        assert!(!plain.contains("shard="), "{plain}");
+    }
+
+    #[test]
     fn a_snapshot_is_taken_after_the_request() {
         let s = Scrape::new().unwrap();
         assert_eq!(s.wanted(), None, "nothing asked yet");
@@ -449,7 +520,7 @@ mod tests {
         assert!(fresh);
         assert_eq!(snap.unwrap().clients, 7);
         assert_eq!(s.wanted(), None, "answered");
-        let page = render(Some(&Snapshot::default()), false, &Replication::default(), false);
+        let page = render(Some(&Snapshot::default()), false, &Replication::default(), false, &[]);
         assert!(page.contains("mojim_kv_snapshot_fresh 0\n"), "{page}");
         assert!(page.contains("mojim_kv_mirror_state{state=\"none\",mirror=\"\",mode=\"\"} 0\n"), "{page}");
     }
