@@ -315,12 +315,14 @@ fn check_moved(plan: &Plan, tags: &[String], addr: &str, target: &str) -> Result
         let count = c.command(&[b"CLUSTER", b"COUNTKEYSINSLOT", slot.to_string().as_bytes()])?;
         match (owner == target, count) {
             (true, Value::Int(n)) => held += n as u64,
-            (owns, v) => return Err(Error::Io {
-                op: format!("check slot {slot} after the move"),
-                source: std::io::Error::other(format!(
+            (owns, v) => {
+                return Err(Error::Io {
+                    op: format!("check slot {slot} after the move"),
+                    source: std::io::Error::other(format!(
                     "owned by {owner} (target {target}: {owns}); COUNTKEYSINSLOT on the target answered {v}"
                 )),
-            }),
+                })
+            }
         }
     }
     // The clients' own keys may land in the moved slots too: at least the loaded ones are there.
