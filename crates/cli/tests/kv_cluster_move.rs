@@ -6,12 +6,10 @@
 
 mod common;
 
-use common::kv_cluster::{ok, refused, text, Shards};
+use common::kv_cluster::{ok, refused, text, MoveSlots, Shards};
 use mojim_etcd::testing::EtcdServer;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// The keys (tags whose slot is in [lo, hi), five keys of each: a string with an expiry, a
@@ -189,49 +187,14 @@ fn after_the_killed_lock(shards: &Shards, args: &[&str]) -> String {
 
 /// `mojim kv cluster move-slots <args>` started, killed -9 once its progress shows keys moved.
 fn kill_mid_move(shards: &Shards, args: &[&str]) {
-    let mut m = start_move(shards, args);
-    m.child.kill().expect("kill -9 move-slots");
-    m.child.wait().expect("reap move-slots");
-}
-
-/// A `move-slots` running, and the lines of its stderr so far.
-struct Running {
-    child: std::process::Child,
-    stderr: Arc<Mutex<Vec<String>>>,
+    start_move(shards, args).kill();
 }
 
 /// `mojim kv cluster move-slots <args>` started, returned once its progress shows keys moved.
-fn start_move(shards: &Shards, args: &[&str]) -> Running {
-    let cfg = shards.shards[0].cfg_path.to_str().expect("utf-8");
-    let mut child = Command::new(common::exe())
-        .args(["kv", "cluster", "move-slots", "--config", cfg])
-        .args(args)
-        .env("MOJIM_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start move-slots");
-    let stderr = BufReader::new(child.stderr.take().expect("piped"));
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&lines);
-    // Read to the end, so that the tool never writes to a closed pipe.
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            sink.lock().expect("not poisoned").push(line);
-        }
-    });
-    let moved = |line: &String| {
-        let n = line.split(" keys moved").next().and_then(|h| h.rsplit(' ').next()?.parse::<u64>().ok());
-        n.is_some_and(|n| n > 0)
-    };
-    let t0 = Instant::now();
-    while !lines.lock().expect("not poisoned").iter().any(moved) {
-        let seen = lines.lock().expect("not poisoned").clone();
-        assert!(t0.elapsed() < common::WAIT, "no progress from move-slots: {seen:?}");
-        assert!(child.try_wait().expect("poll").is_none(), "move-slots ended already: {seen:?}");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    Running { child, stderr: lines }
+fn start_move(shards: &Shards, args: &[&str]) -> MoveSlots {
+    let mut m = MoveSlots::start(&shards.shards[0], args);
+    m.wait_keys_moved();
+    m
 }
 
 fn call(a: &[String]) -> Vec<&str> {
@@ -269,15 +232,13 @@ fn slots_move_live_and_a_killed_move_resumes() {
     // Back to shard 0, the tool killed -9 mid-move, then resumed by running it again. While it
     // runs, a second tool is refused, naming it.
     let w = start_writer(&shards, &dir);
-    let mut first =
-        start_move(&shards, &["--from", "p1", "--to", "p0", "--slots", "0-99", "--pipeline", "3"]);
-    let pid = format!("pid {}", first.child.id());
+    let first = start_move(&shards, &["--from", "p1", "--to", "p0", "--slots", "0-99", "--pipeline", "3"]);
+    let pid = format!("pid {}", first.pid());
     let says =
         ["`mojim kv cluster move-slots` on host", &pid, "since unix time", "goes by itself within 10 s"];
     refused(&shards.shards[0], &["kv", "cluster", "move-slots"], &says);
     refused(&shards.shards[0], &["kv", "cluster", "rebalance"], &says);
-    first.child.kill().expect("kill -9 move-slots");
-    first.child.wait().expect("reap move-slots");
+    first.kill();
     let st = status(&shards);
     assert!(st.contains("moving slot"), "the moves stay recorded: {st}");
     let out = after_the_killed_lock(&shards, &["kv", "cluster", "move-slots"]);
@@ -299,16 +260,10 @@ fn the_source_killed_mid_move_restarts_and_the_move_resumes() {
     run_python(&shards, &dir, "load", &[]);
 
     let w = start_writer(&shards, &dir);
-    let mut tool = start_move(&shards, &["--from", "p0", "--to", "p1", "--slots", "0-99", "--pipeline", "3"]);
+    let tool = start_move(&shards, &["--from", "p0", "--to", "p1", "--slots", "0-99", "--pipeline", "3"]);
     shards.servers[0].take().expect("shard 0's server runs").kill();
-    let status_code = tool.child.wait().expect("move-slots ends");
-    let said = || tool.stderr.lock().expect("not poisoned").join("\n");
-    common::kv::wait_for("move-slots' last words", || said().contains("mojim: ").then_some(()));
-    let said = said();
-    assert!(
-        !status_code.success() && said.contains("shard ") && said.contains("move-slots` again"),
-        "{said}"
-    );
+    let (ended_well, said) = tool.finish();
+    assert!(!ended_well && said.contains("shard ") && said.contains("move-slots` again"), "{said}");
     shards.start_server(0);
     let out = ok(&shards.shards[0], &["kv", "cluster", "move-slots"]);
     assert!(out.contains("moved "), "{out}");

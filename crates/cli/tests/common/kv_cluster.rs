@@ -610,6 +610,8 @@ impl FailoverShards {
 pub struct MoveSlots {
     child: std::process::Child,
     stderr: Arc<Mutex<Vec<String>>>,
+    /// The thread reading its stderr, which ends with the pipe.
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl MoveSlots {
@@ -627,12 +629,17 @@ impl MoveSlots {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&lines);
         // Read to the end, so that the tool never writes to a closed pipe.
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in stderr.lines().map_while(Result::ok) {
                 sink.lock().expect("not poisoned").push(line);
             }
         });
-        MoveSlots { child, stderr: lines }
+        MoveSlots { child, stderr: lines, reader: Some(reader) }
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// What it wrote to stderr so far.
@@ -664,8 +671,9 @@ impl MoveSlots {
     /// Waits for its end: whether it succeeded, and its stderr.
     pub fn finish(mut self) -> (bool, String) {
         let status = self.child.wait().expect("wait for move-slots");
-        // The reader thread ends with the pipe.
-        std::thread::sleep(Duration::from_millis(50));
+        if let Some(reader) = self.reader.take() {
+            reader.join().expect("the stderr reader ends with the pipe");
+        }
         (status.success(), self.stderr().join("\n"))
     }
 }
