@@ -309,6 +309,31 @@ fn start_etcd(a: &BenchArgs, tag: &str, janitor: &mut Janitor) -> Result<mojim_e
     Ok(e)
 }
 
+/// What starting a target needs: the options of `a`, and what the run found or started.
+fn env<'a>(
+    a: &'a BenchArgs,
+    mojim: &'a Path,
+    redis_server: &'a Path,
+    tls: Option<&'a tls::KvTls>,
+    shards: &'a [usize],
+    etcd: Option<&'a mojim_etcd::testing::EtcdServer>,
+) -> Env<'a> {
+    Env {
+        redis_server,
+        mojim,
+        dir: &a.dir,
+        disk_dir: &a.disk_dir,
+        region_size: a.region_size,
+        kv_args: &a.kv.kv_args,
+        busy_poll_us: a.busy_poll_us,
+        read_barrier: a.kv.read_barrier,
+        log_capacity: a.kv.kv_log_capacity,
+        tls,
+        shards,
+        etcd,
+    }
+}
+
 /// `--kv-move`: a slot move under load ([`slot_move`]).
 fn run_move(a: &BenchArgs) -> Result<()> {
     let k = &a.kv;
@@ -327,20 +352,7 @@ fn run_move(a: &BenchArgs) -> Result<()> {
     let tag = format!("mojim-bench-kv-move-{}", std::process::id());
     let mut janitor = Janitor::start();
     let etcd = start_etcd(a, &tag, &mut janitor)?;
-    let env = Env {
-        redis_server: Path::new(""),
-        mojim: &mojim,
-        dir: &a.dir,
-        disk_dir: &a.disk_dir,
-        region_size: a.region_size,
-        kv_args: &k.kv_args,
-        busy_poll_us: a.busy_poll_us,
-        read_barrier: k.read_barrier,
-        log_capacity: k.kv_log_capacity,
-        tls: None,
-        shards: &[2],
-        etcd: Some(&etcd),
-    };
+    let env = env(a, &mojim, Path::new(""), None, &[2], Some(&etcd));
     let server = slot_move::start(&env, &tag, &mut janitor)?;
     let run = Running { servers: vec![server], janitor };
     let outcome = slot_move::run(&plan, &env, &run.servers[0], a);
@@ -468,20 +480,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         false => None,
     };
     let redis_path = redis.as_ref().map(|r| r.path.clone()).unwrap_or_default();
-    let env = Env {
-        redis_server: &redis_path,
-        mojim: &mojim,
-        dir: &a.dir,
-        disk_dir: &a.disk_dir,
-        region_size: a.region_size,
-        kv_args: &k.kv_args,
-        busy_poll_us: a.busy_poll_us,
-        read_barrier: k.read_barrier,
-        log_capacity: k.kv_log_capacity,
-        tls: certs.as_ref(),
-        shards: &shard_counts,
-        etcd: etcd.as_ref(),
-    };
+    let env = env(a, &mojim, &redis_path, certs.as_ref(), &shard_counts, etcd.as_ref());
     let footer = redis.as_ref().map(|r| format!("{r}\n")).unwrap_or_default();
     let version = redis.as_ref().map(|r| r.version.text.as_str());
 
