@@ -139,7 +139,9 @@ struct KvArgs {
     /// `mojim serve` has taken the region over (the roles name this node the primary and its
     /// copy is promoted); then serve that copy (--region or [region] path: the mirror's
     /// <dir>/data.mojim) and make this node the shard's primary in the topology. So a shard
-    /// fails over with no operator.
+    /// fails over with no operator. Refused at start when that path can never hold the promoted
+    /// copy (not a data.mojim in an existing folder) or the node is in no shard; SIGTERM or
+    /// SIGINT ends the wait (exit 0), SIGHUP reloads the TLS files as when serving.
     #[arg(long)]
     standby: bool,
     /// Address Redis clients connect to, instead of [kv] listen (port 0: any free port; "":
@@ -488,6 +490,8 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
         stop::stop_fd()
     }
     .map_err(|e| Error::Io { op: "install the SIGTERM handler".into(), source: e })?;
+    // Before a standby waits too, so that a SIGHUP meanwhile reloads rather than kills it.
+    reload::on_sighup(sets).map_err(|e| Error::Io { op: "install the SIGHUP handler".into(), source: e })?;
     if standby {
         use mojim_kv::cluster::failover::{await_promotion, check_standby_region, Waited, MIRROR_DATA_FILE};
         let settings = opts.primary.coordinator.as_ref().ok_or_else(|| {
@@ -511,7 +515,6 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
             return Ok(());
         }
     }
-    reload::on_sighup(sets).map_err(|e| Error::Io { op: "install the SIGHUP handler".into(), source: e })?;
     let control = mojim_kv::Control {
         stop: Some(stop),
         ready: Some(Box::new(|addr: &str| {

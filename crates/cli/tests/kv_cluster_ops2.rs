@@ -74,8 +74,8 @@ fn waiting_standby(s: &OneShard, args: &[&str]) -> (std::process::Child, Arc<Mut
 }
 
 /// A standby whose region path no promoted copy can ever be at is refused at start, naming the
-/// setting and the fix, as is one whose node is in no shard; one that waits stops at once on
-/// SIGTERM and on SIGINT, exit 0, saying so.
+/// setting and the fix, as is one whose node is in no shard; one that waits goes on waiting
+/// through SIGHUP, and stops at once on SIGTERM and on SIGINT, exit 0, saying so.
 #[test]
 fn a_standby_that_can_never_serve_is_refused_and_a_waiting_one_stops_on_a_signal() {
     let Some(s) = OneShard::start("kv_ops_standby") else { return };
@@ -106,6 +106,15 @@ fn a_standby_that_can_never_serve_is_refused_and_a_waiting_one_stops_on_a_signal
     for (signal, name) in [(Signal::TERM, "SIGTERM"), (Signal::INT, "SIGINT")] {
         let (mut child, log) = waiting_standby(&s, &["--standby", "--region", copy, "--listen", &s.a2_kv]);
         let pid = Pid::from_raw(child.id() as i32).expect("a pid");
+        // SIGHUP (a reload of its TLS files) does not end the wait.
+        kill_process(pid, Signal::HUP).expect("send SIGHUP to the standby");
+        std::thread::sleep(Duration::from_millis(300));
+        let hup = child.try_wait().expect("poll");
+        assert!(
+            hup.is_none(),
+            "SIGHUP ended a waiting standby ({hup:?}): {}",
+            log.lock().expect("not poisoned")
+        );
         kill_process(pid, signal).expect("signal the standby");
         let t0 = Instant::now();
         let status = loop {
