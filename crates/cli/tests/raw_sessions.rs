@@ -101,7 +101,11 @@ fn mirror_with_backup(
     c.feed(&[&backup], |_| {});
     c.start_mirror();
     let mut admin = c.admin();
-    wait_status(&mut admin, "the backup linked", |st| st.backups.first().is_some_and(|b| b.connected));
+    // Linked, and past its first full copy: until then it does not hold back the log or the
+    // acknowledgements (a backup that still needs its copy is not waited for).
+    wait_status(&mut admin, "the backup linked and copied", |st| {
+        st.backups.first().is_some_and(|b| b.connected && !b.needs_copy && !b.copying)
+    });
     (c, backup, admin)
 }
 
