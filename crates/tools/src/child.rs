@@ -111,8 +111,19 @@ impl ChildNode {
     }
 
     /// Freezes the child (SIGSTOP): it holds its connections open and answers nothing.
+    /// Returns once every thread of it has stopped: `kill` only queues the signal, and on a
+    /// busy machine a thread may go on working for milliseconds after it.
     pub fn freeze(&self) -> std::io::Result<()> {
-        self.signal(rustix::process::Signal::STOP)
+        self.signal(rustix::process::Signal::STOP)?;
+        let tasks = format!("/proc/{}/task", self.child.id());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !all_stopped(Path::new(&tasks))? {
+            if std::time::Instant::now() > deadline {
+                return Err(std::io::Error::other(format!("{tasks}: not every thread stopped within 10 s")));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Ok(())
     }
 
     /// Lets a frozen child run again (SIGCONT).
@@ -131,6 +142,21 @@ impl Drop for ChildNode {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Whether every thread listed under `tasks` (`/proc/PID/task`) is stopped (state `T` or `t`)
+/// or already gone.
+fn all_stopped(tasks: &Path) -> std::io::Result<bool> {
+    for entry in std::fs::read_dir(tasks)? {
+        // A thread that ended between the listing and the read is not running either.
+        let Ok(stat) = std::fs::read_to_string(entry?.path().join("stat")) else { continue };
+        // The state follows the command name, which is in parentheses and may hold spaces.
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+        if !matches!(state, Some('T' | 't' | 'Z' | 'X')) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// A child process started by [`ChildNode::launch`], not known to be ready yet; killed on drop.
@@ -188,6 +214,28 @@ impl Drop for Starting {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `freeze` returns only once the child is stopped, and `thaw` lets it run again.
+    #[test]
+    fn freeze_returns_once_every_thread_stopped() {
+        let script = "echo serving on 127.0.0.1:1; exec sleep 30";
+        let child = ChildNode::spawn(Path::new("/bin/sh"), &["-c", script]).expect("start sh");
+        let tasks = format!("/proc/{}/task", child.child.id());
+        assert!(!all_stopped(Path::new(&tasks)).expect("read the tasks"), "a sleeping child is not stopped");
+        child.freeze().expect("freeze");
+        assert!(all_stopped(Path::new(&tasks)).expect("read the tasks"));
+        child.thaw().expect("thaw");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while all_stopped(Path::new(&tasks)).expect("read the tasks") {
+            assert!(std::time::Instant::now() < deadline, "the child stayed stopped after SIGCONT");
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
 }
