@@ -5,6 +5,7 @@
 
 use super::topology::ShardNode;
 use crate::error::KvError;
+use crate::options::split_host_port;
 use std::net::{IpAddr, ToSocketAddrs};
 
 /// Whether a server listening on `listen` ("host:port") answers at `addr` ("host:port"): the
@@ -12,7 +13,7 @@ use std::net::{IpAddr, ToSocketAddrs};
 /// resolve to a common address. A name of `addr` that does not resolve here is taken as
 /// answered (this node cannot tell; its clients may resolve it otherwise).
 pub fn answers_at(listen: &str, addr: &str) -> bool {
-    let (Some((lh, lp)), Some((ah, ap))) = (split(listen), split(addr)) else {
+    let (Some((lh, lp)), Some((ah, ap))) = (split_host_port(listen), split_host_port(addr)) else {
         return false;
     };
     if lp != ap || lp == 0 {
@@ -21,11 +22,11 @@ pub fn answers_at(listen: &str, addr: &str) -> bool {
     if lh == ah {
         return true;
     }
-    let Some(listened) = ips(lh, lp) else { return false };
+    let Some(listened) = ips(&lh, lp) else { return false };
     if listened.iter().any(IpAddr::is_unspecified) {
         return true;
     }
-    match ips(ah, ap) {
+    match ips(&ah, ap) {
         Some(at) => at.iter().any(|ip| listened.contains(ip)),
         None => true,
     }
@@ -38,13 +39,6 @@ fn ips(host: &str, port: u16) -> Option<Vec<IpAddr>> {
         Ok(ip) => Some(vec![ip]),
         Err(_) => (host, port).to_socket_addrs().ok().map(|all| all.map(|a| a.ip()).collect()),
     }
-}
-
-/// `host:port` as its host (brackets of an IPv6 address removed) and port.
-fn split(a: &str) -> Option<(&str, u16)> {
-    let (host, port) = a.rsplit_once(':')?;
-    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
-    Some((host, port.parse().ok()?))
 }
 
 /// Refuses a server of `node` that listens in plaintext on `listen` ("": none) and over TLS on
