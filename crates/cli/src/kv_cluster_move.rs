@@ -2,14 +2,16 @@
 //! run. The moves are recorded in the topology in etcd first (the source then answers ASK for
 //! the slot's keys it no longer holds, the target accepts them after ASKING); then, source by
 //! source, passes over its keyspace (`SCAN`) gather the keys of its moving slots into batches,
-//! each copied: read on the source (`DUMP`, `PEXPIRETIME`), written on the
-//! target by one script (`RESTORE ... REPLACE ABSTTL`, acknowledged once the target's mirror
-//! holds it), and deleted on the source by one script that deletes only the keys no client
-//! changed meanwhile. A slot whose source holds no key is given to the target in one more
-//! topology change. Everything the tool needs to go on is in etcd, so running it again resumes
-//! whatever was cut short. One tool runs at a time: each holds the slot-move lock in etcd
-//! (`mojim_kv::cluster::move_lock`) while it runs, and a second one is refused, naming the
-//! first.
+//! each moved in three atomic groups: taken out of the source's keyspace into its stage
+//! (`CLUSTER STAGEKEYS`, which answers their `DUMP` and `PEXPIRETIME`; the source answers
+//! TRYAGAIN for a staged key), written on the target by one script (`RESTORE ... REPLACE
+//! ABSTTL`, acknowledged once the target's mirror holds it), and dropped from the stage
+//! (`CLUSTER UNSTAGEKEYS`). A key thus has one home that serves it at every moment. A slot
+//! whose source holds no key, staged or not, is given to the target in one more topology
+//! change. Everything the tool needs to go on is in etcd and in the sources' stages, so running
+//! it again resumes whatever was cut short. One tool runs at a time: each holds the slot-move
+//! lock in etcd (`mojim_kv::cluster::move_lock`) while it runs, and a second one is refused,
+//! naming the first.
 
 use crate::kv_cluster::{find_shard, kv_password, ranges, store, ChangeError, ConfigArgs};
 use clap::Args;
@@ -20,17 +22,12 @@ use mojim_kv::cluster::store::TopologyStore;
 use mojim_kv::cluster::topology::{Shard, SlotMove, SlotRange, Topology, SLOTS};
 use mojim_tools::kv::client::{self, ClientError, RespClient};
 use mojim_tools::kv::resp::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// How long one reply from a shard may take.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Keys that expire sooner than this are left on the source to expire there: a copy restored
-/// after its time would be no copy at all, and could take the place of a key a client wrote on
-/// the target meanwhile.
-const EXPIRY_MARGIN_MS: i64 = 2_000;
 
 /// Buckets' worth of keys one `SCAN` of a source asks for.
 const SCAN_COUNT: &str = "1000";
@@ -38,58 +35,14 @@ const SCAN_COUNT: &str = "1000";
 /// How often the progress line is written at most, besides one per slot done.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
-/// On the target: `RESTORE` each key (ARGV: key, absolute expiry ms or 0, payload, the `DUMP`
-/// this run last wrote there or "", ...) with REPLACE and ABSTTL, if the target holds no copy
-/// of it or the one this run wrote; answers per key {1, its `DUMP` as written} or, leaving a
-/// copy the run did not write (from a run cut short, or a client's), {0, that copy's `DUMP`}.
+/// On the target: `RESTORE` each key (ARGV: key, absolute expiry ms or 0, payload, ...) with
+/// REPLACE and ABSTTL, and answer how many. A copy the target holds already is one an earlier
+/// run wrote (no client reaches a key there while the source holds or stages it): replaced.
 /// One script: one atomic group on the target, acknowledged by its mirror before the reply.
-const RESTORE_SCRIPT: &str = "local out = {}
-for i = 1, #ARGV, 4 do
-  local now = redis.call('DUMP', ARGV[i])
-  if (not now) or now == ARGV[i + 3] then
-    redis.call('RESTORE', ARGV[i], ARGV[i + 1], ARGV[i + 2], 'REPLACE', 'ABSTTL')
-    out[#out + 1] = {1, redis.call('DUMP', ARGV[i]) or ''}
-  else
-    out[#out + 1] = {0, now}
-  end
+const RESTORE_SCRIPT: &str = "for i = 1, #ARGV, 3 do
+  redis.call('RESTORE', ARGV[i], ARGV[i + 1], ARGV[i + 2], 'REPLACE', 'ABSTTL')
 end
-return out";
-
-/// On the source: delete each key (ARGV: key, DUMP payload, PEXPIRETIME, ...) whose value and
-/// expiry are still the ones copied. Answers per key 1 (deleted), 0 (changed by a client since
-/// it was read: copied again next round) or -1 (gone: deleted by a client or expired).
-const DELETE_SCRIPT: &str = "local out = {}
-for i = 1, #ARGV, 3 do
-  local now = redis.call('DUMP', ARGV[i])
-  if not now then
-    out[#out + 1] = -1
-  elseif now == ARGV[i + 1] and redis.call('PEXPIRETIME', ARGV[i]) == tonumber(ARGV[i + 2]) then
-    redis.call('DEL', ARGV[i])
-    out[#out + 1] = 1
-  else
-    out[#out + 1] = 0
-  end
-end
-return out";
-
-/// Deletes each key (ARGV: key, DUMP payload, ...) whose `DUMP` is still the one given; answers
-/// how many it deleted.
-const DELETE_IF_SAME_SCRIPT: &str = "local n = 0
-for i = 1, #ARGV, 2 do
-  if redis.call('DUMP', ARGV[i]) == ARGV[i + 1] then
-    redis.call('DEL', ARGV[i])
-    n = n + 1
-  end
-end
-return n";
-
-/// Answers per key (ARGV) 1 if it is here, 0 if not; a script, so that a key the slot's routing
-/// would answer with ASK is looked up all the same.
-const EXISTS_SCRIPT: &str = "local out = {}
-for i = 1, #ARGV do
-  out[i] = redis.call('EXISTS', ARGV[i])
-end
-return out";
+return #ARGV / 3";
 
 /// How the copying runs.
 #[derive(Args)]
@@ -434,12 +387,12 @@ fn balance_plan(t: &Topology) -> Vec<(usize, usize, Vec<u16>)> {
     plan
 }
 
-/// `--rollback`: turns every recorded move around. First, a key held by both shards (copied to
-/// the target, not yet deleted from the source when a run was cut short) loses its target copy:
-/// the source's is the one clients use. Then one topology change gives each slot to its
-/// target, as a move back to its source marked `rollback`, so that the keys on the target stay
-/// the ones served while they are moved back the usual way. A move turned around already is
-/// left as it is (running --rollback again goes on with it).
+/// `--rollback`: turns every recorded move around. First, the keys a run cut short left in
+/// flight (staged on the source) end their way to the target, so that each key is held by one
+/// shard. Then one topology change gives each slot to its target, as a move back to its source
+/// marked `rollback`, so that the keys on the target stay the ones served while they are moved
+/// back the usual way. A move turned around already is left as it is (running --rollback again
+/// goes on with it).
 fn turn_back(store: &TopologyStore, run: &RunArgs, lock: &MoveLock) -> mojim::Result<()> {
     let (t, _) = store.read_existing().map_err(|e| crate::kv_error(e.into()))?;
     let forward: Vec<SlotMove> = t.moves.iter().filter(|m| !m.rollback).cloned().collect();
@@ -451,7 +404,7 @@ fn turn_back(store: &TopologyStore, run: &RunArgs, lock: &MoveLock) -> mojim::Re
     mover.wait_epoch(&t)?;
     for m in &forward {
         let (src, dst) = (mover.addr(&t, &m.from)?, mover.addr(&t, &m.to)?);
-        mover.drop_duplicates(m.slot, (&m.from, &src), (&m.to, &dst))?;
+        mover.land_staged(m.slot, (&m.from, &src), (&m.to, &dst))?;
     }
     lock.check().map_err(MoveError::Lock)?;
     let written = store.update(|now: &mut Topology| -> Result<(), ChangeError> {
@@ -466,16 +419,6 @@ fn turn_back(store: &TopologyStore, run: &RunArgs, lock: &MoveLock) -> mojim::Re
     })?;
     println!("giving back {} slot moves (epoch {})", forward.len(), written.epoch);
     Ok(())
-}
-
-/// What the copying of one slot remembers between batches.
-#[derive(Default)]
-struct Batch {
-    /// Keys left to expire on the source (see EXPIRY_MARGIN_MS).
-    expiring: HashSet<Vec<u8>>,
-    /// The `DUMP` on the target of each key this run wrote there and has not deleted from the
-    /// source yet (a client changed it on the source meanwhile).
-    written: HashMap<Vec<u8>, Vec<u8>>,
 }
 
 /// Copies the keys of recorded moves and ends them, while it holds the slot-move lock.
@@ -661,9 +604,14 @@ impl<'l> Mover<'l> {
         targets: &HashMap<u16, (String, String)>,
     ) -> Result<HashMap<u16, u64>, MoveError> {
         let mut moved: HashMap<u16, u64> = HashMap::new();
-        let mut batches: HashMap<u16, Batch> = HashMap::new();
+        let mut slots: Vec<u16> = targets.keys().copied().collect();
+        slots.sort_unstable();
+        for slot in slots {
+            let dst = &targets[&slot];
+            *moved.entry(slot).or_default() += self.land_staged(slot, src, (&dst.0, &dst.1))?;
+        }
         loop {
-            let (mut met, mut expiring) = (0u64, 0u64);
+            let mut met = 0u64;
             let mut queued: HashMap<u16, Vec<Vec<u8>>> = HashMap::new();
             let mut cursor = b"0".to_vec();
             loop {
@@ -677,18 +625,12 @@ impl<'l> Mover<'l> {
                     let slot = key_slot(&key);
                     let Some(dst) = targets.get(&slot) else { continue };
                     met += 1;
-                    let batch = batches.entry(slot).or_default();
-                    if batch.expiring.contains(&key) {
-                        expiring += 1;
-                        continue;
-                    }
                     let q = queued.entry(slot).or_default();
                     q.push(key);
                     if q.len() >= self.batch {
                         self.lock.check().map_err(MoveError::Lock)?;
                         let keys = std::mem::take(q);
-                        *moved.entry(slot).or_default() +=
-                            self.move_batch(&keys, src, (&dst.0, &dst.1), batch)?;
+                        *moved.entry(slot).or_default() += self.move_batch(&keys, src, (&dst.0, &dst.1))?;
                         self.progress(None);
                     }
                 }
@@ -700,188 +642,83 @@ impl<'l> Mover<'l> {
             for (slot, keys) in queued.into_iter().filter(|(_, k)| !k.is_empty()) {
                 self.lock.check().map_err(MoveError::Lock)?;
                 let dst = &targets[&slot];
-                let batch = batches.entry(slot).or_default();
-                *moved.entry(slot).or_default() += self.move_batch(&keys, src, (&dst.0, &dst.1), batch)?;
+                *moved.entry(slot).or_default() += self.move_batch(&keys, src, (&dst.0, &dst.1))?;
                 self.progress(None);
             }
             if met == 0 {
                 return Ok(moved);
             }
-            if met == expiring {
-                // Only keys about to expire are left (or they expired meanwhile): look again.
-                for b in batches.values_mut() {
-                    b.expiring.clear();
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
         }
     }
 
-    /// Moves one batch of keys; returns how many were deleted from the source.
+    /// Moves one batch of keys of one slot; returns how many reached the target (a key a client
+    /// deleted, or that expired, since it was listed has nothing to move).
     fn move_batch(
         &mut self,
         keys: &[Vec<u8>],
         src: (&str, &str),
         dst: (&str, &str),
-        batch: &mut Batch,
     ) -> Result<u64, MoveError> {
-        // Read: DUMP and PEXPIRETIME of each, pipelined. A key gone meanwhile (nil, or ASK now
-        // that it is not here) is skipped.
-        let mut reads = Vec::with_capacity(keys.len() * 2);
-        for k in keys {
-            reads.push(args(&[b"DUMP", k]));
-            reads.push(args(&[b"PEXPIRETIME", k]));
-        }
-        let replies = self.exec(src, &reads)?;
-        let now = now_ms();
-        let mut copies: Vec<(&[u8], Vec<u8>, i64)> = Vec::new();
-        for (k, pair) in keys.iter().zip(replies.chunks(2)) {
-            let (Some(payload), Value::Int(at)) = (pair[0].as_bytes(), &pair[1]) else { continue };
-            if *at >= 0 && *at < now + EXPIRY_MARGIN_MS {
-                batch.expiring.insert(k.clone());
-                continue;
-            }
-            copies.push((k, payload.to_vec(), *at));
-        }
-        if copies.is_empty() {
-            return Ok(0);
-        }
-        // Write on the target: one script, one group, acknowledged by the target's mirror.
+        // Out of the source's keyspace: from now on the source answers TRYAGAIN for them.
+        let mut stage = args(&[b"CLUSTER", b"STAGEKEYS"]);
+        stage.extend(keys.iter().cloned());
+        let staged = self.one(src, "CLUSTER STAGEKEYS", stage)?;
+        let staged = array(&staged, keys.len())
+            .ok_or_else(|| reply_error(src.1, "CLUSTER STAGEKEYS", &staged))?
+            .to_vec();
         let mut restore = args(&[b"EVAL", RESTORE_SCRIPT.as_bytes(), b"0"]);
-        for (k, payload, at) in &copies {
-            restore.push(k.to_vec());
-            restore.push((*at).max(0).to_string().into_bytes());
-            restore.push(payload.clone());
-            restore.push(batch.written.get(*k).cloned().unwrap_or_default());
-        }
-        let on_target = self.one(dst, "EVAL (RESTORE)", restore)?;
-        let on_target = array(&on_target, copies.len())
-            .ok_or_else(|| reply_error(dst.1, "EVAL (RESTORE)", &on_target))?
-            .to_vec();
-        let mut restored = Vec::new();
-        let mut foreign = Vec::new();
-        for ((k, payload, at), r) in copies.into_iter().zip(&on_target) {
-            let (flag, dump) = match r {
-                Value::Array(Some(pair)) if pair.len() == 2 => {
-                    (&pair[0], pair[1].as_bytes().unwrap_or_default())
-                }
-                _ => return Err(reply_error(dst.1, "EVAL (RESTORE)", r)),
+        let mut n = 0;
+        for (k, v) in keys.iter().zip(&staged) {
+            let (payload, at) = match v {
+                Value::Bulk(None) | Value::Array(None) => continue,
+                Value::Array(Some(pair)) => match pair.as_slice() {
+                    [Value::Bulk(Some(payload)), Value::Int(at)] => (payload, *at),
+                    _ => return Err(reply_error(src.1, "CLUSTER STAGEKEYS", v)),
+                },
+                _ => return Err(reply_error(src.1, "CLUSTER STAGEKEYS", v)),
             };
-            if *flag == Value::Int(1) {
-                restored.push((k, payload, at, dump.to_vec()));
-            } else {
-                foreign.push((k.to_vec(), dump.to_vec()));
+            restore.push(k.clone());
+            restore.push(at.max(0).to_string().into_bytes());
+            restore.push(payload.clone());
+            n += 1;
+        }
+        // Onto the target: one group, held by its mirror before the reply. Only while the lock
+        // is still ours: a tool frozen past its lease and woken must not write a value that
+        // the next tool may have landed, and clients changed, meanwhile.
+        if n > 0 {
+            self.lock.check().map_err(MoveError::Lock)?;
+            let done = self.one(dst, "EVAL (RESTORE)", restore)?;
+            if done != Value::Int(n) {
+                return Err(reply_error(dst.1, "EVAL (RESTORE)", &done));
             }
         }
-        // A copy on the target this run did not write, of a key the source holds: written
-        // while the source held the key, so never served, so stale (the source never gets a
-        // key of a moving slot back once it lost it). It goes, if still the same, and the key
-        // is copied in the next round. Of a key the source no longer holds: a client's, kept.
-        if !foreign.is_empty() {
-            let mut exists = args(&[b"EVAL", EXISTS_SCRIPT.as_bytes(), b"0"]);
-            exists.extend(foreign.iter().map(|(k, _)| k.clone()));
-            let here = self.one(src, "EVAL (EXISTS)", exists)?;
-            let here = array(&here, foreign.len())
-                .ok_or_else(|| reply_error(src.1, "EVAL (EXISTS)", &here))?
-                .to_vec();
-            let mut drop = args(&[b"EVAL", DELETE_IF_SAME_SCRIPT.as_bytes(), b"0"]);
-            for ((k, d), h) in foreign.into_iter().zip(&here) {
-                if *h == Value::Int(1) {
-                    drop.push(k);
-                    drop.push(d);
-                }
-            }
-            if drop.len() > 3 {
-                self.one(dst, "EVAL (drop stale copies)", drop)?;
-            }
-        }
-        if restored.is_empty() {
-            return Ok(0);
-        }
-        // Delete on the source what is still as copied: one script, one group.
-        let mut delete = args(&[b"EVAL", DELETE_SCRIPT.as_bytes(), b"0"]);
-        for (k, payload, at, _) in &restored {
-            delete.push(k.to_vec());
-            delete.push(payload.clone());
-            delete.push(at.to_string().into_bytes());
-        }
-        let outcome = self.one(src, "EVAL (delete)", delete)?;
-        let outcome = array(&outcome, restored.len())
-            .ok_or_else(|| reply_error(src.1, "EVAL (delete)", &outcome))?
-            .to_vec();
-        let mut deleted = 0;
-        // Keys a client deleted on the source (or that expired there) after they were read:
-        // the target's copy goes too, unless a client wrote it since.
-        let mut gone = args(&[b"EVAL", DELETE_IF_SAME_SCRIPT.as_bytes(), b"0"]);
-        for ((k, _, _, written), o) in restored.into_iter().zip(&outcome) {
-            match o {
-                Value::Int(1) => {
-                    batch.written.remove(k);
-                    deleted += 1;
-                }
-                Value::Int(-1) => {
-                    batch.written.remove(k);
-                    if !written.is_empty() {
-                        gone.push(k.to_vec());
-                        gone.push(written);
-                    }
-                }
-                // Changed by a client since it was read: copied again, over this copy.
-                _ => {
-                    batch.written.insert(k.to_vec(), written);
-                }
-            }
-        }
-        if gone.len() > 3 {
-            self.one(dst, "EVAL (drop deleted)", gone)?;
-        }
-        self.keys += deleted;
-        Ok(deleted)
+        // Out of the stage: clients are sent to the target (ASK) from now on.
+        let mut unstage = args(&[b"CLUSTER", b"UNSTAGEKEYS"]);
+        unstage.extend(keys.iter().cloned());
+        self.one(src, "CLUSTER UNSTAGEKEYS", unstage)?;
+        let n = n as u64;
+        self.keys += n;
+        Ok(n)
     }
 
-    /// Before a move is turned around: drops the target's copy of each key the source holds
-    /// too, if no client changed it since it was read.
-    fn drop_duplicates(&mut self, slot: u16, src: (&str, &str), dst: (&str, &str)) -> Result<(), MoveError> {
-        let count = self.one(
-            dst,
-            "CLUSTER COUNTKEYSINSLOT",
-            args(&[b"CLUSTER", b"COUNTKEYSINSLOT", slot.to_string().as_bytes()]),
-        )?;
-        let Value::Int(count) = count else {
-            return Err(reply_error(dst.1, "CLUSTER COUNTKEYSINSLOT", &count));
-        };
-        if count == 0 {
-            return Ok(());
+    /// Moves on to the target the keys of `slot` that the source holds staged (a run cut short
+    /// between staging and unstaging them): they are nowhere else. Returns how many.
+    fn land_staged(&mut self, slot: u16, src: (&str, &str), dst: (&str, &str)) -> Result<u64, MoveError> {
+        let mut moved = 0;
+        loop {
+            let (slot_arg, count) = (slot.to_string(), self.batch.to_string());
+            let listed = self.one(
+                src,
+                "CLUSTER GETSTAGEDKEYS",
+                args(&[b"CLUSTER", b"GETSTAGEDKEYS", slot_arg.as_bytes(), count.as_bytes()]),
+            )?;
+            let keys = bulks(&listed);
+            if keys.is_empty() {
+                return Ok(moved);
+            }
+            self.lock.check().map_err(MoveError::Lock)?;
+            moved += self.move_batch(&keys, src, dst)?;
         }
-        let listed = self.one(
-            dst,
-            "CLUSTER GETKEYSINSLOT",
-            args(&[b"CLUSTER", b"GETKEYSINSLOT", slot.to_string().as_bytes(), count.to_string().as_bytes()]),
-        )?;
-        for keys in bulks(&listed).chunks(self.batch) {
-            let mut reads = Vec::with_capacity(keys.len() * 2);
-            for k in keys {
-                reads.push(args(&[b"ASKING"]));
-                reads.push(args(&[b"DUMP", k]));
-            }
-            let dumps = self.exec(dst, &reads)?;
-            let mut exists = args(&[b"EVAL", EXISTS_SCRIPT.as_bytes(), b"0"]);
-            exists.extend(keys.iter().cloned());
-            let here = self.one(src, "EVAL (EXISTS)", exists)?;
-            let here =
-                array(&here, keys.len()).ok_or_else(|| reply_error(src.1, "EVAL (EXISTS)", &here))?.to_vec();
-            let mut drop = args(&[b"EVAL", DELETE_IF_SAME_SCRIPT.as_bytes(), b"0"]);
-            for ((k, d), h) in keys.iter().zip(dumps.chunks(2)).zip(&here) {
-                if let (Value::Int(1), Some(d)) = (h, d[1].as_bytes()) {
-                    drop.push(k.clone());
-                    drop.push(d.to_vec());
-                }
-            }
-            if drop.len() > 3 {
-                self.one(dst, "EVAL (drop duplicates)", drop)?;
-            }
-        }
-        Ok(())
     }
 
     /// Ends the move of `m.slot` once its source holds no key: the slot goes to the target, the
@@ -933,10 +770,6 @@ fn reply_error(addr: &str, command: &'static str, got: &Value) -> MoveError {
 fn current_epoch(info: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(info).ok()?;
     text.lines().find_map(|l| l.strip_prefix("cluster_current_epoch:")).and_then(|v| v.trim().parse().ok())
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]

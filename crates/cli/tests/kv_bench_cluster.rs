@@ -10,8 +10,10 @@ mod common;
 use common::bench::leftovers;
 use common::TempDir;
 use mojim_etcd::testing::{skip_without_etcd, EtcdServer};
+use mojim_tools::kv::client::RespClient;
 use mojim_tools::kv::janitor::Janitor;
 use mojim_tools::kv::load::{self, RunSpec};
+use mojim_tools::kv::resp::Value;
 use mojim_tools::kv::targets::{Env, Wait};
 use mojim_tools::kv::ycsb::Workload;
 use mojim_tools::kv::{load_records, shards};
@@ -226,6 +228,88 @@ fn the_load_follows_moved_when_the_slots_change_owner_mid_run() {
     assert_eq!(o.shard_ops.len(), 2);
     assert!(o.shard_ops.iter().all(|(_, n)| *n > 0), "{:?}", o.shard_ops);
     assert_eq!(o.shard_ops.iter().map(|(_, n)| n).sum::<u64>(), o.ops);
+    server.stop(&mut janitor);
+    assert!(leftovers(dir.path()).is_empty(), "left behind: {:?}", leftovers(dir.path()));
+}
+
+/// A key in flight between two shards (staged on the source of its slot's move, as
+/// `move-slots` stages a batch) is answered TRYAGAIN: the load sends the operation again to the
+/// same shard until the key lands, counts the answers, and the run completes.
+#[test]
+fn the_load_sends_again_what_is_answered_tryagain() {
+    let Some(etcd) = EtcdServer::start_for_test() else { return };
+    let dir = TempDir::new("kv-bench-cluster-tryagain");
+    let mut janitor = Janitor::start();
+    let env = Env {
+        redis_server: Path::new("redis-server"),
+        mojim: common::exe(),
+        dir: dir.path(),
+        disk_dir: dir.path(),
+        region_size: 16 << 20,
+        kv_args: &[],
+        busy_poll_us: 0,
+        read_barrier: None,
+        log_capacity: None,
+        tls: None,
+        shards: &[2],
+        etcd: Some(&etcd),
+    };
+    let server = shards::start(&env, "tryagain", 2, &mut janitor).expect("a cluster of 2 shards starts");
+    load_records(&server.addr, true, 4, 32, Wait::None).expect("load");
+    // The slot of record 0's key moves from its owner to the other shard.
+    let key = mojim_tools::kv::key_name(0);
+    let slot = mojim_kv::cluster::slot::key_slot(key.as_bytes());
+    let client = etcd.client(Duration::from_secs(2));
+    let path = "/tryagain-mojim-cluster2/kv-cluster/topology";
+    let mut t: serde_json::Value = serde_json::from_slice(&client.get(path).unwrap().unwrap().value).unwrap();
+    let owns =
+        |s: &serde_json::Value| {
+            s["slots"].as_array().unwrap().iter().any(|r| {
+                (r["start"].as_u64().unwrap()..=r["end"].as_u64().unwrap()).contains(&u64::from(slot))
+            })
+        };
+    let from = usize::from(!owns(&t["shards"][0]));
+    let ids = [t["shards"][from]["id"].clone(), t["shards"][1 - from]["id"].clone()];
+    t["moves"] = serde_json::json!([{ "slot": slot, "from": ids[0], "to": ids[1] }]);
+    let epoch = t["epoch"].as_u64().unwrap() + 1;
+    t["epoch"] = epoch.into();
+    client.put(path, &serde_json::to_vec(&t).unwrap(), None).unwrap();
+    let addrs = server.cluster.as_ref().expect("a cluster target").addrs.clone();
+    let mut src = RespClient::connect(&addrs[from], Duration::from_secs(5)).expect("connect to the source");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let staged = loop {
+        match src.command(&[b"CLUSTER", b"STAGEKEYS", key.as_bytes()]).expect("STAGEKEYS") {
+            Value::Array(Some(v)) if matches!(v[0], Value::Array(Some(_))) => break v,
+            // The server has not taken the move yet.
+            other => assert!(std::time::Instant::now() < deadline, "STAGEKEYS {key}: {other}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(staged.len(), 1);
+    let spec = RunSpec {
+        addr: server.addr.clone(),
+        workload: Workload::Set,
+        size: 32,
+        clients: 1,
+        pipeline: 1,
+        ops: u64::MAX,
+        duration: Some(Duration::from_secs(2)),
+        records: 1,
+        members: 0,
+        wait: Wait::None,
+        seed: 3,
+        cluster: true,
+    };
+    let run = std::thread::spawn(move || load::run(&spec));
+    std::thread::sleep(Duration::from_millis(700));
+    // Dropped from the stage (the key's value is the load's to write): ASK from now on.
+    assert_eq!(
+        src.command(&[b"CLUSTER", b"UNSTAGEKEYS", key.as_bytes()]).expect("UNSTAGEKEYS"),
+        Value::Int(1)
+    );
+    let o = run.join().expect("the load").expect("the run completes");
+    assert!(o.retried > 0, "no TRYAGAIN was answered ({} operations)", o.ops);
+    assert!(o.asked > 0, "no ASK was followed after the key left the stage ({} operations)", o.ops);
     server.stop(&mut janitor);
     assert!(leftovers(dir.path()).is_empty(), "left behind: {:?}", leftovers(dir.path()));
 }

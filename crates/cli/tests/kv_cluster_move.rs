@@ -7,7 +7,9 @@
 mod common;
 
 use common::kv_cluster::{ok, refused, text, MoveSlots, Shards};
+use common::kv_workload::Conn;
 use mojim_etcd::testing::EtcdServer;
+use mojim_kv::resp::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -197,6 +199,45 @@ fn start_move(shards: &Shards, args: &[&str]) -> MoveSlots {
     m
 }
 
+/// Stages, on shard `from`'s server, up to 3 keys of each slot in `slots` it still holds, as a
+/// run cut short between `CLUSTER STAGEKEYS` and `UNSTAGEKEYS` leaves them; checks that a
+/// client is then answered TRYAGAIN for them; returns how many it staged.
+fn stage_as_a_cut_short_run(shards: &Shards, from: usize, slots: std::ops::Range<u16>) -> usize {
+    let mut c = Conn::open(&shards.kv_addrs[from]).expect("connect to the source");
+    let mut staged = 0;
+    for slot in slots {
+        let slot = slot.to_string();
+        let Value::Array(keys) =
+            c.call(&[b"CLUSTER", b"GETKEYSINSLOT", slot.as_bytes(), b"3"]).expect("list")
+        else {
+            panic!("GETKEYSINSLOT answers an array")
+        };
+        let keys: Vec<Vec<u8>> = keys
+            .into_iter()
+            .map(|k| match k {
+                Value::Bulk(k) => k,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        if keys.is_empty() {
+            continue;
+        }
+        let mut stage: Vec<&[u8]> = vec![b"CLUSTER", b"STAGEKEYS"];
+        stage.extend(keys.iter().map(Vec::as_slice));
+        match c.call(&stage).expect("stage") {
+            Value::Array(v) if v.len() == keys.len() && v.iter().all(|x| matches!(x, Value::Array(_))) => {}
+            other => panic!("STAGEKEYS {keys:?}: {other:?}"),
+        }
+        let again = c.call(&[b"TYPE", &keys[0]]).expect("TYPE");
+        assert!(
+            matches!(&again, Value::Error(e) if e.starts_with(b"TRYAGAIN")),
+            "a staged key is answered TRYAGAIN, not {again:?}"
+        );
+        staged += keys.len();
+    }
+    staged
+}
+
 fn call(a: &[String]) -> Vec<&str> {
     a.iter().map(String::as_str).collect()
 }
@@ -207,7 +248,7 @@ fn status(shards: &Shards) -> String {
 
 /// 100 slots holding 2,000 keys of every type move from shard 0 to shard 1 while a writer
 /// increments 40 counters in them; then the same slots move back, the tool killed -9 mid-move
-/// and run again to resume.
+/// (keys of every slot still moving staged as if it died in a batch) and run again to resume.
 #[test]
 fn slots_move_live_and_a_killed_move_resumes() {
     let Some(etcd) = EtcdServer::start_for_test() else { return };
@@ -241,6 +282,8 @@ fn slots_move_live_and_a_killed_move_resumes() {
     first.kill();
     let st = status(&shards);
     assert!(st.contains("moving slot"), "the moves stay recorded: {st}");
+    // Keys in flight when it died: the next run lands them.
+    assert!(stage_as_a_cut_short_run(&shards, 1, 0..100) > 0, "the killed run left keys to move");
     let out = after_the_killed_lock(&shards, &["kv", "cluster", "move-slots"]);
     assert!(out.contains("moved ") && !out.contains("recorded the moves"), "{out}");
     stop_writer(&dir, w);
@@ -273,8 +316,9 @@ fn the_source_killed_mid_move_restarts_and_the_move_resumes() {
     assert!(!status(&shards).contains("moving slot"), "{}", status(&shards));
 }
 
-/// A move killed -9 mid-way is given back with --rollback: the keys of every slot still moving
-/// (the one cut short among them) return to the source, which keeps those slots; the slots
+/// A move killed -9 mid-way (keys staged as if it died in a batch) is given back with
+/// --rollback: the keys of every slot still moving (the one cut short among them) return to
+/// the source, which keeps those slots; the slots
 /// whose move ended before the kill stay with the target.
 #[test]
 fn a_killed_move_is_rolled_back() {
@@ -285,6 +329,8 @@ fn a_killed_move_is_rolled_back() {
 
     let w = start_writer(&shards, &dir);
     kill_mid_move(&shards, &["--from", "p0", "--to", "p1", "--slots", "0-99", "--pipeline", "3"]);
+    // Keys in flight when it died: they reach the target before the moves turn around.
+    assert!(stage_as_a_cut_short_run(&shards, 0, 0..100) > 0, "the killed run left keys to move");
     let out = after_the_killed_lock(&shards, &["kv", "cluster", "move-slots", "--rollback"]);
     assert!(out.contains("giving back") && out.contains("moved "), "{out}");
     stop_writer(&dir, w);

@@ -28,7 +28,8 @@ pub enum Route {
     },
     /// The keys are in different slots.
     CrossSlot,
-    /// Several keys of a slot being moved, some here and some not: the client tries later.
+    /// Several keys of a slot being moved, some here and some not, or a key in flight between
+    /// the two shards: the client tries later.
     TryAgain,
     /// No shard owns the slot (or its owner names no node to reach it by).
     Down,
@@ -79,6 +80,9 @@ pub struct Presence {
     pub existing: usize,
     /// Keys not found here.
     pub missing: usize,
+    /// Of the missing keys, those in flight to the slot's target (staged by the move on this
+    /// shard, not on the target yet).
+    pub staged: usize,
     /// The command names more than one distinct key (a key named twice counts once, as in
     /// Redis).
     pub several: bool,
@@ -120,6 +124,10 @@ pub fn route(
     let addr_of =
         |id: &str| t.shard(id).and_then(|s| s.primary_node()).map(|n| n.client_addr(tls).to_owned());
     if let Some(m) = migrating {
+        // A key in flight is served by neither side until the target holds it.
+        if p.staged > 0 {
+            return Route::TryAgain;
+        }
         if p.missing > 0 {
             if p.existing > 0 {
                 return Route::TryAgain;
@@ -193,7 +201,7 @@ mod tests {
     }
 
     fn here(existing: usize, missing: usize) -> impl FnOnce() -> Presence {
-        move || Presence { existing, missing, several: existing + missing > 1 }
+        move || Presence { existing, missing, staged: 0, several: existing + missing > 1 }
     }
 
     fn never() -> Presence {
@@ -247,6 +255,18 @@ mod tests {
     }
 
     #[test]
+    fn a_key_in_flight_is_served_by_neither_side() {
+        let t = three();
+        let in_flight =
+            |existing, missing, staged| move || Presence { existing, missing, staged, several: false };
+        assert_eq!(plain(&t, "n1", one(100), false, false, in_flight(0, 1, 1)), Route::TryAgain);
+        assert_eq!(plain(&t, "n1", one(100), true, false, in_flight(1, 1, 1)), Route::TryAgain);
+        // The target serves what it holds after ASKING, as before: the key reaches it only
+        // once the source no longer stages it.
+        assert_eq!(plain(&t, "n2", one(100), true, false, in_flight(1, 0, 0)), Route::Serve);
+    }
+
+    #[test]
     fn a_slot_moving_here_is_served_only_after_asking() {
         let t = three();
         let moved = Route::Moved { slot: 100, addr: "10.0.0.1:6379".into() };
@@ -268,7 +288,7 @@ mod tests {
         let tls = |me, slot, p: fn() -> Presence| route(&t, &table, me, true, one(slot), false, false, p);
         assert_eq!(tls("n1", 12182, never), Route::Moved { slot: 12182, addr: "10.0.0.3:6390".into() });
         assert_eq!(
-            tls("n1", 100, || Presence { existing: 0, missing: 1, several: false }),
+            tls("n1", 100, || Presence { existing: 0, missing: 1, staged: 0, several: false }),
             Route::Ask { slot: 100, addr: "10.0.0.2:6390".into() }
         );
         // A shard without a TLS address: its kv_addr, the only one there is.
@@ -326,7 +346,7 @@ mod tests {
         // `ASKING` then `RPOPLPUSH k k` on the target, k not there yet: served (Redis counts
         // a repeated key once), where two different keys missing would be TRYAGAIN.
         let t = three();
-        let twice = || Presence { existing: 0, missing: 2, several: false };
+        let twice = || Presence { existing: 0, missing: 2, staged: 0, several: false };
         assert_eq!(plain(&t, "n2", one(100), true, false, twice), Route::Serve);
     }
 }

@@ -1,6 +1,7 @@
 //! Redis Cluster's commands: `CLUSTER` (SLOTS, SHARDS, NODES, MYID, INFO, KEYSLOT,
 //! COUNTKEYSINSLOT, GETKEYSINSLOT, HELP), `ASKING`, `READONLY`, `READWRITE`, answered from the
-//! topology etcd holds ([`crate::cluster::view`]) in Redis 7.0's formats.
+//! topology etcd holds ([`crate::cluster::view`]) in Redis 7.0's formats; and Mojim's own
+//! STAGEKEYS, GETSTAGEDKEYS and UNSTAGEKEYS, which a live slot move uses (`cluster_stage.rs`).
 //!
 //! Each shard is one node in the answers, its primary, and the node's id is the shard's id.
 //! The topology is changed in etcd (`mojim kv cluster ...`), never by a client: the CLUSTER
@@ -38,6 +39,7 @@ pub(super) const SUBCOMMANDS: &[(&str, i32)] = &[
     ("flushslots", 2),
     ("forget", 3),
     ("getkeysinslot", 4),
+    ("getstagedkeys", 4),
     ("help", 2),
     ("info", 2),
     ("keyslot", 3),
@@ -54,6 +56,8 @@ pub(super) const SUBCOMMANDS: &[(&str, i32)] = &[
     ("shards", 2),
     ("slaves", 3),
     ("slots", 2),
+    ("stagekeys", -3),
+    ("unstagekeys", -3),
 ];
 
 /// Redis's answer without cluster support.
@@ -100,6 +104,9 @@ fn cluster<M: Mem>(
 ) -> Result<(), StoreError> {
     let t = view.topology();
     let sub = a.get(1);
+    if super::cluster_stage::run(cx, view, sub, a, r)? {
+        return Ok(());
+    }
     match () {
         _ if is(sub, "HELP") => help(r),
         _ if is(sub, "SLOTS") => slots(t, tls, r),
@@ -113,7 +120,7 @@ fn cluster<M: Mem>(
             Some(slot) if !(0..i64::from(SLOTS)).contains(&slot) => r.error("ERR Invalid slot"),
             Some(slot) => {
                 let mut n = 0i64;
-                keys_in_slot(cx, slot as u16, usize::MAX, &mut |_| n += 1)?;
+                keys_in_slot(cx, 0, slot as u16, usize::MAX, &mut |_| n += 1)?;
                 r.int(n);
             }
         },
@@ -127,7 +134,7 @@ fn cluster<M: Mem>(
                 let mut n = 0;
                 let limit = cx.output_limit;
                 let mut over = false;
-                keys_in_slot(cx, slot as u16, max as usize, &mut |k| {
+                keys_in_slot(cx, 0, slot as u16, max as usize, &mut |k| {
                     over |= r.buf.len().saturating_add(k.len() + 16) > limit;
                     if !over {
                         r.bulk(k);
@@ -149,16 +156,29 @@ fn cluster<M: Mem>(
     Ok(())
 }
 
-/// Calls `f` with each live key of db 0 in `slot`, up to `max` of them. It walks the whole
-/// keyspace: the store keeps no index by slot (a key's slot is computed as it is met), so
-/// COUNTKEYSINSLOT and GETKEYSINSLOT cost a scan of every key, as KEYS does.
-fn keys_in_slot<M: Mem>(
+/// Calls `f` with each live key of database `db` in `slot`, up to `max` of them; database 0 is
+/// selected after. It walks the whole keyspace: the store keeps no index by slot (a key's slot
+/// is computed as it is met), so COUNTKEYSINSLOT and GETKEYSINSLOT cost a scan of every key, as
+/// KEYS does.
+pub(super) fn keys_in_slot<M: Mem>(
+    cx: &mut Cx<M>,
+    db: usize,
+    slot: u16,
+    max: usize,
+    f: &mut dyn FnMut(&[u8]),
+) -> Result<(), StoreError> {
+    cx.store.select(db);
+    let r = each_in_slot(cx, slot, max, f);
+    cx.store.select(0);
+    r
+}
+
+fn each_in_slot<M: Mem>(
     cx: &mut Cx<M>,
     slot: u16,
     max: usize,
     f: &mut dyn FnMut(&[u8]),
 ) -> Result<(), StoreError> {
-    cx.store.select(0);
     let buckets = cx.store.geometry().buckets;
     let now = cx.now_ms;
     let (mut b, mut n) = (0, 0);
@@ -349,6 +369,13 @@ fn help(r: &mut Reply) {
         "    start, end, master and replicas IP addresses, ports and ids",
         "SHARDS",
         "    Return information about slot range mappings and the nodes associated with them.",
+        "STAGEKEYS <key> [<key> ...]",
+        "    (Mojim) Take keys of slots moving away into the move's stage; return their DUMP and",
+        "    PEXPIRETIME. Used by `mojim kv cluster move-slots`.",
+        "GETSTAGEDKEYS <slot> <count>",
+        "    (Mojim) Return the names of staged keys in a slot.",
+        "UNSTAGEKEYS <key> [<key> ...]",
+        "    (Mojim) Drop staged keys once the target holds them.",
         "The topology lives in etcd: `mojim kv cluster` changes it (the subcommands that change it",
         "    in Redis are refused here).",
         "HELP",

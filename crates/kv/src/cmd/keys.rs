@@ -4,6 +4,8 @@
 
 mod copy;
 mod dump;
+
+pub(super) use dump::dump_payload;
 #[cfg(test)]
 mod tests;
 
@@ -401,16 +403,7 @@ pub(super) fn move_key<M: Mem>(
         r.int(0);
         return Ok(());
     };
-    let mut value = Vec::new();
-    cx.store.value_into(&src, &mut value)?;
-    cx.store.unlink(&src)?;
-    cx.store.select(to);
-    // An expired key of that name in the destination is replaced.
-    let old = cx.store.find(key)?;
-    let h = &src.head;
-    let put = cx.store.put_encoded(key, h.kind, h.encoding, h.expire_ms, &[&value], 0, old.as_ref());
-    cx.store.select(s.db);
-    put?;
+    move_entry(cx, &src, key, s.db, to)?;
     cx.watches.touch(to, key);
     // The key is new in the other database (`notify::after` sees only this one).
     cx.notify_in(to, NEW, "new", key);
@@ -418,6 +411,29 @@ pub(super) fn move_key<M: Mem>(
     cx.notify_in(to, GENERIC, "move_to", key);
     r.int(1);
     Ok(())
+}
+
+/// Moves the entry `src` of `key` from database `from` (selected) to database `to`, where the
+/// key is not live (an expired one of that name there is replaced); `from` is selected after.
+/// The value moves as it is stored: its blocks stay where they are.
+pub(super) fn move_entry<M: Mem>(
+    cx: &mut Cx<M>,
+    src: &crate::store::Found,
+    key: &[u8],
+    from: usize,
+    to: usize,
+) -> Result<(), StoreError> {
+    let mut value = Vec::new();
+    cx.store.value_into(src, &mut value)?;
+    cx.store.unlink(src)?;
+    cx.store.select(to);
+    let old = cx.store.find(key);
+    let h = &src.head;
+    let put = old.and_then(|old| {
+        cx.store.put_encoded(key, h.kind, h.encoding, h.expire_ms, &[&value], 0, old.as_ref()).map(|_| ())
+    });
+    cx.store.select(from);
+    put
 }
 
 /// RANDOMKEY: a live key of the database, drawn at random; a null when there is none.

@@ -11,6 +11,7 @@ pub mod args;
 pub mod blocking;
 pub mod client;
 mod cluster;
+mod cluster_stage;
 mod coll_scan;
 mod config;
 pub mod errorstats;

@@ -73,7 +73,13 @@ pub(super) fn check<M: Mem>(
             }
             match cx.store.get(k, cx.now_ms) {
                 Ok(Some(_)) => p.existing += 1,
-                Ok(None) => p.missing += 1,
+                Ok(None) => {
+                    p.missing += 1;
+                    match super::cluster_stage::is_staged(cx, k) {
+                        Ok(staged) => p.staged += usize::from(staged),
+                        Err(e) => failed = Some(e),
+                    }
+                }
                 Err(e) => failed = Some(e),
             }
         });

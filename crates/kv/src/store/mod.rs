@@ -39,8 +39,8 @@ pub use error::StoreError;
 pub use journal::{coalesce, Savepoint};
 pub use key_hash::KeyHasher;
 pub use layout::{
-    kind_name, EntryHead, Geometry, ENC_EMBSTR, ENC_INTSET, ENC_LISTPACK, ENC_PLAIN, ENC_QUICKLIST, ENC_RAW,
-    ENC_TREE, ENC_ZSET_INDEX, KIND_HASH, KIND_LIST, KIND_SET, KIND_STRING, KIND_ZSET,
+    kind_name, EntryHead, Geometry, DBS, ENC_EMBSTR, ENC_INTSET, ENC_LISTPACK, ENC_PLAIN, ENC_QUICKLIST,
+    ENC_RAW, ENC_TREE, ENC_ZSET_INDEX, KIND_HASH, KIND_LIST, KIND_SET, KIND_STRING, KIND_ZSET,
 };
 pub use lazyfree::LAZYFREE_THRESHOLD;
 pub use mem::{Mem, VecMem};

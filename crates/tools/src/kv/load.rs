@@ -86,6 +86,8 @@ pub struct RunOutcome {
     pub moved: u64,
     /// `-ASK` answers followed.
     pub asked: u64,
+    /// `-TRYAGAIN` answers (a key in flight between two shards), each operation sent again.
+    pub retried: u64,
 }
 
 /// The name of record `n` (`user<fnv64(n)>`, YCSB's hashed key), and its length.
@@ -349,6 +351,7 @@ struct Driver<'a> {
     shard_ops: Vec<u64>,
     moved: u64,
     asked: u64,
+    retried: u64,
 }
 
 impl Driver<'_> {
@@ -452,6 +455,12 @@ impl Driver<'_> {
             self.moved += 1;
             self.route.moved(r.slot, to);
         }
+        self.resend(c, from, to, exp)
+    }
+
+    /// Sends the operation `exp` belongs to (answered on link `from`) again on link `to`.
+    fn resend(&mut self, c: &mut Conn, from: usize, to: usize, exp: Expect) -> Result<()> {
+        let l = &mut c.links[to];
         match (exp.cmd, c.batch[exp.slot]) {
             (Cmd::Get, AnyOp::Str(op)) => {
                 encode_get(&mut l.out, op.key);
@@ -480,11 +489,13 @@ impl Driver<'_> {
                 return Err(fail(addr, format!("sent a reply nobody asked for: {}", reply.to_value())));
             };
             let op = c.batch[exp.slot];
-            let mut redirect = None;
+            let (mut redirect, mut again) = (None, false);
             match (exp.cmd, &reply) {
                 (_, Reply::Error(e)) if self.route.is_cluster() && Redirect::parse(e).is_some() => {
                     redirect = Redirect::parse(e);
                 }
+                // A key in flight between two shards (a slot move): the same shard again.
+                (_, Reply::Error(e)) if self.route.is_cluster() && e.starts_with(b"TRYAGAIN") => again = true,
                 (_, Reply::Error(e)) => {
                     return Err(fail(
                         addr,
@@ -508,6 +519,11 @@ impl Driver<'_> {
             l.parsed += n;
             if let Some(r) = redirect {
                 self.redirect(c, li, exp, r)?;
+                continue;
+            }
+            if again {
+                self.retried += 1;
+                self.resend(c, li, li, exp)?;
                 continue;
             }
             if let Some(w) = exp.then {
@@ -570,6 +586,7 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome> {
         route,
         moved: 0,
         asked: 0,
+        retried: 0,
     };
     for c in &mut conns {
         d.start_batch(c)?;
@@ -652,5 +669,6 @@ pub fn run(spec: &RunSpec) -> Result<RunOutcome> {
         shard_ops,
         moved: d.moved,
         asked: d.asked,
+        retried: d.retried,
     })
 }

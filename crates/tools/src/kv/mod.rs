@@ -571,12 +571,25 @@ fn each_key(
     args: &[&[u8]],
     ok: impl Fn(&Value) -> bool,
 ) -> Result<()> {
+    each_named_key(ks, keys, key_name, args, ok, &mut |_| {})
+}
+
+/// As [`each_key`], key `i` named `name(i)`; `done` is told how many keys are done after each
+/// pipelined round (256 keys).
+pub(crate) fn each_named_key(
+    ks: &mut route::Keyspace,
+    keys: std::ops::Range<u64>,
+    name: impl Fn(u64) -> String,
+    args: &[&[u8]],
+    ok: impl Fn(&Value) -> bool,
+    done: &mut dyn FnMut(u64),
+) -> Result<()> {
     let what = String::from_utf8_lossy(args[0]).into_owned();
     let mut n = keys.start;
     while n < keys.end {
         let end = (n + 256).min(keys.end);
         for i in n..end {
-            let key = key_name(i);
+            let key = name(i);
             let mut full: Vec<&[u8]> = vec![args[0], key.as_bytes()];
             full.extend_from_slice(&args[1..]);
             ks.client_for(key.as_bytes()).queue(&full);
@@ -587,6 +600,7 @@ fn each_key(
             }
         }
         n = end;
+        done(n - keys.start);
     }
     Ok(())
 }

@@ -105,6 +105,8 @@ pub struct Outcome {
     pub p99_ratio: f64,
     pub moved: u64,
     pub asked: u64,
+    /// TRYAGAIN answers (a key in flight), each operation sent again.
+    pub retried: u64,
 }
 
 impl Outcome {
@@ -117,7 +119,8 @@ impl Outcome {
         format!(
             "slot move under load: {} slots, {mib:.1} MiB in {} keys of {} B; {} clients SET {} B\n\
              {:<12} {:>10} {:>9} {:>9}\n{}{}\
-             move: {:.1} s, {:.1} MiB/s, {:.0} keys/s; p99 during ÷ before {:.2}; MOVED {}, ASK {}\n",
+             move: {:.1} s, {:.1} MiB/s, {:.0} keys/s; p99 during ÷ before {:.2}; MOVED {}, ASK {}, \
+             TRYAGAIN {}\n",
             self.slots,
             self.keys,
             self.value_size,
@@ -135,6 +138,7 @@ impl Outcome {
             self.p99_ratio,
             self.moved,
             self.asked,
+            self.retried,
         )
     }
 }
@@ -222,7 +226,7 @@ pub fn run(plan: &Plan, env: &Env, server: &Server, a: &BenchArgs) -> Result<Out
         last
     });
     let mut during = Histogram::<u64>::new(3).expect("a histogram");
-    let (mut ops, mut secs, mut moved, mut asked) = (0u64, 0f64, 0u64, 0u64);
+    let (mut ops, mut secs, mut moved, mut asked, mut retried) = (0u64, 0f64, 0u64, 0u64, 0u64);
     let mut seed = 2;
     let status = loop {
         if let Some(status) = tool.try_wait().map_err(Error::io("wait for move-slots"))? {
@@ -232,7 +236,7 @@ pub fn run(plan: &Plan, env: &Env, server: &Server, a: &BenchArgs) -> Result<Out
         seed += 1;
         during.add(&slice.hist).expect("histograms of one shape");
         (ops, secs) = (ops + slice.ops, secs + slice.secs);
-        (moved, asked) = (moved + slice.moved, asked + slice.asked);
+        (moved, asked, retried) = (moved + slice.moved, asked + slice.asked, retried + slice.retried);
     };
     let move_s = t0.elapsed().as_secs_f64();
     let last = relay.join().unwrap_or_default();
@@ -265,6 +269,7 @@ pub fn run(plan: &Plan, env: &Env, server: &Server, a: &BenchArgs) -> Result<Out
         p99_ratio: us(&during, 0.99) / us(&before.hist, 0.99).max(1e-9),
         moved,
         asked,
+        retried,
     })
 }
 
@@ -273,35 +278,19 @@ fn fill(plan: &Plan, tags: &[String], ks: &mut Keyspace) -> Result<()> {
     let value: Vec<u8> = (0..plan.value).map(|i| b'a' + (i % 26) as u8).collect();
     let total = plan.keys();
     let (t0, mut shown) = (Instant::now(), Instant::now());
-    let mut n = 0;
-    while n < total {
-        let end = (n + 256).min(total);
-        for i in n..end {
-            let k = key(tags, i);
-            ks.client_for(k.as_bytes()).queue(&[b"SET", k.as_bytes(), &value]);
-        }
-        for c in &mut ks.clients {
-            for v in c.exec()? {
-                if !matches!(&v, Value::Simple(s) if s == "OK") {
-                    return Err(Error::Io {
-                        op: format!("load the moved values into {}", c.addr()),
-                        source: std::io::Error::other(format!("SET answered {v}")),
-                    });
-                }
-            }
-        }
-        n = end;
+    let mib = |n: u64| (n * plan.value as u64) as f64 / f64::from(1 << 20);
+    let is_ok = |v: &Value| matches!(v, Value::Simple(s) if s == "OK");
+    super::each_named_key(ks, 0..total, |i| key(tags, i), &[b"SET", &value], is_ok, &mut |n| {
         if shown.elapsed() >= Duration::from_secs(1) || n == total {
             shown = Instant::now();
             eprintln!(
                 "kv-move: loaded {:.0} of {:.0} MiB ({:.1} s)",
-                (n * plan.value as u64) as f64 / f64::from(1 << 20),
-                (total * plan.value as u64) as f64 / f64::from(1 << 20),
+                mib(n),
+                mib(total),
                 t0.elapsed().as_secs_f64()
             );
         }
-    }
-    Ok(())
+    })
 }
 
 /// After the move: the second shard (`target`) owns every moved slot and holds every key loaded

@@ -87,19 +87,24 @@ fn dump_value<M: Mem>(cx: &Cx<M>, f: &Found, out: &mut Vec<u8>) -> Result<bool, 
     Ok(true)
 }
 
+/// The `DUMP` payload of the live entry `f`; `None` for a kind that has no serializer yet.
+pub(in crate::cmd) fn dump_payload<M: Mem>(cx: &Cx<M>, f: &Found) -> Result<Option<Vec<u8>>, StoreError> {
+    let mut payload = Vec::new();
+    Ok(dump_value(cx, f, &mut payload)?.then_some(payload))
+}
+
 pub(in crate::cmd) fn dump<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) -> Result<(), StoreError> {
     let Some(f) = cx.store.get(a.get(1), cx.now_ms)? else {
         r.null();
         return Ok(());
     };
-    let mut payload = Vec::new();
-    if !dump_value(cx, &f, &mut payload)? {
+    let Some(payload) = dump_payload(cx, &f)? else {
         r.error(&format!(
             "ERR mojim kv cannot DUMP a {} yet: strings, hashes, lists, sets and sorted sets only",
             kind_name(f.head.kind)
         ));
         return Ok(());
-    }
+    };
     cx.reply_room(r, payload.len() + 16)?;
     r.bulk(&payload);
     Ok(())
