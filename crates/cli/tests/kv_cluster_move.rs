@@ -316,6 +316,32 @@ fn the_source_killed_mid_move_restarts_and_the_move_resumes() {
     assert!(!status(&shards).contains("moving slot"), "{}", status(&shards));
 }
 
+/// The target's `mojim kv` killed -9 mid-move, with a batch staged on the source: the tool
+/// stops, naming it, and the batch's keys stay staged (TRYAGAIN) rather than lost; the server
+/// restarted on its region, the move resumes and lands them.
+#[test]
+fn the_target_killed_mid_move_restarts_and_the_move_resumes() {
+    let Some(etcd) = EtcdServer::start_for_test() else { return };
+    let mut shards = Shards::start("kv_move_target", 2, &etcd.endpoint(), "/move-target");
+    let dir = shards.shards[0].dir.path().to_owned();
+    run_python(&shards, &dir, "load", &[]);
+
+    let w = start_writer(&shards, &dir);
+    let tool = start_move(&shards, &["--from", "p0", "--to", "p1", "--slots", "0-99", "--pipeline", "3"]);
+    shards.servers[1].take().expect("shard 1's server runs").kill();
+    let (ended_well, said) = tool.finish();
+    assert!(!ended_well && said.contains("shard ") && said.contains("move-slots` again"), "{said}");
+    // As the tool would have been cut short between STAGEKEYS and the target's write.
+    assert!(stage_as_a_cut_short_run(&shards, 0, 0..100) > 0, "the killed run left keys to move");
+    shards.start_server(1);
+    let out = ok(&shards.shards[0], &["kv", "cluster", "move-slots"]);
+    assert!(out.contains("moved "), "{out}");
+    stop_writer(&dir, w);
+    let checked = run_python(&shards, &dir, "check", &["1"]);
+    assert!(checked.contains("checked 2040 keys"), "{checked}");
+    assert!(!status(&shards).contains("moving slot"), "{}", status(&shards));
+}
+
 /// A move killed -9 mid-way (keys staged as if it died in a batch) is given back with
 /// --rollback: the keys of every slot still moving (the one cut short among them) return to
 /// the source, which keeps those slots; the slots
