@@ -342,6 +342,37 @@ fn the_target_killed_mid_move_restarts_and_the_move_resumes() {
     assert!(!status(&shards).contains("moving slot"), "{}", status(&shards));
 }
 
+/// The target's mirror, then the source's, killed -9 mid-move and restarted from its folder:
+/// the shard's writes wait for it (or the tool stops, naming the shard, and is run again), and
+/// every key lands once, values and expiries intact, no acknowledged increment lost.
+#[test]
+fn the_mirrors_killed_mid_move_restart_and_the_move_ends() {
+    let Some(etcd) = EtcdServer::start_for_test() else { return };
+    let mut shards = Shards::start("kv_move_mirrors", 2, &etcd.endpoint(), "/move-mirrors");
+    let dir = shards.shards[0].dir.path().to_owned();
+    run_python(&shards, &dir, "load", &[]);
+
+    let w = start_writer(&shards, &dir);
+    let tool = start_move(&shards, &["--from", "p0", "--to", "p1", "--slots", "0-99", "--pipeline", "3"]);
+    for shard in [1, 0] {
+        let c = &mut shards.shards[shard];
+        let addr = c.mirror_addr();
+        c.kill_mirror();
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        c.start_mirror_with(&["--listen", &addr]);
+    }
+    let (ended_well, said) = tool.finish();
+    if !ended_well {
+        assert!(said.contains("move-slots` again"), "{said}");
+        let out = ok(&shards.shards[0], &["kv", "cluster", "move-slots"]);
+        assert!(out.contains("moved "), "{out}");
+    }
+    stop_writer(&dir, w);
+    let checked = run_python(&shards, &dir, "check", &["1"]);
+    assert!(checked.contains("checked 2040 keys"), "{checked}");
+    assert!(!status(&shards).contains("moving slot"), "{}", status(&shards));
+}
+
 /// A move killed -9 mid-way (keys staged as if it died in a batch) is given back with
 /// --rollback: the keys of every slot still moving (the one cut short among them) return to
 /// the source, which keeps those slots; the slots
