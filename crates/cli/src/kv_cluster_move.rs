@@ -554,9 +554,14 @@ impl<'l> Mover<'l> {
             for m in &moves {
                 targets.insert(m.slot, (m.to.clone(), self.addr(&t, &m.to)?));
             }
-            let moved = self.drain((from, &src), &targets)?;
+            let mut moved = self.drain((from, &src), &targets)?;
             for m in moves {
                 self.lock.check().map_err(MoveError::Lock)?;
+                // The stage once more, just before the slot is given: a key staged after the
+                // passes (by a run frozen past its lease and woken) is not lost in it.
+                let dst = &targets[&m.slot];
+                *moved.entry(m.slot).or_default() +=
+                    self.land_staged(m.slot, (from, &src), (&dst.0, &dst.1))?;
                 self.finish(m)?;
                 self.slots_done += 1;
                 self.progress(Some((m.slot, moved.get(&m.slot).copied().unwrap_or(0))));

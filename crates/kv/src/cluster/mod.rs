@@ -13,3 +13,7 @@ pub mod store;
 pub mod topology;
 pub mod view;
 pub mod watcher;
+
+/// The logical database that holds a live slot move's keys in flight on its source (the last of
+/// a store's 16; cluster mode never lets a client select it): `CLUSTER STAGEKEYS`.
+pub const STAGE_DB: usize = crate::store::DBS - 1;

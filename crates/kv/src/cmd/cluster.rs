@@ -120,7 +120,7 @@ fn cluster<M: Mem>(
             Some(slot) if !(0..i64::from(SLOTS)).contains(&slot) => r.error("ERR Invalid slot"),
             Some(slot) => {
                 let mut n = 0i64;
-                keys_in_slot(cx, 0, slot as u16, usize::MAX, &mut |_| n += 1)?;
+                keys_in_slot(cx, 0, false, slot as u16, usize::MAX, &mut |_| n += 1)?;
                 r.int(n);
             }
         },
@@ -134,7 +134,7 @@ fn cluster<M: Mem>(
                 let mut n = 0;
                 let limit = cx.output_limit;
                 let mut over = false;
-                keys_in_slot(cx, 0, slot as u16, max as usize, &mut |k| {
+                keys_in_slot(cx, 0, false, slot as u16, max as usize, &mut |k| {
                     over |= r.buf.len().saturating_add(k.len() + 16) > limit;
                     if !over {
                         r.bulk(k);
@@ -156,25 +156,27 @@ fn cluster<M: Mem>(
     Ok(())
 }
 
-/// Calls `f` with each live key of database `db` in `slot`, up to `max` of them; database 0 is
-/// selected after. It walks the whole keyspace: the store keeps no index by slot (a key's slot
+/// Calls `f` with each key of database `db` in `slot` (live ones, and expired ones too with
+/// `expired`), up to `max` of them; database 0 is selected after. It walks the whole keyspace: the store keeps no index by slot (a key's slot
 /// is computed as it is met), so COUNTKEYSINSLOT and GETKEYSINSLOT cost a scan of every key, as
 /// KEYS does.
 pub(super) fn keys_in_slot<M: Mem>(
     cx: &mut Cx<M>,
     db: usize,
+    expired: bool,
     slot: u16,
     max: usize,
     f: &mut dyn FnMut(&[u8]),
 ) -> Result<(), StoreError> {
     cx.store.select(db);
-    let r = each_in_slot(cx, slot, max, f);
+    let r = each_in_slot(cx, expired, slot, max, f);
     cx.store.select(0);
     r
 }
 
 fn each_in_slot<M: Mem>(
     cx: &mut Cx<M>,
+    expired: bool,
     slot: u16,
     max: usize,
     f: &mut dyn FnMut(&[u8]),
@@ -189,7 +191,7 @@ fn each_in_slot<M: Mem>(
             break;
         }
         cx.store.bucket_entries(b, |st, e, h| {
-            if n >= max || h.expired(now) || !st.in_selected(e, h)? {
+            if n >= max || (!expired && h.expired(now)) || !st.in_selected(e, h)? {
                 return Ok(());
             }
             st.key_into(e, h, &mut key)?;

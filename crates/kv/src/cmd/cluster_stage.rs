@@ -17,6 +17,7 @@
 
 use super::args::{int, Args};
 use super::keys::{dump_payload, move_entry};
+use super::notify::GENERIC;
 use super::{show, Cx, NOT_INT};
 use crate::cluster::slot::key_slot;
 use crate::cluster::topology::SLOTS;
@@ -24,8 +25,7 @@ use crate::cluster::view::CachedView;
 use crate::resp::Reply;
 use crate::store::{kind_name, Mem, StoreError};
 
-/// The database that holds the keys in flight (the last of the store's 16).
-pub(super) const STAGE_DB: usize = crate::store::DBS - 1;
+use crate::cluster::STAGE_DB;
 
 /// `CLUSTER STAGEKEYS`, `GETSTAGEDKEYS` or `UNSTAGEKEYS`; false for another subcommand.
 pub(super) fn run<M: Mem>(
@@ -39,7 +39,8 @@ pub(super) fn run<M: Mem>(
     if !(is("STAGEKEYS") || is("GETSTAGEDKEYS") || is("UNSTAGEKEYS")) {
         return Ok(false);
     }
-    if cx.store.databases() <= STAGE_DB {
+    let one_db = cx.store.databases() <= STAGE_DB;
+    if one_db && !is("GETSTAGEDKEYS") {
         r.error(
             "ERR this store has one database (layout version 1): a live slot move stages keys in a database of \
              their own; copy the data into a new store to move its slots",
@@ -52,9 +53,12 @@ pub(super) fn run<M: Mem>(
             (Some(slot), Some(max)) if !(0..i64::from(SLOTS)).contains(&slot) || max < 0 => {
                 r.error("ERR Invalid slot or number of keys")
             }
+            // A store of one database stages nothing.
+            _ if one_db || cx.store.db_keys(STAGE_DB) == 0 => r.array(0),
             (Some(slot), Some(max)) => {
                 let mut keys = Vec::new();
-                super::cluster::keys_in_slot(cx, STAGE_DB, slot as u16, max as usize, &mut |k| {
+                // Expired ones too: they stay staged until the move drops them.
+                super::cluster::keys_in_slot(cx, STAGE_DB, true, slot as u16, max as usize, &mut |k| {
                     keys.push(k.to_vec())
                 })?;
                 cx.reply_room(r, keys.iter().map(|k| k.len() + 16).sum())?;
@@ -99,25 +103,26 @@ pub(super) fn run<M: Mem>(
 }
 
 /// Stages `key` (if it is live in database 0 and not staged yet) and answers the staged value
-/// as [payload, PEXPIRETIME] (-1: no expiry), or a null when neither holds it.
+/// as [payload, PEXPIRETIME] (-1: no expiry), or a null when neither holds it live.
 fn stage<M: Mem>(cx: &mut Cx<M>, key: &[u8], r: &mut Reply) -> Result<(), StoreError> {
     cx.store.select(STAGE_DB);
     let staged = cx.store.find(key)?;
     let found = match staged {
         // Staged by a run cut short: the same again.
         Some(f) if !f.head.expired(cx.now_ms) => Some(f),
-        // It expired in flight: gone, as it would be at home.
-        Some(f) => {
-            cx.store.remove(&f)?;
-            None
-        }
+        // It expired in flight: nothing to write on the target, but it stays staged (the
+        // source answers TRYAGAIN) until UNSTAGEKEYS, so that no client writes the key on the
+        // target before whatever this move wrote there is settled.
+        Some(_) => None,
         None => {
             cx.store.select(0);
             match cx.store.get(key, cx.now_ms)? {
                 Some(f) => {
                     move_entry(cx, &f, key, 0, STAGE_DB)?;
-                    // A transaction that watches it sees it change.
+                    // A transaction that watches it sees it change; it leaves the keyspace as
+                    // Redis's MIGRATE deletes it.
                     cx.watches.touch(0, key);
+                    cx.notify(GENERIC, "del", key);
                     cx.store.select(STAGE_DB);
                     cx.store.get(key, cx.now_ms)?
                 }
@@ -150,13 +155,15 @@ fn stage<M: Mem>(cx: &mut Cx<M>, key: &[u8], r: &mut Reply) -> Result<(), StoreE
 }
 
 /// Whether `key` is staged (in flight to the target of its slot's move), for the routing of a
-/// slot moving away. A key that expired in flight is not: it is gone, wherever it is.
+/// slot moving away. A key that expired in flight counts until the move drops it: were the
+/// source to answer ASK, a client could write the key on the target before the move's own
+/// write of it lands there (and is undone by its expiry in the past).
 pub(super) fn is_staged<M: Mem>(cx: &mut Cx<M>, key: &[u8]) -> Result<bool, StoreError> {
-    if cx.store.databases() <= STAGE_DB {
+    if cx.store.databases() <= STAGE_DB || cx.store.db_keys(STAGE_DB) == 0 {
         return Ok(false);
     }
     cx.store.select(STAGE_DB);
-    let found = cx.store.get(key, cx.now_ms);
+    let found = cx.store.find(key);
     cx.store.select(0);
     Ok(found?.is_some())
 }

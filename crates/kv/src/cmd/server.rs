@@ -248,7 +248,9 @@ fn info<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply) {
     }
     if want("KEYSPACE") {
         t.push_str("# Keyspace\r\n");
-        for db in 0..cx.databases() {
+        // Cluster mode has database 0 alone (a slot move's stage is not a client's database).
+        let shown = if cx.cluster.is_some() { 1 } else { cx.databases() };
+        for db in 0..shown {
             let keys = cx.store.db_keys(db);
             if keys > 0 {
                 let _ = write!(t, "db{db}:keys={keys},expires={},avg_ttl=0\r\n", cx.store.db_expires(db));

@@ -164,6 +164,8 @@ impl Harness {
 
 /// Cluster mode's commands and redirects.
 mod cluster;
+/// A live slot move's stage under clients, expiry and a second run of the tool.
+mod cluster_stage;
 
 fn ok() -> Value {
     Value::Simple(b"OK".to_vec())

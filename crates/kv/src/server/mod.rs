@@ -242,6 +242,11 @@ pub fn run_with(opts: &KvOptions, control: Control) -> Result<(), KvError> {
         batches: Default::default(),
         cluster: control.cluster.map(crate::cluster::view::CachedView::new),
     };
+    // A key in flight (staged) that expires stays staged until the move drops it: the source
+    // answers TRYAGAIN for it, not ASK, until the target has whatever the move wrote there.
+    if server.cluster.is_some() {
+        server.store.keep_expired_in(Some(crate::cluster::STAGE_DB));
+    }
     server.sweep_stale()?;
     if let Some(l) = control.metrics {
         let sc = scrape::Scrape::new().map_err(KvError::io("make the metrics listener's eventfd"))?;

@@ -159,7 +159,9 @@ impl super::Server<'_> {
     /// The counters now, for the metrics listener (on the command thread, between turns).
     pub(super) fn snapshot(&self) -> Snapshot {
         let g = self.store.geometry();
-        let databases = self.opts.databases.min(self.store.databases()).max(1);
+        // Cluster mode has database 0 alone (a slot move's stage is not a client's database).
+        let databases =
+            if self.cluster.is_some() { 1 } else { self.opts.databases.min(self.store.databases()).max(1) };
         Snapshot {
             commands: self.telemetry.commands.rows(POWERS),
             commands_processed: self.stats.commands,

@@ -33,6 +33,20 @@ impl<M: Mem> Store<M> {
         self.selected
     }
 
+    /// From now on [`Store::expire_buckets`] leaves the expired keys of logical database `db`
+    /// where they are (`None`: it removes every expired key). Lookups still see them expired.
+    pub fn keep_expired_in(&mut self, db: Option<usize>) {
+        self.keep_expired = db.filter(|&d| d < self.databases());
+    }
+
+    /// Whether the entry at `e` is of the database whose expired keys stay.
+    pub(crate) fn keeps_expired(&self, e: u64, head: &EntryHead) -> Result<bool, StoreError> {
+        match self.keep_expired {
+            Some(db) => Ok(self.entry_db(e, head)?.0 == self.phys(db)),
+            None => Ok(false),
+        }
+    }
+
     /// The physical database of logical database `db`.
     fn phys(&self, db: usize) -> usize {
         if self.prefixed {

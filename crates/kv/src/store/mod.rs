@@ -90,6 +90,9 @@ pub struct Store<M: Mem> {
     prefixed: bool,
     /// The logical database commands work in.
     selected: usize,
+    /// A logical database whose expired keys [`Store::expire_buckets`] leaves in place (the
+    /// stage of a live slot move, `cmd::cluster_stage`: its keys go only when the move says so).
+    keep_expired: Option<usize>,
     /// A stored key being built (reused).
     ikey_buf: Vec<u8>,
     /// Stores made since the store was opened.
@@ -171,6 +174,7 @@ impl<M: Mem> Store<M> {
             opened,
             prefixed: version >= 2,
             selected: 0,
+            keep_expired: None,
             ikey_buf: Vec::new(),
             stores: 0,
             spare_page: std::cell::Cell::new(None),

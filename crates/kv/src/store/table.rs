@@ -446,7 +446,7 @@ impl<M: Mem> Store<M> {
             let stale = self.dy.dbs.stale_keys > 0;
             self.chain_entries(b, word, |s, e, h| {
                 // Expired, or of a database flushed since (its generation is not the current).
-                if h.expired(now_ms) || (stale && !s.entry_db(e, h)?.1) {
+                if (h.expired(now_ms) && !s.keeps_expired(e, h)?) || (stale && !s.entry_db(e, h)?.1) {
                     let mut k = Vec::new();
                     s.stored_key_into(e, h, &mut k)?;
                     victims.push(k);
