@@ -433,6 +433,9 @@ struct Mover<'l> {
     slots_done: usize,
     slots_total: usize,
     last_print: Instant,
+    /// Keys the target holds now that are still in their source's stage (shard, address,
+    /// keys): dropped from it together with the next batch's staging, one group for both.
+    unstage: Option<(String, String, Vec<Vec<u8>>)>,
 }
 
 impl<'l> Mover<'l> {
@@ -449,6 +452,7 @@ impl<'l> Mover<'l> {
             slots_done: 0,
             slots_total: 0,
             last_print: now,
+            unstage: None,
         }
     }
 
@@ -651,6 +655,7 @@ impl<'l> Mover<'l> {
                 self.progress(None);
             }
             if met == 0 {
+                self.flush_unstage()?;
                 return Ok(moved);
             }
         }
@@ -664,10 +669,40 @@ impl<'l> Mover<'l> {
         src: (&str, &str),
         dst: (&str, &str),
     ) -> Result<u64, MoveError> {
-        // Out of the source's keyspace: from now on the source answers TRYAGAIN for them.
+        // Out of the source's keyspace: from now on the source answers TRYAGAIN for them. The
+        // last batch's keys leave the stage in the same request (one turn of the source's
+        // event loop, so one group, where the source is the last batch's).
         let mut stage = args(&[b"CLUSTER", b"STAGEKEYS"]);
         stage.extend(keys.iter().cloned());
-        let staged = self.one(src, "CLUSTER STAGEKEYS", stage)?;
+        let staged = match self.unstage.take() {
+            Some((shard, addr, landed)) if shard == src.0 && addr == src.1 => {
+                let mut unstage = args(&[b"CLUSTER", b"UNSTAGEKEYS"]);
+                unstage.extend(landed);
+                let mut replies = self.exec(src, &[unstage, stage])?;
+                let staged = replies.pop().expect("two replies");
+                if let Some(Value::Error(e)) = replies.pop() {
+                    let got = format!("-{e}");
+                    return Err(MoveError::Reply {
+                        addr: src.1.to_owned(),
+                        command: "CLUSTER UNSTAGEKEYS",
+                        got,
+                    });
+                }
+                staged
+            }
+            other => {
+                self.unstage = other;
+                self.flush_unstage()?;
+                self.one(src, "CLUSTER STAGEKEYS", stage)?
+            }
+        };
+        if let Value::Error(e) = &staged {
+            return Err(MoveError::Reply {
+                addr: src.1.to_owned(),
+                command: "CLUSTER STAGEKEYS",
+                got: format!("-{e}"),
+            });
+        }
         let staged = array(&staged, keys.len())
             .ok_or_else(|| reply_error(src.1, "CLUSTER STAGEKEYS", &staged))?
             .to_vec();
@@ -697,10 +732,9 @@ impl<'l> Mover<'l> {
                 return Err(reply_error(dst.1, "EVAL (RESTORE)", &done));
             }
         }
-        // Out of the stage: clients are sent to the target (ASK) from now on.
-        let mut unstage = args(&[b"CLUSTER", b"UNSTAGEKEYS"]);
-        unstage.extend(keys.iter().cloned());
-        self.one(src, "CLUSTER UNSTAGEKEYS", unstage)?;
+        // Out of the stage, with the next batch's staging (or alone, [`Mover::flush_unstage`]):
+        // clients are sent to the target (ASK) from then on.
+        self.unstage = Some((src.0.to_owned(), src.1.to_owned(), keys.to_vec()));
         let n = n as u64;
         self.keys += n;
         Ok(n)
@@ -711,6 +745,8 @@ impl<'l> Mover<'l> {
     fn land_staged(&mut self, slot: u16, src: (&str, &str), dst: (&str, &str)) -> Result<u64, MoveError> {
         let mut moved = 0;
         loop {
+            // Keys landed already leave the stage first: they are not listed again.
+            self.flush_unstage()?;
             let (slot_arg, count) = (slot.to_string(), self.batch.to_string());
             let listed = self.one(
                 src,
@@ -724,6 +760,16 @@ impl<'l> Mover<'l> {
             self.lock.check().map_err(MoveError::Lock)?;
             moved += self.move_batch(&keys, src, dst)?;
         }
+    }
+
+    /// Drops the keys of the last batch from their source's stage, if that was not done with a
+    /// later batch's staging.
+    fn flush_unstage(&mut self) -> Result<(), MoveError> {
+        let Some((shard, addr, keys)) = self.unstage.take() else { return Ok(()) };
+        let mut unstage = args(&[b"CLUSTER", b"UNSTAGEKEYS"]);
+        unstage.extend(keys);
+        self.one((&shard, &addr), "CLUSTER UNSTAGEKEYS", unstage)?;
+        Ok(())
     }
 
     /// Ends the move of `m.slot` once its source holds no key: the slot goes to the target, the
