@@ -175,18 +175,13 @@ fn what_a_cluster_cannot_run_is_refused_before_anything_starts() {
     }
 }
 
-/// A slot range changes owner in etcd while the load runs: the load is answered MOVED, sends
-/// the operations again to the new owner, counts the redirects, and the run completes.
-#[test]
-fn the_load_follows_moved_when_the_slots_change_owner_mid_run() {
-    let Some(etcd) = EtcdServer::start_for_test() else { return };
-    let dir = TempDir::new("kv-bench-cluster-moved");
-    let mut janitor = Janitor::start();
-    let env = Env {
+/// What `shards::start` needs for a cluster of 2 shards of 16 MiB in `dir`, on `etcd`.
+fn two_shards<'a>(dir: &'a Path, etcd: &'a EtcdServer) -> Env<'a> {
+    Env {
         redis_server: Path::new("redis-server"),
         mojim: common::exe(),
-        dir: dir.path(),
-        disk_dir: dir.path(),
+        dir,
+        disk_dir: dir,
         region_size: 16 << 20,
         kv_args: &[],
         busy_poll_us: 0,
@@ -194,8 +189,18 @@ fn the_load_follows_moved_when_the_slots_change_owner_mid_run() {
         log_capacity: None,
         tls: None,
         shards: &[2],
-        etcd: Some(&etcd),
-    };
+        etcd: Some(etcd),
+    }
+}
+
+/// A slot range changes owner in etcd while the load runs: the load is answered MOVED, sends
+/// the operations again to the new owner, counts the redirects, and the run completes.
+#[test]
+fn the_load_follows_moved_when_the_slots_change_owner_mid_run() {
+    let Some(etcd) = EtcdServer::start_for_test() else { return };
+    let dir = TempDir::new("kv-bench-cluster-moved");
+    let mut janitor = Janitor::start();
+    let env = two_shards(dir.path(), &etcd);
     let server = shards::start(&env, "moved", 2, &mut janitor).expect("a cluster of 2 shards starts");
     load_records(&server.addr, true, 100, 32, Wait::None).expect("load");
     let spec = RunSpec {
@@ -240,20 +245,7 @@ fn the_load_sends_again_what_is_answered_tryagain() {
     let Some(etcd) = EtcdServer::start_for_test() else { return };
     let dir = TempDir::new("kv-bench-cluster-tryagain");
     let mut janitor = Janitor::start();
-    let env = Env {
-        redis_server: Path::new("redis-server"),
-        mojim: common::exe(),
-        dir: dir.path(),
-        disk_dir: dir.path(),
-        region_size: 16 << 20,
-        kv_args: &[],
-        busy_poll_us: 0,
-        read_barrier: None,
-        log_capacity: None,
-        tls: None,
-        shards: &[2],
-        etcd: Some(&etcd),
-    };
+    let env = two_shards(dir.path(), &etcd);
     let server = shards::start(&env, "tryagain", 2, &mut janitor).expect("a cluster of 2 shards starts");
     load_records(&server.addr, true, 4, 32, Wait::None).expect("load");
     // The slot of record 0's key moves from its owner to the other shard.

@@ -293,27 +293,11 @@ fn slots_move_live_and_a_killed_move_resumes() {
     assert!(st.contains("slots 0-8191 (8192 slots)") && !st.contains("moving slot"), "{st}");
 }
 
-/// The source's `mojim kv` killed -9 mid-move: the tool stops, naming it; the server restarted on
-/// its region, the move resumes, and nothing acknowledged to a client or the tool is lost.
+/// The source's `mojim kv` killed -9 mid-move: the tool stops, naming it; the server restarted
+/// on its region, the move resumes, and nothing acknowledged to a client or the tool is lost.
 #[test]
 fn the_source_killed_mid_move_restarts_and_the_move_resumes() {
-    let Some(etcd) = EtcdServer::start_for_test() else { return };
-    let mut shards = Shards::start("kv_move_source", 2, &etcd.endpoint(), "/move-source");
-    let dir = shards.shards[0].dir.path().to_owned();
-    run_python(&shards, &dir, "load", &[]);
-
-    let w = start_writer(&shards, &dir);
-    let tool = start_move(&shards, &["--from", "p0", "--to", "p1", "--slots", "0-99", "--pipeline", "3"]);
-    shards.servers[0].take().expect("shard 0's server runs").kill();
-    let (ended_well, said) = tool.finish();
-    assert!(!ended_well && said.contains("shard ") && said.contains("move-slots` again"), "{said}");
-    shards.start_server(0);
-    let out = ok(&shards.shards[0], &["kv", "cluster", "move-slots"]);
-    assert!(out.contains("moved "), "{out}");
-    stop_writer(&dir, w);
-    let checked = run_python(&shards, &dir, "check", &["1"]);
-    assert!(checked.contains("checked 2040 keys"), "{checked}");
-    assert!(!status(&shards).contains("moving slot"), "{}", status(&shards));
+    a_server_killed_mid_move_restarts_and_the_move_resumes("kv_move_source", "/move-source", 0);
 }
 
 /// The target's `mojim kv` killed -9 mid-move, with a batch staged on the source: the tool
@@ -321,19 +305,25 @@ fn the_source_killed_mid_move_restarts_and_the_move_resumes() {
 /// restarted on its region, the move resumes and lands them.
 #[test]
 fn the_target_killed_mid_move_restarts_and_the_move_resumes() {
+    a_server_killed_mid_move_restarts_and_the_move_resumes("kv_move_target", "/move-target", 1);
+}
+
+/// Shard `killed`'s server (0: the source, 1: the target) killed -9 while slots 0-99 move
+/// from shard 0 to shard 1, then restarted; keys of every slot still moving staged as a run cut
+/// short in a batch leaves them; the move run again to its end, and every key checked.
+fn a_server_killed_mid_move_restarts_and_the_move_resumes(test: &str, prefix: &str, killed: usize) {
     let Some(etcd) = EtcdServer::start_for_test() else { return };
-    let mut shards = Shards::start("kv_move_target", 2, &etcd.endpoint(), "/move-target");
+    let mut shards = Shards::start(test, 2, &etcd.endpoint(), prefix);
     let dir = shards.shards[0].dir.path().to_owned();
     run_python(&shards, &dir, "load", &[]);
 
     let w = start_writer(&shards, &dir);
     let tool = start_move(&shards, &["--from", "p0", "--to", "p1", "--slots", "0-99", "--pipeline", "3"]);
-    shards.servers[1].take().expect("shard 1's server runs").kill();
+    shards.servers[killed].take().expect("the server runs").kill();
     let (ended_well, said) = tool.finish();
     assert!(!ended_well && said.contains("shard ") && said.contains("move-slots` again"), "{said}");
-    // As the tool would have been cut short between STAGEKEYS and the target's write.
+    shards.start_server(killed);
     assert!(stage_as_a_cut_short_run(&shards, 0, 0..100) > 0, "the killed run left keys to move");
-    shards.start_server(1);
     let out = ok(&shards.shards[0], &["kv", "cluster", "move-slots"]);
     assert!(out.contains("moved "), "{out}");
     stop_writer(&dir, w);

@@ -114,6 +114,11 @@ impl Harness {
 
     /// Runs one command (as a client would send it) and returns its reply, sealing the batch.
     fn cmd(&mut self, args: &[&str]) -> Value {
+        self.cmd_bytes(args)
+    }
+
+    /// As [`Harness::cmd`], its arguments any bytes (a `DUMP` payload).
+    fn cmd_bytes<A: AsRef<[u8]> + std::fmt::Debug>(&mut self, args: &[A]) -> Value {
         let (o, v) = self.in_batch(args);
         assert_ne!(o, Outcome::Retry);
         self.store.seal(1024).unwrap();
@@ -127,7 +132,7 @@ impl Harness {
     }
 
     /// Runs one command in the open batch: its outcome and its reply (none after a retry).
-    fn in_batch(&mut self, args: &[&str]) -> (Outcome, Option<Value>) {
+    fn in_batch<A: AsRef<[u8]> + std::fmt::Debug>(&mut self, args: &[A]) -> (Outcome, Option<Value>) {
         let mut req = Vec::new();
         encode_request(args, &mut req);
         let mut p = Parser::new(Limits::default());

@@ -10,7 +10,7 @@ const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 const C: &str = "cccccccccccccccccccccccccccccccccccccccc";
 
-fn shard(id: &str, node: &str, addr: &str, ranges: &[(u16, u16)]) -> Shard {
+pub(super) fn shard(id: &str, node: &str, addr: &str, ranges: &[(u16, u16)]) -> Shard {
     Shard {
         id: id.into(),
         config_epoch: 7,

@@ -2,8 +2,9 @@
 //! the sequences a client, expiry or a second run of the tool can bring: each test plays the
 //! source and the target as two servers and checks that a key keeps one home, one value.
 
+use super::cluster::shard;
 use super::*;
-use crate::cluster::topology::{Shard, ShardNode, SlotMove, SlotRange, Topology};
+use crate::cluster::topology::{SlotMove, Topology};
 use crate::cluster::view::{CachedView, ClusterView};
 use std::sync::Arc;
 
@@ -12,22 +13,6 @@ const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 
 /// The slot of "bar" and of every "{bar}..." key.
 const SLOT: u16 = 5061;
-
-fn shard(id: &str, node: &str, addr: &str, ranges: &[(u16, u16)]) -> Shard {
-    Shard {
-        id: id.into(),
-        config_epoch: 7,
-        slots: ranges.iter().map(|&(start, end)| SlotRange { start, end }).collect(),
-        nodes: vec![ShardNode {
-            name: node.into(),
-            kv_addr: addr.into(),
-            serve_addr: "127.0.0.1:1".into(),
-            zone: String::new(),
-            kv_tls_addr: None,
-        }],
-        primary: node.into(),
-    }
-}
 
 /// Two shards, a (n1) and b (n2); with `moving`, slot 5061 moving from a to b.
 fn two(moving: bool) -> Topology {
@@ -66,36 +51,6 @@ fn source(keys: &[(&str, &str)]) -> Harness {
     h
 }
 
-/// Runs one command whose arguments may be any bytes (a DUMP payload).
-fn cmd_bytes(h: &mut Harness, args: &[&[u8]]) -> Value {
-    let mut req = Vec::new();
-    encode_request(args, &mut req);
-    let mut p = Parser::new(Limits::default());
-    assert!(matches!(p.parse(&req).unwrap(), Parsed::Request { .. }));
-    let mut out = Vec::new();
-    if let Some(c) = &mut h.cluster {
-        let _ = c.refresh();
-    }
-    let mut cx = Cx {
-        store: &mut h.store,
-        host: &h.host,
-        now_ms: h.now_ms,
-        max_ranges: 1024,
-        max_group_bytes: h.max_group_bytes,
-        output_limit: h.output_limit,
-        read_keys: false,
-        settings: &mut h.settings,
-        databases: 16,
-        watches: &mut h.watches,
-        errors: &mut Default::default(),
-        telemetry: &mut Default::default(),
-        cluster: h.cluster.as_ref(),
-    };
-    execute(&mut cx, &mut h.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
-    h.store.seal(1024).unwrap();
-    decode(&out, &Limits::default()).unwrap().expect("a whole reply").0
-}
-
 /// `CLUSTER STAGEKEYS key` on the source: the staged payload and PEXPIRETIME.
 fn stage_one(h: &mut Harness, key: &str) -> (Vec<u8>, i64) {
     match h.cmd(&["CLUSTER", "STAGEKEYS", key]) {
@@ -116,7 +71,8 @@ fn stage_one(h: &mut Harness, key: &str) -> (Vec<u8>, i64) {
 fn restore_on_target(t: &mut Harness, key: &str, at: i64, payload: &[u8]) {
     assert_eq!(t.cmd(&["ASKING"]), ok());
     let at = at.max(0).to_string();
-    let got = cmd_bytes(t, &[b"RESTORE", key.as_bytes(), at.as_bytes(), payload, b"REPLACE", b"ABSTTL"]);
+    let restore: [&[u8]; 6] = [b"RESTORE", key.as_bytes(), at.as_bytes(), payload, b"REPLACE", b"ABSTTL"];
+    let got = t.cmd_bytes(&restore);
     assert_eq!(got, ok());
 }
 
