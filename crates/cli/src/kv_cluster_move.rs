@@ -35,8 +35,8 @@ const SCAN_COUNT: &str = "1000";
 /// How often the progress line is written at most, besides one per slot done.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
-/// On the target: `RESTORE` each key (ARGV: key, absolute expiry ms or 0, payload, ...) with
-/// REPLACE and ABSTTL, and answer how many. A copy the target holds already is one an earlier
+/// On the target, after `ASKING`: `RESTORE` each key (ARGV: key, absolute expiry ms or 0,
+/// payload, ...) with REPLACE and ABSTTL, and answer how many. A copy the target holds already is one an earlier
 /// run wrote (no client reaches a key there while the source holds or stages it): replaced.
 /// One script: one atomic group on the target, acknowledged by its mirror before the reply.
 const RESTORE_SCRIPT: &str = "for i = 1, #ARGV, 3 do
@@ -727,7 +727,9 @@ impl<'l> Mover<'l> {
         // the next tool may have landed, and clients changed, meanwhile.
         if n > 0 {
             self.lock.check().map_err(MoveError::Lock)?;
-            let done = self.one(dst, "EVAL (RESTORE)", restore)?;
+            // ASKING: the target serves the importing slot's keys, the script's among them,
+            // only then.
+            let done = self.exec(dst, &[args(&[b"ASKING"]), restore])?.pop().expect("two replies");
             if done != Value::Int(n) {
                 return Err(reply_error(dst.1, "EVAL (RESTORE)", &done));
             }

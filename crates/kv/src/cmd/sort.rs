@@ -44,7 +44,7 @@ struct Item {
 }
 
 /// The options from argument 2 on; `Err(())` once an error is answered.
-fn options<'a>(a: &'a Args, readonly: bool, r: &mut Reply) -> Result<Options<'a>, ()> {
+fn options<'a>(a: &'a Args, readonly: bool, cluster: bool, r: &mut Reply) -> Result<Options<'a>, ()> {
     let mut o = Options {
         desc: false,
         alpha: false,
@@ -78,10 +78,20 @@ fn options<'a>(a: &'a Args, readonly: bool, r: &mut Reply) -> Result<Options<'a>
             j += 1;
         } else if is(w, "BY") && left >= 1 {
             let p = a.get(j + 1);
+            // Cluster mode, as Redis 7.0: the keys a pattern names may be another shard's (or
+            // in flight between two), so a pattern that names keys is refused.
+            if cluster && p.contains(&b'*') {
+                r.error("ERR BY option of SORT denied in Cluster mode.");
+                return Err(());
+            }
             o.by = Some(p);
             o.dontsort = !p.contains(&b'*');
             j += 1;
         } else if is(w, "GET") && left >= 1 {
+            if cluster {
+                r.error("ERR GET option of SORT denied in Cluster mode.");
+                return Err(());
+            }
             o.gets.push(a.get(j + 1));
             j += 1;
         } else {
@@ -207,7 +217,7 @@ pub(super) fn run<M: Mem>(
     a: &Args,
     r: &mut Reply,
 ) -> Result<(), StoreError> {
-    let Ok(mut o) = options(a, spec.name == "SORT_RO", r) else { return Ok(()) };
+    let Ok(mut o) = options(a, spec.name == "SORT_RO", cx.cluster.is_some(), r) else { return Ok(()) };
     let (_, live) = lookup(cx, a.get(1))?;
     let (kind, elems) = match &live {
         None => (KIND_LIST, Vec::new()),

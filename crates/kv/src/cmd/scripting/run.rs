@@ -213,6 +213,22 @@ fn call<M: Mem>(
         let why = why.strip_prefix("NOPERM this user").unwrap_or(&why);
         return fail_table(lua, &format!("The user executing the script{why}"));
     }
+    // Cluster mode: a script's command may touch only keys this node serves now, as Redis 7.0
+    // checks each one (its declared keys were routed, the others were not): not another
+    // shard's, not one a slot move sent on (ASK), not one in flight between two shards.
+    if let Some(view) = cx.cluster {
+        match cmd::redirect::check(cx, view, sess, spec, &Args::Owned(&argv)) {
+            Ok(crate::cluster::redirect::Route::Serve) => {}
+            Ok(crate::cluster::redirect::Route::Down) => {
+                return fail_table(lua, "Script attempted to execute a command while the cluster is down")
+            }
+            Ok(_) => return fail_table(lua, "Script attempted to access a non local key in a cluster node"),
+            Err(e) => {
+                shared.borrow_mut().abort = Some(e);
+                return fail_table(lua, KILLED);
+            }
+        }
+    }
     cx.store.select(sess.db.min(cx.databases() - 1));
     let sp = cx.store.savepoint();
     let mut out = Vec::new();
@@ -370,6 +386,8 @@ pub fn run_script<M: Mem>(
     };
     let mut sess = Session::new(caller.id, caller.addr.clone(), true);
     sess.db = caller.db;
+    // The caller's ASKING holds for every command of the script (an importing slot's keys).
+    sess.asking = caller.asking;
     sess.deny_blocking = true;
     sess.in_script = true;
     sess.started = true;

@@ -78,6 +78,8 @@ struct Harness {
     store: Store<VecMem>,
     session: Session,
     output_limit: usize,
+    /// Cluster mode, with this view of the topology.
+    cluster: Option<crate::cluster::view::CachedView>,
 }
 
 impl Harness {
@@ -93,6 +95,7 @@ impl Harness {
             store: Store::open(VecMem::new(bytes), 1024).unwrap(),
             session: Session::new(7, "t".into(), true),
             output_limit: 1 << 30,
+            cluster: None,
         }
     }
 
@@ -113,6 +116,9 @@ impl Harness {
         let mut p = Parser::new(Limits::default());
         assert!(matches!(p.parse(&req).unwrap(), Parsed::Request { .. }));
         let mut out = Vec::new();
+        if let Some(c) = &mut self.cluster {
+            let _ = c.refresh();
+        }
         let mut cx = Cx {
             store: &mut self.store,
             host: &self.host,
@@ -126,7 +132,7 @@ impl Harness {
             watches: &mut self.watches,
             errors: &mut Default::default(),
             telemetry: &mut Default::default(),
-            cluster: None,
+            cluster: self.cluster.as_ref(),
         };
         let o =
             execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
@@ -148,6 +154,9 @@ impl Harness {
         let mut p = Parser::new(Limits::default());
         assert!(matches!(p.parse(&req).unwrap(), Parsed::Request { .. }));
         let mut out = Vec::new();
+        if let Some(c) = &mut self.cluster {
+            let _ = c.refresh();
+        }
         let mut cx = Cx {
             store: &mut self.store,
             host: &self.host,
@@ -161,7 +170,7 @@ impl Harness {
             watches: &mut self.watches,
             errors: &mut Default::default(),
             telemetry: &mut Default::default(),
-            cluster: None,
+            cluster: self.cluster.as_ref(),
         };
         let o =
             execute(&mut cx, &mut self.session, &Args::Parsed { parser: &p, buf: &req }, &mut out).unwrap();
@@ -701,4 +710,57 @@ fn a_slow_script_behind_other_clients_replies_runs_again_alone() {
     h.cmd(&["MULTI"]);
     h.cmd(&["EVAL", script, "0"]);
     assert_eq!(h.cmd(&["EXEC"]), Value::Array(vec![Value::Int(3000000)]));
+}
+
+/// Cluster mode: a script's commands may touch only keys this node serves now, as Redis 7.0
+/// checks them: another shard's key, one a slot move sends on (ASK) and one in flight between
+/// two shards are refused; the caller's ASKING holds for every command of the script.
+#[test]
+fn a_script_in_cluster_mode_touches_only_the_keys_served_here() {
+    use crate::cluster::topology::{Shard, ShardNode, SlotMove, SlotRange, Topology};
+    use crate::cluster::view::{CachedView, ClusterView};
+    let shard = |id: char, node: &str, port: u16, (start, end): (u16, u16)| Shard {
+        id: id.to_string().repeat(40),
+        config_epoch: 1,
+        slots: vec![SlotRange { start, end }],
+        nodes: vec![ShardNode {
+            name: node.into(),
+            kv_addr: format!("127.0.0.1:{port}"),
+            serve_addr: "127.0.0.1:1".into(),
+            zone: String::new(),
+            kv_tls_addr: None,
+        }],
+        primary: node.into(),
+    };
+    // "bar" is in slot 5061 (a's), "foo" in 12182 (b's).
+    let mut t = Topology {
+        epoch: 2,
+        shards: vec![shard('a', "n1", 7001, (0, 5460)), shard('b', "n2", 7002, (5461, 16383))],
+        moves: Vec::new(),
+    };
+    let view = std::sync::Arc::new(ClusterView::new("n1", t.clone()));
+    let mut h = Harness::new();
+    h.cluster = Some(CachedView::new(std::sync::Arc::clone(&view)));
+    let non_local = "ERR Script attempted to access a non local key in a cluster node";
+    assert_eq!(
+        h.cmd(&["EVAL", "return redis.call('SET', '{bar}k', '10')", "0"]),
+        Value::Simple(b"OK".to_vec())
+    );
+    assert_eq!(err_text(&h.cmd(&["EVAL", "return redis.call('GET', 'foo')", "0"])), non_local);
+    // A slot moving away: a key in flight, and one the source no longer holds, are not here.
+    t.moves.push(SlotMove { slot: 5061, from: "a".repeat(40), to: "b".repeat(40), rollback: false });
+    view.set(t.clone());
+    h.cmd(&["CLUSTER", "STAGEKEYS", "{bar}k"]);
+    assert_eq!(err_text(&h.cmd(&["EVAL", "return redis.call('INCR', '{bar}k')", "0"])), non_local);
+    assert_eq!(err_text(&h.cmd(&["EVAL", "return redis.call('SET', '{bar}new', '1')", "0"])), non_local);
+    assert_eq!(h.cmd(&["CLUSTER", "UNSTAGEKEYS", "{bar}k"]), Value::Int(1));
+    assert_eq!(h.cmd(&["DBSIZE"]), Value::Int(0), "no second copy was made");
+    // The target of a move serves the slot's keys to a script called after ASKING only.
+    let target = std::sync::Arc::new(ClusterView::new("n2", t));
+    h.cluster = Some(CachedView::new(target));
+    let moved = "ERR Script attempted to access a non local key in a cluster node";
+    assert_eq!(err_text(&h.cmd(&["EVAL", "return redis.call('SET', '{bar}k', '1')", "0"])), moved);
+    assert_eq!(h.cmd(&["ASKING"]), Value::Simple(b"OK".to_vec()));
+    let two = "redis.call('SET', '{bar}k', '1'); return redis.call('INCR', '{bar}k')";
+    assert_eq!(h.cmd(&["EVAL", two, "0"]), Value::Int(2));
 }

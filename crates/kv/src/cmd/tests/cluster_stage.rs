@@ -276,3 +276,22 @@ fn stage_subcommands_refuse_what_they_do_not_serve() {
     assert_eq!(src.cmd(&["CLUSTER", "GETSTAGEDKEYS", "5061", "10"]), Value::Array(vec![b("{bar}k")]));
     assert_eq!(src.cmd(&["CLUSTER", "UNSTAGEKEYS", "{bar}k", "{bar}k"]), i(1));
 }
+
+/// SORT's BY and GET patterns name keys that are not routed: in cluster mode they are refused,
+/// as Redis 7.0 refuses them, so a key in flight (or another shard's) is never read as missing.
+#[test]
+fn sort_patterns_are_refused_in_cluster_mode() {
+    let view = Arc::new(ClusterView::new("n1", two(false)));
+    let mut src = Harness::new();
+    src.cluster = Some(CachedView::new(Arc::clone(&view)));
+    assert_eq!(src.cmd(&["RPUSH", "{bar}l", "a", "b"]), i(2));
+    assert_eq!(src.cmd(&["SET", "{bar}h_a", "va"]), ok());
+    view.set(two(true));
+    stage_one(&mut src, "{bar}h_a");
+    let by = err(&src.cmd(&["SORT", "{bar}l", "BY", "{bar}w_*"]));
+    assert_eq!(by, "ERR BY option of SORT denied in Cluster mode.");
+    let get = err(&src.cmd(&["SORT", "{bar}l", "BY", "nosort", "GET", "{bar}h_*"]));
+    assert_eq!(get, "ERR GET option of SORT denied in Cluster mode.");
+    // A constant BY names no key: served.
+    assert_eq!(src.cmd(&["SORT", "{bar}l", "BY", "nosort", "ALPHA"]), Value::Array(vec![b("a"), b("b")]));
+}
