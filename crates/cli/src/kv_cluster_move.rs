@@ -35,14 +35,16 @@ const SCAN_COUNT: &str = "1000";
 /// How often the progress line is written at most, besides one per slot done.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
-/// On the target, after `ASKING`: `RESTORE` each key (ARGV: key, absolute expiry ms or 0,
-/// payload, ...) with REPLACE and ABSTTL, and answer how many. A copy the target holds already is one an earlier
+/// On the target, after `ASKING`: pass the run's fence (ARGV[1], `CLUSTER MOVEFENCE`: a run a
+/// later one overtook stops here, writing nothing), then `RESTORE` each key (ARGV: key,
+/// absolute expiry ms or 0, payload, ...) with REPLACE and ABSTTL, and answer how many. A copy the target holds already is one an earlier
 /// run wrote (no client reaches a key there while the source holds or stages it): replaced.
 /// One script: one atomic group on the target, acknowledged by its mirror before the reply.
-const RESTORE_SCRIPT: &str = "for i = 1, #ARGV, 3 do
+const RESTORE_SCRIPT: &str = "redis.call('CLUSTER', 'MOVEFENCE', ARGV[1])
+for i = 2, #ARGV, 3 do
   redis.call('RESTORE', ARGV[i], ARGV[i + 1], ARGV[i + 2], 'REPLACE', 'ABSTTL')
 end
-return #ARGV / 3";
+return (#ARGV - 1) / 3";
 
 /// How the copying runs.
 #[derive(Args)]
@@ -672,11 +674,12 @@ impl<'l> Mover<'l> {
         // Out of the source's keyspace: from now on the source answers TRYAGAIN for them. The
         // last batch's keys leave the stage in the same request (one turn of the source's
         // event loop, so one group, where the source is the last batch's).
-        let mut stage = args(&[b"CLUSTER", b"STAGEKEYS"]);
+        let fence = self.lock.fence().to_string();
+        let mut stage = args(&[b"CLUSTER", b"STAGEKEYS", fence.as_bytes()]);
         stage.extend(keys.iter().cloned());
         let staged = match self.unstage.take() {
             Some((shard, addr, landed)) if shard == src.0 && addr == src.1 => {
-                let mut unstage = args(&[b"CLUSTER", b"UNSTAGEKEYS"]);
+                let mut unstage = args(&[b"CLUSTER", b"UNSTAGEKEYS", fence.as_bytes()]);
                 unstage.extend(landed);
                 let mut replies = self.exec(src, &[unstage, stage])?;
                 let staged = replies.pop().expect("two replies");
@@ -706,7 +709,7 @@ impl<'l> Mover<'l> {
         let staged = array(&staged, keys.len())
             .ok_or_else(|| reply_error(src.1, "CLUSTER STAGEKEYS", &staged))?
             .to_vec();
-        let mut restore = args(&[b"EVAL", RESTORE_SCRIPT.as_bytes(), b"0"]);
+        let mut restore = args(&[b"EVAL", RESTORE_SCRIPT.as_bytes(), b"0", fence.as_bytes()]);
         let mut n = 0;
         for (k, v) in keys.iter().zip(&staged) {
             let (payload, at) = match v {
@@ -768,7 +771,8 @@ impl<'l> Mover<'l> {
     /// later batch's staging.
     fn flush_unstage(&mut self) -> Result<(), MoveError> {
         let Some((shard, addr, keys)) = self.unstage.take() else { return Ok(()) };
-        let mut unstage = args(&[b"CLUSTER", b"UNSTAGEKEYS"]);
+        let fence = self.lock.fence().to_string();
+        let mut unstage = args(&[b"CLUSTER", b"UNSTAGEKEYS", fence.as_bytes()]);
         unstage.extend(keys);
         self.one((&shard, &addr), "CLUSTER UNSTAGEKEYS", unstage)?;
         Ok(())

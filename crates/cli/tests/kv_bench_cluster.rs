@@ -270,7 +270,7 @@ fn the_load_sends_again_what_is_answered_tryagain() {
     let mut src = RespClient::connect(&addrs[from], Duration::from_secs(5)).expect("connect to the source");
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let staged = loop {
-        match src.command(&[b"CLUSTER", b"STAGEKEYS", key.as_bytes()]).expect("STAGEKEYS") {
+        match src.command(&[b"CLUSTER", b"STAGEKEYS", b"1", key.as_bytes()]).expect("STAGEKEYS") {
             Value::Array(Some(v)) if matches!(v[0], Value::Array(Some(_))) => break v,
             // The server has not taken the move yet.
             other => assert!(std::time::Instant::now() < deadline, "STAGEKEYS {key}: {other}"),
@@ -296,7 +296,7 @@ fn the_load_sends_again_what_is_answered_tryagain() {
     std::thread::sleep(Duration::from_millis(700));
     // Dropped from the stage (the key's value is the load's to write): ASK from now on.
     assert_eq!(
-        src.command(&[b"CLUSTER", b"UNSTAGEKEYS", key.as_bytes()]).expect("UNSTAGEKEYS"),
+        src.command(&[b"CLUSTER", b"UNSTAGEKEYS", b"1", key.as_bytes()]).expect("UNSTAGEKEYS"),
         Value::Int(1)
     );
     let o = run.join().expect("the load").expect("the run completes");

@@ -202,7 +202,17 @@ fn start_move(shards: &Shards, args: &[&str]) -> MoveSlots {
 /// Stages, on shard `from`'s server, up to 3 keys of each slot in `slots` it still holds, as a
 /// run cut short between `CLUSTER STAGEKEYS` and `UNSTAGEKEYS` leaves them; checks that a
 /// client is then answered TRYAGAIN for them; returns how many it staged.
-fn stage_as_a_cut_short_run(shards: &Shards, from: usize, slots: std::ops::Range<u16>) -> usize {
+/// The killed run's fence is below the topology's last write (it recorded its moves after it
+/// took its lock), and the next run's above it: the topology key's revision is a fence between.
+fn stage_as_a_cut_short_run(
+    shards: &Shards,
+    (etcd, prefix): (&EtcdServer, &str),
+    from: usize,
+    slots: std::ops::Range<u16>,
+) -> usize {
+    let topology =
+        etcd.client(std::time::Duration::from_secs(2)).get(&format!("{prefix}/kv-cluster/topology"));
+    let fence = topology.expect("read the topology").expect("a topology").mod_revision.to_string();
     let mut c = Conn::open(&shards.kv_addrs[from]).expect("connect to the source");
     let mut staged = 0;
     for slot in slots {
@@ -222,7 +232,7 @@ fn stage_as_a_cut_short_run(shards: &Shards, from: usize, slots: std::ops::Range
         if keys.is_empty() {
             continue;
         }
-        let mut stage: Vec<&[u8]> = vec![b"CLUSTER", b"STAGEKEYS"];
+        let mut stage: Vec<&[u8]> = vec![b"CLUSTER", b"STAGEKEYS", fence.as_bytes()];
         stage.extend(keys.iter().map(Vec::as_slice));
         match c.call(&stage).expect("stage") {
             Value::Array(v) if v.len() == keys.len() && v.iter().all(|x| matches!(x, Value::Array(_))) => {}
@@ -283,7 +293,8 @@ fn slots_move_live_and_a_killed_move_resumes() {
     let st = status(&shards);
     assert!(st.contains("moving slot"), "the moves stay recorded: {st}");
     // Keys in flight when it died: the next run lands them.
-    assert!(stage_as_a_cut_short_run(&shards, 1, 0..100) > 0, "the killed run left keys to move");
+    let cut = stage_as_a_cut_short_run(&shards, (&etcd, "/move-live"), 1, 0..100);
+    assert!(cut > 0, "the killed run left keys to move");
     let out = after_the_killed_lock(&shards, &["kv", "cluster", "move-slots"]);
     assert!(out.contains("moved ") && !out.contains("recorded the moves"), "{out}");
     stop_writer(&dir, w);
@@ -323,7 +334,10 @@ fn a_server_killed_mid_move_restarts_and_the_move_resumes(test: &str, prefix: &s
     let (ended_well, said) = tool.finish();
     assert!(!ended_well && said.contains("shard ") && said.contains("move-slots` again"), "{said}");
     shards.start_server(killed);
-    assert!(stage_as_a_cut_short_run(&shards, 0, 0..100) > 0, "the killed run left keys to move");
+    assert!(
+        stage_as_a_cut_short_run(&shards, (&etcd, prefix), 0, 0..100) > 0,
+        "the killed run left keys to move"
+    );
     let out = ok(&shards.shards[0], &["kv", "cluster", "move-slots"]);
     assert!(out.contains("moved "), "{out}");
     stop_writer(&dir, w);
@@ -377,7 +391,8 @@ fn a_killed_move_is_rolled_back() {
     let w = start_writer(&shards, &dir);
     kill_mid_move(&shards, &["--from", "p0", "--to", "p1", "--slots", "0-99", "--pipeline", "3"]);
     // Keys in flight when it died: they reach the target before the moves turn around.
-    assert!(stage_as_a_cut_short_run(&shards, 0, 0..100) > 0, "the killed run left keys to move");
+    let cut = stage_as_a_cut_short_run(&shards, (&etcd, "/move-back"), 0, 0..100);
+    assert!(cut > 0, "the killed run left keys to move");
     let out = after_the_killed_lock(&shards, &["kv", "cluster", "move-slots", "--rollback"]);
     assert!(out.contains("giving back") && out.contains("moved "), "{out}");
     stop_writer(&dir, w);

@@ -112,6 +112,7 @@ impl std::error::Error for MoveLockError {}
 #[derive(Debug)]
 pub struct MoveLock {
     held: Option<Leadership>,
+    fence: u64,
 }
 
 impl MoveLock {
@@ -134,7 +135,18 @@ impl MoveLock {
         let value = serde_json::to_vec(&holder).expect("a holder serialises");
         let etcd = |source| MoveLockError::Etcd { key: key.clone(), source };
         match Leadership::campaign(store.client().clone(), &key, &value, LOCK_TTL, RENEW_EVERY, MARGIN) {
-            Ok(Some(held)) => Ok(MoveLock { held: Some(held) }),
+            Ok(Some(held)) => {
+                // The key's creation revision: etcd's revisions only grow, so a later run's is
+                // higher.
+                let fence = match store.client().get(&key).map_err(etcd)? {
+                    Some(kv) if kv.value == value && kv.create_revision > 0 => kv.create_revision as u64,
+                    _ => {
+                        let why = "its key changed right after it was taken".to_owned();
+                        return Err(MoveLockError::Lost { key, why });
+                    }
+                };
+                Ok(MoveLock { held: Some(held), fence })
+            }
             Ok(None) => {
                 let holder = store
                     .client()
@@ -145,6 +157,13 @@ impl MoveLock {
             }
             Err(e) => Err(etcd(e)),
         }
+    }
+
+    /// This run's slot-move fence: the lock key's etcd creation revision, higher for every
+    /// later run. The shards refuse a fence below the highest they have seen
+    /// (`CLUSTER STAGEKEYS`, `UNSTAGEKEYS`, `MOVEFENCE`).
+    pub fn fence(&self) -> u64 {
+        self.fence
     }
 
     /// `Ok` while the lock is held; once its lease could not be kept alive, why not.

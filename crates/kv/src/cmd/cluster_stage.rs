@@ -2,11 +2,17 @@
 //! subcommands, used by `mojim kv cluster move-slots`).
 //!
 //! A key moves in three steps, each one atomic group:
-//! 1. `CLUSTER STAGEKEYS key ...` on the source takes each key out of database 0 into the
+//! 1. `CLUSTER STAGEKEYS fence key ...` on the source takes each key out of database 0 into the
 //!    stage (database [`STAGE_DB`], which cluster mode never lets a client select) and answers
 //!    its `DUMP` payload and `PEXPIRETIME`;
-//! 2. the tool `RESTORE`s it on the target;
-//! 3. `CLUSTER UNSTAGEKEYS key ...` on the source drops it from the stage.
+//! 2. the tool `RESTORE`s it on the target, in a script that first runs `CLUSTER MOVEFENCE
+//!    fence`;
+//! 3. `CLUSTER UNSTAGEKEYS fence key ...` on the source drops it from the stage.
+//!
+//! The fence is the tool run's number (its slot-move lock's etcd revision, which grows with
+//! every run). Each shard keeps the highest it has seen (database [`FENCE_DB`], in the region)
+//! and refuses a lower one, in the same group as the step it guards: so a run frozen past its
+//! lease and woken cannot stage, write or unstage anything once a later run touched the shard.
 //!
 //! While a key is staged the source answers a command on it `TRYAGAIN` (see
 //! [`crate::cluster::redirect::route`]), not `ASK`: so at every moment a key has one home that
@@ -27,6 +33,12 @@ use crate::store::{kind_name, Mem, StoreError};
 
 use crate::cluster::STAGE_DB;
 
+/// The database that holds the highest slot-move fence this shard has seen (cluster mode never
+/// lets a client select it).
+pub(super) const FENCE_DB: usize = crate::store::DBS - 2;
+/// The fence's key there; its value is the number in decimal.
+const FENCE_KEY: &[u8] = b"slot-move-fence";
+
 /// `CLUSTER STAGEKEYS`, `GETSTAGEDKEYS` or `UNSTAGEKEYS`; false for another subcommand.
 pub(super) fn run<M: Mem>(
     cx: &mut Cx<M>,
@@ -36,7 +48,7 @@ pub(super) fn run<M: Mem>(
     r: &mut Reply,
 ) -> Result<bool, StoreError> {
     let is = |name: &str| sub.eq_ignore_ascii_case(name.as_bytes());
-    if !(is("STAGEKEYS") || is("GETSTAGEDKEYS") || is("UNSTAGEKEYS")) {
+    if !(is("STAGEKEYS") || is("GETSTAGEDKEYS") || is("UNSTAGEKEYS") || is("MOVEFENCE")) {
         return Ok(false);
     }
     let one_db = cx.store.databases() <= STAGE_DB;
@@ -68,9 +80,29 @@ pub(super) fn run<M: Mem>(
         }
         return Ok(true);
     }
-    // Every key must be of a slot this shard is moving away: checked before anything changes.
+    // The run's fence, then every key of a slot this shard is moving away: checked before
+    // anything changes.
+    let fence = match int(a.get(2)) {
+        Some(n) if n > 0 => n as u64,
+        _ => {
+            r.error(&format!(
+                "ERR slot-move fence '{}' is not a positive integer (CLUSTER {} fence ...)",
+                show(a.get(2), 32),
+                show(sub, 16).to_ascii_uppercase()
+            ));
+            return Ok(true);
+        }
+    };
+    if let Err(e) = pass_fence(cx, fence)? {
+        r.error(&e);
+        return Ok(true);
+    }
+    if is("MOVEFENCE") {
+        r.ok();
+        return Ok(true);
+    }
     let mine = view.my_shard().map(|s| s.id.as_str());
-    for k in a.from(2) {
+    for k in a.from(3) {
         let slot = key_slot(k);
         let away = view.topology().moving(slot).is_some_and(|m| Some(m.from.as_str()) == mine);
         if !away {
@@ -85,7 +117,7 @@ pub(super) fn run<M: Mem>(
     if is("UNSTAGEKEYS") {
         cx.store.select(STAGE_DB);
         let mut n = 0;
-        for k in a.from(2) {
+        for k in a.from(3) {
             if let Some(f) = cx.store.find(k)? {
                 cx.store.remove(&f)?;
                 n += 1;
@@ -95,11 +127,55 @@ pub(super) fn run<M: Mem>(
         r.int(n);
         return Ok(true);
     }
-    r.array(a.len() - 2);
-    for k in a.from(2) {
+    r.array(a.len() - 3);
+    for k in a.from(3) {
         stage(cx, k, r)?;
     }
     Ok(true)
+}
+
+/// Raises this shard's slot-move fence to `fence`, or refuses a fence below it (a run that a
+/// later one has overtaken); database 0 is selected after.
+fn pass_fence<M: Mem>(cx: &mut Cx<M>, fence: u64) -> Result<Result<(), String>, StoreError> {
+    cx.store.select(FENCE_DB);
+    let r = raise_fence(cx, fence);
+    cx.store.select(0);
+    r
+}
+
+fn raise_fence<M: Mem>(cx: &mut Cx<M>, fence: u64) -> Result<Result<(), String>, StoreError> {
+    let old = cx.store.find(FENCE_KEY)?;
+    let seen = match &old {
+        Some(f) => {
+            let mut v = Vec::new();
+            cx.store.value_into(f, &mut v)?;
+            std::str::from_utf8(&v).ok().and_then(|t| t.parse::<u64>().ok()).ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "the slot-move fence at {} is not a number: {:?}",
+                    f.entry,
+                    show(&v, 32)
+                ))
+            })?
+        }
+        None => 0,
+    };
+    if fence < seen {
+        return Ok(Err(format!(
+            "ERR slot-move fence {fence} is behind this shard's {seen}: a later `mojim kv cluster move-slots` ran \
+             since, and this one must stop (run it again to go on with the recorded moves)"
+        )));
+    }
+    if fence > seen {
+        cx.store.put(
+            FENCE_KEY,
+            crate::store::KIND_STRING,
+            0,
+            &[fence.to_string().as_bytes()],
+            0,
+            old.as_ref(),
+        )?;
+    }
+    Ok(Ok(()))
 }
 
 /// Stages `key` (if it is live in database 0 and not staged yet) and answers the staged value

@@ -336,7 +336,14 @@ pub(super) fn flush<M: Mem>(cx: &mut Cx<M>, a: &Args, r: &mut Reply, all: bool) 
     // Watched keys that exist are touched (not those that do not, nor stale ones).
     let dbs: Vec<usize> = if all { (0..cx.databases()).collect() } else { vec![db] };
     touch_existing(cx, &dbs)?;
-    if all {
+    if all && cx.cluster.is_some() {
+        // Cluster mode: database 0 and the keys in flight of a slot move; the move's fence is
+        // no client's data (`cluster_stage.rs`).
+        cx.store.flush_db(0)?;
+        if cx.store.databases() > crate::cluster::STAGE_DB {
+            cx.store.flush_db(crate::cluster::STAGE_DB)?;
+        }
+    } else if all {
         cx.store.flush()?;
     } else {
         cx.store.flush_db(db)?;

@@ -119,6 +119,7 @@ pub(super) const TABLE: &[(&str, u32)] = &[
     ("cluster|keyslot", C_SLOW),
     ("cluster|links", C_SLOW),
     ("cluster|meet", C_ADMIN | C_SLOW | C_DANGEROUS),
+    ("cluster|movefence", C_ADMIN | C_SLOW | C_DANGEROUS),
     ("cluster|myid", C_SLOW),
     ("cluster|nodes", C_SLOW),
     ("cluster|replicas", C_ADMIN | C_SLOW | C_DANGEROUS),

@@ -750,10 +750,10 @@ fn a_script_in_cluster_mode_touches_only_the_keys_served_here() {
     // A slot moving away: a key in flight, and one the source no longer holds, are not here.
     t.moves.push(SlotMove { slot: 5061, from: "a".repeat(40), to: "b".repeat(40), rollback: false });
     view.set(t.clone());
-    h.cmd(&["CLUSTER", "STAGEKEYS", "{bar}k"]);
+    h.cmd(&["CLUSTER", "STAGEKEYS", "1", "{bar}k"]);
     assert_eq!(err_text(&h.cmd(&["EVAL", "return redis.call('INCR', '{bar}k')", "0"])), non_local);
     assert_eq!(err_text(&h.cmd(&["EVAL", "return redis.call('SET', '{bar}new', '1')", "0"])), non_local);
-    assert_eq!(h.cmd(&["CLUSTER", "UNSTAGEKEYS", "{bar}k"]), Value::Int(1));
+    assert_eq!(h.cmd(&["CLUSTER", "UNSTAGEKEYS", "1", "{bar}k"]), Value::Int(1));
     assert_eq!(h.cmd(&["DBSIZE"]), Value::Int(0), "no second copy was made");
     // The target of a move serves the slot's keys to a script called after ASKING only.
     let target = std::sync::Arc::new(ClusterView::new("n2", t));

@@ -303,17 +303,17 @@ fn keys_in_flight_are_staged_answered_tryagain_and_unstaged() {
     assert_eq!(h.cmd(&["SET", "bar", "1"]), ok());
     assert_eq!(h.cmd(&["RPUSH", "{bar}l", "a", "b", "c"]), i(3));
     assert_eq!(h.cmd(&["SET", "{bar}e", "v", "PX", "1000"]), ok());
-    let not_moving = err(&h.cmd(&["CLUSTER", "STAGEKEYS", "bar"]));
+    let not_moving = err(&h.cmd(&["CLUSTER", "STAGEKEYS", "1", "bar"]));
     assert!(not_moving.contains("key 'bar' is in slot 5061, which is not moving away"), "{not_moving}");
     let (dump_bar, dump_list) = (h.cmd(&["DUMP", "bar"]), h.cmd(&["DUMP", "{bar}l"]));
     let mut t = three();
     t.moves.push(SlotMove { slot: 5061, from: A.into(), to: B.into(), rollback: false });
     view.set(t);
     // A key of a slot not moving away from here is refused, and nothing is staged.
-    let e = err(&h.cmd(&["CLUSTER", "STAGEKEYS", "bar", "foo"]));
+    let e = err(&h.cmd(&["CLUSTER", "STAGEKEYS", "1", "bar", "foo"]));
     assert!(e.contains("key 'foo' is in slot 12182"), "{e}");
     assert_eq!(h.cmd(&["GET", "bar"]), b("1"));
-    let staged = h.cmd(&["CLUSTER", "STAGEKEYS", "bar", "{bar}l", "{bar}none"]);
+    let staged = h.cmd(&["CLUSTER", "STAGEKEYS", "1", "bar", "{bar}l", "{bar}none"]);
     let want = Value::Array(vec![
         Value::Array(vec![dump_bar.clone(), i(-1)]),
         Value::Array(vec![dump_list, i(-1)]),
@@ -337,26 +337,26 @@ fn keys_in_flight_are_staged_answered_tryagain_and_unstaged() {
     want.sort_by_key(|v| format!("{v:?}"));
     assert_eq!(listed, want);
     assert_eq!(
-        h.cmd(&["CLUSTER", "STAGEKEYS", "bar"]),
+        h.cmd(&["CLUSTER", "STAGEKEYS", "1", "bar"]),
         Value::Array(vec![Value::Array(vec![dump_bar, i(-1)])])
     );
     // An expiry goes with the key, absolute.
-    match h.cmd(&["CLUSTER", "STAGEKEYS", "{bar}e"]) {
+    match h.cmd(&["CLUSTER", "STAGEKEYS", "1", "{bar}e"]) {
         Value::Array(v) => match v.as_slice() {
             [Value::Array(pair)] => assert_eq!(pair[1], i(1_001_000), "{pair:?}"),
             other => panic!("{other:?}"),
         },
         other => panic!("{other:?}"),
     }
-    assert_eq!(h.cmd(&["CLUSTER", "UNSTAGEKEYS", "bar", "{bar}l", "{bar}none"]), i(2));
+    assert_eq!(h.cmd(&["CLUSTER", "UNSTAGEKEYS", "1", "bar", "{bar}l", "{bar}none"]), i(2));
     assert_eq!(err(&h.cmd(&["GET", "bar"])), "ASK 5061 127.0.0.1:7002");
     assert_eq!(h.cmd(&["CLUSTER", "GETSTAGEDKEYS", "5061", "10"]), Value::Array(vec![b("{bar}e")]));
     // Expired in flight: nothing to write, but held back (TRYAGAIN) until the move drops it.
     h.now_ms += 1500;
     assert_eq!(err(&h.cmd(&["GET", "{bar}e"])), again);
-    assert_eq!(h.cmd(&["CLUSTER", "STAGEKEYS", "{bar}e"]), Value::Array(vec![Value::Null]));
+    assert_eq!(h.cmd(&["CLUSTER", "STAGEKEYS", "1", "{bar}e"]), Value::Array(vec![Value::Null]));
     assert_eq!(h.cmd(&["CLUSTER", "GETSTAGEDKEYS", "5061", "10"]), Value::Array(vec![b("{bar}e")]));
-    assert_eq!(h.cmd(&["CLUSTER", "UNSTAGEKEYS", "{bar}e"]), i(1));
+    assert_eq!(h.cmd(&["CLUSTER", "UNSTAGEKEYS", "1", "{bar}e"]), i(1));
     assert_eq!(err(&h.cmd(&["GET", "{bar}e"])), "ASK 5061 127.0.0.1:7002");
     assert_eq!(h.cmd(&["CLUSTER", "GETSTAGEDKEYS", "5061", "10"]), Value::Array(vec![]));
 }

@@ -53,7 +53,7 @@ fn source(keys: &[(&str, &str)]) -> Harness {
 
 /// `CLUSTER STAGEKEYS key` on the source: the staged payload and PEXPIRETIME.
 fn stage_one(h: &mut Harness, key: &str) -> (Vec<u8>, i64) {
-    match h.cmd(&["CLUSTER", "STAGEKEYS", key]) {
+    match h.cmd(&["CLUSTER", "STAGEKEYS", "1", key]) {
         Value::Array(v) => match v.as_slice() {
             [Value::Array(pair)] => match pair.as_slice() {
                 [Value::Bulk(p), Value::Int(at)] => (p.clone(), *at),
@@ -107,10 +107,10 @@ fn a_key_that_expires_in_flight_stays_staged_until_the_move_drops_it() {
         src.cmd(&["CLUSTER", "GETSTAGEDKEYS", &SLOT.to_string(), "10"]),
         Value::Array(vec![b("{bar}e")])
     );
-    assert_eq!(src.cmd(&["CLUSTER", "STAGEKEYS", "{bar}e"]), Value::Array(vec![Value::Null]));
+    assert_eq!(src.cmd(&["CLUSTER", "STAGEKEYS", "1", "{bar}e"]), Value::Array(vec![Value::Null]));
     // The tool goes on with the batch it staged, then drops it from the stage.
     restore_on_target(&mut dst, "{bar}e", at, &payload);
-    assert_eq!(src.cmd(&["CLUSTER", "UNSTAGEKEYS", "{bar}e"]), i(1));
+    assert_eq!(src.cmd(&["CLUSTER", "UNSTAGEKEYS", "1", "{bar}e"]), i(1));
     // Only now does the client reach the target, which holds no expired value.
     assert_eq!(err(&src.cmd(&["SET", "{bar}e", "new"])), "ASK 5061 127.0.0.1:7002");
     assert_eq!(asked(&mut dst, &["SET", "{bar}e", "new"]), ok());
@@ -170,7 +170,7 @@ fn a_store_of_layout_version_1_answers_no_staged_keys() {
     view.set(two(true));
     assert_eq!(src.cmd(&["GET", "{bar}k"]), b("1"));
     // STAGEKEYS refused with a clear error: the move cannot go on.
-    let e = err(&src.cmd(&["CLUSTER", "STAGEKEYS", "{bar}k"]));
+    let e = err(&src.cmd(&["CLUSTER", "STAGEKEYS", "1", "{bar}k"]));
     assert!(e.contains("layout version 1"), "{e}");
     assert_eq!(src.cmd(&["GET", "{bar}k"]), b("1"), "nothing was staged");
     // Turning the move back first asks which keys are in flight: none can be.
@@ -248,7 +248,7 @@ fn a_key_staged_late_by_a_frozen_run_is_found_before_the_slot_is_given() {
     );
     let (payload, at) = stage_one(&mut src, "{bar}k");
     restore_on_target(&mut dst, "{bar}k", at, &payload);
-    assert_eq!(src.cmd(&["CLUSTER", "UNSTAGEKEYS", "{bar}k"]), i(1));
+    assert_eq!(src.cmd(&["CLUSTER", "UNSTAGEKEYS", "1", "{bar}k"]), i(1));
     dst_view.set(given());
     assert_eq!(dst.cmd(&["GET", "{bar}k"]), b("v"));
 }
@@ -258,23 +258,23 @@ fn a_key_staged_late_by_a_frozen_run_is_found_before_the_slot_is_given() {
 #[test]
 fn stage_subcommands_refuse_what_they_do_not_serve() {
     let mut alone = Harness::new();
-    let e = err(&alone.cmd(&["CLUSTER", "STAGEKEYS", "k"]));
+    let e = err(&alone.cmd(&["CLUSTER", "STAGEKEYS", "1", "k"]));
     assert!(e.contains("cluster support disabled"), "{e}");
     let mut src = source(&[("{bar}k", "v"), ("baz", "w")]);
     let e = err(&src.cmd(&["CLUSTER", "GETSTAGEDKEYS", "5061", "-1"]));
     assert!(e.contains("Invalid slot"), "{e}");
     let e = err(&src.cmd(&["CLUSTER", "GETSTAGEDKEYS", "16384", "1"]));
     assert!(e.contains("Invalid slot"), "{e}");
-    let e = err(&src.cmd(&["CLUSTER", "UNSTAGEKEYS", "{bar}k", "baz"]));
+    let e = err(&src.cmd(&["CLUSTER", "UNSTAGEKEYS", "1", "{bar}k", "baz"]));
     assert!(e.contains("not moving away"), "{e}");
     let e = err(&src.cmd(&["CLUSTER", "STAGEKEYS"]));
     assert!(e.contains("wrong number of arguments"), "{e}");
-    match src.cmd(&["CLUSTER", "STAGEKEYS", "{bar}k", "{bar}k"]) {
+    match src.cmd(&["CLUSTER", "STAGEKEYS", "1", "{bar}k", "{bar}k"]) {
         Value::Array(v) => assert_eq!(v.len(), 2, "{v:?}"),
         other => panic!("{other:?}"),
     }
     assert_eq!(src.cmd(&["CLUSTER", "GETSTAGEDKEYS", "5061", "10"]), Value::Array(vec![b("{bar}k")]));
-    assert_eq!(src.cmd(&["CLUSTER", "UNSTAGEKEYS", "{bar}k", "{bar}k"]), i(1));
+    assert_eq!(src.cmd(&["CLUSTER", "UNSTAGEKEYS", "1", "{bar}k", "{bar}k"]), i(1));
 }
 
 /// SORT's BY and GET patterns name keys that are not routed: in cluster mode they are refused,
@@ -294,4 +294,48 @@ fn sort_patterns_are_refused_in_cluster_mode() {
     assert_eq!(get, "ERR GET option of SORT denied in Cluster mode.");
     // A constant BY names no key: served.
     assert_eq!(src.cmd(&["SORT", "{bar}l", "BY", "nosort", "ALPHA"]), Value::Array(vec![b("a"), b("b")]));
+}
+
+/// The slot-move fence: a shard keeps the highest run number it has seen and refuses a lower
+/// one in the same group as the step it guards.
+#[test]
+fn a_run_overtaken_by_a_later_one_is_fenced_off() {
+    let mut src = source(&[("{bar}k", "v1")]);
+    let mut dst = target();
+    let e = err(&src.cmd(&["CLUSTER", "STAGEKEYS", "x", "{bar}k"]));
+    assert!(e.contains("slot-move fence 'x' is not a positive integer"), "{e}");
+    assert!(err(&src.cmd(&["CLUSTER", "MOVEFENCE", "0"])).contains("not a positive integer"));
+    // Run 1 (fence 5) stages the key and is frozen before its RESTORE is sent.
+    assert_eq!(src.cmd(&["CLUSTER", "MOVEFENCE", "5"]), ok());
+    let (old_payload, old_at) = match src.cmd(&["CLUSTER", "STAGEKEYS", "5", "{bar}k"]) {
+        Value::Array(v) => match v.as_slice() {
+            [Value::Array(p)] => match p.as_slice() {
+                [Value::Bulk(payload), Value::Int(at)] => (payload.clone(), *at),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    // Run 2 (fence 6) lands it end to end; a client then writes it where it lives.
+    match src.cmd(&["CLUSTER", "STAGEKEYS", "6", "{bar}k"]) {
+        Value::Array(v) => assert_eq!(v.len(), 1),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(dst.cmd(&["CLUSTER", "MOVEFENCE", "6"]), ok());
+    restore_on_target(&mut dst, "{bar}k", old_at, &old_payload);
+    assert_eq!(src.cmd(&["CLUSTER", "UNSTAGEKEYS", "6", "{bar}k"]), i(1));
+    assert_eq!(asked(&mut dst, &["SET", "{bar}k", "v2"]), ok());
+    // Run 1 wakes: its restore script stops at the fence, before any RESTORE; on the source,
+    // neither stage nor unstage passes.
+    let behind = err(&dst.cmd(&["CLUSTER", "MOVEFENCE", "5"]));
+    assert!(behind.contains("slot-move fence 5 is behind this shard's 6"), "{behind}");
+    assert!(err(&src.cmd(&["CLUSTER", "STAGEKEYS", "5", "{bar}k"])).contains("is behind"));
+    assert!(err(&src.cmd(&["CLUSTER", "UNSTAGEKEYS", "5", "{bar}k"])).contains("is behind"));
+    assert_eq!(asked(&mut dst, &["GET", "{bar}k"]), b("v2"), "the client's write stays");
+    // The fence is no client's key, and FLUSHALL keeps it.
+    assert_eq!(src.cmd(&["DBSIZE"]), i(0));
+    assert_eq!(dst.cmd(&["DBSIZE"]), i(1));
+    assert_eq!(src.cmd(&["FLUSHALL"]), ok());
+    assert!(err(&src.cmd(&["CLUSTER", "MOVEFENCE", "5"])).contains("is behind"));
 }
