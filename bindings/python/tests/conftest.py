@@ -26,6 +26,29 @@ REPO = Path(__file__).resolve().parents[3]
 WAIT_S = 60.0
 
 
+def thread_states(pid: int) -> List[str]:
+    """The state letter of each thread of `pid` (`/proc/PID/task/*/stat`, the field after the
+    command's closing parenthesis)."""
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        states.append(stat[stat.rindex(")") + 2])
+    return states
+
+
+def wait_all_threads_stopped(pid: int) -> None:
+    t0 = time.monotonic()
+    while True:
+        states = thread_states(pid)
+        if states and all(s in "Tt" for s in states):
+            return
+        assert time.monotonic() - t0 < WAIT_S, f"process {pid} did not stop: thread states {states}"
+        time.sleep(0.001)
+
+
 def mojim_bin() -> Optional[Path]:
     if os.environ.get("MOJIM_BIN"):
         return Path(os.environ["MOJIM_BIN"])
@@ -121,8 +144,13 @@ class Cluster:
             self.mirror = None
 
     def signal_mirror(self, sig: int) -> None:
+        """Sends `sig` to the mirror. For SIGSTOP it returns only once every thread of the mirror
+        is stopped: `kill` only queues the signal, and on a busy machine a thread can go on
+        acknowledging groups for milliseconds after it."""
         assert self.mirror is not None
         os.kill(self.mirror.pid, sig)
+        if sig == signal.SIGSTOP:
+            wait_all_threads_stopped(self.mirror.pid)
 
     def status(self) -> dict:
         out = self.run("status", "--config", str(self.cfg), "--addr", self.addr, "--json")

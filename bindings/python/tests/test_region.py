@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import mojim
+from conftest import thread_states
 
 
 def test_a_numpy_write_then_msync_is_on_the_mirror(cluster):
@@ -178,6 +179,17 @@ def test_a_thread_blocked_in_msync_lets_python_run(make_cluster):
         c.signal_mirror(signal.SIGCONT)
         t.join(60)
         assert result.get("ok"), result
+
+
+def test_a_stopped_mirror_has_every_thread_stopped_when_signal_mirror_returns(make_cluster):
+    # `kill` only queues SIGSTOP: without waiting, a thread of the mirror could still acknowledge
+    # a group, as it once did in the test above.
+    c = make_cluster()
+    c.start_mirror()
+    c.signal_mirror(signal.SIGSTOP)
+    states = thread_states(c.mirror.pid)
+    c.signal_mirror(signal.SIGCONT)
+    assert len(states) > 1 and all(s in "Tt" for s in states), states
 
 
 def test_sync_points_of_two_threads_overlap(cluster):
