@@ -52,10 +52,11 @@ pub(crate) enum ClusterCommand {
     AddShard(AddShardArgs),
     /// Remove a shard; refused while it owns slots (they are named).
     RemoveShard(RemoveShardArgs),
-    /// Move slots to another shard while clients run: records the moves in etcd, copies each
-    /// slot's keys (written on the target before deleted from the source), then gives the slot
-    /// to the target. Without --from/--to it resumes the moves recorded (after a run was cut
-    /// short); --rollback gives them back.
+    /// Move slots to another shard while clients run: records the moves in etcd, moves each
+    /// slot's keys in batches (staged on the source, where clients are answered TRYAGAIN for
+    /// them, written on the target, then dropped from the stage once the target's mirror has
+    /// them), then gives the slot to the target. Without --from/--to it resumes the moves
+    /// recorded (after a run was cut short); --rollback gives them back.
     MoveSlots(crate::kv_cluster_move::MoveSlotsArgs),
     /// Even the shards' slot counts (e.g. after add-shard): moves slots from the shards above
     /// the mean to those below, in slot order, as move-slots does. --dry-run prints the plan.

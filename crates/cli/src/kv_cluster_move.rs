@@ -37,8 +37,9 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// On the target, after `ASKING`: pass the run's fence (ARGV[1], `CLUSTER MOVEFENCE`: a run a
 /// later one overtook stops here, writing nothing), then `RESTORE` each key (ARGV: key,
-/// absolute expiry ms or 0, payload, ...) with REPLACE and ABSTTL, and answer how many. A copy the target holds already is one an earlier
-/// run wrote (no client reaches a key there while the source holds or stages it): replaced.
+/// absolute expiry ms or 0, payload, ...) with REPLACE and ABSTTL, and answer how many. A copy
+/// the target holds already is one an earlier run wrote (no client reaches a key there while
+/// the source holds or stages it): replaced.
 /// One script: one atomic group on the target, acknowledged by its mirror before the reply.
 const RESTORE_SCRIPT: &str = "redis.call('CLUSTER', 'MOVEFENCE', ARGV[1])
 for i = 2, #ARGV, 3 do

@@ -51,9 +51,14 @@ fn source(keys: &[(&str, &str)]) -> Harness {
     h
 }
 
-/// `CLUSTER STAGEKEYS key` on the source: the staged payload and PEXPIRETIME.
+/// `CLUSTER STAGEKEYS 1 key` on the source: the staged payload and PEXPIRETIME.
 fn stage_one(h: &mut Harness, key: &str) -> (Vec<u8>, i64) {
-    match h.cmd(&["CLUSTER", "STAGEKEYS", "1", key]) {
+    stage_with(h, "1", key)
+}
+
+/// `CLUSTER STAGEKEYS fence key` on the source: the staged payload and PEXPIRETIME.
+fn stage_with(h: &mut Harness, fence: &str, key: &str) -> (Vec<u8>, i64) {
+    match h.cmd(&["CLUSTER", "STAGEKEYS", fence, key]) {
         Value::Array(v) => match v.as_slice() {
             [Value::Array(pair)] => match pair.as_slice() {
                 [Value::Bulk(p), Value::Int(at)] => (p.clone(), *at),
@@ -307,21 +312,9 @@ fn a_run_overtaken_by_a_later_one_is_fenced_off() {
     assert!(err(&src.cmd(&["CLUSTER", "MOVEFENCE", "0"])).contains("not a positive integer"));
     // Run 1 (fence 5) stages the key and is frozen before its RESTORE is sent.
     assert_eq!(src.cmd(&["CLUSTER", "MOVEFENCE", "5"]), ok());
-    let (old_payload, old_at) = match src.cmd(&["CLUSTER", "STAGEKEYS", "5", "{bar}k"]) {
-        Value::Array(v) => match v.as_slice() {
-            [Value::Array(p)] => match p.as_slice() {
-                [Value::Bulk(payload), Value::Int(at)] => (payload.clone(), *at),
-                other => panic!("{other:?}"),
-            },
-            other => panic!("{other:?}"),
-        },
-        other => panic!("{other:?}"),
-    };
+    let (old_payload, old_at) = stage_with(&mut src, "5", "{bar}k");
     // Run 2 (fence 6) lands it end to end; a client then writes it where it lives.
-    match src.cmd(&["CLUSTER", "STAGEKEYS", "6", "{bar}k"]) {
-        Value::Array(v) => assert_eq!(v.len(), 1),
-        other => panic!("{other:?}"),
-    }
+    stage_with(&mut src, "6", "{bar}k");
     assert_eq!(dst.cmd(&["CLUSTER", "MOVEFENCE", "6"]), ok());
     restore_on_target(&mut dst, "{bar}k", old_at, &old_payload);
     assert_eq!(src.cmd(&["CLUSTER", "UNSTAGEKEYS", "6", "{bar}k"]), i(1));
