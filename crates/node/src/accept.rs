@@ -155,7 +155,8 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
             };
             // The lane's log is made before the lane is welcomed: a node that cannot make it
             // refuses the lane now, and neither the first group nor a copy waits for it later.
-            if let Err(message) = s.lanes.log_of(tag.lane) {
+            if let Err(e) = s.lanes.log_of(tag.lane) {
+                let message = e.to_string();
                 s.stats.refused(Refused::Storage);
                 tracing::warn!(%peer, lane = tag.lane, %message, "lane refused: no log");
                 refuse(&mut conn, &Refusal { code: RefuseCode::Storage, message: message.clone() });
@@ -173,7 +174,8 @@ fn serve_conn<C: Conn>(s: &Shared, mut conn: C, accepted: Instant, pending: &Pen
             let placed = match hello.place.then(|| offer_log(s, &mut conn, tag, hello.encrypt_placed)) {
                 None => None,
                 Some(Ok(Ok(offered))) => offered,
-                Some(Ok(Err(message))) => {
+                Some(Ok(Err(why))) => {
+                    let message = why.to_string();
                     s.stats.refused(Refused::Other);
                     tracing::warn!(%peer, lane = tag.lane, %message, "lane refused");
                     refuse(&mut conn, &Refusal { code: RefuseCode::Other, message: message.clone() });
@@ -209,7 +211,7 @@ fn offer_log<C: Conn>(
     conn: &mut C,
     tag: SessionTag,
     encrypt: bool,
-) -> std::io::Result<Result<Option<Option<RecordMac>>, String>> {
+) -> std::io::Result<Result<Option<Option<RecordMac>>, EncryptDisagrees>> {
     let log = s.lanes.log_of(tag.lane).map_err(std::io::Error::other)?;
     // Derived before anything is offered: a TLS connection whose key cannot be had offers none.
     let mac = conn.record_mac(tag.session, tag.lane)?;
@@ -245,27 +247,43 @@ fn offer_log<C: Conn>(
     Ok(Ok(token.is_some().then_some(mac)))
 }
 
+/// Why a lane that would place its records is refused: the primary and this node disagree on
+/// encrypting them. The operator's configuration is at fault, on one side or the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EncryptDisagrees {
+    /// The lane asked for encryption on a connection without TLS, which has no key for it.
+    NoTls { lane: u16 },
+    /// `[security] encrypt_placed` differs: `primary`'s against this node's `own`.
+    Differs { lane: u16, primary: bool, own: bool },
+}
+
+impl std::fmt::Display for EncryptDisagrees {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            EncryptDisagrees::NoTls { lane } => write!(
+                f,
+                "lane {lane} asked to encrypt the records it places ([security] encrypt_placed = true) on a \
+                 connection without TLS: encryption needs [security] tls = true on both sides"
+            ),
+            EncryptDisagrees::Differs { lane, primary, own } => write!(
+                f,
+                "lane {lane}: the primary has [security] encrypt_placed = {primary} and this node {own}: set \
+                 encrypt_placed the same on the primary and its mirror"
+            ),
+        }
+    }
+}
+
 /// Why a lane that places its records may not, when the primary's Hello asked for encrypted
 /// bodies (`asked`) and this node is set to `own` (`[security] encrypt_placed`), on a
 /// connection with TLS or not (`tls`); `None` when they agree. Bodies encrypted by one side
 /// and read in the clear by the other (or the other way) would be refused record by record, or
 /// worse, taken for what they are not: the lane is refused at once, naming the setting.
-fn encrypt_disagrees(asked: bool, own: bool, tls: bool, lane: u16) -> Option<String> {
-    let on_off = |b: bool| if b { "true" } else { "false" };
+fn encrypt_disagrees(asked: bool, own: bool, tls: bool, lane: u16) -> Option<EncryptDisagrees> {
     if asked && !tls {
-        return Some(format!(
-            "lane {lane} asked to encrypt the records it places ([security] encrypt_placed = true) on a \
-             connection without TLS: encryption needs [security] tls = true on both sides"
-        ));
+        return Some(EncryptDisagrees::NoTls { lane });
     }
-    (asked != own).then(|| {
-        format!(
-            "lane {lane}: the primary has [security] encrypt_placed = {} and this node {}: set \
-             encrypt_placed the same on the primary and its mirror",
-            on_off(asked),
-            on_off(own)
-        )
-    })
+    (asked != own).then_some(EncryptDisagrees::Differs { lane, primary: asked, own })
 }
 
 /// Reads the handshake's next frame, `what`, which must have come whole by `deadline`.

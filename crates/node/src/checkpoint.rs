@@ -170,7 +170,7 @@ fn write_copied(s: &Shared, g: &GroupRef, scratch: &mut Scratch) -> Result<io::R
     match scratch.copy_group(log.area(), g, MAX_FRAME_LIMIT, area.size(), &macs, s.forward.sealer()) {
         // Kept for the forwarder, which sends the backups only what matches it.
         Ok(seal) => scratch.seals.push((g.seq, seal)),
-        Err(why) => return Err(Failure::Changed { seq: g.seq, lane: g.lane, why }),
+        Err(why) => return Err(Failure::Changed { seq: g.seq, lane: g.lane, why: why.to_string() }),
     }
     for (off, body) in scratch.writes() {
         if let Err(e) = area.write_persistent(off, body) {
@@ -193,7 +193,7 @@ fn persist_ranges(s: &Shared, g: &GroupRef) -> Result<io::Result<()>, Failure> {
     });
     match walked {
         Ok(()) => Ok(result),
-        Err(why) => Err(Failure::Changed { seq: g.seq, lane: g.lane, why }),
+        Err(why) => Err(Failure::Changed { seq: g.seq, lane: g.lane, why: why.to_string() }),
     }
 }
 

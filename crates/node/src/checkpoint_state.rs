@@ -235,17 +235,17 @@ impl Checkpoint {
     /// Starts the sequence over after `base`, if nothing waits to be applied or released:
     /// `prepare` runs first, with the state held (so no group is pushed meanwhile), and its
     /// error stops the reset.
-    pub fn reset_to(
+    pub fn reset_to<E>(
         &self,
         base: u64,
         _applier: &Applier<'_>,
-        prepare: impl FnOnce() -> Result<(), String>,
-    ) -> Result<(), String> {
+        prepare: impl FnOnce() -> Result<(), E>,
+    ) -> Result<(), ResetRefused<E>> {
         let mut c = lock(&self.state);
         if c.cp.waiting() > 0 || c.unreleased() > 0 {
-            return Err("groups are still being applied here; try again".into());
+            return Err(ResetRefused::Busy);
         }
-        prepare()?;
+        prepare().map_err(ResetRefused::Prepare)?;
         c.cp.reset_to(base);
         Ok(())
     }
@@ -270,4 +270,13 @@ impl Checkpoint {
         let c = lock(&self.state);
         Lag { groups: c.cp.waiting(), bytes: c.waiting_bytes, applied_seq: c.cp.applied_seq() }
     }
+}
+
+/// Why [`Checkpoint::reset_to`] did not reset.
+#[derive(Debug)]
+pub(crate) enum ResetRefused<E> {
+    /// Groups are still being applied or released: the operator may try again.
+    Busy,
+    /// The preparation failed, with its own error.
+    Prepare(E),
 }

@@ -18,6 +18,7 @@
 //! checks: the forwarder sends a backup only what matches that seal.
 
 use super::group_seal::{push_record, record_in_group, GroupSealer, Seal};
+use super::log_changed::{Body, LogChanged};
 use mojim_core::checkpoint::GroupRef;
 use mojim_format::checksum::crc32c;
 use mojim_format::log::{record_at_verified, RecordArea};
@@ -54,7 +55,7 @@ impl Scratch {
         region_size: u64,
         macs: &[(u64, RecordMac)],
         sealer: &GroupSealer,
-    ) -> Result<Seal, String> {
+    ) -> Result<Seal, LogChanged> {
         self.bytes.clear();
         self.writes.clear();
         let mut pos = g.start_pos;
@@ -70,24 +71,24 @@ impl Scratch {
             let len = h.body_len as usize;
             let outside = data && h.offset.checked_add(len as u64).is_none_or(|end| end > region_size);
             if h.seq != g.seq || outside {
-                return Err(format!(
-                    "the record at log position {} now says group {}, {len} bytes at offset {}",
-                    rec.pos, h.seq, h.offset
-                ));
+                return Err(LogChanged::Misplaced {
+                    pos: rec.pos,
+                    seq: h.seq,
+                    len: len as u64,
+                    offset: h.offset,
+                });
             }
-            let what = if data {
-                format!("{len} bytes for offset {}", h.offset)
+            let body = if data {
+                Body::Data { len: len as u64, offset: h.offset }
             } else {
-                format!("a Copied list of {len} bytes")
+                Body::CopiedList { len: len as u64 }
             };
+            let what = body;
             let start = push_record(&mut self.bytes, &h).start;
             let body = &mut self.bytes[start..];
             area.copy_out(rec.body_at, body);
             if h.check_checksum(len, crc32c(body)).is_err() {
-                return Err(format!(
-                    "the body of the record at log position {} ({what}) no longer matches its checksum",
-                    rec.pos
-                ));
+                return Err(LogChanged::Checksum { pos: rec.pos, body: what });
             }
             if let Some((_, mac)) = macs.iter().find(|(s, _)| *s == h.session) {
                 let mut tag = [0u8; TAG_SIZE];
@@ -102,10 +103,7 @@ impl Scratch {
                         mac.verify(h.seq, h.frame_index, body, &tag)
                     };
                 if !checks {
-                    return Err(format!(
-                        "the record MAC of the record at log position {} ({what}) no longer checks",
-                        rec.pos
-                    ));
+                    return Err(LogChanged::Mac { pos: rec.pos, body: what });
                 }
             }
             // A Copied group writes nothing here (its bytes landed as it came): its list is
@@ -130,11 +128,10 @@ pub(crate) fn group_ranges(
     g: &GroupRef,
     max_body: u32,
     mut each: impl FnMut(u64, usize),
-) -> Result<(), String> {
+) -> Result<(), LogChanged> {
     let mut pos = g.start_pos;
     while pos < g.end_pos {
-        let rec = record_at_verified(&area, pos, max_body)
-            .ok_or_else(|| format!("the record at log position {pos} is no longer a record"))?;
+        let rec = record_at_verified(&area, pos, max_body).ok_or(LogChanged::NotARecord { pos })?;
         if rec.header.kind == FrameKind::Data {
             each(rec.header.offset, rec.header.body_len as usize);
         }
@@ -245,7 +242,14 @@ mod tests {
         let err = s
             .copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &macs, &GroupSealer::new())
             .unwrap_err();
-        assert!(err.contains("record MAC") && err.contains("no longer checks"), "{err}");
+        assert!(
+            matches!(err, LogChanged::Mac { pos: 0, body: Body::Data { len: 300, offset: 4096 } }),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains("record MAC") && err.to_string().contains("no longer checks"),
+            "{err}"
+        );
     }
 
     /// A sealed `Copied` record, its list changed after it was checked and its checksum made
@@ -290,10 +294,8 @@ mod tests {
                     &GroupSealer::new(),
                 )
                 .unwrap_err();
-            assert!(
-                err.contains("record MAC") && err.contains("a Copied list of 16 bytes"),
-                "{encrypt}: {err}"
-            );
+            assert_eq!(err, LogChanged::Mac { pos: 0, body: Body::CopiedList { len: 16 } }, "{encrypt}");
+            assert!(err.to_string().contains("a Copied list of 16 bytes"), "{encrypt}: {err}");
         }
     }
 
@@ -307,18 +309,22 @@ mod tests {
         let err = s
             .copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &[], &GroupSealer::new())
             .unwrap_err();
-        assert!(err.contains("no longer matches its checksum"), "{err}");
+        assert!(
+            matches!(err, LogChanged::Checksum { body: Body::Data { len: 100, offset: 4096 }, .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("no longer matches its checksum"), "{err}");
         // Past the region's end, or a header that is no longer one.
         let (_dir, map, g) = log_with([&[1u8; 100], &[2u8; 100]]);
         let err = s
             .copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 4096, &[], &GroupSealer::new())
             .unwrap_err();
-        assert!(err.contains("offset 4096"), "{err}");
+        assert!(matches!(err, LogChanged::Misplaced { offset: 4096, len: 100, .. }), "{err:?}");
         map.write(LOG_HEADER_SIZE, &[0xff; 8]);
         let err = s
             .copy_group(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, 1 << 20, &[], &GroupSealer::new())
             .unwrap_err();
-        assert!(err.contains("no longer a record"), "{err}");
+        assert_eq!(err, LogChanged::NotARecord { pos: 0 });
         assert!(group_ranges(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, |_, _| {}).is_err());
     }
 }

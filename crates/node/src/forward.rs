@@ -1137,7 +1137,7 @@ fn send_sealed_group<C: Conn>(
         ))
     };
     let log = s.lanes.log_holding(g);
-    copy_form(log.area(), g, super::MAX_FRAME_LIMIT, form).map_err(|why| changed(&why))?;
+    copy_form(log.area(), g, super::MAX_FRAME_LIMIT, form).map_err(|why| changed(&why.to_string()))?;
     if !s.forward.sealer.verify(g.seq, form, &seal) {
         return Err(changed("its records are no longer those this node checked and applied"));
     }

@@ -30,6 +30,7 @@
 //! of its link, checks the seal on the copy, and sends from the copy: what it checked is what
 //! it sends, whatever the peer writes meanwhile.
 
+use super::log_changed::LogChanged;
 use mojim_core::checkpoint::GroupRef;
 use mojim_format::log::{record_at_verified, Record, RecordArea};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
@@ -93,15 +94,10 @@ pub(crate) fn record_in_group(
     g: &GroupRef,
     pos: u64,
     max_body: u32,
-) -> Result<Record, String> {
-    let rec = record_at_verified(area, pos, max_body)
-        .ok_or_else(|| format!("the record at log position {pos} is no longer a record"))?;
+) -> Result<Record, LogChanged> {
+    let rec = record_at_verified(area, pos, max_body).ok_or(LogChanged::NotARecord { pos })?;
     if rec.end_pos() > g.end_pos {
-        return Err(format!(
-            "the record at log position {pos} now ends at {}, past the group's end {}",
-            rec.end_pos(),
-            g.end_pos
-        ));
+        return Err(LogChanged::PastGroupEnd { pos, end: rec.end_pos(), group_end: g.end_pos });
     }
     Ok(rec)
 }
@@ -114,7 +110,7 @@ pub(crate) fn copy_form(
     g: &GroupRef,
     max_body: u32,
     form: &mut Vec<u8>,
-) -> Result<(), String> {
+) -> Result<(), LogChanged> {
     form.clear();
     let mut pos = g.start_pos;
     while pos < g.end_pos {
@@ -226,7 +222,7 @@ mod tests {
         // A header that is no longer one is named by its position.
         map.write(at, &[0xff; 8]);
         let err = copy_form(map.view(LOG_HEADER_SIZE, 1 << 16), &g, 1 << 20, &mut changed).unwrap_err();
-        assert!(err.contains(&format!("log position {}", record_size(100))), "{err}");
+        assert_eq!(err, LogChanged::NotARecord { pos: record_size(100) });
         assert_eq!(records(&[0u8; 10]).collect::<Vec<_>>(), vec![Err(0)]);
     }
 }

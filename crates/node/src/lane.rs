@@ -98,7 +98,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag, placed: Option<Op
     // Made when the lane joined (see `accept.rs`).
     let log = match s.lanes.log_of(tag.lane) {
         Ok(l) => l,
-        Err(m) => return LaneEnd::Storage(m),
+        Err(e) => return LaneEnd::Storage(e.to_string()),
     };
     let mut r = Receiver {
         s,

@@ -159,7 +159,7 @@ impl Lanes {
 
     /// The log of `lane`, created (and its space reserved) when a session's lane first joins, if
     /// the node did not make it when it opened.
-    pub fn log_of(&self, lane: u16) -> Result<&LogFile, String> {
+    pub fn log_of(&self, lane: u16) -> Result<&LogFile, LogCreateFailed> {
         let cell = &self.logs[lane as usize];
         if let Some(l) = cell.get() {
             return Ok(l);
@@ -181,7 +181,7 @@ impl Lanes {
                 let _ = cell.set(l);
                 Ok(cell.get().expect("just set"))
             }
-            Err(e) => Err(format!("cannot create the log for lane {lane} ({cap} bytes): {e}")),
+            Err(error) => Err(LogCreateFailed { lane, capacity: cap, error }),
         }
     }
 
@@ -235,3 +235,20 @@ impl Lanes {
             .collect()
     }
 }
+
+/// This node could not make a lane's log: its storage's fault (no room, no permission).
+#[derive(Debug)]
+pub(crate) struct LogCreateFailed {
+    pub lane: u16,
+    pub capacity: u64,
+    pub error: mojim_region::MapError,
+}
+
+impl std::fmt::Display for LogCreateFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let LogCreateFailed { lane, capacity, error } = self;
+        write!(f, "cannot create the log for lane {lane} ({capacity} bytes): {error}")
+    }
+}
+
+impl std::error::Error for LogCreateFailed {}

@@ -83,6 +83,7 @@ mod forward_error;
 mod group_seal;
 mod lane;
 mod lane_logs;
+mod log_changed;
 pub mod metrics;
 mod operator_command_error;
 mod operator_commands;

@@ -18,6 +18,7 @@
 //! - `backup_remove {addr}`: stop feeding it and release the log space held for it alone;
 //!   reply `{"removed": addr, "backups": [...]}`. Neither is kept across a restart.
 
+use super::checkpoint_state::ResetRefused;
 use super::operator_command_error::{CommandError, StorageError};
 use super::{checkpoint, forward, session, Shared};
 use mojim_format::region::{FLAG_INCONSISTENT, FLAG_PRIMARY};
@@ -176,25 +177,19 @@ pub(crate) fn promote_to(
 fn reset(s: &Shared, base: u64) -> Result<(), CommandError> {
     no_session(s)?;
     let applier = s.ckpt.applier();
-    // The checkpointer takes a preparation that fails with a message; its storage error is
-    // kept whole here, and the message is only what the checkpointer passes on.
-    let mut failed = None;
-    let prepared = s.ckpt.reset_to(base, &applier, || {
-        let prepare = || -> Result<(), StorageError> {
-            s.lanes.drop_records().map_err(io("drop the log's records"))?;
-            let area = s.data.area();
-            let (flags, _) = area.copy_state().map_err(io("read the copy state"))?;
-            area.set_copy_state(flags | FLAG_INCONSISTENT, 0).map_err(io("mark the copy inconsistent"))?;
-            area.set_applied_seq(base).map_err(io("persist the applied sequence number"))
-        };
-        prepare().map_err(|e| {
-            let m = e.to_string();
-            failed = Some(e);
-            m
-        })
+    let prepared = s.ckpt.reset_to(base, &applier, || -> Result<(), StorageError> {
+        s.lanes.drop_records().map_err(io("drop the log's records"))?;
+        let area = s.data.area();
+        let (flags, _) = area.copy_state().map_err(io("read the copy state"))?;
+        area.set_copy_state(flags | FLAG_INCONSISTENT, 0).map_err(io("mark the copy inconsistent"))?;
+        area.set_applied_seq(base).map_err(io("persist the applied sequence number"))
     });
-    if let Err(m) = prepared {
-        return Err(failed.map_or(CommandError::Busy(m), CommandError::Storage));
+    match prepared {
+        Ok(()) => {}
+        Err(ResetRefused::Busy) => {
+            return Err(CommandError::Busy("groups are still being applied here; try again".into()))
+        }
+        Err(ResetRefused::Prepare(e)) => return Err(CommandError::Storage(e)),
     }
     tracing::warn!(base, "reset for a full copy");
     Ok(())

@@ -3,12 +3,12 @@
 //! `/readyz` (the mirror is online). docs/METRICS.md lists each family.
 
 use super::metrics::{MirrorState, PrimaryMetrics};
-use super::{Inner, Primary};
+use super::Primary;
 use crate::error::{Error, Result};
 use mojim_metrics::{Exposition, Kind, Limits, MetricsListener, Pages};
 use mojim_transport::Transport;
 use std::net::SocketAddr;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 impl<T: Transport> Primary<T>
 where
@@ -29,9 +29,9 @@ where
         let (m, h, r) = (weak.clone(), weak.clone(), weak);
         let pages = Pages {
             metrics: Box::new(move || m.upgrade().map_or_else(String::new, |i| render_metrics(&i.metrics()))),
-            health: Box::new(move || open(&h).map(|_| ())),
+            health: Box::new(move || h.upgrade().map(|_| ()).ok_or_else(closed)),
             ready: Box::new(move || {
-                let i = open(&r)?;
+                let i = r.upgrade().ok_or_else(closed)?;
                 match i.metrics().mirror_state {
                     MirrorState::Online => Ok(()),
                     s => Err(format!("the mirror is {}", s.name())),
@@ -48,8 +48,9 @@ where
     }
 }
 
-fn open<T: Transport>(w: &Weak<Inner<T>>) -> std::result::Result<Arc<Inner<T>>, String> {
-    w.upgrade().ok_or_else(|| "the primary is closed".to_string())
+/// What `/healthz` and `/readyz` answer (503) once the primary is closed.
+fn closed() -> String {
+    "the primary is closed".into()
 }
 
 /// The metrics page for `m`: `mojim_primary_*` families.
