@@ -18,23 +18,18 @@
 mod common;
 
 use common::kv::{node, promote, start_kv_on_promoted, wait_for};
+use common::kv_cluster::free_addr;
 use common::kv_workload::{progress, reads_on, Conn, Workload};
 use common::porcupine::{build_checker, check, go, to_json, Kind, Op, Output};
 use common::{exe, seed, Cluster, TempDir, WAIT};
 use mojim_tools::child::ChildNode;
 use mojim_tools::netns::Netns;
-use mojim_transport::ports::free_loopback_port;
 use std::time::Duration;
 
 /// Operations answered between two faults (and after the last).
 const OPS_PER_PHASE: u64 = 3000;
 /// Restarts of the primary's server on its own region before the promotion.
 const RESTARTS: usize = 8;
-
-/// A port nothing listens on now, for a `mojim kv` started later.
-fn free_port() -> String {
-    format!("127.0.0.1:{}", free_loopback_port().expect("a free port"))
-}
 
 /// `mojim kv` on the cluster's own region at `listen`, mirrored to `mirror`.
 fn start_primary(c: &Cluster, listen: &str, mirror: &str) -> ChildNode {
@@ -64,7 +59,7 @@ fn kv_histories_under_kill_9_and_promotion_are_linearizable() {
     let tools = TempDir::new("kv-linearizable-tools");
     let checker = build_checker(&go, tools.path());
     let seed = seed("kv_linearizable");
-    let (first, second, third) = (free_port(), free_port(), free_port());
+    let (first, second, third) = (free_addr(), free_addr(), free_addr());
     let (c, last, backup, mirror) = cluster("kv-linearizable", false);
     let mut kv = start_primary(&c, &first, mirror.addr());
     let w = Workload::start(seed, vec![first.clone(), second.clone(), third.clone()]);
@@ -105,7 +100,7 @@ fn kv_histories_across_a_cut_off_primary_replaced_by_promotion_are_linearizable(
     let tools = TempDir::new("kv-linearizable-cut-tools");
     let checker = build_checker(&go, tools.path());
     let seed = seed("kv_linearizable_cut_off");
-    let (first, second) = (free_port(), free_port());
+    let (first, second) = (free_addr(), free_addr());
     let (c, _last, backup, mirror) = cluster("kv-linearizable-cut", true);
     let mut kv = start_primary(&c, &first, mirror.addr());
     let w = Workload::start(seed, vec![first.clone(), second.clone()]);
@@ -225,7 +220,7 @@ fn split_brain(test: &str, read_barrier: bool) {
     let tools = TempDir::new(&format!("{test}-tools"));
     let checker = build_checker(&go, tools.path());
     let seed = seed(test);
-    let (first, second) = (free_port(), free_port());
+    let (first, second) = (free_addr(), free_addr());
     let (c, _last, backup, mirror) = cluster(test, read_barrier);
     let mut kv = start_primary(&c, &first, mirror.addr());
     let mut stale = Conn::open(&first).expect("connect to the primary");

@@ -21,7 +21,6 @@ use super::resp::Value;
 use crate::child::ChildNode;
 use mojim::config::{random_uuid, template, write_private, ConfigFile, RegionId};
 use mojim::error::{Error, Result};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -344,8 +343,7 @@ impl Drop for Server {
 
 /// A port free on loopback right now.
 pub(super) fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(Error::io("find a free port on 127.0.0.1"))?;
-    Ok(l.local_addr().map_err(Error::io("read a bound address"))?.port())
+    mojim_transport::ports::free_loopback_port().map_err(Error::io("find a free port on 127.0.0.1"))
 }
 
 pub(super) fn mkdir(dir: &Path, janitor: &mut Janitor) -> Result<PathBuf> {
