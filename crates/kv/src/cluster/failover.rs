@@ -23,7 +23,7 @@ use super::topology::Topology;
 use super::view::ClusterView;
 use crate::error::KvError;
 use mojim::coord::Roles;
-use mojim_etcd::{Client, Scope, WatchEvent};
+use mojim_etcd::{Client, EtcdError, Scope, WatchEvent};
 use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::sync::mpsc;
@@ -34,6 +34,8 @@ const PROMOTION_POLL: Duration = Duration::from_millis(50);
 /// A standby reads the roles again at least this often, even without a watch event (a watch
 /// created "from now on" while the roles key was absent may miss the first write).
 const ROLES_BACKSTOP: Duration = Duration::from_secs(5);
+/// How often a standby tries again to read the roles while etcd is away.
+const ROLES_RETRY: Duration = Duration::from_millis(250);
 
 /// Makes `node` the primary of the shard that lists it: `primary` set to it and the shard's
 /// `config_epoch` one more. Returns whether anything changed (not when it is the primary
@@ -186,15 +188,30 @@ pub fn take_over_shard(
     Ok(())
 }
 
+/// Why the roles could not be read: etcd is away for now (unreachable, or without a leader),
+/// which a standby waits out, or for good.
+enum RolesUnread {
+    Away(mojim_etcd::EtcdError),
+    Failed(KvError),
+}
+
 /// The roles in etcd, or `None` when none are written yet; `Err` says why they cannot be read.
-fn read_roles(client: &Client, key: &str) -> Result<Option<(Roles, i64)>, KvError> {
-    let Some(kv) =
-        client.get(key).map_err(|e| KvError::Config(format!("read the roles at {key} in etcd: {e}")))?
-    else {
+fn read_roles(client: &Client, key: &str) -> Result<Option<(Roles, i64)>, RolesUnread> {
+    let kv = match client.get(key) {
+        Ok(kv) => kv,
+        Err(e @ (EtcdError::Unreachable { .. } | EtcdError::Http { status: 503, .. })) => {
+            return Err(RolesUnread::Away(e))
+        }
+        Err(e) => {
+            return Err(RolesUnread::Failed(KvError::Config(format!("read the roles at {key} in etcd: {e}"))))
+        }
+    };
+    let Some(kv) = kv else {
         return Ok(None);
     };
-    let roles: Roles = serde_json::from_slice(&kv.value)
-        .map_err(|e| KvError::Config(format!("the roles at {key} in etcd are not valid: {e}")))?;
+    let roles: Roles = serde_json::from_slice(&kv.value).map_err(|e| {
+        RolesUnread::Failed(KvError::Config(format!("the roles at {key} in etcd are not valid: {e}")))
+    })?;
     Ok(Some((roles, kv.mod_revision)))
 }
 
@@ -303,8 +320,41 @@ pub fn await_promotion(
     let mut watch = None;
     let mut said_waiting = false;
     let mut said_promoting = false;
+    let mut said_away = false;
     loop {
-        let roles = read_roles(client, roles_key)?;
+        // etcd away (restarting, or cut off for a while) is waited out: the standby's whole job
+        // is to wait, and the roles it waits for are written once etcd is back.
+        let read = read_roles(client, roles_key);
+        if let Err(RolesUnread::Away(e)) = &read {
+            if !said_away {
+                tracing::warn!(key = roles_key, error = %e, "standby: cannot read the roles in etcd; trying again");
+                said_away = true;
+            }
+        }
+        let roles = match read {
+            Ok(roles) => {
+                if said_away {
+                    tracing::info!(key = roles_key, "standby: etcd answers again");
+                    said_away = false;
+                }
+                roles
+            }
+            Err(RolesUnread::Away(_)) => {
+                match rx.recv_timeout(ROLES_RETRY) {
+                    Ok(Wake::Stop) => {
+                        tracing::info!(
+                            node,
+                            "standby: stopped while waiting to take over; it served nothing"
+                        );
+                        return Ok(Waited::Stopped);
+                    }
+                    Ok(Wake::Roles(_)) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => unreachable!("this function holds a sender"),
+                }
+                continue;
+            }
+            Err(RolesUnread::Failed(e)) => return Err(e),
+        };
         if watch.is_none() {
             // From just after the revision read: no change after that read is missed.
             let from = roles.as_ref().map_or(0, |(_, revision)| revision + 1);
@@ -459,5 +509,45 @@ mod tests {
         assert!(e.to_string().contains("no longer this primary's"), "{e}");
         let (after, after_revision) = store.read_existing().unwrap();
         assert_eq!((after.shards[0].primary.as_str(), after_revision), ("a2", revision), "nothing written");
+    }
+
+    /// A standby waits etcd out: killed while the standby waits (its watch breaks, so the roles
+    /// are read again at once, and fail), etcd gives no error to the standby, which serves once
+    /// etcd is back and the roles name its node.
+    #[test]
+    fn a_standby_waits_while_etcd_is_away() {
+        let Some(mut server) = EtcdServer::start_for_test() else { return };
+        let client = server.client(Duration::from_millis(300));
+        let (tx, rx) = mpsc::channel();
+        let waiting = client.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(await_promotion(
+                &waiting,
+                "/away/roles",
+                "m0",
+                Path::new("/nowhere/data.mojim"),
+                None,
+            ));
+        });
+        assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "no roles yet: it waits");
+        server.kill();
+        let away = rx.recv_timeout(Duration::from_secs(2));
+        assert!(away.is_err(), "the standby gave up while etcd was away: {away:?}");
+        server.restart().expect("etcd restarts on its data");
+        let roles = Roles {
+            epoch: 2,
+            primary: "m0".into(),
+            mirror: String::new(),
+            mirror_addr: "127.0.0.1:1".into(),
+            by_takeover: false,
+        };
+        let value = serde_json::to_vec(&roles).unwrap();
+        let t0 = std::time::Instant::now();
+        while client.put("/away/roles", &value, None).is_err() {
+            assert!(t0.elapsed() < Duration::from_secs(30), "etcd did not come back");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let got = rx.recv_timeout(Duration::from_secs(30)).expect("it serves once the roles name it");
+        assert_eq!(got.expect("no error"), Waited::Promoted);
     }
 }
