@@ -7,7 +7,7 @@
 mod common;
 
 use common::kv::{python_with_redis, wait_for};
-use common::kv_cluster::{text, KvCerts, KvShards, Network};
+use common::kv_cluster::{text, KvCerts, KvShards, Network, Setup};
 use mojim_kv::cluster::slot::key_slot;
 use std::process::{Command, Output};
 
@@ -136,7 +136,10 @@ print("ok", sizes)
 
 #[test]
 fn redis_cli_redis_benchmark_and_redis_py_on_three_shards_in_namespaces() {
-    let Some(mut c) = KvShards::start("kvcc", 3, Network::Namespaces, None) else { return };
+    let Some(mut c) = KvShards::start("kvcc", 3, Setup { network: Network::Namespaces, ..Setup::default() })
+    else {
+        return;
+    };
     assert!(c.kv_addrs.iter().all(|a| !a.starts_with("127.")), "{:?}", c.kv_addrs);
 
     let o = c.mojim(&["kv", "cluster", "status"]);
@@ -176,7 +179,9 @@ fn redis_cli_redis_benchmark_and_redis_py_on_three_shards_in_namespaces() {
 #[test]
 fn tls_clients_are_sent_to_the_tls_addresses() {
     let certs = KvCerts::new("kvcc-tls");
-    let Some(c) = KvShards::start("kvcc-tls", 2, Network::Loopback, Some(&certs)) else { return };
+    let Some(c) = KvShards::start("kvcc-tls", 2, Setup { certs: Some(&certs), ..Setup::default() }) else {
+        return;
+    };
     let out = text(&c.mojim(&["kv", "cluster", "status"]));
     assert!(out.contains(&format!("kv {} tls {} serve", c.kv_addrs[1], c.tls_addrs[1])), "{out}");
 

@@ -7,7 +7,7 @@
 //! operation whose reply never came is recorded with an unknown outcome. Every shard has `[kv] read_barrier`.
 //! Each shard is a primary `p<i>`, its named mirror `m<i>` (feeding a backup) and a standby
 //! `mojim kv --cluster --standby` on `m<i>`, which takes the shard over through etcd
-//! (`common::kv_cluster::FailoverShards`).
+//! (`common::kv_cluster::KvShards`).
 //!
 //! On loopback: kill -9 of shard 0's primary (take-over by its standby); `move-slots` from
 //! shard 1 killed -9 mid-move, then resumed; a move from shard 1 during its fail-over (the
@@ -20,7 +20,7 @@
 
 mod common;
 
-use common::kv_cluster::{FailoverShards, Network};
+use common::kv_cluster::{KvShards, Mirrors, Network, Setup};
 use common::kv_workload::{parse_cluster_slots, progress, write_on, Conn, Routing, Workload};
 use common::porcupine::{build_checker, go, Kind, Op};
 use common::{seed, TempDir, WAIT};
@@ -51,6 +51,11 @@ fn config(f: &mut ConfigFile) {
     f.cluster.lease_ttl_ms = 8000;
     f.cluster.lease_renew_ms = 300;
     f.cluster.lease_margin_ms = 1000;
+}
+
+/// Shards that fail over (standbys, backups) on `network`, configured by [`config`].
+fn failover(network: Network) -> Setup<'static> {
+    Setup { network, mirrors: Mirrors::Failover, certs: None, edit: &config }
 }
 
 /// A hash tag (`t<n>`, the first such) whose slot is in `lo..=hi`.
@@ -121,7 +126,7 @@ fn owner(t: &Topology, slot: u16) -> (usize, bool) {
 }
 
 /// Requires every slot of `range` to be shard `shard`'s in etcd, with no move left.
-fn assert_owned(shards: &FailoverShards, (lo, hi): (u16, u16), shard: usize) {
+fn assert_owned(shards: &KvShards, (lo, hi): (u16, u16), shard: usize) {
     let (t, _) = shards.topology();
     for slot in lo..=hi {
         assert_eq!(owner(&t, slot), (shard, false), "slot {slot}: {t:?}");
@@ -130,7 +135,7 @@ fn assert_owned(shards: &FailoverShards, (lo, hi): (u16, u16), shard: usize) {
 
 /// Runs `move-slots <args>` to its end, again while it fails (a server still catching up
 /// with a take-over), within `WAIT`.
-fn move_to_end(shards: &FailoverShards, args: &[&str]) -> String {
+fn move_to_end(shards: &KvShards, args: &[&str]) -> String {
     let t0 = Instant::now();
     loop {
         let (ok, err) = shards.move_slots(args).finish();
@@ -144,7 +149,7 @@ fn move_to_end(shards: &FailoverShards, args: &[&str]) -> String {
 
 /// Kills shard `i`'s primary with SIGKILL and waits for its standby to serve and the topology
 /// to name it.
-fn fail_over(shards: &mut FailoverShards, i: usize) -> Duration {
+fn fail_over(shards: &mut KvShards, i: usize) -> Duration {
     let t0 = Instant::now();
     shards.primaries[i].take().expect("the primary runs").kill();
     shards.standbys[i].serving(2 * WAIT);
@@ -215,7 +220,7 @@ fn checker(tools: &TempDir) -> Option<PathBuf> {
 fn cluster_histories_under_failover_moves_and_etcd_restart_are_linearizable() {
     let tools = TempDir::new("kv-cluster-lin-tools");
     let Some(checker) = checker(&tools) else { return };
-    let Some(mut shards) = FailoverShards::start("kv-cluster-lin", 2, Network::Loopback, config) else {
+    let Some(mut shards) = KvShards::start("kv-cluster-lin", 2, failover(Network::Loopback)) else {
         return;
     };
     let seed = seed("kv_cluster_linearizable");
@@ -294,7 +299,7 @@ fn cluster_histories_under_failover_moves_and_etcd_restart_are_linearizable() {
 fn cluster_histories_across_a_partitioned_primary_are_linearizable() {
     let tools = TempDir::new("kv-cluster-part-tools");
     let Some(checker) = checker(&tools) else { return };
-    let Some(mut shards) = FailoverShards::start("kv-cluster-part", 2, Network::Namespaces, config) else {
+    let Some(mut shards) = KvShards::start("kv-cluster-part", 2, failover(Network::Namespaces)) else {
         return;
     };
     let seed = seed("kv_cluster_partition");

@@ -6,9 +6,8 @@
 
 mod common;
 
-use common::kv_cluster::{ok, refused, text, MoveSlots, Shards};
+use common::kv_cluster::{ok, refused, text, KvShards, Mirrors, MoveSlots, Setup};
 use common::kv_workload::Conn;
-use mojim_etcd::testing::EtcdServer;
 use mojim_kv::resp::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -122,7 +121,7 @@ elif mode == "check":
 "#;
 
 /// Runs SCRIPT in `mode`.
-fn python(shards: &Shards, dir: &Path, mode: &str, extra: &[&str]) -> Command {
+fn python(shards: &KvShards, dir: &Path, mode: &str, extra: &[&str]) -> Command {
     let mut py = common::kv::python_with_redis().expect("python3 with redis-py");
     let state = dir.join("keys.json");
     py.args(["-c", SCRIPT, mode, shards.port(0), shards.port(1), "0", "100"]);
@@ -130,7 +129,7 @@ fn python(shards: &Shards, dir: &Path, mode: &str, extra: &[&str]) -> Command {
     py
 }
 
-fn run_python(shards: &Shards, dir: &Path, mode: &str, extra: &[&str]) -> String {
+fn run_python(shards: &KvShards, dir: &Path, mode: &str, extra: &[&str]) -> String {
     let o = python(shards, dir, mode, extra).output().expect("run python3");
     assert!(o.status.success(), "python {mode}: {}", text(&o));
     text(&o)
@@ -150,7 +149,7 @@ impl Drop for Writer {
 }
 
 /// The counter writer, running until `stop_writer`.
-fn start_writer(shards: &Shards, dir: &Path) -> Writer {
+fn start_writer(shards: &KvShards, dir: &Path) -> Writer {
     let _ = std::fs::remove_file(dir.join("keys.json.stop"));
     let _ = std::fs::remove_file(dir.join("keys.json.started"));
     let w = python(shards, dir, "writer", &[]).stdout(Stdio::null()).stderr(Stdio::inherit()).spawn();
@@ -171,7 +170,7 @@ fn stop_writer(dir: &Path, mut w: Writer) {
 /// `mojim kv cluster <args>` after a tool was killed -9: refused while the killed one's
 /// slot-move lock lives (its lease runs out within 10 s, longer on a loaded machine), then run to
 /// its end; its output.
-fn after_the_killed_lock(shards: &Shards, args: &[&str]) -> String {
+fn after_the_killed_lock(shards: &KvShards, args: &[&str]) -> String {
     let t0 = Instant::now();
     loop {
         let o = common::kv_cluster::mojim(&shards.shards[0], args);
@@ -188,12 +187,12 @@ fn after_the_killed_lock(shards: &Shards, args: &[&str]) -> String {
 }
 
 /// `mojim kv cluster move-slots <args>` started, killed -9 once its progress shows keys moved.
-fn kill_mid_move(shards: &Shards, args: &[&str]) {
+fn kill_mid_move(shards: &KvShards, args: &[&str]) {
     start_move(shards, args).kill();
 }
 
 /// `mojim kv cluster move-slots <args>` started, returned once its progress shows keys moved.
-fn start_move(shards: &Shards, args: &[&str]) -> MoveSlots {
+fn start_move(shards: &KvShards, args: &[&str]) -> MoveSlots {
     let mut m = MoveSlots::start(&shards.shards[0], args);
     m.wait_keys_moved();
     m
@@ -204,15 +203,8 @@ fn start_move(shards: &Shards, args: &[&str]) -> MoveSlots {
 /// client is then answered TRYAGAIN for them; returns how many it staged.
 /// The killed run's fence is below the topology's last write (it recorded its moves after it
 /// took its lock), and the next run's above it: the topology key's revision is a fence between.
-fn stage_as_a_cut_short_run(
-    shards: &Shards,
-    (etcd, prefix): (&EtcdServer, &str),
-    from: usize,
-    slots: std::ops::Range<u16>,
-) -> usize {
-    let topology =
-        etcd.client(std::time::Duration::from_secs(2)).get(&format!("{prefix}/kv-cluster/topology"));
-    let fence = topology.expect("read the topology").expect("a topology").mod_revision.to_string();
+fn stage_as_a_cut_short_run(shards: &KvShards, from: usize, slots: std::ops::Range<u16>) -> usize {
+    let fence = shards.topology().1.to_string();
     let mut c = Conn::open(&shards.kv_addrs[from]).expect("connect to the source");
     let mut staged = 0;
     for slot in slots {
@@ -252,7 +244,13 @@ fn call(a: &[String]) -> Vec<&str> {
     a.iter().map(String::as_str).collect()
 }
 
-fn status(shards: &Shards) -> String {
+/// Two shards whose mirrors never take over, so that a test can kill a shard's primary and
+/// start it again on its region.
+fn unnamed(test: &str) -> Option<KvShards> {
+    KvShards::start(test, 2, Setup { mirrors: Mirrors::Unnamed, ..Setup::default() })
+}
+
+fn status(shards: &KvShards) -> String {
     text(&common::kv_cluster::mojim(&shards.shards[0], &["kv", "cluster", "status"]))
 }
 
@@ -261,8 +259,7 @@ fn status(shards: &Shards) -> String {
 /// (keys of every slot still moving staged as if it died in a batch) and run again to resume.
 #[test]
 fn slots_move_live_and_a_killed_move_resumes() {
-    let Some(etcd) = EtcdServer::start_for_test() else { return };
-    let shards = Shards::start("kv_move_live", 2, &etcd.endpoint(), "/move-live");
+    let Some(shards) = unnamed("kv_move_live") else { return };
     let dir = shards.shards[0].dir.path().to_owned();
     run_python(&shards, &dir, "load", &[]);
 
@@ -293,7 +290,7 @@ fn slots_move_live_and_a_killed_move_resumes() {
     let st = status(&shards);
     assert!(st.contains("moving slot"), "the moves stay recorded: {st}");
     // Keys in flight when it died: the next run lands them.
-    let cut = stage_as_a_cut_short_run(&shards, (&etcd, "/move-live"), 1, 0..100);
+    let cut = stage_as_a_cut_short_run(&shards, 1, 0..100);
     assert!(cut > 0, "the killed run left keys to move");
     let out = after_the_killed_lock(&shards, &["kv", "cluster", "move-slots"]);
     assert!(out.contains("moved ") && !out.contains("recorded the moves"), "{out}");
@@ -308,7 +305,7 @@ fn slots_move_live_and_a_killed_move_resumes() {
 /// on its region, the move resumes, and nothing acknowledged to a client or the tool is lost.
 #[test]
 fn the_source_killed_mid_move_restarts_and_the_move_resumes() {
-    a_server_killed_mid_move_restarts_and_the_move_resumes("kv_move_source", "/move-source", 0);
+    a_server_killed_mid_move_restarts_and_the_move_resumes("kv_move_source", 0);
 }
 
 /// The target's `mojim kv` killed -9 mid-move, with a batch staged on the source: the tool
@@ -316,28 +313,24 @@ fn the_source_killed_mid_move_restarts_and_the_move_resumes() {
 /// restarted on its region, the move resumes and lands them.
 #[test]
 fn the_target_killed_mid_move_restarts_and_the_move_resumes() {
-    a_server_killed_mid_move_restarts_and_the_move_resumes("kv_move_target", "/move-target", 1);
+    a_server_killed_mid_move_restarts_and_the_move_resumes("kv_move_target", 1);
 }
 
 /// Shard `killed`'s server (0: the source, 1: the target) killed -9 while slots 0-99 move
 /// from shard 0 to shard 1, then restarted; keys of every slot still moving staged as a run cut
 /// short in a batch leaves them; the move run again to its end, and every key checked.
-fn a_server_killed_mid_move_restarts_and_the_move_resumes(test: &str, prefix: &str, killed: usize) {
-    let Some(etcd) = EtcdServer::start_for_test() else { return };
-    let mut shards = Shards::start(test, 2, &etcd.endpoint(), prefix);
+fn a_server_killed_mid_move_restarts_and_the_move_resumes(test: &str, killed: usize) {
+    let Some(mut shards) = unnamed(test) else { return };
     let dir = shards.shards[0].dir.path().to_owned();
     run_python(&shards, &dir, "load", &[]);
 
     let w = start_writer(&shards, &dir);
     let tool = start_move(&shards, &["--from", "p0", "--to", "p1", "--slots", "0-99", "--pipeline", "3"]);
-    shards.servers[killed].take().expect("the server runs").kill();
+    shards.primaries[killed].take().expect("the server runs").kill();
     let (ended_well, said) = tool.finish();
     assert!(!ended_well && said.contains("shard ") && said.contains("move-slots` again"), "{said}");
-    shards.start_server(killed);
-    assert!(
-        stage_as_a_cut_short_run(&shards, (&etcd, prefix), 0, 0..100) > 0,
-        "the killed run left keys to move"
-    );
+    shards.start_primary(killed);
+    assert!(stage_as_a_cut_short_run(&shards, 0, 0..100) > 0, "the killed run left keys to move");
     let out = ok(&shards.shards[0], &["kv", "cluster", "move-slots"]);
     assert!(out.contains("moved "), "{out}");
     stop_writer(&dir, w);
@@ -351,8 +344,7 @@ fn a_server_killed_mid_move_restarts_and_the_move_resumes(test: &str, prefix: &s
 /// every key lands once, values and expiries intact, no acknowledged increment lost.
 #[test]
 fn the_mirrors_killed_mid_move_restart_and_the_move_ends() {
-    let Some(etcd) = EtcdServer::start_for_test() else { return };
-    let mut shards = Shards::start("kv_move_mirrors", 2, &etcd.endpoint(), "/move-mirrors");
+    let Some(mut shards) = unnamed("kv_move_mirrors") else { return };
     let dir = shards.shards[0].dir.path().to_owned();
     run_python(&shards, &dir, "load", &[]);
 
@@ -383,15 +375,14 @@ fn the_mirrors_killed_mid_move_restart_and_the_move_ends() {
 /// whose move ended before the kill stay with the target.
 #[test]
 fn a_killed_move_is_rolled_back() {
-    let Some(etcd) = EtcdServer::start_for_test() else { return };
-    let shards = Shards::start("kv_move_back", 2, &etcd.endpoint(), "/move-back");
+    let Some(shards) = unnamed("kv_move_back") else { return };
     let dir = shards.shards[0].dir.path().to_owned();
     run_python(&shards, &dir, "load", &[]);
 
     let w = start_writer(&shards, &dir);
     kill_mid_move(&shards, &["--from", "p0", "--to", "p1", "--slots", "0-99", "--pipeline", "3"]);
     // Keys in flight when it died: they reach the target before the moves turn around.
-    let cut = stage_as_a_cut_short_run(&shards, (&etcd, "/move-back"), 0, 0..100);
+    let cut = stage_as_a_cut_short_run(&shards, 0, 0..100);
     assert!(cut > 0, "the killed run left keys to move");
     let out = after_the_killed_lock(&shards, &["kv", "cluster", "move-slots", "--rollback"]);
     assert!(out.contains("giving back") && out.contains("moved "), "{out}");
@@ -407,8 +398,7 @@ fn a_killed_move_is_rolled_back() {
 /// new shard's share.
 #[test]
 fn refusals_and_the_rebalance_plan() {
-    let Some(etcd) = EtcdServer::start_for_test() else { return };
-    let shards = Shards::start("kv_move_refusals", 2, &etcd.endpoint(), "/move-refusals");
+    let Some(shards) = unnamed("kv_move_refusals") else { return };
     let c = &shards.shards[0];
     let mv = |extra: &[&str]| -> Vec<String> {
         let mut a: Vec<String> = ["kv", "cluster", "move-slots"].map(String::from).to_vec();

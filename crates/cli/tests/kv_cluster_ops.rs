@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::kv_cluster::{free_addr, mojim, ok, refused, text, KvShards, Network};
+use common::kv_cluster::{free_addr, mojim, ok, refused, text, KvShards, Setup};
 use common::Cluster;
 use mojim_etcd::testing::EtcdServer;
 use mojim_tools::child::ChildNode;
@@ -133,7 +133,7 @@ fn cluster_mode_needs_the_etcd_coordinator() {
 #[test]
 fn redis_py_cluster_client_spreads_1000_keys_over_three_shards() {
     let Some(python) = common::kv::python_with_redis() else { return };
-    let Some(c) = KvShards::start("kv_cluster_e2e", 3, Network::Loopback, None) else { return };
+    let Some(c) = KvShards::start("kv_cluster_e2e", 3, Setup::default()) else { return };
     let out = text(&c.mojim(&["kv", "cluster", "status"]));
     assert_eq!(out.matches("ok (PONG)").count(), 3, "{out}");
 

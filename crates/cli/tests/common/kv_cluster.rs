@@ -1,8 +1,8 @@
 //! A Redis Cluster of `mojim kv` shards for the tests: a real etcd, and per shard a region, its
 //! `mojim serve` mirror and its `mojim kv --cluster` primary, the topology made by `mojim kv
 //! cluster create`. On loopback (the primaries on 127.0.0.1, the mirrors on 127.0.0.2), or
-//! every process in a network namespace of its own (root only), etcd on the namespaces'
-//! bridge, which every namespace and the test itself reach. Also `mojim` commands run to their
+//! every process in a network namespace of its own (root only), etcd too, which every
+//! namespace and the test itself reach over the namespaces' bridge. Also `mojim` commands run to their
 //! end against a cluster's configuration, free addresses on a loopback host, and named
 //! `mojim serve` nodes.
 
@@ -13,7 +13,6 @@ use mojim_etcd::testing::EtcdServer;
 use mojim_kv::cluster::topology::Topology;
 use mojim_tools::child::ChildNode;
 use mojim_tools::netns::Netns;
-use mojim_transport::ports::free_loopback_ports;
 use mojim_transport::tls::pki::{Ca, Validity};
 use mojim_transport::Role;
 use std::io::{BufRead, BufReader};
@@ -28,7 +27,7 @@ pub enum Network {
     /// On this machine's loopback addresses.
     Loopback,
     /// Each process in a network namespace of its own: primary `i` in namespace `2i`, its
-    /// mirror in `2i + 1`.
+    /// mirror's node in `2i + 1`, etcd in `2n`.
     Namespaces,
 }
 
@@ -58,33 +57,80 @@ impl KvCerts {
     }
 }
 
-/// The running cluster. Its fields drop in order: the servers, the shards' folders (with
-/// their mirrors), etcd, and last the namespaces.
+/// How each shard's mirror runs ([`Setup::mirrors`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mirrors {
+    /// `mojim serve` named by no node: it never takes over, so a shard's primary killed by a
+    /// test starts again on its region ([`KvShards::start_primary`]; a named mirror takes over
+    /// once the killed primary's lease runs out, and the restart is then refused).
+    Unnamed,
+    /// Node `m<i>`'s `mojim serve`, named in the topology, in folder `m<i>`.
+    Named,
+    /// As `Named`, feeding the backup `b<i>` (the mirror after a take-over), and beside it
+    /// `m<i>`'s `mojim kv --cluster --standby`, which serves the promoted copy and takes the
+    /// shard in the topology once `p<i>`'s lease has lapsed.
+    Failover,
+}
+
+/// How [`KvShards::start`] runs the shards.
+pub struct Setup<'a> {
+    pub network: Network,
+    pub mirrors: Mirrors,
+    /// The primaries serve TLS too with this server certificate (clients' certificates
+    /// required).
+    pub certs: Option<&'a KvCerts>,
+    /// Edits every shard's configuration after the etcd and cluster settings.
+    pub edit: &'a dyn Fn(&mut mojim::config::ConfigFile),
+}
+
+impl Default for Setup<'_> {
+    fn default() -> Self {
+        Setup { network: Network::Loopback, mirrors: Mirrors::Named, certs: None, edit: &|_| {} }
+    }
+}
+
+/// The addresses of one shard's processes.
+struct Addrs {
+    /// `p<i>`'s `kv_addr`, and its `kv_tls_addr` (empty without TLS).
+    kv: String,
+    tls: String,
+    /// `m<i>`'s `kv_addr` (its standby's), and where its mirror and backup listen.
+    standby: String,
+    mirror: String,
+    backup: String,
+}
+
+/// `n` shards of one Redis Cluster under a real etcd: shard `i` is its own `Cluster`
+/// (configuration, region; its mirror is the `Cluster`'s `mirror`), node `p<i>`'s
+/// `mojim kv --cluster` its primary, and its mirror node `m<i>` run as [`Mirrors`] says. On
+/// loopback (primaries and backups on 127.0.0.1, `m<i>`'s processes on 127.0.0.2), or in network
+/// namespaces (root): `p<i>` in site `2i`, `m<i>`'s processes in site `2i + 1`, etcd in site
+/// `2n`. Fields drop in order: processes, folders (with the mirrors), etcd, namespaces.
 pub struct KvShards {
-    pub servers: Vec<ChildNode>,
-    /// Shard `i`'s region and configuration; its mirror is its `mirror`.
-    pub shards: Vec<Cluster>,
-    /// Shard `i`'s primary's `kv_addr`.
+    pub primaries: Vec<Option<ChildNode>>,
+    /// With [`Mirrors::Failover`]; else empty.
+    pub standbys: Vec<Standby>,
+    pub backups: Vec<ChildNode>,
+    /// `p<i>`'s `kv_addr`.
     pub kv_addrs: Vec<String>,
-    /// Shard `i`'s primary's `kv_tls_addr` (empty without TLS).
+    /// `p<i>`'s `kv_tls_addr` (empty without TLS).
     pub tls_addrs: Vec<String>,
+    /// `m<i>`'s `kv_addr` (its standby's).
+    pub standby_addrs: Vec<String>,
+    pub shards: Vec<Cluster>,
     pub etcd: EtcdServer,
+    /// The etcd prefix the topology lives under.
+    pub prefix: String,
     pub net: Option<Netns>,
 }
 
-/// Two ports nothing listens on now.
-fn two_ports() -> [u16; 2] {
-    free_loopback_ports().expect("free ports")
-}
-
 impl KvShards {
-    /// Starts `n` shards on `network`, their primaries serving TLS too with `certs`' server
-    /// certificate (clients' certificates required) when given. `None` when the test cannot
-    /// run here (no etcd, or namespaces without root), after [`super::skip`] said why.
-    pub fn start(test: &str, n: usize, network: Network, certs: Option<&KvCerts>) -> Option<KvShards> {
-        let net = match network {
+    /// Starts `n` shards as `setup` says. `None` when the test cannot run here (no etcd;
+    /// namespaces without root), after [`super::skip`] said why.
+    pub fn start(test: &str, n: usize, setup: Setup) -> Option<KvShards> {
+        let net = match setup.network {
             Network::Loopback => None,
-            Network::Namespaces => match Netns::create(2 * n) {
+            Network::Namespaces => match Netns::create(2 * n + 1) {
                 Ok(net) => Some(net),
                 Err(e) => {
                     super::skip(&format!("no network namespaces: {e}"));
@@ -98,98 +144,163 @@ impl KvShards {
         let etcd = match &net {
             None => EtcdServer::start(),
             Some(net) => {
-                let [client, peer] = two_ports();
-                EtcdServer::launch().listen(&format!("{}.254", net.subnet()), client, peer).start()
+                let ns = net.name(2 * n);
+                EtcdServer::launch()
+                    .listen(&net.ip_of(2 * n), 2379, 2380)
+                    .command(move |bin| {
+                        let mut c = Command::new("ip");
+                        c.args(["netns", "exec", &ns]).arg(bin);
+                        c
+                    })
+                    .start()
             }
         };
         let etcd = etcd.unwrap_or_else(|e| panic!("etcd: {e}"));
         let endpoint = etcd.endpoint();
         let prefix = format!("/{test}");
-        // The addresses of shard i's primary (plain, TLS) and mirror.
-        let addrs: Vec<(String, String, String)> = (0..n)
+        let certs = setup.certs;
+        let addrs: Vec<Addrs> = (0..n)
             .map(|i| match &net {
-                Some(net) => (
-                    format!("{}:6379", net.ip_of(2 * i)),
-                    format!("{}:6380", net.ip_of(2 * i)),
-                    format!("{}:7070", net.ip_of(2 * i + 1)),
-                ),
-                None => {
-                    let [plain, tls] = two_ports();
-                    (format!("127.0.0.1:{plain}"), format!("127.0.0.1:{tls}"), "127.0.0.2:0".into())
+                Some(net) => {
+                    let (p, m) = (net.ip_of(2 * i), net.ip_of(2 * i + 1));
+                    Addrs {
+                        kv: format!("{p}:6379"),
+                        tls: if certs.is_some() { format!("{p}:6380") } else { String::new() },
+                        standby: format!("{m}:6379"),
+                        mirror: format!("{m}:7070"),
+                        backup: format!("{m}:7071"),
+                    }
                 }
+                None => Addrs {
+                    kv: free_addr(),
+                    tls: if certs.is_some() { free_addr() } else { String::new() },
+                    standby: free_addr_on("127.0.0.2"),
+                    mirror: "127.0.0.2:0".into(),
+                    backup: "127.0.0.1:0".into(),
+                },
             })
             .collect();
         let mut shards: Vec<Cluster> = (0..n)
             .map(|i| {
                 Cluster::new(&format!("{test}{i}"), 4 << 20, |f| {
-                    super::use_etcd(f, &endpoint);
+                    use_etcd(f, &endpoint);
                     f.kv.cluster_prefix = prefix.clone();
                     // The namespaces' network is the test's own: no password, and clients from
                     // outside loopback, as an operator turns protected mode off.
                     f.kv.protected_mode = net.is_none();
                     if let Some(certs) = certs {
-                        f.kv.tls_listen = addrs[i].1.clone();
+                        f.kv.tls_listen = addrs[i].tls.clone();
                         f.kv.tls_cert_file = certs.path("server.pem");
                         f.kv.tls_key_file = certs.path("server.key");
                         f.kv.tls_ca_cert_file = certs.path("ca.pem");
                         f.kv.tls_auth_clients = "yes".into();
                     }
+                    (setup.edit)(f);
                 })
             })
             .collect();
+        let mut backups = Vec::new();
         for (i, c) in shards.iter_mut().enumerate() {
-            let node = format!("m{i}");
-            match &net {
-                None => {
-                    c.start_mirror_with(&["--node", &node, "--listen", &addrs[i].2]);
+            let cfg = c.cfg_path.to_str().expect("utf-8").to_owned();
+            let serve = |name: &str, listen: &str, backup: Option<&str>| {
+                let mut args = vec!["serve", "--config", &cfg, "--listen", listen];
+                let dir = c.dir.path().join(name);
+                if setup.mirrors != Mirrors::Unnamed {
+                    args.extend(["--node", name, "--dir", dir.to_str().expect("utf-8")]);
                 }
-                Some(net) => {
-                    let cfg = c.cfg_path.to_str().expect("utf-8");
-                    let args = ["serve", "--config", cfg, "--node", &node, "--listen", &addrs[i].2];
-                    c.mirror = Some(spawn_in(net, 2 * i + 1, &args));
-                }
-            }
+                args.extend(backup.map(|b| ["--backup", b]).into_iter().flatten());
+                spawn_at(net.as_ref(), 2 * i + 1, &args)
+            };
+            let backup =
+                (setup.mirrors == Mirrors::Failover).then(|| serve(&format!("b{i}"), &addrs[i].backup, None));
+            let mirror = serve(&format!("m{i}"), &addrs[i].mirror, backup.as_ref().map(ChildNode::addr));
+            backups.extend(backup);
+            c.mirror = Some(mirror);
         }
         let mut create = vec!["kv".to_owned(), "cluster".into(), "create".into()];
         for (i, c) in shards.iter().enumerate() {
-            let (kv, tls) = (&addrs[i].0, &addrs[i].1);
-            let tls = if certs.is_some() { format!("/tls={tls}") } else { String::new() };
-            let (primary_host, mirror_addr) = (kv.rsplit_once(':').expect("host:port").0, c.mirror_addr());
-            let mirror_host = mirror_addr.rsplit_once(':').expect("host:port").0;
+            let a = &addrs[i];
+            // `p<i>` runs no `mojim serve`: on loopback its serve address is one nothing
+            // listens on; in a namespace, where its serve would listen.
+            let p_host = a.kv.rsplit_once(':').expect("host:port").0;
+            let p_serve = if net.is_some() { format!("{p_host}:7070") } else { format!("{p_host}:1") };
+            let tls = if certs.is_some() { format!("/tls={}", a.tls) } else { String::new() };
             create.push("--shard".into());
-            create.push(format!("p{i}/{kv}/{primary_host}:7070{tls},m{i}/{mirror_host}:6379/{mirror_addr}"));
+            create.push(format!("p{i}/{}/{p_serve}{tls},m{i}/{}/{}", a.kv, a.standby, c.mirror_addr()));
         }
         let create: Vec<&str> = create.iter().map(String::as_str).collect();
-        let o = mojim(&shards[0], &create);
-        assert!(o.status.success(), "mojim kv cluster create: {}", text(&o));
-        let servers = shards
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
+        ok(&shards[0], &create);
+        let mut s = KvShards {
+            primaries: (0..n).map(|_| None).collect(),
+            standbys: Vec::new(),
+            backups,
+            kv_addrs: addrs.iter().map(|a| a.kv.clone()).collect(),
+            tls_addrs: addrs.iter().map(|a| a.tls.clone()).collect(),
+            standby_addrs: addrs.iter().map(|a| a.standby.clone()).collect(),
+            shards,
+            etcd,
+            prefix,
+            net,
+        };
+        for i in 0..n {
+            s.start_primary(i);
+        }
+        if setup.mirrors == Mirrors::Failover {
+            for (i, c) in s.shards.iter().enumerate() {
                 let cfg = c.cfg_path.to_str().expect("utf-8");
-                let (node, mirror) = (format!("p{i}"), c.mirror_addr());
+                let region = c.dir.path().join(format!("m{i}")).join("data.mojim");
+                let node = format!("m{i}");
                 let args = [
                     "kv",
                     "--config",
                     cfg,
                     "--cluster",
+                    "--standby",
                     "--node",
                     &node,
-                    "--mirror",
-                    &mirror,
+                    "--region",
+                    region.to_str().expect("utf-8"),
                     "--listen",
-                    &addrs[i].0,
+                    &s.standby_addrs[i],
                 ];
-                match &net {
-                    None => ChildNode::spawn(exe(), &args).expect("mojim kv --cluster starts"),
-                    Some(net) => spawn_in(net, 2 * i, &args),
-                }
-            })
-            .collect();
-        let kv_addrs = addrs.iter().map(|a| a.0.clone()).collect();
-        let tls_addrs =
-            addrs.iter().map(|a| if certs.is_some() { a.1.clone() } else { String::new() }).collect();
-        Some(KvShards { servers, shards, kv_addrs, tls_addrs, etcd, net })
+                s.standbys.push(Standby::launch(s.net.as_ref(), 2 * i + 1, &args));
+            }
+        }
+        Some(s)
+    }
+
+    /// Starts shard `i`'s `mojim kv --cluster` on its region; after a kill -9 it is tried again
+    /// until the killed one's primary lease in etcd has run out.
+    pub fn start_primary(&mut self, i: usize) {
+        assert!(self.primaries[i].is_none(), "shard {i}'s primary runs already");
+        let c = &self.shards[i];
+        let cfg = c.cfg_path.to_str().expect("utf-8");
+        let (node, mirror) = (format!("p{i}"), c.mirror_addr());
+        let args = [
+            "kv",
+            "--config",
+            cfg,
+            "--cluster",
+            "--node",
+            &node,
+            "--mirror",
+            &mirror,
+            "--listen",
+            &self.kv_addrs[i],
+        ];
+        // The lease of a killed server runs out first: a few seconds, longer on a loaded machine.
+        let t0 = std::time::Instant::now();
+        let started = loop {
+            if let Ok(c) = try_spawn_at(self.net.as_ref(), self.site(i, false), &args) {
+                break c;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(90),
+                "mojim kv --cluster of shard {i} did not start in 90 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        self.primaries[i] = Some(started);
     }
 
     /// `mojim <args> --config <shard 0's>`, run to its end.
@@ -201,8 +312,40 @@ impl KvShards {
     pub fn host_port(&self, i: usize) -> (&str, &str) {
         self.kv_addrs[i].rsplit_once(':').expect("host:port")
     }
-}
 
+    /// The port of shard `i`'s primary.
+    pub fn port(&self, i: usize) -> &str {
+        self.host_port(i).1
+    }
+
+    /// Every `kv_addr` of the cluster: the primaries', then the standbys'.
+    pub fn all_kv_addrs(&self) -> Vec<String> {
+        self.kv_addrs.iter().chain(&self.standby_addrs).cloned().collect()
+    }
+
+    /// The site of shard `i`'s primary (`mirror`: of its mirror's node) in the namespaces.
+    pub fn site(&self, i: usize, mirror: bool) -> usize {
+        2 * i + usize::from(mirror)
+    }
+
+    /// The site of etcd in the namespaces.
+    pub fn etcd_site(&self) -> usize {
+        2 * self.shards.len()
+    }
+
+    /// The topology in etcd and its mod revision.
+    pub fn topology(&self) -> (Topology, i64) {
+        let client = self.etcd.client(Duration::from_secs(2));
+        let key = format!("{}/kv-cluster/topology", self.prefix);
+        let kv = client.get(&key).expect("read the topology").expect("a topology");
+        (serde_json::from_slice(&kv.value).expect("a topology"), kv.mod_revision)
+    }
+
+    /// Starts `mojim kv cluster move-slots <args>`.
+    pub fn move_slots(&self, args: &[&str]) -> MoveSlots {
+        MoveSlots::start(&self.shards[0], args)
+    }
+}
 /// `mojim <args> --config <c's>`, run to its end.
 pub fn mojim(c: &Cluster, args: &[&str]) -> Output {
     let mut cmd = Command::new(exe());
@@ -258,102 +401,31 @@ pub fn named_node(c: &Cluster, name: &str, listen: &str, backups: &[&str]) -> Ch
     ChildNode::spawn(exe(), &args).expect("start a named node")
 }
 
-/// `mojim args...` in site `i`'s network namespace, ready.
-fn spawn_in(net: &Netns, i: usize, args: &[&str]) -> ChildNode {
-    let ns = net.name(i);
-    let mut a = vec!["netns", "exec", &ns, exe().to_str().expect("utf-8")];
-    a.extend_from_slice(args);
-    wait_for("a process in its namespace to start", || ChildNode::spawn(Path::new("ip"), &a).ok())
-}
-
-/// `n` shards, each its own `Cluster` (configuration, region, mirror) so that a shard's server
-/// can be killed and started again on its region ([`KvShards`] starts the processes of all
-/// shards from one configuration, on loopback or in namespaces): shard i's primary is node
-/// `p<i>` (its `mojim kv` on 127.0.0.1), its mirror node `m<i>` in the topology (`mojim serve`
-/// on 127.0.0.2, unnamed, so never taking over), the topology under `prefix` in the etcd at
-/// `endpoint`.
-pub struct Shards {
-    /// Dropped (killed) before the shards' folders.
-    pub servers: Vec<Option<ChildNode>>,
-    pub kv_addrs: Vec<String>,
-    pub shards: Vec<Cluster>,
-}
-
-impl Shards {
-    pub fn start(test: &str, n: usize, endpoint: &str, prefix: &str) -> Shards {
-        let shards: Vec<Cluster> = (0..n)
-            .map(|i| {
-                let mut c = Cluster::new(&format!("{test}{i}"), 4 << 20, |f| {
-                    use_etcd(f, endpoint);
-                    f.kv.cluster_prefix = prefix.into();
-                });
-                // The mirror is not named: it never takes over, so a shard's server killed by a
-                // test is started again on its region (a named mirror took over once the killed
-                // server's lease ran out, and the restart was then refused).
-                c.start_mirror_with(&["--listen", "127.0.0.2:0"]);
-                c
-            })
-            .collect();
-        let kv_addrs: Vec<String> = (0..n).map(|_| free_addr()).collect();
-        let mut create = vec!["kv".to_owned(), "cluster".into(), "create".into()];
-        for (i, c) in shards.iter().enumerate() {
-            create.push("--shard".into());
-            create.push(format!("p{i}/{}/127.0.0.1:1,m{i}/127.0.0.2:6379/{}", kv_addrs[i], c.mirror_addr()));
+/// `start(program, args)` for `mojim args...`: in site `site`'s namespace of `net` (through
+/// `ip netns exec`), or here on loopback.
+fn at_site<R>(net: Option<&Netns>, site: usize, args: &[&str], start: impl FnOnce(&Path, &[&str]) -> R) -> R {
+    match net {
+        Some(net) => {
+            let ns = net.name(site);
+            let mut a = vec!["netns", "exec", &ns, exe().to_str().expect("utf-8")];
+            a.extend_from_slice(args);
+            start(Path::new("ip"), &a)
         }
-        let create: Vec<&str> = create.iter().map(String::as_str).collect();
-        ok(&shards[0], &create);
-        let mut s = Shards { servers: (0..n).map(|_| None).collect(), kv_addrs, shards };
-        for i in 0..n {
-            s.start_server(i);
-        }
-        s
-    }
-
-    /// Starts shard `i`'s `mojim kv --cluster` on its region; after a kill -9 it is tried again
-    /// until the killed one's primary lease in etcd has run out.
-    pub fn start_server(&mut self, i: usize) {
-        assert!(self.servers[i].is_none(), "shard {i}'s server runs already");
-        let c = &self.shards[i];
-        let cfg = c.cfg_path.to_str().expect("utf-8");
-        let (node, mirror) = (format!("p{i}"), c.mirror_addr());
-        let args = [
-            "kv",
-            "--config",
-            cfg,
-            "--cluster",
-            "--node",
-            &node,
-            "--mirror",
-            &mirror,
-            "--listen",
-            &self.kv_addrs[i],
-        ];
-        // The lease of a killed server runs out first: a few seconds, longer on a loaded machine.
-        let t0 = std::time::Instant::now();
-        let started = loop {
-            if let Ok(c) = ChildNode::spawn(exe(), &args) {
-                break c;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(90),
-                "mojim kv --cluster of shard {i} did not start in 90 s"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        self.servers[i] = Some(started);
-    }
-
-    /// The port of shard `i`'s `mojim kv`.
-    pub fn port(&self, i: usize) -> &str {
-        self.kv_addrs[i].rsplit(':').next().expect("a port")
+        None => start(exe(), args),
     }
 }
 
-/// `mojim` with `args`: in site `site`'s namespace of `net`, or here on loopback; ready.
+/// `mojim args...` in site `site`'s namespace of `net`, or here on loopback; ready.
+fn try_spawn_at(net: Option<&Netns>, site: usize, args: &[&str]) -> mojim::error::Result<ChildNode> {
+    at_site(net, site, args, ChildNode::spawn)
+}
+
+/// [`try_spawn_at`], tried again until it starts (in a namespace, `ip netns exec` can fail
+/// while the machine is busy).
 fn spawn_at(net: Option<&Netns>, site: usize, args: &[&str]) -> ChildNode {
     match net {
-        Some(net) => spawn_in(net, site, args),
-        None => ChildNode::spawn(exe(), args).expect("mojim starts"),
+        Some(_) => wait_for("a process in its namespace to start", || try_spawn_at(net, site, args).ok()),
+        None => try_spawn_at(None, site, args).expect("mojim starts"),
     }
 }
 
@@ -366,16 +438,7 @@ pub struct Standby {
 
 impl Standby {
     fn launch(net: Option<&Netns>, site: usize, args: &[&str]) -> Standby {
-        let starting = match net {
-            Some(net) => {
-                let ns = net.name(site);
-                let mut a = vec!["netns", "exec", &ns, exe().to_str().expect("utf-8")];
-                a.extend_from_slice(args);
-                ChildNode::launch(Path::new("ip"), &a)
-            }
-            None => ChildNode::launch(exe(), args),
-        };
-        let starting = starting.expect("start a standby");
+        let starting = at_site(net, site, args, ChildNode::launch).expect("start a standby");
         let pid = starting.pid();
         let (tx, ready) = mpsc::channel();
         std::thread::spawn(move || {
@@ -414,195 +477,6 @@ impl Drop for Standby {
                 let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
             }
         }
-    }
-}
-
-/// Shards that fail over through etcd: shard `i` is its own `Cluster` (configuration, region),
-/// node `p<i>`'s `mojim kv --cluster` its primary, node `m<i>`'s named `mojim serve` its mirror
-/// (feeding the backup `b<i>`, the mirror after a take-over), and `m<i>`'s `mojim kv --cluster
-/// --standby`, which serves the promoted copy and takes the shard in the topology once
-/// `p<i>`'s lease has lapsed. On loopback (primaries on 127.0.0.1, `m<i>` on 127.0.0.2), or in
-/// network namespaces (root): `p<i>` in site `2i`; `m<i>`, `b<i>` and the standby in site
-/// `2i + 1`; etcd in site `2n`. Fields drop in order: processes, folders, etcd, namespaces.
-pub struct FailoverShards {
-    pub primaries: Vec<Option<ChildNode>>,
-    pub standbys: Vec<Standby>,
-    pub mirrors: Vec<ChildNode>,
-    pub backups: Vec<ChildNode>,
-    /// `p<i>`'s `kv_addr`.
-    pub kv_addrs: Vec<String>,
-    /// `m<i>`'s `kv_addr` (the standby's).
-    pub standby_addrs: Vec<String>,
-    pub shards: Vec<Cluster>,
-    pub etcd: EtcdServer,
-    pub prefix: String,
-    pub net: Option<Netns>,
-}
-
-impl FailoverShards {
-    /// Starts `n` shards on `network`, each configuration edited by `edit` after the etcd
-    /// settings. `None` when the test cannot run here (no etcd; namespaces without root), after
-    /// [`super::skip`] said why.
-    pub fn start(
-        test: &str,
-        n: usize,
-        network: Network,
-        edit: impl Fn(&mut mojim::config::ConfigFile),
-    ) -> Option<FailoverShards> {
-        let net = match network {
-            Network::Loopback => None,
-            Network::Namespaces => match Netns::create(2 * n + 1) {
-                Ok(net) => Some(net),
-                Err(e) => {
-                    super::skip(&format!("no network namespaces: {e}"));
-                    return None;
-                }
-            },
-        };
-        if mojim_etcd::testing::skip_without_etcd() {
-            return None;
-        }
-        let etcd = match &net {
-            None => EtcdServer::start(),
-            Some(net) => {
-                let ns = net.name(2 * n);
-                EtcdServer::launch()
-                    .listen(&net.ip_of(2 * n), 2379, 2380)
-                    .command(move |bin| {
-                        let mut c = Command::new("ip");
-                        c.args(["netns", "exec", &ns]).arg(bin);
-                        c
-                    })
-                    .start()
-            }
-        };
-        let etcd = etcd.unwrap_or_else(|e| panic!("etcd: {e}"));
-        let endpoint = etcd.endpoint();
-        let prefix = format!("/{test}");
-        let site = |i: usize, mirror: bool| 2 * i + usize::from(mirror);
-        // Per shard: p's kv_addr, m's kv_addr, m's and b's listen addresses.
-        let addrs: Vec<[String; 4]> = (0..n)
-            .map(|i| match &net {
-                Some(net) => {
-                    let (p, m) = (net.ip_of(site(i, false)), net.ip_of(site(i, true)));
-                    [format!("{p}:6379"), format!("{m}:6379"), format!("{m}:7070"), format!("{m}:7071")]
-                }
-                None => [free_addr(), free_addr_on("127.0.0.2"), "127.0.0.2:0".into(), "127.0.0.1:0".into()],
-            })
-            .collect();
-        let shards: Vec<Cluster> = (0..n)
-            .map(|i| {
-                Cluster::new(&format!("{test}{i}"), 4 << 20, |f| {
-                    use_etcd(f, &endpoint);
-                    f.kv.cluster_prefix = prefix.clone();
-                    f.kv.protected_mode = net.is_none();
-                    edit(f);
-                })
-            })
-            .collect();
-        let (mut mirrors, mut backups) = (Vec::new(), Vec::new());
-        for (i, c) in shards.iter().enumerate() {
-            let cfg = c.cfg_path.to_str().expect("utf-8");
-            let node = |name: &str, listen: &str, backup: Option<&str>| {
-                let dir = c.dir.path().join(name);
-                let mut args = vec!["serve", "--config", cfg, "--listen", listen, "--node", name];
-                args.extend(["--dir", dir.to_str().expect("utf-8")]);
-                args.extend(backup.map(|b| ["--backup", b]).into_iter().flatten());
-                spawn_at(net.as_ref(), site(i, true), &args)
-            };
-            let b = node(&format!("b{i}"), &addrs[i][3], None);
-            mirrors.push(node(&format!("m{i}"), &addrs[i][2], Some(b.addr())));
-            backups.push(b);
-        }
-        let mut create = vec!["kv".to_owned(), "cluster".into(), "create".into()];
-        for i in 0..n {
-            let [p_kv, m_kv, ..] = &addrs[i];
-            let p_host = p_kv.rsplit_once(':').expect("host:port").0;
-            create.push("--shard".into());
-            create.push(format!("p{i}/{p_kv}/{p_host}:1,m{i}/{m_kv}/{}", mirrors[i].addr()));
-        }
-        let create: Vec<&str> = create.iter().map(String::as_str).collect();
-        ok(&shards[0], &create);
-        let mut primaries = Vec::new();
-        let mut standbys = Vec::new();
-        for (i, c) in shards.iter().enumerate() {
-            let cfg = c.cfg_path.to_str().expect("utf-8");
-            let (node, mirror) = (format!("p{i}"), mirrors[i].addr().to_string());
-            let args = [
-                "kv",
-                "--config",
-                cfg,
-                "--cluster",
-                "--node",
-                &node,
-                "--mirror",
-                &mirror,
-                "--listen",
-                &addrs[i][0],
-            ];
-            primaries.push(Some(spawn_at(net.as_ref(), site(i, false), &args)));
-            let region = c.dir.path().join(format!("m{i}")).join("data.mojim");
-            let node = format!("m{i}");
-            let args = [
-                "kv",
-                "--config",
-                cfg,
-                "--cluster",
-                "--standby",
-                "--node",
-                &node,
-                "--region",
-                region.to_str().expect("utf-8"),
-                "--listen",
-                &addrs[i][1],
-            ];
-            standbys.push(Standby::launch(net.as_ref(), site(i, true), &args));
-        }
-        Some(FailoverShards {
-            primaries,
-            standbys,
-            mirrors,
-            backups,
-            kv_addrs: addrs.iter().map(|a| a[0].clone()).collect(),
-            standby_addrs: addrs.iter().map(|a| a[1].clone()).collect(),
-            shards,
-            etcd,
-            prefix,
-            net,
-        })
-    }
-
-    /// Every `kv_addr` of the cluster: the primaries', then the standbys'.
-    pub fn all_kv_addrs(&self) -> Vec<String> {
-        self.kv_addrs.iter().chain(&self.standby_addrs).cloned().collect()
-    }
-
-    /// The site of shard `i`'s primary (`mirror`: of its mirror's node) in the namespaces.
-    pub fn site(&self, i: usize, mirror: bool) -> usize {
-        2 * i + usize::from(mirror)
-    }
-
-    /// The site of etcd in the namespaces.
-    pub fn etcd_site(&self) -> usize {
-        2 * self.shards.len()
-    }
-
-    /// The topology in etcd and its mod revision.
-    pub fn topology(&self) -> (Topology, i64) {
-        let client = self.etcd.client(Duration::from_secs(2));
-        let key = format!("{}/kv-cluster/topology", self.prefix);
-        let kv = client.get(&key).expect("read the topology").expect("a topology");
-        (serde_json::from_slice(&kv.value).expect("a topology"), kv.mod_revision)
-    }
-
-    /// `mojim <args> --config <shard 0's>`, run to its end.
-    pub fn mojim(&self, args: &[&str]) -> Output {
-        mojim(&self.shards[0], args)
-    }
-
-    /// Starts `mojim kv cluster move-slots <args>`.
-    pub fn move_slots(&self, args: &[&str]) -> MoveSlots {
-        MoveSlots::start(&self.shards[0], args)
     }
 }
 
