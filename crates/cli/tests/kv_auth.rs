@@ -165,3 +165,25 @@ fn init_writes_a_random_password_to_a_private_file() {
     }
     assert_ne!(passwords[0], passwords[1]);
 }
+
+/// `mojim init` writes `[rvm]` and `[kv]`, whose text their crates own, where they always stood
+/// (after `[security]`, before `[metrics]`), each read by its owner with every default.
+#[test]
+fn init_writes_the_owned_sections_in_place_each_read_by_its_owner() {
+    let dir = TempDir::new("kv-auth-init-sections");
+    let d = dir.path().join("node");
+    let out = Command::new(exe())
+        .args(["init", "--dir", d.to_str().unwrap(), "--size", "4MiB"])
+        .output()
+        .expect("run mojim init");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(d.join("mojim.toml")).expect("read mojim.toml");
+    let at = |header: &str| text.find(&format!("\n[{header}]\n")).unwrap_or_else(|| panic!("no [{header}]"));
+    assert!(at("security") < at("rvm") && at("rvm") < at("kv") && at("kv") < at("metrics"), "{text}");
+    let cfg = mojim::Config::load(&d.join("mojim.toml")).expect("load");
+    let rvm = cfg.section::<mojim_rvm::RvmSection>().expect("[rvm] as init wrote it");
+    assert_eq!(format!("{rvm:?}"), format!("{:?}", mojim_rvm::RvmSection::default()));
+    let kv = cfg.section::<mojim_kv::KvSection>().expect("[kv] as init wrote it");
+    let defaults = mojim_kv::KvSection { password: kv.password.clone(), ..Default::default() };
+    assert_eq!(format!("{kv:?}"), format!("{defaults:?}"));
+}

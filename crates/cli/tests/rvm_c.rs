@@ -418,6 +418,31 @@ fn bad_input_from_c_gets_its_code_and_a_message_and_changes_nothing() {
     fact("threads-recovered");
 }
 
+/// A key `[rvm]` does not have, or a value of the wrong type: `rvm_cfg_create` refuses it with
+/// `MOJIM_ECONFIG`, naming the file, `[rvm]` and the key (the library keeps `[rvm]` as written;
+/// mojim-rvm reads it).
+#[test]
+fn a_key_rvm_does_not_know_is_refused_with_econfig_naming_it() {
+    if !have("cc", "gcc") {
+        return;
+    }
+    let dir = TempDir::new("rvm-c-unknown-key-build");
+    let exe = build(&dir, "rvm_bad_input.c");
+    for (test, key, value, named) in [
+        ("rvm-c-unknown-key", "tracking_mode", "uffd", "unknown field `tracking_mode`"),
+        ("rvm-c-bad-type", "redis_tls", "yes", "invalid type: string \"yes\""),
+    ] {
+        let c = Cluster::new(test, 1 << 20, |f| {
+            f.rvm.insert(key.into(), toml::Value::String(value.into()));
+        });
+        let lines = Run::start(&exe, &[cfg_arg(&c), "open"]).finish();
+        let (code, msg) = cases(&lines).remove("open").expect("the open line");
+        assert_eq!(code, "MOJIM_ECONFIG", "{msg}");
+        let want = format!("{}: [rvm] {key}: {named}", cfg_arg(&c));
+        assert!(msg.contains(&want), "{msg:?} does not say {want:?}");
+    }
+}
+
 #[test]
 fn recoverable_memory_in_a_region_of_another_size_is_refused_and_left_alone() {
     if !have("cc", "gcc") {
