@@ -288,12 +288,12 @@ pub(crate) fn ranges(slots: &[SlotRange]) -> String {
 }
 
 /// The password the shards' servers want (`MOJIM_KV_PASSWORD`, else `[kv] password`), if any.
-pub(crate) fn kv_password(cfg: &Config) -> Option<Vec<u8>> {
+pub(crate) fn kv_password(cfg: &Config) -> mojim::Result<Option<Vec<u8>>> {
     let password = match std::env::var_os("MOJIM_KV_PASSWORD") {
         Some(p) => p.into_encoded_bytes(),
-        None => cfg.file.kv.password.clone().into_bytes(),
+        None => cfg.section::<mojim_kv::KvSection>()?.password.into_bytes(),
     };
-    (!password.is_empty()).then_some(password)
+    Ok((!password.is_empty()).then_some(password))
 }
 
 /// How long `status` waits for a primary's answers.
@@ -427,7 +427,7 @@ impl Replication {
 fn status(a: StatusArgs) -> mojim::Result<()> {
     let (cfg, store) = store(&a.config)?;
     let (t, revision) = store.read_existing().map_err(refused)?;
-    let password = kv_password(&cfg);
+    let password = kv_password(&cfg)?;
     println!(
         "topology {} epoch {} (etcd revision {revision}), {} shards",
         store.key(),

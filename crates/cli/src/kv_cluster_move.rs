@@ -231,7 +231,7 @@ pub(crate) fn rebalance(a: RebalanceArgs) -> mojim::Result<()> {
 }
 
 fn set_password(cfg: &mojim::Config) -> mojim::Result<()> {
-    if let Some(p) = kv_password(cfg) {
+    if let Some(p) = kv_password(cfg)? {
         let p = String::from_utf8(p).map_err(|_| {
             Error::Config(
                 "the [kv] password (or MOJIM_KV_PASSWORD) is not UTF-8; the shards' AUTH needs text".into(),

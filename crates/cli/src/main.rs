@@ -11,7 +11,7 @@ mod reload;
 mod stop;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
-use mojim::config::{random_uuid, template, write_private, Config, Secret, DEFAULT_PORT};
+use mojim::config::{random_uuid, template_with, write_private, Config, Secret, DEFAULT_PORT};
 use mojim::size::parse_size;
 use mojim::Error;
 use mojim_metrics::MetricsListener;
@@ -442,9 +442,10 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
             reload: Box::new(move || t.reload().map_err(|e| e.to_string())),
         });
     }
+    let section = mojim_kv::KvSection::from_config(&cfg).map_err(kv_error)?;
     let metrics = match &a.metrics_listen {
         Some(l) => mojim::config::check_metrics_listen(l, "--metrics-listen")?,
-        None => cfg.kv_metrics_listen()?,
+        None => section.metrics_listen().map_err(kv_error)?,
     };
     // Bound before the region opens, so that an address it cannot have stops it at once.
     let metrics = match metrics {
@@ -456,8 +457,8 @@ fn kv(a: KvArgs) -> mojim::Result<()> {
         })?),
         None => None,
     };
-    let cluster_mode = a.cluster || cfg.file.kv.cluster;
-    let standby = a.standby || cfg.file.kv.standby;
+    let cluster_mode = a.cluster || section.cluster;
+    let standby = a.standby || section.standby;
     if standby && !cluster_mode {
         return Err(Error::Config(
             "--standby (or [kv] standby = true) waits to serve a shard of a Redis Cluster: it needs \
@@ -625,7 +626,9 @@ fn init(a: InitArgs) -> mojim::Result<()> {
     });
     let uuid = random_uuid();
     mojim::create_region(&region_path, mojim::RegionId { uuid, size: a.size })?;
-    let mut text = template(&uuid, a.size, &secret, &a.listen);
+    // The library's sections, and those of the crates that own [rvm] and [kv].
+    let owned = [mojim_rvm::config::TEMPLATE, &mojim_kv::config::template()];
+    let mut text = template_with(&uuid, a.size, &secret, &a.listen, &owned);
     if a.tls {
         text = init_tls(&a.dir, &text)?;
     }

@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::edit_kv;
 use common::kv::{python_with_redis, tool, KvCluster, Resp};
 use common::{exe, Cluster, TempDir};
 use mojim_kv::resp::Value;
@@ -49,7 +50,7 @@ fn kv_logging(c: &Cluster, log: &std::path::Path, env: &[(&str, &str)]) -> (Chil
 
 #[test]
 fn a_client_without_the_password_can_do_nothing_but_authenticate() {
-    let mut c = Cluster::new("kv-auth", 16 << 20, |f| f.kv.password = PASSWORD.into());
+    let mut c = Cluster::new("kv-auth", 16 << 20, |f| edit_kv(f, |k| k.password = PASSWORD.into()));
     c.start_mirror();
     let log = c.dir.path().join("kv.log");
     let (mut child, addr) = kv_logging(&c, &log, &[]);
@@ -99,7 +100,7 @@ fn a_client_without_the_password_can_do_nothing_but_authenticate() {
 fn redis_cli_and_redis_py_authenticate() {
     let Some(mut cli) = tool("redis-cli") else { return };
     let Some(mut py) = python_with_redis() else { return };
-    let k = KvCluster::with("kv-auth-clients", 16 << 20, |f| f.kv.password = PASSWORD.into());
+    let k = KvCluster::with("kv-auth-clients", 16 << 20, |f| edit_kv(f, |k| k.password = PASSWORD.into()));
     let out =
         cli.args(["-p", &k.port(), "--no-auth-warning", "-a", PASSWORD, "SET", "greeting", "hi"]).output();
     assert_eq!(String::from_utf8_lossy(&out.expect("redis-cli").stdout), "OK\n");
@@ -130,7 +131,7 @@ fn redis_cli_and_redis_py_authenticate() {
 
 #[test]
 fn the_environment_overrides_the_files_password() {
-    let mut c = Cluster::new("kv-auth-env", 16 << 20, |f| f.kv.password = PASSWORD.into());
+    let mut c = Cluster::new("kv-auth-env", 16 << 20, |f| edit_kv(f, |k| k.password = PASSWORD.into()));
     c.start_mirror();
     let log = c.dir.path().join("kv.log");
     let (mut child, addr) = kv_logging(&c, &log, &[("MOJIM_KV_PASSWORD", "from the environment")]);
@@ -153,13 +154,36 @@ fn init_writes_a_random_password_to_a_private_file() {
             .expect("run mojim init");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let cfg = mojim::Config::load(&d.join("mojim.toml")).expect("load");
-        let p = cfg.file.kv.password.clone();
+        let kv = cfg.section::<mojim_kv::KvSection>().expect("[kv] as init wrote it");
+        let p = kv.password.clone();
         assert!(p.len() >= 32 && p.bytes().all(|b| b.is_ascii_hexdigit()), "{p:?}");
-        assert!(cfg.file.kv.protected_mode && cfg.file.kv.read_barrier, "the safe defaults");
+        assert!(kv.protected_mode && kv.read_barrier, "the safe defaults");
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(d.join("mojim.toml")).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         passwords.push(p);
     }
     assert_ne!(passwords[0], passwords[1]);
+}
+
+/// `mojim init` writes `[rvm]` and `[kv]`, whose text their crates own, where they always stood
+/// (after `[security]`, before `[metrics]`), each read by its owner with every default.
+#[test]
+fn init_writes_the_owned_sections_in_place_each_read_by_its_owner() {
+    let dir = TempDir::new("kv-auth-init-sections");
+    let d = dir.path().join("node");
+    let out = Command::new(exe())
+        .args(["init", "--dir", d.to_str().unwrap(), "--size", "4MiB"])
+        .output()
+        .expect("run mojim init");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(d.join("mojim.toml")).expect("read mojim.toml");
+    let at = |header: &str| text.find(&format!("\n[{header}]\n")).unwrap_or_else(|| panic!("no [{header}]"));
+    assert!(at("security") < at("rvm") && at("rvm") < at("kv") && at("kv") < at("metrics"), "{text}");
+    let cfg = mojim::Config::load(&d.join("mojim.toml")).expect("load");
+    let rvm = cfg.section::<mojim_rvm::RvmSection>().expect("[rvm] as init wrote it");
+    assert_eq!(format!("{rvm:?}"), format!("{:?}", mojim_rvm::RvmSection::default()));
+    let kv = cfg.section::<mojim_kv::KvSection>().expect("[kv] as init wrote it");
+    let defaults = mojim_kv::KvSection { password: kv.password.clone(), ..Default::default() };
+    assert_eq!(format!("{kv:?}"), format!("{defaults:?}"));
 }

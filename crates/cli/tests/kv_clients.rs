@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::edit_kv;
 use common::kv::{bulk, python_with_redis, tool, wait_for, KvCluster, Resp};
 use common::Rng;
 use mojim_kv::resp::Value;
@@ -244,8 +245,10 @@ fn resp3_after_hello() {
 #[test]
 fn requests_and_transactions_larger_than_allowed_are_refused() {
     let k = KvCluster::with("kv-too-large", 16 << 20, |f| {
-        f.kv.max_bulk = "1KiB".into();
-        f.kv.max_inline = "1KiB".into();
+        edit_kv(f, |k| {
+            k.max_bulk = "1KiB".into();
+            k.max_inline = "1KiB".into();
+        });
     });
     let mut c = k.client();
     let v = "v".repeat(1000);

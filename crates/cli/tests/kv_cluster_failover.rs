@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::edit_kv;
 use common::kv::{python_with_redis, wait_for, Resp};
 use common::kv_cluster::{free_addr, free_addr_on, named_node, ok, refused};
 use common::{Cluster, WAIT};
@@ -149,7 +150,7 @@ fn a_standby_takes_its_shard_over_and_a_cluster_client_follows_without_a_restart
     let shard = |name: &str| {
         Cluster::new(name, 4 << 20, |f| {
             common::use_etcd(f, &endpoint);
-            f.kv.cluster_prefix = PREFIX.into();
+            edit_kv(f, |k| k.cluster_prefix = PREFIX.into());
         })
     };
     let (a, b) = (shard("kv-failover-a"), shard("kv-failover-b"));

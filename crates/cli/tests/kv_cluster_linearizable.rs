@@ -20,6 +20,7 @@
 
 mod common;
 
+use common::edit_kv;
 use common::kv_cluster::{KvShards, Mirrors, Network, Setup};
 use common::kv_workload::{parse_cluster_slots, progress, write_on, Conn, Routing, Workload};
 use common::porcupine::{build_checker, go, Kind, Op};
@@ -47,7 +48,7 @@ const ETCD_DOWN: Duration = Duration::from_secs(2);
 /// Every shard with the read barrier, and a lease long enough that the shards serve through
 /// an etcd restart (validity 7 s after the last renewal).
 fn config(f: &mut ConfigFile) {
-    f.kv.read_barrier = true;
+    edit_kv(f, |k| k.read_barrier = true);
     f.cluster.lease_ttl_ms = 8000;
     f.cluster.lease_renew_ms = 300;
     f.cluster.lease_margin_ms = 1000;

@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::edit_kv;
 use common::kv_cluster::{free_addr, mojim, ok, refused, text, KvShards, Setup};
 use common::Cluster;
 use mojim_etcd::testing::EtcdServer;
@@ -16,7 +17,7 @@ fn create_status_changes_and_refusals() {
     let endpoint = etcd.endpoint();
     let mut c = Cluster::new("kv_cluster_ops", 2 << 20, |f| {
         common::use_etcd(f, &endpoint);
-        f.kv.cluster_prefix = "/ops-test".into();
+        edit_kv(f, |k| k.cluster_prefix = "/ops-test".into());
     });
     c.start_mirror_with(&["--node", "a2"]);
     let mirror = c.mirror_addr();
@@ -113,7 +114,7 @@ fn create_status_changes_and_refusals() {
 #[test]
 fn cluster_mode_needs_the_etcd_coordinator() {
     let c = Cluster::new("kv_cluster_static", 1 << 20, |f| {
-        f.kv.cluster = true;
+        edit_kv(f, |k| k.cluster = true);
     });
     refused(&c, &["kv", "--node", "a"], &["[kv] cluster = true", "coordinator = \"etcd\"", "\"static\""]);
     refused(&c, &["kv", "cluster", "status"], &["mojim kv cluster needs the etcd coordinator"]);

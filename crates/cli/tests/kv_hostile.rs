@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::edit_kv;
 use common::kv::{wait_for, KvCluster, Resp};
 use mojim_kv::resp::Value;
 use mojim_kv::store::KeyHasher;
@@ -77,7 +78,7 @@ fn closed_after_error(c: &mut Resp, what: &str) -> String {
 
 #[test]
 fn a_reply_past_the_output_limit_closes_that_client_only() {
-    let k = KvCluster::with("kv-output-limit", 64 << 20, |f| f.kv.output_limit = "32MiB".into());
+    let k = KvCluster::with("kv-output-limit", 64 << 20, |f| edit_kv(f, |k| k.output_limit = "32MiB".into()));
     let mut c = k.client();
     let value = vec![b'v'; 1 << 20];
     for i in 0..8 {
@@ -101,8 +102,10 @@ fn a_reply_past_the_output_limit_closes_that_client_only() {
     assert!(String::from_utf8_lossy(&info).contains("client_output_limit_disconnections:1\r\n"));
     // GETSET whose reply does not fit changes nothing.
     let k2 = KvCluster::with("kv-output-limit-write", 16 << 20, |f| {
-        f.kv.max_bulk = "1MiB".into();
-        f.kv.output_limit = "2MiB".into();
+        edit_kv(f, |k| {
+            k.max_bulk = "1MiB".into();
+            k.output_limit = "2MiB".into();
+        });
     });
     let mut c = k2.client();
     c.send(&[b"SET", b"x", &value[..(1 << 20) - 1]]);
@@ -179,7 +182,7 @@ fn info(c: &mut Resp, section: &str, name: &str) -> u64 {
 fn a_sorted_set_too_large_to_free_in_one_group_is_deleted_and_freed_in_the_background() {
     let mut k = KvCluster::with("kv-lazyfree", 64 << 20, |f| {
         f.mirror.log_capacity = "4MiB".into();
-        f.kv.max_bulk = "256KiB".into();
+        edit_kv(f, |k| k.max_bulk = "256KiB".into());
     });
     let mut c = k.client();
     assert_eq!(c.cmd(&["SET", "stays", "here"]), ok());

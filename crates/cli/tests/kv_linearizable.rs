@@ -17,6 +17,7 @@
 
 mod common;
 
+use common::edit_kv;
 use common::kv::{node, promote, start_kv_on_promoted, wait_for};
 use common::kv_cluster::free_addr;
 use common::kv_workload::{progress, reads_on, Conn, Workload};
@@ -44,8 +45,10 @@ fn cluster(test: &str, read_barrier: bool) -> (Cluster, ChildNode, ChildNode, Ch
     let c = Cluster::new(test, 16 << 20, |f| {
         f.cluster.heartbeat_interval_ms = 50;
         f.cluster.heartbeat_timeout_ms = 1500;
-        f.kv.sentinel_name = "mojim".into();
-        f.kv.read_barrier = read_barrier;
+        edit_kv(f, |k| {
+            k.sentinel_name = "mojim".into();
+            k.read_barrier = read_barrier;
+        });
     });
     let last = node(&c, "d", &[]);
     let backup = node(&c, "b", &[last.addr()]);
@@ -289,11 +292,13 @@ fn partitioned(test: &str, read_barrier: bool) {
     let c = Cluster::new(test, 16 << 20, |f| {
         f.cluster.heartbeat_interval_ms = 50;
         f.cluster.heartbeat_timeout_ms = 1500;
-        f.kv.sentinel_name = "mojim".into();
-        f.kv.read_barrier = read_barrier;
+        edit_kv(f, |k| {
+            k.sentinel_name = "mojim".into();
+            k.read_barrier = read_barrier;
+        });
         // mojim kv listens on its namespace's address, not loopback, and has no password: the
         // test's private network, so protected mode is turned off, as an operator would.
-        f.kv.protected_mode = false;
+        edit_kv(f, |k| k.protected_mode = false);
     });
     let cfg = c.cfg_path.to_str().expect("utf-8").to_string();
     let dir = |n: &str| c.dir.path().join(n).to_str().expect("utf-8").to_string();

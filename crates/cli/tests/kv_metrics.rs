@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::edit_kv;
 use common::exe;
 use common::kv::{python_with_redis, wait_for, KvCluster, Resp};
 use common::scrape::{get, metrics, outlasts_hostile_clients, promtool_accepts, sample, Prometheus};
@@ -14,7 +15,7 @@ use std::process::{Command, Stdio};
 
 /// A cluster whose `mojim kv` has a metrics listener on any free port, and its address.
 fn cluster(test: &str) -> (KvCluster, String) {
-    let k = KvCluster::with(test, 16 << 20, |f| f.kv.metrics_listen = "127.0.0.1:0".into());
+    let k = KvCluster::with(test, 16 << 20, |f| edit_kv(f, |k| k.metrics_listen = "127.0.0.1:0".into()));
     let kv = k.kv.as_ref().expect("mojim kv runs");
     let addr = kv.metrics_addr().unwrap_or_else(|| panic!("no \"metrics on\" line in {:?}", kv.printed()));
     let addr = addr.to_string();

@@ -8,6 +8,7 @@
 
 mod common;
 
+use common::edit_kv;
 use common::kv::{wait_for, KvCluster, Resp};
 use mojim_kv::resp::Value;
 
@@ -161,8 +162,10 @@ fn resp3_subscribers_get_pushes_between_their_replies_and_may_run_anything() {
 #[test]
 fn a_subscriber_that_does_not_read_is_closed_past_the_output_limit_and_the_others_go_on() {
     let k = KvCluster::with("kv-pubsub-slow", 64 << 20, |f| {
-        f.kv.max_bulk = "1MiB".into();
-        f.kv.output_limit = "2MiB".into();
+        edit_kv(f, |k| {
+            k.max_bulk = "1MiB".into();
+            k.output_limit = "2MiB".into();
+        });
     });
     let mut slow = k.client();
     send(&mut slow, &["SUBSCRIBE", "firehose"]);

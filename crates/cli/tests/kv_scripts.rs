@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::edit_kv;
 use common::kv::{wait_for, KvCluster, Resp};
 use mojim_kv::resp::Value;
 
@@ -143,7 +144,7 @@ fn a_busy_script_that_wrote_is_unkillable_and_its_writes_vanish_with_the_process
 #[test]
 fn hostile_scripts_get_errors_and_the_server_serves_on() {
     let k = KvCluster::with("kv-scripts-hostile", 64 << 20, |f| {
-        f.kv.output_limit = "32MiB".into();
+        edit_kv(f, |k| k.output_limit = "32MiB".into());
     });
     let mut c = k.client();
     for (script, want) in [

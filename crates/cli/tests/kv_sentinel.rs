@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::edit_kv;
 use common::kv::{node, promote, python_with_redis, start_kv, start_kv_on_promoted, Resp};
 use common::Cluster;
 use mojim_kv::resp::Value;
@@ -59,7 +60,7 @@ fn redis_py_sentinel_follows_the_promotion() {
     let c = Cluster::new("kv-sentinel", 16 << 20, |f| {
         f.cluster.heartbeat_interval_ms = 50;
         f.cluster.heartbeat_timeout_ms = 1500;
-        f.kv.sentinel_name = "mojim".into();
+        edit_kv(f, |k| k.sentinel_name = "mojim".into());
     });
     let backup = node(&c, "b", &[]);
     let mirror = node(&c, "m", &[backup.addr()]);
@@ -126,13 +127,15 @@ fn redis_py_sentinel_follows_the_promotion_over_tls() {
     let c = Cluster::new("kv-sentinel-tls", 16 << 20, |f| {
         f.cluster.heartbeat_interval_ms = 50;
         f.cluster.heartbeat_timeout_ms = 1500;
-        f.kv.sentinel_name = "mojim".into();
+        edit_kv(f, |k| k.sentinel_name = "mojim".into());
         common::tls::configure(f);
         // mojim kv presents the node's certificate to its clients and asks for theirs.
-        f.kv.tls_cert_file = "tls/node.pem".into();
-        f.kv.tls_key_file = "tls/node.key".into();
-        f.kv.tls_ca_cert_file = "tls/ca.pem".into();
-        f.kv.tls_auth_clients = "yes".into();
+        edit_kv(f, |k| {
+            k.tls_cert_file = "tls/node.pem".into();
+            k.tls_key_file = "tls/node.key".into();
+            k.tls_ca_cert_file = "tls/ca.pem".into();
+            k.tls_auth_clients = "yes".into();
+        });
     });
     common::tls::make_certs(&c);
     let certs = c.dir.path().join("tls");
@@ -165,7 +168,7 @@ fn a_replaced_primary_answers_no_read_with_the_read_barrier() {
     let c = Cluster::new("kv-barrier", 16 << 20, |f| {
         f.cluster.heartbeat_interval_ms = 50;
         f.cluster.heartbeat_timeout_ms = 1500;
-        f.kv.read_barrier = true;
+        edit_kv(f, |k| k.read_barrier = true);
     });
     let backup = node(&c, "b", &[]);
     let mirror = node(&c, "m", &[backup.addr()]);

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::edit_kv;
 use common::{exe, Cluster};
 use mojim::config::write_private;
 use std::process::Command;
@@ -40,23 +41,39 @@ fn region_bytes(c: &Cluster) -> Vec<u8> {
 
 #[test]
 fn bad_kv_settings_are_named() {
-    let c = unreplicated("kv-bad-bulk", 4 << 20, |f| f.kv.max_bulk = "lots".into());
+    let c = unreplicated("kv-bad-bulk", 4 << 20, |f| edit_kv(f, |k| k.max_bulk = "lots".into()));
     let e = refused(&c, &[]);
     assert!(e.contains("[kv] max_bulk") && e.contains("lots"), "{e}");
 
-    let c = unreplicated("kv-big-bulk", 4 << 20, |f| f.kv.max_bulk = "64MiB".into());
+    let c = unreplicated("kv-big-bulk", 4 << 20, |f| edit_kv(f, |k| k.max_bulk = "64MiB".into()));
     let e = refused(&c, &[]);
     assert!(e.contains("max_bulk") && e.contains("log_capacity"), "{e}");
 
-    let c = unreplicated("kv-bad-sentinels", 4 << 20, |f| f.kv.sentinels = vec!["nowhere".into()]);
+    let c =
+        unreplicated("kv-bad-sentinels", 4 << 20, |f| edit_kv(f, |k| k.sentinels = vec!["nowhere".into()]));
     let e = refused(&c, &[]);
     assert!(e.contains("\"nowhere\"") && e.contains("host:port"), "{e}");
 
-    let c = unreplicated("kv-unknown-key", 4 << 20, |_| {});
-    let text = std::fs::read_to_string(&c.cfg_path).unwrap().replace("[kv]\n", "[kv]\nmax_keys = 5\n");
-    write_private(&c.cfg_path, &text).unwrap();
-    let e = refused(&c, &[]);
-    assert!(e.contains("max_keys"), "{e}");
+    // A key mojim kv does not know, or a value of the wrong type: refused by mojim kv, naming
+    // the file, [kv] and the key (the library, which keeps [kv] as written, loads the file).
+    for (test, (from, to), named) in [
+        ("kv-unknown-key", ("[kv]\n", "[kv]\nmax_keys = 5\n"), "[kv] max_keys: unknown field `max_keys`"),
+        (
+            "kv-bad-type",
+            ("max_clients = 10000\n", "max_clients = \"lots\"\n"),
+            "[kv] max_clients: invalid type: string \"lots\"",
+        ),
+    ] {
+        // Every key of [kv] written, so that there is one to change.
+        let c = unreplicated(test, 4 << 20, |f| edit_kv(f, |_| {}));
+        let text = std::fs::read_to_string(&c.cfg_path).unwrap();
+        assert!(text.contains(from), "{text}");
+        write_private(&c.cfg_path, &text.replace(from, to)).unwrap();
+        mojim::Config::load(&c.cfg_path).expect("the library does not read [kv]");
+        let e = refused(&c, &[]);
+        let file = c.cfg_path.display().to_string();
+        assert!(e.contains(&format!("{file}: {named}")) && e.contains("docs/KV.md"), "{e}");
+    }
 }
 
 #[test]
@@ -104,10 +121,13 @@ fn protected_mode_refuses_an_open_address_without_a_password() {
     for (test, edit) in [
         (
             "kv-protected-password",
-            Box::new(|f: &mut mojim::config::ConfigFile| f.kv.password = "pw".into())
+            Box::new(|f: &mut mojim::config::ConfigFile| edit_kv(f, |k| k.password = "pw".into()))
                 as Box<dyn FnOnce(&mut mojim::config::ConfigFile)>,
         ),
-        ("kv-protected-off", Box::new(|f: &mut mojim::config::ConfigFile| f.kv.protected_mode = false)),
+        (
+            "kv-protected-off",
+            Box::new(|f: &mut mojim::config::ConfigFile| edit_kv(f, |k| k.protected_mode = false)),
+        ),
     ] {
         let c = unreplicated(test, 4 << 20, edit);
         let cfg = c.cfg_path.to_str().unwrap();
@@ -120,8 +140,10 @@ fn protected_mode_refuses_an_open_address_without_a_password() {
 #[test]
 fn an_output_limit_below_twice_max_bulk_is_refused() {
     let c = unreplicated("kv-output-limit", 4 << 20, |f| {
-        f.kv.max_bulk = "1MiB".into();
-        f.kv.output_limit = "1MiB".into();
+        edit_kv(f, |k| {
+            k.max_bulk = "1MiB".into();
+            k.output_limit = "1MiB".into();
+        });
     });
     let e = refused(&c, &[]);
     assert!(e.contains("[kv] output_limit") && e.contains("\"1MiB\"") && e.contains("max_bulk"), "{e}");

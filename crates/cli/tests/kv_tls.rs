@@ -9,6 +9,7 @@
 
 mod common;
 
+use common::edit_kv;
 use common::kv::{python_with_redis, tool, wait_for, Resp};
 use common::{exe, Cluster, TempDir, WAIT};
 use mojim::config::write_private;
@@ -51,11 +52,13 @@ impl Certs {
 
     /// Sets the `[kv] tls_*` files.
     fn configure(&self, f: &mut mojim::config::ConfigFile, auth_clients: &str) {
-        f.kv.tls_listen = "127.0.0.1:0".into();
-        f.kv.tls_cert_file = self.path("server.pem");
-        f.kv.tls_key_file = self.path("server.key");
-        f.kv.tls_ca_cert_file = self.path("ca.pem");
-        f.kv.tls_auth_clients = auth_clients.into();
+        edit_kv(f, |k| {
+            k.tls_listen = "127.0.0.1:0".into();
+            k.tls_cert_file = self.path("server.pem");
+            k.tls_key_file = self.path("server.key");
+            k.tls_ca_cert_file = self.path("ca.pem");
+            k.tls_auth_clients = auth_clients.into();
+        });
     }
 }
 
@@ -314,8 +317,10 @@ fn tls_alone_with_optional_client_certificates() {
     // Small requests only: a client's query buffer holds 32 KiB, so that a long pipeline
     // leaves plaintext in the TLS session once the socket is drained.
     let c = cluster("kv-tls-alone", &certs, "optional", |f| {
-        f.kv.max_bulk = "1KiB".into();
-        f.kv.max_inline = "1KiB".into();
+        edit_kv(f, |k| {
+            k.max_bulk = "1KiB".into();
+            k.max_inline = "1KiB".into();
+        });
     });
     // listen = "": the plaintext listener is off (Redis's `port 0`).
     let mut kv = Kv::start(&c, &["--listen", ""]);
@@ -354,17 +359,17 @@ fn bad_tls_settings_stop_it_before_it_serves_naming_the_value() {
     let certs = Certs::new("kv-tls-bad");
     type Edit = fn(&mut mojim::config::ConfigFile);
     let cases: [(&str, Edit, &str); 4] = [
-        ("protocols", |f| f.kv.tls_protocols = "TLSv1.1 TLSv1.2".into(), "TLSv1.1"),
-        ("auth", |f| f.kv.tls_auth_clients = "sometimes".into(), "\"sometimes\""),
-        ("ca", |f| f.kv.tls_ca_cert_file.clear(), "needs tls_ca_cert_file"),
-        ("none", |f| f.kv.listen.clear(), "serve no one"),
+        ("protocols", |f| edit_kv(f, |k| k.tls_protocols = "TLSv1.1 TLSv1.2".into()), "TLSv1.1"),
+        ("auth", |f| edit_kv(f, |k| k.tls_auth_clients = "sometimes".into()), "\"sometimes\""),
+        ("ca", |f| edit_kv(f, |k| k.tls_ca_cert_file.clear()), "needs tls_ca_cert_file"),
+        ("none", |f| edit_kv(f, |k| k.listen.clear()), "serve no one"),
     ];
     for (name, edit, expect) in cases {
         let c = Cluster::new(&format!("kv-tls-bad-{name}"), 1 << 20, |f| {
             certs.configure(f, "yes");
             edit(f);
             if name == "none" {
-                f.kv.tls_listen.clear();
+                edit_kv(f, |k| k.tls_listen.clear());
             }
         });
         let o = finish({

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::edit_kv;
 use common::kv::KvCluster;
 use common::{skip, Cluster};
 use std::collections::BTreeSet;
@@ -115,7 +116,9 @@ fn every_metric_the_rules_and_the_dashboard_query_is_served() {
     let addr = p.metrics_addr().expect("the primary serves its metrics").to_string();
     served(&common::scrape::metrics(&addr), &mut have);
     assert!(have.contains("mojim_primary_sync_seconds_bucket"), "{have:?}");
-    let k = KvCluster::with("monitoring_names_kv", 16 << 20, |f| f.kv.metrics_listen = "127.0.0.1:0".into());
+    let k = KvCluster::with("monitoring_names_kv", 16 << 20, |f| {
+        edit_kv(f, |k| k.metrics_listen = "127.0.0.1:0".into())
+    });
     let kv = k.kv.as_ref().expect("mojim kv runs");
     let addr = kv.metrics_addr().unwrap_or_else(|| panic!("no \"metrics on\" line in {:?}", kv.printed()));
     served(&common::scrape::metrics(addr), &mut have);

@@ -196,7 +196,8 @@ int main(void) {
     run(Command::new(MOJIM).args(["init", "--size", "16MiB", "--listen", "127.0.0.1:0", "--dir"]).arg(&node));
     let cfg = node.join("mojim.toml");
     let cfg_s = cfg.to_str().expect("utf-8");
-    let password = mojim::Config::load(&cfg).expect("the configuration init wrote").file.kv.password;
+    let loaded = mojim::Config::load(&cfg).expect("the configuration init wrote");
+    let password = loaded.section::<mojim_kv::KvSection>().expect("[kv] as init wrote it").password;
     let mirror_dir = dir.path().join("mirror");
     let mut mirror = ChildNode::spawn(
         Path::new(MOJIM),

@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::edit_rvm;
 use common::{seed, Cluster, Rng, WAIT};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
@@ -265,10 +266,12 @@ fn dgemv_on_redis_killed_at_random_points_ends_with_the_uninterrupted_answer() {
         });
     let addr = server.addr().to_string();
     let c = Cluster::new("rvm-dgemv-redis-cfg", 4 << 20, |f| {
-        f.rvm.backend = "redis".into();
-        f.rvm.redis = addr;
-        f.rvm.redis_key = "rvm-apps-test".into();
-        f.rvm.redis_capacity = "8MiB".into();
+        edit_rvm(f, |r| {
+            r.backend = "redis".into();
+            r.redis = addr;
+            r.redis_key = "rvm-apps-test".into();
+            r.redis_capacity = "8MiB".into();
+        });
     });
     killed_runs_end_with_the_uninterrupted_answer("rvm-dgemv-redis", &args(&c, &DGEMV), 11);
 }
@@ -289,10 +292,12 @@ fn on_a_redis_with_a_password_it_is_taken_from_the_environment() {
     let set = conn.call(&[b"CONFIG", b"SET", b"requirepass", b"rvm-apps-password"]).expect("CONFIG SET");
     assert_eq!(set, mojim_rvm::redis::resp::Reply::Status("OK".into()));
     let c = Cluster::new("rvm-redis-auth-cfg", 4 << 20, |f| {
-        f.rvm.backend = "redis".into();
-        f.rvm.redis = addr;
-        f.rvm.redis_key = "rvm-apps-auth".into();
-        f.rvm.redis_capacity = "4MiB".into();
+        edit_rvm(f, |r| {
+            r.backend = "redis".into();
+            r.redis = addr;
+            r.redis_key = "rvm-apps-auth".into();
+            r.redis_capacity = "4MiB".into();
+        });
     });
     let a = args(&c, &["dgemv", "--rows", "256", "--cols", "4", "--iterations", "3"]);
     refused(&a, &["requires a password", "[rvm] redis_password", "MOJIM_REDIS_PASSWORD"]);

@@ -19,6 +19,7 @@
 mod common;
 
 use common::c::{cc_shared, have, repo};
+use common::edit_rvm;
 use common::{seed, Cluster, Rng, TempDir, WAIT};
 use mojim::config::{write_private, ConfigFile};
 use std::collections::HashMap;
@@ -247,7 +248,7 @@ fn the_forced_mprotect_fallback_keeps_commits_atomic_and_says_so() {
     if !have("cc", "gcc") {
         return;
     }
-    let c = cluster("rvm-c-mprotect", 4 << 20, |f| f.rvm.tracking = "mprotect".into());
+    let c = cluster("rvm-c-mprotect", 4 << 20, |f| edit_rvm(f, |r| r.tracking = "mprotect".into()));
     let dir = TempDir::new("rvm-c-mprotect-build");
     let exe = build(&dir, "rvm_atomic.c");
     let tracking = kill_at_random("rvm_c_mprotect", &c, &exe, 10);
@@ -319,7 +320,7 @@ fn bad_input_from_c_gets_its_code_and_a_message_and_changes_nothing() {
         return;
     }
     const BASE: &str = "0x610000000000";
-    let c = cluster("rvm-c-bad", 4 << 20, |f| f.rvm.base = BASE.into());
+    let c = cluster("rvm-c-bad", 4 << 20, |f| edit_rvm(f, |r| r.base = BASE.into()));
     let dir = TempDir::new("rvm-c-bad-build");
     let exe = build(&dir, "rvm_bad_input.c");
     let lines = Run::start(&exe, &[cfg_arg(&c), BASE]).finish();
@@ -415,6 +416,31 @@ fn bad_input_from_c_gets_its_code_and_a_message_and_changes_nothing() {
     fact("intact");
     assert_eq!(lines.iter().find(|l| l.starts_with("threads ")).map(String::as_str), Some("threads OK"));
     fact("threads-recovered");
+}
+
+/// A key `[rvm]` does not have, or a value of the wrong type: `rvm_cfg_create` refuses it with
+/// `MOJIM_ECONFIG`, naming the file, `[rvm]` and the key (the library keeps `[rvm]` as written;
+/// mojim-rvm reads it).
+#[test]
+fn a_key_rvm_does_not_know_is_refused_with_econfig_naming_it() {
+    if !have("cc", "gcc") {
+        return;
+    }
+    let dir = TempDir::new("rvm-c-unknown-key-build");
+    let exe = build(&dir, "rvm_bad_input.c");
+    for (test, key, value, named) in [
+        ("rvm-c-unknown-key", "tracking_mode", "uffd", "unknown field `tracking_mode`"),
+        ("rvm-c-bad-type", "redis_tls", "yes", "invalid type: string \"yes\""),
+    ] {
+        let c = Cluster::new(test, 1 << 20, |f| {
+            f.rvm.insert(key.into(), toml::Value::String(value.into()));
+        });
+        let lines = Run::start(&exe, &[cfg_arg(&c), "open"]).finish();
+        let (code, msg) = cases(&lines).remove("open").expect("the open line");
+        assert_eq!(code, "MOJIM_ECONFIG", "{msg}");
+        let want = format!("{}: [rvm] {key}: {named}", cfg_arg(&c));
+        assert!(msg.contains(&want), "{msg:?} does not say {want:?}");
+    }
 }
 
 #[test]
@@ -563,10 +589,12 @@ fn on_the_redis_backend_commits_are_atomic_and_another_capacity_is_refused() {
     let dir = TempDir::new("rvm-c-redis");
     let redis = Redis::start(dir.path());
     let c = Cluster::new("rvm-c-redis-cfg", 1 << 20, |f| {
-        f.rvm.backend = "redis".into();
-        f.rvm.redis = redis.addr.clone();
-        f.rvm.redis_key = "rvm-c".into();
-        f.rvm.redis_capacity = "4MiB".into();
+        edit_rvm(f, |r| {
+            r.backend = "redis".into();
+            r.redis = redis.addr.clone();
+            r.redis_key = "rvm-c".into();
+            r.redis_capacity = "4MiB".into();
+        });
     });
     let atomic = build(&dir, "rvm_atomic.c");
     let tracking = kill_at_random("rvm_c_redis", &c, &atomic, 8);
@@ -577,7 +605,7 @@ fn on_the_redis_backend_commits_are_atomic_and_another_capacity_is_refused() {
 
     // The same key read as memory of 8 MiB: refused, naming both sizes.
     let mut other = c.cfg.file.clone();
-    other.rvm.redis_capacity = "8MiB".into();
+    edit_rvm(&mut other, |r| r.redis_capacity = "8MiB".into());
     let other_path = dir.path().join("other.toml");
     write_private(&other_path, &toml::to_string(&other).expect("serialise")).expect("write other.toml");
     let bad = build(&dir, "rvm_bad_input.c");

@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::edit_rvm;
 use common::{Cluster, WAIT};
 use mojim::PrimaryOptions;
 use mojim_rvm::{Backend, Rvm, RvmOptions};
@@ -54,7 +55,7 @@ fn node(c: &Cluster, name: &str, backups: &[&str]) -> ChildNode {
 #[test]
 fn the_promoted_mirror_recovers_the_last_commit_at_the_same_addresses() {
     let c = Cluster::new("rvm-promote", 2 << 20, |f| {
-        f.rvm.base = "0x620000000000".into();
+        edit_rvm(f, |r| r.base = "0x620000000000".into());
         f.cluster.heartbeat_interval_ms = 50;
         f.cluster.heartbeat_timeout_ms = 1500;
     });

@@ -70,6 +70,12 @@ impl From<crate::cluster::store::ClusterStoreError> for KvError {
     }
 }
 
+impl From<mojim::config::SectionError> for KvError {
+    fn from(e: mojim::config::SectionError) -> KvError {
+        KvError::Config(e.to_string())
+    }
+}
+
 impl From<mojim::Error> for KvError {
     fn from(e: mojim::Error) -> KvError {
         KvError::Mojim(e)

@@ -11,6 +11,7 @@
 
 pub mod cluster;
 pub mod cmd;
+pub mod config;
 mod error;
 mod options;
 pub mod resp;
@@ -18,6 +19,7 @@ pub mod server;
 pub mod store;
 pub mod tls;
 
+pub use config::KvSection;
 pub use error::KvError;
 pub use options::{split_host_port, KvOptions, DEFAULT_MIRROR_WAIT};
 pub use server::{run, run_with, Control};

@@ -94,7 +94,7 @@ impl KvOptions {
         tls_listen: Option<&str>,
     ) -> Result<KvOptions, KvError> {
         let primary = PrimaryOptions::from_config(cfg, insecure)?;
-        let k = &cfg.file.kv;
+        let k = &crate::KvSection::from_config(cfg)?;
         let max_bulk = size("max_bulk", &k.max_bulk, 1, 1 << 30)?;
         let max_inline = size("max_inline", &k.max_inline, 64, 1 << 30)?;
         if k.max_args == 0 || k.max_args > 1 << 24 {

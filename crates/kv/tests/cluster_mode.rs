@@ -84,7 +84,6 @@ fn options(dir: &std::path::Path, port: u16) -> KvOptions {
     let text = mojim::config::template(&uuid, 8 << 20, "test-secret-0123456789abcdef0123", "127.0.0.1:0");
     let mut file: mojim::config::ConfigFile = toml::from_str(&text).expect("the template parses");
     file.primary.mode = "unreplicated".into();
-    file.kv.password.clear();
     let path = dir.join("mojim.toml");
     mojim::config::write_private(&path, &toml::to_string(&file).expect("serialise"))
         .expect("write mojim.toml");

@@ -13,6 +13,9 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
+mod owned;
+pub use owned::{OwnedSection, SectionError, SectionSchema};
+
 /// Environment variable that names another certificate than `[security] cert_file` (an
 /// operator's, with a node's configuration).
 pub const CERT_FILE_ENV: &str = "MOJIM_CERT_FILE";
@@ -131,12 +134,16 @@ pub struct ConfigFile {
     /// `[cluster]`: failure detection, mirror loss and the coordinator.
     #[serde(default)]
     pub cluster: ClusterSection,
-    /// `[rvm]`: recoverable memory (the `mojim-rvm` crate and `rvm_*` in C).
+    /// `[rvm]`: recoverable memory (`rvm_*` in C), as written. Its schema, defaults and checks
+    /// are the `mojim-rvm` crate's (`mojim_rvm::RvmSection`); read it with
+    /// [`Config::section`] or [`ConfigFile::section`].
     #[serde(default)]
-    pub rvm: RvmSection,
-    /// `[kv]`: the Redis-protocol server (`mojim kv`, the `mojim-kv` crate).
+    pub rvm: toml::Table,
+    /// `[kv]`: the Redis-protocol server (`mojim kv`), as written. Its schema, defaults and
+    /// checks are the `mojim-kv` crate's (`mojim_kv::KvSection`); read it with
+    /// [`Config::section`] or [`ConfigFile::section`].
     #[serde(default)]
-    pub kv: KvSection,
+    pub kv: toml::Table,
     /// `[metrics]`: the Prometheus metrics and health listener.
     #[serde(default)]
     pub metrics: MetricsSection,
@@ -150,181 +157,6 @@ pub struct MetricsSection {
     /// `listen = ""`: the `host:port` it listens on (port 0: any free port); empty: no
     /// listener. `mojim serve --metrics-listen` overrides it.
     pub listen: String,
-}
-
-/// `[kv]`: `mojim kv`, a Redis-protocol server whose data lives in the region. Every field has
-/// a default (shown as `key = default`); the `mojim-kv` crate reads and checks them.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct KvSection {
-    /// `listen = "127.0.0.1:6379"`: the address Redis clients connect to (`--listen`
-    /// overrides it; port 0 takes any free port).
-    pub listen: String,
-    /// `max_clients = 10000`: connections served at once; one more is answered with an error
-    /// and closed.
-    pub max_clients: u64,
-    /// `max_bulk = "8MiB"`: the longest string (a key, a value, a field) in a request; a
-    /// longer one closes that client with an error. A SET of that size needs about twice it in
-    /// one group, and a group carries at most half of `[mirror] log_capacity`: max_bulk may be
-    /// at most log_capacity / 4 − 512 KiB (15.5 MiB with the default 64 MiB log); lower it
-    /// with the log.
-    pub max_bulk: String,
-    /// `max_args = 1048576`: the most arguments in one request.
-    pub max_args: u64,
-    /// `max_inline = "64KiB"`: the longest inline command (and `*`/`$` header line).
-    pub max_inline: String,
-    /// `announce = ""`: the address SENTINEL answers give for this server (empty: `listen`);
-    /// set it when listening on 0.0.0.0.
-    pub announce: String,
-    /// `sentinel_name = "mojim"`: the master name Redis clients' Sentinel support asks for.
-    pub sentinel_name: String,
-    /// `sentinels = []`: the `mojim kv` address of every node that may become primary, for
-    /// `SENTINEL sentinels` (clients try them in turn to find the current primary).
-    pub sentinels: Vec<String>,
-    /// `read_barrier = true`: a turn of reads alone still sends a one-word group and waits
-    /// for the mirror before answering, so that a primary replaced by a promotion finds out
-    /// before it answers a read (linearizable reads, for a round trip each turn); false answers
-    /// reads at once, and a primary cut off from its mirror may then serve stale reads.
-    pub read_barrier: bool,
-    /// `password = ""`: the password clients give with `AUTH` (or `HELLO ... AUTH`); until a
-    /// client has, every command but those is refused with `-NOAUTH`. Empty: no password.
-    /// `mojim init` writes a random one. The environment variable `MOJIM_KV_PASSWORD`
-    /// overrides it.
-    pub password: String,
-    /// `protected_mode = true`: without a password, refuse to listen on any address but
-    /// loopback (as Redis's protected mode).
-    pub protected_mode: bool,
-    /// `databases = 16`: the databases clients may select (`SELECT 0` .. `SELECT 15`; 1 to 16).
-    pub databases: u64,
-    /// `output_limit = "256MiB"`: the most reply bytes a client may have waiting; a command
-    /// whose reply would pass it is undone, and the client is sent an error and closed (as
-    /// Redis's `client-output-buffer-limit`). It must be at least twice `max_bulk`, and 1 MiB.
-    pub output_limit: String,
-    /// `tls_listen = ""`: the address Redis clients connect to over TLS (Redis's `tls-port`;
-    /// `--tls-listen` overrides it; port 0 takes any free port). Empty: no TLS listener. It
-    /// serves beside `listen`, or alone when `listen` is empty.
-    pub tls_listen: String,
-    /// `tls_cert_file = ""`: the server's certificate (and chain), PEM (Redis's
-    /// `tls-cert-file`; relative to this file).
-    pub tls_cert_file: String,
-    /// `tls_key_file = ""`: its private key, PEM, mode 0600 (`tls-key-file`).
-    pub tls_key_file: String,
-    /// `tls_ca_cert_file = ""`: the CA certificates clients' certificates must chain to, PEM
-    /// (`tls-ca-cert-file`); needed unless `tls_auth_clients = "no"`.
-    pub tls_ca_cert_file: String,
-    /// `tls_auth_clients = "yes"`: "yes": a client must present a certificate from
-    /// `tls_ca_cert_file`; "optional": one it presents must be, but it may present none; "no":
-    /// none is asked for (`tls-auth-clients`).
-    pub tls_auth_clients: String,
-    /// `tls_protocols = "TLSv1.2 TLSv1.3"`: the TLS versions served, separated by spaces
-    /// (`tls-protocols`); only TLSv1.2 and TLSv1.3 are offered.
-    pub tls_protocols: String,
-    /// `metrics_listen = ""`: the `host:port` of `mojim kv`'s metrics listener (`/metrics`,
-    /// `/healthz`, `/readyz`; port 0: any free port); empty: none. Its own setting, not
-    /// `[metrics] listen`, because one file serves every node: where `mojim serve` and
-    /// `mojim kv` run on one host (a promoted node), each needs its own port.
-    /// `mojim kv --metrics-listen` overrides it.
-    pub metrics_listen: String,
-    /// `cluster = false`: true serves one shard of a Redis Cluster (`mojim kv --cluster` turns
-    /// it on too): the topology is read from etcd, so `[cluster] coordinator = "etcd"` is
-    /// required, and `mojim kv cluster create` must have written it.
-    pub cluster: bool,
-    /// `cluster_prefix = "/mojim/kv"`: the etcd prefix the cluster's topology lives under
-    /// (`<cluster_prefix>/kv-cluster/topology`). The same for every shard of one cluster, and
-    /// apart from each shard's own `[cluster] etcd_prefix` (its roles and lease).
-    pub cluster_prefix: String,
-    /// `standby = false`: true (`mojim kv --standby`), with `cluster`, on a node that is not its
-    /// shard's primary: wait until this node's `mojim serve` has taken the region over (the
-    /// roles in etcd name this node the primary and its copy is promoted), then serve that copy
-    /// (`[region] path` = the mirror's `<dir>/data.mojim`) and take the shard in the topology.
-    pub standby: bool,
-}
-
-impl Default for KvSection {
-    fn default() -> Self {
-        KvSection {
-            listen: "127.0.0.1:6379".into(),
-            max_clients: 10_000,
-            max_bulk: "8MiB".into(),
-            max_args: 1 << 20,
-            max_inline: "64KiB".into(),
-            announce: String::new(),
-            sentinel_name: "mojim".into(),
-            sentinels: Vec::new(),
-            read_barrier: true,
-            password: String::new(),
-            protected_mode: true,
-            output_limit: "256MiB".into(),
-            databases: 16,
-            tls_listen: String::new(),
-            tls_cert_file: String::new(),
-            tls_key_file: String::new(),
-            tls_ca_cert_file: String::new(),
-            tls_auth_clients: "yes".into(),
-            tls_protocols: "TLSv1.2 TLSv1.3".into(),
-            metrics_listen: String::new(),
-            cluster: false,
-            cluster_prefix: "/mojim/kv".into(),
-            standby: false,
-        }
-    }
-}
-
-/// `[rvm]`: recoverable memory, the Nephele API on a region. Every field has a default (shown
-/// as `key = default`); the `mojim-rvm` crate reads and checks them.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RvmSection {
-    /// `backend = "mojim"`: where commits go: "mojim" (this region, replicated to its mirror)
-    /// or "redis" (a Redis server, `redis` below).
-    pub backend: String,
-    /// `base = "0x600000000000"`: the virtual address recoverable memory is created at, the
-    /// first time; a recovery maps it where it was created, whatever this says.
-    pub base: String,
-    /// `tracking = "auto"`: how written pages are found: "uffd" (userfaultfd asynchronous
-    /// write protection, Linux 6.7+), "mprotect" (page protection and a SIGSEGV handler), or
-    /// "auto" (uffd if the kernel offers it, else mprotect).
-    pub tracking: String,
-    /// `redis = "127.0.0.1:6379"`: the Redis server of the "redis" backend.
-    pub redis: String,
-    /// `redis_key = "mojim-rvm"`: the prefix of every key the "redis" backend uses.
-    pub redis_key: String,
-    /// `redis_capacity = "64MiB"`: bytes of recoverable memory on the "redis" backend (on
-    /// "mojim" it is the region's size).
-    pub redis_capacity: String,
-    /// `redis_password = ""`: the password the "redis" backend sends with AUTH, for a server
-    /// with `requirepass` (empty: none). The `MOJIM_REDIS_PASSWORD` environment variable wins
-    /// over it. A file that holds it must be private (mode 0600), as for the secret.
-    pub redis_password: String,
-    /// `redis_tls = false`: speak TLS to the Redis server (redis-cli's `--tls`), which needs
-    /// `redis_ca_file`.
-    pub redis_tls: bool,
-    /// `redis_ca_file = ""`: the CA that signed the Redis server's certificate, PEM (redis-cli's
-    /// `--cacert`; relative to the configuration file).
-    pub redis_ca_file: String,
-    /// `redis_cert_file = ""`: this client's certificate for a server with `tls-auth-clients`
-    /// (redis-cli's `--cert`); set with `redis_key_file`.
-    pub redis_cert_file: String,
-    /// `redis_key_file = ""`: the private key of `redis_cert_file` (redis-cli's `--key`).
-    pub redis_key_file: String,
-}
-
-impl Default for RvmSection {
-    fn default() -> Self {
-        RvmSection {
-            backend: "mojim".into(),
-            base: "0x600000000000".into(),
-            tracking: "auto".into(),
-            redis: "127.0.0.1:6379".into(),
-            redis_key: "mojim-rvm".into(),
-            redis_capacity: "64MiB".into(),
-            redis_password: String::new(),
-            redis_tls: false,
-            redis_ca_file: String::new(),
-            redis_cert_file: String::new(),
-            redis_key_file: String::new(),
-        }
-    }
 }
 
 /// `[cluster]`: failure detection, what a primary does without its mirror, and who decides
@@ -865,6 +697,9 @@ pub struct Config {
     pub file: ConfigFile,
     /// The folder that relative paths in the file are resolved against (the file's own).
     pub base: PathBuf,
+    /// The file it was read from ([`Config::load`]), which errors about it name; `None` for a
+    /// configuration made in memory.
+    pub path: Option<PathBuf>,
 }
 
 impl Config {
@@ -876,7 +711,7 @@ impl Config {
             toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
         warn_if_readable_by_others(path, &file);
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let c = Config { file, base };
+        let c = Config { file, base, path: Some(path.to_path_buf()) };
         c.region_id()?;
         c.limits()?;
         Ok(c)
@@ -1201,11 +1036,6 @@ impl Config {
         check_metrics_listen(&self.file.metrics.listen, "[metrics] listen")
     }
 
-    /// `[kv] metrics_listen`, checked as [`Config::metrics_listen`]; `None` when empty.
-    pub fn kv_metrics_listen(&self) -> Result<Option<String>> {
-        check_metrics_listen(&self.file.kv.metrics_listen, "[kv] metrics_listen")
-    }
-
     /// `[mirror] log_capacity` in bytes, checked: a multiple of 4 KiB and at least 64 KiB.
     pub fn log_capacity(&self) -> Result<u64> {
         let c = size_field("mirror", "log_capacity", &self.file.mirror.log_capacity)?;
@@ -1248,9 +1078,17 @@ pub fn parse_rate(s: &str) -> Result<u64, SizeError> {
     }
 }
 
-/// The text `mojim init` writes.
+/// The text `mojim init` writes for the library's own sections, commented: as
+/// [`template_with`] with no other section.
 pub fn template(uuid: &[u8; 16], size: u64, secret: &str, listen: &str) -> String {
-    format!(
+    template_with(uuid, size, secret, listen, &[])
+}
+
+/// The text `mojim init` writes: the library's sections, commented, with `owned` between
+/// `[security]` and `[metrics]`: the sections other crates define (`[rvm]`, `[kv]`), each as
+/// its crate writes it, ending in a blank line.
+pub fn template_with(uuid: &[u8; 16], size: u64, secret: &str, listen: &str, owned: &[&str]) -> String {
+    let head = format!(
         r#"# Mojim configuration. Every node of the cluster uses a copy of this file:
 # [region] and the secret must match on all of them.
 
@@ -1404,104 +1242,23 @@ tls = false
 # it). Set it the same on a primary and its mirror; it has no effect on TCP lanes.
 encrypt_placed = false
 
-[rvm]
-# Recoverable memory (rvm_* in C, the mojim-rvm crate): where commits go, "mojim" (this region,
-# replicated) or "redis" (a Redis server at `redis`, keys under `redis_key`, `redis_capacity`
-# bytes of memory).
-backend = "mojim"
-# The address recoverable memory is created at the first time; recovery maps it back there.
-base = "0x600000000000"
-# How written pages are found: "auto", "uffd" (Linux 6.7+) or "mprotect".
-tracking = "auto"
-redis = "127.0.0.1:6379"
-redis_key = "mojim-rvm"
-redis_capacity = "64MiB"
-# The password for a Redis server with requirepass (sent with AUTH; empty: none). The
-# MOJIM_REDIS_PASSWORD environment variable wins over it and keeps it out of this file.
-redis_password = ""
-# TLS to the Redis server, as redis-cli's --tls, --cacert, --cert and --key: the CA that signed
-# the server's certificate (which must name the host or IP address of `redis`), and this
-# client's certificate and key for a server with tls-auth-clients (PEM, relative to this file).
-redis_tls = false
-redis_ca_file = ""
-redis_cert_file = ""
-redis_key_file = ""
-
-[kv]
-# mojim kv: a Redis-protocol server whose keys and values live in this region (on the primary's
-# node; after a fail-over, start it on the promoted node). The address Redis clients connect to
-# (--listen overrides it).
-listen = "127.0.0.1:6379"
-# Connections served at once; one more is answered with an error and closed.
-max_clients = 10000
-# Longest string in a request (a key, a value), most arguments in one, longest inline command:
-# a request past any of them closes that client with an error. max_bulk may be at most
-# [mirror] log_capacity / 4 - 512KiB (a SET of it is one group of about twice its size, and a
-# group carries at most half a lane's log): lower it when you lower log_capacity.
-max_bulk = "8MiB"
-max_args = 1048576
-max_inline = "64KiB"
-# Sentinel support for Redis clients: the master name they ask for, the address answers give
-# for this server (empty: listen; set it when listening on 0.0.0.0), and the mojim kv address
-# of every node that may become primary.
-sentinel_name = "mojim"
-announce = ""
-sentinels = []
-# Writes are answered only once the mirror has them. With read_barrier = true a turn of reads
-# alone waits for one round trip to the mirror too, so that a primary replaced by a promotion
-# (and fenced) cannot answer a read from its old state: linearizable reads. false answers reads at
-# once (faster; a primary cut off from its mirror may then serve stale reads).
-read_barrier = true
-# The password clients give with AUTH (redis-cli -a, redis-py password=): every other command is
-# refused until they do. The environment variable MOJIM_KV_PASSWORD overrides it. With no password
-# (""), protected_mode refuses to listen on any address but loopback; protected_mode = false lets
-# anyone who can reach the port read, change and flush the data.
-password = "{kv_password}"
-protected_mode = true
-# Most reply bytes a client may have waiting: a command whose reply would pass it is undone, and
-# the client is sent an error and closed. At least twice max_bulk.
-output_limit = "256MiB"
-# Databases clients may SELECT (1 to 16).
-databases = 16
-# TLS for Redis clients (redis-cli --tls, redis-py ssl=True), as Redis's tls-* settings: the
-# address it listens on (--tls-listen overrides it; empty: no TLS; listen = "" turns the
-# plaintext one off), the server's certificate and key (PEM, relative to this file, the key mode
-# 0600) and the CA that clients' certificates must chain to. tls_auth_clients: "yes" (a client
-# certificate is required), "optional" (checked if given) or "no". tls_protocols: TLSv1.2 and/or
-# TLSv1.3. `mojim init --tls` makes a CA and certificates (tls/ca.pem, tls/node.pem for the
-# server, tls/application.pem for clients).
-tls_listen = ""
-tls_cert_file = ""
-tls_key_file = ""
-tls_ca_cert_file = ""
-tls_auth_clients = "yes"
-tls_protocols = "TLSv1.2 TLSv1.3"
-# mojim kv's HTTP listener for monitoring: Prometheus metrics on /metrics, /healthz and /readyz
-# (ready: it takes writes, its mirror online; docs/METRICS.md). A host:port such as
-# "127.0.0.1:9421" (--metrics-listen overrides it); "" opens none. Not [metrics] listen, which
-# is mojim serve's: on a promoted node both run. It serves anyone who reaches it.
-metrics_listen = ""
-# Redis Cluster mode (mojim kv --cluster): this server is one shard of a cluster whose topology
-# etcd holds at <cluster_prefix>/kv-cluster/topology ([cluster] coordinator = "etcd"; made by
-# `mojim kv cluster create`). cluster_prefix is the same on every shard of one cluster.
-cluster = false
-cluster_prefix = "/mojim/kv"
-# With cluster, on a mirror's node (mojim kv --standby): wait until this node's mojim serve has
-# taken the region over (the roles in etcd name it the primary), then serve the promoted copy
-# ([region] path = the mirror's <dir>/data.mojim) and take the shard in the topology.
-standby = false
-
-[metrics]
+"#,
+        uuid = format_uuid(uuid),
+        size = format_size(size),
+    );
+    let tail = r#"[metrics]
 # An HTTP listener for monitoring, opened by `mojim serve`: Prometheus metrics on /metrics,
 # /healthz and /readyz (ready: the data area is consistent; docs/METRICS.md). A host:port such
 # as "127.0.0.1:9420" (port 0: any free port); "" opens none. It serves anyone who reaches it:
 # keep it on a trusted network.
 listen = ""
-"#,
-        uuid = format_uuid(uuid),
-        size = format_size(size),
-        kv_password = random_uuid().iter().map(|b| format!("{b:02x}")).collect::<String>(),
-    )
+"#;
+    let mut text = head;
+    for section in owned {
+        text.push_str(section);
+    }
+    text.push_str(tail);
+    text
 }
 
 #[cfg(test)]
@@ -1513,7 +1270,7 @@ mod tests {
         let u = random_uuid();
         let text = template(&u, 1 << 30, "s", "127.0.0.1:7420");
         let file: ConfigFile = toml::from_str(&text).unwrap();
-        let c = Config { file, base: PathBuf::from("/x") };
+        let c = Config { file, base: PathBuf::from("/x"), path: None };
         assert_eq!(c.region_id().unwrap(), RegionId { uuid: u, size: 1 << 30 });
         assert_eq!(c.mode().unwrap(), Mode::Sync);
         assert_eq!(c.limits().unwrap().max_frame, 65536);
@@ -1530,7 +1287,7 @@ mod tests {
             f.cluster.etcd_endpoints = endpoints.iter().map(|e| e.to_string()).collect();
             (f.cluster.etcd_ca_file, f.cluster.etcd_cert_file, f.cluster.etcd_key_file) =
                 (ca.into(), cert.into(), key.into());
-            Config { file: f, base: PathBuf::from("/etc/mojim") }.etcd().map(|s| s.unwrap().tls)
+            Config { file: f, base: PathBuf::from("/etc/mojim"), path: None }.etcd().map(|s| s.unwrap().tls)
         };
         assert_eq!(with(&["h:1"], "", "", "").unwrap(), None);
         let files = with(&["https://h:1", "https://g:1"], "ca.pem", "c.pem", "/k.pem").unwrap().unwrap();
@@ -1556,38 +1313,30 @@ mod tests {
         let mut file: ConfigFile = toml::from_str(&template(&[0; 16], 4096, "", "a:1")).unwrap();
         assert!(!file.security.encrypt_placed, "off by default");
         file.security.encrypt_placed = true;
-        let c = Config { file, base: PathBuf::new() };
+        let c = Config { file, base: PathBuf::new(), path: None };
         for e in [c.tls().unwrap_err().to_string(), c.application_tls().unwrap_err().to_string()] {
             assert!(e.contains("[security] encrypt_placed = true needs [security] tls = true"), "{e}");
         }
     }
 
     #[test]
-    fn kv_metrics_listen_is_its_own_setting_off_by_default() {
-        let mut file: ConfigFile = toml::from_str(&template(&[0; 16], 4096, "", "a:1")).unwrap();
-        assert_eq!(Config { file: file.clone(), base: PathBuf::new() }.kv_metrics_listen().unwrap(), None);
-        file.metrics.listen = "127.0.0.1:9420".into();
-        file.kv.metrics_listen = "127.0.0.1:9421".into();
-        let c = Config { file: file.clone(), base: PathBuf::new() };
-        assert_eq!(c.kv_metrics_listen().unwrap().as_deref(), Some("127.0.0.1:9421"));
-        file.kv.metrics_listen = "9421".into();
-        let e = Config { file, base: PathBuf::new() }.kv_metrics_listen().unwrap_err().to_string();
-        assert!(e.contains("[kv] metrics_listen = \"9421\" is not a host:port"), "{e}");
-    }
-
-    #[test]
     fn metrics_listen_is_off_by_default_and_a_bad_address_is_named() {
         let mut file: ConfigFile = toml::from_str(&template(&[0; 16], 4096, "", "a:1")).unwrap();
-        assert_eq!(Config { file: file.clone(), base: PathBuf::new() }.metrics_listen().unwrap(), None);
+        assert_eq!(
+            Config { file: file.clone(), base: PathBuf::new(), path: None }.metrics_listen().unwrap(),
+            None
+        );
         for good in ["127.0.0.1:9420", "localhost:0", "[::1]:9420", "0.0.0.0:65535"] {
             file.metrics.listen = good.into();
-            let c = Config { file: file.clone(), base: PathBuf::new() };
+            let c = Config { file: file.clone(), base: PathBuf::new(), path: None };
             assert_eq!(c.metrics_listen().unwrap().as_deref(), Some(good));
         }
         for bad in ["9420", "127.0.0.1", "127.0.0.1:99999", ":9420", "/run/m.sock:1", "h:x"] {
             file.metrics.listen = bad.into();
-            let e =
-                Config { file: file.clone(), base: PathBuf::new() }.metrics_listen().unwrap_err().to_string();
+            let e = Config { file: file.clone(), base: PathBuf::new(), path: None }
+                .metrics_listen()
+                .unwrap_err()
+                .to_string();
             for needle in ["[metrics] listen", bad, "host:port", "\"\" for no metrics"] {
                 assert!(e.contains(needle), "{needle:?} not in {e}");
             }
@@ -1614,7 +1363,7 @@ mod tests {
         file.security.key_file = "node.key".into();
         file.primary.cert_file = "missing-application.pem".into();
         file.primary.key_file = "application.key".into();
-        let c = Config { file, base: dir.clone() };
+        let c = Config { file, base: dir.clone(), path: None };
         let e = c.application_tls().unwrap_err().to_string();
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(e.contains("[primary] cert_file ") && e.contains("missing-application.pem"), "{e}");
@@ -1625,7 +1374,7 @@ mod tests {
         let mut file: ConfigFile = toml::from_str(&template(&[0; 16], 4096, "", "a:1")).unwrap();
         file.primary.mode = "fast".into();
         file.limits.max_frame = "1GiB".into();
-        let c = Config { file, base: PathBuf::new() };
+        let c = Config { file, base: PathBuf::new(), path: None };
         assert!(c.mode().unwrap_err().to_string().contains("\"fast\""));
         assert!(c.limits().unwrap_err().to_string().contains("max_frame 1GiB"));
         assert!(parse_uuid("xyz").unwrap_err().to_string().contains("xyz"));
@@ -1634,11 +1383,11 @@ mod tests {
     #[test]
     fn nvmm_settings_parse_and_bad_ones_are_named() {
         let mut file: ConfigFile = toml::from_str(&template(&[0; 16], 4096, "", "a:1")).unwrap();
-        let c = Config { file: file.clone(), base: PathBuf::new() };
+        let c = Config { file: file.clone(), base: PathBuf::new(), path: None };
         assert!(c.region_nvmm().unwrap().is_off() && c.mirror_nvmm().unwrap().is_off(), "off by default");
         file.region.nvmm_barrier_ns = 1000;
         file.mirror.nvmm_write_rate = "2GiB/s".into();
-        let c = Config { file: file.clone(), base: PathBuf::new() };
+        let c = Config { file: file.clone(), base: PathBuf::new(), path: None };
         assert_eq!(c.region_nvmm().unwrap().barrier, std::time::Duration::from_micros(1));
         assert_eq!(c.mirror_nvmm().unwrap().write_bytes_per_s, 2 << 30);
         let text = toml::to_string(&file).unwrap();
@@ -1649,7 +1398,7 @@ mod tests {
             let mut f = file.clone();
             (f.region.nvmm_barrier_ns, f.region.nvmm_write_rate) = (region_ns, region_rate.into());
             (f.mirror.nvmm_barrier_ns, f.mirror.nvmm_write_rate) = (mirror_ns, mirror_rate.into());
-            let c = Config { file: f, base: PathBuf::new() };
+            let c = Config { file: f, base: PathBuf::new(), path: None };
             let r = c.region_nvmm().err().map(|e| e.to_string()).unwrap_or_default();
             let m = c.mirror_nvmm().err().map(|e| e.to_string()).unwrap_or_default();
             (r, m)

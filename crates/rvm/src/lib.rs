@@ -28,6 +28,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod config;
 mod error;
 pub mod layout;
 mod mojim_rmem;
@@ -37,6 +38,7 @@ mod redo;
 mod rmem;
 mod rvm;
 
+pub use config::RvmSection;
 pub use error::{Result, RvmError};
 pub use mojim_region::{Cells, Plain, WriteTracking};
 pub use mojim_rmem::MojimRmem;

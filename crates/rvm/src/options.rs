@@ -1,8 +1,8 @@
 //! How to open recoverable memory: from the `[rvm]` section of a configuration file.
 
+use crate::config::RvmSection;
 use crate::error::{Result, RvmError};
 use crate::redis::{RedisOptions, RedisTls};
-use mojim::config::RvmSection;
 use mojim::{Config, PrimaryOptions};
 use mojim_region::WriteTracking;
 use std::path::PathBuf;
@@ -37,7 +37,7 @@ impl RvmOptions {
     /// Options from a configuration file's `[rvm]` section (and `[region]`, `[primary]` for
     /// the Mojim backend; the Redis backend reads `[rvm]` only).
     pub fn from_config(cfg: &Config, insecure: bool) -> Result<RvmOptions> {
-        let r = &cfg.file.rvm;
+        let r = &RvmSection::from_config(cfg)?;
         let backend = match r.backend.as_str() {
             "mojim" => Backend::Mojim(PrimaryOptions::from_config(cfg, insecure)?),
             "redis" => Backend::Redis(redis_options(r, |p| cfg.resolve(p))?),
@@ -143,9 +143,13 @@ mod tests {
     }
 
     fn config(change: impl FnOnce(&mut RvmSection)) -> Config {
-        let mut c = Config { file: Default::default(), base: Default::default() };
-        c.file.rvm.backend = "redis".into();
-        change(&mut c.file.rvm);
+        let mut c = Config { file: Default::default(), base: Default::default(), path: None };
+        c.file
+            .edit_section(|r: &mut RvmSection| {
+                r.backend = "redis".into();
+                change(r);
+            })
+            .expect("an empty [rvm] reads as its defaults");
         c
     }
 
@@ -196,6 +200,19 @@ mod tests {
                 Err(RvmError::Config(m)) => assert!(m.contains(named), "{m}"),
                 other => panic!("{named}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_key_outside_the_schema_is_a_configuration_error_naming_the_file_and_key() {
+        let mut c = config(|_| {});
+        c.path = Some("/etc/mojim/mojim.toml".into());
+        c.file.rvm.insert("tracking_mode".into(), toml::Value::String("uffd".into()));
+        match RvmOptions::from_config(&c, false) {
+            Err(RvmError::Config(m)) => {
+                assert!(m.contains("/etc/mojim/mojim.toml: [rvm] tracking_mode: unknown field"), "{m}")
+            }
+            other => panic!("{other:?}"),
         }
     }
 }

@@ -742,12 +742,15 @@ fn a_server_with_requirepass_takes_the_password_and_a_page_changed_behind_the_ba
         Ok(_) => panic!("opened with a wrong password"),
     }
     // The right one, as `[rvm] redis_password` in a configuration.
-    let mut cfg = mojim::Config { file: Default::default(), base: Default::default() };
-    cfg.file.rvm.backend = "redis".into();
-    cfg.file.rvm.redis = addr.clone();
-    cfg.file.rvm.redis_key = PREFIX.into();
-    cfg.file.rvm.redis_capacity = "1MiB".into();
-    cfg.file.rvm.redis_password = PASSWORD.into();
+    let mut cfg = mojim::Config { file: Default::default(), base: Default::default(), path: None };
+    cfg.file.set_section(&mojim_rvm::RvmSection {
+        backend: "redis".into(),
+        redis: addr.clone(),
+        redis_key: PREFIX.into(),
+        redis_capacity: "1MiB".into(),
+        redis_password: PASSWORD.into(),
+        ..Default::default()
+    });
     let mut opts = RvmOptions::from_config(&cfg, false).unwrap();
     opts.base = base(13);
     let Backend::Redis(r) = &opts.backend else { panic!("the redis backend") };

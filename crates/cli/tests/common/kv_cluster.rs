@@ -6,6 +6,7 @@
 //! end against a cluster's configuration, free addresses on a loopback host, and named
 //! `mojim serve` nodes.
 
+use super::edit_kv;
 use super::kv::wait_for;
 use super::{exe, use_etcd, Cluster, TempDir};
 use mojim::config::write_private;
@@ -184,17 +185,19 @@ impl KvShards {
             .map(|i| {
                 Cluster::new(&format!("{test}{i}"), 4 << 20, |f| {
                     use_etcd(f, &endpoint);
-                    f.kv.cluster_prefix = prefix.clone();
-                    // The namespaces' network is the test's own: no password, and clients from
-                    // outside loopback, as an operator turns protected mode off.
-                    f.kv.protected_mode = net.is_none();
-                    if let Some(certs) = certs {
-                        f.kv.tls_listen = addrs[i].tls.clone();
-                        f.kv.tls_cert_file = certs.path("server.pem");
-                        f.kv.tls_key_file = certs.path("server.key");
-                        f.kv.tls_ca_cert_file = certs.path("ca.pem");
-                        f.kv.tls_auth_clients = "yes".into();
-                    }
+                    edit_kv(f, |k| {
+                        k.cluster_prefix = prefix.clone();
+                        // The namespaces' network is the test's own: no password, and clients
+                        // from outside loopback, as an operator turns protected mode off.
+                        k.protected_mode = net.is_none();
+                        if let Some(certs) = certs {
+                            k.tls_listen = addrs[i].tls.clone();
+                            k.tls_cert_file = certs.path("server.pem");
+                            k.tls_key_file = certs.path("server.key");
+                            k.tls_ca_cert_file = certs.path("ca.pem");
+                            k.tls_auth_clients = "yes".into();
+                        }
+                    });
                     (setup.edit)(f);
                 })
             })

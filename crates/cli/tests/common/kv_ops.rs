@@ -3,6 +3,7 @@
 //! cluster create`: shard A of nodes a1 (this region's primary, on 127.0.0.1) and a2, shard B
 //! of b1 and b2 (not started).
 
+use super::edit_kv;
 use super::kv_cluster::{free_addr, free_addr_on, ok};
 use super::{use_etcd, Cluster};
 use mojim_etcd::testing::EtcdServer;
@@ -30,7 +31,7 @@ impl OneShard {
         let prefix = format!("/{test}");
         let mut c = Cluster::new(test, 2 << 20, |f| {
             use_etcd(f, &endpoint);
-            f.kv.cluster_prefix = prefix.clone();
+            edit_kv(f, |k| k.cluster_prefix = prefix.clone());
         });
         c.start_mirror_with(&["--listen", "127.0.0.2:0"]);
         let (a1_kv, a2_kv) = (free_addr(), free_addr_on("127.0.0.2"));

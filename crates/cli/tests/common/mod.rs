@@ -170,18 +170,28 @@ pub fn use_etcd(f: &mut ConfigFile, endpoint: &str) {
     f.cluster.heartbeat_timeout_ms = 1500;
 }
 
+/// Changes `[kv]` of `f` in mojim kv's terms (the library keeps the section as written).
+pub fn edit_kv(f: &mut ConfigFile, change: impl FnOnce(&mut mojim_kv::KvSection)) {
+    f.edit_section(change).expect("[kv] of a test configuration reads");
+}
+
+/// Changes `[rvm]` of `f` in recoverable memory's terms.
+pub fn edit_rvm(f: &mut ConfigFile, change: impl FnOnce(&mut mojim_rvm::RvmSection)) {
+    f.edit_section(change).expect("[rvm] of a test configuration reads");
+}
+
 impl Cluster {
-    /// Writes a configuration for a region of `size` bytes (from `mojim init`'s template, then
-    /// `edit`), and creates the primary's region file.
+    /// Writes a configuration for a region of `size` bytes (from `mojim init`'s template of the
+    /// library's sections, then `edit`), and creates the primary's region file. `[kv]` and
+    /// `[rvm]` take their defaults unless `edit` sets them: Redis clients in the tests connect
+    /// without AUTH, on loopback (which protected mode allows); kv_auth.rs tests the password
+    /// `mojim init` writes.
     pub fn new(test: &str, size: u64, edit: impl FnOnce(&mut ConfigFile)) -> Cluster {
         let dir = TempDir::new(test);
         let cfg_path = dir.path().join("mojim.toml");
         let uuid = random_uuid();
         let mut file: ConfigFile =
             toml::from_str(&template(&uuid, size, SECRET, "127.0.0.1:0")).expect("the template parses");
-        // Redis clients in the tests connect without AUTH, on loopback (which protected mode
-        // allows); kv_auth.rs tests the password the template writes.
-        file.kv.password.clear();
         edit(&mut file);
         // Mode 0600, as `mojim init` writes it: the file holds the secret.
         write_private(&cfg_path, &toml::to_string(&file).expect("a configuration serialises"))

@@ -14,6 +14,7 @@ use super::gen::{
 use super::redis::{running, RedisServer};
 use super::resp::{encode, show_all, Conn, Replies, Reply};
 use super::stats::Stats;
+use crate::common::edit_kv;
 use crate::common::kv::KvCluster;
 use crate::common::{exe, WAIT};
 use mojim_tools::child::ChildNode;
@@ -70,7 +71,7 @@ impl<'a> Harness<'a> {
         let gen = Gen::new(o.seed, o.mode, o.steps, o.faults, o.gates);
         let name = format!("kv-diff-{}-{}", if o.mode == Mode::Oom { "oom" } else { "main" }, o.seed);
         let k = KvCluster::with(&name, o.region, |f| {
-            f.kv.max_bulk = format!("{}", MAX_BULK);
+            edit_kv(f, |k| k.max_bulk = format!("{}", MAX_BULK));
             f.cluster.reconnect_ms = 20;
         });
         let m = Conn::connect(&k.addr()).expect("connect to mojim kv");

@@ -15,11 +15,12 @@ const ETCD_TIMEOUT: Duration = Duration::from_secs(2);
 /// (e.g. "[kv] cluster = true (or mojim kv --cluster)").
 pub fn topology_store(cfg: &Config, why: &str) -> Result<TopologyStore, KvError> {
     let client = etcd_client(cfg, why)?;
-    let prefix = cfg.file.kv.cluster_prefix.trim_end_matches('/');
+    let kv = crate::KvSection::from_config(cfg)?;
+    let prefix = kv.cluster_prefix.trim_end_matches('/');
     if !prefix.starts_with('/') {
         return Err(KvError::Config(format!(
             "[kv] cluster_prefix = {:?} must start with '/' (e.g. \"/mojim/kv\")",
-            cfg.file.kv.cluster_prefix
+            kv.cluster_prefix
         )));
     }
     Ok(TopologyStore::new(client, prefix))

@@ -8,7 +8,7 @@ fn the_defaults_are_those_of_a_configuration_that_sets_nothing() {
     let mut file = ConfigFile::default();
     file.region.uuid = "00112233-4455-6677-8899-aabbccddeeff".into();
     file.region.size = "1MiB".into();
-    let cfg = Config { file, base: "/nowhere".into() };
+    let cfg = Config { file, base: "/nowhere".into(), path: None };
     let mut from_file = PrimaryOptions::from_config(&cfg, true).expect("options from the defaults");
     let defaults = PrimaryOptions::default();
     // The file's region path, resolved; no secret (insecure).

@@ -54,8 +54,12 @@ pub fn start(env: &Env, tag: &str, shards: usize, janitor: &mut Janitor) -> Resu
     let edit = |f: &mut mojim::config::ConfigFile| {
         f.cluster.coordinator = "etcd".into();
         f.cluster.etcd_endpoints = vec![endpoint.clone()];
-        f.kv.cluster_prefix = prefix.clone();
-        f.kv.cluster = true;
+        // The first to write [kv] (the template has none); the run's own settings follow.
+        f.set_section(&mojim_kv::KvSection {
+            cluster_prefix: prefix.clone(),
+            cluster: true,
+            ..Default::default()
+        });
     };
     let mut prepared = Vec::with_capacity(shards);
     for i in 0..shards {

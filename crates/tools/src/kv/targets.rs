@@ -21,6 +21,7 @@ use super::resp::Value;
 use crate::child::ChildNode;
 use mojim::config::{random_uuid, template, write_private, ConfigFile, RegionId};
 use mojim::error::{Error, Result};
+use mojim_kv::KvSection;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -628,19 +629,20 @@ pub(super) fn prepare_mojim(
     if shm {
         cfg.file.primary.transport = "shm".into();
     }
-    // The run's password (--password), or none: the load connects on loopback.
-    cfg.file.kv.password = super::client::password().unwrap_or_default().to_string();
-    if let Some(b) = env.read_barrier {
-        cfg.file.kv.read_barrier = b;
-    }
     let tls_addr = match env.tls {
-        Some(t) => {
-            let a = format!("127.0.0.1:{}", free_port()?);
-            t.configure(&mut cfg.file.kv, &a);
-            Some(a)
-        }
+        Some(_) => Some(format!("127.0.0.1:{}", free_port()?)),
         None => None,
     };
+    cfg.file.edit_section(|kv: &mut KvSection| {
+        // The run's password (--password), or none: the load connects on loopback.
+        kv.password = super::client::password().unwrap_or_default().to_string();
+        if let Some(b) = env.read_barrier {
+            kv.read_barrier = b;
+        }
+        if let (Some(t), Some(a)) = (env.tls, &tls_addr) {
+            t.configure(kv, a);
+        }
+    })?;
     write_config(&cfg_path, &cfg.file)?;
     Ok(Prepared { cfg_path, mirror: Proc::Node(mirror), mirror_addr, tls_addr })
 }

@@ -69,7 +69,7 @@ impl KvTls {
     }
 
     /// Sets mojim kv's `[kv] tls_*` settings: a TLS listener at `addr` beside the plaintext one.
-    pub fn configure(&self, kv: &mut mojim::config::KvSection, addr: &str) {
+    pub fn configure(&self, kv: &mut mojim_kv::KvSection, addr: &str) {
         kv.tls_listen = addr.into();
         kv.tls_cert_file = self.path("server.pem");
         kv.tls_key_file = self.path("server.key");

@@ -32,7 +32,7 @@ impl MojimStore {
         let mut me = MojimStore {
             dir: dir.to_path_buf(),
             mirror: None,
-            cfg: Config { file: empty_file()?, base: dir.to_path_buf() },
+            cfg: Config { file: empty_file()?, base: dir.to_path_buf(), path: None },
         };
         let id = RegionId { uuid: random_uuid(), size };
         mojim::create_region(&dir.join("region.mojim"), id)?;
@@ -49,7 +49,7 @@ impl MojimStore {
             toml::from_str(&text).map_err(|e| Error::Config(format!("benchmark config: {e}")))?;
         file.primary.mirror = mirror.addr().to_string();
         me.mirror = Some(mirror);
-        me.cfg = Config { file, base: dir.to_path_buf() };
+        me.cfg = Config { file, base: dir.to_path_buf(), path: Some(cfg_path) };
         Ok(me)
     }
 
