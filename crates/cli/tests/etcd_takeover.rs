@@ -139,6 +139,12 @@ impl Worker {
         let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("a pid");
         rustix::process::kill_process(pid, sig).expect("signal the worker");
     }
+
+    /// SIGSTOP, returning once every thread of the worker has stopped.
+    fn freeze(&self) {
+        self.signal(rustix::process::Signal::STOP);
+        mojim_tools::child::wait_stopped(self.child.id()).expect("the worker stops");
+    }
 }
 
 impl Drop for Worker {
@@ -193,9 +199,13 @@ fn a_primary_woken_past_its_lease_validity_lets_the_lease_go_at_once() {
     let key = format!("{}/leader", settings.prefix);
     assert!(client.get(&key).unwrap().is_some());
 
-    // Frozen past its validity, woken before etcd could expire the lease.
+    // Frozen past its validity, woken before etcd could expire the lease. `frozen` is taken
+    // before the signal: no keepalive sent before it can let etcd expire the lease before
+    // `natural_expiry` below. The sleep counts from when every thread has stopped: SIGSTOP is
+    // only queued, and the lease thread may still send a keepalive, extending the validity, in
+    // between (on a loaded machine, past the 300 ms the sleep leaves after the validity).
     let frozen = Instant::now();
-    worker.signal(rustix::process::Signal::STOP);
+    worker.freeze();
     std::thread::sleep(ttl - margin + Duration::from_millis(300));
     assert!(
         client.get(&key).unwrap().is_some(),

@@ -193,6 +193,31 @@ fn two_shards<'a>(dir: &'a Path, etcd: &'a EtcdServer) -> Env<'a> {
     }
 }
 
+/// The count of `field` in `INFO section` of the server at `addr`: the first number of its
+/// line (`errorstat_TRYAGAIN:count=N`, `cmdstat_set:calls=N,...`); 0 if there is no line, as
+/// for a command never run.
+fn info_count(addr: &str, section: &str, field: &str) -> u64 {
+    let mut c = RespClient::connect(addr, Duration::from_secs(5)).expect("connect for INFO");
+    let Value::Bulk(Some(text)) = c.command(&[b"INFO", section.as_bytes()]).expect("INFO") else {
+        panic!("INFO {section} answers a bulk string")
+    };
+    let text = String::from_utf8(text).expect("utf-8");
+    let value = text.lines().find_map(|l| l.strip_prefix(field)?.strip_prefix(':'));
+    value.map_or(0, |v| {
+        let first = v.trim().split(',').next().unwrap_or_default();
+        first.rsplit('=').next().unwrap_or_default().parse().expect("a count")
+    })
+}
+
+/// Waits (at most 30 s) until `done` holds: the load under way, seen from the servers.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let t0 = std::time::Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "waited 30 s for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A slot range changes owner in etcd while the load runs: the load is answered MOVED, sends
 /// the operations again to the new owner, counts the redirects, and the run completes.
 #[test]
@@ -217,8 +242,15 @@ fn the_load_follows_moved_when_the_slots_change_owner_mid_run() {
         seed: 3,
         cluster: true,
     };
+    let addrs = server.cluster.as_ref().expect("a cluster target").addrs.clone();
+    let before: Vec<u64> = addrs.iter().map(|a| info_count(a, "commandstats", "cmdstat_set")).collect();
     let run = std::thread::spawn(move || load::run(&spec));
-    std::thread::sleep(Duration::from_millis(800));
+    // The move comes once every shard has served the run (a fixed 800 ms once let a run that
+    // started late on a loaded machine see the new owner from its start: no MOVED, and no
+    // operation on shard 0), and leaves it most of its 3 s to be answered MOVED.
+    wait_until("the run's operations on every shard", || {
+        addrs.iter().zip(&before).all(|(a, &n)| info_count(a, "commandstats", "cmdstat_set") > n)
+    });
     // Shard 0's slots go to shard 1 (its keys stay behind: the load only writes).
     let client = etcd.client(Duration::from_secs(2));
     let key = "/moved-mojim-cluster2/kv-cluster/topology";
@@ -285,7 +317,7 @@ fn the_load_sends_again_what_is_answered_tryagain() {
         clients: 1,
         pipeline: 1,
         ops: u64::MAX,
-        duration: Some(Duration::from_secs(2)),
+        duration: Some(Duration::from_secs(4)),
         records: 1,
         members: 0,
         wait: Wait::None,
@@ -293,7 +325,12 @@ fn the_load_sends_again_what_is_answered_tryagain() {
         cluster: true,
     };
     let run = std::thread::spawn(move || load::run(&spec));
-    std::thread::sleep(Duration::from_millis(700));
+    // The key leaves the stage once the source has answered the run TRYAGAIN (a fixed 700 ms
+    // once let a run that started late on a loaded machine miss the stage), and the run has
+    // most of its 4 s left to be answered ASK.
+    wait_until("a TRYAGAIN from the source", || {
+        info_count(&addrs[from], "errorstats", "errorstat_TRYAGAIN") > 0
+    });
     // Dropped from the stage (the key's value is the load's to write): ASK from now on.
     assert_eq!(
         src.command(&[b"CLUSTER", b"UNSTAGEKEYS", b"1", key.as_bytes()]).expect("UNSTAGEKEYS"),

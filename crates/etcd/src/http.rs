@@ -654,7 +654,8 @@ mod tests {
         assert!(matches!(parse(&raw), Err(ReadError::Malformed(_))));
     }
 
-    /// Serves one connection with `reply`, then holds it open as etcd does.
+    /// Serves one connection with `reply`, then holds it open as etcd does, until the client
+    /// closes it (at most 30 s).
     fn serve_once(reply: &'static [u8]) -> (String, thread::JoinHandle<Vec<u8>>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
@@ -670,7 +671,9 @@ mod tests {
                 conn.write_all(piece).unwrap();
                 conn.flush().unwrap();
             }
-            thread::sleep(Duration::from_millis(500));
+            conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            // The rest of the request's body, then the client's close (or an error).
+            while conn.read(&mut buf).is_ok_and(|n| n > 0) {}
             request
         });
         (addr, server)
@@ -681,9 +684,13 @@ mod tests {
         let (addr, server) =
             serve_once(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{}\r\n\r\n0\r\n\r\n");
         let started = Instant::now();
-        let r = post(&addr, None, "/v3/kv/range", b"{}", Duration::from_secs(5)).unwrap();
-        assert!(started.elapsed() < Duration::from_millis(400), "waited for close");
-        assert_eq!(r, Response { status: 200, body: b"{}\r\n".to_vec() });
+        let r = post(&addr, None, "/v3/kv/range", b"{}", Duration::from_secs(10));
+        // The server holds the connection until this side closes it: a client that waited for
+        // the close would run into its 10 s timeout. 5 s leaves a loaded machine room (a bound
+        // of 400 ms against a server that closed after 500 ms left it 100 ms).
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(5), "waited for close: {took:?}, {r:?}");
+        assert_eq!(r.unwrap(), Response { status: 200, body: b"{}\r\n".to_vec() });
         let request = String::from_utf8(server.join().unwrap()).unwrap();
         assert!(request.starts_with("POST /v3/kv/range HTTP/1.1\r\n"), "{request}");
         assert!(request.contains("Content-Length: 2\r\n"), "{request}");

@@ -393,7 +393,10 @@ mod tests {
     use super::*;
     use crate::testing::EtcdServer;
 
-    const TTL: Duration = Duration::from_secs(1);
+    /// 2 s, validity 1.7 s: a test that checks the validity still lasts after a renewal or two
+    /// (about 0.45 s) leaves a loaded machine over a second. With 1 s (validity 0.7 s) that
+    /// room was a quarter of a second, and a thread can wait that long for a core.
+    const TTL: Duration = Duration::from_secs(2);
     const RENEW: Duration = Duration::from_millis(200);
     const MARGIN: Duration = Duration::from_millis(300);
 
@@ -580,7 +583,7 @@ mod tests {
             .expect("the key was free");
         thread::sleep(RENEW * 2);
         // Two renewals fail for want of an answer, well inside the validity left (at least
-        // 2 s - MARGIN - RENEW = 1.5 s).
+        // ttl - MARGIN - RENEW = 3.5 s).
         server.freeze();
         thread::sleep(RENEW * 2);
         let before = a.valid_until();

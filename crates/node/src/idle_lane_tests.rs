@@ -14,7 +14,11 @@ fn an_idle_lane_is_kept_alive_while_another_is_busy_after_a_copy() {
     // One copy group (at most 1 MiB) for the whole region: it goes on lane 0, and lane 1 gets
     // only CopyBegin and CopyEnd.
     let id = region(1 << 20);
-    let heartbeat = Heartbeat { interval: Duration::from_millis(100), timeout: Duration::from_millis(600) };
+    // A timeout a loaded machine does not reach by itself: the busy lane's thread or the
+    // heartbeat's may wait for a core for hundreds of milliseconds, and at 600 ms that alone
+    // could end the session. An idle lane without heartbeats still goes silent for three
+    // timeouts below, and is lost.
+    let heartbeat = Heartbeat { interval: Duration::from_millis(100), timeout: Duration::from_secs(2) };
     let mut node_opts = node_options(&scratch.dir.join("node"), "node", id, 1 << 20);
     node_opts.heartbeat = heartbeat;
     std::fs::create_dir_all(&node_opts.dir).expect("make the node's folder");

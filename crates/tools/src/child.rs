@@ -115,15 +115,7 @@ impl ChildNode {
     /// busy machine a thread may go on working for milliseconds after it.
     pub fn freeze(&self) -> std::io::Result<()> {
         self.signal(rustix::process::Signal::STOP)?;
-        let tasks = format!("/proc/{}/task", self.child.id());
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !all_stopped(Path::new(&tasks))? {
-            if std::time::Instant::now() > deadline {
-                return Err(std::io::Error::other(format!("{tasks}: not every thread stopped within 10 s")));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        Ok(())
+        wait_stopped(self.child.id())
     }
 
     /// Lets a frozen child run again (SIGCONT).
@@ -142,6 +134,21 @@ impl Drop for ChildNode {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Waits until every thread of process `pid`, sent SIGSTOP, has stopped: `kill` only queues the
+/// signal, and on a busy machine a thread may go on working for milliseconds after it. An error
+/// if they do not within 10 s, or if `/proc/PID/task` cannot be read.
+pub fn wait_stopped(pid: u32) -> std::io::Result<()> {
+    let tasks = format!("/proc/{pid}/task");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !all_stopped(Path::new(&tasks))? {
+        if std::time::Instant::now() > deadline {
+            return Err(std::io::Error::other(format!("{tasks}: not every thread stopped within 10 s")));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    Ok(())
 }
 
 /// Whether every thread listed under `tasks` (`/proc/PID/task`) is stopped (state `T` or `t`)
