@@ -39,9 +39,13 @@ fn a_cluster_nodes_metrics_carry_its_shard() {
     promtool_accepts(&page);
 }
 
+/// A standby's process, its log so far, and the thread that reads the log (it ends, the log
+/// complete, once the process has exited).
+type Standby = (std::process::Child, Arc<Mutex<String>>, std::thread::JoinHandle<()>);
+
 /// `mojim kv --cluster --node a2 <args>` started with its log piped; returned once it logs that
-/// it waits, with its log so far.
-fn waiting_standby(s: &OneShard, args: &[&str]) -> (std::process::Child, Arc<Mutex<String>>) {
+/// it waits.
+fn waiting_standby(s: &OneShard, args: &[&str]) -> Standby {
     let all = s.kv_args("a2", args);
     let mut child = Command::new(common::exe())
         .args(&all)
@@ -53,7 +57,7 @@ fn waiting_standby(s: &OneShard, args: &[&str]) -> (std::process::Child, Arc<Mut
     let log = Arc::new(Mutex::new(String::new()));
     let sink = Arc::clone(&log);
     let stderr = BufReader::new(child.stderr.take().expect("piped"));
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         for line in stderr.lines().map_while(Result::ok) {
             let mut l = sink.lock().expect("not poisoned");
             l.push_str(&line);
@@ -70,7 +74,7 @@ fn waiting_standby(s: &OneShard, args: &[&str]) -> (std::process::Child, Arc<Mut
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    (child, log)
+    (child, log, reader)
 }
 
 /// A standby whose region path no promoted copy can ever be at is refused at start, naming the
@@ -104,7 +108,8 @@ fn a_standby_that_can_never_serve_is_refused_and_a_waiting_one_stops_on_a_signal
 
     // A standby of a2 waits (no roles name it); a stop signal ends it at once.
     for (signal, name) in [(Signal::TERM, "SIGTERM"), (Signal::INT, "SIGINT")] {
-        let (mut child, log) = waiting_standby(&s, &["--standby", "--region", copy, "--listen", &s.a2_kv]);
+        let (mut child, log, reader) =
+            waiting_standby(&s, &["--standby", "--region", copy, "--listen", &s.a2_kv]);
         let pid = Pid::from_raw(child.id() as i32).expect("a pid");
         // SIGHUP (a reload of its TLS files) does not end the wait.
         kill_process(pid, Signal::HUP).expect("send SIGHUP to the standby");
@@ -132,7 +137,7 @@ fn a_standby_that_can_never_serve_is_refused_and_a_waiting_one_stops_on_a_signal
             std::thread::sleep(Duration::from_millis(20));
         };
         // Its log is read to the end once it exits.
-        std::thread::sleep(Duration::from_millis(100));
+        reader.join().expect("the log reader ends with the pipe");
         let said = log.lock().expect("not poisoned").clone();
         assert_eq!(status.code(), Some(0), "{name}: {status:?}: {said}");
         assert!(said.contains(&format!("{name}: stopping")), "{said}");

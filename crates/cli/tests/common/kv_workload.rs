@@ -543,6 +543,16 @@ pub fn progress(sh: &Shared, n: u64) {
     }
 }
 
+/// Waits for `n` more answered operations, or until `deadline`, whichever comes first;
+/// returns how many were answered meanwhile.
+pub fn progress_until(sh: &Shared, n: u64, deadline: Instant) -> u64 {
+    let start = sh.answered.load(Ordering::Relaxed);
+    while sh.answered.load(Ordering::Relaxed) < start + n && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    sh.answered.load(Ordering::Relaxed) - start
+}
+
 /// Where a history goes: kept on a violation, removed otherwise.
 fn history_path(seed: u64) -> PathBuf {
     std::env::temp_dir().join(format!("mojim-kv-history-{}-{seed}.json", std::process::id()))
