@@ -8,6 +8,7 @@
 mod common;
 
 use common::bench::leftovers;
+use common::kv::wait_for;
 use common::TempDir;
 use mojim_etcd::testing::{skip_without_etcd, EtcdServer};
 use mojim_tools::kv::client::RespClient;
@@ -209,15 +210,6 @@ fn info_count(addr: &str, section: &str, field: &str) -> u64 {
     })
 }
 
-/// Waits (at most 30 s) until `done` holds: the load under way, seen from the servers.
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let t0 = std::time::Instant::now();
-    while !done() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "waited 30 s for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// A slot range changes owner in etcd while the load runs: the load is answered MOVED, sends
 /// the operations again to the new owner, counts the redirects, and the run completes.
 #[test]
@@ -248,8 +240,12 @@ fn the_load_follows_moved_when_the_slots_change_owner_mid_run() {
     // The move comes once every shard has served the run (a fixed 800 ms once let a run that
     // started late on a loaded machine see the new owner from its start: no MOVED, and no
     // operation on shard 0), and leaves it most of its 3 s to be answered MOVED.
-    wait_until("the run's operations on every shard", || {
-        addrs.iter().zip(&before).all(|(a, &n)| info_count(a, "commandstats", "cmdstat_set") > n)
+    wait_for("the run's operations on every shard", || {
+        addrs
+            .iter()
+            .zip(&before)
+            .all(|(a, &n)| info_count(a, "commandstats", "cmdstat_set") > n)
+            .then_some(())
     });
     // Shard 0's slots go to shard 1 (its keys stay behind: the load only writes).
     let client = etcd.client(Duration::from_secs(2));
@@ -328,8 +324,8 @@ fn the_load_sends_again_what_is_answered_tryagain() {
     // The key leaves the stage once the source has answered the run TRYAGAIN (a fixed 700 ms
     // once let a run that started late on a loaded machine miss the stage), and the run has
     // most of its 4 s left to be answered ASK.
-    wait_until("a TRYAGAIN from the source", || {
-        info_count(&addrs[from], "errorstats", "errorstat_TRYAGAIN") > 0
+    wait_for("a TRYAGAIN from the source", || {
+        (info_count(&addrs[from], "errorstats", "errorstat_TRYAGAIN") > 0).then_some(())
     });
     // Dropped from the stage (the key's value is the load's to write): ASK from now on.
     assert_eq!(
