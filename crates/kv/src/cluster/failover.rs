@@ -340,16 +340,8 @@ pub fn await_promotion(
                 roles
             }
             Err(RolesUnread::Away(_)) => {
-                match rx.recv_timeout(ROLES_RETRY) {
-                    Ok(Wake::Stop) => {
-                        tracing::info!(
-                            node,
-                            "standby: stopped while waiting to take over; it served nothing"
-                        );
-                        return Ok(Waited::Stopped);
-                    }
-                    Ok(Wake::Roles(_)) | Err(mpsc::RecvTimeoutError::Timeout) => {}
-                    Err(mpsc::RecvTimeoutError::Disconnected) => unreachable!("this function holds a sender"),
+                if stopped(&rx, ROLES_RETRY, node) {
+                    return Ok(Waited::Stopped);
                 }
                 continue;
             }
@@ -405,17 +397,25 @@ pub fn await_promotion(
             }
             _ => {}
         }
-        match rx.recv_timeout(wait) {
-            Ok(Wake::Stop) => {
-                tracing::info!(node, "standby: stopped while waiting to take over; it served nothing");
-                return Ok(Waited::Stopped);
-            }
-            Ok(Wake::Roles(true)) => tracing::debug!("the watch on the roles is reconnecting"),
-            Ok(Wake::Roles(false)) | Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                unreachable!("this function holds a sender")
-            }
+        if stopped(&rx, wait, node) {
+            return Ok(Waited::Stopped);
         }
+    }
+}
+
+/// Waits up to `wait` for a wake-up: true when it is the stop signal (said in the log).
+fn stopped(rx: &mpsc::Receiver<Wake>, wait: Duration, node: &str) -> bool {
+    match rx.recv_timeout(wait) {
+        Ok(Wake::Stop) => {
+            tracing::info!(node, "standby: stopped while waiting to take over; it served nothing");
+            true
+        }
+        Ok(Wake::Roles(true)) => {
+            tracing::debug!("the watch on the roles is reconnecting");
+            false
+        }
+        Ok(Wake::Roles(false)) | Err(mpsc::RecvTimeoutError::Timeout) => false,
+        Err(mpsc::RecvTimeoutError::Disconnected) => unreachable!("await_promotion holds a sender"),
     }
 }
 
