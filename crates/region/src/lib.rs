@@ -29,6 +29,6 @@ pub use files::{LogFile, RegionFile};
 pub use flush::Persistence;
 pub use map::{MapError, MapSlice, MappedFile};
 pub use media::{Bytes, DataMedia, LogMedia, Media};
-pub use meta_ring::MetaRing;
+pub use meta_ring::{MetaRing, RingWords, MAX_CAPACITY as META_RING_MAX_CAPACITY};
 pub use nvmm::{Nvmm, NvmmCounters, NvmmModel};
 pub use written::{Method as WriteTracking, WrittenPages};

@@ -7,7 +7,7 @@ use crate::map::{err, MapError, MappedFile};
 use mojim_format::checksum::crc32c;
 use std::io;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const META_RING_MAGIC: [u8; 8] = *b"MOJIMMLG";
 pub const META_RING_VERSION: u32 = 1;
@@ -98,10 +98,42 @@ const _: () = assert!(META_RING_HEADER_SIZE.is_multiple_of(META_RECORD_SIZE));
 /// [`MetaRing::restart`]. Sequence numbers within a run need not be appended in order; across
 /// runs they may repeat (a run starts at the mirror's applied sequence number + 1), which is
 /// why records carry the run.
-pub struct MetaRing {
-    map: MappedFile,
+pub struct MetaRing<W: RingWords = MappedFile> {
+    words: W,
     region_uuid: [u8; 16],
     capacity: u64,
+}
+
+/// Where a ring's words live: the mapped file of a primary ([`MetaRing::open_or_create`]), or
+/// plain memory ([`MetaRing::in_memory`]: the simulator's primaries, whose process never
+/// outlives its ring). The layout is the file's either way, header page included.
+pub trait RingWords {
+    /// The aligned 8-byte word at byte offset `at`.
+    fn word(&self, at: usize) -> &AtomicU64;
+    /// Makes the `len` bytes at `at` as durable as the ring must be (see Durability).
+    fn persist(&self, at: usize, len: usize) -> io::Result<()>;
+}
+
+impl RingWords for MappedFile {
+    fn word(&self, at: usize) -> &AtomicU64 {
+        self.counter(at)
+    }
+
+    fn persist(&self, at: usize, len: usize) -> io::Result<()> {
+        MappedFile::persist(self, at, len)
+    }
+}
+
+/// Memory lives exactly as long as the ring: there is nothing to persist it to.
+impl RingWords for Box<[AtomicU64]> {
+    fn word(&self, at: usize) -> &AtomicU64 {
+        assert_eq!(at % 8, 0, "ring word at unaligned offset {at}");
+        &self[at / 8]
+    }
+
+    fn persist(&self, _at: usize, _len: usize) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A record's fields.
@@ -140,7 +172,7 @@ fn boot_id() -> Option<[u8; 16]> {
     Some(id)
 }
 
-impl MetaRing {
+impl MetaRing<MappedFile> {
     /// Opens the ring at `path`, or creates one of `capacity` records if there is no file
     /// there. An existing file must have been made for the same region and capacity.
     ///
@@ -183,27 +215,52 @@ impl MetaRing {
                 format!("file is {} bytes but a ring of {capacity} records is {len}", map.len()),
             ));
         }
-        let ring = MetaRing { map, region_uuid, capacity };
+        let ring = MetaRing { words: map, region_uuid, capacity };
         let boot = boot_id();
         if boot.is_none() || boot.as_ref() != Some(&ring.stored_boot_id()) {
             // Made under another boot (or a new file): what the ring held may have been lost
             // in any order. Distrust it, then record this boot.
-            ring.map.store(FLOOR_OFFSET, u64::MAX);
-            ring.map.persist_counter(FLOOR_OFFSET).map_err(err(path, "persist"))?;
-            ring.map.write(BOOT_ID_OFFSET, &boot.unwrap_or([0; 16]));
-            ring.map.persist(BOOT_ID_OFFSET, 16).map_err(err(path, "persist"))?;
+            ring.store(FLOOR_OFFSET, u64::MAX);
+            ring.words.persist_counter(FLOOR_OFFSET).map_err(err(path, "persist"))?;
+            ring.words.write(BOOT_ID_OFFSET, &boot.unwrap_or([0; 16]));
+            ring.words.persist(BOOT_ID_OFFSET, 16).map_err(err(path, "persist"))?;
         }
         Ok(ring)
     }
 
     fn stored_boot_id(&self) -> [u8; 16] {
         let mut id = [0u8; 16];
-        self.map.read(BOOT_ID_OFFSET, &mut id);
+        self.words.read(BOOT_ID_OFFSET, &mut id);
         id
     }
 
     pub fn path(&self) -> &Path {
-        self.map.path()
+        self.words.path()
+    }
+}
+
+impl MetaRing<Box<[AtomicU64]>> {
+    /// A ring of `capacity` records in memory, laid out as the file is. Like a new file it
+    /// proves nothing (`floor = u64::MAX`) until its first [`MetaRing::restart`].
+    ///
+    /// # Panics
+    /// If `capacity` is not within `1..=`[`MAX_CAPACITY`].
+    pub fn in_memory(region_uuid: [u8; 16], capacity: u64) -> MetaRing<Box<[AtomicU64]>> {
+        assert!((1..=MAX_CAPACITY).contains(&capacity), "ring capacity {capacity} out of range");
+        let words = (META_RING_HEADER_SIZE + capacity as usize * META_RECORD_SIZE) / 8;
+        let ring = MetaRing { words: (0..words).map(|_| AtomicU64::new(0)).collect(), region_uuid, capacity };
+        ring.store(FLOOR_OFFSET, u64::MAX);
+        ring
+    }
+}
+
+impl<W: RingWords> MetaRing<W> {
+    fn load(&self, at: usize) -> u64 {
+        self.words.word(at).load(Ordering::Acquire)
+    }
+
+    fn store(&self, at: usize, v: u64) {
+        self.words.word(at).store(v, Ordering::Release)
     }
 
     pub fn region_uuid(&self) -> [u8; 16] {
@@ -217,17 +274,17 @@ impl MetaRing {
 
     /// The current run (0 in a new file, until the first restart).
     pub fn run(&self) -> u64 {
-        self.map.load(RUN_OFFSET)
+        self.load(RUN_OFFSET)
     }
 
     /// Positions reserved in this run.
     pub fn head(&self) -> u64 {
-        self.map.load(HEAD_OFFSET)
+        self.load(HEAD_OFFSET)
     }
 
     /// Records of this run with a seq at most this may be missing.
     pub fn floor(&self) -> u64 {
-        self.map.load(FLOOR_OFFSET)
+        self.load(FLOOR_OFFSET)
     }
 
     /// Notes that every group of this run up to `seq` was acknowledged by the mirror. A
@@ -235,12 +292,12 @@ impl MetaRing {
     /// group), so its applied number does not prove it has every group below it: a catch-up
     /// starts after the lower of the two.
     pub fn note_acked(&self, seq: u64) {
-        self.map.counter(ACKED_OFFSET).fetch_max(seq, Ordering::Relaxed);
+        self.words.word(ACKED_OFFSET).fetch_max(seq, Ordering::Relaxed);
     }
 
     /// See [`MetaRing::note_acked`].
     pub fn acked(&self) -> u64 {
-        self.map.load(ACKED_OFFSET)
+        self.load(ACKED_OFFSET)
     }
 
     fn slot_offset(&self, pos: u64) -> usize {
@@ -251,11 +308,11 @@ impl MetaRing {
     fn read(&self, run: u64, pos: u64) -> Option<Record> {
         let at = self.slot_offset(pos);
         // The check first: a writer stores it last, with release ordering.
-        let stored = self.map.counter(at + 24).load(Ordering::Acquire);
+        let stored = self.words.word(at + 24).load(Ordering::Acquire);
         let r = Record {
-            seq: self.map.counter(at).load(Ordering::Relaxed),
-            offset: self.map.counter(at + 8).load(Ordering::Relaxed),
-            len: self.map.counter(at + 16).load(Ordering::Relaxed),
+            seq: self.words.word(at).load(Ordering::Relaxed),
+            offset: self.words.word(at + 8).load(Ordering::Relaxed),
+            len: self.words.word(at + 16).load(Ordering::Relaxed),
         };
         (stored == check(run, pos, r)).then_some(r)
     }
@@ -265,13 +322,13 @@ impl MetaRing {
     fn write(&self, run: u64, pos: u64, r: Record) {
         if pos >= self.capacity {
             let lost = self.read(run, pos - self.capacity).map_or(u64::MAX, |old| old.seq);
-            self.map.counter(FLOOR_OFFSET).fetch_max(lost, Ordering::AcqRel);
+            self.words.word(FLOOR_OFFSET).fetch_max(lost, Ordering::AcqRel);
         }
         let at = self.slot_offset(pos);
-        self.map.counter(at).store(r.seq, Ordering::Relaxed);
-        self.map.counter(at + 8).store(r.offset, Ordering::Relaxed);
-        self.map.counter(at + 16).store(r.len, Ordering::Relaxed);
-        self.map.counter(at + 24).store(check(run, pos, r), Ordering::Release);
+        self.words.word(at).store(r.seq, Ordering::Relaxed);
+        self.words.word(at + 8).store(r.offset, Ordering::Relaxed);
+        self.words.word(at + 16).store(r.len, Ordering::Relaxed);
+        self.words.word(at + 24).store(check(run, pos, r), Ordering::Release);
     }
 
     /// Records the ranges `(offset, len)` of group `seq`, one record each, before the group is
@@ -280,7 +337,7 @@ impl MetaRing {
     /// An iterator that knows its exact length reserves all its positions at once.
     pub fn append(&self, seq: u64, ranges: impl IntoIterator<Item = (u64, u64)>) {
         let run = self.run();
-        let head = self.map.counter(HEAD_OFFSET);
+        let head = self.words.word(HEAD_OFFSET);
         let mut ranges = ranges.into_iter();
         if let (n, Some(m)) = ranges.size_hint() {
             if n == m && n > 0 {
@@ -334,15 +391,15 @@ impl MetaRing {
     /// counters are persisted. No `append` may run meanwhile.
     pub fn restart(&self, start_seq: u64) -> io::Result<()> {
         // Distrust first, so that an interruption anywhere leaves `floor = u64::MAX`.
-        self.map.store(FLOOR_OFFSET, u64::MAX);
-        self.map.persist_counter(FLOOR_OFFSET)?;
-        self.map.store(RUN_OFFSET, self.run() + 1);
-        self.map.store(HEAD_OFFSET, 0);
-        self.map.store(ACKED_OFFSET, start_seq.saturating_sub(1));
-        self.map.persist_counter(ACKED_OFFSET)?;
-        self.map.persist(RUN_OFFSET, 16)?;
-        self.map.store(FLOOR_OFFSET, start_seq.saturating_sub(1));
-        self.map.persist_counter(FLOOR_OFFSET)
+        self.store(FLOOR_OFFSET, u64::MAX);
+        self.words.persist(FLOOR_OFFSET, 8)?;
+        self.store(RUN_OFFSET, self.run() + 1);
+        self.store(HEAD_OFFSET, 0);
+        self.store(ACKED_OFFSET, start_seq.saturating_sub(1));
+        self.words.persist(ACKED_OFFSET, 8)?;
+        self.words.persist(RUN_OFFSET, 16)?;
+        self.store(FLOOR_OFFSET, start_seq.saturating_sub(1));
+        self.words.persist(FLOOR_OFFSET, 8)
     }
 }
 
@@ -455,7 +512,7 @@ mod tests {
         let r = ring(&dir, 4);
         assert_eq!(r.ranges_after(5), Some(vec![(6, 1)]));
         // A process that died after reserving a position and before writing it.
-        r.map.store(HEAD_OFFSET, 7);
+        r.store(HEAD_OFFSET, 7);
         assert_eq!(r.ranges_after(5), None, "the slot still holds position 3");
     }
 
@@ -601,40 +658,55 @@ mod tests {
     fn matches_a_model() {
         let dir = TestDir::new("ring-model");
         for case in 0..40u64 {
-            let seed = 0x9E37_79B9_7F4A_7C15 ^ case.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1;
-            let mut g = XorShift(seed);
-            let capacity = 1 + g.below(12);
             let path = dir.file(&format!("m{case}"));
-            let r = MetaRing::open_or_create(&path, UUID, capacity).unwrap();
-            let mut start = 1 + g.below(20);
-            r.restart(start).unwrap();
-            let mut run: Vec<(u64, (u64, u64))> = Vec::new();
-            for step in 0..300 {
-                match g.below(20) {
-                    0 => {
-                        start = 1 + g.below(40);
-                        r.restart(start).unwrap();
-                        run.clear();
+            follows_the_model(case, |capacity| MetaRing::open_or_create(&path, UUID, capacity).unwrap());
+        }
+    }
+
+    #[test]
+    fn in_memory_matches_the_model_as_the_file_does() {
+        let r = MetaRing::in_memory(UUID, 8);
+        assert_eq!((r.run(), r.head(), r.floor(), r.capacity()), (0, 0, u64::MAX, 8));
+        assert_eq!(r.ranges_after(0), None, "proves nothing until its first restart");
+        for case in 40..80u64 {
+            follows_the_model(case, |capacity| MetaRing::in_memory(UUID, capacity));
+        }
+    }
+
+    /// Random appends, restarts and queries against [`model_after`], on a ring `make` gives.
+    fn follows_the_model<W: RingWords>(case: u64, make: impl FnOnce(u64) -> MetaRing<W>) {
+        let seed = 0x9E37_79B9_7F4A_7C15 ^ case.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1;
+        let mut g = XorShift(seed);
+        let capacity = 1 + g.below(12);
+        let r = make(capacity);
+        let mut start = 1 + g.below(20);
+        r.restart(start).unwrap();
+        let mut run: Vec<(u64, (u64, u64))> = Vec::new();
+        for step in 0..300 {
+            match g.below(20) {
+                0 => {
+                    start = 1 + g.below(40);
+                    r.restart(start).unwrap();
+                    run.clear();
+                }
+                1..=11 => {
+                    let seq = start + g.below(30);
+                    let n = g.below(4);
+                    let ranges: Vec<_> = (0..n).map(|_| (g.below(200), g.below(20))).collect();
+                    if g.below(2) == 0 {
+                        r.append(seq, ranges.iter().copied());
+                    } else {
+                        r.append(seq, ranges.iter().copied().filter(|_| true));
                     }
-                    1..=11 => {
-                        let seq = start + g.below(30);
-                        let n = g.below(4);
-                        let ranges: Vec<_> = (0..n).map(|_| (g.below(200), g.below(20))).collect();
-                        if g.below(2) == 0 {
-                            r.append(seq, ranges.iter().copied());
-                        } else {
-                            r.append(seq, ranges.iter().copied().filter(|_| true));
-                        }
-                        run.extend(ranges.into_iter().map(|x| (seq, x)));
-                    }
-                    _ => {
-                        let seq = g.below(start + 40);
-                        assert_eq!(
-                            r.ranges_after(seq),
-                            model_after(&run, capacity, start, seq),
-                            "seed {seed:#x} step {step}: ranges_after({seq}) with capacity {capacity}"
-                        );
-                    }
+                    run.extend(ranges.into_iter().map(|x| (seq, x)));
+                }
+                _ => {
+                    let seq = g.below(start + 40);
+                    assert_eq!(
+                        r.ranges_after(seq),
+                        model_after(&run, capacity, start, seq),
+                        "seed {seed:#x} step {step}: ranges_after({seq}) with capacity {capacity}"
+                    );
                 }
             }
         }
