@@ -82,6 +82,8 @@ fn seeded_runs_keep_the_invariants() {
         // Copy frames corrupted in flight were asked for again (CopyRetry) and sent again before
         // their copy could end.
         assert!(total.copy_retries > 0, "{total}");
+        // Primaries caught a returning mirror up from their metadata log.
+        assert!(total.catch_ups > 0, "{total}");
     }
 }
 
@@ -151,6 +153,9 @@ fn sabotaged_mirrors_are_caught() {
         // (when last measured, first caught with seed 4 at step 150; 43 of seeds 1..=100, the
         // runs in which a copy began).
         (Sabotage::CopyCompleteAtBegin, &["the area reads consistent"][..]),
+        // A fault in the primary's metadata log: the catch-up starts after the mirror's applied
+        // number alone, as the library's did until this simulator's primaries kept the log.
+        (Sabotage::CatchUpFromApplied, &["were never sent again"][..]),
     ] {
         let seeds = if sabotage == Sabotage::PersistGroupOnly { 300 } else { 100 };
         let caught = (1..=seeds)

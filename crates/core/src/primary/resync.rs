@@ -9,7 +9,7 @@
 //! | inconsistent (a copy into it did not finish) | full copy |
 //! | new (generation 0, nothing applied) and this copy new too | nothing: both are zero |
 //! | new, this copy has a history | full copy |
-//! | same generation | the ranges of the metadata log after the mirror's applied number (log catch-up), else full copy |
+//! | same generation | the ranges of the metadata log after the lower of the mirror's applied number and the last group acknowledged to this copy (log catch-up), else full copy |
 //! | this copy's previous generation, and the dirty bitmap starts there | dirty chunks + those ranges (bitmap) |
 //! | the mirror's previous generation is this copy's | refuse: the mirror is newer |
 //! | this copy new, the mirror's not | refuse: never replicated |
@@ -52,6 +52,9 @@ pub struct PrimaryHistory {
     pub prev: u64,
     /// The generation the dirty bitmap started from, if it is recording.
     pub dirty_base: Option<u64>,
+    /// Every group up to this one was acknowledged by the mirror (the metadata log's
+    /// acknowledged floor).
+    pub acked: u64,
 }
 
 /// The mirror's history, as its Welcome states it.
@@ -139,6 +142,18 @@ impl Plan {
         }
     }
 
+    /// The first group the metadata log answers for once this plan's session begins at
+    /// `next_seq`: where the log restarts. In sync, the session's first group. A copy marks the
+    /// mirror inconsistent before it gets anything, and a copy that does not finish is redone
+    /// in full; one that finishes has had the mirror apply its groups, the first of them
+    /// numbered `next_seq` or later, so no record up to `next_seq` is needed again.
+    pub fn log_start(&self, next_seq: u64) -> u64 {
+        match self {
+            Plan::InSync(_) => next_seq,
+            Plan::Copy { .. } => next_seq + 1,
+        }
+    }
+
     fn full(reason: Reason, region_size: u64) -> Plan {
         Plan::Copy { kind: CopyKind::Full, reason, ranges: vec![(0, region_size)] }
     }
@@ -204,15 +219,19 @@ pub fn resync_choice(
             Plan::full(Reason::MirrorNew, region_size)
         });
     }
+    // A mirror may apply groups past one it lacks (a seal or a recovery applies every complete
+    // group), so its applied number does not prove it holds every group below it; the
+    // acknowledgements do. The log resends from the lower of the two.
+    let missed_after = mirror.applied.min(mine.acked);
     if mine.generation != 0 && mirror.generation == mine.generation {
-        return Ok(match ring_after(mirror.applied) {
+        return Ok(match ring_after(missed_after) {
             Some(r) if r.is_empty() => Plan::InSync(Reason::NothingMissed),
             Some(ranges) => Plan::Copy { kind: CopyKind::Log, reason: Reason::MissedGroups, ranges },
             None => Plan::full(Reason::LogOverwritten, region_size),
         });
     }
     if mine.prev != 0 && mirror.generation == mine.prev && mine.dirty_base == Some(mirror.generation) {
-        return Ok(match ring_after(mirror.applied) {
+        return Ok(match ring_after(missed_after) {
             Some(mut ranges) => {
                 ranges.extend(dirty());
                 Plan::Copy { kind: CopyKind::Bitmap, reason: Reason::DegradedSince, ranges: coalesce(ranges) }
@@ -259,7 +278,7 @@ mod tests {
     const DIRTY: (u64, u64) = (65536, 65536);
 
     fn mine(generation: u64, prev: u64, dirty_base: Option<u64>) -> PrimaryHistory {
-        PrimaryHistory { generation, prev, dirty_base }
+        PrimaryHistory { generation, prev, dirty_base, acked: u64::MAX }
     }
 
     fn mirror(applied: u64, generation: u64, prev_generation: u64, inconsistent: bool) -> MirrorHistory {
@@ -338,6 +357,32 @@ mod tests {
             run(mine(7, 0, None), mirror(8, 7, 0, false), None),
             (Ok(full(Reason::LogOverwritten)), Some(8), false)
         );
+    }
+
+    #[test]
+    fn a_catch_up_starts_after_the_lower_of_applied_and_acknowledged() {
+        // Sealing applied group 8 across a gap at 6, which was never acknowledged: the log
+        // resends from after 5, not after 8.
+        let acked_to_5 = PrimaryHistory { acked: 5, ..mine(7, 0, None) };
+        assert_eq!(
+            run(acked_to_5, mirror(8, 7, 0, false), Some(vec![(0, 10)])),
+            (
+                Ok(Plan::Copy { kind: CopyKind::Log, reason: Reason::MissedGroups, ranges: vec![(0, 10)] }),
+                Some(5),
+                false
+            )
+        );
+        let bitmap_acked_to_5 = PrimaryHistory { acked: 5, ..mine(8, 7, Some(7)) };
+        assert_eq!(run(bitmap_acked_to_5, mirror(8, 7, 0, false), Some(vec![])).1, Some(5));
+        // A mirror behind the acknowledgements (they are a lower bound) gets what it lacks.
+        let acked_to_9 = PrimaryHistory { acked: 9, ..mine(7, 0, None) };
+        assert_eq!(run(acked_to_9, mirror(8, 7, 0, false), Some(vec![])).1, Some(8));
+    }
+
+    #[test]
+    fn the_log_restarts_at_the_session_and_after_its_first_group_under_a_copy() {
+        assert_eq!(Plan::InSync(Reason::NothingMissed).log_start(41), 41);
+        assert_eq!(full(Reason::MirrorNew).log_start(41), 42);
     }
 
     #[test]

@@ -426,6 +426,9 @@ impl Mirror {
                     if let Err(violation) = v.slot.copy_rejected(tag.session, h.offset, len as u64) {
                         return Ok(Delivered::Rejected(violation));
                     }
+                    // The model folds the copy group's bytes in when it is applied; the area
+                    // lacks them until they land: it is the fold again only once the copy ends.
+                    model.disturbed();
                     return Ok(Delivered::AskedAgain(copy_retry_header(tag, h.offset, len as u64)));
                 }
                 // Straight into the data area, persistently, as the node's `receive_copy` does.

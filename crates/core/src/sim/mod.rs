@@ -64,6 +64,13 @@
 //!   [`crate::mirror::copy_complete`]. Disconnects, partitions, crashes and power cuts hit a copy
 //!   anywhere; the coordinator promotes only a consistent copy (a promotion decided before a
 //!   copy began is refused, as `mojim promote` refuses, and withdrawn).
+//! - **The metadata log.** Each primary keeps the production metadata log
+//!   ([`mojim_region::MetaRing`], in memory, a few dozen records in a quarter of the runs so that it
+//!   wraps): a group's ranges are appended once it is numbered and before it is sent, the
+//!   acknowledged floor is noted as acks arrive, the plan reads both, and the log restarts
+//!   where the plan says ([`crate::primary::Plan::log_start`]). A mirror that sealed across a
+//!   gap, or never got a group that failed, thus gets a log catch-up (or a full copy once the
+//!   log has wrapped).
 //! - **Media errors.** The data area's media fails an operation now and then; the node's
 //!   engine must fail-stop (nothing applied, persisted or released after it), and the restart
 //!   that follows must lose nothing acknowledged.
@@ -91,6 +98,8 @@
 //! sequence) and checks that meanwhile the area never reads consistent (when a Copy frame lands,
 //! in the Welcome, after a restart, so that the next session copies again) and is never promoted
 //! from, and that once the copy ends the area is the fold again and holds the copy's generation.
+//! At the end of a run, once the newest primary's session has caught up and nothing is in
+//! flight, the mirror's data area must equal that primary's copy byte for byte (6).
 //!
 //! Everything is driven by one [`Rng`] seeded from [`SimConfig::seed`] (the backups' schedule by
 //! one of their own, seeded from it too); time is a step counter
@@ -173,6 +182,12 @@ pub enum Sabotage {
     /// ([`crate::mirror::session::SessionFault::CopyCompleteAtBegin`]), so the half-copied data
     /// area reads consistent (it must be reported inconsistent until the copy's end).
     CopyCompleteAtBegin,
+    /// A fault in what the primary's metadata log tells the production resync choice: its
+    /// acknowledged floor reads as everything, so a log catch-up starts after the mirror's
+    /// applied number alone. A group the mirror skipped over when it sealed (the lane that
+    /// carried it broke first) and that was never acknowledged is then never sent again
+    /// (invariant 6 must fail).
+    CatchUpFromApplied,
 }
 
 /// The backups the mirror feeds, and the gate its acknowledgements pass (`[mirror]
@@ -270,6 +285,8 @@ pub struct SimConfig {
     pub dead_ticks: u64,
     /// Groups the primary may have outstanding (sync points from many threads).
     pub window: usize,
+    /// Records of each primary's metadata log (`[primary] metadata_log_records`).
+    pub meta_records: u64,
     /// Groups the node's checkpoint engine ([`crate::mirror::CheckpointEngine`]) applies and
     /// reclaims as one batch; 0 (as 1) applies one group at a time.
     pub apply_batch: usize,
@@ -308,6 +325,7 @@ impl SimConfig {
             idle_ticks: r.between(2, 30),
             window: r.between(1, 16) as usize,
             apply_batch: if r.chance_pct(30) { 0 } else { r.between(1, 8) as usize },
+            meta_records: 0,
             // Drawn after the others (fields are evaluated in the order written), so that the
             // rest of a seed's configuration is what it was before fail-over was simulated.
             dead_ticks: r.between(8, 40),
@@ -335,6 +353,12 @@ impl SimConfig {
         if r.chance_pct(5) {
             c.lanes = r.between(5, u64::from(MAX_LANES)) as u16;
         }
+        // The primaries' metadata log, from a generator of its own (the rest of a seed's
+        // configuration is what it was): in a quarter of the runs a few dozen records, which a session
+        // overwrites (the log then answers nothing, and a full copy follows), in the other half
+        // enough for a catch-up after most losses.
+        let mut m = Rng::new(seed ^ 0x6D6F_6A69_6D2D_6D6C);
+        c.meta_records = if m.chance_pct(25) { m.between(4, 64) } else { 4096 };
         // Backups in about half the runs, from a generator of their own (the rest of a seed's
         // configuration is what it was). The threshold is above what the logs can hold in half
         // of them, so that only the backups' lag holds a lane; in the other half a few hundred
@@ -375,6 +399,7 @@ impl SimConfig {
             || self.max_frame == 0
             || self.max_ranges == 0
             || self.window == 0
+            || !(1..=mojim_region::META_RING_MAX_CAPACITY).contains(&self.meta_records)
             || self.checkpoint_thresh == 0
             || self.dead_ticks == 0
             || !self.log_capacity.is_multiple_of(64)
@@ -456,6 +481,9 @@ pub struct SimReport {
     pub copy_faults: u64,
     pub copies_begun: u64,
     pub copies_completed: u64,
+    /// Sessions that began with a log catch-up: the ranges of the groups the mirror may lack,
+    /// from the primary's metadata log (in `copies_begun`).
+    pub catch_ups: u64,
     /// Crashes and power cuts of the mirror while a copy into it was unfinished (in `crashes`).
     pub crashes_mid_copy: u64,
     /// Copy frames corrupted in flight that the mirror asked for again (CopyRetry).
@@ -505,6 +533,7 @@ impl SimReport {
         self.copy_faults += other.copy_faults;
         self.copies_begun += other.copies_begun;
         self.copies_completed += other.copies_completed;
+        self.catch_ups += other.catch_ups;
         self.crashes_mid_copy += other.crashes_mid_copy;
         self.copy_retries += other.copy_retries;
         self.split_brains += other.split_brains;
@@ -522,7 +551,7 @@ impl fmt::Display for SimReport {
              promotions {}, partitions {} (frames lost {}, lanes timed out {}), stale-epoch handshakes \
              refused {}, groups sent by fenced primaries {}; media errors that fail-stopped the \
              mirror {}; acks held for backups {} ({} in chain mode); copy faults {}, copies begun {} \
-             completed {}, crashes mid-copy {}, copy frames asked again {}, split brains refused {}",
+             completed {} (log catch-ups {}), crashes mid-copy {}, copy frames asked again {}, split brains refused {}",
             self.steps,
             self.groups_sent,
             self.groups_acked,
@@ -560,6 +589,7 @@ impl fmt::Display for SimReport {
             self.copy_faults,
             self.copies_begun,
             self.copies_completed,
+            self.catch_ups,
             self.crashes_mid_copy,
             self.copy_retries,
             self.split_brains
@@ -600,7 +630,7 @@ impl fmt::Display for SimFailure {
         writeln!(
             f,
             "config: {} lanes, region {} B, log {} B, max_frame {}, thresh {}, idle {}, dead {}, batch {}, \
-             window {}, {:?}, {:?}",
+             window {}, metadata log {} records, {:?}, {:?}",
             c.lanes,
             c.region_size,
             c.log_capacity,
@@ -610,6 +640,7 @@ impl fmt::Display for SimFailure {
             c.dead_ticks,
             c.apply_batch,
             c.window,
+            c.meta_records,
             c.faults,
             c.backups
         )?;

@@ -8,22 +8,30 @@
 //! Welcome. A copy is CopyBegin on every lane, then copy groups (Copy frames read from the
 //! region after the group's number is assigned, closed by a Copied frame) interleaved with the
 //! application's groups, and, once every copy group is acknowledged, CopyEnd on every lane
-//! naming this copy's generation and the lane's last copy group. The simulated primary keeps
-//! no metadata log (a mirror at its generation has missed nothing it must resend: a group it
-//! did not acknowledge failed) and its dirty bitmap, when it records one, is the whole region.
+//! naming this copy's generation and the lane's last copy group.
+//!
+//! It keeps the production metadata log ([`MetaRing`], in memory): each group's ranges are
+//! appended once its number is taken and before its frames go out, the acknowledged floor is
+//! noted as acks arrive, the resync choice reads it, and it restarts where the plan says
+//! ([`Plan::log_start`]), as the library's primary does. A mirror at this copy's generation
+//! thus gets again, as a log catch-up, the ranges of groups it may lack (a group that failed
+//! is still in this copy). Its dirty bitmap, when it records one, is the whole region.
 
+use super::mirror::REGION_UUID;
 use super::model::{Model, Writes};
 use super::net::{Link, WireFrame};
 use super::rng::Rng;
-use super::{Check, SimConfig};
+use super::{Check, Sabotage, SimConfig};
 use crate::encode::{
     check_group, copied_header, copy_header, data_header, frames, GroupLimits, RangeError, SessionTag,
 };
-use crate::primary::{resync_choice, CopyKind, Divergence, MirrorHistory, Plan, PrimaryHistory};
+use crate::primary::{resync_choice, Divergence, MirrorHistory, Plan, PrimaryHistory};
 use crate::Range;
 use mojim_format::handshake::Welcome;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
+use mojim_region::MetaRing;
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
 
 /// Frames of a session kept to be replayed, stale, into a later one.
 const RECENT_FRAMES: usize = 16;
@@ -34,6 +42,8 @@ pub(super) struct Primary {
     epoch: u64,
     region: Vec<u8>,
     history: PrimaryHistory,
+    /// The metadata log: the ranges of the groups sent since it last restarted.
+    ring: MetaRing<Box<[AtomicU64]>>,
     session: Option<PrimarySession>,
 }
 
@@ -59,27 +69,35 @@ struct PrimarySession {
 }
 
 impl Primary {
-    /// An incarnation at `epoch` whose copy is of `generation` (0: it has none yet).
-    pub fn new(node: usize, epoch: u64, region_size: u64, generation: u64) -> Primary {
-        let history = PrimaryHistory { generation, prev: 0, dirty_base: None };
-        Primary { node, epoch, region: vec![0; region_size as usize], history, session: None }
+    /// An incarnation at `epoch` whose copy is of `generation` (0: it has none yet), with a
+    /// metadata log of `records` records that answers for every group from the first.
+    pub fn new(node: usize, epoch: u64, region_size: u64, generation: u64, records: u64) -> Primary {
+        let history = PrimaryHistory { generation, prev: 0, dirty_base: None, acked: 0 };
+        let ring = MetaRing::in_memory(REGION_UUID, records);
+        ring.restart(1).expect("memory needs no persisting");
+        Primary { node, epoch, region: vec![0; region_size as usize], history, ring, session: None }
     }
 
     /// This copy begins a new generation (a degraded period): the old one becomes the one
     /// before it, and with `bitmap` the dirty bitmap records from it.
     pub fn new_generation(&mut self, generation: u64, bitmap: bool) {
         let old = self.history.generation;
-        self.history = PrimaryHistory { generation, prev: old, dirty_base: bitmap.then_some(old) };
+        self.history =
+            PrimaryHistory { generation, prev: old, dirty_base: bitmap.then_some(old), ..self.history };
     }
 
-    /// The production resync choice against the mirror's Welcome.
-    pub fn plan(&self, welcome: &Welcome) -> Result<Plan, Divergence> {
+    /// The production resync choice against the mirror's Welcome, from the metadata log.
+    pub fn plan(&self, welcome: &Welcome, sabotage: Sabotage) -> Result<Plan, Divergence> {
         let size = self.region.len() as u64;
+        let acked = match sabotage {
+            Sabotage::CatchUpFromApplied => u64::MAX,
+            _ => self.ring.acked(),
+        };
         resync_choice(
-            self.history,
+            PrimaryHistory { acked, ..self.history },
             MirrorHistory::of(welcome),
             size,
-            |_| Some(Vec::new()),
+            |s| self.ring.ranges_after(s),
             || vec![(0, size)],
         )
     }
@@ -94,25 +112,25 @@ impl Primary {
     }
 
     /// A promoted incarnation resumes from a copy of the region it was given, with its
-    /// generations.
-    pub fn take_copy(&mut self, data: &[u8], (generation, prev): (u64, u64)) {
+    /// generations, whose last group applied was `applied`: its metadata log answers for the
+    /// groups after it (as `mojim promote` starts a promoted node's history).
+    pub fn take_copy(&mut self, data: &[u8], (generation, prev): (u64, u64), applied: u64) {
         self.region.copy_from_slice(data);
-        self.history = PrimaryHistory { generation, prev, dirty_base: None };
+        self.history = PrimaryHistory { generation, prev, dirty_base: None, acked: 0 };
+        self.ring.restart(applied + 1).expect("memory needs no persisting");
     }
 
-    /// Every lane's handshake is done: groups start at `next_seq`. With `copy` (the plan's kind
-    /// and ranges), CopyBegin goes out on every lane first; copy groups are cut `piece` bytes
-    /// long.
-    pub fn begin(
-        &mut self,
-        id: u64,
-        next_seq: u64,
-        links: &mut [Link],
-        copy: Option<(CopyKind, &[(u64, u64)])>,
-        piece: u64,
-    ) {
+    /// Every lane's handshake is done and `plan` chosen: groups start at `next_seq`, and the
+    /// metadata log restarts where the plan says. With a copy, CopyBegin goes out on every lane
+    /// first; copy groups are cut `piece` bytes long.
+    pub fn begin(&mut self, id: u64, next_seq: u64, links: &mut [Link], plan: &Plan, piece: u64) {
         assert!(self.session.is_none(), "primary session begun twice");
         let lanes = links.len();
+        self.ring.restart(plan.log_start(next_seq)).expect("memory needs no persisting");
+        let copy = match plan {
+            Plan::InSync(_) => None,
+            Plan::Copy { kind, ranges, .. } => Some((*kind, ranges.as_slice())),
+        };
         let copy = copy.map(|(kind, ranges)| {
             let total: u64 = ranges.iter().map(|r| r.1).sum();
             for (lane, link) in links.iter_mut().enumerate() {
@@ -201,6 +219,16 @@ impl Primary {
         Some(seq)
     }
 
+    /// The session began with a copy whose CopyEnd has not gone out yet.
+    pub fn copying(&self) -> bool {
+        self.session.as_ref().and_then(|s| s.copy.as_ref()).is_some_and(|c| !c.ended)
+    }
+
+    /// This incarnation's copy of the region.
+    pub fn region(&self) -> &[u8] {
+        &self.region
+    }
+
     /// Groups sent and not yet acknowledged.
     pub fn outstanding(&self) -> usize {
         self.session.as_ref().map_or(0, |s| s.unacked.iter().map(VecDeque::len).sum())
@@ -259,6 +287,8 @@ impl Primary {
         s.next_seq = seq.checked_add(1).ok_or_else(|| {
             format!("the mirror resumed session {:#x} at group {seq}: no sequence number is left", s.id)
         })?;
+        // Recorded before anything of it is sent, as the library's primary does.
+        self.ring.append(seq, ranges.iter().map(|r| (r.offset, r.len)));
         let lane = rng.index(links.len());
         let tag = SessionTag { session: s.id, epoch: self.epoch, lane: lane as u16 };
         let mut writes: Writes = Vec::with_capacity(shape.frames as usize);
@@ -326,6 +356,11 @@ impl Primary {
         match s.unacked[lane].pop_front() {
             Some(seq) if seq == h.seq => {
                 model.acked((s.id, seq), self.node, self.epoch)?;
+                // Every group up to the lowest lane's last acknowledgement is at the mirror.
+                // Every group below the lowest one still owed is at the mirror (the library's
+                // primary knows a lower bound of this; the simulator knows it exactly).
+                let owed = s.unacked.iter().filter_map(|q| q.front()).min();
+                self.ring.note_acked(owed.map_or(s.next_seq - 1, |&n| n - 1));
                 Ok(seq)
             }
             other => Err(format!(

@@ -51,6 +51,7 @@ impl Node {
                 epoch,
                 cfg.region_size,
                 if index == 0 { FIRST_GENERATION } else { 0 },
+                cfg.meta_records,
             ),
             alive: true,
             stop_at: None,
@@ -114,6 +115,16 @@ impl World {
         }
     }
 
+    /// After a primary refused the mirror's history, the operator discards the mirror's copy
+    /// once it serves no session.
+    fn resolve_split_brain(&mut self) {
+        if self.discard_due && self.mirror.session().is_none() && self.nodes.iter().all(|n| n.has_copy) {
+            self.discard_due = false;
+            self.note("the operator discards the mirror's copy (split brain resolved)".into());
+            self.mirror.discard(&mut self.model);
+        }
+    }
+
     fn note(&mut self, event: String) {
         if self.trace.len() == TRACE_LEN {
             self.trace.pop_front();
@@ -171,11 +182,7 @@ impl World {
         if self.rng.chance_ppm(rates.copy_fault_ppm) {
             return self.copy_fault();
         }
-        if self.discard_due && self.mirror.session().is_none() && self.nodes.iter().all(|n| n.has_copy) {
-            self.discard_due = false;
-            self.note("the operator discards the mirror's copy (split brain resolved)".into());
-            self.mirror.discard(&mut self.model);
-        }
+        self.resolve_split_brain();
         if let Some(ci) = self.mirror_conn() {
             if self.rng.chance_ppm(rates.disconnect_ppm) {
                 let lane = self.rng.index(self.conns[ci].joined);
@@ -708,7 +715,17 @@ impl World {
         self.note("final drain: the network heals, old primaries stop".into());
         self.mirror.durable.data.disarm();
         self.restart_if_failed()?;
+        // A promotion whose incarnation has not taken its copy while a copy into the mirror is
+        // unfinished is refused now, before the old primaries stop: the incarnation before it
+        // finishes the copy, started again on its copy if it had stopped meanwhile.
+        while !self.nodes[self.nodes.len() - 1].has_copy && !self.mirror.reports_consistent() {
+            self.withdraw_promotion(self.nodes.len() - 1);
+        }
         let newest = self.nodes.len() - 1;
+        if !self.nodes[newest].alive {
+            self.note(format!("primary {newest} is started again on its copy"));
+            self.nodes[newest].alive = true;
+        }
         for node in 0..self.nodes.len() {
             self.nodes[node].cuts.fill(Cut::default());
             if node != newest && self.nodes[node].alive {
@@ -718,6 +735,12 @@ impl World {
         self.drain()?;
         if self.nodes[newest].primary.session().is_none() {
             self.connect(newest)?;
+            if self.nodes[newest].primary.session().is_none() && self.discard_due {
+                // The refused session's close reaches the mirror; then the operator discards.
+                self.drain()?;
+                self.resolve_split_brain();
+                self.connect(newest)?;
+            }
             if self.nodes[newest].primary.session().is_none() {
                 return Err("the newest primary could not open a session on a healed network".into());
             }
@@ -726,6 +749,16 @@ impl World {
             self.issue_on(newest)?;
         }
         self.drain()?;
+        // A copy the session began with runs to its end (one piece or group at a time).
+        let mut rounds = 0;
+        while self.nodes[newest].primary.copying() {
+            rounds += 1;
+            if rounds > 4 * (self.cfg.region_size / u64::from(self.cfg.max_frame) + 16) {
+                return Err("the newest primary's copy did not finish in a fault-free drain".into());
+            }
+            self.issue_on(newest)?;
+            self.drain()?;
+        }
         let Some(session) = self.nodes[newest].primary.session() else {
             return Err("the session ended during a fault-free drain".into());
         };
@@ -746,7 +779,23 @@ impl World {
         if self.mirror.waiting() != 0 {
             return Err("groups left waiting after the final recovery".into());
         }
-        Ok(())
+        self.check_converged(newest)
+    }
+
+    /// After the final drain the mirror holds the newest primary's copy byte for byte: what its
+    /// sessions did not get acknowledged (groups that failed, whose bytes stay in its copy), a
+    /// later session sent again, as a catch-up from its metadata log or as a copy.
+    fn check_converged(&self, newest: usize) -> Check<()> {
+        let (data, region) = (self.mirror.durable.data.area.bytes(), self.nodes[newest].primary.region());
+        let differ = |(a, b): (&u8, &u8)| a != b;
+        let Some(first) = data.iter().zip(region).position(differ) else {
+            return Ok(());
+        };
+        let last = data.iter().zip(region).rposition(differ).unwrap_or(first);
+        Err(format!(
+            "after the final drain the mirror's data area differs from primary {newest}'s copy at \
+             offsets {first}..={last}: bytes of a group it did not acknowledge were never sent again"
+        ))
     }
 
     /// The mirror's engine fail-stopped on a media error: the operator restarts the mirror, whose

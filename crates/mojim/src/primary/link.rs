@@ -121,6 +121,13 @@ pub(crate) struct Lane<C> {
     /// The last group sent on the lane (stored under its sending side's lock): the mirror owes
     /// an Ack for every group up to it.
     last_sent: AtomicU64,
+    /// A group is being numbered and sent on the lane (set under its sending side's lock before
+    /// the number is taken, cleared once `last_sent` holds it): its number may be in neither
+    /// `last_sent` nor `acked` yet. See [`Link::acked_floor`].
+    numbering: AtomicBool,
+    /// The first group sent on the lane since it last owed nothing (stored under its sending
+    /// side's lock before `last_sent`): no group below it on this lane is still owed.
+    first_owed: AtomicU64,
     /// A Heartbeat went out ([`Link::beat`], [`Link::room`]) and nothing has been heard on the
     /// lane since: the mirror owes its answer. Set before the Heartbeat is sent, cleared by
     /// every frame read.
@@ -130,6 +137,26 @@ pub(crate) struct Lane<C> {
 }
 
 impl<C> Lane<C> {
+    /// Group `seq` went out on the lane (under its sending side's lock).
+    fn sent(&self, seq: u64) {
+        if self.last_sent.load(Ordering::SeqCst) <= self.acked.load(Ordering::SeqCst) {
+            self.first_owed.store(seq, Ordering::SeqCst);
+        }
+        self.last_sent.store(seq, Ordering::SeqCst);
+        self.numbering.store(false, Ordering::SeqCst);
+    }
+
+    /// What the lane allows of [`Link::acked_floor`], if it holds it back at all.
+    fn floor(&self) -> Option<u64> {
+        let numbering = self.numbering.load(Ordering::SeqCst);
+        let acked = self.acked.load(Ordering::SeqCst);
+        if numbering {
+            return Some(acked);
+        }
+        (self.last_sent.load(Ordering::SeqCst) > acked)
+            .then(|| acked.max(self.first_owed.load(Ordering::SeqCst).saturating_sub(1)))
+    }
+
     /// Whether the mirror owes this lane a frame: the answer to a Heartbeat, or the Ack of a
     /// group. Only then does a thread wait to hear the lane; the mirror sends nothing unasked
     /// while it has nothing to hold back (after a `CopyEnd`, say, which has no answer).
@@ -407,6 +434,8 @@ impl<C: Conn> Link<C> {
                     // Its Welcome was heard just now.
                     last_rx: AtomicU64::new(clock.elapsed().as_millis() as u64),
                     last_sent: AtomicU64::new(0),
+                    numbering: AtomicBool::new(false),
+                    first_owed: AtomicU64::new(0),
                     asked: AtomicBool::new(false),
                     answered: AtomicU64::new(0),
                 });
@@ -542,7 +571,10 @@ impl<C: Conn> Link<C> {
         if self.is_failed() {
             return Err(self.lost());
         }
-        Ok((guards, self.next_seq.fetch_add(1, Ordering::Relaxed)))
+        for r in 0..self.replicas {
+            self.lanes[r * self.lanes_per_replica + l].numbering.store(true, Ordering::SeqCst);
+        }
+        Ok((guards, self.next_seq.fetch_add(1, Ordering::SeqCst)))
     }
 
     /// The tag of this session's frames on lane `l`.
@@ -607,8 +639,8 @@ impl<C: Conn> Link<C> {
                     self.fail_send(r * self.lanes_per_replica + l, format!("send copy on lane {l}: {e}"))
                 );
             }
+            self.lanes[r * self.lanes_per_replica + l].sent(seq);
             let lane = &self.lanes[r * self.lanes_per_replica + l];
-            lane.last_sent.store(seq, Ordering::Release);
             lane.last_tx.store(self.now_ms(), Ordering::Relaxed);
         }
         Ok(())
@@ -627,7 +659,7 @@ impl<C: Conn> Link<C> {
         } else {
             self.stream_frames(tx, at, seq, group, stage)?;
         }
-        self.lanes[at].last_sent.store(seq, Ordering::Release);
+        self.lanes[at].sent(seq);
         let behind = std::mem::replace(&mut tx.window[tx.window_at], seq);
         tx.window_at = (tx.window_at + 1) % tx.window.len();
         Ok(behind)
@@ -1127,9 +1159,19 @@ impl<C: Conn> Link<C> {
         lowest.map_or(0, |a| last.saturating_sub(a))
     }
 
-    /// The lowest acknowledged number over all lanes: every group up to it is at the mirror.
+    /// A number every group up to which the mirror acknowledged: below the lowest group still
+    /// owed an Ack, or the last group numbered when none is. A lane with nothing owed and
+    /// nothing being sent holds it back no further, so an idle lane does not pin it at the
+    /// session's start.
+    ///
+    /// Why no unacknowledged group `n` can be at or below it: `n` was numbered before `top` was
+    /// read (else `n > top`), after its lane's `numbering` was set. If that lane still reads
+    /// `numbering`, its `acked` counts, and is below `n` (a lane's Acks come in order). If not,
+    /// `last_sent` already holds `n` or more, so the lane is owed, and both its `acked` and its
+    /// `first_owed - 1` are below `n`: `n` went out after the lane last owed nothing.
     pub fn acked_floor(&self) -> u64 {
-        self.lanes.iter().map(|l| l.acked.load(Ordering::Relaxed)).min().unwrap_or(0)
+        let top = self.next_seq.load(Ordering::SeqCst).saturating_sub(1);
+        self.lanes.iter().filter_map(|l| l.floor()).fold(top, u64::min)
     }
 }
 

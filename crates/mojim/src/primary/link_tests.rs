@@ -232,6 +232,38 @@ fn a_group_goes_out_as_data_frames_and_returns_when_its_ack_comes() {
     assert!(!link.is_failed());
 }
 
+/// The acknowledged floor (where a catch-up starts after a loss) follows the lanes that are
+/// owed something: a lane that carried nothing does not pin it at the session's start, and a
+/// group owed on any lane holds it below that group.
+#[test]
+fn an_idle_lane_does_not_hold_the_acknowledged_floor_back() {
+    let scratch = Scratch::new("floor");
+    let region = scratch.region();
+    let (link, mut peers) = connect(&scratch, &region, 2);
+    let ranges = [Range::new(0, 10)];
+    let shape = check_group(&ranges, &link.limits).expect("a valid group");
+    let send = |peers: &mut [PeerLane], lane: usize| {
+        let (seq, _) =
+            link.send_group(&region, lane, &ranges, shape, |_| {}, &mut Stage::none()).expect("sent");
+        let (h, _) = peers[lane].read();
+        assert_eq!((h.kind, h.seq), (FrameKind::Data, seq));
+        seq
+    };
+    let first = send(&mut peers, 0);
+    assert_eq!(link.acked_floor(), first - 1, "group {first} is owed");
+    peers[0].ack(first);
+    link.wait(0, first).expect("acknowledged");
+    assert_eq!(link.acked_floor(), first, "lane 1 carried nothing");
+    let second = send(&mut peers, 1);
+    let third = send(&mut peers, 0);
+    peers[0].ack(third);
+    link.wait(0, third).expect("acknowledged");
+    assert_eq!(link.acked_floor(), second - 1, "group {second} is still owed on lane 1");
+    peers[1].ack(second);
+    link.wait(1, second).expect("acknowledged");
+    assert_eq!(link.acked_floor(), third, "nothing is owed");
+}
+
 #[test]
 fn a_staged_group_puts_each_frames_bytes_into_the_region_just_before_sending_it() {
     let scratch = Scratch::new("staged");
@@ -466,6 +498,83 @@ fn a_primary_over_memory_syncs_and_reports_a_closed_mirror_as_lost() {
             other => panic!("a sync point whose mirror closed: {other:?}"),
         }
         assert!(primary.status().failed.is_some());
+        drop(primary);
+    });
+}
+
+/// A mirror may apply groups past one it lacks (sealing applies every complete group, across
+/// gaps), so its applied number does not prove it holds every group below it. A group whose
+/// acknowledgement never came is therefore sent again, as a log catch-up, even to a mirror
+/// whose Welcome says it applied it.
+#[test]
+fn a_group_never_acknowledged_is_caught_up_whatever_the_mirror_says_it_applied() {
+    let scratch = Scratch::new("catch-up");
+    let t = MemTransport::new();
+    let listener = t.listen("mirror:0").expect("listen");
+    let addr = t.local_addr(&listener).expect("its name");
+    let opts = options(&scratch, &addr, 1);
+    let (lost, resent) = (mpsc::channel(), mpsc::channel());
+    let peer_t = t.clone();
+    thread::scope(|s| {
+        s.spawn(move || {
+            let mut lane = PeerLane::accept(&peer_t, &listener, &welcome());
+            let (h, _) = lane.read_skipping_heartbeats();
+            assert_eq!(h.kind, FrameKind::CopyEnd);
+            let generation = h.offset;
+            let (h, _) = lane.read_skipping_heartbeats();
+            assert_eq!((h.kind, h.seq), (FrameKind::Data, 1));
+            lane.ack(1);
+            let (h, _) = lane.read_skipping_heartbeats();
+            assert_eq!((h.kind, h.seq, h.offset), (FrameKind::Data, 2, 100));
+            // Gone before acknowledging group 2.
+            drop(lane);
+            lost.0.send(()).expect("report");
+            // Back, saying it applied group 2 (as a mirror does that applied a later group
+            // across a gap where group 2 was).
+            let again = Welcome { next_seq: 3, generation, ..welcome() };
+            let mut lane = PeerLane::accept(&peer_t, &listener, &again);
+            // The session's first frame says whether it begins with a catch-up; the catch-up
+            // runs beside the application's next group.
+            let (mut began, mut copied, mut caught_up, mut group_3) = (None, Vec::new(), false, false);
+            while !group_3 || began.is_some() && !caught_up {
+                let (h, body) = lane.read_skipping_heartbeats();
+                match h.kind {
+                    FrameKind::CopyBegin => began = Some(h.offset),
+                    FrameKind::Copy => copied.push((h.offset, body)),
+                    FrameKind::Copied => {
+                        lane.ack(h.seq);
+                        caught_up = true;
+                    }
+                    FrameKind::Data if h.is_end() => {
+                        lane.ack(h.seq);
+                        group_3 = true;
+                    }
+                    FrameKind::Data | FrameKind::CopyEnd => {}
+                    other => panic!("a {other:?} frame from the primary"),
+                }
+            }
+            resent.0.send((began, copied)).expect("report");
+        });
+        let primary = Primary::open_with(t.clone(), &opts).expect("the primary opens over memory");
+        primary.write(10, b"first").expect("store");
+        primary.msync(10, 5).expect("acknowledged by the mirror");
+        primary.write(100, b"second").expect("store");
+        assert!(matches!(primary.msync(100, 6), Err(Error::MirrorLost { .. })), "group 2 is lost");
+        lost.1.recv().expect("the mirror left");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while primary.status().failed.is_some() {
+            assert!(std::time::Instant::now() < deadline, "the primary did not reconnect");
+            thread::sleep(Duration::from_millis(10));
+        }
+        primary.write(200, b"third").expect("store");
+        primary.msync(200, 5).expect("acknowledged once the primary is back");
+        let (began, copied) = resent.1.recv().expect("the mirror's report");
+        assert_eq!(
+            began,
+            Some(mojim_core::primary::CopyKind::Log as u64),
+            "a log catch-up begins the session"
+        );
+        assert_eq!(copied, vec![(100, b"second".to_vec())], "group 2's bytes, and only those");
         drop(primary);
     });
 }

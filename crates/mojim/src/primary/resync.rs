@@ -158,7 +158,8 @@ where
     let meta = inner.meta.as_ref().expect("replicated primaries have a metadata log");
     let dirty = inner.dirty.as_ref().expect("replicated primaries have a dirty map");
     let (generation, prev) = inner.region.generation();
-    let mine = PrimaryHistory { generation, prev, dirty_base: dirty.base().map(|b| b.0) };
+    let mine =
+        PrimaryHistory { generation, prev, dirty_base: dirty.base().map(|b| b.0), acked: meta.acked() };
     let chosen = resync_choice(
         mine,
         MirrorHistory::of(&link.welcome),
@@ -186,9 +187,6 @@ where
     let lanes = link.lanes_per_replica;
     match &chosen {
         Plan::InSync(_) => {
-            // The metadata log now answers for every group after the mirror's applied prefix.
-            meta.restart(link.next_seq.load(Ordering::Relaxed))
-                .map_err(Error::io("restart the metadata log"))?;
             if link.welcome.generation != generation {
                 for l in 0..lanes {
                     link.send_control(l, FrameKind::CopyEnd, generation, 0).map_err(Error::from)?;
@@ -200,12 +198,12 @@ where
             for l in 0..lanes {
                 link.send_control(l, FrameKind::CopyBegin, *kind as u64, total).map_err(Error::from)?;
             }
-            // The mirror is marked inconsistent before it gets anything: the old records are
-            // no longer needed (a failed copy is redone in full).
-            meta.restart(link.next_seq.load(Ordering::Relaxed) + 1)
-                .map_err(Error::io("restart the metadata log"))?;
         }
     }
+    // Once the session's first frames are out (a copy's CopyBegin marks the mirror
+    // inconsistent): should they not go, the log still holds what the plan was made from.
+    meta.restart(chosen.log_start(link.next_seq.load(Ordering::Relaxed)))
+        .map_err(Error::io("restart the metadata log"))?;
     // Registered before the link is visible, so nobody sees the session without its copy.
     if let Plan::Copy { kind, ranges, .. } = &chosen {
         inner.resync.start(link.session, *kind, ranges.iter().map(|r| r.1).sum());

@@ -5,6 +5,7 @@
 //! it reads after what was queued before it, or, if a cut loses the close, by its own timeout.
 
 use super::{World, STALE_POOL};
+use crate::primary::{CopyKind, Plan};
 use crate::sim::connect::LaneHandshake;
 use crate::sim::mirror::{Admit, CrashPoint, REGION_UUID};
 use crate::sim::net::{Conn, WireFrame};
@@ -36,8 +37,14 @@ impl World {
         if !self.nodes[node].has_copy && !self.mirror.reports_consistent() {
             // The promotion is refused, as `mojim promote` refuses a copy that is not
             // consistent (a copy into it began after the coordinator decided): withdrawn, before
-            // anything of the new epoch reaches the mirror.
-            self.withdraw_promotion(node);
+            // anything of the new epoch reaches the mirror. One that a later promotion already
+            // superseded simply never runs.
+            if node == self.nodes.len() - 1 {
+                self.withdraw_promotion(node);
+            } else {
+                self.note(format!("the promotion of primary {node} is refused, and a later one stands"));
+                self.stop(node, true);
+            }
             return Ok(());
         }
         let mut next_seq = None;
@@ -172,18 +179,21 @@ impl World {
                 ));
             }
             let generations = self.mirror.generations();
-            self.nodes[node].primary.take_copy(self.mirror.durable.data.area.bytes(), generations);
+            let applied = welcome.next_seq - 1;
+            self.nodes[node].primary.take_copy(self.mirror.durable.data.area.bytes(), generations, applied);
             self.nodes[node].has_copy = true;
             self.model.check_acked_applied(&format!("primary {node} took its copy of the region"))?;
             self.model.check_data(self.mirror.durable.data.area.bytes())?;
         }
         // The production resync choice: in sync, a copy, or a refusal (split brain), which the
         // operator resolves by discarding the mirror's copy.
-        let copy = match self.nodes[node].primary.plan(&welcome) {
-            Ok(crate::primary::Plan::InSync(_)) => None,
-            Ok(crate::primary::Plan::Copy { kind, reason, ranges }) => {
-                self.note(format!("primary {node} copies into the mirror ({kind:?}: {reason})"));
-                Some((kind, ranges))
+        let plan = match self.nodes[node].primary.plan(&welcome, self.cfg.sabotage) {
+            Ok(plan) => {
+                if let Plan::Copy { kind, reason, .. } = &plan {
+                    self.note(format!("primary {node} copies into the mirror ({kind:?}: {reason})"));
+                    self.report.catch_ups += u64::from(*kind == CopyKind::Log);
+                }
+                plan
             }
             Err(divergence) => {
                 self.discard_due = true;
@@ -195,13 +205,7 @@ impl World {
         let ci = self.conn(id).expect("joined above");
         let piece = 4 * u64::from(self.cfg.max_frame);
         let links = &mut self.conns[ci].links;
-        self.nodes[node].primary.begin(
-            id,
-            next_seq,
-            links,
-            copy.as_ref().map(|(kind, ranges)| (*kind, ranges.as_slice())),
-            piece,
-        );
+        self.nodes[node].primary.begin(id, next_seq, links, &plan, piece);
         let ci = self.conn(id).expect("joined above");
         self.conns[ci].primary_open = true;
         self.note(format!("primary {node} opens session {id:#x} at seq {next_seq}"));
