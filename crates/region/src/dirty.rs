@@ -2,6 +2,7 @@
 //! mirror, kept in a mapped file so that it outlives the process (and, on DAX, the machine).
 
 use crate::map::{err, MapError, MappedFile};
+use crate::words::{zeroed, Words};
 use mojim_format::checksum::crc32c;
 use std::io;
 use std::path::Path;
@@ -85,8 +86,8 @@ const _: () = assert!(DIRTY_HEADER_SIZE.is_multiple_of(64), "the bitmap starts o
 ///
 /// After a persist fails, the map refuses `mark`s that would need another persist, and
 /// `begin` and `clear`, until it is reopened: a failed flush is never retried.
-pub struct DirtyMap {
-    map: MappedFile,
+pub struct DirtyMap<W: Words = MappedFile> {
+    map: W,
     region_uuid: [u8; 16],
     region_size: u64,
     chunk_shift: u32,
@@ -97,7 +98,7 @@ pub struct DirtyMap {
     failed: AtomicBool,
 }
 
-impl DirtyMap {
+impl DirtyMap<MappedFile> {
     /// Opens the dirty map at `path`, or creates an empty one (not recording) if there is no
     /// file there. An existing file must have been made for the same region and chunk size.
     ///
@@ -180,7 +181,33 @@ impl DirtyMap {
     pub fn path(&self) -> &Path {
         self.map.path()
     }
+}
 
+impl DirtyMap<Box<[AtomicU64]>> {
+    /// An empty map (not recording) of `region_size` bytes in `chunk_size` chunks, in memory
+    /// (see [`crate::words`]), laid out as the file is.
+    ///
+    /// # Panics
+    /// If `chunk_size` is not a power of two of at least [`MIN_CHUNK_SIZE`], or `region_size`
+    /// is 0.
+    pub fn in_memory(region_uuid: [u8; 16], region_size: u64, chunk_size: u64) -> DirtyMap<Box<[AtomicU64]>> {
+        assert!(chunk_size.is_power_of_two() && chunk_size >= MIN_CHUNK_SIZE, "chunk size {chunk_size}");
+        assert_ne!(region_size, 0, "region size 0");
+        let chunks = region_size.div_ceil(chunk_size);
+        let words = chunks.div_ceil(64) as usize;
+        DirtyMap {
+            map: zeroed(DIRTY_HEADER_SIZE + words * 8),
+            region_uuid,
+            region_size,
+            chunk_shift: chunk_size.trailing_zeros(),
+            chunks,
+            known_durable: zeroed(words * 8),
+            failed: AtomicBool::new(false),
+        }
+    }
+}
+
+impl<W: Words> DirtyMap<W> {
     pub fn region_uuid(&self) -> [u8; 16] {
         self.region_uuid
     }
@@ -207,7 +234,15 @@ impl DirtyMap {
     }
 
     fn word(&self, w: usize) -> &AtomicU64 {
-        self.map.counter(DIRTY_HEADER_SIZE + w * 8)
+        self.map.word(DIRTY_HEADER_SIZE + w * 8)
+    }
+
+    fn load(&self, at: usize) -> u64 {
+        self.map.word(at).load(Ordering::Acquire)
+    }
+
+    fn store(&self, at: usize, v: u64) {
+        self.map.word(at).store(v, Ordering::Release)
     }
 
     fn words(&self) -> usize {
@@ -218,7 +253,7 @@ impl DirtyMap {
         if self.failed.load(Ordering::Acquire) {
             return Err(io::Error::other(format!(
                 "dirty map {}: an earlier persist failed; reopen it",
-                self.path().display()
+                self.map.place().display()
             )));
         }
         Ok(())
@@ -306,9 +341,9 @@ impl DirtyMap {
     /// The generation id and applied sequence number the mirror's copy had when recording
     /// began, or `None` when the map is not recording.
     pub fn base(&self) -> Option<(u64, u64)> {
-        match self.map.load(BASE_GENERATION_OFFSET) {
+        match self.load(BASE_GENERATION_OFFSET) {
             0 => None,
-            generation => Some((generation, self.map.load(BASE_SEQ_OFFSET))),
+            generation => Some((generation, self.load(BASE_SEQ_OFFSET))),
         }
     }
 
@@ -318,9 +353,9 @@ impl DirtyMap {
         assert_ne!(base_generation, 0, "0 is not a generation id");
         self.refuse_if_failed()?;
         self.stop_and_clear_bits()?;
-        self.map.store(BASE_SEQ_OFFSET, base_seq);
+        self.store(BASE_SEQ_OFFSET, base_seq);
         self.persist(BASE_SEQ_OFFSET, 8)?;
-        self.map.store(BASE_GENERATION_OFFSET, base_generation);
+        self.store(BASE_GENERATION_OFFSET, base_generation);
         self.persist(BASE_GENERATION_OFFSET, 8)
     }
 
@@ -329,13 +364,13 @@ impl DirtyMap {
     pub fn clear(&self) -> io::Result<()> {
         self.refuse_if_failed()?;
         self.stop_and_clear_bits()?;
-        self.map.store(BASE_SEQ_OFFSET, 0);
+        self.store(BASE_SEQ_OFFSET, 0);
         self.persist(BASE_SEQ_OFFSET, 8)
     }
 
     /// Sets `base_generation` to 0 (persisted), then every bit (persisted).
     fn stop_and_clear_bits(&self) -> io::Result<()> {
-        self.map.store(BASE_GENERATION_OFFSET, 0);
+        self.store(BASE_GENERATION_OFFSET, 0);
         self.persist(BASE_GENERATION_OFFSET, 8)?;
         let mut any = false;
         for w in 0..self.words() {
@@ -483,16 +518,32 @@ mod tests {
     const UUID: [u8; 16] = [7; 16];
     const CHUNK: u64 = 4096;
 
-    fn dirty(m: &DirtyMap) -> Vec<u64> {
+    fn dirty<W: Words>(m: &DirtyMap<W>) -> Vec<u64> {
         m.dirty_chunks().collect()
     }
+
+    /// 10 whole chunks and a last one of 100 bytes.
+    const EDGES_SIZE: u64 = 10 * CHUNK + 100;
 
     #[test]
     fn mark_edge_cases() {
         let dir = TestDir::new("dirty-edges");
-        // 10 whole chunks and a last one of 100 bytes.
-        let size = 10 * CHUNK + 100;
-        let m = DirtyMap::open_or_create(&dir.file("d"), UUID, size, CHUNK).unwrap();
+        edge_cases(DirtyMap::open_or_create(&dir.file("d"), UUID, EDGES_SIZE, CHUNK).unwrap());
+    }
+
+    #[test]
+    fn in_memory_marks_as_the_file_does() {
+        let m = DirtyMap::in_memory(UUID, EDGES_SIZE, CHUNK);
+        m.begin(9, 41).unwrap();
+        m.mark(0, 1).unwrap();
+        assert_eq!((m.base(), dirty(&m)), (Some((9, 41)), vec![0]));
+        m.clear().unwrap();
+        assert_eq!((m.base(), m.dirty_count()), (None, 0));
+        edge_cases(m);
+    }
+
+    fn edge_cases<W: Words>(m: DirtyMap<W>) {
+        let size = EDGES_SIZE;
         assert_eq!((m.chunks(), m.chunk_size(), m.dirty_count(), m.base()), (11, CHUNK, 0, None));
 
         m.mark(5 * CHUNK, 0).unwrap();

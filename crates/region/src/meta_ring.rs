@@ -4,6 +4,7 @@
 
 use crate::dirty::{corrupt, create_whole, hex, misuse, open_checked, STATIC_END};
 use crate::map::{err, MapError, MappedFile};
+use crate::words::{zeroed, Words};
 use mojim_format::checksum::crc32c;
 use std::io;
 use std::path::Path;
@@ -98,42 +99,10 @@ const _: () = assert!(META_RING_HEADER_SIZE.is_multiple_of(META_RECORD_SIZE));
 /// [`MetaRing::restart`]. Sequence numbers within a run need not be appended in order; across
 /// runs they may repeat (a run starts at the mirror's applied sequence number + 1), which is
 /// why records carry the run.
-pub struct MetaRing<W: RingWords = MappedFile> {
+pub struct MetaRing<W: Words = MappedFile> {
     words: W,
     region_uuid: [u8; 16],
     capacity: u64,
-}
-
-/// Where a ring's words live: the mapped file of a primary ([`MetaRing::open_or_create`]), or
-/// plain memory ([`MetaRing::in_memory`]: the simulator's primaries, whose process never
-/// outlives its ring). The layout is the file's either way, header page included.
-pub trait RingWords {
-    /// The aligned 8-byte word at byte offset `at`.
-    fn word(&self, at: usize) -> &AtomicU64;
-    /// Makes the `len` bytes at `at` as durable as the ring must be (see Durability).
-    fn persist(&self, at: usize, len: usize) -> io::Result<()>;
-}
-
-impl RingWords for MappedFile {
-    fn word(&self, at: usize) -> &AtomicU64 {
-        self.counter(at)
-    }
-
-    fn persist(&self, at: usize, len: usize) -> io::Result<()> {
-        MappedFile::persist(self, at, len)
-    }
-}
-
-/// Memory lives exactly as long as the ring: there is nothing to persist it to.
-impl RingWords for Box<[AtomicU64]> {
-    fn word(&self, at: usize) -> &AtomicU64 {
-        assert_eq!(at % 8, 0, "ring word at unaligned offset {at}");
-        &self[at / 8]
-    }
-
-    fn persist(&self, _at: usize, _len: usize) -> io::Result<()> {
-        Ok(())
-    }
 }
 
 /// A record's fields.
@@ -240,21 +209,21 @@ impl MetaRing<MappedFile> {
 }
 
 impl MetaRing<Box<[AtomicU64]>> {
-    /// A ring of `capacity` records in memory, laid out as the file is. Like a new file it
+    /// A ring of `capacity` records in memory (see [`crate::words`]), laid out as the file is. Like a new file it
     /// proves nothing (`floor = u64::MAX`) until its first [`MetaRing::restart`].
     ///
     /// # Panics
     /// If `capacity` is not within `1..=`[`MAX_CAPACITY`].
     pub fn in_memory(region_uuid: [u8; 16], capacity: u64) -> MetaRing<Box<[AtomicU64]>> {
         assert!((1..=MAX_CAPACITY).contains(&capacity), "ring capacity {capacity} out of range");
-        let words = (META_RING_HEADER_SIZE + capacity as usize * META_RECORD_SIZE) / 8;
-        let ring = MetaRing { words: (0..words).map(|_| AtomicU64::new(0)).collect(), region_uuid, capacity };
+        let words = zeroed(META_RING_HEADER_SIZE + capacity as usize * META_RECORD_SIZE);
+        let ring = MetaRing { words, region_uuid, capacity };
         ring.store(FLOOR_OFFSET, u64::MAX);
         ring
     }
 }
 
-impl<W: RingWords> MetaRing<W> {
+impl<W: Words> MetaRing<W> {
     fn load(&self, at: usize) -> u64 {
         self.words.word(at).load(Ordering::Acquire)
     }
@@ -674,7 +643,7 @@ mod tests {
     }
 
     /// Random appends, restarts and queries against [`model_after`], on a ring `make` gives.
-    fn follows_the_model<W: RingWords>(case: u64, make: impl FnOnce(u64) -> MetaRing<W>) {
+    fn follows_the_model<W: Words>(case: u64, make: impl FnOnce(u64) -> MetaRing<W>) {
         let seed = 0x9E37_79B9_7F4A_7C15 ^ case.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1;
         let mut g = XorShift(seed);
         let capacity = 1 + g.below(12);

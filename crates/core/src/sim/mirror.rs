@@ -426,9 +426,6 @@ impl Mirror {
                     if let Err(violation) = v.slot.copy_rejected(tag.session, h.offset, len as u64) {
                         return Ok(Delivered::Rejected(violation));
                     }
-                    // The model folds the copy group's bytes in when it is applied; the area
-                    // lacks them until they land: it is the fold again only once the copy ends.
-                    model.disturbed();
                     return Ok(Delivered::AskedAgain(copy_retry_header(tag, h.offset, len as u64)));
                 }
                 // Straight into the data area, persistently, as the node's `receive_copy` does.
@@ -536,7 +533,12 @@ impl Mirror {
         for cmd in commands {
             let d = &mut self.durable;
             match cmd {
-                SessionCommand::CopyStarted { .. } => self.copies_begun += 1,
+                SessionCommand::CopyStarted { .. } => {
+                    self.copies_begun += 1;
+                    // The area is in flux (and may take a new generation) until the copy
+                    // completes, whether or not any byte lands.
+                    model.disturbed();
+                }
                 SessionCommand::MarkInconsistent { copy_until } => {
                     d.inconsistent.store(1);
                     d.copy_until.store(copy_until);

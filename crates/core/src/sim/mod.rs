@@ -70,7 +70,9 @@
 //!   acknowledged floor is noted as acks arrive, the plan reads both, and the log restarts
 //!   where the plan says ([`crate::primary::Plan::log_start`]). A mirror that sealed across a
 //!   gap, or never got a group that failed, thus gets a log catch-up (or a full copy once the
-//!   log has wrapped).
+//!   log has wrapped). Likewise the production dirty bitmap ([`mojim_region::DirtyMap`]): a
+//!   primary that begins a new generation with one records in it the stores it makes without a
+//!   session, and the bitmap copy that follows must bring them.
 //! - **Media errors.** The data area's media fails an operation now and then; the node's
 //!   engine must fail-stop (nothing applied, persisted or released after it), and the restart
 //!   that follows must lose nothing acknowledged.
@@ -98,8 +100,9 @@
 //! sequence) and checks that meanwhile the area never reads consistent (when a Copy frame lands,
 //! in the Welcome, after a restart, so that the next session copies again) and is never promoted
 //! from, and that once the copy ends the area is the fold again and holds the copy's generation.
-//! At the end of a run, once the newest primary's session has caught up and nothing is in
-//! flight, the mirror's data area must equal that primary's copy byte for byte (6).
+//! Whenever the mirror's session is quiet (open at both ends, nothing on its way to the mirror,
+//! everything applied, no copy unfinished), and at the end of every run, the mirror's data area
+//! must equal that session's primary's copy byte for byte (6).
 //!
 //! Everything is driven by one [`Rng`] seeded from [`SimConfig::seed`] (the backups' schedule by
 //! one of their own, seeded from it too); time is a step counter
@@ -188,6 +191,9 @@ pub enum Sabotage {
     /// carried it broke first) and that was never acknowledged is then never sent again
     /// (invariant 6 must fail).
     CatchUpFromApplied,
+    /// A fault in the primary's dirty bitmap: a store made without the mirror is not marked, so
+    /// the bitmap copy that follows leaves it out (invariant 6 must fail).
+    UnmarkedStore,
 }
 
 /// The backups the mirror feeds, and the gate its acknowledgements pass (`[mirror]
@@ -481,6 +487,12 @@ pub struct SimReport {
     pub copy_faults: u64,
     pub copies_begun: u64,
     pub copies_completed: u64,
+    /// Times the mirror's session was quiet (everything acknowledged, applied and caught up)
+    /// and its data area was found equal to its primary's copy (invariant 6).
+    pub convergence_checks: u64,
+    /// Stores a primary without a session made in a degraded period, marked in its dirty
+    /// bitmap (which a bitmap copy then brings to the mirror).
+    pub degraded_writes: u64,
     /// Sessions that began with a log catch-up: the ranges of the groups the mirror may lack,
     /// from the primary's metadata log (in `copies_begun`).
     pub catch_ups: u64,
@@ -534,6 +546,8 @@ impl SimReport {
         self.copies_begun += other.copies_begun;
         self.copies_completed += other.copies_completed;
         self.catch_ups += other.catch_ups;
+        self.degraded_writes += other.degraded_writes;
+        self.convergence_checks += other.convergence_checks;
         self.crashes_mid_copy += other.crashes_mid_copy;
         self.copy_retries += other.copy_retries;
         self.split_brains += other.split_brains;
@@ -551,7 +565,7 @@ impl fmt::Display for SimReport {
              promotions {}, partitions {} (frames lost {}, lanes timed out {}), stale-epoch handshakes \
              refused {}, groups sent by fenced primaries {}; media errors that fail-stopped the \
              mirror {}; acks held for backups {} ({} in chain mode); copy faults {}, copies begun {} \
-             completed {} (log catch-ups {}), crashes mid-copy {}, copy frames asked again {}, split brains refused {}",
+             completed {} (log catch-ups {}), stores while degraded {}, crashes mid-copy {}, quiet sessions found converged {}, copy frames asked again {}, split brains refused {}",
             self.steps,
             self.groups_sent,
             self.groups_acked,
@@ -590,7 +604,9 @@ impl fmt::Display for SimReport {
             self.copies_begun,
             self.copies_completed,
             self.catch_ups,
+            self.degraded_writes,
             self.crashes_mid_copy,
+            self.convergence_checks,
             self.copy_retries,
             self.split_brains
         )

@@ -77,8 +77,9 @@ impl Model {
         self.copy_groups.insert(id);
     }
 
-    /// The data area was wiped or discarded, or a copy landed bytes in it: until a copy
-    /// completes it is not the fold of the applied groups, and must be reported inconsistent.
+    /// The data area was wiped or discarded, or a copy began or landed bytes in it: until a
+    /// copy completes it need not be the fold of the applied groups, and must be reported
+    /// inconsistent.
     pub fn disturbed(&mut self) {
         self.copying = true;
         self.copy_ended = None;
@@ -89,12 +90,10 @@ impl Model {
         self.copying
     }
 
-    /// Every lane's CopyEnd of the copy into the disturbed area reached the mirror: it
-    /// completes, taking `generation`, once group `until` is applied.
+    /// Every lane's CopyEnd of a copy reached the mirror: it completes, taking `generation`,
+    /// once group `until` is applied. (A copy of nothing, such as a bitmap copy when nothing
+    /// changed, never disturbed the area, and completes all the same.)
     pub fn copy_ended(&mut self, until: u64, generation: u64) {
-        if !self.copying {
-            return;
-        }
         self.copy_ended = Some((until, generation));
         // Its last group may be applied already.
         self.complete_copy();

@@ -15,7 +15,13 @@
 //! noted as acks arrive, the resync choice reads it, and it restarts where the plan says
 //! ([`Plan::log_start`]), as the library's primary does. A mirror at this copy's generation
 //! thus gets again, as a log catch-up, the ranges of groups it may lack (a group that failed
-//! is still in this copy). Its dirty bitmap, when it records one, is the whole region.
+//! is still in this copy).
+//!
+//! It keeps the production dirty bitmap ([`DirtyMap`], in memory) the same way: a new
+//! generation with a bitmap begins recording from the old one at the acknowledged floor, the
+//! application's stores while it has no session (a degraded period) are marked before they are
+//! made, the resync choice reads the chunks, and a bitmap or full copy clears the bitmap once
+//! its CopyEnd goes out.
 
 use super::mirror::REGION_UUID;
 use super::model::{Model, Writes};
@@ -25,16 +31,19 @@ use super::{Check, Sabotage, SimConfig};
 use crate::encode::{
     check_group, copied_header, copy_header, data_header, frames, GroupLimits, RangeError, SessionTag,
 };
-use crate::primary::{resync_choice, Divergence, MirrorHistory, Plan, PrimaryHistory};
+use crate::primary::{resync_choice, CopyKind, Divergence, MirrorHistory, Plan, PrimaryHistory};
 use crate::Range;
 use mojim_format::handshake::Welcome;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
-use mojim_region::MetaRing;
+use mojim_region::{DirtyMap, MetaRing};
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicU64;
 
 /// Frames of a session kept to be replayed, stale, into a later one.
 const RECENT_FRAMES: usize = 16;
+/// The dirty bitmap's chunk: the smallest the library allows (`[cluster] dirty_chunk`), so
+/// that the larger simulated regions have several.
+const DIRTY_CHUNK: u64 = mojim_region::DIRTY_MIN_CHUNK_SIZE;
 
 pub(super) struct Primary {
     /// Which incarnation this is (its node's index in the world).
@@ -44,11 +53,14 @@ pub(super) struct Primary {
     history: PrimaryHistory,
     /// The metadata log: the ranges of the groups sent since it last restarted.
     ring: MetaRing<Box<[AtomicU64]>>,
+    /// The dirty bitmap: the chunks changed without the mirror since its base, while recording.
+    dirty: DirtyMap<Box<[AtomicU64]>>,
     session: Option<PrimarySession>,
 }
 
 /// A copy into the mirror, as one session sends it.
 struct CopyJob {
+    kind: CopyKind,
     generation: u64,
     /// Region ranges still to send, each as one copy group.
     pieces: VecDeque<(u64, u64)>,
@@ -75,15 +87,38 @@ impl Primary {
         let history = PrimaryHistory { generation, prev: 0, dirty_base: None, acked: 0 };
         let ring = MetaRing::in_memory(REGION_UUID, records);
         ring.restart(1).expect("memory needs no persisting");
-        Primary { node, epoch, region: vec![0; region_size as usize], history, ring, session: None }
+        let dirty = DirtyMap::in_memory(REGION_UUID, region_size, DIRTY_CHUNK);
+        Primary { node, epoch, region: vec![0; region_size as usize], history, ring, dirty, session: None }
     }
 
     /// This copy begins a new generation (a degraded period): the old one becomes the one
     /// before it, and with `bitmap` the dirty bitmap records from it.
     pub fn new_generation(&mut self, generation: u64, bitmap: bool) {
         let old = self.history.generation;
-        self.history =
-            PrimaryHistory { generation, prev: old, dirty_base: bitmap.then_some(old), ..self.history };
+        self.history = PrimaryHistory { generation, prev: old, ..self.history };
+        let done = if bitmap { self.dirty.begin(old, self.ring.acked()) } else { self.dirty.clear() };
+        done.expect("memory needs no persisting");
+    }
+
+    /// Without a session, in a degraded period (the dirty bitmap records): the application
+    /// stores random bytes into one range, marked first. Returns the range, or `None` when not
+    /// degraded.
+    pub fn write_degraded(&mut self, cfg: &SimConfig, rng: &mut Rng) -> Option<(u64, u64)> {
+        if self.session.is_some() || self.dirty.base().is_none() {
+            return None;
+        }
+        let len = rng.between(1, u64::from(cfg.max_frame)).min(cfg.region_size);
+        let offset = rng.below(cfg.region_size - len + 1);
+        if cfg.sabotage != Sabotage::UnmarkedStore {
+            self.dirty.mark(offset, len).expect("memory needs no persisting");
+        }
+        rng.fill(&mut self.region[offset as usize..(offset + len) as usize]);
+        Some((offset, len))
+    }
+
+    /// Whether the application may store without its mirror (see [`Primary::write_degraded`]).
+    pub fn degraded(&self) -> bool {
+        self.session.is_none() && self.dirty.base().is_some()
     }
 
     /// The production resync choice against the mirror's Welcome, from the metadata log.
@@ -93,12 +128,13 @@ impl Primary {
             Sabotage::CatchUpFromApplied => u64::MAX,
             _ => self.ring.acked(),
         };
+        let dirty_base = self.dirty.base().map(|(generation, _)| generation);
         resync_choice(
-            PrimaryHistory { acked, ..self.history },
+            PrimaryHistory { acked, dirty_base, ..self.history },
             MirrorHistory::of(welcome),
             size,
             |s| self.ring.ranges_after(s),
-            || vec![(0, size)],
+            || self.dirty.dirty_chunks().map(|c| self.dirty.chunk_span(c)).collect(),
         )
     }
 
@@ -118,6 +154,7 @@ impl Primary {
         self.region.copy_from_slice(data);
         self.history = PrimaryHistory { generation, prev, dirty_base: None, acked: 0 };
         self.ring.restart(applied + 1).expect("memory needs no persisting");
+        self.dirty.clear().expect("memory needs no persisting");
     }
 
     /// Every lane's handshake is done and `plan` chosen: groups start at `next_seq`, and the
@@ -153,6 +190,7 @@ impl Primary {
                 }
             }
             CopyJob {
+                kind,
                 generation: self.history.generation,
                 pieces,
                 sent: Vec::new(),
@@ -195,6 +233,10 @@ impl Primary {
                 });
             }
             c.ended = true;
+            // Every change the bitmap recorded went with a bitmap or full copy.
+            if c.kind != CopyKind::Log {
+                self.dirty.clear().expect("memory needs no persisting");
+            }
             return Some(0);
         };
         // The number first, then the bytes, read from the region as it is now.

@@ -155,6 +155,11 @@ impl World {
     }
 
     fn step(&mut self) -> Check<()> {
+        self.step_once()?;
+        self.check_converged_if_quiet()
+    }
+
+    fn step_once(&mut self) -> Check<()> {
         self.now += 1;
         let rates = self.cfg.faults;
         if self.restart_if_failed()? {
@@ -267,6 +272,17 @@ impl World {
                 ));
                 self.primary_end(newest, "it lost its mirror".into(), true);
                 self.nodes[newest].primary.new_generation(generation, bitmap);
+                // The application goes on storing meanwhile (more may follow until it is back).
+                for _ in 0..self.rng.between(1, 8) {
+                    if let Some((offset, len)) =
+                        self.nodes[newest].primary.write_degraded(&self.cfg, &mut self.rng)
+                    {
+                        self.report.degraded_writes += 1;
+                        self.note(format!(
+                            "primary {newest} stores {len} bytes at {offset} without its mirror"
+                        ));
+                    }
+                }
             }
             _ => {}
         }
@@ -291,14 +307,24 @@ impl World {
         }
     }
 
-    /// A running incarnation with an open session (old or new) issues a group.
+    /// A running incarnation with an open session (old or new) issues a group, or one without
+    /// a session in a degraded period stores into its copy, marking its dirty bitmap.
     fn issue(&mut self) -> Check<()> {
-        let open: Vec<usize> =
-            (0..self.nodes.len()).filter(|&n| self.nodes[n].primary.session().is_some()).collect();
-        if open.is_empty() {
+        let writers: Vec<usize> = (0..self.nodes.len())
+            .filter(|&n| {
+                let node = &self.nodes[n];
+                node.primary.session().is_some() || node.alive && node.primary.degraded()
+            })
+            .collect();
+        if writers.is_empty() {
             return Ok(());
         }
-        let node = open[self.rng.index(open.len())];
+        let node = writers[self.rng.index(writers.len())];
+        if let Some((offset, len)) = self.nodes[node].primary.write_degraded(&self.cfg, &mut self.rng) {
+            self.report.degraded_writes += 1;
+            self.note(format!("primary {node} stores {len} bytes at {offset} without its mirror"));
+            return Ok(());
+        }
         self.issue_on(node)
     }
 
@@ -782,19 +808,44 @@ impl World {
         self.check_converged(newest)
     }
 
-    /// After the final drain the mirror holds the newest primary's copy byte for byte: what its
-    /// sessions did not get acknowledged (groups that failed, whose bytes stay in its copy), a
-    /// later session sent again, as a catch-up from its metadata log or as a copy.
-    fn check_converged(&self, newest: usize) -> Check<()> {
-        let (data, region) = (self.mirror.durable.data.area.bytes(), self.nodes[newest].primary.region());
+    /// Whenever the mirror's session is open at both ends, nothing is on its way to the mirror,
+    /// every group the mirror has is applied, and the copy the session began with (if any) has
+    /// completed, the mirror holds that session's primary's copy (invariant 6).
+    fn check_converged_if_quiet(&mut self) -> Check<()> {
+        let Some(session) = self.mirror.session() else { return Ok(()) };
+        let Some(c) = self.conn(session).map(|ci| &self.conns[ci]) else { return Ok(()) };
+        let primary = &self.nodes[c.node].primary;
+        let quiet = c.primary_open
+            && c.mirror_open
+            && c.joined == c.links.len()
+            && c.links.iter().all(|l| l.to_mirror.is_empty() && !l.broken_to_mirror)
+            && primary.session() == Some(session)
+            && !primary.copying()
+            && !self.model.copying()
+            && self.mirror.waiting() == 0
+            && self.mirror.held() == 0;
+        if quiet {
+            self.check_converged(c.node)?;
+            self.report.convergence_checks += 1;
+        }
+        Ok(())
+    }
+
+    /// The mirror holds primary `node`'s copy byte for byte: what its sessions did not get
+    /// acknowledged (groups that failed, whose bytes stay in its copy) and what it stored
+    /// without a session, a later session sent again, as a catch-up from its metadata log or
+    /// as a copy (invariant 6).
+    fn check_converged(&self, node: usize) -> Check<()> {
+        let (data, region) = (self.mirror.durable.data.area.bytes(), self.nodes[node].primary.region());
         let differ = |(a, b): (&u8, &u8)| a != b;
         let Some(first) = data.iter().zip(region).position(differ) else {
             return Ok(());
         };
         let last = data.iter().zip(region).rposition(differ).unwrap_or(first);
         Err(format!(
-            "after the final drain the mirror's data area differs from primary {newest}'s copy at \
-             offsets {first}..={last}: bytes of a group it did not acknowledge were never sent again"
+            "once caught up and quiet, the mirror's data area differs from primary {node}'s copy at \
+             offsets {first}..={last}: bytes of a group it did not acknowledge, or stored while it \
+             had no session, were never sent again"
         ))
     }
 
