@@ -86,6 +86,8 @@ fn seeded_runs_keep_the_invariants() {
         assert!(total.catch_ups > 0, "{total}");
         // Degraded primaries stored without their mirror, and bitmap copies brought it.
         assert!(total.degraded_writes > 0, "{total}");
+        // Primaries without a mirror refused sync points, and later sessions sent their bytes.
+        assert!(total.refused_syncs > 0, "{total}");
     }
 }
 
@@ -157,13 +159,16 @@ fn sabotaged_mirrors_are_caught() {
         (Sabotage::CopyCompleteAtBegin, &["the area reads consistent"][..]),
         // A fault in the primary's metadata log: the catch-up starts after the mirror's applied
         // number alone, as the library's did until this simulator's primaries kept the log.
-        // (When last measured, first caught with seed 5 at step 1502, the final drain.)
+        // (When last measured, first caught with seed 1 at step 1532, in the final drain.)
         (Sabotage::CatchUpFromApplied, &["were never sent again"][..]),
         // A fault in the primary's dirty bitmap: a store without the mirror left unmarked. It
         // takes a degraded period with a bitmap that no wipe, discard or promotion makes moot,
-        // and a quiet moment before the bytes are written again (when last measured, 6 of seeds
-        // 1..=300 in runs of 3000 steps; with 1500 steps first caught with seed 176 at step 347).
+        // and a quiet moment before the bytes are written again (when last measured, first
+        // caught with seed 76 at step 1502, in the final drain).
         (Sabotage::UnmarkedStore, &["were never sent again"][..]),
+        // A sync point refused for want of a mirror left out of the metadata log, as the
+        // library's primary did (when last measured, first caught with seed 11 at step 415).
+        (Sabotage::RefusedSyncUnrecorded, &["were never sent again"][..]),
     ] {
         let seeds = match sabotage {
             Sabotage::PersistGroupOnly | Sabotage::UnmarkedStore => 300,

@@ -238,7 +238,8 @@ impl Default for ClusterSection {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OnMirrorLoss {
-    /// Fail closed: sync points fail until the mirror is back and caught up.
+    /// Fail closed: sync points fail until the mirror is back and caught up. Their ranges stay
+    /// in the metadata log, and the next session sends them (the bytes are in the local copy).
     Block,
     /// Keep going on the local copy and record what changed, to resend later.
     Degrade,

@@ -20,6 +20,12 @@
 use mojim_format::handshake::Welcome;
 use std::fmt;
 
+/// The number under which the metadata log records the ranges of a sync point refused for
+/// want of a mirror (`on_mirror_loss = block`): above every group's, so the next session's plan
+/// resends them whatever the mirror applied. The application was told the sync point failed,
+/// but its bytes are in this copy, and what it syncs later may depend on them.
+pub const REFUSED_SYNC: u64 = u64::MAX;
+
 /// How a mirror is brought up to date; the number is CopyBegin's argument on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize), serde(rename_all = "kebab-case"))]

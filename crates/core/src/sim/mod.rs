@@ -72,7 +72,9 @@
 //!   gap, or never got a group that failed, thus gets a log catch-up (or a full copy once the
 //!   log has wrapped). Likewise the production dirty bitmap ([`mojim_region::DirtyMap`]): a
 //!   primary that begins a new generation with one records in it the stores it makes without a
-//!   session, and the bitmap copy that follows must bring them.
+//!   session, and the bitmap copy that follows must bring them. A primary without a session
+//!   and not degraded (`block`) stores too, its sync point refused: the log keeps the range
+//!   (`REFUSED_SYNC`), and the next session must send it.
 //! - **Media errors.** The data area's media fails an operation now and then; the node's
 //!   engine must fail-stop (nothing applied, persisted or released after it), and the restart
 //!   that follows must lose nothing acknowledged.
@@ -194,6 +196,9 @@ pub enum Sabotage {
     /// A fault in the primary's dirty bitmap: a store made without the mirror is not marked, so
     /// the bitmap copy that follows leaves it out (invariant 6 must fail).
     UnmarkedStore,
+    /// A fault in the primary's metadata log: a sync point refused for want of a mirror is not
+    /// recorded, so the next session does not send its bytes (invariant 6 must fail).
+    RefusedSyncUnrecorded,
 }
 
 /// The backups the mirror feeds, and the gate its acknowledgements pass (`[mirror]
@@ -289,7 +294,8 @@ pub struct SimConfig {
     /// Ticks without hearing anything (data or heartbeat) on a lane after which an end declares
     /// the lane dead and ends its side of the session.
     pub dead_ticks: u64,
-    /// Groups the primary may have outstanding (sync points from many threads).
+    /// Groups each lane of a primary may have in flight before the application waits: the
+    /// library's `async_window`, run by the production window ([`crate::primary::InFlightWindow`]).
     pub window: usize,
     /// Records of each primary's metadata log (`[primary] metadata_log_records`).
     pub meta_records: u64,
@@ -487,6 +493,9 @@ pub struct SimReport {
     pub copy_faults: u64,
     pub copies_begun: u64,
     pub copies_completed: u64,
+    /// Sync points a primary without a session refused (`block`), whose ranges its metadata log
+    /// kept for the next session.
+    pub refused_syncs: u64,
     /// Times the mirror's session was quiet (everything acknowledged, applied and caught up)
     /// and its data area was found equal to its primary's copy (invariant 6).
     pub convergence_checks: u64,
@@ -548,6 +557,7 @@ impl SimReport {
         self.catch_ups += other.catch_ups;
         self.degraded_writes += other.degraded_writes;
         self.convergence_checks += other.convergence_checks;
+        self.refused_syncs += other.refused_syncs;
         self.crashes_mid_copy += other.crashes_mid_copy;
         self.copy_retries += other.copy_retries;
         self.split_brains += other.split_brains;
@@ -565,7 +575,7 @@ impl fmt::Display for SimReport {
              promotions {}, partitions {} (frames lost {}, lanes timed out {}), stale-epoch handshakes \
              refused {}, groups sent by fenced primaries {}; media errors that fail-stopped the \
              mirror {}; acks held for backups {} ({} in chain mode); copy faults {}, copies begun {} \
-             completed {} (log catch-ups {}), stores while degraded {}, crashes mid-copy {}, quiet sessions found converged {}, copy frames asked again {}, split brains refused {}",
+             completed {} (log catch-ups {}), stores while degraded {}, sync points refused without a mirror {}, crashes mid-copy {}, quiet sessions found converged {}, copy frames asked again {}, split brains refused {}",
             self.steps,
             self.groups_sent,
             self.groups_acked,
@@ -605,6 +615,7 @@ impl fmt::Display for SimReport {
             self.copies_completed,
             self.catch_ups,
             self.degraded_writes,
+            self.refused_syncs,
             self.crashes_mid_copy,
             self.convergence_checks,
             self.copy_retries,

@@ -31,7 +31,9 @@ use super::{Check, Sabotage, SimConfig};
 use crate::encode::{
     check_group, copied_header, copy_header, data_header, frames, GroupLimits, RangeError, SessionTag,
 };
-use crate::primary::{resync_choice, CopyKind, Divergence, MirrorHistory, Plan, PrimaryHistory};
+use crate::primary::{
+    resync_choice, CopyKind, Divergence, InFlightWindow, MirrorHistory, Plan, PrimaryHistory, REFUSED_SYNC,
+};
 use crate::Range;
 use mojim_format::handshake::Welcome;
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
@@ -76,6 +78,11 @@ struct PrimarySession {
     next_seq: u64,
     /// Per lane, the groups sent and not yet acknowledged, in order.
     unacked: Vec<VecDeque<u64>>,
+    /// Per lane, the production in-flight window (`async_window` = `SimConfig::window`), and
+    /// the group the last sync point on the lane waits for (0: none): the application sends
+    /// nothing more on the lane until it is acknowledged.
+    windows: Vec<InFlightWindow>,
+    waiting_for: Vec<u64>,
     recent: VecDeque<WireFrame>,
     copy: Option<CopyJob>,
 }
@@ -116,9 +123,21 @@ impl Primary {
         Some((offset, len))
     }
 
-    /// Whether the application may store without its mirror (see [`Primary::write_degraded`]).
-    pub fn degraded(&self) -> bool {
-        self.session.is_none() && self.dirty.base().is_some()
+    /// Without a session and not degraded (`on_mirror_loss = block`): the application stores
+    /// random bytes into one range and its sync point is refused; the metadata log keeps the
+    /// range under [`REFUSED_SYNC`], as the library's primary does. Returns the range, or `None`
+    /// with a session or while degraded.
+    pub fn write_refused(&mut self, cfg: &SimConfig, rng: &mut Rng) -> Option<(u64, u64)> {
+        if self.session.is_some() || self.dirty.base().is_some() {
+            return None;
+        }
+        let len = rng.between(1, u64::from(cfg.max_frame)).min(cfg.region_size);
+        let offset = rng.below(cfg.region_size - len + 1);
+        rng.fill(&mut self.region[offset as usize..(offset + len) as usize]);
+        if cfg.sabotage != Sabotage::RefusedSyncUnrecorded {
+            self.ring.append(REFUSED_SYNC, [(offset, len)]);
+        }
+        Some((offset, len))
     }
 
     /// The production resync choice against the mirror's Welcome, from the metadata log.
@@ -160,7 +179,15 @@ impl Primary {
     /// Every lane's handshake is done and `plan` chosen: groups start at `next_seq`, and the
     /// metadata log restarts where the plan says. With a copy, CopyBegin goes out on every lane
     /// first; copy groups are cut `piece` bytes long.
-    pub fn begin(&mut self, id: u64, next_seq: u64, links: &mut [Link], plan: &Plan, piece: u64) {
+    pub fn begin(
+        &mut self,
+        id: u64,
+        next_seq: u64,
+        links: &mut [Link],
+        plan: &Plan,
+        piece: u64,
+        window: usize,
+    ) {
         assert!(self.session.is_none(), "primary session begun twice");
         let lanes = links.len();
         self.ring.restart(plan.log_start(next_seq)).expect("memory needs no persisting");
@@ -202,6 +229,8 @@ impl Primary {
             id,
             next_seq,
             unacked: vec![VecDeque::new(); lanes],
+            windows: vec![InFlightWindow::new(window); lanes],
+            waiting_for: vec![0; lanes],
             recent: VecDeque::with_capacity(RECENT_FRAMES),
             copy,
         });
@@ -288,6 +317,12 @@ impl Primary {
         let Some(s) = self.session.as_mut() else {
             return Ok(None);
         };
+        // The lane's last sync point still waits for an earlier group: nothing is stored yet.
+        let lane = rng.index(links.len());
+        let waited = s.waiting_for[lane];
+        if s.unacked[lane].front().is_some_and(|&oldest| oldest <= waited) {
+            return Ok(None);
+        }
         let region_size = cfg.region_size;
         let mf = u64::from(cfg.max_frame);
         let count = rng.between(1, cfg.max_ranges as u64) as usize;
@@ -331,7 +366,6 @@ impl Primary {
         })?;
         // Recorded before anything of it is sent, as the library's primary does.
         self.ring.append(seq, ranges.iter().map(|r| (r.offset, r.len)));
-        let lane = rng.index(links.len());
         let tag = SessionTag { session: s.id, epoch: self.epoch, lane: lane as u16 };
         let mut writes: Writes = Vec::with_capacity(shape.frames as usize);
         for plan in frames(&ranges, cfg.max_frame, shape) {
@@ -355,6 +389,7 @@ impl Primary {
         }
         model.issued((s.id, seq), writes);
         s.unacked[lane].push_back(seq);
+        s.waiting_for[lane] = s.windows[lane].sent(seq);
         Ok(Some(seq))
     }
 

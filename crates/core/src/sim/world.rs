@@ -307,13 +307,14 @@ impl World {
         }
     }
 
-    /// A running incarnation with an open session (old or new) issues a group, or one without
-    /// a session in a degraded period stores into its copy, marking its dirty bitmap.
+    /// A running incarnation with an open session (old or new) issues a group. One without a
+    /// session stores into its copy: marked in its dirty bitmap in a degraded period, else
+    /// (under `block`) with its sync point refused and its range kept in the metadata log.
     fn issue(&mut self) -> Check<()> {
         let writers: Vec<usize> = (0..self.nodes.len())
             .filter(|&n| {
                 let node = &self.nodes[n];
-                node.primary.session().is_some() || node.alive && node.primary.degraded()
+                node.primary.session().is_some() || node.alive && node.has_copy
             })
             .collect();
         if writers.is_empty() {
@@ -325,6 +326,11 @@ impl World {
             self.note(format!("primary {node} stores {len} bytes at {offset} without its mirror"));
             return Ok(());
         }
+        if let Some((offset, len)) = self.nodes[node].primary.write_refused(&self.cfg, &mut self.rng) {
+            self.report.refused_syncs += 1;
+            self.note(format!("primary {node} stores {len} bytes at {offset}; its sync point is refused"));
+            return Ok(());
+        }
         self.issue_on(node)
     }
 
@@ -332,9 +338,6 @@ impl World {
         let Some(session) = self.nodes[node].primary.session() else {
             return Ok(());
         };
-        if self.nodes[node].primary.outstanding() >= self.cfg.window {
-            return Ok(());
-        }
         let ci = self.conn(session).ok_or("a primary's open session has no connections")?;
         let primary = &mut self.nodes[node].primary;
         let links = &mut self.conns[ci].links;

@@ -10,6 +10,7 @@ use mojim_core::encode::{
     self, data_header_with_checksum, placed_data_header, GroupLimits, GroupShape, SessionTag,
 };
 use mojim_core::log_space::LogSpace;
+use mojim_core::primary::InFlightWindow;
 use mojim_core::Range;
 use mojim_format::copied::{COPIED_RANGE_SIZE, MAX_COPIED_RANGES};
 use mojim_format::frame::RECORD_TAG_SIZE;
@@ -55,9 +56,8 @@ pub(crate) fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
 pub(crate) struct Tx<C> {
     conn: C,
     headers: Box<[[u8; FRAME_HEADER_SIZE]; BATCH]>,
-    /// Sequence numbers of the last `async_window` groups sent on this lane.
-    window: Box<[u64]>,
-    window_at: usize,
+    /// The last `async_window` groups sent on this lane.
+    window: InFlightWindow,
     /// The mirror's log of this lane, when this side places its records there itself.
     placed: Option<Placed>,
 }
@@ -420,8 +420,7 @@ impl<C: Conn> Link<C> {
                     tx: Mutex::new(Tx {
                         conn,
                         headers: Box::new([[0u8; FRAME_HEADER_SIZE]; BATCH]),
-                        window: vec![0u64; opts.async_window as usize].into_boxed_slice(),
-                        window_at: 0,
+                        window: InFlightWindow::new(opts.async_window as usize),
                         placed,
                     }),
                     rx: Mutex::new(rx),
@@ -660,8 +659,7 @@ impl<C: Conn> Link<C> {
             self.stream_frames(tx, at, seq, group, stage)?;
         }
         self.lanes[at].sent(seq);
-        let behind = std::mem::replace(&mut tx.window[tx.window_at], seq);
-        tx.window_at = (tx.window_at + 1) % tx.window.len();
+        let behind = tx.window.sent(seq);
         Ok(behind)
     }
 

@@ -153,6 +153,31 @@ impl PeerLane {
         self.send(&h);
     }
 
+    /// Reads a session's start up to the application's next group, acknowledging it: the kind
+    /// of the catch-up it began with (CopyBegin's argument), if any, and the Copy frames of its
+    /// one copy group, which runs beside the application's group.
+    fn catch_up_then_one_group(&mut self) -> (Option<u64>, Vec<(u64, Vec<u8>)>) {
+        let (mut began, mut copied, mut caught_up, mut group) = (None, Vec::new(), false, false);
+        while !group || began.is_some() && !caught_up {
+            let (h, body) = self.read_skipping_heartbeats();
+            match h.kind {
+                FrameKind::CopyBegin => began = Some(h.offset),
+                FrameKind::Copy => copied.push((h.offset, body)),
+                FrameKind::Copied => {
+                    self.ack(h.seq);
+                    caught_up = true;
+                }
+                FrameKind::Data if h.is_end() => {
+                    self.ack(h.seq);
+                    group = true;
+                }
+                FrameKind::Data | FrameKind::CopyEnd => {}
+                other => panic!("a {other:?} frame from the primary"),
+            }
+        }
+        (began, copied)
+    }
+
     fn heartbeat(&mut self) {
         let mut h = FrameHeader::new(FrameKind::Heartbeat);
         h.lane = self.hello.lane;
@@ -533,27 +558,7 @@ fn a_group_never_acknowledged_is_caught_up_whatever_the_mirror_says_it_applied()
             // across a gap where group 2 was).
             let again = Welcome { next_seq: 3, generation, ..welcome() };
             let mut lane = PeerLane::accept(&peer_t, &listener, &again);
-            // The session's first frame says whether it begins with a catch-up; the catch-up
-            // runs beside the application's next group.
-            let (mut began, mut copied, mut caught_up, mut group_3) = (None, Vec::new(), false, false);
-            while !group_3 || began.is_some() && !caught_up {
-                let (h, body) = lane.read_skipping_heartbeats();
-                match h.kind {
-                    FrameKind::CopyBegin => began = Some(h.offset),
-                    FrameKind::Copy => copied.push((h.offset, body)),
-                    FrameKind::Copied => {
-                        lane.ack(h.seq);
-                        caught_up = true;
-                    }
-                    FrameKind::Data if h.is_end() => {
-                        lane.ack(h.seq);
-                        group_3 = true;
-                    }
-                    FrameKind::Data | FrameKind::CopyEnd => {}
-                    other => panic!("a {other:?} frame from the primary"),
-                }
-            }
-            resent.0.send((began, copied)).expect("report");
+            resent.0.send(lane.catch_up_then_one_group()).expect("report");
         });
         let primary = Primary::open_with(t.clone(), &opts).expect("the primary opens over memory");
         primary.write(10, b"first").expect("store");
@@ -561,11 +566,7 @@ fn a_group_never_acknowledged_is_caught_up_whatever_the_mirror_says_it_applied()
         primary.write(100, b"second").expect("store");
         assert!(matches!(primary.msync(100, 6), Err(Error::MirrorLost { .. })), "group 2 is lost");
         lost.1.recv().expect("the mirror left");
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while primary.status().failed.is_some() {
-            assert!(std::time::Instant::now() < deadline, "the primary did not reconnect");
-            thread::sleep(Duration::from_millis(10));
-        }
+        wait_reconnected(&primary);
         primary.write(200, b"third").expect("store");
         primary.msync(200, 5).expect("acknowledged once the primary is back");
         let (began, copied) = resent.1.recv().expect("the mirror's report");
@@ -577,4 +578,67 @@ fn a_group_never_acknowledged_is_caught_up_whatever_the_mirror_says_it_applied()
         assert_eq!(copied, vec![(100, b"second".to_vec())], "group 2's bytes, and only those");
         drop(primary);
     });
+}
+
+/// Under `on_mirror_loss = block`, a sync point made while the mirror is away is refused, but
+/// its bytes are in the primary's copy, and what the application syncs later may depend on
+/// them: the metadata log keeps its ranges, and the next session resends them.
+#[test]
+fn a_sync_point_refused_without_a_mirror_is_sent_when_it_is_back() {
+    let scratch = Scratch::new("refused");
+    let t = MemTransport::new();
+    let listener = t.listen("mirror:0").expect("listen");
+    let addr = t.local_addr(&listener).expect("its name");
+    let opts = options(&scratch, &addr, 1);
+    let (lost, back, resent) = (mpsc::channel(), mpsc::channel::<()>(), mpsc::channel());
+    let peer_t = t.clone();
+    thread::scope(|s| {
+        s.spawn(move || {
+            let mut lane = PeerLane::accept(&peer_t, &listener, &welcome());
+            let (h, _) = lane.read_skipping_heartbeats();
+            assert_eq!(h.kind, FrameKind::CopyEnd);
+            let generation = h.offset;
+            let (h, _) = lane.read_skipping_heartbeats();
+            assert_eq!((h.kind, h.seq), (FrameKind::Data, 1));
+            lane.ack(1);
+            drop(lane);
+            lost.0.send(()).expect("report");
+            back.1.recv().expect("the go-ahead");
+            let again = Welcome { next_seq: 2, generation, ..welcome() };
+            let mut lane = PeerLane::accept(&peer_t, &listener, &again);
+            resent.0.send(lane.catch_up_then_one_group()).expect("report");
+        });
+        let primary = Primary::open_with(t.clone(), &opts).expect("the primary opens over memory");
+        primary.write(10, b"first").expect("store");
+        primary.msync(10, 5).expect("acknowledged by the mirror");
+        lost.1.recv().expect("the mirror left");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while primary.status().failed.is_none() {
+            assert!(std::time::Instant::now() < deadline, "the primary did not notice the loss");
+            thread::sleep(Duration::from_millis(10));
+        }
+        primary.write(300, b"refused").expect("store");
+        assert!(matches!(primary.msync(300, 7), Err(Error::MirrorLost { .. })), "refused without a mirror");
+        back.0.send(()).expect("go");
+        wait_reconnected(&primary);
+        primary.write(400, b"later").expect("store");
+        primary.msync(400, 5).expect("acknowledged once the primary is back");
+        let (began, copied) = resent.1.recv().expect("the mirror's report");
+        assert_eq!(
+            began,
+            Some(mojim_core::primary::CopyKind::Log as u64),
+            "a log catch-up begins the session"
+        );
+        assert_eq!(copied, vec![(300, b"refused".to_vec())], "the refused sync point's bytes");
+        drop(primary);
+    });
+}
+
+/// Waits until `primary` has its mirror again.
+fn wait_reconnected(primary: &Primary<MemTransport>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while primary.status().failed.is_some() {
+        assert!(std::time::Instant::now() < deadline, "the primary did not reconnect");
+        thread::sleep(Duration::from_millis(10));
+    }
 }

@@ -42,6 +42,7 @@ use crate::region_lock::RegionLock;
 use link::{lock, Link};
 use link_error::LinkError;
 use mojim_core::encode::{check_group, GroupLimits, RangeError};
+use mojim_core::primary::REFUSED_SYNC;
 use mojim_core::Range;
 use mojim_region::{DirtyMap, MetaRing, Nvmm, RegionFile};
 use mojim_transport::{AnyTransport, Transport};
@@ -998,10 +999,14 @@ where
     /// A sync point without a mirror. Called with the link slot read-locked and empty.
     fn persist_degraded(&self, ranges: &[Range]) -> Result<Ticket> {
         let reason = lock(&self.health).lost.clone().unwrap_or_else(|| "not connected".into());
+        check_group(ranges, &self.local_limits)?;
         if self.opts.failure.on_mirror_loss == OnMirrorLoss::Block {
+            // Refused, but its bytes are in this copy: the next session resends them. (No plan
+            // reads or restarts the log while the link slot is read-locked.)
+            let meta = self.meta.as_ref().expect("replicated primaries have a metadata log");
+            meta.append(REFUSED_SYNC, ranges.iter().map(|r| (r.offset, r.len)));
             return Err(Error::MirrorLost { reason });
         }
-        check_group(ranges, &self.local_limits)?;
         self.mark_dirty(ranges)?;
         self.flush_local(ranges)?;
         // Returning is the acknowledgement: only while this node is still the primary.

@@ -205,7 +205,7 @@ impl World {
         let ci = self.conn(id).expect("joined above");
         let piece = 4 * u64::from(self.cfg.max_frame);
         let links = &mut self.conns[ci].links;
-        self.nodes[node].primary.begin(id, next_seq, links, &plan, piece);
+        self.nodes[node].primary.begin(id, next_seq, links, &plan, piece, self.cfg.window);
         let ci = self.conn(id).expect("joined above");
         self.conns[ci].primary_open = true;
         self.note(format!("primary {node} opens session {id:#x} at seq {next_seq}"));
