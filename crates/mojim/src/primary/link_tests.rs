@@ -534,21 +534,12 @@ fn a_primary_over_memory_syncs_and_reports_a_closed_mirror_as_lost() {
 #[test]
 fn a_group_never_acknowledged_is_caught_up_whatever_the_mirror_says_it_applied() {
     let scratch = Scratch::new("catch-up");
-    let t = MemTransport::new();
-    let listener = t.listen("mirror:0").expect("listen");
-    let addr = t.local_addr(&listener).expect("its name");
-    let opts = options(&scratch, &addr, 1);
+    let (t, listener, opts) = mirror_for(&scratch);
     let (lost, resent) = (mpsc::channel(), mpsc::channel());
     let peer_t = t.clone();
     thread::scope(|s| {
         s.spawn(move || {
-            let mut lane = PeerLane::accept(&peer_t, &listener, &welcome());
-            let (h, _) = lane.read_skipping_heartbeats();
-            assert_eq!(h.kind, FrameKind::CopyEnd);
-            let generation = h.offset;
-            let (h, _) = lane.read_skipping_heartbeats();
-            assert_eq!((h.kind, h.seq), (FrameKind::Data, 1));
-            lane.ack(1);
+            let (mut lane, generation) = first_session(&peer_t, &listener);
             let (h, _) = lane.read_skipping_heartbeats();
             assert_eq!((h.kind, h.seq, h.offset), (FrameKind::Data, 2, 100));
             // Gone before acknowledging group 2.
@@ -569,13 +560,7 @@ fn a_group_never_acknowledged_is_caught_up_whatever_the_mirror_says_it_applied()
         wait_reconnected(&primary);
         primary.write(200, b"third").expect("store");
         primary.msync(200, 5).expect("acknowledged once the primary is back");
-        let (began, copied) = resent.1.recv().expect("the mirror's report");
-        assert_eq!(
-            began,
-            Some(mojim_core::primary::CopyKind::Log as u64),
-            "a log catch-up begins the session"
-        );
-        assert_eq!(copied, vec![(100, b"second".to_vec())], "group 2's bytes, and only those");
+        assert_log_catch_up(resent.1.recv().expect("the mirror's report"), (100, b"second"));
         drop(primary);
     });
 }
@@ -586,21 +571,12 @@ fn a_group_never_acknowledged_is_caught_up_whatever_the_mirror_says_it_applied()
 #[test]
 fn a_sync_point_refused_without_a_mirror_is_sent_when_it_is_back() {
     let scratch = Scratch::new("refused");
-    let t = MemTransport::new();
-    let listener = t.listen("mirror:0").expect("listen");
-    let addr = t.local_addr(&listener).expect("its name");
-    let opts = options(&scratch, &addr, 1);
+    let (t, listener, opts) = mirror_for(&scratch);
     let (lost, back, resent) = (mpsc::channel(), mpsc::channel::<()>(), mpsc::channel());
     let peer_t = t.clone();
     thread::scope(|s| {
         s.spawn(move || {
-            let mut lane = PeerLane::accept(&peer_t, &listener, &welcome());
-            let (h, _) = lane.read_skipping_heartbeats();
-            assert_eq!(h.kind, FrameKind::CopyEnd);
-            let generation = h.offset;
-            let (h, _) = lane.read_skipping_heartbeats();
-            assert_eq!((h.kind, h.seq), (FrameKind::Data, 1));
-            lane.ack(1);
+            let (lane, generation) = first_session(&peer_t, &listener);
             drop(lane);
             lost.0.send(()).expect("report");
             back.1.recv().expect("the go-ahead");
@@ -623,13 +599,7 @@ fn a_sync_point_refused_without_a_mirror_is_sent_when_it_is_back() {
         wait_reconnected(&primary);
         primary.write(400, b"later").expect("store");
         primary.msync(400, 5).expect("acknowledged once the primary is back");
-        let (began, copied) = resent.1.recv().expect("the mirror's report");
-        assert_eq!(
-            began,
-            Some(mojim_core::primary::CopyKind::Log as u64),
-            "a log catch-up begins the session"
-        );
-        assert_eq!(copied, vec![(300, b"refused".to_vec())], "the refused sync point's bytes");
+        assert_log_catch_up(resent.1.recv().expect("the mirror's report"), (300, b"refused"));
         drop(primary);
     });
 }
@@ -641,4 +611,35 @@ fn wait_reconnected(primary: &Primary<MemTransport>) {
         assert!(std::time::Instant::now() < deadline, "the primary did not reconnect");
         thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// A listener for the hand-written mirror, and the options of a primary of one lane that
+/// reaches it.
+fn mirror_for(scratch: &Scratch) -> (MemTransport, MemListener, PrimaryOptions) {
+    let t = MemTransport::new();
+    let listener = t.listen("mirror:0").expect("listen");
+    let addr = t.local_addr(&listener).expect("its name");
+    let opts = options(scratch, &addr, 1);
+    (t, listener, opts)
+}
+
+/// The hand-written mirror's side of a new copy's first session: the CopyEnd that names the
+/// primary's generation, then group 1, acknowledged. Returns the lane and the generation.
+fn first_session(t: &MemTransport, listener: &MemListener) -> (PeerLane, u64) {
+    let mut lane = PeerLane::accept(t, listener, &welcome());
+    let (h, _) = lane.read_skipping_heartbeats();
+    assert_eq!(h.kind, FrameKind::CopyEnd);
+    let generation = h.offset;
+    let (h, _) = lane.read_skipping_heartbeats();
+    assert_eq!((h.kind, h.seq), (FrameKind::Data, 1));
+    lane.ack(1);
+    (lane, generation)
+}
+
+/// What [`PeerLane::catch_up_then_one_group`] read is a log catch-up of exactly `bytes` at
+/// `offset`.
+fn assert_log_catch_up(read: (Option<u64>, Vec<(u64, Vec<u8>)>), (offset, bytes): (u64, &[u8])) {
+    let (began, copied) = read;
+    assert_eq!(began, Some(mojim_core::primary::CopyKind::Log as u64), "a log catch-up begins the session");
+    assert_eq!(copied, vec![(offset, bytes.to_vec())], "the catch-up sends those bytes, and only those");
 }
