@@ -163,19 +163,7 @@ impl DirtyMap<MappedFile> {
         // Bits a crashed process set may still sit unwritten in the page cache: persist them
         // all once, so that every bit in the file is known persistent from here on.
         map.persist(0, map.len()).map_err(err(path, "persist"))?;
-        let known_durable = (0..words as usize)
-            .map(|w| AtomicU64::new(map.load(DIRTY_HEADER_SIZE + w * 8)))
-            .collect::<Vec<_>>()
-            .into_boxed_slice();
-        Ok(DirtyMap {
-            map,
-            region_uuid,
-            region_size,
-            chunk_shift: chunk_size.trailing_zeros(),
-            chunks,
-            known_durable,
-            failed: AtomicBool::new(false),
-        })
+        Ok(DirtyMap::over(map, region_uuid, region_size, chunk_size))
     }
 
     pub fn path(&self) -> &Path {
@@ -193,21 +181,29 @@ impl DirtyMap<Box<[AtomicU64]>> {
     pub fn in_memory(region_uuid: [u8; 16], region_size: u64, chunk_size: u64) -> DirtyMap<Box<[AtomicU64]>> {
         assert!(chunk_size.is_power_of_two() && chunk_size >= MIN_CHUNK_SIZE, "chunk size {chunk_size}");
         assert_ne!(region_size, 0, "region size 0");
-        let chunks = region_size.div_ceil(chunk_size);
-        let words = chunks.div_ceil(64) as usize;
-        DirtyMap {
-            map: zeroed(DIRTY_HEADER_SIZE + words * 8),
-            region_uuid,
-            region_size,
-            chunk_shift: chunk_size.trailing_zeros(),
-            chunks,
-            known_durable: zeroed(words * 8),
-            failed: AtomicBool::new(false),
-        }
+        let words = region_size.div_ceil(chunk_size).div_ceil(64) as usize;
+        DirtyMap::over(zeroed(DIRTY_HEADER_SIZE + words * 8), region_uuid, region_size, chunk_size)
     }
 }
 
 impl<W: Words> DirtyMap<W> {
+    /// The map laid out in `map` (checked by the caller), every bit in it known persistent.
+    fn over(map: W, region_uuid: [u8; 16], region_size: u64, chunk_size: u64) -> DirtyMap<W> {
+        let chunks = region_size.div_ceil(chunk_size);
+        let known_durable = (0..chunks.div_ceil(64) as usize)
+            .map(|w| AtomicU64::new(map.word(DIRTY_HEADER_SIZE + w * 8).load(Ordering::Acquire)))
+            .collect();
+        DirtyMap {
+            map,
+            region_uuid,
+            region_size,
+            chunk_shift: chunk_size.trailing_zeros(),
+            chunks,
+            known_durable,
+            failed: AtomicBool::new(false),
+        }
+    }
+
     pub fn region_uuid(&self) -> [u8; 16] {
         self.region_uuid
     }

@@ -52,7 +52,9 @@ pub(super) struct Primary {
     node: usize,
     epoch: u64,
     region: Vec<u8>,
-    history: PrimaryHistory,
+    /// This copy's generation (0: none yet) and the one before it (0: none).
+    generation: u64,
+    prev: u64,
     /// The metadata log: the ranges of the groups sent since it last restarted.
     ring: MetaRing<Box<[AtomicU64]>>,
     /// The dirty bitmap: the chunks changed without the mirror since its base, while recording.
@@ -91,18 +93,18 @@ impl Primary {
     /// An incarnation at `epoch` whose copy is of `generation` (0: it has none yet), with a
     /// metadata log of `records` records that answers for every group from the first.
     pub fn new(node: usize, epoch: u64, region_size: u64, generation: u64, records: u64) -> Primary {
-        let history = PrimaryHistory { generation, prev: 0, dirty_base: None, acked: 0 };
         let ring = MetaRing::in_memory(REGION_UUID, records);
         ring.restart(1).expect("memory needs no persisting");
         let dirty = DirtyMap::in_memory(REGION_UUID, region_size, DIRTY_CHUNK);
-        Primary { node, epoch, region: vec![0; region_size as usize], history, ring, dirty, session: None }
+        let region = vec![0; region_size as usize];
+        Primary { node, epoch, region, generation, prev: 0, ring, dirty, session: None }
     }
 
     /// This copy begins a new generation (a degraded period): the old one becomes the one
     /// before it, and with `bitmap` the dirty bitmap records from it.
     pub fn new_generation(&mut self, generation: u64, bitmap: bool) {
-        let old = self.history.generation;
-        self.history = PrimaryHistory { generation, prev: old, ..self.history };
+        let old = std::mem::replace(&mut self.generation, generation);
+        self.prev = old;
         let done = if bitmap { self.dirty.begin(old, self.ring.acked()) } else { self.dirty.clear() };
         done.expect("memory needs no persisting");
     }
@@ -114,8 +116,7 @@ impl Primary {
         if self.session.is_some() || self.dirty.base().is_none() {
             return None;
         }
-        let len = rng.between(1, u64::from(cfg.max_frame)).min(cfg.region_size);
-        let offset = rng.below(cfg.region_size - len + 1);
+        let (offset, len) = random_range(cfg, rng);
         if cfg.sabotage != Sabotage::UnmarkedStore {
             self.dirty.mark(offset, len).expect("memory needs no persisting");
         }
@@ -131,8 +132,7 @@ impl Primary {
         if self.session.is_some() || self.dirty.base().is_some() {
             return None;
         }
-        let len = rng.between(1, u64::from(cfg.max_frame)).min(cfg.region_size);
-        let offset = rng.below(cfg.region_size - len + 1);
+        let (offset, len) = random_range(cfg, rng);
         rng.fill(&mut self.region[offset as usize..(offset + len) as usize]);
         if cfg.sabotage != Sabotage::RefusedSyncUnrecorded {
             self.ring.append(REFUSED_SYNC, [(offset, len)]);
@@ -149,7 +149,7 @@ impl Primary {
         };
         let dirty_base = self.dirty.base().map(|(generation, _)| generation);
         resync_choice(
-            PrimaryHistory { acked, dirty_base, ..self.history },
+            PrimaryHistory { generation: self.generation, prev: self.prev, dirty_base, acked },
             MirrorHistory::of(welcome),
             size,
             |s| self.ring.ranges_after(s),
@@ -171,7 +171,7 @@ impl Primary {
     /// groups after it (as `mojim promote` starts a promoted node's history).
     pub fn take_copy(&mut self, data: &[u8], (generation, prev): (u64, u64), applied: u64) {
         self.region.copy_from_slice(data);
-        self.history = PrimaryHistory { generation, prev, dirty_base: None, acked: 0 };
+        (self.generation, self.prev) = (generation, prev);
         self.ring.restart(applied + 1).expect("memory needs no persisting");
         self.dirty.clear().expect("memory needs no persisting");
     }
@@ -218,7 +218,7 @@ impl Primary {
             }
             CopyJob {
                 kind,
-                generation: self.history.generation,
+                generation: self.generation,
                 pieces,
                 sent: Vec::new(),
                 last_on_lane: vec![0; lanes],
@@ -433,7 +433,6 @@ impl Primary {
         match s.unacked[lane].pop_front() {
             Some(seq) if seq == h.seq => {
                 model.acked((s.id, seq), self.node, self.epoch)?;
-                // Every group up to the lowest lane's last acknowledgement is at the mirror.
                 // Every group below the lowest one still owed is at the mirror (the library's
                 // primary knows a lower bound of this; the simulator knows it exactly).
                 let owed = s.unacked.iter().filter_map(|q| q.front()).min();
@@ -456,4 +455,11 @@ impl Primary {
         model.failed(s.unacked.iter().map(VecDeque::len).sum());
         s.recent.into()
     }
+}
+
+/// A range of one to `max_frame` bytes somewhere in the region, for a store made without a
+/// session.
+fn random_range(cfg: &SimConfig, rng: &mut Rng) -> (u64, u64) {
+    let len = rng.between(1, u64::from(cfg.max_frame)).min(cfg.region_size);
+    (rng.below(cfg.region_size - len + 1), len)
 }

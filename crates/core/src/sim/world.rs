@@ -274,14 +274,7 @@ impl World {
                 self.nodes[newest].primary.new_generation(generation, bitmap);
                 // The application goes on storing meanwhile (more may follow until it is back).
                 for _ in 0..self.rng.between(1, 8) {
-                    if let Some((offset, len)) =
-                        self.nodes[newest].primary.write_degraded(&self.cfg, &mut self.rng)
-                    {
-                        self.report.degraded_writes += 1;
-                        self.note(format!(
-                            "primary {newest} stores {len} bytes at {offset} without its mirror"
-                        ));
-                    }
+                    self.store_degraded(newest);
                 }
             }
             _ => {}
@@ -321,9 +314,7 @@ impl World {
             return Ok(());
         }
         let node = writers[self.rng.index(writers.len())];
-        if let Some((offset, len)) = self.nodes[node].primary.write_degraded(&self.cfg, &mut self.rng) {
-            self.report.degraded_writes += 1;
-            self.note(format!("primary {node} stores {len} bytes at {offset} without its mirror"));
+        if self.store_degraded(node) {
             return Ok(());
         }
         if let Some((offset, len)) = self.nodes[node].primary.write_refused(&self.cfg, &mut self.rng) {
@@ -332,6 +323,17 @@ impl World {
             return Ok(());
         }
         self.issue_on(node)
+    }
+
+    /// Primary `node`, in a degraded period, stores without its mirror. Returns whether it was
+    /// in one.
+    fn store_degraded(&mut self, node: usize) -> bool {
+        let Some((offset, len)) = self.nodes[node].primary.write_degraded(&self.cfg, &mut self.rng) else {
+            return false;
+        };
+        self.report.degraded_writes += 1;
+        self.note(format!("primary {node} stores {len} bytes at {offset} without its mirror"));
+        true
     }
 
     fn issue_on(&mut self, node: usize) -> Check<()> {

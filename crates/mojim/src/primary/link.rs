@@ -638,8 +638,8 @@ impl<C: Conn> Link<C> {
                     self.fail_send(r * self.lanes_per_replica + l, format!("send copy on lane {l}: {e}"))
                 );
             }
-            self.lanes[r * self.lanes_per_replica + l].sent(seq);
             let lane = &self.lanes[r * self.lanes_per_replica + l];
+            lane.sent(seq);
             lane.last_tx.store(self.now_ms(), Ordering::Relaxed);
         }
         Ok(())
