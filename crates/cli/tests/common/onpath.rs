@@ -644,6 +644,11 @@ fn data(s: &Shared, link: &Link, mut f: Frame, st: &mut GroupState, attack: Atta
         bump(s, |r| r.dropped += 1);
         if h.is_end() {
             st.replacing = None;
+            // Counted before it is sent, as the forged Acks are: the mirror's Ack of the
+            // substitute can end the primary's sync point, and the test read the report, before
+            // this thread runs again (seen under load: the mirror held the recorded group and
+            // the report said none was substituted).
+            bump(s, |r| r.substituted += 1);
             let recorded = lock(&s.recorded).clone();
             for mut r in recorded {
                 r.header.session = h.session;
@@ -652,7 +657,6 @@ fn data(s: &Shared, link: &Link, mut f: Frame, st: &mut GroupState, attack: Atta
                 r.header.seq = h.seq;
                 forward_changed(&r)?;
             }
-            bump(s, |r| r.substituted += 1);
         }
         return Ok(());
     }
