@@ -115,6 +115,8 @@ fn a_fault_free_run_acknowledges_everything() {
 fn sabotaged_mirrors_are_caught() {
     // Ignoring the logs loses acknowledged groups, and also leaves an interrupted apply torn.
     for (sabotage, expect) in [
+        // A fault in the node's record rules: an Ack as soon as a group's first record is in
+        // the log.
         (Sabotage::AckBeforeEnd, &["acknowledged loss"][..]),
         (Sabotage::SkipRecovery, &["acknowledged loss", "torn or lost group"][..]),
         // Faults in the media under the node's own executor: a reordered persist (the data's
@@ -126,12 +128,13 @@ fn sabotaged_mirrors_are_caught() {
         // the primary no sequence number at all.
         (Sabotage::GapAfterRestart, &["stuck", "no sequence number is left"][..]),
         (Sabotage::AcceptStaleEpoch, &["fencing broken"][..]),
-        // Found in the daemon by reading it, then here: a power cut must come while a Pad is
-        // unpersisted and still needed by the scan (about one seed in 25 of 1500 steps: 13 of
-        // seeds 1..=300, the first seed 62, when this was last measured). A lost pad also hides
-        // a group whose apply it interrupted.
+        // A fault in the node's record rules, found in the daemon by reading it: a power cut
+        // must come while a Pad is unpersisted and still needed by the scan (when last
+        // measured, first caught with seed 15 at step 1436). A lost pad also hides a group whose
+        // apply it interrupted.
         (Sabotage::PersistGroupOnly, &["acknowledged loss", "torn or lost group"][..]),
-        // Per-lane checks alone store a group another lane already took, or a number far ahead.
+        // A fault in the node's session slot, which takes no numbers for the session: per-lane
+        // checks alone store a group another lane already took, or a number far ahead.
         (Sabotage::NoSeqWindow, &["stored a SeqResend frame", "stored a SeqAhead frame"][..]),
         // Faults in the node's session slot. An adopted epoch not persisted: a restart forgets it
         // (when last measured, first caught with seed 3 at step 1502, the restart that ends the

@@ -4,10 +4,10 @@
 use super::forward::AckRefused;
 use super::lane_logs::LaneRef;
 use super::Shared;
-use mojim_core::checkpoint::GroupRef;
 use mojim_core::control::{lane_step, CopyPhase, LaneStep};
 use mojim_core::encode::{ack_header_with_tail, copy_retry_header, heartbeat_answer, SessionTag};
-use mojim_core::lane::{Completed, Slot};
+use mojim_core::lane::Slot;
+use mojim_core::mirror::{Body, GroupStep, RecordRules, StoreError};
 use mojim_core::receive::Violation;
 use mojim_format::frame::BodyError;
 use mojim_format::handshake::{encode_refuse, RefuseCode};
@@ -105,6 +105,7 @@ fn receive<C: Conn>(s: &Shared, conn: &mut C, tag: SessionTag, placed: Option<Op
         tag,
         lane: s.lanes.lane(tag.lane),
         log,
+        rules: RecordRules::new(),
         pacer,
         placed: placed.is_some(),
         mac: placed.flatten(),
@@ -143,6 +144,8 @@ struct Receiver<'a, C: Conn> {
     tag: SessionTag,
     lane: LaneRef<'a>,
     log: &'a LogFile,
+    /// How a record is stored and its group completed (the core's order).
+    rules: RecordRules,
     pacer: Pacer,
     /// The primary places records' bodies in the log itself (see [`check_placed`]).
     placed: bool,
@@ -182,19 +185,42 @@ impl<C: Conn> Receiver<'_, C> {
             let (seq, frame_index, encrypted) = (h.seq, h.frame_index, h.is_encrypted());
             return Err(LaneEnd::Violation(Violation::RecordEncrypted { seq, frame_index, encrypted }));
         }
-        if slot.size > 0 && self.placed {
-            check_placed(self.log, &slot, self.mac.as_ref(), &mut self.copy_buf)?;
-        } else if slot.size > 0 {
-            store(self.log, &mut self.rx, &slot)?;
+        // The record's storage steps and their order are the core's (`mirror::record`).
+        let rules = self.rules;
+        if slot.size > 0 {
+            let mut log = self.log;
+            let body = if self.placed {
+                check_placed(self.log, &slot, self.mac.as_ref(), &mut self.copy_buf)?;
+                Body::InPlace
+            } else {
+                Body::Receive(&mut self.rx)
+            };
+            rules.store(&mut log, &slot, body).map_err(|e| match e {
+                StoreError::Peer(v) => LaneEnd::Violation(v),
+                StoreError::Receive(e) => LaneEnd::Closed(format!("receive frame body: {e}")),
+            })?;
         }
         let h = &slot.accepted.header;
         self.s.stats.received_bytes(h.body_len as u64);
         let done = self.lane.with(|l| l.commit(&slot));
-        if let Some(done) = done {
-            let g = done.group;
-            self.persist(&done, h.kind)?;
-            self.s.stats.received_group(g.seq);
-            self.acknowledge(g)?;
+        let mut due = false;
+        for step in rules.after(h, done.as_ref()) {
+            match step {
+                GroupStep::PersistLog { from, to } => self.persist_log(from, to)?,
+                // The Copy frames' bytes are in the data area: durable there before the group
+                // is acknowledged (a disk file's writes need a sync; memory was written back
+                // as they landed).
+                GroupStep::SyncData => {
+                    if let Err(e) = self.s.data.area().sync() {
+                        return Err(LaneEnd::Storage(format!("sync copied bytes to the data area: {e}")));
+                    }
+                }
+                GroupStep::Queue(g) => {
+                    self.s.stats.received_group(g.seq);
+                    due = super::checkpoint::push(self.s, g);
+                }
+                GroupStep::Ack(seq) => self.acknowledge(seq, due)?,
+            }
         }
         Ok(())
     }
@@ -295,40 +321,29 @@ impl<C: Conn> Receiver<'_, C> {
         }
     }
 
-    /// Makes the group `done` completed persistent before it is acknowledged: its records in the
-    /// log, and, for a Copied group (`kind`), the copied bytes in the data area.
-    fn persist(&self, done: &Completed, kind: FrameKind) -> Result<(), LaneEnd> {
+    /// Makes the log positions `from..to` persistent: a completed group's records and whatever
+    /// the lane wrote before them since its last group (a Pad at the end of a lap), which
+    /// recovery's scan must get through.
+    fn persist_log(&self, from: u64, to: u64) -> Result<(), LaneEnd> {
         let (s, log) = (self.s, self.log);
-        // The group's records and whatever the lane wrote before them since its last group
-        // (a Pad at the end of a lap): recovery's scan must get through all of it.
-        if let Err(e) = log.persist(done.persist_from, done.persist_to) {
+        if let Err(e) = log.persist(from, to) {
             // Never retry a failed flush: the core has handed this range out once, and
             // nothing more may be acknowledged from this log until a restart recovers it.
             let what = format!(
-                "the log of lane {} ({}) failed: cannot persist its records {}..{}: {e}",
+                "the log of lane {} ({}) failed: cannot persist its records {from}..{to}: {e}",
                 self.tag.lane,
                 log.path().display(),
-                done.persist_from,
-                done.persist_to
             );
             return Err(LaneEnd::Storage(s.data.fail(what)));
-        }
-        // A Copied group's bytes are in the data area: durable there before it is
-        // acknowledged (a disk file's writes need a sync; memory was written back as they
-        // landed).
-        if kind == FrameKind::Copied {
-            if let Err(e) = s.data.area().sync() {
-                return Err(LaneEnd::Storage(format!("sync copied bytes to the data area: {e}")));
-            }
         }
         Ok(())
     }
 
-    /// Group `g` is whole and persistent in the log: queues it for the checkpointer,
-    /// acknowledges it, and only then applies, off the primary's critical path.
-    fn acknowledge(&mut self, g: GroupRef) -> Result<(), LaneEnd> {
+    /// Group `seq` is whole and persistent in the log, and queued for the checkpointer:
+    /// acknowledges it, and only then applies if the queue says so (`due`), off the primary's
+    /// critical path.
+    fn acknowledge(&mut self, seq: u64, due: bool) -> Result<(), LaneEnd> {
         let s = self.s;
-        let due = super::checkpoint::push(s, g);
         // A long wait still tells the primary this node is alive.
         let mut beat_failed = None;
         let (pacer, rx, lane) = (&mut self.pacer, &mut self.rx, &self.lane);
@@ -341,7 +356,7 @@ impl<C: Conn> Receiver<'_, C> {
         // With backups, the core's ack gate may hold the acknowledgement (the secondary tier's
         // threshold, chain mode). The storage may fail while the group waits: it is whole in the
         // log (recovery may apply it), but it is not acknowledged.
-        match super::forward::wait_to_ack(s, g.seq, &mut beat_now) {
+        match super::forward::wait_to_ack(s, seq, &mut beat_now) {
             Ok(()) => {}
             Err(AckRefused::Storage(e)) => return Err(LaneEnd::Storage(e.to_string())),
             Err(AckRefused::LaneGone) => {
@@ -349,7 +364,7 @@ impl<C: Conn> Receiver<'_, C> {
                 return Err(LaneEnd::Closed(format!("send heartbeat: {e}")));
             }
         }
-        let ack = ack_header_with_tail(self.tag, g.seq, self.lane.tail());
+        let ack = ack_header_with_tail(self.tag, seq, self.lane.tail());
         if let Err(e) = mojim_transport::frames::write_frame(*self.rx.get_mut(), &ack, &[]) {
             return Err(LaneEnd::Closed(format!("send ack: {e}")));
         }
@@ -417,9 +432,10 @@ fn receive_copy<C: Conn>(
     Ok(())
 }
 
-/// Makes a record of a body the primary placed in the log: checks that it is where the lane's
-/// log space puts the record, writes a pad if needed, checks the body where it lies, then writes
-/// the header, as [`store`] does for a body received on the connection.
+/// Before a body the primary placed in the log becomes a record: checks that it is where the
+/// lane's log space puts the record, and its seal (`mac`). The core's `RecordRules::store` then
+/// writes a Pad if needed, checks the body where it lies and writes the header, as it does for a
+/// body received on the connection.
 ///
 /// The body is checked in memory the primary can still write. A primary that changes it after
 /// the check changes what is applied, as if it had sent other bytes of its own region; recovery
@@ -471,40 +487,5 @@ fn check_placed(
             }));
         }
     }
-    if let Some(pad) = slot.placement.pad_at {
-        log.write_pad(pad);
-    }
-    make_record(log, slot)
-}
-
-/// Writes one record: pad if needed, the body (what the lane read ahead of it, the rest
-/// straight from the socket), then the header.
-fn store(log: &LogFile, rx: &mut impl Read, slot: &Slot) -> Result<(), LaneEnd> {
-    let pos = slot.placement.pos;
-    if let Some(pad) = slot.placement.pad_at {
-        log.write_pad(pad);
-    }
-    let len = slot.accepted.header.body_len as usize;
-    if let Err(e) = log.recv_at(pos + FRAME_HEADER_SIZE as u64, len, rx) {
-        return Err(LaneEnd::Closed(format!("receive frame body: {e}")));
-    }
-    make_record(log, slot)
-}
-
-/// Checks the body of `slot`'s record where it lies in the log, and only then writes the header
-/// that makes it a record, stamped with its position.
-fn make_record(log: &LogFile, slot: &Slot) -> Result<(), LaneEnd> {
-    let (pos, h) = (slot.placement.pos, slot.accepted.header);
-    let len = h.body_len as usize;
-    if let Err(e) = h.check_checksum(len, log.view_at(pos + FRAME_HEADER_SIZE as u64, len).crc32c()) {
-        return Err(LaneEnd::Violation(Violation::Body(e)));
-    }
-    let mut stamped = h;
-    stamped.log_pos = pos;
-    // The body now lies decrypted (`check_placed`): the record says so by not saying ENCRYPTED.
-    stamped.flags &= !mojim_format::frame::FLAG_ENCRYPTED;
-    let bytes = stamped.to_bytes();
-    log.write_at(pos, &bytes);
-    debug_assert_eq!(FrameHeader::decode(&bytes).map(|x| x.log_pos), Ok(pos));
     Ok(())
 }

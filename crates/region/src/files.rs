@@ -353,7 +353,7 @@ impl LogFile {
 
     /// Receives `len` bytes from `src` straight into the log at `pos` (see
     /// [`MappedFile::recv_at`]: the caller is the lane, and `pos` is past the log's head).
-    pub fn recv_at(&self, pos: u64, len: usize, src: &mut impl Read) -> io::Result<()> {
+    pub fn recv_at(&self, pos: u64, len: usize, src: &mut (impl Read + ?Sized)) -> io::Result<()> {
         self.map.recv_at(self.at(pos, len), len, src)
     }
 

@@ -392,7 +392,7 @@ impl MappedFile {
     /// must be the only party touching them meanwhile (a lane receives only past its log's
     /// head, where no reader looks). This crate makes no other reference to them: every other
     /// access is a raw copy or a [`MapSlice`].
-    pub fn recv_at(&self, offset: usize, len: usize, src: &mut impl Read) -> io::Result<()> {
+    pub fn recv_at(&self, offset: usize, len: usize, src: &mut (impl Read + ?Sized)) -> io::Result<()> {
         self.check(offset, len);
         // SAFETY: `[offset, offset + len)` lies in the mapping (checked above), which is
         // writable, initialised (mapped file bytes) and lives past this call. No reference to

@@ -22,7 +22,7 @@ use crate::map::MapSlice;
 use crate::{DiskRegion, LogFile, RegionFile};
 use mojim_format::log::RecordArea;
 use mojim_format::FRAME_HEADER_SIZE;
-use std::io;
+use std::io::{self, Read};
 
 /// Bytes to write, or a log's records to read: a plain slice, or a view of a mapping (which
 /// safe code reads through copies, never as a slice: see [`MapSlice`]).
@@ -142,6 +142,22 @@ pub trait LogMedia: Media {
     /// Frees the records before `pos`: persistent before this returns. Their groups must be
     /// persistent in the data area, and the applied number recorded, first.
     fn set_tail(&mut self, pos: u64) -> io::Result<()>;
+
+    /// Reads `len` bytes from `src` into the record area at `offset` (a record's body, as a
+    /// lane receives it): visible to reads once this returns, persistent only after
+    /// [`Media::persist`]. By default through a buffer on the stack; a mapped log receives
+    /// straight into place.
+    fn receive(&mut self, offset: u64, len: usize, src: &mut dyn Read) -> io::Result<()> {
+        let mut buf = [0u8; 4096];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(buf.len());
+            src.read_exact(&mut buf[..n])?;
+            self.write(offset + done as u64, Bytes::Slice(&buf[..n]))?;
+            done += n;
+        }
+        Ok(())
+    }
 }
 
 impl Media for &RegionFile {
@@ -221,8 +237,8 @@ impl DataMedia for &DiskRegion {
 }
 
 /// A log as media: offsets are positions in the record area (`0..capacity`), not log
-/// positions; the checkpoint path reads the log ([`LogMedia::records`]) and frees it
-/// ([`LogMedia::set_tail`]), and never writes records through this.
+/// positions. A lane stores its records through this (`mojim_core::mirror::record`), and the
+/// checkpoint path reads the log ([`LogMedia::records`]) and frees it ([`LogMedia::set_tail`]).
 impl Media for &LogFile {
     fn len(&self) -> u64 {
         self.capacity()
@@ -261,6 +277,11 @@ impl LogMedia for &LogFile {
 
     fn set_tail(&mut self, pos: u64) -> io::Result<()> {
         LogFile::set_tail(self, pos)
+    }
+
+    /// Straight from `src` into the mapping: no copy on the way.
+    fn receive(&mut self, offset: u64, len: usize, src: &mut dyn Read) -> io::Result<()> {
+        self.recv_at(offset, len, src)
     }
 }
 

@@ -16,6 +16,10 @@
 //! sealed, and its copies ([`CopyState`]); it emits [`SessionCommand`]s that the node's
 //! `session.rs` and the simulator's mirror execute.
 //!
+//! A lane's received record is stored, and the group it completes persisted, queued and
+//! acknowledged, by [`RecordRules`] (in [`record`]): the executor of a record's storage steps,
+//! and the steps a group needs before its acknowledgement, in their order.
+//!
 //! The ack gate ([`AckGate`], in [`ack`]) decides when a mirror that feeds backups may
 //! acknowledge a group: under the secondary tier's threshold, and in chain mode once every
 //! backup has it. The node's `forward.rs` waits as it says; the simulator's mirror asks it
@@ -26,6 +30,7 @@ mod command;
 mod copy;
 mod engine;
 mod execute;
+pub mod record;
 mod restart;
 pub mod session;
 
@@ -34,6 +39,7 @@ pub use command::{Command, Failure};
 pub use copy::{copy_complete, generation_after, CopyState, MAX_COPY_RETRIES};
 pub use engine::CheckpointEngine;
 pub use execute::{execute, persist_positions, Logs};
+pub use record::{Body, GroupStep, RecordRules, StoreError};
 pub use restart::Restart;
 pub use session::{Admission, EndReason, NodeState, Refused, SessionCommand, SessionSlot};
 

@@ -71,13 +71,6 @@ impl Area {
         self.dirty[units].fill(true);
     }
 
-    /// Stores `len` copies of `byte`.
-    pub fn fill(&mut self, at: usize, len: usize, byte: u8) {
-        let units = self.units(at, len);
-        self.written[at..at + len].fill(byte);
-        self.dirty[units].fill(true);
-    }
-
     /// Makes every unit overlapping `[at, at + len)` persistent (cache-line write-back rounds
     /// out to whole lines, as `clwb` does).
     pub fn persist(&mut self, at: usize, len: usize) {

@@ -1,4 +1,6 @@
-//! The mirror: per lane a log area run by [`MirrorLane`], a [`Checkpointer`] and the node's
+//! The mirror: per lane a log area run by [`MirrorLane`] whose records the node's record rules
+//! ([`RecordRules`]: the executor of a record's storage steps, and the steps its group needs
+//! before the acknowledgement) store, a [`Checkpointer`] and the node's
 //! checkpoint engine ([`CheckpointEngine`]) whose commands the node's executor
 //! ([`crate::mirror::execute`]) runs against the simulated media, the node's restart recovery
 //! ([`Restart`], run the same way), and the node's session slot ([`SessionSlot`]), which
@@ -24,20 +26,23 @@ use crate::handshake::{Identity, MAX_LANES};
 use crate::lane::{Completed, MirrorLane, Slot};
 use crate::log_space::LogSpace;
 use crate::mirror::ack::AckFault;
+use crate::mirror::record::RecordFault;
 use crate::mirror::session::SessionFault;
 use crate::mirror::{copy_complete, generation_after};
 use crate::mirror::{
-    execute, AckDecision, AckGate, AckView, Admission, CheckpointEngine, Command, EndReason, Hold, NoAck,
-    NodeState, Restart, SessionCommand, SessionSlot,
+    execute, persist_positions, AckDecision, AckGate, AckView, Admission, Body, CheckpointEngine, Command,
+    EndReason, GroupStep, Hold, NoAck, NodeState, RecordRules, Restart, SessionCommand, SessionSlot,
+    StoreError,
 };
 use crate::receive::Violation;
 use crate::recovery::{for_each_write, recover, LaneLog, Recovered};
 use crate::seq_window::{window_for_logs, SeqWindow};
 use mojim_format::checksum::crc32c;
 use mojim_format::handshake::{Hello, Welcome};
-use mojim_format::log::{area_pieces, pad_header, record_at};
+use mojim_format::log::{pad_header, record_at};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
-use mojim_region::LogMedia;
+use mojim_region::{LogMedia, Media};
+use std::io::Read;
 
 /// Complete groups one lane's queue is sized for.
 const QUEUE_CAPACITY: usize = 64;
@@ -174,6 +179,8 @@ pub(super) struct Mirror {
     pub acks_held: (u64, u64),
     /// Copies begun (CopyBegin opened one).
     pub copies_begun: u64,
+    /// The node's rules for storing a record and completing its group.
+    rules: RecordRules,
 }
 
 impl Mirror {
@@ -202,6 +209,7 @@ impl Mirror {
             backups: Backups::new(cfg.backups, cfg.seed),
             acks_held: (0, 0),
             copies_begun: 0,
+            rules: new_rules(cfg),
         }
     }
 
@@ -359,7 +367,8 @@ impl Mirror {
         self.check_consistent()
     }
 
-    /// Receives one frame on `lane`: check, place, write pad, body and header, commit.
+    /// Receives one frame on `lane` as the node's lane does: check and place it, then carry out
+    /// a control frame or store the record and complete its group by the node's rules.
     pub fn deliver(
         &mut self,
         lane: usize,
@@ -388,9 +397,7 @@ impl Mirror {
         v.last_activity = now;
         // A group's numbers are taken for the whole session (every lane) at its first frame,
         // before anything of it touches the log, as the daemon does.
-        if let (true, Some((first, last))) =
-            (self.cfg.sabotage != Sabotage::NoSeqWindow, slot.accepted.begins_group())
-        {
+        if let Some((first, last)) = slot.accepted.begins_group() {
             if let Err(violation) = v.slot.take_seqs(tag, first, last) {
                 return Ok(Delivered::Rejected(violation));
             }
@@ -448,81 +455,67 @@ impl Mirror {
                 return Ok(Delivered::Stored { ack: None });
             }
         }
+        if slot.size > 0 {
+            check_placement(lane, &slot, self.vol.lanes[lane].space())?;
+        }
+        // Stored by the node's executor, in the node's order (`mirror::record`). A body shorter
+        // than its header says reads as zeros after its end: its check refuses it.
+        let h = slot.accepted.header;
+        let (len, got) = (h.body_len as usize, frame.body.len().min(h.body_len as usize));
+        let mut body = Read::chain(&frame.body[..got], std::io::repeat(0).take((len - got) as u64));
+        let log = &mut self.durable.logs[lane];
+        match self.rules.store(log, &slot, Body::Receive(&mut body)) {
+            Ok(()) => {}
+            Err(StoreError::Peer(violation)) => return Ok(Delivered::Rejected(violation)),
+            Err(StoreError::Receive(e)) => return Err(format!("a frame's body could not be read: {e}")),
+        }
+        if slot.size > 0 {
+            // Paired check: the record reads back as the record just accepted.
+            let mut stamped = h;
+            stamped.log_pos = slot.placement.pos;
+            match record_at(log.area.bytes(), slot.placement.pos, self.cfg.max_frame) {
+                Some(rec) if rec.header == stamped && rec.end_pos() == slot.placement.pos + slot.size => {}
+                other => {
+                    return Err(format!(
+                        "record written at {} on lane {lane} reads back as {other:?}",
+                        slot.placement.pos
+                    ))
+                }
+            }
+        }
         let v = &mut self.vol;
-        if slot.size == 0 {
-            // A Skip (the simulated primary sends none of its own; they can be injected): it
-            // takes no log room, and becomes a void group, acknowledged once the log before it
-            // is persistent, as the daemon does.
-            let Some(Completed { group: g, persist_from, persist_to }) = v.lanes[lane].commit(&slot) else {
-                return Ok(Delivered::Stored { ack: None });
-            };
-            if slot.accepted.header.kind != FrameKind::Skip {
-                return Err(format!("a {:?} frame completed group {g:?}", slot.accepted.header.kind));
-            }
-            let area = &mut self.durable.logs[lane].area;
-            for (at, n) in area_pieces(area.len() as u64, persist_from, persist_to) {
-                area.persist(at as usize, n as usize);
-            }
-            v.highest_seq = v.highest_seq.max(g.seq);
-            v.ckpt.push(g);
-            let ack = self.gate(lane, self.new_gate(g.seq), ack_header(tag, g.seq), model, true)?;
-            return Ok(Delivered::Stored { ack });
-        }
-        check_placement(lane, &slot, v.lanes[lane].space())?;
-        let area = &mut self.durable.logs[lane].area;
-        let cap = area.len() as u64;
-        if let Some(pad) = slot.placement.pad_at {
-            area.write((pad % cap) as usize, &pad_header(cap, pad));
-        }
-        let at = (slot.placement.pos % cap) as usize;
-        let body_at = at + FRAME_HEADER_SIZE;
-        let len = slot.accepted.header.body_len as usize;
-        // The body is received straight into its slot and checked there, as the daemon does; a
-        // bad body is left behind the head, where no header vouches for it.
-        let n = len.min(frame.body.len());
-        area.write(body_at, &frame.body[..n]);
-        area.fill(body_at + n, len - n, 0);
-        if let Err(e) = slot.accepted.header.check_body(&area.bytes()[body_at..body_at + len]) {
-            return Ok(Delivered::Rejected(Violation::Body(e)));
-        }
-        let mut h = slot.accepted.header;
-        h.log_pos = slot.placement.pos;
-        area.write(at, &h.to_bytes());
-        // Paired check: the record reads back as the record just accepted.
-        match record_at(area.bytes(), slot.placement.pos, self.cfg.max_frame) {
-            Some(rec) if rec.header == h && rec.end_pos() == slot.placement.pos + slot.size => {}
-            other => {
-                return Err(format!(
-                    "record written at {} on lane {lane} reads back as {other:?}",
-                    slot.placement.pos
-                ))
-            }
-        }
         v.highest_seq = v.highest_seq.max(h.seq);
         let done = v.lanes[lane].commit(&slot);
-        if let Some(Completed { group: g, persist_from, persist_to }) = done {
-            if g.seq != h.seq || usize::from(g.lane) != lane || g.end_pos != h.log_pos + slot.size {
+        if let Some(Completed { group: g, .. }) = done {
+            let whole = match h.kind {
+                FrameKind::Skip => slot.size == 0,
+                _ => {
+                    g.seq == h.seq
+                        && usize::from(g.lane) == lane
+                        && g.end_pos == slot.placement.pos + slot.size
+                }
+            };
+            if !whole {
                 return Err(format!("commit of {h:?} returned a wrong group {g:?}"));
             }
-            // Persistent before it is acknowledged: what the core says, as the daemon does.
-            let (from, to) = match self.cfg.sabotage {
-                // Broken on purpose: only the group's own records, not a Pad before them.
-                Sabotage::PersistGroupOnly => (g.start_pos, g.end_pos),
-                _ => (persist_from, persist_to),
-            };
-            for (at, n) in area_pieces(cap, from, to) {
-                area.persist(at as usize, n as usize);
-            }
-            v.ckpt.push(g);
+            v.highest_seq = v.highest_seq.max(g.seq);
         }
-        let ack = match (self.cfg.sabotage, done) {
-            // Broken on purpose: acknowledges a group when its first frame is in the log.
-            (Sabotage::AckBeforeEnd, _) => (h.frame_index == 0).then(|| ack_header(tag, h.seq)),
-            (_, Some(c)) => {
-                self.gate(lane, self.new_gate(c.group.seq), ack_header(tag, c.group.seq), model, true)?
+        let mut ack = None;
+        for step in self.rules.after(&h, done.as_ref()) {
+            match step {
+                GroupStep::PersistLog { from, to } => {
+                    persist_positions(&mut self.durable.logs[lane], from, to)
+                        .map_err(|e| format!("persist the log of lane {lane}: {e}"))?
+                }
+                GroupStep::SyncData => {
+                    self.durable.data.sync().map_err(|e| format!("sync the data area: {e}"))?
+                }
+                GroupStep::Queue(g) => self.vol.ckpt.push(g),
+                GroupStep::Ack(seq) => {
+                    ack = self.gate(lane, self.new_gate(seq), ack_header(tag, seq), model, true)?;
+                }
             }
-            (_, None) => None,
-        };
+        }
         Ok(Delivered::Stored { ack })
     }
 
@@ -1103,6 +1096,7 @@ fn new_slot(cfg: &SimConfig, d: &Durable) -> SessionSlot {
         Sabotage::EpochNotPersisted => SessionFault::EpochNotPersisted,
         Sabotage::SecondSession => SessionFault::SecondSession,
         Sabotage::CopyCompleteAtBegin => SessionFault::CopyCompleteAtBegin,
+        Sabotage::NoSeqWindow => SessionFault::NoSeqWindow,
         _ => SessionFault::None,
     });
     slot
@@ -1110,6 +1104,17 @@ fn new_slot(cfg: &SimConfig, d: &Durable) -> SessionSlot {
 
 /// The node's checkpoint engine, applying and reclaiming [`SimConfig::apply_batch`] groups at a
 /// time (0 is a batch of one).
+/// The node's record rules, with the fault a sabotage stands for.
+fn new_rules(cfg: &SimConfig) -> RecordRules {
+    let mut rules = RecordRules::new();
+    rules.inject(match cfg.sabotage {
+        Sabotage::AckBeforeEnd => RecordFault::AckBeforeEnd,
+        Sabotage::PersistGroupOnly => RecordFault::PersistGroupOnly,
+        _ => RecordFault::None,
+    });
+    rules
+}
+
 fn new_engine(cfg: &SimConfig) -> CheckpointEngine {
     CheckpointEngine::new(cfg.lanes, cfg.apply_batch.max(1), cfg.apply_batch.max(1))
 }

@@ -139,7 +139,8 @@ pub enum Sabotage {
     #[default]
     None,
     /// Acknowledges a group as soon as its first frame is in the log (invariant 1 must fail
-    /// when the session ends before the group is complete).
+    /// when the session ends before the group is complete). In the node's record rules it is
+    /// [`crate::mirror::record::RecordFault::AckBeforeEnd`].
     AckBeforeEnd,
     /// Ignores its logs on restart (acknowledged groups not yet applied are lost).
     SkipRecovery,
@@ -164,11 +165,13 @@ pub enum Sabotage {
     /// Persists only a completed group's own records before acknowledging it, not the Pad
     /// written at the end of the lap before them. A power cut may then lose the pad, and
     /// recovery's scan from the tail stops there, before acknowledged groups (invariant 1 must
-    /// fail).
+    /// fail). In the node's record rules it is
+    /// [`crate::mirror::record::RecordFault::PersistGroupOnly`].
     PersistGroupOnly,
     /// Checks each lane's sequence numbers on their own, without the session's window: a group
     /// number another lane of the session already took, or one far ahead, is stored (the mirror
-    /// must refuse such frames, see [`crate::seq_window`]).
+    /// must refuse such frames, see [`crate::seq_window`]). In the node's session slot it is
+    /// [`crate::mirror::session::SessionFault::NoSeqWindow`].
     NoSeqWindow,
     /// A fault in the node's session slot: a higher epoch is adopted without being persisted
     /// ([`crate::mirror::session::SessionFault::EpochNotPersisted`]), so a restart forgets it and
