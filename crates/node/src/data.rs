@@ -229,6 +229,10 @@ impl Media for &DataArea {
         DataArea::persist(self, offset, len as usize)
     }
 
+    fn write_persistent(&mut self, offset: u64, src: &[u8]) -> io::Result<()> {
+        DataArea::write_persistent(self, offset, src)
+    }
+
     fn sync(&mut self) -> io::Result<()> {
         DataArea::sync(self)
     }
@@ -394,11 +398,6 @@ impl Store {
 }
 
 impl Writing<'_> {
-    /// See [`DataArea::write_persistent`].
-    pub fn write_persistent(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.store.area.write_persistent(offset, data)
-    }
-
     /// Group `seq`'s bytes are all written.
     pub fn written(&self, seq: u64) {
         self.store.written_seq.store(seq, Ordering::Relaxed);

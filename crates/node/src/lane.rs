@@ -7,9 +7,8 @@ use super::Shared;
 use mojim_core::control::{lane_step, CopyPhase, LaneStep};
 use mojim_core::encode::{ack_header_with_tail, copy_retry_header, heartbeat_answer, SessionTag};
 use mojim_core::lane::Slot;
-use mojim_core::mirror::{Body, GroupStep, RecordRules, StoreError};
+use mojim_core::mirror::{copy_verdict, land, Body, CopyVerdict, GroupStep, RecordRules, StoreError};
 use mojim_core::receive::Violation;
-use mojim_format::frame::BodyError;
 use mojim_format::handshake::{encode_refuse, RefuseCode};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::LogFile;
@@ -383,18 +382,9 @@ fn copy_phase(s: &Shared, session: u64) -> CopyPhase {
 
 /// A Copy frame: region bytes, checked, then written straight into the data area (not the
 /// log). Allowed only after this session's CopyBegin marked the data area inconsistent (the
-/// core's rule, checked before this runs).
-///
-/// The bytes land before the group they belong to is applied in order. That is the same
-/// result: the sender read them after the group's number was assigned, so they are at least
-/// as new as every group numbered before it (a group before it that the checkpointer applies
-/// later writes bytes as new as the copy's, or newer), and no group numbered after it is
-/// applied before its Copied frame, which follows these frames on this lane, is in the log.
-///
-/// A body that fails its checksum does not land: the sender reads its region as it sends, so
-/// the application may have changed the bytes after the checksum was taken (or the link
-/// corrupted them). The lane asks for the frame again with CopyRetry, and the copy cannot end
-/// until a Copy frame covering it lands.
+/// core's rule, checked before this runs). The verdict on the body, and why landing early is
+/// the same result, are the core's (`mirror::landing`); a body that fails its checksum does not
+/// land and is asked for again with CopyRetry.
 fn receive_copy<C: Conn>(
     s: &Shared,
     rx: &mut BufReader<&mut C>,
@@ -408,24 +398,20 @@ fn receive_copy<C: Conn>(
     }
     s.stats.received_bytes(scratch.len() as u64);
     let len = h.body_len as u64;
-    match h.check_body(scratch) {
-        Ok(()) => {}
-        Err(BodyError::Checksum { .. }) => {
-            super::session::copy_rejected(s, h.session, h.offset, len).map_err(LaneEnd::Violation)?;
-            s.stats.copy_retried();
-            return mojim_transport::frames::write_frame(
-                *rx.get_mut(),
-                &copy_retry_header(tag, h.offset, len),
-                &[],
-            )
-            .map_err(|e| LaneEnd::Closed(format!("send copy retry: {e}")));
-        }
-        Err(e) => return Err(LaneEnd::Violation(Violation::Body(e))),
+    if copy_verdict(h, scratch).map_err(LaneEnd::Violation)? == CopyVerdict::AskAgain {
+        super::session::copy_rejected(s, h.session, h.offset, len).map_err(LaneEnd::Violation)?;
+        s.stats.copy_retried();
+        return mojim_transport::frames::write_frame(
+            *rx.get_mut(),
+            &copy_retry_header(tag, h.offset, len),
+            &[],
+        )
+        .map_err(|e| LaneEnd::Closed(format!("send copy retry: {e}")));
     }
     {
-        s.data
-            .write()
-            .write_persistent(h.offset, scratch)
+        // Held for writing while the bytes land: readers see none of them half written.
+        let _writing = s.data.write();
+        land(&mut s.data.area(), h.offset, scratch)
             .map_err(|e| LaneEnd::Storage(format!("write copied bytes to the data area: {e}")))?;
     }
     super::session::copy_landed(s, h.session, h.offset, len);

@@ -110,6 +110,13 @@ pub trait Media {
     /// rounded out to whole lines); nothing where [`Media::persists_ranges`] is false.
     fn persist(&mut self, offset: u64, len: u64) -> io::Result<()>;
 
+    /// [`Media::write`] then [`Media::persist`] of the same bytes (a copy's, landing): by
+    /// default in two steps; mapped memory does it in one pass.
+    fn write_persistent(&mut self, offset: u64, src: &[u8]) -> io::Result<()> {
+        self.write(offset, Bytes::Slice(src))?;
+        self.persist(offset, src.len() as u64)
+    }
+
     /// Makes every write so far durable (a disk file: `fdatasync`); nothing for memory, where
     /// [`Media::persist`] did it range by range.
     fn sync(&mut self) -> io::Result<()>;
@@ -180,6 +187,11 @@ impl Media for &RegionFile {
 
     fn persist(&mut self, offset: u64, len: u64) -> io::Result<()> {
         RegionFile::persist(self, offset, len as usize)
+    }
+
+    /// Streaming stores for memory and DAX: one pass (see `RegionFile::write_persistent`).
+    fn write_persistent(&mut self, offset: u64, src: &[u8]) -> io::Result<()> {
+        RegionFile::write_persistent(self, offset, src)
     }
 
     fn sync(&mut self) -> io::Result<()> {

@@ -18,7 +18,8 @@
 //!
 //! A lane's received record is stored, and the group it completes persisted, queued and
 //! acknowledged, by [`RecordRules`] (in [`record`]): the executor of a record's storage steps,
-//! and the steps a group needs before its acknowledgement, in their order.
+//! and the steps a group needs before its acknowledgement, in their order. A Copy frame's body
+//! is judged and landed in the data area by [`copy_verdict`] and [`land`].
 //!
 //! The ack gate ([`AckGate`], in [`ack`]) decides when a mirror that feeds backups may
 //! acknowledge a group: under the secondary tier's threshold, and in chain mode once every
@@ -30,6 +31,7 @@ mod command;
 mod copy;
 mod engine;
 mod execute;
+mod landing;
 pub mod record;
 mod restart;
 pub mod session;
@@ -39,6 +41,7 @@ pub use command::{Command, Failure};
 pub use copy::{copy_complete, generation_after, CopyState, MAX_COPY_RETRIES};
 pub use engine::CheckpointEngine;
 pub use execute::{execute, persist_positions, Logs};
+pub use landing::{copy_verdict, land, CopyVerdict};
 pub use record::{Body, GroupStep, RecordRules, StoreError};
 pub use restart::Restart;
 pub use session::{Admission, EndReason, NodeState, Refused, SessionCommand, SessionSlot};

@@ -281,6 +281,12 @@ impl SimLog {
     pub fn new(capacity: usize) -> SimLog {
         SimLog { area: Area::new(capacity, CACHE_LINE), tail: Word::new(0) }
     }
+
+    /// Broken on purpose ([`super::Sabotage::LogsLostOnRestart`]): every record is gone,
+    /// written and persistent; the tail stays.
+    pub fn lose_records(&mut self) {
+        self.area = Area::new(self.area.len(), CACHE_LINE);
+    }
 }
 
 impl Media for SimLog {

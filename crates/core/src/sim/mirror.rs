@@ -28,7 +28,7 @@ use crate::log_space::LogSpace;
 use crate::mirror::ack::AckFault;
 use crate::mirror::record::RecordFault;
 use crate::mirror::session::SessionFault;
-use crate::mirror::{copy_complete, generation_after};
+use crate::mirror::{copy_complete, copy_verdict, generation_after, land, CopyVerdict};
 use crate::mirror::{
     execute, persist_positions, AckDecision, AckGate, AckView, Admission, Body, CheckpointEngine, Command,
     EndReason, GroupStep, Hold, NoAck, NodeState, RecordRules, Restart, SessionCommand, SessionSlot,
@@ -156,6 +156,9 @@ pub(super) enum Delivered {
     /// A Copy frame whose body failed its check: it did not land, and the CopyRetry to send
     /// back asks for its bytes again.
     AskedAgain([u8; FRAME_HEADER_SIZE]),
+    /// This node could not store what the frame carried (the data area failed a Copy frame's
+    /// landing): the lane ends, telling the primary why, as the node's does.
+    StorageFailed(String),
 }
 
 /// Everything a refused frame must leave unchanged.
@@ -425,22 +428,27 @@ impl Mirror {
                 return Ok(Delivered::Stored { ack: None });
             }
             Ok(LaneStep::LandCopy) => {
-                let len = h.body_len as usize;
-                let body = &frame.body[..len.min(frame.body.len())];
-                if body.len() != len || h.check_body(body).is_err() {
-                    // Not landed: asked for again (CopyRetry), and the copy cannot end before a
-                    // Copy frame covering it lands.
-                    if let Err(violation) = v.slot.copy_rejected(tag.session, h.offset, len as u64) {
-                        return Ok(Delivered::Rejected(violation));
+                // The node's verdict and landing (`mirror::landing`), against the simulated
+                // data area and its faults.
+                let len = h.body_len as u64;
+                match copy_verdict(&h, &frame.body) {
+                    Err(violation) => return Ok(Delivered::Rejected(violation)),
+                    Ok(CopyVerdict::AskAgain) => {
+                        // Not landed: asked for again (CopyRetry), and the copy cannot end
+                        // before a Copy frame covering it lands.
+                        if let Err(violation) = v.slot.copy_rejected(tag.session, h.offset, len) {
+                            return Ok(Delivered::Rejected(violation));
+                        }
+                        return Ok(Delivered::AskedAgain(copy_retry_header(tag, h.offset, len)));
                     }
-                    return Ok(Delivered::AskedAgain(copy_retry_header(tag, h.offset, len as u64)));
+                    Ok(CopyVerdict::Land) => {}
                 }
-                // Straight into the data area, persistently, as the node's `receive_copy` does.
-                let area = &mut self.durable.data.area;
-                area.write(h.offset as usize, body);
-                area.persist(h.offset as usize, len);
-                v.slot.copy_landed(tag.session, h.offset, len as u64);
+                // Some of the bytes may be in the area even if landing fails.
                 model.disturbed();
+                if let Err(e) = land(&mut self.durable.data, h.offset, &frame.body) {
+                    return Ok(Delivered::StorageFailed(format!("write copied bytes to the data area: {e}")));
+                }
+                v.slot.copy_landed(tag.session, h.offset, len);
                 if self.reports_consistent() {
                     return Err(format!(
                         "a Copy frame of {len} bytes at {} landed in the data area on lane {lane}, \
@@ -921,6 +929,12 @@ impl Mirror {
         'restart: loop {
             attempts += 1;
             self.durable.data.crashed();
+            if self.cfg.sabotage == Sabotage::LogsLostOnRestart {
+                // Broken on purpose, in the media: the logs' records do not survive a restart.
+                for log in &mut self.durable.logs {
+                    log.lose_records();
+                }
+            }
             let found = self.recover_logs(report)?;
             let n = self.cfg.lanes as usize;
             let tails: Vec<Option<u64>> = self.durable.logs.iter().map(|l| Some(l.tail.value())).collect();
@@ -983,17 +997,11 @@ impl Mirror {
         let d = &self.durable;
         let tails: Vec<u64> = d.logs.iter().map(|l| l.tail.value()).collect();
         let applied_seq = d.data.applied_seq.value();
-        let found = if self.cfg.sabotage == Sabotage::SkipRecovery {
-            // Broken on purpose: the logs are ignored.
-            Recovered { heads: tails.clone(), max_seq: applied_seq, ..Recovered::default() }
-        } else {
-            let logs: Vec<LaneLog<'_>> =
-                d.logs.iter().map(|l| LaneLog { area: l.area.bytes(), tail: l.tail.value() }).collect();
-            let r = recover(&logs, applied_seq, self.cfg.max_frame, self.cfg.region_size);
-            report.groups_recovered += r.groups.len() as u64;
-            report.groups_discarded += r.discarded.len() as u64;
-            r
-        };
+        let logs: Vec<LaneLog<'_>> =
+            d.logs.iter().map(|l| LaneLog { area: l.area.bytes(), tail: l.tail.value() }).collect();
+        let found = recover(&logs, applied_seq, self.cfg.max_frame, self.cfg.region_size);
+        report.groups_recovered += found.groups.len() as u64;
+        report.groups_discarded += found.discarded.len() as u64;
         if found.heads.len() != n {
             return Err(format!("recovery returned {} heads for {n} lanes", found.heads.len()));
         }

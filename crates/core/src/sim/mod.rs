@@ -142,8 +142,10 @@ pub enum Sabotage {
     /// when the session ends before the group is complete). In the node's record rules it is
     /// [`crate::mirror::record::RecordFault::AckBeforeEnd`].
     AckBeforeEnd,
-    /// Ignores its logs on restart (acknowledged groups not yet applied are lost).
-    SkipRecovery,
+    /// A fault in the logs' media: their records are lost at every restart, as if kept where a
+    /// restart clears them, so the node's recovery finds nothing to replay (acknowledged groups
+    /// not yet applied are lost: invariant 1 must fail).
+    LogsLostOnRestart,
     /// A reordered persist, injected into the data area's media under the node's executor: the
     /// write-back of the ranges a reclaim persists reaches the media only at the next reclaim,
     /// after this one's applied number and tails. A power cut in between loses data that the
@@ -484,6 +486,9 @@ pub struct SimReport {
     /// I/O errors of the data area's media, each of which fail-stopped the mirror's engine
     /// (and the mirror was restarted).
     pub fail_stops: u64,
+    /// I/O errors of the data area's media while a Copy frame landed, each of which ended the
+    /// session (a lane's Refuse, as the node's).
+    pub landing_failures: u64,
     /// Groups a fenced primary issued after the mirror had adopted a higher epoch.
     pub fenced_groups: u64,
     /// Acknowledgements the mirror's ack gate held back for the backups, and of them those
@@ -551,6 +556,7 @@ impl SimReport {
         self.timeouts += other.timeouts;
         self.epoch_refusals += other.epoch_refusals;
         self.fail_stops += other.fail_stops;
+        self.landing_failures += other.landing_failures;
         self.fenced_groups += other.fenced_groups;
         self.acks_held += other.acks_held;
         self.acks_held_chain += other.acks_held_chain;
@@ -577,7 +583,7 @@ impl fmt::Display for SimReport {
              numbered far ahead {}) refused {} ({} by the session's window), log-full waits {}; \
              promotions {}, partitions {} (frames lost {}, lanes timed out {}), stale-epoch handshakes \
              refused {}, groups sent by fenced primaries {}; media errors that fail-stopped the \
-             mirror {}; acks held for backups {} ({} in chain mode); copy faults {}, copies begun {} \
+             mirror {}, that ended a copy's landing {}; acks held for backups {} ({} in chain mode); copy faults {}, copies begun {} \
              completed {} (log catch-ups {}), stores while degraded {}, sync points refused without a mirror {}, crashes mid-copy {}, quiet sessions found converged {}, copy frames asked again {}, split brains refused {}",
             self.steps,
             self.groups_sent,
@@ -611,6 +617,7 @@ impl fmt::Display for SimReport {
             self.epoch_refusals,
             self.fenced_groups,
             self.fail_stops,
+            self.landing_failures,
             self.acks_held,
             self.acks_held_chain,
             self.copy_faults,

@@ -455,8 +455,14 @@ impl World {
             (Delivered::AskedAgain(_), kind) => {
                 Err(format!("mirror asked for a {kind:?} Copy frame on lane {lane} again"))
             }
-            (Delivered::Stored { .. }, Some(kind)) => {
+            (Delivered::Stored { .. } | Delivered::StorageFailed(_), Some(kind)) => {
                 Err(format!("mirror stored a {kind:?} frame on lane {lane}"))
+            }
+            (Delivered::StorageFailed(why), None) => {
+                // The node's lane ends with a Refuse naming the failure; the session ends.
+                self.report.landing_failures += 1;
+                self.mirror_end(format!("lane {lane}: storage failure: {why}"))?;
+                Ok(true)
             }
             (Delivered::Stored { ack }, None) => {
                 let (session, lanes) = (self.conns[ci].session, self.conns[ci].links.len());
