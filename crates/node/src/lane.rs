@@ -197,6 +197,9 @@ impl<C: Conn> Receiver<'_, C> {
             rules.store(&mut log, &slot, body).map_err(|e| match e {
                 StoreError::Peer(v) => LaneEnd::Violation(v),
                 StoreError::Receive(e) => LaneEnd::Closed(format!("receive frame body: {e}")),
+                StoreError::Storage(e) => {
+                    LaneEnd::Storage(format!("write a record to the log of lane {}: {e}", self.tag.lane))
+                }
             })?;
         }
         let h = &slot.accepted.header;

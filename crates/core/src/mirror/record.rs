@@ -41,6 +41,8 @@ pub enum StoreError {
     Peer(Violation),
     /// The body could not be received: the connection ended or failed.
     Receive(io::Error),
+    /// The log's media refused a write: this node's fault.
+    Storage(io::Error),
 }
 
 /// One step a group completed by a record needs, in the order they come.
@@ -135,10 +137,8 @@ impl RecordRules {
         let (pos, h) = (slot.placement.pos, slot.accepted.header);
         let at = pos % cap;
         let (body_at, len) = (at + FRAME_HEADER_SIZE as u64, h.body_len as usize);
-        // The log's own media cannot fail a store to its mapping; an error here is the
-        // connection's (a receive) or the peer's.
         if let Some(pad) = slot.placement.pad_at {
-            write(log, pad % cap, &pad_header(cap, pad));
+            log.write(pad % cap, Bytes::Slice(&pad_header(cap, pad))).map_err(StoreError::Storage)?;
         }
         if let Body::Receive(src) = body {
             log.receive(body_at, len, src).map_err(StoreError::Receive)?;
@@ -150,8 +150,7 @@ impl RecordRules {
         // The body lies decrypted (a placed lane's runtime decrypted it in place): the record
         // says so by not saying ENCRYPTED.
         stamped.flags &= !FLAG_ENCRYPTED;
-        write(log, at, &stamped.to_bytes());
-        Ok(())
+        log.write(at, Bytes::Slice(&stamped.to_bytes())).map_err(StoreError::Storage)
     }
 
     /// The steps after the record of `h` was stored and committed; `done`: the group it
@@ -187,12 +186,6 @@ impl RecordRules {
         }
         Steps { steps, next: 0 }
     }
-}
-
-/// Writes `bytes` at `at` of the log's record area. A log's media store to memory (a mapping,
-/// or the simulator's image): the write itself cannot fail.
-fn write<L: LogMedia + ?Sized>(log: &mut L, at: u64, bytes: &[u8]) {
-    log.write(at, Bytes::Slice(bytes)).expect("a log's record area takes a write");
 }
 
 #[cfg(test)]

@@ -475,7 +475,9 @@ impl Mirror {
         match self.rules.store(log, &slot, Body::Receive(&mut body)) {
             Ok(()) => {}
             Err(StoreError::Peer(violation)) => return Ok(Delivered::Rejected(violation)),
-            Err(StoreError::Receive(e)) => return Err(format!("a frame's body could not be read: {e}")),
+            Err(StoreError::Receive(e) | StoreError::Storage(e)) => {
+                return Err(format!("lane {lane} could not store a record (its body is all there): {e}"))
+            }
         }
         if slot.size > 0 {
             // Paired check: the record reads back as the record just accepted.
