@@ -17,6 +17,7 @@
 //! for the tools that need a real one (the fail-over benchmark, the chaos harness).
 #![forbid(unsafe_code)]
 
+mod base64;
 mod client;
 mod error;
 mod http;

@@ -4,19 +4,17 @@
 //! fields are decimal strings, and fields at their zero value are left out altogether (an
 //! absent `kvs` is an empty range, an absent `TTL` is zero, an absent `value` is empty).
 
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
 use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
 
 /// Encodes bytes as the gateway wants `bytes` fields.
 pub(crate) fn b64(bytes: &[u8]) -> String {
-    BASE64.encode(bytes)
+    crate::base64::encode(bytes)
 }
 
 /// Decodes a `bytes` field.
 pub(crate) fn unb64(field: &str, text: &str) -> Result<Vec<u8>, String> {
-    BASE64.decode(text).map_err(|e| format!("field {field} is not base64 ({e}): {text:?}"))
+    crate::base64::decode(text).map_err(|e| format!("field {field} is not base64 ({e}): {text:?}"))
 }
 
 /// The `range_end` that makes a range cover every key starting with `prefix`: the prefix with
