@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod backup;
+mod config_load;
 mod export;
 mod kv_cluster;
 mod kv_cluster_move;
@@ -664,7 +665,7 @@ pub(crate) fn serve_then(a: ServeArgs, then: impl FnOnce(&str) -> mojim::Result<
         default_hook(info);
         std::process::abort();
     }));
-    let cfg = Config::load(&a.config.config)?;
+    let cfg = config_load::load(&a.config.config)?;
     let mut opts = MirrorOptions::from_config(&cfg, a.config.insecure)?;
     if opts.secret.0.is_empty() {
         tracing::warn!("running without a cluster secret (--insecure): any peer may connect");
@@ -787,7 +788,7 @@ fn check_serve_config(opts: &MirrorOptions) -> mojim::Result<()> {
 }
 
 fn promote(a: PromoteArgs, demote: bool) -> mojim::Result<()> {
-    let cfg = Config::load(&a.target.config.config)?;
+    let cfg = config_load::load(&a.target.config.config)?;
     let secret = cfg.secret(a.target.config.insecure)?;
     let addr = a.target.addr.clone().unwrap_or_else(|| cfg.file.mirror.listen.clone());
     let tls = cfg.tls()?;
@@ -832,7 +833,7 @@ fn promote(a: PromoteArgs, demote: bool) -> mojim::Result<()> {
 }
 
 fn resolve(a: ResolveArgs) -> mojim::Result<()> {
-    let cfg = Config::load(&a.config.config)?;
+    let cfg = config_load::load(&a.config.config)?;
     let secret = cfg.secret(a.config.insecure)?;
     let mut node = AdminClient::connect_tls(&a.discard, &secret, cfg.tls()?, Duration::from_secs(5))?;
     println!("{}", node.command(r#"{"op":"discard"}"#)?);
@@ -841,7 +842,7 @@ fn resolve(a: ResolveArgs) -> mojim::Result<()> {
 }
 
 pub(crate) fn admin(t: &AddrArgs) -> mojim::Result<AdminClient> {
-    let cfg = Config::load(&t.config.config)?;
+    let cfg = config_load::load(&t.config.config)?;
     let secret = cfg.secret(t.config.insecure)?;
     let addr = t.addr.clone().unwrap_or_else(|| cfg.file.mirror.listen.clone());
     AdminClient::connect_tls(&addr, &secret, cfg.tls()?, Duration::from_secs(5))

@@ -6,7 +6,6 @@
 
 use crate::{serve_then, ConfigArgs, ServeArgs};
 use clap::Args;
-use mojim::config::Config;
 use mojim::{Error, RegionLock};
 use mojim_node::MirrorOptions;
 use std::io::Write;
@@ -56,7 +55,7 @@ pub(crate) fn rejoin(a: RejoinArgs) -> mojim::Result<()> {
     if a.serve.check_config {
         return Err(Error::Config("--check-config is for `mojim serve`, not `mojim rejoin`".into()));
     }
-    let cfg = Config::load(&a.serve.config.config)?;
+    let cfg = crate::config_load::load(&a.serve.config.config)?;
     let region = a.region.clone().unwrap_or_else(|| cfg.resolve(&cfg.file.region.path));
     let mut opts = MirrorOptions::from_config(&cfg, a.serve.config.insecure)?;
     if let Some(d) = &a.serve.dir {

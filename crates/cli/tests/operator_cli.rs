@@ -179,6 +179,18 @@ fn serve_check_config_checks_and_starts_nothing() {
         .expect("run mojim serve --check-config");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("missing-ca.pem"), "{err}");
+    // A typo in [kv], which `serve` does not read: warned about, naming the key, and the node
+    // would still start.
+    let typo = Cluster::new("check-config-kv-typo", MIB, |f| {
+        f.kv.insert("max_clinets".into(), 5.into());
+    });
+    let out = Command::new(common::exe())
+        .args(["serve", "--config", typo.cfg_path.to_str().expect("utf-8"), "--check-config"])
+        .output()
+        .expect("run mojim serve --check-config");
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && all.contains("configuration OK"), "{all}");
+    assert!(all.contains("[kv]") && all.contains("max_clinets") && all.contains("WARN"), "{all}");
 }
 
 /// A node named more backups than it feeds ([`mojim_node::MAX_BACKUPS`]), in `[mirror] backups`
