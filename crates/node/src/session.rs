@@ -14,7 +14,6 @@ use mojim_core::handshake::Refusal;
 use mojim_core::mirror::session::OlderEpoch;
 use mojim_core::mirror::{self, generation_after, Admission, EndReason, NodeState, Refused, SessionCommand};
 use mojim_core::receive::Violation;
-use mojim_core::seq_window::{window_for_logs, SeqWindow};
 use mojim_format::handshake::{Hello, Welcome};
 use mojim_format::region::FLAG_INCONSISTENT;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -308,7 +307,7 @@ fn begin(s: &Shared, slot: &mut Slot, hello: &Hello, peer: &str) {
     // (numbers of dropped groups are used again).
     let next_seq = s.ckpt.resume();
     let max_frame = session_max_frame(s, hello.max_frame);
-    slot.engine.begin(hello, next_seq, max_frame, session_window(s, hello, next_seq));
+    slot.engine.begin(hello, next_seq, max_frame, s.lanes.capacities(hello.lanes as usize));
     slot.io = Some(SessionIo {
         closers: Vec::new(),
         peer: peer.to_string(),
@@ -344,20 +343,6 @@ fn session_max_frame(s: &Shared, asked: u32) -> u32 {
     let smallest_log = s.lanes.capacities(s.lanes.count()).min().unwrap_or(s.opts.log_capacity);
     let fits = (smallest_log / 2).saturating_sub(mojim_format::FRAME_HEADER_SIZE as u64) / 64 * 64;
     asked.min(s.opts.limits.max_frame).min(fits.min(u32::MAX as u64) as u32).max(64)
-}
-
-/// The sequence numbers a session that `hello` opens, from `next_seq`, may take: a group at
-/// most twice the groups its lanes' logs hold ahead of the lowest number not yet received, and,
-/// when a mirror opened it to feed this node as its backup, a void run from that number as long
-/// as any mirror's window (see `mojim_core::seq_window`).
-fn session_window(s: &Shared, hello: &Hello, next_seq: u64) -> SeqWindow {
-    let len = window_for_logs(s.lanes.capacities(hello.lanes as usize));
-    let w = SeqWindow::new(next_seq, len);
-    if hello.role == mojim_format::handshake::PeerRole::Mirror {
-        w.with_void_runs()
-    } else {
-        w
-    }
 }
 
 /// Takes the sequence numbers `first ..= last` for a group that begins on lane `tag.lane`, before

@@ -17,7 +17,7 @@ use crate::control::CopyPhase;
 use crate::encode::SessionTag;
 use crate::handshake::Refusal;
 use crate::receive::Violation;
-use crate::seq_window::SeqWindow;
+use crate::seq_window::{window_for_logs, SeqWindow};
 use mojim_format::handshake::{Hello, PeerRole, RefuseCode};
 use std::fmt;
 
@@ -321,8 +321,18 @@ impl SessionSlot {
 
     /// Makes `hello`'s session the current one (after [`Admission::Begin`]): it runs at this
     /// node's epoch, from `next_seq` (right after the applied prefix), with frames of at most
-    /// `max_frame` and the numbers `seqs` admits.
-    pub fn begin(&mut self, hello: &Hello, next_seq: u64, max_frame: u32, seqs: SeqWindow) -> &Session {
+    /// `max_frame`. The numbers it may take are a window from `next_seq` sized by the logs of
+    /// its lanes (`log_capacities`, see [`window_for_logs`]); when a mirror opened it to feed
+    /// this node as its backup, with void runs as long as any mirror's window.
+    pub fn begin(
+        &mut self,
+        hello: &Hello,
+        next_seq: u64,
+        max_frame: u32,
+        log_capacities: impl IntoIterator<Item = u64>,
+    ) -> &Session {
+        let window = SeqWindow::new(next_seq, window_for_logs(log_capacities));
+        let seqs = if hello.role == PeerRole::Mirror { window.with_void_runs() } else { window };
         #[cfg(feature = "sim")]
         let second = self.faulty(SessionFault::SecondSession);
         #[cfg(not(feature = "sim"))]
@@ -549,7 +559,7 @@ mod tests {
             match slot.on_hello(&h, &IDLE) {
                 Admission::Join => {}
                 Admission::Begin { .. } => {
-                    slot.begin(&h, next_seq, 1024, SeqWindow::new(next_seq, 64));
+                    slot.begin(&h, next_seq, 1024, []);
                 }
                 other => panic!("lane {lane}: {other:?}"),
             }
@@ -568,7 +578,7 @@ mod tests {
         let h = hello(0xa, 5, 0, 2);
         assert_eq!(slot.on_hello(&h, &IDLE), Admission::Begin { persist_epoch: Some(5) });
         assert_eq!(slot.epoch(), 5);
-        let s = slot.begin(&h, 41, 1024, SeqWindow::new(41, 64));
+        let s = slot.begin(&h, 41, 1024, []);
         assert_eq!((s.epoch, s.next_seq), (5, 41));
         assert_eq!(slot.join_lane(&h), Ok(vec![BeginLane(tag(0xa, 5, 0))]));
         assert_eq!(slot.on_hello(&Hello { lane: 1, ..h }, &IDLE), Admission::Join);
@@ -668,7 +678,7 @@ mod tests {
         // A session whose handshake stopped after two of its three lanes: sealed when both left.
         let h = hello(0xc, 1, 0, 3);
         slot.on_hello(&h, &IDLE);
-        slot.begin(&h, 1, 1024, SeqWindow::new(1, 64));
+        slot.begin(&h, 1, 1024, []);
         slot.join_lane(&h).expect("fits");
         slot.join_lane(&Hello { lane: 1, ..h }).expect("fits");
         assert_eq!(slot.leave(tag(0xc, 1, 2), "never joined").len(), 1, "ends, seals nothing");

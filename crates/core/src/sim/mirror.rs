@@ -36,7 +36,6 @@ use crate::mirror::{
 };
 use crate::receive::Violation;
 use crate::recovery::{for_each_write, recover, LaneLog, Recovered};
-use crate::seq_window::{window_for_logs, SeqWindow};
 use mojim_format::checksum::crc32c;
 use mojim_format::handshake::{Hello, Welcome};
 use mojim_format::log::{pad_header, record_at};
@@ -314,10 +313,7 @@ impl Mirror {
         } else {
             v.ckpt.resume()
         };
-        // One window per session, sized by the logs of its lanes, as the daemon does.
-        let window =
-            SeqWindow::new(next_seq, window_for_logs((0..hello.lanes).map(|_| self.cfg.log_capacity)));
-        v.slot.begin(hello, next_seq, self.cfg.max_frame, window);
+        v.slot.begin(hello, next_seq, self.cfg.max_frame, (0..hello.lanes).map(|_| self.cfg.log_capacity));
         v.blocked.fill(false);
         Ok(next_seq)
     }
