@@ -9,7 +9,7 @@ mod common;
 
 use common::edit_kv;
 use common::kv::{python_with_redis, wait_for, Resp};
-use common::kv_cluster::{free_addr, free_addr_on, named_node, ok, refused};
+use common::kv_cluster::{free_addr, free_addr_on, named_node, ok, read_topology, refused};
 use common::{Cluster, WAIT};
 use mojim_etcd::testing::EtcdServer;
 use mojim_kv::cluster::topology::Topology;
@@ -105,9 +105,7 @@ impl Drop for Client {
 }
 
 fn topology(etcd: &EtcdServer) -> (Topology, i64) {
-    let client = etcd.client(std::time::Duration::from_secs(2));
-    let kv = client.get(&format!("{PREFIX}/kv-cluster/topology")).expect("read").expect("a topology");
-    (serde_json::from_slice(&kv.value).expect("a topology"), kv.mod_revision)
+    read_topology(etcd, PREFIX)
 }
 
 /// `CLUSTER SLOTS` as (first slot, last slot, "host:port" of the primary).

@@ -11,6 +11,7 @@ use super::kv::wait_for;
 use super::{exe, use_etcd, Cluster, TempDir};
 use mojim::config::write_private;
 use mojim_etcd::testing::EtcdServer;
+use mojim_kv::cluster::store::TopologyStore;
 use mojim_kv::cluster::topology::Topology;
 use mojim_tools::child::ChildNode;
 use mojim_tools::netns::Netns;
@@ -338,10 +339,7 @@ impl KvShards {
 
     /// The topology in etcd and its mod revision.
     pub fn topology(&self) -> (Topology, i64) {
-        let client = self.etcd.client(Duration::from_secs(2));
-        let key = format!("{}/kv-cluster/topology", self.prefix);
-        let kv = client.get(&key).expect("read the topology").expect("a topology");
-        (serde_json::from_slice(&kv.value).expect("a topology"), kv.mod_revision)
+        read_topology(&self.etcd, &self.prefix)
     }
 
     /// Starts `mojim kv cluster move-slots <args>`.
@@ -349,6 +347,14 @@ impl KvShards {
         MoveSlots::start(&self.shards[0], args)
     }
 }
+/// The topology `etcd` holds under the cluster prefix `prefix`, and its mod revision, read as
+/// the servers read it.
+pub fn read_topology(etcd: &EtcdServer, prefix: &str) -> (Topology, i64) {
+    TopologyStore::new(etcd.client(Duration::from_secs(2)), prefix)
+        .read_existing()
+        .expect("read the topology")
+}
+
 /// `mojim <args> --config <c's>`, run to its end.
 pub fn mojim(c: &Cluster, args: &[&str]) -> Output {
     let mut cmd = Command::new(exe());

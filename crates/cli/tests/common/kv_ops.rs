@@ -4,7 +4,7 @@
 //! of b1 and b2 (not started).
 
 use super::edit_kv;
-use super::kv_cluster::{free_addr, free_addr_on, ok};
+use super::kv_cluster::{free_addr, free_addr_on, ok, read_topology};
 use super::{use_etcd, Cluster};
 use mojim_etcd::testing::EtcdServer;
 use mojim_kv::cluster::topology::Topology;
@@ -43,10 +43,7 @@ impl OneShard {
 
     /// The topology in etcd.
     pub fn topology(&self) -> Topology {
-        let client = self.etcd.client(Duration::from_secs(2));
-        let key = format!("{}/kv-cluster/topology", self.prefix);
-        let kv = client.get(&key).expect("read the topology").expect("a topology");
-        serde_json::from_slice(&kv.value).expect("a topology")
+        read_topology(&self.etcd, &self.prefix).0
     }
 
     /// `mojim kv --config <its> --cluster --node <node> --mirror <its mirror>` and `extra`.
