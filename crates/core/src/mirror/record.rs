@@ -19,7 +19,7 @@
 use crate::checkpoint::GroupRef;
 use crate::lane::{Completed, Slot};
 use crate::receive::Violation;
-use mojim_format::frame::{BodyError, FLAG_ENCRYPTED};
+use mojim_format::frame::FLAG_ENCRYPTED;
 use mojim_format::log::{pad_header, RecordArea};
 use mojim_format::{FrameHeader, FrameKind, FRAME_HEADER_SIZE};
 use mojim_region::{Bytes, LogMedia};
@@ -102,6 +102,7 @@ pub struct RecordRules {
 }
 
 impl RecordRules {
+    /// The rules as the node runs them.
     pub fn new() -> RecordRules {
         RecordRules::default()
     }
@@ -144,7 +145,7 @@ impl RecordRules {
             log.receive(body_at, len, src).map_err(StoreError::Receive)?;
         }
         let computed = log.records().checksum(body_at as usize, len);
-        h.check_checksum(len, computed).map_err(|e: BodyError| StoreError::Peer(Violation::Body(e)))?;
+        h.check_checksum(len, computed).map_err(|e| StoreError::Peer(Violation::Body(e)))?;
         let mut stamped = h;
         stamped.log_pos = pos;
         // The body lies decrypted (a placed lane's runtime decrypted it in place): the record
