@@ -1157,6 +1157,19 @@ impl<C: Conn> Link<C> {
         lowest.map_or(0, |a| last.saturating_sub(a))
     }
 
+    /// Per lane index, the last group every replica acknowledged on it: what a session that
+    /// ended still vouches for (`Inner::wait` reads it once the session is gone).
+    pub fn acked_per_lane(&self) -> Vec<u64> {
+        (0..self.lanes_per_replica)
+            .map(|l| {
+                (0..self.replicas)
+                    .map(|r| self.lanes[r * self.lanes_per_replica + l].acked.load(Ordering::Acquire))
+                    .min()
+                    .unwrap_or(0)
+            })
+            .collect()
+    }
+
     /// A number every group up to which the mirror acknowledged: below the lowest group still
     /// owed an Ack, or the last group numbered when none is. A lane with nothing owed and
     /// nothing being sent holds it back no further, so an idle lane does not pin it at the

@@ -565,6 +565,55 @@ fn a_group_never_acknowledged_is_caught_up_whatever_the_mirror_says_it_applied()
     });
 }
 
+/// A group the mirror acknowledged just before its session ended is kept: its waiter, which
+/// finds the session already gone, is told so, not that the mirror was lost. (Another thread of
+/// the primary, its keeper or a copy, can read the Ack and then the end of the connection, and
+/// drop the session, before the application's thread waits for that Ack.)
+#[test]
+fn a_group_acknowledged_just_before_its_session_ended_is_kept() {
+    let scratch = Scratch::new("acked-then-gone");
+    let (t, listener, opts) = mirror_for(&scratch);
+    let (acked_sent, go) = (mpsc::channel(), mpsc::channel::<()>());
+    let peer_t = t.clone();
+    thread::scope(|s| {
+        s.spawn(move || {
+            let (mut lane, _) = first_session(&peer_t, &listener);
+            let (h, _) = lane.read_skipping_heartbeats();
+            assert_eq!((h.kind, h.seq, h.offset), (FrameKind::Data, 2, 100));
+            lane.ack(2);
+            acked_sent.0.send(()).expect("report");
+            go.1.recv().expect("the go-ahead");
+            let (h, _) = lane.read_skipping_heartbeats();
+            assert_eq!((h.kind, h.seq, h.offset), (FrameKind::Data, 3, 300));
+            // Gone with group 3 unacknowledged, and no session again (the listener goes too).
+            drop(lane);
+        });
+        let primary = Primary::open_with(t.clone(), &opts).expect("the primary opens over memory");
+        primary.write(10, b"first").expect("store");
+        primary.msync(10, 5).expect("acknowledged by the mirror");
+        primary.write(100, b"second").expect("store");
+        let acked = primary.persist(&[Range::new(100, 6)]).expect("group 2 goes out");
+        acked_sent.1.recv().expect("the mirror acknowledged group 2");
+        // The keeper, which hears the mirror, reads the Ack; nobody waits for it yet.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while primary.status().acked_seq != [2] {
+            assert!(std::time::Instant::now() < deadline, "the keeper did not read the Ack");
+            thread::sleep(Duration::from_millis(10));
+        }
+        primary.write(300, b"third").expect("store");
+        let never = primary.persist(&[Range::new(300, 5)]).expect("group 3 goes out");
+        go.0.send(()).expect("go");
+        while primary.status().failed.is_none() {
+            assert!(std::time::Instant::now() < deadline, "the primary did not notice the mirror leave");
+            thread::sleep(Duration::from_millis(10));
+        }
+        primary.wait(acked).expect("group 2 was acknowledged before the session ended");
+        let lost = primary.wait(never);
+        assert!(matches!(lost, Err(Error::MirrorLost { .. })), "group 3 was never acknowledged: {lost:?}");
+        drop(primary);
+    });
+}
+
 /// Under `on_mirror_loss = block`, a sync point made while the mirror is away is refused, but
 /// its bytes are in the primary's copy, and what the application syncs later may depend on
 /// them: the metadata log keeps its ranges, and the next session resends them.

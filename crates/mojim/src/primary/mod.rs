@@ -319,6 +319,10 @@ struct Health {
     losses: u64,
     vulnerable_us: Option<u64>,
     reconnect_error: Option<String>,
+    /// The last session lost, and per lane index the last group its mirror acknowledged: a
+    /// sync point whose group was acknowledged just before its session ended is kept, though
+    /// its waiter finds the session gone.
+    lost_acks: Option<(u64, Vec<u64>)>,
 }
 
 pub(crate) struct Inner<T: Transport> {
@@ -882,6 +886,9 @@ where
             return;
         }
         let reason = link.fail(reason);
+        // Final: a failed link reads no more Acks. Recorded before the slot empties, so a
+        // waiter that finds the session gone finds its acknowledgements.
+        lock(&self.health).lost_acks = Some((link.session, link.acked_per_lane()));
         *slot = None;
         tracing::warn!(mirror = %self.opts.mirror, %reason, "mirror lost");
         if let Err(e) = self.enter_loss(reason.to_string(), link.acked_floor()) {
@@ -1054,8 +1061,19 @@ where
                 Err(reason) => self.on_loss(&link, reason),
             }
         }
+        let (acked, reason) = {
+            let h = lock(&self.health);
+            let acked = h.lost_acks.as_ref().is_some_and(|(session, acked)| {
+                *session == ticket.session
+                    && acked.get(ticket.lane as usize).is_some_and(|&a| a >= ticket.seq)
+            });
+            (acked, h.lost.clone().unwrap_or_else(|| "the session ended".into()))
+        };
+        if acked {
+            // The mirror acknowledged the group before its session ended.
+            return self.check_lease();
+        }
         // The session is gone before the group was acknowledged.
-        let reason = lock(&self.health).lost.clone().unwrap_or_else(|| "the session ended".into());
         match self.opts.failure.on_mirror_loss {
             OnMirrorLoss::Block => Err(Error::MirrorLost { reason }),
             // The loss made the whole copy persistent, and the metadata log resends the group;
