@@ -1,4 +1,4 @@
-//! The storage seam: what the mirror's checkpoint path writes to, as traits.
+//! The storage seam: what the mirror's lanes and checkpoint path write to, as traits.
 //!
 //! A [`Media`] is a byte area with two states, as redb's storage backend and TigerBeetle's
 //! simulated storage see one: what was *written* (visible to reads at once) and what is
@@ -11,8 +11,8 @@
 //! The real media are the mapped files ([`crate::RegionFile`], [`crate::LogFile`]) and the
 //! disk data area ([`crate::DiskRegion`]); the simulator (`mojim_core::sim`) implements the
 //! same traits over images that a simulated power cut tears. `mojim_core::mirror` runs the
-//! mirror's checkpoint commands against any of them, so the order of persistence lives in one
-//! place.
+//! mirror's checkpoint commands, a lane's record storage and a Copy frame's landing against any
+//! of them, so the order of persistence lives in one place.
 //!
 //! The methods take `&mut self`, as `std::io::Write` does; the real files persist through
 //! shared references, so they implement the traits for `&RegionFile` and so on, as
